@@ -1,0 +1,102 @@
+//! Channel types and tenant tiers.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelType {
+    Webhook,
+    Echo,
+    WhatsappMeta,
+    WhatsappInfobip,
+    Websocket,
+}
+
+impl ChannelType {
+    pub const ALL: [ChannelType; 5] = [
+        Self::Webhook,
+        Self::Echo,
+        Self::WhatsappMeta,
+        Self::WhatsappInfobip,
+        Self::Websocket,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Webhook => "webhook",
+            Self::Echo => "echo",
+            Self::WhatsappMeta => "whatsapp_meta",
+            Self::WhatsappInfobip => "whatsapp_infobip",
+            Self::Websocket => "websocket",
+        }
+    }
+}
+
+impl fmt::Display for ChannelType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ChannelType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| format!("unknown channel type `{s}`"))
+    }
+}
+
+/// A tenant's tier selects the delivery queue its deliveries run on, so that classes of tenants
+/// never wait for each other's workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    High,
+    #[default]
+    Default,
+    Bulk,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 3] = [Self::High, Self::Default, Self::Bulk];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::High => "high",
+            Self::Default => "default",
+            Self::Bulk => "bulk",
+        }
+    }
+
+    /// The tier's queue name (before the stack prefix).
+    pub fn queue_name(self) -> &'static str {
+        match self {
+            Self::High => "deliveries-high",
+            Self::Default => "deliveries",
+            Self::Bulk => "deliveries-bulk",
+        }
+    }
+
+    /// Concurrent deliveries the tier's consumer runs at most (Lambda MaximumConcurrency).
+    pub fn max_concurrency(self) -> usize {
+        match self {
+            Self::High => 10,
+            Self::Default => 20,
+            Self::Bulk => 5,
+        }
+    }
+}
+
+impl FromStr for Tier {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| format!("unknown tier `{s}` (high, default, bulk)"))
+    }
+}

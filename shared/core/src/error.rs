@@ -1,0 +1,158 @@
+//! Why an attempt failed and whether retrying can help.
+
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, SystemTime};
+
+/// The outcome of a failed attempt, as the adapters report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{reason}")]
+pub struct DeliveryError {
+    /// Human-readable cause, stored as the delivery's `last_error`.
+    pub reason: String,
+    /// HTTP status when there was a response.
+    pub status: Option<u16>,
+    /// `false` dead-letters the delivery at once.
+    pub retryable: bool,
+    /// Provider-requested delay before the next attempt.
+    pub retry_after_ms: Option<u64>,
+}
+
+/// Longest response snippet kept in an error or the attempt log.
+pub const SNIPPET_CHARS: usize = 500;
+
+/// The first `SNIPPET_CHARS` characters of a response body, lossily decoded.
+pub fn snippet(body: &[u8]) -> String {
+    String::from_utf8_lossy(body)
+        .chars()
+        .take(SNIPPET_CHARS)
+        .collect()
+}
+
+/// Is this HTTP status worth retrying? 408, 425, 429 and every 5xx.
+pub fn is_retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 425 | 429) || (500..=599).contains(&status)
+}
+
+/// Parses a Retry-After header: delta-seconds or an IMF-fixdate. Dates in the past give 0.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<u64> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(secs.saturating_mul(1000));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .as_millis()
+            .try_into()
+            .unwrap_or(u64::MAX),
+    )
+}
+
+impl DeliveryError {
+    /// Classifies a non-2xx HTTP response.
+    pub fn from_http(
+        status: u16,
+        retry_after: Option<&str>,
+        body: &[u8],
+        label: &str,
+        now: SystemTime,
+    ) -> Self {
+        let body = snippet(body);
+        let reason = if body.is_empty() {
+            format!("{label}: HTTP {status}")
+        } else {
+            format!("{label}: HTTP {status}: {body}")
+        };
+        Self {
+            reason,
+            status: Some(status),
+            retryable: is_retryable_status(status),
+            retry_after_ms: retry_after.and_then(|v| parse_retry_after(v, now)),
+        }
+    }
+
+    /// A transport failure (timeout, refused connection, DNS error): always retryable.
+    pub fn from_transport(reason: impl std::fmt::Display, label: &str) -> Self {
+        Self {
+            reason: format!("{label}: {reason}"),
+            status: None,
+            retryable: true,
+            retry_after_ms: None,
+        }
+    }
+
+    /// A failure that retrying cannot heal (configuration errors, refused destinations).
+    pub fn permanent(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            status: None,
+            retryable: false,
+            retry_after_ms: None,
+        }
+    }
+
+    /// Any other error: treated as retryable.
+    pub fn transient(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            status: None,
+            retryable: true,
+            retry_after_ms: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn http_classification() {
+        let now = SystemTime::now();
+        for s in [408, 425, 429, 500, 502, 503, 599] {
+            assert!(DeliveryError::from_http(s, None, b"", "webhook", now).retryable, "{s}");
+        }
+        for s in [300, 301, 400, 401, 403, 404, 410, 422] {
+            assert!(!DeliveryError::from_http(s, None, b"", "webhook", now).retryable, "{s}");
+        }
+        let e = DeliveryError::from_http(400, None, b"invalid recipient", "webhook", now);
+        assert_eq!(e.reason, "webhook: HTTP 400: invalid recipient");
+        assert_eq!(e.status, Some(400));
+        assert!(DeliveryError::from_transport("connection refused", "webhook").retryable);
+        assert!(!DeliveryError::permanent("no recipient").retryable);
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
+        assert_eq!(parse_retry_after("120", now), Some(120_000));
+        assert_eq!(parse_retry_after(" 2 ", now), Some(2_000));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now), Some(30_000));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now), Some(0));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-3", now), None);
+        let e = DeliveryError::from_http(429, Some("2"), b"", "webhook", now);
+        assert_eq!(e.retry_after_ms, Some(2_000));
+    }
+
+    #[test]
+    fn snippet_is_capped() {
+        let body = "é".repeat(2000);
+        assert_eq!(snippet(body.as_bytes()).chars().count(), SNIPPET_CHARS);
+    }
+
+    proptest! {
+        #[test]
+        fn every_status_classifies(status in 100u16..1000) {
+            let e = DeliveryError::from_http(status, None, b"", "x", SystemTime::now());
+            prop_assert_eq!(e.retryable, status == 408 || status == 425 || status == 429 || (500..600).contains(&status));
+        }
+
+        #[test]
+        fn delta_seconds_parse(secs in 0u64..10_000_000) {
+            prop_assert_eq!(parse_retry_after(&secs.to_string(), SystemTime::now()), Some(secs * 1000));
+        }
+    }
+}

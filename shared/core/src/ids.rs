@@ -1,0 +1,125 @@
+//! Typed identifiers. Each id is a prefixed string (`ten_`, `ch_`, `act_`, `dlv_`) so that an
+//! id of one kind can never be passed where another is expected, and a stray id in a log line
+//! says what it is.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use uuid::Uuid;
+
+/// Namespace for delivery ids derived from (activity, channel).
+const DELIVERY_NAMESPACE: Uuid = Uuid::from_u128(0x5c0f_9a0e_2b7d_4e4b_9d0c_c0a1_7e11_de11);
+
+macro_rules! typed_id {
+    ($name:ident, $prefix:literal) => {
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            pub const PREFIX: &'static str = $prefix;
+
+            /// A new random id.
+            pub fn generate() -> Self {
+                Self(format!("{}{}", $prefix, Uuid::new_v4().simple()))
+            }
+
+            /// Parses an id received from outside (an URL path, a JSON body).
+            pub fn parse(s: &str) -> Result<Self, IdError> {
+                let rest = s.strip_prefix($prefix).ok_or(IdError::Prefix {
+                    kind: stringify!($name),
+                    prefix: $prefix,
+                })?;
+                if rest.is_empty()
+                    || rest.len() > 64
+                    || !rest
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                {
+                    return Err(IdError::Body {
+                        kind: stringify!($name),
+                    });
+                }
+                Ok(Self(s.to_owned()))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = IdError;
+            fn try_from(s: String) -> Result<Self, IdError> {
+                Self::parse(&s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+    };
+}
+
+typed_id!(TenantId, "ten_");
+typed_id!(ChannelId, "ch_");
+typed_id!(ActivityId, "act_");
+typed_id!(DeliveryId, "dlv_");
+
+impl DeliveryId {
+    /// The delivery of an activity to a channel. The id is a function of the pair, so creating
+    /// "the" delivery twice names the same row and a conditional create makes the pair unique.
+    pub fn for_pair(activity: &ActivityId, channel: &ChannelId) -> Self {
+        let name = format!("{}/{}", activity.as_str(), channel.as_str());
+        Self(format!(
+            "dlv_{}",
+            Uuid::new_v5(&DELIVERY_NAMESPACE, name.as_bytes()).simple()
+        ))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    #[error("{kind} must start with `{prefix}`")]
+    Prefix {
+        kind: &'static str,
+        prefix: &'static str,
+    },
+    #[error("{kind} has an invalid body (1 to 64 letters, digits, `-` or `_`)")]
+    Body { kind: &'static str },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_refuse_other_kinds() {
+        let t = TenantId::generate();
+        assert_eq!(TenantId::parse(t.as_str()).unwrap(), t);
+        assert!(ChannelId::parse(t.as_str()).is_err());
+        assert!(ChannelId::parse("ch_").is_err());
+        assert!(ChannelId::parse("ch_a b").is_err());
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(serde_json::from_str::<TenantId>(&json).unwrap(), t);
+        assert!(serde_json::from_str::<TenantId>("\"act_x\"").is_err());
+    }
+
+    #[test]
+    fn delivery_id_is_a_function_of_the_pair() {
+        let a = ActivityId::generate();
+        let c1 = ChannelId::generate();
+        let c2 = ChannelId::generate();
+        assert_eq!(DeliveryId::for_pair(&a, &c1), DeliveryId::for_pair(&a, &c1));
+        assert_ne!(DeliveryId::for_pair(&a, &c1), DeliveryId::for_pair(&a, &c2));
+        let d = DeliveryId::for_pair(&a, &c1);
+        assert_eq!(DeliveryId::parse(d.as_str()).unwrap(), d);
+    }
+}

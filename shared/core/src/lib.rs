@@ -1,0 +1,18 @@
+//! Converger's domain rules. Nothing in this crate performs I/O: every rule the
+//! pipeline, the store and the HTTP surfaces apply is defined here and tested here.
+
+pub mod channel;
+pub mod error;
+pub mod ids;
+pub mod net;
+pub mod policy;
+pub mod secret;
+pub mod signing;
+pub mod status;
+pub mod time;
+
+pub use channel::{ChannelType, Tier};
+pub use error::DeliveryError;
+pub use ids::{ActivityId, ChannelId, DeliveryId, TenantId};
+pub use policy::{Backoff, PolicyError, RetryPolicy};
+pub use status::DeliveryStatus;

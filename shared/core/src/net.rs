@@ -1,0 +1,157 @@
+//! Which network destinations a webhook may reach (SSRF protection).
+//!
+//! After DNS resolution every address is checked; loopback, private, link-local (which holds
+//! the cloud metadata endpoints), CGNAT, unique-local, unspecified, multicast and other
+//! special-purpose ranges are refused unless an operator allowlist of CIDRs covers them.
+
+use ipnet::IpNet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Allowlist(Vec<IpNet>);
+
+impl Allowlist {
+    pub fn new(nets: Vec<IpNet>) -> Self {
+        Self(nets)
+    }
+
+    /// Parses a comma-separated list of CIDRs (`127.0.0.0/8,::1/128`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        s.split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                IpNet::from_str(p)
+                    .or_else(|_| IpAddr::from_str(p).map(IpNet::from))
+                    .map_err(|_| format!("`{p}` is not a CIDR"))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
+    }
+
+    /// Loopback only: what the local runner allows by default.
+    pub fn loopback() -> Self {
+        Self(vec![
+            IpNet::from(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)))
+                .supernet_of_len(8),
+            IpNet::from(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+        ])
+    }
+
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.0.iter().any(|n| n.contains(&ip))
+    }
+}
+
+trait SupernetOfLen {
+    fn supernet_of_len(self, len: u8) -> IpNet;
+}
+
+impl SupernetOfLen for IpNet {
+    fn supernet_of_len(self, len: u8) -> IpNet {
+        IpNet::new(self.addr(), len)
+            .map(|n| n.trunc())
+            .unwrap_or(self)
+    }
+}
+
+fn special_v4(ip: Ipv4Addr) -> Option<&'static str> {
+    let o = ip.octets();
+    if ip.is_loopback() {
+        Some("loopback")
+    } else if ip.is_private() {
+        Some("private")
+    } else if ip.is_link_local() {
+        Some("link-local/metadata")
+    } else if o[0] == 100 && (o[1] & 0xC0) == 64 {
+        Some("carrier-grade NAT")
+    } else if o[0] == 0 || ip.is_unspecified() {
+        Some("unspecified")
+    } else if ip.is_broadcast() || ip.is_multicast() || o[0] >= 240 {
+        Some("multicast/reserved")
+    } else if o[0] == 192 && o[1] == 0 && o[2] == 0 {
+        Some("IETF protocol assignments")
+    } else if o[0] == 198 && (o[1] & 0xFE) == 18 {
+        Some("benchmarking")
+    } else {
+        None
+    }
+}
+
+/// Why an address may not be reached by default, or `None` for a public address.
+pub fn special_purpose(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => special_v4(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return special_v4(v4);
+            }
+            let seg = v6.segments();
+            // NAT64 (64:ff9b::/96) embeds an IPv4 address.
+            if seg[0] == 0x64 && seg[1] == 0xff9b && seg[2..6] == [0, 0, 0, 0] {
+                let o = v6.octets();
+                return special_v4(Ipv4Addr::new(o[12], o[13], o[14], o[15]));
+            }
+            if v6.is_loopback() {
+                Some("loopback")
+            } else if v6.is_unspecified() {
+                Some("unspecified")
+            } else if (seg[0] & 0xfe00) == 0xfc00 {
+                Some("unique-local")
+            } else if (seg[0] & 0xffc0) == 0xfe80 {
+                Some("link-local")
+            } else if v6.is_multicast() {
+                Some("multicast")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+/// `Err(reason)` when `ip` may not be reached under `allow`.
+pub fn check_destination(ip: IpAddr, allow: &Allowlist) -> Result<(), &'static str> {
+    match special_purpose(ip) {
+        Some(reason) if !allow.contains(ip) => Err(reason),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn special_ranges_are_refused() {
+        let none = Allowlist::default();
+        for a in [
+            "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1",
+            "0.0.0.0", "::1", "::", "fd00:ec2::254", "fe80::1", "::ffff:127.0.0.1", "64:ff9b::a00:1",
+            "224.0.0.1", "255.255.255.255",
+        ] {
+            assert!(check_destination(ip(a), &none).is_err(), "{a}");
+        }
+        for a in ["93.184.216.34", "2606:4700::1111", "100.128.0.1", "172.32.0.1"] {
+            assert!(check_destination(ip(a), &none).is_ok(), "{a}");
+        }
+    }
+
+    #[test]
+    fn allowlist_opens_ranges() {
+        let lo = Allowlist::loopback();
+        assert!(check_destination(ip("127.0.0.1"), &lo).is_ok());
+        assert!(check_destination(ip("127.9.9.9"), &lo).is_ok());
+        assert!(check_destination(ip("::1"), &lo).is_ok());
+        assert!(check_destination(ip("10.0.0.1"), &lo).is_err());
+        let custom = Allowlist::parse("10.0.0.0/8, 192.168.1.7").unwrap();
+        assert!(check_destination(ip("10.2.3.4"), &custom).is_ok());
+        assert!(check_destination(ip("192.168.1.7"), &custom).is_ok());
+        assert!(check_destination(ip("192.168.1.8"), &custom).is_err());
+        assert!(Allowlist::parse("not-a-net").is_err());
+    }
+}

@@ -1,0 +1,360 @@
+//! Retry policy: the five fields, their defaults, the three-layer merge, validation and the
+//! backoff formulas.
+//!
+//! Layers, later ones winning: global configuration, the adapter's defaults, the channel's own
+//! override (a JSON map with string keys). A channel's map is validated strictly when it is
+//! written; values from the configuration and adapter layers that would not validate are
+//! skipped during the merge rather than breaking every delivery.
+
+use crate::error::DeliveryError;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// The keys a policy layer may contain.
+pub const KEYS: [&str; 5] = ["max_attempts", "backoff", "base_ms", "max_ms", "timeout_ms"];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backoff {
+    Exponential,
+    Linear,
+    Fixed,
+}
+
+impl Backoff {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "exponential" => Some(Self::Exponential),
+            "linear" => Some(Self::Linear),
+            "fixed" => Some(Self::Fixed),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetryPolicy {
+    /// Total attempts before the delivery is dead-lettered.
+    pub max_attempts: u32,
+    pub backoff: Backoff,
+    /// Backoff base in milliseconds.
+    pub base_ms: u64,
+    /// Cap on the computed backoff (not on a provider's Retry-After).
+    pub max_ms: u64,
+    /// Adapter request timeout.
+    pub timeout_ms: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            backoff: Backoff::Exponential,
+            base_ms: 10_000,
+            max_ms: 3_600_000,
+            timeout_ms: 15_000,
+        }
+    }
+}
+
+/// One problem with a policy map, named by its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+/// What happens after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Attempt again after this many milliseconds.
+    RetryIn(u64),
+    /// Dead-letter: permanent error or retries exhausted.
+    Dead,
+}
+
+fn positive_int(v: &Value) -> Option<u64> {
+    v.as_u64().filter(|n| *n > 0)
+}
+
+fn check(key: &str, value: &Value) -> Result<(), String> {
+    match key {
+        "backoff" => match value.as_str() {
+            Some(s) if Backoff::parse(s).is_some() => Ok(()),
+            _ => Err("must be one of exponential, linear, fixed".into()),
+        },
+        "max_attempts" => match positive_int(value) {
+            Some(n) if n <= u64::from(u32::MAX) => Ok(()),
+            _ => Err("must be a positive integer".into()),
+        },
+        "base_ms" | "max_ms" | "timeout_ms" => match positive_int(value) {
+            Some(_) => Ok(()),
+            None => Err("must be a positive integer".into()),
+        },
+        _ => Err(format!("unknown key (allowed: {})", KEYS.join(", "))),
+    }
+}
+
+impl RetryPolicy {
+    /// Validates a channel's override map: only the five keys, positive integers, known
+    /// backoff names. Returns every problem, not just the first.
+    pub fn validate(layer: &Map<String, Value>) -> Result<(), Vec<PolicyError>> {
+        let errors: Vec<PolicyError> = layer
+            .iter()
+            .filter_map(|(k, v)| {
+                check(k, v).err().map(|message| PolicyError {
+                    key: k.clone(),
+                    message,
+                })
+            })
+            .collect();
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Applies one layer on top of `self`; keys that would not validate are skipped.
+    pub fn with_layer(mut self, layer: &Map<String, Value>) -> Self {
+        for (k, v) in layer {
+            if check(k, v).is_err() {
+                continue;
+            }
+            match (k.as_str(), positive_int(v), v.as_str()) {
+                ("max_attempts", Some(n), _) => {
+                    self.max_attempts = u32::try_from(n).unwrap_or(u32::MAX)
+                }
+                ("base_ms", Some(n), _) => self.base_ms = n,
+                ("max_ms", Some(n), _) => self.max_ms = n,
+                ("timeout_ms", Some(n), _) => self.timeout_ms = n,
+                ("backoff", _, Some(s)) => {
+                    if let Some(b) = Backoff::parse(s) {
+                        self.backoff = b;
+                    }
+                }
+                _ => {}
+            }
+        }
+        self
+    }
+
+    /// Turns the global configuration map into a layer: honours the legacy
+    /// `base_backoff_seconds` (converted to `base_ms` unless `base_ms` is also given).
+    pub fn config_layer(config: &Map<String, Value>) -> Map<String, Value> {
+        let mut layer = config.clone();
+        if let Some(secs) = layer.remove("base_backoff_seconds") {
+            if !layer.contains_key("base_ms") {
+                if let Some(s) = positive_int(&secs) {
+                    layer.insert("base_ms".into(), Value::from(s.saturating_mul(1000)));
+                }
+            }
+        }
+        layer
+    }
+
+    /// The effective policy: defaults, then configuration, adapter and channel layers.
+    pub fn effective(
+        config: &Map<String, Value>,
+        adapter: &Map<String, Value>,
+        channel: &Map<String, Value>,
+    ) -> Self {
+        Self::default()
+            .with_layer(&Self::config_layer(config))
+            .with_layer(adapter)
+            .with_layer(channel)
+    }
+
+    /// The computed backoff before the retry that follows attempt `n` (1-based), in
+    /// milliseconds, before rounding.
+    pub fn raw_backoff_ms(&self, n: u32) -> u64 {
+        let raw = match self.backoff {
+            Backoff::Exponential => self.base_ms.saturating_mul(3u64.saturating_pow(n)),
+            Backoff::Linear => self.base_ms.saturating_mul(u64::from(n)),
+            Backoff::Fixed => self.base_ms,
+        };
+        raw.min(self.max_ms)
+    }
+
+    /// The delay before the retry that follows attempt `n`, in whole seconds (at least one),
+    /// expressed in milliseconds.
+    pub fn backoff_ms(&self, n: u32) -> u64 {
+        (self.raw_backoff_ms(n) / 1000).max(1) * 1000
+    }
+
+    /// The delay before the next attempt after attempt `n` failed with `err`: the provider's
+    /// Retry-After when it gave one (not capped by `max_ms`), else the policy's backoff.
+    pub fn retry_delay_ms(&self, n: u32, err: &DeliveryError) -> u64 {
+        match err.retry_after_ms {
+            // Whole seconds, rounded up so a retry never comes before the provider asked.
+            Some(ms) => ms.div_ceil(1000).max(1) * 1000,
+            None => self.backoff_ms(n),
+        }
+    }
+
+    /// Decides what follows attempt `n` (1-based, counting this one) that failed with `err`.
+    pub fn next_after_failure(&self, n: u32, err: &DeliveryError) -> Next {
+        if !err.retryable || n >= self.max_attempts {
+            Next::Dead
+        } else {
+            Next::RetryIn(self.retry_delay_ms(n, err))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn map(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn defaults_give_the_reference_schedule() {
+        let p = RetryPolicy::default();
+        let delays: Vec<u64> = (1..=4).map(|n| p.backoff_ms(n) / 1000).collect();
+        assert_eq!(delays, vec![30, 90, 270, 810]);
+        let err = DeliveryError::transient("boom");
+        assert_eq!(p.next_after_failure(4, &err), Next::RetryIn(810_000));
+        assert_eq!(p.next_after_failure(5, &err), Next::Dead);
+        assert_eq!(
+            p.next_after_failure(1, &DeliveryError::permanent("bad")),
+            Next::Dead
+        );
+    }
+
+    #[test]
+    fn formulas() {
+        let lin = RetryPolicy {
+            backoff: Backoff::Linear,
+            base_ms: 30_000,
+            ..Default::default()
+        };
+        assert_eq!(lin.backoff_ms(3), 90_000);
+        let fixed = RetryPolicy {
+            backoff: Backoff::Fixed,
+            base_ms: 1_000,
+            ..Default::default()
+        };
+        assert_eq!(fixed.backoff_ms(7), 1_000);
+        let tiny = RetryPolicy {
+            backoff: Backoff::Fixed,
+            base_ms: 10,
+            ..Default::default()
+        };
+        assert_eq!(tiny.backoff_ms(1), 1_000, "at least one second");
+        let capped = RetryPolicy {
+            max_ms: 60_000,
+            ..Default::default()
+        };
+        assert_eq!(capped.backoff_ms(5), 60_000);
+    }
+
+    #[test]
+    fn retry_after_overrides_and_is_not_capped() {
+        let p = RetryPolicy {
+            max_ms: 60_000,
+            ..Default::default()
+        };
+        let mut err = DeliveryError::transient("slow down");
+        err.retry_after_ms = Some(86_400_000);
+        assert_eq!(p.retry_delay_ms(1, &err), 86_400_000);
+        err.retry_after_ms = Some(1_500);
+        assert_eq!(p.retry_delay_ms(1, &err), 2_000, "rounded up, never early");
+        err.retry_after_ms = Some(0);
+        assert_eq!(p.retry_delay_ms(1, &err), 1_000);
+    }
+
+    #[test]
+    fn validate_reports_every_problem() {
+        assert!(RetryPolicy::validate(&map(json!({"max_attempts": 3, "backoff": "linear", "base_ms": 30000}))).is_ok());
+        let errs = RetryPolicy::validate(&map(json!({
+            "max_attempts": 0, "backoff": "random", "base_ms": -5, "max_ms": 1.5, "colour": "red", "timeout_ms": "10"
+        })))
+        .unwrap_err();
+        let mut keys: Vec<_> = errs.iter().map(|e| e.key.as_str()).collect();
+        keys.sort();
+        assert_eq!(keys, vec!["backoff", "base_ms", "colour", "max_attempts", "max_ms", "timeout_ms"]);
+    }
+
+    #[test]
+    fn merge_layers_later_wins_and_invalid_is_ignored() {
+        let config = map(json!({"max_attempts": 8, "base_backoff_seconds": 5, "backoff": "nonsense"}));
+        let adapter = map(json!({"timeout_ms": 10000, "max_ms": 0}));
+        let channel = map(json!({"max_attempts": 3}));
+        let p = RetryPolicy::effective(&config, &adapter, &channel);
+        assert_eq!(p.max_attempts, 3);
+        assert_eq!(p.base_ms, 5_000);
+        assert_eq!(p.backoff, Backoff::Exponential);
+        assert_eq!(p.timeout_ms, 10_000);
+        assert_eq!(p.max_ms, 3_600_000);
+        let both = map(json!({"base_backoff_seconds": 5, "base_ms": 2000}));
+        assert_eq!(RetryPolicy::effective(&both, &Map::new(), &Map::new()).base_ms, 2_000);
+    }
+
+    fn any_policy() -> impl Strategy<Value = RetryPolicy> {
+        (
+            1u32..20,
+            prop_oneof![Just(Backoff::Exponential), Just(Backoff::Linear), Just(Backoff::Fixed)],
+            1u64..10_000_000,
+            1u64..100_000_000,
+        )
+            .prop_map(|(max_attempts, backoff, base_ms, max_ms)| RetryPolicy {
+                max_attempts,
+                backoff,
+                base_ms,
+                max_ms,
+                timeout_ms: 1000,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn backoff_is_whole_seconds_at_least_one_and_capped(p in any_policy(), n in 1u32..200) {
+            let d = p.backoff_ms(n);
+            prop_assert_eq!(d % 1000, 0);
+            prop_assert!(d >= 1000);
+            prop_assert!(d <= p.max_ms.max(1000));
+        }
+
+        #[test]
+        fn backoff_never_shrinks_with_attempts(p in any_policy(), n in 1u32..100) {
+            prop_assert!(p.backoff_ms(n + 1) >= p.backoff_ms(n));
+        }
+
+        #[test]
+        fn exponential_matches_formula(base in 1u64..100_000, max in 1u64..100_000_000, n in 1u32..10) {
+            let p = RetryPolicy { backoff: Backoff::Exponential, base_ms: base, max_ms: max, ..Default::default() };
+            let expect = (base * 3u64.pow(n)).min(max);
+            prop_assert_eq!(p.raw_backoff_ms(n), expect);
+        }
+
+        #[test]
+        fn attempts_never_exceed_max(p in any_policy(), n in 1u32..40) {
+            let next = p.next_after_failure(n, &DeliveryError::transient("x"));
+            if n >= p.max_attempts { prop_assert_eq!(next, Next::Dead); }
+            else { prop_assert!(matches!(next, Next::RetryIn(_))); }
+        }
+
+        #[test]
+        fn merged_policy_always_validates(
+            a in proptest::collection::btree_map("[a-z_]{1,12}", prop_oneof![
+                Just(Value::from(0)), Just(Value::from(5)), Just(Value::from("linear")),
+                Just(Value::from("x")), Just(Value::from(-1)), Just(Value::Null)], 0..6),
+        ) {
+            let layer: Map<String, Value> = a.into_iter().collect();
+            let p = RetryPolicy::default().with_layer(&layer);
+            prop_assert!(p.max_attempts > 0 && p.base_ms > 0 && p.max_ms > 0 && p.timeout_ms > 0);
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! The delivery status machine.
+//!
+//! Rank: `pending` = `paused` < `sent` < `delivered` < `read`. `failed` is the dead letter.
+//! Provider receipts only move a delivery forward; a late `delivered` after `read` is ignored;
+//! a `failed` receipt applies from any status except `read`; nothing leaves `failed` but a
+//! replay.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    Pending,
+    Paused,
+    Sent,
+    Delivered,
+    Read,
+    Failed,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 6] = [
+        Self::Pending,
+        Self::Paused,
+        Self::Sent,
+        Self::Delivered,
+        Self::Read,
+        Self::Failed,
+    ];
+
+    /// Position on the forward path; `None` for `failed`, which is off the path.
+    pub fn rank(self) -> Option<u8> {
+        match self {
+            Self::Pending | Self::Paused => Some(0),
+            Self::Sent => Some(1),
+            Self::Delivered => Some(2),
+            Self::Read => Some(3),
+            Self::Failed => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Paused => "paused",
+            Self::Sent => "sent",
+            Self::Delivered => "delivered",
+            Self::Read => "read",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// Already accepted by the provider: a delivery in one of these states is never sent again.
+    pub fn is_accepted(self) -> bool {
+        matches!(self, Self::Sent | Self::Delivered | Self::Read)
+    }
+
+    /// Waiting for an attempt (or parked, which ranks like waiting).
+    pub fn is_waiting(self) -> bool {
+        matches!(self, Self::Pending | Self::Paused)
+    }
+
+    /// The status a provider receipt moves a delivery to, or `None` when the receipt must be
+    /// ignored. Only `sent`, `delivered`, `read` and `failed` are receipts.
+    pub fn apply_receipt(self, receipt: DeliveryStatus) -> Option<DeliveryStatus> {
+        match receipt {
+            Self::Failed => match self {
+                Self::Read | Self::Failed => None,
+                _ => Some(Self::Failed),
+            },
+            Self::Sent | Self::Delivered | Self::Read => {
+                let (Some(cur), Some(new)) = (self.rank(), receipt.rank()) else {
+                    // Nothing leaves `failed` but a replay.
+                    return None;
+                };
+                (new > cur).then_some(receipt)
+            }
+            Self::Pending | Self::Paused => None,
+        }
+    }
+}
+
+impl fmt::Display for DeliveryStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown delivery status `{0}` (pending, paused, sent, delivered, read, failed)")]
+pub struct UnknownStatus(pub String);
+
+impl FromStr for DeliveryStatus {
+    type Err = UnknownStatus;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| UnknownStatus(s.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeliveryStatus::*;
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn receipts_follow_the_reference_rules() {
+        assert_eq!(Pending.apply_receipt(Delivered), Some(Delivered));
+        assert_eq!(Sent.apply_receipt(Delivered), Some(Delivered));
+        assert_eq!(Delivered.apply_receipt(Read), Some(Read));
+        assert_eq!(Read.apply_receipt(Delivered), None, "late delivered after read");
+        assert_eq!(Delivered.apply_receipt(Sent), None);
+        assert_eq!(Sent.apply_receipt(Failed), Some(Failed));
+        assert_eq!(Delivered.apply_receipt(Failed), Some(Failed));
+        assert_eq!(Read.apply_receipt(Failed), None);
+        assert_eq!(Failed.apply_receipt(Read), None);
+        assert_eq!(Paused.apply_receipt(Sent), Some(Sent));
+    }
+
+    #[test]
+    fn parse_round_trips() {
+        for s in DeliveryStatus::ALL {
+            assert_eq!(s.as_str().parse::<DeliveryStatus>().unwrap(), s);
+        }
+        assert!("done".parse::<DeliveryStatus>().is_err());
+    }
+
+    fn any_status() -> impl Strategy<Value = DeliveryStatus> {
+        proptest::sample::select(DeliveryStatus::ALL.to_vec())
+    }
+
+    proptest! {
+        #[test]
+        fn receipts_never_move_backwards(cur in any_status(), receipt in any_status()) {
+            if let Some(new) = cur.apply_receipt(receipt) {
+                prop_assert_eq!(new, receipt);
+                match (cur.rank(), new.rank()) {
+                    (Some(a), Some(b)) => prop_assert!(b > a),
+                    (Some(_), None) => prop_assert_ne!(cur, Read),
+                    (None, _) => prop_assert!(false, "left failed"),
+                }
+            }
+        }
+
+        #[test]
+        fn any_receipt_sequence_is_monotone(seq in proptest::collection::vec(any_status(), 0..12)) {
+            let mut cur = Pending;
+            for r in seq {
+                let before = cur;
+                if let Some(n) = cur.apply_receipt(r) { cur = n; }
+                if before == Failed { prop_assert_eq!(cur, Failed); }
+                if before == Read { prop_assert_eq!(cur, Read); }
+            }
+        }
+    }
+}

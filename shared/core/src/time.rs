@@ -1,0 +1,39 @@
+//! Time in the forms the store and the API use: milliseconds since the epoch for
+//! comparisons, fixed-width RFC 3339 UTC strings (which sort as they compare) for display and
+//! sort keys.
+
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+
+pub fn now_ms() -> i64 {
+    Utc::now().timestamp_millis()
+}
+
+/// `2026-11-30T03:54:40.123456Z`: fixed width, so string order is time order.
+pub fn rfc3339(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+pub fn now_rfc3339() -> String {
+    rfc3339(Utc::now())
+}
+
+pub fn ms_to_rfc3339(ms: i64) -> String {
+    match Utc.timestamp_millis_opt(ms).single() {
+        Some(t) => rfc3339(t),
+        None => rfc3339(DateTime::<Utc>::UNIX_EPOCH),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_width_and_ordered() {
+        let a = ms_to_rfc3339(1_000);
+        let b = ms_to_rfc3339(1_764_000_000_123);
+        assert_eq!(a.len(), b.len());
+        assert!(a < b);
+        assert_eq!(b, "2025-11-24T16:00:00.123000Z");
+    }
+}
