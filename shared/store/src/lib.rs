@@ -1,14 +1,16 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! Every AWS call Converger makes lives in this crate: DynamoDB items and their conditional
+//! transitions, SQS queues, the EventBridge bus, and the provisioning of all three for the
+//! local stack. The pipeline sees them only through the ports in [`ports`].
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub mod aws;
+pub mod dynamo;
+pub mod events;
+pub mod model;
+pub mod ports;
+pub mod provision;
+pub mod resources;
+pub mod sqs;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use model::*;
+pub use ports::*;
+pub use resources::Resources;

@@ -1,0 +1,42 @@
+//! Shared AWS SDK configuration: built once per process, honours `AWS_ENDPOINT_URL`, and puts
+//! a timeout on every call.
+
+use aws_config::BehaviorVersion;
+use aws_config::timeout::TimeoutConfig;
+use std::time::Duration;
+
+/// Loads the SDK configuration from the environment with Converger's timeouts.
+pub async fn load_config() -> aws_config::SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(3))
+                .operation_attempt_timeout(Duration::from_secs(10))
+                .operation_timeout(Duration::from_secs(30))
+                .build(),
+        )
+        .load()
+        .await
+}
+
+/// The clients every function needs, built once.
+#[derive(Clone, Debug)]
+pub struct Clients {
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub eventbridge: aws_sdk_eventbridge::Client,
+}
+
+impl Clients {
+    pub fn new(config: &aws_config::SdkConfig) -> Self {
+        Self {
+            dynamodb: aws_sdk_dynamodb::Client::new(config),
+            sqs: aws_sdk_sqs::Client::new(config),
+            eventbridge: aws_sdk_eventbridge::Client::new(config),
+        }
+    }
+
+    pub async fn from_env() -> Self {
+        Self::new(&load_config().await)
+    }
+}

@@ -1,0 +1,516 @@
+//! The DynamoDB backend of [`Store`]. Every state change is one conditional write.
+
+use crate::model::*;
+use crate::ports::*;
+use crate::resources::Resources;
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem,
+};
+use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+
+pub type Item = HashMap<String, AttributeValue>;
+
+#[derive(Clone, Debug)]
+pub struct DynamoStore {
+    client: Client,
+    res: Resources,
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn sdk_err<E, R>(e: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    StoreError::Unavailable(DisplayErrorContext(&e).to_string())
+}
+
+fn to_item<T: Serialize>(v: &T) -> StoreResult<Item> {
+    serde_dynamo::to_item(v).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn from_item<T: DeserializeOwned>(item: Item) -> StoreResult<T> {
+    serde_dynamo::from_item(item).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn to_av<T: Serialize>(v: &T) -> StoreResult<AttributeValue> {
+    serde_dynamo::to_attribute_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The index attributes of a delivery in `status` changed at `updated_at`.
+fn index_keys(
+    tenant: &TenantId,
+    channel: &ChannelId,
+    id: &DeliveryId,
+    status: DeliveryStatus,
+    updated_at: &str,
+) -> [(&'static str, AttributeValue); 3] {
+    [
+        (":ts_pk", s(format!("{tenant}#{status}"))),
+        (":cs_pk", s(format!("{channel}#{status}"))),
+        (":upd_sk", s(format!("{updated_at}#{id}"))),
+    ]
+}
+
+fn delivery_item(d: &Delivery) -> StoreResult<Item> {
+    let mut item = to_item(d)?;
+    for (k, v) in index_keys(&d.tenant_id, &d.channel_id, &d.id, d.status, &d.updated_at) {
+        item.insert(k.trim_start_matches(':').to_owned(), v);
+    }
+    Ok(item)
+}
+
+const SET_INDEX: &str = "ts_pk = :ts_pk, cs_pk = :cs_pk, upd_sk = :upd_sk";
+
+impl DynamoStore {
+    pub fn new(client: Client, res: Resources) -> Self {
+        Self { client, res }
+    }
+
+    async fn get<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        key: &str,
+        value: &str,
+    ) -> StoreResult<Option<T>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(key, s(value))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        out.item.map(from_item).transpose()
+    }
+
+    async fn put_new(&self, table: &str, key: &str, item: Item) -> StoreResult<()> {
+        let r = self
+            .client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#k)")
+            .expression_attribute_names("#k", key)
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if is_conditional(&e) => Err(StoreError::Conflict(format!("{key} exists"))),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    /// A conditional update of a delivery held under `token`. `Ok(false)` when the lease was
+    /// lost (another attempt took over after it expired).
+    async fn leased_update(
+        &self,
+        d: &Delivery,
+        token: &str,
+        expr: String,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> StoreResult<bool> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.deliveries)
+            .key("id", s(d.id.as_str()))
+            .update_expression(expr)
+            .condition_expression("lease_token = :token")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":token", s(token));
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_update_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    fn outcome_values(
+        &self,
+        d: &Delivery,
+        status: DeliveryStatus,
+        entry: Option<&AttemptEntry>,
+        now: &str,
+    ) -> StoreResult<Vec<(&'static str, AttributeValue)>> {
+        let mut v: Vec<(&'static str, AttributeValue)> = vec![
+            (":st", s(status.as_str())),
+            (":one", n(1)),
+            (":now", s(now)),
+            (":empty", AttributeValue::L(vec![])),
+            (
+                ":entry",
+                AttributeValue::L(entry.map(to_av).transpose()?.into_iter().collect()),
+            ),
+        ];
+        v.extend(index_keys(&d.tenant_id, &d.channel_id, &d.id, status, now));
+        Ok(v)
+    }
+}
+
+fn is_conditional<E: aws_sdk_dynamodb::error::ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
+    e.as_service_error()
+        .and_then(|se| se.code())
+        .is_some_and(|c| c == "ConditionalCheckFailedException")
+}
+
+fn is_update_conditional<R>(e: &SdkError<UpdateItemError, R>) -> bool {
+    matches!(
+        e.as_service_error(),
+        Some(UpdateItemError::ConditionalCheckFailedException(_))
+    )
+}
+
+const LOG_APPEND: &str = "attempt_log = list_append(if_not_exists(attempt_log, :empty), :entry)";
+
+#[async_trait]
+impl Store for DynamoStore {
+    async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()> {
+        let mut t = to_item(tenant)?;
+        t.insert("pk".into(), s(tenant.id.as_str()));
+        let mut k = Item::new();
+        k.insert("pk".into(), s(format!("key#{api_key_hash}")));
+        k.insert("tenant_id".into(), s(tenant.id.as_str()));
+        let put = |item: Item| -> StoreResult<TransactWriteItem> {
+            let p = Put::builder()
+                .table_name(&self.res.tenants)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(pk)")
+                .build()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            Ok(TransactWriteItem::builder().put(p).build())
+        };
+        self.client
+            .transact_write_items()
+            .transact_items(put(t)?)
+            .transact_items(put(k)?)
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        Ok(())
+    }
+
+    async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>> {
+        self.get(&self.res.tenants, "pk", id.as_str()).await
+    }
+
+    async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>> {
+        #[derive(serde::Deserialize)]
+        struct KeyItem {
+            tenant_id: TenantId,
+        }
+        let key: Option<KeyItem> = self
+            .get(&self.res.tenants, "pk", &format!("key#{hash}"))
+            .await?;
+        match key {
+            Some(k) => self.get_tenant(&k.tenant_id).await,
+            None => Ok(None),
+        }
+    }
+
+    async fn create_channel(&self, channel: &Channel) -> StoreResult<()> {
+        self.put_new(&self.res.channels, "id", to_item(channel)?).await
+    }
+
+    async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>> {
+        self.get(&self.res.channels, "id", id.as_str()).await
+    }
+
+    async fn update_channel(
+        &self,
+        tenant: &TenantId,
+        id: &ChannelId,
+        patch: &ChannelPatch,
+        now: &str,
+    ) -> StoreResult<Option<Channel>> {
+        let mut sets = vec!["updated_at = :now".to_owned()];
+        let mut values: Vec<(&str, AttributeValue)> =
+            vec![(":now", s(now)), (":tenant", s(tenant.as_str()))];
+        if let Some(name) = &patch.name {
+            sets.push("#name = :name".into());
+            values.push((":name", s(name.as_str())));
+        }
+        if let Some(config) = &patch.config {
+            sets.push("config = :config".into());
+            values.push((":config", to_av(config)?));
+        }
+        if let Some(active) = patch.active {
+            sets.push("active = :active".into());
+            values.push((":active", AttributeValue::Bool(active)));
+        }
+        if let Some(policy) = &patch.retry_policy {
+            sets.push("retry_policy = :policy".into());
+            values.push((":policy", to_av(policy)?));
+        }
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.channels)
+            .key("id", s(id.as_str()))
+            .update_expression(format!("SET {}", sets.join(", ")))
+            .condition_expression("attribute_exists(id) AND tenant_id = :tenant")
+            .return_values(ReturnValue::AllNew);
+        if patch.name.is_some() {
+            req = req.expression_attribute_names("#name", "name");
+        }
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.res.activities)
+            .key("id", s(format!("conv#{tenant}#{conversation_id}")))
+            .update_expression("ADD seq :one")
+            .expression_attribute_values(":one", n(1))
+            .return_values(ReturnValue::UpdatedNew)
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        out.attributes
+            .as_ref()
+            .and_then(|a| a.get("seq"))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| StoreError::Corrupt("conversation counter without seq".into()))
+    }
+
+    async fn create_activity(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+    ) -> StoreResult<Created> {
+        let put = |table: &str, item: Item| -> StoreResult<TransactWriteItem> {
+            let p = Put::builder()
+                .table_name(table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(id)")
+                .build()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            Ok(TransactWriteItem::builder().put(p).build())
+        };
+        let mut req = self
+            .client
+            .transact_write_items()
+            .transact_items(put(&self.res.activities, to_item(activity)?)?);
+        for d in deliveries {
+            req = req.transact_items(put(&self.res.deliveries, delivery_item(d)?)?);
+        }
+        match req.send().await {
+            Ok(_) => Ok(Created::New),
+            Err(e) => {
+                if let Some(TransactWriteItemsError::TransactionCanceledException(c)) =
+                    e.as_service_error()
+                {
+                    let conditional = c
+                        .cancellation_reasons()
+                        .iter()
+                        .any(|r| r.code() == Some("ConditionalCheckFailed"));
+                    if conditional {
+                        return Ok(Created::Duplicate);
+                    }
+                }
+                Err(sdk_err(e))
+            }
+        }
+    }
+
+    async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>> {
+        self.get(&self.res.activities, "id", id.as_str()).await
+    }
+
+    async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>> {
+        self.get(&self.res.deliveries, "id", id.as_str()).await
+    }
+
+    async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>> {
+        let mut found = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(100) {
+            let mut keys: Vec<Item> = chunk
+                .iter()
+                .map(|id| HashMap::from([("id".to_owned(), s(id.as_str()))]))
+                .collect();
+            // Unprocessed keys are asked for again, a bounded number of times.
+            for _ in 0..8 {
+                if keys.is_empty() {
+                    break;
+                }
+                let ka = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut keys)))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.res.deliveries, ka)
+                    .send()
+                    .await
+                    .map_err(sdk_err)?;
+                if let Some(items) = out.responses.and_then(|mut r| r.remove(&self.res.deliveries))
+                {
+                    for item in items {
+                        found.push(from_item(item)?);
+                    }
+                }
+                if let Some(mut un) = out.unprocessed_keys {
+                    if let Some(k) = un.remove(&self.res.deliveries) {
+                        keys = k.keys;
+                    }
+                }
+            }
+            if !keys.is_empty() {
+                return Err(StoreError::Unavailable("batch get throttled".into()));
+            }
+        }
+        Ok(found)
+    }
+
+    async fn claim(
+        &self,
+        id: &DeliveryId,
+        token: &str,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> StoreResult<Claim> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.res.deliveries)
+            .key("id", s(id.as_str()))
+            .update_expression("SET lease_token = :token, lease_until = :until")
+            .condition_expression(
+                "attribute_exists(id) AND #st = :pending AND next_attempt_at <= :now \
+                 AND (attribute_not_exists(lease_until) OR lease_until < :now)",
+            )
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":token", s(token))
+            .expression_attribute_values(":until", n(now_ms.saturating_add(lease_ms)))
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let old = match r {
+            Ok(out) => {
+                let item = out
+                    .attributes
+                    .ok_or_else(|| StoreError::Corrupt("claim returned no item".into()))?;
+                return Ok(Claim::Claimed(from_item(item)?));
+            }
+            Err(e) => match e.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(c) => match c.item {
+                    Some(item) if !item.is_empty() => Some(from_item::<Delivery>(item)?),
+                    // Emulators that do not return the old item: read it.
+                    _ => self.get_delivery(id).await?,
+                },
+                other => return Err(StoreError::Unavailable(DisplayErrorContext(&other).to_string())),
+            },
+        };
+        Ok(match old {
+            None => Claim::Missing,
+            Some(d) if d.status != DeliveryStatus::Pending => Claim::Settled(d),
+            Some(d) if d.next_attempt_at > now_ms => Claim::NotDue(d),
+            Some(_) => Claim::Busy,
+        })
+    }
+
+    async fn mark_sent(
+        &self,
+        d: &Delivery,
+        token: &str,
+        info: &SentInfo,
+        entry: &AttemptEntry,
+        now: &str,
+    ) -> StoreResult<bool> {
+        let mut sets = vec![
+            "#st = :st".to_owned(),
+            "attempts = attempts + :one".into(),
+            "sent_at = :now".into(),
+            "updated_at = :now".into(),
+            SET_INDEX.into(),
+            LOG_APPEND.into(),
+        ];
+        let mut values = self.outcome_values(d, DeliveryStatus::Sent, Some(entry), now)?;
+        if let Some(id) = &info.provider_message_id {
+            sets.push("provider_message_id = :pmid".into());
+            values.push((":pmid", s(id.as_str())));
+        }
+        if let Some(st) = info.response_status {
+            sets.push("response_status = :rs".into());
+            values.push((":rs", n(st)));
+        }
+        let expr = format!(
+            "SET {} REMOVE lease_token, lease_until, last_error",
+            sets.join(", ")
+        );
+        self.leased_update(d, token, expr, values).await
+    }
+
+    async fn mark_attempt_failed(
+        &self,
+        d: &Delivery,
+        token: &str,
+        error: &str,
+        next_attempt_at: i64,
+        entry: &AttemptEntry,
+        now: &str,
+    ) -> StoreResult<bool> {
+        let expr = format!(
+            "SET #st = :st, attempts = attempts + :one, last_error = :err, \
+             next_attempt_at = :next, updated_at = :now, {SET_INDEX}, {LOG_APPEND} \
+             REMOVE lease_token, lease_until"
+        );
+        let mut values = self.outcome_values(d, DeliveryStatus::Pending, Some(entry), now)?;
+        values.push((":err", s(error)));
+        values.push((":next", n(next_attempt_at)));
+        self.leased_update(d, token, expr, values).await
+    }
+
+    async fn mark_dead(
+        &self,
+        d: &Delivery,
+        token: &str,
+        error: &str,
+        entry: Option<&AttemptEntry>,
+        now: &str,
+    ) -> StoreResult<bool> {
+        let expr = format!(
+            "SET #st = :st, attempts = attempts + :one, last_error = :err, \
+             updated_at = :now, {SET_INDEX}, {LOG_APPEND} \
+             REMOVE lease_token, lease_until"
+        );
+        let mut values = self.outcome_values(d, DeliveryStatus::Failed, entry, now)?;
+        values.push((":err", s(error)));
+        self.leased_update(d, token, expr, values).await
+    }
+}

@@ -1,0 +1,199 @@
+//! Items as they are stored. Index attributes (`ts_pk`, `cs_pk`, `upd_sk`) are derived from
+//! the fields they index and written by the store only.
+
+use converger_core::{
+    ActivityId, ChannelId, ChannelType, DeliveryId, DeliveryStatus, TenantId, Tier,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tenant {
+    pub id: TenantId,
+    pub name: String,
+    pub tier: Tier,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Channel {
+    pub id: ChannelId,
+    pub tenant_id: TenantId,
+    #[serde(rename = "type")]
+    pub kind: ChannelType,
+    pub name: String,
+    /// Adapter configuration (for a webhook: url, method, headers, receive_timeout).
+    pub config: Map<String, Value>,
+    pub active: bool,
+    /// The channel's retry policy override (validated on write).
+    #[serde(default)]
+    pub retry_policy: Map<String, Value>,
+    /// Standard Webhooks signing secret (`whsec_...`).
+    pub signing_secret: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// The fields a PATCH may change; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChannelPatch {
+    pub name: Option<String>,
+    pub config: Option<Map<String, Value>>,
+    pub active: Option<bool>,
+    pub retry_policy: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Activity {
+    pub id: ActivityId,
+    pub tenant_id: TenantId,
+    pub conversation_id: String,
+    pub seq: u64,
+    pub payload: Value,
+    pub channel_ids: Vec<ChannelId>,
+    pub created_at: String,
+}
+
+/// One attempt, as the delivery log shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttemptEntry {
+    pub attempt: u32,
+    pub started_at: String,
+    pub duration_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_code: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_snippet: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry_at: Option<String>,
+    /// `auto`, `manual` or `probe`.
+    pub trigger: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub id: DeliveryId,
+    pub tenant_id: TenantId,
+    pub channel_id: ChannelId,
+    pub activity_id: ActivityId,
+    pub conversation_id: String,
+    pub tier: Tier,
+    pub status: DeliveryStatus,
+    pub attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// When the next attempt may run, in ms since the epoch.
+    pub next_attempt_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_until: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_status: Option<u16>,
+    #[serde(default)]
+    pub retry_count: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retried_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The most recent attempts, newest last.
+    #[serde(default)]
+    pub attempt_log: Vec<AttemptEntry>,
+}
+
+impl Delivery {
+    /// A new delivery of `activity` to `channel`, due now.
+    pub fn new(activity: &Activity, channel: &Channel, tier: Tier, now_ms: i64, now: &str) -> Self {
+        Self {
+            id: DeliveryId::for_pair(&activity.id, &channel.id),
+            tenant_id: activity.tenant_id.clone(),
+            channel_id: channel.id.clone(),
+            activity_id: activity.id.clone(),
+            conversation_id: activity.conversation_id.clone(),
+            tier,
+            status: DeliveryStatus::Pending,
+            attempts: 0,
+            last_error: None,
+            next_attempt_at: now_ms,
+            lease_until: None,
+            lease_token: None,
+            sent_at: None,
+            provider_message_id: None,
+            response_status: None,
+            retry_count: 0,
+            retried_by: None,
+            retried_at: None,
+            created_at: now.to_owned(),
+            updated_at: now.to_owned(),
+            attempt_log: Vec::new(),
+        }
+    }
+}
+
+/// What a queue message says: "look at delivery X now". The activity rides along when it is
+/// small, which saves the attempt a read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryMessage {
+    pub delivery_id: DeliveryId,
+    pub tier: Tier,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<Activity>,
+}
+
+/// Largest serialized activity carried inside a queue message.
+pub const INLINE_ACTIVITY_MAX_BYTES: usize = 64 * 1024;
+
+impl DeliveryMessage {
+    pub fn new(delivery_id: DeliveryId, tier: Tier, activity: Option<&Activity>) -> Self {
+        let activity = activity
+            .filter(|a| {
+                serde_json::to_vec(a)
+                    .map(|v| v.len() <= INLINE_ACTIVITY_MAX_BYTES)
+                    .unwrap_or(false)
+            })
+            .cloned();
+        Self {
+            delivery_id,
+            tier,
+            activity,
+        }
+    }
+}
+
+/// The outcome recorded by a successful attempt.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SentInfo {
+    pub provider_message_id: Option<String>,
+    pub response_status: Option<u16>,
+}
+
+/// Result of trying to claim a delivery for an attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// The lease is ours; the row as it now is.
+    Claimed(Delivery),
+    /// Pending but not due yet: the message came early (a hop of a long delay).
+    NotDue(Delivery),
+    /// Another attempt holds a live lease.
+    Busy,
+    /// Nothing to do: already accepted, dead-lettered or parked.
+    Settled(Delivery),
+    /// No such delivery.
+    Missing,
+}
+
+/// Result of creating an activity with its deliveries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Created {
+    New,
+    /// The activity id existed already: nothing was written.
+    Duplicate,
+}

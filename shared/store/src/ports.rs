@@ -1,0 +1,113 @@
+//! The ports the pipeline and the HTTP surfaces use. The AWS backend implements them in this
+//! crate; a second, in-process backend can implement them for scale benchmarks.
+
+use crate::model::*;
+use async_trait::async_trait;
+use converger_core::{ActivityId, ChannelId, DeliveryId, TenantId};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("conflict: {0}")]
+    Conflict(String),
+    #[error("storage unavailable: {0}")]
+    Unavailable(String),
+    #[error("corrupt item: {0}")]
+    Corrupt(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()>;
+    async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>>;
+    async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>>;
+
+    async fn create_channel(&self, channel: &Channel) -> StoreResult<()>;
+    async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>>;
+    /// Updates the given fields of a channel of `tenant`; `None` if it does not exist there.
+    async fn update_channel(
+        &self,
+        tenant: &TenantId,
+        id: &ChannelId,
+        patch: &ChannelPatch,
+        now: &str,
+    ) -> StoreResult<Option<Channel>>;
+
+    /// The next sequence number of a conversation.
+    async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64>;
+    /// Writes the activity and its deliveries together, or nothing if the activity exists.
+    async fn create_activity(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+    ) -> StoreResult<Created>;
+    async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>>;
+
+    async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>>;
+    async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>>;
+
+    /// Takes the lease of a pending, due delivery for `lease_ms`.
+    async fn claim(
+        &self,
+        id: &DeliveryId,
+        token: &str,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> StoreResult<Claim>;
+    /// Records a successful attempt. `false` if the lease was lost.
+    async fn mark_sent(
+        &self,
+        d: &Delivery,
+        token: &str,
+        info: &SentInfo,
+        entry: &AttemptEntry,
+        now: &str,
+    ) -> StoreResult<bool>;
+    /// Records a failed attempt with retries left. `false` if the lease was lost.
+    async fn mark_attempt_failed(
+        &self,
+        d: &Delivery,
+        token: &str,
+        error: &str,
+        next_attempt_at: i64,
+        entry: &AttemptEntry,
+        now: &str,
+    ) -> StoreResult<bool>;
+    /// Dead-letters the delivery. `false` if the lease was lost.
+    async fn mark_dead(
+        &self,
+        d: &Delivery,
+        token: &str,
+        error: &str,
+        entry: Option<&AttemptEntry>,
+        now: &str,
+    ) -> StoreResult<bool>;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("queue unavailable: {0}")]
+pub struct QueueError(pub String);
+
+#[async_trait]
+pub trait Queue: Send + Sync + 'static {
+    /// Enqueues a delivery on its tier's queue after `delay_s` seconds (at most 900).
+    async fn send(&self, msg: &DeliveryMessage, delay_s: u32) -> Result<(), QueueError>;
+    /// Enqueues many deliveries now (batched by queue).
+    async fn send_many(&self, msgs: &[DeliveryMessage]) -> Result<(), QueueError>;
+}
+
+/// A platform event for the bus.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlatformEvent {
+    pub detail_type: &'static str,
+    pub detail: serde_json::Value,
+}
+
+#[async_trait]
+pub trait Events: Send + Sync + 'static {
+    /// Publishes events; failures are logged, never raised (events are not on the delivery's
+    /// critical path).
+    async fn publish(&self, events: Vec<PlatformEvent>);
+}
+

@@ -1,0 +1,186 @@
+//! Names of every AWS resource, the single source of truth shared by the functions, the local
+//! stack's provisioning and (through a test) `infra/template.yaml`.
+
+use converger_core::Tier;
+
+/// Logical resources. `name` is the physical name under a stack prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableDef {
+    /// CloudFormation logical id in the template.
+    pub logical_id: &'static str,
+    pub name: &'static str,
+    /// Environment variable that carries the physical name into a function.
+    pub env: &'static str,
+    pub hash_key: &'static str,
+    pub gsis: &'static [GsiDef],
+    pub ttl_attribute: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GsiDef {
+    pub name: &'static str,
+    pub hash_key: &'static str,
+    pub range_key: &'static str,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDef {
+    pub logical_id: &'static str,
+    pub name: &'static str,
+    /// Environment variable that carries the queue URL into a function.
+    pub env: &'static str,
+    /// Visibility timeout in seconds (at least 6x the consuming function's timeout).
+    pub visibility_timeout_s: u32,
+}
+
+pub const TENANTS: TableDef = TableDef {
+    logical_id: "TenantsTable",
+    name: "tenants",
+    env: "TENANTS_TABLE",
+    hash_key: "pk",
+    gsis: &[],
+    ttl_attribute: None,
+};
+
+pub const CHANNELS: TableDef = TableDef {
+    logical_id: "ChannelsTable",
+    name: "channels",
+    env: "CHANNELS_TABLE",
+    hash_key: "id",
+    gsis: &[],
+    ttl_attribute: None,
+};
+
+pub const ACTIVITIES: TableDef = TableDef {
+    logical_id: "ActivitiesTable",
+    name: "activities",
+    env: "ACTIVITIES_TABLE",
+    hash_key: "id",
+    gsis: &[],
+    ttl_attribute: None,
+};
+
+pub const DELIVERIES: TableDef = TableDef {
+    logical_id: "DeliveriesTable",
+    name: "deliveries",
+    env: "DELIVERIES_TABLE",
+    hash_key: "id",
+    gsis: &[
+        GsiDef {
+            name: "by_tenant_status",
+            hash_key: "ts_pk",
+            range_key: "upd_sk",
+        },
+        GsiDef {
+            name: "by_channel_status",
+            hash_key: "cs_pk",
+            range_key: "upd_sk",
+        },
+        GsiDef {
+            name: "by_tenant",
+            hash_key: "tenant_id",
+            range_key: "upd_sk",
+        },
+    ],
+    ttl_attribute: None,
+};
+
+pub const TABLES: [TableDef; 4] = [TENANTS, CHANNELS, ACTIVITIES, DELIVERIES];
+
+/// The deliver function's timeout in seconds (the template's `Timeout`).
+pub const DELIVER_TIMEOUT_S: u32 = 60;
+
+pub const ACTIVITIES_QUEUE: QueueDef = QueueDef {
+    logical_id: "ActivitiesQueue",
+    name: "activities",
+    env: "ACTIVITIES_QUEUE_URL",
+    visibility_timeout_s: 6 * 30,
+};
+
+pub const fn tier_queue(tier: Tier) -> QueueDef {
+    match tier {
+        Tier::High => QueueDef {
+            logical_id: "DeliveriesHighQueue",
+            name: "deliveries-high",
+            env: "DELIVERIES_HIGH_QUEUE_URL",
+            visibility_timeout_s: 6 * DELIVER_TIMEOUT_S,
+        },
+        Tier::Default => QueueDef {
+            logical_id: "DeliveriesQueue",
+            name: "deliveries",
+            env: "DELIVERIES_QUEUE_URL",
+            visibility_timeout_s: 6 * DELIVER_TIMEOUT_S,
+        },
+        Tier::Bulk => QueueDef {
+            logical_id: "DeliveriesBulkQueue",
+            name: "deliveries-bulk",
+            env: "DELIVERIES_BULK_QUEUE_URL",
+            visibility_timeout_s: 6 * DELIVER_TIMEOUT_S,
+        },
+    }
+}
+
+pub const QUEUES: [QueueDef; 4] = [
+    ACTIVITIES_QUEUE,
+    tier_queue(Tier::High),
+    tier_queue(Tier::Default),
+    tier_queue(Tier::Bulk),
+];
+
+/// Every queue has a dead-letter queue named `<queue>-dlq`, receiving a message after this
+/// many receives: a cap for poison messages, never the retry policy.
+pub const MAX_RECEIVE_COUNT: u32 = 100;
+
+pub const BUS: &str = "converger";
+pub const BUS_ENV: &str = "EVENT_BUS_NAME";
+/// `source` of every platform event.
+pub const EVENT_SOURCE: &str = "converger";
+
+/// Physical names, resolved once per process.
+#[derive(Debug, Clone)]
+pub struct Resources {
+    pub prefix: String,
+    pub tenants: String,
+    pub channels: String,
+    pub activities: String,
+    pub deliveries: String,
+    pub bus: String,
+}
+
+impl Resources {
+    /// Names under a prefix (`converger-` in production, a unique one per test).
+    pub fn with_prefix(prefix: &str) -> Self {
+        Self {
+            prefix: prefix.to_owned(),
+            tenants: format!("{prefix}{}", TENANTS.name),
+            channels: format!("{prefix}{}", CHANNELS.name),
+            activities: format!("{prefix}{}", ACTIVITIES.name),
+            deliveries: format!("{prefix}{}", DELIVERIES.name),
+            bus: format!("{prefix}{BUS}"),
+        }
+    }
+
+    /// Names from the environment the template sets, falling back to `CONVERGER_PREFIX`
+    /// (default `converger-`).
+    pub fn from_env() -> Self {
+        let prefix = std::env::var("CONVERGER_PREFIX").unwrap_or_else(|_| "converger-".into());
+        let base = Self::with_prefix(&prefix);
+        let var = |k: &str, d: String| std::env::var(k).unwrap_or(d);
+        Self {
+            tenants: var(TENANTS.env, base.tenants.clone()),
+            channels: var(CHANNELS.env, base.channels.clone()),
+            activities: var(ACTIVITIES.env, base.activities.clone()),
+            deliveries: var(DELIVERIES.env, base.deliveries.clone()),
+            bus: var(BUS_ENV, base.bus.clone()),
+            prefix,
+        }
+    }
+
+    pub fn table(&self, def: &TableDef) -> String {
+        format!("{}{}", self.prefix, def.name)
+    }
+
+    pub fn queue_name(&self, def: &QueueDef) -> String {
+        format!("{}{}", self.prefix, def.name)
+    }
+}

@@ -1,0 +1,115 @@
+//! The SQS backend of [`Queue`]: one queue per tier, each with its dead-letter queue.
+
+use crate::model::DeliveryMessage;
+use crate::ports::{Queue, QueueError};
+use crate::resources::{QueueDef, Resources, tier_queue};
+use async_trait::async_trait;
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use converger_core::Tier;
+
+/// SQS's longest message delay.
+pub const MAX_DELAY_S: u32 = 900;
+
+#[derive(Clone, Debug)]
+pub struct SqsQueue {
+    client: Client,
+    high: String,
+    default: String,
+    bulk: String,
+}
+
+/// Finds a queue's URL: from its environment variable (set by the template), else by name.
+pub async fn queue_url(client: &Client, res: &Resources, def: &QueueDef) -> Result<String, QueueError> {
+    if let Ok(url) = std::env::var(def.env) {
+        if res.prefix == std::env::var("CONVERGER_PREFIX").unwrap_or_default() || res.prefix.is_empty() {
+            return Ok(url);
+        }
+    }
+    let out = client
+        .get_queue_url()
+        .queue_name(res.queue_name(def))
+        .send()
+        .await
+        .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+    out.queue_url
+        .ok_or_else(|| QueueError(format!("no URL for queue {}", def.name)))
+}
+
+impl SqsQueue {
+    pub async fn new(client: Client, res: &Resources) -> Result<Self, QueueError> {
+        Ok(Self {
+            high: queue_url(&client, res, &tier_queue(Tier::High)).await?,
+            default: queue_url(&client, res, &tier_queue(Tier::Default)).await?,
+            bulk: queue_url(&client, res, &tier_queue(Tier::Bulk)).await?,
+            client,
+        })
+    }
+
+    pub fn url(&self, tier: Tier) -> &str {
+        match tier {
+            Tier::High => &self.high,
+            Tier::Default => &self.default,
+            Tier::Bulk => &self.bulk,
+        }
+    }
+}
+
+fn body(msg: &DeliveryMessage) -> Result<String, QueueError> {
+    serde_json::to_string(msg).map_err(|e| QueueError(e.to_string()))
+}
+
+#[async_trait]
+impl Queue for SqsQueue {
+    async fn send(&self, msg: &DeliveryMessage, delay_s: u32) -> Result<(), QueueError> {
+        let delay = i32::try_from(delay_s.min(MAX_DELAY_S)).unwrap_or(0);
+        self.client
+            .send_message()
+            .queue_url(self.url(msg.tier))
+            .message_body(body(msg)?)
+            .delay_seconds(delay)
+            .send()
+            .await
+            .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+        Ok(())
+    }
+
+    async fn send_many(&self, msgs: &[DeliveryMessage]) -> Result<(), QueueError> {
+        if let [one] = msgs {
+            return self.send(one, 0).await;
+        }
+        for tier in Tier::ALL {
+            let of_tier: Vec<&DeliveryMessage> = msgs.iter().filter(|m| m.tier == tier).collect();
+            for chunk in of_tier.chunks(10) {
+                let mut entries = Vec::with_capacity(chunk.len());
+                for (i, m) in chunk.iter().enumerate() {
+                    entries.push(
+                        SendMessageBatchRequestEntry::builder()
+                            .id(i.to_string())
+                            .message_body(body(m)?)
+                            .build()
+                            .map_err(|e| QueueError(e.to_string()))?,
+                    );
+                }
+                let out = self
+                    .client
+                    .send_message_batch()
+                    .queue_url(self.url(tier))
+                    .set_entries(Some(entries))
+                    .send()
+                    .await
+                    .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+                // Entries the batch refused are sent one by one; a second refusal is an error.
+                for failed in out.failed {
+                    let idx: usize = failed.id.parse().unwrap_or(usize::MAX);
+                    match chunk.get(idx) {
+                        Some(m) => self.send(m, 0).await?,
+                        None => return Err(QueueError(format!("batch entry {} failed", failed.id))),
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
