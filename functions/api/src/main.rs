@@ -1,3 +1,12 @@
-fn main() {
-    println!("Hello, world!");
+//! The `api` Lambda: the tenant API behind API Gateway.
+
+use lambda_http::Error;
+use std::sync::Arc;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    converger_pipeline::bootstrap::init_tracing();
+    let pipeline = Arc::new(converger_pipeline::bootstrap::from_env().await?);
+    let state = converger_http::AppState::new(pipeline, None);
+    lambda_http::run(converger_http::api::router(state)).await
 }

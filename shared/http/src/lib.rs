@@ -1,14 +1,49 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! The HTTP surfaces as axum Routers: the tenant API and the admin API. Lambda serves them
+//! through lambda_http; the local runner serves them with axum directly.
+
+pub mod admin;
+pub mod api;
+pub mod error;
+pub mod views;
+
+use converger_pipeline::Pipeline;
+use converger_store::Tenant;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a resolved API key is trusted before the store is asked again.
+const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
+
+#[derive(Clone)]
+pub struct AppState {
+    pub pipeline: Arc<Pipeline>,
+    /// The operators' token for the admin API; `None` disables the admin API.
+    pub admin_token: Option<Arc<str>>,
+    keys: Arc<Mutex<HashMap<String, (Instant, Tenant)>>>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl AppState {
+    pub fn new(pipeline: Arc<Pipeline>, admin_token: Option<String>) -> Self {
+        Self {
+            pipeline,
+            admin_token: admin_token.map(Into::into),
+            keys: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+    fn cached_tenant(&self, hash: &str) -> Option<Tenant> {
+        let cache = self.keys.lock().ok()?;
+        let (at, t) = cache.get(hash)?;
+        (at.elapsed() < KEY_CACHE_TTL).then(|| t.clone())
+    }
+
+    fn cache_tenant(&self, hash: String, t: Tenant) {
+        if let Ok(mut cache) = self.keys.lock() {
+            if cache.len() > 10_000 {
+                cache.clear();
+            }
+            cache.insert(hash, (Instant::now(), t));
+        }
     }
 }

@@ -1,0 +1,109 @@
+//! The operators' admin API (`/admin/api`), authenticated with the admin token.
+
+use crate::error::{ApiError, Body, no_route, wrong_method};
+use crate::AppState;
+use axum::extract::{FromRequestParts, Path, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use converger_core::secret::{constant_time_eq, hash_api_key, new_api_key};
+use converger_core::{TenantId, Tier, time};
+use converger_store::Tenant;
+use serde::Deserialize;
+use serde_json::json;
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/admin/api/health", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/admin/api/tenants", post(create_tenant))
+        .route("/admin/api/tenants/{id}", get(get_tenant))
+        .fallback(no_route)
+        .method_not_allowed_fallback(wrong_method)
+        .with_state(state)
+}
+
+/// An operator holding the admin token.
+pub struct Operator;
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Some(expected) = state.admin_token.as_deref() else {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "admin_disabled",
+                "the admin API has no token configured",
+            ));
+        };
+        let given = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .ok_or_else(|| ApiError::unauthorized("missing `Authorization: Bearer <admin token>`"))?;
+        if constant_time_eq(given.trim().as_bytes(), expected.as_bytes()) {
+            Ok(Operator)
+        } else {
+            Err(ApiError::unauthorized("invalid admin token"))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewTenant {
+    name: String,
+    #[serde(default)]
+    tier: Option<String>,
+}
+
+async fn create_tenant(
+    State(state): State<AppState>,
+    _op: Operator,
+    Body(req): Body<NewTenant>,
+) -> Result<impl IntoResponse, ApiError> {
+    if req.name.trim().is_empty() || req.name.len() > 200 {
+        return Err(ApiError::invalid("invalid_name", "name must be 1 to 200 characters"));
+    }
+    let tier: Tier = match req.tier.as_deref() {
+        None => Tier::Default,
+        Some(t) => t.parse().map_err(|m: String| ApiError::invalid("invalid_tier", m))?,
+    };
+    let tenant = Tenant {
+        id: TenantId::generate(),
+        name: req.name,
+        tier,
+        created_at: time::now_rfc3339(),
+    };
+    let key = new_api_key();
+    state
+        .pipeline
+        .store
+        .create_tenant(&tenant, &hash_api_key(&key))
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "id": tenant.id, "name": tenant.name, "tier": tenant.tier,
+            "created_at": tenant.created_at, "api_key": key,
+        })),
+    ))
+}
+
+async fn get_tenant(
+    State(state): State<AppState>,
+    _op: Operator,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = TenantId::parse(&id).map_err(|_| ApiError::not_found("tenant"))?;
+    let t = state
+        .pipeline
+        .store
+        .get_tenant(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("tenant"))?;
+    Ok(Json(json!({"id": t.id, "name": t.name, "tier": t.tier, "created_at": t.created_at})))
+}

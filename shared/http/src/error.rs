@@ -1,0 +1,127 @@
+//! Every error leaves as `{"error": {"code": ..., "message": ...}}` with a stable code.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use converger_pipeline::ingest::IngestError;
+use converger_store::StoreError;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn not_found(what: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", format!("{what} not found"))
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %e, "request failed");
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the service could not complete the request; it is safe to retry",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            Json(json!({"error": {"code": self.code, "message": self.message}})),
+        )
+            .into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        Self::internal(e)
+    }
+}
+
+impl From<IngestError> for ApiError {
+    fn from(e: IngestError) -> Self {
+        match e {
+            IngestError::Invalid(m) => Self::invalid("invalid_activity", m),
+            IngestError::UnknownChannel(_) => Self::invalid("unknown_channel", e.to_string()),
+            IngestError::InactiveChannel(_) => Self::invalid("channel_inactive", e.to_string()),
+            IngestError::UnsupportedChannel(..) => {
+                Self::invalid("unsupported_channel_type", e.to_string())
+            }
+            IngestError::Conflict(_) => Self::new(StatusCode::CONFLICT, "conflict", e.to_string()),
+            IngestError::Store(e) => Self::internal(e),
+            IngestError::Queue(e) => Self::internal(e),
+        }
+    }
+}
+
+/// A JSON body whose rejections are [`ApiError`]s.
+pub struct Body<T>(pub T);
+
+impl<S, T> FromRequest<S> for Body<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Body(v)),
+            Err(rej) => Err(match rej {
+                JsonRejection::MissingJsonContentType(_) => ApiError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "unsupported_media_type",
+                    "send the body as JSON with `content-type: application/json`",
+                ),
+                JsonRejection::JsonSyntaxError(e) => ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "malformed_json",
+                    format!("the body is not valid JSON: {}", e.body_text()),
+                ),
+                JsonRejection::JsonDataError(e) => {
+                    ApiError::invalid("invalid_body", e.body_text())
+                }
+                other => ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", other.body_text()),
+            }),
+        }
+    }
+}
+
+/// Answers for unknown routes and methods.
+pub async fn no_route() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint")
+}
+
+pub async fn wrong_method() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not accept that method",
+    )
+}

@@ -1,0 +1,41 @@
+//! What the API shows of stored items (never a secret unless asked for on creation).
+
+use converger_store::{Channel, Delivery};
+use serde_json::{Value, json};
+
+pub fn channel(c: &Channel) -> Value {
+    json!({
+        "id": c.id,
+        "tenant_id": c.tenant_id,
+        "type": c.kind,
+        "name": c.name,
+        "config": c.config,
+        "active": c.active,
+        "retry_policy": c.retry_policy,
+        "created_at": c.created_at,
+        "updated_at": c.updated_at,
+    })
+}
+
+pub fn delivery(d: &Delivery) -> Value {
+    json!({
+        "id": d.id,
+        "tenant_id": d.tenant_id,
+        "channel_id": d.channel_id,
+        "activity_id": d.activity_id,
+        "conversation_id": d.conversation_id,
+        "status": d.status,
+        "attempts": d.attempts,
+        "last_error": d.last_error,
+        "next_attempt_at": d.status.is_waiting().then(|| converger_core::time::ms_to_rfc3339(d.next_attempt_at)),
+        "sent_at": d.sent_at,
+        "provider_message_id": d.provider_message_id,
+        "response_status": d.response_status,
+        "retry_count": d.retry_count,
+        "retried_by": d.retried_by,
+        "retried_at": d.retried_at,
+        "created_at": d.created_at,
+        "updated_at": d.updated_at,
+        "attempt_log": d.attempt_log,
+    })
+}

@@ -1,0 +1,255 @@
+//! One delivery attempt, as a staged pipeline: claim -> prepare (channel, activity, policy) ->
+//! call the adapter -> record the outcome (sent, retry later, or dead letter).
+//!
+//! The delivery row decides everything; the queue message only says "look at delivery X".
+//! A duplicate message finds the lease taken or the delivery settled and does nothing; a
+//! message that comes before the delivery is due is delayed again without an attempt.
+
+use crate::Pipeline;
+use crate::metrics;
+use converger_adapters::{Accepted, Envelope, Target};
+use converger_core::policy::Next;
+use converger_core::{DeliveryError, RetryPolicy, time};
+use converger_store::{
+    Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, PlatformEvent, QueueError,
+    SentInfo, StoreError,
+};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What one message led to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    Sent,
+    RetryScheduled { delay_ms: u64 },
+    DeadLettered,
+    /// Not due yet: the message was delayed again (a hop).
+    Hopped { delay_s: u32 },
+    /// Nothing to do: duplicate message, settled delivery, lost lease.
+    Skipped(&'static str),
+}
+
+/// Unexpected failures: the message is left for SQS to redeliver.
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// Whole seconds to wait until `at_ms`, rounded up, at least 1, at most `ceiling`.
+fn hop_seconds(at_ms: i64, now_ms: i64, ceiling: u32) -> u32 {
+    let ms = u64::try_from(at_ms.saturating_sub(now_ms)).unwrap_or(0);
+    u32::try_from(ms.div_ceil(1000)).unwrap_or(u32::MAX).clamp(1, ceiling.max(1))
+}
+
+impl Pipeline {
+    /// Runs the attempt a queue message asks for.
+    pub async fn attempt(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let now_ms = time::now_ms();
+        let lease_ms = i64::try_from(self.config.lease.as_millis()).unwrap_or(60_000);
+        let d = match self.store.claim(&msg.delivery_id, &token, now_ms, lease_ms).await? {
+            Claim::Claimed(d) => d,
+            Claim::NotDue(d) => {
+                let delay_s = hop_seconds(d.next_attempt_at, now_ms, self.config.hop_ceiling_s);
+                self.queue.send(&msg, delay_s).await?;
+                return Ok(Report::Hopped { delay_s });
+            }
+            Claim::Busy => return Ok(Report::Skipped("another attempt holds the lease")),
+            Claim::Settled(_) => return Ok(Report::Skipped("delivery is settled")),
+            Claim::Missing => {
+                tracing::warn!(delivery_id = %msg.delivery_id, "message for a delivery that does not exist; dropped");
+                return Ok(Report::Skipped("no such delivery"));
+            }
+        };
+
+        // Prepare. A missing channel or activity is an unexpected failure: the lease runs out
+        // and SQS redelivers the message until its dead-letter queue takes it.
+        let channel = self
+            .channel(&d.channel_id)
+            .await?
+            .ok_or_else(|| AttemptError::Missing(format!("channel {} not found", d.channel_id)))?;
+        let activity = match msg.activity.as_ref().filter(|a| a.id == d.activity_id) {
+            Some(a) => a.clone(),
+            None => self
+                .store
+                .get_activity(&d.activity_id)
+                .await?
+                .ok_or_else(|| AttemptError::Missing(format!("activity {} not found", d.activity_id)))?,
+        };
+        let n = d.attempts + 1;
+        let started = Instant::now();
+        let started_at = time::now_rfc3339();
+
+        let result = self.call_adapter(&d, &activity, &channel, n).await;
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let entry = |status_code: Option<u16>, snippet: Option<String>, error: Option<String>, next: Option<i64>| AttemptEntry {
+            attempt: n,
+            started_at: started_at.clone(),
+            duration_ms,
+            status_code,
+            response_snippet: snippet,
+            error,
+            next_retry_at: next.map(time::ms_to_rfc3339),
+            trigger: "auto".into(),
+        };
+        let now = time::now_rfc3339();
+        let kind = channel.kind.as_str();
+
+        match result {
+            Ok((_, Ok(accepted))) => {
+                let e = entry(accepted.status_code, accepted.response_snippet.clone(), None, None);
+                let info = SentInfo {
+                    provider_message_id: accepted.provider_message_id.clone(),
+                    response_status: accepted.status_code,
+                };
+                if !self.store.mark_sent(&d, &token, &info, &e, &now).await? {
+                    return Ok(Report::Skipped("lease lost before recording success"));
+                }
+                tracing::info!(delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempt = n, duration_ms, "delivery sent");
+                metrics::count("sent", kind, 1);
+                self.events.publish(vec![status_event(&d, "sent", n, None)]).await;
+                Ok(Report::Sent)
+            }
+            Ok((policy, Err(err))) => {
+                let e_status = err.status;
+                match policy.next_after_failure(n, &err) {
+                    Next::RetryIn(delay_ms) => {
+                        let next_at = time::now_ms().saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
+                        let e = entry(e_status, None, Some(err.reason.clone()), Some(next_at));
+                        if !self
+                            .store
+                            .mark_attempt_failed(&d, &token, &err.reason, next_at, &e, &now)
+                            .await?
+                        {
+                            return Ok(Report::Skipped("lease lost before recording failure"));
+                        }
+                        tracing::info!(delivery_id = %d.id, attempt = n, delay_ms, error = %err.reason, "attempt failed; retry scheduled");
+                        let delay_s = hop_seconds(next_at, time::now_ms(), self.config.hop_ceiling_s);
+                        let next = DeliveryMessage::new(d.id.clone(), d.tier, Some(&activity));
+                        // If this send fails, the message is redelivered and finds the row
+                        // pending with its due time: nothing is lost.
+                        self.queue.send(&next, delay_s).await?;
+                        Ok(Report::RetryScheduled { delay_ms })
+                    }
+                    Next::Dead => {
+                        let e = entry(e_status, None, Some(err.reason.clone()), None);
+                        self.dead_letter(&d, &token, &err.reason, Some(&e), &now, n, kind).await
+                    }
+                }
+            }
+            Err(reason) => {
+                // The delivery cannot be attempted at all (inactive channel, no adapter).
+                let e = entry(None, None, Some(reason.clone()), None);
+                self.dead_letter(&d, &token, &reason, Some(&e), &now, n, kind).await
+            }
+        }
+    }
+
+    /// Calls the channel's adapter. `Err` when the delivery cannot be attempted at all.
+    async fn call_adapter(
+        &self,
+        d: &Delivery,
+        activity: &Activity,
+        channel: &Arc<Channel>,
+        n: u32,
+    ) -> Result<(RetryPolicy, Result<Accepted, DeliveryError>), String> {
+        if !channel.active {
+            return Err("channel is inactive".into());
+        }
+        let adapter = self
+            .adapters
+            .get(channel.kind)
+            .ok_or_else(|| format!("no adapter for channel type {}", channel.kind))?;
+        let policy = RetryPolicy::effective(
+            &self.config.retry_policy,
+            &adapter.default_policy(),
+            &channel.retry_policy,
+        );
+        let timeout = Duration::from_millis(policy.timeout_ms);
+        let env = Envelope {
+            delivery_id: d.id.as_str(),
+            activity_id: activity.id.as_str(),
+            conversation_id: &activity.conversation_id,
+            seq: activity.seq,
+            payload: &activity.payload,
+            attempt: n,
+        };
+        let target = Target {
+            channel_id: channel.id.as_str(),
+            config: &channel.config,
+            signing_secret: &channel.signing_secret,
+            timeout,
+        };
+        // The adapter enforces its own timeout; this bound only guards against a stuck one.
+        let res = match tokio::time::timeout(timeout + Duration::from_secs(5), adapter.deliver(env, target)).await {
+            Ok(r) => r,
+            Err(_) => Err(DeliveryError::from_transport(
+                format!("timed out after {} ms", policy.timeout_ms),
+                channel.kind.as_str(),
+            )),
+        };
+        Ok((policy, res))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn dead_letter(
+        &self,
+        d: &Delivery,
+        token: &str,
+        reason: &str,
+        entry: Option<&AttemptEntry>,
+        now: &str,
+        n: u32,
+        kind: &str,
+    ) -> Result<Report, AttemptError> {
+        if !self.store.mark_dead(d, token, reason, entry, now).await? {
+            return Ok(Report::Skipped("lease lost before dead-lettering"));
+        }
+        tracing::warn!(delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempts = n, error = %reason, "delivery dead-lettered");
+        metrics::count("dead_lettered", kind, 1);
+        self.events
+            .publish(vec![
+                status_event(d, "failed", n, Some(reason)),
+                PlatformEvent {
+                    detail_type: "delivery.dead_lettered",
+                    detail: json!({
+                        "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
+                        "tenant_id": d.tenant_id, "attempts": n, "error": reason,
+                    }),
+                },
+            ])
+            .await;
+        Ok(Report::DeadLettered)
+    }
+}
+
+fn status_event(d: &Delivery, status: &str, attempts: u32, error: Option<&str>) -> PlatformEvent {
+    PlatformEvent {
+        detail_type: "delivery.status_changed",
+        detail: json!({
+            "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
+            "tenant_id": d.tenant_id, "conversation_id": d.conversation_id,
+            "status": status, "attempts": attempts, "error": error,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hop_seconds;
+
+    #[test]
+    fn hops_round_up_and_respect_the_ceiling() {
+        assert_eq!(hop_seconds(10_500, 10_000, 900), 1);
+        assert_eq!(hop_seconds(17_000, 10_000, 2), 2);
+        assert_eq!(hop_seconds(12_001, 10_000, 900), 3);
+        assert_eq!(hop_seconds(5_000, 10_000, 900), 1);
+        assert_eq!(hop_seconds(10_000 + 86_400_000, 10_000, 900), 900);
+    }
+}

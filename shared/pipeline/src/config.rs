@@ -1,0 +1,84 @@
+//! Pipeline settings, from the environment.
+
+use converger_core::net::Allowlist;
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct PipelineConfig {
+    /// The global layer of the retry policy (`RETRY_POLICY`, a JSON object).
+    pub retry_policy: Map<String, Value>,
+    /// Longest single queue delay; longer delays are made of hops (SQS allows 900 s).
+    pub hop_ceiling_s: u32,
+    /// How long a claimed attempt holds its lease.
+    pub lease: Duration,
+    /// How long a channel's configuration is cached per instance.
+    pub channel_cache_ttl: Duration,
+    /// CIDRs webhooks may reach although they are special-purpose (`WEBHOOK_ALLOW_CIDRS`).
+    pub allowlist: Allowlist,
+    /// Deliveries of one batch processed at once.
+    pub batch_concurrency: usize,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self {
+            retry_policy: Map::new(),
+            hop_ceiling_s: 900,
+            lease: Duration::from_secs(u64::from(converger_store::resources::DELIVER_TIMEOUT_S)),
+            channel_cache_ttl: Duration::from_secs(5),
+            allowlist: Allowlist::default(),
+            batch_concurrency: 10,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("configuration {name}: {message}")]
+pub struct ConfigError {
+    pub name: &'static str,
+    pub message: String,
+}
+
+fn var(name: &'static str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn num<T: std::str::FromStr>(name: &'static str) -> Result<Option<T>, ConfigError> {
+    var(name)
+        .map(|v| {
+            v.trim().parse().map_err(|_| ConfigError {
+                name,
+                message: format!("`{v}` is not a number"),
+            })
+        })
+        .transpose()
+}
+
+impl PipelineConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let mut c = Self::default();
+        if let Some(p) = var("RETRY_POLICY") {
+            c.retry_policy = serde_json::from_str(&p).map_err(|e| ConfigError {
+                name: "RETRY_POLICY",
+                message: format!("must be a JSON object: {e}"),
+            })?;
+        }
+        if let Some(h) = num::<u32>("HOP_CEILING_SECONDS")? {
+            c.hop_ceiling_s = h.clamp(1, 900);
+        }
+        if let Some(ms) = num::<u64>("CHANNEL_CACHE_TTL_MS")? {
+            c.channel_cache_ttl = Duration::from_millis(ms);
+        }
+        if let Some(a) = var("WEBHOOK_ALLOW_CIDRS") {
+            c.allowlist = Allowlist::parse(&a).map_err(|message| ConfigError {
+                name: "WEBHOOK_ALLOW_CIDRS",
+                message,
+            })?;
+        }
+        if let Some(n) = num::<usize>("BATCH_CONCURRENCY")? {
+            c.batch_concurrency = n.max(1);
+        }
+        Ok(c)
+    }
+}

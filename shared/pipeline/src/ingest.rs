@@ -1,0 +1,169 @@
+//! Ingest: store an activity and one delivery per target channel, then enqueue the deliveries
+//! on the tenant's tier queue. Ingesting the same activity id again writes nothing new.
+
+use crate::Pipeline;
+use converger_core::{ActivityId, ChannelId, DeliveryId, time};
+use converger_store::{
+    Activity, Created, Delivery, DeliveryMessage, QueueError, StoreError, Tenant,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Most channels one activity may target (one transactional write holds them all).
+pub const MAX_TARGETS: usize = 50;
+/// Largest activity payload, serialized.
+pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+
+/// An activity as producers submit it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewActivity {
+    /// Optional producer-chosen id: submitting the same id twice creates nothing new.
+    #[serde(default)]
+    pub id: Option<ActivityId>,
+    pub conversation_id: String,
+    /// Optional position in the conversation; assigned when absent.
+    #[serde(default)]
+    pub seq: Option<u64>,
+    pub channel_ids: Vec<ChannelId>,
+    pub payload: Value,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("channel {0} does not exist")]
+    UnknownChannel(ChannelId),
+    #[error("channel {0} is inactive")]
+    InactiveChannel(ChannelId),
+    #[error("channel {0} has unsupported type {1}")]
+    UnsupportedChannel(ChannelId, String),
+    #[error("activity {0} exists with different content")]
+    Conflict(ActivityId),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+#[derive(Debug, Clone)]
+pub struct Ingested {
+    pub activity: Activity,
+    pub deliveries: Vec<Delivery>,
+    /// `false` when the activity id had been ingested before.
+    pub created: bool,
+}
+
+impl Pipeline {
+    pub async fn ingest(&self, tenant: &Tenant, new: NewActivity) -> Result<Ingested, IngestError> {
+        if new.conversation_id.trim().is_empty() || new.conversation_id.len() > 256 {
+            return Err(IngestError::Invalid(
+                "conversation_id must be 1 to 256 characters".into(),
+            ));
+        }
+        let mut targets: Vec<ChannelId> = Vec::with_capacity(new.channel_ids.len());
+        for c in new.channel_ids {
+            if !targets.contains(&c) {
+                targets.push(c);
+            }
+        }
+        if targets.is_empty() || targets.len() > MAX_TARGETS {
+            return Err(IngestError::Invalid(format!(
+                "channel_ids must name 1 to {MAX_TARGETS} channels"
+            )));
+        }
+        let size = serde_json::to_vec(&new.payload).map(|v| v.len()).unwrap_or(usize::MAX);
+        if size > MAX_PAYLOAD_BYTES {
+            return Err(IngestError::Invalid(format!(
+                "payload is {size} bytes; at most {MAX_PAYLOAD_BYTES}"
+            )));
+        }
+
+        let channels = futures::future::try_join_all(targets.iter().map(|id| self.channel(id))).await?;
+        let mut resolved = Vec::with_capacity(channels.len());
+        for (id, ch) in targets.iter().zip(channels) {
+            let ch = match ch {
+                // Another tenant's channel is reported exactly like a missing one.
+                Some(ch) if ch.tenant_id == tenant.id => ch,
+                _ => return Err(IngestError::UnknownChannel(id.clone())),
+            };
+            if !ch.active {
+                return Err(IngestError::InactiveChannel(id.clone()));
+            }
+            if self.adapters.get(ch.kind).is_none() {
+                return Err(IngestError::UnsupportedChannel(id.clone(), ch.kind.to_string()));
+            }
+            resolved.push(ch);
+        }
+
+        let seq = match new.seq {
+            Some(s) => s,
+            None => self.store.next_seq(&tenant.id, &new.conversation_id).await?,
+        };
+        let now_ms = time::now_ms();
+        let now = time::ms_to_rfc3339(now_ms);
+        let activity = Activity {
+            id: new.id.unwrap_or_else(ActivityId::generate),
+            tenant_id: tenant.id.clone(),
+            conversation_id: new.conversation_id,
+            seq,
+            payload: new.payload,
+            channel_ids: targets,
+            created_at: now.clone(),
+        };
+        let deliveries: Vec<Delivery> = resolved
+            .iter()
+            .map(|ch| Delivery::new(&activity, ch, tenant.tier, now_ms, &now))
+            .collect();
+
+        match self.store.create_activity(&activity, &deliveries).await? {
+            Created::New => {
+                let msgs: Vec<DeliveryMessage> = deliveries
+                    .iter()
+                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, Some(&activity)))
+                    .collect();
+                // A crash between the write and this send leaves pending rows that the sweeper
+                // enqueues; an error here is reported so the producer can retry (idempotent).
+                self.queue.send_many(&msgs).await?;
+                Ok(Ingested {
+                    activity,
+                    deliveries,
+                    created: true,
+                })
+            }
+            Created::Duplicate => self.existing(tenant, activity).await,
+        }
+    }
+
+    /// The activity was ingested before: answer with what was stored, and make sure its
+    /// waiting deliveries have a message (the first ingest may have died before enqueueing).
+    async fn existing(&self, tenant: &Tenant, submitted: Activity) -> Result<Ingested, IngestError> {
+        let Some(stored) = self.store.get_activity(&submitted.id).await? else {
+            return Err(IngestError::Conflict(submitted.id));
+        };
+        if stored.tenant_id != tenant.id {
+            return Err(IngestError::Conflict(submitted.id));
+        }
+        let ids: Vec<DeliveryId> = stored
+            .channel_ids
+            .iter()
+            .map(|c| DeliveryId::for_pair(&stored.id, c))
+            .collect();
+        let deliveries = self.store.get_deliveries(&ids).await?;
+        let now = time::now_ms();
+        let msgs: Vec<DeliveryMessage> = deliveries
+            .iter()
+            .filter(|d| d.status == converger_core::DeliveryStatus::Pending && d.next_attempt_at <= now)
+            .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, Some(&stored)))
+            .collect();
+        if !msgs.is_empty() {
+            self.queue.send_many(&msgs).await?;
+        }
+        Ok(Ingested {
+            activity: stored,
+            deliveries,
+            created: false,
+        })
+    }
+}
