@@ -1,3 +1,140 @@
-fn main() {
-    println!("Hello, world!");
+//! `converger-local`: runs the whole system on this machine, or (`test`) every test.
+//!
+//!   cargo run -p converger-local [-- --demo]
+//!   cargo run -p converger-local -- test [--no-lint] [-- <test runner args>]
+
+use converger_local::{Stack, StackOptions, emulator};
+use converger_pipeline::PipelineConfig;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use tokio::process::Command;
+
+fn addr(var: &str, default: &str) -> Result<SocketAddr, String> {
+    let v = std::env::var(var).unwrap_or_else(|_| default.into());
+    v.parse().map_err(|_| format!("{var}: `{v}` is not host:port"))
+}
+
+async fn run(demo: bool) -> Result<(), String> {
+    let mut config = PipelineConfig::from_env().map_err(|e| e.to_string())?;
+    if std::env::var("WEBHOOK_ALLOW_CIDRS").is_err() {
+        config.allowlist = converger_core::net::Allowlist::loopback();
+    }
+    converger_pipeline::metrics::set_enabled(std::env::var("CONVERGER_METRICS").is_ok());
+    let opts = StackOptions {
+        prefix: std::env::var("CONVERGER_PREFIX").unwrap_or_else(|_| "converger-".into()),
+        api_addr: addr("CONVERGER_API_ADDR", "127.0.0.1:3000")?,
+        admin_addr: addr("CONVERGER_ADMIN_ADDR", "127.0.0.1:3001")?,
+        admin_token: std::env::var("ADMIN_TOKEN").ok(),
+        config,
+        ..StackOptions::default()
+    };
+    let stack = Stack::start(opts).await?;
+    let ready = serde_json::json!({
+        "api_url": stack.api_url,
+        "admin_url": stack.admin_url,
+        "aws_endpoint_url": stack.aws_endpoint_url,
+        "admin_token": stack.admin_token,
+    });
+    println!("READY {ready}");
+    if demo {
+        if let Err(e) = converger_local::demo::run(&stack).await {
+            eprintln!("demo failed: {e}");
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    eprintln!("converger: stopping");
+    stack.stop().await;
+    Ok(())
+}
+
+async fn status(cmd: &mut Command, what: &str) -> Result<(), String> {
+    eprintln!("converger test: {what}");
+    let st = cmd.status().await.map_err(|e| format!("{what}: {e}"))?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({st})"))
+    }
+}
+
+async fn test(args: &[String]) -> Result<(), String> {
+    let root = emulator::root();
+    let lint = !args.iter().any(|a| a == "--no-lint");
+    let passthrough: Vec<String> = args
+        .iter()
+        .skip_while(|a| *a != "--")
+        .skip(1)
+        .cloned()
+        .collect();
+    emulator::ensure_venv().await?;
+    status(
+        Command::new(emulator::venv_bin("cfn-lint"))
+            .arg(root.join("infra/template.yaml"))
+            .current_dir(&root),
+        "cfn-lint infra/template.yaml",
+    )
+    .await?;
+    if lint {
+        status(Command::new("cargo").args(["fmt", "--all", "--check"]).current_dir(&root), "cargo fmt --check").await?;
+        status(
+            Command::new("cargo")
+                .args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+                .current_dir(&root),
+            "cargo clippy",
+        )
+        .await?;
+    }
+    let em = emulator::Emulator::start().await?;
+    eprintln!("converger test: emulator at {}", em.endpoint);
+    let nextest = Command::new("cargo")
+        .args(["nextest", "--version"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await
+        .is_ok_and(|s| s.success());
+    let mut cmd = Command::new("cargo");
+    if nextest {
+        cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+    } else {
+        cmd.args(["test", "--workspace", "--no-fail-fast"]);
+    }
+    cmd.args(&passthrough)
+        .current_dir(&root)
+        .env("AWS_ENDPOINT_URL", &em.endpoint)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1");
+    let result = status(&mut cmd, "tests").await;
+    em.stop().await;
+    result
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn")),
+        )
+        .try_init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]).await,
+        Some("--demo") => run(true).await,
+        None => run(false).await,
+        Some("--help" | "-h") => {
+            println!("usage: converger-local [--demo] | converger-local test [--no-lint] [-- <runner args>]");
+            Ok(())
+        }
+        Some(other) => Err(format!("unknown argument `{other}` (try --help)")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("converger: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }

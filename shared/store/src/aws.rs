@@ -7,7 +7,28 @@ use std::time::Duration;
 
 /// Loads the SDK configuration from the environment with Converger's timeouts.
 pub async fn load_config() -> aws_config::SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
+    load_config_for(None).await
+}
+
+/// Like [`load_config`], pointed at an emulator when `endpoint` is given. An emulator gets
+/// a default region and dummy credentials unless the environment sets them.
+pub async fn load_config_for(endpoint: Option<&str>) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    let endpoint = endpoint
+        .map(str::to_owned)
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+    if let Some(ep) = endpoint {
+        loader = loader.endpoint_url(ep);
+        if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err() {
+            loader = loader.region(aws_config::Region::new("us-east-1"));
+        }
+        if std::env::var("AWS_ACCESS_KEY_ID").is_err() {
+            loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "emulator",
+            ));
+        }
+    }
+    loader
         .timeout_config(
             TimeoutConfig::builder()
                 .connect_timeout(Duration::from_secs(3))

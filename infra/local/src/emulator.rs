@@ -1,0 +1,162 @@
+//! The local AWS emulator: moto's server, run from a project-local virtualenv that this
+//! module creates (and keeps in step with `infra/local/requirements.txt`) on first use.
+
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tokio::process::{Child, Command};
+
+/// The workspace root: `CONVERGER_ROOT`, else where this crate was built from.
+pub fn root() -> PathBuf {
+    std::env::var_os("CONVERGER_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+}
+
+pub fn venv_dir() -> PathBuf {
+    root().join(".local/venv")
+}
+
+pub fn venv_bin(name: &str) -> PathBuf {
+    venv_dir().join("bin").join(name)
+}
+
+fn requirements() -> PathBuf {
+    root().join("infra/local/requirements.txt")
+}
+
+async fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
+    let out = cmd
+        .output()
+        .await
+        .map_err(|e| format!("{what}: could not start: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// A lock held by creating a directory, so that parallel test processes set the virtualenv
+/// up once.
+struct DirLock(PathBuf);
+
+impl DirLock {
+    async fn take(path: PathBuf) -> Result<Self, String> {
+        let start = Instant::now();
+        loop {
+            match std::fs::create_dir(&path) {
+                Ok(()) => return Ok(Self(path)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    // A lock older than 15 minutes was left by a killed process.
+                    let stale = std::fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > Duration::from_secs(900));
+                    if stale {
+                        let _ = std::fs::remove_dir(&path);
+                    } else if start.elapsed() > Duration::from_secs(900) {
+                        return Err(format!("timed out waiting for {}", path.display()));
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                }
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            }
+        }
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// Creates the virtualenv and installs the pinned requirements, unless they are installed
+/// already. Returns the virtualenv's directory.
+pub async fn ensure_venv() -> Result<PathBuf, String> {
+    let venv = venv_dir();
+    let reqs = std::fs::read(requirements())
+        .map_err(|e| format!("{}: {e}", requirements().display()))?;
+    let want = hex::encode(Sha256::digest(&reqs));
+    let marker = venv.join(".converger-requirements");
+    if std::fs::read_to_string(&marker).is_ok_and(|h| h.trim() == want) {
+        return Ok(venv);
+    }
+    std::fs::create_dir_all(root().join(".local")).map_err(|e| e.to_string())?;
+    let _lock = DirLock::take(root().join(".local/venv.lock")).await?;
+    if std::fs::read_to_string(&marker).is_ok_and(|h| h.trim() == want) {
+        return Ok(venv);
+    }
+    if !venv_bin("python").exists() {
+        eprintln!("converger: creating the virtualenv in {}", venv.display());
+        let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+        run(Command::new(&python).arg("-m").arg("venv").arg(&venv), "python3 -m venv").await?;
+    }
+    eprintln!("converger: installing {}", requirements().display());
+    run(
+        Command::new(venv_bin("python"))
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+            .arg(requirements()),
+        "pip install",
+    )
+    .await?;
+    std::fs::write(&marker, want).map_err(|e| e.to_string())?;
+    Ok(venv)
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+/// A running moto server, stopped when dropped.
+pub struct Emulator {
+    pub endpoint: String,
+    child: Child,
+}
+
+impl Emulator {
+    /// Starts moto's server on a free loopback port and waits until it answers.
+    pub async fn start() -> Result<Self, String> {
+        ensure_venv().await?;
+        let port = free_port()?;
+        let child = Command::new(venv_bin("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("moto_server: {e}"))?;
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let mut em = Self { endpoint, child };
+        let start = Instant::now();
+        loop {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                return Ok(em);
+            }
+            if let Ok(Some(status)) = em.child.try_wait() {
+                return Err(format!("moto_server exited: {status}"));
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err("moto_server did not start within 60 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}

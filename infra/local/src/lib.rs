@@ -1,0 +1,9 @@
+//! The local stack: the emulator, the resources, the functions and the APIs on one machine,
+//! plus the project's test command.
+
+pub mod demo;
+pub mod emulator;
+pub mod receiver;
+pub mod stack;
+
+pub use stack::{Stack, StackOptions};

@@ -1,0 +1,166 @@
+//! A real HTTP receiver on loopback for the demo and the tests: answers from a script,
+//! records every request it gets.
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::Notify;
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    pub delay: Duration,
+}
+
+impl Reply {
+    pub fn status(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: String::new(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn header(mut self, k: &str, v: &str) -> Self {
+        self.headers.push((k.into(), v.into()));
+        self
+    }
+
+    pub fn body(mut self, b: &str) -> Self {
+        self.body = b.into();
+        self
+    }
+}
+
+/// A request as the receiver saw it.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub at: Instant,
+    pub at_system: SystemTime,
+    pub method: Method,
+    pub uri: Uri,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+struct Inner {
+    script: Mutex<VecDeque<Reply>>,
+    fallback: Reply,
+    seen: Mutex<Vec<Received>>,
+    notify: Notify,
+}
+
+#[derive(Clone)]
+pub struct Receiver {
+    pub url: String,
+    inner: Arc<Inner>,
+    task: Arc<tokio::task::JoinHandle<()>>,
+}
+
+async fn handle(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let received = Received {
+        at: Instant::now(),
+        at_system: SystemTime::now(),
+        method,
+        uri,
+        headers,
+        body,
+    };
+    if let Ok(mut seen) = inner.seen.lock() {
+        seen.push(received);
+    }
+    inner.notify.notify_waiters();
+    let reply = inner
+        .script
+        .lock()
+        .ok()
+        .and_then(|mut s| s.pop_front())
+        .unwrap_or_else(|| inner.fallback.clone());
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
+    }
+    let mut resp = (
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        reply.body,
+    )
+        .into_response();
+    for (k, v) in reply.headers {
+        if let (Ok(k), Ok(v)) = (
+            axum::http::HeaderName::from_bytes(k.as_bytes()),
+            axum::http::HeaderValue::from_str(&v),
+        ) {
+            resp.headers_mut().insert(k, v);
+        }
+    }
+    resp
+}
+
+impl Receiver {
+    /// Starts a receiver answering `script` in order, then `fallback` for ever.
+    pub async fn start(script: Vec<Reply>, fallback: Reply) -> Result<Self, String> {
+        let inner = Arc::new(Inner {
+            script: Mutex::new(script.into()),
+            fallback,
+            seen: Mutex::new(Vec::new()),
+            notify: Notify::new(),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let app = Router::new().fallback(handle).with_state(inner.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self {
+            url: format!("http://{addr}/hook"),
+            inner,
+            task: Arc::new(task),
+        })
+    }
+
+    /// Always answers `status`.
+    pub async fn always(status: u16) -> Result<Self, String> {
+        Self::start(Vec::new(), Reply::status(status)).await
+    }
+
+    pub fn requests(&self) -> Vec<Received> {
+        self.inner.seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Waits until at least `n` requests arrived or `timeout` passed; returns what arrived.
+    pub async fn wait_for(&self, n: usize, timeout: Duration) -> Vec<Received> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let notified = self.inner.notify.notified();
+            let seen = self.requests();
+            if seen.len() >= n || Instant::now() >= deadline {
+                return seen;
+            }
+            let _ = tokio::time::timeout(deadline - Instant::now(), notified).await;
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.task) == 1 {
+            self.task.abort();
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! The whole system on one machine: the emulator (started unless `AWS_ENDPOINT_URL` names
+//! one), every resource of `infra/template.yaml`, the queue-triggered functions driven the way
+//! Lambda's event source mappings drive them, and the two HTTP APIs.
+
+use crate::emulator::Emulator;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use converger_core::Tier;
+use converger_http::AppState;
+use converger_pipeline::{Pipeline, PipelineConfig, bootstrap};
+use converger_store::aws::Clients;
+use converger_store::resources::{ACTIVITIES_QUEUE, QueueDef, tier_queue};
+use converger_store::{Resources, provision, sqs::queue_url};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+
+#[derive(Debug, Clone)]
+pub struct StackOptions {
+    /// Prefix of every resource name (tests use a unique one each).
+    pub prefix: String,
+    pub api_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    /// The admin token; a random one when `None`.
+    pub admin_token: Option<String>,
+    pub config: PipelineConfig,
+    /// Long-poll wait of the queue pollers, in seconds.
+    pub poll_wait_s: i32,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        let config = PipelineConfig {
+            allowlist: converger_core::net::Allowlist::loopback(),
+            ..PipelineConfig::default()
+        };
+        Self {
+            prefix: "converger-".into(),
+            api_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin_token: None,
+            config,
+            poll_wait_s: 1,
+        }
+    }
+}
+
+pub struct Stack {
+    pub api_url: String,
+    pub admin_url: String,
+    pub aws_endpoint_url: Option<String>,
+    pub admin_token: String,
+    pub pipeline: Arc<Pipeline>,
+    pub clients: Clients,
+    pub resources: Resources,
+    emulator: Option<Emulator>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+fn random_token() -> String {
+    use rand::RngCore;
+    let mut b = [0u8; 24];
+    rand::thread_rng().fill_bytes(&mut b);
+    hex::encode(b)
+}
+
+impl Stack {
+    pub async fn start(opts: StackOptions) -> Result<Self, String> {
+        let (emulator, endpoint) = match std::env::var("AWS_ENDPOINT_URL") {
+            Ok(ep) if !ep.is_empty() => (None, Some(ep)),
+            _ => {
+                let em = Emulator::start().await?;
+                let ep = em.endpoint.clone();
+                (Some(em), Some(ep))
+            }
+        };
+        let sdk = converger_store::aws::load_config_for(endpoint.as_deref()).await;
+        let clients = Clients::new(&sdk);
+        let resources = Resources::with_prefix(&opts.prefix);
+        provision::provision(&clients.dynamodb, &clients.sqs, &clients.eventbridge, &resources)
+            .await
+            .map_err(|e| e.to_string())?;
+        let pipeline = Arc::new(bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?);
+
+        let (shutdown, rx) = watch::channel(false);
+        let mut tasks = Vec::new();
+        let admin_token = opts.admin_token.clone().unwrap_or_else(random_token);
+
+        // The functions, as their event source mappings would run them.
+        let ingest_url = queue_url(&clients.sqs, &resources, &ACTIVITIES_QUEUE)
+            .await
+            .map_err(|e| e.to_string())?;
+        tasks.push(spawn_poller(
+            clients.sqs.clone(),
+            ingest_url,
+            5,
+            opts.poll_wait_s,
+            rx.clone(),
+            Function::Ingest(pipeline.clone()),
+        ));
+        for tier in Tier::ALL {
+            let def: QueueDef = tier_queue(tier);
+            let url = queue_url(&clients.sqs, &resources, &def)
+                .await
+                .map_err(|e| e.to_string())?;
+            tasks.push(spawn_poller(
+                clients.sqs.clone(),
+                url,
+                tier.max_concurrency(),
+                opts.poll_wait_s,
+                rx.clone(),
+                Function::Deliver(pipeline.clone()),
+            ));
+        }
+
+        // The APIs.
+        let state = AppState::new(pipeline.clone(), Some(admin_token.clone()));
+        let (api_url, t) = serve(opts.api_addr, converger_http::api::router(state.clone()), rx.clone()).await?;
+        tasks.push(t);
+        let (admin_url, t) = serve(opts.admin_addr, converger_http::admin::router(state), rx.clone()).await?;
+        tasks.push(t);
+
+        Ok(Self {
+            api_url,
+            admin_url,
+            aws_endpoint_url: endpoint,
+            admin_token,
+            pipeline,
+            clients,
+            resources,
+            emulator,
+            shutdown,
+            tasks,
+        })
+    }
+
+    /// Stops the pollers, the servers and the emulator this stack started.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            t.abort();
+            let _ = t.await;
+        }
+        if let Some(em) = self.emulator {
+            em.stop().await;
+        }
+    }
+
+    /// The tier queue's URL.
+    pub async fn queue_url(&self, tier: Tier) -> Result<String, String> {
+        queue_url(&self.clients.sqs, &self.resources, &tier_queue(tier))
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+async fn serve(
+    addr: SocketAddr,
+    router: axum::Router,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(String, JoinHandle<()>), String> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let task = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+            tracing::error!(error = %e, "server stopped");
+        }
+    });
+    Ok((format!("http://{local}"), task))
+}
+
+#[derive(Clone)]
+enum Function {
+    Ingest(Arc<Pipeline>),
+    Deliver(Arc<Pipeline>),
+}
+
+/// Plays one SQS event source mapping: long-polls batches of up to 10, runs at most
+/// `max_concurrency` batches at once, deletes what succeeded and leaves reported failures
+/// to reappear after their visibility timeout.
+fn spawn_poller(
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+    max_concurrency: usize,
+    wait_s: i32,
+    mut stop: watch::Receiver<bool>,
+    function: Function,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let permits = Arc::new(Semaphore::new(max_concurrency));
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                break;
+            };
+            let recv = sqs
+                .receive_message()
+                .queue_url(&url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(wait_s)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .send();
+            let out = tokio::select! {
+                r = recv => r,
+                _ = stop.changed() => break,
+            };
+            let messages = match out {
+                Ok(o) => o.messages.unwrap_or_default(),
+                Err(e) => {
+                    tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), queue = %url, "receive failed");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+            };
+            if messages.is_empty() {
+                continue;
+            }
+            let sqs = sqs.clone();
+            let url = url.clone();
+            let function = function.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                invoke(&sqs, &url, messages, &function).await;
+            });
+        }
+    })
+}
+
+async fn invoke(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+    messages: Vec<aws_sdk_sqs::types::Message>,
+    function: &Function,
+) {
+    let mut handles = Vec::with_capacity(messages.len());
+    let mut event = SqsEvent::default();
+    for m in messages {
+        let mut rec = SqsMessage::default();
+        rec.message_id = m.message_id.clone();
+        rec.receipt_handle = m.receipt_handle.clone();
+        rec.body = m.body.clone();
+        rec.md5_of_body = m.md5_of_body.clone();
+        rec.attributes = m
+            .attributes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k.as_str().to_owned(), v))
+            .collect();
+        rec.event_source = Some("aws:sqs".into());
+        handles.push((m.message_id.unwrap_or_default(), m.receipt_handle.unwrap_or_default()));
+        event.records.push(rec);
+    }
+    let resp = match function {
+        Function::Ingest(p) => p.ingest_batch(event).await,
+        Function::Deliver(p) => p.deliver_batch(event).await,
+    };
+    let failed: std::collections::HashSet<String> = resp
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier)
+        .collect();
+    let done: Vec<DeleteMessageBatchRequestEntry> = handles
+        .into_iter()
+        .enumerate()
+        .filter(|(_, (id, _))| !failed.contains(id))
+        .filter_map(|(i, (_, rh))| {
+            DeleteMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .receipt_handle(rh)
+                .build()
+                .ok()
+        })
+        .collect();
+    if done.is_empty() {
+        return;
+    }
+    if let Err(e) = sqs
+        .delete_message_batch()
+        .queue_url(url)
+        .set_entries(Some(done))
+        .send()
+        .await
+    {
+        tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "delete failed; messages will be redelivered");
+    }
+}
