@@ -28,6 +28,9 @@ pub struct StackOptions {
     pub config: PipelineConfig,
     /// Long-poll wait of the queue pollers, in seconds.
     pub poll_wait_s: i32,
+    /// Long-pollers per queue, started `1000 / n` ms apart (Lambda's event source mapping
+    /// polls with several at once).
+    pub pollers_per_queue: usize,
 }
 
 impl Default for StackOptions {
@@ -43,6 +46,7 @@ impl Default for StackOptions {
             admin_token: None,
             config,
             poll_wait_s: 1,
+            pollers_per_queue: 2,
         }
     }
 }
@@ -93,11 +97,11 @@ impl Stack {
         let ingest_url = queue_url(&clients.sqs, &resources, &ACTIVITIES_QUEUE)
             .await
             .map_err(|e| e.to_string())?;
-        tasks.push(spawn_poller(
+        tasks.extend(spawn_pollers(
             clients.sqs.clone(),
             ingest_url,
             5,
-            opts.poll_wait_s,
+            &opts,
             rx.clone(),
             Function::Ingest(pipeline.clone()),
         ));
@@ -106,11 +110,11 @@ impl Stack {
             let url = queue_url(&clients.sqs, &resources, &def)
                 .await
                 .map_err(|e| e.to_string())?;
-            tasks.push(spawn_poller(
+            tasks.extend(spawn_pollers(
                 clients.sqs.clone(),
                 url,
                 tier.max_concurrency(),
-                opts.poll_wait_s,
+                &opts,
                 rx.clone(),
                 Function::Deliver(pipeline.clone()),
             ));
@@ -183,19 +187,46 @@ enum Function {
     Deliver(Arc<Pipeline>),
 }
 
-/// Plays one SQS event source mapping: long-polls batches of up to 10, runs at most
-/// `max_concurrency` batches at once, deletes what succeeded and leaves reported failures
-/// to reappear after their visibility timeout.
-fn spawn_poller(
+/// Plays one SQS event source mapping: long-polls batches of up to 10 with several staggered
+/// pollers, runs at most `max_concurrency` batches at once, deletes what succeeded and leaves
+/// reported failures to reappear after their visibility timeout.
+fn spawn_pollers(
     sqs: aws_sdk_sqs::Client,
     url: String,
     max_concurrency: usize,
+    opts: &StackOptions,
+    stop: watch::Receiver<bool>,
+    function: Function,
+) -> Vec<JoinHandle<()>> {
+    let permits = Arc::new(Semaphore::new(max_concurrency));
+    let n = opts.pollers_per_queue.max(1);
+    (0..n)
+        .map(|i| {
+            let offset = Duration::from_millis(1000 * i as u64 / n as u64);
+            spawn_poller(
+                sqs.clone(),
+                url.clone(),
+                permits.clone(),
+                offset,
+                opts.poll_wait_s,
+                stop.clone(),
+                function.clone(),
+            )
+        })
+        .collect()
+}
+
+fn spawn_poller(
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+    permits: Arc<Semaphore>,
+    offset: Duration,
     wait_s: i32,
     mut stop: watch::Receiver<bool>,
     function: Function,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let permits = Arc::new(Semaphore::new(max_concurrency));
+        tokio::time::sleep(offset).await;
         loop {
             if *stop.borrow() {
                 break;

@@ -1,7 +1,6 @@
 //! Every error leaves as `{"error": {"code": ..., "message": ...}}` with a stable code.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -80,7 +79,8 @@ impl From<IngestError> for ApiError {
     }
 }
 
-/// A JSON body whose rejections are [`ApiError`]s.
+/// A JSON body whose rejections are [`ApiError`]s: 415 for another media type, 400 for text
+/// that is not JSON, 422 for JSON of the wrong shape.
 pub struct Body<T>(pub T);
 
 impl<S, T> FromRequest<S> for Body<T>
@@ -91,25 +91,34 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(v)) => Ok(Body(v)),
-            Err(rej) => Err(match rej {
-                JsonRejection::MissingJsonContentType(_) => ApiError::new(
-                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                    "unsupported_media_type",
-                    "send the body as JSON with `content-type: application/json`",
-                ),
-                JsonRejection::JsonSyntaxError(e) => ApiError::new(
-                    StatusCode::BAD_REQUEST,
-                    "malformed_json",
-                    format!("the body is not valid JSON: {}", e.body_text()),
-                ),
-                JsonRejection::JsonDataError(e) => {
-                    ApiError::invalid("invalid_body", e.body_text())
-                }
-                other => ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", other.body_text()),
-            }),
+        let json_type = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                let v = v.to_ascii_lowercase();
+                v.starts_with("application/json") || v.contains("+json")
+            });
+        if json_type == Some(false) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as JSON with `content-type: application/json`",
+            ));
         }
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()))?;
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "malformed_json",
+                format!("the body is not valid JSON: {e}"),
+            )
+        })?;
+        serde_json::from_value(value)
+            .map(Body)
+            .map_err(|e| ApiError::invalid("invalid_body", format!("the body does not fit: {e}")))
     }
 }
 

@@ -57,6 +57,7 @@ impl Pipeline {
             Claim::Claimed(d) => d,
             Claim::NotDue(d) => {
                 let delay_s = hop_seconds(d.next_attempt_at, now_ms, self.config.hop_ceiling_s);
+                tracing::info!(delivery_id = %d.id, early_ms = d.next_attempt_at - now_ms, delay_s, "message came early; delayed again");
                 self.queue.send(&msg, delay_s).await?;
                 return Ok(Report::Hopped { delay_s });
             }

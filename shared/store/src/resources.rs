@@ -145,6 +145,8 @@ pub struct Resources {
     pub activities: String,
     pub deliveries: String,
     pub bus: String,
+    /// Queue URLs given by the environment, by queue name; others are looked up by name.
+    pub queue_urls: std::collections::HashMap<&'static str, String>,
 }
 
 impl Resources {
@@ -157,6 +159,7 @@ impl Resources {
             activities: format!("{prefix}{}", ACTIVITIES.name),
             deliveries: format!("{prefix}{}", DELIVERIES.name),
             bus: format!("{prefix}{BUS}"),
+            queue_urls: Default::default(),
         }
     }
 
@@ -172,6 +175,10 @@ impl Resources {
             activities: var(ACTIVITIES.env, base.activities.clone()),
             deliveries: var(DELIVERIES.env, base.deliveries.clone()),
             bus: var(BUS_ENV, base.bus.clone()),
+            queue_urls: QUEUES
+                .iter()
+                .filter_map(|q| std::env::var(q.env).ok().map(|u| (q.name, u)))
+                .collect(),
             prefix,
         }
     }

@@ -22,10 +22,8 @@ pub struct SqsQueue {
 
 /// Finds a queue's URL: from its environment variable (set by the template), else by name.
 pub async fn queue_url(client: &Client, res: &Resources, def: &QueueDef) -> Result<String, QueueError> {
-    if let Ok(url) = std::env::var(def.env) {
-        if res.prefix == std::env::var("CONVERGER_PREFIX").unwrap_or_default() || res.prefix.is_empty() {
-            return Ok(url);
-        }
+    if let Some(url) = res.queue_urls.get(def.name) {
+        return Ok(url.clone());
     }
     let out = client
         .get_queue_url()

@@ -1,0 +1,225 @@
+//! End to end: the tenant API, the queues, the deliver function and a real HTTP receiver, on
+//! the emulator. Each test has its own stack (resource prefix) and tenant.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_tests::{Receiver, Reply, TestStack, settled};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn first_delivery(act: &Value) -> String {
+    act["deliveries"][0]["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn delivers_a_signed_webhook_once() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let secret = ch["signing_secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"));
+    let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
+    let id = first_delivery(&act);
+
+    let d = t.wait_delivery(&key, &id, Duration::from_secs(15), settled).await;
+    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d["attempts"], 1);
+    assert!(d["sent_at"].is_string());
+    assert_eq!(d["response_status"], 200);
+    assert_eq!(d["attempt_log"].as_array().unwrap().len(), 1);
+
+    // Exactly one request, and its signature verifies under Standard Webhooks.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reqs = rx.requests();
+    assert_eq!(reqs.len(), 1);
+    let r = &reqs[0];
+    assert_eq!(r.headers["webhook-id"], id.as_str());
+    let wh = standardwebhooks::Webhook::new(&secret).unwrap();
+    let mut headers = http::HeaderMap::new();
+    for h in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+        headers.insert(h, r.headers[h].to_str().unwrap().parse().unwrap());
+    }
+    wh.verify(&r.body, &headers).expect("signature verifies");
+    let body: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["activity_id"], act["activity_id"]);
+    assert_eq!(body["conversation_id"], "conv-1");
+    assert_eq!(body["seq"], act["seq"]);
+    assert_eq!(body["payload"]["text"], "hi");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn transient_failures_retry_with_the_channel_policy() {
+    let t = TestStack::start().await;
+    let rx = Receiver::start(
+        vec![Reply::status(503), Reply::status(503), Reply::status(503)],
+        Reply::status(200),
+    )
+    .await
+    .unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
+        .await;
+    let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
+    let id = first_delivery(&act);
+
+    let d = t.wait_delivery(&key, &id, Duration::from_secs(30), settled).await;
+    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d["attempts"], 4);
+    let reqs = rx.requests();
+    assert_eq!(reqs.len(), 4);
+    for pair in reqs.windows(2) {
+        let gap = pair[1].at.duration_since(pair[0].at);
+        assert!(gap >= Duration::from_millis(950), "retried too early: {gap:?}");
+        assert!(gap < Duration::from_secs(3), "retried too late: {gap:?}");
+    }
+    let log = d["attempt_log"].as_array().unwrap();
+    assert_eq!(log.len(), 4);
+    assert_eq!(log[0]["status_code"], 503);
+    assert!(log[0]["next_retry_at"].is_string());
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_permanent_error_dead_letters_after_one_attempt() {
+    let t = TestStack::start().await;
+    let rx = Receiver::start(vec![], Reply::status(400).body("invalid recipient")).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+
+    let d = t.wait_delivery(&key, &id, Duration::from_secs(15), settled).await;
+    assert_eq!(d["status"], "failed", "{d}");
+    assert_eq!(d["attempts"], 1);
+    let err = d["last_error"].as_str().unwrap();
+    assert!(err.contains("400") && err.contains("invalid recipient"), "{err}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rx.requests().len(), 1);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn exhausted_retries_dead_letter_at_max_attempts() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(500).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .webhook(&key, &rx.url, json!({"max_attempts": 5, "backoff": "fixed", "base_ms": 1000}))
+        .await;
+    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+
+    let d = t.wait_delivery(&key, &id, Duration::from_secs(40), settled).await;
+    assert_eq!(d["status"], "failed", "{d}");
+    assert_eq!(d["attempts"], 5);
+    assert!(d["last_error"].as_str().unwrap().contains("500"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rx.requests().len(), 5, "no attempt after the dead letter");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn retry_after_overrides_the_policy_backoff() {
+    let t = TestStack::start().await;
+    let rx = Receiver::start(vec![Reply::status(429).header("retry-after", "2")], Reply::status(200))
+        .await
+        .unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
+        .await;
+    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+
+    let d = t.wait_delivery(&key, &id, Duration::from_secs(20), settled).await;
+    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d["attempts"], 2, "Retry-After still counts as an attempt");
+    let reqs = rx.requests();
+    assert_eq!(reqs.len(), 2);
+    let gap = reqs[1].at.duration_since(reqs[0].at);
+    assert!(gap >= Duration::from_millis(1950), "next attempt came after {gap:?}, before Retry-After");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_duplicate_message_sends_once() {
+    use converger_store::{Delivery, DeliveryMessage};
+    let t = TestStack::start().await;
+    // A slow receiver keeps the first attempt's lease live while the duplicate arrives.
+    let rx = Receiver::start(vec![], Reply { delay: Duration::from_millis(700), ..Reply::status(200) })
+        .await
+        .unwrap();
+    let (tenant_id, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+
+    // Write the activity and its delivery without enqueueing, then send the same message twice.
+    let p = &t.stack.pipeline;
+    let tenant = p
+        .store
+        .get_tenant(&converger_core::TenantId::parse(&tenant_id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let channel = p
+        .store
+        .get_channel(&converger_core::ChannelId::parse(ch["id"].as_str().unwrap()).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let now = converger_core::time::now_ms();
+    let activity = converger_store::Activity {
+        id: converger_core::ActivityId::generate(),
+        tenant_id: tenant.id.clone(),
+        conversation_id: "conv-dup".into(),
+        seq: 1,
+        payload: json!({"text": "once"}),
+        channel_ids: vec![channel.id.clone()],
+        created_at: converger_core::time::ms_to_rfc3339(now),
+    };
+    let d = Delivery::new(&activity, &channel, tenant.tier, now, &activity.created_at);
+    p.store.create_activity(&activity, std::slice::from_ref(&d)).await.unwrap();
+    let msg = DeliveryMessage::new(d.id.clone(), d.tier, None);
+    p.queue.send_many(&[msg.clone(), msg.clone()]).await.unwrap();
+
+    let row = t.wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled).await;
+    assert_eq!(row["status"], "sent");
+    // And once more after it was sent.
+    p.queue.send(&msg, 0).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(rx.requests().len(), 1, "the receiver saw exactly one request");
+    assert_eq!(t.delivery(&key, d.id.as_str()).await["attempts"], 1);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn private_destinations_are_refused() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    // The local stack allows loopback only; the metadata endpoint stays closed.
+    let ch = t.webhook(&key, "http://169.254.169.254/latest/meta-data", json!({})).await;
+    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+    let d = t.wait_delivery(&key, &id, Duration::from_secs(15), settled).await;
+    assert_eq!(d["status"], "failed", "{d}");
+    assert_eq!(d["attempts"], 1);
+    assert!(d["last_error"].as_str().unwrap().contains("not allowed"), "{d}");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn the_same_activity_id_twice_creates_nothing_new() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("high").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let body = json!({"id": "act_producer-chosen-1", "conversation_id": "c", "channel_ids": [ch["id"]], "payload": {"n": 1}});
+    let first = t.api("POST", "/api/v1/activities", &key, Some(body.clone())).await;
+    assert_eq!(first.status, 201, "{:?}", first.body);
+    let again = t.api("POST", "/api/v1/activities", &key, Some(body)).await;
+    assert_eq!(again.status, 200, "{:?}", again.body);
+    assert_eq!(again.body["deliveries"][0]["id"], first.body["deliveries"][0]["id"]);
+    let id = first_delivery(&first.body);
+    let d = t.wait_delivery(&key, &id, Duration::from_secs(15), settled).await;
+    assert_eq!(d["status"], "sent");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(rx.requests().len(), 1);
+    t.stop().await;
+}
