@@ -8,7 +8,9 @@ fn assert_error(a: &Answer, status: u16, code: &str) {
     assert_eq!(a.status, status, "{:?}", a.body);
     assert_eq!(a.body["error"]["code"], code, "{:?}", a.body);
     assert!(
-        a.body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()),
+        a.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
         "{:?}",
         a.body
     );
@@ -21,64 +23,180 @@ async fn bad_input_gets_a_clear_error() {
     let (_, other_key) = t.tenant("default").await;
     let api = &t.stack.api_url;
     let mine = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
-    let theirs = t.webhook(&other_key, "http://127.0.0.1:9/hook", json!({})).await;
+    let theirs = t
+        .webhook(&other_key, "http://127.0.0.1:9/hook", json!({}))
+        .await;
 
     // Authentication.
-    let a = t.raw("GET", format!("{api}/api/v1/channels/{}", mine["id"].as_str().unwrap()), None, None).await;
+    let a = t
+        .raw(
+            "GET",
+            format!("{api}/api/v1/channels/{}", mine["id"].as_str().unwrap()),
+            None,
+            None,
+        )
+        .await;
     assert_error(&a, 401, "unauthorized");
-    let a = t.raw("GET", format!("{api}/api/v1/channels/{}", mine["id"].as_str().unwrap()), Some("cvg_wrong"), None).await;
+    let a = t
+        .raw(
+            "GET",
+            format!("{api}/api/v1/channels/{}", mine["id"].as_str().unwrap()),
+            Some("cvg_wrong"),
+            None,
+        )
+        .await;
     assert_error(&a, 401, "unauthorized");
 
     // Malformed JSON and wrong shapes.
-    let a = t.raw("POST", format!("{api}/api/v1/channels"), Some(&key), Some("{not json".into())).await;
+    let a = t
+        .raw(
+            "POST",
+            format!("{api}/api/v1/channels"),
+            Some(&key),
+            Some("{not json".into()),
+        )
+        .await;
     assert_error(&a, 400, "malformed_json");
-    let a = t.raw("POST", format!("{api}/api/v1/activities"), Some(&key), Some("[1,2".into())).await;
+    let a = t
+        .raw(
+            "POST",
+            format!("{api}/api/v1/activities"),
+            Some(&key),
+            Some("[1,2".into()),
+        )
+        .await;
     assert_error(&a, 400, "malformed_json");
-    let a = t.api("POST", "/api/v1/activities", &key, Some(json!({"conversation_id": "c"}))).await;
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            &key,
+            Some(json!({"conversation_id": "c"})),
+        )
+        .await;
     assert_error(&a, 422, "invalid_body");
-    let a = t.api("POST", "/api/v1/channels", &key, Some(json!({"type": "carrier-pigeon", "name": "x"}))).await;
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/channels",
+            &key,
+            Some(json!({"type": "carrier-pigeon", "name": "x"})),
+        )
+        .await;
     assert_error(&a, 422, "unsupported_channel_type");
-    let a = t.api("POST", "/api/v1/channels", &key, Some(json!({"type": "webhook", "name": "x", "config": {"url": "ftp://x"}}))).await;
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/channels",
+            &key,
+            Some(json!({"type": "webhook", "name": "x", "config": {"url": "ftp://x"}})),
+        )
+        .await;
     assert_error(&a, 422, "invalid_config");
 
     // Unknown and foreign channels look the same.
-    let a = t.api("POST", "/api/v1/activities", &key, Some(json!({"conversation_id": "c", "channel_ids": ["ch_doesnotexist"], "payload": {}}))).await;
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            &key,
+            Some(
+                json!({"conversation_id": "c", "channel_ids": ["ch_doesnotexist"], "payload": {}}),
+            ),
+        )
+        .await;
     assert_error(&a, 422, "unknown_channel");
-    let a = t.api("POST", "/api/v1/activities", &key, Some(json!({"conversation_id": "c", "channel_ids": [theirs["id"]], "payload": {}}))).await;
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            &key,
+            Some(json!({"conversation_id": "c", "channel_ids": [theirs["id"]], "payload": {}})),
+        )
+        .await;
     assert_error(&a, 422, "unknown_channel");
-    let a = t.api("POST", "/api/v1/activities", &key, Some(json!({"conversation_id": "c", "channel_ids": ["not-an-id"], "payload": {}}))).await;
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            &key,
+            Some(json!({"conversation_id": "c", "channel_ids": ["not-an-id"], "payload": {}})),
+        )
+        .await;
     assert_error(&a, 422, "invalid_body");
-    let a = t.api("GET", &format!("/api/v1/channels/{}", theirs["id"].as_str().unwrap()), &key, None).await;
+    let a = t
+        .api(
+            "GET",
+            &format!("/api/v1/channels/{}", theirs["id"].as_str().unwrap()),
+            &key,
+            None,
+        )
+        .await;
     assert_error(&a, 404, "not_found");
     let a = t.api("GET", "/api/v1/channels/ch_nope", &key, None).await;
     assert_error(&a, 404, "not_found");
-    let a = t.api("GET", "/api/v1/deliveries/dlv_nope", &key, None).await;
+    let a = t
+        .api("GET", "/api/v1/deliveries/dlv_nope", &key, None)
+        .await;
     assert_error(&a, 404, "not_found");
-    let a = t.api("PATCH", &format!("/api/v1/channels/{}", theirs["id"].as_str().unwrap()), &key, Some(json!({"active": false}))).await;
+    let a = t
+        .api(
+            "PATCH",
+            &format!("/api/v1/channels/{}", theirs["id"].as_str().unwrap()),
+            &key,
+            Some(json!({"active": false})),
+        )
+        .await;
     assert_error(&a, 404, "not_found");
 
     // Invalid retry policies, on create and on update; nothing is stored.
     let a = t.api("POST", "/api/v1/channels", &key, Some(json!({"type": "webhook", "name": "x", "config": {"url": "http://127.0.0.1:9/"}, "retry_policy": {"max_attempts": 0, "backoff": "random", "colour": 1}}))).await;
     assert_error(&a, 422, "invalid_retry_policy");
     let msg = a.body["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("max_attempts") && msg.contains("backoff") && msg.contains("colour"), "{msg}");
+    assert!(
+        msg.contains("max_attempts") && msg.contains("backoff") && msg.contains("colour"),
+        "{msg}"
+    );
     let path = format!("/api/v1/channels/{}", mine["id"].as_str().unwrap());
-    let a = t.api("PATCH", &path, &key, Some(json!({"retry_policy": {"base_ms": -1}}))).await;
+    let a = t
+        .api(
+            "PATCH",
+            &path,
+            &key,
+            Some(json!({"retry_policy": {"base_ms": -1}})),
+        )
+        .await;
     assert_error(&a, 422, "invalid_retry_policy");
     let a = t.api("GET", &path, &key, None).await;
     assert_eq!(a.body["retry_policy"], json!({}));
 
     // A valid update is applied and returned; the secret is never shown again.
-    let a = t.api("PATCH", &path, &key, Some(json!({"retry_policy": {"max_attempts": 3}, "name": "renamed"}))).await;
+    let a = t
+        .api(
+            "PATCH",
+            &path,
+            &key,
+            Some(json!({"retry_policy": {"max_attempts": 3}, "name": "renamed"})),
+        )
+        .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     assert_eq!(a.body["retry_policy"]["max_attempts"], 3);
     assert_eq!(a.body["name"], "renamed");
     assert!(a.body.get("signing_secret").is_none());
 
     // An inactive channel is refused as a target.
-    let a = t.api("PATCH", &path, &key, Some(json!({"active": false}))).await;
+    let a = t
+        .api("PATCH", &path, &key, Some(json!({"active": false})))
+        .await;
     assert_eq!(a.status, 200);
-    let a = t.api("POST", "/api/v1/activities", &key, Some(json!({"conversation_id": "c", "channel_ids": [mine["id"]], "payload": {}}))).await;
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            &key,
+            Some(json!({"conversation_id": "c", "channel_ids": [mine["id"]], "payload": {}})),
+        )
+        .await;
     assert_error(&a, 422, "channel_inactive");
 
     // Unknown routes and methods.
@@ -89,11 +207,32 @@ async fn bad_input_gets_a_clear_error() {
 
     // The admin API wants its token.
     let admin = &t.stack.admin_url;
-    let a = t.raw("POST", format!("{admin}/admin/api/tenants"), None, Some(json!({"name": "x"}).to_string())).await;
+    let a = t
+        .raw(
+            "POST",
+            format!("{admin}/admin/api/tenants"),
+            None,
+            Some(json!({"name": "x"}).to_string()),
+        )
+        .await;
     assert_error(&a, 401, "unauthorized");
-    let a = t.raw("POST", format!("{admin}/admin/api/tenants"), Some("wrong-token"), Some(json!({"name": "x"}).to_string())).await;
+    let a = t
+        .raw(
+            "POST",
+            format!("{admin}/admin/api/tenants"),
+            Some("wrong-token"),
+            Some(json!({"name": "x"}).to_string()),
+        )
+        .await;
     assert_error(&a, 401, "unauthorized");
-    let a = t.raw("POST", format!("{admin}/admin/api/tenants"), Some(&t.stack.admin_token), Some(json!({"name": "x", "tier": "gold"}).to_string())).await;
+    let a = t
+        .raw(
+            "POST",
+            format!("{admin}/admin/api/tenants"),
+            Some(&t.stack.admin_token),
+            Some(json!({"name": "x", "tier": "gold"}).to_string()),
+        )
+        .await;
     assert_error(&a, 422, "invalid_tier");
     t.stop().await;
 }

@@ -21,7 +21,9 @@ async fn delivers_a_signed_webhook_once() {
     let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
     let id = first_delivery(&act);
 
-    let d = t.wait_delivery(&key, &id, Duration::from_secs(15), settled).await;
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+        .await;
     assert_eq!(d["status"], "sent", "{d}");
     assert_eq!(d["attempts"], 1);
     assert!(d["sent_at"].is_string());
@@ -64,14 +66,19 @@ async fn transient_failures_retry_with_the_channel_policy() {
     let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
     let id = first_delivery(&act);
 
-    let d = t.wait_delivery(&key, &id, Duration::from_secs(30), settled).await;
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+        .await;
     assert_eq!(d["status"], "sent", "{d}");
     assert_eq!(d["attempts"], 4);
     let reqs = rx.requests();
     assert_eq!(reqs.len(), 4);
     for pair in reqs.windows(2) {
         let gap = pair[1].at.duration_since(pair[0].at);
-        assert!(gap >= Duration::from_millis(950), "retried too early: {gap:?}");
+        assert!(
+            gap >= Duration::from_millis(950),
+            "retried too early: {gap:?}"
+        );
         assert!(gap < Duration::from_secs(3), "retried too late: {gap:?}");
     }
     let log = d["attempt_log"].as_array().unwrap();
@@ -84,16 +91,23 @@ async fn transient_failures_retry_with_the_channel_policy() {
 #[tokio::test]
 async fn a_permanent_error_dead_letters_after_one_attempt() {
     let t = TestStack::start().await;
-    let rx = Receiver::start(vec![], Reply::status(400).body("invalid recipient")).await.unwrap();
+    let rx = Receiver::start(vec![], Reply::status(400).body("invalid recipient"))
+        .await
+        .unwrap();
     let (_, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
     let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
 
-    let d = t.wait_delivery(&key, &id, Duration::from_secs(15), settled).await;
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+        .await;
     assert_eq!(d["status"], "failed", "{d}");
     assert_eq!(d["attempts"], 1);
     let err = d["last_error"].as_str().unwrap();
-    assert!(err.contains("400") && err.contains("invalid recipient"), "{err}");
+    assert!(
+        err.contains("400") && err.contains("invalid recipient"),
+        "{err}"
+    );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(rx.requests().len(), 1);
     t.stop().await;
@@ -105,11 +119,17 @@ async fn exhausted_retries_dead_letter_at_max_attempts() {
     let rx = Receiver::always(500).await.unwrap();
     let (_, key) = t.tenant("default").await;
     let ch = t
-        .webhook(&key, &rx.url, json!({"max_attempts": 5, "backoff": "fixed", "base_ms": 1000}))
+        .webhook(
+            &key,
+            &rx.url,
+            json!({"max_attempts": 5, "backoff": "fixed", "base_ms": 1000}),
+        )
         .await;
     let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
 
-    let d = t.wait_delivery(&key, &id, Duration::from_secs(40), settled).await;
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(40), settled)
+        .await;
     assert_eq!(d["status"], "failed", "{d}");
     assert_eq!(d["attempts"], 5);
     assert!(d["last_error"].as_str().unwrap().contains("500"));
@@ -121,22 +141,30 @@ async fn exhausted_retries_dead_letter_at_max_attempts() {
 #[tokio::test]
 async fn retry_after_overrides_the_policy_backoff() {
     let t = TestStack::start().await;
-    let rx = Receiver::start(vec![Reply::status(429).header("retry-after", "2")], Reply::status(200))
-        .await
-        .unwrap();
+    let rx = Receiver::start(
+        vec![Reply::status(429).header("retry-after", "2")],
+        Reply::status(200),
+    )
+    .await
+    .unwrap();
     let (_, key) = t.tenant("default").await;
     let ch = t
         .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
         .await;
     let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
 
-    let d = t.wait_delivery(&key, &id, Duration::from_secs(20), settled).await;
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(20), settled)
+        .await;
     assert_eq!(d["status"], "sent", "{d}");
     assert_eq!(d["attempts"], 2, "Retry-After still counts as an attempt");
     let reqs = rx.requests();
     assert_eq!(reqs.len(), 2);
     let gap = reqs[1].at.duration_since(reqs[0].at);
-    assert!(gap >= Duration::from_millis(1950), "next attempt came after {gap:?}, before Retry-After");
+    assert!(
+        gap >= Duration::from_millis(1950),
+        "next attempt came after {gap:?}, before Retry-After"
+    );
     t.stop().await;
 }
 
@@ -145,9 +173,15 @@ async fn a_duplicate_message_sends_once() {
     use converger_store::{Delivery, DeliveryMessage};
     let t = TestStack::start().await;
     // A slow receiver keeps the first attempt's lease live while the duplicate arrives.
-    let rx = Receiver::start(vec![], Reply { delay: Duration::from_millis(700), ..Reply::status(200) })
-        .await
-        .unwrap();
+    let rx = Receiver::start(
+        vec![],
+        Reply {
+            delay: Duration::from_millis(700),
+            ..Reply::status(200)
+        },
+    )
+    .await
+    .unwrap();
     let (tenant_id, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
 
@@ -176,16 +210,28 @@ async fn a_duplicate_message_sends_once() {
         created_at: converger_core::time::ms_to_rfc3339(now),
     };
     let d = Delivery::new(&activity, &channel, tenant.tier, now, &activity.created_at);
-    p.store.create_activity(&activity, std::slice::from_ref(&d)).await.unwrap();
+    p.store
+        .create_activity(&activity, std::slice::from_ref(&d))
+        .await
+        .unwrap();
     let msg = DeliveryMessage::new(d.id.clone(), d.tier, None);
-    p.queue.send_many(&[msg.clone(), msg.clone()]).await.unwrap();
+    p.queue
+        .send_many(&[msg.clone(), msg.clone()])
+        .await
+        .unwrap();
 
-    let row = t.wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled).await;
+    let row = t
+        .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
+        .await;
     assert_eq!(row["status"], "sent");
     // And once more after it was sent.
     p.queue.send(&msg, 0).await.unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(rx.requests().len(), 1, "the receiver saw exactly one request");
+    assert_eq!(
+        rx.requests().len(),
+        1,
+        "the receiver saw exactly one request"
+    );
     assert_eq!(t.delivery(&key, d.id.as_str()).await["attempts"], 1);
     t.stop().await;
 }
@@ -195,12 +241,19 @@ async fn private_destinations_are_refused() {
     let t = TestStack::start().await;
     let (_, key) = t.tenant("default").await;
     // The local stack allows loopback only; the metadata endpoint stays closed.
-    let ch = t.webhook(&key, "http://169.254.169.254/latest/meta-data", json!({})).await;
+    let ch = t
+        .webhook(&key, "http://169.254.169.254/latest/meta-data", json!({}))
+        .await;
     let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
-    let d = t.wait_delivery(&key, &id, Duration::from_secs(15), settled).await;
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+        .await;
     assert_eq!(d["status"], "failed", "{d}");
     assert_eq!(d["attempts"], 1);
-    assert!(d["last_error"].as_str().unwrap().contains("not allowed"), "{d}");
+    assert!(
+        d["last_error"].as_str().unwrap().contains("not allowed"),
+        "{d}"
+    );
     t.stop().await;
 }
 
@@ -211,13 +264,20 @@ async fn the_same_activity_id_twice_creates_nothing_new() {
     let (_, key) = t.tenant("high").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
     let body = json!({"id": "act_producer-chosen-1", "conversation_id": "c", "channel_ids": [ch["id"]], "payload": {"n": 1}});
-    let first = t.api("POST", "/api/v1/activities", &key, Some(body.clone())).await;
+    let first = t
+        .api("POST", "/api/v1/activities", &key, Some(body.clone()))
+        .await;
     assert_eq!(first.status, 201, "{:?}", first.body);
     let again = t.api("POST", "/api/v1/activities", &key, Some(body)).await;
     assert_eq!(again.status, 200, "{:?}", again.body);
-    assert_eq!(again.body["deliveries"][0]["id"], first.body["deliveries"][0]["id"]);
+    assert_eq!(
+        again.body["deliveries"][0]["id"],
+        first.body["deliveries"][0]["id"]
+    );
     let id = first_delivery(&first.body);
-    let d = t.wait_delivery(&key, &id, Duration::from_secs(15), settled).await;
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+        .await;
     assert_eq!(d["status"], "sent");
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(rx.requests().len(), 1);

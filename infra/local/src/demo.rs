@@ -48,7 +48,11 @@ pub async fn run(stack: &Stack) -> Result<(), String> {
     let mut channels = Vec::new();
     for (name, url, policy) in [
         ("demo-webhook", &healthy.url, json!({})),
-        ("demo-flaky-webhook", &flaky.url, json!({"backoff": "fixed", "base_ms": 1000})),
+        (
+            "demo-flaky-webhook",
+            &flaky.url,
+            json!({"backoff": "fixed", "base_ms": 1000}),
+        ),
     ] {
         let ch = call(
             &http,
@@ -93,13 +97,24 @@ pub async fn run(stack: &Stack) -> Result<(), String> {
                 .unwrap_or("?");
             let mut row = Value::Null;
             while Instant::now() < deadline {
-                row = call(&http, reqwest::Method::GET, format!("{}/api/v1/deliveries/{id}", stack.api_url), &key, None).await?;
+                row = call(
+                    &http,
+                    reqwest::Method::GET,
+                    format!("{}/api/v1/deliveries/{id}", stack.api_url),
+                    &key,
+                    None,
+                )
+                .await?;
                 if row["status"] != "pending" {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            let receiver = if name == "demo-webhook" { &healthy } else { &flaky };
+            let receiver = if name == "demo-webhook" {
+                &healthy
+            } else {
+                &flaky
+            };
             let first = receiver
                 .requests()
                 .into_iter()
@@ -112,8 +127,13 @@ pub async fn run(stack: &Stack) -> Result<(), String> {
                 "DEMO activity {activity_id} -> {name}: status {}, attempts {}, first request reached the receiver {} after the API call{}",
                 row["status"],
                 row["attempts"],
-                first.map(|ms| format!("{ms:.1} ms")).unwrap_or_else(|| "never".into()),
-                row["last_error"].as_str().map(|e| format!(" (last error: {e})")).unwrap_or_default(),
+                first
+                    .map(|ms| format!("{ms:.1} ms"))
+                    .unwrap_or_else(|| "never".into()),
+                row["last_error"]
+                    .as_str()
+                    .map(|e| format!(" (last error: {e})"))
+                    .unwrap_or_default(),
             );
         }
     }

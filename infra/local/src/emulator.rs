@@ -83,8 +83,8 @@ impl Drop for DirLock {
 /// already. Returns the virtualenv's directory.
 pub async fn ensure_venv() -> Result<PathBuf, String> {
     let venv = venv_dir();
-    let reqs = std::fs::read(requirements())
-        .map_err(|e| format!("{}: {e}", requirements().display()))?;
+    let reqs =
+        std::fs::read(requirements()).map_err(|e| format!("{}: {e}", requirements().display()))?;
     let want = hex::encode(Sha256::digest(&reqs));
     let marker = venv.join(".converger-requirements");
     if std::fs::read_to_string(&marker).is_ok_and(|h| h.trim() == want) {
@@ -98,12 +98,23 @@ pub async fn ensure_venv() -> Result<PathBuf, String> {
     if !venv_bin("python").exists() {
         eprintln!("converger: creating the virtualenv in {}", venv.display());
         let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-        run(Command::new(&python).arg("-m").arg("venv").arg(&venv), "python3 -m venv").await?;
+        run(
+            Command::new(&python).arg("-m").arg("venv").arg(&venv),
+            "python3 -m venv",
+        )
+        .await?;
     }
     eprintln!("converger: installing {}", requirements().display());
     run(
         Command::new(venv_bin("python"))
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
             .arg(requirements()),
         "pip install",
     )
@@ -143,7 +154,10 @@ impl Emulator {
         let mut em = Self { endpoint, child };
         let start = Instant::now();
         loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
                 return Ok(em);
             }
             if let Ok(Some(status)) = em.child.try_wait() {

@@ -11,7 +11,8 @@ use tokio::process::Command;
 
 fn addr(var: &str, default: &str) -> Result<SocketAddr, String> {
     let v = std::env::var(var).unwrap_or_else(|_| default.into());
-    v.parse().map_err(|_| format!("{var}: `{v}` is not host:port"))
+    v.parse()
+        .map_err(|_| format!("{var}: `{v}` is not host:port"))
 }
 
 async fn run(demo: bool) -> Result<(), String> {
@@ -75,10 +76,23 @@ async fn test(args: &[String]) -> Result<(), String> {
     )
     .await?;
     if lint {
-        status(Command::new("cargo").args(["fmt", "--all", "--check"]).current_dir(&root), "cargo fmt --check").await?;
         status(
             Command::new("cargo")
-                .args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])
+                .args(["fmt", "--all", "--check"])
+                .current_dir(&root),
+            "cargo fmt --check",
+        )
+        .await?;
+        status(
+            Command::new("cargo")
+                .args([
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ])
                 .current_dir(&root),
             "cargo clippy",
         )
@@ -115,8 +129,9 @@ async fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn")
+            }),
         )
         .try_init();
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -125,7 +140,9 @@ async fn main() -> ExitCode {
         Some("--demo") => run(true).await,
         None => run(false).await,
         Some("--help" | "-h") => {
-            println!("usage: converger-local [--demo] | converger-local test [--no-lint] [-- <runner args>]");
+            println!(
+                "usage: converger-local [--demo] | converger-local test [--no-lint] [-- <runner args>]"
+            );
             Ok(())
         }
         Some(other) => Err(format!("unknown argument `{other}` (try --help)")),

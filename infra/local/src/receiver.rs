@@ -140,7 +140,11 @@ impl Receiver {
     }
 
     pub fn requests(&self) -> Vec<Received> {
-        self.inner.seen.lock().map(|s| s.clone()).unwrap_or_default()
+        self.inner
+            .seen
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
     }
 
     /// Waits until at least `n` requests arrived or `timeout` passed; returns what arrived.

@@ -84,10 +84,16 @@ impl Stack {
         let sdk = converger_store::aws::load_config_for(endpoint.as_deref()).await;
         let clients = Clients::new(&sdk);
         let resources = Resources::with_prefix(&opts.prefix);
-        provision::provision(&clients.dynamodb, &clients.sqs, &clients.eventbridge, &resources)
-            .await
-            .map_err(|e| e.to_string())?;
-        let pipeline = Arc::new(bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?);
+        provision::provision(
+            &clients.dynamodb,
+            &clients.sqs,
+            &clients.eventbridge,
+            &resources,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let pipeline =
+            Arc::new(bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?);
 
         let (shutdown, rx) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -122,9 +128,19 @@ impl Stack {
 
         // The APIs.
         let state = AppState::new(pipeline.clone(), Some(admin_token.clone()));
-        let (api_url, t) = serve(opts.api_addr, converger_http::api::router(state.clone()), rx.clone()).await?;
+        let (api_url, t) = serve(
+            opts.api_addr,
+            converger_http::api::router(state.clone()),
+            rx.clone(),
+        )
+        .await?;
         tasks.push(t);
-        let (admin_url, t) = serve(opts.admin_addr, converger_http::admin::router(state), rx.clone()).await?;
+        let (admin_url, t) = serve(
+            opts.admin_addr,
+            converger_http::admin::router(state),
+            rx.clone(),
+        )
+        .await?;
         tasks.push(t);
 
         Ok(Self {
@@ -174,7 +190,10 @@ async fn serve(
         let shutdown = async move {
             let _ = stop.wait_for(|s| *s).await;
         };
-        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
+        if let Err(e) = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
             tracing::error!(error = %e, "server stopped");
         }
     });
@@ -288,7 +307,10 @@ async fn invoke(
             .map(|(k, v)| (k.as_str().to_owned(), v))
             .collect();
         rec.event_source = Some("aws:sqs".into());
-        handles.push((m.message_id.unwrap_or_default(), m.receipt_handle.unwrap_or_default()));
+        handles.push((
+            m.message_id.unwrap_or_default(),
+            m.receipt_handle.unwrap_or_default(),
+        ));
         event.records.push(rec);
     }
     let resp = match function {

@@ -52,7 +52,11 @@ pub trait Adapter: Send + Sync {
     /// Checks a channel's configuration when it is written.
     fn validate_config(&self, config: &Map<String, Value>) -> Result<(), String>;
 
-    async fn deliver(&self, env: Envelope<'_>, target: Target<'_>) -> Result<Accepted, DeliveryError>;
+    async fn deliver(
+        &self,
+        env: Envelope<'_>,
+        target: Target<'_>,
+    ) -> Result<Accepted, DeliveryError>;
 }
 
 /// The adapters this build supports, by channel type.

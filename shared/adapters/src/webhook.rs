@@ -63,9 +63,8 @@ impl Resolve for GuardedResolver {
         let host = name.as_str().to_owned();
         let allow = self.allow.clone();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             if addrs.is_empty() {
                 return Err(Box::new(NoAddress { host }) as _);
             }
@@ -144,8 +143,8 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, String> {
                 let v = v
                     .as_str()
                     .ok_or_else(|| format!("header `{k}` must be a string"))?;
-                let value =
-                    HeaderValue::from_str(v).map_err(|_| format!("invalid value for header `{k}`"))?;
+                let value = HeaderValue::from_str(v)
+                    .map_err(|_| format!("invalid value for header `{k}`"))?;
                 headers.insert(name, value);
             }
         }
@@ -229,10 +228,18 @@ impl Adapter for WebhookAdapter {
         parse_config(config).map(|_| ())
     }
 
-    async fn deliver(&self, env: Envelope<'_>, target: Target<'_>) -> Result<Accepted, DeliveryError> {
+    async fn deliver(
+        &self,
+        env: Envelope<'_>,
+        target: Target<'_>,
+    ) -> Result<Accepted, DeliveryError> {
         let cfg = parse_config(target.config)
             .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
-        if let Some(Ok(ip)) = cfg.url.host_str().map(|h| h.trim_matches(['[', ']']).parse::<IpAddr>()) {
+        if let Some(Ok(ip)) = cfg
+            .url
+            .host_str()
+            .map(|h| h.trim_matches(['[', ']']).parse::<IpAddr>())
+        {
             if let Err(reason) = check_destination(ip, &self.allow) {
                 return Err(DeliveryError::permanent(format!(
                     "{LABEL}: destination {ip} is not allowed ({reason} address)"

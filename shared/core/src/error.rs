@@ -112,10 +112,16 @@ mod tests {
     fn http_classification() {
         let now = SystemTime::now();
         for s in [408, 425, 429, 500, 502, 503, 599] {
-            assert!(DeliveryError::from_http(s, None, b"", "webhook", now).retryable, "{s}");
+            assert!(
+                DeliveryError::from_http(s, None, b"", "webhook", now).retryable,
+                "{s}"
+            );
         }
         for s in [300, 301, 400, 401, 403, 404, 410, 422] {
-            assert!(!DeliveryError::from_http(s, None, b"", "webhook", now).retryable, "{s}");
+            assert!(
+                !DeliveryError::from_http(s, None, b"", "webhook", now).retryable,
+                "{s}"
+            );
         }
         let e = DeliveryError::from_http(400, None, b"invalid recipient", "webhook", now);
         assert_eq!(e.reason, "webhook: HTTP 400: invalid recipient");
@@ -129,8 +135,14 @@ mod tests {
         let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
         assert_eq!(parse_retry_after("120", now), Some(120_000));
         assert_eq!(parse_retry_after(" 2 ", now), Some(2_000));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now), Some(30_000));
-        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now), Some(0));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now),
+            Some(30_000)
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:00:00 GMT", now),
+            Some(0)
+        );
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-3", now), None);
         let e = DeliveryError::from_http(429, Some("2"), b"", "webhook", now);

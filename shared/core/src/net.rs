@@ -33,8 +33,7 @@ impl Allowlist {
     /// Loopback only: what the local runner allows by default.
     pub fn loopback() -> Self {
         Self(vec![
-            IpNet::from(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)))
-                .supernet_of_len(8),
+            IpNet::from(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0))).supernet_of_len(8),
             IpNet::from(IpAddr::V6(Ipv6Addr::LOCALHOST)),
         ])
     }
@@ -130,13 +129,30 @@ mod tests {
     fn special_ranges_are_refused() {
         let none = Allowlist::default();
         for a in [
-            "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1",
-            "0.0.0.0", "::1", "::", "fd00:ec2::254", "fe80::1", "::ffff:127.0.0.1", "64:ff9b::a00:1",
-            "224.0.0.1", "255.255.255.255",
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "::",
+            "fd00:ec2::254",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "64:ff9b::a00:1",
+            "224.0.0.1",
+            "255.255.255.255",
         ] {
             assert!(check_destination(ip(a), &none).is_err(), "{a}");
         }
-        for a in ["93.184.216.34", "2606:4700::1111", "100.128.0.1", "172.32.0.1"] {
+        for a in [
+            "93.184.216.34",
+            "2606:4700::1111",
+            "100.128.0.1",
+            "172.32.0.1",
+        ] {
             assert!(check_destination(ip(a), &none).is_ok(), "{a}");
         }
     }

@@ -277,19 +277,35 @@ mod tests {
 
     #[test]
     fn validate_reports_every_problem() {
-        assert!(RetryPolicy::validate(&map(json!({"max_attempts": 3, "backoff": "linear", "base_ms": 30000}))).is_ok());
+        assert!(
+            RetryPolicy::validate(&map(
+                json!({"max_attempts": 3, "backoff": "linear", "base_ms": 30000})
+            ))
+            .is_ok()
+        );
         let errs = RetryPolicy::validate(&map(json!({
             "max_attempts": 0, "backoff": "random", "base_ms": -5, "max_ms": 1.5, "colour": "red", "timeout_ms": "10"
         })))
         .unwrap_err();
         let mut keys: Vec<_> = errs.iter().map(|e| e.key.as_str()).collect();
         keys.sort();
-        assert_eq!(keys, vec!["backoff", "base_ms", "colour", "max_attempts", "max_ms", "timeout_ms"]);
+        assert_eq!(
+            keys,
+            vec![
+                "backoff",
+                "base_ms",
+                "colour",
+                "max_attempts",
+                "max_ms",
+                "timeout_ms"
+            ]
+        );
     }
 
     #[test]
     fn merge_layers_later_wins_and_invalid_is_ignored() {
-        let config = map(json!({"max_attempts": 8, "base_backoff_seconds": 5, "backoff": "nonsense"}));
+        let config =
+            map(json!({"max_attempts": 8, "base_backoff_seconds": 5, "backoff": "nonsense"}));
         let adapter = map(json!({"timeout_ms": 10000, "max_ms": 0}));
         let channel = map(json!({"max_attempts": 3}));
         let p = RetryPolicy::effective(&config, &adapter, &channel);
@@ -299,13 +315,20 @@ mod tests {
         assert_eq!(p.timeout_ms, 10_000);
         assert_eq!(p.max_ms, 3_600_000);
         let both = map(json!({"base_backoff_seconds": 5, "base_ms": 2000}));
-        assert_eq!(RetryPolicy::effective(&both, &Map::new(), &Map::new()).base_ms, 2_000);
+        assert_eq!(
+            RetryPolicy::effective(&both, &Map::new(), &Map::new()).base_ms,
+            2_000
+        );
     }
 
     fn any_policy() -> impl Strategy<Value = RetryPolicy> {
         (
             1u32..20,
-            prop_oneof![Just(Backoff::Exponential), Just(Backoff::Linear), Just(Backoff::Fixed)],
+            prop_oneof![
+                Just(Backoff::Exponential),
+                Just(Backoff::Linear),
+                Just(Backoff::Fixed)
+            ],
             1u64..10_000_000,
             1u64..100_000_000,
         )

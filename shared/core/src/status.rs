@@ -113,7 +113,11 @@ mod tests {
         assert_eq!(Pending.apply_receipt(Delivered), Some(Delivered));
         assert_eq!(Sent.apply_receipt(Delivered), Some(Delivered));
         assert_eq!(Delivered.apply_receipt(Read), Some(Read));
-        assert_eq!(Read.apply_receipt(Delivered), None, "late delivered after read");
+        assert_eq!(
+            Read.apply_receipt(Delivered),
+            None,
+            "late delivered after read"
+        );
         assert_eq!(Delivered.apply_receipt(Sent), None);
         assert_eq!(Sent.apply_receipt(Failed), Some(Failed));
         assert_eq!(Delivered.apply_receipt(Failed), Some(Failed));

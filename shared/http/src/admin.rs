@@ -1,7 +1,7 @@
 //! The operators' admin API (`/admin/api`), authenticated with the admin token.
 
-use crate::error::{ApiError, Body, no_route, wrong_method};
 use crate::AppState;
+use crate::error::{ApiError, Body, no_route, wrong_method};
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
@@ -16,7 +16,10 @@ use serde_json::json;
 
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/admin/api/health", get(|| async { Json(json!({"status": "ok"})) }))
+        .route(
+            "/admin/api/health",
+            get(|| async { Json(json!({"status": "ok"})) }),
+        )
         .route("/admin/api/tenants", post(create_tenant))
         .route("/admin/api/tenants/{id}", get(get_tenant))
         .fallback(no_route)
@@ -43,7 +46,9 @@ impl FromRequestParts<AppState> for Operator {
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
             .and_then(|h| h.strip_prefix("Bearer "))
-            .ok_or_else(|| ApiError::unauthorized("missing `Authorization: Bearer <admin token>`"))?;
+            .ok_or_else(|| {
+                ApiError::unauthorized("missing `Authorization: Bearer <admin token>`")
+            })?;
         if constant_time_eq(given.trim().as_bytes(), expected.as_bytes()) {
             Ok(Operator)
         } else {
@@ -66,11 +71,16 @@ async fn create_tenant(
     Body(req): Body<NewTenant>,
 ) -> Result<impl IntoResponse, ApiError> {
     if req.name.trim().is_empty() || req.name.len() > 200 {
-        return Err(ApiError::invalid("invalid_name", "name must be 1 to 200 characters"));
+        return Err(ApiError::invalid(
+            "invalid_name",
+            "name must be 1 to 200 characters",
+        ));
     }
     let tier: Tier = match req.tier.as_deref() {
         None => Tier::Default,
-        Some(t) => t.parse().map_err(|m: String| ApiError::invalid("invalid_tier", m))?,
+        Some(t) => t
+            .parse()
+            .map_err(|m: String| ApiError::invalid("invalid_tier", m))?,
     };
     let tenant = Tenant {
         id: TenantId::generate(),
@@ -105,5 +115,7 @@ async fn get_tenant(
         .get_tenant(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
-    Ok(Json(json!({"id": t.id, "name": t.name, "tier": t.tier, "created_at": t.created_at})))
+    Ok(Json(
+        json!({"id": t.id, "name": t.name, "tier": t.tier, "created_at": t.created_at}),
+    ))
 }

@@ -18,9 +18,15 @@ use serde_json::{Map, Value, json};
 
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/api/health", get(|| async { Json(json!({"status": "ok"})) }))
+        .route(
+            "/api/health",
+            get(|| async { Json(json!({"status": "ok"})) }),
+        )
         .route("/api/v1/channels", post(create_channel))
-        .route("/api/v1/channels/{id}", get(get_channel).patch(patch_channel))
+        .route(
+            "/api/v1/channels/{id}",
+            get(get_channel).patch(patch_channel),
+        )
         .route("/api/v1/activities", post(create_activity))
         .route("/api/v1/deliveries/{id}", get(get_delivery))
         .fallback(no_route)
@@ -67,7 +73,11 @@ fn validate_policy(policy: &Map<String, Value>) -> Result<(), ApiError> {
     })
 }
 
-fn validate_config(state: &AppState, kind: ChannelType, config: &Map<String, Value>) -> Result<(), ApiError> {
+fn validate_config(
+    state: &AppState,
+    kind: ChannelType,
+    config: &Map<String, Value>,
+) -> Result<(), ApiError> {
     let adapter = state.pipeline.adapters.get(kind).ok_or_else(|| {
         ApiError::invalid(
             "unsupported_channel_type",
@@ -81,7 +91,10 @@ fn validate_config(state: &AppState, kind: ChannelType, config: &Map<String, Val
 
 fn validate_name(name: &str) -> Result<(), ApiError> {
     if name.trim().is_empty() || name.len() > 200 {
-        return Err(ApiError::invalid("invalid_name", "name must be 1 to 200 characters"));
+        return Err(ApiError::invalid(
+            "invalid_name",
+            "name must be 1 to 200 characters",
+        ));
     }
     Ok(())
 }
@@ -204,7 +217,11 @@ async fn create_activity(
         .iter()
         .map(|d| json!({"id": d.id, "channel_id": d.channel_id, "status": d.status}))
         .collect();
-    let status = if done.created { StatusCode::CREATED } else { StatusCode::OK };
+    let status = if done.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok((
         status,
         Json(json!({

@@ -22,10 +22,14 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Report {
     Sent,
-    RetryScheduled { delay_ms: u64 },
+    RetryScheduled {
+        delay_ms: u64,
+    },
     DeadLettered,
     /// Not due yet: the message was delayed again (a hop).
-    Hopped { delay_s: u32 },
+    Hopped {
+        delay_s: u32,
+    },
     /// Nothing to do: duplicate message, settled delivery, lost lease.
     Skipped(&'static str),
 }
@@ -44,7 +48,9 @@ pub enum AttemptError {
 /// Whole seconds to wait until `at_ms`, rounded up, at least 1, at most `ceiling`.
 fn hop_seconds(at_ms: i64, now_ms: i64, ceiling: u32) -> u32 {
     let ms = u64::try_from(at_ms.saturating_sub(now_ms)).unwrap_or(0);
-    u32::try_from(ms.div_ceil(1000)).unwrap_or(u32::MAX).clamp(1, ceiling.max(1))
+    u32::try_from(ms.div_ceil(1000))
+        .unwrap_or(u32::MAX)
+        .clamp(1, ceiling.max(1))
 }
 
 impl Pipeline {
@@ -53,7 +59,11 @@ impl Pipeline {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let now_ms = time::now_ms();
         let lease_ms = i64::try_from(self.config.lease.as_millis()).unwrap_or(60_000);
-        let d = match self.store.claim(&msg.delivery_id, &token, now_ms, lease_ms).await? {
+        let d = match self
+            .store
+            .claim(&msg.delivery_id, &token, now_ms, lease_ms)
+            .await?
+        {
             Claim::Claimed(d) => d,
             Claim::NotDue(d) => {
                 let delay_s = hop_seconds(d.next_attempt_at, now_ms, self.config.hop_ceiling_s);
@@ -81,7 +91,9 @@ impl Pipeline {
                 .store
                 .get_activity(&d.activity_id)
                 .await?
-                .ok_or_else(|| AttemptError::Missing(format!("activity {} not found", d.activity_id)))?,
+                .ok_or_else(|| {
+                    AttemptError::Missing(format!("activity {} not found", d.activity_id))
+                })?,
         };
         let n = d.attempts + 1;
         let started = Instant::now();
@@ -89,7 +101,10 @@ impl Pipeline {
 
         let result = self.call_adapter(&d, &activity, &channel, n).await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let entry = |status_code: Option<u16>, snippet: Option<String>, error: Option<String>, next: Option<i64>| AttemptEntry {
+        let entry = |status_code: Option<u16>,
+                     snippet: Option<String>,
+                     error: Option<String>,
+                     next: Option<i64>| AttemptEntry {
             attempt: n,
             started_at: started_at.clone(),
             duration_ms,
@@ -104,7 +119,12 @@ impl Pipeline {
 
         match result {
             Ok((_, Ok(accepted))) => {
-                let e = entry(accepted.status_code, accepted.response_snippet.clone(), None, None);
+                let e = entry(
+                    accepted.status_code,
+                    accepted.response_snippet.clone(),
+                    None,
+                    None,
+                );
                 let info = SentInfo {
                     provider_message_id: accepted.provider_message_id.clone(),
                     response_status: accepted.status_code,
@@ -114,14 +134,17 @@ impl Pipeline {
                 }
                 tracing::info!(delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempt = n, duration_ms, "delivery sent");
                 metrics::count("sent", kind, 1);
-                self.events.publish(vec![status_event(&d, "sent", n, None)]).await;
+                self.events
+                    .publish(vec![status_event(&d, "sent", n, None)])
+                    .await;
                 Ok(Report::Sent)
             }
             Ok((policy, Err(err))) => {
                 let e_status = err.status;
                 match policy.next_after_failure(n, &err) {
                     Next::RetryIn(delay_ms) => {
-                        let next_at = time::now_ms().saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
+                        let next_at = time::now_ms()
+                            .saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
                         let e = entry(e_status, None, Some(err.reason.clone()), Some(next_at));
                         if !self
                             .store
@@ -131,7 +154,8 @@ impl Pipeline {
                             return Ok(Report::Skipped("lease lost before recording failure"));
                         }
                         tracing::info!(delivery_id = %d.id, attempt = n, delay_ms, error = %err.reason, "attempt failed; retry scheduled");
-                        let delay_s = hop_seconds(next_at, time::now_ms(), self.config.hop_ceiling_s);
+                        let delay_s =
+                            hop_seconds(next_at, time::now_ms(), self.config.hop_ceiling_s);
                         let next = DeliveryMessage::new(d.id.clone(), d.tier, Some(&activity));
                         // If this send fails, the message is redelivered and finds the row
                         // pending with its due time: nothing is lost.
@@ -140,14 +164,16 @@ impl Pipeline {
                     }
                     Next::Dead => {
                         let e = entry(e_status, None, Some(err.reason.clone()), None);
-                        self.dead_letter(&d, &token, &err.reason, Some(&e), &now, n, kind).await
+                        self.dead_letter(&d, &token, &err.reason, Some(&e), &now, n, kind)
+                            .await
                     }
                 }
             }
             Err(reason) => {
                 // The delivery cannot be attempted at all (inactive channel, no adapter).
                 let e = entry(None, None, Some(reason.clone()), None);
-                self.dead_letter(&d, &token, &reason, Some(&e), &now, n, kind).await
+                self.dead_letter(&d, &token, &reason, Some(&e), &now, n, kind)
+                    .await
             }
         }
     }
@@ -188,7 +214,12 @@ impl Pipeline {
             timeout,
         };
         // The adapter enforces its own timeout; this bound only guards against a stuck one.
-        let res = match tokio::time::timeout(timeout + Duration::from_secs(5), adapter.deliver(env, target)).await {
+        let res = match tokio::time::timeout(
+            timeout + Duration::from_secs(5),
+            adapter.deliver(env, target),
+        )
+        .await
+        {
             Ok(r) => r,
             Err(_) => Err(DeliveryError::from_transport(
                 format!("timed out after {} ms", policy.timeout_ms),

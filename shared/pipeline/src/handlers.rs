@@ -29,7 +29,10 @@ pub enum HandlerError {
 }
 
 fn body<T: serde::de::DeserializeOwned>(m: &SqsMessage) -> Result<T, HandlerError> {
-    let b = m.body.as_deref().ok_or_else(|| HandlerError::Body("empty".into()))?;
+    let b = m
+        .body
+        .as_deref()
+        .ok_or_else(|| HandlerError::Body("empty".into()))?;
     serde_json::from_str(b).map_err(|e| HandlerError::Body(e.to_string()))
 }
 

@@ -73,14 +73,17 @@ impl Pipeline {
                 "channel_ids must name 1 to {MAX_TARGETS} channels"
             )));
         }
-        let size = serde_json::to_vec(&new.payload).map(|v| v.len()).unwrap_or(usize::MAX);
+        let size = serde_json::to_vec(&new.payload)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
         if size > MAX_PAYLOAD_BYTES {
             return Err(IngestError::Invalid(format!(
                 "payload is {size} bytes; at most {MAX_PAYLOAD_BYTES}"
             )));
         }
 
-        let channels = futures::future::try_join_all(targets.iter().map(|id| self.channel(id))).await?;
+        let channels =
+            futures::future::try_join_all(targets.iter().map(|id| self.channel(id))).await?;
         let mut resolved = Vec::with_capacity(channels.len());
         for (id, ch) in targets.iter().zip(channels) {
             let ch = match ch {
@@ -92,14 +95,21 @@ impl Pipeline {
                 return Err(IngestError::InactiveChannel(id.clone()));
             }
             if self.adapters.get(ch.kind).is_none() {
-                return Err(IngestError::UnsupportedChannel(id.clone(), ch.kind.to_string()));
+                return Err(IngestError::UnsupportedChannel(
+                    id.clone(),
+                    ch.kind.to_string(),
+                ));
             }
             resolved.push(ch);
         }
 
         let seq = match new.seq {
             Some(s) => s,
-            None => self.store.next_seq(&tenant.id, &new.conversation_id).await?,
+            None => {
+                self.store
+                    .next_seq(&tenant.id, &new.conversation_id)
+                    .await?
+            }
         };
         let now_ms = time::now_ms();
         let now = time::ms_to_rfc3339(now_ms);
@@ -138,7 +148,11 @@ impl Pipeline {
 
     /// The activity was ingested before: answer with what was stored, and make sure its
     /// waiting deliveries have a message (the first ingest may have died before enqueueing).
-    async fn existing(&self, tenant: &Tenant, submitted: Activity) -> Result<Ingested, IngestError> {
+    async fn existing(
+        &self,
+        tenant: &Tenant,
+        submitted: Activity,
+    ) -> Result<Ingested, IngestError> {
         let Some(stored) = self.store.get_activity(&submitted.id).await? else {
             return Err(IngestError::Conflict(submitted.id));
         };
@@ -154,7 +168,9 @@ impl Pipeline {
         let now = time::now_ms();
         let msgs: Vec<DeliveryMessage> = deliveries
             .iter()
-            .filter(|d| d.status == converger_core::DeliveryStatus::Pending && d.next_attempt_at <= now)
+            .filter(|d| {
+                d.status == converger_core::DeliveryStatus::Pending && d.next_attempt_at <= now
+            })
             .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, Some(&stored)))
             .collect();
         if !msgs.is_empty() {

@@ -2,10 +2,10 @@
 //! the generic SQS partial-batch helper the queue-triggered functions share.
 
 pub mod attempt;
-pub mod bootstrap;
-pub mod handlers;
 pub mod batch;
+pub mod bootstrap;
 pub mod config;
+pub mod handlers;
 pub mod ingest;
 pub mod metrics;
 

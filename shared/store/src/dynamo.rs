@@ -229,7 +229,8 @@ impl Store for DynamoStore {
     }
 
     async fn create_channel(&self, channel: &Channel) -> StoreResult<()> {
-        self.put_new(&self.res.channels, "id", to_item(channel)?).await
+        self.put_new(&self.res.channels, "id", to_item(channel)?)
+            .await
     }
 
     async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>> {
@@ -375,7 +376,9 @@ impl Store for DynamoStore {
                     .send()
                     .await
                     .map_err(sdk_err)?;
-                if let Some(items) = out.responses.and_then(|mut r| r.remove(&self.res.deliveries))
+                if let Some(items) = out
+                    .responses
+                    .and_then(|mut r| r.remove(&self.res.deliveries))
                 {
                     for item in items {
                         found.push(from_item(item)?);
@@ -433,7 +436,11 @@ impl Store for DynamoStore {
                     // Emulators that do not return the old item: read it.
                     _ => self.get_delivery(id).await?,
                 },
-                other => return Err(StoreError::Unavailable(DisplayErrorContext(&other).to_string())),
+                other => {
+                    return Err(StoreError::Unavailable(
+                        DisplayErrorContext(&other).to_string(),
+                    ));
+                }
             },
         };
         Ok(match old {

@@ -43,10 +43,15 @@ impl Events for EventBridgeEvents {
                 .await
             {
                 Ok(out) if out.failed_entry_count > 0 => {
-                    tracing::warn!(failed = out.failed_entry_count, "some platform events were refused")
+                    tracing::warn!(
+                        failed = out.failed_entry_count,
+                        "some platform events were refused"
+                    )
                 }
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %DisplayErrorContext(&e), "platform events not published"),
+                Err(e) => {
+                    tracing::warn!(error = %DisplayErrorContext(&e), "platform events not published")
+                }
             }
         }
     }

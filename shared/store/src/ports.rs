@@ -110,4 +110,3 @@ pub trait Events: Send + Sync + 'static {
     /// critical path).
     async fn publish(&self, events: Vec<PlatformEvent>);
 }
-

@@ -4,8 +4,8 @@
 use crate::resources::{MAX_RECEIVE_COUNT, QUEUES, Resources, TABLES, TableDef};
 use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
-    Projection, ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::collections::{BTreeSet, HashMap};
@@ -101,7 +101,9 @@ pub async fn provision(
     eb: &aws_sdk_eventbridge::Client,
     res: &Resources,
 ) -> Result<(), ProvisionError> {
-    let tables = TABLES.iter().map(|def| create_table(ddb, res.table(def), def));
+    let tables = TABLES
+        .iter()
+        .map(|def| create_table(ddb, res.table(def), def));
     futures::future::try_join_all(tables).await?;
 
     let queues = QUEUES.iter().map(|def| async move {
@@ -123,7 +125,9 @@ pub async fn provision(
             .await
             .map_err(|e| perr(&dlq_name, aws_sdk_sqs::error::DisplayErrorContext(&e)))?
             .attributes
-            .and_then(|mut a: HashMap<QueueAttributeName, String>| a.remove(&QueueAttributeName::QueueArn))
+            .and_then(|mut a: HashMap<QueueAttributeName, String>| {
+                a.remove(&QueueAttributeName::QueueArn)
+            })
             .unwrap_or_default();
         let redrive = serde_json::json!({
             "deadLetterTargetArn": arn,
@@ -148,7 +152,12 @@ pub async fn provision(
         Err(e)
             if e.as_service_error()
                 .is_some_and(|s| s.is_resource_already_exists_exception()) => {}
-        Err(e) => return Err(perr(&res.bus, aws_sdk_eventbridge::error::DisplayErrorContext(&e))),
+        Err(e) => {
+            return Err(perr(
+                &res.bus,
+                aws_sdk_eventbridge::error::DisplayErrorContext(&e),
+            ));
+        }
     }
     Ok(())
 }

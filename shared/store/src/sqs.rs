@@ -21,7 +21,11 @@ pub struct SqsQueue {
 }
 
 /// Finds a queue's URL: from its environment variable (set by the template), else by name.
-pub async fn queue_url(client: &Client, res: &Resources, def: &QueueDef) -> Result<String, QueueError> {
+pub async fn queue_url(
+    client: &Client,
+    res: &Resources,
+    def: &QueueDef,
+) -> Result<String, QueueError> {
     if let Some(url) = res.queue_urls.get(def.name) {
         return Ok(url.clone());
     }
@@ -103,7 +107,9 @@ impl Queue for SqsQueue {
                     let idx: usize = failed.id.parse().unwrap_or(usize::MAX);
                     match chunk.get(idx) {
                         Some(m) => self.send(m, 0).await?,
-                        None => return Err(QueueError(format!("batch entry {} failed", failed.id))),
+                        None => {
+                            return Err(QueueError(format!("batch entry {} failed", failed.id)));
+                        }
                     }
                 }
             }

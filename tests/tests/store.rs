@@ -1,0 +1,300 @@
+//! The DynamoDB store against the emulator, over HTTP with the real SDK: the conditional
+//! transitions that keep one delivery from being attempted twice at once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_core::{ActivityId, ChannelId, ChannelType, DeliveryStatus, TenantId, Tier, time};
+use converger_store::dynamo::DynamoStore;
+use converger_store::{
+    Activity, AttemptEntry, Channel, ChannelPatch, Claim, Created, Delivery, SentInfo, Store,
+    Tenant,
+};
+use converger_tests::TestStack;
+use serde_json::{Map, json};
+
+struct Fixture {
+    t: TestStack,
+    store: DynamoStore,
+    tenant: Tenant,
+    channel: Channel,
+}
+
+async fn fixture() -> Fixture {
+    let t = TestStack::start().await;
+    let store = DynamoStore::new(t.stack.clients.dynamodb.clone(), t.stack.resources.clone());
+    let now = time::now_rfc3339();
+    let tenant = Tenant {
+        id: TenantId::generate(),
+        name: "store test".into(),
+        tier: Tier::Bulk,
+        created_at: now.clone(),
+    };
+    store.create_tenant(&tenant, "hash-1").await.unwrap();
+    let channel = Channel {
+        id: ChannelId::generate(),
+        tenant_id: tenant.id.clone(),
+        kind: ChannelType::Echo,
+        name: "echo".into(),
+        config: Map::new(),
+        active: true,
+        retry_policy: Map::new(),
+        signing_secret: converger_core::secret::new_signing_secret(),
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    store.create_channel(&channel).await.unwrap();
+    Fixture {
+        t,
+        store,
+        tenant,
+        channel,
+    }
+}
+
+fn activity(f: &Fixture) -> Activity {
+    Activity {
+        id: ActivityId::generate(),
+        tenant_id: f.tenant.id.clone(),
+        conversation_id: "c".into(),
+        seq: 1,
+        payload: json!({"a": [1, 2.5, "x", null, {"b": true}]}),
+        channel_ids: vec![f.channel.id.clone()],
+        created_at: time::now_rfc3339(),
+    }
+}
+
+fn entry(n: u32) -> AttemptEntry {
+    AttemptEntry {
+        attempt: n,
+        started_at: time::now_rfc3339(),
+        duration_ms: 3,
+        status_code: Some(503),
+        response_snippet: None,
+        error: Some("boom".into()),
+        next_retry_at: None,
+        trigger: "auto".into(),
+    }
+}
+
+#[tokio::test]
+async fn tenants_channels_and_activities_round_trip() {
+    let f = fixture().await;
+    assert_eq!(
+        f.store.get_tenant(&f.tenant.id).await.unwrap(),
+        Some(f.tenant.clone())
+    );
+    assert_eq!(
+        f.store.tenant_by_api_key_hash("hash-1").await.unwrap(),
+        Some(f.tenant.clone())
+    );
+    assert_eq!(
+        f.store.tenant_by_api_key_hash("hash-2").await.unwrap(),
+        None
+    );
+    assert!(
+        f.store.create_channel(&f.channel).await.is_err(),
+        "ids are unique"
+    );
+
+    let patched = f
+        .store
+        .update_channel(
+            &f.tenant.id,
+            &f.channel.id,
+            &ChannelPatch {
+                active: Some(false),
+                ..Default::default()
+            },
+            "2030-01-01T00:00:00.000000Z",
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!patched.active);
+    assert_eq!(
+        patched.signing_secret, f.channel.signing_secret,
+        "a patch leaves other fields alone"
+    );
+    let other = TenantId::generate();
+    assert_eq!(
+        f.store
+            .update_channel(&other, &f.channel.id, &ChannelPatch::default(), "x")
+            .await
+            .unwrap(),
+        None,
+        "another tenant cannot update the channel"
+    );
+
+    assert_eq!(f.store.next_seq(&f.tenant.id, "conv").await.unwrap(), 1);
+    assert_eq!(f.store.next_seq(&f.tenant.id, "conv").await.unwrap(), 2);
+    assert_eq!(f.store.next_seq(&f.tenant.id, "other").await.unwrap(), 1);
+
+    let a = activity(&f);
+    let d = Delivery::new(&a, &f.channel, Tier::Bulk, time::now_ms(), &a.created_at);
+    assert_eq!(
+        f.store
+            .create_activity(&a, std::slice::from_ref(&d))
+            .await
+            .unwrap(),
+        Created::New
+    );
+    assert_eq!(
+        f.store
+            .create_activity(&a, std::slice::from_ref(&d))
+            .await
+            .unwrap(),
+        Created::Duplicate
+    );
+    assert_eq!(f.store.get_activity(&a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(f.store.get_delivery(&d.id).await.unwrap(), Some(d.clone()));
+    assert_eq!(
+        f.store
+            .get_deliveries(std::slice::from_ref(&d.id))
+            .await
+            .unwrap(),
+        vec![d]
+    );
+    f.t.stop().await;
+}
+
+#[tokio::test]
+async fn a_lease_admits_one_attempt_at_a_time() {
+    let f = fixture().await;
+    let a = activity(&f);
+    let now = time::now_ms();
+    let d = Delivery::new(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    f.store
+        .create_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+
+    let Claim::Claimed(held) = f.store.claim(&d.id, "tok-1", now, 60_000).await.unwrap() else {
+        panic!("first claim wins");
+    };
+    assert_eq!(held.lease_token.as_deref(), Some("tok-1"));
+    assert_eq!(
+        f.store
+            .claim(&d.id, "tok-2", now + 1, 60_000)
+            .await
+            .unwrap(),
+        Claim::Busy
+    );
+
+    // A failed attempt, recorded under the lease, makes the delivery due later.
+    let later = now + 5_000;
+    assert!(
+        !f.store
+            .mark_attempt_failed(&held, "tok-2", "boom", later, &entry(1), "t")
+            .await
+            .unwrap(),
+        "a stranger's token is refused"
+    );
+    assert!(
+        f.store
+            .mark_attempt_failed(
+                &held,
+                "tok-1",
+                "boom",
+                later,
+                &entry(1),
+                &time::now_rfc3339()
+            )
+            .await
+            .unwrap()
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.attempts, row.last_error.as_deref()),
+        (DeliveryStatus::Pending, 1, Some("boom"))
+    );
+    assert_eq!(row.lease_token, None);
+    assert_eq!(row.attempt_log.len(), 1);
+    assert!(matches!(
+        f.store
+            .claim(&d.id, "tok-3", now + 1_000, 60_000)
+            .await
+            .unwrap(),
+        Claim::NotDue(_)
+    ));
+
+    // An expired lease can be taken over; the old holder then loses its write.
+    let Claim::Claimed(first) = f.store.claim(&d.id, "tok-4", later, 1_000).await.unwrap() else {
+        panic!("due now");
+    };
+    let Claim::Claimed(second) = f
+        .store
+        .claim(&d.id, "tok-5", later + 2_000, 60_000)
+        .await
+        .unwrap()
+    else {
+        panic!("the expired lease is taken over");
+    };
+    assert!(
+        !f.store
+            .mark_sent(&first, "tok-4", &SentInfo::default(), &entry(2), "t")
+            .await
+            .unwrap()
+    );
+    let info = SentInfo {
+        provider_message_id: Some("pm-1".into()),
+        response_status: Some(202),
+    };
+    assert!(
+        f.store
+            .mark_sent(&second, "tok-5", &info, &entry(2), &time::now_rfc3339())
+            .await
+            .unwrap()
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Sent, 2));
+    assert_eq!(row.provider_message_id.as_deref(), Some("pm-1"));
+    assert_eq!(row.last_error, None);
+    assert!(row.sent_at.is_some());
+    assert!(matches!(
+        f.store
+            .claim(&d.id, "tok-6", later + 3_000, 60_000)
+            .await
+            .unwrap(),
+        Claim::Settled(_)
+    ));
+    f.t.stop().await;
+}
+
+#[tokio::test]
+async fn dead_letters_and_missing_rows() {
+    let f = fixture().await;
+    let a = activity(&f);
+    let now = time::now_ms();
+    let d = Delivery::new(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    f.store
+        .create_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    let Claim::Claimed(held) = f.store.claim(&d.id, "tok", now, 60_000).await.unwrap() else {
+        panic!("claimed");
+    };
+    assert!(
+        f.store
+            .mark_dead(
+                &held,
+                "tok",
+                "HTTP 400",
+                Some(&entry(1)),
+                &time::now_rfc3339()
+            )
+            .await
+            .unwrap()
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Failed, 1));
+    assert!(matches!(
+        f.store.claim(&d.id, "tok", now + 10, 60_000).await.unwrap(),
+        Claim::Settled(_)
+    ));
+    let missing = converger_core::DeliveryId::for_pair(&ActivityId::generate(), &f.channel.id);
+    assert_eq!(
+        f.store.claim(&missing, "tok", now, 60_000).await.unwrap(),
+        Claim::Missing
+    );
+    assert_eq!(f.store.get_delivery(&missing).await.unwrap(), None);
+    f.t.stop().await;
+}
