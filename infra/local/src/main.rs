@@ -37,10 +37,8 @@ async fn run(demo: bool) -> Result<(), String> {
         "admin_token": stack.admin_token,
     });
     println!("READY {ready}");
-    if demo {
-        if let Err(e) = converger_local::demo::run(&stack).await {
-            eprintln!("demo failed: {e}");
-        }
+    if demo && let Err(e) = converger_local::demo::run(&stack).await {
+        eprintln!("demo failed: {e}");
     }
     let _ = tokio::signal::ctrl_c().await;
     eprintln!("converger: stopping");

@@ -239,12 +239,11 @@ impl Adapter for WebhookAdapter {
             .url
             .host_str()
             .map(|h| h.trim_matches(['[', ']']).parse::<IpAddr>())
+            && let Err(reason) = check_destination(ip, &self.allow)
         {
-            if let Err(reason) = check_destination(ip, &self.allow) {
-                return Err(DeliveryError::permanent(format!(
-                    "{LABEL}: destination {ip} is not allowed ({reason} address)"
-                )));
-            }
+            return Err(DeliveryError::permanent(format!(
+                "{LABEL}: destination {ip} is not allowed ({reason} address)"
+            )));
         }
         let timeout_ms = cfg
             .receive_timeout

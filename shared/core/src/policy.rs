@@ -150,12 +150,11 @@ impl RetryPolicy {
     /// `base_backoff_seconds` (converted to `base_ms` unless `base_ms` is also given).
     pub fn config_layer(config: &Map<String, Value>) -> Map<String, Value> {
         let mut layer = config.clone();
-        if let Some(secs) = layer.remove("base_backoff_seconds") {
-            if !layer.contains_key("base_ms") {
-                if let Some(s) = positive_int(&secs) {
-                    layer.insert("base_ms".into(), Value::from(s.saturating_mul(1000)));
-                }
-            }
+        if let Some(secs) = layer.remove("base_backoff_seconds")
+            && !layer.contains_key("base_ms")
+            && let Some(s) = positive_int(&secs)
+        {
+            layer.insert("base_ms".into(), Value::from(s.saturating_mul(1000)));
         }
         layer
     }

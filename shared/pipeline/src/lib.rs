@@ -50,26 +50,24 @@ impl Pipeline {
     /// `channel_cache_ttl` ago.
     pub async fn channel(&self, id: &ChannelId) -> StoreResult<Option<Arc<Channel>>> {
         let ttl = self.config.channel_cache_ttl;
-        if !ttl.is_zero() {
-            if let Ok(cache) = self.channels.lock() {
-                if let Some((at, ch)) = cache.get(id) {
-                    if at.elapsed() < ttl {
-                        return Ok(Some(ch.clone()));
-                    }
-                }
-            }
+        if !ttl.is_zero()
+            && let Ok(cache) = self.channels.lock()
+            && let Some((at, ch)) = cache.get(id)
+            && at.elapsed() < ttl
+        {
+            return Ok(Some(ch.clone()));
         }
         let Some(ch) = self.store.get_channel(id).await? else {
             return Ok(None);
         };
         let ch = Arc::new(ch);
-        if !ttl.is_zero() {
-            if let Ok(mut cache) = self.channels.lock() {
-                if cache.len() > 10_000 {
-                    cache.clear();
-                }
-                cache.insert(id.clone(), (Instant::now(), ch.clone()));
+        if !ttl.is_zero()
+            && let Ok(mut cache) = self.channels.lock()
+        {
+            if cache.len() > 10_000 {
+                cache.clear();
             }
+            cache.insert(id.clone(), (Instant::now(), ch.clone()));
         }
         Ok(Some(ch))
     }

@@ -384,10 +384,10 @@ impl Store for DynamoStore {
                         found.push(from_item(item)?);
                     }
                 }
-                if let Some(mut un) = out.unprocessed_keys {
-                    if let Some(k) = un.remove(&self.res.deliveries) {
-                        keys = k.keys;
-                    }
+                if let Some(mut un) = out.unprocessed_keys
+                    && let Some(k) = un.remove(&self.res.deliveries)
+                {
+                    keys = k.keys;
                 }
             }
             if !keys.is_empty() {
