@@ -83,8 +83,10 @@ async fn transient_failures_retry_with_the_channel_policy() {
     }
     let log = d["attempt_log"].as_array().unwrap();
     assert_eq!(log.len(), 4);
-    assert_eq!(log[0]["status_code"], 503);
-    assert!(log[0]["next_retry_at"].is_string());
+    assert_eq!(log[0]["status_code"], 200, "newest first");
+    assert_eq!(log[3]["status_code"], 503);
+    assert_eq!(log[3]["attempt"], 1);
+    assert!(log[3]["next_retry_at"].is_string());
     t.stop().await;
 }
 

@@ -55,9 +55,16 @@ fn tables_agree_with_the_template() {
             def.logical_id
         );
         let p = &table["Properties"];
+        let mut want = vec![(def.hash_key.to_owned(), "HASH".to_owned())];
+        if let Some(r) = def.range_key {
+            want.push((r.to_owned(), "RANGE".to_owned()));
+        }
+        assert_eq!(keys(&p["KeySchema"]), want, "{}", def.logical_id);
         assert_eq!(
-            keys(&p["KeySchema"]),
-            vec![(def.hash_key.to_owned(), "HASH".to_owned())]
+            p["TimeToLiveSpecification"]["AttributeName"].as_str(),
+            def.ttl_attribute,
+            "{} TTL",
+            def.logical_id
         );
         let gsis = p["GlobalSecondaryIndexes"]
             .as_sequence()
@@ -76,6 +83,29 @@ fn tables_agree_with_the_template() {
                     (g.range_key.to_owned(), "RANGE".to_owned())
                 ]
             );
+            let projection = &found["Projection"];
+            if g.include.is_empty() {
+                assert_eq!(
+                    projection["ProjectionType"].as_str(),
+                    Some("ALL"),
+                    "{}",
+                    g.name
+                );
+            } else {
+                assert_eq!(
+                    projection["ProjectionType"].as_str(),
+                    Some("INCLUDE"),
+                    "{}",
+                    g.name
+                );
+                let attrs: Vec<&str> = projection["NonKeyAttributes"]
+                    .as_sequence()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap())
+                    .collect();
+                assert_eq!(attrs, g.include, "{}", g.name);
+            }
         }
         assert_eq!(
             untag(&env[def.env]).as_str(),
@@ -107,8 +137,8 @@ fn queues_agree_with_the_template() {
             def.logical_id
         );
         assert_eq!(
-            p["RedrivePolicy"]["maxReceiveCount"].as_u64(),
-            Some(u64::from(MAX_RECEIVE_COUNT))
+            untag(&p["RedrivePolicy"]["maxReceiveCount"]).as_str(),
+            Some("MaxReceiveCount")
         );
         let dlq = untag(&p["RedrivePolicy"]["deadLetterTargetArn"])
             .as_str()
@@ -126,6 +156,14 @@ fn queues_agree_with_the_template() {
             def.env
         );
     }
+    assert_eq!(
+        t["Parameters"]["MaxReceiveCount"]["Default"].as_u64(),
+        Some(u64::from(MAX_RECEIVE_COUNT))
+    );
+    assert_eq!(
+        t["Parameters"]["MaxReceiveCount"]["Default"].as_u64(),
+        Some(u64::from(MAX_RECEIVE_COUNT))
+    );
     // Visibility is at least six times the deliver function's timeout.
     let deliver = &res["DeliverFunction"]["Properties"];
     assert_eq!(
@@ -184,6 +222,9 @@ fn sample_events_parse() {
     let ingest: SqsEvent = serde_json::from_str(&event("ingest.json")).unwrap();
     let body = ingest.records[0].body.as_deref().unwrap();
     let _: IngestMessage = serde_json::from_str(body).unwrap();
+
+    let _: aws_lambda_events::event::eventbridge::EventBridgeEvent<serde_json::Value> =
+        serde_json::from_str(&event("retry-scheduler.json")).unwrap();
 
     let deliver: SqsEvent = serde_json::from_str(&event("deliver.json")).unwrap();
     let body = deliver.records[0].body.as_deref().unwrap();

@@ -5,8 +5,8 @@
 use converger_core::{ActivityId, ChannelId, ChannelType, DeliveryStatus, TenantId, Tier, time};
 use converger_store::dynamo::DynamoStore;
 use converger_store::{
-    Activity, AttemptEntry, Channel, ChannelPatch, Claim, Created, Delivery, SentInfo, Store,
-    Tenant,
+    Activity, AttemptEntry, Channel, ChannelPatch, Claim, Created, Delivery, LogUpdate, SentInfo,
+    Store, Tenant,
 };
 use converger_tests::TestStack;
 use serde_json::{Map, json};
@@ -62,7 +62,11 @@ fn activity(f: &Fixture) -> Activity {
     }
 }
 
-fn entry(n: u32) -> AttemptEntry {
+fn entry(n: u32) -> LogUpdate {
+    LogUpdate::append(&[], attempt(n))
+}
+
+fn attempt(n: u32) -> AttemptEntry {
     AttemptEntry {
         attempt: n,
         started_at: time::now_rfc3339(),
@@ -72,6 +76,7 @@ fn entry(n: u32) -> AttemptEntry {
         error: Some("boom".into()),
         next_retry_at: None,
         trigger: "auto".into(),
+        expires_at: None,
     }
 }
 
@@ -274,13 +279,7 @@ async fn dead_letters_and_missing_rows() {
     };
     assert!(
         f.store
-            .mark_dead(
-                &held,
-                "tok",
-                "HTTP 400",
-                Some(&entry(1)),
-                &time::now_rfc3339()
-            )
+            .mark_dead(&held, "tok", "HTTP 400", &entry(1), &time::now_rfc3339())
             .await
             .unwrap()
     );
@@ -296,5 +295,120 @@ async fn dead_letters_and_missing_rows() {
         Claim::Missing
     );
     assert_eq!(f.store.get_delivery(&missing).await.unwrap(), None);
+    f.t.stop().await;
+}
+
+#[tokio::test]
+async fn only_pending_deliveries_are_in_the_due_index() {
+    use converger_store::dynamo::due_shard;
+    let f = fixture().await;
+    let now = time::now_ms();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let a = activity(&f);
+        let d = Delivery::new(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+        f.store
+            .create_activity(&a, std::slice::from_ref(&d))
+            .await
+            .unwrap();
+        ids.push(d);
+    }
+    let overdue = |d: &Delivery| {
+        let store = f.store.clone();
+        let id = d.id.clone();
+        async move {
+            let page = store
+                .overdue(due_shard(&id), now - 5_000, 100, None)
+                .await
+                .unwrap();
+            page.items.iter().any(|o| o.id == id)
+        }
+    };
+    for d in &ids {
+        assert!(overdue(d).await, "pending and overdue: in the index");
+    }
+    // Settled deliveries leave the index; a retried one moves to its new due time.
+    let Claim::Claimed(a) = f.store.claim(&ids[0].id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    f.store
+        .mark_sent(
+            &a,
+            "t",
+            &SentInfo::default(),
+            &entry(1),
+            &time::now_rfc3339(),
+        )
+        .await
+        .unwrap();
+    let Claim::Claimed(b) = f.store.claim(&ids[1].id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    f.store
+        .mark_dead(&b, "t", "x", &entry(1), &time::now_rfc3339())
+        .await
+        .unwrap();
+    let Claim::Claimed(c) = f.store.claim(&ids[2].id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    f.store
+        .mark_attempt_failed(&c, "t", "x", now + 60_000, &entry(1), &time::now_rfc3339())
+        .await
+        .unwrap();
+    for d in &ids {
+        assert!(!overdue(d).await, "{} left the overdue range", d.id);
+    }
+    let later = f
+        .store
+        .overdue(due_shard(&ids[2].id), now + 61_000, 100, None)
+        .await
+        .unwrap();
+    assert!(
+        later
+            .items
+            .iter()
+            .any(|o| o.id == ids[2].id && o.tier == Tier::Bulk)
+    );
+    f.t.stop().await;
+}
+
+#[tokio::test]
+async fn old_attempts_spill_out_of_the_item() {
+    let f = fixture().await;
+    let a = activity(&f);
+    let now = time::now_ms();
+    let d = Delivery::new(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    f.store
+        .create_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    let Claim::Claimed(held) = f.store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    let current: Vec<AttemptEntry> = (1..=converger_store::RECENT_ATTEMPTS as u32)
+        .map(attempt)
+        .collect();
+    let log = LogUpdate::append(&current, attempt(current.len() as u32 + 1));
+    assert_eq!(log.spill.len(), 1);
+    assert_eq!(log.spill[0].attempt, 1);
+    assert_eq!(log.recent.len(), converger_store::RECENT_ATTEMPTS);
+    let more = LogUpdate {
+        recent: log.recent.clone(),
+        spill: vec![attempt(0), log.spill[0].clone()],
+    };
+    f.store
+        .mark_attempt_failed(&held, "t", "x", now, &more, &time::now_rfc3339())
+        .await
+        .unwrap();
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!(row.attempt_log.first().unwrap().attempt, 2);
+    let older = f.store.older_attempts(&d.id, Some(2), 10).await.unwrap();
+    assert_eq!(
+        older.iter().map(|e| e.attempt).collect::<Vec<_>>(),
+        vec![1, 0],
+        "newest first"
+    );
+    let older = f.store.older_attempts(&d.id, Some(1), 10).await.unwrap();
+    assert_eq!(older.iter().map(|e| e.attempt).collect::<Vec<_>>(), vec![0]);
     f.t.stop().await;
 }

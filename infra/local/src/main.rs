@@ -21,7 +21,15 @@ async fn run(demo: bool) -> Result<(), String> {
         config.allowlist = converger_core::net::Allowlist::loopback();
     }
     converger_pipeline::metrics::set_enabled(std::env::var("CONVERGER_METRICS").is_ok());
+    let sweep_period = match std::env::var("SWEEP_PERIOD_MS") {
+        Ok(v) => Some(std::time::Duration::from_millis(
+            v.parse()
+                .map_err(|_| format!("SWEEP_PERIOD_MS: `{v}` is not a number"))?,
+        )),
+        Err(_) => Some(std::time::Duration::from_secs(60)),
+    };
     let opts = StackOptions {
+        sweep_period,
         prefix: std::env::var("CONVERGER_PREFIX").unwrap_or_else(|_| "converger-".into()),
         api_addr: addr("CONVERGER_API_ADDR", "127.0.0.1:3000")?,
         admin_addr: addr("CONVERGER_ADMIN_ADDR", "127.0.0.1:3001")?,

@@ -28,6 +28,10 @@ pub struct StackOptions {
     pub config: PipelineConfig,
     /// Long-poll wait of the queue pollers, in seconds.
     pub poll_wait_s: i32,
+    /// Queue settings (dead-letter threshold, visibility override).
+    pub queues: provision::QueueSettings,
+    /// How often the retry scheduler (the sweeper) runs; `None`: never on its own.
+    pub sweep_period: Option<Duration>,
     /// Long-pollers per queue, started `1000 / n` ms apart (Lambda's event source mapping
     /// polls with several at once).
     pub pollers_per_queue: usize,
@@ -47,6 +51,8 @@ impl Default for StackOptions {
             config,
             poll_wait_s: 1,
             pollers_per_queue: 2,
+            queues: provision::QueueSettings::default(),
+            sweep_period: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -89,6 +95,7 @@ impl Stack {
             &clients.sqs,
             &clients.eventbridge,
             &resources,
+            opts.queues,
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -124,6 +131,27 @@ impl Stack {
                 rx.clone(),
                 Function::Deliver(pipeline.clone()),
             ));
+        }
+
+        // The retry scheduler, as its schedule would fire it.
+        if let Some(period) = opts.sweep_period {
+            let p = pipeline.clone();
+            let mut stop = rx.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(period);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                tick.tick().await;
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {
+                            if let Err(e) = p.sweep().await {
+                                tracing::warn!(error = %e, "sweep failed");
+                            }
+                        }
+                        _ = stop.changed() => break,
+                    }
+                }
+            }));
         }
 
         // The APIs.

@@ -11,8 +11,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
 
-/// The keys a policy layer may contain.
-pub const KEYS: [&str; 5] = ["max_attempts", "backoff", "base_ms", "max_ms", "timeout_ms"];
+/// The keys a policy layer may contain: the reference's five, plus two extensions
+/// (`schedule`, `jitter`).
+pub const KEYS: [&str; 7] = [
+    "max_attempts",
+    "backoff",
+    "base_ms",
+    "max_ms",
+    "timeout_ms",
+    "schedule",
+    "jitter",
+];
+
+/// Longest explicit schedule.
+pub const MAX_SCHEDULE_LEN: usize = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -33,7 +45,7 @@ impl Backoff {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetryPolicy {
     /// Total attempts before the delivery is dead-lettered.
     pub max_attempts: u32,
@@ -44,6 +56,13 @@ pub struct RetryPolicy {
     pub max_ms: u64,
     /// Adapter request timeout.
     pub timeout_ms: u64,
+    /// Extension: explicit delays in ms, the n-th used after attempt n, the last repeating.
+    /// Replaces `backoff`/`base_ms`; used as given (not capped by `max_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Vec<u64>>,
+    /// Extension: random spread of each policy delay, as a fraction (0.1 = +-10%).
+    #[serde(default)]
+    pub jitter: f64,
 }
 
 impl Default for RetryPolicy {
@@ -54,6 +73,8 @@ impl Default for RetryPolicy {
             base_ms: 10_000,
             max_ms: 3_600_000,
             timeout_ms: 15_000,
+            schedule: None,
+            jitter: 0.0,
         }
     }
 }
@@ -98,6 +119,22 @@ fn check(key: &str, value: &Value) -> Result<(), String> {
             Some(_) => Ok(()),
             None => Err("must be a positive integer".into()),
         },
+        "schedule" => match value.as_array() {
+            Some(a)
+                if !a.is_empty()
+                    && a.len() <= MAX_SCHEDULE_LEN
+                    && a.iter().all(|v| positive_int(v).is_some()) =>
+            {
+                Ok(())
+            }
+            _ => Err(format!(
+                "must be a list of 1 to {MAX_SCHEDULE_LEN} positive integers (ms)"
+            )),
+        },
+        "jitter" => match value.as_f64() {
+            Some(j) if (0.0..1.0).contains(&j) => Ok(()),
+            _ => Err("must be a number from 0 up to (not including) 1".into()),
+        },
         _ => Err(format!("unknown key (allowed: {})", KEYS.join(", "))),
     }
 }
@@ -140,6 +177,12 @@ impl RetryPolicy {
                         self.backoff = b;
                     }
                 }
+                ("schedule", _, _) => {
+                    self.schedule = v
+                        .as_array()
+                        .map(|a| a.iter().filter_map(positive_int).collect());
+                }
+                ("jitter", _, _) => self.jitter = v.as_f64().unwrap_or(0.0),
                 _ => {}
             }
         }
@@ -174,6 +217,10 @@ impl RetryPolicy {
     /// The computed backoff before the retry that follows attempt `n` (1-based), in
     /// milliseconds, before rounding.
     pub fn raw_backoff_ms(&self, n: u32) -> u64 {
+        if let Some(schedule) = self.schedule.as_deref().filter(|s| !s.is_empty()) {
+            let i = usize::try_from(n.saturating_sub(1)).unwrap_or(usize::MAX);
+            return schedule[i.min(schedule.len() - 1)];
+        }
         let raw = match self.backoff {
             Backoff::Exponential => self.base_ms.saturating_mul(3u64.saturating_pow(n)),
             Backoff::Linear => self.base_ms.saturating_mul(u64::from(n)),
@@ -183,27 +230,40 @@ impl RetryPolicy {
     }
 
     /// The delay before the retry that follows attempt `n`, in whole seconds (at least one),
-    /// expressed in milliseconds.
+    /// expressed in milliseconds, before jitter.
     pub fn backoff_ms(&self, n: u32) -> u64 {
         (self.raw_backoff_ms(n) / 1000).max(1) * 1000
     }
 
+    /// [`Self::backoff_ms`] spread by `jitter`: `u` is a uniform random number in [0, 1) that
+    /// picks the point in `[d * (1 - jitter), d * (1 + jitter)]`. At least one second.
+    pub fn jittered_backoff_ms(&self, n: u32, u: f64) -> u64 {
+        let d = self.backoff_ms(n);
+        if self.jitter <= 0.0 {
+            return d;
+        }
+        let factor = 1.0 + self.jitter * (2.0 * u.clamp(0.0, 1.0) - 1.0);
+        // Delays are far below 2^53 ms, so the float round trip is exact enough.
+        ((d as f64 * factor).round() as u64).max(1000)
+    }
+
     /// The delay before the next attempt after attempt `n` failed with `err`: the provider's
-    /// Retry-After when it gave one (not capped by `max_ms`), else the policy's backoff.
-    pub fn retry_delay_ms(&self, n: u32, err: &DeliveryError) -> u64 {
+    /// Retry-After when it gave one (not capped by `max_ms`, not jittered), else the policy's
+    /// backoff with its jitter (`u` in [0, 1)).
+    pub fn retry_delay_ms(&self, n: u32, err: &DeliveryError, u: f64) -> u64 {
         match err.retry_after_ms {
             // Whole seconds, rounded up so a retry never comes before the provider asked.
             Some(ms) => ms.div_ceil(1000).max(1) * 1000,
-            None => self.backoff_ms(n),
+            None => self.jittered_backoff_ms(n, u),
         }
     }
 
     /// Decides what follows attempt `n` (1-based, counting this one) that failed with `err`.
-    pub fn next_after_failure(&self, n: u32, err: &DeliveryError) -> Next {
+    pub fn next_after_failure(&self, n: u32, err: &DeliveryError, u: f64) -> Next {
         if !err.retryable || n >= self.max_attempts {
             Next::Dead
         } else {
-            Next::RetryIn(self.retry_delay_ms(n, err))
+            Next::RetryIn(self.retry_delay_ms(n, err, u))
         }
     }
 }
@@ -221,13 +281,18 @@ mod tests {
     #[test]
     fn defaults_give_the_reference_schedule() {
         let p = RetryPolicy::default();
+        assert_eq!(
+            p.jittered_backoff_ms(1, 0.99),
+            30_000,
+            "no jitter by default"
+        );
         let delays: Vec<u64> = (1..=4).map(|n| p.backoff_ms(n) / 1000).collect();
         assert_eq!(delays, vec![30, 90, 270, 810]);
         let err = DeliveryError::transient("boom");
-        assert_eq!(p.next_after_failure(4, &err), Next::RetryIn(810_000));
-        assert_eq!(p.next_after_failure(5, &err), Next::Dead);
+        assert_eq!(p.next_after_failure(4, &err, 0.5), Next::RetryIn(810_000));
+        assert_eq!(p.next_after_failure(5, &err, 0.5), Next::Dead);
         assert_eq!(
-            p.next_after_failure(1, &DeliveryError::permanent("bad")),
+            p.next_after_failure(1, &DeliveryError::permanent("bad"), 0.5),
             Next::Dead
         );
     }
@@ -267,11 +332,15 @@ mod tests {
         };
         let mut err = DeliveryError::transient("slow down");
         err.retry_after_ms = Some(86_400_000);
-        assert_eq!(p.retry_delay_ms(1, &err), 86_400_000);
+        assert_eq!(p.retry_delay_ms(1, &err, 0.5), 86_400_000);
         err.retry_after_ms = Some(1_500);
-        assert_eq!(p.retry_delay_ms(1, &err), 2_000, "rounded up, never early");
+        assert_eq!(
+            p.retry_delay_ms(1, &err, 0.5),
+            2_000,
+            "rounded up, never early"
+        );
         err.retry_after_ms = Some(0);
-        assert_eq!(p.retry_delay_ms(1, &err), 1_000);
+        assert_eq!(p.retry_delay_ms(1, &err, 0.5), 1_000);
     }
 
     #[test]
@@ -320,6 +389,57 @@ mod tests {
         );
     }
 
+    /// The Yotel schedule: 5 s, 30 s, 3 min, 15 min, 1 h, 6 h, dead after attempt 7, +-10%.
+    fn yotel() -> RetryPolicy {
+        let layer = map(json!({
+            "max_attempts": 7,
+            "schedule": [5000, 30000, 180000, 900000, 3600000, 21600000],
+            "jitter": 0.1,
+        }));
+        RetryPolicy::validate(&layer).unwrap();
+        RetryPolicy::effective(&Map::new(), &Map::new(), &layer)
+    }
+
+    #[test]
+    fn the_yotel_schedule_is_expressible() {
+        let p = yotel();
+        let err = DeliveryError::transient("x");
+        let nominal = [5_000u64, 30_000, 180_000, 900_000, 3_600_000, 21_600_000];
+        for (i, d) in nominal.iter().enumerate() {
+            let n = i as u32 + 1;
+            assert_eq!(
+                p.next_after_failure(n, &err, 0.5),
+                Next::RetryIn(*d),
+                "midpoint is nominal"
+            );
+            assert_eq!(p.retry_delay_ms(n, &err, 0.0), d * 9 / 10);
+            assert_eq!(
+                p.retry_delay_ms(n, &err, 0.999_999_9),
+                (*d as f64 * 1.1).round() as u64
+            );
+        }
+        assert_eq!(p.next_after_failure(7, &err, 0.5), Next::Dead);
+        // The last entry repeats (if max_attempts allowed more).
+        assert_eq!(p.raw_backoff_ms(12), 21_600_000);
+    }
+
+    #[test]
+    fn extension_keys_are_validated() {
+        for bad in [
+            json!({"schedule": []}),
+            json!({"schedule": [0]}),
+            json!({"schedule": "5s"}),
+            json!({"jitter": 1.0}),
+            json!({"jitter": -0.1}),
+            json!({"jitter": "x"}),
+        ] {
+            assert!(RetryPolicy::validate(&map(bad.clone())).is_err(), "{bad}");
+        }
+        assert!(
+            RetryPolicy::validate(&map(json!({"schedule": [1000, 2000], "jitter": 0}))).is_ok()
+        );
+    }
+
     fn any_policy() -> impl Strategy<Value = RetryPolicy> {
         (
             1u32..20,
@@ -337,6 +457,7 @@ mod tests {
                 base_ms,
                 max_ms,
                 timeout_ms: 1000,
+                ..Default::default()
             })
     }
 
@@ -347,6 +468,25 @@ mod tests {
             prop_assert_eq!(d % 1000, 0);
             prop_assert!(d >= 1000);
             prop_assert!(d <= p.max_ms.max(1000));
+        }
+
+        #[test]
+        fn yotel_delays_stay_within_bounds(n in 1u32..7, u in 0.0f64..1.0) {
+            let nominal = [5_000u64, 30_000, 180_000, 900_000, 3_600_000, 21_600_000][n as usize - 1] as f64;
+            let Next::RetryIn(d) = yotel().next_after_failure(n, &DeliveryError::transient("x"), u) else {
+                return Err(TestCaseError::fail("retry expected"));
+            };
+            prop_assert!(d as f64 >= nominal * 0.9 - 0.5 && d as f64 <= nominal * 1.1 + 0.5, "{} outside +-10% of {}", d, nominal);
+        }
+
+        #[test]
+        fn jitter_stays_within_its_fraction(p in any_policy(), n in 1u32..30, j in 0.0f64..0.99, u in 0.0f64..1.0) {
+            let p = RetryPolicy { jitter: j, ..p };
+            let d = p.backoff_ms(n) as f64;
+            let got = p.jittered_backoff_ms(n, u) as f64;
+            let lo = (d * (1.0 - j)).round().max(1000.0);
+            let hi = (d * (1.0 + j)).round().max(1000.0);
+            prop_assert!(got >= lo && got <= hi, "{} outside [{}, {}]", got, lo, hi);
         }
 
         #[test]
@@ -363,7 +503,7 @@ mod tests {
 
         #[test]
         fn attempts_never_exceed_max(p in any_policy(), n in 1u32..40) {
-            let next = p.next_after_failure(n, &DeliveryError::transient("x"));
+            let next = p.next_after_failure(n, &DeliveryError::transient("x"), 0.3);
             if n >= p.max_attempts { prop_assert_eq!(next, Next::Dead); }
             else { prop_assert!(matches!(next, Next::RetryIn(_))); }
         }

@@ -3,7 +3,8 @@
 
 use crate::error::{ApiError, Body, no_route, wrong_method};
 use crate::{AppState, views};
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::IntoResponse;
@@ -12,7 +13,7 @@ use axum::{Json, Router};
 use converger_core::secret::{hash_api_key, new_signing_secret};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
 use converger_pipeline::ingest::NewActivity;
-use converger_store::{Channel, ChannelPatch, Tenant};
+use converger_store::{AttemptEntry, Channel, ChannelPatch, Delivery, Tenant};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -29,6 +30,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/v1/activities", post(create_activity))
         .route("/api/v1/deliveries/{id}", get(get_delivery))
+        .route("/api/v1/deliveries/{id}/attempts", get(list_attempts))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
@@ -234,14 +236,81 @@ async fn create_activity(
     ))
 }
 
+async fn owned_delivery(state: &AppState, tenant: &Tenant, id: &str) -> Result<Delivery, ApiError> {
+    let id = DeliveryId::parse(id).map_err(|_| ApiError::not_found("delivery"))?;
+    match state.pipeline.store.get_delivery(&id).await? {
+        Some(d) if d.tenant_id == tenant.id => Ok(d),
+        _ => Err(ApiError::not_found("delivery")),
+    }
+}
+
 async fn get_delivery(
     State(state): State<AppState>,
     Authed(tenant): Authed,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let id = DeliveryId::parse(&id).map_err(|_| ApiError::not_found("delivery"))?;
-    match state.pipeline.store.get_delivery(&id).await? {
-        Some(d) if d.tenant_id == tenant.id => Ok(Json(views::delivery(&d))),
-        _ => Err(ApiError::not_found("delivery")),
+    let d = owned_delivery(&state, &tenant, &id).await?;
+    Ok(Json(views::delivery(&d)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AttemptsQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// The delivery's attempt log, newest first, `limit` (default 50, at most 500) per page; the
+/// `next_cursor` of a page continues below it.
+async fn list_attempts(
+    State(state): State<AppState>,
+    Authed(tenant): Authed,
+    Path(id): Path<String>,
+    query: Result<Query<AttemptsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::invalid(
+            "invalid_query",
+            "limit must be from 1 to 500",
+        ));
     }
+    let before: Option<u32> =
+        match q.cursor.as_deref() {
+            None => None,
+            Some(c) => Some(c.parse().map_err(|_| {
+                ApiError::invalid("invalid_cursor", "cursor is not one this API gave")
+            })?),
+        };
+    let d = owned_delivery(&state, &tenant, &id).await?;
+    let below = |a: u32| before.is_none_or(|b| a < b);
+    let mut entries: Vec<AttemptEntry> = d
+        .attempt_log
+        .iter()
+        .rev()
+        .filter(|e| below(e.attempt))
+        .cloned()
+        .collect();
+    let oldest_kept = d.attempt_log.first().map_or(u32::MAX, |e| e.attempt);
+    if entries.len() <= limit && oldest_kept > 1 && !d.attempt_log.is_empty() {
+        let from = before.map_or(oldest_kept, |b| b.min(oldest_kept));
+        let older = state
+            .pipeline
+            .store
+            .older_attempts(&d.id, Some(from), limit + 1 - entries.len())
+            .await?;
+        entries.extend(older);
+    }
+    let now_s = time::now_ms() / 1000;
+    entries.retain(|e| e.expires_at.is_none_or(|x| x > now_s));
+    entries.dedup_by_key(|e| e.attempt);
+    let has_more = entries.len() > limit;
+    entries.truncate(limit);
+    let next_cursor = if has_more {
+        entries.last().map(|e| e.attempt.to_string())
+    } else {
+        None
+    };
+    Ok(Json(json!({"data": entries, "next_cursor": next_cursor})))
 }

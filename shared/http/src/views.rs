@@ -18,6 +18,14 @@ pub fn channel(c: &Channel) -> Value {
 }
 
 pub fn delivery(d: &Delivery) -> Value {
+    // Reads ignore expired entries (their retention ran out).
+    let now_s = converger_core::time::now_ms() / 1000;
+    let log: Vec<_> = d
+        .attempt_log
+        .iter()
+        .rev()
+        .filter(|e| e.expires_at.is_none_or(|x| x > now_s))
+        .collect();
     json!({
         "id": d.id,
         "tenant_id": d.tenant_id,
@@ -36,6 +44,6 @@ pub fn delivery(d: &Delivery) -> Value {
         "retried_at": d.retried_at,
         "created_at": d.created_at,
         "updated_at": d.updated_at,
-        "attempt_log": d.attempt_log,
+        "attempt_log": log,
     })
 }

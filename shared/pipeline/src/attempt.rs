@@ -11,8 +11,8 @@ use converger_adapters::{Accepted, Envelope, Target};
 use converger_core::policy::Next;
 use converger_core::{DeliveryError, RetryPolicy, time};
 use converger_store::{
-    Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, PlatformEvent, QueueError,
-    SentInfo, StoreError,
+    Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, PlatformEvent,
+    QueueError, SentInfo, StoreError,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -101,18 +101,26 @@ impl Pipeline {
 
         let result = self.call_adapter(&d, &activity, &channel, n).await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let expires_at = time::now_ms() / 1000
+            + i64::try_from(self.config.attempt_retention.as_secs()).unwrap_or(0);
         let entry = |status_code: Option<u16>,
                      snippet: Option<String>,
                      error: Option<String>,
-                     next: Option<i64>| AttemptEntry {
-            attempt: n,
-            started_at: started_at.clone(),
-            duration_ms,
-            status_code,
-            response_snippet: snippet,
-            error,
-            next_retry_at: next.map(time::ms_to_rfc3339),
-            trigger: "auto".into(),
+                     next: Option<i64>| {
+            LogUpdate::append(
+                &d.attempt_log,
+                AttemptEntry {
+                    attempt: n,
+                    started_at: started_at.clone(),
+                    duration_ms,
+                    status_code,
+                    response_snippet: snippet,
+                    error,
+                    next_retry_at: next.map(time::ms_to_rfc3339),
+                    trigger: "auto".into(),
+                    expires_at: Some(expires_at),
+                },
+            )
         };
         let now = time::now_rfc3339();
         let kind = channel.kind.as_str();
@@ -141,7 +149,7 @@ impl Pipeline {
             }
             Ok((policy, Err(err))) => {
                 let e_status = err.status;
-                match policy.next_after_failure(n, &err) {
+                match policy.next_after_failure(n, &err, rand::random::<f64>()) {
                     Next::RetryIn(delay_ms) => {
                         let next_at = time::now_ms()
                             .saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
@@ -164,7 +172,7 @@ impl Pipeline {
                     }
                     Next::Dead => {
                         let e = entry(e_status, None, Some(err.reason.clone()), None);
-                        self.dead_letter(&d, &token, &err.reason, Some(&e), &now, n, kind)
+                        self.dead_letter(&d, &token, &err.reason, &e, &now, n, kind)
                             .await
                     }
                 }
@@ -172,7 +180,7 @@ impl Pipeline {
             Err(reason) => {
                 // The delivery cannot be attempted at all (inactive channel, no adapter).
                 let e = entry(None, None, Some(reason.clone()), None);
-                self.dead_letter(&d, &token, &reason, Some(&e), &now, n, kind)
+                self.dead_letter(&d, &token, &reason, &e, &now, n, kind)
                     .await
             }
         }
@@ -235,12 +243,12 @@ impl Pipeline {
         d: &Delivery,
         token: &str,
         reason: &str,
-        entry: Option<&AttemptEntry>,
+        log: &LogUpdate,
         now: &str,
         n: u32,
         kind: &str,
     ) -> Result<Report, AttemptError> {
-        if !self.store.mark_dead(d, token, reason, entry, now).await? {
+        if !self.store.mark_dead(d, token, reason, log, now).await? {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
         }
         tracing::warn!(delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempts = n, error = %reason, "delivery dead-lettered");

@@ -18,6 +18,13 @@ pub struct PipelineConfig {
     pub allowlist: Allowlist,
     /// Deliveries of one batch processed at once.
     pub batch_concurrency: usize,
+    /// How long attempt log entries are kept.
+    pub attempt_retention: Duration,
+    /// How far past its due time a pending delivery must be before the sweeper enqueues it
+    /// again (its own message should have run it by then).
+    pub sweep_grace: Duration,
+    /// Most deliveries one sweep enqueues.
+    pub sweep_limit: usize,
 }
 
 impl Default for PipelineConfig {
@@ -29,6 +36,9 @@ impl Default for PipelineConfig {
             channel_cache_ttl: Duration::from_secs(5),
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
+            attempt_retention: Duration::from_secs(30 * 86_400),
+            sweep_grace: Duration::from_secs(300),
+            sweep_limit: 10_000,
         }
     }
 }
@@ -78,6 +88,15 @@ impl PipelineConfig {
         }
         if let Some(n) = num::<usize>("BATCH_CONCURRENCY")? {
             c.batch_concurrency = n.max(1);
+        }
+        if let Some(d) = num::<u64>("ATTEMPT_LOG_RETENTION_DAYS")? {
+            c.attempt_retention = Duration::from_secs(d.max(1) * 86_400);
+        }
+        if let Some(s) = num::<u64>("SWEEP_GRACE_SECONDS")? {
+            c.sweep_grace = Duration::from_secs(s);
+        }
+        if let Some(n) = num::<usize>("SWEEP_LIMIT")? {
+            c.sweep_limit = n.max(1);
         }
         Ok(c)
     }

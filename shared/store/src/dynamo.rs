@@ -2,7 +2,7 @@
 
 use crate::model::*;
 use crate::ports::*;
-use crate::resources::Resources;
+use crate::resources::{DUE_SHARDS, Resources};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
@@ -73,7 +73,32 @@ fn delivery_item(d: &Delivery) -> StoreResult<Item> {
     for (k, v) in index_keys(&d.tenant_id, &d.channel_id, &d.id, d.status, &d.updated_at) {
         item.insert(k.trim_start_matches(':').to_owned(), v);
     }
+    if d.status == DeliveryStatus::Pending {
+        let [(_, shard), (_, at)] = due_keys(&d.id, d.next_attempt_at);
+        item.insert("due_shard".into(), shard);
+        item.insert("due_at".into(), at);
+    }
     Ok(item)
+}
+
+/// The due index's shard of a delivery: a stable hash of its id.
+pub fn due_shard(id: &DeliveryId) -> u32 {
+    let h = id.as_str().bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    h % DUE_SHARDS
+}
+
+/// `due_at` sorts as a number: milliseconds, zero-padded to 15 digits.
+fn due_at(ms: i64) -> String {
+    format!("{:015}", ms.max(0))
+}
+
+fn due_keys(id: &DeliveryId, next_attempt_at: i64) -> [(&'static str, AttributeValue); 2] {
+    [
+        (":due_shard", s(format!("due#{}", due_shard(id)))),
+        (":due_at", s(due_at(next_attempt_at))),
+    ]
 }
 
 const SET_INDEX: &str = "ts_pk = :ts_pk, cs_pk = :cs_pk, upd_sk = :upd_sk";
@@ -146,25 +171,65 @@ impl DynamoStore {
         }
     }
 
-    fn outcome_values(
+    async fn outcome_values(
         &self,
         d: &Delivery,
         status: DeliveryStatus,
-        entry: Option<&AttemptEntry>,
+        log: &LogUpdate,
         now: &str,
     ) -> StoreResult<Vec<(&'static str, AttributeValue)>> {
+        self.spill(d, &log.spill).await?;
         let mut v: Vec<(&'static str, AttributeValue)> = vec![
             (":st", s(status.as_str())),
             (":one", n(1)),
             (":now", s(now)),
-            (":empty", AttributeValue::L(vec![])),
-            (
-                ":entry",
-                AttributeValue::L(entry.map(to_av).transpose()?.into_iter().collect()),
-            ),
+            (":log", to_av(&log.recent)?),
         ];
         v.extend(index_keys(&d.tenant_id, &d.channel_id, &d.id, status, now));
         Ok(v)
+    }
+
+    /// Moves attempt entries to the attempts table (before the delivery item drops them, so
+    /// an entry is never in neither place; a reader de-duplicates by attempt number).
+    async fn spill(&self, d: &Delivery, entries: &[AttemptEntry]) -> StoreResult<()> {
+        for chunk in entries.chunks(25) {
+            let mut writes = Vec::with_capacity(chunk.len());
+            for e in chunk {
+                let mut item = to_item(e)?;
+                item.insert("delivery_id".into(), s(d.id.as_str()));
+                item.insert("attempt_sk".into(), s(format!("{:010}", e.attempt)));
+                writes.push(
+                    aws_sdk_dynamodb::types::WriteRequest::builder()
+                        .put_request(
+                            aws_sdk_dynamodb::types::PutRequest::builder()
+                                .set_item(Some(item))
+                                .build()
+                                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                        )
+                        .build(),
+                );
+            }
+            let mut pending = Some(HashMap::from([(self.res.attempts.clone(), writes)]));
+            for _ in 0..8 {
+                let Some(req) = pending.take().filter(|r| !r.is_empty()) else {
+                    break;
+                };
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .set_request_items(Some(req))
+                    .send()
+                    .await
+                    .map_err(sdk_err)?;
+                pending = out.unprocessed_items;
+            }
+            if pending.is_some_and(|p| p.values().any(|v| !v.is_empty())) {
+                return Err(StoreError::Unavailable(
+                    "attempt log spill throttled".into(),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -181,7 +246,7 @@ fn is_update_conditional<R>(e: &SdkError<UpdateItemError, R>) -> bool {
     )
 }
 
-const LOG_APPEND: &str = "attempt_log = list_append(if_not_exists(attempt_log, :empty), :entry)";
+const LOG_SET: &str = "attempt_log = :log";
 
 #[async_trait]
 impl Store for DynamoStore {
@@ -456,7 +521,7 @@ impl Store for DynamoStore {
         d: &Delivery,
         token: &str,
         info: &SentInfo,
-        entry: &AttemptEntry,
+        log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
         let mut sets = vec![
@@ -465,9 +530,11 @@ impl Store for DynamoStore {
             "sent_at = :now".into(),
             "updated_at = :now".into(),
             SET_INDEX.into(),
-            LOG_APPEND.into(),
+            LOG_SET.into(),
         ];
-        let mut values = self.outcome_values(d, DeliveryStatus::Sent, Some(entry), now)?;
+        let mut values = self
+            .outcome_values(d, DeliveryStatus::Sent, log, now)
+            .await?;
         if let Some(id) = &info.provider_message_id {
             sets.push("provider_message_id = :pmid".into());
             values.push((":pmid", s(id.as_str())));
@@ -477,7 +544,7 @@ impl Store for DynamoStore {
             values.push((":rs", n(st)));
         }
         let expr = format!(
-            "SET {} REMOVE lease_token, lease_until, last_error",
+            "SET {} REMOVE lease_token, lease_until, last_error, due_shard, due_at",
             sets.join(", ")
         );
         self.leased_update(d, token, expr, values).await
@@ -489,17 +556,21 @@ impl Store for DynamoStore {
         token: &str,
         error: &str,
         next_attempt_at: i64,
-        entry: &AttemptEntry,
+        log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
         let expr = format!(
             "SET #st = :st, attempts = attempts + :one, last_error = :err, \
-             next_attempt_at = :next, updated_at = :now, {SET_INDEX}, {LOG_APPEND} \
+             next_attempt_at = :next, updated_at = :now, {SET_INDEX}, {LOG_SET}, \
+             due_shard = :due_shard, due_at = :due_at \
              REMOVE lease_token, lease_until"
         );
-        let mut values = self.outcome_values(d, DeliveryStatus::Pending, Some(entry), now)?;
+        let mut values = self
+            .outcome_values(d, DeliveryStatus::Pending, log, now)
+            .await?;
         values.push((":err", s(error)));
         values.push((":next", n(next_attempt_at)));
+        values.extend(due_keys(&d.id, next_attempt_at));
         self.leased_update(d, token, expr, values).await
     }
 
@@ -508,16 +579,94 @@ impl Store for DynamoStore {
         d: &Delivery,
         token: &str,
         error: &str,
-        entry: Option<&AttemptEntry>,
+        log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
         let expr = format!(
             "SET #st = :st, attempts = attempts + :one, last_error = :err, \
-             updated_at = :now, {SET_INDEX}, {LOG_APPEND} \
-             REMOVE lease_token, lease_until"
+             updated_at = :now, {SET_INDEX}, {LOG_SET} \
+             REMOVE lease_token, lease_until, due_shard, due_at"
         );
-        let mut values = self.outcome_values(d, DeliveryStatus::Failed, entry, now)?;
+        let mut values = self
+            .outcome_values(d, DeliveryStatus::Failed, log, now)
+            .await?;
         values.push((":err", s(error)));
         self.leased_update(d, token, expr, values).await
+    }
+
+    async fn older_attempts(
+        &self,
+        id: &DeliveryId,
+        before: Option<u32>,
+        limit: usize,
+    ) -> StoreResult<Vec<AttemptEntry>> {
+        let mut req = self
+            .client
+            .query()
+            .table_name(&self.res.attempts)
+            .scan_index_forward(false)
+            .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
+            .expression_attribute_values(":d", s(id.as_str()));
+        req = match before {
+            Some(b) => req
+                .key_condition_expression("delivery_id = :d AND attempt_sk < :b")
+                .expression_attribute_values(":b", s(format!("{b:010}"))),
+            None => req.key_condition_expression("delivery_id = :d"),
+        };
+        let out = req.send().await.map_err(sdk_err)?;
+        out.items
+            .unwrap_or_default()
+            .into_iter()
+            .map(from_item)
+            .collect()
+    }
+
+    async fn overdue(
+        &self,
+        shard: u32,
+        before_ms: i64,
+        limit: usize,
+        from: Option<String>,
+    ) -> StoreResult<Page<Overdue>> {
+        let mut req = self
+            .client
+            .query()
+            .table_name(&self.res.deliveries)
+            .index_name("by_due")
+            .key_condition_expression("due_shard = :sh AND due_at < :before")
+            .expression_attribute_values(":sh", s(format!("due#{shard}")))
+            .expression_attribute_values(":before", s(due_at(before_ms)))
+            .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000));
+        if let Some(from) = from {
+            let start: HashMap<String, String> = serde_json::from_str(&from)
+                .map_err(|e| StoreError::Corrupt(format!("bad continuation: {e}")))?;
+            req = req
+                .set_exclusive_start_key(Some(start.into_iter().map(|(k, v)| (k, s(v))).collect()));
+        }
+        let out = req.send().await.map_err(sdk_err)?;
+        let mut items = Vec::new();
+        for item in out.items.unwrap_or_default() {
+            #[derive(serde::Deserialize)]
+            struct Row {
+                id: DeliveryId,
+                tier: converger_core::Tier,
+                #[serde(default)]
+                lease_until: Option<i64>,
+            }
+            let r: Row = from_item(item)?;
+            items.push(Overdue {
+                id: r.id,
+                tier: r.tier,
+                lease_until: r.lease_until,
+            });
+        }
+        let next = out.last_evaluated_key.filter(|k| !k.is_empty()).map(|k| {
+            let m: HashMap<String, String> = k
+                .into_iter()
+                .filter_map(|(k, v)| v.as_s().ok().map(|v| (k, v.clone())))
+                .collect();
+            serde_json::to_string(&m).unwrap_or_default()
+        });
+        Ok(Page { items, next })
     }
 }

@@ -70,6 +70,48 @@ pub struct AttemptEntry {
     pub next_retry_at: Option<String>,
     /// `auto`, `manual` or `probe`.
     pub trigger: String,
+    /// When the entry stops being shown (seconds since the epoch; also the spilled item's TTL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+}
+
+/// How many attempts the delivery item keeps; older ones are spilled to the attempts table.
+pub const RECENT_ATTEMPTS: usize = 20;
+
+/// The attempt log after one more attempt: what stays in the delivery item and what moves out.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LogUpdate {
+    /// The delivery item's new log, newest last.
+    pub recent: Vec<AttemptEntry>,
+    /// Entries to move to the attempts table.
+    pub spill: Vec<AttemptEntry>,
+}
+
+impl LogUpdate {
+    /// `current` with `entry` appended, keeping at most [`RECENT_ATTEMPTS`] in the item.
+    pub fn append(current: &[AttemptEntry], entry: AttemptEntry) -> Self {
+        let mut recent: Vec<AttemptEntry> = current.to_vec();
+        recent.push(entry);
+        let excess = recent.len().saturating_sub(RECENT_ATTEMPTS);
+        let spill = recent.drain(..excess).collect();
+        Self { recent, spill }
+    }
+}
+
+/// A pending delivery found overdue by the sweeper.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Overdue {
+    pub id: DeliveryId,
+    pub tier: Tier,
+    pub lease_until: Option<i64>,
+}
+
+/// One page of a query, with the key to continue from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// Opaque continuation; `None` when the query is exhausted.
+    pub next: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -61,7 +61,7 @@ pub trait Store: Send + Sync + 'static {
         d: &Delivery,
         token: &str,
         info: &SentInfo,
-        entry: &AttemptEntry,
+        log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool>;
     /// Records a failed attempt with retries left. `false` if the lease was lost.
@@ -71,7 +71,7 @@ pub trait Store: Send + Sync + 'static {
         token: &str,
         error: &str,
         next_attempt_at: i64,
-        entry: &AttemptEntry,
+        log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool>;
     /// Dead-letters the delivery. `false` if the lease was lost.
@@ -80,9 +80,27 @@ pub trait Store: Send + Sync + 'static {
         d: &Delivery,
         token: &str,
         error: &str,
-        entry: Option<&AttemptEntry>,
+        log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool>;
+
+    /// Attempts of a delivery moved out of its item, newest first, below `before` (an attempt
+    /// number) when given.
+    async fn older_attempts(
+        &self,
+        id: &DeliveryId,
+        before: Option<u32>,
+        limit: usize,
+    ) -> StoreResult<Vec<AttemptEntry>>;
+
+    /// Pending deliveries of one due-index shard whose `next_attempt_at` is before `before_ms`.
+    async fn overdue(
+        &self,
+        shard: u32,
+        before_ms: i64,
+        limit: usize,
+        from: Option<String>,
+    ) -> StoreResult<Page<Overdue>>;
 }
 
 #[derive(Debug, thiserror::Error)]

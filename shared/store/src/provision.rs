@@ -44,6 +44,10 @@ async fn create_table(
         .table_name(name)
         .billing_mode(BillingMode::PayPerRequest)
         .key_schema(key(def.hash_key, KeyType::Hash)?);
+    if let Some(range) = def.range_key {
+        attrs.insert(range);
+        req = req.key_schema(key(range, KeyType::Range)?);
+    }
     for g in def.gsis {
         attrs.insert(g.hash_key);
         attrs.insert(g.range_key);
@@ -52,11 +56,18 @@ async fn create_table(
                 .index_name(g.name)
                 .key_schema(key(g.hash_key, KeyType::Hash)?)
                 .key_schema(key(g.range_key, KeyType::Range)?)
-                .projection(
+                .projection(if g.include.is_empty() {
                     Projection::builder()
                         .projection_type(ProjectionType::All)
-                        .build(),
-                )
+                        .build()
+                } else {
+                    Projection::builder()
+                        .projection_type(ProjectionType::Include)
+                        .set_non_key_attributes(Some(
+                            g.include.iter().map(|a| (*a).to_owned()).collect(),
+                        ))
+                        .build()
+                })
                 .build()
                 .map_err(|e| perr(g.name, e))?,
         );
@@ -94,12 +105,31 @@ async fn create_table(
     Ok(())
 }
 
+/// Queue settings that a deployment (the template's parameters) or a test may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// Receives before a message moves to the dead-letter queue.
+    pub max_receive_count: u32,
+    /// Overrides every queue's visibility timeout (tests of redelivery use a short one).
+    pub visibility_timeout_s: Option<u32>,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            max_receive_count: MAX_RECEIVE_COUNT,
+            visibility_timeout_s: None,
+        }
+    }
+}
+
 /// Creates all resources under `res`'s prefix.
 pub async fn provision(
     ddb: &aws_sdk_dynamodb::Client,
     sqs: &aws_sdk_sqs::Client,
     eb: &aws_sdk_eventbridge::Client,
     res: &Resources,
+    settings: QueueSettings,
 ) -> Result<(), ProvisionError> {
     let tables = TABLES
         .iter()
@@ -131,13 +161,16 @@ pub async fn provision(
             .unwrap_or_default();
         let redrive = serde_json::json!({
             "deadLetterTargetArn": arn,
-            "maxReceiveCount": MAX_RECEIVE_COUNT,
+            "maxReceiveCount": settings.max_receive_count,
         });
         sqs.create_queue()
             .queue_name(&name)
             .attributes(
                 QueueAttributeName::VisibilityTimeout,
-                def.visibility_timeout_s.to_string(),
+                settings
+                    .visibility_timeout_s
+                    .unwrap_or(def.visibility_timeout_s)
+                    .to_string(),
             )
             .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
             .send()

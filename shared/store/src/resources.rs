@@ -12,6 +12,7 @@ pub struct TableDef {
     /// Environment variable that carries the physical name into a function.
     pub env: &'static str,
     pub hash_key: &'static str,
+    pub range_key: Option<&'static str>,
     pub gsis: &'static [GsiDef],
     pub ttl_attribute: Option<&'static str>,
 }
@@ -21,6 +22,8 @@ pub struct GsiDef {
     pub name: &'static str,
     pub hash_key: &'static str,
     pub range_key: &'static str,
+    /// Non-key attributes projected into the index; empty means all attributes.
+    pub include: &'static [&'static str],
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +41,7 @@ pub const TENANTS: TableDef = TableDef {
     name: "tenants",
     env: "TENANTS_TABLE",
     hash_key: "pk",
+    range_key: None,
     gsis: &[],
     ttl_attribute: None,
 };
@@ -47,6 +51,7 @@ pub const CHANNELS: TableDef = TableDef {
     name: "channels",
     env: "CHANNELS_TABLE",
     hash_key: "id",
+    range_key: None,
     gsis: &[],
     ttl_attribute: None,
 };
@@ -56,6 +61,7 @@ pub const ACTIVITIES: TableDef = TableDef {
     name: "activities",
     env: "ACTIVITIES_TABLE",
     hash_key: "id",
+    range_key: None,
     gsis: &[],
     ttl_attribute: None,
 };
@@ -65,27 +71,52 @@ pub const DELIVERIES: TableDef = TableDef {
     name: "deliveries",
     env: "DELIVERIES_TABLE",
     hash_key: "id",
+    range_key: None,
     gsis: &[
         GsiDef {
             name: "by_tenant_status",
             hash_key: "ts_pk",
             range_key: "upd_sk",
+            include: &[],
         },
         GsiDef {
             name: "by_channel_status",
             hash_key: "cs_pk",
             range_key: "upd_sk",
+            include: &[],
         },
         GsiDef {
             name: "by_tenant",
             hash_key: "tenant_id",
             range_key: "upd_sk",
+            include: &[],
+        },
+        // Sparse: only pending deliveries carry `due_shard`/`due_at`, so the sweeper's cost
+        // does not grow with settled deliveries.
+        GsiDef {
+            name: "by_due",
+            hash_key: "due_shard",
+            range_key: "due_at",
+            include: &["tier", "lease_until"],
         },
     ],
     ttl_attribute: None,
 };
 
-pub const TABLES: [TableDef; 4] = [TENANTS, CHANNELS, ACTIVITIES, DELIVERIES];
+pub const ATTEMPTS: TableDef = TableDef {
+    logical_id: "AttemptsTable",
+    name: "attempts",
+    env: "ATTEMPTS_TABLE",
+    hash_key: "delivery_id",
+    range_key: Some("attempt_sk"),
+    gsis: &[],
+    ttl_attribute: Some("expires_at"),
+};
+
+pub const TABLES: [TableDef; 5] = [TENANTS, CHANNELS, ACTIVITIES, DELIVERIES, ATTEMPTS];
+
+/// Shards of the sparse due index (`due_shard` = `due#<n>`).
+pub const DUE_SHARDS: u32 = 16;
 
 /// The deliver function's timeout in seconds (the template's `Timeout`).
 pub const DELIVER_TIMEOUT_S: u32 = 60;
@@ -144,6 +175,7 @@ pub struct Resources {
     pub channels: String,
     pub activities: String,
     pub deliveries: String,
+    pub attempts: String,
     pub bus: String,
     /// Queue URLs given by the environment, by queue name; others are looked up by name.
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -158,6 +190,7 @@ impl Resources {
             channels: format!("{prefix}{}", CHANNELS.name),
             activities: format!("{prefix}{}", ACTIVITIES.name),
             deliveries: format!("{prefix}{}", DELIVERIES.name),
+            attempts: format!("{prefix}{}", ATTEMPTS.name),
             bus: format!("{prefix}{BUS}"),
             queue_urls: Default::default(),
         }
@@ -174,6 +207,7 @@ impl Resources {
             channels: var(CHANNELS.env, base.channels.clone()),
             activities: var(ACTIVITIES.env, base.activities.clone()),
             deliveries: var(DELIVERIES.env, base.deliveries.clone()),
+            attempts: var(ATTEMPTS.env, base.attempts.clone()),
             bus: var(BUS_ENV, base.bus.clone()),
             queue_urls: QUEUES
                 .iter()
