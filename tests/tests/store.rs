@@ -183,6 +183,20 @@ async fn a_lease_admits_one_attempt_at_a_time() {
             .unwrap(),
         Claim::Busy
     );
+    // A lease given back (the attempt could not start) can be claimed again at once.
+    assert!(
+        !f.store.release(&held, "tok-2").await.unwrap(),
+        "only the holder releases"
+    );
+    assert!(f.store.release(&held, "tok-1").await.unwrap());
+    let Claim::Claimed(held) = f
+        .store
+        .claim(&d.id, "tok-1", now + 2, 60_000)
+        .await
+        .unwrap()
+    else {
+        panic!("claimable after release");
+    };
 
     // A failed attempt, recorded under the lease, makes the delivery due later.
     let later = now + 5_000;

@@ -143,6 +143,11 @@ async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]).await,
+        Some("bench-sweep") => match args.get(1).map(|n| n.parse::<usize>()) {
+            None => converger_local::bench::sweep(100_000).await,
+            Some(Ok(n)) => converger_local::bench::sweep(n).await,
+            Some(Err(_)) => Err("bench-sweep takes a number of settled deliveries".into()),
+        },
         Some("--demo") => run(true).await,
         None => run(false).await,
         Some("--help" | "-h") => {

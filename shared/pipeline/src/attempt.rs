@@ -79,21 +79,17 @@ impl Pipeline {
             }
         };
 
-        // Prepare. A missing channel or activity is an unexpected failure: the lease runs out
-        // and SQS redelivers the message until its dead-letter queue takes it.
-        let channel = self
-            .channel(&d.channel_id)
-            .await?
-            .ok_or_else(|| AttemptError::Missing(format!("channel {} not found", d.channel_id)))?;
-        let activity = match msg.activity.as_ref().filter(|a| a.id == d.activity_id) {
-            Some(a) => a.clone(),
-            None => self
-                .store
-                .get_activity(&d.activity_id)
-                .await?
-                .ok_or_else(|| {
-                    AttemptError::Missing(format!("activity {} not found", d.activity_id))
-                })?,
+        // Prepare. A missing channel or activity is an unexpected failure: the lease is given
+        // back and the message is left to SQS, which redelivers it until its dead-letter queue
+        // takes it.
+        let (channel, activity) = match self.prepare(&d, &msg).await {
+            Ok(v) => v,
+            Err(e) => {
+                if let Err(re) = self.store.release(&d, &token).await {
+                    tracing::warn!(delivery_id = %d.id, error = %re, "lease not released; it expires on its own");
+                }
+                return Err(e);
+            }
         };
         let n = d.attempts + 1;
         let started = Instant::now();
@@ -184,6 +180,28 @@ impl Pipeline {
                     .await
             }
         }
+    }
+
+    async fn prepare(
+        &self,
+        d: &Delivery,
+        msg: &DeliveryMessage,
+    ) -> Result<(Arc<Channel>, Activity), AttemptError> {
+        let channel = self
+            .channel(&d.channel_id)
+            .await?
+            .ok_or_else(|| AttemptError::Missing(format!("channel {} not found", d.channel_id)))?;
+        let activity = match msg.activity.as_ref().filter(|a| a.id == d.activity_id) {
+            Some(a) => a.clone(),
+            None => self
+                .store
+                .get_activity(&d.activity_id)
+                .await?
+                .ok_or_else(|| {
+                    AttemptError::Missing(format!("activity {} not found", d.activity_id))
+                })?,
+        };
+        Ok((channel, activity))
     }
 
     /// Calls the channel's adapter. `Err` when the delivery cannot be attempted at all.

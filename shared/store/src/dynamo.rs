@@ -108,6 +108,41 @@ impl DynamoStore {
         Self { client, res }
     }
 
+    /// Writes delivery rows unconditionally in batches of 25 (seeding benchmarks and
+    /// migrations; the pipeline never uses it).
+    pub async fn seed_deliveries(&self, rows: &[Delivery]) -> StoreResult<()> {
+        for chunk in rows.chunks(25) {
+            let mut writes = Vec::with_capacity(chunk.len());
+            for d in chunk {
+                writes.push(
+                    aws_sdk_dynamodb::types::WriteRequest::builder()
+                        .put_request(
+                            aws_sdk_dynamodb::types::PutRequest::builder()
+                                .set_item(Some(delivery_item(d)?))
+                                .build()
+                                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                        )
+                        .build(),
+                );
+            }
+            let mut pending = Some(HashMap::from([(self.res.deliveries.clone(), writes)]));
+            for _ in 0..16 {
+                let Some(req) = pending.take().filter(|r| !r.is_empty()) else {
+                    break;
+                };
+                pending = self
+                    .client
+                    .batch_write_item()
+                    .set_request_items(Some(req))
+                    .send()
+                    .await
+                    .map_err(sdk_err)?
+                    .unprocessed_items;
+            }
+        }
+        Ok(())
+    }
+
     async fn get<T: DeserializeOwned>(
         &self,
         table: &str,
@@ -152,6 +187,7 @@ impl DynamoStore {
         expr: String,
         values: Vec<(&str, AttributeValue)>,
     ) -> StoreResult<bool> {
+        let uses_status = expr.contains("#st");
         let mut req = self
             .client
             .update_item()
@@ -159,8 +195,10 @@ impl DynamoStore {
             .key("id", s(d.id.as_str()))
             .update_expression(expr)
             .condition_expression("lease_token = :token")
-            .expression_attribute_names("#st", "status")
             .expression_attribute_values(":token", s(token));
+        if uses_status {
+            req = req.expression_attribute_names("#st", "status");
+        }
         for (k, v) in values {
             req = req.expression_attribute_values(k, v);
         }
@@ -514,6 +552,11 @@ impl Store for DynamoStore {
             Some(d) if d.next_attempt_at > now_ms => Claim::NotDue(d),
             Some(_) => Claim::Busy,
         })
+    }
+
+    async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
+        self.leased_update(d, token, "REMOVE lease_token, lease_until".into(), vec![])
+            .await
     }
 
     async fn mark_sent(

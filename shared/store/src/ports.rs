@@ -55,6 +55,9 @@ pub trait Store: Send + Sync + 'static {
         now_ms: i64,
         lease_ms: i64,
     ) -> StoreResult<Claim>;
+    /// Gives a lease back without recording an attempt (the attempt could not start), so a
+    /// redelivered message can claim again at once.
+    async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool>;
     /// Records a successful attempt. `false` if the lease was lost.
     async fn mark_sent(
         &self,

@@ -1,0 +1,496 @@
+//! Retries without limits, end to end on the emulator with real receivers: long delays in
+//! hops, the sweeper, crashed attempts, Retry-After forms, policy changes, poison messages and
+//! the attempt log.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_core::{ActivityId, ChannelId, TenantId, time};
+use converger_store::provision::QueueSettings;
+use converger_store::{Activity, Claim, Delivery, DeliveryMessage};
+use converger_tests::{Receiver, Reply, TestStack, settled};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+fn first_delivery(act: &Value) -> String {
+    act["deliveries"][0]["id"].as_str().unwrap().to_owned()
+}
+
+/// A delivery row written straight to the store (no queue message), due at `due_ms`.
+async fn bare_delivery(t: &TestStack, tenant_id: &str, channel_id: &str, due_ms: i64) -> Delivery {
+    let p = &t.stack.pipeline;
+    let tenant = p
+        .store
+        .get_tenant(&TenantId::parse(tenant_id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let channel = p
+        .store
+        .get_channel(&ChannelId::parse(channel_id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let activity = Activity {
+        id: ActivityId::generate(),
+        tenant_id: tenant.id.clone(),
+        conversation_id: "conv-bare".into(),
+        seq: 1,
+        payload: json!({"text": "bare"}),
+        channel_ids: vec![channel.id.clone()],
+        created_at: time::now_rfc3339(),
+    };
+    let d = Delivery::new(
+        &activity,
+        &channel,
+        tenant.tier,
+        due_ms,
+        &activity.created_at,
+    );
+    p.store
+        .create_activity(&activity, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    d
+}
+
+#[tokio::test]
+async fn a_long_delay_is_made_of_hops_and_fires_once_not_before() {
+    let t = TestStack::with(|o| o.config.hop_ceiling_s = 2).await;
+    let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
+        .await
+        .unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 7000}))
+        .await;
+    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+        .await;
+    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d["attempts"], 2, "hops are not attempts");
+    let reqs = rx.requests();
+    assert_eq!(reqs.len(), 2);
+    let gap = reqs[1].at.duration_since(reqs[0].at);
+    println!("hop test: 7 s delay in 2 s hops fired after {gap:?}");
+    assert!(gap >= Duration::from_millis(7000), "fired early: {gap:?}");
+    assert!(gap < Duration::from_secs(13), "fired far too late: {gap:?}");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_row_without_its_message_is_delivered_after_one_sweep() {
+    let t = TestStack::with(|o| {
+        o.sweep_period = None;
+        o.config.sweep_grace = Duration::from_secs(1);
+    })
+    .await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let now = time::now_ms();
+    let d = bare_delivery(&t, &tenant, ch["id"].as_str().unwrap(), now - 3_000).await;
+    // A row that is due but within the grace period is left to its own message.
+    let fresh = bare_delivery(&t, &tenant, ch["id"].as_str().unwrap(), now + 60_000).await;
+
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(rx.requests().is_empty(), "nothing enqueued it yet");
+    let report = t.stack.pipeline.sweep().await.unwrap();
+    assert_eq!(report.enqueued, 1, "{report:?}");
+    assert_eq!(
+        report.queries,
+        converger_store::resources::DUE_SHARDS,
+        "one query per shard"
+    );
+    let row = t
+        .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
+        .await;
+    assert_eq!(row["status"], "sent");
+    assert_eq!(row["attempts"], 1);
+    assert_eq!(
+        t.delivery(&key, fresh.id.as_str()).await["status"],
+        "pending"
+    );
+    // Settled now: the next sweep finds nothing.
+    let again = t.stack.pipeline.sweep().await.unwrap();
+    assert_eq!(again.found, 0, "{again:?}");
+    assert_eq!(rx.requests().len(), 1);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_crashed_attempt_runs_again_and_a_live_one_is_not_duplicated() {
+    let t = TestStack::with(|o| {
+        o.sweep_period = None;
+        o.config.sweep_grace = Duration::ZERO;
+    })
+    .await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let now = time::now_ms();
+    let d = bare_delivery(&t, &tenant, ch["id"].as_str().unwrap(), now).await;
+    let p = &t.stack.pipeline;
+
+    // An attempt claims the delivery and its Lambda dies: the lease is live for 2 s.
+    let claim = p
+        .store
+        .claim(&d.id, "crashed", time::now_ms(), 2_000)
+        .await
+        .unwrap();
+    assert!(matches!(claim, Claim::Claimed(_)));
+    // While the lease is live, a duplicate message and the sweeper do nothing.
+    p.queue
+        .send(&DeliveryMessage::new(d.id.clone(), d.tier, None), 0)
+        .await
+        .unwrap();
+    let report = p.sweep().await.unwrap();
+    assert_eq!(
+        (report.found, report.leased, report.enqueued),
+        (1, 1, 0),
+        "{report:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(rx.requests().is_empty(), "a live lease is not duplicated");
+
+    // Once the lease has expired, the redelivered message (or the sweep) runs it again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let report = p.sweep().await.unwrap();
+    assert_eq!(report.enqueued, 1, "{report:?}");
+    let row = t
+        .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
+        .await;
+    assert_eq!(row["status"], "sent");
+    assert_eq!(row["attempts"], 1, "the crashed attempt recorded nothing");
+    assert_eq!(rx.requests().len(), 1);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn retry_after_as_an_http_date_and_beyond_max_ms() {
+    let t = TestStack::start().await;
+    let at = std::time::SystemTime::now() + Duration::from_secs(3);
+    let date = httpdate::fmt_http_date(at);
+    let dated = Receiver::start(
+        vec![Reply::status(503).header("retry-after", &date)],
+        Reply::status(200),
+    )
+    .await
+    .unwrap();
+    let long = Receiver::start(
+        vec![Reply::status(429).header("retry-after", "3")],
+        Reply::status(200),
+    )
+    .await
+    .unwrap();
+    let (_, key) = t.tenant("default").await;
+    let policy = json!({"backoff": "fixed", "base_ms": 1000, "max_ms": 1000});
+    let a = t.webhook(&key, &dated.url, policy.clone()).await;
+    let b = t.webhook(&key, &long.url, policy).await;
+    let act = t
+        .activity(
+            &key,
+            &[a["id"].as_str().unwrap(), b["id"].as_str().unwrap()],
+        )
+        .await;
+    for d in act["deliveries"].as_array().unwrap() {
+        let row = t
+            .wait_delivery(
+                &key,
+                d["id"].as_str().unwrap(),
+                Duration::from_secs(20),
+                settled,
+            )
+            .await;
+        assert_eq!(row["status"], "sent", "{row}");
+        assert_eq!(row["attempts"], 2);
+    }
+    let gap = |rx: &Receiver| {
+        let r = rx.requests();
+        assert_eq!(r.len(), 2);
+        r[1].at.duration_since(r[0].at)
+    };
+    // An HTTP date has one-second resolution: the retry comes at or after the date.
+    let dated_gap = dated.requests()[1].at_system;
+    assert!(
+        dated_gap >= at - Duration::from_secs(1),
+        "retried before the date"
+    );
+    assert!(
+        gap(&dated) >= Duration::from_millis(1900),
+        "{:?}",
+        gap(&dated)
+    );
+    assert!(
+        gap(&long) >= Duration::from_millis(2950),
+        "Retry-After is not capped by max_ms: {:?}",
+        gap(&long)
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_permanent_error_on_the_last_but_one_attempt_dead_letters() {
+    let t = TestStack::start().await;
+    let rx = Receiver::start(
+        vec![Reply::status(503), Reply::status(404).body("no such route")],
+        Reply::status(200),
+    )
+    .await
+    .unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .webhook(
+            &key,
+            &rx.url,
+            json!({"max_attempts": 3, "backoff": "fixed", "base_ms": 1000}),
+        )
+        .await;
+    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(20), settled)
+        .await;
+    assert_eq!(d["status"], "failed", "{d}");
+    assert_eq!(d["attempts"], 2, "attempts counts every attempt made");
+    assert!(d["last_error"].as_str().unwrap().contains("404"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(rx.requests().len(), 2);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_policy_change_takes_effect_on_the_next_attempt() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(503).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .webhook(
+            &key,
+            &rx.url,
+            json!({"max_attempts": 10, "backoff": "fixed", "base_ms": 2000}),
+        )
+        .await;
+    let path = format!("/api/v1/channels/{}", ch["id"].as_str().unwrap());
+    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+    rx.wait_for(1, Duration::from_secs(10)).await;
+    let a = t
+        .api(
+            "PATCH",
+            &path,
+            &key,
+            Some(json!({"retry_policy": {"max_attempts": 2, "backoff": "fixed", "base_ms": 1000}})),
+        )
+        .await;
+    assert_eq!(a.status, 200);
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(20), settled)
+        .await;
+    assert_eq!(d["status"], "failed", "{d}");
+    assert_eq!(
+        d["attempts"], 2,
+        "the new max_attempts applied to the second attempt"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn the_attempt_log_pages_newest_first() {
+    let t = TestStack::start().await;
+    let rx = Receiver::start(
+        vec![
+            Reply::status(500).body("x".repeat(2000).as_str()),
+            Reply::status(503),
+            Reply::status(502),
+        ],
+        Reply::status(200),
+    )
+    .await
+    .unwrap();
+    let (_, key) = t.tenant("default").await;
+    let (_, other) = t.tenant("default").await;
+    let ch = t
+        .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
+        .await;
+    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+        .await;
+    assert_eq!(d["attempts"], 4);
+
+    let page = t
+        .api(
+            "GET",
+            &format!("/api/v1/deliveries/{id}/attempts?limit=2"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(page.status, 200, "{:?}", page.body);
+    let nums: Vec<u64> = page.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(nums, vec![4, 3]);
+    let cursor = page.body["next_cursor"].as_str().unwrap().to_owned();
+    let page2 = t
+        .api(
+            "GET",
+            &format!("/api/v1/deliveries/{id}/attempts?limit=2&cursor={cursor}"),
+            &key,
+            None,
+        )
+        .await;
+    let data = page2.body["data"].as_array().unwrap();
+    assert_eq!(
+        data.iter()
+            .map(|e| e["attempt"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![2, 1]
+    );
+    assert!(page2.body["next_cursor"].is_null());
+    let first = &data[1];
+    assert_eq!(first["status_code"], 500);
+    assert_eq!(first["trigger"], "auto");
+    assert!(
+        first["started_at"].is_string()
+            && first["duration_ms"].is_u64()
+            && first["next_retry_at"].is_string()
+    );
+    assert!(
+        first["error"].as_str().unwrap().chars().count() <= 520,
+        "the response snippet is capped"
+    );
+    let newest = &page.body["data"][0];
+    assert_eq!(newest["status_code"], 200);
+    assert!(newest["next_retry_at"].is_null());
+
+    let a = t
+        .api(
+            "GET",
+            &format!("/api/v1/deliveries/{id}/attempts"),
+            &other,
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 404);
+    let a = t
+        .api(
+            "GET",
+            &format!("/api/v1/deliveries/{id}/attempts?limit=0"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 422);
+    let a = t
+        .api(
+            "GET",
+            &format!("/api/v1/deliveries/{id}/attempts?cursor=zz"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(a.body["error"]["code"], "invalid_cursor");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn poison_messages_end_in_the_dead_letter_queue_without_blocking_their_batch() {
+    let t = TestStack::with(|o| {
+        o.queues = QueueSettings {
+            max_receive_count: 2,
+            visibility_timeout_s: Some(1),
+        };
+    })
+    .await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let doomed = t.webhook(&key, &rx.url, json!({})).await;
+    let sqs = &t.stack.clients.sqs;
+    let url = t
+        .stack
+        .queue_url(converger_core::Tier::Default)
+        .await
+        .unwrap();
+
+    // A body that cannot be parsed, a delivery whose channel was deleted, and a good one.
+    let gone = bare_delivery(&t, &tenant, doomed["id"].as_str().unwrap(), time::now_ms()).await;
+    t.stack
+        .clients
+        .dynamodb
+        .delete_item()
+        .table_name(&t.stack.resources.channels)
+        .key(
+            "id",
+            aws_sdk_dynamodb::types::AttributeValue::S(doomed["id"].as_str().unwrap().into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let good = bare_delivery(&t, &tenant, ch["id"].as_str().unwrap(), time::now_ms()).await;
+    let mut batch = sqs.send_message_batch().queue_url(&url);
+    for (i, body) in [
+        "{not json".to_owned(),
+        serde_json::to_string(&DeliveryMessage::new(gone.id.clone(), gone.tier, None)).unwrap(),
+        serde_json::to_string(&DeliveryMessage::new(good.id.clone(), good.tier, None)).unwrap(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        batch = batch.entries(
+            aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .message_body(body)
+                .build()
+                .unwrap(),
+        );
+    }
+    batch.send().await.unwrap();
+
+    let row = t
+        .wait_delivery(&key, good.id.as_str(), Duration::from_secs(15), settled)
+        .await;
+    assert_eq!(
+        row["status"], "sent",
+        "the good record of the batch is delivered"
+    );
+
+    let dlq = sqs
+        .get_queue_url()
+        .queue_name(format!("{}deliveries-dlq", t.stack.resources.prefix))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut bodies: Vec<String> = Vec::new();
+    while bodies.len() < 2 && Instant::now() < deadline {
+        let out = sqs
+            .receive_message()
+            .queue_url(&dlq)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        bodies.extend(
+            out.messages
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|m| m.body),
+        );
+    }
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert!(bodies.iter().any(|b| b == "{not json"));
+    assert!(bodies.iter().any(|b| b.contains(gone.id.as_str())));
+    assert_eq!(
+        t.delivery(&key, gone.id.as_str()).await["status"],
+        "pending",
+        "the row is untouched"
+    );
+    t.stop().await;
+}
