@@ -32,6 +32,9 @@ pub struct StackOptions {
     pub queues: provision::QueueSettings,
     /// How often the retry scheduler (the sweeper) runs; `None`: never on its own.
     pub sweep_period: Option<Duration>,
+    /// Whether the queue-triggered functions run (benchmarks that only seed and sweep turn
+    /// them off).
+    pub run_functions: bool,
     /// Long-pollers per queue, started `1000 / n` ms apart (Lambda's event source mapping
     /// polls with several at once).
     pub pollers_per_queue: usize,
@@ -51,6 +54,7 @@ impl Default for StackOptions {
             config,
             poll_wait_s: 1,
             pollers_per_queue: 2,
+            run_functions: true,
             queues: provision::QueueSettings::default(),
             sweep_period: Some(Duration::from_secs(60)),
         }
@@ -107,30 +111,32 @@ impl Stack {
         let admin_token = opts.admin_token.clone().unwrap_or_else(random_token);
 
         // The functions, as their event source mappings would run them.
-        let ingest_url = queue_url(&clients.sqs, &resources, &ACTIVITIES_QUEUE)
-            .await
-            .map_err(|e| e.to_string())?;
-        tasks.extend(spawn_pollers(
-            clients.sqs.clone(),
-            ingest_url,
-            5,
-            &opts,
-            rx.clone(),
-            Function::Ingest(pipeline.clone()),
-        ));
-        for tier in Tier::ALL {
-            let def: QueueDef = tier_queue(tier);
-            let url = queue_url(&clients.sqs, &resources, &def)
+        if opts.run_functions {
+            let ingest_url = queue_url(&clients.sqs, &resources, &ACTIVITIES_QUEUE)
                 .await
                 .map_err(|e| e.to_string())?;
             tasks.extend(spawn_pollers(
                 clients.sqs.clone(),
-                url,
-                tier.max_concurrency(),
+                ingest_url,
+                5,
                 &opts,
                 rx.clone(),
-                Function::Deliver(pipeline.clone()),
+                Function::Ingest(pipeline.clone()),
             ));
+            for tier in Tier::ALL {
+                let def: QueueDef = tier_queue(tier);
+                let url = queue_url(&clients.sqs, &resources, &def)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tasks.extend(spawn_pollers(
+                    clients.sqs.clone(),
+                    url,
+                    tier.max_concurrency(),
+                    &opts,
+                    rx.clone(),
+                    Function::Deliver(pipeline.clone()),
+                ));
+            }
         }
 
         // The retry scheduler, as its schedule would fire it.
