@@ -494,3 +494,31 @@ async fn poison_messages_end_in_the_dead_letter_queue_without_blocking_their_bat
     );
     t.stop().await;
 }
+
+#[tokio::test]
+async fn expired_attempt_log_entries_are_not_shown() {
+    // A retention of zero: every entry is past its retention as soon as it is written, as if
+    // the store's TTL had not deleted it yet.
+    let t = TestStack::with(|o| o.config.attempt_retention = Duration::ZERO).await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+    let d = t.wait_delivery(&key, &id, Duration::from_secs(15), settled).await;
+    assert_eq!(d["status"], "sent");
+    assert_eq!(d["attempts"], 1);
+    assert_eq!(d["attempt_log"], json!([]));
+    let page = t.api("GET", &format!("/api/v1/deliveries/{id}/attempts"), &key, None).await;
+    assert_eq!(page.body["data"], json!([]));
+    // The entry is stored with its expiry, for the TTL to delete.
+    let row = t
+        .stack
+        .pipeline
+        .store
+        .get_delivery(&converger_core::DeliveryId::parse(&id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(row.attempt_log[0].expires_at.is_some());
+    t.stop().await;
+}
