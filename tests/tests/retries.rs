@@ -504,11 +504,20 @@ async fn expired_attempt_log_entries_are_not_shown() {
     let (_, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
     let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
-    let d = t.wait_delivery(&key, &id, Duration::from_secs(15), settled).await;
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+        .await;
     assert_eq!(d["status"], "sent");
     assert_eq!(d["attempts"], 1);
     assert_eq!(d["attempt_log"], json!([]));
-    let page = t.api("GET", &format!("/api/v1/deliveries/{id}/attempts"), &key, None).await;
+    let page = t
+        .api(
+            "GET",
+            &format!("/api/v1/deliveries/{id}/attempts"),
+            &key,
+            None,
+        )
+        .await;
     assert_eq!(page.body["data"], json!([]));
     // The entry is stored with its expiry, for the TTL to delete.
     let row = t

@@ -6,6 +6,7 @@ pub mod error;
 pub mod ids;
 pub mod net;
 pub mod policy;
+pub mod query;
 pub mod secret;
 pub mod signing;
 pub mod status;

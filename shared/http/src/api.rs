@@ -10,10 +10,13 @@ use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use converger_core::query::{Actor, ActorKind, Cursor, day_end, day_start};
 use converger_core::secret::{hash_api_key, new_signing_secret};
+use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
 use converger_pipeline::ingest::NewActivity;
-use converger_store::{AttemptEntry, Channel, ChannelPatch, Delivery, Tenant};
+use converger_pipeline::replay::ReplayError;
+use converger_store::{AttemptEntry, Channel, ChannelPatch, Delivery, DeliveryQuery, Tenant};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -29,15 +32,19 @@ pub fn router(state: AppState) -> Router {
             get(get_channel).patch(patch_channel),
         )
         .route("/api/v1/activities", post(create_activity))
+        .route("/api/v1/deliveries", get(list_deliveries))
         .route("/api/v1/deliveries/{id}", get(get_delivery))
+        .route("/api/v1/deliveries/{id}/retry", post(retry_delivery))
+        .route("/api/v1/audit", get(list_audit))
         .route("/api/v1/deliveries/{id}/attempts", get(list_attempts))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
 }
 
-/// The tenant whose API key the request carries.
-pub struct Authed(pub Tenant);
+/// The tenant whose API key the request carries, and the key as an actor
+/// (`tenant_api:key_<first 12 hex digits of its hash>`).
+pub struct Authed(pub Tenant, pub Actor);
 
 impl FromRequestParts<AppState> for Authed {
     type Rejection = ApiError;
@@ -55,13 +62,17 @@ impl FromRequestParts<AppState> for Authed {
             .filter(|k| !k.is_empty())
             .ok_or_else(|| ApiError::unauthorized("expected `Authorization: Bearer <API key>`"))?;
         let hash = hash_api_key(key);
+        let actor = Actor {
+            kind: ActorKind::TenantApi,
+            id: format!("key_{}", &hash[..12]),
+        };
         if let Some(t) = state.cached_tenant(&hash) {
-            return Ok(Authed(t));
+            return Ok(Authed(t, actor));
         }
         match state.pipeline.store.tenant_by_api_key_hash(&hash).await? {
             Some(t) => {
                 state.cache_tenant(hash, t.clone());
-                Ok(Authed(t))
+                Ok(Authed(t, actor))
             }
             None => Err(ApiError::unauthorized("invalid API key")),
         }
@@ -121,7 +132,7 @@ fn yes() -> bool {
 
 async fn create_channel(
     State(state): State<AppState>,
-    Authed(tenant): Authed,
+    Authed(tenant, _): Authed,
     Body(req): Body<NewChannel>,
 ) -> Result<impl IntoResponse, ApiError> {
     let kind: ChannelType = req
@@ -160,7 +171,7 @@ async fn owned_channel(state: &AppState, tenant: &Tenant, id: &str) -> Result<Ch
 
 async fn get_channel(
     State(state): State<AppState>,
-    Authed(tenant): Authed,
+    Authed(tenant, _): Authed,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
@@ -178,7 +189,7 @@ struct PatchChannel {
 
 async fn patch_channel(
     State(state): State<AppState>,
-    Authed(tenant): Authed,
+    Authed(tenant, _): Authed,
     Path(id): Path<String>,
     Body(req): Body<PatchChannel>,
 ) -> Result<Json<Value>, ApiError> {
@@ -210,7 +221,7 @@ async fn patch_channel(
 
 async fn create_activity(
     State(state): State<AppState>,
-    Authed(tenant): Authed,
+    Authed(tenant, _): Authed,
     Body(req): Body<NewActivity>,
 ) -> Result<impl IntoResponse, ApiError> {
     let done = state.pipeline.ingest(&tenant, req).await?;
@@ -246,7 +257,7 @@ async fn owned_delivery(state: &AppState, tenant: &Tenant, id: &str) -> Result<D
 
 async fn get_delivery(
     State(state): State<AppState>,
-    Authed(tenant): Authed,
+    Authed(tenant, _): Authed,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let d = owned_delivery(&state, &tenant, &id).await?;
@@ -264,7 +275,7 @@ struct AttemptsQuery {
 /// `next_cursor` of a page continues below it.
 async fn list_attempts(
     State(state): State<AppState>,
-    Authed(tenant): Authed,
+    Authed(tenant, _): Authed,
     Path(id): Path<String>,
     query: Result<Query<AttemptsQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
@@ -313,4 +324,190 @@ async fn list_attempts(
         None
     };
     Ok(Json(json!({"data": entries, "next_cursor": next_cursor})))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    status: Option<String>,
+    channel_id: Option<String>,
+    activity_id: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    q: Option<String>,
+    sort: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// `GET /api/v1/deliveries`: the tenant's deliveries, most recently changed first (or oldest
+/// first), filtered by status, channel, activity, UTC days on `updated_at` and a search (an
+/// exact activity id or a part of `last_error`), keyset-paginated.
+async fn list_deliveries(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
+    let bad = |m: String| ApiError::invalid("invalid_query", m);
+    let status = q
+        .status
+        .as_deref()
+        .map(str::parse::<DeliveryStatus>)
+        .transpose()
+        .map_err(|e| bad(e.to_string()))?;
+    let channel = q
+        .channel_id
+        .as_deref()
+        .map(ChannelId::parse)
+        .transpose()
+        .map_err(|e| bad(format!("channel_id: {e}")))?;
+    let from_key = q.from.as_deref().map(day_start).transpose().map_err(bad)?;
+    let to_key = q.to.as_deref().map(day_end).transpose().map_err(bad)?;
+    let newest_first = match q.sort.as_deref() {
+        None | Some("newest") => true,
+        Some("oldest") => false,
+        Some(other) => return Err(bad(format!("sort `{other}` is not newest or oldest"))),
+    };
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(bad("limit must be from 1 to 500".into()));
+    }
+    let after = q
+        .cursor
+        .as_deref()
+        .map(Cursor::decode)
+        .transpose()
+        .map_err(|m| ApiError::invalid("invalid_cursor", m))?;
+    // The search is an exact activity id when it is one, else a part of last_error.
+    let search = q.q.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let activity = match (
+        q.activity_id.as_deref(),
+        search.and_then(|s| ActivityId::parse(s).ok()),
+    ) {
+        (Some(a), _) => Some(ActivityId::parse(a).map_err(|e| bad(format!("activity_id: {e}")))?),
+        (None, found) => found,
+    };
+    let error_contains = search
+        .filter(|s| ActivityId::parse(s).is_err())
+        .map(str::to_owned);
+
+    let (items, next) = if let Some(activity) = activity {
+        // One activity's deliveries: read by key, filter and sort here (at most 50 rows).
+        let rows = match state.pipeline.store.get_activity(&activity).await? {
+            Some(a) if a.tenant_id == tenant.id => {
+                let ids: Vec<DeliveryId> = a
+                    .channel_ids
+                    .iter()
+                    .filter(|c| channel.as_ref().is_none_or(|x| x == *c))
+                    .map(|c| DeliveryId::for_pair(&a.id, c))
+                    .collect();
+                state.pipeline.store.get_deliveries(&ids).await?
+            }
+            _ => Vec::new(),
+        };
+        let key = |d: &Delivery| format!("{}#{}", d.updated_at, d.id);
+        let mut rows: Vec<Delivery> = rows
+            .into_iter()
+            .filter(|d| status.is_none_or(|s| d.status == s))
+            .filter(|d| from_key.as_ref().is_none_or(|lo| key(d) >= *lo))
+            .filter(|d| to_key.as_ref().is_none_or(|hi| key(d) <= *hi))
+            .filter(|d| {
+                error_contains.as_ref().is_none_or(|t| {
+                    d.last_error
+                        .as_deref()
+                        .is_some_and(|e| e.contains(t.as_str()))
+                })
+            })
+            .collect();
+        rows.sort_by_key(key);
+        if newest_first {
+            rows.reverse();
+        }
+        rows.truncate(limit);
+        (rows, None)
+    } else {
+        let listed = state
+            .pipeline
+            .store
+            .list_deliveries(&DeliveryQuery {
+                tenant: tenant.id.clone(),
+                status,
+                channel,
+                from_key,
+                to_key,
+                error_contains,
+                newest_first,
+                limit,
+                after,
+            })
+            .await?;
+        (listed.items, listed.next)
+    };
+    let data: Vec<Value> = items.iter().map(views::delivery_row).collect();
+    Ok(Json(
+        json!({"data": data, "next_cursor": next.map(|c| c.encode())}),
+    ))
+}
+
+/// `POST /api/v1/deliveries/{id}/retry`: replays one dead letter.
+async fn retry_delivery(
+    State(state): State<AppState>,
+    Authed(tenant, actor): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = DeliveryId::parse(&id).map_err(|_| ApiError::not_found("delivery"))?;
+    match state.pipeline.replay_one(&tenant.id, &id, &actor).await {
+        Ok(d) => Ok(Json(views::delivery(&d))),
+        Err(ReplayError::NotFound) => Err(ApiError::not_found("delivery")),
+        Err(e @ ReplayError::NotFailed(_)) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_failed",
+            e.to_string(),
+        )),
+        Err(ReplayError::ChannelInactive) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "channel_inactive",
+            "Channel is inactive",
+        )),
+        Err(ReplayError::Store(e)) => Err(e.into()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// `GET /api/v1/audit`: the tenant's audit log, newest first.
+async fn list_audit(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    query: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::invalid(
+            "invalid_query",
+            "limit must be from 1 to 500",
+        ));
+    }
+    let after = q
+        .cursor
+        .as_deref()
+        .map(Cursor::decode)
+        .transpose()
+        .map_err(|m| ApiError::invalid("invalid_cursor", m))?;
+    let listed = state
+        .pipeline
+        .store
+        .list_audit(&tenant.id, limit, after.as_ref())
+        .await?;
+    Ok(Json(json!({
+        "data": listed.items,
+        "next_cursor": listed.next.map(|c| c.encode()),
+    })))
 }

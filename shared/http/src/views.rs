@@ -47,3 +47,12 @@ pub fn delivery(d: &Delivery) -> Value {
         "attempt_log": log,
     })
 }
+
+/// A delivery in a list: everything but the attempt log.
+pub fn delivery_row(d: &Delivery) -> Value {
+    let mut v = delivery(d);
+    if let Some(m) = v.as_object_mut() {
+        m.remove("attempt_log");
+    }
+    v
+}

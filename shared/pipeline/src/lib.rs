@@ -8,6 +8,7 @@ pub mod config;
 pub mod handlers;
 pub mod ingest;
 pub mod metrics;
+pub mod replay;
 pub mod sweep;
 
 pub use config::PipelineConfig;

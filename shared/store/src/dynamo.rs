@@ -12,6 +12,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
     TransactWriteItem,
 };
+use converger_core::query::{Actor, Cursor};
 use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -711,5 +712,228 @@ impl Store for DynamoStore {
             serde_json::to_string(&m).unwrap_or_default()
         });
         Ok(Page { items, next })
+    }
+
+    async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>> {
+        // The index that serves the filter; the tenant is always part of the key or a filter.
+        let (index, hash_attr, hash_val) = match (q.status, &q.channel) {
+            (Some(st), Some(ch)) => ("by_channel_status", "cs_pk", format!("{ch}#{st}")),
+            (Some(st), None) => ("by_tenant_status", "ts_pk", format!("{}#{st}", q.tenant)),
+            (None, _) => ("by_tenant", "tenant_id", q.tenant.to_string()),
+        };
+        let mut key_cond = "#h = :h".to_owned();
+        match (&q.from_key, &q.to_key) {
+            (Some(_), Some(_)) => key_cond.push_str(" AND upd_sk BETWEEN :lo AND :hi"),
+            (Some(_), None) => key_cond.push_str(" AND upd_sk >= :lo"),
+            (None, Some(_)) => key_cond.push_str(" AND upd_sk <= :hi"),
+            (None, None) => {}
+        }
+        let mut filters = Vec::new();
+        if hash_attr != "tenant_id" {
+            filters.push("tenant_id = :t");
+        }
+        if q.status.is_none() && q.channel.is_some() {
+            filters.push("channel_id = :c");
+        }
+        if q.error_contains.is_some() {
+            filters.push("contains(last_error, :q)");
+        }
+        let limit = q.limit.clamp(1, 1000);
+        let mut items: Vec<Delivery> = Vec::with_capacity(limit);
+        let mut start: Option<Item> = q.after.as_ref().map(|c| {
+            HashMap::from([
+                ("id".to_owned(), s(c.id.as_str())),
+                (hash_attr.to_owned(), s(hash_val.as_str())),
+                ("upd_sk".to_owned(), s(c.sort_key.as_str())),
+            ])
+        });
+        let mut last_evaluated: Option<Item> = None;
+        // A bounded number of pages per call, so a sparse filter cannot make one request
+        // read a whole partition; the cursor continues where it stopped.
+        for _ in 0..10 {
+            let want = limit - items.len();
+            let mut req = self
+                .client
+                .query()
+                .table_name(&self.res.deliveries)
+                .index_name(index)
+                .key_condition_expression(&key_cond)
+                .expression_attribute_names("#h", hash_attr)
+                .expression_attribute_values(":h", s(hash_val.as_str()))
+                .scan_index_forward(!q.newest_first)
+                .limit(
+                    i32::try_from(if filters.is_empty() {
+                        want
+                    } else {
+                        want.max(100)
+                    })
+                    .unwrap_or(1000),
+                )
+                .set_exclusive_start_key(start.take());
+            if let Some(lo) = &q.from_key {
+                req = req.expression_attribute_values(":lo", s(lo.as_str()));
+            }
+            if let Some(hi) = &q.to_key {
+                req = req.expression_attribute_values(":hi", s(hi.as_str()));
+            }
+            if !filters.is_empty() {
+                req = req.filter_expression(filters.join(" AND "));
+            }
+            if hash_attr != "tenant_id" {
+                req = req.expression_attribute_values(":t", s(q.tenant.as_str()));
+            }
+            if let (None, Some(c)) = (q.status, &q.channel) {
+                req = req.expression_attribute_values(":c", s(c.as_str()));
+            }
+            if let Some(text) = &q.error_contains {
+                req = req.expression_attribute_values(":q", s(text.as_str()));
+            }
+            let out = req.send().await.map_err(sdk_err)?;
+            for item in out.items.unwrap_or_default() {
+                if items.len() == limit {
+                    break;
+                }
+                items.push(from_item(item)?);
+            }
+            last_evaluated = out.last_evaluated_key.filter(|k| !k.is_empty());
+            if items.len() == limit || last_evaluated.is_none() {
+                break;
+            }
+            start = last_evaluated.clone();
+        }
+        let next = if items.len() == limit {
+            items.last().map(|d| Cursor {
+                sort_key: format!("{}#{}", d.updated_at, d.id),
+                id: d.id.to_string(),
+            })
+        } else {
+            last_evaluated.and_then(|k| {
+                Some(Cursor {
+                    sort_key: k.get("upd_sk")?.as_s().ok()?.clone(),
+                    id: k.get("id")?.as_s().ok()?.clone(),
+                })
+            })
+        };
+        Ok(Listed { items, next })
+    }
+
+    async fn replay(
+        &self,
+        d: &Delivery,
+        actor: &Actor,
+        now_ms: i64,
+        audit: &AuditEntry,
+    ) -> StoreResult<Replayed> {
+        let now = converger_core::time::ms_to_rfc3339(now_ms);
+        let mut values: HashMap<String, AttributeValue> = HashMap::from([
+            (":failed".to_owned(), s(DeliveryStatus::Failed.as_str())),
+            (":st".to_owned(), s(DeliveryStatus::Pending.as_str())),
+            (":zero".to_owned(), n(0)),
+            (":one".to_owned(), n(1)),
+            (":by".to_owned(), s(actor.to_string())),
+            (":now".to_owned(), s(now.as_str())),
+            (":due".to_owned(), n(now_ms)),
+        ]);
+        for (k, v) in index_keys(
+            &d.tenant_id,
+            &d.channel_id,
+            &d.id,
+            DeliveryStatus::Pending,
+            &now,
+        ) {
+            values.insert(k.to_owned(), v);
+        }
+        for (k, v) in due_keys(&d.id, now_ms) {
+            values.insert(k.to_owned(), v);
+        }
+        let update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.res.deliveries)
+            .key("id", s(d.id.as_str()))
+            .update_expression(format!(
+                "SET #st = :st, attempts = :zero, \
+                 retry_count = if_not_exists(retry_count, :zero) + :one, retried_by = :by, \
+                 retried_at = :now, next_attempt_at = :due, updated_at = :now, {SET_INDEX}, \
+                 due_shard = :due_shard, due_at = :due_at \
+                 REMOVE lease_token, lease_until"
+            ))
+            .condition_expression("#st = :failed")
+            .expression_attribute_names("#st", "status")
+            .set_expression_attribute_values(Some(values))
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut audit_item = to_item(audit)?;
+        audit_item.insert("audit_sk".into(), s(format!("{}#{}", audit.at, audit.id)));
+        let put = Put::builder()
+            .table_name(&self.res.audit)
+            .set_item(Some(audit_item))
+            .condition_expression("attribute_not_exists(audit_sk)")
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let r = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().update(update).build())
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .send()
+            .await;
+        match r {
+            Ok(_) => match self.get_delivery(&d.id).await? {
+                Some(row) => Ok(Replayed::Done(Box::new(row))),
+                None => Err(StoreError::Corrupt(format!("{} vanished", d.id))),
+            },
+            Err(e) => {
+                if let Some(TransactWriteItemsError::TransactionCanceledException(c)) =
+                    e.as_service_error()
+                {
+                    let first = c.cancellation_reasons().first().and_then(|r| r.code());
+                    if first == Some("ConditionalCheckFailed") {
+                        return Ok(Replayed::NotFailed);
+                    }
+                }
+                Err(sdk_err(e))
+            }
+        }
+    }
+
+    async fn list_audit(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+        after: Option<&Cursor>,
+    ) -> StoreResult<Listed<AuditEntry>> {
+        let limit = limit.clamp(1, 1000);
+        let out = self
+            .client
+            .query()
+            .table_name(&self.res.audit)
+            .key_condition_expression("tenant_id = :t")
+            .expression_attribute_values(":t", s(tenant.as_str()))
+            .scan_index_forward(false)
+            .limit(i32::try_from(limit).unwrap_or(1000))
+            .set_exclusive_start_key(after.map(|c| {
+                HashMap::from([
+                    ("tenant_id".to_owned(), s(tenant.as_str())),
+                    ("audit_sk".to_owned(), s(c.sort_key.as_str())),
+                ])
+            }))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        let items: Vec<AuditEntry> = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(from_item)
+            .collect::<StoreResult<_>>()?;
+        let next = out
+            .last_evaluated_key
+            .filter(|k| !k.is_empty())
+            .and_then(|k| {
+                Some(Cursor {
+                    sort_key: k.get("audit_sk")?.as_s().ok()?.clone(),
+                    id: String::new(),
+                })
+            });
+        Ok(Listed { items, next })
     }
 }

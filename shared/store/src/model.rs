@@ -1,6 +1,7 @@
 //! Items as they are stored. Index attributes (`ts_pk`, `cs_pk`, `upd_sk`) are derived from
 //! the fields they index and written by the store only.
 
+use converger_core::query::{Actor, Cursor};
 use converger_core::{
     ActivityId, ChannelId, ChannelType, DeliveryId, DeliveryStatus, TenantId, Tier,
 };
@@ -238,4 +239,75 @@ pub enum Created {
     New,
     /// The activity id existed already: nothing was written.
     Duplicate,
+}
+
+/// One audited action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub id: String,
+    pub tenant_id: TenantId,
+    pub actor: Actor,
+    /// e.g. `retry`.
+    pub action: String,
+    /// e.g. `delivery`.
+    pub resource_type: String,
+    pub resource_id: String,
+    pub changes: Value,
+    pub at: String,
+}
+
+impl AuditEntry {
+    pub fn new(
+        tenant_id: TenantId,
+        actor: Actor,
+        action: &str,
+        resource_type: &str,
+        resource_id: &str,
+        changes: Value,
+        at: &str,
+    ) -> Self {
+        Self {
+            id: format!("aud_{}", uuid::Uuid::new_v4().simple()),
+            tenant_id,
+            actor,
+            action: action.into(),
+            resource_type: resource_type.into(),
+            resource_id: resource_id.into(),
+            changes,
+            at: at.into(),
+        }
+    }
+}
+
+/// A filtered, keyset-paginated list of one tenant's deliveries. The store picks the index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryQuery {
+    pub tenant: TenantId,
+    pub status: Option<DeliveryStatus>,
+    pub channel: Option<ChannelId>,
+    /// Inclusive bounds on `<updated_at>#<id>`.
+    pub from_key: Option<String>,
+    pub to_key: Option<String>,
+    /// A part of `last_error`.
+    pub error_contains: Option<String>,
+    /// Most recently changed first.
+    pub newest_first: bool,
+    pub limit: usize,
+    pub after: Option<Cursor>,
+}
+
+/// A page of a list, with the cursor of the next page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed<T> {
+    pub items: Vec<T>,
+    pub next: Option<Cursor>,
+}
+
+/// The result of a replay's conditional transition.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Replayed {
+    /// Moved from failed to pending; the row as it now is.
+    Done(Box<Delivery>),
+    /// Not failed (any more): nothing changed.
+    NotFailed,
 }

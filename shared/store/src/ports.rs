@@ -96,6 +96,27 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> StoreResult<Vec<AttemptEntry>>;
 
+    /// A tenant's deliveries, filtered and keyset-paginated.
+    async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>>;
+
+    /// Replays a dead letter: one transaction moves it from failed to pending (attempts 0,
+    /// retry_count + 1, retried_by/at, due now) and writes its audit entry.
+    async fn replay(
+        &self,
+        d: &Delivery,
+        actor: &converger_core::query::Actor,
+        now_ms: i64,
+        audit: &AuditEntry,
+    ) -> StoreResult<Replayed>;
+
+    /// A tenant's audit log, newest first.
+    async fn list_audit(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+        after: Option<&converger_core::query::Cursor>,
+    ) -> StoreResult<Listed<AuditEntry>>;
+
     /// Pending deliveries of one due-index shard whose `next_attempt_at` is before `before_ms`.
     async fn overdue(
         &self,

@@ -113,7 +113,17 @@ pub const ATTEMPTS: TableDef = TableDef {
     ttl_attribute: Some("expires_at"),
 };
 
-pub const TABLES: [TableDef; 5] = [TENANTS, CHANNELS, ACTIVITIES, DELIVERIES, ATTEMPTS];
+pub const AUDIT: TableDef = TableDef {
+    logical_id: "AuditTable",
+    name: "audit",
+    env: "AUDIT_TABLE",
+    hash_key: "tenant_id",
+    range_key: Some("audit_sk"),
+    gsis: &[],
+    ttl_attribute: None,
+};
+
+pub const TABLES: [TableDef; 6] = [TENANTS, CHANNELS, ACTIVITIES, DELIVERIES, ATTEMPTS, AUDIT];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
 pub const DUE_SHARDS: u32 = 16;
@@ -176,6 +186,7 @@ pub struct Resources {
     pub activities: String,
     pub deliveries: String,
     pub attempts: String,
+    pub audit: String,
     pub bus: String,
     /// Queue URLs given by the environment, by queue name; others are looked up by name.
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -191,6 +202,7 @@ impl Resources {
             activities: format!("{prefix}{}", ACTIVITIES.name),
             deliveries: format!("{prefix}{}", DELIVERIES.name),
             attempts: format!("{prefix}{}", ATTEMPTS.name),
+            audit: format!("{prefix}{}", AUDIT.name),
             bus: format!("{prefix}{BUS}"),
             queue_urls: Default::default(),
         }
@@ -208,6 +220,7 @@ impl Resources {
             activities: var(ACTIVITIES.env, base.activities.clone()),
             deliveries: var(DELIVERIES.env, base.deliveries.clone()),
             attempts: var(ATTEMPTS.env, base.attempts.clone()),
+            audit: var(AUDIT.env, base.audit.clone()),
             bus: var(BUS_ENV, base.bus.clone()),
             queue_urls: QUEUES
                 .iter()
