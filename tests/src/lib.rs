@@ -33,6 +33,7 @@ impl TestStack {
             config: PipelineConfig {
                 allowlist: converger_core::net::Allowlist::loopback(),
                 channel_cache_ttl: Duration::ZERO,
+                serial_transactions: true,
                 ..PipelineConfig::default()
             },
             ..StackOptions::default()
@@ -48,7 +49,7 @@ impl TestStack {
         converger_pipeline::metrics::set_enabled(false);
         let stack = Stack::start(opts).await.expect("stack starts");
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(20))
+            .timeout(Duration::from_secs(120))
             .build()
             .unwrap();
         Self { stack, http }

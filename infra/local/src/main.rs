@@ -20,6 +20,9 @@ async fn run(demo: bool) -> Result<(), String> {
     if std::env::var("WEBHOOK_ALLOW_CIDRS").is_err() {
         config.allowlist = converger_core::net::Allowlist::loopback();
     }
+    if std::env::var("DYNAMODB_SERIAL_TRANSACTIONS").is_err() {
+        config.serial_transactions = true;
+    }
     converger_pipeline::metrics::set_enabled(std::env::var("CONVERGER_METRICS").is_ok());
     let sweep_period = match std::env::var("SWEEP_PERIOD_MS") {
         Ok(v) => Some(std::time::Duration::from_millis(

@@ -44,6 +44,8 @@ impl Default for StackOptions {
     fn default() -> Self {
         let config = PipelineConfig {
             allowlist: converger_core::net::Allowlist::loopback(),
+            // The local emulator's transactions are not serializable (see DynamoStore).
+            serial_transactions: true,
             ..PipelineConfig::default()
         };
         Self {

@@ -36,6 +36,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/deliveries/{id}", get(get_delivery))
         .route("/api/v1/deliveries/{id}/retry", post(retry_delivery))
         .route("/api/v1/audit", get(list_audit))
+        .route(
+            "/api/v1/channels/{id}/deliveries/retry",
+            post(retry_channel),
+        )
         .route("/api/v1/deliveries/{id}/attempts", get(list_attempts))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
@@ -437,6 +441,7 @@ async fn list_deliveries(
                 from_key,
                 to_key,
                 error_contains,
+                activity: None,
                 newest_first,
                 limit,
                 after,
@@ -510,4 +515,59 @@ async fn list_audit(
         "data": listed.items,
         "next_cursor": listed.next.map(|c| c.encode()),
     })))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct BulkRetry {
+    from: Option<String>,
+    to: Option<String>,
+    activity_id: Option<ActivityId>,
+    limit: Option<usize>,
+}
+
+/// `POST /api/v1/channels/{id}/deliveries/retry`: replays the channel's dead letters.
+async fn retry_channel(
+    State(state): State<AppState>,
+    Authed(tenant, actor): Authed,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    // The body is optional: no body replays every dead letter of the channel.
+    let req: BulkRetry = if body.iter().all(u8::is_ascii_whitespace) {
+        BulkRetry::default()
+    } else {
+        crate::error::parse_json(&body)?
+    };
+    let channel = ChannelId::parse(&id).map_err(|_| ApiError::not_found("channel"))?;
+    let bad = |m: String| ApiError::invalid("invalid_body", m);
+    if req.limit == Some(0) {
+        return Err(bad("limit must be positive".into()));
+    }
+    let filter = converger_pipeline::replay::BulkFilter {
+        from_key: req
+            .from
+            .as_deref()
+            .map(day_start)
+            .transpose()
+            .map_err(bad)?,
+        to_key: req.to.as_deref().map(day_end).transpose().map_err(bad)?,
+        activity: req.activity_id,
+        limit: req.limit,
+    };
+    match state
+        .pipeline
+        .replay_channel(&tenant.id, &channel, filter, &actor)
+        .await
+    {
+        Ok(r) => Ok(Json(json!({"retried": r.retried, "has_more": r.has_more}))),
+        Err(ReplayError::NotFound) => Err(ApiError::not_found("channel")),
+        Err(ReplayError::ChannelInactive) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "channel_inactive",
+            "Channel is inactive",
+        )),
+        Err(ReplayError::NotFailed(_)) => Err(ApiError::internal("unexpected replay state")),
+        Err(ReplayError::Store(e)) => Err(e.into()),
+    }
 }

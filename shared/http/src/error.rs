@@ -113,17 +113,22 @@ where
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()))?;
-        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "malformed_json",
-                format!("the body is not valid JSON: {e}"),
-            )
-        })?;
-        serde_json::from_value(value)
-            .map(Body)
-            .map_err(|e| ApiError::invalid("invalid_body", format!("the body does not fit: {e}")))
+        parse_json(&bytes).map(Body)
     }
+}
+
+/// Parses a JSON body: 400 `malformed_json` for text that is not JSON, 422 `invalid_body` for
+/// JSON of the wrong shape.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_json",
+            format!("the body is not valid JSON: {e}"),
+        )
+    })?;
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::invalid("invalid_body", format!("the body does not fit: {e}")))
 }
 
 /// Answers for unknown routes and methods.

@@ -14,7 +14,8 @@ pub async fn aws_pipeline(
     res: &Resources,
     config: PipelineConfig,
 ) -> Result<Pipeline, String> {
-    let store = DynamoStore::new(clients.dynamodb.clone(), res.clone());
+    let store = DynamoStore::new(clients.dynamodb.clone(), res.clone())
+        .with_serial_transactions(config.serial_transactions);
     let queue = SqsQueue::new(clients.sqs.clone(), res)
         .await
         .map_err(|e| e.to_string())?;

@@ -25,6 +25,13 @@ pub struct PipelineConfig {
     pub sweep_grace: Duration,
     /// Most deliveries one sweep enqueues.
     pub sweep_limit: usize,
+    /// Most deliveries one bulk replay call replays (a call may ask for fewer, never more).
+    pub bulk_retry_limit: usize,
+    /// Replay transactions of one bulk call in flight at once.
+    pub bulk_replay_concurrency: usize,
+    /// Run DynamoDB transactions one at a time in this process (only against an emulator
+    /// whose transactions are not serializable; `DYNAMODB_SERIAL_TRANSACTIONS`).
+    pub serial_transactions: bool,
 }
 
 impl Default for PipelineConfig {
@@ -39,6 +46,9 @@ impl Default for PipelineConfig {
             attempt_retention: Duration::from_secs(30 * 86_400),
             sweep_grace: Duration::from_secs(300),
             sweep_limit: 10_000,
+            bulk_retry_limit: 10_000,
+            bulk_replay_concurrency: 16,
+            serial_transactions: false,
         }
     }
 }
@@ -94,6 +104,15 @@ impl PipelineConfig {
         }
         if let Some(s) = num::<u64>("SWEEP_GRACE_SECONDS")? {
             c.sweep_grace = Duration::from_secs(s);
+        }
+        if let Some(n) = num::<usize>("BULK_RETRY_LIMIT")? {
+            c.bulk_retry_limit = n.max(1);
+        }
+        if let Some(n) = num::<usize>("BULK_REPLAY_CONCURRENCY")? {
+            c.bulk_replay_concurrency = n.max(1);
+        }
+        if let Some(v) = var("DYNAMODB_SERIAL_TRANSACTIONS") {
+            c.serial_transactions = matches!(v.trim(), "1" | "true" | "yes");
         }
         if let Some(n) = num::<usize>("SWEEP_LIMIT")? {
             c.sweep_limit = n.max(1);

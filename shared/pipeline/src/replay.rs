@@ -95,3 +95,159 @@ impl Pipeline {
         Ok(row)
     }
 }
+
+/// What one bulk replay may replay.
+#[derive(Debug, Clone, Default)]
+pub struct BulkFilter {
+    /// Inclusive bounds on `<updated_at>#<id>` (UTC days, see `core::query`).
+    pub from_key: Option<String>,
+    pub to_key: Option<String>,
+    pub activity: Option<converger_core::ActivityId>,
+    /// Asked-for cap; never above the configured `bulk_retry_limit`.
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct BulkResult {
+    pub retried: usize,
+    pub has_more: bool,
+}
+
+/// Deliveries replayed per chunk.
+pub const BULK_CHUNK: usize = 500;
+
+impl Pipeline {
+    /// Replays a channel's dead letters, oldest failure first, in chunks of 500: only
+    /// deliveries that were already failed when the call started, at most `bulk_retry_limit`.
+    /// Each delivery moves with its own conditional transaction, so two bulk replays running
+    /// at once never replay the same delivery.
+    pub async fn replay_channel(
+        &self,
+        tenant: &TenantId,
+        channel_id: &converger_core::ChannelId,
+        filter: BulkFilter,
+        actor: &Actor,
+    ) -> Result<BulkResult, ReplayError> {
+        use futures::StreamExt;
+        match self.store.get_channel(channel_id).await? {
+            Some(ch) if &ch.tenant_id == tenant => {
+                if !ch.active {
+                    return Err(ReplayError::ChannelInactive);
+                }
+            }
+            _ => return Err(ReplayError::NotFound),
+        }
+        let cap = filter
+            .limit
+            .unwrap_or(self.config.bulk_retry_limit)
+            .min(self.config.bulk_retry_limit);
+        // Failed before the call started: every sort key of this instant or later is above
+        // the bound (`<now>#<id>` > `<now>`).
+        let started = time::now_rfc3339();
+        let to_key = match filter.to_key {
+            Some(t) if t < started => t,
+            _ => started,
+        };
+        let mut query = converger_store::DeliveryQuery {
+            tenant: tenant.clone(),
+            status: Some(DeliveryStatus::Failed),
+            channel: Some(channel_id.clone()),
+            from_key: filter.from_key,
+            to_key: Some(to_key),
+            error_contains: None,
+            activity: filter.activity,
+            newest_first: false,
+            limit: BULK_CHUNK,
+            after: None,
+        };
+        let mut retried = 0usize;
+        loop {
+            let room = cap - retried;
+            if room == 0 {
+                break;
+            }
+            query.limit = room.min(BULK_CHUNK);
+            let chunk = self.store.list_deliveries(&query).await?;
+            tracing::debug!(
+                rows = chunk.items.len(),
+                more = chunk.next.is_some(),
+                retried,
+                "bulk replay chunk"
+            );
+            let now_ms = time::now_ms();
+            let now = time::ms_to_rfc3339(now_ms);
+            let outcomes: Vec<Result<Option<Delivery>, StoreError>> =
+                futures::stream::iter(chunk.items)
+                    .map(|d| {
+                        let audit = AuditEntry::new(
+                            d.tenant_id.clone(),
+                            actor.clone(),
+                            "retry",
+                            "delivery",
+                            d.id.as_str(),
+                            json!({
+                                "activity_id": d.activity_id,
+                                "channel_id": d.channel_id,
+                                "retry_count": d.retry_count + 1,
+                                "bulk": true,
+                            }),
+                            &now,
+                        );
+                        async move {
+                            match self.store.replay(&d, actor, now_ms, &audit).await? {
+                                Replayed::Done(row) => Ok(Some(*row)),
+                                // Another replay took it first.
+                                Replayed::NotFailed => Ok(None),
+                            }
+                        }
+                    })
+                    .buffer_unordered(self.config.bulk_replay_concurrency)
+                    .collect()
+                    .await;
+            let mut done = Vec::new();
+            for o in outcomes {
+                if let Some(row) = o? {
+                    done.push(row);
+                }
+            }
+            retried += done.len();
+            if !done.is_empty() {
+                let msgs: Vec<DeliveryMessage> = done
+                    .iter()
+                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None))
+                    .collect();
+                if let Err(e) = self.queue.send_many(&msgs).await {
+                    tracing::warn!(error = %e, count = msgs.len(), "bulk replay committed but not enqueued; the sweeper will enqueue it");
+                }
+                self.events
+                    .publish(vec![PlatformEvent {
+                        detail_type: "delivery.retried",
+                        detail: json!({
+                            "count": done.len(),
+                            "delivery_ids": done.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+                            "tenant_id": tenant,
+                            "actor": actor.to_string(),
+                        }),
+                    }])
+                    .await;
+            }
+            match chunk.next {
+                Some(next) => query.after = Some(next),
+                None => {
+                    return Ok(BulkResult {
+                        retried,
+                        has_more: false,
+                    });
+                }
+            }
+        }
+        // The cap stopped the call: is anything left?
+        query.limit = 1;
+        let rest = self.store.list_deliveries(&query).await?;
+        tracing::info!(channel_id = %channel_id, retried, "bulk replay done");
+        Ok(BulkResult {
+            retried,
+            has_more: !rest.items.is_empty(),
+        })
+    }
+}

@@ -29,6 +29,8 @@ pub async fn load_config_for(endpoint: Option<&str>) -> aws_config::SdkConfig {
         }
     }
     loader
+        // Throttling and transient server errors are retried with backoff, five tries in all.
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(5))
         .timeout_config(
             TimeoutConfig::builder()
                 .connect_timeout(Duration::from_secs(3))

@@ -290,6 +290,8 @@ pub struct DeliveryQuery {
     pub to_key: Option<String>,
     /// A part of `last_error`.
     pub error_contains: Option<String>,
+    /// Only this activity's deliveries.
+    pub activity: Option<ActivityId>,
     /// Most recently changed first.
     pub newest_first: bool,
     pub limit: usize,

@@ -1,0 +1,251 @@
+//! Bulk replay of a channel's dead letters on the emulator: concurrent bulk replays are
+//! disjoint, the limit only lowers, only deliveries failed before the call are picked, filters.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_core::{ActivityId, ChannelId, DeliveryStatus, TenantId, time};
+use converger_store::dynamo::DynamoStore;
+use converger_store::{Activity, Delivery, Store};
+use converger_tests::TestStack;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+
+/// Writes `n` dead letters of `channel`, changed at `at` (RFC 3339) or a minute ago.
+async fn seed(
+    t: &TestStack,
+    tenant: &str,
+    channel: &str,
+    n: usize,
+    at: Option<&str>,
+) -> Vec<Delivery> {
+    let store = DynamoStore::new(t.stack.clients.dynamodb.clone(), t.stack.resources.clone());
+    let channel = store
+        .get_channel(&ChannelId::parse(channel).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let tenant = TenantId::parse(tenant).unwrap();
+    let when = at
+        .map(str::to_owned)
+        .unwrap_or_else(|| time::ms_to_rfc3339(time::now_ms() - 60_000));
+    let rows: Vec<Delivery> = (0..n)
+        .map(|_| {
+            let a = Activity {
+                id: ActivityId::generate(),
+                tenant_id: tenant.clone(),
+                conversation_id: "seed".into(),
+                seq: 1,
+                payload: json!({}),
+                channel_ids: vec![channel.id.clone()],
+                created_at: when.clone(),
+            };
+            let mut d = Delivery::new(&a, &channel, converger_core::Tier::Default, 0, &when);
+            d.status = DeliveryStatus::Failed;
+            d.attempts = 5;
+            d.last_error = Some("webhook: HTTP 503".into());
+            d
+        })
+        .collect();
+    store.seed_deliveries(&rows).await.unwrap();
+    rows
+}
+
+async fn bulk(
+    t: &TestStack,
+    key: &str,
+    channel: &str,
+    body: Option<Value>,
+) -> converger_tests::Answer {
+    t.api(
+        "POST",
+        &format!("/api/v1/channels/{channel}/deliveries/retry"),
+        key,
+        body,
+    )
+    .await
+}
+
+/// Dead letters for the concurrency test. The emulator copies every table a transaction
+/// touches, so each replay costs time linear in the table's size there (not on DynamoDB);
+/// 300 keeps the test quick while the two replays still contend for every row.
+const DEAD_LETTERS: usize = 300;
+
+#[tokio::test]
+async fn two_concurrent_bulk_replays_are_disjoint() {
+    let t = TestStack::with(|o| o.run_functions = false).await;
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
+    let ch = ch["id"].as_str().unwrap().to_owned();
+    let t0 = std::time::Instant::now();
+    let rows = seed(&t, &tenant, &ch, DEAD_LETTERS, None).await;
+    println!("seeded in {:?}", t0.elapsed());
+
+    let t0 = std::time::Instant::now();
+    let (a, b) = tokio::join!(
+        bulk(&t, &key, &ch, None),
+        bulk(&t, &key, &ch, Some(json!({})))
+    );
+    println!("bulk replays took {:?}", t0.elapsed());
+    assert_eq!(
+        (a.status, b.status),
+        (200, 200),
+        "{:?} {:?}",
+        a.body,
+        b.body
+    );
+    let total = a.body["retried"].as_u64().unwrap() + b.body["retried"].as_u64().unwrap();
+    assert_eq!(total, DEAD_LETTERS as u64, "{:?} {:?}", a.body, b.body);
+    assert_eq!(a.body["has_more"], false);
+    assert_eq!(b.body["has_more"], false);
+
+    // Every delivery replayed exactly once.
+    let store = &t.stack.pipeline.store;
+    let ids: Vec<_> = rows.iter().map(|d| d.id.clone()).collect();
+    let now = store.get_deliveries(&ids).await.unwrap();
+    assert_eq!(now.len(), DEAD_LETTERS);
+    assert!(
+        now.iter()
+            .all(|d| d.status == DeliveryStatus::Pending && d.retry_count == 1 && d.attempts == 0)
+    );
+    let mut audited = HashSet::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let q = match &cursor {
+            Some(c) => format!("/api/v1/audit?limit=500&cursor={c}"),
+            None => "/api/v1/audit?limit=500".into(),
+        };
+        let page = t.api("GET", &q, &key, None).await.body;
+        for e in page["data"].as_array().unwrap() {
+            assert_eq!(e["changes"]["bulk"], true);
+            assert!(
+                audited.insert(e["resource_id"].as_str().unwrap().to_owned()),
+                "one audit entry per replay"
+            );
+        }
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(audited.len(), DEAD_LETTERS);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn the_limit_lowers_the_configured_cap_and_never_raises_it() {
+    let t = TestStack::with(|o| {
+        o.run_functions = false;
+        o.config.bulk_retry_limit = 5;
+    })
+    .await;
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
+    let ch = ch["id"].as_str().unwrap().to_owned();
+    let rows = seed(&t, &tenant, &ch, 8, None).await;
+    // A dead letter that failed after the call started is not picked.
+    let future = time::ms_to_rfc3339(time::now_ms() + 120_000);
+    let late = seed(&t, &tenant, &ch, 1, Some(&future)).await;
+
+    let a = bulk(&t, &key, &ch, Some(json!({"limit": 100}))).await;
+    assert_eq!(
+        (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
+        (Some(5), Some(true)),
+        "{:?}",
+        a.body
+    );
+    let a = bulk(&t, &key, &ch, Some(json!({"limit": 2}))).await;
+    assert_eq!(
+        (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
+        (Some(2), Some(true))
+    );
+    let a = bulk(&t, &key, &ch, None).await;
+    assert_eq!(
+        (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
+        (Some(1), Some(false))
+    );
+    let store = &t.stack.pipeline.store;
+    assert!(
+        store
+            .get_deliveries(&rows.iter().map(|d| d.id.clone()).collect::<Vec<_>>())
+            .await
+            .unwrap()
+            .iter()
+            .all(|d| d.status == DeliveryStatus::Pending)
+    );
+    assert_eq!(
+        store
+            .get_delivery(&late[0].id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        DeliveryStatus::Failed
+    );
+
+    let a = bulk(&t, &key, &ch, Some(json!({"limit": 0}))).await;
+    assert_eq!(a.status, 422);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn filters_refusals_and_isolation() {
+    let t = TestStack::with(|o| o.run_functions = false).await;
+    let (tenant, key) = t.tenant("default").await;
+    let (_, other) = t.tenant("default").await;
+    let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
+    let ch = ch["id"].as_str().unwrap().to_owned();
+    let day1 = seed(&t, &tenant, &ch, 2, Some("2026-01-01T10:00:00.000000Z")).await;
+    seed(&t, &tenant, &ch, 3, Some("2026-01-02T10:00:00.000000Z")).await;
+    seed(&t, &tenant, &ch, 1, Some("2026-01-03T10:00:00.000000Z")).await;
+
+    let a = bulk(
+        &t,
+        &key,
+        &ch,
+        Some(json!({"from": "2026-01-02", "to": "2026-01-02"})),
+    )
+    .await;
+    assert_eq!(a.body["retried"], 3, "{:?}", a.body);
+    let a = bulk(
+        &t,
+        &key,
+        &ch,
+        Some(json!({"activity_id": day1[0].activity_id})),
+    )
+    .await;
+    assert_eq!(a.body["retried"], 1);
+    let a = bulk(&t, &key, &ch, Some(json!({"to": "2026-01-01"}))).await;
+    assert_eq!(a.body["retried"], 1, "the other delivery of the first day");
+    let a = bulk(&t, &key, &ch, None).await;
+    assert_eq!(
+        (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
+        (Some(1), Some(false)),
+        "the third day's"
+    );
+
+    // Another tenant's channel is unknown; malformed input is refused; inactive is refused.
+    assert_eq!(bulk(&t, &other, &ch, None).await.status, 404);
+    let a = t
+        .raw(
+            "POST",
+            format!("{}/api/v1/channels/{ch}/deliveries/retry", t.stack.api_url),
+            Some(&key),
+            Some("{oops".into()),
+        )
+        .await;
+    assert_eq!(a.status, 400);
+    let a = bulk(&t, &key, &ch, Some(json!({"from": "01/02/2026"}))).await;
+    assert_eq!(a.status, 422);
+    t.api(
+        "PATCH",
+        &format!("/api/v1/channels/{ch}"),
+        &key,
+        Some(json!({"active": false})),
+    )
+    .await;
+    let a = bulk(&t, &key, &ch, None).await;
+    assert_eq!(
+        (a.status, a.body["error"]["message"].as_str()),
+        (400, Some("Channel is inactive"))
+    );
+    t.stop().await;
+}
