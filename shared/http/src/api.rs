@@ -560,7 +560,11 @@ async fn retry_channel(
         .replay_channel(&tenant.id, &channel, filter, &actor)
         .await
     {
-        Ok(r) => Ok(Json(json!({"retried": r.retried, "has_more": r.has_more}))),
+        Ok(r) => Ok(Json(json!({
+            "retried": r.retried,
+            "has_more": r.has_more,
+            "cost": r.stats,
+        }))),
         Err(ReplayError::NotFound) => Err(ApiError::not_found("channel")),
         Err(ReplayError::ChannelInactive) => Err(ApiError::new(
             StatusCode::BAD_REQUEST,

@@ -6,7 +6,8 @@
 use crate::Pipeline;
 use converger_core::query::Actor;
 use converger_core::{DeliveryId, DeliveryStatus, TenantId, time};
-use converger_store::{AuditEntry, Delivery, DeliveryMessage, PlatformEvent, Replayed, StoreError};
+use converger_store::dynamo::REPLAY_BATCH;
+use converger_store::{AuditEntry, Delivery, DeliveryMessage, PlatformEvent, StoreError};
 use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
@@ -58,15 +59,22 @@ impl Pipeline {
             }),
             &time::ms_to_rfc3339(now_ms),
         );
-        let row = match self.store.replay(&d, actor, now_ms, &audit).await? {
-            Replayed::Done(row) => *row,
+        let Some(row) = self
+            .store
+            .replay_many(
+                std::slice::from_ref(&d),
+                actor,
+                now_ms,
+                std::slice::from_ref(&audit),
+            )
+            .await?
+            .pop()
+        else {
             // Someone else replayed it (or it changed) between the read and the write.
-            Replayed::NotFailed => {
-                let now = self.store.get_delivery(id).await?.map(|d| d.status);
-                return Err(ReplayError::NotFailed(
-                    now.unwrap_or(DeliveryStatus::Pending),
-                ));
-            }
+            let now = self.store.get_delivery(id).await?.map(|d| d.status);
+            return Err(ReplayError::NotFailed(
+                now.unwrap_or(DeliveryStatus::Pending),
+            ));
         };
         if let Err(e) = self
             .queue
@@ -111,6 +119,16 @@ pub struct BulkFilter {
 pub struct BulkResult {
     pub retried: usize,
     pub has_more: bool,
+    /// What the call cost.
+    pub stats: BulkStats,
+}
+
+/// AWS requests one bulk replay made (besides the channel read and the events).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BulkStats {
+    pub queries: usize,
+    pub transactions: usize,
+    pub send_batches: usize,
 }
 
 /// Deliveries replayed per chunk.
@@ -161,6 +179,7 @@ impl Pipeline {
             after: None,
         };
         let mut retried = 0usize;
+        let mut stats = BulkStats::default();
         loop {
             let room = cap - retried;
             if room == 0 {
@@ -176,39 +195,42 @@ impl Pipeline {
             );
             let now_ms = time::now_ms();
             let now = time::ms_to_rfc3339(now_ms);
-            let outcomes: Vec<Result<Option<Delivery>, StoreError>> =
-                futures::stream::iter(chunk.items)
-                    .map(|d| {
-                        let audit = AuditEntry::new(
-                            d.tenant_id.clone(),
-                            actor.clone(),
-                            "retry",
-                            "delivery",
-                            d.id.as_str(),
-                            json!({
-                                "activity_id": d.activity_id,
-                                "channel_id": d.channel_id,
-                                "retry_count": d.retry_count + 1,
-                                "bulk": true,
-                            }),
-                            &now,
-                        );
-                        async move {
-                            match self.store.replay(&d, actor, now_ms, &audit).await? {
-                                Replayed::Done(row) => Ok(Some(*row)),
-                                // Another replay took it first.
-                                Replayed::NotFailed => Ok(None),
-                            }
-                        }
-                    })
-                    .buffer_unordered(self.config.bulk_replay_concurrency)
-                    .collect()
-                    .await;
+            stats.queries += 1;
+            let groups: Vec<Vec<Delivery>> = chunk
+                .items
+                .chunks(REPLAY_BATCH)
+                .map(<[Delivery]>::to_vec)
+                .collect();
+            stats.transactions += groups.len();
+            let outcomes: Vec<Result<Vec<Delivery>, StoreError>> = futures::stream::iter(groups)
+                .map(|group| {
+                    let audits: Vec<AuditEntry> = group
+                        .iter()
+                        .map(|d| {
+                            AuditEntry::new(
+                                d.tenant_id.clone(),
+                                actor.clone(),
+                                "retry",
+                                "delivery",
+                                d.id.as_str(),
+                                json!({
+                                    "activity_id": d.activity_id,
+                                    "channel_id": d.channel_id,
+                                    "retry_count": d.retry_count + 1,
+                                    "bulk": true,
+                                }),
+                                &now,
+                            )
+                        })
+                        .collect();
+                    async move { self.store.replay_many(&group, actor, now_ms, &audits).await }
+                })
+                .buffer_unordered(self.config.bulk_replay_concurrency)
+                .collect()
+                .await;
             let mut done = Vec::new();
             for o in outcomes {
-                if let Some(row) = o? {
-                    done.push(row);
-                }
+                done.extend(o?);
             }
             retried += done.len();
             if !done.is_empty() {
@@ -216,6 +238,7 @@ impl Pipeline {
                     .iter()
                     .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None))
                     .collect();
+                stats.send_batches += msgs.len().div_ceil(10);
                 if let Err(e) = self.queue.send_many(&msgs).await {
                     tracing::warn!(error = %e, count = msgs.len(), "bulk replay committed but not enqueued; the sweeper will enqueue it");
                 }
@@ -237,6 +260,7 @@ impl Pipeline {
                     return Ok(BulkResult {
                         retried,
                         has_more: false,
+                        stats,
                     });
                 }
             }
@@ -244,10 +268,12 @@ impl Pipeline {
         // The cap stopped the call: is anything left?
         query.limit = 1;
         let rest = self.store.list_deliveries(&query).await?;
-        tracing::info!(channel_id = %channel_id, retried, "bulk replay done");
+        stats.queries += 1;
+        tracing::info!(channel_id = %channel_id, retried, ?stats, "bulk replay done");
         Ok(BulkResult {
             retried,
             has_more: !rest.items.is_empty(),
+            stats,
         })
     }
 }

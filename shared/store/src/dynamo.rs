@@ -84,6 +84,25 @@ fn delivery_item(d: &Delivery) -> StoreResult<Item> {
     Ok(item)
 }
 
+/// Most deliveries one replay transaction moves (two items each: the row and its audit entry;
+/// DynamoDB takes 100 items per transaction).
+pub const REPLAY_BATCH: usize = 50;
+
+/// `d` as a replay leaves it (the transaction's condition guarantees nothing else changed).
+fn replayed_row(d: &Delivery, actor: &Actor, now_ms: i64, now: &str) -> Delivery {
+    let mut row = d.clone();
+    row.status = DeliveryStatus::Pending;
+    row.attempts = 0;
+    row.retry_count += 1;
+    row.retried_by = Some(actor.to_string());
+    row.retried_at = Some(now.to_owned());
+    row.next_attempt_at = now_ms;
+    row.updated_at = now.to_owned();
+    row.lease_token = None;
+    row.lease_until = None;
+    row
+}
+
 /// A few milliseconds of jitter for retries, without a random number generator.
 fn rand_jitter() -> u8 {
     std::time::SystemTime::now()
@@ -115,6 +134,62 @@ fn due_keys(id: &DeliveryId, next_attempt_at: i64) -> [(&'static str, AttributeV
 const SET_INDEX: &str = "ts_pk = :ts_pk, cs_pk = :cs_pk, upd_sk = :upd_sk";
 
 impl DynamoStore {
+    /// The transaction items of one replay: the conditional transition and the audit entry.
+    fn replay_items(
+        &self,
+        d: &Delivery,
+        actor: &Actor,
+        now_ms: i64,
+        now: &str,
+        audit: &AuditEntry,
+    ) -> StoreResult<(aws_sdk_dynamodb::types::Update, Put)> {
+        let mut values: HashMap<String, AttributeValue> = HashMap::from([
+            (":failed".to_owned(), s(DeliveryStatus::Failed.as_str())),
+            (":st".to_owned(), s(DeliveryStatus::Pending.as_str())),
+            (":zero".to_owned(), n(0)),
+            (":one".to_owned(), n(1)),
+            (":by".to_owned(), s(actor.to_string())),
+            (":now".to_owned(), s(now)),
+            (":due".to_owned(), n(now_ms)),
+        ]);
+        for (k, v) in index_keys(
+            &d.tenant_id,
+            &d.channel_id,
+            &d.id,
+            DeliveryStatus::Pending,
+            now,
+        ) {
+            values.insert(k.to_owned(), v);
+        }
+        for (k, v) in due_keys(&d.id, now_ms) {
+            values.insert(k.to_owned(), v);
+        }
+        let update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.res.deliveries)
+            .key("id", s(d.id.as_str()))
+            .update_expression(format!(
+                "SET #st = :st, attempts = :zero, \
+                 retry_count = if_not_exists(retry_count, :zero) + :one, retried_by = :by, \
+                 retried_at = :now, next_attempt_at = :due, updated_at = :now, {SET_INDEX}, \
+                 due_shard = :due_shard, due_at = :due_at \
+                 REMOVE lease_token, lease_until"
+            ))
+            .condition_expression("#st = :failed")
+            .expression_attribute_names("#st", "status")
+            .set_expression_attribute_values(Some(values))
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut audit_item = to_item(audit)?;
+        audit_item.insert("audit_sk".into(), s(format!("{}#{}", audit.at, audit.id)));
+        let put = Put::builder()
+            .table_name(&self.res.audit)
+            .set_item(Some(audit_item))
+            .condition_expression("attribute_not_exists(audit_sk)")
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok((update, put))
+    }
+
     pub fn new(client: Client, res: Resources) -> Self {
         Self {
             client,
@@ -859,109 +934,89 @@ impl Store for DynamoStore {
         Ok(Listed { items, next })
     }
 
-    async fn replay(
+    async fn replay_many(
         &self,
-        d: &Delivery,
+        rows: &[Delivery],
         actor: &Actor,
         now_ms: i64,
-        audit: &AuditEntry,
-    ) -> StoreResult<Replayed> {
+        audits: &[AuditEntry],
+    ) -> StoreResult<Vec<Delivery>> {
+        if rows.len() != audits.len() || rows.len() > REPLAY_BATCH {
+            return Err(StoreError::Corrupt(format!(
+                "replay_many takes up to {REPLAY_BATCH} rows, one audit entry each"
+            )));
+        }
         let now = converger_core::time::ms_to_rfc3339(now_ms);
-        let mut values: HashMap<String, AttributeValue> = HashMap::from([
-            (":failed".to_owned(), s(DeliveryStatus::Failed.as_str())),
-            (":st".to_owned(), s(DeliveryStatus::Pending.as_str())),
-            (":zero".to_owned(), n(0)),
-            (":one".to_owned(), n(1)),
-            (":by".to_owned(), s(actor.to_string())),
-            (":now".to_owned(), s(now.as_str())),
-            (":due".to_owned(), n(now_ms)),
-        ]);
-        for (k, v) in index_keys(
-            &d.tenant_id,
-            &d.channel_id,
-            &d.id,
-            DeliveryStatus::Pending,
-            &now,
-        ) {
-            values.insert(k.to_owned(), v);
+        let mut items = Vec::with_capacity(rows.len());
+        for (d, audit) in rows.iter().zip(audits) {
+            items.push(self.replay_items(d, actor, now_ms, &now, audit)?);
         }
-        for (k, v) in due_keys(&d.id, now_ms) {
-            values.insert(k.to_owned(), v);
-        }
-        let update = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(&self.res.deliveries)
-            .key("id", s(d.id.as_str()))
-            .update_expression(format!(
-                "SET #st = :st, attempts = :zero, \
-                 retry_count = if_not_exists(retry_count, :zero) + :one, retried_by = :by, \
-                 retried_at = :now, next_attempt_at = :due, updated_at = :now, {SET_INDEX}, \
-                 due_shard = :due_shard, due_at = :due_at \
-                 REMOVE lease_token, lease_until"
-            ))
-            .condition_expression("#st = :failed")
-            .expression_attribute_names("#st", "status")
-            .set_expression_attribute_values(Some(values))
-            .build()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut audit_item = to_item(audit)?;
-        audit_item.insert("audit_sk".into(), s(format!("{}#{}", audit.at, audit.id)));
-        let put = Put::builder()
-            .table_name(&self.res.audit)
-            .set_item(Some(audit_item))
-            .condition_expression("attribute_not_exists(audit_sk)")
-            .build()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        // Two transactions on one item at once: DynamoDB cancels one with TransactionConflict.
-        // Try again a few times; the condition then decides.
-        let mut tries = 0u32;
-        let r = loop {
-            let serial = self.tx_guard().await;
-            let r = self
-                .client
-                .transact_write_items()
-                .transact_items(TransactWriteItem::builder().update(update.clone()).build())
-                .transact_items(TransactWriteItem::builder().put(put.clone()).build())
-                .send()
-                .await;
-            let conflict = matches!(
-                r.as_ref().err().and_then(|e| e.as_service_error()),
-                Some(TransactWriteItemsError::TransactionCanceledException(c))
-                    if c.cancellation_reasons().iter().any(|r| r.code() == Some("TransactionConflict"))
-            );
-            drop(serial);
-            tries += 1;
-            if !conflict || tries >= 5 {
-                break r;
+        let mut pending: Vec<usize> = (0..rows.len()).collect();
+        // Conflicts with concurrent transactions and rows taken by another replay are
+        // resolved round by round; a cancelled transaction applies nothing.
+        for round in 1..=6u32 {
+            if pending.is_empty() {
+                break;
             }
-            let pause = 20 * u64::from(tries) + u64::from(rand_jitter());
-            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-        };
-        match r {
-            Ok(_) => {
-                // The condition held, so the row is `d` with the replay's changes.
-                let mut row = d.clone();
-                row.status = DeliveryStatus::Pending;
-                row.attempts = 0;
-                row.retry_count += 1;
-                row.retried_by = Some(actor.to_string());
-                row.retried_at = Some(now.clone());
-                row.next_attempt_at = now_ms;
-                row.updated_at = now;
-                row.lease_token = None;
-                row.lease_until = None;
-                Ok(Replayed::Done(Box::new(row)))
+            let mut req = self.client.transact_write_items();
+            for &i in &pending {
+                let (update, put) = &items[i];
+                req = req
+                    .transact_items(TransactWriteItem::builder().update(update.clone()).build())
+                    .transact_items(TransactWriteItem::builder().put(put.clone()).build());
             }
-            Err(e) => {
-                if let Some(TransactWriteItemsError::TransactionCanceledException(c)) =
-                    e.as_service_error()
-                {
-                    let first = c.cancellation_reasons().first().and_then(|r| r.code());
-                    if first == Some("ConditionalCheckFailed") {
-                        return Ok(Replayed::NotFailed);
-                    }
+            let sent = {
+                let _serial = self.tx_guard().await;
+                req.send().await
+            };
+            let reasons: Vec<Option<String>> = match sent {
+                Ok(_) => {
+                    return Ok(pending
+                        .iter()
+                        .map(|&i| replayed_row(&rows[i], actor, now_ms, &now))
+                        .collect());
                 }
-                Err(sdk_err(e))
+                Err(e) => match e.as_service_error() {
+                    Some(TransactWriteItemsError::TransactionCanceledException(c)) => c
+                        .cancellation_reasons()
+                        .iter()
+                        .map(|r| r.code().map(str::to_owned))
+                        .collect(),
+                    _ => return Err(sdk_err(e)),
+                },
+            };
+            let code = |k: usize| reasons.get(k).cloned().flatten();
+            let mut conflict = false;
+            let mut kept = Vec::with_capacity(pending.len());
+            for (k, &i) in pending.iter().enumerate() {
+                match code(2 * k).as_deref() {
+                    // No longer failed: another replay (or a receipt) took it.
+                    Some("ConditionalCheckFailed") => {}
+                    Some("TransactionConflict") => {
+                        conflict = true;
+                        kept.push(i);
+                    }
+                    _ => kept.push(i),
+                }
+                if code(2 * k + 1).as_deref() == Some("TransactionConflict") {
+                    conflict = true;
+                }
             }
+            if kept.len() == pending.len() && !conflict {
+                return Err(StoreError::Unavailable(format!(
+                    "replay transaction cancelled: {reasons:?}"
+                )));
+            }
+            pending = kept;
+            if conflict {
+                let pause = 20 * u64::from(round) + u64::from(rand_jitter());
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            }
+        }
+        if pending.is_empty() {
+            Ok(Vec::new())
+        } else {
+            Err(StoreError::Unavailable("replay kept conflicting".into()))
         }
     }
 

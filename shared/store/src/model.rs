@@ -304,12 +304,3 @@ pub struct Listed<T> {
     pub items: Vec<T>,
     pub next: Option<Cursor>,
 }
-
-/// The result of a replay's conditional transition.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Replayed {
-    /// Moved from failed to pending; the row as it now is.
-    Done(Box<Delivery>),
-    /// Not failed (any more): nothing changed.
-    NotFailed,
-}

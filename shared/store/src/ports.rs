@@ -99,15 +99,17 @@ pub trait Store: Send + Sync + 'static {
     /// A tenant's deliveries, filtered and keyset-paginated.
     async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>>;
 
-    /// Replays a dead letter: one transaction moves it from failed to pending (attempts 0,
-    /// retry_count + 1, retried_by/at, due now) and writes its audit entry.
-    async fn replay(
+    /// Replays dead letters: each moves from failed to pending (attempts 0, retry_count + 1,
+    /// retried_by/at, due now) together with its audit entry (`audits[i]` for `rows[i]`), in
+    /// transactions of up to 50 deliveries. A delivery that is no longer failed is skipped.
+    /// Returns the replayed rows as they now are. At most 50 rows per call.
+    async fn replay_many(
         &self,
-        d: &Delivery,
+        rows: &[Delivery],
         actor: &converger_core::query::Actor,
         now_ms: i64,
-        audit: &AuditEntry,
-    ) -> StoreResult<Replayed>;
+        audits: &[AuditEntry],
+    ) -> StoreResult<Vec<Delivery>>;
 
     /// A tenant's audit log, newest first.
     async fn list_audit(
