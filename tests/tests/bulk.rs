@@ -249,3 +249,66 @@ async fn filters_refusals_and_isolation() {
     );
     t.stop().await;
 }
+
+#[tokio::test]
+async fn a_replay_job_runs_chunk_by_chunk_and_reports_progress() {
+    // Chunks of 50 instead of 500, so that a few hundred rows make several chunks (the
+    // emulator's transactions cost time linear in the table's size).
+    let t = TestStack::with(|o| o.config.replay_chunk = 50).await;
+    let (tenant, key) = t.tenant("default").await;
+    let (_, other) = t.tenant("default").await;
+    let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
+    let ch = ch["id"].as_str().unwrap().to_owned();
+    let rows = seed(&t, &tenant, &ch, 130, None).await;
+
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/channels/{ch}/deliveries/replays"),
+            &key,
+            Some(json!({"limit": 120})),
+        )
+        .await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    assert_eq!(a.body["status"], "running");
+    let job = a.body["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        t.api("GET", &format!("/api/v1/replays/{job}"), &other, None)
+            .await
+            .status,
+        404
+    );
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut view = Value::Null;
+    while std::time::Instant::now() < deadline {
+        view = t
+            .api("GET", &format!("/api/v1/replays/{job}"), &key, None)
+            .await
+            .body;
+        if view["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert_eq!(view["status"], "done", "{view}");
+    assert_eq!(view["retried"], 120);
+    assert_eq!(view["has_more"], true, "10 were left by the limit");
+    let store = &t.stack.pipeline.store;
+    let now = store
+        .get_deliveries(&rows.iter().map(|d| d.id.clone()).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert_eq!(
+        now.iter().filter(|d| d.retry_count == 1).count(),
+        120,
+        "each replayed once"
+    );
+    assert_eq!(
+        t.api("GET", "/api/v1/replays/rpl_nope", &key, None)
+            .await
+            .status,
+        404
+    );
+    t.stop().await;
+}

@@ -9,7 +9,7 @@ use converger_core::Tier;
 use converger_http::AppState;
 use converger_pipeline::{Pipeline, PipelineConfig, bootstrap};
 use converger_store::aws::Clients;
-use converger_store::resources::{ACTIVITIES_QUEUE, QueueDef, tier_queue};
+use converger_store::resources::{ACTIVITIES_QUEUE, QueueDef, REPLAY_QUEUE, tier_queue};
 use converger_store::{Resources, provision, sqs::queue_url};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -124,6 +124,17 @@ impl Stack {
                 &opts,
                 rx.clone(),
                 Function::Ingest(pipeline.clone()),
+            ));
+            let replay_url = queue_url(&clients.sqs, &resources, &REPLAY_QUEUE)
+                .await
+                .map_err(|e| e.to_string())?;
+            tasks.extend(spawn_pollers(
+                clients.sqs.clone(),
+                replay_url,
+                2,
+                &opts,
+                rx.clone(),
+                Function::Replay(pipeline.clone()),
             ));
             for tier in Tier::ALL {
                 let def: QueueDef = tier_queue(tier);
@@ -240,6 +251,7 @@ async fn serve(
 enum Function {
     Ingest(Arc<Pipeline>),
     Deliver(Arc<Pipeline>),
+    Replay(Arc<Pipeline>),
 }
 
 /// Plays one SQS event source mapping: long-polls batches of up to 10 with several staggered
@@ -352,6 +364,7 @@ async fn invoke(
     let resp = match function {
         Function::Ingest(p) => p.ingest_batch(event).await,
         Function::Deliver(p) => p.deliver_batch(event).await,
+        Function::Replay(p) => p.replay_batch(event).await,
     };
     let failed: std::collections::HashSet<String> = resp
         .batch_item_failures

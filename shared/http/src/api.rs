@@ -41,6 +41,11 @@ pub fn router(state: AppState) -> Router {
             post(retry_channel),
         )
         .route("/api/v1/deliveries/{id}/attempts", get(list_attempts))
+        .route(
+            "/api/v1/channels/{id}/deliveries/replays",
+            post(start_replay),
+        )
+        .route("/api/v1/replays/{id}", get(get_replay))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
@@ -462,21 +467,12 @@ async fn retry_delivery(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = DeliveryId::parse(&id).map_err(|_| ApiError::not_found("delivery"))?;
-    match state.pipeline.replay_one(&tenant.id, &id, &actor).await {
-        Ok(d) => Ok(Json(views::delivery(&d))),
-        Err(ReplayError::NotFound) => Err(ApiError::not_found("delivery")),
-        Err(e @ ReplayError::NotFailed(_)) => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "not_failed",
-            e.to_string(),
-        )),
-        Err(ReplayError::ChannelInactive) => Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "channel_inactive",
-            "Channel is inactive",
-        )),
-        Err(ReplayError::Store(e)) => Err(e.into()),
-    }
+    state
+        .pipeline
+        .replay_one(&tenant.id, &id, &actor)
+        .await
+        .map(|d| Json(views::delivery(&d)))
+        .map_err(|e| replay_error(e, "delivery"))
 }
 
 #[derive(Deserialize)]
@@ -526,20 +522,18 @@ struct BulkRetry {
     limit: Option<usize>,
 }
 
-/// `POST /api/v1/channels/{id}/deliveries/retry`: replays the channel's dead letters.
-async fn retry_channel(
-    State(state): State<AppState>,
-    Authed(tenant, actor): Authed,
-    Path(id): Path<String>,
-    body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
-    // The body is optional: no body replays every dead letter of the channel.
+/// The channel and filter of a bulk replay request; the body is optional (no body replays
+/// every dead letter of the channel).
+fn bulk_request(
+    id: &str,
+    body: &[u8],
+) -> Result<(ChannelId, converger_pipeline::replay::BulkFilter), ApiError> {
     let req: BulkRetry = if body.iter().all(u8::is_ascii_whitespace) {
         BulkRetry::default()
     } else {
-        crate::error::parse_json(&body)?
+        crate::error::parse_json(body)?
     };
-    let channel = ChannelId::parse(&id).map_err(|_| ApiError::not_found("channel"))?;
+    let channel = ChannelId::parse(id).map_err(|_| ApiError::not_found("channel"))?;
     let bad = |m: String| ApiError::invalid("invalid_body", m);
     if req.limit == Some(0) {
         return Err(bad("limit must be positive".into()));
@@ -555,23 +549,69 @@ async fn retry_channel(
         activity: req.activity_id,
         limit: req.limit,
     };
-    match state
-        .pipeline
-        .replay_channel(&tenant.id, &channel, filter, &actor)
-        .await
-    {
-        Ok(r) => Ok(Json(json!({
-            "retried": r.retried,
-            "has_more": r.has_more,
-            "cost": r.stats,
-        }))),
-        Err(ReplayError::NotFound) => Err(ApiError::not_found("channel")),
-        Err(ReplayError::ChannelInactive) => Err(ApiError::new(
+    Ok((channel, filter))
+}
+
+fn replay_error(e: ReplayError, what: &str) -> ApiError {
+    match e {
+        ReplayError::NotFound => ApiError::not_found(what),
+        ReplayError::ChannelInactive => ApiError::new(
             StatusCode::BAD_REQUEST,
             "channel_inactive",
             "Channel is inactive",
-        )),
-        Err(ReplayError::NotFailed(_)) => Err(ApiError::internal("unexpected replay state")),
-        Err(ReplayError::Store(e)) => Err(e.into()),
+        ),
+        e @ ReplayError::NotFailed(_) => {
+            ApiError::new(StatusCode::CONFLICT, "not_failed", e.to_string())
+        }
+        ReplayError::Store(e) => e.into(),
+    }
+}
+
+/// `POST /api/v1/channels/{id}/deliveries/retry`: replays the channel's dead letters.
+async fn retry_channel(
+    State(state): State<AppState>,
+    Authed(tenant, actor): Authed,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let (channel, filter) = bulk_request(&id, &body)?;
+    let r = state
+        .pipeline
+        .replay_channel(&tenant.id, &channel, filter, &actor)
+        .await
+        .map_err(|e| replay_error(e, "channel"))?;
+    Ok(Json(json!({
+        "retried": r.retried,
+        "has_more": r.has_more,
+        "cost": r.stats,
+    })))
+}
+
+/// `POST /api/v1/channels/{id}/deliveries/replays`: the same bulk replay, run as a job by
+/// the `replay` function; answers 202 with the job.
+async fn start_replay(
+    State(state): State<AppState>,
+    Authed(tenant, actor): Authed,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let (channel, filter) = bulk_request(&id, &body)?;
+    let job = state
+        .pipeline
+        .start_replay_job(&tenant.id, &channel, filter, &actor)
+        .await
+        .map_err(|e| replay_error(e, "channel"))?;
+    Ok((StatusCode::ACCEPTED, Json(views::replay_job(&job))))
+}
+
+/// `GET /api/v1/replays/{id}`: a replay job's progress.
+async fn get_replay(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    match state.pipeline.store.get_replay_job(&id).await? {
+        Some(job) if job.tenant_id == tenant.id => Ok(Json(views::replay_job(&job))),
+        _ => Err(ApiError::not_found("replay")),
     }
 }

@@ -1,6 +1,6 @@
 //! What the API shows of stored items (never a secret unless asked for on creation).
 
-use converger_store::{Channel, Delivery};
+use converger_store::{Channel, Delivery, ReplayJob};
 use serde_json::{Value, json};
 
 pub fn channel(c: &Channel) -> Value {
@@ -55,4 +55,19 @@ pub fn delivery_row(d: &Delivery) -> Value {
         m.remove("attempt_log");
     }
     v
+}
+
+pub fn replay_job(j: &ReplayJob) -> Value {
+    json!({
+        "id": j.id,
+        "channel_id": j.channel_id,
+        "status": j.status,
+        "retried": j.retried,
+        "has_more": j.has_more,
+        "limit": j.limit,
+        "activity_id": j.activity_id,
+        "error": j.error,
+        "created_at": j.created_at,
+        "updated_at": j.updated_at,
+    })
 }

@@ -27,6 +27,8 @@ pub struct PipelineConfig {
     pub sweep_limit: usize,
     /// Most deliveries one bulk replay call replays (a call may ask for fewer, never more).
     pub bulk_retry_limit: usize,
+    /// Dead letters one bulk replay chunk (and one replay job message) handles: 500.
+    pub replay_chunk: usize,
     /// Replay transactions of one bulk call in flight at once.
     pub bulk_replay_concurrency: usize,
     /// Run DynamoDB transactions one at a time in this process (only against an emulator
@@ -48,6 +50,7 @@ impl Default for PipelineConfig {
             sweep_limit: 10_000,
             bulk_retry_limit: 10_000,
             bulk_replay_concurrency: 16,
+            replay_chunk: 500,
             serial_transactions: false,
         }
     }

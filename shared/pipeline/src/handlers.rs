@@ -26,6 +26,8 @@ pub enum HandlerError {
     Attempt(#[from] crate::attempt::AttemptError),
     #[error(transparent)]
     Store(#[from] converger_store::StoreError),
+    #[error(transparent)]
+    Replay(#[from] crate::replay::ReplayError),
 }
 
 fn body<T: serde::de::DeserializeOwned>(m: &SqsMessage) -> Result<T, HandlerError> {
@@ -43,6 +45,16 @@ impl Pipeline {
             let msg: DeliveryMessage = body(&m)?;
             let report = self.attempt(msg).await?;
             tracing::debug!(?report, "attempt done");
+            Ok::<(), HandlerError>(())
+        })
+        .await
+    }
+
+    /// The `replay` function: one chunk of a replay job per record.
+    pub async fn replay_batch(&self, event: SqsEvent) -> SqsBatchResponse {
+        batch::process(event, 1, |m| async move {
+            let msg: converger_store::ReplayMessage = body(&m)?;
+            self.run_replay_job(&msg.job_id).await?;
             Ok::<(), HandlerError>(())
         })
         .await

@@ -4,10 +4,15 @@
 //! enqueued by the next sweep: no committed replay is ever without its message.
 
 use crate::Pipeline;
+use converger_core::ChannelId;
 use converger_core::query::Actor;
+use converger_core::query::Cursor;
 use converger_core::{DeliveryId, DeliveryStatus, TenantId, time};
 use converger_store::dynamo::REPLAY_BATCH;
-use converger_store::{AuditEntry, Delivery, DeliveryMessage, PlatformEvent, StoreError};
+use converger_store::{
+    AuditEntry, Delivery, DeliveryMessage, DeliveryQuery, PlatformEvent, ReplayJob, ReplayMessage,
+    StoreError,
+};
 use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
@@ -131,131 +136,192 @@ pub struct BulkStats {
     pub send_batches: usize,
 }
 
-/// Deliveries replayed per chunk.
-pub const BULK_CHUNK: usize = 500;
+/// How long a replay job's record is kept.
+const JOB_RETENTION_S: i64 = 30 * 86_400;
+
+/// One chunk's outcome.
+struct Page {
+    retried: usize,
+    next: Option<Cursor>,
+}
 
 impl Pipeline {
-    /// Replays a channel's dead letters, oldest failure first, in chunks of 500: only
-    /// deliveries that were already failed when the call started, at most `bulk_retry_limit`.
-    /// Each delivery moves with its own conditional transaction, so two bulk replays running
-    /// at once never replay the same delivery.
-    pub async fn replay_channel(
+    /// The channel, if `tenant` owns it and it is active.
+    async fn replayable_channel(
         &self,
         tenant: &TenantId,
-        channel_id: &converger_core::ChannelId,
-        filter: BulkFilter,
-        actor: &Actor,
-    ) -> Result<BulkResult, ReplayError> {
-        use futures::StreamExt;
+        channel_id: &ChannelId,
+    ) -> Result<(), ReplayError> {
         match self.store.get_channel(channel_id).await? {
             Some(ch) if &ch.tenant_id == tenant => {
-                if !ch.active {
-                    return Err(ReplayError::ChannelInactive);
+                if ch.active {
+                    Ok(())
+                } else {
+                    Err(ReplayError::ChannelInactive)
                 }
             }
-            _ => return Err(ReplayError::NotFound),
+            _ => Err(ReplayError::NotFound),
         }
-        let cap = filter
-            .limit
+    }
+
+    fn cap(&self, asked: Option<usize>) -> usize {
+        asked
             .unwrap_or(self.config.bulk_retry_limit)
-            .min(self.config.bulk_retry_limit);
-        // Failed before the call started: every sort key of this instant or later is above
-        // the bound (`<now>#<id>` > `<now>`).
-        let started = time::now_rfc3339();
-        let to_key = match filter.to_key {
-            Some(t) if t < started => t,
-            _ => started,
-        };
-        let mut query = converger_store::DeliveryQuery {
+            .min(self.config.bulk_retry_limit)
+    }
+
+    /// The failed partition of a channel, oldest first, up to `to_key`.
+    fn failed_query(
+        tenant: &TenantId,
+        channel_id: &ChannelId,
+        from_key: Option<String>,
+        to_key: String,
+        activity: Option<converger_core::ActivityId>,
+    ) -> DeliveryQuery {
+        DeliveryQuery {
             tenant: tenant.clone(),
             status: Some(DeliveryStatus::Failed),
             channel: Some(channel_id.clone()),
-            from_key: filter.from_key,
+            from_key,
             to_key: Some(to_key),
             error_contains: None,
-            activity: filter.activity,
+            activity,
             newest_first: false,
-            limit: BULK_CHUNK,
+            limit: 1,
             after: None,
-        };
+        }
+    }
+
+    /// The upper bound that keeps a replay to deliveries failed before it started: every
+    /// sort key of this instant or later is above it (`<now>#<id>` > `<now>`).
+    fn started_bound(to_key: Option<String>) -> String {
+        let started = time::now_rfc3339();
+        match to_key {
+            Some(t) if t < started => t,
+            _ => started,
+        }
+    }
+
+    /// Replays one chunk (at most `room`, at most 500) of `query`, from `query.after`.
+    async fn replay_page(
+        &self,
+        query: &DeliveryQuery,
+        room: usize,
+        actor: &Actor,
+        stats: &mut BulkStats,
+    ) -> Result<Page, ReplayError> {
+        use futures::StreamExt;
+        let mut q = query.clone();
+        q.limit = room.clamp(1, self.config.replay_chunk.max(1));
+        let chunk = self.store.list_deliveries(&q).await?;
+        stats.queries += 1;
+        let now_ms = time::now_ms();
+        let now = time::ms_to_rfc3339(now_ms);
+        let groups: Vec<Vec<Delivery>> = chunk
+            .items
+            .chunks(REPLAY_BATCH)
+            .map(<[Delivery]>::to_vec)
+            .collect();
+        stats.transactions += groups.len();
+        let outcomes: Vec<Result<Vec<Delivery>, StoreError>> = futures::stream::iter(groups)
+            .map(|group| {
+                let audits: Vec<AuditEntry> = group
+                    .iter()
+                    .map(|d| {
+                        AuditEntry::new(
+                            d.tenant_id.clone(),
+                            actor.clone(),
+                            "retry",
+                            "delivery",
+                            d.id.as_str(),
+                            json!({
+                                "activity_id": d.activity_id,
+                                "channel_id": d.channel_id,
+                                "retry_count": d.retry_count + 1,
+                                "bulk": true,
+                            }),
+                            &now,
+                        )
+                    })
+                    .collect();
+                async move { self.store.replay_many(&group, actor, now_ms, &audits).await }
+            })
+            .buffer_unordered(self.config.bulk_replay_concurrency)
+            .collect()
+            .await;
+        let mut done = Vec::new();
+        for o in outcomes {
+            done.extend(o?);
+        }
+        if !done.is_empty() {
+            let msgs: Vec<DeliveryMessage> = done
+                .iter()
+                .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None))
+                .collect();
+            stats.send_batches += msgs.len().div_ceil(10);
+            if let Err(e) = self.queue.send_many(&msgs).await {
+                tracing::warn!(error = %e, count = msgs.len(), "bulk replay committed but not enqueued; the sweeper will enqueue it");
+            }
+            self.events
+                .publish(vec![PlatformEvent {
+                    detail_type: "delivery.retried",
+                    detail: json!({
+                        "count": done.len(),
+                        "delivery_ids": done.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+                        "tenant_id": query.tenant,
+                        "actor": actor.to_string(),
+                    }),
+                }])
+                .await;
+        }
+        Ok(Page {
+            retried: done.len(),
+            next: chunk.next,
+        })
+    }
+
+    /// Whether failed deliveries remain after `after` in `query`.
+    async fn more_after(
+        &self,
+        query: &DeliveryQuery,
+        after: Option<Cursor>,
+        stats: &mut BulkStats,
+    ) -> Result<bool, ReplayError> {
+        let mut q = query.clone();
+        q.limit = 1;
+        q.after = after;
+        stats.queries += 1;
+        Ok(!self.store.list_deliveries(&q).await?.items.is_empty())
+    }
+
+    /// Replays a channel's dead letters, oldest failure first, in chunks of 500: only
+    /// deliveries that were already failed when the call started, at most `bulk_retry_limit`.
+    /// Each delivery moves with a conditional transaction, so two bulk replays running at
+    /// once never replay the same delivery.
+    pub async fn replay_channel(
+        &self,
+        tenant: &TenantId,
+        channel_id: &ChannelId,
+        filter: BulkFilter,
+        actor: &Actor,
+    ) -> Result<BulkResult, ReplayError> {
+        self.replayable_channel(tenant, channel_id).await?;
+        let cap = self.cap(filter.limit);
+        let mut query = Self::failed_query(
+            tenant,
+            channel_id,
+            filter.from_key,
+            Self::started_bound(filter.to_key),
+            filter.activity,
+        );
         let mut retried = 0usize;
         let mut stats = BulkStats::default();
         loop {
-            let room = cap - retried;
-            if room == 0 {
-                break;
-            }
-            query.limit = room.min(BULK_CHUNK);
-            let chunk = self.store.list_deliveries(&query).await?;
-            tracing::debug!(
-                rows = chunk.items.len(),
-                more = chunk.next.is_some(),
-                retried,
-                "bulk replay chunk"
-            );
-            let now_ms = time::now_ms();
-            let now = time::ms_to_rfc3339(now_ms);
-            stats.queries += 1;
-            let groups: Vec<Vec<Delivery>> = chunk
-                .items
-                .chunks(REPLAY_BATCH)
-                .map(<[Delivery]>::to_vec)
-                .collect();
-            stats.transactions += groups.len();
-            let outcomes: Vec<Result<Vec<Delivery>, StoreError>> = futures::stream::iter(groups)
-                .map(|group| {
-                    let audits: Vec<AuditEntry> = group
-                        .iter()
-                        .map(|d| {
-                            AuditEntry::new(
-                                d.tenant_id.clone(),
-                                actor.clone(),
-                                "retry",
-                                "delivery",
-                                d.id.as_str(),
-                                json!({
-                                    "activity_id": d.activity_id,
-                                    "channel_id": d.channel_id,
-                                    "retry_count": d.retry_count + 1,
-                                    "bulk": true,
-                                }),
-                                &now,
-                            )
-                        })
-                        .collect();
-                    async move { self.store.replay_many(&group, actor, now_ms, &audits).await }
-                })
-                .buffer_unordered(self.config.bulk_replay_concurrency)
-                .collect()
-                .await;
-            let mut done = Vec::new();
-            for o in outcomes {
-                done.extend(o?);
-            }
-            retried += done.len();
-            if !done.is_empty() {
-                let msgs: Vec<DeliveryMessage> = done
-                    .iter()
-                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None))
-                    .collect();
-                stats.send_batches += msgs.len().div_ceil(10);
-                if let Err(e) = self.queue.send_many(&msgs).await {
-                    tracing::warn!(error = %e, count = msgs.len(), "bulk replay committed but not enqueued; the sweeper will enqueue it");
-                }
-                self.events
-                    .publish(vec![PlatformEvent {
-                        detail_type: "delivery.retried",
-                        detail: json!({
-                            "count": done.len(),
-                            "delivery_ids": done.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
-                            "tenant_id": tenant,
-                            "actor": actor.to_string(),
-                        }),
-                    }])
-                    .await;
-            }
-            match chunk.next {
-                Some(next) => query.after = Some(next),
+            let page = self
+                .replay_page(&query, cap - retried, actor, &mut stats)
+                .await?;
+            retried += page.retried;
+            match page.next {
                 None => {
                     return Ok(BulkResult {
                         retried,
@@ -263,17 +329,136 @@ impl Pipeline {
                         stats,
                     });
                 }
+                Some(next) if retried >= cap => {
+                    let has_more = self.more_after(&query, Some(next), &mut stats).await?;
+                    tracing::info!(channel_id = %channel_id, retried, ?stats, "bulk replay done");
+                    return Ok(BulkResult {
+                        retried,
+                        has_more,
+                        stats,
+                    });
+                }
+                Some(next) => query.after = Some(next),
             }
         }
-        // The cap stopped the call: is anything left?
-        query.limit = 1;
-        let rest = self.store.list_deliveries(&query).await?;
-        stats.queries += 1;
-        tracing::info!(channel_id = %channel_id, retried, ?stats, "bulk replay done");
-        Ok(BulkResult {
-            retried,
-            has_more: !rest.items.is_empty(),
-            stats,
-        })
+    }
+
+    /// Starts a bulk replay as a job: the `replay` function runs it one chunk per message,
+    /// and `GET /api/v1/replays/{id}` shows its progress.
+    pub async fn start_replay_job(
+        &self,
+        tenant: &TenantId,
+        channel_id: &ChannelId,
+        filter: BulkFilter,
+        actor: &Actor,
+    ) -> Result<ReplayJob, ReplayError> {
+        self.replayable_channel(tenant, channel_id).await?;
+        let now = time::now_rfc3339();
+        let job = ReplayJob {
+            id: format!("rpl_{}", uuid::Uuid::new_v4().simple()),
+            tenant_id: tenant.clone(),
+            channel_id: channel_id.clone(),
+            from_key: filter.from_key,
+            to_key: Self::started_bound(filter.to_key),
+            activity_id: filter.activity,
+            limit: self.cap(filter.limit),
+            actor: actor.clone(),
+            status: "running".into(),
+            retried: 0,
+            has_more: false,
+            cursor: None,
+            error: None,
+            version: 0,
+            created_at: now.clone(),
+            updated_at: now,
+            expires_at: time::now_ms() / 1000 + JOB_RETENTION_S,
+        };
+        self.store.create_replay_job(&job).await?;
+        // If this send is lost, the job stays `running` without progress: the caller sees it
+        // in the job's status and can start another (replays never repeat a delivery).
+        self.queue
+            .send_replay(&ReplayMessage {
+                job_id: job.id.clone(),
+            })
+            .await
+            .map_err(|e| ReplayError::Store(StoreError::Unavailable(e.to_string())))?;
+        Ok(job)
+    }
+
+    /// Runs the next chunk of a replay job and schedules the one after it.
+    pub async fn run_replay_job(&self, job_id: &str) -> Result<(), ReplayError> {
+        let Some(mut job) = self.store.get_replay_job(job_id).await? else {
+            tracing::warn!(
+                job_id,
+                "message for a replay job that does not exist; dropped"
+            );
+            return Ok(());
+        };
+        if job.status != "running" {
+            return Ok(());
+        }
+        let mut query = Self::failed_query(
+            &job.tenant_id,
+            &job.channel_id,
+            job.from_key.clone(),
+            job.to_key.clone(),
+            job.activity_id.clone(),
+        );
+        query.after = job.cursor.clone();
+        let mut stats = BulkStats::default();
+        let active = self
+            .replayable_channel(&job.tenant_id, &job.channel_id)
+            .await;
+        let outcome = match active {
+            Ok(()) => self
+                .replay_page(&query, job.limit - job.retried, &job.actor, &mut stats)
+                .await
+                .map(Some),
+            Err(ReplayError::ChannelInactive | ReplayError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let page = match outcome {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                job.status = "failed".into();
+                job.error = Some("Channel is inactive".into());
+                job.has_more = true;
+                job.version += 1;
+                job.updated_at = time::now_rfc3339();
+                self.store.save_replay_job(&job).await?;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        job.retried += page.retried;
+        job.version += 1;
+        job.updated_at = time::now_rfc3339();
+        let more = match page.next {
+            None => false,
+            Some(next) if job.retried >= job.limit => {
+                job.has_more = self.more_after(&query, Some(next), &mut stats).await?;
+                false
+            }
+            Some(next) => {
+                job.cursor = Some(next);
+                true
+            }
+        };
+        if !more {
+            job.status = "done".into();
+        }
+        // A duplicate message that ran the same chunk loses this write and stops here.
+        if !self.store.save_replay_job(&job).await? {
+            return Ok(());
+        }
+        if more {
+            self.queue
+                .send_replay(&ReplayMessage {
+                    job_id: job.id.clone(),
+                })
+                .await
+                .map_err(|e| ReplayError::Store(StoreError::Unavailable(e.to_string())))?;
+        }
+        Ok(())
     }
 }

@@ -1061,4 +1061,29 @@ impl Store for DynamoStore {
             });
         Ok(Listed { items, next })
     }
+
+    async fn create_replay_job(&self, job: &ReplayJob) -> StoreResult<()> {
+        self.put_new(&self.res.replays, "id", to_item(job)?).await
+    }
+
+    async fn get_replay_job(&self, id: &str) -> StoreResult<Option<ReplayJob>> {
+        self.get(&self.res.replays, "id", id).await
+    }
+
+    async fn save_replay_job(&self, job: &ReplayJob) -> StoreResult<bool> {
+        let r = self
+            .client
+            .put_item()
+            .table_name(&self.res.replays)
+            .set_item(Some(to_item(job)?))
+            .condition_expression("version = :prev")
+            .expression_attribute_values(":prev", n(job.version.saturating_sub(1)))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if is_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
 }

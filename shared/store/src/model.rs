@@ -304,3 +304,40 @@ pub struct Listed<T> {
     pub items: Vec<T>,
     pub next: Option<Cursor>,
 }
+
+/// A bulk replay that runs as a job, one chunk per `replay` queue message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayJob {
+    /// `rpl_...`
+    pub id: String,
+    pub tenant_id: TenantId,
+    pub channel_id: ChannelId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_key: Option<String>,
+    /// Upper bound on `upd_sk`: never later than the job's start.
+    pub to_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity_id: Option<ActivityId>,
+    pub limit: usize,
+    pub actor: Actor,
+    /// `running`, `done` or `failed`.
+    pub status: String,
+    pub retried: usize,
+    pub has_more: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<Cursor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Bumped by every progress write (optimistic concurrency).
+    pub version: u64,
+    pub created_at: String,
+    pub updated_at: String,
+    /// When the job record is deleted (seconds since the epoch).
+    pub expires_at: i64,
+}
+
+/// What a `replay` queue message says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayMessage {
+    pub job_id: String,
+}

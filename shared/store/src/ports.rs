@@ -111,6 +111,11 @@ pub trait Store: Send + Sync + 'static {
         audits: &[AuditEntry],
     ) -> StoreResult<Vec<Delivery>>;
 
+    async fn create_replay_job(&self, job: &ReplayJob) -> StoreResult<()>;
+    async fn get_replay_job(&self, id: &str) -> StoreResult<Option<ReplayJob>>;
+    /// Writes a job's progress if its version is still `job.version - 1`.
+    async fn save_replay_job(&self, job: &ReplayJob) -> StoreResult<bool>;
+
     /// A tenant's audit log, newest first.
     async fn list_audit(
         &self,
@@ -139,6 +144,8 @@ pub trait Queue: Send + Sync + 'static {
     async fn send(&self, msg: &DeliveryMessage, delay_s: u32) -> Result<(), QueueError>;
     /// Enqueues many deliveries now (batched by queue).
     async fn send_many(&self, msgs: &[DeliveryMessage]) -> Result<(), QueueError>;
+    /// Asks the replay function to run the next chunk of a job.
+    async fn send_replay(&self, msg: &ReplayMessage) -> Result<(), QueueError>;
 }
 
 /// A platform event for the bus.

@@ -123,7 +123,19 @@ pub const AUDIT: TableDef = TableDef {
     ttl_attribute: None,
 };
 
-pub const TABLES: [TableDef; 6] = [TENANTS, CHANNELS, ACTIVITIES, DELIVERIES, ATTEMPTS, AUDIT];
+pub const REPLAYS: TableDef = TableDef {
+    logical_id: "ReplaysTable",
+    name: "replays",
+    env: "REPLAYS_TABLE",
+    hash_key: "id",
+    range_key: None,
+    gsis: &[],
+    ttl_attribute: Some("expires_at"),
+};
+
+pub const TABLES: [TableDef; 7] = [
+    TENANTS, CHANNELS, ACTIVITIES, DELIVERIES, ATTEMPTS, AUDIT, REPLAYS,
+];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
 pub const DUE_SHARDS: u32 = 16;
@@ -161,8 +173,19 @@ pub const fn tier_queue(tier: Tier) -> QueueDef {
     }
 }
 
-pub const QUEUES: [QueueDef; 4] = [
+/// The replay function's timeout in seconds (the template's `Timeout`).
+pub const REPLAY_TIMEOUT_S: u32 = 120;
+
+pub const REPLAY_QUEUE: QueueDef = QueueDef {
+    logical_id: "ReplayQueue",
+    name: "replay",
+    env: "REPLAY_QUEUE_URL",
+    visibility_timeout_s: 6 * REPLAY_TIMEOUT_S,
+};
+
+pub const QUEUES: [QueueDef; 5] = [
     ACTIVITIES_QUEUE,
+    REPLAY_QUEUE,
     tier_queue(Tier::High),
     tier_queue(Tier::Default),
     tier_queue(Tier::Bulk),
@@ -187,6 +210,7 @@ pub struct Resources {
     pub deliveries: String,
     pub attempts: String,
     pub audit: String,
+    pub replays: String,
     pub bus: String,
     /// Queue URLs given by the environment, by queue name; others are looked up by name.
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -203,6 +227,7 @@ impl Resources {
             deliveries: format!("{prefix}{}", DELIVERIES.name),
             attempts: format!("{prefix}{}", ATTEMPTS.name),
             audit: format!("{prefix}{}", AUDIT.name),
+            replays: format!("{prefix}{}", REPLAYS.name),
             bus: format!("{prefix}{BUS}"),
             queue_urls: Default::default(),
         }
@@ -221,6 +246,7 @@ impl Resources {
             deliveries: var(DELIVERIES.env, base.deliveries.clone()),
             attempts: var(ATTEMPTS.env, base.attempts.clone()),
             audit: var(AUDIT.env, base.audit.clone()),
+            replays: var(REPLAYS.env, base.replays.clone()),
             bus: var(BUS_ENV, base.bus.clone()),
             queue_urls: QUEUES
                 .iter()

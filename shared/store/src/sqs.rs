@@ -1,6 +1,6 @@
 //! The SQS backend of [`Queue`]: one queue per tier, each with its dead-letter queue.
 
-use crate::model::DeliveryMessage;
+use crate::model::{DeliveryMessage, ReplayMessage};
 use crate::ports::{Queue, QueueError};
 use crate::resources::{QueueDef, Resources, tier_queue};
 use async_trait::async_trait;
@@ -18,6 +18,7 @@ pub struct SqsQueue {
     high: String,
     default: String,
     bulk: String,
+    replay: String,
 }
 
 /// Finds a queue's URL: from its environment variable (set by the template), else by name.
@@ -45,6 +46,7 @@ impl SqsQueue {
             high: queue_url(&client, res, &tier_queue(Tier::High)).await?,
             default: queue_url(&client, res, &tier_queue(Tier::Default)).await?,
             bulk: queue_url(&client, res, &tier_queue(Tier::Bulk)).await?,
+            replay: queue_url(&client, res, &crate::resources::REPLAY_QUEUE).await?,
             client,
         })
     }
@@ -58,7 +60,7 @@ impl SqsQueue {
     }
 }
 
-fn body(msg: &DeliveryMessage) -> Result<String, QueueError> {
+fn body<T: serde::Serialize>(msg: &T) -> Result<String, QueueError> {
     serde_json::to_string(msg).map_err(|e| QueueError(e.to_string()))
 }
 
@@ -71,6 +73,17 @@ impl Queue for SqsQueue {
             .queue_url(self.url(msg.tier))
             .message_body(body(msg)?)
             .delay_seconds(delay)
+            .send()
+            .await
+            .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+        Ok(())
+    }
+
+    async fn send_replay(&self, msg: &ReplayMessage) -> Result<(), QueueError> {
+        self.client
+            .send_message()
+            .queue_url(&self.replay)
+            .message_body(body(msg)?)
             .send()
             .await
             .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;

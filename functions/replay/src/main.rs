@@ -1,0 +1,15 @@
+//! The `replay` Lambda: the `replay` queue's records in, one chunk of a replay job each.
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    converger_pipeline::bootstrap::init_tracing();
+    let pipeline = converger_pipeline::bootstrap::from_env().await?;
+    let pipeline = &pipeline;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<_, Error>(pipeline.replay_batch(event.payload).await)
+    }))
+    .await
+}
