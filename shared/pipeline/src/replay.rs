@@ -15,6 +15,28 @@ use converger_store::{
 };
 use serde_json::json;
 
+/// The audit entry of one replay: the activity and channel ids, the new retry_count, and
+/// `extra` (the previous state for a single replay, `"bulk": true` for a bulk one).
+fn retry_audit(d: &Delivery, actor: &Actor, at: &str, extra: serde_json::Value) -> AuditEntry {
+    let mut changes = json!({
+        "activity_id": d.activity_id,
+        "channel_id": d.channel_id,
+        "retry_count": d.retry_count + 1,
+    });
+    if let (Some(c), Some(e)) = (changes.as_object_mut(), extra.as_object()) {
+        c.extend(e.clone());
+    }
+    AuditEntry::new(
+        d.tenant_id.clone(),
+        actor.clone(),
+        "retry",
+        "delivery",
+        d.id.as_str(),
+        changes,
+        at,
+    )
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     #[error("delivery not found")]
@@ -48,21 +70,15 @@ impl Pipeline {
             _ => return Err(ReplayError::ChannelInactive),
         }
         let now_ms = time::now_ms();
-        let audit = AuditEntry::new(
-            d.tenant_id.clone(),
-            actor.clone(),
-            "retry",
-            "delivery",
-            d.id.as_str(),
+        let audit = retry_audit(
+            &d,
+            actor,
+            &time::ms_to_rfc3339(now_ms),
             json!({
-                "activity_id": d.activity_id,
-                "channel_id": d.channel_id,
-                "retry_count": d.retry_count + 1,
                 "previous_status": d.status,
                 "previous_attempts": d.attempts,
                 "previous_last_error": d.last_error,
             }),
-            &time::ms_to_rfc3339(now_ms),
         );
         let Some(row) = self
             .store
@@ -227,22 +243,7 @@ impl Pipeline {
             .map(|group| {
                 let audits: Vec<AuditEntry> = group
                     .iter()
-                    .map(|d| {
-                        AuditEntry::new(
-                            d.tenant_id.clone(),
-                            actor.clone(),
-                            "retry",
-                            "delivery",
-                            d.id.as_str(),
-                            json!({
-                                "activity_id": d.activity_id,
-                                "channel_id": d.channel_id,
-                                "retry_count": d.retry_count + 1,
-                                "bulk": true,
-                            }),
-                            &now,
-                        )
-                    })
+                    .map(|d| retry_audit(d, actor, &now, json!({"bulk": true})))
                     .collect();
                 async move { self.store.replay_many(&group, actor, now_ms, &audits).await }
             })
