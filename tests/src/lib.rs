@@ -148,6 +148,51 @@ impl TestStack {
         a.body
     }
 
+    /// A delivery row written straight to the store with its activity (no queue message), due
+    /// at `due_ms`.
+    pub async fn bare_delivery(
+        &self,
+        tenant_id: &str,
+        channel_id: &str,
+        due_ms: i64,
+    ) -> converger_store::Delivery {
+        use converger_core::{ActivityId, ChannelId, TenantId, time};
+        let p = &self.stack.pipeline;
+        let tenant = p
+            .store
+            .get_tenant(&TenantId::parse(tenant_id).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        let channel = p
+            .store
+            .get_channel(&ChannelId::parse(channel_id).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        let activity = converger_store::Activity {
+            id: ActivityId::generate(),
+            tenant_id: tenant.id.clone(),
+            conversation_id: "conv-bare".into(),
+            seq: 1,
+            payload: json!({"text": "bare"}),
+            channel_ids: vec![channel.id.clone()],
+            created_at: time::now_rfc3339(),
+        };
+        let d = converger_store::Delivery::new(
+            &activity,
+            &channel,
+            tenant.tier,
+            due_ms,
+            &activity.created_at,
+        );
+        p.store
+            .create_activity(&activity, std::slice::from_ref(&d))
+            .await
+            .unwrap();
+        d
+    }
+
     /// Polls a delivery until `done` holds or `timeout` passes; returns the last row.
     pub async fn wait_delivery(
         &self,

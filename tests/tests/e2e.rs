@@ -172,7 +172,7 @@ async fn retry_after_overrides_the_policy_backoff() {
 
 #[tokio::test]
 async fn a_duplicate_message_sends_once() {
-    use converger_store::{Delivery, DeliveryMessage};
+    use converger_store::DeliveryMessage;
     let t = TestStack::start().await;
     // A slow receiver keeps the first attempt's lease live while the duplicate arrives.
     let rx = Receiver::start(
@@ -189,33 +189,13 @@ async fn a_duplicate_message_sends_once() {
 
     // Write the activity and its delivery without enqueueing, then send the same message twice.
     let p = &t.stack.pipeline;
-    let tenant = p
-        .store
-        .get_tenant(&converger_core::TenantId::parse(&tenant_id).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    let channel = p
-        .store
-        .get_channel(&converger_core::ChannelId::parse(ch["id"].as_str().unwrap()).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    let now = converger_core::time::now_ms();
-    let activity = converger_store::Activity {
-        id: converger_core::ActivityId::generate(),
-        tenant_id: tenant.id.clone(),
-        conversation_id: "conv-dup".into(),
-        seq: 1,
-        payload: json!({"text": "once"}),
-        channel_ids: vec![channel.id.clone()],
-        created_at: converger_core::time::ms_to_rfc3339(now),
-    };
-    let d = Delivery::new(&activity, &channel, tenant.tier, now, &activity.created_at);
-    p.store
-        .create_activity(&activity, std::slice::from_ref(&d))
-        .await
-        .unwrap();
+    let d = t
+        .bare_delivery(
+            &tenant_id,
+            ch["id"].as_str().unwrap(),
+            converger_core::time::now_ms(),
+        )
+        .await;
     let msg = DeliveryMessage::new(d.id.clone(), d.tier, None);
     p.queue
         .send_many(&[msg.clone(), msg.clone()])

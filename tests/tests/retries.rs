@@ -3,53 +3,15 @@
 //! the attempt log.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_core::{ActivityId, ChannelId, TenantId, time};
+use converger_core::time;
 use converger_store::provision::QueueSettings;
-use converger_store::{Activity, Claim, Delivery, DeliveryMessage};
+use converger_store::{Claim, DeliveryMessage};
 use converger_tests::{Receiver, Reply, TestStack, settled};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 fn first_delivery(act: &Value) -> String {
     act["deliveries"][0]["id"].as_str().unwrap().to_owned()
-}
-
-/// A delivery row written straight to the store (no queue message), due at `due_ms`.
-async fn bare_delivery(t: &TestStack, tenant_id: &str, channel_id: &str, due_ms: i64) -> Delivery {
-    let p = &t.stack.pipeline;
-    let tenant = p
-        .store
-        .get_tenant(&TenantId::parse(tenant_id).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    let channel = p
-        .store
-        .get_channel(&ChannelId::parse(channel_id).unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    let activity = Activity {
-        id: ActivityId::generate(),
-        tenant_id: tenant.id.clone(),
-        conversation_id: "conv-bare".into(),
-        seq: 1,
-        payload: json!({"text": "bare"}),
-        channel_ids: vec![channel.id.clone()],
-        created_at: time::now_rfc3339(),
-    };
-    let d = Delivery::new(
-        &activity,
-        &channel,
-        tenant.tier,
-        due_ms,
-        &activity.created_at,
-    );
-    p.store
-        .create_activity(&activity, std::slice::from_ref(&d))
-        .await
-        .unwrap();
-    d
 }
 
 #[tokio::test]
@@ -89,9 +51,13 @@ async fn a_row_without_its_message_is_delivered_after_one_sweep() {
     let (tenant, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
     let now = time::now_ms();
-    let d = bare_delivery(&t, &tenant, ch["id"].as_str().unwrap(), now - 3_000).await;
+    let d = t
+        .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now - 3_000)
+        .await;
     // A row that is due but within the grace period is left to its own message.
-    let fresh = bare_delivery(&t, &tenant, ch["id"].as_str().unwrap(), now + 60_000).await;
+    let fresh = t
+        .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now + 60_000)
+        .await;
 
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(rx.requests().is_empty(), "nothing enqueued it yet");
@@ -129,7 +95,9 @@ async fn a_crashed_attempt_runs_again_and_a_live_one_is_not_duplicated() {
     let (tenant, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
     let now = time::now_ms();
-    let d = bare_delivery(&t, &tenant, ch["id"].as_str().unwrap(), now).await;
+    let d = t
+        .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now)
+        .await;
     let p = &t.stack.pipeline;
 
     // An attempt claims the delivery and its Lambda dies: the lease is live for 2 s.
@@ -417,7 +385,9 @@ async fn poison_messages_end_in_the_dead_letter_queue_without_blocking_their_bat
         .unwrap();
 
     // A body that cannot be parsed, a delivery whose channel was deleted, and a good one.
-    let gone = bare_delivery(&t, &tenant, doomed["id"].as_str().unwrap(), time::now_ms()).await;
+    let gone = t
+        .bare_delivery(&tenant, doomed["id"].as_str().unwrap(), time::now_ms())
+        .await;
     t.stack
         .clients
         .dynamodb
@@ -430,7 +400,9 @@ async fn poison_messages_end_in_the_dead_letter_queue_without_blocking_their_bat
         .send()
         .await
         .unwrap();
-    let good = bare_delivery(&t, &tenant, ch["id"].as_str().unwrap(), time::now_ms()).await;
+    let good = t
+        .bare_delivery(&tenant, ch["id"].as_str().unwrap(), time::now_ms())
+        .await;
     let mut batch = sqs.send_message_batch().queue_url(&url);
     for (i, body) in [
         "{not json".to_owned(),
