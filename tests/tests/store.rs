@@ -1,26 +1,74 @@
-//! The DynamoDB store against the emulator, over HTTP with the real SDK: the conditional
-//! transitions that keep one delivery from being attempted twice at once.
+//! The store conformance suite: every test runs against the DynamoDB backend on the emulator
+//! (over HTTP, with the real SDK) and against the in-process backend, so both keep the same
+//! conditional semantics: the transitions that keep one delivery from being attempted twice at
+//! once, the due index, the attempt log, listing and replays.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::{ActivityId, ChannelId, ChannelType, DeliveryStatus, TenantId, Tier, time};
 use converger_store::dynamo::DynamoStore;
+use converger_store::memory::MemStore;
 use converger_store::{
     Activity, AttemptEntry, Channel, ChannelPatch, Claim, Created, Delivery, LogUpdate, SentInfo,
     Store, Tenant,
 };
 use converger_tests::TestStack;
 use serde_json::{Map, json};
+use std::sync::Arc;
+
+#[derive(Clone, Copy)]
+enum Backend {
+    Dynamo,
+    Memory,
+}
 
 struct Fixture {
-    t: TestStack,
-    store: DynamoStore,
+    t: Option<TestStack>,
+    store: Arc<dyn Store>,
     tenant: Tenant,
     channel: Channel,
 }
 
-async fn fixture() -> Fixture {
-    let t = TestStack::start().await;
-    let store = DynamoStore::new(t.stack.clients.dynamodb.clone(), t.stack.resources.clone());
+impl Fixture {
+    async fn stop(self) {
+        if let Some(t) = self.t {
+            t.stop().await;
+        }
+    }
+}
+
+/// Runs each named test against both backends.
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod dynamo {
+            $( #[tokio::test] async fn $name() { super::$name(super::Backend::Dynamo).await } )*
+        }
+        mod memory {
+            $( #[tokio::test] async fn $name() { super::$name(super::Backend::Memory).await } )*
+        }
+    };
+}
+
+conformance!(
+    tenants_channels_and_activities_round_trip,
+    a_lease_admits_one_attempt_at_a_time,
+    dead_letters_and_missing_rows,
+    only_pending_deliveries_are_in_the_due_index,
+    old_attempts_spill_out_of_the_item,
+    listing_pages_in_order_and_replays_are_disjoint,
+    replay_jobs_save_with_a_version,
+);
+
+async fn fixture(backend: Backend) -> Fixture {
+    let (t, store): (Option<TestStack>, Arc<dyn Store>) = match backend {
+        Backend::Dynamo => {
+            let t = TestStack::start().await;
+            let store =
+                DynamoStore::new(t.stack.clients.dynamodb.clone(), t.stack.resources.clone())
+                    .with_serial_transactions(true);
+            (Some(t), Arc::new(store))
+        }
+        Backend::Memory => (None, Arc::new(MemStore::new())),
+    };
     let now = time::now_rfc3339();
     let tenant = Tenant {
         id: TenantId::generate(),
@@ -80,9 +128,8 @@ fn attempt(n: u32) -> AttemptEntry {
     }
 }
 
-#[tokio::test]
-async fn tenants_channels_and_activities_round_trip() {
-    let f = fixture().await;
+async fn tenants_channels_and_activities_round_trip(b: Backend) {
+    let f = fixture(b).await;
     assert_eq!(
         f.store.get_tenant(&f.tenant.id).await.unwrap(),
         Some(f.tenant.clone())
@@ -158,12 +205,11 @@ async fn tenants_channels_and_activities_round_trip() {
             .unwrap(),
         vec![d]
     );
-    f.t.stop().await;
+    f.stop().await;
 }
 
-#[tokio::test]
-async fn a_lease_admits_one_attempt_at_a_time() {
-    let f = fixture().await;
+async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
+    let f = fixture(b).await;
     let a = activity(&f);
     let now = time::now_ms();
     let d = Delivery::new(&a, &f.channel, Tier::Bulk, now, &a.created_at);
@@ -275,12 +321,11 @@ async fn a_lease_admits_one_attempt_at_a_time() {
             .unwrap(),
         Claim::Settled(_)
     ));
-    f.t.stop().await;
+    f.stop().await;
 }
 
-#[tokio::test]
-async fn dead_letters_and_missing_rows() {
-    let f = fixture().await;
+async fn dead_letters_and_missing_rows(b: Backend) {
+    let f = fixture(b).await;
     let a = activity(&f);
     let now = time::now_ms();
     let d = Delivery::new(&a, &f.channel, Tier::Bulk, now, &a.created_at);
@@ -309,13 +354,12 @@ async fn dead_letters_and_missing_rows() {
         Claim::Missing
     );
     assert_eq!(f.store.get_delivery(&missing).await.unwrap(), None);
-    f.t.stop().await;
+    f.stop().await;
 }
 
-#[tokio::test]
-async fn only_pending_deliveries_are_in_the_due_index() {
+async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
     use converger_store::dynamo::due_shard;
-    let f = fixture().await;
+    let f = fixture(b).await;
     let now = time::now_ms();
     let mut ids = Vec::new();
     for _ in 0..3 {
@@ -383,12 +427,11 @@ async fn only_pending_deliveries_are_in_the_due_index() {
             .iter()
             .any(|o| o.id == ids[2].id && o.tier == Tier::Bulk)
     );
-    f.t.stop().await;
+    f.stop().await;
 }
 
-#[tokio::test]
-async fn old_attempts_spill_out_of_the_item() {
-    let f = fixture().await;
+async fn old_attempts_spill_out_of_the_item(b: Backend) {
+    let f = fixture(b).await;
     let a = activity(&f);
     let now = time::now_ms();
     let d = Delivery::new(&a, &f.channel, Tier::Bulk, now, &a.created_at);
@@ -424,5 +467,185 @@ async fn old_attempts_spill_out_of_the_item() {
     );
     let older = f.store.older_attempts(&d.id, Some(1), 10).await.unwrap();
     assert_eq!(older.iter().map(|e| e.attempt).collect::<Vec<_>>(), vec![0]);
-    f.t.stop().await;
+    f.stop().await;
+}
+
+fn failed_row(f: &Fixture, updated_at: &str) -> Delivery {
+    let a = activity(f);
+    let mut d = Delivery::new(&a, &f.channel, Tier::Bulk, 0, updated_at);
+    d.status = DeliveryStatus::Failed;
+    d.attempts = 3;
+    d.last_error = Some("webhook: HTTP 503".into());
+    d
+}
+
+async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) {
+    use converger_core::query::{Actor, ActorKind};
+    use converger_store::{AuditEntry, DeliveryQuery};
+    let f = fixture(b).await;
+    // Seven dead letters, one per second of an old minute.
+    let rows: Vec<Delivery> = (0..7)
+        .map(|i| failed_row(&f, &format!("2026-01-01T00:00:0{i}.000000Z")))
+        .collect();
+    for d in &rows {
+        let a = Activity {
+            id: d.activity_id.clone(),
+            ..activity(&f)
+        };
+        f.store
+            .create_activity(&a, std::slice::from_ref(d))
+            .await
+            .unwrap();
+    }
+    let query = |after| DeliveryQuery {
+        tenant: f.tenant.id.clone(),
+        status: Some(DeliveryStatus::Failed),
+        channel: Some(f.channel.id.clone()),
+        from_key: None,
+        to_key: None,
+        error_contains: Some("503".into()),
+        activity: None,
+        newest_first: false,
+        limit: 3,
+        after,
+    };
+    let mut seen = Vec::new();
+    let mut after = None;
+    for _ in 0..5 {
+        let page = f.store.list_deliveries(&query(after)).await.unwrap();
+        seen.extend(page.items.iter().map(|d| d.id.clone()));
+        match page.next {
+            Some(c) => after = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(
+        seen,
+        rows.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        "oldest first, each once"
+    );
+    let other = DeliveryQuery {
+        tenant: TenantId::generate(),
+        after: None,
+        ..query(None)
+    };
+    assert!(
+        f.store
+            .list_deliveries(&other)
+            .await
+            .unwrap()
+            .items
+            .is_empty(),
+        "scoped to the tenant"
+    );
+
+    // Two overlapping replays: every row is replayed by exactly one of them.
+    let actor = Actor {
+        kind: ActorKind::System,
+        id: "test".into(),
+    };
+    let audits = |rs: &[Delivery]| -> Vec<AuditEntry> {
+        rs.iter()
+            .map(|d| {
+                AuditEntry::new(
+                    d.tenant_id.clone(),
+                    actor.clone(),
+                    "retry",
+                    "delivery",
+                    d.id.as_str(),
+                    json!({"bulk": true}),
+                    &time::now_rfc3339(),
+                )
+            })
+            .collect()
+    };
+    let (x, y) = (&rows[0..5], &rows[2..7]);
+    let now = time::now_ms();
+    let (ax, ay) = (audits(x), audits(y));
+    let (rx, ry) = tokio::join!(
+        f.store.replay_many(x, &actor, now, &ax),
+        f.store.replay_many(y, &actor, now, &ay),
+    );
+    let (rx, ry) = (rx.unwrap(), ry.unwrap());
+    assert_eq!(rx.len() + ry.len(), 7, "disjoint and complete");
+    let back = f
+        .store
+        .get_deliveries(&rows.iter().map(|d| d.id.clone()).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert!(
+        back.iter()
+            .all(|d| d.status == DeliveryStatus::Pending && d.retry_count == 1 && d.attempts == 0)
+    );
+    assert!(
+        back.iter()
+            .all(|d| d.retried_by.as_deref() == Some("system:test"))
+    );
+    let again = f
+        .store
+        .replay_many(&rows[0..1], &actor, now, &audits(&rows[0..1]))
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "a pending delivery is not replayed");
+    let audit = f.store.list_audit(&f.tenant.id, 100, None).await.unwrap();
+    assert_eq!(audit.items.len(), 7, "one audit entry per replay");
+    let page = f.store.list_audit(&f.tenant.id, 4, None).await.unwrap();
+    let rest = f
+        .store
+        .list_audit(&f.tenant.id, 4, page.next.as_ref())
+        .await
+        .unwrap();
+    assert_eq!(page.items.len() + rest.items.len(), 7);
+    f.stop().await;
+}
+
+async fn replay_jobs_save_with_a_version(b: Backend) {
+    use converger_core::query::{Actor, ActorKind};
+    use converger_store::ReplayJob;
+    let f = fixture(b).await;
+    let mut job = ReplayJob {
+        id: "rpl_test".into(),
+        tenant_id: f.tenant.id.clone(),
+        channel_id: f.channel.id.clone(),
+        from_key: None,
+        to_key: time::now_rfc3339(),
+        activity_id: None,
+        limit: 10,
+        actor: Actor {
+            kind: ActorKind::TenantApi,
+            id: "key_x".into(),
+        },
+        status: "running".into(),
+        retried: 0,
+        has_more: false,
+        cursor: None,
+        error: None,
+        version: 0,
+        created_at: time::now_rfc3339(),
+        updated_at: time::now_rfc3339(),
+        expires_at: time::now_ms() / 1000 + 60,
+    };
+    f.store.create_replay_job(&job).await.unwrap();
+    assert!(
+        f.store.create_replay_job(&job).await.is_err(),
+        "ids are unique"
+    );
+    job.version = 1;
+    job.retried = 5;
+    assert!(f.store.save_replay_job(&job).await.unwrap());
+    assert!(
+        !f.store.save_replay_job(&job).await.unwrap(),
+        "a stale version loses"
+    );
+    assert_eq!(
+        f.store
+            .get_replay_job("rpl_test")
+            .await
+            .unwrap()
+            .unwrap()
+            .retried,
+        5
+    );
+    assert_eq!(f.store.get_replay_job("rpl_nope").await.unwrap(), None);
+    f.stop().await;
 }

@@ -89,7 +89,7 @@ fn delivery_item(d: &Delivery) -> StoreResult<Item> {
 pub const REPLAY_BATCH: usize = 50;
 
 /// `d` as a replay leaves it (the transaction's condition guarantees nothing else changed).
-fn replayed_row(d: &Delivery, actor: &Actor, now_ms: i64, now: &str) -> Delivery {
+pub(crate) fn replayed_row(d: &Delivery, actor: &Actor, now_ms: i64, now: &str) -> Delivery {
     let mut row = d.clone();
     row.status = DeliveryStatus::Pending;
     row.attempts = 0;

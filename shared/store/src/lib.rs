@@ -5,6 +5,7 @@
 pub mod aws;
 pub mod dynamo;
 pub mod events;
+pub mod memory;
 pub mod model;
 pub mod ports;
 pub mod provision;

@@ -1,0 +1,569 @@
+//! The in-process backend of the ports: the same conditional semantics as DynamoDB and SQS
+//! (single-winner transitions, leases, delays, keyset paging), held in memory. It exists for
+//! pipeline tests and scale benchmarks, where the emulator cannot measure; the AWS backend
+//! stays the product. One conformance suite (`tests/tests/store.rs`) runs against both.
+
+use crate::dynamo::{REPLAY_BATCH, due_shard, replayed_row};
+use crate::model::*;
+use crate::ports::*;
+use async_trait::async_trait;
+use converger_core::query::{Actor, Cursor};
+use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+#[derive(Default)]
+struct State {
+    tenants: HashMap<TenantId, Tenant>,
+    keys: HashMap<String, TenantId>,
+    channels: HashMap<ChannelId, Channel>,
+    activities: HashMap<ActivityId, Activity>,
+    seqs: HashMap<String, u64>,
+    deliveries: HashMap<DeliveryId, Delivery>,
+    attempts: BTreeMap<(String, u32), AttemptEntry>,
+    audit: BTreeMap<(String, String), AuditEntry>,
+    replays: HashMap<String, ReplayJob>,
+}
+
+/// The store, in memory. Every method takes the lock once, so every transition is atomic.
+#[derive(Default)]
+pub struct MemStore {
+    state: Mutex<State>,
+}
+
+impl MemStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> StoreResult<T> {
+        let mut s = self
+            .state
+            .lock()
+            .map_err(|_| StoreError::Unavailable("in-memory store poisoned".into()))?;
+        Ok(f(&mut s))
+    }
+
+    /// Writes delivery rows unconditionally (seeding benchmarks).
+    pub fn seed_deliveries(&self, rows: &[Delivery]) -> StoreResult<()> {
+        self.with(|s| {
+            for d in rows {
+                s.deliveries.insert(d.id.clone(), d.clone());
+            }
+        })
+    }
+
+    /// How many deliveries it holds.
+    pub fn delivery_count(&self) -> usize {
+        self.with(|s| s.deliveries.len()).unwrap_or(0)
+    }
+}
+
+fn upd_sk(d: &Delivery) -> String {
+    format!("{}#{}", d.updated_at, d.id)
+}
+
+/// Applies the outcome of an attempt held under `token`. `false` if the lease was lost.
+fn leased(
+    s: &mut State,
+    d: &Delivery,
+    token: &str,
+    log: &LogUpdate,
+    f: impl FnOnce(&mut Delivery),
+) -> bool {
+    let Some(row) = s.deliveries.get_mut(&d.id) else {
+        return false;
+    };
+    if row.lease_token.as_deref() != Some(token) {
+        return false;
+    }
+    for e in &log.spill {
+        s.attempts.insert((d.id.to_string(), e.attempt), e.clone());
+    }
+    let Some(row) = s.deliveries.get_mut(&d.id) else {
+        return false;
+    };
+    row.attempt_log = log.recent.clone();
+    row.lease_token = None;
+    row.lease_until = None;
+    f(row);
+    true
+}
+
+#[async_trait]
+impl Store for MemStore {
+    async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()> {
+        self.with(|s| {
+            if s.tenants.contains_key(&tenant.id) || s.keys.contains_key(api_key_hash) {
+                return Err(StoreError::Conflict("tenant or key exists".into()));
+            }
+            s.tenants.insert(tenant.id.clone(), tenant.clone());
+            s.keys.insert(api_key_hash.to_owned(), tenant.id.clone());
+            Ok(())
+        })?
+    }
+
+    async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>> {
+        self.with(|s| s.tenants.get(id).cloned())
+    }
+
+    async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>> {
+        self.with(|s| s.keys.get(hash).and_then(|t| s.tenants.get(t)).cloned())
+    }
+
+    async fn create_channel(&self, channel: &Channel) -> StoreResult<()> {
+        self.with(|s| {
+            if s.channels.contains_key(&channel.id) {
+                return Err(StoreError::Conflict("id exists".into()));
+            }
+            s.channels.insert(channel.id.clone(), channel.clone());
+            Ok(())
+        })?
+    }
+
+    async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>> {
+        self.with(|s| s.channels.get(id).cloned())
+    }
+
+    async fn update_channel(
+        &self,
+        tenant: &TenantId,
+        id: &ChannelId,
+        patch: &ChannelPatch,
+        now: &str,
+    ) -> StoreResult<Option<Channel>> {
+        self.with(|s| {
+            let c = s.channels.get_mut(id).filter(|c| &c.tenant_id == tenant)?;
+            if let Some(n) = &patch.name {
+                c.name = n.clone();
+            }
+            if let Some(cfg) = &patch.config {
+                c.config = cfg.clone();
+            }
+            if let Some(a) = patch.active {
+                c.active = a;
+            }
+            if let Some(p) = &patch.retry_policy {
+                c.retry_policy = p.clone();
+            }
+            c.updated_at = now.to_owned();
+            Some(c.clone())
+        })
+    }
+
+    async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64> {
+        self.with(|s| {
+            let n = s
+                .seqs
+                .entry(format!("{tenant}#{conversation_id}"))
+                .or_insert(0);
+            *n += 1;
+            *n
+        })
+    }
+
+    async fn create_activity(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+    ) -> StoreResult<Created> {
+        self.with(|s| {
+            if s.activities.contains_key(&activity.id)
+                || deliveries.iter().any(|d| s.deliveries.contains_key(&d.id))
+            {
+                return Created::Duplicate;
+            }
+            s.activities.insert(activity.id.clone(), activity.clone());
+            for d in deliveries {
+                s.deliveries.insert(d.id.clone(), d.clone());
+            }
+            Created::New
+        })
+    }
+
+    async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>> {
+        self.with(|s| s.activities.get(id).cloned())
+    }
+
+    async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>> {
+        self.with(|s| s.deliveries.get(id).cloned())
+    }
+
+    async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>> {
+        self.with(|s| {
+            ids.iter()
+                .filter_map(|i| s.deliveries.get(i).cloned())
+                .collect()
+        })
+    }
+
+    async fn claim(
+        &self,
+        id: &DeliveryId,
+        token: &str,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> StoreResult<Claim> {
+        self.with(|s| {
+            let Some(d) = s.deliveries.get_mut(id) else {
+                return Claim::Missing;
+            };
+            if d.status != DeliveryStatus::Pending {
+                return Claim::Settled(d.clone());
+            }
+            if d.next_attempt_at > now_ms {
+                return Claim::NotDue(d.clone());
+            }
+            if d.lease_until.is_some_and(|u| u >= now_ms) {
+                return Claim::Busy;
+            }
+            d.lease_token = Some(token.to_owned());
+            d.lease_until = Some(now_ms.saturating_add(lease_ms));
+            Claim::Claimed(d.clone())
+        })
+    }
+
+    async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
+        self.with(|s| match s.deliveries.get_mut(&d.id) {
+            Some(row) if row.lease_token.as_deref() == Some(token) => {
+                row.lease_token = None;
+                row.lease_until = None;
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn mark_sent(
+        &self,
+        d: &Delivery,
+        token: &str,
+        info: &SentInfo,
+        log: &LogUpdate,
+        now: &str,
+    ) -> StoreResult<bool> {
+        self.with(|s| {
+            leased(s, d, token, log, |row| {
+                row.status = DeliveryStatus::Sent;
+                row.attempts += 1;
+                row.sent_at = Some(now.to_owned());
+                row.updated_at = now.to_owned();
+                row.last_error = None;
+                if info.provider_message_id.is_some() {
+                    row.provider_message_id = info.provider_message_id.clone();
+                }
+                if info.response_status.is_some() {
+                    row.response_status = info.response_status;
+                }
+            })
+        })
+    }
+
+    async fn mark_attempt_failed(
+        &self,
+        d: &Delivery,
+        token: &str,
+        error: &str,
+        next_attempt_at: i64,
+        log: &LogUpdate,
+        now: &str,
+    ) -> StoreResult<bool> {
+        self.with(|s| {
+            leased(s, d, token, log, |row| {
+                row.status = DeliveryStatus::Pending;
+                row.attempts += 1;
+                row.last_error = Some(error.to_owned());
+                row.next_attempt_at = next_attempt_at;
+                row.updated_at = now.to_owned();
+            })
+        })
+    }
+
+    async fn mark_dead(
+        &self,
+        d: &Delivery,
+        token: &str,
+        error: &str,
+        log: &LogUpdate,
+        now: &str,
+    ) -> StoreResult<bool> {
+        self.with(|s| {
+            leased(s, d, token, log, |row| {
+                row.status = DeliveryStatus::Failed;
+                row.attempts += 1;
+                row.last_error = Some(error.to_owned());
+                row.updated_at = now.to_owned();
+            })
+        })
+    }
+
+    async fn older_attempts(
+        &self,
+        id: &DeliveryId,
+        before: Option<u32>,
+        limit: usize,
+    ) -> StoreResult<Vec<AttemptEntry>> {
+        self.with(|s| {
+            let key = id.to_string();
+            s.attempts
+                .range((key.clone(), 0)..(key, before.unwrap_or(u32::MAX)))
+                .rev()
+                .take(limit.clamp(1, 1000))
+                .map(|(_, e)| e.clone())
+                .collect()
+        })
+    }
+
+    async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>> {
+        self.with(|s| {
+            let mut rows: Vec<(String, &Delivery)> = s
+                .deliveries
+                .values()
+                .filter(|d| d.tenant_id == q.tenant)
+                .filter(|d| q.status.is_none_or(|st| d.status == st))
+                .filter(|d| q.channel.as_ref().is_none_or(|c| &d.channel_id == c))
+                .filter(|d| q.activity.as_ref().is_none_or(|a| &d.activity_id == a))
+                .filter(|d| {
+                    q.error_contains.as_ref().is_none_or(|t| {
+                        d.last_error
+                            .as_deref()
+                            .is_some_and(|e| e.contains(t.as_str()))
+                    })
+                })
+                .map(|d| (upd_sk(d), d))
+                .filter(|(k, _)| q.from_key.as_ref().is_none_or(|lo| k >= lo))
+                .filter(|(k, _)| q.to_key.as_ref().is_none_or(|hi| k <= hi))
+                .filter(|(k, _)| {
+                    q.after.as_ref().is_none_or(|c| {
+                        if q.newest_first {
+                            *k < c.sort_key
+                        } else {
+                            *k > c.sort_key
+                        }
+                    })
+                })
+                .collect();
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            if q.newest_first {
+                rows.reverse();
+            }
+            let limit = q.limit.clamp(1, 1000);
+            let more = rows.len() > limit;
+            rows.truncate(limit);
+            let next = more.then(|| rows.last()).flatten().map(|(k, d)| Cursor {
+                sort_key: k.clone(),
+                id: d.id.to_string(),
+            });
+            Listed {
+                items: rows.into_iter().map(|(_, d)| d.clone()).collect(),
+                next,
+            }
+        })
+    }
+
+    async fn replay_many(
+        &self,
+        rows: &[Delivery],
+        actor: &Actor,
+        now_ms: i64,
+        audits: &[AuditEntry],
+    ) -> StoreResult<Vec<Delivery>> {
+        if rows.len() != audits.len() || rows.len() > REPLAY_BATCH {
+            return Err(StoreError::Corrupt(format!(
+                "replay_many takes up to {REPLAY_BATCH} rows, one audit entry each"
+            )));
+        }
+        let now = converger_core::time::ms_to_rfc3339(now_ms);
+        self.with(|s| {
+            let mut done = Vec::new();
+            for (d, audit) in rows.iter().zip(audits) {
+                let Some(current) = s.deliveries.get(&d.id) else {
+                    continue;
+                };
+                if current.status != DeliveryStatus::Failed {
+                    continue;
+                }
+                let row = replayed_row(current, actor, now_ms, &now);
+                s.deliveries.insert(row.id.clone(), row.clone());
+                s.audit.insert(
+                    (
+                        audit.tenant_id.to_string(),
+                        format!("{}#{}", audit.at, audit.id),
+                    ),
+                    audit.clone(),
+                );
+                done.push(row);
+            }
+            done
+        })
+    }
+
+    async fn list_audit(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+        after: Option<&Cursor>,
+    ) -> StoreResult<Listed<AuditEntry>> {
+        self.with(|s| {
+            let t = tenant.to_string();
+            let hi = after.map_or_else(|| format!("{}", char::MAX), |c| c.sort_key.clone());
+            let limit = limit.clamp(1, 1000);
+            let mut items: Vec<(String, AuditEntry)> = s
+                .audit
+                .range((t.clone(), String::new())..(t, hi))
+                .rev()
+                .take(limit + 1)
+                .map(|((_, k), e)| (k.clone(), e.clone()))
+                .collect();
+            let more = items.len() > limit;
+            items.truncate(limit);
+            let next = more.then(|| items.last()).flatten().map(|(k, _)| Cursor {
+                sort_key: k.clone(),
+                id: String::new(),
+            });
+            Listed {
+                items: items.into_iter().map(|(_, e)| e).collect(),
+                next,
+            }
+        })
+    }
+
+    async fn create_replay_job(&self, job: &ReplayJob) -> StoreResult<()> {
+        self.with(|s| {
+            if s.replays.contains_key(&job.id) {
+                return Err(StoreError::Conflict("id exists".into()));
+            }
+            s.replays.insert(job.id.clone(), job.clone());
+            Ok(())
+        })?
+    }
+
+    async fn get_replay_job(&self, id: &str) -> StoreResult<Option<ReplayJob>> {
+        self.with(|s| s.replays.get(id).cloned())
+    }
+
+    async fn save_replay_job(&self, job: &ReplayJob) -> StoreResult<bool> {
+        self.with(|s| match s.replays.get(&job.id) {
+            Some(cur) if cur.version + 1 == job.version => {
+                s.replays.insert(job.id.clone(), job.clone());
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn overdue(
+        &self,
+        shard: u32,
+        before_ms: i64,
+        limit: usize,
+        from: Option<String>,
+    ) -> StoreResult<Page<Overdue>> {
+        self.with(|s| {
+            let mut rows: Vec<(String, &Delivery)> = s
+                .deliveries
+                .values()
+                .filter(|d| d.status == DeliveryStatus::Pending && due_shard(&d.id) == shard)
+                .filter(|d| d.next_attempt_at < before_ms)
+                .map(|d| (format!("{:015}#{}", d.next_attempt_at.max(0), d.id), d))
+                .filter(|(k, _)| from.as_ref().is_none_or(|f| k > f))
+                .collect();
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            let limit = limit.clamp(1, 1000);
+            let more = rows.len() > limit;
+            rows.truncate(limit);
+            let next = more.then(|| rows.last()).flatten().map(|(k, _)| k.clone());
+            Page {
+                items: rows
+                    .into_iter()
+                    .map(|(_, d)| Overdue {
+                        id: d.id.clone(),
+                        tier: d.tier,
+                        lease_until: d.lease_until,
+                    })
+                    .collect(),
+                next,
+            }
+        })
+    }
+}
+
+/// The queues, in memory: messages are kept with the time they become visible.
+#[derive(Default)]
+pub struct MemQueue {
+    deliveries: Mutex<Vec<(i64, DeliveryMessage)>>,
+    replays: Mutex<Vec<ReplayMessage>>,
+}
+
+impl MemQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Removes and returns the delivery messages visible at `now_ms`.
+    pub fn take_due(&self, now_ms: i64) -> Vec<DeliveryMessage> {
+        let Ok(mut q) = self.deliveries.lock() else {
+            return Vec::new();
+        };
+        let (due, wait): (Vec<_>, Vec<_>) = q.drain(..).partition(|(at, _)| *at <= now_ms);
+        *q = wait;
+        due.into_iter().map(|(_, m)| m).collect()
+    }
+
+    /// Messages waiting (visible or delayed).
+    pub fn depth(&self) -> usize {
+        self.deliveries.lock().map(|q| q.len()).unwrap_or(0)
+    }
+
+    pub fn take_replays(&self) -> Vec<ReplayMessage> {
+        self.replays
+            .lock()
+            .map(|mut q| q.drain(..).collect())
+            .unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl Queue for MemQueue {
+    async fn send(&self, msg: &DeliveryMessage, delay_s: u32) -> Result<(), QueueError> {
+        let at =
+            converger_core::time::now_ms() + i64::from(delay_s.min(crate::sqs::MAX_DELAY_S)) * 1000;
+        self.deliveries
+            .lock()
+            .map_err(|_| QueueError("poisoned".into()))?
+            .push((at, msg.clone()));
+        Ok(())
+    }
+
+    async fn send_many(&self, msgs: &[DeliveryMessage]) -> Result<(), QueueError> {
+        let now = converger_core::time::now_ms();
+        self.deliveries
+            .lock()
+            .map_err(|_| QueueError("poisoned".into()))?
+            .extend(msgs.iter().map(|m| (now, m.clone())));
+        Ok(())
+    }
+
+    async fn send_replay(&self, msg: &ReplayMessage) -> Result<(), QueueError> {
+        self.replays
+            .lock()
+            .map_err(|_| QueueError("poisoned".into()))?
+            .push(msg.clone());
+        Ok(())
+    }
+}
+
+/// Platform events, kept in memory.
+#[derive(Default)]
+pub struct MemEvents {
+    pub published: Mutex<Vec<PlatformEvent>>,
+}
+
+#[async_trait]
+impl Events for MemEvents {
+    async fn publish(&self, events: Vec<PlatformEvent>) {
+        if let Ok(mut p) = self.published.lock() {
+            p.extend(events);
+        }
+    }
+}
