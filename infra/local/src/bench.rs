@@ -204,3 +204,75 @@ pub async fn replay(dead_letters: usize) -> Result<(), String> {
     stack.stop().await;
     Ok(())
 }
+
+/// `bench-replay N --in-process`: the same bulk replay on the in-process backend, which
+/// measures Converger's own cost (no network, no latency model yet).
+pub async fn replay_in_process(dead_letters: usize) -> Result<(), String> {
+    use converger_adapters::Adapters;
+    use converger_core::query::{Actor, ActorKind};
+    use converger_pipeline::replay::BulkFilter;
+    use converger_pipeline::{Pipeline, PipelineConfig};
+    use converger_store::Store;
+    use converger_store::memory::{MemEvents, MemQueue, MemStore};
+    use std::sync::Arc;
+
+    let store = Arc::new(MemStore::new());
+    let queue = Arc::new(MemQueue::new());
+    let pipeline = Pipeline::new(
+        store.clone(),
+        queue.clone(),
+        Arc::new(MemEvents::default()),
+        Adapters::standard(converger_core::net::Allowlist::default())?,
+        PipelineConfig::default(),
+    );
+    let tenant = TenantId::generate();
+    let channel = Channel {
+        id: ChannelId::generate(),
+        tenant_id: tenant.clone(),
+        kind: ChannelType::Webhook,
+        name: "bench".into(),
+        config: Map::new(),
+        active: true,
+        retry_policy: Map::new(),
+        signing_secret: converger_core::secret::new_signing_secret(),
+        created_at: time::now_rfc3339(),
+        updated_at: time::now_rfc3339(),
+    };
+    store
+        .create_channel(&channel)
+        .await
+        .map_err(|e| e.to_string())?;
+    let old = time::now_ms() - 3_600_000;
+    let rows: Vec<Delivery> = (0..dead_letters)
+        .map(|_| {
+            let mut d = row(&tenant, &channel, DeliveryStatus::Failed, old);
+            d.updated_at = time::ms_to_rfc3339(old);
+            d
+        })
+        .collect();
+    store.seed_deliveries(&rows).map_err(|e| e.to_string())?;
+    let actor = Actor {
+        kind: ActorKind::TenantApi,
+        id: "bench".into(),
+    };
+    let t0 = Instant::now();
+    let r = pipeline
+        .replay_channel(&tenant, &channel.id, BulkFilter::default(), &actor)
+        .await
+        .map_err(|e| e.to_string())?;
+    let took = t0.elapsed();
+    println!(
+        "{}",
+        json!({
+            "scenario": "bulk_replay_in_process",
+            "dead_letters": dead_letters,
+            "retried": r.retried,
+            "has_more": r.has_more,
+            "call_s": took.as_secs_f64(),
+            "requests": r.stats,
+            "enqueued": queue.depth(),
+            "note": "Converger's own cost: the in-process backend has no network and no latency model yet",
+        })
+    );
+    Ok(())
+}

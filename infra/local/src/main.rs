@@ -147,11 +147,18 @@ async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]).await,
-        Some("bench-replay") => match args.get(1).map(|n| n.parse::<usize>()) {
-            None => converger_local::bench::replay(10_000).await,
-            Some(Ok(n)) => converger_local::bench::replay(n).await,
-            Some(Err(_)) => Err("bench-replay takes a number of dead letters".into()),
-        },
+        Some("bench-replay") => {
+            let in_process = args.iter().any(|a| a == "--in-process");
+            let n = match args.get(1).filter(|a| !a.starts_with("--")) {
+                None => Ok(10_000),
+                Some(n) => n.parse::<usize>(),
+            };
+            match (n, in_process) {
+                (Ok(n), true) => converger_local::bench::replay_in_process(n).await,
+                (Ok(n), false) => converger_local::bench::replay(n).await,
+                (Err(_), _) => Err("bench-replay takes a number of dead letters".into()),
+            }
+        }
         Some("bench-sweep") => match args.get(1).map(|n| n.parse::<usize>()) {
             None => converger_local::bench::sweep(100_000).await,
             Some(Ok(n)) => converger_local::bench::sweep(n).await,

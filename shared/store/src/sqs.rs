@@ -91,40 +91,62 @@ impl Queue for SqsQueue {
     }
 
     async fn send_many(&self, msgs: &[DeliveryMessage]) -> Result<(), QueueError> {
+        use futures::StreamExt;
         if let [one] = msgs {
             return self.send(one, 0).await;
         }
+        // Batches of ten, several in flight at once: a bulk replay of 10,000 deliveries is
+        // 1,000 batches.
+        let mut sends = Vec::new();
         for tier in Tier::ALL {
-            let of_tier: Vec<&DeliveryMessage> = msgs.iter().filter(|m| m.tier == tier).collect();
+            let of_tier: Vec<DeliveryMessage> =
+                msgs.iter().filter(|m| m.tier == tier).cloned().collect();
             for chunk in of_tier.chunks(10) {
-                let mut entries = Vec::with_capacity(chunk.len());
-                for (i, m) in chunk.iter().enumerate() {
-                    entries.push(
-                        SendMessageBatchRequestEntry::builder()
-                            .id(i.to_string())
-                            .message_body(body(m)?)
-                            .build()
-                            .map_err(|e| QueueError(e.to_string()))?,
-                    );
-                }
-                let out = self
-                    .client
-                    .send_message_batch()
-                    .queue_url(self.url(tier))
-                    .set_entries(Some(entries))
-                    .send()
-                    .await
-                    .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
-                // Entries the batch refused are sent one by one; a second refusal is an error.
-                for failed in out.failed {
-                    let idx: usize = failed.id.parse().unwrap_or(usize::MAX);
-                    match chunk.get(idx) {
-                        Some(m) => self.send(m, 0).await?,
-                        None => {
-                            return Err(QueueError(format!("batch entry {} failed", failed.id)));
-                        }
-                    }
-                }
+                let chunk = chunk.to_vec();
+                sends.push(Box::pin(async move { self.send_batch(tier, &chunk).await })
+                    as std::pin::Pin<
+                        Box<dyn std::future::Future<Output = Result<(), QueueError>> + Send + '_>,
+                    >);
+            }
+        }
+        let results: Vec<Result<(), QueueError>> = futures::stream::iter(sends)
+            .buffer_unordered(SEND_CONCURRENCY)
+            .collect()
+            .await;
+        results.into_iter().collect()
+    }
+}
+
+/// Batches sent at once by `send_many`.
+const SEND_CONCURRENCY: usize = 8;
+
+impl SqsQueue {
+    /// One SendMessageBatch of at most ten messages; entries it refuses are sent one by one
+    /// and a second refusal is an error.
+    async fn send_batch(&self, tier: Tier, chunk: &[DeliveryMessage]) -> Result<(), QueueError> {
+        let mut entries = Vec::with_capacity(chunk.len());
+        for (i, m) in chunk.iter().enumerate() {
+            entries.push(
+                SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(body(m)?)
+                    .build()
+                    .map_err(|e| QueueError(e.to_string()))?,
+            );
+        }
+        let out = self
+            .client
+            .send_message_batch()
+            .queue_url(self.url(tier))
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+        for failed in out.failed {
+            let idx: usize = failed.id.parse().unwrap_or(usize::MAX);
+            match chunk.get(idx) {
+                Some(m) => self.send(m, 0).await?,
+                None => return Err(QueueError(format!("batch entry {} failed", failed.id))),
             }
         }
         Ok(())
