@@ -208,6 +208,33 @@ pub async fn replay(dead_letters: usize) -> Result<(), String> {
 /// `bench-replay N --in-process`: the same bulk replay on the in-process backend, which
 /// measures Converger's own cost (no network, no latency model yet).
 pub async fn replay_in_process(dead_letters: usize) -> Result<(), String> {
+    let own = replay_in_process_with(dead_letters, None).await?;
+    let model = converger_store::memory::LatencyModel::default();
+    let modeled = replay_in_process_with(dead_letters, Some(model)).await?;
+    let ms = |d: Duration| d.as_millis() as u64;
+    println!(
+        "{}",
+        json!({
+            "scenario": "bulk_replay_in_process",
+            "dead_letters": dead_letters,
+            "retried": own.0,
+            "requests": own.1,
+            "own_s": own.2,
+            "with_latency_model_s": modeled.2,
+            "latency_model_ms": {
+                "get": ms(model.get), "write": ms(model.write), "query": ms(model.query),
+                "transact": ms(model.transact), "sqs_send": ms(model.sqs_send),
+            },
+            "note": "own_s: Converger's own time (no network); with_latency_model_s: the same call waiting an assumed typical latency per request",
+        })
+    );
+    Ok(())
+}
+
+async fn replay_in_process_with(
+    dead_letters: usize,
+    latency: Option<converger_store::memory::LatencyModel>,
+) -> Result<(usize, converger_pipeline::replay::BulkStats, f64), String> {
     use converger_adapters::Adapters;
     use converger_core::query::{Actor, ActorKind};
     use converger_pipeline::replay::BulkFilter;
@@ -216,8 +243,13 @@ pub async fn replay_in_process(dead_letters: usize) -> Result<(), String> {
     use converger_store::memory::{MemEvents, MemQueue, MemStore};
     use std::sync::Arc;
 
-    let store = Arc::new(MemStore::new());
-    let queue = Arc::new(MemQueue::new());
+    let (store, queue) = match latency {
+        Some(m) => (
+            Arc::new(MemStore::with_latency(m)),
+            Arc::new(MemQueue::with_latency(m)),
+        ),
+        None => (Arc::new(MemStore::new()), Arc::new(MemQueue::new())),
+    };
     let pipeline = Pipeline::new(
         store.clone(),
         queue.clone(),
@@ -261,18 +293,12 @@ pub async fn replay_in_process(dead_letters: usize) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let took = t0.elapsed();
-    println!(
-        "{}",
-        json!({
-            "scenario": "bulk_replay_in_process",
-            "dead_letters": dead_letters,
-            "retried": r.retried,
-            "has_more": r.has_more,
-            "call_s": took.as_secs_f64(),
-            "requests": r.stats,
-            "enqueued": queue.depth(),
-            "note": "Converger's own cost: the in-process backend has no network and no latency model yet",
-        })
-    );
-    Ok(())
+    if queue.depth() != r.retried {
+        return Err(format!(
+            "{} enqueued for {} replayed",
+            queue.depth(),
+            r.retried
+        ));
+    }
+    Ok((r.retried, r.stats, took.as_secs_f64()))
 }

@@ -11,6 +11,7 @@ use converger_core::query::{Actor, Cursor};
 use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use std::time::Duration;
 
 #[derive(Default)]
 struct State {
@@ -25,15 +26,55 @@ struct State {
     replays: HashMap<String, ReplayJob>,
 }
 
+/// Per-request latencies the in-process backend can add, so that a benchmark on it waits
+/// about as long as one on AWS would. The defaults are assumed typical in-region figures
+/// (single-digit milliseconds for DynamoDB item operations, more for queries and
+/// transactions, about ten for an SQS send); the benchmark issue refines them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatencyModel {
+    pub get: Duration,
+    pub write: Duration,
+    pub query: Duration,
+    pub transact: Duration,
+    pub sqs_send: Duration,
+}
+
+impl Default for LatencyModel {
+    fn default() -> Self {
+        Self {
+            get: Duration::from_millis(4),
+            write: Duration::from_millis(6),
+            query: Duration::from_millis(8),
+            transact: Duration::from_millis(25),
+            sqs_send: Duration::from_millis(10),
+        }
+    }
+}
+
+async fn wait(model: &Option<LatencyModel>, pick: fn(&LatencyModel) -> Duration) {
+    if let Some(m) = model {
+        tokio::time::sleep(pick(m)).await;
+    }
+}
+
 /// The store, in memory. Every method takes the lock once, so every transition is atomic.
 #[derive(Default)]
 pub struct MemStore {
     state: Mutex<State>,
+    latency: Option<LatencyModel>,
 }
 
 impl MemStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A store that waits `model`'s latency on every request.
+    pub fn with_latency(model: LatencyModel) -> Self {
+        Self {
+            latency: Some(model),
+            ..Self::default()
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> StoreResult<T> {
@@ -93,6 +134,7 @@ fn leased(
 #[async_trait]
 impl Store for MemStore {
     async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()> {
+        wait(&self.latency, |m| m.transact).await;
         self.with(|s| {
             if s.tenants.contains_key(&tenant.id) || s.keys.contains_key(api_key_hash) {
                 return Err(StoreError::Conflict("tenant or key exists".into()));
@@ -104,14 +146,17 @@ impl Store for MemStore {
     }
 
     async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>> {
+        wait(&self.latency, |m| m.get).await;
         self.with(|s| s.tenants.get(id).cloned())
     }
 
     async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>> {
+        wait(&self.latency, |m| m.get).await;
         self.with(|s| s.keys.get(hash).and_then(|t| s.tenants.get(t)).cloned())
     }
 
     async fn create_channel(&self, channel: &Channel) -> StoreResult<()> {
+        wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             if s.channels.contains_key(&channel.id) {
                 return Err(StoreError::Conflict("id exists".into()));
@@ -122,6 +167,7 @@ impl Store for MemStore {
     }
 
     async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>> {
+        wait(&self.latency, |m| m.get).await;
         self.with(|s| s.channels.get(id).cloned())
     }
 
@@ -132,6 +178,7 @@ impl Store for MemStore {
         patch: &ChannelPatch,
         now: &str,
     ) -> StoreResult<Option<Channel>> {
+        wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let c = s.channels.get_mut(id).filter(|c| &c.tenant_id == tenant)?;
             if let Some(n) = &patch.name {
@@ -152,6 +199,7 @@ impl Store for MemStore {
     }
 
     async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64> {
+        wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let n = s
                 .seqs
@@ -167,6 +215,7 @@ impl Store for MemStore {
         activity: &Activity,
         deliveries: &[Delivery],
     ) -> StoreResult<Created> {
+        wait(&self.latency, |m| m.transact).await;
         self.with(|s| {
             if s.activities.contains_key(&activity.id)
                 || deliveries.iter().any(|d| s.deliveries.contains_key(&d.id))
@@ -182,14 +231,17 @@ impl Store for MemStore {
     }
 
     async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>> {
+        wait(&self.latency, |m| m.get).await;
         self.with(|s| s.activities.get(id).cloned())
     }
 
     async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>> {
+        wait(&self.latency, |m| m.get).await;
         self.with(|s| s.deliveries.get(id).cloned())
     }
 
     async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>> {
+        wait(&self.latency, |m| m.get).await;
         self.with(|s| {
             ids.iter()
                 .filter_map(|i| s.deliveries.get(i).cloned())
@@ -204,6 +256,7 @@ impl Store for MemStore {
         now_ms: i64,
         lease_ms: i64,
     ) -> StoreResult<Claim> {
+        wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let Some(d) = s.deliveries.get_mut(id) else {
                 return Claim::Missing;
@@ -224,6 +277,7 @@ impl Store for MemStore {
     }
 
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
         self.with(|s| match s.deliveries.get_mut(&d.id) {
             Some(row) if row.lease_token.as_deref() == Some(token) => {
                 row.lease_token = None;
@@ -242,6 +296,7 @@ impl Store for MemStore {
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             leased(s, d, token, log, |row| {
                 row.status = DeliveryStatus::Sent;
@@ -268,6 +323,7 @@ impl Store for MemStore {
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             leased(s, d, token, log, |row| {
                 row.status = DeliveryStatus::Pending;
@@ -287,6 +343,7 @@ impl Store for MemStore {
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             leased(s, d, token, log, |row| {
                 row.status = DeliveryStatus::Failed;
@@ -303,6 +360,7 @@ impl Store for MemStore {
         before: Option<u32>,
         limit: usize,
     ) -> StoreResult<Vec<AttemptEntry>> {
+        wait(&self.latency, |m| m.query).await;
         self.with(|s| {
             let key = id.to_string();
             s.attempts
@@ -315,6 +373,7 @@ impl Store for MemStore {
     }
 
     async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>> {
+        wait(&self.latency, |m| m.query).await;
         self.with(|s| {
             let mut rows: Vec<(String, &Delivery)> = s
                 .deliveries
@@ -373,6 +432,7 @@ impl Store for MemStore {
                 "replay_many takes up to {REPLAY_BATCH} rows, one audit entry each"
             )));
         }
+        wait(&self.latency, |m| m.transact).await;
         let now = converger_core::time::ms_to_rfc3339(now_ms);
         self.with(|s| {
             let mut done = Vec::new();
@@ -404,6 +464,7 @@ impl Store for MemStore {
         limit: usize,
         after: Option<&Cursor>,
     ) -> StoreResult<Listed<AuditEntry>> {
+        wait(&self.latency, |m| m.query).await;
         self.with(|s| {
             let t = tenant.to_string();
             let hi = after.map_or_else(|| format!("{}", char::MAX), |c| c.sort_key.clone());
@@ -429,6 +490,7 @@ impl Store for MemStore {
     }
 
     async fn create_replay_job(&self, job: &ReplayJob) -> StoreResult<()> {
+        wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             if s.replays.contains_key(&job.id) {
                 return Err(StoreError::Conflict("id exists".into()));
@@ -439,10 +501,12 @@ impl Store for MemStore {
     }
 
     async fn get_replay_job(&self, id: &str) -> StoreResult<Option<ReplayJob>> {
+        wait(&self.latency, |m| m.get).await;
         self.with(|s| s.replays.get(id).cloned())
     }
 
     async fn save_replay_job(&self, job: &ReplayJob) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
         self.with(|s| match s.replays.get(&job.id) {
             Some(cur) if cur.version + 1 == job.version => {
                 s.replays.insert(job.id.clone(), job.clone());
@@ -459,6 +523,7 @@ impl Store for MemStore {
         limit: usize,
         from: Option<String>,
     ) -> StoreResult<Page<Overdue>> {
+        wait(&self.latency, |m| m.query).await;
         self.with(|s| {
             let mut rows: Vec<(String, &Delivery)> = s
                 .deliveries
@@ -493,11 +558,20 @@ impl Store for MemStore {
 pub struct MemQueue {
     deliveries: Mutex<Vec<(i64, DeliveryMessage)>>,
     replays: Mutex<Vec<ReplayMessage>>,
+    latency: Option<LatencyModel>,
 }
 
 impl MemQueue {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A queue that waits `model`'s send latency per request (a batch of ten is one).
+    pub fn with_latency(model: LatencyModel) -> Self {
+        Self {
+            latency: Some(model),
+            ..Self::default()
+        }
     }
 
     /// Removes and returns the delivery messages visible at `now_ms`.
@@ -526,6 +600,7 @@ impl MemQueue {
 #[async_trait]
 impl Queue for MemQueue {
     async fn send(&self, msg: &DeliveryMessage, delay_s: u32) -> Result<(), QueueError> {
+        wait(&self.latency, |m| m.sqs_send).await;
         let at =
             converger_core::time::now_ms() + i64::from(delay_s.min(crate::sqs::MAX_DELAY_S)) * 1000;
         self.deliveries
@@ -536,6 +611,11 @@ impl Queue for MemQueue {
     }
 
     async fn send_many(&self, msgs: &[DeliveryMessage]) -> Result<(), QueueError> {
+        // Batches of ten, eight in flight, as the SQS backend sends them.
+        if let Some(m) = &self.latency {
+            let batches = msgs.len().div_ceil(10) as u32;
+            tokio::time::sleep(m.sqs_send * batches.div_ceil(8)).await;
+        }
         let now = converger_core::time::now_ms();
         self.deliveries
             .lock()
@@ -545,6 +625,7 @@ impl Queue for MemQueue {
     }
 
     async fn send_replay(&self, msg: &ReplayMessage) -> Result<(), QueueError> {
+        wait(&self.latency, |m| m.sqs_send).await;
         self.replays
             .lock()
             .map_err(|_| QueueError("poisoned".into()))?
