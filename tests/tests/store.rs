@@ -358,7 +358,7 @@ async fn dead_letters_and_missing_rows(b: Backend) {
 }
 
 async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
-    use converger_store::dynamo::due_shard;
+    use converger_store::due_shard;
     let f = fixture(b).await;
     let now = time::now_ms();
     let mut ids = Vec::new();

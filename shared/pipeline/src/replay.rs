@@ -8,10 +8,9 @@ use converger_core::ChannelId;
 use converger_core::query::Actor;
 use converger_core::query::Cursor;
 use converger_core::{DeliveryId, DeliveryStatus, TenantId, time};
-use converger_store::dynamo::REPLAY_BATCH;
 use converger_store::{
-    AuditEntry, Delivery, DeliveryMessage, DeliveryQuery, PlatformEvent, ReplayJob, ReplayMessage,
-    StoreError,
+    AuditEntry, Delivery, DeliveryMessage, DeliveryQuery, PlatformEvent, REPLAY_BATCH, ReplayJob,
+    ReplayMessage, StoreError,
 };
 use serde_json::json;
 

@@ -2,7 +2,7 @@
 
 use crate::model::*;
 use crate::ports::*;
-use crate::resources::{DUE_SHARDS, Resources};
+use crate::resources::Resources;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
@@ -84,50 +84,10 @@ fn delivery_item(d: &Delivery) -> StoreResult<Item> {
     Ok(item)
 }
 
-/// Most deliveries one replay transaction moves (two items each: the row and its audit entry;
-/// DynamoDB takes 100 items per transaction).
-pub const REPLAY_BATCH: usize = 50;
-
-/// `d` as a replay leaves it (the transaction's condition guarantees nothing else changed).
-pub(crate) fn replayed_row(d: &Delivery, actor: &Actor, now_ms: i64, now: &str) -> Delivery {
-    let mut row = d.clone();
-    row.status = DeliveryStatus::Pending;
-    row.attempts = 0;
-    row.retry_count += 1;
-    row.retried_by = Some(actor.to_string());
-    row.retried_at = Some(now.to_owned());
-    row.next_attempt_at = now_ms;
-    row.updated_at = now.to_owned();
-    row.lease_token = None;
-    row.lease_until = None;
-    row
-}
-
-/// A few milliseconds of jitter for retries, without a random number generator.
-fn rand_jitter() -> u8 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| (d.subsec_nanos() % 20) as u8)
-        .unwrap_or(0)
-}
-
-/// The due index's shard of a delivery: a stable hash of its id.
-pub fn due_shard(id: &DeliveryId) -> u32 {
-    let h = id.as_str().bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
-    h % DUE_SHARDS
-}
-
-/// `due_at` sorts as a number: milliseconds, zero-padded to 15 digits.
-fn due_at(ms: i64) -> String {
-    format!("{:015}", ms.max(0))
-}
-
 fn due_keys(id: &DeliveryId, next_attempt_at: i64) -> [(&'static str, AttributeValue); 2] {
     [
         (":due_shard", s(format!("due#{}", due_shard(id)))),
-        (":due_at", s(due_at(next_attempt_at))),
+        (":due_at", s(due_key(next_attempt_at))),
     ]
 }
 
@@ -790,7 +750,7 @@ impl Store for DynamoStore {
             .index_name("by_due")
             .key_condition_expression("due_shard = :sh AND due_at < :before")
             .expression_attribute_values(":sh", s(format!("due#{shard}")))
-            .expression_attribute_values(":before", s(due_at(before_ms)))
+            .expression_attribute_values(":before", s(due_key(before_ms)))
             .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000));
         if let Some(from) = from {
             let start: HashMap<String, String> = serde_json::from_str(&from)
@@ -941,11 +901,7 @@ impl Store for DynamoStore {
         now_ms: i64,
         audits: &[AuditEntry],
     ) -> StoreResult<Vec<Delivery>> {
-        if rows.len() != audits.len() || rows.len() > REPLAY_BATCH {
-            return Err(StoreError::Corrupt(format!(
-                "replay_many takes up to {REPLAY_BATCH} rows, one audit entry each"
-            )));
-        }
+        check_replay_batch(rows, audits)?;
         let now = converger_core::time::ms_to_rfc3339(now_ms);
         let mut items = Vec::with_capacity(rows.len());
         for (d, audit) in rows.iter().zip(audits) {
@@ -973,7 +929,7 @@ impl Store for DynamoStore {
                 Ok(_) => {
                     return Ok(pending
                         .iter()
-                        .map(|&i| replayed_row(&rows[i], actor, now_ms, &now))
+                        .map(|&i| rows[i].replayed(actor, now_ms, &now))
                         .collect());
                 }
                 Err(e) => match e.as_service_error() {
@@ -1009,7 +965,7 @@ impl Store for DynamoStore {
             }
             pending = kept;
             if conflict {
-                let pause = 20 * u64::from(round) + u64::from(rand_jitter());
+                let pause = 20 * u64::from(round) + rand::random::<u64>() % 20;
                 tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
             }
         }

@@ -3,7 +3,6 @@
 //! pipeline tests and scale benchmarks, where the emulator cannot measure; the AWS backend
 //! stays the product. One conformance suite (`tests/tests/store.rs`) runs against both.
 
-use crate::dynamo::{REPLAY_BATCH, due_shard, replayed_row};
 use crate::model::*;
 use crate::ports::*;
 use async_trait::async_trait;
@@ -427,11 +426,7 @@ impl Store for MemStore {
         now_ms: i64,
         audits: &[AuditEntry],
     ) -> StoreResult<Vec<Delivery>> {
-        if rows.len() != audits.len() || rows.len() > REPLAY_BATCH {
-            return Err(StoreError::Corrupt(format!(
-                "replay_many takes up to {REPLAY_BATCH} rows, one audit entry each"
-            )));
-        }
+        check_replay_batch(rows, audits)?;
         wait(&self.latency, |m| m.transact).await;
         let now = converger_core::time::ms_to_rfc3339(now_ms);
         self.with(|s| {
@@ -443,7 +438,7 @@ impl Store for MemStore {
                 if current.status != DeliveryStatus::Failed {
                     continue;
                 }
-                let row = replayed_row(current, actor, now_ms, &now);
+                let row = current.replayed(actor, now_ms, &now);
                 s.deliveries.insert(row.id.clone(), row.clone());
                 s.audit.insert(
                     (
@@ -530,7 +525,7 @@ impl Store for MemStore {
                 .values()
                 .filter(|d| d.status == DeliveryStatus::Pending && due_shard(&d.id) == shard)
                 .filter(|d| d.next_attempt_at < before_ms)
-                .map(|d| (format!("{:015}#{}", d.next_attempt_at.max(0), d.id), d))
+                .map(|d| (format!("{}#{}", due_key(d.next_attempt_at), d.id), d))
                 .filter(|(k, _)| from.as_ref().is_none_or(|f| k > f))
                 .collect();
             rows.sort_by(|a, b| a.0.cmp(&b.0));

@@ -181,6 +181,59 @@ impl Delivery {
     }
 }
 
+impl Delivery {
+    /// The row as a replay leaves it: pending and due now, attempts reset so the retry policy
+    /// starts over, `retry_count` + 1, `retried_by`/`retried_at` set; `last_error` stays until
+    /// the next attempt overwrites it.
+    pub fn replayed(&self, actor: &Actor, now_ms: i64, now: &str) -> Delivery {
+        let mut row = self.clone();
+        row.status = DeliveryStatus::Pending;
+        row.attempts = 0;
+        row.retry_count += 1;
+        row.retried_by = Some(actor.to_string());
+        row.retried_at = Some(now.to_owned());
+        row.next_attempt_at = now_ms;
+        row.updated_at = now.to_owned();
+        row.lease_token = None;
+        row.lease_until = None;
+        row
+    }
+}
+
+/// Shards of the due index a pending delivery is spread over.
+pub const DUE_SHARDS: u32 = 16;
+
+/// The due index's shard of a delivery: a stable hash (FNV-1a) of its id.
+pub fn due_shard(id: &DeliveryId) -> u32 {
+    let h = id.as_str().bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    h % DUE_SHARDS
+}
+
+/// The due index's sort key: milliseconds, zero-padded to 15 digits so it sorts as a number.
+pub fn due_key(ms: i64) -> String {
+    format!("{:015}", ms.max(0))
+}
+
+/// Most deliveries one replay transaction moves (two items each, the row and its audit entry;
+/// DynamoDB takes 100 items per transaction).
+pub const REPLAY_BATCH: usize = 50;
+
+/// The arguments every backend's `replay_many` accepts: one audit entry per row, at most
+/// [`REPLAY_BATCH`] rows.
+pub fn check_replay_batch(
+    rows: &[Delivery],
+    audits: &[AuditEntry],
+) -> Result<(), crate::ports::StoreError> {
+    if rows.len() != audits.len() || rows.len() > REPLAY_BATCH {
+        return Err(crate::ports::StoreError::Corrupt(format!(
+            "replay_many takes up to {REPLAY_BATCH} rows, one audit entry each"
+        )));
+    }
+    Ok(())
+}
+
 /// What a queue message says: "look at delivery X now". The activity rides along when it is
 /// small, which saves the attempt a read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -138,7 +138,7 @@ pub const TABLES: [TableDef; 7] = [
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
-pub const DUE_SHARDS: u32 = 16;
+pub use crate::model::DUE_SHARDS;
 
 /// The deliver function's timeout in seconds (the template's `Timeout`).
 pub const DELIVER_TIMEOUT_S: u32 = 60;
