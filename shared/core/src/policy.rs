@@ -268,6 +268,16 @@ impl RetryPolicy {
     }
 }
 
+/// The queue delay, in whole seconds, of a message that must not run before `at_ms`: rounded
+/// up (never early), at least 1 s, at most `ceiling` (SQS allows 900). A longer wait is made
+/// of several such hops.
+pub fn hop_delay_s(at_ms: i64, now_ms: i64, ceiling: u32) -> u32 {
+    let ms = u64::try_from(at_ms.saturating_sub(now_ms)).unwrap_or(0);
+    u32::try_from(ms.div_ceil(1000))
+        .unwrap_or(u32::MAX)
+        .clamp(1, ceiling.max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +305,15 @@ mod tests {
             p.next_after_failure(1, &DeliveryError::permanent("bad"), 0.5),
             Next::Dead
         );
+    }
+
+    #[test]
+    fn hops_round_up_and_respect_the_ceiling() {
+        assert_eq!(hop_delay_s(10_500, 10_000, 900), 1);
+        assert_eq!(hop_delay_s(17_000, 10_000, 2), 2);
+        assert_eq!(hop_delay_s(12_001, 10_000, 900), 3);
+        assert_eq!(hop_delay_s(5_000, 10_000, 900), 1);
+        assert_eq!(hop_delay_s(10_000 + 86_400_000, 10_000, 900), 900);
     }
 
     #[test]

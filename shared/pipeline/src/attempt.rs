@@ -8,7 +8,7 @@
 use crate::Pipeline;
 use crate::metrics;
 use converger_adapters::{Accepted, Envelope, Target};
-use converger_core::policy::Next;
+use converger_core::policy::{Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, time};
 use converger_store::{
     Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, PlatformEvent,
@@ -45,14 +45,6 @@ pub enum AttemptError {
     Missing(String),
 }
 
-/// Whole seconds to wait until `at_ms`, rounded up, at least 1, at most `ceiling`.
-fn hop_seconds(at_ms: i64, now_ms: i64, ceiling: u32) -> u32 {
-    let ms = u64::try_from(at_ms.saturating_sub(now_ms)).unwrap_or(0);
-    u32::try_from(ms.div_ceil(1000))
-        .unwrap_or(u32::MAX)
-        .clamp(1, ceiling.max(1))
-}
-
 impl Pipeline {
     /// Runs the attempt a queue message asks for.
     pub async fn attempt(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
@@ -66,7 +58,7 @@ impl Pipeline {
         {
             Claim::Claimed(d) => d,
             Claim::NotDue(d) => {
-                let delay_s = hop_seconds(d.next_attempt_at, now_ms, self.config.hop_ceiling_s);
+                let delay_s = hop_delay_s(d.next_attempt_at, now_ms, self.config.hop_ceiling_s);
                 tracing::info!(delivery_id = %d.id, early_ms = d.next_attempt_at - now_ms, delay_s, "message came early; delayed again");
                 self.queue.send(&msg, delay_s).await?;
                 return Ok(Report::Hopped { delay_s });
@@ -159,8 +151,14 @@ impl Pipeline {
                         }
                         tracing::info!(delivery_id = %d.id, attempt = n, delay_ms, error = %err.reason, "attempt failed; retry scheduled");
                         let delay_s =
-                            hop_seconds(next_at, time::now_ms(), self.config.hop_ceiling_s);
-                        let next = DeliveryMessage::new(d.id.clone(), d.tier, Some(&activity));
+                            hop_delay_s(next_at, time::now_ms(), self.config.hop_ceiling_s);
+                        // An activity that came in the message fits in the next one.
+                        let carried = if msg.activity.is_some() {
+                            Some(&activity)
+                        } else {
+                            activity.if_inline()
+                        };
+                        let next = DeliveryMessage::new(d.id.clone(), d.tier, carried);
                         // If this send fails, the message is redelivered and finds the row
                         // pending with its due time: nothing is lost.
                         self.queue.send(&next, delay_s).await?;
@@ -295,19 +293,5 @@ fn status_event(d: &Delivery, status: &str, attempts: u32, error: Option<&str>) 
             "tenant_id": d.tenant_id, "conversation_id": d.conversation_id,
             "status": status, "attempts": attempts, "error": error,
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::hop_seconds;
-
-    #[test]
-    fn hops_round_up_and_respect_the_ceiling() {
-        assert_eq!(hop_seconds(10_500, 10_000, 900), 1);
-        assert_eq!(hop_seconds(17_000, 10_000, 2), 2);
-        assert_eq!(hop_seconds(12_001, 10_000, 900), 3);
-        assert_eq!(hop_seconds(5_000, 10_000, 900), 1);
-        assert_eq!(hop_seconds(10_000 + 86_400_000, 10_000, 900), 900);
     }
 }

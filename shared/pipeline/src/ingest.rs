@@ -129,9 +129,10 @@ impl Pipeline {
 
         match self.store.create_activity(&activity, &deliveries).await? {
             Created::New => {
+                let carried = activity.if_inline();
                 let msgs: Vec<DeliveryMessage> = deliveries
                     .iter()
-                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, Some(&activity)))
+                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, carried))
                     .collect();
                 // A crash between the write and this send leaves pending rows that the sweeper
                 // enqueues; an error here is reported so the producer can retry (idempotent).
@@ -166,12 +167,13 @@ impl Pipeline {
             .collect();
         let deliveries = self.store.get_deliveries(&ids).await?;
         let now = time::now_ms();
+        let carried = stored.if_inline();
         let msgs: Vec<DeliveryMessage> = deliveries
             .iter()
             .filter(|d| {
                 d.status == converger_core::DeliveryStatus::Pending && d.next_attempt_at <= now
             })
-            .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, Some(&stored)))
+            .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, carried))
             .collect();
         if !msgs.is_empty() {
             self.queue.send_many(&msgs).await?;

@@ -247,19 +247,24 @@ pub struct DeliveryMessage {
 /// Largest serialized activity carried inside a queue message.
 pub const INLINE_ACTIVITY_MAX_BYTES: usize = 64 * 1024;
 
+impl Activity {
+    /// The activity if it is small enough to ride in a queue message. Serializes it once: call
+    /// it once per activity, not once per delivery.
+    pub fn if_inline(&self) -> Option<&Activity> {
+        serde_json::to_vec(self)
+            .is_ok_and(|v| v.len() <= INLINE_ACTIVITY_MAX_BYTES)
+            .then_some(self)
+    }
+}
+
 impl DeliveryMessage {
+    /// A message for `delivery_id`, carrying `activity` (pass one that
+    /// [`Activity::if_inline`] allowed, or `None`).
     pub fn new(delivery_id: DeliveryId, tier: Tier, activity: Option<&Activity>) -> Self {
-        let activity = activity
-            .filter(|a| {
-                serde_json::to_vec(a)
-                    .map(|v| v.len() <= INLINE_ACTIVITY_MAX_BYTES)
-                    .unwrap_or(false)
-            })
-            .cloned();
         Self {
             delivery_id,
             tier,
-            activity,
+            activity: activity.cloned(),
         }
     }
 }

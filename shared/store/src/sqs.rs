@@ -95,20 +95,20 @@ impl Queue for SqsQueue {
         if let [one] = msgs {
             return self.send(one, 0).await;
         }
-        // Batches of ten, several in flight at once: a bulk replay of 10,000 deliveries is
-        // 1,000 batches.
-        let mut sends = Vec::new();
+        // Each body serialized once; batches of ten per tier, several in flight at once (a
+        // bulk replay of 10,000 deliveries is 1,000 batches).
+        let mut batches: Vec<(Tier, Vec<String>)> = Vec::new();
         for tier in Tier::ALL {
-            let of_tier: Vec<DeliveryMessage> =
-                msgs.iter().filter(|m| m.tier == tier).cloned().collect();
-            for chunk in of_tier.chunks(10) {
-                let chunk = chunk.to_vec();
-                sends.push(Box::pin(async move { self.send_batch(tier, &chunk).await })
-                    as std::pin::Pin<
-                        Box<dyn std::future::Future<Output = Result<(), QueueError>> + Send + '_>,
-                    >);
-            }
+            let bodies = msgs
+                .iter()
+                .filter(|m| m.tier == tier)
+                .map(body)
+                .collect::<Result<Vec<String>, _>>()?;
+            batches.extend(bodies.chunks(10).map(|c| (tier, c.to_vec())));
         }
+        let sends = batches
+            .into_iter()
+            .map(|(tier, bodies)| self.send_batch(tier, bodies));
         let results: Vec<Result<(), QueueError>> = futures::stream::iter(sends)
             .buffer_unordered(SEND_CONCURRENCY)
             .collect()
@@ -123,13 +123,13 @@ const SEND_CONCURRENCY: usize = 8;
 impl SqsQueue {
     /// One SendMessageBatch of at most ten messages; entries it refuses are sent one by one
     /// and a second refusal is an error.
-    async fn send_batch(&self, tier: Tier, chunk: &[DeliveryMessage]) -> Result<(), QueueError> {
-        let mut entries = Vec::with_capacity(chunk.len());
-        for (i, m) in chunk.iter().enumerate() {
+    async fn send_batch(&self, tier: Tier, bodies: Vec<String>) -> Result<(), QueueError> {
+        let mut entries = Vec::with_capacity(bodies.len());
+        for (i, b) in bodies.iter().enumerate() {
             entries.push(
                 SendMessageBatchRequestEntry::builder()
                     .id(i.to_string())
-                    .message_body(body(m)?)
+                    .message_body(b.as_str())
                     .build()
                     .map_err(|e| QueueError(e.to_string()))?,
             );
@@ -144,10 +144,16 @@ impl SqsQueue {
             .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
         for failed in out.failed {
             let idx: usize = failed.id.parse().unwrap_or(usize::MAX);
-            match chunk.get(idx) {
-                Some(m) => self.send(m, 0).await?,
-                None => return Err(QueueError(format!("batch entry {} failed", failed.id))),
-            }
+            let Some(b) = bodies.get(idx) else {
+                return Err(QueueError(format!("batch entry {} failed", failed.id)));
+            };
+            self.client
+                .send_message()
+                .queue_url(self.url(tier))
+                .message_body(b.as_str())
+                .send()
+                .await
+                .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
         }
         Ok(())
     }
