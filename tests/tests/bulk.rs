@@ -205,6 +205,23 @@ async fn filters_refusals_and_isolation() {
     )
     .await;
     assert_eq!(a.body["retried"], 3, "{:?}", a.body);
+    // The activity filter reads the activity's deliveries by key: store the activity the
+    // seeded row belongs to.
+    let activity = Activity {
+        id: day1[0].activity_id.clone(),
+        tenant_id: TenantId::parse(&tenant).unwrap(),
+        conversation_id: "seed".into(),
+        seq: 1,
+        payload: json!({}),
+        channel_ids: vec![ChannelId::parse(&ch).unwrap()],
+        created_at: day1[0].created_at.clone(),
+    };
+    t.stack
+        .pipeline
+        .store
+        .create_activity(&activity, &[])
+        .await
+        .unwrap();
     let a = bulk(
         &t,
         &key,

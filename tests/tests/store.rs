@@ -524,6 +524,16 @@ async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) {
         rows.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
         "oldest first, each once"
     );
+    let one = DeliveryQuery {
+        activity: Some(rows[3].activity_id.clone()),
+        ..query(None)
+    };
+    let found = f.store.list_deliveries(&one).await.unwrap();
+    assert_eq!(
+        found.items.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        vec![rows[3].id.clone()]
+    );
+    assert!(found.next.is_none());
     let other = DeliveryQuery {
         tenant: TenantId::generate(),
         after: None,

@@ -401,59 +401,23 @@ async fn list_deliveries(
         .filter(|s| ActivityId::parse(s).is_err())
         .map(str::to_owned);
 
-    let (items, next) = if let Some(activity) = activity {
-        // One activity's deliveries: read by key, filter and sort here (at most 50 rows).
-        let rows = match state.pipeline.store.get_activity(&activity).await? {
-            Some(a) if a.tenant_id == tenant.id => {
-                let ids: Vec<DeliveryId> = a
-                    .channel_ids
-                    .iter()
-                    .filter(|c| channel.as_ref().is_none_or(|x| x == *c))
-                    .map(|c| DeliveryId::for_pair(&a.id, c))
-                    .collect();
-                state.pipeline.store.get_deliveries(&ids).await?
-            }
-            _ => Vec::new(),
-        };
-        let key = |d: &Delivery| format!("{}#{}", d.updated_at, d.id);
-        let mut rows: Vec<Delivery> = rows
-            .into_iter()
-            .filter(|d| status.is_none_or(|s| d.status == s))
-            .filter(|d| from_key.as_ref().is_none_or(|lo| key(d) >= *lo))
-            .filter(|d| to_key.as_ref().is_none_or(|hi| key(d) <= *hi))
-            .filter(|d| {
-                error_contains.as_ref().is_none_or(|t| {
-                    d.last_error
-                        .as_deref()
-                        .is_some_and(|e| e.contains(t.as_str()))
-                })
-            })
-            .collect();
-        rows.sort_by_key(key);
-        if newest_first {
-            rows.reverse();
-        }
-        rows.truncate(limit);
-        (rows, None)
-    } else {
-        let listed = state
-            .pipeline
-            .store
-            .list_deliveries(&DeliveryQuery {
-                tenant: tenant.id.clone(),
-                status,
-                channel,
-                from_key,
-                to_key,
-                error_contains,
-                activity: None,
-                newest_first,
-                limit,
-                after,
-            })
-            .await?;
-        (listed.items, listed.next)
-    };
+    let listed = state
+        .pipeline
+        .store
+        .list_deliveries(&DeliveryQuery {
+            tenant: tenant.id.clone(),
+            status,
+            channel,
+            from_key,
+            to_key,
+            error_contains,
+            activity,
+            newest_first,
+            limit,
+            after,
+        })
+        .await?;
+    let (items, next) = (listed.items, listed.next);
     let data: Vec<Value> = items.iter().map(views::delivery_row).collect();
     Ok(Json(
         json!({"data": data, "next_cursor": next.map(|c| c.encode())}),

@@ -63,25 +63,28 @@ impl Pipeline {
     /// The `ingest` function: one activity per record. An activity that can never be accepted
     /// (invalid, unknown channel) is logged and dropped; storage failures are redelivered.
     pub async fn ingest_batch(&self, event: SqsEvent) -> SqsBatchResponse {
-        batch::process(event, self.config.batch_concurrency, |m| async move {
-            let msg: IngestMessage = body(&m)?;
-            let tenant: Result<_, HandlerError> = self.store.get_tenant(&msg.tenant_id).await.map_err(Into::into);
-            let Some(tenant) = tenant? else {
-                tracing::error!(tenant_id = %msg.tenant_id, "activity for an unknown tenant dropped");
-                return Ok::<(), HandlerError>(());
-            };
-            match self.ingest(&tenant, msg.activity).await {
-                Ok(done) => {
-                    tracing::info!(activity_id = %done.activity.id, deliveries = done.deliveries.len(), "activity ingested");
-                    Ok(())
-                }
-                Err(e @ (IngestError::Store(_) | IngestError::Queue(_))) => Err(e.into()),
-                Err(e) => {
-                    tracing::error!(tenant_id = %tenant.id, error = %e, "activity refused and dropped");
-                    Ok(())
-                }
-            }
+        batch::process(event, self.config.batch_concurrency, |m| {
+            self.ingest_record(m)
         })
         .await
+    }
+
+    async fn ingest_record(&self, m: SqsMessage) -> Result<(), HandlerError> {
+        let msg: IngestMessage = body(&m)?;
+        let Some(tenant) = self.store.get_tenant(&msg.tenant_id).await? else {
+            tracing::error!(tenant_id = %msg.tenant_id, "activity for an unknown tenant dropped");
+            return Ok(());
+        };
+        match self.ingest(&tenant, msg.activity).await {
+            Ok(done) => {
+                tracing::info!(activity_id = %done.activity.id, deliveries = done.deliveries.len(), "activity ingested");
+                Ok(())
+            }
+            Err(e @ (IngestError::Store(_) | IngestError::Queue(_))) => Err(e.into()),
+            Err(e) => {
+                tracing::error!(tenant_id = %tenant.id, error = %e, "activity refused and dropped");
+                Ok(())
+            }
+        }
     }
 }

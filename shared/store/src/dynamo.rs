@@ -786,6 +786,23 @@ impl Store for DynamoStore {
     }
 
     async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>> {
+        // One activity's deliveries are read by key: their ids follow from the activity's
+        // channels, at most 50 of them.
+        if let Some(activity) = &q.activity {
+            let rows = match self.get_activity(activity).await? {
+                Some(a) if a.tenant_id == q.tenant => {
+                    let ids: Vec<DeliveryId> = a
+                        .channel_ids
+                        .iter()
+                        .filter(|c| q.channel.as_ref().is_none_or(|x| x == *c))
+                        .map(|c| DeliveryId::for_pair(&a.id, c))
+                        .collect();
+                    self.get_deliveries(&ids).await?
+                }
+                _ => Vec::new(),
+            };
+            return Ok(q.page(rows));
+        }
         // The index that serves the filter; the tenant is always part of the key or a filter.
         let (index, hash_attr, hash_val) = match (q.status, &q.channel) {
             (Some(st), Some(ch)) => ("by_channel_status", "cs_pk", format!("{ch}#{st}")),
@@ -808,9 +825,6 @@ impl Store for DynamoStore {
         }
         if q.error_contains.is_some() {
             filters.push("contains(last_error, :q)");
-        }
-        if q.activity.is_some() {
-            filters.push("activity_id = :a");
         }
         let limit = q.limit.clamp(1, 1000);
         let mut items: Vec<Delivery> = Vec::with_capacity(limit);
@@ -862,9 +876,6 @@ impl Store for DynamoStore {
             if let Some(text) = &q.error_contains {
                 req = req.expression_attribute_values(":q", s(text.as_str()));
             }
-            if let Some(a) = &q.activity {
-                req = req.expression_attribute_values(":a", s(a.as_str()));
-            }
             let out = req.send().await.map_err(sdk_err)?;
             for item in out.items.unwrap_or_default() {
                 if items.len() == limit {
@@ -879,10 +890,7 @@ impl Store for DynamoStore {
             start = last_evaluated.clone();
         }
         let next = if items.len() == limit {
-            items.last().map(|d| Cursor {
-                sort_key: format!("{}#{}", d.updated_at, d.id),
-                id: d.id.to_string(),
-            })
+            items.last().map(Delivery::cursor)
         } else {
             last_evaluated.and_then(|k| {
                 Some(Cursor {

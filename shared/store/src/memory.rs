@@ -99,10 +99,6 @@ impl MemStore {
     }
 }
 
-fn upd_sk(d: &Delivery) -> String {
-    format!("{}#{}", d.updated_at, d.id)
-}
-
 /// Applies the outcome of an attempt held under `token`. `false` if the lease was lost.
 fn leased(
     s: &mut State,
@@ -373,50 +369,7 @@ impl Store for MemStore {
 
     async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>> {
         wait(&self.latency, |m| m.query).await;
-        self.with(|s| {
-            let mut rows: Vec<(String, &Delivery)> = s
-                .deliveries
-                .values()
-                .filter(|d| d.tenant_id == q.tenant)
-                .filter(|d| q.status.is_none_or(|st| d.status == st))
-                .filter(|d| q.channel.as_ref().is_none_or(|c| &d.channel_id == c))
-                .filter(|d| q.activity.as_ref().is_none_or(|a| &d.activity_id == a))
-                .filter(|d| {
-                    q.error_contains.as_ref().is_none_or(|t| {
-                        d.last_error
-                            .as_deref()
-                            .is_some_and(|e| e.contains(t.as_str()))
-                    })
-                })
-                .map(|d| (upd_sk(d), d))
-                .filter(|(k, _)| q.from_key.as_ref().is_none_or(|lo| k >= lo))
-                .filter(|(k, _)| q.to_key.as_ref().is_none_or(|hi| k <= hi))
-                .filter(|(k, _)| {
-                    q.after.as_ref().is_none_or(|c| {
-                        if q.newest_first {
-                            *k < c.sort_key
-                        } else {
-                            *k > c.sort_key
-                        }
-                    })
-                })
-                .collect();
-            rows.sort_by(|a, b| a.0.cmp(&b.0));
-            if q.newest_first {
-                rows.reverse();
-            }
-            let limit = q.limit.clamp(1, 1000);
-            let more = rows.len() > limit;
-            rows.truncate(limit);
-            let next = more.then(|| rows.last()).flatten().map(|(k, d)| Cursor {
-                sort_key: k.clone(),
-                id: d.id.to_string(),
-            });
-            Listed {
-                items: rows.into_iter().map(|(_, d)| d.clone()).collect(),
-                next,
-            }
-        })
+        self.with(|s| q.page(s.deliveries.values().filter(|d| q.matches(d)).cloned()))
     }
 
     async fn replay_many(

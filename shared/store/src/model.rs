@@ -182,6 +182,19 @@ impl Delivery {
 }
 
 impl Delivery {
+    /// The key lists are ordered by: `<updated_at>#<id>` (the indexes' `upd_sk`).
+    pub fn sort_key(&self) -> String {
+        format!("{}#{}", self.updated_at, self.id)
+    }
+
+    /// The cursor that continues a list after this row.
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            sort_key: self.sort_key(),
+            id: self.id.to_string(),
+        }
+    }
+
     /// The row as a replay leaves it: pending and due now, attempts reset so the retry policy
     /// starts over, `retry_count` + 1, `retried_by`/`retried_at` set; `last_error` stays until
     /// the next attempt overwrites it.
@@ -354,6 +367,46 @@ pub struct DeliveryQuery {
     pub newest_first: bool,
     pub limit: usize,
     pub after: Option<Cursor>,
+}
+
+impl DeliveryQuery {
+    /// Whether `d` passes every filter of the query, the cursor included.
+    pub fn matches(&self, d: &Delivery) -> bool {
+        let key = d.sort_key();
+        d.tenant_id == self.tenant
+            && self.status.is_none_or(|st| d.status == st)
+            && self.channel.as_ref().is_none_or(|c| &d.channel_id == c)
+            && self.activity.as_ref().is_none_or(|a| &d.activity_id == a)
+            && self.error_contains.as_ref().is_none_or(|t| {
+                d.last_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains(t.as_str()))
+            })
+            && self.from_key.as_ref().is_none_or(|lo| key >= *lo)
+            && self.to_key.as_ref().is_none_or(|hi| key <= *hi)
+            && self.after.as_ref().is_none_or(|c| {
+                if self.newest_first {
+                    key < c.sort_key
+                } else {
+                    key > c.sort_key
+                }
+            })
+    }
+
+    /// One page of `rows` read by key rather than through an index: filtered, ordered,
+    /// limited, with the cursor of the next page when more remain.
+    pub fn page(&self, rows: impl IntoIterator<Item = Delivery>) -> Listed<Delivery> {
+        let mut rows: Vec<Delivery> = rows.into_iter().filter(|d| self.matches(d)).collect();
+        rows.sort_by_cached_key(Delivery::sort_key);
+        if self.newest_first {
+            rows.reverse();
+        }
+        let limit = self.limit.clamp(1, 1000);
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = more.then(|| rows.last()).flatten().map(Delivery::cursor);
+        Listed { items: rows, next }
+    }
 }
 
 /// A page of a list, with the cursor of the next page.
