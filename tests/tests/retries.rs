@@ -320,6 +320,11 @@ async fn the_attempt_log_pages_newest_first() {
     assert!(page2.body["next_cursor"].is_null());
     let first = &data[1];
     assert_eq!(first["status_code"], 500);
+    assert_eq!(
+        first["response_snippet"].as_str().unwrap().chars().count(),
+        500,
+        "the first 500 characters of the response"
+    );
     assert_eq!(first["trigger"], "auto");
     assert!(
         first["started_at"].is_string()

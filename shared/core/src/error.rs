@@ -15,6 +15,9 @@ pub struct DeliveryError {
     pub retryable: bool,
     /// Provider-requested delay before the next attempt.
     pub retry_after_ms: Option<u64>,
+    /// The first [`SNIPPET_CHARS`] characters of the response body, for the attempt log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_snippet: Option<String>,
 }
 
 /// Longest response snippet kept in an error or the attempt log.
@@ -69,6 +72,7 @@ impl DeliveryError {
             status: Some(status),
             retryable: is_retryable_status(status),
             retry_after_ms: retry_after.and_then(|v| parse_retry_after(v, now)),
+            response_snippet: (!body.is_empty()).then_some(body),
         }
     }
 
@@ -79,6 +83,7 @@ impl DeliveryError {
             status: None,
             retryable: true,
             retry_after_ms: None,
+            response_snippet: None,
         }
     }
 
@@ -89,6 +94,7 @@ impl DeliveryError {
             status: None,
             retryable: false,
             retry_after_ms: None,
+            response_snippet: None,
         }
     }
 
@@ -99,6 +105,7 @@ impl DeliveryError {
             status: None,
             retryable: true,
             retry_after_ms: None,
+            response_snippet: None,
         }
     }
 }
@@ -126,6 +133,7 @@ mod tests {
         let e = DeliveryError::from_http(400, None, b"invalid recipient", "webhook", now);
         assert_eq!(e.reason, "webhook: HTTP 400: invalid recipient");
         assert_eq!(e.status, Some(400));
+        assert_eq!(e.response_snippet.as_deref(), Some("invalid recipient"));
         assert!(DeliveryError::from_transport("connection refused", "webhook").retryable);
         assert!(!DeliveryError::permanent("no recipient").retryable);
     }

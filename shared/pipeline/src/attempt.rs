@@ -47,7 +47,7 @@ pub enum AttemptError {
 
 impl Pipeline {
     /// Runs the attempt a queue message asks for.
-    pub async fn attempt(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
+    pub async fn attempt(&self, mut msg: DeliveryMessage) -> Result<Report, AttemptError> {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let now_ms = time::now_ms();
         let lease_ms = i64::try_from(self.config.lease.as_millis()).unwrap_or(60_000);
@@ -74,7 +74,8 @@ impl Pipeline {
         // Prepare. A missing channel or activity is an unexpected failure: the lease is given
         // back and the message is left to SQS, which redelivers it until its dead-letter queue
         // takes it.
-        let (channel, activity) = match self.prepare(&d, &msg).await {
+        let carried_in = msg.activity.is_some();
+        let (channel, activity) = match self.prepare(&d, msg.activity.take()).await {
             Ok(v) => v,
             Err(e) => {
                 if let Err(re) = self.store.release(&d, &token).await {
@@ -141,7 +142,12 @@ impl Pipeline {
                     Next::RetryIn(delay_ms) => {
                         let next_at = time::now_ms()
                             .saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
-                        let e = entry(e_status, None, Some(err.reason.clone()), Some(next_at));
+                        let e = entry(
+                            e_status,
+                            err.response_snippet.clone(),
+                            Some(err.reason.clone()),
+                            Some(next_at),
+                        );
                         if !self
                             .store
                             .mark_attempt_failed(&d, &token, &err.reason, next_at, &e, &now)
@@ -153,7 +159,7 @@ impl Pipeline {
                         let delay_s =
                             hop_delay_s(next_at, time::now_ms(), self.config.hop_ceiling_s);
                         // An activity that came in the message fits in the next one.
-                        let carried = if msg.activity.is_some() {
+                        let carried = if carried_in {
                             Some(&activity)
                         } else {
                             activity.if_inline()
@@ -165,7 +171,12 @@ impl Pipeline {
                         Ok(Report::RetryScheduled { delay_ms })
                     }
                     Next::Dead => {
-                        let e = entry(e_status, None, Some(err.reason.clone()), None);
+                        let e = entry(
+                            e_status,
+                            err.response_snippet.clone(),
+                            Some(err.reason.clone()),
+                            None,
+                        );
                         self.dead_letter(&d, &token, &err.reason, &e, &now, n, kind)
                             .await
                     }
@@ -180,17 +191,18 @@ impl Pipeline {
         }
     }
 
+    /// The channel (cached) and the activity (from the message when it rode along).
     async fn prepare(
         &self,
         d: &Delivery,
-        msg: &DeliveryMessage,
+        carried: Option<Activity>,
     ) -> Result<(Arc<Channel>, Activity), AttemptError> {
         let channel = self
             .channel(&d.channel_id)
             .await?
             .ok_or_else(|| AttemptError::Missing(format!("channel {} not found", d.channel_id)))?;
-        let activity = match msg.activity.as_ref().filter(|a| a.id == d.activity_id) {
-            Some(a) => a.clone(),
+        let activity = match carried.filter(|a| a.id == d.activity_id) {
+            Some(a) => a,
             None => self
                 .store
                 .get_activity(&d.activity_id)
