@@ -801,7 +801,7 @@ impl Store for DynamoStore {
                 }
                 _ => Vec::new(),
             };
-            return Ok(q.page(rows));
+            return Ok(q.page(&rows));
         }
         // The index that serves the filter; the tenant is always part of the key or a filter.
         let (index, hash_attr, hash_val) = match (q.status, &q.channel) {

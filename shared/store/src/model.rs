@@ -395,17 +395,26 @@ impl DeliveryQuery {
 
     /// One page of `rows` read by key rather than through an index: filtered, ordered,
     /// limited, with the cursor of the next page when more remain.
-    pub fn page(&self, rows: impl IntoIterator<Item = Delivery>) -> Listed<Delivery> {
-        let mut rows: Vec<Delivery> = rows.into_iter().filter(|d| self.matches(d)).collect();
-        rows.sort_by_cached_key(Delivery::sort_key);
+    pub fn page<'a>(&self, rows: impl IntoIterator<Item = &'a Delivery>) -> Listed<Delivery> {
+        let mut rows: Vec<(String, &Delivery)> = rows
+            .into_iter()
+            .filter(|d| self.matches(d))
+            .map(|d| (d.sort_key(), d))
+            .collect();
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
         if self.newest_first {
             rows.reverse();
         }
         let limit = self.limit.clamp(1, 1000);
         let more = rows.len() > limit;
         rows.truncate(limit);
-        let next = more.then(|| rows.last()).flatten().map(Delivery::cursor);
-        Listed { items: rows, next }
+        let items: Vec<Delivery> = rows.into_iter().map(|(_, d)| d.clone()).collect();
+        let next = if more {
+            items.last().map(Delivery::cursor)
+        } else {
+            None
+        };
+        Listed { items, next }
     }
 }
 
