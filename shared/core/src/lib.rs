@@ -3,6 +3,7 @@
 
 pub mod channel;
 pub mod error;
+pub mod flow;
 pub mod ids;
 pub mod net;
 pub mod policy;
@@ -14,6 +15,7 @@ pub mod time;
 
 pub use channel::{ChannelType, Tier};
 pub use error::DeliveryError;
+pub use flow::{BreakerConfig, CircuitState, MaxInFlight, RateLimit};
 pub use ids::{ActivityId, ChannelId, DeliveryId, TenantId};
 pub use policy::{Backoff, PolicyError, RetryPolicy};
 pub use status::DeliveryStatus;

@@ -18,6 +18,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 
+mod flow;
+
 pub type Item = HashMap<String, AttributeValue>;
 
 #[derive(Clone, Debug)]
@@ -76,7 +78,11 @@ fn delivery_item(d: &Delivery) -> StoreResult<Item> {
     for (k, v) in index_keys(&d.tenant_id, &d.channel_id, &d.id, d.status, &d.updated_at) {
         item.insert(k.trim_start_matches(':').to_owned(), v);
     }
-    if d.status == DeliveryStatus::Pending {
+    if d.status == DeliveryStatus::Pending && d.in_backlog {
+        let [(_, pk), (_, sk)] = backlog_keys(&d.channel_id, d.next_attempt_at);
+        item.insert("bl_pk".into(), pk);
+        item.insert("bl_sk".into(), sk);
+    } else if d.status == DeliveryStatus::Pending {
         let [(_, shard), (_, at)] = due_keys(&d.id, d.next_attempt_at);
         item.insert("due_shard".into(), shard);
         item.insert("due_at".into(), at);
@@ -89,6 +95,11 @@ fn due_keys(id: &DeliveryId, next_attempt_at: i64) -> [(&'static str, AttributeV
         (":due_shard", s(format!("due#{}", due_shard(id)))),
         (":due_at", s(due_key(next_attempt_at))),
     ]
+}
+
+/// The backlog index attributes of a delivery of `channel` due at `due_ms`.
+fn backlog_keys(channel: &ChannelId, due_ms: i64) -> [(&'static str, AttributeValue); 2] {
+    [(":bl_pk", s(channel.as_str())), (":bl_sk", s(due_key(due_ms)))]
 }
 
 const SET_INDEX: &str = "ts_pk = :ts_pk, cs_pk = :cs_pk, upd_sk = :upd_sk";
@@ -132,7 +143,7 @@ impl DynamoStore {
                  retry_count = if_not_exists(retry_count, :zero) + :one, retried_by = :by, \
                  retried_at = :now, next_attempt_at = :due, updated_at = :now, {SET_INDEX}, \
                  due_shard = :due_shard, due_at = :due_at \
-                 REMOVE lease_token, lease_until"
+                 REMOVE lease_token, lease_until, slot, in_backlog, bl_pk, bl_sk"
             ))
             .condition_expression("#st = :failed")
             .expression_attribute_names("#st", "status")
@@ -399,6 +410,29 @@ impl Store for DynamoStore {
         }
     }
 
+    async fn set_tenant_tier(
+        &self,
+        id: &TenantId,
+        tier: converger_core::Tier,
+    ) -> StoreResult<Option<Tenant>> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(id.as_str()))
+            .update_expression("SET tier = :tier")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":tier", s(tier.as_str()))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match r {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
     async fn create_channel(&self, channel: &Channel) -> StoreResult<()> {
         self.put_new(&self.res.channels, "id", to_item(channel)?)
             .await
@@ -434,12 +468,29 @@ impl Store for DynamoStore {
             sets.push("retry_policy = :policy".into());
             values.push((":policy", to_av(policy)?));
         }
+        if let Some(cb) = &patch.circuit_breaker {
+            sets.push("circuit_breaker = :cb".into());
+            values.push((":cb", to_av(cb)?));
+        }
+        let mut removes = Vec::new();
+        match &patch.rate_limit {
+            Some(Some(rl)) => {
+                sets.push("rate_limit = :rl".into());
+                values.push((":rl", s(rl.as_str())));
+            }
+            Some(None) => removes.push("rate_limit"),
+            None => {}
+        }
         let mut req = self
             .client
             .update_item()
             .table_name(&self.res.channels)
             .key("id", s(id.as_str()))
-            .update_expression(format!("SET {}", sets.join(", ")))
+            .update_expression(if removes.is_empty() {
+                format!("SET {}", sets.join(", "))
+            } else {
+                format!("SET {} REMOVE {}", sets.join(", "), removes.join(", "))
+            })
             .condition_expression("attribute_exists(id) AND tenant_id = :tenant")
             .return_values(ReturnValue::AllNew);
         if patch.name.is_some() {
@@ -659,7 +710,8 @@ impl Store for DynamoStore {
             values.push((":rs", n(st)));
         }
         let expr = format!(
-            "SET {} REMOVE lease_token, lease_until, last_error, due_shard, due_at",
+            "SET {} REMOVE lease_token, lease_until, last_error, due_shard, due_at, slot, \
+             in_backlog, bl_pk, bl_sk",
             sets.join(", ")
         );
         self.leased_update(d, token, expr, values).await
@@ -671,13 +723,14 @@ impl Store for DynamoStore {
         token: &str,
         error: &str,
         next_attempt_at: i64,
+        keep_slot: bool,
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
         let expr = format!(
             "SET #st = :st, attempts = attempts + :one, last_error = :err, \
              next_attempt_at = :next, updated_at = :now, {SET_INDEX}, {LOG_SET}, \
-             due_shard = :due_shard, due_at = :due_at \
+             due_shard = :due_shard, due_at = :due_at, slot = :slot \
              REMOVE lease_token, lease_until"
         );
         let mut values = self
@@ -685,6 +738,7 @@ impl Store for DynamoStore {
             .await?;
         values.push((":err", s(error)));
         values.push((":next", n(next_attempt_at)));
+        values.push((":slot", AttributeValue::Bool(keep_slot)));
         values.extend(due_keys(&d.id, next_attempt_at));
         self.leased_update(d, token, expr, values).await
     }
@@ -700,7 +754,7 @@ impl Store for DynamoStore {
         let expr = format!(
             "SET #st = :st, attempts = attempts + :one, last_error = :err, \
              updated_at = :now, {SET_INDEX}, {LOG_SET} \
-             REMOVE lease_token, lease_until, due_shard, due_at"
+             REMOVE lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk"
         );
         let mut values = self
             .outcome_values(d, DeliveryStatus::Failed, log, now)

@@ -5,6 +5,7 @@
 pub mod aws;
 pub mod dynamo;
 pub mod events;
+pub mod flow;
 pub mod memory;
 pub mod model;
 pub mod ports;
@@ -12,6 +13,7 @@ pub mod provision;
 pub mod resources;
 pub mod sqs;
 
+pub use flow::*;
 pub use model::*;
 pub use ports::*;
 pub use resources::Resources;

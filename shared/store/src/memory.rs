@@ -12,6 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
+mod flow;
+
 #[derive(Default)]
 struct State {
     tenants: HashMap<TenantId, Tenant>,
@@ -23,6 +25,51 @@ struct State {
     attempts: BTreeMap<(String, u32), AttemptEntry>,
     audit: BTreeMap<(String, String), AuditEntry>,
     replays: HashMap<String, ReplayJob>,
+    flows: HashMap<ChannelId, crate::flow::Flow>,
+    rates: HashMap<String, u32>,
+    /// The backlog index: (channel, due, delivery).
+    backlog: std::collections::BTreeSet<(ChannelId, i64, DeliveryId)>,
+    /// The parked index: (channel, delivery).
+    parked: std::collections::BTreeSet<(ChannelId, DeliveryId)>,
+    /// Which index entry each delivery has, so that it can be moved.
+    indexed: HashMap<DeliveryId, Indexed>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Indexed {
+    Backlog(ChannelId, i64),
+    Parked(ChannelId),
+}
+
+impl State {
+    /// Puts a delivery into the backlog or parked index its fields call for (and out of the
+    /// one it was in), as DynamoDB's sparse indexes follow their attributes.
+    fn reindex(&mut self, id: &DeliveryId) {
+        match self.indexed.remove(id) {
+            Some(Indexed::Backlog(ch, due)) => {
+                self.backlog.remove(&(ch, due, id.clone()));
+            }
+            Some(Indexed::Parked(ch)) => {
+                self.parked.remove(&(ch, id.clone()));
+            }
+            None => {}
+        }
+        let Some(d) = self.deliveries.get(id) else {
+            return;
+        };
+        if d.status == DeliveryStatus::Pending && d.in_backlog {
+            self.backlog
+                .insert((d.channel_id.clone(), d.next_attempt_at, id.clone()));
+            self.indexed.insert(
+                id.clone(),
+                Indexed::Backlog(d.channel_id.clone(), d.next_attempt_at),
+            );
+        } else if d.status == DeliveryStatus::Paused {
+            self.parked.insert((d.channel_id.clone(), id.clone()));
+            self.indexed
+                .insert(id.clone(), Indexed::Parked(d.channel_id.clone()));
+        }
+    }
 }
 
 /// Per-request latencies the in-process backend can add, so that a benchmark on it waits
@@ -89,6 +136,7 @@ impl MemStore {
         self.with(|s| {
             for d in rows {
                 s.deliveries.insert(d.id.clone(), d.clone());
+                s.reindex(&d.id);
             }
         })
     }
@@ -150,6 +198,20 @@ impl Store for MemStore {
         self.with(|s| s.keys.get(hash).and_then(|t| s.tenants.get(t)).cloned())
     }
 
+    async fn set_tenant_tier(
+        &self,
+        id: &TenantId,
+        tier: converger_core::Tier,
+    ) -> StoreResult<Option<Tenant>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            s.tenants.get_mut(id).map(|t| {
+                t.tier = tier;
+                t.clone()
+            })
+        })
+    }
+
     async fn create_channel(&self, channel: &Channel) -> StoreResult<()> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
@@ -188,6 +250,12 @@ impl Store for MemStore {
             if let Some(p) = &patch.retry_policy {
                 c.retry_policy = p.clone();
             }
+            if let Some(cb) = &patch.circuit_breaker {
+                c.circuit_breaker = cb.clone();
+            }
+            if let Some(rl) = &patch.rate_limit {
+                c.rate_limit = rl.clone();
+            }
             c.updated_at = now.to_owned();
             Some(c.clone())
         })
@@ -220,6 +288,7 @@ impl Store for MemStore {
             s.activities.insert(activity.id.clone(), activity.clone());
             for d in deliveries {
                 s.deliveries.insert(d.id.clone(), d.clone());
+                s.reindex(&d.id);
             }
             Created::New
         })
@@ -294,6 +363,7 @@ impl Store for MemStore {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             leased(s, d, token, log, |row| {
+                row.slot = false;
                 row.status = DeliveryStatus::Sent;
                 row.attempts += 1;
                 row.sent_at = Some(now.to_owned());
@@ -315,12 +385,14 @@ impl Store for MemStore {
         token: &str,
         error: &str,
         next_attempt_at: i64,
+        keep_slot: bool,
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             leased(s, d, token, log, |row| {
+                row.slot = keep_slot;
                 row.status = DeliveryStatus::Pending;
                 row.attempts += 1;
                 row.last_error = Some(error.to_owned());
@@ -341,6 +413,7 @@ impl Store for MemStore {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             leased(s, d, token, log, |row| {
+                row.slot = false;
                 row.status = DeliveryStatus::Failed;
                 row.attempts += 1;
                 row.last_error = Some(error.to_owned());
@@ -506,6 +579,7 @@ impl Store for MemStore {
 pub struct MemQueue {
     deliveries: Mutex<Vec<(i64, DeliveryMessage)>>,
     replays: Mutex<Vec<ReplayMessage>>,
+    flow_jobs: Mutex<Vec<(i64, FlowJob)>>,
     latency: Option<LatencyModel>,
 }
 
@@ -535,6 +609,16 @@ impl MemQueue {
     /// Messages waiting (visible or delayed).
     pub fn depth(&self) -> usize {
         self.deliveries.lock().map(|q| q.len()).unwrap_or(0)
+    }
+
+    /// Removes and returns the flow jobs visible at `now_ms`.
+    pub fn take_flow_jobs(&self, now_ms: i64) -> Vec<FlowJob> {
+        let Ok(mut q) = self.flow_jobs.lock() else {
+            return Vec::new();
+        };
+        let (due, wait): (Vec<_>, Vec<_>) = q.drain(..).partition(|(at, _)| *at <= now_ms);
+        *q = wait;
+        due.into_iter().map(|(_, m)| m).collect()
     }
 
     pub fn take_replays(&self) -> Vec<ReplayMessage> {
@@ -569,6 +653,17 @@ impl Queue for MemQueue {
             .lock()
             .map_err(|_| QueueError("poisoned".into()))?
             .extend(msgs.iter().map(|m| (now, m.clone())));
+        Ok(())
+    }
+
+    async fn send_flow(&self, msg: &FlowJob, delay_s: u32) -> Result<(), QueueError> {
+        wait(&self.latency, |m| m.sqs_send).await;
+        let at =
+            converger_core::time::now_ms() + i64::from(delay_s.min(crate::sqs::MAX_DELAY_S)) * 1000;
+        self.flow_jobs
+            .lock()
+            .map_err(|_| QueueError("poisoned".into()))?
+            .push((at, msg.clone()));
         Ok(())
     }
 

@@ -31,6 +31,13 @@ pub struct Channel {
     pub retry_policy: Map<String, Value>,
     /// Standard Webhooks signing secret (`whsec_...`).
     pub signing_secret: String,
+    /// Breaker and window overrides (`failure_threshold`, `cooldown_ms`, `park_seconds`,
+    /// `max_in_flight`, `replay_dead_letters_on_close`, `replay_window_ms`).
+    #[serde(default)]
+    pub circuit_breaker: Map<String, Value>,
+    /// Outbound rate limit (`"80/s"`, `"/m"`, `"/h"`); the adapter's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<String>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -42,6 +49,9 @@ pub struct ChannelPatch {
     pub config: Option<Map<String, Value>>,
     pub active: Option<bool>,
     pub retry_policy: Option<Map<String, Value>>,
+    pub circuit_breaker: Option<Map<String, Value>>,
+    /// `Some(None)` removes the channel's own limit.
+    pub rate_limit: Option<Option<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,6 +160,16 @@ pub struct Delivery {
     /// The most recent attempts, newest last.
     #[serde(default)]
     pub attempt_log: Vec<AttemptEntry>,
+    /// Waiting in its channel's backlog for a window slot (not on a queue).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub in_backlog: bool,
+    /// Holds a slot of its channel's window.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub slot: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Delivery {
@@ -177,6 +197,8 @@ impl Delivery {
             created_at: now.to_owned(),
             updated_at: now.to_owned(),
             attempt_log: Vec::new(),
+            in_backlog: false,
+            slot: false,
         }
     }
 }
@@ -209,6 +231,8 @@ impl Delivery {
         row.updated_at = now.to_owned();
         row.lease_token = None;
         row.lease_until = None;
+        row.in_backlog = false;
+        row.slot = false;
         row
     }
 }
@@ -460,4 +484,21 @@ pub struct ReplayJob {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplayMessage {
     pub job_id: String,
+}
+
+/// What a `probe` queue message asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowJobKind {
+    /// Probe the channel if its breaker is open and cooled down.
+    Probe,
+    /// Release the channel's parked deliveries if its breaker is closed.
+    Release,
+}
+
+/// A `probe` queue message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowJob {
+    pub channel_id: ChannelId,
+    pub kind: FlowJobKind,
 }

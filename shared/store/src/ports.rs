@@ -18,10 +18,13 @@ pub enum StoreError {
 pub type StoreResult<T> = Result<T, StoreError>;
 
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: crate::flow::FlowStore {
     async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()>;
     async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>>;
     async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>>;
+    /// Sets a tenant's tier; `None` if the tenant does not exist.
+    async fn set_tenant_tier(&self, id: &TenantId, tier: converger_core::Tier)
+    -> StoreResult<Option<Tenant>>;
 
     async fn create_channel(&self, channel: &Channel) -> StoreResult<()>;
     async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>>;
@@ -74,6 +77,7 @@ pub trait Store: Send + Sync + 'static {
         token: &str,
         error: &str,
         next_attempt_at: i64,
+        keep_slot: bool,
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool>;
@@ -146,6 +150,8 @@ pub trait Queue: Send + Sync + 'static {
     async fn send_many(&self, msgs: &[DeliveryMessage]) -> Result<(), QueueError>;
     /// Asks the replay function to run the next chunk of a job.
     async fn send_replay(&self, msg: &ReplayMessage) -> Result<(), QueueError>;
+    /// Schedules a flow job (probe, release) for the probe function after `delay_s` seconds.
+    async fn send_flow(&self, msg: &FlowJob, delay_s: u32) -> Result<(), QueueError>;
 }
 
 /// A platform event for the bus.

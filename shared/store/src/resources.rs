@@ -99,6 +99,14 @@ pub const DELIVERIES: TableDef = TableDef {
             range_key: "due_at",
             include: &["tier", "lease_until"],
         },
+        // Sparse: only deliveries waiting for a slot of their channel's window carry
+        // `bl_pk` (the channel) and `bl_sk` (due time and id), oldest due first.
+        GsiDef {
+            name: "by_backlog",
+            hash_key: "bl_pk",
+            range_key: "bl_sk",
+            include: &["tier"],
+        },
     ],
     ttl_attribute: None,
 };
@@ -133,8 +141,20 @@ pub const REPLAYS: TableDef = TableDef {
     ttl_attribute: Some("expires_at"),
 };
 
-pub const TABLES: [TableDef; 7] = [
-    TENANTS, CHANNELS, ACTIVITIES, DELIVERIES, ATTEMPTS, AUDIT, REPLAYS,
+/// Flow control state: one item per channel (breaker, window slots, backlog and parking
+/// marks; key = the channel id) and rate-limit counters (key `rate#<channel>#<window>`, TTL).
+pub const FLOW: TableDef = TableDef {
+    logical_id: "FlowTable",
+    name: "flow",
+    env: "FLOW_TABLE",
+    hash_key: "key",
+    range_key: None,
+    gsis: &[],
+    ttl_attribute: Some("expires_at"),
+};
+
+pub const TABLES: [TableDef; 8] = [
+    TENANTS, CHANNELS, ACTIVITIES, DELIVERIES, ATTEMPTS, AUDIT, REPLAYS, FLOW,
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
@@ -183,9 +203,21 @@ pub const REPLAY_QUEUE: QueueDef = QueueDef {
     visibility_timeout_s: 6 * REPLAY_TIMEOUT_S,
 };
 
-pub const QUEUES: [QueueDef; 5] = [
+/// The probe function's timeout in seconds (the template's `Timeout`).
+pub const PROBE_TIMEOUT_S: u32 = 120;
+
+/// Flow jobs of one channel: probes after the cooldown, and releases of parked deliveries.
+pub const PROBE_QUEUE: QueueDef = QueueDef {
+    logical_id: "ProbeQueue",
+    name: "probe",
+    env: "PROBE_QUEUE_URL",
+    visibility_timeout_s: 6 * PROBE_TIMEOUT_S,
+};
+
+pub const QUEUES: [QueueDef; 6] = [
     ACTIVITIES_QUEUE,
     REPLAY_QUEUE,
+    PROBE_QUEUE,
     tier_queue(Tier::High),
     tier_queue(Tier::Default),
     tier_queue(Tier::Bulk),
@@ -211,6 +243,7 @@ pub struct Resources {
     pub attempts: String,
     pub audit: String,
     pub replays: String,
+    pub flow: String,
     pub bus: String,
     /// Queue URLs given by the environment, by queue name; others are looked up by name.
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -228,6 +261,7 @@ impl Resources {
             attempts: format!("{prefix}{}", ATTEMPTS.name),
             audit: format!("{prefix}{}", AUDIT.name),
             replays: format!("{prefix}{}", REPLAYS.name),
+            flow: format!("{prefix}{}", FLOW.name),
             bus: format!("{prefix}{BUS}"),
             queue_urls: Default::default(),
         }
@@ -247,6 +281,7 @@ impl Resources {
             attempts: var(ATTEMPTS.env, base.attempts.clone()),
             audit: var(AUDIT.env, base.audit.clone()),
             replays: var(REPLAYS.env, base.replays.clone()),
+            flow: var(FLOW.env, base.flow.clone()),
             bus: var(BUS_ENV, base.bus.clone()),
             queue_urls: QUEUES
                 .iter()

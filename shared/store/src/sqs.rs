@@ -1,6 +1,6 @@
 //! The SQS backend of [`Queue`]: one queue per tier, each with its dead-letter queue.
 
-use crate::model::{DeliveryMessage, ReplayMessage};
+use crate::model::{DeliveryMessage, FlowJob, ReplayMessage};
 use crate::ports::{Queue, QueueError};
 use crate::resources::{QueueDef, Resources, tier_queue};
 use async_trait::async_trait;
@@ -19,6 +19,7 @@ pub struct SqsQueue {
     default: String,
     bulk: String,
     replay: String,
+    probe: String,
 }
 
 /// Finds a queue's URL: from its environment variable (set by the template), else by name.
@@ -47,6 +48,7 @@ impl SqsQueue {
             default: queue_url(&client, res, &tier_queue(Tier::Default)).await?,
             bulk: queue_url(&client, res, &tier_queue(Tier::Bulk)).await?,
             replay: queue_url(&client, res, &crate::resources::REPLAY_QUEUE).await?,
+            probe: queue_url(&client, res, &crate::resources::PROBE_QUEUE).await?,
             client,
         })
     }
@@ -84,6 +86,19 @@ impl Queue for SqsQueue {
             .send_message()
             .queue_url(&self.replay)
             .message_body(body(msg)?)
+            .send()
+            .await
+            .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+        Ok(())
+    }
+
+    async fn send_flow(&self, msg: &FlowJob, delay_s: u32) -> Result<(), QueueError> {
+        let delay = i32::try_from(delay_s.min(MAX_DELAY_S)).unwrap_or(0);
+        self.client
+            .send_message()
+            .queue_url(&self.probe)
+            .message_body(body(msg)?)
+            .delay_seconds(delay)
             .send()
             .await
             .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;

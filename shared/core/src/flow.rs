@@ -1,0 +1,409 @@
+//! Flow control rules: the circuit breaker, the per-channel window (in-flight cap), rate limits.
+//!
+//! The breaker and the window live on a channel's flow item; this module decides, the store
+//! applies the decision with one conditional write.
+
+use crate::channel::Tier;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::fmt;
+use std::str::FromStr;
+
+/// The breaker of one channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CircuitState {
+    /// Attempted normally (subject to the window and the rate limit).
+    #[default]
+    Closed,
+    /// Parked; the first delivery after `cooldown_ms` probes.
+    Open,
+    /// One probe in flight; every other delivery is parked.
+    HalfOpen,
+    /// Parked until resumed; never probed.
+    Paused,
+}
+
+impl CircuitState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Closed => "closed",
+            Self::Open => "open",
+            Self::HalfOpen => "half_open",
+            Self::Paused => "paused",
+        }
+    }
+
+    /// The label the delivery endpoint and the admin pages show.
+    pub fn delivery_label(self) -> &'static str {
+        match self {
+            Self::Closed => "flowing",
+            Self::Open => "breaker_open",
+            Self::HalfOpen => "probing",
+            Self::Paused => "paused",
+        }
+    }
+}
+
+impl fmt::Display for CircuitState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The in-flight cap of a channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxInFlight {
+    /// Half of the tier's concurrency.
+    #[default]
+    Auto,
+    /// No window: every delivery is enqueued at once.
+    Unbounded,
+    Fixed(u32),
+}
+
+impl MaxInFlight {
+    /// The cap for a delivery of `tier`; `None` when unbounded.
+    pub fn resolve(self, tier: Tier) -> Option<u32> {
+        match self {
+            Self::Auto => Some(u32::try_from(tier.max_concurrency() / 2).unwrap_or(1).max(1)),
+            Self::Unbounded => None,
+            Self::Fixed(n) => Some(n.max(1)),
+        }
+    }
+
+    fn to_json(self) -> Value {
+        match self {
+            Self::Auto => Value::from("auto"),
+            Self::Unbounded => Value::Null,
+            Self::Fixed(n) => Value::from(n),
+        }
+    }
+
+    fn from_json(v: &Value) -> Result<Self, String> {
+        match v {
+            Value::Null => Ok(Self::Unbounded),
+            Value::String(s) if s == "auto" => Ok(Self::Auto),
+            Value::Number(n) => match n.as_u64() {
+                Some(n @ 1..=1000) => Ok(Self::Fixed(n as u32)),
+                _ => Err("max_in_flight must be \"auto\", null or an integer from 1 to 1000".into()),
+            },
+            _ => Err("max_in_flight must be \"auto\", null or an integer from 1 to 1000".into()),
+        }
+    }
+}
+
+/// A channel's breaker and window settings (the `circuit_breaker` object of a channel, with
+/// the reference's names and defaults).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BreakerConfig {
+    /// Consecutive transient failures that open the breaker.
+    pub failure_threshold: u32,
+    /// Time open before a probe.
+    pub cooldown_ms: u64,
+    /// How long parked deliveries of a closed channel wait before the sweeper releases them on
+    /// its own (a safety net behind the release on close).
+    pub park_seconds: u64,
+    pub max_in_flight: MaxInFlight,
+    /// Replay the channel's recent dead letters when a probe closes the breaker.
+    pub replay_dead_letters_on_close: bool,
+    /// How far back those dead letters go.
+    pub replay_window_ms: u64,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        Self {
+            failure_threshold: 5,
+            cooldown_ms: 30_000,
+            park_seconds: 600,
+            max_in_flight: MaxInFlight::Auto,
+            replay_dead_letters_on_close: false,
+            replay_window_ms: 3_600_000,
+        }
+    }
+}
+
+const KEYS: [&str; 6] = [
+    "failure_threshold",
+    "cooldown_ms",
+    "park_seconds",
+    "max_in_flight",
+    "replay_dead_letters_on_close",
+    "replay_window_ms",
+];
+
+impl BreakerConfig {
+    /// Validates a channel's `circuit_breaker` overrides (unknown keys and bad values refused).
+    pub fn validate(overrides: &Map<String, Value>) -> Result<(), String> {
+        Self::from_overrides(overrides).map(|_| ())
+    }
+
+    /// The defaults with a channel's overrides applied.
+    pub fn from_overrides(overrides: &Map<String, Value>) -> Result<Self, String> {
+        let mut c = Self::default();
+        for (k, v) in overrides {
+            let int = |lo: u64, hi: u64| -> Result<u64, String> {
+                v.as_u64()
+                    .filter(|n| (lo..=hi).contains(n))
+                    .ok_or_else(|| format!("{k} must be an integer from {lo} to {hi}"))
+            };
+            match k.as_str() {
+                "failure_threshold" => c.failure_threshold = int(1, 1000)? as u32,
+                "cooldown_ms" => c.cooldown_ms = int(1000, 86_400_000)?,
+                "park_seconds" => c.park_seconds = int(1, 86_400)?,
+                "max_in_flight" => c.max_in_flight = MaxInFlight::from_json(v)?,
+                "replay_dead_letters_on_close" => {
+                    c.replay_dead_letters_on_close = v
+                        .as_bool()
+                        .ok_or("replay_dead_letters_on_close must be a boolean")?
+                }
+                "replay_window_ms" => c.replay_window_ms = int(1000, 30 * 86_400_000)?,
+                other => {
+                    return Err(format!(
+                        "unknown circuit_breaker setting {other:?} (known: {})",
+                        KEYS.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    /// The same settings when stored overrides cannot be read (they are validated on write).
+    pub fn effective(overrides: &Map<String, Value>) -> Self {
+        Self::from_overrides(overrides).unwrap_or_default()
+    }
+
+    /// As the API shows it: every setting, defaults included.
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "failure_threshold": self.failure_threshold,
+            "cooldown_ms": self.cooldown_ms,
+            "park_seconds": self.park_seconds,
+            "max_in_flight": self.max_in_flight.to_json(),
+            "replay_dead_letters_on_close": self.replay_dead_letters_on_close,
+            "replay_window_ms": self.replay_window_ms,
+        })
+    }
+}
+
+/// A channel's outbound rate limit: `count` requests per `per_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub count: u32,
+    pub per_ms: u64,
+}
+
+impl RateLimit {
+    /// The counter window `now_ms` falls in, and when it resets (ms since the epoch).
+    pub fn window(&self, now_ms: i64) -> (i64, i64) {
+        let per = i64::try_from(self.per_ms).unwrap_or(i64::MAX).max(1);
+        let index = now_ms.div_euclid(per);
+        (index, (index + 1).saturating_mul(per))
+    }
+
+    /// Whole seconds until the window of `now_ms` resets (at least 1: SQS delays are seconds).
+    pub fn snooze_s(&self, now_ms: i64) -> u32 {
+        let (_, reset) = self.window(now_ms);
+        let ms = reset.saturating_sub(now_ms).max(1);
+        u32::try_from((ms + 999) / 1000).unwrap_or(900).clamp(1, 900)
+    }
+}
+
+impl FromStr for RateLimit {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("rate_limit must look like \"80/s\", \"500/m\" or \"1000/h\", not {s:?}");
+        let (count, unit) = s.trim().split_once('/').ok_or_else(bad)?;
+        let count: u32 = count.trim().parse().map_err(|_| bad())?;
+        let per_ms = match unit.trim() {
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            _ => return Err(bad()),
+        };
+        if count == 0 || count > 1_000_000 {
+            return Err("rate_limit's count must be from 1 to 1000000".into());
+        }
+        Ok(Self { count, per_ms })
+    }
+}
+
+impl fmt::Display for RateLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unit = match self.per_ms {
+            1_000 => "s",
+            60_000 => "m",
+            _ => "h",
+        };
+        write!(f, "{}/{unit}", self.count)
+    }
+}
+
+/// The window a channel starts with (and returns to after a long quiet): small, so that a
+/// channel that is dead from the start sends as few requests as possible into the void.
+pub const INITIAL_WINDOW: u32 = 2;
+
+/// The window after a success: one more, up to the cap (additive growth per success doubles
+/// the window every round trip while the channel keeps up).
+pub fn grow_window(window: u32, cap: u32) -> u32 {
+    window.saturating_add(1).min(cap).max(1)
+}
+
+/// The window after a timeout or transient failure: halved, at least 1.
+pub fn shrink_window(window: u32) -> u32 {
+    (window / 2).max(1)
+}
+
+/// What the gate does with a claimed delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// The breaker is closed: attempt (window and rate limit permitting).
+    Proceed,
+    /// This delivery is the half-open probe: attempt.
+    Probe,
+    /// The breaker cooled down (or its probe is stuck): try to become the probe.
+    ClaimProbe,
+    /// Park the delivery.
+    Park,
+}
+
+/// The gate's decision for `delivery` given the channel's breaker.
+pub fn gate(
+    state: CircuitState,
+    changed_at_ms: i64,
+    probe: Option<&str>,
+    delivery: &str,
+    cooldown_ms: u64,
+    now_ms: i64,
+) -> Gate {
+    let cooled = now_ms.saturating_sub(changed_at_ms) >= i64::try_from(cooldown_ms).unwrap_or(i64::MAX);
+    match state {
+        CircuitState::Closed => Gate::Proceed,
+        CircuitState::Paused => Gate::Park,
+        CircuitState::Open if cooled => Gate::ClaimProbe,
+        CircuitState::Open => Gate::Park,
+        CircuitState::HalfOpen if probe == Some(delivery) => Gate::Probe,
+        // A probe stuck for longer than the cooldown (its runner died) can be taken over.
+        CircuitState::HalfOpen if cooled => Gate::ClaimProbe,
+        CircuitState::HalfOpen => Gate::Park,
+    }
+}
+
+/// Whether `failures` consecutive transient failures open a closed breaker.
+pub fn should_open(state: CircuitState, failures: u32, threshold: u32) -> bool {
+    state == CircuitState::Closed && failures >= threshold
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn map(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn defaults_are_the_references() {
+        let c = BreakerConfig::default();
+        assert_eq!(c.failure_threshold, 5);
+        assert_eq!(c.cooldown_ms, 30_000);
+        assert_eq!(c.park_seconds, 600);
+        assert_eq!(c.max_in_flight, MaxInFlight::Auto);
+        assert!(!c.replay_dead_letters_on_close);
+        assert_eq!(c.replay_window_ms, 3_600_000);
+    }
+
+    #[test]
+    fn overrides_apply_and_bad_ones_are_refused() {
+        let c = BreakerConfig::from_overrides(&map(
+            json!({"failure_threshold": 3, "max_in_flight": 2, "cooldown_ms": 5000}),
+        ))
+        .unwrap();
+        assert_eq!((c.failure_threshold, c.cooldown_ms), (3, 5000));
+        assert_eq!(c.max_in_flight, MaxInFlight::Fixed(2));
+        let c = BreakerConfig::from_overrides(&map(json!({"max_in_flight": null}))).unwrap();
+        assert_eq!(c.max_in_flight.resolve(Tier::Default), None);
+        for bad in [
+            json!({"failure_threshold": 0}),
+            json!({"max_in_flight": "lots"}),
+            json!({"max_in_flight": 0}),
+            json!({"cooldown_ms": -1}),
+            json!({"busy": true}),
+            json!({"replay_dead_letters_on_close": "yes"}),
+        ] {
+            assert!(BreakerConfig::validate(&map(bad.clone())).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn auto_is_half_the_tier() {
+        assert_eq!(MaxInFlight::Auto.resolve(Tier::Default), Some(10));
+        assert_eq!(MaxInFlight::Auto.resolve(Tier::High), Some(5));
+        assert_eq!(MaxInFlight::Auto.resolve(Tier::Bulk), Some(2));
+        assert_eq!(MaxInFlight::Fixed(7).resolve(Tier::Bulk), Some(7));
+    }
+
+    #[test]
+    fn rate_limits_parse_and_print() {
+        for (s, count, per) in [("80/s", 80, 1000), ("500/m", 500, 60_000), ("7/h", 7, 3_600_000)] {
+            let r: RateLimit = s.parse().unwrap();
+            assert_eq!((r.count, r.per_ms), (count, per));
+            assert_eq!(r.to_string(), s);
+        }
+        for bad in ["", "80", "0/s", "x/s", "5/d", "-1/s"] {
+            assert!(bad.parse::<RateLimit>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn snooze_reaches_the_window_reset() {
+        let r: RateLimit = "5/s".parse().unwrap();
+        assert_eq!(r.window(12_345), (12, 13_000));
+        assert_eq!(r.snooze_s(12_345), 1);
+        let r: RateLimit = "5/m".parse().unwrap();
+        assert_eq!(r.snooze_s(0), 60);
+        assert_eq!(r.snooze_s(59_001), 1);
+    }
+
+    #[test]
+    fn gate_decisions() {
+        use CircuitState::*;
+        assert_eq!(gate(Closed, 0, None, "d", 1000, 5), Gate::Proceed);
+        assert_eq!(gate(Paused, 0, None, "d", 1000, 99_999), Gate::Park);
+        assert_eq!(gate(Open, 0, None, "d", 1000, 999), Gate::Park);
+        assert_eq!(gate(Open, 0, None, "d", 1000, 1000), Gate::ClaimProbe);
+        assert_eq!(gate(HalfOpen, 0, Some("d"), "d", 1000, 1), Gate::Probe);
+        assert_eq!(gate(HalfOpen, 0, Some("p"), "d", 1000, 999), Gate::Park);
+        assert_eq!(gate(HalfOpen, 0, Some("p"), "d", 1000, 1000), Gate::ClaimProbe);
+    }
+
+    #[test]
+    fn only_a_closed_breaker_opens_and_at_the_threshold() {
+        assert!(!should_open(CircuitState::Closed, 4, 5));
+        assert!(should_open(CircuitState::Closed, 5, 5));
+        assert!(!should_open(CircuitState::Open, 9, 5));
+        assert!(!should_open(CircuitState::Paused, 9, 5));
+    }
+
+    proptest! {
+        #[test]
+        fn window_stays_within_one_and_the_cap(w in 0u32..2000, cap in 1u32..1000) {
+            let g = grow_window(w, cap);
+            prop_assert!(g >= 1 && g <= cap);
+            let s = shrink_window(w);
+            prop_assert!(s >= 1 && s <= w.max(1));
+        }
+
+        #[test]
+        fn snooze_is_between_one_second_and_the_window(now in 0i64..10_000_000_000, per in prop::sample::select(vec![1000u64, 60_000, 3_600_000])) {
+            let r = RateLimit { count: 1, per_ms: per };
+            let s = u64::from(r.snooze_s(now));
+            prop_assert!(s >= 1 && s * 1000 <= per.max(1000));
+        }
+    }
+}

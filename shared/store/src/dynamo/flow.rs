@@ -1,0 +1,583 @@
+//! The DynamoDB backend of [`FlowStore`]: the flow item of a channel (one small item, so its
+//! frequent writes cost one write unit each), rate counters, and flow transitions of delivery
+//! rows. Every transition is one conditional write.
+
+use super::*;
+use crate::flow::*;
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::types::Select;
+use converger_core::CircuitState;
+use converger_core::flow::INITIAL_WINDOW;
+
+fn empty_map() -> AttributeValue {
+    AttributeValue::M(HashMap::new())
+}
+
+/// The attributes every write that may create a flow item sets, so a created item is whole.
+const ENSURE: &str = "channel_id = :ch, slots = if_not_exists(slots, :empty), \
+                      window = if_not_exists(window, :init)";
+
+impl DynamoStore {
+    fn flow_update(&self, channel: &ChannelId) -> UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.res.flow)
+            .key("key", s(channel.as_str()))
+            .return_values(ReturnValue::AllNew)
+    }
+
+    fn ensure_values(req: UpdateItemFluentBuilder, channel: &ChannelId) -> UpdateItemFluentBuilder {
+        req.expression_attribute_values(":ch", s(channel.as_str()))
+            .expression_attribute_values(":empty", empty_map())
+            .expression_attribute_values(":init", n(INITIAL_WINDOW))
+    }
+
+    async fn create_flow(&self, channel: &ChannelId) -> StoreResult<()> {
+        let mut item = to_item(&Flow::new(channel.clone()))?;
+        item.insert("key".into(), s(channel.as_str()));
+        item.insert("slots".into(), empty_map());
+        match self.put_new(&self.res.flow, "key", item).await {
+            Ok(()) | Err(StoreError::Conflict(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A conditional update of a delivery row outside any lease. `None` if the condition
+    /// failed.
+    async fn row_update(
+        &self,
+        id: &DeliveryId,
+        expr: String,
+        cond: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> StoreResult<Option<Delivery>> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.deliveries)
+            .key("id", s(id.as_str()))
+            .update_expression(expr)
+            .condition_expression(cond)
+            .expression_attribute_names("#st", "status")
+            .return_values(ReturnValue::AllNew);
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn count(&self, index: &str, cond: &str, key: &str, value: String) -> StoreResult<u64> {
+        let mut total = 0u64;
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.res.deliveries)
+                .index_name(index)
+                .key_condition_expression(cond)
+                .expression_attribute_names("#k", key)
+                .expression_attribute_values(":v", s(value.clone()))
+                .select(Select::Count)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            total += u64::try_from(out.count).unwrap_or(0);
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(total),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl FlowStore for DynamoStore {
+    async fn get_flow(&self, channel: &ChannelId) -> StoreResult<Flow> {
+        Ok(self
+            .get(&self.res.flow, "key", channel.as_str())
+            .await?
+            .unwrap_or_else(|| Flow::new(channel.clone())))
+    }
+
+    async fn take_slot(
+        &self,
+        channel: &ChannelId,
+        delivery: &DeliveryId,
+        cap: u32,
+        now_ms: i64,
+    ) -> StoreResult<SlotTake> {
+        for _ in 0..2 {
+            let r = self
+                .flow_update(channel)
+                .update_expression("SET slots.#d = if_not_exists(slots.#d, :now)")
+                .condition_expression(
+                    "attribute_exists(slots) \
+                     AND (attribute_not_exists(circuit_state) OR circuit_state = :closed) \
+                     AND (attribute_exists(slots.#d) OR size(slots) < :cap)",
+                )
+                .expression_attribute_names("#d", delivery.as_str())
+                .expression_attribute_values(":now", n(now_ms))
+                .expression_attribute_values(":closed", s(CircuitState::Closed.as_str()))
+                .expression_attribute_values(":cap", n(cap.max(1)))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .send()
+                .await;
+            let old = match r {
+                Ok(out) => {
+                    let item = out
+                        .attributes
+                        .ok_or_else(|| StoreError::Corrupt("slot take returned no item".into()))?;
+                    return Ok(SlotTake::Taken(from_item(item)?));
+                }
+                Err(e) => match e.into_service_error() {
+                    UpdateItemError::ConditionalCheckFailedException(c) => match c.item {
+                        Some(item) if !item.is_empty() => Some(from_item::<Flow>(item)?),
+                        _ => self.get(&self.res.flow, "key", channel.as_str()).await?,
+                    },
+                    other => {
+                        return Err(StoreError::Unavailable(
+                            DisplayErrorContext(&other).to_string(),
+                        ));
+                    }
+                },
+            };
+            match old {
+                Some(f) if f.circuit_state != CircuitState::Closed => {
+                    return Ok(SlotTake::NotClosed(f));
+                }
+                Some(f) => return Ok(SlotTake::Full(f)),
+                // No flow item yet: create it and ask again.
+                None => self.create_flow(channel).await?,
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "flow item of {channel} could not be created"
+        )))
+    }
+
+    async fn settle(&self, channel: &ChannelId, st: &Settle) -> StoreResult<Flow> {
+        let mut sets = Vec::new();
+        let mut values: Vec<(&str, AttributeValue)> = Vec::new();
+        let mut tail = String::new();
+        match st.outcome {
+            Outcome::Success => {
+                sets.push("consecutive_failures = :zero, last_success_at = :now");
+                values.push((":zero", n(0)));
+                values.push((":now", n(st.now_ms)));
+            }
+            Outcome::Transient => {
+                tail.push_str(" ADD consecutive_failures :one");
+                values.push((":one", n(1)));
+            }
+            Outcome::Neutral => {}
+        }
+        if let Some(w) = st.window {
+            sets.push("window = :w");
+            values.push((":w", n(w)));
+        }
+        let mut expr = String::new();
+        if !sets.is_empty() {
+            expr.push_str(&format!("SET {}", sets.join(", ")));
+        }
+        if st.free.is_some() {
+            expr.push_str(" REMOVE slots.#d");
+        }
+        expr.push_str(&tail);
+        if expr.trim().is_empty() {
+            return self.get_flow(channel).await;
+        }
+        let mut req = self
+            .flow_update(channel)
+            .update_expression(expr.trim())
+            .condition_expression("attribute_exists(slots)");
+        if let Some(d) = &st.free {
+            req = req.expression_attribute_names("#d", d.as_str());
+        }
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(out) => out
+                .attributes
+                .map(from_item)
+                .transpose()
+                .map(|f| f.unwrap_or_else(|| Flow::new(channel.clone()))),
+            // No flow item: nothing was held or counted.
+            Err(e) if is_update_conditional(&e) => Ok(Flow::new(channel.clone())),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn free_slots(
+        &self,
+        channel: &ChannelId,
+        slots: &[(String, i64)],
+    ) -> StoreResult<usize> {
+        let mut freed = 0;
+        for (d, at) in slots {
+            let r = self
+                .flow_update(channel)
+                .update_expression("REMOVE slots.#d")
+                .condition_expression("slots.#d = :at")
+                .expression_attribute_names("#d", d.as_str())
+                .expression_attribute_values(":at", n(*at))
+                .send()
+                .await;
+            match r {
+                Ok(_) => freed += 1,
+                Err(e) if is_update_conditional(&e) => {}
+                Err(e) => return Err(sdk_err(e)),
+            }
+        }
+        Ok(freed)
+    }
+
+    async fn transition(&self, channel: &ChannelId, t: &Transition) -> StoreResult<Option<Flow>> {
+        let mut sets = vec![
+            "circuit_state = :to".to_owned(),
+            "circuit_changed_at = :now".into(),
+            "channel_id = :ch".into(),
+            "slots = if_not_exists(slots, :empty)".into(),
+        ];
+        let mut values: Vec<(String, AttributeValue)> = vec![
+            (":to".into(), s(t.to.as_str())),
+            (":now".into(), n(t.now_ms)),
+        ];
+        if t.reset {
+            sets.push("consecutive_failures = :zero, window = :init".into());
+            values.push((":zero".into(), n(0)));
+        } else {
+            sets.push("window = if_not_exists(window, :init)".into());
+        }
+        let mut removes = vec!["probe_due"];
+        match &t.probe {
+            Some(p) => {
+                sets.push("probe = :probe".into());
+                values.push((":probe".into(), s(p.as_str())));
+            }
+            None => removes.push("probe"),
+        }
+        let mut states = Vec::new();
+        for (i, st) in t.from.iter().enumerate() {
+            let k = format!(":f{i}");
+            states.push(format!("circuit_state = {k}"));
+            values.push((k, s(st.as_str())));
+        }
+        if t.from.contains(&CircuitState::Closed) {
+            states.push("attribute_not_exists(circuit_state)".into());
+        }
+        let mut cond = vec![format!("({})", states.join(" OR "))];
+        if let Some(c) = t.changed_at {
+            cond.push("circuit_changed_at = :seen".into());
+            values.push((":seen".into(), n(c)));
+        }
+        if let Some(p) = &t.probe_is {
+            cond.push("probe = :was".into());
+            values.push((":was".into(), s(p.as_str())));
+        }
+        let mut req = Self::ensure_values(
+            self.flow_update(channel)
+                .update_expression(format!(
+                    "SET {} REMOVE {}",
+                    sets.join(", "),
+                    removes.join(", ")
+                ))
+                .condition_expression(cond.join(" AND ")),
+            channel,
+        );
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn mark(
+        &self,
+        channel: &ChannelId,
+        mark: Mark,
+        set_at: Option<i64>,
+        clear_if: Option<i64>,
+    ) -> StoreResult<Flow> {
+        let attr = match mark {
+            Mark::Backlog => "backlog_at",
+            Mark::Parked => "parked_at",
+            Mark::ProbeDue => "probe_due",
+        };
+        let req = match (set_at, clear_if) {
+            (Some(at), _) => {
+                let keep = if mark == Mark::ProbeDue {
+                    ":at".to_owned()
+                } else {
+                    format!("if_not_exists({attr}, :at)")
+                };
+                Self::ensure_values(
+                    self.flow_update(channel)
+                        .update_expression(format!("SET {attr} = {keep}, {ENSURE}")),
+                    channel,
+                )
+                .expression_attribute_values(":at", n(at))
+            }
+            (None, Some(seen)) => self
+                .flow_update(channel)
+                .update_expression(format!("REMOVE {attr}"))
+                .condition_expression(format!("{attr} = :seen"))
+                .expression_attribute_values(":seen", n(seen)),
+            (None, None) => return self.get_flow(channel).await,
+        };
+        match req.send().await {
+            Ok(out) => out
+                .attributes
+                .map(from_item)
+                .transpose()
+                .map(|f| f.unwrap_or_else(|| Flow::new(channel.clone()))),
+            Err(e) if is_update_conditional(&e) => self.get_flow(channel).await,
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn scan_flows(&self, limit: usize, from: Option<String>) -> StoreResult<Page<Flow>> {
+        let out = self
+            .client
+            .scan()
+            .table_name(&self.res.flow)
+            .filter_expression("attribute_exists(channel_id)")
+            .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
+            .set_exclusive_start_key(from.map(|k| HashMap::from([("key".to_owned(), s(k))])))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        let items = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(from_item)
+            .collect::<StoreResult<Vec<Flow>>>()?;
+        let next = out
+            .last_evaluated_key
+            .and_then(|k| k.get("key").and_then(|v| v.as_s().ok()).cloned());
+        Ok(Page { items, next })
+    }
+
+    async fn rate_hit(
+        &self,
+        channel: &ChannelId,
+        window: i64,
+        limit: u32,
+        expires_at_s: i64,
+    ) -> StoreResult<bool> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.res.flow)
+            .key("key", s(format!("rate#{channel}#{window}")))
+            .update_expression("SET expires_at = :exp ADD hits :one")
+            .condition_expression("attribute_not_exists(hits) OR hits < :limit")
+            .expression_attribute_values(":exp", n(expires_at_s))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":limit", n(limit))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if is_update_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool> {
+        let mut values: Vec<(&str, AttributeValue)> = vec![
+            (":paused", s(DeliveryStatus::Paused.as_str())),
+            (":now", s(now)),
+        ];
+        values.extend(index_keys(
+            &d.tenant_id,
+            &d.channel_id,
+            &d.id,
+            DeliveryStatus::Paused,
+            now,
+        ));
+        let expr = format!(
+            "SET #st = :paused, updated_at = :now, {SET_INDEX} \
+             REMOVE lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk"
+        );
+        match token {
+            Some(token) => self.leased_update(d, token, expr, values).await,
+            None => {
+                values.push((":pending", s(DeliveryStatus::Pending.as_str())));
+                Ok(self
+                    .row_update(
+                        &d.id,
+                        expr,
+                        "#st = :pending AND attribute_exists(bl_pk)",
+                        values,
+                    )
+                    .await?
+                    .is_some())
+            }
+        }
+    }
+
+    async fn unpark(
+        &self,
+        d: &Delivery,
+        to: Placement,
+        now_ms: i64,
+        now: &str,
+    ) -> StoreResult<Option<Delivery>> {
+        let mut values: Vec<(&str, AttributeValue)> = vec![
+            (":paused", s(DeliveryStatus::Paused.as_str())),
+            (":pending", s(DeliveryStatus::Pending.as_str())),
+            (":now", s(now)),
+            (":due", n(now_ms)),
+        ];
+        values.extend(index_keys(
+            &d.tenant_id,
+            &d.channel_id,
+            &d.id,
+            DeliveryStatus::Pending,
+            now,
+        ));
+        let place = match to {
+            Placement::Backlog => {
+                values.extend(backlog_keys(&d.channel_id, now_ms));
+                values.push((":true", AttributeValue::Bool(true)));
+                "in_backlog = :true, bl_pk = :bl_pk, bl_sk = :bl_sk"
+            }
+            Placement::Live => {
+                values.extend(due_keys(&d.id, now_ms));
+                "due_shard = :due_shard, due_at = :due_at"
+            }
+        };
+        self.row_update(
+            &d.id,
+            format!(
+                "SET #st = :pending, next_attempt_at = :due, updated_at = :now, {SET_INDEX}, \
+                 {place}"
+            ),
+            "#st = :paused",
+            values,
+        )
+        .await
+    }
+
+    async fn to_backlog(
+        &self,
+        d: &Delivery,
+        token: &str,
+        due_ms: i64,
+        _now: &str,
+    ) -> StoreResult<bool> {
+        let mut values: Vec<(&str, AttributeValue)> =
+            vec![(":true", AttributeValue::Bool(true)), (":due", n(due_ms))];
+        values.extend(backlog_keys(&d.channel_id, due_ms));
+        self.leased_update(
+            d,
+            token,
+            "SET in_backlog = :true, bl_pk = :bl_pk, bl_sk = :bl_sk, next_attempt_at = :due \
+             REMOVE lease_token, lease_until, due_shard, due_at, slot"
+                .into(),
+            values,
+        )
+        .await
+    }
+
+    async fn from_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>> {
+        let mut values: Vec<(&str, AttributeValue)> = vec![
+            (":pending", s(DeliveryStatus::Pending.as_str())),
+            (":true", AttributeValue::Bool(true)),
+        ];
+        values.extend(due_keys(id, now_ms));
+        self.row_update(
+            id,
+            "SET slot = :true, due_shard = :due_shard, due_at = :due_at \
+             REMOVE in_backlog, bl_pk, bl_sk"
+                .into(),
+            "#st = :pending AND attribute_exists(bl_pk)",
+            values,
+        )
+        .await
+    }
+
+    async fn backlog(
+        &self,
+        channel: &ChannelId,
+        before_ms: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<Waiting>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let out = self
+            .client
+            .query()
+            .table_name(&self.res.deliveries)
+            .index_name("by_backlog")
+            .key_condition_expression("bl_pk = :ch AND bl_sk <= :before")
+            .expression_attribute_values(":ch", s(channel.as_str()))
+            .expression_attribute_values(":before", s(due_key(before_ms)))
+            .limit(i32::try_from(limit.min(1000)).unwrap_or(1000))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        out.items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|item| {
+                let id = item
+                    .get("id")
+                    .and_then(|v| v.as_s().ok())
+                    .ok_or_else(|| StoreError::Corrupt("backlog entry without id".into()))?;
+                let id = DeliveryId::parse(id)
+                    .map_err(|e| StoreError::Corrupt(format!("backlog entry: {e}")))?;
+                Ok(Waiting { id })
+            })
+            .collect()
+    }
+
+    async fn parked(&self, channel: &ChannelId, limit: usize) -> StoreResult<Vec<Delivery>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.res.deliveries)
+            .index_name("by_channel_status")
+            .key_condition_expression("cs_pk = :pk")
+            .expression_attribute_values(":pk", s(format!("{channel}#{}", DeliveryStatus::Paused)))
+            .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        out.items
+            .unwrap_or_default()
+            .into_iter()
+            .map(from_item)
+            .collect()
+    }
+
+    async fn waiting_counts(&self, channel: &ChannelId) -> StoreResult<(u64, u64)> {
+        let parked = self
+            .count(
+                "by_channel_status",
+                "#k = :v",
+                "cs_pk",
+                format!("{channel}#{}", DeliveryStatus::Paused),
+            )
+            .await?;
+        let backlog = self
+            .count("by_backlog", "#k = :v", "bl_pk", channel.to_string())
+            .await?;
+        Ok((parked, backlog))
+    }
+}

@@ -1,0 +1,239 @@
+//! Flow control state and its port: the breaker, the window's slots, the backlog and parking
+//! marks of a channel (its flow item), rate-limit counters, and the delivery transitions flow
+//! control makes (park, unpark, into and out of the backlog).
+
+use crate::model::{Delivery, Page};
+use crate::ports::StoreResult;
+use async_trait::async_trait;
+use converger_core::flow::INITIAL_WINDOW;
+use converger_core::{ChannelId, CircuitState, DeliveryId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A channel's flow item. An absent item reads as a closed breaker with an empty window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Flow {
+    pub channel_id: ChannelId,
+    #[serde(default)]
+    pub circuit_state: CircuitState,
+    /// When the breaker last changed state (ms since the epoch).
+    #[serde(default)]
+    pub circuit_changed_at: i64,
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    /// The delivery running as the half-open probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
+    /// Window slots: delivery id -> when the slot was taken (ms). Queued or in flight.
+    #[serde(default)]
+    pub slots: BTreeMap<String, i64>,
+    /// The adaptive window (never above the channel's `max_in_flight`).
+    #[serde(default = "initial_window")]
+    pub window: u32,
+    /// Set while deliveries may wait in the channel's backlog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog_at: Option<i64>,
+    /// Set while deliveries of the channel may be parked (`paused`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked_at: Option<i64>,
+    /// When the next probe is due (its message is on the probe queue).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_due: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success_at: Option<i64>,
+}
+
+fn initial_window() -> u32 {
+    INITIAL_WINDOW
+}
+
+impl Flow {
+    /// The state of a channel that has no flow item yet.
+    pub fn new(channel_id: ChannelId) -> Self {
+        Self {
+            channel_id,
+            circuit_state: CircuitState::Closed,
+            circuit_changed_at: 0,
+            consecutive_failures: 0,
+            probe: None,
+            slots: BTreeMap::new(),
+            window: INITIAL_WINDOW,
+            backlog_at: None,
+            parked_at: None,
+            probe_due: None,
+            last_success_at: None,
+        }
+    }
+
+    /// Slots free under `cap` (the window bounded by `max_in_flight`).
+    pub fn free_slots(&self, max: u32) -> usize {
+        let cap = self.window.min(max).max(1) as usize;
+        cap.saturating_sub(self.slots.len())
+    }
+
+    pub fn holds(&self, id: &DeliveryId) -> bool {
+        self.slots.contains_key(id.as_str())
+    }
+}
+
+/// The result of asking for a window slot.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SlotTake {
+    /// Taken (or already held by this delivery).
+    Taken(Flow),
+    /// The window is full.
+    Full(Flow),
+    /// The breaker is not closed: no slot is handed out.
+    NotClosed(Flow),
+}
+
+/// How an attempt ended, for the breaker's counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Any success: resets `consecutive_failures`.
+    Success,
+    /// A transport error, 5xx, 408/425/429 or timeout: counts.
+    Transient,
+    /// A permanent error or an attempt that did not reach the endpoint: does not count.
+    Neutral,
+}
+
+/// One write on a flow item after an attempt: the slot it frees, the breaker counters, the
+/// window's new size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settle {
+    pub free: Option<DeliveryId>,
+    pub outcome: Outcome,
+    pub window: Option<u32>,
+    pub now_ms: i64,
+}
+
+/// A conditional breaker transition: applies only if the breaker is in one of `from` (and,
+/// when given, changed at `changed_at` / probes `probe`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub from: Vec<CircuitState>,
+    pub changed_at: Option<i64>,
+    pub probe_is: Option<String>,
+    pub to: CircuitState,
+    /// The new probe (for `half_open`).
+    pub probe: Option<String>,
+    /// Reset `consecutive_failures` and restart the window small (on close).
+    pub reset: bool,
+    pub now_ms: i64,
+}
+
+/// A mark on the flow item the sweeper looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// Deliveries may wait in the backlog.
+    Backlog,
+    /// Deliveries may be parked.
+    Parked,
+    /// A probe message is scheduled for this time.
+    ProbeDue,
+}
+
+/// Where an unparked delivery goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Into the backlog, fed as window slots free.
+    Backlog,
+    /// Straight to the queue (a probe, or a channel without a window).
+    Live,
+}
+
+/// A delivery waiting in a backlog or parked, as the indexes return it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waiting {
+    pub id: DeliveryId,
+}
+
+#[async_trait]
+pub trait FlowStore: Send + Sync + 'static {
+    /// The channel's flow item (strongly consistent); a default one when absent.
+    async fn get_flow(&self, channel: &ChannelId) -> StoreResult<Flow>;
+
+    /// Takes a window slot for `delivery` if the breaker is closed and fewer than `cap` slots
+    /// are taken. Idempotent per delivery.
+    async fn take_slot(
+        &self,
+        channel: &ChannelId,
+        delivery: &DeliveryId,
+        cap: u32,
+        now_ms: i64,
+    ) -> StoreResult<SlotTake>;
+
+    /// Records an attempt's end on the flow item; returns the item as it now is.
+    async fn settle(&self, channel: &ChannelId, s: &Settle) -> StoreResult<Flow>;
+
+    /// Frees the slots `(delivery, taken_at)` that are still held as they were (the
+    /// sweeper's reconciliation). Returns how many were freed.
+    async fn free_slots(&self, channel: &ChannelId, slots: &[(String, i64)])
+    -> StoreResult<usize>;
+
+    /// A conditional breaker transition; `None` if another writer changed the breaker first.
+    async fn transition(&self, channel: &ChannelId, t: &Transition) -> StoreResult<Option<Flow>>;
+
+    /// Sets a mark (keeping an earlier time), or clears it if it still holds `clear_if`.
+    async fn mark(
+        &self,
+        channel: &ChannelId,
+        mark: Mark,
+        set_at: Option<i64>,
+        clear_if: Option<i64>,
+    ) -> StoreResult<Flow>;
+
+    /// Every flow item, a page at a time (the sweeper).
+    async fn scan_flows(&self, limit: usize, from: Option<String>) -> StoreResult<Page<Flow>>;
+
+    /// Counts one request against a rate-limit window; `false` if the window is full.
+    async fn rate_hit(
+        &self,
+        channel: &ChannelId,
+        window: i64,
+        limit: u32,
+        expires_at_s: i64,
+    ) -> StoreResult<bool>;
+
+    /// Parks a pending delivery: held under `token` (an attempt's lease), or waiting in the
+    /// backlog when `token` is `None`. `false` if it was neither.
+    async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool>;
+
+    /// Moves a parked delivery back to pending, due now; `None` if it is not parked.
+    async fn unpark(
+        &self,
+        d: &Delivery,
+        to: Placement,
+        now_ms: i64,
+        now: &str,
+    ) -> StoreResult<Option<Delivery>>;
+
+    /// Moves a delivery held under `token` into its channel's backlog, due at `due_ms`.
+    async fn to_backlog(
+        &self,
+        d: &Delivery,
+        token: &str,
+        due_ms: i64,
+        now: &str,
+    ) -> StoreResult<bool>;
+
+    /// Takes a delivery out of the backlog onto the queue, holding a slot; `None` if it is
+    /// no longer waiting there.
+    async fn from_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>>;
+
+    /// The oldest backlog deliveries of a channel due before `before_ms`.
+    async fn backlog(
+        &self,
+        channel: &ChannelId,
+        before_ms: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<Waiting>>;
+
+    /// Up to `limit` parked deliveries of a channel (unparking removes them from the next
+    /// read, so callers read again until none are left).
+    async fn parked(&self, channel: &ChannelId, limit: usize) -> StoreResult<Vec<Delivery>>;
+
+    /// How many deliveries of a channel are parked and how many wait in its backlog.
+    async fn waiting_counts(&self, channel: &ChannelId) -> StoreResult<(u64, u64)>;
+}

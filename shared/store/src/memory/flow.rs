@@ -1,0 +1,306 @@
+//! The in-process backend of [`FlowStore`], with the DynamoDB backend's conditions.
+
+use super::*;
+use crate::flow::*;
+use converger_core::CircuitState;
+use converger_core::flow::INITIAL_WINDOW;
+
+fn flow<'a>(s: &'a mut State, ch: &ChannelId) -> &'a mut Flow {
+    s.flows
+        .entry(ch.clone())
+        .or_insert_with(|| Flow::new(ch.clone()))
+}
+
+fn set_status(row: &mut Delivery, status: DeliveryStatus, now: &str) {
+    row.status = status;
+    row.updated_at = now.to_owned();
+}
+
+#[async_trait]
+impl FlowStore for MemStore {
+    async fn get_flow(&self, channel: &ChannelId) -> StoreResult<Flow> {
+        wait(&self.latency, |m| m.get).await;
+        self.with(|s| {
+            s.flows
+                .get(channel)
+                .cloned()
+                .unwrap_or_else(|| Flow::new(channel.clone()))
+        })
+    }
+
+    async fn take_slot(
+        &self,
+        channel: &ChannelId,
+        delivery: &DeliveryId,
+        cap: u32,
+        now_ms: i64,
+    ) -> StoreResult<SlotTake> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let f = flow(s, channel);
+            if f.circuit_state != CircuitState::Closed {
+                return SlotTake::NotClosed(f.clone());
+            }
+            if !f.holds(delivery) && f.slots.len() >= cap.max(1) as usize {
+                return SlotTake::Full(f.clone());
+            }
+            f.slots.entry(delivery.to_string()).or_insert(now_ms);
+            SlotTake::Taken(f.clone())
+        })
+    }
+
+    async fn settle(&self, channel: &ChannelId, st: &Settle) -> StoreResult<Flow> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let Some(f) = s.flows.get_mut(channel) else {
+                return Flow::new(channel.clone());
+            };
+            if let Some(d) = &st.free {
+                f.slots.remove(d.as_str());
+            }
+            match st.outcome {
+                Outcome::Success => {
+                    f.consecutive_failures = 0;
+                    f.last_success_at = Some(st.now_ms);
+                }
+                Outcome::Transient => f.consecutive_failures += 1,
+                Outcome::Neutral => {}
+            }
+            if let Some(w) = st.window {
+                f.window = w;
+            }
+            f.clone()
+        })
+    }
+
+    async fn free_slots(
+        &self,
+        channel: &ChannelId,
+        slots: &[(String, i64)],
+    ) -> StoreResult<usize> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let Some(f) = s.flows.get_mut(channel) else {
+                return 0;
+            };
+            let mut freed = 0;
+            for (d, at) in slots {
+                if f.slots.get(d) == Some(at) {
+                    f.slots.remove(d);
+                    freed += 1;
+                }
+            }
+            freed
+        })
+    }
+
+    async fn transition(&self, channel: &ChannelId, t: &Transition) -> StoreResult<Option<Flow>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let f = flow(s, channel);
+            if !t.from.contains(&f.circuit_state)
+                || t.changed_at.is_some_and(|c| c != f.circuit_changed_at)
+                || t.probe_is.as_ref().is_some_and(|p| f.probe.as_ref() != Some(p))
+            {
+                return None;
+            }
+            f.circuit_state = t.to;
+            f.circuit_changed_at = t.now_ms;
+            f.probe = t.probe.clone();
+            f.probe_due = None;
+            if t.reset {
+                f.consecutive_failures = 0;
+                f.window = INITIAL_WINDOW;
+            }
+            Some(f.clone())
+        })
+    }
+
+    async fn mark(
+        &self,
+        channel: &ChannelId,
+        mark: Mark,
+        set_at: Option<i64>,
+        clear_if: Option<i64>,
+    ) -> StoreResult<Flow> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let f = flow(s, channel);
+            let slot = match mark {
+                Mark::Backlog => &mut f.backlog_at,
+                Mark::Parked => &mut f.parked_at,
+                Mark::ProbeDue => &mut f.probe_due,
+            };
+            match (set_at, clear_if) {
+                (Some(at), _) if mark == Mark::ProbeDue => *slot = Some(at),
+                (Some(at), _) => {
+                    slot.get_or_insert(at);
+                }
+                (None, Some(seen)) if *slot == Some(seen) => *slot = None,
+                _ => {}
+            }
+            f.clone()
+        })
+    }
+
+    async fn scan_flows(&self, limit: usize, from: Option<String>) -> StoreResult<Page<Flow>> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            let mut all: Vec<&Flow> = s
+                .flows
+                .values()
+                .filter(|f| from.as_deref().is_none_or(|k| f.channel_id.as_str() > k))
+                .collect();
+            all.sort_by(|a, b| a.channel_id.as_str().cmp(b.channel_id.as_str()));
+            let limit = limit.max(1);
+            let next = (all.len() > limit).then(|| all[limit - 1].channel_id.to_string());
+            Page {
+                items: all.into_iter().take(limit).cloned().collect(),
+                next,
+            }
+        })
+    }
+
+    async fn rate_hit(
+        &self,
+        channel: &ChannelId,
+        window: i64,
+        limit: u32,
+        _expires_at_s: i64,
+    ) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let n = s.rates.entry(format!("{channel}#{window}")).or_insert(0);
+            if *n >= limit {
+                return false;
+            }
+            *n += 1;
+            true
+        })
+    }
+
+    async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let Some(row) = s.deliveries.get_mut(&d.id) else {
+                return false;
+            };
+            let ok = match token {
+                Some(t) => row.lease_token.as_deref() == Some(t),
+                None => row.status == DeliveryStatus::Pending && row.in_backlog,
+            };
+            if !ok {
+                return false;
+            }
+            set_status(row, DeliveryStatus::Paused, now);
+            row.lease_token = None;
+            row.lease_until = None;
+            row.slot = false;
+            row.in_backlog = false;
+            s.reindex(&d.id);
+            true
+        })
+    }
+
+    async fn unpark(
+        &self,
+        d: &Delivery,
+        to: Placement,
+        now_ms: i64,
+        now: &str,
+    ) -> StoreResult<Option<Delivery>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let row = s
+                .deliveries
+                .get_mut(&d.id)
+                .filter(|r| r.status == DeliveryStatus::Paused)?;
+            set_status(row, DeliveryStatus::Pending, now);
+            row.next_attempt_at = now_ms;
+            row.in_backlog = to == Placement::Backlog;
+            let row = row.clone();
+            s.reindex(&d.id);
+            Some(row)
+        })
+    }
+
+    async fn to_backlog(
+        &self,
+        d: &Delivery,
+        token: &str,
+        due_ms: i64,
+        _now: &str,
+    ) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let Some(row) = s
+                .deliveries
+                .get_mut(&d.id)
+                .filter(|r| r.lease_token.as_deref() == Some(token))
+            else {
+                return false;
+            };
+            row.in_backlog = true;
+            row.slot = false;
+            row.next_attempt_at = due_ms;
+            row.lease_token = None;
+            row.lease_until = None;
+            s.reindex(&d.id);
+            true
+        })
+    }
+
+    async fn from_backlog(&self, id: &DeliveryId, _now_ms: i64) -> StoreResult<Option<Delivery>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let row = s
+                .deliveries
+                .get_mut(id)
+                .filter(|r| r.status == DeliveryStatus::Pending && r.in_backlog)?;
+            row.in_backlog = false;
+            row.slot = true;
+            let row = row.clone();
+            s.reindex(id);
+            Some(row)
+        })
+    }
+
+    async fn backlog(
+        &self,
+        channel: &ChannelId,
+        before_ms: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<Waiting>> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            s.backlog
+                .range((channel.clone(), i64::MIN, DeliveryId::generate())..)
+                .take_while(|(c, due, _)| c == channel && *due <= before_ms)
+                .take(limit)
+                .map(|(_, _, id)| Waiting { id: id.clone() })
+                .collect()
+        })
+    }
+
+    async fn parked(&self, channel: &ChannelId, limit: usize) -> StoreResult<Vec<Delivery>> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            s.parked
+                .iter()
+                .skip_while(|(c, _)| c != channel)
+                .take_while(|(c, _)| c == channel)
+                .take(limit)
+                .filter_map(|(_, id)| s.deliveries.get(id).cloned())
+                .collect()
+        })
+    }
+
+    async fn waiting_counts(&self, channel: &ChannelId) -> StoreResult<(u64, u64)> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            let parked = s.parked.iter().filter(|(c, _)| c == channel).count();
+            let backlog = s.backlog.iter().filter(|(c, _, _)| c == channel).count();
+            (parked as u64, backlog as u64)
+        })
+    }
+}
