@@ -359,6 +359,8 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
         active: true,
         retry_policy: serde_json::Map::new(),
         signing_secret: converger_core::secret::new_signing_secret(),
+        circuit_breaker: Default::default(),
+        rate_limit: None,
         created_at: time::now_rfc3339(),
         updated_at: time::now_rfc3339(),
     };

@@ -230,6 +230,10 @@ fn sample_events_parse() {
     let body = deliver.records[0].body.as_deref().unwrap();
     let _: DeliveryMessage = serde_json::from_str(body).unwrap();
 
+    let probe: SqsEvent = serde_json::from_str(&event("probe.json")).unwrap();
+    let body = probe.records[0].body.as_deref().unwrap();
+    let _: converger_store::FlowJob = serde_json::from_str(body).unwrap();
+
     for f in ["api.json", "admin.json"] {
         let req: ApiGatewayV2httpRequest = serde_json::from_str(&event(f)).unwrap();
         assert!(req.raw_path.is_some(), "{f}");

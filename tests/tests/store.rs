@@ -86,6 +86,8 @@ async fn fixture(backend: Backend) -> Fixture {
         active: true,
         retry_policy: Map::new(),
         signing_secret: converger_core::secret::new_signing_secret(),
+        circuit_breaker: Map::new(),
+        rate_limit: None,
         created_at: now.clone(),
         updated_at: now,
     };
@@ -248,7 +250,7 @@ async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     let later = now + 5_000;
     assert!(
         !f.store
-            .mark_attempt_failed(&held, "tok-2", "boom", later, &entry(1), "t")
+            .mark_attempt_failed(&held, "tok-2", "boom", later, false, &entry(1), "t")
             .await
             .unwrap(),
         "a stranger's token is refused"
@@ -260,6 +262,7 @@ async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
                 "tok-1",
                 "boom",
                 later,
+                false,
                 &entry(1),
                 &time::now_rfc3339()
             )
@@ -410,7 +413,7 @@ async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
         panic!()
     };
     f.store
-        .mark_attempt_failed(&c, "t", "x", now + 60_000, &entry(1), &time::now_rfc3339())
+        .mark_attempt_failed(&c, "t", "x", now + 60_000, false, &entry(1), &time::now_rfc3339())
         .await
         .unwrap();
     for d in &ids {
@@ -454,7 +457,7 @@ async fn old_attempts_spill_out_of_the_item(b: Backend) {
         spill: vec![attempt(0), log.spill[0].clone()],
     };
     f.store
-        .mark_attempt_failed(&held, "t", "x", now, &more, &time::now_rfc3339())
+        .mark_attempt_failed(&held, "t", "x", now, false, &more, &time::now_rfc3339())
         .await
         .unwrap();
     let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();

@@ -9,7 +9,9 @@ use converger_core::Tier;
 use converger_http::AppState;
 use converger_pipeline::{Pipeline, PipelineConfig, bootstrap};
 use converger_store::aws::Clients;
-use converger_store::resources::{ACTIVITIES_QUEUE, QueueDef, REPLAY_QUEUE, tier_queue};
+use converger_store::resources::{
+    ACTIVITIES_QUEUE, PROBE_QUEUE, QueueDef, REPLAY_QUEUE, tier_queue,
+};
 use converger_store::{Resources, provision, sqs::queue_url};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -136,6 +138,17 @@ impl Stack {
                 rx.clone(),
                 Function::Replay(pipeline.clone()),
             ));
+            let probe_url = queue_url(&clients.sqs, &resources, &PROBE_QUEUE)
+                .await
+                .map_err(|e| e.to_string())?;
+            tasks.extend(spawn_pollers(
+                clients.sqs.clone(),
+                probe_url,
+                2,
+                &opts,
+                rx.clone(),
+                Function::Probe(pipeline.clone()),
+            ));
             for tier in Tier::ALL {
                 let def: QueueDef = tier_queue(tier);
                 let url = queue_url(&clients.sqs, &resources, &def)
@@ -252,6 +265,7 @@ enum Function {
     Ingest(Arc<Pipeline>),
     Deliver(Arc<Pipeline>),
     Replay(Arc<Pipeline>),
+    Probe(Arc<Pipeline>),
 }
 
 /// Plays one SQS event source mapping: long-polls batches of up to 10 with several staggered
@@ -365,6 +379,7 @@ async fn invoke(
         Function::Ingest(p) => p.ingest_batch(event).await,
         Function::Deliver(p) => p.deliver_batch(event).await,
         Function::Replay(p) => p.replay_batch(event).await,
+        Function::Probe(p) => p.flow_batch(event).await,
     };
     let failed: std::collections::HashSet<String> = resp
         .batch_item_failures

@@ -49,6 +49,11 @@ pub trait Adapter: Send + Sync {
         Map::new()
     }
 
+    /// The channel's outbound rate limit when it sets none (WhatsApp's Cloud API: 80/s).
+    fn default_rate_limit(&self) -> Option<converger_core::RateLimit> {
+        None
+    }
+
     /// Checks a channel's configuration when it is written.
     fn validate_config(&self, config: &Map<String, Value>) -> Result<(), String>;
 

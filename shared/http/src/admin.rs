@@ -21,7 +21,10 @@ pub fn router(state: AppState) -> Router {
             get(|| async { Json(json!({"status": "ok"})) }),
         )
         .route("/admin/api/tenants", post(create_tenant))
-        .route("/admin/api/tenants/{id}", get(get_tenant))
+        .route(
+            "/admin/api/tenants/{id}",
+            get(get_tenant).patch(patch_tenant),
+        )
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
@@ -113,6 +116,36 @@ async fn get_tenant(
         .pipeline
         .store
         .get_tenant(&id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("tenant"))?;
+    Ok(Json(
+        json!({"id": t.id, "name": t.name, "tier": t.tier, "created_at": t.created_at}),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PatchTenant {
+    tier: String,
+}
+
+/// Sets a tenant's tier: its new deliveries go to that tier's queue (the API's cached view of
+/// the tenant follows within 30 s).
+async fn patch_tenant(
+    State(state): State<AppState>,
+    _op: Operator,
+    Path(id): Path<String>,
+    Body(req): Body<PatchTenant>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = TenantId::parse(&id).map_err(|_| ApiError::not_found("tenant"))?;
+    let tier: Tier = req
+        .tier
+        .parse()
+        .map_err(|m: String| ApiError::invalid("invalid_tier", m))?;
+    let t = state
+        .pipeline
+        .store
+        .set_tenant_tier(&id, tier)
         .await?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
     Ok(Json(

@@ -46,6 +46,9 @@ pub fn router(state: AppState) -> Router {
             post(start_replay),
         )
         .route("/api/v1/replays/{id}", get(get_replay))
+        .route("/api/v1/channels/{id}/pause", post(pause_channel))
+        .route("/api/v1/channels/{id}/resume", post(resume_channel))
+        .route("/api/v1/channels/{id}/delivery", get(channel_delivery))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
@@ -133,10 +136,34 @@ struct NewChannel {
     active: bool,
     #[serde(default)]
     retry_policy: Map<String, Value>,
+    #[serde(default)]
+    circuit_breaker: Map<String, Value>,
+    #[serde(default)]
+    rate_limit: Option<String>,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+fn validate_flow(
+    breaker: Option<&Map<String, Value>>,
+    rate: Option<&str>,
+) -> Result<(), ApiError> {
+    if let Some(b) = breaker {
+        converger_core::BreakerConfig::validate(b)
+            .map_err(|m| ApiError::invalid("invalid_circuit_breaker", m))?;
+    }
+    if let Some(r) = rate {
+        r.parse::<converger_core::RateLimit>()
+            .map_err(|m| ApiError::invalid("invalid_rate_limit", m))?;
+    }
+    Ok(())
 }
 
 async fn create_channel(
@@ -151,6 +178,7 @@ async fn create_channel(
     validate_name(&req.name)?;
     validate_config(&state, kind, &req.config)?;
     validate_policy(&req.retry_policy)?;
+    validate_flow(Some(&req.circuit_breaker), req.rate_limit.as_deref())?;
     let now = time::now_rfc3339();
     let channel = Channel {
         id: ChannelId::generate(),
@@ -161,6 +189,8 @@ async fn create_channel(
         active: req.active,
         retry_policy: req.retry_policy,
         signing_secret: new_signing_secret(),
+        circuit_breaker: req.circuit_breaker,
+        rate_limit: req.rate_limit,
         created_at: now.clone(),
         updated_at: now,
     };
@@ -194,6 +224,9 @@ struct PatchChannel {
     config: Option<Map<String, Value>>,
     active: Option<bool>,
     retry_policy: Option<Map<String, Value>>,
+    circuit_breaker: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "present")]
+    rate_limit: Option<Option<String>>,
 }
 
 async fn patch_channel(
@@ -212,11 +245,17 @@ async fn patch_channel(
     if let Some(p) = &req.retry_policy {
         validate_policy(p)?;
     }
+    validate_flow(
+        req.circuit_breaker.as_ref(),
+        req.rate_limit.as_ref().and_then(|r| r.as_deref()),
+    )?;
     let patch = ChannelPatch {
         name: req.name,
         config: req.config,
         active: req.active,
         retry_policy: req.retry_policy,
+        circuit_breaker: req.circuit_breaker,
+        rate_limit: req.rate_limit,
     };
     let updated = state
         .pipeline
@@ -226,6 +265,35 @@ async fn patch_channel(
         .ok_or_else(|| ApiError::not_found("channel"))?;
     state.pipeline.forget_channel(&current.id);
     Ok(Json(views::channel(&updated)))
+}
+
+async fn pause_channel(
+    State(state): State<AppState>,
+    Authed(tenant, actor): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let c = owned_channel(&state, &tenant, &id).await?;
+    state.pipeline.pause(&c, &actor).await?;
+    Ok(Json(json!(state.pipeline.delivery_state(&c).await?)))
+}
+
+async fn resume_channel(
+    State(state): State<AppState>,
+    Authed(tenant, actor): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let c = owned_channel(&state, &tenant, &id).await?;
+    state.pipeline.resume(&c, &actor).await?;
+    Ok(Json(json!(state.pipeline.delivery_state(&c).await?)))
+}
+
+async fn channel_delivery(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let c = owned_channel(&state, &tenant, &id).await?;
+    Ok(Json(json!(state.pipeline.delivery_state(&c).await?)))
 }
 
 async fn create_activity(

@@ -67,6 +67,12 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<converger_pipeline::attempt::AttemptError> for ApiError {
+    fn from(e: converger_pipeline::attempt::AttemptError) -> Self {
+        Self::internal(e)
+    }
+}
+
 impl From<IngestError> for ApiError {
     fn from(e: IngestError) -> Self {
         match e {

@@ -12,6 +12,8 @@ pub fn channel(c: &Channel) -> Value {
         "config": c.config,
         "active": c.active,
         "retry_policy": c.retry_policy,
+        "circuit_breaker": converger_core::BreakerConfig::effective(&c.circuit_breaker).to_json(),
+        "rate_limit": c.rate_limit,
         "created_at": c.created_at,
         "updated_at": c.updated_at,
     })

@@ -6,13 +6,14 @@
 //! message that comes before the delivery is due is delayed again without an attempt.
 
 use crate::Pipeline;
+use crate::flow::Admit;
 use crate::metrics;
 use converger_adapters::{Accepted, Envelope, Target};
 use converger_core::policy::{Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, time};
 use converger_store::{
-    Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, PlatformEvent,
-    QueueError, SentInfo, StoreError,
+    Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
+    PlatformEvent, QueueError, SentInfo, StoreError,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -32,6 +33,23 @@ pub enum Report {
     },
     /// Nothing to do: duplicate message, settled delivery, lost lease.
     Skipped(&'static str),
+    /// The channel's breaker is open or the channel paused: parked, no attempt.
+    Parked,
+    /// The channel's window is full: the delivery waits in its backlog.
+    Backlogged,
+    /// Over the channel's rate limit: the message comes back when the window resets.
+    Snoozed {
+        delay_s: u32,
+    },
+}
+
+/// Why an attempt runs (the attempt log's `trigger`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A queue message.
+    Auto,
+    /// The half-open probe of a channel's breaker.
+    Probe,
 }
 
 /// Unexpected failures: the message is left for SQS to redeliver.
@@ -47,7 +65,16 @@ pub enum AttemptError {
 
 impl Pipeline {
     /// Runs the attempt a queue message asks for.
-    pub async fn attempt(&self, mut msg: DeliveryMessage) -> Result<Report, AttemptError> {
+    pub async fn attempt(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
+        self.attempt_as(msg, Trigger::Auto).await
+    }
+
+    /// Runs an attempt for `trigger`.
+    pub async fn attempt_as(
+        &self,
+        mut msg: DeliveryMessage,
+        trigger: Trigger,
+    ) -> Result<Report, AttemptError> {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let now_ms = time::now_ms();
         let lease_ms = i64::try_from(self.config.lease.as_millis()).unwrap_or(60_000);
@@ -71,12 +98,29 @@ impl Pipeline {
             }
         };
 
-        // Prepare. A missing channel or activity is an unexpected failure: the lease is given
-        // back and the message is left to SQS, which redelivers it until its dead-letter queue
-        // takes it.
+        // Prepare: the channel, the flow-control gate (before the activity is loaded or the
+        // adapter called), then the activity. A missing channel or activity is an unexpected
+        // failure: the lease is given back and the message is left to SQS, which redelivers
+        // it until its dead-letter queue takes it.
         let carried_in = msg.activity.is_some();
-        let (channel, activity) = match self.prepare(&d, msg.activity.take()).await {
-            Ok(v) => v,
+        let prepared = async {
+            let channel = self.channel(&d.channel_id).await?.ok_or_else(|| {
+                AttemptError::Missing(format!("channel {} not found", d.channel_id))
+            })?;
+            match self
+                .admit_attempt(&d, &token, &msg, &channel, trigger)
+                .await?
+            {
+                Admit::Go { probe } => {
+                    let activity = self.activity(&d, msg.activity.take()).await?;
+                    Ok(Ok((channel, activity, probe)))
+                }
+                Admit::Done(report) => Ok(Err(report)),
+            }
+        };
+        let (channel, activity, probe) = match prepared.await {
+            Ok(Ok(v)) => v,
+            Ok(Err(report)) => return Ok(report),
             Err(e) => {
                 if let Err(re) = self.store.release(&d, &token).await {
                     tracing::warn!(delivery_id = %d.id, error = %re, "lease not released; it expires on its own");
@@ -84,6 +128,7 @@ impl Pipeline {
                 return Err(e);
             }
         };
+        let cap = self.limits(&channel, d.tier).cap;
         let n = d.attempts + 1;
         let started = Instant::now();
         let started_at = time::now_rfc3339();
@@ -106,7 +151,7 @@ impl Pipeline {
                     response_snippet: snippet,
                     error,
                     next_retry_at: next.map(time::ms_to_rfc3339),
-                    trigger: "auto".into(),
+                    trigger: if probe { "probe" } else { "auto" }.into(),
                     expires_at: Some(expires_at),
                 },
             )
@@ -131,6 +176,8 @@ impl Pipeline {
                 }
                 tracing::info!(delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempt = n, duration_ms, "delivery sent");
                 metrics::count("sent", kind, 1);
+                self.after_attempt(&d, &channel, Outcome::Success, false, probe)
+                    .await?;
                 self.events
                     .publish(vec![status_event(&d, "sent", n, None)])
                     .await;
@@ -148,12 +195,39 @@ impl Pipeline {
                             Some(err.reason.clone()),
                             Some(next_at),
                         );
+                        // A short backoff keeps the window slot; a long one gives it back
+                        // and takes one again when due.
+                        let keep_slot = cap.is_some()
+                            && !probe
+                            && u128::from(delay_ms) <= self.config.slot_hold.as_millis();
                         if !self
                             .store
-                            .mark_attempt_failed(&d, &token, &err.reason, next_at, &e, &now)
+                            .mark_attempt_failed(
+                                &d,
+                                &token,
+                                &err.reason,
+                                next_at,
+                                keep_slot,
+                                &e,
+                                &now,
+                            )
                             .await?
                         {
                             return Ok(Report::Skipped("lease lost before recording failure"));
+                        }
+                        let outcome = if err.retryable {
+                            Outcome::Transient
+                        } else {
+                            Outcome::Neutral
+                        };
+                        let closed = self
+                            .after_attempt(&d, &channel, outcome, keep_slot, probe)
+                            .await?;
+                        if !closed {
+                            // The breaker opened (or the probe failed): park the retry
+                            // instead of enqueueing it; the release after the close runs it.
+                            self.park_waiting(&d, &channel).await?;
+                            return Ok(Report::Parked);
                         }
                         tracing::info!(delivery_id = %d.id, attempt = n, delay_ms, error = %err.reason, "attempt failed; retry scheduled");
                         let delay_s =
@@ -177,30 +251,63 @@ impl Pipeline {
                             Some(err.reason.clone()),
                             None,
                         );
-                        self.dead_letter(&d, &token, &err.reason, &e, &now, n, kind)
-                            .await
+                        let report = self
+                            .dead_letter(&d, &token, &err.reason, &e, &now, n, kind)
+                            .await?;
+                        let outcome = if err.retryable {
+                            Outcome::Transient
+                        } else {
+                            Outcome::Neutral
+                        };
+                        self.after_attempt(&d, &channel, outcome, false, probe)
+                            .await?;
+                        Ok(report)
                     }
                 }
             }
             Err(reason) => {
                 // The delivery cannot be attempted at all (inactive channel, no adapter).
                 let e = entry(None, None, Some(reason.clone()), None);
-                self.dead_letter(&d, &token, &reason, &e, &now, n, kind)
-                    .await
+                let report = self
+                    .dead_letter(&d, &token, &reason, &e, &now, n, kind)
+                    .await?;
+                self.after_attempt(&d, &channel, Outcome::Neutral, false, probe)
+                    .await?;
+                Ok(report)
             }
         }
     }
 
-    /// The channel (cached) and the activity (from the message when it rode along).
-    async fn prepare(
-        &self,
-        d: &Delivery,
-        carried: Option<Activity>,
-    ) -> Result<(Arc<Channel>, Activity), AttemptError> {
-        let channel = self
-            .channel(&d.channel_id)
-            .await?
-            .ok_or_else(|| AttemptError::Missing(format!("channel {} not found", d.channel_id)))?;
+    /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened).
+    async fn park_waiting(&self, d: &Delivery, channel: &Channel) -> Result<(), AttemptError> {
+        let now = time::now_rfc3339();
+        if self.store.park(d, None, &now).await? {
+            let f = self
+                .store
+                .mark(&channel.id, converger_store::Mark::Parked, Some(time::now_ms()), None)
+                .await?;
+            self.remember_flow(&f);
+            if f.holds(&d.id) {
+                let f = self
+                    .store
+                    .settle(
+                        &channel.id,
+                        &converger_store::Settle {
+                            free: Some(d.id.clone()),
+                            outcome: Outcome::Neutral,
+                            window: None,
+                            now_ms: time::now_ms(),
+                        },
+                    )
+                    .await?;
+                self.remember_flow(&f);
+            }
+        }
+        Ok(())
+    }
+
+    /// The activity (from the message when it rode along).
+    async fn activity(&self, d: &Delivery, carried: Option<Activity>) -> Result<Activity, AttemptError> {
         let activity = match carried.filter(|a| a.id == d.activity_id) {
             Some(a) => a,
             None => self
@@ -211,7 +318,7 @@ impl Pipeline {
                     AttemptError::Missing(format!("activity {} not found", d.activity_id))
                 })?,
         };
-        Ok((channel, activity))
+        Ok(activity)
     }
 
     /// Calls the channel's adapter. `Err` when the delivery cannot be attempted at all.

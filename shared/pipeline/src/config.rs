@@ -34,6 +34,17 @@ pub struct PipelineConfig {
     /// Run DynamoDB transactions one at a time in this process (only against an emulator
     /// whose transactions are not serializable; `DYNAMODB_SERIAL_TRANSACTIONS`).
     pub serial_transactions: bool,
+    /// How long a channel's flow state (breaker, window) is cached per instance
+    /// (`FLOW_CACHE_TTL_MS`); parking always re-reads it first.
+    pub flow_cache_ttl: Duration,
+    /// A retry due within this long keeps its window slot; a longer backoff gives it back
+    /// (`SLOT_HOLD_SECONDS`).
+    pub slot_hold: Duration,
+    /// How long a window slot may be held before the sweeper checks its delivery
+    /// (`SLOT_GRACE_SECONDS`).
+    pub slot_grace: Duration,
+    /// Parked deliveries one release job moves before it hands on to the next message.
+    pub release_chunk: usize,
 }
 
 impl Default for PipelineConfig {
@@ -52,6 +63,10 @@ impl Default for PipelineConfig {
             bulk_replay_concurrency: 16,
             replay_chunk: 500,
             serial_transactions: false,
+            flow_cache_ttl: Duration::from_millis(1000),
+            slot_hold: Duration::from_secs(30),
+            slot_grace: Duration::from_secs(120),
+            release_chunk: 5000,
         }
     }
 }
@@ -116,6 +131,15 @@ impl PipelineConfig {
         }
         if let Some(v) = var("DYNAMODB_SERIAL_TRANSACTIONS") {
             c.serial_transactions = matches!(v.trim(), "1" | "true" | "yes");
+        }
+        if let Some(ms) = num::<u64>("FLOW_CACHE_TTL_MS")? {
+            c.flow_cache_ttl = Duration::from_millis(ms);
+        }
+        if let Some(s) = num::<u64>("SLOT_HOLD_SECONDS")? {
+            c.slot_hold = Duration::from_secs(s);
+        }
+        if let Some(s) = num::<u64>("SLOT_GRACE_SECONDS")? {
+            c.slot_grace = Duration::from_secs(s.max(1));
         }
         if let Some(n) = num::<usize>("SWEEP_LIMIT")? {
             c.sweep_limit = n.max(1);

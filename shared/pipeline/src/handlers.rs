@@ -60,6 +60,16 @@ impl Pipeline {
         .await
     }
 
+    /// The `probe` function: one flow job (probe, release) per record.
+    pub async fn flow_batch(&self, event: SqsEvent) -> SqsBatchResponse {
+        batch::process(event, self.config.batch_concurrency, |m| async move {
+            let job: converger_store::FlowJob = body(&m)?;
+            self.flow_job(&job).await?;
+            Ok::<(), HandlerError>(())
+        })
+        .await
+    }
+
     /// The `ingest` function: one activity per record. An activity that can never be accepted
     /// (invalid, unknown channel) is logged and dropped; storage failures are redelivered.
     pub async fn ingest_batch(&self, event: SqsEvent) -> SqsBatchResponse {

@@ -2,6 +2,7 @@
 //! on the tenant's tier queue. Ingesting the same activity id again writes nothing new.
 
 use crate::Pipeline;
+use crate::flow::Admission;
 use converger_core::{ActivityId, ChannelId, DeliveryId, time};
 use converger_store::{
     Activity, Created, Delivery, DeliveryMessage, QueueError, StoreError, Tenant,
@@ -122,21 +123,40 @@ impl Pipeline {
             channel_ids: targets,
             created_at: now.clone(),
         };
-        let deliveries: Vec<Delivery> = resolved
-            .iter()
-            .map(|ch| Delivery::new(&activity, ch, tenant.tier, now_ms, &now))
-            .collect();
+        // Flow control first: each delivery takes a slot of its channel's window (enqueued
+        // now), waits in the backlog (window full) or is written parked (breaker open or
+        // channel paused).
+        let admitted = futures::future::try_join_all(resolved.iter().map(|ch| async {
+            let mut d = Delivery::new(&activity, ch, tenant.tier, now_ms, &now);
+            let admission = self.admit_new(ch, &mut d).await?;
+            Ok::<_, converger_store::StoreError>((d, admission))
+        }))
+        .await?;
+        let (deliveries, admissions): (Vec<Delivery>, Vec<Admission>) =
+            admitted.into_iter().unzip();
 
         match self.store.create_activity(&activity, &deliveries).await? {
             Created::New => {
                 let carried = activity.if_inline();
                 let msgs: Vec<DeliveryMessage> = deliveries
                     .iter()
-                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, carried))
+                    .zip(&admissions)
+                    .filter(|(_, a)| **a == Admission::Live)
+                    .map(|(d, _)| DeliveryMessage::new(d.id.clone(), d.tier, carried))
                     .collect();
                 // A crash between the write and this send leaves pending rows that the sweeper
                 // enqueues; an error here is reported so the producer can retry (idempotent).
-                self.queue.send_many(&msgs).await?;
+                if !msgs.is_empty() {
+                    self.queue.send_many(&msgs).await?;
+                }
+                for (ch, a) in resolved.iter().zip(&admissions) {
+                    if *a != Admission::Live
+                        && let Err(e) = self.after_admission(ch, tenant.tier, *a).await
+                    {
+                        // The sweeper finds the backlog or parked rows on its own.
+                        tracing::warn!(channel_id = %ch.id, error = %e, "flow marks not written");
+                    }
+                }
                 Ok(Ingested {
                     activity,
                     deliveries,
@@ -171,7 +191,9 @@ impl Pipeline {
         let msgs: Vec<DeliveryMessage> = deliveries
             .iter()
             .filter(|d| {
-                d.status == converger_core::DeliveryStatus::Pending && d.next_attempt_at <= now
+                d.status == converger_core::DeliveryStatus::Pending
+                    && !d.in_backlog
+                    && d.next_attempt_at <= now
             })
             .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, carried))
             .collect();

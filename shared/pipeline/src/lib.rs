@@ -5,6 +5,7 @@ pub mod attempt;
 pub mod batch;
 pub mod bootstrap;
 pub mod config;
+pub mod flow;
 pub mod handlers;
 pub mod ingest;
 pub mod metrics;
@@ -28,6 +29,7 @@ pub struct Pipeline {
     pub adapters: Adapters,
     pub config: PipelineConfig,
     channels: Mutex<HashMap<ChannelId, (Instant, Arc<Channel>)>>,
+    flows: Mutex<HashMap<ChannelId, (Instant, converger_store::Flow)>>,
 }
 
 impl Pipeline {
@@ -45,6 +47,7 @@ impl Pipeline {
             adapters,
             config,
             channels: Mutex::new(HashMap::new()),
+            flows: Mutex::new(HashMap::new()),
         }
     }
 

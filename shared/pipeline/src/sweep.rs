@@ -24,6 +24,12 @@ pub struct SweepReport {
     pub leased: u32,
     /// The per-sweep limit stopped the sweep early.
     pub truncated: bool,
+    /// Window slots given back because their delivery no longer held them.
+    pub slots_freed: usize,
+    /// Backlog deliveries fed into free window slots.
+    pub fed: usize,
+    /// Parked deliveries of closed channels released after `park_seconds`.
+    pub released: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +81,14 @@ impl Pipeline {
                     None => break,
                 }
             }
+        }
+        match self.sweep_flows().await {
+            Ok((freed, fed, released)) => {
+                report.slots_freed = freed;
+                report.fed = fed;
+                report.released = released;
+            }
+            Err(e) => tracing::warn!(error = %e, "flow sweep failed"),
         }
         if report.enqueued > 0 {
             tracing::warn!(?report, "sweep enqueued overdue deliveries again");

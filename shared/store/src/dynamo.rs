@@ -1038,6 +1038,19 @@ impl Store for DynamoStore {
         }
     }
 
+    async fn add_audit(&self, entry: &AuditEntry) -> StoreResult<()> {
+        let mut item = to_item(entry)?;
+        item.insert("audit_sk".into(), s(format!("{}#{}", entry.at, entry.id)));
+        self.client
+            .put_item()
+            .table_name(&self.res.audit)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        Ok(())
+    }
+
     async fn list_audit(
         &self,
         tenant: &TenantId,

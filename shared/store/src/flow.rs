@@ -196,8 +196,9 @@ pub trait FlowStore: Send + Sync + 'static {
         expires_at_s: i64,
     ) -> StoreResult<bool>;
 
-    /// Parks a pending delivery: held under `token` (an attempt's lease), or waiting in the
-    /// backlog when `token` is `None`. `false` if it was neither.
+    /// Parks a pending delivery: held under `token` (an attempt's lease), or, when `token` is
+    /// `None`, one that no attempt holds (in the backlog or waiting for its message). `false`
+    /// if it was neither.
     async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool>;
 
     /// Moves a parked delivery back to pending, due now; `None` if it is not parked.

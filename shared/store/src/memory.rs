@@ -479,6 +479,19 @@ impl Store for MemStore {
         })
     }
 
+    async fn add_audit(&self, entry: &AuditEntry) -> StoreResult<()> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            s.audit.insert(
+                (
+                    entry.tenant_id.to_string(),
+                    format!("{}#{}", entry.at, entry.id),
+                ),
+                entry.clone(),
+            );
+        })
+    }
+
     async fn list_audit(
         &self,
         tenant: &TenantId,

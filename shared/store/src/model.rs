@@ -494,6 +494,9 @@ pub enum FlowJobKind {
     Probe,
     /// Release the channel's parked deliveries if its breaker is closed.
     Release,
+    /// Replay the channel's recent dead letters (a probe closed its breaker and the channel
+    /// asks for it).
+    ReplayDeadLetters,
 }
 
 /// A `probe` queue message.

@@ -120,6 +120,9 @@ pub trait Store: crate::flow::FlowStore {
     /// Writes a job's progress if its version is still `job.version - 1`.
     async fn save_replay_job(&self, job: &ReplayJob) -> StoreResult<bool>;
 
+    /// Appends one audit entry.
+    async fn add_audit(&self, entry: &AuditEntry) -> StoreResult<()>;
+
     /// A tenant's audit log, newest first.
     async fn list_audit(
         &self,

@@ -421,7 +421,7 @@ impl FlowStore for DynamoStore {
                     .row_update(
                         &d.id,
                         expr,
-                        "#st = :pending AND attribute_exists(bl_pk)",
+                        "#st = :pending AND (attribute_exists(bl_pk) OR attribute_not_exists(lease_token))",
                         values,
                     )
                     .await?

@@ -187,7 +187,10 @@ impl FlowStore for MemStore {
             };
             let ok = match token {
                 Some(t) => row.lease_token.as_deref() == Some(t),
-                None => row.status == DeliveryStatus::Pending && row.in_backlog,
+                None => {
+                    row.status == DeliveryStatus::Pending
+                        && (row.in_backlog || row.lease_token.is_none())
+                }
             };
             if !ok {
                 return false;

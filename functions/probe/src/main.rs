@@ -1,0 +1,16 @@
+//! The `probe` Lambda: the `probe` queue's records in, one flow job each (probe a channel
+//! whose breaker cooled down, or release its parked deliveries after a close or resume).
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    converger_pipeline::bootstrap::init_tracing();
+    let pipeline = converger_pipeline::bootstrap::from_env().await?;
+    let pipeline = &pipeline;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<_, Error>(pipeline.flow_batch(event.payload).await)
+    }))
+    .await
+}
