@@ -15,7 +15,7 @@ fn empty_map() -> AttributeValue {
 
 /// The attributes every write that may create a flow item sets, so a created item is whole.
 const ENSURE: &str = "channel_id = :ch, slots = if_not_exists(slots, :empty), \
-                      window = if_not_exists(window, :init)";
+                      #win = if_not_exists(#win, :init)";
 
 impl DynamoStore {
     fn flow_update(&self, channel: &ChannelId) -> UpdateItemFluentBuilder {
@@ -26,8 +26,10 @@ impl DynamoStore {
             .return_values(ReturnValue::AllNew)
     }
 
+    /// The values of [`ENSURE`] (`window` is a reserved word: `#win`).
     fn ensure_values(req: UpdateItemFluentBuilder, channel: &ChannelId) -> UpdateItemFluentBuilder {
-        req.expression_attribute_values(":ch", s(channel.as_str()))
+        req.expression_attribute_names("#win", "window")
+            .expression_attribute_values(":ch", s(channel.as_str()))
             .expression_attribute_values(":empty", empty_map())
             .expression_attribute_values(":init", n(INITIAL_WINDOW))
     }
@@ -180,7 +182,7 @@ impl FlowStore for DynamoStore {
             Outcome::Neutral => {}
         }
         if let Some(w) = st.window {
-            sets.push("window = :w");
+            sets.push("#win = :w");
             values.push((":w", n(w)));
         }
         let mut expr = String::new();
@@ -200,6 +202,9 @@ impl FlowStore for DynamoStore {
             .condition_expression("attribute_exists(slots)");
         if let Some(d) = &st.free {
             req = req.expression_attribute_names("#d", d.as_str());
+        }
+        if st.window.is_some() {
+            req = req.expression_attribute_names("#win", "window");
         }
         for (k, v) in values {
             req = req.expression_attribute_values(k, v);
@@ -252,10 +257,10 @@ impl FlowStore for DynamoStore {
             (":now".into(), n(t.now_ms)),
         ];
         if t.reset {
-            sets.push("consecutive_failures = :zero, window = :init".into());
+            sets.push("consecutive_failures = :zero, #win = :init".into());
             values.push((":zero".into(), n(0)));
         } else {
-            sets.push("window = if_not_exists(window, :init)".into());
+            sets.push("#win = if_not_exists(#win, :init)".into());
         }
         let mut removes = vec!["probe_due"];
         match &t.probe {
