@@ -7,9 +7,10 @@
 use converger_core::{ActivityId, ChannelId, ChannelType, DeliveryStatus, TenantId, Tier, time};
 use converger_store::dynamo::DynamoStore;
 use converger_store::memory::MemStore;
+use converger_core::CircuitState;
 use converger_store::{
-    Activity, AttemptEntry, Channel, ChannelPatch, Claim, Created, Delivery, LogUpdate, SentInfo,
-    Store, Tenant,
+    Activity, AttemptEntry, Channel, ChannelPatch, Claim, Created, Delivery, LogUpdate, Mark,
+    Outcome, Placement, SentInfo, Settle, SlotTake, Store, Tenant, Transition,
 };
 use converger_tests::TestStack;
 use serde_json::{Map, json};
@@ -56,6 +57,10 @@ conformance!(
     old_attempts_spill_out_of_the_item,
     listing_pages_in_order_and_replays_are_disjoint,
     replay_jobs_save_with_a_version,
+    window_slots_are_capped_idempotent_and_closed_only,
+    breaker_transitions_have_one_winner,
+    backlog_and_parking_move_rows_between_indexes,
+    rate_windows_count_to_their_limit,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
@@ -660,5 +665,277 @@ async fn replay_jobs_save_with_a_version(b: Backend) {
         5
     );
     assert_eq!(f.store.get_replay_job("rpl_nope").await.unwrap(), None);
+    f.stop().await;
+}
+
+async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
+    let f = fixture(b).await;
+    let ch = &f.channel.id;
+    let ids: Vec<converger_core::DeliveryId> = (0..4)
+        .map(|_| converger_core::DeliveryId::generate())
+        .collect();
+    let fresh = f.store.get_flow(ch).await.unwrap();
+    assert_eq!(fresh.circuit_state, CircuitState::Closed);
+    assert!(fresh.slots.is_empty());
+
+    // Two slots under a cap of 2; the same delivery asking again keeps its one slot.
+    for id in &ids[..2] {
+        assert!(matches!(
+            f.store.take_slot(ch, id, 2, 1_000).await.unwrap(),
+            SlotTake::Taken(_)
+        ));
+    }
+    match f.store.take_slot(ch, &ids[0], 2, 2_000).await.unwrap() {
+        SlotTake::Taken(fl) => {
+            assert_eq!(fl.slots.len(), 2);
+            assert_eq!(fl.slots[ids[0].as_str()], 1_000, "taken_at is kept");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        f.store.take_slot(ch, &ids[2], 2, 2_000).await.unwrap(),
+        SlotTake::Full(fl) if fl.slots.len() == 2
+    ));
+
+    // Settling frees a slot and keeps the breaker's counters.
+    let after = f
+        .store
+        .settle(
+            ch,
+            &Settle {
+                free: Some(ids[0].clone()),
+                outcome: Outcome::Transient,
+                window: Some(7),
+                now_ms: 3_000,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.slots.len(), 1);
+    assert_eq!((after.consecutive_failures, after.window), (1, 7));
+    let after = f
+        .store
+        .settle(
+            ch,
+            &Settle {
+                free: None,
+                outcome: Outcome::Success,
+                window: None,
+                now_ms: 4_000,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.consecutive_failures, 0);
+    assert_eq!(after.last_success_at, Some(4_000));
+
+    // The sweeper frees a slot only if it is still held as it saw it.
+    assert_eq!(
+        f.store
+            .free_slots(ch, &[(ids[1].to_string(), 999), (ids[1].to_string(), 1_000)])
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(f.store.get_flow(ch).await.unwrap().slots.is_empty());
+
+    // No slot while the breaker is not closed.
+    let paused = f
+        .store
+        .transition(
+            ch,
+            &Transition {
+                from: vec![CircuitState::Closed],
+                changed_at: None,
+                probe_is: None,
+                to: CircuitState::Paused,
+                probe: None,
+                reset: false,
+                now_ms: 5_000,
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(paused.circuit_state, CircuitState::Paused);
+    assert!(matches!(
+        f.store.take_slot(ch, &ids[3], 10, 6_000).await.unwrap(),
+        SlotTake::NotClosed(_)
+    ));
+    f.stop().await;
+}
+
+async fn breaker_transitions_have_one_winner(b: Backend) {
+    let f = fixture(b).await;
+    let ch = f.channel.id.clone();
+    // A channel without a flow item reads closed; fifty openers race: one wins.
+    let open = Transition {
+        from: vec![CircuitState::Closed],
+        changed_at: Some(0),
+        probe_is: None,
+        to: CircuitState::Open,
+        probe: None,
+        reset: false,
+        now_ms: 10_000,
+    };
+    let wins = futures::future::join_all((0..50).map(|_| f.store.transition(&ch, &open)))
+        .await
+        .into_iter()
+        .filter(|r| matches!(r, Ok(Some(_))))
+        .count();
+    assert_eq!(wins, 1, "the breaker opens exactly once");
+
+    // Two probes claim half-open from the same open state: one wins.
+    let claim = |p: &str| Transition {
+        from: vec![CircuitState::Open],
+        changed_at: Some(10_000),
+        probe_is: None,
+        to: CircuitState::HalfOpen,
+        probe: Some(p.into()),
+        reset: false,
+        now_ms: 20_000,
+    };
+    let (ca, cb) = (claim("dlv_a"), claim("dlv_b"));
+    let (a, b2) = tokio::join!(f.store.transition(&ch, &ca), f.store.transition(&ch, &cb));
+    let won: Vec<_> = [a.unwrap(), b2.unwrap()].into_iter().flatten().collect();
+    assert_eq!(won.len(), 1, "one probe at a time");
+    let probe = won[0].probe.clone().unwrap();
+
+    // Only the probe closes it; closing resets the counters and restarts the window.
+    let close = |p: &str| Transition {
+        from: vec![CircuitState::HalfOpen],
+        changed_at: None,
+        probe_is: Some(p.into()),
+        to: CircuitState::Closed,
+        probe: None,
+        reset: true,
+        now_ms: 30_000,
+    };
+    let other = if probe == "dlv_a" { "dlv_b" } else { "dlv_a" };
+    assert!(f.store.transition(&ch, &close(other)).await.unwrap().is_none());
+    let closed = f.store.transition(&ch, &close(&probe)).await.unwrap().unwrap();
+    assert_eq!(closed.circuit_state, CircuitState::Closed);
+    assert_eq!(closed.probe, None);
+    assert_eq!(closed.consecutive_failures, 0);
+    assert_eq!(closed.window, converger_core::flow::INITIAL_WINDOW);
+
+    // Marks: set keeps the first time, clear only if unchanged.
+    let m = f.store.mark(&ch, Mark::Backlog, Some(1), None).await.unwrap();
+    assert_eq!(m.backlog_at, Some(1));
+    let m = f.store.mark(&ch, Mark::Backlog, Some(2), None).await.unwrap();
+    assert_eq!(m.backlog_at, Some(1));
+    let m = f.store.mark(&ch, Mark::Backlog, None, Some(2)).await.unwrap();
+    assert_eq!(m.backlog_at, Some(1), "a newer mark is not cleared");
+    let m = f.store.mark(&ch, Mark::Backlog, None, Some(1)).await.unwrap();
+    assert_eq!(m.backlog_at, None);
+
+    // The sweeper sees every flow item.
+    let page = f.store.scan_flows(10, None).await.unwrap();
+    assert!(page.items.iter().any(|x| x.channel_id == ch));
+    f.stop().await;
+}
+
+async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
+    let f = fixture(b).await;
+    let ch = &f.channel.id;
+    let now_ms = time::now_ms();
+    let now = time::now_rfc3339();
+    // Three deliveries written into the backlog, due at different times, one parked.
+    let mut rows = Vec::new();
+    for i in 0..4 {
+        let a = activity(&f);
+        let mut d = Delivery::new(&a, &f.channel, Tier::Bulk, now_ms - 3_000 + i * 1_000, &now);
+        if i == 3 {
+            d.status = DeliveryStatus::Paused;
+        } else {
+            d.in_backlog = true;
+        }
+        assert_eq!(
+            f.store.create_activity(&a, std::slice::from_ref(&d)).await.unwrap(),
+            Created::New
+        );
+        rows.push(d);
+    }
+    let waiting = f.store.backlog(ch, now_ms, 10).await.unwrap();
+    let ids: Vec<_> = waiting.iter().map(|w| w.id.clone()).collect();
+    assert_eq!(ids, vec![rows[0].id.clone(), rows[1].id.clone(), rows[2].id.clone()], "oldest due first");
+    assert_eq!(f.store.backlog(ch, now_ms - 2_500, 10).await.unwrap().len(), 1, "only due ones");
+    assert_eq!(f.store.waiting_counts(ch).await.unwrap(), (1, 3));
+    // A backlog row is not claimable by a stray message's sweep: it is not in the due index.
+    let overdue: usize = {
+        let mut n = 0;
+        for shard in 0..converger_store::DUE_SHARDS {
+            n += f.store.overdue(shard, now_ms + 10_000, 100, None).await.unwrap().items.len();
+        }
+        n
+    };
+    assert_eq!(overdue, 0);
+
+    // Out of the backlog once: the second taker finds nothing.
+    let live = f.store.from_backlog(&rows[0].id, now_ms).await.unwrap().unwrap();
+    assert!(live.slot && !live.in_backlog);
+    assert!(f.store.from_backlog(&rows[0].id, now_ms).await.unwrap().is_none());
+
+    // Parking a backlog row; unparking it into the backlog again.
+    assert!(f.store.park(&rows[1], None, &now).await.unwrap());
+    assert!(!f.store.park(&rows[1], None, &now).await.unwrap(), "parked once");
+    let parked = f.store.parked(ch, 10).await.unwrap();
+    assert_eq!(parked.len(), 2);
+    for d in &parked {
+        assert_eq!(d.status, DeliveryStatus::Paused);
+    }
+    let back = f
+        .store
+        .unpark(&rows[1], Placement::Backlog, now_ms, &now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(back.status, DeliveryStatus::Pending);
+    assert!(back.in_backlog);
+    assert!(f.store.unpark(&rows[1], Placement::Backlog, now_ms, &now).await.unwrap().is_none());
+    // The parked one goes straight to the queue's due index.
+    let live = f
+        .store
+        .unpark(&rows[3], Placement::Live, now_ms, &now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!live.in_backlog);
+    assert_eq!(f.store.waiting_counts(ch).await.unwrap(), (0, 2));
+
+    // A claimed delivery moves into the backlog under its lease, and is parked under it.
+    let token = "tok";
+    let held = match f.store.claim(&rows[3].id, token, now_ms + 1, 60_000).await.unwrap() {
+        Claim::Claimed(d) => d,
+        other => panic!("{other:?}"),
+    };
+    assert!(!f.store.to_backlog(&held, "stranger", now_ms, &now).await.unwrap());
+    assert!(f.store.to_backlog(&held, token, now_ms, &now).await.unwrap());
+    assert_eq!(f.store.waiting_counts(ch).await.unwrap(), (0, 3));
+    let again = f.store.from_backlog(&rows[3].id, now_ms).await.unwrap().unwrap();
+    let held = match f.store.claim(&again.id, "tok2", now_ms + 2, 60_000).await.unwrap() {
+        Claim::Claimed(d) => d,
+        other => panic!("{other:?}"),
+    };
+    assert!(f.store.park(&held, Some("tok2"), &now).await.unwrap());
+    assert_eq!(
+        f.store.get_delivery(&held.id).await.unwrap().unwrap().status,
+        DeliveryStatus::Paused
+    );
+    f.stop().await;
+}
+
+async fn rate_windows_count_to_their_limit(b: Backend) {
+    let f = fixture(b).await;
+    let ch = &f.channel.id;
+    let exp = time::now_ms() / 1000 + 3600;
+    let mut allowed = 0;
+    for _ in 0..8 {
+        if f.store.rate_hit(ch, 42, 5, exp).await.unwrap() {
+            allowed += 1;
+        }
+    }
+    assert_eq!(allowed, 5);
+    assert!(f.store.rate_hit(ch, 43, 5, exp).await.unwrap(), "a new window starts at 0");
     f.stop().await;
 }

@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::Notify;
@@ -39,6 +40,12 @@ impl Reply {
         self.body = b.into();
         self
     }
+
+    /// Answers only after `d` (a slow or hanging endpoint).
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.delay = d;
+        self
+    }
 }
 
 /// A request as the receiver saw it.
@@ -54,9 +61,28 @@ pub struct Received {
 
 struct Inner {
     script: Mutex<VecDeque<Reply>>,
-    fallback: Reply,
+    fallback: Mutex<Reply>,
     seen: Mutex<Vec<Received>>,
     notify: Notify,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+}
+
+/// Counts a request in flight for as long as it lives.
+struct InFlight<'a>(&'a Inner);
+
+impl<'a> InFlight<'a> {
+    fn new(inner: &'a Inner) -> Self {
+        let now = inner.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        inner.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        Self(inner)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[derive(Clone)]
@@ -73,6 +99,7 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let _in_flight = InFlight::new(&inner);
     let received = Received {
         at: Instant::now(),
         at_system: SystemTime::now(),
@@ -90,7 +117,8 @@ async fn handle(
         .lock()
         .ok()
         .and_then(|mut s| s.pop_front())
-        .unwrap_or_else(|| inner.fallback.clone());
+        .or_else(|| inner.fallback.lock().ok().map(|f| f.clone()))
+        .unwrap_or_else(|| Reply::status(500));
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }
@@ -115,9 +143,11 @@ impl Receiver {
     pub async fn start(script: Vec<Reply>, fallback: Reply) -> Result<Self, String> {
         let inner = Arc::new(Inner {
             script: Mutex::new(script.into()),
-            fallback,
+            fallback: Mutex::new(fallback),
             seen: Mutex::new(Vec::new()),
             notify: Notify::new(),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -137,6 +167,18 @@ impl Receiver {
     /// Always answers `status`.
     pub async fn always(status: u16) -> Result<Self, String> {
         Self::start(Vec::new(), Reply::status(status)).await
+    }
+
+    /// Answers `reply` from now on (once the script is used up).
+    pub fn set_fallback(&self, reply: Reply) {
+        if let Ok(mut f) = self.inner.fallback.lock() {
+            *f = reply;
+        }
+    }
+
+    /// The most requests that were in flight at once.
+    pub fn max_concurrent(&self) -> usize {
+        self.inner.max_in_flight.load(Ordering::SeqCst)
     }
 
     pub fn requests(&self) -> Vec<Received> {

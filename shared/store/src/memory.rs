@@ -562,7 +562,7 @@ impl Store for MemStore {
             let mut rows: Vec<(String, &Delivery)> = s
                 .deliveries
                 .values()
-                .filter(|d| d.status == DeliveryStatus::Pending && due_shard(&d.id) == shard)
+                .filter(|d| d.status == DeliveryStatus::Pending && !d.in_backlog && due_shard(&d.id) == shard)
                 .filter(|d| d.next_attempt_at < before_ms)
                 .map(|d| (format!("{}#{}", due_key(d.next_attempt_at), d.id), d))
                 .filter(|(k, _)| from.as_ref().is_none_or(|f| k > f))

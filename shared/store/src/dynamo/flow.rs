@@ -281,7 +281,12 @@ impl FlowStore for DynamoStore {
         }
         let mut cond = vec![format!("({})", states.join(" OR "))];
         if let Some(c) = t.changed_at {
-            cond.push("circuit_changed_at = :seen".into());
+            // An item created by a mark has no change time yet: it reads as 0.
+            cond.push(if c == 0 {
+                "(attribute_not_exists(circuit_changed_at) OR circuit_changed_at = :seen)".into()
+            } else {
+                "circuit_changed_at = :seen".to_owned()
+            });
             values.push((":seen".into(), n(c)));
         }
         if let Some(p) = &t.probe_is {
