@@ -212,6 +212,218 @@ impl TestStack {
     }
 }
 
+/// A queue subscribed to the stack's event bus (a rule for `source: converger`), so a test
+/// reads the platform events the pipeline published.
+pub struct EventTap {
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+    seen: std::sync::Mutex<Vec<Value>>,
+}
+
+impl EventTap {
+    /// Events received until `done` holds for them or `timeout` passed.
+    pub async fn wait(&self, timeout: Duration, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let seen = self.seen.lock().unwrap().clone();
+            if done(&seen) || Instant::now() >= deadline {
+                return seen;
+            }
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .unwrap();
+            let mut s = self.seen.lock().unwrap();
+            for m in out.messages.unwrap_or_default() {
+                s.push(serde_json::from_str(m.body.as_deref().unwrap()).unwrap());
+            }
+        }
+    }
+
+    /// The received events of one `detail-type`.
+    pub fn of(events: &[Value], kind: &str) -> Vec<Value> {
+        events
+            .iter()
+            .filter(|e| e["detail-type"] == kind)
+            .cloned()
+            .collect()
+    }
+}
+
+impl TestStack {
+    /// Subscribes a queue to the bus (see [`EventTap`]).
+    pub async fn tap_events(&self) -> EventTap {
+        use aws_sdk_eventbridge::types::Target;
+        use aws_sdk_sqs::types::QueueAttributeName;
+        let sqs = self.stack.clients.sqs.clone();
+        let eb = &self.stack.clients.eventbridge;
+        let bus = &self.stack.resources.bus;
+        let url = sqs
+            .create_queue()
+            .queue_name(format!("{}events-tap", self.stack.resources.prefix))
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap();
+        let arn = sqs
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap()
+            .remove(&QueueAttributeName::QueueArn)
+            .unwrap();
+        eb.put_rule()
+            .name("tap")
+            .event_bus_name(bus)
+            .event_pattern(json!({"source": ["converger"]}).to_string())
+            .send()
+            .await
+            .unwrap();
+        eb.put_targets()
+            .rule("tap")
+            .event_bus_name(bus)
+            .targets(Target::builder().id("tap").arn(arn).build().unwrap())
+            .send()
+            .await
+            .unwrap();
+        EventTap {
+            sqs,
+            url,
+            seen: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Creates a channel from a full request body; returns the created body.
+    pub async fn channel(&self, key: &str, body: Value) -> Value {
+        let a = self.api("POST", "/api/v1/channels", key, Some(body)).await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        a.body
+    }
+
+    /// Posts `n` activities to one channel, `concurrency` at a time; returns the delivery ids.
+    pub async fn activities(
+        &self,
+        key: &str,
+        channel: &str,
+        n: usize,
+        concurrency: usize,
+    ) -> Vec<String> {
+        use futures::StreamExt;
+        futures::stream::iter(0..n)
+            .map(|_| async move {
+                let a = self.activity(key, &[channel]).await;
+                a["deliveries"][0]["id"].as_str().unwrap().to_owned()
+            })
+            .buffer_unordered(concurrency.max(1))
+            .collect()
+            .await
+    }
+
+    /// Writes `n` activities of one channel with their deliveries straight into the store,
+    /// waiting as ingest leaves them when the channel's breaker is open (`parked`) or its
+    /// window is full (in the backlog), and sets the flow mark that goes with them. Batch
+    /// writes: the emulator's transactions copy whole tables, which makes a thousand ingests
+    /// take minutes there.
+    pub async fn seed_waiting(
+        &self,
+        tenant_id: &str,
+        channel_id: &str,
+        n: usize,
+        parked: bool,
+    ) -> Vec<String> {
+        use converger_core::{ActivityId, ChannelId, DeliveryStatus, TenantId, time};
+        let p = &self.stack.pipeline;
+        let tenant = p
+            .store
+            .get_tenant(&TenantId::parse(tenant_id).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        let channel = p
+            .store
+            .get_channel(&ChannelId::parse(channel_id).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        let now_ms = time::now_ms();
+        let now = time::now_rfc3339();
+        let mut activities = Vec::with_capacity(n);
+        let mut rows = Vec::with_capacity(n);
+        for i in 0..n {
+            let a = converger_store::Activity {
+                id: ActivityId::generate(),
+                tenant_id: tenant.id.clone(),
+                conversation_id: "conv-seed".into(),
+                seq: i as u64 + 1,
+                payload: json!({"text": "seeded", "n": i}),
+                channel_ids: vec![channel.id.clone()],
+                created_at: now.clone(),
+            };
+            let mut d = converger_store::Delivery::new(&a, &channel, tenant.tier, now_ms, &now);
+            if parked {
+                d.status = DeliveryStatus::Paused;
+            } else {
+                d.in_backlog = true;
+            }
+            activities.push(a);
+            rows.push(d);
+        }
+        let store = converger_store::dynamo::DynamoStore::new(
+            self.stack.clients.dynamodb.clone(),
+            self.stack.resources.clone(),
+        );
+        store.seed_activities(&activities).await.unwrap();
+        store.seed_deliveries(&rows).await.unwrap();
+        let mark = if parked {
+            converger_store::Mark::Parked
+        } else {
+            converger_store::Mark::Backlog
+        };
+        p.store
+            .mark(&channel.id, mark, Some(now_ms), None)
+            .await
+            .unwrap();
+        rows.into_iter().map(|d| d.id.to_string()).collect()
+    }
+
+    /// Counts a tenant's deliveries of one channel by status.
+    pub async fn status_counts(
+        &self,
+        key: &str,
+        channel: &str,
+    ) -> std::collections::BTreeMap<String, usize> {
+        let mut counts = std::collections::BTreeMap::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut path = format!("/api/v1/deliveries?channel_id={channel}&limit=100");
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={c}"));
+            }
+            let a = self.api("GET", &path, key, None).await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            for d in a.body["data"].as_array().unwrap() {
+                *counts
+                    .entry(d["status"].as_str().unwrap().to_owned())
+                    .or_insert(0) += 1;
+            }
+            match a.body["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => return counts,
+            }
+        }
+    }
+}
+
 fn uuid_like() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }

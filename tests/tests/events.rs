@@ -2,51 +2,14 @@
 //! queue the test reads.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use aws_sdk_eventbridge::types::Target;
-use aws_sdk_sqs::types::QueueAttributeName;
 use converger_tests::{Receiver, TestStack, settled};
-use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use serde_json::json;
+use std::time::Duration;
 
 #[tokio::test]
 async fn a_dead_letter_is_announced_on_the_bus() {
     let t = TestStack::start().await;
-    let sqs = &t.stack.clients.sqs;
-    let eb = &t.stack.clients.eventbridge;
-    let bus = &t.stack.resources.bus;
-    let tap = sqs
-        .create_queue()
-        .queue_name(format!("{}events-tap", t.stack.resources.prefix))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
-    let arn = sqs
-        .get_queue_attributes()
-        .queue_url(&tap)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes
-        .unwrap()
-        .remove(&QueueAttributeName::QueueArn)
-        .unwrap();
-    eb.put_rule()
-        .name("tap")
-        .event_bus_name(bus)
-        .event_pattern(json!({"source": ["converger"]}).to_string())
-        .send()
-        .await
-        .unwrap();
-    eb.put_targets()
-        .rule("tap")
-        .event_bus_name(bus)
-        .targets(Target::builder().id("tap").arn(arn).build().unwrap())
-        .send()
-        .await
-        .unwrap();
+    let tap = t.tap_events().await;
 
     let rx = Receiver::always(400).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
@@ -58,21 +21,7 @@ async fn a_dead_letter_is_announced_on_the_bus() {
         .await;
     assert_eq!(d["status"], "failed");
 
-    let mut events: Vec<Value> = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while events.len() < 2 && Instant::now() < deadline {
-        let out = sqs
-            .receive_message()
-            .queue_url(&tap)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .unwrap();
-        for m in out.messages.unwrap_or_default() {
-            events.push(serde_json::from_str(m.body.as_deref().unwrap()).unwrap());
-        }
-    }
+    let events = tap.wait(Duration::from_secs(15), |e| e.len() >= 2).await;
     let find = |kind: &str| {
         events
             .iter()

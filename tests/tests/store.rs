@@ -4,13 +4,13 @@
 //! once, the due index, the attempt log, listing and replays.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_core::CircuitState;
 use converger_core::{ActivityId, ChannelId, ChannelType, DeliveryStatus, TenantId, Tier, time};
 use converger_store::dynamo::DynamoStore;
 use converger_store::memory::MemStore;
-use converger_core::CircuitState;
 use converger_store::{
     Activity, AttemptEntry, Channel, ChannelPatch, Claim, Created, Delivery, LogUpdate, Mark,
-    Outcome, Placement, SentInfo, Settle, SlotTake, Store, Tenant, Transition,
+    Outcome, Placement, RetryAt, SentInfo, Settle, SlotTake, Store, Tenant, Transition,
 };
 use converger_tests::TestStack;
 use serde_json::{Map, json};
@@ -255,7 +255,7 @@ async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     let later = now + 5_000;
     assert!(
         !f.store
-            .mark_attempt_failed(&held, "tok-2", "boom", later, false, &entry(1), "t")
+            .mark_attempt_failed(&held, "tok-2", "boom", RetryAt::at(later), &entry(1), "t")
             .await
             .unwrap(),
         "a stranger's token is refused"
@@ -266,8 +266,7 @@ async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
                 &held,
                 "tok-1",
                 "boom",
-                later,
-                false,
+                RetryAt::at(later),
                 &entry(1),
                 &time::now_rfc3339()
             )
@@ -418,7 +417,14 @@ async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
         panic!()
     };
     f.store
-        .mark_attempt_failed(&c, "t", "x", now + 60_000, false, &entry(1), &time::now_rfc3339())
+        .mark_attempt_failed(
+            &c,
+            "t",
+            "x",
+            RetryAt::at(now + 60_000),
+            &entry(1),
+            &time::now_rfc3339(),
+        )
         .await
         .unwrap();
     for d in &ids {
@@ -462,7 +468,14 @@ async fn old_attempts_spill_out_of_the_item(b: Backend) {
         spill: vec![attempt(0), log.spill[0].clone()],
     };
     f.store
-        .mark_attempt_failed(&held, "t", "x", now, false, &more, &time::now_rfc3339())
+        .mark_attempt_failed(
+            &held,
+            "t",
+            "x",
+            RetryAt::at(now),
+            &more,
+            &time::now_rfc3339(),
+        )
         .await
         .unwrap();
     let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
@@ -681,19 +694,34 @@ async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
     // Two slots under a cap of 2; the same delivery asking again keeps its one slot.
     for id in &ids[..2] {
         assert!(matches!(
-            f.store.take_slot(ch, id, 2, 1_000).await.unwrap(),
+            f.store.take_slot(ch, id, 2, 1_000, false).await.unwrap(),
             SlotTake::Taken(_)
         ));
     }
-    match f.store.take_slot(ch, &ids[0], 2, 2_000).await.unwrap() {
+    match f
+        .store
+        .take_slot(ch, &ids[0], 2, 2_000, false)
+        .await
+        .unwrap()
+    {
         SlotTake::Taken(fl) => {
             assert_eq!(fl.slots.len(), 2);
             assert_eq!(fl.slots[ids[0].as_str()], 1_000, "taken_at is kept");
         }
         other => panic!("{other:?}"),
     }
+    assert!(
+        matches!(
+            f.store
+                .take_slot(ch, &ids[0], 3, 2_000, true)
+                .await
+                .unwrap(),
+            SlotTake::Held(_)
+        ),
+        "an exclusive take of a held slot"
+    );
     assert!(matches!(
-        f.store.take_slot(ch, &ids[2], 2, 2_000).await.unwrap(),
+        f.store.take_slot(ch, &ids[2], 2, 2_000, false).await.unwrap(),
         SlotTake::Full(fl) if fl.slots.len() == 2
     ));
 
@@ -732,7 +760,10 @@ async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
     // The sweeper frees a slot only if it is still held as it saw it.
     assert_eq!(
         f.store
-            .free_slots(ch, &[(ids[1].to_string(), 999), (ids[1].to_string(), 1_000)])
+            .free_slots(
+                ch,
+                &[(ids[1].to_string(), 999), (ids[1].to_string(), 1_000)]
+            )
             .await
             .unwrap(),
         1
@@ -759,7 +790,10 @@ async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
         .unwrap();
     assert_eq!(paused.circuit_state, CircuitState::Paused);
     assert!(matches!(
-        f.store.take_slot(ch, &ids[3], 10, 6_000).await.unwrap(),
+        f.store
+            .take_slot(ch, &ids[3], 10, 6_000, false)
+            .await
+            .unwrap(),
         SlotTake::NotClosed(_)
     ));
     f.stop().await;
@@ -812,21 +846,48 @@ async fn breaker_transitions_have_one_winner(b: Backend) {
         now_ms: 30_000,
     };
     let other = if probe == "dlv_a" { "dlv_b" } else { "dlv_a" };
-    assert!(f.store.transition(&ch, &close(other)).await.unwrap().is_none());
-    let closed = f.store.transition(&ch, &close(&probe)).await.unwrap().unwrap();
+    assert!(
+        f.store
+            .transition(&ch, &close(other))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let closed = f
+        .store
+        .transition(&ch, &close(&probe))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(closed.circuit_state, CircuitState::Closed);
     assert_eq!(closed.probe, None);
     assert_eq!(closed.consecutive_failures, 0);
     assert_eq!(closed.window, converger_core::flow::INITIAL_WINDOW);
 
     // Marks: set keeps the first time, clear only if unchanged.
-    let m = f.store.mark(&ch, Mark::Backlog, Some(1), None).await.unwrap();
+    let m = f
+        .store
+        .mark(&ch, Mark::Backlog, Some(1), None)
+        .await
+        .unwrap();
     assert_eq!(m.backlog_at, Some(1));
-    let m = f.store.mark(&ch, Mark::Backlog, Some(2), None).await.unwrap();
+    let m = f
+        .store
+        .mark(&ch, Mark::Backlog, Some(2), None)
+        .await
+        .unwrap();
     assert_eq!(m.backlog_at, Some(1));
-    let m = f.store.mark(&ch, Mark::Backlog, None, Some(2)).await.unwrap();
+    let m = f
+        .store
+        .mark(&ch, Mark::Backlog, None, Some(2))
+        .await
+        .unwrap();
     assert_eq!(m.backlog_at, Some(1), "a newer mark is not cleared");
-    let m = f.store.mark(&ch, Mark::Backlog, None, Some(1)).await.unwrap();
+    let m = f
+        .store
+        .mark(&ch, Mark::Backlog, None, Some(1))
+        .await
+        .unwrap();
     assert_eq!(m.backlog_at, None);
 
     // The sweeper sees every flow item.
@@ -851,34 +912,65 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
             d.in_backlog = true;
         }
         assert_eq!(
-            f.store.create_activity(&a, std::slice::from_ref(&d)).await.unwrap(),
+            f.store
+                .create_activity(&a, std::slice::from_ref(&d))
+                .await
+                .unwrap(),
             Created::New
         );
         rows.push(d);
     }
     let waiting = f.store.backlog(ch, now_ms, 10).await.unwrap();
     let ids: Vec<_> = waiting.iter().map(|w| w.id.clone()).collect();
-    assert_eq!(ids, vec![rows[0].id.clone(), rows[1].id.clone(), rows[2].id.clone()], "oldest due first");
-    assert_eq!(f.store.backlog(ch, now_ms - 2_500, 10).await.unwrap().len(), 1, "only due ones");
+    assert_eq!(
+        ids,
+        vec![rows[0].id.clone(), rows[1].id.clone(), rows[2].id.clone()],
+        "oldest due first"
+    );
+    assert_eq!(
+        f.store.backlog(ch, now_ms - 2_500, 10).await.unwrap().len(),
+        1,
+        "only due ones"
+    );
     assert_eq!(f.store.waiting_counts(ch).await.unwrap(), (1, 3));
     // A backlog row is not claimable by a stray message's sweep: it is not in the due index.
     let overdue: usize = {
         let mut n = 0;
         for shard in 0..converger_store::DUE_SHARDS {
-            n += f.store.overdue(shard, now_ms + 10_000, 100, None).await.unwrap().items.len();
+            n += f
+                .store
+                .overdue(shard, now_ms + 10_000, 100, None)
+                .await
+                .unwrap()
+                .items
+                .len();
         }
         n
     };
     assert_eq!(overdue, 0);
 
     // Out of the backlog once: the second taker finds nothing.
-    let live = f.store.from_backlog(&rows[0].id, now_ms).await.unwrap().unwrap();
+    let live = f
+        .store
+        .leave_backlog(&rows[0].id, now_ms)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(live.slot && !live.in_backlog);
-    assert!(f.store.from_backlog(&rows[0].id, now_ms).await.unwrap().is_none());
+    assert!(
+        f.store
+            .leave_backlog(&rows[0].id, now_ms)
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // Parking a backlog row; unparking it into the backlog again.
     assert!(f.store.park(&rows[1], None, &now).await.unwrap());
-    assert!(!f.store.park(&rows[1], None, &now).await.unwrap(), "parked once");
+    assert!(
+        !f.store.park(&rows[1], None, &now).await.unwrap(),
+        "parked once"
+    );
     let parked = f.store.parked(ch, 10).await.unwrap();
     assert_eq!(parked.len(), 2);
     for d in &parked {
@@ -892,7 +984,13 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
         .unwrap();
     assert_eq!(back.status, DeliveryStatus::Pending);
     assert!(back.in_backlog);
-    assert!(f.store.unpark(&rows[1], Placement::Backlog, now_ms, &now).await.unwrap().is_none());
+    assert!(
+        f.store
+            .unpark(&rows[1], Placement::Backlog, now_ms, &now)
+            .await
+            .unwrap()
+            .is_none()
+    );
     // The parked one goes straight to the queue's due index.
     let live = f
         .store
@@ -905,21 +1003,51 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
 
     // A claimed delivery moves into the backlog under its lease, and is parked under it.
     let token = "tok";
-    let held = match f.store.claim(&rows[3].id, token, now_ms + 1, 60_000).await.unwrap() {
+    let held = match f
+        .store
+        .claim(&rows[3].id, token, now_ms + 1, 60_000)
+        .await
+        .unwrap()
+    {
         Claim::Claimed(d) => d,
         other => panic!("{other:?}"),
     };
-    assert!(!f.store.to_backlog(&held, "stranger", now_ms, &now).await.unwrap());
-    assert!(f.store.to_backlog(&held, token, now_ms, &now).await.unwrap());
+    assert!(
+        !f.store
+            .to_backlog(&held, "stranger", now_ms, &now)
+            .await
+            .unwrap()
+    );
+    assert!(
+        f.store
+            .to_backlog(&held, token, now_ms, &now)
+            .await
+            .unwrap()
+    );
     assert_eq!(f.store.waiting_counts(ch).await.unwrap(), (0, 3));
-    let again = f.store.from_backlog(&rows[3].id, now_ms).await.unwrap().unwrap();
-    let held = match f.store.claim(&again.id, "tok2", now_ms + 2, 60_000).await.unwrap() {
+    let again = f
+        .store
+        .leave_backlog(&rows[3].id, now_ms)
+        .await
+        .unwrap()
+        .unwrap();
+    let held = match f
+        .store
+        .claim(&again.id, "tok2", now_ms + 2, 60_000)
+        .await
+        .unwrap()
+    {
         Claim::Claimed(d) => d,
         other => panic!("{other:?}"),
     };
     assert!(f.store.park(&held, Some("tok2"), &now).await.unwrap());
     assert_eq!(
-        f.store.get_delivery(&held.id).await.unwrap().unwrap().status,
+        f.store
+            .get_delivery(&held.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         DeliveryStatus::Paused
     );
     f.stop().await;
@@ -936,6 +1064,9 @@ async fn rate_windows_count_to_their_limit(b: Backend) {
         }
     }
     assert_eq!(allowed, 5);
-    assert!(f.store.rate_hit(ch, 43, 5, exp).await.unwrap(), "a new window starts at 0");
+    assert!(
+        f.store.rate_hit(ch, 43, 5, exp).await.unwrap(),
+        "a new window starts at 0"
+    );
     f.stop().await;
 }

@@ -66,7 +66,11 @@ impl MaxInFlight {
     /// The cap for a delivery of `tier`; `None` when unbounded.
     pub fn resolve(self, tier: Tier) -> Option<u32> {
         match self {
-            Self::Auto => Some(u32::try_from(tier.max_concurrency() / 2).unwrap_or(1).max(1)),
+            Self::Auto => Some(
+                u32::try_from(tier.max_concurrency() / 2)
+                    .unwrap_or(1)
+                    .max(1),
+            ),
             Self::Unbounded => None,
             Self::Fixed(n) => Some(n.max(1)),
         }
@@ -86,7 +90,9 @@ impl MaxInFlight {
             Value::String(s) if s == "auto" => Ok(Self::Auto),
             Value::Number(n) => match n.as_u64() {
                 Some(n @ 1..=1000) => Ok(Self::Fixed(n as u32)),
-                _ => Err("max_in_flight must be \"auto\", null or an integer from 1 to 1000".into()),
+                _ => {
+                    Err("max_in_flight must be \"auto\", null or an integer from 1 to 1000".into())
+                }
             },
             _ => Err("max_in_flight must be \"auto\", null or an integer from 1 to 1000".into()),
         }
@@ -207,7 +213,9 @@ impl RateLimit {
     pub fn snooze_s(&self, now_ms: i64) -> u32 {
         let (_, reset) = self.window(now_ms);
         let ms = reset.saturating_sub(now_ms).max(1);
-        u32::try_from((ms + 999) / 1000).unwrap_or(900).clamp(1, 900)
+        u32::try_from((ms + 999) / 1000)
+            .unwrap_or(900)
+            .clamp(1, 900)
     }
 }
 
@@ -215,7 +223,8 @@ impl FromStr for RateLimit {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("rate_limit must look like \"80/s\", \"500/m\" or \"1000/h\", not {s:?}");
+        let bad =
+            || format!("rate_limit must look like \"80/s\", \"500/m\" or \"1000/h\", not {s:?}");
         let (count, unit) = s.trim().split_once('/').ok_or_else(bad)?;
         let count: u32 = count.trim().parse().map_err(|_| bad())?;
         let per_ms = match unit.trim() {
@@ -279,7 +288,8 @@ pub fn gate(
     cooldown_ms: u64,
     now_ms: i64,
 ) -> Gate {
-    let cooled = now_ms.saturating_sub(changed_at_ms) >= i64::try_from(cooldown_ms).unwrap_or(i64::MAX);
+    let cooled =
+        now_ms.saturating_sub(changed_at_ms) >= i64::try_from(cooldown_ms).unwrap_or(i64::MAX);
     match state {
         CircuitState::Closed => Gate::Proceed,
         CircuitState::Paused => Gate::Park,
@@ -350,7 +360,11 @@ mod tests {
 
     #[test]
     fn rate_limits_parse_and_print() {
-        for (s, count, per) in [("80/s", 80, 1000), ("500/m", 500, 60_000), ("7/h", 7, 3_600_000)] {
+        for (s, count, per) in [
+            ("80/s", 80, 1000),
+            ("500/m", 500, 60_000),
+            ("7/h", 7, 3_600_000),
+        ] {
             let r: RateLimit = s.parse().unwrap();
             assert_eq!((r.count, r.per_ms), (count, per));
             assert_eq!(r.to_string(), s);
@@ -379,7 +393,10 @@ mod tests {
         assert_eq!(gate(Open, 0, None, "d", 1000, 1000), Gate::ClaimProbe);
         assert_eq!(gate(HalfOpen, 0, Some("d"), "d", 1000, 1), Gate::Probe);
         assert_eq!(gate(HalfOpen, 0, Some("p"), "d", 1000, 999), Gate::Park);
-        assert_eq!(gate(HalfOpen, 0, Some("p"), "d", 1000, 1000), Gate::ClaimProbe);
+        assert_eq!(
+            gate(HalfOpen, 0, Some("p"), "d", 1000, 1000),
+            Gate::ClaimProbe
+        );
     }
 
     #[test]

@@ -151,10 +151,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<Strin
     Option::<String>::deserialize(d).map(Some)
 }
 
-fn validate_flow(
-    breaker: Option<&Map<String, Value>>,
-    rate: Option<&str>,
-) -> Result<(), ApiError> {
+fn validate_flow(breaker: Option<&Map<String, Value>>, rate: Option<&str>) -> Result<(), ApiError> {
     if let Some(b) = breaker {
         converger_core::BreakerConfig::validate(b)
             .map_err(|m| ApiError::invalid("invalid_circuit_breaker", m))?;

@@ -35,6 +35,8 @@ pub fn delivery(d: &Delivery) -> Value {
         "activity_id": d.activity_id,
         "conversation_id": d.conversation_id,
         "status": d.status,
+        "tier": d.tier,
+        "waiting_for_slot": d.in_backlog,
         "attempts": d.attempts,
         "last_error": d.last_error,
         "next_attempt_at": d.status.is_waiting().then(|| converger_core::time::ms_to_rfc3339(d.next_attempt_at)),

@@ -13,7 +13,7 @@ use converger_core::policy::{Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, time};
 use converger_store::{
     Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
-    PlatformEvent, QueueError, SentInfo, StoreError,
+    PlatformEvent, QueueError, RetryAt, SentInfo, StoreError,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -206,8 +206,10 @@ impl Pipeline {
                                 &d,
                                 &token,
                                 &err.reason,
-                                next_at,
-                                keep_slot,
+                                RetryAt {
+                                    at_ms: next_at,
+                                    keep_slot,
+                                },
                                 &e,
                                 &now,
                             )
@@ -284,7 +286,12 @@ impl Pipeline {
         if self.store.park(d, None, &now).await? {
             let f = self
                 .store
-                .mark(&channel.id, converger_store::Mark::Parked, Some(time::now_ms()), None)
+                .mark(
+                    &channel.id,
+                    converger_store::Mark::Parked,
+                    Some(time::now_ms()),
+                    None,
+                )
                 .await?;
             self.remember_flow(&f);
             if f.holds(&d.id) {
@@ -307,7 +314,11 @@ impl Pipeline {
     }
 
     /// The activity (from the message when it rode along).
-    async fn activity(&self, d: &Delivery, carried: Option<Activity>) -> Result<Activity, AttemptError> {
+    async fn activity(
+        &self,
+        d: &Delivery,
+        carried: Option<Activity>,
+    ) -> Result<Activity, AttemptError> {
         let activity = match carried.filter(|a| a.id == d.activity_id) {
             Some(a) => a,
             None => self

@@ -10,13 +10,19 @@ use crate::replay::BulkFilter;
 use converger_core::flow::{Gate, gate, grow_window, should_open, shrink_window};
 use converger_core::query::{Actor, ActorKind};
 use converger_core::{BreakerConfig, CircuitState, RateLimit, Tier, time};
-use converger_store::{
-    AuditEntry, Channel, Delivery, DeliveryMessage, FlowJob, FlowJobKind, Mark, Outcome,
-    Placement, PlatformEvent, Settle, SlotTake, StoreResult, Transition,
-};
 use converger_store::Flow;
+use converger_store::{
+    AuditEntry, Channel, Delivery, DeliveryMessage, FlowJob, FlowJobKind, Mark, Outcome, Placement,
+    PlatformEvent, Settle, SlotTake, StoreResult, Transition,
+};
 use serde_json::json;
 use std::time::Instant;
+
+/// Backlog rows one feed query reads (the ones not fed at once are remembered).
+pub const BACKLOG_PREFETCH: usize = 25;
+
+/// How long remembered backlog rows are trusted.
+const HINT_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Where a new delivery starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,9 +130,12 @@ impl Pipeline {
         let now = time::now_ms();
         let mut ask = self.window_cap(channel, cap);
         for _ in 0..2 {
-            let r = self.store.take_slot(&channel.id, &d.id, ask, now).await?;
+            let r = self
+                .store
+                .take_slot(&channel.id, &d.id, ask, now, false)
+                .await?;
             match &r {
-                SlotTake::Taken(f) | SlotTake::NotClosed(f) => {
+                SlotTake::Taken(f) | SlotTake::NotClosed(f) | SlotTake::Held(f) => {
                     self.remember_flow(f);
                     return Ok(r);
                 }
@@ -160,7 +169,7 @@ impl Pipeline {
             });
         };
         Ok(match self.take(channel, d, cap).await? {
-            SlotTake::Taken(_) => {
+            SlotTake::Taken(_) | SlotTake::Held(_) => {
                 d.slot = true;
                 Admission::Live
             }
@@ -264,7 +273,7 @@ impl Pipeline {
             && !flow.holds(&d.id)
         {
             match self.take(channel, d, cap).await? {
-                SlotTake::Taken(_) => {}
+                SlotTake::Taken(_) | SlotTake::Held(_) => {}
                 SlotTake::NotClosed(_) => return self.park_claimed(d, token, channel).await,
                 SlotTake::Full(_) => {
                     if !self
@@ -450,12 +459,19 @@ impl Pipeline {
                 tracing::info!(channel_id = %channel.id, "breaker closed: probe succeeded");
                 crate::metrics::count("circuit_closed", channel.kind.as_str(), 1);
                 self.events
-                    .publish(vec![circuit_event(channel, "channel.circuit_closed", "probe_succeeded", now)])
+                    .publish(vec![circuit_event(
+                        channel,
+                        "channel.circuit_closed",
+                        "probe_succeeded",
+                        now,
+                    )])
                     .await;
                 // Release everything parked now, and once more in 5 s for deliveries parked
                 // by instances that had not seen the close yet.
-                self.send_flow_job(&channel.id, FlowJobKind::Release, 0).await?;
-                self.send_flow_job(&channel.id, FlowJobKind::Release, 5).await?;
+                self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
+                    .await?;
+                self.send_flow_job(&channel.id, FlowJobKind::Release, 5)
+                    .await?;
                 if limits.breaker.replay_dead_letters_on_close {
                     self.send_flow_job(&channel.id, FlowJobKind::ReplayDeadLetters, 0)
                         .await?;
@@ -508,7 +524,12 @@ impl Pipeline {
         tracing::warn!(channel_id = %channel.id, failures = f.consecutive_failures, reason, "breaker opened");
         crate::metrics::count("circuit_opened", channel.kind.as_str(), 1);
         self.events
-            .publish(vec![circuit_event(channel, "channel.circuit_opened", reason, now)])
+            .publish(vec![circuit_event(
+                channel,
+                "channel.circuit_opened",
+                reason,
+                now,
+            )])
             .await;
         self.schedule_probe(&channel.id, breaker).await?;
         Ok(true)
@@ -521,7 +542,8 @@ impl Pipeline {
     ) -> Result<(), AttemptError> {
         let delay_s = u32::try_from(breaker.cooldown_ms.div_ceil(1000)).unwrap_or(900);
         let due = time::now_ms() + i64::try_from(breaker.cooldown_ms).unwrap_or(0);
-        self.send_flow_job(channel, FlowJobKind::Probe, delay_s).await?;
+        self.send_flow_job(channel, FlowJobKind::Probe, delay_s)
+            .await?;
         let f = self
             .store
             .mark(channel, Mark::ProbeDue, Some(due), None)
@@ -561,12 +583,19 @@ impl Pipeline {
             .replay_channel(&channel.tenant_id, &channel.id, filter, &actor)
             .await
         {
-            Ok(r) => tracing::info!(channel_id = %channel.id, retried = r.retried, "dead letters replayed on close"),
-            Err(e) => tracing::warn!(channel_id = %channel.id, error = %e, "replay on close failed"),
+            Ok(r) => {
+                tracing::info!(channel_id = %channel.id, retried = r.retried, "dead letters replayed on close")
+            }
+            Err(e) => {
+                tracing::warn!(channel_id = %channel.id, error = %e, "replay on close failed")
+            }
         }
     }
 
-    /// Hands free window slots to the oldest due deliveries of the backlog.
+    /// Hands free window slots to the oldest due deliveries of the backlog. One backlog
+    /// query reads up to [`BACKLOG_PREFETCH`] rows; the ones not fed now are remembered for a
+    /// few seconds, so a busy channel's feeds do not query once per delivery. A remembered
+    /// row another instance fed meanwhile costs one failed take, nothing more.
     pub(crate) async fn feed(
         &self,
         channel: &Channel,
@@ -584,41 +613,63 @@ impl Pipeline {
             return Ok(0);
         }
         let now = time::now_ms();
-        let waiting = self.store.backlog(&channel.id, now, free).await?;
-        if waiting.is_empty() {
-            if let Some(at) = flow.backlog_at {
-                let f = self
-                    .store
-                    .mark(&channel.id, Mark::Backlog, None, Some(at))
-                    .await?;
-                self.remember_flow(&f);
+        let mut candidates = self.backlog_hints(&channel.id, free);
+        if candidates.len() < free {
+            let waiting = self
+                .store
+                .backlog(&channel.id, now, BACKLOG_PREFETCH.max(free))
+                .await?;
+            if waiting.is_empty() && candidates.is_empty() {
+                if let Some(at) = flow.backlog_at {
+                    let f = self
+                        .store
+                        .mark(&channel.id, Mark::Backlog, None, Some(at))
+                        .await?;
+                    self.remember_flow(&f);
+                }
+                return Ok(0);
             }
-            return Ok(0);
+            let mut fresh: Vec<_> = waiting
+                .into_iter()
+                .map(|w| w.id)
+                .filter(|id| !candidates.contains(id))
+                .collect();
+            let rest = fresh.split_off((free - candidates.len()).min(fresh.len()));
+            candidates.extend(fresh);
+            self.keep_backlog_hints(&channel.id, rest);
         }
-        let mut msgs = Vec::with_capacity(waiting.len());
+        let mut msgs = Vec::with_capacity(candidates.len());
         let ask = flow.window.min(cap).max(1);
-        for w in waiting {
-            match self.store.take_slot(&channel.id, &w.id, ask, now).await? {
+        for id in candidates {
+            match self
+                .store
+                .take_slot(&channel.id, &id, ask, now, true)
+                .await?
+            {
                 SlotTake::Taken(f) => {
                     self.remember_flow(&f);
-                    match self.store.from_backlog(&w.id, now).await? {
+                    match self.store.leave_backlog(&id, now).await? {
                         Some(d) => msgs.push(DeliveryMessage::new(d.id, d.tier, None)),
                         None => {
-                            // Another feeder took it first: give the slot back.
-                            self.store
+                            // Fed or parked meanwhile: the slot this feeder took goes back.
+                            let f = self
+                                .store
                                 .settle(
                                     &channel.id,
                                     &Settle {
-                                        free: Some(w.id),
+                                        free: Some(id),
                                         outcome: Outcome::Neutral,
                                         window: None,
                                         now_ms: now,
                                     },
                                 )
                                 .await?;
+                            self.remember_flow(&f);
                         }
                     }
                 }
+                // Another feeder is handing this row on.
+                SlotTake::Held(f) => self.remember_flow(&f),
                 SlotTake::Full(f) | SlotTake::NotClosed(f) => {
                     self.remember_flow(&f);
                     break;
@@ -629,6 +680,44 @@ impl Pipeline {
             self.queue.send_many(&msgs).await?;
         }
         Ok(msgs.len())
+    }
+
+    /// Up to `n` remembered backlog rows of a channel, oldest first (forgotten after
+    /// [`HINT_TTL`]).
+    fn backlog_hints(
+        &self,
+        channel: &converger_core::ChannelId,
+        n: usize,
+    ) -> Vec<converger_core::DeliveryId> {
+        let Ok(mut hints) = self.backlog_hints.lock() else {
+            return Vec::new();
+        };
+        let Some((at, ids)) = hints.get_mut(channel) else {
+            return Vec::new();
+        };
+        if at.elapsed() > HINT_TTL {
+            hints.remove(channel);
+            return Vec::new();
+        }
+        let take = n.min(ids.len());
+        ids.drain(..take).collect()
+    }
+
+    fn keep_backlog_hints(
+        &self,
+        channel: &converger_core::ChannelId,
+        ids: Vec<converger_core::DeliveryId>,
+    ) {
+        if let Ok(mut hints) = self.backlog_hints.lock() {
+            if hints.len() > 10_000 {
+                hints.clear();
+            }
+            if ids.is_empty() {
+                hints.remove(channel);
+            } else {
+                hints.insert(channel.clone(), (Instant::now(), ids.into()));
+            }
+        }
     }
 
     /// Runs a `probe` queue message.
@@ -702,11 +791,9 @@ impl Pipeline {
         self.schedule_probe(&channel.id, &breaker).await?;
         let now_s = time::ms_to_rfc3339(now);
         let live = if parked {
-            self.store
-                .unpark(&d, Placement::Live, now, &now_s)
-                .await?
+            self.store.unpark(&d, Placement::Live, now, &now_s).await?
         } else {
-            self.store.from_backlog(&d.id, now).await?
+            self.store.leave_backlog(&d.id, now).await?
         };
         let Some(live) = live else {
             return Ok(());
@@ -743,9 +830,7 @@ impl Pipeline {
             let mut moved: Vec<Delivery> = Vec::with_capacity(rows.len());
             for chunk in rows.chunks(8) {
                 let done = futures::future::join_all(
-                    chunk
-                        .iter()
-                        .map(|d| self.store.unpark(d, to, now, &now_s)),
+                    chunk.iter().map(|d| self.store.unpark(d, to, now, &now_s)),
                 )
                 .await;
                 for r in done {

@@ -30,6 +30,15 @@ pub struct Pipeline {
     pub config: PipelineConfig,
     channels: Mutex<HashMap<ChannelId, (Instant, Arc<Channel>)>>,
     flows: Mutex<HashMap<ChannelId, (Instant, converger_store::Flow)>>,
+    backlog_hints: Mutex<
+        HashMap<
+            ChannelId,
+            (
+                Instant,
+                std::collections::VecDeque<converger_core::DeliveryId>,
+            ),
+        >,
+    >,
 }
 
 impl Pipeline {
@@ -48,6 +57,7 @@ impl Pipeline {
             config,
             channels: Mutex::new(HashMap::new()),
             flows: Mutex::new(HashMap::new()),
+            backlog_hints: Mutex::new(HashMap::new()),
         }
     }
 

@@ -99,7 +99,10 @@ fn due_keys(id: &DeliveryId, next_attempt_at: i64) -> [(&'static str, AttributeV
 
 /// The backlog index attributes of a delivery of `channel` due at `due_ms`.
 fn backlog_keys(channel: &ChannelId, due_ms: i64) -> [(&'static str, AttributeValue); 2] {
-    [(":bl_pk", s(channel.as_str())), (":bl_sk", s(due_key(due_ms)))]
+    [
+        (":bl_pk", s(channel.as_str())),
+        (":bl_sk", s(due_key(due_ms))),
+    ]
 }
 
 const SET_INDEX: &str = "ts_pk = :ts_pk, cs_pk = :cs_pk, upd_sk = :upd_sk";
@@ -186,24 +189,42 @@ impl DynamoStore {
         }
     }
 
-    /// Writes delivery rows unconditionally in batches of 25 (seeding benchmarks and
+    /// Writes delivery rows unconditionally in batches of 25 (seeding benchmarks, tests and
     /// migrations; the pipeline never uses it).
     pub async fn seed_deliveries(&self, rows: &[Delivery]) -> StoreResult<()> {
-        for chunk in rows.chunks(25) {
-            let mut writes = Vec::with_capacity(chunk.len());
-            for d in chunk {
-                writes.push(
-                    aws_sdk_dynamodb::types::WriteRequest::builder()
-                        .put_request(
-                            aws_sdk_dynamodb::types::PutRequest::builder()
-                                .set_item(Some(delivery_item(d)?))
+        let items = rows
+            .iter()
+            .map(delivery_item)
+            .collect::<StoreResult<Vec<_>>>()?;
+        self.batch_put(&self.res.deliveries, items).await
+    }
+
+    /// Writes activities unconditionally in batches of 25 (seeding, like
+    /// [`Self::seed_deliveries`]).
+    pub async fn seed_activities(&self, rows: &[Activity]) -> StoreResult<()> {
+        let items = rows.iter().map(to_item).collect::<StoreResult<Vec<_>>>()?;
+        self.batch_put(&self.res.activities, items).await
+    }
+
+    async fn batch_put(&self, table: &str, items: Vec<Item>) -> StoreResult<()> {
+        let mut items = items.into_iter().peekable();
+        while items.peek().is_some() {
+            let writes = items
+                .by_ref()
+                .take(25)
+                .map(|item| {
+                    aws_sdk_dynamodb::types::PutRequest::builder()
+                        .set_item(Some(item))
+                        .build()
+                        .map(|p| {
+                            aws_sdk_dynamodb::types::WriteRequest::builder()
+                                .put_request(p)
                                 .build()
-                                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
-                        )
-                        .build(),
-                );
-            }
-            let mut pending = Some(HashMap::from([(self.res.deliveries.clone(), writes)]));
+                        })
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))
+                })
+                .collect::<StoreResult<Vec<_>>>()?;
+            let mut pending = Some(HashMap::from([(table.to_owned(), writes)]));
             for _ in 0..16 {
                 let Some(req) = pending.take().filter(|r| !r.is_empty()) else {
                     break;
@@ -216,6 +237,9 @@ impl DynamoStore {
                     .await
                     .map_err(sdk_err)?
                     .unprocessed_items;
+            }
+            if pending.is_some_and(|p| p.values().any(|v| !v.is_empty())) {
+                return Err(StoreError::Unavailable("batch write throttled".into()));
             }
         }
         Ok(())
@@ -722,11 +746,11 @@ impl Store for DynamoStore {
         d: &Delivery,
         token: &str,
         error: &str,
-        next_attempt_at: i64,
-        keep_slot: bool,
+        next: RetryAt,
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
+        let (next_attempt_at, keep_slot) = (next.at_ms, next.keep_slot);
         let expr = format!(
             "SET #st = :st, attempts = attempts + :one, last_error = :err, \
              next_attempt_at = :next, updated_at = :now, {SET_INDEX}, {LOG_SET}, \

@@ -79,8 +79,10 @@ impl Flow {
 /// The result of asking for a window slot.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SlotTake {
-    /// Taken (or already held by this delivery).
+    /// Taken (or, unless exclusive, already held by this delivery).
     Taken(Flow),
+    /// Exclusive take: another taker already holds this delivery's slot.
+    Held(Flow),
     /// The window is full.
     Full(Flow),
     /// The breaker is not closed: no slot is handed out.
@@ -155,13 +157,15 @@ pub trait FlowStore: Send + Sync + 'static {
     async fn get_flow(&self, channel: &ChannelId) -> StoreResult<Flow>;
 
     /// Takes a window slot for `delivery` if the breaker is closed and fewer than `cap` slots
-    /// are taken. Idempotent per delivery.
+    /// are taken. Idempotent per delivery, unless `exclusive` (a feeder racing another for
+    /// the same backlog row): then a slot already held answers `Held`.
     async fn take_slot(
         &self,
         channel: &ChannelId,
         delivery: &DeliveryId,
         cap: u32,
         now_ms: i64,
+        exclusive: bool,
     ) -> StoreResult<SlotTake>;
 
     /// Records an attempt's end on the flow item; returns the item as it now is.
@@ -169,8 +173,7 @@ pub trait FlowStore: Send + Sync + 'static {
 
     /// Frees the slots `(delivery, taken_at)` that are still held as they were (the
     /// sweeper's reconciliation). Returns how many were freed.
-    async fn free_slots(&self, channel: &ChannelId, slots: &[(String, i64)])
-    -> StoreResult<usize>;
+    async fn free_slots(&self, channel: &ChannelId, slots: &[(String, i64)]) -> StoreResult<usize>;
 
     /// A conditional breaker transition; `None` if another writer changed the breaker first.
     async fn transition(&self, channel: &ChannelId, t: &Transition) -> StoreResult<Option<Flow>>;
@@ -221,7 +224,7 @@ pub trait FlowStore: Send + Sync + 'static {
 
     /// Takes a delivery out of the backlog onto the queue, holding a slot; `None` if it is
     /// no longer waiting there.
-    async fn from_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>>;
+    async fn leave_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>>;
 
     /// The oldest backlog deliveries of a channel due before `before_ms`.
     async fn backlog(

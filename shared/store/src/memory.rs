@@ -141,6 +141,15 @@ impl MemStore {
         })
     }
 
+    /// Writes activities unconditionally (seeding benchmarks).
+    pub fn seed_activities(&self, rows: &[Activity]) -> StoreResult<()> {
+        self.with(|s| {
+            for a in rows {
+                s.activities.insert(a.id.clone(), a.clone());
+            }
+        })
+    }
+
     /// How many deliveries it holds.
     pub fn delivery_count(&self) -> usize {
         self.with(|s| s.deliveries.len()).unwrap_or(0)
@@ -384,11 +393,11 @@ impl Store for MemStore {
         d: &Delivery,
         token: &str,
         error: &str,
-        next_attempt_at: i64,
-        keep_slot: bool,
+        next: RetryAt,
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
+        let (next_attempt_at, keep_slot) = (next.at_ms, next.keep_slot);
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             leased(s, d, token, log, |row| {
@@ -562,7 +571,11 @@ impl Store for MemStore {
             let mut rows: Vec<(String, &Delivery)> = s
                 .deliveries
                 .values()
-                .filter(|d| d.status == DeliveryStatus::Pending && !d.in_backlog && due_shard(&d.id) == shard)
+                .filter(|d| {
+                    d.status == DeliveryStatus::Pending
+                        && !d.in_backlog
+                        && due_shard(&d.id) == shard
+                })
                 .filter(|d| d.next_attempt_at < before_ms)
                 .map(|d| (format!("{}#{}", due_key(d.next_attempt_at), d.id), d))
                 .filter(|(k, _)| from.as_ref().is_none_or(|f| k > f))

@@ -505,3 +505,21 @@ pub struct FlowJob {
     pub channel_id: ChannelId,
     pub kind: FlowJobKind,
 }
+
+/// When a failed attempt's delivery is due again, and whether it keeps its window slot
+/// meanwhile (a short backoff does; a long one gives it back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryAt {
+    pub at_ms: i64,
+    pub keep_slot: bool,
+}
+
+impl RetryAt {
+    /// Due at `at_ms`, without a slot.
+    pub fn at(at_ms: i64) -> Self {
+        Self {
+            at_ms,
+            keep_slot: false,
+        }
+    }
+}

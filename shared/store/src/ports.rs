@@ -23,8 +23,11 @@ pub trait Store: crate::flow::FlowStore {
     async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>>;
     async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>>;
     /// Sets a tenant's tier; `None` if the tenant does not exist.
-    async fn set_tenant_tier(&self, id: &TenantId, tier: converger_core::Tier)
-    -> StoreResult<Option<Tenant>>;
+    async fn set_tenant_tier(
+        &self,
+        id: &TenantId,
+        tier: converger_core::Tier,
+    ) -> StoreResult<Option<Tenant>>;
 
     async fn create_channel(&self, channel: &Channel) -> StoreResult<()>;
     async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>>;
@@ -76,8 +79,7 @@ pub trait Store: crate::flow::FlowStore {
         d: &Delivery,
         token: &str,
         error: &str,
-        next_attempt_at: i64,
-        keep_slot: bool,
+        next: RetryAt,
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool>;

@@ -113,16 +113,22 @@ impl FlowStore for DynamoStore {
         delivery: &DeliveryId,
         cap: u32,
         now_ms: i64,
+        exclusive: bool,
     ) -> StoreResult<SlotTake> {
+        let room = if exclusive {
+            "attribute_not_exists(slots.#d) AND size(slots) < :cap"
+        } else {
+            "(attribute_exists(slots.#d) OR size(slots) < :cap)"
+        };
         for _ in 0..2 {
             let r = self
                 .flow_update(channel)
                 .update_expression("SET slots.#d = if_not_exists(slots.#d, :now)")
-                .condition_expression(
+                .condition_expression(format!(
                     "attribute_exists(slots) \
                      AND (attribute_not_exists(circuit_state) OR circuit_state = :closed) \
-                     AND (attribute_exists(slots.#d) OR size(slots) < :cap)",
-                )
+                     AND {room}"
+                ))
                 .expression_attribute_names("#d", delivery.as_str())
                 .expression_attribute_values(":now", n(now_ms))
                 .expression_attribute_values(":closed", s(CircuitState::Closed.as_str()))
@@ -152,6 +158,7 @@ impl FlowStore for DynamoStore {
                 },
             };
             match old {
+                Some(f) if exclusive && f.holds(delivery) => return Ok(SlotTake::Held(f)),
                 Some(f) if f.circuit_state != CircuitState::Closed => {
                     return Ok(SlotTake::NotClosed(f));
                 }
@@ -185,25 +192,37 @@ impl FlowStore for DynamoStore {
             sets.push("#win = :w");
             values.push((":w", n(w)));
         }
-        let mut expr = String::new();
-        if !sets.is_empty() {
-            expr.push_str(&format!("SET {}", sets.join(", ")));
-        }
-        if st.free.is_some() {
-            expr.push_str(" REMOVE slots.#d");
-        }
-        expr.push_str(&tail);
-        if expr.trim().is_empty() {
+        if sets.is_empty() && tail.is_empty() && st.free.is_none() {
             return self.get_flow(channel).await;
         }
-        let mut req = self
-            .flow_update(channel)
-            .update_expression(expr.trim())
-            .condition_expression("attribute_exists(slots)");
-        if let Some(d) = &st.free {
-            req = req.expression_attribute_names("#d", d.as_str());
+        // Freeing a slot needs the item (the slot was taken on it); counting a failure of a
+        // channel without a window may create it.
+        let creates = st.free.is_none();
+        if creates {
+            sets.push("channel_id = :ch, slots = if_not_exists(slots, :empty)");
+            values.push((":ch", s(channel.as_str())));
+            values.push((":empty", empty_map()));
+            if st.window.is_none() {
+                sets.push("#win = if_not_exists(#win, :init)");
+                values.push((":init", n(INITIAL_WINDOW)));
+            }
         }
-        if st.window.is_some() {
+        let mut expr = format!("SET {}", sets.join(", "));
+        if !creates {
+            expr = if sets.is_empty() {
+                "REMOVE slots.#d".to_owned()
+            } else {
+                format!("{expr} REMOVE slots.#d")
+            };
+        }
+        expr.push_str(&tail);
+        let mut req = self.flow_update(channel).update_expression(expr.trim());
+        if let Some(d) = &st.free {
+            req = req
+                .expression_attribute_names("#d", d.as_str())
+                .condition_expression("attribute_exists(slots)");
+        }
+        if st.window.is_some() || creates {
             req = req.expression_attribute_names("#win", "window");
         }
         for (k, v) in values {
@@ -221,11 +240,7 @@ impl FlowStore for DynamoStore {
         }
     }
 
-    async fn free_slots(
-        &self,
-        channel: &ChannelId,
-        slots: &[(String, i64)],
-    ) -> StoreResult<usize> {
+    async fn free_slots(&self, channel: &ChannelId, slots: &[(String, i64)]) -> StoreResult<usize> {
         let mut freed = 0;
         for (d, at) in slots {
             let r = self
@@ -504,7 +519,7 @@ impl FlowStore for DynamoStore {
         .await
     }
 
-    async fn from_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>> {
+    async fn leave_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>> {
         let mut values: Vec<(&str, AttributeValue)> = vec![
             (":pending", s(DeliveryStatus::Pending.as_str())),
             (":true", AttributeValue::Bool(true)),

@@ -34,10 +34,14 @@ impl FlowStore for MemStore {
         delivery: &DeliveryId,
         cap: u32,
         now_ms: i64,
+        exclusive: bool,
     ) -> StoreResult<SlotTake> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let f = flow(s, channel);
+            if exclusive && f.holds(delivery) {
+                return SlotTake::Held(f.clone());
+            }
             if f.circuit_state != CircuitState::Closed {
                 return SlotTake::NotClosed(f.clone());
             }
@@ -52,9 +56,10 @@ impl FlowStore for MemStore {
     async fn settle(&self, channel: &ChannelId, st: &Settle) -> StoreResult<Flow> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let Some(f) = s.flows.get_mut(channel) else {
+            if st.free.is_some() && !s.flows.contains_key(channel) {
                 return Flow::new(channel.clone());
-            };
+            }
+            let f = flow(s, channel);
             if let Some(d) = &st.free {
                 f.slots.remove(d.as_str());
             }
@@ -73,11 +78,7 @@ impl FlowStore for MemStore {
         })
     }
 
-    async fn free_slots(
-        &self,
-        channel: &ChannelId,
-        slots: &[(String, i64)],
-    ) -> StoreResult<usize> {
+    async fn free_slots(&self, channel: &ChannelId, slots: &[(String, i64)]) -> StoreResult<usize> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let Some(f) = s.flows.get_mut(channel) else {
@@ -100,7 +101,9 @@ impl FlowStore for MemStore {
             let f = flow(s, channel);
             if !t.from.contains(&f.circuit_state)
                 || t.changed_at.is_some_and(|c| c != f.circuit_changed_at)
-                || t.probe_is.as_ref().is_some_and(|p| f.probe.as_ref() != Some(p))
+                || t.probe_is
+                    .as_ref()
+                    .is_some_and(|p| f.probe.as_ref() != Some(p))
             {
                 return None;
             }
@@ -253,7 +256,7 @@ impl FlowStore for MemStore {
         })
     }
 
-    async fn from_backlog(&self, id: &DeliveryId, _now_ms: i64) -> StoreResult<Option<Delivery>> {
+    async fn leave_backlog(&self, id: &DeliveryId, _now_ms: i64) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let row = s

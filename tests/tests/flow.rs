@@ -1,0 +1,496 @@
+//! Flow control end to end on the emulator with real receivers: the breaker opens once, one
+//! probe at a time, a probe's success releases the parked backlog, pause and resume, the rate
+//! limit, the window (in-flight cap), fairness inside a tier, and the sweeper giving a leaked
+//! window slot back.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_core::{ChannelId, DeliveryId, time};
+use converger_store::SlotTake;
+use converger_tests::{EventTap, Receiver, Reply, TestStack, settled};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+fn hook(url: &str, breaker: Value, policy: Value) -> Value {
+    json!({"type": "webhook", "name": "hook", "config": {"url": url},
+           "circuit_breaker": breaker, "retry_policy": policy})
+}
+
+async fn wait_until<F: std::future::Future<Output = bool>>(
+    timeout: Duration,
+    mut check: impl FnMut() -> F,
+) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
+async fn delivery_state(t: &TestStack, key: &str, ch: &str) -> Value {
+    let a = t
+        .api("GET", &format!("/api/v1/channels/{ch}/delivery"), key, None)
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    a.body
+}
+
+#[tokio::test]
+async fn fifty_concurrent_failures_open_the_breaker_exactly_once() {
+    let t = TestStack::start().await;
+    let tap = t.tap_events().await;
+    let rx = Receiver::always(503).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .channel(
+            &key,
+            hook(
+                &rx.url,
+                json!({"max_in_flight": null, "failure_threshold": 5, "cooldown_ms": 600000}),
+                json!({"max_attempts": 1}),
+            ),
+        )
+        .await;
+    let ch_id = ch["id"].as_str().unwrap();
+    t.activities(&key, ch_id, 50, 25).await;
+
+    tap.wait(Duration::from_secs(20), |e| {
+        !EventTap::of(e, "channel.circuit_opened").is_empty()
+    })
+    .await;
+    // Let every attempt in flight finish, then count again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = tap.wait(Duration::from_secs(2), |_| false).await;
+    let opened = EventTap::of(&all, "channel.circuit_opened");
+    assert_eq!(opened.len(), 1, "{opened:?}");
+    let body = &opened[0]["detail"];
+    assert_eq!(body["event"], "channel.circuit_opened");
+    assert_eq!(body["channel_id"], ch_id);
+    assert_eq!(body["channel_name"], "hook");
+    assert_eq!(body["reason"], "failures");
+    assert!(body["changed_at"].as_str().unwrap().ends_with('Z'));
+
+    let state = delivery_state(&t, &key, ch_id).await;
+    assert_eq!(state["state"], "breaker_open", "{state}");
+    assert_eq!(state["circuit_state"], "open");
+    // Deliveries that came after the opening were parked without an attempt.
+    let counts = t.status_counts(&key, ch_id).await;
+    assert_eq!(counts.values().sum::<usize>(), 50, "{counts:?}");
+    assert_eq!(
+        counts.get("failed").copied().unwrap_or(0),
+        rx.requests().len(),
+        "every request made is one dead letter (max_attempts 1): {counts:?}"
+    );
+    // A new delivery while open is written paused and not sent.
+    let a = t.activity(&key, &[ch_id]).await;
+    assert_eq!(a["deliveries"][0]["status"], "paused", "{a}");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
+    let t = TestStack::start().await;
+    let tap = t.tap_events().await;
+    let rx = Receiver::always(500).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t
+        .channel(
+            &key,
+            hook(
+                &rx.url,
+                json!({"failure_threshold": 1, "cooldown_ms": 1000, "max_in_flight": 20}),
+                json!({"max_attempts": 20, "backoff": "fixed", "base_ms": 1000}),
+            ),
+        )
+        .await;
+    let ch_id = ch["id"].as_str().unwrap();
+    let first = t.activity(&key, &[ch_id]).await;
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            delivery_state(&t, &key, ch_id).await["circuit_state"] != "closed"
+        })
+        .await
+    );
+    // A thousand deliveries parked while the breaker is open (as ingest writes them then).
+    let parked = t.seed_waiting(&tenant, ch_id, 1000, true).await;
+    // While the breaker is open, only probes reach the endpoint, one at a time.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let failing = rx.requests().len();
+    assert_eq!(rx.max_concurrent(), 1, "one probe at a time");
+    assert!(
+        failing <= 6,
+        "one probe per cooldown: {failing} requests in about 3 s"
+    );
+    let state = delivery_state(&t, &key, ch_id).await;
+    assert!(state["parked"].as_u64().unwrap() >= 995, "{state}");
+
+    // The endpoint recovers: the next probe closes the breaker and everything goes out.
+    rx.set_fallback(Reply::status(200));
+    rx.wait_for(failing + 1001, Duration::from_secs(180)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let counts = t.status_counts(&key, ch_id).await;
+    assert_eq!(counts.get("sent").copied(), Some(1001), "{counts:?}");
+    let first_id = first["deliveries"][0]["id"].as_str().unwrap();
+    let d = t.delivery(&key, first_id).await;
+    assert_eq!(d["status"], "sent");
+    let sent_requests = rx.requests().len() - failing;
+    assert!(
+        (1001..=1010).contains(&sent_requests),
+        "each delivery sent about once after recovery: {sent_requests}"
+    );
+    let events = tap
+        .wait(Duration::from_secs(10), |e| {
+            !EventTap::of(e, "channel.circuit_closed").is_empty()
+        })
+        .await;
+    let closed = EventTap::of(&events, "channel.circuit_closed");
+    assert_eq!(closed.len(), 1, "{closed:?}");
+    assert_eq!(closed[0]["detail"]["reason"], "probe_succeeded");
+    // Probes were attempts of waiting deliveries, and their logs say so.
+    let mut probed = false;
+    for id in std::iter::once(first_id.to_owned()).chain(parked.iter().cloned()) {
+        let d = t.delivery(&key, &id).await;
+        if d["attempt_log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["trigger"] == "probe")
+        {
+            probed = true;
+            break;
+        }
+    }
+    assert!(probed, "an attempt log shows a probe");
+    assert_eq!(delivery_state(&t, &key, ch_id).await["state"], "flowing");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_paused_channel_holds_new_deliveries_until_resumed() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t.channel(&key, hook(&rx.url, json!({}), json!({}))).await;
+    let ch_id = ch["id"].as_str().unwrap();
+
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/channels/{ch_id}/pause"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["state"], "paused");
+    let ids = t.activities(&key, ch_id, 3, 3).await;
+    for id in &ids {
+        assert_eq!(t.delivery(&key, id).await["status"], "paused");
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(rx.requests().is_empty(), "nothing is sent while paused");
+    let state = delivery_state(&t, &key, ch_id).await;
+    assert_eq!(state["parked"], 3, "{state}");
+
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/channels/{ch_id}/resume"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["state"], "flowing");
+    for id in &ids {
+        let d = t
+            .wait_delivery(&key, id, Duration::from_secs(20), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d["attempts"], 1);
+    }
+    assert_eq!(rx.requests().len(), 3);
+    let audit = t.api("GET", "/api/v1/audit", &key, None).await;
+    let actions: Vec<&str> = audit.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert!(actions.contains(&"pause_deliveries"), "{actions:?}");
+    assert!(actions.contains(&"resume_deliveries"), "{actions:?}");
+    // Another tenant cannot pause it.
+    let (_, other) = t.tenant("default").await;
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/channels/{ch_id}/pause"),
+            &other,
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 404);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_rate_limit_spreads_deliveries_without_using_attempts() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let mut body = hook(&rx.url, json!({"max_in_flight": null}), json!({}));
+    body["rate_limit"] = json!("5/s");
+    let ch = t.channel(&key, body).await;
+    assert_eq!(ch["rate_limit"], "5/s");
+    let ch_id = ch["id"].as_str().unwrap();
+    let ids = t.activities(&key, ch_id, 20, 20).await;
+    for id in &ids {
+        let d = t
+            .wait_delivery(&key, id, Duration::from_secs(30), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d["attempts"], 1, "snoozes are not attempts");
+    }
+    let seen = rx.requests();
+    assert_eq!(seen.len(), 20);
+    let first = seen.iter().map(|r| r.at).min().unwrap();
+    let last = seen.iter().map(|r| r.at).max().unwrap();
+    assert!(
+        last - first >= Duration::from_secs(3),
+        "20 at 5/s span at least 3 s: {:?}",
+        last - first
+    );
+    // Counter windows are whole seconds: none saw more than 5 requests (one more may land
+    // just across a boundary: counted at x.999 s, received at x+1.001 s).
+    let mut per_second = std::collections::BTreeMap::new();
+    for r in &seen {
+        let s = r
+            .at_system
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        *per_second.entry(s).or_insert(0usize) += 1;
+    }
+    let over: Vec<_> = per_second.values().filter(|n| **n > 5).collect();
+    assert!(
+        over.len() <= 1 && over.iter().all(|n| **n <= 6),
+        "requests per second: {per_second:?}"
+    );
+    // A bad rate limit is refused.
+    let mut bad = hook(&rx.url, json!({}), json!({}));
+    bad["rate_limit"] = json!("5 per second");
+    let a = t.api("POST", "/api/v1/channels", &key, Some(bad)).await;
+    assert_eq!(a.status, 422, "{:?}", a.body);
+    assert_eq!(a.body["error"]["code"], "invalid_rate_limit");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn max_in_flight_caps_the_endpoint_and_the_queue() {
+    let t = TestStack::start().await;
+    let rx = Receiver::start(
+        Vec::new(),
+        Reply::status(200).delay(Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .channel(&key, hook(&rx.url, json!({"max_in_flight": 2}), json!({})))
+        .await;
+    let ch_id = ch["id"].as_str().unwrap();
+    let url = t
+        .stack
+        .queue_url(converger_core::Tier::Default)
+        .await
+        .unwrap();
+    let sqs = t.stack.clients.sqs.clone();
+    let sampler = tokio::spawn(async move {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let mut max = 0;
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            let attrs = sqs
+                .get_queue_attributes()
+                .queue_url(&url)
+                .attribute_names(A::All)
+                .send()
+                .await
+                .unwrap()
+                .attributes
+                .unwrap_or_default();
+            // Waiting in the queue (visible or delayed). Received messages are in flight,
+            // which the receiver's concurrency bounds; a finished one stays "not visible"
+            // until its whole batch returns and is deleted, so that count says nothing.
+            let n: usize = [
+                A::ApproximateNumberOfMessages,
+                A::ApproximateNumberOfMessagesDelayed,
+            ]
+            .iter()
+            .map(|k| {
+                attrs
+                    .get(k)
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0)
+            })
+            .sum();
+            max = max.max(n);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        max
+    });
+    let ids = t.activities(&key, ch_id, 12, 12).await;
+    for id in &ids {
+        let d = t
+            .wait_delivery(&key, id, Duration::from_secs(30), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+    }
+    let max_queued = sampler.await.unwrap();
+    assert!(rx.max_concurrent() <= 2, "{} at once", rx.max_concurrent());
+    assert!(
+        max_queued <= 2,
+        "the tier queue held {max_queued} of the channel's messages"
+    );
+    assert_eq!(rx.requests().len(), 12);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_backlogged_channel_does_not_hold_up_its_tier() {
+    let t = TestStack::start().await;
+    let slow = Receiver::start(
+        Vec::new(),
+        Reply::status(200).delay(Duration::from_millis(200)),
+    )
+    .await
+    .unwrap();
+    let fast = Receiver::always(200).await.unwrap();
+    let (tenant_a, key_a) = t.tenant("default").await;
+    let (_, key_b) = t.tenant("default").await;
+    let a = t
+        .channel(&key_a, hook(&slow.url, json!({}), json!({})))
+        .await;
+    let b = t
+        .channel(&key_b, hook(&fast.url, json!({}), json!({})))
+        .await;
+    let (a_id, b_id) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
+    // A's thousand activities: the backlog they leave behind A's window, then one more
+    // through the API, which takes a slot and feeds the backlog as it finishes.
+    t.seed_waiting(&tenant_a, a_id, 1000, false).await;
+    t.activities(&key_a, a_id, 1, 1).await;
+    slow.wait_for(10, Duration::from_secs(20)).await;
+    let started = Instant::now();
+    let ids = t.activities(&key_b, b_id, 10, 10).await;
+    for id in &ids {
+        let d = t
+            .wait_delivery(&key_b, id, Duration::from_secs(20), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+    }
+    let b_took = started.elapsed();
+    let a_state = delivery_state(&t, &key_a, a_id).await;
+    assert!(
+        a_state["backlog"].as_u64().unwrap() > 0,
+        "A still has a backlog when B is done: {a_state}"
+    );
+    assert!(
+        b_took < Duration::from_secs(10),
+        "B's 10 deliveries took {b_took:?} behind A's backlog"
+    );
+    assert!(
+        slow.max_concurrent() <= 10,
+        "A's window caps it at half the tier"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_leaked_window_slot_comes_back_after_the_sweeper_runs() {
+    let t = TestStack::with(|o| {
+        o.sweep_period = None;
+        o.config.slot_grace = Duration::from_secs(1);
+    })
+    .await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .channel(&key, hook(&rx.url, json!({"max_in_flight": 1}), json!({})))
+        .await;
+    let ch_id = ch["id"].as_str().unwrap();
+    let first = t.activities(&key, ch_id, 1, 1).await.remove(0);
+    let d = t
+        .wait_delivery(&key, &first, Duration::from_secs(10), settled)
+        .await;
+    assert_eq!(d["status"], "sent");
+    // A deliver function killed after the send, before it handed its slot on: the slot is
+    // still taken by a delivery that is already sent.
+    let p = &t.stack.pipeline;
+    let channel = ChannelId::parse(ch_id).unwrap();
+    let leaked = DeliveryId::parse(&first).unwrap();
+    let taken = p
+        .store
+        .take_slot(&channel, &leaked, 1, time::now_ms(), false)
+        .await
+        .unwrap();
+    assert!(matches!(taken, SlotTake::Taken(_)), "{taken:?}");
+    let second = t.activities(&key, ch_id, 1, 1).await.remove(0);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let d = t.delivery(&key, &second).await;
+    assert_eq!(d["status"], "pending", "the window is full: {d}");
+    assert_eq!(d["waiting_for_slot"], true);
+
+    let report = p.sweep().await.unwrap();
+    assert_eq!(report.slots_freed, 1, "{report:?}");
+    assert_eq!(report.fed, 1, "{report:?}");
+    let d = t
+        .wait_delivery(&key, &second, Duration::from_secs(10), settled)
+        .await;
+    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(rx.requests().len(), 2);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_tenants_tier_is_set_by_the_admin_api() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let patch = |tier: &str| {
+        t.raw(
+            "PATCH",
+            format!("{}/admin/api/tenants/{tenant}", t.stack.admin_url),
+            Some(&t.stack.admin_token),
+            Some(json!({"tier": tier}).to_string()),
+        )
+    };
+    let a = patch("premium").await;
+    assert_eq!(a.status, 422, "{:?}", a.body);
+    assert_eq!(a.body["error"]["code"], "invalid_tier");
+    let a = patch("high").await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["tier"], "high");
+    let ch = t.channel(&key, hook(&rx.url, json!({}), json!({}))).await;
+    // The API caches a tenant for up to 30 s; a fresh key lookup sees the new tier at once
+    // only after that, so read the tier from the store the pipeline uses.
+    let stored = t
+        .stack
+        .pipeline
+        .store
+        .get_tenant(&converger_core::TenantId::parse(&tenant).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.tier, converger_core::Tier::High);
+    let id = t
+        .activities(&key, ch["id"].as_str().unwrap(), 1, 1)
+        .await
+        .remove(0);
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(10), settled)
+        .await;
+    assert_eq!(d["status"], "sent");
+    t.stop().await;
+}
