@@ -60,7 +60,7 @@ conformance!(
     window_slots_are_capped_idempotent_and_closed_only,
     breaker_transitions_have_one_winner,
     backlog_and_parking_move_rows_between_indexes,
-    rate_windows_count_to_their_limit,
+    rate_schedules_allow_a_burst_then_the_rate,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
@@ -1053,20 +1053,37 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     f.stop().await;
 }
 
-async fn rate_windows_count_to_their_limit(b: Backend) {
+async fn rate_schedules_allow_a_burst_then_the_rate(b: Backend) {
     let f = fixture(b).await;
     let ch = &f.channel.id;
-    let exp = time::now_ms() / 1000 + 3600;
+    let limit: converger_core::RateLimit = "5/s".parse().unwrap();
+    let t0 = 1_000_000_000_000i64;
     let mut allowed = 0;
     for _ in 0..8 {
-        if f.store.rate_hit(ch, 42, 5, exp).await.unwrap() {
+        if f.store.rate_take(ch, &limit, t0).await.unwrap().is_ok() {
             allowed += 1;
         }
     }
-    assert_eq!(allowed, 5);
-    assert!(
-        f.store.rate_hit(ch, 43, 5, exp).await.unwrap(),
-        "a new window starts at 0"
+    assert_eq!(allowed, 5, "a burst of the count");
+    assert_eq!(
+        f.store.rate_take(ch, &limit, t0 + 100_000).await.unwrap(),
+        Err(t0 + 200_000),
+        "the next one is due one interval later"
     );
+    assert!(
+        f.store
+            .rate_take(ch, &limit, t0 + 200_000)
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    // Twenty concurrent takers at one instant: five pass.
+    let other: converger_core::ChannelId = converger_core::ChannelId::generate();
+    let passed = futures::future::join_all((0..20).map(|_| f.store.rate_take(&other, &limit, t0)))
+        .await
+        .into_iter()
+        .filter(|r| matches!(r, Ok(Ok(()))))
+        .count();
+    assert_eq!(passed, 5);
     f.stop().await;
 }

@@ -202,18 +202,34 @@ pub struct RateLimit {
 }
 
 impl RateLimit {
-    /// The counter window `now_ms` falls in, and when it resets (ms since the epoch).
-    pub fn window(&self, now_ms: i64) -> (i64, i64) {
-        let per = i64::try_from(self.per_ms).unwrap_or(i64::MAX).max(1);
-        let index = now_ms.div_euclid(per);
-        (index, (index + 1).saturating_mul(per))
+    /// The spacing of requests at the sustained rate, in microseconds (GCRA's emission
+    /// interval): 80/s is 12,500 µs.
+    pub fn interval_us(&self) -> i64 {
+        let per_us = i64::try_from(self.per_ms).unwrap_or(i64::MAX / 1000) * 1000;
+        (per_us / i64::from(self.count.max(1))).max(1)
     }
 
-    /// Whole seconds until the window of `now_ms` resets (at least 1: SQS delays are seconds).
-    pub fn snooze_s(&self, now_ms: i64) -> u32 {
-        let (_, reset) = self.window(now_ms);
-        let ms = reset.saturating_sub(now_ms).max(1);
-        u32::try_from((ms + 999) / 1000)
+    /// How far ahead of now the schedule may run: a burst of `count` requests at once is
+    /// allowed, then one per interval (GCRA's delay tolerance).
+    pub fn tolerance_us(&self) -> i64 {
+        self.interval_us() * i64::from(self.count.max(1) - 1)
+    }
+
+    /// The decision for a request at `now_us` against the schedule's theoretical arrival
+    /// time `tat_us` (None: no request yet): the new `tat` if allowed, else when it may go.
+    pub fn decide(&self, tat_us: Option<i64>, now_us: i64) -> Result<i64, i64> {
+        let tat = tat_us.unwrap_or(now_us).max(now_us);
+        if tat - now_us <= self.tolerance_us() {
+            Ok(tat + self.interval_us())
+        } else {
+            Err(tat - self.tolerance_us())
+        }
+    }
+
+    /// Whole seconds to wait until `retry_at_us` (at least 1: SQS delays are seconds).
+    pub fn snooze_s(retry_at_us: i64, now_us: i64) -> u32 {
+        let us = retry_at_us.saturating_sub(now_us).max(1);
+        u32::try_from((us + 999_999) / 1_000_000)
             .unwrap_or(900)
             .clamp(1, 900)
     }
@@ -375,13 +391,23 @@ mod tests {
     }
 
     #[test]
-    fn snooze_reaches_the_window_reset() {
+    fn a_burst_of_count_then_one_per_interval() {
         let r: RateLimit = "5/s".parse().unwrap();
-        assert_eq!(r.window(12_345), (12, 13_000));
-        assert_eq!(r.snooze_s(12_345), 1);
-        let r: RateLimit = "5/m".parse().unwrap();
-        assert_eq!(r.snooze_s(0), 60);
-        assert_eq!(r.snooze_s(59_001), 1);
+        assert_eq!((r.interval_us(), r.tolerance_us()), (200_000, 800_000));
+        // Five at once, the sixth 200 ms later, and so on.
+        let mut tat = None;
+        for _ in 0..5 {
+            tat = Some(r.decide(tat, 0).unwrap());
+        }
+        assert_eq!(r.decide(tat, 0), Err(200_000));
+        assert_eq!(r.decide(tat, 199_999), Err(200_000));
+        let tat = r.decide(tat, 200_000).unwrap();
+        assert_eq!(tat, 1_200_000);
+        // An idle channel does not bank credit beyond the burst.
+        assert_eq!(r.decide(Some(0), 60_000_000), Ok(60_200_000));
+        assert_eq!(RateLimit::snooze_s(200_000, 0), 1);
+        assert_eq!(RateLimit::snooze_s(2_000_001, 0), 3);
+        assert_eq!("80/s".parse::<RateLimit>().unwrap().interval_us(), 12_500);
     }
 
     #[test]
@@ -417,10 +443,27 @@ mod tests {
         }
 
         #[test]
-        fn snooze_is_between_one_second_and_the_window(now in 0i64..10_000_000_000, per in prop::sample::select(vec![1000u64, 60_000, 3_600_000])) {
-            let r = RateLimit { count: 1, per_ms: per };
-            let s = u64::from(r.snooze_s(now));
-            prop_assert!(s >= 1 && s * 1000 <= per.max(1000));
+        fn no_window_of_the_period_admits_more_than_count_plus_burst(
+            count in 1u32..50,
+            gaps in prop::collection::vec(0i64..400_000, 1..200),
+        ) {
+            // Requests at arbitrary times: within any one period, at most 2 x count pass
+            // (a full burst plus a period's worth at the sustained rate).
+            let r = RateLimit { count, per_ms: 1000 };
+            let mut now = 0i64;
+            let mut tat = None;
+            let mut passed = Vec::new();
+            for g in gaps {
+                now += g;
+                if let Ok(t) = r.decide(tat, now) {
+                    tat = Some(t);
+                    passed.push(now);
+                }
+            }
+            for (i, t0) in passed.iter().enumerate() {
+                let n = passed[i..].iter().take_while(|t| **t - t0 < 1_000_000).count();
+                prop_assert!(n as u32 <= 2 * count, "{n} within a second at {count}/s");
+            }
         }
     }
 }

@@ -289,16 +289,12 @@ impl Pipeline {
                 }
             }
         }
-        // The rate limit: over it, the message is snoozed to the window's reset; no attempt.
+        // The rate limit: over it, the message is snoozed until the schedule has room; no
+        // attempt is used.
         if let Some(rate) = limits.rate {
-            let (window, reset) = rate.window(now);
-            let expires = reset / 1000 + 3600;
-            if !self
-                .store
-                .rate_hit(&channel.id, window, rate.count, expires)
-                .await?
-            {
-                let delay_s = rate.snooze_s(now);
+            let now_us = now.saturating_mul(1000);
+            if let Err(retry_at) = self.store.rate_take(&channel.id, &rate, now_us).await? {
+                let delay_s = RateLimit::snooze_s(retry_at, now_us);
                 self.store.release(d, token).await?;
                 self.queue.send(msg, delay_s).await?;
                 return Ok(Admit::Done(Report::Snoozed { delay_s }));

@@ -190,14 +190,14 @@ pub trait FlowStore: Send + Sync + 'static {
     /// Every flow item, a page at a time (the sweeper).
     async fn scan_flows(&self, limit: usize, from: Option<String>) -> StoreResult<Page<Flow>>;
 
-    /// Counts one request against a rate-limit window; `false` if the window is full.
-    async fn rate_hit(
+    /// Takes one request from a channel's rate schedule (GCRA: `limit.count` at once, then
+    /// one per interval, shared by every instance); `Err(retry_at_us)` when over the limit.
+    async fn rate_take(
         &self,
         channel: &ChannelId,
-        window: i64,
-        limit: u32,
-        expires_at_s: i64,
-    ) -> StoreResult<bool>;
+        limit: &converger_core::RateLimit,
+        now_us: i64,
+    ) -> StoreResult<Result<(), i64>>;
 
     /// Parks a pending delivery: held under `token` (an attempt's lease), or, when `token` is
     /// `None`, one that no attempt holds (in the backlog or waiting for its message). `false`

@@ -26,7 +26,8 @@ struct State {
     audit: BTreeMap<(String, String), AuditEntry>,
     replays: HashMap<String, ReplayJob>,
     flows: HashMap<ChannelId, crate::flow::Flow>,
-    rates: HashMap<String, u32>,
+    /// Rate schedules: the theoretical arrival time (µs) of each channel.
+    rates: HashMap<ChannelId, i64>,
     /// The backlog index: (channel, due, delivery).
     backlog: std::collections::BTreeSet<(ChannelId, i64, DeliveryId)>,
     /// The parked index: (channel, delivery).

@@ -396,30 +396,84 @@ impl FlowStore for DynamoStore {
         Ok(Page { items, next })
     }
 
-    async fn rate_hit(
+    async fn rate_take(
         &self,
         channel: &ChannelId,
-        window: i64,
-        limit: u32,
-        expires_at_s: i64,
-    ) -> StoreResult<bool> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.flow)
-            .key("key", s(format!("rate#{channel}#{window}")))
-            .update_expression("SET expires_at = :exp ADD hits :one")
-            .condition_expression("attribute_not_exists(hits) OR hits < :limit")
-            .expression_attribute_values(":exp", n(expires_at_s))
-            .expression_attribute_values(":one", n(1))
-            .expression_attribute_values(":limit", n(limit))
-            .send()
-            .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if is_update_conditional(&e) => Ok(false),
-            Err(e) => Err(sdk_err(e)),
+        limit: &converger_core::RateLimit,
+        now_us: i64,
+    ) -> StoreResult<Result<(), i64>> {
+        let (interval, tolerance) = (limit.interval_us(), limit.tolerance_us());
+        let key = format!("rate#{channel}");
+        let expires = now_us / 1_000_000 + 3600;
+        for _ in 0..2 {
+            // Idle: the schedule restarts from now.
+            let idle = self
+                .client
+                .update_item()
+                .table_name(&self.res.flow)
+                .key("key", s(key.as_str()))
+                .update_expression("SET tat = :next, expires_at = :exp")
+                .condition_expression("attribute_not_exists(tat) OR tat <= :now")
+                .expression_attribute_values(":next", n(now_us + interval))
+                .expression_attribute_values(":now", n(now_us))
+                .expression_attribute_values(":exp", n(expires))
+                .send()
+                .await;
+            match idle {
+                Ok(_) => return Ok(Ok(())),
+                Err(e) if is_update_conditional(&e) => {}
+                Err(e) => return Err(sdk_err(e)),
+            }
+            // Busy: one more interval, if the schedule is within the burst tolerance.
+            let busy = self
+                .client
+                .update_item()
+                .table_name(&self.res.flow)
+                .key("key", s(key.as_str()))
+                .update_expression("SET tat = tat + :i, expires_at = :exp")
+                .condition_expression("tat > :now AND tat <= :limit")
+                .expression_attribute_values(":i", n(interval))
+                .expression_attribute_values(":now", n(now_us))
+                .expression_attribute_values(":limit", n(now_us + tolerance))
+                .expression_attribute_values(":exp", n(expires))
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .send()
+                .await;
+            let old = match busy {
+                Ok(_) => return Ok(Ok(())),
+                Err(e) => match e.into_service_error() {
+                    UpdateItemError::ConditionalCheckFailedException(c) => c
+                        .item
+                        .and_then(|i| i.get("tat").and_then(|v| v.as_n().ok()).cloned())
+                        .and_then(|v| v.parse::<i64>().ok()),
+                    other => {
+                        return Err(StoreError::Unavailable(
+                            DisplayErrorContext(&other).to_string(),
+                        ));
+                    }
+                },
+            };
+            let tat = match old {
+                Some(t) => t,
+                None => {
+                    #[derive(serde::Deserialize)]
+                    struct Rate {
+                        tat: i64,
+                    }
+                    match self.get::<Rate>(&self.res.flow, "key", &key).await? {
+                        Some(r) => r.tat,
+                        None => continue,
+                    }
+                }
+            };
+            if tat > now_us {
+                return Ok(Err(tat - tolerance));
+            }
+            // It went idle between the two writes: start over.
         }
+        Ok(Err(now_us + interval))
     }
 
     async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool> {

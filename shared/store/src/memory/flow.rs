@@ -164,21 +164,22 @@ impl FlowStore for MemStore {
         })
     }
 
-    async fn rate_hit(
+    async fn rate_take(
         &self,
         channel: &ChannelId,
-        window: i64,
-        limit: u32,
-        _expires_at_s: i64,
-    ) -> StoreResult<bool> {
+        limit: &converger_core::RateLimit,
+        now_us: i64,
+    ) -> StoreResult<Result<(), i64>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let n = s.rates.entry(format!("{channel}#{window}")).or_insert(0);
-            if *n >= limit {
-                return false;
+            let tat = s.rates.get(channel).copied();
+            match limit.decide(tat, now_us) {
+                Ok(next) => {
+                    s.rates.insert(channel.clone(), next);
+                    Ok(())
+                }
+                Err(at) => Err(at),
             }
-            *n += 1;
-            true
         })
     }
 
