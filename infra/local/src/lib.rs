@@ -2,8 +2,10 @@
 //! plus the project's test command.
 
 pub mod bench;
+pub mod dead_channel;
 pub mod demo;
 pub mod emulator;
+pub mod inprocess;
 pub mod receiver;
 pub mod stack;
 

@@ -133,6 +133,28 @@ async fn test(args: &[String]) -> Result<(), String> {
     result
 }
 
+/// `bench-dead-channel [--emulator] [--backlog N] [--seconds S] [--rate R]`.
+fn dead_channel_options(args: &[String]) -> Result<converger_local::dead_channel::Options, String> {
+    let mut o = converger_local::dead_channel::Options::default();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut num = |name: &str| -> Result<u64, String> {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("{name} takes a number"))
+        };
+        match a.as_str() {
+            "--emulator" => o.in_process = false,
+            "--in-process" => o.in_process = true,
+            "--backlog" => o.backlog = num("--backlog")? as usize,
+            "--seconds" => o.seconds = num("--seconds")?.max(1),
+            "--rate" => o.rate = u32::try_from(num("--rate")?.max(1)).unwrap_or(20),
+            other => return Err(format!("bench-dead-channel: unknown argument `{other}`")),
+        }
+    }
+    Ok(o)
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
@@ -163,6 +185,10 @@ async fn main() -> ExitCode {
             None => converger_local::bench::sweep(100_000).await,
             Some(Ok(n)) => converger_local::bench::sweep(n).await,
             Some(Err(_)) => Err("bench-sweep takes a number of settled deliveries".into()),
+        },
+        Some("bench-dead-channel") => match dead_channel_options(&args[1..]) {
+            Ok(o) => converger_local::dead_channel::run(o).await.map(|_| ()),
+            Err(e) => Err(e),
         },
         Some("--demo") => run(true).await,
         None => run(false).await,

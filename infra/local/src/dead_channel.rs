@@ -1,0 +1,249 @@
+//! `bench-dead-channel`: the reference's measured noisy-neighbour case. Tenant A's webhook
+//! accepts connections and never answers (10 s timeout) with a backlog of deliveries; tenant
+//! B, same tier, sends activities at a steady rate to a healthy receiver. Prints one JSON line:
+//! the requests that reached A, and B's ingest-to-receiver latency percentiles next to the same
+//! run without A (the baseline).
+
+use crate::inprocess::InProcess;
+use crate::receiver::{Receiver, Reply};
+use crate::stack::{Stack, StackOptions};
+use converger_core::secret::{hash_api_key, new_api_key, new_signing_secret};
+use converger_core::{ChannelId, ChannelType, TenantId, Tier, time};
+use converger_pipeline::ingest::NewActivity;
+use converger_pipeline::{Pipeline, PipelineConfig};
+use converger_store::memory::LatencyModel;
+use converger_store::{Channel, Tenant};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// A's backlog.
+    pub backlog: usize,
+    /// How long B sends, and at what rate (activities per second).
+    pub seconds: u64,
+    pub rate: u32,
+    /// The in-process backend with its latency model; else the local stack on the emulator.
+    pub in_process: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            backlog: 10_000,
+            seconds: 60,
+            rate: 20,
+            in_process: true,
+        }
+    }
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Phase {
+    pub a_requests: usize,
+    pub b_sent: usize,
+    pub b_delivered: usize,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+}
+
+enum Runtime {
+    Mem(InProcess),
+    Aws(Box<Stack>),
+}
+
+impl Runtime {
+    fn pipeline(&self) -> Arc<Pipeline> {
+        match self {
+            Self::Mem(r) => r.pipeline.clone(),
+            Self::Aws(s) => s.pipeline.clone(),
+        }
+    }
+
+    async fn stop(self) {
+        match self {
+            Self::Mem(r) => r.stop().await,
+            Self::Aws(s) => s.stop().await,
+        }
+    }
+}
+
+/// Runs the scenario with A, then without (the baseline), and prints the JSON line.
+pub async fn run(o: Options) -> Result<Value, String> {
+    converger_pipeline::metrics::set_enabled(false);
+    let with_a = phase(&o, true).await?;
+    let baseline = phase(&o, false).await?;
+    let line = json!({
+        "scenario": "dead-channel",
+        "backend": if o.in_process { "in-process (latency model)" } else { "emulator" },
+        "backlog": o.backlog,
+        "b_rate_per_s": o.rate,
+        "b_seconds": o.seconds,
+        "a_requests": with_a.a_requests,
+        "b": with_a,
+        "b_baseline": baseline,
+        "p95_ratio": if baseline.p95_ms > 0.0 { (with_a.p95_ms / baseline.p95_ms * 100.0).round() / 100.0 } else { 0.0 },
+    });
+    println!("{line}");
+    Ok(line)
+}
+
+fn config() -> PipelineConfig {
+    PipelineConfig {
+        allowlist: converger_core::net::Allowlist::loopback(),
+        ..PipelineConfig::default()
+    }
+}
+
+async fn start(o: &Options, tag: &str) -> Result<Runtime, String> {
+    if o.in_process {
+        return Ok(Runtime::Mem(InProcess::start(
+            Some(LatencyModel::default()),
+            config(),
+            Some(Duration::from_secs(60)),
+        )?));
+    }
+    let opts = StackOptions {
+        prefix: format!("dead{}{tag}-", std::process::id()),
+        config: PipelineConfig {
+            serial_transactions: true,
+            ..config()
+        },
+        ..StackOptions::default()
+    };
+    Ok(Runtime::Aws(Box::new(Stack::start(opts).await?)))
+}
+
+async fn tenant(p: &Pipeline) -> Result<Tenant, String> {
+    let t = Tenant {
+        id: TenantId::generate(),
+        name: "bench".into(),
+        tier: Tier::Default,
+        created_at: time::now_rfc3339(),
+    };
+    p.store
+        .create_tenant(&t, &hash_api_key(&new_api_key()))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(t)
+}
+
+async fn channel(p: &Pipeline, t: &Tenant, url: &str, policy: Value) -> Result<Channel, String> {
+    let c = Channel {
+        id: ChannelId::generate(),
+        tenant_id: t.id.clone(),
+        kind: ChannelType::Webhook,
+        name: "bench".into(),
+        config: json!({"url": url}).as_object().cloned().unwrap_or_default(),
+        active: true,
+        retry_policy: policy.as_object().cloned().unwrap_or_default(),
+        circuit_breaker: Default::default(),
+        rate_limit: None,
+        signing_secret: new_signing_secret(),
+        created_at: time::now_rfc3339(),
+        updated_at: time::now_rfc3339(),
+    };
+    p.store
+        .create_channel(&c)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+fn activity(ch: &ChannelId, n: usize) -> NewActivity {
+    NewActivity {
+        id: None,
+        conversation_id: format!("conv-{}", n % 100),
+        seq: Some(n as u64 + 1),
+        channel_ids: vec![ch.clone()],
+        payload: json!({"text": "hello", "n": n}),
+    }
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    (sorted[i] * 10.0).round() / 10.0
+}
+
+async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
+    let rt = start(o, if with_dead { "a" } else { "b" }).await?;
+    let p = rt.pipeline();
+    let dead = Receiver::start(
+        Vec::new(),
+        Reply::status(200).delay(Duration::from_secs(3600)),
+    )
+    .await?;
+    let healthy = Receiver::always(200).await?;
+    let (ta, tb) = (tenant(&p).await?, tenant(&p).await?);
+    let ca = channel(&p, &ta, &dead.url, json!({"timeout_ms": 10_000})).await?;
+    let cb = channel(&p, &tb, &healthy.url, json!({})).await?;
+
+    if with_dead {
+        let started = Instant::now();
+        let failed = futures::stream::iter(0..o.backlog)
+            .map(|n| {
+                let (p, ta, ca) = (p.clone(), ta.clone(), ca.id.clone());
+                async move { p.ingest(&ta, activity(&ca, n)).await.is_err() }
+            })
+            .buffer_unordered(32)
+            .filter(|failed| futures::future::ready(*failed))
+            .count()
+            .await;
+        if failed > 0 {
+            return Err(format!("{failed} of A's activities were refused"));
+        }
+        tracing::info!(backlog = o.backlog, took_ms = started.elapsed().as_millis() as u64, "A's backlog ingested");
+    }
+
+    // B at a steady rate; each delivery's ingest start is kept by its id (the webhook-id
+    // header the receiver sees).
+    let total = o.rate as usize * o.seconds as usize;
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(o.rate.max(1))));
+    let mut sends = Vec::with_capacity(total);
+    for n in 0..total {
+        tick.tick().await;
+        let (p, tb, cb) = (p.clone(), tb.clone(), cb.id.clone());
+        sends.push(tokio::spawn(async move {
+            let t0 = Instant::now();
+            p.ingest(&tb, activity(&cb, n))
+                .await
+                .ok()
+                .and_then(|i| i.deliveries.first().map(|d| (d.id.to_string(), t0)))
+        }));
+    }
+    let mut started: HashMap<String, Instant> = HashMap::with_capacity(total);
+    for s in sends {
+        if let Ok(Some((id, t0))) = s.await {
+            started.insert(id, t0);
+        }
+    }
+    healthy.wait_for(started.len(), Duration::from_secs(60)).await;
+    let mut lat: Vec<f64> = healthy
+        .requests()
+        .iter()
+        .filter_map(|r| {
+            let id = r.headers.get("webhook-id")?.to_str().ok()?;
+            let t0 = started.get(id)?;
+            Some(r.at.saturating_duration_since(*t0).as_secs_f64() * 1000.0)
+        })
+        .collect();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let result = Phase {
+        a_requests: dead.requests().len(),
+        b_sent: started.len(),
+        b_delivered: lat.len(),
+        p50_ms: percentile(&lat, 0.50),
+        p95_ms: percentile(&lat, 0.95),
+        p99_ms: percentile(&lat, 0.99),
+    };
+    rt.stop().await;
+    Ok(result)
+}

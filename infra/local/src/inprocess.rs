@@ -1,0 +1,134 @@
+//! The pipeline on the in-process backend, run the way the event source mappings run it on
+//! AWS: the tier queues dispatched with each tier's concurrency (MaximumConcurrency x batch
+//! size attempts at once), the probe queue, and the sweeper. For scale benchmarks, where the
+//! emulator cannot measure; the latency model makes each store and queue request wait about
+//! as long as it would on AWS.
+
+use converger_adapters::Adapters;
+use converger_core::Tier;
+use converger_core::time;
+use converger_pipeline::{Pipeline, PipelineConfig};
+use converger_store::memory::{LatencyModel, MemEvents, MemQueue, MemStore};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinHandle;
+
+/// How often the dispatcher looks for visible messages (SQS long polling answers as soon as
+/// a message arrives; this is the in-process stand-in).
+const POLL: Duration = Duration::from_millis(2);
+
+/// A message whose attempt failed unexpectedly comes back after this long (the queues'
+/// visibility timeout, shortened: benchmarks run for minutes, not hours).
+const REDELIVERY_S: u32 = 30;
+
+pub struct InProcess {
+    pub pipeline: Arc<Pipeline>,
+    pub store: Arc<MemStore>,
+    pub queue: Arc<MemQueue>,
+    pub events: Arc<MemEvents>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl InProcess {
+    /// Starts the dispatchers (and the sweeper every `sweep_period`, if given).
+    pub fn start(
+        latency: Option<LatencyModel>,
+        config: PipelineConfig,
+        sweep_period: Option<Duration>,
+    ) -> Result<Self, String> {
+        let (store, queue) = match latency {
+            Some(m) => (
+                Arc::new(MemStore::with_latency(m)),
+                Arc::new(MemQueue::with_latency(m)),
+            ),
+            None => (Arc::new(MemStore::new()), Arc::new(MemQueue::new())),
+        };
+        let events = Arc::new(MemEvents::default());
+        let adapters = Adapters::standard(config.allowlist.clone())?;
+        let batch = config.batch_concurrency;
+        let pipeline = Arc::new(Pipeline::new(
+            store.clone(),
+            queue.clone(),
+            events.clone(),
+            adapters,
+            config,
+        ));
+        let (shutdown, stop) = watch::channel(false);
+        let mut tasks = Vec::new();
+
+        let permits: Vec<(Tier, Arc<Semaphore>)> = Tier::ALL
+            .iter()
+            .map(|t| (*t, Arc::new(Semaphore::new(t.max_concurrency() * batch))))
+            .collect();
+        {
+            let (p, q, mut stop) = (pipeline.clone(), queue.clone(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = tokio::time::sleep(POLL) => {}
+                        _ = stop.changed() => break,
+                    }
+                    let now = time::now_ms();
+                    for msg in q.take_due(now) {
+                        let Some((_, sem)) = permits.iter().find(|(t, _)| *t == msg.tier) else {
+                            continue;
+                        };
+                        let Ok(permit) = sem.clone().acquire_owned().await else {
+                            break;
+                        };
+                        let (p, q) = (p.clone(), q.clone());
+                        tokio::spawn(async move {
+                            let _permit = permit;
+                            if let Err(e) = p.attempt(msg.clone()).await {
+                                tracing::warn!(error = %e, "attempt failed; redelivered later");
+                                let _ = converger_store::Queue::send(&*q, &msg, REDELIVERY_S).await;
+                            }
+                        });
+                    }
+                    for job in q.take_flow_jobs(now) {
+                        let p = p.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = p.flow_job(&job).await {
+                                tracing::warn!(error = %e, "flow job failed");
+                            }
+                        });
+                    }
+                }
+            }));
+        }
+        if let Some(period) = sweep_period {
+            let (p, mut stop) = (pipeline.clone(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(period);
+                tick.tick().await;
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {
+                            if let Err(e) = p.sweep().await {
+                                tracing::warn!(error = %e, "sweep failed");
+                            }
+                        }
+                        _ = stop.changed() => break,
+                    }
+                }
+            }));
+        }
+        Ok(Self {
+            pipeline,
+            store,
+            queue,
+            events,
+            shutdown,
+            tasks,
+        })
+    }
+
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
