@@ -200,7 +200,11 @@ async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
         if failed > 0 {
             return Err(format!("{failed} of A's activities were refused"));
         }
-        tracing::info!(backlog = o.backlog, took_ms = started.elapsed().as_millis() as u64, "A's backlog ingested");
+        tracing::info!(
+            backlog = o.backlog,
+            took_ms = started.elapsed().as_millis() as u64,
+            "A's backlog ingested"
+        );
     }
 
     // B at a steady rate; each delivery's ingest start is kept by its id (the webhook-id
@@ -225,7 +229,9 @@ async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
             started.insert(id, t0);
         }
     }
-    healthy.wait_for(started.len(), Duration::from_secs(60)).await;
+    healthy
+        .wait_for(started.len(), Duration::from_secs(60))
+        .await;
     let mut lat: Vec<f64> = healthy
         .requests()
         .iter()

@@ -43,15 +43,6 @@ pub enum Report {
     },
 }
 
-/// Why an attempt runs (the attempt log's `trigger`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    /// A queue message.
-    Auto,
-    /// The half-open probe of a channel's breaker.
-    Probe,
-}
-
 /// Unexpected failures: the message is left for SQS to redeliver.
 #[derive(Debug, thiserror::Error)]
 pub enum AttemptError {
@@ -65,16 +56,7 @@ pub enum AttemptError {
 
 impl Pipeline {
     /// Runs the attempt a queue message asks for.
-    pub async fn attempt(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
-        self.attempt_as(msg, Trigger::Auto).await
-    }
-
-    /// Runs an attempt for `trigger`.
-    pub async fn attempt_as(
-        &self,
-        mut msg: DeliveryMessage,
-        trigger: Trigger,
-    ) -> Result<Report, AttemptError> {
+    pub async fn attempt(&self, mut msg: DeliveryMessage) -> Result<Report, AttemptError> {
         let token = uuid::Uuid::new_v4().simple().to_string();
         let now_ms = time::now_ms();
         let lease_ms = i64::try_from(self.config.lease.as_millis()).unwrap_or(60_000);
@@ -107,10 +89,7 @@ impl Pipeline {
             let channel = self.channel(&d.channel_id).await?.ok_or_else(|| {
                 AttemptError::Missing(format!("channel {} not found", d.channel_id))
             })?;
-            match self
-                .admit_attempt(&d, &token, &msg, &channel, trigger)
-                .await?
-            {
+            match self.admit_attempt(&d, &token, &msg, &channel).await? {
                 Admit::Go { probe } => {
                     let activity = self.activity(&d, msg.activity.take()).await?;
                     Ok(Ok((channel, activity, probe)))
