@@ -489,3 +489,69 @@ async fn a_tenants_tier_is_set_by_the_admin_api() {
     assert_eq!(d["status"], "sent");
     t.stop().await;
 }
+
+#[tokio::test]
+async fn a_close_replays_recent_dead_letters_when_the_channel_asks() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(503).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .channel(
+            &key,
+            hook(
+                &rx.url,
+                json!({"failure_threshold": 1, "cooldown_ms": 1000,
+                       "replay_dead_letters_on_close": true}),
+                json!({"max_attempts": 1}),
+            ),
+        )
+        .await;
+    let ch_id = ch["id"].as_str().unwrap();
+    let dead = t.activities(&key, ch_id, 1, 1).await.remove(0);
+    let d = t
+        .wait_delivery(&key, &dead, Duration::from_secs(10), settled)
+        .await;
+    assert_eq!(d["status"], "failed", "{d}");
+    // The endpoint recovers; a delivery parked meanwhile is the probe.
+    let parked = t.activities(&key, ch_id, 1, 1).await.remove(0);
+    assert_eq!(t.delivery(&key, &parked).await["status"], "paused");
+    rx.set_fallback(Reply::status(200));
+    let d = t
+        .wait_delivery(&key, &parked, Duration::from_secs(20), |d| {
+            d["status"] == "sent"
+        })
+        .await;
+    assert_eq!(d["status"], "sent", "{d}");
+    let d = t
+        .wait_delivery(&key, &dead, Duration::from_secs(20), |d| {
+            d["status"] == "sent"
+        })
+        .await;
+    assert_eq!(
+        d["status"], "sent",
+        "the dead letter was replayed on close: {d}"
+    );
+    assert_eq!(d["retried_by"], "system:circuit_breaker");
+    assert_eq!(d["retry_count"], 1);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn the_dead_channel_benchmark_runs() {
+    // A smoke run of the benchmark harness with tiny sizes (its figures come from the full
+    // run, never from a test).
+    let line = converger_local::dead_channel::run(converger_local::dead_channel::Options {
+        backlog: 30,
+        seconds: 2,
+        rate: 5,
+        in_process: true,
+    })
+    .await
+    .unwrap();
+    assert_eq!(line["scenario"], "dead-channel");
+    assert_eq!(line["b"]["b_sent"], 10);
+    assert_eq!(line["b"]["b_delivered"], 10, "{line}");
+    assert_eq!(line["b_baseline"]["b_delivered"], 10, "{line}");
+    assert!(line["a_requests"].as_u64().unwrap() <= 30, "{line}");
+    assert!(line["b"]["p95_ms"].as_f64().unwrap() > 0.0);
+}
