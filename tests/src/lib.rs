@@ -331,9 +331,7 @@ impl TestStack {
 
     /// Writes `n` activities of one channel with their deliveries straight into the store,
     /// waiting as ingest leaves them when the channel's breaker is open (`parked`) or its
-    /// window is full (in the backlog), and sets the flow mark that goes with them. Batch
-    /// writes: the emulator's transactions copy whole tables, which makes a thousand ingests
-    /// take minutes there.
+    /// window is full (in the backlog); see `converger_local::seed`.
     pub async fn seed_waiting(
         &self,
         tenant_id: &str,
@@ -341,7 +339,7 @@ impl TestStack {
         n: usize,
         parked: bool,
     ) -> Vec<String> {
-        use converger_core::{ActivityId, ChannelId, DeliveryStatus, TenantId, time};
+        use converger_core::{ChannelId, TenantId};
         let p = &self.stack.pipeline;
         let tenant = p
             .store
@@ -355,45 +353,18 @@ impl TestStack {
             .await
             .unwrap()
             .unwrap();
-        let now_ms = time::now_ms();
-        let now = time::now_rfc3339();
-        let mut activities = Vec::with_capacity(n);
-        let mut rows = Vec::with_capacity(n);
-        for i in 0..n {
-            let a = converger_store::Activity {
-                id: ActivityId::generate(),
-                tenant_id: tenant.id.clone(),
-                conversation_id: "conv-seed".into(),
-                seq: i as u64 + 1,
-                payload: json!({"text": "seeded", "n": i}),
-                channel_ids: vec![channel.id.clone()],
-                created_at: now.clone(),
-            };
-            let mut d = converger_store::Delivery::new(&a, &channel, tenant.tier, now_ms, &now);
-            if parked {
-                d.status = DeliveryStatus::Paused;
-            } else {
-                d.in_backlog = true;
-            }
-            activities.push(a);
-            rows.push(d);
-        }
-        let store = converger_store::dynamo::DynamoStore::new(
+        let dynamo = converger_store::dynamo::DynamoStore::new(
             self.stack.clients.dynamodb.clone(),
             self.stack.resources.clone(),
         );
-        store.seed_activities(&activities).await.unwrap();
-        store.seed_deliveries(&rows).await.unwrap();
-        let mark = if parked {
-            converger_store::Mark::Parked
+        let how = if parked {
+            converger_local::seed::SeedAs::Parked
         } else {
-            converger_store::Mark::Backlog
+            converger_local::seed::SeedAs::Backlog
         };
-        p.store
-            .mark(&channel.id, mark, Some(now_ms), None)
+        converger_local::seed::write(&dynamo, &*p.store, &tenant, &channel, n, how)
             .await
-            .unwrap();
-        rows.into_iter().map(|d| d.id.to_string()).collect()
+            .unwrap()
     }
 
     /// Counts a tenant's deliveries of one channel by status.

@@ -775,15 +775,7 @@ async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
         .store
         .transition(
             ch,
-            &Transition {
-                from: vec![CircuitState::Closed],
-                changed_at: None,
-                probe_is: None,
-                to: CircuitState::Paused,
-                probe: None,
-                reset: false,
-                now_ms: 5_000,
-            },
+            &Transition::new(&[CircuitState::Closed], CircuitState::Paused, 5_000),
         )
         .await
         .unwrap()
@@ -803,15 +795,7 @@ async fn breaker_transitions_have_one_winner(b: Backend) {
     let f = fixture(b).await;
     let ch = f.channel.id.clone();
     // A channel without a flow item reads closed; fifty openers race: one wins.
-    let open = Transition {
-        from: vec![CircuitState::Closed],
-        changed_at: Some(0),
-        probe_is: None,
-        to: CircuitState::Open,
-        probe: None,
-        reset: false,
-        now_ms: 10_000,
-    };
+    let open = Transition::new(&[CircuitState::Closed], CircuitState::Open, 10_000).seen(0);
     let wins = futures::future::join_all((0..50).map(|_| f.store.transition(&ch, &open)))
         .await
         .into_iter()
@@ -820,14 +804,10 @@ async fn breaker_transitions_have_one_winner(b: Backend) {
     assert_eq!(wins, 1, "the breaker opens exactly once");
 
     // Two probes claim half-open from the same open state: one wins.
-    let claim = |p: &str| Transition {
-        from: vec![CircuitState::Open],
-        changed_at: Some(10_000),
-        probe_is: None,
-        to: CircuitState::HalfOpen,
-        probe: Some(p.into()),
-        reset: false,
-        now_ms: 20_000,
+    let claim = |p: &str| {
+        Transition::new(&[CircuitState::Open], CircuitState::HalfOpen, 20_000)
+            .seen(10_000)
+            .probe(p)
     };
     let (ca, cb) = (claim("dlv_a"), claim("dlv_b"));
     let (a, b2) = tokio::join!(f.store.transition(&ch, &ca), f.store.transition(&ch, &cb));
@@ -836,14 +816,10 @@ async fn breaker_transitions_have_one_winner(b: Backend) {
     let probe = won[0].probe.clone().unwrap();
 
     // Only the probe closes it; closing resets the counters and restarts the window.
-    let close = |p: &str| Transition {
-        from: vec![CircuitState::HalfOpen],
-        changed_at: None,
-        probe_is: Some(p.into()),
-        to: CircuitState::Closed,
-        probe: None,
-        reset: true,
-        now_ms: 30_000,
+    let close = |p: &str| {
+        Transition::new(&[CircuitState::HalfOpen], CircuitState::Closed, 30_000)
+            .probed_by(p)
+            .reset()
     };
     let other = if probe == "dlv_a" { "dlv_b" } else { "dlv_a" };
     assert!(

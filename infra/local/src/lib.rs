@@ -7,6 +7,7 @@ pub mod demo;
 pub mod emulator;
 pub mod inprocess;
 pub mod receiver;
+pub mod seed;
 pub mod stack;
 
 pub use stack::{Stack, StackOptions};

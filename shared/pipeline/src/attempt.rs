@@ -261,33 +261,8 @@ impl Pipeline {
 
     /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened).
     async fn park_waiting(&self, d: &Delivery, channel: &Channel) -> Result<(), AttemptError> {
-        let now = time::now_rfc3339();
-        if self.store.park(d, None, &now).await? {
-            let f = self
-                .store
-                .mark(
-                    &channel.id,
-                    converger_store::Mark::Parked,
-                    Some(time::now_ms()),
-                    None,
-                )
-                .await?;
-            self.remember_flow(&f);
-            if f.holds(&d.id) {
-                let f = self
-                    .store
-                    .settle(
-                        &channel.id,
-                        &converger_store::Settle {
-                            free: Some(d.id.clone()),
-                            outcome: Outcome::Neutral,
-                            window: None,
-                            now_ms: time::now_ms(),
-                        },
-                    )
-                    .await?;
-                self.remember_flow(&f);
-            }
+        if self.store.park(d, None, &time::now_rfc3339()).await? {
+            self.park_marks(channel, d).await?;
         }
         Ok(())
     }

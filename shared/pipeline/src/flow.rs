@@ -243,15 +243,9 @@ impl Pipeline {
             Gate::Proceed => {}
             Gate::Probe => return Ok(Admit::Go { probe: true }),
             Gate::ClaimProbe => {
-                let t = Transition {
-                    from: vec![flow.circuit_state],
-                    changed_at: Some(flow.circuit_changed_at),
-                    probe_is: None,
-                    to: CircuitState::HalfOpen,
-                    probe: Some(d.id.to_string()),
-                    reset: false,
-                    now_ms: now,
-                };
+                let t = Transition::new(&[flow.circuit_state], CircuitState::HalfOpen, now)
+                    .seen(flow.circuit_changed_at)
+                    .probe(d.id.as_str());
                 if let Some(f) = self.store.transition(&channel.id, &t).await? {
                     self.remember_flow(&f);
                     tracing::info!(channel_id = %channel.id, delivery_id = %d.id, "breaker half-open: probing");
@@ -331,7 +325,7 @@ impl Pipeline {
     }
 
     /// After a delivery was parked: its slot back, the parked mark set.
-    async fn park_marks(&self, channel: &Channel, d: &Delivery) -> StoreResult<()> {
+    pub(crate) async fn park_marks(&self, channel: &Channel, d: &Delivery) -> StoreResult<()> {
         let now = time::now_ms();
         let f = self
             .store
@@ -341,15 +335,7 @@ impl Pipeline {
         if f.holds(&d.id) {
             let f = self
                 .store
-                .settle(
-                    &channel.id,
-                    &Settle {
-                        free: Some(d.id.clone()),
-                        outcome: Outcome::Neutral,
-                        window: None,
-                        now_ms: now,
-                    },
-                )
+                .settle(&channel.id, &Settle::free(d.id.clone(), now))
                 .await?;
             self.remember_flow(&f);
         }
@@ -437,15 +423,9 @@ impl Pipeline {
     ) -> Result<bool, AttemptError> {
         let now = time::now_ms();
         if outcome == Outcome::Success {
-            let t = Transition {
-                from: vec![CircuitState::HalfOpen],
-                changed_at: None,
-                probe_is: Some(d.id.to_string()),
-                to: CircuitState::Closed,
-                probe: None,
-                reset: true,
-                now_ms: now,
-            };
+            let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Closed, now)
+                .probed_by(d.id.as_str())
+                .reset();
             if let Some(f) = self.store.transition(&channel.id, &t).await? {
                 self.remember_flow(&f);
                 tracing::info!(channel_id = %channel.id, "breaker closed: probe succeeded");
@@ -473,15 +453,8 @@ impl Pipeline {
             return Ok(self.flow_state(&channel.id).await?.circuit_state == CircuitState::Closed);
         }
         // Failed (or inconclusive): open again for another cooldown.
-        let t = Transition {
-            from: vec![CircuitState::HalfOpen],
-            changed_at: None,
-            probe_is: Some(d.id.to_string()),
-            to: CircuitState::Open,
-            probe: None,
-            reset: false,
-            now_ms: now,
-        };
+        let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Open, now)
+            .probed_by(d.id.as_str());
         if let Some(f) = self.store.transition(&channel.id, &t).await? {
             self.remember_flow(&f);
             tracing::info!(channel_id = %channel.id, "probe failed: breaker open again");
@@ -500,15 +473,8 @@ impl Pipeline {
         reason: &str,
     ) -> Result<bool, AttemptError> {
         let now = time::now_ms();
-        let t = Transition {
-            from: vec![CircuitState::Closed],
-            changed_at: Some(seen.circuit_changed_at),
-            probe_is: None,
-            to: CircuitState::Open,
-            probe: None,
-            reset: false,
-            now_ms: now,
-        };
+        let t = Transition::new(&[CircuitState::Closed], CircuitState::Open, now)
+            .seen(seen.circuit_changed_at);
         let Some(f) = self.store.transition(&channel.id, &t).await? else {
             return Ok(false);
         };
@@ -646,15 +612,7 @@ impl Pipeline {
                             // Fed or parked meanwhile: the slot this feeder took goes back.
                             let f = self
                                 .store
-                                .settle(
-                                    &channel.id,
-                                    &Settle {
-                                        free: Some(id),
-                                        outcome: Outcome::Neutral,
-                                        window: None,
-                                        now_ms: now,
-                                    },
-                                )
+                                .settle(&channel.id, &Settle::free(id, now))
                                 .await?;
                             self.remember_flow(&f);
                         }
@@ -767,15 +725,9 @@ impl Pipeline {
             }
             return Ok(());
         };
-        let t = Transition {
-            from: vec![flow.circuit_state],
-            changed_at: Some(flow.circuit_changed_at),
-            probe_is: None,
-            to: CircuitState::HalfOpen,
-            probe: Some(d.id.to_string()),
-            reset: false,
-            now_ms: now,
-        };
+        let t = Transition::new(&[flow.circuit_state], CircuitState::HalfOpen, now)
+            .seen(flow.circuit_changed_at)
+            .probe(d.id.as_str());
         let Some(f) = self.store.transition(&channel.id, &t).await? else {
             return Ok(());
         };
@@ -876,20 +828,16 @@ impl Pipeline {
     /// Pauses a channel's deliveries (`pause_deliveries`, audited).
     pub async fn pause(&self, channel: &Channel, actor: &Actor) -> Result<Flow, AttemptError> {
         let now = time::now_ms();
-        let t = Transition {
-            from: vec![
+        let t = Transition::new(
+            &[
                 CircuitState::Closed,
                 CircuitState::Open,
                 CircuitState::HalfOpen,
                 CircuitState::Paused,
             ],
-            changed_at: None,
-            probe_is: None,
-            to: CircuitState::Paused,
-            probe: None,
-            reset: false,
-            now_ms: now,
-        };
+            CircuitState::Paused,
+            now,
+        );
         let f = match self.store.transition(&channel.id, &t).await? {
             Some(f) => f,
             None => self.store.get_flow(&channel.id).await?,
@@ -903,19 +851,16 @@ impl Pipeline {
     /// breaker and releases the parked backlog. Never replays dead letters.
     pub async fn resume(&self, channel: &Channel, actor: &Actor) -> Result<Flow, AttemptError> {
         let now = time::now_ms();
-        let t = Transition {
-            from: vec![
+        let t = Transition::new(
+            &[
                 CircuitState::Open,
                 CircuitState::HalfOpen,
                 CircuitState::Paused,
             ],
-            changed_at: None,
-            probe_is: None,
-            to: CircuitState::Closed,
-            probe: None,
-            reset: true,
-            now_ms: now,
-        };
+            CircuitState::Closed,
+            now,
+        )
+        .reset();
         let f = match self.store.transition(&channel.id, &t).await? {
             Some(f) => f,
             None => self.store.get_flow(&channel.id).await?,

@@ -125,6 +125,57 @@ pub struct Transition {
     pub now_ms: i64,
 }
 
+impl Settle {
+    /// Gives one delivery's slot back, nothing else.
+    pub fn free(id: DeliveryId, now_ms: i64) -> Self {
+        Self {
+            free: Some(id),
+            outcome: Outcome::Neutral,
+            window: None,
+            now_ms,
+        }
+    }
+}
+
+impl Transition {
+    /// From any of `from` to `to`, with no other condition and nothing else set.
+    pub fn new(from: &[CircuitState], to: CircuitState, now_ms: i64) -> Self {
+        Self {
+            from: from.to_vec(),
+            changed_at: None,
+            probe_is: None,
+            to,
+            probe: None,
+            reset: false,
+            now_ms,
+        }
+    }
+
+    /// Only if the breaker last changed at `at` (nobody moved it since it was read).
+    pub fn seen(mut self, at: i64) -> Self {
+        self.changed_at = Some(at);
+        self
+    }
+
+    /// Only if `probe` is the running probe.
+    pub fn probed_by(mut self, probe: &str) -> Self {
+        self.probe_is = Some(probe.to_owned());
+        self
+    }
+
+    /// Names the new probe (for `half_open`).
+    pub fn probe(mut self, probe: &str) -> Self {
+        self.probe = Some(probe.to_owned());
+        self
+    }
+
+    /// Resets the failure count and restarts the window small.
+    pub fn reset(mut self) -> Self {
+        self.reset = true;
+        self
+    }
+}
+
 /// A mark on the flow item the sweeper looks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mark {
