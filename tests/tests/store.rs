@@ -794,7 +794,25 @@ async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
 async fn breaker_transitions_have_one_winner(b: Backend) {
     let f = fixture(b).await;
     let ch = f.channel.id.clone();
-    // A channel without a flow item reads closed; fifty openers race: one wins.
+    // A channel's first counted failure creates its flow item (closed); then fifty openers
+    // race: one wins. (As in the pipeline, where failures are counted before the breaker
+    // opens. The emulator does not serialize conditional writes that create a missing item,
+    // so the race runs on an existing one, which is what production does too.)
+    let first = f
+        .store
+        .settle(
+            &ch,
+            &Settle {
+                free: None,
+                outcome: Outcome::Transient,
+                window: None,
+                now_ms: 1,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.circuit_state, CircuitState::Closed);
+    assert_eq!(first.consecutive_failures, 1);
     let open = Transition::new(&[CircuitState::Closed], CircuitState::Open, 10_000).seen(0);
     let wins = futures::future::join_all((0..50).map(|_| f.store.transition(&ch, &open)))
         .await
