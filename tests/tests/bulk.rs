@@ -361,6 +361,10 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
         signing_secret: converger_core::secret::new_signing_secret(),
         circuit_breaker: Default::default(),
         rate_limit: None,
+        auto_disable: Default::default(),
+        disabled_at: None,
+        disabled_reason: None,
+        managed: false,
         created_at: time::now_rfc3339(),
         updated_at: time::now_rfc3339(),
     };

@@ -223,8 +223,10 @@ fn sample_events_parse() {
     let body = ingest.records[0].body.as_deref().unwrap();
     let _: IngestMessage = serde_json::from_str(body).unwrap();
 
-    let _: aws_lambda_events::event::eventbridge::EventBridgeEvent<serde_json::Value> =
-        serde_json::from_str(&event("retry-scheduler.json")).unwrap();
+    for f in ["retry-scheduler.json", "health.json"] {
+        let _: aws_lambda_events::event::eventbridge::EventBridgeEvent<serde_json::Value> =
+            serde_json::from_str(&event(f)).unwrap();
+    }
 
     let deliver: SqsEvent = serde_json::from_str(&event("deliver.json")).unwrap();
     let body = deliver.records[0].body.as_deref().unwrap();

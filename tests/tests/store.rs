@@ -80,6 +80,8 @@ async fn fixture(backend: Backend) -> Fixture {
         name: "store test".into(),
         tier: Tier::Bulk,
         created_at: now.clone(),
+        alert_webhook_url: None,
+        alert_channel_id: None,
     };
     store.create_tenant(&tenant, "hash-1").await.unwrap();
     let channel = Channel {
@@ -93,6 +95,10 @@ async fn fixture(backend: Backend) -> Fixture {
         signing_secret: converger_core::secret::new_signing_secret(),
         circuit_breaker: Map::new(),
         rate_limit: None,
+        auto_disable: Default::default(),
+        disabled_at: None,
+        disabled_reason: None,
+        managed: false,
         created_at: now.clone(),
         updated_at: now,
     };
@@ -733,6 +739,7 @@ async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
             &Settle {
                 free: Some(ids[0].clone()),
                 outcome: Outcome::Transient,
+                failed: true,
                 window: Some(7),
                 now_ms: 3_000,
             },
@@ -748,6 +755,7 @@ async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
             &Settle {
                 free: None,
                 outcome: Outcome::Success,
+                failed: false,
                 window: None,
                 now_ms: 4_000,
             },
@@ -805,6 +813,7 @@ async fn breaker_transitions_have_one_winner(b: Backend) {
             &Settle {
                 free: None,
                 outcome: Outcome::Transient,
+                failed: true,
                 window: None,
                 now_ms: 1,
             },

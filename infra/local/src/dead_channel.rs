@@ -127,6 +127,8 @@ async fn tenant(p: &Pipeline) -> Result<Tenant, String> {
         name: "bench".into(),
         tier: Tier::Default,
         created_at: time::now_rfc3339(),
+        alert_webhook_url: None,
+        alert_channel_id: None,
     };
     p.store
         .create_tenant(&t, &hash_api_key(&new_api_key()))
@@ -146,6 +148,10 @@ async fn channel(p: &Pipeline, t: &Tenant, url: &str, policy: Value) -> Result<C
         retry_policy: policy.as_object().cloned().unwrap_or_default(),
         circuit_breaker: Default::default(),
         rate_limit: None,
+        auto_disable: Default::default(),
+        disabled_at: None,
+        disabled_reason: None,
+        managed: false,
         signing_secret: new_signing_secret(),
         created_at: time::now_rfc3339(),
         updated_at: time::now_rfc3339(),

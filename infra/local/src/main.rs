@@ -31,8 +31,16 @@ async fn run(demo: bool) -> Result<(), String> {
         )),
         Err(_) => Some(std::time::Duration::from_secs(60)),
     };
+    let health_period = match std::env::var("HEALTH_PERIOD_MS") {
+        Ok(v) => Some(std::time::Duration::from_millis(
+            v.parse()
+                .map_err(|_| format!("HEALTH_PERIOD_MS: `{v}` is not a number"))?,
+        )),
+        Err(_) => Some(std::time::Duration::from_secs(300)),
+    };
     let opts = StackOptions {
         sweep_period,
+        health_period,
         prefix: std::env::var("CONVERGER_PREFIX").unwrap_or_else(|_| "converger-".into()),
         api_addr: addr("CONVERGER_API_ADDR", "127.0.0.1:3000")?,
         admin_addr: addr("CONVERGER_ADMIN_ADDR", "127.0.0.1:3001")?,

@@ -34,6 +34,8 @@ pub struct StackOptions {
     pub queues: provision::QueueSettings,
     /// How often the retry scheduler (the sweeper) runs; `None`: never on its own.
     pub sweep_period: Option<Duration>,
+    /// How often the health function runs (`None`: never; tests call it directly).
+    pub health_period: Option<Duration>,
     /// Whether the queue-triggered functions run (benchmarks that only seed and sweep turn
     /// them off).
     pub run_functions: bool,
@@ -61,6 +63,7 @@ impl Default for StackOptions {
             run_functions: true,
             queues: provision::QueueSettings::default(),
             sweep_period: Some(Duration::from_secs(60)),
+            health_period: Some(Duration::from_secs(300)),
         }
     }
 }
@@ -178,6 +181,27 @@ impl Stack {
                         _ = tick.tick() => {
                             if let Err(e) = p.sweep().await {
                                 tracing::warn!(error = %e, "sweep failed");
+                            }
+                        }
+                        _ = stop.changed() => break,
+                    }
+                }
+            }));
+        }
+
+        // The health function, as its schedule would fire it.
+        if let Some(period) = opts.health_period {
+            let p = pipeline.clone();
+            let mut stop = rx.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(period);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                tick.tick().await;
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => {
+                            if let Err(e) = p.health_check().await {
+                                tracing::warn!(error = %e, "health checks failed");
                             }
                         }
                         _ = stop.changed() => break,

@@ -99,13 +99,16 @@ struct Config {
     method: reqwest::Method,
     headers: HeaderMap,
     receive_timeout: Option<u64>,
+    /// Send the activity's payload alone as the body (`"body": "payload"`), instead of the
+    /// envelope with the activity id, seq and conversation.
+    payload_only: bool,
 }
 
 fn parse_config(config: &Map<String, Value>) -> Result<Config, String> {
     for k in config.keys() {
-        if !["url", "method", "headers", "receive_timeout"].contains(&k.as_str()) {
+        if !["url", "method", "headers", "receive_timeout", "body"].contains(&k.as_str()) {
             return Err(format!(
-                "unknown webhook config key `{k}` (allowed: url, method, headers, receive_timeout)"
+                "unknown webhook config key `{k}` (allowed: url, method, headers, receive_timeout, body)"
             ));
         }
     }
@@ -158,11 +161,18 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, String> {
                 .ok_or("receive_timeout must be a positive integer (ms)")?,
         ),
     };
+    let payload_only = match config.get("body") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(b)) if b == "envelope" => false,
+        Some(Value::String(b)) if b == "payload" => true,
+        Some(_) => return Err("webhook body must be \"envelope\" or \"payload\"".into()),
+    };
     Ok(Config {
         url,
         method,
         headers,
         receive_timeout,
+        payload_only,
     })
 }
 
@@ -250,12 +260,16 @@ impl Adapter for WebhookAdapter {
             .unwrap_or(u64::try_from(target.timeout.as_millis()).unwrap_or(MAX_TIMEOUT_MS))
             .min(MAX_TIMEOUT_MS);
         let timeout = Duration::from_millis(timeout_ms);
-        let body = serde_json::to_vec(&json!({
-            "activity_id": env.activity_id,
-            "seq": env.seq,
-            "conversation_id": env.conversation_id,
-            "payload": env.payload,
-        }))
+        let body = if cfg.payload_only {
+            serde_json::to_vec(env.payload)
+        } else {
+            serde_json::to_vec(&json!({
+                "activity_id": env.activity_id,
+                "seq": env.seq,
+                "conversation_id": env.conversation_id,
+                "payload": env.payload,
+            }))
+        }
         .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
         let signer = Signer::new(target.signing_secret)
             .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;

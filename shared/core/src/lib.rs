@@ -4,6 +4,7 @@
 pub mod channel;
 pub mod error;
 pub mod flow;
+pub mod health;
 pub mod ids;
 pub mod net;
 pub mod policy;

@@ -24,6 +24,13 @@ pub fn ms_to_rfc3339(ms: i64) -> String {
     }
 }
 
+/// Parses an RFC 3339 time back to milliseconds since the epoch.
+pub fn rfc3339_to_ms(s: &str) -> Option<i64> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc).timestamp_millis())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,6 +90,8 @@ async fn create_tenant(
         name: req.name,
         tier,
         created_at: time::now_rfc3339(),
+        alert_webhook_url: None,
+        alert_channel_id: None,
     };
     let key = new_api_key();
     state
@@ -118,19 +120,32 @@ async fn get_tenant(
         .get_tenant(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
-    Ok(Json(
-        json!({"id": t.id, "name": t.name, "tier": t.tier, "created_at": t.created_at}),
-    ))
+    Ok(Json(tenant_view(&t)))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PatchTenant {
-    tier: String,
+    tier: Option<String>,
+    /// A URL sets the tenant's alert webhook; `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    alert_webhook_url: Option<Option<String>>,
 }
 
-/// Sets a tenant's tier: its new deliveries go to that tier's queue (the API's cached view of
-/// the tenant follows within 30 s).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+fn tenant_view(t: &Tenant) -> serde_json::Value {
+    json!({
+        "id": t.id, "name": t.name, "tier": t.tier, "created_at": t.created_at,
+        "alert_webhook_url": t.alert_webhook_url, "alert_channel_id": t.alert_channel_id,
+    })
+}
+
+/// Sets a tenant's tier (its new deliveries go to that tier's queue; the API's cached view of
+/// the tenant follows within 30 s) and its alert webhook URL (a managed webhook channel that
+/// receives the tenant's channel events).
 async fn patch_tenant(
     State(state): State<AppState>,
     _op: Operator,
@@ -138,17 +153,37 @@ async fn patch_tenant(
     Body(req): Body<PatchTenant>,
 ) -> Result<impl IntoResponse, ApiError> {
     let id = TenantId::parse(&id).map_err(|_| ApiError::not_found("tenant"))?;
-    let tier: Tier = req
+    let tier: Option<Tier> = req
         .tier
-        .parse()
+        .as_deref()
+        .map(str::parse)
+        .transpose()
         .map_err(|m: String| ApiError::invalid("invalid_tier", m))?;
-    let t = state
+    let mut t = state
         .pipeline
         .store
-        .set_tenant_tier(&id, tier)
+        .get_tenant(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
-    Ok(Json(
-        json!({"id": t.id, "name": t.name, "tier": t.tier, "created_at": t.created_at}),
-    ))
+    if let Some(tier) = tier {
+        t = state
+            .pipeline
+            .store
+            .set_tenant_tier(&id, tier)
+            .await?
+            .ok_or_else(|| ApiError::not_found("tenant"))?;
+    }
+    if let Some(url) = &req.alert_webhook_url {
+        t = state
+            .pipeline
+            .set_alert_webhook(&t, url.as_deref())
+            .await
+            .map_err(|e| match e {
+                converger_pipeline::health::AlertError::Invalid(m) => {
+                    ApiError::invalid("invalid_alert_webhook_url", m)
+                }
+                converger_pipeline::health::AlertError::Store(e) => e.into(),
+            })?;
+    }
+    Ok(Json(tenant_view(&t)))
 }

@@ -49,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/channels/{id}/pause", post(pause_channel))
         .route("/api/v1/channels/{id}/resume", post(resume_channel))
         .route("/api/v1/channels/{id}/delivery", get(channel_delivery))
+        .route("/api/v1/channels/{id}/health", get(channel_health))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
@@ -140,6 +141,8 @@ struct NewChannel {
     circuit_breaker: Map<String, Value>,
     #[serde(default)]
     rate_limit: Option<String>,
+    #[serde(default)]
+    auto_disable: Map<String, Value>,
 }
 
 fn yes() -> bool {
@@ -149,6 +152,14 @@ fn yes() -> bool {
 /// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(d).map(Some)
+}
+
+fn validate_auto_disable(settings: Option<&Map<String, Value>>) -> Result<(), ApiError> {
+    if let Some(s) = settings {
+        converger_core::health::AutoDisable::from_overrides(s)
+            .map_err(|m| ApiError::invalid("invalid_auto_disable", m))?;
+    }
+    Ok(())
 }
 
 fn validate_flow(breaker: Option<&Map<String, Value>>, rate: Option<&str>) -> Result<(), ApiError> {
@@ -176,6 +187,7 @@ async fn create_channel(
     validate_config(&state, kind, &req.config)?;
     validate_policy(&req.retry_policy)?;
     validate_flow(Some(&req.circuit_breaker), req.rate_limit.as_deref())?;
+    validate_auto_disable(Some(&req.auto_disable))?;
     let now = time::now_rfc3339();
     let channel = Channel {
         id: ChannelId::generate(),
@@ -188,6 +200,10 @@ async fn create_channel(
         signing_secret: new_signing_secret(),
         circuit_breaker: req.circuit_breaker,
         rate_limit: req.rate_limit,
+        auto_disable: req.auto_disable,
+        disabled_at: None,
+        disabled_reason: None,
+        managed: false,
         created_at: now.clone(),
         updated_at: now,
     };
@@ -224,6 +240,7 @@ struct PatchChannel {
     circuit_breaker: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "present")]
     rate_limit: Option<Option<String>>,
+    auto_disable: Option<Map<String, Value>>,
 }
 
 async fn patch_channel(
@@ -246,6 +263,7 @@ async fn patch_channel(
         req.circuit_breaker.as_ref(),
         req.rate_limit.as_ref().and_then(|r| r.as_deref()),
     )?;
+    validate_auto_disable(req.auto_disable.as_ref())?;
     let patch = ChannelPatch {
         name: req.name,
         config: req.config,
@@ -253,6 +271,7 @@ async fn patch_channel(
         retry_policy: req.retry_policy,
         circuit_breaker: req.circuit_breaker,
         rate_limit: req.rate_limit,
+        auto_disable: req.auto_disable,
     };
     let updated = state
         .pipeline
@@ -282,6 +301,15 @@ async fn resume_channel(
     let c = owned_channel(&state, &tenant, &id).await?;
     state.pipeline.resume(&c, &actor).await?;
     Ok(Json(json!(state.pipeline.delivery_state(&c).await?)))
+}
+
+async fn channel_health(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let c = owned_channel(&state, &tenant, &id).await?;
+    Ok(Json(state.pipeline.channel_health(&c, 50).await?))
 }
 
 async fn channel_delivery(

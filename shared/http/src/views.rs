@@ -14,6 +14,10 @@ pub fn channel(c: &Channel) -> Value {
         "retry_policy": c.retry_policy,
         "circuit_breaker": converger_core::BreakerConfig::effective(&c.circuit_breaker).to_json(),
         "rate_limit": c.rate_limit,
+        "auto_disable": converger_core::health::AutoDisable::effective(&c.auto_disable).to_json(),
+        "disabled_at": c.disabled_at,
+        "disabled_reason": c.disabled_reason,
+        "managed": c.managed,
         "created_at": c.created_at,
         "updated_at": c.updated_at,
     })

@@ -352,6 +352,7 @@ impl Pipeline {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
         }
         tracing::warn!(delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempts = n, error = %reason, "delivery dead-lettered");
+        self.count_failed(d, 1).await;
         metrics::count("dead_lettered", kind, 1);
         self.events
             .publish(vec![

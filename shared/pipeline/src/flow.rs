@@ -21,6 +21,9 @@ use std::time::Instant;
 /// Backlog rows one feed query reads (the ones not fed at once are remembered).
 pub const BACKLOG_PREFETCH: usize = 25;
 
+/// How stale `last_success_at` may get before a success is written anyway.
+const SUCCESS_MARK_MS: i64 = 600_000;
+
 /// How long remembered backlog rows are trusted.
 const HINT_TTL: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -366,10 +369,17 @@ impl Pipeline {
         });
         let free = (!keep_slot && (d.slot || known.holds(&d.id) || limits.cap.is_some()))
             .then(|| d.id.clone());
+        let failed = outcome != Outcome::Success;
+        // A success is written when there is something to reset, or to keep `last_success_at`
+        // (auto-disable's "no success within 24 h") within ten minutes of the truth.
+        let success_stale = known
+            .last_success_at
+            .is_none_or(|t| now - t > SUCCESS_MARK_MS);
         let needs_write = free.is_some()
             || window.is_some()
-            || outcome == Outcome::Transient
-            || (outcome == Outcome::Success && known.consecutive_failures > 0);
+            || failed
+            || (outcome == Outcome::Success
+                && (known.consecutive_failures > 0 || known.failed_attempts > 0 || success_stale));
         let flow = if needs_write {
             let f = self
                 .store
@@ -378,6 +388,7 @@ impl Pipeline {
                     &Settle {
                         free,
                         outcome,
+                        failed,
                         window,
                         now_ms: now,
                     },
@@ -389,6 +400,9 @@ impl Pipeline {
             known
         };
 
+        if failed {
+            self.auto_disable(channel, &flow, now).await?;
+        }
         if probe {
             return self.probe_outcome(d, channel, &limits, outcome).await;
         }
@@ -430,14 +444,10 @@ impl Pipeline {
                 self.remember_flow(&f);
                 tracing::info!(channel_id = %channel.id, "breaker closed: probe succeeded");
                 crate::metrics::count("circuit_closed", channel.kind.as_str(), 1);
-                self.events
-                    .publish(vec![circuit_event(
-                        channel,
-                        "channel.circuit_closed",
-                        "probe_succeeded",
-                        now,
-                    )])
-                    .await;
+                let event =
+                    circuit_event(channel, "channel.circuit_closed", "probe_succeeded", now);
+                self.alert(channel, event.detail.clone()).await;
+                self.events.publish(vec![event]).await;
                 // Release everything parked now, and once more in 5 s for deliveries parked
                 // by instances that had not seen the close yet.
                 self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
@@ -481,14 +491,9 @@ impl Pipeline {
         self.remember_flow(&f);
         tracing::warn!(channel_id = %channel.id, failures = f.consecutive_failures, reason, "breaker opened");
         crate::metrics::count("circuit_opened", channel.kind.as_str(), 1);
-        self.events
-            .publish(vec![circuit_event(
-                channel,
-                "channel.circuit_opened",
-                reason,
-                now,
-            )])
-            .await;
+        let event = circuit_event(channel, "channel.circuit_opened", reason, now);
+        self.alert(channel, event.detail.clone()).await;
+        self.events.publish(vec![event]).await;
         self.schedule_probe(&channel.id, breaker).await?;
         Ok(true)
     }

@@ -149,6 +149,7 @@ impl Pipeline {
                 if !msgs.is_empty() {
                     self.queue.send_many(&msgs).await?;
                 }
+                self.count_created(&deliveries, now_ms).await;
                 for (ch, a) in resolved.iter().zip(&admissions) {
                     if *a != Admission::Live
                         && let Err(e) = self.after_admission(ch, tenant.tier, *a).await

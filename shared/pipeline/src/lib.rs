@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod config;
 pub mod flow;
 pub mod handlers;
+pub mod health;
 pub mod ingest;
 pub mod metrics;
 pub mod replay;

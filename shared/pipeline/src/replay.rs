@@ -96,6 +96,7 @@ impl Pipeline {
                 now.unwrap_or(DeliveryStatus::Pending),
             ));
         };
+        self.count_failed(&row, -1).await;
         if let Err(e) = self
             .queue
             .send(&DeliveryMessage::new(row.id.clone(), row.tier, None), 0)
@@ -254,6 +255,7 @@ impl Pipeline {
             done.extend(o?);
         }
         if !done.is_empty() {
+            self.count_failed_many(&done, -1).await;
             let msgs: Vec<DeliveryMessage> = done
                 .iter()
                 .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None))

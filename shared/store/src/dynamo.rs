@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 
 mod flow;
+mod health;
 
 pub type Item = HashMap<String, AttributeValue>;
 
@@ -496,7 +497,15 @@ impl Store for DynamoStore {
             sets.push("circuit_breaker = :cb".into());
             values.push((":cb", to_av(cb)?));
         }
+        if let Some(ad) = &patch.auto_disable {
+            sets.push("auto_disable = :ad".into());
+            values.push((":ad", to_av(ad)?));
+        }
         let mut removes = Vec::new();
+        if patch.active == Some(true) {
+            removes.push("disabled_at");
+            removes.push("disabled_reason");
+        }
         match &patch.rate_limit {
             Some(Some(rl)) => {
                 sets.push("rate_limit = :rl".into());

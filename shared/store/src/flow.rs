@@ -41,6 +41,12 @@ pub struct Flow {
     pub probe_due: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_success_at: Option<i64>,
+    /// Consecutive failed attempts of any kind (auto-disable counts these).
+    #[serde(default)]
+    pub failed_attempts: u32,
+    /// The latest health check's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_status: Option<converger_core::health::HealthStatus>,
 }
 
 fn initial_window() -> u32 {
@@ -62,6 +68,8 @@ impl Flow {
             parked_at: None,
             probe_due: None,
             last_success_at: None,
+            failed_attempts: 0,
+            health_status: None,
         }
     }
 
@@ -106,6 +114,8 @@ pub enum Outcome {
 pub struct Settle {
     pub free: Option<DeliveryId>,
     pub outcome: Outcome,
+    /// The attempt failed (of any kind): counts toward auto-disable.
+    pub failed: bool,
     pub window: Option<u32>,
     pub now_ms: i64,
 }
@@ -131,6 +141,7 @@ impl Settle {
         Self {
             free: Some(id),
             outcome: Outcome::Neutral,
+            failed: false,
             window: None,
             now_ms,
         }

@@ -6,6 +6,7 @@ pub mod aws;
 pub mod dynamo;
 pub mod events;
 pub mod flow;
+pub mod health;
 pub mod memory;
 pub mod model;
 pub mod ports;
@@ -14,6 +15,7 @@ pub mod resources;
 pub mod sqs;
 
 pub use flow::*;
+pub use health::*;
 pub use model::*;
 pub use ports::*;
 pub use resources::Resources;

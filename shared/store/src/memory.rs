@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod flow;
+mod health;
 
 #[derive(Default)]
 struct State {
@@ -26,6 +27,9 @@ struct State {
     audit: BTreeMap<(String, String), AuditEntry>,
     replays: HashMap<String, ReplayJob>,
     flows: HashMap<ChannelId, crate::flow::Flow>,
+    /// Per-minute health counters: (created, failed).
+    counters: HashMap<(ChannelId, i64), (i64, i64)>,
+    health: HashMap<ChannelId, Vec<HealthCheck>>,
     /// Rate schedules: the theoretical arrival time (µs) of each channel.
     rates: HashMap<ChannelId, i64>,
     /// The backlog index: (channel, due, delivery).
@@ -265,6 +269,13 @@ impl Store for MemStore {
             }
             if let Some(rl) = &patch.rate_limit {
                 c.rate_limit = rl.clone();
+            }
+            if let Some(ad) = &patch.auto_disable {
+                c.auto_disable = ad.clone();
+            }
+            if patch.active == Some(true) {
+                c.disabled_at = None;
+                c.disabled_reason = None;
             }
             c.updated_at = now.to_owned();
             Some(c.clone())

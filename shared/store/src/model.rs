@@ -14,6 +14,12 @@ pub struct Tenant {
     pub name: String,
     pub tier: Tier,
     pub created_at: String,
+    /// Where the tenant's channel alerts go (set through the admin API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_webhook_url: Option<String>,
+    /// The managed webhook channel that delivers those alerts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_channel_id: Option<ChannelId>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -38,6 +44,17 @@ pub struct Channel {
     /// Outbound rate limit (`"80/s"`, `"/m"`, `"/h"`); the adapter's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<String>,
+    /// Auto-disable overrides (`failed_attempts`, `success_window_ms`).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub auto_disable: Map<String, Value>,
+    /// When and why the platform disabled the channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
+    /// Managed by the platform (a tenant's alert channel): its own events are not alerted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub managed: bool,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -52,6 +69,7 @@ pub struct ChannelPatch {
     pub circuit_breaker: Option<Map<String, Value>>,
     /// `Some(None)` removes the channel's own limit.
     pub rate_limit: Option<Option<String>>,
+    pub auto_disable: Option<Map<String, Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -522,4 +540,20 @@ impl RetryAt {
             keep_slot: false,
         }
     }
+}
+
+/// One health check of a channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthCheck {
+    pub channel_id: ChannelId,
+    pub tenant_id: TenantId,
+    pub status: converger_core::health::HealthStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_status: Option<converger_core::health::HealthStatus>,
+    pub failure_rate: f64,
+    pub total_deliveries: u64,
+    pub failed_deliveries: u64,
+    pub checked_at: String,
+    /// When the row stops being shown and is deleted (seconds since the epoch).
+    pub expires_at: i64,
 }

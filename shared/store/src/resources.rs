@@ -153,8 +153,19 @@ pub const FLOW: TableDef = TableDef {
     ttl_attribute: Some("expires_at"),
 };
 
-pub const TABLES: [TableDef; 8] = [
-    TENANTS, CHANNELS, ACTIVITIES, DELIVERIES, ATTEMPTS, AUDIT, REPLAYS, FLOW,
+/// Health checks: a row per check of a channel, newest last (TTL: 7 days).
+pub const HEALTH: TableDef = TableDef {
+    logical_id: "HealthTable",
+    name: "health",
+    env: "HEALTH_TABLE",
+    hash_key: "channel_id",
+    range_key: Some("checked_sk"),
+    gsis: &[],
+    ttl_attribute: Some("expires_at"),
+};
+
+pub const TABLES: [TableDef; 9] = [
+    TENANTS, CHANNELS, ACTIVITIES, DELIVERIES, ATTEMPTS, AUDIT, REPLAYS, FLOW, HEALTH,
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
@@ -244,6 +255,7 @@ pub struct Resources {
     pub audit: String,
     pub replays: String,
     pub flow: String,
+    pub health: String,
     pub bus: String,
     /// Queue URLs given by the environment, by queue name; others are looked up by name.
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -262,6 +274,7 @@ impl Resources {
             audit: format!("{prefix}{}", AUDIT.name),
             replays: format!("{prefix}{}", REPLAYS.name),
             flow: format!("{prefix}{}", FLOW.name),
+            health: format!("{prefix}{}", HEALTH.name),
             bus: format!("{prefix}{BUS}"),
             queue_urls: Default::default(),
         }
@@ -282,6 +295,7 @@ impl Resources {
             audit: var(AUDIT.env, base.audit.clone()),
             replays: var(REPLAYS.env, base.replays.clone()),
             flow: var(FLOW.env, base.flow.clone()),
+            health: var(HEALTH.env, base.health.clone()),
             bus: var(BUS_ENV, base.bus.clone()),
             queue_urls: QUEUES
                 .iter()

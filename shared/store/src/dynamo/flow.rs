@@ -178,15 +178,26 @@ impl FlowStore for DynamoStore {
         let mut tail = String::new();
         match st.outcome {
             Outcome::Success => {
-                sets.push("consecutive_failures = :zero, last_success_at = :now");
+                sets.push(
+                    "consecutive_failures = :zero, failed_attempts = :zero, last_success_at = :now",
+                );
                 values.push((":zero", n(0)));
                 values.push((":now", n(st.now_ms)));
             }
             Outcome::Transient => {
                 tail.push_str(" ADD consecutive_failures :one");
-                values.push((":one", n(1)));
             }
             Outcome::Neutral => {}
+        }
+        if st.failed {
+            tail.push_str(if tail.is_empty() {
+                " ADD failed_attempts :one"
+            } else {
+                ", failed_attempts :one"
+            });
+        }
+        if !tail.is_empty() {
+            values.push((":one", n(1)));
         }
         if let Some(w) = st.window {
             sets.push("#win = :w");

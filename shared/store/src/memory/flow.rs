@@ -66,10 +66,14 @@ impl FlowStore for MemStore {
             match st.outcome {
                 Outcome::Success => {
                     f.consecutive_failures = 0;
+                    f.failed_attempts = 0;
                     f.last_success_at = Some(st.now_ms);
                 }
                 Outcome::Transient => f.consecutive_failures += 1,
                 Outcome::Neutral => {}
+            }
+            if st.failed {
+                f.failed_attempts += 1;
             }
             if let Some(w) = st.window {
                 f.window = w;

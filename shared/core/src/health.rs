@@ -1,0 +1,214 @@
+//! Channel health and auto-disable rules.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// How far back a health check looks: deliveries created in the last 60 minutes.
+pub const WINDOW_MINUTES: i64 = 60;
+
+/// How long health rows are kept.
+pub const HISTORY_DAYS: i64 = 7;
+
+/// The channel types a health check covers.
+pub const CHECKED_TYPES: [&str; 5] = [
+    "webhook",
+    "whatsapp_meta",
+    "whatsapp_infobip",
+    "slack",
+    "email",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthStatus {
+    /// No deliveries in the window.
+    #[default]
+    Unknown,
+    /// Failure rate below 10%.
+    Healthy,
+    /// 10% up to (not including) 50%.
+    Degraded,
+    /// 50% or more.
+    Unhealthy,
+}
+
+impl HealthStatus {
+    /// The status for `failed` of `total` deliveries created in the window.
+    pub fn of(total: u64, failed: u64) -> Self {
+        if total == 0 {
+            return Self::Unknown;
+        }
+        // Integer comparisons: failed/total < 0.1 <=> 10 * failed < total.
+        let failed = failed.min(total);
+        if failed * 10 < total {
+            Self::Healthy
+        } else if failed * 2 < total {
+            Self::Degraded
+        } else {
+            Self::Unhealthy
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "unknown",
+            Self::Healthy => "healthy",
+            Self::Degraded => "degraded",
+            Self::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+impl fmt::Display for HealthStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The failure rate as the health event shows it (0 with no deliveries).
+pub fn failure_rate(total: u64, failed: u64) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        failed.min(total) as f64 / total as f64
+    }
+}
+
+/// The minute bucket of a time (ms since the epoch).
+pub fn minute(ms: i64) -> i64 {
+    ms.div_euclid(60_000)
+}
+
+/// A channel's auto-disable settings (the `auto_disable` object of a channel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoDisable {
+    /// Consecutive failed attempts (of any kind) before a channel may be disabled; 0 turns
+    /// auto-disable off.
+    pub failed_attempts: u32,
+    /// ... and no successful delivery within this long.
+    pub success_window_ms: i64,
+}
+
+impl Default for AutoDisable {
+    fn default() -> Self {
+        Self {
+            failed_attempts: 20,
+            success_window_ms: 86_400_000,
+        }
+    }
+}
+
+/// `disabled_reason` of an auto-disabled channel.
+pub const AUTO_DISABLED: &str = "auto_disabled_failure_threshold";
+
+impl AutoDisable {
+    pub fn from_overrides(overrides: &Map<String, Value>) -> Result<Self, String> {
+        let mut c = Self::default();
+        for (k, v) in overrides {
+            match k.as_str() {
+                "failed_attempts" => {
+                    c.failed_attempts = v
+                        .as_u64()
+                        .filter(|n| *n <= 100_000)
+                        .ok_or("failed_attempts must be an integer from 0 (off) to 100000")?
+                        as u32
+                }
+                "success_window_ms" => {
+                    c.success_window_ms = v
+                        .as_i64()
+                        .filter(|n| (60_000..=90 * 86_400_000).contains(n))
+                        .ok_or("success_window_ms must be an integer from 60000 to 7776000000")?
+                }
+                other => {
+                    return Err(format!(
+                        "unknown auto_disable setting {other:?} (known: failed_attempts, success_window_ms)"
+                    ));
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    pub fn effective(overrides: &Map<String, Value>) -> Self {
+        Self::from_overrides(overrides).unwrap_or_default()
+    }
+
+    /// Whether a channel with `failed_in_row` consecutive failed attempts and its last success
+    /// at `last_success_ms` is disabled at `now_ms`. Both conditions must hold.
+    pub fn should_disable(
+        &self,
+        failed_in_row: u32,
+        last_success_ms: Option<i64>,
+        now_ms: i64,
+    ) -> bool {
+        self.failed_attempts > 0
+            && failed_in_row >= self.failed_attempts
+            && last_success_ms.is_none_or(|t| now_ms - t >= self.success_window_ms)
+    }
+
+    pub fn to_json(&self) -> Value {
+        serde_json::json!({
+            "failed_attempts": self.failed_attempts,
+            "success_window_ms": self.success_window_ms,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn thresholds_at_their_edges() {
+        assert_eq!(HealthStatus::of(0, 0), HealthStatus::Unknown);
+        assert_eq!(HealthStatus::of(1000, 99), HealthStatus::Healthy, "9.9%");
+        assert_eq!(HealthStatus::of(1000, 100), HealthStatus::Degraded, "10%");
+        assert_eq!(HealthStatus::of(1000, 499), HealthStatus::Degraded, "49.9%");
+        assert_eq!(HealthStatus::of(1000, 500), HealthStatus::Unhealthy, "50%");
+        assert_eq!(HealthStatus::of(10, 10), HealthStatus::Unhealthy);
+        assert_eq!(HealthStatus::of(10, 0), HealthStatus::Healthy);
+        assert_eq!(failure_rate(80, 10), 0.125);
+    }
+
+    #[test]
+    fn auto_disable_needs_both_conditions() {
+        let a = AutoDisable::default();
+        let now = 100 * 86_400_000;
+        let h = 3_600_000;
+        assert!(!a.should_disable(19, None, now));
+        assert!(a.should_disable(20, None, now));
+        assert!(
+            !a.should_disable(20, Some(now - 23 * h), now),
+            "a success 23 h ago"
+        );
+        assert!(a.should_disable(20, Some(now - 24 * h), now));
+        let off = AutoDisable {
+            failed_attempts: 0,
+            ..a
+        };
+        assert!(!off.should_disable(1000, None, now));
+        let m = |v: Value| v.as_object().cloned().unwrap();
+        assert_eq!(
+            AutoDisable::from_overrides(&m(serde_json::json!({"failed_attempts": 3})))
+                .unwrap()
+                .failed_attempts,
+            3
+        );
+        assert!(
+            AutoDisable::from_overrides(&m(serde_json::json!({"failed_attempts": -1}))).is_err()
+        );
+        assert!(AutoDisable::from_overrides(&m(serde_json::json!({"after": 3}))).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn status_agrees_with_the_rate(total in 1u64..1_000_000, f in 0u64..1_000_000) {
+            let failed = f % (total + 1);
+            let rate = failed as f64 / total as f64;
+            let expected = if rate < 0.1 { HealthStatus::Healthy } else if rate < 0.5 { HealthStatus::Degraded } else { HealthStatus::Unhealthy };
+            prop_assert_eq!(HealthStatus::of(total, failed), expected);
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! Channel health checks (every 5 minutes, from per-minute counters), auto-disable, and a
+//! tenant's alert webhook: a managed webhook channel that platform events about the tenant's
+//! channels are delivered to through the same pipeline (signed, retried, logged).
+
+use crate::Pipeline;
+use crate::attempt::AttemptError;
+use crate::ingest::NewActivity;
+use converger_core::health::{
+    AUTO_DISABLED, AutoDisable, HISTORY_DAYS, HealthStatus, WINDOW_MINUTES, failure_rate, minute,
+};
+use converger_core::secret::new_signing_secret;
+use converger_core::{BreakerConfig, ChannelId, ChannelType, CircuitState, time};
+use converger_store::{
+    Channel, ChannelPatch, Delivery, Flow, HealthCheck, PlatformEvent, StoreResult, Tenant,
+};
+use serde_json::{Value, json};
+
+/// What one health run did, with the requests it made (by operation).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HealthReport {
+    pub channels: usize,
+    pub changed: usize,
+    pub breakers_opened: usize,
+    /// Scan pages over the channels table.
+    pub scan_pages: usize,
+    /// One batch read per channel: its 61 minute counters and its flow item.
+    pub batch_reads: usize,
+    /// Health rows written, and latest statuses updated (on a change).
+    pub writes: usize,
+}
+
+impl HealthReport {
+    pub fn requests(&self) -> usize {
+        self.scan_pages + self.batch_reads + self.writes
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AlertError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] converger_store::StoreError),
+}
+
+impl Pipeline {
+    /// Counts new deliveries into their channels' per-minute counters (failures are logged:
+    /// a lost count skews one health check, never a delivery).
+    pub(crate) async fn count_created(&self, deliveries: &[Delivery], now_ms: i64) {
+        for d in deliveries {
+            if let Err(e) = self
+                .store
+                .count_deliveries(&d.channel_id, minute(now_ms), 1, 0)
+                .await
+            {
+                tracing::warn!(channel_id = %d.channel_id, error = %e, "health counter not written");
+            }
+        }
+    }
+
+    /// Counts a dead letter (`+1`) or a replayed one (`-1`) into the minute its delivery was
+    /// created in, so the window's failures are those of the deliveries it counts.
+    pub(crate) async fn count_failed(&self, d: &Delivery, delta: i64) {
+        self.count_failed_many(std::slice::from_ref(d), delta).await;
+    }
+
+    /// [`Self::count_failed`] for many deliveries: one write per channel and minute.
+    pub(crate) async fn count_failed_many(&self, rows: &[Delivery], delta: i64) {
+        let mut groups: std::collections::BTreeMap<(&ChannelId, i64), i64> = Default::default();
+        for d in rows {
+            let created = time::rfc3339_to_ms(&d.created_at).unwrap_or_else(time::now_ms);
+            *groups.entry((&d.channel_id, minute(created))).or_insert(0) += delta;
+        }
+        for ((channel, m), n) in groups {
+            if let Err(e) = self.store.count_deliveries(channel, m, 0, n).await {
+                tracing::warn!(channel_id = %channel, error = %e, "health counter not written");
+            }
+        }
+    }
+
+    /// After a failed attempt: disables the channel when its consecutive failed attempts
+    /// reach the threshold and it has not delivered within the success window.
+    pub(crate) async fn auto_disable(
+        &self,
+        channel: &Channel,
+        flow: &Flow,
+        now: i64,
+    ) -> Result<(), AttemptError> {
+        let rule = AutoDisable::effective(&channel.auto_disable);
+        if !channel.active || !rule.should_disable(flow.failed_attempts, flow.last_success_at, now)
+        {
+            return Ok(());
+        }
+        let at = time::ms_to_rfc3339(now);
+        let Some(disabled) = self
+            .store
+            .disable_channel(&channel.id, &at, AUTO_DISABLED)
+            .await?
+        else {
+            return Ok(());
+        };
+        self.forget_channel(&channel.id);
+        tracing::warn!(channel_id = %channel.id, failed_attempts = flow.failed_attempts, "channel auto-disabled");
+        crate::metrics::count("channel_disabled", channel.kind.as_str(), 1);
+        let body = json!({
+            "event": "channel.disabled",
+            "channel_id": disabled.id,
+            "channel_name": disabled.name,
+            "tenant_id": disabled.tenant_id,
+            "reason": AUTO_DISABLED,
+            "failed_attempts": flow.failed_attempts,
+            "last_success_at": flow.last_success_at.map(time::ms_to_rfc3339),
+            "disabled_at": at,
+        });
+        self.alert(&disabled, body.clone()).await;
+        self.events
+            .publish(vec![PlatformEvent {
+                detail_type: "channel.disabled",
+                detail: body,
+            }])
+            .await;
+        Ok(())
+    }
+
+    /// Delivers `body` to the alert webhook of `channel`'s tenant, if it has one, as an
+    /// activity on its managed channel. Events about the alert channel itself are not
+    /// alerted (no loops). Failures are logged: alerts never fail the caller.
+    pub async fn alert(&self, channel: &Channel, body: Value) {
+        if channel.managed {
+            return;
+        }
+        let tenant = match self.store.get_tenant(&channel.tenant_id).await {
+            Ok(Some(t)) => t,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(tenant_id = %channel.tenant_id, error = %e, "alert not sent");
+                return;
+            }
+        };
+        let Some(alert_channel) = tenant.alert_channel_id.clone() else {
+            return;
+        };
+        let activity = NewActivity {
+            id: None,
+            conversation_id: "alerts".into(),
+            seq: None,
+            channel_ids: vec![alert_channel],
+            payload: body,
+        };
+        if let Err(e) = self.ingest(&tenant, activity).await {
+            tracing::warn!(tenant_id = %tenant.id, error = %e, "alert not sent");
+        }
+    }
+
+    /// Sets (or with `None`, removes) a tenant's alert webhook URL: a managed webhook channel
+    /// of the tenant, created on first use and updated afterwards, whose body is the event
+    /// alone (`"body": "payload"`).
+    pub async fn set_alert_webhook(
+        &self,
+        tenant: &Tenant,
+        url: Option<&str>,
+    ) -> Result<Tenant, AlertError> {
+        let now = time::now_rfc3339();
+        let Some(url) = url else {
+            if let Some(id) = &tenant.alert_channel_id {
+                let off = ChannelPatch {
+                    active: Some(false),
+                    ..ChannelPatch::default()
+                };
+                self.store
+                    .update_channel(&tenant.id, id, &off, &now)
+                    .await?;
+            }
+            return self
+                .store
+                .set_tenant_alert(&tenant.id, None, None)
+                .await?
+                .ok_or_else(|| AlertError::Invalid("tenant not found".into()));
+        };
+        let config = json!({"url": url, "body": "payload"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let adapter = self
+            .adapters
+            .get(ChannelType::Webhook)
+            .ok_or_else(|| AlertError::Invalid("no webhook adapter".into()))?;
+        adapter
+            .validate_config(&config)
+            .map_err(AlertError::Invalid)?;
+        let channel_id = match &tenant.alert_channel_id {
+            Some(id) => {
+                let patch = ChannelPatch {
+                    config: Some(config),
+                    active: Some(true),
+                    ..ChannelPatch::default()
+                };
+                self.store
+                    .update_channel(&tenant.id, id, &patch, &now)
+                    .await?;
+                self.forget_channel(id);
+                id.clone()
+            }
+            None => {
+                let channel = Channel {
+                    id: ChannelId::generate(),
+                    tenant_id: tenant.id.clone(),
+                    kind: ChannelType::Webhook,
+                    name: "alerts".into(),
+                    config,
+                    active: true,
+                    retry_policy: Default::default(),
+                    signing_secret: new_signing_secret(),
+                    circuit_breaker: Default::default(),
+                    rate_limit: None,
+                    auto_disable: Default::default(),
+                    disabled_at: None,
+                    disabled_reason: None,
+                    managed: true,
+                    created_at: now.clone(),
+                    updated_at: now,
+                };
+                self.store.create_channel(&channel).await?;
+                channel.id
+            }
+        };
+        self.store
+            .set_tenant_alert(&tenant.id, Some(url), Some(&channel_id))
+            .await?
+            .ok_or_else(|| AlertError::Invalid("tenant not found".into()))
+    }
+
+    /// One health run over every active channel of the checked types.
+    pub async fn health_check(&self) -> Result<HealthReport, AttemptError> {
+        let mut report = HealthReport::default();
+        let mut from = None;
+        loop {
+            let page = self.store.checked_channels(500, from.take()).await?;
+            report.scan_pages += 1;
+            for channel in page.items {
+                match self.check_channel(&channel, &mut report).await {
+                    Ok(()) => report.channels += 1,
+                    Err(e) => {
+                        tracing::warn!(channel_id = %channel.id, error = %e, "health check of a channel failed")
+                    }
+                }
+            }
+            match page.next {
+                Some(n) => from = Some(n),
+                None => break,
+            }
+        }
+        tracing::info!(?report, requests = report.requests(), "health checks done");
+        Ok(report)
+    }
+
+    async fn check_channel(
+        &self,
+        channel: &Channel,
+        report: &mut HealthReport,
+    ) -> Result<(), AttemptError> {
+        let now = time::now_ms();
+        let to = minute(now);
+        let inputs = self
+            .store
+            .health_inputs(&channel.id, to - WINDOW_MINUTES, to)
+            .await?;
+        report.batch_reads += 1;
+        let status = HealthStatus::of(inputs.created, inputs.failed);
+        let previous = inputs.previous;
+        let changed = previous.unwrap_or_default() != status;
+        let checked_at = time::ms_to_rfc3339(now);
+        let check = HealthCheck {
+            channel_id: channel.id.clone(),
+            tenant_id: channel.tenant_id.clone(),
+            status,
+            previous_status: previous,
+            failure_rate: failure_rate(inputs.created, inputs.failed),
+            total_deliveries: inputs.created,
+            failed_deliveries: inputs.failed.min(inputs.created),
+            checked_at: checked_at.clone(),
+            expires_at: now / 1000 + HISTORY_DAYS * 86_400,
+        };
+        self.store.record_health(&check, changed).await?;
+        report.writes += if changed { 2 } else { 1 };
+        if !changed {
+            return Ok(());
+        }
+        report.changed += 1;
+        let body = json!({
+            "event": "channel_health_changed",
+            "channel_id": channel.id,
+            "channel_name": channel.name,
+            "tenant_id": channel.tenant_id,
+            "previous_status": previous.unwrap_or_default(),
+            "new_status": status,
+            "failure_rate": check.failure_rate,
+            "total_deliveries": check.total_deliveries,
+            "failed_deliveries": check.failed_deliveries,
+            "checked_at": checked_at,
+        });
+        tracing::info!(channel_id = %channel.id, %status, previous = %previous.unwrap_or_default(), "channel health changed");
+        self.alert(channel, body.clone()).await;
+        self.events
+            .publish(vec![PlatformEvent {
+                detail_type: "channel.health_changed",
+                detail: body,
+            }])
+            .await;
+        // Only the change to unhealthy opens the breaker: a breaker a probe closed is not
+        // opened again by failures still inside the window.
+        if status == HealthStatus::Unhealthy {
+            let flow = self.store.get_flow(&channel.id).await?;
+            if flow.circuit_state == CircuitState::Closed {
+                let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+                if self
+                    .open_breaker(channel, &breaker, &flow, "unhealthy")
+                    .await?
+                {
+                    report.breakers_opened += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A channel's latest health and recent checks, for the API.
+    pub async fn channel_health(&self, channel: &Channel, limit: usize) -> StoreResult<Value> {
+        let history = self
+            .store
+            .health_history(&channel.id, limit, time::now_ms() / 1000)
+            .await?;
+        let status = history
+            .first()
+            .map(|c| c.status)
+            .unwrap_or(HealthStatus::Unknown);
+        Ok(json!({
+            "channel_id": channel.id,
+            "status": status,
+            "checked_at": history.first().map(|c| c.checked_at.clone()),
+            "history": history.iter().map(|c| json!({
+                "status": c.status,
+                "failure_rate": c.failure_rate,
+                "total_deliveries": c.total_deliveries,
+                "failed_deliveries": c.failed_deliveries,
+                "checked_at": c.checked_at,
+            })).collect::<Vec<_>>(),
+        }))
+    }
+}

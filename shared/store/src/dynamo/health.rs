@@ -1,0 +1,254 @@
+//! The DynamoDB backend of [`HealthStore`]: per-minute counters in the flow table
+//! (`hc#<channel>#<minute>`), health rows in the health table.
+
+use super::*;
+use crate::health::*;
+use converger_core::flow::INITIAL_WINDOW;
+use converger_core::health::CHECKED_TYPES;
+
+/// How long per-minute counters are kept (the window is 60 minutes).
+const COUNTER_TTL_S: i64 = 2 * 3600;
+
+fn counter_key(channel: &ChannelId, minute: i64) -> String {
+    format!("hc#{channel}#{minute}")
+}
+
+fn num(item: &Item, k: &str) -> i64 {
+    item.get(k)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[async_trait]
+impl HealthStore for DynamoStore {
+    async fn count_deliveries(
+        &self,
+        channel: &ChannelId,
+        minute: i64,
+        created: i64,
+        failed: i64,
+    ) -> StoreResult<()> {
+        let mut adds = Vec::new();
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.flow)
+            .key("key", s(counter_key(channel, minute)))
+            .expression_attribute_values(":exp", n(minute * 60 + COUNTER_TTL_S));
+        if created != 0 {
+            adds.push("created :c");
+            req = req.expression_attribute_values(":c", n(created));
+        }
+        if failed != 0 {
+            adds.push("failed :f");
+            req = req.expression_attribute_values(":f", n(failed));
+        }
+        if adds.is_empty() {
+            return Ok(());
+        }
+        req.update_expression(format!("SET expires_at = :exp ADD {}", adds.join(", ")))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        Ok(())
+    }
+
+    async fn health_inputs(
+        &self,
+        channel: &ChannelId,
+        from_minute: i64,
+        to_minute: i64,
+    ) -> StoreResult<HealthInputs> {
+        let mut keys: Vec<Item> = (from_minute..=to_minute)
+            .map(|m| HashMap::from([("key".to_owned(), s(counter_key(channel, m)))]))
+            .collect();
+        keys.push(HashMap::from([("key".to_owned(), s(channel.as_str()))]));
+        let mut inputs = HealthInputs::default();
+        for chunk in keys.chunks(100) {
+            let mut pending = chunk.to_vec();
+            for _ in 0..8 {
+                if pending.is_empty() {
+                    break;
+                }
+                let ka = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .build()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.res.flow, ka)
+                    .send()
+                    .await
+                    .map_err(sdk_err)?;
+                for item in out
+                    .responses
+                    .and_then(|mut r| r.remove(&self.res.flow))
+                    .unwrap_or_default()
+                {
+                    if item.contains_key("channel_id") {
+                        let flow: crate::flow::Flow = from_item(item)?;
+                        inputs.previous = flow.health_status;
+                    } else {
+                        inputs.created += u64::try_from(num(&item, "created")).unwrap_or(0);
+                        inputs.failed += u64::try_from(num(&item, "failed")).unwrap_or(0);
+                    }
+                }
+                if let Some(mut un) = out.unprocessed_keys
+                    && let Some(k) = un.remove(&self.res.flow)
+                {
+                    pending = k.keys;
+                }
+            }
+            if !pending.is_empty() {
+                return Err(StoreError::Unavailable("batch get throttled".into()));
+            }
+        }
+        Ok(inputs)
+    }
+
+    async fn record_health(&self, check: &HealthCheck, changed: bool) -> StoreResult<()> {
+        let mut item = to_item(check)?;
+        item.insert("checked_sk".into(), s(check.checked_at.as_str()));
+        self.client
+            .put_item()
+            .table_name(&self.res.health)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        if changed {
+            self.client
+                .update_item()
+                .table_name(&self.res.flow)
+                .key("key", s(check.channel_id.as_str()))
+                .update_expression(
+                    "SET health_status = :st, channel_id = :ch, \
+                     slots = if_not_exists(slots, :empty), #win = if_not_exists(#win, :init)",
+                )
+                .expression_attribute_names("#win", "window")
+                .expression_attribute_values(":st", s(check.status.as_str()))
+                .expression_attribute_values(":ch", s(check.channel_id.as_str()))
+                .expression_attribute_values(":empty", AttributeValue::M(HashMap::new()))
+                .expression_attribute_values(":init", n(INITIAL_WINDOW))
+                .send()
+                .await
+                .map_err(sdk_err)?;
+        }
+        Ok(())
+    }
+
+    async fn health_history(
+        &self,
+        channel: &ChannelId,
+        limit: usize,
+        now_s: i64,
+    ) -> StoreResult<Vec<HealthCheck>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.res.health)
+            .key_condition_expression("channel_id = :ch")
+            .expression_attribute_values(":ch", s(channel.as_str()))
+            .scan_index_forward(false)
+            .limit(i32::try_from(limit.clamp(1, 500)).unwrap_or(500))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        let rows = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(from_item::<HealthCheck>)
+            .collect::<StoreResult<Vec<_>>>()?;
+        // DynamoDB deletes expired rows up to two days late: they are not shown.
+        Ok(rows.into_iter().filter(|r| r.expires_at > now_s).collect())
+    }
+
+    async fn checked_channels(
+        &self,
+        limit: usize,
+        from: Option<String>,
+    ) -> StoreResult<Page<Channel>> {
+        let mut req = self
+            .client
+            .scan()
+            .table_name(&self.res.channels)
+            .filter_expression("active = :yes AND #type IN (:t0, :t1, :t2, :t3, :t4)")
+            .expression_attribute_names("#type", "type")
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
+            .set_exclusive_start_key(from.map(|k| HashMap::from([("id".to_owned(), s(k))])));
+        for (i, t) in CHECKED_TYPES.iter().enumerate() {
+            req = req.expression_attribute_values(format!(":t{i}"), s(*t));
+        }
+        let out = req.send().await.map_err(sdk_err)?;
+        let items = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(from_item)
+            .collect::<StoreResult<Vec<Channel>>>()?;
+        let next = out
+            .last_evaluated_key
+            .and_then(|k| k.get("id").and_then(|v| v.as_s().ok()).cloned());
+        Ok(Page { items, next })
+    }
+
+    async fn disable_channel(
+        &self,
+        id: &ChannelId,
+        at: &str,
+        reason: &str,
+    ) -> StoreResult<Option<Channel>> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.res.channels)
+            .key("id", s(id.as_str()))
+            .update_expression(
+                "SET active = :no, disabled_at = :at, disabled_reason = :why, updated_at = :at",
+            )
+            .condition_expression("active = :yes")
+            .expression_attribute_values(":no", AttributeValue::Bool(false))
+            .expression_attribute_values(":yes", AttributeValue::Bool(true))
+            .expression_attribute_values(":at", s(at))
+            .expression_attribute_values(":why", s(reason))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match r {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn set_tenant_alert(
+        &self,
+        id: &TenantId,
+        url: Option<&str>,
+        channel: Option<&ChannelId>,
+    ) -> StoreResult<Option<Tenant>> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(id.as_str()))
+            .condition_expression("attribute_exists(pk)")
+            .return_values(ReturnValue::AllNew);
+        req = match (url, channel) {
+            (Some(u), Some(c)) => req
+                .update_expression("SET alert_webhook_url = :u, alert_channel_id = :c")
+                .expression_attribute_values(":u", s(u))
+                .expression_attribute_values(":c", s(c.as_str())),
+            _ => req.update_expression("REMOVE alert_webhook_url, alert_channel_id"),
+        };
+        match req.send().await {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+}

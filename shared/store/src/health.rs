@@ -1,0 +1,72 @@
+//! Health checks, auto-disable and alert subscriptions: their port.
+
+use crate::model::{Channel, HealthCheck, Page, Tenant};
+use crate::ports::StoreResult;
+use async_trait::async_trait;
+use converger_core::health::HealthStatus;
+use converger_core::{ChannelId, TenantId};
+
+/// What a health check reads for one channel: deliveries created in the window, how many of
+/// them are dead letters, and the previous check's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HealthInputs {
+    pub created: u64,
+    pub failed: u64,
+    pub previous: Option<HealthStatus>,
+}
+
+#[async_trait]
+pub trait HealthStore: Send + Sync + 'static {
+    /// Adds to a channel's per-minute counters (created deliveries, dead letters), kept two
+    /// hours. A replayed dead letter subtracts from `failed` of the minute it was created in.
+    async fn count_deliveries(
+        &self,
+        channel: &ChannelId,
+        minute: i64,
+        created: i64,
+        failed: i64,
+    ) -> StoreResult<()>;
+
+    /// The counters of minutes `from..=to` and the previous status, in one batch read.
+    async fn health_inputs(
+        &self,
+        channel: &ChannelId,
+        from_minute: i64,
+        to_minute: i64,
+    ) -> StoreResult<HealthInputs>;
+
+    /// Writes a check's row, and the channel's latest status when it changed.
+    async fn record_health(&self, check: &HealthCheck, changed: bool) -> StoreResult<()>;
+
+    /// A channel's recent checks, newest first, without expired rows.
+    async fn health_history(
+        &self,
+        channel: &ChannelId,
+        limit: usize,
+        now_s: i64,
+    ) -> StoreResult<Vec<HealthCheck>>;
+
+    /// Active channels of the checked types, a page at a time.
+    async fn checked_channels(
+        &self,
+        limit: usize,
+        from: Option<String>,
+    ) -> StoreResult<Page<Channel>>;
+
+    /// Makes an active channel inactive with `disabled_at`/`disabled_reason`; `None` if it was
+    /// not active (another writer disabled it first).
+    async fn disable_channel(
+        &self,
+        id: &ChannelId,
+        at: &str,
+        reason: &str,
+    ) -> StoreResult<Option<Channel>>;
+
+    /// Sets (or with `None`, removes) a tenant's alert URL and its managed channel.
+    async fn set_tenant_alert(
+        &self,
+        id: &TenantId,
+        url: Option<&str>,
+        channel: Option<&ChannelId>,
+    ) -> StoreResult<Option<Tenant>>;
+}

@@ -1,0 +1,147 @@
+//! The in-process backend of [`HealthStore`].
+
+use super::*;
+use crate::health::*;
+use converger_core::health::CHECKED_TYPES;
+
+#[async_trait]
+impl HealthStore for MemStore {
+    async fn count_deliveries(
+        &self,
+        channel: &ChannelId,
+        minute: i64,
+        created: i64,
+        failed: i64,
+    ) -> StoreResult<()> {
+        if created == 0 && failed == 0 {
+            return Ok(());
+        }
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let c = s
+                .counters
+                .entry((channel.clone(), minute))
+                .or_insert((0, 0));
+            c.0 += created;
+            c.1 += failed;
+        })
+    }
+
+    async fn health_inputs(
+        &self,
+        channel: &ChannelId,
+        from_minute: i64,
+        to_minute: i64,
+    ) -> StoreResult<HealthInputs> {
+        wait(&self.latency, |m| m.get).await;
+        self.with(|s| {
+            let mut inputs = HealthInputs {
+                previous: s.flows.get(channel).and_then(|f| f.health_status),
+                ..HealthInputs::default()
+            };
+            for m in from_minute..=to_minute {
+                if let Some((c, f)) = s.counters.get(&(channel.clone(), m)) {
+                    inputs.created += u64::try_from(*c).unwrap_or(0);
+                    inputs.failed += u64::try_from(*f).unwrap_or(0);
+                }
+            }
+            inputs
+        })
+    }
+
+    async fn record_health(&self, check: &HealthCheck, changed: bool) -> StoreResult<()> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            s.health
+                .entry(check.channel_id.clone())
+                .or_default()
+                .push(check.clone());
+            if changed {
+                s.flows
+                    .entry(check.channel_id.clone())
+                    .or_insert_with(|| crate::flow::Flow::new(check.channel_id.clone()))
+                    .health_status = Some(check.status);
+            }
+        })
+    }
+
+    async fn health_history(
+        &self,
+        channel: &ChannelId,
+        limit: usize,
+        now_s: i64,
+    ) -> StoreResult<Vec<HealthCheck>> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            let mut rows: Vec<HealthCheck> = s.health.get(channel).cloned().unwrap_or_default();
+            rows.sort_by(|a, b| b.checked_at.cmp(&a.checked_at));
+            rows.into_iter()
+                .take(limit)
+                .filter(|r| r.expires_at > now_s)
+                .collect()
+        })
+    }
+
+    async fn checked_channels(
+        &self,
+        limit: usize,
+        from: Option<String>,
+    ) -> StoreResult<Page<Channel>> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            let mut all: Vec<&Channel> = s
+                .channels
+                .values()
+                .filter(|c| c.active && CHECKED_TYPES.contains(&c.kind.as_str()))
+                .filter(|c| from.as_deref().is_none_or(|k| c.id.as_str() > k))
+                .collect();
+            all.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+            let limit = limit.max(1);
+            let next = (all.len() > limit).then(|| all[limit - 1].id.to_string());
+            Page {
+                items: all.into_iter().take(limit).cloned().collect(),
+                next,
+            }
+        })
+    }
+
+    async fn disable_channel(
+        &self,
+        id: &ChannelId,
+        at: &str,
+        reason: &str,
+    ) -> StoreResult<Option<Channel>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let c = s.channels.get_mut(id).filter(|c| c.active)?;
+            c.active = false;
+            c.disabled_at = Some(at.to_owned());
+            c.disabled_reason = Some(reason.to_owned());
+            c.updated_at = at.to_owned();
+            Some(c.clone())
+        })
+    }
+
+    async fn set_tenant_alert(
+        &self,
+        id: &TenantId,
+        url: Option<&str>,
+        channel: Option<&ChannelId>,
+    ) -> StoreResult<Option<Tenant>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let t = s.tenants.get_mut(id)?;
+            match (url, channel) {
+                (Some(u), Some(c)) => {
+                    t.alert_webhook_url = Some(u.to_owned());
+                    t.alert_channel_id = Some(c.clone());
+                }
+                _ => {
+                    t.alert_webhook_url = None;
+                    t.alert_channel_id = None;
+                }
+            }
+            Some(t.clone())
+        })
+    }
+}
