@@ -185,5 +185,13 @@ async fn patch_tenant(
                 converger_pipeline::health::AlertError::Store(e) => e.into(),
             })?;
     }
-    Ok(Json(tenant_view(&t)))
+    let mut view = tenant_view(&t);
+    // The alert channel's signing secret, so the receiver can verify what it gets.
+    if req.alert_webhook_url.is_some()
+        && let Some(id) = &t.alert_channel_id
+        && let Some(c) = state.pipeline.store.get_channel(id).await?
+    {
+        view["alert_signing_secret"] = json!(c.signing_secret);
+    }
+    Ok(Json(view))
 }
