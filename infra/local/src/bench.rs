@@ -314,3 +314,150 @@ async fn replay_in_process_with(
     }
     Ok((r.retried, r.stats, took.as_secs_f64()))
 }
+
+/// `bench-health [CHANNELS] [DELIVERIES]`: the requests one health run makes, as a JSON line:
+/// over CHANNELS channels on the local stack (each with this minute's counters written as
+/// ingest writes them), and over one channel with DELIVERIES deliveries ingested in the window
+/// on the in-process backend (the emulator's transactions are too slow for that many ingests).
+pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
+    use converger_core::health::minute;
+    use converger_pipeline::ingest::NewActivity;
+    use futures::StreamExt;
+
+    converger_pipeline::metrics::set_enabled(false);
+    // Many channels, on the emulator.
+    let opts = StackOptions {
+        prefix: format!("benchh{}-", std::process::id()),
+        sweep_period: None,
+        health_period: None,
+        run_functions: false,
+        ..StackOptions::default()
+    };
+    let stack = Stack::start(opts).await?;
+    let p = stack.pipeline.clone();
+    let tenant = TenantId::generate();
+    let now = time::now_ms();
+    futures::stream::iter(0..channels)
+        .map(|i| {
+            let (p, tenant) = (p.clone(), tenant.clone());
+            async move {
+                let mut c = bench_channel(&tenant, ChannelType::Webhook);
+                c.config = json!({"url": "https://example.invalid/hook"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default();
+                p.store
+                    .create_channel(&c)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                p.store
+                    .count_deliveries(&c.id, minute(now), 100, (i % 3) as i64)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<Result<(), String>>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>, String>>()?;
+    let t0 = Instant::now();
+    let many = p.health_check().await.map_err(|e| e.to_string())?;
+    let many_s = t0.elapsed().as_secs_f64();
+    stack.stop().await;
+
+    // One busy channel, in process: every delivery goes through ingest (nothing consumes the
+    // queue: only the counters matter here).
+    let p = std::sync::Arc::new(converger_pipeline::Pipeline::new(
+        std::sync::Arc::new(converger_store::memory::MemStore::new()),
+        std::sync::Arc::new(converger_store::memory::MemQueue::new()),
+        std::sync::Arc::new(converger_store::memory::MemEvents::default()),
+        converger_adapters::Adapters::standard(converger_core::net::Allowlist::default())?,
+        converger_pipeline::PipelineConfig::default(),
+    ));
+    let t = converger_store::Tenant {
+        id: TenantId::generate(),
+        name: "bench".into(),
+        tier: Tier::Default,
+        created_at: time::now_rfc3339(),
+        alert_webhook_url: None,
+        alert_channel_id: None,
+    };
+    p.store
+        .create_tenant(&t, "bench-key-hash")
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut c = bench_channel(&t.id, ChannelType::Webhook);
+    c.config = json!({"url": "https://example.invalid/hook"})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    c.circuit_breaker = json!({"max_in_flight": null})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    p.store
+        .create_channel(&c)
+        .await
+        .map_err(|e| e.to_string())?;
+    futures::stream::iter(0..deliveries)
+        .map(|n| {
+            let (p, t, id) = (p.clone(), t.clone(), c.id.clone());
+            async move {
+                p.ingest(
+                    &t,
+                    NewActivity {
+                        id: None,
+                        conversation_id: "bench".into(),
+                        seq: Some(n as u64 + 1),
+                        channel_ids: vec![id],
+                        payload: json!({"n": n}),
+                    },
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<Result<(), String>>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>, String>>()?;
+    let one = p.health_check().await.map_err(|e| e.to_string())?;
+    println!(
+        "{}",
+        json!({
+            "scenario": "health",
+            "channels": channels,
+            "requests_for_channels": many.requests(),
+            "report_for_channels": many,
+            "seconds_for_channels_on_emulator": (many_s * 10.0).round() / 10.0,
+            "deliveries_in_one_channel": deliveries,
+            "requests_for_one_busy_channel": one.requests(),
+            "report_for_one_busy_channel": one,
+        })
+    );
+    Ok(())
+}
+
+fn bench_channel(tenant: &TenantId, kind: ChannelType) -> Channel {
+    Channel {
+        id: ChannelId::generate(),
+        tenant_id: tenant.clone(),
+        kind,
+        name: "bench".into(),
+        config: Map::new(),
+        active: true,
+        retry_policy: Map::new(),
+        circuit_breaker: Default::default(),
+        rate_limit: None,
+        auto_disable: Default::default(),
+        disabled_at: None,
+        disabled_reason: None,
+        managed: false,
+        signing_secret: converger_core::secret::new_signing_secret(),
+        created_at: time::now_rfc3339(),
+        updated_at: time::now_rfc3339(),
+    }
+}

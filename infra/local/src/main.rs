@@ -194,6 +194,13 @@ async fn main() -> ExitCode {
             Some(Ok(n)) => converger_local::bench::sweep(n).await,
             Some(Err(_)) => Err("bench-sweep takes a number of settled deliveries".into()),
         },
+        Some("bench-health") => {
+            let num = |i: usize, d: usize| args.get(i).map(|v| v.parse::<usize>()).unwrap_or(Ok(d));
+            match (num(1, 1000), num(2, 100_000)) {
+                (Ok(c), Ok(d)) => converger_local::bench::health(c, d).await,
+                _ => Err("bench-health takes a number of channels and of deliveries".into()),
+            }
+        }
         Some("bench-dead-channel") => match dead_channel_options(&args[1..]) {
             Ok(o) => converger_local::dead_channel::run(o).await.map(|_| ()),
             Err(e) => Err(e),
