@@ -350,24 +350,13 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
         PipelineConfig::default(),
     );
     let tenant = TenantId::generate();
-    let channel = converger_store::Channel {
-        id: ChannelId::generate(),
-        tenant_id: tenant.clone(),
-        kind: converger_core::ChannelType::Webhook,
-        name: "c".into(),
-        config: serde_json::Map::new(),
-        active: true,
-        retry_policy: serde_json::Map::new(),
-        signing_secret: converger_core::secret::new_signing_secret(),
-        circuit_breaker: Default::default(),
-        rate_limit: None,
-        auto_disable: Default::default(),
-        disabled_at: None,
-        disabled_reason: None,
-        managed: false,
-        created_at: time::now_rfc3339(),
-        updated_at: time::now_rfc3339(),
-    };
+    let channel = converger_store::Channel::new(
+        tenant.clone(),
+        converger_core::ChannelType::Webhook,
+        "c",
+        serde_json::Map::new(),
+        &time::now_rfc3339(),
+    );
     store.create_channel(&channel).await.unwrap();
     let when = time::ms_to_rfc3339(time::now_ms() - 60_000);
     let rows: Vec<Delivery> = (0..2000)

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::CircuitState;
-use converger_core::{ActivityId, ChannelId, ChannelType, DeliveryStatus, TenantId, Tier, time};
+use converger_core::{ActivityId, ChannelType, DeliveryStatus, TenantId, Tier, time};
 use converger_store::dynamo::DynamoStore;
 use converger_store::memory::MemStore;
 use converger_store::{
@@ -84,24 +84,13 @@ async fn fixture(backend: Backend) -> Fixture {
         alert_channel_id: None,
     };
     store.create_tenant(&tenant, "hash-1").await.unwrap();
-    let channel = Channel {
-        id: ChannelId::generate(),
-        tenant_id: tenant.id.clone(),
-        kind: ChannelType::Echo,
-        name: "echo".into(),
-        config: Map::new(),
-        active: true,
-        retry_policy: Map::new(),
-        signing_secret: converger_core::secret::new_signing_secret(),
-        circuit_breaker: Map::new(),
-        rate_limit: None,
-        auto_disable: Default::default(),
-        disabled_at: None,
-        disabled_reason: None,
-        managed: false,
-        created_at: now.clone(),
-        updated_at: now,
-    };
+    let channel = Channel::new(
+        tenant.id.clone(),
+        ChannelType::Echo,
+        "echo",
+        Map::new(),
+        &now,
+    );
     store.create_channel(&channel).await.unwrap();
     Fixture {
         t,

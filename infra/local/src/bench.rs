@@ -34,24 +34,13 @@ pub async fn sweep(settled: usize) -> Result<(), String> {
     let stack = Stack::start(opts).await?;
     let store = DynamoStore::new(stack.clients.dynamodb.clone(), stack.resources.clone());
     let tenant = TenantId::generate();
-    let channel = Channel {
-        id: ChannelId::generate(),
-        tenant_id: tenant.clone(),
-        kind: ChannelType::Echo,
-        name: "bench".into(),
-        config: Map::new(),
-        active: true,
-        retry_policy: Map::new(),
-        circuit_breaker: Default::default(),
-        rate_limit: None,
-        auto_disable: Default::default(),
-        disabled_at: None,
-        disabled_reason: None,
-        managed: false,
-        signing_secret: converger_core::secret::new_signing_secret(),
-        created_at: time::now_rfc3339(),
-        updated_at: time::now_rfc3339(),
-    };
+    let channel = Channel::new(
+        tenant.clone(),
+        ChannelType::Echo,
+        "bench",
+        Map::new(),
+        &time::now_rfc3339(),
+    );
     let old = time::now_ms() - 3_600_000;
     let started = Instant::now();
     let mut written = 0;
@@ -264,24 +253,13 @@ async fn replay_in_process_with(
         PipelineConfig::default(),
     );
     let tenant = TenantId::generate();
-    let channel = Channel {
-        id: ChannelId::generate(),
-        tenant_id: tenant.clone(),
-        kind: ChannelType::Webhook,
-        name: "bench".into(),
-        config: Map::new(),
-        active: true,
-        retry_policy: Map::new(),
-        circuit_breaker: Default::default(),
-        rate_limit: None,
-        auto_disable: Default::default(),
-        disabled_at: None,
-        disabled_reason: None,
-        managed: false,
-        signing_secret: converger_core::secret::new_signing_secret(),
-        created_at: time::now_rfc3339(),
-        updated_at: time::now_rfc3339(),
-    };
+    let channel = Channel::new(
+        tenant.clone(),
+        ChannelType::Webhook,
+        "bench",
+        Map::new(),
+        &time::now_rfc3339(),
+    );
     store
         .create_channel(&channel)
         .await
@@ -442,22 +420,11 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
 }
 
 fn bench_channel(tenant: &TenantId, kind: ChannelType) -> Channel {
-    Channel {
-        id: ChannelId::generate(),
-        tenant_id: tenant.clone(),
+    Channel::new(
+        tenant.clone(),
         kind,
-        name: "bench".into(),
-        config: Map::new(),
-        active: true,
-        retry_policy: Map::new(),
-        circuit_breaker: Default::default(),
-        rate_limit: None,
-        auto_disable: Default::default(),
-        disabled_at: None,
-        disabled_reason: None,
-        managed: false,
-        signing_secret: converger_core::secret::new_signing_secret(),
-        created_at: time::now_rfc3339(),
-        updated_at: time::now_rfc3339(),
-    }
+        "bench",
+        Map::new(),
+        &time::now_rfc3339(),
+    )
 }

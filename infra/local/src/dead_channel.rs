@@ -8,7 +8,7 @@ use crate::inprocess::InProcess;
 use crate::receiver::{Receiver, Reply};
 use crate::seed::SeedAs;
 use crate::stack::{Stack, StackOptions};
-use converger_core::secret::{hash_api_key, new_api_key, new_signing_secret};
+use converger_core::secret::{hash_api_key, new_api_key};
 use converger_core::{ChannelId, ChannelType, TenantId, Tier, time};
 use converger_pipeline::ingest::NewActivity;
 use converger_pipeline::{Pipeline, PipelineConfig};
@@ -138,23 +138,16 @@ async fn tenant(p: &Pipeline) -> Result<Tenant, String> {
 }
 
 async fn channel(p: &Pipeline, t: &Tenant, url: &str, policy: Value) -> Result<Channel, String> {
-    let c = Channel {
-        id: ChannelId::generate(),
-        tenant_id: t.id.clone(),
-        kind: ChannelType::Webhook,
-        name: "bench".into(),
-        config: json!({"url": url}).as_object().cloned().unwrap_or_default(),
-        active: true,
-        retry_policy: policy.as_object().cloned().unwrap_or_default(),
-        circuit_breaker: Default::default(),
-        rate_limit: None,
-        auto_disable: Default::default(),
-        disabled_at: None,
-        disabled_reason: None,
-        managed: false,
-        signing_secret: new_signing_secret(),
-        created_at: time::now_rfc3339(),
-        updated_at: time::now_rfc3339(),
+    let c = {
+        let mut c = Channel::new(
+            t.id.clone(),
+            ChannelType::Webhook,
+            "bench",
+            json!({"url": url}).as_object().cloned().unwrap_or_default(),
+            &time::now_rfc3339(),
+        );
+        c.retry_policy = policy.as_object().cloned().unwrap_or_default();
+        c
     };
     p.store
         .create_channel(&c)

@@ -99,18 +99,12 @@ impl InProcess {
             }));
         }
         if let Some(period) = sweep_period {
-            let (p, mut stop) = (pipeline.clone(), stop.clone());
-            tasks.push(tokio::spawn(async move {
-                let mut tick = tokio::time::interval(period);
-                tick.tick().await;
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => {
-                            if let Err(e) = p.sweep().await {
-                                tracing::warn!(error = %e, "sweep failed");
-                            }
-                        }
-                        _ = stop.changed() => break,
+            let p = pipeline.clone();
+            tasks.push(crate::stack::every(period, stop.clone(), move || {
+                let p = p.clone();
+                async move {
+                    if let Err(e) = p.sweep().await {
+                        tracing::warn!(error = %e, "sweep failed");
                     }
                 }
             }));

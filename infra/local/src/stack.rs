@@ -168,43 +168,25 @@ impl Stack {
             }
         }
 
-        // The retry scheduler, as its schedule would fire it.
+        // The scheduled functions, as their schedules would fire them.
         if let Some(period) = opts.sweep_period {
             let p = pipeline.clone();
-            let mut stop = rx.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut tick = tokio::time::interval(period);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                tick.tick().await;
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => {
-                            if let Err(e) = p.sweep().await {
-                                tracing::warn!(error = %e, "sweep failed");
-                            }
-                        }
-                        _ = stop.changed() => break,
+            tasks.push(every(period, rx.clone(), move || {
+                let p = p.clone();
+                async move {
+                    if let Err(e) = p.sweep().await {
+                        tracing::warn!(error = %e, "sweep failed");
                     }
                 }
             }));
         }
-
-        // The health function, as its schedule would fire it.
         if let Some(period) = opts.health_period {
             let p = pipeline.clone();
-            let mut stop = rx.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut tick = tokio::time::interval(period);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                tick.tick().await;
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => {
-                            if let Err(e) = p.health_check().await {
-                                tracing::warn!(error = %e, "health checks failed");
-                            }
-                        }
-                        _ = stop.changed() => break,
+            tasks.push(every(period, rx.clone(), move || {
+                let p = p.clone();
+                async move {
+                    if let Err(e) = p.health_check().await {
+                        tracing::warn!(error = %e, "health checks failed");
                     }
                 }
             }));
@@ -259,6 +241,29 @@ impl Stack {
             .await
             .map_err(|e| e.to_string())
     }
+}
+
+/// Runs `f` every `period` (the first time one period after the start) until `stop`.
+pub(crate) fn every<F, Fut>(
+    period: Duration,
+    mut stop: watch::Receiver<bool>,
+    f: F,
+) -> JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => f().await,
+                _ = stop.changed() => break,
+            }
+        }
+    })
 }
 
 async fn serve(

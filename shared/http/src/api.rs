@@ -11,7 +11,7 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use converger_core::query::{Actor, ActorKind, Cursor, day_end, day_start};
-use converger_core::secret::{hash_api_key, new_signing_secret};
+use converger_core::secret::hash_api_key;
 use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
 use converger_pipeline::ingest::NewActivity;
@@ -189,23 +189,14 @@ async fn create_channel(
     validate_flow(Some(&req.circuit_breaker), req.rate_limit.as_deref())?;
     validate_auto_disable(Some(&req.auto_disable))?;
     let now = time::now_rfc3339();
-    let channel = Channel {
-        id: ChannelId::generate(),
-        tenant_id: tenant.id,
-        kind,
-        name: req.name,
-        config: req.config,
-        active: req.active,
-        retry_policy: req.retry_policy,
-        signing_secret: new_signing_secret(),
-        circuit_breaker: req.circuit_breaker,
-        rate_limit: req.rate_limit,
-        auto_disable: req.auto_disable,
-        disabled_at: None,
-        disabled_reason: None,
-        managed: false,
-        created_at: now.clone(),
-        updated_at: now,
+    let channel = {
+        let mut c = Channel::new(tenant.id, kind, &req.name, req.config, &now);
+        c.active = req.active;
+        c.retry_policy = req.retry_policy;
+        c.circuit_breaker = req.circuit_breaker;
+        c.rate_limit = req.rate_limit;
+        c.auto_disable = req.auto_disable;
+        c
     };
     state.pipeline.store.create_channel(&channel).await?;
     let mut body = views::channel(&channel);

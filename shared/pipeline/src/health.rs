@@ -8,7 +8,6 @@ use crate::ingest::NewActivity;
 use converger_core::health::{
     AUTO_DISABLED, AutoDisable, HISTORY_DAYS, HealthStatus, WINDOW_MINUTES, failure_rate, minute,
 };
-use converger_core::secret::new_signing_secret;
 use converger_core::{BreakerConfig, ChannelId, ChannelType, CircuitState, time};
 use converger_store::{
     Channel, ChannelPatch, Delivery, Flow, HealthCheck, PlatformEvent, StoreResult, Tenant,
@@ -202,23 +201,16 @@ impl Pipeline {
                 id.clone()
             }
             None => {
-                let channel = Channel {
-                    id: ChannelId::generate(),
-                    tenant_id: tenant.id.clone(),
-                    kind: ChannelType::Webhook,
-                    name: "alerts".into(),
-                    config,
-                    active: true,
-                    retry_policy: Default::default(),
-                    signing_secret: new_signing_secret(),
-                    circuit_breaker: Default::default(),
-                    rate_limit: None,
-                    auto_disable: Default::default(),
-                    disabled_at: None,
-                    disabled_reason: None,
-                    managed: true,
-                    created_at: now.clone(),
-                    updated_at: now,
+                let channel = {
+                    let mut c = Channel::new(
+                        tenant.id.clone(),
+                        ChannelType::Webhook,
+                        "alerts",
+                        config,
+                        &now,
+                    );
+                    c.managed = true;
+                    c
                 };
                 self.store.create_channel(&channel).await?;
                 channel.id

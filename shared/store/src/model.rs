@@ -59,6 +59,36 @@ pub struct Channel {
     pub updated_at: String,
 }
 
+impl Channel {
+    /// A new active channel with a fresh id and signing secret and default settings.
+    pub fn new(
+        tenant_id: TenantId,
+        kind: ChannelType,
+        name: &str,
+        config: Map<String, Value>,
+        now: &str,
+    ) -> Self {
+        Self {
+            id: ChannelId::generate(),
+            tenant_id,
+            kind,
+            name: name.to_owned(),
+            config,
+            active: true,
+            retry_policy: Map::new(),
+            signing_secret: converger_core::secret::new_signing_secret(),
+            circuit_breaker: Map::new(),
+            rate_limit: None,
+            auto_disable: Map::new(),
+            disabled_at: None,
+            disabled_reason: None,
+            managed: false,
+            created_at: now.to_owned(),
+            updated_at: now.to_owned(),
+        }
+    }
+}
+
 /// The fields a PATCH may change; `None` leaves a field as it is.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChannelPatch {
