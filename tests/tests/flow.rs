@@ -512,6 +512,13 @@ async fn a_close_replays_recent_dead_letters_when_the_channel_asks() {
         .wait_delivery(&key, &dead, Duration::from_secs(10), settled)
         .await;
     assert_eq!(d["status"], "failed", "{d}");
+    // The breaker opens right after the dead letter is recorded.
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            delivery_state(&t, &key, ch_id).await["circuit_state"] == "open"
+        })
+        .await
+    );
     // The endpoint recovers; a delivery parked meanwhile is the probe.
     let parked = t.activities(&key, ch_id, 1, 1).await.remove(0);
     assert_eq!(t.delivery(&key, &parked).await["status"], "paused");

@@ -304,6 +304,7 @@ async fn twenty_failures_disable_a_channel_only_without_a_recent_success() {
         .await
         .unwrap();
     fail_twenty(&t, &key, spared_id).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let c = t
         .api("GET", &format!("/api/v1/channels/{spared_id}"), &key, None)
         .await;
@@ -313,9 +314,19 @@ async fn twenty_failures_disable_a_channel_only_without_a_recent_success() {
     let doomed = t.channel(&key, hook(&rx.url, extra)).await;
     let doomed_id = doomed["id"].as_str().unwrap();
     fail_twenty(&t, &key, doomed_id).await;
-    let c = t
+    // The disable follows the twentieth dead letter's write.
+    let mut c = t
         .api("GET", &format!("/api/v1/channels/{doomed_id}"), &key, None)
         .await;
+    for _ in 0..50 {
+        if c.body["active"] == false {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        c = t
+            .api("GET", &format!("/api/v1/channels/{doomed_id}"), &key, None)
+            .await;
+    }
     assert_eq!(c.body["active"], false, "{:?}", c.body);
     assert_eq!(c.body["disabled_reason"], "auto_disabled_failure_threshold");
     assert!(c.body["disabled_at"].is_string());
@@ -421,11 +432,12 @@ async fn alerts_reach_only_their_tenants_webhook_signed() {
             None,
         )
         .await;
-    assert_eq!(
-        listed.body["data"][0]["status"], "sent",
-        "{:?}",
-        listed.body
-    );
+    let id = listed.body["data"][0]["id"].as_str().unwrap().to_owned();
+    let d = t
+        .wait_delivery(&key_a, &id, Duration::from_secs(10), settled)
+        .await;
+    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d["attempt_log"][0]["status_code"], 200);
 
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
