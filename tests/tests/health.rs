@@ -253,7 +253,7 @@ async fn expired_history_rows_are_not_shown() {
         t.stack
             .pipeline
             .store
-            .record_health(&check, false)
+            .record_health(std::slice::from_ref(&check))
             .await
             .unwrap();
     }

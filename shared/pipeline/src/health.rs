@@ -24,7 +24,7 @@ pub struct HealthReport {
     pub scan_pages: usize,
     /// One batch read per channel: its 61 minute counters and its flow item.
     pub batch_reads: usize,
-    /// Health rows written, and latest statuses updated (on a change).
+    /// Batch writes of health rows (25 each), and latest statuses updated (on a change).
     pub writes: usize,
 }
 
@@ -229,14 +229,19 @@ impl Pipeline {
         loop {
             let page = self.store.checked_channels(500, from.take()).await?;
             report.scan_pages += 1;
+            let mut rows = Vec::with_capacity(page.items.len());
             for channel in page.items {
                 match self.check_channel(&channel, &mut report).await {
-                    Ok(()) => report.channels += 1,
+                    Ok(row) => {
+                        report.channels += 1;
+                        rows.push(row);
+                    }
                     Err(e) => {
                         tracing::warn!(channel_id = %channel.id, error = %e, "health check of a channel failed")
                     }
                 }
             }
+            report.writes += self.store.record_health(&rows).await?;
             match page.next {
                 Some(n) => from = Some(n),
                 None => break,
@@ -246,11 +251,12 @@ impl Pipeline {
         Ok(report)
     }
 
+    /// Checks one channel; returns its row (written in batches by the caller).
     async fn check_channel(
         &self,
         channel: &Channel,
         report: &mut HealthReport,
-    ) -> Result<(), AttemptError> {
+    ) -> Result<HealthCheck, AttemptError> {
         let now = time::now_ms();
         let to = minute(now);
         let inputs = self
@@ -273,11 +279,11 @@ impl Pipeline {
             checked_at: checked_at.clone(),
             expires_at: now / 1000 + HISTORY_DAYS * 86_400,
         };
-        self.store.record_health(&check, changed).await?;
-        report.writes += if changed { 2 } else { 1 };
         if !changed {
-            return Ok(());
+            return Ok(check);
         }
+        self.store.set_health_status(&channel.id, status).await?;
+        report.writes += 1;
         report.changed += 1;
         let body = json!({
             "event": "channel_health_changed",
@@ -313,7 +319,7 @@ impl Pipeline {
                 }
             }
         }
-        Ok(())
+        Ok(check)
     }
 
     /// A channel's latest health and recent checks, for the API.

@@ -207,7 +207,7 @@ impl DynamoStore {
         self.batch_put(&self.res.activities, items).await
     }
 
-    async fn batch_put(&self, table: &str, items: Vec<Item>) -> StoreResult<()> {
+    pub(crate) async fn batch_put(&self, table: &str, items: Vec<Item>) -> StoreResult<()> {
         let mut items = items.into_iter().peekable();
         while items.peek().is_some() {
             let writes = items

@@ -35,8 +35,12 @@ pub trait HealthStore: Send + Sync + 'static {
         to_minute: i64,
     ) -> StoreResult<HealthInputs>;
 
-    /// Writes a check's row, and the channel's latest status when it changed.
-    async fn record_health(&self, check: &HealthCheck, changed: bool) -> StoreResult<()>;
+    /// Writes checks' rows (batch writes of 25). Returns the number of requests made.
+    async fn record_health(&self, checks: &[HealthCheck]) -> StoreResult<usize>;
+
+    /// Sets a channel's latest health status (on its flow item), after a change.
+    async fn set_health_status(&self, channel: &ChannelId, status: HealthStatus)
+    -> StoreResult<()>;
 
     /// A channel's recent checks, newest first, without expired rows.
     async fn health_history(

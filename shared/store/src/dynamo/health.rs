@@ -108,34 +108,40 @@ impl HealthStore for DynamoStore {
         Ok(inputs)
     }
 
-    async fn record_health(&self, check: &HealthCheck, changed: bool) -> StoreResult<()> {
-        let mut item = to_item(check)?;
-        item.insert("checked_sk".into(), s(check.checked_at.as_str()));
+    async fn record_health(&self, checks: &[HealthCheck]) -> StoreResult<usize> {
+        let items = checks
+            .iter()
+            .map(|c| {
+                let mut item = to_item(c)?;
+                item.insert("checked_sk".into(), s(c.checked_at.as_str()));
+                Ok(item)
+            })
+            .collect::<StoreResult<Vec<Item>>>()?;
+        self.batch_put(&self.res.health, items).await?;
+        Ok(checks.len().div_ceil(25))
+    }
+
+    async fn set_health_status(
+        &self,
+        channel: &ChannelId,
+        status: converger_core::health::HealthStatus,
+    ) -> StoreResult<()> {
         self.client
-            .put_item()
-            .table_name(&self.res.health)
-            .set_item(Some(item))
+            .update_item()
+            .table_name(&self.res.flow)
+            .key("key", s(channel.as_str()))
+            .update_expression(
+                "SET health_status = :st, channel_id = :ch, \
+                 slots = if_not_exists(slots, :empty), #win = if_not_exists(#win, :init)",
+            )
+            .expression_attribute_names("#win", "window")
+            .expression_attribute_values(":st", s(status.as_str()))
+            .expression_attribute_values(":ch", s(channel.as_str()))
+            .expression_attribute_values(":empty", AttributeValue::M(HashMap::new()))
+            .expression_attribute_values(":init", n(INITIAL_WINDOW))
             .send()
             .await
             .map_err(sdk_err)?;
-        if changed {
-            self.client
-                .update_item()
-                .table_name(&self.res.flow)
-                .key("key", s(check.channel_id.as_str()))
-                .update_expression(
-                    "SET health_status = :st, channel_id = :ch, \
-                     slots = if_not_exists(slots, :empty), #win = if_not_exists(#win, :init)",
-                )
-                .expression_attribute_names("#win", "window")
-                .expression_attribute_values(":st", s(check.status.as_str()))
-                .expression_attribute_values(":ch", s(check.channel_id.as_str()))
-                .expression_attribute_values(":empty", AttributeValue::M(HashMap::new()))
-                .expression_attribute_values(":init", n(INITIAL_WINDOW))
-                .send()
-                .await
-                .map_err(sdk_err)?;
-        }
         Ok(())
     }
 

@@ -49,19 +49,30 @@ impl HealthStore for MemStore {
         })
     }
 
-    async fn record_health(&self, check: &HealthCheck, changed: bool) -> StoreResult<()> {
+    async fn record_health(&self, checks: &[HealthCheck]) -> StoreResult<usize> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            s.health
-                .entry(check.channel_id.clone())
-                .or_default()
-                .push(check.clone());
-            if changed {
-                s.flows
-                    .entry(check.channel_id.clone())
-                    .or_insert_with(|| crate::flow::Flow::new(check.channel_id.clone()))
-                    .health_status = Some(check.status);
+            for c in checks {
+                s.health
+                    .entry(c.channel_id.clone())
+                    .or_default()
+                    .push(c.clone());
             }
+            checks.len().div_ceil(25)
+        })
+    }
+
+    async fn set_health_status(
+        &self,
+        channel: &ChannelId,
+        status: converger_core::health::HealthStatus,
+    ) -> StoreResult<()> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            s.flows
+                .entry(channel.clone())
+                .or_insert_with(|| crate::flow::Flow::new(channel.clone()))
+                .health_status = Some(status);
         })
     }
 
