@@ -832,50 +832,44 @@ impl Pipeline {
 
     /// Pauses a channel's deliveries (`pause_deliveries`, audited).
     pub async fn pause(&self, channel: &Channel, actor: &Actor) -> Result<Flow, AttemptError> {
+        use CircuitState::*;
         let now = time::now_ms();
-        let t = Transition::new(
-            &[
-                CircuitState::Closed,
-                CircuitState::Open,
-                CircuitState::HalfOpen,
-                CircuitState::Paused,
-            ],
-            CircuitState::Paused,
-            now,
-        );
-        let f = match self.store.transition(&channel.id, &t).await? {
-            Some(f) => f,
-            None => self.store.get_flow(&channel.id).await?,
-        };
-        self.remember_flow(&f);
-        self.audit(channel, actor, "pause_deliveries", now).await?;
-        Ok(f)
+        let t = Transition::new(&[Closed, Open, HalfOpen, Paused], Paused, now);
+        self.operator_transition(channel, actor, &t, "pause_deliveries")
+            .await
     }
 
     /// Resumes a channel's deliveries (`resume_deliveries`, audited): force-closes the
     /// breaker and releases the parked backlog. Never replays dead letters.
     pub async fn resume(&self, channel: &Channel, actor: &Actor) -> Result<Flow, AttemptError> {
+        use CircuitState::*;
         let now = time::now_ms();
-        let t = Transition::new(
-            &[
-                CircuitState::Open,
-                CircuitState::HalfOpen,
-                CircuitState::Paused,
-            ],
-            CircuitState::Closed,
-            now,
-        )
-        .reset();
-        let f = match self.store.transition(&channel.id, &t).await? {
-            Some(f) => f,
-            None => self.store.get_flow(&channel.id).await?,
-        };
-        self.remember_flow(&f);
-        self.audit(channel, actor, "resume_deliveries", now).await?;
+        let t = Transition::new(&[Open, HalfOpen, Paused], Closed, now).reset();
+        let f = self
+            .operator_transition(channel, actor, &t, "resume_deliveries")
+            .await?;
         self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
             .await?;
         self.send_flow_job(&channel.id, FlowJobKind::Release, 5)
             .await?;
+        Ok(f)
+    }
+
+    /// An operator's breaker transition, audited; the flow item as it is afterwards (also
+    /// when the breaker already was where it was asked to go).
+    async fn operator_transition(
+        &self,
+        channel: &Channel,
+        actor: &Actor,
+        t: &Transition,
+        action: &str,
+    ) -> Result<Flow, AttemptError> {
+        let f = match self.store.transition(&channel.id, t).await? {
+            Some(f) => f,
+            None => self.store.get_flow(&channel.id).await?,
+        };
+        self.remember_flow(&f);
+        self.audit(channel, actor, action, t.now_ms).await?;
         Ok(f)
     }
 
