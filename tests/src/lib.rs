@@ -148,6 +148,27 @@ impl TestStack {
         a.body
     }
 
+    /// A tenant and one of its channels as stored.
+    pub async fn stored(
+        &self,
+        tenant_id: &str,
+        channel_id: &str,
+    ) -> (converger_store::Tenant, converger_store::Channel) {
+        use converger_core::{ChannelId, TenantId};
+        let store = &self.stack.pipeline.store;
+        let tenant = store
+            .get_tenant(&TenantId::parse(tenant_id).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        let channel = store
+            .get_channel(&ChannelId::parse(channel_id).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+        (tenant, channel)
+    }
+
     /// A delivery row written straight to the store with its activity (no queue message), due
     /// at `due_ms`.
     pub async fn bare_delivery(
@@ -156,20 +177,9 @@ impl TestStack {
         channel_id: &str,
         due_ms: i64,
     ) -> converger_store::Delivery {
-        use converger_core::{ActivityId, ChannelId, TenantId, time};
+        use converger_core::{ActivityId, time};
         let p = &self.stack.pipeline;
-        let tenant = p
-            .store
-            .get_tenant(&TenantId::parse(tenant_id).unwrap())
-            .await
-            .unwrap()
-            .unwrap();
-        let channel = p
-            .store
-            .get_channel(&ChannelId::parse(channel_id).unwrap())
-            .await
-            .unwrap()
-            .unwrap();
+        let (tenant, channel) = self.stored(tenant_id, channel_id).await;
         let activity = converger_store::Activity {
             id: ActivityId::generate(),
             tenant_id: tenant.id.clone(),
@@ -339,20 +349,8 @@ impl TestStack {
         n: usize,
         parked: bool,
     ) -> Vec<String> {
-        use converger_core::{ChannelId, TenantId};
         let p = &self.stack.pipeline;
-        let tenant = p
-            .store
-            .get_tenant(&TenantId::parse(tenant_id).unwrap())
-            .await
-            .unwrap()
-            .unwrap();
-        let channel = p
-            .store
-            .get_channel(&ChannelId::parse(channel_id).unwrap())
-            .await
-            .unwrap()
-            .unwrap();
+        let (tenant, channel) = self.stored(tenant_id, channel_id).await;
         let dynamo = converger_store::dynamo::DynamoStore::new(
             self.stack.clients.dynamodb.clone(),
             self.stack.resources.clone(),
@@ -397,6 +395,21 @@ impl TestStack {
 
 fn uuid_like() -> String {
     uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Polls `check` every 200 ms until it holds (`true`) or `timeout` passes (`false`).
+pub async fn wait_until<F: std::future::Future<Output = bool>>(
+    timeout: Duration,
+    mut check: impl FnMut() -> F,
+) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
 }
 
 /// Settled: anything but pending.

@@ -6,27 +6,13 @@
 
 use converger_core::{ChannelId, DeliveryId, time};
 use converger_store::SlotTake;
-use converger_tests::{EventTap, Receiver, Reply, TestStack, settled};
+use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 fn hook(url: &str, breaker: Value, policy: Value) -> Value {
     json!({"type": "webhook", "name": "hook", "config": {"url": url},
            "circuit_breaker": breaker, "retry_policy": policy})
-}
-
-async fn wait_until<F: std::future::Future<Output = bool>>(
-    timeout: Duration,
-    mut check: impl FnMut() -> F,
-) -> bool {
-    let deadline = Instant::now() + timeout;
-    while Instant::now() < deadline {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    false
 }
 
 async fn delivery_state(t: &TestStack, key: &str, ch: &str) -> Value {

@@ -5,7 +5,7 @@
 use converger_core::health::{HealthStatus, minute};
 use converger_core::{ChannelId, TenantId, time};
 use converger_store::{HealthCheck, Outcome, Settle};
-use converger_tests::{EventTap, Receiver, Reply, TestStack, settled};
+use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -315,18 +315,12 @@ async fn twenty_failures_disable_a_channel_only_without_a_recent_success() {
     let doomed_id = doomed["id"].as_str().unwrap();
     fail_twenty(&t, &key, doomed_id).await;
     // The disable follows the twentieth dead letter's write.
-    let mut c = t
-        .api("GET", &format!("/api/v1/channels/{doomed_id}"), &key, None)
-        .await;
-    for _ in 0..50 {
-        if c.body["active"] == false {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        c = t
-            .api("GET", &format!("/api/v1/channels/{doomed_id}"), &key, None)
-            .await;
-    }
+    let path = format!("/api/v1/channels/{doomed_id}");
+    wait_until(Duration::from_secs(5), || async {
+        t.api("GET", &path, &key, None).await.body["active"] == false
+    })
+    .await;
+    let c = t.api("GET", &path, &key, None).await;
     assert_eq!(c.body["active"], false, "{:?}", c.body);
     assert_eq!(c.body["disabled_reason"], "auto_disabled_failure_threshold");
     assert!(c.body["disabled_at"].is_string());

@@ -295,6 +295,12 @@ pub enum Gate {
     Park,
 }
 
+/// How long a breaker that changed at `changed_at_ms` still cools down (0: cooled).
+pub fn cooldown_left_ms(changed_at_ms: i64, cooldown_ms: u64, now_ms: i64) -> i64 {
+    let cooled_at = changed_at_ms.saturating_add(i64::try_from(cooldown_ms).unwrap_or(i64::MAX));
+    cooled_at.saturating_sub(now_ms).max(0)
+}
+
 /// The gate's decision for `delivery` given the channel's breaker.
 pub fn gate(
     state: CircuitState,
@@ -304,8 +310,7 @@ pub fn gate(
     cooldown_ms: u64,
     now_ms: i64,
 ) -> Gate {
-    let cooled =
-        now_ms.saturating_sub(changed_at_ms) >= i64::try_from(cooldown_ms).unwrap_or(i64::MAX);
+    let cooled = cooldown_left_ms(changed_at_ms, cooldown_ms, now_ms) == 0;
     match state {
         CircuitState::Closed => Gate::Proceed,
         CircuitState::Paused => Gate::Park,

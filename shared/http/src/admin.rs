@@ -99,13 +99,9 @@ async fn create_tenant(
         .store
         .create_tenant(&tenant, &hash_api_key(&key))
         .await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(json!({
-            "id": tenant.id, "name": tenant.name, "tier": tenant.tier,
-            "created_at": tenant.created_at, "api_key": key,
-        })),
-    ))
+    let mut body = crate::views::tenant(&tenant);
+    body["api_key"] = json!(key);
+    Ok((StatusCode::CREATED, Json(body)))
 }
 
 async fn get_tenant(
@@ -120,7 +116,7 @@ async fn get_tenant(
         .get_tenant(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
-    Ok(Json(tenant_view(&t)))
+    Ok(Json(crate::views::tenant(&t)))
 }
 
 #[derive(Deserialize)]
@@ -128,19 +124,8 @@ async fn get_tenant(
 struct PatchTenant {
     tier: Option<String>,
     /// A URL sets the tenant's alert webhook; `null` removes it.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::error::present")]
     alert_webhook_url: Option<Option<String>>,
-}
-
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
-}
-
-fn tenant_view(t: &Tenant) -> serde_json::Value {
-    json!({
-        "id": t.id, "name": t.name, "tier": t.tier, "created_at": t.created_at,
-        "alert_webhook_url": t.alert_webhook_url, "alert_channel_id": t.alert_channel_id,
-    })
 }
 
 /// Sets a tenant's tier (its new deliveries go to that tier's queue; the API's cached view of
@@ -185,7 +170,7 @@ async fn patch_tenant(
                 converger_pipeline::health::AlertError::Store(e) => e.into(),
             })?;
     }
-    let mut view = tenant_view(&t);
+    let mut view = crate::views::tenant(&t);
     // The alert channel's signing secret, so the receiver can verify what it gets.
     if req.alert_webhook_url.is_some()
         && let Some(id) = &t.alert_channel_id

@@ -149,11 +149,6 @@ fn yes() -> bool {
     true
 }
 
-/// Tells an absent field (`None`) from an explicit `null` (`Some(None)`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
-}
-
 fn validate_auto_disable(settings: Option<&Map<String, Value>>) -> Result<(), ApiError> {
     if let Some(s) = settings {
         converger_core::health::AutoDisable::from_overrides(s)
@@ -229,7 +224,7 @@ struct PatchChannel {
     active: Option<bool>,
     retry_policy: Option<Map<String, Value>>,
     circuit_breaker: Option<Map<String, Value>>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::error::present")]
     rate_limit: Option<Option<String>>,
     auto_disable: Option<Map<String, Value>>,
 }
@@ -280,8 +275,10 @@ async fn pause_channel(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
-    state.pipeline.pause(&c, &actor).await?;
-    Ok(Json(json!(state.pipeline.delivery_state(&c).await?)))
+    let flow = state.pipeline.pause(&c, &actor).await?;
+    Ok(Json(json!(
+        state.pipeline.delivery_state(&c, Some(flow)).await?
+    )))
 }
 
 async fn resume_channel(
@@ -290,8 +287,10 @@ async fn resume_channel(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
-    state.pipeline.resume(&c, &actor).await?;
-    Ok(Json(json!(state.pipeline.delivery_state(&c).await?)))
+    let flow = state.pipeline.resume(&c, &actor).await?;
+    Ok(Json(json!(
+        state.pipeline.delivery_state(&c, Some(flow)).await?
+    )))
 }
 
 async fn channel_health(
@@ -309,7 +308,7 @@ async fn channel_delivery(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
-    Ok(Json(json!(state.pipeline.delivery_state(&c).await?)))
+    Ok(Json(json!(state.pipeline.delivery_state(&c, None).await?)))
 }
 
 async fn create_activity(

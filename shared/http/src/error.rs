@@ -149,3 +149,9 @@ pub async fn wrong_method() -> ApiError {
         "this endpoint does not accept that method",
     )
 }
+
+/// For `#[serde(default, deserialize_with = "present")]`: tells an absent field (`None`) from
+/// an explicit `null` (`Some(None)`), as PATCH bodies need.
+pub fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    <Option<String> as serde::Deserialize>::deserialize(d).map(Some)
+}

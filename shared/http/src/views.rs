@@ -1,7 +1,14 @@
 //! What the API shows of stored items (never a secret unless asked for on creation).
 
-use converger_store::{Channel, Delivery, ReplayJob};
+use converger_store::{Channel, Delivery, ReplayJob, Tenant};
 use serde_json::{Value, json};
+
+pub fn tenant(t: &Tenant) -> Value {
+    json!({
+        "id": t.id, "name": t.name, "tier": t.tier, "created_at": t.created_at,
+        "alert_webhook_url": t.alert_webhook_url, "alert_channel_id": t.alert_channel_id,
+    })
+}
 
 pub fn channel(c: &Channel) -> Value {
     json!({

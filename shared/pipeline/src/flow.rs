@@ -7,7 +7,7 @@
 use crate::Pipeline;
 use crate::attempt::{AttemptError, Report};
 use crate::replay::BulkFilter;
-use converger_core::flow::{Gate, gate, grow_window, should_open, shrink_window};
+use converger_core::flow::{Gate, cooldown_left_ms, gate, grow_window, should_open, shrink_window};
 use converger_core::query::{Actor, ActorKind};
 use converger_core::{BreakerConfig, CircuitState, RateLimit, Tier, time};
 use converger_store::Flow;
@@ -104,6 +104,39 @@ impl Pipeline {
         Ok(f)
     }
 
+    /// This instance's fresh view of a flow item, without a read.
+    fn cached_flow(&self, channel: &converger_core::ChannelId) -> Option<Flow> {
+        let ttl = self.config.flow_cache_ttl;
+        let cache = self.flows.lock().ok()?;
+        let (at, f) = cache.get(channel)?;
+        (at.elapsed() < ttl).then(|| f.clone())
+    }
+
+    /// Sets a mark on a channel's flow item, unless this instance's fresh view shows it set
+    /// already (then no write: a backlogged or parked delivery costs no mark of its own).
+    async fn ensure_mark(
+        &self,
+        channel: &converger_core::ChannelId,
+        mark: Mark,
+    ) -> StoreResult<Flow> {
+        if let Some(f) = self.cached_flow(channel) {
+            let set = match mark {
+                Mark::Backlog => f.backlog_at.is_some(),
+                Mark::Parked => f.parked_at.is_some(),
+                Mark::ProbeDue => f.probe_due.is_some(),
+            };
+            if set {
+                return Ok(f);
+            }
+        }
+        let f = self
+            .store
+            .mark(channel, mark, Some(time::now_ms()), None)
+            .await?;
+        self.remember_flow(&f);
+        Ok(f)
+    }
+
     /// Keeps the flow item a write returned, so the next decision sees it.
     pub(crate) fn remember_flow(&self, f: &Flow) {
         if let Ok(mut cache) = self.flows.lock() {
@@ -195,25 +228,17 @@ impl Pipeline {
         tier: Tier,
         admission: Admission,
     ) -> Result<(), AttemptError> {
-        let now = time::now_ms();
         match admission {
             Admission::Live => Ok(()),
             Admission::Parked => {
-                let f = self
-                    .store
-                    .mark(&channel.id, Mark::Parked, Some(now), None)
-                    .await?;
-                self.remember_flow(&f);
+                self.ensure_mark(&channel.id, Mark::Parked).await?;
                 Ok(())
             }
             Admission::Backlog => {
-                let f = self
-                    .store
-                    .mark(&channel.id, Mark::Backlog, Some(now), None)
-                    .await?;
-                self.remember_flow(&f);
+                let f = self.ensure_mark(&channel.id, Mark::Backlog).await?;
                 // A slot freed between the full window and the mark finds no backlog flag:
-                // feed now so that nothing waits for the sweeper.
+                // feed now so that nothing waits for the sweeper (which also feeds every
+                // marked backlog).
                 if let Some(cap) = self.limits(channel, tier).cap
                     && f.free_slots(cap) > 0
                 {
@@ -330,12 +355,9 @@ impl Pipeline {
     /// After a delivery was parked: its slot back, the parked mark set.
     pub(crate) async fn park_marks(&self, channel: &Channel, d: &Delivery) -> StoreResult<()> {
         let now = time::now_ms();
-        let f = self
-            .store
-            .mark(&channel.id, Mark::Parked, Some(now), None)
-            .await?;
-        self.remember_flow(&f);
-        if f.holds(&d.id) {
+        let f = self.ensure_mark(&channel.id, Mark::Parked).await?;
+        // A parked delivery holds no slot (the view may be a cached one: the row says too).
+        if d.slot || f.holds(&d.id) {
             let f = self
                 .store
                 .settle(&channel.id, &Settle::free(d.id.clone(), now))
@@ -707,9 +729,9 @@ impl Pipeline {
     async fn probe(&self, channel: &Channel, flow: Flow) -> Result<(), AttemptError> {
         let breaker = BreakerConfig::effective(&channel.circuit_breaker);
         let now = time::now_ms();
-        let cooled_at = flow.circuit_changed_at + i64::try_from(breaker.cooldown_ms).unwrap_or(0);
-        if now < cooled_at {
-            let delay_s = u32::try_from((cooled_at - now + 999) / 1000).unwrap_or(900);
+        let left = cooldown_left_ms(flow.circuit_changed_at, breaker.cooldown_ms, now);
+        if left > 0 {
+            let delay_s = u32::try_from((left + 999) / 1000).unwrap_or(900);
             self.send_flow_job(&channel.id, FlowJobKind::Probe, delay_s)
                 .await?;
             return Ok(());
@@ -892,9 +914,17 @@ impl Pipeline {
         self.store.add_audit(&entry).await
     }
 
-    /// The delivery state of a channel, as the API shows it.
-    pub async fn delivery_state(&self, channel: &Channel) -> StoreResult<DeliveryState> {
-        let f = self.store.get_flow(&channel.id).await?;
+    /// The delivery state of a channel, as the API shows it (from `flow` when the caller
+    /// has just written it).
+    pub async fn delivery_state(
+        &self,
+        channel: &Channel,
+        flow: Option<Flow>,
+    ) -> StoreResult<DeliveryState> {
+        let f = match flow {
+            Some(f) => f,
+            None => self.store.get_flow(&channel.id).await?,
+        };
         let tier = self
             .store
             .get_tenant(&channel.tenant_id)

@@ -14,11 +14,11 @@ fn empty_map() -> AttributeValue {
 }
 
 /// The attributes every write that may create a flow item sets, so a created item is whole.
-const ENSURE: &str = "channel_id = :ch, slots = if_not_exists(slots, :empty), \
+pub(super) const ENSURE: &str = "channel_id = :ch, slots = if_not_exists(slots, :empty), \
                       #win = if_not_exists(#win, :init)";
 
 impl DynamoStore {
-    fn flow_update(&self, channel: &ChannelId) -> UpdateItemFluentBuilder {
+    pub(super) fn flow_update(&self, channel: &ChannelId) -> UpdateItemFluentBuilder {
         self.client
             .update_item()
             .table_name(&self.res.flow)
@@ -27,7 +27,10 @@ impl DynamoStore {
     }
 
     /// The values of [`ENSURE`] (`window` is a reserved word: `#win`).
-    fn ensure_values(req: UpdateItemFluentBuilder, channel: &ChannelId) -> UpdateItemFluentBuilder {
+    pub(super) fn ensure_values(
+        req: UpdateItemFluentBuilder,
+        channel: &ChannelId,
+    ) -> UpdateItemFluentBuilder {
         req.expression_attribute_names("#win", "window")
             .expression_attribute_values(":ch", s(channel.as_str()))
             .expression_attribute_values(":empty", empty_map())

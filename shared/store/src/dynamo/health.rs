@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::health::*;
-use converger_core::flow::INITIAL_WINDOW;
 use converger_core::health::CHECKED_TYPES;
 
 /// How long per-minute counters are kept (the window is 60 minutes).
@@ -126,22 +125,15 @@ impl HealthStore for DynamoStore {
         channel: &ChannelId,
         status: converger_core::health::HealthStatus,
     ) -> StoreResult<()> {
-        self.client
-            .update_item()
-            .table_name(&self.res.flow)
-            .key("key", s(channel.as_str()))
-            .update_expression(
-                "SET health_status = :st, channel_id = :ch, \
-                 slots = if_not_exists(slots, :empty), #win = if_not_exists(#win, :init)",
-            )
-            .expression_attribute_names("#win", "window")
-            .expression_attribute_values(":st", s(status.as_str()))
-            .expression_attribute_values(":ch", s(channel.as_str()))
-            .expression_attribute_values(":empty", AttributeValue::M(HashMap::new()))
-            .expression_attribute_values(":init", n(INITIAL_WINDOW))
-            .send()
-            .await
-            .map_err(sdk_err)?;
+        Self::ensure_values(
+            self.flow_update(channel)
+                .update_expression(format!("SET health_status = :st, {}", super::flow::ENSURE)),
+            channel,
+        )
+        .expression_attribute_values(":st", s(status.as_str()))
+        .send()
+        .await
+        .map_err(sdk_err)?;
         Ok(())
     }
 
