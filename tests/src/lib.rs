@@ -412,7 +412,7 @@ pub async fn wait_until<F: std::future::Future<Output = bool>>(
     false
 }
 
-/// Settled: anything but pending.
+/// Settled: no longer waiting for an attempt (neither pending nor parked).
 pub fn settled(d: &Value) -> bool {
-    d["status"] != "pending"
+    d["status"] != "pending" && d["status"] != "paused"
 }
