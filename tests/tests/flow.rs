@@ -533,14 +533,15 @@ async fn a_close_replays_recent_dead_letters_when_the_channel_asks() {
 async fn the_dead_channel_benchmark_runs() {
     // A smoke run of the benchmark harness with tiny sizes (its figures come from the full
     // run, never from a test).
-    let line = converger_local::dead_channel::run(converger_local::dead_channel::Options {
-        backlog: 30,
-        seconds: 2,
-        rate: 5,
-        in_process: true,
-    })
-    .await
-    .unwrap();
+    let line =
+        converger_local::bench::dead_channel::run(converger_local::bench::dead_channel::Options {
+            backlog: 30,
+            seconds: 2,
+            rate: 5,
+            in_process: true,
+        })
+        .await
+        .unwrap();
     assert_eq!(line["scenario"], "dead-channel");
     assert_eq!(line["b"]["b_sent"], 10);
     assert_eq!(line["b"]["b_delivered"], 10, "{line}");

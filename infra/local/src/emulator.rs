@@ -123,6 +123,41 @@ pub async fn ensure_venv() -> Result<PathBuf, String> {
     Ok(venv)
 }
 
+/// cargo-lambda (and the zig it links with), pinned in `infra/local/requirements-lambda.txt`,
+/// installed into the project virtualenv on first use (the `binaries` benchmark builds with it).
+pub async fn ensure_lambda_tools() -> Result<PathBuf, String> {
+    let venv = ensure_venv().await?;
+    let file = root().join("infra/local/requirements-lambda.txt");
+    let reqs = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let want = hex::encode(Sha256::digest(&reqs));
+    let marker = venv.join(".converger-lambda-requirements");
+    let installed = || std::fs::read_to_string(&marker).is_ok_and(|h| h.trim() == want);
+    if installed() {
+        return Ok(venv);
+    }
+    let _lock = DirLock::take(root().join(".local/venv.lock")).await?;
+    if installed() {
+        return Ok(venv);
+    }
+    eprintln!("converger: installing {}", file.display());
+    run(
+        Command::new(venv_bin("python"))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(&file),
+        "pip install cargo-lambda",
+    )
+    .await?;
+    std::fs::write(&marker, want).map_err(|e| e.to_string())?;
+    Ok(venv)
+}
+
 /// A free TCP port on loopback.
 pub fn free_port() -> Result<u16, String> {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -168,6 +203,11 @@ impl Emulator {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// The server's process id (its CPU time is read from `/proc` by the benchmarks).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
     }
 
     pub async fn stop(mut self) {

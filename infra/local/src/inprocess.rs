@@ -81,6 +81,10 @@ impl InProcess {
                         let (p, q) = (p.clone(), q.clone());
                         tokio::spawn(async move {
                             let _permit = permit;
+                            // The long poll's answer takes a request's time to arrive.
+                            if let Some(m) = latency {
+                                tokio::time::sleep(m.sqs_receive).await;
+                            }
                             if let Err(e) = p.attempt(msg.clone()).await {
                                 tracing::warn!(error = %e, "attempt failed; redelivered later");
                                 let _ = converger_store::Queue::send(&*q, &msg, REDELIVERY_S).await;

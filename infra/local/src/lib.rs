@@ -2,7 +2,6 @@
 //! plus the project's test command.
 
 pub mod bench;
-pub mod dead_channel;
 pub mod demo;
 pub mod emulator;
 pub mod inprocess;

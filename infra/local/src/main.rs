@@ -2,6 +2,7 @@
 //!
 //!   cargo run -p converger-local [-- --demo]
 //!   cargo run -p converger-local -- test [--no-lint] [-- <test runner args>]
+//!   cargo run --release -p converger-local -- bench <scenario> [options]
 
 use converger_local::{Stack, StackOptions, emulator};
 use converger_pipeline::PipelineConfig;
@@ -141,76 +142,33 @@ async fn test(args: &[String]) -> Result<(), String> {
     result
 }
 
-/// `bench-dead-channel [--emulator] [--backlog N] [--seconds S] [--rate R]`.
-fn dead_channel_options(args: &[String]) -> Result<converger_local::dead_channel::Options, String> {
-    let mut o = converger_local::dead_channel::Options::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut num = |name: &str| -> Result<u64, String> {
-            it.next()
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| format!("{name} takes a number"))
-        };
-        match a.as_str() {
-            "--emulator" => o.in_process = false,
-            "--in-process" => o.in_process = true,
-            "--backlog" => o.backlog = num("--backlog")? as usize,
-            "--seconds" => o.seconds = num("--seconds")?.max(1),
-            "--rate" => o.rate = u32::try_from(num("--rate")?.max(1)).unwrap_or(20),
-            other => return Err(format!("bench-dead-channel: unknown argument `{other}`")),
-        }
-    }
-    Ok(o)
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // The benchmarks print their figures on stdout and keep stderr for warnings.
+    let default_filter = if args.first().is_some_and(|a| a == "bench") {
+        "warn"
+    } else {
+        "info,aws_config=warn,aws_smithy_runtime=warn"
+    };
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-                tracing_subscriber::EnvFilter::new("info,aws_config=warn,aws_smithy_runtime=warn")
-            }),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .try_init();
-    let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]).await,
-        Some("bench-replay") => {
-            let in_process = args.iter().any(|a| a == "--in-process");
-            let n = match args.get(1).filter(|a| !a.starts_with("--")) {
-                None => Ok(10_000),
-                Some(n) => n.parse::<usize>(),
-            };
-            match (n, in_process) {
-                (Ok(n), true) => converger_local::bench::replay_in_process(n).await,
-                (Ok(n), false) => converger_local::bench::replay(n).await,
-                (Err(_), _) => Err("bench-replay takes a number of dead letters".into()),
-            }
-        }
-        Some("bench-sweep") => match args.get(1).map(|n| n.parse::<usize>()) {
-            None => converger_local::bench::sweep(100_000).await,
-            Some(Ok(n)) => converger_local::bench::sweep(n).await,
-            Some(Err(_)) => Err("bench-sweep takes a number of settled deliveries".into()),
-        },
-        Some("bench-health") => {
-            let num = |i: usize, d: usize| args.get(i).map(|v| v.parse::<usize>()).unwrap_or(Ok(d));
-            match (num(1, 1000), num(2, 100_000)) {
-                (Ok(c), Ok(d)) => converger_local::bench::health(c, d).await,
-                _ => Err("bench-health takes a number of channels and of deliveries".into()),
-            }
-        }
-        Some("bench-dead-channel") => match dead_channel_options(&args[1..]) {
-            Ok(o) => converger_local::dead_channel::run(o).await.map(|_| ()),
-            Err(e) => Err(e),
-        },
+        Some("bench") => converger_local::bench::run(&args[1..]).await,
         Some("--demo") => run(true).await,
         None => run(false).await,
         Some("--help" | "-h") => {
             println!(
                 "usage: converger-local [--demo] | converger-local test [--no-lint] [-- <runner args>]"
             );
+            println!("{}", converger_local::bench::USAGE);
             Ok(())
         }
         Some(other) => Err(format!("unknown argument `{other}` (try --help)")),

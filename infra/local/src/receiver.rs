@@ -181,6 +181,11 @@ impl Receiver {
         self.inner.max_in_flight.load(Ordering::SeqCst)
     }
 
+    /// How many requests arrived so far.
+    pub fn count(&self) -> usize {
+        self.inner.seen.lock().map(|s| s.len()).unwrap_or(0)
+    }
+
     pub fn requests(&self) -> Vec<Received> {
         self.inner
             .seen

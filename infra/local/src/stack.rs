@@ -9,6 +9,7 @@ use converger_core::Tier;
 use converger_http::AppState;
 use converger_pipeline::{Pipeline, PipelineConfig, bootstrap};
 use converger_store::aws::Clients;
+use converger_store::counter::RequestCounter;
 use converger_store::resources::{
     ACTIVITIES_QUEUE, PROBE_QUEUE, QueueDef, REPLAY_QUEUE, tier_queue,
 };
@@ -42,6 +43,10 @@ pub struct StackOptions {
     /// Long-pollers per queue, started `1000 / n` ms apart (Lambda's event source mapping
     /// polls with several at once).
     pub pollers_per_queue: usize,
+    /// Counts every AWS request the functions and APIs make (the `requests` benchmark). The
+    /// pollers' own receives and deletes are counted too when they carry messages; empty
+    /// long polls are counted apart, as `esm/EmptyReceive`.
+    pub counter: Option<RequestCounter>,
 }
 
 impl Default for StackOptions {
@@ -64,6 +69,7 @@ impl Default for StackOptions {
             queues: provision::QueueSettings::default(),
             sweep_period: Some(Duration::from_secs(60)),
             health_period: Some(Duration::from_secs(300)),
+            counter: None,
         }
     }
 }
@@ -110,8 +116,13 @@ impl Stack {
         )
         .await
         .map_err(|e| e.to_string())?;
-        let pipeline =
-            Arc::new(bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?);
+        let function_clients = match &opts.counter {
+            Some(c) => Clients::counted(&sdk, c),
+            None => clients.clone(),
+        };
+        let pipeline = Arc::new(
+            bootstrap::aws_pipeline(&function_clients, &resources, opts.config.clone()).await?,
+        );
 
         let (shutdown, rx) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -235,6 +246,11 @@ impl Stack {
         }
     }
 
+    /// The emulator's process id, when this stack started it.
+    pub fn emulator_pid(&self) -> Option<u32> {
+        self.emulator.as_ref().and_then(Emulator::pid)
+    }
+
     /// The tier queue's URL.
     pub async fn queue_url(&self, tier: Tier) -> Result<String, String> {
         queue_url(&self.clients.sqs, &self.resources, &tier_queue(tier))
@@ -314,8 +330,11 @@ fn spawn_pollers(
         .map(|i| {
             let offset = Duration::from_millis(1000 * i as u64 / n as u64);
             spawn_poller(
-                sqs.clone(),
-                url.clone(),
+                Poller {
+                    sqs: sqs.clone(),
+                    url: url.clone(),
+                    counter: opts.counter.clone(),
+                },
                 permits.clone(),
                 offset,
                 opts.poll_wait_s,
@@ -326,9 +345,25 @@ fn spawn_pollers(
         .collect()
 }
 
-fn spawn_poller(
+/// One queue's poller: its client and, in the `requests` benchmark, the counter its receives
+/// and deletes are added to.
+#[derive(Clone)]
+struct Poller {
     sqs: aws_sdk_sqs::Client,
     url: String,
+    counter: Option<RequestCounter>,
+}
+
+impl Poller {
+    fn count(&self, target: &str) {
+        if let Some(c) = &self.counter {
+            c.record(target, None);
+        }
+    }
+}
+
+fn spawn_poller(
+    poller: Poller,
     permits: Arc<Semaphore>,
     offset: Duration,
     wait_s: i32,
@@ -344,9 +379,10 @@ fn spawn_poller(
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 break;
             };
-            let recv = sqs
+            let recv = poller
+                .sqs
                 .receive_message()
-                .queue_url(&url)
+                .queue_url(&poller.url)
                 .max_number_of_messages(10)
                 .wait_time_seconds(wait_s)
                 .message_system_attribute_names(MessageSystemAttributeName::All)
@@ -358,31 +394,27 @@ fn spawn_poller(
             let messages = match out {
                 Ok(o) => o.messages.unwrap_or_default(),
                 Err(e) => {
-                    tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), queue = %url, "receive failed");
+                    tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), queue = %poller.url, "receive failed");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                     continue;
                 }
             };
             if messages.is_empty() {
+                poller.count("esm.EmptyReceive");
                 continue;
             }
-            let sqs = sqs.clone();
-            let url = url.clone();
+            poller.count("AmazonSQS.ReceiveMessage");
+            let poller = poller.clone();
             let function = function.clone();
             tokio::spawn(async move {
                 let _permit = permit;
-                invoke(&sqs, &url, messages, &function).await;
+                invoke(&poller, messages, &function).await;
             });
         }
     })
 }
 
-async fn invoke(
-    sqs: &aws_sdk_sqs::Client,
-    url: &str,
-    messages: Vec<aws_sdk_sqs::types::Message>,
-    function: &Function,
-) {
+async fn invoke(poller: &Poller, messages: Vec<aws_sdk_sqs::types::Message>, function: &Function) {
     let mut handles = Vec::with_capacity(messages.len());
     let mut event = SqsEvent::default();
     for m in messages {
@@ -430,9 +462,11 @@ async fn invoke(
     if done.is_empty() {
         return;
     }
-    if let Err(e) = sqs
+    poller.count("AmazonSQS.DeleteMessageBatch");
+    if let Err(e) = poller
+        .sqs
         .delete_message_batch()
-        .queue_url(url)
+        .queue_url(&poller.url)
         .set_entries(Some(done))
         .send()
         .await

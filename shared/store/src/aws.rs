@@ -59,6 +59,30 @@ impl Clients {
         }
     }
 
+    /// Clients whose every request is counted by `counter` (the `requests` benchmark).
+    pub fn counted(
+        config: &aws_config::SdkConfig,
+        counter: &crate::counter::RequestCounter,
+    ) -> Self {
+        Self {
+            dynamodb: aws_sdk_dynamodb::Client::from_conf(
+                aws_sdk_dynamodb::config::Builder::from(config)
+                    .interceptor(counter.clone())
+                    .build(),
+            ),
+            sqs: aws_sdk_sqs::Client::from_conf(
+                aws_sdk_sqs::config::Builder::from(config)
+                    .interceptor(counter.clone())
+                    .build(),
+            ),
+            eventbridge: aws_sdk_eventbridge::Client::from_conf(
+                aws_sdk_eventbridge::config::Builder::from(config)
+                    .interceptor(counter.clone())
+                    .build(),
+            ),
+        }
+    }
+
     pub async fn from_env() -> Self {
         Self::new(&load_config().await)
     }

@@ -3,6 +3,7 @@
 //! local stack. The pipeline sees them only through the ports in [`ports`].
 
 pub mod aws;
+pub mod counter;
 pub mod dynamo;
 pub mod events;
 pub mod flow;

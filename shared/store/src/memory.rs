@@ -78,9 +78,10 @@ impl State {
 }
 
 /// Per-request latencies the in-process backend can add, so that a benchmark on it waits
-/// about as long as one on AWS would. The defaults are assumed typical in-region figures
-/// (single-digit milliseconds for DynamoDB item operations, more for queries and
-/// transactions, about ten for an SQS send); the benchmark issue refines them.
+/// about as long as one on AWS would. The defaults and their sources are in
+/// `docs/benchmarks.md` (DynamoDB: single-digit milliseconds per item operation; SQS: about
+/// 20 ms per request in-region). `CONVERGER_LATENCY_MS` overrides any of them, e.g.
+/// `get=2,write=4,sqs_send=15`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LatencyModel {
     pub get: Duration,
@@ -88,6 +89,8 @@ pub struct LatencyModel {
     pub query: Duration,
     pub transact: Duration,
     pub sqs_send: Duration,
+    /// From a message being sent to a waiting long poll returning it.
+    pub sqs_receive: Duration,
 }
 
 impl Default for LatencyModel {
@@ -97,8 +100,58 @@ impl Default for LatencyModel {
             write: Duration::from_millis(6),
             query: Duration::from_millis(8),
             transact: Duration::from_millis(25),
-            sqs_send: Duration::from_millis(10),
+            sqs_send: Duration::from_millis(20),
+            sqs_receive: Duration::from_millis(20),
         }
+    }
+}
+
+impl LatencyModel {
+    /// The defaults with `name=ms` overrides, comma-separated.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let mut m = Self::default();
+        for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}` is not name=milliseconds"))?;
+            let ms: u64 = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{v}` is not a number of milliseconds"))?;
+            let d = Duration::from_millis(ms);
+            match k.trim() {
+                "get" => m.get = d,
+                "write" => m.write = d,
+                "query" => m.query = d,
+                "transact" => m.transact = d,
+                "sqs_send" => m.sqs_send = d,
+                "sqs_receive" => m.sqs_receive = d,
+                other => {
+                    return Err(format!(
+                        "unknown latency `{other}` (get, write, query, transact, sqs_send, sqs_receive)"
+                    ));
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    /// The model `CONVERGER_LATENCY_MS` describes, else the defaults.
+    pub fn from_env() -> Result<Self, String> {
+        match std::env::var("CONVERGER_LATENCY_MS") {
+            Ok(spec) => Self::parse(&spec).map_err(|e| format!("CONVERGER_LATENCY_MS: {e}")),
+            Err(_) => Ok(Self::default()),
+        }
+    }
+
+    /// The model in milliseconds, for a benchmark's output.
+    pub fn to_json(&self) -> serde_json::Value {
+        let ms = |d: Duration| d.as_millis() as u64;
+        serde_json::json!({
+            "get": ms(self.get), "write": ms(self.write), "query": ms(self.query),
+            "transact": ms(self.transact), "sqs_send": ms(self.sqs_send),
+            "sqs_receive": ms(self.sqs_receive),
+        })
     }
 }
 
@@ -727,5 +780,23 @@ impl Events for MemEvents {
         if let Ok(mut p) = self.published.lock() {
             p.extend(events);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LatencyModel;
+    use std::time::Duration;
+
+    #[test]
+    fn latency_model_overrides_parse_and_bad_ones_are_refused() {
+        let m = LatencyModel::parse("get=2, sqs_send=15").unwrap_or_default();
+        assert_eq!(m.get, Duration::from_millis(2));
+        assert_eq!(m.sqs_send, Duration::from_millis(15));
+        assert_eq!(m.write, LatencyModel::default().write);
+        assert_eq!(LatencyModel::parse(""), Ok(LatencyModel::default()));
+        assert!(LatencyModel::parse("get").is_err());
+        assert!(LatencyModel::parse("get=x").is_err());
+        assert!(LatencyModel::parse("disk=3").is_err());
     }
 }

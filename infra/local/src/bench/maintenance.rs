@@ -1,4 +1,4 @@
-//! `bench-sweep [N]`: the cost of one sweep over N settled deliveries (and a few overdue ones),
+//! `bench sweep [N]`: the cost of one sweep over N settled deliveries (and a few overdue ones),
 //! as a JSON line: index queries made, rows found, time taken.
 
 use crate::stack::{Stack, StackOptions};
@@ -74,26 +74,23 @@ pub async fn sweep(settled: usize) -> Result<(), String> {
     let t0 = Instant::now();
     let report = stack.pipeline.sweep().await.map_err(|e| e.to_string())?;
     let took = t0.elapsed();
-    println!(
-        "{}",
-        json!({
-            "scenario": "sweep",
-            "settled_deliveries": settled,
-            "overdue_deliveries": overdue.len(),
-            "index_queries": report.queries,
-            "found": report.found,
-            "enqueued": report.enqueued,
-            "sweep_ms": took.as_secs_f64() * 1000.0,
-            "seed_s": seeded.as_secs_f64(),
-            "note": "index_queries is the cost: one query per due-index shard, settled rows are not in the index; sweep_ms measures the emulator, whose Query is linear in table size",
-        })
-    );
+    super::emit(json!({
+        "scenario": "sweep",
+        "settled_deliveries": settled,
+        "overdue_deliveries": overdue.len(),
+        "index_queries": report.queries,
+        "found": report.found,
+        "enqueued": report.enqueued,
+        "sweep_ms": took.as_secs_f64() * 1000.0,
+        "seed_s": seeded.as_secs_f64(),
+        "note": "index_queries is the cost: one query per due-index shard, settled rows are not in the index; sweep_ms measures the emulator, whose Query is linear in table size",
+    }));
     tokio::time::sleep(Duration::from_millis(10)).await;
     stack.stop().await;
     Ok(())
 }
 
-/// `bench-replay [N]`: seeds N dead letters on one channel and times one bulk replay call
+/// `bench bulk-replay [N]`: seeds N dead letters on one channel and times one bulk replay call
 /// through the tenant API, as a JSON line.
 pub async fn replay(dead_letters: usize) -> Result<(), String> {
     let opts = StackOptions {
@@ -183,47 +180,36 @@ pub async fn replay(dead_letters: usize) -> Result<(), String> {
     )
     .await?;
     let took = t0.elapsed();
-    println!(
-        "{}",
-        json!({
-            "scenario": "bulk_replay",
-            "dead_letters": dead_letters,
-            "retried": r["retried"],
-            "has_more": r["has_more"],
-            "call_s": took.as_secs_f64(),
-            "requests": r["cost"],
-            "seed_s": seed_s,
-            "note": "one API call end to end on the local stack; the emulator copies whole tables on every transaction and slows with queue depth, so call_s measures it more than Converger",
-        })
-    );
+    super::emit(json!({
+        "scenario": "bulk-replay",
+        "dead_letters": dead_letters,
+        "retried": r["retried"],
+        "has_more": r["has_more"],
+        "call_s": took.as_secs_f64(),
+        "requests": r["cost"],
+        "seed_s": seed_s,
+        "note": "one API call end to end on the local stack; the emulator copies whole tables on every transaction and slows with queue depth, so call_s measures it more than Converger",
+    }));
     stack.stop().await;
     Ok(())
 }
 
-/// `bench-replay N --in-process`: the same bulk replay on the in-process backend, which
+/// `bench bulk-replay N --in-process`: the same bulk replay on the in-process backend, which
 /// measures Converger's own cost (no network, no latency model yet).
-pub async fn replay_in_process(dead_letters: usize) -> Result<(), String> {
+pub async fn replay_in_process(dead_letters: usize) -> Result<serde_json::Value, String> {
     let own = replay_in_process_with(dead_letters, None).await?;
-    let model = converger_store::memory::LatencyModel::default();
+    let model = converger_store::memory::LatencyModel::from_env()?;
     let modeled = replay_in_process_with(dead_letters, Some(model)).await?;
-    let ms = |d: Duration| d.as_millis() as u64;
-    println!(
-        "{}",
-        json!({
-            "scenario": "bulk_replay_in_process",
-            "dead_letters": dead_letters,
-            "retried": own.0,
-            "requests": own.1,
-            "own_s": own.2,
-            "with_latency_model_s": modeled.2,
-            "latency_model_ms": {
-                "get": ms(model.get), "write": ms(model.write), "query": ms(model.query),
-                "transact": ms(model.transact), "sqs_send": ms(model.sqs_send),
-            },
-            "note": "own_s: Converger's own time (no network); with_latency_model_s: the same call waiting an assumed typical latency per request",
-        })
-    );
-    Ok(())
+    Ok(super::emit(json!({
+        "scenario": "bulk-replay", "backend": "in-process (latency model)",
+        "dead_letters": dead_letters,
+        "retried": own.0,
+        "requests": own.1,
+        "own_s": own.2,
+        "with_latency_model_s": modeled.2,
+        "latency_model_ms": model.to_json(),
+        "note": "own_s: Converger's own time (no network); with_latency_model_s: the same call waiting an assumed typical latency per request",
+    })))
 }
 
 async fn replay_in_process_with(
@@ -293,7 +279,7 @@ async fn replay_in_process_with(
     Ok((r.retried, r.stats, took.as_secs_f64()))
 }
 
-/// `bench-health [CHANNELS] [DELIVERIES]`: the requests one health run makes, as a JSON line:
+/// `bench health [CHANNELS] [DELIVERIES]`: the requests one health run makes, as a JSON line:
 /// over CHANNELS channels on the local stack (each with this minute's counters written as
 /// ingest writes them), and over one channel with DELIVERIES deliveries ingested in the window
 /// on the in-process backend (the emulator's transactions are too slow for that many ingests).
@@ -403,19 +389,16 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
         .into_iter()
         .collect::<Result<Vec<()>, String>>()?;
     let one = p.health_check().await.map_err(|e| e.to_string())?;
-    println!(
-        "{}",
-        json!({
-            "scenario": "health",
-            "channels": channels,
-            "requests_for_channels": many.requests(),
-            "report_for_channels": many,
-            "seconds_for_channels_on_emulator": (many_s * 10.0).round() / 10.0,
-            "deliveries_in_one_channel": deliveries,
-            "requests_for_one_busy_channel": one.requests(),
-            "report_for_one_busy_channel": one,
-        })
-    );
+    super::emit(json!({
+        "scenario": "health",
+        "channels": channels,
+        "requests_for_channels": many.requests(),
+        "report_for_channels": many,
+        "seconds_for_channels_on_emulator": (many_s * 10.0).round() / 10.0,
+        "deliveries_in_one_channel": deliveries,
+        "requests_for_one_busy_channel": one.requests(),
+        "report_for_one_busy_channel": one,
+    }));
     Ok(())
 }
 

@@ -1,19 +1,17 @@
-//! `bench-dead-channel`: the reference's measured noisy-neighbour case. Tenant A's webhook
+//! `bench dead-channel`: the reference's measured noisy-neighbour case. Tenant A's webhook
 //! accepts connections and never answers (10 s timeout) with a backlog of deliveries; tenant
 //! B, same tier, sends activities at a steady rate to a healthy receiver. Prints one JSON line:
 //! the requests that reached A, and B's ingest-to-receiver latency percentiles next to the same
 //! run without A (the baseline).
 
+use super::{activity, percentile};
 use crate::inprocess::InProcess;
 use crate::receiver::{Receiver, Reply};
 use crate::seed::SeedAs;
 use crate::stack::{Stack, StackOptions};
-use converger_core::secret::{hash_api_key, new_api_key};
-use converger_core::{ChannelId, ChannelType, TenantId, Tier, time};
-use converger_pipeline::ingest::NewActivity;
+use converger_core::Tier;
 use converger_pipeline::{Pipeline, PipelineConfig};
 use converger_store::memory::LatencyModel;
-use converger_store::{Channel, Tenant};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -91,8 +89,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
         "b_baseline": baseline,
         "p95_ratio": if baseline.p95_ms > 0.0 { (with_a.p95_ms / baseline.p95_ms * 100.0).round() / 100.0 } else { 0.0 },
     });
-    println!("{line}");
-    Ok(line)
+    Ok(super::emit(line))
 }
 
 fn config() -> PipelineConfig {
@@ -105,7 +102,7 @@ fn config() -> PipelineConfig {
 async fn start(o: &Options, tag: &str) -> Result<Runtime, String> {
     if o.in_process {
         return Ok(Runtime::Mem(InProcess::start(
-            Some(LatencyModel::default()),
+            Some(LatencyModel::from_env()?),
             config(),
             Some(Duration::from_secs(60)),
         )?));
@@ -121,59 +118,6 @@ async fn start(o: &Options, tag: &str) -> Result<Runtime, String> {
     Ok(Runtime::Aws(Box::new(Stack::start(opts).await?)))
 }
 
-async fn tenant(p: &Pipeline) -> Result<Tenant, String> {
-    let t = Tenant {
-        id: TenantId::generate(),
-        name: "bench".into(),
-        tier: Tier::Default,
-        created_at: time::now_rfc3339(),
-        alert_webhook_url: None,
-        alert_channel_id: None,
-    };
-    p.store
-        .create_tenant(&t, &hash_api_key(&new_api_key()))
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(t)
-}
-
-async fn channel(p: &Pipeline, t: &Tenant, url: &str, policy: Value) -> Result<Channel, String> {
-    let c = {
-        let mut c = Channel::new(
-            t.id.clone(),
-            ChannelType::Webhook,
-            "bench",
-            json!({"url": url}).as_object().cloned().unwrap_or_default(),
-            &time::now_rfc3339(),
-        );
-        c.retry_policy = policy.as_object().cloned().unwrap_or_default();
-        c
-    };
-    p.store
-        .create_channel(&c)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(c)
-}
-
-fn activity(ch: &ChannelId, n: usize) -> NewActivity {
-    NewActivity {
-        id: None,
-        conversation_id: format!("conv-{}", n % 100),
-        seq: Some(n as u64 + 1),
-        channel_ids: vec![ch.clone()],
-        payload: json!({"text": "hello", "n": n}),
-    }
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    (sorted[i] * 10.0).round() / 10.0
-}
-
 async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
     let rt = start(o, if with_dead { "a" } else { "b" }).await?;
     let p = rt.pipeline();
@@ -183,9 +127,10 @@ async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
     )
     .await?;
     let healthy = Receiver::always(200).await?;
-    let (ta, tb) = (tenant(&p).await?, tenant(&p).await?);
-    let ca = channel(&p, &ta, &dead.url, json!({"timeout_ms": 10_000})).await?;
-    let cb = channel(&p, &tb, &healthy.url, json!({})).await?;
+    let ta = super::tenant(&p, Tier::Default).await?.0;
+    let tb = super::tenant(&p, Tier::Default).await?.0;
+    let ca = super::webhook(&p, &ta, &dead.url, json!({"timeout_ms": 10_000})).await?;
+    let cb = super::webhook(&p, &tb, &healthy.url, json!({})).await?;
 
     if let Runtime::Aws(stack) = &rt {
         // On the emulator the backlog is written with batch writes (see `seed`), behind the

@@ -1,0 +1,373 @@
+//! The benchmark command: `converger-local bench <scenario> [options]`. Each scenario starts
+//! what it needs (the local stack on the emulator, or the in-process backend with its latency
+//! model, and real HTTP receivers), runs, and prints one JSON line of figures on stdout.
+//! `docs/benchmarks.md` explains each figure and keeps the measured results.
+
+pub mod binaries;
+pub mod dead_channel;
+pub mod latency;
+pub mod maintenance;
+pub mod requests;
+pub mod throughput;
+
+use crate::receiver::Receiver;
+use converger_core::secret::{hash_api_key, new_api_key};
+use converger_core::{ChannelId, ChannelType, TenantId, Tier, time};
+use converger_pipeline::Pipeline;
+use converger_pipeline::ingest::NewActivity;
+use converger_store::{Channel, Tenant};
+use serde_json::{Value, json};
+
+pub const USAGE: &str = "\
+usage: converger-local bench <scenario> [options]   (one JSON line of figures per scenario)
+  latency      [--activities N] [--rate R]         ingest-to-receiver latency on the local stack
+  throughput   [--deliveries N] [--emulator N]     deliveries/s and CPU per 1,000 deliveries
+  requests     [--deliveries N]                    AWS requests per delivered message, and cost
+  binaries     [--function NAME] [--dev]           bootstrap sizes and init time to first event
+  dead-channel [--emulator] [--backlog N] [--seconds S] [--rate R]
+  bulk-replay  [N] [--in-process]                  one bulk replay of N dead letters
+  sweep        [N]                                 one sweep over N settled deliveries
+  health       [CHANNELS] [DELIVERIES]             one health run
+  smoke                                            every scenario above with tiny sizes";
+
+/// Runs `bench <args>`.
+pub async fn run(args: &[String]) -> Result<(), String> {
+    let Some(scenario) = args.first() else {
+        return Err(USAGE.into());
+    };
+    let rest = Args(&args[1..]);
+    match scenario.as_str() {
+        "latency" => latency::run(latency::Options {
+            activities: rest.num("--activities", 1000)?,
+            rate: rest.num("--rate", 20)?.max(1) as u32,
+        })
+        .await
+        .map(drop),
+        "throughput" => throughput::run(throughput::Options {
+            in_process: rest.num("--deliveries", 10_000)?,
+            emulator: rest.num("--emulator", 1000)?,
+        })
+        .await
+        .map(drop),
+        "requests" => requests::run(requests::Options {
+            deliveries: rest.num("--deliveries", 20)?.max(1),
+        })
+        .await
+        .map(drop),
+        "binaries" => binaries::run(binaries::Options {
+            function: rest.value("--function").map(str::to_owned),
+            release: !rest.flag("--dev"),
+        })
+        .await
+        .map(drop),
+        "dead-channel" => dead_channel::run(dead_channel::Options {
+            in_process: !rest.flag("--emulator"),
+            backlog: rest.num("--backlog", 10_000)?,
+            seconds: rest.num("--seconds", 60)?.max(1) as u64,
+            rate: rest.num("--rate", 20)?.max(1) as u32,
+        })
+        .await
+        .map(drop),
+        "bulk-replay" => {
+            let n = rest.positional(0, 10_000)?;
+            if rest.flag("--in-process") {
+                maintenance::replay_in_process(n).await.map(drop)
+            } else {
+                maintenance::replay(n).await
+            }
+        }
+        "sweep" => maintenance::sweep(rest.positional(0, 100_000)?).await,
+        "health" => {
+            maintenance::health(rest.positional(0, 1000)?, rest.positional(1, 100_000)?).await
+        }
+        "smoke" => smoke().await,
+        "--help" | "-h" | "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown scenario `{other}`\n{USAGE}")),
+    }
+}
+
+/// Every scenario with tiny sizes: checks the harness, not the speed (the test command runs it).
+pub async fn smoke() -> Result<(), String> {
+    latency::run(latency::Options {
+        activities: 10,
+        rate: 20,
+    })
+    .await?;
+    throughput::run(throughput::Options {
+        in_process: 200,
+        emulator: 20,
+    })
+    .await?;
+    requests::run(requests::Options { deliveries: 2 }).await?;
+    binaries::run(binaries::Options {
+        function: Some("health".into()),
+        release: false,
+    })
+    .await?;
+    dead_channel::run(dead_channel::Options {
+        in_process: true,
+        backlog: 50,
+        seconds: 2,
+        rate: 10,
+    })
+    .await?;
+    maintenance::replay_in_process(100).await?;
+    Ok(())
+}
+
+/// The arguments after the scenario's name.
+struct Args<'a>(&'a [String]);
+
+impl Args<'_> {
+    fn flag(&self, name: &str) -> bool {
+        self.0.iter().any(|a| a == name)
+    }
+
+    fn value(&self, name: &str) -> Option<&str> {
+        let i = self.0.iter().position(|a| a == name)?;
+        self.0.get(i + 1).map(String::as_str)
+    }
+
+    fn num(&self, name: &str, default: usize) -> Result<usize, String> {
+        match self.value(name) {
+            None if self.flag(name) => Err(format!("{name} takes a number")),
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| format!("{name}: `{v}` is not a number")),
+        }
+    }
+
+    /// The `i`-th argument that is neither an option nor an option's value.
+    fn positional(&self, i: usize, default: usize) -> Result<usize, String> {
+        let mut plain = Vec::new();
+        let mut skip = false;
+        for a in self.0 {
+            if skip {
+                skip = false;
+            } else if a.starts_with("--") {
+                skip = !matches!(a.as_str(), "--in-process" | "--emulator" | "--dev");
+            } else {
+                plain.push(a);
+            }
+        }
+        match plain.get(i) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| format!("`{v}` is not a number")),
+        }
+    }
+}
+
+/// The machine a figure was measured on: cores, memory, date.
+pub fn machine() -> Value {
+    let mem_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    json!({
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "memory_gib": (mem_kib as f64 / 1024.0 / 1024.0 * 10.0).round() / 10.0,
+        "date": time::now_rfc3339().get(..10).unwrap_or_default(),
+    })
+}
+
+/// Prints one scenario's line (with the machine added) and hands it back.
+pub fn emit(mut line: Value) -> Value {
+    if let Some(o) = line.as_object_mut() {
+        o.insert("machine".into(), machine());
+    }
+    println!("{line}");
+    line
+}
+
+/// CPU seconds (user + system) a process has used so far, from `/proc/<pid>/stat`
+/// (`self` for this process). `None` where there is no such file.
+pub fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; the fields after its `)` are fixed.
+    let after = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    // USER_HZ is 100 on every Linux the project runs on.
+    Some((utime + stime) / 100.0)
+}
+
+/// The `p`-th percentile (0..1) of sorted values, to 0.1.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    (sorted[i] * 10.0).round() / 10.0
+}
+
+/// p50 / p95 / p99 (and the count) of unsorted milliseconds.
+pub fn summary(mut ms: Vec<f64>) -> Value {
+    ms.sort_by(|a, b| a.total_cmp(b));
+    json!({
+        "n": ms.len(),
+        "p50_ms": percentile(&ms, 0.50),
+        "p95_ms": percentile(&ms, 0.95),
+        "p99_ms": percentile(&ms, 0.99),
+    })
+}
+
+/// A tenant in `tier`, written straight to the store; returns it with its API key.
+pub async fn tenant(p: &Pipeline, tier: Tier) -> Result<(Tenant, String), String> {
+    let t = Tenant {
+        id: TenantId::generate(),
+        name: "bench".into(),
+        tier,
+        created_at: time::now_rfc3339(),
+        alert_webhook_url: None,
+        alert_channel_id: None,
+    };
+    let key = new_api_key();
+    p.store
+        .create_tenant(&t, &hash_api_key(&key))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((t, key))
+}
+
+/// A webhook channel to `url` with `policy` (a retry policy object, `{}` for the defaults).
+pub async fn webhook(
+    p: &Pipeline,
+    t: &Tenant,
+    url: &str,
+    policy: Value,
+) -> Result<Channel, String> {
+    webhook_with(p, t, url, policy, json!({})).await
+}
+
+/// [`webhook`] with circuit breaker settings.
+pub async fn webhook_with(
+    p: &Pipeline,
+    t: &Tenant,
+    url: &str,
+    policy: Value,
+    breaker: Value,
+) -> Result<Channel, String> {
+    let mut c = Channel::new(
+        t.id.clone(),
+        ChannelType::Webhook,
+        "bench",
+        json!({"url": url}).as_object().cloned().unwrap_or_default(),
+        &time::now_rfc3339(),
+    );
+    c.retry_policy = policy.as_object().cloned().unwrap_or_default();
+    c.circuit_breaker = breaker.as_object().cloned().unwrap_or_default();
+    p.store
+        .create_channel(&c)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+/// The `n`-th benchmark activity for one channel.
+pub fn activity(ch: &ChannelId, n: usize) -> NewActivity {
+    NewActivity {
+        id: None,
+        conversation_id: format!("conv-{}", n % 100),
+        seq: Some(n as u64 + 1),
+        channel_ids: vec![ch.clone()],
+        payload: json!({"text": "hello", "n": n}),
+    }
+}
+
+/// The same activity as the tenant API's request body.
+pub fn activity_body(ch: &ChannelId, n: usize) -> String {
+    let a = activity(ch, n);
+    json!({
+        "conversation_id": a.conversation_id,
+        "seq": a.seq,
+        "channel_ids": a.channel_ids,
+        "payload": a.payload,
+    })
+    .to_string()
+}
+
+/// A JSON answer's body.
+pub async fn json_body(r: reqwest::Response) -> Result<Value, String> {
+    let bytes = r.bytes().await.map_err(|e| e.to_string())?;
+    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+}
+
+/// A receiver on its own thread with its own runtime, so that its CPU time can be told apart
+/// from ours (`/proc/self/task/<tid>/stat`). Answers 200.
+pub struct IsolatedReceiver {
+    pub url: String,
+    receiver: std::sync::Arc<Receiver>,
+    tid: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl IsolatedReceiver {
+    pub async fn start() -> Result<Self, String> {
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let tid = std::fs::read_link("/proc/thread-self")
+                    .ok()
+                    .and_then(|p| p.file_name().map(|t| t.to_string_lossy().into_owned()))
+                    .unwrap_or_default();
+                match Receiver::always(200).await {
+                    Ok(r) => {
+                        let _ = ready_tx.send(Ok((std::sync::Arc::new(r), tid)));
+                        let _ = stopped.await;
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            });
+        });
+        let (receiver, tid) = ready_rx
+            .await
+            .map_err(|_| "the receiver thread stopped".to_string())??;
+        Ok(Self {
+            url: receiver.url.clone(),
+            receiver,
+            tid,
+            stop: Some(stop),
+        })
+    }
+
+    /// Waits until the receiver has had `n` requests (or `timeout` passes); the count.
+    pub async fn wait_for(&self, n: usize, timeout: std::time::Duration) -> usize {
+        self.receiver.wait_for(n, timeout).await.len()
+    }
+
+    /// The receiver thread's CPU seconds so far.
+    pub fn cpu_seconds(&self) -> Option<f64> {
+        cpu_seconds(&format!("self/task/{}", self.tid))
+    }
+}
+
+impl Drop for IsolatedReceiver {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! `bench requests`: the AWS requests each delivered message costs, counted client-side by an
+//! SDK interceptor on every client the functions and APIs use (see
+//! `converger_store::counter`), on the local stack. Cases, each run on its own channel:
+//! - `first_try`: one activity at a time, each delivered on the first try: the worst case,
+//!   with no batching at all;
+//! - `first_try_burst`: activities posted 10 at a time, so the queue pollers' receives and
+//!   deletes carry several messages (what a busy channel sees);
+//! - `three_attempts`: the receiver answers 503 twice, then 200;
+//! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts.
+//!
+//! Prints requests per delivery by service and operation, the billed requests (DynamoDB and
+//! SQS), and the implied cost per million deliveries at the list prices in
+//! `docs/benchmarks.md`.
+
+use super::{tenant, webhook, webhook_with};
+use crate::receiver::{Receiver, Reply};
+use crate::stack::{Stack, StackOptions};
+use converger_core::{DeliveryId, DeliveryStatus, Tier};
+use converger_store::counter::{Counts, RequestCounter};
+use converger_store::dynamo::DynamoStore;
+use converger_store::{Channel, Store};
+use serde_json::{Map, Value, json};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Deliveries per case.
+    pub deliveries: usize,
+}
+
+/// List prices, US East (N. Virginia), in dollars per million (see `docs/benchmarks.md`).
+pub const PRICE_DYNAMODB_WRITE_UNIT: f64 = 0.625;
+pub const PRICE_DYNAMODB_READ_UNIT: f64 = 0.125;
+pub const PRICE_SQS_REQUEST: f64 = 0.40;
+pub const PRICE_EVENTBRIDGE_EVENT: f64 = 1.00;
+
+/// The operations DynamoDB bills as writes (the rest of its operations are reads).
+const WRITES: [&str; 5] = [
+    "PutItem",
+    "UpdateItem",
+    "DeleteItem",
+    "BatchWriteItem",
+    "TransactWriteItems",
+];
+
+struct Case {
+    name: &'static str,
+    receiver: Receiver,
+    channel: Channel,
+    /// Activities posted at once.
+    burst: usize,
+    /// The status and attempts each delivery ends with.
+    done: (DeliveryStatus, u32),
+}
+
+pub async fn run(o: Options) -> Result<Value, String> {
+    converger_pipeline::metrics::set_enabled(false);
+    let counter = RequestCounter::new();
+    let stack = Stack::start(StackOptions {
+        prefix: format!("req{}-", std::process::id()),
+        sweep_period: None,
+        health_period: None,
+        counter: Some(counter.clone()),
+        ..StackOptions::default()
+    })
+    .await?;
+    let result = cases(&stack, &counter, &o).await;
+    stack.stop().await;
+    let cases = result?;
+    Ok(super::emit(json!({
+        "scenario": "requests",
+        "backend": "local stack on the emulator (requests counted by an SDK interceptor)",
+        "deliveries_per_case": o.deliveries,
+        "cases": cases,
+        "target_billed_per_first_try": 5,
+        "prices_per_million_usd": {
+            "dynamodb_write_unit": PRICE_DYNAMODB_WRITE_UNIT,
+            "dynamodb_read_unit": PRICE_DYNAMODB_READ_UNIT,
+            "sqs_request": PRICE_SQS_REQUEST,
+            "eventbridge_event": PRICE_EVENTBRIDGE_EVENT,
+        },
+    })))
+}
+
+async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<Value, String> {
+    let p = &stack.pipeline;
+    let (t, key) = tenant(p, Tier::Default).await?;
+    let retry = json!({"schedule": [1000], "max_attempts": 3});
+    // The failing cases measure retries, not the breaker: it would open after 5 failures.
+    let no_breaker = json!({"failure_threshold": 1000});
+    let mut flaky_script = Vec::new();
+    for _ in 0..o.deliveries {
+        flaky_script.extend([Reply::status(503), Reply::status(503), Reply::status(200)]);
+    }
+    let ok = Receiver::always(200).await?;
+    let burst = Receiver::always(200).await?;
+    let flaky = Receiver::start(flaky_script, Reply::status(200)).await?;
+    let dead = Receiver::always(503).await?;
+    let list = vec![
+        Case {
+            name: "first_try",
+            channel: webhook(p, &t, &ok.url, json!({})).await?,
+            receiver: ok,
+            burst: 1,
+            done: (DeliveryStatus::Sent, 1),
+        },
+        Case {
+            name: "first_try_burst",
+            channel: webhook(p, &t, &burst.url, json!({})).await?,
+            receiver: burst,
+            burst: 10,
+            done: (DeliveryStatus::Sent, 1),
+        },
+        Case {
+            name: "three_attempts",
+            channel: webhook_with(p, &t, &flaky.url, retry.clone(), no_breaker.clone()).await?,
+            receiver: flaky,
+            burst: 1,
+            done: (DeliveryStatus::Sent, 3),
+        },
+        Case {
+            name: "dead_letter",
+            channel: webhook_with(p, &t, &dead.url, retry, no_breaker).await?,
+            receiver: dead,
+            burst: 1,
+            done: (DeliveryStatus::Failed, 3),
+        },
+    ];
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| e.to_string())?;
+    // The harness reads through its own, uncounted client.
+    let store = DynamoStore::new(stack.clients.dynamodb.clone(), stack.resources.clone());
+    let url = format!("{}/api/v1/activities", stack.api_url);
+
+    // One delivery first, so that the API's and the functions' per-instance caches (tenant,
+    // channel) are warm as in steady state; not counted.
+    let warm_receiver = Receiver::always(200).await?;
+    let warm = webhook(p, &t, &warm_receiver.url, json!({})).await?;
+    let ids = post(&http, &url, &key, &warm, 0, 1).await?;
+    settle(&store, &ids, (DeliveryStatus::Sent, 1)).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut out = Map::new();
+    for case in &list {
+        let _ = counter.take();
+        let started = Instant::now();
+        let mut n = 0;
+        while n < o.deliveries {
+            let k = case.burst.min(o.deliveries - n);
+            let ids = post(&http, &url, &key, &case.channel, n, k).await?;
+            settle(&store, &ids, case.done).await?;
+            n += k;
+        }
+        // The work after the row is written (settle, events, the queue delete) finishes.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let counts = counter.take();
+        if case.receiver.count() < o.deliveries {
+            return Err(format!("{}: the receiver saw too few requests", case.name));
+        }
+        out.insert(
+            case.name.into(),
+            per_delivery(&counts, o.deliveries, started.elapsed()),
+        );
+    }
+    Ok(Value::Object(out))
+}
+
+/// Posts `k` activities at once to `channel` through the tenant API; their delivery ids.
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    channel: &Channel,
+    first: usize,
+    k: usize,
+) -> Result<Vec<DeliveryId>, String> {
+    let sends = (first..first + k).map(|n| {
+        let body = super::activity_body(&channel.id, n);
+        async move {
+            let r = http
+                .post(url)
+                .bearer_auth(key)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            let v = super::json_body(r).await?;
+            v["deliveries"][0]["id"]
+                .as_str()
+                .and_then(|s| DeliveryId::parse(s).ok())
+                .ok_or_else(|| format!("ingest answered {v}"))
+        }
+    });
+    futures::future::try_join_all(sends).await
+}
+
+/// Waits until every delivery has `done`'s status and attempts.
+async fn settle(
+    store: &DynamoStore,
+    ids: &[DeliveryId],
+    done: (DeliveryStatus, u32),
+) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let rows = store.get_deliveries(ids).await.map_err(|e| e.to_string())?;
+        if rows.len() == ids.len()
+            && rows
+                .iter()
+                .all(|d| d.status == done.0 && d.attempts == done.1)
+        {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            return Err(format!("deliveries not {:?} after 60 s: {rows:?}", done));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// One case's counts divided by its deliveries, with the billed total and the cost.
+pub fn per_delivery(counts: &Counts, deliveries: usize, took: Duration) -> Value {
+    let n = deliveries.max(1) as f64;
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    let mut by_op = Map::new();
+    let (mut billed, mut dollars, mut idle) = (0.0, 0.0, 0u64);
+    for ((service, op), tally) in counts {
+        if service == "esm" {
+            idle += tally.requests;
+            continue;
+        }
+        by_op.insert(
+            format!("{service}/{op}"),
+            json!(round(tally.requests as f64 / n)),
+        );
+        let price = match service.as_str() {
+            "dynamodb" if WRITES.contains(&op.as_str()) => PRICE_DYNAMODB_WRITE_UNIT,
+            "dynamodb" => PRICE_DYNAMODB_READ_UNIT,
+            "sqs" => PRICE_SQS_REQUEST,
+            "events" => PRICE_EVENTBRIDGE_EVENT,
+            _ => 0.0,
+        };
+        dollars += tally.units * price / n;
+        if service == "dynamodb" || service == "sqs" {
+            billed += tally.requests as f64 / n;
+        }
+    }
+    json!({
+        "per_delivery": by_op,
+        "billed_requests_per_delivery": round(billed),
+        "cost_per_million_usd": round(dollars),
+        "idle_empty_receives": idle,
+        "seconds": round(took.as_secs_f64()),
+    })
+}

@@ -1,0 +1,177 @@
+//! Counts the AWS requests a process makes, by service and operation, client-side: an SDK
+//! interceptor that sees every attempt the SDK puts on the wire (a retried call counts once per
+//! try, as AWS bills it). All three services speak an `awsJson` protocol, so the operation is
+//! read from the request's `X-Amz-Target` header (`DynamoDB_20120810.UpdateItem`,
+//! `AmazonSQS.SendMessage`, `AWSEvents.PutEvents`).
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// Per `(service, operation)`: requests, and the capacity units (DynamoDB) or billed
+/// requests (SQS, EventBridge) they imply.
+pub type Counts = BTreeMap<(String, String), Tally>;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Tally {
+    pub requests: u64,
+    /// DynamoDB: read or write request units, assuming items under 1 KB (writes) and 4 KB
+    /// (reads): a write is 1 unit per item (2 in a transaction), a strongly consistent read 1
+    /// per item, an eventually consistent one 0.5. SQS and EventBridge: 1 per request.
+    pub units: f64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct RequestCounter {
+    counts: Arc<Mutex<Counts>>,
+}
+
+/// The units one DynamoDB request implies, from its JSON body (see [`Tally::units`]).
+pub fn dynamodb_units(operation: &str, body: &[u8]) -> f64 {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let read = |consistent: bool| if consistent { 1.0 } else { 0.5 };
+    let consistent = v["ConsistentRead"].as_bool().unwrap_or(false);
+    let per_table = |field: &str| -> f64 {
+        v["RequestItems"]
+            .as_object()
+            .map(|tables| {
+                tables
+                    .values()
+                    .map(|t| match field {
+                        "Keys" => {
+                            t["Keys"].as_array().map_or(0, Vec::len) as f64
+                                * read(t["ConsistentRead"].as_bool().unwrap_or(false))
+                        }
+                        _ => t.as_array().map_or(0, Vec::len) as f64,
+                    })
+                    .sum()
+            })
+            .unwrap_or(0.0)
+    };
+    let items = |field: &str| v[field].as_array().map_or(0, Vec::len) as f64;
+    match operation {
+        "GetItem" | "Query" | "Scan" => read(consistent),
+        "BatchGetItem" => per_table("Keys"),
+        "BatchWriteItem" => per_table("Writes"),
+        "TransactWriteItems" | "TransactGetItems" => 2.0 * items("TransactItems"),
+        "PutItem" | "UpdateItem" | "DeleteItem" => 1.0,
+        _ => 0.0,
+    }
+}
+
+/// The service and operation of an `X-Amz-Target` value.
+pub fn classify(target: &str) -> (String, String) {
+    let (prefix, op) = target.split_once('.').unwrap_or(("unknown", target));
+    let service = if prefix.starts_with("DynamoDB") {
+        "dynamodb"
+    } else if prefix.starts_with("AmazonSQS") {
+        "sqs"
+    } else if prefix.starts_with("AWSEvents") {
+        "events"
+    } else {
+        prefix
+    };
+    (service.to_string(), op.to_string())
+}
+
+impl RequestCounter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts one request (and its units: see [`Tally::units`]).
+    pub fn record(&self, target: &str, body: Option<&[u8]>) {
+        let key = classify(target);
+        let units = match key.0.as_str() {
+            "dynamodb" => dynamodb_units(&key.1, body.unwrap_or_default()),
+            "sqs" | "events" => 1.0,
+            _ => 0.0,
+        };
+        if let Ok(mut c) = self.counts.lock() {
+            let t = c.entry(key).or_default();
+            t.requests += 1;
+            t.units += units;
+        }
+    }
+
+    /// The counts so far.
+    pub fn snapshot(&self) -> Counts {
+        self.counts.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// The counts so far, and zero again.
+    pub fn take(&self) -> Counts {
+        self.counts
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default()
+    }
+}
+
+impl Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "converger-request-counter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let request = context.request();
+        let target = request
+            .headers()
+            .get("x-amz-target")
+            .unwrap_or("unknown.unknown");
+        self.record(target, request.body().bytes());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_name_service_and_operation() {
+        assert_eq!(
+            classify("DynamoDB_20120810.TransactWriteItems"),
+            ("dynamodb".into(), "TransactWriteItems".into())
+        );
+        assert_eq!(
+            classify("AmazonSQS.ReceiveMessage"),
+            ("sqs".into(), "ReceiveMessage".into())
+        );
+        assert_eq!(
+            classify("AWSEvents.PutEvents"),
+            ("events".into(), "PutEvents".into())
+        );
+        let c = RequestCounter::new();
+        c.record("AmazonSQS.SendMessage", None);
+        c.record("AmazonSQS.SendMessage", None);
+        let sent = c.take()[&("sqs".into(), "SendMessage".into())];
+        assert_eq!((sent.requests, sent.units), (2, 2.0));
+        assert!(c.snapshot().is_empty());
+    }
+
+    #[test]
+    fn dynamodb_units_follow_the_pricing_rules() {
+        let body = |v: serde_json::Value| v.to_string().into_bytes();
+        let tx =
+            body(serde_json::json!({"TransactItems": [{"Put": {}}, {"Put": {}}, {"Update": {}}]}));
+        assert_eq!(dynamodb_units("TransactWriteItems", &tx), 6.0);
+        let get = body(serde_json::json!({"ConsistentRead": true}));
+        assert_eq!(dynamodb_units("GetItem", &get), 1.0);
+        assert_eq!(dynamodb_units("GetItem", b"{}"), 0.5);
+        let batch = body(serde_json::json!({"RequestItems": {
+            "a": {"Keys": [{}, {}], "ConsistentRead": true},
+            "b": {"Keys": [{}]}
+        }}));
+        assert_eq!(dynamodb_units("BatchGetItem", &batch), 2.5);
+        let writes = body(serde_json::json!({"RequestItems": {"a": [{}, {}, {}]}}));
+        assert_eq!(dynamodb_units("BatchWriteItem", &writes), 3.0);
+        assert_eq!(dynamodb_units("UpdateItem", b"{}"), 1.0);
+    }
+}

@@ -1,0 +1,105 @@
+//! Smoke runs of the benchmark command's scenarios with tiny sizes: they check that the
+//! harness works and that its figures are there and sane. The figures themselves come from
+//! full runs (`docs/benchmarks.md`), never from a test. `requests` is the exception: request
+//! counts do not depend on the machine's speed, so its budget is asserted.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_local::bench;
+
+#[tokio::test]
+async fn latency_scenario_measures_each_delivery_and_the_floor() {
+    let line = bench::latency::run(bench::latency::Options {
+        activities: 10,
+        rate: 20,
+    })
+    .await
+    .unwrap();
+    assert_eq!(line["scenario"], "latency");
+    assert_eq!(line["ingest_to_receiver"]["n"], 10, "{line}");
+    assert_eq!(line["api_answer"]["n"], 10, "{line}");
+    assert_eq!(line["floor_bare_post"]["n"], 10, "{line}");
+    let p = |k: &str, q: &str| line[k][q].as_f64().unwrap();
+    assert!(p("ingest_to_receiver", "p50_ms") > 0.0, "{line}");
+    assert!(p("ingest_to_receiver", "p50_ms") <= p("ingest_to_receiver", "p99_ms"));
+    assert!(line["machine"]["cores"].as_u64().unwrap() >= 1);
+}
+
+#[tokio::test]
+async fn throughput_scenario_counts_deliveries_and_cpu_on_both_backends() {
+    let line = bench::throughput::run(bench::throughput::Options {
+        in_process: 200,
+        emulator: 20,
+    })
+    .await
+    .unwrap();
+    for backend in ["in_process", "emulator"] {
+        let b = &line[backend];
+        assert!(b["deliveries_per_s"].as_f64().unwrap() > 0.0, "{line}");
+        assert!(b["cpu_s"].as_f64().unwrap() >= 0.0, "{line}");
+        assert!(b["cpu_s_per_1000_deliveries"].is_number(), "{line}");
+    }
+    assert_eq!(line["in_process"]["deliveries"], 200);
+    assert!(
+        line["emulator"]["emulator_cpu_s"].as_f64().unwrap() > 0.0,
+        "{line}"
+    );
+    assert!(line["in_process"]["emulator_cpu_s"].is_null());
+}
+
+#[tokio::test]
+async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
+    let line = bench::requests::run(bench::requests::Options { deliveries: 2 })
+        .await
+        .unwrap();
+    let cases = &line["cases"];
+    let first = &cases["first_try"]["per_delivery"];
+    // One ingest transaction, one send, one receive and one delete per delivery.
+    assert_eq!(first["dynamodb/TransactWriteItems"], 1.0, "{line}");
+    assert_eq!(first["sqs/SendMessage"], 1.0, "{line}");
+    assert_eq!(first["sqs/ReceiveMessage"], 1.0, "{line}");
+    assert_eq!(first["sqs/DeleteMessageBatch"], 1.0, "{line}");
+    assert_eq!(first["events/PutEvents"], 1.0, "{line}");
+    // Three attempts: three receives; a dead letter after three attempts likewise.
+    for case in ["three_attempts", "dead_letter"] {
+        assert_eq!(
+            cases[case]["per_delivery"]["sqs/ReceiveMessage"], 3.0,
+            "{line}"
+        );
+    }
+    for case in [
+        "first_try",
+        "first_try_burst",
+        "three_attempts",
+        "dead_letter",
+    ] {
+        assert!(
+            cases[case]["cost_per_million_usd"].as_f64().unwrap() > 0.0,
+            "{line}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn binaries_scenario_starts_a_function_as_lambda_does() {
+    // The debug build of one function: the release build of all eight is the full run's.
+    let line = bench::binaries::run(bench::binaries::Options {
+        function: Some("health".into()),
+        release: false,
+    })
+    .await
+    .unwrap();
+    let f = &line["functions"]["health"];
+    assert!(f["size_mb"].as_f64().unwrap() > 0.0, "{line}");
+    assert!(f["init_ms"].as_f64().unwrap() > 0.0, "{line}");
+    assert!(
+        f["first_event_ms"].as_f64().unwrap() >= f["init_ms"].as_f64().unwrap(),
+        "{line}"
+    );
+}
+
+#[tokio::test]
+async fn bulk_replay_scenario_runs_in_process() {
+    let line = bench::maintenance::replay_in_process(100).await.unwrap();
+    assert_eq!(line["scenario"], "bulk-replay");
+    assert_eq!(line["retried"], 100, "{line}");
+}
