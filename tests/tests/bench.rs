@@ -89,7 +89,7 @@ async fn binaries_scenario_starts_a_function_as_lambda_does() {
     .await
     .unwrap();
     let f = &line["functions"]["health"];
-    assert!(f["size_mb"].as_f64().unwrap() > 0.0, "{line}");
+    assert!(f["size_mib"].as_f64().unwrap() > 0.0, "{line}");
     assert!(f["init_ms"].as_f64().unwrap() > 0.0, "{line}");
     assert!(
         f["first_event_ms"].as_f64().unwrap() >= f["init_ms"].as_f64().unwrap(),

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::CircuitState;
-use converger_core::{ActivityId, ChannelType, DeliveryStatus, TenantId, Tier, time};
+use converger_core::{ActivityId, ChannelType, DeliveryId, DeliveryStatus, TenantId, Tier, time};
 use converger_store::dynamo::DynamoStore;
 use converger_store::memory::MemStore;
 use converger_store::{
@@ -51,6 +51,7 @@ macro_rules! conformance {
 
 conformance!(
     tenants_channels_and_activities_round_trip,
+    a_fresh_activity_is_written_whole_and_is_due,
     a_lease_admits_one_attempt_at_a_time,
     dead_letters_and_missing_rows,
     only_pending_deliveries_are_in_the_due_index,
@@ -207,6 +208,48 @@ async fn tenants_channels_and_activities_round_trip(b: Backend) {
             .unwrap(),
         vec![d]
     );
+    f.stop().await;
+}
+
+async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
+    use converger_store::due_shard;
+    let f = fixture(b).await;
+    let second = Channel::new(
+        f.tenant.id.clone(),
+        ChannelType::Echo,
+        "echo 2",
+        Map::new(),
+        &time::now_rfc3339(),
+    );
+    f.store.create_channel(&second).await.unwrap();
+    let mut a = activity(&f);
+    a.channel_ids.push(second.id.clone());
+    let now = time::now_ms();
+    let ds: Vec<Delivery> = [&f.channel, &second]
+        .iter()
+        .map(|c| Delivery::new(&a, c, Tier::Bulk, now - 10_000, &a.created_at))
+        .collect();
+    f.store.create_fresh_activity(&a, &ds).await.unwrap();
+    assert_eq!(f.store.get_activity(&a.id).await.unwrap(), Some(a.clone()));
+    let ids: Vec<DeliveryId> = ds.iter().map(|d| d.id.clone()).collect();
+    let mut stored = f.store.get_deliveries(&ids).await.unwrap();
+    stored.sort_by(|x, y| x.id.as_str().cmp(y.id.as_str()));
+    let mut want = ds.clone();
+    want.sort_by(|x, y| x.id.as_str().cmp(y.id.as_str()));
+    assert_eq!(stored, want);
+    // Written with their index attributes: due for the sweeper, and claimable.
+    for d in &ds {
+        let page = f
+            .store
+            .overdue(due_shard(&d.id), now - 5_000, 100, None)
+            .await
+            .unwrap();
+        assert!(page.items.iter().any(|o| o.id == d.id), "in the due index");
+        assert!(matches!(
+            f.store.claim(&d.id, "tok", now, 60_000).await.unwrap(),
+            Claim::Claimed(_)
+        ));
+    }
     f.stop().await;
 }
 

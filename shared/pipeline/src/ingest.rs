@@ -114,6 +114,9 @@ impl Pipeline {
         };
         let now_ms = time::now_ms();
         let now = time::ms_to_rfc3339(now_ms);
+        // An id the producer chose may have been ingested before (a retried POST): its
+        // rows are written only if it is new. One generated here is new by construction.
+        let fresh = new.id.is_none();
         let activity = Activity {
             id: new.id.unwrap_or_else(ActivityId::generate),
             tenant_id: tenant.id.clone(),
@@ -135,7 +138,15 @@ impl Pipeline {
         let (deliveries, admissions): (Vec<Delivery>, Vec<Admission>) =
             admitted.into_iter().unzip();
 
-        match self.store.create_activity(&activity, &deliveries).await? {
+        let created = if fresh {
+            self.store
+                .create_fresh_activity(&activity, &deliveries)
+                .await?;
+            Created::New
+        } else {
+            self.store.create_activity(&activity, &deliveries).await?
+        };
+        match created {
             Created::New => {
                 let carried = activity.if_inline();
                 let msgs: Vec<DeliveryMessage> = deliveries

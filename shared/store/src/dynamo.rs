@@ -208,28 +208,36 @@ impl DynamoStore {
     }
 
     pub(crate) async fn batch_put(&self, table: &str, items: Vec<Item>) -> StoreResult<()> {
-        let mut items = items.into_iter().peekable();
-        while items.peek().is_some() {
-            let writes = items
-                .by_ref()
-                .take(25)
-                .map(|item| {
-                    aws_sdk_dynamodb::types::PutRequest::builder()
-                        .set_item(Some(item))
-                        .build()
-                        .map(|p| {
-                            aws_sdk_dynamodb::types::WriteRequest::builder()
-                                .put_request(p)
-                                .build()
-                        })
-                        .map_err(|e| StoreError::Corrupt(e.to_string()))
-                })
-                .collect::<StoreResult<Vec<_>>>()?;
-            let mut pending = Some(HashMap::from([(table.to_owned(), writes)]));
-            for _ in 0..16 {
+        self.batch_put_rows(items.into_iter().map(|i| (table.to_owned(), i)).collect())
+            .await
+    }
+
+    /// Unconditional puts of `(table, item)` rows, 25 to a request; unprocessed items are
+    /// sent again with a growing pause, a bounded number of times.
+    pub(crate) async fn batch_put_rows(&self, rows: Vec<(String, Item)>) -> StoreResult<()> {
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let mut req: HashMap<String, Vec<aws_sdk_dynamodb::types::WriteRequest>> =
+                HashMap::new();
+            for (table, item) in rows.by_ref().take(25) {
+                let put = aws_sdk_dynamodb::types::PutRequest::builder()
+                    .set_item(Some(item))
+                    .build()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                req.entry(table).or_default().push(
+                    aws_sdk_dynamodb::types::WriteRequest::builder()
+                        .put_request(put)
+                        .build(),
+                );
+            }
+            let mut pending = Some(req);
+            for round in 0..16u64 {
                 let Some(req) = pending.take().filter(|r| !r.is_empty()) else {
                     break;
                 };
+                if round > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(10 * round)).await;
+                }
                 pending = self
                     .client
                     .batch_write_item()
@@ -601,6 +609,19 @@ impl Store for DynamoStore {
                 Err(sdk_err(e))
             }
         }
+    }
+
+    async fn create_fresh_activity(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+    ) -> StoreResult<()> {
+        let mut rows = Vec::with_capacity(deliveries.len() + 1);
+        rows.push((self.res.activities.clone(), to_item(activity)?));
+        for d in deliveries {
+            rows.push((self.res.deliveries.clone(), delivery_item(d)?));
+        }
+        self.batch_put_rows(rows).await
     }
 
     async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>> {

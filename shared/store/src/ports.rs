@@ -48,6 +48,18 @@ pub trait Store: crate::flow::FlowStore + crate::health::HealthStore {
         activity: &Activity,
         deliveries: &[Delivery],
     ) -> StoreResult<Created>;
+    /// Writes an activity whose id was generated here, so that no row of it can exist yet:
+    /// no condition is needed, and a backend may write the rows without a transaction (on
+    /// DynamoDB: batch writes, one write unit per row instead of a transaction's two). Rows
+    /// a crash leaves half-written are never enqueued, and an activity without its
+    /// deliveries is never delivered: the producer, which got no answer, sends it again.
+    async fn create_fresh_activity(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+    ) -> StoreResult<()> {
+        self.create_activity(activity, deliveries).await.map(drop)
+    }
     async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>>;
 
     async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>>;

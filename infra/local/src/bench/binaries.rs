@@ -71,7 +71,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
         "build": if o.release { "cargo lambda build --release --x86-64" } else { "cargo build (debug)" },
         "build_s": (build_s * 10.0).round() / 10.0,
         "functions": figures,
-        "targets": {"size_mb": 8, "init_ms": 20},
+        "targets": {"size_mib": 8, "init_ms": 20},
     })))
 }
 
@@ -164,7 +164,7 @@ async fn measure_all(
         out.insert(
             (*f).into(),
             json!({
-                "size_mb": (size as f64 / 1_048_576.0 * 100.0).round() / 100.0,
+                "size_mib": (size as f64 / 1_048_576.0 * 100.0).round() / 100.0,
                 "init_ms": (init * 10.0).round() / 10.0,
                 "first_event_ms": (first * 10.0).round() / 10.0,
             }),
