@@ -265,3 +265,77 @@ async fn the_same_activity_id_twice_creates_nothing_new() {
     assert_eq!(rx.requests().len(), 1);
     t.stop().await;
 }
+
+#[tokio::test]
+async fn a_message_that_overtakes_its_row_is_delivered_and_one_without_a_row_is_dropped() {
+    // Ingest writes a new activity's rows and sends their messages at the same time, so a
+    // message can arrive first: it is looked for again a second later.
+    use converger_core::{ActivityId, DeliveryId, time};
+    use converger_store::{Activity, Delivery, DeliveryMessage, Queue};
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (tenant_id, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let (tenant, channel) = t.stored(&tenant_id, ch["id"].as_str().unwrap()).await;
+    let p = &t.stack.pipeline;
+    let activity = Activity {
+        id: ActivityId::generate(),
+        tenant_id: tenant.id.clone(),
+        conversation_id: "c".into(),
+        seq: 1,
+        payload: json!({"text": "late row"}),
+        channel_ids: vec![channel.id.clone()],
+        created_at: time::now_rfc3339(),
+    };
+    let d = Delivery::new(
+        &activity,
+        &channel,
+        tenant.tier,
+        time::now_ms(),
+        &activity.created_at,
+    );
+    let msg = DeliveryMessage::new(d.id.clone(), d.tier, Some(&activity));
+    p.queue.send(&msg, 0).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        rx.requests().is_empty(),
+        "nothing to deliver before the row exists"
+    );
+    p.store
+        .create_fresh_activity(&activity, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    let row = t
+        .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
+        .await;
+    assert_eq!(row["status"], "sent", "{row}");
+    assert_eq!(rx.requests().len(), 1);
+
+    // A message whose row never comes is dropped after its retries, without an attempt.
+    let ghost = DeliveryId::for_pair(&ActivityId::generate(), &channel.id);
+    let msg = DeliveryMessage {
+        missing: converger_store::MISSING_ROW_RETRIES - 1,
+        ..DeliveryMessage::new(ghost, d.tier, Some(&activity))
+    };
+    assert_eq!(
+        p.attempt(msg.clone()).await.unwrap(),
+        converger_pipeline::attempt::Report::Skipped(
+            "no delivery row yet; looked for again in 1 s"
+        )
+    );
+    let last = DeliveryMessage {
+        missing: converger_store::MISSING_ROW_RETRIES,
+        ..msg
+    };
+    assert_eq!(
+        p.attempt(last).await.unwrap(),
+        converger_pipeline::attempt::Report::Skipped("no such delivery")
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        rx.requests().len(),
+        1,
+        "the ghost never reached the receiver"
+    );
+    t.stop().await;
+}

@@ -138,45 +138,52 @@ impl Pipeline {
         let (deliveries, admissions): (Vec<Delivery>, Vec<Admission>) =
             admitted.into_iter().unzip();
 
-        let created = if fresh {
-            self.store
-                .create_fresh_activity(&activity, &deliveries)
-                .await?;
-            Created::New
-        } else {
-            self.store.create_activity(&activity, &deliveries).await?
-        };
-        match created {
-            Created::New => {
-                let carried = activity.if_inline();
-                let msgs: Vec<DeliveryMessage> = deliveries
-                    .iter()
-                    .zip(&admissions)
-                    .filter(|(_, a)| **a == Admission::Live)
-                    .map(|(d, _)| DeliveryMessage::new(d.id.clone(), d.tier, carried))
-                    .collect();
-                // A crash between the write and this send leaves pending rows that the sweeper
-                // enqueues; an error here is reported so the producer can retry (idempotent).
-                if !msgs.is_empty() {
-                    self.queue.send_many(&msgs).await?;
-                }
-                self.count_created(&deliveries, now_ms).await;
-                for (ch, a) in resolved.iter().zip(&admissions) {
-                    if *a != Admission::Live
-                        && let Err(e) = self.after_admission(ch, tenant.tier, *a).await
-                    {
-                        // The sweeper finds the backlog or parked rows on its own.
-                        tracing::warn!(channel_id = %ch.id, error = %e, "flow marks not written");
-                    }
-                }
-                Ok(Ingested {
-                    activity,
-                    deliveries,
-                    created: true,
-                })
+        let carried = activity.if_inline();
+        let msgs: Vec<DeliveryMessage> = deliveries
+            .iter()
+            .zip(&admissions)
+            .filter(|(_, a)| **a == Admission::Live)
+            .map(|(d, _)| DeliveryMessage::new(d.id.clone(), d.tier, carried))
+            .collect();
+        let send = || async {
+            if msgs.is_empty() {
+                Ok(())
+            } else {
+                self.queue.send_many(&msgs).await
             }
-            Created::Duplicate => self.existing(tenant, activity).await,
+        };
+        if fresh {
+            // Nothing of a generated id exists: the rows and their messages go out at the
+            // same time (a message that overtakes its row looks for it again a second later).
+            let (written, sent) = tokio::join!(
+                self.store.create_fresh_activity(&activity, &deliveries),
+                send()
+            );
+            written?;
+            sent?;
+        } else {
+            match self.store.create_activity(&activity, &deliveries).await? {
+                // A crash between the write and this send leaves pending rows that the
+                // sweeper enqueues; an error here is reported so the producer can retry
+                // (idempotent).
+                Created::New => send().await?,
+                Created::Duplicate => return self.existing(tenant, activity).await,
+            }
         }
+        self.count_created(&deliveries, now_ms).await;
+        for (ch, a) in resolved.iter().zip(&admissions) {
+            if *a != Admission::Live
+                && let Err(e) = self.after_admission(ch, tenant.tier, *a).await
+            {
+                // The sweeper finds the backlog or parked rows on its own.
+                tracing::warn!(channel_id = %ch.id, error = %e, "flow marks not written");
+            }
+        }
+        Ok(Ingested {
+            activity,
+            deliveries,
+            created: true,
+        })
     }
 
     /// The activity was ingested before: answer with what was stored, and make sure its
