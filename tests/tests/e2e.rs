@@ -271,7 +271,7 @@ async fn a_message_that_overtakes_its_row_is_delivered_and_one_without_a_row_is_
     // Ingest writes a new activity's rows and sends their messages at the same time, so a
     // message can arrive first: it is looked for again a second later.
     use converger_core::{ActivityId, DeliveryId, time};
-    use converger_store::{Activity, Delivery, DeliveryMessage, Queue};
+    use converger_store::{Activity, Delivery, DeliveryMessage};
     let t = TestStack::start().await;
     let rx = Receiver::always(200).await.unwrap();
     let (tenant_id, key) = t.tenant("default").await;

@@ -29,16 +29,15 @@ async fn fifty_concurrent_failures_open_the_breaker_exactly_once() {
     let tap = t.tap_events().await;
     let rx = Receiver::always(503).await.unwrap();
     let (_, key) = t.tenant("default").await;
-    let ch = t
-        .channel(
-            &key,
-            hook(
-                &rx.url,
-                json!({"max_in_flight": null, "failure_threshold": 5, "cooldown_ms": 600000}),
-                json!({"max_attempts": 1}),
-            ),
-        )
-        .await;
+    // Auto-disable (20 failed attempts) would refuse the last activities: this test is
+    // about the breaker alone.
+    let mut body = hook(
+        &rx.url,
+        json!({"max_in_flight": null, "failure_threshold": 5, "cooldown_ms": 600000}),
+        json!({"max_attempts": 1}),
+    );
+    body["auto_disable"] = json!({"failed_attempts": 0});
+    let ch = t.channel(&key, body).await;
     let ch_id = ch["id"].as_str().unwrap();
     t.activities(&key, ch_id, 50, 25).await;
 

@@ -899,7 +899,9 @@ async fn breaker_transitions_have_one_winner(b: Backend) {
     assert_eq!(closed.consecutive_failures, 0);
     assert_eq!(closed.window, converger_core::flow::INITIAL_WINDOW);
 
-    // Marks: set keeps the first time, clear only if unchanged.
+    // Marks: the backlog mark takes the newest time, so a feeder that saw an older one
+    // (and found the backlog empty before a new row went in) cannot clear it; the parked
+    // mark keeps the first time (parked deliveries are released by age).
     let m = f
         .store
         .mark(&ch, Mark::Backlog, Some(1), None)
@@ -911,19 +913,27 @@ async fn breaker_transitions_have_one_winner(b: Backend) {
         .mark(&ch, Mark::Backlog, Some(2), None)
         .await
         .unwrap();
-    assert_eq!(m.backlog_at, Some(1));
-    let m = f
-        .store
-        .mark(&ch, Mark::Backlog, None, Some(2))
-        .await
-        .unwrap();
-    assert_eq!(m.backlog_at, Some(1), "a newer mark is not cleared");
+    assert_eq!(m.backlog_at, Some(2));
     let m = f
         .store
         .mark(&ch, Mark::Backlog, None, Some(1))
         .await
         .unwrap();
+    assert_eq!(m.backlog_at, Some(2), "a newer mark is not cleared");
+    let m = f
+        .store
+        .mark(&ch, Mark::Backlog, None, Some(2))
+        .await
+        .unwrap();
     assert_eq!(m.backlog_at, None);
+    for at in [1, 2] {
+        f.store
+            .mark(&ch, Mark::Parked, Some(at), None)
+            .await
+            .unwrap();
+    }
+    let m = f.store.get_flow(&ch).await.unwrap();
+    assert_eq!(m.parked_at, Some(1), "the parked mark keeps the first time");
 
     // The sweeper sees every flow item.
     let page = f.store.scan_flows(10, None).await.unwrap();

@@ -295,6 +295,27 @@ pub enum Gate {
     Park,
 }
 
+/// A channel's backlog mark (`backlog_at`: when a row last went into its backlog) tells the
+/// feeders and the sweeper to look at the backlog. Setting it always writes the newest time,
+/// so a feeder that found the backlog empty clears only the mark it saw, never a newer one.
+/// A writer of a new backlog row may skip setting it when its view shows it set this
+/// recently...
+pub const BACKLOG_MARK_FRESH_MS: i64 = 2_000;
+/// ...because a mark is never cleared before it is this old: the skipping writer's row is
+/// readable in the backlog index (eventually consistent, well under a second) before anyone
+/// may clear the mark it relied on.
+pub const BACKLOG_MARK_CLEAR_AFTER_MS: i64 = 5_000;
+
+/// Whether a writer of a new backlog row can rely on the mark its view shows.
+pub fn backlog_mark_fresh(backlog_at: Option<i64>, now_ms: i64) -> bool {
+    backlog_at.is_some_and(|at| now_ms - at <= BACKLOG_MARK_FRESH_MS)
+}
+
+/// Whether a feeder that found the backlog empty may clear a mark set at `backlog_at`.
+pub fn backlog_mark_clearable(backlog_at: i64, now_ms: i64) -> bool {
+    now_ms - backlog_at >= BACKLOG_MARK_CLEAR_AFTER_MS
+}
+
 /// How long a breaker that changed at `changed_at_ms` still cools down (0: cooled).
 pub fn cooldown_left_ms(changed_at_ms: i64, cooldown_ms: u64, now_ms: i64) -> i64 {
     let cooled_at = changed_at_ms.saturating_add(i64::try_from(cooldown_ms).unwrap_or(i64::MAX));
@@ -330,6 +351,35 @@ pub fn should_open(state: CircuitState, failures: u32, threshold: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_backlog_mark_is_relied_on_only_while_it_cannot_be_cleared() {
+        let now = 1_000_000;
+        assert!(backlog_mark_fresh(Some(now - BACKLOG_MARK_FRESH_MS), now));
+        assert!(!backlog_mark_fresh(
+            Some(now - BACKLOG_MARK_FRESH_MS - 1),
+            now
+        ));
+        assert!(!backlog_mark_fresh(None, now));
+        assert!(!backlog_mark_clearable(
+            now - BACKLOG_MARK_CLEAR_AFTER_MS + 1,
+            now
+        ));
+        assert!(backlog_mark_clearable(
+            now - BACKLOG_MARK_CLEAR_AFTER_MS,
+            now
+        ));
+        // A mark fresh enough to skip is not clearable for at least the difference.
+        for age in 0..=BACKLOG_MARK_FRESH_MS {
+            let at = now - age;
+            assert!(backlog_mark_fresh(Some(at), now));
+            assert!(!backlog_mark_clearable(
+                at,
+                now + BACKLOG_MARK_CLEAR_AFTER_MS - BACKLOG_MARK_FRESH_MS - 1
+            ));
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;

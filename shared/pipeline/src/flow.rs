@@ -7,7 +7,10 @@
 use crate::Pipeline;
 use crate::attempt::{AttemptError, Report};
 use crate::replay::BulkFilter;
-use converger_core::flow::{Gate, cooldown_left_ms, gate, grow_window, should_open, shrink_window};
+use converger_core::flow::{
+    Gate, backlog_mark_clearable, backlog_mark_fresh, cooldown_left_ms, gate, grow_window,
+    should_open, shrink_window,
+};
 use converger_core::query::{Actor, ActorKind};
 use converger_core::{BreakerConfig, CircuitState, RateLimit, Tier, time};
 use converger_store::Flow;
@@ -113,20 +116,22 @@ impl Pipeline {
     }
 
     /// Sets a mark on a channel's flow item, unless this instance's fresh view shows it set
-    /// already (then no write: a backlogged or parked delivery costs no mark of its own).
+    /// already (then no write: a backlogged or parked delivery costs no mark of its own; a
+    /// backlog mark is relied on only while it is recent: see `core::flow`). Returns the
+    /// flow item, and whether it is the one the store just returned (else the cached view).
     async fn ensure_mark(
         &self,
         channel: &converger_core::ChannelId,
         mark: Mark,
-    ) -> StoreResult<Flow> {
+    ) -> StoreResult<(Flow, bool)> {
         if let Some(f) = self.cached_flow(channel) {
             let set = match mark {
-                Mark::Backlog => f.backlog_at.is_some(),
+                Mark::Backlog => backlog_mark_fresh(f.backlog_at, time::now_ms()),
                 Mark::Parked => f.parked_at.is_some(),
                 Mark::ProbeDue => f.probe_due.is_some(),
             };
             if set {
-                return Ok(f);
+                return Ok((f, false));
             }
         }
         let f = self
@@ -134,7 +139,7 @@ impl Pipeline {
             .mark(channel, mark, Some(time::now_ms()), None)
             .await?;
         self.remember_flow(&f);
-        Ok(f)
+        Ok((f, true))
     }
 
     /// Keeps the flow item a write returned, so the next decision sees it.
@@ -235,14 +240,22 @@ impl Pipeline {
                 Ok(())
             }
             Admission::Backlog => {
-                let f = self.ensure_mark(&channel.id, Mark::Backlog).await?;
+                let (f, fresh) = self.ensure_mark(&channel.id, Mark::Backlog).await?;
                 // A slot freed between the full window and the mark finds no backlog flag:
                 // feed now so that nothing waits for the sweeper (which also feeds every
-                // marked backlog).
-                if let Some(cap) = self.limits(channel, tier).cap
-                    && f.free_slots(cap) > 0
-                {
-                    self.feed(channel, tier, f).await?;
+                // marked backlog). A view that shows no free slot may be an instance's
+                // cached one: the window as it is decides.
+                if let Some(cap) = self.limits(channel, tier).cap {
+                    let f = if fresh || f.free_slots(cap) > 0 {
+                        f
+                    } else {
+                        let fresh = self.store.get_flow(&channel.id).await?;
+                        self.remember_flow(&fresh);
+                        fresh
+                    };
+                    if f.free_slots(cap) > 0 {
+                        self.feed(channel, tier, f).await?;
+                    }
                 }
                 Ok(())
             }
@@ -355,7 +368,7 @@ impl Pipeline {
     /// After a delivery was parked: its slot back, the parked mark set.
     pub(crate) async fn park_marks(&self, channel: &Channel, d: &Delivery) -> StoreResult<()> {
         let now = time::now_ms();
-        let f = self.ensure_mark(&channel.id, Mark::Parked).await?;
+        let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
         // A parked delivery holds no slot (the view may be a cached one: the row says too).
         if d.slot || f.holds(&d.id) {
             let f = self
@@ -605,7 +618,10 @@ impl Pipeline {
                 .backlog(&channel.id, now, BACKLOG_PREFETCH.max(free))
                 .await?;
             if waiting.is_empty() && candidates.is_empty() {
-                if let Some(at) = flow.backlog_at {
+                if let Some(at) = flow
+                    .backlog_at
+                    .filter(|at| backlog_mark_clearable(*at, now))
+                {
                     let f = self
                         .store
                         .mark(&channel.id, Mark::Backlog, None, Some(at))

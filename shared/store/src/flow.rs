@@ -240,7 +240,8 @@ pub trait FlowStore: Send + Sync + 'static {
     /// A conditional breaker transition; `None` if another writer changed the breaker first.
     async fn transition(&self, channel: &ChannelId, t: &Transition) -> StoreResult<Option<Flow>>;
 
-    /// Sets a mark (keeping an earlier time), or clears it if it still holds `clear_if`.
+    /// Sets a mark (the parked mark keeps an earlier time; the others take the new one), or
+    /// clears it if it still holds `clear_if`.
     async fn mark(
         &self,
         channel: &ChannelId,

@@ -266,6 +266,11 @@ pub async fn webhook_with(
     );
     c.retry_policy = policy.as_object().cloned().unwrap_or_default();
     c.circuit_breaker = breaker.as_object().cloned().unwrap_or_default();
+    // Benchmarks fail on purpose, many times: auto-disable would stop them part way.
+    c.auto_disable = json!({"failed_attempts": 0})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     p.store
         .create_channel(&c)
         .await

@@ -3,6 +3,8 @@
 //! `converger_store::counter`), on the local stack. Cases, each run on its own channel:
 //! - `first_try`: one activity at a time, each delivered on the first try: the worst case,
 //!   with no batching at all;
+//! - `first_try_no_window`: the same on a channel without an in-flight cap
+//!   (`max_in_flight: null`), which needs no window slot;
 //! - `first_try_burst`: activities posted 10 at a time, so the queue pollers' receives and
 //!   deletes carry several messages (what a busy channel sees);
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
@@ -51,6 +53,9 @@ struct Case {
     burst: usize,
     /// The status and attempts each delivery ends with.
     done: (DeliveryStatus, u32),
+    /// First-try deliveries sent before counting: warm caches, and a window grown from its
+    /// slow start, as on a channel in steady use.
+    warm: usize,
 }
 
 pub async fn run(o: Options) -> Result<Value, String> {
@@ -93,6 +98,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         flaky_script.extend([Reply::status(503), Reply::status(503), Reply::status(200)]);
     }
     let ok = Receiver::always(200).await?;
+    let unwindowed = Receiver::always(200).await?;
     let burst = Receiver::always(200).await?;
     let flaky = Receiver::start(flaky_script, Reply::status(200)).await?;
     let dead = Receiver::always(503).await?;
@@ -103,6 +109,22 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             receiver: ok,
             burst: 1,
             done: (DeliveryStatus::Sent, 1),
+            warm: 10,
+        },
+        Case {
+            name: "first_try_no_window",
+            channel: webhook_with(
+                p,
+                &t,
+                &unwindowed.url,
+                json!({}),
+                json!({"max_in_flight": null}),
+            )
+            .await?,
+            receiver: unwindowed,
+            burst: 1,
+            done: (DeliveryStatus::Sent, 1),
+            warm: 10,
         },
         Case {
             name: "first_try_burst",
@@ -110,6 +132,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             receiver: burst,
             burst: 10,
             done: (DeliveryStatus::Sent, 1),
+            warm: 10,
         },
         Case {
             name: "three_attempts",
@@ -117,6 +140,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             receiver: flaky,
             burst: 1,
             done: (DeliveryStatus::Sent, 3),
+            warm: 0,
         },
         Case {
             name: "dead_letter",
@@ -124,6 +148,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             receiver: dead,
             burst: 1,
             done: (DeliveryStatus::Failed, 3),
+            warm: 0,
         },
     ];
     let http = reqwest::Client::builder()
@@ -134,21 +159,19 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
     let store = DynamoStore::new(stack.clients.dynamodb.clone(), stack.resources.clone());
     let url = format!("{}/api/v1/activities", stack.api_url);
 
-    // One delivery first, so that the API's and the functions' per-instance caches (tenant,
-    // channel) are warm as in steady state; not counted.
-    let warm_receiver = Receiver::always(200).await?;
-    let warm = webhook(p, &t, &warm_receiver.url, json!({})).await?;
-    let ids = post(&http, &url, &key, &warm, 0, 1).await?;
-    settle(&store, &ids, (DeliveryStatus::Sent, 1)).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-
     let mut out = Map::new();
     for case in &list {
+        for n in 0..case.warm {
+            let ids = post(&http, &url, &key, &case.channel, n, 1).await?;
+            settle(&store, &ids, (DeliveryStatus::Sent, 1)).await?;
+        }
+        // The warm-up's own trailing work (settle, events, deletes) is not counted.
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let _ = counter.take();
         let started = Instant::now();
-        let mut n = 0;
-        while n < o.deliveries {
-            let k = case.burst.min(o.deliveries - n);
+        let mut n = case.warm;
+        while n < case.warm + o.deliveries {
+            let k = case.burst.min(case.warm + o.deliveries - n);
             let ids = post(&http, &url, &key, &case.channel, n, k).await?;
             settle(&store, &ids, case.done).await?;
             n += k;
@@ -156,7 +179,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         // The work after the row is written (settle, events, the queue delete) finishes.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let counts = counter.take();
-        if case.receiver.count() < o.deliveries {
+        if case.receiver.count() < case.warm + o.deliveries {
             return Err(format!("{}: the receiver saw too few requests", case.name));
         }
         out.insert(

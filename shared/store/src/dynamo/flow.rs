@@ -356,7 +356,9 @@ impl FlowStore for DynamoStore {
         };
         let req = match (set_at, clear_if) {
             (Some(at), _) => {
-                let keep = if mark == Mark::ProbeDue {
+                // A probe's due time and the backlog mark take the newest time; the parked
+                // mark keeps the earliest (parked deliveries are released by their age).
+                let keep = if mark != Mark::Parked {
                     ":at".to_owned()
                 } else {
                     format!("if_not_exists({attr}, :at)")

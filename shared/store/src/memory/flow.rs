@@ -139,7 +139,7 @@ impl FlowStore for MemStore {
                 Mark::ProbeDue => &mut f.probe_due,
             };
             match (set_at, clear_if) {
-                (Some(at), _) if mark == Mark::ProbeDue => *slot = Some(at),
+                (Some(at), _) if mark != Mark::Parked => *slot = Some(at),
                 (Some(at), _) => {
                     slot.get_or_insert(at);
                 }
