@@ -39,10 +39,10 @@ async fn throughput_scenario_counts_deliveries_and_cpu_on_both_backends() {
         assert!(b["cpu_s_per_1000_deliveries"].is_number(), "{line}");
     }
     assert_eq!(line["in_process"]["deliveries"], 200);
-    assert!(
-        line["emulator"]["emulator_cpu_s"].as_f64().unwrap() > 0.0,
-        "{line}"
-    );
+    // The emulator's CPU is read when the scenario started it (not under the test command,
+    // which shares one emulator through AWS_ENDPOINT_URL).
+    let em = &line["emulator"]["emulator_cpu_s"];
+    assert!(em.is_null() || em.as_f64().unwrap() > 0.0, "{line}");
     assert!(line["in_process"]["emulator_cpu_s"].is_null());
 }
 
@@ -53,8 +53,21 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
         .unwrap();
     let cases = &line["cases"];
     let first = &cases["first_try"]["per_delivery"];
-    // One ingest transaction, one send, one receive and one delete per delivery.
-    assert_eq!(first["dynamodb/TransactWriteItems"], 1.0, "{line}");
+    // One batch write of the new rows, one send, one receive and one delete per delivery;
+    // five item updates (window slot, health counter, claim, sent, slot released), three
+    // without a window. Request counts do not depend on the machine: a change that adds one
+    // to the hot path fails here.
+    assert_eq!(first["dynamodb/BatchWriteItem"], 1.0, "{line}");
+    assert_eq!(first["dynamodb/UpdateItem"], 5.0, "{line}");
+    let unwindowed = &cases["first_try_no_window"]["per_delivery"];
+    assert_eq!(unwindowed["dynamodb/UpdateItem"], 3.0, "{line}");
+    assert!(
+        cases["first_try"]["billed_requests_per_delivery"]
+            .as_f64()
+            .unwrap()
+            <= 9.5,
+        "{line}"
+    );
     assert_eq!(first["sqs/SendMessage"], 1.0, "{line}");
     assert_eq!(first["sqs/ReceiveMessage"], 1.0, "{line}");
     assert_eq!(first["sqs/DeleteMessageBatch"], 1.0, "{line}");
