@@ -104,21 +104,7 @@ pub async fn ensure_venv() -> Result<PathBuf, String> {
         )
         .await?;
     }
-    eprintln!("converger: installing {}", requirements().display());
-    run(
-        Command::new(venv_bin("python"))
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(requirements()),
-        "pip install",
-    )
-    .await?;
+    pip_install(&requirements()).await?;
     std::fs::write(&marker, want).map_err(|e| e.to_string())?;
     Ok(venv)
 }
@@ -139,6 +125,13 @@ pub async fn ensure_lambda_tools() -> Result<PathBuf, String> {
     if installed() {
         return Ok(venv);
     }
+    pip_install(&file).await?;
+    std::fs::write(&marker, want).map_err(|e| e.to_string())?;
+    Ok(venv)
+}
+
+/// `pip install -r file` into the project virtualenv.
+async fn pip_install(file: &std::path::Path) -> Result<(), String> {
     eprintln!("converger: installing {}", file.display());
     run(
         Command::new(venv_bin("python"))
@@ -150,12 +143,10 @@ pub async fn ensure_lambda_tools() -> Result<PathBuf, String> {
                 "--disable-pip-version-check",
                 "-r",
             ])
-            .arg(&file),
-        "pip install cargo-lambda",
+            .arg(file),
+        "pip install",
     )
-    .await?;
-    std::fs::write(&marker, want).map_err(|e| e.to_string())?;
-    Ok(venv)
+    .await
 }
 
 /// A free TCP port on loopback.

@@ -206,15 +206,7 @@ async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
     healthy
         .wait_for(started.len(), Duration::from_secs(60))
         .await;
-    let mut lat: Vec<f64> = healthy
-        .requests()
-        .iter()
-        .filter_map(|r| {
-            let id = r.headers.get("webhook-id")?.to_str().ok()?;
-            let t0 = started.get(id)?;
-            Some(r.at.saturating_duration_since(*t0).as_secs_f64() * 1000.0)
-        })
-        .collect();
+    let mut lat = super::arrival_ms(&healthy.requests(), &started);
     lat.sort_by(|a, b| a.total_cmp(b));
     let result = Phase {
         a_requests: dead.requests().len(),

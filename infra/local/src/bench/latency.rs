@@ -56,22 +56,11 @@ async fn measure(stack: &Stack, o: &Options) -> Result<(Value, Value, Value), St
         .map_err(|e| e.to_string())?;
     let url = format!("{}/api/v1/activities", stack.api_url);
     let post = |n: usize| {
-        let (http, url, key) = (http.clone(), url.clone(), key.clone());
-        let body = super::activity_body(&ch.id, n);
+        let (http, url, key, ch) = (http.clone(), url.clone(), key.clone(), ch.id.clone());
         async move {
             let t0 = Instant::now();
-            let r = http
-                .post(url)
-                .bearer_auth(key)
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
-                .await
-                .ok()?;
-            let answered = t0.elapsed();
-            let v = super::json_body(r).await.ok()?;
-            let id = v["deliveries"][0]["id"].as_str()?.to_owned();
-            Some((id, t0, answered))
+            let id = super::post_activity(&http, &url, &key, &ch, n).await.ok()?;
+            Some((id.to_string(), t0, t0.elapsed()))
         }
     };
     for n in 0..WARM_UP {
@@ -115,14 +104,7 @@ async fn measure(stack: &Stack, o: &Options) -> Result<(Value, Value, Value), St
     let seen = receiver
         .wait_for(WARM_UP + o.activities, Duration::from_secs(60))
         .await;
-    let delivered: Vec<f64> = seen
-        .iter()
-        .filter_map(|r| {
-            let id = r.headers.get("webhook-id")?.to_str().ok()?;
-            let t0 = started.get(id)?;
-            Some(r.at.saturating_duration_since(*t0).as_secs_f64() * 1000.0)
-        })
-        .collect();
+    let delivered = super::arrival_ms(&seen, &started);
     if delivered.len() < o.activities {
         return Err(format!(
             "{} of {} deliveries did not arrive within 60 s",

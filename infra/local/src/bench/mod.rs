@@ -301,10 +301,44 @@ pub fn activity_body(ch: &ChannelId, n: usize) -> String {
     .to_string()
 }
 
-/// A JSON answer's body.
-pub async fn json_body(r: reqwest::Response) -> Result<Value, String> {
+/// Posts the `n`-th benchmark activity for `ch` through the tenant API at `url`; the id of
+/// its first delivery.
+pub async fn post_activity(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    ch: &ChannelId,
+    n: usize,
+) -> Result<converger_core::DeliveryId, String> {
+    let r = http
+        .post(url)
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(activity_body(ch, n))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
     let bytes = r.bytes().await.map_err(|e| e.to_string())?;
-    serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| e.to_string())?;
+    v["deliveries"][0]["id"]
+        .as_str()
+        .and_then(|s| converger_core::DeliveryId::parse(s).ok())
+        .ok_or_else(|| format!("ingest answered {v}"))
+}
+
+/// Milliseconds from each delivery's start (by its id) to its arrival at a receiver (the
+/// `webhook-id` header names the delivery).
+pub fn arrival_ms(
+    seen: &[crate::receiver::Received],
+    started: &std::collections::HashMap<String, std::time::Instant>,
+) -> Vec<f64> {
+    seen.iter()
+        .filter_map(|r| {
+            let id = r.headers.get("webhook-id")?.to_str().ok()?;
+            let t0 = started.get(id)?;
+            Some(r.at.saturating_duration_since(*t0).as_secs_f64() * 1000.0)
+        })
+        .collect()
 }
 
 /// A receiver on its own thread with its own runtime, so that its CPU time can be told apart

@@ -199,24 +199,7 @@ async fn post(
     first: usize,
     k: usize,
 ) -> Result<Vec<DeliveryId>, String> {
-    let sends = (first..first + k).map(|n| {
-        let body = super::activity_body(&channel.id, n);
-        async move {
-            let r = http
-                .post(url)
-                .bearer_auth(key)
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
-                .await
-                .map_err(|e| e.to_string())?;
-            let v = super::json_body(r).await?;
-            v["deliveries"][0]["id"]
-                .as_str()
-                .and_then(|s| DeliveryId::parse(s).ok())
-                .ok_or_else(|| format!("ingest answered {v}"))
-        }
-    });
+    let sends = (first..first + k).map(|n| super::post_activity(http, url, key, &channel.id, n));
     futures::future::try_join_all(sends).await
 }
 
