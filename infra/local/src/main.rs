@@ -116,6 +116,15 @@ async fn test(args: &[String]) -> Result<(), String> {
         )
         .await?;
     }
+    // The `binaries` smoke test starts a function's debug build as Lambda would: built here,
+    // before the tests run in parallel, so that no test waits behind a compiler.
+    status(
+        Command::new("cargo")
+            .args(["build", "-p", "converger-fn-health"])
+            .current_dir(&root),
+        "cargo build -p converger-fn-health",
+    )
+    .await?;
     let em = emulator::Emulator::start().await?;
     eprintln!("converger test: emulator at {}", em.endpoint);
     let nextest = Command::new("cargo")
