@@ -254,6 +254,52 @@ impl DynamoStore {
         Ok(())
     }
 
+    /// The items of `keys` in `table` (those that exist), 100 keys to a request; unprocessed
+    /// keys are asked for again with a growing pause, a bounded number of times.
+    pub(crate) async fn batch_get(
+        &self,
+        table: &str,
+        keys: Vec<Item>,
+        consistent: bool,
+    ) -> StoreResult<Vec<Item>> {
+        let mut found = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(100) {
+            let mut pending = chunk.to_vec();
+            for round in 0..8u64 {
+                if pending.is_empty() {
+                    break;
+                }
+                if round > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(10 * round)).await;
+                }
+                let ka = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(consistent)
+                    .build()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(table, ka)
+                    .send()
+                    .await
+                    .map_err(sdk_err)?;
+                if let Some(items) = out.responses.and_then(|mut r| r.remove(table)) {
+                    found.extend(items);
+                }
+                if let Some(mut un) = out.unprocessed_keys
+                    && let Some(k) = un.remove(table)
+                {
+                    pending = k.keys;
+                }
+            }
+            if !pending.is_empty() {
+                return Err(StoreError::Unavailable("batch get throttled".into()));
+            }
+        }
+        Ok(found)
+    }
+
     async fn get<T: DeserializeOwned>(
         &self,
         table: &str,
@@ -633,48 +679,15 @@ impl Store for DynamoStore {
     }
 
     async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>> {
-        let mut found = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(100) {
-            let mut keys: Vec<Item> = chunk
-                .iter()
-                .map(|id| HashMap::from([("id".to_owned(), s(id.as_str()))]))
-                .collect();
-            // Unprocessed keys are asked for again, a bounded number of times.
-            for _ in 0..8 {
-                if keys.is_empty() {
-                    break;
-                }
-                let ka = KeysAndAttributes::builder()
-                    .set_keys(Some(std::mem::take(&mut keys)))
-                    .consistent_read(true)
-                    .build()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let out = self
-                    .client
-                    .batch_get_item()
-                    .request_items(&self.res.deliveries, ka)
-                    .send()
-                    .await
-                    .map_err(sdk_err)?;
-                if let Some(items) = out
-                    .responses
-                    .and_then(|mut r| r.remove(&self.res.deliveries))
-                {
-                    for item in items {
-                        found.push(from_item(item)?);
-                    }
-                }
-                if let Some(mut un) = out.unprocessed_keys
-                    && let Some(k) = un.remove(&self.res.deliveries)
-                {
-                    keys = k.keys;
-                }
-            }
-            if !keys.is_empty() {
-                return Err(StoreError::Unavailable("batch get throttled".into()));
-            }
-        }
-        Ok(found)
+        let keys = ids
+            .iter()
+            .map(|id| HashMap::from([("id".to_owned(), s(id.as_str()))]))
+            .collect();
+        self.batch_get(&self.res.deliveries, keys, true)
+            .await?
+            .into_iter()
+            .map(from_item)
+            .collect()
     }
 
     async fn claim(

@@ -64,44 +64,13 @@ impl HealthStore for DynamoStore {
             .collect();
         keys.push(HashMap::from([("key".to_owned(), s(channel.as_str()))]));
         let mut inputs = HealthInputs::default();
-        for chunk in keys.chunks(100) {
-            let mut pending = chunk.to_vec();
-            for _ in 0..8 {
-                if pending.is_empty() {
-                    break;
-                }
-                let ka = KeysAndAttributes::builder()
-                    .set_keys(Some(std::mem::take(&mut pending)))
-                    .build()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                let out = self
-                    .client
-                    .batch_get_item()
-                    .request_items(&self.res.flow, ka)
-                    .send()
-                    .await
-                    .map_err(sdk_err)?;
-                for item in out
-                    .responses
-                    .and_then(|mut r| r.remove(&self.res.flow))
-                    .unwrap_or_default()
-                {
-                    if item.contains_key("channel_id") {
-                        let flow: crate::flow::Flow = from_item(item)?;
-                        inputs.previous = flow.health_status;
-                    } else {
-                        inputs.created += u64::try_from(num(&item, "created")).unwrap_or(0);
-                        inputs.failed += u64::try_from(num(&item, "failed")).unwrap_or(0);
-                    }
-                }
-                if let Some(mut un) = out.unprocessed_keys
-                    && let Some(k) = un.remove(&self.res.flow)
-                {
-                    pending = k.keys;
-                }
-            }
-            if !pending.is_empty() {
-                return Err(StoreError::Unavailable("batch get throttled".into()));
+        for item in self.batch_get(&self.res.flow, keys, false).await? {
+            if item.contains_key("channel_id") {
+                let flow: crate::flow::Flow = from_item(item)?;
+                inputs.previous = flow.health_status;
+            } else {
+                inputs.created += u64::try_from(num(&item, "created")).unwrap_or(0);
+                inputs.failed += u64::try_from(num(&item, "failed")).unwrap_or(0);
             }
         }
         Ok(inputs)
