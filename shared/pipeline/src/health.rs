@@ -45,8 +45,9 @@ pub enum AlertError {
 impl Pipeline {
     /// Counts new deliveries into their channels' per-minute counters (failures are logged:
     /// a lost count skews one health check, never a delivery).
+    /// The writes run at once: an activity for several channels waits for one, not for each.
     pub(crate) async fn count_created(&self, deliveries: &[Delivery], now_ms: i64) {
-        for d in deliveries {
+        futures::future::join_all(deliveries.iter().map(|d| async move {
             if let Err(e) = self
                 .store
                 .count_deliveries(&d.channel_id, minute(now_ms), 1, 0)
@@ -54,7 +55,8 @@ impl Pipeline {
             {
                 tracing::warn!(channel_id = %d.channel_id, error = %e, "health counter not written");
             }
-        }
+        }))
+        .await;
     }
 
     /// Counts a dead letter (`+1`) or a replayed one (`-1`) into the minute its delivery was
