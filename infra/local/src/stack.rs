@@ -74,6 +74,19 @@ impl Default for StackOptions {
     }
 }
 
+impl StackOptions {
+    /// A benchmark's stack: its own resource names (`tag` and the process id), no sweeper and
+    /// no health runs on a timer (a scenario measures what it runs itself).
+    pub fn bench(tag: &str) -> Self {
+        Self {
+            prefix: format!("{tag}{}-", std::process::id()),
+            sweep_period: None,
+            health_period: None,
+            ..Self::default()
+        }
+    }
+}
+
 pub struct Stack {
     pub api_url: String,
     pub admin_url: String,

@@ -107,13 +107,10 @@ async fn start(o: &Options, tag: &str) -> Result<Runtime, String> {
             Some(Duration::from_secs(60)),
         )?));
     }
+    // The sweeper runs, as in production: it feeds marked backlogs and restarts probes.
     let opts = StackOptions {
-        prefix: format!("dead{}{tag}-", std::process::id()),
-        config: PipelineConfig {
-            serial_transactions: true,
-            ..config()
-        },
-        ..StackOptions::default()
+        sweep_period: Some(Duration::from_secs(60)),
+        ..StackOptions::bench(&format!("dead{tag}"))
     };
     Ok(Runtime::Aws(Box::new(Stack::start(opts).await?)))
 }

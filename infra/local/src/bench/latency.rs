@@ -23,13 +23,7 @@ const WARM_UP: usize = 5;
 
 pub async fn run(o: Options) -> Result<Value, String> {
     converger_pipeline::metrics::set_enabled(false);
-    let stack = Stack::start(StackOptions {
-        prefix: format!("lat{}-", std::process::id()),
-        sweep_period: None,
-        health_period: None,
-        ..StackOptions::default()
-    })
-    .await?;
+    let stack = Stack::start(StackOptions::bench("lat")).await?;
     let result = measure(&stack, &o).await;
     stack.stop().await;
     let (delivered, api, floor) = result?;

@@ -26,10 +26,8 @@ fn row(tenant: &TenantId, channel: &Channel, status: DeliveryStatus, due: i64) -
 
 pub async fn sweep(settled: usize) -> Result<(), String> {
     let opts = StackOptions {
-        prefix: format!("bench{}-", std::process::id()),
-        sweep_period: None,
         run_functions: false,
-        ..StackOptions::default()
+        ..StackOptions::bench("sweep")
     };
     let stack = Stack::start(opts).await?;
     let store = DynamoStore::new(stack.clients.dynamodb.clone(), stack.resources.clone());
@@ -94,10 +92,8 @@ pub async fn sweep(settled: usize) -> Result<(), String> {
 /// through the tenant API, as a JSON line.
 pub async fn replay(dead_letters: usize) -> Result<(), String> {
     let opts = StackOptions {
-        prefix: format!("benchr{}-", std::process::id()),
-        sweep_period: None,
         run_functions: false,
-        ..StackOptions::default()
+        ..StackOptions::bench("replay")
     };
     let stack = Stack::start(opts).await?;
     let http = reqwest::Client::builder()
@@ -291,11 +287,8 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
     converger_pipeline::metrics::set_enabled(false);
     // Many channels, on the emulator.
     let opts = StackOptions {
-        prefix: format!("benchh{}-", std::process::id()),
-        sweep_period: None,
-        health_period: None,
         run_functions: false,
-        ..StackOptions::default()
+        ..StackOptions::bench("health")
     };
     let stack = Stack::start(opts).await?;
     let p = stack.pipeline.clone();

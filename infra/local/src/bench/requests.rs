@@ -62,11 +62,8 @@ pub async fn run(o: Options) -> Result<Value, String> {
     converger_pipeline::metrics::set_enabled(false);
     let counter = RequestCounter::new();
     let stack = Stack::start(StackOptions {
-        prefix: format!("req{}-", std::process::id()),
-        sweep_period: None,
-        health_period: None,
         counter: Some(counter.clone()),
-        ..StackOptions::default()
+        ..StackOptions::bench("req")
     })
     .await?;
     let result = cases(&stack, &counter, &o).await;

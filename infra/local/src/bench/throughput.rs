@@ -51,17 +51,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
         line["in_process"]["latency_model_ms"] = model.to_json();
     }
     if o.emulator > 0 {
-        let stack = Stack::start(StackOptions {
-            prefix: format!("tput{}-", std::process::id()),
-            sweep_period: None,
-            health_period: None,
-            config: PipelineConfig {
-                serial_transactions: true,
-                ..config
-            },
-            ..StackOptions::default()
-        })
-        .await?;
+        let stack = Stack::start(StackOptions::bench("tput")).await?;
         let pid = stack.emulator_pid();
         let r = measure(&stack.pipeline, o.emulator, pid).await;
         stack.stop().await;
