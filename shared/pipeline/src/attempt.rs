@@ -12,8 +12,8 @@ use converger_adapters::{Accepted, Envelope, Target};
 use converger_core::policy::{Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, time};
 use converger_store::{
-    Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate,
-    MISSING_ROW_RETRIES, Outcome, PlatformEvent, QueueError, RetryAt, SentInfo, StoreError,
+    Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
+    PlatformEvent, QueueError, RetryAt, SentInfo, StoreError,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -74,14 +74,6 @@ impl Pipeline {
             }
             Claim::Busy => return Ok(Report::Skipped("another attempt holds the lease")),
             Claim::Settled(_) => return Ok(Report::Skipped("delivery is settled")),
-            Claim::Missing if msg.missing < MISSING_ROW_RETRIES => {
-                // The message may have overtaken its row (ingest writes both at once).
-                msg.missing += 1;
-                self.queue.send(&msg, 1).await?;
-                return Ok(Report::Skipped(
-                    "no delivery row yet; looked for again in 1 s",
-                ));
-            }
             Claim::Missing => {
                 tracing::warn!(delivery_id = %msg.delivery_id, "message for a delivery that does not exist; dropped");
                 return Ok(Report::Skipped("no such delivery"));

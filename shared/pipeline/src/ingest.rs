@@ -145,30 +145,18 @@ impl Pipeline {
             .filter(|(_, a)| **a == Admission::Live)
             .map(|(d, _)| DeliveryMessage::new(d.id.clone(), d.tier, carried))
             .collect();
-        let send = || async {
-            if msgs.is_empty() {
-                Ok(())
-            } else {
-                self.queue.send_many(&msgs).await
-            }
-        };
+        // The rows first, then their messages: a message always finds its row. A crash
+        // between the write and the send leaves pending rows that the sweeper enqueues; an
+        // error here is reported so the producer can retry.
         if fresh {
-            // Nothing of a generated id exists: the rows and their messages go out at the
-            // same time (a message that overtakes its row looks for it again a second later).
-            let (written, sent) = tokio::join!(
-                self.store.create_fresh_activity(&activity, &deliveries),
-                send()
-            );
-            written?;
-            sent?;
-        } else {
-            match self.store.create_activity(&activity, &deliveries).await? {
-                // A crash between the write and this send leaves pending rows that the
-                // sweeper enqueues; an error here is reported so the producer can retry
-                // (idempotent).
-                Created::New => send().await?,
-                Created::Duplicate => return self.existing(tenant, activity).await,
-            }
+            self.store
+                .create_fresh_activity(&activity, &deliveries)
+                .await?;
+        } else if self.store.create_activity(&activity, &deliveries).await? == Created::Duplicate {
+            return self.existing(tenant, activity).await;
+        }
+        if !msgs.is_empty() {
+            self.queue.send_many(&msgs).await?;
         }
         self.count_created(&deliveries, now_ms).await;
         for (ch, a) in resolved.iter().zip(&admissions) {

@@ -327,20 +327,7 @@ pub struct DeliveryMessage {
     pub tier: Tier,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<Activity>,
-    /// How many times this message found no delivery row and was sent again: the rows of a
-    /// new activity and their messages are written at the same time, so a message can
-    /// overtake its row (see `MISSING_ROW_RETRIES`).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub missing: u8,
 }
-
-fn is_zero(n: &u8) -> bool {
-    *n == 0
-}
-
-/// How many times a message that finds no delivery row is sent again (1 s apart) before it
-/// is dropped: its row was never written (the ingest failed, and its producer was told so).
-pub const MISSING_ROW_RETRIES: u8 = 5;
 
 /// Largest serialized activity carried inside a queue message.
 pub const INLINE_ACTIVITY_MAX_BYTES: usize = 64 * 1024;
@@ -363,7 +350,6 @@ impl DeliveryMessage {
             delivery_id,
             tier,
             activity: activity.cloned(),
-            missing: 0,
         }
     }
 }
