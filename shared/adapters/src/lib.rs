@@ -2,24 +2,74 @@
 //! one request to the outside world and classifies what came back.
 
 pub mod echo;
+pub mod http;
 pub mod webhook;
+pub mod websocket;
+pub mod whatsapp;
 
 use async_trait::async_trait;
-use converger_core::{ChannelType, DeliveryError};
+use converger_core::{ChannelId, ChannelType, DeliveryError};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// What an adapter needs to know about the message.
-#[derive(Debug, Clone, Copy)]
+/// What an adapter needs to know about the message, and the platform services it may use.
+#[derive(Clone, Copy)]
 pub struct Envelope<'a> {
     pub delivery_id: &'a str,
+    pub tenant_id: &'a str,
     pub activity_id: &'a str,
     pub conversation_id: &'a str,
     pub seq: u64,
     pub payload: &'a Value,
+    /// The channels the activity targets.
+    pub channel_ids: &'a [ChannelId],
     /// 1-based number of this attempt.
     pub attempt: u32,
+    pub services: &'a dyn Services,
+}
+
+/// A bot's reply to post into a conversation.
+#[derive(Debug, Clone)]
+pub struct Reply<'a> {
+    pub tenant_id: &'a str,
+    pub conversation_id: &'a str,
+    /// The delivery that answers: the reply's id is derived from it, so a retried attempt
+    /// posts the same reply once.
+    pub delivery_id: &'a str,
+    /// Where the reply goes (the pipeline drops echo channels from it: no loops).
+    pub channel_ids: &'a [ChannelId],
+    pub payload: Value,
+}
+
+/// The outcome of pushing one frame to one websocket connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Push {
+    Sent,
+    /// The connection is gone (and forgotten).
+    Gone,
+}
+
+/// What the platform offers adapters beyond the network: posting into a conversation and
+/// the websocket connections of a channel. The pipeline implements it.
+#[async_trait]
+pub trait Services: Send + Sync {
+    /// Posts a reply activity; returns its id.
+    async fn post_reply(&self, reply: Reply<'_>) -> Result<String, DeliveryError>;
+    /// The open connections of a websocket channel.
+    async fn connections(&self, channel_id: &str) -> Result<Vec<String>, DeliveryError>;
+    /// Pushes one frame to one connection.
+    async fn push(&self, connection_id: &str, frame: &[u8]) -> Result<Push, DeliveryError>;
+}
+
+/// What an attempt achieved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivered {
+    /// The provider accepted the message.
+    Sent(Accepted),
+    /// Handed off to a client that has not confirmed it (websocket with no client, or with
+    /// `require_ack`): the delivery stays pending, not retried, until acknowledged.
+    HandedOff(Accepted),
 }
 
 /// What an adapter needs to know about the channel.
@@ -61,7 +111,7 @@ pub trait Adapter: Send + Sync {
         &self,
         env: Envelope<'_>,
         target: Target<'_>,
-    ) -> Result<Accepted, DeliveryError>;
+    ) -> Result<Delivered, DeliveryError>;
 }
 
 /// The adapters this build supports, by channel type.
@@ -75,11 +125,16 @@ impl Adapters {
         Self { all }
     }
 
-    /// The standard set: webhook (with the given destination allowlist) and echo.
+    /// The standard set: webhook and the WhatsApp providers (sharing one HTTP client with
+    /// the given destination allowlist), echo and websocket.
     pub fn standard(allow: converger_core::net::Allowlist) -> Result<Self, String> {
+        let http = Arc::new(http::Guarded::new(allow)?);
         Ok(Self::new(vec![
-            Arc::new(webhook::WebhookAdapter::new(allow)?),
+            Arc::new(webhook::WebhookAdapter::new(http.clone())),
+            Arc::new(whatsapp::MetaAdapter::new(http.clone())),
+            Arc::new(whatsapp::InfobipAdapter::new(http)),
             Arc::new(echo::EchoAdapter),
+            Arc::new(websocket::WebsocketAdapter),
         ]))
     }
 

@@ -3,26 +3,20 @@
 //! Configuration: `url` (http or https, required), `method` (POST, PUT or PATCH; default
 //! POST), `headers` (extra string headers), `receive_timeout` (ms; overrides the policy's
 //! `timeout_ms`). Every request has a timeout, follows no redirect, reads at most
-//! [`MAX_RESPONSE_BYTES`] of the answer, and reaches only addresses the SSRF guard allows:
+//! [`crate::http::MAX_RESPONSE_BYTES`] of the answer, and reaches only addresses the SSRF guard allows:
 //! the host is resolved, special-purpose addresses are dropped unless allowlisted, and the
 //! connection uses the vetted addresses only.
 
-use crate::{Accepted, Adapter, Envelope, Target};
+use crate::http::{Guarded, MAX_TIMEOUT_MS, Response};
+use crate::{Accepted, Adapter, Delivered, Envelope, Target};
 use async_trait::async_trait;
-use converger_core::net::{Allowlist, check_destination};
 use converger_core::signing::Signer;
 use converger_core::{ChannelType, DeliveryError};
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-/// Most of a response body that is read.
-pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
-/// Upper bound on any webhook request, whatever the channel asks.
-pub const MAX_TIMEOUT_MS: u64 = 30_000;
 /// The webhook adapter's policy layer.
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 
@@ -39,57 +33,8 @@ const RESERVED: [&str; 7] = [
     "connection",
 ];
 
-#[derive(Debug, thiserror::Error)]
-#[error("destination {host} is not allowed ({reason} address)")]
-struct Blocked {
-    host: String,
-    reason: &'static str,
-}
-
-#[derive(Debug, thiserror::Error)]
-#[error("{host} did not resolve to any address")]
-struct NoAddress {
-    host: String,
-}
-
-/// DNS resolution that only hands out allowed addresses, so the vetted address is the one
-/// connected to (no rebinding between check and connect).
-struct GuardedResolver {
-    allow: Arc<Allowlist>,
-}
-
-impl Resolve for GuardedResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let host = name.as_str().to_owned();
-        let allow = self.allow.clone();
-        Box::pin(async move {
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if addrs.is_empty() {
-                return Err(Box::new(NoAddress { host }) as _);
-            }
-            let mut reason = "";
-            let ok: Vec<SocketAddr> = addrs
-                .into_iter()
-                .filter(|a| match check_destination(a.ip(), &allow) {
-                    Ok(()) => true,
-                    Err(r) => {
-                        reason = r;
-                        false
-                    }
-                })
-                .collect();
-            if ok.is_empty() {
-                return Err(Box::new(Blocked { host, reason }) as _);
-            }
-            Ok(Box::new(ok.into_iter()) as Addrs)
-        })
-    }
-}
-
 pub struct WebhookAdapter {
-    client: reqwest::Client,
-    allow: Arc<Allowlist>,
+    http: Arc<Guarded>,
 }
 
 /// A validated webhook configuration.
@@ -177,48 +122,8 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, String> {
 }
 
 impl WebhookAdapter {
-    pub fn new(allow: Allowlist) -> Result<Self, String> {
-        let allow = Arc::new(allow);
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_millis(MAX_TIMEOUT_MS))
-            .pool_idle_timeout(Duration::from_secs(50))
-            .user_agent(concat!("Converger/", env!("CARGO_PKG_VERSION")))
-            .dns_resolver(GuardedResolver {
-                allow: allow.clone(),
-            })
-            .build()
-            .map_err(|e| format!("webhook client: {e}"))?;
-        Ok(Self { client, allow })
-    }
-
-    fn classify_transport(&self, e: &reqwest::Error, timeout: Duration) -> DeliveryError {
-        let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
-        while let Some(s) = src {
-            if let Some(b) = s.downcast_ref::<Blocked>() {
-                return DeliveryError::permanent(format!("{LABEL}: {b}"));
-            }
-            if let Some(n) = s.downcast_ref::<NoAddress>() {
-                return DeliveryError::from_transport(n, LABEL);
-            }
-            src = s.source();
-        }
-        if e.is_timeout() {
-            return DeliveryError::from_transport(
-                format!("timed out after {} ms", timeout.as_millis()),
-                LABEL,
-            );
-        }
-        let mut msg = e.to_string();
-        let mut src = std::error::Error::source(e);
-        while let Some(s) = src {
-            msg.push_str(": ");
-            msg.push_str(&s.to_string());
-            src = s.source();
-        }
-        DeliveryError::from_transport(msg, LABEL)
+    pub fn new(http: Arc<Guarded>) -> Self {
+        Self { http }
     }
 }
 
@@ -242,19 +147,10 @@ impl Adapter for WebhookAdapter {
         &self,
         env: Envelope<'_>,
         target: Target<'_>,
-    ) -> Result<Accepted, DeliveryError> {
+    ) -> Result<Delivered, DeliveryError> {
         let cfg = parse_config(target.config)
             .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
-        if let Some(Ok(ip)) = cfg
-            .url
-            .host_str()
-            .map(|h| h.trim_matches(['[', ']']).parse::<IpAddr>())
-            && let Err(reason) = check_destination(ip, &self.allow)
-        {
-            return Err(DeliveryError::permanent(format!(
-                "{LABEL}: destination {ip} is not allowed ({reason} address)"
-            )));
-        }
+        self.http.check_literal(&cfg.url, LABEL)?;
         let timeout_ms = cfg
             .receive_timeout
             .unwrap_or(u64::try_from(target.timeout.as_millis()).unwrap_or(MAX_TIMEOUT_MS))
@@ -279,54 +175,27 @@ impl Adapter for WebhookAdapter {
             .unwrap_or(0);
         let signature = signer.sign(env.delivery_id, ts, &body);
 
-        let resp = self
-            .client
+        let req = self
+            .http
             .request(cfg.method, cfg.url)
             .headers(cfg.headers)
             .header("content-type", "application/json")
             .header("webhook-id", env.delivery_id)
             .header("webhook-timestamp", ts.to_string())
             .header("webhook-signature", signature)
-            .timeout(timeout)
-            .body(body)
-            .send()
-            .await;
-        let mut resp = match resp {
-            Ok(r) => r,
-            Err(e) => return Err(self.classify_transport(&e, timeout)),
-        };
-        let status = resp.status().as_u16();
-        let retry_after = resp
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let mut buf: Vec<u8> = Vec::new();
-        loop {
-            match resp.chunk().await {
-                Ok(Some(c)) => {
-                    let room = MAX_RESPONSE_BYTES.saturating_sub(buf.len());
-                    buf.extend_from_slice(&c[..c.len().min(room)]);
-                    if buf.len() >= MAX_RESPONSE_BYTES {
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                // A 2xx whose body breaks off was still accepted; the error is for the log.
-                Err(e) if (200..300).contains(&status) => {
-                    tracing::debug!(error = %e, "response body cut short");
-                    break;
-                }
-                Err(e) => return Err(self.classify_transport(&e, timeout)),
-            }
-        }
+            .body(body);
+        let Response {
+            status,
+            retry_after,
+            body: buf,
+        } = self.http.send(req, timeout, LABEL).await?;
         if (200..300).contains(&status) {
             let snippet = converger_core::error::snippet(&buf);
-            Ok(Accepted {
+            Ok(Delivered::Sent(Accepted {
                 provider_message_id: None,
                 status_code: Some(status),
                 response_snippet: (!snippet.is_empty()).then_some(snippet),
-            })
+            }))
         } else {
             Err(DeliveryError::from_http(
                 status,

@@ -8,6 +8,7 @@ pub mod health;
 pub mod ids;
 pub mod net;
 pub mod policy;
+pub mod providers;
 pub mod query;
 pub mod secret;
 pub mod signing;

@@ -8,7 +8,7 @@
 use crate::Pipeline;
 use crate::flow::Admit;
 use crate::metrics;
-use converger_adapters::{Accepted, Envelope, Target};
+use converger_adapters::{Delivered, Envelope, Target};
 use converger_core::policy::{Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, time};
 use converger_store::{
@@ -31,6 +31,8 @@ pub enum Report {
     Hopped {
         delay_s: u32,
     },
+    /// Handed off to a client (websocket): pending until acknowledged, not retried.
+    HandedOff,
     /// Nothing to do: duplicate message, settled delivery, lost lease.
     Skipped(&'static str),
     /// The channel's breaker is open or the channel paused: parked, no attempt.
@@ -139,7 +141,31 @@ impl Pipeline {
         let kind = channel.kind.as_str();
 
         match result {
-            Ok((_, Ok(accepted))) => {
+            Ok((_, Ok(Delivered::HandedOff(accepted)))) => {
+                let e = entry(
+                    accepted.status_code,
+                    accepted.response_snippet.clone(),
+                    None,
+                    None,
+                );
+                let info = SentInfo {
+                    provider_message_id: None,
+                    response_status: accepted.status_code,
+                };
+                if !self
+                    .store
+                    .mark_handed_off(&d, &token, &info, &e, &now)
+                    .await?
+                {
+                    return Ok(Report::Skipped("lease lost before recording the hand-off"));
+                }
+                tracing::info!(delivery_id = %d.id, channel_id = %d.channel_id, attempt = n, "delivery handed off; waiting for an acknowledgement");
+                metrics::count("handed_off", kind, 1);
+                self.after_attempt(&d, &channel, Outcome::Neutral, false, probe)
+                    .await?;
+                Ok(Report::HandedOff)
+            }
+            Ok((_, Ok(Delivered::Sent(accepted)))) => {
                 let e = entry(
                     accepted.status_code,
                     accepted.response_snippet.clone(),
@@ -293,7 +319,7 @@ impl Pipeline {
         activity: &Activity,
         channel: &Arc<Channel>,
         n: u32,
-    ) -> Result<(RetryPolicy, Result<Accepted, DeliveryError>), String> {
+    ) -> Result<(RetryPolicy, Result<Delivered, DeliveryError>), String> {
         if !channel.active {
             return Err("channel is inactive".into());
         }
@@ -309,11 +335,14 @@ impl Pipeline {
         let timeout = Duration::from_millis(policy.timeout_ms);
         let env = Envelope {
             delivery_id: d.id.as_str(),
+            tenant_id: d.tenant_id.as_str(),
             activity_id: activity.id.as_str(),
             conversation_id: &activity.conversation_id,
             seq: activity.seq,
             payload: &activity.payload,
+            channel_ids: &activity.channel_ids,
             attempt: n,
+            services: self,
         };
         let target = Target {
             channel_id: channel.id.as_str(),
@@ -370,7 +399,12 @@ impl Pipeline {
     }
 }
 
-fn status_event(d: &Delivery, status: &str, attempts: u32, error: Option<&str>) -> PlatformEvent {
+pub(crate) fn status_event(
+    d: &Delivery,
+    status: &str,
+    attempts: u32,
+    error: Option<&str>,
+) -> PlatformEvent {
     PlatformEvent {
         detail_type: "delivery.status_changed",
         detail: json!({

@@ -2,7 +2,7 @@
 
 use crate::{Pipeline, PipelineConfig};
 use converger_adapters::Adapters;
-use converger_store::Resources;
+use converger_store::{ApiGatewaySockets, Resources};
 use converger_store::aws::Clients;
 use converger_store::dynamo::DynamoStore;
 use converger_store::events::EventBridgeEvents;
@@ -21,13 +21,18 @@ pub async fn aws_pipeline(
         .map_err(|e| e.to_string())?;
     let events = EventBridgeEvents::new(clients.eventbridge.clone(), res.bus.clone());
     let adapters = Adapters::standard(config.allowlist.clone())?;
-    Ok(Pipeline::new(
+    let mut pipeline = Pipeline::new(
         Arc::new(store),
         Arc::new(queue),
         Arc::new(events),
         adapters,
         config,
-    ))
+    );
+    // Websocket pushes go to the WebSocket API's management endpoint, when there is one.
+    if let Some(url) = &clients.websocket_management_url {
+        pipeline = pipeline.with_sockets(Arc::new(ApiGatewaySockets::new(&clients.config, url)));
+    }
+    Ok(pipeline)
 }
 
 /// The pipeline a Lambda function uses: names and settings from its environment.

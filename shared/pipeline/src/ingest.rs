@@ -58,6 +58,17 @@ pub struct Ingested {
 
 impl Pipeline {
     pub async fn ingest(&self, tenant: &Tenant, new: NewActivity) -> Result<Ingested, IngestError> {
+        self.ingest_with(tenant, new, false).await
+    }
+
+    /// Ingest; `internal` (a bot's reply) may target no channel at all: the activity is then
+    /// only stored in its conversation.
+    pub(crate) async fn ingest_with(
+        &self,
+        tenant: &Tenant,
+        new: NewActivity,
+        internal: bool,
+    ) -> Result<Ingested, IngestError> {
         if new.conversation_id.trim().is_empty() || new.conversation_id.len() > 256 {
             return Err(IngestError::Invalid(
                 "conversation_id must be 1 to 256 characters".into(),
@@ -69,7 +80,7 @@ impl Pipeline {
                 targets.push(c);
             }
         }
-        if targets.is_empty() || targets.len() > MAX_TARGETS {
+        if (targets.is_empty() && !internal) || targets.len() > MAX_TARGETS {
             return Err(IngestError::Invalid(format!(
                 "channel_ids must name 1 to {MAX_TARGETS} channels"
             )));

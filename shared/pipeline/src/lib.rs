@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod config;
 pub mod flow;
 pub mod handlers;
+pub mod handoff;
 pub mod health;
 pub mod ingest;
 pub mod metrics;
@@ -29,6 +30,8 @@ pub struct Pipeline {
     pub events: Arc<dyn Events>,
     pub adapters: Adapters,
     pub config: PipelineConfig,
+    /// Where websocket pushes go ([`Pipeline::with_sockets`]; none by default).
+    pub sockets: Arc<dyn converger_store::Sockets>,
     channels: Mutex<HashMap<ChannelId, (Instant, Arc<Channel>)>>,
     flows: Mutex<HashMap<ChannelId, (Instant, converger_store::Flow)>>,
     backlog_hints: Mutex<
@@ -56,6 +59,7 @@ impl Pipeline {
             events,
             adapters,
             config,
+            sockets: Arc::new(converger_store::NoSockets),
             channels: Mutex::new(HashMap::new()),
             flows: Mutex::new(HashMap::new()),
             backlog_hints: Mutex::new(HashMap::new()),

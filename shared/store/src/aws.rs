@@ -48,6 +48,17 @@ pub struct Clients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub eventbridge: aws_sdk_eventbridge::Client,
+    /// The configuration they were built from (for clients built later, such as the
+    /// WebSocket management API's, whose endpoint is the API's own).
+    pub config: aws_config::SdkConfig,
+    /// The WebSocket API's management endpoint (`WEBSOCKET_MANAGEMENT_URL`), if any.
+    pub websocket_management_url: Option<String>,
+}
+
+fn management_url() -> Option<String> {
+    std::env::var(crate::handoff::MANAGEMENT_URL_ENV)
+        .ok()
+        .filter(|u| !u.is_empty())
 }
 
 impl Clients {
@@ -56,6 +67,8 @@ impl Clients {
             dynamodb: aws_sdk_dynamodb::Client::new(config),
             sqs: aws_sdk_sqs::Client::new(config),
             eventbridge: aws_sdk_eventbridge::Client::new(config),
+            config: config.clone(),
+            websocket_management_url: management_url(),
         }
     }
 
@@ -80,6 +93,8 @@ impl Clients {
                     .interceptor(counter.clone())
                     .build(),
             ),
+            config: config.clone(),
+            websocket_management_url: management_url(),
         }
     }
 

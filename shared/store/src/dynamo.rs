@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 
 mod flow;
+mod handoff;
 mod health;
 
 pub type Item = HashMap<String, AttributeValue>;
@@ -104,6 +105,11 @@ fn backlog_keys(channel: &ChannelId, due_ms: i64) -> [(&'static str, AttributeVa
         (":bl_pk", s(channel.as_str())),
         (":bl_sk", s(due_key(due_ms))),
     ]
+}
+
+/// The provider index key of a delivery of `channel` known to its provider as `id`.
+fn provider_key(channel: &ChannelId, id: &str) -> String {
+    format!("{channel}#{id}")
 }
 
 const SET_INDEX: &str = "ts_pk = :ts_pk, cs_pk = :cs_pk, upd_sk = :upd_sk";
@@ -705,7 +711,8 @@ impl Store for DynamoStore {
             .update_expression("SET lease_token = :token, lease_until = :until")
             .condition_expression(
                 "attribute_exists(id) AND #st = :pending AND next_attempt_at <= :now \
-                 AND (attribute_not_exists(lease_until) OR lease_until < :now)",
+                 AND (attribute_not_exists(lease_until) OR lease_until < :now) \
+                 AND attribute_not_exists(handed_off)",
             )
             .expression_attribute_names("#st", "status")
             .expression_attribute_values(":token", s(token))
@@ -738,7 +745,7 @@ impl Store for DynamoStore {
         };
         Ok(match old {
             None => Claim::Missing,
-            Some(d) if d.status != DeliveryStatus::Pending => Claim::Settled(d),
+            Some(d) if d.status != DeliveryStatus::Pending || d.handed_off => Claim::Settled(d),
             Some(d) if d.next_attempt_at > now_ms => Claim::NotDue(d),
             Some(_) => Claim::Busy,
         })
@@ -769,8 +776,9 @@ impl Store for DynamoStore {
             .outcome_values(d, DeliveryStatus::Sent, log, now)
             .await?;
         if let Some(id) = &info.provider_message_id {
-            sets.push("provider_message_id = :pmid".into());
+            sets.push("provider_message_id = :pmid, pm_key = :pmk".into());
             values.push((":pmid", s(id.as_str())));
+            values.push((":pmk", s(provider_key(&d.channel_id, id))));
         }
         if let Some(st) = info.response_status {
             sets.push("response_status = :rs".into());

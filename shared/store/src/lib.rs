@@ -7,6 +7,7 @@ pub mod counter;
 pub mod dynamo;
 pub mod events;
 pub mod flow;
+pub mod handoff;
 pub mod health;
 pub mod memory;
 pub mod model;
@@ -16,6 +17,7 @@ pub mod resources;
 pub mod sqs;
 
 pub use flow::*;
+pub use handoff::*;
 pub use health::*;
 pub use model::*;
 pub use ports::*;

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 mod flow;
+mod handoff;
 mod health;
 
 #[derive(Default)]
@@ -38,6 +39,9 @@ struct State {
     parked: std::collections::BTreeSet<(ChannelId, DeliveryId)>,
     /// Which index entry each delivery has, so that it can be moved.
     indexed: HashMap<DeliveryId, Indexed>,
+    /// The provider message index: (channel, provider message id) -> delivery.
+    providers: HashMap<(ChannelId, String), DeliveryId>,
+    connections: HashMap<String, crate::handoff::Connection>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -399,7 +403,7 @@ impl Store for MemStore {
             let Some(d) = s.deliveries.get_mut(id) else {
                 return Claim::Missing;
             };
-            if d.status != DeliveryStatus::Pending {
+            if d.status != DeliveryStatus::Pending || d.handed_off {
                 return Claim::Settled(d.clone());
             }
             if d.next_attempt_at > now_ms {
@@ -450,6 +454,13 @@ impl Store for MemStore {
                     row.response_status = info.response_status;
                 }
             })
+            .then(|| {
+                if let Some(id) = &info.provider_message_id {
+                    s.providers
+                        .insert((d.channel_id.clone(), id.clone()), d.id.clone());
+                }
+            })
+            .is_some()
         })
     }
 
@@ -639,6 +650,7 @@ impl Store for MemStore {
                 .filter(|d| {
                     d.status == DeliveryStatus::Pending
                         && !d.in_backlog
+                        && !d.handed_off
                         && due_shard(&d.id) == shard
                 })
                 .filter(|d| d.next_attempt_at < before_ms)

@@ -214,6 +214,10 @@ pub struct Delivery {
     /// Holds a slot of its channel's window.
     #[serde(default, skip_serializing_if = "is_false")]
     pub slot: bool,
+    /// Handed off to a websocket client, waiting for its acknowledgement (pending, never
+    /// retried).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub handed_off: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -247,6 +251,7 @@ impl Delivery {
             attempt_log: Vec::new(),
             in_backlog: false,
             slot: false,
+            handed_off: false,
         }
     }
 }
@@ -281,6 +286,7 @@ impl Delivery {
         row.lease_until = None;
         row.in_backlog = false;
         row.slot = false;
+        row.handed_off = false;
         row
     }
 }

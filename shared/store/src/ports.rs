@@ -18,7 +18,9 @@ pub enum StoreError {
 pub type StoreResult<T> = Result<T, StoreError>;
 
 #[async_trait]
-pub trait Store: crate::flow::FlowStore + crate::health::HealthStore {
+pub trait Store:
+    crate::flow::FlowStore + crate::health::HealthStore + crate::handoff::HandoffStore
+{
     async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()>;
     async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>>;
     async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>>;

@@ -107,6 +107,14 @@ pub const DELIVERIES: TableDef = TableDef {
             range_key: "bl_sk",
             include: &["tier"],
         },
+        // Sparse: deliveries a provider accepted carry `pm_key` (`<channel>#<provider
+        // message id>`), so a receipt finds its delivery.
+        GsiDef {
+            name: "by_provider_message",
+            hash_key: "pm_key",
+            range_key: "id",
+            include: &[],
+        },
     ],
     ttl_attribute: None,
 };
@@ -164,8 +172,33 @@ pub const HEALTH: TableDef = TableDef {
     ttl_attribute: Some("expires_at"),
 };
 
-pub const TABLES: [TableDef; 9] = [
-    TENANTS, CHANNELS, ACTIVITIES, DELIVERIES, ATTEMPTS, AUDIT, REPLAYS, FLOW, HEALTH,
+/// Websocket connections: one item per connection (TTL), found by channel through a GSI.
+pub const CONNECTIONS: TableDef = TableDef {
+    logical_id: "ConnectionsTable",
+    name: "connections",
+    env: "CONNECTIONS_TABLE",
+    hash_key: "connection_id",
+    range_key: None,
+    gsis: &[GsiDef {
+        name: "by_channel",
+        hash_key: "channel_id",
+        range_key: "connection_id",
+        include: &[],
+    }],
+    ttl_attribute: Some("expires_at"),
+};
+
+pub const TABLES: [TableDef; 10] = [
+    TENANTS,
+    CHANNELS,
+    ACTIVITIES,
+    DELIVERIES,
+    ATTEMPTS,
+    AUDIT,
+    REPLAYS,
+    FLOW,
+    HEALTH,
+    CONNECTIONS,
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
@@ -256,6 +289,7 @@ pub struct Resources {
     pub replays: String,
     pub flow: String,
     pub health: String,
+    pub connections: String,
     pub bus: String,
     /// Queue URLs given by the environment, by queue name; others are looked up by name.
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -275,6 +309,7 @@ impl Resources {
             replays: format!("{prefix}{}", REPLAYS.name),
             flow: format!("{prefix}{}", FLOW.name),
             health: format!("{prefix}{}", HEALTH.name),
+            connections: format!("{prefix}{}", CONNECTIONS.name),
             bus: format!("{prefix}{BUS}"),
             queue_urls: Default::default(),
         }
@@ -296,6 +331,7 @@ impl Resources {
             replays: var(REPLAYS.env, base.replays.clone()),
             flow: var(FLOW.env, base.flow.clone()),
             health: var(HEALTH.env, base.health.clone()),
+            connections: var(CONNECTIONS.env, base.connections.clone()),
             bus: var(BUS_ENV, base.bus.clone()),
             queue_urls: QUEUES
                 .iter()

@@ -1,0 +1,194 @@
+//! The outbound HTTP client every network adapter shares: one connection pool, a timeout on
+//! every request, no redirects, a capped response read, and the SSRF guard: a host is
+//! resolved, special-purpose addresses are dropped unless allowlisted, and the connection
+//! uses the vetted addresses only.
+
+use converger_core::DeliveryError;
+use converger_core::net::{Allowlist, check_destination};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most of a response body that is read.
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+/// Upper bound on any adapter request, whatever the channel asks.
+pub const MAX_TIMEOUT_MS: u64 = 30_000;
+
+#[derive(Debug, thiserror::Error)]
+#[error("destination {host} is not allowed ({reason} address)")]
+struct Blocked {
+    host: String,
+    reason: &'static str,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{host} did not resolve to any address")]
+struct NoAddress {
+    host: String,
+}
+
+/// DNS resolution that only hands out allowed addresses, so the vetted address is the one
+/// connected to (no rebinding between check and connect).
+struct GuardedResolver {
+    allow: Arc<Allowlist>,
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let host = name.as_str().to_owned();
+        let allow = self.allow.clone();
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            if addrs.is_empty() {
+                return Err(Box::new(NoAddress { host }) as _);
+            }
+            let mut reason = "";
+            let ok: Vec<SocketAddr> = addrs
+                .into_iter()
+                .filter(|a| match check_destination(a.ip(), &allow) {
+                    Ok(()) => true,
+                    Err(r) => {
+                        reason = r;
+                        false
+                    }
+                })
+                .collect();
+            if ok.is_empty() {
+                return Err(Box::new(Blocked { host, reason }) as _);
+            }
+            Ok(Box::new(ok.into_iter()) as Addrs)
+        })
+    }
+}
+
+/// What came back: the status, `Retry-After`, and at most [`MAX_RESPONSE_BYTES`] of the body.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub retry_after: Option<String>,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+/// The guarded client.
+pub struct Guarded {
+    client: reqwest::Client,
+    allow: Arc<Allowlist>,
+}
+
+impl Guarded {
+    pub fn new(allow: Allowlist) -> Result<Self, String> {
+        let allow = Arc::new(allow);
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_millis(MAX_TIMEOUT_MS))
+            .pool_idle_timeout(Duration::from_secs(50))
+            .user_agent(concat!("Converger/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(GuardedResolver {
+                allow: allow.clone(),
+            })
+            .build()
+            .map_err(|e| format!("http client: {e}"))?;
+        Ok(Self { client, allow })
+    }
+
+    /// Refuses a URL whose host is an IP literal the guard does not allow (a literal is
+    /// never resolved, so the resolver cannot refuse it).
+    pub fn check_literal(&self, url: &reqwest::Url, label: &str) -> Result<(), DeliveryError> {
+        if let Some(Ok(ip)) = url
+            .host_str()
+            .map(|h| h.trim_matches(['[', ']']).parse::<IpAddr>())
+            && let Err(reason) = check_destination(ip, &self.allow)
+        {
+            return Err(DeliveryError::permanent(format!(
+                "{label}: destination {ip} is not allowed ({reason} address)"
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn request(&self, method: reqwest::Method, url: reqwest::Url) -> reqwest::RequestBuilder {
+        self.client.request(method, url)
+    }
+
+    /// Sends with `timeout` and reads the answer. Transport failures are classified here:
+    /// a blocked destination is permanent, everything else (timeouts, refused connections,
+    /// unresolvable hosts) retryable.
+    pub async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+        timeout: Duration,
+        label: &str,
+    ) -> Result<Response, DeliveryError> {
+        let mut resp = match req.timeout(timeout).send().await {
+            Ok(r) => r,
+            Err(e) => return Err(classify_transport(&e, timeout, label)),
+        };
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let mut body: Vec<u8> = Vec::new();
+        loop {
+            match resp.chunk().await {
+                Ok(Some(c)) => {
+                    let room = MAX_RESPONSE_BYTES.saturating_sub(body.len());
+                    body.extend_from_slice(&c[..c.len().min(room)]);
+                    if body.len() >= MAX_RESPONSE_BYTES {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                // A 2xx whose body breaks off was still accepted; the error is for the log.
+                Err(e) if (200..300).contains(&status) => {
+                    tracing::debug!(error = %e, "response body cut short");
+                    break;
+                }
+                Err(e) => return Err(classify_transport(&e, timeout, label)),
+            }
+        }
+        Ok(Response {
+            status,
+            retry_after,
+            body,
+        })
+    }
+}
+
+fn classify_transport(e: &reqwest::Error, timeout: Duration, label: &str) -> DeliveryError {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = src {
+        if let Some(b) = s.downcast_ref::<Blocked>() {
+            return DeliveryError::permanent(format!("{label}: {b}"));
+        }
+        if let Some(n) = s.downcast_ref::<NoAddress>() {
+            return DeliveryError::from_transport(n, label);
+        }
+        src = s.source();
+    }
+    if e.is_timeout() {
+        return DeliveryError::from_transport(
+            format!("timed out after {} ms", timeout.as_millis()),
+            label,
+        );
+    }
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    DeliveryError::from_transport(msg, label)
+}

@@ -1,0 +1,369 @@
+//! What happens to a delivery outside an attempt: bot replies posted into a conversation,
+//! websocket hand-offs (connections, pushes, acknowledgements, replays of what is waiting)
+//! and provider receipts. The pipeline is the adapters' [`Services`].
+
+use crate::Pipeline;
+use crate::attempt::status_event;
+use crate::ingest::{IngestError, NewActivity};
+use async_trait::async_trait;
+use converger_adapters::websocket::socket_config;
+use converger_adapters::{Push, Reply, Services};
+use converger_core::providers::Receipt;
+use converger_core::{
+    ActivityId, ChannelId, ChannelType, DeliveryError, DeliveryId, DeliveryStatus, time,
+};
+use converger_store::{
+    Ack, Channel, Connection, Delivery, DeliveryQuery, Pushed, Receipted, StoreError,
+};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Most waiting deliveries one replay request pushes again.
+pub const SOCKET_REPLAY_LIMIT: usize = 500;
+
+/// The id of the reply a bot posts for `delivery`: derived, so a retried attempt posts the
+/// same reply once.
+pub fn reply_id(delivery: &str) -> Result<ActivityId, DeliveryError> {
+    let rest = delivery
+        .strip_prefix(DeliveryId::PREFIX)
+        .unwrap_or(delivery);
+    ActivityId::parse(&format!("{}re_{rest}", ActivityId::PREFIX))
+        .map_err(|e| DeliveryError::permanent(format!("echo: reply id: {e}")))
+}
+
+fn store_error(e: StoreError) -> DeliveryError {
+    DeliveryError::transient(format!("store: {e}"))
+}
+
+#[async_trait]
+impl Services for Pipeline {
+    async fn post_reply(&self, reply: Reply<'_>) -> Result<String, DeliveryError> {
+        let tenant_id = converger_core::TenantId::parse(reply.tenant_id)
+            .map_err(|e| DeliveryError::permanent(e.to_string()))?;
+        let tenant = self
+            .store
+            .get_tenant(&tenant_id)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| DeliveryError::permanent("the tenant no longer exists"))?;
+        // Never an echo channel (no bot answers a bot), never an inactive one.
+        let mut targets = Vec::new();
+        for id in reply.channel_ids {
+            if let Some(ch) = self.channel(id).await.map_err(store_error)?
+                && ch.tenant_id == tenant.id
+                && ch.active
+                && ch.kind != ChannelType::Echo
+            {
+                targets.push(id.clone());
+            }
+        }
+        let id = reply_id(reply.delivery_id)?;
+        let new = NewActivity {
+            id: Some(id.clone()),
+            conversation_id: reply.conversation_id.to_owned(),
+            seq: None,
+            channel_ids: targets,
+            payload: reply.payload,
+        };
+        match self.ingest_with(&tenant, new, true).await {
+            Ok(done) => Ok(done.activity.id.to_string()),
+            Err(IngestError::Store(e)) => Err(store_error(e)),
+            Err(IngestError::Queue(e)) => Err(DeliveryError::transient(format!("queue: {e}"))),
+            Err(e) => Err(DeliveryError::permanent(format!("echo: reply refused: {e}"))),
+        }
+    }
+
+    async fn connections(&self, channel_id: &str) -> Result<Vec<String>, DeliveryError> {
+        let id =
+            ChannelId::parse(channel_id).map_err(|e| DeliveryError::permanent(e.to_string()))?;
+        Ok(self
+            .store
+            .channel_connections(&id)
+            .await
+            .map_err(store_error)?
+            .into_iter()
+            .map(|c| c.connection_id)
+            .collect())
+    }
+
+    async fn push(&self, connection_id: &str, frame: &[u8]) -> Result<Push, DeliveryError> {
+        match self.sockets.post(connection_id, frame).await {
+            Ok(Pushed::Sent) => Ok(Push::Sent),
+            Ok(Pushed::Gone) => {
+                if let Err(e) = self.store.delete_connection(connection_id).await {
+                    tracing::warn!(connection_id, error = %e, "gone connection not removed");
+                }
+                Ok(Push::Gone)
+            }
+            Err(e) => Err(DeliveryError::transient(format!("websocket: {e}"))),
+        }
+    }
+}
+
+/// Why a websocket connection is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectRefused {
+    #[error("unknown channel")]
+    UnknownChannel,
+    #[error("invalid token")]
+    BadToken,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What acknowledging a delivery did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AckOutcome {
+    /// Now `sent`.
+    Acked(Delivery),
+    /// Already accepted before; nothing changed.
+    Already(Delivery),
+    /// Not waiting for an acknowledgement.
+    NotAwaiting(Delivery),
+    Missing,
+}
+
+/// What a batch of provider receipts did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReceiptSummary {
+    pub applied: usize,
+    pub ignored: usize,
+    pub unknown: Vec<String>,
+}
+
+impl Pipeline {
+    /// A client opens a websocket connection to `channel_id` with the channel's `token`.
+    pub async fn socket_connect(
+        &self,
+        connection_id: &str,
+        channel_id: &str,
+        token: &str,
+    ) -> Result<Connection, ConnectRefused> {
+        let id = ChannelId::parse(channel_id).map_err(|_| ConnectRefused::UnknownChannel)?;
+        let ch = self
+            .store
+            .get_channel(&id)
+            .await?
+            .filter(|c| c.kind == ChannelType::Websocket && c.active)
+            .ok_or(ConnectRefused::UnknownChannel)?;
+        let cfg = socket_config(&ch.config).map_err(|_| ConnectRefused::BadToken)?;
+        if !converger_core::secret::constant_time_eq(cfg.token.as_bytes(), token.as_bytes()) {
+            return Err(ConnectRefused::BadToken);
+        }
+        let now_ms = time::now_ms();
+        let c = Connection {
+            connection_id: connection_id.to_owned(),
+            channel_id: ch.id.clone(),
+            tenant_id: ch.tenant_id.clone(),
+            connected_at: time::ms_to_rfc3339(now_ms),
+            expires_at: now_ms / 1000 + converger_store::CONNECTION_TTL_S,
+        };
+        self.store.put_connection(&c).await?;
+        tracing::info!(connection_id, channel_id, "websocket client connected");
+        Ok(c)
+    }
+
+    pub async fn socket_disconnect(&self, connection_id: &str) -> Result<(), StoreError> {
+        if let Some(c) = self.store.delete_connection(connection_id).await? {
+            tracing::info!(connection_id, channel_id = %c.channel_id, "websocket client disconnected");
+        }
+        Ok(())
+    }
+
+    /// A frame from a client: `{"action": "ack", "delivery_id": ...}` or
+    /// `{"action": "replay"}`. The answer is the frame to send back.
+    pub async fn socket_message(&self, connection_id: &str, body: &str) -> Result<Value, StoreError> {
+        let Some(conn) = self.store.get_connection(connection_id).await? else {
+            return Ok(socket_error("not_connected", "this connection is not registered"));
+        };
+        let Ok(msg) = serde_json::from_str::<Value>(body) else {
+            return Ok(socket_error("invalid_json", "frames must be JSON objects"));
+        };
+        match msg.get("action").and_then(Value::as_str) {
+            Some("ack") => {
+                let Some(id) = msg
+                    .get("delivery_id")
+                    .and_then(Value::as_str)
+                    .and_then(|s| DeliveryId::parse(s).ok())
+                else {
+                    return Ok(socket_error("invalid_request", "ack needs a `delivery_id`"));
+                };
+                match self.store.get_delivery(&id).await? {
+                    Some(d) if d.channel_id == conn.channel_id => {}
+                    _ => return Ok(socket_error("not_found", "no such delivery on this channel")),
+                }
+                Ok(match self.acknowledge(&id).await? {
+                    AckOutcome::Acked(d) | AckOutcome::Already(d) => {
+                        json!({"type": "ack", "delivery_id": d.id, "status": d.status})
+                    }
+                    AckOutcome::NotAwaiting(d) => socket_error(
+                        "not_awaiting_ack",
+                        &format!("delivery {} is {} and not waiting for an ack", d.id, d.status),
+                    ),
+                    AckOutcome::Missing => {
+                        socket_error("not_found", "no such delivery on this channel")
+                    }
+                })
+            }
+            Some("replay") => {
+                let n = self.socket_replay(&conn).await?;
+                Ok(json!({"type": "replayed", "count": n}))
+            }
+            _ => Ok(socket_error(
+                "unknown_action",
+                "`action` must be \"ack\" or \"replay\"",
+            )),
+        }
+    }
+
+    /// Pushes the channel's handed-off deliveries to `conn` again, oldest first. Without
+    /// `require_ack`, each one the client received is `sent`.
+    async fn socket_replay(&self, conn: &Connection) -> Result<usize, StoreError> {
+        let Some(ch) = self.store.get_channel(&conn.channel_id).await? else {
+            return Ok(0);
+        };
+        let require_ack = socket_config(&ch.config).is_ok_and(|c| c.require_ack);
+        let mut waiting: Vec<Delivery> = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self
+                .store
+                .list_deliveries(&DeliveryQuery {
+                    tenant: conn.tenant_id.clone(),
+                    status: Some(DeliveryStatus::Pending),
+                    channel: Some(conn.channel_id.clone()),
+                    from_key: None,
+                    to_key: None,
+                    error_contains: None,
+                    activity: None,
+                    newest_first: false,
+                    limit: 200,
+                    after,
+                })
+                .await?;
+            waiting.extend(page.items.into_iter().filter(|d| d.handed_off));
+            after = page.next;
+            if after.is_none() || waiting.len() >= SOCKET_REPLAY_LIMIT {
+                break;
+            }
+        }
+        waiting.truncate(SOCKET_REPLAY_LIMIT);
+        let mut pushed = 0;
+        for d in waiting {
+            let Some(a) = self.store.get_activity(&d.activity_id).await? else {
+                continue;
+            };
+            let frame = json!({
+                "type": "activity", "delivery_id": d.id, "activity_id": a.id,
+                "conversation_id": a.conversation_id, "seq": a.seq, "payload": a.payload,
+                "require_ack": require_ack, "replay": true,
+            });
+            match self
+                .sockets
+                .post(&conn.connection_id, frame.to_string().as_bytes())
+                .await
+            {
+                Ok(Pushed::Sent) => {
+                    pushed += 1;
+                    if !require_ack {
+                        self.acknowledge(&d.id).await?;
+                    }
+                }
+                Ok(Pushed::Gone) => {
+                    self.store.delete_connection(&conn.connection_id).await?;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(connection_id = %conn.connection_id, error = %e, "replay push failed");
+                    break;
+                }
+            }
+        }
+        Ok(pushed)
+    }
+
+    /// A client confirms a handed-off delivery: it becomes `sent`
+    /// (`delivery.status_changed`).
+    pub async fn acknowledge(&self, id: &DeliveryId) -> Result<AckOutcome, StoreError> {
+        Ok(match self.store.acknowledge(id, &time::now_rfc3339()).await? {
+            Ack::Acked(d) => {
+                tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
+                self.events
+                    .publish(vec![status_event(&d, "sent", d.attempts, None)])
+                    .await;
+                AckOutcome::Acked(d)
+            }
+            Ack::Already(d) => AckOutcome::Already(d),
+            Ack::NotAwaiting(d) => AckOutcome::NotAwaiting(d),
+            Ack::Missing => AckOutcome::Missing,
+        })
+    }
+
+    /// Applies provider receipts to `channel`'s deliveries; each change is published as
+    /// `delivery.status_changed`.
+    pub async fn apply_receipts(
+        &self,
+        channel: &Channel,
+        receipts: &[Receipt],
+    ) -> Result<ReceiptSummary, StoreError> {
+        let mut summary = ReceiptSummary::default();
+        let mut events = Vec::new();
+        for r in receipts {
+            let now = time::now_rfc3339();
+            match self
+                .store
+                .apply_receipt(
+                    &channel.id,
+                    &r.provider_message_id,
+                    r.status,
+                    r.error.as_deref(),
+                    &now,
+                )
+                .await?
+            {
+                Receipted::Applied { from, row } => {
+                    tracing::info!(delivery_id = %row.id, from = %from, to = %row.status, "provider receipt applied");
+                    summary.applied += 1;
+                    events.push(status_event(
+                        &row,
+                        row.status.as_str(),
+                        row.attempts,
+                        r.error.as_deref(),
+                    ));
+                    if row.status == DeliveryStatus::Failed {
+                        self.count_failed(&row, 1).await;
+                    }
+                }
+                Receipted::Ignored(_) => summary.ignored += 1,
+                Receipted::Unknown => summary.unknown.push(r.provider_message_id.clone()),
+            }
+        }
+        if !events.is_empty() {
+            self.events.publish(events).await;
+        }
+        Ok(summary)
+    }
+
+    /// Sets where websocket pushes go (the WebSocket API's management endpoint).
+    pub fn with_sockets(mut self, sockets: Arc<dyn converger_store::Sockets>) -> Self {
+        self.sockets = sockets;
+        self
+    }
+}
+
+fn socket_error(code: &str, message: &str) -> Value {
+    json!({"type": "error", "code": code, "message": message})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reply_ids_are_derived_from_the_delivery() {
+        let d = DeliveryId::generate();
+        let a = reply_id(d.as_str()).unwrap();
+        assert_eq!(a, reply_id(d.as_str()).unwrap());
+        assert!(a.as_str().starts_with("act_re_"));
+    }
+}

@@ -1,0 +1,195 @@
+//! Deliveries that leave the attempt pipeline's hands: websocket hand-offs waiting for a
+//! client's acknowledgement, provider receipts that move a sent delivery on, and the
+//! websocket connections of a channel with the API Gateway management API that pushes to
+//! them.
+
+use crate::model::{Delivery, LogUpdate, SentInfo};
+use crate::ports::StoreResult;
+use async_trait::async_trait;
+use converger_core::{ChannelId, DeliveryId, DeliveryStatus, TenantId};
+use serde::{Deserialize, Serialize};
+
+/// How long a connection record lives without a `$disconnect` (API Gateway closes a
+/// WebSocket connection after two hours at most).
+pub const CONNECTION_TTL_S: i64 = 3 * 3600;
+
+/// A client connected to a websocket channel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Connection {
+    pub connection_id: String,
+    pub channel_id: ChannelId,
+    pub tenant_id: TenantId,
+    pub connected_at: String,
+    /// TTL (seconds since the epoch).
+    pub expires_at: i64,
+}
+
+/// What an acknowledgement found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ack {
+    /// Handed off and now `sent`: the row as it now is.
+    Acked(Delivery),
+    /// Already accepted (sent, delivered or read): nothing to do.
+    Already(Delivery),
+    /// Not waiting for an acknowledgement (not handed off, or failed).
+    NotAwaiting(Delivery),
+    Missing,
+}
+
+/// What a provider receipt did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Receipted {
+    /// The delivery moved from `from` to the row's status.
+    Applied { from: DeliveryStatus, row: Delivery },
+    /// The rules leave the delivery as it is (late, duplicate, or after `failed`/`read`).
+    Ignored(Delivery),
+    /// No delivery of this channel has that provider message id.
+    Unknown,
+}
+
+#[async_trait]
+pub trait HandoffStore: Send + Sync + 'static {
+    /// Records an attempt that handed the delivery off (websocket): still `pending`,
+    /// `attempts` + 1, no retry scheduled (out of the due index, its lease and window slot
+    /// given back) until a client acknowledges it. `false` if the lease was lost.
+    async fn mark_handed_off(
+        &self,
+        d: &Delivery,
+        token: &str,
+        info: &SentInfo,
+        log: &LogUpdate,
+        now: &str,
+    ) -> StoreResult<bool>;
+
+    /// A client's acknowledgement: a handed-off delivery becomes `sent`.
+    async fn acknowledge(&self, id: &DeliveryId, now: &str) -> StoreResult<Ack>;
+
+    /// Applies a provider receipt to the delivery of `channel` that the provider knows as
+    /// `provider_message_id`, by the rules of `DeliveryStatus::apply_receipt`, as one
+    /// conditional write (a concurrent receipt makes it read and decide again).
+    async fn apply_receipt(
+        &self,
+        channel: &ChannelId,
+        provider_message_id: &str,
+        receipt: DeliveryStatus,
+        error: Option<&str>,
+        now: &str,
+    ) -> StoreResult<Receipted>;
+
+    async fn put_connection(&self, c: &Connection) -> StoreResult<()>;
+    /// Removes a connection; the record it had, if any.
+    async fn delete_connection(&self, connection_id: &str) -> StoreResult<Option<Connection>>;
+    async fn get_connection(&self, connection_id: &str) -> StoreResult<Option<Connection>>;
+    /// A channel's connections (at most 100).
+    async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>>;
+}
+
+/// What pushing a frame to a connection did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    Sent,
+    /// The connection no longer exists (HTTP 410 from the management API).
+    Gone,
+}
+
+/// The WebSocket API's management endpoint (`PostToConnection`).
+#[async_trait]
+pub trait Sockets: Send + Sync + 'static {
+    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, String>;
+}
+
+/// Environment variable with the management endpoint's URL
+/// (`https://{api-id}.execute-api.{region}.amazonaws.com/{stage}`).
+pub const MANAGEMENT_URL_ENV: &str = "WEBSOCKET_MANAGEMENT_URL";
+
+/// `PostToConnection` through the SDK.
+pub struct ApiGatewaySockets {
+    client: aws_sdk_apigatewaymanagement::Client,
+}
+
+impl ApiGatewaySockets {
+    /// A client for the management endpoint at `url`, with the SDK configuration's
+    /// credentials, region and timeouts.
+    pub fn new(config: &aws_config::SdkConfig, url: &str) -> Self {
+        let conf = aws_sdk_apigatewaymanagement::config::Builder::from(config)
+            .endpoint_url(url)
+            .build();
+        Self {
+            client: aws_sdk_apigatewaymanagement::Client::from_conf(conf),
+        }
+    }
+}
+
+#[async_trait]
+impl Sockets for ApiGatewaySockets {
+    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, String> {
+        let r = self
+            .client
+            .post_to_connection()
+            .connection_id(connection_id)
+            .data(aws_sdk_apigatewaymanagement::primitives::Blob::new(data.to_vec()))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(Pushed::Sent),
+            Err(e) => {
+                if e.as_service_error().is_some_and(|se| se.is_gone_exception()) {
+                    return Ok(Pushed::Gone);
+                }
+                Err(aws_sdk_apigatewaymanagement::error::DisplayErrorContext(&e).to_string())
+            }
+        }
+    }
+}
+
+/// No WebSocket API configured: every push fails (retryable), so deliveries wait.
+pub struct NoSockets;
+
+#[async_trait]
+impl Sockets for NoSockets {
+    async fn post(&self, _connection_id: &str, _data: &[u8]) -> Result<Pushed, String> {
+        Err(format!(
+            "no WebSocket management endpoint configured ({MANAGEMENT_URL_ENV})"
+        ))
+    }
+}
+
+/// In-process connections: frames go to channels a test or the in-process runner reads.
+#[derive(Default)]
+pub struct MemSockets {
+    open: std::sync::Mutex<
+        std::collections::HashMap<String, tokio::sync::mpsc::UnboundedSender<Vec<u8>>>,
+    >,
+}
+
+impl MemSockets {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens a connection; frames pushed to it arrive on the returned receiver.
+    pub fn open(&self, connection_id: &str) -> tokio::sync::mpsc::UnboundedReceiver<Vec<u8>> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        if let Ok(mut m) = self.open.lock() {
+            m.insert(connection_id.to_owned(), tx);
+        }
+        rx
+    }
+
+    pub fn close(&self, connection_id: &str) {
+        if let Ok(mut m) = self.open.lock() {
+            m.remove(connection_id);
+        }
+    }
+}
+
+#[async_trait]
+impl Sockets for MemSockets {
+    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, String> {
+        let m = self.open.lock().map_err(|_| "sockets poisoned".to_owned())?;
+        match m.get(connection_id) {
+            Some(tx) if tx.send(data.to_vec()).is_ok() => Ok(Pushed::Sent),
+            _ => Ok(Pushed::Gone),
+        }
+    }
+}

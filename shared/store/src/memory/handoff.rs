@@ -1,0 +1,126 @@
+//! The in-process backend of [`HandoffStore`].
+
+use super::*;
+use crate::handoff::*;
+
+#[async_trait]
+impl HandoffStore for MemStore {
+    async fn mark_handed_off(
+        &self,
+        d: &Delivery,
+        token: &str,
+        info: &SentInfo,
+        log: &LogUpdate,
+        now: &str,
+    ) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let done = leased(s, d, token, log, |row| {
+                row.slot = false;
+                row.in_backlog = false;
+                row.status = DeliveryStatus::Pending;
+                row.handed_off = true;
+                row.attempts += 1;
+                row.last_error = None;
+                row.updated_at = now.to_owned();
+                if info.response_status.is_some() {
+                    row.response_status = info.response_status;
+                }
+            });
+            if done {
+                s.reindex(&d.id);
+            }
+            done
+        })
+    }
+
+    async fn acknowledge(&self, id: &DeliveryId, now: &str) -> StoreResult<Ack> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let Some(row) = s.deliveries.get_mut(id) else {
+                return Ack::Missing;
+            };
+            if row.status.is_accepted() {
+                return Ack::Already(row.clone());
+            }
+            if !(row.status == DeliveryStatus::Pending && row.handed_off) {
+                return Ack::NotAwaiting(row.clone());
+            }
+            row.status = DeliveryStatus::Sent;
+            row.handed_off = false;
+            row.sent_at = Some(now.to_owned());
+            row.updated_at = now.to_owned();
+            Ack::Acked(row.clone())
+        })
+    }
+
+    async fn apply_receipt(
+        &self,
+        channel: &ChannelId,
+        provider_message_id: &str,
+        receipt: DeliveryStatus,
+        error: Option<&str>,
+        now: &str,
+    ) -> StoreResult<Receipted> {
+        wait(&self.latency, |m| m.query).await;
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let key = (channel.clone(), provider_message_id.to_owned());
+            let Some(id) = s.providers.get(&key).cloned() else {
+                return Receipted::Unknown;
+            };
+            let Some(row) = s.deliveries.get_mut(&id) else {
+                return Receipted::Unknown;
+            };
+            let from = row.status;
+            let Some(to) = from.apply_receipt(receipt) else {
+                return Receipted::Ignored(row.clone());
+            };
+            row.status = to;
+            row.updated_at = now.to_owned();
+            if to == DeliveryStatus::Failed {
+                row.last_error = error.map(str::to_owned);
+                row.handed_off = false;
+                row.slot = false;
+                row.in_backlog = false;
+                row.lease_token = None;
+                row.lease_until = None;
+            }
+            let row = row.clone();
+            s.reindex(&id);
+            Receipted::Applied { from, row }
+        })
+    }
+
+    async fn put_connection(&self, c: &Connection) -> StoreResult<()> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            s.connections.insert(c.connection_id.clone(), c.clone());
+        })
+    }
+
+    async fn delete_connection(&self, connection_id: &str) -> StoreResult<Option<Connection>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| s.connections.remove(connection_id))
+    }
+
+    async fn get_connection(&self, connection_id: &str) -> StoreResult<Option<Connection>> {
+        wait(&self.latency, |m| m.get).await;
+        self.with(|s| s.connections.get(connection_id).cloned())
+    }
+
+    async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            let mut v: Vec<Connection> = s
+                .connections
+                .values()
+                .filter(|c| &c.channel_id == channel)
+                .cloned()
+                .collect();
+            v.sort_by(|a, b| a.connection_id.cmp(&b.connection_id));
+            v.truncate(100);
+            v
+        })
+    }
+}
