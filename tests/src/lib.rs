@@ -3,6 +3,8 @@
 //! emulator named by `AWS_ENDPOINT_URL` or one it starts itself, with real HTTP receivers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod fakes;
+
 pub use converger_local::receiver::{Receiver, Reply};
 use converger_local::{Stack, StackOptions};
 use converger_pipeline::PipelineConfig;

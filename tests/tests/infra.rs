@@ -242,6 +242,10 @@ fn sample_events_parse() {
         // lambda_http accepts it as an API Gateway HTTP API request.
         let _: lambda_http::request::LambdaRequest = serde_json::from_str(&event(f)).unwrap();
     }
+    let ws: aws_lambda_events::event::apigw::ApiGatewayWebsocketProxyRequest =
+        serde_json::from_str(&event("websocket.json")).unwrap();
+    assert_eq!(ws.request_context.route_key.as_deref(), Some("$default"));
+    assert!(ws.request_context.connection_id.is_some());
     let names: Vec<String> = std::fs::read_dir(root().join("events"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())

@@ -276,7 +276,7 @@ async fn listing_filters_and_pages_every_row_exactly_once() {
             "POST",
             "/api/v1/channels",
             &key,
-            Some(json!({"type": "echo", "name": "echo"})),
+            Some(json!({"type": "echo", "name": "echo", "config": {"reply_to": "none"}})),
         )
         .await
         .body;

@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod demo;
 pub mod emulator;
+pub mod gateway;
 pub mod inprocess;
 pub mod receiver;
 pub mod seed;

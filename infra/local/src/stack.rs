@@ -26,6 +26,8 @@ pub struct StackOptions {
     pub prefix: String,
     pub api_addr: SocketAddr,
     pub admin_addr: SocketAddr,
+    /// The WebSocket API (and its management endpoint).
+    pub ws_addr: SocketAddr,
     /// The admin token; a random one when `None`.
     pub admin_token: Option<String>,
     pub config: PipelineConfig,
@@ -61,6 +63,7 @@ impl Default for StackOptions {
             prefix: "converger-".into(),
             api_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             admin_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ws_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             admin_token: None,
             config,
             poll_wait_s: 1,
@@ -90,6 +93,8 @@ impl StackOptions {
 pub struct Stack {
     pub api_url: String,
     pub admin_url: String,
+    /// Where websocket clients connect (`ws://.../prod`; add `?channel_id=...&token=...`).
+    pub ws_url: String,
     pub aws_endpoint_url: Option<String>,
     pub admin_token: String,
     pub pipeline: Arc<Pipeline>,
@@ -129,10 +134,17 @@ impl Stack {
         )
         .await
         .map_err(|e| e.to_string())?;
-        let function_clients = match &opts.counter {
+        let mut function_clients = match &opts.counter {
             Some(c) => Clients::counted(&sdk, c),
             None => clients.clone(),
         };
+        // The WebSocket API: bound first, so the functions know its management endpoint.
+        let ws_listener = tokio::net::TcpListener::bind(opts.ws_addr)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", opts.ws_addr))?;
+        let ws_local = ws_listener.local_addr().map_err(|e| e.to_string())?;
+        function_clients.websocket_management_url =
+            Some(format!("http://{ws_local}/{}", crate::gateway::STAGE));
         let pipeline = Arc::new(
             bootstrap::aws_pipeline(&function_clients, &resources, opts.config.clone()).await?,
         );
@@ -232,10 +244,16 @@ impl Stack {
         )
         .await?;
         tasks.push(t);
+        tasks.push(serve_listener(
+            ws_listener,
+            crate::gateway::router(pipeline.clone()),
+            rx.clone(),
+        ));
 
         Ok(Self {
             api_url,
             admin_url,
+            ws_url: format!("ws://{ws_local}/{}", crate::gateway::STAGE),
             aws_endpoint_url: endpoint,
             admin_token,
             pipeline,
@@ -298,13 +316,24 @@ where
 async fn serve(
     addr: SocketAddr,
     router: axum::Router,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> Result<(String, JoinHandle<()>), String> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    let task = tokio::spawn(async move {
+    Ok((
+        format!("http://{local}"),
+        serve_listener(listener, router, stop),
+    ))
+}
+
+fn serve_listener(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
         let shutdown = async move {
             let _ = stop.wait_for(|s| *s).await;
         };
@@ -314,8 +343,7 @@ async fn serve(
         {
             tracing::error!(error = %e, "server stopped");
         }
-    });
-    Ok((format!("http://{local}"), task))
+    })
 }
 
 #[derive(Clone)]

@@ -80,12 +80,9 @@ impl Adapter for WebsocketAdapter {
         let connections = env.services.connections(target.channel_id).await?;
         let frame = serde_json::to_vec(&activity_frame(&env, cfg.require_ack))
             .map_err(|e| DeliveryError::permanent(format!("websocket: {e}")))?;
-        let pushes = futures::future::join_all(
-            connections
-                .iter()
-                .map(|c| env.services.push(c, &frame)),
-        )
-        .await;
+        let pushes =
+            futures::future::join_all(connections.iter().map(|c| env.services.push(c, &frame)))
+                .await;
         let mut pushed = 0usize;
         let mut error = None;
         for r in pushes {
@@ -131,8 +128,10 @@ mod tests {
         assert!(socket_config(&m(json!({}))).is_err());
         assert!(socket_config(&m(json!({"token": "0123456789abcdef", "x": 1}))).is_err());
         assert!(
-            socket_config(&m(json!({"token": "0123456789abcdef", "require_ack": "yes"})))
-                .is_err()
+            socket_config(&m(
+                json!({"token": "0123456789abcdef", "require_ack": "yes"})
+            ))
+            .is_err()
         );
     }
 }

@@ -30,15 +30,6 @@ pub const META_DEFAULT_RATE: RateLimit = RateLimit {
     per_ms: 1000,
 };
 
-/// Config keys whose values are secrets: shown as `[REDACTED]` by the API.
-pub const SECRET_KEYS: &[&str] = &[
-    "access_token",
-    "app_secret",
-    "verify_token",
-    "api_key",
-    "receipt_token",
-];
-
 fn keys_allowed(config: &Map<String, Value>, allowed: &[&str], kind: &str) -> Result<(), String> {
     match config.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(k) => Err(format!(
@@ -128,10 +119,14 @@ fn meta_config(config: &Map<String, Value>) -> Result<MetaConfig<'_>, String> {
     let access_token = required(config, "access_token", KIND)?;
     let version = string(config, "api_version")?.unwrap_or(META_API_VERSION);
     let valid_version = version.strip_prefix('v').is_some_and(|v| {
-        !v.is_empty() && v.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        !v.is_empty()
+            && v.split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
     });
     if !valid_version {
-        return Err(format!("api_version `{version}` must look like `{META_API_VERSION}`"));
+        return Err(format!(
+            "api_version `{version}` must look like `{META_API_VERSION}`"
+        ));
     }
     string(config, "app_secret")?;
     string(config, "verify_token")?;
@@ -369,9 +364,14 @@ mod tests {
             ok.url.as_str(),
             "https://graph.facebook.com/v21.0/1234/messages"
         );
-        let local = cfg(json!({"phone_number_id": "1", "access_token": "t", "base_url": "http://127.0.0.1:9/graph/", "api_version": "v19.0"}));
+        let local = cfg(
+            json!({"phone_number_id": "1", "access_token": "t", "base_url": "http://127.0.0.1:9/graph/", "api_version": "v19.0"}),
+        );
         let local = meta_config(&local).ok().unwrap();
-        assert_eq!(local.url.as_str(), "http://127.0.0.1:9/graph/v19.0/1/messages");
+        assert_eq!(
+            local.url.as_str(),
+            "http://127.0.0.1:9/graph/v19.0/1/messages"
+        );
         for bad in [
             json!({"access_token": "t"}),
             json!({"phone_number_id": "1"}),
@@ -415,12 +415,24 @@ mod tests {
 
     #[test]
     fn meta_errors_are_classified_by_code_then_status() {
-        let throttled = meta_failure(&resp(400, r#"{"error":{"code":130429,"message":"Rate limit hit"}}"#));
-        assert!(throttled.retryable, "130429 comes with a 400 but is retryable");
-        let invalid = meta_failure(&resp(400, r#"{"error":{"code":131026,"message":"Undeliverable"}}"#));
+        let throttled = meta_failure(&resp(
+            400,
+            r#"{"error":{"code":130429,"message":"Rate limit hit"}}"#,
+        ));
+        assert!(
+            throttled.retryable,
+            "130429 comes with a 400 but is retryable"
+        );
+        let invalid = meta_failure(&resp(
+            400,
+            r#"{"error":{"code":131026,"message":"Undeliverable"}}"#,
+        ));
         assert!(!invalid.retryable);
         assert!(invalid.reason.contains("131026"), "{}", invalid.reason);
-        let auth = meta_failure(&resp(500, r#"{"error":{"code":190,"message":"token expired"}}"#));
+        let auth = meta_failure(&resp(
+            500,
+            r#"{"error":{"code":190,"message":"token expired"}}"#,
+        ));
         assert!(!auth.retryable);
         assert!(meta_failure(&resp(503, "oops")).retryable);
         assert!(!meta_failure(&resp(404, r#"{"error":{"code":777777}}"#)).retryable);
@@ -428,7 +440,10 @@ mod tests {
 
     #[test]
     fn infobip_errors_are_classified() {
-        let e = infobip_failure(&resp(401, r#"{"requestError":{"serviceException":{"messageId":"UNAUTHORIZED","text":"Invalid login details"}}}"#));
+        let e = infobip_failure(&resp(
+            401,
+            r#"{"requestError":{"serviceException":{"messageId":"UNAUTHORIZED","text":"Invalid login details"}}}"#,
+        ));
         assert!(!e.retryable);
         assert!(e.reason.contains("UNAUTHORIZED"));
         assert!(infobip_failure(&resp(429, r#"{"requestError":{"serviceException":{"messageId":"TOO_MANY_REQUESTS","text":"slow down"}}}"#)).retryable);

@@ -186,7 +186,10 @@ pub const META_PERMANENT_CODES: &[(i64, &str)] = &[
     (131026, "message undeliverable (recipient not on WhatsApp)"),
     (131030, "recipient not in the allowed list"),
     (131031, "business account locked"),
-    (131047, "re-engagement message needed (over 24 hours since the last reply)"),
+    (
+        131047,
+        "re-engagement message needed (over 24 hours since the last reply)",
+    ),
     (131051, "unsupported message type"),
     (131052, "media download error"),
     (131053, "media upload error"),
@@ -206,8 +209,7 @@ pub const META_PERMANENT_CODES: &[(i64, &str)] = &[
 pub fn meta_code_retryable(code: i64) -> Option<bool> {
     if META_RETRYABLE_CODES.iter().any(|(c, _)| *c == code) {
         Some(true)
-    } else if META_PERMANENT_CODES.iter().any(|(c, _)| *c == code) || (200..=299).contains(&code)
-    {
+    } else if META_PERMANENT_CODES.iter().any(|(c, _)| *c == code) || (200..=299).contains(&code) {
         Some(false)
     } else {
         None
@@ -250,7 +252,10 @@ pub fn infobip_error(body: &[u8]) -> Option<(String, String)> {
         .or_else(|| e.get("policyException"))?;
     Some((
         e.get("messageId")?.as_str()?.to_owned(),
-        e.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        e.get("text")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
     ))
 }
 
@@ -266,8 +271,7 @@ pub fn infobip_request(
 ) -> Result<Value, String> {
     let Content::Text(text) = &m.content else {
         return Err(
-            "whatsapp_infobip channels send text messages; the activity asks for a template"
-                .into(),
+            "whatsapp_infobip channels send text messages; the activity asks for a template".into(),
         );
     };
     let mut body = json!({
@@ -433,8 +437,8 @@ mod tests {
 
     #[test]
     fn recipient_and_text_come_from_the_payload() {
-        let m = whatsapp_message(&json!({"recipient": "+44 7700-900123", "text": "hi"}), None)
-            .unwrap();
+        let m =
+            whatsapp_message(&json!({"recipient": "+44 7700-900123", "text": "hi"}), None).unwrap();
         assert_eq!(m.to, "447700900123");
         assert_eq!(m.content, Content::Text("hi".into()));
         let m = whatsapp_message(
@@ -455,8 +459,11 @@ mod tests {
         assert!(whatsapp_message(&json!({"to": "123", "text": "hi"}), None).is_err());
         assert!(whatsapp_message(&json!({"to": "15551234567"}), None).is_err());
         assert!(
-            whatsapp_message(&json!({"to": "15551234567", "text": "x".repeat(4097)}), None)
-                .is_err()
+            whatsapp_message(
+                &json!({"to": "15551234567", "text": "x".repeat(4097)}),
+                None
+            )
+            .is_err()
         );
     }
 
@@ -478,8 +485,11 @@ mod tests {
             "42"
         );
         assert!(
-            whatsapp_message(&json!({"to": "15551234567", "template": {"name": "x"}}), None)
-                .is_err()
+            whatsapp_message(
+                &json!({"to": "15551234567", "template": {"name": "x"}}),
+                None
+            )
+            .is_err()
         );
         let text = meta_request(
             &whatsapp_message(&json!({"to": "15551234567", "text": "hi"}), None).unwrap(),

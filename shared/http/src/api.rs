@@ -50,6 +50,14 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/channels/{id}/resume", post(resume_channel))
         .route("/api/v1/channels/{id}/delivery", get(channel_delivery))
         .route("/api/v1/channels/{id}/health", get(channel_health))
+        .route(
+            "/api/v1/channels/{id}/status",
+            get(crate::receipts::verify_subscription).post(crate::receipts::receive_receipts),
+        )
+        .route(
+            "/api/v1/deliveries/{id}/ack",
+            post(crate::receipts::acknowledge),
+        )
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
@@ -339,7 +347,11 @@ async fn create_activity(
     ))
 }
 
-async fn owned_delivery(state: &AppState, tenant: &Tenant, id: &str) -> Result<Delivery, ApiError> {
+pub(crate) async fn owned_delivery(
+    state: &AppState,
+    tenant: &Tenant,
+    id: &str,
+) -> Result<Delivery, ApiError> {
     let id = DeliveryId::parse(id).map_err(|_| ApiError::not_found("delivery"))?;
     match state.pipeline.store.get_delivery(&id).await? {
         Some(d) if d.tenant_id == tenant.id => Ok(d),

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod api;
 pub mod error;
+pub mod receipts;
 pub mod views;
 
 use converger_pipeline::Pipeline;

@@ -10,13 +10,39 @@ pub fn tenant(t: &Tenant) -> Value {
     })
 }
 
+/// Config keys holding secrets: shown as `[REDACTED]`.
+pub const SECRET_CONFIG_KEYS: &[&str] = &[
+    "access_token",
+    "app_secret",
+    "verify_token",
+    "api_key",
+    "receipt_token",
+    "token",
+];
+
+/// A channel's config with its secrets replaced by `[REDACTED]`.
+pub fn redacted(config: &serde_json::Map<String, Value>) -> Value {
+    Value::Object(
+        config
+            .iter()
+            .map(|(k, v)| {
+                if SECRET_CONFIG_KEYS.contains(&k.as_str()) {
+                    (k.clone(), json!("[REDACTED]"))
+                } else {
+                    (k.clone(), v.clone())
+                }
+            })
+            .collect(),
+    )
+}
+
 pub fn channel(c: &Channel) -> Value {
     json!({
         "id": c.id,
         "tenant_id": c.tenant_id,
         "type": c.kind,
         "name": c.name,
-        "config": c.config,
+        "config": redacted(&c.config),
         "active": c.active,
         "retry_policy": c.retry_policy,
         "circuit_breaker": converger_core::BreakerConfig::effective(&c.circuit_breaker).to_json(),
@@ -48,6 +74,7 @@ pub fn delivery(d: &Delivery) -> Value {
         "status": d.status,
         "tier": d.tier,
         "waiting_for_slot": d.in_backlog,
+        "awaiting_ack": d.handed_off,
         "attempts": d.attempts,
         "last_error": d.last_error,
         "next_attempt_at": d.status.is_waiting().then(|| converger_core::time::ms_to_rfc3339(d.next_attempt_at)),

@@ -2,11 +2,11 @@
 
 use crate::{Pipeline, PipelineConfig};
 use converger_adapters::Adapters;
-use converger_store::{ApiGatewaySockets, Resources};
 use converger_store::aws::Clients;
 use converger_store::dynamo::DynamoStore;
 use converger_store::events::EventBridgeEvents;
 use converger_store::sqs::SqsQueue;
+use converger_store::{ApiGatewaySockets, Resources};
 use std::sync::Arc;
 
 pub async fn aws_pipeline(

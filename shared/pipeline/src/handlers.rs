@@ -3,6 +3,7 @@
 use crate::Pipeline;
 use crate::batch;
 use crate::ingest::{IngestError, NewActivity};
+use aws_lambda_events::event::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use converger_core::TenantId;
 use converger_store::DeliveryMessage;
@@ -95,6 +96,70 @@ impl Pipeline {
                 tracing::error!(tenant_id = %tenant.id, error = %e, "activity refused and dropped");
                 Ok(())
             }
+        }
+    }
+}
+
+/// A `$connect` refusal or an error answer of the WebSocket API.
+fn ws_response(status: i64, body: &serde_json::Value) -> ApiGatewayProxyResponse {
+    let mut r = ApiGatewayProxyResponse::default();
+    r.status_code = status;
+    r.body = Some(aws_lambda_events::encodings::Body::Text(body.to_string()));
+    r
+}
+
+impl Pipeline {
+    /// The `websocket` function: the WebSocket API's routes. `$connect` needs the query
+    /// parameters `channel_id` and `token`; `$disconnect` forgets the connection; any other
+    /// route (`$default`) is a client frame (`ack` or `replay`), answered with a frame.
+    pub async fn websocket_event(
+        &self,
+        req: ApiGatewayWebsocketProxyRequest,
+    ) -> ApiGatewayProxyResponse {
+        let ctx = &req.request_context;
+        let Some(conn) = ctx.connection_id.as_deref() else {
+            return ws_response(
+                400,
+                &serde_json::json!({"error": {"code": "invalid_request", "message": "no connection id"}}),
+            );
+        };
+        let route = ctx.route_key.as_deref().unwrap_or("$default");
+        let failed = |e: &dyn std::fmt::Display| {
+            tracing::error!(connection_id = conn, route, error = %e, "websocket route failed");
+            ws_response(
+                500,
+                &serde_json::json!({"error": {"code": "unavailable", "message": "try again"}}),
+            )
+        };
+        match route {
+            "$connect" => {
+                let q = &req.query_string_parameters;
+                let channel = q.first("channel_id").unwrap_or_default();
+                let token = q.first("token").unwrap_or_default();
+                match self.socket_connect(conn, channel, token).await {
+                    Ok(_) => ws_response(200, &serde_json::json!({"connected": true})),
+                    Err(crate::handoff::ConnectRefused::Store(e)) => failed(&e),
+                    Err(e @ crate::handoff::ConnectRefused::UnknownChannel) => ws_response(
+                        404,
+                        &serde_json::json!({"error": {"code": "not_found", "message": e.to_string()}}),
+                    ),
+                    Err(e @ crate::handoff::ConnectRefused::BadToken) => ws_response(
+                        401,
+                        &serde_json::json!({"error": {"code": "unauthorized", "message": e.to_string()}}),
+                    ),
+                }
+            }
+            "$disconnect" => match self.socket_disconnect(conn).await {
+                Ok(()) => ws_response(200, &serde_json::json!({})),
+                Err(e) => failed(&e),
+            },
+            _ => match self
+                .socket_message(conn, req.body.as_deref().unwrap_or(""))
+                .await
+            {
+                Ok(frame) => ws_response(200, &frame),
+                Err(e) => failed(&e),
+            },
         }
     }
 }

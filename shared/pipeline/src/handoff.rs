@@ -69,7 +69,9 @@ impl Services for Pipeline {
             Ok(done) => Ok(done.activity.id.to_string()),
             Err(IngestError::Store(e)) => Err(store_error(e)),
             Err(IngestError::Queue(e)) => Err(DeliveryError::transient(format!("queue: {e}"))),
-            Err(e) => Err(DeliveryError::permanent(format!("echo: reply refused: {e}"))),
+            Err(e) => Err(DeliveryError::permanent(format!(
+                "echo: reply refused: {e}"
+            ))),
         }
     }
 
@@ -172,9 +174,16 @@ impl Pipeline {
 
     /// A frame from a client: `{"action": "ack", "delivery_id": ...}` or
     /// `{"action": "replay"}`. The answer is the frame to send back.
-    pub async fn socket_message(&self, connection_id: &str, body: &str) -> Result<Value, StoreError> {
+    pub async fn socket_message(
+        &self,
+        connection_id: &str,
+        body: &str,
+    ) -> Result<Value, StoreError> {
         let Some(conn) = self.store.get_connection(connection_id).await? else {
-            return Ok(socket_error("not_connected", "this connection is not registered"));
+            return Ok(socket_error(
+                "not_connected",
+                "this connection is not registered",
+            ));
         };
         let Ok(msg) = serde_json::from_str::<Value>(body) else {
             return Ok(socket_error("invalid_json", "frames must be JSON objects"));
@@ -190,7 +199,12 @@ impl Pipeline {
                 };
                 match self.store.get_delivery(&id).await? {
                     Some(d) if d.channel_id == conn.channel_id => {}
-                    _ => return Ok(socket_error("not_found", "no such delivery on this channel")),
+                    _ => {
+                        return Ok(socket_error(
+                            "not_found",
+                            "no such delivery on this channel",
+                        ));
+                    }
                 }
                 Ok(match self.acknowledge(&id).await? {
                     AckOutcome::Acked(d) | AckOutcome::Already(d) => {
@@ -198,7 +212,10 @@ impl Pipeline {
                     }
                     AckOutcome::NotAwaiting(d) => socket_error(
                         "not_awaiting_ack",
-                        &format!("delivery {} is {} and not waiting for an ack", d.id, d.status),
+                        &format!(
+                            "delivery {} is {} and not waiting for an ack",
+                            d.id, d.status
+                        ),
                     ),
                     AckOutcome::Missing => {
                         socket_error("not_found", "no such delivery on this channel")
@@ -285,18 +302,20 @@ impl Pipeline {
     /// A client confirms a handed-off delivery: it becomes `sent`
     /// (`delivery.status_changed`).
     pub async fn acknowledge(&self, id: &DeliveryId) -> Result<AckOutcome, StoreError> {
-        Ok(match self.store.acknowledge(id, &time::now_rfc3339()).await? {
-            Ack::Acked(d) => {
-                tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
-                self.events
-                    .publish(vec![status_event(&d, "sent", d.attempts, None)])
-                    .await;
-                AckOutcome::Acked(d)
-            }
-            Ack::Already(d) => AckOutcome::Already(d),
-            Ack::NotAwaiting(d) => AckOutcome::NotAwaiting(d),
-            Ack::Missing => AckOutcome::Missing,
-        })
+        Ok(
+            match self.store.acknowledge(id, &time::now_rfc3339()).await? {
+                Ack::Acked(d) => {
+                    tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
+                    self.events
+                        .publish(vec![status_event(&d, "sent", d.attempts, None)])
+                        .await;
+                    AckOutcome::Acked(d)
+                }
+                Ack::Already(d) => AckOutcome::Already(d),
+                Ack::NotAwaiting(d) => AckOutcome::NotAwaiting(d),
+                Ack::Missing => AckOutcome::Missing,
+            },
+        )
     }
 
     /// Applies provider receipts to `channel`'s deliveries; each change is published as

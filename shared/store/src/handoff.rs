@@ -127,13 +127,17 @@ impl Sockets for ApiGatewaySockets {
             .client
             .post_to_connection()
             .connection_id(connection_id)
-            .data(aws_sdk_apigatewaymanagement::primitives::Blob::new(data.to_vec()))
+            .data(aws_sdk_apigatewaymanagement::primitives::Blob::new(
+                data.to_vec(),
+            ))
             .send()
             .await;
         match r {
             Ok(_) => Ok(Pushed::Sent),
             Err(e) => {
-                if e.as_service_error().is_some_and(|se| se.is_gone_exception()) {
+                if e.as_service_error()
+                    .is_some_and(|se| se.is_gone_exception())
+                {
                     return Ok(Pushed::Gone);
                 }
                 Err(aws_sdk_apigatewaymanagement::error::DisplayErrorContext(&e).to_string())
@@ -186,7 +190,10 @@ impl MemSockets {
 #[async_trait]
 impl Sockets for MemSockets {
     async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, String> {
-        let m = self.open.lock().map_err(|_| "sockets poisoned".to_owned())?;
+        let m = self
+            .open
+            .lock()
+            .map_err(|_| "sockets poisoned".to_owned())?;
         match m.get(connection_id) {
             Some(tx) if tx.send(data.to_vec()).is_ok() => Ok(Pushed::Sent),
             _ => Ok(Pushed::Gone),

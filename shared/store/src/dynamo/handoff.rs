@@ -94,8 +94,13 @@ impl HandoffStore for DynamoStore {
                 .expression_attribute_values(":t", AttributeValue::Bool(true))
                 .expression_attribute_values(":now", s(now))
                 .return_values(ReturnValue::AllNew);
-            for (k, v) in index_keys(&d.tenant_id, &d.channel_id, &d.id, DeliveryStatus::Sent, now)
-            {
+            for (k, v) in index_keys(
+                &d.tenant_id,
+                &d.channel_id,
+                &d.id,
+                DeliveryStatus::Sent,
+                now,
+            ) {
                 req = req.expression_attribute_values(k, v);
             }
             match req.send().await {
@@ -122,7 +127,10 @@ impl HandoffStore for DynamoStore {
         error: Option<&str>,
         now: &str,
     ) -> StoreResult<Receipted> {
-        let Some(id) = self.by_provider_message(channel, provider_message_id).await? else {
+        let Some(id) = self
+            .by_provider_message(channel, provider_message_id)
+            .await?
+        else {
             return Ok(Receipted::Unknown);
         };
         for _ in 0..5 {

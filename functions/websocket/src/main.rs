@@ -1,0 +1,18 @@
+//! The `websocket` Lambda: the API Gateway WebSocket API's routes (`$connect`,
+//! `$disconnect`, `$default` for client frames).
+
+use aws_lambda_events::event::apigw::ApiGatewayWebsocketProxyRequest;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    converger_pipeline::bootstrap::init_tracing();
+    let pipeline = converger_pipeline::bootstrap::from_env().await?;
+    let pipeline = &pipeline;
+    lambda_runtime::run(service_fn(
+        move |event: LambdaEvent<ApiGatewayWebsocketProxyRequest>| async move {
+            Ok::<_, Error>(pipeline.websocket_event(event.payload).await)
+        },
+    ))
+    .await
+}

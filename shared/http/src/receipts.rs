@@ -1,0 +1,189 @@
+//! What providers and clients report back: provider receipts
+//! (`POST /api/v1/channels/{id}/status`, authenticated by the provider's own means, not an
+//! API key), Meta's subscription check (`GET` on the same path) and acknowledgements of
+//! websocket hand-offs (`POST /api/v1/deliveries/{id}/ack`).
+
+use crate::api::{Authed, owned_delivery};
+use crate::error::ApiError;
+use crate::{AppState, views};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use converger_core::providers::{infobip_receipts, meta_receipts, verify_meta_signature};
+use converger_core::secret::constant_time_eq;
+use converger_core::{ChannelId, ChannelType};
+use converger_pipeline::handoff::AckOutcome;
+use converger_store::Channel;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+/// A channel that takes receipts: whatsapp_meta or whatsapp_infobip. Any other id is 404.
+async fn receipt_channel(state: &AppState, id: &str) -> Result<Channel, ApiError> {
+    let id = ChannelId::parse(id).map_err(|_| ApiError::not_found("channel"))?;
+    match state.pipeline.store.get_channel(&id).await? {
+        Some(c)
+            if matches!(
+                c.kind,
+                ChannelType::WhatsappMeta | ChannelType::WhatsappInfobip
+            ) =>
+        {
+            Ok(c)
+        }
+        _ => Err(ApiError::not_found("channel")),
+    }
+}
+
+fn config_str<'a>(c: &'a Channel, key: &str) -> Option<&'a str> {
+    c.config
+        .get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// `GET /api/v1/channels/{id}/status`: Meta's verification request
+/// (`hub.mode=subscribe`, `hub.verify_token`, `hub.challenge`) answered with the challenge
+/// when the token is the channel's `verify_token`.
+pub async fn verify_subscription(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let c = receipt_channel(&state, &id).await?;
+    if c.kind != ChannelType::WhatsappMeta {
+        return Err(ApiError::not_found("channel"));
+    }
+    let expected = config_str(&c, "verify_token").ok_or_else(|| {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "receipts_not_configured",
+            "the channel has no `verify_token`",
+        )
+    })?;
+    let mode = q.get("hub.mode").map(String::as_str);
+    let token = q.get("hub.verify_token").map(String::as_str).unwrap_or("");
+    let challenge = q
+        .get("hub.challenge")
+        .ok_or_else(|| ApiError::invalid("invalid_request", "`hub.challenge` is missing"))?;
+    if mode != Some("subscribe") || !constant_time_eq(expected.as_bytes(), token.as_bytes()) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "invalid_verify_token",
+            "hub.mode must be `subscribe` and hub.verify_token the channel's verify_token",
+        ));
+    }
+    Ok((
+        StatusCode::OK,
+        [("content-type", "text/plain; charset=utf-8")],
+        challenge.clone(),
+    )
+        .into_response())
+}
+
+fn unauthorized(code: &'static str, message: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, code, message)
+}
+
+/// `POST /api/v1/channels/{id}/status`: a provider's receipts for the channel's messages.
+/// Meta's are verified with `X-Hub-Signature-256` and the channel's `app_secret`; Infobip's
+/// carry the channel's `receipt_token` as `?token=` or `X-Receipt-Token`.
+pub async fn receive_receipts(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let c = receipt_channel(&state, &id).await?;
+    let parsed = |what: &str| -> Result<Value, ApiError> {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid("invalid_body", format!("{what}: {e}")))
+    };
+    let receipts = match c.kind {
+        ChannelType::WhatsappMeta => {
+            let secret = config_str(&c, "app_secret").ok_or_else(|| {
+                unauthorized(
+                    "receipts_not_configured",
+                    "the channel has no `app_secret` to verify receipts with",
+                )
+            })?;
+            let sig = headers
+                .get("x-hub-signature-256")
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| {
+                    unauthorized("invalid_signature", "X-Hub-Signature-256 is missing")
+                })?;
+            if !verify_meta_signature(secret, &body, sig) {
+                return Err(unauthorized(
+                    "invalid_signature",
+                    "X-Hub-Signature-256 does not match the body and the channel's app_secret",
+                ));
+            }
+            meta_receipts(&parsed("not a WhatsApp notification")?)
+        }
+        _ => {
+            let expected = config_str(&c, "receipt_token").ok_or_else(|| {
+                unauthorized(
+                    "receipts_not_configured",
+                    "the channel has no `receipt_token` to check reports with",
+                )
+            })?;
+            let given = q
+                .get("token")
+                .map(String::as_str)
+                .or_else(|| headers.get("x-receipt-token").and_then(|v| v.to_str().ok()))
+                .unwrap_or("");
+            if !constant_time_eq(expected.as_bytes(), given.as_bytes()) {
+                return Err(unauthorized(
+                    "invalid_token",
+                    "the report does not carry the channel's receipt_token",
+                ));
+            }
+            infobip_receipts(&parsed("not an Infobip report")?)
+        }
+    }
+    .map_err(|m| ApiError::invalid("invalid_body", m))?;
+    let summary = state.pipeline.apply_receipts(&c, &receipts).await?;
+    let body = json!({
+        "received": receipts.len(),
+        "applied": summary.applied,
+        "ignored": summary.ignored,
+        "unknown": summary.unknown,
+    });
+    if !receipts.is_empty() && summary.unknown.len() == receipts.len() {
+        return Ok((
+            StatusCode::NOT_FOUND,
+            Json(json!({
+                "error": {
+                    "code": "unknown_message",
+                    "message": "no delivery of this channel has these provider message ids",
+                    "unknown": summary.unknown,
+                }
+            })),
+        )
+            .into_response());
+    }
+    Ok((StatusCode::OK, Json(body)).into_response())
+}
+
+/// `POST /api/v1/deliveries/{id}/ack`: a client confirms a handed-off (websocket) delivery.
+pub async fn acknowledge(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let d = owned_delivery(&state, &tenant, &id).await?;
+    match state.pipeline.acknowledge(&d.id).await? {
+        AckOutcome::Acked(d) | AckOutcome::Already(d) => Ok(Json(views::delivery(&d))),
+        AckOutcome::NotAwaiting(d) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_awaiting_ack",
+            format!(
+                "delivery {} is {} and not waiting for an acknowledgement",
+                d.id, d.status
+            ),
+        )),
+        AckOutcome::Missing => Err(ApiError::not_found("delivery")),
+    }
+}

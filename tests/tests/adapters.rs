@@ -1,0 +1,707 @@
+//! The channel adapters against local fakes of each provider's wire format, the echo bot,
+//! websocket hand-offs through the local WebSocket API, and provider receipts.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_core::providers::meta_signature;
+use converger_tests::fakes::{self, ProviderFake, ProviderReply};
+use converger_tests::{Answer, Receiver, TestStack, settled};
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::Message;
+
+const TOKEN: &str = "EAAGm0PX4ZCpsBA-test-token";
+const APP_SECRET: &str = "meta-app-secret-for-tests";
+const VERIFY: &str = "verify-token-for-tests";
+const IB_KEY: &str = "infobip-api-key-0123";
+const IB_RECEIPTS: &str = "infobip-receipt-token-0123";
+const WS_TOKEN: &str = "websocket-client-token-0123";
+
+async fn meta_channel(t: &TestStack, key: &str, fake: &ProviderFake) -> String {
+    let c = t
+        .channel(
+            key,
+            json!({"type": "whatsapp_meta", "name": "wa", "config": {
+                "phone_number_id": "106540352242922", "access_token": TOKEN, "base_url": fake.url,
+                "app_secret": APP_SECRET, "verify_token": VERIFY},
+                "retry_policy": {"base_ms": 100, "max_attempts": 3}}),
+        )
+        .await;
+    assert_eq!(c["config"]["access_token"], "[REDACTED]", "{c}");
+    assert_eq!(c["rate_limit"], Value::Null);
+    c["id"].as_str().unwrap().to_owned()
+}
+
+async fn infobip_channel(t: &TestStack, key: &str, fake: &ProviderFake) -> String {
+    let c = t
+        .channel(
+            key,
+            json!({"type": "whatsapp_infobip", "name": "ib", "config": {
+                "base_url": fake.url, "api_key": IB_KEY, "sender": "447860099299",
+                "receipt_token": IB_RECEIPTS},
+                "retry_policy": {"base_ms": 100, "max_attempts": 3}}),
+        )
+        .await;
+    c["id"].as_str().unwrap().to_owned()
+}
+
+/// Posts an activity with `payload` to `channels`; returns the delivery ids in order.
+async fn post(t: &TestStack, key: &str, channels: &[&str], payload: Value) -> Vec<String> {
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            key,
+            Some(
+                json!({"conversation_id": "conv-wa", "channel_ids": channels, "payload": payload}),
+            ),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    a.body["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn text_to(recipient: &str) -> Value {
+    json!({"recipient": recipient, "text": "Your order has shipped"})
+}
+
+async fn settle(t: &TestStack, key: &str, id: &str) -> Value {
+    t.wait_delivery(key, id, Duration::from_secs(20), settled)
+        .await
+}
+
+#[tokio::test]
+async fn whatsapp_meta_sends_text_and_templates_and_stores_the_message_id() {
+    let t = TestStack::start().await;
+    let fake = fakes::meta(TOKEN, vec![]).await;
+    let (_, key) = t.tenant("default").await;
+    let ch = meta_channel(&t, &key, &fake).await;
+
+    let id = post(&t, &key, &[&ch], text_to("+1 (555) 123-4567")).await;
+    let d = settle(&t, &key, &id[0]).await;
+    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d["provider_message_id"], fake.ids()[0].as_str());
+    let seen = fake.seen();
+    assert_eq!(seen[0].path, "/v21.0/106540352242922/messages");
+    assert_eq!(
+        seen[0].authorization.as_deref(),
+        Some(&*format!("Bearer {TOKEN}"))
+    );
+    assert_eq!(seen[0].body["to"], "15551234567");
+    assert_eq!(seen[0].body["type"], "text");
+    assert_eq!(seen[0].body["text"]["body"], "Your order has shipped");
+
+    let tpl = json!({"to": "15551234567", "template": {"name": "order_update", "language": "en_US",
+        "components": [{"type": "body", "parameters": [{"type": "text", "text": "A-42"}]}]}});
+    let id = post(&t, &key, &[&ch], tpl).await;
+    let d = settle(&t, &key, &id[0]).await;
+    assert_eq!(d["status"], "sent", "{d}");
+    let seen = fake.seen();
+    assert_eq!(seen[1].body["type"], "template");
+    assert_eq!(seen[1].body["template"]["name"], "order_update");
+    assert_eq!(seen[1].body["template"]["language"]["code"], "en_US");
+
+    // No recipient: a permanent error, no request made.
+    let id = post(&t, &key, &[&ch], json!({"text": "to nobody"})).await;
+    let d = settle(&t, &key, &id[0]).await;
+    assert_eq!(d["status"], "failed");
+    assert_eq!(d["attempts"], 1);
+    assert!(
+        d["last_error"].as_str().unwrap().contains("no recipient"),
+        "{d}"
+    );
+    assert_eq!(fake.seen().len(), 2);
+
+    // The channel shows the adapter's default rate limit.
+    let c = t
+        .api(
+            "GET",
+            &format!("/api/v1/channels/{ch}/delivery"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(c.status, 200, "{:?}", c.body);
+    t.stop().await;
+}
+
+/// Each mapped error, answered once before an accepting answer: a retryable one ends `sent`
+/// on the 2nd attempt, a permanent one `failed` after the 1st.
+async fn classify(
+    t: &TestStack,
+    key: &str,
+    fake: &ProviderFake,
+    ch: &str,
+    cases: &[(ProviderReply, bool)],
+) {
+    for (reply, retryable) in cases {
+        fake.then(vec![reply.clone()]);
+        let id = post(t, key, &[ch], text_to("15551234567")).await;
+        let d = settle(t, key, &id[0]).await;
+        if *retryable {
+            assert_eq!(d["status"], "sent", "{reply:?} is retryable: {d}");
+            assert_eq!(d["attempts"], 2, "{reply:?}: {d}");
+        } else {
+            assert_eq!(d["status"], "failed", "{reply:?} is permanent: {d}");
+            assert_eq!(d["attempts"], 1, "{reply:?}: {d}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn whatsapp_meta_errors_are_classified_by_code() {
+    let t = TestStack::start().await;
+    let fake = fakes::meta(TOKEN, vec![]).await;
+    let (_, key) = t.tenant("default").await;
+    let ch = meta_channel(&t, &key, &fake).await;
+    classify(
+        &t,
+        &key,
+        &fake,
+        &ch,
+        &[
+            (ProviderReply::error(400, 130429, "Rate limit hit"), true),
+            (
+                ProviderReply::error(400, 131048, "Spam rate limit hit"),
+                true,
+            ),
+            (
+                ProviderReply::error(500, 131000, "Something went wrong"),
+                true,
+            ),
+            (
+                ProviderReply::error(503, 2, "Service temporarily unavailable"),
+                true,
+            ),
+            (
+                ProviderReply::error(400, 131026, "Message undeliverable"),
+                false,
+            ),
+            (ProviderReply::error(400, 100, "Invalid parameter"), false),
+            (
+                ProviderReply::error(401, 190, "Access token has expired"),
+                false,
+            ),
+            (
+                ProviderReply::error(404, 132001, "Template name does not exist"),
+                false,
+            ),
+            (
+                ProviderReply::error(400, 131047, "Re-engagement message"),
+                false,
+            ),
+        ],
+    )
+    .await;
+    // The reason names Meta's code.
+    fake.then(vec![ProviderReply::error(
+        400,
+        131026,
+        "Message undeliverable",
+    )]);
+    let id = post(&t, &key, &[&ch], text_to("15551234567")).await;
+    let d = settle(&t, &key, &id[0]).await;
+    assert!(
+        d["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("(131026) Message undeliverable"),
+        "{d}"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn whatsapp_infobip_sends_and_classifies() {
+    let t = TestStack::start().await;
+    let fake = fakes::infobip(IB_KEY, vec![]).await;
+    let (_, key) = t.tenant("default").await;
+    let ch = infobip_channel(&t, &key, &fake).await;
+
+    let id = post(&t, &key, &[&ch], text_to("+44 7700 900123")).await;
+    let d = settle(&t, &key, &id[0]).await;
+    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d["provider_message_id"], fake.ids()[0].as_str());
+    let seen = fake.seen();
+    assert_eq!(
+        seen[0].authorization.as_deref(),
+        Some(&*format!("App {IB_KEY}"))
+    );
+    assert_eq!(seen[0].body["from"], "447860099299");
+    assert_eq!(seen[0].body["to"], "447700900123");
+    assert_eq!(seen[0].body["content"]["text"], "Your order has shipped");
+
+    classify(
+        &t,
+        &key,
+        &fake,
+        &ch,
+        &[
+            (
+                ProviderReply::error(429, "TOO_MANY_REQUESTS", "Too many requests"),
+                true,
+            ),
+            (
+                ProviderReply::error(500, "GENERAL_ERROR", "Something went wrong"),
+                true,
+            ),
+            (
+                ProviderReply::error(401, "UNAUTHORIZED", "Invalid login details"),
+                false,
+            ),
+            (
+                ProviderReply::error(400, "BAD_REQUEST", "Invalid destination address"),
+                false,
+            ),
+            (ProviderReply::Rejected, false),
+        ],
+    )
+    .await;
+    t.stop().await;
+}
+
+async fn receipt(t: &TestStack, ch: &str, body: &Value, signature: Option<String>) -> Answer {
+    let text = body.to_string();
+    let mut req = t
+        .http
+        .post(format!("{}/api/v1/channels/{ch}/status", t.stack.api_url))
+        .header("content-type", "application/json");
+    if let Some(sig) = signature {
+        req = req.header("x-hub-signature-256", sig);
+    }
+    let resp = req.body(text).send().await.unwrap();
+    let status = resp.status().as_u16();
+    Answer {
+        status,
+        body: serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or(Value::Null),
+    }
+}
+
+async fn meta_receipt(t: &TestStack, ch: &str, statuses: &[(&str, &str)]) -> Answer {
+    let body = fakes::meta_statuses(statuses);
+    let sig = meta_signature(APP_SECRET, body.to_string().as_bytes());
+    receipt(t, ch, &body, Some(sig)).await
+}
+
+#[tokio::test]
+async fn meta_receipts_move_deliveries_forward_only() {
+    let t = TestStack::start().await;
+    let tap = t.tap_events().await;
+    let fake = fakes::meta(TOKEN, vec![]).await;
+    let (_, key) = t.tenant("default").await;
+    let ch = meta_channel(&t, &key, &fake).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = post(&t, &key, &[&ch], text_to("15551234567")).await;
+        assert_eq!(settle(&t, &key, &id[0]).await["status"], "sent");
+        ids.push(id[0].clone());
+    }
+    let wamid = fake.ids();
+    let status = |i: usize| {
+        let (t, key, id) = (&t, &key, ids[i].clone());
+        async move {
+            t.delivery(key, &id).await["status"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        }
+    };
+
+    // In order, with a duplicate: sent -> delivered -> read.
+    let a = meta_receipt(&t, &ch, &[(&wamid[0], "delivered")]).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["applied"], 1);
+    assert_eq!(status(0).await, "delivered");
+    let a = meta_receipt(&t, &ch, &[(&wamid[0], "delivered")]).await;
+    assert_eq!(
+        (a.status, a.body["ignored"].clone()),
+        (200, json!(1)),
+        "duplicate"
+    );
+    meta_receipt(&t, &ch, &[(&wamid[0], "read")]).await;
+    assert_eq!(status(0).await, "read");
+    // Late and backwards ones change nothing; failed after read is ignored.
+    for late in ["delivered", "sent", "failed"] {
+        let a = meta_receipt(&t, &ch, &[(&wamid[0], late)]).await;
+        assert_eq!(a.body["ignored"], 1, "{late}: {:?}", a.body);
+        assert_eq!(status(0).await, "read", "{late} after read");
+    }
+
+    // Out of order in one notification: read first, then delivered.
+    let a = meta_receipt(&t, &ch, &[(&wamid[1], "read"), (&wamid[1], "delivered")]).await;
+    assert_eq!(
+        (a.body["applied"].clone(), a.body["ignored"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(status(1).await, "read");
+
+    // Failed from delivered; nothing leaves failed.
+    meta_receipt(&t, &ch, &[(&wamid[2], "delivered"), (&wamid[2], "failed")]).await;
+    let d = t.delivery(&key, &ids[2]).await;
+    assert_eq!(d["status"], "failed");
+    assert!(d["last_error"].as_str().unwrap().contains("131026"), "{d}");
+    meta_receipt(&t, &ch, &[(&wamid[2], "read")]).await;
+    assert_eq!(status(2).await, "failed");
+
+    // Each change is published with the conversation id.
+    let events = tap
+        .wait(Duration::from_secs(15), |e| {
+            converger_tests::EventTap::of(e, "delivery.status_changed")
+                .iter()
+                .any(|e| e["detail"]["status"] == "read")
+        })
+        .await;
+    let read = converger_tests::EventTap::of(&events, "delivery.status_changed")
+        .into_iter()
+        .find(|e| e["detail"]["status"] == "read" && e["detail"]["delivery_id"] == ids[0].as_str())
+        .expect("a read event");
+    assert_eq!(read["detail"]["conversation_id"], "conv-wa");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn meta_receipts_need_a_valid_signature_and_a_known_message() {
+    let t = TestStack::start().await;
+    let fake = fakes::meta(TOKEN, vec![]).await;
+    let (_, key) = t.tenant("default").await;
+    let ch = meta_channel(&t, &key, &fake).await;
+    let id = post(&t, &key, &[&ch], text_to("15551234567")).await;
+    assert_eq!(settle(&t, &key, &id[0]).await["status"], "sent");
+    let wamid = fake.ids()[0].clone();
+    let body = fakes::meta_statuses(&[(&wamid, "delivered")]);
+
+    let forged = meta_signature("not-the-app-secret", body.to_string().as_bytes());
+    let a = receipt(&t, &ch, &body, Some(forged)).await;
+    assert_eq!(a.status, 401, "{:?}", a.body);
+    assert_eq!(a.body["error"]["code"], "invalid_signature");
+    let a = receipt(&t, &ch, &body, None).await;
+    assert_eq!(a.status, 401);
+    // A body changed after signing.
+    let sig = meta_signature(APP_SECRET, body.to_string().as_bytes());
+    let tampered = fakes::meta_statuses(&[(&wamid, "read")]);
+    assert_eq!(receipt(&t, &ch, &tampered, Some(sig)).await.status, 401);
+    assert_eq!(
+        t.delivery(&key, &id[0]).await["status"],
+        "sent",
+        "nothing changed"
+    );
+
+    let a = meta_receipt(&t, &ch, &[("wamid.unknown", "delivered")]).await;
+    assert_eq!(a.status, 404, "{:?}", a.body);
+    assert_eq!(a.body["error"]["code"], "unknown_message");
+    // Not a receipt channel / unknown channel.
+    let hook = t.webhook(&key, "http://127.0.0.1:9/x", json!({})).await;
+    let a = meta_receipt(&t, hook["id"].as_str().unwrap(), &[(&wamid, "read")]).await;
+    assert_eq!(a.status, 404);
+    let a = receipt(
+        &t,
+        &ch,
+        &json!({"not": "a notification"}),
+        Some(meta_signature(APP_SECRET, br#"{"not":"a notification"}"#)),
+    )
+    .await;
+    assert_eq!(a.status, 422, "{:?}", a.body);
+    assert_eq!(a.body["error"]["code"], "invalid_body");
+
+    // Meta's subscription check.
+    let url = |token: &str| {
+        format!(
+            "{}/api/v1/channels/{ch}/status?hub.mode=subscribe&hub.verify_token={token}&hub.challenge=1158201444",
+            t.stack.api_url
+        )
+    };
+    let ok = t.http.get(url(VERIFY)).send().await.unwrap();
+    assert_eq!(ok.status().as_u16(), 200);
+    assert_eq!(ok.text().await.unwrap(), "1158201444");
+    let bad = t.http.get(url("wrong")).send().await.unwrap();
+    assert_eq!(bad.status().as_u16(), 403);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn infobip_reports_apply_with_the_channel_token() {
+    let t = TestStack::start().await;
+    let fake = fakes::infobip(IB_KEY, vec![]).await;
+    let (_, key) = t.tenant("default").await;
+    let ch = infobip_channel(&t, &key, &fake).await;
+    let a = post(&t, &key, &[&ch], text_to("15551234567")).await;
+    let b = post(&t, &key, &[&ch], text_to("15551234567")).await;
+    for id in [&a[0], &b[0]] {
+        assert_eq!(settle(&t, &key, id).await["status"], "sent");
+    }
+    let ids = fake.ids();
+    let report = |reports: Vec<(&str, &str)>, token: &str| {
+        let body = fakes::infobip_reports(&reports);
+        let url = format!(
+            "{}/api/v1/channels/{ch}/status?token={token}",
+            t.stack.api_url
+        );
+        let http = t.http.clone();
+        async move {
+            let r = http
+                .post(url)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            r.status().as_u16()
+        }
+    };
+    assert_eq!(report(vec![(&ids[0], "DELIVERED")], "wrong").await, 401);
+    assert_eq!(t.delivery(&key, &a[0]).await["status"], "sent");
+    // Seen before delivered: read, and the late delivered is ignored.
+    assert_eq!(
+        report(vec![(&ids[0], "SEEN"), (&ids[0], "DELIVERED")], IB_RECEIPTS).await,
+        200
+    );
+    assert_eq!(t.delivery(&key, &a[0]).await["status"], "read");
+    assert_eq!(
+        report(vec![(&ids[1], "UNDELIVERABLE")], IB_RECEIPTS).await,
+        200
+    );
+    let d = t.delivery(&key, &b[0]).await;
+    assert_eq!(d["status"], "failed");
+    assert!(
+        d["last_error"].as_str().unwrap().contains("UNDELIVERABLE"),
+        "{d}"
+    );
+    assert_eq!(report(vec![("nope", "DELIVERED")], IB_RECEIPTS).await, 404);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn the_echo_bot_answers_in_the_conversation_without_loops() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let echo = t
+        .channel(&key, json!({"type": "echo", "name": "bot"}))
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let hook = t.webhook(&key, &rx.url, json!({})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ids = post(&t, &key, &[&echo, &hook], json!({"text": "ping"})).await;
+    let d = settle(&t, &key, &ids[0]).await;
+    assert_eq!(d["status"], "sent", "{d}");
+    let reply_id = d["provider_message_id"].as_str().unwrap().to_owned();
+    assert!(reply_id.starts_with("act_re_"), "{reply_id}");
+
+    // The webhook gets the activity and the bot's reply; the reply never targets the bot.
+    let got = rx.wait_for(2, Duration::from_secs(20)).await;
+    assert_eq!(got.len(), 2);
+    let bodies: Vec<Value> = got
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    let reply = bodies
+        .iter()
+        .find(|b| b["activity_id"] == reply_id.as_str())
+        .expect("the reply reached the webhook");
+    assert_eq!(reply["conversation_id"], "conv-wa");
+    assert_eq!(reply["payload"]["text"], "ping");
+    assert_eq!(reply["payload"]["author"]["type"], "bot");
+    assert_eq!(reply["payload"]["in_reply_to"], d["activity_id"]);
+    let listed = t
+        .api(
+            "GET",
+            &format!("/api/v1/deliveries?activity_id={reply_id}&status=sent"),
+            &key,
+            None,
+        )
+        .await;
+    let rows = listed.body["data"].as_array().cloned().unwrap_or_default();
+    assert!(
+        rows.iter().all(|r| r["channel_id"] == hook.as_str()),
+        "{rows:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(rx.count(), 2, "no loop");
+    t.stop().await;
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn websocket_channel(t: &TestStack, key: &str, require_ack: bool) -> String {
+    let c = t
+        .channel(
+            key,
+            json!({"type": "websocket", "name": "app", "config": {"token": WS_TOKEN, "require_ack": require_ack}}),
+        )
+        .await;
+    assert_eq!(c["config"]["token"], "[REDACTED]");
+    c["id"].as_str().unwrap().to_owned()
+}
+
+async fn connect(t: &TestStack, ch: &str) -> Socket {
+    let url = format!("{}?channel_id={ch}&token={WS_TOKEN}", t.stack.ws_url);
+    let (ws, _) = tokio_tungstenite::connect_async(url)
+        .await
+        .expect("connects");
+    // The connection is registered before the handshake completes; give the index a moment.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    ws
+}
+
+async fn next_frame(ws: &mut Socket) -> Value {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .expect("a frame in time")
+            .expect("the socket is open")
+            .expect("a frame");
+        if let Message::Text(t) = msg {
+            return serde_json::from_str(&t).unwrap();
+        }
+    }
+}
+
+async fn send(ws: &mut Socket, v: Value) {
+    ws.send(Message::Text(v.to_string().into())).await.unwrap();
+}
+
+#[tokio::test]
+async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let ch = websocket_channel(&t, &key, false).await;
+
+    // A wrong token is refused at the handshake.
+    let bad = format!(
+        "{}?channel_id={ch}&token=wrong-token-0123456789",
+        t.stack.ws_url
+    );
+    assert!(tokio_tungstenite::connect_async(bad).await.is_err());
+
+    let ids = post(&t, &key, &[&ch], json!({"text": "while you were away"})).await;
+    let handed = |d: &Value| d["attempts"] == 1;
+    let d = t
+        .wait_delivery(&key, &ids[0], Duration::from_secs(20), handed)
+        .await;
+    assert_eq!(d["status"], "pending", "{d}");
+    assert_eq!(d["awaiting_ack"], true);
+    // Not retried while it waits.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let d = t.delivery(&key, &ids[0]).await;
+    assert_eq!(
+        (d["status"].clone(), d["attempts"].clone()),
+        (json!("pending"), json!(1)),
+        "{d}"
+    );
+
+    // A client connects and asks for what it missed.
+    let mut ws = connect(&t, &ch).await;
+    send(&mut ws, json!({"action": "replay"})).await;
+    let mut frames = vec![next_frame(&mut ws).await, next_frame(&mut ws).await];
+    frames.sort_by_key(|f| f["type"].as_str().unwrap().to_owned());
+    assert_eq!(frames[0]["type"], "activity", "{frames:?}");
+    assert_eq!(frames[0]["delivery_id"], ids[0].as_str());
+    assert_eq!(frames[0]["payload"]["text"], "while you were away");
+    assert_eq!(frames[1], json!({"type": "replayed", "count": 1}));
+    let d = t.delivery(&key, &ids[0]).await;
+    assert_eq!(d["status"], "sent", "{d}");
+
+    // Connected: the next activity is pushed and sent at once.
+    let ids = post(&t, &key, &[&ch], json!({"text": "live"})).await;
+    let f = next_frame(&mut ws).await;
+    assert_eq!(f["delivery_id"], ids[0].as_str());
+    assert_eq!(settle(&t, &key, &ids[0]).await["status"], "sent");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn websocket_require_ack_waits_for_the_client() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let ch = websocket_channel(&t, &key, true).await;
+    let mut ws = connect(&t, &ch).await;
+
+    let ids = post(&t, &key, &[&ch], json!({"text": "confirm me"})).await;
+    let f = next_frame(&mut ws).await;
+    assert_eq!(f["delivery_id"], ids[0].as_str());
+    assert_eq!(f["require_ack"], true);
+    let handed = |d: &Value| d["attempts"] == 1;
+    let d = t
+        .wait_delivery(&key, &ids[0], Duration::from_secs(20), handed)
+        .await;
+    assert_eq!(
+        (d["status"].clone(), d["awaiting_ack"].clone()),
+        (json!("pending"), json!(true)),
+        "{d}"
+    );
+
+    // The socket's ack.
+    send(&mut ws, json!({"action": "ack", "delivery_id": ids[0]})).await;
+    let a = next_frame(&mut ws).await;
+    assert_eq!(
+        a,
+        json!({"type": "ack", "delivery_id": ids[0], "status": "sent"})
+    );
+    assert_eq!(t.delivery(&key, &ids[0]).await["status"], "sent");
+
+    // Reconnect and replay: still pending until acknowledged, here through the API.
+    drop(ws);
+    let ids = post(&t, &key, &[&ch], json!({"text": "second"})).await;
+    let d = t
+        .wait_delivery(&key, &ids[0], Duration::from_secs(20), handed)
+        .await;
+    assert_eq!(d["status"], "pending");
+    let mut ws = connect(&t, &ch).await;
+    send(&mut ws, json!({"action": "replay"})).await;
+    let mut frames = vec![next_frame(&mut ws).await, next_frame(&mut ws).await];
+    frames.sort_by_key(|f| f["type"].as_str().unwrap().to_owned());
+    assert_eq!(frames[0]["delivery_id"], ids[0].as_str(), "{frames:?}");
+    assert_eq!(frames[0]["replay"], true);
+    assert_eq!(t.delivery(&key, &ids[0]).await["status"], "pending");
+    let path = format!("/api/v1/deliveries/{}/ack", ids[0]);
+    let a = t.api("POST", &path, &key, None).await;
+    assert_eq!(
+        (a.status, a.body["status"].clone()),
+        (200, json!("sent")),
+        "{:?}",
+        a.body
+    );
+    let again = t.api("POST", &path, &key, None).await;
+    assert_eq!(again.status, 200, "an ack is idempotent");
+
+    // Another tenant cannot ack it; a webhook delivery is not waiting for one.
+    let (_, other) = t.tenant("default").await;
+    assert_eq!(t.api("POST", &path, &other, None).await.status, 404);
+    let hook = t
+        .webhook(&key, "http://127.0.0.1:9/x", json!({"max_attempts": 1}))
+        .await;
+    let w = post(
+        &t,
+        &key,
+        &[hook["id"].as_str().unwrap()],
+        json!({"text": "x"}),
+    )
+    .await;
+    settle(&t, &key, &w[0]).await;
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/deliveries/{}/ack", w[0]),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["error"]["code"].clone()),
+        (409, json!("not_awaiting_ack"))
+    );
+    // A frame the socket does not know.
+    send(&mut ws, json!({"action": "dance"})).await;
+    assert_eq!(next_frame(&mut ws).await["code"], "unknown_action");
+    t.stop().await;
+}
