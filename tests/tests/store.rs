@@ -9,8 +9,9 @@ use converger_core::{ActivityId, ChannelType, DeliveryId, DeliveryStatus, Tenant
 use converger_store::dynamo::DynamoStore;
 use converger_store::memory::MemStore;
 use converger_store::{
-    Activity, AttemptEntry, Channel, ChannelPatch, Claim, Created, Delivery, LogUpdate, Mark,
-    Outcome, Placement, RetryAt, SentInfo, Settle, SlotTake, Store, Tenant, Transition,
+    Ack, Activity, AttemptEntry, Channel, ChannelPatch, Claim, Connection, Created, Delivery,
+    LogUpdate, Mark, Outcome, Placement, Receipted, RetryAt, SentInfo, Settle, SlotTake, Store,
+    Tenant, Transition,
 };
 use converger_tests::TestStack;
 use serde_json::{Map, json};
@@ -62,6 +63,9 @@ conformance!(
     breaker_transitions_have_one_winner,
     backlog_and_parking_move_rows_between_indexes,
     rate_schedules_allow_a_burst_then_the_rate,
+    a_handed_off_delivery_waits_for_its_ack,
+    receipts_find_their_delivery_and_move_it_forward,
+    connections_are_found_by_channel,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
@@ -1130,5 +1134,232 @@ async fn rate_schedules_allow_a_burst_then_the_rate(b: Backend) {
         .filter(|r| matches!(r, Ok(Ok(()))))
         .count();
     assert_eq!(passed, 5);
+    f.stop().await;
+}
+
+/// A new pending delivery of the fixture's channel, overdue by 10 s, claimed under `token`.
+async fn claimed(f: &Fixture, token: &str) -> Delivery {
+    let now = time::now_ms();
+    let a = activity(f);
+    let d = Delivery::new(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+    f.store
+        .create_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    match f.store.claim(&d.id, token, now, 60_000).await.unwrap() {
+        Claim::Claimed(d) => d,
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
+    use converger_store::due_shard;
+    let f = fixture(b).await;
+    let d = claimed(&f, "t").await;
+    let now = time::now_rfc3339();
+    assert!(
+        f.store
+            .mark_handed_off(&d, "t", &SentInfo::default(), &entry(1), &now)
+            .await
+            .unwrap()
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!(row.status, DeliveryStatus::Pending);
+    assert!(row.handed_off);
+    assert_eq!(row.attempts, 1);
+    assert_eq!(row.lease_token, None);
+    // Not retried: no claim takes it, and the sweeper's index does not hold it.
+    assert!(matches!(
+        f.store
+            .claim(&d.id, "u", time::now_ms() + 1, 60_000)
+            .await
+            .unwrap(),
+        Claim::Settled(_)
+    ));
+    let page = f
+        .store
+        .overdue(due_shard(&d.id), time::now_ms() + 1_000, 100, None)
+        .await
+        .unwrap();
+    assert!(
+        page.items.iter().all(|o| o.id != d.id),
+        "out of the due index"
+    );
+
+    // The ack: pending -> sent, once; again it reports Already.
+    match f.store.acknowledge(&d.id, &now).await.unwrap() {
+        Ack::Acked(r) => {
+            assert_eq!(r.status, DeliveryStatus::Sent);
+            assert!(!r.handed_off);
+            assert!(r.sent_at.is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        f.store.acknowledge(&d.id, &now).await.unwrap(),
+        Ack::Already(_)
+    ));
+    // A pending delivery that was not handed off is not waiting for an ack.
+    let other = claimed(&f, "v").await;
+    assert!(matches!(
+        f.store.acknowledge(&other.id, &now).await.unwrap(),
+        Ack::NotAwaiting(_)
+    ));
+    assert!(matches!(
+        f.store
+            .acknowledge(&DeliveryId::generate(), &now)
+            .await
+            .unwrap(),
+        Ack::Missing
+    ));
+    f.stop().await;
+}
+
+async fn receipts_find_their_delivery_and_move_it_forward(b: Backend) {
+    let f = fixture(b).await;
+    let d = claimed(&f, "t").await;
+    let now = time::now_rfc3339();
+    let info = SentInfo {
+        provider_message_id: Some("wamid.1".into()),
+        response_status: Some(200),
+    };
+    assert!(
+        f.store
+            .mark_sent(&d, "t", &info, &entry(1), &now)
+            .await
+            .unwrap()
+    );
+    let ch = f.channel.id.clone();
+    let apply = |st: DeliveryStatus, id: &'static str| {
+        let (store, ch, now) = (f.store.clone(), ch.clone(), now.clone());
+        async move {
+            store
+                .apply_receipt(&ch, id, st, Some("undeliverable"), &now)
+                .await
+                .unwrap()
+        }
+    };
+    match apply(DeliveryStatus::Delivered, "wamid.1").await {
+        Receipted::Applied { from, row } => {
+            assert_eq!(from, DeliveryStatus::Sent);
+            assert_eq!(row.status, DeliveryStatus::Delivered);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        apply(DeliveryStatus::Delivered, "wamid.1").await,
+        Receipted::Ignored(_)
+    ));
+    assert!(matches!(
+        apply(DeliveryStatus::Read, "wamid.1").await,
+        Receipted::Applied { .. }
+    ));
+    assert!(matches!(
+        apply(DeliveryStatus::Failed, "wamid.1").await,
+        Receipted::Ignored(_)
+    ));
+    assert!(matches!(
+        apply(DeliveryStatus::Read, "wamid.unknown").await,
+        Receipted::Unknown
+    ));
+    // Another channel's id space: the same provider id is unknown there.
+    assert!(matches!(
+        f.store
+            .apply_receipt(
+                &converger_core::ChannelId::generate(),
+                "wamid.1",
+                DeliveryStatus::Read,
+                None,
+                &now
+            )
+            .await
+            .unwrap(),
+        Receipted::Unknown
+    ));
+    // Failed from sent, with the provider's reason; the row lists as failed.
+    let d2 = claimed(&f, "t2").await;
+    let info2 = SentInfo {
+        provider_message_id: Some("wamid.2".into()),
+        response_status: Some(200),
+    };
+    assert!(
+        f.store
+            .mark_sent(&d2, "t2", &info2, &entry(1), &now)
+            .await
+            .unwrap()
+    );
+    let Receipted::Applied { row, .. } = apply(DeliveryStatus::Failed, "wamid.2").await else {
+        panic!()
+    };
+    assert_eq!(row.status, DeliveryStatus::Failed);
+    assert_eq!(row.last_error.as_deref(), Some("undeliverable"));
+    let listed = f
+        .store
+        .list_deliveries(&converger_store::DeliveryQuery {
+            tenant: f.tenant.id.clone(),
+            status: Some(DeliveryStatus::Failed),
+            channel: Some(ch.clone()),
+            from_key: None,
+            to_key: None,
+            error_contains: None,
+            activity: None,
+            newest_first: true,
+            limit: 10,
+            after: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].id, d2.id);
+    f.stop().await;
+}
+
+async fn connections_are_found_by_channel(b: Backend) {
+    let f = fixture(b).await;
+    let conn = |id: &str, ch: &converger_core::ChannelId| Connection {
+        connection_id: id.into(),
+        channel_id: ch.clone(),
+        tenant_id: f.tenant.id.clone(),
+        connected_at: time::now_rfc3339(),
+        expires_at: time::now_ms() / 1000 + 3600,
+    };
+    let other = converger_core::ChannelId::generate();
+    for c in [
+        conn("A1=", &f.channel.id),
+        conn("B2=", &f.channel.id),
+        conn("C3=", &other),
+    ] {
+        f.store.put_connection(&c).await.unwrap();
+    }
+    let mut ids: Vec<String> = f
+        .store
+        .channel_connections(&f.channel.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.connection_id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["A1=", "B2="]);
+    assert_eq!(
+        f.store
+            .get_connection("C3=")
+            .await
+            .unwrap()
+            .unwrap()
+            .channel_id,
+        other
+    );
+    let gone = f.store.delete_connection("A1=").await.unwrap();
+    assert_eq!(gone.map(|c| c.connection_id).as_deref(), Some("A1="));
+    assert_eq!(f.store.delete_connection("A1=").await.unwrap(), None);
+    assert_eq!(
+        f.store
+            .channel_connections(&f.channel.id)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     f.stop().await;
 }

@@ -45,6 +45,7 @@ async fn run(demo: bool) -> Result<(), String> {
         prefix: std::env::var("CONVERGER_PREFIX").unwrap_or_else(|_| "converger-".into()),
         api_addr: addr("CONVERGER_API_ADDR", "127.0.0.1:3000")?,
         admin_addr: addr("CONVERGER_ADMIN_ADDR", "127.0.0.1:3001")?,
+        ws_addr: addr("CONVERGER_WS_ADDR", "127.0.0.1:3002")?,
         admin_token: std::env::var("ADMIN_TOKEN").ok(),
         config,
         ..StackOptions::default()
@@ -53,6 +54,7 @@ async fn run(demo: bool) -> Result<(), String> {
     let ready = serde_json::json!({
         "api_url": stack.api_url,
         "admin_url": stack.admin_url,
+        "websocket_url": stack.ws_url,
         "aws_endpoint_url": stack.aws_endpoint_url,
         "admin_token": stack.admin_token,
     });

@@ -335,6 +335,9 @@ impl FlowStore for DynamoStore {
         for (k, v) in values {
             req = req.expression_attribute_values(k, v);
         }
+        // Breaker transitions must have one winner; an emulator that does not serialize
+        // conditional writes gets them one at a time (production never sets the lock).
+        let _serial = self.tx_guard().await;
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
