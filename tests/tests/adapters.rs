@@ -583,6 +583,28 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
     );
     assert!(tokio_tungstenite::connect_async(bad).await.is_err());
 
+    // A connection whose client is gone without a $disconnect: the push gets 410 from the
+    // management endpoint and the record is removed.
+    use converger_store::HandoffStore;
+    let store = converger_store::dynamo::DynamoStore::new(
+        t.stack.clients.dynamodb.clone(),
+        t.stack.resources.clone(),
+    );
+    let c: Value = t
+        .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
+        .await
+        .body;
+    store
+        .put_connection(&converger_store::Connection {
+            connection_id: "StaleConn0001=".into(),
+            channel_id: converger_core::ChannelId::parse(&ch).unwrap(),
+            tenant_id: converger_core::TenantId::parse(c["tenant_id"].as_str().unwrap()).unwrap(),
+            connected_at: converger_core::time::now_rfc3339(),
+            expires_at: converger_core::time::now_ms() / 1000 + 3600,
+        })
+        .await
+        .unwrap();
+
     let ids = post(&t, &key, &[&ch], json!({"text": "while you were away"})).await;
     let handed = |d: &Value| d["attempts"] == 1;
     let d = t
@@ -590,6 +612,11 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
         .await;
     assert_eq!(d["status"], "pending", "{d}");
     assert_eq!(d["awaiting_ack"], true);
+    assert_eq!(
+        store.get_connection("StaleConn0001=").await.unwrap(),
+        None,
+        "a gone connection is removed"
+    );
     // Not retried while it waits.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let d = t.delivery(&key, &ids[0]).await;
