@@ -94,7 +94,7 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
 
 #[tokio::test]
 async fn binaries_scenario_starts_a_function_as_lambda_does() {
-    // The debug build of one function: the release build of all eight is the full run's.
+    // The debug build of one function: the release build of all nine is the full run's.
     let line = bench::binaries::run(bench::binaries::Options {
         function: Some("health".into()),
         release: false,

@@ -26,7 +26,7 @@ pub struct Options {
     pub release: bool,
 }
 
-pub const FUNCTIONS: [&str; 8] = [
+pub const FUNCTIONS: [&str; 9] = [
     "ingest",
     "deliver",
     "retry-scheduler",
@@ -35,6 +35,7 @@ pub const FUNCTIONS: [&str; 8] = [
     "health",
     "api",
     "admin",
+    "websocket",
 ];
 
 pub async fn run(o: Options) -> Result<Value, String> {
