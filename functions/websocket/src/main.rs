@@ -7,7 +7,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     converger_pipeline::bootstrap::init_tracing();
-    let pipeline = converger_pipeline::bootstrap::from_env().await?;
+    let pipeline = converger_pipeline::bootstrap::from_env_with_websockets().await?;
     let pipeline = &pipeline;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<ApiGatewayWebsocketProxyRequest>| async move {

@@ -145,9 +145,10 @@ impl Stack {
         let ws_local = ws_listener.local_addr().map_err(|e| e.to_string())?;
         function_clients.websocket_management_url =
             Some(format!("http://{ws_local}/{}", crate::gateway::STAGE));
-        let pipeline = Arc::new(
+        let pipeline = Arc::new(bootstrap::with_websockets(
             bootstrap::aws_pipeline(&function_clients, &resources, opts.config.clone()).await?,
-        );
+            &function_clients,
+        ));
 
         let (shutdown, rx) = watch::channel(false);
         let mut tasks = Vec::new();

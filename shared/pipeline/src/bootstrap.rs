@@ -21,18 +21,23 @@ pub async fn aws_pipeline(
         .map_err(|e| e.to_string())?;
     let events = EventBridgeEvents::new(clients.eventbridge.clone(), res.bus.clone());
     let adapters = Adapters::standard(config.allowlist.clone())?;
-    let mut pipeline = Pipeline::new(
+    Ok(Pipeline::new(
         Arc::new(store),
         Arc::new(queue),
         Arc::new(events),
         adapters,
         config,
-    );
-    // Websocket pushes go to the WebSocket API's management endpoint, when there is one.
-    if let Some(url) = &clients.websocket_management_url {
-        pipeline = pipeline.with_sockets(Arc::new(ApiGatewaySockets::new(&clients.config, url)));
+    ))
+}
+
+/// Lets the pipeline push to websocket clients through the WebSocket API's management
+/// endpoint, when there is one. Only the functions that run attempts or answer sockets
+/// (deliver, probe, websocket) call it, so the others do not carry its client.
+pub fn with_websockets(pipeline: Pipeline, clients: &Clients) -> Pipeline {
+    match &clients.websocket_management_url {
+        Some(url) => pipeline.with_sockets(Arc::new(ApiGatewaySockets::new(&clients.config, url))),
+        None => pipeline,
     }
-    Ok(pipeline)
 }
 
 /// The pipeline a Lambda function uses: names and settings from its environment.
@@ -40,6 +45,14 @@ pub async fn from_env() -> Result<Pipeline, String> {
     let config = PipelineConfig::from_env().map_err(|e| e.to_string())?;
     let clients = Clients::from_env().await;
     aws_pipeline(&clients, &Resources::from_env(), config).await
+}
+
+/// [`from_env`] with websocket pushes ([`with_websockets`]).
+pub async fn from_env_with_websockets() -> Result<Pipeline, String> {
+    let config = PipelineConfig::from_env().map_err(|e| e.to_string())?;
+    let clients = Clients::from_env().await;
+    let pipeline = aws_pipeline(&clients, &Resources::from_env(), config).await?;
+    Ok(with_websockets(pipeline, &clients))
 }
 
 /// JSON logs for Lambda (CloudWatch), plain ones elsewhere; `RUST_LOG` filters.
