@@ -1,7 +1,26 @@
-//! The `admin` Lambda: the operators' API behind API Gateway, with the token in `ADMIN_TOKEN`.
+//! The `admin` Lambda: the operators' API (token in `ADMIN_TOKEN`) and the web pages of the
+//! admin (`/admin`) and the tenants' portal (`/portal`) behind API Gateway.
 
-use lambda_http::Error;
+use lambda_http::request::RequestContext;
+use lambda_http::{Error, RequestExt};
 use std::sync::Arc;
+
+/// Puts API Gateway's source IP where the admin IP allowlist reads it.
+async fn source_ip(mut req: axum::extract::Request) -> axum::extract::Request {
+    let ip = match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx
+            .http
+            .source_ip
+            .as_deref()
+            .and_then(|ip| ip.parse().ok()),
+        _ => None,
+    };
+    if let Some(ip) = ip {
+        req.extensions_mut()
+            .insert(converger_http::web::SourceIp(ip));
+    }
+    req
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -9,5 +28,8 @@ async fn main() -> Result<(), Error> {
     let pipeline = Arc::new(converger_pipeline::bootstrap::from_env().await?);
     let token = std::env::var("ADMIN_TOKEN").ok().filter(|t| t.len() >= 16);
     let state = converger_http::AppState::new(pipeline, token);
-    lambda_http::run(converger_http::admin::router(state)).await
+    let app = converger_http::admin::router(state.clone())
+        .merge(converger_http::web::router(state))
+        .layer(axum::middleware::map_request(source_ip));
+    lambda_http::run(app).await
 }

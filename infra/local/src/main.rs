@@ -57,6 +57,8 @@ async fn run(demo: bool) -> Result<(), String> {
         "websocket_url": stack.ws_url,
         "aws_endpoint_url": stack.aws_endpoint_url,
         "admin_token": stack.admin_token,
+        "admin_email": stack.admin_email,
+        "admin_password": stack.admin_password,
     });
     println!("READY {ready}");
     if demo && let Err(e) = converger_local::demo::run(&stack).await {

@@ -95,6 +95,9 @@ pub struct Stack {
     pub admin_url: String,
     /// Where websocket clients connect (`ws://.../prod`; add `?channel_id=...&token=...`).
     pub ws_url: String,
+    /// The first admin user of the web pages (`super_admin`), created at start.
+    pub admin_email: String,
+    pub admin_password: String,
     pub aws_endpoint_url: Option<String>,
     pub admin_token: String,
     pub pipeline: Arc<Pipeline>,
@@ -229,8 +232,26 @@ impl Stack {
             }));
         }
 
-        // The APIs.
-        let state = AppState::new(pipeline.clone(), Some(admin_token.clone()));
+        // The APIs and the web pages.
+        let state = AppState::new(pipeline.clone(), Some(admin_token.clone()))
+            .with_web(converger_http::web::WebConfig::local());
+        let admin_password = random_token();
+        let admin_email = "admin@localhost".to_owned();
+        match converger_http::web::create_user(
+            &state,
+            converger_core::web::Realm::Admin,
+            &admin_email,
+            &admin_password,
+            converger_core::web::Role::SuperAdmin,
+            None,
+        )
+        .await
+        {
+            Ok(_) => {}
+            // A stack restarted on the same tables keeps its first admin.
+            Err(e) if e.contains("conflict") => {}
+            Err(e) => return Err(format!("first admin user: {e}")),
+        }
         let (api_url, t) = serve(
             opts.api_addr,
             converger_http::api::router(state.clone()),
@@ -240,7 +261,9 @@ impl Stack {
         tasks.push(t);
         let (admin_url, t) = serve(
             opts.admin_addr,
-            converger_http::admin::router(state),
+            converger_http::admin::router(state.clone())
+                .merge(converger_http::web::router(state))
+                .layer(axum::middleware::from_fn(source_ip)),
             rx.clone(),
         )
         .await?;
@@ -255,6 +278,8 @@ impl Stack {
             api_url,
             admin_url,
             ws_url: format!("ws://{ws_local}/{}", crate::gateway::STAGE),
+            admin_email,
+            admin_password,
             aws_endpoint_url: endpoint,
             admin_token,
             pipeline,
@@ -338,8 +363,11 @@ fn serve_listener(
         let shutdown = async move {
             let _ = stop.wait_for(|s| *s).await;
         };
-        if let Err(e) = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
+        if let Err(e) = axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
             .await
         {
             tracing::error!(error = %e, "server stopped");
@@ -515,4 +543,16 @@ async fn invoke(poller: &Poller, messages: Vec<aws_sdk_sqs::types::Message>, fun
     {
         tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "delete failed; messages will be redelivered");
     }
+}
+
+/// The client's address, where the admin IP allowlist reads it (on Lambda, API Gateway's
+/// source IP).
+async fn source_ip(
+    axum::extract::ConnectInfo(addr): axum::extract::ConnectInfo<SocketAddr>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    req.extensions_mut()
+        .insert(converger_http::web::SourceIp(addr.ip()));
+    next.run(req).await
 }

@@ -14,6 +14,7 @@ pub mod secret;
 pub mod signing;
 pub mod status;
 pub mod time;
+pub mod web;
 
 pub use channel::{ChannelType, Tier};
 pub use error::DeliveryError;

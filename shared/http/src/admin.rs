@@ -21,6 +21,7 @@ pub fn router(state: AppState) -> Router {
             get(|| async { Json(json!({"status": "ok"})) }),
         )
         .route("/admin/api/tenants", post(create_tenant))
+        .route("/admin/api/users", post(create_user))
         .route(
             "/admin/api/tenants/{id}",
             get(get_tenant).patch(patch_tenant),
@@ -179,4 +180,57 @@ async fn patch_tenant(
         view["alert_signing_secret"] = json!(c.signing_secret);
     }
     Ok(Json(view))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewUser {
+    /// `admin` (operators) or `portal` (a tenant's users).
+    realm: converger_core::web::Realm,
+    email: String,
+    password: String,
+    role: String,
+    #[serde(default)]
+    tenant_id: Option<TenantId>,
+}
+
+/// Creates a user of the web pages: an operator (`super_admin`, `admin`, `viewer`) or a
+/// tenant user (`owner`, `admin`, `member`, `viewer`) of an existing tenant.
+async fn create_user(
+    State(state): State<AppState>,
+    _op: Operator,
+    Body(req): Body<NewUser>,
+) -> Result<impl IntoResponse, ApiError> {
+    let role: converger_core::web::Role = req
+        .role
+        .parse()
+        .map_err(|m: String| ApiError::invalid("invalid_role", m))?;
+    if let Some(t) = &req.tenant_id
+        && state.pipeline.store.get_tenant(t).await?.is_none()
+    {
+        return Err(ApiError::invalid("unknown_tenant", format!("tenant {t} does not exist")));
+    }
+    let user = crate::web::create_user(
+        &state,
+        req.realm,
+        &req.email,
+        &req.password,
+        role,
+        req.tenant_id,
+    )
+    .await
+    .map_err(|m| {
+        if m.contains("conflict") {
+            ApiError::new(StatusCode::CONFLICT, "conflict", "a user with this email exists")
+        } else {
+            ApiError::invalid("invalid_user", m)
+        }
+    })?;
+    Ok((
+        StatusCode::CREATED,
+        Json(json!({
+            "realm": user.realm, "email": user.email, "role": user.role,
+            "tenant_id": user.tenant_id, "created_at": user.created_at,
+        })),
+    ))
 }

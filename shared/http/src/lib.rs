@@ -6,6 +6,7 @@ pub mod api;
 pub mod error;
 pub mod receipts;
 pub mod views;
+pub mod web;
 
 use converger_pipeline::Pipeline;
 use converger_store::Tenant;
@@ -21,6 +22,8 @@ pub struct AppState {
     pub pipeline: Arc<Pipeline>,
     /// The operators' token for the admin API; `None` disables the admin API.
     pub admin_token: Option<Arc<str>>,
+    /// The web pages' settings.
+    pub web: Arc<web::WebConfig>,
     keys: Arc<Mutex<HashMap<String, (Instant, Tenant)>>>,
 }
 
@@ -29,8 +32,15 @@ impl AppState {
         Self {
             pipeline,
             admin_token: admin_token.map(Into::into),
+            web: Arc::new(web::WebConfig::from_env()),
             keys: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// With other web page settings.
+    pub fn with_web(mut self, web: web::WebConfig) -> Self {
+        self.web = Arc::new(web);
+        self
     }
 
     fn cached_tenant(&self, hash: &str) -> Option<Tenant> {

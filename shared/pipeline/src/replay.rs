@@ -229,8 +229,16 @@ impl Pipeline {
         use futures::StreamExt;
         let mut q = query.clone();
         q.limit = room.clamp(1, self.config.replay_chunk.max(1));
-        let chunk = self.store.list_deliveries(&q).await?;
+        let mut chunk = self.store.list_deliveries(&q).await?;
         stats.queries += 1;
+        // Deliveries of inactive channels are skipped (enable the channel first).
+        let mut keep = Vec::with_capacity(chunk.items.len());
+        for d in std::mem::take(&mut chunk.items) {
+            if self.channel(&d.channel_id).await?.is_some_and(|c| c.active) {
+                keep.push(d);
+            }
+        }
+        chunk.items = keep;
         let now_ms = time::now_ms();
         let now = time::ms_to_rfc3339(now_ms);
         let groups: Vec<Vec<Delivery>> = chunk
@@ -334,6 +342,47 @@ impl Pipeline {
                 Some(next) if retried >= cap => {
                     let has_more = self.more_after(&query, Some(next), &mut stats).await?;
                     tracing::info!(channel_id = %channel_id, retried, ?stats, "bulk replay done");
+                    return Ok(BulkResult {
+                        retried,
+                        has_more,
+                        stats,
+                    });
+                }
+                Some(next) => query.after = Some(next),
+            }
+        }
+    }
+
+    /// Replays the dead letters a listing query selects (the web pages' "Retry all failed":
+    /// their filters and search), oldest failure first, at most `bulk_retry_limit`.
+    /// Deliveries of inactive channels are skipped.
+    pub async fn replay_matching(
+        &self,
+        mut query: DeliveryQuery,
+        actor: &Actor,
+    ) -> Result<BulkResult, ReplayError> {
+        query.status = Some(converger_core::DeliveryStatus::Failed);
+        query.newest_first = false;
+        query.after = None;
+        query.to_key = Some(Self::started_bound(query.to_key));
+        let cap = self.cap(None);
+        let mut retried = 0usize;
+        let mut stats = BulkStats::default();
+        loop {
+            let page = self
+                .replay_page(&query, cap - retried, actor, &mut stats)
+                .await?;
+            retried += page.retried;
+            match page.next {
+                None => {
+                    return Ok(BulkResult {
+                        retried,
+                        has_more: false,
+                        stats,
+                    });
+                }
+                Some(next) if retried >= cap => {
+                    let has_more = self.more_after(&query, Some(next), &mut stats).await?;
                     return Ok(BulkResult {
                         retried,
                         has_more,

@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 
+mod accounts;
 mod flow;
 mod handoff;
 mod health;
@@ -454,6 +455,8 @@ impl Store for DynamoStore {
     async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()> {
         let mut t = to_item(tenant)?;
         t.insert("pk".into(), s(tenant.id.as_str()));
+        // Kept so that a rotation can remove the key item it replaces.
+        t.insert("api_key_hash".into(), s(api_key_hash));
         let mut k = Item::new();
         k.insert("pk".into(), s(format!("key#{api_key_hash}")));
         k.insert("tenant_id".into(), s(tenant.id.as_str()));

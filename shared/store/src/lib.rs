@@ -2,6 +2,7 @@
 //! transitions, SQS queues, the EventBridge bus, and the provisioning of all three for the
 //! local stack. The pipeline sees them only through the ports in [`ports`].
 
+pub mod accounts;
 pub mod aws;
 pub mod counter;
 pub mod dynamo;
@@ -16,6 +17,7 @@ pub mod provision;
 pub mod resources;
 pub mod sqs;
 
+pub use accounts::*;
 pub use flow::*;
 pub use handoff::*;
 pub use health::*;

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
+mod accounts;
 mod flow;
 mod handoff;
 mod health;
@@ -42,6 +43,9 @@ struct State {
     /// The provider message index: (channel, provider message id) -> delivery.
     providers: HashMap<(ChannelId, String), DeliveryId>,
     connections: HashMap<String, crate::handoff::Connection>,
+    users: HashMap<String, crate::accounts::User>,
+    /// Each tenant's current API key hash.
+    tenant_keys: HashMap<TenantId, String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -255,6 +259,8 @@ impl Store for MemStore {
             }
             s.tenants.insert(tenant.id.clone(), tenant.clone());
             s.keys.insert(api_key_hash.to_owned(), tenant.id.clone());
+            s.tenant_keys
+                .insert(tenant.id.clone(), api_key_hash.to_owned());
             Ok(())
         })?
     }

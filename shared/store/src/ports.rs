@@ -19,7 +19,10 @@ pub type StoreResult<T> = Result<T, StoreError>;
 
 #[async_trait]
 pub trait Store:
-    crate::flow::FlowStore + crate::health::HealthStore + crate::handoff::HandoffStore
+    crate::flow::FlowStore
+    + crate::health::HealthStore
+    + crate::handoff::HandoffStore
+    + crate::accounts::AccountStore
 {
     async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()>;
     async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>>;
@@ -171,6 +174,19 @@ pub trait Queue: Send + Sync + 'static {
     async fn send_replay(&self, msg: &ReplayMessage) -> Result<(), QueueError>;
     /// Schedules a flow job (probe, release) for the probe function after `delay_s` seconds.
     async fn send_flow(&self, msg: &FlowJob, delay_s: u32) -> Result<(), QueueError>;
+    /// The depth of each tier queue and of its dead-letter queue (the dashboard).
+    async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
+        Ok(Vec::new())
+    }
+}
+
+/// How many messages a queue holds, by state (SQS's approximate counts).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct QueueDepth {
+    pub queue: String,
+    pub visible: u64,
+    pub delayed: u64,
+    pub in_flight: u64,
 }
 
 /// A platform event for the bus.

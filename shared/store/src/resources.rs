@@ -52,7 +52,13 @@ pub const CHANNELS: TableDef = TableDef {
     env: "CHANNELS_TABLE",
     hash_key: "id",
     range_key: None,
-    gsis: &[],
+    // A tenant's channels, for the web pages' channel list.
+    gsis: &[GsiDef {
+        name: "by_tenant",
+        hash_key: "tenant_id",
+        range_key: "id",
+        include: &[],
+    }],
     ttl_attribute: None,
 };
 

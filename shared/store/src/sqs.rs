@@ -1,7 +1,7 @@
 //! The SQS backend of [`Queue`]: one queue per tier, each with its dead-letter queue.
 
 use crate::model::{DeliveryMessage, FlowJob, ReplayMessage};
-use crate::ports::{Queue, QueueError};
+use crate::ports::{QueueDepth, Queue, QueueError};
 use crate::resources::{QueueDef, Resources, tier_queue};
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
@@ -66,8 +66,50 @@ fn body<T: serde::Serialize>(msg: &T) -> Result<String, QueueError> {
     serde_json::to_string(msg).map_err(|e| QueueError(e.to_string()))
 }
 
+impl SqsQueue {
+    async fn depth(&self, name: String, url: &str) -> Result<QueueDepth, QueueError> {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let out = self
+            .client
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(&e).to_string()))?;
+        let attrs = out.attributes.unwrap_or_default();
+        let n = |a: A| {
+            attrs
+                .get(&a)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        Ok(QueueDepth {
+            queue: name,
+            visible: n(A::ApproximateNumberOfMessages),
+            delayed: n(A::ApproximateNumberOfMessagesDelayed),
+            in_flight: n(A::ApproximateNumberOfMessagesNotVisible),
+        })
+    }
+}
+
 #[async_trait]
 impl Queue for SqsQueue {
+    async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
+        let mut out = Vec::new();
+        for tier in Tier::ALL {
+            let url = self.url(tier).to_owned();
+            // A queue's dead-letter queue is `<queue>-dlq`, beside it.
+            let dlq = format!("{url}-dlq");
+            let name = tier.queue_name();
+            out.push(self.depth(name.to_owned(), &url).await?);
+            out.push(self.depth(format!("{name}-dlq"), &dlq).await?);
+        }
+        Ok(out)
+    }
+
     async fn send(&self, msg: &DeliveryMessage, delay_s: u32) -> Result<(), QueueError> {
         let delay = i32::try_from(delay_s.min(MAX_DELAY_S)).unwrap_or(0);
         self.client

@@ -1,0 +1,295 @@
+//! Rules of the web pages (operators' admin and tenants' portal): roles and what they may do,
+//! signed session cookies, CSRF tokens, the redacted payload preview and CSV cells that a
+//! spreadsheet cannot evaluate.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::Sha256;
+use std::fmt;
+use std::str::FromStr;
+
+/// Which side a user signs in to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Realm {
+    /// Operators, at `/admin`.
+    Admin,
+    /// A tenant's users, at `/portal`.
+    Portal,
+}
+
+impl Realm {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Admin => "admin",
+            Self::Portal => "portal",
+        }
+    }
+}
+
+/// A user's role. Admin users: super_admin, admin, viewer. Tenant users: owner, admin,
+/// member, viewer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    SuperAdmin,
+    Admin,
+    Owner,
+    Member,
+    Viewer,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SuperAdmin => "super_admin",
+            Self::Admin => "admin",
+            Self::Owner => "owner",
+            Self::Member => "member",
+            Self::Viewer => "viewer",
+        }
+    }
+
+    /// Whether the role exists in `realm`.
+    pub fn valid_in(self, realm: Realm) -> bool {
+        match realm {
+            Realm::Admin => matches!(self, Self::SuperAdmin | Self::Admin | Self::Viewer),
+            Realm::Portal => matches!(self, Self::Owner | Self::Admin | Self::Member | Self::Viewer),
+        }
+    }
+
+    /// Browse and export deliveries: every role (the portal only its own tenant's).
+    pub fn can_browse(self) -> bool {
+        true
+    }
+
+    /// Retry dead letters, pause and resume channels: everyone but viewers.
+    pub fn can_act(self) -> bool {
+        self != Self::Viewer
+    }
+
+    /// Manage tenants (create, tier, alert URL, API key): admin users but viewers.
+    pub fn can_manage_tenants(self, realm: Realm) -> bool {
+        realm == Realm::Admin && matches!(self, Self::SuperAdmin | Self::Admin)
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [
+            Self::SuperAdmin,
+            Self::Admin,
+            Self::Owner,
+            Self::Member,
+            Self::Viewer,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+        .ok_or_else(|| format!("unknown role `{s}`"))
+    }
+}
+
+/// What a session cookie carries: who, where, until when, and a nonce the CSRF token is
+/// bound to. The user is read again on every request, so a removed user's cookie stops
+/// working at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub realm: Realm,
+    pub email: String,
+    /// Seconds since the epoch.
+    pub expires: i64,
+    pub nonce: String,
+}
+
+/// How long a session lasts.
+pub const SESSION_SECONDS: i64 = 8 * 3600;
+
+fn mac(secret: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    let Ok(mut m) = Hmac::<Sha256>::new_from_slice(secret) else {
+        return Vec::new();
+    };
+    for p in parts {
+        m.update(p);
+        m.update(b"\0");
+    }
+    m.finalize().into_bytes().to_vec()
+}
+
+impl Session {
+    /// The cookie value: `<base64 JSON>.<base64 HMAC-SHA256>`.
+    pub fn seal(&self, secret: &[u8]) -> String {
+        let body = URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default());
+        let sig = URL_SAFE_NO_PAD.encode(mac(secret, &[b"session", body.as_bytes()]));
+        format!("{body}.{sig}")
+    }
+
+    /// The session a cookie value carries, if its signature holds and it has not expired.
+    pub fn open(value: &str, secret: &[u8], now_s: i64) -> Option<Self> {
+        let (body, sig) = value.split_once('.')?;
+        let sig = URL_SAFE_NO_PAD.decode(sig).ok()?;
+        let Ok(mut m) = Hmac::<Sha256>::new_from_slice(secret) else {
+            return None;
+        };
+        m.update(b"session");
+        m.update(b"\0");
+        m.update(body.as_bytes());
+        m.update(b"\0");
+        m.verify_slice(&sig).ok()?;
+        let s: Session = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(body).ok()?).ok()?;
+        (s.expires > now_s).then_some(s)
+    }
+
+    /// The CSRF token of this session: every form carries it, every POST must.
+    pub fn csrf(&self, secret: &[u8]) -> String {
+        URL_SAFE_NO_PAD.encode(mac(secret, &[b"csrf", self.nonce.as_bytes()]))
+    }
+
+    pub fn csrf_ok(&self, secret: &[u8], given: &str) -> bool {
+        crate::secret::constant_time_eq(self.csrf(secret).as_bytes(), given.as_bytes())
+    }
+}
+
+/// Keys whose values the payload preview hides.
+pub fn is_sensitive_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    matches!(
+        k.as_str(),
+        "api_key" | "apikey" | "password" | "passwd" | "secret" | "authorization" | "token"
+    ) || k.ends_with("_token")
+        || k.ends_with("_secret")
+        || k.ends_with("_password")
+        || k.ends_with("_key") && k != "idempotency_key"
+}
+
+/// `value` with every sensitive key's value replaced by `"[REDACTED]"`, at any depth.
+pub fn redact(value: &Value) -> Value {
+    match value {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    if is_sensitive_key(k) {
+                        (k.clone(), Value::String("[REDACTED]".into()))
+                    } else {
+                        (k.clone(), redact(v))
+                    }
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(redact).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A CSV cell a spreadsheet will not evaluate: text starting with `=`, `+`, `-` or `@` gets
+/// a leading `'`.
+pub fn csv_safe(cell: &str) -> String {
+    if cell.starts_with(['=', '+', '-', '@']) {
+        format!("'{cell}")
+    } else {
+        cell.to_owned()
+    }
+}
+
+/// The export's columns, in order.
+pub const EXPORT_COLUMNS: [&str; 13] = [
+    "id",
+    "tenant_id",
+    "channel_id",
+    "channel_name",
+    "activity_id",
+    "status",
+    "attempts",
+    "last_error",
+    "retry_count",
+    "retried_by",
+    "retried_at",
+    "inserted_at",
+    "updated_at",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn roles_follow_the_reference_table() {
+        for r in [Role::SuperAdmin, Role::Admin] {
+            assert!(r.can_browse() && r.can_act() && r.can_manage_tenants(Realm::Admin));
+        }
+        assert!(Role::Viewer.can_browse());
+        assert!(!Role::Viewer.can_act());
+        for r in [Role::Owner, Role::Admin, Role::Member] {
+            assert!(r.can_act());
+            assert!(!r.can_manage_tenants(Realm::Portal));
+        }
+        assert!(Role::Owner.valid_in(Realm::Portal) && !Role::Owner.valid_in(Realm::Admin));
+        assert!(Role::SuperAdmin.valid_in(Realm::Admin) && !Role::SuperAdmin.valid_in(Realm::Portal));
+        assert_eq!("member".parse::<Role>().unwrap(), Role::Member);
+        assert!("root".parse::<Role>().is_err());
+    }
+
+    #[test]
+    fn sessions_are_signed_and_expire() {
+        let s = Session {
+            realm: Realm::Portal,
+            email: "a@b.c".into(),
+            expires: 1_000,
+            nonce: "n1".into(),
+        };
+        let v = s.seal(b"secret");
+        assert_eq!(Session::open(&v, b"secret", 999), Some(s.clone()));
+        assert_eq!(Session::open(&v, b"secret", 1_000), None, "expired");
+        assert_eq!(Session::open(&v, b"other", 999), None, "wrong key");
+        let (body, sig) = v.split_once('.').unwrap();
+        let forged = Session {
+            realm: Realm::Admin,
+            ..s.clone()
+        }
+        .seal(b"attacker");
+        let (fbody, _) = forged.split_once('.').unwrap();
+        assert_eq!(Session::open(&format!("{fbody}.{sig}"), b"secret", 999), None);
+        assert_eq!(Session::open(body, b"secret", 999), None);
+        assert!(s.csrf_ok(b"secret", &s.csrf(b"secret")));
+        assert!(!s.csrf_ok(b"secret", "guess"));
+        let other = Session {
+            nonce: "n2".into(),
+            ..s.clone()
+        };
+        assert!(!s.csrf_ok(b"secret", &other.csrf(b"secret")), "bound to the session");
+    }
+
+    #[test]
+    fn payload_previews_hide_secrets_at_any_depth() {
+        let v = json!({"text": "hi", "api_key": "k", "user": {"password": "p", "auth_token": "t",
+            "name": "n"}, "list": [{"client_secret": "s"}], "idempotency_key": "i"});
+        let r = redact(&v);
+        assert_eq!(r["text"], "hi");
+        assert_eq!(r["api_key"], "[REDACTED]");
+        assert_eq!(r["user"]["password"], "[REDACTED]");
+        assert_eq!(r["user"]["auth_token"], "[REDACTED]");
+        assert_eq!(r["user"]["name"], "n");
+        assert_eq!(r["list"][0]["client_secret"], "[REDACTED]");
+        assert_eq!(r["idempotency_key"], "i");
+    }
+
+    #[test]
+    fn csv_cells_never_start_a_formula() {
+        assert_eq!(csv_safe("=HYPERLINK(1)"), "'=HYPERLINK(1)");
+        assert_eq!(csv_safe("+1"), "'+1");
+        assert_eq!(csv_safe("-2"), "'-2");
+        assert_eq!(csv_safe("@SUM"), "'@SUM");
+        assert_eq!(csv_safe("HTTP 500"), "HTTP 500");
+        assert_eq!(csv_safe(""), "");
+    }
+}

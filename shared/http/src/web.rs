@@ -1,0 +1,1416 @@
+//! The web pages: the operators' admin (`/admin`) and the tenants' portal (`/portal`),
+//! server-rendered (maud), with a few lines of JavaScript for the live Delivery column.
+//!
+//! Security: argon2 password hashes; signed HttpOnly SameSite=Strict session cookies, one per
+//! realm and scoped to its path; a CSRF token bound to the session in every form, checked on
+//! every POST; the admin IP allowlist (`ADMIN_IP_ALLOWLIST`, checked against API Gateway's
+//! source IP); the portal is always limited to the user's tenant, whatever the URL says.
+//! The rules (roles, sessions, redaction, CSV cells) are in `converger_core::web`.
+
+use crate::AppState;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Form, FromRequest, FromRequestParts, Path, Query, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use converger_core::net::Allowlist;
+use converger_core::query::{Actor, ActorKind, day_end, day_start};
+use converger_core::web::{EXPORT_COLUMNS, Realm, Role, SESSION_SECONDS, Session, csv_safe, redact};
+use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId, Tier, time};
+use converger_store::{Channel, Delivery, DeliveryQuery, Tenant, User};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+/// Settings of the web pages.
+#[derive(Clone)]
+pub struct WebConfig {
+    /// Signs session cookies and CSRF tokens (`SESSION_SECRET`; random when unset, which
+    /// only suits a single process).
+    pub session_secret: Vec<u8>,
+    /// Source addresses allowed into `/admin` (`ADMIN_IP_ALLOWLIST`); `None`: any.
+    pub admin_allow: Option<Allowlist>,
+    /// Cookies carry `Secure` (`COOKIE_SECURE`, default on; the local runner serves plain
+    /// HTTP and turns it off).
+    pub secure_cookies: bool,
+    /// Most rows of one CSV export (`EXPORT_LIMIT`).
+    pub export_limit: usize,
+}
+
+impl WebConfig {
+    pub fn from_env() -> Self {
+        let secret = std::env::var("SESSION_SECRET")
+            .ok()
+            .filter(|s| s.len() >= 32)
+            .map(String::into_bytes)
+            .unwrap_or_else(|| {
+                tracing::warn!("SESSION_SECRET unset or shorter than 32 characters: sessions last only as long as this process");
+                random_bytes()
+            });
+        let allow = std::env::var("ADMIN_IP_ALLOWLIST")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .and_then(|s| match Allowlist::parse(&s) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    // Refuse everyone rather than no one when the list cannot be read.
+                    tracing::error!(error = %e, "ADMIN_IP_ALLOWLIST is invalid: the admin pages refuse every address");
+                    Some(Allowlist::default())
+                }
+            });
+        Self {
+            session_secret: secret,
+            admin_allow: allow,
+            secure_cookies: std::env::var("COOKIE_SECURE").map_or(true, |v| v != "false"),
+            export_limit: std::env::var("EXPORT_LIMIT")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(10_000),
+        }
+    }
+
+    /// For the local runner and tests: a random secret, plain-HTTP cookies, no allowlist.
+    pub fn local() -> Self {
+        Self {
+            session_secret: random_bytes(),
+            admin_allow: None,
+            secure_cookies: false,
+            export_limit: 10_000,
+        }
+    }
+}
+
+fn random_bytes() -> Vec<u8> {
+    use rand_core::RngCore;
+    let mut b = vec![0u8; 32];
+    rand_core::OsRng.fill_bytes(&mut b);
+    b
+}
+
+fn random_token() -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes())
+}
+
+/// The client's address as API Gateway saw it; the admin function sets it from the request
+/// context, the local runner from the connection.
+#[derive(Debug, Clone, Copy)]
+pub struct SourceIp(pub IpAddr);
+
+fn source_ip(parts: &Parts) -> Option<IpAddr> {
+    parts.extensions.get::<SourceIp>().map(|s| s.0)
+}
+
+/// Hashes a password (argon2id, a random salt).
+pub fn hash_password(password: &str) -> Result<String, String> {
+    let salt = SaltString::generate(&mut rand_core::OsRng);
+    argon2::Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| e.to_string())
+}
+
+fn verify_password(password: &str, hash: &str) -> bool {
+    PasswordHash::new(hash).is_ok_and(|h| {
+        argon2::Argon2::default()
+            .verify_password(password.as_bytes(), &h)
+            .is_ok()
+    })
+}
+
+/// A hash no password matches, verified for unknown emails so that they take as long.
+const DECOY_HASH: &str =
+    "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$hQ1J6nZ9yJb2i1M1i2b4xv9Q4iY6uQe1QvXbJ0m2bGk";
+
+fn prefix(realm: Realm) -> &'static str {
+    match realm {
+        Realm::Admin => "/admin",
+        Realm::Portal => "/portal",
+    }
+}
+
+fn cookie_name(realm: Realm) -> &'static str {
+    match realm {
+        Realm::Admin => "cvg_admin",
+        Realm::Portal => "cvg_portal",
+    }
+}
+
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_owned())
+}
+
+fn set_cookie(state: &AppState, realm: Realm, name: &str, value: &str, max_age: i64) -> HeaderValue {
+    let secure = if state.web.secure_cookies { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{name}={value}; Path={}; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
+        prefix(realm)
+    ))
+    .unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// A signed-in user of the realm the path names.
+pub struct Viewer {
+    pub realm: Realm,
+    pub user: User,
+    pub session: Session,
+}
+
+impl Viewer {
+    fn csrf(&self, state: &AppState) -> String {
+        self.session.csrf(&state.web.session_secret)
+    }
+
+    fn actor(&self) -> Actor {
+        Actor {
+            kind: match self.realm {
+                Realm::Admin => ActorKind::Admin,
+                Realm::Portal => ActorKind::TenantUser,
+            },
+            id: self.user.email.clone(),
+        }
+    }
+
+    /// The tenant a portal user is limited to; `None` for operators.
+    fn own_tenant(&self) -> Option<&TenantId> {
+        match self.realm {
+            Realm::Admin => None,
+            Realm::Portal => self.user.tenant_id.as_ref(),
+        }
+    }
+
+    fn can_act(&self) -> bool {
+        self.user.role.can_act()
+    }
+}
+
+fn realm_of(path: &str) -> Realm {
+    if path.starts_with("/portal") {
+        Realm::Portal
+    } else {
+        Realm::Admin
+    }
+}
+
+impl FromRequestParts<AppState> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        let realm = realm_of(parts.uri.path());
+        let login = || Redirect::to(&format!("{}/login", prefix(realm))).into_response();
+        let Some(value) = cookie(&parts.headers, cookie_name(realm)) else {
+            return Err(login());
+        };
+        let Some(session) = Session::open(&value, &state.web.session_secret, time::now_ms() / 1000)
+            .filter(|s| s.realm == realm)
+        else {
+            return Err(login());
+        };
+        // The user is read again: a removed user's cookie stops working at once.
+        let user = match state.pipeline.store.get_user(realm, &session.email).await {
+            Ok(Some(u)) => u,
+            Ok(None) => return Err(login()),
+            Err(e) => return Err(page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())),
+        };
+        if realm == Realm::Portal && user.tenant_id.is_none() {
+            return Err(login());
+        }
+        Ok(Viewer {
+            realm,
+            user,
+            session,
+        })
+    }
+}
+
+/// Refuses `/admin` to addresses outside the allowlist (when one is configured).
+pub async fn admin_allowlist(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if let Some(allow) = &state.web.admin_allow {
+        let (parts, body) = req.into_parts();
+        let ok = source_ip(&parts).is_some_and(|ip| allow.contains(ip));
+        if !ok {
+            return page_error(StatusCode::FORBIDDEN, "Your address is not allowed here.");
+        }
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    next.run(req).await
+}
+
+fn page_error(status: StatusCode, message: &str) -> Response {
+    let body = html! {
+        (DOCTYPE)
+        html { head { title { "Converger" } style { (PreEscaped(CSS)) } }
+            body { main { h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) } p.error { (message) } } } }
+    };
+    (status, axum::response::Html(body.into_string())).into_response()
+}
+
+fn forged() -> Response {
+    page_error(
+        StatusCode::FORBIDDEN,
+        "This form is not valid any more (missing or wrong CSRF token). Reload the page and try again.",
+    )
+}
+
+fn check_csrf(state: &AppState, v: &Viewer, form: &HashMap<String, String>) -> Result<(), Response> {
+    match form.get("_csrf") {
+        Some(t) if v.session.csrf_ok(&state.web.session_secret, t) => Ok(()),
+        _ => Err(forged()),
+    }
+}
+
+fn forbidden() -> Response {
+    page_error(StatusCode::FORBIDDEN, "Your role does not allow this.")
+}
+
+const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2230}\
+header{background:#1d2230;color:#fff;padding:8px 16px;display:flex;gap:16px;align-items:center}\
+header a{color:#fff;text-decoration:none}header .who{margin-left:auto;opacity:.8}\
+main{padding:16px}table{border-collapse:collapse;width:100%}\
+th,td{border-bottom:1px solid #dde;padding:4px 6px;text-align:left;vertical-align:top}\
+th{background:#f3f4f8}.error{color:#a01818}.muted{color:#667}\
+form.inline{display:inline}fieldset{border:1px solid #dde;margin:0 0 12px}\
+pre{background:#f6f7fa;padding:6px;max-width:60em;overflow:auto;white-space:pre-wrap}\
+.badge{padding:1px 6px;border-radius:8px;background:#eef}.failed{background:#fde2e2}\
+.sent,.delivered,.read{background:#e0f5e6}.flash{background:#fff7d6;padding:6px 10px}";
+
+fn layout(state: &AppState, v: &Viewer, title: &str, content: Markup) -> Response {
+    let p = prefix(v.realm);
+    let body = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Converger" }
+                style { (PreEscaped(CSS)) }
+            }
+            body {
+                header {
+                    strong { "Converger " (if v.realm == Realm::Admin { "admin" } else { "portal" }) }
+                    @if v.realm == Realm::Admin { a href="/admin" { "Dashboard" } }
+                    a href={ (p) "/deliveries" } { "Deliveries" }
+                    a href={ (p) "/channels" } { "Channels" }
+                    @if v.realm == Realm::Admin { a href="/admin/tenants" { "Tenants" } }
+                    a href={ (p) "/audit" } { "Audit log" }
+                    span.who { (v.user.email) " (" (v.user.role) ")" }
+                    form.inline method="post" action={ (p) "/logout" } {
+                        input type="hidden" name="_csrf" value=(v.csrf(state));
+                        button type="submit" { "Sign out" }
+                    }
+                }
+                main { h1 { (title) } (content) }
+            }
+        }
+    };
+    axum::response::Html(body.into_string()).into_response()
+}
+
+// ------------------------------------------------------------------ sign-in
+
+#[derive(Deserialize)]
+struct LoginForm {
+    email: String,
+    password: String,
+    #[serde(default)]
+    _csrf: String,
+}
+
+fn login_page(state: &AppState, realm: Realm, pre: &str, error: Option<&str>) -> Response {
+    let token = Session {
+        realm,
+        email: String::new(),
+        expires: 0,
+        nonce: pre.to_owned(),
+    }
+    .csrf(&state.web.session_secret);
+    let body = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head { meta charset="utf-8"; title { "Sign in · Converger" } style { (PreEscaped(CSS)) } }
+            body { main {
+                h1 { "Sign in to Converger " (if realm == Realm::Admin { "admin" } else { "portal" }) }
+                @if let Some(e) = error { p.error id="login-error" { (e) } }
+                form method="post" action={ (prefix(realm)) "/login" } {
+                    input type="hidden" name="_csrf" value=(token);
+                    p { label { "Email " input type="email" name="email" required autofocus; } }
+                    p { label { "Password " input type="password" name="password" required; } }
+                    button type="submit" { "Sign in" }
+                }
+            } }
+        }
+    };
+    let mut resp = axum::response::Html(body.into_string()).into_response();
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(state, realm, "cvg_pre", pre, 3600),
+    );
+    resp
+}
+
+async fn login_form(State(state): State<AppState>, req: Request) -> Response {
+    let realm = realm_of(req.uri().path());
+    login_page(&state, realm, &random_token(), None)
+}
+
+async fn login(State(state): State<AppState>, req: Request) -> Response {
+    let realm = realm_of(req.uri().path());
+    let pre = cookie(req.headers(), "cvg_pre").unwrap_or_default();
+    let Ok(Form(f)) = Form::<LoginForm>::from_request(req, &state).await else {
+        return login_page(&state, realm, &random_token(), Some("Enter your email and password."));
+    };
+    // Login CSRF: the form's token must match this browser's pre-session cookie.
+    let pre_session = Session {
+        realm,
+        email: String::new(),
+        expires: 0,
+        nonce: pre.clone(),
+    };
+    if pre.is_empty() || !pre_session.csrf_ok(&state.web.session_secret, &f._csrf) {
+        return forged();
+    }
+    let email = f.email.trim().to_ascii_lowercase();
+    let user = match state.pipeline.store.get_user(realm, &email).await {
+        Ok(u) => u,
+        Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    };
+    let ok = match &user {
+        Some(u) => verify_password(&f.password, &u.password_hash),
+        None => {
+            let _ = verify_password(&f.password, DECOY_HASH);
+            false
+        }
+    };
+    let Some(user) = user.filter(|_| ok) else {
+        tracing::info!(realm = realm.as_str(), "sign-in refused");
+        return login_page(&state, realm, &random_token(), Some("Wrong email or password."));
+    };
+    let session = Session {
+        realm,
+        email: user.email.clone(),
+        expires: time::now_ms() / 1000 + SESSION_SECONDS,
+        nonce: random_token(),
+    };
+    let home = match realm {
+        Realm::Admin => "/admin".to_owned(),
+        Realm::Portal => "/portal/deliveries".to_owned(),
+    };
+    let mut resp = Redirect::to(&home).into_response();
+    let sealed = session.seal(&state.web.session_secret);
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(&state, realm, cookie_name(realm), &sealed, SESSION_SECONDS),
+    );
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(&state, realm, "cvg_pre", "", 0),
+    );
+    resp
+}
+
+async fn logout(
+    State(state): State<AppState>,
+    v: Viewer,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = check_csrf(&state, &v, &form) {
+        return r;
+    }
+    let mut resp = Redirect::to(&format!("{}/login", prefix(v.realm))).into_response();
+    resp.headers_mut().append(
+        header::SET_COOKIE,
+        set_cookie(&state, v.realm, cookie_name(v.realm), "", 0),
+    );
+    resp
+}
+
+
+// ------------------------------------------------------------------ deliveries
+
+/// The deliveries page's filters, kept in the URL.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Filters {
+    #[serde(default)]
+    tenant: Option<String>,
+    #[serde(default)]
+    channel: Option<String>,
+    /// Default `failed`; `any` for every status.
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    from: Option<String>,
+    #[serde(default)]
+    to: Option<String>,
+    #[serde(default)]
+    q: Option<String>,
+    /// `newest` (default) or `oldest`.
+    #[serde(default)]
+    sort: Option<String>,
+    /// The sort key to continue after (Load more).
+    #[serde(default)]
+    after: Option<String>,
+}
+
+fn nonempty(o: &Option<String>) -> Option<&str> {
+    o.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+impl Filters {
+    fn status(&self) -> Result<Option<DeliveryStatus>, String> {
+        match nonempty(&self.status) {
+            None => Ok(Some(DeliveryStatus::Failed)),
+            Some("any") => Ok(None),
+            Some(s) => s.parse().map(Some).map_err(|e: converger_core::status::UnknownStatus| e.to_string()),
+        }
+    }
+
+    fn newest_first(&self) -> bool {
+        nonempty(&self.sort) != Some("oldest")
+    }
+
+    /// The query string of these filters (without `after` unless asked).
+    fn query(&self, with_after: Option<&str>) -> String {
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        for (k, v) in [
+            ("tenant", &self.tenant),
+            ("channel", &self.channel),
+            ("status", &self.status),
+            ("from", &self.from),
+            ("to", &self.to),
+            ("q", &self.q),
+            ("sort", &self.sort),
+        ] {
+            if let Some(v) = nonempty(v) {
+                pairs.push((k, v));
+            }
+        }
+        if let Some(a) = with_after {
+            pairs.push(("after", a));
+        }
+        pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", urlencode(v)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+
+    /// The store queries these filters select, one per tenant in scope.
+    async fn queries(
+        &self,
+        state: &AppState,
+        v: &Viewer,
+        limit: usize,
+    ) -> Result<Vec<DeliveryQuery>, String> {
+        let tenants: Vec<TenantId> = match v.own_tenant() {
+            // The portal: the user's tenant, whatever the URL says.
+            Some(t) => vec![t.clone()],
+            None => match nonempty(&self.tenant) {
+                Some(t) => vec![TenantId::parse(t).map_err(|e| e.to_string())?],
+                None => state
+                    .pipeline
+                    .store
+                    .list_tenants()
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .map(|t| t.id)
+                    .collect(),
+            },
+        };
+        let channel = nonempty(&self.channel)
+            .map(ChannelId::parse)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let (activity, error_contains) = match nonempty(&self.q) {
+            Some(q) => match ActivityId::parse(q) {
+                Ok(a) => (Some(a), None),
+                Err(_) => (None, Some(q.to_owned())),
+            },
+            None => (None, None),
+        };
+        let mut from_key = nonempty(&self.from).map(day_start).transpose()?;
+        let mut to_key = nonempty(&self.to).map(day_end).transpose()?;
+        // Load more: the bound moves past the last row shown (keys are unique).
+        if let Some(after) = nonempty(&self.after) {
+            if self.newest_first() {
+                to_key = Some(to_key.map_or(after.to_owned(), |t| t.min(after.to_owned())));
+            } else {
+                from_key = Some(from_key.map_or(after.to_owned(), |f| f.max(after.to_owned())));
+            }
+        }
+        let status = self.status()?;
+        Ok(tenants
+            .into_iter()
+            .map(|tenant| DeliveryQuery {
+                tenant,
+                status,
+                channel: channel.clone(),
+                from_key: from_key.clone(),
+                to_key: to_key.clone(),
+                error_contains: error_contains.clone(),
+                activity: activity.clone(),
+                newest_first: self.newest_first(),
+                limit,
+                after: None,
+            })
+            .collect())
+    }
+
+    /// One page (at most `limit` rows) over every tenant in scope, and whether more follow.
+    async fn page(
+        &self,
+        state: &AppState,
+        v: &Viewer,
+        limit: usize,
+    ) -> Result<(Vec<Delivery>, bool), String> {
+        let queries = self.queries(state, v, limit + 1).await?;
+        let after = nonempty(&self.after).map(str::to_owned);
+        let newest = self.newest_first();
+        let pages = futures::future::join_all(
+            queries
+                .iter()
+                .map(|q| state.pipeline.store.list_deliveries(q)),
+        )
+        .await;
+        let mut rows = Vec::new();
+        let mut more = false;
+        for p in pages {
+            let p = p.map_err(|e| e.to_string())?;
+            more |= p.next.is_some();
+            rows.extend(p.items.into_iter().filter(|d| match &after {
+                Some(a) if newest => d.sort_key() < *a,
+                Some(a) => d.sort_key() > *a,
+                None => true,
+            }));
+        }
+        rows.sort_by_key(Delivery::sort_key);
+        if newest {
+            rows.reverse();
+        }
+        more |= rows.len() > limit;
+        rows.truncate(limit);
+        Ok((rows, more))
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn channel_names(state: &AppState, rows: &[Delivery]) -> HashMap<ChannelId, String> {
+    let mut names = HashMap::new();
+    for d in rows {
+        if !names.contains_key(&d.channel_id) {
+            let name = match state.pipeline.channel(&d.channel_id).await {
+                Ok(Some(c)) => c.name.clone(),
+                _ => d.channel_id.to_string(),
+            };
+            names.insert(d.channel_id.clone(), name);
+        }
+    }
+    names
+}
+
+const PAGE_ROWS: usize = 50;
+
+async fn deliveries(State(state): State<AppState>, v: Viewer, Query(f): Query<Filters>) -> Response {
+    let p = prefix(v.realm);
+    let (rows, more) = match f.page(&state, &v, PAGE_ROWS).await {
+        Ok(x) => x,
+        Err(e) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &format!("Invalid filter: {e}")),
+    };
+    let names = channel_names(&state, &rows).await;
+    let activities = futures::future::join_all(
+        rows.iter()
+            .map(|d| state.pipeline.store.get_activity(&d.activity_id)),
+    )
+    .await;
+    let tenants = match v.realm {
+        Realm::Admin => state.pipeline.store.list_tenants().await.unwrap_or_default(),
+        Realm::Portal => Vec::new(),
+    };
+    let status_value = nonempty(&f.status).unwrap_or("failed").to_owned();
+    let csrf = v.csrf(&state);
+    let back = f.query(None);
+    let content = html! {
+        form id="filters" method="get" action={ (p) "/deliveries" } {
+            fieldset {
+                @if v.realm == Realm::Admin {
+                    label { "Tenant " select name="tenant" {
+                        option value="" { "All tenants" }
+                        @for t in &tenants {
+                            option value=(t.id) selected[nonempty(&f.tenant) == Some(t.id.as_str())] { (t.name) }
+                        }
+                    } } " "
+                }
+                label { "Channel id " input name="channel" value=(nonempty(&f.channel).unwrap_or("")) size="36"; } " "
+                label { "Status " select name="status" {
+                    @for s in ["failed", "pending", "paused", "sent", "delivered", "read", "any"] {
+                        option value=(s) selected[status_value == s] { (s) }
+                    }
+                } } " "
+                label { "From (UTC) " input type="date" name="from" value=(nonempty(&f.from).unwrap_or("")); } " "
+                label { "To " input type="date" name="to" value=(nonempty(&f.to).unwrap_or("")); } " "
+                label { "Search " input name="q" placeholder="activity id or error text" value=(nonempty(&f.q).unwrap_or("")); } " "
+                label { "Sort " select name="sort" {
+                    option value="newest" selected[f.newest_first()] { "newest first" }
+                    option value="oldest" selected[!f.newest_first()] { "oldest first" }
+                } } " "
+                button type="submit" { "Apply" }
+            }
+        }
+        p {
+            a id="export" href={ (p) "/deliveries/export?" (f.query(None)) } { "Export CSV" }
+            @if v.can_act() && status_value == "failed" {
+                " "
+                form.inline method="post" action={ (p) "/deliveries/retry-all" } {
+                    input type="hidden" name="_csrf" value=(csrf);
+                    input type="hidden" name="back" value=(back);
+                    @for (k, val) in [("tenant", &f.tenant), ("channel", &f.channel), ("from", &f.from), ("to", &f.to), ("q", &f.q)] {
+                        @if let Some(val) = nonempty(val) { input type="hidden" name=(k) value=(val); }
+                    }
+                    button id="retry-all" type="submit" { "Retry all failed" }
+                }
+            }
+        }
+        table id="deliveries" {
+            thead { tr {
+                @if v.realm == Realm::Admin { th { "Tenant" } }
+                th { "Channel" } th { "Activity" } th { "Status" } th { "Attempts" }
+                th { "Retries" } th { "Last error" } th { "Changed" } th { "" }
+            } }
+            tbody {
+                @for (d, a) in rows.iter().zip(&activities) {
+                    tr.delivery data-id=(d.id) data-status=(d.status) {
+                        @if v.realm == Realm::Admin { td { (d.tenant_id) } }
+                        td { (names.get(&d.channel_id).cloned().unwrap_or_default()) }
+                        td { code { (d.activity_id) } }
+                        td { span class={ "badge " (d.status) } { (d.status) } }
+                        td { (d.attempts) }
+                        td { (d.retry_count)
+                            @if let Some(by) = &d.retried_by { br; span.muted { "by " (by) } }
+                            @if let Some(at) = &d.retried_at { br; span.muted { (at) } } }
+                        td.error { (d.last_error.clone().unwrap_or_default()) }
+                        td { span.muted { (d.updated_at) } }
+                        td {
+                            @if v.can_act() && d.status == DeliveryStatus::Failed {
+                                form.inline method="post" action={ (p) "/deliveries/" (d.id) "/retry" } {
+                                    input type="hidden" name="_csrf" value=(csrf);
+                                    input type="hidden" name="back" value=(back);
+                                    button.retry type="submit" { "Retry" }
+                                }
+                            }
+                            details {
+                                summary { "Details" }
+                                h4 { "Attempts" }
+                                table { @for e in d.attempt_log.iter().rev() {
+                                    tr { td { "#" (e.attempt) } td { (e.started_at) } td { (e.duration_ms) " ms" }
+                                         td { (e.status_code.map(|s| s.to_string()).unwrap_or_default()) }
+                                         td { (e.error.clone().unwrap_or_default()) } td { (e.trigger) } }
+                                } }
+                                h4 { "Payload preview" }
+                                pre.payload { (match a {
+                                    Ok(Some(a)) => serde_json::to_string_pretty(&redact(&a.payload)).unwrap_or_default(),
+                                    _ => "(activity not found)".to_owned(),
+                                }) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        @if rows.is_empty() { p.muted id="empty" { "No deliveries match." } }
+        @if more {
+            @if let Some(last) = rows.last() {
+                p { a id="load-more" href={ (p) "/deliveries?" (f.query(Some(&last.sort_key()))) } { "Load more" } }
+            }
+        }
+    };
+    layout(&state, &v, "Deliveries", content)
+}
+
+async fn retry_one(
+    State(state): State<AppState>,
+    v: Viewer,
+    Path(id): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = check_csrf(&state, &v, &form) {
+        return r;
+    }
+    if !v.can_act() {
+        return forbidden();
+    }
+    let Ok(id) = DeliveryId::parse(&id) else {
+        return page_error(StatusCode::NOT_FOUND, "No such delivery.");
+    };
+    let tenant = match v.own_tenant() {
+        Some(t) => t.clone(),
+        None => match state.pipeline.store.get_delivery(&id).await {
+            Ok(Some(d)) => d.tenant_id,
+            _ => return page_error(StatusCode::NOT_FOUND, "No such delivery."),
+        },
+    };
+    match state.pipeline.replay_one(&tenant, &id, &v.actor()).await {
+        Ok(_) => {}
+        Err(converger_pipeline::replay::ReplayError::NotFound) => {
+            return page_error(StatusCode::NOT_FOUND, "No such delivery.");
+        }
+        Err(e) => return page_error(StatusCode::CONFLICT, &e.to_string()),
+    }
+    let back = form.get("back").cloned().unwrap_or_default();
+    Redirect::to(&format!("{}/deliveries?{back}", prefix(v.realm))).into_response()
+}
+
+async fn retry_all(
+    State(state): State<AppState>,
+    v: Viewer,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = check_csrf(&state, &v, &form) {
+        return r;
+    }
+    if !v.can_act() {
+        return forbidden();
+    }
+    let f = Filters {
+        tenant: form.get("tenant").cloned(),
+        channel: form.get("channel").cloned(),
+        status: Some("failed".into()),
+        from: form.get("from").cloned(),
+        to: form.get("to").cloned(),
+        q: form.get("q").cloned(),
+        sort: Some("oldest".into()),
+        after: None,
+    };
+    let queries = match f.queries(&state, &v, 500).await {
+        Ok(q) => q,
+        Err(e) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &e),
+    };
+    let mut retried = 0;
+    for q in queries {
+        match state.pipeline.replay_matching(q, &v.actor()).await {
+            Ok(r) => retried += r.retried,
+            Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        }
+    }
+    tracing::info!(retried, actor = %v.actor(), "retry all failed");
+    let back = form.get("back").cloned().unwrap_or_default();
+    Redirect::to(&format!("{}/deliveries?{back}", prefix(v.realm))).into_response()
+}
+
+fn csv_line(cells: &[String]) -> String {
+    let mut line = cells
+        .iter()
+        .map(|c| {
+            let c = csv_safe(c);
+            if c.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", c.replace('"', "\"\""))
+            } else {
+                c
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    line.push_str("\r\n");
+    line
+}
+
+/// The CSV export: the rows the filters select (newest first by default), at most
+/// `export_limit`, streamed page by page; no payloads.
+async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filters>) -> Response {
+    if let Err(e) = f.queries(&state, &v, 1).await {
+        return page_error(StatusCode::UNPROCESSABLE_ENTITY, &format!("Invalid filter: {e}"));
+    }
+    let limit = state.web.export_limit;
+    let header_line = csv_line(&EXPORT_COLUMNS.map(str::to_owned));
+    let stream = futures::stream::unfold(
+        (Some(f), 0usize, false),
+        move |(f, sent, done)| {
+            let state = state.clone();
+            let v_realm = v.realm;
+            let user = v.user.clone();
+            let session = v.session.clone();
+            async move {
+                let f = f?;
+                if done || sent >= limit {
+                    return None;
+                }
+                let v = Viewer {
+                    realm: v_realm,
+                    user,
+                    session,
+                };
+                let (rows, more) = match f.page(&state, &v, 500.min(limit - sent)).await {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "export stopped");
+                        return None;
+                    }
+                };
+                let names = channel_names(&state, &rows).await;
+                let mut chunk = String::new();
+                for d in &rows {
+                    chunk.push_str(&csv_line(&[
+                        d.id.to_string(),
+                        d.tenant_id.to_string(),
+                        d.channel_id.to_string(),
+                        names.get(&d.channel_id).cloned().unwrap_or_default(),
+                        d.activity_id.to_string(),
+                        d.status.to_string(),
+                        d.attempts.to_string(),
+                        d.last_error.clone().unwrap_or_default(),
+                        d.retry_count.to_string(),
+                        d.retried_by.clone().unwrap_or_default(),
+                        d.retried_at.clone().unwrap_or_default(),
+                        d.created_at.clone(),
+                        d.updated_at.clone(),
+                    ]));
+                }
+                let next = rows.last().map(Delivery::sort_key);
+                let n = rows.len();
+                let next_f = next.map(|after| Filters {
+                    after: Some(after),
+                    ..f
+                });
+                Some((
+                    Ok::<_, std::io::Error>(chunk),
+                    (next_f, sent + n, !more || n == 0),
+                ))
+            }
+        },
+    );
+    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(header_line) })
+        .chain(stream);
+    use futures::StreamExt;
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/csv; charset=utf-8")
+        .header(
+            header::CONTENT_DISPOSITION,
+            "attachment; filename=\"deliveries.csv\"",
+        )
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| page_error(StatusCode::INTERNAL_SERVER_ERROR, "export failed"))
+}
+
+// ------------------------------------------------------------------ channels
+
+async fn scoped_channels(state: &AppState, v: &Viewer, tenant: Option<&str>) -> Result<Vec<Channel>, String> {
+    let tenants: Vec<TenantId> = match v.own_tenant() {
+        Some(t) => vec![t.clone()],
+        None => match tenant.filter(|t| !t.is_empty()) {
+            Some(t) => vec![TenantId::parse(t).map_err(|e| e.to_string())?],
+            None => state
+                .pipeline
+                .store
+                .list_tenants()
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|t| t.id)
+                .collect(),
+        },
+    };
+    let mut out = Vec::new();
+    for t in tenants {
+        out.extend(
+            state
+                .pipeline
+                .store
+                .list_channels(&t)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(out)
+}
+
+fn state_label(state: &str) -> &'static str {
+    match state {
+        "breaker_open" => "Breaker open",
+        "probing" => "Probing",
+        "paused" => "Paused",
+        _ => "Flowing",
+    }
+}
+
+async fn delivery_label(state: &AppState, c: &Channel) -> String {
+    match state.pipeline.delivery_state(c, None).await {
+        Ok(s) => state_label(s.state).to_owned(),
+        Err(_) => "unknown".to_owned(),
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct TenantQuery {
+    #[serde(default)]
+    tenant: Option<String>,
+}
+
+async fn channels(State(state): State<AppState>, v: Viewer, Query(q): Query<TenantQuery>) -> Response {
+    let p = prefix(v.realm);
+    let list = match scoped_channels(&state, &v, q.tenant.as_deref()).await {
+        Ok(l) => l,
+        Err(e) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &e),
+    };
+    let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
+    let health = futures::future::join_all(list.iter().map(|c| state.pipeline.channel_health(c, 1))).await;
+    let csrf = v.csrf(&state);
+    let content = html! {
+        table id="channels" {
+            thead { tr { th { "Name" } th { "Type" } @if v.realm == Realm::Admin { th { "Tenant" } } th { "Active" } th { "Health" } th { "Delivery" } th { "" } } }
+            tbody { @for ((c, label), h) in list.iter().zip(&labels).zip(&health) {
+                tr.channel data-id=(c.id) {
+                    td { (c.name) br; code.muted { (c.id) } }
+                    td { (c.kind) }
+                    @if v.realm == Realm::Admin { td { (c.tenant_id) } }
+                    td { (if c.active { "yes" } else { "no" }) }
+                    td { (h.as_ref().ok().and_then(|h| h.get("status")).and_then(Value::as_str).unwrap_or("unknown")) }
+                    td.delivery-state data-channel=(c.id) { (label) }
+                    td { @if v.can_act() {
+                        @let paused = label == "Paused";
+                        form.inline method="post" action={ (p) "/channels/" (c.id) (if paused { "/resume" } else { "/pause" }) } {
+                            input type="hidden" name="_csrf" value=(csrf);
+                            button.toggle type="submit" { (if paused { "Resume deliveries" } else { "Pause deliveries" }) }
+                        }
+                    } }
+                }
+            } }
+        }
+        @if list.is_empty() { p.muted { "No channels." } }
+        script { (PreEscaped(format!(
+            "setInterval(async()=>{{try{{const r=await fetch('{p}/channels/states{}');if(!r.ok)return;const s=await r.json();\
+             for(const td of document.querySelectorAll('td.delivery-state')){{const v=s[td.dataset.channel];if(v)td.textContent=v;}}}}catch(e){{}}}},2000);",
+            q.tenant.as_deref().filter(|t| !t.is_empty()).map(|t| format!("?tenant={}", urlencode(t))).unwrap_or_default()
+        ))) }
+    };
+    layout(&state, &v, "Channels", content)
+}
+
+/// The Delivery column's values, polled by the channels page.
+async fn channel_states(State(state): State<AppState>, v: Viewer, Query(q): Query<TenantQuery>) -> Response {
+    let list = match scoped_channels(&state, &v, q.tenant.as_deref()).await {
+        Ok(l) => l,
+        Err(e) => return (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(json!({"error": e}))).into_response(),
+    };
+    let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
+    let map: serde_json::Map<String, Value> = list
+        .iter()
+        .zip(labels)
+        .map(|(c, l)| (c.id.to_string(), Value::String(l)))
+        .collect();
+    axum::Json(Value::Object(map)).into_response()
+}
+
+async fn pause_or_resume(
+    State(state): State<AppState>,
+    v: Viewer,
+    Path((id, action)): Path<(String, String)>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = check_csrf(&state, &v, &form) {
+        return r;
+    }
+    if !v.can_act() {
+        return forbidden();
+    }
+    let channel = match ChannelId::parse(&id) {
+        Ok(id) => state.pipeline.store.get_channel(&id).await.ok().flatten(),
+        Err(_) => None,
+    };
+    let Some(channel) = channel.filter(|c| v.own_tenant().is_none_or(|t| &c.tenant_id == t)) else {
+        return page_error(StatusCode::NOT_FOUND, "No such channel.");
+    };
+    let r = match action.as_str() {
+        "pause" => state.pipeline.pause(&channel, &v.actor()).await,
+        "resume" => state.pipeline.resume(&channel, &v.actor()).await,
+        _ => return page_error(StatusCode::NOT_FOUND, "No such action."),
+    };
+    if let Err(e) = r {
+        return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+    }
+    Redirect::to(&format!("{}/channels", prefix(v.realm))).into_response()
+}
+
+// ------------------------------------------------------------------ dashboard
+
+/// Counts one status's deliveries of one tenant, up to `cap`.
+async fn count(state: &AppState, tenant: &TenantId, status: DeliveryStatus, cap: usize) -> usize {
+    let mut n = 0;
+    let mut after = None;
+    loop {
+        let q = DeliveryQuery {
+            tenant: tenant.clone(),
+            status: Some(status),
+            channel: None,
+            from_key: None,
+            to_key: None,
+            error_contains: None,
+            activity: None,
+            newest_first: true,
+            limit: 1000,
+            after,
+        };
+        match state.pipeline.store.list_deliveries(&q).await {
+            Ok(p) => {
+                n += p.items.len();
+                after = p.next;
+            }
+            Err(_) => return n,
+        }
+        if after.is_none() || n >= cap {
+            return n;
+        }
+    }
+}
+
+const COUNT_CAP: usize = 10_000;
+
+async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
+    if v.realm != Realm::Admin {
+        return Redirect::to("/portal/deliveries").into_response();
+    }
+    let tenants = state.pipeline.store.list_tenants().await.unwrap_or_default();
+    let mut by_status: Vec<(DeliveryStatus, usize)> = Vec::new();
+    for st in DeliveryStatus::ALL {
+        let counts = futures::future::join_all(tenants.iter().map(|t| count(&state, &t.id, st, COUNT_CAP))).await;
+        by_status.push((st, counts.into_iter().sum()));
+    }
+    let depths = state.pipeline.queue.depths().await.unwrap_or_default();
+    let mut channels = Vec::new();
+    for t in &tenants {
+        channels.extend(state.pipeline.store.list_channels(&t.id).await.unwrap_or_default());
+    }
+    let labels = futures::future::join_all(channels.iter().map(|c| delivery_label(&state, c))).await;
+    let health = futures::future::join_all(channels.iter().map(|c| state.pipeline.channel_health(c, 1))).await;
+    let mut by_health: std::collections::BTreeMap<String, usize> = Default::default();
+    for h in &health {
+        let s = h.as_ref().ok().and_then(|h| h.get("status")).and_then(Value::as_str).unwrap_or("unknown");
+        *by_health.entry(s.to_owned()).or_default() += 1;
+    }
+    let open: Vec<(&Channel, &String)> = channels
+        .iter()
+        .zip(&labels)
+        .filter(|(_, l)| l.as_str() != "Flowing")
+        .collect();
+    let failed = by_status
+        .iter()
+        .find(|(s, _)| *s == DeliveryStatus::Failed)
+        .map_or(0, |(_, n)| *n);
+    let content = html! {
+        p { "Failed deliveries: " strong id="failed-count" { (failed) } " · "
+            a href="/admin/deliveries?status=failed" { "see them" } }
+        h2 { "Deliveries by status" }
+        table id="by-status" { tr { @for (s, _) in &by_status { th { (s) } } }
+                          tr { @for (_, n) in &by_status { td { (n) @if *n >= COUNT_CAP { "+" } } } } }
+        h2 { "Queues" }
+        table id="queues" { tr { th { "Queue" } th { "Visible" } th { "Delayed" } th { "In flight" } }
+            @for d in &depths { tr { td { (d.queue) } td { (d.visible) } td { (d.delayed) } td { (d.in_flight) } } } }
+        h2 { "Channels not flowing" }
+        @if open.is_empty() { p.muted { "Every channel is flowing." } }
+        ul id="not-flowing" { @for (c, l) in &open { li { (c.name) " (" (c.tenant_id) "): " (l) } } }
+        h2 { "Channels by health" }
+        table id="by-health" { @for (s, n) in &by_health { tr { th { (s) } td { (n) } } } }
+    };
+    layout(&state, &v, "Dashboard", content)
+}
+
+// ------------------------------------------------------------------ tenants
+
+async fn tenants(State(state): State<AppState>, v: Viewer) -> Response {
+    tenants_page(&state, &v, None).await
+}
+
+async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Response {
+    if v.realm != Realm::Admin {
+        return forbidden();
+    }
+    let list = state.pipeline.store.list_tenants().await.unwrap_or_default();
+    let manage = v.user.role.can_manage_tenants(v.realm);
+    let csrf = v.csrf(state);
+    let content = html! {
+        @if let Some(f) = flash { p.flash id="flash" { (f) } }
+        @if manage {
+            form id="new-tenant" method="post" action="/admin/tenants" {
+                input type="hidden" name="_csrf" value=(csrf);
+                fieldset { legend { "New tenant" }
+                    label { "Name " input name="name" required; } " "
+                    label { "Tier " select name="tier" { @for t in Tier::ALL { option value=(t.as_str()) selected[t == Tier::Default] { (t.as_str()) } } } } " "
+                    button type="submit" { "Create" }
+                }
+            }
+        }
+        table id="tenants" {
+            thead { tr { th { "Name" } th { "Id" } th { "Tier" } th { "Alert webhook" } th { "" } } }
+            tbody { @for t in &list { tr.tenant data-id=(t.id) {
+                td { (t.name) } td { code { (t.id) } }
+                td { @if manage {
+                    form.inline method="post" action={ "/admin/tenants/" (t.id) } {
+                        input type="hidden" name="_csrf" value=(csrf);
+                        select name="tier" { @for tier in Tier::ALL { option value=(tier.as_str()) selected[tier == t.tier] { (tier.as_str()) } } }
+                        button type="submit" { "Set tier" }
+                    }
+                } @else { (t.tier.as_str()) } }
+                td { @if manage {
+                    form.inline method="post" action={ "/admin/tenants/" (t.id) } {
+                        input type="hidden" name="_csrf" value=(csrf);
+                        input name="alert_webhook_url" value=(t.alert_webhook_url.clone().unwrap_or_default()) placeholder="https://..." size="30";
+                        button type="submit" { "Save" }
+                    }
+                } @else { (t.alert_webhook_url.clone().unwrap_or_default()) } }
+                td { @if manage {
+                    form.inline method="post" action={ "/admin/tenants/" (t.id) "/rotate-key" } {
+                        input type="hidden" name="_csrf" value=(csrf);
+                        button type="submit" { "Rotate API key" }
+                    }
+                } }
+            } } }
+        }
+    };
+    layout(state, v, "Tenants", content)
+}
+
+async fn create_tenant(State(state): State<AppState>, v: Viewer, Form(form): Form<HashMap<String, String>>) -> Response {
+    if let Err(r) = check_csrf(&state, &v, &form) {
+        return r;
+    }
+    if !v.user.role.can_manage_tenants(v.realm) {
+        return forbidden();
+    }
+    let name = form.get("name").map(|s| s.trim().to_owned()).unwrap_or_default();
+    if name.is_empty() || name.len() > 200 {
+        return tenants_page(&state, &v, Some(html! { "A tenant needs a name of 1 to 200 characters." })).await;
+    }
+    let tier: Tier = form.get("tier").and_then(|t| t.parse().ok()).unwrap_or_default();
+    let key = converger_core::secret::new_api_key();
+    let tenant = Tenant {
+        id: TenantId::generate(),
+        name,
+        tier,
+        created_at: time::now_rfc3339(),
+        alert_webhook_url: None,
+        alert_channel_id: None,
+    };
+    if let Err(e) = state
+        .pipeline
+        .store
+        .create_tenant(&tenant, &converger_core::secret::hash_api_key(&key))
+        .await
+    {
+        return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+    }
+    tenants_page(&state, &v, Some(html! {
+        "Tenant " strong { (tenant.name) } " created. Its API key (shown only now): " code id="api-key" { (key) }
+    }))
+    .await
+}
+
+async fn update_tenant(
+    State(state): State<AppState>,
+    v: Viewer,
+    Path(id): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = check_csrf(&state, &v, &form) {
+        return r;
+    }
+    if !v.user.role.can_manage_tenants(v.realm) {
+        return forbidden();
+    }
+    let Ok(id) = TenantId::parse(&id) else {
+        return page_error(StatusCode::NOT_FOUND, "No such tenant.");
+    };
+    let Ok(Some(mut t)) = state.pipeline.store.get_tenant(&id).await else {
+        return page_error(StatusCode::NOT_FOUND, "No such tenant.");
+    };
+    if let Some(tier) = form.get("tier") {
+        let Ok(tier) = tier.parse::<Tier>() else {
+            return page_error(StatusCode::UNPROCESSABLE_ENTITY, "Unknown tier.");
+        };
+        match state.pipeline.store.set_tenant_tier(&id, tier).await {
+            Ok(Some(nt)) => t = nt,
+            Ok(None) => return page_error(StatusCode::NOT_FOUND, "No such tenant."),
+            Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        }
+    }
+    if let Some(url) = form.get("alert_webhook_url") {
+        let url = url.trim();
+        if let Err(e) = state
+            .pipeline
+            .set_alert_webhook(&t, (!url.is_empty()).then_some(url))
+            .await
+        {
+            return tenants_page(&state, &v, Some(html! { "Alert webhook not saved: " (e.to_string()) })).await;
+        }
+    }
+    Redirect::to("/admin/tenants").into_response()
+}
+
+async fn rotate_key(
+    State(state): State<AppState>,
+    v: Viewer,
+    Path(id): Path<String>,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
+    if let Err(r) = check_csrf(&state, &v, &form) {
+        return r;
+    }
+    if !v.user.role.can_manage_tenants(v.realm) {
+        return forbidden();
+    }
+    let Ok(id) = TenantId::parse(&id) else {
+        return page_error(StatusCode::NOT_FOUND, "No such tenant.");
+    };
+    let key = converger_core::secret::new_api_key();
+    match state
+        .pipeline
+        .store
+        .rotate_api_key(&id, &converger_core::secret::hash_api_key(&key))
+        .await
+    {
+        Ok(true) => {
+            tracing::info!(tenant_id = %id, actor = %v.actor(), "API key rotated");
+            tenants_page(&state, &v, Some(html! {
+                "New API key for " code { (id) } " (shown only now; the old one stops working): " code id="api-key" { (key) }
+            }))
+            .await
+        }
+        Ok(false) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
+        Err(e) => page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}
+
+// ------------------------------------------------------------------ audit log
+
+async fn audit(State(state): State<AppState>, v: Viewer, Query(q): Query<TenantQuery>) -> Response {
+    let tenants = match v.realm {
+        Realm::Admin => state.pipeline.store.list_tenants().await.unwrap_or_default(),
+        Realm::Portal => Vec::new(),
+    };
+    let tenant: Option<TenantId> = match v.own_tenant() {
+        Some(t) => Some(t.clone()),
+        None => q
+            .tenant
+            .as_deref()
+            .and_then(|t| TenantId::parse(t).ok())
+            .or_else(|| tenants.first().map(|t| t.id.clone())),
+    };
+    let entries = match &tenant {
+        Some(t) => state
+            .pipeline
+            .store
+            .list_audit(t, 200, None)
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let content = html! {
+        @if v.realm == Realm::Admin {
+            form method="get" action="/admin/audit" {
+                label { "Tenant " select name="tenant" {
+                    @for t in &tenants { option value=(t.id) selected[tenant.as_ref() == Some(&t.id)] { (t.name) } }
+                } } " " button type="submit" { "Show" }
+            }
+        }
+        table id="audit" {
+            thead { tr { th { "When" } th { "Actor" } th { "Action" } th { "Resource" } th { "Changes" } } }
+            tbody { @for e in &entries { tr {
+                td { (e.at) } td { (e.actor.to_string()) } td { (e.action) }
+                td { (e.resource_type) " " code { (e.resource_id) } }
+                td { code { (e.changes.to_string()) } }
+            } } }
+        }
+        @if entries.is_empty() { p.muted { "No entries." } }
+    };
+    layout(&state, &v, "Audit log", content)
+}
+
+// ------------------------------------------------------------------ router
+
+/// The pages of both realms.
+pub fn router(state: AppState) -> Router {
+    let realm_routes = |p: &str| {
+        Router::new()
+            .route(&format!("{p}/login"), get(login_form).post(login))
+            .route(&format!("{p}/logout"), post(logout))
+            .route(&format!("{p}/deliveries"), get(deliveries))
+            .route(&format!("{p}/deliveries/export"), get(export))
+            .route(&format!("{p}/deliveries/retry-all"), post(retry_all))
+            .route(&format!("{p}/deliveries/{{id}}/retry"), post(retry_one))
+            .route(&format!("{p}/channels"), get(channels))
+            .route(&format!("{p}/channels/states"), get(channel_states))
+            .route(&format!("{p}/channels/{{id}}/{{action}}"), post(pause_or_resume))
+            .route(&format!("{p}/audit"), get(audit))
+    };
+    let admin = realm_routes("/admin")
+        .route("/admin", get(dashboard))
+        .route("/admin/tenants", get(tenants).post(create_tenant))
+        .route("/admin/tenants/{id}", post(update_tenant))
+        .route("/admin/tenants/{id}/rotate-key", post(rotate_key))
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), admin_allowlist));
+    let portal = realm_routes("/portal").route(
+        "/portal",
+        get(|| async { Redirect::to("/portal/deliveries") }),
+    );
+    admin.merge(portal).with_state(state)
+}
+
+/// Creates a user (the admin API and the local runner use it).
+pub async fn create_user(
+    state: &AppState,
+    realm: Realm,
+    email: &str,
+    password: &str,
+    role: Role,
+    tenant: Option<TenantId>,
+) -> Result<User, String> {
+    let email = email.trim().to_ascii_lowercase();
+    if !email.contains('@') || email.len() > 254 {
+        return Err("email must be an address".into());
+    }
+    if password.chars().count() < 12 {
+        return Err("password must be at least 12 characters".into());
+    }
+    if !role.valid_in(realm) {
+        return Err(format!("role `{role}` does not exist in the {} realm", realm.as_str()));
+    }
+    if (realm == Realm::Portal) != tenant.is_some() {
+        return Err("tenant users need a tenant; admin users have none".into());
+    }
+    let user = User {
+        realm,
+        email,
+        role,
+        tenant_id: tenant,
+        password_hash: hash_password(password)?,
+        created_at: time::now_rfc3339(),
+    };
+    state
+        .pipeline
+        .store
+        .create_user(&user)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(user)
+}

@@ -1,0 +1,43 @@
+//! People and keys: the web pages' users (operators and tenant users), listing tenants, and
+//! rotating a tenant's API key. Users live in the tenants table (`pk = user#<realm>#<email>`),
+//! beside the tenants and their key items.
+
+use crate::model::{Channel, Tenant};
+use crate::ports::StoreResult;
+use async_trait::async_trait;
+use converger_core::TenantId;
+use converger_core::web::{Realm, Role};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub realm: Realm,
+    /// Lower-cased.
+    pub email: String,
+    pub role: Role,
+    /// The tenant of a portal user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<TenantId>,
+    /// argon2 PHC string.
+    pub password_hash: String,
+    pub created_at: String,
+}
+
+/// The item key of a user.
+pub fn user_key(realm: Realm, email: &str) -> String {
+    format!("user#{}#{}", realm.as_str(), email.to_ascii_lowercase())
+}
+
+#[async_trait]
+pub trait AccountStore: Send + Sync + 'static {
+    /// Creates a user; `Conflict` if one with that email exists in the realm.
+    async fn create_user(&self, user: &User) -> StoreResult<()>;
+    async fn get_user(&self, realm: Realm, email: &str) -> StoreResult<Option<User>>;
+    /// Every tenant (at most 1,000), by name.
+    async fn list_tenants(&self) -> StoreResult<Vec<Tenant>>;
+    /// Replaces a tenant's API key: the new key works at once, the old one stops (API
+    /// instances trust a key they resolved for up to 30 s more). `false` if no such tenant.
+    async fn rotate_api_key(&self, tenant: &TenantId, new_hash: &str) -> StoreResult<bool>;
+    /// A tenant's channels (at most 1,000), by name.
+    async fn list_channels(&self, tenant: &TenantId) -> StoreResult<Vec<Channel>>;
+}

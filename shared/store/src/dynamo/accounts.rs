@@ -1,0 +1,138 @@
+//! The DynamoDB backend of [`AccountStore`]: users and key items in the tenants table.
+
+use super::*;
+use crate::accounts::*;
+use aws_sdk_dynamodb::types::{Delete, Update};
+use converger_core::web::Realm;
+
+#[async_trait]
+impl AccountStore for DynamoStore {
+    async fn create_user(&self, user: &User) -> StoreResult<()> {
+        let mut item = to_item(user)?;
+        item.insert("pk".into(), s(user_key(user.realm, &user.email)));
+        self.put_new(&self.res.tenants, "pk", item).await
+    }
+
+    async fn get_user(&self, realm: Realm, email: &str) -> StoreResult<Option<User>> {
+        self.get(&self.res.tenants, "pk", &user_key(realm, email))
+            .await
+    }
+
+    async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.res.tenants)
+                .filter_expression("attribute_exists(tier) AND attribute_exists(#n)")
+                .expression_attribute_names("#n", "name")
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            for item in page.items.unwrap_or_default() {
+                out.push(from_item::<Tenant>(item)?);
+            }
+            start = page.last_evaluated_key.filter(|k| !k.is_empty());
+            if start.is_none() || out.len() >= 1000 {
+                break;
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+        out.truncate(1000);
+        Ok(out)
+    }
+
+    async fn rotate_api_key(&self, tenant: &TenantId, new_hash: &str) -> StoreResult<bool> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(tenant.as_str()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        let Some(item) = out.item else {
+            return Ok(false);
+        };
+        let old = item
+            .get("api_key_hash")
+            .and_then(|v| v.as_s().ok())
+            .cloned();
+        let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Corrupt(e.to_string());
+        let put_key = Put::builder()
+            .table_name(&self.res.tenants)
+            .item("pk", s(format!("key#{new_hash}")))
+            .item("tenant_id", s(tenant.as_str()))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(build)?;
+        let mut update = Update::builder()
+            .table_name(&self.res.tenants)
+            .key("pk", s(tenant.as_str()))
+            .update_expression("SET api_key_hash = :new")
+            .expression_attribute_values(":new", s(new_hash));
+        update = match &old {
+            Some(h) => update
+                .condition_expression("api_key_hash = :old")
+                .expression_attribute_values(":old", s(h.as_str())),
+            None => update.condition_expression("attribute_exists(pk) AND attribute_not_exists(api_key_hash)"),
+        };
+        let mut tx = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put_key).build())
+            .transact_items(
+                TransactWriteItem::builder()
+                    .update(update.build().map_err(build)?)
+                    .build(),
+            );
+        if let Some(h) = &old {
+            tx = tx.transact_items(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.res.tenants)
+                            .key("pk", s(format!("key#{h}")))
+                            .build()
+                            .map_err(build)?,
+                    )
+                    .build(),
+            );
+        }
+        let _serial = self.tx_guard().await;
+        tx.send().await.map_err(sdk_err)?;
+        Ok(true)
+    }
+
+    async fn list_channels(&self, tenant: &TenantId) -> StoreResult<Vec<Channel>> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.res.channels)
+                .index_name("by_tenant")
+                .key_condition_expression("tenant_id = :t")
+                .expression_attribute_values(":t", s(tenant.as_str()))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            for item in page.items.unwrap_or_default() {
+                out.push(from_item::<Channel>(item)?);
+            }
+            start = page.last_evaluated_key.filter(|k| !k.is_empty());
+            if start.is_none() || out.len() >= 1000 {
+                break;
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+        out.truncate(1000);
+        Ok(out)
+    }
+}

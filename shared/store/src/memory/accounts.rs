@@ -1,0 +1,67 @@
+//! The in-process backend of [`AccountStore`].
+
+use super::*;
+use crate::accounts::*;
+use converger_core::web::Realm;
+
+#[async_trait]
+impl AccountStore for MemStore {
+    async fn create_user(&self, user: &User) -> StoreResult<()> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let key = user_key(user.realm, &user.email);
+            if s.users.contains_key(&key) {
+                return Err(StoreError::Conflict("user exists".into()));
+            }
+            s.users.insert(key, user.clone());
+            Ok(())
+        })?
+    }
+
+    async fn get_user(&self, realm: Realm, email: &str) -> StoreResult<Option<User>> {
+        wait(&self.latency, |m| m.get).await;
+        self.with(|s| s.users.get(&user_key(realm, email)).cloned())
+    }
+
+    async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            let mut v: Vec<Tenant> = s.tenants.values().cloned().collect();
+            v.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+            v.truncate(1000);
+            v
+        })
+    }
+
+    async fn rotate_api_key(&self, tenant: &TenantId, new_hash: &str) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.transact).await;
+        self.with(|s| {
+            if !s.tenants.contains_key(tenant) {
+                return Ok(false);
+            }
+            if s.keys.contains_key(new_hash) {
+                return Err(StoreError::Conflict("key exists".into()));
+            }
+            if let Some(old) = s.tenant_keys.insert(tenant.clone(), new_hash.to_owned()) {
+                s.keys.remove(&old);
+            }
+            s.keys.insert(new_hash.to_owned(), tenant.clone());
+            Ok(true)
+        })?
+    }
+
+    async fn list_channels(&self, tenant: &TenantId) -> StoreResult<Vec<Channel>> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            let mut v: Vec<Channel> = s
+                .channels
+                .values()
+                .filter(|c| &c.tenant_id == tenant)
+                .cloned()
+                .collect();
+            v.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
+            v.truncate(1000);
+            v
+        })
+    }
+}
