@@ -8,11 +8,9 @@ use std::sync::Arc;
 /// Puts API Gateway's source IP where the admin IP allowlist reads it.
 async fn source_ip(mut req: axum::extract::Request) -> axum::extract::Request {
     let ip = match req.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(ctx)) => ctx
-            .http
-            .source_ip
-            .as_deref()
-            .and_then(|ip| ip.parse().ok()),
+        Some(RequestContext::ApiGatewayV2(ctx)) => {
+            ctx.http.source_ip.as_deref().and_then(|ip| ip.parse().ok())
+        }
         _ => None,
     };
     if let Some(ip) = ip {

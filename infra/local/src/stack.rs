@@ -368,7 +368,7 @@ fn serve_listener(
             router.into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(shutdown)
-            .await
+        .await
         {
             tracing::error!(error = %e, "server stopped");
         }

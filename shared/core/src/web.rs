@@ -57,7 +57,10 @@ impl Role {
     pub fn valid_in(self, realm: Realm) -> bool {
         match realm {
             Realm::Admin => matches!(self, Self::SuperAdmin | Self::Admin | Self::Viewer),
-            Realm::Portal => matches!(self, Self::Owner | Self::Admin | Self::Member | Self::Viewer),
+            Realm::Portal => matches!(
+                self,
+                Self::Owner | Self::Admin | Self::Member | Self::Viewer
+            ),
         }
     }
 
@@ -234,7 +237,9 @@ mod tests {
             assert!(!r.can_manage_tenants(Realm::Portal));
         }
         assert!(Role::Owner.valid_in(Realm::Portal) && !Role::Owner.valid_in(Realm::Admin));
-        assert!(Role::SuperAdmin.valid_in(Realm::Admin) && !Role::SuperAdmin.valid_in(Realm::Portal));
+        assert!(
+            Role::SuperAdmin.valid_in(Realm::Admin) && !Role::SuperAdmin.valid_in(Realm::Portal)
+        );
         assert_eq!("member".parse::<Role>().unwrap(), Role::Member);
         assert!("root".parse::<Role>().is_err());
     }
@@ -258,7 +263,10 @@ mod tests {
         }
         .seal(b"attacker");
         let (fbody, _) = forged.split_once('.').unwrap();
-        assert_eq!(Session::open(&format!("{fbody}.{sig}"), b"secret", 999), None);
+        assert_eq!(
+            Session::open(&format!("{fbody}.{sig}"), b"secret", 999),
+            None
+        );
         assert_eq!(Session::open(body, b"secret", 999), None);
         assert!(s.csrf_ok(b"secret", &s.csrf(b"secret")));
         assert!(!s.csrf_ok(b"secret", "guess"));
@@ -266,7 +274,10 @@ mod tests {
             nonce: "n2".into(),
             ..s.clone()
         };
-        assert!(!s.csrf_ok(b"secret", &other.csrf(b"secret")), "bound to the session");
+        assert!(
+            !s.csrf_ok(b"secret", &other.csrf(b"secret")),
+            "bound to the session"
+        );
     }
 
     #[test]

@@ -208,7 +208,10 @@ async fn create_user(
     if let Some(t) = &req.tenant_id
         && state.pipeline.store.get_tenant(t).await?.is_none()
     {
-        return Err(ApiError::invalid("unknown_tenant", format!("tenant {t} does not exist")));
+        return Err(ApiError::invalid(
+            "unknown_tenant",
+            format!("tenant {t} does not exist"),
+        ));
     }
     let user = crate::web::create_user(
         &state,
@@ -221,7 +224,11 @@ async fn create_user(
     .await
     .map_err(|m| {
         if m.contains("conflict") {
-            ApiError::new(StatusCode::CONFLICT, "conflict", "a user with this email exists")
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                "a user with this email exists",
+            )
         } else {
             ApiError::invalid("invalid_user", m)
         }

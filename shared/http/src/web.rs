@@ -19,7 +19,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use converger_core::net::Allowlist;
 use converger_core::query::{Actor, ActorKind, day_end, day_start};
-use converger_core::web::{EXPORT_COLUMNS, Realm, Role, SESSION_SECONDS, Session, csv_safe, redact};
+use converger_core::web::{
+    EXPORT_COLUMNS, Realm, Role, SESSION_SECONDS, Session, csv_safe, redact,
+};
 use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId, Tier, time};
 use converger_store::{Channel, Delivery, DeliveryQuery, Tenant, User};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
@@ -56,12 +58,12 @@ impl WebConfig {
         let allow = std::env::var("ADMIN_IP_ALLOWLIST")
             .ok()
             .filter(|s| !s.trim().is_empty())
-            .and_then(|s| match Allowlist::parse(&s) {
-                Ok(a) => Some(a),
+            .map(|s| match Allowlist::parse(&s) {
+                Ok(a) => a,
                 Err(e) => {
                     // Refuse everyone rather than no one when the list cannot be read.
                     tracing::error!(error = %e, "ADMIN_IP_ALLOWLIST is invalid: the admin pages refuse every address");
-                    Some(Allowlist::default())
+                    Allowlist::default()
                 }
             });
         Self {
@@ -125,8 +127,7 @@ fn verify_password(password: &str, hash: &str) -> bool {
 }
 
 /// A hash no password matches, verified for unknown emails so that they take as long.
-const DECOY_HASH: &str =
-    "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$hQ1J6nZ9yJb2i1M1i2b4xv9Q4iY6uQe1QvXbJ0m2bGk";
+const DECOY_HASH: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$hQ1J6nZ9yJb2i1M1i2b4xv9Q4iY6uQe1QvXbJ0m2bGk";
 
 fn prefix(realm: Realm) -> &'static str {
     match realm {
@@ -153,8 +154,18 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-fn set_cookie(state: &AppState, realm: Realm, name: &str, value: &str, max_age: i64) -> HeaderValue {
-    let secure = if state.web.secure_cookies { "; Secure" } else { "" };
+fn set_cookie(
+    state: &AppState,
+    realm: Realm,
+    name: &str,
+    value: &str,
+    max_age: i64,
+) -> HeaderValue {
+    let secure = if state.web.secure_cookies {
+        "; Secure"
+    } else {
+        ""
+    };
     HeaderValue::from_str(&format!(
         "{name}={value}; Path={}; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}",
         prefix(realm)
@@ -265,7 +276,12 @@ fn forged() -> Response {
     )
 }
 
-fn check_csrf(state: &AppState, v: &Viewer, form: &HashMap<String, String>) -> Result<(), Response> {
+#[allow(clippy::result_large_err)] // the refusal is the response itself
+fn check_csrf(
+    state: &AppState,
+    v: &Viewer,
+    form: &HashMap<String, String>,
+) -> Result<(), Response> {
     match form.get("_csrf") {
         Some(t) if v.session.csrf_ok(&state.web.session_secret, t) => Ok(()),
         _ => Err(forged()),
@@ -370,7 +386,12 @@ async fn login(State(state): State<AppState>, req: Request) -> Response {
     let realm = realm_of(req.uri().path());
     let pre = cookie(req.headers(), "cvg_pre").unwrap_or_default();
     let Ok(Form(f)) = Form::<LoginForm>::from_request(req, &state).await else {
-        return login_page(&state, realm, &random_token(), Some("Enter your email and password."));
+        return login_page(
+            &state,
+            realm,
+            &random_token(),
+            Some("Enter your email and password."),
+        );
     };
     // Login CSRF: the form's token must match this browser's pre-session cookie.
     let pre_session = Session {
@@ -396,7 +417,12 @@ async fn login(State(state): State<AppState>, req: Request) -> Response {
     };
     let Some(user) = user.filter(|_| ok) else {
         tracing::info!(realm = realm.as_str(), "sign-in refused");
-        return login_page(&state, realm, &random_token(), Some("Wrong email or password."));
+        return login_page(
+            &state,
+            realm,
+            &random_token(),
+            Some("Wrong email or password."),
+        );
     };
     let session = Session {
         realm,
@@ -437,7 +463,6 @@ async fn logout(
     resp
 }
 
-
 // ------------------------------------------------------------------ deliveries
 
 /// The deliveries page's filters, kept in the URL.
@@ -473,7 +498,10 @@ impl Filters {
         match nonempty(&self.status) {
             None => Ok(Some(DeliveryStatus::Failed)),
             Some("any") => Ok(None),
-            Some(s) => s.parse().map(Some).map_err(|e: converger_core::status::UnknownStatus| e.to_string()),
+            Some(s) => s
+                .parse()
+                .map(Some)
+                .map_err(|e: converger_core::status::UnknownStatus| e.to_string()),
         }
     }
 
@@ -633,11 +661,20 @@ async fn channel_names(state: &AppState, rows: &[Delivery]) -> HashMap<ChannelId
 
 const PAGE_ROWS: usize = 50;
 
-async fn deliveries(State(state): State<AppState>, v: Viewer, Query(f): Query<Filters>) -> Response {
+async fn deliveries(
+    State(state): State<AppState>,
+    v: Viewer,
+    Query(f): Query<Filters>,
+) -> Response {
     let p = prefix(v.realm);
     let (rows, more) = match f.page(&state, &v, PAGE_ROWS).await {
         Ok(x) => x,
-        Err(e) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &format!("Invalid filter: {e}")),
+        Err(e) => {
+            return page_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &format!("Invalid filter: {e}"),
+            );
+        }
     };
     let names = channel_names(&state, &rows).await;
     let activities = futures::future::join_all(
@@ -646,7 +683,12 @@ async fn deliveries(State(state): State<AppState>, v: Viewer, Query(f): Query<Fi
     )
     .await;
     let tenants = match v.realm {
-        Realm::Admin => state.pipeline.store.list_tenants().await.unwrap_or_default(),
+        Realm::Admin => state
+            .pipeline
+            .store
+            .list_tenants()
+            .await
+            .unwrap_or_default(),
         Realm::Portal => Vec::new(),
     };
     let status_value = nonempty(&f.status).unwrap_or("failed").to_owned();
@@ -840,68 +882,68 @@ fn csv_line(cells: &[String]) -> String {
 /// `export_limit`, streamed page by page; no payloads.
 async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filters>) -> Response {
     if let Err(e) = f.queries(&state, &v, 1).await {
-        return page_error(StatusCode::UNPROCESSABLE_ENTITY, &format!("Invalid filter: {e}"));
+        return page_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("Invalid filter: {e}"),
+        );
     }
     let limit = state.web.export_limit;
     let header_line = csv_line(&EXPORT_COLUMNS.map(str::to_owned));
-    let stream = futures::stream::unfold(
-        (Some(f), 0usize, false),
-        move |(f, sent, done)| {
-            let state = state.clone();
-            let v_realm = v.realm;
-            let user = v.user.clone();
-            let session = v.session.clone();
-            async move {
-                let f = f?;
-                if done || sent >= limit {
+    let stream = futures::stream::unfold((Some(f), 0usize, false), move |(f, sent, done)| {
+        let state = state.clone();
+        let v_realm = v.realm;
+        let user = v.user.clone();
+        let session = v.session.clone();
+        async move {
+            let f = f?;
+            if done || sent >= limit {
+                return None;
+            }
+            let v = Viewer {
+                realm: v_realm,
+                user,
+                session,
+            };
+            let (rows, more) = match f.page(&state, &v, 500.min(limit - sent)).await {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "export stopped");
                     return None;
                 }
-                let v = Viewer {
-                    realm: v_realm,
-                    user,
-                    session,
-                };
-                let (rows, more) = match f.page(&state, &v, 500.min(limit - sent)).await {
-                    Ok(x) => x,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "export stopped");
-                        return None;
-                    }
-                };
-                let names = channel_names(&state, &rows).await;
-                let mut chunk = String::new();
-                for d in &rows {
-                    chunk.push_str(&csv_line(&[
-                        d.id.to_string(),
-                        d.tenant_id.to_string(),
-                        d.channel_id.to_string(),
-                        names.get(&d.channel_id).cloned().unwrap_or_default(),
-                        d.activity_id.to_string(),
-                        d.status.to_string(),
-                        d.attempts.to_string(),
-                        d.last_error.clone().unwrap_or_default(),
-                        d.retry_count.to_string(),
-                        d.retried_by.clone().unwrap_or_default(),
-                        d.retried_at.clone().unwrap_or_default(),
-                        d.created_at.clone(),
-                        d.updated_at.clone(),
-                    ]));
-                }
-                let next = rows.last().map(Delivery::sort_key);
-                let n = rows.len();
-                let next_f = next.map(|after| Filters {
-                    after: Some(after),
-                    ..f
-                });
-                Some((
-                    Ok::<_, std::io::Error>(chunk),
-                    (next_f, sent + n, !more || n == 0),
-                ))
+            };
+            let names = channel_names(&state, &rows).await;
+            let mut chunk = String::new();
+            for d in &rows {
+                chunk.push_str(&csv_line(&[
+                    d.id.to_string(),
+                    d.tenant_id.to_string(),
+                    d.channel_id.to_string(),
+                    names.get(&d.channel_id).cloned().unwrap_or_default(),
+                    d.activity_id.to_string(),
+                    d.status.to_string(),
+                    d.attempts.to_string(),
+                    d.last_error.clone().unwrap_or_default(),
+                    d.retry_count.to_string(),
+                    d.retried_by.clone().unwrap_or_default(),
+                    d.retried_at.clone().unwrap_or_default(),
+                    d.created_at.clone(),
+                    d.updated_at.clone(),
+                ]));
             }
-        },
-    );
-    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(header_line) })
-        .chain(stream);
+            let next = rows.last().map(Delivery::sort_key);
+            let n = rows.len();
+            let next_f = next.map(|after| Filters {
+                after: Some(after),
+                ..f
+            });
+            Some((
+                Ok::<_, std::io::Error>(chunk),
+                (next_f, sent + n, !more || n == 0),
+            ))
+        }
+    });
+    let body =
+        futures::stream::once(async move { Ok::<_, std::io::Error>(header_line) }).chain(stream);
     use futures::StreamExt;
     Response::builder()
         .header(header::CONTENT_TYPE, "text/csv; charset=utf-8")
@@ -915,7 +957,11 @@ async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filter
 
 // ------------------------------------------------------------------ channels
 
-async fn scoped_channels(state: &AppState, v: &Viewer, tenant: Option<&str>) -> Result<Vec<Channel>, String> {
+async fn scoped_channels(
+    state: &AppState,
+    v: &Viewer,
+    tenant: Option<&str>,
+) -> Result<Vec<Channel>, String> {
     let tenants: Vec<TenantId> = match v.own_tenant() {
         Some(t) => vec![t.clone()],
         None => match tenant.filter(|t| !t.is_empty()) {
@@ -967,14 +1013,19 @@ struct TenantQuery {
     tenant: Option<String>,
 }
 
-async fn channels(State(state): State<AppState>, v: Viewer, Query(q): Query<TenantQuery>) -> Response {
+async fn channels(
+    State(state): State<AppState>,
+    v: Viewer,
+    Query(q): Query<TenantQuery>,
+) -> Response {
     let p = prefix(v.realm);
     let list = match scoped_channels(&state, &v, q.tenant.as_deref()).await {
         Ok(l) => l,
         Err(e) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &e),
     };
     let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
-    let health = futures::future::join_all(list.iter().map(|c| state.pipeline.channel_health(c, 1))).await;
+    let health =
+        futures::future::join_all(list.iter().map(|c| state.pipeline.channel_health(c, 1))).await;
     let csrf = v.csrf(&state);
     let content = html! {
         table id="channels" {
@@ -1008,10 +1059,20 @@ async fn channels(State(state): State<AppState>, v: Viewer, Query(q): Query<Tena
 }
 
 /// The Delivery column's values, polled by the channels page.
-async fn channel_states(State(state): State<AppState>, v: Viewer, Query(q): Query<TenantQuery>) -> Response {
+async fn channel_states(
+    State(state): State<AppState>,
+    v: Viewer,
+    Query(q): Query<TenantQuery>,
+) -> Response {
     let list = match scoped_channels(&state, &v, q.tenant.as_deref()).await {
         Ok(l) => l,
-        Err(e) => return (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(json!({"error": e}))).into_response(),
+        Err(e) => {
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                axum::Json(json!({"error": e})),
+            )
+                .into_response();
+        }
     };
     let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
     let map: serde_json::Map<String, Value> = list
@@ -1090,22 +1151,44 @@ async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
     if v.realm != Realm::Admin {
         return Redirect::to("/portal/deliveries").into_response();
     }
-    let tenants = state.pipeline.store.list_tenants().await.unwrap_or_default();
+    let tenants = state
+        .pipeline
+        .store
+        .list_tenants()
+        .await
+        .unwrap_or_default();
     let mut by_status: Vec<(DeliveryStatus, usize)> = Vec::new();
     for st in DeliveryStatus::ALL {
-        let counts = futures::future::join_all(tenants.iter().map(|t| count(&state, &t.id, st, COUNT_CAP))).await;
+        let counts =
+            futures::future::join_all(tenants.iter().map(|t| count(&state, &t.id, st, COUNT_CAP)))
+                .await;
         by_status.push((st, counts.into_iter().sum()));
     }
     let depths = state.pipeline.queue.depths().await.unwrap_or_default();
     let mut channels = Vec::new();
     for t in &tenants {
-        channels.extend(state.pipeline.store.list_channels(&t.id).await.unwrap_or_default());
+        channels.extend(
+            state
+                .pipeline
+                .store
+                .list_channels(&t.id)
+                .await
+                .unwrap_or_default(),
+        );
     }
-    let labels = futures::future::join_all(channels.iter().map(|c| delivery_label(&state, c))).await;
-    let health = futures::future::join_all(channels.iter().map(|c| state.pipeline.channel_health(c, 1))).await;
+    let labels =
+        futures::future::join_all(channels.iter().map(|c| delivery_label(&state, c))).await;
+    let health =
+        futures::future::join_all(channels.iter().map(|c| state.pipeline.channel_health(c, 1)))
+            .await;
     let mut by_health: std::collections::BTreeMap<String, usize> = Default::default();
     for h in &health {
-        let s = h.as_ref().ok().and_then(|h| h.get("status")).and_then(Value::as_str).unwrap_or("unknown");
+        let s = h
+            .as_ref()
+            .ok()
+            .and_then(|h| h.get("status"))
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
         *by_health.entry(s.to_owned()).or_default() += 1;
     }
     let open: Vec<(&Channel, &String)> = channels
@@ -1145,7 +1228,12 @@ async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Re
     if v.realm != Realm::Admin {
         return forbidden();
     }
-    let list = state.pipeline.store.list_tenants().await.unwrap_or_default();
+    let list = state
+        .pipeline
+        .store
+        .list_tenants()
+        .await
+        .unwrap_or_default();
     let manage = v.user.role.can_manage_tenants(v.realm);
     let csrf = v.csrf(state);
     let content = html! {
@@ -1190,18 +1278,33 @@ async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Re
     layout(state, v, "Tenants", content)
 }
 
-async fn create_tenant(State(state): State<AppState>, v: Viewer, Form(form): Form<HashMap<String, String>>) -> Response {
+async fn create_tenant(
+    State(state): State<AppState>,
+    v: Viewer,
+    Form(form): Form<HashMap<String, String>>,
+) -> Response {
     if let Err(r) = check_csrf(&state, &v, &form) {
         return r;
     }
     if !v.user.role.can_manage_tenants(v.realm) {
         return forbidden();
     }
-    let name = form.get("name").map(|s| s.trim().to_owned()).unwrap_or_default();
+    let name = form
+        .get("name")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
     if name.is_empty() || name.len() > 200 {
-        return tenants_page(&state, &v, Some(html! { "A tenant needs a name of 1 to 200 characters." })).await;
+        return tenants_page(
+            &state,
+            &v,
+            Some(html! { "A tenant needs a name of 1 to 200 characters." }),
+        )
+        .await;
     }
-    let tier: Tier = form.get("tier").and_then(|t| t.parse().ok()).unwrap_or_default();
+    let tier: Tier = form
+        .get("tier")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_default();
     let key = converger_core::secret::new_api_key();
     let tenant = Tenant {
         id: TenantId::generate(),
@@ -1260,7 +1363,12 @@ async fn update_tenant(
             .set_alert_webhook(&t, (!url.is_empty()).then_some(url))
             .await
         {
-            return tenants_page(&state, &v, Some(html! { "Alert webhook not saved: " (e.to_string()) })).await;
+            return tenants_page(
+                &state,
+                &v,
+                Some(html! { "Alert webhook not saved: " (e.to_string()) }),
+            )
+            .await;
         }
     }
     Redirect::to("/admin/tenants").into_response()
@@ -1304,7 +1412,12 @@ async fn rotate_key(
 
 async fn audit(State(state): State<AppState>, v: Viewer, Query(q): Query<TenantQuery>) -> Response {
     let tenants = match v.realm {
-        Realm::Admin => state.pipeline.store.list_tenants().await.unwrap_or_default(),
+        Realm::Admin => state
+            .pipeline
+            .store
+            .list_tenants()
+            .await
+            .unwrap_or_default(),
         Realm::Portal => Vec::new(),
     };
     let tenant: Option<TenantId> = match v.own_tenant() {
@@ -1360,7 +1473,10 @@ pub fn router(state: AppState) -> Router {
             .route(&format!("{p}/deliveries/{{id}}/retry"), post(retry_one))
             .route(&format!("{p}/channels"), get(channels))
             .route(&format!("{p}/channels/states"), get(channel_states))
-            .route(&format!("{p}/channels/{{id}}/{{action}}"), post(pause_or_resume))
+            .route(
+                &format!("{p}/channels/{{id}}/{{action}}"),
+                post(pause_or_resume),
+            )
             .route(&format!("{p}/audit"), get(audit))
     };
     let admin = realm_routes("/admin")
@@ -1368,7 +1484,10 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/tenants", get(tenants).post(create_tenant))
         .route("/admin/tenants/{id}", post(update_tenant))
         .route("/admin/tenants/{id}/rotate-key", post(rotate_key))
-        .route_layer(axum::middleware::from_fn_with_state(state.clone(), admin_allowlist));
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            admin_allowlist,
+        ));
     let portal = realm_routes("/portal").route(
         "/portal",
         get(|| async { Redirect::to("/portal/deliveries") }),
@@ -1393,7 +1512,10 @@ pub async fn create_user(
         return Err("password must be at least 12 characters".into());
     }
     if !role.valid_in(realm) {
-        return Err(format!("role `{role}` does not exist in the {} realm", realm.as_str()));
+        return Err(format!(
+            "role `{role}` does not exist in the {} realm",
+            realm.as_str()
+        ));
     }
     if (realm == Realm::Portal) != tenant.is_some() {
         return Err("tenant users need a tenant; admin users have none".into());

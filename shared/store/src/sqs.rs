@@ -1,7 +1,7 @@
 //! The SQS backend of [`Queue`]: one queue per tier, each with its dead-letter queue.
 
 use crate::model::{DeliveryMessage, FlowJob, ReplayMessage};
-use crate::ports::{QueueDepth, Queue, QueueError};
+use crate::ports::{Queue, QueueDepth, QueueError};
 use crate::resources::{QueueDef, Resources, tier_queue};
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;

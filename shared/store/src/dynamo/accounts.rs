@@ -79,7 +79,9 @@ impl AccountStore for DynamoStore {
             Some(h) => update
                 .condition_expression("api_key_hash = :old")
                 .expression_attribute_values(":old", s(h.as_str())),
-            None => update.condition_expression("attribute_exists(pk) AND attribute_not_exists(api_key_hash)"),
+            None => update.condition_expression(
+                "attribute_exists(pk) AND attribute_not_exists(api_key_hash)",
+            ),
         };
         let mut tx = self
             .client

@@ -1,0 +1,457 @@
+//! The web pages over HTTP, as a browser sends its requests: sign-in, sessions, CSRF, roles,
+//! the deliveries page (filters, retry, retry all, CSV), the channels page and the portal's
+//! tenant fence.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_tests::{Receiver, TestStack, settled};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// A browser: a cookie jar, no automatic redirects.
+struct Browser {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Browser {
+    fn new(base: &str) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .cookie_store(true)
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
+            base: base.to_owned(),
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, String) {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    async fn post(&self, path: &str, form: &[(&str, &str)]) -> (u16, String, Option<String>) {
+        let r = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(
+                form.iter()
+                    .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+                    .collect::<Vec<_>>()
+                    .join("&"),
+            )
+            .send()
+            .await
+            .unwrap();
+        let loc = r
+            .headers()
+            .get("location")
+            .map(|v| v.to_str().unwrap().to_owned());
+        (r.status().as_u16(), r.text().await.unwrap(), loc)
+    }
+
+    /// The CSRF token of the first form on `path`.
+    async fn csrf(&self, path: &str) -> String {
+        let (_, html) = self.get(path).await;
+        csrf_of(&html)
+    }
+
+    async fn sign_in(&self, realm: &str, email: &str, password: &str) -> (u16, Option<String>) {
+        let token = self.csrf(&format!("/{realm}/login")).await;
+        let (status, _, loc) = self
+            .post(
+                &format!("/{realm}/login"),
+                &[("_csrf", &token), ("email", email), ("password", password)],
+            )
+            .await;
+        (status, loc)
+    }
+}
+
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn delivery_state(b: &Browser, tenant: &str, ch: &str) -> String {
+    let (_, body) = b
+        .get(&format!("/admin/channels/states?tenant={tenant}"))
+        .await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v[ch].as_str().unwrap().to_owned()
+}
+
+fn csrf_of(html: &str) -> String {
+    let at = html
+        .find("name=\"_csrf\" value=\"")
+        .expect("a form with a CSRF token");
+    let rest = &html[at + "name=\"_csrf\" value=\"".len()..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+async fn admin_user(t: &TestStack, realm: &str, email: &str, role: &str, tenant: Option<&str>) {
+    let mut body =
+        json!({"realm": realm, "email": email, "password": "correct horse battery", "role": role});
+    if let Some(t) = tenant {
+        body["tenant_id"] = json!(t);
+    }
+    let a = t
+        .raw(
+            "POST",
+            format!("{}/admin/api/users", t.stack.admin_url),
+            Some(&t.stack.admin_token),
+            Some(body.to_string()),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+}
+
+/// A tenant with a webhook channel named `name` whose endpoint answers 400: `n` failed
+/// deliveries. Returns (tenant id, key, channel id, delivery ids).
+async fn failing_tenant(
+    t: &TestStack,
+    rx: &Receiver,
+    name: &str,
+    n: usize,
+) -> (String, String, String, Vec<String>) {
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t
+        .channel(
+            &key,
+            json!({"type": "webhook", "name": name, "config": {"url": rx.url}, "retry_policy": {"max_attempts": 1}}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ids = t.activities(&key, &ch, n, 4).await;
+    for id in &ids {
+        let d = t
+            .wait_delivery(&key, id, Duration::from_secs(20), settled)
+            .await;
+        assert_eq!(d["status"], "failed", "{d}");
+    }
+    (tenant, key, ch, ids)
+}
+
+#[tokio::test]
+async fn sign_in_sessions_and_csrf() {
+    let t = TestStack::start().await;
+    let b = Browser::new(&t.stack.admin_url);
+    // Pages need a session.
+    let (status, _) = b.get("/admin/deliveries").await;
+    assert_eq!(status, 303);
+    let (status, loc) = b
+        .sign_in("admin", &t.stack.admin_email, "wrong password!!")
+        .await;
+    assert_eq!(
+        (status, loc),
+        (200, None),
+        "a wrong password stays on the form"
+    );
+    let (status, loc) = b
+        .sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    assert_eq!((status, loc.as_deref()), (303, Some("/admin")));
+    let (status, html) = b.get("/admin").await;
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("Dashboard") && html.contains("admin@localhost"),
+        "{html}"
+    );
+
+    // A login form posted without this browser's pre-session cookie is refused.
+    let other = Browser::new(&t.stack.admin_url);
+    let (status, _, _) = other
+        .post(
+            "/admin/login",
+            &[
+                ("_csrf", "x"),
+                ("email", &t.stack.admin_email),
+                ("password", &t.stack.admin_password),
+            ],
+        )
+        .await;
+    assert_eq!(status, 403);
+
+    // An admin session does not open the portal; a forged session cookie opens nothing.
+    let (status, _) = b.get("/portal/deliveries").await;
+    assert_eq!(status, 303);
+    let forged = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(format!("{}/admin", t.stack.admin_url))
+        .header("cookie", "cvg_admin=eyJyZWFsbSI6ImFkbWluIn0.AAAA")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status().as_u16(), 303);
+
+    // Sign out needs the CSRF token; afterwards the cookie is gone.
+    let (status, _, _) = b.post("/admin/logout", &[("_csrf", "nope")]).await;
+    assert_eq!(status, 403);
+    let token = b.csrf("/admin").await;
+    let (status, _, _) = b.post("/admin/logout", &[("_csrf", &token)]).await;
+    assert_eq!(status, 303);
+    assert_eq!(b.get("/admin").await.0, 303);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn deliveries_page_filters_retries_and_exports() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(400).await.unwrap();
+    let (tenant, key, ch, ids) = failing_tenant(&t, &rx, "=HYPERLINK(\"x\")", 3).await;
+    let b = Browser::new(&t.stack.admin_url);
+    b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+
+    // Failed by default, all three; filters in the URL.
+    let (status, html) = b.get(&format!("/admin/deliveries?tenant={tenant}")).await;
+    assert_eq!(status, 200);
+    for id in &ids {
+        assert!(html.contains(id.as_str()), "{id} listed");
+    }
+    assert!(html.contains("Payload preview"));
+    let (_, sent) = b
+        .get(&format!("/admin/deliveries?tenant={tenant}&status=sent"))
+        .await;
+    assert!(!sent.contains(ids[0].as_str()));
+    let (_, searched) = b
+        .get(&format!("/admin/deliveries?tenant={tenant}&q=HTTP%20400"))
+        .await;
+    assert!(searched.contains(ids[0].as_str()));
+    let (_, none) = b
+        .get(&format!(
+            "/admin/deliveries?tenant={tenant}&q=no-such-error"
+        ))
+        .await;
+    assert!(none.contains("No deliveries match."));
+
+    // Retry one: it leaves the failed list (pending, then failed again with retry_count 1).
+    rx.set_fallback(converger_tests::Reply::status(200));
+    let token = csrf_of(&html);
+    let (status, _, loc) = b
+        .post(
+            &format!("/admin/deliveries/{}/retry", ids[0]),
+            &[("_csrf", &token), ("back", &format!("tenant={tenant}"))],
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert!(loc.unwrap().starts_with("/admin/deliveries?tenant="));
+    let d = t
+        .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| {
+            d["status"] == "sent"
+        })
+        .await;
+    assert_eq!(d["retry_count"], 1);
+    assert_eq!(d["retried_by"], "admin:admin@localhost");
+    let (_, html) = b.get(&format!("/admin/deliveries?tenant={tenant}")).await;
+    assert!(
+        !html.contains(&format!("data-id=\"{}\"", ids[0])),
+        "left the failed list"
+    );
+
+    // Retry all failed (same filters).
+    let (status, _, _) = b
+        .post(
+            "/admin/deliveries/retry-all",
+            &[("_csrf", &token), ("tenant", &tenant), ("channel", &ch)],
+        )
+        .await;
+    assert_eq!(status, 303);
+    for id in &ids[1..] {
+        let d = t
+            .wait_delivery(&key, id, Duration::from_secs(20), |d| d["status"] == "sent")
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+    }
+
+    // The CSV: the reference's columns, formula cells escaped.
+    let (status, csv) = b
+        .get(&format!(
+            "/admin/deliveries/export?tenant={tenant}&status=any"
+        ))
+        .await;
+    assert_eq!(status, 200);
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "id,tenant_id,channel_id,channel_name,activity_id,status,attempts,last_error,retry_count,retried_by,retried_at,inserted_at,updated_at"
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 3, "{csv}");
+    for r in &rows {
+        assert!(
+            r.contains(",\"'=HYPERLINK(\"\"x\"\")\","),
+            "the name is escaped and quoted: {r}"
+        );
+        assert!(!r.contains(",=HYPERLINK"));
+    }
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn roles_and_the_portal_fence() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(400).await.unwrap();
+    let (tenant_a, _, _, ids_a) = failing_tenant(&t, &rx, "hook-a", 1).await;
+    let (_tenant_b, _, ch_b, ids_b) = failing_tenant(&t, &rx, "hook-b", 1).await;
+    admin_user(&t, "admin", "viewer@ops.example", "viewer", None).await;
+    admin_user(&t, "portal", "owner@a.example", "owner", Some(&tenant_a)).await;
+    admin_user(&t, "portal", "viewer@a.example", "viewer", Some(&tenant_a)).await;
+
+    // An admin viewer browses but has no retry buttons, and a POST is refused.
+    let viewer = Browser::new(&t.stack.admin_url);
+    let (status, _) = viewer
+        .sign_in("admin", "viewer@ops.example", "correct horse battery")
+        .await;
+    assert_eq!(status, 303);
+    let (_, html) = viewer.get("/admin/deliveries").await;
+    assert!(html.contains(ids_a[0].as_str()) && html.contains(ids_b[0].as_str()));
+    assert!(
+        !html.contains("class=\"retry\""),
+        "no retry buttons for viewers"
+    );
+    assert!(!html.contains("Retry all failed"));
+    let token = csrf_of(&html);
+    let (status, _, _) = viewer
+        .post(
+            &format!("/admin/deliveries/{}/retry", ids_a[0]),
+            &[("_csrf", &token)],
+        )
+        .await;
+    assert_eq!(status, 403, "a viewer cannot retry");
+    let (_, html) = viewer.get("/admin/tenants").await;
+    assert!(!html.contains("Rotate API key"));
+
+    // A forged POST (no CSRF token) is refused even for an owner.
+    let owner = Browser::new(&t.stack.admin_url);
+    let (status, loc) = owner
+        .sign_in("portal", "owner@a.example", "correct horse battery")
+        .await;
+    assert_eq!((status, loc.as_deref()), (303, Some("/portal/deliveries")));
+    let (status, _, _) = owner
+        .post(&format!("/portal/deliveries/{}/retry", ids_a[0]), &[])
+        .await;
+    assert_eq!(status, 403);
+
+    // The portal shows its own tenant only, whatever the URL asks for.
+    let (_, html) = owner.get("/portal/deliveries").await;
+    assert!(html.contains(ids_a[0].as_str()));
+    assert!(!html.contains(ids_b[0].as_str()));
+    let (_, crafted) = owner
+        .get(&format!(
+            "/portal/deliveries?tenant={_tenant_b}&channel={ch_b}&status=any"
+        ))
+        .await;
+    assert!(!crafted.contains(ids_b[0].as_str()), "another tenant's row");
+    let (_, csv) = owner
+        .get(&format!(
+            "/portal/deliveries/export?tenant={_tenant_b}&status=any"
+        ))
+        .await;
+    assert!(!csv.contains(ids_b[0].as_str()));
+    assert!(csv.contains(ids_a[0].as_str()));
+    // Retrying another tenant's delivery is "not found".
+    let token = csrf_of(&html);
+    let (status, _, _) = owner
+        .post(
+            &format!("/portal/deliveries/{}/retry", ids_b[0]),
+            &[("_csrf", &token)],
+        )
+        .await;
+    assert_eq!(status, 404);
+    // Admin pages are not the portal's.
+    assert_eq!(owner.get("/admin/tenants").await.0, 303);
+
+    // A portal viewer: no retry.
+    let pv = Browser::new(&t.stack.admin_url);
+    pv.sign_in("portal", "viewer@a.example", "correct horse battery")
+        .await;
+    let (_, html) = pv.get("/portal/deliveries").await;
+    assert!(!html.contains("class=\"retry\""));
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn channels_pause_resume_and_tenants() {
+    let t = TestStack::start().await;
+    let (tenant, key) = t.tenant("default").await;
+    let hook = t.webhook(&key, "http://127.0.0.1:9/x", json!({})).await;
+    let ch = hook["id"].as_str().unwrap().to_owned();
+    let b = Browser::new(&t.stack.admin_url);
+    b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    let (_, html) = b.get(&format!("/admin/channels?tenant={tenant}")).await;
+    assert!(html.contains("Pause deliveries"));
+    assert_eq!(delivery_state(&b, &tenant, &ch).await, "Flowing");
+    let token = csrf_of(&html);
+    let (status, _, _) = b
+        .post(&format!("/admin/channels/{ch}/pause"), &[("_csrf", &token)])
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(delivery_state(&b, &tenant, &ch).await, "Paused");
+    let (_, html) = b.get(&format!("/admin/channels?tenant={tenant}")).await;
+    assert!(html.contains("Resume deliveries"));
+    b.post(
+        &format!("/admin/channels/{ch}/resume"),
+        &[("_csrf", &token)],
+    )
+    .await;
+    assert_eq!(delivery_state(&b, &tenant, &ch).await, "Flowing");
+    // Both are audited.
+    let (_, audit) = b.get(&format!("/admin/audit?tenant={tenant}")).await;
+    assert!(
+        audit.contains("pause_deliveries") && audit.contains("resume_deliveries"),
+        "{audit}"
+    );
+
+    // Tenants: create one (its key shown once), rotate a key (the old one stops working).
+    let (_, html) = b
+        .post(
+            "/admin/tenants",
+            &[("_csrf", &token), ("name", "Acme"), ("tier", "high")],
+        )
+        .await
+        .1
+        .pipe(|h| (0, h));
+    assert!(html.contains("id=\"api-key\""), "{html}");
+    let (_, html, _) = b
+        .post(
+            &format!("/admin/tenants/{tenant}/rotate-key"),
+            &[("_csrf", &token)],
+        )
+        .await;
+    let at = html.find("id=\"api-key\">").unwrap() + "id=\"api-key\">".len();
+    let new_key = &html[at..at + html[at..].find('<').unwrap()];
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        t.api("GET", &format!("/api/v1/channels/{ch}"), new_key, None)
+            .await
+            .status,
+        200
+    );
+    t.stop().await;
+}
+
+trait Pipe: Sized {
+    fn pipe<T>(self, f: impl FnOnce(Self) -> T) -> T {
+        f(self)
+    }
+}
+impl<T> Pipe for T {}
