@@ -351,6 +351,7 @@ async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     let info = SentInfo {
         provider_message_id: Some("pm-1".into()),
         response_status: Some(202),
+        handed_off: false,
     };
     assert!(
         f.store
@@ -1159,7 +1160,16 @@ async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
     let now = time::now_rfc3339();
     assert!(
         f.store
-            .mark_handed_off(&d, "t", &SentInfo::default(), &entry(1), &now)
+            .mark_sent(
+                &d,
+                "t",
+                &SentInfo {
+                    handed_off: true,
+                    ..SentInfo::default()
+                },
+                &entry(1),
+                &now
+            )
             .await
             .unwrap()
     );
@@ -1187,7 +1197,7 @@ async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
     );
 
     // The ack: pending -> sent, once; again it reports Already.
-    match f.store.acknowledge(&d.id, &now).await.unwrap() {
+    match f.store.acknowledge(&d, &now).await.unwrap() {
         Ack::Acked(r) => {
             assert_eq!(r.status, DeliveryStatus::Sent);
             assert!(!r.handed_off);
@@ -1196,18 +1206,24 @@ async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        f.store.acknowledge(&d.id, &now).await.unwrap(),
+        f.store.acknowledge(&d, &now).await.unwrap(),
         Ack::Already(_)
     ));
     // A pending delivery that was not handed off is not waiting for an ack.
     let other = claimed(&f, "v").await;
     assert!(matches!(
-        f.store.acknowledge(&other.id, &now).await.unwrap(),
+        f.store.acknowledge(&other, &now).await.unwrap(),
         Ack::NotAwaiting(_)
     ));
     assert!(matches!(
         f.store
-            .acknowledge(&DeliveryId::generate(), &now)
+            .acknowledge(
+                &Delivery {
+                    id: DeliveryId::generate(),
+                    ..d.clone()
+                },
+                &now
+            )
             .await
             .unwrap(),
         Ack::Missing
@@ -1222,6 +1238,7 @@ async fn receipts_find_their_delivery_and_move_it_forward(b: Backend) {
     let info = SentInfo {
         provider_message_id: Some("wamid.1".into()),
         response_status: Some(200),
+        handed_off: false,
     };
     assert!(
         f.store
@@ -1281,6 +1298,7 @@ async fn receipts_find_their_delivery_and_move_it_forward(b: Backend) {
     let info2 = SentInfo {
         provider_message_id: Some("wamid.2".into()),
         response_status: Some(200),
+        handed_off: false,
     };
     assert!(
         f.store

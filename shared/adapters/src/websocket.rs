@@ -47,15 +47,22 @@ pub fn socket_config(config: &Map<String, Value>) -> Result<SocketConfig<'_>, St
     Ok(SocketConfig { token, require_ack })
 }
 
-/// The frame a client receives for one delivery.
-pub fn activity_frame(env: &Envelope<'_>, require_ack: bool) -> Value {
+/// The frame a client receives for one delivery (also when it asks for a replay).
+pub fn activity_frame(
+    delivery_id: &str,
+    activity_id: &str,
+    conversation_id: &str,
+    seq: u64,
+    payload: &Value,
+    require_ack: bool,
+) -> Value {
     json!({
         "type": "activity",
-        "delivery_id": env.delivery_id,
-        "activity_id": env.activity_id,
-        "conversation_id": env.conversation_id,
-        "seq": env.seq,
-        "payload": env.payload,
+        "delivery_id": delivery_id,
+        "activity_id": activity_id,
+        "conversation_id": conversation_id,
+        "seq": seq,
+        "payload": payload,
         "require_ack": require_ack,
     })
 }
@@ -78,8 +85,15 @@ impl Adapter for WebsocketAdapter {
         let cfg = socket_config(target.config)
             .map_err(|e| DeliveryError::permanent(format!("websocket: {e}")))?;
         let connections = env.services.connections(target.channel_id).await?;
-        let frame = serde_json::to_vec(&activity_frame(&env, cfg.require_ack))
-            .map_err(|e| DeliveryError::permanent(format!("websocket: {e}")))?;
+        let frame = serde_json::to_vec(&activity_frame(
+            env.delivery_id,
+            env.activity_id,
+            env.conversation_id,
+            env.seq,
+            env.payload,
+            cfg.require_ack,
+        ))
+        .map_err(|e| DeliveryError::permanent(format!("websocket: {e}")))?;
         let pushes =
             futures::future::join_all(connections.iter().map(|c| env.services.push(c, &frame)))
                 .await;

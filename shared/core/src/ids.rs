@@ -85,6 +85,18 @@ impl DeliveryId {
     }
 }
 
+impl ActivityId {
+    /// The reply a bot posts for `delivery`: a function of the delivery, so a retried
+    /// attempt names the same activity and posts it once.
+    pub fn reply_for(delivery: &DeliveryId) -> Self {
+        let body = delivery
+            .as_str()
+            .strip_prefix(DeliveryId::PREFIX)
+            .unwrap_or(delivery.as_str());
+        Self(format!("{}re_{body}", Self::PREFIX))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
     #[error("{kind} must start with `{prefix}`")]
@@ -99,6 +111,19 @@ pub enum IdError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_id_is_a_valid_function_of_its_delivery() {
+        let d = DeliveryId::generate();
+        let a = ActivityId::reply_for(&d);
+        assert_eq!(a, ActivityId::reply_for(&d));
+        assert!(a.as_str().starts_with("act_re_"));
+        assert_eq!(ActivityId::parse(a.as_str()), Ok(a));
+        assert_ne!(
+            ActivityId::reply_for(&DeliveryId::generate()),
+            ActivityId::reply_for(&d)
+        );
+    }
 
     #[test]
     fn ids_round_trip_and_refuse_other_kinds() {

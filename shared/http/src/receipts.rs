@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use converger_core::providers::{infobip_receipts, meta_receipts, verify_meta_signature};
 use converger_core::secret::constant_time_eq;
 use converger_core::{ChannelId, ChannelType};
-use converger_pipeline::handoff::AckOutcome;
+use converger_store::Ack;
 use converger_store::Channel;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -174,9 +174,9 @@ pub async fn acknowledge(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let d = owned_delivery(&state, &tenant, &id).await?;
-    match state.pipeline.acknowledge(&d.id).await? {
-        AckOutcome::Acked(d) | AckOutcome::Already(d) => Ok(Json(views::delivery(&d))),
-        AckOutcome::NotAwaiting(d) => Err(ApiError::new(
+    match state.pipeline.acknowledge(&d).await? {
+        Ack::Acked(d) | Ack::Already(d) => Ok(Json(views::delivery(&d))),
+        Ack::NotAwaiting(d) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "not_awaiting_ack",
             format!(
@@ -184,6 +184,6 @@ pub async fn acknowledge(
                 d.id, d.status
             ),
         )),
-        AckOutcome::Missing => Err(ApiError::not_found("delivery")),
+        Ack::Missing => Err(ApiError::not_found("delivery")),
     }
 }

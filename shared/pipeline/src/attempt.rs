@@ -141,31 +141,11 @@ impl Pipeline {
         let kind = channel.kind.as_str();
 
         match result {
-            Ok((_, Ok(Delivered::HandedOff(accepted)))) => {
-                let e = entry(
-                    accepted.status_code,
-                    accepted.response_snippet.clone(),
-                    None,
-                    None,
-                );
-                let info = SentInfo {
-                    provider_message_id: None,
-                    response_status: accepted.status_code,
+            Ok((_, Ok(delivered))) => {
+                let (accepted, handed_off) = match delivered {
+                    Delivered::Sent(a) => (a, false),
+                    Delivered::HandedOff(a) => (a, true),
                 };
-                if !self
-                    .store
-                    .mark_handed_off(&d, &token, &info, &e, &now)
-                    .await?
-                {
-                    return Ok(Report::Skipped("lease lost before recording the hand-off"));
-                }
-                tracing::info!(delivery_id = %d.id, channel_id = %d.channel_id, attempt = n, "delivery handed off; waiting for an acknowledgement");
-                metrics::count("handed_off", kind, 1);
-                self.after_attempt(&d, &channel, Outcome::Neutral, false, probe)
-                    .await?;
-                Ok(Report::HandedOff)
-            }
-            Ok((_, Ok(Delivered::Sent(accepted)))) => {
                 let e = entry(
                     accepted.status_code,
                     accepted.response_snippet.clone(),
@@ -173,11 +153,20 @@ impl Pipeline {
                     None,
                 );
                 let info = SentInfo {
-                    provider_message_id: accepted.provider_message_id.clone(),
+                    provider_message_id: accepted.provider_message_id,
                     response_status: accepted.status_code,
+                    handed_off,
                 };
                 if !self.store.mark_sent(&d, &token, &info, &e, &now).await? {
                     return Ok(Report::Skipped("lease lost before recording success"));
+                }
+                if handed_off {
+                    // Nothing failed and nothing was confirmed: the breaker is not moved.
+                    tracing::info!(delivery_id = %d.id, channel_id = %d.channel_id, attempt = n, "delivery handed off; waiting for an acknowledgement");
+                    metrics::count("handed_off", kind, 1);
+                    self.after_attempt(&d, &channel, Outcome::Neutral, false, probe)
+                        .await?;
+                    return Ok(Report::HandedOff);
                 }
                 tracing::info!(delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempt = n, duration_ms, "delivery sent");
                 metrics::count("sent", kind, 1);

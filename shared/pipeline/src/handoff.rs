@@ -6,7 +6,7 @@ use crate::Pipeline;
 use crate::attempt::status_event;
 use crate::ingest::{IngestError, NewActivity};
 use async_trait::async_trait;
-use converger_adapters::websocket::socket_config;
+use converger_adapters::websocket::{activity_frame, socket_config};
 use converger_adapters::{Push, Reply, Services};
 use converger_core::providers::Receipt;
 use converger_core::{
@@ -20,16 +20,6 @@ use std::sync::Arc;
 
 /// Most waiting deliveries one replay request pushes again.
 pub const SOCKET_REPLAY_LIMIT: usize = 500;
-
-/// The id of the reply a bot posts for `delivery`: derived, so a retried attempt posts the
-/// same reply once.
-pub fn reply_id(delivery: &str) -> Result<ActivityId, DeliveryError> {
-    let rest = delivery
-        .strip_prefix(DeliveryId::PREFIX)
-        .unwrap_or(delivery);
-    ActivityId::parse(&format!("{}re_{rest}", ActivityId::PREFIX))
-        .map_err(|e| DeliveryError::permanent(format!("echo: reply id: {e}")))
-}
 
 fn store_error(e: StoreError) -> DeliveryError {
     DeliveryError::transient(format!("store: {e}"))
@@ -57,7 +47,9 @@ impl Services for Pipeline {
                 targets.push(id.clone());
             }
         }
-        let id = reply_id(reply.delivery_id)?;
+        let delivery = DeliveryId::parse(reply.delivery_id)
+            .map_err(|e| DeliveryError::permanent(format!("echo: {e}")))?;
+        let id = ActivityId::reply_for(&delivery);
         let new = NewActivity {
             id: Some(id.clone()),
             conversation_id: reply.conversation_id.to_owned(),
@@ -111,18 +103,6 @@ pub enum ConnectRefused {
     BadToken,
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// What acknowledging a delivery did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AckOutcome {
-    /// Now `sent`.
-    Acked(Delivery),
-    /// Already accepted before; nothing changed.
-    Already(Delivery),
-    /// Not waiting for an acknowledgement.
-    NotAwaiting(Delivery),
-    Missing,
 }
 
 /// What a batch of provider receipts did.
@@ -197,29 +177,27 @@ impl Pipeline {
                 else {
                     return Ok(socket_error("invalid_request", "ack needs a `delivery_id`"));
                 };
-                match self.store.get_delivery(&id).await? {
-                    Some(d) if d.channel_id == conn.channel_id => {}
+                let d = match self.store.get_delivery(&id).await? {
+                    Some(d) if d.channel_id == conn.channel_id => d,
                     _ => {
                         return Ok(socket_error(
                             "not_found",
                             "no such delivery on this channel",
                         ));
                     }
-                }
-                Ok(match self.acknowledge(&id).await? {
-                    AckOutcome::Acked(d) | AckOutcome::Already(d) => {
+                };
+                Ok(match self.acknowledge(&d).await? {
+                    Ack::Acked(d) | Ack::Already(d) => {
                         json!({"type": "ack", "delivery_id": d.id, "status": d.status})
                     }
-                    AckOutcome::NotAwaiting(d) => socket_error(
+                    Ack::NotAwaiting(d) => socket_error(
                         "not_awaiting_ack",
                         &format!(
                             "delivery {} is {} and not waiting for an ack",
                             d.id, d.status
                         ),
                     ),
-                    AckOutcome::Missing => {
-                        socket_error("not_found", "no such delivery on this channel")
-                    }
+                    Ack::Missing => socket_error("not_found", "no such delivery on this channel"),
                 })
             }
             Some("replay") => {
@@ -236,7 +214,7 @@ impl Pipeline {
     /// Pushes the channel's handed-off deliveries to `conn` again, oldest first. Without
     /// `require_ack`, each one the client received is `sent`.
     async fn socket_replay(&self, conn: &Connection) -> Result<usize, StoreError> {
-        let Some(ch) = self.store.get_channel(&conn.channel_id).await? else {
+        let Some(ch) = self.channel(&conn.channel_id).await? else {
             return Ok(0);
         };
         let require_ack = socket_config(&ch.config).is_ok_and(|c| c.require_ack);
@@ -270,26 +248,26 @@ impl Pipeline {
             let Some(a) = self.store.get_activity(&d.activity_id).await? else {
                 continue;
             };
-            let frame = json!({
-                "type": "activity", "delivery_id": d.id, "activity_id": a.id,
-                "conversation_id": a.conversation_id, "seq": a.seq, "payload": a.payload,
-                "require_ack": require_ack, "replay": true,
-            });
+            let mut frame = activity_frame(
+                d.id.as_str(),
+                a.id.as_str(),
+                &a.conversation_id,
+                a.seq,
+                &a.payload,
+                require_ack,
+            );
+            frame["replay"] = json!(true);
             match self
-                .sockets
-                .post(&conn.connection_id, frame.to_string().as_bytes())
+                .push(&conn.connection_id, frame.to_string().as_bytes())
                 .await
             {
-                Ok(Pushed::Sent) => {
+                Ok(Push::Sent) => {
                     pushed += 1;
                     if !require_ack {
-                        self.acknowledge(&d.id).await?;
+                        self.acknowledge(&d).await?;
                     }
                 }
-                Ok(Pushed::Gone) => {
-                    self.store.delete_connection(&conn.connection_id).await?;
-                    break;
-                }
+                Ok(Push::Gone) => break,
                 Err(e) => {
                     tracing::warn!(connection_id = %conn.connection_id, error = %e, "replay push failed");
                     break;
@@ -299,23 +277,17 @@ impl Pipeline {
         Ok(pushed)
     }
 
-    /// A client confirms a handed-off delivery: it becomes `sent`
-    /// (`delivery.status_changed`).
-    pub async fn acknowledge(&self, id: &DeliveryId) -> Result<AckOutcome, StoreError> {
-        Ok(
-            match self.store.acknowledge(id, &time::now_rfc3339()).await? {
-                Ack::Acked(d) => {
-                    tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
-                    self.events
-                        .publish(vec![status_event(&d, "sent", d.attempts, None)])
-                        .await;
-                    AckOutcome::Acked(d)
-                }
-                Ack::Already(d) => AckOutcome::Already(d),
-                Ack::NotAwaiting(d) => AckOutcome::NotAwaiting(d),
-                Ack::Missing => AckOutcome::Missing,
-            },
-        )
+    /// A client confirms a handed-off delivery `d` (as the caller read it): it becomes
+    /// `sent` (`delivery.status_changed`).
+    pub async fn acknowledge(&self, d: &Delivery) -> Result<Ack, StoreError> {
+        let ack = self.store.acknowledge(d, &time::now_rfc3339()).await?;
+        if let Ack::Acked(d) = &ack {
+            tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
+            self.events
+                .publish(vec![status_event(d, "sent", d.attempts, None)])
+                .await;
+        }
+        Ok(ack)
     }
 
     /// Applies provider receipts to `channel`'s deliveries; each change is published as
@@ -372,17 +344,4 @@ impl Pipeline {
 
 fn socket_error(code: &str, message: &str) -> Value {
     json!({"type": "error", "code": code, "message": message})
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reply_ids_are_derived_from_the_delivery() {
-        let d = DeliveryId::generate();
-        let a = reply_id(d.as_str()).unwrap();
-        assert_eq!(a, reply_id(d.as_str()).unwrap());
-        assert!(a.as_str().starts_with("act_re_"));
-    }
 }

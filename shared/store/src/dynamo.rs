@@ -770,14 +770,22 @@ impl Store for DynamoStore {
         let mut sets = vec![
             "#st = :st".to_owned(),
             "attempts = attempts + :one".into(),
-            "sent_at = :now".into(),
             "updated_at = :now".into(),
             SET_INDEX.into(),
             LOG_SET.into(),
         ];
-        let mut values = self
-            .outcome_values(d, DeliveryStatus::Sent, log, now)
-            .await?;
+        let status = if info.handed_off {
+            DeliveryStatus::Pending
+        } else {
+            DeliveryStatus::Sent
+        };
+        let mut values = self.outcome_values(d, status, log, now).await?;
+        if info.handed_off {
+            sets.push("handed_off = :t".into());
+            values.push((":t", AttributeValue::Bool(true)));
+        } else {
+            sets.push("sent_at = :now".into());
+        }
         if let Some(id) = &info.provider_message_id {
             sets.push("provider_message_id = :pmid, pm_key = :pmk".into());
             values.push((":pmid", s(id.as_str())));

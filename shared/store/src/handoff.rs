@@ -3,10 +3,10 @@
 //! websocket connections of a channel with the API Gateway management API that pushes to
 //! them.
 
-use crate::model::{Delivery, LogUpdate, SentInfo};
+use crate::model::Delivery;
 use crate::ports::StoreResult;
 use async_trait::async_trait;
-use converger_core::{ChannelId, DeliveryId, DeliveryStatus, TenantId};
+use converger_core::{ChannelId, DeliveryStatus, TenantId};
 use serde::{Deserialize, Serialize};
 
 /// How long a connection record lives without a `$disconnect` (API Gateway closes a
@@ -49,20 +49,9 @@ pub enum Receipted {
 
 #[async_trait]
 pub trait HandoffStore: Send + Sync + 'static {
-    /// Records an attempt that handed the delivery off (websocket): still `pending`,
-    /// `attempts` + 1, no retry scheduled (out of the due index, its lease and window slot
-    /// given back) until a client acknowledges it. `false` if the lease was lost.
-    async fn mark_handed_off(
-        &self,
-        d: &Delivery,
-        token: &str,
-        info: &SentInfo,
-        log: &LogUpdate,
-        now: &str,
-    ) -> StoreResult<bool>;
-
-    /// A client's acknowledgement: a handed-off delivery becomes `sent`.
-    async fn acknowledge(&self, id: &DeliveryId, now: &str) -> StoreResult<Ack>;
+    /// A client's acknowledgement of `d` (the row the caller read, for its keys): a
+    /// handed-off delivery becomes `sent`, in one conditional write.
+    async fn acknowledge(&self, d: &Delivery, now: &str) -> StoreResult<Ack>;
 
     /// Applies a provider receipt to the delivery of `channel` that the provider knows as
     /// `provider_message_id`, by the rules of `DeliveryStatus::apply_receipt`, as one

@@ -446,11 +446,17 @@ impl Store for MemStore {
     ) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            leased(s, d, token, log, |row| {
+            let done = leased(s, d, token, log, |row| {
                 row.slot = false;
-                row.status = DeliveryStatus::Sent;
+                row.in_backlog = false;
                 row.attempts += 1;
-                row.sent_at = Some(now.to_owned());
+                if info.handed_off {
+                    row.status = DeliveryStatus::Pending;
+                    row.handed_off = true;
+                } else {
+                    row.status = DeliveryStatus::Sent;
+                    row.sent_at = Some(now.to_owned());
+                }
                 row.updated_at = now.to_owned();
                 row.last_error = None;
                 if info.provider_message_id.is_some() {
@@ -459,14 +465,15 @@ impl Store for MemStore {
                 if info.response_status.is_some() {
                     row.response_status = info.response_status;
                 }
-            })
-            .then(|| {
+            });
+            if done {
                 if let Some(id) = &info.provider_message_id {
                     s.providers
                         .insert((d.channel_id.clone(), id.clone()), d.id.clone());
                 }
-            })
-            .is_some()
+                s.reindex(&d.id);
+            }
+            done
         })
     }
 

@@ -365,6 +365,9 @@ impl DeliveryMessage {
 pub struct SentInfo {
     pub provider_message_id: Option<String>,
     pub response_status: Option<u16>,
+    /// Handed off to a client that has not confirmed it (websocket): the delivery stays
+    /// `pending` with `handed_off`, out of the due index, never retried, until acknowledged.
+    pub handed_off: bool,
 }
 
 /// Result of trying to claim a delivery for an attempt.

@@ -1,17 +1,18 @@
-//! The DynamoDB backend of [`HandoffStore`]: hand-offs and acknowledgements as conditional
-//! updates of the delivery item, receipts found through the sparse `by_provider_message`
+//! The DynamoDB backend of [`HandoffStore`]: acknowledgements as one conditional update of
+//! the delivery item (the hand-off itself is `mark_sent`), receipts found through the sparse `by_provider_message`
 //! index, connections in their own table.
 
 use super::*;
 use crate::handoff::*;
 
 impl DynamoStore {
-    /// The delivery of `channel` its provider knows as `pmid`.
+    /// The delivery of `channel` its provider knows as `pmid`, as the index holds it (the
+    /// index projects the whole item; a receipt's conditional write catches a stale copy).
     async fn by_provider_message(
         &self,
         channel: &ChannelId,
         pmid: &str,
-    ) -> StoreResult<Option<DeliveryId>> {
+    ) -> StoreResult<Option<Delivery>> {
         let out = self
             .client
             .query()
@@ -23,100 +24,74 @@ impl DynamoStore {
             .send()
             .await
             .map_err(sdk_err)?;
-        let id = out
-            .items
+        out.items
             .unwrap_or_default()
             .into_iter()
             .next()
-            .and_then(|i| i.get("id").and_then(|v| v.as_s().ok()).cloned());
-        Ok(id.and_then(|id| DeliveryId::parse(&id).ok()))
+            .map(from_item)
+            .transpose()
+    }
+}
+
+/// What an acknowledgement finds in a row it could not move.
+fn not_acked(d: Delivery) -> Ack {
+    if d.status.is_accepted() {
+        Ack::Already(d)
+    } else {
+        Ack::NotAwaiting(d)
     }
 }
 
 #[async_trait]
 impl HandoffStore for DynamoStore {
-    async fn mark_handed_off(
-        &self,
-        d: &Delivery,
-        token: &str,
-        info: &SentInfo,
-        log: &LogUpdate,
-        now: &str,
-    ) -> StoreResult<bool> {
-        let mut sets = vec![
-            "#st = :st".to_owned(),
-            "attempts = attempts + :one".into(),
-            "handed_off = :t".into(),
-            "updated_at = :now".into(),
-            SET_INDEX.into(),
-            LOG_SET.into(),
-        ];
-        let mut values = self
-            .outcome_values(d, DeliveryStatus::Pending, log, now)
-            .await?;
-        values.push((":t", AttributeValue::Bool(true)));
-        if let Some(st) = info.response_status {
-            sets.push("response_status = :rs".into());
-            values.push((":rs", n(st)));
+    async fn acknowledge(&self, d: &Delivery, now: &str) -> StoreResult<Ack> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.deliveries)
+            .key("id", s(d.id.as_str()))
+            .update_expression(format!(
+                "SET #st = :sent, sent_at = :now, updated_at = :now, {SET_INDEX} \
+                 REMOVE handed_off"
+            ))
+            .condition_expression("#st = :pending AND handed_off = :t")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":sent", s(DeliveryStatus::Sent.as_str()))
+            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .expression_attribute_values(":now", s(now))
+            .return_values(ReturnValue::AllNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        for (k, v) in index_keys(
+            &d.tenant_id,
+            &d.channel_id,
+            &d.id,
+            DeliveryStatus::Sent,
+            now,
+        ) {
+            req = req.expression_attribute_values(k, v);
         }
-        let expr = format!(
-            "SET {} REMOVE lease_token, lease_until, last_error, due_shard, due_at, slot, \
-             in_backlog, bl_pk, bl_sk",
-            sets.join(", ")
-        );
-        self.leased_update(d, token, expr, values).await
-    }
-
-    async fn acknowledge(&self, id: &DeliveryId, now: &str) -> StoreResult<Ack> {
-        for _ in 0..3 {
-            let Some(d) = self.get_delivery(id).await? else {
-                return Ok(Ack::Missing);
-            };
-            if d.status.is_accepted() {
-                return Ok(Ack::Already(d));
+        match req.send().await {
+            Ok(out) => {
+                let item = out
+                    .attributes
+                    .ok_or_else(|| StoreError::Corrupt("ack returned no item".into()))?;
+                Ok(Ack::Acked(from_item(item)?))
             }
-            if !(d.status == DeliveryStatus::Pending && d.handed_off) {
-                return Ok(Ack::NotAwaiting(d));
-            }
-            let mut req = self
-                .client
-                .update_item()
-                .table_name(&self.res.deliveries)
-                .key("id", s(id.as_str()))
-                .update_expression(format!(
-                    "SET #st = :sent, sent_at = :now, updated_at = :now, {SET_INDEX} \
-                     REMOVE handed_off"
-                ))
-                .condition_expression("#st = :pending AND handed_off = :t")
-                .expression_attribute_names("#st", "status")
-                .expression_attribute_values(":sent", s(DeliveryStatus::Sent.as_str()))
-                .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
-                .expression_attribute_values(":t", AttributeValue::Bool(true))
-                .expression_attribute_values(":now", s(now))
-                .return_values(ReturnValue::AllNew);
-            for (k, v) in index_keys(
-                &d.tenant_id,
-                &d.channel_id,
-                &d.id,
-                DeliveryStatus::Sent,
-                now,
-            ) {
-                req = req.expression_attribute_values(k, v);
-            }
-            match req.send().await {
-                Ok(out) => {
-                    let item = out
-                        .attributes
-                        .ok_or_else(|| StoreError::Corrupt("ack returned no item".into()))?;
-                    return Ok(Ack::Acked(from_item(item)?));
+            Err(e) => match e.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(c) => {
+                    let old = match c.item {
+                        Some(item) if !item.is_empty() => Some(from_item::<Delivery>(item)?),
+                        // Emulators that do not return the old item: read it.
+                        _ => self.get_delivery(&d.id).await?,
+                    };
+                    Ok(old.map_or(Ack::Missing, not_acked))
                 }
-                Err(e) if is_update_conditional(&e) => continue,
-                Err(e) => return Err(sdk_err(e)),
-            }
+                other => Err(StoreError::Unavailable(
+                    DisplayErrorContext(&other).to_string(),
+                )),
+            },
         }
-        Err(StoreError::Conflict(format!(
-            "delivery {id} kept changing during the acknowledgement"
-        )))
     }
 
     async fn apply_receipt(
@@ -127,16 +102,13 @@ impl HandoffStore for DynamoStore {
         error: Option<&str>,
         now: &str,
     ) -> StoreResult<Receipted> {
-        let Some(id) = self
+        let Some(mut d) = self
             .by_provider_message(channel, provider_message_id)
             .await?
         else {
             return Ok(Receipted::Unknown);
         };
         for _ in 0..5 {
-            let Some(d) = self.get_delivery(&id).await? else {
-                return Ok(Receipted::Unknown);
-            };
             let from = d.status;
             let Some(to) = from.apply_receipt(receipt) else {
                 return Ok(Receipted::Ignored(d));
@@ -146,7 +118,7 @@ impl HandoffStore for DynamoStore {
                 .client
                 .update_item()
                 .table_name(&self.res.deliveries)
-                .key("id", s(id.as_str()))
+                .key("id", s(d.id.as_str()))
                 .condition_expression("#st = :from")
                 .expression_attribute_names("#st", "status")
                 .expression_attribute_values(":to", s(to.as_str()))
@@ -177,13 +149,18 @@ impl HandoffStore for DynamoStore {
                         row: from_item(item)?,
                     });
                 }
-                // Another receipt moved it first: read it again and decide again.
-                Err(e) if is_update_conditional(&e) => continue,
+                // The index's copy was stale, or another receipt moved it first: read it
+                // and decide again.
+                Err(e) if is_update_conditional(&e) => match self.get_delivery(&d.id).await? {
+                    Some(now_row) => d = now_row,
+                    None => return Ok(Receipted::Unknown),
+                },
                 Err(e) => return Err(sdk_err(e)),
             }
         }
         Err(StoreError::Conflict(format!(
-            "delivery {id} kept changing while a receipt was applied"
+            "delivery {} kept changing while a receipt was applied",
+            d.id
         )))
     }
 

@@ -5,39 +5,10 @@ use crate::handoff::*;
 
 #[async_trait]
 impl HandoffStore for MemStore {
-    async fn mark_handed_off(
-        &self,
-        d: &Delivery,
-        token: &str,
-        info: &SentInfo,
-        log: &LogUpdate,
-        now: &str,
-    ) -> StoreResult<bool> {
+    async fn acknowledge(&self, d: &Delivery, now: &str) -> StoreResult<Ack> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let done = leased(s, d, token, log, |row| {
-                row.slot = false;
-                row.in_backlog = false;
-                row.status = DeliveryStatus::Pending;
-                row.handed_off = true;
-                row.attempts += 1;
-                row.last_error = None;
-                row.updated_at = now.to_owned();
-                if info.response_status.is_some() {
-                    row.response_status = info.response_status;
-                }
-            });
-            if done {
-                s.reindex(&d.id);
-            }
-            done
-        })
-    }
-
-    async fn acknowledge(&self, id: &DeliveryId, now: &str) -> StoreResult<Ack> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            let Some(row) = s.deliveries.get_mut(id) else {
+            let Some(row) = s.deliveries.get_mut(&d.id) else {
                 return Ack::Missing;
             };
             if row.status.is_accepted() {
