@@ -231,14 +231,17 @@ impl Pipeline {
         q.limit = room.clamp(1, self.config.replay_chunk.max(1));
         let mut chunk = self.store.list_deliveries(&q).await?;
         stats.queries += 1;
-        // Deliveries of inactive channels are skipped (enable the channel first).
-        let mut keep = Vec::with_capacity(chunk.items.len());
-        for d in std::mem::take(&mut chunk.items) {
-            if self.channel(&d.channel_id).await?.is_some_and(|c| c.active) {
-                keep.push(d);
+        // A query over several channels skips the deliveries of inactive ones (enable the
+        // channel first); a one-channel query's caller checked its channel.
+        if query.channel.is_none() {
+            let mut keep = Vec::with_capacity(chunk.items.len());
+            for d in std::mem::take(&mut chunk.items) {
+                if self.channel(&d.channel_id).await?.is_some_and(|c| c.active) {
+                    keep.push(d);
+                }
             }
+            chunk.items = keep;
         }
-        chunk.items = keep;
         let now_ms = time::now_ms();
         let now = time::ms_to_rfc3339(now_ms);
         let groups: Vec<Vec<Delivery>> = chunk
@@ -317,45 +320,22 @@ impl Pipeline {
     ) -> Result<BulkResult, ReplayError> {
         self.replayable_channel(tenant, channel_id).await?;
         let cap = self.cap(filter.limit);
-        let mut query = Self::failed_query(
+        let query = Self::failed_query(
             tenant,
             channel_id,
             filter.from_key,
             Self::started_bound(filter.to_key),
             filter.activity,
         );
-        let mut retried = 0usize;
-        let mut stats = BulkStats::default();
-        loop {
-            let page = self
-                .replay_page(&query, cap - retried, actor, &mut stats)
-                .await?;
-            retried += page.retried;
-            match page.next {
-                None => {
-                    return Ok(BulkResult {
-                        retried,
-                        has_more: false,
-                        stats,
-                    });
-                }
-                Some(next) if retried >= cap => {
-                    let has_more = self.more_after(&query, Some(next), &mut stats).await?;
-                    tracing::info!(channel_id = %channel_id, retried, ?stats, "bulk replay done");
-                    return Ok(BulkResult {
-                        retried,
-                        has_more,
-                        stats,
-                    });
-                }
-                Some(next) => query.after = Some(next),
-            }
-        }
+        let r = self.replay_all(query, cap, actor).await?;
+        tracing::info!(channel_id = %channel_id, retried = r.retried, stats = ?r.stats, "bulk replay done");
+        Ok(r)
     }
 
     /// Replays the dead letters a listing query selects (the web pages' "Retry all failed":
-    /// their filters and search), oldest failure first, at most `bulk_retry_limit`.
-    /// Deliveries of inactive channels are skipped.
+    /// their filters and search), oldest failure first, at most `bulk_retry_limit`: only
+    /// those already failed when the call started. Deliveries of inactive channels are
+    /// skipped; a query for one inactive channel is refused like the channel's bulk replay.
     pub async fn replay_matching(
         &self,
         mut query: DeliveryQuery,
@@ -365,7 +345,19 @@ impl Pipeline {
         query.newest_first = false;
         query.after = None;
         query.to_key = Some(Self::started_bound(query.to_key));
-        let cap = self.cap(None);
+        if let Some(ch) = &query.channel {
+            self.replayable_channel(&query.tenant, ch).await?;
+        }
+        self.replay_all(query, self.cap(None), actor).await
+    }
+
+    /// Replays `query`'s dead letters page by page, at most `cap`.
+    async fn replay_all(
+        &self,
+        mut query: DeliveryQuery,
+        cap: usize,
+        actor: &Actor,
+    ) -> Result<BulkResult, ReplayError> {
         let mut retried = 0usize;
         let mut stats = BulkStats::default();
         loop {
