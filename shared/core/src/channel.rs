@@ -50,6 +50,14 @@ impl FromStr for ChannelType {
     }
 }
 
+/// The rule for names of tenants and channels: 1 to 200 characters, not blank.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() || name.len() > 200 {
+        return Err("name must be 1 to 200 characters".into());
+    }
+    Ok(())
+}
+
 /// A tenant's tier selects the delivery queue its deliveries run on, so that classes of tenants
 /// never wait for each other's workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]

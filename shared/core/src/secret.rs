@@ -21,6 +21,17 @@ pub fn hash_api_key(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
 
+/// A new random token (32 random bytes, URL-safe base64): session nonces, generated
+/// passwords and tokens.
+pub fn new_token() -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes::<32>())
+}
+
+/// A new random key for signing (the web pages' sessions when none is configured).
+pub fn new_key() -> Vec<u8> {
+    random_bytes::<32>().to_vec()
+}
+
 /// A new Standard Webhooks signing secret: `whsec_` + base64 of 32 random bytes.
 pub fn new_signing_secret() -> String {
     format!("whsec_{}", STANDARD.encode(random_bytes::<32>()))

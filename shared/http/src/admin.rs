@@ -8,9 +8,9 @@ use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use converger_core::secret::{constant_time_eq, hash_api_key, new_api_key};
-use converger_core::{TenantId, Tier, time};
-use converger_store::Tenant;
+use converger_core::secret::constant_time_eq;
+use converger_core::{TenantId, Tier};
+use converger_pipeline::tenants::TenantError;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -61,6 +61,14 @@ impl FromRequestParts<AppState> for Operator {
     }
 }
 
+fn tenant_error(e: TenantError) -> ApiError {
+    match e {
+        TenantError::Invalid(m) => ApiError::invalid("invalid_name", m),
+        TenantError::InvalidAlertUrl(m) => ApiError::invalid("invalid_alert_webhook_url", m),
+        TenantError::Store(e) => e.into(),
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NewTenant {
@@ -74,32 +82,17 @@ async fn create_tenant(
     _op: Operator,
     Body(req): Body<NewTenant>,
 ) -> Result<impl IntoResponse, ApiError> {
-    if req.name.trim().is_empty() || req.name.len() > 200 {
-        return Err(ApiError::invalid(
-            "invalid_name",
-            "name must be 1 to 200 characters",
-        ));
-    }
     let tier: Tier = match req.tier.as_deref() {
         None => Tier::Default,
         Some(t) => t
             .parse()
             .map_err(|m: String| ApiError::invalid("invalid_tier", m))?,
     };
-    let tenant = Tenant {
-        id: TenantId::generate(),
-        name: req.name,
-        tier,
-        created_at: time::now_rfc3339(),
-        alert_webhook_url: None,
-        alert_channel_id: None,
-    };
-    let key = new_api_key();
-    state
+    let (tenant, key) = state
         .pipeline
-        .store
-        .create_tenant(&tenant, &hash_api_key(&key))
-        .await?;
+        .create_tenant(&req.name, tier)
+        .await
+        .map_err(tenant_error)?;
     let mut body = crate::views::tenant(&tenant);
     body["api_key"] = json!(key);
     Ok((StatusCode::CREATED, Json(body)))
@@ -145,32 +138,16 @@ async fn patch_tenant(
         .map(str::parse)
         .transpose()
         .map_err(|m: String| ApiError::invalid("invalid_tier", m))?;
-    let mut t = state
+    let t = state
         .pipeline
-        .store
-        .get_tenant(&id)
-        .await?
+        .update_tenant(
+            &id,
+            tier,
+            req.alert_webhook_url.as_ref().map(Option::as_deref),
+        )
+        .await
+        .map_err(tenant_error)?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
-    if let Some(tier) = tier {
-        t = state
-            .pipeline
-            .store
-            .set_tenant_tier(&id, tier)
-            .await?
-            .ok_or_else(|| ApiError::not_found("tenant"))?;
-    }
-    if let Some(url) = &req.alert_webhook_url {
-        t = state
-            .pipeline
-            .set_alert_webhook(&t, url.as_deref())
-            .await
-            .map_err(|e| match e {
-                converger_pipeline::health::AlertError::Invalid(m) => {
-                    ApiError::invalid("invalid_alert_webhook_url", m)
-                }
-                converger_pipeline::health::AlertError::Store(e) => e.into(),
-            })?;
-    }
     let mut view = crate::views::tenant(&t);
     // The alert channel's signing secret, so the receiver can verify what it gets.
     if req.alert_webhook_url.is_some()

@@ -124,13 +124,7 @@ fn validate_config(
 }
 
 fn validate_name(name: &str) -> Result<(), ApiError> {
-    if name.trim().is_empty() || name.len() > 200 {
-        return Err(ApiError::invalid(
-            "invalid_name",
-            "name must be 1 to 200 characters",
-        ));
-    }
-    Ok(())
+    converger_core::channel::check_name(name).map_err(|m| ApiError::invalid("invalid_name", m))
 }
 
 #[derive(Deserialize)]
@@ -528,7 +522,7 @@ async fn retry_delivery(
     let id = DeliveryId::parse(&id).map_err(|_| ApiError::not_found("delivery"))?;
     state
         .pipeline
-        .replay_one(&tenant.id, &id, &actor)
+        .replay_one(Some(&tenant.id), &id, &actor)
         .await
         .map(|d| Json(views::delivery(&d)))
         .map_err(|e| replay_error(e, "delivery"))

@@ -10,39 +10,15 @@ pub fn tenant(t: &Tenant) -> Value {
     })
 }
 
-/// Config keys holding secrets: shown as `[REDACTED]`.
-pub const SECRET_CONFIG_KEYS: &[&str] = &[
-    "access_token",
-    "app_secret",
-    "verify_token",
-    "api_key",
-    "receipt_token",
-    "token",
-];
-
-/// A channel's config with its secrets replaced by `[REDACTED]`.
-pub fn redacted(config: &serde_json::Map<String, Value>) -> Value {
-    Value::Object(
-        config
-            .iter()
-            .map(|(k, v)| {
-                if SECRET_CONFIG_KEYS.contains(&k.as_str()) {
-                    (k.clone(), json!("[REDACTED]"))
-                } else {
-                    (k.clone(), v.clone())
-                }
-            })
-            .collect(),
-    )
-}
-
 pub fn channel(c: &Channel) -> Value {
     json!({
         "id": c.id,
         "tenant_id": c.tenant_id,
         "type": c.kind,
         "name": c.name,
-        "config": redacted(&c.config),
+        // Secrets in the config (tokens, keys, app secrets, an Authorization header) are
+        // shown as `[REDACTED]`, by the same rule as payload previews.
+        "config": converger_core::web::redact(&Value::Object(c.config.clone())),
         "active": c.active,
         "retry_policy": c.retry_policy,
         "circuit_breaker": converger_core::BreakerConfig::effective(&c.circuit_breaker).to_json(),

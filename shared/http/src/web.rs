@@ -19,11 +19,14 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use converger_core::net::Allowlist;
 use converger_core::query::{Actor, ActorKind, day_end, day_start};
+use converger_core::secret::new_token;
 use converger_core::web::{
     EXPORT_COLUMNS, Realm, Role, SESSION_SECONDS, Session, csv_safe, redact,
 };
 use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId, Tier, time};
-use converger_store::{Channel, Delivery, DeliveryQuery, Tenant, User};
+use converger_pipeline::replay::ReplayError;
+use converger_pipeline::tenants::TenantError;
+use converger_store::{Channel, Delivery, DeliveryQuery, User};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -53,7 +56,7 @@ impl WebConfig {
             .map(String::into_bytes)
             .unwrap_or_else(|| {
                 tracing::warn!("SESSION_SECRET unset or shorter than 32 characters: sessions last only as long as this process");
-                random_bytes()
+                converger_core::secret::new_key()
             });
         let allow = std::env::var("ADMIN_IP_ALLOWLIST")
             .ok()
@@ -80,24 +83,12 @@ impl WebConfig {
     /// For the local runner and tests: a random secret, plain-HTTP cookies, no allowlist.
     pub fn local() -> Self {
         Self {
-            session_secret: random_bytes(),
+            session_secret: converger_core::secret::new_key(),
             admin_allow: None,
             secure_cookies: false,
             export_limit: 10_000,
         }
     }
-}
-
-fn random_bytes() -> Vec<u8> {
-    use rand_core::RngCore;
-    let mut b = vec![0u8; 32];
-    rand_core::OsRng.fill_bytes(&mut b);
-    b
-}
-
-fn random_token() -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes())
 }
 
 /// The client's address as API Gateway saw it; the admin function sets it from the request
@@ -111,7 +102,8 @@ fn source_ip(parts: &Parts) -> Option<IpAddr> {
 
 /// Hashes a password (argon2id, a random salt).
 pub fn hash_password(password: &str) -> Result<String, String> {
-    let salt = SaltString::generate(&mut rand_core::OsRng);
+    let salt = SaltString::encode_b64(&converger_core::secret::new_key()[..16])
+        .map_err(|e| e.to_string())?;
     argon2::Argon2::default()
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
@@ -276,15 +268,29 @@ fn forged() -> Response {
     )
 }
 
-#[allow(clippy::result_large_err)] // the refusal is the response itself
-fn check_csrf(
-    state: &AppState,
-    v: &Viewer,
-    form: &HashMap<String, String>,
-) -> Result<(), Response> {
-    match form.get("_csrf") {
-        Some(t) if v.session.csrf_ok(&state.web.session_secret, t) => Ok(()),
-        _ => Err(forged()),
+/// A form posted by a signed-in user, its CSRF token checked. Every POST handler of the
+/// pages takes one, so none can skip the check.
+pub struct Posted {
+    pub viewer: Viewer,
+    pub form: HashMap<String, String>,
+}
+
+impl FromRequest<AppState> for Posted {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let viewer = Viewer::from_request_parts(&mut parts, state).await?;
+        let Form(form) =
+            Form::<HashMap<String, String>>::from_request(Request::from_parts(parts, body), state)
+                .await
+                .map_err(|_| forged())?;
+        match form.get("_csrf") {
+            Some(t) if viewer.session.csrf_ok(&state.web.session_secret, t) => {
+                Ok(Posted { viewer, form })
+            }
+            _ => Err(forged()),
+        }
     }
 }
 
@@ -379,7 +385,7 @@ fn login_page(state: &AppState, realm: Realm, pre: &str, error: Option<&str>) ->
 
 async fn login_form(State(state): State<AppState>, req: Request) -> Response {
     let realm = realm_of(req.uri().path());
-    login_page(&state, realm, &random_token(), None)
+    login_page(&state, realm, &new_token(), None)
 }
 
 async fn login(State(state): State<AppState>, req: Request) -> Response {
@@ -389,7 +395,7 @@ async fn login(State(state): State<AppState>, req: Request) -> Response {
         return login_page(
             &state,
             realm,
-            &random_token(),
+            &new_token(),
             Some("Enter your email and password."),
         );
     };
@@ -420,7 +426,7 @@ async fn login(State(state): State<AppState>, req: Request) -> Response {
         return login_page(
             &state,
             realm,
-            &random_token(),
+            &new_token(),
             Some("Wrong email or password."),
         );
     };
@@ -428,7 +434,7 @@ async fn login(State(state): State<AppState>, req: Request) -> Response {
         realm,
         email: user.email.clone(),
         expires: time::now_ms() / 1000 + SESSION_SECONDS,
-        nonce: random_token(),
+        nonce: new_token(),
     };
     let home = match realm {
         Realm::Admin => "/admin".to_owned(),
@@ -447,14 +453,7 @@ async fn login(State(state): State<AppState>, req: Request) -> Response {
     resp
 }
 
-async fn logout(
-    State(state): State<AppState>,
-    v: Viewer,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    if let Err(r) = check_csrf(&state, &v, &form) {
-        return r;
-    }
+async fn logout(State(state): State<AppState>, Posted { viewer: v, .. }: Posted) -> Response {
     let mut resp = Redirect::to(&format!("{}/login", prefix(v.realm))).into_response();
     resp.headers_mut().append(
         header::SET_COOKIE,
@@ -542,22 +541,7 @@ impl Filters {
         v: &Viewer,
         limit: usize,
     ) -> Result<Vec<DeliveryQuery>, String> {
-        let tenants: Vec<TenantId> = match v.own_tenant() {
-            // The portal: the user's tenant, whatever the URL says.
-            Some(t) => vec![t.clone()],
-            None => match nonempty(&self.tenant) {
-                Some(t) => vec![TenantId::parse(t).map_err(|e| e.to_string())?],
-                None => state
-                    .pipeline
-                    .store
-                    .list_tenants()
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .into_iter()
-                    .map(|t| t.id)
-                    .collect(),
-            },
-        };
+        let tenants = tenants_in_scope(state, v, nonempty(&self.tenant)).await?;
         let channel = nonempty(&self.channel)
             .map(ChannelId::parse)
             .transpose()
@@ -635,14 +619,7 @@ impl Filters {
 }
 
 fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 async fn channel_names(state: &AppState, rows: &[Delivery]) -> HashMap<ChannelId, String> {
@@ -793,45 +770,39 @@ async fn deliveries(
 
 async fn retry_one(
     State(state): State<AppState>,
-    v: Viewer,
     Path(id): Path<String>,
-    Form(form): Form<HashMap<String, String>>,
+    Posted { viewer: v, form }: Posted,
 ) -> Response {
-    if let Err(r) = check_csrf(&state, &v, &form) {
-        return r;
-    }
     if !v.can_act() {
         return forbidden();
     }
     let Ok(id) = DeliveryId::parse(&id) else {
         return page_error(StatusCode::NOT_FOUND, "No such delivery.");
     };
-    let tenant = match v.own_tenant() {
-        Some(t) => t.clone(),
-        None => match state.pipeline.store.get_delivery(&id).await {
-            Ok(Some(d)) => d.tenant_id,
-            _ => return page_error(StatusCode::NOT_FOUND, "No such delivery."),
-        },
-    };
-    match state.pipeline.replay_one(&tenant, &id, &v.actor()).await {
-        Ok(_) => {}
-        Err(converger_pipeline::replay::ReplayError::NotFound) => {
-            return page_error(StatusCode::NOT_FOUND, "No such delivery.");
-        }
-        Err(e) => return page_error(StatusCode::CONFLICT, &e.to_string()),
+    if let Err(e) = state
+        .pipeline
+        .replay_one(v.own_tenant(), &id, &v.actor())
+        .await
+    {
+        return replay_failure(e);
     }
     let back = form.get("back").cloned().unwrap_or_default();
     Redirect::to(&format!("{}/deliveries?{back}", prefix(v.realm))).into_response()
 }
 
-async fn retry_all(
-    State(state): State<AppState>,
-    v: Viewer,
-    Form(form): Form<HashMap<String, String>>,
-) -> Response {
-    if let Err(r) = check_csrf(&state, &v, &form) {
-        return r;
+fn replay_failure(e: ReplayError) -> Response {
+    match e {
+        ReplayError::NotFound => page_error(StatusCode::NOT_FOUND, "No such delivery or channel."),
+        ReplayError::ChannelInactive => page_error(
+            StatusCode::BAD_REQUEST,
+            "Channel is inactive: enable it before retrying its deliveries.",
+        ),
+        e @ ReplayError::NotFailed(_) => page_error(StatusCode::CONFLICT, &e.to_string()),
+        ReplayError::Store(e) => page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
     }
+}
+
+async fn retry_all(State(state): State<AppState>, Posted { viewer: v, form }: Posted) -> Response {
     if !v.can_act() {
         return forbidden();
     }
@@ -853,7 +824,9 @@ async fn retry_all(
     for q in queries {
         match state.pipeline.replay_matching(q, &v.actor()).await {
             Ok(r) => retried += r.retried,
-            Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+            // A channel filter over every tenant: the tenants that do not own it.
+            Err(ReplayError::NotFound) => {}
+            Err(e) => return replay_failure(e),
         }
     }
     tracing::info!(retried, actor = %v.actor(), "retry all failed");
@@ -957,28 +930,37 @@ async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filter
 
 // ------------------------------------------------------------------ channels
 
+/// The tenants a page shows: a portal user's own, whatever the URL says; for operators the
+/// one the URL names, else every tenant.
+async fn tenants_in_scope(
+    state: &AppState,
+    v: &Viewer,
+    asked: Option<&str>,
+) -> Result<Vec<TenantId>, String> {
+    if let Some(t) = v.own_tenant() {
+        return Ok(vec![t.clone()]);
+    }
+    match asked.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(t) => Ok(vec![TenantId::parse(t).map_err(|e| e.to_string())?]),
+        None => Ok(state
+            .pipeline
+            .store
+            .list_tenants()
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|t| t.id)
+            .collect()),
+    }
+}
+
 async fn scoped_channels(
     state: &AppState,
     v: &Viewer,
     tenant: Option<&str>,
 ) -> Result<Vec<Channel>, String> {
-    let tenants: Vec<TenantId> = match v.own_tenant() {
-        Some(t) => vec![t.clone()],
-        None => match tenant.filter(|t| !t.is_empty()) {
-            Some(t) => vec![TenantId::parse(t).map_err(|e| e.to_string())?],
-            None => state
-                .pipeline
-                .store
-                .list_tenants()
-                .await
-                .map_err(|e| e.to_string())?
-                .into_iter()
-                .map(|t| t.id)
-                .collect(),
-        },
-    };
     let mut out = Vec::new();
-    for t in tenants {
+    for t in tenants_in_scope(state, v, tenant).await? {
         out.extend(
             state
                 .pipeline
@@ -1085,13 +1067,9 @@ async fn channel_states(
 
 async fn pause_or_resume(
     State(state): State<AppState>,
-    v: Viewer,
     Path((id, action)): Path<(String, String)>,
-    Form(form): Form<HashMap<String, String>>,
+    Posted { viewer: v, .. }: Posted,
 ) -> Response {
-    if let Err(r) = check_csrf(&state, &v, &form) {
-        return r;
-    }
     if !v.can_act() {
         return forbidden();
     }
@@ -1278,132 +1256,84 @@ async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Re
     layout(state, v, "Tenants", content)
 }
 
+fn tenant_failure(e: TenantError) -> Response {
+    match e {
+        TenantError::Invalid(m) | TenantError::InvalidAlertUrl(m) => {
+            page_error(StatusCode::UNPROCESSABLE_ENTITY, &m)
+        }
+        TenantError::Store(e) => page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}
+
 async fn create_tenant(
     State(state): State<AppState>,
-    v: Viewer,
-    Form(form): Form<HashMap<String, String>>,
+    Posted { viewer: v, form }: Posted,
 ) -> Response {
-    if let Err(r) = check_csrf(&state, &v, &form) {
-        return r;
-    }
     if !v.user.role.can_manage_tenants(v.realm) {
         return forbidden();
     }
-    let name = form
-        .get("name")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default();
-    if name.is_empty() || name.len() > 200 {
-        return tenants_page(
-            &state,
-            &v,
-            Some(html! { "A tenant needs a name of 1 to 200 characters." }),
-        )
-        .await;
-    }
+    let name = form.get("name").map(|s| s.trim()).unwrap_or_default();
     let tier: Tier = form
         .get("tier")
         .and_then(|t| t.parse().ok())
         .unwrap_or_default();
-    let key = converger_core::secret::new_api_key();
-    let tenant = Tenant {
-        id: TenantId::generate(),
-        name,
-        tier,
-        created_at: time::now_rfc3339(),
-        alert_webhook_url: None,
-        alert_channel_id: None,
-    };
-    if let Err(e) = state
-        .pipeline
-        .store
-        .create_tenant(&tenant, &converger_core::secret::hash_api_key(&key))
-        .await
-    {
-        return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+    match state.pipeline.create_tenant(name, tier).await {
+        Ok((tenant, key)) => {
+            tenants_page(&state, &v, Some(html! {
+                "Tenant " strong { (tenant.name) } " created. Its API key (shown only now): " code id="api-key" { (key) }
+            }))
+            .await
+        }
+        Err(e) => tenant_failure(e),
     }
-    tenants_page(&state, &v, Some(html! {
-        "Tenant " strong { (tenant.name) } " created. Its API key (shown only now): " code id="api-key" { (key) }
-    }))
-    .await
 }
 
 async fn update_tenant(
     State(state): State<AppState>,
-    v: Viewer,
     Path(id): Path<String>,
-    Form(form): Form<HashMap<String, String>>,
+    Posted { viewer: v, form }: Posted,
 ) -> Response {
-    if let Err(r) = check_csrf(&state, &v, &form) {
-        return r;
-    }
     if !v.user.role.can_manage_tenants(v.realm) {
         return forbidden();
     }
     let Ok(id) = TenantId::parse(&id) else {
         return page_error(StatusCode::NOT_FOUND, "No such tenant.");
     };
-    let Ok(Some(mut t)) = state.pipeline.store.get_tenant(&id).await else {
-        return page_error(StatusCode::NOT_FOUND, "No such tenant.");
+    let tier = match form.get("tier").map(|t| t.parse::<Tier>()).transpose() {
+        Ok(t) => t,
+        Err(m) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &m),
     };
-    if let Some(tier) = form.get("tier") {
-        let Ok(tier) = tier.parse::<Tier>() else {
-            return page_error(StatusCode::UNPROCESSABLE_ENTITY, "Unknown tier.");
-        };
-        match state.pipeline.store.set_tenant_tier(&id, tier).await {
-            Ok(Some(nt)) => t = nt,
-            Ok(None) => return page_error(StatusCode::NOT_FOUND, "No such tenant."),
-            Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
-        }
+    // An empty URL field removes the alert webhook.
+    let url = form
+        .get("alert_webhook_url")
+        .map(|u| Some(u.trim()).filter(|u| !u.is_empty()));
+    match state.pipeline.update_tenant(&id, tier, url).await {
+        Ok(Some(_)) => Redirect::to("/admin/tenants").into_response(),
+        Ok(None) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
+        Err(e) => tenant_failure(e),
     }
-    if let Some(url) = form.get("alert_webhook_url") {
-        let url = url.trim();
-        if let Err(e) = state
-            .pipeline
-            .set_alert_webhook(&t, (!url.is_empty()).then_some(url))
-            .await
-        {
-            return tenants_page(
-                &state,
-                &v,
-                Some(html! { "Alert webhook not saved: " (e.to_string()) }),
-            )
-            .await;
-        }
-    }
-    Redirect::to("/admin/tenants").into_response()
 }
 
 async fn rotate_key(
     State(state): State<AppState>,
-    v: Viewer,
     Path(id): Path<String>,
-    Form(form): Form<HashMap<String, String>>,
+    Posted { viewer: v, .. }: Posted,
 ) -> Response {
-    if let Err(r) = check_csrf(&state, &v, &form) {
-        return r;
-    }
     if !v.user.role.can_manage_tenants(v.realm) {
         return forbidden();
     }
     let Ok(id) = TenantId::parse(&id) else {
         return page_error(StatusCode::NOT_FOUND, "No such tenant.");
     };
-    let key = converger_core::secret::new_api_key();
-    match state
-        .pipeline
-        .store
-        .rotate_api_key(&id, &converger_core::secret::hash_api_key(&key))
-        .await
-    {
-        Ok(true) => {
+    match state.pipeline.rotate_api_key(&id).await {
+        Ok(Some(key)) => {
             tracing::info!(tenant_id = %id, actor = %v.actor(), "API key rotated");
             tenants_page(&state, &v, Some(html! {
                 "New API key for " code { (id) } " (shown only now; the old one stops working): " code id="api-key" { (key) }
             }))
             .await
         }
-        Ok(false) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
+        Ok(None) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
         Err(e) => page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
     }
 }

@@ -13,6 +13,7 @@ pub mod ingest;
 pub mod metrics;
 pub mod replay;
 pub mod sweep;
+pub mod tenants;
 
 pub use config::PipelineConfig;
 

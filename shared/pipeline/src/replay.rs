@@ -49,15 +49,16 @@ pub enum ReplayError {
 }
 
 impl Pipeline {
-    /// Replays one dead letter of `tenant` on behalf of `actor`.
+    /// Replays one dead letter of `tenant` (`None`: of any tenant, for operators) on behalf
+    /// of `actor`.
     pub async fn replay_one(
         &self,
-        tenant: &TenantId,
+        tenant: Option<&TenantId>,
         id: &DeliveryId,
         actor: &Actor,
     ) -> Result<Delivery, ReplayError> {
         let d = match self.store.get_delivery(id).await? {
-            Some(d) if &d.tenant_id == tenant => d,
+            Some(d) if tenant.is_none_or(|t| &d.tenant_id == t) => d,
             _ => return Err(ReplayError::NotFound),
         };
         if d.status != DeliveryStatus::Failed {
