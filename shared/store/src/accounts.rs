@@ -23,6 +23,9 @@ pub struct User {
     pub created_at: String,
 }
 
+/// Most tenants, or channels of one tenant, a list returns.
+pub const LIST_MAX: usize = 1000;
+
 /// The item key of a user.
 pub fn user_key(realm: Realm, email: &str) -> String {
     format!("user#{}#{}", realm.as_str(), email.to_ascii_lowercase())

@@ -19,29 +19,18 @@ impl AccountStore for DynamoStore {
     }
 
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {
-        let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(&self.res.tenants)
-                .filter_expression("attribute_exists(tier) AND attribute_exists(#n)")
-                .expression_attribute_names("#n", "name")
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(sdk_err)?;
-            for item in page.items.unwrap_or_default() {
-                out.push(from_item::<Tenant>(item)?);
-            }
-            start = page.last_evaluated_key.filter(|k| !k.is_empty());
-            if start.is_none() || out.len() >= 1000 {
-                break;
-            }
-        }
+        let pages = self
+            .client
+            .scan()
+            .table_name(&self.res.tenants)
+            // Tenant items only, not their key or user items.
+            .filter_expression("attribute_exists(tier) AND attribute_exists(#n)")
+            .expression_attribute_names("#n", "name")
+            .into_paginator()
+            .items()
+            .send();
+        let mut out: Vec<Tenant> = first_items(pages).await?;
         out.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
-        out.truncate(1000);
         Ok(out)
     }
 
@@ -111,30 +100,38 @@ impl AccountStore for DynamoStore {
     }
 
     async fn list_channels(&self, tenant: &TenantId) -> StoreResult<Vec<Channel>> {
-        let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.res.channels)
-                .index_name("by_tenant")
-                .key_condition_expression("tenant_id = :t")
-                .expression_attribute_values(":t", s(tenant.as_str()))
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(sdk_err)?;
-            for item in page.items.unwrap_or_default() {
-                out.push(from_item::<Channel>(item)?);
-            }
-            start = page.last_evaluated_key.filter(|k| !k.is_empty());
-            if start.is_none() || out.len() >= 1000 {
-                break;
-            }
-        }
+        let pages = self
+            .client
+            .query()
+            .table_name(&self.res.channels)
+            .index_name("by_tenant")
+            .key_condition_expression("tenant_id = :t")
+            .expression_attribute_values(":t", s(tenant.as_str()))
+            .into_paginator()
+            .items()
+            .send();
+        let mut out: Vec<Channel> = first_items(pages).await?;
         out.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
-        out.truncate(1000);
         Ok(out)
     }
+}
+
+/// The first [`LIST_MAX`] items of a paginated scan or query, decoded.
+async fn first_items<T, E, R>(
+    mut pages: aws_smithy_async::future::pagination_stream::PaginationStream<
+        Result<Item, SdkError<E, R>>,
+    >,
+) -> StoreResult<Vec<T>>
+where
+    T: DeserializeOwned,
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let mut out = Vec::new();
+    while out.len() < LIST_MAX
+        && let Some(item) = pages.try_next().await.map_err(sdk_err)?
+    {
+        out.push(from_item(item)?);
+    }
+    Ok(out)
 }

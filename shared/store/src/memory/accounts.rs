@@ -28,7 +28,7 @@ impl AccountStore for MemStore {
         self.with(|s| {
             let mut v: Vec<Tenant> = s.tenants.values().cloned().collect();
             v.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
-            v.truncate(1000);
+            v.truncate(LIST_MAX);
             v
         })
     }
@@ -60,7 +60,7 @@ impl AccountStore for MemStore {
                 .cloned()
                 .collect();
             v.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
-            v.truncate(1000);
+            v.truncate(LIST_MAX);
             v
         })
     }
