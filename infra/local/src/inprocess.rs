@@ -31,6 +31,44 @@ pub struct InProcess {
     tasks: Vec<JoinHandle<()>>,
 }
 
+/// The in-process backend's parts, for a caller to seed, drain and read.
+pub struct Memory {
+    pub store: Arc<MemStore>,
+    pub queue: Arc<MemQueue>,
+    pub events: Arc<MemEvents>,
+}
+
+/// A pipeline on the in-process backend (with `latency`'s waits, if given), and its parts.
+pub fn memory_pipeline(
+    latency: Option<LatencyModel>,
+    config: PipelineConfig,
+) -> Result<(Pipeline, Memory), String> {
+    let (store, queue) = match latency {
+        Some(m) => (
+            Arc::new(MemStore::with_latency(m)),
+            Arc::new(MemQueue::with_latency(m)),
+        ),
+        None => (Arc::new(MemStore::new()), Arc::new(MemQueue::new())),
+    };
+    let events = Arc::new(MemEvents::default());
+    let adapters = Adapters::standard(config.allowlist.clone())?;
+    let pipeline = Pipeline::new(
+        store.clone(),
+        queue.clone(),
+        events.clone(),
+        adapters,
+        config,
+    );
+    Ok((
+        pipeline,
+        Memory {
+            store,
+            queue,
+            events,
+        },
+    ))
+}
+
 impl InProcess {
     /// Starts the dispatchers (and the sweeper every `sweep_period`, if given).
     pub fn start(
@@ -38,23 +76,16 @@ impl InProcess {
         config: PipelineConfig,
         sweep_period: Option<Duration>,
     ) -> Result<Self, String> {
-        let (store, queue) = match latency {
-            Some(m) => (
-                Arc::new(MemStore::with_latency(m)),
-                Arc::new(MemQueue::with_latency(m)),
-            ),
-            None => (Arc::new(MemStore::new()), Arc::new(MemQueue::new())),
-        };
-        let events = Arc::new(MemEvents::default());
-        let adapters = Adapters::standard(config.allowlist.clone())?;
         let batch = config.batch_concurrency;
-        let pipeline = Arc::new(Pipeline::new(
-            store.clone(),
-            queue.clone(),
-            events.clone(),
-            adapters,
-            config,
-        ));
+        let (
+            pipeline,
+            Memory {
+                store,
+                queue,
+                events,
+            },
+        ) = memory_pipeline(latency, config)?;
+        let pipeline = Arc::new(pipeline);
         let (shutdown, stop) = watch::channel(false);
         let mut tasks = Vec::new();
 

@@ -32,13 +32,7 @@ pub async fn sweep(settled: usize) -> Result<(), String> {
     let stack = Stack::start(opts).await?;
     let store = DynamoStore::new(stack.clients.dynamodb.clone(), stack.resources.clone());
     let tenant = TenantId::generate();
-    let channel = Channel::new(
-        tenant.clone(),
-        ChannelType::Echo,
-        "bench",
-        Map::new(),
-        &time::now_rfc3339(),
-    );
+    let channel = bench_channel(&tenant, ChannelType::Echo);
     let old = time::now_ms() - 3_600_000;
     let started = Instant::now();
     let mut written = 0;
@@ -212,36 +206,14 @@ async fn replay_in_process_with(
     dead_letters: usize,
     latency: Option<converger_store::memory::LatencyModel>,
 ) -> Result<(usize, converger_pipeline::replay::BulkStats, f64), String> {
-    use converger_adapters::Adapters;
     use converger_core::query::{Actor, ActorKind};
+    use converger_pipeline::PipelineConfig;
     use converger_pipeline::replay::BulkFilter;
-    use converger_pipeline::{Pipeline, PipelineConfig};
     use converger_store::Store;
-    use converger_store::memory::{MemEvents, MemQueue, MemStore};
-    use std::sync::Arc;
-
-    let (store, queue) = match latency {
-        Some(m) => (
-            Arc::new(MemStore::with_latency(m)),
-            Arc::new(MemQueue::with_latency(m)),
-        ),
-        None => (Arc::new(MemStore::new()), Arc::new(MemQueue::new())),
-    };
-    let pipeline = Pipeline::new(
-        store.clone(),
-        queue.clone(),
-        Arc::new(MemEvents::default()),
-        Adapters::standard(converger_core::net::Allowlist::default())?,
-        PipelineConfig::default(),
-    );
+    let (pipeline, crate::inprocess::Memory { store, queue, .. }) =
+        crate::inprocess::memory_pipeline(latency, PipelineConfig::default())?;
     let tenant = TenantId::generate();
-    let channel = Channel::new(
-        tenant.clone(),
-        ChannelType::Webhook,
-        "bench",
-        Map::new(),
-        &time::now_rfc3339(),
-    );
+    let channel = bench_channel(&tenant, ChannelType::Webhook);
     store
         .create_channel(&channel)
         .await
@@ -281,8 +253,9 @@ async fn replay_in_process_with(
 /// on the in-process backend (the emulator's transactions are too slow for that many ingests).
 pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
     use converger_core::health::minute;
-    use converger_pipeline::ingest::NewActivity;
-    use futures::StreamExt;
+    use converger_pipeline::PipelineConfig;
+    use futures::{StreamExt, TryStreamExt};
+    const HOOK: &str = "https://example.invalid/hook";
 
     converger_pipeline::metrics::set_enabled(false);
     // Many channels, on the emulator.
@@ -292,21 +265,13 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
     };
     let stack = Stack::start(opts).await?;
     let p = stack.pipeline.clone();
-    let tenant = TenantId::generate();
+    let (tenant, _) = super::tenant(&p, Tier::Default).await?;
     let now = time::now_ms();
     futures::stream::iter(0..channels)
         .map(|i| {
             let (p, tenant) = (p.clone(), tenant.clone());
             async move {
-                let mut c = bench_channel(&tenant, ChannelType::Webhook);
-                c.config = json!({"url": "https://example.invalid/hook"})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default();
-                p.store
-                    .create_channel(&c)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let c = super::webhook(&p, &tenant, HOOK, json!({})).await?;
                 p.store
                     .count_deliveries(&c.id, minute(now), 100, (i % 3) as i64)
                     .await
@@ -314,10 +279,8 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
             }
         })
         .buffer_unordered(16)
-        .collect::<Vec<Result<(), String>>>()
-        .await
-        .into_iter()
-        .collect::<Result<Vec<()>, String>>()?;
+        .try_collect::<()>()
+        .await?;
     let t0 = Instant::now();
     let many = p.health_check().await.map_err(|e| e.to_string())?;
     let many_s = t0.elapsed().as_secs_f64();
@@ -325,62 +288,23 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
 
     // One busy channel, in process: every delivery goes through ingest (nothing consumes the
     // queue: only the counters matter here).
-    let p = std::sync::Arc::new(converger_pipeline::Pipeline::new(
-        std::sync::Arc::new(converger_store::memory::MemStore::new()),
-        std::sync::Arc::new(converger_store::memory::MemQueue::new()),
-        std::sync::Arc::new(converger_store::memory::MemEvents::default()),
-        converger_adapters::Adapters::standard(converger_core::net::Allowlist::default())?,
-        converger_pipeline::PipelineConfig::default(),
-    ));
-    let t = converger_store::Tenant {
-        id: TenantId::generate(),
-        name: "bench".into(),
-        tier: Tier::Default,
-        created_at: time::now_rfc3339(),
-        alert_webhook_url: None,
-        alert_channel_id: None,
-    };
-    p.store
-        .create_tenant(&t, "bench-key-hash")
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut c = bench_channel(&t.id, ChannelType::Webhook);
-    c.config = json!({"url": "https://example.invalid/hook"})
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    c.circuit_breaker = json!({"max_in_flight": null})
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    p.store
-        .create_channel(&c)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (p, _) = crate::inprocess::memory_pipeline(None, PipelineConfig::default())?;
+    let p = std::sync::Arc::new(p);
+    let (t, _) = super::tenant(&p, Tier::Default).await?;
+    let c = super::webhook_with(&p, &t, HOOK, json!({}), json!({"max_in_flight": null})).await?;
     futures::stream::iter(0..deliveries)
         .map(|n| {
             let (p, t, id) = (p.clone(), t.clone(), c.id.clone());
             async move {
-                p.ingest(
-                    &t,
-                    NewActivity {
-                        id: None,
-                        conversation_id: "bench".into(),
-                        seq: Some(n as u64 + 1),
-                        channel_ids: vec![id],
-                        payload: json!({"n": n}),
-                    },
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
+                p.ingest(&t, super::activity(&id, n))
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string())
             }
         })
         .buffer_unordered(64)
-        .collect::<Vec<Result<(), String>>>()
-        .await
-        .into_iter()
-        .collect::<Result<Vec<()>, String>>()?;
+        .try_collect::<()>()
+        .await?;
     let one = p.health_check().await.map_err(|e| e.to_string())?;
     super::emit(json!({
         "scenario": "health",
