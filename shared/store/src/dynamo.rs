@@ -183,8 +183,10 @@ impl DynamoStore {
     /// Runs this process's TransactWriteItems one at a time. Only for the local emulator:
     /// moto checks a transaction's conditions and copies the tables it touches without a lock,
     /// so two concurrent transactions can both pass a condition (measured: 11 of 600 replays
-    /// applied twice under two concurrent callers). DynamoDB serializes conflicting
-    /// transactions itself, so production never sets this.
+    /// applied twice under two concurrent callers). The breaker's transitions take the same
+    /// lock: under load, two concurrent conditional updates of one flow item were seen to
+    /// both pass on the emulator. DynamoDB serializes conflicting writes itself, so
+    /// production never sets this.
     pub fn with_serial_transactions(mut self, on: bool) -> Self {
         self.tx_lock = on.then(|| std::sync::Arc::new(tokio::sync::Mutex::new(())));
         self
