@@ -102,6 +102,38 @@ impl FromStr for Role {
     }
 }
 
+/// The rules for a new user: an email address (returned lower-cased), a password of at
+/// least [`MIN_PASSWORD_CHARS`], a role of the realm, and a tenant exactly for portal users.
+pub fn check_new_user(
+    realm: Realm,
+    email: &str,
+    password: &str,
+    role: Role,
+    has_tenant: bool,
+) -> Result<String, String> {
+    let email = email.trim().to_ascii_lowercase();
+    if !email.contains('@') || email.len() > 254 {
+        return Err("email must be an address".into());
+    }
+    if password.chars().count() < MIN_PASSWORD_CHARS {
+        return Err(format!(
+            "password must be at least {MIN_PASSWORD_CHARS} characters"
+        ));
+    }
+    if !role.valid_in(realm) {
+        return Err(format!(
+            "role `{role}` does not exist in the {} realm",
+            realm.as_str()
+        ));
+    }
+    if (realm == Realm::Portal) != has_tenant {
+        return Err("tenant users need a tenant; admin users have none".into());
+    }
+    Ok(email)
+}
+
+pub const MIN_PASSWORD_CHARS: usize = 12;
+
 /// What a session cookie carries: who, where, until when, and a nonce the CSRF token is
 /// bound to. The user is read again on every request, so a removed user's cookie stops
 /// working at once.
@@ -242,6 +274,31 @@ mod tests {
         );
         assert_eq!("member".parse::<Role>().unwrap(), Role::Member);
         assert!("root".parse::<Role>().is_err());
+    }
+
+    #[test]
+    fn new_users_follow_the_rules() {
+        let ok = check_new_user(
+            Realm::Portal,
+            " A@B.example ",
+            "twelve chars!",
+            Role::Owner,
+            true,
+        );
+        assert_eq!(ok.as_deref(), Ok("a@b.example"));
+        assert!(
+            check_new_user(Realm::Admin, "nobody", "twelve chars!", Role::Admin, false).is_err()
+        );
+        assert!(check_new_user(Realm::Admin, "a@b.c", "short", Role::Admin, false).is_err());
+        assert!(
+            check_new_user(Realm::Admin, "a@b.c", "twelve chars!", Role::Owner, false).is_err()
+        );
+        assert!(
+            check_new_user(Realm::Portal, "a@b.c", "twelve chars!", Role::Owner, false).is_err()
+        );
+        assert!(
+            check_new_user(Realm::Admin, "a@b.c", "twelve chars!", Role::Viewer, true).is_err()
+        );
     }
 
     #[test]
