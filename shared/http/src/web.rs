@@ -659,15 +659,7 @@ async fn deliveries(
             .map(|d| state.pipeline.store.get_activity(&d.activity_id)),
     )
     .await;
-    let tenants = match v.realm {
-        Realm::Admin => state
-            .pipeline
-            .store
-            .list_tenants()
-            .await
-            .unwrap_or_default(),
-        Realm::Portal => Vec::new(),
-    };
+    let tenants = tenant_choices(&state, &v).await;
     let status_value = nonempty(&f.status).unwrap_or("failed").to_owned();
     let csrf = v.csrf(&state);
     let back = f.query(None);
@@ -929,6 +921,19 @@ async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filter
 }
 
 // ------------------------------------------------------------------ channels
+
+/// The tenants an operator's tenant selector offers (none in the portal).
+async fn tenant_choices(state: &AppState, v: &Viewer) -> Vec<converger_store::Tenant> {
+    match v.realm {
+        Realm::Admin => state
+            .pipeline
+            .store
+            .list_tenants()
+            .await
+            .unwrap_or_default(),
+        Realm::Portal => Vec::new(),
+    }
+}
 
 /// The tenants a page shows: a portal user's own, whatever the URL says; for operators the
 /// one the URL names, else every tenant.
@@ -1341,15 +1346,7 @@ async fn rotate_key(
 // ------------------------------------------------------------------ audit log
 
 async fn audit(State(state): State<AppState>, v: Viewer, Query(q): Query<TenantQuery>) -> Response {
-    let tenants = match v.realm {
-        Realm::Admin => state
-            .pipeline
-            .store
-            .list_tenants()
-            .await
-            .unwrap_or_default(),
-        Realm::Portal => Vec::new(),
-    };
+    let tenants = tenant_choices(&state, &v).await;
     let tenant: Option<TenantId> = match v.own_tenant() {
         Some(t) => Some(t.clone()),
         None => q

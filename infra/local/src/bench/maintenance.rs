@@ -35,25 +35,15 @@ pub async fn sweep(settled: usize) -> Result<(), String> {
     let channel = bench_channel(&tenant, ChannelType::Echo);
     let old = time::now_ms() - 3_600_000;
     let started = Instant::now();
-    let mut written = 0;
-    while written < settled {
-        let n = (settled - written).min(1000);
-        let rows: Vec<Delivery> = (0..n)
-            .map(|i| {
-                let st = if i % 2 == 0 {
-                    DeliveryStatus::Sent
-                } else {
-                    DeliveryStatus::Failed
-                };
-                row(&tenant, &channel, st, old)
-            })
-            .collect();
-        store
-            .seed_deliveries(&rows)
-            .await
-            .map_err(|e| e.to_string())?;
-        written += n;
-    }
+    seed(&store, settled, |i| {
+        let st = if i % 2 == 0 {
+            DeliveryStatus::Sent
+        } else {
+            DeliveryStatus::Failed
+        };
+        row(&tenant, &channel, st, old)
+    })
+    .await?;
     let overdue: Vec<Delivery> = (0..5)
         .map(|_| row(&tenant, &channel, DeliveryStatus::Pending, old))
         .collect();
@@ -141,23 +131,13 @@ pub async fn replay(dead_letters: usize) -> Result<(), String> {
     let tenant_id = channel.tenant_id.clone();
     let old = time::now_ms() - 3_600_000;
     let seeded = Instant::now();
-    let mut written = 0;
-    while written < dead_letters {
-        let n = (dead_letters - written).min(1000);
-        let rows: Vec<Delivery> = (0..n)
-            .map(|_| {
-                let mut d = row(&tenant_id, &channel, DeliveryStatus::Failed, old);
-                d.tier = Tier::Default;
-                d.updated_at = time::ms_to_rfc3339(old);
-                d
-            })
-            .collect();
-        store
-            .seed_deliveries(&rows)
-            .await
-            .map_err(|e| e.to_string())?;
-        written += n;
-    }
+    seed(&store, dead_letters, |_| {
+        let mut d = row(&tenant_id, &channel, DeliveryStatus::Failed, old);
+        d.tier = Tier::Default;
+        d.updated_at = time::ms_to_rfc3339(old);
+        d
+    })
+    .await?;
     let seed_s = seeded.elapsed().as_secs_f64();
     let t0 = Instant::now();
     let r = post(
@@ -316,6 +296,25 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
         "requests_for_one_busy_channel": one.requests(),
         "report_for_one_busy_channel": one,
     }));
+    Ok(())
+}
+
+/// Seeds `total` rows made by `make(i)`, a thousand at a time (memory stays bounded).
+async fn seed(
+    store: &DynamoStore,
+    total: usize,
+    make: impl Fn(usize) -> Delivery,
+) -> Result<(), String> {
+    let mut written = 0;
+    while written < total {
+        let n = (total - written).min(1000);
+        let rows: Vec<Delivery> = (written..written + n).map(&make).collect();
+        store
+            .seed_deliveries(&rows)
+            .await
+            .map_err(|e| e.to_string())?;
+        written += n;
+    }
     Ok(())
 }
 
