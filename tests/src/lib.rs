@@ -3,6 +3,7 @@
 //! emulator named by `AWS_ENDPOINT_URL` or one it starts itself, with real HTTP receivers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod browser;
 pub mod fakes;
 
 pub use converger_local::receiver::{Receiver, Reply};
@@ -393,6 +394,66 @@ impl TestStack {
             }
         }
     }
+}
+
+impl TestStack {
+    /// A web user (`realm` admin or portal) with the password `correct horse battery`.
+    pub async fn web_user(&self, realm: &str, email: &str, role: &str, tenant: Option<&str>) {
+        let mut body =
+            json!({"realm": realm, "email": email, "password": WEB_PASSWORD, "role": role});
+        if let Some(t) = tenant {
+            body["tenant_id"] = json!(t);
+        }
+        let a = self
+            .raw(
+                "POST",
+                format!("{}/admin/api/users", self.stack.admin_url),
+                Some(&self.stack.admin_token),
+                Some(body.to_string()),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+    }
+
+    /// A tenant with a webhook channel named `name` to `rx` and no retries, and `n` of its
+    /// activities, waited for until their deliveries failed (make `rx` answer an error).
+    pub async fn failing_tenant(&self, rx: &Receiver, name: &str, n: usize) -> FailingTenant {
+        let (tenant, key) = self.tenant("default").await;
+        let channel = self
+            .channel(
+                &key,
+                json!({"type": "webhook", "name": name, "config": {"url": rx.url}, "retry_policy": {"max_attempts": 1}}),
+            )
+            .await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let deliveries = self.activities(&key, &channel, n, 4).await;
+        for id in &deliveries {
+            let d = self
+                .wait_delivery(&key, id, Duration::from_secs(20), settled)
+                .await;
+            assert_eq!(d["status"], "failed", "{d}");
+        }
+        FailingTenant {
+            tenant,
+            key,
+            channel,
+            deliveries,
+        }
+    }
+}
+
+/// The password [`TestStack::web_user`] gives.
+pub const WEB_PASSWORD: &str = "correct horse battery";
+
+/// What [`TestStack::failing_tenant`] made.
+pub struct FailingTenant {
+    pub tenant: String,
+    pub key: String,
+    pub channel: String,
+    /// The failed deliveries' ids.
+    pub deliveries: Vec<String>,
 }
 
 fn uuid_like() -> String {

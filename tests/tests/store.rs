@@ -561,6 +561,20 @@ async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) {
             .await
             .unwrap();
     }
+    // Counts through the status index, up to a cap.
+    let count = |st, cap| f.store.count_by_status(&f.tenant.id, st, cap);
+    assert_eq!(count(DeliveryStatus::Failed, 100).await.unwrap(), 7);
+    assert_eq!(count(DeliveryStatus::Sent, 100).await.unwrap(), 0);
+    let capped = count(DeliveryStatus::Failed, 3).await.unwrap();
+    assert!((3..=7).contains(&capped), "{capped}");
+    assert_eq!(
+        f.store
+            .count_by_status(&TenantId::generate(), DeliveryStatus::Failed, 100)
+            .await
+            .unwrap(),
+        0,
+        "another tenant's count"
+    );
     let query = |after| DeliveryQuery {
         tenant: f.tenant.id.clone(),
         status: Some(DeliveryStatus::Failed),

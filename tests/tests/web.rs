@@ -3,7 +3,7 @@
 //! tenant fence.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_tests::{Receiver, TestStack, settled};
+use converger_tests::{FailingTenant, Receiver, TestStack, WEB_PASSWORD};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -102,51 +102,6 @@ fn csrf_of(html: &str) -> String {
     rest[..rest.find('"').unwrap()].to_owned()
 }
 
-async fn admin_user(t: &TestStack, realm: &str, email: &str, role: &str, tenant: Option<&str>) {
-    let mut body =
-        json!({"realm": realm, "email": email, "password": "correct horse battery", "role": role});
-    if let Some(t) = tenant {
-        body["tenant_id"] = json!(t);
-    }
-    let a = t
-        .raw(
-            "POST",
-            format!("{}/admin/api/users", t.stack.admin_url),
-            Some(&t.stack.admin_token),
-            Some(body.to_string()),
-        )
-        .await;
-    assert_eq!(a.status, 201, "{:?}", a.body);
-}
-
-/// A tenant with a webhook channel named `name` whose endpoint answers 400: `n` failed
-/// deliveries. Returns (tenant id, key, channel id, delivery ids).
-async fn failing_tenant(
-    t: &TestStack,
-    rx: &Receiver,
-    name: &str,
-    n: usize,
-) -> (String, String, String, Vec<String>) {
-    let (tenant, key) = t.tenant("default").await;
-    let ch = t
-        .channel(
-            &key,
-            json!({"type": "webhook", "name": name, "config": {"url": rx.url}, "retry_policy": {"max_attempts": 1}}),
-        )
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let ids = t.activities(&key, &ch, n, 4).await;
-    for id in &ids {
-        let d = t
-            .wait_delivery(&key, id, Duration::from_secs(20), settled)
-            .await;
-        assert_eq!(d["status"], "failed", "{d}");
-    }
-    (tenant, key, ch, ids)
-}
-
 #[tokio::test]
 async fn sign_in_sessions_and_csrf() {
     let t = TestStack::start().await;
@@ -215,7 +170,12 @@ async fn sign_in_sessions_and_csrf() {
 async fn deliveries_page_filters_retries_and_exports() {
     let t = TestStack::start().await;
     let rx = Receiver::always(400).await.unwrap();
-    let (tenant, key, ch, ids) = failing_tenant(&t, &rx, "=HYPERLINK(\"x\")", 3).await;
+    let FailingTenant {
+        tenant,
+        key,
+        channel: ch,
+        deliveries: ids,
+    } = t.failing_tenant(&rx, "=HYPERLINK(\"x\")", 3).await;
     let b = Browser::new(&t.stack.admin_url);
     b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
         .await;
@@ -226,7 +186,11 @@ async fn deliveries_page_filters_retries_and_exports() {
     for id in &ids {
         assert!(html.contains(id.as_str()), "{id} listed");
     }
-    assert!(html.contains("Payload preview"));
+    let (status, page) = b
+        .get(&format!("/admin/deliveries/{}?tenant={tenant}", ids[0]))
+        .await;
+    assert_eq!(status, 200);
+    assert!(page.contains("Payload preview") && page.contains("id=\"attempts\""));
     let (_, sent) = b
         .get(&format!("/admin/deliveries?tenant={tenant}&status=sent"))
         .await;
@@ -309,16 +273,31 @@ async fn deliveries_page_filters_retries_and_exports() {
 async fn roles_and_the_portal_fence() {
     let t = TestStack::start().await;
     let rx = Receiver::always(400).await.unwrap();
-    let (tenant_a, _, _, ids_a) = failing_tenant(&t, &rx, "hook-a", 1).await;
-    let (_tenant_b, _, ch_b, ids_b) = failing_tenant(&t, &rx, "hook-b", 1).await;
-    admin_user(&t, "admin", "viewer@ops.example", "viewer", None).await;
-    admin_user(&t, "portal", "owner@a.example", "owner", Some(&tenant_a)).await;
-    admin_user(&t, "portal", "viewer@a.example", "viewer", Some(&tenant_a)).await;
+    let a = t.failing_tenant(&rx, "hook-a", 1).await;
+    let b = t.failing_tenant(&rx, "hook-b", 1).await;
+    let (tenant_a, ids_a) = (&a.tenant, &a.deliveries);
+    let (tenant_b, ch_b, ids_b) = (&b.tenant, &b.channel, &b.deliveries);
+    t.web_user("admin", "viewer@ops.example", "viewer", None)
+        .await;
+    t.web_user(
+        "portal",
+        "owner@a.example",
+        "owner",
+        Some(tenant_a.as_str()),
+    )
+    .await;
+    t.web_user(
+        "portal",
+        "viewer@a.example",
+        "viewer",
+        Some(tenant_a.as_str()),
+    )
+    .await;
 
     // An admin viewer browses but has no retry buttons, and a POST is refused.
     let viewer = Browser::new(&t.stack.admin_url);
     let (status, _) = viewer
-        .sign_in("admin", "viewer@ops.example", "correct horse battery")
+        .sign_in("admin", "viewer@ops.example", WEB_PASSWORD)
         .await;
     assert_eq!(status, 303);
     let (_, html) = viewer.get("/admin/deliveries").await;
@@ -342,7 +321,7 @@ async fn roles_and_the_portal_fence() {
     // A forged POST (no CSRF token) is refused even for an owner.
     let owner = Browser::new(&t.stack.admin_url);
     let (status, loc) = owner
-        .sign_in("portal", "owner@a.example", "correct horse battery")
+        .sign_in("portal", "owner@a.example", WEB_PASSWORD)
         .await;
     assert_eq!((status, loc.as_deref()), (303, Some("/portal/deliveries")));
     let (status, _, _) = owner
@@ -356,13 +335,17 @@ async fn roles_and_the_portal_fence() {
     assert!(!html.contains(ids_b[0].as_str()));
     let (_, crafted) = owner
         .get(&format!(
-            "/portal/deliveries?tenant={_tenant_b}&channel={ch_b}&status=any"
+            "/portal/deliveries?tenant={tenant_b}&channel={ch_b}&status=any"
         ))
         .await;
     assert!(!crafted.contains(ids_b[0].as_str()), "another tenant's row");
+    let (status, _) = owner.get(&format!("/portal/deliveries/{}", ids_b[0])).await;
+    assert_eq!(status, 404, "another tenant's delivery page");
+    let (status, _) = owner.get(&format!("/portal/deliveries/{}", ids_a[0])).await;
+    assert_eq!(status, 200);
     let (_, csv) = owner
         .get(&format!(
-            "/portal/deliveries/export?tenant={_tenant_b}&status=any"
+            "/portal/deliveries/export?tenant={tenant_b}&status=any"
         ))
         .await;
     assert!(!csv.contains(ids_b[0].as_str()));
@@ -381,8 +364,7 @@ async fn roles_and_the_portal_fence() {
 
     // A portal viewer: no retry.
     let pv = Browser::new(&t.stack.admin_url);
-    pv.sign_in("portal", "viewer@a.example", "correct horse battery")
-        .await;
+    pv.sign_in("portal", "viewer@a.example", WEB_PASSWORD).await;
     let (_, html) = pv.get("/portal/deliveries").await;
     assert!(!html.contains("class=\"retry\""));
     t.stop().await;

@@ -80,6 +80,43 @@ async fn status(cmd: &mut Command, what: &str) -> Result<(), String> {
     }
 }
 
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+/// The browser tests drive a headless Chromium through chromedriver: Debian's packages,
+/// installed here when missing (`CHROMEDRIVER` and `CHROME_BIN` name other ones).
+async fn ensure_browser() -> Result<(), String> {
+    let driver = std::env::var_os("CHROMEDRIVER").is_some() || on_path("chromedriver");
+    let browser = std::env::var_os("CHROME_BIN").is_some()
+        || ["chromium", "chromium-browser", "google-chrome"]
+            .iter()
+            .any(|n| on_path(n));
+    if driver && browser {
+        return Ok(());
+    }
+    if !on_path("apt-get") {
+        return Err(
+            "the browser tests need Chromium and chromedriver: install them, or set \
+             CHROME_BIN and CHROMEDRIVER"
+                .into(),
+        );
+    }
+    status(
+        Command::new("apt-get").args(["update", "-qq"]),
+        "apt-get update",
+    )
+    .await?;
+    status(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq", "chromium", "chromium-driver"])
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+        "apt-get install chromium chromium-driver (the browser tests)",
+    )
+    .await
+}
+
 async fn test(args: &[String]) -> Result<(), String> {
     let root = emulator::root();
     let lint = !args.iter().any(|a| a == "--no-lint");
@@ -129,6 +166,7 @@ async fn test(args: &[String]) -> Result<(), String> {
         "cargo build -p converger-fn-health",
     )
     .await?;
+    ensure_browser().await?;
     let em = emulator::Emulator::start().await?;
     eprintln!("converger test: emulator at {}", em.endpoint);
     let nextest = Command::new("cargo")

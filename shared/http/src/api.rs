@@ -16,7 +16,7 @@ use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
 use converger_pipeline::ingest::NewActivity;
 use converger_pipeline::replay::ReplayError;
-use converger_store::{AttemptEntry, Channel, ChannelPatch, Delivery, DeliveryQuery, Tenant};
+use converger_store::{Channel, ChannelPatch, Delivery, DeliveryQuery, Tenant};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -393,30 +393,8 @@ async fn list_attempts(
             })?),
         };
     let d = owned_delivery(&state, &tenant, &id).await?;
-    let below = |a: u32| before.is_none_or(|b| a < b);
-    let mut entries: Vec<AttemptEntry> = d
-        .attempt_log
-        .iter()
-        .rev()
-        .filter(|e| below(e.attempt))
-        .cloned()
-        .collect();
-    let oldest_kept = d.attempt_log.first().map_or(u32::MAX, |e| e.attempt);
-    if entries.len() <= limit && oldest_kept > 1 && !d.attempt_log.is_empty() {
-        let from = before.map_or(oldest_kept, |b| b.min(oldest_kept));
-        let older = state
-            .pipeline
-            .store
-            .older_attempts(&d.id, Some(from), limit + 1 - entries.len())
-            .await?;
-        entries.extend(older);
-    }
-    let now_s = time::now_ms() / 1000;
-    entries.retain(|e| e.expires_at.is_none_or(|x| x > now_s));
-    entries.dedup_by_key(|e| e.attempt);
-    let has_more = entries.len() > limit;
-    entries.truncate(limit);
-    let next_cursor = if has_more {
+    let (entries, more) = state.pipeline.attempt_log(&d, before, limit).await?;
+    let next_cursor = if more {
         entries.last().map(|e| e.attempt.to_string())
     } else {
         None

@@ -256,7 +256,7 @@ fn page_error(status: StatusCode, message: &str) -> Response {
     let body = html! {
         (DOCTYPE)
         html { head { title { "Converger" } style { (PreEscaped(CSS)) } }
-            body { main { h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) } p.error { (message) } } } }
+            body { main { h1 { (status.as_u16()) " " (status.canonical_reason().unwrap_or("")) } p.error id="page-error" { (message) } } } }
     };
     (status, axum::response::Html(body.into_string())).into_response()
 }
@@ -307,7 +307,8 @@ th{background:#f3f4f8}.error{color:#a01818}.muted{color:#667}\
 form.inline{display:inline}fieldset{border:1px solid #dde;margin:0 0 12px}\
 pre{background:#f6f7fa;padding:6px;max-width:60em;overflow:auto;white-space:pre-wrap}\
 .badge{padding:1px 6px;border-radius:8px;background:#eef}.failed{background:#fde2e2}\
-.sent,.delivered,.read{background:#e0f5e6}.flash{background:#fff7d6;padding:6px 10px}";
+.sent,.delivered,.read{background:#e0f5e6}\
+table.fields{width:auto;margin-bottom:12px}.actions{margin:8px 0 12px;display:flex;gap:16px;align-items:center}table.fields th{width:11em}.flash{background:#fff7d6;padding:6px 10px}";
 
 fn layout(state: &AppState, v: &Viewer, title: &str, content: Markup) -> Response {
     let p = prefix(v.realm);
@@ -654,12 +655,9 @@ async fn deliveries(
         }
     };
     let names = channel_names(&state, &rows).await;
-    let activities = futures::future::join_all(
-        rows.iter()
-            .map(|d| state.pipeline.store.get_activity(&d.activity_id)),
-    )
-    .await;
     let tenants = tenant_choices(&state, &v).await;
+    let tenant_names: HashMap<&TenantId, &str> =
+        tenants.iter().map(|t| (&t.id, t.name.as_str())).collect();
     let status_value = nonempty(&f.status).unwrap_or("failed").to_owned();
     let csrf = v.csrf(&state);
     let back = f.query(None);
@@ -690,7 +688,7 @@ async fn deliveries(
                 button type="submit" { "Apply" }
             }
         }
-        p {
+        div.actions {
             a id="export" href={ (p) "/deliveries/export?" (f.query(None)) } { "Export CSV" }
             @if v.can_act() && status_value == "failed" {
                 " "
@@ -708,21 +706,23 @@ async fn deliveries(
             thead { tr {
                 @if v.realm == Realm::Admin { th { "Tenant" } }
                 th { "Channel" } th { "Activity" } th { "Status" } th { "Attempts" }
-                th { "Retries" } th { "Last error" } th { "Changed" } th { "" }
+                th { "Retries" } th { "Last error" } th { "Changed (UTC)" } th { "" }
             } }
             tbody {
-                @for (d, a) in rows.iter().zip(&activities) {
+                @for d in &rows {
                     tr.delivery data-id=(d.id) data-status=(d.status) {
-                        @if v.realm == Realm::Admin { td { (d.tenant_id) } }
+                        @if v.realm == Realm::Admin {
+                            td title=(d.tenant_id) { (tenant_names.get(&d.tenant_id).copied().unwrap_or(d.tenant_id.as_str())) }
+                        }
                         td { (names.get(&d.channel_id).cloned().unwrap_or_default()) }
-                        td { code { (d.activity_id) } }
+                        td { a.open href={ (p) "/deliveries/" (d.id) "?" (back) } { code { (d.activity_id) } } }
                         td { span class={ "badge " (d.status) } { (d.status) } }
                         td { (d.attempts) }
                         td { (d.retry_count)
                             @if let Some(by) = &d.retried_by { br; span.muted { "by " (by) } }
-                            @if let Some(at) = &d.retried_at { br; span.muted { (at) } } }
+                            @if let Some(at) = &d.retried_at { br; span.muted title=(at) { (short_time(at)) } } }
                         td.error { (d.last_error.clone().unwrap_or_default()) }
-                        td { span.muted { (d.updated_at) } }
+                        td { span.muted title=(d.updated_at) { (short_time(&d.updated_at)) } }
                         td {
                             @if v.can_act() && d.status == DeliveryStatus::Failed {
                                 form.inline method="post" action={ (p) "/deliveries/" (d.id) "/retry" } {
@@ -730,20 +730,6 @@ async fn deliveries(
                                     input type="hidden" name="back" value=(back);
                                     button.retry type="submit" { "Retry" }
                                 }
-                            }
-                            details {
-                                summary { "Details" }
-                                h4 { "Attempts" }
-                                table { @for e in d.attempt_log.iter().rev() {
-                                    tr { td { "#" (e.attempt) } td { (e.started_at) } td { (e.duration_ms) " ms" }
-                                         td { (e.status_code.map(|s| s.to_string()).unwrap_or_default()) }
-                                         td { (e.error.clone().unwrap_or_default()) } td { (e.trigger) } }
-                                } }
-                                h4 { "Payload preview" }
-                                pre.payload { (match a {
-                                    Ok(Some(a)) => serde_json::to_string_pretty(&redact(&a.payload)).unwrap_or_default(),
-                                    _ => "(activity not found)".to_owned(),
-                                }) }
                             }
                         }
                     }
@@ -758,6 +744,116 @@ async fn deliveries(
         }
     };
     layout(&state, &v, "Deliveries", content)
+}
+
+/// `2026-11-30T13:21:21.157153Z` as `2026-11-30 13:21:21`.
+fn short_time(t: &str) -> String {
+    t.get(..19).unwrap_or(t).replacen('T', " ", 1)
+}
+
+/// The attempts one delivery page shows (the API pages through all of them).
+const PAGE_ATTEMPTS: usize = 100;
+
+/// One delivery: its fields, its attempt log, a redacted preview of its activity's payload
+/// and, for a failed one, the Retry button. The query string is the list's filters, kept for
+/// the way back.
+async fn delivery_page(
+    State(state): State<AppState>,
+    v: Viewer,
+    Path(id): Path<String>,
+    axum::extract::RawQuery(back): axum::extract::RawQuery,
+) -> Response {
+    let p = prefix(v.realm);
+    let back = back.unwrap_or_default();
+    let found = match DeliveryId::parse(&id) {
+        Ok(id) => state.pipeline.store.get_delivery(&id).await,
+        Err(_) => Ok(None),
+    };
+    let d = match found {
+        Ok(Some(d)) if v.own_tenant().is_none_or(|t| &d.tenant_id == t) => d,
+        Ok(_) => return page_error(StatusCode::NOT_FOUND, "No such delivery."),
+        Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    };
+    let (attempts, more) = match state.pipeline.attempt_log(&d, None, PAGE_ATTEMPTS).await {
+        Ok(x) => x,
+        Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    };
+    let channel = state.pipeline.channel(&d.channel_id).await.ok().flatten();
+    let payload = match state.pipeline.store.get_activity(&d.activity_id).await {
+        Ok(Some(a)) => serde_json::to_string_pretty(&redact(&a.payload)).unwrap_or_default(),
+        Ok(None) => "(the activity is no longer stored)".to_owned(),
+        Err(e) => format!("(the activity could not be read: {e})"),
+    };
+    let tenant_name = match v.realm {
+        Realm::Admin => state
+            .pipeline
+            .store
+            .get_tenant(&d.tenant_id)
+            .await
+            .ok()
+            .flatten()
+            .map(|t| t.name),
+        Realm::Portal => None,
+    };
+    let csrf = v.csrf(&state);
+    let content = html! {
+        p { a id="back" href={ (p) "/deliveries?" (back) } { "← Back to the list" } }
+        table.fields id="delivery" data-id=(d.id) {
+            tr { th { "Delivery" } td { code { (d.id) } } }
+            tr { th { "Status" } td { span id="status" class={ "badge " (d.status) } { (d.status) }
+                @if d.handed_off { " " span.muted { "(handed off, waiting for the client's acknowledgement)" } } } }
+            @if v.realm == Realm::Admin {
+                tr { th { "Tenant" } td { (tenant_name.unwrap_or_default()) " " code.muted { (d.tenant_id) } } }
+            }
+            tr { th { "Channel" } td {
+                (channel.as_ref().map(|c| c.name.as_str()).unwrap_or("(deleted)")) " "
+                code.muted { (d.channel_id) }
+                @if let Some(c) = &channel { " " span.muted { (c.kind) } }
+            } }
+            tr { th { "Activity" } td { code { (d.activity_id) } " in conversation " code { (d.conversation_id) } } }
+            tr { th { "Attempts" } td id="attempt-count" { (d.attempts) } }
+            tr { th { "Retries" } td { (d.retry_count)
+                @if let Some(by) = &d.retried_by { ", last by " (by) }
+                @if let Some(at) = &d.retried_at { " at " (short_time(at)) } } }
+            tr { th { "Last error" } td.error id="last-error" { (d.last_error.clone().unwrap_or_default()) } }
+            @if let Some(m) = &d.provider_message_id {
+                tr { th { "Provider message id" } td { code { (m) } } }
+            }
+            @if d.status == DeliveryStatus::Pending && !d.handed_off {
+                tr { th { "Next attempt" } td { (short_time(&time::ms_to_rfc3339(d.next_attempt_at))) } }
+            }
+            tr { th { "Created" } td { (short_time(&d.created_at)) } }
+            tr { th { "Last change" } td { (short_time(&d.updated_at)) } }
+        }
+        @if v.can_act() && d.status == DeliveryStatus::Failed {
+            form method="post" action={ (p) "/deliveries/" (d.id) "/retry" } {
+                input type="hidden" name="_csrf" value=(csrf);
+                input type="hidden" name="back" value=(back);
+                button.retry type="submit" { "Retry" }
+            }
+        }
+        h2 { "Attempts" }
+        table id="attempts" {
+            thead { tr { th { "#" } th { "Started (UTC)" } th { "Duration" } th { "HTTP status" }
+                         th { "Error" } th { "Response" } th { "Trigger" } th { "Next retry" } } }
+            tbody { @for e in &attempts {
+                tr.attempt {
+                    td { (e.attempt) } td { (short_time(&e.started_at)) } td { (e.duration_ms) " ms" }
+                    td { (e.status_code.map(|s| s.to_string()).unwrap_or_default()) }
+                    td.error { (e.error.clone().unwrap_or_default()) }
+                    td { @if let Some(r) = &e.response_snippet { code { (r) } } }
+                    td { (e.trigger) }
+                    td { (e.next_retry_at.as_deref().map(short_time).unwrap_or_default()) }
+                }
+            } }
+        }
+        @if attempts.is_empty() { p.muted { "No attempts yet." } }
+        @if more { p.muted { "Older attempts: GET /api/v1/deliveries/" (d.id) "/attempts." } }
+        h2 { "Payload preview" }
+        p.muted { "Keys that look secret are shown as [REDACTED]." }
+        pre.payload id="payload" { (payload) }
+    };
+    layout(&state, &v, "Delivery", content)
 }
 
 async fn retry_one(
@@ -1027,8 +1123,9 @@ async fn channels(
                     td.delivery-state data-channel=(c.id) { (label) }
                     td { @if v.can_act() {
                         @let paused = label == "Paused";
-                        form.inline method="post" action={ (p) "/channels/" (c.id) (if paused { "/resume" } else { "/pause" }) } {
+                        form.inline.toggle method="post" action={ (p) "/channels/" (c.id) (if paused { "/resume" } else { "/pause" }) } {
                             input type="hidden" name="_csrf" value=(csrf);
+                            @if let Some(t) = q.tenant.as_deref().filter(|t| !t.is_empty()) { input type="hidden" name="tenant" value=(t); }
                             button.toggle type="submit" { (if paused { "Resume deliveries" } else { "Pause deliveries" }) }
                         }
                     } }
@@ -1036,14 +1133,33 @@ async fn channels(
             } }
         }
         @if list.is_empty() { p.muted { "No channels." } }
-        script { (PreEscaped(format!(
-            "setInterval(async()=>{{try{{const r=await fetch('{p}/channels/states{}');if(!r.ok)return;const s=await r.json();\
-             for(const td of document.querySelectorAll('td.delivery-state')){{const v=s[td.dataset.channel];if(v)td.textContent=v;}}}}catch(e){{}}}},2000);",
+        script { (PreEscaped(CHANNELS_SCRIPT.replace("STATES_URL", &format!(
+            "{p}/channels/states{}",
             q.tenant.as_deref().filter(|t| !t.is_empty()).map(|t| format!("?tenant={}", urlencode(t))).unwrap_or_default()
-        ))) }
+        )))) }
     };
     layout(&state, &v, "Channels", content)
 }
+
+/// The channels page's live refresh: every 2 s it reads the Delivery column's values and
+/// updates each row's cell and its Pause/Resume button.
+const CHANNELS_SCRIPT: &str = r#"setInterval(async () => {
+  try {
+    const r = await fetch('STATES_URL');
+    if (!r.ok) return;
+    const states = await r.json();
+    for (const row of document.querySelectorAll('tr.channel')) {
+      const v = states[row.dataset.id];
+      if (!v) continue;
+      row.querySelector('td.delivery-state').textContent = v;
+      const form = row.querySelector('form.toggle');
+      if (!form) continue;
+      const paused = v === 'Paused';
+      form.action = form.action.replace(/\/(pause|resume)$/, paused ? '/resume' : '/pause');
+      form.querySelector('button').textContent = paused ? 'Resume deliveries' : 'Pause deliveries';
+    }
+  } catch (e) {}
+}, 2000);"#;
 
 /// The Delivery column's values, polled by the channels page.
 async fn channel_states(
@@ -1073,7 +1189,7 @@ async fn channel_states(
 async fn pause_or_resume(
     State(state): State<AppState>,
     Path((id, action)): Path<(String, String)>,
-    Posted { viewer: v, .. }: Posted,
+    Posted { viewer: v, form }: Posted,
 ) -> Response {
     if !v.can_act() {
         return forbidden();
@@ -1093,42 +1209,19 @@ async fn pause_or_resume(
     if let Err(e) = r {
         return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
     }
-    Redirect::to(&format!("{}/channels", prefix(v.realm))).into_response()
+    // Back to the list the button was on (an admin's tenant filter kept).
+    let back = match form.get("tenant").filter(|t| !t.is_empty()) {
+        Some(t) if v.realm == Realm::Admin => format!("?tenant={}", urlencode(t)),
+        _ => String::new(),
+    };
+    Redirect::to(&format!("{}/channels{back}", prefix(v.realm))).into_response()
 }
 
 // ------------------------------------------------------------------ dashboard
 
 /// Counts one status's deliveries of one tenant, up to `cap`.
-async fn count(state: &AppState, tenant: &TenantId, status: DeliveryStatus, cap: usize) -> usize {
-    let mut n = 0;
-    let mut after = None;
-    loop {
-        let q = DeliveryQuery {
-            tenant: tenant.clone(),
-            status: Some(status),
-            channel: None,
-            from_key: None,
-            to_key: None,
-            error_contains: None,
-            activity: None,
-            newest_first: true,
-            limit: 1000,
-            after,
-        };
-        match state.pipeline.store.list_deliveries(&q).await {
-            Ok(p) => {
-                n += p.items.len();
-                after = p.next;
-            }
-            Err(_) => return n,
-        }
-        if after.is_none() || n >= cap {
-            return n;
-        }
-    }
-}
-
-const COUNT_CAP: usize = 10_000;
+/// How far the dashboard counts each tenant's deliveries of one status.
+const COUNT_CAP: u64 = 10_000;
 
 async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
     if v.realm != Realm::Admin {
@@ -1140,12 +1233,18 @@ async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
         .list_tenants()
         .await
         .unwrap_or_default();
-    let mut by_status: Vec<(DeliveryStatus, usize)> = Vec::new();
+    let mut by_status: Vec<(DeliveryStatus, u64, bool)> = Vec::new();
     for st in DeliveryStatus::ALL {
-        let counts =
-            futures::future::join_all(tenants.iter().map(|t| count(&state, &t.id, st, COUNT_CAP)))
-                .await;
-        by_status.push((st, counts.into_iter().sum()));
+        let counts = futures::future::join_all(
+            tenants
+                .iter()
+                .map(|t| state.pipeline.store.count_by_status(&t.id, st, COUNT_CAP)),
+        )
+        .await;
+        let counts: Vec<u64> = counts.into_iter().map(|c| c.unwrap_or(0)).collect();
+        // A tenant counted to the cap has more: the total is shown as "at least".
+        let capped = counts.iter().any(|c| *c >= COUNT_CAP);
+        by_status.push((st, counts.iter().sum(), capped));
     }
     let depths = state.pipeline.queue.depths().await.unwrap_or_default();
     let mut channels = Vec::new();
@@ -1181,14 +1280,14 @@ async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
         .collect();
     let failed = by_status
         .iter()
-        .find(|(s, _)| *s == DeliveryStatus::Failed)
-        .map_or(0, |(_, n)| *n);
+        .find(|(s, _, _)| *s == DeliveryStatus::Failed)
+        .map_or(0, |(_, n, _)| *n);
     let content = html! {
         p { "Failed deliveries: " strong id="failed-count" { (failed) } " · "
             a href="/admin/deliveries?status=failed" { "see them" } }
         h2 { "Deliveries by status" }
-        table id="by-status" { tr { @for (s, _) in &by_status { th { (s) } } }
-                          tr { @for (_, n) in &by_status { td { (n) @if *n >= COUNT_CAP { "+" } } } } }
+        table id="by-status" { tr { @for (s, _, _) in &by_status { th { (s) } } }
+                          tr { @for (_, n, capped) in &by_status { td { (n) @if *capped { "+" } } } } }
         h2 { "Queues" }
         table id="queues" { tr { th { "Queue" } th { "Visible" } th { "Delayed" } th { "In flight" } }
             @for d in &depths { tr { td { (d.queue) } td { (d.visible) } td { (d.delayed) } td { (d.in_flight) } } } }
@@ -1397,6 +1496,7 @@ pub fn router(state: AppState) -> Router {
             .route(&format!("{p}/deliveries"), get(deliveries))
             .route(&format!("{p}/deliveries/export"), get(export))
             .route(&format!("{p}/deliveries/retry-all"), post(retry_all))
+            .route(&format!("{p}/deliveries/{{id}}"), get(delivery_page))
             .route(&format!("{p}/deliveries/{{id}}/retry"), post(retry_one))
             .route(&format!("{p}/channels"), get(channels))
             .route(&format!("{p}/channels/states"), get(channel_states))

@@ -19,7 +19,7 @@ pub use config::PipelineConfig;
 
 use converger_adapters::Adapters;
 use converger_core::ChannelId;
-use converger_store::{Channel, Events, Queue, Store, StoreResult};
+use converger_store::{AttemptEntry, Channel, Delivery, Events, Queue, Store, StoreResult};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -91,6 +91,41 @@ impl Pipeline {
             cache.insert(id.clone(), (Instant::now(), ch.clone()));
         }
         Ok(Some(ch))
+    }
+
+    /// A delivery's attempt log, newest first: the attempts numbered below `before` (all when
+    /// `None`), at most `limit`, and whether more follow. The newest attempts live in the
+    /// delivery item and older ones in the attempts table; entries past their retention are
+    /// left out.
+    pub async fn attempt_log(
+        &self,
+        d: &Delivery,
+        before: Option<u32>,
+        limit: usize,
+    ) -> StoreResult<(Vec<AttemptEntry>, bool)> {
+        let below = |a: u32| before.is_none_or(|b| a < b);
+        let mut entries: Vec<AttemptEntry> = d
+            .attempt_log
+            .iter()
+            .rev()
+            .filter(|e| below(e.attempt))
+            .cloned()
+            .collect();
+        let oldest_kept = d.attempt_log.first().map_or(u32::MAX, |e| e.attempt);
+        if entries.len() <= limit && oldest_kept > 1 && !d.attempt_log.is_empty() {
+            let from = before.map_or(oldest_kept, |b| b.min(oldest_kept));
+            let older = self
+                .store
+                .older_attempts(&d.id, Some(from), limit + 1 - entries.len())
+                .await?;
+            entries.extend(older);
+        }
+        let now_s = converger_core::time::now_ms() / 1000;
+        entries.retain(|e| e.expires_at.is_none_or(|x| x > now_s));
+        entries.dedup_by_key(|e| e.attempt);
+        let more = entries.len() > limit;
+        entries.truncate(limit);
+        Ok((entries, more))
     }
 
     /// Forgets a cached channel (after this process changed it).

@@ -927,6 +927,35 @@ impl Store for DynamoStore {
         Ok(Page { items, next })
     }
 
+    async fn count_by_status(
+        &self,
+        tenant: &TenantId,
+        status: DeliveryStatus,
+        cap: u64,
+    ) -> StoreResult<u64> {
+        let mut n: u64 = 0;
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.res.deliveries)
+                .index_name("by_tenant_status")
+                .key_condition_expression("ts_pk = :h")
+                .expression_attribute_values(":h", s(format!("{tenant}#{status}")))
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            n += u64::try_from(out.count()).unwrap_or(0);
+            match out.last_evaluated_key {
+                Some(k) if n < cap => start = Some(k),
+                _ => return Ok(n),
+            }
+        }
+    }
+
     async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>> {
         // One activity's deliveries are read by key: their ids follow from the activity's
         // channels, at most 50 of them.

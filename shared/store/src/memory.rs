@@ -543,6 +543,24 @@ impl Store for MemStore {
         self.with(|s| q.page(s.deliveries.values()))
     }
 
+    async fn count_by_status(
+        &self,
+        tenant: &TenantId,
+        status: DeliveryStatus,
+        cap: u64,
+    ) -> StoreResult<u64> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            let n = s
+                .deliveries
+                .values()
+                .filter(|d| &d.tenant_id == tenant && d.status == status)
+                .take(usize::try_from(cap).unwrap_or(usize::MAX))
+                .count();
+            n as u64
+        })
+    }
+
     async fn replay_many(
         &self,
         rows: &[Delivery],

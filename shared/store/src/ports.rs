@@ -3,7 +3,7 @@
 
 use crate::model::*;
 use async_trait::async_trait;
-use converger_core::{ActivityId, ChannelId, DeliveryId, TenantId};
+use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -121,6 +121,16 @@ pub trait Store:
 
     /// A tenant's deliveries, filtered and keyset-paginated.
     async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>>;
+
+    /// How many of a tenant's deliveries have `status`, counted up to `cap` (the answer is
+    /// `cap` or a little more when there are more). Counts through the status index without
+    /// reading the rows out.
+    async fn count_by_status(
+        &self,
+        tenant: &TenantId,
+        status: DeliveryStatus,
+        cap: u64,
+    ) -> StoreResult<u64>;
 
     /// Replays dead letters: each moves from failed to pending (attempts 0, retry_count + 1,
     /// retried_by/at, due now) together with its audit entry (`audits[i]` for `rows[i]`), in
