@@ -437,3 +437,54 @@ trait Pipe: Sized {
     }
 }
 impl<T> Pipe for T {}
+
+#[tokio::test]
+async fn the_admin_ip_allowlist_guards_the_pages_and_the_admin_api() {
+    use converger_core::net::Allowlist;
+    // Loopback is not in the list: the admin pages and API refuse, the portal and the
+    // tenant API do not.
+    let t = TestStack::with(|o| {
+        o.admin_ip_allowlist = Some(Allowlist::parse("10.0.0.0/8, 192.168.0.0/16").unwrap());
+    })
+    .await;
+    let b = Browser::new(&t.stack.admin_url);
+    let (status, html) = b.get("/admin/login").await;
+    assert_eq!(status, 403);
+    assert!(html.contains("not allowed"), "{html}");
+    assert_eq!(b.get("/admin/deliveries").await.0, 403);
+    let a = t
+        .raw(
+            "POST",
+            format!("{}/admin/api/tenants", t.stack.admin_url),
+            Some(&t.stack.admin_token),
+            Some(json!({"name": "x"}).to_string()),
+        )
+        .await;
+    assert_eq!(a.status, 403);
+    assert_eq!(a.body["error"]["code"], "ip_not_allowed", "{:?}", a.body);
+    let health = t
+        .raw(
+            "GET",
+            format!("{}/admin/api/health", t.stack.admin_url),
+            None,
+            None,
+        )
+        .await;
+    assert_eq!(health.status, 200, "monitors reach the health check");
+    assert_eq!(b.get("/portal/login").await.0, 200);
+    t.stop().await;
+
+    // Listed: in.
+    let t = TestStack::with(|o| {
+        o.admin_ip_allowlist = Some(Allowlist::parse("127.0.0.0/8").unwrap());
+    })
+    .await;
+    let b = Browser::new(&t.stack.admin_url);
+    assert_eq!(b.get("/admin/login").await.0, 200);
+    let (status, loc) = b
+        .sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    assert_eq!((status, loc.as_deref()), (303, Some("/admin")));
+    let (_tenant, _key) = t.tenant("default").await;
+    t.stop().await;
+}

@@ -47,6 +47,13 @@ async fn run(demo: bool) -> Result<(), String> {
         admin_addr: addr("CONVERGER_ADMIN_ADDR", "127.0.0.1:3001")?,
         ws_addr: addr("CONVERGER_WS_ADDR", "127.0.0.1:3002")?,
         admin_token: std::env::var("ADMIN_TOKEN").ok(),
+        admin_ip_allowlist: match std::env::var("ADMIN_IP_ALLOWLIST") {
+            Ok(v) if !v.trim().is_empty() => Some(
+                converger_core::net::Allowlist::parse(&v)
+                    .map_err(|e| format!("ADMIN_IP_ALLOWLIST: {e}"))?,
+            ),
+            _ => None,
+        },
         config,
         ..StackOptions::default()
     };

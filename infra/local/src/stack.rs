@@ -49,6 +49,8 @@ pub struct StackOptions {
     /// pollers' own receives and deletes are counted too when they carry messages; empty
     /// long polls are counted apart, as `esm/EmptyReceive`.
     pub counter: Option<RequestCounter>,
+    /// Addresses allowed into the admin pages and API (`ADMIN_IP_ALLOWLIST`); `None`: any.
+    pub admin_ip_allowlist: Option<converger_core::net::Allowlist>,
 }
 
 impl Default for StackOptions {
@@ -73,6 +75,7 @@ impl Default for StackOptions {
             sweep_period: Some(Duration::from_secs(60)),
             health_period: Some(Duration::from_secs(300)),
             counter: None,
+            admin_ip_allowlist: None,
         }
     }
 }
@@ -233,8 +236,12 @@ impl Stack {
         }
 
         // The APIs and the web pages.
-        let state = AppState::new(pipeline.clone(), Some(admin_token.clone()))
-            .with_web(converger_http::web::WebConfig::local());
+        let state = AppState::new(pipeline.clone(), Some(admin_token.clone())).with_web(
+            converger_http::web::WebConfig {
+                admin_allow: opts.admin_ip_allowlist.clone(),
+                ..converger_http::web::WebConfig::local()
+            },
+        );
         let admin_password = random_token();
         let admin_email = "admin@localhost".to_owned();
         match converger_http::web::create_user(

@@ -16,19 +16,42 @@ use serde_json::json;
 
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route(
-            "/admin/api/health",
-            get(|| async { Json(json!({"status": "ok"})) }),
-        )
         .route("/admin/api/tenants", post(create_tenant))
         .route("/admin/api/users", post(create_user))
         .route(
             "/admin/api/tenants/{id}",
             get(get_tenant).patch(patch_tenant),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            allowlist,
+        ))
+        // Outside the allowlist: monitors call it from anywhere, and it says nothing.
+        .route(
+            "/admin/api/health",
+            get(|| async { Json(json!({"status": "ok"})) }),
+        )
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
+}
+
+/// The admin IP allowlist (`ADMIN_IP_ALLOWLIST`) guards this API as it guards the pages.
+async fn allowlist(
+    State(state): State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if crate::web::admin_ip_allowed(&state, req.extensions()) {
+        next.run(req).await
+    } else {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "ip_not_allowed",
+            "this address is not in the admin IP allowlist",
+        )
+        .into_response()
+    }
 }
 
 /// An operator holding the admin token.

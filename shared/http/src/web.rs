@@ -96,8 +96,14 @@ impl WebConfig {
 #[derive(Debug, Clone, Copy)]
 pub struct SourceIp(pub IpAddr);
 
-fn source_ip(parts: &Parts) -> Option<IpAddr> {
-    parts.extensions.get::<SourceIp>().map(|s| s.0)
+/// Whether the admin IP allowlist lets this request in: always when no list is configured;
+/// otherwise only a request whose source address is known and listed.
+pub fn admin_ip_allowed(state: &AppState, extensions: &axum::http::Extensions) -> bool {
+    state.web.admin_allow.as_ref().is_none_or(|allow| {
+        extensions
+            .get::<SourceIp>()
+            .is_some_and(|ip| allow.contains(ip.0))
+    })
 }
 
 /// Hashes a password (argon2id, a random salt).
@@ -241,13 +247,8 @@ impl FromRequestParts<AppState> for Viewer {
 
 /// Refuses `/admin` to addresses outside the allowlist (when one is configured).
 pub async fn admin_allowlist(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if let Some(allow) = &state.web.admin_allow {
-        let (parts, body) = req.into_parts();
-        let ok = source_ip(&parts).is_some_and(|ip| allow.contains(ip));
-        if !ok {
-            return page_error(StatusCode::FORBIDDEN, "Your address is not allowed here.");
-        }
-        return next.run(Request::from_parts(parts, body)).await;
+    if !admin_ip_allowed(&state, req.extensions()) {
+        return page_error(StatusCode::FORBIDDEN, "Your address is not allowed here.");
     }
     next.run(req).await
 }

@@ -8,6 +8,7 @@ use converger_store::events::EventBridgeEvents;
 use converger_store::sqs::SqsQueue;
 use converger_store::{ApiGatewaySockets, Resources};
 use std::sync::Arc;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 
 pub async fn aws_pipeline(
     clients: &Clients,
@@ -57,12 +58,61 @@ pub async fn from_env_with_websockets() -> Result<Pipeline, String> {
 
 /// JSON logs for Lambda (CloudWatch), plain ones elsewhere; `RUST_LOG` filters.
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_current_span(false)
-        .without_time()
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .json()
+                .with_current_span(false)
+                .without_time(),
+        )
+        .with(log_filter(
+            std::env::var("RUST_LOG").ok().as_deref(),
+            std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().as_deref(),
+        ))
         .try_init();
+}
+
+/// What the functions log: `RUST_LOG` (`info,converger_store=debug`: a level per target), else
+/// Lambda's log level setting (`AWS_LAMBDA_LOG_LEVEL`), else `info`. A value that does not
+/// parse falls back to `info` rather than silencing the function.
+fn log_filter(rust_log: Option<&str>, lambda_level: Option<&str>) -> Targets {
+    let info = || Targets::new().with_default(LevelFilter::INFO);
+    if let Some(spec) = rust_log.filter(|s| !s.trim().is_empty()) {
+        return spec.parse().unwrap_or_else(|_| info());
+    }
+    match lambda_level.map(|l| l.trim().to_ascii_lowercase()) {
+        // Lambda's FATAL has no tracing level: errors are the closest.
+        Some(l) if l == "fatal" => Targets::new().with_default(LevelFilter::ERROR),
+        Some(l) => l
+            .parse::<LevelFilter>()
+            .map(|lf| Targets::new().with_default(lf))
+            .unwrap_or_else(|_| info()),
+        None => info(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::Level;
+
+    #[test]
+    fn the_log_filter_reads_rust_log_then_lambdas_level() {
+        let f = log_filter(Some("warn,converger_store=debug"), Some("ERROR"));
+        assert!(f.would_enable("converger_store::dynamo", &Level::DEBUG));
+        assert!(!f.would_enable("converger_pipeline", &Level::INFO));
+        assert!(f.would_enable("converger_pipeline", &Level::WARN));
+        let f = log_filter(None, Some("DEBUG"));
+        assert!(f.would_enable("anything", &Level::DEBUG));
+        let f = log_filter(Some(" "), Some("FATAL"));
+        assert!(!f.would_enable("anything", &Level::WARN));
+        assert!(f.would_enable("anything", &Level::ERROR));
+        let f = log_filter(None, None);
+        assert!(f.would_enable("anything", &Level::INFO));
+        assert!(!f.would_enable("anything", &Level::DEBUG));
+        let f = log_filter(Some("converger=loud"), None);
+        assert!(f.would_enable("anything", &Level::INFO));
+    }
 }
