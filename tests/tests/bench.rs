@@ -116,3 +116,29 @@ async fn bulk_replay_scenario_runs_in_process() {
     assert_eq!(line["scenario"], "bulk-replay");
     assert_eq!(line["retried"], 100, "{line}");
 }
+
+#[tokio::test]
+async fn pages_scenario_times_every_page_and_exports_every_row() {
+    let line = bench::pages::run(120).await.unwrap();
+    assert_eq!(line["scenario"], "pages");
+    for page in [
+        "deliveries_first_page_ms",
+        "deliveries_all_tenants_ms",
+        "load_more_page_ms",
+        "search_error_text_ms",
+        "delivery_page_ms",
+        "dashboard_ms",
+        "channels_ms",
+    ] {
+        assert!(
+            line["pages"][page].as_f64().unwrap() > 0.0,
+            "{page}: {line}"
+        );
+    }
+    assert_eq!(
+        line["load_more_pages_followed"], 3,
+        "120 rows, 50 a page: {line}"
+    );
+    assert_eq!(line["search_rows_found"], 1, "{line}");
+    assert_eq!(line["export_rows"], 120, "{line}");
+}

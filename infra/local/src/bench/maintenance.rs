@@ -8,7 +8,13 @@ use converger_store::{Activity, Channel, Delivery};
 use serde_json::{Map, json};
 use std::time::{Duration, Instant};
 
-fn row(tenant: &TenantId, channel: &Channel, status: DeliveryStatus, due: i64) -> Delivery {
+/// A delivery row of `channel`, due at `due` (ms).
+pub(crate) fn row(
+    tenant: &TenantId,
+    channel: &Channel,
+    status: DeliveryStatus,
+    due: i64,
+) -> Delivery {
     let now = time::now_rfc3339();
     let a = Activity {
         id: ActivityId::generate(),
@@ -300,7 +306,7 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
 }
 
 /// Seeds `total` rows made by `make(i)`, a thousand at a time (memory stays bounded).
-async fn seed(
+pub(crate) async fn seed(
     store: &DynamoStore,
     total: usize,
     make: impl Fn(usize) -> Delivery,

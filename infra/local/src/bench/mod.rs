@@ -7,6 +7,7 @@ pub mod binaries;
 pub mod dead_channel;
 pub mod latency;
 pub mod maintenance;
+pub mod pages;
 pub mod requests;
 pub mod throughput;
 
@@ -28,6 +29,7 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   bulk-replay  [N] [--in-process]                  one bulk replay of N dead letters
   sweep        [N]                                 one sweep over N settled deliveries
   health       [CHANNELS] [DELIVERIES]             one health run
+  pages        [N]                                 the web pages on a tenant with N failed deliveries
   smoke                                            every scenario above with tiny sizes";
 
 /// Runs `bench <args>`.
@@ -80,6 +82,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         "health" => {
             maintenance::health(rest.positional(0, 1000)?, rest.positional(1, 100_000)?).await
         }
+        "pages" => pages::run(rest.positional(0, 10_000)?).await.map(drop),
         "smoke" => smoke().await,
         "--help" | "-h" | "help" => {
             println!("{USAGE}");
@@ -115,6 +118,7 @@ pub async fn smoke() -> Result<(), String> {
     })
     .await?;
     maintenance::replay_in_process(100).await?;
+    pages::run(120).await?;
     Ok(())
 }
 
