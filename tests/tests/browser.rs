@@ -75,6 +75,11 @@ async fn an_operator_filters_opens_retries_and_exports_failed_deliveries() {
     let mut rows = b.row_ids("tr.delivery").await;
     rows.sort();
     assert_eq!(rows, failed);
+    // With one tenant chosen, the channel filter lists its channels by name.
+    b.select("#filters select[name=channel]", &f.channel).await;
+    b.submit("#filters button[type=submit]").await;
+    assert!(b.path().await.contains(&format!("channel={}", f.channel)));
+    assert_eq!(b.row_ids("tr.delivery").await.len(), 4);
     b.shot("deliveries-failed").await;
     // Search by part of the error.
     b.fill("#filters input[name=q]", "HTTP 400").await;

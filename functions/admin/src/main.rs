@@ -25,7 +25,8 @@ async fn main() -> Result<(), Error> {
     converger_pipeline::bootstrap::init_tracing();
     let pipeline = Arc::new(converger_pipeline::bootstrap::from_env().await?);
     let token = std::env::var("ADMIN_TOKEN").ok().filter(|t| t.len() >= 16);
-    let state = converger_http::AppState::new(pipeline, token);
+    let state = converger_http::AppState::new(pipeline, token)
+        .with_web(converger_http::web::WebConfig::from_env());
     let app = converger_http::admin::router(state.clone())
         .merge(converger_http::web::router(state))
         .layer(axum::middleware::map_request(source_ip));

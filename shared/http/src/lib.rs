@@ -32,7 +32,9 @@ impl AppState {
         Self {
             pipeline,
             admin_token: admin_token.map(Into::into),
-            web: Arc::new(web::WebConfig::from_env()),
+            // Only the admin function serves the pages; it reads their settings from the
+            // environment with `with_web(WebConfig::from_env())`.
+            web: Arc::new(web::WebConfig::local()),
             keys: Arc::new(Mutex::new(HashMap::new())),
         }
     }

@@ -659,6 +659,12 @@ async fn deliveries(
     let tenants = tenant_choices(&state, &v).await;
     let tenant_names: HashMap<&TenantId, &str> =
         tenants.iter().map(|t| (&t.id, t.name.as_str())).collect();
+    // One tenant in scope (the portal's, or the one an operator chose): its channels by name.
+    let channel_choices = if v.own_tenant().is_some() || nonempty(&f.tenant).is_some() {
+        scoped_channels(&state, &v, nonempty(&f.tenant)).await.ok()
+    } else {
+        None
+    };
     let status_value = nonempty(&f.status).unwrap_or("failed").to_owned();
     let csrf = v.csrf(&state);
     let back = f.query(None);
@@ -673,7 +679,16 @@ async fn deliveries(
                         }
                     } } " "
                 }
-                label { "Channel id " input name="channel" value=(nonempty(&f.channel).unwrap_or("")) size="36"; } " "
+                @if let Some(choices) = &channel_choices {
+                    label { "Channel " select name="channel" {
+                        option value="" { "All channels" }
+                        @for c in choices {
+                            option value=(c.id) selected[nonempty(&f.channel) == Some(c.id.as_str())] { (c.name) }
+                        }
+                    } } " "
+                } @else {
+                    label { "Channel id " input name="channel" value=(nonempty(&f.channel).unwrap_or("")) size="36"; } " "
+                }
                 label { "Status " select name="status" {
                     @for s in ["failed", "pending", "paused", "sent", "delivered", "read", "any"] {
                         option value=(s) selected[status_value == s] { (s) }
