@@ -126,6 +126,7 @@ async fn pages_scenario_times_every_page_and_exports_every_row() {
         "deliveries_all_tenants_ms",
         "load_more_page_ms",
         "search_error_text_ms",
+        "search_until_found_ms",
         "delivery_page_ms",
         "dashboard_ms",
         "channels_ms",
@@ -140,5 +141,6 @@ async fn pages_scenario_times_every_page_and_exports_every_row() {
         "120 rows, 50 a page: {line}"
     );
     assert_eq!(line["search_rows_found"], 1, "{line}");
+    assert_eq!(line["search_answers_until_found"], 1, "{line}");
     assert_eq!(line["export_rows"], 120, "{line}");
 }

@@ -488,3 +488,56 @@ async fn the_admin_ip_allowlist_guards_the_pages_and_the_admin_api() {
     let (_tenant, _key) = t.tenant("default").await;
     t.stop().await;
 }
+
+#[tokio::test]
+async fn load_more_pages_through_every_tenant_once_in_order() {
+    use converger_core::{DeliveryStatus, time};
+    let t = TestStack::start().await;
+    // Two tenants' failed deliveries, interleaved in time: 70 and 40 rows, 110 in all
+    // (three pages of 50).
+    let mut expected = Vec::new();
+    let start = time::now_ms() - 3_600_000;
+    let mut rows = Vec::new();
+    for (n, every) in [(70usize, 1i64), (40, 2)] {
+        let (tenant, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, "http://127.0.0.1:9/x", json!({})).await;
+        let ch = ch["id"].as_str().unwrap();
+        for i in 0..n {
+            let mut d = t.bare_delivery(&tenant, ch, start).await;
+            let at = start + (i as i64 * every) * 1000 + every;
+            d.status = DeliveryStatus::Failed;
+            d.updated_at = time::ms_to_rfc3339(at);
+            rows.push(d);
+        }
+    }
+    let dynamo = converger_store::dynamo::DynamoStore::new(
+        t.stack.clients.dynamodb.clone(),
+        t.stack.resources.clone(),
+    );
+    dynamo.seed_deliveries(&rows).await.unwrap();
+    rows.sort_by_key(|d| std::cmp::Reverse(d.sort_key()));
+    expected.extend(rows.iter().map(|d| d.id.to_string()));
+
+    let b = Browser::new(&t.stack.admin_url);
+    b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    let mut seen = Vec::new();
+    let mut next = Some("/admin/deliveries".to_owned());
+    let mut pages = 0;
+    while let Some(path) = next.take() {
+        let (status, html) = b.get(&path).await;
+        assert_eq!(status, 200);
+        pages += 1;
+        assert!(pages <= 5, "Load more does not end");
+        for part in html.split("tr class=\"delivery\" data-id=\"").skip(1) {
+            seen.push(part[..part.find('"').unwrap()].to_owned());
+        }
+        if let Some(at) = html.find("id=\"load-more\" href=\"") {
+            let rest = &html[at + "id=\"load-more\" href=\"".len()..];
+            next = Some(rest[..rest.find('"').unwrap()].replace("&amp;", "&"));
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, expected, "every row once, newest first");
+    t.stop().await;
+}

@@ -583,13 +583,17 @@ impl Filters {
             .collect())
     }
 
-    /// One page (at most `limit` rows) over every tenant in scope, and whether more follow.
+    /// One page (at most `limit` rows) over every tenant in scope, and the sort key the next
+    /// page continues after (`None`: nothing follows). A tenant's query may stop early (its
+    /// read budget spent on rows a filter dropped); rows past the point where the least-read
+    /// tenant stopped wait for the next page, so no tenant's rows are skipped. A page can
+    /// therefore be empty and still have a next one.
     async fn page(
         &self,
         state: &AppState,
         v: &Viewer,
         limit: usize,
-    ) -> Result<(Vec<Delivery>, bool), String> {
+    ) -> Result<(Vec<Delivery>, Option<String>), String> {
         let queries = self.queries(state, v, limit + 1).await?;
         let after = nonempty(&self.after).map(str::to_owned);
         let newest = self.newest_first();
@@ -600,23 +604,42 @@ impl Filters {
         )
         .await;
         let mut rows = Vec::new();
-        let mut more = false;
+        let mut bound: Option<String> = None;
         for p in pages {
             let p = p.map_err(|e| e.to_string())?;
-            more |= p.next.is_some();
+            if let Some(c) = p.next {
+                bound = Some(match bound {
+                    None => c.sort_key,
+                    Some(b) if newest => b.max(c.sort_key),
+                    Some(b) => b.min(c.sort_key),
+                });
+            }
             rows.extend(p.items.into_iter().filter(|d| match &after {
                 Some(a) if newest => d.sort_key() < *a,
                 Some(a) => d.sort_key() > *a,
                 None => true,
             }));
         }
+        if let Some(b) = &bound {
+            rows.retain(|d| {
+                if newest {
+                    d.sort_key() >= *b
+                } else {
+                    d.sort_key() <= *b
+                }
+            });
+        }
         rows.sort_by_key(Delivery::sort_key);
         if newest {
             rows.reverse();
         }
-        more |= rows.len() > limit;
-        rows.truncate(limit);
-        Ok((rows, more))
+        let next = if rows.len() > limit {
+            rows.truncate(limit);
+            rows.last().map(Delivery::sort_key)
+        } else {
+            bound
+        };
+        Ok((rows, next))
     }
 }
 
@@ -646,7 +669,7 @@ async fn deliveries(
     Query(f): Query<Filters>,
 ) -> Response {
     let p = prefix(v.realm);
-    let (rows, more) = match f.page(&state, &v, PAGE_ROWS).await {
+    let (rows, next) = match f.page(&state, &v, PAGE_ROWS).await {
         Ok(x) => x,
         Err(e) => {
             return page_error(
@@ -752,11 +775,16 @@ async fn deliveries(
                 }
             }
         }
-        @if rows.is_empty() { p.muted id="empty" { "No deliveries match." } }
-        @if more {
-            @if let Some(last) = rows.last() {
-                p { a id="load-more" href={ (p) "/deliveries?" (f.query(Some(&last.sort_key()))) } { "Load more" } }
+        @match (&next, rows.is_empty()) {
+            (None, true) => { p.muted id="empty" { "No deliveries match." } }
+            (Some(n), true) => {
+                p.muted id="searched" { "No matches among the rows read so far." }
+                p { a id="load-more" href={ (p) "/deliveries?" (f.query(Some(n))) } { "Search further" } }
             }
+            (Some(n), false) => {
+                p { a id="load-more" href={ (p) "/deliveries?" (f.query(Some(n))) } { "Load more" } }
+            }
+            (None, false) => {}
         }
     };
     layout(&state, &v, "Deliveries", content)
@@ -981,7 +1009,7 @@ async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filter
                 user,
                 session,
             };
-            let (rows, more) = match f.page(&state, &v, 500.min(limit - sent)).await {
+            let (rows, next) = match f.page(&state, &v, 500.min(limit - sent)).await {
                 Ok(x) => x,
                 Err(e) => {
                     tracing::warn!(error = %e, "export stopped");
@@ -1007,16 +1035,13 @@ async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filter
                     d.updated_at.clone(),
                 ]));
             }
-            let next = rows.last().map(Delivery::sort_key);
             let n = rows.len();
+            let last = next.is_none();
             let next_f = next.map(|after| Filters {
                 after: Some(after),
                 ..f
             });
-            Some((
-                Ok::<_, std::io::Error>(chunk),
-                (next_f, sent + n, !more || n == 0),
-            ))
+            Some((Ok::<_, std::io::Error>(chunk), (next_f, sent + n, last)))
         }
     });
     let body =

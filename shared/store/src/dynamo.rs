@@ -998,6 +998,10 @@ impl Store for DynamoStore {
             filters.push("contains(last_error, :q)");
         }
         let limit = q.limit.clamp(1, 1000);
+        // A filter that drops rows (error text; a channel without a status) reads whole
+        // pages, up to 1 MB each, so one call can search thousands of rows; the tenant filter
+        // on the status indexes never drops a row and does not count.
+        let selective = q.error_contains.is_some() || (q.status.is_none() && q.channel.is_some());
         let mut items: Vec<Delivery> = Vec::with_capacity(limit);
         let mut start: Option<Item> = q.after.as_ref().map(|c| {
             HashMap::from([
@@ -1020,14 +1024,7 @@ impl Store for DynamoStore {
                 .expression_attribute_names("#h", hash_attr)
                 .expression_attribute_values(":h", s(hash_val.as_str()))
                 .scan_index_forward(!q.newest_first)
-                .limit(
-                    i32::try_from(if filters.is_empty() {
-                        want
-                    } else {
-                        want.max(100)
-                    })
-                    .unwrap_or(1000),
-                )
+                .limit(i32::try_from(if selective { 1000 } else { want }).unwrap_or(1000))
                 .set_exclusive_start_key(start.take());
             if let Some(lo) = &q.from_key {
                 req = req.expression_attribute_values(":lo", s(lo.as_str()));
