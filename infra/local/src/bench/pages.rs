@@ -59,6 +59,16 @@ async fn measure(stack: &Stack, n: usize) -> Result<Value, String> {
     let seed_s = seeded.elapsed().as_secs_f64();
 
     let web = Web::sign_in(stack).await?;
+    // CPU of this process (the pages' server; the functions do not run) and of the emulator
+    // over every fetch below.
+    let emulator = stack.emulator_pid().map(|p| p.to_string());
+    let cpu = || {
+        (
+            super::cpu_seconds("self"),
+            emulator.as_deref().and_then(super::cpu_seconds),
+        )
+    };
+    let cpu0 = cpu();
     let t = tenant.id.as_str();
     let mut figures = serde_json::Map::new();
     let mut page = |name: &str, ms: f64| {
@@ -124,7 +134,12 @@ async fn measure(stack: &Stack, n: usize) -> Result<Value, String> {
     let (export_ms, csv) = web
         .get(&format!("/admin/deliveries/export?tenant={t}&status=any"))
         .await?;
+    let cpu1 = cpu();
+    let used =
+        |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| ((b - a) * 100.0).round() / 100.0);
     Ok(super::emit(json!({
+        "converger_cpu_s": used(cpu0.0, cpu1.0),
+        "emulator_cpu_s": used(cpu0.1, cpu1.1),
         "scenario": "pages",
         "deliveries": n,
         "pages": figures,
