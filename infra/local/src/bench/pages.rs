@@ -5,6 +5,7 @@
 use super::maintenance::{row, seed};
 use crate::stack::{Stack, StackOptions};
 use converger_core::{DeliveryStatus, Tier, time};
+use converger_store::counter::{Counts, RequestCounter};
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -13,17 +14,19 @@ use std::time::{Duration, Instant};
 const RUNS: usize = 5;
 
 pub async fn run(deliveries: usize) -> Result<Value, String> {
+    let counter = RequestCounter::new();
     let opts = StackOptions {
         run_functions: false,
+        counter: Some(counter.clone()),
         ..StackOptions::bench("pages")
     };
     let stack = Stack::start(opts).await?;
-    let result = measure(&stack, deliveries.max(1)).await;
+    let result = measure(&stack, &counter, deliveries.max(1)).await;
     stack.stop().await;
     result
 }
 
-async fn measure(stack: &Stack, n: usize) -> Result<Value, String> {
+async fn measure(stack: &Stack, counter: &RequestCounter, n: usize) -> Result<Value, String> {
     let p = &stack.pipeline;
     let (tenant, _) = super::tenant(p, Tier::Default).await?;
     let channel = super::webhook(p, &tenant, "http://127.0.0.1:9/", json!({})).await?;
@@ -69,11 +72,34 @@ async fn measure(stack: &Stack, n: usize) -> Result<Value, String> {
         )
     };
     let cpu0 = cpu();
-    let t = tenant.id.as_str();
     let mut figures = serde_json::Map::new();
     let mut page = |name: &str, ms: f64| {
         figures.insert(name.to_owned(), json!((ms * 10.0).round() / 10.0));
     };
+    // The AWS requests one fetch of each page makes: they do not depend on the emulator.
+    let mut requests = serde_json::Map::new();
+    let t = tenant.id.as_str();
+    for (name, path) in [
+        (
+            "deliveries_first_page",
+            format!("/admin/deliveries?tenant={t}"),
+        ),
+        ("deliveries_all_tenants", "/admin/deliveries".to_owned()),
+        (
+            "search_error_text",
+            format!("/admin/deliveries?tenant={t}&q=HTTP+418"),
+        ),
+        ("dashboard", "/admin".to_owned()),
+        ("channels", format!("/admin/channels?tenant={t}")),
+        (
+            "export_all",
+            format!("/admin/deliveries/export?tenant={t}&status=any"),
+        ),
+    ] {
+        let _ = counter.take();
+        web.get(&path).await?;
+        requests.insert(name.into(), by_operation(&counter.take()));
+    }
     page(
         "deliveries_first_page_ms",
         web.median(&format!("/admin/deliveries?tenant={t}")).await?,
@@ -148,9 +174,21 @@ async fn measure(stack: &Stack, n: usize) -> Result<Value, String> {
         "search_answers_until_found": search_pages,
         "export_ms": (export_ms * 10.0).round() / 10.0,
         "export_rows": csv.lines().count().saturating_sub(1),
+        "requests_per_fetch": requests,
         "seed_s": (seed_s * 10.0).round() / 10.0,
         "note": "median of 5 fetches per page, signed in as an operator, on the local stack; each page's time is mostly the emulator's queries",
     })))
+}
+
+/// Requests by `service/operation` (a Query's read units depend on the bytes it reads, which
+/// the client does not see, so none are given).
+fn by_operation(counts: &Counts) -> Value {
+    Value::Object(
+        counts
+            .iter()
+            .map(|((service, op), tally)| (format!("{service}/{op}"), json!(tally.requests)))
+            .collect(),
+    )
 }
 
 /// The Load more link of a deliveries page.
