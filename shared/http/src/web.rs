@@ -309,7 +309,8 @@ form.inline{display:inline}fieldset{border:1px solid #dde;margin:0 0 12px}\
 pre{background:#f6f7fa;padding:6px;max-width:60em;overflow:auto;white-space:pre-wrap}\
 .badge{padding:1px 6px;border-radius:8px;background:#eef}.failed{background:#fde2e2}\
 .sent,.delivered,.read{background:#e0f5e6}\
-table.fields{width:auto;margin-bottom:12px}.actions{margin:8px 0 12px;display:flex;gap:16px;align-items:center}table.fields th{width:11em}.flash{background:#fff7d6;padding:6px 10px}";
+table.fields{width:auto;margin-bottom:12px}.actions{margin:8px 0 12px;display:flex;gap:16px;align-items:center}\
+td.changes .change{display:inline-block;margin-right:10px;word-break:break-all}table.fields th{width:11em}.flash{background:#fff7d6;padding:6px 10px}";
 
 fn layout(state: &AppState, v: &Viewer, title: &str, content: Markup) -> Response {
     let p = prefix(v.realm);
@@ -1532,11 +1533,19 @@ async fn audit(State(state): State<AppState>, v: Viewer, Query(q): Query<TenantQ
             }
         }
         table id="audit" {
-            thead { tr { th { "When" } th { "Actor" } th { "Action" } th { "Resource" } th { "Changes" } } }
-            tbody { @for e in &entries { tr {
-                td { (e.at) } td { (e.actor.to_string()) } td { (e.action) }
-                td { (e.resource_type) " " code { (e.resource_id) } }
-                td { code { (e.changes.to_string()) } }
+            thead { tr { th { "When (UTC)" } th { "Actor" } th { "Action" } th { "Resource" } th { "Changes" } } }
+            tbody { @for e in &entries { tr.entry {
+                td title=(e.at) { (short_time(&e.at)) } td { (e.actor.to_string()) } td { (e.action) }
+                td { (e.resource_type) " "
+                    @if e.resource_type == "delivery" {
+                        a href={ (prefix(v.realm)) "/deliveries/" (e.resource_id) } { code { (e.resource_id) } }
+                    } @else { code { (e.resource_id) } } }
+                td.changes { @match e.changes.as_object() {
+                    Some(fields) => { @for (k, val) in fields {
+                        span.change { span.muted { (k) ": " } (match val { Value::String(s) => s.clone(), other => other.to_string() }) } " "
+                    } }
+                    None => { code { (e.changes.to_string()) } }
+                } }
             } } }
         }
         @if entries.is_empty() { p.muted { "No entries." } }
