@@ -116,6 +116,7 @@ async fn create_tenant(
         .create_tenant(&req.name, tier)
         .await
         .map_err(tenant_error)?;
+    state.forget_tenants();
     let mut body = crate::views::tenant(&tenant);
     body["api_key"] = json!(key);
     Ok((StatusCode::CREATED, Json(body)))
@@ -171,6 +172,7 @@ async fn patch_tenant(
         .await
         .map_err(tenant_error)?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
+    state.forget_tenants();
     let mut view = crate::views::tenant(&t);
     // The alert channel's signing secret, so the receiver can verify what it gets.
     if req.alert_webhook_url.is_some()

@@ -25,7 +25,15 @@ pub struct AppState {
     /// The web pages' settings.
     pub web: Arc<web::WebConfig>,
     keys: Arc<Mutex<HashMap<String, (Instant, Tenant)>>>,
+    tenant_list: Arc<Mutex<Option<CachedTenants>>>,
 }
+
+/// The tenant list and when it was read.
+type CachedTenants = (Instant, Arc<Vec<Tenant>>);
+
+/// How long the web pages reuse the list of tenants (their selectors, an operator's lists over
+/// every tenant, the dashboard, each step of an export) before scanning for it again.
+const TENANT_LIST_TTL: Duration = Duration::from_secs(5);
 
 impl AppState {
     pub fn new(pipeline: Arc<Pipeline>, admin_token: Option<String>) -> Self {
@@ -36,6 +44,29 @@ impl AppState {
             // environment with `with_web(WebConfig::from_env())`.
             web: Arc::new(web::WebConfig::local()),
             keys: Arc::new(Mutex::new(HashMap::new())),
+            tenant_list: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// Every tenant, read at most once per [`TENANT_LIST_TTL`] by this instance.
+    pub async fn tenants(&self) -> converger_store::StoreResult<Arc<Vec<Tenant>>> {
+        if let Ok(cached) = self.tenant_list.lock()
+            && let Some((at, list)) = cached.as_ref()
+            && at.elapsed() < TENANT_LIST_TTL
+        {
+            return Ok(list.clone());
+        }
+        let list = Arc::new(self.pipeline.store.list_tenants().await?);
+        if let Ok(mut cached) = self.tenant_list.lock() {
+            *cached = Some((Instant::now(), list.clone()));
+        }
+        Ok(list)
+    }
+
+    /// Forgets the cached tenant list (after this instance created or changed a tenant).
+    pub fn forget_tenants(&self) {
+        if let Ok(mut cached) = self.tenant_list.lock() {
+            *cached = None;
         }
     }
 

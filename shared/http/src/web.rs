@@ -698,7 +698,7 @@ async fn deliveries(
                 @if v.realm == Realm::Admin {
                     label { "Tenant " select name="tenant" {
                         option value="" { "All tenants" }
-                        @for t in &tenants {
+                        @for t in tenants.iter() {
                             option value=(t.id) selected[nonempty(&f.tenant) == Some(t.id.as_str())] { (t.name) }
                         }
                     } } " "
@@ -1064,15 +1064,13 @@ async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filter
 // ------------------------------------------------------------------ channels
 
 /// The tenants an operator's tenant selector offers (none in the portal).
-async fn tenant_choices(state: &AppState, v: &Viewer) -> Vec<converger_store::Tenant> {
+async fn tenant_choices(
+    state: &AppState,
+    v: &Viewer,
+) -> std::sync::Arc<Vec<converger_store::Tenant>> {
     match v.realm {
-        Realm::Admin => state
-            .pipeline
-            .store
-            .list_tenants()
-            .await
-            .unwrap_or_default(),
-        Realm::Portal => Vec::new(),
+        Realm::Admin => state.tenants().await.unwrap_or_default(),
+        Realm::Portal => Default::default(),
     }
 }
 
@@ -1089,13 +1087,11 @@ async fn tenants_in_scope(
     match asked.map(str::trim).filter(|t| !t.is_empty()) {
         Some(t) => Ok(vec![TenantId::parse(t).map_err(|e| e.to_string())?]),
         None => Ok(state
-            .pipeline
-            .store
-            .list_tenants()
+            .tenants()
             .await
             .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|t| t.id)
+            .iter()
+            .map(|t| t.id.clone())
             .collect()),
     }
 }
@@ -1272,12 +1268,7 @@ async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
     if v.realm != Realm::Admin {
         return Redirect::to("/portal/deliveries").into_response();
     }
-    let tenants = state
-        .pipeline
-        .store
-        .list_tenants()
-        .await
-        .unwrap_or_default();
+    let tenants = state.tenants().await.unwrap_or_default();
     // Every tenant's count of every status, 32 queries at a time, in order.
     let pairs: Vec<(TenantId, DeliveryStatus)> = DeliveryStatus::ALL
         .iter()
@@ -1308,7 +1299,7 @@ async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
         .collect();
     let depths = state.pipeline.queue.depths().await.unwrap_or_default();
     let mut channels = Vec::new();
-    for t in &tenants {
+    for t in tenants.iter() {
         channels.extend(
             state
                 .pipeline
@@ -1443,6 +1434,7 @@ async fn create_tenant(
         .unwrap_or_default();
     match state.pipeline.create_tenant(name, tier).await {
         Ok((tenant, key)) => {
+            state.forget_tenants();
             tenants_page(&state, &v, Some(html! {
                 "Tenant " strong { (tenant.name) } " created. Its API key (shown only now): " code id="api-key" { (key) }
             }))
@@ -1471,6 +1463,7 @@ async fn update_tenant(
     let url = form
         .get("alert_webhook_url")
         .map(|u| Some(u.trim()).filter(|u| !u.is_empty()));
+    state.forget_tenants();
     match state.pipeline.update_tenant(&id, tier, url).await {
         Ok(Some(_)) => Redirect::to("/admin/tenants").into_response(),
         Ok(None) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
@@ -1528,7 +1521,7 @@ async fn audit(State(state): State<AppState>, v: Viewer, Query(q): Query<TenantQ
         @if v.realm == Realm::Admin {
             form method="get" action="/admin/audit" {
                 label { "Tenant " select name="tenant" {
-                    @for t in &tenants { option value=(t.id) selected[tenant.as_ref() == Some(&t.id)] { (t.name) } }
+                    @for t in tenants.iter() { option value=(t.id) selected[tenant.as_ref() == Some(&t.id)] { (t.name) } }
                 } } " " button type="submit" { "Show" }
             }
         }
