@@ -647,6 +647,49 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
 }
 
 #[tokio::test]
+async fn hand_offs_are_not_failures_and_do_not_disable_the_channel() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    // Auto-disable after 3 failed attempts; no client ever connects.
+    let ch = t
+        .channel(
+            &key,
+            json!({"type": "websocket", "name": "app", "config": {"token": WS_TOKEN},
+                   "auto_disable": {"failed_attempts": 3}}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for n in 0..5 {
+        let ids = post(&t, &key, &[&ch], json!({"text": format!("queued {n}")})).await;
+        let d = t
+            .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| {
+                d["attempts"] == 1
+            })
+            .await;
+        assert_eq!(d["awaiting_ack"], true, "{d}");
+    }
+    let flow = t
+        .stack
+        .pipeline
+        .store
+        .get_flow(&converger_core::ChannelId::parse(&ch).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        (flow.failed_attempts, flow.consecutive_failures),
+        (0, 0),
+        "a hand-off is neither a failure nor a success"
+    );
+    let c = t
+        .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
+        .await;
+    assert_eq!(c.body["active"], true, "{:?}", c.body);
+    t.stop().await;
+}
+
+#[tokio::test]
 async fn websocket_require_ack_waits_for_the_client() {
     let t = TestStack::start().await;
     let (_, key) = t.tenant("default").await;

@@ -161,10 +161,9 @@ impl Pipeline {
                     return Ok(Report::Skipped("lease lost before recording success"));
                 }
                 if handed_off {
-                    // Nothing failed and nothing was confirmed: the breaker is not moved.
                     tracing::info!(delivery_id = %d.id, channel_id = %d.channel_id, attempt = n, "delivery handed off; waiting for an acknowledgement");
                     metrics::count("handed_off", kind, 1);
-                    self.after_attempt(&d, &channel, Outcome::Neutral, false, probe)
+                    self.after_attempt(&d, &channel, Outcome::HandedOff, false, probe)
                         .await?;
                     return Ok(Report::HandedOff);
                 }

@@ -398,13 +398,13 @@ impl Pipeline {
             let w = match outcome {
                 Outcome::Success => grow_window(known.window, cap),
                 Outcome::Transient => shrink_window(known.window),
-                Outcome::Neutral => known.window,
+                Outcome::Neutral | Outcome::HandedOff => known.window,
             };
             (w != known.window).then_some(w)
         });
         let free = (!keep_slot && (d.slot || known.holds(&d.id) || limits.cap.is_some()))
             .then(|| d.id.clone());
-        let failed = outcome != Outcome::Success;
+        let failed = outcome.is_failure();
         // A success is written when there is something to reset, or to keep `last_success_at`
         // (auto-disable's "no success within 24 h") within ten minutes of the truth.
         let success_stale = known
@@ -471,7 +471,8 @@ impl Pipeline {
         outcome: Outcome,
     ) -> Result<bool, AttemptError> {
         let now = time::now_ms();
-        if outcome == Outcome::Success {
+        // A probe handed off to a client went through: the endpoint is back.
+        if !outcome.is_failure() {
             let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Closed, now)
                 .probed_by(d.id.as_str())
                 .reset();

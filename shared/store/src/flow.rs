@@ -106,6 +106,16 @@ pub enum Outcome {
     Transient,
     /// A permanent error or an attempt that did not reach the endpoint: does not count.
     Neutral,
+    /// Handed off to a client that has not confirmed it yet (websocket): the push went
+    /// through, nothing is known of the delivery. Neither a success nor a failure.
+    HandedOff,
+}
+
+impl Outcome {
+    /// Whether the attempt failed (of any kind): what auto-disable counts.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Self::Transient | Self::Neutral)
+    }
 }
 
 /// One write on a flow item after an attempt: the slot it frees, the breaker counters, the

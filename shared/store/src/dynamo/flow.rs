@@ -190,7 +190,7 @@ impl FlowStore for DynamoStore {
             Outcome::Transient => {
                 tail.push_str(" ADD consecutive_failures :one");
             }
-            Outcome::Neutral => {}
+            Outcome::Neutral | Outcome::HandedOff => {}
         }
         if st.failed {
             tail.push_str(if tail.is_empty() {

@@ -70,7 +70,7 @@ impl FlowStore for MemStore {
                     f.last_success_at = Some(st.now_ms);
                 }
                 Outcome::Transient => f.consecutive_failures += 1,
-                Outcome::Neutral => {}
+                Outcome::Neutral | Outcome::HandedOff => {}
             }
             if st.failed {
                 f.failed_attempts += 1;
