@@ -55,6 +55,41 @@ pub fn day_end(day: &str) -> Result<String, String> {
     Ok(format!("{}T23:59:59.999999Z$", d.format("%Y-%m-%d")))
 }
 
+/// What a deliveries search asks for: an exact activity id when the text is one, else a part
+/// of `last_error`. Blank text searches nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Search {
+    pub activity: Option<crate::ActivityId>,
+    pub error_contains: Option<String>,
+}
+
+impl Search {
+    pub fn parse(text: Option<&str>) -> Self {
+        match text.map(str::trim).filter(|s| !s.is_empty()) {
+            None => Self::default(),
+            Some(s) => match crate::ActivityId::parse(s) {
+                Ok(a) => Self {
+                    activity: Some(a),
+                    error_contains: None,
+                },
+                Err(_) => Self {
+                    activity: None,
+                    error_contains: Some(s.to_owned()),
+                },
+            },
+        }
+    }
+}
+
+/// A list's order: `newest` (the default) or `oldest` first; true for newest first.
+pub fn newest_first(sort: Option<&str>) -> Result<bool, String> {
+    match sort.map(str::trim).filter(|s| !s.is_empty()) {
+        None | Some("newest") => Ok(true),
+        Some("oldest") => Ok(false),
+        Some(other) => Err(format!("sort `{other}` is not newest or oldest")),
+    }
+}
+
 fn parse_day(day: &str) -> Result<NaiveDate, String> {
     NaiveDate::parse_from_str(day, "%Y-%m-%d")
         .map_err(|_| format!("`{day}` is not a UTC day (YYYY-MM-DD)"))
@@ -87,6 +122,21 @@ impl Cursor {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_search_is_an_activity_id_or_error_text() {
+        let id = crate::ActivityId::generate();
+        let s = Search::parse(Some(&format!(" {id} ")));
+        assert_eq!((s.activity, s.error_contains), (Some(id), None));
+        let s = Search::parse(Some("HTTP 503"));
+        assert_eq!(s.error_contains.as_deref(), Some("HTTP 503"));
+        assert_eq!(s.activity, None);
+        assert_eq!(Search::parse(Some("  ")), Search::default());
+        assert_eq!(Search::parse(None), Search::default());
+        assert_eq!(newest_first(None), Ok(true));
+        assert_eq!(newest_first(Some("oldest")), Ok(false));
+        assert!(newest_first(Some("sideways")).is_err());
+    }
 
     #[test]
     fn day_bounds_hold_every_key_of_the_day() {

@@ -10,7 +10,7 @@ use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use converger_core::query::{Actor, ActorKind, Cursor, day_end, day_start};
+use converger_core::query::{Actor, ActorKind, Cursor, Search, day_end, day_start, newest_first};
 use converger_core::secret::hash_api_key;
 use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
@@ -440,11 +440,7 @@ async fn list_deliveries(
         .map_err(|e| bad(format!("channel_id: {e}")))?;
     let from_key = q.from.as_deref().map(day_start).transpose().map_err(bad)?;
     let to_key = q.to.as_deref().map(day_end).transpose().map_err(bad)?;
-    let newest_first = match q.sort.as_deref() {
-        None | Some("newest") => true,
-        Some("oldest") => false,
-        Some(other) => return Err(bad(format!("sort `{other}` is not newest or oldest"))),
-    };
+    let newest_first = newest_first(q.sort.as_deref()).map_err(bad)?;
     let limit = q.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
         return Err(bad("limit must be from 1 to 500".into()));
@@ -455,18 +451,14 @@ async fn list_deliveries(
         .map(Cursor::decode)
         .transpose()
         .map_err(|m| ApiError::invalid("invalid_cursor", m))?;
-    // The search is an exact activity id when it is one, else a part of last_error.
-    let search = q.q.as_deref().map(str::trim).filter(|s| !s.is_empty());
-    let activity = match (
-        q.activity_id.as_deref(),
-        search.and_then(|s| ActivityId::parse(s).ok()),
-    ) {
-        (Some(a), _) => Some(ActivityId::parse(a).map_err(|e| bad(format!("activity_id: {e}")))?),
-        (None, found) => found,
+    let Search {
+        activity,
+        error_contains,
+    } = Search::parse(q.q.as_deref());
+    let activity = match q.activity_id.as_deref() {
+        Some(a) => Some(ActivityId::parse(a).map_err(|e| bad(format!("activity_id: {e}")))?),
+        None => activity,
     };
-    let error_contains = search
-        .filter(|s| ActivityId::parse(s).is_err())
-        .map(str::to_owned);
 
     let listed = state
         .pipeline

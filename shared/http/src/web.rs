@@ -18,12 +18,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use converger_core::net::Allowlist;
-use converger_core::query::{Actor, ActorKind, day_end, day_start};
+use converger_core::query::{Actor, ActorKind, Search, day_end, day_start};
 use converger_core::secret::new_token;
 use converger_core::web::{
     EXPORT_COLUMNS, Realm, Role, SESSION_SECONDS, Session, csv_safe, redact,
 };
-use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId, Tier, time};
+use converger_core::{ChannelId, DeliveryId, DeliveryStatus, TenantId, Tier, time};
 use converger_pipeline::replay::ReplayError;
 use converger_pipeline::tenants::TenantError;
 use converger_store::{Channel, Delivery, DeliveryQuery, User};
@@ -507,8 +507,9 @@ impl Filters {
         }
     }
 
+    /// The order (`queries` refuses a sort that is neither newest nor oldest).
     fn newest_first(&self) -> bool {
-        nonempty(&self.sort) != Some("oldest")
+        converger_core::query::newest_first(self.sort.as_deref()).unwrap_or(true)
     }
 
     /// The query string of these filters (without `after` unless asked).
@@ -544,18 +545,16 @@ impl Filters {
         v: &Viewer,
         limit: usize,
     ) -> Result<Vec<DeliveryQuery>, String> {
+        converger_core::query::newest_first(self.sort.as_deref())?;
         let tenants = tenants_in_scope(state, v, nonempty(&self.tenant)).await?;
         let channel = nonempty(&self.channel)
             .map(ChannelId::parse)
             .transpose()
             .map_err(|e| e.to_string())?;
-        let (activity, error_contains) = match nonempty(&self.q) {
-            Some(q) => match ActivityId::parse(q) {
-                Ok(a) => (Some(a), None),
-                Err(_) => (None, Some(q.to_owned())),
-            },
-            None => (None, None),
-        };
+        let Search {
+            activity,
+            error_contains,
+        } = Search::parse(self.q.as_deref());
         let mut from_key = nonempty(&self.from).map(day_start).transpose()?;
         let mut to_key = nonempty(&self.to).map(day_end).transpose()?;
         // Load more: the bound moves past the last row shown (keys are unique).
