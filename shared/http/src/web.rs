@@ -969,21 +969,18 @@ async fn retry_all(State(state): State<AppState>, Posted { viewer: v, form }: Po
 /// Rows one export step reads (the store's largest page).
 const EXPORT_PAGE: usize = 1000;
 
-fn csv_line(cells: &[String]) -> String {
-    let mut line = cells
-        .iter()
-        .map(|c| {
-            let c = csv_safe(c);
-            if c.contains([',', '"', '\n', '\r']) {
-                format!("\"{}\"", c.replace('"', "\"\""))
-            } else {
-                c
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(",");
-    line.push_str("\r\n");
-    line
+/// Records as CSV text (quoted where needed, CRLF line ends), each cell first made safe to
+/// open in a spreadsheet (`csv_safe`).
+fn csv_text(records: impl IntoIterator<Item = Vec<String>>) -> String {
+    let mut w = csv::WriterBuilder::new()
+        .terminator(csv::Terminator::CRLF)
+        .from_writer(Vec::new());
+    for r in records {
+        if let Err(e) = w.write_record(r.iter().map(|c| csv_safe(c))) {
+            tracing::warn!(error = %e, "CSV record not written");
+        }
+    }
+    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
 }
 
 /// The CSV export: the rows the filters select (newest first by default), at most
@@ -996,7 +993,7 @@ async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filter
         );
     }
     let limit = state.web.export_limit;
-    let header_line = csv_line(&EXPORT_COLUMNS.map(str::to_owned));
+    let header_line = csv_text([EXPORT_COLUMNS.map(str::to_owned).to_vec()]);
     let stream = futures::stream::unfold((Some(f), 0usize, false), move |(f, sent, done)| {
         let state = state.clone();
         let v_realm = v.realm;
@@ -1020,9 +1017,8 @@ async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filter
                 }
             };
             let names = channel_names(&state, &rows).await;
-            let mut chunk = String::new();
-            for d in &rows {
-                chunk.push_str(&csv_line(&[
+            let chunk = csv_text(rows.iter().map(|d| {
+                vec![
                     d.id.to_string(),
                     d.tenant_id.to_string(),
                     d.channel_id.to_string(),
@@ -1036,8 +1032,8 @@ async fn export(State(state): State<AppState>, v: Viewer, Query(f): Query<Filter
                     d.retried_at.clone().unwrap_or_default(),
                     d.created_at.clone(),
                     d.updated_at.clone(),
-                ]));
-            }
+                ]
+            }));
             let n = rows.len();
             let last = next.is_none();
             let next_f = next.map(|after| Filters {
@@ -1622,6 +1618,19 @@ mod tests {
         // Unknown emails verify against the decoy, which must parse to cost the same.
         assert!(PasswordHash::new(DECOY_HASH).is_ok());
         assert!(!verify_password("anything", DECOY_HASH));
+    }
+
+    #[test]
+    fn csv_cells_are_quoted_and_made_safe() {
+        let text = csv_text([
+            vec!["id".into(), "name".into()],
+            vec!["=HYPERLINK(\"x\")".into(), "a,b".into()],
+            vec!["@sum".into(), "plain".into()],
+        ]);
+        assert_eq!(
+            text,
+            "id,name\r\n\"'=HYPERLINK(\"\"x\"\")\",\"a,b\"\r\n'@sum,plain\r\n"
+        );
     }
 
     #[test]
