@@ -12,8 +12,7 @@ pub mod requests;
 pub mod throughput;
 
 use crate::receiver::Receiver;
-use converger_core::secret::{hash_api_key, new_api_key};
-use converger_core::{ChannelId, ChannelType, TenantId, Tier, time};
+use converger_core::{ChannelId, ChannelType, Tier, time};
 use converger_pipeline::Pipeline;
 use converger_pipeline::ingest::NewActivity;
 use converger_store::{Channel, Tenant};
@@ -225,22 +224,11 @@ pub fn summary(mut ms: Vec<f64>) -> Value {
     })
 }
 
-/// A tenant in `tier`, written straight to the store; returns it with its API key.
+/// A tenant in `tier`; returns it with its API key.
 pub async fn tenant(p: &Pipeline, tier: Tier) -> Result<(Tenant, String), String> {
-    let t = Tenant {
-        id: TenantId::generate(),
-        name: "bench".into(),
-        tier,
-        created_at: time::now_rfc3339(),
-        alert_webhook_url: None,
-        alert_channel_id: None,
-    };
-    let key = new_api_key();
-    p.store
-        .create_tenant(&t, &hash_api_key(&key))
+    p.create_tenant("bench", tier)
         .await
-        .map_err(|e| e.to_string())?;
-    Ok((t, key))
+        .map_err(|e| e.to_string())
 }
 
 /// A webhook channel to `url` with `policy` (a retry policy object, `{}` for the defaults).
