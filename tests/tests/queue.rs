@@ -62,3 +62,47 @@ async fn send_many_reaches_every_tier_once() {
     );
     t.stop().await;
 }
+
+/// Both backends report each tier queue's depth, and its dead-letter queue's, in order.
+async fn depths_count_visible_and_delayed(queue: &dyn converger_store::Queue) {
+    let msg = |tier| {
+        DeliveryMessage::new(
+            DeliveryId::for_pair(&ActivityId::generate(), &ChannelId::generate()),
+            tier,
+            None,
+        )
+    };
+    for _ in 0..3 {
+        queue.send(&msg(Tier::Default), 0).await.unwrap();
+    }
+    queue.send(&msg(Tier::High), 60).await.unwrap();
+    let d = queue.depths().await.unwrap();
+    let names: Vec<&str> = d.iter().map(|q| q.queue.as_str()).collect();
+    let expected: Vec<String> = Tier::ALL
+        .iter()
+        .flat_map(|t| [t.queue_name().to_owned(), format!("{}-dlq", t.queue_name())])
+        .collect();
+    assert_eq!(names, expected);
+    let of = |name: &str| d.iter().find(|q| q.queue == name).unwrap();
+    let default = of(Tier::Default.queue_name());
+    assert_eq!((default.visible, default.delayed), (3, 0), "{d:?}");
+    let high = of(Tier::High.queue_name());
+    assert_eq!((high.visible, high.delayed), (0, 1), "{d:?}");
+    assert!(
+        d.iter()
+            .filter(|q| q.queue.ends_with("-dlq"))
+            .all(|q| q.visible + q.delayed + q.in_flight == 0)
+    );
+}
+
+#[tokio::test]
+async fn depths_on_sqs() {
+    let t = TestStack::with(|o| o.run_functions = false).await;
+    depths_count_visible_and_delayed(&*t.stack.pipeline.queue).await;
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn depths_in_process() {
+    depths_count_visible_and_delayed(&converger_store::memory::MemQueue::new()).await;
+}

@@ -801,6 +801,34 @@ impl Queue for MemQueue {
         Ok(())
     }
 
+    async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
+        let now = converger_core::time::now_ms();
+        let q = self
+            .deliveries
+            .lock()
+            .map_err(|_| QueueError("poisoned".into()))?;
+        let mut out = Vec::new();
+        for tier in converger_core::Tier::ALL {
+            let of_tier = || q.iter().filter(|(_, m)| m.tier == tier);
+            let name = tier.queue_name();
+            // Taken messages leave the queue at once (nothing is in flight), and nothing is
+            // ever dead-lettered in process.
+            out.push(QueueDepth {
+                queue: name.to_owned(),
+                visible: of_tier().filter(|(at, _)| *at <= now).count() as u64,
+                delayed: of_tier().filter(|(at, _)| *at > now).count() as u64,
+                in_flight: 0,
+            });
+            out.push(QueueDepth {
+                queue: format!("{name}-dlq"),
+                visible: 0,
+                delayed: 0,
+                in_flight: 0,
+            });
+        }
+        Ok(out)
+    }
+
     async fn send_replay(&self, msg: &ReplayMessage) -> Result<(), QueueError> {
         wait(&self.latency, |m| m.sqs_send).await;
         self.replays

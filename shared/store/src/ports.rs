@@ -184,10 +184,9 @@ pub trait Queue: Send + Sync + 'static {
     async fn send_replay(&self, msg: &ReplayMessage) -> Result<(), QueueError>;
     /// Schedules a flow job (probe, release) for the probe function after `delay_s` seconds.
     async fn send_flow(&self, msg: &FlowJob, delay_s: u32) -> Result<(), QueueError>;
-    /// The depth of each tier queue and of its dead-letter queue (the dashboard).
-    async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
-        Ok(Vec::new())
-    }
+    /// The depth of each tier queue and of its dead-letter queue (the dashboard), in
+    /// `Tier::ALL` order, each queue followed by its `-dlq`.
+    async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError>;
 }
 
 /// How many messages a queue holds, by state (SQS's approximate counts).

@@ -98,16 +98,23 @@ impl SqsQueue {
 #[async_trait]
 impl Queue for SqsQueue {
     async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
-        let mut out = Vec::new();
-        for tier in Tier::ALL {
-            let url = self.url(tier).to_owned();
-            // A queue's dead-letter queue is `<queue>-dlq`, beside it.
-            let dlq = format!("{url}-dlq");
-            let name = tier.queue_name();
-            out.push(self.depth(name.to_owned(), &url).await?);
-            out.push(self.depth(format!("{name}-dlq"), &dlq).await?);
-        }
-        Ok(out)
+        // A queue's dead-letter queue is `<queue>-dlq`, beside it; all six are asked at once.
+        let queues: Vec<(String, String)> = Tier::ALL
+            .iter()
+            .flat_map(|tier| {
+                let (name, url) = (tier.queue_name(), self.url(*tier));
+                [
+                    (name.to_owned(), url.to_owned()),
+                    (format!("{name}-dlq"), format!("{url}-dlq")),
+                ]
+            })
+            .collect();
+        futures::future::try_join_all(
+            queues
+                .into_iter()
+                .map(|(name, url)| async move { self.depth(name, &url).await }),
+        )
+        .await
     }
 
     async fn send(&self, msg: &DeliveryMessage, delay_s: u32) -> Result<(), QueueError> {
