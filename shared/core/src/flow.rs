@@ -43,6 +43,16 @@ impl CircuitState {
             Self::Paused => "paused",
         }
     }
+
+    /// The Delivery column of the channels pages, as the reference names it.
+    pub fn delivery_column(self) -> &'static str {
+        match self {
+            Self::Closed => "Flowing",
+            Self::Open => "Breaker open",
+            Self::HalfOpen => "Probing",
+            Self::Paused => "Paused",
+        }
+    }
 }
 
 impl fmt::Display for CircuitState {

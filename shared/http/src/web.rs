@@ -1110,18 +1110,10 @@ async fn scoped_channels(
     Ok(out)
 }
 
-fn state_label(state: &str) -> &'static str {
-    match state {
-        "breaker_open" => "Breaker open",
-        "probing" => "Probing",
-        "paused" => "Paused",
-        _ => "Flowing",
-    }
-}
-
+/// A channel's Delivery column: its flow item's breaker state is all it takes.
 async fn delivery_label(state: &AppState, c: &Channel) -> String {
-    match state.pipeline.delivery_state(c, None).await {
-        Ok(s) => state_label(s.state).to_owned(),
+    match state.pipeline.store.get_flow(&c.id).await {
+        Ok(f) => f.circuit_state.delivery_column().to_owned(),
         Err(_) => "unknown".to_owned(),
     }
 }
