@@ -66,6 +66,7 @@ conformance!(
     a_handed_off_delivery_waits_for_its_ack,
     receipts_find_their_delivery_and_move_it_forward,
     connections_are_found_by_channel,
+    users_tenants_and_keys,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
@@ -1392,6 +1393,107 @@ async fn connections_are_found_by_channel(b: Backend) {
             .unwrap()
             .len(),
         1
+    );
+    f.stop().await;
+}
+
+async fn users_tenants_and_keys(b: Backend) {
+    use converger_core::web::{Realm, Role};
+    use converger_store::{StoreError, User};
+    let f = fixture(b).await;
+    let user = User {
+        realm: Realm::Admin,
+        email: "ops@example.com".into(),
+        role: Role::Viewer,
+        tenant_id: None,
+        password_hash: "hash-a".into(),
+        created_at: time::now_rfc3339(),
+    };
+    f.store.create_user(&user).await.unwrap();
+    assert!(matches!(
+        f.store.create_user(&user).await,
+        Err(StoreError::Conflict(_))
+    ));
+    // Emails are found whatever their case; realms are apart.
+    assert_eq!(
+        f.store
+            .get_user(Realm::Admin, "OPS@example.com")
+            .await
+            .unwrap(),
+        Some(user.clone())
+    );
+    assert_eq!(
+        f.store
+            .get_user(Realm::Portal, "ops@example.com")
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        f.store
+            .set_password(Realm::Admin, "ops@example.com", "hash-b")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        f.store
+            .get_user(Realm::Admin, "ops@example.com")
+            .await
+            .unwrap()
+            .unwrap()
+            .password_hash,
+        "hash-b"
+    );
+    assert!(
+        !f.store
+            .set_password(Realm::Admin, "nobody@example.com", "x")
+            .await
+            .unwrap()
+    );
+
+    // Tenants only (not their key and user items); the tenant's channels.
+    let tenants = f.store.list_tenants().await.unwrap();
+    assert_eq!(
+        tenants.iter().map(|t| t.id.clone()).collect::<Vec<_>>(),
+        vec![f.tenant.id.clone()]
+    );
+    let channels = f.store.list_channels(&f.tenant.id).await.unwrap();
+    assert_eq!(
+        channels.iter().map(|c| c.id.clone()).collect::<Vec<_>>(),
+        vec![f.channel.id.clone()]
+    );
+    assert!(
+        f.store
+            .list_channels(&TenantId::generate())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A rotated key: the new one finds the tenant, the old one nothing.
+    assert!(
+        f.store
+            .rotate_api_key(&f.tenant.id, "hash-2")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        f.store
+            .tenant_by_api_key_hash("hash-2")
+            .await
+            .unwrap()
+            .map(|t| t.id),
+        Some(f.tenant.id.clone())
+    );
+    assert_eq!(
+        f.store.tenant_by_api_key_hash("hash-1").await.unwrap(),
+        None
+    );
+    assert!(
+        !f.store
+            .rotate_api_key(&TenantId::generate(), "hash-3")
+            .await
+            .unwrap()
     );
     f.stop().await;
 }

@@ -255,8 +255,17 @@ impl Stack {
         .await
         {
             Ok(_) => {}
-            // A stack restarted on the same tables keeps its first admin.
-            Err(e) if e.contains("conflict") => {}
+            // A stack restarted on the same tables: its first admin gets the new password,
+            // so that the one printed works.
+            Err(converger_http::web::NewUserError::Exists) => {
+                let hash = converger_http::web::hash_password(&admin_password)?;
+                state
+                    .pipeline
+                    .store
+                    .set_password(converger_core::web::Realm::Admin, &admin_email, &hash)
+                    .await
+                    .map_err(|e| format!("first admin user: {e}"))?;
+            }
             Err(e) => return Err(format!("first admin user: {e}")),
         }
         let (api_url, t) = serve(

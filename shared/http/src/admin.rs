@@ -2,6 +2,7 @@
 
 use crate::AppState;
 use crate::error::{ApiError, Body, no_route, wrong_method};
+use crate::web::NewUserError;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
@@ -224,16 +225,10 @@ async fn create_user(
         req.tenant_id,
     )
     .await
-    .map_err(|m| {
-        if m.contains("conflict") {
-            ApiError::new(
-                StatusCode::CONFLICT,
-                "conflict",
-                "a user with this email exists",
-            )
-        } else {
-            ApiError::invalid("invalid_user", m)
-        }
+    .map_err(|e| match e {
+        NewUserError::Exists => ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()),
+        NewUserError::Invalid(m) => ApiError::invalid("invalid_user", m),
+        NewUserError::Store(e) => e.into(),
     })?;
     Ok((
         StatusCode::CREATED,

@@ -1571,6 +1571,17 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Creates a user (the admin API and the local runner use it).
+/// Why a user was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum NewUserError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("a user with this email exists")]
+    Exists,
+    #[error(transparent)]
+    Store(converger_store::StoreError),
+}
+
 pub async fn create_user(
     state: &AppState,
     realm: Realm,
@@ -1578,24 +1589,22 @@ pub async fn create_user(
     password: &str,
     role: Role,
     tenant: Option<TenantId>,
-) -> Result<User, String> {
-    let email =
-        converger_core::web::check_new_user(realm, email, password, role, tenant.is_some())?;
+) -> Result<User, NewUserError> {
+    let email = converger_core::web::check_new_user(realm, email, password, role, tenant.is_some())
+        .map_err(NewUserError::Invalid)?;
     let user = User {
         realm,
         email,
         role,
         tenant_id: tenant,
-        password_hash: hash_password(password)?,
+        password_hash: hash_password(password).map_err(NewUserError::Invalid)?,
         created_at: time::now_rfc3339(),
     };
-    state
-        .pipeline
-        .store
-        .create_user(&user)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(user)
+    match state.pipeline.store.create_user(&user).await {
+        Ok(()) => Ok(user),
+        Err(converger_store::StoreError::Conflict(_)) => Err(NewUserError::Exists),
+        Err(e) => Err(NewUserError::Store(e)),
+    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,8 @@ pub trait AccountStore: Send + Sync + 'static {
     /// Creates a user; `Conflict` if one with that email exists in the realm.
     async fn create_user(&self, user: &User) -> StoreResult<()>;
     async fn get_user(&self, realm: Realm, email: &str) -> StoreResult<Option<User>>;
+    /// Replaces a user's password hash; `false` if there is no such user.
+    async fn set_password(&self, realm: Realm, email: &str, hash: &str) -> StoreResult<bool>;
     /// Every tenant (at most 1,000), by name.
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>>;
     /// Replaces a tenant's API key: the new key works at once, the old one stops (API

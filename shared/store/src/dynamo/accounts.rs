@@ -18,6 +18,24 @@ impl AccountStore for DynamoStore {
             .await
     }
 
+    async fn set_password(&self, realm: Realm, email: &str, hash: &str) -> StoreResult<bool> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(user_key(realm, email)))
+            .update_expression("SET password_hash = :h")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":h", s(hash))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if is_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {
         let pages = self
             .client

@@ -23,6 +23,17 @@ impl AccountStore for MemStore {
         self.with(|s| s.users.get(&user_key(realm, email)).cloned())
     }
 
+    async fn set_password(&self, realm: Realm, email: &str, hash: &str) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| match s.users.get_mut(&user_key(realm, email)) {
+            Some(u) => {
+                u.password_hash = hash.to_owned();
+                true
+            }
+            None => false,
+        })
+    }
+
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {
         wait(&self.latency, |m| m.query).await;
         self.with(|s| {
