@@ -278,7 +278,7 @@ impl TestStack {
         let bus = &self.stack.resources.bus;
         let url = sqs
             .create_queue()
-            .queue_name(format!("{}events-tap", self.stack.resources.prefix))
+            .queue_name(format!("{}-events-tap", self.stack.name()))
             .send()
             .await
             .unwrap()

@@ -390,7 +390,7 @@ async fn a_backlogged_channel_does_not_hold_up_its_tier() {
 #[tokio::test]
 async fn a_leaked_window_slot_comes_back_after_the_sweeper_runs() {
     let t = TestStack::with(|o| {
-        o.sweep_period = None;
+        o.sweep_period = converger_local::Every::Never;
         o.config.slot_grace = Duration::from_secs(1);
     })
     .await;
@@ -422,7 +422,7 @@ async fn a_leaked_window_slot_comes_back_after_the_sweeper_runs() {
     assert_eq!(d["status"], "pending", "the window is full: {d}");
     assert_eq!(d["waiting_for_slot"], true);
 
-    let report = p.sweep().await.unwrap();
+    let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
     assert_eq!(report.slots_freed, 1, "{report:?}");
     assert_eq!(report.fed, 1, "{report:?}");
     let d = t

@@ -42,7 +42,7 @@ async fn counters(t: &TestStack, ch: &str, created: i64, failed: i64) {
 }
 
 fn no_health_runs(o: &mut converger_local::StackOptions) {
-    o.health_period = None;
+    o.health_period = converger_local::Every::Never;
 }
 
 #[tokio::test]
@@ -82,7 +82,7 @@ async fn each_status_at_the_edges_of_its_threshold() {
         )
         .await
         .unwrap();
-    let report = t.stack.pipeline.health_check().await.unwrap();
+    let report = t.stack.functions.health.health_check().await.unwrap();
     assert_eq!(report.channels, 5, "{report:?}");
     assert_eq!(
         report.batch_reads, 5,
@@ -115,7 +115,7 @@ async fn each_status_at_the_edges_of_its_threshold() {
     assert_eq!(d["failed_deliveries"], 100);
     assert_eq!(d["channel_name"], "hook");
     // A second run with the same counters changes nothing.
-    let again = t.stack.pipeline.health_check().await.unwrap();
+    let again = t.stack.functions.health.health_check().await.unwrap();
     assert_eq!(again.changed, 0, "{again:?}");
     assert_eq!(
         health(&t, &key, &ids[2]).await["history"]
@@ -149,7 +149,7 @@ async fn counters_follow_real_deliveries_and_replays() {
         t.wait_delivery(&key, d, Duration::from_secs(20), settled)
             .await;
     }
-    t.stack.pipeline.health_check().await.unwrap();
+    t.stack.functions.health.health_check().await.unwrap();
     let h = health(&t, &key, id).await;
     assert_eq!(h["history"][0]["total_deliveries"], 10, "{h}");
     assert_eq!(h["history"][0]["failed_deliveries"], 3, "{h}");
@@ -164,7 +164,7 @@ async fn counters_follow_real_deliveries_and_replays() {
         )
         .await;
     assert_eq!(a.body["retried"], 3, "{:?}", a.body);
-    t.stack.pipeline.health_check().await.unwrap();
+    t.stack.functions.health.health_check().await.unwrap();
     let h = health(&t, &key, id).await;
     assert_eq!(h["history"][0]["failed_deliveries"], 0, "{h}");
     assert_eq!(h["status"], "healthy");
@@ -185,7 +185,7 @@ async fn only_the_change_to_unhealthy_opens_the_breaker() {
         .await;
     let id = ch["id"].as_str().unwrap();
     counters(&t, id, 10, 6).await;
-    let report = t.stack.pipeline.health_check().await.unwrap();
+    let report = t.stack.functions.health.health_check().await.unwrap();
     assert_eq!(report.breakers_opened, 1, "{report:?}");
     let state = t
         .api(
@@ -211,7 +211,7 @@ async fn only_the_change_to_unhealthy_opens_the_breaker() {
         .api("POST", &format!("/api/v1/channels/{id}/resume"), &key, None)
         .await;
     assert_eq!(a.body["circuit_state"], "closed");
-    let report = t.stack.pipeline.health_check().await.unwrap();
+    let report = t.stack.functions.health.health_check().await.unwrap();
     assert_eq!(
         (report.changed, report.breakers_opened),
         (0, 0),

@@ -1,12 +1,17 @@
-//! The SAM template and the local stack agree on every resource, and every sample event in
-//! `events/` parses into its function's event type.
+//! The local stack is the template deployed: the functions run as the deployed stack says, the
+//! IAM check refuses what a policy does not allow, and every sample event in `events/` parses
+//! into its function's event type.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use aws_lambda_events::event::sqs::SqsEvent;
 use converger_pipeline::handlers::IngestMessage;
 use converger_store::DeliveryMessage;
-use converger_store::resources::{DELIVER_TIMEOUT_S, MAX_RECEIVE_COUNT, QUEUES, TABLES};
+use aws_sdk_dynamodb::types::AttributeValue;
+use converger_local::iam::IamGuard;
+use converger_store::aws::Clients;
+use converger_store::resources::DELIVER_TIMEOUT_S;
+use converger_tests::TestStack;
 use serde_yaml::Value;
 use std::path::PathBuf;
 
@@ -19,179 +24,184 @@ fn template() -> Value {
     serde_yaml::from_str(&text).unwrap()
 }
 
-/// Follows CloudFormation's short-form tags (`!GetAtt X.Arn`) to their value.
-fn untag(v: &Value) -> &Value {
-    match v {
-        Value::Tagged(t) => &t.value,
-        other => other,
-    }
-}
-
-fn keys(schema: &Value) -> Vec<(String, String)> {
-    schema
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|k| {
-            (
-                k["AttributeName"].as_str().unwrap().to_owned(),
-                k["KeyType"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
-}
-
-#[test]
-fn tables_agree_with_the_template() {
-    let t = template();
-    let res = &t["Resources"];
-    let env = &t["Globals"]["Function"]["Environment"]["Variables"];
-    for def in TABLES {
-        let table = &res[def.logical_id];
-        assert_eq!(
-            table["Type"].as_str(),
-            Some("AWS::DynamoDB::Table"),
-            "{}",
-            def.logical_id
-        );
-        let p = &table["Properties"];
-        let mut want = vec![(def.hash_key.to_owned(), "HASH".to_owned())];
-        if let Some(r) = def.range_key {
-            want.push((r.to_owned(), "RANGE".to_owned()));
-        }
-        assert_eq!(keys(&p["KeySchema"]), want, "{}", def.logical_id);
-        assert_eq!(
-            p["TimeToLiveSpecification"]["AttributeName"].as_str(),
-            def.ttl_attribute,
-            "{} TTL",
-            def.logical_id
-        );
-        let gsis = p["GlobalSecondaryIndexes"]
-            .as_sequence()
-            .cloned()
-            .unwrap_or_default();
-        assert_eq!(gsis.len(), def.gsis.len(), "{}", def.logical_id);
-        for g in def.gsis {
-            let found = gsis
-                .iter()
-                .find(|x| x["IndexName"].as_str() == Some(g.name))
-                .unwrap_or_else(|| panic!("index {} missing", g.name));
-            assert_eq!(
-                keys(&found["KeySchema"]),
-                vec![
-                    (g.hash_key.to_owned(), "HASH".to_owned()),
-                    (g.range_key.to_owned(), "RANGE".to_owned())
-                ]
+#[tokio::test(flavor = "multi_thread")]
+async fn the_functions_run_as_the_deployed_stack_says() {
+    let t = TestStack::start().await;
+    let d = &t.stack.deployed;
+    // Every function runs with every name from its deployed environment, and every queue it
+    // names is one CloudFormation created.
+    for (logical, f) in &d.functions {
+        let res = f.resources().unwrap_or_else(|e| panic!("{logical}: {e}"));
+        for url in res.queue_urls.values() {
+            assert!(
+                d.queues.values().any(|q| &q.url == url),
+                "{logical} names queue {url}, which the stack did not create"
             );
-            let projection = &found["Projection"];
-            if g.include.is_empty() {
-                assert_eq!(
-                    projection["ProjectionType"].as_str(),
-                    Some("ALL"),
-                    "{}",
-                    g.name
-                );
-            } else {
-                assert_eq!(
-                    projection["ProjectionType"].as_str(),
-                    Some("INCLUDE"),
-                    "{}",
-                    g.name
-                );
-                let attrs: Vec<&str> = projection["NonKeyAttributes"]
-                    .as_sequence()
-                    .unwrap()
-                    .iter()
-                    .map(|a| a.as_str().unwrap())
-                    .collect();
-                assert_eq!(attrs, g.include, "{}", g.name);
-            }
         }
-        assert_eq!(
-            untag(&env[def.env]).as_str(),
-            Some(def.logical_id),
-            "{} is passed to the functions",
-            def.env
-        );
+        assert_eq!(f.architectures, vec!["x86_64"], "{logical}");
     }
+    // One mapping per tier queue, partial batch failures on, the tier's concurrency.
+    let deliver = d.function("DeliverFunction").unwrap();
+    assert_eq!(deliver.timeout_s, Some(DELIVER_TIMEOUT_S));
+    for tier in converger_core::Tier::ALL {
+        let url = t.stack.queue_url(tier).await.unwrap();
+        let queue = d.queues.values().find(|q| q.url == url).unwrap();
+        let m = deliver
+            .event_source_mappings
+            .iter()
+            .find(|m| m.queue_arn == queue.arn)
+            .unwrap_or_else(|| panic!("no mapping for the {tier:?} queue"));
+        assert!(m.report_batch_item_failures);
+        assert_eq!(
+            m.maximum_concurrency,
+            Some(tier.max_concurrency() as u32),
+            "{tier:?}"
+        );
+        assert!(queue.visibility_timeout_s >= 6 * DELIVER_TIMEOUT_S);
+    }
+    // Every queue a function consumes has a dead-letter queue of the stack after 100 receives.
+    for f in d.functions.values() {
+        for m in &f.event_source_mappings {
+            let (id, q) = d.queue_by_arn(&m.queue_arn).unwrap();
+            let redrive = q.redrive_policy.as_ref().unwrap_or_else(|| panic!("{id}"));
+            assert_eq!(redrive["maxReceiveCount"].as_u64(), Some(100), "{id}");
+            let dlq = redrive["deadLetterTargetArn"].as_str().unwrap();
+            assert!(d.queue_by_arn(dlq).is_some(), "{id}'s dead-letter queue");
+            assert!(
+                q.visibility_timeout_s >= 6 * f.timeout_s.unwrap_or(3),
+                "{id}: visibility at least six times {}'s timeout",
+                f.name
+            );
+        }
+    }
+    assert_eq!(
+        d.function("RetrySchedulerFunction").unwrap().schedule_period(),
+        Some(std::time::Duration::from_secs(60))
+    );
+    assert_eq!(
+        d.function("HealthFunction").unwrap().schedule_period(),
+        Some(std::time::Duration::from_secs(300))
+    );
+    t.stop().await;
 }
 
-#[test]
-fn queues_agree_with_the_template() {
-    let t = template();
-    let res = &t["Resources"];
-    let env = &t["Globals"]["Function"]["Environment"]["Variables"];
-    for def in QUEUES {
-        let q = &res[def.logical_id];
-        assert_eq!(
-            q["Type"].as_str(),
-            Some("AWS::SQS::Queue"),
-            "{}",
-            def.logical_id
-        );
-        let p = &q["Properties"];
-        assert_eq!(
-            p["VisibilityTimeout"].as_u64(),
-            Some(u64::from(def.visibility_timeout_s)),
-            "{}",
-            def.logical_id
-        );
-        assert_eq!(
-            untag(&p["RedrivePolicy"]["maxReceiveCount"]).as_str(),
-            Some("MaxReceiveCount")
-        );
-        let dlq = untag(&p["RedrivePolicy"]["deadLetterTargetArn"])
-            .as_str()
+#[tokio::test(flavor = "multi_thread")]
+async fn queue_depths_come_from_the_deployed_dead_letter_queues() {
+    let t = TestStack::start().await;
+    let dlq = t.stack.dlq_url(converger_core::Tier::Default).unwrap();
+    // CloudFormation named it: nothing derives it from the queue's own name.
+    assert!(dlq.contains("DeliveriesDlq"), "{dlq}");
+    for _ in 0..2 {
+        t.stack
+            .clients
+            .sqs
+            .send_message()
+            .queue_url(&dlq)
+            .message_body("{}")
+            .send()
+            .await
             .unwrap();
-        let dlq_id = dlq.trim_end_matches(".Arn");
-        assert_eq!(
-            res[dlq_id]["Type"].as_str(),
-            Some("AWS::SQS::Queue"),
-            "{dlq_id}"
-        );
-        assert_eq!(
-            untag(&env[def.env]).as_str(),
-            Some(def.logical_id),
-            "{} is passed to the functions",
-            def.env
-        );
     }
+    // The admin function's view, through its IAM-checked clients.
+    let depths = t.stack.functions.admin.queue.depths().await.unwrap();
+    let names: Vec<&str> = depths.iter().map(|d| d.queue.as_str()).collect();
     assert_eq!(
-        t["Parameters"]["MaxReceiveCount"]["Default"].as_u64(),
-        Some(u64::from(MAX_RECEIVE_COUNT))
+        names,
+        [
+            "deliveries-high",
+            "deliveries-high-dlq",
+            "deliveries",
+            "deliveries-dlq",
+            "deliveries-bulk",
+            "deliveries-bulk-dlq"
+        ]
     );
-    assert_eq!(
-        t["Parameters"]["MaxReceiveCount"]["Default"].as_u64(),
-        Some(u64::from(MAX_RECEIVE_COUNT))
+    let dlq_depth = depths.iter().find(|d| d.queue == "deliveries-dlq").unwrap();
+    assert_eq!(dlq_depth.visible, 2);
+    assert!(
+        depths
+            .iter()
+            .filter(|d| d.queue != "deliveries-dlq")
+            .all(|d| d.visible == 0)
     );
-    // Visibility is at least six times the deliver function's timeout.
-    let deliver = &res["DeliverFunction"]["Properties"];
-    assert_eq!(
-        deliver["Timeout"].as_u64(),
-        Some(u64::from(DELIVER_TIMEOUT_S))
+    assert!(t.stack.iam_violations().is_empty());
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_iam_check_refuses_what_the_policy_does_not_allow() {
+    let t = TestStack::start().await;
+    let d = &t.stack.deployed;
+    let ingest = d.function("IngestFunction").unwrap();
+    // The ingest function's deployed policy, in a guard that keeps its denials to itself.
+    let guard = IamGuard::private("IngestFunction", ingest.parsed_policies().unwrap(), d.arns());
+    let sdk = converger_store::aws::load_config_for(t.stack.aws_endpoint_url.as_deref()).await;
+    let clients = Clients::intercepted(
+        &sdk,
+        vec![converger_store::aws::SharedInterceptor::new(guard.clone())],
     );
-    for tier in converger_core::Tier::ALL {
-        let def = converger_store::resources::tier_queue(tier);
-        assert!(def.visibility_timeout_s >= 6 * DELIVER_TIMEOUT_S);
-        // One event source mapping per tier, partial batch failures on, concurrency per tier.
-        let events = deliver["Events"].as_mapping().unwrap();
-        let mapping = events
-            .values()
-            .find(|e| {
-                untag(&e["Properties"]["Queue"]).as_str()
-                    == Some(&format!("{}.Arn", def.logical_id))
-            })
-            .unwrap_or_else(|| panic!("no mapping for {}", def.logical_id));
-        let props = &mapping["Properties"];
-        assert_eq!(
-            props["FunctionResponseTypes"][0].as_str(),
-            Some("ReportBatchItemFailures")
-        );
-        assert_eq!(
-            props["ScalingConfig"]["MaximumConcurrency"].as_u64(),
-            Some(tier.max_concurrency() as u64)
-        );
-    }
+    let res = ingest.resources().unwrap();
+    // Allowed: reading a tenant.
+    clients
+        .dynamodb
+        .get_item()
+        .table_name(&res.tenants)
+        .key("pk", AttributeValue::S("nobody".into()))
+        .send()
+        .await
+        .unwrap();
+    assert!(guard.violations().is_empty());
+    // Not allowed: scanning the deliveries table, or a query on an index it has no grant for.
+    let scan = clients
+        .dynamodb
+        .scan()
+        .table_name(&res.deliveries)
+        .send()
+        .await;
+    assert!(scan.is_err());
+    let query = clients
+        .dynamodb
+        .query()
+        .table_name(&res.deliveries)
+        .index_name("by_due")
+        .key_condition_expression("due_shard = :s")
+        .expression_attribute_values(":s", AttributeValue::S("due#0".into()))
+        .send()
+        .await;
+    assert!(query.is_err());
+    let v = guard.violations();
+    assert_eq!(v.len(), 2, "{v:?}");
+    let table_arn = &d.tables["DeliveriesTable"].arn;
+    assert_eq!(v[0].function, "IngestFunction");
+    assert_eq!(v[0].action, "dynamodb:Scan");
+    assert_eq!(&v[0].resource, table_arn);
+    assert_eq!(v[1].action, "dynamodb:Query");
+    assert_eq!(v[1].resource, format!("{table_arn}/index/by_due"));
+    // The functions themselves made no request their policies refuse.
+    assert!(t.stack.iam_violations().is_empty());
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_path_no_route_of_the_template_takes_never_reaches_a_function() {
+    let t = TestStack::start().await;
+    // The admin API's path on the tenant API's gateway: the template routes it to the admin
+    // function only.
+    let a = t
+        .raw(
+            "POST",
+            format!("{}/admin/api/tenants", t.stack.api_url),
+            Some(&t.stack.admin_token),
+            Some("{}".into()),
+        )
+        .await;
+    assert_eq!(a.status, 404);
+    assert_eq!(a.body["message"], "Not Found");
+    let a = t
+        .raw("GET", format!("{}/elsewhere", t.stack.admin_url), None, None)
+        .await;
+    assert_eq!(a.status, 404);
+    t.stop().await;
 }
 
 #[test]

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::time;
-use converger_store::provision::QueueSettings;
+use converger_local::QueueSettings;
 use converger_store::{Claim, DeliveryMessage};
 use converger_tests::{Receiver, Reply, TestStack, settled};
 use serde_json::{Value, json};
@@ -43,7 +43,7 @@ async fn a_long_delay_is_made_of_hops_and_fires_once_not_before() {
 #[tokio::test]
 async fn a_row_without_its_message_is_delivered_after_one_sweep() {
     let t = TestStack::with(|o| {
-        o.sweep_period = None;
+        o.sweep_period = converger_local::Every::Never;
         o.config.sweep_grace = Duration::from_secs(1);
     })
     .await;
@@ -61,7 +61,7 @@ async fn a_row_without_its_message_is_delivered_after_one_sweep() {
 
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(rx.requests().is_empty(), "nothing enqueued it yet");
-    let report = t.stack.pipeline.sweep().await.unwrap();
+    let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
     assert_eq!(report.enqueued, 1, "{report:?}");
     assert_eq!(
         report.queries,
@@ -78,7 +78,7 @@ async fn a_row_without_its_message_is_delivered_after_one_sweep() {
         "pending"
     );
     // Settled now: the next sweep finds nothing.
-    let again = t.stack.pipeline.sweep().await.unwrap();
+    let again = t.stack.functions.retry_scheduler.sweep().await.unwrap();
     assert_eq!(again.found, 0, "{again:?}");
     assert_eq!(rx.requests().len(), 1);
     t.stop().await;
@@ -87,7 +87,7 @@ async fn a_row_without_its_message_is_delivered_after_one_sweep() {
 #[tokio::test]
 async fn a_crashed_attempt_runs_again_and_a_live_one_is_not_duplicated() {
     let t = TestStack::with(|o| {
-        o.sweep_period = None;
+        o.sweep_period = converger_local::Every::Never;
         o.config.sweep_grace = Duration::ZERO;
     })
     .await;
@@ -112,7 +112,7 @@ async fn a_crashed_attempt_runs_again_and_a_live_one_is_not_duplicated() {
         .send(&DeliveryMessage::new(d.id.clone(), d.tier, None), 0)
         .await
         .unwrap();
-    let report = p.sweep().await.unwrap();
+    let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
     assert_eq!(
         (report.found, report.leased, report.enqueued),
         (1, 1, 0),
@@ -123,7 +123,7 @@ async fn a_crashed_attempt_runs_again_and_a_live_one_is_not_duplicated() {
 
     // Once the lease has expired, the redelivered message (or the sweep) runs it again.
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let report = p.sweep().await.unwrap();
+    let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
     assert_eq!(report.enqueued, 1, "{report:?}");
     let row = t
         .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
@@ -435,14 +435,7 @@ async fn poison_messages_end_in_the_dead_letter_queue_without_blocking_their_bat
         "the good record of the batch is delivered"
     );
 
-    let dlq = sqs
-        .get_queue_url()
-        .queue_name(format!("{}deliveries-dlq", t.stack.resources.prefix))
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let dlq = t.stack.dlq_url(converger_core::Tier::Default).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut bodies: Vec<String> = Vec::new();
     while bodies.len() < 2 && Instant::now() < deadline {

@@ -1,13 +1,15 @@
-//! The local stack: the emulator, the resources, the functions and the APIs on one machine,
-//! plus the project's test command.
+//! The local stack: the emulator, the template deployed on it, the functions and the APIs on
+//! one machine, plus the project's test command.
 
 pub mod bench;
+pub mod cfn;
 pub mod demo;
 pub mod emulator;
 pub mod gateway;
+pub mod iam;
 pub mod inprocess;
 pub mod receiver;
 pub mod seed;
 pub mod stack;
 
-pub use stack::{Stack, StackOptions};
+pub use stack::{Every, QueueSettings, Stack, StackOptions};

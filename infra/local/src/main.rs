@@ -4,7 +4,7 @@
 //!   cargo run -p converger-local -- test [--no-lint] [-- <test runner args>]
 //!   cargo run --release -p converger-local -- bench <scenario> [options]
 
-use converger_local::{Stack, StackOptions, emulator};
+use converger_local::{Every, Stack, StackOptions, emulator};
 use converger_pipeline::PipelineConfig;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -25,24 +25,22 @@ async fn run(demo: bool) -> Result<(), String> {
         config.serial_transactions = true;
     }
     converger_pipeline::metrics::set_enabled(std::env::var("CONVERGER_METRICS").is_ok());
-    let sweep_period = match std::env::var("SWEEP_PERIOD_MS") {
-        Ok(v) => Some(std::time::Duration::from_millis(
-            v.parse()
-                .map_err(|_| format!("SWEEP_PERIOD_MS: `{v}` is not a number"))?,
-        )),
-        Err(_) => Some(std::time::Duration::from_secs(60)),
+    // The schedules run at the template's rates unless these say otherwise.
+    let period = |var: &str| -> Result<Every, String> {
+        match std::env::var(var) {
+            Ok(v) => Ok(Every::Period(std::time::Duration::from_millis(
+                v.parse()
+                    .map_err(|_| format!("{var}: `{v}` is not a number"))?,
+            ))),
+            Err(_) => Ok(Every::Template),
+        }
     };
-    let health_period = match std::env::var("HEALTH_PERIOD_MS") {
-        Ok(v) => Some(std::time::Duration::from_millis(
-            v.parse()
-                .map_err(|_| format!("HEALTH_PERIOD_MS: `{v}` is not a number"))?,
-        )),
-        Err(_) => Some(std::time::Duration::from_secs(300)),
-    };
+    let sweep_period = period("SWEEP_PERIOD_MS")?;
+    let health_period = period("HEALTH_PERIOD_MS")?;
     let opts = StackOptions {
         sweep_period,
         health_period,
-        prefix: std::env::var("CONVERGER_PREFIX").unwrap_or_else(|_| "converger-".into()),
+        prefix: std::env::var("CONVERGER_STACK").unwrap_or_else(|_| "converger".into()),
         api_addr: addr("CONVERGER_API_ADDR", "127.0.0.1:3000")?,
         admin_addr: addr("CONVERGER_ADMIN_ADDR", "127.0.0.1:3001")?,
         ws_addr: addr("CONVERGER_WS_ADDR", "127.0.0.1:3002")?,
@@ -141,6 +139,15 @@ async fn test(args: &[String]) -> Result<(), String> {
         "cfn-lint infra/template.yaml",
     )
     .await?;
+    status(
+        Command::new(emulator::venv_bin("sam"))
+            .args(["validate", "--lint", "-t", "infra/template.yaml"])
+            .env("SAM_CLI_TELEMETRY", "0")
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .current_dir(&root),
+        "sam validate --lint",
+    )
+    .await?;
     if lint {
         status(
             Command::new("cargo")
@@ -176,6 +183,29 @@ async fn test(args: &[String]) -> Result<(), String> {
     ensure_browser().await?;
     let em = emulator::Emulator::start().await?;
     eprintln!("converger test: emulator at {}", em.endpoint);
+    // Every process of the run reports the requests its functions' policies refused, and the
+    // grants its requests used, under one directory.
+    let iam_dir = target_dir(&root).join("iam");
+    let _ = std::fs::remove_dir_all(&iam_dir);
+    std::fs::create_dir_all(&iam_dir).map_err(|e| format!("{}: {e}", iam_dir.display()))?;
+    // One deployment up front: the template must deploy, and its grants are what the run's
+    // requests are held against.
+    let started = std::time::Instant::now();
+    let reference = converger_local::cfn::deploy(
+        &em.endpoint,
+        "iam-reference",
+        &std::collections::BTreeMap::from([
+            ("AdminToken".to_owned(), "reference-admin-token".to_owned()),
+            ("SessionSecret".to_owned(), "reference-session-secret-0123456789abcdef".to_owned()),
+        ]),
+    )
+    .await?;
+    eprintln!(
+        "converger test: template deployed as a stack in {} ms ({} resources, {} skipped by the emulator)",
+        started.elapsed().as_millis(),
+        reference.resources.len(),
+        reference.skipped.len()
+    );
     let nextest = Command::new("cargo")
         .args(["nextest", "--version"])
         .stdout(std::process::Stdio::null())
@@ -194,10 +224,75 @@ async fn test(args: &[String]) -> Result<(), String> {
         .env("AWS_ENDPOINT_URL", &em.endpoint)
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1");
+        .env("AWS_REGION", "us-east-1")
+        .env(converger_local::iam::LOG_DIR_ENV, &iam_dir);
     let result = status(&mut cmd, "tests").await;
     em.stop().await;
-    result
+    let iam = iam_report(&iam_dir, &reference);
+    result.and(iam)
+}
+
+fn target_dir(root: &std::path::Path) -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
+/// Reads what the run's processes reported: any request a policy refused fails the run; the
+/// grants no request used are listed (in `unexercised.txt` beside the reports).
+fn iam_report(
+    dir: &std::path::Path,
+    reference: &converger_local::cfn::DeployedStack,
+) -> Result<(), String> {
+    use std::collections::BTreeSet;
+    let mut violations = BTreeSet::new();
+    let mut used = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let key = (
+                v["function"].as_str().unwrap_or_default().to_owned(),
+                v["action"].as_str().unwrap_or_default().to_owned(),
+                v["resource"].as_str().unwrap_or_default().to_owned(),
+            );
+            if name.starts_with("violations-") {
+                violations.insert(key);
+            } else if name.starts_with("grants-") {
+                used.insert(key);
+            }
+        }
+    }
+    let all = reference.grants()?;
+    let unused: Vec<String> = all
+        .iter()
+        .filter(|g| !used.contains(*g))
+        .map(|(f, a, r)| format!("{f}\t{a}\t{r}"))
+        .collect();
+    let _ = std::fs::write(dir.join("unexercised.txt"), unused.join("\n") + "\n");
+    eprintln!(
+        "converger test: IAM: {} grants in the template, {} used by the tests, {} not exercised \
+         (listed in {})",
+        all.len(),
+        all.len() - unused.len(),
+        unused.len(),
+        dir.join("unexercised.txt").display()
+    );
+    if violations.is_empty() {
+        return Ok(());
+    }
+    for (f, a, r) in &violations {
+        eprintln!("converger test: IAM: {f} is not authorized to perform {a} on {r}");
+    }
+    Err(format!(
+        "{} requests were refused by their function's IAM policy (listed above)",
+        violations.len()
+    ))
 }
 
 #[tokio::main]

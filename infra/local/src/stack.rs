@@ -1,28 +1,59 @@
 //! The whole system on one machine: the emulator (started unless `AWS_ENDPOINT_URL` names
-//! one), every resource of `infra/template.yaml`, the queue-triggered functions driven the way
-//! Lambda's event source mappings drive them, and the two HTTP APIs.
+//! one), `infra/template.yaml` deployed on it as a CloudFormation stack, each function run as
+//! its deployed configuration says (its environment, its event source mappings, its schedule,
+//! its HTTP routes) with every AWS request checked against its deployed IAM policy.
 
+use crate::cfn::{self, DeployedStack, function as fun};
 use crate::emulator::Emulator;
+use crate::iam::{IamGuard, Violation};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use converger_core::Tier;
 use converger_http::AppState;
 use converger_pipeline::{Pipeline, PipelineConfig, bootstrap};
-use converger_store::aws::Clients;
+use converger_store::Resources;
+use converger_store::aws::{Clients, SharedInterceptor};
 use converger_store::counter::RequestCounter;
-use converger_store::resources::{
-    ACTIVITIES_QUEUE, PROBE_QUEUE, QueueDef, REPLAY_QUEUE, tier_queue,
-};
-use converger_store::{Resources, provision, sqs::queue_url};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
 
+/// How often a scheduled function runs locally.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Every {
+    /// At the rate its schedule in the template says.
+    Template,
+    /// At another period (tests and benchmarks that need it sooner).
+    Period(Duration),
+    /// Never on its own (a test calls it).
+    Never,
+}
+
+/// Queue settings a deployment (the template's `MaxReceiveCount`) or a test may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSettings {
+    /// Receives before a message moves to the dead-letter queue (the template parameter).
+    pub max_receive_count: u32,
+    /// Overrides every queue's visibility timeout after the deployment (tests of
+    /// redelivery use a short one).
+    pub visibility_timeout_s: Option<u32>,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self {
+            max_receive_count: 100,
+            visibility_timeout_s: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct StackOptions {
-    /// Prefix of every resource name (tests use a unique one each).
+    /// The stack's name, as a prefix (tests use a unique one each).
     pub prefix: String,
     pub api_addr: SocketAddr,
     pub admin_addr: SocketAddr,
@@ -34,11 +65,11 @@ pub struct StackOptions {
     /// Long-poll wait of the queue pollers, in seconds.
     pub poll_wait_s: i32,
     /// Queue settings (dead-letter threshold, visibility override).
-    pub queues: provision::QueueSettings,
-    /// How often the retry scheduler (the sweeper) runs; `None`: never on its own.
-    pub sweep_period: Option<Duration>,
-    /// How often the health function runs (`None`: never; tests call it directly).
-    pub health_period: Option<Duration>,
+    pub queues: QueueSettings,
+    /// How often the retry scheduler (the sweeper) runs.
+    pub sweep_period: Every,
+    /// How often the health function runs.
+    pub health_period: Every,
     /// Whether the queue-triggered functions run (benchmarks that only seed and sweep turn
     /// them off).
     pub run_functions: bool,
@@ -71,9 +102,9 @@ impl Default for StackOptions {
             poll_wait_s: 1,
             pollers_per_queue: 2,
             run_functions: true,
-            queues: provision::QueueSettings::default(),
-            sweep_period: Some(Duration::from_secs(60)),
-            health_period: Some(Duration::from_secs(300)),
+            queues: QueueSettings::default(),
+            sweep_period: Every::Template,
+            health_period: Every::Template,
             counter: None,
             admin_ip_allowlist: None,
         }
@@ -81,16 +112,31 @@ impl Default for StackOptions {
 }
 
 impl StackOptions {
-    /// A benchmark's stack: its own resource names (`tag` and the process id), no sweeper and
-    /// no health runs on a timer (a scenario measures what it runs itself).
+    /// A benchmark's stack: its own stack (`tag` and the process id), no sweeper and no
+    /// health runs on a timer (a scenario measures what it runs itself).
     pub fn bench(tag: &str) -> Self {
         Self {
             prefix: format!("{tag}{}-", std::process::id()),
-            sweep_period: None,
-            health_period: None,
+            sweep_period: Every::Never,
+            health_period: Every::Never,
             ..Self::default()
         }
     }
+}
+
+/// Each function's own pipeline, built from its deployed environment with clients whose
+/// every request its deployed IAM policy must allow (as one Lambda instance of each).
+#[derive(Clone)]
+pub struct Functions {
+    pub ingest: Arc<Pipeline>,
+    pub deliver: Arc<Pipeline>,
+    pub retry_scheduler: Arc<Pipeline>,
+    pub replay: Arc<Pipeline>,
+    pub probe: Arc<Pipeline>,
+    pub health: Arc<Pipeline>,
+    pub api: Arc<Pipeline>,
+    pub admin: Arc<Pipeline>,
+    pub websocket: Arc<Pipeline>,
 }
 
 pub struct Stack {
@@ -103,9 +149,19 @@ pub struct Stack {
     pub admin_password: String,
     pub aws_endpoint_url: Option<String>,
     pub admin_token: String,
+    /// The operator's (and the tests') own view: the admin function's names with unchecked
+    /// clients, for seeding and inspecting. What the functions do goes through [`Functions`].
     pub pipeline: Arc<Pipeline>,
+    pub functions: Functions,
     pub clients: Clients,
+    /// The admin function's view of the resources (every table, queue and the bus).
     pub resources: Resources,
+    /// What CloudFormation created.
+    pub deployed: DeployedStack,
+    /// How long the deployment and the whole start took.
+    pub deploy_time: Duration,
+    pub start_time: Duration,
+    guards: BTreeMap<String, IamGuard>,
     emulator: Option<Emulator>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -118,102 +174,170 @@ fn random_token() -> String {
     hex::encode(b)
 }
 
+/// One function's pipeline: its deployed names, IAM-checked clients (plus the request counter
+/// when one is given), and websocket pushes for the functions that push.
+async fn function_pipeline(
+    sdk: &aws_config::SdkConfig,
+    deployed: &DeployedStack,
+    logical_id: &str,
+    config: &PipelineConfig,
+    counter: Option<&RequestCounter>,
+    management_url: &str,
+) -> Result<(Arc<Pipeline>, IamGuard), String> {
+    let f = deployed.function(logical_id)?;
+    let resources = f.resources()?;
+    let guard = deployed.guard(logical_id)?;
+    let mut interceptors = vec![SharedInterceptor::new(guard.clone())];
+    if let Some(c) = counter {
+        interceptors.push(SharedInterceptor::new(c.clone()));
+    }
+    let mut clients = Clients::intercepted(sdk, interceptors);
+    // The local gateway stands in for the WebSocket API the template's
+    // WEBSOCKET_MANAGEMENT_URL names.
+    clients.websocket_management_url = f
+        .env(converger_store::handoff::MANAGEMENT_URL_ENV)
+        .map(|_| management_url.to_owned());
+    let pipeline = bootstrap::aws_pipeline(&clients, &resources, config.clone()).await?;
+    let pipeline = if matches!(logical_id, fun::DELIVER | fun::PROBE | fun::WEBSOCKET) {
+        bootstrap::with_websockets(pipeline, &clients)
+    } else {
+        pipeline
+    };
+    Ok((Arc::new(pipeline), guard))
+}
+
 impl Stack {
     pub async fn start(opts: StackOptions) -> Result<Self, String> {
+        let started = Instant::now();
         let (emulator, endpoint) = match std::env::var("AWS_ENDPOINT_URL") {
-            Ok(ep) if !ep.is_empty() => (None, Some(ep)),
+            Ok(ep) if !ep.is_empty() => (None, ep),
             _ => {
                 let em = Emulator::start().await?;
                 let ep = em.endpoint.clone();
-                (Some(em), Some(ep))
+                (Some(em), ep)
             }
         };
-        let sdk = converger_store::aws::load_config_for(endpoint.as_deref()).await;
+        let sdk = converger_store::aws::load_config_for(Some(&endpoint)).await;
         let clients = Clients::new(&sdk);
-        let resources = Resources::with_prefix(&opts.prefix);
-        provision::provision(
-            &clients.dynamodb,
-            &clients.sqs,
-            &clients.eventbridge,
-            &resources,
-            opts.queues,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let mut function_clients = match &opts.counter {
-            Some(c) => Clients::counted(&sdk, c),
-            None => clients.clone(),
-        };
+        let admin_token = opts.admin_token.clone().unwrap_or_else(random_token);
+        let parameters = BTreeMap::from([
+            ("AdminToken".to_owned(), admin_token.clone()),
+            ("SessionSecret".to_owned(), random_token()),
+            (
+                "MaxReceiveCount".to_owned(),
+                opts.queues.max_receive_count.to_string(),
+            ),
+        ]);
+        let deploy_started = Instant::now();
+        let deployed = cfn::deploy(&endpoint, &cfn::stack_name(&opts.prefix), &parameters).await?;
+        let deploy_time = deploy_started.elapsed();
+        if let Some(v) = opts.queues.visibility_timeout_s {
+            for q in deployed.queues.values() {
+                clients
+                    .sqs
+                    .set_queue_attributes()
+                    .queue_url(&q.url)
+                    .attributes(
+                        aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+                        v.to_string(),
+                    )
+                    .send()
+                    .await
+                    .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?;
+            }
+        }
+
         // The WebSocket API: bound first, so the functions know its management endpoint.
         let ws_listener = tokio::net::TcpListener::bind(opts.ws_addr)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", opts.ws_addr))?;
         let ws_local = ws_listener.local_addr().map_err(|e| e.to_string())?;
-        function_clients.websocket_management_url =
-            Some(format!("http://{ws_local}/{}", crate::gateway::STAGE));
-        let pipeline = Arc::new(bootstrap::with_websockets(
-            bootstrap::aws_pipeline(&function_clients, &resources, opts.config.clone()).await?,
-            &function_clients,
-        ));
+        let management_url = format!("http://{ws_local}/{}", crate::gateway::STAGE);
+
+        let mut guards = BTreeMap::new();
+        let mut build = async |id: &str| -> Result<Arc<Pipeline>, String> {
+            let (p, g) = function_pipeline(
+                &sdk,
+                &deployed,
+                id,
+                &opts.config,
+                opts.counter.as_ref(),
+                &management_url,
+            )
+            .await?;
+            guards.insert(id.to_owned(), g);
+            Ok(p)
+        };
+        let functions = Functions {
+            ingest: build(fun::INGEST).await?,
+            deliver: build(fun::DELIVER).await?,
+            retry_scheduler: build(fun::RETRY_SCHEDULER).await?,
+            replay: build(fun::REPLAY).await?,
+            probe: build(fun::PROBE).await?,
+            health: build(fun::HEALTH).await?,
+            api: build(fun::API).await?,
+            admin: build(fun::ADMIN).await?,
+            websocket: build(fun::WEBSOCKET).await?,
+        };
+        let resources = deployed.function(fun::ADMIN)?.resources()?;
+        let pipeline = Arc::new(
+            bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?,
+        );
 
         let (shutdown, rx) = watch::channel(false);
         let mut tasks = Vec::new();
-        let admin_token = opts.admin_token.clone().unwrap_or_else(random_token);
 
-        // The functions, as their event source mappings would run them.
+        // The queue-triggered functions, as their deployed event source mappings run them.
         if opts.run_functions {
-            let ingest_url = queue_url(&clients.sqs, &resources, &ACTIVITIES_QUEUE)
-                .await
-                .map_err(|e| e.to_string())?;
-            tasks.extend(spawn_pollers(
-                clients.sqs.clone(),
-                ingest_url,
-                5,
-                &opts,
-                rx.clone(),
-                Function::Ingest(pipeline.clone()),
-            ));
-            let replay_url = queue_url(&clients.sqs, &resources, &REPLAY_QUEUE)
-                .await
-                .map_err(|e| e.to_string())?;
-            tasks.extend(spawn_pollers(
-                clients.sqs.clone(),
-                replay_url,
-                2,
-                &opts,
-                rx.clone(),
-                Function::Replay(pipeline.clone()),
-            ));
-            let probe_url = queue_url(&clients.sqs, &resources, &PROBE_QUEUE)
-                .await
-                .map_err(|e| e.to_string())?;
-            tasks.extend(spawn_pollers(
-                clients.sqs.clone(),
-                probe_url,
-                2,
-                &opts,
-                rx.clone(),
-                Function::Probe(pipeline.clone()),
-            ));
-            for tier in Tier::ALL {
-                let def: QueueDef = tier_queue(tier);
-                let url = queue_url(&clients.sqs, &resources, &def)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                tasks.extend(spawn_pollers(
-                    clients.sqs.clone(),
-                    url,
-                    tier.max_concurrency(),
-                    &opts,
-                    rx.clone(),
-                    Function::Deliver(pipeline.clone()),
-                ));
+            for (logical, f) in &deployed.functions {
+                for m in f.event_source_mappings.iter().filter(|m| m.enabled) {
+                    let (_, queue) = deployed.queue_by_arn(&m.queue_arn).ok_or_else(|| {
+                        format!("{logical}: no queue of the stack has ARN {}", m.queue_arn)
+                    })?;
+                    let function = match logical.as_str() {
+                        fun::INGEST => Function::Ingest(functions.ingest.clone()),
+                        fun::DELIVER => Function::Deliver(functions.deliver.clone()),
+                        fun::REPLAY => Function::Replay(functions.replay.clone()),
+                        fun::PROBE => Function::Probe(functions.probe.clone()),
+                        other => {
+                            return Err(format!(
+                                "{other} is triggered by a queue, but the local runner has no \
+                                 handler for it"
+                            ));
+                        }
+                    };
+                    tasks.extend(spawn_pollers(
+                        clients.sqs.clone(),
+                        Mapping {
+                            url: queue.url.clone(),
+                            // Lambda's default when a mapping sets no maximum.
+                            max_concurrency: m.maximum_concurrency.unwrap_or(1000) as usize,
+                            batch_size: m.batch_size.clamp(1, 10) as i32,
+                            partial_failures: m.report_batch_item_failures,
+                        },
+                        &opts,
+                        rx.clone(),
+                        function,
+                    ));
+                }
             }
         }
 
         // The scheduled functions, as their schedules would fire them.
-        if let Some(period) = opts.sweep_period {
-            let p = pipeline.clone();
+        let period = |every: Every, logical: &str| -> Result<Option<Duration>, String> {
+            let f = deployed.function(logical)?;
+            let template = f.schedule_period();
+            match every {
+                Every::Never => Ok(None),
+                Every::Template | Every::Period(_) if template.is_none() => Err(format!(
+                    "the template schedules no {logical} (expected a `rate(...)` schedule)"
+                )),
+                Every::Template => Ok(template),
+                Every::Period(d) => Ok(Some(d)),
+            }
+        };
+        if let Some(period) = period(opts.sweep_period, fun::RETRY_SCHEDULER)? {
+            let p = functions.retry_scheduler.clone();
             tasks.push(every(period, rx.clone(), move || {
                 let p = p.clone();
                 async move {
@@ -223,8 +347,8 @@ impl Stack {
                 }
             }));
         }
-        if let Some(period) = opts.health_period {
-            let p = pipeline.clone();
+        if let Some(period) = period(opts.health_period, fun::HEALTH)? {
+            let p = functions.health.clone();
             tasks.push(every(period, rx.clone(), move || {
                 let p = p.clone();
                 async move {
@@ -235,17 +359,17 @@ impl Stack {
             }));
         }
 
-        // The APIs and the web pages.
-        let state = AppState::new(pipeline.clone(), Some(admin_token.clone())).with_web(
-            converger_http::web::WebConfig {
+        // The APIs and the web pages, each on the routes the template gives its function.
+        let api_state = AppState::new(functions.api.clone(), None);
+        let admin_state = AppState::new(functions.admin.clone(), Some(admin_token.clone()))
+            .with_web(converger_http::web::WebConfig {
                 admin_allow: opts.admin_ip_allowlist.clone(),
                 ..converger_http::web::WebConfig::local()
-            },
-        );
+            });
         let admin_password = random_token();
         let admin_email = "admin@localhost".to_owned();
         match converger_http::web::create_user(
-            &state,
+            &admin_state,
             converger_core::web::Realm::Admin,
             &admin_email,
             &admin_password,
@@ -259,7 +383,7 @@ impl Stack {
             // so that the one printed works.
             Err(converger_http::web::NewUserError::Exists) => {
                 let hash = converger_http::web::hash_password(&admin_password)?;
-                state
+                admin_state
                     .pipeline
                     .store
                     .set_password(converger_core::web::Realm::Admin, &admin_email, &hash)
@@ -268,25 +392,38 @@ impl Stack {
             }
             Err(e) => return Err(format!("first admin user: {e}")),
         }
+        let api_routes = Arc::new(deployed.function(fun::API)?.routes.clone());
         let (api_url, t) = serve(
             opts.api_addr,
-            converger_http::api::router(state.clone()),
+            converger_http::api::router(api_state).layer(axum::middleware::from_fn(
+                move |req: axum::extract::Request, next: axum::middleware::Next| {
+                    let routes = api_routes.clone();
+                    async move { gateway_route(&routes, req, next).await }
+                },
+            )),
             rx.clone(),
         )
         .await?;
         tasks.push(t);
+        let admin_routes = Arc::new(deployed.function(fun::ADMIN)?.routes.clone());
         let (admin_url, t) = serve(
             opts.admin_addr,
-            converger_http::admin::router(state.clone())
-                .merge(converger_http::web::router(state))
-                .layer(axum::middleware::from_fn(source_ip)),
+            converger_http::admin::router(admin_state.clone())
+                .merge(converger_http::web::router(admin_state))
+                .layer(axum::middleware::from_fn(source_ip))
+                .layer(axum::middleware::from_fn(
+                    move |req: axum::extract::Request, next: axum::middleware::Next| {
+                        let routes = admin_routes.clone();
+                        async move { gateway_route(&routes, req, next).await }
+                    },
+                )),
             rx.clone(),
         )
         .await?;
         tasks.push(t);
         tasks.push(serve_listener(
             ws_listener,
-            crate::gateway::router(pipeline.clone()),
+            crate::gateway::router(functions.websocket.clone()),
             rx.clone(),
         ));
 
@@ -296,15 +433,30 @@ impl Stack {
             ws_url: format!("ws://{ws_local}/{}", crate::gateway::STAGE),
             admin_email,
             admin_password,
-            aws_endpoint_url: endpoint,
+            aws_endpoint_url: Some(endpoint),
             admin_token,
             pipeline,
+            functions,
             clients,
             resources,
+            deployed,
+            deploy_time,
+            start_time: started.elapsed(),
+            guards,
             emulator,
             shutdown,
             tasks,
         })
+    }
+
+    /// The stack's name.
+    pub fn name(&self) -> &str {
+        &self.deployed.stack_name
+    }
+
+    /// Every request a function made that its deployed policy does not allow.
+    pub fn iam_violations(&self) -> Vec<Violation> {
+        self.guards.values().flat_map(IamGuard::violations).collect()
     }
 
     /// Stops the pollers, the servers and the emulator this stack started.
@@ -324,11 +476,53 @@ impl Stack {
         self.emulator.as_ref().and_then(Emulator::pid)
     }
 
-    /// The tier queue's URL.
+    /// The tier queue's URL, as deployed.
     pub async fn queue_url(&self, tier: Tier) -> Result<String, String> {
-        queue_url(&self.clients.sqs, &self.resources, &tier_queue(tier))
-            .await
+        self.resources
+            .queue_url(&converger_store::resources::tier_queue(tier))
+            .map(str::to_owned)
             .map_err(|e| e.to_string())
+    }
+
+    /// A tier queue's dead-letter queue URL, as deployed (from the queue's redrive policy).
+    pub fn dlq_url(&self, tier: Tier) -> Result<String, String> {
+        let url = self
+            .resources
+            .queue_url(&converger_store::resources::tier_queue(tier))
+            .map_err(|e| e.to_string())?;
+        let q = self
+            .deployed
+            .queues
+            .values()
+            .find(|q| q.url == url)
+            .ok_or_else(|| format!("no deployed queue has URL {url}"))?;
+        let dlq_arn = q
+            .redrive_policy
+            .as_ref()
+            .and_then(|r| r["deadLetterTargetArn"].as_str())
+            .ok_or_else(|| format!("{url} has no redrive policy"))?;
+        self.deployed
+            .queue_by_arn(dlq_arn)
+            .map(|(_, q)| q.url.clone())
+            .ok_or_else(|| format!("no deployed queue has ARN {dlq_arn}"))
+    }
+}
+
+/// API Gateway's routing: a request no route of the function takes never reaches it.
+async fn gateway_route(
+    routes: &[cfn::Route],
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if cfn::routed(routes, req.method().as_str(), req.uri().path()) {
+        next.run(req).await
+    } else {
+        (
+            axum::http::StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({"message": "Not Found"})),
+        )
+            .into_response()
     }
 }
 
@@ -399,18 +593,28 @@ enum Function {
     Probe(Arc<Pipeline>),
 }
 
-/// Plays one SQS event source mapping: long-polls batches of up to 10 with several staggered
-/// pollers, runs at most `max_concurrency` batches at once, deletes what succeeded and leaves
-/// reported failures to reappear after their visibility timeout.
-fn spawn_pollers(
-    sqs: aws_sdk_sqs::Client,
+/// One deployed event source mapping.
+#[derive(Clone)]
+struct Mapping {
     url: String,
     max_concurrency: usize,
+    batch_size: i32,
+    /// `ReportBatchItemFailures`: only the reported records return to the queue; without it,
+    /// any failure returns the whole batch.
+    partial_failures: bool,
+}
+
+/// Plays one SQS event source mapping: long-polls batches of its batch size with several
+/// staggered pollers, runs at most its maximum concurrency of batches at once, deletes what
+/// succeeded and leaves failures to reappear after their visibility timeout.
+fn spawn_pollers(
+    sqs: aws_sdk_sqs::Client,
+    mapping: Mapping,
     opts: &StackOptions,
     stop: watch::Receiver<bool>,
     function: Function,
 ) -> Vec<JoinHandle<()>> {
-    let permits = Arc::new(Semaphore::new(max_concurrency));
+    let permits = Arc::new(Semaphore::new(mapping.max_concurrency));
     let n = opts.pollers_per_queue.max(1);
     (0..n)
         .map(|i| {
@@ -418,7 +622,7 @@ fn spawn_pollers(
             spawn_poller(
                 Poller {
                     sqs: sqs.clone(),
-                    url: url.clone(),
+                    mapping: mapping.clone(),
                     counter: opts.counter.clone(),
                 },
                 permits.clone(),
@@ -436,7 +640,7 @@ fn spawn_pollers(
 #[derive(Clone)]
 struct Poller {
     sqs: aws_sdk_sqs::Client,
-    url: String,
+    mapping: Mapping,
     counter: Option<RequestCounter>,
 }
 
@@ -468,8 +672,8 @@ fn spawn_poller(
             let recv = poller
                 .sqs
                 .receive_message()
-                .queue_url(&poller.url)
-                .max_number_of_messages(10)
+                .queue_url(&poller.mapping.url)
+                .max_number_of_messages(poller.mapping.batch_size)
                 .wait_time_seconds(wait_s)
                 .message_system_attribute_names(MessageSystemAttributeName::All)
                 .send();
@@ -480,7 +684,7 @@ fn spawn_poller(
             let messages = match out {
                 Ok(o) => o.messages.unwrap_or_default(),
                 Err(e) => {
-                    tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), queue = %poller.url, "receive failed");
+                    tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), queue = %poller.mapping.url, "receive failed");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                     continue;
                 }
@@ -533,6 +737,10 @@ async fn invoke(poller: &Poller, messages: Vec<aws_sdk_sqs::types::Message>, fun
         .into_iter()
         .map(|f| f.item_identifier)
         .collect();
+    if !failed.is_empty() && !poller.mapping.partial_failures {
+        // Without partial batch responses a failure returns the whole batch.
+        return;
+    }
     let done: Vec<DeleteMessageBatchRequestEntry> = handles
         .into_iter()
         .enumerate()
@@ -552,7 +760,7 @@ async fn invoke(poller: &Poller, messages: Vec<aws_sdk_sqs::types::Message>, fun
     if let Err(e) = poller
         .sqs
         .delete_message_batch()
-        .queue_url(&poller.url)
+        .queue_url(&poller.mapping.url)
         .set_entries(Some(done))
         .send()
         .await

@@ -17,9 +17,7 @@ pub async fn aws_pipeline(
 ) -> Result<Pipeline, String> {
     let store = DynamoStore::new(clients.dynamodb.clone(), res.clone())
         .with_serial_transactions(config.serial_transactions);
-    let queue = SqsQueue::new(clients.sqs.clone(), res)
-        .await
-        .map_err(|e| e.to_string())?;
+    let queue = SqsQueue::new(clients.sqs.clone(), res).map_err(|e| e.to_string())?;
     let events = EventBridgeEvents::new(clients.eventbridge.clone(), res.bus.clone());
     let adapters = Adapters::standard(config.allowlist.clone())?;
     Ok(Pipeline::new(
@@ -36,7 +34,11 @@ pub async fn aws_pipeline(
 /// (deliver, probe, websocket) call it, so the others do not carry its client.
 pub fn with_websockets(pipeline: Pipeline, clients: &Clients) -> Pipeline {
     match &clients.websocket_management_url {
-        Some(url) => pipeline.with_sockets(Arc::new(ApiGatewaySockets::new(&clients.config, url))),
+        Some(url) => pipeline.with_sockets(Arc::new(ApiGatewaySockets::new(
+            &clients.config,
+            url,
+            &clients.interceptors,
+        ))),
         None => pipeline,
     }
 }
@@ -45,14 +47,16 @@ pub fn with_websockets(pipeline: Pipeline, clients: &Clients) -> Pipeline {
 pub async fn from_env() -> Result<Pipeline, String> {
     let config = PipelineConfig::from_env().map_err(|e| e.to_string())?;
     let clients = Clients::from_env().await;
-    aws_pipeline(&clients, &Resources::from_env(), config).await
+    let res = Resources::from_env().map_err(|e| e.to_string())?;
+    aws_pipeline(&clients, &res, config).await
 }
 
 /// [`from_env`] with websocket pushes ([`with_websockets`]).
 pub async fn from_env_with_websockets() -> Result<Pipeline, String> {
     let config = PipelineConfig::from_env().map_err(|e| e.to_string())?;
     let clients = Clients::from_env().await;
-    let pipeline = aws_pipeline(&clients, &Resources::from_env(), config).await?;
+    let res = Resources::from_env().map_err(|e| e.to_string())?;
+    let pipeline = aws_pipeline(&clients, &res, config).await?;
     Ok(with_websockets(pipeline, &clients))
 }
 

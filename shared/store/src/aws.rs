@@ -3,6 +3,7 @@
 
 use aws_config::BehaviorVersion;
 use aws_config::timeout::TimeoutConfig;
+pub use aws_sdk_dynamodb::config::SharedInterceptor;
 use std::time::Duration;
 
 /// Loads the SDK configuration from the environment with Converger's timeouts.
@@ -53,6 +54,8 @@ pub struct Clients {
     pub config: aws_config::SdkConfig,
     /// The WebSocket API's management endpoint (`WEBSOCKET_MANAGEMENT_URL`), if any.
     pub websocket_management_url: Option<String>,
+    /// Interceptors that clients built later (the management API's) get too.
+    pub interceptors: Vec<SharedInterceptor>,
 }
 
 fn management_url() -> Option<String> {
@@ -69,6 +72,7 @@ impl Clients {
             eventbridge: aws_sdk_eventbridge::Client::new(config),
             config: config.clone(),
             websocket_management_url: management_url(),
+            interceptors: Vec::new(),
         }
     }
 
@@ -77,24 +81,46 @@ impl Clients {
         config: &aws_config::SdkConfig,
         counter: &crate::counter::RequestCounter,
     ) -> Self {
+        Self::intercepted(config, vec![SharedInterceptor::new(counter.clone())])
+    }
+
+    /// Clients whose every request passes `interceptors` first (the request counter; the
+    /// local stack's check of each request against the calling function's IAM policy).
+    pub fn intercepted(
+        config: &aws_config::SdkConfig,
+        interceptors: Vec<SharedInterceptor>,
+    ) -> Self {
+        let with = |mut b: aws_sdk_dynamodb::config::Builder| {
+            for i in &interceptors {
+                b.push_interceptor(i.clone());
+            }
+            b.build()
+        };
+        let with_sqs = |mut b: aws_sdk_sqs::config::Builder| {
+            for i in &interceptors {
+                b.push_interceptor(i.clone());
+            }
+            b.build()
+        };
+        let with_eb = |mut b: aws_sdk_eventbridge::config::Builder| {
+            for i in &interceptors {
+                b.push_interceptor(i.clone());
+            }
+            b.build()
+        };
         Self {
-            dynamodb: aws_sdk_dynamodb::Client::from_conf(
-                aws_sdk_dynamodb::config::Builder::from(config)
-                    .interceptor(counter.clone())
-                    .build(),
-            ),
-            sqs: aws_sdk_sqs::Client::from_conf(
-                aws_sdk_sqs::config::Builder::from(config)
-                    .interceptor(counter.clone())
-                    .build(),
-            ),
-            eventbridge: aws_sdk_eventbridge::Client::from_conf(
-                aws_sdk_eventbridge::config::Builder::from(config)
-                    .interceptor(counter.clone())
-                    .build(),
-            ),
+            dynamodb: aws_sdk_dynamodb::Client::from_conf(with(
+                aws_sdk_dynamodb::config::Builder::from(config),
+            )),
+            sqs: aws_sdk_sqs::Client::from_conf(with_sqs(aws_sdk_sqs::config::Builder::from(
+                config,
+            ))),
+            eventbridge: aws_sdk_eventbridge::Client::from_conf(with_eb(
+                aws_sdk_eventbridge::config::Builder::from(config),
+            )),
             config: config.clone(),
             websocket_management_url: management_url(),
+            interceptors,
         }
     }
 

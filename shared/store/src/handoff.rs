@@ -99,10 +99,16 @@ pub struct ApiGatewaySockets {
 impl ApiGatewaySockets {
     /// A client for the management endpoint at `url`, with the SDK configuration's
     /// credentials, region and timeouts.
-    pub fn new(config: &aws_config::SdkConfig, url: &str) -> Self {
-        let conf = aws_sdk_apigatewaymanagement::config::Builder::from(config)
-            .endpoint_url(url)
-            .build();
+    pub fn new(
+        config: &aws_config::SdkConfig,
+        url: &str,
+        interceptors: &[crate::aws::SharedInterceptor],
+    ) -> Self {
+        let mut conf = aws_sdk_apigatewaymanagement::config::Builder::from(config).endpoint_url(url);
+        for i in interceptors {
+            conf.push_interceptor(i.clone());
+        }
+        let conf = conf.build();
         Self {
             client: aws_sdk_apigatewaymanagement::Client::from_conf(conf),
         }

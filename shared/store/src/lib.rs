@@ -1,6 +1,6 @@
 //! Every AWS call Converger makes lives in this crate: DynamoDB items and their conditional
-//! transitions, SQS queues, the EventBridge bus, and the provisioning of all three for the
-//! local stack. The pipeline sees them only through the ports in [`ports`].
+//! transitions, SQS queues and the EventBridge bus, named by the environment the template
+//! sets. The pipeline sees them only through the ports in [`ports`].
 
 pub mod accounts;
 pub mod aws;
@@ -13,7 +13,6 @@ pub mod health;
 pub mod memory;
 pub mod model;
 pub mod ports;
-pub mod provision;
 pub mod resources;
 pub mod sqs;
 

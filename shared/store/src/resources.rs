@@ -1,267 +1,59 @@
-//! Names of every AWS resource, the single source of truth shared by the functions, the local
-//! stack's provisioning and (through a test) `infra/template.yaml`.
+//! The names of the AWS resources a function uses, as the template hands them over: every
+//! table, queue and bus arrives in the function's environment (`infra/template.yaml` sets it
+//! from what CloudFormation created). Nothing here derives a name from a naming rule; the
+//! template is the only place resources are declared.
 
 use converger_core::Tier;
 
-/// Logical resources. `name` is the physical name under a stack prefix.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TableDef {
-    /// CloudFormation logical id in the template.
-    pub logical_id: &'static str,
-    pub name: &'static str,
-    /// Environment variable that carries the physical name into a function.
-    pub env: &'static str,
-    pub hash_key: &'static str,
-    pub range_key: Option<&'static str>,
-    pub gsis: &'static [GsiDef],
-    pub ttl_attribute: Option<&'static str>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GsiDef {
-    pub name: &'static str,
-    pub hash_key: &'static str,
-    pub range_key: &'static str,
-    /// Non-key attributes projected into the index; empty means all attributes.
-    pub include: &'static [&'static str],
-}
-
+/// A queue a function may use: its short name (for reports), and the environment variables
+/// carrying its URL and, where a function reads it, its dead-letter queue's URL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueDef {
-    pub logical_id: &'static str,
     pub name: &'static str,
     /// Environment variable that carries the queue URL into a function.
     pub env: &'static str,
-    /// Visibility timeout in seconds (at least 6x the consuming function's timeout).
-    pub visibility_timeout_s: u32,
+    /// Environment variable that carries its dead-letter queue's URL (only the functions
+    /// that report queue depths are given it).
+    pub dlq_env: Option<&'static str>,
 }
 
-pub const TENANTS: TableDef = TableDef {
-    logical_id: "TenantsTable",
-    name: "tenants",
-    env: "TENANTS_TABLE",
-    hash_key: "pk",
-    range_key: None,
-    gsis: &[],
-    ttl_attribute: None,
-};
-
-pub const CHANNELS: TableDef = TableDef {
-    logical_id: "ChannelsTable",
-    name: "channels",
-    env: "CHANNELS_TABLE",
-    hash_key: "id",
-    range_key: None,
-    // A tenant's channels, for the web pages' channel list.
-    gsis: &[GsiDef {
-        name: "by_tenant",
-        hash_key: "tenant_id",
-        range_key: "id",
-        include: &[],
-    }],
-    ttl_attribute: None,
-};
-
-pub const ACTIVITIES: TableDef = TableDef {
-    logical_id: "ActivitiesTable",
-    name: "activities",
-    env: "ACTIVITIES_TABLE",
-    hash_key: "id",
-    range_key: None,
-    gsis: &[],
-    ttl_attribute: None,
-};
-
-pub const DELIVERIES: TableDef = TableDef {
-    logical_id: "DeliveriesTable",
-    name: "deliveries",
-    env: "DELIVERIES_TABLE",
-    hash_key: "id",
-    range_key: None,
-    gsis: &[
-        GsiDef {
-            name: "by_tenant_status",
-            hash_key: "ts_pk",
-            range_key: "upd_sk",
-            include: &[],
-        },
-        GsiDef {
-            name: "by_channel_status",
-            hash_key: "cs_pk",
-            range_key: "upd_sk",
-            include: &[],
-        },
-        GsiDef {
-            name: "by_tenant",
-            hash_key: "tenant_id",
-            range_key: "upd_sk",
-            include: &[],
-        },
-        // Sparse: only pending deliveries carry `due_shard`/`due_at`, so the sweeper's cost
-        // does not grow with settled deliveries.
-        GsiDef {
-            name: "by_due",
-            hash_key: "due_shard",
-            range_key: "due_at",
-            include: &["tier", "lease_until"],
-        },
-        // Sparse: only deliveries waiting for a slot of their channel's window carry
-        // `bl_pk` (the channel) and `bl_sk` (due time and id), oldest due first.
-        GsiDef {
-            name: "by_backlog",
-            hash_key: "bl_pk",
-            range_key: "bl_sk",
-            include: &["tier"],
-        },
-        // Sparse: deliveries a provider accepted carry `pm_key` (`<channel>#<provider
-        // message id>`), so a receipt finds its delivery.
-        GsiDef {
-            name: "by_provider_message",
-            hash_key: "pm_key",
-            range_key: "id",
-            include: &[],
-        },
-    ],
-    ttl_attribute: None,
-};
-
-pub const ATTEMPTS: TableDef = TableDef {
-    logical_id: "AttemptsTable",
-    name: "attempts",
-    env: "ATTEMPTS_TABLE",
-    hash_key: "delivery_id",
-    range_key: Some("attempt_sk"),
-    gsis: &[],
-    ttl_attribute: Some("expires_at"),
-};
-
-pub const AUDIT: TableDef = TableDef {
-    logical_id: "AuditTable",
-    name: "audit",
-    env: "AUDIT_TABLE",
-    hash_key: "tenant_id",
-    range_key: Some("audit_sk"),
-    gsis: &[],
-    ttl_attribute: None,
-};
-
-pub const REPLAYS: TableDef = TableDef {
-    logical_id: "ReplaysTable",
-    name: "replays",
-    env: "REPLAYS_TABLE",
-    hash_key: "id",
-    range_key: None,
-    gsis: &[],
-    ttl_attribute: Some("expires_at"),
-};
-
-/// Flow control state: one item per channel (breaker, window slots, backlog and parking
-/// marks; key = the channel id) and rate-limit counters (key `rate#<channel>#<window>`, TTL).
-pub const FLOW: TableDef = TableDef {
-    logical_id: "FlowTable",
-    name: "flow",
-    env: "FLOW_TABLE",
-    hash_key: "key",
-    range_key: None,
-    gsis: &[],
-    ttl_attribute: Some("expires_at"),
-};
-
-/// Health checks: a row per check of a channel, newest last (TTL: 7 days).
-pub const HEALTH: TableDef = TableDef {
-    logical_id: "HealthTable",
-    name: "health",
-    env: "HEALTH_TABLE",
-    hash_key: "channel_id",
-    range_key: Some("checked_sk"),
-    gsis: &[],
-    ttl_attribute: Some("expires_at"),
-};
-
-/// Websocket connections: one item per connection (TTL), found by channel through a GSI.
-pub const CONNECTIONS: TableDef = TableDef {
-    logical_id: "ConnectionsTable",
-    name: "connections",
-    env: "CONNECTIONS_TABLE",
-    hash_key: "connection_id",
-    range_key: None,
-    gsis: &[GsiDef {
-        name: "by_channel",
-        hash_key: "channel_id",
-        range_key: "connection_id",
-        include: &[],
-    }],
-    ttl_attribute: Some("expires_at"),
-};
-
-pub const TABLES: [TableDef; 10] = [
-    TENANTS,
-    CHANNELS,
-    ACTIVITIES,
-    DELIVERIES,
-    ATTEMPTS,
-    AUDIT,
-    REPLAYS,
-    FLOW,
-    HEALTH,
-    CONNECTIONS,
-];
-
-/// Shards of the sparse due index (`due_shard` = `due#<n>`).
-pub use crate::model::DUE_SHARDS;
-
-/// The deliver function's timeout in seconds (the template's `Timeout`).
-pub const DELIVER_TIMEOUT_S: u32 = 60;
-
 pub const ACTIVITIES_QUEUE: QueueDef = QueueDef {
-    logical_id: "ActivitiesQueue",
     name: "activities",
     env: "ACTIVITIES_QUEUE_URL",
-    visibility_timeout_s: 6 * 30,
+    dlq_env: None,
 };
 
 pub const fn tier_queue(tier: Tier) -> QueueDef {
     match tier {
         Tier::High => QueueDef {
-            logical_id: "DeliveriesHighQueue",
             name: "deliveries-high",
             env: "DELIVERIES_HIGH_QUEUE_URL",
-            visibility_timeout_s: 6 * DELIVER_TIMEOUT_S,
+            dlq_env: Some("DELIVERIES_HIGH_DLQ_URL"),
         },
         Tier::Default => QueueDef {
-            logical_id: "DeliveriesQueue",
             name: "deliveries",
             env: "DELIVERIES_QUEUE_URL",
-            visibility_timeout_s: 6 * DELIVER_TIMEOUT_S,
+            dlq_env: Some("DELIVERIES_DLQ_URL"),
         },
         Tier::Bulk => QueueDef {
-            logical_id: "DeliveriesBulkQueue",
             name: "deliveries-bulk",
             env: "DELIVERIES_BULK_QUEUE_URL",
-            visibility_timeout_s: 6 * DELIVER_TIMEOUT_S,
+            dlq_env: Some("DELIVERIES_BULK_DLQ_URL"),
         },
     }
 }
 
-/// The replay function's timeout in seconds (the template's `Timeout`).
-pub const REPLAY_TIMEOUT_S: u32 = 120;
-
 pub const REPLAY_QUEUE: QueueDef = QueueDef {
-    logical_id: "ReplayQueue",
     name: "replay",
     env: "REPLAY_QUEUE_URL",
-    visibility_timeout_s: 6 * REPLAY_TIMEOUT_S,
+    dlq_env: None,
 };
-
-/// The probe function's timeout in seconds (the template's `Timeout`).
-pub const PROBE_TIMEOUT_S: u32 = 120;
 
 /// Flow jobs of one channel: probes after the cooldown, and releases of parked deliveries.
 pub const PROBE_QUEUE: QueueDef = QueueDef {
-    logical_id: "ProbeQueue",
     name: "probe",
     env: "PROBE_QUEUE_URL",
-    visibility_timeout_s: 6 * PROBE_TIMEOUT_S,
+    dlq_env: None,
 };
 
 pub const QUEUES: [QueueDef; 6] = [
@@ -273,19 +65,39 @@ pub const QUEUES: [QueueDef; 6] = [
     tier_queue(Tier::Bulk),
 ];
 
-/// Every queue has a dead-letter queue named `<queue>-dlq`, receiving a message after this
-/// many receives: a cap for poison messages, never the retry policy.
-pub const MAX_RECEIVE_COUNT: u32 = 100;
+/// Environment variables naming the tables, in [`Resources`]' field order.
+pub const TABLE_ENVS: [&str; 10] = [
+    "TENANTS_TABLE",
+    "CHANNELS_TABLE",
+    "ACTIVITIES_TABLE",
+    "DELIVERIES_TABLE",
+    "ATTEMPTS_TABLE",
+    "AUDIT_TABLE",
+    "REPLAYS_TABLE",
+    "FLOW_TABLE",
+    "HEALTH_TABLE",
+    "CONNECTIONS_TABLE",
+];
 
-pub const BUS: &str = "converger";
+/// Shards of the sparse due index (`due_shard` = `due#<n>`).
+pub use crate::model::DUE_SHARDS;
+
+/// The deliver function's timeout in seconds (the template's `Timeout`; attempt leases are
+/// sized to it, and a test holds the deployed stack to it).
+pub const DELIVER_TIMEOUT_S: u32 = 60;
+
 pub const BUS_ENV: &str = "EVENT_BUS_NAME";
 /// `source` of every platform event.
 pub const EVENT_SOURCE: &str = "converger";
 
-/// Physical names, resolved once per process.
+/// A resource name the environment does not give.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0} is not set: the template passes every resource name to the functions")]
+pub struct MissingName(pub &'static str);
+
+/// Physical names, resolved once per process from the function's environment.
 #[derive(Debug, Clone)]
 pub struct Resources {
-    pub prefix: String,
     pub tenants: String,
     pub channels: String,
     pub activities: String,
@@ -297,61 +109,92 @@ pub struct Resources {
     pub health: String,
     pub connections: String,
     pub bus: String,
-    /// Queue URLs given by the environment, by queue name; others are looked up by name.
+    /// Queue URLs, by queue name ([`QueueDef::name`]).
     pub queue_urls: std::collections::HashMap<&'static str, String>,
+    /// Dead-letter queue URLs, by their queue's name, where the environment gives them.
+    pub dlq_urls: std::collections::HashMap<&'static str, String>,
 }
 
 impl Resources {
-    /// Names under a prefix (`converger-` in production, a unique one per test).
-    pub fn with_prefix(prefix: &str) -> Self {
-        Self {
-            prefix: prefix.to_owned(),
-            tenants: format!("{prefix}{}", TENANTS.name),
-            channels: format!("{prefix}{}", CHANNELS.name),
-            activities: format!("{prefix}{}", ACTIVITIES.name),
-            deliveries: format!("{prefix}{}", DELIVERIES.name),
-            attempts: format!("{prefix}{}", ATTEMPTS.name),
-            audit: format!("{prefix}{}", AUDIT.name),
-            replays: format!("{prefix}{}", REPLAYS.name),
-            flow: format!("{prefix}{}", FLOW.name),
-            health: format!("{prefix}{}", HEALTH.name),
-            connections: format!("{prefix}{}", CONNECTIONS.name),
-            bus: format!("{prefix}{BUS}"),
-            queue_urls: Default::default(),
+    /// Names from `var` (a function's environment as deployed): every table, queue and the
+    /// bus must be there.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, MissingName> {
+        let need = |k: &'static str| var(k).filter(|v| !v.is_empty()).ok_or(MissingName(k));
+        let mut queue_urls = std::collections::HashMap::new();
+        let mut dlq_urls = std::collections::HashMap::new();
+        for q in QUEUES {
+            queue_urls.insert(q.name, need(q.env)?);
+            if let Some(url) = q.dlq_env.and_then(|k| var(k)).filter(|v| !v.is_empty()) {
+                dlq_urls.insert(q.name, url);
+            }
         }
+        Ok(Self {
+            tenants: need(TABLE_ENVS[0])?,
+            channels: need(TABLE_ENVS[1])?,
+            activities: need(TABLE_ENVS[2])?,
+            deliveries: need(TABLE_ENVS[3])?,
+            attempts: need(TABLE_ENVS[4])?,
+            audit: need(TABLE_ENVS[5])?,
+            replays: need(TABLE_ENVS[6])?,
+            flow: need(TABLE_ENVS[7])?,
+            health: need(TABLE_ENVS[8])?,
+            connections: need(TABLE_ENVS[9])?,
+            bus: need(BUS_ENV)?,
+            queue_urls,
+            dlq_urls,
+        })
     }
 
-    /// Names from the environment the template sets, falling back to `CONVERGER_PREFIX`
-    /// (default `converger-`).
-    pub fn from_env() -> Self {
-        let prefix = std::env::var("CONVERGER_PREFIX").unwrap_or_else(|_| "converger-".into());
-        let base = Self::with_prefix(&prefix);
-        let var = |k: &str, d: String| std::env::var(k).unwrap_or(d);
-        Self {
-            tenants: var(TENANTS.env, base.tenants.clone()),
-            channels: var(CHANNELS.env, base.channels.clone()),
-            activities: var(ACTIVITIES.env, base.activities.clone()),
-            deliveries: var(DELIVERIES.env, base.deliveries.clone()),
-            attempts: var(ATTEMPTS.env, base.attempts.clone()),
-            audit: var(AUDIT.env, base.audit.clone()),
-            replays: var(REPLAYS.env, base.replays.clone()),
-            flow: var(FLOW.env, base.flow.clone()),
-            health: var(HEALTH.env, base.health.clone()),
-            connections: var(CONNECTIONS.env, base.connections.clone()),
-            bus: var(BUS_ENV, base.bus.clone()),
-            queue_urls: QUEUES
-                .iter()
-                .filter_map(|q| std::env::var(q.env).ok().map(|u| (q.name, u)))
-                .collect(),
-            prefix,
+    /// Names from this process's environment (a Lambda function's, set by the template).
+    pub fn from_env() -> Result<Self, MissingName> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// A queue's URL.
+    pub fn queue_url(&self, def: &QueueDef) -> Result<&str, MissingName> {
+        self.queue_urls
+            .get(def.name)
+            .map(String::as_str)
+            .ok_or(MissingName(def.env))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn full() -> HashMap<String, String> {
+        let mut m: HashMap<String, String> = TABLE_ENVS
+            .iter()
+            .map(|k| ((*k).to_owned(), format!("t-{k}")))
+            .collect();
+        for q in QUEUES {
+            m.insert(q.env.into(), format!("https://q/{}", q.name));
         }
+        m.insert(BUS_ENV.into(), "bus".into());
+        m
     }
 
-    pub fn table(&self, def: &TableDef) -> String {
-        format!("{}{}", self.prefix, def.name)
+    #[test]
+    fn every_name_comes_from_the_environment() {
+        let env = full();
+        let r = Resources::from_vars(|k| env.get(k).cloned()).unwrap();
+        assert_eq!(r.deliveries, "t-DELIVERIES_TABLE");
+        assert_eq!(
+            r.queue_url(&tier_queue(Tier::Bulk)).unwrap(),
+            "https://q/deliveries-bulk"
+        );
+        assert!(r.dlq_urls.is_empty());
     }
 
-    pub fn queue_name(&self, def: &QueueDef) -> String {
-        format!("{}{}", self.prefix, def.name)
+    #[test]
+    fn a_missing_name_is_an_error_that_names_the_variable() {
+        for key in full().keys() {
+            let mut env = full();
+            env.remove(key);
+            let err = Resources::from_vars(|k| env.get(k).cloned()).unwrap_err();
+            assert_eq!(err.0, key.as_str());
+        }
     }
 }

@@ -20,35 +20,27 @@ pub struct SqsQueue {
     bulk: String,
     replay: String,
     probe: String,
-}
-
-/// Finds a queue's URL: from its environment variable (set by the template), else by name.
-pub async fn queue_url(
-    client: &Client,
-    res: &Resources,
-    def: &QueueDef,
-) -> Result<String, QueueError> {
-    if let Some(url) = res.queue_urls.get(def.name) {
-        return Ok(url.clone());
-    }
-    let out = client
-        .get_queue_url()
-        .queue_name(res.queue_name(def))
-        .send()
-        .await
-        .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
-    out.queue_url
-        .ok_or_else(|| QueueError(format!("no URL for queue {}", def.name)))
+    /// The tier queues' dead-letter queues (high, default, bulk), where the environment
+    /// names them: only the function that reports queue depths is given them.
+    dlqs: [Option<String>; 3],
 }
 
 impl SqsQueue {
-    pub async fn new(client: Client, res: &Resources) -> Result<Self, QueueError> {
+    /// The queues named by `res` (the function's environment as the template sets it).
+    pub fn new(client: Client, res: &Resources) -> Result<Self, QueueError> {
+        let url = |def: QueueDef| {
+            res.queue_url(&def)
+                .map(str::to_owned)
+                .map_err(|e| QueueError(e.to_string()))
+        };
+        let dlq = |tier: Tier| res.dlq_urls.get(tier_queue(tier).name).cloned();
         Ok(Self {
-            high: queue_url(&client, res, &tier_queue(Tier::High)).await?,
-            default: queue_url(&client, res, &tier_queue(Tier::Default)).await?,
-            bulk: queue_url(&client, res, &tier_queue(Tier::Bulk)).await?,
-            replay: queue_url(&client, res, &crate::resources::REPLAY_QUEUE).await?,
-            probe: queue_url(&client, res, &crate::resources::PROBE_QUEUE).await?,
+            high: url(tier_queue(Tier::High))?,
+            default: url(tier_queue(Tier::Default))?,
+            bulk: url(tier_queue(Tier::Bulk))?,
+            replay: url(crate::resources::REPLAY_QUEUE)?,
+            probe: url(crate::resources::PROBE_QUEUE)?,
+            dlqs: [dlq(Tier::High), dlq(Tier::Default), dlq(Tier::Bulk)],
             client,
         })
     }
@@ -98,17 +90,20 @@ impl SqsQueue {
 #[async_trait]
 impl Queue for SqsQueue {
     async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
-        // A queue's dead-letter queue is `<queue>-dlq`, beside it; all six are asked at once.
-        let queues: Vec<(String, String)> = Tier::ALL
-            .iter()
-            .flat_map(|tier| {
-                let (name, url) = (tier.queue_name(), self.url(*tier));
-                [
-                    (name.to_owned(), url.to_owned()),
-                    (format!("{name}-dlq"), format!("{url}-dlq")),
-                ]
-            })
-            .collect();
+        // Each tier queue and its dead-letter queue, as the template named them; all six are
+        // asked at once.
+        let mut queues: Vec<(String, String)> = Vec::with_capacity(6);
+        for (i, tier) in Tier::ALL.iter().enumerate() {
+            let name = tier.queue_name();
+            let dlq_env = tier_queue(*tier).dlq_env.unwrap_or("a dead-letter queue URL");
+            let dlq = self.dlqs.get(i).cloned().flatten().ok_or_else(|| {
+                QueueError(format!(
+                    "{dlq_env} is not set: queue depths need the dead-letter queues' URLs"
+                ))
+            })?;
+            queues.push((name.to_owned(), self.url(*tier).to_owned()));
+            queues.push((format!("{name}-dlq"), dlq));
+        }
         futures::future::try_join_all(
             queues
                 .into_iter()

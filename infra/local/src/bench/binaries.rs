@@ -10,9 +10,6 @@ use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::routing::{get, post};
-use converger_store::aws::Clients;
-use converger_store::resources::QUEUES;
-use converger_store::{Resources, provision, sqs::queue_url};
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -50,10 +47,6 @@ pub async fn run(o: Options) -> Result<Value, String> {
         None => FUNCTIONS.to_vec(),
     };
     let root = emulator::root();
-    let build_started = Instant::now();
-    build(&root, &functions, o.release).await?;
-    let build_s = build_started.elapsed().as_secs_f64();
-
     let (em, endpoint) = match std::env::var("AWS_ENDPOINT_URL") {
         Ok(ep) if !ep.is_empty() => (None, ep),
         _ => {
@@ -62,21 +55,67 @@ pub async fn run(o: Options) -> Result<Value, String> {
             (Some(em), ep)
         }
     };
-    let result = measure_all(&root, &functions, o.release, &endpoint).await;
+    let result = async {
+        // The template, deployed: the functions get its environment, and the build targets
+        // the architecture it declares.
+        let stack = crate::cfn::deploy(
+            &endpoint,
+            &format!("bin{}", std::process::id()),
+            &std::collections::BTreeMap::from([
+                ("AdminToken".to_owned(), "bench-admin-token-0123456789".to_owned()),
+                (
+                    "SessionSecret".to_owned(),
+                    "bench-session-secret-0123456789abcdef".to_owned(),
+                ),
+            ]),
+        )
+        .await?;
+        let arch = architecture(&stack)?;
+        let build_started = Instant::now();
+        build(&root, &functions, o.release, &arch).await?;
+        let build_s = build_started.elapsed().as_secs_f64();
+        let figures = measure_all(&root, &functions, o.release, &endpoint, &stack).await?;
+        Ok::<_, String>((arch, build_s, figures))
+    }
+    .await;
     if let Some(em) = em {
         em.stop().await;
     }
-    let figures = result?;
+    let (arch, build_s, figures) = result?;
     Ok(super::emit(json!({
         "scenario": "binaries",
-        "build": if o.release { "cargo lambda build --release --x86-64" } else { "cargo build (debug)" },
+        "architecture": arch,
+        "build": if o.release { format!("cargo lambda build --release --{}", lambda_arch_flag(&arch)) } else { "cargo build (debug)".into() },
         "build_s": (build_s * 10.0).round() / 10.0,
         "functions": figures,
         "targets": {"size_mib": 8, "init_ms": 20},
     })))
 }
 
-async fn build(root: &std::path::Path, functions: &[&str], release: bool) -> Result<(), String> {
+/// The one architecture every function of the deployed template declares.
+fn architecture(stack: &crate::cfn::DeployedStack) -> Result<String, String> {
+    let archs: std::collections::BTreeSet<&str> = stack
+        .functions
+        .values()
+        .flat_map(|f| f.architectures.iter().map(String::as_str))
+        .collect();
+    match archs.into_iter().collect::<Vec<_>>().as_slice() {
+        [one] => Ok((*one).to_owned()),
+        other => Err(format!("the functions declare architectures {other:?}, not one")),
+    }
+}
+
+/// cargo-lambda's flag for an architecture (`--x86-64`, `--arm64`).
+fn lambda_arch_flag(arch: &str) -> &'static str {
+    if arch == "arm64" { "arm64" } else { "x86-64" }
+}
+
+async fn build(
+    root: &std::path::Path,
+    functions: &[&str],
+    release: bool,
+    arch: &str,
+) -> Result<(), String> {
     let mut cmd = tokio::process::Command::new("cargo");
     if release {
         // cargo-lambda lives in the project's virtualenv (with the zig it links with).
@@ -86,8 +125,12 @@ async fn build(root: &std::path::Path, functions: &[&str], release: bool) -> Res
             emulator::venv_dir().join("bin").display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        cmd.env("PATH", path)
-            .args(["lambda", "build", "--release", "--x86-64"]);
+        cmd.env("PATH", path).args([
+            "lambda",
+            "build",
+            "--release",
+            &format!("--{}", lambda_arch_flag(arch)),
+        ]);
     } else {
         cmd.arg("build");
     }
@@ -123,36 +166,8 @@ async fn measure_all(
     functions: &[&str],
     release: bool,
     endpoint: &str,
+    stack: &crate::cfn::DeployedStack,
 ) -> Result<Value, String> {
-    let prefix = format!("bin{}-", std::process::id());
-    let sdk = converger_store::aws::load_config_for(Some(endpoint)).await;
-    let clients = Clients::new(&sdk);
-    let resources = Resources::with_prefix(&prefix);
-    provision::provision(
-        &clients.dynamodb,
-        &clients.sqs,
-        &clients.eventbridge,
-        &resources,
-        provision::QueueSettings::default(),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    // The functions get their names as the template gives them: in the environment.
-    let mut env: Vec<(String, String)> = vec![
-        ("CONVERGER_PREFIX".into(), prefix.clone()),
-        ("AWS_ENDPOINT_URL".into(), endpoint.into()),
-        ("AWS_REGION".into(), "us-east-1".into()),
-        ("AWS_ACCESS_KEY_ID".into(), "test".into()),
-        ("AWS_SECRET_ACCESS_KEY".into(), "test".into()),
-        ("ADMIN_TOKEN".into(), "bench-admin-token-0123456789".into()),
-        ("RUST_LOG".into(), "warn".into()),
-    ];
-    for q in QUEUES {
-        let url = queue_url(&clients.sqs, &resources, &q)
-            .await
-            .map_err(|e| e.to_string())?;
-        env.push((q.env.into(), url));
-    }
     let mut out = Map::new();
     for f in functions {
         let path = binary(root, f, release);
@@ -161,6 +176,23 @@ async fn measure_all(
             .len();
         let event = std::fs::read_to_string(root.join("events").join(format!("{f}.json")))
             .map_err(|e| format!("events/{f}.json: {e}"))?;
+        // The function's environment as CloudFormation deployed it, pointed at the emulator.
+        let deployed = stack
+            .functions
+            .values()
+            .find(|d| d.name.ends_with(&format!("-{f}")))
+            .ok_or_else(|| format!("the stack has no function {f}"))?;
+        let mut env = deployed.env_pairs();
+        env.extend(
+            [
+                ("AWS_ENDPOINT_URL", endpoint),
+                ("AWS_REGION", "us-east-1"),
+                ("AWS_ACCESS_KEY_ID", "test"),
+                ("AWS_SECRET_ACCESS_KEY", "test"),
+                ("RUST_LOG", "warn"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned())),
+        );
         let (init, first) = init_time(&path, f, &env, event).await?;
         out.insert(
             (*f).into(),

@@ -109,7 +109,7 @@ async fn start(o: &Options, tag: &str) -> Result<Runtime, String> {
     }
     // The sweeper runs, as in production: it feeds marked backlogs and restarts probes.
     let opts = StackOptions {
-        sweep_period: Some(Duration::from_secs(60)),
+        sweep_period: crate::Every::Period(Duration::from_secs(60)),
         ..StackOptions::bench(&format!("dead{tag}"))
     };
     Ok(Runtime::Aws(Box::new(Stack::start(opts).await?)))

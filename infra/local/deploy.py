@@ -1,0 +1,319 @@
+"""Deploys infra/template.yaml as a CloudFormation stack on the local emulator, the way
+`sam deploy` would on AWS, and prints what CloudFormation resolved as one JSON document.
+
+Run by the local runner (infra/local/src/cfn.rs) with the project virtualenv's Python; reads
+its request as JSON on stdin:
+
+    {"endpoint": "http://127.0.0.1:PORT", "region": "us-east-1", "stack_name": "...",
+     "template": "infra/template.yaml", "parameters": {"Name": "value"}}
+
+Steps: the SAM transform (aws-sam-translator, the library `sam deploy` uses), the functions'
+CodeUri pointed at a placeholder package in the emulator's S3 (the local runner runs the
+functions' code in its own process), stand-ins for the resource types the emulator's
+CloudFormation does not implement (see STANDINS), CreateStack, then a read-back of every
+physical id, each function's deployed configuration and role policies, its event source
+mappings, schedules and HTTP routes.
+"""
+
+import ast
+import io
+import json
+import os
+import secrets
+import string
+import sys
+import time
+import zipfile
+
+import boto3
+from samtranslator.public.translator import ManagedPolicyLoader  # noqa: F401 (API check)
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+CODE_BUCKET = "converger-local-code"
+CODE_KEY = "bootstrap.zip"
+
+# Types the emulator's CloudFormation skips, and what stands in for each. A reference to one
+# (Ref, GetAtt, ${...} in Sub) is replaced by the stand-in's id before the stack is created.
+#   api: served by the local runner itself (its HTTP and WebSocket gateways); the id names it
+#        in execute-api ARNs.
+#   secret: created through the emulator's Secrets Manager API by this script.
+#   skip: nothing runs it locally (alarms, API stages, routes, access-log settings); the
+#         template's lint and `sam validate --lint` check it.
+STANDIN_KIND = {
+    "AWS::ApiGatewayV2::Api": "api",
+    "AWS::SecretsManager::Secret": "secret",
+}
+
+
+class _NoManagedPolicies:
+    """The translator asks for AWS managed policy ARNs only for policy templates by name."""
+
+    def load(self):
+        return {}
+
+
+def _client(kind, req):
+    return boto3.client(
+        kind,
+        endpoint_url=req["endpoint"],
+        region_name=req["region"],
+        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
+        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"),
+    )
+
+
+def _supported_types():
+    from moto.cloudformation.parsing import resource_class_from_type
+
+    return lambda t: resource_class_from_type(t) is not None
+
+
+def _generate(spec):
+    length = int(spec.get("PasswordLength", 32))
+    alphabet = string.ascii_letters + string.digits
+    if not spec.get("ExcludePunctuation", False):
+        alphabet += "!#%+,-.:=@_~"
+    for c in spec.get("ExcludeCharacters", ""):
+        alphabet = alphabet.replace(c, "")
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def _substitute(node, values):
+    """Replaces references to stood-in resources by their stand-in ids."""
+    if isinstance(node, dict):
+        if set(node) == {"Ref"} and node["Ref"] in values:
+            return values[node["Ref"]]
+        if set(node) == {"Fn::GetAtt"}:
+            target = node["Fn::GetAtt"]
+            name = target[0] if isinstance(target, list) else target.split(".")[0]
+            if name in values:
+                return values[name]
+        if set(node) == {"Fn::Sub"}:
+            sub = node["Fn::Sub"]
+            text = sub if isinstance(sub, str) else sub[0]
+            for name, value in values.items():
+                text = text.replace("${" + name + "}", value)
+                text = text.replace("${" + name + ".Arn}", value)
+                text = text.replace("${" + name + ".ApiEndpoint}", value)
+            return {"Fn::Sub": text if isinstance(sub, str) else [text, _substitute(sub[1], values)]}
+        return {k: _substitute(v, values) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_substitute(v, values) for v in node]
+    return node
+
+
+def _policy_document(doc):
+    """A role policy as the emulator returns it: JSON, or (for a policy CloudFormation
+    created) the printed form of the same document."""
+    if not isinstance(doc, str):
+        return doc
+    try:
+        return json.loads(doc)
+    except json.JSONDecodeError:
+        return ast.literal_eval(doc)
+
+
+def _exists(cf, name):
+    try:
+        stacks = cf.describe_stacks(StackName=name)["Stacks"]
+    except cf.exceptions.ClientError:
+        return False
+    return any(st["StackStatus"] != "DELETE_COMPLETE" for st in stacks)
+
+
+def _create(cf, req, cfn, params):
+    s3 = _client("s3", req)
+    try:
+        s3.create_bucket(Bucket=CODE_BUCKET)
+    except (s3.exceptions.BucketAlreadyOwnedByYou, s3.exceptions.BucketAlreadyExists):
+        pass
+    package = io.BytesIO()
+    with zipfile.ZipFile(package, "w") as z:
+        z.writestr("bootstrap", "#!/bin/sh\n# run by the local runner, in its own process\n")
+    s3.put_object(Bucket=CODE_BUCKET, Key=CODE_KEY, Body=package.getvalue())
+
+    cf.create_stack(
+        StackName=req["stack_name"],
+        TemplateBody=json.dumps(cfn),
+        Parameters=[{"ParameterKey": k, "ParameterValue": str(v)} for k, v in params.items()],
+        Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+    )
+
+
+def main():
+    req = json.load(sys.stdin)
+    started = time.monotonic()
+    os.environ.setdefault("AWS_DEFAULT_REGION", req["region"])
+    with open(req["template"], encoding="utf-8") as f:
+        sam = yaml_parse(f.read())
+
+    functions = {k: r for k, r in sam["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
+    routes = []
+    for logical, r in functions.items():
+        r["Properties"]["CodeUri"] = f"s3://{CODE_BUCKET}/{CODE_KEY}"
+        for event in (r["Properties"].get("Events") or {}).values():
+            if event["Type"] in ("HttpApi", "Api"):
+                p = event.get("Properties", {})
+                routes.append({"function": logical, "path": p.get("Path", "/"), "method": p.get("Method", "ANY")})
+
+    params = dict(req.get("parameters") or {})
+    cfn = transform(sam, params, _NoManagedPolicies())
+    transformed_ms = int((time.monotonic() - started) * 1000)
+
+    supported = _supported_types()
+    skipped = []
+    standins = {}
+    sm = None
+    for logical, r in list(cfn["Resources"].items()):
+        kind = r["Type"]
+        if supported(kind):
+            continue
+        skipped.append({"logical_id": logical, "type": kind, "standin": STANDIN_KIND.get(kind, "skip")})
+        if STANDIN_KIND.get(kind) == "api":
+            standins[logical] = f"{logical.lower()}-{req['stack_name']}"[:60]
+        elif STANDIN_KIND.get(kind) == "secret":
+            sm = sm or _client("secretsmanager", req)
+            props = r.get("Properties", {})
+            value = props.get("SecretString")
+            if not isinstance(value, str):
+                value = _generate(props.get("GenerateSecretString", {}))
+            name = f"{req['stack_name']}-{logical}"
+            try:
+                standins[logical] = sm.create_secret(Name=name, SecretString=value)["ARN"]
+            except sm.exceptions.ResourceExistsException:
+                standins[logical] = sm.describe_secret(SecretId=name)["ARN"]
+        del cfn["Resources"][logical]
+    # References to skipped resources that have no stand-in become the logical id, so that the
+    # stack still creates (an output naming an API stage, say).
+    for item in skipped:
+        standins.setdefault(item["logical_id"], item["logical_id"])
+    cfn = _substitute(cfn, standins)
+
+    cf = _client("cloudformation", req)
+    if _exists(cf, req["stack_name"]):
+        # A runner restarted on the same emulator finds its stack and uses it as it is.
+        pass
+    else:
+        _create(cf, req, cfn, params)
+    stack = cf.describe_stacks(StackName=req["stack_name"])["Stacks"][0]
+    if stack["StackStatus"] not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
+        raise SystemExit(f"stack {req['stack_name']}: {stack['StackStatus']} {stack.get('StackStatusReason', '')}")
+    created_ms = int((time.monotonic() - started) * 1000)
+
+    resources = {}
+    paginator = cf.get_paginator("list_stack_resources")
+    for page in paginator.paginate(StackName=req["stack_name"]):
+        for r in page["StackResourceSummaries"]:
+            resources[r["LogicalResourceId"]] = {"type": r["ResourceType"], "physical_id": r.get("PhysicalResourceId", "")}
+
+    sqs = _client("sqs", req)
+    ddb = _client("dynamodb", req)
+    events = _client("events", req)
+    lam = _client("lambda", req)
+    iam = _client("iam", req)
+
+    queues = {}
+    tables = {}
+    buses = {}
+    for logical, r in resources.items():
+        if r["type"] == "AWS::SQS::Queue":
+            url = r["physical_id"]
+            attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            queues[logical] = {
+                "url": url,
+                "arn": attrs["QueueArn"],
+                "visibility_timeout_s": int(attrs.get("VisibilityTimeout", "30")),
+                "redrive_policy": json.loads(attrs["RedrivePolicy"]) if "RedrivePolicy" in attrs else None,
+            }
+        elif r["type"] == "AWS::DynamoDB::Table":
+            t = ddb.describe_table(TableName=r["physical_id"])["Table"]
+            tables[logical] = {"name": t["TableName"], "arn": t["TableArn"]}
+        elif r["type"] == "AWS::Events::EventBus":
+            # The emulator reports no physical id for a bus: it is found by the stack's name,
+            # which the template's bus name starts with.
+            found = [
+                b for b in events.list_event_buses(NamePrefix=req["stack_name"] + "-")["EventBuses"]
+                if b["Name"] == r["physical_id"] or not r["physical_id"]
+            ]
+            if len(found) != 1:
+                raise SystemExit(f"event bus {logical}: found {len(found)} candidates")
+            bus = found[0]
+            r["physical_id"] = bus["Name"]
+            buses[logical] = {"name": bus["Name"], "arn": bus["Arn"]}
+
+    rules = {}
+    for page in events.get_paginator("list_rules").paginate():
+        for rule in page["Rules"]:
+            if "ScheduleExpression" not in rule:
+                continue
+            for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]:
+                rules.setdefault(target["Arn"], []).append(rule["ScheduleExpression"])
+
+    out_functions = {}
+    for logical, r in resources.items():
+        if r["type"] != "AWS::Lambda::Function":
+            continue
+        conf = lam.get_function_configuration(FunctionName=r["physical_id"])
+        role_name = conf["Role"].split("/")[-1]
+        policies = []
+        for name in iam.list_role_policies(RoleName=role_name)["PolicyNames"]:
+            doc = iam.get_role_policy(RoleName=role_name, PolicyName=name)["PolicyDocument"]
+            policies.append({"name": name, "document": _policy_document(doc)})
+        managed = [p["PolicyArn"] for p in iam.list_attached_role_policies(RoleName=role_name)["AttachedPolicies"]]
+        mappings = []
+        for m in lam.list_event_source_mappings(FunctionName=conf["FunctionName"])["EventSourceMappings"]:
+            mappings.append({
+                "queue_arn": m["EventSourceArn"],
+                "batch_size": m.get("BatchSize", 10),
+                "maximum_concurrency": (m.get("ScalingConfig") or {}).get("MaximumConcurrency"),
+                "report_batch_item_failures": "ReportBatchItemFailures" in (m.get("FunctionResponseTypes") or []),
+                "enabled": m.get("State", "Enabled") in ("Enabled", "Creating", "Enabling"),
+            })
+        out_functions[logical] = {
+            "name": conf["FunctionName"],
+            "arn": conf["FunctionArn"],
+            "timeout_s": conf.get("Timeout"),
+            "memory_mb": conf.get("MemorySize"),
+            "architectures": conf.get("Architectures", []),
+            "reserved_concurrency": lam.get_function_concurrency(FunctionName=conf["FunctionName"]).get(
+                "ReservedConcurrentExecutions"
+            ),
+            "environment": (conf.get("Environment") or {}).get("Variables", {}),
+            "role": conf["Role"],
+            "policies": policies,
+            "managed_policies": managed,
+            "event_source_mappings": mappings,
+            "schedules": rules.get(conf["FunctionArn"], []),
+            "routes": [rt for rt in routes if rt["function"] == logical],
+        }
+
+    account = boto3.client(
+        "sts",
+        endpoint_url=req["endpoint"],
+        region_name=req["region"],
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    ).get_caller_identity()["Account"]
+
+    json.dump(
+        {
+            "stack_name": req["stack_name"],
+            "region": req["region"],
+            "account": account,
+            "outputs": {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
+            "resources": resources,
+            "queues": queues,
+            "tables": tables,
+            "buses": buses,
+            "functions": out_functions,
+            "skipped": skipped,
+            "standins": standins,
+            "timings_ms": {"transform": transformed_ms, "create": created_ms, "total": int((time.monotonic() - started) * 1000)},
+        },
+        sys.stdout,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,395 @@
+//! The local stack is `infra/template.yaml` deployed: transformed by the SAM translator and
+//! created as a CloudFormation stack on the emulator (`infra/local/deploy.py`). What the
+//! functions use — names, URLs, policies, event source mappings, schedules, routes — is read
+//! back from what CloudFormation resolved, never derived from a naming rule.
+
+use crate::emulator;
+use crate::iam::{Arns, IamGuard, Policy};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// The logical ids of the functions, as the template names them.
+pub mod function {
+    pub const INGEST: &str = "IngestFunction";
+    pub const DELIVER: &str = "DeliverFunction";
+    pub const RETRY_SCHEDULER: &str = "RetrySchedulerFunction";
+    pub const REPLAY: &str = "ReplayFunction";
+    pub const PROBE: &str = "ProbeFunction";
+    pub const HEALTH: &str = "HealthFunction";
+    pub const API: &str = "ApiFunction";
+    pub const ADMIN: &str = "AdminFunction";
+    pub const WEBSOCKET: &str = "WebsocketFunction";
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct StackResource {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub physical_id: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeployedQueue {
+    pub url: String,
+    pub arn: String,
+    pub visibility_timeout_s: u32,
+    pub redrive_policy: Option<Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NamedArn {
+    pub name: String,
+    pub arn: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RolePolicy {
+    pub name: String,
+    pub document: Value,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct EventSourceMapping {
+    pub queue_arn: String,
+    pub batch_size: u32,
+    pub maximum_concurrency: Option<u32>,
+    pub report_batch_item_failures: bool,
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Route {
+    pub path: String,
+    pub method: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeployedFunction {
+    pub name: String,
+    pub arn: String,
+    pub timeout_s: Option<u32>,
+    pub memory_mb: Option<u32>,
+    pub architectures: Vec<String>,
+    pub reserved_concurrency: Option<u32>,
+    /// The environment as deployed (values as CloudFormation passed them).
+    pub environment: BTreeMap<String, Value>,
+    pub role: String,
+    pub policies: Vec<RolePolicy>,
+    pub managed_policies: Vec<String>,
+    pub event_source_mappings: Vec<EventSourceMapping>,
+    /// Schedule expressions of the rules that target the function.
+    pub schedules: Vec<String>,
+    pub routes: Vec<Route>,
+}
+
+impl DeployedFunction {
+    /// One environment variable as a string (numbers as CloudFormation wrote them).
+    pub fn env(&self, key: &str) -> Option<String> {
+        match self.environment.get(key)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        }
+    }
+
+    /// The environment as strings.
+    pub fn env_pairs(&self) -> Vec<(String, String)> {
+        self.environment
+            .keys()
+            .filter_map(|k| self.env(k).map(|v| (k.clone(), v)))
+            .collect()
+    }
+
+    pub fn resources(&self) -> Result<converger_store::Resources, String> {
+        converger_store::Resources::from_vars(|k| self.env(k))
+            .map_err(|e| format!("{}: {e}", self.name))
+    }
+
+    pub fn parsed_policies(&self) -> Result<Vec<Policy>, String> {
+        self.policies
+            .iter()
+            .map(|p| Policy::parse(&p.name, &p.document))
+            .collect()
+    }
+
+    /// The period of its first schedule (`rate(N minute[s])`, `rate(N second[s])` or hours).
+    pub fn schedule_period(&self) -> Option<Duration> {
+        self.schedules.first().and_then(|s| rate(s))
+    }
+}
+
+/// `rate(5 minutes)` -> 300 s.
+pub fn rate(expr: &str) -> Option<Duration> {
+    let inner = expr.strip_prefix("rate(")?.strip_suffix(')')?;
+    let (n, unit) = inner.trim().split_once(' ')?;
+    let n: u64 = n.parse().ok()?;
+    let secs = match unit.trim_end_matches('s') {
+        "second" => 1,
+        "minute" => 60,
+        "hour" => 3600,
+        "day" => 86400,
+        _ => return None,
+    };
+    Some(Duration::from_secs(n * secs))
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Skipped {
+    pub logical_id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub standin: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Timings {
+    pub transform: u64,
+    pub create: u64,
+    pub total: u64,
+}
+
+/// What CloudFormation created, as the emulator reports it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeployedStack {
+    pub stack_name: String,
+    pub region: String,
+    pub account: String,
+    pub outputs: BTreeMap<String, String>,
+    pub resources: BTreeMap<String, StackResource>,
+    pub queues: BTreeMap<String, DeployedQueue>,
+    pub tables: BTreeMap<String, NamedArn>,
+    pub buses: BTreeMap<String, NamedArn>,
+    pub functions: BTreeMap<String, DeployedFunction>,
+    pub skipped: Vec<Skipped>,
+    /// Logical id -> the id standing in for a resource the emulator does not implement.
+    pub standins: BTreeMap<String, String>,
+    pub timings_ms: Timings,
+}
+
+impl DeployedStack {
+    pub fn function(&self, logical_id: &str) -> Result<&DeployedFunction, String> {
+        self.functions
+            .get(logical_id)
+            .ok_or_else(|| format!("the template has no function {logical_id}"))
+    }
+
+    pub fn queue_by_arn(&self, arn: &str) -> Option<(&str, &DeployedQueue)> {
+        self.queues
+            .iter()
+            .find(|(_, q)| q.arn == arn)
+            .map(|(k, q)| (k.as_str(), q))
+    }
+
+    /// What request ARNs are built from.
+    pub fn arns(&self) -> Arns {
+        Arns {
+            partition: "aws".into(),
+            region: self.region.clone(),
+            account: self.account.clone(),
+            queues: self
+                .queues
+                .values()
+                .map(|q| (q.url.clone(), q.arn.clone()))
+                .collect(),
+            tables: self
+                .tables
+                .values()
+                .map(|t| (t.name.clone(), t.arn.clone()))
+                .collect(),
+            websocket_api: self.standins.get("WebSocketApi").cloned(),
+        }
+    }
+
+    /// Physical name -> logical id, for reports in the template's terms.
+    pub fn logical_names(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (k, t) in &self.tables {
+            out.push((t.name.clone(), k.clone()));
+        }
+        for (k, q) in &self.queues {
+            let name = q.url.rsplit('/').next().unwrap_or_default().to_owned();
+            out.push((name, k.clone()));
+        }
+        for (k, b) in &self.buses {
+            out.push((b.name.clone(), k.clone()));
+        }
+        for (k, id) in &self.standins {
+            if id != k {
+                out.push((id.clone(), k.clone()));
+            }
+        }
+        out.push((format!("{}:{}:", self.region, self.account), String::new()));
+        out
+    }
+
+    /// The guard that checks `function`'s requests against its deployed policies.
+    pub fn guard(&self, logical_id: &str) -> Result<IamGuard, String> {
+        let f = self.function(logical_id)?;
+        Ok(IamGuard::new(
+            logical_id,
+            f.parsed_policies()?,
+            self.arns(),
+            self.logical_names(),
+        ))
+    }
+
+    /// Every (function, action, resource) grant of the deployed policies, in the template's
+    /// terms: what the test run's requests are held against.
+    pub fn grants(&self) -> Result<Vec<(String, String, String)>, String> {
+        let names = self.logical_names();
+        let mut out = Vec::new();
+        for (logical, f) in &self.functions {
+            for p in f.parsed_policies()? {
+                for s in p.statements.iter().filter(|s| s.allow) {
+                    for a in &s.actions {
+                        for r in &s.resources {
+                            out.push((
+                                logical.clone(),
+                                a.clone(),
+                                crate::iam::logicalize(&names, r),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+}
+
+/// A valid stack name from a resource prefix (`t1a2b-` -> `t1a2b`).
+pub fn stack_name(prefix: &str) -> String {
+    let mut s: String = prefix
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect::<String>()
+        .trim_matches('-')
+        .to_owned();
+    if !s.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        s.insert(0, 's');
+    }
+    s.truncate(40);
+    s
+}
+
+/// Deploys the template as stack `stack_name` on the emulator at `endpoint`.
+pub async fn deploy(
+    endpoint: &str,
+    stack_name: &str,
+    parameters: &BTreeMap<String, String>,
+) -> Result<DeployedStack, String> {
+    emulator::ensure_venv().await?;
+    let root = emulator::root();
+    let request = serde_json::json!({
+        "endpoint": endpoint,
+        "region": std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
+        "stack_name": stack_name,
+        "template": root.join("infra/template.yaml"),
+        "parameters": parameters,
+    });
+    let mut child = tokio::process::Command::new(emulator::venv_bin("python"))
+        .arg(root.join("infra/local/deploy.py"))
+        .env("PYTHONWARNINGS", "ignore")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("deploy.py: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(request.to_string().as_bytes())
+            .await
+            .map_err(|e| format!("deploy.py: {e}"))?;
+    }
+    let out = tokio::time::timeout(Duration::from_secs(300), child.wait_with_output())
+        .await
+        .map_err(|_| "deploying the template took more than 300 s".to_string())?
+        .map_err(|e| format!("deploy.py: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "deploying infra/template.yaml as stack {stack_name} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| format!("deploy.py's answer: {e}"))
+}
+
+/// A path matcher for API Gateway route paths (`/api/{proxy+}`, `/admin`).
+pub fn route_matches(route: &str, path: &str) -> bool {
+    let r: Vec<&str> = route.trim_matches('/').split('/').collect();
+    let p: Vec<&str> = path.trim_matches('/').split('/').collect();
+    for (i, seg) in r.iter().enumerate() {
+        if seg.starts_with('{') && seg.ends_with("+}") {
+            return p.len() > i && p[i..].iter().all(|s| !s.is_empty());
+        }
+        match p.get(i) {
+            Some(s) if seg.starts_with('{') && seg.ends_with('}') => {
+                if s.is_empty() {
+                    return false;
+                }
+            }
+            Some(s) if s == seg => {}
+            _ => return false,
+        }
+    }
+    r.len() == p.len()
+}
+
+/// Whether one of `routes` takes `method path`.
+pub fn routed(routes: &[Route], method: &str, path: &str) -> bool {
+    routes.iter().any(|r| {
+        (r.method.eq_ignore_ascii_case("ANY") || r.method.eq_ignore_ascii_case(method))
+            && route_matches(&r.path, path)
+    })
+}
+
+/// `HashMap` of queue URL by logical id (tests and tools).
+pub fn queue_urls(stack: &DeployedStack) -> HashMap<String, String> {
+    stack
+        .queues
+        .iter()
+        .map(|(k, q)| (k.clone(), q.url.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn rates_parse() {
+        assert_eq!(rate("rate(1 minute)"), Some(Duration::from_secs(60)));
+        assert_eq!(rate("rate(5 minutes)"), Some(Duration::from_secs(300)));
+        assert_eq!(rate("cron(0 * * * ? *)"), None);
+    }
+
+    #[test]
+    fn routes_match_as_api_gateway_does() {
+        assert!(route_matches("/api/{proxy+}", "/api/v1/activities"));
+        assert!(!route_matches("/api/{proxy+}", "/api"));
+        assert!(!route_matches("/api/{proxy+}", "/admin/x"));
+        assert!(route_matches("/admin", "/admin"));
+        assert!(!route_matches("/admin", "/admin/x"));
+        let routes = vec![Route {
+            path: "/portal".into(),
+            method: "GET".into(),
+        }];
+        assert!(routed(&routes, "GET", "/portal"));
+        assert!(!routed(&routes, "POST", "/portal"));
+    }
+
+    #[test]
+    fn stack_names_are_valid() {
+        assert_eq!(stack_name("t1a2b-"), "t1a2b");
+        assert_eq!(stack_name("bench_12-"), "bench-12");
+        assert_eq!(stack_name("9x"), "s9x");
+    }
+}

@@ -1,0 +1,797 @@
+//! IAM for the local stack: every AWS request a function makes is evaluated against that
+//! function's role policy as CloudFormation deployed it, and refused (as AWS would refuse it)
+//! when the policy does not allow it. The emulator enforces no IAM for DynamoDB and SQS
+//! resources, so without this a missing grant would first show on AWS.
+//!
+//! What is evaluated: identity policies' `Allow` and `Deny` statements with `Action` /
+//! `NotAction` and `Resource` / `NotResource` (strings or lists, `*` and `?` wildcards,
+//! actions case-insensitive). No conditions, principals or permission boundaries: the
+//! template uses none. What a request needs is derived as AWS authorizes it: DynamoDB index
+//! queries need the index ARN (`table/T/index/I`), transactions need the per-item action on
+//! each table, SQS batch calls need the single-message action, `PutEvents` needs the bus ARN,
+//! a WebSocket push needs `execute-api:ManageConnections` on the connection's ARN.
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap};
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+/// One statement of a policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Statement {
+    pub allow: bool,
+    pub actions: Vec<String>,
+    pub not_actions: Vec<String>,
+    pub resources: Vec<String>,
+    pub not_resources: Vec<String>,
+}
+
+/// A named identity policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub name: String,
+    pub statements: Vec<Statement>,
+}
+
+fn strings(v: &Value) -> Result<Vec<String>, String> {
+    match v {
+        Value::Null => Ok(Vec::new()),
+        Value::String(s) => Ok(vec![s.clone()]),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| {
+                x.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("not a string: {x}"))
+            })
+            .collect(),
+        other => Err(format!("expected a string or a list, found {other}")),
+    }
+}
+
+impl Policy {
+    /// Parses a policy document (`{"Statement": [...]}`, or a single statement object).
+    pub fn parse(name: &str, doc: &Value) -> Result<Self, String> {
+        let list = match &doc["Statement"] {
+            Value::Array(a) => a.clone(),
+            Value::Object(_) => vec![doc["Statement"].clone()],
+            other => return Err(format!("policy {name}: no statements ({other})")),
+        };
+        let statements = list
+            .iter()
+            .map(|s| {
+                if s.get("Condition").is_some() {
+                    return Err(format!(
+                        "policy {name}: conditions are not evaluated locally"
+                    ));
+                }
+                Ok(Statement {
+                    allow: match s["Effect"].as_str() {
+                        Some("Allow") => true,
+                        Some("Deny") => false,
+                        other => return Err(format!("policy {name}: effect {other:?}")),
+                    },
+                    actions: strings(&s["Action"])?,
+                    not_actions: strings(&s["NotAction"])?,
+                    resources: strings(&s["Resource"])?,
+                    not_resources: strings(&s["NotResource"])?,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Self {
+            name: name.to_owned(),
+            statements,
+        })
+    }
+}
+
+/// IAM's wildcard match: `*` is any run of characters, `?` any one character.
+pub fn wildcard(pattern: &str, value: &str, ignore_case: bool) -> bool {
+    let (p, v): (Vec<char>, Vec<char>) = if ignore_case {
+        (
+            pattern.to_lowercase().chars().collect(),
+            value.to_lowercase().chars().collect(),
+        )
+    } else {
+        (pattern.chars().collect(), value.chars().collect())
+    };
+    // Iterative glob match with backtracking to the last star.
+    let (mut pi, mut vi) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while vi < v.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == v[vi]) {
+            pi += 1;
+            vi += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, vi));
+            pi += 1;
+        } else if let Some((sp, sv)) = star {
+            pi = sp + 1;
+            vi = sv + 1;
+            star = Some((sp, sv + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// The grant that allowed a request: the action and resource patterns that matched.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Grant {
+    pub action: String,
+    pub resource: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow(Grant),
+    /// No statement allows it.
+    ImplicitDeny,
+    /// A `Deny` statement matches (of the policy named).
+    ExplicitDeny(String),
+}
+
+fn matching<'a>(patterns: &'a [String], value: &str, ignore_case: bool) -> Option<&'a String> {
+    patterns.iter().find(|p| wildcard(p, value, ignore_case))
+}
+
+fn statement_match(s: &Statement, action: &str, resource: &str) -> Option<Grant> {
+    let action_pattern = if s.not_actions.is_empty() {
+        matching(&s.actions, action, true)?.clone()
+    } else if matching(&s.not_actions, action, true).is_none() {
+        format!("NotAction {}", s.not_actions.join(","))
+    } else {
+        return None;
+    };
+    let resource_pattern = if s.not_resources.is_empty() {
+        matching(&s.resources, resource, false)?.clone()
+    } else if matching(&s.not_resources, resource, false).is_none() {
+        format!("NotResource {}", s.not_resources.join(","))
+    } else {
+        return None;
+    };
+    Some(Grant {
+        action: action_pattern,
+        resource: resource_pattern,
+    })
+}
+
+/// IAM's evaluation of identity policies: an explicit deny wins, else any allow, else deny.
+pub fn evaluate(policies: &[Policy], action: &str, resource: &str) -> Decision {
+    let mut allowed = None;
+    for p in policies {
+        for s in &p.statements {
+            if let Some(g) = statement_match(s, action, resource) {
+                if !s.allow {
+                    return Decision::ExplicitDeny(p.name.clone());
+                }
+                allowed.get_or_insert(g);
+            }
+        }
+    }
+    allowed.map_or(Decision::ImplicitDeny, Decision::Allow)
+}
+
+/// One action on one resource, as IAM authorizes a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    pub action: String,
+    pub resource: String,
+}
+
+/// What the requests' resource ARNs are built from: the deployed stack's region, account,
+/// queue ARNs and the WebSocket API's id.
+#[derive(Debug, Clone, Default)]
+pub struct Arns {
+    pub partition: String,
+    pub region: String,
+    pub account: String,
+    /// Queue URL -> queue ARN.
+    pub queues: HashMap<String, String>,
+    /// Table name -> table ARN.
+    pub tables: HashMap<String, String>,
+    /// The WebSocket API's id (its management endpoint's pushes are `execute-api` calls).
+    pub websocket_api: Option<String>,
+}
+
+impl Arns {
+    fn table(&self, name: &str) -> String {
+        self.tables.get(name).cloned().unwrap_or_else(|| {
+            format!(
+                "arn:{}:dynamodb:{}:{}:table/{name}",
+                self.partition, self.region, self.account
+            )
+        })
+    }
+
+    fn queue(&self, url: &str) -> String {
+        if let Some(arn) = self.queues.get(url) {
+            return arn.clone();
+        }
+        let name = url.rsplit('/').next().unwrap_or(url);
+        self.queue_named(name)
+    }
+
+    fn queue_named(&self, name: &str) -> String {
+        format!(
+            "arn:{}:sqs:{}:{}:{name}",
+            self.partition, self.region, self.account
+        )
+    }
+
+    fn bus(&self, name: &str) -> String {
+        if name.starts_with("arn:") {
+            return name.to_owned();
+        }
+        format!(
+            "arn:{}:events:{}:{}:event-bus/{name}",
+            self.partition, self.region, self.account
+        )
+    }
+
+    /// What one request needs: from its `X-Amz-Target` (the JSON protocols of DynamoDB, SQS
+    /// and EventBridge) and body, or, for the WebSocket management API, its method and path.
+    pub fn accesses(
+        &self,
+        target: Option<&str>,
+        method: &str,
+        uri: &str,
+        body: &[u8],
+    ) -> Vec<Access> {
+        let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let access = |action: String, resource: String| Access { action, resource };
+        let Some(target) = target else {
+            // The WebSocket management API: `{method} /{stage}/@connections/{id}`.
+            let path = uri
+                .split_once("://")
+                .map_or(uri, |(_, rest)| rest.split_once('/').map_or("", |(_, p)| p));
+            let path = path.split('?').next().unwrap_or(path);
+            let api = self.websocket_api.clone().unwrap_or_else(|| "unknown".into());
+            return vec![access(
+                "execute-api:ManageConnections".into(),
+                format!(
+                    "arn:{}:execute-api:{}:{}:{api}/{}",
+                    self.partition,
+                    self.region,
+                    self.account,
+                    path_with_method(path, method)
+                ),
+            )];
+        };
+        let (prefix, op) = target.split_once('.').unwrap_or(("", target));
+        if prefix.starts_with("DynamoDB") {
+            let table_or_index = |item: &Value| {
+                let table = self.table(item["TableName"].as_str().unwrap_or(""));
+                match item["IndexName"].as_str() {
+                    Some(index) => format!("{table}/index/{index}"),
+                    None => table,
+                }
+            };
+            match op {
+                "BatchGetItem" | "BatchWriteItem" => v["RequestItems"]
+                    .as_object()
+                    .map(|tables| {
+                        tables
+                            .keys()
+                            .map(|t| access(format!("dynamodb:{op}"), self.table(t)))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                "TransactWriteItems" | "TransactGetItems" => v["TransactItems"]
+                    .as_array()
+                    .map(|items| {
+                        items
+                            .iter()
+                            .filter_map(|item| {
+                                let (kind, inner) = item.as_object()?.iter().next()?;
+                                let action = match kind.as_str() {
+                                    "Put" => "PutItem",
+                                    "Update" => "UpdateItem",
+                                    "Delete" => "DeleteItem",
+                                    "ConditionCheck" => "ConditionCheckItem",
+                                    "Get" => "GetItem",
+                                    _ => kind.as_str(),
+                                };
+                                Some(access(
+                                    format!("dynamodb:{action}"),
+                                    self.table(inner["TableName"].as_str().unwrap_or("")),
+                                ))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                _ => vec![access(format!("dynamodb:{op}"), table_or_index(&v))],
+            }
+        } else if prefix.starts_with("AmazonSQS") {
+            let action = op.strip_suffix("Batch").unwrap_or(op);
+            let resource = match (v["QueueUrl"].as_str(), v["QueueName"].as_str()) {
+                (Some(url), _) => self.queue(url),
+                (None, Some(name)) => self.queue_named(name),
+                (None, None) => "*".into(),
+            };
+            vec![access(format!("sqs:{action}"), resource)]
+        } else if prefix.starts_with("AWSEvents") {
+            let buses: BTreeSet<String> = match v["Entries"].as_array() {
+                Some(entries) if op == "PutEvents" => entries
+                    .iter()
+                    .map(|e| self.bus(e["EventBusName"].as_str().unwrap_or("default")))
+                    .collect(),
+                _ => BTreeSet::from([self.bus(v["EventBusName"].as_str().unwrap_or("default"))]),
+            };
+            buses
+                .into_iter()
+                .map(|b| access(format!("events:{op}"), b))
+                .collect()
+        } else {
+            vec![access(format!("{prefix}:{op}"), "*".into())]
+        }
+    }
+}
+
+/// `prod/@connections/abc` with `POST` -> `prod/POST/@connections/abc`.
+fn path_with_method(path: &str, method: &str) -> String {
+    match path.split_once('/') {
+        Some((stage, rest)) => format!("{stage}/{method}/{rest}"),
+        None => format!("{path}/{method}"),
+    }
+}
+
+/// A request a function's policy does not allow.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Violation {
+    pub function: String,
+    pub action: String,
+    pub resource: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is not authorized to perform {} on {}",
+            self.function, self.action, self.resource
+        )
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// Environment variable naming the directory where every process of a test run writes the
+/// violations it saw and the grants its requests used (the test command reads them).
+pub const LOG_DIR_ENV: &str = "CONVERGER_IAM_LOG";
+
+/// Where a guard reports.
+#[derive(Debug)]
+enum Sink {
+    /// The test run's log (files under [`LOG_DIR_ENV`], when set) and the process's log.
+    Suite,
+    /// Kept in the guard only: a test that provokes a denial on purpose.
+    Private,
+}
+
+#[derive(Debug)]
+struct GuardInner {
+    function: String,
+    policies: Vec<Policy>,
+    arns: Arns,
+    /// Physical name -> logical id, longest first: grants are reported in the template's terms.
+    logical: Vec<(String, String)>,
+    sink: Sink,
+    violations: Mutex<Vec<Violation>>,
+    used: Mutex<BTreeSet<Grant>>,
+}
+
+/// The SDK interceptor that checks each request of one function against its policies.
+#[derive(Debug, Clone)]
+pub struct IamGuard {
+    inner: Arc<GuardInner>,
+}
+
+/// Files of this process under the log directory are opened once.
+static FILES: Mutex<Option<(std::fs::File, std::fs::File)>> = Mutex::new(None);
+
+fn append(violation: bool, line: &str) {
+    let Some(dir) = std::env::var_os(LOG_DIR_ENV) else {
+        return;
+    };
+    let Ok(mut files) = FILES.lock() else {
+        return;
+    };
+    if files.is_none() {
+        let dir = std::path::PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir);
+        let open = |kind: &str| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(format!("{kind}-{}.jsonl", std::process::id())))
+        };
+        if let (Ok(v), Ok(g)) = (open("violations"), open("grants")) {
+            *files = Some((v, g));
+        }
+    }
+    if let Some((v, g)) = files.as_mut() {
+        let f = if violation { v } else { g };
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+impl IamGuard {
+    /// A guard for `function` (its logical id) whose denials fail the test run.
+    pub fn new(
+        function: &str,
+        policies: Vec<Policy>,
+        arns: Arns,
+        logical: Vec<(String, String)>,
+    ) -> Self {
+        Self::build(function, policies, arns, logical, Sink::Suite)
+    }
+
+    /// A guard that keeps its denials to itself (for a test that provokes one).
+    pub fn private(function: &str, policies: Vec<Policy>, arns: Arns) -> Self {
+        Self::build(function, policies, arns, Vec::new(), Sink::Private)
+    }
+
+    fn build(
+        function: &str,
+        policies: Vec<Policy>,
+        arns: Arns,
+        mut logical: Vec<(String, String)>,
+        sink: Sink,
+    ) -> Self {
+        logical.sort_by_key(|(physical, _)| std::cmp::Reverse(physical.len()));
+        Self {
+            inner: Arc::new(GuardInner {
+                function: function.to_owned(),
+                policies,
+                arns,
+                logical,
+                sink,
+                violations: Mutex::new(Vec::new()),
+                used: Mutex::new(BTreeSet::new()),
+            }),
+        }
+    }
+
+    /// The denials this guard made.
+    pub fn violations(&self) -> Vec<Violation> {
+        self.inner
+            .violations
+            .lock()
+            .map(|v| v.clone())
+            .unwrap_or_default()
+    }
+
+    /// `text` with the stack's physical names replaced by the template's logical ids.
+    pub fn logicalize(&self, text: &str) -> String {
+        logicalize(&self.inner.logical, text)
+    }
+
+    /// Checks one request; `Err` is the denial AWS would answer.
+    pub fn check(
+        &self,
+        target: Option<&str>,
+        method: &str,
+        uri: &str,
+        body: &[u8],
+    ) -> Result<(), Violation> {
+        let g = &self.inner;
+        for access in g.arns.accesses(target, method, uri, body) {
+            match evaluate(&g.policies, &access.action, &access.resource) {
+                Decision::Allow(grant) => {
+                    let fresh = g.used.lock().is_ok_and(|mut u| u.insert(grant.clone()));
+                    if fresh && matches!(g.sink, Sink::Suite) {
+                        let line = serde_json::json!({
+                            "function": g.function,
+                            "action": grant.action,
+                            "resource": self.logicalize(&grant.resource),
+                        });
+                        append(false, &line.to_string());
+                    }
+                }
+                Decision::ImplicitDeny | Decision::ExplicitDeny(_) => {
+                    let v = Violation {
+                        function: g.function.clone(),
+                        action: access.action,
+                        resource: access.resource,
+                    };
+                    if let Ok(mut list) = g.violations.lock() {
+                        list.push(v.clone());
+                    }
+                    if matches!(g.sink, Sink::Suite) {
+                        tracing::error!(function = %v.function, action = %v.action, resource = %v.resource, "IAM: request not allowed by the function's policy");
+                        let line = serde_json::json!({
+                            "function": v.function,
+                            "action": v.action,
+                            "resource": self.logicalize(&v.resource),
+                        });
+                        append(true, &line.to_string());
+                    }
+                    return Err(v);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `text` with each physical name of `map` (longest first) replaced by its logical id.
+pub fn logicalize(map: &[(String, String)], text: &str) -> String {
+    let mut out = text.to_owned();
+    for (physical, logical) in map {
+        if !physical.is_empty() {
+            out = out.replace(physical.as_str(), logical);
+        }
+    }
+    out
+}
+
+impl Intercept for IamGuard {
+    fn name(&self) -> &'static str {
+        "converger-iam-guard"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let request = context.request();
+        let target = request.headers().get("x-amz-target");
+        self.check(
+            target,
+            request.method(),
+            request.uri(),
+            request.body().bytes().unwrap_or_default(),
+        )
+        .map_err(|v| Box::new(v) as Box<dyn std::error::Error + Send + Sync>)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn arns() -> Arns {
+        Arns {
+            partition: "aws".into(),
+            region: "us-east-1".into(),
+            account: "123456789012".into(),
+            queues: HashMap::from([(
+                "https://sqs.us-east-1.amazonaws.com/123456789012/s-Q-1".into(),
+                "arn:aws:sqs:us-east-1:123456789012:s-Q-1".into(),
+            )]),
+            tables: HashMap::new(),
+            websocket_api: Some("ws123".into()),
+        }
+    }
+
+    fn policy(statements: Value) -> Vec<Policy> {
+        vec![Policy::parse("p", &json!({ "Statement": statements })).unwrap()]
+    }
+
+    #[test]
+    fn wildcards_match_as_iam_does() {
+        assert!(wildcard("dynamodb:*", "dynamodb:GetItem", true));
+        assert!(wildcard("DynamoDB:getitem", "dynamodb:GetItem", true));
+        assert!(!wildcard("dynamodb:Get*", "dynamodb:PutItem", true));
+        assert!(wildcard("arn:*:table/t-?", "arn:aws:table/t-1", false));
+        assert!(!wildcard("arn:*:table/t-?", "arn:aws:table/t-12", false));
+        assert!(wildcard("a*b*c", "axxbyyc", false));
+        assert!(!wildcard("a*b*c", "axxbyy", false));
+        assert!(wildcard("*", "", false));
+        assert!(!wildcard("Table", "table", false), "resources are case-sensitive");
+    }
+
+    #[test]
+    fn a_table_grant_does_not_cover_its_indexes() {
+        let p = policy(json!([{
+            "Effect": "Allow", "Action": ["dynamodb:Query"],
+            "Resource": "arn:aws:dynamodb:us-east-1:123456789012:table/T"
+        }]));
+        let body = json!({"TableName": "T", "IndexName": "by_x"}).to_string();
+        let a = arns().accesses(
+            Some("DynamoDB_20120810.Query"),
+            "POST",
+            "/",
+            body.as_bytes(),
+        );
+        assert_eq!(
+            a[0].resource,
+            "arn:aws:dynamodb:us-east-1:123456789012:table/T/index/by_x"
+        );
+        assert_eq!(
+            evaluate(&p, &a[0].action, &a[0].resource),
+            Decision::ImplicitDeny
+        );
+        let p = policy(json!([{
+            "Effect": "Allow", "Action": "dynamodb:Query",
+            "Resource": "arn:aws:dynamodb:us-east-1:123456789012:table/T/index/*"
+        }]));
+        assert!(matches!(
+            evaluate(&p, &a[0].action, &a[0].resource),
+            Decision::Allow(_)
+        ));
+    }
+
+    #[test]
+    fn batch_and_transaction_requests_need_a_grant_per_table() {
+        let body = json!({"RequestItems": {"A": [], "B": []}}).to_string();
+        let a = arns().accesses(
+            Some("DynamoDB_20120810.BatchWriteItem"),
+            "POST",
+            "/",
+            body.as_bytes(),
+        );
+        assert_eq!(a.len(), 2);
+        assert!(a.iter().all(|x| x.action == "dynamodb:BatchWriteItem"));
+        let body = json!({"TransactItems": [
+            {"Update": {"TableName": "A"}},
+            {"ConditionCheck": {"TableName": "B"}},
+            {"Put": {"TableName": "B"}}
+        ]})
+        .to_string();
+        let a = arns().accesses(
+            Some("DynamoDB_20120810.TransactWriteItems"),
+            "POST",
+            "/",
+            body.as_bytes(),
+        );
+        let actions: Vec<&str> = a.iter().map(|x| x.action.as_str()).collect();
+        assert_eq!(
+            actions,
+            [
+                "dynamodb:UpdateItem",
+                "dynamodb:ConditionCheckItem",
+                "dynamodb:PutItem"
+            ]
+        );
+        let p = policy(json!([{
+            "Effect": "Allow", "Action": ["dynamodb:UpdateItem", "dynamodb:PutItem"],
+            "Resource": ["arn:aws:dynamodb:us-east-1:123456789012:table/A",
+                         "arn:aws:dynamodb:us-east-1:123456789012:table/B"]
+        }]));
+        assert!(matches!(
+            evaluate(&p, &a[0].action, &a[0].resource),
+            Decision::Allow(_)
+        ));
+        assert_eq!(
+            evaluate(&p, &a[1].action, &a[1].resource),
+            Decision::ImplicitDeny
+        );
+    }
+
+    #[test]
+    fn sqs_batches_need_the_single_action_on_the_queue_arn() {
+        let body =
+            json!({"QueueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/s-Q-1"})
+                .to_string();
+        let a = arns().accesses(
+            Some("AmazonSQS.SendMessageBatch"),
+            "POST",
+            "/",
+            body.as_bytes(),
+        );
+        assert_eq!(
+            a,
+            vec![Access {
+                action: "sqs:SendMessage".into(),
+                resource: "arn:aws:sqs:us-east-1:123456789012:s-Q-1".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn events_and_websocket_pushes_name_their_resources() {
+        let body = json!({"Entries": [{"EventBusName": "bus"}, {"EventBusName": "bus"}]})
+            .to_string();
+        let a = arns().accesses(Some("AWSEvents.PutEvents"), "POST", "/", body.as_bytes());
+        assert_eq!(
+            a,
+            vec![Access {
+                action: "events:PutEvents".into(),
+                resource: "arn:aws:events:us-east-1:123456789012:event-bus/bus".into()
+            }]
+        );
+        let a = arns().accesses(
+            None,
+            "POST",
+            "http://127.0.0.1:3002/prod/@connections/abc%3D",
+            b"",
+        );
+        assert_eq!(
+            a[0].resource,
+            "arn:aws:execute-api:us-east-1:123456789012:ws123/prod/POST/@connections/abc%3D"
+        );
+        let p = policy(json!([{
+            "Effect": "Allow", "Action": "execute-api:ManageConnections",
+            "Resource": "arn:aws:execute-api:us-east-1:123456789012:ws123/prod/POST/@connections/*"
+        }]));
+        assert!(matches!(
+            evaluate(&p, &a[0].action, &a[0].resource),
+            Decision::Allow(_)
+        ));
+    }
+
+    #[test]
+    fn an_explicit_deny_wins_and_not_action_excludes() {
+        let p = policy(json!([
+            {"Effect": "Allow", "Action": "dynamodb:*", "Resource": "*"},
+            {"Effect": "Deny", "Action": "dynamodb:DeleteItem", "Resource": "*"},
+            {"Effect": "Allow", "NotAction": "sqs:*", "Resource": "arn:x"}
+        ]));
+        assert!(matches!(
+            evaluate(&p, "dynamodb:GetItem", "arn:t"),
+            Decision::Allow(_)
+        ));
+        assert_eq!(
+            evaluate(&p, "dynamodb:DeleteItem", "arn:t"),
+            Decision::ExplicitDeny("p".into())
+        );
+        assert!(matches!(
+            evaluate(&p, "events:PutEvents", "arn:x"),
+            Decision::Allow(_)
+        ));
+        assert_eq!(
+            evaluate(&p, "sqs:SendMessage", "arn:x"),
+            Decision::ImplicitDeny
+        );
+    }
+
+    #[test]
+    fn a_guard_refuses_and_names_function_action_and_resource() {
+        let p = policy(json!([{
+            "Effect": "Allow", "Action": "dynamodb:GetItem",
+            "Resource": "arn:aws:dynamodb:us-east-1:123456789012:table/T"
+        }]));
+        let g = IamGuard::private("IngestFunction", p, arns());
+        let get = json!({"TableName": "T"}).to_string();
+        assert!(
+            g.check(
+                Some("DynamoDB_20120810.GetItem"),
+                "POST",
+                "/",
+                get.as_bytes()
+            )
+            .is_ok()
+        );
+        let err = g
+            .check(
+                Some("DynamoDB_20120810.PutItem"),
+                "POST",
+                "/",
+                get.as_bytes(),
+            )
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "IngestFunction is not authorized to perform dynamodb:PutItem on \
+             arn:aws:dynamodb:us-east-1:123456789012:table/T"
+        );
+        assert_eq!(g.violations(), vec![err]);
+    }
+
+    #[test]
+    fn policies_parse_single_values_and_refuse_conditions() {
+        let p = Policy::parse(
+            "x",
+            &json!({"Statement": {"Effect": "Allow", "Action": "a:b", "Resource": "r"}}),
+        )
+        .unwrap();
+        assert_eq!(p.statements[0].actions, vec!["a:b"]);
+        assert!(
+            Policy::parse(
+                "x",
+                &json!({"Statement": [{"Effect": "Allow", "Action": "a:b", "Resource": "r",
+                                       "Condition": {}}]})
+            )
+            .is_err()
+        );
+    }
+}
