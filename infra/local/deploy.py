@@ -25,10 +25,10 @@ import sys
 import time
 import zipfile
 
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+
 import boto3
-from samtranslator.public.translator import ManagedPolicyLoader  # noqa: F401 (API check)
-from samtranslator.translator.transform import transform
-from samtranslator.yaml_helper import yaml_parse
 
 CODE_BUCKET = "converger-local-code"
 CODE_KEY = "bootstrap.zip"
@@ -63,10 +63,53 @@ def _client(kind, req):
     )
 
 
-def _supported_types():
-    from moto.cloudformation.parsing import resource_class_from_type
+def _prepare(template_path, params, region):
+    """The SAM-transformed template, its HTTP routes and which of its resource types the
+    emulator's CloudFormation implements. Deterministic for one template, parameter set and
+    virtualenv, so it is kept in `.local/cache` (the translator and moto's type table take a few
+    seconds to import; every test deploys a stack)."""
+    with open(template_path, "rb") as f:
+        text = f.read()
+    with open(__file__, "rb") as f:
+        me = f.read()
+    key = hashlib.sha256(
+        text + me + json.dumps(params, sort_keys=True).encode() + region.encode() + sys.prefix.encode()
+    ).hexdigest()[:32]
+    cache_dir = os.path.join(os.path.dirname(os.path.abspath(template_path)), "..", ".local", "cache")
+    cache = os.path.join(cache_dir, f"template-{key}.json")
+    try:
+        with open(cache, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        pass
 
-    return lambda t: resource_class_from_type(t) is not None
+    from moto.cloudformation.parsing import resource_class_from_type
+    from samtranslator.translator.transform import transform
+    from samtranslator.yaml_helper import yaml_parse
+
+    sam = yaml_parse(text.decode("utf-8"))
+    routes = []
+    for logical, r in sam["Resources"].items():
+        if r["Type"] != "AWS::Serverless::Function":
+            continue
+        r["Properties"]["CodeUri"] = f"s3://{CODE_BUCKET}/{CODE_KEY}"
+        for event in (r["Properties"].get("Events") or {}).values():
+            if event["Type"] in ("HttpApi", "Api"):
+                p = event.get("Properties", {})
+                routes.append({"function": logical, "path": p.get("Path", "/"), "method": p.get("Method", "ANY")})
+    cfn = transform(sam, params, _NoManagedPolicies())
+    types = sorted({r["Type"] for r in cfn["Resources"].values()})
+    prepared = {
+        "template": cfn,
+        "routes": routes,
+        "supported": [t for t in types if resource_class_from_type(t) is not None],
+    }
+    os.makedirs(cache_dir, exist_ok=True)
+    tmp = f"{cache}.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(prepared, f)
+    os.replace(tmp, cache)
+    return prepared
 
 
 def _generate(spec):
@@ -145,29 +188,17 @@ def main():
     req = json.load(sys.stdin)
     started = time.monotonic()
     os.environ.setdefault("AWS_DEFAULT_REGION", req["region"])
-    with open(req["template"], encoding="utf-8") as f:
-        sam = yaml_parse(f.read())
-
-    functions = {k: r for k, r in sam["Resources"].items() if r["Type"] == "AWS::Serverless::Function"}
-    routes = []
-    for logical, r in functions.items():
-        r["Properties"]["CodeUri"] = f"s3://{CODE_BUCKET}/{CODE_KEY}"
-        for event in (r["Properties"].get("Events") or {}).values():
-            if event["Type"] in ("HttpApi", "Api"):
-                p = event.get("Properties", {})
-                routes.append({"function": logical, "path": p.get("Path", "/"), "method": p.get("Method", "ANY")})
-
     params = dict(req.get("parameters") or {})
-    cfn = transform(sam, params, _NoManagedPolicies())
+    prepared = _prepare(req["template"], params, req["region"])
+    cfn, routes = prepared["template"], prepared["routes"]
     transformed_ms = int((time.monotonic() - started) * 1000)
 
-    supported = _supported_types()
     skipped = []
     standins = {}
     sm = None
     for logical, r in list(cfn["Resources"].items()):
         kind = r["Type"]
-        if supported(kind):
+        if kind in prepared["supported"]:
             continue
         skipped.append({"logical_id": logical, "type": kind, "standin": STANDIN_KIND.get(kind, "skip")})
         if STANDIN_KIND.get(kind) == "api":
@@ -191,11 +222,13 @@ def main():
     cfn = _substitute(cfn, standins)
 
     cf = _client("cloudformation", req)
+    created = False
     if _exists(cf, req["stack_name"]):
         # A runner restarted on the same emulator finds its stack and uses it as it is.
         pass
     else:
         _create(cf, req, cfn, params)
+        created = True
     stack = cf.describe_stacks(StackName=req["stack_name"])["Stacks"][0]
     if stack["StackStatus"] not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
         raise SystemExit(f"stack {req['stack_name']}: {stack['StackStatus']} {stack.get('StackStatusReason', '')}")
@@ -213,23 +246,36 @@ def main():
     lam = _client("lambda", req)
     iam = _client("iam", req)
 
-    queues = {}
-    tables = {}
+    if created:
+        # The emulator's CloudFormation ignores a table's TimeToLiveSpecification: applied
+        # here as CloudFormation applies it.
+        for logical, r in resources.items():
+            ttl = cfn["Resources"].get(logical, {}).get("Properties", {}).get("TimeToLiveSpecification")
+            if r["type"] == "AWS::DynamoDB::Table" and ttl:
+                ddb.update_time_to_live(TableName=r["physical_id"], TimeToLiveSpecification=ttl)
+
+    pool = ThreadPoolExecutor(max_workers=16)
+
+    def queue(url):
+        attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        return {
+            "url": url,
+            "arn": attrs["QueueArn"],
+            "visibility_timeout_s": int(attrs.get("VisibilityTimeout", "30")),
+            "redrive_policy": json.loads(attrs["RedrivePolicy"]) if "RedrivePolicy" in attrs else None,
+        }
+
+    def table(name):
+        t = ddb.describe_table(TableName=name)["Table"]
+        return {"name": t["TableName"], "arn": t["TableArn"]}
+
+    queue_jobs = {k: pool.submit(queue, r["physical_id"]) for k, r in resources.items() if r["type"] == "AWS::SQS::Queue"}
+    table_jobs = {
+        k: pool.submit(table, r["physical_id"]) for k, r in resources.items() if r["type"] == "AWS::DynamoDB::Table"
+    }
     buses = {}
     for logical, r in resources.items():
-        if r["type"] == "AWS::SQS::Queue":
-            url = r["physical_id"]
-            attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-            queues[logical] = {
-                "url": url,
-                "arn": attrs["QueueArn"],
-                "visibility_timeout_s": int(attrs.get("VisibilityTimeout", "30")),
-                "redrive_policy": json.loads(attrs["RedrivePolicy"]) if "RedrivePolicy" in attrs else None,
-            }
-        elif r["type"] == "AWS::DynamoDB::Table":
-            t = ddb.describe_table(TableName=r["physical_id"])["Table"]
-            tables[logical] = {"name": t["TableName"], "arn": t["TableArn"]}
-        elif r["type"] == "AWS::Events::EventBus":
+        if r["type"] == "AWS::Events::EventBus":
             # The emulator reports no physical id for a bus: it is found by the stack's name,
             # which the template's bus name starts with.
             found = [
@@ -242,18 +288,24 @@ def main():
             r["physical_id"] = bus["Name"]
             buses[logical] = {"name": bus["Name"], "arn": bus["Arn"]}
 
+    # The schedules: the stack's rules, and the functions they target.
     rules = {}
-    for page in events.get_paginator("list_rules").paginate():
-        for rule in page["Rules"]:
-            if "ScheduleExpression" not in rule:
-                continue
-            for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]:
-                rules.setdefault(target["Arn"], []).append(rule["ScheduleExpression"])
-
-    out_functions = {}
-    for logical, r in resources.items():
-        if r["type"] != "AWS::Lambda::Function":
+    for r in resources.values():
+        if r["type"] != "AWS::Events::Rule":
             continue
+        rule = events.describe_rule(Name=r["physical_id"])
+        if "ScheduleExpression" not in rule:
+            continue
+        for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]:
+            rules.setdefault(target["Arn"], []).append(rule["ScheduleExpression"])
+
+    mapping_enabled = {
+        r["physical_id"]: cfn["Resources"].get(k, {}).get("Properties", {}).get("Enabled", True) is not False
+        for k, r in resources.items()
+        if r["type"] == "AWS::Lambda::EventSourceMapping"
+    }
+
+    def function(logical, r):
         conf = lam.get_function_configuration(FunctionName=r["physical_id"])
         role_name = conf["Role"].split("/")[-1]
         policies = []
@@ -268,9 +320,15 @@ def main():
                 "batch_size": m.get("BatchSize", 10),
                 "maximum_concurrency": (m.get("ScalingConfig") or {}).get("MaximumConcurrency"),
                 "report_batch_item_failures": "ReportBatchItemFailures" in (m.get("FunctionResponseTypes") or []),
-                "enabled": m.get("State", "Enabled") in ("Enabled", "Creating", "Enabling"),
+                # As the template declares it: the emulator's copy is switched off below.
+                "enabled": mapping_enabled.get(m["UUID"], True),
             })
-        out_functions[logical] = {
+            # The emulator would run the function itself on every send (in a container it
+            # cannot start here, receiving and returning the messages each time): the local
+            # runner plays the mapping from the settings just read, so the emulator's copy is
+            # switched off.
+            lam.update_event_source_mapping(UUID=m["UUID"], Enabled=False)
+        return {
             "name": conf["FunctionName"],
             "arn": conf["FunctionArn"],
             "timeout_s": conf.get("Timeout"),
@@ -287,6 +345,14 @@ def main():
             "schedules": rules.get(conf["FunctionArn"], []),
             "routes": [rt for rt in routes if rt["function"] == logical],
         }
+
+    function_jobs = {
+        k: pool.submit(function, k, r) for k, r in resources.items() if r["type"] == "AWS::Lambda::Function"
+    }
+    queues = {k: j.result() for k, j in queue_jobs.items()}
+    tables = {k: j.result() for k, j in table_jobs.items()}
+    out_functions = {k: j.result() for k, j in function_jobs.items()}
+    pool.shutdown()
 
     account = boto3.client(
         "sts",

@@ -191,6 +191,7 @@ impl TestStack {
             payload: json!({"text": "bare"}),
             channel_ids: vec![channel.id.clone()],
             created_at: time::now_rfc3339(),
+            expires_at: None,
         };
         let d = converger_store::Delivery::new(
             &activity,

@@ -37,6 +37,7 @@ async fn seed(
                 payload: json!({}),
                 channel_ids: vec![channel.id.clone()],
                 created_at: when.clone(),
+                expires_at: None,
             };
             let mut d = Delivery::new(&a, &channel, converger_core::Tier::Default, 0, &when);
             d.status = DeliveryStatus::Failed;
@@ -215,6 +216,7 @@ async fn filters_refusals_and_isolation() {
         payload: json!({}),
         channel_ids: vec![ChannelId::parse(&ch).unwrap()],
         created_at: day1[0].created_at.clone(),
+        expires_at: None,
     };
     t.stack
         .pipeline
@@ -369,6 +371,7 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
                 payload: json!({}),
                 channel_ids: vec![channel.id.clone()],
                 created_at: when.clone(),
+                expires_at: None,
             };
             let mut d = Delivery::new(&a, &channel, converger_core::Tier::Default, 0, &when);
             d.status = DeliveryStatus::Failed;

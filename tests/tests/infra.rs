@@ -183,6 +183,44 @@ async fn the_iam_check_refuses_what_the_policy_does_not_allow() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_ingested_activity_and_its_deliveries_expire_after_the_retention_period() {
+    let t = TestStack::start().await;
+    let rx = converger_tests::Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, serde_json::json!({})).await;
+    let a = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
+    let store = &t.stack.pipeline.store;
+    let activity = store
+        .get_activity(&converger_core::ActivityId::parse(a["activity_id"].as_str().unwrap()).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let want = converger_core::time::now_ms() / 1000 + 30 * 86_400;
+    let at = activity.expires_at.unwrap();
+    assert!((want - 120..=want).contains(&at), "{at} vs {want}");
+    let id = a["deliveries"][0]["id"].as_str().unwrap();
+    let d = store
+        .get_delivery(&converger_core::DeliveryId::parse(id).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(d.expires_at, Some(at));
+    // The tables the template declares expire rows on that attribute.
+    let ddb = &t.stack.clients.dynamodb;
+    for table in [&t.stack.resources.activities, &t.stack.resources.deliveries] {
+        let ttl = ddb
+            .describe_time_to_live()
+            .table_name(table)
+            .send()
+            .await
+            .unwrap();
+        let desc = ttl.time_to_live_description.unwrap();
+        assert_eq!(desc.attribute_name.as_deref(), Some("expires_at"), "{table}");
+    }
+    t.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_path_no_route_of_the_template_takes_never_reaches_a_function() {
     let t = TestStack::start().await;
     // The admin API's path on the tenant API's gateway: the template routes it to the admin

@@ -67,6 +67,7 @@ conformance!(
     receipts_find_their_delivery_and_move_it_forward,
     connections_are_found_by_channel,
     users_tenants_and_keys,
+    rows_past_their_retention_read_as_absent,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
@@ -115,6 +116,7 @@ fn activity(f: &Fixture) -> Activity {
         payload: json!({"a": [1, 2.5, "x", null, {"b": true}]}),
         channel_ids: vec![f.channel.id.clone()],
         created_at: time::now_rfc3339(),
+        expires_at: None,
     }
 }
 
@@ -255,6 +257,65 @@ async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
             Claim::Claimed(_)
         ));
     }
+    f.stop().await;
+}
+
+/// DynamoDB deletes an expired row up to two days after its TTL: until then reads must not
+/// see it.
+async fn rows_past_their_retention_read_as_absent(b: Backend) {
+    let f = fixture(b).await;
+    let now = time::now_ms();
+    let mut old = activity(&f);
+    old.expires_at = Some(now / 1000 - 1);
+    let mut kept = activity(&f);
+    kept.expires_at = Some(now / 1000 + 3600);
+    let d_old = Delivery::new(&old, &f.channel, Tier::Default, now, &old.created_at);
+    let d_kept = Delivery::new(&kept, &f.channel, Tier::Default, now, &kept.created_at);
+    assert_eq!(d_old.expires_at, old.expires_at, "a delivery expires with its activity");
+    f.store
+        .create_fresh_activity(&old, std::slice::from_ref(&d_old))
+        .await
+        .unwrap();
+    f.store
+        .create_fresh_activity(&kept, std::slice::from_ref(&d_kept))
+        .await
+        .unwrap();
+    assert_eq!(f.store.get_activity(&old.id).await.unwrap(), None);
+    assert_eq!(f.store.get_delivery(&d_old.id).await.unwrap(), None);
+    assert_eq!(
+        f.store.get_activity(&kept.id).await.unwrap(),
+        Some(kept.clone())
+    );
+    assert!(f.store.get_delivery(&d_kept.id).await.unwrap().is_some());
+    let both = f
+        .store
+        .get_deliveries(&[d_old.id.clone(), d_kept.id.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        both.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        vec![d_kept.id.clone()]
+    );
+    let listed = f
+        .store
+        .list_deliveries(&converger_store::DeliveryQuery {
+            tenant: f.tenant.id.clone(),
+            status: Some(DeliveryStatus::Pending),
+            channel: None,
+            from_key: None,
+            to_key: None,
+            error_contains: None,
+            activity: None,
+            newest_first: true,
+            limit: 10,
+            after: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.items.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        vec![d_kept.id.clone()]
+    );
     f.stop().await;
 }
 

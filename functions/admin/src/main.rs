@@ -1,4 +1,4 @@
-//! The `admin` Lambda: the operators' API (token in `ADMIN_TOKEN`) and the web pages of the
+//! The `admin` Lambda: the operators' API (its token read from Secrets Manager) and the web pages of the
 //! admin (`/admin`) and the tenants' portal (`/portal`) behind API Gateway.
 
 use lambda_http::request::RequestContext;
@@ -24,9 +24,17 @@ async fn source_ip(mut req: axum::extract::Request) -> axum::extract::Request {
 async fn main() -> Result<(), Error> {
     converger_pipeline::bootstrap::init_tracing();
     let pipeline = Arc::new(converger_pipeline::bootstrap::from_env().await?);
-    let token = std::env::var("ADMIN_TOKEN").ok().filter(|t| t.len() >= 16);
+    // The admin token and the session secret come from Secrets Manager (the template passes
+    // their ARNs), read once here.
+    let sdk = converger_store::aws::load_config().await;
+    let token = converger_store::secrets::secret_or_env(&sdk, "ADMIN_TOKEN_SECRET_ARN", "ADMIN_TOKEN")
+        .await?
+        .filter(|t| t.len() >= 16);
+    let session =
+        converger_store::secrets::secret_or_env(&sdk, "SESSION_SECRET_ARN", "SESSION_SECRET")
+            .await?;
     let state = converger_http::AppState::new(pipeline, token)
-        .with_web(converger_http::web::WebConfig::from_env());
+        .with_web(converger_http::web::WebConfig::from_env_with_secret(session));
     let app = converger_http::admin::router(state.clone())
         .merge(converger_http::web::router(state))
         .layer(axum::middleware::map_request(source_ip));

@@ -325,6 +325,9 @@ impl Arns {
                 .into_iter()
                 .map(|b| access(format!("events:{op}"), b))
                 .collect()
+        } else if prefix == "secretsmanager" {
+            let id = v["SecretId"].as_str().unwrap_or("*").to_owned();
+            vec![access(format!("secretsmanager:{op}"), id)]
         } else {
             vec![access(format!("{prefix}:{op}"), "*".into())]
         }

@@ -194,10 +194,7 @@ async fn test(args: &[String]) -> Result<(), String> {
     let reference = converger_local::cfn::deploy(
         &em.endpoint,
         "iam-reference",
-        &std::collections::BTreeMap::from([
-            ("AdminToken".to_owned(), "reference-admin-token".to_owned()),
-            ("SessionSecret".to_owned(), "reference-session-secret-0123456789abcdef".to_owned()),
-        ]),
+        &std::collections::BTreeMap::new(),
     )
     .await?;
     eprintln!(

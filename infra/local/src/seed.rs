@@ -40,6 +40,7 @@ pub fn rows(
             payload: json!({"text": "seeded", "n": i}),
             channel_ids: vec![channel.id.clone()],
             created_at: now.clone(),
+            expires_at: None,
         };
         let mut d = Delivery::new(&a, channel, tenant.tier, now_ms, &now);
         match how {

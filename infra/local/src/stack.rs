@@ -219,15 +219,10 @@ impl Stack {
         };
         let sdk = converger_store::aws::load_config_for(Some(&endpoint)).await;
         let clients = Clients::new(&sdk);
-        let admin_token = opts.admin_token.clone().unwrap_or_else(random_token);
-        let parameters = BTreeMap::from([
-            ("AdminToken".to_owned(), admin_token.clone()),
-            ("SessionSecret".to_owned(), random_token()),
-            (
-                "MaxReceiveCount".to_owned(),
-                opts.queues.max_receive_count.to_string(),
-            ),
-        ]);
+        let parameters = BTreeMap::from([(
+            "MaxReceiveCount".to_owned(),
+            opts.queues.max_receive_count.to_string(),
+        )]);
         let deploy_started = Instant::now();
         let deployed = cfn::deploy(&endpoint, &cfn::stack_name(&opts.prefix), &parameters).await?;
         let deploy_time = deploy_started.elapsed();
@@ -279,7 +274,32 @@ impl Stack {
             admin: build(fun::ADMIN).await?,
             websocket: build(fun::WEBSOCKET).await?,
         };
-        let resources = deployed.function(fun::ADMIN)?.resources()?;
+        // The admin function's secrets, read as it reads them at init (through its policy).
+        let admin = deployed.function(fun::ADMIN)?;
+        let secret_arn = |var: &str| {
+            admin
+                .env(var)
+                .ok_or_else(|| format!("{}: {var} is not set", admin.name))
+        };
+        let token_arn = secret_arn("ADMIN_TOKEN_SECRET_ARN")?;
+        if let Some(token) = &opts.admin_token {
+            converger_store::secrets::put_secret_value(&sdk, &token_arn, token).await?;
+        }
+        let admin_guard = vec![SharedInterceptor::new(
+            guards
+                .get(fun::ADMIN)
+                .cloned()
+                .ok_or("the admin function has no guard")?,
+        )];
+        let admin_token =
+            converger_store::secrets::secret_value(&sdk, &admin_guard, &token_arn).await?;
+        let session_secret = converger_store::secrets::secret_value(
+            &sdk,
+            &admin_guard,
+            &secret_arn("SESSION_SECRET_ARN")?,
+        )
+        .await?;
+        let resources = admin.resources()?;
         let pipeline = Arc::new(
             bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?,
         );
@@ -364,6 +384,7 @@ impl Stack {
         let admin_state = AppState::new(functions.admin.clone(), Some(admin_token.clone()))
             .with_web(converger_http::web::WebConfig {
                 admin_allow: opts.admin_ip_allowlist.clone(),
+                session_secret: session_secret.into_bytes(),
                 ..converger_http::web::WebConfig::local()
             });
         let admin_password = random_token();

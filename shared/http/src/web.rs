@@ -50,8 +50,12 @@ pub struct WebConfig {
 
 impl WebConfig {
     pub fn from_env() -> Self {
-        let secret = std::env::var("SESSION_SECRET")
-            .ok()
+        Self::from_env_with_secret(std::env::var("SESSION_SECRET").ok())
+    }
+
+    /// [`Self::from_env`] with the session secret given (read from Secrets Manager).
+    pub fn from_env_with_secret(secret: Option<String>) -> Self {
+        let secret = secret
             .filter(|s| s.len() >= 32)
             .map(String::into_bytes)
             .unwrap_or_else(|| {

@@ -18,7 +18,8 @@ pub struct PipelineConfig {
     pub allowlist: Allowlist,
     /// Deliveries of one batch processed at once.
     pub batch_concurrency: usize,
-    /// How long attempt log entries are kept.
+    /// How long deliveries, activities and attempt log entries are kept (`RETENTION_DAYS`;
+    /// DynamoDB TTL).
     pub attempt_retention: Duration,
     /// How far past its due time a pending delivery must be before the sweeper enqueues it
     /// again (its own message should have run it by then).
@@ -117,7 +118,11 @@ impl PipelineConfig {
         if let Some(n) = num::<usize>("BATCH_CONCURRENCY")? {
             c.batch_concurrency = n.max(1);
         }
+        // `ATTEMPT_LOG_RETENTION_DAYS` is the older name of `RETENTION_DAYS`.
         if let Some(d) = num::<u64>("ATTEMPT_LOG_RETENTION_DAYS")? {
+            c.attempt_retention = Duration::from_secs(d.max(1) * 86_400);
+        }
+        if let Some(d) = num::<u64>("RETENTION_DAYS")? {
             c.attempt_retention = Duration::from_secs(d.max(1) * 86_400);
         }
         if let Some(s) = num::<u64>("SWEEP_GRACE_SECONDS")? {

@@ -136,6 +136,11 @@ impl Pipeline {
             payload: new.payload,
             channel_ids: targets,
             created_at: now.clone(),
+            // Kept for the retention period, with its deliveries (DynamoDB TTL).
+            expires_at: Some(
+                now_ms / 1000
+                    + i64::try_from(self.config.attempt_retention.as_secs()).unwrap_or(i64::MAX / 2),
+            ),
         };
         // Flow control first: each delivery takes a slot of its channel's window (enqueued
         // now), waits in the backlog (window full) or is written parked (breaker open or

@@ -49,6 +49,10 @@ where
     StoreError::Unavailable(DisplayErrorContext(&e).to_string())
 }
 
+fn now_ms() -> i64 {
+    converger_core::time::now_ms()
+}
+
 fn to_item<T: Serialize>(v: &T) -> StoreResult<Item> {
     serde_dynamo::to_item(v).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
@@ -682,11 +686,13 @@ impl Store for DynamoStore {
     }
 
     async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>> {
-        self.get(&self.res.activities, "id", id.as_str()).await
+        let a: Option<Activity> = self.get(&self.res.activities, "id", id.as_str()).await?;
+        Ok(a.filter(|a| !crate::model::expired(a.expires_at, now_ms())))
     }
 
     async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>> {
-        self.get(&self.res.deliveries, "id", id.as_str()).await
+        let d: Option<Delivery> = self.get(&self.res.deliveries, "id", id.as_str()).await?;
+        Ok(d.filter(|d| !crate::model::expired(d.expires_at, now_ms())))
     }
 
     async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>> {
@@ -694,11 +700,17 @@ impl Store for DynamoStore {
             .iter()
             .map(|id| HashMap::from([("id".to_owned(), s(id.as_str()))]))
             .collect();
-        self.batch_get(&self.res.deliveries, keys, true)
+        let now = now_ms();
+        let rows: Vec<Delivery> = self
+            .batch_get(&self.res.deliveries, keys, true)
             .await?
             .into_iter()
             .map(from_item)
-            .collect()
+            .collect::<StoreResult<_>>()?;
+        Ok(rows
+            .into_iter()
+            .filter(|d| !crate::model::expired(d.expires_at, now))
+            .collect())
     }
 
     async fn claim(
@@ -1003,6 +1015,7 @@ impl Store for DynamoStore {
         // on the status indexes never drops a row and does not count.
         let selective = q.error_contains.is_some() || (q.status.is_none() && q.channel.is_some());
         let mut items: Vec<Delivery> = Vec::with_capacity(limit);
+        let now = now_ms();
         let mut start: Option<Item> = q.after.as_ref().map(|c| {
             HashMap::from([
                 ("id".to_owned(), s(c.id.as_str())),
@@ -1049,7 +1062,11 @@ impl Store for DynamoStore {
                 if items.len() == limit {
                     break;
                 }
-                items.push(from_item(item)?);
+                let d: Delivery = from_item(item)?;
+                // Expired by TTL but not deleted yet: absent.
+                if !crate::model::expired(d.expires_at, now) {
+                    items.push(d);
+                }
             }
             last_evaluated = out.last_evaluated_key.filter(|k| !k.is_empty());
             if items.len() == limit || last_evaluated.is_none() {

@@ -14,6 +14,7 @@ pub mod memory;
 pub mod model;
 pub mod ports;
 pub mod resources;
+pub mod secrets;
 pub mod sqs;
 
 pub use accounts::*;

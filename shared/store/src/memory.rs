@@ -380,19 +380,34 @@ impl Store for MemStore {
 
     async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>> {
         wait(&self.latency, |m| m.get).await;
-        self.with(|s| s.activities.get(id).cloned())
+        let now = converger_core::time::now_ms();
+        self.with(|s| {
+            s.activities
+                .get(id)
+                .filter(|a| !crate::model::expired(a.expires_at, now))
+                .cloned()
+        })
     }
 
     async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.get).await;
-        self.with(|s| s.deliveries.get(id).cloned())
+        let now = converger_core::time::now_ms();
+        self.with(|s| {
+            s.deliveries
+                .get(id)
+                .filter(|d| !crate::model::expired(d.expires_at, now))
+                .cloned()
+        })
     }
 
     async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>> {
         wait(&self.latency, |m| m.get).await;
         self.with(|s| {
+            let now = converger_core::time::now_ms();
             ids.iter()
-                .filter_map(|i| s.deliveries.get(i).cloned())
+                .filter_map(|i| s.deliveries.get(i))
+                .filter(|d| !crate::model::expired(d.expires_at, now))
+                .cloned()
                 .collect()
         })
     }
@@ -540,7 +555,14 @@ impl Store for MemStore {
 
     async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>> {
         wait(&self.latency, |m| m.query).await;
-        self.with(|s| q.page(s.deliveries.values()))
+        let now = converger_core::time::now_ms();
+        self.with(|s| {
+            q.page(
+                s.deliveries
+                    .values()
+                    .filter(|d| !crate::model::expired(d.expires_at, now)),
+            )
+        })
     }
 
     async fn count_by_status(

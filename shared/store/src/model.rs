@@ -111,6 +111,15 @@ pub struct Activity {
     pub payload: Value,
     pub channel_ids: Vec<ChannelId>,
     pub created_at: String,
+    /// When the row expires (seconds since the epoch; the table's TTL attribute). Reads treat
+    /// an expired row as absent: DynamoDB deletes it up to two days later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+}
+
+/// Whether a row with TTL `expires_at` (seconds) has expired at `now_ms`.
+pub fn expired(expires_at: Option<i64>, now_ms: i64) -> bool {
+    expires_at.is_some_and(|at| at.saturating_mul(1000) <= now_ms)
 }
 
 /// One attempt, as the delivery log shows it.
@@ -218,6 +227,10 @@ pub struct Delivery {
     /// retried).
     #[serde(default, skip_serializing_if = "is_false")]
     pub handed_off: bool,
+    /// When the row expires (seconds since the epoch; the table's TTL attribute): its
+    /// activity's expiry. Reads treat an expired row as absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -252,6 +265,7 @@ impl Delivery {
             in_backlog: false,
             slot: false,
             handed_off: false,
+            expires_at: activity.expires_at,
         }
     }
 }

@@ -61,13 +61,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
         let stack = crate::cfn::deploy(
             &endpoint,
             &format!("bin{}", std::process::id()),
-            &std::collections::BTreeMap::from([
-                ("AdminToken".to_owned(), "bench-admin-token-0123456789".to_owned()),
-                (
-                    "SessionSecret".to_owned(),
-                    "bench-session-secret-0123456789abcdef".to_owned(),
-                ),
-            ]),
+            &std::collections::BTreeMap::new(),
         )
         .await?;
         let arch = architecture(&stack)?;

@@ -24,6 +24,7 @@ pub(crate) fn row(
         payload: json!({}),
         channel_ids: vec![channel.id.clone()],
         created_at: now.clone(),
+        expires_at: None,
     };
     let mut d = Delivery::new(&a, channel, Tier::Bulk, due, &now);
     d.status = status;
