@@ -5,10 +5,10 @@
 
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use aws_lambda_events::event::sqs::SqsEvent;
-use converger_pipeline::handlers::IngestMessage;
-use converger_store::DeliveryMessage;
 use aws_sdk_dynamodb::types::AttributeValue;
 use converger_local::iam::IamGuard;
+use converger_pipeline::handlers::IngestMessage;
+use converger_store::DeliveryMessage;
 use converger_store::aws::Clients;
 use converger_store::resources::DELIVER_TIMEOUT_S;
 use converger_tests::TestStack;
@@ -75,7 +75,9 @@ async fn the_functions_run_as_the_deployed_stack_says() {
         }
     }
     assert_eq!(
-        d.function("RetrySchedulerFunction").unwrap().schedule_period(),
+        d.function("RetrySchedulerFunction")
+            .unwrap()
+            .schedule_period(),
         Some(std::time::Duration::from_secs(60))
     );
     assert_eq!(
@@ -134,7 +136,11 @@ async fn the_iam_check_refuses_what_the_policy_does_not_allow() {
     let d = &t.stack.deployed;
     let ingest = d.function("IngestFunction").unwrap();
     // The ingest function's deployed policy, in a guard that keeps its denials to itself.
-    let guard = IamGuard::private("IngestFunction", ingest.parsed_policies().unwrap(), d.arns());
+    let guard = IamGuard::private(
+        "IngestFunction",
+        ingest.parsed_policies().unwrap(),
+        d.arns(),
+    );
     let sdk = converger_store::aws::load_config_for(t.stack.aws_endpoint_url.as_deref()).await;
     let clients = Clients::intercepted(
         &sdk,
@@ -191,7 +197,9 @@ async fn an_ingested_activity_and_its_deliveries_expire_after_the_retention_peri
     let a = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
     let store = &t.stack.pipeline.store;
     let activity = store
-        .get_activity(&converger_core::ActivityId::parse(a["activity_id"].as_str().unwrap()).unwrap())
+        .get_activity(
+            &converger_core::ActivityId::parse(a["activity_id"].as_str().unwrap()).unwrap(),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -215,7 +223,11 @@ async fn an_ingested_activity_and_its_deliveries_expire_after_the_retention_peri
             .await
             .unwrap();
         let desc = ttl.time_to_live_description.unwrap();
-        assert_eq!(desc.attribute_name.as_deref(), Some("expires_at"), "{table}");
+        assert_eq!(
+            desc.attribute_name.as_deref(),
+            Some("expires_at"),
+            "{table}"
+        );
     }
     t.stop().await;
 }
@@ -236,7 +248,12 @@ async fn a_path_no_route_of_the_template_takes_never_reaches_a_function() {
     assert_eq!(a.status, 404);
     assert_eq!(a.body["message"], "Not Found");
     let a = t
-        .raw("GET", format!("{}/elsewhere", t.stack.admin_url), None, None)
+        .raw(
+            "GET",
+            format!("{}/elsewhere", t.stack.admin_url),
+            None,
+            None,
+        )
         .await;
     assert_eq!(a.status, 404);
     t.stop().await;

@@ -271,7 +271,10 @@ async fn rows_past_their_retention_read_as_absent(b: Backend) {
     kept.expires_at = Some(now / 1000 + 3600);
     let d_old = Delivery::new(&old, &f.channel, Tier::Default, now, &old.created_at);
     let d_kept = Delivery::new(&kept, &f.channel, Tier::Default, now, &kept.created_at);
-    assert_eq!(d_old.expires_at, old.expires_at, "a delivery expires with its activity");
+    assert_eq!(
+        d_old.expires_at, old.expires_at,
+        "a delivery expires with its activity"
+    );
     f.store
         .create_fresh_activity(&old, std::slice::from_ref(&d_old))
         .await
@@ -313,7 +316,11 @@ async fn rows_past_their_retention_read_as_absent(b: Backend) {
         .await
         .unwrap();
     assert_eq!(
-        listed.items.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        listed
+            .items
+            .iter()
+            .map(|d| d.id.clone())
+            .collect::<Vec<_>>(),
         vec![d_kept.id.clone()]
     );
     f.stop().await;

@@ -27,14 +27,16 @@ async fn main() -> Result<(), Error> {
     // The admin token and the session secret come from Secrets Manager (the template passes
     // their ARNs), read once here.
     let sdk = converger_store::aws::load_config().await;
-    let token = converger_store::secrets::secret_or_env(&sdk, "ADMIN_TOKEN_SECRET_ARN", "ADMIN_TOKEN")
-        .await?
-        .filter(|t| t.len() >= 16);
+    let token =
+        converger_store::secrets::secret_or_env(&sdk, "ADMIN_TOKEN_SECRET_ARN", "ADMIN_TOKEN")
+            .await?
+            .filter(|t| t.len() >= 16);
     let session =
         converger_store::secrets::secret_or_env(&sdk, "SESSION_SECRET_ARN", "SESSION_SECRET")
             .await?;
-    let state = converger_http::AppState::new(pipeline, token)
-        .with_web(converger_http::web::WebConfig::from_env_with_secret(session));
+    let state = converger_http::AppState::new(pipeline, token).with_web(
+        converger_http::web::WebConfig::from_env_with_secret(session),
+    );
     let app = converger_http::admin::router(state.clone())
         .merge(converger_http::web::router(state))
         .layer(axum::middleware::map_request(source_ip));

@@ -249,7 +249,10 @@ impl Arns {
                 .split_once("://")
                 .map_or(uri, |(_, rest)| rest.split_once('/').map_or("", |(_, p)| p));
             let path = path.split('?').next().unwrap_or(path);
-            let api = self.websocket_api.clone().unwrap_or_else(|| "unknown".into());
+            let api = self
+                .websocket_api
+                .clone()
+                .unwrap_or_else(|| "unknown".into());
             return vec![access(
                 "execute-api:ManageConnections".into(),
                 format!(
@@ -589,7 +592,10 @@ mod tests {
         assert!(wildcard("a*b*c", "axxbyyc", false));
         assert!(!wildcard("a*b*c", "axxbyy", false));
         assert!(wildcard("*", "", false));
-        assert!(!wildcard("Table", "table", false), "resources are case-sensitive");
+        assert!(
+            !wildcard("Table", "table", false),
+            "resources are case-sensitive"
+        );
     }
 
     #[test]
@@ -672,9 +678,8 @@ mod tests {
 
     #[test]
     fn sqs_batches_need_the_single_action_on_the_queue_arn() {
-        let body =
-            json!({"QueueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/s-Q-1"})
-                .to_string();
+        let body = json!({"QueueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/s-Q-1"})
+            .to_string();
         let a = arns().accesses(
             Some("AmazonSQS.SendMessageBatch"),
             "POST",
@@ -692,8 +697,8 @@ mod tests {
 
     #[test]
     fn events_and_websocket_pushes_name_their_resources() {
-        let body = json!({"Entries": [{"EventBusName": "bus"}, {"EventBusName": "bus"}]})
-            .to_string();
+        let body =
+            json!({"Entries": [{"EventBusName": "bus"}, {"EventBusName": "bus"}]}).to_string();
         let a = arns().accesses(Some("AWSEvents.PutEvents"), "POST", "/", body.as_bytes());
         assert_eq!(
             a,

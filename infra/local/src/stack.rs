@@ -300,9 +300,8 @@ impl Stack {
         )
         .await?;
         let resources = admin.resources()?;
-        let pipeline = Arc::new(
-            bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?,
-        );
+        let pipeline =
+            Arc::new(bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?);
 
         let (shutdown, rx) = watch::channel(false);
         let mut tasks = Vec::new();
@@ -477,7 +476,10 @@ impl Stack {
 
     /// Every request a function made that its deployed policy does not allow.
     pub fn iam_violations(&self) -> Vec<Violation> {
-        self.guards.values().flat_map(IamGuard::violations).collect()
+        self.guards
+            .values()
+            .flat_map(IamGuard::violations)
+            .collect()
     }
 
     /// Stops the pollers, the servers and the emulator this stack started.

@@ -18,8 +18,10 @@ pub struct PipelineConfig {
     pub allowlist: Allowlist,
     /// Deliveries of one batch processed at once.
     pub batch_concurrency: usize,
-    /// How long deliveries, activities and attempt log entries are kept (`RETENTION_DAYS`;
-    /// DynamoDB TTL).
+    /// How long deliveries and their activities are kept (`RETENTION_DAYS`; DynamoDB TTL).
+    pub retention: Duration,
+    /// How long attempt log entries are kept (`RETENTION_DAYS`, or
+    /// `ATTEMPT_LOG_RETENTION_DAYS` for the log alone).
     pub attempt_retention: Duration,
     /// How far past its due time a pending delivery must be before the sweeper enqueues it
     /// again (its own message should have run it by then).
@@ -57,6 +59,7 @@ impl Default for PipelineConfig {
             channel_cache_ttl: Duration::from_secs(5),
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
+            retention: Duration::from_secs(30 * 86_400),
             attempt_retention: Duration::from_secs(30 * 86_400),
             sweep_grace: Duration::from_secs(300),
             sweep_limit: 10_000,
@@ -118,11 +121,12 @@ impl PipelineConfig {
         if let Some(n) = num::<usize>("BATCH_CONCURRENCY")? {
             c.batch_concurrency = n.max(1);
         }
-        // `ATTEMPT_LOG_RETENTION_DAYS` is the older name of `RETENTION_DAYS`.
-        if let Some(d) = num::<u64>("ATTEMPT_LOG_RETENTION_DAYS")? {
-            c.attempt_retention = Duration::from_secs(d.max(1) * 86_400);
-        }
         if let Some(d) = num::<u64>("RETENTION_DAYS")? {
+            c.retention = Duration::from_secs(d.max(1) * 86_400);
+            c.attempt_retention = c.retention;
+        }
+        // The attempt log alone may be kept for less.
+        if let Some(d) = num::<u64>("ATTEMPT_LOG_RETENTION_DAYS")? {
             c.attempt_retention = Duration::from_secs(d.max(1) * 86_400);
         }
         if let Some(s) = num::<u64>("SWEEP_GRACE_SECONDS")? {

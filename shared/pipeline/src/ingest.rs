@@ -139,7 +139,7 @@ impl Pipeline {
             // Kept for the retention period, with its deliveries (DynamoDB TTL).
             expires_at: Some(
                 now_ms / 1000
-                    + i64::try_from(self.config.attempt_retention.as_secs()).unwrap_or(i64::MAX / 2),
+                    + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2),
             ),
         };
         // Flow control first: each delivery takes a slot of its channel's window (enqueued

@@ -104,7 +104,8 @@ impl ApiGatewaySockets {
         url: &str,
         interceptors: &[crate::aws::SharedInterceptor],
     ) -> Self {
-        let mut conf = aws_sdk_apigatewaymanagement::config::Builder::from(config).endpoint_url(url);
+        let mut conf =
+            aws_sdk_apigatewaymanagement::config::Builder::from(config).endpoint_url(url);
         for i in interceptors {
             conf.push_interceptor(i.clone());
         }

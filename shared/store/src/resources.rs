@@ -124,7 +124,7 @@ impl Resources {
         let mut dlq_urls = std::collections::HashMap::new();
         for q in QUEUES {
             queue_urls.insert(q.name, need(q.env)?);
-            if let Some(url) = q.dlq_env.and_then(|k| var(k)).filter(|v| !v.is_empty()) {
+            if let Some(url) = q.dlq_env.and_then(&var).filter(|v| !v.is_empty()) {
                 dlq_urls.insert(q.name, url);
             }
         }

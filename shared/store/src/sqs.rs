@@ -95,7 +95,9 @@ impl Queue for SqsQueue {
         let mut queues: Vec<(String, String)> = Vec::with_capacity(6);
         for (i, tier) in Tier::ALL.iter().enumerate() {
             let name = tier.queue_name();
-            let dlq_env = tier_queue(*tier).dlq_env.unwrap_or("a dead-letter queue URL");
+            let dlq_env = tier_queue(*tier)
+                .dlq_env
+                .unwrap_or("a dead-letter queue URL");
             let dlq = self.dlqs.get(i).cloned().flatten().ok_or_else(|| {
                 QueueError(format!(
                     "{dlq_env} is not set: queue depths need the dead-letter queues' URLs"

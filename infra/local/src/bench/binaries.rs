@@ -95,7 +95,9 @@ fn architecture(stack: &crate::cfn::DeployedStack) -> Result<String, String> {
         .collect();
     match archs.into_iter().collect::<Vec<_>>().as_slice() {
         [one] => Ok((*one).to_owned()),
-        other => Err(format!("the functions declare architectures {other:?}, not one")),
+        other => Err(format!(
+            "the functions declare architectures {other:?}, not one"
+        )),
     }
 }
 

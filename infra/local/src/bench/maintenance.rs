@@ -61,7 +61,12 @@ pub async fn sweep(settled: usize) -> Result<(), String> {
     let seeded = started.elapsed();
 
     let t0 = Instant::now();
-    let report = stack.functions.retry_scheduler.sweep().await.map_err(|e| e.to_string())?;
+    let report = stack
+        .functions
+        .retry_scheduler
+        .sweep()
+        .await
+        .map_err(|e| e.to_string())?;
     let took = t0.elapsed();
     super::emit(json!({
         "scenario": "sweep",
