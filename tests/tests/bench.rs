@@ -64,11 +64,15 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     assert_eq!(first["dynamodb/UpdateItem"], 5.0, "{line}");
     let unwindowed = &cases["first_try_no_window"]["per_delivery"];
     assert_eq!(unwindowed["dynamodb/UpdateItem"], 3.0, "{line}");
+    // Everything but a cache refresh is fixed: a channel or flow item read again after a
+    // function's cache expired depends on how slow the shared emulator is at that moment.
+    let refreshes = first["dynamodb/GetItem"].as_f64().unwrap_or(0.0);
     assert!(
         cases["first_try"]["billed_requests_per_delivery"]
             .as_f64()
             .unwrap()
-            <= 9.5,
+            - refreshes
+            <= 9.0,
         "{line}"
     );
     assert_eq!(first["sqs/SendMessage"], 1.0, "{line}");

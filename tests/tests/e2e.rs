@@ -265,3 +265,47 @@ async fn the_same_activity_id_twice_creates_nothing_new() {
     assert_eq!(rx.requests().len(), 1);
     t.stop().await;
 }
+
+/// Producers that write to the activities queue instead of calling the API: the ingest
+/// function (its deployed mapping, environment and policy) takes the message to the receiver.
+#[tokio::test]
+async fn an_activity_on_the_activities_queue_is_ingested_and_delivered() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let url = t
+        .stack
+        .resources
+        .queue_url(&converger_store::resources::ACTIVITIES_QUEUE)
+        .unwrap()
+        .to_owned();
+    let body = json!({
+        "tenant_id": tenant,
+        "activity": {"conversation_id": "conv-q", "channel_ids": [ch["id"]],
+                     "payload": {"text": "from the queue"}},
+    });
+    t.stack
+        .clients
+        .sqs
+        .send_message()
+        .queue_url(url)
+        .message_body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while rx.requests().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let got = rx.requests();
+    assert_eq!(got.len(), 1, "delivered once");
+    let sent: Value = serde_json::from_slice(&got[0].body).unwrap();
+    assert_eq!(sent["payload"]["text"], "from the queue", "{sent}");
+    assert!(
+        t.stack.iam_violations().is_empty(),
+        "{:?}",
+        t.stack.iam_violations()
+    );
+    t.stop().await;
+}

@@ -56,6 +56,12 @@ async fn run(demo: bool) -> Result<(), String> {
         ..StackOptions::default()
     };
     let stack = Stack::start(opts).await?;
+    eprintln!(
+        "converger: infra/template.yaml deployed as stack `{}` in {} ms; ready in {} ms",
+        stack.name(),
+        stack.deploy_time.as_millis(),
+        stack.start_time.as_millis()
+    );
     let ready = serde_json::json!({
         "api_url": stack.api_url,
         "admin_url": stack.admin_url,
