@@ -26,6 +26,7 @@ import time
 import zipfile
 
 import hashlib
+import importlib.metadata
 from concurrent.futures import ThreadPoolExecutor
 
 import boto3
@@ -72,8 +73,14 @@ def _prepare(template_path, params, region):
         text = f.read()
     with open(__file__, "rb") as f:
         me = f.read()
+    versions = "".join(importlib.metadata.version(p) for p in ("moto", "aws-sam-translator"))
     key = hashlib.sha256(
-        text + me + json.dumps(params, sort_keys=True).encode() + region.encode() + sys.prefix.encode()
+        text
+        + me
+        + json.dumps(params, sort_keys=True).encode()
+        + region.encode()
+        + sys.prefix.encode()
+        + versions.encode()
     ).hexdigest()[:32]
     cache_dir = os.path.join(os.path.dirname(os.path.abspath(template_path)), "..", ".local", "cache")
     cache = os.path.join(cache_dir, f"template-{key}.json")
@@ -354,13 +361,7 @@ def main():
     out_functions = {k: j.result() for k, j in function_jobs.items()}
     pool.shutdown()
 
-    account = boto3.client(
-        "sts",
-        endpoint_url=req["endpoint"],
-        region_name=req["region"],
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-    ).get_caller_identity()["Account"]
+    account = _client("sts", req).get_caller_identity()["Account"]
 
     json.dump(
         {

@@ -323,6 +323,30 @@ async fn rows_past_their_retention_read_as_absent(b: Backend) {
             .collect::<Vec<_>>(),
         vec![d_kept.id.clone()]
     );
+    // Nor is it swept again or attempted.
+    let later = now + 1_000;
+    for (d, listed) in [(&d_old, false), (&d_kept, true)] {
+        let page = f
+            .store
+            .overdue(converger_store::due_shard(&d.id), later, 100, None)
+            .await
+            .unwrap();
+        assert_eq!(page.items.iter().any(|o| o.id == d.id), listed);
+    }
+    assert!(matches!(
+        f.store
+            .claim(&d_old.id, "tok", later, 60_000)
+            .await
+            .unwrap(),
+        Claim::Missing
+    ));
+    assert!(matches!(
+        f.store
+            .claim(&d_kept.id, "tok", later, 60_000)
+            .await
+            .unwrap(),
+        Claim::Claimed(_)
+    ));
     f.stop().await;
 }
 

@@ -133,7 +133,7 @@ pub fn rate(expr: &str) -> Option<Duration> {
         "day" => 86400,
         _ => return None,
     };
-    Some(Duration::from_secs(n * secs))
+    n.checked_mul(secs).map(Duration::from_secs)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -287,7 +287,9 @@ pub async fn deploy(
     let root = emulator::root();
     let request = serde_json::json!({
         "endpoint": endpoint,
-        "region": std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
+        "region": std::env::var("AWS_REGION")
+            .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+            .unwrap_or_else(|_| "us-east-1".into()),
         "stack_name": stack_name,
         "template": root.join("infra/template.yaml"),
         "parameters": parameters,

@@ -244,6 +244,10 @@ impl Arns {
         let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
         let access = |action: String, resource: String| Access { action, resource };
         let Some(target) = target else {
+            if !uri.contains("/@connections/") {
+                // A service this check does not know: refused until it is taught.
+                return vec![access(format!("unknown:{method}"), uri.to_owned())];
+            }
             // The WebSocket management API: `{method} /{stage}/@connections/{id}`.
             let path = uri
                 .split_once("://")
@@ -415,8 +419,15 @@ fn append(violation: bool, line: &str) {
                 .append(true)
                 .open(dir.join(format!("{kind}-{}.jsonl", std::process::id())))
         };
-        if let (Ok(v), Ok(g)) = (open("violations"), open("grants")) {
-            *files = Some((v, g));
+        match (open("violations"), open("grants")) {
+            (Ok(v), Ok(g)) => *files = Some((v, g)),
+            (Err(e), _) | (_, Err(e)) => {
+                // The run's check depends on these files: say so loudly.
+                eprintln!(
+                    "converger IAM check: cannot write under {}: {e}",
+                    dir.display()
+                );
+            }
         }
     }
     if let Some((v, g)) = files.as_mut() {
@@ -485,7 +496,16 @@ impl IamGuard {
         body: &[u8],
     ) -> Result<(), Violation> {
         let g = &self.inner;
-        for access in g.arns.accesses(target, method, uri, body) {
+        let mut accesses = g.arns.accesses(target, method, uri, body);
+        if accesses.is_empty() {
+            // A request that names no resource (an empty batch, a body that did not parse)
+            // is refused rather than waved through.
+            accesses.push(Access {
+                action: target.unwrap_or(method).to_owned(),
+                resource: "(no resource named)".into(),
+            });
+        }
+        for access in accesses {
             match evaluate(&g.policies, &access.action, &access.resource) {
                 Decision::Allow(grant) => {
                     let fresh = g.used.lock().is_ok_and(|mut u| u.insert(grant.clone()));
@@ -783,6 +803,27 @@ mod tests {
              arn:aws:dynamodb:us-east-1:123456789012:table/T"
         );
         assert_eq!(g.violations(), vec![err]);
+    }
+
+    #[test]
+    fn a_request_that_names_nothing_or_an_unknown_service_is_refused() {
+        let p = policy(json!([{"Effect": "Allow", "Action": "*", "Resource": "arn:*"}]));
+        let g = IamGuard::private("ApiFunction", p, arns());
+        let empty = json!({"RequestItems": {}}).to_string();
+        assert!(
+            g.check(
+                Some("DynamoDB_20120810.BatchWriteItem"),
+                "POST",
+                "/",
+                empty.as_bytes()
+            )
+            .is_err()
+        );
+        assert!(
+            g.check(None, "GET", "https://s3.example/bucket/key", b"")
+                .is_err()
+        );
+        assert_eq!(g.violations().len(), 2);
     }
 
     #[test]

@@ -194,6 +194,10 @@ async fn test(args: &[String]) -> Result<(), String> {
     let iam_dir = target_dir(&root).join("iam");
     let _ = std::fs::remove_dir_all(&iam_dir);
     std::fs::create_dir_all(&iam_dir).map_err(|e| format!("{}: {e}", iam_dir.display()))?;
+    // Absolute: the test processes run in their crates' directories.
+    let iam_dir = iam_dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", iam_dir.display()))?;
     // One deployment up front: the template must deploy, and its grants are what the run's
     // requests are held against.
     let started = std::time::Instant::now();

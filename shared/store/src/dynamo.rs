@@ -729,9 +729,11 @@ impl Store for DynamoStore {
             .condition_expression(
                 "attribute_exists(id) AND #st = :pending AND next_attempt_at <= :now \
                  AND (attribute_not_exists(lease_until) OR lease_until < :now) \
-                 AND attribute_not_exists(handed_off)",
+                 AND attribute_not_exists(handed_off) \
+                 AND (attribute_not_exists(expires_at) OR expires_at > :now_s)",
             )
             .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
             .expression_attribute_values(":token", s(token))
             .expression_attribute_values(":until", n(now_ms.saturating_add(lease_ms)))
             .expression_attribute_values(":now", n(now_ms))
@@ -762,6 +764,8 @@ impl Store for DynamoStore {
         };
         Ok(match old {
             None => Claim::Missing,
+            // Past its retention: gone, whatever DynamoDB has not deleted yet.
+            Some(d) if crate::model::expired(d.expires_at, now_ms) => Claim::Missing,
             Some(d) if d.status != DeliveryStatus::Pending || d.handed_off => Claim::Settled(d),
             Some(d) if d.next_attempt_at > now_ms => Claim::NotDue(d),
             Some(_) => Claim::Busy,
@@ -921,8 +925,14 @@ impl Store for DynamoStore {
                 tier: converger_core::Tier,
                 #[serde(default)]
                 lease_until: Option<i64>,
+                #[serde(default)]
+                expires_at: Option<i64>,
             }
             let r: Row = from_item(item)?;
+            // Past its retention: not enqueued again (the claim would drop it anyway).
+            if crate::model::expired(r.expires_at, before_ms.max(now_ms())) {
+                continue;
+            }
             items.push(Overdue {
                 id: r.id,
                 tier: r.tier,

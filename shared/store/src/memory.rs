@@ -424,6 +424,9 @@ impl Store for MemStore {
             let Some(d) = s.deliveries.get_mut(id) else {
                 return Claim::Missing;
             };
+            if crate::model::expired(d.expires_at, now_ms) {
+                return Claim::Missing;
+            }
             if d.status != DeliveryStatus::Pending || d.handed_off {
                 return Claim::Settled(d.clone());
             }
@@ -696,6 +699,7 @@ impl Store for MemStore {
         from: Option<String>,
     ) -> StoreResult<Page<Overdue>> {
         wait(&self.latency, |m| m.query).await;
+        let now = converger_core::time::now_ms();
         self.with(|s| {
             let mut rows: Vec<(String, &Delivery)> = s
                 .deliveries
@@ -707,6 +711,7 @@ impl Store for MemStore {
                         && due_shard(&d.id) == shard
                 })
                 .filter(|d| d.next_attempt_at < before_ms)
+                .filter(|d| !crate::model::expired(d.expires_at, before_ms.max(now)))
                 .map(|d| (format!("{}#{}", due_key(d.next_attempt_at), d.id), d))
                 .filter(|(k, _)| from.as_ref().is_none_or(|f| k > f))
                 .collect();
