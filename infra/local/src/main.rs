@@ -62,6 +62,11 @@ async fn run(demo: bool) -> Result<(), String> {
         stack.deploy_time.as_millis(),
         stack.start_time.as_millis()
     );
+    let env_dir = write_function_envs(&stack)?;
+    eprintln!(
+        "converger: each function's deployed environment is in {} (for cargo lambda watch --env-file)",
+        env_dir.display()
+    );
     let ready = serde_json::json!({
         "api_url": stack.api_url,
         "admin_url": stack.admin_url,
@@ -79,6 +84,36 @@ async fn run(demo: bool) -> Result<(), String> {
     eprintln!("converger: stopping");
     stack.stop().await;
     Ok(())
+}
+
+/// Writes each function's environment as deployed, pointed at this runner's emulator and
+/// WebSocket gateway, to `.local/stack/<function>.env`: what `cargo lambda watch --env-file`
+/// needs to run one function against the local stack.
+fn write_function_envs(stack: &Stack) -> Result<std::path::PathBuf, String> {
+    let dir = emulator::root().join(".local/stack");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let management = stack.ws_url.replacen("ws://", "http://", 1);
+    for f in stack.deployed.functions.values() {
+        let binary = f
+            .name
+            .strip_prefix(&format!("{}-", stack.name()))
+            .unwrap_or(&f.name);
+        let mut lines: Vec<String> = f
+            .env_pairs()
+            .into_iter()
+            .map(|(k, v)| match k.as_str() {
+                "WEBSOCKET_MANAGEMENT_URL" => format!("{k}={management}"),
+                _ => format!("{k}={v}"),
+            })
+            .collect();
+        if let Some(ep) = &stack.aws_endpoint_url {
+            lines.push(format!("AWS_ENDPOINT_URL={ep}"));
+        }
+        let path = dir.join(format!("{binary}.env"));
+        std::fs::write(&path, lines.join("\n") + "\n")
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(dir)
 }
 
 async fn status(cmd: &mut Command, what: &str) -> Result<(), String> {
