@@ -127,6 +127,15 @@ async fn sign_in_sessions_and_csrf() {
         html.contains("Dashboard") && html.contains("admin@localhost"),
         "{html}"
     );
+    // Queue depths of every tier queue and its dead-letter queue, as deployed.
+    assert!(!html.contains("queues-error"), "{html}");
+    for q in [
+        "deliveries-high-dlq",
+        "<td>deliveries-dlq</td>",
+        "deliveries-bulk-dlq",
+    ] {
+        assert!(html.contains(q), "{q} in {html}");
+    }
 
     // A login form posted without this browser's pre-session cookie is refused.
     let other = Browser::new(&t.stack.admin_url);

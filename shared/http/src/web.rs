@@ -1288,7 +1288,14 @@ async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
             (*st, counts.iter().sum(), capped)
         })
         .collect();
-    let depths = state.pipeline.queue.depths().await.unwrap_or_default();
+    // A failed read is shown, not hidden behind an empty table.
+    let (depths, depth_error) = match state.pipeline.queue.depths().await {
+        Ok(d) => (d, None),
+        Err(e) => {
+            tracing::warn!(error = %e, "queue depths unavailable");
+            (Vec::new(), Some(e.to_string()))
+        }
+    };
     let mut channels = Vec::new();
     for t in tenants.iter() {
         channels.extend(
@@ -1331,6 +1338,7 @@ async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
         table id="by-status" { tr { @for (s, _, _) in &by_status { th { (s) } } }
                           tr { @for (_, n, capped) in &by_status { td { (n) @if *capped { "+" } } } } }
         h2 { "Queues" }
+        @if let Some(e) = &depth_error { p.error id="queues-error" { "Queue depths unavailable: " (e) } }
         table id="queues" { tr { th { "Queue" } th { "Visible" } th { "Delayed" } th { "In flight" } }
             @for d in &depths { tr { td { (d.queue) } td { (d.visible) } td { (d.delayed) } td { (d.in_flight) } } } }
         h2 { "Channels not flowing" }
