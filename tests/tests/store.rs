@@ -68,6 +68,7 @@ conformance!(
     connections_are_found_by_channel,
     users_tenants_and_keys,
     rows_past_their_retention_read_as_absent,
+    scoped_reads_see_only_their_tenant,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
@@ -256,6 +257,42 @@ async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
             f.store.claim(&d.id, "tok", now, 60_000).await.unwrap(),
             Claim::Claimed(_)
         ));
+    }
+    f.stop().await;
+}
+
+async fn scoped_reads_see_only_their_tenant(b: Backend) {
+    use converger_store::Scope;
+    let f = fixture(b).await;
+    let a = activity(&f);
+    let d = Delivery::new(&a, &f.channel, Tier::Default, time::now_ms(), &a.created_at);
+    f.store
+        .create_fresh_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    let other = TenantId::generate();
+    let own = Scope::Tenant(&f.tenant.id);
+    for (scope, seen) in [
+        (own, true),
+        (Scope::Tenant(&other), false),
+        (Scope::Operator, true),
+    ] {
+        assert_eq!(
+            f.store
+                .channel_in(scope, &f.channel.id)
+                .await
+                .unwrap()
+                .is_some(),
+            seen
+        );
+        assert_eq!(
+            f.store.activity_in(scope, &a.id).await.unwrap().is_some(),
+            seen
+        );
+        assert_eq!(
+            f.store.delivery_in(scope, &d.id).await.unwrap().is_some(),
+            seen
+        );
     }
     f.stop().await;
 }

@@ -16,7 +16,7 @@ use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
 use converger_pipeline::ingest::NewActivity;
 use converger_pipeline::replay::ReplayError;
-use converger_store::{Channel, ChannelPatch, Delivery, DeliveryQuery, Tenant};
+use converger_store::{Channel, ChannelPatch, Delivery, DeliveryQuery, Scope, Tenant};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -203,10 +203,12 @@ async fn create_channel(
 
 async fn owned_channel(state: &AppState, tenant: &Tenant, id: &str) -> Result<Channel, ApiError> {
     let id = ChannelId::parse(id).map_err(|_| ApiError::not_found("channel"))?;
-    match state.pipeline.store.get_channel(&id).await? {
-        Some(c) if c.tenant_id == tenant.id => Ok(c),
-        _ => Err(ApiError::not_found("channel")),
-    }
+    state
+        .pipeline
+        .store
+        .channel_in(Scope::Tenant(&tenant.id), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("channel"))
 }
 
 async fn get_channel(
@@ -347,10 +349,12 @@ pub(crate) async fn owned_delivery(
     id: &str,
 ) -> Result<Delivery, ApiError> {
     let id = DeliveryId::parse(id).map_err(|_| ApiError::not_found("delivery"))?;
-    match state.pipeline.store.get_delivery(&id).await? {
-        Some(d) if d.tenant_id == tenant.id => Ok(d),
-        _ => Err(ApiError::not_found("delivery")),
-    }
+    state
+        .pipeline
+        .store
+        .delivery_in(Scope::Tenant(&tenant.id), &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("delivery"))
 }
 
 async fn get_delivery(
@@ -633,8 +637,13 @@ async fn get_replay(
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    match state.pipeline.store.get_replay_job(&id).await? {
-        Some(job) if job.tenant_id == tenant.id => Ok(Json(views::replay_job(&job))),
-        _ => Err(ApiError::not_found("replay")),
+    match state
+        .pipeline
+        .store
+        .replay_job_in(Scope::Tenant(&tenant.id), &id)
+        .await?
+    {
+        Some(job) => Ok(Json(views::replay_job(&job))),
+        None => Err(ApiError::not_found("replay")),
     }
 }

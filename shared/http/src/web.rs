@@ -26,7 +26,7 @@ use converger_core::web::{
 use converger_core::{ChannelId, DeliveryId, DeliveryStatus, TenantId, Tier, time};
 use converger_pipeline::replay::ReplayError;
 use converger_pipeline::tenants::TenantError;
-use converger_store::{Channel, Delivery, DeliveryQuery, User};
+use converger_store::{Channel, Delivery, DeliveryQuery, Scope, User};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -814,11 +814,17 @@ async fn delivery_page(
     let p = prefix(v.realm);
     let back = back.unwrap_or_default();
     let found = match DeliveryId::parse(&id) {
-        Ok(id) => state.pipeline.store.get_delivery(&id).await,
+        Ok(id) => {
+            state
+                .pipeline
+                .store
+                .delivery_in(Scope::of(v.own_tenant()), &id)
+                .await
+        }
         Err(_) => Ok(None),
     };
     let d = match found {
-        Ok(Some(d)) if v.own_tenant().is_none_or(|t| &d.tenant_id == t) => d,
+        Ok(Some(d)) => d,
         Ok(_) => return page_error(StatusCode::NOT_FOUND, "No such delivery."),
         Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
     };
@@ -1227,10 +1233,16 @@ async fn pause_or_resume(
         return forbidden();
     }
     let channel = match ChannelId::parse(&id) {
-        Ok(id) => state.pipeline.store.get_channel(&id).await.ok().flatten(),
+        Ok(id) => state
+            .pipeline
+            .store
+            .channel_in(Scope::of(v.own_tenant()), &id)
+            .await
+            .ok()
+            .flatten(),
         Err(_) => None,
     };
-    let Some(channel) = channel.filter(|c| v.own_tenant().is_none_or(|t| &c.tenant_id == t)) else {
+    let Some(channel) = channel else {
         return page_error(StatusCode::NOT_FOUND, "No such channel.");
     };
     let r = match action.as_str() {

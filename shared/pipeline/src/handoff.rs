@@ -39,8 +39,10 @@ impl Services for Pipeline {
         // Never an echo channel (no bot answers a bot), never an inactive one.
         let mut targets = Vec::new();
         for id in reply.channel_ids {
-            if let Some(ch) = self.channel(id).await.map_err(store_error)?
-                && ch.tenant_id == tenant.id
+            if let Some(ch) = self
+                .channel_in(converger_store::Scope::Tenant(&tenant.id), id)
+                .await
+                .map_err(store_error)?
                 && ch.active
                 && ch.kind != ChannelType::Echo
             {

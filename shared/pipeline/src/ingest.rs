@@ -94,14 +94,15 @@ impl Pipeline {
             )));
         }
 
+        let scope = converger_store::Scope::Tenant(&tenant.id);
         let channels =
-            futures::future::try_join_all(targets.iter().map(|id| self.channel(id))).await?;
+            futures::future::try_join_all(targets.iter().map(|id| self.channel_in(scope, id)))
+                .await?;
         let mut resolved = Vec::with_capacity(channels.len());
         for (id, ch) in targets.iter().zip(channels) {
-            let ch = match ch {
-                // Another tenant's channel is reported exactly like a missing one.
-                Some(ch) if ch.tenant_id == tenant.id => ch,
-                _ => return Err(IngestError::UnknownChannel(id.clone())),
+            // Another tenant's channel is reported exactly like a missing one.
+            let Some(ch) = ch else {
+                return Err(IngestError::UnknownChannel(id.clone()));
             };
             if !ch.active {
                 return Err(IngestError::InactiveChannel(id.clone()));

@@ -67,6 +67,16 @@ impl Pipeline {
         }
     }
 
+    /// A channel `scope` may see, from this instance's cache (see [`Self::channel`]): another
+    /// tenant's channel reads exactly like a missing one.
+    pub async fn channel_in(
+        &self,
+        scope: converger_store::Scope<'_>,
+        id: &ChannelId,
+    ) -> StoreResult<Option<Arc<Channel>>> {
+        Ok(self.channel(id).await?.filter(|c| scope.sees(&c.tenant_id)))
+    }
+
     /// A channel, from this instance's cache when it was read less than
     /// `channel_cache_ttl` ago.
     pub async fn channel(&self, id: &ChannelId) -> StoreResult<Option<Arc<Channel>>> {

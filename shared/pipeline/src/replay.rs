@@ -57,9 +57,12 @@ impl Pipeline {
         id: &DeliveryId,
         actor: &Actor,
     ) -> Result<Delivery, ReplayError> {
-        let d = match self.store.get_delivery(id).await? {
-            Some(d) if tenant.is_none_or(|t| &d.tenant_id == t) => d,
-            _ => return Err(ReplayError::NotFound),
+        let Some(d) = self
+            .store
+            .delivery_in(converger_store::Scope::of(tenant), id)
+            .await?
+        else {
+            return Err(ReplayError::NotFound);
         };
         if d.status != DeliveryStatus::Failed {
             return Err(ReplayError::NotFailed(d.status));
@@ -169,8 +172,12 @@ impl Pipeline {
         tenant: &TenantId,
         channel_id: &ChannelId,
     ) -> Result<(), ReplayError> {
-        match self.store.get_channel(channel_id).await? {
-            Some(ch) if &ch.tenant_id == tenant => {
+        match self
+            .store
+            .channel_in(converger_store::Scope::Tenant(tenant), channel_id)
+            .await?
+        {
+            Some(ch) => {
                 if ch.active {
                     Ok(())
                 } else {

@@ -36,6 +36,13 @@ pub trait Store:
 
     async fn create_channel(&self, channel: &Channel) -> StoreResult<()>;
     async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>>;
+    /// A channel `scope` may see (anything a tenant names is read this way).
+    async fn channel_in(&self, scope: Scope<'_>, id: &ChannelId) -> StoreResult<Option<Channel>> {
+        Ok(self
+            .get_channel(id)
+            .await?
+            .filter(|c| scope.sees(&c.tenant_id)))
+    }
     /// Updates the given fields of a channel of `tenant`; `None` if it does not exist there.
     async fn update_channel(
         &self,
@@ -66,8 +73,30 @@ pub trait Store:
         self.create_activity(activity, deliveries).await.map(drop)
     }
     async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>>;
+    /// An activity `scope` may see.
+    async fn activity_in(
+        &self,
+        scope: Scope<'_>,
+        id: &ActivityId,
+    ) -> StoreResult<Option<Activity>> {
+        Ok(self
+            .get_activity(id)
+            .await?
+            .filter(|a| scope.sees(&a.tenant_id)))
+    }
 
     async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>>;
+    /// A delivery `scope` may see.
+    async fn delivery_in(
+        &self,
+        scope: Scope<'_>,
+        id: &DeliveryId,
+    ) -> StoreResult<Option<Delivery>> {
+        Ok(self
+            .get_delivery(id)
+            .await?
+            .filter(|d| scope.sees(&d.tenant_id)))
+    }
     async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>>;
 
     /// Takes the lease of a pending, due delivery for `lease_ms`.
@@ -146,6 +175,13 @@ pub trait Store:
 
     async fn create_replay_job(&self, job: &ReplayJob) -> StoreResult<()>;
     async fn get_replay_job(&self, id: &str) -> StoreResult<Option<ReplayJob>>;
+    /// A replay job `scope` may see.
+    async fn replay_job_in(&self, scope: Scope<'_>, id: &str) -> StoreResult<Option<ReplayJob>> {
+        Ok(self
+            .get_replay_job(id)
+            .await?
+            .filter(|j| scope.sees(&j.tenant_id)))
+    }
     /// Writes a job's progress if its version is still `job.version - 1`.
     async fn save_replay_job(&self, job: &ReplayJob) -> StoreResult<bool>;
 
