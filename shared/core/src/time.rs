@@ -13,6 +13,12 @@ pub fn rfc3339(at: DateTime<Utc>) -> String {
     at.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
+/// Whether a row whose TTL is `expires_at` (seconds since the epoch) has expired at `now_ms`:
+/// such a row is absent, whatever the store has not deleted yet.
+pub fn expired(expires_at: Option<i64>, now_ms: i64) -> bool {
+    expires_at.is_some_and(|at| at.saturating_mul(1000) <= now_ms)
+}
+
 pub fn now_rfc3339() -> String {
     rfc3339(Utc::now())
 }

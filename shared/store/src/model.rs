@@ -141,10 +141,7 @@ impl<'a> Scope<'a> {
     }
 }
 
-/// Whether a row with TTL `expires_at` (seconds) has expired at `now_ms`.
-pub fn expired(expires_at: Option<i64>, now_ms: i64) -> bool {
-    expires_at.is_some_and(|at| at.saturating_mul(1000) <= now_ms)
-}
+pub use converger_core::time::expired;
 
 /// One attempt, as the delivery log shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,0 +1,262 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+use serde_json::json;
+
+fn arns() -> Arns {
+    Arns {
+        partition: "aws".into(),
+        region: "us-east-1".into(),
+        account: "123456789012".into(),
+        queues: HashMap::from([(
+            "https://sqs.us-east-1.amazonaws.com/123456789012/s-Q-1".into(),
+            "arn:aws:sqs:us-east-1:123456789012:s-Q-1".into(),
+        )]),
+        tables: HashMap::new(),
+        websocket_api: Some("ws123".into()),
+    }
+}
+
+fn policy(statements: Value) -> Vec<Policy> {
+    vec![Policy::parse("p", &json!({ "Statement": statements })).unwrap()]
+}
+
+#[test]
+fn wildcards_match_as_iam_does() {
+    assert!(wildcard("dynamodb:*", "dynamodb:GetItem", true));
+    assert!(wildcard("DynamoDB:getitem", "dynamodb:GetItem", true));
+    assert!(!wildcard("dynamodb:Get*", "dynamodb:PutItem", true));
+    assert!(wildcard("arn:*:table/t-?", "arn:aws:table/t-1", false));
+    assert!(!wildcard("arn:*:table/t-?", "arn:aws:table/t-12", false));
+    assert!(wildcard("a*b*c", "axxbyyc", false));
+    assert!(!wildcard("a*b*c", "axxbyy", false));
+    assert!(wildcard("*", "", false));
+    assert!(
+        !wildcard("Table", "table", false),
+        "resources are case-sensitive"
+    );
+}
+
+#[test]
+fn a_table_grant_does_not_cover_its_indexes() {
+    let p = policy(json!([{
+        "Effect": "Allow", "Action": ["dynamodb:Query"],
+        "Resource": "arn:aws:dynamodb:us-east-1:123456789012:table/T"
+    }]));
+    let body = json!({"TableName": "T", "IndexName": "by_x"}).to_string();
+    let a = arns().accesses(
+        Some("DynamoDB_20120810.Query"),
+        "POST",
+        "/",
+        body.as_bytes(),
+    );
+    assert_eq!(
+        a[0].resource,
+        "arn:aws:dynamodb:us-east-1:123456789012:table/T/index/by_x"
+    );
+    assert_eq!(
+        evaluate(&p, &a[0].action, &a[0].resource),
+        Decision::ImplicitDeny
+    );
+    let p = policy(json!([{
+        "Effect": "Allow", "Action": "dynamodb:Query",
+        "Resource": "arn:aws:dynamodb:us-east-1:123456789012:table/T/index/*"
+    }]));
+    assert!(matches!(
+        evaluate(&p, &a[0].action, &a[0].resource),
+        Decision::Allow(_)
+    ));
+}
+
+#[test]
+fn batch_and_transaction_requests_need_a_grant_per_table() {
+    let body = json!({"RequestItems": {"A": [], "B": []}}).to_string();
+    let a = arns().accesses(
+        Some("DynamoDB_20120810.BatchWriteItem"),
+        "POST",
+        "/",
+        body.as_bytes(),
+    );
+    assert_eq!(a.len(), 2);
+    assert!(a.iter().all(|x| x.action == "dynamodb:BatchWriteItem"));
+    let body = json!({"TransactItems": [
+        {"Update": {"TableName": "A"}},
+        {"ConditionCheck": {"TableName": "B"}},
+        {"Put": {"TableName": "B"}}
+    ]})
+    .to_string();
+    let a = arns().accesses(
+        Some("DynamoDB_20120810.TransactWriteItems"),
+        "POST",
+        "/",
+        body.as_bytes(),
+    );
+    let actions: Vec<&str> = a.iter().map(|x| x.action.as_str()).collect();
+    assert_eq!(
+        actions,
+        [
+            "dynamodb:UpdateItem",
+            "dynamodb:ConditionCheckItem",
+            "dynamodb:PutItem"
+        ]
+    );
+    let p = policy(json!([{
+        "Effect": "Allow", "Action": ["dynamodb:UpdateItem", "dynamodb:PutItem"],
+        "Resource": ["arn:aws:dynamodb:us-east-1:123456789012:table/A",
+                     "arn:aws:dynamodb:us-east-1:123456789012:table/B"]
+    }]));
+    assert!(matches!(
+        evaluate(&p, &a[0].action, &a[0].resource),
+        Decision::Allow(_)
+    ));
+    assert_eq!(
+        evaluate(&p, &a[1].action, &a[1].resource),
+        Decision::ImplicitDeny
+    );
+}
+
+#[test]
+fn sqs_batches_need_the_single_action_on_the_queue_arn() {
+    let body =
+        json!({"QueueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/s-Q-1"}).to_string();
+    let a = arns().accesses(
+        Some("AmazonSQS.SendMessageBatch"),
+        "POST",
+        "/",
+        body.as_bytes(),
+    );
+    assert_eq!(
+        a,
+        vec![Access {
+            action: "sqs:SendMessage".into(),
+            resource: "arn:aws:sqs:us-east-1:123456789012:s-Q-1".into()
+        }]
+    );
+}
+
+#[test]
+fn events_and_websocket_pushes_name_their_resources() {
+    let body = json!({"Entries": [{"EventBusName": "bus"}, {"EventBusName": "bus"}]}).to_string();
+    let a = arns().accesses(Some("AWSEvents.PutEvents"), "POST", "/", body.as_bytes());
+    assert_eq!(
+        a,
+        vec![Access {
+            action: "events:PutEvents".into(),
+            resource: "arn:aws:events:us-east-1:123456789012:event-bus/bus".into()
+        }]
+    );
+    let a = arns().accesses(
+        None,
+        "POST",
+        "http://127.0.0.1:3002/prod/@connections/abc%3D",
+        b"",
+    );
+    assert_eq!(
+        a[0].resource,
+        "arn:aws:execute-api:us-east-1:123456789012:ws123/prod/POST/@connections/abc%3D"
+    );
+    let p = policy(json!([{
+        "Effect": "Allow", "Action": "execute-api:ManageConnections",
+        "Resource": "arn:aws:execute-api:us-east-1:123456789012:ws123/prod/POST/@connections/*"
+    }]));
+    assert!(matches!(
+        evaluate(&p, &a[0].action, &a[0].resource),
+        Decision::Allow(_)
+    ));
+}
+
+#[test]
+fn an_explicit_deny_wins_and_not_action_excludes() {
+    let p = policy(json!([
+        {"Effect": "Allow", "Action": "dynamodb:*", "Resource": "*"},
+        {"Effect": "Deny", "Action": "dynamodb:DeleteItem", "Resource": "*"},
+        {"Effect": "Allow", "NotAction": "sqs:*", "Resource": "arn:x"}
+    ]));
+    assert!(matches!(
+        evaluate(&p, "dynamodb:GetItem", "arn:t"),
+        Decision::Allow(_)
+    ));
+    assert_eq!(
+        evaluate(&p, "dynamodb:DeleteItem", "arn:t"),
+        Decision::ExplicitDeny("p".into())
+    );
+    assert!(matches!(
+        evaluate(&p, "events:PutEvents", "arn:x"),
+        Decision::Allow(_)
+    ));
+    assert_eq!(
+        evaluate(&p, "sqs:SendMessage", "arn:x"),
+        Decision::ImplicitDeny
+    );
+}
+
+#[test]
+fn a_guard_refuses_and_names_function_action_and_resource() {
+    let p = policy(json!([{
+        "Effect": "Allow", "Action": "dynamodb:GetItem",
+        "Resource": "arn:aws:dynamodb:us-east-1:123456789012:table/T"
+    }]));
+    let g = IamGuard::private("IngestFunction", p, arns());
+    let get = json!({"TableName": "T"}).to_string();
+    assert!(
+        g.check(
+            Some("DynamoDB_20120810.GetItem"),
+            "POST",
+            "/",
+            get.as_bytes()
+        )
+        .is_ok()
+    );
+    let err = g
+        .check(
+            Some("DynamoDB_20120810.PutItem"),
+            "POST",
+            "/",
+            get.as_bytes(),
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "IngestFunction is not authorized to perform dynamodb:PutItem on \
+         arn:aws:dynamodb:us-east-1:123456789012:table/T"
+    );
+    assert_eq!(g.violations(), vec![err]);
+}
+
+#[test]
+fn a_request_that_names_nothing_or_an_unknown_service_is_refused() {
+    let p = policy(json!([{"Effect": "Allow", "Action": "*", "Resource": "arn:*"}]));
+    let g = IamGuard::private("ApiFunction", p, arns());
+    let empty = json!({"RequestItems": {}}).to_string();
+    assert!(
+        g.check(
+            Some("DynamoDB_20120810.BatchWriteItem"),
+            "POST",
+            "/",
+            empty.as_bytes()
+        )
+        .is_err()
+    );
+    assert!(
+        g.check(None, "GET", "https://s3.example/bucket/key", b"")
+            .is_err()
+    );
+    assert_eq!(g.violations().len(), 2);
+}
+
+#[test]
+fn policies_parse_single_values_and_refuse_conditions() {
+    let p = Policy::parse(
+        "x",
+        &json!({"Statement": {"Effect": "Allow", "Action": "a:b", "Resource": "r"}}),
+    )
+    .unwrap();
+    assert_eq!(p.statements[0].actions, vec!["a:b"]);
+    assert!(
+        Policy::parse(
+            "x",
+            &json!({"Statement": [{"Effect": "Allow", "Action": "a:b", "Resource": "r",
+                                   "Condition": {}}]})
+        )
+        .is_err()
+    );
+}
