@@ -117,30 +117,7 @@ pub struct Activity {
     pub expires_at: Option<i64>,
 }
 
-/// Whose rows a read may return: one tenant's (anything a tenant names), or every tenant's
-/// (operators, and the internal paths that follow a queue message). A row outside the scope
-/// reads exactly like a missing one, so another tenant's ids answer as unknown ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope<'a> {
-    Tenant(&'a TenantId),
-    Operator,
-}
-
-impl<'a> Scope<'a> {
-    /// `Some(tenant)`: that tenant's; `None`: every tenant's.
-    pub fn of(tenant: Option<&'a TenantId>) -> Self {
-        tenant.map_or(Self::Operator, Self::Tenant)
-    }
-
-    /// Whether a row owned by `owner` is in scope.
-    pub fn sees(&self, owner: &TenantId) -> bool {
-        match self {
-            Self::Tenant(t) => *t == owner,
-            Self::Operator => true,
-        }
-    }
-}
-
+pub use converger_core::Scope;
 pub use converger_core::time::expired;
 
 /// One attempt, as the delivery log shows it.
