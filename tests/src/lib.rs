@@ -1,12 +1,16 @@
 //! The test kit for Converger's end-to-end tests: a whole local stack per test (its own
-//! resource prefix, so tests never share a queue or see each other's rows), against the
-//! emulator named by `AWS_ENDPOINT_URL` or one it starts itself, with real HTTP receivers.
+//! resource prefix, so tests never share a queue or see each other's rows), with real HTTP
+//! receivers. The use-case scenarios run on the in-process backend ([`TestStack::start`]);
+//! the tests of AWS code paths run on the template deployed on the emulator named by
+//! `AWS_ENDPOINT_URL` or one the stack starts itself ([`TestStack::on_emulator`]).
+//! `CONVERGER_TEST_BACKEND=emulator` runs every scenario on the emulator.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod browser;
 pub mod fakes;
 
 pub use converger_local::receiver::{Receiver, Reply};
+use converger_local::stack::{AwsStack, Backend};
 use converger_local::{Stack, StackOptions};
 use converger_pipeline::PipelineConfig;
 use serde_json::{Value, json};
@@ -25,13 +29,25 @@ pub struct Answer {
 }
 
 impl TestStack {
+    /// A stack on the in-process backend (unless `CONVERGER_TEST_BACKEND=emulator`).
     pub async fn start() -> Self {
         Self::with(|_| {}).await
     }
 
-    /// A stack whose options `f` adjusts.
+    /// A stack on the emulator: the template deployed, every request IAM-checked.
+    pub async fn on_emulator() -> Self {
+        Self::with(|o| o.backend = Backend::Emulator).await
+    }
+
+    /// A stack whose options `f` adjusts (on the in-process backend unless `f` or
+    /// `CONVERGER_TEST_BACKEND=emulator` says otherwise).
     pub async fn with(f: impl FnOnce(&mut StackOptions)) -> Self {
+        let backend = match std::env::var("CONVERGER_TEST_BACKEND").as_deref() {
+            Ok("emulator") => Backend::Emulator,
+            _ => Backend::Memory,
+        };
         let mut opts = StackOptions {
+            backend,
             prefix: format!("t{}-", &uuid_like()[..12]),
             config: PipelineConfig {
                 allowlist: converger_core::net::Allowlist::loopback(),
@@ -60,6 +76,11 @@ impl TestStack {
 
     pub async fn stop(self) {
         self.stack.stop().await;
+    }
+
+    /// The emulator side of a stack started with [`Self::on_emulator`].
+    pub fn aws(&self) -> &AwsStack {
+        self.stack.aws().unwrap()
     }
 
     /// Sends a request with an optional bearer token and a raw body.
@@ -226,12 +247,23 @@ impl TestStack {
     }
 }
 
-/// A queue subscribed to the stack's event bus (a rule for `source: converger`), so a test
-/// reads the platform events the pipeline published.
+/// The platform events the pipeline published: on the emulator, a queue subscribed to the
+/// stack's bus (a rule for `source: converger`); in process, the events kept in memory, in
+/// the shape EventBridge delivers them (`source`, `detail-type`, `detail`).
 pub struct EventTap {
-    sqs: aws_sdk_sqs::Client,
-    url: String,
+    from: TapSource,
     seen: std::sync::Mutex<Vec<Value>>,
+}
+
+enum TapSource {
+    Queue {
+        sqs: aws_sdk_sqs::Client,
+        url: String,
+    },
+    Memory {
+        events: std::sync::Arc<converger_store::memory::MemEvents>,
+        from: usize,
+    },
 }
 
 impl EventTap {
@@ -243,18 +275,36 @@ impl EventTap {
             if done(&seen) || Instant::now() >= deadline {
                 return seen;
             }
-            let out = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.url)
-                .max_number_of_messages(10)
-                .wait_time_seconds(1)
-                .send()
-                .await
-                .unwrap();
-            let mut s = self.seen.lock().unwrap();
-            for m in out.messages.unwrap_or_default() {
-                s.push(serde_json::from_str(m.body.as_deref().unwrap()).unwrap());
+            match &self.from {
+                TapSource::Queue { sqs, url } => {
+                    let out = sqs
+                        .receive_message()
+                        .queue_url(url)
+                        .max_number_of_messages(10)
+                        .wait_time_seconds(1)
+                        .send()
+                        .await
+                        .unwrap();
+                    let mut s = self.seen.lock().unwrap();
+                    for m in out.messages.unwrap_or_default() {
+                        s.push(serde_json::from_str(m.body.as_deref().unwrap()).unwrap());
+                    }
+                }
+                TapSource::Memory { events, from } => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let published = events.published.lock().unwrap();
+                    *self.seen.lock().unwrap() = published
+                        .iter()
+                        .skip(*from)
+                        .map(|e| {
+                            json!({
+                                "source": converger_store::resources::EVENT_SOURCE,
+                                "detail-type": e.detail_type,
+                                "detail": e.detail,
+                            })
+                        })
+                        .collect();
+                }
             }
         }
     }
@@ -270,13 +320,24 @@ impl EventTap {
 }
 
 impl TestStack {
-    /// Subscribes a queue to the bus (see [`EventTap`]).
+    /// Starts reading the platform events published from now on (see [`EventTap`]).
     pub async fn tap_events(&self) -> EventTap {
+        if let Some(m) = self.stack.memory() {
+            let from = m.events.published.lock().unwrap().len();
+            return EventTap {
+                from: TapSource::Memory {
+                    events: m.events.clone(),
+                    from,
+                },
+                seen: std::sync::Mutex::new(Vec::new()),
+            };
+        }
         use aws_sdk_eventbridge::types::Target;
         use aws_sdk_sqs::types::QueueAttributeName;
-        let sqs = self.stack.clients.sqs.clone();
-        let eb = &self.stack.clients.eventbridge;
-        let bus = &self.stack.resources.bus;
+        let aws = self.aws();
+        let sqs = aws.clients.sqs.clone();
+        let eb = &aws.clients.eventbridge;
+        let bus = &aws.resources.bus;
         let url = sqs
             .create_queue()
             .queue_name(format!("{}-events-tap", self.stack.name()))
@@ -311,8 +372,7 @@ impl TestStack {
             .await
             .unwrap();
         EventTap {
-            sqs,
-            url,
+            from: TapSource::Queue { sqs, url },
             seen: std::sync::Mutex::new(Vec::new()),
         }
     }
@@ -353,18 +413,13 @@ impl TestStack {
         n: usize,
         parked: bool,
     ) -> Vec<String> {
-        let p = &self.stack.pipeline;
         let (tenant, channel) = self.stored(tenant_id, channel_id).await;
-        let dynamo = converger_store::dynamo::DynamoStore::new(
-            self.stack.clients.dynamodb.clone(),
-            self.stack.resources.clone(),
-        );
         let how = if parked {
             converger_local::seed::SeedAs::Parked
         } else {
             converger_local::seed::SeedAs::Backlog
         };
-        converger_local::seed::write(&dynamo, &*p.store, &tenant, &channel, n, how)
+        converger_local::seed::write(&self.stack, &tenant, &channel, n, how)
             .await
             .unwrap()
     }

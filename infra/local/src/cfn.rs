@@ -352,6 +352,68 @@ pub fn routed(routes: &[Route], method: &str, path: &str) -> bool {
     })
 }
 
+/// A function as `infra/template.yaml` declares it: the parts of its configuration the
+/// in-process backend plays without a deployment (its HTTP routes and its schedules).
+#[derive(Debug, Clone, Default)]
+pub struct DeclaredFunction {
+    pub routes: Vec<Route>,
+    pub schedules: Vec<String>,
+}
+
+impl DeclaredFunction {
+    /// The period of its first `rate(...)` schedule.
+    pub fn schedule_period(&self) -> Option<Duration> {
+        self.schedules.first().and_then(|s| rate(s))
+    }
+}
+
+/// Every `AWS::Serverless::Function` of the template, by logical id, with its `HttpApi`
+/// routes and `Schedule` expressions as written.
+pub fn declared_functions() -> Result<BTreeMap<String, DeclaredFunction>, String> {
+    let path = emulator::root().join("infra/template.yaml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    declared_in(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn declared_in(text: &str) -> Result<BTreeMap<String, DeclaredFunction>, String> {
+    let doc: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    let resources = doc
+        .get("Resources")
+        .and_then(serde_yaml::Value::as_mapping)
+        .ok_or("no Resources")?;
+    let mut out = BTreeMap::new();
+    for (id, r) in resources {
+        if r.get("Type").and_then(serde_yaml::Value::as_str) != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let id = id.as_str().ok_or("a resource id is not a string")?;
+        let mut f = DeclaredFunction::default();
+        let events = r
+            .get("Properties")
+            .and_then(|p| p.get("Events"))
+            .and_then(serde_yaml::Value::as_mapping);
+        for ev in events.into_iter().flat_map(|m| m.values()) {
+            let props = ev.get("Properties");
+            let prop = |k: &str| {
+                props
+                    .and_then(|p| p.get(k))
+                    .and_then(serde_yaml::Value::as_str)
+                    .map(str::to_owned)
+            };
+            match ev.get("Type").and_then(serde_yaml::Value::as_str) {
+                Some("HttpApi") => f.routes.push(Route {
+                    path: prop("Path").ok_or_else(|| format!("{id}: a route has no Path"))?,
+                    method: prop("Method").unwrap_or_else(|| "ANY".into()),
+                }),
+                Some("Schedule") => f.schedules.extend(prop("Schedule")),
+                _ => {}
+            }
+        }
+        out.insert(id.to_owned(), f);
+    }
+    Ok(out)
+}
+
 /// `HashMap` of queue URL by logical id (tests and tools).
 pub fn queue_urls(stack: &DeployedStack) -> HashMap<String, String> {
     stack
@@ -386,6 +448,23 @@ mod tests {
         }];
         assert!(routed(&routes, "GET", "/portal"));
         assert!(!routed(&routes, "POST", "/portal"));
+    }
+
+    #[test]
+    fn the_template_declares_routes_and_schedules() {
+        let text = "Resources:\n  Api:\n    Type: AWS::Serverless::Function\n    Properties:\n      Events:\n        All:\n          Type: HttpApi\n          Properties:\n            ApiId: !Ref HttpApi\n            Path: /api/{proxy+}\n            Method: ANY\n        Tick:\n          Type: Schedule\n          Properties:\n            Schedule: rate(5 minutes)\n  Q:\n    Type: AWS::SQS::Queue\n";
+        let f = declared_in(text).unwrap();
+        assert_eq!(f.len(), 1);
+        assert_eq!(f["Api"].routes[0].path, "/api/{proxy+}");
+        assert_eq!(f["Api"].schedule_period(), Some(Duration::from_secs(300)));
+        let real = declared_functions().unwrap();
+        assert!(
+            real[function::API]
+                .routes
+                .iter()
+                .any(|r| r.path == "/api/{proxy+}")
+        );
+        assert!(real[function::RETRY_SCHEDULER].schedule_period().is_some());
     }
 
     #[test]

@@ -12,4 +12,4 @@ pub mod receiver;
 pub mod seed;
 pub mod stack;
 
-pub use stack::{Every, QueueSettings, Stack, StackOptions};
+pub use stack::{Backend, Every, QueueSettings, Stack, StackOptions};

@@ -59,7 +59,7 @@ async fn run(demo: bool) -> Result<(), String> {
     eprintln!(
         "converger: infra/template.yaml deployed as stack `{}` in {} ms; ready in {} ms",
         stack.name(),
-        stack.deploy_time.as_millis(),
+        stack.aws()?.deploy_time.as_millis(),
         stack.start_time.as_millis()
     );
     let env_dir = write_function_envs(&stack)?;
@@ -93,7 +93,7 @@ fn write_function_envs(stack: &Stack) -> Result<std::path::PathBuf, String> {
     let dir = emulator::root().join(".local/stack");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let management = stack.ws_url.replacen("ws://", "http://", 1);
-    for f in stack.deployed.functions.values() {
+    for f in stack.aws()?.deployed.functions.values() {
         let binary = f
             .name
             .strip_prefix(&format!("{}-", stack.name()))

@@ -3,9 +3,9 @@
 //! transactions copy whole tables (and its memory grows with every copy), so thousands of
 //! ingests there take minutes and gigabytes; batch writes of the same rows take seconds.
 
+use crate::Stack;
 use converger_core::{ActivityId, DeliveryStatus, time};
-use converger_store::dynamo::DynamoStore;
-use converger_store::{Activity, Channel, Delivery, Mark, Store, Tenant};
+use converger_store::{Activity, Channel, Delivery, Mark, Tenant};
 use serde_json::json;
 
 /// How seeded deliveries are left.
@@ -54,32 +54,26 @@ pub fn rows(
     (activities, rows)
 }
 
-/// Writes [`rows`] with batch writes and sets the channel's matching flow mark (so the feed or
+/// Writes [`rows`] with batch writes ([`Stack::seed_rows`]) and sets the channel's matching flow mark (so the feed or
 /// the release finds them). Returns the delivery ids.
 pub async fn write(
-    dynamo: &DynamoStore,
-    store: &dyn Store,
+    stack: &Stack,
     tenant: &Tenant,
     channel: &Channel,
     n: usize,
     how: SeedAs,
 ) -> Result<Vec<String>, String> {
     let (activities, rows) = rows(tenant, channel, n, how);
-    dynamo
-        .seed_activities(&activities)
-        .await
-        .map_err(|e| e.to_string())?;
-    dynamo
-        .seed_deliveries(&rows)
-        .await
-        .map_err(|e| e.to_string())?;
+    stack.seed_rows(&activities, &rows).await?;
     let mark = match how {
         SeedAs::Backlog => Some(Mark::Backlog),
         SeedAs::Parked => Some(Mark::Parked),
         SeedAs::Sent => None,
     };
     if let Some(mark) = mark {
-        store
+        stack
+            .pipeline
+            .store
             .mark(&channel.id, mark, Some(time::now_ms()), None)
             .await
             .map_err(|e| e.to_string())?;

@@ -6,55 +6,19 @@
 //! message that comes before the delivery is due is delayed again without an attempt.
 
 use crate::Pipeline;
-use crate::flow::Admit;
 use crate::metrics;
+use crate::outcome::{Admit, status_event};
+pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Delivered, Envelope, Target};
 use converger_core::policy::{Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, time};
 use converger_store::{
     Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
-    PlatformEvent, QueueError, RetryAt, SentInfo, StoreError,
+    PlatformEvent, RetryAt, SentInfo, StoreResult,
 };
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// What one message led to.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Report {
-    Sent,
-    RetryScheduled {
-        delay_ms: u64,
-    },
-    DeadLettered,
-    /// Not due yet: the message was delayed again (a hop).
-    Hopped {
-        delay_s: u32,
-    },
-    /// Handed off to a client (websocket): pending until acknowledged, not retried.
-    HandedOff,
-    /// Nothing to do: duplicate message, settled delivery, lost lease.
-    Skipped(&'static str),
-    /// The channel's breaker is open or the channel paused: parked, no attempt.
-    Parked,
-    /// The channel's window is full: the delivery waits in its backlog.
-    Backlogged,
-    /// Over the channel's rate limit: the message comes back when the window resets.
-    Snoozed {
-        delay_s: u32,
-    },
-}
-
-/// Unexpected failures: the message is left for SQS to redeliver.
-#[derive(Debug, thiserror::Error)]
-pub enum AttemptError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Queue(#[from] QueueError),
-    #[error("{0}")]
-    Missing(String),
-}
 
 impl Pipeline {
     /// Runs the attempt a queue message asks for.
@@ -387,18 +351,39 @@ impl Pipeline {
     }
 }
 
-pub(crate) fn status_event(
-    d: &Delivery,
-    status: &str,
-    attempts: u32,
-    error: Option<&str>,
-) -> PlatformEvent {
-    PlatformEvent {
-        detail_type: "delivery.status_changed",
-        detail: json!({
-            "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
-            "tenant_id": d.tenant_id, "conversation_id": d.conversation_id,
-            "status": status, "attempts": attempts, "error": error,
-        }),
+impl Pipeline {
+    /// A delivery's attempt log, newest first: the attempts numbered below `before` (all when
+    /// `None`), at most `limit`, and whether more follow. The newest attempts live in the
+    /// delivery item and older ones in the attempts table; entries past their retention are
+    /// left out.
+    pub async fn attempt_log(
+        &self,
+        d: &Delivery,
+        before: Option<u32>,
+        limit: usize,
+    ) -> StoreResult<(Vec<AttemptEntry>, bool)> {
+        let below = |a: u32| before.is_none_or(|b| a < b);
+        let mut entries: Vec<AttemptEntry> = d
+            .attempt_log
+            .iter()
+            .rev()
+            .filter(|e| below(e.attempt))
+            .cloned()
+            .collect();
+        let oldest_kept = d.attempt_log.first().map_or(u32::MAX, |e| e.attempt);
+        if entries.len() <= limit && oldest_kept > 1 && !d.attempt_log.is_empty() {
+            let from = before.map_or(oldest_kept, |b| b.min(oldest_kept));
+            let older = self
+                .store
+                .older_attempts(&d.id, Some(from), limit + 1 - entries.len())
+                .await?;
+            entries.extend(older);
+        }
+        let now_s = converger_core::time::now_ms() / 1000;
+        entries.retain(|e| e.expires_at.is_none_or(|x| x > now_s));
+        entries.dedup_by_key(|e| e.attempt);
+        let more = entries.len() > limit;
+        entries.truncate(limit);
+        Ok((entries, more))
     }
 }

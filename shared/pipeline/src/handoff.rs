@@ -3,8 +3,8 @@
 //! and provider receipts. The pipeline is the adapters' [`Services`].
 
 use crate::Pipeline;
-use crate::attempt::status_event;
 use crate::ingest::{IngestError, NewActivity};
+use crate::outcome::status_event;
 use async_trait::async_trait;
 use converger_adapters::websocket::{activity_frame, socket_config};
 use converger_adapters::{Push, Reply, Services};
@@ -16,7 +16,6 @@ use converger_store::{
     Ack, Channel, Connection, Delivery, DeliveryQuery, Pushed, Receipted, StoreError,
 };
 use serde_json::{Value, json};
-use std::sync::Arc;
 
 /// Most waiting deliveries one replay request pushes again.
 pub const SOCKET_REPLAY_LIMIT: usize = 500;
@@ -335,12 +334,6 @@ impl Pipeline {
             self.events.publish(events).await;
         }
         Ok(summary)
-    }
-
-    /// Sets where websocket pushes go (the WebSocket API's management endpoint).
-    pub fn with_sockets(mut self, sockets: Arc<dyn converger_store::Sockets>) -> Self {
-        self.sockets = sockets;
-        self
     }
 }
 

@@ -3,8 +3,8 @@
 //! channels are delivered to through the same pipeline (signed, retried, logged).
 
 use crate::Pipeline;
-use crate::attempt::AttemptError;
 use crate::ingest::NewActivity;
+use crate::outcome::AttemptError;
 use converger_core::health::{
     AUTO_DISABLED, AutoDisable, HISTORY_DAYS, HealthStatus, WINDOW_MINUTES, failure_rate, minute,
 };

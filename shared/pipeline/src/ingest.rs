@@ -2,7 +2,7 @@
 //! on the tenant's tier queue. Ingesting the same activity id again writes nothing new.
 
 use crate::Pipeline;
-use crate::flow::Admission;
+use crate::outcome::Admission;
 use converger_core::{ActivityId, ChannelId, DeliveryId, time};
 use converger_store::{
     Activity, Created, Delivery, DeliveryMessage, QueueError, StoreError, Tenant,

@@ -129,16 +129,7 @@ impl Pipeline {
     }
 }
 
-/// What one bulk replay may replay.
-#[derive(Debug, Clone, Default)]
-pub struct BulkFilter {
-    /// Inclusive bounds on `<updated_at>#<id>` (UTC days, see `core::query`).
-    pub from_key: Option<String>,
-    pub to_key: Option<String>,
-    pub activity: Option<converger_core::ActivityId>,
-    /// Asked-for cap; never above the configured `bulk_retry_limit`.
-    pub limit: Option<usize>,
-}
+pub use crate::outcome::BulkFilter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct BulkResult {

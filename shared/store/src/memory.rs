@@ -1,7 +1,7 @@
 //! The in-process backend of the ports: the same conditional semantics as DynamoDB and SQS
 //! (single-winner transitions, leases, delays, keyset paging), held in memory. It exists for
 //! pipeline tests and scale benchmarks, where the emulator cannot measure; the AWS backend
-//! stays the product. One conformance suite (`tests/tests/store.rs`) runs against both.
+//! stays the product. One conformance suite (`tests/tests/it/store.rs`) runs against both.
 
 use crate::model::*;
 use crate::ports::*;

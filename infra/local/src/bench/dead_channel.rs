@@ -134,10 +134,6 @@ async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
         // first window's worth ingested for real. The emulator's transactions and queries
         // slow down with table size, so the baseline gets as many rows, already sent, of a
         // channel nobody uses: the two runs then differ only by the dead channel.
-        let dynamo = converger_store::dynamo::DynamoStore::new(
-            stack.clients.dynamodb.clone(),
-            stack.resources.clone(),
-        );
         if with_dead {
             let live = o.backlog.min(converger_core::flow::INITIAL_WINDOW as usize);
             for n in 0..live {
@@ -145,17 +141,9 @@ async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
                     .await
                     .map_err(|e| e.to_string())?;
             }
-            crate::seed::write(
-                &dynamo,
-                &*p.store,
-                &ta,
-                &ca,
-                o.backlog - live,
-                SeedAs::Backlog,
-            )
-            .await?;
+            crate::seed::write(stack, &ta, &ca, o.backlog - live, SeedAs::Backlog).await?;
         } else {
-            crate::seed::write(&dynamo, &*p.store, &ta, &ca, o.backlog, SeedAs::Sent).await?;
+            crate::seed::write(stack, &ta, &ca, o.backlog, SeedAs::Sent).await?;
         }
     } else if with_dead {
         let started = Instant::now();

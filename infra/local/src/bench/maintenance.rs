@@ -37,7 +37,10 @@ pub async fn sweep(settled: usize) -> Result<(), String> {
         ..StackOptions::bench("sweep")
     };
     let stack = Stack::start(opts).await?;
-    let store = DynamoStore::new(stack.clients.dynamodb.clone(), stack.resources.clone());
+    let store = DynamoStore::new(
+        stack.aws()?.clients.dynamodb.clone(),
+        stack.aws()?.resources.clone(),
+    );
     let tenant = TenantId::generate();
     let channel = bench_channel(&tenant, ChannelType::Echo);
     let old = time::now_ms() - 3_600_000;
@@ -130,7 +133,10 @@ pub async fn replay(dead_letters: usize) -> Result<(), String> {
         json!({"type": "webhook", "name": "bench", "config": {"url": "http://127.0.0.1:9/"}}),
     )
     .await?;
-    let store = DynamoStore::new(stack.clients.dynamodb.clone(), stack.resources.clone());
+    let store = DynamoStore::new(
+        stack.aws()?.clients.dynamodb.clone(),
+        stack.aws()?.resources.clone(),
+    );
     let channel = stack
         .pipeline
         .store

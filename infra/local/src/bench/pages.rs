@@ -33,7 +33,10 @@ async fn measure(stack: &Stack, counter: &RequestCounter, n: usize) -> Result<Va
     // A second tenant, so that the unfiltered list merges two tenants' pages.
     let (other, _) = super::tenant(p, Tier::Default).await?;
     let other_channel = super::webhook(p, &other, "http://127.0.0.1:9/", json!({})).await?;
-    let store = DynamoStore::new(stack.clients.dynamodb.clone(), stack.resources.clone());
+    let store = DynamoStore::new(
+        stack.aws()?.clients.dynamodb.clone(),
+        stack.aws()?.resources.clone(),
+    );
     let start = time::now_ms() - 86_400_000;
     // One row in the middle has an error of its own, for the search.
     let odd = n / 2;

@@ -153,7 +153,10 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         .build()
         .map_err(|e| e.to_string())?;
     // The harness reads through its own, uncounted client.
-    let store = DynamoStore::new(stack.clients.dynamodb.clone(), stack.resources.clone());
+    let store = DynamoStore::new(
+        stack.aws()?.clients.dynamodb.clone(),
+        stack.aws()?.resources.clone(),
+    );
     let url = format!("{}/api/v1/activities", stack.api_url);
 
     let mut out = Map::new();

@@ -20,6 +20,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod esm;
+mod memory;
+use crate::inprocess::Memory;
 use esm::{Function, Mapping, spawn_pollers};
 
 /// How often a scheduled function runs locally.
@@ -83,6 +85,8 @@ pub struct StackOptions {
     pub counter: Option<RequestCounter>,
     /// Addresses allowed into the admin pages and API (`ADMIN_IP_ALLOWLIST`); `None`: any.
     pub admin_ip_allowlist: Option<converger_core::net::Allowlist>,
+    /// What the functions store and send to.
+    pub backend: Backend,
 }
 
 impl Default for StackOptions {
@@ -108,6 +112,7 @@ impl Default for StackOptions {
             health_period: Every::Template,
             counter: None,
             admin_ip_allowlist: None,
+            backend: Backend::Emulator,
         }
     }
 }
@@ -140,6 +145,68 @@ pub struct Functions {
     pub websocket: Arc<Pipeline>,
 }
 
+/// What the functions store and send to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The template deployed on the emulator, every request IAM-checked (the runner's
+    /// default; the tests of AWS code paths).
+    #[default]
+    Emulator,
+    /// The in-process backend: nothing deployed, the template's routes and schedules played
+    /// over memory queues and tables (the use-case tests).
+    Memory,
+}
+
+/// The AWS side of a stack on the emulator.
+pub struct AwsStack {
+    pub endpoint: String,
+    /// Unchecked clients (the operator's and the tests' own).
+    pub clients: Clients,
+    /// The admin function's view of the resources (every table, queue and the bus).
+    pub resources: Resources,
+    /// What CloudFormation created.
+    pub deployed: DeployedStack,
+    /// How long the deployment took.
+    pub deploy_time: Duration,
+    guards: BTreeMap<String, IamGuard>,
+    emulator: Option<Emulator>,
+}
+
+impl AwsStack {
+    /// The tier queue's URL, as deployed.
+    pub fn queue_url(&self, tier: Tier) -> Result<String, String> {
+        self.resources
+            .queue_url(&converger_store::resources::tier_queue(tier))
+            .map(str::to_owned)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A tier queue's dead-letter queue URL, as deployed (from the queue's redrive policy).
+    pub fn dlq_url(&self, tier: Tier) -> Result<String, String> {
+        let url = self.queue_url(tier)?;
+        let q = self
+            .deployed
+            .queues
+            .values()
+            .find(|q| q.url == url)
+            .ok_or_else(|| format!("no deployed queue has URL {url}"))?;
+        let dlq_arn = q
+            .redrive_policy
+            .as_ref()
+            .and_then(|r| r["deadLetterTargetArn"].as_str())
+            .ok_or_else(|| format!("{url} has no redrive policy"))?;
+        self.deployed
+            .queue_by_arn(dlq_arn)
+            .map(|(_, q)| q.url.clone())
+            .ok_or_else(|| format!("no deployed queue has ARN {dlq_arn}"))
+    }
+}
+
+enum Backing {
+    Aws(Box<AwsStack>),
+    Memory(Memory),
+}
+
 pub struct Stack {
     pub api_url: String,
     pub admin_url: String,
@@ -154,16 +221,10 @@ pub struct Stack {
     /// clients, for seeding and inspecting. What the functions do goes through [`Functions`].
     pub pipeline: Arc<Pipeline>,
     pub functions: Functions,
-    pub clients: Clients,
-    /// The admin function's view of the resources (every table, queue and the bus).
-    pub resources: Resources,
-    /// What CloudFormation created.
-    pub deployed: DeployedStack,
-    /// How long the deployment and the whole start took.
-    pub deploy_time: Duration,
+    /// How long the whole start took.
     pub start_time: Duration,
-    guards: BTreeMap<String, IamGuard>,
-    emulator: Option<Emulator>,
+    name: String,
+    backing: Backing,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -199,7 +260,7 @@ async fn function_pipeline(
         .env(converger_store::handoff::MANAGEMENT_URL_ENV)
         .map(|_| management_url.to_owned());
     let pipeline = bootstrap::aws_pipeline(&clients, &resources, config.clone()).await?;
-    let pipeline = if matches!(logical_id, fun::DELIVER | fun::PROBE | fun::WEBSOCKET) {
+    let pipeline = if pushes(logical_id) {
         bootstrap::with_websockets(pipeline, &clients)
     } else {
         pipeline
@@ -207,42 +268,257 @@ async fn function_pipeline(
     Ok((Arc::new(pipeline), guard))
 }
 
+/// The functions that push to websocket clients (their template environment names the
+/// management endpoint).
+fn pushes(logical_id: &str) -> bool {
+    matches!(logical_id, fun::DELIVER | fun::PROBE | fun::WEBSOCKET)
+}
+
+/// What either backend hands the common part of the start: the functions, the admin
+/// function's secrets, and what the template says of routes and schedules.
+struct Built {
+    name: String,
+    functions: Functions,
+    pipeline: Arc<Pipeline>,
+    admin_token: String,
+    session_secret: String,
+    api_routes: Vec<cfn::Route>,
+    admin_routes: Vec<cfn::Route>,
+    sweep_schedule: Option<Duration>,
+    health_schedule: Option<Duration>,
+    backing: Backing,
+}
+
+/// The template deployed on the emulator; the queue-triggered functions started as their
+/// deployed event source mappings say.
+async fn build_aws(
+    opts: &StackOptions,
+    management_url: &str,
+    stop: &watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Result<Built, String> {
+    let (emulator, endpoint) = match std::env::var("AWS_ENDPOINT_URL") {
+        Ok(ep) if !ep.is_empty() => (None, ep),
+        _ => {
+            let em = Emulator::start().await?;
+            let ep = em.endpoint.clone();
+            (Some(em), ep)
+        }
+    };
+    let sdk = converger_store::aws::load_config_for(Some(&endpoint)).await;
+    let clients = Clients::new(&sdk);
+    let parameters = BTreeMap::from([(
+        "MaxReceiveCount".to_owned(),
+        opts.queues.max_receive_count.to_string(),
+    )]);
+    let deploy_started = Instant::now();
+    let deployed = cfn::deploy(&endpoint, &cfn::stack_name(&opts.prefix), &parameters).await?;
+    let deploy_time = deploy_started.elapsed();
+    if let Some(v) = opts.queues.visibility_timeout_s {
+        for q in deployed.queues.values() {
+            clients
+                .sqs
+                .set_queue_attributes()
+                .queue_url(&q.url)
+                .attributes(
+                    aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+                    v.to_string(),
+                )
+                .send()
+                .await
+                .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?;
+        }
+    }
+
+    let mut guards = BTreeMap::new();
+    let mut build = async |id: &str| -> Result<Arc<Pipeline>, String> {
+        let (p, g) = function_pipeline(
+            &sdk,
+            &deployed,
+            id,
+            &opts.config,
+            opts.counter.as_ref(),
+            management_url,
+        )
+        .await?;
+        guards.insert(id.to_owned(), g);
+        Ok(p)
+    };
+    let functions = Functions {
+        ingest: build(fun::INGEST).await?,
+        deliver: build(fun::DELIVER).await?,
+        retry_scheduler: build(fun::RETRY_SCHEDULER).await?,
+        replay: build(fun::REPLAY).await?,
+        probe: build(fun::PROBE).await?,
+        health: build(fun::HEALTH).await?,
+        api: build(fun::API).await?,
+        admin: build(fun::ADMIN).await?,
+        websocket: build(fun::WEBSOCKET).await?,
+    };
+    // The admin function's secrets, read as it reads them at init (through its policy).
+    let admin = deployed.function(fun::ADMIN)?;
+    let secret_arn = |var: &str| {
+        admin
+            .env(var)
+            .ok_or_else(|| format!("{}: {var} is not set", admin.name))
+    };
+    let token_arn = secret_arn("ADMIN_TOKEN_SECRET_ARN")?;
+    if let Some(token) = &opts.admin_token {
+        converger_store::secrets::put_secret_value(&sdk, &token_arn, token).await?;
+    }
+    let admin_guard = vec![SharedInterceptor::new(
+        guards
+            .get(fun::ADMIN)
+            .cloned()
+            .ok_or("the admin function has no guard")?,
+    )];
+    let admin_token =
+        converger_store::secrets::secret_value(&sdk, &admin_guard, &token_arn).await?;
+    let session_secret = converger_store::secrets::secret_value(
+        &sdk,
+        &admin_guard,
+        &secret_arn("SESSION_SECRET_ARN")?,
+    )
+    .await?;
+    let resources = admin.resources()?;
+    let pipeline =
+        Arc::new(bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?);
+
+    // The queue-triggered functions, as their deployed event source mappings run them.
+    if opts.run_functions {
+        for (logical, f) in &deployed.functions {
+            for m in f.event_source_mappings.iter().filter(|m| m.enabled) {
+                let (_, queue) = deployed.queue_by_arn(&m.queue_arn).ok_or_else(|| {
+                    format!("{logical}: no queue of the stack has ARN {}", m.queue_arn)
+                })?;
+                let function = match logical.as_str() {
+                    fun::INGEST => Function::Ingest(functions.ingest.clone()),
+                    fun::DELIVER => Function::Deliver(functions.deliver.clone()),
+                    fun::REPLAY => Function::Replay(functions.replay.clone()),
+                    fun::PROBE => Function::Probe(functions.probe.clone()),
+                    other => {
+                        return Err(format!(
+                            "{other} is triggered by a queue, but the local runner has no \
+                             handler for it"
+                        ));
+                    }
+                };
+                tasks.extend(spawn_pollers(
+                    clients.sqs.clone(),
+                    Mapping {
+                        url: queue.url.clone(),
+                        // Lambda's default when a mapping sets no maximum.
+                        max_concurrency: m.maximum_concurrency.unwrap_or(1000) as usize,
+                        batch_size: m.batch_size.clamp(1, 10) as i32,
+                        partial_failures: m.report_batch_item_failures,
+                    },
+                    opts,
+                    stop.clone(),
+                    function,
+                ));
+            }
+        }
+    }
+    Ok(Built {
+        name: deployed.stack_name.clone(),
+        functions,
+        pipeline,
+        admin_token,
+        session_secret,
+        api_routes: deployed.function(fun::API)?.routes.clone(),
+        admin_routes: deployed.function(fun::ADMIN)?.routes.clone(),
+        sweep_schedule: deployed.function(fun::RETRY_SCHEDULER)?.schedule_period(),
+        health_schedule: deployed.function(fun::HEALTH)?.schedule_period(),
+        backing: Backing::Aws(Box::new(AwsStack {
+            endpoint,
+            clients,
+            resources,
+            deployed,
+            deploy_time,
+            guards,
+            emulator,
+        })),
+    })
+}
+
+/// The in-process backend: one set of memory tables and queues shared by every function (each
+/// with its own pipeline and caches, as its own Lambda instance), the template's routes and
+/// schedules, and the memory queues dispatched to the functions' batch handlers.
+async fn build_memory(
+    opts: &StackOptions,
+    management_url: &str,
+    stop: &watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Result<Built, String> {
+    let declared = cfn::declared_functions()?;
+    let declared = |id: &str| {
+        declared
+            .get(id)
+            .cloned()
+            .ok_or_else(|| format!("the template has no function {id}"))
+    };
+    let (pipeline, memory) = crate::inprocess::memory_pipeline(None, opts.config.clone())?;
+    // Websocket pushes go to the local gateway through the management API's client (no
+    // emulator: the gateway is the only endpoint it calls).
+    let sdk = converger_store::aws::load_config_for(Some(management_url)).await;
+    let sockets: Arc<dyn converger_store::Sockets> = Arc::new(
+        converger_store::ApiGatewaySockets::new(&sdk, management_url, &[]),
+    );
+    let build = |id: &str| -> Result<Arc<Pipeline>, String> {
+        let adapters = converger_adapters::Adapters::standard(opts.config.allowlist.clone())?;
+        let p = Pipeline::new(
+            memory.store.clone(),
+            memory.queue.clone(),
+            memory.events.clone(),
+            adapters,
+            opts.config.clone(),
+        );
+        Ok(Arc::new(if pushes(id) {
+            p.with_sockets(sockets.clone())
+        } else {
+            p
+        }))
+    };
+    let functions = Functions {
+        ingest: build(fun::INGEST)?,
+        deliver: build(fun::DELIVER)?,
+        retry_scheduler: build(fun::RETRY_SCHEDULER)?,
+        replay: build(fun::REPLAY)?,
+        probe: build(fun::PROBE)?,
+        health: build(fun::HEALTH)?,
+        api: build(fun::API)?,
+        admin: build(fun::ADMIN)?,
+        websocket: build(fun::WEBSOCKET)?,
+    };
+    if opts.run_functions {
+        tasks.push(memory::spawn_dispatcher(
+            memory.queue.clone(),
+            memory::Triggered {
+                deliver: functions.deliver.clone(),
+                probe: functions.probe.clone(),
+                replay: functions.replay.clone(),
+            },
+            opts.queues.visibility_timeout_s.unwrap_or(30),
+            stop.clone(),
+        ));
+    }
+    Ok(Built {
+        name: cfn::stack_name(&opts.prefix),
+        functions,
+        pipeline: Arc::new(pipeline),
+        admin_token: opts.admin_token.clone().unwrap_or_else(random_token),
+        session_secret: random_token(),
+        api_routes: declared(fun::API)?.routes,
+        admin_routes: declared(fun::ADMIN)?.routes,
+        sweep_schedule: declared(fun::RETRY_SCHEDULER)?.schedule_period(),
+        health_schedule: declared(fun::HEALTH)?.schedule_period(),
+        backing: Backing::Memory(memory),
+    })
+}
+
 impl Stack {
     pub async fn start(opts: StackOptions) -> Result<Self, String> {
         let started = Instant::now();
-        let (emulator, endpoint) = match std::env::var("AWS_ENDPOINT_URL") {
-            Ok(ep) if !ep.is_empty() => (None, ep),
-            _ => {
-                let em = Emulator::start().await?;
-                let ep = em.endpoint.clone();
-                (Some(em), ep)
-            }
-        };
-        let sdk = converger_store::aws::load_config_for(Some(&endpoint)).await;
-        let clients = Clients::new(&sdk);
-        let parameters = BTreeMap::from([(
-            "MaxReceiveCount".to_owned(),
-            opts.queues.max_receive_count.to_string(),
-        )]);
-        let deploy_started = Instant::now();
-        let deployed = cfn::deploy(&endpoint, &cfn::stack_name(&opts.prefix), &parameters).await?;
-        let deploy_time = deploy_started.elapsed();
-        if let Some(v) = opts.queues.visibility_timeout_s {
-            for q in deployed.queues.values() {
-                clients
-                    .sqs
-                    .set_queue_attributes()
-                    .queue_url(&q.url)
-                    .attributes(
-                        aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
-                        v.to_string(),
-                    )
-                    .send()
-                    .await
-                    .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?;
-            }
-        }
-
         // The WebSocket API: bound first, so the functions know its management endpoint.
         let ws_listener = tokio::net::TcpListener::bind(opts.ws_addr)
             .await
@@ -250,113 +526,42 @@ impl Stack {
         let ws_local = ws_listener.local_addr().map_err(|e| e.to_string())?;
         let management_url = format!("http://{ws_local}/{}", crate::gateway::STAGE);
 
-        let mut guards = BTreeMap::new();
-        let mut build = async |id: &str| -> Result<Arc<Pipeline>, String> {
-            let (p, g) = function_pipeline(
-                &sdk,
-                &deployed,
-                id,
-                &opts.config,
-                opts.counter.as_ref(),
-                &management_url,
-            )
-            .await?;
-            guards.insert(id.to_owned(), g);
-            Ok(p)
-        };
-        let functions = Functions {
-            ingest: build(fun::INGEST).await?,
-            deliver: build(fun::DELIVER).await?,
-            retry_scheduler: build(fun::RETRY_SCHEDULER).await?,
-            replay: build(fun::REPLAY).await?,
-            probe: build(fun::PROBE).await?,
-            health: build(fun::HEALTH).await?,
-            api: build(fun::API).await?,
-            admin: build(fun::ADMIN).await?,
-            websocket: build(fun::WEBSOCKET).await?,
-        };
-        // The admin function's secrets, read as it reads them at init (through its policy).
-        let admin = deployed.function(fun::ADMIN)?;
-        let secret_arn = |var: &str| {
-            admin
-                .env(var)
-                .ok_or_else(|| format!("{}: {var} is not set", admin.name))
-        };
-        let token_arn = secret_arn("ADMIN_TOKEN_SECRET_ARN")?;
-        if let Some(token) = &opts.admin_token {
-            converger_store::secrets::put_secret_value(&sdk, &token_arn, token).await?;
-        }
-        let admin_guard = vec![SharedInterceptor::new(
-            guards
-                .get(fun::ADMIN)
-                .cloned()
-                .ok_or("the admin function has no guard")?,
-        )];
-        let admin_token =
-            converger_store::secrets::secret_value(&sdk, &admin_guard, &token_arn).await?;
-        let session_secret = converger_store::secrets::secret_value(
-            &sdk,
-            &admin_guard,
-            &secret_arn("SESSION_SECRET_ARN")?,
-        )
-        .await?;
-        let resources = admin.resources()?;
-        let pipeline =
-            Arc::new(bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?);
-
         let (shutdown, rx) = watch::channel(false);
         let mut tasks = Vec::new();
-
-        // The queue-triggered functions, as their deployed event source mappings run them.
-        if opts.run_functions {
-            for (logical, f) in &deployed.functions {
-                for m in f.event_source_mappings.iter().filter(|m| m.enabled) {
-                    let (_, queue) = deployed.queue_by_arn(&m.queue_arn).ok_or_else(|| {
-                        format!("{logical}: no queue of the stack has ARN {}", m.queue_arn)
-                    })?;
-                    let function = match logical.as_str() {
-                        fun::INGEST => Function::Ingest(functions.ingest.clone()),
-                        fun::DELIVER => Function::Deliver(functions.deliver.clone()),
-                        fun::REPLAY => Function::Replay(functions.replay.clone()),
-                        fun::PROBE => Function::Probe(functions.probe.clone()),
-                        other => {
-                            return Err(format!(
-                                "{other} is triggered by a queue, but the local runner has no \
-                                 handler for it"
-                            ));
-                        }
-                    };
-                    tasks.extend(spawn_pollers(
-                        clients.sqs.clone(),
-                        Mapping {
-                            url: queue.url.clone(),
-                            // Lambda's default when a mapping sets no maximum.
-                            max_concurrency: m.maximum_concurrency.unwrap_or(1000) as usize,
-                            batch_size: m.batch_size.clamp(1, 10) as i32,
-                            partial_failures: m.report_batch_item_failures,
-                        },
-                        &opts,
-                        rx.clone(),
-                        function,
-                    ));
-                }
-            }
-        }
-
-        // The scheduled functions, as their schedules would fire them.
-        let period = |every: Every, logical: &str| -> Result<Option<Duration>, String> {
-            let f = deployed.function(logical)?;
-            let template = f.schedule_period();
-            match every {
-                Every::Never => Ok(None),
-                Every::Template | Every::Period(_) if template.is_none() => Err(format!(
-                    "the template schedules no {logical} (expected a `rate(...)` schedule)"
-                )),
-                Every::Template => Ok(template),
-                Every::Period(d) => Ok(Some(d)),
+        let built = match opts.backend {
+            Backend::Emulator => build_aws(&opts, &management_url, &rx, &mut tasks).await,
+            Backend::Memory => build_memory(&opts, &management_url, &rx, &mut tasks).await,
+        };
+        let built = match built {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = shutdown.send(true);
+                return Err(e);
             }
         };
-        if let Some(period) = period(opts.sweep_period, fun::RETRY_SCHEDULER)? {
+        let Built {
+            name,
+            functions,
+            pipeline,
+            admin_token,
+            session_secret,
+            api_routes,
+            admin_routes,
+            sweep_schedule,
+            health_schedule,
+            backing,
+        } = built;
+
+        // The scheduled functions, as their schedules would fire them.
+        let period = |every: Every, template: Option<Duration>, logical: &str| match every {
+            Every::Never => Ok(None),
+            Every::Template | Every::Period(_) if template.is_none() => Err(format!(
+                "the template schedules no {logical} (expected a `rate(...)` schedule)"
+            )),
+            Every::Template => Ok(template),
+            Every::Period(d) => Ok(Some(d)),
+        };
+        if let Some(period) = period(opts.sweep_period, sweep_schedule, fun::RETRY_SCHEDULER)? {
             let p = functions.retry_scheduler.clone();
             tasks.push(every(period, rx.clone(), move || {
                 let p = p.clone();
@@ -367,7 +572,7 @@ impl Stack {
                 }
             }));
         }
-        if let Some(period) = period(opts.health_period, fun::HEALTH)? {
+        if let Some(period) = period(opts.health_period, health_schedule, fun::HEALTH)? {
             let p = functions.health.clone();
             tasks.push(every(period, rx.clone(), move || {
                 let p = p.clone();
@@ -413,7 +618,7 @@ impl Stack {
             }
             Err(e) => return Err(format!("first admin user: {e}")),
         }
-        let api_routes = Arc::new(deployed.function(fun::API)?.routes.clone());
+        let api_routes = Arc::new(api_routes);
         let (api_url, t) = serve(
             opts.api_addr,
             converger_http::api::router(api_state).layer(axum::middleware::from_fn(
@@ -426,7 +631,7 @@ impl Stack {
         )
         .await?;
         tasks.push(t);
-        let admin_routes = Arc::new(deployed.function(fun::ADMIN)?.routes.clone());
+        let admin_routes = Arc::new(admin_routes);
         let (admin_url, t) = serve(
             opts.admin_addr,
             converger_http::admin::router(admin_state.clone())
@@ -454,17 +659,16 @@ impl Stack {
             ws_url: format!("ws://{ws_local}/{}", crate::gateway::STAGE),
             admin_email,
             admin_password,
-            aws_endpoint_url: Some(endpoint),
+            aws_endpoint_url: match &backing {
+                Backing::Aws(a) => Some(a.endpoint.clone()),
+                Backing::Memory(_) => None,
+            },
             admin_token,
             pipeline,
             functions,
-            clients,
-            resources,
-            deployed,
-            deploy_time,
             start_time: started.elapsed(),
-            guards,
-            emulator,
+            name,
+            backing,
             shutdown,
             tasks,
         })
@@ -472,15 +676,66 @@ impl Stack {
 
     /// The stack's name.
     pub fn name(&self) -> &str {
-        &self.deployed.stack_name
+        &self.name
     }
 
-    /// Every request a function made that its deployed policy does not allow.
+    /// The emulator side, when the stack runs on it.
+    pub fn aws(&self) -> Result<&AwsStack, String> {
+        match &self.backing {
+            Backing::Aws(a) => Ok(a),
+            Backing::Memory(_) => Err(format!(
+                "stack {} runs on the in-process backend; this needs the emulator",
+                self.name
+            )),
+        }
+    }
+
+    /// The memory tables and queues, when the stack runs on the in-process backend.
+    pub fn memory(&self) -> Option<&Memory> {
+        match &self.backing {
+            Backing::Memory(m) => Some(m),
+            Backing::Aws(_) => None,
+        }
+    }
+
+    /// Every request a function made that its deployed policy does not allow (none on the
+    /// in-process backend, which has no policies).
     pub fn iam_violations(&self) -> Vec<Violation> {
-        self.guards
-            .values()
-            .flat_map(IamGuard::violations)
-            .collect()
+        match &self.backing {
+            Backing::Aws(a) => a.guards.values().flat_map(IamGuard::violations).collect(),
+            Backing::Memory(_) => Vec::new(),
+        }
+    }
+
+    /// Writes activities and deliveries straight into the tables (no queue message), the way
+    /// `converger_local::seed` leaves them.
+    pub async fn seed_rows(
+        &self,
+        activities: &[converger_store::Activity],
+        rows: &[converger_store::Delivery],
+    ) -> Result<(), String> {
+        match &self.backing {
+            Backing::Aws(a) => {
+                let dynamo = converger_store::dynamo::DynamoStore::new(
+                    a.clients.dynamodb.clone(),
+                    a.resources.clone(),
+                );
+                dynamo
+                    .seed_activities(activities)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                dynamo
+                    .seed_deliveries(rows)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Backing::Memory(m) => {
+                m.store
+                    .seed_activities(activities)
+                    .map_err(|e| e.to_string())?;
+                m.store.seed_deliveries(rows).map_err(|e| e.to_string())
+            }
+        }
     }
 
     /// Stops the pollers, the servers and the emulator this stack started.
@@ -490,45 +745,19 @@ impl Stack {
             t.abort();
             let _ = t.await;
         }
-        if let Some(em) = self.emulator {
+        if let Backing::Aws(a) = self.backing
+            && let Some(em) = a.emulator
+        {
             em.stop().await;
         }
     }
 
     /// The emulator's process id, when this stack started it.
     pub fn emulator_pid(&self) -> Option<u32> {
-        self.emulator.as_ref().and_then(Emulator::pid)
-    }
-
-    /// The tier queue's URL, as deployed.
-    pub async fn queue_url(&self, tier: Tier) -> Result<String, String> {
-        self.resources
-            .queue_url(&converger_store::resources::tier_queue(tier))
-            .map(str::to_owned)
-            .map_err(|e| e.to_string())
-    }
-
-    /// A tier queue's dead-letter queue URL, as deployed (from the queue's redrive policy).
-    pub fn dlq_url(&self, tier: Tier) -> Result<String, String> {
-        let url = self
-            .resources
-            .queue_url(&converger_store::resources::tier_queue(tier))
-            .map_err(|e| e.to_string())?;
-        let q = self
-            .deployed
-            .queues
-            .values()
-            .find(|q| q.url == url)
-            .ok_or_else(|| format!("no deployed queue has URL {url}"))?;
-        let dlq_arn = q
-            .redrive_policy
-            .as_ref()
-            .and_then(|r| r["deadLetterTargetArn"].as_str())
-            .ok_or_else(|| format!("{url} has no redrive policy"))?;
-        self.deployed
-            .queue_by_arn(dlq_arn)
-            .map(|(_, q)| q.url.clone())
-            .ok_or_else(|| format!("no deployed queue has ARN {dlq_arn}"))
+        match &self.backing {
+            Backing::Aws(a) => a.emulator.as_ref().and_then(Emulator::pid),
+            Backing::Memory(_) => None,
+        }
     }
 }
 

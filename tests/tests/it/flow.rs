@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::{ChannelId, DeliveryId, time};
+use converger_local::Backend;
 use converger_store::SlotTake;
 use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
 use serde_json::{Value, json};
@@ -25,7 +26,7 @@ async fn delivery_state(t: &TestStack, key: &str, ch: &str) -> Value {
 
 #[tokio::test]
 async fn fifty_concurrent_failures_open_the_breaker_exactly_once() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let tap = t.tap_events().await;
     let rx = Receiver::always(503).await.unwrap();
     let (_, key) = t.tenant("default").await;
@@ -269,7 +270,7 @@ async fn a_rate_limit_spreads_deliveries_without_using_attempts() {
 
 #[tokio::test]
 async fn max_in_flight_caps_the_endpoint_and_the_queue() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let rx = Receiver::start(
         Vec::new(),
         Reply::status(200).delay(Duration::from_millis(300)),
@@ -281,12 +282,8 @@ async fn max_in_flight_caps_the_endpoint_and_the_queue() {
         .channel(&key, hook(&rx.url, json!({"max_in_flight": 2}), json!({})))
         .await;
     let ch_id = ch["id"].as_str().unwrap();
-    let url = t
-        .stack
-        .queue_url(converger_core::Tier::Default)
-        .await
-        .unwrap();
-    let sqs = t.stack.clients.sqs.clone();
+    let url = t.aws().queue_url(converger_core::Tier::Default).unwrap();
+    let sqs = t.aws().clients.sqs.clone();
     let sampler = tokio::spawn(async move {
         use aws_sdk_sqs::types::QueueAttributeName as A;
         let mut max = 0;
@@ -390,6 +387,7 @@ async fn a_backlogged_channel_does_not_hold_up_its_tier() {
 #[tokio::test]
 async fn a_leaked_window_slot_comes_back_after_the_sweeper_runs() {
     let t = TestStack::with(|o| {
+        o.backend = Backend::Emulator;
         o.sweep_period = converger_local::Every::Never;
         o.config.slot_grace = Duration::from_secs(1);
     })

@@ -290,7 +290,7 @@ async fn meta_receipt(t: &TestStack, ch: &str, statuses: &[(&str, &str)]) -> Ans
 
 #[tokio::test]
 async fn meta_receipts_move_deliveries_forward_only() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let tap = t.tap_events().await;
     let fake = fakes::meta(TOKEN, vec![]).await;
     let (_, key) = t.tenant("default").await;
@@ -572,7 +572,7 @@ async fn send(ws: &mut Socket, v: Value) {
 
 #[tokio::test]
 async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let (_, key) = t.tenant("default").await;
     let ch = websocket_channel(&t, &key, false).await;
 
@@ -585,11 +585,7 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
 
     // A connection whose client is gone without a $disconnect: the push gets 410 from the
     // management endpoint and the record is removed.
-    use converger_store::HandoffStore;
-    let store = converger_store::dynamo::DynamoStore::new(
-        t.stack.clients.dynamodb.clone(),
-        t.stack.resources.clone(),
-    );
+    let store = &t.stack.pipeline.store;
     let c: Value = t
         .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
         .await

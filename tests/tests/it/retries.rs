@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::time;
+use converger_local::Backend;
 use converger_local::QueueSettings;
 use converger_store::{Claim, DeliveryMessage};
 use converger_tests::{Receiver, Reply, TestStack, settled};
@@ -16,7 +17,11 @@ fn first_delivery(act: &Value) -> String {
 
 #[tokio::test]
 async fn a_long_delay_is_made_of_hops_and_fires_once_not_before() {
-    let t = TestStack::with(|o| o.config.hop_ceiling_s = 2).await;
+    let t = TestStack::with(|o| {
+        o.backend = Backend::Emulator;
+        o.config.hop_ceiling_s = 2;
+    })
+    .await;
     let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
         .await
         .unwrap();
@@ -43,6 +48,7 @@ async fn a_long_delay_is_made_of_hops_and_fires_once_not_before() {
 #[tokio::test]
 async fn a_row_without_its_message_is_delivered_after_one_sweep() {
     let t = TestStack::with(|o| {
+        o.backend = Backend::Emulator;
         o.sweep_period = converger_local::Every::Never;
         o.config.sweep_grace = Duration::from_secs(1);
     })
@@ -87,6 +93,7 @@ async fn a_row_without_its_message_is_delivered_after_one_sweep() {
 #[tokio::test]
 async fn a_crashed_attempt_runs_again_and_a_live_one_is_not_duplicated() {
     let t = TestStack::with(|o| {
+        o.backend = Backend::Emulator;
         o.sweep_period = converger_local::Every::Never;
         o.config.sweep_grace = Duration::ZERO;
     })
@@ -263,7 +270,7 @@ async fn a_policy_change_takes_effect_on_the_next_attempt() {
 
 #[tokio::test]
 async fn the_attempt_log_pages_newest_first() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let rx = Receiver::start(
         vec![
             Reply::status(500).body("x".repeat(2000).as_str()),
@@ -372,6 +379,7 @@ async fn the_attempt_log_pages_newest_first() {
 #[tokio::test]
 async fn poison_messages_end_in_the_dead_letter_queue_without_blocking_their_batch() {
     let t = TestStack::with(|o| {
+        o.backend = Backend::Emulator;
         o.queues = QueueSettings {
             max_receive_count: 2,
             visibility_timeout_s: Some(1),
@@ -382,22 +390,18 @@ async fn poison_messages_end_in_the_dead_letter_queue_without_blocking_their_bat
     let (tenant, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
     let doomed = t.webhook(&key, &rx.url, json!({})).await;
-    let sqs = &t.stack.clients.sqs;
-    let url = t
-        .stack
-        .queue_url(converger_core::Tier::Default)
-        .await
-        .unwrap();
+    let sqs = &t.aws().clients.sqs;
+    let url = t.aws().queue_url(converger_core::Tier::Default).unwrap();
 
     // A body that cannot be parsed, a delivery whose channel was deleted, and a good one.
     let gone = t
         .bare_delivery(&tenant, doomed["id"].as_str().unwrap(), time::now_ms())
         .await;
-    t.stack
+    t.aws()
         .clients
         .dynamodb
         .delete_item()
-        .table_name(&t.stack.resources.channels)
+        .table_name(&t.aws().resources.channels)
         .key(
             "id",
             aws_sdk_dynamodb::types::AttributeValue::S(doomed["id"].as_str().unwrap().into()),
@@ -435,7 +439,7 @@ async fn poison_messages_end_in_the_dead_letter_queue_without_blocking_their_bat
         "the good record of the batch is delivered"
     );
 
-    let dlq = t.stack.dlq_url(converger_core::Tier::Default).unwrap();
+    let dlq = t.aws().dlq_url(converger_core::Tier::Default).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut bodies: Vec<String> = Vec::new();
     while bodies.len() < 2 && Instant::now() < deadline {

@@ -177,7 +177,7 @@ async fn sign_in_sessions_and_csrf() {
 
 #[tokio::test]
 async fn deliveries_page_filters_retries_and_exports() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let rx = Receiver::always(400).await.unwrap();
     let FailingTenant {
         tenant,
@@ -501,7 +501,7 @@ async fn the_admin_ip_allowlist_guards_the_pages_and_the_admin_api() {
 #[tokio::test]
 async fn load_more_pages_through_every_tenant_once_in_order() {
     use converger_core::{DeliveryStatus, time};
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     // Two tenants' failed deliveries, interleaved in time: 70 and 40 rows, 110 in all
     // (three pages of 50).
     let mut expected = Vec::new();
@@ -519,11 +519,7 @@ async fn load_more_pages_through_every_tenant_once_in_order() {
             rows.push(d);
         }
     }
-    let dynamo = converger_store::dynamo::DynamoStore::new(
-        t.stack.clients.dynamodb.clone(),
-        t.stack.resources.clone(),
-    );
-    dynamo.seed_deliveries(&rows).await.unwrap();
+    t.stack.seed_rows(&[], &rows).await.unwrap();
     rows.sort_by_key(|d| std::cmp::Reverse(d.sort_key()));
     expected.extend(rows.iter().map(|d| d.id.to_string()));
 

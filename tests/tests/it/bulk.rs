@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::{ActivityId, ChannelId, DeliveryStatus, TenantId, time};
-use converger_store::dynamo::DynamoStore;
+use converger_local::Backend;
 use converger_store::{Activity, Delivery, Store};
 use converger_tests::TestStack;
 use serde_json::{Value, json};
@@ -17,7 +17,7 @@ async fn seed(
     n: usize,
     at: Option<&str>,
 ) -> Vec<Delivery> {
-    let store = DynamoStore::new(t.stack.clients.dynamodb.clone(), t.stack.resources.clone());
+    let store = &t.stack.pipeline.store;
     let channel = store
         .get_channel(&ChannelId::parse(channel).unwrap())
         .await
@@ -46,7 +46,7 @@ async fn seed(
             d
         })
         .collect();
-    store.seed_deliveries(&rows).await.unwrap();
+    t.stack.seed_rows(&[], &rows).await.unwrap();
     rows
 }
 
@@ -189,7 +189,11 @@ async fn the_limit_lowers_the_configured_cap_and_never_raises_it() {
 
 #[tokio::test]
 async fn filters_refusals_and_isolation() {
-    let t = TestStack::with(|o| o.run_functions = false).await;
+    let t = TestStack::with(|o| {
+        o.backend = Backend::Emulator;
+        o.run_functions = false;
+    })
+    .await;
     let (tenant, key) = t.tenant("default").await;
     let (_, other) = t.tenant("default").await;
     let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
@@ -273,7 +277,11 @@ async fn filters_refusals_and_isolation() {
 async fn a_replay_job_runs_chunk_by_chunk_and_reports_progress() {
     // Chunks of 50 instead of 500, so that a few hundred rows make several chunks (the
     // emulator's transactions cost time linear in the table's size).
-    let t = TestStack::with(|o| o.config.replay_chunk = 50).await;
+    let t = TestStack::with(|o| {
+        o.backend = Backend::Emulator;
+        o.config.replay_chunk = 50;
+    })
+    .await;
     let (tenant, key) = t.tenant("default").await;
     let (_, other) = t.tenant("default").await;
     let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;

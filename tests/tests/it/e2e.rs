@@ -12,7 +12,7 @@ fn first_delivery(act: &Value) -> String {
 
 #[tokio::test]
 async fn delivers_a_signed_webhook_once() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let rx = Receiver::always(200).await.unwrap();
     let (_, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
@@ -52,7 +52,7 @@ async fn delivers_a_signed_webhook_once() {
 
 #[tokio::test]
 async fn transient_failures_retry_with_the_channel_policy() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let rx = Receiver::start(
         vec![Reply::status(503), Reply::status(503), Reply::status(503)],
         Reply::status(200),
@@ -173,7 +173,7 @@ async fn retry_after_overrides_the_policy_backoff() {
 #[tokio::test]
 async fn a_duplicate_message_sends_once() {
     use converger_store::DeliveryMessage;
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     // A slow receiver keeps the first attempt's lease live while the duplicate arrives.
     let rx = Receiver::start(
         vec![],
@@ -241,7 +241,7 @@ async fn private_destinations_are_refused() {
 
 #[tokio::test]
 async fn the_same_activity_id_twice_creates_nothing_new() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let rx = Receiver::always(200).await.unwrap();
     let (_, key) = t.tenant("high").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
@@ -271,12 +271,12 @@ async fn the_same_activity_id_twice_creates_nothing_new() {
 /// function (its deployed mapping, environment and policy) takes the message to the receiver.
 #[tokio::test]
 async fn an_activity_on_the_activities_queue_is_ingested_and_delivered() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let rx = Receiver::always(200).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
     let url = t
-        .stack
+        .aws()
         .resources
         .queue_url(&converger_store::resources::ACTIVITIES_QUEUE)
         .unwrap()
@@ -286,7 +286,7 @@ async fn an_activity_on_the_activities_queue_is_ingested_and_delivered() {
         "activity": {"conversation_id": "conv-q", "channel_ids": [ch["id"]],
                      "payload": {"text": "from the queue"}},
     });
-    t.stack
+    t.aws()
         .clients
         .sqs
         .send_message()

@@ -4,6 +4,7 @@
 
 use converger_core::health::{HealthStatus, minute};
 use converger_core::{ChannelId, TenantId, time};
+use converger_local::Backend;
 use converger_store::{HealthCheck, Outcome, Settle};
 use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
 use serde_json::{Value, json};
@@ -129,7 +130,11 @@ async fn each_status_at_the_edges_of_its_threshold() {
 
 #[tokio::test]
 async fn counters_follow_real_deliveries_and_replays() {
-    let t = TestStack::with(no_health_runs).await;
+    let t = TestStack::with(|o| {
+        no_health_runs(o);
+        o.backend = Backend::Emulator;
+    })
+    .await;
     let rx = Receiver::start(
         vec![Reply::status(400), Reply::status(400), Reply::status(400)],
         Reply::status(200),
@@ -359,7 +364,7 @@ async fn twenty_failures_disable_a_channel_only_without_a_recent_success() {
 
 #[tokio::test]
 async fn alerts_reach_only_their_tenants_webhook_signed() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let dead = Receiver::always(503).await.unwrap();
     let alerts_a = Receiver::always(200).await.unwrap();
     let alerts_b = Receiver::always(200).await.unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn a_dead_letter_is_announced_on_the_bus() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let tap = t.tap_events().await;
 
     let rx = Receiver::always(400).await.unwrap();

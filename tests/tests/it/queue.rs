@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::{ActivityId, ChannelId, DeliveryId, Tier};
+use converger_local::Backend;
 use converger_store::DeliveryMessage;
 use converger_tests::TestStack;
 use std::collections::HashSet;
@@ -10,7 +11,11 @@ use std::time::{Duration, Instant};
 
 #[tokio::test]
 async fn send_many_reaches_every_tier_once() {
-    let t = TestStack::with(|o| o.run_functions = false).await;
+    let t = TestStack::with(|o| {
+        o.backend = Backend::Emulator;
+        o.run_functions = false;
+    })
+    .await;
     let msgs: Vec<DeliveryMessage> = (0..35)
         .map(|i| {
             let tier = Tier::ALL[i % 3];
@@ -27,7 +32,7 @@ async fn send_many_reaches_every_tier_once() {
     t.stack.pipeline.queue.send(&delayed, 2).await.unwrap();
     let sent_at = Instant::now();
 
-    let sqs = &t.stack.clients.sqs;
+    let sqs = &t.aws().clients.sqs;
     let mut seen: HashSet<(Tier, String)> = HashSet::new();
     let mut delayed_seen_after = None;
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -35,7 +40,7 @@ async fn send_many_reaches_every_tier_once() {
         for tier in Tier::ALL {
             let out = sqs
                 .receive_message()
-                .queue_url(t.stack.queue_url(tier).await.unwrap())
+                .queue_url(t.aws().queue_url(tier).unwrap())
                 .max_number_of_messages(10)
                 .send()
                 .await
@@ -97,7 +102,11 @@ async fn depths_count_visible_and_delayed(queue: &dyn converger_store::Queue) {
 
 #[tokio::test]
 async fn depths_on_sqs() {
-    let t = TestStack::with(|o| o.run_functions = false).await;
+    let t = TestStack::with(|o| {
+        o.backend = Backend::Emulator;
+        o.run_functions = false;
+    })
+    .await;
     depths_count_visible_and_delayed(&*t.stack.pipeline.queue).await;
     t.stop().await;
 }

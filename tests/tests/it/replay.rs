@@ -34,7 +34,7 @@ async fn send(t: &TestStack, key: &str, channels: &[&str]) -> Vec<String> {
 
 #[tokio::test]
 async fn fifty_concurrent_replays_replay_once() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let rx = Receiver::start(
         vec![Reply::status(400).body("bad recipient")],
         Reply::status(200),
@@ -266,7 +266,7 @@ async fn a_replay_after_the_receiver_is_fixed_is_sent() {
 
 #[tokio::test]
 async fn listing_filters_and_pages_every_row_exactly_once() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let bad = Receiver::start(vec![], Reply::status(422).body("invalid phone number"))
         .await
         .unwrap();

@@ -74,9 +74,9 @@ conformance!(
 async fn fixture(backend: Backend) -> Fixture {
     let (t, store): (Option<TestStack>, Arc<dyn Store>) = match backend {
         Backend::Dynamo => {
-            let t = TestStack::start().await;
+            let t = TestStack::on_emulator().await;
             let store =
-                DynamoStore::new(t.stack.clients.dynamodb.clone(), t.stack.resources.clone())
+                DynamoStore::new(t.aws().clients.dynamodb.clone(), t.aws().resources.clone())
                     .with_serial_transactions(true);
             (Some(t), Arc::new(store))
         }

@@ -26,8 +26,8 @@ fn template() -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_functions_run_as_the_deployed_stack_says() {
-    let t = TestStack::start().await;
-    let d = &t.stack.deployed;
+    let t = TestStack::on_emulator().await;
+    let d = &t.aws().deployed;
     // Every function runs with every name from its deployed environment, and every queue it
     // names is one CloudFormation created.
     for (logical, f) in &d.functions {
@@ -44,7 +44,7 @@ async fn the_functions_run_as_the_deployed_stack_says() {
     let deliver = d.function("DeliverFunction").unwrap();
     assert_eq!(deliver.timeout_s, Some(DELIVER_TIMEOUT_S));
     for tier in converger_core::Tier::ALL {
-        let url = t.stack.queue_url(tier).await.unwrap();
+        let url = t.aws().queue_url(tier).unwrap();
         let queue = d.queues.values().find(|q| q.url == url).unwrap();
         let m = deliver
             .event_source_mappings
@@ -89,12 +89,12 @@ async fn the_functions_run_as_the_deployed_stack_says() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn queue_depths_come_from_the_deployed_dead_letter_queues() {
-    let t = TestStack::start().await;
-    let dlq = t.stack.dlq_url(converger_core::Tier::Default).unwrap();
+    let t = TestStack::on_emulator().await;
+    let dlq = t.aws().dlq_url(converger_core::Tier::Default).unwrap();
     // CloudFormation named it: nothing derives it from the queue's own name.
     assert!(dlq.contains("DeliveriesDlq"), "{dlq}");
     for _ in 0..2 {
-        t.stack
+        t.aws()
             .clients
             .sqs
             .send_message()
@@ -132,8 +132,8 @@ async fn queue_depths_come_from_the_deployed_dead_letter_queues() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_iam_check_refuses_what_the_policy_does_not_allow() {
-    let t = TestStack::start().await;
-    let d = &t.stack.deployed;
+    let t = TestStack::on_emulator().await;
+    let d = &t.aws().deployed;
     let ingest = d.function("IngestFunction").unwrap();
     // The ingest function's deployed policy, in a guard that keeps its denials to itself.
     let guard = IamGuard::private(
@@ -190,7 +190,7 @@ async fn the_iam_check_refuses_what_the_policy_does_not_allow() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ingested_activity_and_its_deliveries_expire_after_the_retention_period() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     let rx = converger_tests::Receiver::always(200).await.unwrap();
     let (_, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, serde_json::json!({})).await;
@@ -214,8 +214,8 @@ async fn an_ingested_activity_and_its_deliveries_expire_after_the_retention_peri
         .unwrap();
     assert_eq!(d.expires_at, Some(at));
     // The tables the template declares expire rows on that attribute.
-    let ddb = &t.stack.clients.dynamodb;
-    for table in [&t.stack.resources.activities, &t.stack.resources.deliveries] {
+    let ddb = &t.aws().clients.dynamodb;
+    for table in [&t.aws().resources.activities, &t.aws().resources.deliveries] {
         let ttl = ddb
             .describe_time_to_live()
             .table_name(table)
@@ -234,7 +234,7 @@ async fn an_ingested_activity_and_its_deliveries_expire_after_the_retention_peri
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_path_no_route_of_the_template_takes_never_reaches_a_function() {
-    let t = TestStack::start().await;
+    let t = TestStack::on_emulator().await;
     // The admin API's path on the tenant API's gateway: the template routes it to the admin
     // function only.
     let a = t

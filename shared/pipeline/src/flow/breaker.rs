@@ -1,0 +1,229 @@
+//! After an attempt: the breaker's transitions and the window's growth or shrink, the
+//! probe scheduled when the breaker opens, and the replay of recent dead letters on a close.
+
+use super::*;
+use crate::Pipeline;
+use crate::outcome::{AttemptError, BulkFilter};
+use converger_core::flow::{grow_window, should_open, shrink_window};
+use converger_core::query::{Actor, ActorKind};
+use converger_core::{BreakerConfig, CircuitState, time};
+use converger_store::Flow;
+use converger_store::{Channel, Delivery, FlowJob, FlowJobKind, Mark, Outcome, Settle, Transition};
+
+impl Pipeline {
+    /// After an attempt: the breaker's counters, the window, the slot; opening or closing
+    /// the breaker. Returns whether the breaker is closed afterwards (a retry of a channel
+    /// whose breaker is not closed is parked instead of enqueued).
+    pub(crate) async fn after_attempt(
+        &self,
+        d: &Delivery,
+        channel: &Channel,
+        outcome: Outcome,
+        keep_slot: bool,
+        probe: bool,
+    ) -> Result<bool, AttemptError> {
+        let limits = self.limits(channel, d.tier);
+        let now = time::now_ms();
+        let known = self.flow_state(&channel.id).await?;
+        let window = limits.cap.and_then(|cap| {
+            let w = match outcome {
+                Outcome::Success => grow_window(known.window, cap),
+                Outcome::Transient => shrink_window(known.window),
+                Outcome::Neutral | Outcome::HandedOff => known.window,
+            };
+            (w != known.window).then_some(w)
+        });
+        let free = (!keep_slot && (d.slot || known.holds(&d.id) || limits.cap.is_some()))
+            .then(|| d.id.clone());
+        let failed = outcome.is_failure();
+        // A success is written when there is something to reset, or to keep `last_success_at`
+        // (auto-disable's "no success within 24 h") within ten minutes of the truth.
+        let success_stale = known
+            .last_success_at
+            .is_none_or(|t| now - t > SUCCESS_MARK_MS);
+        let needs_write = free.is_some()
+            || window.is_some()
+            || failed
+            || (outcome == Outcome::Success
+                && (known.consecutive_failures > 0 || known.failed_attempts > 0 || success_stale));
+        let flow = if needs_write {
+            let f = self
+                .store
+                .settle(
+                    &channel.id,
+                    &Settle {
+                        free,
+                        outcome,
+                        failed,
+                        window,
+                        now_ms: now,
+                    },
+                )
+                .await?;
+            self.remember_flow(&f);
+            f
+        } else {
+            known
+        };
+
+        if failed {
+            self.auto_disable(channel, &flow, now).await?;
+        }
+        if probe {
+            return self.probe_outcome(d, channel, &limits, outcome).await;
+        }
+        if outcome == Outcome::Transient
+            && should_open(
+                flow.circuit_state,
+                flow.consecutive_failures,
+                limits.breaker.failure_threshold,
+            )
+        {
+            self.open_breaker(channel, &limits.breaker, &flow, "failures")
+                .await?;
+            return Ok(false);
+        }
+        if flow.circuit_state == CircuitState::Closed {
+            if flow.backlog_at.is_some() && !keep_slot {
+                self.feed(channel, d.tier, flow).await?;
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The probe's outcome: a success closes the breaker and releases the parked backlog; a
+    /// failure re-opens it for another cooldown.
+    async fn probe_outcome(
+        &self,
+        d: &Delivery,
+        channel: &Channel,
+        limits: &Limits,
+        outcome: Outcome,
+    ) -> Result<bool, AttemptError> {
+        let now = time::now_ms();
+        // A probe handed off to a client went through: the endpoint is back.
+        if !outcome.is_failure() {
+            let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Closed, now)
+                .probed_by(d.id.as_str())
+                .reset();
+            if let Some(f) = self.store.transition(&channel.id, &t).await? {
+                self.remember_flow(&f);
+                tracing::info!(channel_id = %channel.id, "breaker closed: probe succeeded");
+                crate::metrics::count("circuit_closed", channel.kind.as_str(), 1);
+                let event =
+                    circuit_event(channel, "channel.circuit_closed", "probe_succeeded", now);
+                self.alert(channel, event.detail.clone()).await;
+                self.events.publish(vec![event]).await;
+                // Release everything parked now, and once more in 5 s for deliveries parked
+                // by instances that had not seen the close yet.
+                self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
+                    .await?;
+                self.send_flow_job(&channel.id, FlowJobKind::Release, 5)
+                    .await?;
+                if limits.breaker.replay_dead_letters_on_close {
+                    self.send_flow_job(&channel.id, FlowJobKind::ReplayDeadLetters, 0)
+                        .await?;
+                }
+                return Ok(true);
+            }
+            return Ok(self.flow_state(&channel.id).await?.circuit_state == CircuitState::Closed);
+        }
+        // Failed (or inconclusive): open again for another cooldown.
+        let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Open, now)
+            .probed_by(d.id.as_str());
+        if let Some(f) = self.store.transition(&channel.id, &t).await? {
+            self.remember_flow(&f);
+            tracing::info!(channel_id = %channel.id, "probe failed: breaker open again");
+            self.schedule_probe(&channel.id, &limits.breaker).await?;
+        }
+        Ok(false)
+    }
+
+    /// Opens a closed breaker (single winner); the winner announces it and schedules the
+    /// probe.
+    pub(crate) async fn open_breaker(
+        &self,
+        channel: &Channel,
+        breaker: &BreakerConfig,
+        seen: &Flow,
+        reason: &str,
+    ) -> Result<bool, AttemptError> {
+        let now = time::now_ms();
+        let t = Transition::new(&[CircuitState::Closed], CircuitState::Open, now)
+            .seen(seen.circuit_changed_at);
+        let Some(f) = self.store.transition(&channel.id, &t).await? else {
+            return Ok(false);
+        };
+        self.remember_flow(&f);
+        tracing::warn!(channel_id = %channel.id, failures = f.consecutive_failures, reason, "breaker opened");
+        crate::metrics::count("circuit_opened", channel.kind.as_str(), 1);
+        let event = circuit_event(channel, "channel.circuit_opened", reason, now);
+        self.alert(channel, event.detail.clone()).await;
+        self.events.publish(vec![event]).await;
+        self.schedule_probe(&channel.id, breaker).await?;
+        Ok(true)
+    }
+
+    pub(super) async fn schedule_probe(
+        &self,
+        channel: &converger_core::ChannelId,
+        breaker: &BreakerConfig,
+    ) -> Result<(), AttemptError> {
+        let delay_s = u32::try_from(breaker.cooldown_ms.div_ceil(1000)).unwrap_or(900);
+        let due = time::now_ms() + i64::try_from(breaker.cooldown_ms).unwrap_or(0);
+        self.send_flow_job(channel, FlowJobKind::Probe, delay_s)
+            .await?;
+        let f = self
+            .store
+            .mark(channel, Mark::ProbeDue, Some(due), None)
+            .await?;
+        self.remember_flow(&f);
+        Ok(())
+    }
+
+    pub(super) async fn send_flow_job(
+        &self,
+        channel: &converger_core::ChannelId,
+        kind: FlowJobKind,
+        delay_s: u32,
+    ) -> Result<(), AttemptError> {
+        let job = FlowJob {
+            channel_id: channel.clone(),
+            kind,
+        };
+        Ok(self.queue.send_flow(&job, delay_s).await?)
+    }
+
+    /// Replays the channel's recent dead letters after a probe closed its breaker, as the
+    /// system actor `circuit_breaker`. Failures are logged: the close stands.
+    pub(super) async fn replay_on_close(
+        &self,
+        channel: &Channel,
+        breaker: &BreakerConfig,
+        now: i64,
+    ) {
+        let since = now - i64::try_from(breaker.replay_window_ms).unwrap_or(0);
+        let actor = Actor {
+            kind: ActorKind::System,
+            id: "circuit_breaker".into(),
+        };
+        let filter = BulkFilter {
+            from_key: Some(time::ms_to_rfc3339(since)),
+            to_key: None,
+            activity: None,
+            limit: None,
+        };
+        match self
+            .replay_channel(&channel.tenant_id, &channel.id, filter, &actor)
+            .await
+        {
+            Ok(r) => {
+                tracing::info!(channel_id = %channel.id, retried = r.retried, "dead letters replayed on close")
+            }
+            Err(e) => {
+                tracing::warn!(channel_id = %channel.id, error = %e, "replay on close failed")
+            }
+        }
+    }
+}

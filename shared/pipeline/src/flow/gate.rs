@@ -1,0 +1,132 @@
+//! The gate before an attempt: park, probe, window and rate limit, decided from the
+//! channel's flow item.
+
+use super::*;
+use crate::Pipeline;
+use crate::outcome::{AttemptError, Report};
+use converger_core::flow::{Gate, gate};
+use converger_core::{CircuitState, RateLimit, time};
+use converger_store::Flow;
+use converger_store::{
+    Channel, Delivery, DeliveryMessage, Mark, Settle, SlotTake, StoreResult, Transition,
+};
+
+impl Pipeline {
+    /// The gate before an attempt, with the lease held: park, probe, window, rate limit.
+    pub(crate) async fn admit_attempt(
+        &self,
+        d: &Delivery,
+        token: &str,
+        msg: &DeliveryMessage,
+        channel: &Channel,
+    ) -> Result<Admit, AttemptError> {
+        let limits = self.limits(channel, d.tier);
+        let now = time::now_ms();
+        let mut flow = self.flow_state(&channel.id).await?;
+        let mut decision = self.decide(&flow, d, &limits, now);
+        if decision != Gate::Proceed && decision != Gate::Probe {
+            // Never park or probe on a cached view: read the breaker as it is.
+            flow = self.store.get_flow(&channel.id).await?;
+            self.remember_flow(&flow);
+            decision = self.decide(&flow, d, &limits, now);
+        }
+        match decision {
+            Gate::Proceed => {}
+            Gate::Probe => return Ok(Admit::Go { probe: true }),
+            Gate::ClaimProbe => {
+                let t = Transition::new(&[flow.circuit_state], CircuitState::HalfOpen, now)
+                    .seen(flow.circuit_changed_at)
+                    .probe(d.id.as_str());
+                if let Some(f) = self.store.transition(&channel.id, &t).await? {
+                    self.remember_flow(&f);
+                    tracing::info!(channel_id = %channel.id, delivery_id = %d.id, "breaker half-open: probing");
+                    // Whatever happens to this probe, the next check comes after a cooldown.
+                    self.schedule_probe(&channel.id, &limits.breaker).await?;
+                    return Ok(Admit::Go { probe: true });
+                }
+                return self.park_claimed(d, token, channel).await;
+            }
+            Gate::Park => return self.park_claimed(d, token, channel).await,
+        }
+        // The window: a delivery without a slot (a replay, a long backoff) takes one first.
+        if let Some(cap) = limits.cap
+            && !d.slot
+            && !flow.holds(&d.id)
+        {
+            match self.take(channel, d, cap).await? {
+                SlotTake::Taken(_) | SlotTake::Held(_) => {}
+                SlotTake::NotClosed(_) => return self.park_claimed(d, token, channel).await,
+                SlotTake::Full(_) => {
+                    if !self
+                        .store
+                        .to_backlog(d, token, now, &time::ms_to_rfc3339(now))
+                        .await?
+                    {
+                        return Ok(Admit::Done(Report::Skipped("lease lost before backlog")));
+                    }
+                    self.after_admission(channel, d.tier, Admission::Backlog)
+                        .await?;
+                    return Ok(Admit::Done(Report::Backlogged));
+                }
+            }
+        }
+        // The rate limit: over it, the message is snoozed until the schedule has room; no
+        // attempt is used.
+        if let Some(rate) = limits.rate {
+            let now_us = now.saturating_mul(1000);
+            if let Err(retry_at) = self.store.rate_take(&channel.id, &rate, now_us).await? {
+                let delay_s = RateLimit::snooze_s(retry_at, now_us);
+                self.store.release(d, token).await?;
+                self.queue.send(msg, delay_s).await?;
+                return Ok(Admit::Done(Report::Snoozed { delay_s }));
+            }
+        }
+        Ok(Admit::Go { probe: false })
+    }
+
+    fn decide(&self, flow: &Flow, d: &Delivery, limits: &Limits, now: i64) -> Gate {
+        gate(
+            flow.circuit_state,
+            flow.circuit_changed_at,
+            flow.probe.as_deref(),
+            d.id.as_str(),
+            limits.breaker.cooldown_ms,
+            now,
+        )
+    }
+
+    /// Parks a claimed delivery: `paused`, no message kept, its slot given back.
+    async fn park_claimed(
+        &self,
+        d: &Delivery,
+        token: &str,
+        channel: &Channel,
+    ) -> Result<Admit, AttemptError> {
+        let now = time::now_ms();
+        if !self
+            .store
+            .park(d, Some(token), &time::ms_to_rfc3339(now))
+            .await?
+        {
+            return Ok(Admit::Done(Report::Skipped("lease lost before parking")));
+        }
+        self.park_marks(channel, d).await?;
+        tracing::info!(delivery_id = %d.id, channel_id = %channel.id, "delivery parked");
+        Ok(Admit::Done(Report::Parked))
+    }
+
+    /// After a delivery was parked: its slot back, the parked mark set.
+    pub(crate) async fn park_marks(&self, channel: &Channel, d: &Delivery) -> StoreResult<()> {
+        let now = time::now_ms();
+        let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
+        // A parked delivery holds no slot (the view may be a cached one: the row says too).
+        if d.slot || f.holds(&d.id) {
+            let f = self
+                .store
+                .settle(&channel.id, &Settle::free(d.id.clone(), now))
+                .await?;
+            self.remember_flow(&f);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,172 @@
+//! The flow jobs (`probe` queue): the half-open probe and the release of parked deliveries
+//! after a close.
+
+use crate::Pipeline;
+use crate::outcome::AttemptError;
+use converger_core::flow::cooldown_left_ms;
+use converger_core::{BreakerConfig, CircuitState, Tier, time};
+use converger_store::Flow;
+use converger_store::{
+    Channel, Delivery, DeliveryMessage, FlowJob, FlowJobKind, Mark, Placement, Transition,
+};
+
+impl Pipeline {
+    /// Runs a `probe` queue message.
+    pub async fn flow_job(&self, job: &FlowJob) -> Result<(), AttemptError> {
+        let Some(channel) = self.store.get_channel(&job.channel_id).await? else {
+            return Ok(());
+        };
+        self.forget_channel(&channel.id);
+        let flow = self.store.get_flow(&channel.id).await?;
+        self.remember_flow(&flow);
+        match (job.kind, flow.circuit_state) {
+            (FlowJobKind::ReplayDeadLetters, _) => {
+                let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+                self.replay_on_close(&channel, &breaker, time::now_ms())
+                    .await;
+                Ok(())
+            }
+            (_, CircuitState::Closed) => {
+                if flow.parked_at.is_some() || job.kind == FlowJobKind::Release {
+                    self.release(&channel, &flow).await?;
+                }
+                Ok(())
+            }
+            (_, CircuitState::Paused) => Ok(()),
+            (FlowJobKind::Release, _) => Ok(()),
+            (FlowJobKind::Probe, _) => self.probe(&channel, flow).await,
+        }
+    }
+
+    /// One probe of an open (or stuck half-open) breaker: one waiting delivery is attempted
+    /// as the probe. With nothing waiting the loop stops.
+    async fn probe(&self, channel: &Channel, flow: Flow) -> Result<(), AttemptError> {
+        let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+        let now = time::now_ms();
+        let left = cooldown_left_ms(flow.circuit_changed_at, breaker.cooldown_ms, now);
+        if left > 0 {
+            let delay_s = u32::try_from((left + 999) / 1000).unwrap_or(900);
+            self.send_flow_job(&channel.id, FlowJobKind::Probe, delay_s)
+                .await?;
+            return Ok(());
+        }
+        let candidate = match self.store.parked(&channel.id, 1).await?.pop() {
+            Some(d) => Some((d, true)),
+            None => match self.store.backlog(&channel.id, now, 1).await?.pop() {
+                Some(w) => self.store.get_delivery(&w.id).await?.map(|d| (d, false)),
+                None => None,
+            },
+        };
+        let Some((d, parked)) = candidate else {
+            tracing::info!(channel_id = %channel.id, "nothing waits: probe loop stops");
+            if let Some(due) = flow.probe_due {
+                self.store
+                    .mark(&channel.id, Mark::ProbeDue, None, Some(due))
+                    .await?;
+            }
+            return Ok(());
+        };
+        let t = Transition::new(&[flow.circuit_state], CircuitState::HalfOpen, now)
+            .seen(flow.circuit_changed_at)
+            .probe(d.id.as_str());
+        let Some(f) = self.store.transition(&channel.id, &t).await? else {
+            return Ok(());
+        };
+        self.remember_flow(&f);
+        self.schedule_probe(&channel.id, &breaker).await?;
+        let now_s = time::ms_to_rfc3339(now);
+        let live = if parked {
+            self.store.unpark(&d, Placement::Live, now, &now_s).await?
+        } else {
+            self.store.leave_backlog(&d.id, now).await?
+        };
+        let Some(live) = live else {
+            return Ok(());
+        };
+        tracing::info!(channel_id = %channel.id, delivery_id = %live.id, "probing");
+        let msg = DeliveryMessage::new(live.id.clone(), live.tier, None);
+        // The gate sees this delivery named as the probe: its log says `trigger: probe`.
+        self.attempt(msg).await?;
+        Ok(())
+    }
+
+    /// Moves every parked delivery of a closed channel back to pending (into the backlog
+    /// when the channel has a window), then feeds the window.
+    pub(super) async fn release(
+        &self,
+        channel: &Channel,
+        flow: &Flow,
+    ) -> Result<usize, AttemptError> {
+        let tenant_tier = self
+            .store
+            .get_tenant(&channel.tenant_id)
+            .await?
+            .map(|t| t.tier)
+            .unwrap_or(Tier::Default);
+        let windowed = self.limits(channel, tenant_tier).cap.is_some();
+        let to = if windowed {
+            Placement::Backlog
+        } else {
+            Placement::Live
+        };
+        let mut released = 0usize;
+        loop {
+            let rows = self.store.parked(&channel.id, 500).await?;
+            if rows.is_empty() {
+                break;
+            }
+            let now = time::now_ms();
+            let now_s = time::ms_to_rfc3339(now);
+            let mut moved: Vec<Delivery> = Vec::with_capacity(rows.len());
+            for chunk in rows.chunks(8) {
+                let done = futures::future::join_all(
+                    chunk.iter().map(|d| self.store.unpark(d, to, now, &now_s)),
+                )
+                .await;
+                for r in done {
+                    moved.extend(r?);
+                }
+            }
+            if moved.is_empty() {
+                // The index still shows rows already moved: read again later.
+                break;
+            }
+            released += moved.len();
+            if !windowed {
+                let msgs: Vec<DeliveryMessage> = moved
+                    .iter()
+                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None))
+                    .collect();
+                self.queue.send_many(&msgs).await?;
+            }
+            if released >= self.config.release_chunk {
+                self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
+                    .await?;
+                break;
+            }
+        }
+        let now = time::now_ms();
+        if released < self.config.release_chunk
+            && let Some(at) = flow.parked_at
+        {
+            self.store
+                .mark(&channel.id, Mark::Parked, None, Some(at))
+                .await?;
+        }
+        if released > 0 {
+            tracing::info!(channel_id = %channel.id, released, "parked deliveries released");
+        }
+        if windowed {
+            let f = if released > 0 {
+                self.store
+                    .mark(&channel.id, Mark::Backlog, Some(now), None)
+                    .await?
+            } else {
+                self.store.get_flow(&channel.id).await?
+            };
+            self.remember_flow(&f);
+            self.feed(channel, tenant_tier, f).await?;
+        }
+        Ok(released)
+    }
+}

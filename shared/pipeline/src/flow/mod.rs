@@ -1,0 +1,167 @@
+//! Flow control, as the pipeline applies it: admission of new deliveries into a channel's
+//! window, the gate before an attempt (park, probe, window, rate limit), the breaker's
+//! transitions after one, feeding the backlog into freed slots, the probe and release jobs,
+//! pause and resume, and the sweeper's reconciliation. The rules are in `core::flow`; every
+//! state change is one conditional write in the store.
+
+use crate::Pipeline;
+use converger_core::cache::TtlCache;
+use converger_core::flow::backlog_mark_fresh;
+use converger_core::{BreakerConfig, CircuitState, RateLimit, Tier, time};
+use converger_core::{ChannelId, DeliveryId};
+use converger_store::Flow;
+use converger_store::{Channel, Mark, PlatformEvent, StoreResult};
+use serde_json::json;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+mod admission;
+mod backlog;
+mod breaker;
+mod gate;
+mod jobs;
+mod operator;
+mod reconcile;
+
+pub use crate::outcome::{Admission, Admit};
+
+/// Backlog rows one feed query reads (the ones not fed at once are remembered).
+pub const BACKLOG_PREFETCH: usize = 25;
+
+/// How stale `last_success_at` may get before a success is written anyway.
+const SUCCESS_MARK_MS: i64 = 600_000;
+
+/// How long remembered backlog rows are trusted.
+const HINT_TTL: Duration = Duration::from_secs(5);
+
+/// What this instance remembers of flow state: the channels' flow items (for
+/// `flow_cache_ttl`) and the backlog rows one feed found and did not feed yet. Only this
+/// module reads or writes them.
+pub struct Caches {
+    flows: TtlCache<ChannelId, Flow>,
+    backlog_hints: TtlCache<ChannelId, VecDeque<DeliveryId>>,
+}
+
+impl Caches {
+    pub fn new(flow_ttl: Duration) -> Self {
+        Self {
+            flows: TtlCache::new(flow_ttl),
+            backlog_hints: TtlCache::new(HINT_TTL),
+        }
+    }
+}
+
+/// A channel's flow settings for deliveries of `tier`.
+pub struct Limits {
+    pub breaker: BreakerConfig,
+    /// The window's cap (`None`: unbounded).
+    pub cap: Option<u32>,
+    pub rate: Option<RateLimit>,
+}
+
+/// What the delivery endpoint shows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeliveryState {
+    pub state: &'static str,
+    pub circuit_state: CircuitState,
+    pub circuit_changed_at: Option<String>,
+    pub consecutive_failures: u32,
+    pub in_flight: usize,
+    pub window: Option<u32>,
+    pub max_in_flight: Option<u32>,
+    pub rate_limit: Option<String>,
+    pub parked: u64,
+    pub backlog: u64,
+}
+
+impl Pipeline {
+    /// The flow settings of `channel` for deliveries of `tier`.
+    pub fn limits(&self, channel: &Channel, tier: Tier) -> Limits {
+        let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+        let rate = match &channel.rate_limit {
+            Some(r) => r.parse().ok(),
+            None => self
+                .adapters
+                .get(channel.kind)
+                .and_then(|a| a.default_rate_limit()),
+        };
+        Limits {
+            cap: breaker.max_in_flight.resolve(tier),
+            breaker,
+            rate,
+        }
+    }
+
+    /// A channel's flow item, from this instance's cache when read less than
+    /// `flow_cache_ttl` ago.
+    pub async fn flow_state(&self, channel: &ChannelId) -> StoreResult<Flow> {
+        if let Some(f) = self.flow.flows.get(channel) {
+            return Ok(f);
+        }
+        let f = self.store.get_flow(channel).await?;
+        self.remember_flow(&f);
+        Ok(f)
+    }
+
+    /// This instance's fresh view of a flow item, without a read.
+    fn cached_flow(&self, channel: &ChannelId) -> Option<Flow> {
+        self.flow.flows.get(channel)
+    }
+
+    /// Sets a mark on a channel's flow item, unless this instance's fresh view shows it set
+    /// already (then no write: a backlogged or parked delivery costs no mark of its own; a
+    /// backlog mark is relied on only while it is recent: see `core::flow`). Returns the
+    /// flow item, and whether it is the one the store just returned (else the cached view).
+    async fn ensure_mark(
+        &self,
+        channel: &converger_core::ChannelId,
+        mark: Mark,
+    ) -> StoreResult<(Flow, bool)> {
+        if let Some(f) = self.cached_flow(channel) {
+            let set = match mark {
+                Mark::Backlog => backlog_mark_fresh(f.backlog_at, time::now_ms()),
+                Mark::Parked => f.parked_at.is_some(),
+                Mark::ProbeDue => f.probe_due.is_some(),
+            };
+            if set {
+                return Ok((f, false));
+            }
+        }
+        let f = self
+            .store
+            .mark(channel, mark, Some(time::now_ms()), None)
+            .await?;
+        self.remember_flow(&f);
+        Ok((f, true))
+    }
+
+    /// Keeps the flow item a write returned, so the next decision sees it.
+    pub(crate) fn remember_flow(&self, f: &Flow) {
+        self.flow.flows.insert(f.channel_id.clone(), f.clone());
+    }
+
+    /// The window size to ask for: the latest known window (however old), bounded by the cap.
+    fn window_cap(&self, channel: &Channel, cap: u32) -> u32 {
+        self.flow
+            .flows
+            .get_stale(&channel.id)
+            .map(|f| f.window)
+            .unwrap_or(converger_core::flow::INITIAL_WINDOW)
+            .min(cap)
+            .max(1)
+    }
+}
+
+fn circuit_event(channel: &Channel, kind: &'static str, reason: &str, at_ms: i64) -> PlatformEvent {
+    PlatformEvent {
+        detail_type: kind,
+        detail: json!({
+            "event": kind,
+            "channel_id": channel.id,
+            "channel_name": channel.name,
+            "tenant_id": channel.tenant_id,
+            "reason": reason,
+            "changed_at": time::ms_to_rfc3339(at_ms),
+        }),
+    }
+}

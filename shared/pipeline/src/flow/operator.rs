@@ -1,0 +1,109 @@
+//! Operators' and tenants' actions on a channel's flow: pause, resume (audited), and the
+//! state the delivery endpoint shows.
+
+use super::*;
+use crate::Pipeline;
+use crate::outcome::AttemptError;
+use converger_core::query::Actor;
+use converger_core::{CircuitState, Tier, time};
+use converger_store::Flow;
+use converger_store::{AuditEntry, Channel, FlowJobKind, StoreResult, Transition};
+use serde_json::json;
+
+impl Pipeline {
+    /// Pauses a channel's deliveries (`pause_deliveries`, audited).
+    pub async fn pause(&self, channel: &Channel, actor: &Actor) -> Result<Flow, AttemptError> {
+        use CircuitState::*;
+        let now = time::now_ms();
+        let t = Transition::new(&[Closed, Open, HalfOpen, Paused], Paused, now);
+        self.operator_transition(channel, actor, &t, "pause_deliveries")
+            .await
+    }
+
+    /// Resumes a channel's deliveries (`resume_deliveries`, audited): force-closes the
+    /// breaker and releases the parked backlog. Never replays dead letters.
+    pub async fn resume(&self, channel: &Channel, actor: &Actor) -> Result<Flow, AttemptError> {
+        use CircuitState::*;
+        let now = time::now_ms();
+        let t = Transition::new(&[Open, HalfOpen, Paused], Closed, now).reset();
+        let f = self
+            .operator_transition(channel, actor, &t, "resume_deliveries")
+            .await?;
+        self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
+            .await?;
+        self.send_flow_job(&channel.id, FlowJobKind::Release, 5)
+            .await?;
+        Ok(f)
+    }
+
+    /// An operator's breaker transition, audited; the flow item as it is afterwards (also
+    /// when the breaker already was where it was asked to go).
+    async fn operator_transition(
+        &self,
+        channel: &Channel,
+        actor: &Actor,
+        t: &Transition,
+        action: &str,
+    ) -> Result<Flow, AttemptError> {
+        let f = match self.store.transition(&channel.id, t).await? {
+            Some(f) => f,
+            None => self.store.get_flow(&channel.id).await?,
+        };
+        self.remember_flow(&f);
+        self.audit(channel, actor, action, t.now_ms).await?;
+        Ok(f)
+    }
+
+    async fn audit(
+        &self,
+        channel: &Channel,
+        actor: &Actor,
+        action: &str,
+        now: i64,
+    ) -> StoreResult<()> {
+        let entry = AuditEntry::new(
+            channel.tenant_id.clone(),
+            actor.clone(),
+            action,
+            "channel",
+            channel.id.as_str(),
+            json!({"channel_id": channel.id}),
+            &time::ms_to_rfc3339(now),
+        );
+        self.store.add_audit(&entry).await
+    }
+
+    /// The delivery state of a channel, as the API shows it (from `flow` when the caller
+    /// has just written it).
+    pub async fn delivery_state(
+        &self,
+        channel: &Channel,
+        flow: Option<Flow>,
+    ) -> StoreResult<DeliveryState> {
+        let f = match flow {
+            Some(f) => f,
+            None => self.store.get_flow(&channel.id).await?,
+        };
+        let tier = self
+            .store
+            .get_tenant(&channel.tenant_id)
+            .await?
+            .map(|t| t.tier)
+            .unwrap_or(Tier::Default);
+        let limits = self.limits(channel, tier);
+        let (parked, backlog) = self.store.waiting_counts(&channel.id).await?;
+        Ok(DeliveryState {
+            state: f.circuit_state.delivery_label(),
+            circuit_state: f.circuit_state,
+            circuit_changed_at: (f.circuit_changed_at > 0)
+                .then(|| time::ms_to_rfc3339(f.circuit_changed_at)),
+            consecutive_failures: f.consecutive_failures,
+            in_flight: f.slots.len(),
+            window: limits.cap.map(|cap| f.window.min(cap)),
+            max_in_flight: limits.cap,
+            rate_limit: limits.rate.map(|r| r.to_string()),
+            parked,
+            backlog,
+        })
+    }
+}

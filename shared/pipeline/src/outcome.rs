@@ -1,0 +1,91 @@
+//! The types more than one use case speaks: what an attempt led to, why it failed, what the
+//! flow gate decided, where a new delivery starts, what a bulk replay may replay, and the
+//! status event every settled delivery publishes. Use-case modules import these, never each
+//! other's internals.
+
+use converger_store::{Delivery, PlatformEvent, QueueError, StoreError};
+use serde_json::json;
+
+/// What one message led to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    Sent,
+    RetryScheduled {
+        delay_ms: u64,
+    },
+    DeadLettered,
+    /// Not due yet: the message was delayed again (a hop).
+    Hopped {
+        delay_s: u32,
+    },
+    /// Handed off to a client (websocket): pending until acknowledged, not retried.
+    HandedOff,
+    /// Nothing to do: duplicate message, settled delivery, lost lease.
+    Skipped(&'static str),
+    /// The channel's breaker is open or the channel paused: parked, no attempt.
+    Parked,
+    /// The channel's window is full: the delivery waits in its backlog.
+    Backlogged,
+    /// Over the channel's rate limit: the message comes back when the window resets.
+    Snoozed {
+        delay_s: u32,
+    },
+}
+
+/// Unexpected failures: the message is left for SQS to redeliver.
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// Where a new delivery starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Enqueued now (holding a slot when the channel has a window).
+    Live,
+    /// Waiting in the backlog for a slot.
+    Backlog,
+    /// Written `paused`: the breaker is open or the channel paused.
+    Parked,
+}
+
+/// What the gate decided for a claimed delivery.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admit {
+    /// Attempt it. `probe`: it is the half-open probe.
+    Go { probe: bool },
+    /// Nothing to attempt now; the report says why.
+    Done(Report),
+}
+
+/// What one bulk replay may replay.
+#[derive(Debug, Clone, Default)]
+pub struct BulkFilter {
+    /// Inclusive bounds on `<updated_at>#<id>` (UTC days, see `core::query`).
+    pub from_key: Option<String>,
+    pub to_key: Option<String>,
+    pub activity: Option<converger_core::ActivityId>,
+    /// Asked-for cap; never above the configured `bulk_retry_limit`.
+    pub limit: Option<usize>,
+}
+
+pub(crate) fn status_event(
+    d: &Delivery,
+    status: &str,
+    attempts: u32,
+    error: Option<&str>,
+) -> PlatformEvent {
+    PlatformEvent {
+        detail_type: "delivery.status_changed",
+        detail: json!({
+            "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
+            "tenant_id": d.tenant_id, "conversation_id": d.conversation_id,
+            "status": status, "attempts": attempts, "error": error,
+        }),
+    }
+}

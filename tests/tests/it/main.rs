@@ -1,0 +1,22 @@
+//! Every integration test, in one binary (one link, one process per test under nextest).
+//! The use-case scenarios run on the in-process backend; the tests of AWS code paths
+//! (the store conformance suite's DynamoDB half, the queues, the bus, the template, IAM and
+//! one scenario of each use case) run on the template deployed on the emulator. The list is
+//! in `docs/architecture.md` ("Tests").
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod adapters;
+mod api;
+mod bench;
+mod browser;
+mod bulk;
+mod e2e;
+mod events;
+mod flow;
+mod health;
+mod infra;
+mod queue;
+mod replay;
+mod retries;
+mod store;
+mod web;
