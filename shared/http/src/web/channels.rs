@@ -1,0 +1,149 @@
+//! The channels page, its live Delivery column, and Pause/Resume.
+
+use super::layout::{layout, page_error, urlencode};
+use super::scope::{TenantQuery, scoped_channels};
+use super::session::{Posted, Viewer, forbidden, prefix};
+use crate::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use converger_core::ChannelId;
+use converger_core::web::Realm;
+use converger_store::{Channel, Scope};
+use maud::{PreEscaped, html};
+use serde_json::{Value, json};
+
+/// A channel's Delivery column: its flow item's breaker state is all it takes.
+pub(super) async fn delivery_label(state: &AppState, c: &Channel) -> String {
+    match state.pipeline.store.get_flow(&c.id).await {
+        Ok(f) => f.circuit_state.delivery_column().to_owned(),
+        Err(_) => "unknown".to_owned(),
+    }
+}
+
+pub(super) async fn channels(
+    State(state): State<AppState>,
+    v: Viewer,
+    Query(q): Query<TenantQuery>,
+) -> Response {
+    let p = prefix(v.realm);
+    let list = match scoped_channels(&state, &v, q.tenant.as_deref()).await {
+        Ok(l) => l,
+        Err(e) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &e),
+    };
+    let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
+    let health =
+        futures::future::join_all(list.iter().map(|c| state.pipeline.channel_health(c, 1))).await;
+    let csrf = v.csrf(&state);
+    let content = html! {
+        table id="channels" {
+            thead { tr { th { "Name" } th { "Type" } @if v.realm == Realm::Admin { th { "Tenant" } } th { "Active" } th { "Health" } th { "Delivery" } th { "" } } }
+            tbody { @for ((c, label), h) in list.iter().zip(&labels).zip(&health) {
+                tr.channel data-id=(c.id) {
+                    td { (c.name) br; code.muted { (c.id) } }
+                    td { (c.kind) }
+                    @if v.realm == Realm::Admin { td { (c.tenant_id) } }
+                    td { (if c.active { "yes" } else { "no" }) }
+                    td { (h.as_ref().ok().and_then(|h| h.get("status")).and_then(Value::as_str).unwrap_or("unknown")) }
+                    td.delivery-state data-channel=(c.id) { (label) }
+                    td { @if v.can_act() {
+                        @let paused = label == "Paused";
+                        form.inline.toggle method="post" action={ (p) "/channels/" (c.id) (if paused { "/resume" } else { "/pause" }) } {
+                            input type="hidden" name="_csrf" value=(csrf);
+                            @if let Some(t) = q.tenant.as_deref().filter(|t| !t.is_empty()) { input type="hidden" name="tenant" value=(t); }
+                            button.toggle type="submit" { (if paused { "Resume deliveries" } else { "Pause deliveries" }) }
+                        }
+                    } }
+                }
+            } }
+        }
+        @if list.is_empty() { p.muted { "No channels." } }
+        script { (PreEscaped(CHANNELS_SCRIPT.replace("STATES_URL", &format!(
+            "{p}/channels/states{}",
+            q.tenant.as_deref().filter(|t| !t.is_empty()).map(|t| format!("?tenant={}", urlencode(t))).unwrap_or_default()
+        )))) }
+    };
+    layout(&state, &v, "Channels", content)
+}
+
+/// The channels page's live refresh: every 2 s it reads the Delivery column's values and
+/// updates each row's cell and its Pause/Resume button.
+const CHANNELS_SCRIPT: &str = r#"setInterval(async () => {
+  try {
+    const r = await fetch('STATES_URL');
+    if (!r.ok) return;
+    const states = await r.json();
+    for (const row of document.querySelectorAll('tr.channel')) {
+      const v = states[row.dataset.id];
+      if (!v) continue;
+      row.querySelector('td.delivery-state').textContent = v;
+      const form = row.querySelector('form.toggle');
+      if (!form) continue;
+      const paused = v === 'Paused';
+      form.action = form.action.replace(/\/(pause|resume)$/, paused ? '/resume' : '/pause');
+      form.querySelector('button').textContent = paused ? 'Resume deliveries' : 'Pause deliveries';
+    }
+  } catch (e) {}
+}, 2000);"#;
+
+/// The Delivery column's values, polled by the channels page.
+pub(super) async fn channel_states(
+    State(state): State<AppState>,
+    v: Viewer,
+    Query(q): Query<TenantQuery>,
+) -> Response {
+    let list = match scoped_channels(&state, &v, q.tenant.as_deref()).await {
+        Ok(l) => l,
+        Err(e) => {
+            return (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                axum::Json(json!({"error": e})),
+            )
+                .into_response();
+        }
+    };
+    let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
+    let map: serde_json::Map<String, Value> = list
+        .iter()
+        .zip(labels)
+        .map(|(c, l)| (c.id.to_string(), Value::String(l)))
+        .collect();
+    axum::Json(Value::Object(map)).into_response()
+}
+
+pub(super) async fn pause_or_resume(
+    State(state): State<AppState>,
+    Path((id, action)): Path<(String, String)>,
+    Posted { viewer: v, form }: Posted,
+) -> Response {
+    if !v.can_act() {
+        return forbidden();
+    }
+    let channel = match ChannelId::parse(&id) {
+        Ok(id) => state
+            .pipeline
+            .store
+            .channel_in(Scope::of(v.own_tenant()), &id)
+            .await
+            .ok()
+            .flatten(),
+        Err(_) => None,
+    };
+    let Some(channel) = channel else {
+        return page_error(StatusCode::NOT_FOUND, "No such channel.");
+    };
+    let r = match action.as_str() {
+        "pause" => state.pipeline.pause(&channel, &v.actor()).await,
+        "resume" => state.pipeline.resume(&channel, &v.actor()).await,
+        _ => return page_error(StatusCode::NOT_FOUND, "No such action."),
+    };
+    if let Err(e) = r {
+        return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+    }
+    // Back to the list the button was on (an admin's tenant filter kept).
+    let back = match form.get("tenant").filter(|t| !t.is_empty()) {
+        Some(t) if v.realm == Realm::Admin => format!("?tenant={}", urlencode(t)),
+        _ => String::new(),
+    };
+    Redirect::to(&format!("{}/channels{back}", prefix(v.realm))).into_response()
+}

@@ -1,0 +1,112 @@
+//! The operators' dashboard.
+
+use super::channels::delivery_label;
+use super::layout::layout;
+use super::session::Viewer;
+use crate::AppState;
+use axum::extract::State;
+use axum::response::{IntoResponse, Redirect, Response};
+use converger_core::web::Realm;
+use converger_core::{DeliveryStatus, TenantId};
+use converger_store::Channel;
+use maud::html;
+use serde_json::Value;
+
+/// Counts one status's deliveries of one tenant, up to `cap`.
+/// How far the dashboard counts each tenant's deliveries of one status.
+const COUNT_CAP: u64 = 10_000;
+
+pub(super) async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
+    if v.realm != Realm::Admin {
+        return Redirect::to("/portal/deliveries").into_response();
+    }
+    let tenants = state.tenants().await.unwrap_or_default();
+    // Every tenant's count of every status, 32 queries at a time, in order.
+    let pairs: Vec<(TenantId, DeliveryStatus)> = DeliveryStatus::ALL
+        .iter()
+        .flat_map(|st| tenants.iter().map(move |t| (t.id.clone(), *st)))
+        .collect();
+    let counts: Vec<_> = {
+        use futures::StreamExt;
+        let store = state.pipeline.store.clone();
+        futures::stream::iter(pairs)
+            .map(move |(t, st)| {
+                let store = store.clone();
+                async move { store.count_by_status(&t, st, COUNT_CAP).await }
+            })
+            .buffered(32)
+            .collect()
+            .await
+    };
+    let per_status = tenants.len().max(1);
+    let by_status: Vec<(DeliveryStatus, u64, bool)> = DeliveryStatus::ALL
+        .iter()
+        .zip(counts.chunks(per_status).chain(std::iter::repeat(&[][..])))
+        .map(|(st, counts)| {
+            let counts: Vec<u64> = counts.iter().map(|c| *c.as_ref().unwrap_or(&0)).collect();
+            // A tenant counted to the cap has more: the total is shown as "at least".
+            let capped = counts.iter().any(|c| *c >= COUNT_CAP);
+            (*st, counts.iter().sum(), capped)
+        })
+        .collect();
+    // A failed read is shown, not hidden behind an empty table.
+    let (depths, depth_error) = match state.pipeline.queue.depths().await {
+        Ok(d) => (d, None),
+        Err(e) => {
+            tracing::warn!(error = %e, "queue depths unavailable");
+            (Vec::new(), Some(e.to_string()))
+        }
+    };
+    let mut channels = Vec::new();
+    for t in tenants.iter() {
+        channels.extend(
+            state
+                .pipeline
+                .store
+                .list_channels(&t.id)
+                .await
+                .unwrap_or_default(),
+        );
+    }
+    let labels =
+        futures::future::join_all(channels.iter().map(|c| delivery_label(&state, c))).await;
+    let health =
+        futures::future::join_all(channels.iter().map(|c| state.pipeline.channel_health(c, 1)))
+            .await;
+    let mut by_health: std::collections::BTreeMap<String, usize> = Default::default();
+    for h in &health {
+        let s = h
+            .as_ref()
+            .ok()
+            .and_then(|h| h.get("status"))
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
+        *by_health.entry(s.to_owned()).or_default() += 1;
+    }
+    let open: Vec<(&Channel, &String)> = channels
+        .iter()
+        .zip(&labels)
+        .filter(|(_, l)| l.as_str() != "Flowing")
+        .collect();
+    let failed = by_status
+        .iter()
+        .find(|(s, _, _)| *s == DeliveryStatus::Failed)
+        .map_or(0, |(_, n, _)| *n);
+    let content = html! {
+        p { "Failed deliveries: " strong id="failed-count" { (failed) } " · "
+            a href="/admin/deliveries?status=failed" { "see them" } }
+        h2 { "Deliveries by status" }
+        table id="by-status" { tr { @for (s, _, _) in &by_status { th { (s) } } }
+                          tr { @for (_, n, capped) in &by_status { td { (n) @if *capped { "+" } } } } }
+        h2 { "Queues" }
+        @if let Some(e) = &depth_error { p.error id="queues-error" { "Queue depths unavailable: " (e) } }
+        table id="queues" { tr { th { "Queue" } th { "Visible" } th { "Delayed" } th { "In flight" } }
+            @for d in &depths { tr { td { (d.queue) } td { (d.visible) } td { (d.delayed) } td { (d.in_flight) } } } }
+        h2 { "Channels not flowing" }
+        @if open.is_empty() { p.muted { "Every channel is flowing." } }
+        ul id="not-flowing" { @for (c, l) in &open { li { (c.name) " (" (c.tenant_id) "): " (l) } } }
+        h2 { "Channels by health" }
+        table id="by-health" { @for (s, n) in &by_health { tr { th { (s) } td { (n) } } } }
+    };
+    layout(&state, &v, "Dashboard", content)
+}

@@ -1,0 +1,197 @@
+//! The deliveries page's filters: parsed from the URL, turned into store queries, paged.
+
+use super::layout::{nonempty, urlencode};
+use super::scope::tenants_in_scope;
+use super::session::Viewer;
+use crate::AppState;
+use converger_core::query::{Search, day_end, day_start};
+use converger_core::{ChannelId, DeliveryStatus};
+use converger_store::{Delivery, DeliveryQuery};
+use serde::Deserialize;
+
+/// The deliveries page's filters, kept in the URL.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Filters {
+    #[serde(default)]
+    pub(super) tenant: Option<String>,
+    #[serde(default)]
+    pub(super) channel: Option<String>,
+    /// Default `failed`; `any` for every status.
+    #[serde(default)]
+    pub(super) status: Option<String>,
+    #[serde(default)]
+    pub(super) from: Option<String>,
+    #[serde(default)]
+    pub(super) to: Option<String>,
+    #[serde(default)]
+    pub(super) q: Option<String>,
+    /// `newest` (default) or `oldest`.
+    #[serde(default)]
+    pub(super) sort: Option<String>,
+    /// The sort key to continue after (Load more).
+    #[serde(default)]
+    pub(super) after: Option<String>,
+}
+
+impl Filters {
+    fn status(&self) -> Result<Option<DeliveryStatus>, String> {
+        match nonempty(&self.status) {
+            None => Ok(Some(DeliveryStatus::Failed)),
+            Some("any") => Ok(None),
+            Some(s) => s
+                .parse()
+                .map(Some)
+                .map_err(|e: converger_core::status::UnknownStatus| e.to_string()),
+        }
+    }
+
+    /// The order (`queries` refuses a sort that is neither newest nor oldest).
+    pub(super) fn newest_first(&self) -> bool {
+        converger_core::query::newest_first(self.sort.as_deref()).unwrap_or(true)
+    }
+
+    /// The query string of these filters (without `after` unless asked).
+    pub(super) fn query(&self, with_after: Option<&str>) -> String {
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        for (k, v) in [
+            ("tenant", &self.tenant),
+            ("channel", &self.channel),
+            ("status", &self.status),
+            ("from", &self.from),
+            ("to", &self.to),
+            ("q", &self.q),
+            ("sort", &self.sort),
+        ] {
+            if let Some(v) = nonempty(v) {
+                pairs.push((k, v));
+            }
+        }
+        if let Some(a) = with_after {
+            pairs.push(("after", a));
+        }
+        pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", urlencode(v)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+
+    /// The store queries these filters select, one per tenant in scope.
+    pub(super) async fn queries(
+        &self,
+        state: &AppState,
+        v: &Viewer,
+        limit: usize,
+    ) -> Result<Vec<DeliveryQuery>, String> {
+        converger_core::query::newest_first(self.sort.as_deref())?;
+        let tenants = tenants_in_scope(state, v, nonempty(&self.tenant)).await?;
+        let channel = nonempty(&self.channel)
+            .map(ChannelId::parse)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let Search {
+            activity,
+            error_contains,
+        } = Search::parse(self.q.as_deref());
+        let mut from_key = nonempty(&self.from).map(day_start).transpose()?;
+        let mut to_key = nonempty(&self.to).map(day_end).transpose()?;
+        // Load more: the bound moves past the last row shown (keys are unique).
+        if let Some(after) = nonempty(&self.after) {
+            if self.newest_first() {
+                to_key = Some(to_key.map_or(after.to_owned(), |t| t.min(after.to_owned())));
+            } else {
+                from_key = Some(from_key.map_or(after.to_owned(), |f| f.max(after.to_owned())));
+            }
+        }
+        let status = self.status()?;
+        Ok(tenants
+            .into_iter()
+            .map(|tenant| DeliveryQuery {
+                tenant,
+                status,
+                channel: channel.clone(),
+                from_key: from_key.clone(),
+                to_key: to_key.clone(),
+                error_contains: error_contains.clone(),
+                activity: activity.clone(),
+                newest_first: self.newest_first(),
+                limit,
+                after: None,
+            })
+            .collect())
+    }
+
+    /// One page (at most `limit` rows) over every tenant in scope, and the sort key the next
+    /// page continues after (`None`: nothing follows). A tenant's query may stop early (its
+    /// read budget spent on rows a filter dropped); rows past the point where the least-read
+    /// tenant stopped wait for the next page, so no tenant's rows are skipped. A page can
+    /// therefore be empty and still have a next one.
+    pub(super) async fn page(
+        &self,
+        state: &AppState,
+        v: &Viewer,
+        limit: usize,
+    ) -> Result<(Vec<Delivery>, Option<String>), String> {
+        let queries = self.queries(state, v, limit + 1).await?;
+        let after = nonempty(&self.after).map(str::to_owned);
+        let newest = self.newest_first();
+        let pages = futures::future::join_all(
+            queries
+                .iter()
+                .map(|q| state.pipeline.store.list_deliveries(q)),
+        )
+        .await;
+        let mut rows = Vec::new();
+        let mut bound: Option<String> = None;
+        for p in pages {
+            let p = p.map_err(|e| e.to_string())?;
+            if let Some(c) = p.next {
+                bound = Some(match bound {
+                    None => c.sort_key,
+                    Some(b) if newest => b.max(c.sort_key),
+                    Some(b) => b.min(c.sort_key),
+                });
+            }
+            rows.extend(p.items.into_iter().filter(|d| match &after {
+                Some(a) if newest => d.sort_key() < *a,
+                Some(a) => d.sort_key() > *a,
+                None => true,
+            }));
+        }
+        if let Some(b) = &bound {
+            rows.retain(|d| {
+                if newest {
+                    d.sort_key() >= *b
+                } else {
+                    d.sort_key() <= *b
+                }
+            });
+        }
+        rows.sort_by_key(Delivery::sort_key);
+        if newest {
+            rows.reverse();
+        }
+        let next = if rows.len() > limit {
+            rows.truncate(limit);
+            rows.last().map(Delivery::sort_key)
+        } else {
+            bound
+        };
+        Ok((rows, next))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filters_round_trip_through_the_url() {
+        let f = Filters {
+            q: Some("a b&c=d".into()),
+            status: Some("any".into()),
+            ..Filters::default()
+        };
+        assert_eq!(f.query(Some("k#1")), "status=any&q=a+b%26c%3Dd&after=k%231");
+    }
+}

@@ -1,0 +1,191 @@
+//! The web pages: the operators' admin (`/admin`) and the tenants' portal (`/portal`),
+//! server-rendered (maud), with a few lines of JavaScript for the live Delivery column.
+//!
+//! Security: argon2 password hashes; signed HttpOnly SameSite=Strict session cookies, one per
+//! realm and scoped to its path; a CSRF token bound to the session in every form, checked on
+//! every POST; the admin IP allowlist (`ADMIN_IP_ALLOWLIST`, checked against API Gateway's
+//! source IP); the portal is always limited to the user's tenant, whatever the URL says.
+//! The rules (roles, sessions, redaction, CSV cells) are in `converger_core::web`.
+
+mod audit;
+mod channels;
+mod dashboard;
+mod deliveries;
+mod export;
+mod filters;
+mod layout;
+mod scope;
+mod session;
+mod tenants;
+
+pub use filters::Filters;
+pub use session::{Posted, Viewer, admin_allowlist, hash_password};
+
+use audit::audit;
+use channels::{channel_states, channels, pause_or_resume};
+use dashboard::dashboard;
+use deliveries::{deliveries, delivery_page, retry_all, retry_one};
+use export::export;
+use session::{login, login_form, logout};
+use tenants::{create_tenant, rotate_key, tenants, update_tenant};
+
+use crate::AppState;
+use axum::Router;
+use axum::response::Redirect;
+use axum::routing::{get, post};
+use converger_core::net::Allowlist;
+use converger_core::web::{Realm, Role};
+use converger_core::{TenantId, time};
+use converger_store::User;
+use std::net::IpAddr;
+
+/// Settings of the web pages.
+#[derive(Clone)]
+pub struct WebConfig {
+    /// Signs session cookies and CSRF tokens (`SESSION_SECRET`; random when unset, which
+    /// only suits a single process).
+    pub session_secret: Vec<u8>,
+    /// Source addresses allowed into `/admin` (`ADMIN_IP_ALLOWLIST`); `None`: any.
+    pub admin_allow: Option<Allowlist>,
+    /// Cookies carry `Secure` (`COOKIE_SECURE`, default on; the local runner serves plain
+    /// HTTP and turns it off).
+    pub secure_cookies: bool,
+    /// Most rows of one CSV export (`EXPORT_LIMIT`).
+    pub export_limit: usize,
+}
+
+impl WebConfig {
+    pub fn from_env() -> Self {
+        Self::from_env_with_secret(std::env::var("SESSION_SECRET").ok())
+    }
+
+    /// [`Self::from_env`] with the session secret given (read from Secrets Manager).
+    pub fn from_env_with_secret(secret: Option<String>) -> Self {
+        let secret = secret
+            .filter(|s| s.len() >= 32)
+            .map(String::into_bytes)
+            .unwrap_or_else(|| {
+                tracing::warn!("SESSION_SECRET unset or shorter than 32 characters: sessions last only as long as this process");
+                converger_core::secret::new_key()
+            });
+        let allow = std::env::var("ADMIN_IP_ALLOWLIST")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| match Allowlist::parse(&s) {
+                Ok(a) => a,
+                Err(e) => {
+                    // Refuse everyone rather than no one when the list cannot be read.
+                    tracing::error!(error = %e, "ADMIN_IP_ALLOWLIST is invalid: the admin pages refuse every address");
+                    Allowlist::default()
+                }
+            });
+        Self {
+            session_secret: secret,
+            admin_allow: allow,
+            secure_cookies: std::env::var("COOKIE_SECURE").map_or(true, |v| v != "false"),
+            export_limit: std::env::var("EXPORT_LIMIT")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(10_000),
+        }
+    }
+
+    /// For the local runner and tests: a random secret, plain-HTTP cookies, no allowlist.
+    pub fn local() -> Self {
+        Self {
+            session_secret: converger_core::secret::new_key(),
+            admin_allow: None,
+            secure_cookies: false,
+            export_limit: 10_000,
+        }
+    }
+}
+
+/// The client's address as API Gateway saw it; the admin function sets it from the request
+/// context, the local runner from the connection.
+#[derive(Debug, Clone, Copy)]
+pub struct SourceIp(pub IpAddr);
+
+/// Whether the admin IP allowlist lets this request in: always when no list is configured;
+/// otherwise only a request whose source address is known and listed.
+pub fn admin_ip_allowed(state: &AppState, extensions: &axum::http::Extensions) -> bool {
+    state.web.admin_allow.as_ref().is_none_or(|allow| {
+        extensions
+            .get::<SourceIp>()
+            .is_some_and(|ip| allow.contains(ip.0))
+    })
+}
+
+// ------------------------------------------------------------------ router
+
+/// The pages of both realms.
+pub fn router(state: AppState) -> Router {
+    let realm_routes = |p: &str| {
+        Router::new()
+            .route(&format!("{p}/login"), get(login_form).post(login))
+            .route(&format!("{p}/logout"), post(logout))
+            .route(&format!("{p}/deliveries"), get(deliveries))
+            .route(&format!("{p}/deliveries/export"), get(export))
+            .route(&format!("{p}/deliveries/retry-all"), post(retry_all))
+            .route(&format!("{p}/deliveries/{{id}}"), get(delivery_page))
+            .route(&format!("{p}/deliveries/{{id}}/retry"), post(retry_one))
+            .route(&format!("{p}/channels"), get(channels))
+            .route(&format!("{p}/channels/states"), get(channel_states))
+            .route(
+                &format!("{p}/channels/{{id}}/{{action}}"),
+                post(pause_or_resume),
+            )
+            .route(&format!("{p}/audit"), get(audit))
+    };
+    let admin = realm_routes("/admin")
+        .route("/admin", get(dashboard))
+        .route("/admin/tenants", get(tenants).post(create_tenant))
+        .route("/admin/tenants/{id}", post(update_tenant))
+        .route("/admin/tenants/{id}/rotate-key", post(rotate_key))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            admin_allowlist,
+        ));
+    let portal = realm_routes("/portal").route(
+        "/portal",
+        get(|| async { Redirect::to("/portal/deliveries") }),
+    );
+    admin.merge(portal).with_state(state)
+}
+
+/// Creates a user (the admin API and the local runner use it).
+/// Why a user was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum NewUserError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("a user with this email exists")]
+    Exists,
+    #[error(transparent)]
+    Store(converger_store::StoreError),
+}
+
+pub async fn create_user(
+    state: &AppState,
+    realm: Realm,
+    email: &str,
+    password: &str,
+    role: Role,
+    tenant: Option<TenantId>,
+) -> Result<User, NewUserError> {
+    let email = converger_core::web::check_new_user(realm, email, password, role, tenant.is_some())
+        .map_err(NewUserError::Invalid)?;
+    let user = User {
+        realm,
+        email,
+        role,
+        tenant_id: tenant,
+        password_hash: hash_password(password).map_err(NewUserError::Invalid)?,
+        created_at: time::now_rfc3339(),
+    };
+    match state.pipeline.store.create_user(&user).await {
+        Ok(()) => Ok(user),
+        Err(converger_store::StoreError::Conflict(_)) => Err(NewUserError::Exists),
+        Err(e) => Err(NewUserError::Store(e)),
+    }
+}

@@ -1,0 +1,84 @@
+//! What a viewer may see: the tenants in scope, their channels, the tenant selector.
+
+use super::session::Viewer;
+use crate::AppState;
+use converger_core::web::Realm;
+use converger_core::{ChannelId, TenantId};
+use converger_store::{Channel, Delivery};
+use serde::Deserialize;
+use std::collections::HashMap;
+
+/// The tenants an operator's tenant selector offers (none in the portal).
+pub(super) async fn tenant_choices(
+    state: &AppState,
+    v: &Viewer,
+) -> std::sync::Arc<Vec<converger_store::Tenant>> {
+    match v.realm {
+        Realm::Admin => state.tenants().await.unwrap_or_default(),
+        Realm::Portal => Default::default(),
+    }
+}
+
+/// The tenants a page shows: a portal user's own, whatever the URL says; for operators the
+/// one the URL names, else every tenant.
+pub(super) async fn tenants_in_scope(
+    state: &AppState,
+    v: &Viewer,
+    asked: Option<&str>,
+) -> Result<Vec<TenantId>, String> {
+    if let Some(t) = v.own_tenant() {
+        return Ok(vec![t.clone()]);
+    }
+    match asked.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(t) => Ok(vec![TenantId::parse(t).map_err(|e| e.to_string())?]),
+        None => Ok(state
+            .tenants()
+            .await
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|t| t.id.clone())
+            .collect()),
+    }
+}
+
+pub(super) async fn scoped_channels(
+    state: &AppState,
+    v: &Viewer,
+    tenant: Option<&str>,
+) -> Result<Vec<Channel>, String> {
+    let mut out = Vec::new();
+    for t in tenants_in_scope(state, v, tenant).await? {
+        out.extend(
+            state
+                .pipeline
+                .store
+                .list_channels(&t)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(out)
+}
+
+pub(super) async fn channel_names(
+    state: &AppState,
+    rows: &[Delivery],
+) -> HashMap<ChannelId, String> {
+    let mut names = HashMap::new();
+    for d in rows {
+        if !names.contains_key(&d.channel_id) {
+            let name = match state.pipeline.channel(&d.channel_id).await {
+                Ok(Some(c)) => c.name.clone(),
+                _ => d.channel_id.to_string(),
+            };
+            names.insert(d.channel_id.clone(), name);
+        }
+    }
+    names
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct TenantQuery {
+    #[serde(default)]
+    pub(super) tenant: Option<String>,
+}

@@ -1,0 +1,154 @@
+//! The tenants page (operators only): create, tier and alert webhook, API key rotation.
+
+use super::layout::{layout, page_error};
+use super::session::{Posted, Viewer, forbidden};
+use crate::AppState;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use converger_core::web::Realm;
+use converger_core::{TenantId, Tier};
+use converger_pipeline::tenants::TenantError;
+use maud::{Markup, html};
+
+pub(super) async fn tenants(State(state): State<AppState>, v: Viewer) -> Response {
+    tenants_page(&state, &v, None).await
+}
+
+async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Response {
+    if v.realm != Realm::Admin {
+        return forbidden();
+    }
+    let list = state
+        .pipeline
+        .store
+        .list_tenants()
+        .await
+        .unwrap_or_default();
+    let manage = v.user.role.can_manage_tenants(v.realm);
+    let csrf = v.csrf(state);
+    let content = html! {
+        @if let Some(f) = flash { p.flash id="flash" { (f) } }
+        @if manage {
+            form id="new-tenant" method="post" action="/admin/tenants" {
+                input type="hidden" name="_csrf" value=(csrf);
+                fieldset { legend { "New tenant" }
+                    label { "Name " input name="name" required; } " "
+                    label { "Tier " select name="tier" { @for t in Tier::ALL { option value=(t.as_str()) selected[t == Tier::Default] { (t.as_str()) } } } } " "
+                    button type="submit" { "Create" }
+                }
+            }
+        }
+        table id="tenants" {
+            thead { tr { th { "Name" } th { "Id" } th { "Tier" } th { "Alert webhook" } th { "" } } }
+            tbody { @for t in &list { tr.tenant data-id=(t.id) {
+                td { (t.name) } td { code { (t.id) } }
+                td { @if manage {
+                    form.inline method="post" action={ "/admin/tenants/" (t.id) } {
+                        input type="hidden" name="_csrf" value=(csrf);
+                        select name="tier" { @for tier in Tier::ALL { option value=(tier.as_str()) selected[tier == t.tier] { (tier.as_str()) } } }
+                        button type="submit" { "Set tier" }
+                    }
+                } @else { (t.tier.as_str()) } }
+                td { @if manage {
+                    form.inline method="post" action={ "/admin/tenants/" (t.id) } {
+                        input type="hidden" name="_csrf" value=(csrf);
+                        input name="alert_webhook_url" value=(t.alert_webhook_url.clone().unwrap_or_default()) placeholder="https://..." size="30";
+                        button type="submit" { "Save" }
+                    }
+                } @else { (t.alert_webhook_url.clone().unwrap_or_default()) } }
+                td { @if manage {
+                    form.inline method="post" action={ "/admin/tenants/" (t.id) "/rotate-key" } {
+                        input type="hidden" name="_csrf" value=(csrf);
+                        button type="submit" { "Rotate API key" }
+                    }
+                } }
+            } } }
+        }
+    };
+    layout(state, v, "Tenants", content)
+}
+
+fn tenant_failure(e: TenantError) -> Response {
+    match e {
+        TenantError::Invalid(m) | TenantError::InvalidAlertUrl(m) => {
+            page_error(StatusCode::UNPROCESSABLE_ENTITY, &m)
+        }
+        TenantError::Store(e) => page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}
+
+pub(super) async fn create_tenant(
+    State(state): State<AppState>,
+    Posted { viewer: v, form }: Posted,
+) -> Response {
+    if !v.user.role.can_manage_tenants(v.realm) {
+        return forbidden();
+    }
+    let name = form.get("name").map(|s| s.trim()).unwrap_or_default();
+    let tier: Tier = form
+        .get("tier")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_default();
+    match state.pipeline.create_tenant(name, tier).await {
+        Ok((tenant, key)) => {
+            state.forget_tenants();
+            tenants_page(&state, &v, Some(html! {
+                "Tenant " strong { (tenant.name) } " created. Its API key (shown only now): " code id="api-key" { (key) }
+            }))
+            .await
+        }
+        Err(e) => tenant_failure(e),
+    }
+}
+
+pub(super) async fn update_tenant(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Posted { viewer: v, form }: Posted,
+) -> Response {
+    if !v.user.role.can_manage_tenants(v.realm) {
+        return forbidden();
+    }
+    let Ok(id) = TenantId::parse(&id) else {
+        return page_error(StatusCode::NOT_FOUND, "No such tenant.");
+    };
+    let tier = match form.get("tier").map(|t| t.parse::<Tier>()).transpose() {
+        Ok(t) => t,
+        Err(m) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &m),
+    };
+    // An empty URL field removes the alert webhook.
+    let url = form
+        .get("alert_webhook_url")
+        .map(|u| Some(u.trim()).filter(|u| !u.is_empty()));
+    state.forget_tenants();
+    match state.pipeline.update_tenant(&id, tier, url).await {
+        Ok(Some(_)) => Redirect::to("/admin/tenants").into_response(),
+        Ok(None) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
+        Err(e) => tenant_failure(e),
+    }
+}
+
+pub(super) async fn rotate_key(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Posted { viewer: v, .. }: Posted,
+) -> Response {
+    if !v.user.role.can_manage_tenants(v.realm) {
+        return forbidden();
+    }
+    let Ok(id) = TenantId::parse(&id) else {
+        return page_error(StatusCode::NOT_FOUND, "No such tenant.");
+    };
+    match state.pipeline.rotate_api_key(&id).await {
+        Ok(Some(key)) => {
+            tracing::info!(tenant_id = %id, actor = %v.actor(), "API key rotated");
+            tenants_page(&state, &v, Some(html! {
+                "New API key for " code { (id) } " (shown only now; the old one stops working): " code id="api-key" { (key) }
+            }))
+            .await
+        }
+        Ok(None) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
+        Err(e) => page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+    }
+}
