@@ -187,159 +187,6 @@ async fn the_limit_lowers_the_configured_cap_and_never_raises_it() {
     t.stop().await;
 }
 
-#[tokio::test]
-async fn filters_refusals_and_isolation() {
-    let t = TestStack::with(|o| {
-        o.backend = Backend::Emulator;
-        o.run_functions = false;
-    })
-    .await;
-    let (tenant, key) = t.tenant("default").await;
-    let (_, other) = t.tenant("default").await;
-    let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
-    let ch = ch["id"].as_str().unwrap().to_owned();
-    let day1 = seed(&t, &tenant, &ch, 2, Some("2026-01-01T10:00:00.000000Z")).await;
-    seed(&t, &tenant, &ch, 3, Some("2026-01-02T10:00:00.000000Z")).await;
-    seed(&t, &tenant, &ch, 1, Some("2026-01-03T10:00:00.000000Z")).await;
-
-    let a = bulk(
-        &t,
-        &key,
-        &ch,
-        Some(json!({"from": "2026-01-02", "to": "2026-01-02"})),
-    )
-    .await;
-    assert_eq!(a.body["retried"], 3, "{:?}", a.body);
-    // The activity filter reads the activity's deliveries by key: store the activity the
-    // seeded row belongs to.
-    let activity = Activity {
-        id: day1[0].activity_id.clone(),
-        tenant_id: TenantId::parse(&tenant).unwrap(),
-        conversation_id: "seed".into(),
-        seq: 1,
-        payload: json!({}),
-        channel_ids: vec![ChannelId::parse(&ch).unwrap()],
-        created_at: day1[0].created_at.clone(),
-        expires_at: None,
-    };
-    t.stack
-        .pipeline
-        .store
-        .create_activity(&activity, &[])
-        .await
-        .unwrap();
-    let a = bulk(
-        &t,
-        &key,
-        &ch,
-        Some(json!({"activity_id": day1[0].activity_id})),
-    )
-    .await;
-    assert_eq!(a.body["retried"], 1);
-    let a = bulk(&t, &key, &ch, Some(json!({"to": "2026-01-01"}))).await;
-    assert_eq!(a.body["retried"], 1, "the other delivery of the first day");
-    let a = bulk(&t, &key, &ch, None).await;
-    assert_eq!(
-        (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
-        (Some(1), Some(false)),
-        "the third day's"
-    );
-
-    // Another tenant's channel is unknown; malformed input is refused; inactive is refused.
-    assert_eq!(bulk(&t, &other, &ch, None).await.status, 404);
-    let a = t
-        .raw(
-            "POST",
-            format!("{}/api/v1/channels/{ch}/deliveries/retry", t.stack.api_url),
-            Some(&key),
-            Some("{oops".into()),
-        )
-        .await;
-    assert_eq!(a.status, 400);
-    let a = bulk(&t, &key, &ch, Some(json!({"from": "01/02/2026"}))).await;
-    assert_eq!(a.status, 422);
-    t.api(
-        "PATCH",
-        &format!("/api/v1/channels/{ch}"),
-        &key,
-        Some(json!({"active": false})),
-    )
-    .await;
-    let a = bulk(&t, &key, &ch, None).await;
-    assert_eq!(
-        (a.status, a.body["error"]["message"].as_str()),
-        (400, Some("Channel is inactive"))
-    );
-    t.stop().await;
-}
-
-#[tokio::test]
-async fn a_replay_job_runs_chunk_by_chunk_and_reports_progress() {
-    // Chunks of 50 instead of 500, so that a few hundred rows make several chunks (the
-    // emulator's transactions cost time linear in the table's size).
-    let t = TestStack::with(|o| {
-        o.backend = Backend::Emulator;
-        o.config.replay_chunk = 50;
-    })
-    .await;
-    let (tenant, key) = t.tenant("default").await;
-    let (_, other) = t.tenant("default").await;
-    let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
-    let ch = ch["id"].as_str().unwrap().to_owned();
-    let rows = seed(&t, &tenant, &ch, 130, None).await;
-
-    let a = t
-        .api(
-            "POST",
-            &format!("/api/v1/channels/{ch}/deliveries/replays"),
-            &key,
-            Some(json!({"limit": 120})),
-        )
-        .await;
-    assert_eq!(a.status, 202, "{:?}", a.body);
-    assert_eq!(a.body["status"], "running");
-    let job = a.body["id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        t.api("GET", &format!("/api/v1/replays/{job}"), &other, None)
-            .await
-            .status,
-        404
-    );
-
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let mut view = Value::Null;
-    while std::time::Instant::now() < deadline {
-        view = t
-            .api("GET", &format!("/api/v1/replays/{job}"), &key, None)
-            .await
-            .body;
-        if view["status"] != "running" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    }
-    assert_eq!(view["status"], "done", "{view}");
-    assert_eq!(view["retried"], 120);
-    assert_eq!(view["has_more"], true, "10 were left by the limit");
-    let store = &t.stack.pipeline.store;
-    let now = store
-        .get_deliveries(&rows.iter().map(|d| d.id.clone()).collect::<Vec<_>>())
-        .await
-        .unwrap();
-    assert_eq!(
-        now.iter().filter(|d| d.retry_count == 1).count(),
-        120,
-        "each replayed once"
-    );
-    assert_eq!(
-        t.api("GET", "/api/v1/replays/rpl_nope", &key, None)
-            .await
-            .status,
-        404
-    );
-    t.stop().await;
-}
-
 /// The same contention at the scale, on the in-process backend (whose transitions are
 /// as atomic as DynamoDB's and whose cost does not grow with the table).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -405,4 +252,163 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
             .all(|d| d.status == DeliveryStatus::Pending && d.retry_count == 1)
     );
     assert_eq!(queue.depth(), 2000, "one message per replayed delivery");
+}
+
+/// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
+/// every request IAM-checked.
+mod emulator {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_replay_job_runs_chunk_by_chunk_and_reports_progress() {
+        // Chunks of 50 instead of 500, so that a few hundred rows make several chunks (the
+        // emulator's transactions cost time linear in the table's size).
+        let t = TestStack::with(|o| {
+            o.backend = Backend::Emulator;
+            o.config.replay_chunk = 50;
+        })
+        .await;
+        let (tenant, key) = t.tenant("default").await;
+        let (_, other) = t.tenant("default").await;
+        let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
+        let ch = ch["id"].as_str().unwrap().to_owned();
+        let rows = seed(&t, &tenant, &ch, 130, None).await;
+
+        let a = t
+            .api(
+                "POST",
+                &format!("/api/v1/channels/{ch}/deliveries/replays"),
+                &key,
+                Some(json!({"limit": 120})),
+            )
+            .await;
+        assert_eq!(a.status, 202, "{:?}", a.body);
+        assert_eq!(a.body["status"], "running");
+        let job = a.body["id"].as_str().unwrap().to_owned();
+        assert_eq!(
+            t.api("GET", &format!("/api/v1/replays/{job}"), &other, None)
+                .await
+                .status,
+            404
+        );
+
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        let mut view = Value::Null;
+        while std::time::Instant::now() < deadline {
+            view = t
+                .api("GET", &format!("/api/v1/replays/{job}"), &key, None)
+                .await
+                .body;
+            if view["status"] != "running" {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        assert_eq!(view["status"], "done", "{view}");
+        assert_eq!(view["retried"], 120);
+        assert_eq!(view["has_more"], true, "10 were left by the limit");
+        let store = &t.stack.pipeline.store;
+        let now = store
+            .get_deliveries(&rows.iter().map(|d| d.id.clone()).collect::<Vec<_>>())
+            .await
+            .unwrap();
+        assert_eq!(
+            now.iter().filter(|d| d.retry_count == 1).count(),
+            120,
+            "each replayed once"
+        );
+        assert_eq!(
+            t.api("GET", "/api/v1/replays/rpl_nope", &key, None)
+                .await
+                .status,
+            404
+        );
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn filters_refusals_and_isolation() {
+        let t = TestStack::with(|o| {
+            o.backend = Backend::Emulator;
+            o.run_functions = false;
+        })
+        .await;
+        let (tenant, key) = t.tenant("default").await;
+        let (_, other) = t.tenant("default").await;
+        let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
+        let ch = ch["id"].as_str().unwrap().to_owned();
+        let day1 = seed(&t, &tenant, &ch, 2, Some("2026-01-01T10:00:00.000000Z")).await;
+        seed(&t, &tenant, &ch, 3, Some("2026-01-02T10:00:00.000000Z")).await;
+        seed(&t, &tenant, &ch, 1, Some("2026-01-03T10:00:00.000000Z")).await;
+
+        let a = bulk(
+            &t,
+            &key,
+            &ch,
+            Some(json!({"from": "2026-01-02", "to": "2026-01-02"})),
+        )
+        .await;
+        assert_eq!(a.body["retried"], 3, "{:?}", a.body);
+        // The activity filter reads the activity's deliveries by key: store the activity the
+        // seeded row belongs to.
+        let activity = Activity {
+            id: day1[0].activity_id.clone(),
+            tenant_id: TenantId::parse(&tenant).unwrap(),
+            conversation_id: "seed".into(),
+            seq: 1,
+            payload: json!({}),
+            channel_ids: vec![ChannelId::parse(&ch).unwrap()],
+            created_at: day1[0].created_at.clone(),
+            expires_at: None,
+        };
+        t.stack
+            .pipeline
+            .store
+            .create_activity(&activity, &[])
+            .await
+            .unwrap();
+        let a = bulk(
+            &t,
+            &key,
+            &ch,
+            Some(json!({"activity_id": day1[0].activity_id})),
+        )
+        .await;
+        assert_eq!(a.body["retried"], 1);
+        let a = bulk(&t, &key, &ch, Some(json!({"to": "2026-01-01"}))).await;
+        assert_eq!(a.body["retried"], 1, "the other delivery of the first day");
+        let a = bulk(&t, &key, &ch, None).await;
+        assert_eq!(
+            (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
+            (Some(1), Some(false)),
+            "the third day's"
+        );
+
+        // Another tenant's channel is unknown; malformed input is refused; inactive is refused.
+        assert_eq!(bulk(&t, &other, &ch, None).await.status, 404);
+        let a = t
+            .raw(
+                "POST",
+                format!("{}/api/v1/channels/{ch}/deliveries/retry", t.stack.api_url),
+                Some(&key),
+                Some("{oops".into()),
+            )
+            .await;
+        assert_eq!(a.status, 400);
+        let a = bulk(&t, &key, &ch, Some(json!({"from": "01/02/2026"}))).await;
+        assert_eq!(a.status, 422);
+        t.api(
+            "PATCH",
+            &format!("/api/v1/channels/{ch}"),
+            &key,
+            Some(json!({"active": false})),
+        )
+        .await;
+        let a = bulk(&t, &key, &ch, None).await;
+        assert_eq!(
+            (a.status, a.body["error"]["message"].as_str()),
+            (400, Some("Channel is inactive"))
+        );
+        t.stop().await;
+    }
 }

@@ -11,86 +11,6 @@ fn first_delivery(act: &Value) -> String {
 }
 
 #[tokio::test]
-async fn delivers_a_signed_webhook_once() {
-    let t = TestStack::on_emulator().await;
-    let rx = Receiver::always(200).await.unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let secret = ch["signing_secret"].as_str().unwrap().to_owned();
-    assert!(secret.starts_with("whsec_"));
-    let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
-    let id = first_delivery(&act);
-
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
-        .await;
-    assert_eq!(d["status"], "sent", "{d}");
-    assert_eq!(d["attempts"], 1);
-    assert!(d["sent_at"].is_string());
-    assert_eq!(d["response_status"], 200);
-    assert_eq!(d["attempt_log"].as_array().unwrap().len(), 1);
-
-    // Exactly one request, and its signature verifies under Standard Webhooks.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let reqs = rx.requests();
-    assert_eq!(reqs.len(), 1);
-    let r = &reqs[0];
-    assert_eq!(r.headers["webhook-id"], id.as_str());
-    let wh = standardwebhooks::Webhook::new(&secret).unwrap();
-    let mut headers = http::HeaderMap::new();
-    for h in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
-        headers.insert(h, r.headers[h].to_str().unwrap().parse().unwrap());
-    }
-    wh.verify(&r.body, &headers).expect("signature verifies");
-    let body: Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(body["activity_id"], act["activity_id"]);
-    assert_eq!(body["conversation_id"], "conv-1");
-    assert_eq!(body["seq"], act["seq"]);
-    assert_eq!(body["payload"]["text"], "hi");
-    t.stop().await;
-}
-
-#[tokio::test]
-async fn transient_failures_retry_with_the_channel_policy() {
-    let t = TestStack::on_emulator().await;
-    let rx = Receiver::start(
-        vec![Reply::status(503), Reply::status(503), Reply::status(503)],
-        Reply::status(200),
-    )
-    .await
-    .unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t
-        .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
-        .await;
-    let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
-    let id = first_delivery(&act);
-
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(30), settled)
-        .await;
-    assert_eq!(d["status"], "sent", "{d}");
-    assert_eq!(d["attempts"], 4);
-    let reqs = rx.requests();
-    assert_eq!(reqs.len(), 4);
-    for pair in reqs.windows(2) {
-        let gap = pair[1].at.duration_since(pair[0].at);
-        assert!(
-            gap >= Duration::from_millis(950),
-            "retried too early: {gap:?}"
-        );
-        assert!(gap < Duration::from_secs(3), "retried too late: {gap:?}");
-    }
-    let log = d["attempt_log"].as_array().unwrap();
-    assert_eq!(log.len(), 4);
-    assert_eq!(log[0]["status_code"], 200, "newest first");
-    assert_eq!(log[3]["status_code"], 503);
-    assert_eq!(log[3]["attempt"], 1);
-    assert!(log[3]["next_retry_at"].is_string());
-    t.stop().await;
-}
-
-#[tokio::test]
 async fn a_permanent_error_dead_letters_after_one_attempt() {
     let t = TestStack::start().await;
     let rx = Receiver::start(vec![], Reply::status(400).body("invalid recipient"))
@@ -171,54 +91,6 @@ async fn retry_after_overrides_the_policy_backoff() {
 }
 
 #[tokio::test]
-async fn a_duplicate_message_sends_once() {
-    use converger_store::DeliveryMessage;
-    let t = TestStack::on_emulator().await;
-    // A slow receiver keeps the first attempt's lease live while the duplicate arrives.
-    let rx = Receiver::start(
-        vec![],
-        Reply {
-            delay: Duration::from_millis(700),
-            ..Reply::status(200)
-        },
-    )
-    .await
-    .unwrap();
-    let (tenant_id, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-
-    // Write the activity and its delivery without enqueueing, then send the same message twice.
-    let p = &t.stack.pipeline;
-    let d = t
-        .bare_delivery(
-            &tenant_id,
-            ch["id"].as_str().unwrap(),
-            converger_core::time::now_ms(),
-        )
-        .await;
-    let msg = DeliveryMessage::new(d.id.clone(), d.tier, None);
-    p.queue
-        .send_many(&[msg.clone(), msg.clone()])
-        .await
-        .unwrap();
-
-    let row = t
-        .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
-        .await;
-    assert_eq!(row["status"], "sent");
-    // And once more after it was sent.
-    p.queue.send(&msg, 0).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        rx.requests().len(),
-        1,
-        "the receiver saw exactly one request"
-    );
-    assert_eq!(t.delivery(&key, d.id.as_str()).await["attempts"], 1);
-    t.stop().await;
-}
-
-#[tokio::test]
 async fn private_destinations_are_refused() {
     let t = TestStack::start().await;
     let (_, key) = t.tenant("default").await;
@@ -239,74 +111,208 @@ async fn private_destinations_are_refused() {
     t.stop().await;
 }
 
-#[tokio::test]
-async fn the_same_activity_id_twice_creates_nothing_new() {
-    let t = TestStack::on_emulator().await;
-    let rx = Receiver::always(200).await.unwrap();
-    let (_, key) = t.tenant("high").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let body = json!({"id": "act_producer-chosen-1", "conversation_id": "c", "channel_ids": [ch["id"]], "payload": {"n": 1}});
-    let first = t
-        .api("POST", "/api/v1/activities", &key, Some(body.clone()))
-        .await;
-    assert_eq!(first.status, 201, "{:?}", first.body);
-    let again = t.api("POST", "/api/v1/activities", &key, Some(body)).await;
-    assert_eq!(again.status, 200, "{:?}", again.body);
-    assert_eq!(
-        again.body["deliveries"][0]["id"],
-        first.body["deliveries"][0]["id"]
-    );
-    let id = first_delivery(&first.body);
-    // Generous: the emulator is shared with the whole suite, and this is not a timing test.
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(30), settled)
-        .await;
-    assert_eq!(d["status"], "sent");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(rx.requests().len(), 1);
-    t.stop().await;
-}
+/// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
+/// every request IAM-checked.
+mod emulator {
+    use super::*;
 
-/// Producers that write to the activities queue instead of calling the API: the ingest
-/// function (its deployed mapping, environment and policy) takes the message to the receiver.
-#[tokio::test]
-async fn an_activity_on_the_activities_queue_is_ingested_and_delivered() {
-    let t = TestStack::on_emulator().await;
-    let rx = Receiver::always(200).await.unwrap();
-    let (tenant, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let url = t
-        .aws()
-        .resources
-        .queue_url(&converger_store::resources::ACTIVITIES_QUEUE)
-        .unwrap()
-        .to_owned();
-    let body = json!({
-        "tenant_id": tenant,
-        "activity": {"conversation_id": "conv-q", "channel_ids": [ch["id"]],
-                     "payload": {"text": "from the queue"}},
-    });
-    t.aws()
-        .clients
-        .sqs
-        .send_message()
-        .queue_url(url)
-        .message_body(body.to_string())
-        .send()
+    #[tokio::test]
+    async fn delivers_a_signed_webhook_once() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (_, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let secret = ch["signing_secret"].as_str().unwrap().to_owned();
+        assert!(secret.starts_with("whsec_"));
+        let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
+        let id = first_delivery(&act);
+
+        let d = t
+            .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d["attempts"], 1);
+        assert!(d["sent_at"].is_string());
+        assert_eq!(d["response_status"], 200);
+        assert_eq!(d["attempt_log"].as_array().unwrap().len(), 1);
+
+        // Exactly one request, and its signature verifies under Standard Webhooks.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let reqs = rx.requests();
+        assert_eq!(reqs.len(), 1);
+        let r = &reqs[0];
+        assert_eq!(r.headers["webhook-id"], id.as_str());
+        let wh = standardwebhooks::Webhook::new(&secret).unwrap();
+        let mut headers = http::HeaderMap::new();
+        for h in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+            headers.insert(h, r.headers[h].to_str().unwrap().parse().unwrap());
+        }
+        wh.verify(&r.body, &headers).expect("signature verifies");
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(body["activity_id"], act["activity_id"]);
+        assert_eq!(body["conversation_id"], "conv-1");
+        assert_eq!(body["seq"], act["seq"]);
+        assert_eq!(body["payload"]["text"], "hi");
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn transient_failures_retry_with_the_channel_policy() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::start(
+            vec![Reply::status(503), Reply::status(503), Reply::status(503)],
+            Reply::status(200),
+        )
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while rx.requests().is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (_, key) = t.tenant("default").await;
+        let ch = t
+            .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
+            .await;
+        let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
+        let id = first_delivery(&act);
+
+        let d = t
+            .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d["attempts"], 4);
+        let reqs = rx.requests();
+        assert_eq!(reqs.len(), 4);
+        for pair in reqs.windows(2) {
+            let gap = pair[1].at.duration_since(pair[0].at);
+            assert!(
+                gap >= Duration::from_millis(950),
+                "retried too early: {gap:?}"
+            );
+            assert!(gap < Duration::from_secs(3), "retried too late: {gap:?}");
+        }
+        let log = d["attempt_log"].as_array().unwrap();
+        assert_eq!(log.len(), 4);
+        assert_eq!(log[0]["status_code"], 200, "newest first");
+        assert_eq!(log[3]["status_code"], 503);
+        assert_eq!(log[3]["attempt"], 1);
+        assert!(log[3]["next_retry_at"].is_string());
+        t.stop().await;
     }
-    let got = rx.requests();
-    assert_eq!(got.len(), 1, "delivered once");
-    let sent: Value = serde_json::from_slice(&got[0].body).unwrap();
-    assert_eq!(sent["payload"]["text"], "from the queue", "{sent}");
-    assert!(
-        t.stack.iam_violations().is_empty(),
-        "{:?}",
-        t.stack.iam_violations()
-    );
-    t.stop().await;
+
+    #[tokio::test]
+    async fn a_duplicate_message_sends_once() {
+        use converger_store::DeliveryMessage;
+        let t = TestStack::on_emulator().await;
+        // A slow receiver keeps the first attempt's lease live while the duplicate arrives.
+        let rx = Receiver::start(
+            vec![],
+            Reply {
+                delay: Duration::from_millis(700),
+                ..Reply::status(200)
+            },
+        )
+        .await
+        .unwrap();
+        let (tenant_id, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+
+        // Write the activity and its delivery without enqueueing, then send the same message twice.
+        let p = &t.stack.pipeline;
+        let d = t
+            .bare_delivery(
+                &tenant_id,
+                ch["id"].as_str().unwrap(),
+                converger_core::time::now_ms(),
+            )
+            .await;
+        let msg = DeliveryMessage::new(d.id.clone(), d.tier, None);
+        p.queue
+            .send_many(&[msg.clone(), msg.clone()])
+            .await
+            .unwrap();
+
+        let row = t
+            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
+            .await;
+        assert_eq!(row["status"], "sent");
+        // And once more after it was sent.
+        p.queue.send(&msg, 0).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            rx.requests().len(),
+            1,
+            "the receiver saw exactly one request"
+        );
+        assert_eq!(t.delivery(&key, d.id.as_str()).await["attempts"], 1);
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn the_same_activity_id_twice_creates_nothing_new() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (_, key) = t.tenant("high").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let body = json!({"id": "act_producer-chosen-1", "conversation_id": "c", "channel_ids": [ch["id"]], "payload": {"n": 1}});
+        let first = t
+            .api("POST", "/api/v1/activities", &key, Some(body.clone()))
+            .await;
+        assert_eq!(first.status, 201, "{:?}", first.body);
+        let again = t.api("POST", "/api/v1/activities", &key, Some(body)).await;
+        assert_eq!(again.status, 200, "{:?}", again.body);
+        assert_eq!(
+            again.body["deliveries"][0]["id"],
+            first.body["deliveries"][0]["id"]
+        );
+        let id = first_delivery(&first.body);
+        // Generous: the emulator is shared with the whole suite, and this is not a timing test.
+        let d = t
+            .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+            .await;
+        assert_eq!(d["status"], "sent");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(rx.requests().len(), 1);
+        t.stop().await;
+    }
+
+    /// Producers that write to the activities queue instead of calling the API: the ingest
+    /// function (its deployed mapping, environment and policy) takes the message to the receiver.
+    #[tokio::test]
+    async fn an_activity_on_the_activities_queue_is_ingested_and_delivered() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (tenant, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let url = t
+            .aws()
+            .resources
+            .queue_url(&converger_store::resources::ACTIVITIES_QUEUE)
+            .unwrap()
+            .to_owned();
+        let body = json!({
+            "tenant_id": tenant,
+            "activity": {"conversation_id": "conv-q", "channel_ids": [ch["id"]],
+                         "payload": {"text": "from the queue"}},
+        });
+        t.aws()
+            .clients
+            .sqs
+            .send_message()
+            .queue_url(url)
+            .message_body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while rx.requests().is_empty() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let got = rx.requests();
+        assert_eq!(got.len(), 1, "delivered once");
+        let sent: Value = serde_json::from_slice(&got[0].body).unwrap();
+        assert_eq!(sent["payload"]["text"], "from the queue", "{sent}");
+        assert!(
+            t.stack.iam_violations().is_empty(),
+            "{:?}",
+            t.stack.iam_violations()
+        );
+        t.stop().await;
+    }
 }

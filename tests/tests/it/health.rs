@@ -47,94 +47,8 @@ fn no_health_runs(o: &mut converger_local::StackOptions) {
 }
 
 #[tokio::test]
-async fn each_status_at_the_edges_of_its_threshold() {
-    let t = TestStack::with(no_health_runs).await;
-    let tap = t.tap_events().await;
-    let rx = Receiver::always(200).await.unwrap();
-    let (_, key) = t.tenant("default").await;
-    let cases = [
-        (0, 0, "unknown"),
-        (1000, 99, "healthy"),
-        (1000, 100, "degraded"),
-        (1000, 499, "degraded"),
-        (1000, 500, "unhealthy"),
-    ];
-    let mut ids = Vec::new();
-    for (created, failed, _) in cases {
-        let ch = t
-            .channel(
-                &key,
-                hook(&rx.url, json!({"circuit_breaker": {"cooldown_ms": 600000}})),
-            )
-            .await;
-        let id = ch["id"].as_str().unwrap().to_owned();
-        counters(&t, &id, created, failed).await;
-        ids.push(id);
-    }
-    // Counters outside the 60-minute window do not count.
-    t.stack
-        .pipeline
-        .store
-        .count_deliveries(
-            &ChannelId::parse(&ids[1]).unwrap(),
-            minute(time::now_ms()) - 61,
-            0,
-            900,
-        )
-        .await
-        .unwrap();
-    let report = t.stack.functions.health.health_check().await.unwrap();
-    assert_eq!(report.channels, 5, "{report:?}");
-    assert_eq!(
-        report.batch_reads, 5,
-        "one batch read per channel: {report:?}"
-    );
-    for (id, (created, failed, status)) in ids.iter().zip(cases) {
-        let h = health(&t, &key, id).await;
-        assert_eq!(h["status"], status, "{created}/{failed}: {h}");
-        assert_eq!(h["history"][0]["total_deliveries"], created);
-        assert_eq!(h["history"][0]["failed_deliveries"], failed);
-    }
-    // A change emits channel.health_changed with the reference's body; no traffic is no change.
-    let events = tap
-        .wait(Duration::from_secs(10), |e| {
-            EventTap::of(e, "channel.health_changed").len() >= 4
-        })
-        .await;
-    let changed = EventTap::of(&events, "channel.health_changed");
-    assert_eq!(changed.len(), 4, "{changed:?}");
-    let degraded = changed
-        .iter()
-        .find(|e| e["detail"]["channel_id"] == ids[2].as_str())
-        .unwrap();
-    let d = &degraded["detail"];
-    assert_eq!(d["event"], "channel_health_changed");
-    assert_eq!(d["previous_status"], "unknown");
-    assert_eq!(d["new_status"], "degraded");
-    assert_eq!(d["failure_rate"], 0.1);
-    assert_eq!(d["total_deliveries"], 1000);
-    assert_eq!(d["failed_deliveries"], 100);
-    assert_eq!(d["channel_name"], "hook");
-    // A second run with the same counters changes nothing.
-    let again = t.stack.functions.health.health_check().await.unwrap();
-    assert_eq!(again.changed, 0, "{again:?}");
-    assert_eq!(
-        health(&t, &key, &ids[2]).await["history"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2
-    );
-    t.stop().await;
-}
-
-#[tokio::test]
 async fn counters_follow_real_deliveries_and_replays() {
-    let t = TestStack::with(|o| {
-        no_health_runs(o);
-        o.backend = Backend::Emulator;
-    })
-    .await;
+    let t = TestStack::with(no_health_runs).await;
     let rx = Receiver::start(
         vec![Reply::status(400), Reply::status(400), Reply::status(400)],
         Reply::status(200),
@@ -173,64 +87,6 @@ async fn counters_follow_real_deliveries_and_replays() {
     let h = health(&t, &key, id).await;
     assert_eq!(h["history"][0]["failed_deliveries"], 0, "{h}");
     assert_eq!(h["status"], "healthy");
-    t.stop().await;
-}
-
-#[tokio::test]
-async fn only_the_change_to_unhealthy_opens_the_breaker() {
-    let t = TestStack::with(no_health_runs).await;
-    let tap = t.tap_events().await;
-    let rx = Receiver::always(200).await.unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t
-        .channel(
-            &key,
-            hook(&rx.url, json!({"circuit_breaker": {"cooldown_ms": 600000}})),
-        )
-        .await;
-    let id = ch["id"].as_str().unwrap();
-    counters(&t, id, 10, 6).await;
-    let report = t.stack.functions.health.health_check().await.unwrap();
-    assert_eq!(report.breakers_opened, 1, "{report:?}");
-    let state = t
-        .api(
-            "GET",
-            &format!("/api/v1/channels/{id}/delivery"),
-            &key,
-            None,
-        )
-        .await;
-    assert_eq!(state.body["circuit_state"], "open", "{:?}", state.body);
-    let events = tap
-        .wait(Duration::from_secs(10), |e| {
-            !EventTap::of(e, "channel.circuit_opened").is_empty()
-        })
-        .await;
-    assert_eq!(
-        EventTap::of(&events, "channel.circuit_opened")[0]["detail"]["reason"],
-        "unhealthy"
-    );
-    // Closed again (here by a resume, as a probe would): the window still holds the old
-    // failures, but the status did not change, so the breaker stays closed.
-    let a = t
-        .api("POST", &format!("/api/v1/channels/{id}/resume"), &key, None)
-        .await;
-    assert_eq!(a.body["circuit_state"], "closed");
-    let report = t.stack.functions.health.health_check().await.unwrap();
-    assert_eq!(
-        (report.changed, report.breakers_opened),
-        (0, 0),
-        "{report:?}"
-    );
-    let state = t
-        .api(
-            "GET",
-            &format!("/api/v1/channels/{id}/delivery"),
-            &key,
-            None,
-        )
-        .await;
-    assert_eq!(state.body["circuit_state"], "closed");
     t.stop().await;
 }
 
@@ -280,172 +136,330 @@ async fn fail_twenty(t: &TestStack, key: &str, ch: &str) {
     }
 }
 
-#[tokio::test]
-async fn twenty_failures_disable_a_channel_only_without_a_recent_success() {
-    let t = TestStack::with(no_health_runs).await;
-    let tap = t.tap_events().await;
-    let rx = Receiver::always(500).await.unwrap();
-    let (_, key) = t.tenant("default").await;
-    let extra = json!({
-        "retry_policy": {"max_attempts": 1},
-        "circuit_breaker": {"failure_threshold": 1000, "max_in_flight": null},
-    });
-    // A success 23 hours ago: twenty failures do not disable it.
-    let spared = t.channel(&key, hook(&rx.url, extra.clone())).await;
-    let spared_id = spared["id"].as_str().unwrap();
-    t.stack
-        .pipeline
-        .store
-        .settle(
-            &ChannelId::parse(spared_id).unwrap(),
-            &Settle {
-                free: None,
-                outcome: Outcome::Success,
-                failed: false,
-                window: None,
-                now_ms: time::now_ms() - 23 * 3_600_000,
-            },
-        )
-        .await
-        .unwrap();
-    fail_twenty(&t, &key, spared_id).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let c = t
-        .api("GET", &format!("/api/v1/channels/{spared_id}"), &key, None)
-        .await;
-    assert_eq!(c.body["active"], true, "{:?}", c.body);
+/// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
+/// every request IAM-checked.
+mod emulator {
+    use super::*;
 
-    // No success at all: the twentieth failure disables it.
-    let doomed = t.channel(&key, hook(&rx.url, extra)).await;
-    let doomed_id = doomed["id"].as_str().unwrap();
-    fail_twenty(&t, &key, doomed_id).await;
-    // The disable follows the twentieth dead letter's write.
-    let path = format!("/api/v1/channels/{doomed_id}");
-    wait_until(Duration::from_secs(5), || async {
-        t.api("GET", &path, &key, None).await.body["active"] == false
-    })
-    .await;
-    let c = t.api("GET", &path, &key, None).await;
-    assert_eq!(c.body["active"], false, "{:?}", c.body);
-    assert_eq!(c.body["disabled_reason"], "auto_disabled_failure_threshold");
-    assert!(c.body["disabled_at"].is_string());
-    let events = tap
-        .wait(Duration::from_secs(10), |e| {
-            !EventTap::of(e, "channel.disabled").is_empty()
-        })
-        .await;
-    let disabled = EventTap::of(&events, "channel.disabled");
-    assert_eq!(disabled.len(), 1, "{disabled:?}");
-    assert_eq!(disabled[0]["detail"]["channel_id"], doomed_id);
-    // New activities are refused while it is disabled; re-enabling clears the marks.
-    let a = t
-        .api(
-            "POST",
-            "/api/v1/activities",
-            &key,
-            Some(json!({"conversation_id": "c", "channel_ids": [doomed_id], "payload": {}})),
-        )
-        .await;
-    assert_eq!(a.body["error"]["code"], "channel_inactive", "{:?}", a.body);
-    let a = t
-        .api(
-            "PATCH",
-            &format!("/api/v1/channels/{doomed_id}"),
-            &key,
-            Some(json!({"active": true})),
-        )
-        .await;
-    assert_eq!(a.status, 200, "{:?}", a.body);
-    assert_eq!(a.body["active"], true);
-    assert_eq!(a.body["disabled_at"], Value::Null);
-    assert_eq!(a.body["disabled_reason"], Value::Null);
-    t.stop().await;
-}
+    #[tokio::test]
+    async fn alerts_reach_only_their_tenants_webhook_signed() {
+        let t = TestStack::on_emulator().await;
+        let dead = Receiver::always(503).await.unwrap();
+        let alerts_a = Receiver::always(200).await.unwrap();
+        let alerts_b = Receiver::always(200).await.unwrap();
+        let (tenant_a, key_a) = t.tenant("default").await;
+        let (tenant_b, key_b) = t.tenant("default").await;
+        let set_alert = |tenant: String, url: Value| {
+            let t = &t;
+            async move {
+                t.raw(
+                    "PATCH",
+                    format!("{}/admin/api/tenants/{tenant}", t.stack.admin_url),
+                    Some(&t.stack.admin_token),
+                    Some(json!({"alert_webhook_url": url}).to_string()),
+                )
+                .await
+            }
+        };
+        let a = set_alert(tenant_a.clone(), json!(alerts_a.url)).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(a.body["alert_webhook_url"], alerts_a.url.as_str());
+        let secret = a.body["alert_signing_secret"].as_str().unwrap().to_owned();
+        let b = set_alert(tenant_b.clone(), json!(alerts_b.url)).await;
+        assert_eq!(b.status, 200, "{:?}", b.body);
+        let bad = set_alert(tenant_b.clone(), json!("ftp://nowhere")).await;
+        assert_eq!(bad.status, 422, "{:?}", bad.body);
+        assert_eq!(bad.body["error"]["code"], "invalid_alert_webhook_url");
 
-#[tokio::test]
-async fn alerts_reach_only_their_tenants_webhook_signed() {
-    let t = TestStack::on_emulator().await;
-    let dead = Receiver::always(503).await.unwrap();
-    let alerts_a = Receiver::always(200).await.unwrap();
-    let alerts_b = Receiver::always(200).await.unwrap();
-    let (tenant_a, key_a) = t.tenant("default").await;
-    let (tenant_b, key_b) = t.tenant("default").await;
-    let set_alert = |tenant: String, url: Value| {
-        let t = &t;
-        async move {
-            t.raw(
-                "PATCH",
-                format!("{}/admin/api/tenants/{tenant}", t.stack.admin_url),
-                Some(&t.stack.admin_token),
-                Some(json!({"alert_webhook_url": url}).to_string()),
-            )
-            .await
-        }
-    };
-    let a = set_alert(tenant_a.clone(), json!(alerts_a.url)).await;
-    assert_eq!(a.status, 200, "{:?}", a.body);
-    assert_eq!(a.body["alert_webhook_url"], alerts_a.url.as_str());
-    let secret = a.body["alert_signing_secret"].as_str().unwrap().to_owned();
-    let b = set_alert(tenant_b.clone(), json!(alerts_b.url)).await;
-    assert_eq!(b.status, 200, "{:?}", b.body);
-    let bad = set_alert(tenant_b.clone(), json!("ftp://nowhere")).await;
-    assert_eq!(bad.status, 422, "{:?}", bad.body);
-    assert_eq!(bad.body["error"]["code"], "invalid_alert_webhook_url");
-
-    // Tenant B has a healthy channel; tenant A's channel dies and its breaker opens.
-    let ok = Receiver::always(200).await.unwrap();
-    let b_ch = t.channel(&key_b, hook(&ok.url, json!({}))).await;
-    t.activities(&key_b, b_ch["id"].as_str().unwrap(), 2, 2)
-        .await;
-    let a_ch = t
+        // Tenant B has a healthy channel; tenant A's channel dies and its breaker opens.
+        let ok = Receiver::always(200).await.unwrap();
+        let b_ch = t.channel(&key_b, hook(&ok.url, json!({}))).await;
+        t.activities(&key_b, b_ch["id"].as_str().unwrap(), 2, 2)
+            .await;
+        let a_ch = t
         .channel(
             &key_a,
             hook(&dead.url, json!({"circuit_breaker": {"failure_threshold": 1, "cooldown_ms": 600000}, "retry_policy": {"max_attempts": 1}})),
         )
         .await;
-    let a_id = a_ch["id"].as_str().unwrap();
-    t.activities(&key_a, a_id, 1, 1).await;
+        let a_id = a_ch["id"].as_str().unwrap();
+        t.activities(&key_a, a_id, 1, 1).await;
 
-    let got = alerts_a.wait_for(1, Duration::from_secs(20)).await;
-    assert_eq!(got.len(), 1, "one alert: the breaker opened");
-    let r = &got[0];
-    let wh = standardwebhooks::Webhook::new(&secret).unwrap();
-    let mut headers = http::HeaderMap::new();
-    for h in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
-        headers.insert(h, r.headers[h].to_str().unwrap().parse().unwrap());
+        let got = alerts_a.wait_for(1, Duration::from_secs(20)).await;
+        assert_eq!(got.len(), 1, "one alert: the breaker opened");
+        let r = &got[0];
+        let wh = standardwebhooks::Webhook::new(&secret).unwrap();
+        let mut headers = http::HeaderMap::new();
+        for h in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+            headers.insert(h, r.headers[h].to_str().unwrap().parse().unwrap());
+        }
+        wh.verify(&r.body, &headers)
+            .expect("the alert's signature verifies");
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(body["event"], "channel.circuit_opened", "{body}");
+        assert_eq!(body["channel_id"], a_id);
+        assert_eq!(body["tenant_id"], tenant_a.as_str());
+        assert_eq!(body["reason"], "failures");
+        // The alert went through the pipeline: a delivery of the managed alert channel.
+        let alert_channel = a.body["alert_channel_id"].as_str().unwrap();
+        let listed = t
+            .api(
+                "GET",
+                &format!("/api/v1/deliveries?channel_id={alert_channel}"),
+                &key_a,
+                None,
+            )
+            .await;
+        let id = listed.body["data"][0]["id"].as_str().unwrap().to_owned();
+        let d = t
+            .wait_delivery(&key_a, &id, Duration::from_secs(10), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d["attempt_log"][0]["status_code"], 200);
+
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(
+            alerts_b.requests().is_empty(),
+            "tenant B never hears of tenant A's channels"
+        );
+        // Removing the URL stops the alerts.
+        let off = set_alert(tenant_a.clone(), Value::Null).await;
+        assert_eq!(off.status, 200, "{:?}", off.body);
+        assert_eq!(off.body["alert_webhook_url"], Value::Null);
+        t.stop().await;
     }
-    wh.verify(&r.body, &headers)
-        .expect("the alert's signature verifies");
-    let body: Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(body["event"], "channel.circuit_opened", "{body}");
-    assert_eq!(body["channel_id"], a_id);
-    assert_eq!(body["tenant_id"], tenant_a.as_str());
-    assert_eq!(body["reason"], "failures");
-    // The alert went through the pipeline: a delivery of the managed alert channel.
-    let alert_channel = a.body["alert_channel_id"].as_str().unwrap();
-    let listed = t
-        .api(
-            "GET",
-            &format!("/api/v1/deliveries?channel_id={alert_channel}"),
-            &key_a,
-            None,
-        )
-        .await;
-    let id = listed.body["data"][0]["id"].as_str().unwrap().to_owned();
-    let d = t
-        .wait_delivery(&key_a, &id, Duration::from_secs(10), settled)
-        .await;
-    assert_eq!(d["status"], "sent", "{d}");
-    assert_eq!(d["attempt_log"][0]["status_code"], 200);
 
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(
-        alerts_b.requests().is_empty(),
-        "tenant B never hears of tenant A's channels"
-    );
-    // Removing the URL stops the alerts.
-    let off = set_alert(tenant_a.clone(), Value::Null).await;
-    assert_eq!(off.status, 200, "{:?}", off.body);
-    assert_eq!(off.body["alert_webhook_url"], Value::Null);
-    t.stop().await;
+    #[tokio::test]
+    async fn each_status_at_the_edges_of_its_threshold() {
+        let t = TestStack::with(|o| {
+            no_health_runs(o);
+            o.backend = Backend::Emulator;
+        })
+        .await;
+        let tap = t.tap_events().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (_, key) = t.tenant("default").await;
+        let cases = [
+            (0, 0, "unknown"),
+            (1000, 99, "healthy"),
+            (1000, 100, "degraded"),
+            (1000, 499, "degraded"),
+            (1000, 500, "unhealthy"),
+        ];
+        let mut ids = Vec::new();
+        for (created, failed, _) in cases {
+            let ch = t
+                .channel(
+                    &key,
+                    hook(&rx.url, json!({"circuit_breaker": {"cooldown_ms": 600000}})),
+                )
+                .await;
+            let id = ch["id"].as_str().unwrap().to_owned();
+            counters(&t, &id, created, failed).await;
+            ids.push(id);
+        }
+        // Counters outside the 60-minute window do not count.
+        t.stack
+            .pipeline
+            .store
+            .count_deliveries(
+                &ChannelId::parse(&ids[1]).unwrap(),
+                minute(time::now_ms()) - 61,
+                0,
+                900,
+            )
+            .await
+            .unwrap();
+        let report = t.stack.functions.health.health_check().await.unwrap();
+        assert_eq!(report.channels, 5, "{report:?}");
+        assert_eq!(
+            report.batch_reads, 5,
+            "one batch read per channel: {report:?}"
+        );
+        for (id, (created, failed, status)) in ids.iter().zip(cases) {
+            let h = health(&t, &key, id).await;
+            assert_eq!(h["status"], status, "{created}/{failed}: {h}");
+            assert_eq!(h["history"][0]["total_deliveries"], created);
+            assert_eq!(h["history"][0]["failed_deliveries"], failed);
+        }
+        // A change emits channel.health_changed with the reference's body; no traffic is no change.
+        let events = tap
+            .wait(Duration::from_secs(10), |e| {
+                EventTap::of(e, "channel.health_changed").len() >= 4
+            })
+            .await;
+        let changed = EventTap::of(&events, "channel.health_changed");
+        assert_eq!(changed.len(), 4, "{changed:?}");
+        let degraded = changed
+            .iter()
+            .find(|e| e["detail"]["channel_id"] == ids[2].as_str())
+            .unwrap();
+        let d = &degraded["detail"];
+        assert_eq!(d["event"], "channel_health_changed");
+        assert_eq!(d["previous_status"], "unknown");
+        assert_eq!(d["new_status"], "degraded");
+        assert_eq!(d["failure_rate"], 0.1);
+        assert_eq!(d["total_deliveries"], 1000);
+        assert_eq!(d["failed_deliveries"], 100);
+        assert_eq!(d["channel_name"], "hook");
+        // A second run with the same counters changes nothing.
+        let again = t.stack.functions.health.health_check().await.unwrap();
+        assert_eq!(again.changed, 0, "{again:?}");
+        assert_eq!(
+            health(&t, &key, &ids[2]).await["history"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn only_the_change_to_unhealthy_opens_the_breaker() {
+        let t = TestStack::with(|o| {
+            no_health_runs(o);
+            o.backend = Backend::Emulator;
+        })
+        .await;
+        let tap = t.tap_events().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (_, key) = t.tenant("default").await;
+        let ch = t
+            .channel(
+                &key,
+                hook(&rx.url, json!({"circuit_breaker": {"cooldown_ms": 600000}})),
+            )
+            .await;
+        let id = ch["id"].as_str().unwrap();
+        counters(&t, id, 10, 6).await;
+        let report = t.stack.functions.health.health_check().await.unwrap();
+        assert_eq!(report.breakers_opened, 1, "{report:?}");
+        let state = t
+            .api(
+                "GET",
+                &format!("/api/v1/channels/{id}/delivery"),
+                &key,
+                None,
+            )
+            .await;
+        assert_eq!(state.body["circuit_state"], "open", "{:?}", state.body);
+        let events = tap
+            .wait(Duration::from_secs(10), |e| {
+                !EventTap::of(e, "channel.circuit_opened").is_empty()
+            })
+            .await;
+        assert_eq!(
+            EventTap::of(&events, "channel.circuit_opened")[0]["detail"]["reason"],
+            "unhealthy"
+        );
+        // Closed again (here by a resume, as a probe would): the window still holds the old
+        // failures, but the status did not change, so the breaker stays closed.
+        let a = t
+            .api("POST", &format!("/api/v1/channels/{id}/resume"), &key, None)
+            .await;
+        assert_eq!(a.body["circuit_state"], "closed");
+        let report = t.stack.functions.health.health_check().await.unwrap();
+        assert_eq!(
+            (report.changed, report.breakers_opened),
+            (0, 0),
+            "{report:?}"
+        );
+        let state = t
+            .api(
+                "GET",
+                &format!("/api/v1/channels/{id}/delivery"),
+                &key,
+                None,
+            )
+            .await;
+        assert_eq!(state.body["circuit_state"], "closed");
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn twenty_failures_disable_a_channel_only_without_a_recent_success() {
+        let t = TestStack::with(|o| {
+            no_health_runs(o);
+            o.backend = Backend::Emulator;
+        })
+        .await;
+        let tap = t.tap_events().await;
+        let rx = Receiver::always(500).await.unwrap();
+        let (_, key) = t.tenant("default").await;
+        let extra = json!({
+            "retry_policy": {"max_attempts": 1},
+            "circuit_breaker": {"failure_threshold": 1000, "max_in_flight": null},
+        });
+        // A success 23 hours ago: twenty failures do not disable it.
+        let spared = t.channel(&key, hook(&rx.url, extra.clone())).await;
+        let spared_id = spared["id"].as_str().unwrap();
+        t.stack
+            .pipeline
+            .store
+            .settle(
+                &ChannelId::parse(spared_id).unwrap(),
+                &Settle {
+                    free: None,
+                    outcome: Outcome::Success,
+                    failed: false,
+                    window: None,
+                    now_ms: time::now_ms() - 23 * 3_600_000,
+                },
+            )
+            .await
+            .unwrap();
+        fail_twenty(&t, &key, spared_id).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let c = t
+            .api("GET", &format!("/api/v1/channels/{spared_id}"), &key, None)
+            .await;
+        assert_eq!(c.body["active"], true, "{:?}", c.body);
+
+        // No success at all: the twentieth failure disables it.
+        let doomed = t.channel(&key, hook(&rx.url, extra)).await;
+        let doomed_id = doomed["id"].as_str().unwrap();
+        fail_twenty(&t, &key, doomed_id).await;
+        // The disable follows the twentieth dead letter's write.
+        let path = format!("/api/v1/channels/{doomed_id}");
+        wait_until(Duration::from_secs(5), || async {
+            t.api("GET", &path, &key, None).await.body["active"] == false
+        })
+        .await;
+        let c = t.api("GET", &path, &key, None).await;
+        assert_eq!(c.body["active"], false, "{:?}", c.body);
+        assert_eq!(c.body["disabled_reason"], "auto_disabled_failure_threshold");
+        assert!(c.body["disabled_at"].is_string());
+        let events = tap
+            .wait(Duration::from_secs(10), |e| {
+                !EventTap::of(e, "channel.disabled").is_empty()
+            })
+            .await;
+        let disabled = EventTap::of(&events, "channel.disabled");
+        assert_eq!(disabled.len(), 1, "{disabled:?}");
+        assert_eq!(disabled[0]["detail"]["channel_id"], doomed_id);
+        // New activities are refused while it is disabled; re-enabling clears the marks.
+        let a = t
+            .api(
+                "POST",
+                "/api/v1/activities",
+                &key,
+                Some(json!({"conversation_id": "c", "channel_ids": [doomed_id], "payload": {}})),
+            )
+            .await;
+        assert_eq!(a.body["error"]["code"], "channel_inactive", "{:?}", a.body);
+        let a = t
+            .api(
+                "PATCH",
+                &format!("/api/v1/channels/{doomed_id}"),
+                &key,
+                Some(json!({"active": true})),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(a.body["active"], true);
+        assert_eq!(a.body["disabled_at"], Value::Null);
+        assert_eq!(a.body["disabled_reason"], Value::Null);
+        t.stop().await;
+    }
 }

@@ -33,86 +33,6 @@ async fn send(t: &TestStack, key: &str, channels: &[&str]) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn fifty_concurrent_replays_replay_once() {
-    let t = TestStack::on_emulator().await;
-    let rx = Receiver::start(
-        vec![Reply::status(400).body("bad recipient")],
-        Reply::status(200),
-    )
-    .await
-    .unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let id = send(&t, &key, &[ch["id"].as_str().unwrap()])
-        .await
-        .remove(0);
-    let before = t.delivery(&key, &id).await;
-    assert_eq!(before["status"], "failed");
-
-    let path = format!("/api/v1/deliveries/{id}/retry");
-    let calls = (0..50).map(|_| t.api("POST", &path, &key, None));
-    let answers = futures::future::join_all(calls).await;
-    let ok: Vec<_> = answers.iter().filter(|a| a.status == 200).collect();
-    assert_eq!(ok.len(), 1, "exactly one replay wins");
-    assert!(
-        answers.iter().all(|a| a.status == 200 || a.status == 409),
-        "{:?}",
-        answers.iter().map(|a| a.status).collect::<Vec<_>>()
-    );
-    let won = &ok[0].body;
-    assert_eq!(won["status"], "pending");
-    assert_eq!(won["attempts"], 0, "attempts reset");
-    assert_eq!(won["retry_count"], 1);
-    assert!(
-        won["retried_by"]
-            .as_str()
-            .unwrap()
-            .starts_with("tenant_api:key_")
-    );
-    assert!(won["retried_at"].is_string());
-    assert!(
-        won["last_error"]
-            .as_str()
-            .unwrap()
-            .contains("bad recipient"),
-        "last_error stays until the next attempt"
-    );
-
-    let after = t
-        .wait_delivery(&key, &id, Duration::from_secs(15), |d| {
-            d["status"] == "sent"
-        })
-        .await;
-    assert_eq!(after["status"], "sent", "{after}");
-    assert_eq!(after["attempts"], 1);
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(
-        rx.requests().len(),
-        2,
-        "one request for the first attempt, one for the replay"
-    );
-
-    let audit = t.api("GET", "/api/v1/audit", &key, None).await;
-    let entries = audit.body["data"].as_array().unwrap();
-    assert_eq!(entries.len(), 1, "{:?}", audit.body);
-    let e = &entries[0];
-    assert_eq!(e["action"], "retry");
-    assert_eq!(e["resource_type"], "delivery");
-    assert_eq!(e["resource_id"], id.as_str());
-    assert_eq!(e["actor"]["type"], "tenant_api");
-    assert_eq!(e["changes"]["previous_status"], "failed");
-    assert_eq!(e["changes"]["previous_attempts"], 1);
-    assert_eq!(e["changes"]["retry_count"], 1);
-    assert!(
-        e["changes"]["previous_last_error"]
-            .as_str()
-            .unwrap()
-            .contains("400")
-    );
-    t.stop().await;
-}
-
-#[tokio::test]
 async fn replay_refusals_and_tenant_isolation() {
     let t = TestStack::start().await;
     let bad = Receiver::always(400).await.unwrap();
@@ -264,157 +184,243 @@ async fn a_replay_after_the_receiver_is_fixed_is_sent() {
     t.stop().await;
 }
 
-#[tokio::test]
-async fn listing_filters_and_pages_every_row_exactly_once() {
-    let t = TestStack::on_emulator().await;
-    let bad = Receiver::start(vec![], Reply::status(422).body("invalid phone number"))
-        .await
-        .unwrap();
-    let (_, key) = t.tenant("default").await;
-    let echo = t
-        .api(
-            "POST",
-            "/api/v1/channels",
-            &key,
-            Some(json!({"type": "echo", "name": "echo", "config": {"reply_to": "none"}})),
+/// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
+/// every request IAM-checked.
+mod emulator {
+    use super::*;
+
+    #[tokio::test]
+    async fn fifty_concurrent_replays_replay_once() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::start(
+            vec![Reply::status(400).body("bad recipient")],
+            Reply::status(200),
         )
         .await
-        .body;
-    let echo_id = echo["id"].as_str().unwrap().to_owned();
-    let hook = t.webhook(&key, &bad.url, json!({})).await;
-    let hook_id = hook["id"].as_str().unwrap().to_owned();
+        .unwrap();
+        let (_, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let id = send(&t, &key, &[ch["id"].as_str().unwrap()])
+            .await
+            .remove(0);
+        let before = t.delivery(&key, &id).await;
+        assert_eq!(before["status"], "failed");
 
-    let mut failed = Vec::new();
-    let mut sent = Vec::new();
-    let mut first_activity = String::new();
-    for i in 0..5 {
-        let act = t.activity(&key, &[&echo_id, &hook_id]).await;
-        if i == 0 {
-            first_activity = act["activity_id"].as_str().unwrap().to_owned();
-        }
-        for d in act["deliveries"].as_array().unwrap() {
-            let id = d["id"].as_str().unwrap().to_owned();
-            let row = t
-                .wait_delivery(&key, &id, Duration::from_secs(15), settled)
-                .await;
-            if row["status"] == "failed" {
-                failed.push(id)
-            } else {
-                sent.push(id)
+        let path = format!("/api/v1/deliveries/{id}/retry");
+        let calls = (0..50).map(|_| t.api("POST", &path, &key, None));
+        let answers = futures::future::join_all(calls).await;
+        let ok: Vec<_> = answers.iter().filter(|a| a.status == 200).collect();
+        assert_eq!(ok.len(), 1, "exactly one replay wins");
+        assert!(
+            answers.iter().all(|a| a.status == 200 || a.status == 409),
+            "{:?}",
+            answers.iter().map(|a| a.status).collect::<Vec<_>>()
+        );
+        let won = &ok[0].body;
+        assert_eq!(won["status"], "pending");
+        assert_eq!(won["attempts"], 0, "attempts reset");
+        assert_eq!(won["retry_count"], 1);
+        assert!(
+            won["retried_by"]
+                .as_str()
+                .unwrap()
+                .starts_with("tenant_api:key_")
+        );
+        assert!(won["retried_at"].is_string());
+        assert!(
+            won["last_error"]
+                .as_str()
+                .unwrap()
+                .contains("bad recipient"),
+            "last_error stays until the next attempt"
+        );
+
+        let after = t
+            .wait_delivery(&key, &id, Duration::from_secs(15), |d| {
+                d["status"] == "sent"
+            })
+            .await;
+        assert_eq!(after["status"], "sent", "{after}");
+        assert_eq!(after["attempts"], 1);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(
+            rx.requests().len(),
+            2,
+            "one request for the first attempt, one for the replay"
+        );
+
+        let audit = t.api("GET", "/api/v1/audit", &key, None).await;
+        let entries = audit.body["data"].as_array().unwrap();
+        assert_eq!(entries.len(), 1, "{:?}", audit.body);
+        let e = &entries[0];
+        assert_eq!(e["action"], "retry");
+        assert_eq!(e["resource_type"], "delivery");
+        assert_eq!(e["resource_id"], id.as_str());
+        assert_eq!(e["actor"]["type"], "tenant_api");
+        assert_eq!(e["changes"]["previous_status"], "failed");
+        assert_eq!(e["changes"]["previous_attempts"], 1);
+        assert_eq!(e["changes"]["retry_count"], 1);
+        assert!(
+            e["changes"]["previous_last_error"]
+                .as_str()
+                .unwrap()
+                .contains("400")
+        );
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn listing_filters_and_pages_every_row_exactly_once() {
+        let t = TestStack::on_emulator().await;
+        let bad = Receiver::start(vec![], Reply::status(422).body("invalid phone number"))
+            .await
+            .unwrap();
+        let (_, key) = t.tenant("default").await;
+        let echo = t
+            .api(
+                "POST",
+                "/api/v1/channels",
+                &key,
+                Some(json!({"type": "echo", "name": "echo", "config": {"reply_to": "none"}})),
+            )
+            .await
+            .body;
+        let echo_id = echo["id"].as_str().unwrap().to_owned();
+        let hook = t.webhook(&key, &bad.url, json!({})).await;
+        let hook_id = hook["id"].as_str().unwrap().to_owned();
+
+        let mut failed = Vec::new();
+        let mut sent = Vec::new();
+        let mut first_activity = String::new();
+        for i in 0..5 {
+            let act = t.activity(&key, &[&echo_id, &hook_id]).await;
+            if i == 0 {
+                first_activity = act["activity_id"].as_str().unwrap().to_owned();
+            }
+            for d in act["deliveries"].as_array().unwrap() {
+                let id = d["id"].as_str().unwrap().to_owned();
+                let row = t
+                    .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+                    .await;
+                if row["status"] == "failed" {
+                    failed.push(id)
+                } else {
+                    sent.push(id)
+                }
             }
         }
-    }
-    assert_eq!((failed.len(), sent.len()), (5, 5));
+        assert_eq!((failed.len(), sent.len()), (5, 5));
 
-    // Filters.
-    let get = |q: String| {
-        let t = &t;
-        let key = key.clone();
-        async move {
+        // Filters.
+        let get = |q: String| {
+            let t = &t;
+            let key = key.clone();
+            async move {
+                let a = t
+                    .api("GET", &format!("/api/v1/deliveries{q}"), &key, None)
+                    .await;
+                assert_eq!(a.status, 200, "{q}: {:?}", a.body);
+                a.body
+            }
+        };
+        let all: HashSet<String> = ids(&get("?status=failed&limit=500".into()).await)
+            .into_iter()
+            .collect();
+        assert_eq!(all, failed.iter().cloned().collect());
+        let by_channel = ids(&get(format!("?channel_id={echo_id}")).await);
+        assert_eq!(
+            by_channel.iter().cloned().collect::<HashSet<_>>(),
+            sent.iter().cloned().collect()
+        );
+        assert_eq!(
+            ids(&get(format!("?channel_id={echo_id}&status=failed")).await).len(),
+            0
+        );
+        assert_eq!(
+            ids(&get("?q=phone%20number".into()).await).len(),
+            5,
+            "search in last_error"
+        );
+        assert_eq!(
+            ids(&get(format!("?q={first_activity}")).await).len(),
+            2,
+            "search by exact activity id"
+        );
+        assert_eq!(
+            ids(&get(format!("?activity_id={first_activity}&status=sent")).await).len(),
+            1
+        );
+        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        assert_eq!(
+            ids(&get(format!("?from={today}&to={today}&limit=500")).await).len(),
+            10
+        );
+        assert_eq!(ids(&get("?to=2000-01-01".into()).await).len(), 0);
+        let newest = get("?status=failed".into()).await;
+        let oldest = get("?status=failed&sort=oldest".into()).await;
+        let mut reversed = ids(&oldest);
+        reversed.reverse();
+        assert_eq!(ids(&newest), reversed);
+        let times: Vec<String> = newest["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["updated_at"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first");
+        for (q, code) in [
+            ("?status=done", "invalid_query"),
+            ("?limit=0", "invalid_query"),
+            ("?sort=up", "invalid_query"),
+            ("?from=yesterday", "invalid_query"),
+            ("?cursor=%21%21", "invalid_cursor"),
+            ("?colour=red", "invalid_query"),
+        ] {
             let a = t
                 .api("GET", &format!("/api/v1/deliveries{q}"), &key, None)
                 .await;
-            assert_eq!(a.status, 200, "{q}: {:?}", a.body);
-            a.body
+            assert_eq!(
+                (a.status, a.body["error"]["code"].as_str()),
+                (422, Some(code)),
+                "{q}"
+            );
         }
-    };
-    let all: HashSet<String> = ids(&get("?status=failed&limit=500".into()).await)
-        .into_iter()
-        .collect();
-    assert_eq!(all, failed.iter().cloned().collect());
-    let by_channel = ids(&get(format!("?channel_id={echo_id}")).await);
-    assert_eq!(
-        by_channel.iter().cloned().collect::<HashSet<_>>(),
-        sent.iter().cloned().collect()
-    );
-    assert_eq!(
-        ids(&get(format!("?channel_id={echo_id}&status=failed")).await).len(),
-        0
-    );
-    assert_eq!(
-        ids(&get("?q=phone%20number".into()).await).len(),
-        5,
-        "search in last_error"
-    );
-    assert_eq!(
-        ids(&get(format!("?q={first_activity}")).await).len(),
-        2,
-        "search by exact activity id"
-    );
-    assert_eq!(
-        ids(&get(format!("?activity_id={first_activity}&status=sent")).await).len(),
-        1
-    );
-    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-    assert_eq!(
-        ids(&get(format!("?from={today}&to={today}&limit=500")).await).len(),
-        10
-    );
-    assert_eq!(ids(&get("?to=2000-01-01".into()).await).len(), 0);
-    let newest = get("?status=failed".into()).await;
-    let oldest = get("?status=failed&sort=oldest".into()).await;
-    let mut reversed = ids(&oldest);
-    reversed.reverse();
-    assert_eq!(ids(&newest), reversed);
-    let times: Vec<String> = newest["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["updated_at"].as_str().unwrap().to_owned())
-        .collect();
-    assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first");
-    for (q, code) in [
-        ("?status=done", "invalid_query"),
-        ("?limit=0", "invalid_query"),
-        ("?sort=up", "invalid_query"),
-        ("?from=yesterday", "invalid_query"),
-        ("?cursor=%21%21", "invalid_cursor"),
-        ("?colour=red", "invalid_query"),
-    ] {
-        let a = t
-            .api("GET", &format!("/api/v1/deliveries{q}"), &key, None)
-            .await;
-        assert_eq!(
-            (a.status, a.body["error"]["code"].as_str()),
-            (422, Some(code)),
-            "{q}"
-        );
-    }
 
-    // Pages of 3 over all ten rows, while one failed row is replayed in the middle: the rows
-    // that did not change come exactly once, and no row comes twice.
-    let mut seen: Vec<String> = Vec::new();
-    let mut cursor: Option<String> = None;
-    let mut pages = 0;
-    loop {
-        let q = match &cursor {
-            Some(c) => format!("?limit=3&cursor={c}"),
-            None => "?limit=3".into(),
-        };
-        let page = get(q).await;
-        seen.extend(ids(&page));
-        pages += 1;
-        if pages == 2 {
-            let a = t
-                .api(
-                    "POST",
-                    &format!("/api/v1/deliveries/{}/retry", failed[0]),
-                    &key,
-                    None,
-                )
-                .await;
-            assert_eq!(a.status, 200);
+        // Pages of 3 over all ten rows, while one failed row is replayed in the middle: the rows
+        // that did not change come exactly once, and no row comes twice.
+        let mut seen: Vec<String> = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let q = match &cursor {
+                Some(c) => format!("?limit=3&cursor={c}"),
+                None => "?limit=3".into(),
+            };
+            let page = get(q).await;
+            seen.extend(ids(&page));
+            pages += 1;
+            if pages == 2 {
+                let a = t
+                    .api(
+                        "POST",
+                        &format!("/api/v1/deliveries/{}/retry", failed[0]),
+                        &key,
+                        None,
+                    )
+                    .await;
+                assert_eq!(a.status, 200);
+            }
+            match page["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => break,
+            }
+            assert!(pages < 10, "pagination terminates");
         }
-        match page["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => break,
+        let unique: HashSet<&String> = seen.iter().collect();
+        assert_eq!(unique.len(), seen.len(), "no row twice: {seen:?}");
+        for id in failed.iter().skip(1).chain(sent.iter()) {
+            assert!(unique.contains(id), "{id} listed");
         }
-        assert!(pages < 10, "pagination terminates");
+        t.stop().await;
     }
-    let unique: HashSet<&String> = seen.iter().collect();
-    assert_eq!(unique.len(), seen.len(), "no row twice: {seen:?}");
-    for id in failed.iter().skip(1).chain(sent.iter()) {
-        assert!(unique.contains(id), "{id} listed");
-    }
-    t.stop().await;
 }

@@ -16,132 +16,6 @@ fn first_delivery(act: &Value) -> String {
 }
 
 #[tokio::test]
-async fn a_long_delay_is_made_of_hops_and_fires_once_not_before() {
-    let t = TestStack::with(|o| {
-        o.backend = Backend::Emulator;
-        o.config.hop_ceiling_s = 2;
-    })
-    .await;
-    let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
-        .await
-        .unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t
-        .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 7000}))
-        .await;
-    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
-
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(30), settled)
-        .await;
-    assert_eq!(d["status"], "sent", "{d}");
-    assert_eq!(d["attempts"], 2, "hops are not attempts");
-    let reqs = rx.requests();
-    assert_eq!(reqs.len(), 2);
-    let gap = reqs[1].at.duration_since(reqs[0].at);
-    println!("hop test: 7 s delay in 2 s hops fired after {gap:?}");
-    assert!(gap >= Duration::from_millis(7000), "fired early: {gap:?}");
-    assert!(gap < Duration::from_secs(13), "fired far too late: {gap:?}");
-    t.stop().await;
-}
-
-#[tokio::test]
-async fn a_row_without_its_message_is_delivered_after_one_sweep() {
-    let t = TestStack::with(|o| {
-        o.backend = Backend::Emulator;
-        o.sweep_period = converger_local::Every::Never;
-        o.config.sweep_grace = Duration::from_secs(1);
-    })
-    .await;
-    let rx = Receiver::always(200).await.unwrap();
-    let (tenant, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let now = time::now_ms();
-    let d = t
-        .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now - 3_000)
-        .await;
-    // A row that is due but within the grace period is left to its own message.
-    let fresh = t
-        .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now + 60_000)
-        .await;
-
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(rx.requests().is_empty(), "nothing enqueued it yet");
-    let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
-    assert_eq!(report.enqueued, 1, "{report:?}");
-    assert_eq!(
-        report.queries,
-        converger_store::resources::DUE_SHARDS,
-        "one query per shard"
-    );
-    let row = t
-        .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
-        .await;
-    assert_eq!(row["status"], "sent");
-    assert_eq!(row["attempts"], 1);
-    assert_eq!(
-        t.delivery(&key, fresh.id.as_str()).await["status"],
-        "pending"
-    );
-    // Settled now: the next sweep finds nothing.
-    let again = t.stack.functions.retry_scheduler.sweep().await.unwrap();
-    assert_eq!(again.found, 0, "{again:?}");
-    assert_eq!(rx.requests().len(), 1);
-    t.stop().await;
-}
-
-#[tokio::test]
-async fn a_crashed_attempt_runs_again_and_a_live_one_is_not_duplicated() {
-    let t = TestStack::with(|o| {
-        o.backend = Backend::Emulator;
-        o.sweep_period = converger_local::Every::Never;
-        o.config.sweep_grace = Duration::ZERO;
-    })
-    .await;
-    let rx = Receiver::always(200).await.unwrap();
-    let (tenant, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let now = time::now_ms();
-    let d = t
-        .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now)
-        .await;
-    let p = &t.stack.pipeline;
-
-    // An attempt claims the delivery and its Lambda dies: the lease is live for 2 s.
-    let claim = p
-        .store
-        .claim(&d.id, "crashed", time::now_ms(), 2_000)
-        .await
-        .unwrap();
-    assert!(matches!(claim, Claim::Claimed(_)));
-    // While the lease is live, a duplicate message and the sweeper do nothing.
-    p.queue
-        .send(&DeliveryMessage::new(d.id.clone(), d.tier, None), 0)
-        .await
-        .unwrap();
-    let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
-    assert_eq!(
-        (report.found, report.leased, report.enqueued),
-        (1, 1, 0),
-        "{report:?}"
-    );
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert!(rx.requests().is_empty(), "a live lease is not duplicated");
-
-    // Once the lease has expired, the redelivered message (or the sweep) runs it again.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
-    assert_eq!(report.enqueued, 1, "{report:?}");
-    let row = t
-        .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
-        .await;
-    assert_eq!(row["status"], "sent");
-    assert_eq!(row["attempts"], 1, "the crashed attempt recorded nothing");
-    assert_eq!(rx.requests().len(), 1);
-    t.stop().await;
-}
-
-#[tokio::test]
 async fn retry_after_as_an_http_date_and_beyond_max_ms() {
     let t = TestStack::start().await;
     let at = std::time::SystemTime::now() + Duration::from_secs(3);
@@ -269,207 +143,6 @@ async fn a_policy_change_takes_effect_on_the_next_attempt() {
 }
 
 #[tokio::test]
-async fn the_attempt_log_pages_newest_first() {
-    let t = TestStack::on_emulator().await;
-    let rx = Receiver::start(
-        vec![
-            Reply::status(500).body("x".repeat(2000).as_str()),
-            Reply::status(503),
-            Reply::status(502),
-        ],
-        Reply::status(200),
-    )
-    .await
-    .unwrap();
-    let (_, key) = t.tenant("default").await;
-    let (_, other) = t.tenant("default").await;
-    let ch = t
-        .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
-        .await;
-    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(30), settled)
-        .await;
-    assert_eq!(d["attempts"], 4);
-
-    let page = t
-        .api(
-            "GET",
-            &format!("/api/v1/deliveries/{id}/attempts?limit=2"),
-            &key,
-            None,
-        )
-        .await;
-    assert_eq!(page.status, 200, "{:?}", page.body);
-    let nums: Vec<u64> = page.body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["attempt"].as_u64().unwrap())
-        .collect();
-    assert_eq!(nums, vec![4, 3]);
-    let cursor = page.body["next_cursor"].as_str().unwrap().to_owned();
-    let page2 = t
-        .api(
-            "GET",
-            &format!("/api/v1/deliveries/{id}/attempts?limit=2&cursor={cursor}"),
-            &key,
-            None,
-        )
-        .await;
-    let data = page2.body["data"].as_array().unwrap();
-    assert_eq!(
-        data.iter()
-            .map(|e| e["attempt"].as_u64().unwrap())
-            .collect::<Vec<_>>(),
-        vec![2, 1]
-    );
-    assert!(page2.body["next_cursor"].is_null());
-    let first = &data[1];
-    assert_eq!(first["status_code"], 500);
-    assert_eq!(
-        first["response_snippet"].as_str().unwrap().chars().count(),
-        500,
-        "the first 500 characters of the response"
-    );
-    assert_eq!(first["trigger"], "auto");
-    assert!(
-        first["started_at"].is_string()
-            && first["duration_ms"].is_u64()
-            && first["next_retry_at"].is_string()
-    );
-    assert!(
-        first["error"].as_str().unwrap().chars().count() <= 520,
-        "the response snippet is capped"
-    );
-    let newest = &page.body["data"][0];
-    assert_eq!(newest["status_code"], 200);
-    assert!(newest["next_retry_at"].is_null());
-
-    let a = t
-        .api(
-            "GET",
-            &format!("/api/v1/deliveries/{id}/attempts"),
-            &other,
-            None,
-        )
-        .await;
-    assert_eq!(a.status, 404);
-    let a = t
-        .api(
-            "GET",
-            &format!("/api/v1/deliveries/{id}/attempts?limit=0"),
-            &key,
-            None,
-        )
-        .await;
-    assert_eq!(a.status, 422);
-    let a = t
-        .api(
-            "GET",
-            &format!("/api/v1/deliveries/{id}/attempts?cursor=zz"),
-            &key,
-            None,
-        )
-        .await;
-    assert_eq!(a.body["error"]["code"], "invalid_cursor");
-    t.stop().await;
-}
-
-#[tokio::test]
-async fn poison_messages_end_in_the_dead_letter_queue_without_blocking_their_batch() {
-    let t = TestStack::with(|o| {
-        o.backend = Backend::Emulator;
-        o.queues = QueueSettings {
-            max_receive_count: 2,
-            visibility_timeout_s: Some(1),
-        };
-    })
-    .await;
-    let rx = Receiver::always(200).await.unwrap();
-    let (tenant, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let doomed = t.webhook(&key, &rx.url, json!({})).await;
-    let sqs = &t.aws().clients.sqs;
-    let url = t.aws().queue_url(converger_core::Tier::Default).unwrap();
-
-    // A body that cannot be parsed, a delivery whose channel was deleted, and a good one.
-    let gone = t
-        .bare_delivery(&tenant, doomed["id"].as_str().unwrap(), time::now_ms())
-        .await;
-    t.aws()
-        .clients
-        .dynamodb
-        .delete_item()
-        .table_name(&t.aws().resources.channels)
-        .key(
-            "id",
-            aws_sdk_dynamodb::types::AttributeValue::S(doomed["id"].as_str().unwrap().into()),
-        )
-        .send()
-        .await
-        .unwrap();
-    let good = t
-        .bare_delivery(&tenant, ch["id"].as_str().unwrap(), time::now_ms())
-        .await;
-    let mut batch = sqs.send_message_batch().queue_url(&url);
-    for (i, body) in [
-        "{not json".to_owned(),
-        serde_json::to_string(&DeliveryMessage::new(gone.id.clone(), gone.tier, None)).unwrap(),
-        serde_json::to_string(&DeliveryMessage::new(good.id.clone(), good.tier, None)).unwrap(),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        batch = batch.entries(
-            aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
-                .id(i.to_string())
-                .message_body(body)
-                .build()
-                .unwrap(),
-        );
-    }
-    batch.send().await.unwrap();
-
-    let row = t
-        .wait_delivery(&key, good.id.as_str(), Duration::from_secs(15), settled)
-        .await;
-    assert_eq!(
-        row["status"], "sent",
-        "the good record of the batch is delivered"
-    );
-
-    let dlq = t.aws().dlq_url(converger_core::Tier::Default).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut bodies: Vec<String> = Vec::new();
-    while bodies.len() < 2 && Instant::now() < deadline {
-        let out = sqs
-            .receive_message()
-            .queue_url(&dlq)
-            .max_number_of_messages(10)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .unwrap();
-        bodies.extend(
-            out.messages
-                .unwrap_or_default()
-                .into_iter()
-                .filter_map(|m| m.body),
-        );
-    }
-    assert_eq!(bodies.len(), 2, "{bodies:?}");
-    assert!(bodies.iter().any(|b| b == "{not json"));
-    assert!(bodies.iter().any(|b| b.contains(gone.id.as_str())));
-    assert_eq!(
-        t.delivery(&key, gone.id.as_str()).await["status"],
-        "pending",
-        "the row is untouched"
-    );
-    t.stop().await;
-}
-
-#[tokio::test]
 async fn expired_attempt_log_entries_are_not_shown() {
     // A retention of zero: every entry is past its retention as soon as it is written, as if
     // the store's TTL had not deleted it yet.
@@ -504,4 +177,337 @@ async fn expired_attempt_log_entries_are_not_shown() {
         .unwrap();
     assert!(row.attempt_log[0].expires_at.is_some());
     t.stop().await;
+}
+
+/// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
+/// every request IAM-checked.
+mod emulator {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_long_delay_is_made_of_hops_and_fires_once_not_before() {
+        let t = TestStack::with(|o| {
+            o.backend = Backend::Emulator;
+            o.config.hop_ceiling_s = 2;
+        })
+        .await;
+        let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
+            .await
+            .unwrap();
+        let (_, key) = t.tenant("default").await;
+        let ch = t
+            .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 7000}))
+            .await;
+        let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+
+        let d = t
+            .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d["attempts"], 2, "hops are not attempts");
+        let reqs = rx.requests();
+        assert_eq!(reqs.len(), 2);
+        let gap = reqs[1].at.duration_since(reqs[0].at);
+        println!("hop test: 7 s delay in 2 s hops fired after {gap:?}");
+        assert!(gap >= Duration::from_millis(7000), "fired early: {gap:?}");
+        assert!(gap < Duration::from_secs(13), "fired far too late: {gap:?}");
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_row_without_its_message_is_delivered_after_one_sweep() {
+        let t = TestStack::with(|o| {
+            o.backend = Backend::Emulator;
+            o.sweep_period = converger_local::Every::Never;
+            o.config.sweep_grace = Duration::from_secs(1);
+        })
+        .await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (tenant, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let now = time::now_ms();
+        let d = t
+            .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now - 3_000)
+            .await;
+        // A row that is due but within the grace period is left to its own message.
+        let fresh = t
+            .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now + 60_000)
+            .await;
+
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(rx.requests().is_empty(), "nothing enqueued it yet");
+        let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
+        assert_eq!(report.enqueued, 1, "{report:?}");
+        assert_eq!(
+            report.queries,
+            converger_store::resources::DUE_SHARDS,
+            "one query per shard"
+        );
+        let row = t
+            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
+            .await;
+        assert_eq!(row["status"], "sent");
+        assert_eq!(row["attempts"], 1);
+        assert_eq!(
+            t.delivery(&key, fresh.id.as_str()).await["status"],
+            "pending"
+        );
+        // Settled now: the next sweep finds nothing.
+        let again = t.stack.functions.retry_scheduler.sweep().await.unwrap();
+        assert_eq!(again.found, 0, "{again:?}");
+        assert_eq!(rx.requests().len(), 1);
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_crashed_attempt_runs_again_and_a_live_one_is_not_duplicated() {
+        let t = TestStack::with(|o| {
+            o.backend = Backend::Emulator;
+            o.sweep_period = converger_local::Every::Never;
+            o.config.sweep_grace = Duration::ZERO;
+        })
+        .await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (tenant, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let now = time::now_ms();
+        let d = t
+            .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now)
+            .await;
+        let p = &t.stack.pipeline;
+
+        // An attempt claims the delivery and its Lambda dies: the lease is live for 2 s.
+        let claim = p
+            .store
+            .claim(&d.id, "crashed", time::now_ms(), 2_000)
+            .await
+            .unwrap();
+        assert!(matches!(claim, Claim::Claimed(_)));
+        // While the lease is live, a duplicate message and the sweeper do nothing.
+        p.queue
+            .send(&DeliveryMessage::new(d.id.clone(), d.tier, None), 0)
+            .await
+            .unwrap();
+        let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
+        assert_eq!(
+            (report.found, report.leased, report.enqueued),
+            (1, 1, 0),
+            "{report:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        assert!(rx.requests().is_empty(), "a live lease is not duplicated");
+
+        // Once the lease has expired, the redelivered message (or the sweep) runs it again.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
+        assert_eq!(report.enqueued, 1, "{report:?}");
+        let row = t
+            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
+            .await;
+        assert_eq!(row["status"], "sent");
+        assert_eq!(row["attempts"], 1, "the crashed attempt recorded nothing");
+        assert_eq!(rx.requests().len(), 1);
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn poison_messages_end_in_the_dead_letter_queue_without_blocking_their_batch() {
+        let t = TestStack::with(|o| {
+            o.backend = Backend::Emulator;
+            o.queues = QueueSettings {
+                max_receive_count: 2,
+                visibility_timeout_s: Some(1),
+            };
+        })
+        .await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (tenant, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let doomed = t.webhook(&key, &rx.url, json!({})).await;
+        let sqs = &t.aws().clients.sqs;
+        let url = t.aws().queue_url(converger_core::Tier::Default).unwrap();
+
+        // A body that cannot be parsed, a delivery whose channel was deleted, and a good one.
+        let gone = t
+            .bare_delivery(&tenant, doomed["id"].as_str().unwrap(), time::now_ms())
+            .await;
+        t.aws()
+            .clients
+            .dynamodb
+            .delete_item()
+            .table_name(&t.aws().resources.channels)
+            .key(
+                "id",
+                aws_sdk_dynamodb::types::AttributeValue::S(doomed["id"].as_str().unwrap().into()),
+            )
+            .send()
+            .await
+            .unwrap();
+        let good = t
+            .bare_delivery(&tenant, ch["id"].as_str().unwrap(), time::now_ms())
+            .await;
+        let mut batch = sqs.send_message_batch().queue_url(&url);
+        for (i, body) in [
+            "{not json".to_owned(),
+            serde_json::to_string(&DeliveryMessage::new(gone.id.clone(), gone.tier, None)).unwrap(),
+            serde_json::to_string(&DeliveryMessage::new(good.id.clone(), good.tier, None)).unwrap(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            batch = batch.entries(
+                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(body)
+                    .build()
+                    .unwrap(),
+            );
+        }
+        batch.send().await.unwrap();
+
+        let row = t
+            .wait_delivery(&key, good.id.as_str(), Duration::from_secs(15), settled)
+            .await;
+        assert_eq!(
+            row["status"], "sent",
+            "the good record of the batch is delivered"
+        );
+
+        let dlq = t.aws().dlq_url(converger_core::Tier::Default).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut bodies: Vec<String> = Vec::new();
+        while bodies.len() < 2 && Instant::now() < deadline {
+            let out = sqs
+                .receive_message()
+                .queue_url(&dlq)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .unwrap();
+            bodies.extend(
+                out.messages
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|m| m.body),
+            );
+        }
+        assert_eq!(bodies.len(), 2, "{bodies:?}");
+        assert!(bodies.iter().any(|b| b == "{not json"));
+        assert!(bodies.iter().any(|b| b.contains(gone.id.as_str())));
+        assert_eq!(
+            t.delivery(&key, gone.id.as_str()).await["status"],
+            "pending",
+            "the row is untouched"
+        );
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn the_attempt_log_pages_newest_first() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::start(
+            vec![
+                Reply::status(500).body("x".repeat(2000).as_str()),
+                Reply::status(503),
+                Reply::status(502),
+            ],
+            Reply::status(200),
+        )
+        .await
+        .unwrap();
+        let (_, key) = t.tenant("default").await;
+        let (_, other) = t.tenant("default").await;
+        let ch = t
+            .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
+            .await;
+        let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+        let d = t
+            .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+            .await;
+        assert_eq!(d["attempts"], 4);
+
+        let page = t
+            .api(
+                "GET",
+                &format!("/api/v1/deliveries/{id}/attempts?limit=2"),
+                &key,
+                None,
+            )
+            .await;
+        assert_eq!(page.status, 200, "{:?}", page.body);
+        let nums: Vec<u64> = page.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["attempt"].as_u64().unwrap())
+            .collect();
+        assert_eq!(nums, vec![4, 3]);
+        let cursor = page.body["next_cursor"].as_str().unwrap().to_owned();
+        let page2 = t
+            .api(
+                "GET",
+                &format!("/api/v1/deliveries/{id}/attempts?limit=2&cursor={cursor}"),
+                &key,
+                None,
+            )
+            .await;
+        let data = page2.body["data"].as_array().unwrap();
+        assert_eq!(
+            data.iter()
+                .map(|e| e["attempt"].as_u64().unwrap())
+                .collect::<Vec<_>>(),
+            vec![2, 1]
+        );
+        assert!(page2.body["next_cursor"].is_null());
+        let first = &data[1];
+        assert_eq!(first["status_code"], 500);
+        assert_eq!(
+            first["response_snippet"].as_str().unwrap().chars().count(),
+            500,
+            "the first 500 characters of the response"
+        );
+        assert_eq!(first["trigger"], "auto");
+        assert!(
+            first["started_at"].is_string()
+                && first["duration_ms"].is_u64()
+                && first["next_retry_at"].is_string()
+        );
+        assert!(
+            first["error"].as_str().unwrap().chars().count() <= 520,
+            "the response snippet is capped"
+        );
+        let newest = &page.body["data"][0];
+        assert_eq!(newest["status_code"], 200);
+        assert!(newest["next_retry_at"].is_null());
+
+        let a = t
+            .api(
+                "GET",
+                &format!("/api/v1/deliveries/{id}/attempts"),
+                &other,
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 404);
+        let a = t
+            .api(
+                "GET",
+                &format!("/api/v1/deliveries/{id}/attempts?limit=0"),
+                &key,
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 422);
+        let a = t
+            .api(
+                "GET",
+                &format!("/api/v1/deliveries/{id}/attempts?cursor=zz"),
+                &key,
+                None,
+            )
+            .await;
+        assert_eq!(a.body["error"]["code"], "invalid_cursor");
+        t.stop().await;
+    }
 }
