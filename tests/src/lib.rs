@@ -177,7 +177,7 @@ impl TestStack {
         &self,
         tenant_id: &str,
         channel_id: &str,
-    ) -> (converger_store::Tenant, converger_store::Channel) {
+    ) -> (converger_ports::Tenant, converger_ports::Channel) {
         use converger_core::{ChannelId, TenantId};
         let store = &self.stack.pipeline.store;
         let tenant = store
@@ -200,11 +200,11 @@ impl TestStack {
         tenant_id: &str,
         channel_id: &str,
         due_ms: i64,
-    ) -> converger_store::Delivery {
+    ) -> converger_ports::Delivery {
         use converger_core::{ActivityId, time};
         let p = &self.stack.pipeline;
         let (tenant, channel) = self.stored(tenant_id, channel_id).await;
-        let activity = converger_store::Activity {
+        let activity = converger_ports::Activity {
             id: ActivityId::generate(),
             tenant_id: tenant.id.clone(),
             conversation_id: "conv-bare".into(),
@@ -214,7 +214,7 @@ impl TestStack {
             created_at: time::now_rfc3339(),
             expires_at: None,
         };
-        let d = converger_store::Delivery::new(
+        let d = converger_ports::Delivery::new(
             &activity,
             &channel,
             tenant.tier,
@@ -261,7 +261,7 @@ enum TapSource {
         url: String,
     },
     Memory {
-        events: std::sync::Arc<converger_store::memory::MemEvents>,
+        events: std::sync::Arc<converger_memory::MemEvents>,
         from: usize,
     },
 }

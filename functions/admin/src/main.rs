@@ -22,8 +22,8 @@ async fn source_ip(mut req: axum::extract::Request) -> axum::extract::Request {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    converger_pipeline::bootstrap::init_tracing();
-    let pipeline = Arc::new(converger_pipeline::bootstrap::from_env().await?);
+    converger_lambda::bootstrap::init_tracing();
+    let pipeline = Arc::new(converger_lambda::bootstrap::from_env().await?);
     // The admin token and the session secret come from Secrets Manager (the template passes
     // their ARNs), read once here.
     let sdk = converger_store::aws::load_config().await;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    converger_pipeline::bootstrap::init_tracing();
-    let pipeline = Arc::new(converger_pipeline::bootstrap::from_env().await?);
+    converger_lambda::bootstrap::init_tracing();
+    let pipeline = Arc::new(converger_lambda::bootstrap::from_env().await?);
     let state = converger_http::AppState::new(pipeline, None);
     lambda_http::run(converger_http::api::router(state)).await
 }

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    converger_pipeline::bootstrap::init_tracing();
-    let pipeline = converger_pipeline::bootstrap::from_env().await?;
+    converger_lambda::bootstrap::init_tracing();
+    let pipeline = converger_lambda::bootstrap::from_env().await?;
     let pipeline = &pipeline;
     lambda_runtime::run(service_fn(
         move |_: LambdaEvent<EventBridgeEvent<Value>>| async move {

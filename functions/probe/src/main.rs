@@ -6,11 +6,11 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    converger_pipeline::bootstrap::init_tracing();
-    let pipeline = converger_pipeline::bootstrap::from_env_with_websockets().await?;
+    converger_lambda::bootstrap::init_tracing();
+    let pipeline = converger_lambda::bootstrap::from_env_with_websockets().await?;
     let pipeline = &pipeline;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        Ok::<_, Error>(pipeline.flow_batch(event.payload).await)
+        Ok::<_, Error>(converger_lambda::handlers::flow_batch(pipeline, event.payload).await)
     }))
     .await
 }

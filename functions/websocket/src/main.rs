@@ -6,12 +6,14 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    converger_pipeline::bootstrap::init_tracing();
-    let pipeline = converger_pipeline::bootstrap::from_env_with_websockets().await?;
+    converger_lambda::bootstrap::init_tracing();
+    let pipeline = converger_lambda::bootstrap::from_env_with_websockets().await?;
     let pipeline = &pipeline;
     lambda_runtime::run(service_fn(
         move |event: LambdaEvent<ApiGatewayWebsocketProxyRequest>| async move {
-            Ok::<_, Error>(pipeline.websocket_event(event.payload).await)
+            Ok::<_, Error>(
+                converger_lambda::handlers::websocket_event(pipeline, event.payload).await,
+            )
         },
     ))
     .await

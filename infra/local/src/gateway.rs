@@ -85,10 +85,11 @@ async fn connect(
     ws: WebSocketUpgrade,
 ) -> Response {
     let id = new_connection_id();
-    let resp = g
-        .pipeline
-        .websocket_event(event("$connect", "CONNECT", &id, query, None))
-        .await;
+    let resp = converger_lambda::handlers::websocket_event(
+        &g.pipeline,
+        event("$connect", "CONNECT", &id, query, None),
+    )
+    .await;
     if resp.status_code != 200 {
         // API Gateway refuses the handshake with the route's status.
         let status = StatusCode::from_u16(u16::try_from(resp.status_code).unwrap_or(500))
@@ -131,16 +132,11 @@ async fn run(
             Message::Close(_) => break,
             _ => continue,
         };
-        let resp = g
-            .pipeline
-            .websocket_event(event(
-                "$default",
-                "MESSAGE",
-                &id,
-                HashMap::new(),
-                Some(text),
-            ))
-            .await;
+        let resp = converger_lambda::handlers::websocket_event(
+            &g.pipeline,
+            event("$default", "MESSAGE", &id, HashMap::new(), Some(text)),
+        )
+        .await;
         let answer = body_text(resp.body);
         if !answer.is_empty() {
             let _ = tx.send(Out::Frame(answer));
@@ -149,16 +145,11 @@ async fn run(
     if let Ok(mut open) = g.open.lock() {
         open.remove(&id);
     }
-    let _ = g
-        .pipeline
-        .websocket_event(event(
-            "$disconnect",
-            "DISCONNECT",
-            &id,
-            HashMap::new(),
-            None,
-        ))
-        .await;
+    let _ = converger_lambda::handlers::websocket_event(
+        &g.pipeline,
+        event("$disconnect", "DISCONNECT", &id, HashMap::new(), None),
+    )
+    .await;
     writer.abort();
 }
 

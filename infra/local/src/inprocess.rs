@@ -7,8 +7,8 @@
 use converger_adapters::Adapters;
 use converger_core::Tier;
 use converger_core::time;
+use converger_memory::{LatencyModel, MemEvents, MemQueue, MemStore};
 use converger_pipeline::{Pipeline, PipelineConfig};
-use converger_store::memory::{LatencyModel, MemEvents, MemQueue, MemStore};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Semaphore, watch};
@@ -118,7 +118,7 @@ impl InProcess {
                             }
                             if let Err(e) = p.attempt(msg.clone()).await {
                                 tracing::warn!(error = %e, "attempt failed; redelivered later");
-                                let _ = converger_store::Queue::send(&*q, &msg, REDELIVERY_S).await;
+                                let _ = converger_ports::Queue::send(&*q, &msg, REDELIVERY_S).await;
                             }
                         });
                     }

@@ -5,7 +5,7 @@
 
 use crate::Stack;
 use converger_core::{ActivityId, DeliveryStatus, time};
-use converger_store::{Activity, Channel, Delivery, Mark, Tenant};
+use converger_ports::{Activity, Channel, Delivery, Mark, Tenant};
 use serde_json::json;
 
 /// How seeded deliveries are left.

@@ -16,7 +16,7 @@ use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
 use converger_pipeline::ingest::NewActivity;
 use converger_pipeline::replay::ReplayError;
-use converger_store::{Channel, ChannelPatch, Delivery, DeliveryQuery, Scope, Tenant};
+use converger_ports::{Channel, ChannelPatch, Delivery, DeliveryQuery, Scope, Tenant};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 

@@ -5,7 +5,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use converger_pipeline::ingest::IngestError;
-use converger_store::StoreError;
+use converger_ports::StoreError;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 

@@ -9,7 +9,7 @@ pub mod views;
 pub mod web;
 
 use converger_pipeline::Pipeline;
-use converger_store::Tenant;
+use converger_ports::Tenant;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,7 +49,7 @@ impl AppState {
     }
 
     /// Every tenant, read at most once per [`TENANT_LIST_TTL`] by this instance.
-    pub async fn tenants(&self) -> converger_store::StoreResult<Arc<Vec<Tenant>>> {
+    pub async fn tenants(&self) -> converger_ports::StoreResult<Arc<Vec<Tenant>>> {
         if let Ok(cached) = self.tenant_list.lock()
             && let Some((at, list)) = cached.as_ref()
             && at.elapsed() < TENANT_LIST_TTL

@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use converger_core::providers::{infobip_receipts, meta_receipts, verify_meta_signature};
 use converger_core::secret::constant_time_eq;
 use converger_core::{ChannelId, ChannelType};
-use converger_store::Ack;
-use converger_store::Channel;
+use converger_ports::Ack;
+use converger_ports::Channel;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 

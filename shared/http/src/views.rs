@@ -1,6 +1,6 @@
 //! What the API shows of stored items (never a secret unless asked for on creation).
 
-use converger_store::{Channel, Delivery, ReplayJob, Tenant};
+use converger_ports::{Channel, Delivery, ReplayJob, Tenant};
 use serde_json::{Value, json};
 
 pub fn tenant(t: &Tenant) -> Value {

@@ -12,7 +12,7 @@ pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Delivered, Envelope, Target};
 use converger_core::policy::{Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, time};
-use converger_store::{
+use converger_ports::{
     Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
     PlatformEvent, RetryAt, SentInfo, StoreResult,
 };

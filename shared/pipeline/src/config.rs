@@ -55,7 +55,7 @@ impl Default for PipelineConfig {
         Self {
             retry_policy: Map::new(),
             hop_ceiling_s: 900,
-            lease: Duration::from_secs(u64::from(converger_store::resources::DELIVER_TIMEOUT_S)),
+            lease: Duration::from_secs(u64::from(converger_ports::DELIVER_TIMEOUT_S)),
             channel_cache_ttl: Duration::from_secs(5),
             allowlist: Allowlist::default(),
             batch_concurrency: 10,

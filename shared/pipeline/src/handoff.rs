@@ -12,7 +12,7 @@ use converger_core::providers::Receipt;
 use converger_core::{
     ActivityId, ChannelId, ChannelType, DeliveryError, DeliveryId, DeliveryStatus, time,
 };
-use converger_store::{
+use converger_ports::{
     Ack, Channel, Connection, Delivery, DeliveryQuery, Pushed, Receipted, StoreError,
 };
 use serde_json::{Value, json};
@@ -39,7 +39,7 @@ impl Services for Pipeline {
         let mut targets = Vec::new();
         for id in reply.channel_ids {
             if let Some(ch) = self
-                .channel_in(converger_store::Scope::Tenant(&tenant.id), id)
+                .channel_in(converger_ports::Scope::Tenant(&tenant.id), id)
                 .await
                 .map_err(store_error)?
                 && ch.active
@@ -139,7 +139,7 @@ impl Pipeline {
             channel_id: ch.id.clone(),
             tenant_id: ch.tenant_id.clone(),
             connected_at: time::ms_to_rfc3339(now_ms),
-            expires_at: now_ms / 1000 + converger_store::CONNECTION_TTL_S,
+            expires_at: now_ms / 1000 + converger_ports::CONNECTION_TTL_S,
         };
         self.store.put_connection(&c).await?;
         tracing::info!(connection_id, channel_id, "websocket client connected");

@@ -9,7 +9,7 @@ use converger_core::health::{
     AUTO_DISABLED, AutoDisable, HISTORY_DAYS, HealthStatus, WINDOW_MINUTES, failure_rate, minute,
 };
 use converger_core::{BreakerConfig, ChannelId, ChannelType, CircuitState, time};
-use converger_store::{
+use converger_ports::{
     Channel, ChannelPatch, Delivery, Flow, HealthCheck, PlatformEvent, StoreResult, Tenant,
 };
 use serde_json::{Value, json};
@@ -39,7 +39,7 @@ pub enum AlertError {
     #[error("{0}")]
     Invalid(String),
     #[error(transparent)]
-    Store(#[from] converger_store::StoreError),
+    Store(#[from] converger_ports::StoreError),
 }
 
 impl Pipeline {

@@ -4,7 +4,7 @@
 use crate::Pipeline;
 use crate::outcome::Admission;
 use converger_core::{ActivityId, ChannelId, DeliveryId, time};
-use converger_store::{
+use converger_ports::{
     Activity, Created, Delivery, DeliveryMessage, QueueError, StoreError, Tenant,
 };
 use serde::Deserialize;
@@ -94,7 +94,7 @@ impl Pipeline {
             )));
         }
 
-        let scope = converger_store::Scope::Tenant(&tenant.id);
+        let scope = converger_ports::Scope::Tenant(&tenant.id);
         let channels =
             futures::future::try_join_all(targets.iter().map(|id| self.channel_in(scope, id)))
                 .await?;
@@ -149,7 +149,7 @@ impl Pipeline {
         let admitted = futures::future::try_join_all(resolved.iter().map(|ch| async {
             let mut d = Delivery::new(&activity, ch, tenant.tier, now_ms, &now);
             let admission = self.admit_new(ch, &mut d).await?;
-            Ok::<_, converger_store::StoreError>((d, admission))
+            Ok::<_, converger_ports::StoreError>((d, admission))
         }))
         .await?;
         let (deliveries, admissions): (Vec<Delivery>, Vec<Admission>) =

@@ -3,14 +3,11 @@
 //! gate before it and the breaker after it), and beside them `replay`, `sweep`, `health`,
 //! `handoff` (receipts, websocket clients, the echo bot) and `tenants`. The types more than
 //! one of them speaks are in `outcome`. Nothing here knows AWS or Lambda: the functions'
-//! glue (`handlers`, `batch`, `bootstrap`) only calls these entry points.
+//! glue (`converger-lambda`) only calls these entry points.
 
 pub mod attempt;
-pub mod batch;
-pub mod bootstrap;
 pub mod config;
 pub mod flow;
-pub mod handlers;
 pub mod handoff;
 pub mod health;
 pub mod ingest;
@@ -25,7 +22,7 @@ pub use config::PipelineConfig;
 use converger_adapters::Adapters;
 use converger_core::ChannelId;
 use converger_core::cache::TtlCache;
-use converger_store::{Channel, Events, Queue, Sockets, Store, StoreResult};
+use converger_ports::{Channel, Events, Queue, Sockets, Store, StoreResult};
 use std::sync::Arc;
 
 /// What every use case needs, built once per process (per Lambda instance): the ports and the
@@ -74,7 +71,7 @@ impl Pipeline {
                 events,
                 adapters,
                 config,
-                sockets: Arc::new(converger_store::NoSockets),
+                sockets: Arc::new(converger_ports::NoSockets),
             },
         }
     }
@@ -89,7 +86,7 @@ impl Pipeline {
     /// tenant's channel reads exactly like a missing one.
     pub async fn channel_in(
         &self,
-        scope: converger_store::Scope<'_>,
+        scope: converger_ports::Scope<'_>,
         id: &ChannelId,
     ) -> StoreResult<Option<Arc<Channel>>> {
         Ok(self.channel(id).await?.filter(|c| scope.sees(&c.tenant_id)))

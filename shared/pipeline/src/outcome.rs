@@ -3,7 +3,7 @@
 //! status event every settled delivery publishes. Use-case modules import these, never each
 //! other's internals.
 
-use converger_store::{Delivery, PlatformEvent, QueueError, StoreError};
+use converger_ports::{Delivery, PlatformEvent, QueueError, StoreError};
 use serde_json::json;
 
 /// What one message led to.

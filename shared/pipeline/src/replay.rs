@@ -8,7 +8,7 @@ use converger_core::ChannelId;
 use converger_core::query::Actor;
 use converger_core::query::Cursor;
 use converger_core::{DeliveryId, DeliveryStatus, TenantId, time};
-use converger_store::{
+use converger_ports::{
     AuditEntry, Delivery, DeliveryMessage, DeliveryQuery, PlatformEvent, REPLAY_BATCH, ReplayJob,
     ReplayMessage, StoreError,
 };
@@ -59,7 +59,7 @@ impl Pipeline {
     ) -> Result<Delivery, ReplayError> {
         let Some(d) = self
             .store
-            .delivery_in(converger_store::Scope::of(tenant), id)
+            .delivery_in(converger_ports::Scope::of(tenant), id)
             .await?
         else {
             return Err(ReplayError::NotFound);
@@ -165,7 +165,7 @@ impl Pipeline {
     ) -> Result<(), ReplayError> {
         match self
             .store
-            .channel_in(converger_store::Scope::Tenant(tenant), channel_id)
+            .channel_in(converger_ports::Scope::Tenant(tenant), channel_id)
             .await?
         {
             Some(ch) => {

@@ -8,8 +8,8 @@
 
 use crate::Pipeline;
 use converger_core::time;
-use converger_store::resources::DUE_SHARDS;
-use converger_store::{DeliveryMessage, QueueError, StoreError};
+use converger_ports::DUE_SHARDS;
+use converger_ports::{DeliveryMessage, QueueError, StoreError};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

@@ -3,7 +3,7 @@
 use crate::Pipeline;
 use converger_core::secret::{hash_api_key, new_api_key};
 use converger_core::{TenantId, Tier, time};
-use converger_store::{StoreError, Tenant};
+use converger_ports::{StoreError, Tenant};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TenantError {

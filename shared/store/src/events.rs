@@ -1,11 +1,11 @@
 //! Platform events on the EventBridge bus.
 
-use crate::ports::{Events, PlatformEvent};
 use crate::resources::EVENT_SOURCE;
 use async_trait::async_trait;
 use aws_sdk_eventbridge::Client;
 use aws_sdk_eventbridge::error::DisplayErrorContext;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use converger_ports::{Events, PlatformEvent};
 
 #[derive(Clone, Debug)]
 pub struct EventBridgeEvents {

@@ -1,26 +1,17 @@
-//! Every AWS call Converger makes lives in this crate: DynamoDB items and their conditional
-//! transitions, SQS queues and the EventBridge bus, named by the environment the template
-//! sets. The pipeline sees them only through the ports in [`ports`].
+//! Every AWS call Converger makes lives in this crate: the DynamoDB backend of the ports
+//! (`dynamo`, one module per table group, one helper for conditional writes), the SQS queues
+//! (`sqs`), the EventBridge bus (`events`), websocket pushes through the management API
+//! (`sockets`), Secrets Manager (`secrets`), and the names the template gives them
+//! (`resources`). The use cases see them only through the ports in `converger-ports`.
 
-pub mod accounts;
 pub mod aws;
 pub mod counter;
 pub mod dynamo;
 pub mod events;
-pub mod flow;
-pub mod handoff;
-pub mod health;
-pub mod memory;
-pub mod model;
-pub mod ports;
 pub mod resources;
 pub mod secrets;
+pub mod sockets;
 pub mod sqs;
 
-pub use accounts::*;
-pub use flow::*;
-pub use handoff::*;
-pub use health::*;
-pub use model::*;
-pub use ports::*;
 pub use resources::Resources;
+pub use sockets::{ApiGatewaySockets, MANAGEMENT_URL_ENV};

@@ -80,11 +80,9 @@ pub const TABLE_ENVS: [&str; 10] = [
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
-pub use crate::model::DUE_SHARDS;
+pub use converger_ports::DUE_SHARDS;
 
-/// The deliver function's timeout in seconds (the template's `Timeout`; attempt leases are
-/// sized to it, and a test holds the deployed stack to it).
-pub const DELIVER_TIMEOUT_S: u32 = 60;
+pub use converger_ports::DELIVER_TIMEOUT_S;
 
 pub const BUS_ENV: &str = "EVENT_BUS_NAME";
 /// `source` of every platform event.

@@ -1,16 +1,15 @@
 //! The SQS backend of [`Queue`]: one queue per tier, each with its dead-letter queue.
 
-use crate::model::{DeliveryMessage, FlowJob, ReplayMessage};
-use crate::ports::{Queue, QueueDepth, QueueError};
 use crate::resources::{QueueDef, Resources, tier_queue};
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use converger_core::Tier;
+use converger_ports::{DeliveryMessage, FlowJob, ReplayMessage};
+use converger_ports::{Queue, QueueDepth, QueueError};
 
-/// SQS's longest message delay.
-pub const MAX_DELAY_S: u32 = 900;
+pub use converger_ports::MAX_DELAY_S;
 
 #[derive(Clone, Debug)]
 pub struct SqsQueue {

@@ -641,7 +641,7 @@ mod emulator {
             .await
             .body;
         store
-            .put_connection(&converger_store::Connection {
+            .put_connection(&converger_ports::Connection {
                 connection_id: "StaleConn0001=".into(),
                 channel_id: converger_core::ChannelId::parse(&ch).unwrap(),
                 tenant_id: converger_core::TenantId::parse(c["tenant_id"].as_str().unwrap())

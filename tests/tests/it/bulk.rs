@@ -4,7 +4,8 @@
 
 use converger_core::{ActivityId, ChannelId, DeliveryStatus, TenantId, time};
 use converger_local::Backend;
-use converger_store::{Activity, Delivery, Store};
+use converger_ports::prelude::*;
+use converger_ports::{Activity, Delivery};
 use converger_tests::TestStack;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -192,9 +193,9 @@ async fn the_limit_lowers_the_configured_cap_and_never_raises_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
     use converger_core::query::{Actor, ActorKind};
+    use converger_memory::{MemEvents, MemQueue, MemStore};
     use converger_pipeline::replay::BulkFilter;
     use converger_pipeline::{Pipeline, PipelineConfig};
-    use converger_store::memory::{MemEvents, MemQueue, MemStore};
     use std::sync::Arc;
 
     let store = Arc::new(MemStore::new());
@@ -207,7 +208,7 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
         PipelineConfig::default(),
     );
     let tenant = TenantId::generate();
-    let channel = converger_store::Channel::new(
+    let channel = converger_ports::Channel::new(
         tenant.clone(),
         converger_core::ChannelType::Webhook,
         "c",

@@ -198,7 +198,7 @@ mod emulator {
 
     #[tokio::test]
     async fn a_duplicate_message_sends_once() {
-        use converger_store::DeliveryMessage;
+        use converger_ports::DeliveryMessage;
         let t = TestStack::on_emulator().await;
         // A slow receiver keeps the first attempt's lease live while the duplicate arrives.
         let rx = Receiver::start(

@@ -6,7 +6,7 @@
 
 use converger_core::{ChannelId, DeliveryId, time};
 use converger_local::Backend;
-use converger_store::SlotTake;
+use converger_ports::SlotTake;
 use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

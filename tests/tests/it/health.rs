@@ -5,7 +5,7 @@
 use converger_core::health::{HealthStatus, minute};
 use converger_core::{ChannelId, TenantId, time};
 use converger_local::Backend;
-use converger_store::{HealthCheck, Outcome, Settle};
+use converger_ports::{HealthCheck, Outcome, Settle};
 use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -6,9 +6,9 @@
 use aws_lambda_events::event::apigw::ApiGatewayV2httpRequest;
 use aws_lambda_events::event::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
+use converger_lambda::handlers::IngestMessage;
 use converger_local::iam::IamGuard;
-use converger_pipeline::handlers::IngestMessage;
-use converger_store::DeliveryMessage;
+use converger_ports::DeliveryMessage;
 use converger_store::aws::Clients;
 use converger_store::resources::DELIVER_TIMEOUT_S;
 use converger_tests::TestStack;
@@ -299,7 +299,7 @@ fn sample_events_parse() {
 
     let probe: SqsEvent = serde_json::from_str(&event("probe.json")).unwrap();
     let body = probe.records[0].body.as_deref().unwrap();
-    let _: converger_store::FlowJob = serde_json::from_str(body).unwrap();
+    let _: converger_ports::FlowJob = serde_json::from_str(body).unwrap();
 
     for f in ["api.json", "admin.json"] {
         let req: ApiGatewayV2httpRequest = serde_json::from_str(&event(f)).unwrap();

@@ -4,7 +4,7 @@
 
 use converger_core::{ActivityId, ChannelId, DeliveryId, Tier};
 use converger_local::Backend;
-use converger_store::DeliveryMessage;
+use converger_ports::DeliveryMessage;
 use converger_tests::TestStack;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -69,7 +69,7 @@ async fn send_many_reaches_every_tier_once() {
 }
 
 /// Both backends report each tier queue's depth, and its dead-letter queue's, in order.
-async fn depths_count_visible_and_delayed(queue: &dyn converger_store::Queue) {
+async fn depths_count_visible_and_delayed(queue: &dyn converger_ports::Queue) {
     let msg = |tier| {
         DeliveryMessage::new(
             DeliveryId::for_pair(&ActivityId::generate(), &ChannelId::generate()),
@@ -113,5 +113,5 @@ async fn depths_on_sqs() {
 
 #[tokio::test]
 async fn depths_in_process() {
-    depths_count_visible_and_delayed(&converger_store::memory::MemQueue::new()).await;
+    depths_count_visible_and_delayed(&converger_memory::MemQueue::new()).await;
 }

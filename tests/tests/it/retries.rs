@@ -6,7 +6,7 @@
 use converger_core::time;
 use converger_local::Backend;
 use converger_local::QueueSettings;
-use converger_store::{Claim, DeliveryMessage};
+use converger_ports::{Claim, DeliveryMessage};
 use converger_tests::{Receiver, Reply, TestStack, settled};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

@@ -6,13 +6,13 @@
 
 use converger_core::CircuitState;
 use converger_core::{ActivityId, ChannelType, DeliveryId, DeliveryStatus, TenantId, Tier, time};
-use converger_store::dynamo::DynamoStore;
-use converger_store::memory::MemStore;
-use converger_store::{
+use converger_memory::MemStore;
+use converger_ports::{
     Ack, Activity, AttemptEntry, Channel, ChannelPatch, Claim, Connection, Created, Delivery,
     LogUpdate, Mark, Outcome, Placement, Receipted, RetryAt, SentInfo, Settle, SlotTake, Store,
     Tenant, Transition,
 };
+use converger_store::dynamo::DynamoStore;
 use converger_tests::TestStack;
 use serde_json::{Map, json};
 use std::sync::Arc;
@@ -220,7 +220,7 @@ async fn tenants_channels_and_activities_round_trip(b: Backend) {
 }
 
 async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
-    use converger_store::due_shard;
+    use converger_ports::due_shard;
     let f = fixture(b).await;
     let second = Channel::new(
         f.tenant.id.clone(),
@@ -262,7 +262,7 @@ async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
 }
 
 async fn scoped_reads_see_only_their_tenant(b: Backend) {
-    use converger_store::Scope;
+    use converger_ports::Scope;
     let f = fixture(b).await;
     let a = activity(&f);
     let d = Delivery::new(&a, &f.channel, Tier::Default, time::now_ms(), &a.created_at);
@@ -338,7 +338,7 @@ async fn rows_past_their_retention_read_as_absent(b: Backend) {
     );
     let listed = f
         .store
-        .list_deliveries(&converger_store::DeliveryQuery {
+        .list_deliveries(&converger_ports::DeliveryQuery {
             tenant: f.tenant.id.clone(),
             status: Some(DeliveryStatus::Pending),
             channel: None,
@@ -365,7 +365,7 @@ async fn rows_past_their_retention_read_as_absent(b: Backend) {
     for (d, listed) in [(&d_old, false), (&d_kept, true)] {
         let page = f
             .store
-            .overdue(converger_store::due_shard(&d.id), later, 100, None)
+            .overdue(converger_ports::due_shard(&d.id), later, 100, None)
             .await
             .unwrap();
         assert_eq!(page.items.iter().any(|o| o.id == d.id), listed);
@@ -538,7 +538,7 @@ async fn dead_letters_and_missing_rows(b: Backend) {
 }
 
 async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
-    use converger_store::due_shard;
+    use converger_ports::due_shard;
     let f = fixture(b).await;
     let now = time::now_ms();
     let mut ids = Vec::new();
@@ -629,13 +629,13 @@ async fn old_attempts_spill_out_of_the_item(b: Backend) {
     let Claim::Claimed(held) = f.store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
         panic!()
     };
-    let current: Vec<AttemptEntry> = (1..=converger_store::RECENT_ATTEMPTS as u32)
+    let current: Vec<AttemptEntry> = (1..=converger_ports::RECENT_ATTEMPTS as u32)
         .map(attempt)
         .collect();
     let log = LogUpdate::append(&current, attempt(current.len() as u32 + 1));
     assert_eq!(log.spill.len(), 1);
     assert_eq!(log.spill[0].attempt, 1);
-    assert_eq!(log.recent.len(), converger_store::RECENT_ATTEMPTS);
+    assert_eq!(log.recent.len(), converger_ports::RECENT_ATTEMPTS);
     let more = LogUpdate {
         recent: log.recent.clone(),
         spill: vec![attempt(0), log.spill[0].clone()],
@@ -675,7 +675,7 @@ fn failed_row(f: &Fixture, updated_at: &str) -> Delivery {
 
 async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) {
     use converger_core::query::{Actor, ActorKind};
-    use converger_store::{AuditEntry, DeliveryQuery};
+    use converger_ports::{AuditEntry, DeliveryQuery};
     let f = fixture(b).await;
     // Seven dead letters, one per second of an old minute.
     let rows: Vec<Delivery> = (0..7)
@@ -819,7 +819,7 @@ async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) {
 
 async fn replay_jobs_save_with_a_version(b: Backend) {
     use converger_core::query::{Actor, ActorKind};
-    use converger_store::ReplayJob;
+    use converger_ports::ReplayJob;
     let f = fixture(b).await;
     let mut job = ReplayJob {
         id: "rpl_test".into(),
@@ -1130,7 +1130,7 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     // A backlog row is not claimable by a stray message's sweep: it is not in the due index.
     let overdue: usize = {
         let mut n = 0;
-        for shard in 0..converger_store::DUE_SHARDS {
+        for shard in 0..converger_ports::DUE_SHARDS {
             n += f
                 .store
                 .overdue(shard, now_ms + 10_000, 100, None)
@@ -1298,7 +1298,7 @@ async fn claimed(f: &Fixture, token: &str) -> Delivery {
 }
 
 async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
-    use converger_store::due_shard;
+    use converger_ports::due_shard;
     let f = fixture(b).await;
     let d = claimed(&f, "t").await;
     let now = time::now_rfc3339();
@@ -1457,7 +1457,7 @@ async fn receipts_find_their_delivery_and_move_it_forward(b: Backend) {
     assert_eq!(row.last_error.as_deref(), Some("undeliverable"));
     let listed = f
         .store
-        .list_deliveries(&converger_store::DeliveryQuery {
+        .list_deliveries(&converger_ports::DeliveryQuery {
             tenant: f.tenant.id.clone(),
             status: Some(DeliveryStatus::Failed),
             channel: Some(ch.clone()),
@@ -1528,7 +1528,7 @@ async fn connections_are_found_by_channel(b: Backend) {
 
 async fn users_tenants_and_keys(b: Backend) {
     use converger_core::web::{Realm, Role};
-    use converger_store::{StoreError, User};
+    use converger_ports::{StoreError, User};
     let f = fixture(b).await;
     let user = User {
         realm: Realm::Admin,

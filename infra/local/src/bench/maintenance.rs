@@ -3,8 +3,8 @@
 
 use crate::stack::{Stack, StackOptions};
 use converger_core::{ActivityId, ChannelId, ChannelType, DeliveryStatus, TenantId, Tier, time};
+use converger_ports::{Activity, Channel, Delivery};
 use converger_store::dynamo::DynamoStore;
-use converger_store::{Activity, Channel, Delivery};
 use serde_json::{Map, json};
 use std::time::{Duration, Instant};
 
@@ -186,7 +186,7 @@ pub async fn replay(dead_letters: usize) -> Result<(), String> {
 /// measures Converger's own cost (no network, no latency model yet).
 pub async fn replay_in_process(dead_letters: usize) -> Result<serde_json::Value, String> {
     let own = replay_in_process_with(dead_letters, None).await?;
-    let model = converger_store::memory::LatencyModel::from_env()?;
+    let model = converger_memory::LatencyModel::from_env()?;
     let modeled = replay_in_process_with(dead_letters, Some(model)).await?;
     Ok(super::emit(json!({
         "scenario": "bulk-replay", "backend": "in-process (latency model)",
@@ -202,12 +202,12 @@ pub async fn replay_in_process(dead_letters: usize) -> Result<serde_json::Value,
 
 async fn replay_in_process_with(
     dead_letters: usize,
-    latency: Option<converger_store::memory::LatencyModel>,
+    latency: Option<converger_memory::LatencyModel>,
 ) -> Result<(usize, converger_pipeline::replay::BulkStats, f64), String> {
     use converger_core::query::{Actor, ActorKind};
     use converger_pipeline::PipelineConfig;
     use converger_pipeline::replay::BulkFilter;
-    use converger_store::Store;
+    use converger_ports::prelude::*;
     let (pipeline, crate::inprocess::Memory { store, queue, .. }) =
         crate::inprocess::memory_pipeline(latency, PipelineConfig::default())?;
     let tenant = TenantId::generate();

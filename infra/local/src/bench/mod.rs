@@ -15,7 +15,7 @@ use crate::receiver::Receiver;
 use converger_core::{ChannelId, ChannelType, Tier, time};
 use converger_pipeline::Pipeline;
 use converger_pipeline::ingest::NewActivity;
-use converger_store::{Channel, Tenant};
+use converger_ports::{Channel, Tenant};
 use serde_json::{Value, json};
 
 pub const USAGE: &str = "\

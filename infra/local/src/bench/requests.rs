@@ -18,9 +18,10 @@ use super::{tenant, webhook, webhook_with};
 use crate::receiver::{Receiver, Reply};
 use crate::stack::{Stack, StackOptions};
 use converger_core::{DeliveryId, DeliveryStatus, Tier};
+use converger_ports::Channel;
+use converger_ports::prelude::*;
 use converger_store::counter::{Counts, RequestCounter};
 use converger_store::dynamo::DynamoStore;
-use converger_store::{Channel, Store};
 use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};
 

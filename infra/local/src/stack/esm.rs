@@ -153,10 +153,10 @@ async fn invoke(poller: &Poller, messages: Vec<aws_sdk_sqs::types::Message>, fun
         event.records.push(rec);
     }
     let resp = match function {
-        Function::Ingest(p) => p.ingest_batch(event).await,
-        Function::Deliver(p) => p.deliver_batch(event).await,
-        Function::Replay(p) => p.replay_batch(event).await,
-        Function::Probe(p) => p.flow_batch(event).await,
+        Function::Ingest(p) => converger_lambda::handlers::ingest_batch(p, event).await,
+        Function::Deliver(p) => converger_lambda::handlers::deliver_batch(p, event).await,
+        Function::Replay(p) => converger_lambda::handlers::replay_batch(p, event).await,
+        Function::Probe(p) => converger_lambda::handlers::flow_batch(p, event).await,
     };
     let failed: std::collections::HashSet<String> = resp
         .batch_item_failures

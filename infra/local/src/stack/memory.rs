@@ -4,9 +4,9 @@
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use converger_core::{Tier, time};
+use converger_memory::MemQueue;
 use converger_pipeline::Pipeline;
-use converger_store::Queue;
-use converger_store::memory::MemQueue;
+use converger_ports::Queue;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +58,9 @@ pub(crate) fn spawn_dispatcher(
                         let Ok(_permit) = sem.acquire_owned().await else {
                             return;
                         };
-                        let resp = f.deliver.deliver_batch(event(&msgs)).await;
+                        let resp =
+                            converger_lambda::handlers::deliver_batch(&f.deliver, event(&msgs))
+                                .await;
                         for i in failed(&resp) {
                             if let Some(m) = msgs.get(i) {
                                 let _ = q.send(m, redelivery_s).await;
@@ -71,7 +73,7 @@ pub(crate) fn spawn_dispatcher(
             for chunk in jobs.chunks(BATCH) {
                 let (q, f, jobs) = (queue.clone(), functions.clone(), chunk.to_vec());
                 tokio::spawn(async move {
-                    let resp = f.probe.flow_batch(event(&jobs)).await;
+                    let resp = converger_lambda::handlers::flow_batch(&f.probe, event(&jobs)).await;
                     for i in failed(&resp) {
                         if let Some(j) = jobs.get(i) {
                             let _ = q.send_flow(j, redelivery_s).await;
@@ -82,10 +84,11 @@ pub(crate) fn spawn_dispatcher(
             for msg in queue.take_replays() {
                 let (q, f) = (queue.clone(), functions.clone());
                 tokio::spawn(async move {
-                    let resp = f
-                        .replay
-                        .replay_batch(event(std::slice::from_ref(&msg)))
-                        .await;
+                    let resp = converger_lambda::handlers::replay_batch(
+                        &f.replay,
+                        event(std::slice::from_ref(&msg)),
+                    )
+                    .await;
                     if !failed(&resp).is_empty() {
                         tokio::time::sleep(Duration::from_secs(u64::from(redelivery_s))).await;
                         let _ = q.send_replay(&msg).await;

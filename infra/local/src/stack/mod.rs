@@ -8,7 +8,8 @@ use crate::emulator::Emulator;
 use crate::iam::{IamGuard, Violation};
 use converger_core::Tier;
 use converger_http::AppState;
-use converger_pipeline::{Pipeline, PipelineConfig, bootstrap};
+use converger_lambda::bootstrap;
+use converger_pipeline::{Pipeline, PipelineConfig};
 use converger_store::Resources;
 use converger_store::aws::{Clients, SharedInterceptor};
 use converger_store::counter::RequestCounter;
@@ -257,7 +258,7 @@ async fn function_pipeline(
     // The local gateway stands in for the WebSocket API the template's
     // WEBSOCKET_MANAGEMENT_URL names.
     clients.websocket_management_url = f
-        .env(converger_store::handoff::MANAGEMENT_URL_ENV)
+        .env(converger_store::MANAGEMENT_URL_ENV)
         .map(|_| management_url.to_owned());
     let pipeline = bootstrap::aws_pipeline(&clients, &resources, config.clone()).await?;
     let pipeline = if pushes(logical_id) {
@@ -461,7 +462,7 @@ async fn build_memory(
     // Websocket pushes go to the local gateway through the management API's client (no
     // emulator: the gateway is the only endpoint it calls).
     let sdk = converger_store::aws::load_config_for(Some(management_url)).await;
-    let sockets: Arc<dyn converger_store::Sockets> = Arc::new(
+    let sockets: Arc<dyn converger_ports::Sockets> = Arc::new(
         converger_store::ApiGatewaySockets::new(&sdk, management_url, &[]),
     );
     let build = |id: &str| -> Result<Arc<Pipeline>, String> {
@@ -711,8 +712,8 @@ impl Stack {
     /// `converger_local::seed` leaves them.
     pub async fn seed_rows(
         &self,
-        activities: &[converger_store::Activity],
-        rows: &[converger_store::Delivery],
+        activities: &[converger_ports::Activity],
+        rows: &[converger_ports::Delivery],
     ) -> Result<(), String> {
         match &self.backing {
             Backing::Aws(a) => {

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use converger_core::ChannelId;
 use converger_core::web::Realm;
-use converger_store::{Channel, Scope};
+use converger_ports::{Channel, Scope};
 use maud::{PreEscaped, html};
 use serde_json::{Value, json};
 

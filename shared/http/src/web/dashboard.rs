@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
 use converger_core::web::Realm;
 use converger_core::{DeliveryStatus, TenantId};
-use converger_store::Channel;
+use converger_ports::Channel;
 use maud::html;
 use serde_json::Value;
 

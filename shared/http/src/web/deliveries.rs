@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use converger_core::web::{Realm, redact};
 use converger_core::{DeliveryId, DeliveryStatus, TenantId, time};
 use converger_pipeline::replay::ReplayError;
-use converger_store::Scope;
+use converger_ports::Scope;
 use maud::html;
 use std::collections::HashMap;
 

@@ -6,7 +6,7 @@ use super::session::Viewer;
 use crate::AppState;
 use converger_core::query::{Search, day_end, day_start};
 use converger_core::{ChannelId, DeliveryStatus};
-use converger_store::{Delivery, DeliveryQuery};
+use converger_ports::{Delivery, DeliveryQuery};
 use serde::Deserialize;
 
 /// The deliveries page's filters, kept in the URL.

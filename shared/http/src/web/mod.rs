@@ -36,7 +36,7 @@ use axum::routing::{get, post};
 use converger_core::net::Allowlist;
 use converger_core::web::{Realm, Role};
 use converger_core::{TenantId, time};
-use converger_store::User;
+use converger_ports::User;
 use std::net::IpAddr;
 
 /// Settings of the web pages.
@@ -162,7 +162,7 @@ pub enum NewUserError {
     #[error("a user with this email exists")]
     Exists,
     #[error(transparent)]
-    Store(converger_store::StoreError),
+    Store(converger_ports::StoreError),
 }
 
 pub async fn create_user(
@@ -185,7 +185,7 @@ pub async fn create_user(
     };
     match state.pipeline.store.create_user(&user).await {
         Ok(()) => Ok(user),
-        Err(converger_store::StoreError::Conflict(_)) => Err(NewUserError::Exists),
+        Err(converger_ports::StoreError::Conflict(_)) => Err(NewUserError::Exists),
         Err(e) => Err(NewUserError::Store(e)),
     }
 }

@@ -4,7 +4,7 @@ use super::session::Viewer;
 use crate::AppState;
 use converger_core::web::Realm;
 use converger_core::{ChannelId, TenantId};
-use converger_store::{Channel, Delivery};
+use converger_ports::{Channel, Delivery};
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -12,7 +12,7 @@ use std::collections::HashMap;
 pub(super) async fn tenant_choices(
     state: &AppState,
     v: &Viewer,
-) -> std::sync::Arc<Vec<converger_store::Tenant>> {
+) -> std::sync::Arc<Vec<converger_ports::Tenant>> {
     match v.realm {
         Realm::Admin => state.tenants().await.unwrap_or_default(),
         Realm::Portal => Default::default(),

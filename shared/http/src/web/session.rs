@@ -14,7 +14,7 @@ use converger_core::query::{Actor, ActorKind};
 use converger_core::secret::new_token;
 use converger_core::web::{Realm, SESSION_SECONDS, Session};
 use converger_core::{TenantId, time};
-use converger_store::User;
+use converger_ports::User;
 use maud::{DOCTYPE, PreEscaped, html};
 use serde::Deserialize;
 use std::collections::HashMap;

@@ -5,7 +5,7 @@ use super::*;
 use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::{CircuitState, Tier, time};
-use converger_store::{Channel, Delivery, Mark, SlotTake, StoreResult};
+use converger_ports::{Channel, Delivery, Mark, SlotTake, StoreResult};
 
 impl Pipeline {
     /// Takes a slot for `d`, asking again once when the window turned out larger than this

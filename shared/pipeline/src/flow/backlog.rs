@@ -6,8 +6,8 @@ use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::flow::backlog_mark_clearable;
 use converger_core::{CircuitState, Tier, time};
-use converger_store::Flow;
-use converger_store::{Channel, DeliveryMessage, Mark, Settle, SlotTake};
+use converger_ports::Flow;
+use converger_ports::{Channel, DeliveryMessage, Mark, Settle, SlotTake};
 
 impl Pipeline {
     /// Hands free window slots to the oldest due deliveries of the backlog. One backlog

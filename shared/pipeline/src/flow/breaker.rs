@@ -7,8 +7,8 @@ use crate::outcome::{AttemptError, BulkFilter};
 use converger_core::flow::{grow_window, should_open, shrink_window};
 use converger_core::query::{Actor, ActorKind};
 use converger_core::{BreakerConfig, CircuitState, time};
-use converger_store::Flow;
-use converger_store::{Channel, Delivery, FlowJob, FlowJobKind, Mark, Outcome, Settle, Transition};
+use converger_ports::Flow;
+use converger_ports::{Channel, Delivery, FlowJob, FlowJobKind, Mark, Outcome, Settle, Transition};
 
 impl Pipeline {
     /// After an attempt: the breaker's counters, the window, the slot; opening or closing

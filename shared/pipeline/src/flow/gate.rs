@@ -6,8 +6,8 @@ use crate::Pipeline;
 use crate::outcome::{AttemptError, Report};
 use converger_core::flow::{Gate, gate};
 use converger_core::{CircuitState, RateLimit, time};
-use converger_store::Flow;
-use converger_store::{
+use converger_ports::Flow;
+use converger_ports::{
     Channel, Delivery, DeliveryMessage, Mark, Settle, SlotTake, StoreResult, Transition,
 };
 

@@ -5,8 +5,8 @@ use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::flow::cooldown_left_ms;
 use converger_core::{BreakerConfig, CircuitState, Tier, time};
-use converger_store::Flow;
-use converger_store::{
+use converger_ports::Flow;
+use converger_ports::{
     Channel, Delivery, DeliveryMessage, FlowJob, FlowJobKind, Mark, Placement, Transition,
 };
 

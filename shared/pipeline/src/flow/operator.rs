@@ -6,8 +6,8 @@ use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::query::Actor;
 use converger_core::{CircuitState, Tier, time};
-use converger_store::Flow;
-use converger_store::{AuditEntry, Channel, FlowJobKind, StoreResult, Transition};
+use converger_ports::Flow;
+use converger_ports::{AuditEntry, Channel, FlowJobKind, StoreResult, Transition};
 use serde_json::json;
 
 impl Pipeline {

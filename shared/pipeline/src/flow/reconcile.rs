@@ -4,8 +4,8 @@
 use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::{BreakerConfig, CircuitState, Tier, time};
-use converger_store::Flow;
-use converger_store::{FlowJobKind, Mark};
+use converger_ports::Flow;
+use converger_ports::{FlowJobKind, Mark};
 
 impl Pipeline {
     /// The sweeper's flow pass: frees slots whose delivery no longer holds them, feeds

@@ -1,7 +1,6 @@
 //! The DynamoDB backend of [`AccountStore`]: users and key items in the tenants table.
 
 use super::*;
-use crate::accounts::*;
 use aws_sdk_dynamodb::types::{Delete, Update};
 use converger_core::web::Realm;
 

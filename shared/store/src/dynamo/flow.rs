@@ -3,7 +3,6 @@
 //! rows. Every transition is one conditional write.
 
 use super::*;
-use crate::flow::*;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::Select;
 use converger_core::CircuitState;
@@ -124,7 +123,7 @@ impl FlowStore for DynamoStore {
             "(attribute_exists(slots.#d) OR size(slots) < :cap)"
         };
         for _ in 0..2 {
-            let r = self
+            let req = self
                 .flow_update(channel)
                 .update_expression("SET slots.#d = if_not_exists(slots.#d, :now)")
                 .condition_expression(format!(
@@ -135,30 +134,20 @@ impl FlowStore for DynamoStore {
                 .expression_attribute_names("#d", delivery.as_str())
                 .expression_attribute_values(":now", n(now_ms))
                 .expression_attribute_values(":closed", s(CircuitState::Closed.as_str()))
-                .expression_attribute_values(":cap", n(cap.max(1)))
-                .return_values_on_condition_check_failure(
-                    ReturnValuesOnConditionCheckFailure::AllOld,
+                .expression_attribute_values(":cap", n(cap.max(1)));
+            let old = match self
+                .update_or_old(
+                    req,
+                    self.get::<Flow>(&self.res.flow, "key", channel.as_str()),
                 )
-                .send()
-                .await;
-            let old = match r {
-                Ok(out) => {
-                    let item = out
-                        .attributes
+                .await?
+            {
+                Conditional::Applied(item) => {
+                    let item = item
                         .ok_or_else(|| StoreError::Corrupt("slot take returned no item".into()))?;
                     return Ok(SlotTake::Taken(from_item(item)?));
                 }
-                Err(e) => match e.into_service_error() {
-                    UpdateItemError::ConditionalCheckFailedException(c) => match c.item {
-                        Some(item) if !item.is_empty() => Some(from_item::<Flow>(item)?),
-                        _ => self.get(&self.res.flow, "key", channel.as_str()).await?,
-                    },
-                    other => {
-                        return Err(StoreError::Unavailable(
-                            DisplayErrorContext(&other).to_string(),
-                        ));
-                    }
-                },
+                Conditional::Refused(old) => old,
             };
             match old {
                 Some(f) if exclusive && f.holds(delivery) => return Ok(SlotTake::Held(f)),
@@ -454,38 +443,16 @@ impl FlowStore for DynamoStore {
                 .expression_attribute_values(":i", n(interval))
                 .expression_attribute_values(":now", n(now_us))
                 .expression_attribute_values(":limit", n(now_us + tolerance))
-                .expression_attribute_values(":exp", n(expires))
-                .return_values_on_condition_check_failure(
-                    ReturnValuesOnConditionCheckFailure::AllOld,
-                )
-                .send()
-                .await;
-            let old = match busy {
-                Ok(_) => return Ok(Ok(())),
-                Err(e) => match e.into_service_error() {
-                    UpdateItemError::ConditionalCheckFailedException(c) => c
-                        .item
-                        .and_then(|i| i.get("tat").and_then(|v| v.as_n().ok()).cloned())
-                        .and_then(|v| v.parse::<i64>().ok()),
-                    other => {
-                        return Err(StoreError::Unavailable(
-                            DisplayErrorContext(&other).to_string(),
-                        ));
-                    }
-                },
-            };
-            let tat = match old {
-                Some(t) => t,
-                None => {
-                    #[derive(serde::Deserialize)]
-                    struct Rate {
-                        tat: i64,
-                    }
-                    match self.get::<Rate>(&self.res.flow, "key", &key).await? {
-                        Some(r) => r.tat,
-                        None => continue,
-                    }
-                }
+                .expression_attribute_values(":exp", n(expires));
+            #[derive(serde::Deserialize)]
+            struct Rate {
+                tat: i64,
+            }
+            let reread = self.get::<Rate>(&self.res.flow, "key", &key);
+            let tat = match self.update_or_old(busy, reread).await? {
+                Conditional::Applied(_) => return Ok(Ok(())),
+                Conditional::Refused(Some(r)) => r.tat,
+                Conditional::Refused(None) => continue,
             };
             if tat > now_us {
                 return Ok(Err(tat - tolerance));

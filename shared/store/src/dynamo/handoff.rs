@@ -3,7 +3,6 @@
 //! index, connections in their own table.
 
 use super::*;
-use crate::handoff::*;
 
 impl DynamoStore {
     /// The delivery of `channel` its provider knows as `pmid`, as the index holds it (the
@@ -60,8 +59,7 @@ impl HandoffStore for DynamoStore {
             .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
             .expression_attribute_values(":t", AttributeValue::Bool(true))
             .expression_attribute_values(":now", s(now))
-            .return_values(ReturnValue::AllNew)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+            .return_values(ReturnValue::AllNew);
         for (k, v) in index_keys(
             &d.tenant_id,
             &d.channel_id,
@@ -71,26 +69,13 @@ impl HandoffStore for DynamoStore {
         ) {
             req = req.expression_attribute_values(k, v);
         }
-        match req.send().await {
-            Ok(out) => {
-                let item = out
-                    .attributes
-                    .ok_or_else(|| StoreError::Corrupt("ack returned no item".into()))?;
+        match self.update_or_old(req, self.get_delivery(&d.id)).await? {
+            Conditional::Applied(item) => {
+                let item =
+                    item.ok_or_else(|| StoreError::Corrupt("ack returned no item".into()))?;
                 Ok(Ack::Acked(from_item(item)?))
             }
-            Err(e) => match e.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(c) => {
-                    let old = match c.item {
-                        Some(item) if !item.is_empty() => Some(from_item::<Delivery>(item)?),
-                        // Emulators that do not return the old item: read it.
-                        _ => self.get_delivery(&d.id).await?,
-                    };
-                    Ok(old.map_or(Ack::Missing, not_acked))
-                }
-                other => Err(StoreError::Unavailable(
-                    DisplayErrorContext(&other).to_string(),
-                )),
-            },
+            Conditional::Refused(old) => Ok(old.map_or(Ack::Missing, not_acked)),
         }
     }
 

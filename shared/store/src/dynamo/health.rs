@@ -2,7 +2,6 @@
 //! (`hc#<channel>#<minute>`), health rows in the health table.
 
 use super::*;
-use crate::health::*;
 use converger_core::health::CHECKED_TYPES;
 
 /// How long per-minute counters are kept (the window is 60 minutes).
@@ -66,7 +65,7 @@ impl HealthStore for DynamoStore {
         let mut inputs = HealthInputs::default();
         for item in self.batch_get(&self.res.flow, keys, false).await? {
             if item.contains_key("channel_id") {
-                let flow: crate::flow::Flow = from_item(item)?;
+                let flow: converger_ports::Flow = from_item(item)?;
                 inputs.previous = flow.health_status;
             } else {
                 inputs.created += u64::try_from(num(&item, "created")).unwrap_or(0);

@@ -1,7 +1,6 @@
 //! The in-process backend of [`FlowStore`], with the DynamoDB backend's conditions.
 
 use super::*;
-use crate::flow::*;
 use converger_core::CircuitState;
 use converger_core::flow::INITIAL_WINDOW;
 

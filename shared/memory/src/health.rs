@@ -1,7 +1,6 @@
 //! The in-process backend of [`HealthStore`].
 
 use super::*;
-use crate::health::*;
 use converger_core::health::CHECKED_TYPES;
 
 #[async_trait]
@@ -71,7 +70,7 @@ impl HealthStore for MemStore {
         self.with(|s| {
             s.flows
                 .entry(channel.clone())
-                .or_insert_with(|| crate::flow::Flow::new(channel.clone()))
+                .or_insert_with(|| converger_ports::Flow::new(channel.clone()))
                 .health_status = Some(status);
         })
     }

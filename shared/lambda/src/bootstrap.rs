@@ -1,7 +1,7 @@
 //! Builds the pipeline on the AWS backend from the environment: once per process.
 
-use crate::{Pipeline, PipelineConfig};
 use converger_adapters::Adapters;
+use converger_pipeline::{Pipeline, PipelineConfig};
 use converger_store::aws::Clients;
 use converger_store::dynamo::DynamoStore;
 use converger_store::events::EventBridgeEvents;

@@ -1,7 +1,6 @@
 //! Deliveries that leave the attempt pipeline's hands: websocket hand-offs waiting for a
 //! client's acknowledgement, provider receipts that move a sent delivery on, and the
-//! websocket connections of a channel with the API Gateway management API that pushes to
-//! them.
+//! websocket connections of a channel and the port that pushes frames to them.
 
 use crate::model::Delivery;
 use crate::ports::StoreResult;
@@ -87,112 +86,12 @@ pub trait Sockets: Send + Sync + 'static {
     async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, String>;
 }
 
-/// Environment variable with the management endpoint's URL
-/// (`https://{api-id}.execute-api.{region}.amazonaws.com/{stage}`).
-pub const MANAGEMENT_URL_ENV: &str = "WEBSOCKET_MANAGEMENT_URL";
-
-/// `PostToConnection` through the SDK.
-pub struct ApiGatewaySockets {
-    client: aws_sdk_apigatewaymanagement::Client,
-}
-
-impl ApiGatewaySockets {
-    /// A client for the management endpoint at `url`, with the SDK configuration's
-    /// credentials, region and timeouts.
-    pub fn new(
-        config: &aws_config::SdkConfig,
-        url: &str,
-        interceptors: &[crate::aws::SharedInterceptor],
-    ) -> Self {
-        let mut conf =
-            aws_sdk_apigatewaymanagement::config::Builder::from(config).endpoint_url(url);
-        for i in interceptors {
-            conf.push_interceptor(i.clone());
-        }
-        let conf = conf.build();
-        Self {
-            client: aws_sdk_apigatewaymanagement::Client::from_conf(conf),
-        }
-    }
-}
-
-#[async_trait]
-impl Sockets for ApiGatewaySockets {
-    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, String> {
-        let r = self
-            .client
-            .post_to_connection()
-            .connection_id(connection_id)
-            .data(aws_sdk_apigatewaymanagement::primitives::Blob::new(
-                data.to_vec(),
-            ))
-            .send()
-            .await;
-        match r {
-            Ok(_) => Ok(Pushed::Sent),
-            Err(e) => {
-                if e.as_service_error()
-                    .is_some_and(|se| se.is_gone_exception())
-                {
-                    return Ok(Pushed::Gone);
-                }
-                Err(aws_sdk_apigatewaymanagement::error::DisplayErrorContext(&e).to_string())
-            }
-        }
-    }
-}
-
 /// No WebSocket API configured: every push fails (retryable), so deliveries wait.
 pub struct NoSockets;
 
 #[async_trait]
 impl Sockets for NoSockets {
     async fn post(&self, _connection_id: &str, _data: &[u8]) -> Result<Pushed, String> {
-        Err(format!(
-            "no WebSocket management endpoint configured ({MANAGEMENT_URL_ENV})"
-        ))
-    }
-}
-
-/// In-process connections: frames go to channels a test or the in-process runner reads.
-#[derive(Default)]
-pub struct MemSockets {
-    open: std::sync::Mutex<
-        std::collections::HashMap<String, tokio::sync::mpsc::UnboundedSender<Vec<u8>>>,
-    >,
-}
-
-impl MemSockets {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Opens a connection; frames pushed to it arrive on the returned receiver.
-    pub fn open(&self, connection_id: &str) -> tokio::sync::mpsc::UnboundedReceiver<Vec<u8>> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        if let Ok(mut m) = self.open.lock() {
-            m.insert(connection_id.to_owned(), tx);
-        }
-        rx
-    }
-
-    pub fn close(&self, connection_id: &str) {
-        if let Ok(mut m) = self.open.lock() {
-            m.remove(connection_id);
-        }
-    }
-}
-
-#[async_trait]
-impl Sockets for MemSockets {
-    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, String> {
-        let m = self
-            .open
-            .lock()
-            .map_err(|_| "sockets poisoned".to_owned())?;
-        match m.get(connection_id) {
-            Some(tx) if tx.send(data.to_vec()).is_ok() => Ok(Pushed::Sent),
-            _ => Ok(Pushed::Gone),
-        }
+        Err("no WebSocket management endpoint configured".to_owned())
     }
 }

@@ -1,5 +1,6 @@
-//! The ports the pipeline and the HTTP surfaces use. The AWS backend implements them in this
-//! crate; a second, in-process backend can implement them for scale benchmarks.
+//! The ports the use cases and the HTTP surfaces use: the store (one trait per table group),
+//! the queues and the bus. `converger-store` implements them on AWS, `converger-memory` in
+//! process; one conformance suite holds both to the same behaviour.
 
 use crate::model::*;
 use async_trait::async_trait;
@@ -17,13 +18,41 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-#[async_trait]
+/// Everything the use cases store: one trait per table group, each implemented by both
+/// backends in a module of its own.
 pub trait Store:
-    crate::flow::FlowStore
+    TenantStore
+    + ChannelStore
+    + ActivityStore
+    + DeliveryStore
+    + DeliveryQueries
+    + ReplayStore
+    + AuditStore
+    + crate::flow::FlowStore
     + crate::health::HealthStore
     + crate::handoff::HandoffStore
     + crate::accounts::AccountStore
 {
+}
+
+impl<T> Store for T where
+    T: TenantStore
+        + ChannelStore
+        + ActivityStore
+        + DeliveryStore
+        + DeliveryQueries
+        + ReplayStore
+        + AuditStore
+        + crate::flow::FlowStore
+        + crate::health::HealthStore
+        + crate::handoff::HandoffStore
+        + crate::accounts::AccountStore
+{
+}
+
+/// Tenants and their API keys.
+#[async_trait]
+pub trait TenantStore: Send + Sync + 'static {
     async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()>;
     async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>>;
     async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>>;
@@ -33,7 +62,11 @@ pub trait Store:
         id: &TenantId,
         tier: converger_core::Tier,
     ) -> StoreResult<Option<Tenant>>;
+}
 
+/// Channels.
+#[async_trait]
+pub trait ChannelStore: Send + Sync + 'static {
     async fn create_channel(&self, channel: &Channel) -> StoreResult<()>;
     async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>>;
     /// A channel `scope` may see (anything a tenant names is read this way).
@@ -51,7 +84,11 @@ pub trait Store:
         patch: &ChannelPatch,
         now: &str,
     ) -> StoreResult<Option<Channel>>;
+}
 
+/// Activities, written with their deliveries, and per-conversation sequence numbers.
+#[async_trait]
+pub trait ActivityStore: Send + Sync + 'static {
     /// The next sequence number of a conversation.
     async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64>;
     /// Writes the activity and its deliveries together, or nothing if the activity exists.
@@ -84,7 +121,11 @@ pub trait Store:
             .await?
             .filter(|a| scope.sees(&a.tenant_id)))
     }
+}
 
+/// Delivery rows and the attempt lifecycle: claim (a lease), release, and the three outcomes.
+#[async_trait]
+pub trait DeliveryStore: Send + Sync + 'static {
     async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>>;
     /// A delivery `scope` may see.
     async fn delivery_in(
@@ -98,7 +139,6 @@ pub trait Store:
             .filter(|d| scope.sees(&d.tenant_id)))
     }
     async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>>;
-
     /// Takes the lease of a pending, due delivery for `lease_ms`.
     async fn claim(
         &self,
@@ -138,7 +178,11 @@ pub trait Store:
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool>;
+}
 
+/// Reading deliveries back: listings and counts by status, older attempts, and the sweeper's overdue rows.
+#[async_trait]
+pub trait DeliveryQueries: Send + Sync + 'static {
     /// Attempts of a delivery moved out of its item, newest first, below `before` (an attempt
     /// number) when given.
     async fn older_attempts(
@@ -147,10 +191,8 @@ pub trait Store:
         before: Option<u32>,
         limit: usize,
     ) -> StoreResult<Vec<AttemptEntry>>;
-
     /// A tenant's deliveries, filtered and keyset-paginated.
     async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>>;
-
     /// How many of a tenant's deliveries have `status`, counted up to `cap` (the answer is
     /// `cap` or a little more when there are more). Counts through the status index without
     /// reading the rows out.
@@ -160,7 +202,19 @@ pub trait Store:
         status: DeliveryStatus,
         cap: u64,
     ) -> StoreResult<u64>;
+    /// Pending deliveries of one due-index shard whose `next_attempt_at` is before `before_ms`.
+    async fn overdue(
+        &self,
+        shard: u32,
+        before_ms: i64,
+        limit: usize,
+        from: Option<String>,
+    ) -> StoreResult<Page<Overdue>>;
+}
 
+/// Replays: moving dead letters back to pending, and replay jobs.
+#[async_trait]
+pub trait ReplayStore: Send + Sync + 'static {
     /// Replays dead letters: each moves from failed to pending (attempts 0, retry_count + 1,
     /// retried_by/at, due now) together with its audit entry (`audits[i]` for `rows[i]`), in
     /// transactions of up to 50 deliveries. A delivery that is no longer failed is skipped.
@@ -172,7 +226,6 @@ pub trait Store:
         now_ms: i64,
         audits: &[AuditEntry],
     ) -> StoreResult<Vec<Delivery>>;
-
     async fn create_replay_job(&self, job: &ReplayJob) -> StoreResult<()>;
     async fn get_replay_job(&self, id: &str) -> StoreResult<Option<ReplayJob>>;
     /// A replay job `scope` may see.
@@ -184,10 +237,13 @@ pub trait Store:
     }
     /// Writes a job's progress if its version is still `job.version - 1`.
     async fn save_replay_job(&self, job: &ReplayJob) -> StoreResult<bool>;
+}
 
+/// The audit log of operators' and tenants' actions.
+#[async_trait]
+pub trait AuditStore: Send + Sync + 'static {
     /// Appends one audit entry.
     async fn add_audit(&self, entry: &AuditEntry) -> StoreResult<()>;
-
     /// A tenant's audit log, newest first.
     async fn list_audit(
         &self,
@@ -195,15 +251,6 @@ pub trait Store:
         limit: usize,
         after: Option<&converger_core::query::Cursor>,
     ) -> StoreResult<Listed<AuditEntry>>;
-
-    /// Pending deliveries of one due-index shard whose `next_attempt_at` is before `before_ms`.
-    async fn overdue(
-        &self,
-        shard: u32,
-        before_ms: i64,
-        limit: usize,
-        from: Option<String>,
-    ) -> StoreResult<Page<Overdue>>;
 }
 
 #[derive(Debug, thiserror::Error)]

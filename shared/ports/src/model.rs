@@ -397,6 +397,56 @@ pub enum Claim {
     Missing,
 }
 
+impl Claim {
+    /// Why `row` cannot be claimed at `now_ms`, or `None` when it can: the claim's condition,
+    /// which both backends apply (DynamoDB as the update's condition, then this on the old
+    /// row it returns; the in-process backend directly).
+    pub fn refused(row: Option<&Delivery>, now_ms: i64) -> Option<Claim> {
+        match row {
+            None => Some(Claim::Missing),
+            // Past its retention: gone, whatever the table has not deleted yet.
+            Some(d) if expired(d.expires_at, now_ms) => Some(Claim::Missing),
+            Some(d) if d.status != DeliveryStatus::Pending || d.handed_off => {
+                Some(Claim::Settled(d.clone()))
+            }
+            Some(d) if d.next_attempt_at > now_ms => Some(Claim::NotDue(d.clone())),
+            Some(d) if d.lease_until.is_some_and(|u| u >= now_ms) => Some(Claim::Busy),
+            Some(_) => None,
+        }
+    }
+}
+
+/// The sparse index a delivery row belongs to, by its fields: the rule both backends follow
+/// (DynamoDB through the attributes it writes, the in-process backend through its sets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SparseIndex {
+    /// Pending, waiting for a window slot: the channel's backlog, oldest due first.
+    Backlog { due_ms: i64 },
+    /// Pending with a message on its way: the sweeper's due index, by shard.
+    Due { shard: u32, due_ms: i64 },
+    /// Parked (`paused`): the channel's parked rows (on DynamoDB, the channel-status index's
+    /// `<channel>#paused` partition).
+    Parked,
+    /// Settled: in no sparse index.
+    None,
+}
+
+impl Delivery {
+    pub fn sparse_index(&self) -> SparseIndex {
+        match self.status {
+            DeliveryStatus::Pending if self.in_backlog => SparseIndex::Backlog {
+                due_ms: self.next_attempt_at,
+            },
+            DeliveryStatus::Pending => SparseIndex::Due {
+                shard: due_shard(&self.id),
+                due_ms: self.next_attempt_at,
+            },
+            DeliveryStatus::Paused => SparseIndex::Parked,
+            _ => SparseIndex::None,
+        }
+    }
+}
+
 /// Result of creating an activity with its deliveries.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Created {
@@ -607,4 +657,79 @@ pub struct HealthCheck {
     pub checked_at: String,
     /// When the row stops being shown and is deleted (seconds since the epoch).
     pub expires_at: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use converger_core::{ActivityId, ChannelType};
+
+    fn delivery(due_ms: i64) -> Delivery {
+        let tenant = TenantId::generate();
+        let channel = Channel::new(tenant.clone(), ChannelType::Webhook, "c", Map::new(), "t");
+        let activity = Activity {
+            id: ActivityId::generate(),
+            tenant_id: tenant,
+            conversation_id: "c".into(),
+            seq: 1,
+            payload: Value::Null,
+            channel_ids: vec![channel.id.clone()],
+            created_at: "t".into(),
+            expires_at: None,
+        };
+        Delivery::new(&activity, &channel, Tier::Default, due_ms, "t")
+    }
+
+    #[test]
+    fn a_claim_is_refused_for_each_reason_in_order() {
+        let now = 1_000_000;
+        assert_eq!(Claim::refused(None, now), Some(Claim::Missing));
+        let mut d = delivery(now);
+        assert_eq!(Claim::refused(Some(&d), now), None);
+        d.lease_until = Some(now - 1);
+        assert_eq!(
+            Claim::refused(Some(&d), now),
+            None,
+            "an ended lease is free"
+        );
+        d.lease_until = Some(now);
+        assert_eq!(Claim::refused(Some(&d), now), Some(Claim::Busy));
+        d.next_attempt_at = now + 1;
+        assert!(matches!(
+            Claim::refused(Some(&d), now),
+            Some(Claim::NotDue(_))
+        ));
+        d.handed_off = true;
+        assert!(matches!(
+            Claim::refused(Some(&d), now),
+            Some(Claim::Settled(_))
+        ));
+        d.handed_off = false;
+        d.status = DeliveryStatus::Failed;
+        assert!(matches!(
+            Claim::refused(Some(&d), now),
+            Some(Claim::Settled(_))
+        ));
+        d.expires_at = Some(now / 1000);
+        assert_eq!(Claim::refused(Some(&d), now), Some(Claim::Missing));
+    }
+
+    #[test]
+    fn each_row_is_in_the_sparse_index_its_fields_call_for() {
+        let mut d = delivery(42);
+        assert_eq!(
+            d.sparse_index(),
+            SparseIndex::Due {
+                shard: due_shard(&d.id),
+                due_ms: 42
+            }
+        );
+        d.in_backlog = true;
+        assert_eq!(d.sparse_index(), SparseIndex::Backlog { due_ms: 42 });
+        d.status = DeliveryStatus::Paused;
+        assert_eq!(d.sparse_index(), SparseIndex::Parked);
+        d.status = DeliveryStatus::Sent;
+        assert_eq!(d.sparse_index(), SparseIndex::None);
+    }
 }

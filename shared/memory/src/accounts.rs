@@ -1,7 +1,6 @@
 //! The in-process backend of [`AccountStore`].
 
 use super::*;
-use crate::accounts::*;
 use converger_core::web::Realm;
 
 #[async_trait]

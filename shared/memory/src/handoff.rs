@@ -1,7 +1,6 @@
 //! The in-process backend of [`HandoffStore`].
 
 use super::*;
-use crate::handoff::*;
 
 #[async_trait]
 impl HandoffStore for MemStore {

@@ -1,0 +1,162 @@
+//! The Lambda events each function takes, turned into use-case calls: SQS batches (with
+//! partial batch responses) and the WebSocket API's routes. The local runner feeds its
+//! queues through these same handlers.
+
+use crate::batch;
+use aws_lambda_events::event::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use converger_core::TenantId;
+use converger_pipeline::Pipeline;
+use converger_pipeline::ingest::{IngestError, NewActivity};
+use converger_ports::DeliveryMessage;
+use serde::Deserialize;
+
+/// A message on the `activities` queue: an activity submitted asynchronously by a producer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestMessage {
+    pub tenant_id: TenantId,
+    pub activity: NewActivity,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    #[error("message body is not valid: {0}")]
+    Body(String),
+    #[error(transparent)]
+    Ingest(#[from] IngestError),
+    #[error(transparent)]
+    Attempt(#[from] converger_pipeline::attempt::AttemptError),
+    #[error(transparent)]
+    Store(#[from] converger_ports::StoreError),
+    #[error(transparent)]
+    Replay(#[from] converger_pipeline::replay::ReplayError),
+}
+
+fn body<T: serde::de::DeserializeOwned>(m: &SqsMessage) -> Result<T, HandlerError> {
+    let b = m
+        .body
+        .as_deref()
+        .ok_or_else(|| HandlerError::Body("empty".into()))?;
+    serde_json::from_str(b).map_err(|e| HandlerError::Body(e.to_string()))
+}
+
+/// The `deliver` function: one attempt per record.
+pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
+    batch::process(event, p.config.batch_concurrency, |m| async move {
+        let msg: DeliveryMessage = body(&m)?;
+        let report = p.attempt(msg).await?;
+        tracing::debug!(?report, "attempt done");
+        Ok::<(), HandlerError>(())
+    })
+    .await
+}
+
+/// The `replay` function: one chunk of a replay job per record.
+pub async fn replay_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
+    batch::process(event, 1, |m| async move {
+        let msg: converger_ports::ReplayMessage = body(&m)?;
+        p.run_replay_job(&msg.job_id).await?;
+        Ok::<(), HandlerError>(())
+    })
+    .await
+}
+
+/// The `probe` function: one flow job (probe, release) per record.
+pub async fn flow_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
+    batch::process(event, p.config.batch_concurrency, |m| async move {
+        let job: converger_ports::FlowJob = body(&m)?;
+        p.flow_job(&job).await?;
+        Ok::<(), HandlerError>(())
+    })
+    .await
+}
+
+/// The `ingest` function: one activity per record. An activity that can never be accepted
+/// (invalid, unknown channel) is logged and dropped; storage failures are redelivered.
+pub async fn ingest_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
+    batch::process(event, p.config.batch_concurrency, |m| ingest_record(p, m)).await
+}
+
+async fn ingest_record(p: &Pipeline, m: SqsMessage) -> Result<(), HandlerError> {
+    let msg: IngestMessage = body(&m)?;
+    let Some(tenant) = p.store.get_tenant(&msg.tenant_id).await? else {
+        tracing::error!(tenant_id = %msg.tenant_id, "activity for an unknown tenant dropped");
+        return Ok(());
+    };
+    match p.ingest(&tenant, msg.activity).await {
+        Ok(done) => {
+            tracing::info!(activity_id = %done.activity.id, deliveries = done.deliveries.len(), "activity ingested");
+            Ok(())
+        }
+        Err(e @ (IngestError::Store(_) | IngestError::Queue(_))) => Err(e.into()),
+        Err(e) => {
+            tracing::error!(tenant_id = %tenant.id, error = %e, "activity refused and dropped");
+            Ok(())
+        }
+    }
+}
+
+/// A `$connect` refusal or an error answer of the WebSocket API.
+fn ws_response(status: i64, body: &serde_json::Value) -> ApiGatewayProxyResponse {
+    let mut r = ApiGatewayProxyResponse::default();
+    r.status_code = status;
+    r.body = Some(aws_lambda_events::encodings::Body::Text(body.to_string()));
+    r
+}
+
+/// The `websocket` function: the WebSocket API's routes. `$connect` needs the query
+/// parameters `channel_id` and `token`; `$disconnect` forgets the connection; any other
+/// route (`$default`) is a client frame (`ack` or `replay`), answered with a frame.
+pub async fn websocket_event(
+    p: &Pipeline,
+    req: ApiGatewayWebsocketProxyRequest,
+) -> ApiGatewayProxyResponse {
+    let ctx = &req.request_context;
+    let Some(conn) = ctx.connection_id.as_deref() else {
+        return ws_response(
+            400,
+            &serde_json::json!({"error": {"code": "invalid_request", "message": "no connection id"}}),
+        );
+    };
+    let route = ctx.route_key.as_deref().unwrap_or("$default");
+    let failed = |e: &dyn std::fmt::Display| {
+        tracing::error!(connection_id = conn, route, error = %e, "websocket route failed");
+        ws_response(
+            500,
+            &serde_json::json!({"error": {"code": "unavailable", "message": "try again"}}),
+        )
+    };
+    match route {
+        "$connect" => {
+            let q = &req.query_string_parameters;
+            let channel = q.first("channel_id").unwrap_or_default();
+            let token = q.first("token").unwrap_or_default();
+            match p.socket_connect(conn, channel, token).await {
+                Ok(_) => ws_response(200, &serde_json::json!({"connected": true})),
+                Err(converger_pipeline::handoff::ConnectRefused::Store(e)) => failed(&e),
+                Err(e @ converger_pipeline::handoff::ConnectRefused::UnknownChannel) => {
+                    ws_response(
+                        404,
+                        &serde_json::json!({"error": {"code": "not_found", "message": e.to_string()}}),
+                    )
+                }
+                Err(e @ converger_pipeline::handoff::ConnectRefused::BadToken) => ws_response(
+                    401,
+                    &serde_json::json!({"error": {"code": "unauthorized", "message": e.to_string()}}),
+                ),
+            }
+        }
+        "$disconnect" => match p.socket_disconnect(conn).await {
+            Ok(()) => ws_response(200, &serde_json::json!({})),
+            Err(e) => failed(&e),
+        },
+        _ => match p
+            .socket_message(conn, req.body.as_deref().unwrap_or(""))
+            .await
+        {
+            Ok(frame) => ws_response(200, &frame),
+            Err(e) => failed(&e),
+        },
+    }
+}

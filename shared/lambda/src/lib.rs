@@ -1,0 +1,8 @@
+//! The Lambda glue, in one place no use case imports: building a function's pipeline on the
+//! AWS backend from its environment (`bootstrap`), the events each function takes
+//! (`handlers`), and the SQS partial-batch helper they share (`batch`). Every
+//! `functions/*/src/main.rs` is a few lines over these.
+
+pub mod batch;
+pub mod bootstrap;
+pub mod handlers;

@@ -1,0 +1,48 @@
+//! Activities, written with their deliveries, and per-conversation sequence numbers.
+
+use super::*;
+
+#[async_trait]
+impl ActivityStore for MemStore {
+    async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let n = s
+                .seqs
+                .entry(format!("{tenant}#{conversation_id}"))
+                .or_insert(0);
+            *n += 1;
+            *n
+        })
+    }
+    async fn create_activity(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+    ) -> StoreResult<Created> {
+        wait(&self.latency, |m| m.transact).await;
+        self.with(|s| {
+            if s.activities.contains_key(&activity.id)
+                || deliveries.iter().any(|d| s.deliveries.contains_key(&d.id))
+            {
+                return Created::Duplicate;
+            }
+            s.activities.insert(activity.id.clone(), activity.clone());
+            for d in deliveries {
+                s.deliveries.insert(d.id.clone(), d.clone());
+                s.reindex(&d.id);
+            }
+            Created::New
+        })
+    }
+    async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>> {
+        wait(&self.latency, |m| m.get).await;
+        let now = converger_core::time::now_ms();
+        self.with(|s| {
+            s.activities
+                .get(id)
+                .filter(|a| !converger_ports::expired(a.expires_at, now))
+                .cloned()
+        })
+    }
+}

@@ -1,0 +1,64 @@
+//! Replays: moving dead letters back to pending, and replay jobs.
+
+use super::*;
+
+#[async_trait]
+impl ReplayStore for MemStore {
+    async fn replay_many(
+        &self,
+        rows: &[Delivery],
+        actor: &Actor,
+        now_ms: i64,
+        audits: &[AuditEntry],
+    ) -> StoreResult<Vec<Delivery>> {
+        check_replay_batch(rows, audits)?;
+        wait(&self.latency, |m| m.transact).await;
+        let now = converger_core::time::ms_to_rfc3339(now_ms);
+        self.with(|s| {
+            let mut done = Vec::new();
+            for (d, audit) in rows.iter().zip(audits) {
+                let Some(current) = s.deliveries.get(&d.id) else {
+                    continue;
+                };
+                if current.status != DeliveryStatus::Failed {
+                    continue;
+                }
+                let row = current.replayed(actor, now_ms, &now);
+                s.deliveries.insert(row.id.clone(), row.clone());
+                s.audit.insert(
+                    (
+                        audit.tenant_id.to_string(),
+                        format!("{}#{}", audit.at, audit.id),
+                    ),
+                    audit.clone(),
+                );
+                done.push(row);
+            }
+            done
+        })
+    }
+    async fn create_replay_job(&self, job: &ReplayJob) -> StoreResult<()> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            if s.replays.contains_key(&job.id) {
+                return Err(StoreError::Conflict("id exists".into()));
+            }
+            s.replays.insert(job.id.clone(), job.clone());
+            Ok(())
+        })?
+    }
+    async fn get_replay_job(&self, id: &str) -> StoreResult<Option<ReplayJob>> {
+        wait(&self.latency, |m| m.get).await;
+        self.with(|s| s.replays.get(id).cloned())
+    }
+    async fn save_replay_job(&self, job: &ReplayJob) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| match s.replays.get(&job.id) {
+            Some(cur) if cur.version + 1 == job.version => {
+                s.replays.insert(job.id.clone(), job.clone());
+                true
+            }
+            _ => false,
+        })
+    }
+}

@@ -1,0 +1,41 @@
+//! Tenants and their API keys.
+
+use super::*;
+
+#[async_trait]
+impl TenantStore for MemStore {
+    async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()> {
+        wait(&self.latency, |m| m.transact).await;
+        self.with(|s| {
+            if s.tenants.contains_key(&tenant.id) || s.keys.contains_key(api_key_hash) {
+                return Err(StoreError::Conflict("tenant or key exists".into()));
+            }
+            s.tenants.insert(tenant.id.clone(), tenant.clone());
+            s.keys.insert(api_key_hash.to_owned(), tenant.id.clone());
+            s.tenant_keys
+                .insert(tenant.id.clone(), api_key_hash.to_owned());
+            Ok(())
+        })?
+    }
+    async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>> {
+        wait(&self.latency, |m| m.get).await;
+        self.with(|s| s.tenants.get(id).cloned())
+    }
+    async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>> {
+        wait(&self.latency, |m| m.get).await;
+        self.with(|s| s.keys.get(hash).and_then(|t| s.tenants.get(t)).cloned())
+    }
+    async fn set_tenant_tier(
+        &self,
+        id: &TenantId,
+        tier: converger_core::Tier,
+    ) -> StoreResult<Option<Tenant>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            s.tenants.get_mut(id).map(|t| {
+                t.tier = tier;
+                t.clone()
+            })
+        })
+    }
+}

@@ -1,0 +1,35 @@
+//! The model and the ports: what the use cases store, send and publish, and the traits the
+//! backends implement (`Store` with its flow, health, hand-off and account parts, `Queue`,
+//! `Events`, `Sockets`). No AWS SDK here: the AWS backend is `converger-store`, the
+//! in-process one `converger-memory`, and both follow the rules defined with the model
+//! (which sparse index a delivery belongs to, why a claim is refused).
+
+pub mod accounts;
+pub mod flow;
+pub mod handoff;
+pub mod health;
+pub mod model;
+pub mod ports;
+
+pub use accounts::*;
+pub use flow::*;
+pub use handoff::*;
+pub use health::*;
+pub use model::*;
+pub use ports::*;
+
+/// Every store trait, for code that calls a backend's methods on its concrete type.
+pub mod prelude {
+    pub use crate::{
+        AccountStore, ActivityStore, AuditStore, ChannelStore, DeliveryQueries, DeliveryStore,
+        FlowStore, HandoffStore, HealthStore, ReplayStore, Store, TenantStore,
+    };
+}
+
+/// The longest delay a queue message can be given (SQS's limit; longer waits are made of
+/// hops, see `core::policy::hop_delay_s`).
+pub const MAX_DELAY_S: u32 = 900;
+
+/// The deliver function's timeout in seconds (the template's `Timeout`; attempt leases are
+/// sized to it, and a test holds the deployed stack to it).
+pub const DELIVER_TIMEOUT_S: u32 = 60;

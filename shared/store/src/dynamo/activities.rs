@@ -1,0 +1,85 @@
+//! Activities, written with their deliveries, and per-conversation sequence numbers.
+
+use super::*;
+
+#[async_trait]
+impl ActivityStore for DynamoStore {
+    async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64> {
+        let out = self
+            .client
+            .update_item()
+            .table_name(&self.res.activities)
+            .key("id", s(format!("conv#{tenant}#{conversation_id}")))
+            .update_expression("ADD seq :one")
+            .expression_attribute_values(":one", n(1))
+            .return_values(ReturnValue::UpdatedNew)
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        out.attributes
+            .as_ref()
+            .and_then(|a| a.get("seq"))
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| StoreError::Corrupt("conversation counter without seq".into()))
+    }
+    async fn create_activity(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+    ) -> StoreResult<Created> {
+        let put = |table: &str, item: Item| -> StoreResult<TransactWriteItem> {
+            let p = Put::builder()
+                .table_name(table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(id)")
+                .build()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            Ok(TransactWriteItem::builder().put(p).build())
+        };
+        let mut req = self
+            .client
+            .transact_write_items()
+            .transact_items(put(&self.res.activities, to_item(activity)?)?);
+        for d in deliveries {
+            req = req.transact_items(put(&self.res.deliveries, delivery_item(d)?)?);
+        }
+        let sent = {
+            let _serial = self.tx_guard().await;
+            req.send().await
+        };
+        match sent {
+            Ok(_) => Ok(Created::New),
+            Err(e) => {
+                if let Some(TransactWriteItemsError::TransactionCanceledException(c)) =
+                    e.as_service_error()
+                {
+                    let conditional = c
+                        .cancellation_reasons()
+                        .iter()
+                        .any(|r| r.code() == Some("ConditionalCheckFailed"));
+                    if conditional {
+                        return Ok(Created::Duplicate);
+                    }
+                }
+                Err(sdk_err(e))
+            }
+        }
+    }
+    async fn create_fresh_activity(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+    ) -> StoreResult<()> {
+        let mut rows = Vec::with_capacity(deliveries.len() + 1);
+        rows.push((self.res.activities.clone(), to_item(activity)?));
+        for d in deliveries {
+            rows.push((self.res.deliveries.clone(), delivery_item(d)?));
+        }
+        self.batch_put_rows(rows).await
+    }
+    async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>> {
+        let a: Option<Activity> = self.get(&self.res.activities, "id", id.as_str()).await?;
+        Ok(a.filter(|a| !converger_ports::expired(a.expires_at, now_ms())))
+    }
+}

@@ -1,0 +1,158 @@
+//! Delivery rows and the attempt lifecycle: claim (a lease), release, and the three outcomes.
+
+use super::*;
+
+#[async_trait]
+impl DeliveryStore for DynamoStore {
+    async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>> {
+        let d: Option<Delivery> = self.get(&self.res.deliveries, "id", id.as_str()).await?;
+        Ok(d.filter(|d| !converger_ports::expired(d.expires_at, now_ms())))
+    }
+    async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>> {
+        let keys = ids
+            .iter()
+            .map(|id| HashMap::from([("id".to_owned(), s(id.as_str()))]))
+            .collect();
+        let now = now_ms();
+        let rows: Vec<Delivery> = self
+            .batch_get(&self.res.deliveries, keys, true)
+            .await?
+            .into_iter()
+            .map(from_item)
+            .collect::<StoreResult<_>>()?;
+        Ok(rows
+            .into_iter()
+            .filter(|d| !converger_ports::expired(d.expires_at, now))
+            .collect())
+    }
+    async fn claim(
+        &self,
+        id: &DeliveryId,
+        token: &str,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> StoreResult<Claim> {
+        let req = self
+            .client
+            .update_item()
+            .table_name(&self.res.deliveries)
+            .key("id", s(id.as_str()))
+            .update_expression("SET lease_token = :token, lease_until = :until")
+            .condition_expression(
+                "attribute_exists(id) AND #st = :pending AND next_attempt_at <= :now \
+                 AND (attribute_not_exists(lease_until) OR lease_until < :now) \
+                 AND attribute_not_exists(handed_off) \
+                 AND (attribute_not_exists(expires_at) OR expires_at > :now_s)",
+            )
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
+            .expression_attribute_values(":token", s(token))
+            .expression_attribute_values(":until", n(now_ms.saturating_add(lease_ms)))
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
+            .return_values(ReturnValue::AllNew);
+        match self.update_or_old(req, self.get_delivery(id)).await? {
+            Conditional::Applied(item) => {
+                let item =
+                    item.ok_or_else(|| StoreError::Corrupt("claim returned no item".into()))?;
+                Ok(Claim::Claimed(from_item(item)?))
+            }
+            // Claimable by the old row but refused by the condition: another attempt's lease
+            // ended between the two (the next message finds it free).
+            Conditional::Refused(old) => {
+                Ok(Claim::refused(old.as_ref(), now_ms).unwrap_or(Claim::Busy))
+            }
+        }
+    }
+    async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
+        self.leased_update(d, token, "REMOVE lease_token, lease_until".into(), vec![])
+            .await
+    }
+    async fn mark_sent(
+        &self,
+        d: &Delivery,
+        token: &str,
+        info: &SentInfo,
+        log: &LogUpdate,
+        now: &str,
+    ) -> StoreResult<bool> {
+        let mut sets = vec![
+            "#st = :st".to_owned(),
+            "attempts = attempts + :one".into(),
+            "updated_at = :now".into(),
+            SET_INDEX.into(),
+            LOG_SET.into(),
+        ];
+        let status = if info.handed_off {
+            DeliveryStatus::Pending
+        } else {
+            DeliveryStatus::Sent
+        };
+        let mut values = self.outcome_values(d, status, log, now).await?;
+        if info.handed_off {
+            sets.push("handed_off = :t".into());
+            values.push((":t", AttributeValue::Bool(true)));
+        } else {
+            sets.push("sent_at = :now".into());
+        }
+        if let Some(id) = &info.provider_message_id {
+            sets.push("provider_message_id = :pmid, pm_key = :pmk".into());
+            values.push((":pmid", s(id.as_str())));
+            values.push((":pmk", s(provider_key(&d.channel_id, id))));
+        }
+        if let Some(st) = info.response_status {
+            sets.push("response_status = :rs".into());
+            values.push((":rs", n(st)));
+        }
+        let expr = format!(
+            "SET {} REMOVE lease_token, lease_until, last_error, due_shard, due_at, slot, \
+             in_backlog, bl_pk, bl_sk",
+            sets.join(", ")
+        );
+        self.leased_update(d, token, expr, values).await
+    }
+    async fn mark_attempt_failed(
+        &self,
+        d: &Delivery,
+        token: &str,
+        error: &str,
+        next: RetryAt,
+        log: &LogUpdate,
+        now: &str,
+    ) -> StoreResult<bool> {
+        let (next_attempt_at, keep_slot) = (next.at_ms, next.keep_slot);
+        let expr = format!(
+            "SET #st = :st, attempts = attempts + :one, last_error = :err, \
+             next_attempt_at = :next, updated_at = :now, {SET_INDEX}, {LOG_SET}, \
+             due_shard = :due_shard, due_at = :due_at, slot = :slot \
+             REMOVE lease_token, lease_until"
+        );
+        let mut values = self
+            .outcome_values(d, DeliveryStatus::Pending, log, now)
+            .await?;
+        values.push((":err", s(error)));
+        values.push((":next", n(next_attempt_at)));
+        values.push((":slot", AttributeValue::Bool(keep_slot)));
+        values.extend(due_keys(&d.id, next_attempt_at));
+        self.leased_update(d, token, expr, values).await
+    }
+    async fn mark_dead(
+        &self,
+        d: &Delivery,
+        token: &str,
+        error: &str,
+        log: &LogUpdate,
+        now: &str,
+    ) -> StoreResult<bool> {
+        let expr = format!(
+            "SET #st = :st, attempts = attempts + :one, last_error = :err, \
+             updated_at = :now, {SET_INDEX}, {LOG_SET} \
+             REMOVE lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk"
+        );
+        let mut values = self
+            .outcome_values(d, DeliveryStatus::Failed, log, now)
+            .await?;
+        values.push((":err", s(error)));
+        self.leased_update(d, token, expr, values).await
+    }
+}

@@ -1,0 +1,508 @@
+//! The DynamoDB backend of [`Store`]. Every state change is one conditional write.
+
+use crate::resources::Resources;
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem,
+};
+use converger_core::query::{Actor, Cursor};
+use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
+use converger_ports::*;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+
+mod accounts;
+mod activities;
+mod audit;
+mod channels;
+mod deliveries;
+mod flow;
+mod handoff;
+mod health;
+mod listings;
+mod replays;
+mod tenants;
+
+pub type Item = HashMap<String, AttributeValue>;
+
+#[derive(Clone, Debug)]
+pub struct DynamoStore {
+    client: Client,
+    res: Resources,
+    /// Set only against an emulator whose transactions are not serializable.
+    tx_lock: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn sdk_err<E, R>(e: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    StoreError::Unavailable(DisplayErrorContext(&e).to_string())
+}
+
+fn now_ms() -> i64 {
+    converger_core::time::now_ms()
+}
+
+fn to_item<T: Serialize>(v: &T) -> StoreResult<Item> {
+    serde_dynamo::to_item(v).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn from_item<T: DeserializeOwned>(item: Item) -> StoreResult<T> {
+    serde_dynamo::from_item(item).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn to_av<T: Serialize>(v: &T) -> StoreResult<AttributeValue> {
+    serde_dynamo::to_attribute_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The index attributes of a delivery in `status` changed at `updated_at`.
+fn index_keys(
+    tenant: &TenantId,
+    channel: &ChannelId,
+    id: &DeliveryId,
+    status: DeliveryStatus,
+    updated_at: &str,
+) -> [(&'static str, AttributeValue); 3] {
+    [
+        (":ts_pk", s(format!("{tenant}#{status}"))),
+        (":cs_pk", s(format!("{channel}#{status}"))),
+        (":upd_sk", s(format!("{updated_at}#{id}"))),
+    ]
+}
+
+fn delivery_item(d: &Delivery) -> StoreResult<Item> {
+    let mut item = to_item(d)?;
+    for (k, v) in index_keys(&d.tenant_id, &d.channel_id, &d.id, d.status, &d.updated_at) {
+        item.insert(k.trim_start_matches(':').to_owned(), v);
+    }
+    match d.sparse_index() {
+        SparseIndex::Backlog { due_ms } => {
+            let [(_, pk), (_, sk)] = backlog_keys(&d.channel_id, due_ms);
+            item.insert("bl_pk".into(), pk);
+            item.insert("bl_sk".into(), sk);
+        }
+        SparseIndex::Due { due_ms, .. } => {
+            let [(_, shard), (_, at)] = due_keys(&d.id, due_ms);
+            item.insert("due_shard".into(), shard);
+            item.insert("due_at".into(), at);
+        }
+        // Parked rows are found through the channel-status index every row is in.
+        SparseIndex::Parked | SparseIndex::None => {}
+    }
+    Ok(item)
+}
+
+fn due_keys(id: &DeliveryId, next_attempt_at: i64) -> [(&'static str, AttributeValue); 2] {
+    [
+        (":due_shard", s(format!("due#{}", due_shard(id)))),
+        (":due_at", s(due_key(next_attempt_at))),
+    ]
+}
+
+/// The backlog index attributes of a delivery of `channel` due at `due_ms`.
+fn backlog_keys(channel: &ChannelId, due_ms: i64) -> [(&'static str, AttributeValue); 2] {
+    [
+        (":bl_pk", s(channel.as_str())),
+        (":bl_sk", s(due_key(due_ms))),
+    ]
+}
+
+/// The provider index key of a delivery of `channel` known to its provider as `id`.
+fn provider_key(channel: &ChannelId, id: &str) -> String {
+    format!("{channel}#{id}")
+}
+
+/// What a conditional update found.
+pub(super) enum Conditional<T> {
+    /// The condition held: the attributes the update returned (as its `ReturnValue` asks).
+    Applied(Option<Item>),
+    /// The condition failed: the item as it was (`None`: there is none).
+    Refused(Option<T>),
+}
+
+impl DynamoStore {
+    /// Sends an update whose condition may fail, asking for the old item on failure
+    /// (`ReturnValuesOnConditionCheckFailure`), so that the caller learns what stopped it
+    /// without another read; emulators that do not return the old item get `reread` (a
+    /// future, run only then). The one place the "write, else look at the old row" sequence
+    /// is written.
+    pub(super) async fn update_or_old<T: DeserializeOwned>(
+        &self,
+        req: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+        reread: impl std::future::Future<Output = StoreResult<Option<T>>>,
+    ) -> StoreResult<Conditional<T>> {
+        let r = req
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match r {
+            Ok(out) => Ok(Conditional::Applied(out.attributes)),
+            Err(e) => match e.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(c) => match c.item {
+                    Some(item) if !item.is_empty() => {
+                        Ok(Conditional::Refused(Some(from_item(item)?)))
+                    }
+                    _ => Ok(Conditional::Refused(reread.await?)),
+                },
+                other => Err(StoreError::Unavailable(
+                    DisplayErrorContext(&other).to_string(),
+                )),
+            },
+        }
+    }
+}
+
+const SET_INDEX: &str = "ts_pk = :ts_pk, cs_pk = :cs_pk, upd_sk = :upd_sk";
+
+impl DynamoStore {
+    /// The transaction items of one replay: the conditional transition and the audit entry.
+    fn replay_items(
+        &self,
+        d: &Delivery,
+        actor: &Actor,
+        now_ms: i64,
+        now: &str,
+        audit: &AuditEntry,
+    ) -> StoreResult<(aws_sdk_dynamodb::types::Update, Put)> {
+        let mut values: HashMap<String, AttributeValue> = HashMap::from([
+            (":failed".to_owned(), s(DeliveryStatus::Failed.as_str())),
+            (":st".to_owned(), s(DeliveryStatus::Pending.as_str())),
+            (":zero".to_owned(), n(0)),
+            (":one".to_owned(), n(1)),
+            (":by".to_owned(), s(actor.to_string())),
+            (":now".to_owned(), s(now)),
+            (":due".to_owned(), n(now_ms)),
+        ]);
+        for (k, v) in index_keys(
+            &d.tenant_id,
+            &d.channel_id,
+            &d.id,
+            DeliveryStatus::Pending,
+            now,
+        ) {
+            values.insert(k.to_owned(), v);
+        }
+        for (k, v) in due_keys(&d.id, now_ms) {
+            values.insert(k.to_owned(), v);
+        }
+        let update = aws_sdk_dynamodb::types::Update::builder()
+            .table_name(&self.res.deliveries)
+            .key("id", s(d.id.as_str()))
+            .update_expression(format!(
+                "SET #st = :st, attempts = :zero, \
+                 retry_count = if_not_exists(retry_count, :zero) + :one, retried_by = :by, \
+                 retried_at = :now, next_attempt_at = :due, updated_at = :now, {SET_INDEX}, \
+                 due_shard = :due_shard, due_at = :due_at \
+                 REMOVE lease_token, lease_until, slot, in_backlog, bl_pk, bl_sk"
+            ))
+            .condition_expression("#st = :failed")
+            .expression_attribute_names("#st", "status")
+            .set_expression_attribute_values(Some(values))
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut audit_item = to_item(audit)?;
+        audit_item.insert("audit_sk".into(), s(format!("{}#{}", audit.at, audit.id)));
+        let put = Put::builder()
+            .table_name(&self.res.audit)
+            .set_item(Some(audit_item))
+            .condition_expression("attribute_not_exists(audit_sk)")
+            .build()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        Ok((update, put))
+    }
+
+    pub fn new(client: Client, res: Resources) -> Self {
+        Self {
+            client,
+            res,
+            tx_lock: None,
+        }
+    }
+
+    /// Runs this process's TransactWriteItems one at a time. Only for the local emulator:
+    /// moto checks a transaction's conditions and copies the tables it touches without a lock,
+    /// so two concurrent transactions can both pass a condition (measured: 11 of 600 replays
+    /// applied twice under two concurrent callers). The breaker's transitions take the same
+    /// lock: under load, two concurrent conditional updates of one flow item were seen to
+    /// both pass on the emulator. DynamoDB serializes conflicting writes itself, so
+    /// production never sets this.
+    pub fn with_serial_transactions(mut self, on: bool) -> Self {
+        self.tx_lock = on.then(|| std::sync::Arc::new(tokio::sync::Mutex::new(())));
+        self
+    }
+
+    async fn tx_guard(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        match &self.tx_lock {
+            Some(l) => Some(l.lock().await),
+            None => None,
+        }
+    }
+
+    /// Writes delivery rows unconditionally in batches of 25 (seeding benchmarks, tests and
+    /// migrations; the pipeline never uses it).
+    pub async fn seed_deliveries(&self, rows: &[Delivery]) -> StoreResult<()> {
+        let items = rows
+            .iter()
+            .map(delivery_item)
+            .collect::<StoreResult<Vec<_>>>()?;
+        self.batch_put(&self.res.deliveries, items).await
+    }
+
+    /// Writes activities unconditionally in batches of 25 (seeding, like
+    /// [`Self::seed_deliveries`]).
+    pub async fn seed_activities(&self, rows: &[Activity]) -> StoreResult<()> {
+        let items = rows.iter().map(to_item).collect::<StoreResult<Vec<_>>>()?;
+        self.batch_put(&self.res.activities, items).await
+    }
+
+    pub(crate) async fn batch_put(&self, table: &str, items: Vec<Item>) -> StoreResult<()> {
+        self.batch_put_rows(items.into_iter().map(|i| (table.to_owned(), i)).collect())
+            .await
+    }
+
+    /// Unconditional puts of `(table, item)` rows, 25 to a request; unprocessed items are
+    /// sent again with a growing pause, a bounded number of times.
+    pub(crate) async fn batch_put_rows(&self, rows: Vec<(String, Item)>) -> StoreResult<()> {
+        let mut rows = rows.into_iter().peekable();
+        while rows.peek().is_some() {
+            let mut req: HashMap<String, Vec<aws_sdk_dynamodb::types::WriteRequest>> =
+                HashMap::new();
+            for (table, item) in rows.by_ref().take(25) {
+                let put = aws_sdk_dynamodb::types::PutRequest::builder()
+                    .set_item(Some(item))
+                    .build()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                req.entry(table).or_default().push(
+                    aws_sdk_dynamodb::types::WriteRequest::builder()
+                        .put_request(put)
+                        .build(),
+                );
+            }
+            let mut pending = Some(req);
+            for round in 0..16u64 {
+                let Some(req) = pending.take().filter(|r| !r.is_empty()) else {
+                    break;
+                };
+                if round > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(10 * round)).await;
+                }
+                pending = self
+                    .client
+                    .batch_write_item()
+                    .set_request_items(Some(req))
+                    .send()
+                    .await
+                    .map_err(sdk_err)?
+                    .unprocessed_items;
+            }
+            if pending.is_some_and(|p| p.values().any(|v| !v.is_empty())) {
+                return Err(StoreError::Unavailable("batch write throttled".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The items of `keys` in `table` (those that exist), 100 keys to a request; unprocessed
+    /// keys are asked for again with a growing pause, a bounded number of times.
+    pub(crate) async fn batch_get(
+        &self,
+        table: &str,
+        keys: Vec<Item>,
+        consistent: bool,
+    ) -> StoreResult<Vec<Item>> {
+        let mut found = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(100) {
+            let mut pending = chunk.to_vec();
+            for round in 0..8u64 {
+                if pending.is_empty() {
+                    break;
+                }
+                if round > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(10 * round)).await;
+                }
+                let ka = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(consistent)
+                    .build()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(table, ka)
+                    .send()
+                    .await
+                    .map_err(sdk_err)?;
+                if let Some(items) = out.responses.and_then(|mut r| r.remove(table)) {
+                    found.extend(items);
+                }
+                if let Some(mut un) = out.unprocessed_keys
+                    && let Some(k) = un.remove(table)
+                {
+                    pending = k.keys;
+                }
+            }
+            if !pending.is_empty() {
+                return Err(StoreError::Unavailable("batch get throttled".into()));
+            }
+        }
+        Ok(found)
+    }
+
+    async fn get<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        key: &str,
+        value: &str,
+    ) -> StoreResult<Option<T>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(key, s(value))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        out.item.map(from_item).transpose()
+    }
+
+    async fn put_new(&self, table: &str, key: &str, item: Item) -> StoreResult<()> {
+        let r = self
+            .client
+            .put_item()
+            .table_name(table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#k)")
+            .expression_attribute_names("#k", key)
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(e) if is_conditional(&e) => Err(StoreError::Conflict(format!("{key} exists"))),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    /// A conditional update of a delivery held under `token`. `Ok(false)` when the lease was
+    /// lost (another attempt took over after it expired).
+    async fn leased_update(
+        &self,
+        d: &Delivery,
+        token: &str,
+        expr: String,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> StoreResult<bool> {
+        let uses_status = expr.contains("#st");
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.deliveries)
+            .key("id", s(d.id.as_str()))
+            .update_expression(expr)
+            .condition_expression("lease_token = :token")
+            .expression_attribute_values(":token", s(token));
+        if uses_status {
+            req = req.expression_attribute_names("#st", "status");
+        }
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_update_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn outcome_values(
+        &self,
+        d: &Delivery,
+        status: DeliveryStatus,
+        log: &LogUpdate,
+        now: &str,
+    ) -> StoreResult<Vec<(&'static str, AttributeValue)>> {
+        self.spill(d, &log.spill).await?;
+        let mut v: Vec<(&'static str, AttributeValue)> = vec![
+            (":st", s(status.as_str())),
+            (":one", n(1)),
+            (":now", s(now)),
+            (":log", to_av(&log.recent)?),
+        ];
+        v.extend(index_keys(&d.tenant_id, &d.channel_id, &d.id, status, now));
+        Ok(v)
+    }
+
+    /// Moves attempt entries to the attempts table (before the delivery item drops them, so
+    /// an entry is never in neither place; a reader de-duplicates by attempt number).
+    async fn spill(&self, d: &Delivery, entries: &[AttemptEntry]) -> StoreResult<()> {
+        for chunk in entries.chunks(25) {
+            let mut writes = Vec::with_capacity(chunk.len());
+            for e in chunk {
+                let mut item = to_item(e)?;
+                item.insert("delivery_id".into(), s(d.id.as_str()));
+                item.insert("attempt_sk".into(), s(format!("{:010}", e.attempt)));
+                writes.push(
+                    aws_sdk_dynamodb::types::WriteRequest::builder()
+                        .put_request(
+                            aws_sdk_dynamodb::types::PutRequest::builder()
+                                .set_item(Some(item))
+                                .build()
+                                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                        )
+                        .build(),
+                );
+            }
+            let mut pending = Some(HashMap::from([(self.res.attempts.clone(), writes)]));
+            for _ in 0..8 {
+                let Some(req) = pending.take().filter(|r| !r.is_empty()) else {
+                    break;
+                };
+                let out = self
+                    .client
+                    .batch_write_item()
+                    .set_request_items(Some(req))
+                    .send()
+                    .await
+                    .map_err(sdk_err)?;
+                pending = out.unprocessed_items;
+            }
+            if pending.is_some_and(|p| p.values().any(|v| !v.is_empty())) {
+                return Err(StoreError::Unavailable(
+                    "attempt log spill throttled".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_conditional<E: aws_sdk_dynamodb::error::ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> bool {
+    e.as_service_error()
+        .and_then(|se| se.code())
+        .is_some_and(|c| c == "ConditionalCheckFailedException")
+}
+
+fn is_update_conditional<R>(e: &SdkError<UpdateItemError, R>) -> bool {
+    matches!(
+        e.as_service_error(),
+        Some(UpdateItemError::ConditionalCheckFailedException(_))
+    )
+}
+
+const LOG_SET: &str = "attempt_log = :log";

@@ -1,0 +1,72 @@
+//! Tenants and their API keys.
+
+use super::*;
+
+#[async_trait]
+impl TenantStore for DynamoStore {
+    async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()> {
+        let mut t = to_item(tenant)?;
+        t.insert("pk".into(), s(tenant.id.as_str()));
+        // Kept so that a rotation can remove the key item it replaces.
+        t.insert("api_key_hash".into(), s(api_key_hash));
+        let mut k = Item::new();
+        k.insert("pk".into(), s(format!("key#{api_key_hash}")));
+        k.insert("tenant_id".into(), s(tenant.id.as_str()));
+        let put = |item: Item| -> StoreResult<TransactWriteItem> {
+            let p = Put::builder()
+                .table_name(&self.res.tenants)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(pk)")
+                .build()
+                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            Ok(TransactWriteItem::builder().put(p).build())
+        };
+        let _serial = self.tx_guard().await;
+        self.client
+            .transact_write_items()
+            .transact_items(put(t)?)
+            .transact_items(put(k)?)
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        Ok(())
+    }
+    async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>> {
+        self.get(&self.res.tenants, "pk", id.as_str()).await
+    }
+    async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>> {
+        #[derive(serde::Deserialize)]
+        struct KeyItem {
+            tenant_id: TenantId,
+        }
+        let key: Option<KeyItem> = self
+            .get(&self.res.tenants, "pk", &format!("key#{hash}"))
+            .await?;
+        match key {
+            Some(k) => self.get_tenant(&k.tenant_id).await,
+            None => Ok(None),
+        }
+    }
+    async fn set_tenant_tier(
+        &self,
+        id: &TenantId,
+        tier: converger_core::Tier,
+    ) -> StoreResult<Option<Tenant>> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(id.as_str()))
+            .update_expression("SET tier = :tier")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":tier", s(tier.as_str()))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match r {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+}
