@@ -135,7 +135,7 @@ impl InProcess {
         }
         if let Some(period) = sweep_period {
             let p = pipeline.clone();
-            tasks.push(crate::stack::every(period, stop.clone(), move || {
+            tasks.push(crate::schedule::every(period, stop.clone(), move || {
                 let p = p.clone();
                 async move {
                     if let Err(e) = p.sweep().await {

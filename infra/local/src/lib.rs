@@ -9,6 +9,7 @@ pub mod gateway;
 pub mod iam;
 pub mod inprocess;
 pub mod receiver;
+pub mod schedule;
 pub mod seed;
 pub mod stack;
 

@@ -1,22 +1,21 @@
 //! The tenant API (`/api/v1`), authenticated with `Authorization: Bearer <tenant API key>`.
 //! A tenant never sees another tenant's data: such ids answer 404, like unknown ones.
 
+use crate::auth::{Authed, owned_channel, owned_delivery};
 use crate::error::{ApiError, Body, no_route, wrong_method};
 use crate::{AppState, views};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use converger_core::query::{Actor, ActorKind, Cursor, Search, day_end, day_start, newest_first};
-use converger_core::secret::hash_api_key;
+use converger_core::query::{Cursor, Search, day_end, day_start, newest_first};
 use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
 use converger_pipeline::ingest::NewActivity;
 use converger_pipeline::replay::ReplayError;
-use converger_ports::{Channel, ChannelPatch, Delivery, DeliveryQuery, Scope, Tenant};
+use converger_ports::{Channel, ChannelPatch, DeliveryQuery, Scope};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -61,43 +60,6 @@ pub fn router(state: AppState) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
-}
-
-/// The tenant whose API key the request carries, and the key as an actor
-/// (`tenant_api:key_<first 12 hex digits of its hash>`).
-pub struct Authed(pub Tenant, pub Actor);
-
-impl FromRequestParts<AppState> for Authed {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::unauthorized("missing `Authorization: Bearer <API key>`"))?;
-        let key = header
-            .to_str()
-            .ok()
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| ApiError::unauthorized("expected `Authorization: Bearer <API key>`"))?;
-        let hash = hash_api_key(key);
-        let actor = Actor {
-            kind: ActorKind::TenantApi,
-            id: format!("key_{}", &hash[..12]),
-        };
-        if let Some(t) = state.cached_tenant(&hash) {
-            return Ok(Authed(t, actor));
-        }
-        match state.pipeline.store.tenant_by_api_key_hash(&hash).await? {
-            Some(t) => {
-                state.cache_tenant(hash, t.clone());
-                Ok(Authed(t, actor))
-            }
-            None => Err(ApiError::unauthorized("invalid API key")),
-        }
-    }
 }
 
 fn validate_policy(policy: &Map<String, Value>) -> Result<(), ApiError> {
@@ -199,16 +161,6 @@ async fn create_channel(
     let mut body = views::channel(&channel);
     body["signing_secret"] = Value::from(channel.signing_secret.clone());
     Ok((StatusCode::CREATED, Json(body)))
-}
-
-async fn owned_channel(state: &AppState, tenant: &Tenant, id: &str) -> Result<Channel, ApiError> {
-    let id = ChannelId::parse(id).map_err(|_| ApiError::not_found("channel"))?;
-    state
-        .pipeline
-        .store
-        .channel_in(Scope::Tenant(&tenant.id), &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("channel"))
 }
 
 async fn get_channel(
@@ -341,20 +293,6 @@ async fn create_activity(
             "deliveries": deliveries,
         })),
     ))
-}
-
-pub(crate) async fn owned_delivery(
-    state: &AppState,
-    tenant: &Tenant,
-    id: &str,
-) -> Result<Delivery, ApiError> {
-    let id = DeliveryId::parse(id).map_err(|_| ApiError::not_found("delivery"))?;
-    state
-        .pipeline
-        .store
-        .delivery_in(Scope::Tenant(&tenant.id), &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("delivery"))
 }
 
 async fn get_delivery(

@@ -3,7 +3,7 @@
 //! API key), Meta's subscription check (`GET` on the same path) and acknowledgements of
 //! websocket hand-offs (`POST /api/v1/deliveries/{id}/ack`).
 
-use crate::api::{Authed, owned_delivery};
+use crate::auth::{Authed, owned_delivery};
 use crate::error::ApiError;
 use crate::{AppState, views};
 use axum::Json;

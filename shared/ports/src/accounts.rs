@@ -2,8 +2,8 @@
 //! rotating a tenant's API key. Users live in the tenants table (`pk = user#<realm>#<email>`),
 //! beside the tenants and their key items.
 
+use crate::error::StoreResult;
 use crate::model::{Channel, Tenant};
-use crate::ports::StoreResult;
 use async_trait::async_trait;
 use converger_core::TenantId;
 use converger_core::web::{Realm, Role};

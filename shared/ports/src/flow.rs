@@ -2,8 +2,8 @@
 //! marks of a channel (its flow item), rate-limit counters, and the delivery transitions flow
 //! control makes (park, unpark, into and out of the backlog).
 
+use crate::error::StoreResult;
 use crate::model::{Delivery, Page};
-use crate::ports::StoreResult;
 use async_trait::async_trait;
 use converger_core::flow::INITIAL_WINDOW;
 use converger_core::{ChannelId, CircuitState, DeliveryId};

@@ -2,8 +2,8 @@
 //! client's acknowledgement, provider receipts that move a sent delivery on, and the
 //! websocket connections of a channel and the port that pushes frames to them.
 
+use crate::error::StoreResult;
 use crate::model::Delivery;
-use crate::ports::StoreResult;
 use async_trait::async_trait;
 use converger_core::{ChannelId, DeliveryStatus, TenantId};
 use serde::{Deserialize, Serialize};

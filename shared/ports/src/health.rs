@@ -1,7 +1,7 @@
 //! Health checks, auto-disable and alert subscriptions: their port.
 
+use crate::error::StoreResult;
 use crate::model::{Channel, HealthCheck, Page, Tenant};
-use crate::ports::StoreResult;
 use async_trait::async_trait;
 use converger_core::health::HealthStatus;
 use converger_core::{ChannelId, TenantId};

@@ -5,6 +5,7 @@
 //! (which sparse index a delivery belongs to, why a claim is refused).
 
 pub mod accounts;
+pub mod error;
 pub mod flow;
 pub mod handoff;
 pub mod health;

@@ -328,9 +328,9 @@ pub const REPLAY_BATCH: usize = 50;
 pub fn check_replay_batch(
     rows: &[Delivery],
     audits: &[AuditEntry],
-) -> Result<(), crate::ports::StoreError> {
+) -> Result<(), crate::error::StoreError> {
     if rows.len() != audits.len() || rows.len() > REPLAY_BATCH {
-        return Err(crate::ports::StoreError::Corrupt(format!(
+        return Err(crate::error::StoreError::Corrupt(format!(
             "replay_many takes up to {REPLAY_BATCH} rows, one audit entry each"
         )));
     }

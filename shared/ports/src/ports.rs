@@ -6,17 +6,7 @@ use crate::model::*;
 use async_trait::async_trait;
 use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
 
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("conflict: {0}")]
-    Conflict(String),
-    #[error("storage unavailable: {0}")]
-    Unavailable(String),
-    #[error("corrupt item: {0}")]
-    Corrupt(String),
-}
-
-pub type StoreResult<T> = Result<T, StoreError>;
+pub use crate::error::{StoreError, StoreResult};
 
 /// Everything the use cases store: one trait per table group, each implemented by both
 /// backends in a module of its own.

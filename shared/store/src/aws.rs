@@ -59,7 +59,7 @@ pub struct Clients {
 }
 
 fn management_url() -> Option<String> {
-    std::env::var(crate::sockets::MANAGEMENT_URL_ENV)
+    std::env::var(crate::resources::MANAGEMENT_URL_ENV)
         .ok()
         .filter(|u| !u.is_empty())
 }

@@ -13,5 +13,5 @@ pub mod secrets;
 pub mod sockets;
 pub mod sqs;
 
-pub use resources::Resources;
-pub use sockets::{ApiGatewaySockets, MANAGEMENT_URL_ENV};
+pub use resources::{MANAGEMENT_URL_ENV, Resources};
+pub use sockets::ApiGatewaySockets;

@@ -85,6 +85,10 @@ pub use converger_ports::DUE_SHARDS;
 pub use converger_ports::DELIVER_TIMEOUT_S;
 
 pub const BUS_ENV: &str = "EVENT_BUS_NAME";
+
+/// Environment variable with the WebSocket API's management endpoint
+/// (`https://{api-id}.execute-api.{region}.amazonaws.com/{stage}`).
+pub const MANAGEMENT_URL_ENV: &str = "WEBSOCKET_MANAGEMENT_URL";
 /// `source` of every platform event.
 pub const EVENT_SOURCE: &str = "converger";
 

@@ -3,10 +3,6 @@
 use async_trait::async_trait;
 use converger_ports::{Pushed, Sockets};
 
-/// Environment variable with the management endpoint's URL
-/// (`https://{api-id}.execute-api.{region}.amazonaws.com/{stage}`).
-pub const MANAGEMENT_URL_ENV: &str = "WEBSOCKET_MANAGEMENT_URL";
-
 /// `PostToConnection` through the SDK.
 pub struct ApiGatewaySockets {
     client: aws_sdk_apigatewaymanagement::Client,

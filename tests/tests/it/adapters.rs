@@ -506,7 +506,10 @@ mod emulator {
         let ids = post(&t, &key, &[&echo, &hook], json!({"text": "ping"})).await;
         let d = settle(&t, &key, &ids[0]).await;
         assert_eq!(d["status"], "sent", "{d}");
-        let reply_id = d["provider_message_id"].as_str().unwrap().to_owned();
+        let reply_id = d["provider_message_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no reply id: {d}"))
+            .to_owned();
         assert!(reply_id.starts_with("act_re_"), "{reply_id}");
 
         // The webhook gets the activity and the bot's reply; the reply never targets the bot.

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 mod esm;
 mod memory;
+use crate::schedule::every;
 use crate::inprocess::Memory;
 use esm::{Function, Mapping, spawn_pollers};
 
@@ -778,29 +779,6 @@ async fn gateway_route(
         )
             .into_response()
     }
-}
-
-/// Runs `f` every `period` (the first time one period after the start) until `stop`.
-pub(crate) fn every<F, Fut>(
-    period: Duration,
-    mut stop: watch::Receiver<bool>,
-    f: F,
-) -> JoinHandle<()>
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                _ = tick.tick() => f().await,
-                _ = stop.changed() => break,
-            }
-        }
-    })
 }
 
 async fn serve(

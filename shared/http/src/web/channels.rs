@@ -1,6 +1,7 @@
 //! The channels page, its live Delivery column, and Pause/Resume.
 
-use super::layout::{layout, page_error, urlencode};
+use super::layout::{layout, urlencode};
+use super::page::page_error;
 use super::scope::{TenantQuery, scoped_channels};
 use super::session::{Posted, Viewer, forbidden, prefix};
 use crate::AppState;

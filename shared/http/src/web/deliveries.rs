@@ -1,7 +1,8 @@
 //! The deliveries list, one delivery's page, and their Retry buttons.
 
 use super::filters::Filters;
-use super::layout::{layout, nonempty, page_error, short_time};
+use super::layout::{layout, nonempty, short_time};
+use super::page::page_error;
 use super::scope::{channel_names, scoped_channels, tenant_choices};
 use super::session::{Posted, Viewer, forbidden, prefix};
 use crate::AppState;

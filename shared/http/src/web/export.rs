@@ -1,7 +1,7 @@
 //! The deliveries' CSV export.
 
 use super::filters::Filters;
-use super::layout::page_error;
+use super::page::page_error;
 use super::scope::channel_names;
 use super::session::Viewer;
 use crate::AppState;

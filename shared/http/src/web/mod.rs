@@ -14,6 +14,7 @@ mod deliveries;
 mod export;
 mod filters;
 mod layout;
+mod page;
 mod scope;
 mod session;
 mod tenants;

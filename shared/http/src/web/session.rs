@@ -2,7 +2,7 @@
 //! the CSRF-checked [`Posted`] form, the admin IP allowlist, and the sign-in pages.
 
 use super::admin_ip_allowed;
-use super::layout::{CSS, page_error};
+use super::page::{CSS, page_error};
 use crate::AppState;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::extract::{Form, FromRequest, FromRequestParts, Request, State};

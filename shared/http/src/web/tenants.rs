@@ -1,6 +1,7 @@
 //! The tenants page (operators only): create, tier and alert webhook, API key rotation.
 
-use super::layout::{layout, page_error};
+use super::layout::layout;
+use super::page::page_error;
 use super::session::{Posted, Viewer, forbidden};
 use crate::AppState;
 use axum::extract::{Path, State};

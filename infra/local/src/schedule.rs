@@ -1,0 +1,29 @@
+//! The local stand-in for EventBridge schedules: a task that runs a function at a period.
+
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Runs `f` every `period` (the first time one period after the start) until `stop`.
+pub fn every<F, Fut>(
+    period: Duration,
+    mut stop: watch::Receiver<bool>,
+    f: F,
+) -> JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => f().await,
+                _ = stop.changed() => break,
+            }
+        }
+    })
+}
+
