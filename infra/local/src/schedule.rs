@@ -5,11 +5,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// Runs `f` every `period` (the first time one period after the start) until `stop`.
-pub fn every<F, Fut>(
-    period: Duration,
-    mut stop: watch::Receiver<bool>,
-    f: F,
-) -> JoinHandle<()>
+pub fn every<F, Fut>(period: Duration, mut stop: watch::Receiver<bool>, f: F) -> JoinHandle<()>
 where
     F: Fn() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
@@ -26,4 +22,3 @@ where
         }
     })
 }
-

@@ -22,8 +22,8 @@ use tokio::task::JoinHandle;
 
 mod esm;
 mod memory;
-use crate::schedule::every;
 use crate::inprocess::Memory;
+use crate::schedule::every;
 use esm::{Function, Mapping, spawn_pollers};
 
 /// How often a scheduled function runs locally.
