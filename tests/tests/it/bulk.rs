@@ -255,6 +255,88 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
     assert_eq!(queue.depth(), 2000, "one message per replayed delivery");
 }
 
+#[tokio::test]
+async fn filters_refusals_and_isolation() {
+    let t = TestStack::with(|o| o.run_functions = false).await;
+    let (tenant, key) = t.tenant("default").await;
+    let (_, other) = t.tenant("default").await;
+    let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
+    let ch = ch["id"].as_str().unwrap().to_owned();
+    let day1 = seed(&t, &tenant, &ch, 2, Some("2026-01-01T10:00:00.000000Z")).await;
+    seed(&t, &tenant, &ch, 3, Some("2026-01-02T10:00:00.000000Z")).await;
+    seed(&t, &tenant, &ch, 1, Some("2026-01-03T10:00:00.000000Z")).await;
+
+    let a = bulk(
+        &t,
+        &key,
+        &ch,
+        Some(json!({"from": "2026-01-02", "to": "2026-01-02"})),
+    )
+    .await;
+    assert_eq!(a.body["retried"], 3, "{:?}", a.body);
+    // The activity filter reads the activity's deliveries by key: store the activity the
+    // seeded row belongs to.
+    let activity = Activity {
+        id: day1[0].activity_id.clone(),
+        tenant_id: TenantId::parse(&tenant).unwrap(),
+        conversation_id: "seed".into(),
+        seq: 1,
+        payload: json!({}),
+        channel_ids: vec![ChannelId::parse(&ch).unwrap()],
+        created_at: day1[0].created_at.clone(),
+        expires_at: None,
+    };
+    t.stack
+        .pipeline
+        .store
+        .create_activity(&activity, &[])
+        .await
+        .unwrap();
+    let a = bulk(
+        &t,
+        &key,
+        &ch,
+        Some(json!({"activity_id": day1[0].activity_id})),
+    )
+    .await;
+    assert_eq!(a.body["retried"], 1);
+    let a = bulk(&t, &key, &ch, Some(json!({"to": "2026-01-01"}))).await;
+    assert_eq!(a.body["retried"], 1, "the other delivery of the first day");
+    let a = bulk(&t, &key, &ch, None).await;
+    assert_eq!(
+        (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
+        (Some(1), Some(false)),
+        "the third day's"
+    );
+
+    // Another tenant's channel is unknown; malformed input is refused; inactive is refused.
+    assert_eq!(bulk(&t, &other, &ch, None).await.status, 404);
+    let a = t
+        .raw(
+            "POST",
+            format!("{}/api/v1/channels/{ch}/deliveries/retry", t.stack.api_url),
+            Some(&key),
+            Some("{oops".into()),
+        )
+        .await;
+    assert_eq!(a.status, 400);
+    let a = bulk(&t, &key, &ch, Some(json!({"from": "01/02/2026"}))).await;
+    assert_eq!(a.status, 422);
+    t.api(
+        "PATCH",
+        &format!("/api/v1/channels/{ch}"),
+        &key,
+        Some(json!({"active": false})),
+    )
+    .await;
+    let a = bulk(&t, &key, &ch, None).await;
+    assert_eq!(
+        (a.status, a.body["error"]["message"].as_str()),
+        (400, Some("Channel is inactive"))
+    );
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {
@@ -323,92 +405,6 @@ mod emulator {
                 .await
                 .status,
             404
-        );
-        t.stop().await;
-    }
-
-    #[tokio::test]
-    async fn filters_refusals_and_isolation() {
-        let t = TestStack::with(|o| {
-            o.backend = Backend::Emulator;
-            o.run_functions = false;
-        })
-        .await;
-        let (tenant, key) = t.tenant("default").await;
-        let (_, other) = t.tenant("default").await;
-        let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
-        let ch = ch["id"].as_str().unwrap().to_owned();
-        let day1 = seed(&t, &tenant, &ch, 2, Some("2026-01-01T10:00:00.000000Z")).await;
-        seed(&t, &tenant, &ch, 3, Some("2026-01-02T10:00:00.000000Z")).await;
-        seed(&t, &tenant, &ch, 1, Some("2026-01-03T10:00:00.000000Z")).await;
-
-        let a = bulk(
-            &t,
-            &key,
-            &ch,
-            Some(json!({"from": "2026-01-02", "to": "2026-01-02"})),
-        )
-        .await;
-        assert_eq!(a.body["retried"], 3, "{:?}", a.body);
-        // The activity filter reads the activity's deliveries by key: store the activity the
-        // seeded row belongs to.
-        let activity = Activity {
-            id: day1[0].activity_id.clone(),
-            tenant_id: TenantId::parse(&tenant).unwrap(),
-            conversation_id: "seed".into(),
-            seq: 1,
-            payload: json!({}),
-            channel_ids: vec![ChannelId::parse(&ch).unwrap()],
-            created_at: day1[0].created_at.clone(),
-            expires_at: None,
-        };
-        t.stack
-            .pipeline
-            .store
-            .create_activity(&activity, &[])
-            .await
-            .unwrap();
-        let a = bulk(
-            &t,
-            &key,
-            &ch,
-            Some(json!({"activity_id": day1[0].activity_id})),
-        )
-        .await;
-        assert_eq!(a.body["retried"], 1);
-        let a = bulk(&t, &key, &ch, Some(json!({"to": "2026-01-01"}))).await;
-        assert_eq!(a.body["retried"], 1, "the other delivery of the first day");
-        let a = bulk(&t, &key, &ch, None).await;
-        assert_eq!(
-            (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
-            (Some(1), Some(false)),
-            "the third day's"
-        );
-
-        // Another tenant's channel is unknown; malformed input is refused; inactive is refused.
-        assert_eq!(bulk(&t, &other, &ch, None).await.status, 404);
-        let a = t
-            .raw(
-                "POST",
-                format!("{}/api/v1/channels/{ch}/deliveries/retry", t.stack.api_url),
-                Some(&key),
-                Some("{oops".into()),
-            )
-            .await;
-        assert_eq!(a.status, 400);
-        let a = bulk(&t, &key, &ch, Some(json!({"from": "01/02/2026"}))).await;
-        assert_eq!(a.status, 422);
-        t.api(
-            "PATCH",
-            &format!("/api/v1/channels/{ch}"),
-            &key,
-            Some(json!({"active": false})),
-        )
-        .await;
-        let a = bulk(&t, &key, &ch, None).await;
-        assert_eq!(
-            (a.status, a.body["error"]["message"].as_str()),
-            (400, Some("Channel is inactive"))
         );
         t.stop().await;
     }
