@@ -9,11 +9,11 @@ pub mod receipts;
 pub mod views;
 pub mod web;
 
+use converger_core::cache::TtlCache;
 use converger_pipeline::Pipeline;
 use converger_ports::Tenant;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// How long a resolved API key is trusted before the store is asked again.
 const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
@@ -25,12 +25,11 @@ pub struct AppState {
     pub admin_token: Option<Arc<str>>,
     /// The web pages' settings.
     pub web: Arc<web::WebConfig>,
-    keys: Arc<Mutex<HashMap<String, (Instant, Tenant)>>>,
-    tenant_list: Arc<Mutex<Option<CachedTenants>>>,
+    /// Resolved API keys (by hash), for [`KEY_CACHE_TTL`].
+    keys: Arc<TtlCache<String, Tenant>>,
+    /// Every tenant, for [`TENANT_LIST_TTL`].
+    tenant_list: Arc<TtlCache<(), Arc<Vec<Tenant>>>>,
 }
-
-/// The tenant list and when it was read.
-type CachedTenants = (Instant, Arc<Vec<Tenant>>);
 
 /// How long the web pages reuse the list of tenants (their selectors, an operator's lists over
 /// every tenant, the dashboard, each step of an export) before scanning for it again.
@@ -44,31 +43,24 @@ impl AppState {
             // Only the admin function serves the pages; it reads their settings from the
             // environment with `with_web(WebConfig::from_env())`.
             web: Arc::new(web::WebConfig::local()),
-            keys: Arc::new(Mutex::new(HashMap::new())),
-            tenant_list: Arc::new(Mutex::new(None)),
+            keys: Arc::new(TtlCache::new(KEY_CACHE_TTL)),
+            tenant_list: Arc::new(TtlCache::new(TENANT_LIST_TTL)),
         }
     }
 
     /// Every tenant, read at most once per [`TENANT_LIST_TTL`] by this instance.
     pub async fn tenants(&self) -> converger_ports::StoreResult<Arc<Vec<Tenant>>> {
-        if let Ok(cached) = self.tenant_list.lock()
-            && let Some((at, list)) = cached.as_ref()
-            && at.elapsed() < TENANT_LIST_TTL
-        {
-            return Ok(list.clone());
+        if let Some(list) = self.tenant_list.get(&()) {
+            return Ok(list);
         }
         let list = Arc::new(self.pipeline.store.list_tenants().await?);
-        if let Ok(mut cached) = self.tenant_list.lock() {
-            *cached = Some((Instant::now(), list.clone()));
-        }
+        self.tenant_list.insert((), list.clone());
         Ok(list)
     }
 
     /// Forgets the cached tenant list (after this instance created or changed a tenant).
     pub fn forget_tenants(&self) {
-        if let Ok(mut cached) = self.tenant_list.lock() {
-            *cached = None;
-        }
+        self.tenant_list.clear();
     }
 
     /// With other web page settings.
@@ -78,17 +70,10 @@ impl AppState {
     }
 
     fn cached_tenant(&self, hash: &str) -> Option<Tenant> {
-        let cache = self.keys.lock().ok()?;
-        let (at, t) = cache.get(hash)?;
-        (at.elapsed() < KEY_CACHE_TTL).then(|| t.clone())
+        self.keys.get(&hash.to_owned())
     }
 
     fn cache_tenant(&self, hash: String, t: Tenant) {
-        if let Ok(mut cache) = self.keys.lock() {
-            if cache.len() > 10_000 {
-                cache.clear();
-            }
-            cache.insert(hash, (Instant::now(), t));
-        }
+        self.keys.insert(hash, t);
     }
 }
