@@ -62,60 +62,16 @@ impl Pipeline {
     }
 
     /// Ingest; `internal` (a bot's reply) may target no channel at all: the activity is then
-    /// only stored in its conversation.
+    /// only stored in its conversation. Validate -> resolve the targets -> admit each
+    /// delivery (flow control) -> write the rows, then enqueue the live ones.
     pub(crate) async fn ingest_with(
         &self,
         tenant: &Tenant,
         new: NewActivity,
         internal: bool,
     ) -> Result<Ingested, IngestError> {
-        if new.conversation_id.trim().is_empty() || new.conversation_id.len() > 256 {
-            return Err(IngestError::Invalid(
-                "conversation_id must be 1 to 256 characters".into(),
-            ));
-        }
-        let mut targets: Vec<ChannelId> = Vec::with_capacity(new.channel_ids.len());
-        for c in new.channel_ids {
-            if !targets.contains(&c) {
-                targets.push(c);
-            }
-        }
-        if (targets.is_empty() && !internal) || targets.len() > MAX_TARGETS {
-            return Err(IngestError::Invalid(format!(
-                "channel_ids must name 1 to {MAX_TARGETS} channels"
-            )));
-        }
-        let size = serde_json::to_vec(&new.payload)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        if size > MAX_PAYLOAD_BYTES {
-            return Err(IngestError::Invalid(format!(
-                "payload is {size} bytes; at most {MAX_PAYLOAD_BYTES}"
-            )));
-        }
-
-        let scope = converger_ports::Scope::Tenant(&tenant.id);
-        let channels =
-            futures::future::try_join_all(targets.iter().map(|id| self.channel_in(scope, id)))
-                .await?;
-        let mut resolved = Vec::with_capacity(channels.len());
-        for (id, ch) in targets.iter().zip(channels) {
-            // Another tenant's channel is reported exactly like a missing one.
-            let Some(ch) = ch else {
-                return Err(IngestError::UnknownChannel(id.clone()));
-            };
-            if !ch.active {
-                return Err(IngestError::InactiveChannel(id.clone()));
-            }
-            if self.adapters.get(ch.kind).is_none() {
-                return Err(IngestError::UnsupportedChannel(
-                    id.clone(),
-                    ch.kind.to_string(),
-                ));
-            }
-            resolved.push(ch);
-        }
-
+        let targets = validate(&new, internal)?;
+        let resolved = self.resolve_targets(tenant, &targets).await?;
         let seq = match new.seq {
             Some(s) => s,
             None => {
@@ -154,26 +110,11 @@ impl Pipeline {
         .await?;
         let (deliveries, admissions): (Vec<Delivery>, Vec<Admission>) =
             admitted.into_iter().unzip();
-
-        let carried = activity.if_inline();
-        let msgs: Vec<DeliveryMessage> = deliveries
-            .iter()
-            .zip(&admissions)
-            .filter(|(_, a)| **a == Admission::Live)
-            .map(|(d, _)| DeliveryMessage::new(d.id.clone(), d.tier, carried))
-            .collect();
-        // The rows first, then their messages: a message always finds its row. A crash
-        // between the write and the send leaves pending rows that the sweeper enqueues; an
-        // error here is reported so the producer can retry.
-        if fresh {
-            self.store
-                .create_fresh_activity(&activity, &deliveries)
-                .await?;
-        } else if self.store.create_activity(&activity, &deliveries).await? == Created::Duplicate {
+        if !self
+            .record(&activity, &deliveries, &admissions, fresh)
+            .await?
+        {
             return self.existing(tenant, activity).await;
-        }
-        if !msgs.is_empty() {
-            self.queue.send_many(&msgs).await?;
         }
         self.count_created(&deliveries, now_ms).await;
         for (ch, a) in resolved.iter().zip(&admissions) {
@@ -189,6 +130,69 @@ impl Pipeline {
             deliveries,
             created: true,
         })
+    }
+
+    /// The target channels, read through the tenant's scope: another tenant's channel is
+    /// reported exactly like a missing one; inactive ones and types without an adapter are
+    /// refused.
+    async fn resolve_targets(
+        &self,
+        tenant: &Tenant,
+        targets: &[ChannelId],
+    ) -> Result<Vec<std::sync::Arc<converger_ports::Channel>>, IngestError> {
+        let scope = converger_ports::Scope::Tenant(&tenant.id);
+        let channels =
+            futures::future::try_join_all(targets.iter().map(|id| self.channel_in(scope, id)))
+                .await?;
+        let mut resolved = Vec::with_capacity(channels.len());
+        for (id, ch) in targets.iter().zip(channels) {
+            let Some(ch) = ch else {
+                return Err(IngestError::UnknownChannel(id.clone()));
+            };
+            if !ch.active {
+                return Err(IngestError::InactiveChannel(id.clone()));
+            }
+            if self.adapters.get(ch.kind).is_none() {
+                return Err(IngestError::UnsupportedChannel(
+                    id.clone(),
+                    ch.kind.to_string(),
+                ));
+            }
+            resolved.push(ch);
+        }
+        Ok(resolved)
+    }
+
+    /// Writes the activity with its deliveries, then enqueues the live ones; `false` when a
+    /// producer-chosen id was ingested before (nothing written). The rows go first, so a
+    /// message always finds its row: a crash between the write and the send leaves pending
+    /// rows that the sweeper enqueues, and an error here is reported so the producer can
+    /// retry.
+    async fn record(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+        admissions: &[Admission],
+        fresh: bool,
+    ) -> Result<bool, IngestError> {
+        if fresh {
+            self.store
+                .create_fresh_activity(activity, deliveries)
+                .await?;
+        } else if self.store.create_activity(activity, deliveries).await? == Created::Duplicate {
+            return Ok(false);
+        }
+        let carried = activity.if_inline();
+        let msgs: Vec<DeliveryMessage> = deliveries
+            .iter()
+            .zip(admissions)
+            .filter(|(_, a)| **a == Admission::Live)
+            .map(|(d, _)| DeliveryMessage::new(d.id.clone(), d.tier, carried))
+            .collect();
+        if !msgs.is_empty() {
+            self.queue.send_many(&msgs).await?;
+        }
+        Ok(true)
     }
 
     /// The activity was ingested before: answer with what was stored, and make sure its
@@ -230,4 +234,35 @@ impl Pipeline {
             created: false,
         })
     }
+}
+
+/// The request's own checks: a conversation id of 1 to 256 characters, 1 to
+/// [`MAX_TARGETS`] distinct channels (none for an internal activity), a payload of at most
+/// [`MAX_PAYLOAD_BYTES`]. Returns the targets without duplicates, in the order given.
+fn validate(new: &NewActivity, internal: bool) -> Result<Vec<ChannelId>, IngestError> {
+    if new.conversation_id.trim().is_empty() || new.conversation_id.len() > 256 {
+        return Err(IngestError::Invalid(
+            "conversation_id must be 1 to 256 characters".into(),
+        ));
+    }
+    let mut targets: Vec<ChannelId> = Vec::with_capacity(new.channel_ids.len());
+    for c in &new.channel_ids {
+        if !targets.contains(c) {
+            targets.push(c.clone());
+        }
+    }
+    if (targets.is_empty() && !internal) || targets.len() > MAX_TARGETS {
+        return Err(IngestError::Invalid(format!(
+            "channel_ids must name 1 to {MAX_TARGETS} channels"
+        )));
+    }
+    let size = serde_json::to_vec(&new.payload)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
+    if size > MAX_PAYLOAD_BYTES {
+        return Err(IngestError::Invalid(format!(
+            "payload is {size} bytes; at most {MAX_PAYLOAD_BYTES}"
+        )));
+    }
+    Ok(targets)
 }
