@@ -184,90 +184,93 @@ async fn a_replay_after_the_receiver_is_fixed_is_sent() {
     t.stop().await;
 }
 
+/// In process: the emulator's transactions are not isolated from concurrent writes (a
+/// losing transaction restores the table as it found it, undoing an attempt that ran
+/// meanwhile), and DynamoDB's are; the store suite holds `replay_many` to one winner on both.
+#[tokio::test]
+async fn fifty_concurrent_replays_replay_once() {
+    let t = TestStack::start().await;
+    let rx = Receiver::start(
+        vec![Reply::status(400).body("bad recipient")],
+        Reply::status(200),
+    )
+    .await
+    .unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let id = send(&t, &key, &[ch["id"].as_str().unwrap()])
+        .await
+        .remove(0);
+    let before = t.delivery(&key, &id).await;
+    assert_eq!(before["status"], "failed");
+
+    let path = format!("/api/v1/deliveries/{id}/retry");
+    let calls = (0..50).map(|_| t.api("POST", &path, &key, None));
+    let answers = futures::future::join_all(calls).await;
+    let ok: Vec<_> = answers.iter().filter(|a| a.status == 200).collect();
+    assert_eq!(ok.len(), 1, "exactly one replay wins");
+    assert!(
+        answers.iter().all(|a| a.status == 200 || a.status == 409),
+        "{:?}",
+        answers.iter().map(|a| a.status).collect::<Vec<_>>()
+    );
+    let won = &ok[0].body;
+    assert_eq!(won["status"], "pending");
+    assert_eq!(won["attempts"], 0, "attempts reset");
+    assert_eq!(won["retry_count"], 1);
+    assert!(
+        won["retried_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("tenant_api:key_")
+    );
+    assert!(won["retried_at"].is_string());
+    assert!(
+        won["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("bad recipient"),
+        "last_error stays until the next attempt"
+    );
+
+    let after = t
+        .wait_delivery(&key, &id, Duration::from_secs(15), |d| {
+            d["status"] == "sent"
+        })
+        .await;
+    assert_eq!(after["status"], "sent", "{after}");
+    assert_eq!(after["attempts"], 1);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(
+        rx.requests().len(),
+        2,
+        "one request for the first attempt, one for the replay"
+    );
+
+    let audit = t.api("GET", "/api/v1/audit", &key, None).await;
+    let entries = audit.body["data"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{:?}", audit.body);
+    let e = &entries[0];
+    assert_eq!(e["action"], "retry");
+    assert_eq!(e["resource_type"], "delivery");
+    assert_eq!(e["resource_id"], id.as_str());
+    assert_eq!(e["actor"]["type"], "tenant_api");
+    assert_eq!(e["changes"]["previous_status"], "failed");
+    assert_eq!(e["changes"]["previous_attempts"], 1);
+    assert_eq!(e["changes"]["retry_count"], 1);
+    assert!(
+        e["changes"]["previous_last_error"]
+            .as_str()
+            .unwrap()
+            .contains("400")
+    );
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {
     use super::*;
-
-    #[tokio::test]
-    async fn fifty_concurrent_replays_replay_once() {
-        let t = TestStack::on_emulator().await;
-        let rx = Receiver::start(
-            vec![Reply::status(400).body("bad recipient")],
-            Reply::status(200),
-        )
-        .await
-        .unwrap();
-        let (_, key) = t.tenant("default").await;
-        let ch = t.webhook(&key, &rx.url, json!({})).await;
-        let id = send(&t, &key, &[ch["id"].as_str().unwrap()])
-            .await
-            .remove(0);
-        let before = t.delivery(&key, &id).await;
-        assert_eq!(before["status"], "failed");
-
-        let path = format!("/api/v1/deliveries/{id}/retry");
-        let calls = (0..50).map(|_| t.api("POST", &path, &key, None));
-        let answers = futures::future::join_all(calls).await;
-        let ok: Vec<_> = answers.iter().filter(|a| a.status == 200).collect();
-        assert_eq!(ok.len(), 1, "exactly one replay wins");
-        assert!(
-            answers.iter().all(|a| a.status == 200 || a.status == 409),
-            "{:?}",
-            answers.iter().map(|a| a.status).collect::<Vec<_>>()
-        );
-        let won = &ok[0].body;
-        assert_eq!(won["status"], "pending");
-        assert_eq!(won["attempts"], 0, "attempts reset");
-        assert_eq!(won["retry_count"], 1);
-        assert!(
-            won["retried_by"]
-                .as_str()
-                .unwrap()
-                .starts_with("tenant_api:key_")
-        );
-        assert!(won["retried_at"].is_string());
-        assert!(
-            won["last_error"]
-                .as_str()
-                .unwrap()
-                .contains("bad recipient"),
-            "last_error stays until the next attempt"
-        );
-
-        let after = t
-            .wait_delivery(&key, &id, Duration::from_secs(15), |d| {
-                d["status"] == "sent"
-            })
-            .await;
-        assert_eq!(after["status"], "sent", "{after}");
-        assert_eq!(after["attempts"], 1);
-        tokio::time::sleep(Duration::from_millis(800)).await;
-        assert_eq!(
-            rx.requests().len(),
-            2,
-            "one request for the first attempt, one for the replay"
-        );
-
-        let audit = t.api("GET", "/api/v1/audit", &key, None).await;
-        let entries = audit.body["data"].as_array().unwrap();
-        assert_eq!(entries.len(), 1, "{:?}", audit.body);
-        let e = &entries[0];
-        assert_eq!(e["action"], "retry");
-        assert_eq!(e["resource_type"], "delivery");
-        assert_eq!(e["resource_id"], id.as_str());
-        assert_eq!(e["actor"]["type"], "tenant_api");
-        assert_eq!(e["changes"]["previous_status"], "failed");
-        assert_eq!(e["changes"]["previous_attempts"], 1);
-        assert_eq!(e["changes"]["retry_count"], 1);
-        assert!(
-            e["changes"]["previous_last_error"]
-                .as_str()
-                .unwrap()
-                .contains("400")
-        );
-        t.stop().await;
-    }
 
     #[tokio::test]
     async fn listing_filters_and_pages_every_row_exactly_once() {

@@ -84,8 +84,8 @@ impl Pipeline {
         match admission {
             Admission::Live => Ok(()),
             Admission::Parked => {
-                self.ensure_mark(&channel.id, Mark::Parked).await?;
-                Ok(())
+                let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
+                self.ensure_probe(channel, &f).await
             }
             Admission::Backlog => {
                 let (f, fresh) = self.ensure_mark(&channel.id, Mark::Backlog).await?;

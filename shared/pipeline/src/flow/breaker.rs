@@ -165,6 +165,35 @@ impl Pipeline {
         Ok(true)
     }
 
+    /// A delivery was just parked behind an open breaker: make sure a probe is coming. The
+    /// probe loop stops when nothing waits, so the first delivery parked after that starts it
+    /// again (at the end of the cooldown) instead of waiting for the sweeper.
+    pub(super) async fn ensure_probe(
+        &self,
+        channel: &Channel,
+        flow: &converger_ports::Flow,
+    ) -> Result<(), AttemptError> {
+        if flow.circuit_state != CircuitState::Open || flow.probe_due.is_some() {
+            return Ok(());
+        }
+        let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+        let now = time::now_ms();
+        let left = converger_core::flow::cooldown_left_ms(
+            flow.circuit_changed_at,
+            breaker.cooldown_ms,
+            now,
+        );
+        let delay_s = u32::try_from((left + 999) / 1000).unwrap_or(900);
+        self.send_flow_job(&channel.id, FlowJobKind::Probe, delay_s)
+            .await?;
+        let f = self
+            .store
+            .mark(&channel.id, Mark::ProbeDue, Some(now + left), None)
+            .await?;
+        self.remember_flow(&f);
+        Ok(())
+    }
+
     pub(super) async fn schedule_probe(
         &self,
         channel: &converger_core::ChannelId,

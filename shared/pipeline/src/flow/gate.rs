@@ -7,9 +7,7 @@ use crate::outcome::{AttemptError, Report};
 use converger_core::flow::{Gate, gate};
 use converger_core::{CircuitState, RateLimit, time};
 use converger_ports::Flow;
-use converger_ports::{
-    Channel, Delivery, DeliveryMessage, Mark, Settle, SlotTake, StoreResult, Transition,
-};
+use converger_ports::{Channel, Delivery, DeliveryMessage, Mark, Settle, SlotTake, Transition};
 
 impl Pipeline {
     /// The gate before an attempt, with the lease held: park, probe, window, rate limit.
@@ -116,9 +114,14 @@ impl Pipeline {
     }
 
     /// After a delivery was parked: its slot back, the parked mark set.
-    pub(crate) async fn park_marks(&self, channel: &Channel, d: &Delivery) -> StoreResult<()> {
+    pub(crate) async fn park_marks(
+        &self,
+        channel: &Channel,
+        d: &Delivery,
+    ) -> Result<(), AttemptError> {
         let now = time::now_ms();
         let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
+        self.ensure_probe(channel, &f).await?;
         // A parked delivery holds no slot (the view may be a cached one: the row says too).
         if d.slot || f.holds(&d.id) {
             let f = self
