@@ -424,6 +424,13 @@ mod emulator {
         for id in failed.iter().skip(1).chain(sent.iter()) {
             assert!(unique.contains(id), "{id} listed");
         }
+        // The retry made midway is in the tenant's audit log.
+        let audit = t.api("GET", "/api/v1/audit", &key, None).await;
+        assert_eq!(audit.status, 200, "{:?}", audit.body);
+        let entries = audit.body["data"].as_array().unwrap();
+        assert_eq!(entries.len(), 1, "{:?}", audit.body);
+        assert_eq!(entries[0]["action"], "retry");
+        assert_eq!(entries[0]["resource_id"], failed[0].as_str());
         t.stop().await;
     }
 }
