@@ -183,26 +183,34 @@ impl Pipeline {
             breaker.cooldown_ms,
             now,
         );
-        let delay_s = u32::try_from((left + 999) / 1000).unwrap_or(900);
-        self.send_flow_job(&channel.id, FlowJobKind::Probe, delay_s)
-            .await?;
-        let f = self
-            .store
-            .mark(&channel.id, Mark::ProbeDue, Some(now + left), None)
-            .await?;
-        self.remember_flow(&f);
-        Ok(())
+        self.probe_in(&channel.id, left).await
     }
 
+    /// A probe one cooldown from now (the breaker just opened, or a probe failed).
     pub(super) async fn schedule_probe(
         &self,
         channel: &converger_core::ChannelId,
         breaker: &BreakerConfig,
     ) -> Result<(), AttemptError> {
-        let delay_s = u32::try_from(breaker.cooldown_ms.div_ceil(1000)).unwrap_or(900);
-        let due = time::now_ms() + i64::try_from(breaker.cooldown_ms).unwrap_or(0);
+        self.probe_in(
+            channel,
+            i64::try_from(breaker.cooldown_ms).unwrap_or(i64::MAX),
+        )
+        .await
+    }
+
+    /// Sends a probe job due in `delay_ms` and marks the probe due, so that no other is sent
+    /// meanwhile (the sweeper sends one again when a due mark goes stale).
+    async fn probe_in(
+        &self,
+        channel: &converger_core::ChannelId,
+        delay_ms: i64,
+    ) -> Result<(), AttemptError> {
+        let delay_ms = delay_ms.max(0);
+        let delay_s = u32::try_from((delay_ms + 999) / 1000).unwrap_or(900);
         self.send_flow_job(channel, FlowJobKind::Probe, delay_s)
             .await?;
+        let due = time::now_ms().saturating_add(delay_ms);
         let f = self
             .store
             .mark(channel, Mark::ProbeDue, Some(due), None)

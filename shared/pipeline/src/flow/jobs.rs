@@ -4,7 +4,7 @@
 use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::flow::cooldown_left_ms;
-use converger_core::{BreakerConfig, CircuitState, Tier, time};
+use converger_core::{BreakerConfig, CircuitState, time};
 use converger_ports::Flow;
 use converger_ports::{
     Channel, Delivery, DeliveryMessage, FlowJob, FlowJobKind, Mark, Placement, Transition,
@@ -97,12 +97,7 @@ impl Pipeline {
         channel: &Channel,
         flow: &Flow,
     ) -> Result<usize, AttemptError> {
-        let tenant_tier = self
-            .store
-            .get_tenant(&channel.tenant_id)
-            .await?
-            .map(|t| t.tier)
-            .unwrap_or(Tier::Default);
+        let tenant_tier = self.tenant_tier(channel).await?;
         let windowed = self.limits(channel, tenant_tier).cap.is_some();
         let to = if windowed {
             Placement::Backlog

@@ -135,6 +135,15 @@ impl Pipeline {
         Ok((f, true))
     }
 
+    /// The tier of the channel's tenant (its deliveries' limits depend on it).
+    pub(crate) async fn tenant_tier(&self, channel: &Channel) -> StoreResult<Tier> {
+        Ok(self
+            .store
+            .get_tenant(&channel.tenant_id)
+            .await?
+            .map_or(Tier::Default, |t| t.tier))
+    }
+
     /// Keeps the flow item a write returned, so the next decision sees it.
     pub(crate) fn remember_flow(&self, f: &Flow) {
         self.flow.flows.insert(f.channel_id.clone(), f.clone());

@@ -5,7 +5,7 @@ use super::*;
 use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::query::Actor;
-use converger_core::{CircuitState, Tier, time};
+use converger_core::{CircuitState, time};
 use converger_ports::Flow;
 use converger_ports::{AuditEntry, Channel, FlowJobKind, StoreResult, Transition};
 use serde_json::json;
@@ -84,12 +84,7 @@ impl Pipeline {
             Some(f) => f,
             None => self.store.get_flow(&channel.id).await?,
         };
-        let tier = self
-            .store
-            .get_tenant(&channel.tenant_id)
-            .await?
-            .map(|t| t.tier)
-            .unwrap_or(Tier::Default);
+        let tier = self.tenant_tier(channel).await?;
         let limits = self.limits(channel, tier);
         let (parked, backlog) = self.store.waiting_counts(&channel.id).await?;
         Ok(DeliveryState {

@@ -3,7 +3,7 @@
 
 use crate::Pipeline;
 use crate::outcome::AttemptError;
-use converger_core::{BreakerConfig, CircuitState, Tier, time};
+use converger_core::{BreakerConfig, CircuitState, time};
 use converger_ports::Flow;
 use converger_ports::{FlowJobKind, Mark};
 
@@ -81,12 +81,7 @@ impl Pipeline {
                     released = self.release(&channel, &f).await?;
                 }
                 if f.backlog_at.is_some() || freed > 0 {
-                    let tier = self
-                        .store
-                        .get_tenant(&channel.tenant_id)
-                        .await?
-                        .map(|t| t.tier)
-                        .unwrap_or(Tier::Default);
+                    let tier = self.tenant_tier(&channel).await?;
                     let current = self.store.get_flow(&channel.id).await?;
                     fed = self.feed(&channel, tier, current).await?;
                 }
