@@ -168,14 +168,16 @@ impl Emulator {
     pub async fn start() -> Result<Self, String> {
         ensure_venv().await?;
         let port = free_port()?;
-        let child = Command::new(venv_bin("moto_server"))
+        // moto's server with DynamoDB's isolation (see `infra/local/emulator.py`).
+        let child = Command::new(venv_bin("python"))
+            .arg(root().join("infra/local/emulator.py"))
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("moto_server: {e}"))?;
+            .map_err(|e| format!("emulator: {e}"))?;
         let endpoint = format!("http://127.0.0.1:{port}");
         let mut em = Self { endpoint, child };
         let start = Instant::now();
@@ -187,10 +189,10 @@ impl Emulator {
                 return Ok(em);
             }
             if let Ok(Some(status)) = em.child.try_wait() {
-                return Err(format!("moto_server exited: {status}"));
+                return Err(format!("the emulator exited: {status}"));
             }
             if start.elapsed() > Duration::from_secs(60) {
-                return Err("moto_server did not start within 60 s".into());
+                return Err("the emulator did not start within 60 s".into());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -48,6 +48,21 @@ fn string<'a>(config: &'a Map<String, Value>, key: &str) -> Result<Option<&'a st
     }
 }
 
+/// A shared secret a provider's callbacks must carry (`verify_token`, `receipt_token`): at
+/// least as long as a websocket channel's token, so that it cannot be guessed.
+fn callback_token<'a>(
+    config: &'a Map<String, Value>,
+    key: &str,
+) -> Result<Option<&'a str>, String> {
+    let min = crate::websocket::MIN_TOKEN_CHARS;
+    match string(config, key)? {
+        Some(t) if t.chars().count() < min => {
+            Err(format!("`{key}` must be at least {min} characters"))
+        }
+        t => Ok(t),
+    }
+}
+
 fn required<'a>(config: &'a Map<String, Value>, key: &str, kind: &str) -> Result<&'a str, String> {
     string(config, key)?.ok_or_else(|| format!("{kind} config needs `{key}`"))
 }
@@ -129,7 +144,7 @@ fn meta_config(config: &Map<String, Value>) -> Result<MetaConfig<'_>, String> {
         ));
     }
     string(config, "app_secret")?;
-    string(config, "verify_token")?;
+    callback_token(config, "verify_token")?;
     let base = base_url(string(config, "base_url")?.unwrap_or(META_BASE_URL))?;
     Ok(MetaConfig {
         url: join(&base, &[version, phone, "messages"])?,
@@ -246,7 +261,7 @@ fn infobip_config(config: &Map<String, Value>) -> Result<InfobipConfig<'_>, Stri
     if let Some(u) = notify_url {
         base_url(u).map_err(|e| e.replace("base_url", "notify_url"))?;
     }
-    string(config, "receipt_token")?;
+    callback_token(config, "receipt_token")?;
     Ok(InfobipConfig {
         url: join(&base, &["whatsapp", "1", "message", "text"])?,
         api_key: required(config, "api_key", KIND)?,
@@ -351,6 +366,29 @@ impl Adapter for InfobipAdapter {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn callback_tokens_are_at_least_sixteen_characters() {
+        let meta = |t: &str| {
+            let c = json!({"phone_number_id": "123", "access_token": "x", "verify_token": t});
+            meta_config(c.as_object().unwrap_or(&Map::new())).map(|_| ())
+        };
+        assert!(meta("0123456789abcdef").is_ok());
+        assert_eq!(
+            meta("x"),
+            Err("`verify_token` must be at least 16 characters".to_owned())
+        );
+        let infobip = |t: &str| {
+            let c = json!({"base_url": "https://api.infobip.com", "api_key": "k",
+                           "sender": "+15551234567", "receipt_token": t});
+            infobip_config(c.as_object().unwrap_or(&Map::new())).map(|_| ())
+        };
+        assert!(infobip("0123456789abcdef").is_ok());
+        assert_eq!(
+            infobip("short"),
+            Err("`receipt_token` must be at least 16 characters".to_owned())
+        );
+    }
 
     fn cfg(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()

@@ -50,10 +50,15 @@ impl FromStr for ChannelType {
     }
 }
 
-/// The rule for names of tenants and channels: 1 to 200 characters, not blank.
+/// The rule for names of tenants and channels: 1 to 200 characters, not blank, and no
+/// control characters (NUL, escape sequences that would rewrite an operator's terminal, line
+/// breaks that would split a log line or a CSV row).
 pub fn check_name(name: &str) -> Result<(), String> {
-    if name.trim().is_empty() || name.len() > 200 {
+    if name.trim().is_empty() || name.chars().count() > 200 {
         return Err("name must be 1 to 200 characters".into());
+    }
+    if name.chars().any(char::is_control) {
+        return Err("name must not contain control characters".into());
     }
     Ok(())
 }
@@ -106,5 +111,34 @@ impl FromStr for Tier {
             .into_iter()
             .find(|t| t.as_str() == s)
             .ok_or_else(|| format!("unknown tier `{s}` (high, default, bulk)"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_one_to_two_hundred_printable_characters() {
+        assert!(check_name("Orders webhook").is_ok());
+        assert!(
+            check_name(&"é".repeat(200)).is_ok(),
+            "characters, not bytes"
+        );
+        assert!(check_name(&"é".repeat(201)).is_err());
+        assert!(check_name("   ").is_err());
+        for bad in [
+            "a\u{0}b",
+            "x\u{1b}[2J",
+            "two\nlines",
+            "tab\there",
+            "del\u{7f}",
+        ] {
+            assert_eq!(
+                check_name(bad),
+                Err("name must not contain control characters".to_owned()),
+                "{bad:?}"
+            );
+        }
     }
 }

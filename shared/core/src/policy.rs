@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
 
-/// The keys a policy layer may contain: the reference's five, plus two extensions
-/// (`schedule`, `jitter`).
-pub const KEYS: [&str; 7] = [
+/// The keys a policy layer may contain: the reference's five, plus three extensions
+/// (`schedule`, `jitter`, `retry_after_max_ms`).
+pub const KEYS: [&str; 8] = [
     "max_attempts",
     "backoff",
     "base_ms",
@@ -21,7 +21,17 @@ pub const KEYS: [&str; 7] = [
     "timeout_ms",
     "schedule",
     "jitter",
+    "retry_after_max_ms",
 ];
+
+/// The longest wait a provider's `Retry-After` may ask for by default: 24 hours. The
+/// reference honours any value; a receiver answering `Retry-After: 315360000` would park a
+/// delivery for ten years, so the wait is capped (`retry_after_max_ms` changes the cap).
+pub const RETRY_AFTER_MAX_MS: u64 = 86_400_000;
+
+fn default_retry_after_max_ms() -> u64 {
+    RETRY_AFTER_MAX_MS
+}
 
 /// Longest explicit schedule.
 pub const MAX_SCHEDULE_LEN: usize = 100;
@@ -63,6 +73,9 @@ pub struct RetryPolicy {
     /// Extension: random spread of each policy delay, as a fraction (0.1 = +-10%).
     #[serde(default)]
     pub jitter: f64,
+    /// Extension: cap on a provider's Retry-After ([`RETRY_AFTER_MAX_MS`] by default).
+    #[serde(default = "default_retry_after_max_ms")]
+    pub retry_after_max_ms: u64,
 }
 
 impl Default for RetryPolicy {
@@ -75,6 +88,7 @@ impl Default for RetryPolicy {
             timeout_ms: 15_000,
             schedule: None,
             jitter: 0.0,
+            retry_after_max_ms: RETRY_AFTER_MAX_MS,
         }
     }
 }
@@ -115,7 +129,7 @@ fn check(key: &str, value: &Value) -> Result<(), String> {
             Some(n) if n <= u64::from(u32::MAX) => Ok(()),
             _ => Err("must be a positive integer".into()),
         },
-        "base_ms" | "max_ms" | "timeout_ms" => match positive_int(value) {
+        "base_ms" | "max_ms" | "timeout_ms" | "retry_after_max_ms" => match positive_int(value) {
             Some(_) => Ok(()),
             None => Err("must be a positive integer".into()),
         },
@@ -172,6 +186,7 @@ impl RetryPolicy {
                 ("base_ms", Some(n), _) => self.base_ms = n,
                 ("max_ms", Some(n), _) => self.max_ms = n,
                 ("timeout_ms", Some(n), _) => self.timeout_ms = n,
+                ("retry_after_max_ms", Some(n), _) => self.retry_after_max_ms = n,
                 ("backoff", _, Some(s)) => {
                     if let Some(b) = Backoff::parse(s) {
                         self.backoff = b;
@@ -248,12 +263,16 @@ impl RetryPolicy {
     }
 
     /// The delay before the next attempt after attempt `n` failed with `err`: the provider's
-    /// Retry-After when it gave one (not capped by `max_ms`, not jittered), else the policy's
-    /// backoff with its jitter (`u` in [0, 1)).
+    /// Retry-After when it gave one (capped by `retry_after_max_ms`, not by `max_ms`, not
+    /// jittered), else the policy's backoff with its jitter (`u` in [0, 1)).
     pub fn retry_delay_ms(&self, n: u32, err: &DeliveryError, u: f64) -> u64 {
         match err.retry_after_ms {
             // Whole seconds, rounded up so a retry never comes before the provider asked.
-            Some(ms) => ms.div_ceil(1000).max(1) * 1000,
+            Some(ms) => ms
+                .min(self.retry_after_max_ms)
+                .div_ceil(1000)
+                .max(1)
+                .saturating_mul(1000),
             None => self.jittered_backoff_ms(n, u),
         }
     }
@@ -344,14 +363,33 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_overrides_and_is_not_capped() {
+    fn retry_after_overrides_and_is_capped_by_its_own_maximum() {
         let p = RetryPolicy {
             max_ms: 60_000,
             ..Default::default()
         };
         let mut err = DeliveryError::transient("slow down");
         err.retry_after_ms = Some(86_400_000);
-        assert_eq!(p.retry_delay_ms(1, &err, 0.5), 86_400_000);
+        assert_eq!(
+            p.retry_delay_ms(1, &err, 0.5),
+            86_400_000,
+            "not capped by max_ms"
+        );
+        // Ten years, and the largest value a header can carry: a day.
+        err.retry_after_ms = Some(315_360_000_000);
+        assert_eq!(p.retry_delay_ms(1, &err, 0.5), RETRY_AFTER_MAX_MS);
+        let now = std::time::SystemTime::UNIX_EPOCH;
+        err.retry_after_ms = crate::error::parse_retry_after("18446744073709551615", now);
+        assert_eq!(err.retry_after_ms, Some(u64::MAX));
+        assert_eq!(p.retry_delay_ms(1, &err, 0.5), RETRY_AFTER_MAX_MS);
+        let shorter = p
+            .clone()
+            .with_layer(&map(json!({"retry_after_max_ms": 90_500})));
+        assert_eq!(
+            shorter.retry_delay_ms(1, &err, 0.5),
+            91_000,
+            "whole seconds"
+        );
         err.retry_after_ms = Some(1_500);
         assert_eq!(
             p.retry_delay_ms(1, &err, 0.5),
@@ -481,6 +519,21 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn any_retry_after_gives_a_whole_second_delay_within_the_cap(
+            ms in any::<u64>(),
+            cap in 1u64..=u64::MAX / 2,
+        ) {
+            let p = RetryPolicy { retry_after_max_ms: cap, ..RetryPolicy::default() };
+            let mut err = DeliveryError::transient("slow down");
+            err.retry_after_ms = Some(ms);
+            let d = p.retry_delay_ms(1, &err, 0.5);
+            prop_assert_eq!(d % 1000, 0);
+            prop_assert!(d >= 1000);
+            prop_assert!(d >= ms.min(cap), "never before the provider asked, up to the cap");
+            prop_assert!(d < ms.min(cap).saturating_add(1000).max(1000) + 1);
+        }
+
         #[test]
         fn backoff_is_whole_seconds_at_least_one_and_capped(p in any_policy(), n in 1u32..200) {
             let d = p.backoff_ms(n);

@@ -95,7 +95,8 @@ fn parse_day(day: &str) -> Result<NaiveDate, String> {
         .map_err(|_| format!("`{day}` is not a UTC day (YYYY-MM-DD)"))
 }
 
-/// A position in a keyset-paginated list: the last row's sort key and id.
+/// A position in a keyset-paginated list: the last row's sort key and id (stored as is in a
+/// replay job's progress; given to clients only through [`Cursor::encode`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cursor {
     #[serde(rename = "k")]
@@ -104,17 +105,53 @@ pub struct Cursor {
     pub id: String,
 }
 
+/// A cursor as clients carry it: the position and a fingerprint of the list it pages through
+/// (the tenant and the query's filters), so that a cursor is refused by any other list.
+#[derive(Serialize, Deserialize)]
+struct Wire {
+    #[serde(rename = "k")]
+    sort_key: String,
+    #[serde(rename = "i")]
+    id: String,
+    #[serde(rename = "s")]
+    scope: String,
+}
+
+/// The first 8 bytes of SHA-256 of `scope`, in hex.
+fn fingerprint(scope: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(scope.as_bytes());
+    hex::encode(&digest[..8])
+}
+
+const FOREIGN: &str = "cursor is not one this API gave for this list";
+
 impl Cursor {
-    /// The opaque form given to clients.
-    pub fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
+    /// The opaque form given to clients, bound to `scope`: the tenant and every filter of the
+    /// query (not the page size), as the list names them.
+    pub fn encode(&self, scope: &str) -> String {
+        let wire = Wire {
+            sort_key: self.sort_key.clone(),
+            id: self.id.clone(),
+            scope: fingerprint(scope),
+        };
+        URL_SAFE_NO_PAD.encode(serde_json::to_vec(&wire).unwrap_or_default())
     }
 
-    pub fn decode(s: &str) -> Result<Self, String> {
+    /// A cursor this API gave for the list `scope` names; any other (garbled, another
+    /// tenant's, another query's) is refused.
+    pub fn decode(s: &str, scope: &str) -> Result<Self, String> {
         let bytes = URL_SAFE_NO_PAD
             .decode(s.trim())
-            .map_err(|_| "cursor is not one this API gave".to_owned())?;
-        serde_json::from_slice(&bytes).map_err(|_| "cursor is not one this API gave".to_owned())
+            .map_err(|_| FOREIGN.to_owned())?;
+        let wire: Wire = serde_json::from_slice(&bytes).map_err(|_| FOREIGN.to_owned())?;
+        if wire.scope != fingerprint(scope) {
+            return Err(FOREIGN.to_owned());
+        }
+        Ok(Self {
+            sort_key: wire.sort_key,
+            id: wire.id,
+        })
     }
 }
 
@@ -165,14 +202,23 @@ mod tests {
 
     proptest! {
         #[test]
-        fn cursors_round_trip(k in ".{0,60}", i in "[a-z_0-9]{0,40}") {
+        fn cursors_round_trip_in_their_own_list_only(
+            k in ".{0,60}",
+            i in "[a-z_0-9]{0,40}",
+            scope in ".{0,40}",
+            other in ".{0,40}",
+        ) {
             let c = Cursor { sort_key: k, id: i };
-            prop_assert_eq!(Cursor::decode(&c.encode()).unwrap(), c);
+            let wire = c.encode(&scope);
+            prop_assert_eq!(Cursor::decode(&wire, &scope).unwrap(), c);
+            if other != scope {
+                prop_assert!(Cursor::decode(&wire, &other).is_err());
+            }
         }
 
         #[test]
         fn garbage_cursors_are_refused(s in "[^A-Za-z0-9_-]{1,20}") {
-            prop_assert!(Cursor::decode(&s).is_err());
+            prop_assert!(Cursor::decode(&s, "").is_err());
         }
     }
 }

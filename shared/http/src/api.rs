@@ -387,12 +387,6 @@ async fn list_deliveries(
     if !(1..=500).contains(&limit) {
         return Err(bad("limit must be from 1 to 500".into()));
     }
-    let after = q
-        .cursor
-        .as_deref()
-        .map(Cursor::decode)
-        .transpose()
-        .map_err(|m| ApiError::invalid("invalid_cursor", m))?;
     let Search {
         activity,
         error_contains,
@@ -401,6 +395,17 @@ async fn list_deliveries(
         Some(a) => Some(ActivityId::parse(a).map_err(|e| bad(format!("activity_id: {e}")))?),
         None => activity,
     };
+    // A cursor pages through the list it was given for: this tenant, these filters.
+    let scope = format!(
+        "deliveries|{}|{status:?}|{channel:?}|{from_key:?}|{to_key:?}|{error_contains:?}|{activity:?}|{newest_first}",
+        tenant.id
+    );
+    let after = q
+        .cursor
+        .as_deref()
+        .map(|c| Cursor::decode(c, &scope))
+        .transpose()
+        .map_err(|m| ApiError::invalid("invalid_cursor", m))?;
 
     let listed = state
         .pipeline
@@ -421,7 +426,7 @@ async fn list_deliveries(
     let (items, next) = (listed.items, listed.next);
     let data: Vec<Value> = items.iter().map(views::delivery_row).collect();
     Ok(Json(
-        json!({"data": data, "next_cursor": next.map(|c| c.encode())}),
+        json!({"data": data, "next_cursor": next.map(|c| c.encode(&scope))}),
     ))
 }
 
@@ -461,10 +466,11 @@ async fn list_audit(
             "limit must be from 1 to 500",
         ));
     }
+    let scope = format!("audit|{}", tenant.id);
     let after = q
         .cursor
         .as_deref()
-        .map(Cursor::decode)
+        .map(|c| Cursor::decode(c, &scope))
         .transpose()
         .map_err(|m| ApiError::invalid("invalid_cursor", m))?;
     let listed = state
@@ -474,7 +480,7 @@ async fn list_audit(
         .await?;
     Ok(Json(json!({
         "data": listed.items,
-        "next_cursor": listed.next.map(|c| c.encode()),
+        "next_cursor": listed.next.map(|c| c.encode(&scope)),
     })))
 }
 

@@ -47,6 +47,28 @@ async fn bad_input_gets_a_clear_error() {
         .await;
     assert_error(&a, 401, "unauthorized");
 
+    // Names with control characters (NUL, a terminal escape) are refused, as in a PATCH.
+    for name in ["a\u{0}b", "x\u{1b}[2J"] {
+        let a = t
+            .api(
+                "POST",
+                "/api/v1/channels",
+                &key,
+                Some(json!({"type": "webhook", "name": name, "config": {"url": "http://127.0.0.1:9/h"}})),
+            )
+            .await;
+        assert_error(&a, 422, "invalid_name");
+        let a = t
+            .api(
+                "PATCH",
+                &format!("/api/v1/channels/{}", mine["id"].as_str().unwrap()),
+                &key,
+                Some(json!({"name": name})),
+            )
+            .await;
+        assert_error(&a, 422, "invalid_name");
+    }
+
     // Malformed JSON and wrong shapes.
     let a = t
         .raw(
@@ -234,5 +256,39 @@ async fn bad_input_gets_a_clear_error() {
         )
         .await;
     assert_error(&a, 422, "invalid_tier");
+
+    // A listing cursor pages through the list it was given for: the same tenant and filters.
+    let listed = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
+    let ch = listed["id"].as_str().unwrap();
+    t.activities(&key, ch, 2, 2).await;
+    let page = t
+        .api(
+            "GET",
+            &format!("/api/v1/deliveries?channel_id={ch}&limit=1"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(page.status, 200, "{:?}", page.body);
+    let cursor = page.body["next_cursor"].as_str().unwrap().to_owned();
+    let next = format!("/api/v1/deliveries?channel_id={ch}&limit=1&cursor={cursor}");
+    assert_eq!(t.api("GET", &next, &key, None).await.status, 200);
+    assert_error(
+        &t.api("GET", &next, &other_key, None).await,
+        422,
+        "invalid_cursor",
+    );
+    let other_query = format!("/api/v1/deliveries?channel_id={ch}&status=sent&cursor={cursor}");
+    assert_error(
+        &t.api("GET", &other_query, &key, None).await,
+        422,
+        "invalid_cursor",
+    );
+    let audit = format!("/api/v1/audit?cursor={cursor}");
+    assert_error(
+        &t.api("GET", &audit, &key, None).await,
+        422,
+        "invalid_cursor",
+    );
     t.stop().await;
 }

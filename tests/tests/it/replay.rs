@@ -184,9 +184,7 @@ async fn a_replay_after_the_receiver_is_fixed_is_sent() {
     t.stop().await;
 }
 
-/// In process: the emulator's transactions are not isolated from concurrent writes (a
-/// losing transaction restores the table as it found it, undoing an attempt that ran
-/// meanwhile), and DynamoDB's are; the store suite holds `replay_many` to one winner on both.
+/// In process; the store suite holds `replay_many` to one winner on both backends.
 #[tokio::test]
 async fn fifty_concurrent_replays_replay_once() {
     let t = TestStack::start().await;

@@ -1,0 +1,60 @@
+"""The local AWS emulator: moto's server, with DynamoDB's isolation.
+
+moto checks a conditional write's condition and applies the write in separate steps, and a
+transaction whose condition fails restores the table as it found it, so concurrent requests
+can interleave: two conditional updates both "win", a failed transaction undoes a write that
+ran meanwhile. DynamoDB makes each request one isolated step. This launcher runs moto's own
+WSGI application (the one `moto_server` runs) and lets one DynamoDB request in at a time;
+every other service (SQS long polls among them) runs concurrently as before.
+
+Run by the project's tooling with the project virtualenv's Python:
+    python infra/local/emulator.py -H 127.0.0.1 -p 5000
+"""
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    MotoRequestHandler,
+    create_backend_app,
+)
+from werkzeug.serving import run_simple
+
+DYNAMODB = threading.Lock()
+
+
+def isolated(app):
+    """One DynamoDB request at a time, its whole answer produced under the lock."""
+
+    def wsgi(environ, start_response):
+        if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+            with DYNAMODB:
+                return list(app(environ, start_response))
+        return app(environ, start_response)
+
+    return wsgi
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-H", "--host", default="127.0.0.1")
+    parser.add_argument("-p", "--port", type=int, default=5000)
+    args = parser.parse_args()
+    os.environ.setdefault("MOTO_PORT", str(args.port))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    app = DomainDispatcherApplication(create_backend_app)
+    run_simple(
+        args.host,
+        args.port,
+        isolated(app),
+        threaded=True,
+        request_handler=MotoRequestHandler,
+    )
+
+
+if __name__ == "__main__":
+    main()
