@@ -8,6 +8,7 @@ pub mod flow;
 pub mod health;
 pub mod ids;
 pub mod net;
+pub mod payload;
 pub mod policy;
 pub mod providers;
 pub mod query;

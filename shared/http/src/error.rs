@@ -77,6 +77,7 @@ impl From<IngestError> for ApiError {
     fn from(e: IngestError) -> Self {
         match e {
             IngestError::Invalid(m) => Self::invalid("invalid_activity", m),
+            IngestError::Payload(m) => Self::invalid("invalid_payload", m),
             IngestError::UnknownChannel(_) => Self::invalid("unknown_channel", e.to_string()),
             IngestError::InactiveChannel(_) => Self::invalid("channel_inactive", e.to_string()),
             IngestError::UnsupportedChannel(..) => {

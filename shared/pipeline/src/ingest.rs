@@ -34,6 +34,9 @@ pub struct NewActivity {
 pub enum IngestError {
     #[error("{0}")]
     Invalid(String),
+    /// A payload the store cannot keep (too deeply nested, a number out of range).
+    #[error("{0}")]
+    Payload(String),
     #[error("channel {0} does not exist")]
     UnknownChannel(ChannelId),
     #[error("channel {0} is inactive")]
@@ -238,7 +241,7 @@ impl Pipeline {
 
 /// The request's own checks: a conversation id of 1 to 256 characters, 1 to
 /// [`MAX_TARGETS`] distinct channels (none for an internal activity), a payload of at most
-/// [`MAX_PAYLOAD_BYTES`]. Returns the targets without duplicates, in the order given.
+/// [`MAX_PAYLOAD_BYTES`] that the store can keep (`core::payload`). Returns the targets without duplicates, in the order given.
 fn validate(new: &NewActivity, internal: bool) -> Result<Vec<ChannelId>, IngestError> {
     if new.conversation_id.trim().is_empty() || new.conversation_id.len() > 256 {
         return Err(IngestError::Invalid(
@@ -264,5 +267,6 @@ fn validate(new: &NewActivity, internal: bool) -> Result<Vec<ChannelId>, IngestE
             "payload is {size} bytes; at most {MAX_PAYLOAD_BYTES}"
         )));
     }
+    converger_core::payload::check(&new.payload).map_err(IngestError::Payload)?;
     Ok(targets)
 }

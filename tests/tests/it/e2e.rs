@@ -116,6 +116,64 @@ async fn private_destinations_are_refused() {
 mod emulator {
     use super::*;
 
+    /// The deepest payload the store keeps (32 levels) is stored and delivered whole; one
+    /// level more, or a number DynamoDB cannot hold, is refused with 422, never a 503 that a
+    /// producer would retry for ever.
+    #[tokio::test]
+    async fn payloads_the_store_cannot_keep_are_refused_and_the_deepest_it_can_is_delivered() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (_, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let ch = ch["id"].as_str().unwrap();
+        let nested = |depth: usize| {
+            let mut v = json!("leaf");
+            for i in 0..depth {
+                v = if i % 2 == 0 {
+                    json!({ "k": v })
+                } else {
+                    json!([v])
+                };
+            }
+            v
+        };
+        let post = |payload: Value| {
+            let t = &t;
+            let key = &key;
+            async move {
+                t.api(
+                    "POST",
+                    "/api/v1/activities",
+                    key,
+                    Some(json!({"conversation_id": "c", "channel_ids": [ch], "payload": payload})),
+                )
+                .await
+            }
+        };
+        let deepest = nested(converger_core::payload::MAX_DEPTH);
+        let a = post(deepest.clone()).await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        let id = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
+        let d = t
+            .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+        let got: Value = serde_json::from_slice(&rx.requests()[0].body).unwrap();
+        assert_eq!(got["payload"], deepest);
+
+        for (payload, what) in [
+            (nested(converger_core::payload::MAX_DEPTH + 1), "too deep"),
+            (json!({"n": 1e200}), "too large"),
+            (json!({"n": [1e-200]}), "too small"),
+        ] {
+            let a = post(payload).await;
+            assert_eq!(a.status, 422, "{what}: {:?}", a.body);
+            assert_eq!(a.body["error"]["code"], "invalid_payload", "{what}");
+        }
+        assert_eq!(rx.requests().len(), 1, "nothing refused was delivered");
+        t.stop().await;
+    }
+
     #[tokio::test]
     async fn delivers_a_signed_webhook_once() {
         let t = TestStack::on_emulator().await;
