@@ -190,5 +190,39 @@ fn classify_transport(e: &reqwest::Error, timeout: Duration, label: &str) -> Del
         msg.push_str(&s.to_string());
         src = s.source();
     }
+    // The error names the URL; its query, fragment and credentials may hold secrets (a token
+    // in a webhook URL), and the text is kept in `last_error`, the attempt log and exports.
+    if let Some(u) = e.url() {
+        msg = msg.replace(u.as_str(), &without_secrets(u));
+    }
     DeliveryError::from_transport(msg, label)
+}
+
+/// `url` without what may carry a secret: credentials, query and fragment.
+fn without_secrets(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    u.set_query(None);
+    u.set_fragment(None);
+    let _ = u.set_password(None);
+    let _ = u.set_username("");
+    u.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn transport_errors_name_the_url_without_its_secrets() {
+        // Nothing listens on port 1: the connection is refused.
+        let url = "http://user:hunter2@127.0.0.1:1/hook?token=s3cret#frag";
+        let e = reqwest::Client::new().get(url).send().await.unwrap_err();
+        let err = classify_transport(&e, Duration::from_secs(1), "webhook");
+        assert!(err.reason.contains("127.0.0.1:1/hook"), "{}", err.reason);
+        for secret in ["s3cret", "hunter2", "token=", "frag"] {
+            assert!(!err.reason.contains(secret), "{secret} in {}", err.reason);
+        }
+        assert!(err.retryable);
+    }
 }

@@ -190,19 +190,41 @@ impl Session {
     }
 }
 
-/// Keys whose values the payload preview hides.
+/// Keys whose values the payload preview and the channel view hide (header names count too:
+/// `X-Api-Key` reads as `x_api_key`).
 pub fn is_sensitive_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
+    let k = key.to_ascii_lowercase().replace('-', "_");
     matches!(
         k.as_str(),
-        "api_key" | "apikey" | "password" | "passwd" | "secret" | "authorization" | "token"
-    ) || k.ends_with("_token")
+        "api_key" | "apikey" | "password" | "passwd" | "secret" | "token" | "cookie"
+    ) || k.ends_with("authorization")
+        || k.ends_with("_token")
         || k.ends_with("_secret")
         || k.ends_with("_password")
         || k.ends_with("_key") && k != "idempotency_key"
 }
 
-/// `value` with every sensitive key's value replaced by `"[REDACTED]"`, at any depth.
+/// A URL without what may carry a secret: `user:pass@`, the query and the fragment are shown
+/// as `[REDACTED]`. Text that is not a URL is returned as is.
+pub fn redact_url(text: &str) -> String {
+    let Some((scheme, rest)) = text.split_once("://") else {
+        return text.to_owned();
+    };
+    let (rest, tail) = match rest.find(['?', '#']) {
+        Some(i) => (&rest[..i], "?[REDACTED]"),
+        None => (rest, ""),
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("[REDACTED]@{host}"),
+        None => authority.to_owned(),
+    };
+    format!("{scheme}://{authority}{path}{tail}")
+}
+
+/// `value` with every sensitive key's value replaced by `"[REDACTED]"`, and the secrets of
+/// every URL under a `*url` key (`url`, `notify_url`, `base_url`) hidden ([`redact_url`]),
+/// at any depth.
 pub fn redact(value: &Value) -> Value {
     match value {
         Value::Object(m) => Value::Object(
@@ -210,6 +232,10 @@ pub fn redact(value: &Value) -> Value {
                 .map(|(k, v)| {
                     if is_sensitive_key(k) {
                         (k.clone(), Value::String("[REDACTED]".into()))
+                    } else if let (true, Value::String(u)) =
+                        (k.to_ascii_lowercase().ends_with("url"), v)
+                    {
+                        (k.clone(), Value::String(redact_url(u)))
                     } else {
                         (k.clone(), redact(v))
                     }
@@ -340,6 +366,24 @@ mod tests {
         let r = redact(&v);
         assert_eq!(r["text"], "hi");
         assert_eq!(r["api_key"], "[REDACTED]");
+        let view = redact(&serde_json::json!({
+            "url": "https://user:pw@hooks.example.com/in/abc?token=s3cret#x",
+            "notify_url": "https://example.com/status?sig=abc",
+            "base_url": "https://api.infobip.com",
+            "headers": {"X-Api-Key": "k1", "X-Auth-Token": "t1", "Proxy-Authorization": "p",
+                        "Cookie": "c", "X-Request-Source": "converger"},
+        }));
+        assert_eq!(
+            view["url"],
+            "https://[REDACTED]@hooks.example.com/in/abc?[REDACTED]"
+        );
+        assert_eq!(view["notify_url"], "https://example.com/status?[REDACTED]");
+        assert_eq!(view["base_url"], "https://api.infobip.com");
+        for h in ["X-Api-Key", "X-Auth-Token", "Proxy-Authorization", "Cookie"] {
+            assert_eq!(view["headers"][h], "[REDACTED]", "{h}");
+        }
+        assert_eq!(view["headers"]["X-Request-Source"], "converger");
+        assert_eq!(redact_url("not a url"), "not a url");
         assert_eq!(r["user"]["password"], "[REDACTED]");
         assert_eq!(r["user"]["auth_token"], "[REDACTED]");
         assert_eq!(r["user"]["name"], "n");
