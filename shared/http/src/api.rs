@@ -192,6 +192,7 @@ async fn patch_channel(
     Body(req): Body<PatchChannel>,
 ) -> Result<Json<Value>, ApiError> {
     let current = owned_channel(&state, &tenant, &id).await?;
+    not_managed(&current)?;
     if let Some(n) = &req.name {
         validate_name(n)?;
     }
@@ -225,12 +226,27 @@ async fn patch_channel(
     Ok(Json(views::channel(&updated)))
 }
 
+/// The tenant's alert channel is the platform's: the tenant reads it, an operator changes it
+/// (`PATCH /admin/api/tenants/{id}` with `alert_webhook_url`).
+fn not_managed(c: &Channel) -> Result<(), ApiError> {
+    if c.managed {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "managed_channel",
+            "this channel delivers the platform's alerts and is changed by an operator \
+             (the tenant's alert_webhook_url), not through the tenant API",
+        ));
+    }
+    Ok(())
+}
+
 async fn pause_channel(
     State(state): State<AppState>,
     Authed(tenant, actor): Authed,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
+    not_managed(&c)?;
     let flow = state.pipeline.pause(&c, &actor).await?;
     Ok(Json(json!(
         state.pipeline.delivery_state(&c, Some(flow)).await?
@@ -243,6 +259,7 @@ async fn resume_channel(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
+    not_managed(&c)?;
     let flow = state.pipeline.resume(&c, &actor).await?;
     Ok(Json(json!(
         state.pipeline.delivery_state(&c, Some(flow)).await?

@@ -136,6 +136,66 @@ async fn fail_twenty(t: &TestStack, key: &str, ch: &str) {
     }
 }
 
+/// The tenant's alert channel is the platform's: the tenant sees it but cannot change, disable,
+/// pause or resume it; the operator's tenant settings still can.
+#[tokio::test]
+async fn the_managed_alert_channel_is_changed_by_operators_only() {
+    let t = TestStack::start().await;
+    let alerts = Receiver::always(200).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let set_alert = |url: Value| {
+        let (t, tenant) = (&t, &tenant);
+        async move {
+            t.raw(
+                "PATCH",
+                format!("{}/admin/api/tenants/{tenant}", t.stack.admin_url),
+                Some(&t.stack.admin_token),
+                Some(json!({"alert_webhook_url": url}).to_string()),
+            )
+            .await
+        }
+    };
+    let a = set_alert(json!(alerts.url)).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let ch = a.body["alert_channel_id"].as_str().unwrap().to_owned();
+    let seen = t
+        .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
+        .await;
+    assert_eq!(seen.status, 200);
+    assert_eq!(seen.body["managed"], true);
+    for (method, path, body) in [
+        (
+            "PATCH",
+            format!("/api/v1/channels/{ch}"),
+            Some(json!({"active": false})),
+        ),
+        (
+            "PATCH",
+            format!("/api/v1/channels/{ch}"),
+            Some(json!({"config": {"url": "http://127.0.0.1:9/x"}})),
+        ),
+        ("POST", format!("/api/v1/channels/{ch}/pause"), None),
+        ("POST", format!("/api/v1/channels/{ch}/resume"), None),
+    ] {
+        let a = t.api(method, &path, &key, body).await;
+        assert_eq!(a.status, 403, "{method} {path}: {:?}", a.body);
+        assert_eq!(a.body["error"]["code"], "managed_channel");
+    }
+    let after = t
+        .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
+        .await;
+    assert_eq!(after.body["active"], true);
+    assert_eq!(after.body["config"]["url"], alerts.url.as_str());
+    // The operator's setting still moves it.
+    let moved = Receiver::always(200).await.unwrap();
+    assert_eq!(set_alert(json!(moved.url)).await.status, 200);
+    let after = t
+        .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
+        .await;
+    assert_eq!(after.body["config"]["url"], moved.url.as_str());
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {

@@ -334,6 +334,50 @@ async fn the_admin_ip_allowlist_guards_the_pages_and_the_admin_api() {
     t.stop().await;
 }
 
+/// A portal owner cannot pause the tenant's alert channel (the platform's), though it is on
+/// their channels page; an operator can.
+#[tokio::test]
+async fn the_portal_cannot_pause_the_managed_alert_channel() {
+    let t = TestStack::start().await;
+    let alerts = Receiver::always(200).await.unwrap();
+    let (tenant, _) = t.tenant("default").await;
+    let a = t
+        .raw(
+            "PATCH",
+            format!("{}/admin/api/tenants/{tenant}", t.stack.admin_url),
+            Some(&t.stack.admin_token),
+            Some(json!({"alert_webhook_url": alerts.url}).to_string()),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let ch = a.body["alert_channel_id"].as_str().unwrap().to_owned();
+    t.web_user("portal", "owner@alerts.example", "owner", Some(&tenant))
+        .await;
+    let owner = Browser::new(&t.stack.admin_url);
+    owner
+        .sign_in("portal", "owner@alerts.example", WEB_PASSWORD)
+        .await;
+    let token = owner.csrf("/portal/channels").await;
+    let (status, html, _) = owner
+        .post(
+            &format!("/portal/channels/{ch}/pause"),
+            &[("_csrf", &token)],
+        )
+        .await;
+    assert_eq!(status, 403, "{html}");
+    assert!(html.contains("an operator changes it"), "{html}");
+    let admin = Browser::new(&t.stack.admin_url);
+    admin
+        .sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    let token = admin.csrf("/admin/channels").await;
+    let (status, _, _) = admin
+        .post(&format!("/admin/channels/{ch}/pause"), &[("_csrf", &token)])
+        .await;
+    assert_eq!(status, 303, "the operator pauses it");
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {

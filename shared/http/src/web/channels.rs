@@ -1,7 +1,7 @@
 //! The channels page, its live Delivery column, and Pause/Resume.
 
 use super::layout::{layout, urlencode};
-use super::page::page_error;
+use super::page::{page_error, unavailable};
 use super::scope::{TenantQuery, scoped_channels};
 use super::session::{Posted, Viewer, forbidden, prefix};
 use crate::AppState;
@@ -133,13 +133,19 @@ pub(super) async fn pause_or_resume(
     let Some(channel) = channel else {
         return page_error(StatusCode::NOT_FOUND, "No such channel.");
     };
+    if channel.managed && v.own_tenant().is_some() {
+        return page_error(
+            StatusCode::FORBIDDEN,
+            "This channel delivers the platform's alerts; an operator changes it.",
+        );
+    }
     let r = match action.as_str() {
         "pause" => state.pipeline.pause(&channel, &v.actor()).await,
         "resume" => state.pipeline.resume(&channel, &v.actor()).await,
         _ => return page_error(StatusCode::NOT_FOUND, "No such action."),
     };
     if let Err(e) = r {
-        return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+        return unavailable(&e);
     }
     // Back to the list the button was on (an admin's tenant filter kept).
     let back = match form.get("tenant").filter(|t| !t.is_empty()) {

@@ -2,7 +2,7 @@
 
 use super::filters::Filters;
 use super::layout::{layout, nonempty, short_time};
-use super::page::page_error;
+use super::page::{page_error, unavailable};
 use super::scope::{channel_names, scoped_channels, tenant_choices};
 use super::session::{Posted, Viewer, forbidden, prefix};
 use crate::AppState;
@@ -172,11 +172,11 @@ pub(super) async fn delivery_page(
     let d = match found {
         Ok(Some(d)) => d,
         Ok(_) => return page_error(StatusCode::NOT_FOUND, "No such delivery."),
-        Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        Err(e) => return unavailable(&e),
     };
     let (attempts, more) = match state.pipeline.attempt_log(&d, None, PAGE_ATTEMPTS).await {
         Ok(x) => x,
-        Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        Err(e) => return unavailable(&e),
     };
     let channel = state.pipeline.channel(&d.channel_id).await.ok().flatten();
     let payload = match state.pipeline.store.get_activity(&d.activity_id).await {
@@ -286,7 +286,7 @@ fn replay_failure(e: ReplayError) -> Response {
             "Channel is inactive: enable it before retrying its deliveries.",
         ),
         e @ ReplayError::NotFailed(_) => page_error(StatusCode::CONFLICT, &e.to_string()),
-        ReplayError::Store(e) => page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        ReplayError::Store(e) => unavailable(&e),
     }
 }
 

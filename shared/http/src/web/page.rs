@@ -25,3 +25,13 @@ pre{background:#f6f7fa;padding:6px;max-width:60em;overflow:auto;white-space:pre-
 .sent,.delivered,.read{background:#e0f5e6}\
 table.fields{width:auto;margin-bottom:12px}.actions{margin:8px 0 12px;display:flex;gap:16px;align-items:center}\
 td.changes .change{display:inline-block;margin-right:10px;word-break:break-all}table.fields th{width:11em}.flash{background:#fff7d6;padding:6px 10px}";
+
+/// A storage or queue failure, as a page: logged with its detail, shown without it (an SDK's
+/// error text names tables, queues and request ids that are no business of a page).
+pub(super) fn unavailable(e: &dyn std::fmt::Display) -> Response {
+    tracing::error!(error = %e, "page failed: storage unavailable");
+    page_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "Storage is unavailable just now; try again in a moment.",
+    )
+}

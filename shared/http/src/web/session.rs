@@ -2,7 +2,7 @@
 //! the CSRF-checked [`Posted`] form, the admin IP allowlist, and the sign-in pages.
 
 use super::admin_ip_allowed;
-use super::page::{CSS, page_error};
+use super::page::{CSS, page_error, unavailable};
 use crate::AppState;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use axum::extract::{Form, FromRequest, FromRequestParts, Request, State};
@@ -145,7 +145,7 @@ impl FromRequestParts<AppState> for Viewer {
         let user = match state.pipeline.store.get_user(realm, &session.email).await {
             Ok(Some(u)) => u,
             Ok(None) => return Err(login()),
-            Err(e) => return Err(page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string())),
+            Err(e) => return Err(unavailable(&e)),
         };
         if realm == Realm::Portal && user.tenant_id.is_none() {
             return Err(login());
@@ -274,7 +274,7 @@ pub(super) async fn login(State(state): State<AppState>, req: Request) -> Respon
     let email = f.email.trim().to_ascii_lowercase();
     let user = match state.pipeline.store.get_user(realm, &email).await {
         Ok(u) => u,
-        Err(e) => return page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        Err(e) => return unavailable(&e),
     };
     let ok = match &user {
         Some(u) => verify_password(&f.password, &u.password_hash),

@@ -1,7 +1,7 @@
 //! The tenants page (operators only): create, tier and alert webhook, API key rotation.
 
 use super::layout::layout;
-use super::page::page_error;
+use super::page::{page_error, unavailable};
 use super::session::{Posted, Viewer, forbidden};
 use crate::AppState;
 use axum::extract::{Path, State};
@@ -75,7 +75,7 @@ fn tenant_failure(e: TenantError) -> Response {
         TenantError::Invalid(m) | TenantError::InvalidAlertUrl(m) => {
             page_error(StatusCode::UNPROCESSABLE_ENTITY, &m)
         }
-        TenantError::Store(e) => page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        TenantError::Store(e) => unavailable(&e),
     }
 }
 
@@ -150,6 +150,6 @@ pub(super) async fn rotate_key(
             .await
         }
         Ok(None) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
-        Err(e) => page_error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+        Err(e) => unavailable(&e),
     }
 }
