@@ -246,7 +246,8 @@ fn leased(
         return false;
     };
     if row.lease_token.as_deref() != Some(token) {
-        return false;
+        // Lost, unless this attempt's own outcome was recorded already (a retried write).
+        return row.settled_by.as_deref() == Some(token);
     }
     for e in &log.spill {
         s.attempts.insert((d.id.to_string(), e.attempt), e.clone());
@@ -257,6 +258,7 @@ fn leased(
     row.attempt_log = log.recent.clone();
     row.lease_token = None;
     row.lease_until = None;
+    row.settled_by = Some(token.to_owned());
     f(row);
     true
 }

@@ -198,6 +198,11 @@ pub struct Delivery {
     pub lease_until: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_token: Option<String>,
+    /// The lease token of the attempt whose outcome (sent, retry, dead letter) was recorded
+    /// last: a recording write that the SDK retried after it had landed finds its own token
+    /// here and is recognised as done, not as a lost lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -251,6 +256,7 @@ impl Delivery {
             next_attempt_at: now_ms,
             lease_until: None,
             lease_token: None,
+            settled_by: None,
             sent_at: None,
             provider_message_id: None,
             response_status: None,

@@ -54,6 +54,7 @@ conformance!(
     tenants_channels_and_activities_round_trip,
     a_fresh_activity_is_written_whole_and_is_due,
     a_lease_admits_one_attempt_at_a_time,
+    a_recorded_outcome_written_again_is_recognised_as_its_own,
     dead_letters_and_missing_rows,
     only_pending_deliveries_are_in_the_due_index,
     old_attempts_spill_out_of_the_item,
@@ -1283,6 +1284,64 @@ async fn rate_schedules_allow_a_burst_then_the_rate(b: Backend) {
 }
 
 /// A new pending delivery of the fixture's channel, overdue by 10 s, claimed under `token`.
+/// A recording write the SDK sends again after the first one landed (a storage stall, a lost
+/// answer) finds the lease gone, but the row settled by its own attempt: done, applied once.
+async fn a_recorded_outcome_written_again_is_recognised_as_its_own(b: Backend) {
+    let f = fixture(b).await;
+    let info = SentInfo::default();
+    let d = claimed(&f, "tok-a").await;
+    assert!(
+        f.store
+            .mark_sent(&d, "tok-a", &info, &entry(1), "t1")
+            .await
+            .unwrap()
+    );
+    assert!(
+        f.store
+            .mark_sent(&d, "tok-a", &info, &entry(1), "t1")
+            .await
+            .unwrap(),
+        "the same attempt's write again"
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.attempts),
+        (DeliveryStatus::Sent, 1),
+        "applied once"
+    );
+    assert!(
+        !f.store
+            .mark_sent(&d, "tok-b", &info, &entry(1), "t2")
+            .await
+            .unwrap(),
+        "another attempt's lease is still lost"
+    );
+    assert!(
+        !f.store
+            .mark_dead(&d, "tok-b", "x", &entry(1), "t2")
+            .await
+            .unwrap()
+    );
+
+    let d = claimed(&f, "tok-c").await;
+    let later = RetryAt::at(time::now_ms() + 60_000);
+    assert!(
+        f.store
+            .mark_attempt_failed(&d, "tok-c", "boom", later, &entry(1), "t")
+            .await
+            .unwrap()
+    );
+    assert!(
+        f.store
+            .mark_attempt_failed(&d, "tok-c", "boom", later, &entry(1), "t")
+            .await
+            .unwrap()
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Pending, 1));
+    f.stop().await;
+}
+
 async fn claimed(f: &Fixture, token: &str) -> Delivery {
     let now = time::now_ms();
     let a = activity(f);

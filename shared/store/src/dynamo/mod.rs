@@ -423,10 +423,13 @@ impl DynamoStore {
         for (k, v) in values {
             req = req.expression_attribute_values(k, v);
         }
-        match req.send().await {
-            Ok(_) => Ok(true),
-            Err(e) if is_update_conditional(&e) => Ok(false),
-            Err(e) => Err(sdk_err(e)),
+        match self.update_or_old(req, self.get_delivery(&d.id)).await? {
+            Conditional::Applied(_) => Ok(true),
+            // The lease is gone; if it went with this very write (an SDK retry of a write that
+            // had landed), the row names this attempt's token as the one that settled it.
+            Conditional::Refused(old) => {
+                Ok(old.is_some_and(|o| o.settled_by.as_deref() == Some(token)))
+            }
         }
     }
 
@@ -444,6 +447,7 @@ impl DynamoStore {
             (":now", s(now)),
             (":log", to_av(&log.recent)?),
         ];
+
         v.extend(index_keys(&d.tenant_id, &d.channel_id, &d.id, status, now));
         Ok(v)
     }
@@ -505,4 +509,4 @@ fn is_update_conditional<R>(e: &SdkError<UpdateItemError, R>) -> bool {
     )
 }
 
-const LOG_SET: &str = "attempt_log = :log";
+const LOG_SET: &str = "attempt_log = :log, settled_by = :token";
