@@ -14,6 +14,26 @@ use converger_core::web::{EXPORT_COLUMNS, csv_safe};
 /// Rows one export step reads (the store's largest page).
 const EXPORT_PAGE: usize = 1000;
 
+/// The most an export sends: a Lambda function's answer through API Gateway is at most 6 MB,
+/// and the headers need room. An export that would be larger stops at the last whole row
+/// that fits (the newest rows first, so it is the most recent part of the selection).
+pub const EXPORT_MAX_BYTES: usize = 5_500_000;
+
+/// The rows of `lines` (CSV text, one record each) that fit in `budget` bytes after `used`;
+/// `true` when one did not fit (the export ends there).
+fn within_budget(lines: Vec<String>, used: usize, budget: usize) -> (String, usize, bool) {
+    let mut out = String::new();
+    let mut used = used;
+    for line in lines {
+        if used + line.len() > budget {
+            return (out, used, true);
+        }
+        used += line.len();
+        out.push_str(&line);
+    }
+    (out, used, false)
+}
+
 /// Records as CSV text (quoted where needed, CRLF line ends), each cell first made safe to
 /// open in a spreadsheet (`csv_safe`).
 fn csv_text(records: impl IntoIterator<Item = Vec<String>>) -> String {
@@ -29,7 +49,7 @@ fn csv_text(records: impl IntoIterator<Item = Vec<String>>) -> String {
 }
 
 /// The CSV export: the rows the filters select (newest first by default), at most
-/// `export_limit`, streamed page by page; no payloads.
+/// `export_limit` and [`EXPORT_MAX_BYTES`], streamed page by page; no payloads.
 pub(super) async fn export(
     State(state): State<AppState>,
     v: Viewer,
@@ -43,55 +63,69 @@ pub(super) async fn export(
     }
     let limit = state.web.export_limit;
     let header_line = csv_text([EXPORT_COLUMNS.map(str::to_owned).to_vec()]);
-    let stream = futures::stream::unfold((Some(f), 0usize, false), move |(f, sent, done)| {
-        let state = state.clone();
-        let v_realm = v.realm;
-        let user = v.user.clone();
-        let session = v.session.clone();
-        async move {
-            let f = f?;
-            if done || sent >= limit {
-                return None;
-            }
-            let v = Viewer {
-                realm: v_realm,
-                user,
-                session,
-            };
-            let (rows, next) = match f.page(&state, &v, EXPORT_PAGE.min(limit - sent)).await {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "export stopped");
+    let first = header_line.len();
+    let stream = futures::stream::unfold(
+        (Some(f), 0usize, first, false),
+        move |(f, sent, bytes, done)| {
+            let state = state.clone();
+            let v_realm = v.realm;
+            let user = v.user.clone();
+            let session = v.session.clone();
+            async move {
+                let f = f?;
+                if done || sent >= limit {
                     return None;
                 }
-            };
-            let names = channel_names(&state, &rows).await;
-            let chunk = csv_text(rows.iter().map(|d| {
-                vec![
-                    d.id.to_string(),
-                    d.tenant_id.to_string(),
-                    d.channel_id.to_string(),
-                    names.get(&d.channel_id).cloned().unwrap_or_default(),
-                    d.activity_id.to_string(),
-                    d.status.to_string(),
-                    d.attempts.to_string(),
-                    d.last_error.clone().unwrap_or_default(),
-                    d.retry_count.to_string(),
-                    d.retried_by.clone().unwrap_or_default(),
-                    d.retried_at.clone().unwrap_or_default(),
-                    d.created_at.clone(),
-                    d.updated_at.clone(),
-                ]
-            }));
-            let n = rows.len();
-            let last = next.is_none();
-            let next_f = next.map(|after| Filters {
-                after: Some(after),
-                ..f
-            });
-            Some((Ok::<_, std::io::Error>(chunk), (next_f, sent + n, last)))
-        }
-    });
+                let v = Viewer {
+                    realm: v_realm,
+                    user,
+                    session,
+                };
+                let (rows, next) = match f.page(&state, &v, EXPORT_PAGE.min(limit - sent)).await {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "export stopped");
+                        return None;
+                    }
+                };
+                let names = channel_names(&state, &rows).await;
+                let lines = rows
+                    .iter()
+                    .map(|d| {
+                        csv_text([vec![
+                            d.id.to_string(),
+                            d.tenant_id.to_string(),
+                            d.channel_id.to_string(),
+                            names.get(&d.channel_id).cloned().unwrap_or_default(),
+                            d.activity_id.to_string(),
+                            d.status.to_string(),
+                            d.attempts.to_string(),
+                            d.last_error.clone().unwrap_or_default(),
+                            d.retry_count.to_string(),
+                            d.retried_by.clone().unwrap_or_default(),
+                            d.retried_at.clone().unwrap_or_default(),
+                            d.created_at.clone(),
+                            d.updated_at.clone(),
+                        ]])
+                    })
+                    .collect();
+                let (chunk, bytes, full) = within_budget(lines, bytes, EXPORT_MAX_BYTES);
+                if full {
+                    tracing::warn!(rows = sent, bytes, "export stopped at its size limit");
+                }
+                let n = rows.len();
+                let last = next.is_none() || full;
+                let next_f = next.map(|after| Filters {
+                    after: Some(after),
+                    ..f
+                });
+                Some((
+                    Ok::<_, std::io::Error>(chunk),
+                    (next_f, sent + n, bytes, last),
+                ))
+            }
+        },
+    );
     let body =
         futures::stream::once(async move { Ok::<_, std::io::Error>(header_line) }).chain(stream);
     use futures::StreamExt;
@@ -108,6 +142,26 @@ pub(super) async fn export(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_export_keeps_whole_rows_within_its_byte_budget() {
+        let lines = vec!["aaaa\r\n".to_owned(), "bbbb\r\n".into(), "cccc\r\n".into()];
+        assert_eq!(
+            within_budget(lines.clone(), 0, 100),
+            ("aaaa\r\nbbbb\r\ncccc\r\n".into(), 18, false)
+        );
+        // 6 used by the header: two rows fit in 18, the third would cross it.
+        assert_eq!(
+            within_budget(lines.clone(), 6, 18),
+            ("aaaa\r\nbbbb\r\n".into(), 18, true)
+        );
+        assert_eq!(within_budget(lines, 17, 18), (String::new(), 17, true));
+        // Ten thousand rows with the longest errors the attempt log keeps would cross the
+        // Lambda answer limit; the budget holds the export under it.
+        let row = csv_text([vec!["x".repeat(600)]]);
+        let (text, used, full) = within_budget(vec![row; 10_000], 0, EXPORT_MAX_BYTES);
+        assert!(full && used <= EXPORT_MAX_BYTES && text.len() == used);
+    }
 
     #[test]
     fn csv_cells_are_quoted_and_made_safe() {
