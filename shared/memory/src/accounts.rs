@@ -27,6 +27,18 @@ impl AccountStore for MemStore {
         self.with(|s| match s.users.get_mut(&user_key(realm, email)) {
             Some(u) => {
                 u.password_hash = hash.to_owned();
+                u.sessions_after = Some(converger_core::time::now_ms() / 1000);
+                true
+            }
+            None => false,
+        })
+    }
+
+    async fn end_sessions(&self, realm: Realm, email: &str, at_s: i64) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| match s.users.get_mut(&user_key(realm, email)) {
+            Some(u) => {
+                u.sessions_after = Some(at_s);
                 true
             }
             None => false,

@@ -21,6 +21,10 @@ pub struct User {
     /// argon2 PHC string.
     pub password_hash: String,
     pub created_at: String,
+    /// Sessions issued before this instant (seconds since the epoch) are void: set when the
+    /// user signs out (every session of the user ends) or the password changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions_after: Option<i64>,
 }
 
 /// Most tenants, or channels of one tenant, a list returns.
@@ -36,8 +40,12 @@ pub trait AccountStore: Send + Sync + 'static {
     /// Creates a user; `Conflict` if one with that email exists in the realm.
     async fn create_user(&self, user: &User) -> StoreResult<()>;
     async fn get_user(&self, realm: Realm, email: &str) -> StoreResult<Option<User>>;
-    /// Replaces a user's password hash; `false` if there is no such user.
+    /// Replaces a user's password hash and ends the user's sessions; `false` if there is no
+    /// such user.
     async fn set_password(&self, realm: Realm, email: &str, hash: &str) -> StoreResult<bool>;
+    /// Ends every session of a user issued before `at_s` (seconds); `false` if there is no
+    /// such user.
+    async fn end_sessions(&self, realm: Realm, email: &str, at_s: i64) -> StoreResult<bool>;
     /// Every tenant (at most 1,000), by name.
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>>;
     /// Replaces a tenant's API key: the new key works at once, the old one stops (API

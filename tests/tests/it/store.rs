@@ -1596,6 +1596,7 @@ async fn users_tenants_and_keys(b: Backend) {
         tenant_id: None,
         password_hash: "hash-a".into(),
         created_at: time::now_rfc3339(),
+        sessions_after: None,
     };
     f.store.create_user(&user).await.unwrap();
     assert!(matches!(
@@ -1623,14 +1624,37 @@ async fn users_tenants_and_keys(b: Backend) {
             .await
             .unwrap()
     );
+    let changed = f
+        .store
+        .get_user(Realm::Admin, "ops@example.com")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(changed.password_hash, "hash-b");
+    assert!(
+        changed.sessions_after.is_some(),
+        "a password change ends the sessions"
+    );
+    assert!(
+        f.store
+            .end_sessions(Realm::Admin, "ops@example.com", 42)
+            .await
+            .unwrap()
+    );
     assert_eq!(
         f.store
             .get_user(Realm::Admin, "ops@example.com")
             .await
             .unwrap()
             .unwrap()
-            .password_hash,
-        "hash-b"
+            .sessions_after,
+        Some(42)
+    );
+    assert!(
+        !f.store
+            .end_sessions(Realm::Admin, "nobody@example.com", 42)
+            .await
+            .unwrap()
     );
     assert!(
         !f.store

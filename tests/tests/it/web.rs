@@ -378,6 +378,30 @@ async fn the_portal_cannot_pause_the_managed_alert_channel() {
     t.stop().await;
 }
 
+/// Signing out ends every session of the user, not only the browser's cookie: another
+/// browser signed in as the same user is sent to the sign-in page; signing in again works.
+#[tokio::test]
+async fn signing_out_ends_every_session_of_the_user() {
+    let t = TestStack::start().await;
+    let (email, password) = (&t.stack.admin_email, &t.stack.admin_password);
+    let a = Browser::new(&t.stack.admin_url);
+    let b = Browser::new(&t.stack.admin_url);
+    a.sign_in("admin", email, password).await;
+    b.sign_in("admin", email, password).await;
+    assert_eq!(b.get("/admin/deliveries").await.0, 200);
+    // A session that began earlier than the sign-out (sessions count whole seconds).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let token = a.csrf("/admin/deliveries").await;
+    let (status, _, loc) = a.post("/admin/logout", &[("_csrf", &token)]).await;
+    assert_eq!((status, loc.as_deref()), (303, Some("/admin/login")));
+    let (status, _) = b.get("/admin/deliveries").await;
+    assert_eq!(status, 303, "the other browser's session ended too");
+    let (status, loc) = b.sign_in("admin", email, password).await;
+    assert_eq!((status, loc.as_deref()), (303, Some("/admin")));
+    assert_eq!(b.get("/admin/deliveries").await.0, 200);
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {

@@ -183,6 +183,7 @@ pub async fn create_user(
         tenant_id: tenant,
         password_hash: hash_password(password).map_err(NewUserError::Invalid)?,
         created_at: time::now_rfc3339(),
+        sessions_after: None,
     };
     match state.pipeline.store.create_user(&user).await {
         Ok(()) => Ok(user),

@@ -150,6 +150,11 @@ impl FromRequestParts<AppState> for Viewer {
         if realm == Realm::Portal && user.tenant_id.is_none() {
             return Err(login());
         }
+        // Signed out (everywhere) or the password changed since this session began.
+        let issued = session.expires - SESSION_SECONDS;
+        if user.sessions_after.is_some_and(|after| issued < after) {
+            return Err(login());
+        }
         Ok(Viewer {
             realm,
             user,
@@ -319,6 +324,16 @@ pub(super) async fn logout(
     State(state): State<AppState>,
     Posted { viewer: v, .. }: Posted,
 ) -> Response {
+    // Every session of the user ends, not only this browser's cookie.
+    let now_s = time::now_ms() / 1000;
+    if let Err(e) = state
+        .pipeline
+        .store
+        .end_sessions(v.realm, &v.user.email, now_s)
+        .await
+    {
+        tracing::error!(error = %e, "sessions not ended; this browser's cookie is cleared");
+    }
     let mut resp = Redirect::to(&format!("{}/login", prefix(v.realm))).into_response();
     resp.headers_mut().append(
         header::SET_COOKIE,

@@ -23,9 +23,28 @@ impl AccountStore for DynamoStore {
             .update_item()
             .table_name(&self.res.tenants)
             .key("pk", s(user_key(realm, email)))
-            .update_expression("SET password_hash = :h")
+            .update_expression("SET password_hash = :h, sessions_after = :at")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":h", s(hash))
+            .expression_attribute_values(":at", n(now_ms() / 1000))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if is_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn end_sessions(&self, realm: Realm, email: &str, at_s: i64) -> StoreResult<bool> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(user_key(realm, email)))
+            .update_expression("SET sessions_after = :at")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":at", n(at_s))
             .send()
             .await;
         match r {
