@@ -146,6 +146,57 @@ pub struct Session {
     pub nonce: String,
 }
 
+/// Failed sign-ins that lock an account: this many within [`SIGN_IN_WINDOW_S`] lock it for
+/// [`SIGN_IN_LOCK_S`], during which even the right password is refused (with the same words as
+/// a wrong one, so that the lock tells a guesser nothing).
+pub const SIGN_IN_MAX_FAILURES: u32 = 5;
+pub const SIGN_IN_WINDOW_S: i64 = 900;
+pub const SIGN_IN_LOCK_S: i64 = 900;
+
+/// A user's recent failed sign-ins.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignInState {
+    /// Failures counted since `since`.
+    pub failures: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked_until: Option<i64>,
+}
+
+impl SignInState {
+    pub fn is_clear(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// Whether sign-in is refused at `now_s` (seconds).
+    pub fn locked(&self, now_s: i64) -> bool {
+        self.locked_until.is_some_and(|u| u > now_s)
+    }
+
+    /// The state after a failed sign-in at `now_s`: counted in the current window (a new one
+    /// when the last began more than [`SIGN_IN_WINDOW_S`] ago), locking at the limit.
+    pub fn after_failure(self, now_s: i64) -> Self {
+        let (failures, since) = match self.since {
+            Some(s) if now_s - s < SIGN_IN_WINDOW_S => (self.failures.saturating_add(1), s),
+            _ => (1, now_s),
+        };
+        if failures >= SIGN_IN_MAX_FAILURES {
+            Self {
+                failures: 0,
+                since: None,
+                locked_until: Some(now_s + SIGN_IN_LOCK_S),
+            }
+        } else {
+            Self {
+                failures,
+                since: Some(since),
+                locked_until: self.locked_until.filter(|u| *u > now_s),
+            }
+        }
+    }
+}
+
 /// How long a session lasts.
 pub const SESSION_SECONDS: i64 = 8 * 3600;
 
@@ -277,6 +328,27 @@ pub const EXPORT_COLUMNS: [&str; 13] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn five_failures_within_the_window_lock_sign_in_for_a_while() {
+        let t0 = 1_000_000;
+        let mut s = SignInState::default();
+        for n in 1..SIGN_IN_MAX_FAILURES {
+            s = s.after_failure(t0 + i64::from(n));
+            assert!(!s.locked(t0 + i64::from(n)), "{n} failures");
+        }
+        s = s.after_failure(t0 + 10);
+        assert!(s.locked(t0 + 10));
+        assert!(s.locked(t0 + 10 + SIGN_IN_LOCK_S - 1));
+        assert!(!s.locked(t0 + 10 + SIGN_IN_LOCK_S));
+        // Failures spread wider than the window never lock.
+        let mut s = SignInState::default();
+        for n in 0..20 {
+            s = s.after_failure(t0 + n * SIGN_IN_WINDOW_S / 2);
+            assert!(!s.locked(t0 + n * SIGN_IN_WINDOW_S / 2), "{n}");
+        }
+        assert!(SignInState::default().is_clear());
+    }
     use serde_json::json;
 
     #[test]

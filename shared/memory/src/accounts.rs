@@ -45,6 +45,22 @@ impl AccountStore for MemStore {
         })
     }
 
+    async fn set_sign_in(
+        &self,
+        realm: Realm,
+        email: &str,
+        state: &converger_core::web::SignInState,
+    ) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| match s.users.get_mut(&user_key(realm, email)) {
+            Some(u) => {
+                u.sign_in = *state;
+                true
+            }
+            None => false,
+        })
+    }
+
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {
         wait(&self.latency, |m| m.query).await;
         self.with(|s| {

@@ -6,7 +6,7 @@ use crate::error::StoreResult;
 use crate::model::{Channel, Tenant};
 use async_trait::async_trait;
 use converger_core::TenantId;
-use converger_core::web::{Realm, Role};
+use converger_core::web::{Realm, Role, SignInState};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +25,9 @@ pub struct User {
     /// user signs out (every session of the user ends) or the password changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions_after: Option<i64>,
+    /// Recent failed sign-ins, and a lock after too many (`core::web::SignInState`).
+    #[serde(default, skip_serializing_if = "SignInState::is_clear")]
+    pub sign_in: SignInState,
 }
 
 /// Most tenants, or channels of one tenant, a list returns.
@@ -46,6 +49,14 @@ pub trait AccountStore: Send + Sync + 'static {
     /// Ends every session of a user issued before `at_s` (seconds); `false` if there is no
     /// such user.
     async fn end_sessions(&self, realm: Realm, email: &str, at_s: i64) -> StoreResult<bool>;
+    /// Records a user's failed sign-ins (or clears them after a success); `false` if there is
+    /// no such user.
+    async fn set_sign_in(
+        &self,
+        realm: Realm,
+        email: &str,
+        state: &SignInState,
+    ) -> StoreResult<bool>;
     /// Every tenant (at most 1,000), by name.
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>>;
     /// Replaces a tenant's API key: the new key works at once, the old one stops (API

@@ -1597,6 +1597,7 @@ async fn users_tenants_and_keys(b: Backend) {
         password_hash: "hash-a".into(),
         created_at: time::now_rfc3339(),
         sessions_after: None,
+        sign_in: Default::default(),
     };
     f.store.create_user(&user).await.unwrap();
     assert!(matches!(
@@ -1653,6 +1654,39 @@ async fn users_tenants_and_keys(b: Backend) {
     assert!(
         !f.store
             .end_sessions(Realm::Admin, "nobody@example.com", 42)
+            .await
+            .unwrap()
+    );
+    // Failed sign-ins are kept on the user, and cleared.
+    let failed = converger_core::web::SignInState::default().after_failure(1_000);
+    assert!(
+        f.store
+            .set_sign_in(Realm::Admin, "ops@example.com", &failed)
+            .await
+            .unwrap()
+    );
+    let read = |f: &Fixture| {
+        let store = f.store.clone();
+        async move {
+            store
+                .get_user(Realm::Admin, "ops@example.com")
+                .await
+                .unwrap()
+                .unwrap()
+                .sign_in
+        }
+    };
+    assert_eq!(read(&f).await, failed);
+    assert!(
+        f.store
+            .set_sign_in(Realm::Admin, "ops@example.com", &Default::default())
+            .await
+            .unwrap()
+    );
+    assert!(read(&f).await.is_clear());
+    assert!(
+        !f.store
+            .set_sign_in(Realm::Admin, "nobody@example.com", &failed)
             .await
             .unwrap()
     );

@@ -402,6 +402,60 @@ async fn signing_out_ends_every_session_of_the_user() {
     t.stop().await;
 }
 
+/// Five failed sign-ins within 15 minutes lock the account for 15 minutes: then even the right
+/// password gets the wrong-password answer. A success before that starts the count again.
+#[tokio::test]
+async fn repeated_failed_sign_ins_lock_the_account() {
+    let t = TestStack::start().await;
+    t.web_user("admin", "guarded@ops.example", "viewer", None)
+        .await;
+    t.web_user("admin", "other@ops.example", "viewer", None)
+        .await;
+    let b = Browser::new(&t.stack.admin_url);
+    let wrong = |n: usize| {
+        let b = &b;
+        async move {
+            for _ in 0..n {
+                let (status, loc) = b.sign_in("admin", "guarded@ops.example", "not it").await;
+                assert_eq!((status, loc), (200, None), "refused");
+            }
+        }
+    };
+    wrong(4).await;
+    let (status, _) = b
+        .sign_in("admin", "guarded@ops.example", WEB_PASSWORD)
+        .await;
+    assert_eq!(
+        status, 303,
+        "four failures do not lock; a success clears them"
+    );
+    wrong(4).await;
+    let (status, _) = b
+        .sign_in("admin", "guarded@ops.example", WEB_PASSWORD)
+        .await;
+    assert_eq!(status, 303, "the count started again");
+    wrong(5).await;
+    let fresh = Browser::new(&t.stack.admin_url);
+    let (status, loc) = fresh
+        .sign_in("admin", "guarded@ops.example", WEB_PASSWORD)
+        .await;
+    assert_eq!(
+        (status, loc),
+        (200, None),
+        "locked: the right password is refused"
+    );
+    let (_, html) = fresh.get("/admin/login").await;
+    assert!(
+        !html.to_lowercase().contains("locked"),
+        "the page tells a guesser nothing"
+    );
+    let (status, _) = fresh
+        .sign_in("admin", "other@ops.example", WEB_PASSWORD)
+        .await;
+    assert_eq!(status, 303, "other users are not locked");
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {

@@ -281,15 +281,37 @@ pub(super) async fn login(State(state): State<AppState>, req: Request) -> Respon
         Ok(u) => u,
         Err(e) => return unavailable(&e),
     };
+    let now_s = time::now_ms() / 1000;
+    let locked = user.as_ref().is_some_and(|u| u.sign_in.locked(now_s));
     let ok = match &user {
-        Some(u) => verify_password(&f.password, &u.password_hash),
-        None => {
+        Some(u) if !locked => verify_password(&f.password, &u.password_hash),
+        // Unknown or locked: the same work and the same answer as a wrong password.
+        _ => {
             let _ = verify_password(&f.password, DECOY_HASH);
             false
         }
     };
-    let Some(user) = user.filter(|_| ok) else {
-        tracing::info!(realm = realm.as_str(), "sign-in refused");
+    let Some(user) = user.clone().filter(|_| ok) else {
+        if let Some(u) = &user
+            && !locked
+        {
+            let after = u.sign_in.after_failure(now_s);
+            if after.locked(now_s) {
+                tracing::warn!(
+                    realm = realm.as_str(),
+                    "sign-in locked after repeated failures"
+                );
+            }
+            if let Err(e) = state
+                .pipeline
+                .store
+                .set_sign_in(realm, &email, &after)
+                .await
+            {
+                tracing::error!(error = %e, "failed sign-in not counted");
+            }
+        }
+        tracing::info!(realm = realm.as_str(), locked, "sign-in refused");
         return login_page(
             &state,
             realm,
@@ -297,6 +319,15 @@ pub(super) async fn login(State(state): State<AppState>, req: Request) -> Respon
             Some("Wrong email or password."),
         );
     };
+    if !user.sign_in.is_clear()
+        && let Err(e) = state
+            .pipeline
+            .store
+            .set_sign_in(realm, &email, &Default::default())
+            .await
+    {
+        tracing::error!(error = %e, "failed sign-ins not cleared");
+    }
     let session = Session {
         realm,
         email: user.email.clone(),

@@ -54,6 +54,29 @@ impl AccountStore for DynamoStore {
         }
     }
 
+    async fn set_sign_in(
+        &self,
+        realm: Realm,
+        email: &str,
+        state: &converger_core::web::SignInState,
+    ) -> StoreResult<bool> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(user_key(realm, email)))
+            .update_expression("SET sign_in = :s")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":s", to_av(state)?)
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if is_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {
         let pages = self
             .client
