@@ -16,6 +16,13 @@ pub fn new_api_key() -> String {
     format!("cvg_{}", hex::encode(random_bytes::<24>()))
 }
 
+/// A short fingerprint of a websocket channel's token, kept with each connection made with
+/// it: a connection whose fingerprint is not the channel's current token's is cut off.
+pub fn token_fingerprint(token: &str) -> String {
+    let digest = Sha256::digest([b"ws-token:".as_slice(), token.as_bytes()].concat());
+    hex::encode(&digest[..8])
+}
+
 /// What the store keeps of an API key.
 pub fn hash_api_key(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))

@@ -71,14 +71,21 @@ impl Services for Pipeline {
     async fn connections(&self, channel_id: &str) -> Result<Vec<String>, DeliveryError> {
         let id =
             ChannelId::parse(channel_id).map_err(|e| DeliveryError::permanent(e.to_string()))?;
-        Ok(self
+        let channel = self.channel(&id).await.map_err(store_error)?;
+        let mut live = Vec::new();
+        for c in self
             .store
             .channel_connections(&id)
             .await
             .map_err(store_error)?
-            .into_iter()
-            .map(|c| c.connection_id)
-            .collect())
+        {
+            if channel.as_deref().is_some_and(|ch| still_admitted(ch, &c)) {
+                live.push(c.connection_id);
+            } else {
+                self.cut_off(&c).await;
+            }
+        }
+        Ok(live)
     }
 
     async fn push(&self, connection_id: &str, frame: &[u8]) -> Result<Push, DeliveryError> {
@@ -91,6 +98,30 @@ impl Services for Pipeline {
                 Ok(Push::Gone)
             }
             Err(e) => Err(DeliveryError::transient(format!("websocket: {e}"))),
+        }
+    }
+}
+
+/// Whether a connection may still receive and send: its channel is active and its token is the
+/// one the client connected with (connections from before fingerprints were kept pass).
+fn still_admitted(channel: &converger_ports::Channel, conn: &Connection) -> bool {
+    let current = socket_config(&channel.config)
+        .ok()
+        .map(|c| converger_core::secret::token_fingerprint(c.token));
+    channel.active
+        && conn
+            .token_fp
+            .as_ref()
+            .is_none_or(|fp| current.as_ref() == Some(fp))
+}
+
+impl Pipeline {
+    /// Forgets a connection that may no longer receive (its token changed, its channel was
+    /// deactivated): nothing is pushed to it again.
+    async fn cut_off(&self, conn: &Connection) {
+        tracing::info!(connection_id = %conn.connection_id, channel_id = %conn.channel_id, "websocket connection cut off: token changed or channel inactive");
+        if let Err(e) = self.store.delete_connection(&conn.connection_id).await {
+            tracing::warn!(connection_id = %conn.connection_id, error = %e, "connection not removed");
         }
     }
 }
@@ -140,6 +171,7 @@ impl Pipeline {
             tenant_id: ch.tenant_id.clone(),
             connected_at: time::ms_to_rfc3339(now_ms),
             expires_at: now_ms / 1000 + converger_ports::CONNECTION_TTL_S,
+            token_fp: Some(converger_core::secret::token_fingerprint(cfg.token)),
         };
         self.store.put_connection(&c).await?;
         tracing::info!(connection_id, channel_id, "websocket client connected");
@@ -166,6 +198,17 @@ impl Pipeline {
                 "this connection is not registered",
             ));
         };
+        let channel = self.channel(&conn.channel_id).await?;
+        if !channel
+            .as_deref()
+            .is_some_and(|ch| still_admitted(ch, &conn))
+        {
+            self.cut_off(&conn).await;
+            return Ok(socket_error(
+                "unauthorized",
+                "the channel's token changed or the channel is inactive; connect again",
+            ));
+        }
         let Ok(msg) = serde_json::from_str::<Value>(body) else {
             return Ok(socket_error("invalid_json", "frames must be JSON objects"));
         };

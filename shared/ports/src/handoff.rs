@@ -21,6 +21,10 @@ pub struct Connection {
     pub connected_at: String,
     /// TTL (seconds since the epoch).
     pub expires_at: i64,
+    /// The fingerprint of the token the client connected with (`core::secret::
+    /// token_fingerprint`); `None` for connections made before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_fp: Option<String>,
 }
 
 /// What an acknowledgement found.

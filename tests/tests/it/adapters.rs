@@ -483,6 +483,70 @@ async fn hand_offs_are_not_failures_and_do_not_disable_the_channel() {
     t.stop().await;
 }
 
+/// A token change cuts off the clients that connected with the old token: nothing more is
+/// pushed to them and their frames are refused; a client with the new token gets the
+/// deliveries. A deactivated channel's clients are cut off the same way.
+#[tokio::test]
+async fn a_token_change_or_deactivation_cuts_off_connected_clients() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let ch = websocket_channel(&t, &key, false).await;
+    let mut old = connect(&t, &ch).await;
+    let new_token = "rotated-websocket-token-4567";
+    let a = t
+        .api(
+            "PATCH",
+            &format!("/api/v1/channels/{ch}"),
+            &key,
+            Some(json!({"config": {"token": new_token, "require_ack": false}})),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let ids = post(&t, &key, &[&ch], json!({"text": "after the rotation"})).await;
+    let handed = |d: &Value| d["attempts"] == 1;
+    t.wait_delivery(&key, &ids[0], Duration::from_secs(20), handed)
+        .await;
+    // Nothing reached the old client; its frames are refused.
+    let got = tokio::time::timeout(Duration::from_millis(1500), old.next()).await;
+    assert!(got.is_err(), "no frame for the old token: {got:?}");
+    // (The push found it stale and forgot it, so the frame finds no registration.)
+    send(&mut old, json!({"action": "replay"})).await;
+    let f = next_frame(&mut old).await;
+    assert_eq!(
+        (&f["type"], &f["code"]),
+        (&json!("error"), &json!("not_connected")),
+        "{f}"
+    );
+
+    // The new token's client gets what waits.
+    let url = format!("{}?channel_id={ch}&token={new_token}", t.stack.ws_url);
+    let (mut fresh, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    send(&mut fresh, json!({"action": "replay"})).await;
+    let mut frames = vec![next_frame(&mut fresh).await, next_frame(&mut fresh).await];
+    frames.sort_by_key(|f| f["type"].as_str().unwrap_or("").to_owned());
+    assert_eq!(frames[0]["delivery_id"], ids[0].as_str(), "{frames:?}");
+
+    // Deactivated: the remaining client is cut off too.
+    let a = t
+        .api(
+            "PATCH",
+            &format!("/api/v1/channels/{ch}"),
+            &key,
+            Some(json!({"active": false})),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    send(&mut fresh, json!({"action": "replay"})).await;
+    let f = next_frame(&mut fresh).await;
+    assert_eq!(
+        (&f["type"], &f["code"]),
+        (&json!("error"), &json!("unauthorized")),
+        "{f}"
+    );
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {
@@ -651,6 +715,7 @@ mod emulator {
                     .unwrap(),
                 connected_at: converger_core::time::now_rfc3339(),
                 expires_at: converger_core::time::now_ms() / 1000 + 3600,
+                token_fp: None,
             })
             .await
             .unwrap();

@@ -1543,6 +1543,7 @@ async fn connections_are_found_by_channel(b: Backend) {
         tenant_id: f.tenant.id.clone(),
         connected_at: time::now_rfc3339(),
         expires_at: time::now_ms() / 1000 + 3600,
+        token_fp: None,
     };
     let other = converger_core::ChannelId::generate();
     for c in [
