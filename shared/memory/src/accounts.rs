@@ -24,25 +24,15 @@ impl AccountStore for MemStore {
 
     async fn set_password(&self, realm: Realm, email: &str, hash: &str) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
-        self.with(|s| match s.users.get_mut(&user_key(realm, email)) {
-            Some(u) => {
-                u.password_hash = hash.to_owned();
-                u.sessions_after = Some(converger_core::time::now_ms() / 1000);
-                true
-            }
-            None => false,
+        self.with_user(realm, email, |u| {
+            u.password_hash = hash.to_owned();
+            u.sessions_after = Some(converger_core::time::now_ms() / 1000);
         })
     }
 
     async fn end_sessions(&self, realm: Realm, email: &str, at_s: i64) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
-        self.with(|s| match s.users.get_mut(&user_key(realm, email)) {
-            Some(u) => {
-                u.sessions_after = Some(at_s);
-                true
-            }
-            None => false,
-        })
+        self.with_user(realm, email, |u| u.sessions_after = Some(at_s))
     }
 
     async fn set_sign_in(
@@ -52,13 +42,7 @@ impl AccountStore for MemStore {
         state: &converger_core::web::SignInState,
     ) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
-        self.with(|s| match s.users.get_mut(&user_key(realm, email)) {
-            Some(u) => {
-                u.sign_in = *state;
-                true
-            }
-            None => false,
-        })
+        self.with_user(realm, email, |u| u.sign_in = *state)
     }
 
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {
@@ -100,6 +84,19 @@ impl AccountStore for MemStore {
             v.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));
             v.truncate(LIST_MAX);
             v
+        })
+    }
+}
+
+impl MemStore {
+    /// Changes an existing user; `false` if there is no such user.
+    fn with_user(&self, realm: Realm, email: &str, f: impl FnOnce(&mut User)) -> StoreResult<bool> {
+        self.with(|s| match s.users.get_mut(&user_key(realm, email)) {
+            Some(u) => {
+                f(u);
+                true
+            }
+            None => false,
         })
     }
 }

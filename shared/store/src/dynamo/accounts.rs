@@ -18,40 +18,23 @@ impl AccountStore for DynamoStore {
     }
 
     async fn set_password(&self, realm: Realm, email: &str, hash: &str) -> StoreResult<bool> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.tenants)
-            .key("pk", s(user_key(realm, email)))
-            .update_expression("SET password_hash = :h, sessions_after = :at")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":h", s(hash))
-            .expression_attribute_values(":at", n(now_ms() / 1000))
-            .send()
-            .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if is_conditional(&e) => Ok(false),
-            Err(e) => Err(sdk_err(e)),
-        }
+        self.update_user(
+            realm,
+            email,
+            "SET password_hash = :h, sessions_after = :at",
+            vec![(":h", s(hash)), (":at", n(now_ms() / 1000))],
+        )
+        .await
     }
 
     async fn end_sessions(&self, realm: Realm, email: &str, at_s: i64) -> StoreResult<bool> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.tenants)
-            .key("pk", s(user_key(realm, email)))
-            .update_expression("SET sessions_after = :at")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":at", n(at_s))
-            .send()
-            .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if is_conditional(&e) => Ok(false),
-            Err(e) => Err(sdk_err(e)),
-        }
+        self.update_user(
+            realm,
+            email,
+            "SET sessions_after = :at",
+            vec![(":at", n(at_s))],
+        )
+        .await
     }
 
     async fn set_sign_in(
@@ -60,21 +43,13 @@ impl AccountStore for DynamoStore {
         email: &str,
         state: &converger_core::web::SignInState,
     ) -> StoreResult<bool> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.tenants)
-            .key("pk", s(user_key(realm, email)))
-            .update_expression("SET sign_in = :s")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":s", to_av(state)?)
-            .send()
-            .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if is_conditional(&e) => Ok(false),
-            Err(e) => Err(sdk_err(e)),
-        }
+        self.update_user(
+            realm,
+            email,
+            "SET sign_in = :s",
+            vec![(":s", to_av(state)?)],
+        )
+        .await
     }
 
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {
@@ -193,4 +168,31 @@ where
         out.push(from_item(item)?);
     }
     Ok(out)
+}
+
+impl DynamoStore {
+    /// Updates an existing user item; `false` if there is no such user.
+    async fn update_user(
+        &self,
+        realm: Realm,
+        email: &str,
+        expr: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> StoreResult<bool> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(user_key(realm, email)))
+            .update_expression(expr)
+            .condition_expression("attribute_exists(pk)");
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
 }
