@@ -1,0 +1,233 @@
+//! The stack on the emulator: the template deployed, each function's pipeline built from its
+//! deployed environment with IAM-checked clients, its event source mappings played.
+
+use super::*;
+
+/// The AWS side of a stack on the emulator.
+pub struct AwsStack {
+    pub endpoint: String,
+    /// Unchecked clients (the operator's and the tests' own).
+    pub clients: Clients,
+    /// The admin function's view of the resources (every table, queue and the bus).
+    pub resources: Resources,
+    /// What CloudFormation created.
+    pub deployed: DeployedStack,
+    /// How long the deployment took.
+    pub deploy_time: Duration,
+    pub(super) guards: BTreeMap<String, IamGuard>,
+    pub(super) emulator: Option<Emulator>,
+}
+
+impl AwsStack {
+    /// The tier queue's URL, as deployed.
+    pub fn queue_url(&self, tier: Tier) -> Result<String, String> {
+        self.resources
+            .queue_url(&converger_store::resources::tier_queue(tier))
+            .map(str::to_owned)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A tier queue's dead-letter queue URL, as deployed (from the queue's redrive policy).
+    pub fn dlq_url(&self, tier: Tier) -> Result<String, String> {
+        let url = self.queue_url(tier)?;
+        let q = self
+            .deployed
+            .queues
+            .values()
+            .find(|q| q.url == url)
+            .ok_or_else(|| format!("no deployed queue has URL {url}"))?;
+        let dlq_arn = q
+            .redrive_policy
+            .as_ref()
+            .and_then(|r| r["deadLetterTargetArn"].as_str())
+            .ok_or_else(|| format!("{url} has no redrive policy"))?;
+        self.deployed
+            .queue_by_arn(dlq_arn)
+            .map(|(_, q)| q.url.clone())
+            .ok_or_else(|| format!("no deployed queue has ARN {dlq_arn}"))
+    }
+}
+
+/// One function's pipeline: its deployed names, IAM-checked clients (plus the request counter
+/// when one is given), and websocket pushes for the functions that push.
+async fn function_pipeline(
+    sdk: &aws_config::SdkConfig,
+    deployed: &DeployedStack,
+    logical_id: &str,
+    config: &PipelineConfig,
+    counter: Option<&RequestCounter>,
+    management_url: &str,
+) -> Result<(Arc<Pipeline>, IamGuard), String> {
+    let f = deployed.function(logical_id)?;
+    let resources = f.resources()?;
+    let guard = deployed.guard(logical_id)?;
+    let mut interceptors = vec![SharedInterceptor::new(guard.clone())];
+    if let Some(c) = counter {
+        interceptors.push(SharedInterceptor::new(c.clone()));
+    }
+    let mut clients = Clients::intercepted(sdk, interceptors);
+    // The local gateway stands in for the WebSocket API the template's
+    // WEBSOCKET_MANAGEMENT_URL names.
+    clients.websocket_management_url = f
+        .env(converger_store::MANAGEMENT_URL_ENV)
+        .map(|_| management_url.to_owned());
+    let pipeline = bootstrap::aws_pipeline(&clients, &resources, config.clone()).await?;
+    let pipeline = if pushes(logical_id) {
+        bootstrap::with_websockets(pipeline, &clients)
+    } else {
+        pipeline
+    };
+    Ok((Arc::new(pipeline), guard))
+}
+
+/// The template deployed on the emulator; the queue-triggered functions started as their
+/// deployed event source mappings say.
+pub(super) async fn build_aws(
+    opts: &StackOptions,
+    management_url: &str,
+    stop: &watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Result<Built, String> {
+    let (emulator, endpoint) = match std::env::var("AWS_ENDPOINT_URL") {
+        Ok(ep) if !ep.is_empty() => (None, ep),
+        _ => {
+            let em = Emulator::start().await?;
+            let ep = em.endpoint.clone();
+            (Some(em), ep)
+        }
+    };
+    let sdk = converger_store::aws::load_config_for(Some(&endpoint)).await;
+    let clients = Clients::new(&sdk);
+    let parameters = BTreeMap::from([(
+        "MaxReceiveCount".to_owned(),
+        opts.queues.max_receive_count.to_string(),
+    )]);
+    let deploy_started = Instant::now();
+    let deployed = cfn::deploy(&endpoint, &cfn::stack_name(&opts.prefix), &parameters).await?;
+    let deploy_time = deploy_started.elapsed();
+    if let Some(v) = opts.queues.visibility_timeout_s {
+        for q in deployed.queues.values() {
+            clients
+                .sqs
+                .set_queue_attributes()
+                .queue_url(&q.url)
+                .attributes(
+                    aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+                    v.to_string(),
+                )
+                .send()
+                .await
+                .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?;
+        }
+    }
+
+    let mut guards = BTreeMap::new();
+    let mut build = async |id: &str| -> Result<Arc<Pipeline>, String> {
+        let (p, g) = function_pipeline(
+            &sdk,
+            &deployed,
+            id,
+            &opts.config,
+            opts.counter.as_ref(),
+            management_url,
+        )
+        .await?;
+        guards.insert(id.to_owned(), g);
+        Ok(p)
+    };
+    let functions = Functions {
+        ingest: build(fun::INGEST).await?,
+        deliver: build(fun::DELIVER).await?,
+        retry_scheduler: build(fun::RETRY_SCHEDULER).await?,
+        replay: build(fun::REPLAY).await?,
+        probe: build(fun::PROBE).await?,
+        health: build(fun::HEALTH).await?,
+        api: build(fun::API).await?,
+        admin: build(fun::ADMIN).await?,
+        websocket: build(fun::WEBSOCKET).await?,
+    };
+    // The admin function's secrets, read as it reads them at init (through its policy).
+    let admin = deployed.function(fun::ADMIN)?;
+    let secret_arn = |var: &str| {
+        admin
+            .env(var)
+            .ok_or_else(|| format!("{}: {var} is not set", admin.name))
+    };
+    let token_arn = secret_arn("ADMIN_TOKEN_SECRET_ARN")?;
+    if let Some(token) = &opts.admin_token {
+        converger_store::secrets::put_secret_value(&sdk, &token_arn, token).await?;
+    }
+    let admin_guard = vec![SharedInterceptor::new(
+        guards
+            .get(fun::ADMIN)
+            .cloned()
+            .ok_or("the admin function has no guard")?,
+    )];
+    let admin_token =
+        converger_store::secrets::secret_value(&sdk, &admin_guard, &token_arn).await?;
+    let session_secret = converger_store::secrets::secret_value(
+        &sdk,
+        &admin_guard,
+        &secret_arn("SESSION_SECRET_ARN")?,
+    )
+    .await?;
+    let resources = admin.resources()?;
+    let pipeline =
+        Arc::new(bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?);
+
+    // The queue-triggered functions, as their deployed event source mappings run them.
+    if opts.run_functions {
+        for (logical, f) in &deployed.functions {
+            for m in f.event_source_mappings.iter().filter(|m| m.enabled) {
+                let (_, queue) = deployed.queue_by_arn(&m.queue_arn).ok_or_else(|| {
+                    format!("{logical}: no queue of the stack has ARN {}", m.queue_arn)
+                })?;
+                let function = match logical.as_str() {
+                    fun::INGEST => Function::Ingest(functions.ingest.clone()),
+                    fun::DELIVER => Function::Deliver(functions.deliver.clone()),
+                    fun::REPLAY => Function::Replay(functions.replay.clone()),
+                    fun::PROBE => Function::Probe(functions.probe.clone()),
+                    other => {
+                        return Err(format!(
+                            "{other} is triggered by a queue, but the local runner has no \
+                             handler for it"
+                        ));
+                    }
+                };
+                tasks.extend(spawn_pollers(
+                    clients.sqs.clone(),
+                    Mapping {
+                        url: queue.url.clone(),
+                        // Lambda's default when a mapping sets no maximum.
+                        max_concurrency: m.maximum_concurrency.unwrap_or(1000) as usize,
+                        batch_size: m.batch_size.clamp(1, 10) as i32,
+                        partial_failures: m.report_batch_item_failures,
+                    },
+                    opts,
+                    stop.clone(),
+                    function,
+                ));
+            }
+        }
+    }
+    Ok(Built {
+        name: deployed.stack_name.clone(),
+        functions,
+        pipeline,
+        admin_token,
+        session_secret,
+        api_routes: deployed.function(fun::API)?.routes.clone(),
+        admin_routes: deployed.function(fun::ADMIN)?.routes.clone(),
+        sweep_schedule: deployed.function(fun::RETRY_SCHEDULER)?.schedule_period(),
+        health_schedule: deployed.function(fun::HEALTH)?.schedule_period(),
+        backing: Backing::Aws(Box::new(AwsStack {
+            endpoint,
+            clients,
+            resources,
+            deployed,
+            deploy_time,
+            guards,
+            emulator,
+        })),
+    })
+}
