@@ -22,12 +22,13 @@ impl ActivityStore for MemStore {
     ) -> StoreResult<Created> {
         wait(&self.latency, |m| m.transact).await;
         self.with(|s| {
-            if s.activities.contains_key(&activity.id)
+            let key = (activity.tenant_id.clone(), activity.id.clone());
+            if s.activities.contains_key(&key)
                 || deliveries.iter().any(|d| s.deliveries.contains_key(&d.id))
             {
                 return Created::Duplicate;
             }
-            s.activities.insert(activity.id.clone(), activity.clone());
+            s.activities.insert(key, activity.clone());
             for d in deliveries {
                 s.deliveries.insert(d.id.clone(), d.clone());
                 s.reindex(&d.id);
@@ -35,12 +36,16 @@ impl ActivityStore for MemStore {
             Created::New
         })
     }
-    async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>> {
+    async fn get_activity(
+        &self,
+        tenant: &TenantId,
+        id: &ActivityId,
+    ) -> StoreResult<Option<Activity>> {
         wait(&self.latency, |m| m.get).await;
         let now = converger_core::time::now_ms();
         self.with(|s| {
             s.activities
-                .get(id)
+                .get(&(tenant.clone(), id.clone()))
                 .filter(|a| !converger_ports::expired(a.expires_at, now))
                 .cloned()
         })

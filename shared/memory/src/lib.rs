@@ -31,7 +31,7 @@ struct State {
     tenants: HashMap<TenantId, Tenant>,
     keys: HashMap<String, TenantId>,
     channels: HashMap<ChannelId, Channel>,
-    activities: HashMap<ActivityId, Activity>,
+    activities: HashMap<(TenantId, ActivityId), Activity>,
     seqs: HashMap<String, u64>,
     deliveries: HashMap<DeliveryId, Delivery>,
     attempts: BTreeMap<(String, u32), AttemptEntry>,
@@ -223,7 +223,8 @@ impl MemStore {
     pub fn seed_activities(&self, rows: &[Activity]) -> StoreResult<()> {
         self.with(|s| {
             for a in rows {
-                s.activities.insert(a.id.clone(), a.clone());
+                s.activities
+                    .insert((a.tenant_id.clone(), a.id.clone()), a.clone());
             }
         })
     }

@@ -330,7 +330,7 @@ impl Pipeline {
             Some(a) => a,
             None => self
                 .store
-                .get_activity(&d.activity_id)
+                .get_activity(&d.tenant_id, &d.activity_id)
                 .await?
                 .ok_or_else(|| {
                     AttemptError::Missing(format!("activity {} not found", d.activity_id))

@@ -289,7 +289,11 @@ impl Pipeline {
         waiting.truncate(SOCKET_REPLAY_LIMIT);
         let mut pushed = 0;
         for d in waiting {
-            let Some(a) = self.store.get_activity(&d.activity_id).await? else {
+            let Some(a) = self
+                .store
+                .get_activity(&d.tenant_id, &d.activity_id)
+                .await?
+            else {
                 continue;
             };
             let mut frame = activity_frame(

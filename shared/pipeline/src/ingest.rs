@@ -205,12 +205,9 @@ impl Pipeline {
         tenant: &Tenant,
         submitted: Activity,
     ) -> Result<Ingested, IngestError> {
-        let Some(stored) = self.store.get_activity(&submitted.id).await? else {
+        let Some(stored) = self.store.get_activity(&tenant.id, &submitted.id).await? else {
             return Err(IngestError::Conflict(submitted.id));
         };
-        if stored.tenant_id != tenant.id {
-            return Err(IngestError::Conflict(submitted.id));
-        }
         let ids: Vec<DeliveryId> = stored
             .channel_ids
             .iter()

@@ -99,18 +99,14 @@ pub trait ActivityStore: Send + Sync + 'static {
     ) -> StoreResult<()> {
         self.create_activity(activity, deliveries).await.map(drop)
     }
-    async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>>;
-    /// An activity `scope` may see.
-    async fn activity_in(
+    /// One tenant's activity. Activity ids are chosen by producers and scoped to their
+    /// tenant: the same id under another tenant is another activity, so there is no read by
+    /// id alone.
+    async fn get_activity(
         &self,
-        scope: Scope<'_>,
+        tenant: &TenantId,
         id: &ActivityId,
-    ) -> StoreResult<Option<Activity>> {
-        Ok(self
-            .get_activity(id)
-            .await?
-            .filter(|a| scope.sees(&a.tenant_id)))
-    }
+    ) -> StoreResult<Option<Activity>>;
 }
 
 /// Delivery rows and the attempt lifecycle: claim (a lease), release, and the three outcomes.

@@ -330,6 +330,69 @@ mod emulator {
         t.stop().await;
     }
 
+    /// Activity ids are the producer's and belong to its tenant: another tenant may use the
+    /// same id (no 409 that would tell it the id exists, no way to block it), each tenant's
+    /// retry finds its own activity, and each receiver gets its own tenant's payload.
+    #[tokio::test]
+    async fn an_activity_id_is_per_tenant() {
+        let t = TestStack::on_emulator().await;
+        let (rx_a, rx_b) = (
+            Receiver::always(200).await.unwrap(),
+            Receiver::always(200).await.unwrap(),
+        );
+        let (_, key_a) = t.tenant("default").await;
+        let (_, key_b) = t.tenant("default").await;
+        let ch_a = t.webhook(&key_a, &rx_a.url, json!({})).await;
+        let ch_b = t.webhook(&key_b, &rx_b.url, json!({})).await;
+        let body = |ch: &Value, n: u32| json!({"id": "act_shared-by-two", "conversation_id": "c", "channel_ids": [ch["id"]], "payload": {"n": n}});
+        let a = t
+            .api("POST", "/api/v1/activities", &key_a, Some(body(&ch_a, 1)))
+            .await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        let b = t
+            .api("POST", "/api/v1/activities", &key_b, Some(body(&ch_b, 2)))
+            .await;
+        assert_eq!(b.status, 201, "another tenant's id is unused: {:?}", b.body);
+        let again = t
+            .api("POST", "/api/v1/activities", &key_b, Some(body(&ch_b, 2)))
+            .await;
+        assert_eq!(again.status, 200, "{:?}", again.body);
+        assert_eq!(
+            again.body["deliveries"][0]["id"],
+            b.body["deliveries"][0]["id"]
+        );
+        for (key, rx, resp, n) in [(&key_a, &rx_a, &a, 1), (&key_b, &rx_b, &b, 2)] {
+            let id = first_delivery(&resp.body);
+            let d = t
+                .wait_delivery(key, &id, Duration::from_secs(30), settled)
+                .await;
+            assert_eq!(d["status"], "sent");
+            let seen = rx.requests();
+            assert_eq!(seen.len(), 1);
+            let sent: Value = serde_json::from_slice(&seen[0].body).unwrap();
+            assert_eq!(
+                sent["payload"]["n"], n,
+                "each receiver gets its tenant's payload"
+            );
+            let listed = t
+                .api(
+                    "GET",
+                    "/api/v1/deliveries?activity_id=act_shared-by-two",
+                    key,
+                    None,
+                )
+                .await;
+            let ids: Vec<&str> = listed.body["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["id"].as_str().unwrap())
+                .collect();
+            assert_eq!(ids, [id.as_str()], "a tenant lists only its own deliveries");
+        }
+        t.stop().await;
+    }
+
     /// Producers that write to the activities queue instead of calling the API: the ingest
     /// function (its deployed mapping, environment and policy) takes the message to the receiver.
     #[tokio::test]

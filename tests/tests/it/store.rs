@@ -208,7 +208,29 @@ async fn tenants_channels_and_activities_round_trip(b: Backend) {
             .unwrap(),
         Created::Duplicate
     );
-    assert_eq!(f.store.get_activity(&a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(
+        f.store.get_activity(&a.tenant_id, &a.id).await.unwrap(),
+        Some(a.clone())
+    );
+    // Activity ids are per tenant: another tenant reads nothing under the id, and may use it.
+    assert_eq!(f.store.get_activity(&other, &a.id).await.unwrap(), None);
+    let theirs = Activity {
+        tenant_id: other.clone(),
+        channel_ids: vec![],
+        ..a.clone()
+    };
+    assert_eq!(
+        f.store.create_activity(&theirs, &[]).await.unwrap(),
+        Created::New
+    );
+    assert_eq!(
+        f.store.get_activity(&other, &a.id).await.unwrap(),
+        Some(theirs)
+    );
+    assert_eq!(
+        f.store.get_activity(&a.tenant_id, &a.id).await.unwrap(),
+        Some(a.clone())
+    );
     assert_eq!(f.store.get_delivery(&d.id).await.unwrap(), Some(d.clone()));
     assert_eq!(
         f.store
@@ -239,7 +261,10 @@ async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
         .map(|c| Delivery::new(&a, c, Tier::Bulk, now - 10_000, &a.created_at))
         .collect();
     f.store.create_fresh_activity(&a, &ds).await.unwrap();
-    assert_eq!(f.store.get_activity(&a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(
+        f.store.get_activity(&a.tenant_id, &a.id).await.unwrap(),
+        Some(a.clone())
+    );
     let ids: Vec<DeliveryId> = ds.iter().map(|d| d.id.clone()).collect();
     let mut stored = f.store.get_deliveries(&ids).await.unwrap();
     stored.sort_by(|x, y| x.id.as_str().cmp(y.id.as_str()));
@@ -287,10 +312,6 @@ async fn scoped_reads_see_only_their_tenant(b: Backend) {
             seen
         );
         assert_eq!(
-            f.store.activity_in(scope, &a.id).await.unwrap().is_some(),
-            seen
-        );
-        assert_eq!(
             f.store.delivery_in(scope, &d.id).await.unwrap().is_some(),
             seen
         );
@@ -321,10 +342,16 @@ async fn rows_past_their_retention_read_as_absent(b: Backend) {
         .create_fresh_activity(&kept, std::slice::from_ref(&d_kept))
         .await
         .unwrap();
-    assert_eq!(f.store.get_activity(&old.id).await.unwrap(), None);
+    assert_eq!(
+        f.store.get_activity(&old.tenant_id, &old.id).await.unwrap(),
+        None
+    );
     assert_eq!(f.store.get_delivery(&d_old.id).await.unwrap(), None);
     assert_eq!(
-        f.store.get_activity(&kept.id).await.unwrap(),
+        f.store
+            .get_activity(&kept.tenant_id, &kept.id)
+            .await
+            .unwrap(),
         Some(kept.clone())
     );
     assert!(f.store.get_delivery(&d_kept.id).await.unwrap().is_some());

@@ -179,10 +179,18 @@ pub(super) async fn delivery_page(
         Err(e) => return unavailable(&e),
     };
     let channel = state.pipeline.channel(&d.channel_id).await.ok().flatten();
-    let payload = match state.pipeline.store.get_activity(&d.activity_id).await {
+    let payload = match state
+        .pipeline
+        .store
+        .get_activity(&d.tenant_id, &d.activity_id)
+        .await
+    {
         Ok(Some(a)) => serde_json::to_string_pretty(&redact(&a.payload)).unwrap_or_default(),
         Ok(None) => "(the activity is no longer stored)".to_owned(),
-        Err(e) => format!("(the activity could not be read: {e})"),
+        Err(e) => {
+            tracing::error!(error = %e, "payload preview: storage unavailable");
+            "(the activity could not be read just now)".to_owned()
+        }
     };
     let tenant_name = match v.realm {
         Realm::Admin => state

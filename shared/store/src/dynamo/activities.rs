@@ -40,7 +40,7 @@ impl ActivityStore for DynamoStore {
         let mut req = self
             .client
             .transact_write_items()
-            .transact_items(put(&self.res.activities, to_item(activity)?)?);
+            .transact_items(put(&self.res.activities, activity_item(activity)?)?);
         for d in deliveries {
             req = req.transact_items(put(&self.res.deliveries, delivery_item(d)?)?);
         }
@@ -72,14 +72,27 @@ impl ActivityStore for DynamoStore {
         deliveries: &[Delivery],
     ) -> StoreResult<()> {
         let mut rows = Vec::with_capacity(deliveries.len() + 1);
-        rows.push((self.res.activities.clone(), to_item(activity)?));
+        rows.push((self.res.activities.clone(), activity_item(activity)?));
         for d in deliveries {
             rows.push((self.res.deliveries.clone(), delivery_item(d)?));
         }
         self.batch_put_rows(rows).await
     }
-    async fn get_activity(&self, id: &ActivityId) -> StoreResult<Option<Activity>> {
-        let a: Option<Activity> = self.get(&self.res.activities, "id", id.as_str()).await?;
+    async fn get_activity(
+        &self,
+        tenant: &TenantId,
+        id: &ActivityId,
+    ) -> StoreResult<Option<Activity>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.res.activities)
+            .key("id", s(activity_key(tenant, id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        let a = out.item.map(activity_from_item).transpose()?;
         Ok(a.filter(|a| !converger_ports::expired(a.expires_at, now_ms())))
     }
 }

@@ -34,7 +34,7 @@ impl DeliveryQueries for DynamoStore {
         // One activity's deliveries are read by key: their ids follow from the activity's
         // channels, at most 50 of them.
         if let Some(activity) = &q.activity {
-            let rows = match self.get_activity(activity).await? {
+            let rows = match self.get_activity(&q.tenant, activity).await? {
                 Some(a) if a.tenant_id == q.tenant => {
                     let ids: Vec<DeliveryId> = a
                         .channel_ids

@@ -86,6 +86,27 @@ fn index_keys(
     ]
 }
 
+/// An activity's row key: activity ids are the producer's, so the key holds the tenant and
+/// two tenants may use the same id. The plain id is kept in `activity_id`.
+fn activity_key(tenant: &TenantId, id: &ActivityId) -> String {
+    format!("act#{tenant}#{id}")
+}
+
+fn activity_item(a: &Activity) -> StoreResult<Item> {
+    let mut item = to_item(a)?;
+    item.insert("activity_id".into(), s(a.id.as_str()));
+    item.insert("id".into(), s(activity_key(&a.tenant_id, &a.id)));
+    Ok(item)
+}
+
+fn activity_from_item(mut item: Item) -> StoreResult<Activity> {
+    let id = item
+        .remove("activity_id")
+        .ok_or_else(|| StoreError::Corrupt("activity row without activity_id".into()))?;
+    item.insert("id".into(), id);
+    from_item(item)
+}
+
 fn delivery_item(d: &Delivery) -> StoreResult<Item> {
     let mut item = to_item(d)?;
     for (k, v) in index_keys(&d.tenant_id, &d.channel_id, &d.id, d.status, &d.updated_at) {
@@ -267,7 +288,10 @@ impl DynamoStore {
     /// Writes activities unconditionally in batches of 25 (seeding, like
     /// [`Self::seed_deliveries`]).
     pub async fn seed_activities(&self, rows: &[Activity]) -> StoreResult<()> {
-        let items = rows.iter().map(to_item).collect::<StoreResult<Vec<_>>>()?;
+        let items = rows
+            .iter()
+            .map(activity_item)
+            .collect::<StoreResult<Vec<_>>>()?;
         self.batch_put(&self.res.activities, items).await
     }
 
