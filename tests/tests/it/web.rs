@@ -461,6 +461,51 @@ async fn repeated_failed_sign_ins_lock_the_account() {
 mod emulator {
     use super::*;
 
+    /// A storage failure reaches a page as a plain "try again" page: the store's error text
+    /// (SDK messages, table names, ARNs, request ids) stays in the log.
+    #[tokio::test]
+    async fn pages_show_storage_failures_without_the_stores_error_text() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(400).await.unwrap();
+        let failing = t.failing_tenant(&rx, "broken", 1).await;
+        let b = Browser::new(&t.stack.admin_url);
+        b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+            .await;
+        let list = format!("/admin/deliveries?tenant={}", failing.tenant);
+        let one = format!(
+            "/admin/deliveries/{}?tenant={}",
+            failing.deliveries[0], failing.tenant
+        );
+        assert_eq!(b.get(&list).await.0, 200);
+        assert_eq!(b.get(&one).await.0, 200);
+        let table = t.aws().resources.deliveries.clone();
+        t.aws()
+            .clients
+            .dynamodb
+            .delete_table()
+            .table_name(&table)
+            .send()
+            .await
+            .unwrap();
+        let export = format!("/admin/deliveries/export?tenant={}", failing.tenant);
+        for path in [&list, &one, &export] {
+            let (status, html) = b.get(path).await;
+            assert_eq!(status, 503, "{path}: {html}");
+            assert!(html.contains("Storage is unavailable"), "{path}: {html}");
+            for leak in [
+                table.as_str(),
+                "ResourceNotFound",
+                "arn:aws",
+                "service error",
+                "dispatch",
+                "Requested resource",
+            ] {
+                assert!(!html.contains(leak), "{path} shows {leak:?}: {html}");
+            }
+        }
+        t.stop().await;
+    }
+
     #[tokio::test]
     async fn deliveries_page_filters_retries_and_exports() {
         let t = TestStack::on_emulator().await;

@@ -1,7 +1,7 @@
 //! The channels page, its live Delivery column, and Pause/Resume.
 
 use super::layout::{layout, urlencode};
-use super::page::{page_error, unavailable};
+use super::page::{PageFail, page_error, unavailable};
 use super::scope::{TenantQuery, scoped_channels};
 use super::session::{Posted, Viewer, forbidden, prefix};
 use crate::AppState;
@@ -12,7 +12,7 @@ use converger_core::ChannelId;
 use converger_core::web::Realm;
 use converger_ports::{Channel, Scope};
 use maud::{PreEscaped, html};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// A channel's Delivery column: its flow item's breaker state is all it takes.
 pub(super) async fn delivery_label(state: &AppState, c: &Channel) -> String {
@@ -30,7 +30,8 @@ pub(super) async fn channels(
     let p = prefix(v.realm);
     let list = match scoped_channels(&state, &v, q.tenant.as_deref()).await {
         Ok(l) => l,
-        Err(e) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &e),
+        Err(PageFail::Invalid(e)) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &e),
+        Err(e) => return e.page(),
     };
     let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
     let health =
@@ -95,13 +96,7 @@ pub(super) async fn channel_states(
 ) -> Response {
     let list = match scoped_channels(&state, &v, q.tenant.as_deref()).await {
         Ok(l) => l,
-        Err(e) => {
-            return (
-                StatusCode::UNPROCESSABLE_ENTITY,
-                axum::Json(json!({"error": e})),
-            )
-                .into_response();
-        }
+        Err(e) => return e.json(),
     };
     let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
     let map: serde_json::Map<String, Value> = list

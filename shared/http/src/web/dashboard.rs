@@ -51,10 +51,10 @@ pub(super) async fn dashboard(State(state): State<AppState>, v: Viewer) -> Respo
         .collect();
     // A failed read is shown, not hidden behind an empty table.
     let (depths, depth_error) = match state.pipeline.queue.depths().await {
-        Ok(d) => (d, None),
+        Ok(d) => (d, false),
         Err(e) => {
             tracing::warn!(error = %e, "queue depths unavailable");
-            (Vec::new(), Some(e.to_string()))
+            (Vec::new(), true)
         }
     };
     let mut channels = Vec::new();
@@ -99,7 +99,7 @@ pub(super) async fn dashboard(State(state): State<AppState>, v: Viewer) -> Respo
         table id="by-status" { tr { @for (s, _, _) in &by_status { th { (s) } } }
                           tr { @for (_, n, capped) in &by_status { td { (n) @if *capped { "+" } } } } }
         h2 { "Queues" }
-        @if let Some(e) = &depth_error { p.error id="queues-error" { "Queue depths unavailable: " (e) } }
+        @if depth_error { p.error id="queues-error" { "Queue depths are unavailable just now; the log has the detail." } }
         table id="queues" { tr { th { "Queue" } th { "Visible" } th { "Delayed" } th { "In flight" } }
             @for d in &depths { tr { td { (d.queue) } td { (d.visible) } td { (d.delayed) } td { (d.in_flight) } } } }
         h2 { "Channels not flowing" }

@@ -26,12 +26,7 @@ pub(super) async fn deliveries(
     let p = prefix(v.realm);
     let (rows, next) = match f.page(&state, &v, PAGE_ROWS).await {
         Ok(x) => x,
-        Err(e) => {
-            return page_error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                &format!("Invalid filter: {e}"),
-            );
-        }
+        Err(e) => return e.page(),
     };
     let names = channel_names(&state, &rows).await;
     let tenants = tenant_choices(&state, &v).await;
@@ -317,7 +312,7 @@ pub(super) async fn retry_all(
     };
     let queries = match f.queries(&state, &v, 500).await {
         Ok(q) => q,
-        Err(e) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &e),
+        Err(e) => return e.page(),
     };
     let mut retried = 0;
     for q in queries {

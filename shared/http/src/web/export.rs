@@ -49,93 +49,70 @@ fn csv_text(records: impl IntoIterator<Item = Vec<String>>) -> String {
 }
 
 /// The CSV export: the rows the filters select (newest first by default), at most
-/// `export_limit` and [`EXPORT_MAX_BYTES`], streamed page by page; no payloads.
+/// `export_limit` and [`EXPORT_MAX_BYTES`]; no payloads. The file is built whole before it is
+/// answered (API Gateway buffers a Lambda function's answer anyway): a read that fails on any
+/// page answers 503, never a 200 with a file cut short.
 pub(super) async fn export(
     State(state): State<AppState>,
     v: Viewer,
     Query(f): Query<Filters>,
 ) -> Response {
-    if let Err(e) = f.queries(&state, &v, 1).await {
-        return page_error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            &format!("Invalid filter: {e}"),
-        );
-    }
     let limit = state.web.export_limit;
-    let header_line = csv_text([EXPORT_COLUMNS.map(str::to_owned).to_vec()]);
-    let first = header_line.len();
-    let stream = futures::stream::unfold(
-        (Some(f), 0usize, first, false),
-        move |(f, sent, bytes, done)| {
-            let state = state.clone();
-            let v_realm = v.realm;
-            let user = v.user.clone();
-            let session = v.session.clone();
-            async move {
-                let f = f?;
-                if done || sent >= limit {
-                    return None;
-                }
-                let v = Viewer {
-                    realm: v_realm,
-                    user,
-                    session,
-                };
-                let (rows, next) = match f.page(&state, &v, EXPORT_PAGE.min(limit - sent)).await {
-                    Ok(x) => x,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "export stopped");
-                        return None;
-                    }
-                };
-                let names = channel_names(&state, &rows).await;
-                let lines = rows
-                    .iter()
-                    .map(|d| {
-                        csv_text([vec![
-                            d.id.to_string(),
-                            d.tenant_id.to_string(),
-                            d.channel_id.to_string(),
-                            names.get(&d.channel_id).cloned().unwrap_or_default(),
-                            d.activity_id.to_string(),
-                            d.status.to_string(),
-                            d.attempts.to_string(),
-                            d.last_error.clone().unwrap_or_default(),
-                            d.retry_count.to_string(),
-                            d.retried_by.clone().unwrap_or_default(),
-                            d.retried_at.clone().unwrap_or_default(),
-                            d.created_at.clone(),
-                            d.updated_at.clone(),
-                        ]])
-                    })
-                    .collect();
-                let (chunk, bytes, full) = within_budget(lines, bytes, EXPORT_MAX_BYTES);
-                if full {
-                    tracing::warn!(rows = sent, bytes, "export stopped at its size limit");
-                }
-                let n = rows.len();
-                let last = next.is_none() || full;
-                let next_f = next.map(|after| Filters {
+    let mut out = csv_text([EXPORT_COLUMNS.map(str::to_owned).to_vec()]);
+    let mut bytes = out.len();
+    let mut sent = 0usize;
+    let mut f = f;
+    while sent < limit {
+        let (rows, next) = match f.page(&state, &v, EXPORT_PAGE.min(limit - sent)).await {
+            Ok(x) => x,
+            Err(e) => return e.page(),
+        };
+        let names = channel_names(&state, &rows).await;
+        let lines = rows
+            .iter()
+            .map(|d| {
+                csv_text([vec![
+                    d.id.to_string(),
+                    d.tenant_id.to_string(),
+                    d.channel_id.to_string(),
+                    names.get(&d.channel_id).cloned().unwrap_or_default(),
+                    d.activity_id.to_string(),
+                    d.status.to_string(),
+                    d.attempts.to_string(),
+                    d.last_error.clone().unwrap_or_default(),
+                    d.retry_count.to_string(),
+                    d.retried_by.clone().unwrap_or_default(),
+                    d.retried_at.clone().unwrap_or_default(),
+                    d.created_at.clone(),
+                    d.updated_at.clone(),
+                ]])
+            })
+            .collect();
+        let (chunk, used, full) = within_budget(lines, bytes, EXPORT_MAX_BYTES);
+        out.push_str(&chunk);
+        bytes = used;
+        sent += rows.len();
+        if full {
+            tracing::warn!(rows = sent, bytes, "export stopped at its size limit");
+            break;
+        }
+        match next {
+            Some(after) => {
+                f = Filters {
                     after: Some(after),
                     ..f
-                });
-                Some((
-                    Ok::<_, std::io::Error>(chunk),
-                    (next_f, sent + n, bytes, last),
-                ))
+                }
             }
-        },
-    );
-    let body =
-        futures::stream::once(async move { Ok::<_, std::io::Error>(header_line) }).chain(stream);
-    use futures::StreamExt;
+            None => break,
+        }
+    }
     Response::builder()
         .header(header::CONTENT_TYPE, "text/csv; charset=utf-8")
         .header(
             header::CONTENT_DISPOSITION,
             "attachment; filename=\"deliveries.csv\"",
         )
-        .body(Body::from_stream(body))
+        .body(Body::from(out))
         .unwrap_or_else(|_| page_error(StatusCode::INTERNAL_SERVER_ERROR, "export failed"))
 }
 

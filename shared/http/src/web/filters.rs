@@ -1,6 +1,7 @@
 //! The deliveries page's filters: parsed from the URL, turned into store queries, paged.
 
 use super::layout::{nonempty, urlencode};
+use super::page::PageFail;
 use super::scope::tenants_in_scope;
 use super::session::Viewer;
 use crate::AppState;
@@ -34,14 +35,14 @@ pub struct Filters {
 }
 
 impl Filters {
-    fn status(&self) -> Result<Option<DeliveryStatus>, String> {
+    fn status(&self) -> Result<Option<DeliveryStatus>, PageFail> {
         match nonempty(&self.status) {
             None => Ok(Some(DeliveryStatus::Failed)),
             Some("any") => Ok(None),
             Some(s) => s
                 .parse()
                 .map(Some)
-                .map_err(|e: converger_core::status::UnknownStatus| e.to_string()),
+                .map_err(|e: converger_core::status::UnknownStatus| PageFail::invalid(e)),
         }
     }
 
@@ -82,19 +83,25 @@ impl Filters {
         state: &AppState,
         v: &Viewer,
         limit: usize,
-    ) -> Result<Vec<DeliveryQuery>, String> {
-        converger_core::query::newest_first(self.sort.as_deref())?;
+    ) -> Result<Vec<DeliveryQuery>, PageFail> {
+        converger_core::query::newest_first(self.sort.as_deref()).map_err(PageFail::Invalid)?;
         let tenants = tenants_in_scope(state, v, nonempty(&self.tenant)).await?;
         let channel = nonempty(&self.channel)
             .map(ChannelId::parse)
             .transpose()
-            .map_err(|e| e.to_string())?;
+            .map_err(PageFail::invalid)?;
         let Search {
             activity,
             error_contains,
         } = Search::parse(self.q.as_deref());
-        let mut from_key = nonempty(&self.from).map(day_start).transpose()?;
-        let mut to_key = nonempty(&self.to).map(day_end).transpose()?;
+        let mut from_key = nonempty(&self.from)
+            .map(day_start)
+            .transpose()
+            .map_err(PageFail::Invalid)?;
+        let mut to_key = nonempty(&self.to)
+            .map(day_end)
+            .transpose()
+            .map_err(PageFail::Invalid)?;
         // Load more: the bound moves past the last row shown (keys are unique).
         if let Some(after) = nonempty(&self.after) {
             if self.newest_first() {
@@ -131,7 +138,7 @@ impl Filters {
         state: &AppState,
         v: &Viewer,
         limit: usize,
-    ) -> Result<(Vec<Delivery>, Option<String>), String> {
+    ) -> Result<(Vec<Delivery>, Option<String>), PageFail> {
         let queries = self.queries(state, v, limit + 1).await?;
         let after = nonempty(&self.after).map(str::to_owned);
         let newest = self.newest_first();
@@ -144,7 +151,7 @@ impl Filters {
         let mut rows = Vec::new();
         let mut bound: Option<String> = None;
         for p in pages {
-            let p = p.map_err(|e| e.to_string())?;
+            let p = p?;
             if let Some(c) = p.next {
                 bound = Some(match bound {
                     None => c.sort_key,

@@ -35,3 +35,53 @@ pub(super) fn unavailable(e: &dyn std::fmt::Display) -> Response {
         "Storage is unavailable just now; try again in a moment.",
     )
 }
+
+/// Why a page could not be built from its query: the query itself (422, with the reason) or
+/// storage (503, without the store's text).
+#[derive(Debug)]
+pub(super) enum PageFail {
+    Invalid(String),
+    Unavailable(converger_ports::StoreError),
+}
+
+impl From<converger_ports::StoreError> for PageFail {
+    fn from(e: converger_ports::StoreError) -> Self {
+        Self::Unavailable(e)
+    }
+}
+
+impl PageFail {
+    pub(super) fn invalid(e: impl std::fmt::Display) -> Self {
+        Self::Invalid(e.to_string())
+    }
+
+    /// The page for a failed query on the deliveries views.
+    pub(super) fn page(&self) -> Response {
+        match self {
+            Self::Invalid(m) => page_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &format!("Invalid filter: {m}"),
+            ),
+            Self::Unavailable(e) => unavailable(e),
+        }
+    }
+
+    /// A JSON answer (`{"error": ...}`) for the pages' polling endpoints.
+    pub(super) fn json(&self) -> Response {
+        match self {
+            Self::Invalid(m) => (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                axum::Json(serde_json::json!({"error": m})),
+            )
+                .into_response(),
+            Self::Unavailable(e) => {
+                tracing::error!(error = %e, "poll failed: storage unavailable");
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    axum::Json(serde_json::json!({"error": "storage unavailable"})),
+                )
+                    .into_response()
+            }
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! What a viewer may see: the tenants in scope, their channels, the tenant selector.
 
+use super::page::PageFail;
 use super::session::Viewer;
 use crate::AppState;
 use converger_core::web::Realm;
@@ -25,16 +26,15 @@ pub(super) async fn tenants_in_scope(
     state: &AppState,
     v: &Viewer,
     asked: Option<&str>,
-) -> Result<Vec<TenantId>, String> {
+) -> Result<Vec<TenantId>, PageFail> {
     if let Some(t) = v.own_tenant() {
         return Ok(vec![t.clone()]);
     }
     match asked.map(str::trim).filter(|t| !t.is_empty()) {
-        Some(t) => Ok(vec![TenantId::parse(t).map_err(|e| e.to_string())?]),
+        Some(t) => Ok(vec![TenantId::parse(t).map_err(PageFail::invalid)?]),
         None => Ok(state
             .tenants()
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
             .iter()
             .map(|t| t.id.clone())
             .collect()),
@@ -45,17 +45,10 @@ pub(super) async fn scoped_channels(
     state: &AppState,
     v: &Viewer,
     tenant: Option<&str>,
-) -> Result<Vec<Channel>, String> {
+) -> Result<Vec<Channel>, PageFail> {
     let mut out = Vec::new();
     for t in tenants_in_scope(state, v, tenant).await? {
-        out.extend(
-            state
-                .pipeline
-                .store
-                .list_channels(&t)
-                .await
-                .map_err(|e| e.to_string())?,
-        );
+        out.extend(state.pipeline.store.list_channels(&t).await?);
     }
     Ok(out)
 }
