@@ -13,7 +13,7 @@ use std::time::Duration;
 /// Most of a response body that is read.
 pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 /// Upper bound on any adapter request, whatever the channel asks.
-pub const MAX_TIMEOUT_MS: u64 = 30_000;
+pub const MAX_TIMEOUT_MS: u64 = converger_core::policy::ADAPTER_TIMEOUT_MAX_MS;
 
 #[derive(Debug, thiserror::Error)]
 #[error("destination {host} is not allowed ({reason} address)")]

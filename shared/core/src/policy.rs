@@ -36,6 +36,29 @@ fn default_retry_after_max_ms() -> u64 {
 /// Longest explicit schedule.
 pub const MAX_SCHEDULE_LEN: usize = 100;
 
+/// The longest request an adapter makes: a policy's `timeout_ms` above it is cut to it.
+pub const ADAPTER_TIMEOUT_MAX_MS: u64 = 30_000;
+
+/// How long past its own timeout an adapter call may run before the attempt gives up on it.
+pub const CALL_GRACE_MS: u64 = 5_000;
+
+/// How long an attempt's lease lasts: the adapter's timeout (at most
+/// [`ADAPTER_TIMEOUT_MAX_MS`]; `None` when the channel is not known yet), the call's grace,
+/// and `margin_ms` for the storage requests before and after the call. A crashed attempt's
+/// delivery is taken up again once it ends, so it is as short as a live attempt allows.
+pub fn lease_ms(timeout_ms: Option<u64>, margin_ms: u64) -> i64 {
+    let timeout = timeout_ms.map_or(ADAPTER_TIMEOUT_MAX_MS, |t| t.min(ADAPTER_TIMEOUT_MAX_MS));
+    i64::try_from(timeout + CALL_GRACE_MS + margin_ms.min(600_000)).unwrap_or(i64::MAX)
+}
+
+/// Whether a lease ending at `lease_until` still covers a call of `timeout_ms` started at
+/// `now_ms` (with its grace): an attempt whose preparation ran long gives the delivery back
+/// rather than call past its lease, where another attempt could be calling too.
+pub fn lease_covers_call(lease_until: i64, now_ms: i64, timeout_ms: u64) -> bool {
+    let call = timeout_ms.min(ADAPTER_TIMEOUT_MAX_MS) + CALL_GRACE_MS;
+    lease_until.saturating_sub(now_ms) >= i64::try_from(call).unwrap_or(i64::MAX)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Backoff {
@@ -299,6 +322,28 @@ pub fn hop_delay_s(at_ms: i64, now_ms: i64, ceiling: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_lease_covers_the_call_its_grace_and_the_margin() {
+        assert_eq!(lease_ms(Some(15_000), 5_000), 25_000);
+        assert_eq!(
+            lease_ms(Some(600_000), 5_000),
+            40_000,
+            "timeouts are capped"
+        );
+        assert_eq!(
+            lease_ms(None, 5_000),
+            40_000,
+            "unknown channel: the longest"
+        );
+        assert_eq!(lease_ms(Some(1), u64::MAX), 605_001);
+        let until = 1_000_000 + lease_ms(Some(15_000), 5_000);
+        assert!(lease_covers_call(until, 1_000_000, 15_000));
+        assert!(lease_covers_call(until, 1_005_000, 15_000));
+        assert!(!lease_covers_call(until, 1_005_001, 15_000));
+        assert!(!lease_covers_call(i64::MIN, i64::MAX, 15_000));
+    }
+
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;

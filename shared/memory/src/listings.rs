@@ -51,6 +51,7 @@ impl DeliveryQueries for MemStore {
     }
     async fn overdue(
         &self,
+        part: DuePart,
         shard: u32,
         before_ms: i64,
         limit: usize,
@@ -62,15 +63,18 @@ impl DeliveryQueries for MemStore {
             let mut rows: Vec<(String, &Delivery)> = s
                 .deliveries
                 .values()
-                .filter(|d| {
-                    d.status == DeliveryStatus::Pending
-                        && !d.in_backlog
-                        && !d.handed_off
-                        && due_shard(&d.id) == shard
+                .filter_map(|d| match (d.sparse_index(), part) {
+                    (SparseIndex::Due { shard: s, due_ms }, DuePart::Waiting) if s == shard => {
+                        Some((due_ms, d))
+                    }
+                    (SparseIndex::Leased { shard: s, until_ms }, DuePart::Leased) if s == shard => {
+                        Some((until_ms, d))
+                    }
+                    _ => None,
                 })
-                .filter(|d| d.next_attempt_at < before_ms)
-                .filter(|d| !converger_ports::expired(d.expires_at, before_ms.max(now)))
-                .map(|d| (format!("{}#{}", due_key(d.next_attempt_at), d.id), d))
+                .filter(|(at, _)| *at < before_ms)
+                .filter(|(_, d)| !converger_ports::expired(d.expires_at, before_ms.max(now)))
+                .map(|(at, d)| (format!("{}#{}", due_key(at), d.id), d))
                 .filter(|(k, _)| from.as_ref().is_none_or(|f| k > f))
                 .collect();
             rows.sort_by(|a, b| a.0.cmp(&b.0));
@@ -84,6 +88,7 @@ impl DeliveryQueries for MemStore {
                     .map(|(_, d)| Overdue {
                         id: d.id.clone(),
                         tier: d.tier,
+                        channel_id: Some(d.channel_id.clone()),
                         lease_until: d.lease_until,
                     })
                     .collect(),

@@ -13,7 +13,7 @@ use crate::metrics;
 use crate::outcome::{Admit, status_event};
 pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Accepted, Delivered, Envelope, Target};
-use converger_core::policy::{Next, hop_delay_s};
+use converger_core::policy::{self, Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, time};
 use converger_ports::{
     Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
@@ -96,8 +96,19 @@ impl Pipeline {
     /// attempt now (not due: the message is delayed again; leased, settled or missing).
     async fn claim(&self, msg: &DeliveryMessage) -> Result<Result<Claimed, Report>, AttemptError> {
         let token = uuid::Uuid::new_v4().simple().to_string();
+        // The lease fits the channel's timeout (the channel read is cached); a message that
+        // does not name its channel gets the longest.
+        let timeout = match &msg.channel_id {
+            Some(c) => self
+                .channel(c)
+                .await?
+                .and_then(|ch| self.policy_of(&ch))
+                .map(|p| p.timeout_ms),
+            None => None,
+        };
+        let margin = u64::try_from(self.config.lease_margin.as_millis()).unwrap_or(u64::MAX);
+        let lease_ms = policy::lease_ms(timeout, margin);
         let now_ms = time::now_ms();
-        let lease_ms = i64::try_from(self.config.lease.as_millis()).unwrap_or(60_000);
         let report = match self
             .store
             .claim(&msg.delivery_id, &token, now_ms, lease_ms)
@@ -137,10 +148,29 @@ impl Pipeline {
             match self.admit_attempt(&d, &token, &msg, &channel).await? {
                 Admit::Go { probe } => {
                     let activity = self.activity(&d, msg.activity.take()).await?;
-                    Ok(Ok((channel, activity, probe)))
+                    Ok::<_, AttemptError>(Ok((channel, activity, probe)))
                 }
                 Admit::Done(report) => Ok(Err(report)),
             }
+        };
+        let gated = async {
+            let (channel, activity, probe) = match gated.await? {
+                Ok(x) => x,
+                Err(report) => return Ok(Err(report)),
+            };
+            // A start slowed down by storage may have eaten into the lease: the call must end
+            // before the lease does, or a second attempt could be calling at the same time.
+            let timeout = self.policy_of(&channel).map_or(0, |p| p.timeout_ms);
+            let until = d.lease_until.unwrap_or(i64::MIN);
+            if !policy::lease_covers_call(until, time::now_ms(), timeout) {
+                tracing::warn!(delivery_id = %d.id, "attempt started too late in its lease; given back");
+                self.store.release(&d, &token).await?;
+                let again = DeliveryMessage::new(d.id.clone(), d.tier, activity.if_inline())
+                    .on(&channel.id);
+                self.queue.send(&again, 0).await?;
+                return Ok(Err(Report::Skipped("lease too short after a slow start")));
+            }
+            Ok(Ok((channel, activity, probe)))
         };
         match gated.await {
             Ok(Ok((channel, activity, probe))) => Ok(Ok(Prepared {
@@ -305,7 +335,7 @@ impl Pipeline {
         } else {
             p.activity.if_inline()
         };
-        let next = DeliveryMessage::new(d.id.clone(), d.tier, carried);
+        let next = DeliveryMessage::new(d.id.clone(), d.tier, carried).on(&d.channel_id);
         // If this send fails, the message is redelivered and finds the row pending with its
         // due time: nothing is lost.
         self.queue.send(&next, delay_s).await?;
@@ -354,7 +384,7 @@ impl Pipeline {
             &adapter.default_policy(),
             &channel.retry_policy,
         );
-        let timeout = Duration::from_millis(policy.timeout_ms);
+        let timeout = Duration::from_millis(policy.timeout_ms.min(policy::ADAPTER_TIMEOUT_MAX_MS));
         let env = Envelope {
             delivery_id: d.id.as_str(),
             tenant_id: d.tenant_id.as_str(),
@@ -374,7 +404,7 @@ impl Pipeline {
         };
         // The adapter enforces its own timeout; this bound only guards against a stuck one.
         let res = match tokio::time::timeout(
-            timeout + Duration::from_secs(5),
+            timeout + Duration::from_millis(policy::CALL_GRACE_MS),
             adapter.deliver(env, target),
         )
         .await
@@ -386,6 +416,16 @@ impl Pipeline {
             )),
         };
         Ok((policy, res))
+    }
+
+    /// The retry policy that applies to `channel` (`None`: no adapter for its type).
+    fn policy_of(&self, channel: &Channel) -> Option<RetryPolicy> {
+        let adapter = self.adapters.get(channel.kind)?;
+        Some(RetryPolicy::effective(
+            &self.config.retry_policy,
+            &adapter.default_policy(),
+            &channel.retry_policy,
+        ))
     }
 
     async fn dead_letter(

@@ -10,8 +10,9 @@ pub struct PipelineConfig {
     pub retry_policy: Map<String, Value>,
     /// Longest single queue delay; longer delays are made of hops (SQS allows 900 s).
     pub hop_ceiling_s: u32,
-    /// How long a claimed attempt holds its lease.
-    pub lease: Duration,
+    /// What a lease allows beyond the adapter's timeout and the call's grace, for the storage
+    /// requests around the call (`LEASE_MARGIN_MS`; see `core::policy::lease_ms`).
+    pub lease_margin: Duration,
     /// How long a channel's configuration is cached per instance.
     pub channel_cache_ttl: Duration,
     /// CIDRs webhooks may reach although they are special-purpose (`WEBHOOK_ALLOW_CIDRS`).
@@ -55,7 +56,7 @@ impl Default for PipelineConfig {
         Self {
             retry_policy: Map::new(),
             hop_ceiling_s: 900,
-            lease: Duration::from_secs(u64::from(converger_ports::DELIVER_TIMEOUT_S)),
+            lease_margin: Duration::from_secs(5),
             channel_cache_ttl: Duration::from_secs(5),
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
@@ -108,6 +109,9 @@ impl PipelineConfig {
         }
         if let Some(h) = num::<u32>("HOP_CEILING_SECONDS")? {
             c.hop_ceiling_s = h.clamp(1, 900);
+        }
+        if let Some(ms) = num::<u64>("LEASE_MARGIN_MS")? {
+            c.lease_margin = Duration::from_millis(ms.clamp(1_000, 600_000));
         }
         if let Some(ms) = num::<u64>("CHANNEL_CACHE_TTL_MS")? {
             c.channel_cache_ttl = Duration::from_millis(ms);

@@ -190,7 +190,7 @@ impl Pipeline {
             .iter()
             .zip(admissions)
             .filter(|(_, a)| **a == Admission::Live)
-            .map(|(d, _)| DeliveryMessage::new(d.id.clone(), d.tier, carried))
+            .map(|(d, _)| DeliveryMessage::new(d.id.clone(), d.tier, carried).on(&d.channel_id))
             .collect();
         if !msgs.is_empty() {
             self.queue.send_many(&msgs).await?;
@@ -223,7 +223,7 @@ impl Pipeline {
                     && !d.in_backlog
                     && d.next_attempt_at <= now
             })
-            .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, carried))
+            .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, carried).on(&d.channel_id))
             .collect();
         if !msgs.is_empty() {
             self.queue.send_many(&msgs).await?;

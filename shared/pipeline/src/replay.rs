@@ -103,7 +103,10 @@ impl Pipeline {
         self.count_failed(&row, -1).await;
         if let Err(e) = self
             .queue
-            .send(&DeliveryMessage::new(row.id.clone(), row.tier, None), 0)
+            .send(
+                &DeliveryMessage::new(row.id.clone(), row.tier, None).on(&row.channel_id),
+                0,
+            )
             .await
         {
             tracing::warn!(delivery_id = %row.id, error = %e, "replay committed but not enqueued; the sweeper will enqueue it");
@@ -268,7 +271,7 @@ impl Pipeline {
             self.count_failed_many(&done, -1).await;
             let msgs: Vec<DeliveryMessage> = done
                 .iter()
-                .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None))
+                .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).on(&d.channel_id))
                 .collect();
             stats.send_batches += msgs.len().div_ceil(10);
             if let Err(e) = self.queue.send_many(&msgs).await {

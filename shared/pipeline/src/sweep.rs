@@ -1,6 +1,8 @@
 //! The sweeper (the retry-scheduler function): every pending delivery that is overdue by more
 //! than the grace period and holds no live lease is enqueued again. This is what makes a crash
-//! between a row write and its queue send impossible to lose.
+//! between a row write and its queue send impossible to lose. A delivery whose attempt
+//! claimed it and never recorded an outcome (the worker crashed) is enqueued as soon as its
+//! lease has ended, without the grace: the leased part of the due index holds exactly those.
 //!
 //! It reads the sparse, sharded due index: only pending deliveries are in it, so one sweep
 //! costs one query per shard (plus one per extra page of overdue rows), however many settled
@@ -9,7 +11,7 @@
 use crate::Pipeline;
 use converger_core::time;
 use converger_ports::DUE_SHARDS;
-use converger_ports::{DeliveryMessage, QueueError, StoreError};
+use converger_ports::{DeliveryMessage, DuePart, Overdue, QueueError, StoreError};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -22,6 +24,9 @@ pub struct SweepReport {
     pub enqueued: u32,
     /// Of those, skipped because an attempt holds a live lease.
     pub leased: u32,
+    /// Deliveries whose attempt's lease ended without an outcome (a crashed worker),
+    /// enqueued again.
+    pub reclaimed: u32,
     /// The per-sweep limit stopped the sweep early.
     pub truncated: bool,
     /// Window slots given back because their delivery no longer held them.
@@ -47,6 +52,31 @@ impl Pipeline {
         let grace = i64::try_from(self.config.sweep_grace.as_millis()).unwrap_or(i64::MAX);
         let before = now.saturating_sub(grace);
         let mut report = SweepReport::default();
+        // Crashed attempts first: their leases have ended, nothing else will run them soon.
+        for shard in 0..DUE_SHARDS {
+            let mut from = None;
+            loop {
+                let page = self
+                    .store
+                    .overdue(DuePart::Leased, shard, now, 500, from)
+                    .await?;
+                report.queries += 1;
+                let msgs: Vec<DeliveryMessage> = page.items.into_iter().map(message).collect();
+                if !msgs.is_empty() {
+                    tracing::warn!(
+                        shard,
+                        n = msgs.len(),
+                        "attempts whose lease ended without an outcome; enqueued again"
+                    );
+                    self.queue.send_many(&msgs).await?;
+                    report.reclaimed += msgs.len() as u32;
+                }
+                match page.next {
+                    Some(n) => from = Some(n),
+                    None => break,
+                }
+            }
+        }
         'shards: for shard in 0..DUE_SHARDS {
             let mut from = None;
             loop {
@@ -60,7 +90,7 @@ impl Pipeline {
                 }
                 let page = self
                     .store
-                    .overdue(shard, before, room.min(500), from)
+                    .overdue(DuePart::Waiting, shard, before, room.min(500), from)
                     .await?;
                 report.queries += 1;
                 let mut msgs = Vec::with_capacity(page.items.len());
@@ -70,7 +100,7 @@ impl Pipeline {
                         report.leased += 1;
                         continue;
                     }
-                    msgs.push(DeliveryMessage::new(row.id, row.tier, None));
+                    msgs.push(message(row));
                 }
                 if !msgs.is_empty() {
                     self.queue.send_many(&msgs).await?;
@@ -90,11 +120,20 @@ impl Pipeline {
             }
             Err(e) => tracing::warn!(error = %e, "flow sweep failed"),
         }
-        if report.enqueued > 0 {
+        if report.enqueued > 0 || report.reclaimed > 0 {
             tracing::warn!(?report, "sweep enqueued overdue deliveries again");
         } else {
             tracing::info!(?report, "sweep done");
         }
         Ok(report)
+    }
+}
+
+/// The message that runs an overdue row again.
+fn message(row: Overdue) -> DeliveryMessage {
+    let msg = DeliveryMessage::new(row.id, row.tier, None);
+    match &row.channel_id {
+        Some(c) => msg.on(c),
+        None => msg,
     }
 }

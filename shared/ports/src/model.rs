@@ -169,7 +169,19 @@ impl LogUpdate {
 pub struct Overdue {
     pub id: DeliveryId,
     pub tier: Tier,
+    /// Its channel (rows indexed before the index carried it have none).
+    pub channel_id: Option<ChannelId>,
     pub lease_until: Option<i64>,
+}
+
+/// The two halves of the sweeper's due index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DuePart {
+    /// Rows waiting for their message, by due time (the sweeper allows a grace period).
+    Waiting,
+    /// Rows an attempt claimed, by the end of its lease: one found past it is a crashed
+    /// attempt's, and the sweeper runs it again at once.
+    Leased,
 }
 
 /// One page of a query, with the key to continue from.
@@ -349,6 +361,10 @@ pub fn check_replay_batch(
 pub struct DeliveryMessage {
     pub delivery_id: DeliveryId,
     pub tier: Tier,
+    /// The delivery's channel, so that the attempt sizes its lease to the channel's timeout
+    /// before it claims the row (absent: the longest lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<ChannelId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<Activity>,
 }
@@ -373,8 +389,15 @@ impl DeliveryMessage {
         Self {
             delivery_id,
             tier,
+            channel_id: None,
             activity: activity.cloned(),
         }
+    }
+
+    /// The same message, naming the delivery's channel.
+    pub fn on(mut self, channel: &ChannelId) -> Self {
+        self.channel_id = Some(channel.clone());
+        self
     }
 }
 
@@ -430,6 +453,8 @@ pub enum SparseIndex {
     Backlog { due_ms: i64 },
     /// Pending with a message on its way: the sweeper's due index, by shard.
     Due { shard: u32, due_ms: i64 },
+    /// Pending and claimed by an attempt: the due index's leased part, by the lease's end.
+    Leased { shard: u32, until_ms: i64 },
     /// Parked (`paused`): the channel's parked rows (on DynamoDB, the channel-status index's
     /// `<channel>#paused` partition).
     Parked,
@@ -443,9 +468,16 @@ impl Delivery {
             DeliveryStatus::Pending if self.in_backlog => SparseIndex::Backlog {
                 due_ms: self.next_attempt_at,
             },
-            DeliveryStatus::Pending => SparseIndex::Due {
-                shard: due_shard(&self.id),
-                due_ms: self.next_attempt_at,
+            DeliveryStatus::Pending if self.handed_off => SparseIndex::None,
+            DeliveryStatus::Pending => match self.lease_until {
+                Some(until_ms) => SparseIndex::Leased {
+                    shard: due_shard(&self.id),
+                    until_ms,
+                },
+                None => SparseIndex::Due {
+                    shard: due_shard(&self.id),
+                    due_ms: self.next_attempt_at,
+                },
             },
             DeliveryStatus::Paused => SparseIndex::Parked,
             _ => SparseIndex::None,
@@ -731,6 +763,19 @@ mod tests {
                 due_ms: 42
             }
         );
+        d.lease_until = Some(99);
+        assert_eq!(
+            d.sparse_index(),
+            SparseIndex::Leased {
+                shard: due_shard(&d.id),
+                until_ms: 99
+            },
+            "a claimed row waits in the leased part until its lease ends"
+        );
+        d.handed_off = true;
+        assert_eq!(d.sparse_index(), SparseIndex::None);
+        d.handed_off = false;
+        d.lease_until = None;
         d.in_backlog = true;
         assert_eq!(d.sparse_index(), SparseIndex::Backlog { due_ms: 42 });
         d.status = DeliveryStatus::Paused;

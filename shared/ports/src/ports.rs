@@ -188,9 +188,12 @@ pub trait DeliveryQueries: Send + Sync + 'static {
         status: DeliveryStatus,
         cap: u64,
     ) -> StoreResult<u64>;
-    /// Pending deliveries of one due-index shard whose `next_attempt_at` is before `before_ms`.
+    /// Pending deliveries of one due-index shard: in the waiting part, those whose
+    /// `next_attempt_at` is before `before_ms`; in the leased part, those whose lease ended
+    /// before it.
     async fn overdue(
         &self,
+        part: DuePart,
         shard: u32,
         before_ms: i64,
         limit: usize,

@@ -240,8 +240,8 @@ mod emulator {
         assert_eq!(report.enqueued, 1, "{report:?}");
         assert_eq!(
             report.queries,
-            converger_store::resources::DUE_SHARDS,
-            "one query per shard"
+            2 * converger_store::resources::DUE_SHARDS,
+            "one query per shard and part (waiting, leased)"
         );
         let row = t
             .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
@@ -259,12 +259,14 @@ mod emulator {
         t.stop().await;
     }
 
+    /// A worker that dies mid-attempt leaves a claimed row. Its lease is sized to the
+    /// channel's timeout, and the sweep after it ends runs the delivery again at once, without
+    /// the grace period that rows waiting for their message get (the default 300 s here).
     #[tokio::test]
-    async fn a_crashed_attempt_runs_again_and_a_live_one_is_not_duplicated() {
+    async fn a_crashed_attempt_runs_again_once_its_lease_ends_and_a_live_one_is_not_duplicated() {
         let t = TestStack::with(|o| {
             o.backend = Backend::Emulator;
             o.sweep_period = converger_local::Every::Never;
-            o.config.sweep_grace = Duration::ZERO;
         })
         .await;
         let rx = Receiver::always(200).await.unwrap();
@@ -290,23 +292,67 @@ mod emulator {
             .unwrap();
         let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
         assert_eq!(
-            (report.found, report.leased, report.enqueued),
-            (1, 1, 0),
+            (report.found, report.reclaimed, report.enqueued),
+            (0, 0, 0),
             "{report:?}"
         );
         tokio::time::sleep(Duration::from_millis(1000)).await;
         assert!(rx.requests().is_empty(), "a live lease is not duplicated");
 
-        // Once the lease has expired, the redelivered message (or the sweep) runs it again.
+        // Once the lease has ended, the sweep runs it again (no grace for a crashed attempt).
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
-        assert_eq!(report.enqueued, 1, "{report:?}");
+        assert_eq!((report.reclaimed, report.enqueued), (1, 0), "{report:?}");
+        assert_eq!(
+            report.queries,
+            2 * converger_store::resources::DUE_SHARDS,
+            "one query per shard and part"
+        );
         let row = t
             .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
             .await;
         assert_eq!(row["status"], "sent");
         assert_eq!(row["attempts"], 1, "the crashed attempt recorded nothing");
         assert_eq!(rx.requests().len(), 1);
+        let after = t.stack.functions.retry_scheduler.sweep().await.unwrap();
+        assert_eq!((after.reclaimed, after.found), (0, 0), "{after:?}");
+        t.stop().await;
+    }
+
+    /// An attempt's lease is the channel's timeout, the call's grace (5 s) and the margin
+    /// (5 s): a crashed attempt of a channel with a 2 s timeout is free again after 12 s,
+    /// not after a fixed minute.
+    #[tokio::test]
+    async fn an_attempts_lease_is_sized_to_its_channels_timeout() {
+        let t = TestStack::with(|o| o.backend = Backend::Emulator).await;
+        let rx = Receiver::always(200).await.unwrap();
+        rx.set_fallback(converger_tests::Reply::status(200).delay(Duration::from_millis(1500)));
+        let (_, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({"timeout_ms": 2000})).await;
+        let started = time::now_ms();
+        let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+        let did = converger_core::DeliveryId::parse(&id).unwrap();
+        let store = &t.stack.pipeline.store;
+        // While the receiver holds the call, the row carries the attempt's lease.
+        let mut lease = None;
+        for _ in 0..100 {
+            let row = store.get_delivery(&did).await.unwrap().unwrap();
+            if let Some(until) = row.lease_until {
+                lease = Some(until);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let until = lease.expect("the attempt holds a lease during the call");
+        let length = until - started;
+        assert!(
+            (12_000..=13_500).contains(&length),
+            "lease of {length} ms for a 2 s timeout"
+        );
+        let row = t
+            .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+            .await;
+        assert_eq!(row["status"], "sent");
         t.stop().await;
     }
 

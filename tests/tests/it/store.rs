@@ -9,8 +9,8 @@ use converger_core::{ActivityId, ChannelType, DeliveryId, DeliveryStatus, Tenant
 use converger_memory::MemStore;
 use converger_ports::{
     Ack, Activity, AttemptEntry, Channel, ChannelPatch, Claim, Connection, Created, Delivery,
-    LogUpdate, Mark, Outcome, Placement, Receipted, RetryAt, SentInfo, Settle, SlotTake, Store,
-    Tenant, Transition,
+    DuePart, LogUpdate, Mark, Outcome, Placement, Receipted, RetryAt, SentInfo, Settle, SlotTake,
+    Store, Tenant, Transition,
 };
 use converger_store::dynamo::DynamoStore;
 use converger_tests::TestStack;
@@ -275,7 +275,7 @@ async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
     for d in &ds {
         let page = f
             .store
-            .overdue(due_shard(&d.id), now - 5_000, 100, None)
+            .overdue(DuePart::Waiting, due_shard(&d.id), now - 5_000, 100, None)
             .await
             .unwrap();
         assert!(page.items.iter().any(|o| o.id == d.id), "in the due index");
@@ -393,7 +393,13 @@ async fn rows_past_their_retention_read_as_absent(b: Backend) {
     for (d, listed) in [(&d_old, false), (&d_kept, true)] {
         let page = f
             .store
-            .overdue(converger_ports::due_shard(&d.id), later, 100, None)
+            .overdue(
+                DuePart::Waiting,
+                converger_ports::due_shard(&d.id),
+                later,
+                100,
+                None,
+            )
             .await
             .unwrap();
         assert_eq!(page.items.iter().any(|o| o.id == d.id), listed);
@@ -584,7 +590,7 @@ async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
         let id = d.id.clone();
         async move {
             let page = store
-                .overdue(due_shard(&id), now - 5_000, 100, None)
+                .overdue(DuePart::Waiting, due_shard(&id), now - 5_000, 100, None)
                 .await
                 .unwrap();
             page.items.iter().any(|o| o.id == id)
@@ -633,7 +639,13 @@ async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
     }
     let later = f
         .store
-        .overdue(due_shard(&ids[2].id), now + 61_000, 100, None)
+        .overdue(
+            DuePart::Waiting,
+            due_shard(&ids[2].id),
+            now + 61_000,
+            100,
+            None,
+        )
         .await
         .unwrap();
     assert!(
@@ -642,6 +654,43 @@ async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
             .iter()
             .any(|o| o.id == ids[2].id && o.tier == Tier::Bulk)
     );
+
+    // A claimed row waits in the leased part until its lease ends (a crashed attempt's is
+    // found there at once, without the waiting part's grace); a release puts it back.
+    let a = activity(&f);
+    let d = Delivery::new(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+    f.store
+        .create_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    let leased = |before: i64| {
+        let store = f.store.clone();
+        let id = d.id.clone();
+        async move {
+            store
+                .overdue(DuePart::Leased, due_shard(&id), before, 100, None)
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .find(|o| o.id == id)
+        }
+    };
+    assert!(leased(now + 10_000).await.is_none(), "not claimed yet");
+    let Claim::Claimed(held) = f.store.claim(&d.id, "t", now, 1_000).await.unwrap() else {
+        panic!()
+    };
+    assert!(!overdue(&d).await, "claimed: out of the waiting part");
+    assert!(leased(now + 500).await.is_none(), "the lease is live");
+    let found = leased(now + 1_001).await.expect("an ended lease is found");
+    assert_eq!(found.channel_id.as_ref(), Some(&f.channel.id));
+    assert_eq!(found.lease_until, Some(now + 1_000));
+    assert!(f.store.release(&held, "t").await.unwrap());
+    assert!(
+        leased(now + 10_000).await.is_none(),
+        "released: out of the leased part"
+    );
+    assert!(overdue(&d).await, "released: waiting again at its due time");
     f.stop().await;
 }
 
@@ -1161,7 +1210,7 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
         for shard in 0..converger_ports::DUE_SHARDS {
             n += f
                 .store
-                .overdue(shard, now_ms + 10_000, 100, None)
+                .overdue(DuePart::Waiting, shard, now_ms + 10_000, 100, None)
                 .await
                 .unwrap()
                 .items
@@ -1418,7 +1467,13 @@ async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
     ));
     let page = f
         .store
-        .overdue(due_shard(&d.id), time::now_ms() + 1_000, 100, None)
+        .overdue(
+            DuePart::Waiting,
+            due_shard(&d.id),
+            time::now_ms() + 1_000,
+            100,
+            None,
+        )
         .await
         .unwrap();
     assert!(

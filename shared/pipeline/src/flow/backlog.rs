@@ -70,7 +70,9 @@ impl Pipeline {
                 SlotTake::Taken(f) => {
                     self.remember_flow(&f);
                     match self.store.leave_backlog(&id, now).await? {
-                        Some(d) => msgs.push(DeliveryMessage::new(d.id, d.tier, None)),
+                        Some(d) => {
+                            msgs.push(DeliveryMessage::new(d.id, d.tier, None).on(&d.channel_id))
+                        }
                         None => {
                             // Fed or parked meanwhile: the slot this feeder took goes back.
                             let f = self

@@ -32,12 +32,17 @@ impl DeliveryStore for DynamoStore {
         now_ms: i64,
         lease_ms: i64,
     ) -> StoreResult<Claim> {
+        let until = now_ms.saturating_add(lease_ms);
+        let [(_, due_shard), (_, due_at)] = lease_keys(id, until);
         let req = self
             .client
             .update_item()
             .table_name(&self.res.deliveries)
             .key("id", s(id.as_str()))
-            .update_expression("SET lease_token = :token, lease_until = :until")
+            .update_expression(
+                "SET lease_token = :token, lease_until = :until, due_shard = :due_shard, \
+                 due_at = :due_at",
+            )
             .condition_expression(
                 "attribute_exists(id) AND #st = :pending AND next_attempt_at <= :now \
                  AND (attribute_not_exists(lease_until) OR lease_until < :now) \
@@ -47,9 +52,11 @@ impl DeliveryStore for DynamoStore {
             .expression_attribute_names("#st", "status")
             .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
             .expression_attribute_values(":token", s(token))
-            .expression_attribute_values(":until", n(now_ms.saturating_add(lease_ms)))
+            .expression_attribute_values(":until", n(until))
             .expression_attribute_values(":now", n(now_ms))
             .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
+            .expression_attribute_values(":due_shard", due_shard)
+            .expression_attribute_values(":due_at", due_at)
             .return_values(ReturnValue::AllNew);
         match self.update_or_old(req, self.get_delivery(id)).await? {
             Conditional::Applied(item) => {
@@ -65,8 +72,14 @@ impl DeliveryStore for DynamoStore {
         }
     }
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
-        self.leased_update(d, token, "REMOVE lease_token, lease_until".into(), vec![])
-            .await
+        // Back in the waiting part of the due index, at its due time.
+        self.leased_update(
+            d,
+            token,
+            "SET due_shard = :due_shard, due_at = :due_at REMOVE lease_token, lease_until".into(),
+            due_keys(&d.id, d.next_attempt_at).into(),
+        )
+        .await
     }
     async fn mark_sent(
         &self,

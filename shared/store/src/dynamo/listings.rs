@@ -178,6 +178,7 @@ impl DeliveryQueries for DynamoStore {
     }
     async fn overdue(
         &self,
+        part: DuePart,
         shard: u32,
         before_ms: i64,
         limit: usize,
@@ -189,7 +190,7 @@ impl DeliveryQueries for DynamoStore {
             .table_name(&self.res.deliveries)
             .index_name("by_due")
             .key_condition_expression("due_shard = :sh AND due_at < :before")
-            .expression_attribute_values(":sh", s(format!("due#{shard}")))
+            .expression_attribute_values(":sh", s(due_partition(part, shard)))
             .expression_attribute_values(":before", s(due_key(before_ms)))
             .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000));
         if let Some(from) = from {
@@ -206,6 +207,8 @@ impl DeliveryQueries for DynamoStore {
                 id: DeliveryId,
                 tier: converger_core::Tier,
                 #[serde(default)]
+                channel_id: Option<ChannelId>,
+                #[serde(default)]
                 lease_until: Option<i64>,
                 #[serde(default)]
                 expires_at: Option<i64>,
@@ -218,6 +221,7 @@ impl DeliveryQueries for DynamoStore {
             items.push(Overdue {
                 id: r.id,
                 tier: r.tier,
+                channel_id: r.channel_id,
                 lease_until: r.lease_until,
             });
         }

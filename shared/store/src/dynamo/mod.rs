@@ -123,6 +123,11 @@ fn delivery_item(d: &Delivery) -> StoreResult<Item> {
             item.insert("due_shard".into(), shard);
             item.insert("due_at".into(), at);
         }
+        SparseIndex::Leased { until_ms, .. } => {
+            let [(_, shard), (_, at)] = lease_keys(&d.id, until_ms);
+            item.insert("due_shard".into(), shard);
+            item.insert("due_at".into(), at);
+        }
         // Parked rows are found through the channel-status index every row is in.
         SparseIndex::Parked | SparseIndex::None => {}
     }
@@ -131,9 +136,31 @@ fn delivery_item(d: &Delivery) -> StoreResult<Item> {
 
 fn due_keys(id: &DeliveryId, next_attempt_at: i64) -> [(&'static str, AttributeValue); 2] {
     [
-        (":due_shard", s(format!("due#{}", due_shard(id)))),
+        (
+            ":due_shard",
+            s(due_partition(DuePart::Waiting, due_shard(id))),
+        ),
         (":due_at", s(due_key(next_attempt_at))),
     ]
+}
+
+/// The due index attributes of a delivery claimed until `until_ms`.
+fn lease_keys(id: &DeliveryId, until_ms: i64) -> [(&'static str, AttributeValue); 2] {
+    [
+        (
+            ":due_shard",
+            s(due_partition(DuePart::Leased, due_shard(id))),
+        ),
+        (":due_at", s(due_key(until_ms))),
+    ]
+}
+
+/// The due index partition of `shard` in `part`.
+fn due_partition(part: DuePart, shard: u32) -> String {
+    match part {
+        DuePart::Waiting => format!("due#{shard}"),
+        DuePart::Leased => format!("lease#{shard}"),
+    }
 }
 
 /// The backlog index attributes of a delivery of `channel` due at `due_ms`.
