@@ -116,7 +116,7 @@ impl InProcess {
                             if let Some(m) = latency {
                                 tokio::time::sleep(m.sqs_receive).await;
                             }
-                            if let Err(e) = p.attempt(msg.clone()).await {
+                            if let Err(e) = p.deliver(msg.clone()).await {
                                 tracing::warn!(error = %e, "attempt failed; redelivered later");
                                 let _ = converger_ports::Queue::send(&*q, &msg, REDELIVERY_S).await;
                             }
@@ -138,7 +138,9 @@ impl InProcess {
             tasks.push(crate::schedule::every(period, stop.clone(), move || {
                 let p = p.clone();
                 async move {
-                    if let Err(e) = p.sweep().await {
+                    // As the deployed function runs: a sweep, then watching for crashed
+                    // attempts for most of the period.
+                    if let Err(e) = p.sweep_and_watch(period - period / 6).await {
                         tracing::warn!(error = %e, "sweep failed");
                     }
                 }

@@ -16,7 +16,14 @@ where
         tick.tick().await;
         loop {
             tokio::select! {
-                _ = tick.tick() => f().await,
+                _ = tick.tick() => {
+                    // A run in progress (the sweeper watches for most of its minute) ends
+                    // with the stack.
+                    tokio::select! {
+                        () = f() => {}
+                        _ = stop.changed() => break,
+                    }
+                }
                 _ = stop.changed() => break,
             }
         }

@@ -42,21 +42,29 @@ pub const ADAPTER_TIMEOUT_MAX_MS: u64 = 30_000;
 /// How long past its own timeout an adapter call may run before the attempt gives up on it.
 pub const CALL_GRACE_MS: u64 = 5_000;
 
-/// How long an attempt's lease lasts: the adapter's timeout (at most
-/// [`ADAPTER_TIMEOUT_MAX_MS`]; `None` when the channel is not known yet), the call's grace,
-/// and `margin_ms` for the storage requests before and after the call. A crashed attempt's
-/// delivery is taken up again once it ends, so it is as short as a live attempt allows.
-pub fn lease_ms(timeout_ms: Option<u64>, margin_ms: u64) -> i64 {
-    let timeout = timeout_ms.map_or(ADAPTER_TIMEOUT_MAX_MS, |t| t.min(ADAPTER_TIMEOUT_MAX_MS));
-    i64::try_from(timeout + CALL_GRACE_MS + margin_ms.min(600_000)).unwrap_or(i64::MAX)
+/// How long one lease slice lasts by default (`LEASE_SECONDS`). An attempt's lease is short
+/// and renewed while its call runs, so a crashed attempt's delivery is free again within one
+/// slice, however long the channel's timeout.
+pub const LEASE_SLICE_MS: i64 = 10_000;
+
+/// Whether a lease ending at `lease_until` should be renewed at `now_ms`: once less than half
+/// of a `slice_ms` slice is left (a call that ends sooner costs no renewal).
+pub fn lease_renewal_due(lease_until: i64, now_ms: i64, slice_ms: i64) -> bool {
+    lease_until.saturating_sub(now_ms) < slice_ms / 2
 }
 
-/// Whether a lease ending at `lease_until` still covers a call of `timeout_ms` started at
-/// `now_ms` (with its grace): an attempt whose preparation ran long gives the delivery back
-/// rather than call past its lease, where another attempt could be calling too.
-pub fn lease_covers_call(lease_until: i64, now_ms: i64, timeout_ms: u64) -> bool {
-    let call = timeout_ms.min(ADAPTER_TIMEOUT_MAX_MS) + CALL_GRACE_MS;
-    lease_until.saturating_sub(now_ms) >= i64::try_from(call).unwrap_or(i64::MAX)
+/// How many times a delivery message whose attempt found storage unreachable comes back
+/// early before it is left to the queue's own redelivery (and dead-letter queue).
+pub const MAX_BOUNCES: u32 = 30;
+
+/// How long a message waits before its `bounces`-th early return: 1, 2, 4 ... 60 s.
+pub fn bounce_delay_s(bounces: u32) -> u32 {
+    1u32.checked_shl(bounces).unwrap_or(u32::MAX).min(60)
+}
+
+/// When a lease ending at `lease_until` is next renewed: halfway through its last slice.
+pub fn lease_renewal_at(lease_until: i64, slice_ms: i64) -> i64 {
+    lease_until.saturating_sub(slice_ms / 2)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -324,24 +332,23 @@ pub fn hop_delay_s(at_ms: i64, now_ms: i64, ceiling: u32) -> u32 {
 mod tests {
 
     #[test]
-    fn a_lease_covers_the_call_its_grace_and_the_margin() {
-        assert_eq!(lease_ms(Some(15_000), 5_000), 25_000);
-        assert_eq!(
-            lease_ms(Some(600_000), 5_000),
-            40_000,
-            "timeouts are capped"
-        );
-        assert_eq!(
-            lease_ms(None, 5_000),
-            40_000,
-            "unknown channel: the longest"
-        );
-        assert_eq!(lease_ms(Some(1), u64::MAX), 605_001);
-        let until = 1_000_000 + lease_ms(Some(15_000), 5_000);
-        assert!(lease_covers_call(until, 1_000_000, 15_000));
-        assert!(lease_covers_call(until, 1_005_000, 15_000));
-        assert!(!lease_covers_call(until, 1_005_001, 15_000));
-        assert!(!lease_covers_call(i64::MIN, i64::MAX, 15_000));
+    fn bounces_back_off_to_a_minute() {
+        let delays: Vec<u32> = (0..8).map(bounce_delay_s).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(bounce_delay_s(u32::MAX), 60);
+    }
+
+    #[test]
+    fn a_lease_is_renewed_in_the_second_half_of_its_slice() {
+        let slice = LEASE_SLICE_MS;
+        let until = 1_000_000 + slice;
+        assert!(!lease_renewal_due(until, 1_000_000, slice), "fresh");
+        assert!(!lease_renewal_due(until, 1_000_000 + slice / 2, slice));
+        assert!(lease_renewal_due(until, 1_000_001 + slice / 2, slice));
+        assert!(lease_renewal_due(until, until + 1, slice), "ended");
+        assert_eq!(lease_renewal_at(until, slice), 1_000_000 + slice / 2);
+        assert!(lease_renewal_due(i64::MIN, i64::MAX, slice));
+        assert_eq!(lease_renewal_at(i64::MIN, slice), i64::MIN);
     }
 
     use super::*;

@@ -45,7 +45,7 @@ fn body<T: serde::de::DeserializeOwned>(m: &SqsMessage) -> Result<T, HandlerErro
 pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     batch::process(event, p.config.batch_concurrency, |m| async move {
         let msg: DeliveryMessage = body(&m)?;
-        let report = p.attempt(msg).await?;
+        let report = p.deliver(msg).await?;
         tracing::debug!(?report, "attempt done");
         Ok::<(), HandlerError>(())
     })

@@ -56,6 +56,16 @@ impl DeliveryStore for MemStore {
             _ => false,
         })
     }
+    async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| match s.deliveries.get_mut(&d.id) {
+            Some(row) if row.lease_token.as_deref() == Some(token) => {
+                row.lease_until = Some(until_ms);
+                true
+            }
+            _ => false,
+        })
+    }
     async fn mark_sent(
         &self,
         d: &Delivery,

@@ -186,6 +186,8 @@ async fn wait(model: &Option<LatencyModel>, pick: fn(&LatencyModel) -> Duration)
 pub struct MemStore {
     state: Mutex<State>,
     latency: Option<LatencyModel>,
+    /// An injected outage: every request fails as an unreachable store's would.
+    outage: std::sync::atomic::AtomicBool,
 }
 
 impl MemStore {
@@ -201,7 +203,17 @@ impl MemStore {
         }
     }
 
+    /// Starts (`true`) or ends an outage: meanwhile every request fails with
+    /// `StoreError::Unavailable`, as the SDK's would once its timeouts ran out (the chaos
+    /// suite's storage fault on this backend).
+    pub fn set_outage(&self, on: bool) {
+        self.outage.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> StoreResult<T> {
+        if self.outage.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("storage outage (injected)".into()));
+        }
         let mut s = self
             .state
             .lock()

@@ -17,7 +17,7 @@ use converger_core::policy::{self, Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, time};
 use converger_ports::{
     Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
-    PlatformEvent, RetryAt, SentInfo, StoreResult,
+    PlatformEvent, RetryAt, SentInfo, StoreError, StoreResult,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -33,6 +33,8 @@ struct Claimed {
 struct Prepared {
     d: Delivery,
     token: String,
+    /// When this attempt's lease ends (renewed while the call runs).
+    lease_until: i64,
     channel: Arc<Channel>,
     activity: Activity,
     /// The half-open probe of its channel.
@@ -47,7 +49,27 @@ struct Prepared {
 
 /// What the adapter call came to: `Err` when the delivery cannot be attempted at all
 /// (inactive channel, no adapter), else the effective policy and the adapter's answer.
-type Called = Result<(RetryPolicy, Result<Delivered, DeliveryError>), String>;
+type Called = Result<(RetryPolicy, Result<Delivered, DeliveryError>), CallError>;
+
+/// Why no call outcome is recorded.
+enum CallError {
+    /// The delivery cannot be attempted at all (inactive channel, no adapter): dead letter.
+    Cannot(String),
+    /// The lease was lost while the call ran: the attempt that holds it now records.
+    LeaseLost,
+}
+
+impl From<String> for CallError {
+    fn from(reason: String) -> Self {
+        Self::Cannot(reason)
+    }
+}
+
+impl From<&str> for CallError {
+    fn from(reason: &str) -> Self {
+        Self::Cannot(reason.to_owned())
+    }
+}
 
 impl Prepared {
     /// This attempt's entry for the attempt log.
@@ -78,6 +100,29 @@ impl Prepared {
 }
 
 impl Pipeline {
+    /// Runs the attempt a queue message asks for. When storage is unreachable, the message
+    /// is sent again with a short, growing delay ([`policy::bounce_delay_s`]) instead of being
+    /// left to the queue's visibility timeout (minutes), so deliveries resume seconds after
+    /// storage does; after [`policy::MAX_BOUNCES`] the error goes to the queue as any other.
+    pub async fn deliver(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
+        let again = DeliveryMessage {
+            activity: None,
+            bounces: msg.bounces.saturating_add(1),
+            ..msg.clone_without_activity()
+        };
+        match self.attempt(msg).await {
+            Err(AttemptError::Store(StoreError::Unavailable(e)))
+                if again.bounces <= policy::MAX_BOUNCES =>
+            {
+                let delay_s = policy::bounce_delay_s(again.bounces - 1);
+                tracing::warn!(delivery_id = %again.delivery_id, error = %e, delay_s, bounces = again.bounces, "storage unavailable; the message comes back shortly");
+                self.queue.send(&again, delay_s).await?;
+                Ok(Report::Bounced { delay_s })
+            }
+            other => other,
+        }
+    }
+
     /// Runs the attempt a queue message asks for.
     pub async fn attempt(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
         let claimed = match self.claim(&msg).await? {
@@ -96,24 +141,15 @@ impl Pipeline {
     /// attempt now (not due: the message is delayed again; leased, settled or missing).
     async fn claim(&self, msg: &DeliveryMessage) -> Result<Result<Claimed, Report>, AttemptError> {
         let token = uuid::Uuid::new_v4().simple().to_string();
-        // The lease fits the channel's timeout (the channel read is cached); a message that
-        // does not name its channel gets the longest.
-        let timeout = match &msg.channel_id {
-            Some(c) => self
-                .channel(c)
-                .await?
-                .and_then(|ch| self.policy_of(&ch))
-                .map(|p| p.timeout_ms),
-            None => None,
-        };
-        let margin = u64::try_from(self.config.lease_margin.as_millis()).unwrap_or(u64::MAX);
-        let lease_ms = policy::lease_ms(timeout, margin);
         let now_ms = time::now_ms();
-        let report = match self
-            .store
-            .claim(&msg.delivery_id, &token, now_ms, lease_ms)
-            .await?
-        {
+        let lease_ms = self.lease_slice_ms();
+        // The channel the message names is read (or found cached) beside the claim, not after.
+        let claimed = self.store.claim(&msg.delivery_id, &token, now_ms, lease_ms);
+        let claimed = match &msg.channel_id {
+            Some(c) => tokio::join!(claimed, self.channel(c)).0,
+            None => claimed.await,
+        };
+        let report = match claimed? {
             Claim::Claimed(d) => return Ok(Ok(Claimed { d, token })),
             Claim::NotDue(d) => {
                 let delay_s = hop_delay_s(d.next_attempt_at, now_ms, self.config.hop_ceiling_s);
@@ -158,22 +194,22 @@ impl Pipeline {
                 Ok(x) => x,
                 Err(report) => return Ok(Err(report)),
             };
-            // A start slowed down by storage may have eaten into the lease: the call must end
-            // before the lease does, or a second attempt could be calling at the same time.
-            let timeout = self.policy_of(&channel).map_or(0, |p| p.timeout_ms);
-            let until = d.lease_until.unwrap_or(i64::MIN);
-            if !policy::lease_covers_call(until, time::now_ms(), timeout) {
-                tracing::warn!(delivery_id = %d.id, "attempt started too late in its lease; given back");
-                self.store.release(&d, &token).await?;
-                let again = DeliveryMessage::new(d.id.clone(), d.tier, activity.if_inline())
-                    .on(&channel.id);
-                self.queue.send(&again, 0).await?;
-                return Ok(Err(Report::Skipped("lease too short after a slow start")));
+            // A start slowed down by storage may have eaten into the lease: renewed before the
+            // call, or the call is not made (another attempt may hold the delivery by now).
+            let now = time::now_ms();
+            let mut until = d.lease_until.unwrap_or(i64::MIN);
+            if policy::lease_renewal_due(until, now, self.lease_slice_ms()) {
+                until = now.saturating_add(self.lease_slice_ms());
+                if !self.store.extend_lease(&d, &token, until).await? {
+                    tracing::warn!(delivery_id = %d.id, "lease lost before the call");
+                    return Ok(Err(Report::Skipped("lease lost before the call")));
+                }
             }
-            Ok(Ok((channel, activity, probe)))
+            Ok(Ok((channel, activity, probe, until)))
         };
         match gated.await {
-            Ok(Ok((channel, activity, probe))) => Ok(Ok(Prepared {
+            Ok(Ok((channel, activity, probe, lease_until))) => Ok(Ok(Prepared {
+                lease_until,
                 n: d.attempts + 1,
                 d,
                 token,
@@ -199,7 +235,8 @@ impl Pipeline {
         match called {
             Ok((_, Ok(delivered))) => self.on_delivered(&p, delivered).await,
             Ok((policy, Err(err))) => self.on_failure(&p, &policy, err).await,
-            Err(reason) => {
+            Err(CallError::LeaseLost) => Ok(Report::Skipped("lease lost during the call")),
+            Err(CallError::Cannot(reason)) => {
                 // The delivery cannot be attempted at all (inactive channel, no adapter).
                 let e = p.log_entry(
                     self.config.attempt_retention,
@@ -403,12 +440,17 @@ impl Pipeline {
             timeout,
         };
         // The adapter enforces its own timeout; this bound only guards against a stuck one.
-        let res = match tokio::time::timeout(
+        let call = tokio::time::timeout(
             timeout + Duration::from_millis(policy::CALL_GRACE_MS),
             adapter.deliver(env, target),
-        )
-        .await
-        {
+        );
+        // The lease is renewed while the call runs; a lease lost meanwhile (a storage stall
+        // long enough for another attempt to take the delivery) ends the call unrecorded.
+        let res = tokio::select! {
+            r = call => r,
+            () = self.keep_lease(p) => return Err(CallError::LeaseLost),
+        };
+        let res = match res {
             Ok(r) => r,
             Err(_) => Err(DeliveryError::from_transport(
                 format!("timed out after {} ms", policy.timeout_ms),
@@ -418,14 +460,35 @@ impl Pipeline {
         Ok((policy, res))
     }
 
-    /// The retry policy that applies to `channel` (`None`: no adapter for its type).
-    fn policy_of(&self, channel: &Channel) -> Option<RetryPolicy> {
-        let adapter = self.adapters.get(channel.kind)?;
-        Some(RetryPolicy::effective(
-            &self.config.retry_policy,
-            &adapter.default_policy(),
-            &channel.retry_policy,
-        ))
+    /// One slice of an attempt's lease, in milliseconds.
+    fn lease_slice_ms(&self) -> i64 {
+        i64::try_from(self.config.lease_slice.as_millis()).unwrap_or(policy::LEASE_SLICE_MS)
+    }
+
+    /// Renews `p`'s lease halfway through each slice, for as long as it is polled; returns
+    /// only when the lease was lost. A renewal the store cannot make now is tried again a
+    /// second later (nobody else can take the lease while the store is unreachable).
+    async fn keep_lease(&self, p: &Prepared) {
+        let slice = self.lease_slice_ms();
+        let mut until = p.lease_until;
+        loop {
+            let wait = policy::lease_renewal_at(until, slice).saturating_sub(time::now_ms());
+            if wait > 0 {
+                tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
+            }
+            let next = time::now_ms().saturating_add(slice);
+            match self.store.extend_lease(&p.d, &p.token, next).await {
+                Ok(true) => until = next,
+                Ok(false) => {
+                    tracing::warn!(delivery_id = %p.d.id, "lease lost during the call; the call is abandoned");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(delivery_id = %p.d.id, error = %e, "lease not renewed; trying again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
     }
 
     async fn dead_letter(

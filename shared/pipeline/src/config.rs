@@ -10,9 +10,9 @@ pub struct PipelineConfig {
     pub retry_policy: Map<String, Value>,
     /// Longest single queue delay; longer delays are made of hops (SQS allows 900 s).
     pub hop_ceiling_s: u32,
-    /// What a lease allows beyond the adapter's timeout and the call's grace, for the storage
-    /// requests around the call (`LEASE_MARGIN_MS`; see `core::policy::lease_ms`).
-    pub lease_margin: Duration,
+    /// One slice of an attempt's lease (`LEASE_SECONDS`): renewed while the call runs, so a
+    /// crashed attempt's delivery is free again within one slice.
+    pub lease_slice: Duration,
     /// How long a channel's configuration is cached per instance.
     pub channel_cache_ttl: Duration,
     /// CIDRs webhooks may reach although they are special-purpose (`WEBHOOK_ALLOW_CIDRS`).
@@ -27,6 +27,9 @@ pub struct PipelineConfig {
     /// How far past its due time a pending delivery must be before the sweeper enqueues it
     /// again (its own message should have run it by then).
     pub sweep_grace: Duration,
+    /// How often the scheduled sweeper looks for crashed attempts between its sweeps
+    /// (`RECLAIM_INTERVAL_SECONDS`; 0: only at each sweep).
+    pub reclaim_interval: Duration,
     /// Most deliveries one sweep enqueues.
     pub sweep_limit: usize,
     /// Most deliveries one bulk replay call replays (a call may ask for fewer, never more).
@@ -56,13 +59,14 @@ impl Default for PipelineConfig {
         Self {
             retry_policy: Map::new(),
             hop_ceiling_s: 900,
-            lease_margin: Duration::from_secs(5),
+            lease_slice: Duration::from_millis(converger_core::policy::LEASE_SLICE_MS as u64),
             channel_cache_ttl: Duration::from_secs(5),
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
             retention: Duration::from_secs(30 * 86_400),
             attempt_retention: Duration::from_secs(30 * 86_400),
             sweep_grace: Duration::from_secs(300),
+            reclaim_interval: Duration::from_secs(5),
             sweep_limit: 10_000,
             bulk_retry_limit: 10_000,
             bulk_replay_concurrency: 16,
@@ -110,8 +114,8 @@ impl PipelineConfig {
         if let Some(h) = num::<u32>("HOP_CEILING_SECONDS")? {
             c.hop_ceiling_s = h.clamp(1, 900);
         }
-        if let Some(ms) = num::<u64>("LEASE_MARGIN_MS")? {
-            c.lease_margin = Duration::from_millis(ms.clamp(1_000, 600_000));
+        if let Some(s) = num::<u64>("LEASE_SECONDS")? {
+            c.lease_slice = Duration::from_secs(s.clamp(2, 900));
         }
         if let Some(ms) = num::<u64>("CHANNEL_CACHE_TTL_MS")? {
             c.channel_cache_ttl = Duration::from_millis(ms);
@@ -153,6 +157,9 @@ impl PipelineConfig {
         }
         if let Some(s) = num::<u64>("SLOT_GRACE_SECONDS")? {
             c.slot_grace = Duration::from_secs(s.max(1));
+        }
+        if let Some(s) = num::<u64>("RECLAIM_INTERVAL_SECONDS")? {
+            c.reclaim_interval = Duration::from_secs(s.min(60));
         }
         if let Some(n) = num::<usize>("SWEEP_LIMIT")? {
             c.sweep_limit = n.max(1);

@@ -30,6 +30,11 @@ pub enum Report {
     Snoozed {
         delay_s: u32,
     },
+    /// Storage was unreachable: the message comes back in a few seconds (not after the
+    /// queue's visibility timeout).
+    Bounced {
+        delay_s: u32,
+    },
 }
 
 /// Unexpected failures: the message is left for SQS to redeliver.

@@ -13,6 +13,7 @@ use converger_core::time;
 use converger_ports::DUE_SHARDS;
 use converger_ports::{DeliveryMessage, DuePart, Overdue, QueueError, StoreError};
 use serde::Serialize;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
@@ -46,13 +47,34 @@ pub enum SweepError {
 }
 
 impl Pipeline {
-    /// One sweep over every shard of the due index.
-    pub async fn sweep(&self) -> Result<SweepReport, SweepError> {
+    /// What the scheduled function does each minute: one sweep, then the leased part of the
+    /// due index again every `reclaim_interval` for `budget`, so that a crashed attempt's
+    /// delivery runs again seconds after its lease ends, not at the next minute.
+    pub async fn sweep_and_watch(&self, budget: Duration) -> Result<SweepReport, SweepError> {
+        let started = Instant::now();
+        let mut report = self.sweep().await?;
+        let interval = self.config.reclaim_interval;
+        if interval.is_zero() {
+            return Ok(report);
+        }
+        while started.elapsed() + interval < budget {
+            tokio::time::sleep(interval).await;
+            match self.reclaim().await {
+                Ok((queries, reclaimed)) => {
+                    report.queries += queries;
+                    report.reclaimed += reclaimed;
+                }
+                Err(e) => tracing::warn!(error = %e, "reclaim pass failed"),
+            }
+        }
+        Ok(report)
+    }
+
+    /// The leased part of the due index: deliveries whose attempt's lease ended without an
+    /// outcome (its worker died), enqueued again. Returns (queries, enqueued).
+    pub async fn reclaim(&self) -> Result<(u32, u32), SweepError> {
         let now = time::now_ms();
-        let grace = i64::try_from(self.config.sweep_grace.as_millis()).unwrap_or(i64::MAX);
-        let before = now.saturating_sub(grace);
-        let mut report = SweepReport::default();
-        // Crashed attempts first: their leases have ended, nothing else will run them soon.
+        let (mut queries, mut reclaimed) = (0, 0);
         for shard in 0..DUE_SHARDS {
             let mut from = None;
             loop {
@@ -60,7 +82,7 @@ impl Pipeline {
                     .store
                     .overdue(DuePart::Leased, shard, now, 500, from)
                     .await?;
-                report.queries += 1;
+                queries += 1;
                 let msgs: Vec<DeliveryMessage> = page.items.into_iter().map(message).collect();
                 if !msgs.is_empty() {
                     tracing::warn!(
@@ -69,7 +91,7 @@ impl Pipeline {
                         "attempts whose lease ended without an outcome; enqueued again"
                     );
                     self.queue.send_many(&msgs).await?;
-                    report.reclaimed += msgs.len() as u32;
+                    reclaimed += msgs.len() as u32;
                 }
                 match page.next {
                     Some(n) => from = Some(n),
@@ -77,6 +99,19 @@ impl Pipeline {
                 }
             }
         }
+        Ok((queries, reclaimed))
+    }
+
+    /// One sweep over every shard of the due index.
+    pub async fn sweep(&self) -> Result<SweepReport, SweepError> {
+        let now = time::now_ms();
+        let grace = i64::try_from(self.config.sweep_grace.as_millis()).unwrap_or(i64::MAX);
+        let before = now.saturating_sub(grace);
+        let mut report = SweepReport::default();
+        // Crashed attempts first: their leases have ended, nothing else will run them soon.
+        let (queries, reclaimed) = self.reclaim().await?;
+        report.queries += queries;
+        report.reclaimed += reclaimed;
         'shards: for shard in 0..DUE_SHARDS {
             let mut from = None;
             loop {

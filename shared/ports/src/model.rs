@@ -355,6 +355,10 @@ pub fn check_replay_batch(
     Ok(())
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 /// What a queue message says: "look at delivery X now". The activity rides along when it is
 /// small, which saves the attempt a read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -365,6 +369,9 @@ pub struct DeliveryMessage {
     /// before it claims the row (absent: the longest lease).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel_id: Option<ChannelId>,
+    /// How many times this message came back early because storage was unreachable.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bounces: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<Activity>,
 }
@@ -390,7 +397,19 @@ impl DeliveryMessage {
             delivery_id,
             tier,
             channel_id: None,
+            bounces: 0,
             activity: activity.cloned(),
+        }
+    }
+
+    /// The message without the activity it may carry.
+    pub fn clone_without_activity(&self) -> Self {
+        Self {
+            delivery_id: self.delivery_id.clone(),
+            tier: self.tier,
+            channel_id: self.channel_id.clone(),
+            bounces: self.bounces,
+            activity: None,
         }
     }
 

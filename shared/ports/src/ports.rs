@@ -136,6 +136,9 @@ pub trait DeliveryStore: Send + Sync + 'static {
     /// Gives a lease back without recording an attempt (the attempt could not start), so a
     /// redelivered message can claim again at once.
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool>;
+    /// Renews the lease `token` holds on `d` until `until_ms` (a long call keeps its
+    /// delivery); `false` when the lease was lost.
+    async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool>;
     /// Records a successful attempt. `false` if the lease was lost.
     async fn mark_sent(
         &self,

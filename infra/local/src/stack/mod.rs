@@ -342,7 +342,9 @@ impl Stack {
             tasks.push(every(period, rx.clone(), move || {
                 let p = p.clone();
                 async move {
-                    if let Err(e) = p.sweep().await {
+                    // As the deployed function runs: a sweep, then watching for crashed
+                    // attempts for most of the period.
+                    if let Err(e) = p.sweep_and_watch(period - period / 6).await {
                         tracing::warn!(error = %e, "sweep failed");
                     }
                 }

@@ -81,6 +81,17 @@ impl DeliveryStore for DynamoStore {
         )
         .await
     }
+    async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool> {
+        let mut values: Vec<(&str, AttributeValue)> = vec![(":until", n(until_ms))];
+        values.extend(lease_keys(&d.id, until_ms));
+        self.leased_update(
+            d,
+            token,
+            "SET lease_until = :until, due_shard = :due_shard, due_at = :due_at".into(),
+            values,
+        )
+        .await
+    }
     async fn mark_sent(
         &self,
         d: &Delivery,
