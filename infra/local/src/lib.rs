@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod cfn;
+pub mod chaos;
 pub mod demo;
 pub mod emulator;
 pub mod gateway;

@@ -45,7 +45,7 @@ pub const CALL_GRACE_MS: u64 = 5_000;
 /// How long one lease slice lasts by default (`LEASE_SECONDS`). An attempt's lease is short
 /// and renewed while its call runs, so a crashed attempt's delivery is free again within one
 /// slice, however long the channel's timeout.
-pub const LEASE_SLICE_MS: i64 = 10_000;
+pub const LEASE_SLICE_MS: i64 = 8_000;
 
 /// Whether a lease ending at `lease_until` should be renewed at `now_ms`: once less than half
 /// of a `slice_ms` slice is left (a call that ends sooner costs no renewal).

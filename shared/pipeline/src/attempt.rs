@@ -158,7 +158,14 @@ impl Pipeline {
                 Report::Hopped { delay_s }
             }
             Claim::Busy => Report::Skipped("another attempt holds the lease"),
-            Claim::Settled(_) => Report::Skipped("delivery is settled"),
+            Claim::Settled(d) => {
+                // A settled delivery holds no slot; one that does was left by an attempt that
+                // died (or lost storage) between its outcome and handing the slot on.
+                if d.status != converger_core::DeliveryStatus::Pending {
+                    self.free_settled_slot(&d).await?;
+                }
+                Report::Skipped("delivery is settled")
+            }
             Claim::Missing => {
                 tracing::warn!(delivery_id = %msg.delivery_id, "message for a delivery that does not exist; dropped");
                 Report::Skipped("no such delivery")

@@ -66,7 +66,7 @@ impl Default for PipelineConfig {
             retention: Duration::from_secs(30 * 86_400),
             attempt_retention: Duration::from_secs(30 * 86_400),
             sweep_grace: Duration::from_secs(300),
-            reclaim_interval: Duration::from_secs(5),
+            reclaim_interval: Duration::from_secs(3),
             sweep_limit: 10_000,
             bulk_retry_limit: 10_000,
             bulk_replay_concurrency: 16,

@@ -75,6 +75,7 @@ impl Pipeline {
     pub async fn reclaim(&self) -> Result<(u32, u32), SweepError> {
         let now = time::now_ms();
         let (mut queries, mut reclaimed) = (0, 0);
+        let mut crashed = std::collections::BTreeSet::new();
         for shard in 0..DUE_SHARDS {
             let mut from = None;
             loop {
@@ -83,6 +84,7 @@ impl Pipeline {
                     .overdue(DuePart::Leased, shard, now, 500, from)
                     .await?;
                 queries += 1;
+                crashed.extend(page.items.iter().filter_map(|r| r.channel_id.clone()));
                 let msgs: Vec<DeliveryMessage> = page.items.into_iter().map(message).collect();
                 if !msgs.is_empty() {
                     tracing::warn!(
@@ -97,6 +99,13 @@ impl Pipeline {
                     Some(n) => from = Some(n),
                     None => break,
                 }
+            }
+        }
+        // The same crash may have left other slots of those channels behind: deliveries that
+        // recorded an outcome but did not hand their slot on, messages that died unclaimed.
+        for channel in &crashed {
+            if let Err(e) = self.recover_slots(channel).await {
+                tracing::warn!(channel_id = %channel, error = %e, "slot recovery failed");
             }
         }
         Ok((queries, reclaimed))

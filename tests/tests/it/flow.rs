@@ -102,6 +102,111 @@ async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
     t.stop().await;
 }
 
+/// An attempt that recorded its outcome and died before handing its slot on leaves the slot
+/// held by a settled delivery. The next message for that delivery (its own, back from the
+/// queue, or a bounced one) finds it settled and gives the slot back, feeding the backlog at
+/// once rather than at the sweeper's reconciliation.
+#[tokio::test]
+async fn a_message_for_a_settled_delivery_gives_back_the_slot_it_still_holds() {
+    let t = TestStack::with(|o| o.sweep_period = converger_local::Every::Never).await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .channel(&key, hook(&rx.url, json!({"max_in_flight": 1}), json!({})))
+        .await;
+    let ch_id = ch["id"].as_str().unwrap();
+    let first = t.activities(&key, ch_id, 1, 1).await.remove(0);
+    let d = t
+        .wait_delivery(&key, &first, Duration::from_secs(10), settled)
+        .await;
+    assert_eq!(d["status"], "sent");
+    let p = &t.stack.pipeline;
+    let channel = ChannelId::parse(ch_id).unwrap();
+    let leaked = DeliveryId::parse(&first).unwrap();
+    let taken = p
+        .store
+        .take_slot(&channel, &leaked, 1, time::now_ms(), false)
+        .await
+        .unwrap();
+    assert!(matches!(taken, SlotTake::Taken(_)), "{taken:?}");
+    let second = t.activities(&key, ch_id, 1, 1).await.remove(0);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(t.delivery(&key, &second).await["waiting_for_slot"], true);
+
+    let tier = converger_core::Tier::Default;
+    p.queue
+        .send(
+            &converger_ports::DeliveryMessage::new(leaked, tier, None),
+            0,
+        )
+        .await
+        .unwrap();
+    let d = t
+        .wait_delivery(&key, &second, Duration::from_secs(10), settled)
+        .await;
+    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(rx.requests().len(), 2, "the settled one was not sent again");
+    t.stop().await;
+}
+
+/// A worker dies with one attempt in flight and one delivery whose message it had taken off
+/// the queue but not yet claimed: both hold window slots, and a third waits in the backlog.
+/// Once the lease ends, the reclaim pass runs the crashed attempt again and checks the
+/// channel's other slots: the unclaimed delivery gets a new message, and the backlog flows,
+/// without waiting for the sweeper's grace period.
+#[tokio::test]
+async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
+    let t = TestStack::with(|o| {
+        o.sweep_period = converger_local::Every::Never;
+        o.config.lease_slice = Duration::from_secs(2);
+    })
+    .await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t
+        .channel(&key, hook(&rx.url, json!({"max_in_flight": 2}), json!({})))
+        .await;
+    let ch_id = ch["id"].as_str().unwrap();
+    let channel = ChannelId::parse(ch_id).unwrap();
+    let p = &t.stack.pipeline;
+    let now = time::now_ms();
+    let in_flight = t.bare_delivery(&tenant, ch_id, now - 10_000).await;
+    let unclaimed = t.bare_delivery(&tenant, ch_id, now - 10_000).await;
+    for d in [&in_flight, &unclaimed] {
+        let taken = p
+            .store
+            .take_slot(&channel, &d.id, 2, now - 10_000, false)
+            .await
+            .unwrap();
+        assert!(matches!(taken, SlotTake::Taken(_)), "{taken:?}");
+    }
+    let claim = p
+        .store
+        .claim(&in_flight.id, "died", time::now_ms(), 1_000)
+        .await
+        .unwrap();
+    assert!(matches!(claim, converger_ports::Claim::Claimed(_)));
+    let waiting = t.activities(&key, ch_id, 1, 1).await.remove(0);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(t.delivery(&key, &waiting).await["waiting_for_slot"], true);
+    assert!(rx.requests().is_empty());
+
+    let (_, reclaimed) = t.stack.functions.retry_scheduler.reclaim().await.unwrap();
+    assert_eq!(reclaimed, 1);
+    for id in [
+        in_flight.id.as_str(),
+        unclaimed.id.as_str(),
+        waiting.as_str(),
+    ] {
+        let d = t
+            .wait_delivery(&key, id, Duration::from_secs(10), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+    }
+    assert_eq!(rx.requests().len(), 3);
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn a_paused_channel_holds_new_deliveries_until_resumed() {
     let t = TestStack::start().await;

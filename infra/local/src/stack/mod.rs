@@ -24,7 +24,7 @@ mod aws;
 mod esm;
 mod memory;
 use crate::inprocess::Memory;
-use crate::schedule::every;
+use crate::schedule::{every, every_after};
 pub use aws::AwsStack;
 use aws::build_aws;
 use esm::{Function, Mapping, spawn_pollers};
@@ -76,6 +76,10 @@ pub struct StackOptions {
     pub queues: QueueSettings,
     /// How often the retry scheduler (the sweeper) runs.
     pub sweep_period: Every,
+    /// Whether the retry scheduler's first run is at the start rather than one period later:
+    /// a restarted runner stands for a crashed worker, and on AWS the scheduler's invocation
+    /// (sweeping, then watching for crashed attempts) goes on meanwhile.
+    pub sweep_at_start: bool,
     /// How often the health function runs.
     pub health_period: Every,
     /// Whether the queue-triggered functions run (benchmarks that only seed and sweep turn
@@ -114,6 +118,7 @@ impl Default for StackOptions {
             run_functions: true,
             queues: QueueSettings::default(),
             sweep_period: Every::Template,
+            sweep_at_start: false,
             health_period: Every::Template,
             counter: None,
             admin_ip_allowlist: None,
@@ -339,7 +344,12 @@ impl Stack {
         };
         if let Some(period) = period(opts.sweep_period, sweep_schedule, fun::RETRY_SCHEDULER)? {
             let p = functions.retry_scheduler.clone();
-            tasks.push(every(period, rx.clone(), move || {
+            let first = if opts.sweep_at_start {
+                Duration::ZERO
+            } else {
+                period
+            };
+            tasks.push(every_after(first, period, rx.clone(), move || {
                 let p = p.clone();
                 async move {
                     // As the deployed function runs: a sweep, then watching for crashed

@@ -1,13 +1,101 @@
 //! The sweeper's reconciliation of flow items: slots leaked by lost attempts freed, a
-//! stalled backlog fed, a missed probe scheduled again.
+//! stalled backlog fed, a missed probe scheduled again; and the same for one channel, at once,
+//! when a crash or a storage failure is seen to have left slots behind.
 
 use crate::Pipeline;
 use crate::outcome::AttemptError;
-use converger_core::{BreakerConfig, CircuitState, time};
-use converger_ports::Flow;
+use converger_core::{BreakerConfig, ChannelId, CircuitState, DeliveryId, DeliveryStatus, time};
+use converger_ports::{Delivery, DeliveryMessage, Flow};
 use converger_ports::{FlowJobKind, Mark};
 
 impl Pipeline {
+    /// A message found its delivery settled: if the delivery still holds a window slot (its
+    /// attempt recorded the outcome and then died, or lost storage, before handing the slot
+    /// on), the slot goes back and the backlog is fed. One read of the flow item (not the
+    /// cached one: the leak is what the cache may not know), only on this rare path.
+    pub(crate) async fn free_settled_slot(&self, d: &Delivery) -> Result<(), AttemptError> {
+        let flow = self.store.get_flow(&d.channel_id).await?;
+        let Some(at) = flow.slots.get(d.id.as_str()).copied() else {
+            return Ok(());
+        };
+        let freed = self
+            .store
+            .free_slots(&d.channel_id, &[(d.id.to_string(), at)])
+            .await?;
+        if freed > 0 {
+            tracing::warn!(delivery_id = %d.id, channel_id = %d.channel_id, "a settled delivery's slot given back");
+            if let Some(channel) = self.store.get_channel(&d.channel_id).await? {
+                let tier = self.tenant_tier(&channel).await?;
+                let current = self.store.get_flow(&channel.id).await?;
+                self.feed(&channel, tier, current).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A crash was seen on `channel` (an attempt's lease ended without an outcome): every slot
+    /// older than a lease slice is checked now rather than after `SLOT_GRACE_SECONDS`. A slot
+    /// whose delivery is settled, missing or back in the backlog is freed; a delivery that
+    /// holds one, is due, and was never claimed since it was enqueued gets a new message (its
+    /// own may have died with the worker; a duplicate costs one refused claim). Returns
+    /// (slots freed, messages sent).
+    pub(crate) async fn recover_slots(
+        &self,
+        channel: &ChannelId,
+    ) -> Result<(usize, usize), AttemptError> {
+        let now = time::now_ms();
+        let slice = i64::try_from(self.config.lease_slice.as_millis()).unwrap_or(i64::MAX);
+        let flow = self.store.get_flow(channel).await?;
+        let old: Vec<(String, i64)> = flow
+            .slots
+            .iter()
+            .filter(|(_, at)| now - **at > slice)
+            .map(|(d, at)| (d.clone(), *at))
+            .collect();
+        if old.is_empty() {
+            return Ok((0, 0));
+        }
+        let ids: Vec<DeliveryId> = old
+            .iter()
+            .filter_map(|(d, _)| DeliveryId::parse(d).ok())
+            .collect();
+        let rows = self.store.get_deliveries(&ids).await?;
+        let holds = |r: &Delivery| r.status == DeliveryStatus::Pending && !r.in_backlog;
+        let stale: Vec<(String, i64)> = old
+            .into_iter()
+            .filter(|(id, _)| !rows.iter().any(|r| r.id.as_str() == id && holds(r)))
+            .collect();
+        let lost: Vec<DeliveryMessage> = rows
+            .iter()
+            .filter(|r| {
+                holds(r)
+                    && !r.handed_off
+                    && r.lease_until.is_none()
+                    && r.next_attempt_at < now - slice
+            })
+            .map(|r| DeliveryMessage::new(r.id.clone(), r.tier, None).on(&r.channel_id))
+            .collect();
+        if !lost.is_empty() {
+            self.queue.send_many(&lost).await?;
+        }
+        let freed = if stale.is_empty() {
+            0
+        } else {
+            self.store.free_slots(channel, &stale).await?
+        };
+        if freed > 0 || !lost.is_empty() {
+            tracing::warn!(channel_id = %channel, freed, resent = lost.len(), "slots left by a crash recovered");
+        }
+        if freed > 0
+            && let Some(ch) = self.store.get_channel(channel).await?
+        {
+            let tier = self.tenant_tier(&ch).await?;
+            let current = self.store.get_flow(channel).await?;
+            self.feed(&ch, tier, current).await?;
+        }
+        Ok((freed, lost.len()))
+    }
+
     /// The sweeper's flow pass: frees slots whose delivery no longer holds them, feeds
     /// backlogs, releases parked deliveries of closed channels after `park_seconds`, and
     /// restarts probe loops whose message was lost. Returns (slots freed, fed, released).

@@ -1,0 +1,475 @@
+//! The chaos suite: `converger-local chaos <scenario>`. Each scenario runs the local runner
+//! as a child process against its own emulator, sends activities as a producer would
+//! (retrying a call that fails, with its own activity ids, so a retry is idempotent), injects
+//! a fault, and prints one JSON line of figures: what was lost (must be nothing), how many
+//! requests reached the receiver twice, and how long the pipeline took to recover.
+//! `docs/benchmarks.md` keeps the measured results.
+
+use crate::emulator::{Emulator, root};
+use crate::receiver::{Receiver, Reply};
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub const USAGE: &str = "\
+usage: converger-local chaos <scenario> [options]   (one JSON line of figures per scenario)
+  crash [--activities N] [--kills K]     SIGKILL the runner K times while N activities flow
+  stall [--activities N] [--seconds S]   freeze the emulator (SIGSTOP) for S seconds mid-run
+  smoke                                  both, small, failing when anything is lost
+  all                                    crash and stall at their default sizes";
+
+/// How long a scenario waits for every activity to arrive before it calls the rest lost:
+/// longer than the queues' visibility timeout (360 s) and the sweeper's grace (300 s) plus its
+/// period, the last resorts for a message that a fault hid.
+const SETTLE: Duration = Duration::from_secs(480);
+
+/// An activity that arrives later than this after the fault ended is counted as late.
+const LATE: Duration = Duration::from_secs(60);
+
+/// Runs `chaos <args>`.
+pub async fn run(args: &[String]) -> Result<(), String> {
+    let Some(scenario) = args.first() else {
+        return Err(USAGE.into());
+    };
+    let num = |flag: &str, default: usize| -> Result<usize, String> {
+        match args.iter().position(|a| a == flag) {
+            Some(i) => args
+                .get(i + 1)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("{flag} needs a number")),
+            None => Ok(default),
+        }
+    };
+    let figures = match scenario.as_str() {
+        "crash" => vec![crash(num("--activities", 300)?, num("--kills", 3)?).await?],
+        "stall" => vec![stall(num("--activities", 200)?, num("--seconds", 20)?).await?],
+        "all" => vec![crash(300, 3).await?, stall(200, 20).await?],
+        "smoke" => vec![crash(40, 1).await?, stall(40, 5).await?],
+        _ => return Err(USAGE.into()),
+    };
+    let mut failed = Vec::new();
+    for f in &figures {
+        println!("{f}");
+        if f["lost"].as_u64() != Some(0) {
+            failed.push(format!("{}: {} activities lost", f["scenario"], f["lost"]));
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
+/// The local runner in a child process, on a fixed set of ports, so that a restarted one
+/// answers where the killed one did.
+struct Runner {
+    child: Child,
+    api_url: String,
+    admin_url: String,
+    admin_token: String,
+}
+
+struct RunnerEnv {
+    endpoint: String,
+    stack: String,
+    admin_token: String,
+    ports: [u16; 3],
+    log: std::path::PathBuf,
+}
+
+impl RunnerEnv {
+    fn new(endpoint: &str, scenario: &str) -> Result<Self, String> {
+        let free = || -> Result<u16, String> {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .map_err(|e| e.to_string())
+        };
+        let dir = root().join(".local/chaos");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let stack = format!("chaos-{scenario}-{}", std::process::id());
+        Ok(Self {
+            endpoint: endpoint.to_owned(),
+            log: dir.join(format!("{stack}.log")),
+            stack,
+            admin_token: format!("chaos-{}", hex::encode(rand::random::<[u8; 16]>())),
+            ports: [free()?, free()?, free()?],
+        })
+    }
+
+    /// Starts the runner (this very program, without arguments) and waits for its READY line.
+    async fn start(&self) -> Result<Runner, String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| format!("{}: {e}", self.log.display()))?;
+        let [api, admin, ws] = self.ports;
+        let mut child = Command::new(exe)
+            .current_dir(root())
+            .env("AWS_ENDPOINT_URL", &self.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_REGION", "us-east-1")
+            .env("CONVERGER_STACK", &self.stack)
+            .env("CONVERGER_API_ADDR", format!("127.0.0.1:{api}"))
+            .env("CONVERGER_ADMIN_ADDR", format!("127.0.0.1:{admin}"))
+            .env("CONVERGER_WS_ADDR", format!("127.0.0.1:{ws}"))
+            .env("ADMIN_TOKEN", &self.admin_token)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("runner: {e}"))?;
+        let stdout = child.stdout.take().ok_or("runner: no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let ready = tokio::time::timeout(Duration::from_secs(300), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(json) = line.strip_prefix("READY ") {
+                    return serde_json::from_str::<Value>(json).map_err(|e| e.to_string());
+                }
+            }
+            Err(format!(
+                "the runner exited before it was ready (see {})",
+                self.log.display()
+            ))
+        })
+        .await
+        .map_err(|_| "the runner was not ready within 300 s".to_owned())??;
+        // Whatever else it prints is read and dropped.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Runner {
+            child,
+            api_url: ready["api_url"].as_str().unwrap_or_default().to_owned(),
+            admin_url: ready["admin_url"].as_str().unwrap_or_default().to_owned(),
+            admin_token: self.admin_token.clone(),
+        })
+    }
+}
+
+impl Runner {
+    /// SIGKILL: no shutdown, no flush, leases and in-flight messages left as they were.
+    async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+fn client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// A tenant and one webhook channel to `rx`; returns (API key, channel id).
+async fn tenant_and_channel(
+    http: &reqwest::Client,
+    r: &Runner,
+    rx: &Receiver,
+) -> Result<(String, String), String> {
+    let post = |url: String, token: String, body: Value| async move {
+        let resp = http
+            .post(&url)
+            .bearer_auth(token)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| format!("{url}: {e}: {text}"))?;
+        if status.is_success() {
+            Ok(v)
+        } else {
+            Err(format!("{url}: {status} {v}"))
+        }
+    };
+    let tenant = post(
+        format!("{}/admin/api/tenants", r.admin_url),
+        r.admin_token.clone(),
+        json!({"name": "chaos", "tier": "default"}),
+    )
+    .await?;
+    let key = tenant["api_key"].as_str().unwrap_or_default().to_owned();
+    let ch = post(
+        format!("{}/api/v1/channels", r.api_url),
+        key.clone(),
+        json!({"type": "webhook", "name": "chaos", "config": {"url": rx.url},
+               "retry_policy": {"backoff": "fixed", "base_ms": 1000}}),
+    )
+    .await?;
+    Ok((key, ch["id"].as_str().unwrap_or_default().to_owned()))
+}
+
+/// The producer: activities `0..n` at `rate` per second, each posted until it is accepted
+/// (a retry carries the same id, so it is idempotent). Counts the posts that failed.
+fn producer(
+    api_url: String,
+    key: String,
+    channel: String,
+    n: usize,
+    rate: u32,
+    sent: Arc<AtomicUsize>,
+    failed_posts: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<Result<(), String>> {
+    tokio::spawn(async move {
+        let http = client()?;
+        let gap = Duration::from_secs(1) / rate.max(1);
+        let started = Instant::now();
+        for i in 0..n {
+            let due = started + gap * u32::try_from(i).unwrap_or(u32::MAX);
+            tokio::time::sleep_until(due.into()).await;
+            let body = json!({"id": format!("act_chaos-{i}"), "conversation_id": "chaos",
+                              "channel_ids": [channel], "payload": {"n": i}});
+            loop {
+                let ok = http
+                    .post(format!("{api_url}/api/v1/activities"))
+                    .bearer_auth(&key)
+                    .header("content-type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                if ok {
+                    break;
+                }
+                failed_posts.fetch_add(1, Ordering::Relaxed);
+                if started.elapsed() > SETTLE {
+                    return Err(format!("activity {i} could not be posted"));
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            sent.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    })
+}
+
+/// What the receiver got: (distinct activity numbers, requests, the instant each number
+/// arrived first).
+fn received(rx: &Receiver) -> (HashSet<u64>, usize, Vec<(u64, Instant)>) {
+    let reqs = rx.requests();
+    let mut seen = HashSet::new();
+    let mut firsts = Vec::new();
+    for r in &reqs {
+        let n = serde_json::from_slice::<Value>(&r.body)
+            .ok()
+            .and_then(|v| v["payload"]["n"].as_u64());
+        if let Some(n) = n
+            && seen.insert(n)
+        {
+            firsts.push((n, r.at));
+        }
+    }
+    (seen, reqs.len(), firsts)
+}
+
+/// Waits until the receiver has every activity `0..n` or `SETTLE` passes.
+async fn settle(rx: &Receiver, n: usize) -> Instant {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        if received(rx).0.len() >= n || Instant::now() > deadline {
+            return Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The deliveries of the activities that never arrived (at most five), as the API shows them:
+/// what a lost activity was waiting for.
+async fn missing(r: &Runner, key: &str, seen: &HashSet<u64>, n: usize) -> Vec<Value> {
+    let Ok(http) = client() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for i in (0..n as u64).filter(|i| !seen.contains(i)).take(5) {
+        let url = format!("{}/api/v1/deliveries?activity_id=act_chaos-{i}", r.api_url);
+        let v = match http.get(&url).bearer_auth(key).send().await {
+            Ok(resp) => {
+                serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or(Value::Null)
+            }
+            Err(e) => json!(e.to_string()),
+        };
+        out.push(json!({"activity": i, "deliveries": v["data"]}));
+    }
+    out
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The runner SIGKILLed `kills` times while `n` activities flow at 50/s to a receiver that
+/// takes 500 ms (so that many attempts are in flight when it dies), each time restarted a
+/// second later. For each restart: how long until every
+/// activity accepted before the kill had reached the receiver (the crashed attempts, with their
+/// leases, and the messages the dead process had received).
+async fn crash(n: usize, kills: usize) -> Result<Value, String> {
+    let em = Emulator::start().await?;
+    let rx = Receiver::start(vec![], Reply::status(200).delay(Duration::from_millis(500))).await?;
+    let env = RunnerEnv::new(&em.endpoint, "crash")?;
+    let mut runner = env.start().await?;
+    let http = client()?;
+    let (key, channel) = tenant_and_channel(&http, &runner, &rx).await?;
+    let (sent, failed_posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let started = Instant::now();
+    let producing = producer(
+        runner.api_url.clone(),
+        key.clone(),
+        channel,
+        n,
+        50,
+        sent.clone(),
+        failed_posts.clone(),
+    );
+    let mut restarts = Vec::new();
+    for k in 1..=kills {
+        let at = n * k / (kills + 1);
+        while sent.load(Ordering::Relaxed) < at {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let accepted = sent.load(Ordering::Relaxed);
+        let killed = Instant::now();
+        runner.kill().await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        runner = env.start().await?;
+        let ready = Instant::now();
+        let before = received(&rx).1;
+        // Every activity accepted before the kill, delivered.
+        let deadline = ready + SETTLE;
+        let mut first = None;
+        let recovered = loop {
+            if first.is_none() && received(&rx).1 > before {
+                first = Some(ready.elapsed());
+            }
+            let (seen, _, _) = received(&rx);
+            if (0..accepted as u64).all(|i| seen.contains(&i)) {
+                break Some(ready.elapsed());
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        restarts.push(json!({
+            "accepted_before_kill": accepted,
+            "restart_ms": ms(ready - killed),
+            "first_delivery_after_restart_ms": first.or(recovered).map(ms),
+            "recovered_after_restart_ms": recovered.map(ms),
+        }));
+    }
+    producing.await.map_err(|e| e.to_string())??;
+    let done = settle(&rx, n).await;
+    let (seen, requests, _) = received(&rx);
+    let lost = missing(&runner, &key, &seen, n).await;
+    runner.kill().await;
+    em.stop().await;
+    let worst = restarts
+        .iter()
+        .filter_map(|r| r["recovered_after_restart_ms"].as_u64())
+        .max();
+    Ok(json!({
+        "scenario": "crash",
+        "activities": n,
+        "kills": kills,
+        "lost": n - seen.len().min(n),
+        "duplicates": requests.saturating_sub(seen.len()),
+        "failed_posts_retried": failed_posts.load(Ordering::Relaxed),
+        "restarts": restarts,
+        "worst_recovery_after_restart_ms": worst,
+        "missing": lost,
+        "total_s": (done - started).as_secs_f64(),
+    }))
+}
+
+/// The emulator frozen (SIGSTOP) for `seconds` while `n` activities flow at 20/s to a
+/// receiver that takes 500 ms (calls are in flight when storage stops), then thawed (SIGCONT): how long until deliveries resume and until everything accepted has
+/// arrived.
+async fn stall(n: usize, seconds: usize) -> Result<Value, String> {
+    let em = Emulator::start().await?;
+    let pid = em.pid().ok_or("the emulator has no process id")?;
+    let rx = Receiver::start(vec![], Reply::status(200).delay(Duration::from_millis(500))).await?;
+    let env = RunnerEnv::new(&em.endpoint, "stall")?;
+    let runner = env.start().await?;
+    let http = client()?;
+    let (key, channel) = tenant_and_channel(&http, &runner, &rx).await?;
+    let (sent, failed_posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let started = Instant::now();
+    let producing = producer(
+        runner.api_url.clone(),
+        key.clone(),
+        channel,
+        n,
+        20,
+        sent.clone(),
+        failed_posts.clone(),
+    );
+    while sent.load(Ordering::Relaxed) < n / 3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    signal(pid, "STOP").await?;
+    tokio::time::sleep(Duration::from_secs(seconds as u64)).await;
+    let accepted = sent.load(Ordering::Relaxed);
+    signal(pid, "CONT").await?;
+    let thawed = Instant::now();
+    let before = received(&rx).1;
+    // The first request after the thaw, and every activity accepted before it.
+    let deadline = thawed + SETTLE;
+    let (mut resumed, mut recovered) = (None, None);
+    while Instant::now() < deadline && recovered.is_none() {
+        let (seen, requests, _) = received(&rx);
+        if resumed.is_none() && requests > before {
+            resumed = Some(thawed.elapsed());
+        }
+        if (0..accepted as u64).all(|i| seen.contains(&i)) {
+            recovered = Some(thawed.elapsed());
+            resumed.get_or_insert(thawed.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    producing.await.map_err(|e| e.to_string())??;
+    let done = settle(&rx, n).await;
+    let (seen, requests, firsts) = received(&rx);
+    let late = firsts.iter().filter(|(_, at)| *at > thawed + LATE).count();
+    let lost = missing(&runner, &key, &seen, n).await;
+    runner.kill().await;
+    em.stop().await;
+    Ok(json!({
+        "scenario": "stall",
+        "late": late,
+        "last_arrival_after_thaw_ms": firsts.iter().map(|(_, at)| *at).max().map(|at| ms(at.saturating_duration_since(thawed))),
+        "missing": lost,
+        "activities": n,
+        "stall_s": seconds,
+        "accepted_before_thaw": accepted,
+        "lost": n - seen.len().min(n),
+        "duplicates": requests.saturating_sub(seen.len()),
+        "failed_posts_retried": failed_posts.load(Ordering::Relaxed),
+        "first_delivery_after_thaw_ms": resumed.map(ms),
+        "recovered_after_thaw_ms": recovered.map(ms),
+        "total_s": (done - started).as_secs_f64(),
+    }))
+}
+
+async fn signal(pid: u32, sig: &str) -> Result<(), String> {
+    let st = Command::new("kill")
+        .args([format!("-{sig}"), pid.to_string()])
+        .status()
+        .await
+        .map_err(|e| format!("kill -{sig}: {e}"))?;
+    if st.success() {
+        Ok(())
+    } else {
+        Err(format!("kill -{sig} {pid} failed ({st})"))
+    }
+}
