@@ -20,8 +20,10 @@ pub const USAGE: &str = "\
 usage: converger-local chaos <scenario> [options]   (one JSON line of figures per scenario)
   crash [--activities N] [--kills K]     SIGKILL the runner K times while N activities flow
   stall [--activities N] [--seconds S]   freeze the emulator (SIGSTOP) for S seconds mid-run
-  smoke                                  both, small, failing when anything is lost
-  all                                    crash and stall at their default sizes";
+  hostile [--activities N]               hostile receivers and SSRF addresses beside a healthy
+                                         channel of the same tenant
+  smoke                                  all three, small, failing when anything is lost
+  all                                    all three at their default sizes";
 
 /// How long a scenario waits for every activity to arrive before it calls the rest lost:
 /// longer than the queues' visibility timeout (360 s) and the sweeper's grace (300 s) plus its
@@ -48,8 +50,13 @@ pub async fn run(args: &[String]) -> Result<(), String> {
     let figures = match scenario.as_str() {
         "crash" => vec![crash(num("--activities", 300)?, num("--kills", 3)?).await?],
         "stall" => vec![stall(num("--activities", 200)?, num("--seconds", 20)?).await?],
-        "all" => vec![crash(300, 3).await?, stall(200, 20).await?],
-        "smoke" => vec![crash(40, 1).await?, stall(40, 5).await?],
+        "hostile" => vec![hostile(num("--activities", 100)?).await?],
+        "all" => vec![
+            crash(300, 3).await?,
+            stall(200, 20).await?,
+            hostile(100).await?,
+        ],
+        "smoke" => vec![crash(40, 1).await?, stall(40, 5).await?, hostile(20).await?],
         _ => return Err(USAGE.into()),
     };
     let mut failed = Vec::new();
@@ -57,6 +64,15 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         println!("{f}");
         if f["lost"].as_u64() != Some(0) {
             failed.push(format!("{}: {} activities lost", f["scenario"], f["lost"]));
+        }
+        if let Some(problems) = f["problems"].as_array()
+            && !problems.is_empty()
+        {
+            failed.push(format!(
+                "{}: {}",
+                f["scenario"],
+                Value::Array(problems.clone())
+            ));
         }
     }
     if failed.is_empty() {
@@ -472,4 +488,279 @@ async fn signal(pid: u32, sig: &str) -> Result<(), String> {
     } else {
         Err(format!("kill -{sig} {pid} failed ({st})"))
     }
+}
+
+/// A receiver that misbehaves at the TCP level, on loopback: each connection is read until
+/// the request's headers end, then answered as `kind` says.
+async fn hostile_receiver(kind: &'static str) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65_536];
+                let mut seen = Vec::new();
+                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match sock.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                match kind {
+                    // Accepts and never answers.
+                    "sleeper" => tokio::time::sleep(Duration::from_secs(600)).await,
+                    // Headers at once, then one body byte a second, for ever.
+                    "slowloris" => {
+                        let _ = sock
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\n")
+                            .await;
+                        for _ in 0..600 {
+                            if sock.write_all(b"x").await.is_err() {
+                                return;
+                            }
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                    }
+                    // A 50 MB answer.
+                    "huge" => {
+                        let _ = sock
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 52428800\r\n\r\n")
+                            .await;
+                        let chunk = vec![b'y'; 1 << 20];
+                        for _ in 0..50 {
+                            if sock.write_all(&chunk).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    // A redirect to the metadata address.
+                    "redirect" => {
+                        let _ = sock
+                            .write_all(
+                                b"HTTP/1.1 302 Found\r\nlocation: http://169.254.169.254/latest/meta-data\r\ncontent-length: 0\r\n\r\n",
+                            )
+                            .await;
+                    }
+                    // A 500 whose body is not UTF-8.
+                    _ => {
+                        let body: &[u8] = b"\xff\xfe\xc3\x28 broken \xa0\xa1";
+                        let head = format!(
+                            "HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = sock.write_all(head.as_bytes()).await;
+                        let _ = sock.write_all(body).await;
+                    }
+                }
+            });
+        }
+    });
+    Ok(format!("http://{addr}/hook"))
+}
+
+/// Hostile receivers (one that never answers, a slowloris body, a 50 MB body, a redirect to
+/// the metadata address, a body that is not UTF-8) and webhook URLs aimed at addresses a
+/// tenant must not reach (the metadata address written five ways, a private and a
+/// unique-local address), all beside a healthy channel of the same tenant that gets `n`
+/// activities at 10/s. Each hostile delivery must end bounded (within its 2 s timeout and
+/// grace per attempt) with the outcome its receiver earned; no forbidden address may be
+/// called; the healthy channel must lose nothing, and its latency is printed beside a run of
+/// the same channel alone.
+async fn hostile(n: usize) -> Result<Value, String> {
+    let em = Emulator::start().await?;
+    let rx = Receiver::always(200).await?;
+    let env = RunnerEnv::new(&em.endpoint, "hostile")?;
+    let runner = env.start().await?;
+    let http = client()?;
+    let (key, healthy) = tenant_and_channel(&http, &runner, &rx).await?;
+    let post = |path: &str, body: Value| {
+        let (http, url, key) = (
+            http.clone(),
+            format!("{}{path}", runner.api_url),
+            key.clone(),
+        );
+        async move {
+            let resp = http
+                .post(&url)
+                .bearer_auth(&key)
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            let text = resp.text().await.map_err(|e| e.to_string())?;
+            serde_json::from_str::<Value>(&text).map_err(|e| format!("{url}: {e}: {text}"))
+        }
+    };
+    let get = |path: String| {
+        let (http, url, key) = (
+            http.clone(),
+            format!("{}{path}", runner.api_url),
+            key.clone(),
+        );
+        async move {
+            let resp = http
+                .get(&url)
+                .bearer_auth(&key)
+                .send()
+                .await
+                .map_err(|e| format!("{url}: {e}"))?;
+            let text = resp.text().await.map_err(|e| e.to_string())?;
+            serde_json::from_str::<Value>(&text).map_err(|e| format!("{url}: {e}: {text}"))
+        }
+    };
+
+    // The healthy channel alone: its latency baseline.
+    let baseline = healthy_run(&post, &rx, &healthy, 0, n).await?;
+
+    // The hostile channels: two attempts each, 1 s apart, 2 s timeout.
+    let policy =
+        json!({"max_attempts": 2, "backoff": "fixed", "base_ms": 1000, "timeout_ms": 2000});
+    let mut hostile = Vec::new();
+    for kind in ["sleeper", "slowloris", "huge", "redirect", "bad-utf8"] {
+        hostile.push((kind, hostile_receiver(kind).await?));
+    }
+    for url in [
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::ffff:169.254.169.254]/latest/meta-data",
+        "http://2852039166/latest/meta-data",
+        "http://0xa9fea9fe/latest/meta-data",
+        "http://169.254.43518/latest/meta-data",
+        "http://10.0.0.1/hook",
+        "http://[fd00::1]/hook",
+    ] {
+        hostile.push(("ssrf", url.to_owned()));
+    }
+    let mut targets = Vec::new();
+    for (kind, url) in &hostile {
+        let ch = post(
+            "/api/v1/channels",
+            json!({"type": "webhook", "name": format!("hostile-{kind}"),
+                   "config": {"url": url}, "retry_policy": policy}),
+        )
+        .await?;
+        let Some(id) = ch["id"].as_str() else {
+            return Err(format!("channel for {url}: {ch}"));
+        };
+        let a = post(
+            "/api/v1/activities",
+            json!({"conversation_id": "hostile", "channel_ids": [id], "payload": {"kind": kind}}),
+        )
+        .await?;
+        let d = a["deliveries"][0]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        targets.push((*kind, url.clone(), d));
+    }
+    let during = healthy_run(&post, &rx, &healthy, n, n).await?;
+
+    // Every hostile delivery settles, each attempt bounded.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut outcomes = Vec::new();
+    let mut problems = Vec::new();
+    for (kind, url, id) in &targets {
+        let row = loop {
+            let row = get(format!("/api/v1/deliveries/{id}")).await?;
+            if row["status"] != "pending" || Instant::now() > deadline {
+                break row;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let log = get(format!("/api/v1/deliveries/{id}/attempts")).await?;
+        let durations: Vec<u64> = log["data"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|e| e["duration_ms"].as_u64()).collect())
+            .unwrap_or_default();
+        let longest = durations.iter().copied().max().unwrap_or(0);
+        let error = row["last_error"].as_str().unwrap_or_default().to_owned();
+        let expected = match *kind {
+            // Their status line said 200: accepted, whatever the body does (it is read for
+            // at most the timeout, and at most 64 KiB of it).
+            "huge" | "slowloris" => row["status"] == "sent",
+            "ssrf" => {
+                row["status"] == "failed" && error.contains("not allowed") && row["attempts"] == 1
+            }
+            _ => row["status"] == "failed",
+        };
+        // 2 s timeout + 5 s grace at most, whatever the receiver does.
+        if !expected || longest > 7_000 {
+            problems.push(json!({"kind": kind, "url": url, "row": row, "attempt_ms": durations}));
+        }
+        outcomes.push(json!({
+            "kind": kind,
+            "url": url,
+            "status": row["status"],
+            "attempts": row["attempts"],
+            "longest_attempt_ms": longest,
+            "last_error": error.chars().take(120).collect::<String>(),
+        }));
+    }
+    let (seen, requests, _) = received(&rx);
+    runner.kill().await;
+    em.stop().await;
+    let lost = 2 * n - seen.len().min(2 * n);
+    Ok(json!({
+        "scenario": "hostile",
+        "activities": n,
+        "lost": lost,
+        "duplicates": requests.saturating_sub(seen.len()),
+        "healthy_alone_ms": baseline,
+        "healthy_beside_hostile_ms": during,
+        "hostile": outcomes,
+        "problems": problems,
+    }))
+}
+
+/// `n` activities (numbered from `from`) at 10/s to the healthy channel; the time from each
+/// POST to its arrival, as p50/p95/max in milliseconds.
+async fn healthy_run<F, Fut>(
+    post: &F,
+    rx: &Receiver,
+    channel: &str,
+    from: usize,
+    n: usize,
+) -> Result<Value, String>
+where
+    F: Fn(&str, Value) -> Fut,
+    Fut: std::future::Future<Output = Result<Value, String>>,
+{
+    let mut sent = Vec::with_capacity(n);
+    for i in from..from + n {
+        let at = Instant::now();
+        post(
+            "/api/v1/activities",
+            json!({"conversation_id": "healthy", "channel_ids": [channel], "payload": {"n": i}}),
+        )
+        .await?;
+        sent.push((i as u64, at));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (seen, _, _) = received(rx);
+        if sent.iter().all(|(i, _)| seen.contains(i)) || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let firsts = received(rx).2;
+    let mut lat: Vec<u64> = sent
+        .iter()
+        .filter_map(|(i, at)| {
+            firsts
+                .iter()
+                .find(|(n, _)| n == i)
+                .map(|(_, got)| ms(got.saturating_duration_since(*at)))
+        })
+        .collect();
+    lat.sort_unstable();
+    let pct = |p: f64| -> Option<u64> {
+        let idx = ((lat.len() as f64 * p).ceil() as usize).saturating_sub(1);
+        lat.get(idx).copied()
+    };
+    Ok(json!({"p50": pct(0.5), "p95": pct(0.95), "max": lat.last(), "arrived": lat.len()}))
 }
