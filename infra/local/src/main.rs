@@ -275,7 +275,7 @@ async fn test(args: &[String]) -> Result<(), String> {
     let iam = iam_report(&iam_dir, &reference);
     // The chaos suite, small: the runner SIGKILLed mid-run and the emulator frozen; anything
     // lost fails the run (the figures are printed, never asserted: see docs/benchmarks.md).
-    eprintln!("converger test: chaos smoke (crash, storage stall)");
+    eprintln!("converger test: chaos smoke (crash, storage stall, hostile receivers)");
     let chaos = converger_local::chaos::run(&["smoke".to_owned()]).await;
     result.and(iam).and(chaos)
 }
