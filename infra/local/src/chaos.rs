@@ -271,6 +271,52 @@ fn producer(
     })
 }
 
+/// A scenario's moving parts: its emulator, a receiver that takes 500 ms, the runner, one
+/// tenant with one webhook channel, and the producer sending `n` activities at `rate`/s.
+struct Flow {
+    em: Emulator,
+    rx: Receiver,
+    env: RunnerEnv,
+    runner: Runner,
+    key: String,
+    sent: Arc<AtomicUsize>,
+    failed_posts: Arc<AtomicUsize>,
+    started: Instant,
+    producing: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl Flow {
+    async fn start(scenario: &str, n: usize, rate: u32) -> Result<Self, String> {
+        let em = Emulator::start().await?;
+        let rx =
+            Receiver::start(vec![], Reply::status(200).delay(Duration::from_millis(500))).await?;
+        let env = RunnerEnv::new(&em.endpoint, scenario)?;
+        let runner = env.start().await?;
+        let (key, channel) = tenant_and_channel(&client()?, &runner, &rx).await?;
+        let (sent, failed_posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let producing = producer(
+            runner.api_url.clone(),
+            key.clone(),
+            channel,
+            n,
+            rate,
+            sent.clone(),
+            failed_posts.clone(),
+        );
+        Ok(Self {
+            em,
+            rx,
+            env,
+            runner,
+            key,
+            sent,
+            failed_posts,
+            started: Instant::now(),
+            producing,
+        })
+    }
+}
+
 /// What the receiver got: (distinct activity numbers, requests, the instant each number
 /// arrived first).
 fn received(rx: &Receiver) -> (HashSet<u64>, usize, Vec<(u64, Instant)>) {
@@ -331,23 +377,17 @@ fn ms(d: Duration) -> u64 {
 /// activity accepted before the kill had reached the receiver (the crashed attempts, with their
 /// leases, and the messages the dead process had received).
 async fn crash(n: usize, kills: usize) -> Result<Value, String> {
-    let em = Emulator::start().await?;
-    let rx = Receiver::start(vec![], Reply::status(200).delay(Duration::from_millis(500))).await?;
-    let env = RunnerEnv::new(&em.endpoint, "crash")?;
-    let mut runner = env.start().await?;
-    let http = client()?;
-    let (key, channel) = tenant_and_channel(&http, &runner, &rx).await?;
-    let (sent, failed_posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let started = Instant::now();
-    let producing = producer(
-        runner.api_url.clone(),
-        key.clone(),
-        channel,
-        n,
-        50,
-        sent.clone(),
-        failed_posts.clone(),
-    );
+    let Flow {
+        em,
+        rx,
+        env,
+        mut runner,
+        key,
+        sent,
+        failed_posts,
+        started,
+        producing,
+    } = Flow::start("crash", n, 50).await?;
     let mut restarts = Vec::new();
     for k in 1..=kills {
         let at = n * k / (kills + 1);
@@ -409,27 +449,21 @@ async fn crash(n: usize, kills: usize) -> Result<Value, String> {
 }
 
 /// The emulator frozen (SIGSTOP) for `seconds` while `n` activities flow at 20/s to a
-/// receiver that takes 500 ms (calls are in flight when storage stops), then thawed (SIGCONT): how long until deliveries resume and until everything accepted has
-/// arrived.
+/// receiver that takes 500 ms (calls are in flight when storage stops), then thawed
+/// (SIGCONT): how long until deliveries resume and until everything accepted has arrived.
 async fn stall(n: usize, seconds: usize) -> Result<Value, String> {
-    let em = Emulator::start().await?;
+    let Flow {
+        em,
+        rx,
+        runner,
+        key,
+        sent,
+        failed_posts,
+        started,
+        producing,
+        ..
+    } = Flow::start("stall", n, 20).await?;
     let pid = em.pid().ok_or("the emulator has no process id")?;
-    let rx = Receiver::start(vec![], Reply::status(200).delay(Duration::from_millis(500))).await?;
-    let env = RunnerEnv::new(&em.endpoint, "stall")?;
-    let runner = env.start().await?;
-    let http = client()?;
-    let (key, channel) = tenant_and_channel(&http, &runner, &rx).await?;
-    let (sent, failed_posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let started = Instant::now();
-    let producing = producer(
-        runner.api_url.clone(),
-        key.clone(),
-        channel,
-        n,
-        20,
-        sent.clone(),
-        failed_posts.clone(),
-    );
     while sent.load(Ordering::Relaxed) < n / 3 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -576,34 +610,22 @@ async fn hostile(n: usize) -> Result<Value, String> {
     let runner = env.start().await?;
     let http = client()?;
     let (key, healthy) = tenant_and_channel(&http, &runner, &rx).await?;
-    let post = |path: &str, body: Value| {
+    // The tenant API as JSON: a POST with a body, or a GET without.
+    let call = |path: String, body: Option<Value>| {
         let (http, url, key) = (
             http.clone(),
             format!("{}{path}", runner.api_url),
             key.clone(),
         );
         async move {
-            let resp = http
-                .post(&url)
-                .bearer_auth(&key)
-                .header("content-type", "application/json")
-                .body(body.to_string())
-                .send()
-                .await
-                .map_err(|e| format!("{url}: {e}"))?;
-            let text = resp.text().await.map_err(|e| e.to_string())?;
-            serde_json::from_str::<Value>(&text).map_err(|e| format!("{url}: {e}: {text}"))
-        }
-    };
-    let get = |path: String| {
-        let (http, url, key) = (
-            http.clone(),
-            format!("{}{path}", runner.api_url),
-            key.clone(),
-        );
-        async move {
-            let resp = http
-                .get(&url)
+            let req = match body {
+                Some(b) => http
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(b.to_string()),
+                None => http.get(&url),
+            };
+            let resp = req
                 .bearer_auth(&key)
                 .send()
                 .await
@@ -612,6 +634,7 @@ async fn hostile(n: usize) -> Result<Value, String> {
             serde_json::from_str::<Value>(&text).map_err(|e| format!("{url}: {e}: {text}"))
         }
     };
+    let post = |path: &str, body: Value| call(path.to_owned(), Some(body));
 
     // The healthy channel alone: its latency baseline.
     let baseline = healthy_run(&post, &rx, &healthy, 0, n).await?;
@@ -664,13 +687,13 @@ async fn hostile(n: usize) -> Result<Value, String> {
     let mut problems = Vec::new();
     for (kind, url, id) in &targets {
         let row = loop {
-            let row = get(format!("/api/v1/deliveries/{id}")).await?;
+            let row = call(format!("/api/v1/deliveries/{id}"), None).await?;
             if row["status"] != "pending" || Instant::now() > deadline {
                 break row;
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         };
-        let log = get(format!("/api/v1/deliveries/{id}/attempts")).await?;
+        let log = call(format!("/api/v1/deliveries/{id}/attempts"), None).await?;
         let durations: Vec<u64> = log["data"]
             .as_array()
             .map(|a| a.iter().filter_map(|e| e["duration_ms"].as_u64()).collect())

@@ -102,14 +102,10 @@ async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
     t.stop().await;
 }
 
-/// An attempt that recorded its outcome and died before handing its slot on leaves the slot
-/// held by a settled delivery. The next message for that delivery (its own, back from the
-/// queue, or a bounced one) finds it settled and gives the slot back, feeding the backlog at
-/// once rather than at the sweeper's reconciliation.
-#[tokio::test]
-async fn a_message_for_a_settled_delivery_gives_back_the_slot_it_still_holds() {
-    let t = TestStack::with(|o| o.sweep_period = converger_local::Every::Never).await;
-    let rx = Receiver::always(200).await.unwrap();
+/// A window of one whose slot is still held by a delivery that was sent (its attempt died
+/// after the send, before it handed the slot on), and a second delivery waiting behind it.
+/// Returns (API key, the leaked delivery, the waiting one).
+async fn leaked_slot(t: &TestStack, rx: &Receiver) -> (String, DeliveryId, String) {
     let (_, key) = t.tenant("default").await;
     let ch = t
         .channel(&key, hook(&rx.url, json!({"max_in_flight": 1}), json!({})))
@@ -120,18 +116,34 @@ async fn a_message_for_a_settled_delivery_gives_back_the_slot_it_still_holds() {
         .wait_delivery(&key, &first, Duration::from_secs(10), settled)
         .await;
     assert_eq!(d["status"], "sent");
-    let p = &t.stack.pipeline;
     let channel = ChannelId::parse(ch_id).unwrap();
     let leaked = DeliveryId::parse(&first).unwrap();
-    let taken = p
+    let taken = t
+        .stack
+        .pipeline
         .store
         .take_slot(&channel, &leaked, 1, time::now_ms(), false)
         .await
         .unwrap();
     assert!(matches!(taken, SlotTake::Taken(_)), "{taken:?}");
     let second = t.activities(&key, ch_id, 1, 1).await.remove(0);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(t.delivery(&key, &second).await["waiting_for_slot"], true);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let d = t.delivery(&key, &second).await;
+    assert_eq!(d["status"], "pending", "the window is full: {d}");
+    assert_eq!(d["waiting_for_slot"], true);
+    (key, leaked, second)
+}
+
+/// An attempt that recorded its outcome and died before handing its slot on leaves the slot
+/// held by a settled delivery. The next message for that delivery (its own, back from the
+/// queue, or a bounced one) finds it settled and gives the slot back, feeding the backlog at
+/// once rather than at the sweeper's reconciliation.
+#[tokio::test]
+async fn a_message_for_a_settled_delivery_gives_back_the_slot_it_still_holds() {
+    let t = TestStack::with(|o| o.sweep_period = converger_local::Every::Never).await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (key, leaked, second) = leaked_slot(&t, &rx).await;
+    let p = &t.stack.pipeline;
 
     let tier = converger_core::Tier::Default;
     p.queue
@@ -530,32 +542,7 @@ mod emulator {
         })
         .await;
         let rx = Receiver::always(200).await.unwrap();
-        let (_, key) = t.tenant("default").await;
-        let ch = t
-            .channel(&key, hook(&rx.url, json!({"max_in_flight": 1}), json!({})))
-            .await;
-        let ch_id = ch["id"].as_str().unwrap();
-        let first = t.activities(&key, ch_id, 1, 1).await.remove(0);
-        let d = t
-            .wait_delivery(&key, &first, Duration::from_secs(10), settled)
-            .await;
-        assert_eq!(d["status"], "sent");
-        // A deliver function killed after the send, before it handed its slot on: the slot is
-        // still taken by a delivery that is already sent.
-        let p = &t.stack.pipeline;
-        let channel = ChannelId::parse(ch_id).unwrap();
-        let leaked = DeliveryId::parse(&first).unwrap();
-        let taken = p
-            .store
-            .take_slot(&channel, &leaked, 1, time::now_ms(), false)
-            .await
-            .unwrap();
-        assert!(matches!(taken, SlotTake::Taken(_)), "{taken:?}");
-        let second = t.activities(&key, ch_id, 1, 1).await.remove(0);
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        let d = t.delivery(&key, &second).await;
-        assert_eq!(d["status"], "pending", "the window is full: {d}");
-        assert_eq!(d["waiting_for_slot"], true);
+        let (key, _, second) = leaked_slot(&t, &rx).await;
 
         let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
         assert_eq!(report.slots_freed, 1, "{report:?}");

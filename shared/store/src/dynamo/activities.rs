@@ -83,16 +83,11 @@ impl ActivityStore for DynamoStore {
         tenant: &TenantId,
         id: &ActivityId,
     ) -> StoreResult<Option<Activity>> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.res.activities)
-            .key("id", s(activity_key(tenant, id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk_err)?;
-        let a = out.item.map(activity_from_item).transpose()?;
+        let a = self
+            .get_raw(&self.res.activities, "id", &activity_key(tenant, id))
+            .await?
+            .map(activity_from_item)
+            .transpose()?;
         Ok(a.filter(|a| !converger_ports::expired(a.expires_at, now_ms())))
     }
 }

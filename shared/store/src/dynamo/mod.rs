@@ -421,6 +421,14 @@ impl DynamoStore {
         key: &str,
         value: &str,
     ) -> StoreResult<Option<T>> {
+        self.get_raw(table, key, value)
+            .await?
+            .map(from_item)
+            .transpose()
+    }
+
+    /// One item by its key, strongly consistent, as stored.
+    async fn get_raw(&self, table: &str, key: &str, value: &str) -> StoreResult<Option<Item>> {
         let out = self
             .client
             .get_item()
@@ -430,7 +438,7 @@ impl DynamoStore {
             .send()
             .await
             .map_err(sdk_err)?;
-        out.item.map(from_item).transpose()
+        Ok(out.item)
     }
 
     async fn put_new(&self, table: &str, key: &str, item: Item) -> StoreResult<()> {
