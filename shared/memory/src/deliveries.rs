@@ -66,6 +66,26 @@ impl DeliveryStore for MemStore {
             _ => false,
         })
     }
+    async fn requeue_expired(
+        &self,
+        id: &DeliveryId,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| match s.deliveries.get_mut(id) {
+            Some(row)
+                if row.lease_until == Some(until_ms)
+                    && row.status == converger_core::DeliveryStatus::Pending =>
+            {
+                row.lease_token = None;
+                row.lease_until = None;
+                row.next_attempt_at = now_ms;
+                true
+            }
+            _ => false,
+        })
+    }
     async fn mark_sent(
         &self,
         d: &Delivery,

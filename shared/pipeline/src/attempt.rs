@@ -134,6 +134,9 @@ impl Pipeline {
             Err(report) => return Ok(report),
         };
         let called = self.call(&prepared).await;
+        if prepared.started.elapsed() >= self.config.lease_slice / 2 {
+            self.renew_before_settle(&prepared).await;
+        }
         self.settle(prepared, called).await
     }
 
@@ -473,8 +476,9 @@ impl Pipeline {
     }
 
     /// Renews `p`'s lease halfway through each slice, for as long as it is polled; returns
-    /// only when the lease was lost. A renewal the store cannot make now is tried again a
-    /// second later (nobody else can take the lease while the store is unreachable).
+    /// when the lease is lost, or has ended without a renewal (storage too slow to answer
+    /// within it): past its end another attempt may hold the delivery, so the call must stop.
+    /// The reclaim pass allows [`crate::sweep::RECLAIM_GRACE_MS`] past the end besides.
     async fn keep_lease(&self, p: &Prepared) {
         let slice = self.lease_slice_ms();
         let mut until = p.lease_until;
@@ -483,18 +487,45 @@ impl Pipeline {
             if wait > 0 {
                 tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
             }
+            let left = until.saturating_sub(time::now_ms());
+            if left <= 0 {
+                tracing::warn!(delivery_id = %p.d.id, "lease ended without a renewal; the call is abandoned");
+                return;
+            }
             let next = time::now_ms().saturating_add(slice);
-            match self.store.extend_lease(&p.d, &p.token, next).await {
-                Ok(true) => until = next,
-                Ok(false) => {
+            let renewal = tokio::time::timeout(
+                Duration::from_millis(u64::try_from(left).unwrap_or(0)),
+                self.store.extend_lease(&p.d, &p.token, next),
+            );
+            match renewal.await {
+                Ok(Ok(true)) => until = next,
+                Ok(Ok(false)) => {
                     tracing::warn!(delivery_id = %p.d.id, "lease lost during the call; the call is abandoned");
                     return;
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     tracing::warn!(delivery_id = %p.d.id, error = %e, "lease not renewed; trying again");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
+                Err(_) => {} // the lease ended while the renewal was on its way: checked above
             }
+        }
+    }
+
+    /// After a long call, before its outcome is written: the lease renewed if it is in its
+    /// second half, so that a slow outcome write is not overtaken by the reclaim pass. Best
+    /// effort: the outcome write itself is what proves the lease.
+    async fn renew_before_settle(&self, p: &Prepared) {
+        let slice = self.lease_slice_ms();
+        let now = time::now_ms();
+        let until = p.lease_until.max(now);
+        if policy::lease_renewal_due(until, now, slice)
+            && let Err(e) = self
+                .store
+                .extend_lease(&p.d, &p.token, now.saturating_add(slice))
+                .await
+        {
+            tracing::warn!(delivery_id = %p.d.id, error = %e, "lease not renewed before the outcome");
         }
     }
 

@@ -10,10 +10,16 @@
 
 use crate::Pipeline;
 use converger_core::time;
+use converger_core::{ChannelId, DeliveryId};
 use converger_ports::DUE_SHARDS;
 use converger_ports::{DeliveryMessage, DuePart, Overdue, QueueError, StoreError};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+/// How long past its end a lease must be before the reclaim pass takes it back: room for a
+/// renewal that was on its way when the lease ran out (see `Pipeline::keep_lease`).
+pub const RECLAIM_GRACE_MS: i64 = 2_000;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct SweepReport {
@@ -70,22 +76,38 @@ impl Pipeline {
         Ok(report)
     }
 
-    /// The leased part of the due index: deliveries whose attempt's lease ended without an
-    /// outcome (its worker died), enqueued again. Returns (queries, enqueued).
+    /// The leased part of the due index: deliveries whose attempt's lease ended (more than
+    /// [`RECLAIM_GRACE_MS`] ago, room for a renewal in flight) without an outcome: their
+    /// worker died. Each is taken back with one conditional write (it waits again, due now)
+    /// and only then sent a message, so a row is enqueued once however many passes see it
+    /// before its message is consumed; at most `sweep_limit` a pass. Returns (queries,
+    /// enqueued).
     pub async fn reclaim(&self) -> Result<(u32, u32), SweepError> {
         let now = time::now_ms();
-        let (mut queries, mut reclaimed) = (0, 0);
-        let mut crashed = std::collections::BTreeSet::new();
-        for shard in 0..DUE_SHARDS {
+        let before = now.saturating_sub(RECLAIM_GRACE_MS);
+        let (mut queries, mut reclaimed) = (0u32, 0u32);
+        let mut crashed: BTreeMap<ChannelId, Vec<DeliveryId>> = BTreeMap::new();
+        'shards: for shard in 0..DUE_SHARDS {
             let mut from = None;
             loop {
                 let page = self
                     .store
-                    .overdue(DuePart::Leased, shard, now, 500, from)
+                    .overdue(DuePart::Leased, shard, before, 500, from)
                     .await?;
                 queries += 1;
-                crashed.extend(page.items.iter().filter_map(|r| r.channel_id.clone()));
-                let msgs: Vec<DeliveryMessage> = page.items.into_iter().map(message).collect();
+                let mut msgs = Vec::new();
+                for row in page.items {
+                    let Some(until) = row.lease_until else {
+                        continue;
+                    };
+                    if !self.store.requeue_expired(&row.id, until, now).await? {
+                        continue;
+                    }
+                    if let Some(c) = &row.channel_id {
+                        crashed.entry(c.clone()).or_default().push(row.id.clone());
+                    }
+                    msgs.push(message(row));
+                }
                 if !msgs.is_empty() {
                     tracing::warn!(
                         shard,
@@ -95,6 +117,9 @@ impl Pipeline {
                     self.queue.send_many(&msgs).await?;
                     reclaimed += msgs.len() as u32;
                 }
+                if reclaimed as usize >= self.config.sweep_limit {
+                    break 'shards;
+                }
                 match page.next {
                     Some(n) => from = Some(n),
                     None => break,
@@ -103,8 +128,8 @@ impl Pipeline {
         }
         // The same crash may have left other slots of those channels behind: deliveries that
         // recorded an outcome but did not hand their slot on, messages that died unclaimed.
-        for channel in &crashed {
-            if let Err(e) = self.recover_slots(channel).await {
+        for (channel, requeued) in &crashed {
+            if let Err(e) = self.recover_slots(channel, requeued).await {
                 tracing::warn!(channel_id = %channel, error = %e, "slot recovery failed");
             }
         }
@@ -118,9 +143,13 @@ impl Pipeline {
         let before = now.saturating_sub(grace);
         let mut report = SweepReport::default();
         // Crashed attempts first: their leases have ended, nothing else will run them soon.
-        let (queries, reclaimed) = self.reclaim().await?;
-        report.queries += queries;
-        report.reclaimed += reclaimed;
+        match self.reclaim().await {
+            Ok((queries, reclaimed)) => {
+                report.queries += queries;
+                report.reclaimed += reclaimed;
+            }
+            Err(e) => tracing::warn!(error = %e, "reclaim pass failed"),
+        }
         'shards: for shard in 0..DUE_SHARDS {
             let mut from = None;
             loop {

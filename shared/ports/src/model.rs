@@ -365,8 +365,8 @@ fn is_zero(n: &u32) -> bool {
 pub struct DeliveryMessage {
     pub delivery_id: DeliveryId,
     pub tier: Tier,
-    /// The delivery's channel, so that the attempt sizes its lease to the channel's timeout
-    /// before it claims the row (absent: the longest lease).
+    /// The delivery's channel, so that the attempt reads it (or finds it cached) beside its
+    /// claim rather than after it (absent in older messages: read after the claim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel_id: Option<ChannelId>,
     /// How many times this message came back early because storage was unreachable.

@@ -139,6 +139,15 @@ pub trait DeliveryStore: Send + Sync + 'static {
     /// Renews the lease `token` holds on `d` until `until_ms` (a long call keeps its
     /// delivery); `false` when the lease was lost.
     async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool>;
+    /// Takes back the lease that ended at `until_ms` without an outcome (its attempt died):
+    /// the row leaves the leased part and waits, due now. `false` when the row changed since
+    /// it was read (another pass took it back, or an attempt renewed or settled it).
+    async fn requeue_expired(
+        &self,
+        id: &DeliveryId,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> StoreResult<bool>;
     /// Records a successful attempt. `false` if the lease was lost.
     async fn mark_sent(
         &self,

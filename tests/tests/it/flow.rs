@@ -194,7 +194,7 @@ async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
     }
     let claim = p
         .store
-        .claim(&in_flight.id, "died", time::now_ms(), 1_000)
+        .claim(&in_flight.id, "died", time::now_ms() - 4_000, 1_000)
         .await
         .unwrap();
     assert!(matches!(claim, converger_ports::Claim::Claimed(_)));

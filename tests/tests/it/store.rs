@@ -691,6 +691,45 @@ async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
         "released: out of the leased part"
     );
     assert!(overdue(&d).await, "released: waiting again at its due time");
+
+    // A lease that ended without an outcome is taken back once: the row waits again, due
+    // at the time given; a second pass (or a stale read of the lease) changes nothing.
+    let Claim::Claimed(_) = f.store.claim(&d.id, "t2", now, 1_000).await.unwrap() else {
+        panic!()
+    };
+    assert!(
+        !f.store
+            .requeue_expired(&d.id, now + 999, now + 2_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        f.store
+            .requeue_expired(&d.id, now + 1_000, now + 2_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !f.store
+            .requeue_expired(&d.id, now + 1_000, now + 2_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        leased(now + 10_000).await.is_none(),
+        "taken back: out of the leased part"
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!((row.lease_until, row.next_attempt_at), (None, now + 2_000));
+    let waiting = f
+        .store
+        .overdue(DuePart::Waiting, due_shard(&d.id), now + 2_001, 100, None)
+        .await
+        .unwrap();
+    assert!(
+        waiting.items.iter().any(|o| o.id == d.id),
+        "waiting, due now"
+    );
     f.stop().await;
 }
 
@@ -1614,6 +1653,54 @@ async fn receipts_find_their_delivery_and_move_it_forward(b: Backend) {
         .unwrap();
     assert_eq!(listed.items.len(), 1);
     assert_eq!(listed.items[0].id, d2.id);
+
+    // Replayed (pending again, due now, with its provider id) and then a late receipt from
+    // its earlier send: it leaves pending, and the due index with it.
+    use converger_core::query::{Actor, ActorKind};
+    use converger_ports::{AuditEntry, due_shard};
+    let actor = Actor {
+        kind: ActorKind::TenantApi,
+        id: "key_1".into(),
+    };
+    let audit = AuditEntry::new(
+        f.tenant.id.clone(),
+        actor.clone(),
+        "retry",
+        "delivery",
+        row.id.as_str(),
+        json!({}),
+        &now,
+    );
+    let replayed = f
+        .store
+        .replay_many(std::slice::from_ref(&row), &actor, time::now_ms(), &[audit])
+        .await
+        .unwrap();
+    assert_eq!(replayed[0].status, DeliveryStatus::Pending);
+    let in_due = |store: std::sync::Arc<dyn Store>, id: converger_core::DeliveryId| async move {
+        store
+            .overdue(
+                DuePart::Waiting,
+                due_shard(&id),
+                time::now_ms() + 60_000,
+                100,
+                None,
+            )
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|o| o.id == id)
+    };
+    assert!(in_due(f.store.clone(), d2.id.clone()).await);
+    let Receipted::Applied { row, .. } = apply(DeliveryStatus::Delivered, "wamid.2").await else {
+        panic!()
+    };
+    assert_eq!(row.status, DeliveryStatus::Delivered);
+    assert!(
+        !in_due(f.store.clone(), d2.id.clone()).await,
+        "a receipt that settles a pending row takes it out of the due index"
+    );
     f.stop().await;
 }
 

@@ -37,11 +37,13 @@ impl Pipeline {
     /// older than a lease slice is checked now rather than after `SLOT_GRACE_SECONDS`. A slot
     /// whose delivery is settled, missing or back in the backlog is freed; a delivery that
     /// holds one, is due, and was never claimed since it was enqueued gets a new message (its
-    /// own may have died with the worker; a duplicate costs one refused claim). Returns
-    /// (slots freed, messages sent).
+    /// own may have died with the worker; a duplicate costs one refused claim). `requeued`
+    /// are the crashed attempts' own deliveries, already sent a message. Returns (slots
+    /// freed, messages sent).
     pub(crate) async fn recover_slots(
         &self,
         channel: &ChannelId,
+        requeued: &[DeliveryId],
     ) -> Result<(usize, usize), AttemptError> {
         let now = time::now_ms();
         let slice = i64::try_from(self.config.lease_slice.as_millis()).unwrap_or(i64::MAX);
@@ -69,6 +71,7 @@ impl Pipeline {
             .iter()
             .filter(|r| {
                 holds(r)
+                    && !requeued.contains(&r.id)
                     && !r.handed_off
                     && r.lease_until.is_none()
                     && r.next_attempt_at < now - slice

@@ -116,6 +116,10 @@ impl HandoffStore for DynamoStore {
                     ":err",
                     s(error.unwrap_or("failed by a provider receipt")),
                 );
+            }
+            // Out of pending: out of the due index (waiting or leased) and the backlog too, as
+            // every other outcome write leaves them.
+            if to != DeliveryStatus::Pending {
                 expr.push_str(
                     " REMOVE lease_token, lease_until, due_shard, due_at, slot, in_backlog, \
                      bl_pk, bl_sk, handed_off",
