@@ -1,0 +1,94 @@
+//! Activities and the queue messages that carry them to an attempt.
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Activity {
+    pub id: ActivityId,
+    pub tenant_id: TenantId,
+    pub conversation_id: String,
+    pub seq: u64,
+    pub payload: Value,
+    pub channel_ids: Vec<ChannelId>,
+    pub created_at: String,
+    /// When the row expires (seconds since the epoch; the table's TTL attribute). Reads treat
+    /// an expired row as absent: DynamoDB deletes it up to two days later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+}
+
+pub use converger_core::Scope;
+pub use converger_core::time::expired;
+
+/// What a queue message says: "look at delivery X now". The activity rides along when it is
+/// small, which saves the attempt a read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryMessage {
+    pub delivery_id: DeliveryId,
+    pub tier: Tier,
+    /// The delivery's channel, so that the attempt reads it (or finds it cached) beside its
+    /// claim rather than after it (absent in older messages: read after the claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_id: Option<ChannelId>,
+    /// How many times this message came back early because storage was unreachable.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bounces: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<Activity>,
+}
+
+/// Largest serialized activity carried inside a queue message.
+pub const INLINE_ACTIVITY_MAX_BYTES: usize = 64 * 1024;
+
+impl Activity {
+    /// The activity if it is small enough to ride in a queue message. Serializes it once: call
+    /// it once per activity, not once per delivery.
+    pub fn if_inline(&self) -> Option<&Activity> {
+        serde_json::to_vec(self)
+            .is_ok_and(|v| v.len() <= INLINE_ACTIVITY_MAX_BYTES)
+            .then_some(self)
+    }
+}
+
+impl DeliveryMessage {
+    /// A message for `delivery_id`, carrying `activity` (pass one that
+    /// [`Activity::if_inline`] allowed, or `None`).
+    pub fn new(delivery_id: DeliveryId, tier: Tier, activity: Option<&Activity>) -> Self {
+        Self {
+            delivery_id,
+            tier,
+            channel_id: None,
+            bounces: 0,
+            activity: activity.cloned(),
+        }
+    }
+
+    /// The message without the activity it may carry.
+    pub fn clone_without_activity(&self) -> Self {
+        Self {
+            delivery_id: self.delivery_id.clone(),
+            tier: self.tier,
+            channel_id: self.channel_id.clone(),
+            bounces: self.bounces,
+            activity: None,
+        }
+    }
+
+    /// The same message, naming the delivery's channel.
+    pub fn on(mut self, channel: &ChannelId) -> Self {
+        self.channel_id = Some(channel.clone());
+        self
+    }
+}
+
+/// Result of creating an activity with its deliveries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Created {
+    New,
+    /// The activity id existed already: nothing was written.
+    Duplicate,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}

@@ -1,0 +1,96 @@
+//! Replays of dead letters: their batches, jobs, messages and audit entries.
+
+use super::*;
+
+/// Most deliveries one replay transaction moves (two items each, the row and its audit entry;
+/// DynamoDB takes 100 items per transaction).
+pub const REPLAY_BATCH: usize = 50;
+
+/// The arguments every backend's `replay_many` accepts: one audit entry per row, at most
+/// [`REPLAY_BATCH`] rows.
+pub fn check_replay_batch(
+    rows: &[Delivery],
+    audits: &[AuditEntry],
+) -> Result<(), crate::error::StoreError> {
+    if rows.len() != audits.len() || rows.len() > REPLAY_BATCH {
+        return Err(crate::error::StoreError::Corrupt(format!(
+            "replay_many takes up to {REPLAY_BATCH} rows, one audit entry each"
+        )));
+    }
+    Ok(())
+}
+
+/// One audited action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    pub id: String,
+    pub tenant_id: TenantId,
+    pub actor: Actor,
+    /// e.g. `retry`.
+    pub action: String,
+    /// e.g. `delivery`.
+    pub resource_type: String,
+    pub resource_id: String,
+    pub changes: Value,
+    pub at: String,
+}
+
+impl AuditEntry {
+    pub fn new(
+        tenant_id: TenantId,
+        actor: Actor,
+        action: &str,
+        resource_type: &str,
+        resource_id: &str,
+        changes: Value,
+        at: &str,
+    ) -> Self {
+        Self {
+            id: format!("aud_{}", uuid::Uuid::new_v4().simple()),
+            tenant_id,
+            actor,
+            action: action.into(),
+            resource_type: resource_type.into(),
+            resource_id: resource_id.into(),
+            changes,
+            at: at.into(),
+        }
+    }
+}
+
+/// A bulk replay that runs as a job, one chunk per `replay` queue message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayJob {
+    /// `rpl_...`
+    pub id: String,
+    pub tenant_id: TenantId,
+    pub channel_id: ChannelId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_key: Option<String>,
+    /// Upper bound on `upd_sk`: never later than the job's start.
+    pub to_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity_id: Option<ActivityId>,
+    pub limit: usize,
+    pub actor: Actor,
+    /// `running`, `done` or `failed`.
+    pub status: String,
+    pub retried: usize,
+    pub has_more: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<Cursor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Bumped by every progress write (optimistic concurrency).
+    pub version: u64,
+    pub created_at: String,
+    pub updated_at: String,
+    /// When the job record is deleted (seconds since the epoch).
+    pub expires_at: i64,
+}
+
+/// What a `replay` queue message says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplayMessage {
+    pub job_id: String,
+}

@@ -1,0 +1,97 @@
+//! Tenants and their channels.
+
+use super::*;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tenant {
+    pub id: TenantId,
+    pub name: String,
+    pub tier: Tier,
+    pub created_at: String,
+    /// Where the tenant's channel alerts go (set through the admin API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_webhook_url: Option<String>,
+    /// The managed webhook channel that delivers those alerts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_channel_id: Option<ChannelId>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Channel {
+    pub id: ChannelId,
+    pub tenant_id: TenantId,
+    #[serde(rename = "type")]
+    pub kind: ChannelType,
+    pub name: String,
+    /// Adapter configuration (for a webhook: url, method, headers, receive_timeout).
+    pub config: Map<String, Value>,
+    pub active: bool,
+    /// The channel's retry policy override (validated on write).
+    #[serde(default)]
+    pub retry_policy: Map<String, Value>,
+    /// Standard Webhooks signing secret (`whsec_...`).
+    pub signing_secret: String,
+    /// Breaker and window overrides (`failure_threshold`, `cooldown_ms`, `park_seconds`,
+    /// `max_in_flight`, `replay_dead_letters_on_close`, `replay_window_ms`).
+    #[serde(default)]
+    pub circuit_breaker: Map<String, Value>,
+    /// Outbound rate limit (`"80/s"`, `"/m"`, `"/h"`); the adapter's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<String>,
+    /// Auto-disable overrides (`failed_attempts`, `success_window_ms`).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub auto_disable: Map<String, Value>,
+    /// When and why the platform disabled the channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disabled_reason: Option<String>,
+    /// Managed by the platform (a tenant's alert channel): its own events are not alerted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub managed: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl Channel {
+    /// A new active channel with a fresh id and signing secret and default settings.
+    pub fn new(
+        tenant_id: TenantId,
+        kind: ChannelType,
+        name: &str,
+        config: Map<String, Value>,
+        now: &str,
+    ) -> Self {
+        Self {
+            id: ChannelId::generate(),
+            tenant_id,
+            kind,
+            name: name.to_owned(),
+            config,
+            active: true,
+            retry_policy: Map::new(),
+            signing_secret: converger_core::secret::new_signing_secret(),
+            circuit_breaker: Map::new(),
+            rate_limit: None,
+            auto_disable: Map::new(),
+            disabled_at: None,
+            disabled_reason: None,
+            managed: false,
+            created_at: now.to_owned(),
+            updated_at: now.to_owned(),
+        }
+    }
+}
+
+/// The fields a PATCH may change; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChannelPatch {
+    pub name: Option<String>,
+    pub config: Option<Map<String, Value>>,
+    pub active: Option<bool>,
+    pub retry_policy: Option<Map<String, Value>>,
+    pub circuit_breaker: Option<Map<String, Value>>,
+    /// `Some(None)` removes the channel's own limit.
+    pub rate_limit: Option<Option<String>>,
+    pub auto_disable: Option<Map<String, Value>>,
+}
