@@ -21,6 +21,7 @@ use converger_ports::{
 };
 use serde_json::json;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A delivery whose lease this attempt holds.
@@ -34,7 +35,7 @@ struct Prepared {
     d: Delivery,
     token: String,
     /// When this attempt's lease ends (renewed while the call runs).
-    lease_until: i64,
+    lease_until: AtomicI64,
     channel: Arc<Channel>,
     activity: Activity,
     /// The half-open probe of its channel.
@@ -105,11 +106,8 @@ impl Pipeline {
     /// left to the queue's visibility timeout (minutes), so deliveries resume seconds after
     /// storage does; after [`policy::MAX_BOUNCES`] the error goes to the queue as any other.
     pub async fn deliver(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
-        let again = DeliveryMessage {
-            activity: None,
-            bounces: msg.bounces.saturating_add(1),
-            ..msg.clone_without_activity()
-        };
+        let mut again = msg.clone_without_activity();
+        again.bounces = again.bounces.saturating_add(1);
         match self.attempt(msg).await {
             Err(AttemptError::Store(StoreError::Unavailable(e)))
                 if again.bounces <= policy::MAX_BOUNCES =>
@@ -134,8 +132,14 @@ impl Pipeline {
             Err(report) => return Ok(report),
         };
         let called = self.call(&prepared).await;
-        if prepared.started.elapsed() >= self.config.lease_slice / 2 {
-            self.renew_before_settle(&prepared).await;
+        // A long call leaves the lease in its second half: renewed before the outcome write,
+        // so that a slow write is not overtaken by the reclaim pass (best effort: the write
+        // itself is what proves the lease).
+        if let Err(e) = self
+            .renew_if_due(&prepared.d, &prepared.token, &prepared.lease_until)
+            .await
+        {
+            tracing::warn!(delivery_id = %prepared.d.id, error = %e, "lease not renewed before the outcome");
         }
         self.settle(prepared, called).await
     }
@@ -206,14 +210,10 @@ impl Pipeline {
             };
             // A start slowed down by storage may have eaten into the lease: renewed before the
             // call, or the call is not made (another attempt may hold the delivery by now).
-            let now = time::now_ms();
-            let mut until = d.lease_until.unwrap_or(i64::MIN);
-            if policy::lease_renewal_due(until, now, self.lease_slice_ms()) {
-                until = now.saturating_add(self.lease_slice_ms());
-                if !self.store.extend_lease(&d, &token, until).await? {
-                    tracing::warn!(delivery_id = %d.id, "lease lost before the call");
-                    return Ok(Err(Report::Skipped("lease lost before the call")));
-                }
+            let until = AtomicI64::new(d.lease_until.unwrap_or(i64::MIN));
+            if !self.renew_if_due(&d, &token, &until).await? {
+                tracing::warn!(delivery_id = %d.id, "lease lost before the call");
+                return Ok(Err(Report::Skipped("lease lost before the call")));
             }
             Ok(Ok((channel, activity, probe, until)))
         };
@@ -475,14 +475,36 @@ impl Pipeline {
         i64::try_from(self.config.lease_slice.as_millis()).unwrap_or(policy::LEASE_SLICE_MS)
     }
 
+    /// Renews the lease `token` holds on `d` if it is in the second half of its slice
+    /// (`core::policy::lease_renewal_due`), keeping the new end in `until`. `false` when the
+    /// lease was lost.
+    async fn renew_if_due(
+        &self,
+        d: &Delivery,
+        token: &str,
+        until: &AtomicI64,
+    ) -> StoreResult<bool> {
+        let slice = self.lease_slice_ms();
+        let now = time::now_ms();
+        if !policy::lease_renewal_due(until.load(Ordering::Relaxed), now, slice) {
+            return Ok(true);
+        }
+        let next = now.saturating_add(slice);
+        let kept = self.store.extend_lease(d, token, next).await?;
+        if kept {
+            until.store(next, Ordering::Relaxed);
+        }
+        Ok(kept)
+    }
+
     /// Renews `p`'s lease halfway through each slice, for as long as it is polled; returns
     /// when the lease is lost, or has ended without a renewal (storage too slow to answer
     /// within it): past its end another attempt may hold the delivery, so the call must stop.
     /// The reclaim pass allows [`crate::sweep::RECLAIM_GRACE_MS`] past the end besides.
     async fn keep_lease(&self, p: &Prepared) {
         let slice = self.lease_slice_ms();
-        let mut until = p.lease_until;
         loop {
+            let until = p.lease_until.load(Ordering::Relaxed);
             let wait = policy::lease_renewal_at(until, slice).saturating_sub(time::now_ms());
             if wait > 0 {
                 tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
@@ -492,13 +514,12 @@ impl Pipeline {
                 tracing::warn!(delivery_id = %p.d.id, "lease ended without a renewal; the call is abandoned");
                 return;
             }
-            let next = time::now_ms().saturating_add(slice);
             let renewal = tokio::time::timeout(
                 Duration::from_millis(u64::try_from(left).unwrap_or(0)),
-                self.store.extend_lease(&p.d, &p.token, next),
+                self.renew_if_due(&p.d, &p.token, &p.lease_until),
             );
             match renewal.await {
-                Ok(Ok(true)) => until = next,
+                Ok(Ok(true)) => {}
                 Ok(Ok(false)) => {
                     tracing::warn!(delivery_id = %p.d.id, "lease lost during the call; the call is abandoned");
                     return;
@@ -509,23 +530,6 @@ impl Pipeline {
                 }
                 Err(_) => {} // the lease ended while the renewal was on its way: checked above
             }
-        }
-    }
-
-    /// After a long call, before its outcome is written: the lease renewed if it is in its
-    /// second half, so that a slow outcome write is not overtaken by the reclaim pass. Best
-    /// effort: the outcome write itself is what proves the lease.
-    async fn renew_before_settle(&self, p: &Prepared) {
-        let slice = self.lease_slice_ms();
-        let now = time::now_ms();
-        let until = p.lease_until.max(now);
-        if policy::lease_renewal_due(until, now, slice)
-            && let Err(e) = self
-                .store
-                .extend_lease(&p.d, &p.token, now.saturating_add(slice))
-                .await
-        {
-            tracing::warn!(delivery_id = %p.d.id, error = %e, "lease not renewed before the outcome");
         }
     }
 

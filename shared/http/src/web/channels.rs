@@ -1,7 +1,7 @@
 //! The channels page, its live Delivery column, and Pause/Resume.
 
 use super::layout::{layout, urlencode};
-use super::page::{PageFail, page_error, unavailable};
+use super::page::{page_error, unavailable};
 use super::scope::{TenantQuery, scoped_channels};
 use super::session::{Posted, Viewer, forbidden, prefix};
 use crate::AppState;
@@ -30,7 +30,6 @@ pub(super) async fn channels(
     let p = prefix(v.realm);
     let list = match scoped_channels(&state, &v, q.tenant.as_deref()).await {
         Ok(l) => l,
-        Err(PageFail::Invalid(e)) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &e),
         Err(e) => return e.page(),
     };
     let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;

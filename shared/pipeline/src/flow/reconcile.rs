@@ -5,7 +5,7 @@
 use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::{BreakerConfig, ChannelId, CircuitState, DeliveryId, DeliveryStatus, time};
-use converger_ports::{Delivery, DeliveryMessage, Flow};
+use converger_ports::{Channel, Delivery, DeliveryMessage, Flow};
 use converger_ports::{FlowJobKind, Mark};
 
 impl Pipeline {
@@ -25,33 +25,50 @@ impl Pipeline {
         if freed > 0 {
             tracing::warn!(delivery_id = %d.id, channel_id = %d.channel_id, "a settled delivery's slot given back");
             if let Some(channel) = self.store.get_channel(&d.channel_id).await? {
-                let tier = self.tenant_tier(&channel).await?;
-                let current = self.store.get_flow(&channel.id).await?;
-                self.feed(&channel, tier, current).await?;
+                self.feed_now(&channel).await?;
             }
         }
         Ok(())
     }
 
-    /// A crash was seen on `channel` (an attempt's lease ended without an outcome): every slot
-    /// older than a lease slice is checked now rather than after `SLOT_GRACE_SECONDS`. A slot
-    /// whose delivery is settled, missing or back in the backlog is freed; a delivery that
-    /// holds one, is due, and was never claimed since it was enqueued gets a new message (its
-    /// own may have died with the worker; a duplicate costs one refused claim). `requeued`
-    /// are the crashed attempts' own deliveries, already sent a message. Returns (slots
-    /// freed, messages sent).
+    /// A crash was seen on `channel` (an attempt's lease ended without an outcome): its slots
+    /// older than a lease slice are reconciled now rather than at the sweeper's
+    /// `SLOT_GRACE_SECONDS`, and the backlog fed if any came back. `requeued` are the crashed
+    /// attempts' own deliveries, already sent a message. Returns (slots freed, messages sent).
     pub(crate) async fn recover_slots(
         &self,
         channel: &ChannelId,
         requeued: &[DeliveryId],
     ) -> Result<(usize, usize), AttemptError> {
-        let now = time::now_ms();
-        let slice = i64::try_from(self.config.lease_slice.as_millis()).unwrap_or(i64::MAX);
         let flow = self.store.get_flow(channel).await?;
+        let (freed, resent) = self
+            .reconcile_slots(&flow, self.config.lease_slice, requeued)
+            .await?;
+        if freed > 0
+            && let Some(ch) = self.store.get_channel(channel).await?
+        {
+            self.feed_now(&ch).await?;
+        }
+        Ok((freed, resent))
+    }
+
+    /// The slots of `flow` held longer than `older_than`, checked against their deliveries:
+    /// a slot whose delivery is settled, missing or back in the backlog is freed; a delivery
+    /// that holds one, is due by more than `older_than` and was not claimed since (its
+    /// message may have died with a worker) gets a new message, unless it is in `requeued`
+    /// (a duplicate costs one refused claim). Returns (slots freed, messages sent).
+    async fn reconcile_slots(
+        &self,
+        flow: &Flow,
+        older_than: std::time::Duration,
+        requeued: &[DeliveryId],
+    ) -> Result<(usize, usize), AttemptError> {
+        let now = time::now_ms();
+        let older_than = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
         let old: Vec<(String, i64)> = flow
             .slots
             .iter()
-            .filter(|(_, at)| now - **at > slice)
+            .filter(|(_, at)| now - **at > older_than)
             .map(|(d, at)| (d.clone(), *at))
             .collect();
         if old.is_empty() {
@@ -74,7 +91,7 @@ impl Pipeline {
                     && !requeued.contains(&r.id)
                     && !r.handed_off
                     && r.lease_until.is_none()
-                    && r.next_attempt_at < now - slice
+                    && r.next_attempt_at < now - older_than
             })
             .map(|r| DeliveryMessage::new(r.id.clone(), r.tier, None).on(&r.channel_id))
             .collect();
@@ -84,19 +101,19 @@ impl Pipeline {
         let freed = if stale.is_empty() {
             0
         } else {
-            self.store.free_slots(channel, &stale).await?
+            self.store.free_slots(&flow.channel_id, &stale).await?
         };
         if freed > 0 || !lost.is_empty() {
-            tracing::warn!(channel_id = %channel, freed, resent = lost.len(), "slots left by a crash recovered");
-        }
-        if freed > 0
-            && let Some(ch) = self.store.get_channel(channel).await?
-        {
-            let tier = self.tenant_tier(&ch).await?;
-            let current = self.store.get_flow(channel).await?;
-            self.feed(&ch, tier, current).await?;
+            tracing::warn!(channel_id = %flow.channel_id, freed, resent = lost.len(), "window slots reconciled");
         }
         Ok((freed, lost.len()))
+    }
+
+    /// Feeds `channel`'s backlog from its flow item as it is now.
+    async fn feed_now(&self, channel: &Channel) -> Result<usize, AttemptError> {
+        let tier = self.tenant_tier(channel).await?;
+        let current = self.store.get_flow(&channel.id).await?;
+        self.feed(channel, tier, current).await
     }
 
     /// The sweeper's flow pass: frees slots whose delivery no longer holds them, feeds
@@ -130,37 +147,9 @@ impl Pipeline {
             return Ok((0, 0, 0));
         };
         let breaker = BreakerConfig::effective(&channel.circuit_breaker);
-        let grace = i64::try_from(self.config.slot_grace.as_millis()).unwrap_or(i64::MAX);
-        let old: Vec<(String, i64)> = f
-            .slots
-            .iter()
-            .filter(|(_, at)| now - **at > grace)
-            .map(|(d, at)| (d.clone(), *at))
-            .collect();
-        let mut freed = 0;
-        if !old.is_empty() {
-            let ids: Vec<converger_core::DeliveryId> = old
-                .iter()
-                .filter_map(|(d, _)| converger_core::DeliveryId::parse(d).ok())
-                .collect();
-            let rows = self.store.get_deliveries(&ids).await?;
-            let stale: Vec<(String, i64)> = old
-                .into_iter()
-                .filter(|(id, _)| {
-                    !rows.iter().any(|r| {
-                        r.id.as_str() == id
-                            && r.status == converger_core::DeliveryStatus::Pending
-                            && !r.in_backlog
-                    })
-                })
-                .collect();
-            if !stale.is_empty() {
-                freed = self.store.free_slots(&channel.id, &stale).await?;
-                if freed > 0 {
-                    tracing::warn!(channel_id = %channel.id, freed, "window slots reconciled");
-                }
-            }
-        }
+        let (freed, _) = self
+            .reconcile_slots(&f, self.config.slot_grace, &[])
+            .await?;
         let mut fed = 0;
         let mut released = 0;
         match f.circuit_state {
@@ -172,9 +161,7 @@ impl Pipeline {
                     released = self.release(&channel, &f).await?;
                 }
                 if f.backlog_at.is_some() || freed > 0 {
-                    let tier = self.tenant_tier(&channel).await?;
-                    let current = self.store.get_flow(&channel.id).await?;
-                    fed = self.feed(&channel, tier, current).await?;
+                    fed = self.feed_now(&channel).await?;
                 }
             }
             CircuitState::Open | CircuitState::HalfOpen => {

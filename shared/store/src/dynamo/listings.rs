@@ -35,7 +35,7 @@ impl DeliveryQueries for DynamoStore {
         // channels, at most 50 of them.
         if let Some(activity) = &q.activity {
             let rows = match self.get_activity(&q.tenant, activity).await? {
-                Some(a) if a.tenant_id == q.tenant => {
+                Some(a) => {
                     let ids: Vec<DeliveryId> = a
                         .channel_ids
                         .iter()
@@ -44,7 +44,7 @@ impl DeliveryQueries for DynamoStore {
                         .collect();
                     self.get_deliveries(&ids).await?
                 }
-                _ => Vec::new(),
+                None => Vec::new(),
             };
             return Ok(q.page(&rows));
         }

@@ -134,24 +134,26 @@ fn delivery_item(d: &Delivery) -> StoreResult<Item> {
     Ok(item)
 }
 
+/// The due index attributes of a delivery waiting for its message, due at `next_attempt_at`.
 fn due_keys(id: &DeliveryId, next_attempt_at: i64) -> [(&'static str, AttributeValue); 2] {
-    [
-        (
-            ":due_shard",
-            s(due_partition(DuePart::Waiting, due_shard(id))),
-        ),
-        (":due_at", s(due_key(next_attempt_at))),
-    ]
+    due_part_keys(DuePart::Waiting, id, next_attempt_at)
 }
 
 /// The due index attributes of a delivery claimed until `until_ms`.
 fn lease_keys(id: &DeliveryId, until_ms: i64) -> [(&'static str, AttributeValue); 2] {
+    due_part_keys(DuePart::Leased, id, until_ms)
+}
+
+/// The due index attributes of a delivery in `part`, keyed by `at_ms`: partition
+/// `due#<shard>` or `lease#<shard>`.
+fn due_part_keys(
+    part: DuePart,
+    id: &DeliveryId,
+    at_ms: i64,
+) -> [(&'static str, AttributeValue); 2] {
     [
-        (
-            ":due_shard",
-            s(due_partition(DuePart::Leased, due_shard(id))),
-        ),
-        (":due_at", s(due_key(until_ms))),
+        (":due_shard", s(due_partition(part, due_shard(id)))),
+        (":due_at", s(due_key(at_ms))),
     ]
 }
 
@@ -506,7 +508,6 @@ impl DynamoStore {
             (":now", s(now)),
             (":log", to_av(&log.recent)?),
         ];
-
         v.extend(index_keys(&d.tenant_id, &d.channel_id, &d.id, status, now));
         Ok(v)
     }
