@@ -193,19 +193,9 @@ fn classify_transport(e: &reqwest::Error, timeout: Duration, label: &str) -> Del
     // The error names the URL; its query, fragment and credentials may hold secrets (a token
     // in a webhook URL), and the text is kept in `last_error`, the attempt log and exports.
     if let Some(u) = e.url() {
-        msg = msg.replace(u.as_str(), &without_secrets(u));
+        msg = msg.replace(u.as_str(), &converger_core::web::redact_url(u.as_str()));
     }
     DeliveryError::from_transport(msg, label)
-}
-
-/// `url` without what may carry a secret: credentials, query and fragment.
-fn without_secrets(url: &reqwest::Url) -> String {
-    let mut u = url.clone();
-    u.set_query(None);
-    u.set_fragment(None);
-    let _ = u.set_password(None);
-    let _ = u.set_username("");
-    u.to_string()
 }
 
 #[cfg(test)]
