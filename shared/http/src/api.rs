@@ -226,6 +226,15 @@ async fn patch_channel(
     Ok(Json(views::channel(&updated)))
 }
 
+/// A list's `cursor` parameter, refused unless this API gave it for the same list (`scope`:
+/// the tenant and the filters).
+fn cursor(given: Option<&str>, scope: &str) -> Result<Option<Cursor>, ApiError> {
+    given
+        .map(|c| Cursor::decode(c, scope))
+        .transpose()
+        .map_err(|m| ApiError::invalid("invalid_cursor", m))
+}
+
 /// The tenant's alert channel is the platform's: the tenant reads it, an operator changes it
 /// (`PATCH /admin/api/tenants/{id}` with `alert_webhook_url`).
 fn not_managed(c: &Channel) -> Result<(), ApiError> {
@@ -417,12 +426,7 @@ async fn list_deliveries(
         "deliveries|{}|{status:?}|{channel:?}|{from_key:?}|{to_key:?}|{error_contains:?}|{activity:?}|{newest_first}",
         tenant.id
     );
-    let after = q
-        .cursor
-        .as_deref()
-        .map(|c| Cursor::decode(c, &scope))
-        .transpose()
-        .map_err(|m| ApiError::invalid("invalid_cursor", m))?;
+    let after = cursor(q.cursor.as_deref(), &scope)?;
 
     let listed = state
         .pipeline
@@ -484,12 +488,7 @@ async fn list_audit(
         ));
     }
     let scope = format!("audit|{}", tenant.id);
-    let after = q
-        .cursor
-        .as_deref()
-        .map(|c| Cursor::decode(c, &scope))
-        .transpose()
-        .map_err(|m| ApiError::invalid("invalid_cursor", m))?;
+    let after = cursor(q.cursor.as_deref(), &scope)?;
     let listed = state
         .pipeline
         .store
