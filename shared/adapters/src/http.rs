@@ -178,10 +178,7 @@ fn classify_transport(e: &reqwest::Error, timeout: Duration, label: &str) -> Del
         src = s.source();
     }
     if e.is_timeout() {
-        return DeliveryError::from_transport(
-            format!("timed out after {} ms", timeout.as_millis()),
-            label,
-        );
+        return DeliveryError::timeout(timeout.as_millis(), label);
     }
     let mut msg = e.to_string();
     let mut src = std::error::Error::source(e);

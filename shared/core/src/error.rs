@@ -18,6 +18,9 @@ pub struct DeliveryError {
     /// The first [`SNIPPET_CHARS`] characters of the response body, for the attempt log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_snippet: Option<String>,
+    /// The endpoint did not answer within the timeout.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
 }
 
 /// Longest response snippet kept in an error or the attempt log.
@@ -73,6 +76,7 @@ impl DeliveryError {
             retryable: is_retryable_status(status),
             retry_after_ms: retry_after.and_then(|v| parse_retry_after(v, now)),
             response_snippet: (!body.is_empty()).then_some(body),
+            timed_out: false,
         }
     }
 
@@ -84,7 +88,22 @@ impl DeliveryError {
             retryable: true,
             retry_after_ms: None,
             response_snippet: None,
+            timed_out: false,
         }
+    }
+
+    /// No answer within `timeout_ms`: retryable, and a sign the endpoint is overloaded.
+    pub fn timeout(timeout_ms: u128, label: &str) -> Self {
+        Self {
+            timed_out: true,
+            ..Self::from_transport(format!("timed out after {timeout_ms} ms"), label)
+        }
+    }
+
+    /// Whether the endpoint says it is overloaded: a timeout, a 429, or a request to retry
+    /// later (`Retry-After`). What shrinks a channel's window (`flow::window_after`).
+    pub fn is_congestion(&self) -> bool {
+        self.timed_out || self.status == Some(429) || self.retry_after_ms.is_some()
     }
 
     /// A failure that retrying cannot heal (configuration errors, refused destinations).
@@ -95,6 +114,7 @@ impl DeliveryError {
             retryable: false,
             retry_after_ms: None,
             response_snippet: None,
+            timed_out: false,
         }
     }
 
@@ -106,6 +126,7 @@ impl DeliveryError {
             retryable: true,
             retry_after_ms: None,
             response_snippet: None,
+            timed_out: false,
         }
     }
 }

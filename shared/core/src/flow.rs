@@ -281,15 +281,48 @@ impl fmt::Display for RateLimit {
 /// channel that is dead from the start sends as few requests as possible into the void.
 pub const INITIAL_WINDOW: u32 = 2;
 
-/// The window after a success: one more, up to the cap (additive growth per success doubles
-/// the window every round trip while the channel keeps up).
-pub fn grow_window(window: u32, cap: u32) -> u32 {
-    window.saturating_add(1).min(cap).max(1)
+/// Consecutive transient failures that count as congestion when nothing else says so: one
+/// failing request (a 503, a refused connection) says nothing about the load the endpoint
+/// takes, three in a row on one channel do.
+pub const CONGESTION_FAILURES: u32 = 3;
+
+/// What an attempt tells the window about its endpoint's load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// The endpoint took the delivery.
+    Success,
+    /// The endpoint is overloaded: the call timed out, or it answered 429 or asked to be
+    /// retried later (`Retry-After`).
+    Congestion,
+    /// Some other transient failure.
+    Failure,
+    /// Nothing about the load (a permanent error, a hand-off to a client).
+    Neutral,
 }
 
-/// The window after a timeout or transient failure: halved, at least 1.
-pub fn shrink_window(window: u32) -> u32 {
-    (window / 2).max(1)
+/// The window after an attempt that ended with `signal`, `failures` being the channel's
+/// consecutive transient failures counting this one. It grows by one per success (doubling
+/// every round trip while the endpoint keeps up) and is halved only on evidence of
+/// congestion: a timeout, a 429 or a `Retry-After`, or [`CONGESTION_FAILURES`] transient
+/// failures in a row. A single failure leaves it as it is.
+pub fn window_after(window: u32, cap: u32, signal: Signal, failures: u32) -> u32 {
+    let w = match signal {
+        Signal::Success => window.saturating_add(1),
+        Signal::Congestion => window / 2,
+        Signal::Failure if failures >= CONGESTION_FAILURES => window / 2,
+        Signal::Failure | Signal::Neutral => window,
+    };
+    w.min(cap).max(1)
+}
+
+/// Whether a channel's deliveries go without window slots. An `auto` window that has grown to
+/// its cap belongs to an endpoint that keeps up with what it is sent; while nothing waits in
+/// its backlog, counting its deliveries one by one would cost two flow writes each and
+/// decide nothing. Counting resumes as soon as the window shrinks (evidence of congestion)
+/// or a backlog forms. A fixed `max_in_flight` is a promise to the endpoint and is always
+/// counted.
+pub fn uncounted(limit: MaxInFlight, window: u32, cap: u32, backlog_marked: bool) -> bool {
+    limit == MaxInFlight::Auto && window >= cap && !backlog_marked
 }
 
 /// What the gate does with a claimed delivery.
@@ -476,6 +509,27 @@ mod tests {
     }
 
     #[test]
+    fn one_failure_is_not_congestion_but_a_timeout_or_a_run_of_them_is() {
+        assert_eq!(window_after(8, 10, Signal::Failure, 1), 8);
+        assert_eq!(window_after(8, 10, Signal::Failure, 2), 8);
+        assert_eq!(window_after(8, 10, Signal::Failure, CONGESTION_FAILURES), 4);
+        assert_eq!(window_after(8, 10, Signal::Congestion, 1), 4);
+        assert_eq!(window_after(8, 10, Signal::Neutral, 9), 8);
+        assert_eq!(window_after(8, 10, Signal::Success, 0), 9);
+        assert_eq!(window_after(10, 10, Signal::Success, 0), 10);
+        assert_eq!(window_after(1, 10, Signal::Congestion, 1), 1);
+    }
+
+    #[test]
+    fn only_an_auto_window_at_its_cap_without_a_backlog_goes_uncounted() {
+        assert!(uncounted(MaxInFlight::Auto, 10, 10, false));
+        assert!(!uncounted(MaxInFlight::Auto, 9, 10, false));
+        assert!(!uncounted(MaxInFlight::Auto, 10, 10, true));
+        assert!(!uncounted(MaxInFlight::Fixed(10), 10, 10, false));
+        assert!(!uncounted(MaxInFlight::Unbounded, 10, 10, false));
+    }
+
+    #[test]
     fn gate_decisions() {
         use CircuitState::*;
         assert_eq!(gate(Closed, 0, None, "d", 1000, 5), Gate::Proceed);
@@ -500,10 +554,14 @@ mod tests {
 
     proptest! {
         #[test]
-        fn window_stays_within_one_and_the_cap(w in 0u32..2000, cap in 1u32..1000) {
-            let g = grow_window(w, cap);
+        fn window_stays_within_one_and_the_cap(w in 0u32..2000, cap in 1u32..1000, f in 0u32..10) {
+            for signal in [Signal::Success, Signal::Congestion, Signal::Failure, Signal::Neutral] {
+                let next = window_after(w, cap, signal, f);
+                prop_assert!((1..=cap).contains(&next));
+            }
+            let g = window_after(w, cap, Signal::Success, 0);
             prop_assert!(g >= 1 && g <= cap);
-            let s = shrink_window(w);
+            let s = window_after(w, cap, Signal::Congestion, 0);
             prop_assert!(s >= 1 && s <= w.max(1));
         }
 

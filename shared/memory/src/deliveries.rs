@@ -135,11 +135,11 @@ impl DeliveryStore for MemStore {
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
-        let (next_attempt_at, keep_slot) = (next.at_ms, next.keep_slot);
+        let next_attempt_at = next.at_ms;
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             leased(s, d, token, log, |row| {
-                row.slot = keep_slot;
+                row.slot = false;
                 row.status = DeliveryStatus::Pending;
                 row.attempts += 1;
                 row.last_error = Some(error.to_owned());

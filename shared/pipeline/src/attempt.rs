@@ -336,7 +336,7 @@ impl Pipeline {
                     None,
                 );
                 let report = self.dead_letter(p, &err.reason, &e).await?;
-                self.after_attempt(d, &p.channel, outcome, false, p.probe)
+                self.after_attempt(d, &p.channel, outcome, err.is_congestion(), p.probe)
                     .await?;
                 return Ok(report);
             }
@@ -349,15 +349,8 @@ impl Pipeline {
             Some(err.reason.clone()),
             Some(next_at),
         );
-        // A short backoff keeps the window slot; a long one gives it back and takes one
-        // again when due.
-        let cap = self.limits(&p.channel, d.tier).cap;
-        let keep_slot =
-            cap.is_some() && !p.probe && u128::from(delay_ms) <= self.config.slot_hold.as_millis();
-        let retry_at = RetryAt {
-            at_ms: next_at,
-            keep_slot,
-        };
+        // The retry holds no window slot while it waits: it takes one again when it is due.
+        let retry_at = RetryAt { at_ms: next_at };
         if !self
             .store
             .mark_attempt_failed(d, &p.token, &err.reason, retry_at, &e, &time::now_rfc3339())
@@ -366,7 +359,7 @@ impl Pipeline {
             return Ok(Report::Skipped("lease lost before recording failure"));
         }
         let closed = self
-            .after_attempt(d, &p.channel, outcome, keep_slot, p.probe)
+            .after_attempt(d, &p.channel, outcome, err.is_congestion(), p.probe)
             .await?;
         if !closed {
             // The breaker opened (or the probe failed): park the retry instead of enqueueing
@@ -462,8 +455,8 @@ impl Pipeline {
         };
         let res = match res {
             Ok(r) => r,
-            Err(_) => Err(DeliveryError::from_transport(
-                format!("timed out after {} ms", policy.timeout_ms),
+            Err(_) => Err(DeliveryError::timeout(
+                u128::from(policy.timeout_ms),
                 channel.kind.as_str(),
             )),
         };

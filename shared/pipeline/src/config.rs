@@ -44,9 +44,6 @@ pub struct PipelineConfig {
     /// How long a channel's flow state (breaker, window) is cached per instance
     /// (`FLOW_CACHE_TTL_MS`); parking always re-reads it first.
     pub flow_cache_ttl: Duration,
-    /// A retry due within this long keeps its window slot; a longer backoff gives it back
-    /// (`SLOT_HOLD_SECONDS`).
-    pub slot_hold: Duration,
     /// How long a window slot may be held before the sweeper checks its delivery
     /// (`SLOT_GRACE_SECONDS`).
     pub slot_grace: Duration,
@@ -73,7 +70,6 @@ impl Default for PipelineConfig {
             replay_chunk: 500,
             serial_transactions: false,
             flow_cache_ttl: Duration::from_millis(1000),
-            slot_hold: Duration::from_secs(30),
             slot_grace: Duration::from_secs(120),
             release_chunk: 5000,
         }
@@ -151,9 +147,6 @@ impl PipelineConfig {
         }
         if let Some(ms) = num::<u64>("FLOW_CACHE_TTL_MS")? {
             c.flow_cache_ttl = Duration::from_millis(ms);
-        }
-        if let Some(s) = num::<u64>("SLOT_HOLD_SECONDS")? {
-            c.slot_hold = Duration::from_secs(s);
         }
         if let Some(s) = num::<u64>("SLOT_GRACE_SECONDS")? {
             c.slot_grace = Duration::from_secs(s.max(1));

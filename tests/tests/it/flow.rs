@@ -466,6 +466,83 @@ mod emulator {
         t.stop().await;
     }
 
+    /// One delivery fails once (503) and waits 10 s for its retry; ten more follow, 0.3 s
+    /// apart, to the same healthy receiver. They must not wait behind the retry: a waiting
+    /// retry holds no window slot, and one failure does not shrink the window. Both on a
+    /// channel with default settings and on one whose window is a single slot.
+    #[tokio::test]
+    async fn a_retrying_delivery_does_not_hold_back_its_channels_others() {
+        let t = TestStack::on_emulator().await;
+        let (_, key) = t.tenant("default").await;
+        let policy = json!({"backoff": "fixed", "base_ms": 10000, "max_attempts": 3});
+        let mut receivers = Vec::new();
+        let mut channels = Vec::new();
+        for breaker in [json!({}), json!({"max_in_flight": 1})] {
+            let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
+                .await
+                .unwrap();
+            let ch = t
+                .channel(&key, hook(&rx.url, breaker, policy.clone()))
+                .await;
+            channels.push(ch["id"].as_str().unwrap().to_owned());
+            receivers.push(rx);
+        }
+        let targets: Vec<&str> = channels.iter().map(String::as_str).collect();
+        let first = t.activity(&key, &targets).await;
+        let first_at = Instant::now();
+        for rx in &receivers {
+            rx.wait_for(1, Duration::from_secs(10)).await;
+        }
+        // Past every instance's cached view of the flow items: the failure is known everywhere.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let mut posted = Vec::new();
+        for _ in 0..10 {
+            let a = t.activity(&key, &targets).await;
+            posted.push((
+                a["activity_id"].as_str().unwrap().to_owned(),
+                Instant::now(),
+            ));
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        for (rx, ch) in receivers.iter().zip(&channels) {
+            let seen = rx.wait_for(11, Duration::from_secs(7)).await;
+            assert!(
+                seen.len() >= 11,
+                "channel {ch}: {} requests within 9 s; the healthy deliveries waited behind the retry",
+                seen.len()
+            );
+            for (id, at) in &posted {
+                let r = seen
+                    .iter()
+                    .find(|r| String::from_utf8_lossy(&r.body).contains(id.as_str()))
+                    .unwrap_or_else(|| panic!("activity {id} did not reach {ch}"));
+                let waited = r.at.duration_since(*at);
+                assert!(
+                    waited < Duration::from_secs(3),
+                    "channel {ch}: activity {id} arrived {waited:?} after its POST"
+                );
+                assert!(
+                    r.at.duration_since(first_at) < Duration::from_secs(9),
+                    "channel {ch}: activity {id} arrived after the retry was due"
+                );
+            }
+        }
+        // And the retries themselves go through when due.
+        for d in first["deliveries"].as_array().unwrap() {
+            let d = t
+                .wait_delivery(
+                    &key,
+                    d["id"].as_str().unwrap(),
+                    Duration::from_secs(30),
+                    settled,
+                )
+                .await;
+            assert_eq!(d["status"], "sent", "{d}");
+            assert_eq!(d["attempts"], 2, "{d}");
+        }
+        t.stop().await;
+    }
+
     #[tokio::test]
     async fn max_in_flight_caps_the_endpoint_and_the_queue() {
         let t = TestStack::on_emulator().await;

@@ -57,6 +57,16 @@ impl Pipeline {
                 Admission::Parked
             });
         };
+        // An endpoint that keeps up (`core::flow::uncounted`) costs no slot write: the delivery
+        // goes straight to the queue, up to a window's worth per second from this instance.
+        // Beyond that a burst is counted: the window caps it, the backlog takes the rest.
+        let f = self.flow_state(&channel.id).await?;
+        if f.circuit_state == CircuitState::Closed
+            && !self.counted(&limits, &f)
+            && self.within_burst(&channel.id, cap)
+        {
+            return Ok(Admission::Live);
+        }
         Ok(match self.take(channel, d, cap).await? {
             SlotTake::Taken(_) | SlotTake::Held(_) => {
                 d.slot = true;

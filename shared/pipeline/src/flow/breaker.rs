@@ -4,7 +4,7 @@
 use super::*;
 use crate::Pipeline;
 use crate::outcome::{AttemptError, BulkFilter};
-use converger_core::flow::{grow_window, should_open, shrink_window};
+use converger_core::flow::{Signal, should_open, window_after};
 use converger_core::query::{Actor, ActorKind};
 use converger_core::{BreakerConfig, CircuitState, time};
 use converger_ports::Flow;
@@ -12,29 +12,38 @@ use converger_ports::{Channel, Delivery, FlowJob, FlowJobKind, Mark, Outcome, Se
 
 impl Pipeline {
     /// After an attempt: the breaker's counters, the window, the slot; opening or closing
-    /// the breaker. Returns whether the breaker is closed afterwards (a retry of a channel
-    /// whose breaker is not closed is parked instead of enqueued).
+    /// the breaker. `congestion`: the failure says the endpoint is overloaded (a timeout, a
+    /// 429, a `Retry-After`). Returns whether the breaker is closed afterwards (a retry of a
+    /// channel whose breaker is not closed is parked instead of enqueued).
     pub(crate) async fn after_attempt(
         &self,
         d: &Delivery,
         channel: &Channel,
         outcome: Outcome,
-        keep_slot: bool,
+        congestion: bool,
         probe: bool,
     ) -> Result<bool, AttemptError> {
         let limits = self.limits(channel, d.tier);
         let now = time::now_ms();
         let known = self.flow_state(&channel.id).await?;
+        let signal = match outcome {
+            Outcome::Success => Signal::Success,
+            Outcome::Transient if congestion => Signal::Congestion,
+            Outcome::Transient => Signal::Failure,
+            Outcome::Neutral | Outcome::HandedOff => Signal::Neutral,
+        };
+        let failures = match outcome {
+            Outcome::Transient => known.consecutive_failures.saturating_add(1),
+            _ => 0,
+        };
         let window = limits.cap.and_then(|cap| {
-            let w = match outcome {
-                Outcome::Success => grow_window(known.window, cap),
-                Outcome::Transient => shrink_window(known.window),
-                Outcome::Neutral | Outcome::HandedOff => known.window,
-            };
+            let w = window_after(known.window, cap, signal, failures);
             (w != known.window).then_some(w)
         });
-        let free = (!keep_slot && (d.slot || known.holds(&d.id) || limits.cap.is_some()))
-            .then(|| d.id.clone());
+        // Every attempt gives its slot back, a failed one too: its retry takes one again when
+        // it is due, so a delivery waiting for a retry never holds back the channel's others.
+        let free =
+            (d.slot || known.holds(&d.id) || self.counted(&limits, &known)).then(|| d.id.clone());
         let failed = outcome.is_failure();
         // A success is written when there is something to reset, or to keep `last_success_at`
         // (auto-disable's "no success within 24 h") within ten minutes of the truth.
@@ -84,7 +93,7 @@ impl Pipeline {
             return Ok(false);
         }
         if flow.circuit_state == CircuitState::Closed {
-            if flow.backlog_at.is_some() && !keep_slot {
+            if flow.backlog_at.is_some() {
                 self.feed(channel, d.tier, flow).await?;
             }
             return Ok(true);

@@ -46,10 +46,12 @@ impl Pipeline {
             }
             Gate::Park => return self.park_claimed(d, token, channel).await,
         }
-        // The window: a delivery without a slot (a replay, a long backoff) takes one first.
+        // The window: a delivery without a slot (a retry, a replay) takes one first, unless
+        // the channel's deliveries go uncounted.
         if let Some(cap) = limits.cap
             && !d.slot
             && !flow.holds(&d.id)
+            && self.counted(&limits, &flow)
         {
             match self.take(channel, d, cap).await? {
                 SlotTake::Taken(_) | SlotTake::Held(_) => {}

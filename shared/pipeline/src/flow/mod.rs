@@ -40,6 +40,8 @@ const HINT_TTL: Duration = Duration::from_secs(5);
 pub struct Caches {
     flows: TtlCache<ChannelId, Flow>,
     backlog_hints: TtlCache<ChannelId, VecDeque<DeliveryId>>,
+    /// Uncounted admissions per channel in the current second: (second, count).
+    bursts: std::sync::Mutex<std::collections::HashMap<ChannelId, (i64, u32)>>,
 }
 
 impl Caches {
@@ -47,6 +49,7 @@ impl Caches {
         Self {
             flows: TtlCache::new(flow_ttl),
             backlog_hints: TtlCache::new(HINT_TTL),
+            bursts: Default::default(),
         }
     }
 }
@@ -147,6 +150,36 @@ impl Pipeline {
     /// Keeps the flow item a write returned, so the next decision sees it.
     pub(crate) fn remember_flow(&self, f: &Flow) {
         self.flow.flows.insert(f.channel_id.clone(), f.clone());
+    }
+
+    /// Whether the channel's deliveries take window slots now (`core::flow::uncounted`).
+    pub(crate) fn counted(&self, limits: &Limits, flow: &Flow) -> bool {
+        limits.cap.is_some_and(|cap| {
+            !converger_core::flow::uncounted(
+                limits.breaker.max_in_flight,
+                flow.window,
+                cap,
+                flow.backlog_at.is_some(),
+            )
+        })
+    }
+
+    /// Counts one uncounted admission of `channel` in this second; `false` once this
+    /// instance admitted `cap` of them (the rest of the second's burst is counted).
+    fn within_burst(&self, channel: &ChannelId, cap: u32) -> bool {
+        let second = time::now_ms() / 1000;
+        let Ok(mut bursts) = self.flow.bursts.lock() else {
+            return false;
+        };
+        if bursts.len() > 4096 {
+            bursts.retain(|_, (s, _)| *s == second);
+        }
+        let entry = bursts.entry(channel.clone()).or_insert((second, 0));
+        if entry.0 != second {
+            *entry = (second, 0);
+        }
+        entry.1 += 1;
+        entry.1 <= cap
     }
 
     /// The window size to ask for: the latest known window (however old), bounded by the cap.

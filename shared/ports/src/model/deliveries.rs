@@ -295,21 +295,16 @@ impl Delivery {
     }
 }
 
-/// When a failed attempt's delivery is due again, and whether it keeps its window slot
-/// meanwhile (a short backoff does; a long one gives it back).
+/// When a failed attempt's delivery is due again. It holds no window slot meanwhile: a
+/// delivery waiting for a retry never holds back its channel's other deliveries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryAt {
     pub at_ms: i64,
-    pub keep_slot: bool,
 }
 
 impl RetryAt {
-    /// Due at `at_ms`, without a slot.
     pub fn at(at_ms: i64) -> Self {
-        Self {
-            at_ms,
-            keep_slot: false,
-        }
+        Self { at_ms }
     }
 }
 

@@ -175,7 +175,7 @@ impl DeliveryStore for DynamoStore {
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
-        let (next_attempt_at, keep_slot) = (next.at_ms, next.keep_slot);
+        let next_attempt_at = next.at_ms;
         let expr = format!(
             "SET #st = :st, attempts = attempts + :one, last_error = :err, \
              next_attempt_at = :next, updated_at = :now, {SET_INDEX}, {LOG_SET}, \
@@ -187,7 +187,7 @@ impl DeliveryStore for DynamoStore {
             .await?;
         values.push((":err", s(error)));
         values.push((":next", n(next_attempt_at)));
-        values.push((":slot", AttributeValue::Bool(keep_slot)));
+        values.push((":slot", AttributeValue::Bool(false)));
         values.extend(due_keys(&d.id, next_attempt_at));
         self.leased_update(d, token, expr, values).await
     }
