@@ -36,6 +36,7 @@ impl HealthStore for MemStore {
         self.with(|s| {
             let mut inputs = HealthInputs {
                 previous: s.flows.get(channel).and_then(|f| f.health_status),
+                requests: 1,
                 ..HealthInputs::default()
             };
             for m in from_minute..=to_minute {

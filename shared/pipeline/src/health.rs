@@ -22,7 +22,8 @@ pub struct HealthReport {
     pub breakers_opened: usize,
     /// Scan pages over the channels table.
     pub scan_pages: usize,
-    /// One batch read per channel: its 61 minute counters and its flow item.
+    /// Reads per channel: one count query of its created marks (more past 1 MB of marks) and
+    /// one batch read of its dead-letter counters and its flow item.
     pub batch_reads: usize,
     /// Batch writes of health rows (25 each), and latest statuses updated (on a change).
     pub writes: usize,
@@ -43,22 +44,6 @@ pub enum AlertError {
 }
 
 impl Pipeline {
-    /// Counts new deliveries into their channels' per-minute counters (failures are logged:
-    /// a lost count skews one health check, never a delivery).
-    /// The writes run at once: an activity for several channels waits for one, not for each.
-    pub(crate) async fn count_created(&self, deliveries: &[Delivery], now_ms: i64) {
-        futures::future::join_all(deliveries.iter().map(|d| async move {
-            if let Err(e) = self
-                .store
-                .count_deliveries(&d.channel_id, minute(now_ms), 1, 0)
-                .await
-            {
-                tracing::warn!(channel_id = %d.channel_id, error = %e, "health counter not written");
-            }
-        }))
-        .await;
-    }
-
     /// Counts a dead letter (`+1`) or a replayed one (`-1`) into the minute its delivery was
     /// created in, so the window's failures are those of the deliveries it counts.
     pub(crate) async fn count_failed(&self, d: &Delivery, delta: i64) {
@@ -265,7 +250,7 @@ impl Pipeline {
             .store
             .health_inputs(&channel.id, to - WINDOW_MINUTES, to)
             .await?;
-        report.batch_reads += 1;
+        report.batch_reads += inputs.requests;
         let status = HealthStatus::of(inputs.created, inputs.failed);
         let previous = inputs.previous;
         let changed = previous.unwrap_or_default() != status;

@@ -119,7 +119,6 @@ impl Pipeline {
         {
             return self.existing(tenant, activity).await;
         }
-        self.count_created(&deliveries, now_ms).await;
         for (ch, a) in resolved.iter().zip(&admissions) {
             if *a != Admission::Live
                 && let Err(e) = self.after_admission(ch, tenant.tier, *a).await

@@ -13,12 +13,16 @@ pub struct HealthInputs {
     pub created: u64,
     pub failed: u64,
     pub previous: Option<HealthStatus>,
+    /// The requests reading them took.
+    pub requests: usize,
 }
 
 #[async_trait]
 pub trait HealthStore: Send + Sync + 'static {
-    /// Adds to a channel's per-minute counters (created deliveries, dead letters), kept two
-    /// hours. A replayed dead letter subtracts from `failed` of the minute it was created in.
+    /// Adds to a channel's per-minute counters (dead letters; created deliveries that were not
+    /// counted when written), kept two hours. A replayed dead letter subtracts from `failed` of
+    /// the minute it was created in. Deliveries written by `create_activity` and
+    /// `create_fresh_activity` are counted as created by that write.
     async fn count_deliveries(
         &self,
         channel: &ChannelId,
@@ -27,7 +31,7 @@ pub trait HealthStore: Send + Sync + 'static {
         failed: i64,
     ) -> StoreResult<()>;
 
-    /// The counters of minutes `from..=to` and the previous status, in one batch read.
+    /// The counts of minutes `from..=to` and the previous status.
     async fn health_inputs(
         &self,
         channel: &ChannelId,

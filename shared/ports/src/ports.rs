@@ -82,6 +82,7 @@ pub trait ActivityStore: Send + Sync + 'static {
     /// The next sequence number of a conversation.
     async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64>;
     /// Writes the activity and its deliveries together, or nothing if the activity exists.
+    /// Each delivery written counts as created for its channel's health checks.
     async fn create_activity(
         &self,
         activity: &Activity,
