@@ -201,8 +201,24 @@ impl TestStack {
         channel_id: &str,
         due_ms: i64,
     ) -> converger_ports::Delivery {
+        let (activity, d) = self.unwritten_delivery(tenant_id, channel_id, due_ms).await;
+        self.stack
+            .pipeline
+            .store
+            .create_activity(&activity, std::slice::from_ref(&d))
+            .await
+            .unwrap();
+        d
+    }
+
+    /// An activity and its delivery to one channel, not written yet.
+    pub async fn unwritten_delivery(
+        &self,
+        tenant_id: &str,
+        channel_id: &str,
+        due_ms: i64,
+    ) -> (converger_ports::Activity, converger_ports::Delivery) {
         use converger_core::{ActivityId, time};
-        let p = &self.stack.pipeline;
         let (tenant, channel) = self.stored(tenant_id, channel_id).await;
         let activity = converger_ports::Activity {
             id: ActivityId::generate(),
@@ -221,11 +237,7 @@ impl TestStack {
             due_ms,
             &activity.created_at,
         );
-        p.store
-            .create_activity(&activity, std::slice::from_ref(&d))
-            .await
-            .unwrap();
-        d
+        (activity, d)
     }
 
     /// Polls a delivery until `done` holds or `timeout` passes; returns the last row.

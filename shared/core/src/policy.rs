@@ -62,6 +62,22 @@ pub fn bounce_delay_s(bounces: u32) -> u32 {
     1u32.checked_shl(bounces).unwrap_or(u32::MAX).min(60)
 }
 
+/// How long a delivery message sent beside its row's write (not after it) may wait for the
+/// row: the write's own deadline (30 s) with room. A row that lands later still is enqueued
+/// by the sweeper; a message whose row never lands (the write failed, and the producer was
+/// told) is dropped after it.
+pub const ROW_WAIT_MS: i64 = 60_000;
+
+/// What a message that found no row does while it may still wait: `Some(ms)` to look again
+/// after an in-process pause (the row's write is usually a few milliseconds behind), `None`
+/// to be sent again with a one-second delay, after `looks` looks so far.
+pub fn row_wait(looks: u32) -> Option<u64> {
+    match looks {
+        0..=4 => Some(10u64 << looks),
+        _ => None,
+    }
+}
+
 /// When a lease ending at `lease_until` is next renewed: halfway through its last slice.
 pub fn lease_renewal_at(lease_until: i64, slice_ms: i64) -> i64 {
     lease_until.saturating_sub(slice_ms / 2)
@@ -330,6 +346,13 @@ pub fn hop_delay_s(at_ms: i64, now_ms: i64, ceiling: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_message_before_its_row_looks_five_times_within_a_third_of_a_second() {
+        let pauses: Vec<u64> = (0..).map_while(row_wait).collect();
+        assert_eq!(pauses, vec![10, 20, 40, 80, 160]);
+        assert!(pauses.iter().sum::<u64>() < 350);
+    }
 
     #[test]
     fn bounces_back_off_to_a_minute() {

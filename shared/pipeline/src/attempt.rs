@@ -152,11 +152,25 @@ impl Pipeline {
         let lease_ms = self.lease_slice_ms();
         // The channel the message names is read (or found cached) beside the claim, not after.
         let claimed = self.store.claim(&msg.delivery_id, &token, now_ms, lease_ms);
-        let claimed = match &msg.channel_id {
-            Some(c) => tokio::join!(claimed, self.channel(c)).0,
-            None => claimed.await,
+        let mut claimed = match &msg.channel_id {
+            Some(c) => tokio::join!(claimed, self.channel(c)).0?,
+            None => claimed.await?,
         };
-        let report = match claimed? {
+        // A message sent beside its row's write may come first: it looks again shortly.
+        let mut looks = 0;
+        while claimed == Claim::Missing && msg.row_by.is_some_and(|by| time::now_ms() < by) {
+            let Some(pause_ms) = policy::row_wait(looks) else {
+                self.queue.send(msg, 1).await?;
+                return Ok(Err(Report::Hopped { delay_s: 1 }));
+            };
+            tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+            looks += 1;
+            claimed = self
+                .store
+                .claim(&msg.delivery_id, &token, time::now_ms(), lease_ms)
+                .await?;
+        }
+        let report = match claimed {
             Claim::Claimed(d) => return Ok(Ok(Claimed { d, token })),
             Claim::NotDue(d) => {
                 let delay_s = hop_delay_s(d.next_attempt_at, now_ms, self.config.hop_ceiling_s);

@@ -165,11 +165,14 @@ impl Pipeline {
         Ok(resolved)
     }
 
-    /// Writes the activity with its deliveries, then enqueues the live ones; `false` when a
-    /// producer-chosen id was ingested before (nothing written). The rows go first, so a
-    /// message always finds its row: a crash between the write and the send leaves pending
-    /// rows that the sweeper enqueues, and an error here is reported so the producer can
-    /// retry.
+    /// Writes the activity with its deliveries and enqueues the live ones; `false` when a
+    /// producer-chosen id was ingested before (nothing written). A generated id is new, so
+    /// its rows and its messages go out together: a message that comes before its row waits
+    /// for it (`core::policy::ROW_WAIT_MS`), and a failed write is reported so the producer
+    /// can retry (its early messages find no row and are dropped). A producer's id may name
+    /// an activity ingested before with another payload: its rows go first, and only a new
+    /// activity is enqueued. A crash between a write and a send leaves pending rows that the
+    /// sweeper enqueues.
     async fn record(
         &self,
         activity: &Activity,
@@ -177,23 +180,37 @@ impl Pipeline {
         admissions: &[Admission],
         fresh: bool,
     ) -> Result<bool, IngestError> {
-        if fresh {
-            self.store
-                .create_fresh_activity(activity, deliveries)
-                .await?;
-        } else if self.store.create_activity(activity, deliveries).await? == Created::Duplicate {
-            return Ok(false);
-        }
         let carried = activity.if_inline();
+        let by = time::now_ms().saturating_add(converger_core::policy::ROW_WAIT_MS);
         let msgs: Vec<DeliveryMessage> = deliveries
             .iter()
             .zip(admissions)
             .filter(|(_, a)| **a == Admission::Live)
-            .map(|(d, _)| DeliveryMessage::new(d.id.clone(), d.tier, carried).on(&d.channel_id))
+            .map(|(d, _)| {
+                let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).on(&d.channel_id);
+                if fresh { m.beside_row(by) } else { m }
+            })
             .collect();
-        if !msgs.is_empty() {
-            self.queue.send_many(&msgs).await?;
+        let send = async {
+            if !msgs.is_empty() {
+                self.queue.send_many(&msgs).await?;
+            }
+            Ok::<_, IngestError>(())
+        };
+        if fresh {
+            let write = async {
+                self.store
+                    .create_fresh_activity(activity, deliveries)
+                    .await
+                    .map_err(IngestError::from)
+            };
+            tokio::try_join!(write, send)?;
+            return Ok(true);
         }
+        if self.store.create_activity(activity, deliveries).await? == Created::Duplicate {
+            return Ok(false);
+        }
+        send.await?;
         Ok(true)
     }
 

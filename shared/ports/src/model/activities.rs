@@ -35,6 +35,10 @@ pub struct DeliveryMessage {
     pub bounces: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activity: Option<Activity>,
+    /// Sent beside the write of its delivery's row rather than after it: until this time (ms)
+    /// a message that finds no row waits for it instead of being dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_by: Option<i64>,
 }
 
 /// Largest serialized activity carried inside a queue message.
@@ -60,6 +64,7 @@ impl DeliveryMessage {
             channel_id: None,
             bounces: 0,
             activity: activity.cloned(),
+            row_by: None,
         }
     }
 
@@ -71,7 +76,14 @@ impl DeliveryMessage {
             channel_id: self.channel_id.clone(),
             bounces: self.bounces,
             activity: None,
+            row_by: self.row_by,
         }
+    }
+
+    /// The same message, sent while its row is being written (written by `by_ms`).
+    pub fn beside_row(mut self, by_ms: i64) -> Self {
+        self.row_by = Some(by_ms);
+        self
     }
 
     /// The same message, naming the delivery's channel.
