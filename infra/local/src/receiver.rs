@@ -60,6 +60,8 @@ pub struct Received {
 }
 
 struct Inner {
+    /// Answers for requests whose body contains a marker, before the script.
+    rules: Mutex<Vec<(String, Reply)>>,
     script: Mutex<VecDeque<Reply>>,
     fallback: Mutex<Reply>,
     seen: Mutex<Vec<Received>>,
@@ -100,6 +102,13 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let _in_flight = InFlight::new(&inner);
+    let ruled = inner.rules.lock().ok().and_then(|rules| {
+        let text = String::from_utf8_lossy(&body);
+        rules
+            .iter()
+            .find(|(marker, _)| text.contains(marker.as_str()))
+            .map(|(_, reply)| reply.clone())
+    });
     let received = Received {
         at: Instant::now(),
         at_system: SystemTime::now(),
@@ -112,11 +121,8 @@ async fn handle(
         seen.push(received);
     }
     inner.notify.notify_waiters();
-    let reply = inner
-        .script
-        .lock()
-        .ok()
-        .and_then(|mut s| s.pop_front())
+    let reply = ruled
+        .or_else(|| inner.script.lock().ok().and_then(|mut s| s.pop_front()))
         .or_else(|| inner.fallback.lock().ok().map(|f| f.clone()))
         .unwrap_or_else(|| Reply::status(500));
     if !reply.delay.is_zero() {
@@ -142,6 +148,7 @@ impl Receiver {
     /// Starts a receiver answering `script` in order, then `fallback` for ever.
     pub async fn start(script: Vec<Reply>, fallback: Reply) -> Result<Self, String> {
         let inner = Arc::new(Inner {
+            rules: Mutex::new(Vec::new()),
             script: Mutex::new(script.into()),
             fallback: Mutex::new(fallback),
             seen: Mutex::new(Vec::new()),
@@ -167,6 +174,13 @@ impl Receiver {
     /// Always answers `status`.
     pub async fn always(status: u16) -> Result<Self, String> {
         Self::start(Vec::new(), Reply::status(status)).await
+    }
+
+    /// Answers `reply` to every request whose body contains `marker`, whatever the script says.
+    pub fn answer_when(&self, marker: &str, reply: Reply) {
+        if let Ok(mut rules) = self.inner.rules.lock() {
+            rules.push((marker.to_owned(), reply));
+        }
     }
 
     /// Answers `reply` from now on (once the script is used up).

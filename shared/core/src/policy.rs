@@ -62,6 +62,14 @@ pub fn bounce_delay_s(bounces: u32) -> u32 {
     1u32.checked_shl(bounces).unwrap_or(u32::MAX).min(60)
 }
 
+/// A finishing attempt hands its window slot to the next row of its channel's backlog and
+/// runs that row itself, in the same invocation, instead of through the queue (a send and a
+/// receive saved per hand-off, so a backlog keeps the window full) while its invocation has
+/// run less than this. With the longest call ([`ADAPTER_TIMEOUT_MAX_MS`] and
+/// [`CALL_GRACE_MS`]) the invocation ends within 50 s, under the deliver function's 60 s
+/// timeout; a chain also yields its worker to the tier's other messages this often.
+pub const CHAIN_BUDGET_MS: u64 = 15_000;
+
 /// How long a delivery message sent beside its row's write (not after it) may wait for the
 /// row: the write's own deadline (30 s) with room. A row that lands later still is enqueued
 /// by the sweeper; a message whose row never lands (the write failed, and the producer was

@@ -61,6 +61,9 @@ impl FlowStore for MemStore {
             let f = flow(s, channel);
             if let Some(d) = &st.free {
                 f.slots.remove(d.as_str());
+                if let Some(next) = &st.pass_to {
+                    f.slots.entry(next.to_string()).or_insert(st.now_ms);
+                }
             }
             match st.outcome {
                 Outcome::Success => {
@@ -269,6 +272,29 @@ impl FlowStore for MemStore {
                 .filter(|r| r.status == DeliveryStatus::Pending && r.in_backlog)?;
             row.in_backlog = false;
             row.slot = true;
+            let row = row.clone();
+            s.reindex(id);
+            Some(row)
+        })
+    }
+
+    async fn leave_backlog_leased(
+        &self,
+        id: &DeliveryId,
+        now_ms: i64,
+        token: &str,
+        lease_until_ms: i64,
+        slot: bool,
+    ) -> StoreResult<Option<Delivery>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let row = s.deliveries.get_mut(id).filter(|r| {
+                r.status == DeliveryStatus::Pending && r.in_backlog && r.next_attempt_at <= now_ms
+            })?;
+            row.in_backlog = false;
+            row.slot = slot;
+            row.lease_token = Some(token.to_owned());
+            row.lease_until = Some(lease_until_ms);
             let row = row.clone();
             s.reindex(id);
             Some(row)

@@ -25,9 +25,47 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A delivery whose lease this attempt holds.
-struct Claimed {
-    d: Delivery,
-    token: String,
+pub(crate) struct Claimed {
+    pub(crate) d: Delivery,
+    pub(crate) token: String,
+}
+
+/// What a queue message's attempts may still run in the same invocation: the next backlog
+/// row of a channel whose slot a finishing attempt handed on (claimed, with its message),
+/// while the invocation is within [`policy::CHAIN_BUDGET_MS`].
+pub(crate) struct Chain {
+    until: Instant,
+    next: std::collections::VecDeque<(DeliveryMessage, Claimed)>,
+}
+
+tokio::task_local! {
+    static CHAIN: std::cell::RefCell<Chain>;
+}
+
+/// Whether the running task may take a backlog row to run itself (it runs a queue message's
+/// attempt, within its budget, and holds no row yet).
+pub(crate) fn chain_open() -> bool {
+    CHAIN
+        .try_with(|c| {
+            let c = c.borrow();
+            c.next.is_empty() && Instant::now() < c.until
+        })
+        .unwrap_or(false)
+}
+
+/// Keeps a claimed backlog row for the running task to run next (after any kept before);
+/// gives it back (`Some`) when the task runs no queue message.
+pub(crate) fn chain_keep(
+    msg: DeliveryMessage,
+    claimed: Claimed,
+) -> Option<(DeliveryMessage, Claimed)> {
+    let mut item = Some((msg, claimed));
+    let _ = CHAIN.try_with(|c| {
+        if let Some(x) = item.take() {
+            c.borrow_mut().next.push_back(x);
+        }
+    });
+    item
 }
 
 /// A claimed delivery the gate let through, with what its attempt needs.
@@ -106,6 +144,32 @@ impl Pipeline {
     /// left to the queue's visibility timeout (minutes), so deliveries resume seconds after
     /// storage does; after [`policy::MAX_BOUNCES`] the error goes to the queue as any other.
     pub async fn deliver(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
+        let chain = Chain {
+            until: Instant::now() + Duration::from_millis(policy::CHAIN_BUDGET_MS),
+            next: Default::default(),
+        };
+        CHAIN
+            .scope(std::cell::RefCell::new(chain), async {
+                let report = self.deliver_one(msg).await;
+                // The backlog rows this message's attempts handed their slot to, one after
+                // the other. A chained attempt that fails unexpectedly leaves its row leased:
+                // the reclaim pass takes it back when the lease ends.
+                while let Some((next, claimed)) = CHAIN.with(|c| c.borrow_mut().next.pop_front()) {
+                    let id = next.delivery_id.clone();
+                    match self.attempt_claimed(claimed, next).await {
+                        Ok(r) => tracing::debug!(delivery_id = %id, report = ?r, "chained attempt"),
+                        Err(e) => {
+                            tracing::warn!(delivery_id = %id, error = %e, "chained attempt failed; its lease runs out")
+                        }
+                    }
+                }
+                report
+            })
+            .await
+    }
+
+    /// [`Self::deliver`] for one message.
+    async fn deliver_one(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
         let mut again = msg.clone_without_activity();
         again.bounces = again.bounces.saturating_add(1);
         match self.attempt(msg).await {
@@ -127,11 +191,34 @@ impl Pipeline {
             Ok(c) => c,
             Err(report) => return Ok(report),
         };
+        self.attempt_claimed(claimed, msg).await
+    }
+
+    /// The attempt of a delivery this task has claimed already.
+    async fn attempt_claimed(
+        &self,
+        claimed: Claimed,
+        msg: DeliveryMessage,
+    ) -> Result<Report, AttemptError> {
         let prepared = match self.prepare(claimed, msg).await? {
             Ok(p) => p,
             Err(report) => return Ok(report),
         };
-        let called = self.call(&prepared).await;
+        // While the call runs, the next row of a backlogged channel is made ready to run
+        // here as soon as it ends, with the slot this attempt hands it.
+        let next = async {
+            if prepared.probe {
+                return None;
+            }
+            match self.prefetch_next(&prepared.channel, prepared.d.tier).await {
+                Ok(next) => next,
+                Err(e) => {
+                    tracing::warn!(channel_id = %prepared.channel.id, error = %e, "next backlog row not taken");
+                    None
+                }
+            }
+        };
+        let (called, next) = tokio::join!(self.call(&prepared), next);
         // A long call leaves the lease in its second half: renewed before the outcome write,
         // so that a slow write is not overtaken by the reclaim pass (best effort: the write
         // itself is what proves the lease).
@@ -141,7 +228,23 @@ impl Pipeline {
         {
             tracing::warn!(delivery_id = %prepared.d.id, error = %e, "lease not renewed before the outcome");
         }
-        self.settle(prepared, called).await
+        // The next row runs here after this attempt (kept first, so that a feed while settling
+        // sends any other freed slot's row through the queue, to run beside it).
+        let mut hand_on = None;
+        if let Some((msg, claimed)) = next {
+            let id = msg.delivery_id.clone();
+            match chain_keep(msg, claimed) {
+                None => hand_on = Some(id),
+                Some((_, claimed)) => {
+                    // Not running a queue message after all: the row waits in the backlog again.
+                    let now = time::now_ms();
+                    self.store
+                        .to_backlog(&claimed.d, &claimed.token, now, &time::ms_to_rfc3339(now))
+                        .await?;
+                }
+            }
+        }
+        self.settle(prepared, called, hand_on.as_ref()).await
     }
 
     /// Takes the lease on the message's delivery; a report instead when there is nothing to
@@ -254,10 +357,16 @@ impl Pipeline {
         }
     }
 
-    /// Records what the call came to and tells the breaker.
-    async fn settle(&self, p: Prepared, called: Called) -> Result<Report, AttemptError> {
+    /// Records what the call came to and tells the breaker; a success hands the window slot
+    /// on to `hand_on` (the backlog row this task runs next).
+    async fn settle(
+        &self,
+        p: Prepared,
+        called: Called,
+        hand_on: Option<&converger_core::DeliveryId>,
+    ) -> Result<Report, AttemptError> {
         match called {
-            Ok((_, Ok(delivered))) => self.on_delivered(&p, delivered).await,
+            Ok((_, Ok(delivered))) => self.on_delivered(&p, delivered, hand_on).await,
             Ok((policy, Err(err))) => self.on_failure(&p, &policy, err).await,
             Err(CallError::LeaseLost) => Ok(Report::Skipped("lease lost during the call")),
             Err(CallError::Cannot(reason)) => {
@@ -270,7 +379,7 @@ impl Pipeline {
                     None,
                 );
                 let report = self.dead_letter(&p, &reason, &e).await?;
-                self.after_attempt(&p.d, &p.channel, Outcome::Neutral, false, p.probe)
+                self.after_attempt(&p.d, &p.channel, Outcome::Neutral, false, p.probe, None)
                     .await?;
                 Ok(report)
             }
@@ -282,6 +391,7 @@ impl Pipeline {
         &self,
         p: &Prepared,
         delivered: Delivered,
+        hand_on: Option<&converger_core::DeliveryId>,
     ) -> Result<Report, AttemptError> {
         let (d, n, kind) = (&p.d, p.n, p.channel.kind.as_str());
         let (accepted, handed_off): (Accepted, bool) = match delivered {
@@ -310,14 +420,14 @@ impl Pipeline {
         if handed_off {
             tracing::info!(delivery_id = %d.id, channel_id = %d.channel_id, attempt = n, "delivery handed off; waiting for an acknowledgement");
             metrics::count("handed_off", kind, 1);
-            self.after_attempt(d, &p.channel, Outcome::HandedOff, false, p.probe)
+            self.after_attempt(d, &p.channel, Outcome::HandedOff, false, p.probe, None)
                 .await?;
             return Ok(Report::HandedOff);
         }
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempt = n, duration_ms, "delivery sent");
         metrics::count("sent", kind, 1);
-        self.after_attempt(d, &p.channel, Outcome::Success, false, p.probe)
+        self.after_attempt(d, &p.channel, Outcome::Success, false, p.probe, hand_on)
             .await?;
         self.events
             .publish(vec![status_event(d, "sent", n, None)])
@@ -350,7 +460,7 @@ impl Pipeline {
                     None,
                 );
                 let report = self.dead_letter(p, &err.reason, &e).await?;
-                self.after_attempt(d, &p.channel, outcome, err.is_congestion(), p.probe)
+                self.after_attempt(d, &p.channel, outcome, err.is_congestion(), p.probe, None)
                     .await?;
                 return Ok(report);
             }
@@ -373,7 +483,7 @@ impl Pipeline {
             return Ok(Report::Skipped("lease lost before recording failure"));
         }
         let closed = self
-            .after_attempt(d, &p.channel, outcome, err.is_congestion(), p.probe)
+            .after_attempt(d, &p.channel, outcome, err.is_congestion(), p.probe, None)
             .await?;
         if !closed {
             // The breaker opened (or the probe failed): park the retry instead of enqueueing

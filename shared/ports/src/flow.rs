@@ -123,6 +123,9 @@ impl Outcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settle {
     pub free: Option<DeliveryId>,
+    /// The delivery the freed slot goes to, in the same write (a finishing attempt handing
+    /// its slot to the backlog row it runs next).
+    pub pass_to: Option<DeliveryId>,
     pub outcome: Outcome,
     /// The attempt failed (of any kind): counts toward auto-disable.
     pub failed: bool,
@@ -150,6 +153,7 @@ impl Settle {
     pub fn free(id: DeliveryId, now_ms: i64) -> Self {
         Self {
             free: Some(id),
+            pass_to: None,
             outcome: Outcome::Neutral,
             failed: false,
             window: None,
@@ -298,6 +302,19 @@ pub trait FlowStore: Send + Sync + 'static {
     /// Takes a delivery out of the backlog onto the queue, holding a slot; `None` if it is
     /// no longer waiting there.
     async fn leave_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>>;
+
+    /// [`Self::leave_backlog`] for a row its caller runs itself rather than through the queue:
+    /// it leaves the backlog due, leased to `token` until `lease_until_ms` (in the leased part
+    /// of the due index), marked as holding a slot when `slot` (the caller took one for it),
+    /// in one write. `None` if it is no longer waiting there.
+    async fn leave_backlog_leased(
+        &self,
+        id: &DeliveryId,
+        now_ms: i64,
+        token: &str,
+        lease_until_ms: i64,
+        slot: bool,
+    ) -> StoreResult<Option<Delivery>>;
 
     /// The oldest backlog deliveries of a channel due before `before_ms`.
     async fn backlog(

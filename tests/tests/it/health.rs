@@ -461,6 +461,7 @@ mod emulator {
                 &ChannelId::parse(spared_id).unwrap(),
                 &Settle {
                     free: None,
+                    pass_to: None,
                     outcome: Outcome::Success,
                     failed: false,
                     window: None,

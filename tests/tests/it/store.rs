@@ -1035,6 +1035,7 @@ async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
             ch,
             &Settle {
                 free: Some(ids[0].clone()),
+                pass_to: None,
                 outcome: Outcome::Transient,
                 failed: true,
                 window: Some(7),
@@ -1051,6 +1052,7 @@ async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
             ch,
             &Settle {
                 free: None,
+                pass_to: None,
                 outcome: Outcome::Success,
                 failed: false,
                 window: None,
@@ -1061,13 +1063,44 @@ async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
         .unwrap();
     assert_eq!(after.consecutive_failures, 0);
     assert_eq!(after.last_success_at, Some(4_000));
+    // A finishing attempt hands its slot to the row it runs next, in the same write.
+    let handed = f
+        .store
+        .settle(
+            ch,
+            &Settle {
+                pass_to: Some(ids[2].clone()),
+                outcome: Outcome::Success,
+                ..Settle::free(ids[1].clone(), 4_500)
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        !handed.holds(&ids[1]) && handed.holds(&ids[2]),
+        "{handed:?}"
+    );
+    assert_eq!(handed.slots.len(), 1);
+    // And back, for what follows.
+    let back = f
+        .store
+        .settle(
+            ch,
+            &Settle {
+                pass_to: Some(ids[1].clone()),
+                ..Settle::free(ids[2].clone(), 4_600)
+            },
+        )
+        .await
+        .unwrap();
+    assert!(back.holds(&ids[1]) && !back.holds(&ids[2]));
 
     // The sweeper frees a slot only if it is still held as it saw it.
     assert_eq!(
         f.store
             .free_slots(
                 ch,
-                &[(ids[1].to_string(), 999), (ids[1].to_string(), 1_000)]
+                &[(ids[1].to_string(), 999), (ids[1].to_string(), 4_600)]
             )
             .await
             .unwrap(),
@@ -1109,6 +1142,7 @@ async fn breaker_transitions_have_one_winner(b: Backend) {
             &ch,
             &Settle {
                 free: None,
+                pass_to: None,
                 outcome: Outcome::Transient,
                 failed: true,
                 window: None,
@@ -1273,6 +1307,61 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
             .await
             .unwrap()
             .is_none()
+    );
+    // Out of the backlog leased to its taker (a finishing attempt that runs it itself): in
+    // the leased part of the due index, not claimable by anyone else until the lease ends.
+    let (extra_a, mut extra) = {
+        let a = activity(&f);
+        let d = Delivery::new(&a, &f.channel, Tier::Bulk, now_ms - 500, &now);
+        (a, d)
+    };
+    extra.in_backlog = true;
+    f.store
+        .create_activity(&extra_a, std::slice::from_ref(&extra))
+        .await
+        .unwrap();
+    let leased = f
+        .store
+        .leave_backlog_leased(&extra.id, now_ms, "tok", now_ms + 8_000, true)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(leased.slot && !leased.in_backlog);
+    assert_eq!(leased.lease_token.as_deref(), Some("tok"));
+    assert_eq!(
+        leased.sparse_index(),
+        converger_ports::SparseIndex::Leased {
+            shard: converger_ports::due_shard(&extra.id),
+            until_ms: now_ms + 8_000
+        }
+    );
+    assert!(matches!(
+        f.store
+            .claim(&extra.id, "other", now_ms, 8_000)
+            .await
+            .unwrap(),
+        converger_ports::Claim::Busy
+    ));
+    assert!(
+        f.store
+            .leave_backlog_leased(&extra.id, now_ms, "again", now_ms + 8_000, true)
+            .await
+            .unwrap()
+            .is_none(),
+        "out once"
+    );
+    assert!(
+        f.store
+            .mark_sent(
+                &leased,
+                "tok",
+                &converger_ports::SentInfo::default(),
+                &converger_ports::LogUpdate::default(),
+                &now
+            )
+            .await
+            .unwrap(),
+        "the lease is the taker's"
     );
 
     // Parking a backlog row; unparking it into the backlog again.

@@ -4,18 +4,14 @@
 //! the requests that reached A, and B's ingest-to-receiver latency percentiles next to the same
 //! run without A (the baseline).
 
-use super::{activity, percentile};
-use crate::inprocess::InProcess;
+use super::{Runtime, activity, percentile};
 use crate::receiver::{Receiver, Reply};
 use crate::seed::SeedAs;
-use crate::stack::{Stack, StackOptions};
+
 use converger_core::Tier;
-use converger_memory::LatencyModel;
-use converger_pipeline::{Pipeline, PipelineConfig};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -51,27 +47,6 @@ pub struct Phase {
     pub p99_ms: f64,
 }
 
-enum Runtime {
-    Mem(InProcess),
-    Aws(Box<Stack>),
-}
-
-impl Runtime {
-    fn pipeline(&self) -> Arc<Pipeline> {
-        match self {
-            Self::Mem(r) => r.pipeline.clone(),
-            Self::Aws(s) => s.pipeline.clone(),
-        }
-    }
-
-    async fn stop(self) {
-        match self {
-            Self::Mem(r) => r.stop().await,
-            Self::Aws(s) => s.stop().await,
-        }
-    }
-}
-
 /// Runs the scenario with A, then without (the baseline), and prints the JSON line.
 pub async fn run(o: Options) -> Result<Value, String> {
     converger_pipeline::metrics::set_enabled(false);
@@ -92,31 +67,8 @@ pub async fn run(o: Options) -> Result<Value, String> {
     Ok(super::emit(line))
 }
 
-fn config() -> PipelineConfig {
-    PipelineConfig {
-        allowlist: converger_core::net::Allowlist::loopback(),
-        ..PipelineConfig::default()
-    }
-}
-
-async fn start(o: &Options, tag: &str) -> Result<Runtime, String> {
-    if o.in_process {
-        return Ok(Runtime::Mem(InProcess::start(
-            Some(LatencyModel::from_env()?),
-            config(),
-            Some(Duration::from_secs(60)),
-        )?));
-    }
-    // The sweeper runs, as in production: it feeds marked backlogs and restarts probes.
-    let opts = StackOptions {
-        sweep_period: crate::Every::Period(Duration::from_secs(60)),
-        ..StackOptions::bench(&format!("dead{tag}"))
-    };
-    Ok(Runtime::Aws(Box::new(Stack::start(opts).await?)))
-}
-
 async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
-    let rt = start(o, if with_dead { "a" } else { "b" }).await?;
+    let rt = Runtime::start(o.in_process, if with_dead { "deada" } else { "deadb" }).await?;
     let p = rt.pipeline();
     let dead = Receiver::start(
         Vec::new(),

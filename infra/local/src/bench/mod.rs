@@ -5,6 +5,7 @@
 
 pub mod binaries;
 pub mod dead_channel;
+pub mod flow_cost;
 pub mod latency;
 pub mod maintenance;
 pub mod pages;
@@ -25,6 +26,8 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   requests     [--deliveries N]                    AWS requests per delivered message, and cost
   binaries     [--function NAME] [--dev]           bootstrap sizes and init time to first event
   dead-channel [--emulator] [--backlog N] [--seconds S] [--rate R]
+  head-of-line [--emulator] [--seconds S] [--rate R]  a retrying delivery beside healthy ones
+  burst        [--emulator] [--deliveries N]       a released backlog through max_in_flight 10
   bulk-replay  [N] [--in-process]                  one bulk replay of N dead letters
   sweep        [N]                                 one sweep over N settled deliveries
   health       [CHANNELS] [DELIVERIES]             one health run
@@ -69,6 +72,24 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         })
         .await
         .map(drop),
+        "head-of-line" => flow_cost::head_of_line(flow_cost::HeadOfLine {
+            in_process: !rest.flag("--emulator"),
+            seconds: rest.num("--seconds", 30)?.max(1) as u64,
+            rate: rest.num("--rate", 10)?.max(1) as u32,
+        })
+        .await
+        .map(drop),
+        "burst" => {
+            let in_process = !rest.flag("--emulator");
+            flow_cost::burst(flow_cost::Burst {
+                in_process,
+                deliveries: rest
+                    .num("--deliveries", if in_process { 1000 } else { 200 })?
+                    .max(1),
+            })
+            .await
+            .map(drop)
+        }
         "bulk-replay" => {
             let n = rest.positional(0, 10_000)?;
             if rest.flag("--in-process") {
@@ -114,6 +135,17 @@ pub async fn smoke() -> Result<(), String> {
         backlog: 50,
         seconds: 2,
         rate: 10,
+    })
+    .await?;
+    flow_cost::head_of_line(flow_cost::HeadOfLine {
+        in_process: true,
+        seconds: 2,
+        rate: 10,
+    })
+    .await?;
+    flow_cost::burst(flow_cost::Burst {
+        in_process: true,
+        deliveries: 40,
     })
     .await?;
     maintenance::replay_in_process(100).await?;
@@ -331,6 +363,57 @@ pub fn arrival_ms(
             Some(r.at.saturating_duration_since(*t0).as_secs_f64() * 1000.0)
         })
         .collect()
+}
+
+/// Where a flow-control scenario runs: the in-process backend with its latency model, or the
+/// local stack on the emulator. The sweeper runs every minute in both, as in production (it
+/// feeds marked backlogs and restarts probes).
+pub enum Runtime {
+    Mem(crate::inprocess::InProcess),
+    Aws(Box<crate::stack::Stack>),
+}
+
+impl Runtime {
+    pub async fn start(in_process: bool, tag: &str) -> Result<Self, String> {
+        let minute = std::time::Duration::from_secs(60);
+        if in_process {
+            let config = converger_pipeline::PipelineConfig {
+                allowlist: converger_core::net::Allowlist::loopback(),
+                ..converger_pipeline::PipelineConfig::default()
+            };
+            return Ok(Self::Mem(crate::inprocess::InProcess::start(
+                Some(converger_memory::LatencyModel::from_env()?),
+                config,
+                Some(minute),
+            )?));
+        }
+        let opts = crate::stack::StackOptions {
+            sweep_period: crate::Every::Period(minute),
+            ..crate::stack::StackOptions::bench(tag)
+        };
+        Ok(Self::Aws(Box::new(crate::stack::Stack::start(opts).await?)))
+    }
+
+    pub fn pipeline(&self) -> std::sync::Arc<Pipeline> {
+        match self {
+            Self::Mem(r) => r.pipeline.clone(),
+            Self::Aws(s) => s.pipeline.clone(),
+        }
+    }
+
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Self::Mem(_) => "in-process (latency model)",
+            Self::Aws(_) => "emulator",
+        }
+    }
+
+    pub async fn stop(self) {
+        match self {
+            Self::Mem(r) => r.stop().await,
+            Self::Aws(s) => s.stop().await,
+        }
+    }
 }
 
 /// A receiver on its own thread with its own runtime, so that its CPU time can be told apart

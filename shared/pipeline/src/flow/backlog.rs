@@ -69,10 +69,9 @@ impl Pipeline {
             {
                 SlotTake::Taken(f) => {
                     self.remember_flow(&f);
-                    match self.store.leave_backlog(&id, now).await? {
-                        Some(d) => {
-                            msgs.push(DeliveryMessage::new(d.id, d.tier, None).on(&d.channel_id))
-                        }
+                    match self.leave_backlog(&id, now).await? {
+                        Some(None) => {}
+                        Some(Some(msg)) => msgs.push(msg),
                         None => {
                             // Fed or parked meanwhile: the slot this feeder took goes back.
                             let f = self
@@ -95,6 +94,106 @@ impl Pipeline {
             self.queue.send_many(&msgs).await?;
         }
         Ok(msgs.len())
+    }
+
+    /// Takes a fed row out of the backlog: its message, or `Some(None)` when the running task
+    /// (an attempt that just handed its slot on) keeps the row to run itself, leased in the
+    /// same write, so that a crash leaves it leased and the reclaim pass takes it back within
+    /// a lease slice. `None` when it was no longer waiting.
+    async fn leave_backlog(
+        &self,
+        id: &DeliveryId,
+        now: i64,
+    ) -> Result<Option<Option<DeliveryMessage>>, AttemptError> {
+        let message = |d: &converger_ports::Delivery| {
+            DeliveryMessage::new(d.id.clone(), d.tier, None).on(&d.channel_id)
+        };
+        if !crate::attempt::chain_open() {
+            return Ok(self
+                .store
+                .leave_backlog(id, now)
+                .await?
+                .map(|d| Some(message(&d))));
+        }
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let slice = i64::try_from(self.config.lease_slice.as_millis())
+            .unwrap_or(converger_core::policy::LEASE_SLICE_MS);
+        let Some(d) = self
+            .store
+            .leave_backlog_leased(id, now, &token, now.saturating_add(slice), true)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let msg = message(&d);
+        match crate::attempt::chain_keep(msg, crate::attempt::Claimed { d, token }) {
+            None => Ok(Some(None)),
+            Some((msg, claimed)) => {
+                self.store.release(&claimed.d, &claimed.token).await?;
+                Ok(Some(Some(msg)))
+            }
+        }
+    }
+
+    /// While an attempt's call runs: the next row of its channel's backlog, taken out leased
+    /// to this task with its activity read, to run as soon as the call ends (the finishing
+    /// attempt hands it its slot in its settle write). Only for a counted window with a
+    /// backlog, while the task may chain; `None` otherwise or when there is none.
+    pub(crate) async fn prefetch_next(
+        &self,
+        channel: &Channel,
+        tier: Tier,
+    ) -> Result<Option<(DeliveryMessage, crate::attempt::Claimed)>, AttemptError> {
+        let limits = self.limits(channel, tier);
+        let Some(flow) = self.cached_flow(&channel.id) else {
+            return Ok(None);
+        };
+        if !crate::attempt::chain_open()
+            || flow.circuit_state != CircuitState::Closed
+            || flow.backlog_at.is_none()
+            || !self.counted(&limits, &flow)
+        {
+            return Ok(None);
+        }
+        let now = time::now_ms();
+        let mut ids = self.backlog_hints(&channel.id, 1);
+        if ids.is_empty() {
+            let mut waiting: Vec<_> = self
+                .store
+                .backlog(&channel.id, now, BACKLOG_PREFETCH)
+                .await?
+                .into_iter()
+                .map(|w| w.id)
+                .collect();
+            if waiting.is_empty() {
+                return Ok(None);
+            }
+            let rest = waiting.split_off(1);
+            self.keep_backlog_hints(&channel.id, rest);
+            ids = waiting;
+        }
+        let Some(id) = ids.pop() else {
+            return Ok(None);
+        };
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let slice = i64::try_from(self.config.lease_slice.as_millis())
+            .unwrap_or(converger_core::policy::LEASE_SLICE_MS);
+        let Some(d) = self
+            .store
+            .leave_backlog_leased(&id, now, &token, now.saturating_add(slice), false)
+            .await?
+        else {
+            return Ok(None);
+        };
+        // Read now rather than after the call; a failed read is made again by the attempt.
+        let activity = self
+            .store
+            .get_activity(&d.tenant_id, &d.activity_id)
+            .await
+            .ok()
+            .flatten();
+        let msg = DeliveryMessage::new(d.id.clone(), d.tier, activity.as_ref()).on(&d.channel_id);
+        Ok(Some((msg, crate::attempt::Claimed { d, token })))
     }
 
     /// Up to `n` remembered backlog rows of a channel, oldest first (forgotten after

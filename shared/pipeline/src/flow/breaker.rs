@@ -14,7 +14,8 @@ impl Pipeline {
     /// After an attempt: the breaker's counters, the window, the slot; opening or closing
     /// the breaker. `congestion`: the failure says the endpoint is overloaded (a timeout, a
     /// 429, a `Retry-After`). Returns whether the breaker is closed afterwards (a retry of a
-    /// channel whose breaker is not closed is parked instead of enqueued).
+    /// channel whose breaker is not closed is parked instead of enqueued). `hand_on`: the
+    /// backlog row that gets this attempt's slot, in the same write.
     pub(crate) async fn after_attempt(
         &self,
         d: &Delivery,
@@ -22,6 +23,7 @@ impl Pipeline {
         outcome: Outcome,
         congestion: bool,
         probe: bool,
+        hand_on: Option<&converger_core::DeliveryId>,
     ) -> Result<bool, AttemptError> {
         let limits = self.limits(channel, d.tier);
         let now = time::now_ms();
@@ -61,6 +63,7 @@ impl Pipeline {
                 .settle(
                     &channel.id,
                     &Settle {
+                        pass_to: hand_on.filter(|_| free.is_some()).cloned(),
                         free,
                         outcome,
                         failed,

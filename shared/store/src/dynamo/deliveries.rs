@@ -32,44 +32,15 @@ impl DeliveryStore for DynamoStore {
         now_ms: i64,
         lease_ms: i64,
     ) -> StoreResult<Claim> {
-        let until = now_ms.saturating_add(lease_ms);
-        let [(_, due_shard), (_, due_at)] = lease_keys(id, until);
-        let req = self
-            .client
-            .update_item()
-            .table_name(&self.res.deliveries)
-            .key("id", s(id.as_str()))
-            .update_expression(
-                "SET lease_token = :token, lease_until = :until, due_shard = :due_shard, \
-                 due_at = :due_at",
-            )
-            .condition_expression(
-                "attribute_exists(id) AND #st = :pending AND next_attempt_at <= :now \
-                 AND (attribute_not_exists(lease_until) OR lease_until < :now) \
-                 AND attribute_not_exists(handed_off) \
-                 AND (attribute_not_exists(expires_at) OR expires_at > :now_s)",
-            )
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
-            .expression_attribute_values(":token", s(token))
-            .expression_attribute_values(":until", n(until))
-            .expression_attribute_values(":now", n(now_ms))
-            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
-            .expression_attribute_values(":due_shard", due_shard)
-            .expression_attribute_values(":due_at", due_at)
-            .return_values(ReturnValue::AllNew);
-        match self.update_or_old(req, self.get_delivery(id)).await? {
-            Conditional::Applied(item) => {
-                let item =
-                    item.ok_or_else(|| StoreError::Corrupt("claim returned no item".into()))?;
-                Ok(Claim::Claimed(from_item(item)?))
-            }
-            // Claimable by the old row but refused by the condition: another attempt's lease
-            // ended between the two (the next message finds it free).
-            Conditional::Refused(old) => {
-                Ok(Claim::refused(old.as_ref(), now_ms).unwrap_or(Claim::Busy))
+        // A row that turns out claimable after the write was refused changed in between: it
+        // was just created (a message sent beside its row's write), or another attempt's lease
+        // ended. The claim is made again, a few times at most.
+        for _ in 0..3 {
+            if let Some(c) = self.claim_once(id, token, now_ms, lease_ms).await? {
+                return Ok(c);
             }
         }
+        Ok(Claim::Busy)
     }
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
         // Back in the waiting part of the due index, at its due time.
@@ -209,5 +180,52 @@ impl DeliveryStore for DynamoStore {
             .await?;
         values.push((":err", s(error)));
         self.leased_update(d, token, expr, values).await
+    }
+}
+
+impl DynamoStore {
+    /// One conditional claim; `None` when refused although the row read after it is claimable.
+    async fn claim_once(
+        &self,
+        id: &DeliveryId,
+        token: &str,
+        now_ms: i64,
+        lease_ms: i64,
+    ) -> StoreResult<Option<Claim>> {
+        let until = now_ms.saturating_add(lease_ms);
+        let [(_, due_shard), (_, due_at)] = lease_keys(id, until);
+        let req = self
+            .client
+            .update_item()
+            .table_name(&self.res.deliveries)
+            .key("id", s(id.as_str()))
+            .update_expression(
+                "SET lease_token = :token, lease_until = :until, due_shard = :due_shard, \
+                 due_at = :due_at",
+            )
+            .condition_expression(
+                "attribute_exists(id) AND #st = :pending AND next_attempt_at <= :now \
+                 AND (attribute_not_exists(lease_until) OR lease_until < :now) \
+                 AND attribute_not_exists(handed_off) \
+                 AND (attribute_not_exists(expires_at) OR expires_at > :now_s)",
+            )
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
+            .expression_attribute_values(":token", s(token))
+            .expression_attribute_values(":until", n(until))
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
+            .expression_attribute_values(":due_shard", due_shard)
+            .expression_attribute_values(":due_at", due_at)
+            .return_values(ReturnValue::AllNew);
+        match self.update_or_old(req, self.get_delivery(id)).await? {
+            Conditional::Applied(item) => {
+                let item =
+                    item.ok_or_else(|| StoreError::Corrupt("claim returned no item".into()))?;
+                Ok(Some(Claim::Claimed(from_item(item)?)))
+            }
+            // Claimable by the old row but refused by the condition: it changed in between.
+            Conditional::Refused(old) => Ok(Claim::refused(old.as_ref(), now_ms)),
+        }
     }
 }

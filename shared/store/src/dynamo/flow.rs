@@ -210,6 +210,10 @@ impl FlowStore for DynamoStore {
                 values.push((":init", n(INITIAL_WINDOW)));
             }
         }
+        if st.pass_to.is_some() && !creates {
+            sets.push("slots.#n = if_not_exists(slots.#n, :taken)");
+            values.push((":taken", n(st.now_ms)));
+        }
         let mut expr = format!("SET {}", sets.join(", "));
         if !creates {
             expr = if sets.is_empty() {
@@ -227,6 +231,9 @@ impl FlowStore for DynamoStore {
         }
         if st.window.is_some() || creates {
             req = req.expression_attribute_names("#win", "window");
+        }
+        if let Some(next) = st.pass_to.as_ref().filter(|_| !creates) {
+            req = req.expression_attribute_names("#n", next.as_str());
         }
         for (k, v) in values {
             req = req.expression_attribute_values(k, v);
@@ -571,6 +578,33 @@ impl FlowStore for DynamoStore {
              REMOVE in_backlog, bl_pk, bl_sk"
                 .into(),
             "#st = :pending AND attribute_exists(bl_pk)",
+            values,
+        )
+        .await
+    }
+
+    async fn leave_backlog_leased(
+        &self,
+        id: &DeliveryId,
+        now_ms: i64,
+        token: &str,
+        lease_until_ms: i64,
+        slot: bool,
+    ) -> StoreResult<Option<Delivery>> {
+        let mut values: Vec<(&str, AttributeValue)> = vec![
+            (":pending", s(DeliveryStatus::Pending.as_str())),
+            (":true", AttributeValue::Bool(slot)),
+            (":token", s(token)),
+            (":until", n(lease_until_ms)),
+            (":now", n(now_ms)),
+        ];
+        values.extend(lease_keys(id, lease_until_ms));
+        self.row_update(
+            id,
+            "SET slot = :true, lease_token = :token, lease_until = :until, \
+             due_shard = :due_shard, due_at = :due_at REMOVE in_backlog, bl_pk, bl_sk"
+                .into(),
+            "#st = :pending AND attribute_exists(bl_pk) AND next_attempt_at <= :now",
             values,
         )
         .await
