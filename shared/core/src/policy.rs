@@ -77,11 +77,12 @@ pub const CHAIN_BUDGET_MS: u64 = 15_000;
 pub const ROW_WAIT_MS: i64 = 60_000;
 
 /// What a message that found no row does while it may still wait: `Some(ms)` to look again
-/// after an in-process pause (the row's write is usually a few milliseconds behind), `None`
-/// to be sent again with a one-second delay, after `looks` looks so far.
+/// after an in-process pause (the row's write is usually a few milliseconds behind: 25, 100
+/// and 400 ms), `None` to be sent again with a one-second delay, after `looks` looks so far.
+/// Few looks, spread out, so that a slow table is not also flooded with them.
 pub fn row_wait(looks: u32) -> Option<u64> {
     match looks {
-        0..=4 => Some(10u64 << looks),
+        0..=2 => Some(25u64 << (2 * looks)),
         _ => None,
     }
 }
@@ -356,10 +357,10 @@ pub fn hop_delay_s(at_ms: i64, now_ms: i64, ceiling: u32) -> u32 {
 mod tests {
 
     #[test]
-    fn a_message_before_its_row_looks_five_times_within_a_third_of_a_second() {
+    fn a_message_before_its_row_looks_three_times_within_a_second() {
         let pauses: Vec<u64> = (0..).map_while(row_wait).collect();
-        assert_eq!(pauses, vec![10, 20, 40, 80, 160]);
-        assert!(pauses.iter().sum::<u64>() < 350);
+        assert_eq!(pauses, vec![25, 100, 400]);
+        assert!(pauses.iter().sum::<u64>() < 1000);
     }
 
     #[test]

@@ -36,7 +36,8 @@ impl HealthStore for MemStore {
         self.with(|s| {
             let mut inputs = HealthInputs {
                 previous: s.flows.get(channel).and_then(|f| f.health_status),
-                requests: 1,
+                // As on DynamoDB: one count of the created marks, one batch read.
+                requests: 2,
                 ..HealthInputs::default()
             };
             for m in from_minute..=to_minute {

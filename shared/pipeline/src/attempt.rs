@@ -259,7 +259,9 @@ impl Pipeline {
             Some(c) => tokio::join!(claimed, self.channel(c)).0?,
             None => claimed.await?,
         };
-        // A message sent beside its row's write may come first: it looks again shortly.
+        // A message sent beside its row's write may come first: it looks for the row again
+        // shortly (a strongly consistent read, one request a look), and claims once it is
+        // there; then it comes back in a second, until `row_by`.
         let mut looks = 0;
         while claimed == Claim::Missing && msg.row_by.is_some_and(|by| time::now_ms() < by) {
             let Some(pause_ms) = policy::row_wait(looks) else {
@@ -268,10 +270,12 @@ impl Pipeline {
             };
             tokio::time::sleep(Duration::from_millis(pause_ms)).await;
             looks += 1;
-            claimed = self
-                .store
-                .claim(&msg.delivery_id, &token, time::now_ms(), lease_ms)
-                .await?;
+            if self.store.get_delivery(&msg.delivery_id).await?.is_some() {
+                claimed = self
+                    .store
+                    .claim(&msg.delivery_id, &token, time::now_ms(), lease_ms)
+                    .await?;
+            }
         }
         let report = match claimed {
             Claim::Claimed(d) => return Ok(Ok(Claimed { d, token })),

@@ -158,6 +158,11 @@ impl Pipeline {
         let now = time::now_ms();
         let mut ids = self.backlog_hints(&channel.id, 1);
         if ids.is_empty() {
+            // A backlog this instance found empty a moment ago is not queried again on every
+            // attempt: the mark outlives the rows by seconds, and the feed still looks.
+            if self.flow.backlog_empty.get(&channel.id).is_some() {
+                return Ok(None);
+            }
             let mut waiting: Vec<_> = self
                 .store
                 .backlog(&channel.id, now, BACKLOG_PREFETCH)
@@ -166,6 +171,7 @@ impl Pipeline {
                 .map(|w| w.id)
                 .collect();
             if waiting.is_empty() {
+                self.flow.backlog_empty.insert(channel.id.clone(), ());
                 return Ok(None);
             }
             let rest = waiting.split_off(1);

@@ -34,12 +34,17 @@ const SUCCESS_MARK_MS: i64 = 600_000;
 /// How long remembered backlog rows are trusted.
 const HINT_TTL: Duration = Duration::from_secs(5);
 
+/// How long a backlog the next-row lookup found empty is not looked at again by it.
+const EMPTY_TTL: Duration = Duration::from_secs(1);
+
 /// What this instance remembers of flow state: the channels' flow items (for
 /// `flow_cache_ttl`) and the backlog rows one feed found and did not feed yet. Only this
 /// module reads or writes them.
 pub struct Caches {
     flows: TtlCache<ChannelId, Flow>,
     backlog_hints: TtlCache<ChannelId, VecDeque<DeliveryId>>,
+    /// Backlogs the next-row lookup found empty (trusted for [`EMPTY_TTL`]).
+    backlog_empty: TtlCache<ChannelId, ()>,
     /// Uncounted admissions per channel in the current second: (second, count).
     bursts: std::sync::Mutex<std::collections::HashMap<ChannelId, (i64, u32)>>,
 }
@@ -49,6 +54,7 @@ impl Caches {
         Self {
             flows: TtlCache::new(flow_ttl),
             backlog_hints: TtlCache::new(HINT_TTL),
+            backlog_empty: TtlCache::new(EMPTY_TTL),
             bursts: Default::default(),
         }
     }
