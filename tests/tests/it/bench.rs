@@ -151,3 +151,46 @@ async fn pages_scenario_times_every_page_and_exports_every_row() {
     assert_eq!(line["search_answers_until_found"], 1, "{line}");
     assert_eq!(line["export_rows"], 120, "{line}");
 }
+
+#[tokio::test]
+async fn head_of_line_scenario_measures_a_channel_beside_its_retrying_delivery() {
+    let line = bench::flow_cost::head_of_line(bench::flow_cost::HeadOfLine {
+        in_process: true,
+        seconds: 2,
+        rate: 10,
+    })
+    .await
+    .unwrap();
+    for phase in ["with_retrying", "baseline"] {
+        assert_eq!(line[phase]["sent"], 20, "{line}");
+        assert_eq!(line[phase]["delivered"], 20, "{line}");
+    }
+    // The failing delivery was tried, and only in its own phase.
+    assert!(
+        line["with_retrying"]["failing_attempts"].as_u64().unwrap() >= 1,
+        "{line}"
+    );
+    assert_eq!(line["baseline"]["failing_attempts"], 0, "{line}");
+    assert!(line["p95_ratio"].as_f64().unwrap() > 0.0, "{line}");
+}
+
+#[tokio::test]
+async fn burst_scenario_keeps_the_receiver_within_the_cap() {
+    let line = bench::flow_cost::burst(bench::flow_cost::Burst {
+        in_process: true,
+        deliveries: 40,
+    })
+    .await
+    .unwrap();
+    // Every delivery arrived (the scenario fails otherwise), never more than the cap at once;
+    // unbounded, more than that.
+    assert!(
+        line["capped_max_concurrent"].as_u64().unwrap() <= 10,
+        "{line}"
+    );
+    assert!(
+        line["unbounded_max_concurrent"].as_u64().unwrap() > 10,
+        "{line}"
+    );
+    assert!(line["capped_s"].as_f64().unwrap() > 0.0, "{line}");
+}

@@ -489,7 +489,6 @@ mod emulator {
         }
         let targets: Vec<&str> = channels.iter().map(String::as_str).collect();
         let first = t.activity(&key, &targets).await;
-        let first_at = Instant::now();
         for rx in &receivers {
             rx.wait_for(1, Duration::from_secs(10)).await;
         }
@@ -508,7 +507,7 @@ mod emulator {
             let seen = rx.wait_for(11, Duration::from_secs(7)).await;
             assert!(
                 seen.len() >= 11,
-                "channel {ch}: {} requests within 9 s; the healthy deliveries waited behind the retry",
+                "channel {ch}: {} requests; the healthy deliveries waited behind the retry",
                 seen.len()
             );
             for (id, at) in &posted {
@@ -517,13 +516,10 @@ mod emulator {
                     .find(|r| String::from_utf8_lossy(&r.body).contains(id.as_str()))
                     .unwrap_or_else(|| panic!("activity {id} did not reach {ch}"));
                 let waited = r.at.duration_since(*at);
+                // Behind the retry it would wait for it (10 s after the first attempt).
                 assert!(
                     waited < Duration::from_secs(3),
                     "channel {ch}: activity {id} arrived {waited:?} after its POST"
-                );
-                assert!(
-                    r.at.duration_since(first_at) < Duration::from_secs(9),
-                    "channel {ch}: activity {id} arrived after the retry was due"
                 );
             }
         }

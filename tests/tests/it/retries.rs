@@ -219,51 +219,51 @@ async fn after_a_storage_outage_deliveries_resume_in_seconds() {
     t.stop().await;
 }
 
-/// Ingest sends a new activity's messages beside the write of its rows: a message that comes
-/// before its row waits for it and is delivered once; one whose row never came (the write
-/// failed, and the producer was told) is dropped when its wait is over.
-#[tokio::test]
-async fn a_message_that_comes_before_its_row_waits_for_it() {
-    let t = TestStack::start().await;
-    let rx = Receiver::always(200).await.unwrap();
-    let (tenant, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let ch_id = ch["id"].as_str().unwrap();
-    let now = time::now_ms();
-    let (late_activity, late) = t.unwritten_delivery(&tenant, ch_id, now).await;
-    let (_, never) = t.unwritten_delivery(&tenant, ch_id, now).await;
-    let queue = &t.stack.pipeline.queue;
-    let msg = |d: &converger_ports::Delivery, by: i64| {
-        DeliveryMessage::new(d.id.clone(), d.tier, None)
-            .on(&d.channel_id)
-            .beside_row(by)
-    };
-    queue.send(&msg(&late, now + 60_000), 0).await.unwrap();
-    queue.send(&msg(&never, now - 1), 0).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(rx.requests().is_empty());
-    t.stack
-        .pipeline
-        .store
-        .create_fresh_activity(&late_activity, std::slice::from_ref(&late))
-        .await
-        .unwrap();
-    let row = t
-        .wait_delivery(&key, late.id.as_str(), Duration::from_secs(20), settled)
-        .await;
-    assert_eq!(row["status"], "sent", "{row}");
-    assert_eq!(row["attempts"], 1, "{row}");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        rx.requests().len(),
-        1,
-        "delivered once, and the other never"
-    );
-    t.stop().await;
-}
-
 mod emulator {
     use super::*;
+
+    /// Ingest sends a new activity's messages beside the write of its rows: a message that comes
+    /// before its row waits for it and is delivered once; one whose row never came (the write
+    /// failed, and the producer was told) is dropped when its wait is over.
+    #[tokio::test]
+    async fn a_message_that_comes_before_its_row_waits_for_it() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (tenant, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let ch_id = ch["id"].as_str().unwrap();
+        let now = time::now_ms();
+        let (late_activity, late) = t.unwritten_delivery(&tenant, ch_id, now).await;
+        let (_, never) = t.unwritten_delivery(&tenant, ch_id, now).await;
+        let queue = &t.stack.pipeline.queue;
+        let msg = |d: &converger_ports::Delivery, by: i64| {
+            DeliveryMessage::new(d.id.clone(), d.tier, None)
+                .on(&d.channel_id)
+                .beside_row(by)
+        };
+        queue.send(&msg(&late, now + 60_000), 0).await.unwrap();
+        queue.send(&msg(&never, now - 1), 0).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(rx.requests().is_empty());
+        t.stack
+            .pipeline
+            .store
+            .create_fresh_activity(&late_activity, std::slice::from_ref(&late))
+            .await
+            .unwrap();
+        let row = t
+            .wait_delivery(&key, late.id.as_str(), Duration::from_secs(20), settled)
+            .await;
+        assert_eq!(row["status"], "sent", "{row}");
+        assert_eq!(row["attempts"], 1, "{row}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            rx.requests().len(),
+            1,
+            "delivered once, and the other never"
+        );
+        t.stop().await;
+    }
 
     #[tokio::test]
     async fn a_long_delay_is_made_of_hops_and_fires_once_not_before() {

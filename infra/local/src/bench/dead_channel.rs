@@ -11,7 +11,6 @@ use crate::seed::SeedAs;
 use converger_core::Tier;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -118,28 +117,8 @@ async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
         );
     }
 
-    // B at a steady rate; each delivery's ingest start is kept by its id (the webhook-id
-    // header the receiver sees).
-    let total = o.rate as usize * o.seconds as usize;
-    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(o.rate.max(1))));
-    let mut sends = Vec::with_capacity(total);
-    for n in 0..total {
-        tick.tick().await;
-        let (p, tb, cb) = (p.clone(), tb.clone(), cb.id.clone());
-        sends.push(tokio::spawn(async move {
-            let t0 = Instant::now();
-            p.ingest(&tb, activity(&cb, n))
-                .await
-                .ok()
-                .and_then(|i| i.deliveries.first().map(|d| (d.id.to_string(), t0)))
-        }));
-    }
-    let mut started: HashMap<String, Instant> = HashMap::with_capacity(total);
-    for s in sends {
-        if let Ok(Some((id, t0))) = s.await {
-            started.insert(id, t0);
-        }
-    }
+    // B at a steady rate.
+    let started = super::steady_ingest(&p, &tb, &cb.id, o.rate, o.seconds, 0).await;
     healthy
         .wait_for(started.len(), Duration::from_secs(60))
         .await;

@@ -12,7 +12,6 @@ use converger_core::Tier;
 use converger_core::query::{Actor, ActorKind};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// The retrying delivery's marker in its payload (the receiver answers it 503).
@@ -76,26 +75,7 @@ async fn hol_measure(rt: &Runtime, o: &HeadOfLine, retrying: bool) -> Result<Val
         p.ingest(&t, a).await.map_err(|e| e.to_string())?;
         rx.wait_for(1, Duration::from_secs(30)).await;
     }
-    let total = o.rate as usize * o.seconds as usize;
-    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(o.rate.max(1))));
-    let mut sends = Vec::with_capacity(total);
-    for n in 1..=total {
-        tick.tick().await;
-        let (p, t, ch) = (p.clone(), t.clone(), ch.id.clone());
-        sends.push(tokio::spawn(async move {
-            let t0 = Instant::now();
-            p.ingest(&t, activity(&ch, n))
-                .await
-                .ok()
-                .and_then(|i| i.deliveries.first().map(|d| (d.id.to_string(), t0)))
-        }));
-    }
-    let mut started: HashMap<String, Instant> = HashMap::with_capacity(total);
-    for s in sends {
-        if let Ok(Some((id, t0))) = s.await {
-            started.insert(id, t0);
-        }
-    }
+    let started = super::steady_ingest(&p, &t, &ch.id, o.rate, o.seconds, 1).await;
     // Every healthy delivery, however many retries of the failing one came meanwhile.
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut lat = super::arrival_ms(&rx.requests(), &started);

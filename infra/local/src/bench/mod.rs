@@ -350,6 +350,41 @@ pub async fn post_activity(
         .ok_or_else(|| format!("ingest answered {v}"))
 }
 
+/// Ingests `rate` activities a second for `seconds` to one channel (numbered from `first`),
+/// each on its own task; returns when each delivery's ingest started, by delivery id (the
+/// `webhook-id` header the receiver sees). Refused activities are left out.
+pub async fn steady_ingest(
+    p: &std::sync::Arc<Pipeline>,
+    tenant: &Tenant,
+    channel: &ChannelId,
+    rate: u32,
+    seconds: u64,
+    first: usize,
+) -> std::collections::HashMap<String, std::time::Instant> {
+    use std::time::{Duration, Instant};
+    let total = rate as usize * seconds as usize;
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate.max(1))));
+    let mut sends = Vec::with_capacity(total);
+    for n in first..first + total {
+        tick.tick().await;
+        let (p, t, ch) = (p.clone(), tenant.clone(), channel.clone());
+        sends.push(tokio::spawn(async move {
+            let t0 = Instant::now();
+            p.ingest(&t, activity(&ch, n))
+                .await
+                .ok()
+                .and_then(|i| i.deliveries.first().map(|d| (d.id.to_string(), t0)))
+        }));
+    }
+    let mut started = std::collections::HashMap::with_capacity(total);
+    for s in sends {
+        if let Ok(Some((id, t0))) = s.await {
+            started.insert(id, t0);
+        }
+    }
+    started
+}
+
 /// Milliseconds from each delivery's start (by its id) to its arrival at a receiver (the
 /// `webhook-id` header names the delivery).
 pub fn arrival_ms(
