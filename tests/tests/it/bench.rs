@@ -79,12 +79,13 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     assert_eq!(first["sqs/ReceiveMessage"], 1.0, "{line}");
     assert_eq!(first["sqs/DeleteMessageBatch"], 1.0, "{line}");
     assert_eq!(first["events/PutEvents"], 1.0, "{line}");
-    // Three attempts: three receives; a dead letter after three attempts likewise.
+    // Three attempts: at most three receives (an attempt that the task handing it its window
+    // slot runs itself needs none); a dead letter after three attempts likewise.
     for case in ["three_attempts", "dead_letter"] {
-        assert_eq!(
-            cases[case]["per_delivery"]["sqs/ReceiveMessage"], 3.0,
-            "{line}"
-        );
+        let receives = cases[case]["per_delivery"]["sqs/ReceiveMessage"]
+            .as_f64()
+            .unwrap();
+        assert!((2.0..=3.0).contains(&receives), "{case}: {line}");
     }
     for case in [
         "first_try",

@@ -138,7 +138,8 @@ impl Pipeline {
     /// While an attempt's call runs: the next row of its channel's backlog, taken out leased
     /// to this task with its activity read, to run as soon as the call ends (the finishing
     /// attempt hands it its slot in its settle write). Only for a counted window with a
-    /// backlog, while the task may chain; `None` otherwise or when there is none.
+    /// backlog and no failure since its last success, while the task may chain; `None`
+    /// otherwise or when there is none.
     pub(crate) async fn prefetch_next(
         &self,
         channel: &Channel,
@@ -148,9 +149,12 @@ impl Pipeline {
         let Some(flow) = self.cached_flow(&channel.id) else {
             return Ok(None);
         };
+        // Not for a channel that is failing: its call may well end in a timeout, and the row
+        // would wait leased for it.
         if !crate::attempt::chain_open()
             || flow.circuit_state != CircuitState::Closed
             || flow.backlog_at.is_none()
+            || flow.consecutive_failures > 0
             || !self.counted(&limits, &flow)
         {
             return Ok(None);
