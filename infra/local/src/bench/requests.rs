@@ -166,6 +166,25 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             let ids = post(&http, &url, &key, &case.channel, n, 1).await?;
             settle(&store, &ids, (DeliveryStatus::Sent, 1)).await?;
         }
+        // A healthy channel's window has grown to its cap: wait until the flow item shows it no
+        // longer moving, and every function's cached view of it (`FLOW_CACHE_TTL_MS`, 1 s) has
+        // expired, so the count does not depend on how fast the warm-up went.
+        if case.warm > 0 {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut last = None;
+            while Instant::now() < deadline {
+                let f = store
+                    .get_flow(&case.channel.id)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if f.slots.is_empty() && last == Some(f.window) {
+                    break;
+                }
+                last = Some(f.window);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+        }
         // The warm-up's own trailing work (settle, events, deletes) is not counted.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let _ = counter.take();
