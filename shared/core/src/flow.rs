@@ -325,6 +325,20 @@ pub fn uncounted(limit: MaxInFlight, window: u32, cap: u32, backlog_marked: bool
     limit == MaxInFlight::Auto && window >= cap && !backlog_marked
 }
 
+/// Whether an attempt takes its channel's next backlog row while its call runs, to run it as
+/// soon as the call ends with the slot it hands on: only when there is a backlog to take from
+/// (the mark), behind a closed breaker and a counted window, and only for a channel that has
+/// not failed since its last success (a failing call may well end in a timeout, with the row
+/// waiting leased for it).
+pub fn takes_next_ahead(
+    state: CircuitState,
+    backlog_marked: bool,
+    consecutive_failures: u32,
+    counted: bool,
+) -> bool {
+    state == CircuitState::Closed && backlog_marked && consecutive_failures == 0 && counted
+}
+
 /// What the gate does with a claimed delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Gate {
@@ -518,6 +532,15 @@ mod tests {
         assert_eq!(window_after(8, 10, Signal::Success, 0), 9);
         assert_eq!(window_after(10, 10, Signal::Success, 0), 10);
         assert_eq!(window_after(1, 10, Signal::Congestion, 1), 1);
+    }
+
+    #[test]
+    fn only_a_healthy_counted_backlogged_channel_takes_its_next_row_ahead() {
+        assert!(takes_next_ahead(CircuitState::Closed, true, 0, true));
+        assert!(!takes_next_ahead(CircuitState::Closed, false, 0, true));
+        assert!(!takes_next_ahead(CircuitState::Closed, true, 1, true));
+        assert!(!takes_next_ahead(CircuitState::Closed, true, 0, false));
+        assert!(!takes_next_ahead(CircuitState::HalfOpen, true, 0, true));
     }
 
     #[test]

@@ -32,11 +32,8 @@ impl ActivityStore for MemStore {
             for d in deliveries {
                 s.deliveries.insert(d.id.clone(), d.clone());
                 s.reindex(&d.id);
-                let created = converger_core::time::rfc3339_to_ms(&d.created_at)
-                    .unwrap_or_else(converger_core::time::now_ms);
-                let minute = converger_core::health::minute(created);
                 s.counters
-                    .entry((d.channel_id.clone(), minute))
+                    .entry((d.channel_id.clone(), d.created_minute()))
                     .or_insert((0, 0))
                     .0 += 1;
             }

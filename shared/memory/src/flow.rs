@@ -284,7 +284,6 @@ impl FlowStore for MemStore {
         now_ms: i64,
         token: &str,
         lease_until_ms: i64,
-        slot: bool,
     ) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
@@ -292,7 +291,6 @@ impl FlowStore for MemStore {
                 r.status == DeliveryStatus::Pending && r.in_backlog && r.next_attempt_at <= now_ms
             })?;
             row.in_backlog = false;
-            row.slot = slot;
             row.lease_token = Some(token.to_owned());
             row.lease_until = Some(lease_until_ms);
             let row = row.clone();

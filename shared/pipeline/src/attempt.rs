@@ -30,42 +30,39 @@ pub(crate) struct Claimed {
     pub(crate) token: String,
 }
 
-/// What a queue message's attempts may still run in the same invocation: the next backlog
-/// row of a channel whose slot a finishing attempt handed on (claimed, with its message),
-/// while the invocation is within [`policy::CHAIN_BUDGET_MS`].
+/// What a queue message's attempt may still run in the same invocation: the next backlog
+/// row of its channel, taken while its call ran and handed its slot (claimed, with its
+/// message), while the invocation is within [`policy::CHAIN_BUDGET_MS`].
 pub(crate) struct Chain {
     until: Instant,
-    next: std::collections::VecDeque<(DeliveryMessage, Claimed)>,
+    next: Option<(DeliveryMessage, Claimed)>,
 }
 
 tokio::task_local! {
     static CHAIN: std::cell::RefCell<Chain>;
 }
 
-/// Whether the running task may take a backlog row to run itself (it runs a queue message's
-/// attempt, within its budget, and holds no row yet).
+/// Whether the running task may take a backlog row to run itself: it runs a queue message's
+/// attempt, within its budget, and holds no row yet.
 pub(crate) fn chain_open() -> bool {
     CHAIN
         .try_with(|c| {
             let c = c.borrow();
-            c.next.is_empty() && Instant::now() < c.until
+            c.next.is_none() && Instant::now() < c.until
         })
         .unwrap_or(false)
 }
 
-/// Keeps a claimed backlog row for the running task to run next (after any kept before);
-/// gives it back (`Some`) when the task runs no queue message.
-pub(crate) fn chain_keep(
-    msg: DeliveryMessage,
-    claimed: Claimed,
-) -> Option<(DeliveryMessage, Claimed)> {
-    let mut item = Some((msg, claimed));
-    let _ = CHAIN.try_with(|c| {
-        if let Some(x) = item.take() {
-            c.borrow_mut().next.push_back(x);
-        }
-    });
-    item
+/// Keeps a claimed backlog row for the running task to run next. Called only after
+/// [`chain_open`] said yes; a row kept anywhere else is never run by this task, and its lease
+/// runs out into the reclaim pass.
+pub(crate) fn chain_keep(msg: DeliveryMessage, claimed: Claimed) {
+    let _ = CHAIN.try_with(|c| c.borrow_mut().next = Some((msg, claimed)));
+}
+
+/// A new lease token.
+pub(crate) fn lease_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
 }
 
 /// A claimed delivery the gate let through, with what its attempt needs.
@@ -146,7 +143,7 @@ impl Pipeline {
     pub async fn deliver(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
         let chain = Chain {
             until: Instant::now() + Duration::from_millis(policy::CHAIN_BUDGET_MS),
-            next: Default::default(),
+            next: None,
         };
         CHAIN
             .scope(std::cell::RefCell::new(chain), async {
@@ -154,7 +151,7 @@ impl Pipeline {
                 // The backlog rows this message's attempts handed their slot to, one after
                 // the other. A chained attempt that fails unexpectedly leaves its row leased:
                 // the reclaim pass takes it back when the lease ends.
-                while let Some((next, claimed)) = CHAIN.with(|c| c.borrow_mut().next.pop_front()) {
+                while let Some((next, claimed)) = CHAIN.with(|c| c.borrow_mut().next.take()) {
                     let id = next.delivery_id.clone();
                     match self.attempt_claimed(claimed, next).await {
                         Ok(r) => tracing::debug!(delivery_id = %id, report = ?r, "chained attempt"),
@@ -210,15 +207,14 @@ impl Pipeline {
             if prepared.probe {
                 return None;
             }
-            match self.prefetch_next(&prepared.channel, prepared.d.tier).await {
-                Ok(next) => next,
-                Err(e) => {
+            self.take_next_ahead(&prepared.channel, prepared.d.tier)
+                .await
+                .unwrap_or_else(|e| {
                     tracing::warn!(channel_id = %prepared.channel.id, error = %e, "next backlog row not taken");
                     None
-                }
-            }
+                })
         };
-        let (called, next) = tokio::join!(self.call(&prepared), next);
+        let (called, hand_on) = tokio::join!(self.call(&prepared), next);
         // A long call leaves the lease in its second half: renewed before the outcome write,
         // so that a slow write is not overtaken by the reclaim pass (best effort: the write
         // itself is what proves the lease).
@@ -228,29 +224,13 @@ impl Pipeline {
         {
             tracing::warn!(delivery_id = %prepared.d.id, error = %e, "lease not renewed before the outcome");
         }
-        // The next row runs here after this attempt (kept first, so that a feed while settling
-        // sends any other freed slot's row through the queue, to run beside it).
-        let mut hand_on = None;
-        if let Some((msg, claimed)) = next {
-            let id = msg.delivery_id.clone();
-            match chain_keep(msg, claimed) {
-                None => hand_on = Some(id),
-                Some((_, claimed)) => {
-                    // Not running a queue message after all: the row waits in the backlog again.
-                    let now = time::now_ms();
-                    self.store
-                        .to_backlog(&claimed.d, &claimed.token, now, &time::ms_to_rfc3339(now))
-                        .await?;
-                }
-            }
-        }
         self.settle(prepared, called, hand_on.as_ref()).await
     }
 
     /// Takes the lease on the message's delivery; a report instead when there is nothing to
     /// attempt now (not due: the message is delayed again; leased, settled or missing).
     async fn claim(&self, msg: &DeliveryMessage) -> Result<Result<Claimed, Report>, AttemptError> {
-        let token = uuid::Uuid::new_v4().simple().to_string();
+        let token = lease_token();
         let now_ms = time::now_ms();
         let lease_ms = self.lease_slice_ms();
         // The channel the message names is read (or found cached) beside the claim, not after.
@@ -592,7 +572,7 @@ impl Pipeline {
     }
 
     /// One slice of an attempt's lease, in milliseconds.
-    fn lease_slice_ms(&self) -> i64 {
+    pub(crate) fn lease_slice_ms(&self) -> i64 {
         i64::try_from(self.config.lease_slice.as_millis()).unwrap_or(policy::LEASE_SLICE_MS)
     }
 

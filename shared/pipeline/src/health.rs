@@ -54,8 +54,9 @@ impl Pipeline {
     pub(crate) async fn count_failed_many(&self, rows: &[Delivery], delta: i64) {
         let mut groups: std::collections::BTreeMap<(&ChannelId, i64), i64> = Default::default();
         for d in rows {
-            let created = time::rfc3339_to_ms(&d.created_at).unwrap_or_else(time::now_ms);
-            *groups.entry((&d.channel_id, minute(created))).or_insert(0) += delta;
+            *groups
+                .entry((&d.channel_id, d.created_minute()))
+                .or_insert(0) += delta;
         }
         for ((channel, m), n) in groups {
             if let Err(e) = self.store.count_deliveries(channel, m, 0, n).await {

@@ -304,16 +304,15 @@ pub trait FlowStore: Send + Sync + 'static {
     async fn leave_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>>;
 
     /// [`Self::leave_backlog`] for a row its caller runs itself rather than through the queue:
-    /// it leaves the backlog due, leased to `token` until `lease_until_ms` (in the leased part
-    /// of the due index), marked as holding a slot when `slot` (the caller took one for it),
-    /// in one write. `None` if it is no longer waiting there.
+    /// it leaves the backlog due and leased to `token` until `lease_until_ms` (in the leased
+    /// part of the due index), in one write; its slot comes with the caller's settle write
+    /// (`Settle::pass_to`). `None` if it is no longer waiting there.
     async fn leave_backlog_leased(
         &self,
         id: &DeliveryId,
         now_ms: i64,
         token: &str,
         lease_until_ms: i64,
-        slot: bool,
     ) -> StoreResult<Option<Delivery>>;
 
     /// The oldest backlog deliveries of a channel due before `before_ms`.

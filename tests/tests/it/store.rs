@@ -1322,11 +1322,14 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
         .unwrap();
     let leased = f
         .store
-        .leave_backlog_leased(&extra.id, now_ms, "tok", now_ms + 8_000, true)
+        .leave_backlog_leased(&extra.id, now_ms, "tok", now_ms + 8_000)
         .await
         .unwrap()
         .unwrap();
-    assert!(leased.slot && !leased.in_backlog);
+    assert!(
+        !leased.slot && !leased.in_backlog,
+        "its slot comes with its giver's settle"
+    );
     assert_eq!(leased.lease_token.as_deref(), Some("tok"));
     assert_eq!(
         leased.sparse_index(),
@@ -1344,7 +1347,7 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     ));
     assert!(
         f.store
-            .leave_backlog_leased(&extra.id, now_ms, "again", now_ms + 8_000, true)
+            .leave_backlog_leased(&extra.id, now_ms, "again", now_ms + 8_000)
             .await
             .unwrap()
             .is_none(),

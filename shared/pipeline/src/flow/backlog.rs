@@ -4,7 +4,7 @@
 use super::*;
 use crate::Pipeline;
 use crate::outcome::AttemptError;
-use converger_core::flow::backlog_mark_clearable;
+use converger_core::flow::{backlog_mark_clearable, takes_next_ahead};
 use converger_core::{CircuitState, Tier, time};
 use converger_ports::Flow;
 use converger_ports::{Channel, DeliveryMessage, Mark, Settle, SlotTake};
@@ -31,34 +31,19 @@ impl Pipeline {
             return Ok(0);
         }
         let now = time::now_ms();
-        let mut candidates = self.backlog_hints(&channel.id, free);
-        if candidates.len() < free {
-            let waiting = self
-                .store
-                .backlog(&channel.id, now, BACKLOG_PREFETCH.max(free))
-                .await?;
-            if waiting.is_empty() && candidates.is_empty() {
-                if let Some(at) = flow
-                    .backlog_at
-                    .filter(|at| backlog_mark_clearable(*at, now))
-                {
-                    let f = self
-                        .store
-                        .mark(&channel.id, Mark::Backlog, None, Some(at))
-                        .await?;
-                    self.remember_flow(&f);
-                }
-                return Ok(0);
+        let Some(candidates) = self.backlog_rows(&channel.id, free, now, false).await? else {
+            if let Some(at) = flow
+                .backlog_at
+                .filter(|at| backlog_mark_clearable(*at, now))
+            {
+                let f = self
+                    .store
+                    .mark(&channel.id, Mark::Backlog, None, Some(at))
+                    .await?;
+                self.remember_flow(&f);
             }
-            let mut fresh: Vec<_> = waiting
-                .into_iter()
-                .map(|w| w.id)
-                .filter(|id| !candidates.contains(id))
-                .collect();
-            let rest = fresh.split_off((free - candidates.len()).min(fresh.len()));
-            candidates.extend(fresh);
-            self.keep_backlog_hints(&channel.id, rest);
-        }
+            return Ok(0);
+        };
         let mut msgs = Vec::with_capacity(candidates.len());
         let ask = flow.window.min(cap).max(1);
         for id in candidates {
@@ -69,9 +54,10 @@ impl Pipeline {
             {
                 SlotTake::Taken(f) => {
                     self.remember_flow(&f);
-                    match self.leave_backlog(&id, now).await? {
-                        Some(None) => {}
-                        Some(Some(msg)) => msgs.push(msg),
+                    match self.store.leave_backlog(&id, now).await? {
+                        Some(d) => {
+                            msgs.push(DeliveryMessage::new(d.id, d.tier, None).on(&d.channel_id))
+                        }
                         None => {
                             // Fed or parked meanwhile: the slot this feeder took goes back.
                             let f = self
@@ -96,101 +82,80 @@ impl Pipeline {
         Ok(msgs.len())
     }
 
-    /// Takes a fed row out of the backlog: its message, or `Some(None)` when the running task
-    /// (an attempt that just handed its slot on) keeps the row to run itself, leased in the
-    /// same write, so that a crash leaves it leased and the reclaim pass takes it back within
-    /// a lease slice. `None` when it was no longer waiting.
-    async fn leave_backlog(
+    /// Up to `n` of the channel's oldest due backlog rows: remembered ones first, then one
+    /// query for up to [`BACKLOG_PREFETCH`] (the rows beyond `n` are remembered). `None` when
+    /// the backlog is empty: found so by the query, or, with `trust_empty`, by one this
+    /// instance made within [`EMPTY_TTL`].
+    async fn backlog_rows(
         &self,
-        id: &DeliveryId,
+        channel: &ChannelId,
+        n: usize,
         now: i64,
-    ) -> Result<Option<Option<DeliveryMessage>>, AttemptError> {
-        let message = |d: &converger_ports::Delivery| {
-            DeliveryMessage::new(d.id.clone(), d.tier, None).on(&d.channel_id)
-        };
-        if !crate::attempt::chain_open() {
-            return Ok(self
-                .store
-                .leave_backlog(id, now)
-                .await?
-                .map(|d| Some(message(&d))));
+        trust_empty: bool,
+    ) -> Result<Option<Vec<DeliveryId>>, AttemptError> {
+        let mut rows = self.backlog_hints(channel, n);
+        if rows.len() >= n {
+            return Ok(Some(rows));
         }
-        let token = uuid::Uuid::new_v4().simple().to_string();
-        let slice = i64::try_from(self.config.lease_slice.as_millis())
-            .unwrap_or(converger_core::policy::LEASE_SLICE_MS);
-        let Some(d) = self
-            .store
-            .leave_backlog_leased(id, now, &token, now.saturating_add(slice), true)
-            .await?
-        else {
+        if rows.is_empty() && trust_empty && self.flow.backlog_empty.get(channel).is_some() {
             return Ok(None);
-        };
-        let msg = message(&d);
-        match crate::attempt::chain_keep(msg, crate::attempt::Claimed { d, token }) {
-            None => Ok(Some(None)),
-            Some((msg, claimed)) => {
-                self.store.release(&claimed.d, &claimed.token).await?;
-                Ok(Some(Some(msg)))
-            }
         }
+        let waiting = self
+            .store
+            .backlog(channel, now, BACKLOG_PREFETCH.max(n))
+            .await?;
+        if waiting.is_empty() && rows.is_empty() {
+            self.flow.backlog_empty.insert(channel.clone(), ());
+            return Ok(None);
+        }
+        self.flow.backlog_empty.remove(channel);
+        let mut fresh: Vec<_> = waiting
+            .into_iter()
+            .map(|w| w.id)
+            .filter(|id| !rows.contains(id))
+            .collect();
+        let rest = fresh.split_off((n - rows.len()).min(fresh.len()));
+        rows.extend(fresh);
+        self.keep_backlog_hints(channel, rest);
+        Ok(Some(rows))
     }
 
     /// While an attempt's call runs: the next row of its channel's backlog, taken out leased
-    /// to this task with its activity read, to run as soon as the call ends (the finishing
-    /// attempt hands it its slot in its settle write). Only for a counted window with a
-    /// backlog and no failure since its last success, while the task may chain; `None`
-    /// otherwise or when there is none.
-    pub(crate) async fn prefetch_next(
+    /// to this task (`core::flow::takes_next_ahead` says when) with its activity read, kept
+    /// for the task to run as soon as the call ends; the finishing attempt hands it its slot
+    /// in its settle write. Returns the row's id, `None` when none was taken.
+    pub(crate) async fn take_next_ahead(
         &self,
         channel: &Channel,
         tier: Tier,
-    ) -> Result<Option<(DeliveryMessage, crate::attempt::Claimed)>, AttemptError> {
+    ) -> Result<Option<DeliveryId>, AttemptError> {
         let limits = self.limits(channel, tier);
         let Some(flow) = self.cached_flow(&channel.id) else {
             return Ok(None);
         };
-        // Not for a channel that is failing: its call may well end in a timeout, and the row
-        // would wait leased for it.
         if !crate::attempt::chain_open()
-            || flow.circuit_state != CircuitState::Closed
-            || flow.backlog_at.is_none()
-            || flow.consecutive_failures > 0
-            || !self.counted(&limits, &flow)
+            || !takes_next_ahead(
+                flow.circuit_state,
+                flow.backlog_at.is_some(),
+                flow.consecutive_failures,
+                self.counted(&limits, &flow),
+            )
         {
             return Ok(None);
         }
         let now = time::now_ms();
-        let mut ids = self.backlog_hints(&channel.id, 1);
-        if ids.is_empty() {
-            // A backlog this instance found empty a moment ago is not queried again on every
-            // attempt: the mark outlives the rows by seconds, and the feed still looks.
-            if self.flow.backlog_empty.get(&channel.id).is_some() {
-                return Ok(None);
-            }
-            let mut waiting: Vec<_> = self
-                .store
-                .backlog(&channel.id, now, BACKLOG_PREFETCH)
-                .await?
-                .into_iter()
-                .map(|w| w.id)
-                .collect();
-            if waiting.is_empty() {
-                self.flow.backlog_empty.insert(channel.id.clone(), ());
-                return Ok(None);
-            }
-            let rest = waiting.split_off(1);
-            self.keep_backlog_hints(&channel.id, rest);
-            ids = waiting;
-        }
-        let Some(id) = ids.pop() else {
+        let Some(id) = self
+            .backlog_rows(&channel.id, 1, now, true)
+            .await?
+            .and_then(|mut rows| rows.pop())
+        else {
             return Ok(None);
         };
-        let token = uuid::Uuid::new_v4().simple().to_string();
-        let slice = i64::try_from(self.config.lease_slice.as_millis())
-            .unwrap_or(converger_core::policy::LEASE_SLICE_MS);
+        let token = crate::attempt::lease_token();
+        let until = now.saturating_add(self.lease_slice_ms());
         let Some(d) = self
             .store
-            .leave_backlog_leased(&id, now, &token, now.saturating_add(slice), false)
+            .leave_backlog_leased(&id, now, &token, until)
             .await?
         else {
             return Ok(None);
@@ -203,7 +168,8 @@ impl Pipeline {
             .ok()
             .flatten();
         let msg = DeliveryMessage::new(d.id.clone(), d.tier, activity.as_ref()).on(&d.channel_id);
-        Ok(Some((msg, crate::attempt::Claimed { d, token })))
+        crate::attempt::chain_keep(msg, crate::attempt::Claimed { d, token });
+        Ok(Some(id))
     }
 
     /// Up to `n` remembered backlog rows of a channel, oldest first (forgotten after

@@ -273,6 +273,15 @@ pub enum SparseIndex {
 }
 
 impl Delivery {
+    /// The minute (since the epoch) the delivery was created in: where its channel's health
+    /// counts it as created, and its dead letter as failed.
+    pub fn created_minute(&self) -> i64 {
+        converger_core::health::minute(
+            converger_core::time::rfc3339_to_ms(&self.created_at)
+                .unwrap_or_else(converger_core::time::now_ms),
+        )
+    }
+
     pub fn sparse_index(&self) -> SparseIndex {
         match self.status {
             DeliveryStatus::Pending if self.in_backlog => SparseIndex::Backlog {

@@ -69,30 +69,23 @@ impl DeliveryStore for DynamoStore {
         until_ms: i64,
         now_ms: i64,
     ) -> StoreResult<bool> {
-        let [(_, due_shard), (_, due_at)] = due_keys(id, now_ms);
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.deliveries)
-            .key("id", s(id.as_str()))
-            .update_expression(
+        let mut values: Vec<(&str, AttributeValue)> = vec![
+            (":until", n(until_ms)),
+            (":now", n(now_ms)),
+            (":pending", s(DeliveryStatus::Pending.as_str())),
+        ];
+        values.extend(due_keys(id, now_ms));
+        Ok(self
+            .row_update(
+                id,
                 "SET next_attempt_at = :now, due_shard = :due_shard, due_at = :due_at \
-                 REMOVE lease_token, lease_until",
+                 REMOVE lease_token, lease_until"
+                    .into(),
+                "lease_until = :until AND #st = :pending",
+                values,
             )
-            .condition_expression("lease_until = :until AND #st = :pending")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":until", n(until_ms))
-            .expression_attribute_values(":now", n(now_ms))
-            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
-            .expression_attribute_values(":due_shard", due_shard)
-            .expression_attribute_values(":due_at", due_at)
-            .send()
-            .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if is_conditional(&e) => Ok(false),
-            Err(e) => Err(sdk_err(e)),
-        }
+            .await?
+            .is_some())
     }
     async fn mark_sent(
         &self,

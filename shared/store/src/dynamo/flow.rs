@@ -46,9 +46,9 @@ impl DynamoStore {
         }
     }
 
-    /// A conditional update of a delivery row outside any lease. `None` if the condition
-    /// failed.
-    async fn row_update(
+    /// A conditional update of a delivery row outside any lease (`#st` names `status`): the
+    /// new row, `None` if the condition failed.
+    pub(super) async fn row_update(
         &self,
         id: &DeliveryId,
         expr: String,
@@ -589,11 +589,9 @@ impl FlowStore for DynamoStore {
         now_ms: i64,
         token: &str,
         lease_until_ms: i64,
-        slot: bool,
     ) -> StoreResult<Option<Delivery>> {
         let mut values: Vec<(&str, AttributeValue)> = vec![
             (":pending", s(DeliveryStatus::Pending.as_str())),
-            (":true", AttributeValue::Bool(slot)),
             (":token", s(token)),
             (":until", n(lease_until_ms)),
             (":now", n(now_ms)),
@@ -601,8 +599,8 @@ impl FlowStore for DynamoStore {
         values.extend(lease_keys(id, lease_until_ms));
         self.row_update(
             id,
-            "SET slot = :true, lease_token = :token, lease_until = :until, \
-             due_shard = :due_shard, due_at = :due_at REMOVE in_backlog, bl_pk, bl_sk"
+            "SET lease_token = :token, lease_until = :until, due_shard = :due_shard, \
+             due_at = :due_at REMOVE in_backlog, bl_pk, bl_sk"
                 .into(),
             "#st = :pending AND attribute_exists(bl_pk) AND next_attempt_at <= :now",
             values,

@@ -33,9 +33,7 @@ impl DynamoStore {
         Ok(deliveries
             .iter()
             .map(|d| {
-                let created = converger_core::time::rfc3339_to_ms(&d.created_at)
-                    .unwrap_or_else(converger_core::time::now_ms);
-                let minute = converger_core::health::minute(created);
+                let minute = d.created_minute();
                 let item = HashMap::from([
                     ("channel_id".to_owned(), s(marks_key(&d.channel_id))),
                     ("checked_sk".to_owned(), s(mark_sk(minute, d.id.as_str()))),
