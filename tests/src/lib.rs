@@ -221,6 +221,7 @@ impl TestStack {
         use converger_core::{ActivityId, time};
         let (tenant, channel) = self.stored(tenant_id, channel_id).await;
         let activity = converger_ports::Activity {
+            event_type: None,
             id: ActivityId::generate(),
             tenant_id: tenant.id.clone(),
             conversation_id: "conv-bare".into(),

@@ -21,6 +21,10 @@ pub struct Envelope<'a> {
     pub activity_id: &'a str,
     pub conversation_id: &'a str,
     pub seq: u64,
+    /// The activity's event type, if it was sent by one.
+    pub event_type: Option<&'a str>,
+    /// When the activity was ingested (RFC 3339).
+    pub created_at: &'a str,
     pub payload: &'a Value,
     /// The channels the activity targets.
     pub channel_ids: &'a [ChannelId],
@@ -77,7 +81,9 @@ pub enum Delivered {
 pub struct Target<'a> {
     pub channel_id: &'a str,
     pub config: &'a Map<String, Value>,
-    pub signing_secret: &'a str,
+    /// The secrets that sign the request: the current one, then those a rotation is
+    /// retiring (each gives one signature of the `webhook-signature` header).
+    pub signing_secrets: &'a [&'a str],
     /// The effective policy's `timeout_ms`.
     pub timeout: Duration,
 }

@@ -10,7 +10,7 @@
 use crate::http::{Guarded, MAX_TIMEOUT_MS, Response};
 use crate::{Accepted, Adapter, Delivered, Envelope, Target};
 use async_trait::async_trait;
-use converger_core::signing::Signer;
+use converger_core::signing::signature_header;
 use converger_core::{ChannelType, DeliveryError};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
@@ -44,10 +44,22 @@ struct Config {
     method: reqwest::Method,
     headers: HeaderMap,
     receive_timeout: Option<u64>,
-    /// Send the activity's payload alone as the body (`"body": "payload"`), instead of the
-    /// envelope with the activity id, seq and conversation.
-    payload_only: bool,
+    body: BodyShape,
 }
+
+/// What a webhook's body holds (`config.body`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyShape {
+    /// `"envelope"` (the default): activity id, seq, conversation and payload.
+    Envelope,
+    /// `"payload"`: the activity's payload alone.
+    Payload,
+    /// `"standard"`: the Standard Webhooks shape, `{type, timestamp, data}`.
+    Standard,
+}
+
+/// The `type` of a Standard Webhooks body for an activity sent without an event type.
+const STANDARD_DEFAULT_TYPE: &str = "activity.created";
 
 fn parse_config(config: &Map<String, Value>) -> Result<Config, String> {
     for k in config.keys() {
@@ -106,18 +118,21 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, String> {
                 .ok_or("receive_timeout must be a positive integer (ms)")?,
         ),
     };
-    let payload_only = match config.get("body") {
-        None | Some(Value::Null) => false,
-        Some(Value::String(b)) if b == "envelope" => false,
-        Some(Value::String(b)) if b == "payload" => true,
-        Some(_) => return Err("webhook body must be \"envelope\" or \"payload\"".into()),
+    let body = match config.get("body") {
+        None | Some(Value::Null) => BodyShape::Envelope,
+        Some(Value::String(b)) if b == "envelope" => BodyShape::Envelope,
+        Some(Value::String(b)) if b == "payload" => BodyShape::Payload,
+        Some(Value::String(b)) if b == "standard" => BodyShape::Standard,
+        Some(_) => {
+            return Err("webhook body must be \"envelope\", \"payload\" or \"standard\"".into());
+        }
     };
     Ok(Config {
         url,
         method,
         headers,
         receive_timeout,
-        payload_only,
+        body,
     })
 }
 
@@ -156,24 +171,27 @@ impl Adapter for WebhookAdapter {
             .unwrap_or(u64::try_from(target.timeout.as_millis()).unwrap_or(MAX_TIMEOUT_MS))
             .min(MAX_TIMEOUT_MS);
         let timeout = Duration::from_millis(timeout_ms);
-        let body = if cfg.payload_only {
-            serde_json::to_vec(env.payload)
-        } else {
-            serde_json::to_vec(&json!({
+        let body = match cfg.body {
+            BodyShape::Payload => serde_json::to_vec(env.payload),
+            BodyShape::Envelope => serde_json::to_vec(&json!({
                 "activity_id": env.activity_id,
                 "seq": env.seq,
                 "conversation_id": env.conversation_id,
                 "payload": env.payload,
-            }))
+            })),
+            BodyShape::Standard => serde_json::to_vec(&json!({
+                "type": env.event_type.unwrap_or(STANDARD_DEFAULT_TYPE),
+                "timestamp": env.created_at,
+                "data": env.payload,
+            })),
         }
         .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
-        let signer = Signer::new(target.signing_secret)
-            .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
         let ts = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
-        let signature = signer.sign(env.delivery_id, ts, &body);
+        let signature = signature_header(target.signing_secrets, env.delivery_id, ts, &body)
+            .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
 
         let req = self
             .http

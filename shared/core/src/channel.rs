@@ -63,6 +63,47 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Most event types one channel subscribes to.
+pub const MAX_EVENT_TYPES: usize = 50;
+
+/// The rule for event type names (`message.created`, `order:paid`): 1 to 100 letters, digits,
+/// `.`, `_`, `-` or `:`. A channel may also subscribe to `*`, every type.
+pub fn check_event_type(name: &str) -> Result<(), String> {
+    let ok = (1..=100).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "event type `{}` must be 1 to 100 letters, digits, `.`, `_`, `-` or `:`",
+            name.chars().take(100).collect::<String>()
+        ))
+    }
+}
+
+/// Checks a channel's subscriptions: at most [`MAX_EVENT_TYPES`] names or `*`, no repeats.
+pub fn check_event_types(types: &[String]) -> Result<(), String> {
+    if types.len() > MAX_EVENT_TYPES {
+        return Err(format!("at most {MAX_EVENT_TYPES} event types"));
+    }
+    for (i, t) in types.iter().enumerate() {
+        if t != "*" {
+            check_event_type(t)?;
+        }
+        if types[..i].contains(t) {
+            return Err(format!("event type `{t}` is listed twice"));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a channel subscribed to `types` receives an activity of `event_type`.
+pub fn subscribes(types: &[String], event_type: &str) -> bool {
+    types.iter().any(|t| t == "*" || t == event_type)
+}
+
 /// A tenant's tier selects the delivery queue its deliveries run on, so that classes of tenants
 /// never wait for each other's workers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -117,6 +158,22 @@ impl FromStr for Tier {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_channel_subscribes_to_named_types_or_to_every_type() {
+        let types = vec!["message.created".to_owned(), "order:paid".to_owned()];
+        assert!(check_event_types(&types).is_ok());
+        assert!(subscribes(&types, "order:paid"));
+        assert!(!subscribes(&types, "message.deleted"));
+        assert!(subscribes(&["*".to_owned()], "anything"));
+        assert!(!subscribes(&[], "anything"));
+        for bad in ["", "has space", "semi;colon", &"x".repeat(101)] {
+            assert!(check_event_types(&[bad.to_owned()]).is_err(), "{bad:?}");
+        }
+        assert!(check_event_types(&["a".to_owned(), "a".to_owned()]).is_err());
+        let many: Vec<String> = (0..=MAX_EVENT_TYPES).map(|i| format!("t{i}")).collect();
+        assert!(check_event_types(&many).is_err());
+    }
 
     #[test]
     fn names_are_one_to_two_hundred_printable_characters() {

@@ -55,6 +55,23 @@ pub fn day_end(day: &str) -> Result<String, String> {
     Ok(format!("{}T23:59:59.999999Z$", d.format("%Y-%m-%d")))
 }
 
+/// The sort key bound of an instant (`since`, inclusive; `until`, exclusive): RFC 3339 with
+/// any offset, read to the microsecond. Every `<rfc3339 time>#<id>` key at or after `since`
+/// is `>= instant_key(since)`, and every key before `until` is `<= instant_key(until)`.
+pub fn instant_key(at: &str) -> Result<String, String> {
+    chrono::DateTime::parse_from_rfc3339(at)
+        .map(|t| crate::time::rfc3339(t.with_timezone(&chrono::Utc)))
+        .map_err(|_| format!("`{at}` is not an RFC 3339 time (2026-12-01T09:30:00Z)"))
+}
+
+/// The narrower of two optional lower bounds, and of two upper bounds.
+pub fn tighter(a: Option<String>, b: Option<String>, lower: bool) -> Option<String> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if lower { a.max(b) } else { a.min(b) }),
+        (a, b) => a.or(b),
+    }
+}
+
 /// What a deliveries search asks for: an exact activity id when the text is one, else a part
 /// of `last_error`. Blank text searches nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -159,6 +176,29 @@ impl Cursor {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn instants_bound_keys_since_inclusive_until_exclusive() {
+        let since = instant_key("2026-12-01T10:30:00+01:00").unwrap();
+        assert_eq!(since, "2026-12-01T09:30:00.000000Z");
+        let at = "2026-12-01T09:30:00.000000Z#dlv_1";
+        let before = "2026-12-01T09:29:59.999999Z#dlv_2";
+        assert!(at >= since.as_str() && before < since.as_str());
+        // `until` the same instant leaves that instant's keys out.
+        assert!(at > since.as_str() && before <= since.as_str());
+        assert!(instant_key("2026-12-01").is_err());
+        assert!(instant_key("yesterday").is_err());
+        let day = day_start("2026-12-01").unwrap();
+        assert_eq!(
+            tighter(Some(day.clone()), Some(since.clone()), true),
+            Some(since.clone())
+        );
+        assert_eq!(
+            tighter(Some(day.clone()), Some(since.clone()), false),
+            Some(day)
+        );
+        assert_eq!(tighter(None, Some(since.clone()), true), Some(since));
+    }
 
     #[test]
     fn a_search_is_an_activity_id_or_error_text() {

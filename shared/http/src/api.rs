@@ -10,7 +10,9 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use converger_core::query::{Cursor, Search, day_end, day_start, newest_first};
+use converger_core::query::{
+    Cursor, Search, day_end, day_start, instant_key, newest_first, tighter,
+};
 use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
 use converger_pipeline::ingest::NewActivity;
@@ -25,12 +27,18 @@ pub fn router(state: AppState) -> Router {
             "/api/health",
             get(|| async { Json(json!({"status": "ok"})) }),
         )
-        .route("/api/v1/channels", post(create_channel))
+        .route("/api/v1/channels", post(create_channel).get(list_channels))
         .route(
             "/api/v1/channels/{id}",
-            get(get_channel).patch(patch_channel),
+            get(get_channel).patch(patch_channel).delete(delete_channel),
         )
-        .route("/api/v1/activities", post(create_activity))
+        .route("/api/v1/channels/{id}/secret", get(get_secret))
+        .route("/api/v1/channels/{id}/secret/rotate", post(rotate_secret))
+        .route(
+            "/api/v1/activities",
+            post(create_activity).get(list_activities),
+        )
+        .route("/api/v1/activities/{id}", get(get_activity))
         .route("/api/v1/deliveries", get(list_deliveries))
         .route("/api/v1/deliveries/{id}", get(get_delivery))
         .route("/api/v1/deliveries/{id}/retry", post(retry_delivery))
@@ -107,10 +115,17 @@ struct NewChannel {
     rate_limit: Option<String>,
     #[serde(default)]
     auto_disable: Map<String, Value>,
+    #[serde(default)]
+    event_types: Vec<String>,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn validate_event_types(types: &[String]) -> Result<(), ApiError> {
+    converger_core::channel::check_event_types(types)
+        .map_err(|m| ApiError::invalid("invalid_event_types", m))
 }
 
 fn validate_auto_disable(settings: Option<&Map<String, Value>>) -> Result<(), ApiError> {
@@ -147,6 +162,7 @@ async fn create_channel(
     validate_policy(&req.retry_policy)?;
     validate_flow(Some(&req.circuit_breaker), req.rate_limit.as_deref())?;
     validate_auto_disable(Some(&req.auto_disable))?;
+    validate_event_types(&req.event_types)?;
     let now = time::now_rfc3339();
     let channel = {
         let mut c = Channel::new(tenant.id, kind, &req.name, req.config, &now);
@@ -155,9 +171,11 @@ async fn create_channel(
         c.circuit_breaker = req.circuit_breaker;
         c.rate_limit = req.rate_limit;
         c.auto_disable = req.auto_disable;
+        c.event_types = req.event_types;
         c
     };
     state.pipeline.store.create_channel(&channel).await?;
+    state.pipeline.forget_tenant_channels(&channel.tenant_id);
     let mut body = views::channel(&channel);
     body["signing_secret"] = Value::from(channel.signing_secret.clone());
     Ok((StatusCode::CREATED, Json(body)))
@@ -183,6 +201,7 @@ struct PatchChannel {
     #[serde(default, deserialize_with = "crate::error::present")]
     rate_limit: Option<Option<String>>,
     auto_disable: Option<Map<String, Value>>,
+    event_types: Option<Vec<String>>,
 }
 
 async fn patch_channel(
@@ -207,6 +226,9 @@ async fn patch_channel(
         req.rate_limit.as_ref().and_then(|r| r.as_deref()),
     )?;
     validate_auto_disable(req.auto_disable.as_ref())?;
+    if let Some(t) = &req.event_types {
+        validate_event_types(t)?;
+    }
     let patch = ChannelPatch {
         name: req.name,
         config: req.config,
@@ -215,6 +237,7 @@ async fn patch_channel(
         circuit_breaker: req.circuit_breaker,
         rate_limit: req.rate_limit,
         auto_disable: req.auto_disable,
+        event_types: req.event_types,
     };
     let updated = state
         .pipeline
@@ -223,7 +246,139 @@ async fn patch_channel(
         .await?
         .ok_or_else(|| ApiError::not_found("channel"))?;
     state.pipeline.forget_channel(&current.id);
+    state.pipeline.forget_tenant_channels(&tenant.id);
     Ok(Json(views::channel(&updated)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChannelListQuery {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    active: Option<bool>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// `GET /api/v1/channels`: the tenant's channels in id order, of one `type` or `active`
+/// state when asked, `limit` (default 50, at most 500) per page.
+async fn list_channels(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    query: Result<Query<ChannelListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
+    let kind = q
+        .kind
+        .as_deref()
+        .map(str::parse::<ChannelType>)
+        .transpose()
+        .map_err(|m| ApiError::invalid("invalid_query", m))?;
+    let limit = page_limit(q.limit)?;
+    let scope = format!("channels|{}|{kind:?}|{:?}", tenant.id, q.active);
+    let after = cursor(q.cursor.as_deref(), &scope)?
+        .map(|c| ChannelId::parse(&c.id))
+        .transpose()
+        .map_err(|_| ApiError::invalid("invalid_cursor", "cursor is not one this API gave"))?;
+    let (items, more) = state
+        .pipeline
+        .store
+        .list_channel_page(&converger_ports::ChannelQuery {
+            tenant: tenant.id.clone(),
+            kind,
+            active: q.active,
+            limit,
+            after,
+        })
+        .await?;
+    let next = more.then(|| items.last()).flatten().map(|c| {
+        Cursor {
+            sort_key: c.id.to_string(),
+            id: c.id.to_string(),
+        }
+        .encode(&scope)
+    });
+    let data: Vec<Value> = items.iter().map(views::channel).collect();
+    Ok(Json(json!({"data": data, "next_cursor": next})))
+}
+
+/// A page size: `limit` from 1 to 500, 50 when absent.
+fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
+    let limit = limit.unwrap_or(50);
+    if (1..=500).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(ApiError::invalid(
+            "invalid_query",
+            "limit must be from 1 to 500",
+        ))
+    }
+}
+
+/// `DELETE /api/v1/channels/{id}`: see `Pipeline::delete_channel` for what becomes of its
+/// deliveries. 204, or 404 when it does not exist (or was deleted already).
+async fn delete_channel(
+    State(state): State<AppState>,
+    Authed(tenant, actor): Authed,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let c = owned_channel(&state, &tenant, &id).await?;
+    not_managed(&c)?;
+    if state.pipeline.delete_channel(&c, &actor).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("channel"))
+    }
+}
+
+/// `GET /api/v1/channels/{id}/secret`: the signing secret, and those still retiring.
+async fn get_secret(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let c = owned_channel(&state, &tenant, &id).await?;
+    Ok(Json(views::secrets(&c)))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Rotate {
+    /// The new secret (`whsec_` base64 of 24 to 64 bytes); a random one when absent.
+    signing_secret: Option<String>,
+    /// How long the old secret keeps signing beside the new one (default 24 h, at most 7 days).
+    grace_seconds: Option<i64>,
+}
+
+/// `POST /api/v1/channels/{id}/secret/rotate`: a new signing secret; the old one keeps
+/// signing beside it for `grace_seconds`, so receivers roll over without dropping a message.
+async fn rotate_secret(
+    State(state): State<AppState>,
+    Authed(tenant, actor): Authed,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let req: Rotate = crate::error::parse_optional_json(&body)?;
+    let bad = |m: String| ApiError::invalid("invalid_body", m);
+    if let Some(secret) = &req.signing_secret {
+        converger_core::signing::check_secret(secret).map_err(bad)?;
+    }
+    let max_s = converger_core::signing::MAX_GRACE_MS / 1000;
+    let grace_ms = match req.grace_seconds {
+        None => converger_core::signing::DEFAULT_GRACE_MS,
+        Some(g) if (0..=max_s).contains(&g) => g * 1000,
+        Some(_) => return Err(bad(format!("grace_seconds must be from 0 to {max_s}"))),
+    };
+    let c = owned_channel(&state, &tenant, &id).await?;
+    not_managed(&c)?;
+    match state
+        .pipeline
+        .rotate_secret(&c, req.signing_secret, grace_ms, &actor)
+        .await?
+    {
+        Some(c) => Ok(Json(views::secrets(&c))),
+        None => Err(ApiError::not_found("channel")),
+    }
 }
 
 /// A list's `cursor` parameter, refused unless this API gave it for the same list (`scope`:
@@ -319,6 +474,70 @@ async fn create_activity(
             "deliveries": deliveries,
         })),
     ))
+}
+
+/// `GET /api/v1/activities/{id}`: an activity as it was sent, with its deliveries.
+async fn get_activity(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let id = ActivityId::parse(&id).map_err(|_| ApiError::not_found("activity"))?;
+    let a = state
+        .pipeline
+        .store
+        .get_activity(&tenant.id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("activity"))?;
+    let ids: Vec<DeliveryId> = a
+        .channel_ids
+        .iter()
+        .map(|c| DeliveryId::for_pair(&a.id, c))
+        .collect();
+    let mut deliveries = state.pipeline.store.get_deliveries(&ids).await?;
+    deliveries.sort_by(|x, y| x.channel_id.cmp(&y.channel_id));
+    Ok(Json(views::activity(&a, Some(&deliveries))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ActivityListQuery {
+    conversation_id: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+/// `GET /api/v1/activities?conversation_id=`: a conversation's activities in `seq` order.
+async fn list_activities(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    query: Result<Query<ActivityListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
+    let conversation = q
+        .conversation_id
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| ApiError::invalid("invalid_query", "conversation_id is required"))?;
+    let limit = page_limit(q.limit)?;
+    let scope = format!("activities|{}|{conversation}", tenant.id);
+    let after = cursor(q.cursor.as_deref(), &scope)?
+        .map(|c| c.sort_key.parse::<u64>())
+        .transpose()
+        .map_err(|_| ApiError::invalid("invalid_cursor", "cursor is not one this API gave"))?;
+    let (items, more) = state
+        .pipeline
+        .store
+        .conversation_activities(&tenant.id, &conversation, after, limit)
+        .await?;
+    let next = more.then(|| items.last()).flatten().map(|a| {
+        Cursor {
+            sort_key: a.seq.to_string(),
+            id: a.id.to_string(),
+        }
+        .encode(&scope)
+    });
+    let data: Vec<Value> = items.iter().map(|a| views::activity(a, None)).collect();
+    Ok(Json(json!({"data": data, "next_cursor": next})))
 }
 
 async fn get_delivery(
@@ -505,6 +724,10 @@ async fn list_audit(
 struct BulkRetry {
     from: Option<String>,
     to: Option<String>,
+    /// RFC 3339 instants: dead letters that failed at or after `since` and before `until`
+    /// (with `from`/`to`, the narrower bounds apply).
+    since: Option<String>,
+    until: Option<String>,
     activity_id: Option<ActivityId>,
     limit: Option<usize>,
 }
@@ -515,24 +738,34 @@ fn bulk_request(
     id: &str,
     body: &[u8],
 ) -> Result<(ChannelId, converger_pipeline::replay::BulkFilter), ApiError> {
-    let req: BulkRetry = if body.iter().all(u8::is_ascii_whitespace) {
-        BulkRetry::default()
-    } else {
-        crate::error::parse_json(body)?
-    };
+    let req: BulkRetry = crate::error::parse_optional_json(body)?;
     let channel = ChannelId::parse(id).map_err(|_| ApiError::not_found("channel"))?;
     let bad = |m: String| ApiError::invalid("invalid_body", m);
     if req.limit == Some(0) {
         return Err(bad("limit must be positive".into()));
     }
+    let day_from = req
+        .from
+        .as_deref()
+        .map(day_start)
+        .transpose()
+        .map_err(bad)?;
+    let day_to = req.to.as_deref().map(day_end).transpose().map_err(bad)?;
+    let since = req
+        .since
+        .as_deref()
+        .map(instant_key)
+        .transpose()
+        .map_err(bad)?;
+    let until = req
+        .until
+        .as_deref()
+        .map(instant_key)
+        .transpose()
+        .map_err(bad)?;
     let filter = converger_pipeline::replay::BulkFilter {
-        from_key: req
-            .from
-            .as_deref()
-            .map(day_start)
-            .transpose()
-            .map_err(bad)?,
-        to_key: req.to.as_deref().map(day_end).transpose().map_err(bad)?,
+        from_key: tighter(day_from, since, true),
+        to_key: tighter(day_to, until, false),
         activity: req.activity_id,
         limit: req.limit,
     };

@@ -138,6 +138,16 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         .map_err(|e| ApiError::invalid("invalid_body", format!("the body does not fit: {e}")))
 }
 
+/// Parses a body that may be left out (empty or blank reads as the type's default), as
+/// [`parse_json`] otherwise.
+pub fn parse_optional_json<T: DeserializeOwned + Default>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        Ok(T::default())
+    } else {
+        parse_json(bytes)
+    }
+}
+
 /// Answers for unknown routes and methods.
 pub async fn no_route() -> ApiError {
     ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint")

@@ -1,6 +1,6 @@
 //! What the API shows of stored items (never a secret unless asked for on creation).
 
-use converger_ports::{Channel, Delivery, ReplayJob, Tenant};
+use converger_ports::{Activity, Channel, Delivery, ReplayJob, Tenant};
 use serde_json::{Value, json};
 
 pub fn tenant(t: &Tenant) -> Value {
@@ -27,9 +27,48 @@ pub fn channel(c: &Channel) -> Value {
         "disabled_at": c.disabled_at,
         "disabled_reason": c.disabled_reason,
         "managed": c.managed,
+        "event_types": c.event_types,
         "created_at": c.created_at,
         "updated_at": c.updated_at,
     })
+}
+
+/// A channel's signing secrets: the current one, and those a rotation is retiring with the
+/// time each stops signing.
+pub fn secrets(c: &Channel) -> Value {
+    let now = converger_core::time::now_ms();
+    let retiring: Vec<Value> = c
+        .retiring_secrets
+        .iter()
+        .filter(|r| r.until_ms > now)
+        .map(|r| {
+            json!({
+                "signing_secret": r.secret,
+                "signs_until": converger_core::time::ms_to_rfc3339(r.until_ms),
+            })
+        })
+        .collect();
+    json!({"signing_secret": c.signing_secret, "retiring": retiring})
+}
+
+/// An activity as its producer sent it, with where it went when `deliveries` are given.
+pub fn activity(a: &Activity, deliveries: Option<&[Delivery]>) -> Value {
+    let mut v = json!({
+        "id": a.id,
+        "conversation_id": a.conversation_id,
+        "seq": a.seq,
+        "event_type": a.event_type,
+        "channel_ids": a.channel_ids,
+        "payload": a.payload,
+        "created_at": a.created_at,
+    });
+    if let Some(ds) = deliveries {
+        v["deliveries"] = ds
+            .iter()
+            .map(|d| json!({"id": d.id, "channel_id": d.channel_id, "status": d.status}))
+            .collect();
+    }
+    v
 }
 
 pub fn delivery(d: &Delivery) -> Value {

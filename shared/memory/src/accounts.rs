@@ -78,7 +78,7 @@ impl AccountStore for MemStore {
             let mut v: Vec<Channel> = s
                 .channels
                 .values()
-                .filter(|c| &c.tenant_id == tenant)
+                .filter(|c| &c.tenant_id == tenant && c.deleted_at.is_none())
                 .cloned()
                 .collect();
             v.sort_by(|a, b| a.name.cmp(&b.name).then(a.id.cmp(&b.id)));

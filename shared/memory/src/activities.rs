@@ -54,4 +54,33 @@ impl ActivityStore for MemStore {
                 .cloned()
         })
     }
+
+    async fn conversation_activities(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        after_seq: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<(Vec<Activity>, bool)> {
+        wait(&self.latency, |m| m.query).await;
+        let now = converger_core::time::now_ms();
+        let want = limit.clamp(1, 1000);
+        self.with(|s| {
+            let mut v: Vec<Activity> = s
+                .activities
+                .iter()
+                .filter(|((t, _), a)| {
+                    t == tenant
+                        && a.conversation_id == conversation_id
+                        && after_seq.is_none_or(|after| a.seq > after)
+                        && !converger_ports::expired(a.expires_at, now)
+                })
+                .map(|(_, a)| a.clone())
+                .collect();
+            v.sort_by(|a, b| a.seq.cmp(&b.seq).then(a.id.cmp(&b.id)));
+            let more = v.len() > want;
+            v.truncate(want);
+            (v, more)
+        })
+    }
 }

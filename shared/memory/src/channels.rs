@@ -27,7 +27,7 @@ impl ChannelStore for MemStore {
     ) -> StoreResult<Option<Channel>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let c = s.channels.get_mut(id).filter(|c| &c.tenant_id == tenant)?;
+            let c = live(&mut s.channels, tenant, id)?;
             if let Some(n) = &patch.name {
                 c.name = n.clone();
             }
@@ -49,6 +49,9 @@ impl ChannelStore for MemStore {
             if let Some(ad) = &patch.auto_disable {
                 c.auto_disable = ad.clone();
             }
+            if let Some(t) = &patch.event_types {
+                c.event_types = t.clone();
+            }
             if patch.active == Some(true) {
                 c.disabled_at = None;
                 c.disabled_reason = None;
@@ -57,4 +60,68 @@ impl ChannelStore for MemStore {
             Some(c.clone())
         })
     }
+
+    async fn list_channel_page(&self, q: &ChannelQuery) -> StoreResult<(Vec<Channel>, bool)> {
+        wait(&self.latency, |m| m.query).await;
+        let want = q.limit.clamp(1, 1000);
+        self.with(|s| {
+            let mut v: Vec<Channel> = s
+                .channels
+                .values()
+                .filter(|c| q.matches(c) && q.after.as_ref().is_none_or(|a| &c.id > a))
+                .cloned()
+                .collect();
+            v.sort_by(|a, b| a.id.cmp(&b.id));
+            let more = v.len() > want;
+            v.truncate(want);
+            (v, more)
+        })
+    }
+
+    async fn rotate_secret(
+        &self,
+        tenant: &TenantId,
+        id: &ChannelId,
+        rotation: &SecretRotation,
+        now: &str,
+    ) -> StoreResult<Option<Channel>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let c = live(&mut s.channels, tenant, id)
+                .filter(|c| c.signing_secret == rotation.replaces)?;
+            c.signing_secret = rotation.secret.clone();
+            c.retiring_secrets = rotation.retiring.clone();
+            c.updated_at = now.to_owned();
+            Some(c.clone())
+        })
+    }
+
+    async fn delete_channel(
+        &self,
+        tenant: &TenantId,
+        id: &ChannelId,
+        now: &str,
+        expires_at: i64,
+    ) -> StoreResult<Option<Channel>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            let c = live(&mut s.channels, tenant, id)?;
+            c.deleted_at = Some(now.to_owned());
+            c.updated_at = now.to_owned();
+            c.active = false;
+            c.expires_at = Some(expires_at);
+            Some(c.clone())
+        })
+    }
+}
+
+/// A channel of `tenant` that was not deleted, to change.
+fn live<'a>(
+    channels: &'a mut std::collections::HashMap<ChannelId, Channel>,
+    tenant: &TenantId,
+    id: &ChannelId,
+) -> Option<&'a mut Channel> {
+    channels
+        .get_mut(id)
+        .filter(|c| &c.tenant_id == tenant && c.deleted_at.is_none())
 }

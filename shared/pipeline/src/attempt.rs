@@ -520,6 +520,9 @@ impl Pipeline {
     /// Calls the channel's adapter, under the effective policy's timeout.
     async fn call(&self, p: &Prepared) -> Called {
         let (d, activity, channel, n) = (&p.d, &p.activity, &p.channel, p.n);
+        if channel.deleted_at.is_some() {
+            return Err("channel deleted".into());
+        }
         if !channel.active {
             return Err("channel is inactive".into());
         }
@@ -539,15 +542,18 @@ impl Pipeline {
             activity_id: activity.id.as_str(),
             conversation_id: &activity.conversation_id,
             seq: activity.seq,
+            event_type: activity.event_type.as_deref(),
+            created_at: &activity.created_at,
             payload: &activity.payload,
             channel_ids: &activity.channel_ids,
             attempt: n,
             services: self,
         };
+        let secrets = channel.signing_secrets(time::now_ms());
         let target = Target {
             channel_id: channel.id.as_str(),
             config: &channel.config,
-            signing_secret: &channel.signing_secret,
+            signing_secrets: &secrets,
             timeout,
         };
         // The adapter enforces its own timeout; this bound only guards against a stuck one.

@@ -52,6 +52,7 @@ impl Services for Pipeline {
             .map_err(|e| DeliveryError::permanent(format!("echo: {e}")))?;
         let id = ActivityId::reply_for(&delivery);
         let new = NewActivity {
+            event_type: None,
             id: Some(id.clone()),
             conversation_id: reply.conversation_id.to_owned(),
             seq: None,

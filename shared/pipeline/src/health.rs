@@ -128,6 +128,7 @@ impl Pipeline {
             return;
         };
         let activity = NewActivity {
+            event_type: None,
             id: None,
             conversation_id: "alerts".into(),
             seq: None,

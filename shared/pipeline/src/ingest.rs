@@ -26,7 +26,14 @@ pub struct NewActivity {
     /// Optional position in the conversation; assigned when absent.
     #[serde(default)]
     pub seq: Option<u64>,
+    /// The channels it goes to. Optional with an `event_type`: it then goes to every active
+    /// channel of the tenant subscribed to that type.
+    #[serde(default)]
     pub channel_ids: Vec<ChannelId>,
+    /// What kind of event it is (`message.created`): kept with it, and its route when
+    /// `channel_ids` is empty.
+    #[serde(default)]
+    pub event_type: Option<String>,
     pub payload: Value,
 }
 
@@ -74,7 +81,11 @@ impl Pipeline {
         internal: bool,
     ) -> Result<Ingested, IngestError> {
         let targets = validate(&new, internal)?;
-        let resolved = self.resolve_targets(tenant, &targets).await?;
+        let resolved = match (&new.event_type, targets.is_empty()) {
+            (Some(event_type), true) => self.subscribers(tenant, event_type).await?,
+            _ => self.resolve_targets(tenant, &targets).await?,
+        };
+        let targets: Vec<ChannelId> = resolved.iter().map(|c| c.id.clone()).collect();
         let seq = match new.seq {
             Some(s) => s,
             None => {
@@ -93,6 +104,7 @@ impl Pipeline {
             tenant_id: tenant.id.clone(),
             conversation_id: new.conversation_id,
             seq,
+            event_type: new.event_type,
             payload: new.payload,
             channel_ids: targets,
             created_at: now.clone(),
@@ -132,6 +144,30 @@ impl Pipeline {
             deliveries,
             created: true,
         })
+    }
+
+    /// The tenant's active channels subscribed to `event_type` (ordered by id), from the
+    /// instance's subscriber cache: one read of the tenant's channels per
+    /// `channel_cache_ttl`.
+    async fn subscribers(
+        &self,
+        tenant: &Tenant,
+        event_type: &str,
+    ) -> Result<Vec<std::sync::Arc<converger_ports::Channel>>, IngestError> {
+        let all = self.tenant_channels(&tenant.id).await?;
+        let mut subscribed: Vec<_> = all
+            .iter()
+            .filter(|c| c.subscribes(event_type) && self.adapters.get(c.kind).is_some())
+            .cloned()
+            .collect();
+        subscribed.sort_by(|a, b| a.id.cmp(&b.id));
+        if subscribed.len() > MAX_TARGETS {
+            return Err(IngestError::Invalid(format!(
+                "{} channels subscribe to `{event_type}`; an activity reaches at most {MAX_TARGETS}",
+                subscribed.len()
+            )));
+        }
+        Ok(subscribed)
     }
 
     /// The target channels, read through the tenant's scope: another tenant's channel is
@@ -253,7 +289,8 @@ impl Pipeline {
 }
 
 /// The request's own checks: a conversation id of 1 to 256 characters, 1 to
-/// [`MAX_TARGETS`] distinct channels (none for an internal activity), a payload of at most
+/// [`MAX_TARGETS`] distinct channels (none for an internal activity, or one sent by event
+/// type), a valid event type, a payload of at most
 /// [`MAX_PAYLOAD_BYTES`] that the store can keep (`core::payload`). Returns the targets without duplicates, in the order given.
 fn validate(new: &NewActivity, internal: bool) -> Result<Vec<ChannelId>, IngestError> {
     if new.conversation_id.trim().is_empty() || new.conversation_id.len() > 256 {
@@ -267,9 +304,13 @@ fn validate(new: &NewActivity, internal: bool) -> Result<Vec<ChannelId>, IngestE
             targets.push(c.clone());
         }
     }
-    if (targets.is_empty() && !internal) || targets.len() > MAX_TARGETS {
+    if let Some(t) = &new.event_type {
+        converger_core::channel::check_event_type(t).map_err(IngestError::Invalid)?;
+    }
+    let routed = new.event_type.is_some() || internal;
+    if (targets.is_empty() && !routed) || targets.len() > MAX_TARGETS {
         return Err(IngestError::Invalid(format!(
-            "channel_ids must name 1 to {MAX_TARGETS} channels"
+            "channel_ids must name 1 to {MAX_TARGETS} channels, or event_type route the activity to its subscribers"
         )));
     }
     let size = serde_json::to_vec(&new.payload)

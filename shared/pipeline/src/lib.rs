@@ -6,6 +6,7 @@
 //! glue (`converger-lambda`) only calls these entry points.
 
 pub mod attempt;
+pub mod channels;
 pub mod config;
 pub mod flow;
 pub mod handoff;
@@ -20,8 +21,8 @@ pub mod tenants;
 pub use config::PipelineConfig;
 
 use converger_adapters::Adapters;
-use converger_core::ChannelId;
 use converger_core::cache::TtlCache;
+use converger_core::{ChannelId, TenantId};
 use converger_ports::{Channel, Events, Queue, Sockets, Store, StoreResult};
 use std::sync::Arc;
 
@@ -43,6 +44,8 @@ pub struct Deps {
 pub struct Pipeline {
     deps: Deps,
     channels: TtlCache<ChannelId, Arc<Channel>>,
+    /// Each tenant's channels (the subscriber lists of event types).
+    tenant_channels: TtlCache<TenantId, Arc<Vec<Arc<Channel>>>>,
     flow: flow::Caches,
 }
 
@@ -64,6 +67,7 @@ impl Pipeline {
     ) -> Self {
         Self {
             channels: TtlCache::new(config.channel_cache_ttl),
+            tenant_channels: TtlCache::bounded(config.channel_cache_ttl, 10_000),
             flow: flow::Caches::new(config.flow_cache_ttl),
             deps: Deps {
                 store,
@@ -89,7 +93,7 @@ impl Pipeline {
         scope: converger_ports::Scope<'_>,
         id: &ChannelId,
     ) -> StoreResult<Option<Arc<Channel>>> {
-        Ok(self.channel(id).await?.filter(|c| scope.sees(&c.tenant_id)))
+        Ok(self.channel(id).await?.filter(|c| c.visible_to(scope)))
     }
 
     /// A channel, from this instance's cache when it was read less than
@@ -106,8 +110,36 @@ impl Pipeline {
         Ok(Some(ch))
     }
 
-    /// Forgets a cached channel (after this process changed it).
+    /// Forgets a cached channel, and its tenant's cached channel list (after this process
+    /// changed it).
     pub fn forget_channel(&self, id: &ChannelId) {
+        if let Some(c) = self.channels.get_stale(id) {
+            self.tenant_channels.remove(&c.tenant_id);
+        }
         self.channels.remove(id);
+    }
+
+    /// Forgets a tenant's cached channel list (after this process created or changed one of
+    /// its channels).
+    pub fn forget_tenant_channels(&self, tenant: &TenantId) {
+        self.tenant_channels.remove(tenant);
+    }
+
+    /// A tenant's channels that were not deleted (at most 1,000), from this instance's cache
+    /// when read less than `channel_cache_ttl` ago.
+    pub async fn tenant_channels(&self, tenant: &TenantId) -> StoreResult<Arc<Vec<Arc<Channel>>>> {
+        if let Some(list) = self.tenant_channels.get(tenant) {
+            return Ok(list);
+        }
+        let list: Arc<Vec<Arc<Channel>>> = Arc::new(
+            self.store
+                .list_channels(tenant)
+                .await?
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
+        );
+        self.tenant_channels.insert(tenant.clone(), list.clone());
+        Ok(list)
     }
 }

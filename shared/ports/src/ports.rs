@@ -61,18 +61,37 @@ pub trait ChannelStore: Send + Sync + 'static {
     async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>>;
     /// A channel `scope` may see (anything a tenant names is read this way).
     async fn channel_in(&self, scope: Scope<'_>, id: &ChannelId) -> StoreResult<Option<Channel>> {
-        Ok(self
-            .get_channel(id)
-            .await?
-            .filter(|c| scope.sees(&c.tenant_id)))
+        Ok(self.get_channel(id).await?.filter(|c| c.visible_to(scope)))
     }
-    /// Updates the given fields of a channel of `tenant`; `None` if it does not exist there.
+    /// Updates the given fields of a channel of `tenant`; `None` if it does not exist there
+    /// (or was deleted).
     async fn update_channel(
         &self,
         tenant: &TenantId,
         id: &ChannelId,
         patch: &ChannelPatch,
         now: &str,
+    ) -> StoreResult<Option<Channel>>;
+    /// One page of a tenant's channels in id order, and whether more follow.
+    async fn list_channel_page(&self, q: &ChannelQuery) -> StoreResult<(Vec<Channel>, bool)>;
+    /// Replaces the signing secret of a channel of `tenant`; `None` if it does not exist
+    /// there, was deleted, or its secret is no longer `rotation.replaces` (a rotation raced
+    /// this one).
+    async fn rotate_secret(
+        &self,
+        tenant: &TenantId,
+        id: &ChannelId,
+        rotation: &SecretRotation,
+        now: &str,
+    ) -> StoreResult<Option<Channel>>;
+    /// Deletes a channel of `tenant`: marks it deleted and inactive, to expire at
+    /// `expires_at` (seconds); `None` if it does not exist there or was deleted already.
+    async fn delete_channel(
+        &self,
+        tenant: &TenantId,
+        id: &ChannelId,
+        now: &str,
+        expires_at: i64,
     ) -> StoreResult<Option<Channel>>;
 }
 
@@ -108,6 +127,15 @@ pub trait ActivityStore: Send + Sync + 'static {
         tenant: &TenantId,
         id: &ActivityId,
     ) -> StoreResult<Option<Activity>>;
+    /// One page of a conversation's activities in `seq` order, after `after_seq` when
+    /// given, and whether more follow. Expired ones are left out.
+    async fn conversation_activities(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        after_seq: Option<u64>,
+        limit: usize,
+    ) -> StoreResult<(Vec<Activity>, bool)>;
 }
 
 /// Delivery rows and the attempt lifecycle: claim (a lease), release, and the three outcomes.

@@ -31,6 +31,7 @@ async fn seed(
     let rows: Vec<Delivery> = (0..n)
         .map(|_| {
             let a = Activity {
+                event_type: None,
                 id: ActivityId::generate(),
                 tenant_id: tenant.clone(),
                 conversation_id: "seed".into(),
@@ -220,6 +221,7 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
     let rows: Vec<Delivery> = (0..2000)
         .map(|_| {
             let a = Activity {
+                event_type: None,
                 id: ActivityId::generate(),
                 tenant_id: tenant.clone(),
                 conversation_id: "seed".into(),
@@ -277,6 +279,7 @@ async fn filters_refusals_and_isolation() {
     // The activity filter reads the activity's deliveries by key: store the activity the
     // seeded row belongs to.
     let activity = Activity {
+        event_type: None,
         id: day1[0].activity_id.clone(),
         tenant_id: TenantId::parse(&tenant).unwrap(),
         conversation_id: "seed".into(),

@@ -9,8 +9,8 @@ use converger_core::{ActivityId, ChannelType, DeliveryId, DeliveryStatus, Tenant
 use converger_memory::MemStore;
 use converger_ports::{
     Ack, Activity, AttemptEntry, Channel, ChannelPatch, Claim, Connection, Created, Delivery,
-    DuePart, LogUpdate, Mark, Outcome, Placement, Receipted, RetryAt, SentInfo, Settle, SlotTake,
-    Store, Tenant, Transition,
+    DuePart, LogUpdate, Mark, Outcome, Placement, Receipted, RetryAt, SecretRotation, SentInfo,
+    Settle, SlotTake, Store, Tenant, Transition,
 };
 use converger_store::dynamo::DynamoStore;
 use converger_tests::TestStack;
@@ -70,6 +70,8 @@ conformance!(
     users_tenants_and_keys,
     rows_past_their_retention_read_as_absent,
     scoped_reads_see_only_their_tenant,
+    channel_lifecycle_lists_rotates_and_deletes,
+    a_conversation_lists_its_activities_in_seq_order,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
@@ -111,6 +113,7 @@ async fn fixture(backend: Backend) -> Fixture {
 
 fn activity(f: &Fixture) -> Activity {
     Activity {
+        event_type: None,
         id: ActivityId::generate(),
         tenant_id: f.tenant.id.clone(),
         conversation_id: "c".into(),
@@ -799,6 +802,7 @@ async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) {
         .collect();
     for d in &rows {
         let a = Activity {
+            event_type: None,
             id: d.activity_id.clone(),
             ..activity(&f)
         };
@@ -2004,4 +2008,250 @@ async fn users_tenants_and_keys(b: Backend) {
             .unwrap()
     );
     f.stop().await;
+}
+
+async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend) {
+    use converger_core::signing::RetiringSecret;
+    use converger_ports::{ChannelQuery, Scope};
+    let f = fixture(backend).await;
+    let now = time::now_rfc3339();
+    // Five more channels: webhooks, one inactive; another tenant's channel is never listed.
+    let mut ids = vec![f.channel.id.clone()];
+    for i in 0..5 {
+        let mut c = Channel::new(
+            f.tenant.id.clone(),
+            ChannelType::Webhook,
+            &format!("hook {i}"),
+            Map::new(),
+            &now,
+        );
+        c.active = i != 4;
+        c.event_types = vec!["order.paid".into()];
+        f.store.create_channel(&c).await.unwrap();
+        ids.push(c.id);
+    }
+    let foreign = Channel::new(
+        TenantId::generate(),
+        ChannelType::Webhook,
+        "x",
+        Map::new(),
+        &now,
+    );
+    f.store.create_channel(&foreign).await.unwrap();
+    ids.sort();
+    let query = |kind, active, limit, after| ChannelQuery {
+        tenant: f.tenant.id.clone(),
+        kind,
+        active,
+        limit,
+        after,
+    };
+    // Pages of two, in id order, cover every channel once.
+    let (mut seen, mut after) = (Vec::new(), None);
+    loop {
+        let (page, more) = f
+            .store
+            .list_channel_page(&query(None, None, 2, after))
+            .await
+            .unwrap();
+        assert!(page.len() <= 2);
+        seen.extend(page.iter().map(|c| c.id.clone()));
+        after = page.last().map(|c| c.id.clone());
+        if !more {
+            break;
+        }
+    }
+    assert_eq!(seen, ids);
+    let (webhooks, _) = f
+        .store
+        .list_channel_page(&query(Some(ChannelType::Webhook), Some(true), 100, None))
+        .await
+        .unwrap();
+    assert_eq!(webhooks.len(), 4);
+    assert!(
+        webhooks
+            .iter()
+            .all(|c| c.kind == ChannelType::Webhook && c.active)
+    );
+    assert_eq!(webhooks[0].event_types, ["order.paid"]);
+    let (inactive, more) = f
+        .store
+        .list_channel_page(&query(None, Some(false), 100, None))
+        .await
+        .unwrap();
+    assert_eq!((inactive.len(), more), (1, false));
+
+    // A rotation replaces the secret it names, and only that one.
+    let old = f.channel.signing_secret.clone();
+    let retiring = vec![RetiringSecret {
+        secret: old.clone(),
+        until_ms: time::now_ms() + 60_000,
+    }];
+    let rotation = SecretRotation {
+        replaces: old.clone(),
+        secret: "whsec_bmV3LXNlY3JldC1uZXctc2VjcmV0LW5ldw==".into(),
+        retiring: retiring.clone(),
+    };
+    let rotated = f
+        .store
+        .rotate_secret(&f.tenant.id, &f.channel.id, &rotation, &now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rotated.signing_secret, rotation.secret);
+    assert_eq!(rotated.retiring_secrets, retiring);
+    let again = f
+        .store
+        .rotate_secret(&f.tenant.id, &f.channel.id, &rotation, &now)
+        .await
+        .unwrap();
+    assert_eq!(again, None, "the secret it replaces is no longer current");
+    assert_eq!(
+        f.store
+            .rotate_secret(&TenantId::generate(), &f.channel.id, &rotation, &now)
+            .await
+            .unwrap(),
+        None
+    );
+    let stored = f.store.get_channel(&f.channel.id).await.unwrap().unwrap();
+    assert_eq!(stored.signing_secret, rotation.secret);
+    assert_eq!(stored.retiring_secrets, retiring);
+
+    // Deleting: once, by its tenant; then gone from the tenant's reads, lists and writes,
+    // kept for an operator and for the history of its deliveries.
+    assert_eq!(
+        f.store
+            .delete_channel(&TenantId::generate(), &f.channel.id, &now, 1)
+            .await
+            .unwrap(),
+        None
+    );
+    let expires = time::now_ms() / 1000 + 86_400;
+    let deleted = f
+        .store
+        .delete_channel(&f.tenant.id, &f.channel.id, &now, expires)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(deleted.deleted_at.as_deref(), Some(now.as_str()));
+    assert!(!deleted.active);
+    assert_eq!(deleted.expires_at, Some(expires));
+    assert_eq!(
+        f.store
+            .delete_channel(&f.tenant.id, &f.channel.id, &now, expires)
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        f.store
+            .channel_in(Scope::Tenant(&f.tenant.id), &f.channel.id)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        f.store
+            .channel_in(Scope::Operator, &f.channel.id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let patch = ChannelPatch {
+        name: Some("renamed".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        f.store
+            .update_channel(&f.tenant.id, &f.channel.id, &patch, &now)
+            .await
+            .unwrap(),
+        None
+    );
+    let rotation = SecretRotation {
+        replaces: stored.signing_secret.clone(),
+        ..rotation
+    };
+    assert_eq!(
+        f.store
+            .rotate_secret(&f.tenant.id, &f.channel.id, &rotation, &now)
+            .await
+            .unwrap(),
+        None
+    );
+    let (left, _) = f
+        .store
+        .list_channel_page(&query(None, None, 100, None))
+        .await
+        .unwrap();
+    assert!(left.iter().all(|c| c.id != f.channel.id));
+    assert_eq!(left.len(), 5);
+    assert!(
+        f.store
+            .list_channels(&f.tenant.id)
+            .await
+            .unwrap()
+            .iter()
+            .all(|c| c.id != f.channel.id)
+    );
+    f.stop().await;
+}
+
+async fn a_conversation_lists_its_activities_in_seq_order(backend: Backend) {
+    let f = fixture(backend).await;
+    let now_ms = time::now_ms();
+    // Seqs 0..7 written out of order, one in another conversation, one expired, one of
+    // another tenant in the same conversation id.
+    for seq in [3u64, 0, 6, 1, 5, 2, 4] {
+        let mut a = conv_activity(&f, "conv-list");
+        a.seq = seq;
+        a.event_type = Some("message.created".into());
+        f.store.create_activity(&a, &[]).await.unwrap();
+    }
+    let mut other = conv_activity(&f, "conv-other");
+    other.seq = 2;
+    f.store.create_activity(&other, &[]).await.unwrap();
+    let mut old = conv_activity(&f, "conv-list");
+    old.seq = 7;
+    old.expires_at = Some(now_ms / 1000 - 10);
+    f.store.create_activity(&old, &[]).await.unwrap();
+    let mut foreign = conv_activity(&f, "conv-list");
+    foreign.tenant_id = TenantId::generate();
+    foreign.seq = 8;
+    f.store.create_activity(&foreign, &[]).await.unwrap();
+
+    let (mut seqs, mut after) = (Vec::new(), None);
+    loop {
+        let (page, more) = f
+            .store
+            .conversation_activities(&f.tenant.id, "conv-list", after, 3)
+            .await
+            .unwrap();
+        assert!(page.len() <= 3);
+        for a in &page {
+            assert_eq!(a.conversation_id, "conv-list");
+            assert_eq!(a.event_type.as_deref(), Some("message.created"));
+            seqs.push(a.seq);
+        }
+        after = page.last().map(|a| a.seq);
+        if !more {
+            break;
+        }
+    }
+    assert_eq!(seqs, [0, 1, 2, 3, 4, 5, 6]);
+    let (none, more) = f
+        .store
+        .conversation_activities(&f.tenant.id, "conv-none", None, 10)
+        .await
+        .unwrap();
+    assert!(none.is_empty() && !more);
+    f.stop().await;
+}
+
+fn conv_activity(f: &Fixture, conversation: &str) -> Activity {
+    Activity {
+        conversation_id: conversation.into(),
+        channel_ids: vec![],
+        ..activity(f)
+    }
 }

@@ -17,6 +17,7 @@ pub(crate) fn row(
 ) -> Delivery {
     let now = time::now_rfc3339();
     let a = Activity {
+        event_type: None,
         id: ActivityId::generate(),
         tenant_id: tenant.clone(),
         conversation_id: "bench".into(),

@@ -306,6 +306,7 @@ pub async fn webhook_with(
 pub fn activity(ch: &ChannelId, n: usize) -> NewActivity {
     NewActivity {
         id: None,
+        event_type: None,
         conversation_id: format!("conv-{}", n % 100),
         seq: Some(n as u64 + 1),
         channel_ids: vec![ch.clone()],

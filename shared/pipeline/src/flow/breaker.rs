@@ -231,7 +231,7 @@ impl Pipeline {
         Ok(())
     }
 
-    pub(super) async fn send_flow_job(
+    pub(crate) async fn send_flow_job(
         &self,
         channel: &converger_core::ChannelId,
         kind: FlowJobKind,

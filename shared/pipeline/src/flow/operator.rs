@@ -54,7 +54,7 @@ impl Pipeline {
         Ok(f)
     }
 
-    async fn audit(
+    pub(crate) async fn audit(
         &self,
         channel: &Channel,
         actor: &Actor,

@@ -8,6 +8,10 @@ pub struct Activity {
     pub tenant_id: TenantId,
     pub conversation_id: String,
     pub seq: u64,
+    /// The event type it was sent as (`message.created`); routes it to the tenant's
+    /// subscribed channels when it names no channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
     pub payload: Value,
     pub channel_ids: Vec<ChannelId>,
     pub created_at: String,

@@ -327,6 +327,7 @@ mod tests {
         let tenant = TenantId::generate();
         let channel = Channel::new(tenant.clone(), ChannelType::Webhook, "c", Map::new(), "t");
         let activity = Activity {
+            event_type: None,
             id: ActivityId::generate(),
             tenant_id: tenant,
             conversation_id: "c".into(),

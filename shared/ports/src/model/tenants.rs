@@ -49,6 +49,20 @@ pub struct Channel {
     /// Managed by the platform (a tenant's alert channel): its own events are not alerted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub managed: bool,
+    /// The event types it subscribes to (names, or `*` for all): an activity sent by event
+    /// type, without `channel_ids`, reaches every active subscriber of its tenant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub event_types: Vec<String>,
+    /// Secrets a rotation replaced that still sign until their grace ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retiring_secrets: Vec<converger_core::signing::RetiringSecret>,
+    /// When the tenant deleted it: it is gone from the tenant's reads and lists, takes no new
+    /// activity, and its pending deliveries are dead-lettered; the row stays for the
+    /// history of its deliveries until `expires_at` (DynamoDB TTL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -77,6 +91,10 @@ impl Channel {
             disabled_at: None,
             disabled_reason: None,
             managed: false,
+            event_types: Vec::new(),
+            retiring_secrets: Vec::new(),
+            deleted_at: None,
+            expires_at: None,
             created_at: now.to_owned(),
             updated_at: now.to_owned(),
         }
@@ -94,4 +112,61 @@ pub struct ChannelPatch {
     /// `Some(None)` removes the channel's own limit.
     pub rate_limit: Option<Option<String>>,
     pub auto_disable: Option<Map<String, Value>>,
+    pub event_types: Option<Vec<String>>,
+}
+
+impl Channel {
+    /// The secrets that sign what it sends at `now_ms`: the current one and those still
+    /// retiring.
+    pub fn signing_secrets(&self, now_ms: i64) -> Vec<&str> {
+        converger_core::signing::signing_secrets(
+            &self.signing_secret,
+            &self.retiring_secrets,
+            now_ms,
+        )
+    }
+
+    /// Whether `scope` may read it: its tenant, while it is not deleted, or an operator.
+    pub fn visible_to(&self, scope: converger_core::Scope<'_>) -> bool {
+        scope.sees(&self.tenant_id)
+            && (self.deleted_at.is_none() || scope == converger_core::Scope::Operator)
+    }
+
+    /// Whether it receives an activity of `event_type` (active, not deleted, subscribed).
+    pub fn subscribes(&self, event_type: &str) -> bool {
+        self.active
+            && self.deleted_at.is_none()
+            && converger_core::channel::subscribes(&self.event_types, event_type)
+    }
+}
+
+/// A secret rotation: the new secret, and the retiring ones after it
+/// (`core::signing::retire`), written only while the current secret is still `replaces`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecretRotation {
+    pub replaces: String,
+    pub secret: String,
+    pub retiring: Vec<converger_core::signing::RetiringSecret>,
+}
+
+/// A page of a tenant's channels, by id, optionally of one type or active state. Deleted
+/// channels are never listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelQuery {
+    pub tenant: TenantId,
+    pub kind: Option<ChannelType>,
+    pub active: Option<bool>,
+    pub limit: usize,
+    /// The last id of the page before.
+    pub after: Option<ChannelId>,
+}
+
+impl ChannelQuery {
+    /// Whether `c` belongs on a page of this list (the position aside).
+    pub fn matches(&self, c: &Channel) -> bool {
+        c.tenant_id == self.tenant
+            && c.deleted_at.is_none()
+            && self.kind.is_none_or(|k| c.kind == k)
+            && self.active.is_none_or(|a| c.active == a)
+    }
 }

@@ -140,6 +140,7 @@ impl AccountStore for DynamoStore {
             .table_name(&self.res.channels)
             .index_name("by_tenant")
             .key_condition_expression("tenant_id = :t")
+            .filter_expression("attribute_not_exists(deleted_at)")
             .expression_attribute_values(":t", s(tenant.as_str()))
             .into_paginator()
             .items()

@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// The condition of every tenant write to a channel: it exists, is the tenant's, and was not
+/// deleted.
+const LIVE_CHANNEL: &str =
+    "attribute_exists(id) AND tenant_id = :tenant AND attribute_not_exists(deleted_at)";
+
 #[async_trait]
 impl ChannelStore for DynamoStore {
     async fn create_channel(&self, channel: &Channel) -> StoreResult<()> {
@@ -46,6 +51,14 @@ impl ChannelStore for DynamoStore {
             values.push((":ad", to_av(ad)?));
         }
         let mut removes = Vec::new();
+        match &patch.event_types {
+            Some(types) if !types.is_empty() => {
+                sets.push("event_types = :et".into());
+                values.push((":et", to_av(types)?));
+            }
+            Some(_) => removes.push("event_types"),
+            None => {}
+        }
         if patch.active == Some(true) {
             removes.push("disabled_at");
             removes.push("disabled_reason");
@@ -68,7 +81,7 @@ impl ChannelStore for DynamoStore {
             } else {
                 format!("SET {} REMOVE {}", sets.join(", "), removes.join(", "))
             })
-            .condition_expression("attribute_exists(id) AND tenant_id = :tenant")
+            .condition_expression(LIVE_CHANNEL)
             .return_values(ReturnValue::AllNew);
         if patch.name.is_some() {
             req = req.expression_attribute_names("#name", "name");
@@ -76,6 +89,129 @@ impl ChannelStore for DynamoStore {
         for (k, v) in values {
             req = req.expression_attribute_values(k, v);
         }
+        match req.send().await {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn list_channel_page(&self, q: &ChannelQuery) -> StoreResult<(Vec<Channel>, bool)> {
+        let mut filter = vec!["attribute_not_exists(deleted_at)"];
+        let mut names: Vec<(&str, &str)> = Vec::new();
+        let mut values: Vec<(&str, AttributeValue)> = vec![(":t", s(q.tenant.as_str()))];
+        if let Some(k) = q.kind {
+            filter.push("#type = :k");
+            names.push(("#type", "type"));
+            values.push((":k", s(k.as_str())));
+        }
+        if let Some(a) = q.active {
+            filter.push("#active = :a");
+            names.push(("#active", "active"));
+            values.push((":a", AttributeValue::Bool(a)));
+        }
+        let key = match &q.after {
+            Some(after) => {
+                values.push((":after", s(after.as_str())));
+                "tenant_id = :t AND id > :after"
+            }
+            None => "tenant_id = :t",
+        };
+        let want = q.limit.clamp(1, 1000);
+        let mut out: Vec<Channel> = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let mut req = self
+                .client
+                .query()
+                .table_name(&self.res.channels)
+                .index_name("by_tenant")
+                .key_condition_expression(key)
+                .filter_expression(filter.join(" AND "))
+                .set_exclusive_start_key(start.take())
+                .limit(i32::try_from(want + 1).unwrap_or(1001));
+            for (k, v) in &names {
+                req = req.expression_attribute_names(*k, *v);
+            }
+            for (k, v) in &values {
+                req = req.expression_attribute_values(*k, v.clone());
+            }
+            let page = req.send().await.map_err(sdk_err)?;
+            for item in page.items.unwrap_or_default() {
+                out.push(from_item(item)?);
+            }
+            start = page.last_evaluated_key.filter(|k| !k.is_empty());
+            if out.len() > want || start.is_none() {
+                break;
+            }
+        }
+        let more = out.len() > want;
+        out.truncate(want);
+        Ok((out, more))
+    }
+
+    async fn rotate_secret(
+        &self,
+        tenant: &TenantId,
+        id: &ChannelId,
+        rotation: &SecretRotation,
+        now: &str,
+    ) -> StoreResult<Option<Channel>> {
+        let (expr, retiring) = if rotation.retiring.is_empty() {
+            (
+                "SET signing_secret = :new, updated_at = :now REMOVE retiring_secrets",
+                None,
+            )
+        } else {
+            (
+                "SET signing_secret = :new, retiring_secrets = :ret, updated_at = :now",
+                Some(to_av(&rotation.retiring)?),
+            )
+        };
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.channels)
+            .key("id", s(id.as_str()))
+            .update_expression(expr)
+            .condition_expression(format!("{LIVE_CHANNEL} AND signing_secret = :old"))
+            .expression_attribute_values(":tenant", s(tenant.as_str()))
+            .expression_attribute_values(":old", s(rotation.replaces.as_str()))
+            .expression_attribute_values(":new", s(rotation.secret.as_str()))
+            .expression_attribute_values(":now", s(now))
+            .return_values(ReturnValue::AllNew);
+        if let Some(r) = retiring {
+            req = req.expression_attribute_values(":ret", r);
+        }
+        match req.send().await {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn delete_channel(
+        &self,
+        tenant: &TenantId,
+        id: &ChannelId,
+        now: &str,
+        expires_at: i64,
+    ) -> StoreResult<Option<Channel>> {
+        let req = self
+            .client
+            .update_item()
+            .table_name(&self.res.channels)
+            .key("id", s(id.as_str()))
+            .update_expression(
+                "SET deleted_at = :now, updated_at = :now, #active = :no, expires_at = :exp",
+            )
+            .condition_expression(LIVE_CHANNEL)
+            .expression_attribute_names("#active", "active")
+            .expression_attribute_values(":tenant", s(tenant.as_str()))
+            .expression_attribute_values(":now", s(now))
+            .expression_attribute_values(":no", AttributeValue::Bool(false))
+            .expression_attribute_values(":exp", n(expires_at))
+            .return_values(ReturnValue::AllNew);
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),

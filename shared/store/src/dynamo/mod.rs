@@ -92,14 +92,24 @@ fn activity_key(tenant: &TenantId, id: &ActivityId) -> String {
     format!("act#{tenant}#{id}")
 }
 
+/// An activity's key in the conversation index (`by_conversation`, sorted by `seq`).
+fn conversation_key(tenant: &TenantId, conversation_id: &str) -> String {
+    format!("{tenant}#{conversation_id}")
+}
+
 fn activity_item(a: &Activity) -> StoreResult<Item> {
     let mut item = to_item(a)?;
     item.insert("activity_id".into(), s(a.id.as_str()));
+    item.insert(
+        "conv_key".into(),
+        s(conversation_key(&a.tenant_id, &a.conversation_id)),
+    );
     item.insert("id".into(), s(activity_key(&a.tenant_id, &a.id)));
     Ok(item)
 }
 
 fn activity_from_item(mut item: Item) -> StoreResult<Activity> {
+    item.remove("conv_key");
     let id = item
         .remove("activity_id")
         .ok_or_else(|| StoreError::Corrupt("activity row without activity_id".into()))?;
