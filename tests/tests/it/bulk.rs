@@ -340,6 +340,66 @@ async fn filters_refusals_and_isolation() {
     t.stop().await;
 }
 
+#[tokio::test]
+async fn since_and_until_bound_a_bulk_replay_to_the_instant() {
+    let t = TestStack::with(|o| o.run_functions = false).await;
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
+    let ch = ch["id"].as_str().unwrap().to_owned();
+    for at in [
+        "2026-01-05T10:00:00.000000Z",
+        "2026-01-05T10:00:05.000000Z",
+        "2026-01-05T10:00:10.000000Z",
+        "2026-01-06T10:00:00.000000Z",
+    ] {
+        seed(&t, &tenant, &ch, 1, Some(at)).await;
+    }
+    // `since` is inclusive, `until` exclusive.
+    let a = bulk(
+        &t,
+        &key,
+        &ch,
+        Some(json!({"since": "2026-01-05T10:00:05Z", "until": "2026-01-05T10:00:10Z"})),
+    )
+    .await;
+    assert_eq!(a.body["retried"], 1, "{:?}", a.body);
+    // Any offset; with a day filter the narrower bounds apply: 10:00:10 on the 5th only.
+    let a = bulk(
+        &t,
+        &key,
+        &ch,
+        Some(json!({"since": "2026-01-05T11:00:05+01:00", "to": "2026-01-05"})),
+    )
+    .await;
+    assert_eq!(a.body["retried"], 1, "{:?}", a.body);
+    // A replay job takes the same bounds: what is left before the 6th is 10:00:00 on the 5th.
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/channels/{ch}/deliveries/replays"),
+            &key,
+            Some(json!({"until": "2026-01-06T00:00:00Z"})),
+        )
+        .await;
+    assert_eq!(a.status, 202, "{:?}", a.body);
+    let a = bulk(
+        &t,
+        &key,
+        &ch,
+        Some(json!({"since": "2026-01-06T00:00:00Z"})),
+    )
+    .await;
+    assert_eq!(a.body["retried"], 1, "the 6th's");
+    for bad in [json!({"since": "2026-01-05"}), json!({"until": "soon"})] {
+        let a = bulk(&t, &key, &ch, Some(bad)).await;
+        assert_eq!(
+            (a.status, a.body["error"]["code"].as_str()),
+            (422, Some("invalid_body"))
+        );
+    }
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {

@@ -10,6 +10,7 @@ mod api;
 mod bench;
 mod browser;
 mod bulk;
+mod channels;
 mod e2e;
 mod events;
 mod flow;

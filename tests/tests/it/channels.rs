@@ -1,0 +1,578 @@
+//! The channel lifecycle and routing a webhook-platform user expects: channels listed,
+//! deleted without losing what they still had to deliver, signing secrets read and rotated
+//! with an overlap; activities routed by event type to subscribers and read back.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_tests::{Receiver, TestStack, settled};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+fn id(v: &Value) -> String {
+    v["id"].as_str().unwrap().to_owned()
+}
+
+/// Whether `secret` verifies a request the receiver got, by the Standard Webhooks verifier.
+fn verifies(secret: &str, r: &converger_local::receiver::Received) -> bool {
+    let wh = standardwebhooks::Webhook::new(secret).unwrap();
+    let mut headers = http::HeaderMap::new();
+    for h in ["webhook-id", "webhook-timestamp", "webhook-signature"] {
+        headers.insert(h, r.headers[h].to_str().unwrap().parse().unwrap());
+    }
+    wh.verify(&r.body, &headers).is_ok()
+}
+
+/// Posts one activity to `channel` and waits until it is sent; the request it made.
+async fn send_one(
+    t: &TestStack,
+    key: &str,
+    channel: &str,
+    rx: &Receiver,
+) -> converger_local::receiver::Received {
+    let before = rx.requests().len();
+    let act = t.activity(key, &[channel]).await;
+    let d = act["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    let d = t
+        .wait_delivery(key, &d, Duration::from_secs(15), settled)
+        .await;
+    assert_eq!(d["status"], "sent", "{d}");
+    let reqs = rx.requests();
+    assert_eq!(reqs.len(), before + 1);
+    reqs[before].clone()
+}
+
+#[tokio::test]
+async fn channels_list_in_pages_by_type_and_state() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let (_, other) = t.tenant("default").await;
+    let mut webhooks = Vec::new();
+    for i in 0..5 {
+        let c = t
+            .channel(
+                &key,
+                json!({"type": "webhook", "name": format!("hook {i}"), "active": i != 0,
+                       "config": {"url": "http://127.0.0.1:9/h"}}),
+            )
+            .await;
+        webhooks.push(id(&c));
+    }
+    let echo = t
+        .channel(&key, json!({"type": "echo", "name": "bot"}))
+        .await;
+    t.webhook(&other, "http://127.0.0.1:9/h", json!({})).await;
+
+    let mut all = webhooks.clone();
+    all.push(id(&echo));
+    all.sort();
+    let (mut seen, mut cursor) = (Vec::new(), None::<String>);
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/api/v1/channels?limit=2&cursor={c}"),
+            None => "/api/v1/channels?limit=2".to_owned(),
+        };
+        let a = t.api("GET", &path, &key, None).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        let page = a.body["data"].as_array().unwrap();
+        assert!(page.len() <= 2);
+        for c in page {
+            assert!(c.get("signing_secret").is_none(), "never in a list");
+            seen.push(id(c));
+        }
+        match a.body["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, all, "every channel once, in id order");
+
+    let a = t
+        .api(
+            "GET",
+            "/api/v1/channels?type=webhook&active=true",
+            &key,
+            None,
+        )
+        .await;
+    let got: Vec<String> = a.body["data"].as_array().unwrap().iter().map(id).collect();
+    assert_eq!(got.len(), 4);
+    assert!(!got.contains(&webhooks[0]) && !got.contains(&id(&echo)));
+    let a = t
+        .api("GET", "/api/v1/channels?active=false", &key, None)
+        .await;
+    assert_eq!(a.body["data"].as_array().unwrap().len(), 1);
+
+    // A cursor belongs to its list; bad filters are refused.
+    let a = t.api("GET", "/api/v1/channels?limit=1", &key, None).await;
+    let c = a.body["next_cursor"].as_str().unwrap();
+    let a = t
+        .api(
+            "GET",
+            &format!("/api/v1/channels?type=echo&cursor={c}"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["error"]["code"].as_str()),
+        (422, Some("invalid_cursor"))
+    );
+    for q in [
+        "type=pigeon",
+        "active=maybe",
+        "limit=0",
+        "limit=501",
+        "colour=red",
+    ] {
+        let a = t
+            .api("GET", &format!("/api/v1/channels?{q}"), &key, None)
+            .await;
+        assert_eq!(a.status, 422, "{q}: {:?}", a.body);
+        assert_eq!(a.body["error"]["code"], "invalid_query", "{q}");
+    }
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_event_types_are_refused_on_channels_and_activities() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    for types in [
+        json!(["has space"]),
+        json!(["a", "a"]),
+        json!([""]),
+        json!("order.paid"),
+    ] {
+        let a = t
+            .api(
+                "POST",
+                "/api/v1/channels",
+                &key,
+                Some(json!({"type": "webhook", "name": "x", "event_types": types,
+                            "config": {"url": "http://127.0.0.1:9/h"}})),
+            )
+            .await;
+        assert_eq!(a.status, 422, "{types}: {:?}", a.body);
+    }
+    let c = t.webhook(&key, "http://127.0.0.1:9/h", json!({})).await;
+    let a = t
+        .api(
+            "PATCH",
+            &format!("/api/v1/channels/{}", id(&c)),
+            &key,
+            Some(json!({"event_types": ["*", "bad;name"]})),
+        )
+        .await;
+    assert_eq!(
+        (a.status, a.body["error"]["code"].as_str()),
+        (422, Some("invalid_event_types"))
+    );
+    for body in [
+        json!({"conversation_id": "c", "event_type": "no spaces allowed", "payload": {}}),
+        json!({"conversation_id": "c", "event_type": "*", "payload": {}}),
+        json!({"conversation_id": "c", "payload": {}}),
+    ] {
+        let a = t
+            .api("POST", "/api/v1/activities", &key, Some(body.clone()))
+            .await;
+        assert_eq!(a.status, 422, "{body}: {:?}", a.body);
+    }
+    t.stop().await;
+}
+
+/// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
+/// every request IAM-checked.
+mod emulator {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_rotated_secret_signs_beside_the_new_one_until_its_grace_ends() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (_, key) = t.tenant("default").await;
+        let (_, other) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let path = format!("/api/v1/channels/{}", id(&ch));
+        let first = ch["signing_secret"].as_str().unwrap().to_owned();
+
+        // The secret can be read again, by its tenant only.
+        let a = t.api("GET", &format!("{path}/secret"), &key, None).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(a.body["signing_secret"], first.as_str());
+        assert_eq!(a.body["retiring"], json!([]));
+        let a = t.api("GET", &format!("{path}/secret"), &other, None).await;
+        assert_eq!(a.status, 404);
+
+        // Rotated with the default grace: both secrets sign, each verifies the message.
+        let a = t
+            .api("POST", &format!("{path}/secret/rotate"), &key, None)
+            .await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        let second = a.body["signing_secret"].as_str().unwrap().to_owned();
+        assert_ne!(second, first);
+        assert_eq!(a.body["retiring"][0]["signing_secret"], first.as_str());
+        let until = a.body["retiring"][0]["signs_until"].as_str().unwrap();
+        let left =
+            converger_core::time::rfc3339_to_ms(until).unwrap() - converger_core::time::now_ms();
+        assert!(
+            (86_000_000..=86_400_000).contains(&left),
+            "24 h grace: {left}"
+        );
+        let r = send_one(&t, &key, &id(&ch), &rx).await;
+        let sig = r.headers["webhook-signature"].to_str().unwrap();
+        assert_eq!(sig.split(' ').count(), 2, "{sig}");
+        assert!(verifies(&first, &r), "the old secret still verifies");
+        assert!(verifies(&second, &r), "the new secret verifies");
+        let a = t.api("GET", &format!("{path}/secret"), &key, None).await;
+        assert_eq!(a.body["signing_secret"], second.as_str());
+
+        // A secret the tenant brings, with no grace: only it signs from now on.
+        let third = converger_core::secret::new_signing_secret();
+        let a = t
+            .api(
+                "POST",
+                &format!("{path}/secret/rotate"),
+                &key,
+                Some(json!({"signing_secret": third, "grace_seconds": 0})),
+            )
+            .await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(a.body["signing_secret"], third.as_str());
+        let retiring: Vec<&str> = a.body["retiring"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["signing_secret"].as_str().unwrap())
+            .collect();
+        assert_eq!(retiring, [first.as_str()], "the second stopped at once");
+        let r = send_one(&t, &key, &id(&ch), &rx).await;
+        assert!(verifies(&third, &r));
+        assert!(verifies(&first, &r), "the first's grace has not ended");
+        assert!(!verifies(&second, &r), "the second's grace was zero");
+
+        // Refused: a malformed secret, a grace beyond 7 days, another tenant's channel.
+        for body in [
+            json!({"signing_secret": "whsec_c2hvcnQ="}),
+            json!({"signing_secret": "plain"}),
+            json!({"grace_seconds": 8 * 86_400}),
+            json!({"grace_seconds": -1}),
+            json!({"colour": 1}),
+        ] {
+            let a = t
+                .api(
+                    "POST",
+                    &format!("{path}/secret/rotate"),
+                    &key,
+                    Some(body.clone()),
+                )
+                .await;
+            assert_eq!(a.status, 422, "{body}: {:?}", a.body);
+            assert_eq!(a.body["error"]["code"], "invalid_body", "{body}");
+        }
+        let a = t
+            .api("POST", &format!("{path}/secret/rotate"), &other, None)
+            .await;
+        assert_eq!(a.status, 404);
+        // Audited.
+        let a = t.api("GET", "/api/v1/audit", &key, None).await;
+        let rotations = a.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["action"] == "rotate_signing_secret")
+            .count();
+        assert_eq!(rotations, 2, "{:?}", a.body);
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn a_deleted_channel_is_gone_and_its_pending_deliveries_are_dead_lettered() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (_, key) = t.tenant("default").await;
+        let (_, other) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let path = format!("/api/v1/channels/{}", id(&ch));
+        // One delivery sent before, two parked by a pause.
+        let sent = send_one(&t, &key, &id(&ch), &rx).await;
+        let sent_id = sent.headers["webhook-id"].to_str().unwrap().to_owned();
+        let a = t.api("POST", &format!("{path}/pause"), &key, None).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        let mut parked = Vec::new();
+        for _ in 0..2 {
+            let act = t.activity(&key, &[&id(&ch)]).await;
+            parked.push(act["deliveries"][0]["id"].as_str().unwrap().to_owned());
+        }
+
+        assert_eq!(t.api("DELETE", &path, &other, None).await.status, 404);
+        let a = t.api("DELETE", &path, &key, None).await;
+        assert_eq!(a.status, 204, "{:?}", a.body);
+
+        // Gone for the tenant: reads, writes, lists, new activities; deleting again is 404.
+        for (method, p, body) in [
+            ("GET", path.clone(), None),
+            ("PATCH", path.clone(), Some(json!({"name": "again"}))),
+            ("DELETE", path.clone(), None),
+            ("GET", format!("{path}/secret"), None),
+            ("POST", format!("{path}/secret/rotate"), None),
+        ] {
+            let a = t.api(method, &p, &key, body).await;
+            assert_eq!(a.status, 404, "{method} {p}: {:?}", a.body);
+        }
+        let a = t.api("GET", "/api/v1/channels", &key, None).await;
+        assert_eq!(a.body["data"], json!([]));
+        let a = t
+            .api(
+                "POST",
+                "/api/v1/activities",
+                &key,
+                Some(json!({"conversation_id": "c", "channel_ids": [id(&ch)], "payload": {}})),
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.body["error"]["code"].as_str()),
+            (422, Some("unknown_channel"))
+        );
+
+        // What it still had to deliver is dead-lettered, without a request; the history
+        // stays readable.
+        for d in &parked {
+            let d = t
+                .wait_delivery(&key, d, Duration::from_secs(30), |d| {
+                    d["status"] == "failed"
+                })
+                .await;
+            assert_eq!(d["last_error"], "channel deleted", "{d}");
+        }
+        assert_eq!(rx.requests().len(), 1, "no request after the delete");
+        let d = t.delivery(&key, &sent_id).await;
+        assert_eq!(d["status"], "sent");
+        let a = t
+            .api(
+                "POST",
+                &format!("/api/v1/deliveries/{}/retry", parked[0]),
+                &key,
+                None,
+            )
+            .await;
+        assert_ne!(
+            a.status, 200,
+            "a deleted channel's dead letter is not replayed: {:?}",
+            a.body
+        );
+        let a = t.api("GET", "/api/v1/audit", &key, None).await;
+        assert!(
+            a.body["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["action"] == "delete_channel"),
+            "{:?}",
+            a.body
+        );
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn an_event_type_reaches_its_subscribers_only() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (_, key) = t.tenant("default").await;
+        let (_, other) = t.tenant("default").await;
+        let hook = |name: &str, types: Value, body: &str, active: bool| {
+            json!({"type": "webhook", "name": name, "event_types": types, "active": active,
+                   "config": {"url": format!("{}/{name}", rx.url), "body": body}})
+        };
+        let paid = t
+            .channel(&key, hook("paid", json!(["order.paid"]), "standard", true))
+            .await;
+        let all = t
+            .channel(&key, hook("all", json!(["*"]), "envelope", true))
+            .await;
+        t.channel(
+            &key,
+            hook("created", json!(["message.created"]), "envelope", true),
+        )
+        .await;
+        t.channel(&key, hook("off", json!(["*"]), "envelope", false))
+            .await;
+        t.channel(&key, hook("none", json!([]), "envelope", true))
+            .await;
+        t.channel(&other, hook("theirs", json!(["*"]), "envelope", true))
+            .await;
+        assert_eq!(paid["event_types"], json!(["order.paid"]));
+
+        let a = t
+            .api(
+                "POST",
+                "/api/v1/activities",
+                &key,
+                Some(
+                    json!({"conversation_id": "orders", "event_type": "order.paid",
+                            "payload": {"order": 42}}),
+                ),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        let mut targets: Vec<String> = a.body["deliveries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["channel_id"].as_str().unwrap().to_owned())
+            .collect();
+        targets.sort();
+        let mut want = vec![id(&paid), id(&all)];
+        want.sort();
+        assert_eq!(targets, want);
+        for d in a.body["deliveries"].as_array().unwrap() {
+            let d = t
+                .wait_delivery(
+                    &key,
+                    d["id"].as_str().unwrap(),
+                    Duration::from_secs(15),
+                    settled,
+                )
+                .await;
+            assert_eq!(d["status"], "sent", "{d}");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let reqs = rx.requests();
+        let mut paths: Vec<&str> = reqs.iter().map(|r| r.uri.path()).collect();
+        paths.sort();
+        assert_eq!(paths, ["/hook/all", "/hook/paid"], "the subscribers only");
+        let standard = reqs
+            .iter()
+            .find(|r| r.uri.path().ends_with("/paid"))
+            .unwrap();
+        let body: Value = serde_json::from_slice(&standard.body).unwrap();
+        assert_eq!(body["type"], "order.paid");
+        assert_eq!(body["data"], json!({"order": 42}));
+        assert!(
+            converger_core::time::rfc3339_to_ms(body["timestamp"].as_str().unwrap()).is_some(),
+            "{body}"
+        );
+        assert!(verifies(paid["signing_secret"].as_str().unwrap(), standard));
+
+        // The activity reads back with its event type.
+        let act = t
+            .api(
+                "GET",
+                &format!(
+                    "/api/v1/activities/{}",
+                    a.body["activity_id"].as_str().unwrap()
+                ),
+                &key,
+                None,
+            )
+            .await;
+        assert_eq!(act.body["event_type"], "order.paid");
+        // Another type reaches `*` only; once that channel narrows its subscriptions, an
+        // activity nobody subscribes to is stored and goes nowhere.
+        let refunded = json!({"conversation_id": "orders", "event_type": "order.refunded",
+                              "channel_ids": [], "payload": {}});
+        let a = t
+            .api("POST", "/api/v1/activities", &key, Some(refunded.clone()))
+            .await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        assert_eq!(a.body["deliveries"][0]["channel_id"], id(&all).as_str());
+        assert_eq!(a.body["deliveries"].as_array().unwrap().len(), 1);
+        let a = t
+            .api(
+                "PATCH",
+                &format!("/api/v1/channels/{}", id(&all)),
+                &key,
+                Some(json!({"event_types": ["order.paid"]})),
+            )
+            .await;
+        assert_eq!(a.body["event_types"], json!(["order.paid"]));
+        let a = t
+            .api("POST", "/api/v1/activities", &key, Some(refunded))
+            .await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        assert_eq!(a.body["deliveries"], json!([]));
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn activities_read_back_by_id_and_by_conversation() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (_, key) = t.tenant("default").await;
+        let (_, other) = t.tenant("default").await;
+        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let mut ids = Vec::new();
+        for i in 0..5 {
+            let a = t
+                .api(
+                    "POST",
+                    "/api/v1/activities",
+                    &key,
+                    Some(
+                        json!({"conversation_id": "conv-read", "channel_ids": [id(&ch)],
+                                "payload": {"n": i}}),
+                    ),
+                )
+                .await;
+            assert_eq!(a.status, 201, "{:?}", a.body);
+            ids.push(a.body["activity_id"].as_str().unwrap().to_owned());
+        }
+        let a = t
+            .api("GET", &format!("/api/v1/activities/{}", ids[2]), &key, None)
+            .await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(a.body["payload"], json!({"n": 2}));
+        assert_eq!(a.body["conversation_id"], "conv-read");
+        assert_eq!(a.body["seq"], 3);
+        assert_eq!(a.body["channel_ids"], json!([id(&ch)]));
+        assert_eq!(a.body["deliveries"][0]["channel_id"], id(&ch).as_str());
+        assert!(a.body["deliveries"][0]["status"].is_string());
+        for (k, p) in [
+            (&other, format!("/api/v1/activities/{}", ids[2])),
+            (&key, "/api/v1/activities/act_nope".to_owned()),
+        ] {
+            let a = t.api("GET", &p, k, None).await;
+            assert_eq!(
+                (a.status, a.body["error"]["code"].as_str()),
+                (404, Some("not_found"))
+            );
+        }
+
+        let (mut seen, mut seqs, mut cursor) = (Vec::new(), Vec::new(), None::<String>);
+        loop {
+            let mut p = "/api/v1/activities?conversation_id=conv-read&limit=2".to_owned();
+            if let Some(c) = &cursor {
+                p.push_str(&format!("&cursor={c}"));
+            }
+            let a = t.api("GET", &p, &key, None).await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            for x in a.body["data"].as_array().unwrap() {
+                seen.push(id(x));
+                seqs.push(x["seq"].as_u64().unwrap());
+            }
+            match a.body["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => break,
+            }
+        }
+        assert_eq!(seen, ids);
+        assert_eq!(seqs, [1, 2, 3, 4, 5]);
+        let a = t
+            .api(
+                "GET",
+                "/api/v1/activities?conversation_id=conv-read",
+                &other,
+                None,
+            )
+            .await;
+        assert_eq!(
+            a.body["data"],
+            json!([]),
+            "another tenant's conversation of that name"
+        );
+        let a = t.api("GET", "/api/v1/activities", &key, None).await;
+        assert_eq!(
+            (a.status, a.body["error"]["code"].as_str()),
+            (422, Some("invalid_query"))
+        );
+        t.stop().await;
+    }
+}
