@@ -6,6 +6,7 @@ pub mod channel;
 pub mod error;
 pub mod flow;
 pub mod health;
+pub mod idempotency;
 pub mod ids;
 pub mod net;
 pub mod payload;

@@ -67,6 +67,10 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::idempotency::layer,
+        ))
         .with_state(state)
 }
 

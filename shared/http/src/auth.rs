@@ -18,32 +18,39 @@ impl FromRequestParts<AppState> for Authed {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let header = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .ok_or_else(|| ApiError::unauthorized("missing `Authorization: Bearer <API key>`"))?;
-        let key = header
-            .to_str()
-            .ok()
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .ok_or_else(|| ApiError::unauthorized("expected `Authorization: Bearer <API key>`"))?;
-        let hash = hash_api_key(key);
-        let actor = Actor {
-            kind: ActorKind::TenantApi,
-            id: format!("key_{}", &hash[..12]),
-        };
-        if let Some(t) = state.cached_tenant(&hash) {
-            return Ok(Authed(t, actor));
+        authenticate(&parts.headers, state).await
+    }
+}
+
+/// The tenant whose API key `headers` carry.
+pub(crate) async fn authenticate(
+    headers: &axum::http::HeaderMap,
+    state: &AppState,
+) -> Result<Authed, ApiError> {
+    let header = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("missing `Authorization: Bearer <API key>`"))?;
+    let key = header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| ApiError::unauthorized("expected `Authorization: Bearer <API key>`"))?;
+    let hash = hash_api_key(key);
+    let actor = Actor {
+        kind: ActorKind::TenantApi,
+        id: format!("key_{}", &hash[..12]),
+    };
+    if let Some(t) = state.cached_tenant(&hash) {
+        return Ok(Authed(t, actor));
+    }
+    match state.pipeline.store.tenant_by_api_key_hash(&hash).await? {
+        Some(t) => {
+            state.cache_tenant(hash, t.clone());
+            Ok(Authed(t, actor))
         }
-        match state.pipeline.store.tenant_by_api_key_hash(&hash).await? {
-            Some(t) => {
-                state.cache_tenant(hash, t.clone());
-                Ok(Authed(t, actor))
-            }
-            None => Err(ApiError::unauthorized("invalid API key")),
-        }
+        None => Err(ApiError::unauthorized("invalid API key")),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod idempotency;
 pub mod receipts;
 pub mod views;
 pub mod web;

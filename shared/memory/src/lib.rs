@@ -19,6 +19,7 @@ mod deliveries;
 mod flow;
 mod handoff;
 mod health;
+mod idempotency;
 mod listings;
 mod replays;
 mod sockets;
@@ -55,6 +56,8 @@ struct State {
     users: HashMap<String, converger_ports::User>,
     /// Each tenant's current API key hash.
     tenant_keys: HashMap<TenantId, String>,
+    /// Idempotency keys, by tenant and key.
+    keys_held: HashMap<(TenantId, String), converger_ports::KeyRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -9,6 +9,7 @@ pub mod error;
 pub mod flow;
 pub mod handoff;
 pub mod health;
+pub mod idempotency;
 pub mod model;
 pub mod ports;
 
@@ -16,6 +17,7 @@ pub use accounts::*;
 pub use flow::*;
 pub use handoff::*;
 pub use health::*;
+pub use idempotency::*;
 pub use model::*;
 pub use ports::*;
 
@@ -23,7 +25,7 @@ pub use ports::*;
 pub mod prelude {
     pub use crate::{
         AccountStore, ActivityStore, AuditStore, ChannelStore, DeliveryQueries, DeliveryStore,
-        FlowStore, HandoffStore, HealthStore, ReplayStore, Store, TenantStore,
+        FlowStore, HandoffStore, HealthStore, IdempotencyStore, ReplayStore, Store, TenantStore,
     };
 }
 

@@ -22,6 +22,7 @@ pub trait Store:
     + crate::health::HealthStore
     + crate::handoff::HandoffStore
     + crate::accounts::AccountStore
+    + crate::idempotency::IdempotencyStore
 {
 }
 
@@ -37,6 +38,7 @@ impl<T> Store for T where
         + crate::health::HealthStore
         + crate::handoff::HandoffStore
         + crate::accounts::AccountStore
+        + crate::idempotency::IdempotencyStore
 {
 }
 

@@ -66,7 +66,7 @@ pub const QUEUES: [QueueDef; 6] = [
 ];
 
 /// Environment variables naming the tables, in [`Resources`]' field order.
-pub const TABLE_ENVS: [&str; 10] = [
+pub const TABLE_ENVS: [&str; 11] = [
     "TENANTS_TABLE",
     "CHANNELS_TABLE",
     "ACTIVITIES_TABLE",
@@ -77,6 +77,7 @@ pub const TABLE_ENVS: [&str; 10] = [
     "FLOW_TABLE",
     "HEALTH_TABLE",
     "CONNECTIONS_TABLE",
+    "IDEMPOTENCY_TABLE",
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
@@ -110,6 +111,7 @@ pub struct Resources {
     pub flow: String,
     pub health: String,
     pub connections: String,
+    pub idempotency: String,
     pub bus: String,
     /// Queue URLs, by queue name ([`QueueDef::name`]).
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -141,6 +143,7 @@ impl Resources {
             flow: need(TABLE_ENVS[7])?,
             health: need(TABLE_ENVS[8])?,
             connections: need(TABLE_ENVS[9])?,
+            idempotency: need(TABLE_ENVS[10])?,
             bus: need(BUS_ENV)?,
             queue_urls,
             dlq_urls,

@@ -15,6 +15,7 @@ mod e2e;
 mod events;
 mod flow;
 mod health;
+mod idempotency;
 mod infra;
 mod queue;
 mod replay;

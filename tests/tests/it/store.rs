@@ -72,6 +72,7 @@ conformance!(
     scoped_reads_see_only_their_tenant,
     channel_lifecycle_lists_rotates_and_deletes,
     a_conversation_lists_its_activities_in_seq_order,
+    idempotency_keys_are_held_once_answered_freed_and_taken_over,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
@@ -2254,4 +2255,128 @@ fn conv_activity(f: &Fixture, conversation: &str) -> Activity {
         channel_ids: vec![],
         ..activity(f)
     }
+}
+
+async fn idempotency_keys_are_held_once_answered_freed_and_taken_over(backend: Backend) {
+    use converger_ports::KeyRecord;
+    let f = fixture(backend).await;
+    let now = time::now_ms();
+    let record = |fp: &str, locked_until: i64| KeyRecord {
+        fingerprint: fp.into(),
+        locked_until,
+        status: None,
+        body: None,
+        expires_at: now / 1000 + 86_400,
+    };
+    let t = &f.tenant.id;
+    // One holder; the others see it, running.
+    assert_eq!(
+        f.store
+            .take_key(t, "k1", &record("a", now + 60_000), now)
+            .await
+            .unwrap(),
+        None
+    );
+    let held = f
+        .store
+        .take_key(t, "k1", &record("a", now + 60_000), now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((held.fingerprint.as_str(), held.answer()), ("a", None));
+    // Another tenant's key of the same name is another key.
+    let other = TenantId::generate();
+    assert_eq!(
+        f.store
+            .take_key(&other, "k1", &record("b", now + 60_000), now)
+            .await
+            .unwrap(),
+        None
+    );
+    // Answered: kept, and given to whoever asks; an answer by another fingerprint is ignored.
+    f.store.answer_key(t, "k1", "zzz", 500, "{}").await.unwrap();
+    f.store
+        .answer_key(t, "k1", "a", 201, r#"{"id":1}"#)
+        .await
+        .unwrap();
+    let held = f.store.get_key(t, "k1").await.unwrap().unwrap();
+    assert_eq!(held.answer(), Some((201, r#"{"id":1}"#)));
+    let later = now + 120_000;
+    let held = f
+        .store
+        .take_key(t, "k1", &record("a", later + 60_000), later)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        held.answer(),
+        Some((201, r#"{"id":1}"#)),
+        "an answer outlives the lock"
+    );
+    // An answered key is not freed.
+    f.store.free_key(t, "k1", "a").await.unwrap();
+    assert!(f.store.get_key(t, "k1").await.unwrap().is_some());
+
+    // Freed without an answer: taken again at once.
+    assert_eq!(
+        f.store
+            .take_key(t, "k2", &record("c", now + 60_000), now)
+            .await
+            .unwrap(),
+        None
+    );
+    f.store.free_key(t, "k2", "other").await.unwrap();
+    assert!(
+        f.store.get_key(t, "k2").await.unwrap().is_some(),
+        "only its holder frees it"
+    );
+    f.store.free_key(t, "k2", "c").await.unwrap();
+    assert_eq!(f.store.get_key(t, "k2").await.unwrap(), None);
+    assert_eq!(
+        f.store
+            .take_key(t, "k2", &record("d", now + 60_000), now)
+            .await
+            .unwrap(),
+        None
+    );
+
+    // A holder that never answered is taken over once its lock ends.
+    assert_eq!(
+        f.store
+            .take_key(t, "k3", &record("e", now + 1_000), now)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        f.store
+            .take_key(t, "k3", &record("e", now + 61_000), now + 500)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(
+        f.store
+            .take_key(t, "k3", &record("e", now + 62_000), now + 2_000)
+            .await
+            .unwrap(),
+        None
+    );
+    // An expired record is absent, and its key free.
+    let gone = KeyRecord {
+        expires_at: now / 1000 - 1,
+        status: Some(201),
+        body: Some("{}".into()),
+        ..record("g", now + 60_000)
+    };
+    assert_eq!(f.store.take_key(t, "k4", &gone, now).await.unwrap(), None);
+    assert_eq!(f.store.get_key(t, "k4").await.unwrap(), None);
+    assert_eq!(
+        f.store
+            .take_key(t, "k4", &record("h", now + 60_000), now)
+            .await
+            .unwrap(),
+        None
+    );
+    f.stop().await;
 }

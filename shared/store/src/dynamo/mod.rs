@@ -25,6 +25,7 @@ mod deliveries;
 mod flow;
 mod handoff;
 mod health;
+mod idempotency;
 mod listings;
 mod replays;
 mod tenants;

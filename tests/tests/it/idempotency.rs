@@ -1,0 +1,142 @@
+//! `Idempotency-Key` on the tenant API's POSTs: concurrent duplicates do the work once and
+//! get the same answer; a reused key with another body is refused.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_tests::TestStack;
+use serde_json::{Value, json};
+
+/// A POST with an `Idempotency-Key`: status, body and whether it was a replay.
+async fn post(
+    t: &TestStack,
+    key: &str,
+    path: &str,
+    idem: &str,
+    body: &Value,
+) -> (u16, Value, bool) {
+    let resp = t
+        .http
+        .post(format!("{}{path}", t.stack.api_url))
+        .bearer_auth(key)
+        .header("idempotency-key", idem)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let replayed = resp
+        .headers()
+        .get("idempotent-replayed")
+        .is_some_and(|v| v == "true");
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+        replayed,
+    )
+}
+
+#[tokio::test]
+async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let (_, other) = t.tenant("default").await;
+    let body =
+        json!({"type": "webhook", "name": "once", "config": {"url": "http://127.0.0.1:9/h"}});
+    let (s1, first, r1) = post(&t, &key, "/api/v1/channels", "chan-1", &body).await;
+    assert_eq!((s1, r1), (201, false), "{first}");
+    let (s2, again, r2) = post(&t, &key, "/api/v1/channels", "chan-1", &body).await;
+    assert_eq!((s2, r2), (201, true));
+    assert_eq!(again, first, "the first answer, secret included");
+    let a = t.api("GET", "/api/v1/channels", &key, None).await;
+    assert_eq!(a.body["data"].as_array().unwrap().len(), 1, "one channel");
+
+    // Another body, or another path, with the same key.
+    let other_body =
+        json!({"type": "webhook", "name": "twice", "config": {"url": "http://127.0.0.1:9/h"}});
+    let (s, e, _) = post(&t, &key, "/api/v1/channels", "chan-1", &other_body).await;
+    assert_eq!(
+        (s, e["error"]["code"].as_str()),
+        (422, Some("idempotency_key_reused"))
+    );
+    let ch = first["id"].as_str().unwrap();
+    let (s, e, _) = post(
+        &t,
+        &key,
+        &format!("/api/v1/channels/{ch}/pause"),
+        "chan-1",
+        &json!({}),
+    )
+    .await;
+    assert_eq!(
+        (s, e["error"]["code"].as_str()),
+        (422, Some("idempotency_key_reused"))
+    );
+    // The same key for another tenant is that tenant's own.
+    let (s, e, r) = post(&t, &other, "/api/v1/channels", "chan-1", &body).await;
+    assert_eq!((s, r), (201, false), "{e}");
+    assert_ne!(e["id"], first["id"]);
+
+    // Refusals are kept too; malformed keys and unauthenticated requests are refused as such.
+    let bad = json!({"type": "pigeon", "name": "x"});
+    let (s, _, r) = post(&t, &key, "/api/v1/channels", "bad-1", &bad).await;
+    assert_eq!((s, r), (422, false));
+    let (s, _, r) = post(&t, &key, "/api/v1/channels", "bad-1", &bad).await;
+    assert_eq!((s, r), (422, true));
+    let (s, e, _) = post(&t, &key, "/api/v1/channels", "with space", &body).await;
+    assert_eq!(
+        (s, e["error"]["code"].as_str()),
+        (422, Some("invalid_idempotency_key"))
+    );
+    let (s, e, _) = post(&t, &key, "/api/v1/channels", &"k".repeat(256), &body).await;
+    assert_eq!(
+        (s, e["error"]["code"].as_str()),
+        (422, Some("invalid_idempotency_key"))
+    );
+    let (s, e, _) = post(&t, "cvg_wrong", "/api/v1/channels", "chan-1", &body).await;
+    assert_eq!(
+        (s, e["error"]["code"].as_str()),
+        (401, Some("unauthorized"))
+    );
+    t.stop().await;
+}
+
+mod emulator {
+    use super::*;
+
+    #[tokio::test]
+    async fn twenty_concurrent_posts_with_one_key_create_one_activity() {
+        let t = TestStack::on_emulator().await;
+        let (_, key) = t.tenant("default").await;
+        let ch = t.webhook(&key, "http://127.0.0.1:9/h", json!({})).await;
+        let body = json!({"conversation_id": "idem", "channel_ids": [ch["id"]],
+                          "payload": {"text": "once"}});
+        let answers = futures::future::join_all(
+            (0..20).map(|_| post(&t, &key, "/api/v1/activities", "act-key-1", &body)),
+        )
+        .await;
+        let first = &answers[0].1;
+        for (status, b, _) in &answers {
+            assert_eq!(*status, 201, "{b}");
+            assert_eq!(b, first, "every duplicate gets the first answer");
+        }
+        let replays = answers.iter().filter(|(_, _, r)| *r).count();
+        assert_eq!(replays, 19, "one did the work");
+        let a = t
+            .api("GET", "/api/v1/activities?conversation_id=idem", &key, None)
+            .await;
+        assert_eq!(a.body["data"].as_array().unwrap().len(), 1, "{:?}", a.body);
+        assert_eq!(a.body["data"][0]["id"], first["activity_id"]);
+
+        // A replay job started twice with one key is one job.
+        let path = format!(
+            "/api/v1/channels/{}/deliveries/replays",
+            ch["id"].as_str().unwrap()
+        );
+        let (s1, j1, _) = post(&t, &key, &path, "job-1", &json!({})).await;
+        let (s2, j2, r2) = post(&t, &key, &path, "job-1", &json!({})).await;
+        assert_eq!((s1, s2, r2), (202, 202, true), "{j1} {j2}");
+        assert_eq!(j1["id"], j2["id"]);
+        t.stop().await;
+    }
+}
