@@ -130,6 +130,27 @@ pub async fn ensure_lambda_tools() -> Result<PathBuf, String> {
     Ok(venv)
 }
 
+/// schemathesis, pinned in `infra/local/requirements-fuzz.txt`, installed into the project
+/// virtualenv on first use (the test command's API fuzzing).
+pub async fn ensure_fuzz_tools() -> Result<PathBuf, String> {
+    let venv = ensure_venv().await?;
+    let file = root().join("infra/local/requirements-fuzz.txt");
+    let reqs = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let want = hex::encode(Sha256::digest(&reqs));
+    let marker = venv.join(".converger-fuzz-requirements");
+    let installed = || std::fs::read_to_string(&marker).is_ok_and(|h| h.trim() == want);
+    if installed() {
+        return Ok(venv);
+    }
+    let _lock = DirLock::take(root().join(".local/venv.lock")).await?;
+    if installed() {
+        return Ok(venv);
+    }
+    pip_install(&file).await?;
+    std::fs::write(&marker, want).map_err(|e| e.to_string())?;
+    Ok(venv)
+}
+
 /// `pip install -r file` into the project virtualenv.
 async fn pip_install(file: &std::path::Path) -> Result<(), String> {
     eprintln!("converger: installing {}", file.display());

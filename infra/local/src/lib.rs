@@ -6,6 +6,7 @@ pub mod cfn;
 pub mod chaos;
 pub mod demo;
 pub mod emulator;
+pub mod fuzz;
 pub mod gateway;
 pub mod iam;
 pub mod inprocess;

@@ -277,7 +277,11 @@ async fn test(args: &[String]) -> Result<(), String> {
     // lost fails the run (the figures are printed, never asserted: see docs/benchmarks.md).
     eprintln!("converger test: chaos smoke (crash, storage stall, hostile receivers)");
     let chaos = converger_local::chaos::run(&["smoke".to_owned()]).await;
-    result.and(iam).and(chaos)
+    // The API fuzzing: schemathesis from docs/openapi.json against a local stack; a server
+    // error, a status the document does not allow or an answer off its schema fails the run.
+    eprintln!("converger test: API fuzzing (schemathesis, docs/openapi.json)");
+    let fuzz = converger_local::fuzz::run(&[]).await;
+    result.and(iam).and(chaos).and(fuzz)
 }
 
 fn target_dir(root: &std::path::Path) -> std::path::PathBuf {
@@ -364,6 +368,7 @@ async fn main() -> ExitCode {
         Some("test") => test(&args[1..]).await,
         Some("bench") => converger_local::bench::run(&args[1..]).await,
         Some("chaos") => converger_local::chaos::run(&args[1..]).await,
+        Some("fuzz") => converger_local::fuzz::run(&args[1..]).await,
         Some("--demo") => run(true).await,
         None => run(false).await,
         Some("--help" | "-h") => {
@@ -372,6 +377,7 @@ async fn main() -> ExitCode {
             );
             println!("{}", converger_local::bench::USAGE);
             println!("{}", converger_local::chaos::USAGE);
+            println!("{}", converger_local::fuzz::USAGE);
             Ok(())
         }
         Some(other) => Err(format!("unknown argument `{other}` (try --help)")),

@@ -13,7 +13,6 @@ use converger_core::secret::constant_time_eq;
 use converger_core::{TenantId, Tier};
 use converger_pipeline::tenants::TenantError;
 use serde::Deserialize;
-use serde_json::json;
 
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -28,10 +27,7 @@ pub fn router(state: AppState) -> Router {
             allowlist,
         ))
         // Outside the allowlist: monitors call it from anywhere, and it says nothing.
-        .route(
-            "/admin/api/health",
-            get(|| async { Json(json!({"status": "ok"})) }),
-        )
+        .route("/admin/api/health", get(health))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
         .with_state(state)
@@ -53,6 +49,44 @@ async fn allowlist(
         )
         .into_response()
     }
+}
+
+/// `GET /admin/api/health`: the admin API answers (no token, any address).
+#[utoipa::path(get, path = "/admin/api/health", tag = "operations", security(()),
+    responses((status = 200, description = "The admin API answers", body = crate::openapi::Status)))]
+pub(crate) async fn health() -> Json<crate::openapi::Status> {
+    Json(crate::openapi::Status {
+        status: "ok".into(),
+    })
+}
+
+/// A tenant just created, with its API key (shown once).
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct CreatedTenant {
+    #[serde(flatten)]
+    pub tenant: crate::views::TenantView,
+    pub api_key: String,
+}
+
+/// A tenant after a change; with the alert channel's signing secret when the change set its
+/// alert webhook.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct PatchedTenant {
+    #[serde(flatten)]
+    pub tenant: crate::views::TenantView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alert_signing_secret: Option<String>,
+}
+
+/// A user of the web pages.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct UserView {
+    /// `admin` or `portal`.
+    pub realm: String,
+    pub email: String,
+    pub role: String,
+    pub tenant_id: Option<String>,
+    pub created_at: String,
 }
 
 /// An operator holding the admin token.
@@ -93,15 +127,24 @@ fn tenant_error(e: TenantError) -> ApiError {
     }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct NewTenant {
+pub(crate) struct NewTenant {
     name: String,
     #[serde(default)]
     tier: Option<String>,
 }
 
-async fn create_tenant(
+#[utoipa::path(
+    post,
+    path = "/admin/api/tenants",
+    tag = "admin",
+    summary = "Create a tenant",
+    security(("admin_token" = [])),
+    request_body = NewTenant,
+    responses((status = 201, description = "Created, with its API key (shown once)", body = CreatedTenant))
+)]
+pub(crate) async fn create_tenant(
     State(state): State<AppState>,
     _op: Operator,
     Body(req): Body<NewTenant>,
@@ -118,12 +161,25 @@ async fn create_tenant(
         .await
         .map_err(tenant_error)?;
     state.forget_tenants();
-    let mut body = crate::views::tenant(&tenant);
-    body["api_key"] = json!(key);
-    Ok((StatusCode::CREATED, Json(body)))
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedTenant {
+            tenant: crate::views::tenant(&tenant),
+            api_key: key,
+        }),
+    ))
 }
 
-async fn get_tenant(
+#[utoipa::path(
+    get,
+    path = "/admin/api/tenants/{id}",
+    tag = "admin",
+    summary = "Read a tenant",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "A tenant id")),
+    responses((status = 200, body = crate::views::TenantView))
+)]
+pub(crate) async fn get_tenant(
     State(state): State<AppState>,
     _op: Operator,
     Path(id): Path<String>,
@@ -138,19 +194,30 @@ async fn get_tenant(
     Ok(Json(crate::views::tenant(&t)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PatchTenant {
+pub(crate) struct PatchTenant {
     tier: Option<String>,
     /// A URL sets the tenant's alert webhook; `null` removes it.
     #[serde(default, deserialize_with = "crate::error::present")]
+    #[schema(value_type = Option<String>)]
     alert_webhook_url: Option<Option<String>>,
 }
 
 /// Sets a tenant's tier (its new deliveries go to that tier's queue; the API's cached view of
 /// the tenant follows within 30 s) and its alert webhook URL (a managed webhook channel that
 /// receives the tenant's channel events).
-async fn patch_tenant(
+#[utoipa::path(
+    patch,
+    path = "/admin/api/tenants/{id}",
+    tag = "admin",
+    summary = "Change a tenant",
+    security(("admin_token" = [])),
+    params(("id" = String, Path, description = "A tenant id")),
+    request_body = PatchTenant,
+    responses((status = 200, body = PatchedTenant))
+)]
+pub(crate) async fn patch_tenant(
     State(state): State<AppState>,
     _op: Operator,
     Path(id): Path<String>,
@@ -174,32 +241,46 @@ async fn patch_tenant(
         .map_err(tenant_error)?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
     state.forget_tenants();
-    let mut view = crate::views::tenant(&t);
     // The alert channel's signing secret, so the receiver can verify what it gets.
+    let mut alert_signing_secret = None;
     if req.alert_webhook_url.is_some()
         && let Some(id) = &t.alert_channel_id
         && let Some(c) = state.pipeline.store.get_channel(id).await?
     {
-        view["alert_signing_secret"] = json!(c.signing_secret);
+        alert_signing_secret = Some(c.signing_secret);
     }
-    Ok(Json(view))
+    Ok(Json(PatchedTenant {
+        tenant: crate::views::tenant(&t),
+        alert_signing_secret,
+    }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct NewUser {
+pub(crate) struct NewUser {
     /// `admin` (operators) or `portal` (a tenant's users).
+    #[schema(value_type = String, example = "admin")]
     realm: converger_core::web::Realm,
     email: String,
     password: String,
     role: String,
     #[serde(default)]
+    #[schema(value_type = Option<String>)]
     tenant_id: Option<TenantId>,
 }
 
 /// Creates a user of the web pages: an operator (`super_admin`, `admin`, `viewer`) or a
 /// tenant user (`owner`, `admin`, `member`, `viewer`) of an existing tenant.
-async fn create_user(
+#[utoipa::path(
+    post,
+    path = "/admin/api/users",
+    tag = "admin",
+    summary = "Create a web user",
+    security(("admin_token" = [])),
+    request_body = NewUser,
+    responses((status = 201, body = UserView))
+)]
+pub(crate) async fn create_user(
     State(state): State<AppState>,
     _op: Operator,
     Body(req): Body<NewUser>,
@@ -232,9 +313,12 @@ async fn create_user(
     })?;
     Ok((
         StatusCode::CREATED,
-        Json(json!({
-            "realm": user.realm, "email": user.email, "role": user.role,
-            "tenant_id": user.tenant_id, "created_at": user.created_at,
-        })),
+        Json(UserView {
+            realm: user.realm.as_str().to_owned(),
+            email: user.email,
+            role: user.role.as_str().to_owned(),
+            tenant_id: user.tenant_id.map(|t| t.to_string()),
+            created_at: user.created_at,
+        }),
     ))
 }

@@ -15,18 +15,26 @@ use converger_core::query::{
 };
 use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
+use converger_pipeline::flow::DeliveryState;
 use converger_pipeline::ingest::NewActivity;
 use converger_pipeline::replay::ReplayError;
 use converger_ports::{Channel, ChannelPatch, DeliveryQuery, Scope};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+
+/// `GET /api/health`: the API answers (no authentication).
+#[utoipa::path(get, path = "/api/health", tag = "operations", security(()),
+    responses((status = 200, description = "The API answers", body = crate::openapi::Status)))]
+pub(crate) async fn health() -> Json<crate::openapi::Status> {
+    Json(crate::openapi::Status {
+        status: "ok".into(),
+    })
+}
 
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route(
-            "/api/health",
-            get(|| async { Json(json!({"status": "ok"})) }),
-        )
+        .route("/api/health", get(health))
+        .route("/api/v1/openapi.json", get(crate::openapi::serve))
         .route("/api/v1/channels", post(create_channel).get(list_channels))
         .route(
             "/api/v1/channels/{id}",
@@ -101,23 +109,30 @@ fn validate_name(name: &str) -> Result<(), ApiError> {
     converger_core::channel::check_name(name).map_err(|m| ApiError::invalid("invalid_name", m))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct NewChannel {
+pub(crate) struct NewChannel {
     #[serde(rename = "type")]
+    #[schema(pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket)$")]
     kind: String,
+    /// 1 to 200 characters, no control characters.
+    #[schema(min_length = 1, max_length = 200)]
     name: String,
     #[serde(default)]
+    #[schema(value_type = Object)]
     config: Map<String, Value>,
     #[serde(default = "yes")]
     active: bool,
     #[serde(default)]
+    #[schema(value_type = Object)]
     retry_policy: Map<String, Value>,
     #[serde(default)]
+    #[schema(value_type = Object)]
     circuit_breaker: Map<String, Value>,
     #[serde(default)]
     rate_limit: Option<String>,
     #[serde(default)]
+    #[schema(value_type = Object)]
     auto_disable: Map<String, Value>,
     #[serde(default)]
     event_types: Vec<String>,
@@ -152,7 +167,15 @@ fn validate_flow(breaker: Option<&Map<String, Value>>, rate: Option<&str>) -> Re
     Ok(())
 }
 
-async fn create_channel(
+#[utoipa::path(
+    post,
+    path = "/api/v1/channels",
+    tag = "channels",
+    summary = "Create a channel",
+    request_body = NewChannel,
+    responses((status = 201, description = "Created, with its signing secret", body = views::CreatedChannel))
+)]
+pub(crate) async fn create_channel(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Body(req): Body<NewChannel>,
@@ -180,40 +203,64 @@ async fn create_channel(
     };
     state.pipeline.store.create_channel(&channel).await?;
     state.pipeline.forget_tenant_channels(&channel.tenant_id);
-    let mut body = views::channel(&channel);
-    body["signing_secret"] = Value::from(channel.signing_secret.clone());
+    let body = views::CreatedChannel {
+        channel: views::channel(&channel),
+        signing_secret: channel.signing_secret.clone(),
+    };
     Ok((StatusCode::CREATED, Json(body)))
 }
 
-async fn get_channel(
+#[utoipa::path(
+    get,
+    path = "/api/v1/channels/{id}",
+    tag = "channels",
+    summary = "Read a channel",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    responses((status = 200, body = views::ChannelView))
+)]
+pub(crate) async fn get_channel(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::ChannelView>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     Ok(Json(views::channel(&c)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PatchChannel {
+pub(crate) struct PatchChannel {
     name: Option<String>,
+    #[schema(value_type = Option<Object>)]
     config: Option<Map<String, Value>>,
     active: Option<bool>,
+    #[schema(value_type = Option<Object>)]
     retry_policy: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
     circuit_breaker: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "crate::error::present")]
+    #[schema(value_type = Option<String>)]
     rate_limit: Option<Option<String>>,
+    #[schema(value_type = Option<Object>)]
     auto_disable: Option<Map<String, Value>>,
     event_types: Option<Vec<String>>,
 }
 
-async fn patch_channel(
+#[utoipa::path(
+    patch,
+    path = "/api/v1/channels/{id}",
+    tag = "channels",
+    summary = "Change a channel",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    request_body = PatchChannel,
+    responses((status = 200, body = views::ChannelView))
+)]
+pub(crate) async fn patch_channel(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
     Body(req): Body<PatchChannel>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::ChannelView>, ApiError> {
     let current = owned_channel(&state, &tenant, &id).await?;
     not_managed(&current)?;
     if let Some(n) = &req.name {
@@ -254,23 +301,37 @@ async fn patch_channel(
     Ok(Json(views::channel(&updated)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-struct ChannelListQuery {
+pub(crate) struct ChannelListQuery {
+    /// Only channels of this type.
     #[serde(rename = "type")]
+    #[param(value_type = Option<String>, pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket)$")]
     kind: Option<String>,
     active: Option<bool>,
+    /// Page size, 1 to 500 (50 when absent).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<usize>,
+    /// The `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
 /// `GET /api/v1/channels`: the tenant's channels in id order, of one `type` or `active`
 /// state when asked, `limit` (default 50, at most 500) per page.
-async fn list_channels(
+#[utoipa::path(
+    get,
+    path = "/api/v1/channels",
+    tag = "channels",
+    summary = "List channels",
+    params(ChannelListQuery),
+    responses((status = 200, description = "A page of channels, by id", body = views::Page<views::ChannelView>))
+)]
+pub(crate) async fn list_channels(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     query: Result<Query<ChannelListQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::Page<views::ChannelView>>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
     let kind = q
         .kind
@@ -302,8 +363,10 @@ async fn list_channels(
         }
         .encode(&scope)
     });
-    let data: Vec<Value> = items.iter().map(views::channel).collect();
-    Ok(Json(json!({"data": data, "next_cursor": next})))
+    Ok(Json(views::Page {
+        data: items.iter().map(views::channel).collect(),
+        next_cursor: next,
+    }))
 }
 
 /// A page size: `limit` from 1 to 500, 50 when absent.
@@ -321,7 +384,15 @@ fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
 
 /// `DELETE /api/v1/channels/{id}`: see `Pipeline::delete_channel` for what becomes of its
 /// deliveries. 204, or 404 when it does not exist (or was deleted already).
-async fn delete_channel(
+#[utoipa::path(
+    delete,
+    path = "/api/v1/channels/{id}",
+    tag = "channels",
+    summary = "Delete a channel",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    responses((status = 204, description = "Deleted: gone from reads and lists; its pending deliveries are dead-lettered with `channel deleted`"))
+)]
+pub(crate) async fn delete_channel(
     State(state): State<AppState>,
     Authed(tenant, actor): Authed,
     Path(id): Path<String>,
@@ -336,18 +407,26 @@ async fn delete_channel(
 }
 
 /// `GET /api/v1/channels/{id}/secret`: the signing secret, and those still retiring.
-async fn get_secret(
+#[utoipa::path(
+    get,
+    path = "/api/v1/channels/{id}/secret",
+    tag = "channels",
+    summary = "Read the signing secrets",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    responses((status = 200, body = views::SecretsView))
+)]
+pub(crate) async fn get_secret(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::SecretsView>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     Ok(Json(views::secrets(&c)))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Rotate {
+pub(crate) struct Rotate {
     /// The new secret (`whsec_` base64 of 24 to 64 bytes); a random one when absent.
     signing_secret: Option<String>,
     /// How long the old secret keeps signing beside the new one (default 24 h, at most 7 days).
@@ -356,12 +435,21 @@ struct Rotate {
 
 /// `POST /api/v1/channels/{id}/secret/rotate`: a new signing secret; the old one keeps
 /// signing beside it for `grace_seconds`, so receivers roll over without dropping a message.
-async fn rotate_secret(
+#[utoipa::path(
+    post,
+    path = "/api/v1/channels/{id}/secret/rotate",
+    tag = "channels",
+    summary = "Rotate the signing secret",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    request_body = Option<Rotate>,
+    responses((status = 200, description = "The new secret, and the old one signing beside it until its grace ends", body = views::SecretsView))
+)]
+pub(crate) async fn rotate_secret(
     State(state): State<AppState>,
     Authed(tenant, actor): Authed,
     Path(id): Path<String>,
     body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::SecretsView>, ApiError> {
     let req: Rotate = crate::error::parse_optional_json(&body)?;
     let bad = |m: String| ApiError::invalid("invalid_body", m);
     if let Some(secret) = &req.signing_secret {
@@ -408,33 +496,53 @@ fn not_managed(c: &Channel) -> Result<(), ApiError> {
     Ok(())
 }
 
-async fn pause_channel(
+#[utoipa::path(
+    post,
+    path = "/api/v1/channels/{id}/pause",
+    tag = "flow control",
+    summary = "Pause deliveries",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    responses((status = 200, body = crate::openapi::DeliveryStateDoc))
+)]
+pub(crate) async fn pause_channel(
     State(state): State<AppState>,
     Authed(tenant, actor): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     not_managed(&c)?;
     let flow = state.pipeline.pause(&c, &actor).await?;
-    Ok(Json(json!(
-        state.pipeline.delivery_state(&c, Some(flow)).await?
-    )))
+    Ok(Json(state.pipeline.delivery_state(&c, Some(flow)).await?))
 }
 
-async fn resume_channel(
+#[utoipa::path(
+    post,
+    path = "/api/v1/channels/{id}/resume",
+    tag = "flow control",
+    summary = "Resume deliveries",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    responses((status = 200, body = crate::openapi::DeliveryStateDoc))
+)]
+pub(crate) async fn resume_channel(
     State(state): State<AppState>,
     Authed(tenant, actor): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     not_managed(&c)?;
     let flow = state.pipeline.resume(&c, &actor).await?;
-    Ok(Json(json!(
-        state.pipeline.delivery_state(&c, Some(flow)).await?
-    )))
+    Ok(Json(state.pipeline.delivery_state(&c, Some(flow)).await?))
 }
 
-async fn channel_health(
+#[utoipa::path(
+    get,
+    path = "/api/v1/channels/{id}/health",
+    tag = "flow control",
+    summary = "Read the health checks",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    responses((status = 200, body = crate::openapi::ChannelHealthDoc))
+)]
+pub(crate) async fn channel_health(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
@@ -443,26 +551,37 @@ async fn channel_health(
     Ok(Json(state.pipeline.channel_health(&c, 50).await?))
 }
 
-async fn channel_delivery(
+#[utoipa::path(
+    get,
+    path = "/api/v1/channels/{id}/delivery",
+    tag = "flow control",
+    summary = "Read the flow state",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    responses((status = 200, body = crate::openapi::DeliveryStateDoc))
+)]
+pub(crate) async fn channel_delivery(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
-    Ok(Json(json!(state.pipeline.delivery_state(&c, None).await?)))
+    Ok(Json(state.pipeline.delivery_state(&c, None).await?))
 }
 
-async fn create_activity(
+#[utoipa::path(
+    post,
+    path = "/api/v1/activities",
+    tag = "activities",
+    summary = "Send an activity",
+    request_body = crate::openapi::NewActivityDoc,
+    responses((status = 201, description = "Stored, its deliveries enqueued", body = views::Ingested), (status = 200, description = "A producer id sent before: what was stored then", body = views::Ingested))
+)]
+pub(crate) async fn create_activity(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Body(req): Body<NewActivity>,
 ) -> Result<impl IntoResponse, ApiError> {
     let done = state.pipeline.ingest(&tenant, req).await?;
-    let deliveries: Vec<Value> = done
-        .deliveries
-        .iter()
-        .map(|d| json!({"id": d.id, "channel_id": d.channel_id, "status": d.status}))
-        .collect();
     let status = if done.created {
         StatusCode::CREATED
     } else {
@@ -470,22 +589,33 @@ async fn create_activity(
     };
     Ok((
         status,
-        Json(json!({
-            "activity_id": done.activity.id,
-            "conversation_id": done.activity.conversation_id,
-            "seq": done.activity.seq,
-            "created_at": done.activity.created_at,
-            "deliveries": deliveries,
-        })),
+        Json(views::Ingested {
+            activity_id: done.activity.id.to_string(),
+            conversation_id: done.activity.conversation_id.clone(),
+            seq: done.activity.seq,
+            created_at: done.activity.created_at.clone(),
+            deliveries: done
+                .deliveries
+                .iter()
+                .map(views::DeliveryRef::from)
+                .collect(),
+        }),
     ))
 }
 
-/// `GET /api/v1/activities/{id}`: an activity as it was sent, with its deliveries.
-async fn get_activity(
+#[utoipa::path(
+    get,
+    path = "/api/v1/activities/{id}",
+    tag = "activities",
+    summary = "Read an activity",
+    params(("id" = String, Path, description = "An activity id")),
+    responses((status = 200, body = views::ActivityView))
+)]
+pub(crate) async fn get_activity(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::ActivityView>, ApiError> {
     let id = ActivityId::parse(&id).map_err(|_| ApiError::not_found("activity"))?;
     let a = state
         .pipeline
@@ -503,25 +633,38 @@ async fn get_activity(
     Ok(Json(views::activity(&a, Some(&deliveries))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-struct ActivityListQuery {
-    conversation_id: Option<String>,
+pub(crate) struct ActivityListQuery {
+    /// The conversation, 1 to 256 characters.
+    #[param(min_length = 1, max_length = 256)]
+    conversation_id: String,
+    /// Page size, 1 to 500 (50 when absent).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<usize>,
+    /// The `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
 /// `GET /api/v1/activities?conversation_id=`: a conversation's activities in `seq` order.
-async fn list_activities(
+#[utoipa::path(
+    get,
+    path = "/api/v1/activities",
+    tag = "activities",
+    summary = "List a conversation's activities",
+    params(ActivityListQuery),
+    responses((status = 200, description = "A page, in seq order", body = views::Page<views::ActivityView>))
+)]
+pub(crate) async fn list_activities(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     query: Result<Query<ActivityListQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::Page<views::ActivityView>>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
-    let conversation = q
-        .conversation_id
+    let conversation = Some(q.conversation_id)
         .filter(|c| !c.is_empty())
-        .ok_or_else(|| ApiError::invalid("invalid_query", "conversation_id is required"))?;
+        .ok_or_else(|| ApiError::invalid("invalid_query", "conversation_id must not be empty"))?;
     let limit = page_limit(q.limit)?;
     let scope = format!("activities|{}|{conversation}", tenant.id);
     let after = cursor(q.cursor.as_deref(), &scope)?
@@ -540,34 +683,56 @@ async fn list_activities(
         }
         .encode(&scope)
     });
-    let data: Vec<Value> = items.iter().map(|a| views::activity(a, None)).collect();
-    Ok(Json(json!({"data": data, "next_cursor": next})))
+    Ok(Json(views::Page {
+        data: items.iter().map(|a| views::activity(a, None)).collect(),
+        next_cursor: next,
+    }))
 }
 
-async fn get_delivery(
+#[utoipa::path(
+    get,
+    path = "/api/v1/deliveries/{id}",
+    tag = "deliveries",
+    summary = "Read a delivery",
+    params(("id" = String, Path, description = "A delivery id (`dlv_...`)")),
+    responses((status = 200, body = views::DeliveryView))
+)]
+pub(crate) async fn get_delivery(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::DeliveryView>, ApiError> {
     let d = owned_delivery(&state, &tenant, &id).await?;
     Ok(Json(views::delivery(&d)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-struct AttemptsQuery {
+pub(crate) struct AttemptsQuery {
+    /// Page size, 1 to 500 (50 when absent).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<usize>,
+    /// The `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
 /// The delivery's attempt log, newest first, `limit` (default 50, at most 500) per page; the
 /// `next_cursor` of a page continues below it.
-async fn list_attempts(
+#[utoipa::path(
+    get,
+    path = "/api/v1/deliveries/{id}/attempts",
+    tag = "deliveries",
+    summary = "List a delivery's attempts",
+    params(("id" = String, Path, description = "A delivery id (`dlv_...`)"), AttemptsQuery),
+    responses((status = 200, description = "Newest first", body = views::Page<views::AttemptView>))
+)]
+pub(crate) async fn list_attempts(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
     query: Result<Query<AttemptsQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::Page<views::AttemptView>>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
     let limit = q.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
@@ -590,31 +755,55 @@ async fn list_attempts(
     } else {
         None
     };
-    Ok(Json(json!({"data": entries, "next_cursor": next_cursor})))
+    Ok(Json(views::Page {
+        data: entries.iter().map(views::AttemptView::from).collect(),
+        next_cursor,
+    }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-struct ListQuery {
+pub(crate) struct ListQuery {
+    /// `pending`, `sent`, `delivered`, `read` or `failed`.
+    #[param(pattern = "^(pending|sent|delivered|read|failed)$")]
     status: Option<String>,
     channel_id: Option<String>,
     activity_id: Option<String>,
+    /// A UTC day (`2026-12-01`): changed on or after it.
+    #[param(pattern = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
     from: Option<String>,
+    /// A UTC day: changed on or before it.
+    #[param(pattern = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$")]
     to: Option<String>,
+    /// An exact activity id, or a part of `last_error`.
     q: Option<String>,
+    /// `newest` (the default) or `oldest` first.
+    #[param(pattern = "^(newest|oldest)$")]
     sort: Option<String>,
+    /// Page size, 1 to 500 (50 when absent).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<usize>,
+    /// The `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
 /// `GET /api/v1/deliveries`: the tenant's deliveries, most recently changed first (or oldest
 /// first), filtered by status, channel, activity, UTC days on `updated_at` and a search (an
 /// exact activity id or a part of `last_error`), keyset-paginated.
-async fn list_deliveries(
+#[utoipa::path(
+    get,
+    path = "/api/v1/deliveries",
+    tag = "deliveries",
+    summary = "List deliveries",
+    params(ListQuery),
+    responses((status = 200, body = views::Page<views::DeliveryView>))
+)]
+pub(crate) async fn list_deliveries(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::Page<views::DeliveryView>>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
     let bad = |m: String| ApiError::invalid("invalid_query", m);
     let status = q
@@ -668,18 +857,26 @@ async fn list_deliveries(
         })
         .await?;
     let (items, next) = (listed.items, listed.next);
-    let data: Vec<Value> = items.iter().map(views::delivery_row).collect();
-    Ok(Json(
-        json!({"data": data, "next_cursor": next.map(|c| c.encode(&scope))}),
-    ))
+    Ok(Json(views::Page {
+        data: items.iter().map(views::delivery_row).collect(),
+        next_cursor: next.map(|c| c.encode(&scope)),
+    }))
 }
 
 /// `POST /api/v1/deliveries/{id}/retry`: replays one dead letter.
-async fn retry_delivery(
+#[utoipa::path(
+    post,
+    path = "/api/v1/deliveries/{id}/retry",
+    tag = "deliveries",
+    summary = "Replay a dead letter",
+    params(("id" = String, Path, description = "A delivery id (`dlv_...`)")),
+    responses((status = 200, body = views::DeliveryView))
+)]
+pub(crate) async fn retry_delivery(
     State(state): State<AppState>,
     Authed(tenant, actor): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::DeliveryView>, ApiError> {
     let id = DeliveryId::parse(&id).map_err(|_| ApiError::not_found("delivery"))?;
     state
         .pipeline
@@ -689,19 +886,31 @@ async fn retry_delivery(
         .map_err(|e| replay_error(e, "delivery"))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
-struct AuditQuery {
+pub(crate) struct AuditQuery {
+    /// Page size, 1 to 500 (50 when absent).
+    #[param(minimum = 1, maximum = 500)]
     limit: Option<usize>,
+    /// The `next_cursor` of the page before.
     cursor: Option<String>,
 }
 
 /// `GET /api/v1/audit`: the tenant's audit log, newest first.
-async fn list_audit(
+#[utoipa::path(
+    get,
+    path = "/api/v1/audit",
+    tag = "audit",
+    summary = "List the audit log",
+    params(AuditQuery),
+    responses((status = 200, description = "Newest first", body = views::Page<views::AuditView>))
+)]
+pub(crate) async fn list_audit(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     query: Result<Query<AuditQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::Page<views::AuditView>>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
     let limit = q.limit.unwrap_or(50);
     if !(1..=500).contains(&limit) {
@@ -717,21 +926,22 @@ async fn list_audit(
         .store
         .list_audit(&tenant.id, limit, after.as_ref())
         .await?;
-    Ok(Json(json!({
-        "data": listed.items,
-        "next_cursor": listed.next.map(|c| c.encode(&scope)),
-    })))
+    Ok(Json(views::Page {
+        data: listed.items.iter().map(views::AuditView::from).collect(),
+        next_cursor: listed.next.map(|c| c.encode(&scope)),
+    }))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct BulkRetry {
+pub(crate) struct BulkRetry {
     from: Option<String>,
     to: Option<String>,
     /// RFC 3339 instants: dead letters that failed at or after `since` and before `until`
     /// (with `from`/`to`, the narrower bounds apply).
     since: Option<String>,
     until: Option<String>,
+    #[schema(value_type = Option<String>)]
     activity_id: Option<ActivityId>,
     limit: Option<usize>,
 }
@@ -792,28 +1002,50 @@ fn replay_error(e: ReplayError, what: &str) -> ApiError {
 }
 
 /// `POST /api/v1/channels/{id}/deliveries/retry`: replays the channel's dead letters.
-async fn retry_channel(
+#[utoipa::path(
+    post,
+    path = "/api/v1/channels/{id}/deliveries/retry",
+    tag = "deliveries",
+    summary = "Replay a channel's dead letters",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    request_body = Option<BulkRetry>,
+    responses((status = 200, body = views::BulkRetried))
+)]
+pub(crate) async fn retry_channel(
     State(state): State<AppState>,
     Authed(tenant, actor): Authed,
     Path(id): Path<String>,
     body: axum::body::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::BulkRetried>, ApiError> {
     let (channel, filter) = bulk_request(&id, &body)?;
     let r = state
         .pipeline
         .replay_channel(&tenant.id, &channel, filter, &actor)
         .await
         .map_err(|e| replay_error(e, "channel"))?;
-    Ok(Json(json!({
-        "retried": r.retried,
-        "has_more": r.has_more,
-        "cost": r.stats,
-    })))
+    Ok(Json(views::BulkRetried {
+        retried: r.retried,
+        has_more: r.has_more,
+        cost: views::BulkCost {
+            queries: r.stats.queries,
+            transactions: r.stats.transactions,
+            send_batches: r.stats.send_batches,
+        },
+    }))
 }
 
 /// `POST /api/v1/channels/{id}/deliveries/replays`: the same bulk replay, run as a job by
 /// the `replay` function; answers 202 with the job.
-async fn start_replay(
+#[utoipa::path(
+    post,
+    path = "/api/v1/channels/{id}/deliveries/replays",
+    tag = "deliveries",
+    summary = "Start a replay job",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    request_body = Option<BulkRetry>,
+    responses((status = 202, body = views::ReplayJobView))
+)]
+pub(crate) async fn start_replay(
     State(state): State<AppState>,
     Authed(tenant, actor): Authed,
     Path(id): Path<String>,
@@ -829,11 +1061,19 @@ async fn start_replay(
 }
 
 /// `GET /api/v1/replays/{id}`: a replay job's progress.
-async fn get_replay(
+#[utoipa::path(
+    get,
+    path = "/api/v1/replays/{id}",
+    tag = "deliveries",
+    summary = "Read a replay job",
+    params(("id" = String, Path, description = "A replay job id")),
+    responses((status = 200, body = views::ReplayJobView))
+)]
+pub(crate) async fn get_replay(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<views::ReplayJobView>, ApiError> {
     match state
         .pipeline
         .store

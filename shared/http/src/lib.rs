@@ -6,6 +6,7 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod idempotency;
+pub mod openapi;
 pub mod receipts;
 pub mod views;
 pub mod web;

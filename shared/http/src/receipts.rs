@@ -45,6 +45,15 @@ fn config_str<'a>(c: &'a Channel, key: &str) -> Option<&'a str> {
 /// `GET /api/v1/channels/{id}/status`: Meta's verification request
 /// (`hub.mode=subscribe`, `hub.verify_token`, `hub.challenge`) answered with the challenge
 /// when the token is the channel's `verify_token`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/channels/{id}/status",
+    tag = "receipts",
+    summary = "Verify a WhatsApp webhook subscription",
+    security(()),
+    params(("id" = String, Path, description = "A channel id (`ch_...`)"), crate::openapi::MetaVerify),
+    responses((status = 200, description = "The challenge echoed", body = String, content_type = "text/plain"))
+)]
 pub async fn verify_subscription(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -88,6 +97,20 @@ fn unauthorized(code: &'static str, message: &str) -> ApiError {
 /// `POST /api/v1/channels/{id}/status`: a provider's receipts for the channel's messages.
 /// Meta's are verified with `X-Hub-Signature-256` and the channel's `app_secret`; Infobip's
 /// carry the channel's `receipt_token` as `?token=` or `X-Receipt-Token`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/channels/{id}/status",
+    tag = "receipts",
+    summary = "Receive delivery receipts",
+    description = "Meta's notifications (signed with X-Hub-Signature-256) or Infobip's reports (with the channel's receipt_token as `token` or X-Receipt-Token).",
+    security(()),
+    params(("id" = String, Path, description = "A channel id (`ch_...`)"), crate::openapi::ReceiptToken),
+    request_body(content = Object, description = "The provider's notification"),
+    responses(
+        (status = 200, body = crate::openapi::ReceiptsApplied),
+        (status = 404, description = "No delivery of this channel has these provider message ids, or no such channel", body = crate::openapi::UnknownMessages)
+    )
+)]
 pub async fn receive_receipts(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -168,11 +191,19 @@ pub async fn receive_receipts(
 }
 
 /// `POST /api/v1/deliveries/{id}/ack`: a client confirms a handed-off (websocket) delivery.
+#[utoipa::path(
+    post,
+    path = "/api/v1/deliveries/{id}/ack",
+    tag = "receipts",
+    summary = "Acknowledge a delivery handed to a client",
+    params(("id" = String, Path, description = "A delivery id (`dlv_...`)")),
+    responses((status = 200, body = crate::views::DeliveryView))
+)]
 pub async fn acknowledge(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::views::DeliveryView>, ApiError> {
     let d = owned_delivery(&state, &tenant, &id).await?;
     match state.pipeline.acknowledge(&d).await? {
         Ack::Acked(d) | Ack::Already(d) => Ok(Json(views::delivery(&d))),

@@ -1,130 +1,391 @@
-//! What the API shows of stored items (never a secret unless asked for on creation).
+//! What the HTTP surfaces answer, as types: each is serialized as it is and described by
+//! the OpenAPI document from the same definition (never a secret unless asked for).
 
-use converger_ports::{Activity, Channel, Delivery, ReplayJob, Tenant};
-use serde_json::{Value, json};
+use converger_core::time::ms_to_rfc3339;
+use converger_ports::{Activity, AttemptEntry, AuditEntry, Channel, Delivery, ReplayJob, Tenant};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
-pub fn tenant(t: &Tenant) -> Value {
-    json!({
-        "id": t.id, "name": t.name, "tier": t.tier, "created_at": t.created_at,
-        "alert_webhook_url": t.alert_webhook_url, "alert_channel_id": t.alert_channel_id,
-    })
+/// A tenant, as operators see it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TenantView {
+    pub id: String,
+    pub name: String,
+    /// `high`, `default` or `bulk`: the delivery queue its deliveries run on.
+    #[schema(example = "default")]
+    pub tier: String,
+    pub created_at: String,
+    pub alert_webhook_url: Option<String>,
+    pub alert_channel_id: Option<String>,
 }
 
-pub fn channel(c: &Channel) -> Value {
-    json!({
-        "id": c.id,
-        "tenant_id": c.tenant_id,
-        "type": c.kind,
-        "name": c.name,
-        // Secrets in the config (tokens, keys, app secrets, an Authorization header) are
-        // shown as `[REDACTED]`, by the same rule as payload previews.
-        "config": converger_core::web::redact(&Value::Object(c.config.clone())),
-        "active": c.active,
-        "retry_policy": c.retry_policy,
-        "circuit_breaker": converger_core::BreakerConfig::effective(&c.circuit_breaker).to_json(),
-        "rate_limit": c.rate_limit,
-        "auto_disable": converger_core::health::AutoDisable::effective(&c.auto_disable).to_json(),
-        "disabled_at": c.disabled_at,
-        "disabled_reason": c.disabled_reason,
-        "managed": c.managed,
-        "event_types": c.event_types,
-        "created_at": c.created_at,
-        "updated_at": c.updated_at,
-    })
-}
-
-/// A channel's signing secrets: the current one, and those a rotation is retiring with the
-/// time each stops signing.
-pub fn secrets(c: &Channel) -> Value {
-    let now = converger_core::time::now_ms();
-    let retiring: Vec<Value> = c
-        .retiring_secrets
-        .iter()
-        .filter(|r| r.until_ms > now)
-        .map(|r| {
-            json!({
-                "signing_secret": r.secret,
-                "signs_until": converger_core::time::ms_to_rfc3339(r.until_ms),
-            })
-        })
-        .collect();
-    json!({"signing_secret": c.signing_secret, "retiring": retiring})
-}
-
-/// An activity as its producer sent it, with where it went when `deliveries` are given.
-pub fn activity(a: &Activity, deliveries: Option<&[Delivery]>) -> Value {
-    let mut v = json!({
-        "id": a.id,
-        "conversation_id": a.conversation_id,
-        "seq": a.seq,
-        "event_type": a.event_type,
-        "channel_ids": a.channel_ids,
-        "payload": a.payload,
-        "created_at": a.created_at,
-    });
-    if let Some(ds) = deliveries {
-        v["deliveries"] = ds
-            .iter()
-            .map(|d| json!({"id": d.id, "channel_id": d.channel_id, "status": d.status}))
-            .collect();
+pub fn tenant(t: &Tenant) -> TenantView {
+    TenantView {
+        id: t.id.to_string(),
+        name: t.name.clone(),
+        tier: t.tier.as_str().to_owned(),
+        created_at: t.created_at.clone(),
+        alert_webhook_url: t.alert_webhook_url.clone(),
+        alert_channel_id: t.alert_channel_id.as_ref().map(ToString::to_string),
     }
-    v
 }
 
-pub fn delivery(d: &Delivery) -> Value {
+/// A channel: where deliveries go, and how they are paced and retried.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChannelView {
+    pub id: String,
+    pub tenant_id: String,
+    /// `webhook`, `echo`, `whatsapp_meta`, `whatsapp_infobip` or `websocket`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    /// The adapter's settings; secrets in it (tokens, keys, an Authorization header) are
+    /// shown as `[REDACTED]`.
+    pub config: Map<String, Value>,
+    pub active: bool,
+    /// The channel's retry policy overrides.
+    pub retry_policy: Map<String, Value>,
+    /// The effective breaker and window settings.
+    pub circuit_breaker: Value,
+    pub rate_limit: Option<String>,
+    /// The effective auto-disable settings.
+    pub auto_disable: Value,
+    pub disabled_at: Option<String>,
+    pub disabled_reason: Option<String>,
+    /// The platform's alert channel of the tenant (changed by an operator only).
+    pub managed: bool,
+    /// Event types it subscribes to (`*`: every type).
+    pub event_types: Vec<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+pub fn channel(c: &Channel) -> ChannelView {
+    ChannelView {
+        id: c.id.to_string(),
+        tenant_id: c.tenant_id.to_string(),
+        kind: c.kind.as_str().to_owned(),
+        name: c.name.clone(),
+        config: match converger_core::web::redact(&Value::Object(c.config.clone())) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        },
+        active: c.active,
+        retry_policy: c.retry_policy.clone(),
+        circuit_breaker: converger_core::BreakerConfig::effective(&c.circuit_breaker).to_json(),
+        rate_limit: c.rate_limit.clone(),
+        auto_disable: converger_core::health::AutoDisable::effective(&c.auto_disable).to_json(),
+        disabled_at: c.disabled_at.clone(),
+        disabled_reason: c.disabled_reason.clone(),
+        managed: c.managed,
+        event_types: c.event_types.clone(),
+        created_at: c.created_at.clone(),
+        updated_at: c.updated_at.clone(),
+    }
+}
+
+/// A channel just created: with its signing secret (also readable later through
+/// `GET /api/v1/channels/{id}/secret`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedChannel {
+    #[serde(flatten)]
+    pub channel: ChannelView,
+    pub signing_secret: String,
+}
+
+/// A secret a rotation replaced, still signing beside the new one.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RetiringSecretView {
+    pub signing_secret: String,
+    /// When it stops signing.
+    pub signs_until: String,
+}
+
+/// A channel's signing secrets: every request carries one `v1,` signature per secret.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SecretsView {
+    /// The current secret (`whsec_` base64).
+    pub signing_secret: String,
+    /// Older secrets still signing during their grace.
+    pub retiring: Vec<RetiringSecretView>,
+}
+
+pub fn secrets(c: &Channel) -> SecretsView {
+    let now = converger_core::time::now_ms();
+    SecretsView {
+        signing_secret: c.signing_secret.clone(),
+        retiring: c
+            .retiring_secrets
+            .iter()
+            .filter(|r| r.until_ms > now)
+            .map(|r| RetiringSecretView {
+                signing_secret: r.secret.clone(),
+                signs_until: ms_to_rfc3339(r.until_ms),
+            })
+            .collect(),
+    }
+}
+
+/// Where an activity went: one delivery per channel.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryRef {
+    pub id: String,
+    pub channel_id: String,
+    /// `pending`, `sent`, `delivered`, `read` or `failed`.
+    pub status: String,
+}
+
+impl From<&Delivery> for DeliveryRef {
+    fn from(d: &Delivery) -> Self {
+        Self {
+            id: d.id.to_string(),
+            channel_id: d.channel_id.to_string(),
+            status: d.status.to_string(),
+        }
+    }
+}
+
+/// An activity as its producer sent it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ActivityView {
+    pub id: String,
+    pub conversation_id: String,
+    pub seq: u64,
+    pub event_type: Option<String>,
+    pub channel_ids: Vec<String>,
+    /// The payload as sent (any JSON value).
+    pub payload: Value,
+    pub created_at: String,
+    /// Its deliveries (in a read of one activity, not in a list).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deliveries: Option<Vec<DeliveryRef>>,
+}
+
+pub fn activity(a: &Activity, deliveries: Option<&[Delivery]>) -> ActivityView {
+    ActivityView {
+        id: a.id.to_string(),
+        conversation_id: a.conversation_id.clone(),
+        seq: a.seq,
+        event_type: a.event_type.clone(),
+        channel_ids: a.channel_ids.iter().map(ToString::to_string).collect(),
+        payload: a.payload.clone(),
+        created_at: a.created_at.clone(),
+        deliveries: deliveries.map(|ds| ds.iter().map(DeliveryRef::from).collect()),
+    }
+}
+
+/// What an ingest answers (201 for a new activity, 200 for a producer's id seen before).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Ingested {
+    pub activity_id: String,
+    pub conversation_id: String,
+    pub seq: u64,
+    pub created_at: String,
+    pub deliveries: Vec<DeliveryRef>,
+}
+
+/// One attempt of a delivery.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptView {
+    pub attempt: u32,
+    pub started_at: String,
+    pub duration_ms: u64,
+    pub status_code: Option<u16>,
+    pub response_snippet: Option<String>,
+    pub error: Option<String>,
+    pub next_retry_at: Option<String>,
+    /// `auto`, `manual` or `probe`.
+    pub trigger: String,
+}
+
+impl From<&AttemptEntry> for AttemptView {
+    fn from(e: &AttemptEntry) -> Self {
+        Self {
+            attempt: e.attempt,
+            started_at: e.started_at.clone(),
+            duration_ms: e.duration_ms,
+            status_code: e.status_code,
+            response_snippet: e.response_snippet.clone(),
+            error: e.error.clone(),
+            next_retry_at: e.next_retry_at.clone(),
+            trigger: e.trigger.clone(),
+        }
+    }
+}
+
+/// A delivery: one activity to one channel, and how its attempts went.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryView {
+    pub id: String,
+    pub tenant_id: String,
+    pub channel_id: String,
+    pub activity_id: String,
+    pub conversation_id: String,
+    /// `pending`, `sent`, `delivered`, `read` or `failed`.
+    pub status: String,
+    pub tier: String,
+    /// Pending, waiting for a slot of the channel's window.
+    pub waiting_for_slot: bool,
+    /// Handed to a client that has not acknowledged it yet.
+    pub awaiting_ack: bool,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// When a waiting delivery is attempted next.
+    pub next_attempt_at: Option<String>,
+    pub sent_at: Option<String>,
+    pub provider_message_id: Option<String>,
+    pub response_status: Option<u16>,
+    pub retry_count: u32,
+    pub retried_by: Option<String>,
+    pub retried_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// The recent attempts, newest first (in a read of one delivery, not in a list).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt_log: Option<Vec<AttemptView>>,
+}
+
+fn delivery_view(d: &Delivery, with_log: bool) -> DeliveryView {
     // Reads ignore expired entries (their retention ran out).
     let now_s = converger_core::time::now_ms() / 1000;
-    let log: Vec<_> = d
-        .attempt_log
-        .iter()
-        .rev()
-        .filter(|e| e.expires_at.is_none_or(|x| x > now_s))
-        .collect();
-    json!({
-        "id": d.id,
-        "tenant_id": d.tenant_id,
-        "channel_id": d.channel_id,
-        "activity_id": d.activity_id,
-        "conversation_id": d.conversation_id,
-        "status": d.status,
-        "tier": d.tier,
-        "waiting_for_slot": d.in_backlog,
-        "awaiting_ack": d.handed_off,
-        "attempts": d.attempts,
-        "last_error": d.last_error,
-        "next_attempt_at": d.status.is_waiting().then(|| converger_core::time::ms_to_rfc3339(d.next_attempt_at)),
-        "sent_at": d.sent_at,
-        "provider_message_id": d.provider_message_id,
-        "response_status": d.response_status,
-        "retry_count": d.retry_count,
-        "retried_by": d.retried_by,
-        "retried_at": d.retried_at,
-        "created_at": d.created_at,
-        "updated_at": d.updated_at,
-        "attempt_log": log,
-    })
+    DeliveryView {
+        id: d.id.to_string(),
+        tenant_id: d.tenant_id.to_string(),
+        channel_id: d.channel_id.to_string(),
+        activity_id: d.activity_id.to_string(),
+        conversation_id: d.conversation_id.clone(),
+        status: d.status.to_string(),
+        tier: d.tier.as_str().to_owned(),
+        waiting_for_slot: d.in_backlog,
+        awaiting_ack: d.handed_off,
+        attempts: d.attempts,
+        last_error: d.last_error.clone(),
+        next_attempt_at: d
+            .status
+            .is_waiting()
+            .then(|| ms_to_rfc3339(d.next_attempt_at)),
+        sent_at: d.sent_at.clone(),
+        provider_message_id: d.provider_message_id.clone(),
+        response_status: d.response_status,
+        retry_count: d.retry_count,
+        retried_by: d.retried_by.clone(),
+        retried_at: d.retried_at.clone(),
+        created_at: d.created_at.clone(),
+        updated_at: d.updated_at.clone(),
+        attempt_log: with_log.then(|| {
+            d.attempt_log
+                .iter()
+                .rev()
+                .filter(|e| e.expires_at.is_none_or(|x| x > now_s))
+                .map(AttemptView::from)
+                .collect()
+        }),
+    }
+}
+
+pub fn delivery(d: &Delivery) -> DeliveryView {
+    delivery_view(d, true)
 }
 
 /// A delivery in a list: everything but the attempt log.
-pub fn delivery_row(d: &Delivery) -> Value {
-    let mut v = delivery(d);
-    if let Some(m) = v.as_object_mut() {
-        m.remove("attempt_log");
-    }
-    v
+pub fn delivery_row(d: &Delivery) -> DeliveryView {
+    delivery_view(d, false)
 }
 
-pub fn replay_job(j: &ReplayJob) -> Value {
-    json!({
-        "id": j.id,
-        "channel_id": j.channel_id,
-        "status": j.status,
-        "retried": j.retried,
-        "has_more": j.has_more,
-        "limit": j.limit,
-        "activity_id": j.activity_id,
-        "error": j.error,
-        "created_at": j.created_at,
-        "updated_at": j.updated_at,
-    })
+/// A replay job's progress.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReplayJobView {
+    pub id: String,
+    pub channel_id: String,
+    /// `running`, `done` or `failed`.
+    pub status: String,
+    pub retried: usize,
+    pub has_more: bool,
+    pub limit: usize,
+    pub activity_id: Option<String>,
+    pub error: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+pub fn replay_job(j: &ReplayJob) -> ReplayJobView {
+    ReplayJobView {
+        id: j.id.clone(),
+        channel_id: j.channel_id.to_string(),
+        status: j.status.clone(),
+        retried: j.retried,
+        has_more: j.has_more,
+        limit: j.limit,
+        activity_id: j.activity_id.as_ref().map(ToString::to_string),
+        error: j.error.clone(),
+        created_at: j.created_at.clone(),
+        updated_at: j.updated_at.clone(),
+    }
+}
+
+/// A page of a list, and the cursor of the next page (`null` on the last).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Page<T: ToSchema> {
+    pub data: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// Who did something.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ActorView {
+    /// `admin`, `tenant_api`, `tenant_user` or `system`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+}
+
+/// One entry of the audit log.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AuditView {
+    pub id: String,
+    pub tenant_id: String,
+    pub actor: ActorView,
+    /// What was done (`retry`, `pause_deliveries`, `rotate_signing_secret`, ...).
+    pub action: String,
+    pub resource_type: String,
+    pub resource_id: String,
+    #[schema(value_type = Object)]
+    pub changes: Value,
+    pub at: String,
+}
+
+impl From<&AuditEntry> for AuditView {
+    fn from(e: &AuditEntry) -> Self {
+        Self {
+            id: e.id.clone(),
+            tenant_id: e.tenant_id.to_string(),
+            actor: ActorView {
+                kind: e.actor.kind.as_str().to_owned(),
+                id: e.actor.id.clone(),
+            },
+            action: e.action.clone(),
+            resource_type: e.resource_type.clone(),
+            resource_id: e.resource_id.clone(),
+            changes: e.changes.clone(),
+            at: e.at.clone(),
+        }
+    }
+}
+
+/// What a bulk replay did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BulkRetried {
+    pub retried: usize,
+    /// More dead letters match: call again.
+    pub has_more: bool,
+    pub cost: BulkCost,
+}
+
+/// The requests a bulk replay made.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BulkCost {
+    pub queries: usize,
+    pub transactions: usize,
+    pub send_batches: usize,
 }

@@ -1,0 +1,383 @@
+//! The OpenAPI 3.1 document of the tenant API, the admin JSON API and the receipt
+//! endpoints, generated from the handlers' annotations and the answer types
+//! (`GET /api/v1/openapi.json`; committed as `docs/openapi.json`, kept current by a test).
+//! Every operation that can refuse a request also answers the error statuses of
+//! [`ERROR_STATUSES`] with the [`ErrorBody`] shape.
+
+use crate::{admin, api, receipts, views};
+use axum::http::header;
+use axum::response::IntoResponse;
+use serde::Serialize;
+use std::sync::OnceLock;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder};
+use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Converger",
+        version = "1",
+        description = "Outbound delivery of activities to webhooks, WhatsApp, bots and websocket \
+                       clients: retries, dead letters, replay and flow control per channel. \
+                       Tenant routes take `Authorization: Bearer <API key>`; admin routes the \
+                       operators' token. Every tenant POST takes an `Idempotency-Key`."
+    ),
+    paths(
+        api::health,
+        serve,
+        api::create_channel,
+        api::list_channels,
+        api::get_channel,
+        api::patch_channel,
+        api::delete_channel,
+        api::get_secret,
+        api::rotate_secret,
+        api::pause_channel,
+        api::resume_channel,
+        api::channel_delivery,
+        api::channel_health,
+        api::create_activity,
+        api::list_activities,
+        api::get_activity,
+        api::list_deliveries,
+        api::get_delivery,
+        api::retry_delivery,
+        api::list_attempts,
+        api::retry_channel,
+        api::start_replay,
+        api::get_replay,
+        api::list_audit,
+        receipts::verify_subscription,
+        receipts::receive_receipts,
+        receipts::acknowledge,
+        admin::health,
+        admin::create_tenant,
+        admin::get_tenant,
+        admin::patch_tenant,
+        admin::create_user,
+    ),
+    components(schemas(ErrorBody, ErrorDetail)),
+    modifiers(&Conventions),
+    security(("api_key" = [])),
+    tags(
+        (name = "channels", description = "Where deliveries go"),
+        (name = "activities", description = "What is delivered"),
+        (name = "deliveries", description = "One activity to one channel: attempts, dead letters, replays"),
+        (name = "flow control", description = "Pause, resume, breaker and health of a channel"),
+        (name = "audit", description = "Who did what"),
+        (name = "receipts", description = "Providers' delivery reports and clients' acknowledgements"),
+        (name = "admin", description = "Operators: tenants and users"),
+        (name = "operations", description = "Liveness and this document"),
+    )
+)]
+pub struct ApiDoc;
+
+/// The error statuses an operation that takes input may answer, each with [`ErrorBody`].
+pub const ERROR_STATUSES: [(&str, &str); 9] = [
+    ("400", "Malformed JSON or request"),
+    ("401", "Missing or invalid credentials"),
+    (
+        "403",
+        "Not allowed (a managed channel, an address outside the admin allowlist)",
+    ),
+    ("404", "No such resource, or another tenant's"),
+    (
+        "409",
+        "A conflict: not in a state that allows it, or an Idempotency-Key still in use",
+    ),
+    ("413", "The body is too large"),
+    ("422", "Invalid input; `error.code` says which rule"),
+    ("429", "Too many requests; see Retry-After"),
+    ("503", "Unavailable for a moment; safe to retry"),
+];
+
+/// Security schemes, the `Idempotency-Key` header of every POST, and the error answers.
+struct Conventions;
+
+impl Modify for Conventions {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        let bearer = |what: &str| {
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(what.to_owned()))
+                    .build(),
+            )
+        };
+        components.add_security_scheme("api_key", bearer("A tenant API key (`cvg_...`)"));
+        components.add_security_scheme("admin_token", bearer("The operators' admin token"));
+        // Each error status once, in `components.responses`; operations refer to it.
+        for (status, description) in ERROR_STATUSES {
+            components.responses.insert(
+                error_name(status),
+                RefOr::T(
+                    ResponseBuilder::new()
+                        .description(description)
+                        .content(
+                            "application/json",
+                            ContentBuilder::new()
+                                .schema(Some(utoipa::openapi::Ref::from_schema_name("ErrorBody")))
+                                .build(),
+                        )
+                        .build(),
+                ),
+            );
+        }
+        let idempotency_key = utoipa::openapi::path::ParameterBuilder::new()
+            .name("Idempotency-Key")
+            .parameter_in(utoipa::openapi::path::ParameterIn::Header)
+            .required(utoipa::openapi::Required::False)
+            .description(Some(
+                "The same key and request within 24 h get the first answer again \
+                 (`Idempotent-Replayed: true`) without the work being done twice",
+            ))
+            .schema(Some(
+                utoipa::openapi::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .min_length(Some(1))
+                    .max_length(Some(converger_core::idempotency::MAX_KEY_LEN))
+                    .pattern(Some("^[!-~]+$")),
+            ))
+            .build();
+        for (path, item) in doc.paths.paths.iter_mut() {
+            let open = path.ends_with("/api/health") || path.ends_with("openapi.json");
+            let tenant_post = path.starts_with("/api/v1/") && !path.ends_with("/status");
+            if let Some(op) = item.post.as_mut()
+                && tenant_post
+            {
+                op.parameters
+                    .get_or_insert_with(Vec::new)
+                    .push(idempotency_key.clone());
+            }
+            for op in [
+                item.get.as_mut(),
+                item.post.as_mut(),
+                item.patch.as_mut(),
+                item.delete.as_mut(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if open {
+                    continue;
+                }
+                for (status, _) in ERROR_STATUSES {
+                    op.responses
+                        .responses
+                        .entry(status.to_owned())
+                        .or_insert_with(|| {
+                            RefOr::Ref(utoipa::openapi::Ref::from_response_name(error_name(status)))
+                        });
+                }
+            }
+        }
+    }
+}
+
+/// The name of an error status's shared response (`Error422`).
+fn error_name(status: &str) -> String {
+    format!("Error{status}")
+}
+
+/// The document, built once per process.
+pub fn document() -> &'static str {
+    static DOC: OnceLock<String> = OnceLock::new();
+    DOC.get_or_init(|| {
+        ApiDoc::openapi()
+            .to_pretty_json()
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    })
+}
+
+/// `GET /api/v1/openapi.json`: this document (no authentication).
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "operations", security(()),
+    summary = "This document",
+    responses((status = 200, description = "The OpenAPI 3.1 document", body = Object)))]
+pub async fn serve() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], document())
+}
+
+/// `{"status": "ok"}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Status {
+    pub status: String,
+}
+
+/// Every refusal: a stable code and a message for people.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, for programs (`not_found`, `invalid_body`, `idempotency_key_reused`, ...).
+    pub code: String,
+    pub message: String,
+}
+
+/// An activity to deliver: to `channel_ids`, or by `event_type` to every active channel of
+/// the tenant subscribed to it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = NewActivity)]
+pub struct NewActivityDoc {
+    /// The producer's id: sending it again creates nothing new.
+    pub id: Option<String>,
+    /// 1 to 256 characters.
+    pub conversation_id: String,
+    /// Its position in the conversation; the next one when absent.
+    pub seq: Option<u64>,
+    /// 1 to 50 channels; may be left out with an `event_type`.
+    pub channel_ids: Option<Vec<String>>,
+    /// 1 to 100 letters, digits, `.`, `_`, `-` or `:`.
+    pub event_type: Option<String>,
+    /// Any JSON value of at most 256 KiB.
+    pub payload: serde_json::Value,
+}
+
+/// A channel's flow state: breaker, window and what waits.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = DeliveryState)]
+pub struct DeliveryStateDoc {
+    /// `active`, `paused`, `open`, `half_open`, ...
+    pub state: String,
+    /// `closed`, `open`, `half_open` or `paused`.
+    pub circuit_state: String,
+    pub circuit_changed_at: Option<String>,
+    pub consecutive_failures: u32,
+    pub in_flight: u64,
+    pub window: Option<u32>,
+    pub max_in_flight: Option<u32>,
+    pub rate_limit: Option<String>,
+    pub parked: u64,
+    pub backlog: u64,
+}
+
+/// A channel's health checks, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ChannelHealth)]
+pub struct ChannelHealthDoc {
+    pub channel_id: String,
+    /// `healthy`, `degraded`, `unhealthy` or `unknown`.
+    pub status: String,
+    pub checked_at: Option<String>,
+    pub history: Vec<HealthCheckDoc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = HealthCheck)]
+pub struct HealthCheckDoc {
+    pub status: String,
+    pub failure_rate: f64,
+    pub total_deliveries: u64,
+    pub failed_deliveries: u64,
+    pub checked_at: String,
+}
+
+/// What a receipt notification did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReceiptsApplied {
+    pub received: u64,
+    pub applied: u64,
+    pub ignored: u64,
+    /// Provider message ids no delivery of the channel has.
+    pub unknown: Vec<String>,
+}
+
+/// None of a notification's messages is known.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UnknownMessages {
+    pub error: UnknownDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UnknownDetail {
+    pub code: String,
+    pub message: String,
+    /// The provider message ids no delivery has (when the channel exists).
+    pub unknown: Option<Vec<String>>,
+}
+
+/// Meta's subscription check.
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct MetaVerify {
+    /// `subscribe`.
+    #[param(rename = "hub.mode")]
+    hub_mode: Option<String>,
+    /// The channel's `verify_token`.
+    #[param(rename = "hub.verify_token")]
+    hub_verify_token: Option<String>,
+    /// Echoed back.
+    #[param(rename = "hub.challenge")]
+    hub_challenge: Option<String>,
+}
+
+/// Infobip's reports carry the channel's `receipt_token`.
+#[derive(Debug, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct ReceiptToken {
+    token: Option<String>,
+}
+
+/// Keeps the answer types named in `views` in the document even where only a page of them is.
+#[allow(dead_code)]
+fn _uses(_: views::Page<views::ChannelView>) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `docs/openapi.json` is this document; `UPDATE_OPENAPI=1` rewrites it.
+    #[test]
+    fn the_committed_document_is_current() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+        let now = format!("{}\n", document());
+        if std::env::var_os("UPDATE_OPENAPI").is_some() {
+            std::fs::write(&path, &now).unwrap();
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == now,
+            "docs/openapi.json is not the document the code generates; run \
+             `UPDATE_OPENAPI=1 cargo test -p converger-http openapi` and commit it"
+        );
+    }
+
+    #[test]
+    fn every_operation_is_documented_with_its_errors_and_tenant_posts_take_a_key() {
+        let doc: serde_json::Value = serde_json::from_str(document()).unwrap();
+        assert_eq!(doc["openapi"].as_str().map(|v| &v[..3]), Some("3.1"));
+        let paths = doc["paths"].as_object().unwrap();
+        let mut ops = 0;
+        for (path, item) in paths {
+            for (method, op) in item.as_object().unwrap() {
+                ops += 1;
+                assert!(
+                    op["summary"].is_string() || op["description"].is_string(),
+                    "{method} {path}"
+                );
+                let open = path.ends_with("/api/health") || path.ends_with("openapi.json");
+                if !open {
+                    for status in ["401", "404", "422", "503"] {
+                        assert!(
+                            op["responses"][status].is_object(),
+                            "{method} {path} {status}"
+                        );
+                    }
+                }
+                let key = op["parameters"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["name"] == "Idempotency-Key"));
+                let tenant_post =
+                    method == "post" && path.starts_with("/api/v1/") && !path.ends_with("/status");
+                assert_eq!(key, tenant_post, "{method} {path}");
+            }
+        }
+        assert_eq!(ops, 32);
+    }
+}
