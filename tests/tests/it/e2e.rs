@@ -400,35 +400,53 @@ mod emulator {
         let t = TestStack::on_emulator().await;
         let rx = Receiver::always(200).await.unwrap();
         let (tenant, key) = t.tenant("default").await;
-        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let ch = t
+            .channel(
+                &key,
+                json!({"type": "webhook", "name": "q", "event_types": ["queue.sent"],
+                       "config": {"url": rx.url}}),
+            )
+            .await;
         let url = t
             .aws()
             .resources
             .queue_url(&converger_store::resources::ACTIVITIES_QUEUE)
             .unwrap()
             .to_owned();
-        let body = json!({
-            "tenant_id": tenant,
-            "activity": {"conversation_id": "conv-q", "channel_ids": [ch["id"]],
-                         "payload": {"text": "from the queue"}},
-        });
-        t.aws()
-            .clients
-            .sqs
-            .send_message()
-            .queue_url(url)
-            .message_body(body.to_string())
-            .send()
-            .await
-            .unwrap();
+        // One to the channel by id, one by event type to its subscribers.
+        for activity in [
+            json!({"conversation_id": "conv-q", "channel_ids": [ch["id"]],
+                   "payload": {"text": "from the queue"}}),
+            json!({"conversation_id": "conv-q", "event_type": "queue.sent",
+                   "payload": {"text": "by event type"}}),
+        ] {
+            let body = json!({"tenant_id": tenant, "activity": activity});
+            t.aws()
+                .clients
+                .sqs
+                .send_message()
+                .queue_url(&url)
+                .message_body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+        }
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while rx.requests().is_empty() && std::time::Instant::now() < deadline {
+        while rx.requests().len() < 2 && std::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let got = rx.requests();
-        assert_eq!(got.len(), 1, "delivered once");
-        let sent: Value = serde_json::from_slice(&got[0].body).unwrap();
-        assert_eq!(sent["payload"]["text"], "from the queue", "{sent}");
+        assert_eq!(got.len(), 2, "each delivered once");
+        let mut texts: Vec<String> = got
+            .iter()
+            .map(|r| {
+                let sent: Value = serde_json::from_slice(&r.body).unwrap();
+                sent["payload"]["text"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        texts.sort();
+        assert_eq!(texts, ["by event type", "from the queue"]);
         assert!(
             t.stack.iam_violations().is_empty(),
             "{:?}",

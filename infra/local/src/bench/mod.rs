@@ -335,11 +335,21 @@ pub async fn post_activity(
     ch: &ChannelId,
     n: usize,
 ) -> Result<converger_core::DeliveryId, String> {
+    post_body(http, url, key, activity_body(ch, n)).await
+}
+
+/// Posts an activity body through the tenant API at `url`; the id of its first delivery.
+pub async fn post_body(
+    http: &reqwest::Client,
+    url: &str,
+    key: &str,
+    body: String,
+) -> Result<converger_core::DeliveryId, String> {
     let r = http
         .post(url)
         .bearer_auth(key)
         .header("content-type", "application/json")
-        .body(activity_body(ch, n))
+        .body(body)
         .send()
         .await
         .map_err(|e| e.to_string())?;

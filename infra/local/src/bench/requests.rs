@@ -7,6 +7,9 @@
 //!   (`max_in_flight: null`), which needs no window slot;
 //! - `first_try_burst`: activities posted 10 at a time, so the queue pollers' receives and
 //!   deletes carry several messages (what a busy channel sees);
+//! - `first_try_by_event_type`: as `first_try`, sent by `event_type` (no `channel_ids`) to the
+//!   one channel subscribed to it: what the fan-out adds (the subscriber list, one read of the
+//!   tenant's channels per `CHANNEL_CACHE_TTL` per API instance);
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
 //! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts.
 //!
@@ -52,6 +55,8 @@ struct Case {
     channel: Channel,
     /// Activities posted at once.
     burst: usize,
+    /// Sent by this event type instead of to the channel by id.
+    event_type: Option<&'static str>,
     /// The status and attempts each delivery ends with.
     done: (DeliveryStatus, u32),
     /// First-try deliveries sent before counting: warm caches, and a window grown from its
@@ -98,6 +103,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
     let ok = Receiver::always(200).await?;
     let unwindowed = Receiver::always(200).await?;
     let burst = Receiver::always(200).await?;
+    let subscribed = Receiver::always(200).await?;
     let flaky = Receiver::start(flaky_script, Reply::status(200)).await?;
     let dead = Receiver::always(503).await?;
     let list = vec![
@@ -106,6 +112,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             channel: webhook(p, &t, &ok.url, json!({})).await?,
             receiver: ok,
             burst: 1,
+            event_type: None,
             done: (DeliveryStatus::Sent, 1),
             warm: 10,
         },
@@ -121,6 +128,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             .await?,
             receiver: unwindowed,
             burst: 1,
+            event_type: None,
             done: (DeliveryStatus::Sent, 1),
             warm: 10,
         },
@@ -129,6 +137,28 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             channel: webhook(p, &t, &burst.url, json!({})).await?,
             receiver: burst,
             burst: 10,
+            event_type: None,
+            done: (DeliveryStatus::Sent, 1),
+            warm: 10,
+        },
+        Case {
+            name: "first_try_by_event_type",
+            channel: {
+                let mut c = webhook(p, &t, &subscribed.url, json!({})).await?;
+                c.event_types = vec![BENCH_EVENT.into()];
+                let patch = converger_ports::ChannelPatch {
+                    event_types: Some(c.event_types.clone()),
+                    ..Default::default()
+                };
+                p.store
+                    .update_channel(&t.id, &c.id, &patch, &converger_core::time::now_rfc3339())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                c
+            },
+            receiver: subscribed,
+            burst: 1,
+            event_type: Some(BENCH_EVENT),
             done: (DeliveryStatus::Sent, 1),
             warm: 10,
         },
@@ -137,6 +167,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             channel: webhook_with(p, &t, &flaky.url, retry.clone(), no_breaker.clone()).await?,
             receiver: flaky,
             burst: 1,
+            event_type: None,
             done: (DeliveryStatus::Sent, 3),
             warm: 0,
         },
@@ -145,6 +176,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             channel: webhook_with(p, &t, &dead.url, retry, no_breaker).await?,
             receiver: dead,
             burst: 1,
+            event_type: None,
             done: (DeliveryStatus::Failed, 3),
             warm: 0,
         },
@@ -163,7 +195,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
     let mut out = Map::new();
     for case in &list {
         for n in 0..case.warm {
-            let ids = post(&http, &url, &key, &case.channel, n, 1).await?;
+            let ids = post(&http, &url, &key, case, n, 1).await?;
             settle(&store, &ids, (DeliveryStatus::Sent, 1)).await?;
         }
         // A healthy channel's window has grown to its cap: wait until the flow item shows it no
@@ -192,7 +224,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         let mut n = case.warm;
         while n < case.warm + o.deliveries {
             let k = case.burst.min(case.warm + o.deliveries - n);
-            let ids = post(&http, &url, &key, &case.channel, n, k).await?;
+            let ids = post(&http, &url, &key, case, n, k).await?;
             settle(&store, &ids, case.done).await?;
             n += k;
         }
@@ -210,16 +242,28 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
     Ok(Value::Object(out))
 }
 
-/// Posts `k` activities at once to `channel` through the tenant API; their delivery ids.
+/// The event type of the `first_try_by_event_type` case; only its channel subscribes.
+const BENCH_EVENT: &str = "bench.created";
+
+/// Posts `k` activities at once for `case` through the tenant API; their delivery ids.
 async fn post(
     http: &reqwest::Client,
     url: &str,
     key: &str,
-    channel: &Channel,
+    case: &Case,
     first: usize,
     k: usize,
 ) -> Result<Vec<DeliveryId>, String> {
-    let sends = (first..first + k).map(|n| super::post_activity(http, url, key, &channel.id, n));
+    let sends = (first..first + k).map(|n| async move {
+        match case.event_type {
+            None => super::post_activity(http, url, key, &case.channel.id, n).await,
+            Some(t) => {
+                let body = json!({"conversation_id": format!("conv-{}", n % 100),
+                                  "event_type": t, "payload": {"text": "hello", "n": n}});
+                super::post_body(http, url, key, body.to_string()).await
+            }
+        }
+    });
     futures::future::try_join_all(sends).await
 }
 
