@@ -9,7 +9,7 @@
 //!   deletes carry several messages (what a busy channel sees);
 //! - `first_try_by_event_type`: as `first_try`, sent by `event_type` (no `channel_ids`) to the
 //!   one channel subscribed to it: what the fan-out adds (the subscriber list, one read of the
-//!   tenant's channels per `CHANNEL_CACHE_TTL` per API instance);
+//!   tenant's channels per `CHANNEL_CACHE_TTL_MS` per API instance);
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
 //! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts.
 //!
@@ -258,7 +258,8 @@ async fn post(
         match case.event_type {
             None => super::post_activity(http, url, key, &case.channel.id, n).await,
             Some(t) => {
-                let body = json!({"conversation_id": format!("conv-{}", n % 100),
+                // As `post_activity`'s, with the seq given (no counter update).
+                let body = json!({"conversation_id": format!("conv-{}", n % 100), "seq": n + 1,
                                   "event_type": t, "payload": {"text": "hello", "n": n}});
                 super::post_body(http, url, key, body.to_string()).await
             }
