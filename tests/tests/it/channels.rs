@@ -41,98 +41,6 @@ async fn send_one(
 }
 
 #[tokio::test]
-async fn channels_list_in_pages_by_type_and_state() {
-    let t = TestStack::start().await;
-    let (_, key) = t.tenant("default").await;
-    let (_, other) = t.tenant("default").await;
-    let mut webhooks = Vec::new();
-    for i in 0..5 {
-        let c = t
-            .channel(
-                &key,
-                json!({"type": "webhook", "name": format!("hook {i}"), "active": i != 0,
-                       "config": {"url": "http://127.0.0.1:9/h"}}),
-            )
-            .await;
-        webhooks.push(id(&c));
-    }
-    let echo = t
-        .channel(&key, json!({"type": "echo", "name": "bot"}))
-        .await;
-    t.webhook(&other, "http://127.0.0.1:9/h", json!({})).await;
-
-    let mut all = webhooks.clone();
-    all.push(id(&echo));
-    all.sort();
-    let (mut seen, mut cursor) = (Vec::new(), None::<String>);
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/api/v1/channels?limit=2&cursor={c}"),
-            None => "/api/v1/channels?limit=2".to_owned(),
-        };
-        let a = t.api("GET", &path, &key, None).await;
-        assert_eq!(a.status, 200, "{:?}", a.body);
-        let page = a.body["data"].as_array().unwrap();
-        assert!(page.len() <= 2);
-        for c in page {
-            assert!(c.get("signing_secret").is_none(), "never in a list");
-            seen.push(id(c));
-        }
-        match a.body["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
-            None => break,
-        }
-    }
-    assert_eq!(seen, all, "every channel once, in id order");
-
-    let a = t
-        .api(
-            "GET",
-            "/api/v1/channels?type=webhook&active=true",
-            &key,
-            None,
-        )
-        .await;
-    let got: Vec<String> = a.body["data"].as_array().unwrap().iter().map(id).collect();
-    assert_eq!(got.len(), 4);
-    assert!(!got.contains(&webhooks[0]) && !got.contains(&id(&echo)));
-    let a = t
-        .api("GET", "/api/v1/channels?active=false", &key, None)
-        .await;
-    assert_eq!(a.body["data"].as_array().unwrap().len(), 1);
-
-    // A cursor belongs to its list; bad filters are refused.
-    let a = t.api("GET", "/api/v1/channels?limit=1", &key, None).await;
-    let c = a.body["next_cursor"].as_str().unwrap();
-    let a = t
-        .api(
-            "GET",
-            &format!("/api/v1/channels?type=echo&cursor={c}"),
-            &key,
-            None,
-        )
-        .await;
-    assert_eq!(
-        (a.status, a.body["error"]["code"].as_str()),
-        (422, Some("invalid_cursor"))
-    );
-    for q in [
-        "type=pigeon",
-        "active=maybe",
-        "limit=0",
-        "limit=501",
-        "colour=red",
-    ] {
-        let a = t
-            .api("GET", &format!("/api/v1/channels?{q}"), &key, None)
-            .await;
-        assert_eq!(a.status, 422, "{q}: {:?}", a.body);
-        assert_eq!(a.body["error"]["code"], "invalid_query", "{q}");
-    }
-    t.stop().await;
-}
-
-#[tokio::test]
 async fn invalid_event_types_are_refused_on_channels_and_activities() {
     let t = TestStack::start().await;
     let (_, key) = t.tenant("default").await;
@@ -183,6 +91,98 @@ async fn invalid_event_types_are_refused_on_channels_and_activities() {
 /// every request IAM-checked.
 mod emulator {
     use super::*;
+
+    #[tokio::test]
+    async fn channels_list_in_pages_by_type_and_state() {
+        let t = TestStack::on_emulator().await;
+        let (_, key) = t.tenant("default").await;
+        let (_, other) = t.tenant("default").await;
+        let mut webhooks = Vec::new();
+        for i in 0..5 {
+            let c = t
+                .channel(
+                    &key,
+                    json!({"type": "webhook", "name": format!("hook {i}"), "active": i != 0,
+                           "config": {"url": "http://127.0.0.1:9/h"}}),
+                )
+                .await;
+            webhooks.push(id(&c));
+        }
+        let echo = t
+            .channel(&key, json!({"type": "echo", "name": "bot"}))
+            .await;
+        t.webhook(&other, "http://127.0.0.1:9/h", json!({})).await;
+
+        let mut all = webhooks.clone();
+        all.push(id(&echo));
+        all.sort();
+        let (mut seen, mut cursor) = (Vec::new(), None::<String>);
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/api/v1/channels?limit=2&cursor={c}"),
+                None => "/api/v1/channels?limit=2".to_owned(),
+            };
+            let a = t.api("GET", &path, &key, None).await;
+            assert_eq!(a.status, 200, "{:?}", a.body);
+            let page = a.body["data"].as_array().unwrap();
+            assert!(page.len() <= 2);
+            for c in page {
+                assert!(c.get("signing_secret").is_none(), "never in a list");
+                seen.push(id(c));
+            }
+            match a.body["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => break,
+            }
+        }
+        assert_eq!(seen, all, "every channel once, in id order");
+
+        let a = t
+            .api(
+                "GET",
+                "/api/v1/channels?type=webhook&active=true",
+                &key,
+                None,
+            )
+            .await;
+        let got: Vec<String> = a.body["data"].as_array().unwrap().iter().map(id).collect();
+        assert_eq!(got.len(), 4);
+        assert!(!got.contains(&webhooks[0]) && !got.contains(&id(&echo)));
+        let a = t
+            .api("GET", "/api/v1/channels?active=false", &key, None)
+            .await;
+        assert_eq!(a.body["data"].as_array().unwrap().len(), 1);
+
+        // A cursor belongs to its list; bad filters are refused.
+        let a = t.api("GET", "/api/v1/channels?limit=1", &key, None).await;
+        let c = a.body["next_cursor"].as_str().unwrap();
+        let a = t
+            .api(
+                "GET",
+                &format!("/api/v1/channels?type=echo&cursor={c}"),
+                &key,
+                None,
+            )
+            .await;
+        assert_eq!(
+            (a.status, a.body["error"]["code"].as_str()),
+            (422, Some("invalid_cursor"))
+        );
+        for q in [
+            "type=pigeon",
+            "active=maybe",
+            "limit=0",
+            "limit=501",
+            "colour=red",
+        ] {
+            let a = t
+                .api("GET", &format!("/api/v1/channels?{q}"), &key, None)
+                .await;
+            assert_eq!(a.status, 422, "{q}: {:?}", a.body);
+            assert_eq!(a.body["error"]["code"], "invalid_query", "{q}");
+        }
+        t.stop().await;
+    }
 
     #[tokio::test]
     async fn a_rotated_secret_signs_beside_the_new_one_until_its_grace_ends() {
