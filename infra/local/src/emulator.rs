@@ -112,32 +112,23 @@ pub async fn ensure_venv() -> Result<PathBuf, String> {
 /// cargo-lambda (and the zig it links with), pinned in `infra/local/requirements-lambda.txt`,
 /// installed into the project virtualenv on first use (the `binaries` benchmark builds with it).
 pub async fn ensure_lambda_tools() -> Result<PathBuf, String> {
-    let venv = ensure_venv().await?;
-    let file = root().join("infra/local/requirements-lambda.txt");
-    let reqs = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let want = hex::encode(Sha256::digest(&reqs));
-    let marker = venv.join(".converger-lambda-requirements");
-    let installed = || std::fs::read_to_string(&marker).is_ok_and(|h| h.trim() == want);
-    if installed() {
-        return Ok(venv);
-    }
-    let _lock = DirLock::take(root().join(".local/venv.lock")).await?;
-    if installed() {
-        return Ok(venv);
-    }
-    pip_install(&file).await?;
-    std::fs::write(&marker, want).map_err(|e| e.to_string())?;
-    Ok(venv)
+    ensure_requirements("lambda").await
 }
 
 /// schemathesis, pinned in `infra/local/requirements-fuzz.txt`, installed into the project
 /// virtualenv on first use (the test command's API fuzzing).
 pub async fn ensure_fuzz_tools() -> Result<PathBuf, String> {
+    ensure_requirements("fuzz").await
+}
+
+/// `infra/local/requirements-<name>.txt` installed into the project virtualenv, once per
+/// version of that file.
+async fn ensure_requirements(name: &str) -> Result<PathBuf, String> {
     let venv = ensure_venv().await?;
-    let file = root().join("infra/local/requirements-fuzz.txt");
+    let file = root().join(format!("infra/local/requirements-{name}.txt"));
     let reqs = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
     let want = hex::encode(Sha256::digest(&reqs));
-    let marker = venv.join(".converger-fuzz-requirements");
+    let marker = venv.join(format!(".converger-{name}-requirements"));
     let installed = || std::fs::read_to_string(&marker).is_ok_and(|h| h.trim() == want);
     if installed() {
         return Ok(venv);

@@ -106,42 +106,26 @@ impl ActivityStore for DynamoStore {
         after_seq: Option<u64>,
         limit: usize,
     ) -> StoreResult<(Vec<Activity>, bool)> {
-        let want = limit.clamp(1, 1000);
         let now = now_ms();
-        let mut out: Vec<Activity> = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            let mut req = self
+        let key = s(conversation_key(tenant, conversation_id));
+        let query = || {
+            let req = self
                 .client
                 .query()
                 .table_name(&self.res.activities)
                 .index_name("by_conversation")
-                .expression_attribute_values(":c", s(conversation_key(tenant, conversation_id)));
-            req = match after_seq {
+                .expression_attribute_values(":c", key.clone());
+            match after_seq {
                 Some(after) => req
                     .key_condition_expression("conv_key = :c AND seq > :after")
                     .expression_attribute_values(":after", n(after)),
                 None => req.key_condition_expression("conv_key = :c"),
-            };
-            let page = req
-                .set_exclusive_start_key(start.take())
-                .limit(i32::try_from(want + 1).unwrap_or(1001))
-                .send()
-                .await
-                .map_err(sdk_err)?;
-            for item in page.items.unwrap_or_default() {
-                let a = activity_from_item(item)?;
-                if !converger_ports::expired(a.expires_at, now) {
-                    out.push(a);
-                }
             }
-            start = page.last_evaluated_key.filter(|k| !k.is_empty());
-            if out.len() > want || start.is_none() {
-                break;
-            }
-        }
-        let more = out.len() > want;
-        out.truncate(want);
-        Ok((out, more))
+        };
+        self.query_upto(limit, query, |item| {
+            let a = activity_from_item(item)?;
+            Ok((!converger_ports::expired(a.expires_at, now)).then_some(a))
+        })
+        .await
     }
 }

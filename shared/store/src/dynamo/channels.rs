@@ -117,37 +117,24 @@ impl ChannelStore for DynamoStore {
             }
             None => "tenant_id = :t",
         };
-        let want = q.limit.clamp(1, 1000);
-        let mut out: Vec<Channel> = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
+        let query = || {
             let mut req = self
                 .client
                 .query()
                 .table_name(&self.res.channels)
                 .index_name("by_tenant")
                 .key_condition_expression(key)
-                .filter_expression(filter.join(" AND "))
-                .set_exclusive_start_key(start.take())
-                .limit(i32::try_from(want + 1).unwrap_or(1001));
+                .filter_expression(filter.join(" AND "));
             for (k, v) in &names {
                 req = req.expression_attribute_names(*k, *v);
             }
             for (k, v) in &values {
                 req = req.expression_attribute_values(*k, v.clone());
             }
-            let page = req.send().await.map_err(sdk_err)?;
-            for item in page.items.unwrap_or_default() {
-                out.push(from_item(item)?);
-            }
-            start = page.last_evaluated_key.filter(|k| !k.is_empty());
-            if out.len() > want || start.is_none() {
-                break;
-            }
-        }
-        let more = out.len() > want;
-        out.truncate(want);
-        Ok((out, more))
+            req
+        };
+        self.query_upto(q.limit, query, |item| from_item(item).map(Some))
+            .await
     }
 
     async fn rotate_secret(

@@ -198,6 +198,40 @@ pub(super) enum Conditional<T> {
 }
 
 impl DynamoStore {
+    /// The first `want` items of a query (and whether more follow), reading page after page
+    /// past what `keep` leaves out (a filter expression or an expired row): `query` builds
+    /// the request, each page continuing from the last.
+    async fn query_upto<T>(
+        &self,
+        want: usize,
+        query: impl Fn() -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+        keep: impl Fn(Item) -> StoreResult<Option<T>>,
+    ) -> StoreResult<(Vec<T>, bool)> {
+        let want = want.clamp(1, 1000);
+        let mut out: Vec<T> = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let page = query()
+                .set_exclusive_start_key(start.take())
+                .limit(i32::try_from(want + 1).unwrap_or(1001))
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            for item in page.items.unwrap_or_default() {
+                if let Some(v) = keep(item)? {
+                    out.push(v);
+                }
+            }
+            start = page.last_evaluated_key.filter(|k| !k.is_empty());
+            if out.len() > want || start.is_none() {
+                break;
+            }
+        }
+        let more = out.len() > want;
+        out.truncate(want);
+        Ok((out, more))
+    }
+
     /// Sends an update whose condition may fail, asking for the old item on failure
     /// (`ReturnValuesOnConditionCheckFailure`), so that the caller learns what stopped it
     /// without another read; emulators that do not return the old item get `reread` (a
