@@ -73,23 +73,51 @@ use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 )]
 pub struct ApiDoc;
 
-/// The error statuses an operation that takes input may answer, each with [`ErrorBody`].
-pub const ERROR_STATUSES: [(&str, &str); 9] = [
-    ("400", "Malformed JSON or request"),
-    ("401", "Missing or invalid credentials"),
+/// The error statuses an operation that takes input may answer, each with [`ErrorBody`], and
+/// the `error.code`s each carries.
+pub const ERROR_STATUSES: [(&str, &str); 10] = [
+    (
+        "400",
+        "Malformed: `malformed_json`, `invalid_body` (a body that cannot be read), \
+         `channel_inactive`",
+    ),
+    (
+        "401",
+        "Missing or invalid credentials: `unauthorized`; receipts: `invalid_signature`, \
+         `invalid_token`, `receipts_not_configured`",
+    ),
     (
         "403",
-        "Not allowed (a managed channel, an address outside the admin allowlist)",
+        "Not allowed: `managed_channel`, `ip_not_allowed`, `admin_disabled`, \
+         `invalid_verify_token`, `receipts_not_configured`",
     ),
-    ("404", "No such resource, or another tenant's"),
+    (
+        "404",
+        "No such resource, or another tenant's: `not_found`, `no_route`, `unknown_message`",
+    ),
     (
         "409",
-        "A conflict: not in a state that allows it, or an Idempotency-Key still in use",
+        "Not in a state that allows it: `not_failed`, `not_awaiting_ack`, `conflict`, \
+         `idempotency_key_in_use`",
     ),
-    ("413", "The body is too large"),
-    ("422", "Invalid input; `error.code` says which rule"),
-    ("429", "Too many requests; see Retry-After"),
-    ("503", "Unavailable for a moment; safe to retry"),
+    ("413", "The body is too large: `body_too_large`"),
+    ("415", "The body is not JSON: `unsupported_media_type`"),
+    (
+        "422",
+        "Invalid input, `error.code` naming the rule: `invalid_body`, `invalid_query`, \
+         `invalid_cursor`, `invalid_name`, `invalid_config`, `invalid_retry_policy`, \
+         `invalid_circuit_breaker`, `invalid_rate_limit`, `invalid_auto_disable`, \
+         `invalid_event_types`, `unsupported_channel_type`, `invalid_activity`, \
+         `invalid_payload`, `unknown_channel`, `invalid_idempotency_key`, \
+         `idempotency_key_reused`, `invalid_tier`, `invalid_role`, `invalid_user`, \
+         `unknown_tenant`, `invalid_alert_webhook_url`, `invalid_request`",
+    ),
+    ("429", "Too many requests: `rate_limited`; see Retry-After"),
+    (
+        "503",
+        "Unavailable for a moment: `unavailable`; safe to retry (with the same \
+         Idempotency-Key)",
+    ),
 ];
 
 /// Security schemes, the `Idempotency-Key` header of every POST, and the error answers.
