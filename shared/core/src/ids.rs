@@ -86,6 +86,19 @@ impl DeliveryId {
 }
 
 impl ActivityId {
+    /// The activity a tenant's POST with `Idempotency-Key` `key` creates when it names no id:
+    /// a function of the tenant and the key, so a retry after an answer that was lost (or a
+    /// server error after the rows were written) names the same activity and creates nothing
+    /// new.
+    pub fn for_idempotency_key(tenant: &TenantId, key: &str) -> Self {
+        let name = format!("{tenant}\n{key}");
+        Self(format!(
+            "{}ik_{}",
+            Self::PREFIX,
+            Uuid::new_v5(&IDEMPOTENCY_NAMESPACE, name.as_bytes()).simple()
+        ))
+    }
+
     /// The reply a bot posts for `delivery`: a function of the delivery, so a retried
     /// attempt names the same activity and posts it once.
     pub fn reply_for(delivery: &DeliveryId) -> Self {
@@ -96,6 +109,9 @@ impl ActivityId {
         Self(format!("{}re_{body}", Self::PREFIX))
     }
 }
+
+/// The namespace of activity ids derived from idempotency keys.
+const IDEMPOTENCY_NAMESPACE: Uuid = Uuid::from_u128(0x6a1c_2f3e_8d4b_4e71_9a0c_5b7d_2e8f_1c43);
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IdError {
@@ -115,6 +131,15 @@ mod tests {
     #[test]
     fn a_reply_id_is_a_valid_function_of_its_delivery() {
         let d = DeliveryId::generate();
+        let t = TenantId::generate();
+        let k = ActivityId::for_idempotency_key(&t, "key-1");
+        assert_eq!(k, ActivityId::for_idempotency_key(&t, "key-1"));
+        assert_ne!(k, ActivityId::for_idempotency_key(&t, "key-2"));
+        assert_ne!(
+            k,
+            ActivityId::for_idempotency_key(&TenantId::generate(), "key-1")
+        );
+        assert_eq!(ActivityId::parse(k.as_str()), Ok(k));
         let a = ActivityId::reply_for(&d);
         assert_eq!(a, ActivityId::reply_for(&d));
         assert!(a.as_str().starts_with("act_re_"));

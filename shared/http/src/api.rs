@@ -15,6 +15,7 @@ use converger_core::query::{
 };
 use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
+use converger_pipeline::channels::Rotation;
 use converger_pipeline::flow::DeliveryState;
 use converger_pipeline::ingest::NewActivity;
 use converger_pipeline::replay::ReplayError;
@@ -468,8 +469,13 @@ pub(crate) async fn rotate_secret(
         .rotate_secret(&c, req.signing_secret, grace_ms, &actor)
         .await?
     {
-        Some(c) => Ok(Json(views::secrets(&c))),
-        None => Err(ApiError::not_found("channel")),
+        Rotation::Done(c) => Ok(Json(views::secrets(&c))),
+        Rotation::Raced => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            "the signing secret was rotated meanwhile; read it and rotate again if needed",
+        )),
+        Rotation::Gone => Err(ApiError::not_found("channel")),
     }
 }
 
@@ -579,8 +585,14 @@ pub(crate) async fn channel_delivery(
 pub(crate) async fn create_activity(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
-    Body(req): Body<NewActivity>,
+    key: Option<axum::Extension<crate::idempotency::Key>>,
+    Body(mut req): Body<NewActivity>,
 ) -> Result<impl IntoResponse, ApiError> {
+    // With an Idempotency-Key and no id of its own, the activity is named after the key: a
+    // retry after a server error that came once its rows were written finds them.
+    if let (None, Some(axum::Extension(crate::idempotency::Key(k)))) = (&req.id, key) {
+        req.id = Some(ActivityId::for_idempotency_key(&tenant.id, &k));
+    }
     let done = state.pipeline.ingest(&tenant, req).await?;
     let status = if done.created {
         StatusCode::CREATED
@@ -668,13 +680,18 @@ pub(crate) async fn list_activities(
     let limit = page_limit(q.limit)?;
     let scope = format!("activities|{}|{conversation}", tenant.id);
     let after = cursor(q.cursor.as_deref(), &scope)?
-        .map(|c| c.sort_key.parse::<u64>())
+        .map(|c| {
+            Ok::<_, ()>((
+                c.sort_key.parse::<u64>().map_err(drop)?,
+                ActivityId::parse(&c.id).map_err(drop)?,
+            ))
+        })
         .transpose()
         .map_err(|_| ApiError::invalid("invalid_cursor", "cursor is not one this API gave"))?;
     let (items, more) = state
         .pipeline
         .store
-        .conversation_activities(&tenant.id, &conversation, after, limit)
+        .conversation_activities(&tenant.id, &conversation, after.as_ref(), limit)
         .await?;
     let next = more.then(|| items.last()).flatten().map(|a| {
         Cursor {

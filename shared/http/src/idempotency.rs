@@ -18,6 +18,10 @@ use converger_ports::KeyRecord;
 use std::time::{Duration, Instant};
 
 pub const HEADER: &str = "idempotency-key";
+
+/// The request's `Idempotency-Key`, for the handler (a request extension).
+#[derive(Debug, Clone)]
+pub struct Key(pub String);
 /// Largest request body the layer reads (the API's own limit is lower).
 const MAX_BODY: usize = 2 * 1024 * 1024;
 
@@ -29,6 +33,10 @@ pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> R
     if req.method() != Method::POST {
         return next.run(req).await;
     }
+    // Unauthenticated requests go on to be refused as they would be without the key.
+    let Ok(Authed(tenant, _)) = authenticate(req.headers(), &state).await else {
+        return next.run(req).await;
+    };
     let key = match key.to_str().map_err(|e| e.to_string()).and_then(|k| {
         rules::check_key(k)?;
         Ok(k.to_owned())
@@ -36,11 +44,10 @@ pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> R
         Ok(k) => k,
         Err(m) => return ApiError::invalid("invalid_idempotency_key", m).into_response(),
     };
-    // Unauthenticated requests go on to be refused as they would be without the key.
-    let Ok(Authed(tenant, _)) = authenticate(req.headers(), &state).await else {
-        return next.run(req).await;
-    };
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
+    // The handler may name what it creates after the key (an activity's id), so that work a
+    // server error interrupted after it was done is not done twice by the retry.
+    parts.extensions.insert(Key(key.clone()));
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
         Err(_) => {
@@ -94,17 +101,30 @@ impl Once<'_> {
         let store = &self.state.pipeline.store;
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
+        let mut take = true;
         loop {
             let now = time::now_ms();
-            let record = KeyRecord {
-                fingerprint: self.fingerprint.to_owned(),
-                locked_until: now + rules::LOCK_MS,
-                status: None,
-                body: None,
-                expires_at: now / 1000 + rules::KEY_TTL_S,
-            };
-            let Some(held) = store.take_key(self.tenant, self.key, &record, now).await? else {
-                return Ok(Held::Mine);
+            let held = if take {
+                let record = KeyRecord {
+                    fingerprint: self.fingerprint.to_owned(),
+                    locked_until: now + rules::LOCK_MS,
+                    status: None,
+                    body: None,
+                    expires_at: now / 1000 + rules::KEY_TTL_S,
+                };
+                match store.take_key(self.tenant, self.key, &record, now).await? {
+                    None => return Ok(Held::Mine),
+                    Some(h) => h,
+                }
+            } else {
+                match store.get_key(self.tenant, self.key).await? {
+                    // Freed (its request failed): take it.
+                    None => {
+                        take = true;
+                        continue;
+                    }
+                    Some(h) => h,
+                }
             };
             match rules::seen(&held.fingerprint, self.fingerprint, held.answer()) {
                 Seen::Replay { status, body } => return Ok(Held::Answered(status, body.into())),
@@ -124,6 +144,8 @@ impl Once<'_> {
                     "a request with this Idempotency-Key is still running; retry shortly",
                 ));
             }
+            // Read until it is answered; take it over only once its holder's lock has ended.
+            take = held.locked_until < time::now_ms();
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(400));
         }

@@ -59,7 +59,7 @@ impl ActivityStore for MemStore {
         &self,
         tenant: &TenantId,
         conversation_id: &str,
-        after_seq: Option<u64>,
+        after: Option<&(u64, ActivityId)>,
         limit: usize,
     ) -> StoreResult<(Vec<Activity>, bool)> {
         wait(&self.latency, |m| m.query).await;
@@ -72,7 +72,7 @@ impl ActivityStore for MemStore {
                 .filter(|((t, _), a)| {
                     t == tenant
                         && a.conversation_id == conversation_id
-                        && after_seq.is_none_or(|after| a.seq > after)
+                        && after.is_none_or(|(seq, id)| (a.seq, &a.id) > (*seq, id))
                         && !converger_ports::expired(a.expires_at, now)
                 })
                 .map(|(_, a)| a.clone())

@@ -8,58 +8,61 @@ use converger_core::signing;
 use converger_core::{CircuitState, time};
 use converger_ports::{Channel, FlowJobKind, SecretRotation, Transition};
 
+/// How a rotation ended.
+#[derive(Debug)]
+pub enum Rotation {
+    Done(Box<Channel>),
+    /// Another rotation changed the secret first: nothing was changed.
+    Raced,
+    /// The channel is gone.
+    Gone,
+}
+
 impl Pipeline {
     /// Replaces a channel's signing secret with `secret` (a new random one when `None`). The
     /// old one keeps signing beside it for `grace_ms` (see `core::signing::retire`), so a
     /// receiver can roll over without refusing a message. Audited (`rotate_signing_secret`).
-    /// `None` when the channel is gone (deleted meanwhile).
     pub async fn rotate_secret(
         &self,
         channel: &Channel,
         secret: Option<String>,
         grace_ms: i64,
         actor: &Actor,
-    ) -> Result<Option<Channel>, AttemptError> {
-        let secret = secret.unwrap_or_else(converger_core::secret::new_signing_secret);
-        let mut current = channel.clone();
-        // A concurrent rotation changes the secret this one replaces: read again and retire
-        // the secret that is current then.
-        for _ in 0..3 {
-            let now = time::now_ms();
-            let rotation = SecretRotation {
-                replaces: current.signing_secret.clone(),
-                secret: secret.clone(),
-                retiring: signing::retire(
-                    &current.signing_secret,
-                    &current.retiring_secrets,
-                    grace_ms,
-                    now,
-                ),
-            };
-            let done = self
-                .store
-                .rotate_secret(
-                    &channel.tenant_id,
-                    &channel.id,
-                    &rotation,
-                    &time::ms_to_rfc3339(now),
-                )
-                .await?;
-            self.forget_channel(&channel.id);
-            if let Some(c) = done {
-                self.audit(&c, actor, "rotate_signing_secret", now).await?;
-                return Ok(Some(c));
-            }
-            match self.store.get_channel(&channel.id).await? {
-                Some(c) if c.deleted_at.is_none() && c.tenant_id == channel.tenant_id => {
-                    current = c;
+    ) -> Result<Rotation, AttemptError> {
+        let now = time::now_ms();
+        let rotation = SecretRotation {
+            replaces: channel.signing_secret.clone(),
+            secret: secret.unwrap_or_else(converger_core::secret::new_signing_secret),
+            retiring: signing::retire(
+                &channel.signing_secret,
+                &channel.retiring_secrets,
+                grace_ms,
+                now,
+            ),
+        };
+        let done = self
+            .store
+            .rotate_secret(
+                &channel.tenant_id,
+                &channel.id,
+                &rotation,
+                &time::ms_to_rfc3339(now),
+            )
+            .await?;
+        self.forget_channel(&channel.id);
+        let Some(c) = done else {
+            // Another rotation won (this one's grace was meant for the secret it replaced,
+            // not for the winner's), or the channel was deleted.
+            return Ok(match self.store.get_channel(&channel.id).await? {
+                Some(c) if c.visible_to(converger_core::Scope::Tenant(&channel.tenant_id)) => {
+                    Rotation::Raced
                 }
-                _ => return Ok(None),
-            }
-        }
-        Err(AttemptError::Store(converger_ports::StoreError::Conflict(
-            "the signing secret kept changing; try again".into(),
-        )))
+                _ => Rotation::Gone,
+            });
+        };
+        self.audit_done(&c, actor, "rotate_signing_secret", now)
+            .await;
+        Ok(Rotation::Done(Box::new(c)))
     }
 
     /// Deletes a channel: it leaves the tenant's reads and lists at once and takes no new
@@ -91,14 +94,34 @@ impl Pipeline {
         };
         self.forget_channel(&channel.id);
         self.forget_tenant_channels(&channel.tenant_id);
-        self.audit(&deleted, actor, "delete_channel", now).await?;
+        // What it still holds back (a pause, an open breaker, parked rows) goes first; the
+        // sweeper does the same for a deleted channel whenever it finds it held.
+        if let Err(e) = self.let_go(&deleted).await {
+            tracing::warn!(channel_id = %channel.id, error = %e, "deleted channel not let go; the sweeper will");
+        }
+        self.audit_done(&deleted, actor, "delete_channel", now)
+            .await;
+        Ok(true)
+    }
+
+    /// Lets a deleted channel's waiting deliveries reach an attempt, which dead-letters them:
+    /// its breaker closed and its parked deliveries released.
+    pub(crate) async fn let_go(&self, channel: &Channel) -> Result<(), AttemptError> {
         use CircuitState::*;
-        let t = Transition::new(&[Open, HalfOpen, Paused], Closed, now).reset();
+        let t = Transition::new(&[Open, HalfOpen, Paused], Closed, time::now_ms()).reset();
         if let Some(f) = self.store.transition(&channel.id, &t).await? {
             self.remember_flow(&f);
         }
         self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
             .await?;
-        Ok(true)
+        Ok(())
+    }
+
+    /// An audit entry for a change already made: a failure to write it is logged, not
+    /// returned, so the caller's retry does not make the change twice.
+    async fn audit_done(&self, channel: &Channel, actor: &Actor, action: &str, now: i64) {
+        if let Err(e) = self.audit(channel, actor, action, now).await {
+            tracing::error!(channel_id = %channel.id, action, error = %e, "audit entry not written");
+        }
     }
 }

@@ -129,13 +129,14 @@ pub trait ActivityStore: Send + Sync + 'static {
         tenant: &TenantId,
         id: &ActivityId,
     ) -> StoreResult<Option<Activity>>;
-    /// One page of a conversation's activities in `seq` order, after `after_seq` when
-    /// given, and whether more follow. Expired ones are left out.
+    /// One page of a conversation's activities in `(seq, id)` order (a producer may give two
+    /// the same seq), after `after` when given, and whether more follow. Expired ones are
+    /// left out.
     async fn conversation_activities(
         &self,
         tenant: &TenantId,
         conversation_id: &str,
-        after_seq: Option<u64>,
+        after: Option<&(u64, ActivityId)>,
         limit: usize,
     ) -> StoreResult<(Vec<Activity>, bool)>;
 }

@@ -77,10 +77,19 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
             .unwrap();
         assert!(billed - reads - early <= 6.0, "{case}: {line}");
     }
-    // Sending by event type reads no subscriber list per delivery: it is cached.
-    let by_type = &cases["first_try_by_event_type"]["per_delivery"];
-    assert!(by_type.get("dynamodb/Query").is_none(), "{line}");
-    assert_eq!(by_type["dynamodb/BatchWriteItem"], 1.0, "{line}");
+    // Sending by event type reads the subscriber list once per `CHANNEL_CACHE_TTL_MS` (5 s)
+    // and API instance, not once per delivery: a refresh is all a slow run may add.
+    let by_type = &cases["first_try_by_event_type"];
+    let queries = by_type["per_delivery"]["dynamodb/Query"]
+        .as_f64()
+        .unwrap_or(0.0)
+        * 4.0;
+    let seconds = by_type["seconds"].as_f64().unwrap();
+    assert!(queries <= 1.0 + seconds / 5.0, "{line}");
+    assert_eq!(
+        by_type["per_delivery"]["dynamodb/BatchWriteItem"], 1.0,
+        "{line}"
+    );
     assert_eq!(first["sqs/SendMessage"], 1.0, "{line}");
     assert_eq!(first["sqs/ReceiveMessage"], 1.0, "{line}");
     assert_eq!(first["sqs/DeleteMessageBatch"], 1.0, "{line}");

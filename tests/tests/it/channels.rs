@@ -87,6 +87,56 @@ async fn invalid_event_types_are_refused_on_channels_and_activities() {
     t.stop().await;
 }
 
+#[tokio::test]
+async fn a_deleted_channel_that_a_pause_still_holds_is_let_go_by_the_sweeper() {
+    // A pause that raced the delete (or a delete whose clean-up a crash cut short): the
+    // channel is deleted in the store alone, its deliveries parked behind the pause.
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let path = format!("/api/v1/channels/{}", id(&ch));
+    assert_eq!(
+        t.api("POST", &format!("{path}/pause"), &key, None)
+            .await
+            .status,
+        200
+    );
+    let mut parked = Vec::new();
+    for _ in 0..3 {
+        let act = t.activity(&key, &[&id(&ch)]).await;
+        parked.push(act["deliveries"][0]["id"].as_str().unwrap().to_owned());
+    }
+    for d in &parked {
+        t.wait_delivery(&key, d, Duration::from_secs(10), |d| {
+            d["status"] == "pending"
+        })
+        .await;
+    }
+    let store = &t.stack.pipeline.store;
+    let tenant = converger_core::TenantId::parse(&tenant).unwrap();
+    let channel = converger_core::ChannelId::parse(&id(&ch)).unwrap();
+    let now = converger_core::time::now_rfc3339();
+    store
+        .delete_channel(&tenant, &channel, &now, i64::MAX / 2000)
+        .await
+        .unwrap()
+        .unwrap();
+    // Nothing moves while the pause holds them; one sweep lets them go.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    t.stack.pipeline.sweep().await.unwrap();
+    for d in &parked {
+        let d = t
+            .wait_delivery(&key, d, Duration::from_secs(20), |d| {
+                d["status"] == "failed"
+            })
+            .await;
+        assert_eq!(d["last_error"], "channel deleted", "{d}");
+    }
+    assert!(rx.requests().is_empty(), "no request for a deleted channel");
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {

@@ -107,7 +107,7 @@ mod emulator {
     #[tokio::test]
     async fn twenty_concurrent_posts_with_one_key_create_one_activity() {
         let t = TestStack::on_emulator().await;
-        let (_, key) = t.tenant("default").await;
+        let (tenant, key) = t.tenant("default").await;
         let ch = t.webhook(&key, "http://127.0.0.1:9/h", json!({})).await;
         let body = json!({"conversation_id": "idem", "channel_ids": [ch["id"]],
                           "payload": {"text": "once"}});
@@ -127,6 +127,13 @@ mod emulator {
             .await;
         assert_eq!(a.body["data"].as_array().unwrap().len(), 1, "{:?}", a.body);
         assert_eq!(a.body["data"][0]["id"], first["activity_id"]);
+        // Named after the key: a retry after a server error that came once the rows were
+        // written (the key freed) finds the activity instead of making a second one.
+        let tenant = converger_core::TenantId::parse(&tenant).unwrap();
+        assert_eq!(
+            first["activity_id"],
+            converger_core::ActivityId::for_idempotency_key(&tenant, "act-key-1").as_str()
+        );
 
         // A replay job started twice with one key is one job.
         let path = format!(

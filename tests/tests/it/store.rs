@@ -2203,7 +2203,8 @@ async fn a_conversation_lists_its_activities_in_seq_order(backend: Backend) {
     let now_ms = time::now_ms();
     // Seqs 0..7 written out of order, one in another conversation, one expired, one of
     // another tenant in the same conversation id.
-    for seq in [3u64, 0, 6, 1, 5, 2, 4] {
+    // Two with seq 3 (a producer may repeat one): a page ends between them.
+    for seq in [3u64, 0, 6, 1, 5, 2, 4, 3] {
         let mut a = conv_activity(&f, "conv-list");
         a.seq = seq;
         a.event_type = Some("message.created".into());
@@ -2221,25 +2222,28 @@ async fn a_conversation_lists_its_activities_in_seq_order(backend: Backend) {
     foreign.seq = 8;
     f.store.create_activity(&foreign, &[]).await.unwrap();
 
-    let (mut seqs, mut after) = (Vec::new(), None);
+    let (mut seqs, mut ids, mut after) = (Vec::new(), Vec::new(), None::<(u64, ActivityId)>);
     loop {
         let (page, more) = f
             .store
-            .conversation_activities(&f.tenant.id, "conv-list", after, 3)
+            .conversation_activities(&f.tenant.id, "conv-list", after.as_ref(), 4)
             .await
             .unwrap();
-        assert!(page.len() <= 3);
+        assert!(page.len() <= 4);
         for a in &page {
             assert_eq!(a.conversation_id, "conv-list");
             assert_eq!(a.event_type.as_deref(), Some("message.created"));
             seqs.push(a.seq);
+            ids.push(a.id.clone());
         }
-        after = page.last().map(|a| a.seq);
+        after = page.last().map(|a| (a.seq, a.id.clone()));
         if !more {
             break;
         }
     }
-    assert_eq!(seqs, [0, 1, 2, 3, 4, 5, 6]);
+    assert_eq!(seqs, [0, 1, 2, 3, 3, 4, 5, 6]);
+    ids.dedup();
+    assert_eq!(ids.len(), 8, "each once");
     let (none, more) = f
         .store
         .conversation_activities(&f.tenant.id, "conv-none", None, 10)

@@ -18,6 +18,11 @@ impl Pipeline {
         msg: &DeliveryMessage,
         channel: &Channel,
     ) -> Result<Admit, AttemptError> {
+        // A deleted channel's deliveries are never parked or paced: the attempt dead-letters
+        // them without a call.
+        if channel.deleted_at.is_some() {
+            return Ok(Admit::Go { probe: false });
+        }
         let limits = self.limits(channel, d.tier);
         let now = time::now_ms();
         let mut flow = self.flow_state(&channel.id).await?;

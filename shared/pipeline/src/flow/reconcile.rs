@@ -150,6 +150,24 @@ impl Pipeline {
         let (freed, _) = self
             .reconcile_slots(&f, self.config.slot_grace, &[])
             .await?;
+        if channel.deleted_at.is_some() {
+            // A deleted channel holds nothing back (a pause or breaker that raced the delete):
+            // its waiting deliveries go to an attempt, which dead-letters them.
+            if f.circuit_state != CircuitState::Closed {
+                self.let_go(&channel).await?;
+            }
+            let released = if f.parked_at.is_some() {
+                self.release(&channel, &f).await?
+            } else {
+                0
+            };
+            let fed = if f.backlog_at.is_some() || freed > 0 {
+                self.feed_now(&channel).await?
+            } else {
+                0
+            };
+            return Ok((freed, fed, released));
+        }
         let mut fed = 0;
         let mut released = 0;
         match f.circuit_state {

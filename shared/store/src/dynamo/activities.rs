@@ -103,26 +103,28 @@ impl ActivityStore for DynamoStore {
         &self,
         tenant: &TenantId,
         conversation_id: &str,
-        after_seq: Option<u64>,
+        after: Option<&(u64, ActivityId)>,
         limit: usize,
     ) -> StoreResult<(Vec<Activity>, bool)> {
         let now = now_ms();
         let key = s(conversation_key(tenant, conversation_id));
         let query = || {
-            let req = self
-                .client
+            self.client
                 .query()
                 .table_name(&self.res.activities)
                 .index_name("by_conversation")
-                .expression_attribute_values(":c", key.clone());
-            match after_seq {
-                Some(after) => req
-                    .key_condition_expression("conv_key = :c AND seq > :after")
-                    .expression_attribute_values(":after", n(after)),
-                None => req.key_condition_expression("conv_key = :c"),
-            }
+                .key_condition_expression("conv_key = :c")
+                .expression_attribute_values(":c", key.clone())
         };
-        self.query_upto(limit, query, |item| {
+        // Ties of seq are in the order of the row key: the page goes on after the whole key.
+        let start = after.map(|(seq, id)| {
+            Item::from([
+                ("conv_key".to_owned(), key.clone()),
+                ("seq".to_owned(), n(seq)),
+                ("id".to_owned(), s(activity_key(tenant, id))),
+            ])
+        });
+        self.query_upto(limit, start, query, |item| {
             let a = activity_from_item(item)?;
             Ok((!converger_ports::expired(a.expires_at, now)).then_some(a))
         })

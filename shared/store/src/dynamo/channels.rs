@@ -133,7 +133,7 @@ impl ChannelStore for DynamoStore {
             }
             req
         };
-        self.query_upto(q.limit, query, |item| from_item(item).map(Some))
+        self.query_upto(q.limit, None, query, |item| from_item(item).map(Some))
             .await
     }
 

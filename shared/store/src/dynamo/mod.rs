@@ -198,18 +198,18 @@ pub(super) enum Conditional<T> {
 }
 
 impl DynamoStore {
-    /// The first `want` items of a query (and whether more follow), reading page after page
-    /// past what `keep` leaves out (a filter expression or an expired row): `query` builds
-    /// the request, each page continuing from the last.
+    /// The first `want` items of a query after the item keyed `start` (and whether more
+    /// follow), reading page after page past what `keep` leaves out (a filter expression or
+    /// an expired row): `query` builds the request, each page continuing from the last.
     async fn query_upto<T>(
         &self,
         want: usize,
+        mut start: Option<Item>,
         query: impl Fn() -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
         keep: impl Fn(Item) -> StoreResult<Option<T>>,
     ) -> StoreResult<(Vec<T>, bool)> {
         let want = want.clamp(1, 1000);
         let mut out: Vec<T> = Vec::new();
-        let mut start: Option<Item> = None;
         loop {
             let page = query()
                 .set_exclusive_start_key(start.take())
