@@ -228,12 +228,24 @@ impl RateLimit {
     /// The decision for a request at `now_us` against the schedule's theoretical arrival
     /// time `tat_us` (None: no request yet): the new `tat` if allowed, else when it may go.
     pub fn decide(&self, tat_us: Option<i64>, now_us: i64) -> Result<i64, i64> {
+        self.decide_n(tat_us, now_us, 1)
+    }
+
+    /// [`Self::decide`] for `n` requests at once (at most `count`: a batch of tokens taken
+    /// together): allowed while the last of them is within the burst tolerance.
+    pub fn decide_n(&self, tat_us: Option<i64>, now_us: i64, n: u32) -> Result<i64, i64> {
         let tat = tat_us.unwrap_or(now_us).max(now_us);
-        if tat - now_us <= self.tolerance_us() {
-            Ok(tat + self.interval_us())
+        let slack = self.tolerance_us() - self.extra_us(n);
+        if tat - now_us <= slack {
+            Ok(tat + self.interval_us() * i64::from(n.max(1)))
         } else {
-            Err(tat - self.tolerance_us())
+            Err(tat - slack)
         }
+    }
+
+    /// How much further than one request `n` requests advance the schedule.
+    pub fn extra_us(&self, n: u32) -> i64 {
+        self.interval_us() * i64::from(n.max(1) - 1)
     }
 
     /// Whole seconds to wait until `retry_at_us` (at least 1: SQS delays are seconds).

@@ -123,6 +123,7 @@ fn tenant_error(e: TenantError) -> ApiError {
     match e {
         TenantError::Invalid(m) => ApiError::invalid("invalid_name", m),
         TenantError::InvalidAlertUrl(m) => ApiError::invalid("invalid_alert_webhook_url", m),
+        TenantError::InvalidRateLimit(m) => ApiError::invalid("invalid_api_rate_limit", m),
         TenantError::Store(e) => e.into(),
     }
 }
@@ -202,6 +203,11 @@ pub(crate) struct PatchTenant {
     #[serde(default, deserialize_with = "crate::error::present")]
     #[schema(value_type = Option<String>)]
     alert_webhook_url: Option<Option<String>>,
+    /// Each of its API keys' rate limit (`"<n>/s"`, `/m`, `/h`), overriding the tier's;
+    /// `null` goes back to the tier's.
+    #[serde(default, deserialize_with = "crate::error::present")]
+    #[schema(value_type = Option<String>)]
+    api_rate_limit: Option<Option<String>>,
 }
 
 /// Sets a tenant's tier (its new deliveries go to that tier's queue; the API's cached view of
@@ -236,6 +242,7 @@ pub(crate) async fn patch_tenant(
             &id,
             tier,
             req.alert_webhook_url.as_ref().map(Option::as_deref),
+            req.api_rate_limit.as_ref().map(Option::as_deref),
         )
         .await
         .map_err(tenant_error)?

@@ -80,6 +80,11 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             crate::idempotency::layer,
         ))
+        // Outermost: a call over its key's rate limit is refused before anything else.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::limits::layer,
+        ))
         .with_state(state)
 }
 

@@ -6,6 +6,7 @@ pub mod api;
 pub mod auth;
 pub mod error;
 pub mod idempotency;
+pub mod limits;
 pub mod openapi;
 pub mod receipts;
 pub mod views;
@@ -31,6 +32,8 @@ pub struct AppState {
     keys: Arc<TtlCache<String, Tenant>>,
     /// Every tenant, for [`TENANT_LIST_TTL`].
     tenant_list: Arc<TtlCache<(), Arc<Vec<Tenant>>>>,
+    /// What this instance holds of each API key's rate schedule (`limits`).
+    api_leases: Arc<TtlCache<String, converger_core::api_limit::Lease>>,
 }
 
 /// How long the web pages reuse the list of tenants (their selectors, an operator's lists over
@@ -47,6 +50,10 @@ impl AppState {
             web: Arc::new(web::WebConfig::local()),
             keys: Arc::new(TtlCache::new(KEY_CACHE_TTL)),
             tenant_list: Arc::new(TtlCache::new(TENANT_LIST_TTL)),
+            api_leases: Arc::new(TtlCache::bounded(
+                Duration::from_millis(converger_core::api_limit::LEASE_MS.unsigned_abs()),
+                10_000,
+            )),
         }
     }
 

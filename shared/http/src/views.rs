@@ -18,6 +18,10 @@ pub struct TenantView {
     pub created_at: String,
     pub alert_webhook_url: Option<String>,
     pub alert_channel_id: Option<String>,
+    /// Each API key's rate limit: the operator's override, else the tier's default.
+    pub api_rate_limit: String,
+    /// Whether `api_rate_limit` is an override.
+    pub api_rate_limit_overridden: bool,
 }
 
 pub fn tenant(t: &Tenant) -> TenantView {
@@ -28,6 +32,8 @@ pub fn tenant(t: &Tenant) -> TenantView {
         created_at: t.created_at.clone(),
         alert_webhook_url: t.alert_webhook_url.clone(),
         alert_channel_id: t.alert_channel_id.as_ref().map(ToString::to_string),
+        api_rate_limit: t.api_limit().to_string(),
+        api_rate_limit_overridden: t.api_rate_limit.is_some(),
     }
 }
 

@@ -170,18 +170,19 @@ impl FlowStore for MemStore {
         })
     }
 
-    async fn rate_take(
+    async fn rate_take_n(
         &self,
-        channel: &ChannelId,
+        key: &str,
         limit: &converger_core::RateLimit,
+        n: u32,
         now_us: i64,
     ) -> StoreResult<Result<(), i64>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let tat = s.rates.get(channel).copied();
-            match limit.decide(tat, now_us) {
+            let tat = s.rates.get(key).copied();
+            match limit.decide_n(tat, now_us, n) {
                 Ok(next) => {
-                    s.rates.insert(channel.clone(), next);
+                    s.rates.insert(key.to_owned(), next);
                     Ok(())
                 }
                 Err(at) => Err(at),

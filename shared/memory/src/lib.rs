@@ -43,7 +43,7 @@ struct State {
     counters: HashMap<(ChannelId, i64), (i64, i64)>,
     health: HashMap<ChannelId, Vec<HealthCheck>>,
     /// Rate schedules: the theoretical arrival time (µs) of each channel.
-    rates: HashMap<ChannelId, i64>,
+    rates: HashMap<String, i64>,
     /// The backlog index: (channel, due, delivery).
     backlog: std::collections::BTreeSet<(ChannelId, i64, DeliveryId)>,
     /// The parked index: (channel, delivery).

@@ -38,4 +38,18 @@ impl TenantStore for MemStore {
             })
         })
     }
+
+    async fn set_tenant_api_rate_limit(
+        &self,
+        id: &TenantId,
+        limit: Option<&str>,
+    ) -> StoreResult<Option<Tenant>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            s.tenants.get_mut(id).map(|t| {
+                t.api_rate_limit = limit.map(str::to_owned);
+                t.clone()
+            })
+        })
+    }
 }

@@ -11,6 +11,8 @@ pub enum TenantError {
     Invalid(String),
     #[error("{0}")]
     InvalidAlertUrl(String),
+    #[error("{0}")]
+    InvalidRateLimit(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -40,6 +42,7 @@ impl Pipeline {
             created_at: time::now_rfc3339(),
             alert_webhook_url: None,
             alert_channel_id: None,
+            api_rate_limit: None,
         };
         let key = new_api_key();
         self.store
@@ -55,12 +58,23 @@ impl Pipeline {
         id: &TenantId,
         tier: Option<Tier>,
         alert_webhook_url: Option<Option<&str>>,
+        api_rate_limit: Option<Option<&str>>,
     ) -> Result<Option<Tenant>, TenantError> {
         let Some(mut t) = self.store.get_tenant(id).await? else {
             return Ok(None);
         };
         if let Some(tier) = tier {
             match self.store.set_tenant_tier(id, tier).await? {
+                Some(updated) => t = updated,
+                None => return Ok(None),
+            }
+        }
+        if let Some(limit) = api_rate_limit {
+            if let Some(l) = limit {
+                l.parse::<converger_core::RateLimit>()
+                    .map_err(TenantError::InvalidRateLimit)?;
+            }
+            match self.store.set_tenant_api_rate_limit(id, limit).await? {
                 Some(updated) => t = updated,
                 None => return Ok(None),
             }

@@ -274,6 +274,19 @@ pub trait FlowStore: Send + Sync + 'static {
         channel: &ChannelId,
         limit: &converger_core::RateLimit,
         now_us: i64,
+    ) -> StoreResult<Result<(), i64>> {
+        self.rate_take_n(&format!("rate#{channel}"), limit, 1, now_us)
+            .await
+    }
+
+    /// Takes `n` requests at once (at most `limit.count`) from the rate schedule named `key`
+    /// (`rate#<channel>`, `api#<API key id>`); `Err(retry_at_us)` when they do not fit.
+    async fn rate_take_n(
+        &self,
+        key: &str,
+        limit: &converger_core::RateLimit,
+        n: u32,
+        now_us: i64,
     ) -> StoreResult<Result<(), i64>>;
 
     /// Parks a pending delivery: held under `token` (an attempt's lease), or, when `token` is

@@ -54,6 +54,13 @@ pub trait TenantStore: Send + Sync + 'static {
         id: &TenantId,
         tier: converger_core::Tier,
     ) -> StoreResult<Option<Tenant>>;
+    /// Sets (or, with `None`, removes) a tenant's API rate limit override; `None` if the
+    /// tenant does not exist.
+    async fn set_tenant_api_rate_limit(
+        &self,
+        id: &TenantId,
+        limit: Option<&str>,
+    ) -> StoreResult<Option<Tenant>>;
 }
 
 /// Channels.

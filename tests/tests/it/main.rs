@@ -17,6 +17,7 @@ mod flow;
 mod health;
 mod idempotency;
 mod infra;
+mod limits;
 mod queue;
 mod replay;
 mod retries;

@@ -94,6 +94,7 @@ async fn fixture(backend: Backend) -> Fixture {
         created_at: now.clone(),
         alert_webhook_url: None,
         alert_channel_id: None,
+        api_rate_limit: None,
     };
     store.create_tenant(&tenant, "hash-1").await.unwrap();
     let channel = Channel::new(

@@ -13,6 +13,10 @@
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
 //! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts.
 //!
+//! Every activity is posted through the tenant API, so its rate limit's writes (a batch of
+//! the key's schedule taken now and then) are counted too, and reported apart as
+//! `api_rate_limit_takes_per_call`.
+//!
 //! Prints requests per delivery by service and operation, the billed requests (DynamoDB and
 //! SQS), and the implied cost per million deliveries at the list prices in
 //! `docs/benchmarks.md`.
@@ -26,6 +30,7 @@ use converger_ports::prelude::*;
 use converger_store::counter::{Counts, RequestCounter};
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Map, Value, json};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -220,6 +225,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         // The warm-up's own trailing work (settle, events, deletes) is not counted.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let _ = counter.take();
+        let takes_before = converger_http::limits::SHARED_TAKES.load(Ordering::Relaxed);
         let started = Instant::now();
         let mut n = case.warm;
         while n < case.warm + o.deliveries {
@@ -234,10 +240,13 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         if case.receiver.count() < case.warm + o.deliveries {
             return Err(format!("{}: the receiver saw too few requests", case.name));
         }
-        out.insert(
-            case.name.into(),
-            per_delivery(&counts, o.deliveries, started.elapsed()),
-        );
+        let mut line = per_delivery(&counts, o.deliveries, started.elapsed());
+        // The API rate limit's own writes (already among the `UpdateItem`s): a share of a
+        // batch of the key's schedule per call.
+        let takes = converger_http::limits::SHARED_TAKES.load(Ordering::Relaxed) - takes_before;
+        line["api_rate_limit_takes_per_call"] =
+            json!((takes as f64 / o.deliveries.max(1) as f64 * 100.0).round() / 100.0);
+        out.insert(case.name.into(), line);
     }
     Ok(Value::Object(out))
 }

@@ -72,9 +72,9 @@ async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Re
 
 fn tenant_failure(e: TenantError) -> Response {
     match e {
-        TenantError::Invalid(m) | TenantError::InvalidAlertUrl(m) => {
-            page_error(StatusCode::UNPROCESSABLE_ENTITY, &m)
-        }
+        TenantError::Invalid(m)
+        | TenantError::InvalidAlertUrl(m)
+        | TenantError::InvalidRateLimit(m) => page_error(StatusCode::UNPROCESSABLE_ENTITY, &m),
         TenantError::Store(e) => unavailable(&e),
     }
 }
@@ -123,7 +123,7 @@ pub(super) async fn update_tenant(
         .get("alert_webhook_url")
         .map(|u| Some(u.trim()).filter(|u| !u.is_empty()));
     state.forget_tenants();
-    match state.pipeline.update_tenant(&id, tier, url).await {
+    match state.pipeline.update_tenant(&id, tier, url, None).await {
         Ok(Some(_)) => Redirect::to("/admin/tenants").into_response(),
         Ok(None) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
         Err(e) => tenant_failure(e),

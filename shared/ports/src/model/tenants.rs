@@ -14,6 +14,16 @@ pub struct Tenant {
     /// The managed webhook channel that delivers those alerts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_channel_id: Option<ChannelId>,
+    /// The operator's override of the tier's API rate limit (`"<n>/s"`, per API key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_rate_limit: Option<String>,
+}
+
+impl Tenant {
+    /// The rate limit of each of its API keys (`core::api_limit`).
+    pub fn api_limit(&self) -> converger_core::RateLimit {
+        converger_core::api_limit::effective(self.api_rate_limit.as_deref(), self.tier)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -411,14 +411,21 @@ impl FlowStore for DynamoStore {
         Ok(Page { items, next })
     }
 
-    async fn rate_take(
+    async fn rate_take_n(
         &self,
-        channel: &ChannelId,
+        key: &str,
         limit: &converger_core::RateLimit,
+        count: u32,
         now_us: i64,
     ) -> StoreResult<Result<(), i64>> {
-        let (interval, tolerance) = (limit.interval_us(), limit.tolerance_us());
-        let key = format!("rate#{channel}");
+        let count = count.clamp(1, limit.count.max(1));
+        // `count` requests advance the schedule by as many intervals, and fit while the last
+        // of them is within the burst (`RateLimit::decide_n`).
+        let (interval, tolerance) = (
+            limit.interval_us() * i64::from(count),
+            limit.tolerance_us() - limit.extra_us(count),
+        );
+        let key = key.to_owned();
         let expires = now_us / 1_000_000 + 3600;
         for _ in 0..2 {
             // Idle: the schedule restarts from now.

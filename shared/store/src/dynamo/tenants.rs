@@ -69,4 +69,29 @@ impl TenantStore for DynamoStore {
             Err(e) => Err(sdk_err(e)),
         }
     }
+
+    async fn set_tenant_api_rate_limit(
+        &self,
+        id: &TenantId,
+        limit: Option<&str>,
+    ) -> StoreResult<Option<Tenant>> {
+        let req = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(id.as_str()))
+            .condition_expression("attribute_exists(pk)")
+            .return_values(ReturnValue::AllNew);
+        let req = match limit {
+            Some(l) => req
+                .update_expression("SET api_rate_limit = :l")
+                .expression_attribute_values(":l", s(l)),
+            None => req.update_expression("REMOVE api_rate_limit"),
+        };
+        match req.send().await {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
 }

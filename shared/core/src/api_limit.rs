@@ -1,0 +1,118 @@
+//! The tenant API's rate limits: per API key, one schedule shared by every API instance (a
+//! GCRA like a channel's outbound limit), taken in small batches so that a limit costs far
+//! less than one request per call: an instance takes a tenth of a second's worth of the
+//! rate at once and spends it locally for up to [`LEASE_MS`].
+
+use crate::channel::Tier;
+use crate::flow::RateLimit;
+
+/// How long an instance may spend a batch it took.
+pub const LEASE_MS: i64 = 10_000;
+
+/// Each tier's default (`api_rate_limit` overrides it per tenant).
+pub fn default_for(tier: Tier) -> RateLimit {
+    let count = match tier {
+        Tier::High => 500,
+        Tier::Default => 100,
+        Tier::Bulk => 50,
+    };
+    RateLimit {
+        count,
+        per_ms: 1_000,
+    }
+}
+
+/// A tenant's limit: its override when it has a valid one, else its tier's default.
+pub fn effective(overridden: Option<&str>, tier: Tier) -> RateLimit {
+    overridden
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| default_for(tier))
+}
+
+/// How many requests an instance takes from the shared schedule at once: a tenth of a
+/// second's worth of the rate, at least one, at most the burst.
+pub fn batch(limit: &RateLimit) -> u32 {
+    let per_100ms = u64::from(limit.count) * 100 / limit.per_ms.max(1);
+    u32::try_from(per_100ms)
+        .unwrap_or(u32::MAX)
+        .clamp(1, limit.count.max(1))
+}
+
+/// What an instance holds of a key's schedule: requests taken and not yet spent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub limit: RateLimit,
+    pub tokens: u32,
+    pub until_ms: i64,
+}
+
+impl Lease {
+    /// A batch of `tokens` taken at `now_ms` for `limit`.
+    pub fn taken(limit: RateLimit, tokens: u32, now_ms: i64) -> Self {
+        Self {
+            limit,
+            tokens,
+            until_ms: now_ms + LEASE_MS,
+        }
+    }
+
+    /// Spends one request of the lease if it still holds one for `limit` at `now_ms`.
+    pub fn spend(&mut self, limit: &RateLimit, now_ms: i64) -> bool {
+        if self.limit != *limit || now_ms >= self.until_ms || self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiers_have_defaults_and_a_valid_override_wins() {
+        assert_eq!(default_for(Tier::Default).to_string(), "100/s");
+        assert_eq!(effective(Some("5/s"), Tier::High).to_string(), "5/s");
+        assert_eq!(
+            effective(Some("nonsense"), Tier::Bulk),
+            default_for(Tier::Bulk)
+        );
+        assert_eq!(effective(None, Tier::High), default_for(Tier::High));
+    }
+
+    #[test]
+    fn a_batch_is_a_tenth_of_a_second_of_the_rate_within_the_burst() {
+        let r = |s: &str| s.parse::<RateLimit>().unwrap();
+        assert_eq!(batch(&r("100/s")), 10);
+        assert_eq!(batch(&r("5/s")), 1);
+        assert_eq!(batch(&r("600/m")), 1);
+        assert_eq!(batch(&r("1000000/s")), 100_000);
+    }
+
+    #[test]
+    fn a_lease_spends_what_it_took_for_its_limit_until_it_ends() {
+        let limit: RateLimit = "100/s".parse().unwrap();
+        let mut lease = Lease::taken(limit, 2, 0);
+        assert!(lease.spend(&limit, 1));
+        assert!(lease.spend(&limit, 2));
+        assert!(!lease.spend(&limit, 3), "spent");
+        let mut lease = Lease::taken(limit, 2, 0);
+        assert!(!lease.spend(&limit, LEASE_MS), "ended");
+        let other: RateLimit = "5/s".parse().unwrap();
+        assert!(!lease.spend(&other, 1), "the limit changed");
+    }
+
+    #[test]
+    fn a_batch_is_allowed_while_its_last_request_is_within_the_burst() {
+        let limit: RateLimit = "10/s".parse().unwrap();
+        // Idle: the whole burst at once, not one more.
+        let tat = limit.decide_n(None, 0, 10).unwrap();
+        assert_eq!(tat, 1_000_000);
+        assert!(limit.decide_n(Some(tat), 0, 1).is_err());
+        // Half a second later, five more.
+        assert!(limit.decide_n(Some(tat), 500_000, 5).is_ok());
+        assert!(limit.decide_n(Some(tat), 500_000, 6).is_err());
+        assert_eq!(limit.decide_n(Some(5), 0, 1), limit.decide(Some(5), 0));
+    }
+}

@@ -1,0 +1,116 @@
+//! The tenant API's rate limits (the rules are `core::api_limit`'s): every call with an API
+//! key spends one request of that key's schedule, shared by every API instance. An instance
+//! takes a tenth of a second's worth of the rate at once and spends it locally, so a call
+//! costs a fraction of one store write. Over the limit: 429 `rate_limited` with
+//! `Retry-After`.
+
+use crate::AppState;
+use crate::auth::{Authed, authenticate};
+use crate::error::ApiError;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use converger_core::api_limit::{self, Lease};
+use converger_core::time;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How many times this process took from a shared schedule (the `requests` benchmark
+/// reports the limit's own cost with it).
+pub static SHARED_TAKES: AtomicU64 = AtomicU64::new(0);
+
+/// Whether a path is a tenant API call the limit applies to (not the receipts, which
+/// providers call without a key, nor the health check or the document).
+fn limited(path: &str) -> bool {
+    path.starts_with("/api/v1/") && !path.ends_with("/status") && !path.ends_with("openapi.json")
+}
+
+pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    if !limited(req.uri().path()) {
+        return next.run(req).await;
+    }
+    // Unauthenticated requests go on to be refused by the handler.
+    let Ok(Authed(tenant, actor)) = authenticate(req.headers(), &state).await else {
+        return next.run(req).await;
+    };
+    match take(&state, &actor.id, &tenant.api_limit()).await {
+        Ok(()) => next.run(req).await,
+        Err(Some(retry_after_s)) => {
+            let mut res = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!(
+                    "this API key is over its rate limit of {}; retry after {retry_after_s} s",
+                    tenant.api_limit()
+                ),
+            )
+            .into_response();
+            res.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+            res
+        }
+        // The schedule could not be read: the call goes on (the store it needs is likely
+        // unavailable too, and answers for itself).
+        Err(None) => next.run(req).await,
+    }
+}
+
+/// Spends one request of `key`'s limit: from this instance's lease, else from a batch (or,
+/// near the limit, a single request) taken from the shared schedule. `Err(Some(seconds))`
+/// over the limit, `Err(None)` when the schedule could not be read.
+async fn take(
+    state: &AppState,
+    key: &str,
+    limit: &converger_core::RateLimit,
+) -> Result<(), Option<u64>> {
+    let now = time::now_ms();
+    if state
+        .api_leases
+        .with_mut(&key.to_owned(), |l| l.spend(limit, now))
+        == Some(true)
+    {
+        return Ok(());
+    }
+    let batch = api_limit::batch(limit);
+    let schedule = format!("api#{key}");
+    let mut retry_at = None;
+    for n in [batch, 1].into_iter().take(if batch > 1 { 2 } else { 1 }) {
+        SHARED_TAKES.fetch_add(1, Ordering::Relaxed);
+        match state
+            .pipeline
+            .store
+            .rate_take_n(&schedule, limit, n, now.saturating_mul(1000))
+            .await
+        {
+            Ok(Ok(())) => {
+                state
+                    .api_leases
+                    .insert(key.to_owned(), Lease::taken(*limit, n - 1, now));
+                return Ok(());
+            }
+            Ok(Err(at)) => retry_at = Some(at),
+            Err(e) => {
+                tracing::warn!(error = %e, "API rate schedule unreadable; the call goes on");
+                return Err(None);
+            }
+        }
+    }
+    let wait_us = retry_at.unwrap_or(0) - now.saturating_mul(1000);
+    Err(Some(
+        u64::try_from(wait_us.div_euclid(1_000_000) + 1).unwrap_or(1),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_calls_are_limited_and_receipts_the_health_check_and_the_document_are_not() {
+        assert!(limited("/api/v1/activities"));
+        assert!(limited("/api/v1/channels/ch_1/secret/rotate"));
+        assert!(!limited("/api/v1/channels/ch_1/status"));
+        assert!(!limited("/api/v1/openapi.json"));
+        assert!(!limited("/api/health"));
+    }
+}

@@ -1,0 +1,129 @@
+//! The tenant API's rate limits: per API key, shared by every API instance, 429 with
+//! `Retry-After` over the limit, an operator's override per tenant.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_tests::TestStack;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+/// A second API instance over the same stack: its own caches and leases, the same store.
+async fn second_instance(t: &TestStack) -> String {
+    let state = converger_http::AppState::new(t.stack.pipeline.clone(), None);
+    let router = converger_http::api::router(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    url
+}
+
+async fn list(t: &TestStack, base: &str, key: &str) -> (u16, Option<String>, serde_json::Value) {
+    let r = t
+        .http
+        .get(format!("{base}/api/v1/channels"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    let text = r.text().await.unwrap_or_default();
+    (
+        status,
+        retry,
+        serde_json::from_str(&text).unwrap_or_default(),
+    )
+}
+
+mod emulator {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_key_over_its_limit_gets_429_on_every_instance_and_another_key_does_not() {
+        let t = TestStack::on_emulator().await;
+        let (limited, key) = t.tenant("default").await;
+        let (_, other) = t.tenant("default").await;
+        let admin = |body| {
+            t.raw(
+                "PATCH",
+                format!("{}/admin/api/tenants/{limited}", t.stack.admin_url),
+                Some(&t.stack.admin_token),
+                Some(serde_json::Value::to_string(&body)),
+            )
+        };
+        let a = admin(json!({"api_rate_limit": "every second"})).await;
+        assert_eq!(
+            (a.status, a.body["error"]["code"].as_str()),
+            (422, Some("invalid_api_rate_limit"))
+        );
+        let a = admin(json!({"api_rate_limit": "10/s"})).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(
+            (
+                a.body["api_rate_limit"].as_str(),
+                a.body["api_rate_limit_overridden"].as_bool()
+            ),
+            (Some("10/s"), Some(true))
+        );
+
+        // Two instances, one schedule: 40 calls at once, half on each.
+        let apis = [t.stack.api_url.clone(), second_instance(&t).await];
+        let started = Instant::now();
+        let answers =
+            futures::future::join_all((0..40).map(|i| list(&t, &apis[i % 2], &key))).await;
+        let took = started.elapsed().as_secs_f64();
+        let ok = answers.iter().filter(|(s, _, _)| *s == 200).count();
+        let refused: Vec<_> = answers.iter().filter(|(s, _, _)| *s == 429).collect();
+        assert_eq!(ok + refused.len(), 40, "{answers:?}");
+        // The burst (10), what the rate adds while the calls run, and one request of slack
+        // per instance (a lease of a tenth of a second's worth: one request at 10/s).
+        let allowed = 10.0 + 10.0 * took + 2.0;
+        assert!(
+            (ok as f64) <= allowed,
+            "{ok} calls passed in {took:.2} s, at most {allowed:.1} may"
+        );
+        assert!(!refused.is_empty());
+        for (_, retry, body) in &refused {
+            assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+            assert!(
+                retry
+                    .as_deref()
+                    .is_some_and(|s| s.parse::<u64>().unwrap() >= 1)
+            );
+        }
+        // Both instances refused: the limit is the key's, not the instance's.
+        let per_instance: Vec<usize> = (0..2)
+            .map(|k| {
+                answers
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, (s, _, _))| i % 2 == k && *s == 429)
+                    .count()
+            })
+            .collect();
+        assert!(per_instance.iter().all(|n| *n > 0), "{per_instance:?}");
+
+        // Another tenant's key is not held back, on either instance.
+        let answers =
+            futures::future::join_all((0..20).map(|i| list(&t, &apis[i % 2], &other))).await;
+        assert!(answers.iter().all(|(s, _, _)| *s == 200), "{answers:?}");
+
+        // After the schedule has room again, the limited key is served.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(list(&t, &apis[1], &key).await.0, 200);
+        // Back to the tier's default.
+        let a = admin(json!({"api_rate_limit": null})).await;
+        assert_eq!(
+            (
+                a.body["api_rate_limit"].as_str(),
+                a.body["api_rate_limit_overridden"].as_bool()
+            ),
+            (Some("100/s"), Some(false))
+        );
+        t.stop().await;
+    }
+}
