@@ -53,6 +53,14 @@ impl TestStack {
                 allowlist: converger_core::net::Allowlist::loopback(),
                 channel_cache_ttl: Duration::ZERO,
                 serial_transactions: true,
+                // The tests poll the API far faster than a producer calls it; the limits'
+                // own test sets a tenant's override, which wins.
+                api_limits: converger_core::api_limit::Defaults::uniform(
+                    converger_core::RateLimit {
+                        count: 1_000_000,
+                        per_ms: 1_000,
+                    },
+                ),
                 ..PipelineConfig::default()
             },
             ..StackOptions::default()

@@ -9,24 +9,71 @@ use crate::flow::RateLimit;
 /// How long an instance may spend a batch it took.
 pub const LEASE_MS: i64 = 10_000;
 
-/// Each tier's default (`api_rate_limit` overrides it per tenant).
-pub fn default_for(tier: Tier) -> RateLimit {
-    let count = match tier {
-        Tier::High => 500,
-        Tier::Default => 100,
-        Tier::Bulk => 50,
-    };
-    RateLimit {
-        count,
-        per_ms: 1_000,
+/// Each tier's default limit (`API_RATE_LIMITS`; a tenant's `api_rate_limit` overrides it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Defaults {
+    pub high: RateLimit,
+    pub default: RateLimit,
+    pub bulk: RateLimit,
+}
+
+impl Default for Defaults {
+    /// `high=500/s,default=100/s,bulk=50/s`.
+    fn default() -> Self {
+        let per_s = |count| RateLimit {
+            count,
+            per_ms: 1_000,
+        };
+        Self {
+            high: per_s(500),
+            default: per_s(100),
+            bulk: per_s(50),
+        }
     }
 }
 
-/// A tenant's limit: its override when it has a valid one, else its tier's default.
-pub fn effective(overridden: Option<&str>, tier: Tier) -> RateLimit {
-    overridden
-        .and_then(|r| r.parse().ok())
-        .unwrap_or_else(|| default_for(tier))
+impl Defaults {
+    /// The same limit for every tier.
+    pub fn uniform(limit: RateLimit) -> Self {
+        Self {
+            high: limit,
+            default: limit,
+            bulk: limit,
+        }
+    }
+
+    pub fn for_tier(&self, tier: Tier) -> RateLimit {
+        match tier {
+            Tier::High => self.high,
+            Tier::Default => self.default,
+            Tier::Bulk => self.bulk,
+        }
+    }
+
+    /// Reads `high=500/s,default=100/s,bulk=50/s` (any of the three; the others keep
+    /// their default).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut d = Self::default();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (tier, limit) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}` is not `<tier>=<limit>`"))?;
+            let limit: RateLimit = limit.parse()?;
+            match tier.trim().parse::<Tier>()? {
+                Tier::High => d.high = limit,
+                Tier::Default => d.default = limit,
+                Tier::Bulk => d.bulk = limit,
+            }
+        }
+        Ok(d)
+    }
+
+    /// A tenant's limit: its override when it has a valid one, else its tier's.
+    pub fn effective(&self, overridden: Option<&str>, tier: Tier) -> RateLimit {
+        overridden
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| self.for_tier(tier))
+    }
 }
 
 /// How many requests an instance takes from the shared schedule at once: a tenth of a
@@ -72,13 +119,18 @@ mod tests {
 
     #[test]
     fn tiers_have_defaults_and_a_valid_override_wins() {
-        assert_eq!(default_for(Tier::Default).to_string(), "100/s");
-        assert_eq!(effective(Some("5/s"), Tier::High).to_string(), "5/s");
-        assert_eq!(
-            effective(Some("nonsense"), Tier::Bulk),
-            default_for(Tier::Bulk)
-        );
-        assert_eq!(effective(None, Tier::High), default_for(Tier::High));
+        let d = Defaults::default();
+        assert_eq!(d.for_tier(Tier::Default).to_string(), "100/s");
+        assert_eq!(d.effective(Some("5/s"), Tier::High).to_string(), "5/s");
+        assert_eq!(d.effective(Some("nonsense"), Tier::Bulk), d.bulk);
+        assert_eq!(d.effective(None, Tier::High), d.high);
+        let p = Defaults::parse("bulk=10/s, high=1000/m").unwrap();
+        assert_eq!(p.bulk.to_string(), "10/s");
+        assert_eq!(p.high.to_string(), "1000/m");
+        assert_eq!(p.default, d.default);
+        for bad in ["bulk", "gold=1/s", "bulk=fast"] {
+            assert!(Defaults::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -165,7 +165,7 @@ pub(crate) async fn create_tenant(
     Ok((
         StatusCode::CREATED,
         Json(CreatedTenant {
-            tenant: crate::views::tenant(&tenant),
+            tenant: crate::views::tenant(&tenant, &state.pipeline.config.api_limits),
             api_key: key,
         }),
     ))
@@ -192,7 +192,10 @@ pub(crate) async fn get_tenant(
         .get_tenant(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
-    Ok(Json(crate::views::tenant(&t)))
+    Ok(Json(crate::views::tenant(
+        &t,
+        &state.pipeline.config.api_limits,
+    )))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -257,7 +260,7 @@ pub(crate) async fn patch_tenant(
         alert_signing_secret = Some(c.signing_secret);
     }
     Ok(Json(PatchedTenant {
-        tenant: crate::views::tenant(&t),
+        tenant: crate::views::tenant(&t, &state.pipeline.config.api_limits),
         alert_signing_secret,
     }))
 }

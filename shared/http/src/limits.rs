@@ -33,15 +33,15 @@ pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> R
     let Ok(Authed(tenant, actor)) = authenticate(req.headers(), &state).await else {
         return next.run(req).await;
     };
-    match take(&state, &actor.id, &tenant.api_limit()).await {
+    let limit = tenant.api_limit(&state.pipeline.config.api_limits);
+    match take(&state, &actor.id, &limit).await {
         Ok(()) => next.run(req).await,
         Err(Some(retry_after_s)) => {
             let mut res = ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limited",
                 format!(
-                    "this API key is over its rate limit of {}; retry after {retry_after_s} s",
-                    tenant.api_limit()
+                    "this API key is over its rate limit of {limit}; retry after {retry_after_s} s"
                 ),
             )
             .into_response();

@@ -24,7 +24,8 @@ pub struct TenantView {
     pub api_rate_limit_overridden: bool,
 }
 
-pub fn tenant(t: &Tenant) -> TenantView {
+/// `defaults`: each tier's API rate limit (the tenant's unless overridden).
+pub fn tenant(t: &Tenant, defaults: &converger_core::api_limit::Defaults) -> TenantView {
     TenantView {
         id: t.id.to_string(),
         name: t.name.clone(),
@@ -32,7 +33,7 @@ pub fn tenant(t: &Tenant) -> TenantView {
         created_at: t.created_at.clone(),
         alert_webhook_url: t.alert_webhook_url.clone(),
         alert_channel_id: t.alert_channel_id.as_ref().map(ToString::to_string),
-        api_rate_limit: t.api_limit().to_string(),
+        api_rate_limit: t.api_limit(defaults).to_string(),
         api_rate_limit_overridden: t.api_rate_limit.is_some(),
     }
 }

@@ -6,6 +6,9 @@ use std::time::Duration;
 
 #[derive(Debug, Clone)]
 pub struct PipelineConfig {
+    /// Each tier's tenant API rate limit per API key (`API_RATE_LIMITS`,
+    /// `high=500/s,default=100/s,bulk=50/s`).
+    pub api_limits: converger_core::api_limit::Defaults,
     /// The global layer of the retry policy (`RETRY_POLICY`, a JSON object).
     pub retry_policy: Map<String, Value>,
     /// Longest single queue delay; longer delays are made of hops (SQS allows 900 s).
@@ -54,6 +57,7 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
+            api_limits: converger_core::api_limit::Defaults::default(),
             retry_policy: Map::new(),
             hop_ceiling_s: 900,
             lease_slice: Duration::from_millis(converger_core::policy::LEASE_SLICE_MS as u64),
@@ -156,6 +160,13 @@ impl PipelineConfig {
         }
         if let Some(n) = num::<usize>("SWEEP_LIMIT")? {
             c.sweep_limit = n.max(1);
+        }
+        if let Some(v) = var("API_RATE_LIMITS") {
+            c.api_limits =
+                converger_core::api_limit::Defaults::parse(&v).map_err(|message| ConfigError {
+                    name: "API_RATE_LIMITS",
+                    message,
+                })?;
         }
         Ok(c)
     }

@@ -20,9 +20,12 @@ pub struct Tenant {
 }
 
 impl Tenant {
-    /// The rate limit of each of its API keys (`core::api_limit`).
-    pub fn api_limit(&self) -> converger_core::RateLimit {
-        converger_core::api_limit::effective(self.api_rate_limit.as_deref(), self.tier)
+    /// The rate limit of each of its API keys, given the tiers' `defaults`.
+    pub fn api_limit(
+        &self,
+        defaults: &converger_core::api_limit::Defaults,
+    ) -> converger_core::RateLimit {
+        defaults.effective(self.api_rate_limit.as_deref(), self.tier)
     }
 }
 
