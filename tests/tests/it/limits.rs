@@ -115,14 +115,15 @@ mod emulator {
         // After the schedule has room again, the limited key is served.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert_eq!(list(&t, &apis[1], &key).await.0, 200);
-        // Back to the tier's default.
+        // Back to the tier's default (the stack's, which the test kit sets).
         let a = admin(json!({"api_rate_limit": null})).await;
+        let tier_default = t.stack.pipeline.config.api_limits.default.to_string();
         assert_eq!(
             (
                 a.body["api_rate_limit"].as_str(),
                 a.body["api_rate_limit_overridden"].as_bool()
             ),
-            (Some("100/s"), Some(false))
+            (Some(tier_default.as_str()), Some(false))
         );
         t.stop().await;
     }
