@@ -83,9 +83,17 @@ async fn take(
             .await
         {
             Ok(Ok(())) => {
-                state
+                // Concurrent calls that found no lease each took a batch: what they did not
+                // spend joins the lease rather than replacing it.
+                let key = key.to_owned();
+                let joined = state
                     .api_leases
-                    .insert(key.to_owned(), Lease::taken(*limit, n - 1, now));
+                    .with_mut(&key, |l| l.join(limit, n - 1, now));
+                if joined != Some(true) {
+                    state
+                        .api_leases
+                        .insert(key, Lease::taken(*limit, n - 1, now));
+                }
                 return Ok(());
             }
             Ok(Err(at)) => retry_at = Some(at),
