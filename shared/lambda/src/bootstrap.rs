@@ -66,9 +66,13 @@ pub fn init_tracing() {
     use tracing_subscriber::util::SubscriberInitExt;
     let _ = tracing_subscriber::registry()
         .with(
+            // The current span is Lambda's invocation span: every line carries its
+            // `requestId` (and X-Ray trace id) beside the tenant, channel and delivery ids
+            // the pipeline's own lines name, so one delivery can be followed across functions.
             tracing_subscriber::fmt::layer()
                 .json()
-                .with_current_span(false)
+                .with_current_span(true)
+                .with_span_list(false)
                 .without_time(),
         )
         .with(log_filter(

@@ -377,7 +377,7 @@ impl Pipeline {
         delivered: Delivered,
         hand_on: Option<&converger_core::DeliveryId>,
     ) -> Result<Report, AttemptError> {
-        let (d, n, kind) = (&p.d, p.n, p.channel.kind.as_str());
+        let (d, n) = (&p.d, p.n);
         let (accepted, handed_off): (Accepted, bool) = match delivered {
             Delivered::Sent(a) => (a, false),
             Delivered::HandedOff(a) => (a, true),
@@ -402,15 +402,25 @@ impl Pipeline {
             return Ok(Report::Skipped("lease lost before recording success"));
         }
         if handed_off {
-            tracing::info!(delivery_id = %d.id, channel_id = %d.channel_id, attempt = n, "delivery handed off; waiting for an acknowledgement");
-            metrics::count("handed_off", kind, 1);
+            tracing::info!(tenant_id = %d.tenant_id, delivery_id = %d.id, channel_id = %d.channel_id, attempt = n, "delivery handed off; waiting for an acknowledgement");
+            metrics::count(metrics::HANDED_OFF, p.channel.kind, Some(d.tier), 1);
             self.after_attempt(d, &p.channel, Outcome::HandedOff, false, p.probe, None)
                 .await?;
             return Ok(Report::HandedOff);
         }
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        tracing::info!(delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempt = n, duration_ms, "delivery sent");
-        metrics::count("sent", kind, 1);
+        tracing::info!(tenant_id = %d.tenant_id, delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempt = n, duration_ms, "delivery sent");
+        metrics::count(metrics::SENT, p.channel.kind, Some(d.tier), 1);
+        metrics::millis(
+            metrics::ATTEMPT_DURATION_MS,
+            p.channel.kind,
+            d.tier,
+            duration_ms,
+        );
+        if let Some(created) = time::rfc3339_to_ms(&d.created_at) {
+            let waited = u64::try_from(time::now_ms() - created).unwrap_or(0);
+            metrics::millis(metrics::INGEST_TO_SENT_MS, p.channel.kind, d.tier, waited);
+        }
         self.after_attempt(d, &p.channel, Outcome::Success, false, p.probe, hand_on)
             .await?;
         self.events
@@ -433,6 +443,14 @@ impl Pipeline {
         } else {
             Outcome::Neutral
         };
+        let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        metrics::count(metrics::ATTEMPT_FAILED, p.channel.kind, Some(d.tier), 1);
+        metrics::millis(
+            metrics::ATTEMPT_DURATION_MS,
+            p.channel.kind,
+            d.tier,
+            duration_ms,
+        );
         let delay_ms = match policy.next_after_failure(p.n, &err, rand::random::<f64>()) {
             Next::RetryIn(delay_ms) => delay_ms,
             Next::Dead => {
@@ -475,7 +493,7 @@ impl Pipeline {
             self.park_waiting(d, &p.channel).await?;
             return Ok(Report::Parked);
         }
-        tracing::info!(delivery_id = %d.id, attempt = p.n, delay_ms, error = %err.reason, "attempt failed; retry scheduled");
+        tracing::info!(tenant_id = %d.tenant_id, delivery_id = %d.id, channel_id = %d.channel_id, attempt = p.n, delay_ms, error = %err.reason, "attempt failed; retry scheduled");
         let delay_s = hop_delay_s(next_at, time::now_ms(), self.config.hop_ceiling_s);
         // An activity that came in the message fits in the next one.
         let carried = if p.carried_in {
@@ -646,7 +664,7 @@ impl Pipeline {
         reason: &str,
         log: &LogUpdate,
     ) -> Result<Report, AttemptError> {
-        let (d, n, kind) = (&p.d, p.n, p.channel.kind.as_str());
+        let (d, n) = (&p.d, p.n);
         if !self
             .store
             .mark_dead(d, &p.token, reason, log, &time::now_rfc3339())
@@ -654,9 +672,9 @@ impl Pipeline {
         {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
         }
-        tracing::warn!(delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempts = n, error = %reason, "delivery dead-lettered");
+        tracing::warn!(tenant_id = %d.tenant_id, delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempts = n, error = %reason, "delivery dead-lettered");
         self.count_failed(d, 1).await;
-        metrics::count("dead_lettered", kind, 1);
+        metrics::count(metrics::DEAD_LETTERED, p.channel.kind, Some(d.tier), 1);
         self.events
             .publish(vec![
                 status_event(d, "failed", n, Some(reason)),

@@ -88,7 +88,7 @@ impl Pipeline {
         };
         self.forget_channel(&channel.id);
         tracing::warn!(channel_id = %channel.id, failed_attempts = flow.failed_attempts, "channel auto-disabled");
-        crate::metrics::count("channel_disabled", channel.kind.as_str(), 1);
+        crate::metrics::count(crate::metrics::CHANNEL_DISABLED, channel.kind, None, 1);
         let body = json!({
             "event": "channel.disabled",
             "channel_id": disabled.id,
@@ -214,6 +214,9 @@ impl Pipeline {
     /// One health run over every active channel of the checked types.
     pub async fn health_check(&self) -> Result<HealthReport, AttemptError> {
         let mut report = HealthReport::default();
+        // Dead letters in the window, by channel type (the `dead_letters` gauge).
+        let mut dead: std::collections::BTreeMap<&'static str, (converger_core::ChannelType, u64)> =
+            Default::default();
         let mut from = None;
         loop {
             let page = self.store.checked_channels(500, from.take()).await?;
@@ -223,6 +226,9 @@ impl Pipeline {
                 match self.check_channel(&channel, &mut report).await {
                     Ok(row) => {
                         report.channels += 1;
+                        dead.entry(channel.kind.as_str())
+                            .or_insert((channel.kind, 0))
+                            .1 += row.failed_deliveries;
                         rows.push(row);
                     }
                     Err(e) => {
@@ -235,6 +241,9 @@ impl Pipeline {
                 Some(n) => from = Some(n),
                 None => break,
             }
+        }
+        for (kind, n) in dead.into_values() {
+            crate::metrics::count(crate::metrics::DEAD_LETTERS, kind, None, n);
         }
         tracing::info!(?report, requests = report.requests(), "health checks done");
         Ok(report)

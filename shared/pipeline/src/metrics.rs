@@ -1,33 +1,129 @@
 //! Metrics as CloudWatch Embedded Metric Format lines on stdout: CloudWatch Logs turns them
-//! into metrics without an API call.
+//! into metrics without an API call. Namespace `Converger`; every metric is published by
+//! channel type and by channel type and tier (no tenant or channel dimension: a fixed,
+//! small number of series). The names are documented in the README (Operations, Metrics).
 
-use serde_json::json;
+use converger_core::{ChannelType, Tier};
+use serde_json::{Value, json};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static ENABLED: AtomicBool = AtomicBool::new(true);
+/// Where lines go instead of stdout while a test captures them.
+static CAPTURED: Mutex<Option<Vec<Value>>> = Mutex::new(None);
+
+/// A delivery was sent (`Count`).
+pub const SENT: &str = "sent";
+/// An attempt failed, retried or not (`Count`).
+pub const ATTEMPT_FAILED: &str = "attempt_failed";
+/// A delivery was dead-lettered (`Count`).
+pub const DEAD_LETTERED: &str = "dead_lettered";
+/// A delivery was handed to a websocket client that has not acknowledged it (`Count`).
+pub const HANDED_OFF: &str = "handed_off";
+/// From the ingest to the sent record (`Milliseconds`).
+pub const INGEST_TO_SENT_MS: &str = "ingest_to_sent_ms";
+/// One attempt's call (`Milliseconds`).
+pub const ATTEMPT_DURATION_MS: &str = "attempt_duration_ms";
+/// Dead letters of a channel type's checked channels in the health window, as the health
+/// run counted them (`Count`, a gauge: one value per run).
+pub const DEAD_LETTERS: &str = "dead_letters";
+/// A breaker opened / closed; the health run disabled a channel (`Count`).
+pub const CIRCUIT_OPENED: &str = "circuit_opened";
+pub const CIRCUIT_CLOSED: &str = "circuit_closed";
+pub const CHANNEL_DISABLED: &str = "channel_disabled";
 
 /// Turns the metric lines on or off (the local runner keeps stdout for its own output).
 pub fn set_enabled(on: bool) {
     ENABLED.store(on, Ordering::Relaxed);
 }
 
-/// Writes one EMF line with a single count metric, dimensioned by channel type.
-pub fn count(metric: &str, channel_type: &str, value: u64) {
+/// Keeps every line from now on for [`captured`] instead of printing it (tests).
+pub fn capture() {
+    if let Ok(mut c) = CAPTURED.lock() {
+        *c = Some(Vec::new());
+    }
+    set_enabled(true);
+}
+
+/// The lines kept since [`capture`].
+pub fn captured() -> Vec<Value> {
+    CAPTURED
+        .lock()
+        .ok()
+        .and_then(|c| c.clone())
+        .unwrap_or_default()
+}
+
+/// The EMF line of one metric.
+pub fn line(metric: &str, unit: &str, value: f64, kind: ChannelType, tier: Option<Tier>) -> Value {
+    let mut dimensions = vec![json!(["ChannelType"])];
+    let mut line = json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{
+                "Namespace": "Converger",
+                "Dimensions": [],
+                "Metrics": [{"Name": metric, "Unit": unit}],
+            }],
+        },
+        "ChannelType": kind.as_str(),
+        metric: value,
+    });
+    if let Some(t) = tier {
+        dimensions.push(json!(["ChannelType", "Tier"]));
+        line["Tier"] = json!(t.as_str());
+    }
+    line["_aws"]["CloudWatchMetrics"][0]["Dimensions"] = Value::Array(dimensions);
+    line
+}
+
+fn emit(line: Value) {
     if !ENABLED.load(Ordering::Relaxed) {
         return;
     }
-    let ts = chrono::Utc::now().timestamp_millis();
-    let line = json!({
-        "_aws": {
-            "Timestamp": ts,
-            "CloudWatchMetrics": [{
-                "Namespace": "Converger",
-                "Dimensions": [["ChannelType"]],
-                "Metrics": [{"Name": metric, "Unit": "Count"}],
-            }],
-        },
-        "ChannelType": channel_type,
-        metric: value,
-    });
+    if let Ok(mut c) = CAPTURED.lock()
+        && let Some(lines) = c.as_mut()
+    {
+        lines.push(line);
+        return;
+    }
     println!("{line}");
+}
+
+/// A count of `value` events.
+pub fn count(metric: &str, kind: ChannelType, tier: Option<Tier>, value: u64) {
+    emit(line(metric, "Count", value as f64, kind, tier));
+}
+
+/// A duration in milliseconds.
+pub fn millis(metric: &str, kind: ChannelType, tier: Tier, ms: u64) {
+    emit(line(metric, "Milliseconds", ms as f64, kind, Some(tier)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_names_its_metric_unit_and_both_dimension_sets() {
+        let l = line(SENT, "Count", 1.0, ChannelType::Webhook, Some(Tier::High));
+        let cw = &l["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(cw["Namespace"], "Converger");
+        assert_eq!(cw["Metrics"][0], json!({"Name": "sent", "Unit": "Count"}));
+        assert_eq!(
+            cw["Dimensions"],
+            json!([["ChannelType"], ["ChannelType", "Tier"]])
+        );
+        assert_eq!(
+            (l["ChannelType"].as_str(), l["Tier"].as_str()),
+            (Some("webhook"), Some("high"))
+        );
+        assert_eq!(l["sent"], 1.0);
+        let g = line(DEAD_LETTERS, "Count", 3.0, ChannelType::Echo, None);
+        assert_eq!(
+            g["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["ChannelType"]])
+        );
+        assert!(g.get("Tier").is_none());
+    }
 }

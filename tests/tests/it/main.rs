@@ -18,6 +18,7 @@ mod health;
 mod idempotency;
 mod infra;
 mod limits;
+mod metrics;
 mod queue;
 mod replay;
 mod retries;

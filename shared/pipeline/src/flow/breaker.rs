@@ -122,7 +122,7 @@ impl Pipeline {
             if let Some(f) = self.store.transition(&channel.id, &t).await? {
                 self.remember_flow(&f);
                 tracing::info!(channel_id = %channel.id, "breaker closed: probe succeeded");
-                crate::metrics::count("circuit_closed", channel.kind.as_str(), 1);
+                crate::metrics::count(crate::metrics::CIRCUIT_CLOSED, channel.kind, None, 1);
                 let event =
                     circuit_event(channel, "channel.circuit_closed", "probe_succeeded", now);
                 self.alert(channel, event.detail.clone()).await;
@@ -169,7 +169,7 @@ impl Pipeline {
         };
         self.remember_flow(&f);
         tracing::warn!(channel_id = %channel.id, failures = f.consecutive_failures, reason, "breaker opened");
-        crate::metrics::count("circuit_opened", channel.kind.as_str(), 1);
+        crate::metrics::count(crate::metrics::CIRCUIT_OPENED, channel.kind, None, 1);
         let event = circuit_event(channel, "channel.circuit_opened", reason, now);
         self.alert(channel, event.detail.clone()).await;
         self.events.publish(vec![event]).await;
