@@ -1,0 +1,135 @@
+//! Activities: sent, read back by id and by conversation.
+
+use super::*;
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/activities",
+    tag = "activities",
+    summary = "Send an activity",
+    request_body = crate::openapi::NewActivityDoc,
+    responses((status = 201, description = "Stored, its deliveries enqueued", body = views::Ingested), (status = 200, description = "A producer id sent before: what was stored then", body = views::Ingested))
+)]
+pub(crate) async fn create_activity(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    key: Option<axum::Extension<crate::idempotency::Key>>,
+    Body(mut req): Body<NewActivity>,
+) -> Result<impl IntoResponse, ApiError> {
+    // With an Idempotency-Key and no id of its own, the activity is named after the key: a
+    // retry after a server error that came once its rows were written finds them.
+    if let (None, Some(axum::Extension(crate::idempotency::Key(k)))) = (&req.id, key) {
+        req.id = Some(ActivityId::for_idempotency_key(&tenant.id, &k));
+    }
+    let done = state.pipeline.ingest(&tenant, req).await?;
+    let status = if done.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((
+        status,
+        Json(views::Ingested {
+            activity_id: done.activity.id.to_string(),
+            conversation_id: done.activity.conversation_id.clone(),
+            seq: done.activity.seq,
+            created_at: done.activity.created_at.clone(),
+            deliveries: done
+                .deliveries
+                .iter()
+                .map(views::DeliveryRef::from)
+                .collect(),
+        }),
+    ))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/activities/{id}",
+    tag = "activities",
+    summary = "Read an activity",
+    params(("id" = String, Path, description = "An activity id")),
+    responses((status = 200, body = views::ActivityView))
+)]
+pub(crate) async fn get_activity(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<views::ActivityView>, ApiError> {
+    let id = ActivityId::parse(&id).map_err(|_| ApiError::not_found("activity"))?;
+    let a = state
+        .pipeline
+        .store
+        .get_activity(&tenant.id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("activity"))?;
+    let ids: Vec<DeliveryId> = a
+        .channel_ids
+        .iter()
+        .map(|c| DeliveryId::for_pair(&a.id, c))
+        .collect();
+    let mut deliveries = state.pipeline.store.get_deliveries(&ids).await?;
+    deliveries.sort_by(|x, y| x.channel_id.cmp(&y.channel_id));
+    Ok(Json(views::activity(&a, Some(&deliveries))))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ActivityListQuery {
+    /// The conversation, 1 to 256 characters.
+    #[param(min_length = 1, max_length = 256)]
+    conversation_id: String,
+    /// Page size, 1 to 500 (50 when absent).
+    #[param(minimum = 1, maximum = 500)]
+    limit: Option<usize>,
+    /// The `next_cursor` of the page before.
+    cursor: Option<String>,
+}
+
+/// `GET /api/v1/activities?conversation_id=`: a conversation's activities in `seq` order.
+#[utoipa::path(
+    get,
+    path = "/api/v1/activities",
+    tag = "activities",
+    summary = "List a conversation's activities",
+    params(ActivityListQuery),
+    responses((status = 200, description = "A page, in seq order", body = views::Page<views::ActivityView>))
+)]
+pub(crate) async fn list_activities(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    query: Result<Query<ActivityListQuery>, QueryRejection>,
+) -> Result<Json<views::Page<views::ActivityView>>, ApiError> {
+    let q = params(query)?;
+    let conversation = Some(q.conversation_id)
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| ApiError::invalid("invalid_query", "conversation_id must not be empty"))?;
+    let limit = page_limit(q.limit)?;
+    let scope = format!("activities|{}|{conversation}", tenant.id);
+    let after = cursor(q.cursor.as_deref(), &scope)?
+        .map(|c| {
+            Ok::<_, ()>((
+                c.sort_key.parse::<u64>().map_err(drop)?,
+                ActivityId::parse(&c.id).map_err(drop)?,
+            ))
+        })
+        .transpose()
+        .map_err(|_| ApiError::invalid("invalid_cursor", "cursor is not one this API gave"))?;
+    let (items, more) = state
+        .pipeline
+        .store
+        .conversation_activities(&tenant.id, &conversation, after.as_ref(), limit)
+        .await?;
+    let next = more.then(|| items.last()).flatten().map(|a| {
+        Cursor {
+            sort_key: a.seq.to_string(),
+            id: a.id.to_string(),
+        }
+        .encode(&scope)
+    });
+    Ok(Json(views::Page {
+        data: items.iter().map(|a| views::activity(a, None)).collect(),
+        next_cursor: next,
+    }))
+}

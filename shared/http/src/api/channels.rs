@@ -1,0 +1,386 @@
+//! Channels: create, read, change, list, delete, and their signing secrets.
+
+use super::*;
+
+fn validate_policy(policy: &Map<String, Value>) -> Result<(), ApiError> {
+    RetryPolicy::validate(policy).map_err(|errs| {
+        let msg: Vec<String> = errs.iter().map(ToString::to_string).collect();
+        ApiError::invalid("invalid_retry_policy", msg.join("; "))
+    })
+}
+
+fn validate_config(
+    state: &AppState,
+    kind: ChannelType,
+    config: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    let adapter = state.pipeline.adapters.get(kind).ok_or_else(|| {
+        ApiError::invalid(
+            "unsupported_channel_type",
+            format!("channel type `{kind}` is not supported by this deployment"),
+        )
+    })?;
+    adapter
+        .validate_config(config)
+        .map_err(|m| ApiError::invalid("invalid_config", m))
+}
+
+fn validate_name(name: &str) -> Result<(), ApiError> {
+    converger_core::channel::check_name(name).map_err(|m| ApiError::invalid("invalid_name", m))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewChannel {
+    #[serde(rename = "type")]
+    #[schema(pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket)$")]
+    kind: String,
+    /// 1 to 200 characters, no control characters.
+    #[schema(min_length = 1, max_length = 200)]
+    name: String,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    config: Map<String, Value>,
+    #[serde(default = "yes")]
+    active: bool,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    retry_policy: Map<String, Value>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    circuit_breaker: Map<String, Value>,
+    #[serde(default)]
+    rate_limit: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    auto_disable: Map<String, Value>,
+    #[serde(default)]
+    event_types: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn validate_event_types(types: &[String]) -> Result<(), ApiError> {
+    converger_core::channel::check_event_types(types)
+        .map_err(|m| ApiError::invalid("invalid_event_types", m))
+}
+
+fn validate_auto_disable(settings: Option<&Map<String, Value>>) -> Result<(), ApiError> {
+    if let Some(s) = settings {
+        converger_core::health::AutoDisable::from_overrides(s)
+            .map_err(|m| ApiError::invalid("invalid_auto_disable", m))?;
+    }
+    Ok(())
+}
+
+fn validate_flow(breaker: Option<&Map<String, Value>>, rate: Option<&str>) -> Result<(), ApiError> {
+    if let Some(b) = breaker {
+        converger_core::BreakerConfig::validate(b)
+            .map_err(|m| ApiError::invalid("invalid_circuit_breaker", m))?;
+    }
+    if let Some(r) = rate {
+        r.parse::<converger_core::RateLimit>()
+            .map_err(|m| ApiError::invalid("invalid_rate_limit", m))?;
+    }
+    Ok(())
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/channels",
+    tag = "channels",
+    summary = "Create a channel",
+    request_body = NewChannel,
+    responses((status = 201, description = "Created, with its signing secret", body = views::CreatedChannel))
+)]
+pub(crate) async fn create_channel(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Body(req): Body<NewChannel>,
+) -> Result<impl IntoResponse, ApiError> {
+    let kind: ChannelType = req
+        .kind
+        .parse()
+        .map_err(|m: String| ApiError::invalid("unsupported_channel_type", m))?;
+    validate_name(&req.name)?;
+    validate_config(&state, kind, &req.config)?;
+    validate_policy(&req.retry_policy)?;
+    validate_flow(Some(&req.circuit_breaker), req.rate_limit.as_deref())?;
+    validate_auto_disable(Some(&req.auto_disable))?;
+    validate_event_types(&req.event_types)?;
+    let now = time::now_rfc3339();
+    let channel = {
+        let mut c = Channel::new(tenant.id, kind, &req.name, req.config, &now);
+        c.active = req.active;
+        c.retry_policy = req.retry_policy;
+        c.circuit_breaker = req.circuit_breaker;
+        c.rate_limit = req.rate_limit;
+        c.auto_disable = req.auto_disable;
+        c.event_types = req.event_types;
+        c
+    };
+    state.pipeline.store.create_channel(&channel).await?;
+    state.pipeline.forget_tenant_channels(&channel.tenant_id);
+    let body = views::CreatedChannel {
+        channel: views::channel(&channel),
+        signing_secret: channel.signing_secret.clone(),
+    };
+    Ok((StatusCode::CREATED, Json(body)))
+}
+
+#[utoipa::path(
+    get,
+    path = "/api/v1/channels/{id}",
+    tag = "channels",
+    summary = "Read a channel",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    responses((status = 200, body = views::ChannelView))
+)]
+pub(crate) async fn get_channel(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<views::ChannelView>, ApiError> {
+    let c = owned_channel(&state, &tenant, &id).await?;
+    Ok(Json(views::channel(&c)))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PatchChannel {
+    name: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    config: Option<Map<String, Value>>,
+    active: Option<bool>,
+    #[schema(value_type = Option<Object>)]
+    retry_policy: Option<Map<String, Value>>,
+    #[schema(value_type = Option<Object>)]
+    circuit_breaker: Option<Map<String, Value>>,
+    #[serde(default, deserialize_with = "crate::error::present")]
+    #[schema(value_type = Option<String>)]
+    rate_limit: Option<Option<String>>,
+    #[schema(value_type = Option<Object>)]
+    auto_disable: Option<Map<String, Value>>,
+    event_types: Option<Vec<String>>,
+}
+
+#[utoipa::path(
+    patch,
+    path = "/api/v1/channels/{id}",
+    tag = "channels",
+    summary = "Change a channel",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    request_body = PatchChannel,
+    responses((status = 200, body = views::ChannelView))
+)]
+pub(crate) async fn patch_channel(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Path(id): Path<String>,
+    Body(req): Body<PatchChannel>,
+) -> Result<Json<views::ChannelView>, ApiError> {
+    let current = owned_channel(&state, &tenant, &id).await?;
+    not_managed(&current)?;
+    if let Some(n) = &req.name {
+        validate_name(n)?;
+    }
+    if let Some(c) = &req.config {
+        validate_config(&state, current.kind, c)?;
+    }
+    if let Some(p) = &req.retry_policy {
+        validate_policy(p)?;
+    }
+    validate_flow(
+        req.circuit_breaker.as_ref(),
+        req.rate_limit.as_ref().and_then(|r| r.as_deref()),
+    )?;
+    validate_auto_disable(req.auto_disable.as_ref())?;
+    if let Some(t) = &req.event_types {
+        validate_event_types(t)?;
+    }
+    let patch = ChannelPatch {
+        name: req.name,
+        config: req.config,
+        active: req.active,
+        retry_policy: req.retry_policy,
+        circuit_breaker: req.circuit_breaker,
+        rate_limit: req.rate_limit,
+        auto_disable: req.auto_disable,
+        event_types: req.event_types,
+    };
+    let updated = state
+        .pipeline
+        .store
+        .update_channel(&tenant.id, &current.id, &patch, &time::now_rfc3339())
+        .await?
+        .ok_or_else(|| ApiError::not_found("channel"))?;
+    state.pipeline.forget_channel(&current.id);
+    state.pipeline.forget_tenant_channels(&tenant.id);
+    Ok(Json(views::channel(&updated)))
+}
+
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChannelListQuery {
+    /// Only channels of this type.
+    #[serde(rename = "type")]
+    #[param(value_type = Option<String>, pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket)$")]
+    kind: Option<String>,
+    active: Option<bool>,
+    /// Page size, 1 to 500 (50 when absent).
+    #[param(minimum = 1, maximum = 500)]
+    limit: Option<usize>,
+    /// The `next_cursor` of the page before.
+    cursor: Option<String>,
+}
+
+/// `GET /api/v1/channels`: the tenant's channels in id order, of one `type` or `active`
+/// state when asked, `limit` (default 50, at most 500) per page.
+#[utoipa::path(
+    get,
+    path = "/api/v1/channels",
+    tag = "channels",
+    summary = "List channels",
+    params(ChannelListQuery),
+    responses((status = 200, description = "A page of channels, by id", body = views::Page<views::ChannelView>))
+)]
+pub(crate) async fn list_channels(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    query: Result<Query<ChannelListQuery>, QueryRejection>,
+) -> Result<Json<views::Page<views::ChannelView>>, ApiError> {
+    let q = params(query)?;
+    let kind = q
+        .kind
+        .as_deref()
+        .map(str::parse::<ChannelType>)
+        .transpose()
+        .map_err(|m| ApiError::invalid("invalid_query", m))?;
+    let limit = page_limit(q.limit)?;
+    let scope = format!("channels|{}|{kind:?}|{:?}", tenant.id, q.active);
+    let after = cursor(q.cursor.as_deref(), &scope)?
+        .map(|c| ChannelId::parse(&c.id))
+        .transpose()
+        .map_err(|_| ApiError::invalid("invalid_cursor", "cursor is not one this API gave"))?;
+    let (items, more) = state
+        .pipeline
+        .store
+        .list_channel_page(&converger_ports::ChannelQuery {
+            tenant: tenant.id.clone(),
+            kind,
+            active: q.active,
+            limit,
+            after,
+        })
+        .await?;
+    let next = more.then(|| items.last()).flatten().map(|c| {
+        Cursor {
+            sort_key: c.id.to_string(),
+            id: c.id.to_string(),
+        }
+        .encode(&scope)
+    });
+    Ok(Json(views::Page {
+        data: items.iter().map(views::channel).collect(),
+        next_cursor: next,
+    }))
+}
+
+/// `DELETE /api/v1/channels/{id}`: see `Pipeline::delete_channel` for what becomes of its
+/// deliveries. 204, or 404 when it does not exist (or was deleted already).
+#[utoipa::path(
+    delete,
+    path = "/api/v1/channels/{id}",
+    tag = "channels",
+    summary = "Delete a channel",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    responses((status = 204, description = "Deleted: gone from reads and lists; its pending deliveries are dead-lettered with `channel deleted`"))
+)]
+pub(crate) async fn delete_channel(
+    State(state): State<AppState>,
+    Authed(tenant, actor): Authed,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let c = owned_channel(&state, &tenant, &id).await?;
+    not_managed(&c)?;
+    if state.pipeline.delete_channel(&c, &actor).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found("channel"))
+    }
+}
+
+/// `GET /api/v1/channels/{id}/secret`: the signing secret, and those still retiring.
+#[utoipa::path(
+    get,
+    path = "/api/v1/channels/{id}/secret",
+    tag = "channels",
+    summary = "Read the signing secrets",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    responses((status = 200, body = views::SecretsView))
+)]
+pub(crate) async fn get_secret(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    Path(id): Path<String>,
+) -> Result<Json<views::SecretsView>, ApiError> {
+    let c = owned_channel(&state, &tenant, &id).await?;
+    Ok(Json(views::secrets(&c)))
+}
+
+#[derive(Deserialize, Default, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Rotate {
+    /// The new secret (`whsec_` base64 of 24 to 64 bytes); a random one when absent.
+    signing_secret: Option<String>,
+    /// How long the old secret keeps signing beside the new one (default 24 h, at most 7 days).
+    grace_seconds: Option<i64>,
+}
+
+/// `POST /api/v1/channels/{id}/secret/rotate`: a new signing secret; the old one keeps
+/// signing beside it for `grace_seconds`, so receivers roll over without dropping a message.
+#[utoipa::path(
+    post,
+    path = "/api/v1/channels/{id}/secret/rotate",
+    tag = "channels",
+    summary = "Rotate the signing secret",
+    params(("id" = String, Path, description = "A channel id (`ch_...`)")),
+    request_body = Option<Rotate>,
+    responses((status = 200, description = "The new secret, and the old one signing beside it until its grace ends", body = views::SecretsView))
+)]
+pub(crate) async fn rotate_secret(
+    State(state): State<AppState>,
+    Authed(tenant, actor): Authed,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<views::SecretsView>, ApiError> {
+    let req: Rotate = crate::error::parse_optional_json(&body)?;
+    let bad = |m: String| ApiError::invalid("invalid_body", m);
+    if let Some(secret) = &req.signing_secret {
+        converger_core::signing::check_secret(secret).map_err(bad)?;
+    }
+    let max_s = converger_core::signing::MAX_GRACE_MS / 1000;
+    let grace_ms = match req.grace_seconds {
+        None => converger_core::signing::DEFAULT_GRACE_MS,
+        Some(g) if (0..=max_s).contains(&g) => g * 1000,
+        Some(_) => return Err(bad(format!("grace_seconds must be from 0 to {max_s}"))),
+    };
+    let c = owned_channel(&state, &tenant, &id).await?;
+    not_managed(&c)?;
+    match state
+        .pipeline
+        .rotate_secret(&c, req.signing_secret, grace_ms, &actor)
+        .await?
+    {
+        Rotation::Done(c) => Ok(Json(views::secrets(&c))),
+        Rotation::Raced => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "conflict",
+            "the signing secret was rotated meanwhile; read it and rotate again if needed",
+        )),
+        Rotation::Gone => Err(ApiError::not_found("channel")),
+    }
+}
