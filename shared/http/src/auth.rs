@@ -12,12 +12,17 @@ use converger_ports::{Channel, Delivery, Scope, Tenant};
 
 /// The tenant whose API key the request carries, and the key as an actor
 /// (`tenant_api:key_<first 12 hex digits of its hash>`).
+#[derive(Clone)]
 pub struct Authed(pub Tenant, pub Actor);
 
 impl FromRequestParts<AppState> for Authed {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        // The rate limit's layer authenticated the request already.
+        if let Some(a) = parts.extensions.get::<Authed>() {
+            return Ok(a.clone());
+        }
         authenticate(&parts.headers, state).await
     }
 }

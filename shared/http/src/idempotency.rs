@@ -34,7 +34,13 @@ pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> R
         return next.run(req).await;
     }
     // Unauthenticated requests go on to be refused as they would be without the key.
-    let Ok(Authed(tenant, _)) = authenticate(req.headers(), &state).await else {
+    // The rate limit's layer authenticated the request already.
+    let known = req.extensions().get::<Authed>().cloned();
+    let authed = match known {
+        Some(a) => Ok(a),
+        None => authenticate(req.headers(), &state).await,
+    };
+    let Ok(Authed(tenant, _)) = authed else {
         return next.run(req).await;
     };
     let key = match key.to_str().map_err(|e| e.to_string()).and_then(|k| {

@@ -25,14 +25,17 @@ fn limited(path: &str) -> bool {
     path.starts_with("/api/v1/") && !path.ends_with("/status") && !path.ends_with("openapi.json")
 }
 
-pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn layer(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     if !limited(req.uri().path()) {
         return next.run(req).await;
     }
-    // Unauthenticated requests go on to be refused by the handler.
-    let Ok(Authed(tenant, actor)) = authenticate(req.headers(), &state).await else {
+    // Unauthenticated requests go on to be refused by the handler; an authenticated one
+    // carries its tenant on, so no later layer or handler resolves the key again.
+    let Ok(authed) = authenticate(req.headers(), &state).await else {
         return next.run(req).await;
     };
+    req.extensions_mut().insert(authed.clone());
+    let Authed(tenant, actor) = authed;
     let limit = tenant.api_limit(&state.pipeline.config.api_limits);
     match take(&state, &actor.id, &limit).await {
         Ok(()) => next.run(req).await,
