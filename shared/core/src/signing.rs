@@ -88,13 +88,16 @@ pub fn signing_secrets<'a>(
     now_ms: i64,
 ) -> Vec<&'a str> {
     std::iter::once(current)
-        .chain(
-            retiring
-                .iter()
-                .filter(|r| r.until_ms > now_ms)
-                .map(|r| r.secret.as_str()),
-        )
+        .chain(still_signing(retiring, now_ms).map(|r| r.secret.as_str()))
         .collect()
+}
+
+/// The retiring secrets whose grace has not ended at `now_ms`.
+pub fn still_signing(
+    retiring: &[RetiringSecret],
+    now_ms: i64,
+) -> impl Iterator<Item = &RetiringSecret> {
+    retiring.iter().filter(move |r| r.until_ms > now_ms)
 }
 
 /// The retiring secrets after `current` is replaced at `now_ms` with `grace_ms` of overlap:
@@ -106,9 +109,8 @@ pub fn retire(
     grace_ms: i64,
     now_ms: i64,
 ) -> Vec<RetiringSecret> {
-    let mut out: Vec<RetiringSecret> = retiring
-        .iter()
-        .filter(|r| r.until_ms > now_ms && r.secret != current)
+    let mut out: Vec<RetiringSecret> = still_signing(retiring, now_ms)
+        .filter(|r| r.secret != current)
         .cloned()
         .collect();
     if grace_ms > 0 {

@@ -122,10 +122,7 @@ pub fn secrets(c: &Channel) -> SecretsView {
     let now = converger_core::time::now_ms();
     SecretsView {
         signing_secret: c.signing_secret.clone(),
-        retiring: c
-            .retiring_secrets
-            .iter()
-            .filter(|r| r.until_ms > now)
+        retiring: converger_core::signing::still_signing(&c.retiring_secrets, now)
             .map(|r| RetiringSecretView {
                 signing_secret: r.secret.clone(),
                 signs_until: ms_to_rfc3339(r.until_ms),
