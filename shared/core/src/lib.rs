@@ -9,6 +9,7 @@ pub mod flow;
 pub mod health;
 pub mod idempotency;
 pub mod ids;
+pub mod middleware;
 pub mod net;
 pub mod payload;
 pub mod policy;

@@ -64,6 +64,10 @@ pub struct ChannelView {
     pub managed: bool,
     /// Event types it subscribes to (`*`: every type).
     pub event_types: Vec<String>,
+    /// Steps applied to each delivery's copy of the payload before it is sent:
+    /// `{"type": "transform", "script"}` or `{"type": "halt", "if", "reason"}`.
+    #[schema(value_type = Vec<Object>)]
+    pub middleware: Vec<converger_core::middleware::Step>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -87,6 +91,7 @@ pub fn channel(c: &Channel) -> ChannelView {
         disabled_reason: c.disabled_reason.clone(),
         managed: c.managed,
         event_types: c.event_types.clone(),
+        middleware: c.middleware.clone(),
         created_at: c.created_at.clone(),
         updated_at: c.updated_at.clone(),
     }

@@ -52,6 +52,9 @@ impl ChannelStore for MemStore {
             if let Some(t) = &patch.event_types {
                 c.event_types = t.clone();
             }
+            if let Some(m) = &patch.middleware {
+                c.middleware = m.clone();
+            }
             if patch.active == Some(true) {
                 c.disabled_at = None;
                 c.disabled_reason = None;

@@ -14,7 +14,7 @@ use crate::outcome::{Admit, status_event};
 pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Accepted, Delivered, Envelope, Target};
 use converger_core::policy::{self, Next, hop_delay_s};
-use converger_core::{DeliveryError, RetryPolicy, time};
+use converger_core::{DeliveryError, RetryPolicy, middleware, time};
 use converger_ports::{
     Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
     PlatformEvent, RetryAt, SentInfo, StoreError, StoreResult,
@@ -89,7 +89,8 @@ type Called = Result<(RetryPolicy, Result<Delivered, DeliveryError>), CallError>
 
 /// Why no call outcome is recorded.
 enum CallError {
-    /// The delivery cannot be attempted at all (inactive channel, no adapter): dead letter.
+    /// The delivery cannot be attempted at all (inactive channel, no adapter, a middleware
+    /// halt): dead letter, counted against neither the breaker nor auto-disable.
     Cannot(String),
     /// The lease was lost while the call ran: the attempt that holds it now records.
     LeaseLost,
@@ -554,6 +555,27 @@ impl Pipeline {
             &channel.retry_policy,
         );
         let timeout = Duration::from_millis(policy.timeout_ms.min(policy::ADAPTER_TIMEOUT_MAX_MS));
+        // The channel's middleware works on this delivery's copy; the stored activity (and
+        // every replay) keeps the original. A halt, or a step that fails, makes no request.
+        let transformed;
+        let payload = if channel.middleware.is_empty() {
+            &activity.payload
+        } else {
+            let meta = middleware::Meta {
+                id: activity.id.as_str(),
+                conversation_id: &activity.conversation_id,
+                seq: activity.seq,
+                event_type: activity.event_type.as_deref(),
+                created_at: &activity.created_at,
+                tenant_id: d.tenant_id.as_str(),
+                channel_id: channel.id.as_str(),
+                channel_type: channel.kind.as_str(),
+                attempt: n,
+            };
+            transformed = middleware::apply(&channel.middleware, &activity.payload, &meta)
+                .map_err(|halted| CallError::Cannot(halted.to_string()))?;
+            &transformed
+        };
         let env = Envelope {
             delivery_id: d.id.as_str(),
             tenant_id: d.tenant_id.as_str(),
@@ -562,7 +584,7 @@ impl Pipeline {
             seq: activity.seq,
             event_type: activity.event_type.as_deref(),
             created_at: &activity.created_at,
-            payload: &activity.payload,
+            payload,
             channel_ids: &activity.channel_ids,
             attempt: n,
             services: self,

@@ -19,6 +19,7 @@ mod idempotency;
 mod infra;
 mod limits;
 mod metrics;
+mod middleware;
 mod queue;
 mod replay;
 mod retries;

@@ -183,6 +183,31 @@ async fn tenants_channels_and_activities_round_trip(b: Backend) {
         patched.signing_secret, f.channel.signing_secret,
         "a patch leaves other fields alone"
     );
+    // Middleware steps are kept as written, and an empty list removes them.
+    let steps = converger_core::middleware::parse(&serde_json::json!([
+        {"type": "halt", "if": "payload.x == 1", "reason": "x is one"},
+        {"type": "transform", "script": "payload.y = 2;"},
+    ]))
+    .unwrap();
+    for want in [steps, Vec::new()] {
+        let patched = f
+            .store
+            .update_channel(
+                &f.tenant.id,
+                &f.channel.id,
+                &ChannelPatch {
+                    middleware: Some(want.clone()),
+                    ..Default::default()
+                },
+                "2030-01-01T00:00:00.000000Z",
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(patched.middleware, want);
+        let read = f.store.get_channel(&f.channel.id).await.unwrap().unwrap();
+        assert_eq!(read.middleware, want);
+    }
     let other = TenantId::generate();
     assert_eq!(
         f.store

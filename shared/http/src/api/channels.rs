@@ -1,6 +1,7 @@
 //! Channels: create, read, change, list, delete, and their signing secrets.
 
 use super::*;
+use converger_core::middleware;
 
 fn validate_policy(policy: &Map<String, Value>) -> Result<(), ApiError> {
     RetryPolicy::validate(policy).map_err(|errs| {
@@ -56,6 +57,10 @@ pub(crate) struct NewChannel {
     auto_disable: Map<String, Value>,
     #[serde(default)]
     event_types: Vec<String>,
+    /// Steps applied to each delivery's copy of the payload, in order (at most 10).
+    #[serde(default)]
+    #[schema(value_type = Option<Vec<Object>>)]
+    middleware: Value,
 }
 
 fn yes() -> bool {
@@ -65,6 +70,10 @@ fn yes() -> bool {
 fn validate_event_types(types: &[String]) -> Result<(), ApiError> {
     converger_core::channel::check_event_types(types)
         .map_err(|m| ApiError::invalid("invalid_event_types", m))
+}
+
+fn validate_middleware(raw: &Value) -> Result<Vec<middleware::Step>, ApiError> {
+    middleware::parse(raw).map_err(|m| ApiError::invalid("invalid_middleware", m))
 }
 
 fn validate_auto_disable(settings: Option<&Map<String, Value>>) -> Result<(), ApiError> {
@@ -110,6 +119,7 @@ pub(crate) async fn create_channel(
     validate_flow(Some(&req.circuit_breaker), req.rate_limit.as_deref())?;
     validate_auto_disable(Some(&req.auto_disable))?;
     validate_event_types(&req.event_types)?;
+    let steps = validate_middleware(&req.middleware)?;
     let now = time::now_rfc3339();
     let channel = {
         let mut c = Channel::new(tenant.id, kind, &req.name, req.config, &now);
@@ -119,6 +129,7 @@ pub(crate) async fn create_channel(
         c.rate_limit = req.rate_limit;
         c.auto_disable = req.auto_disable;
         c.event_types = req.event_types;
+        c.middleware = steps;
         c
     };
     state.pipeline.store.create_channel(&channel).await?;
@@ -164,6 +175,9 @@ pub(crate) struct PatchChannel {
     #[schema(value_type = Option<Object>)]
     auto_disable: Option<Map<String, Value>>,
     event_types: Option<Vec<String>>,
+    /// Replaces the steps (`[]` removes them).
+    #[schema(value_type = Option<Vec<Object>>)]
+    middleware: Option<Value>,
 }
 
 #[utoipa::path(
@@ -200,6 +214,11 @@ pub(crate) async fn patch_channel(
     if let Some(t) = &req.event_types {
         validate_event_types(t)?;
     }
+    let steps = req
+        .middleware
+        .as_ref()
+        .map(validate_middleware)
+        .transpose()?;
     let patch = ChannelPatch {
         name: req.name,
         config: req.config,
@@ -209,6 +228,7 @@ pub(crate) async fn patch_channel(
         rate_limit: req.rate_limit,
         auto_disable: req.auto_disable,
         event_types: req.event_types,
+        middleware: steps,
     };
     let updated = state
         .pipeline

@@ -66,6 +66,10 @@ pub struct Channel {
     /// type, without `channel_ids`, reaches every active subscriber of its tenant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub event_types: Vec<String>,
+    /// Steps applied to each delivery's copy of the payload before the adapter
+    /// (`core::middleware`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub middleware: Vec<converger_core::middleware::Step>,
     /// Secrets a rotation replaced that still sign until their grace ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retiring_secrets: Vec<converger_core::signing::RetiringSecret>,
@@ -105,6 +109,7 @@ impl Channel {
             disabled_reason: None,
             managed: false,
             event_types: Vec::new(),
+            middleware: Vec::new(),
             retiring_secrets: Vec::new(),
             deleted_at: None,
             expires_at: None,
@@ -126,6 +131,7 @@ pub struct ChannelPatch {
     pub rate_limit: Option<Option<String>>,
     pub auto_disable: Option<Map<String, Value>>,
     pub event_types: Option<Vec<String>>,
+    pub middleware: Option<Vec<converger_core::middleware::Step>>,
 }
 
 impl Channel {

@@ -59,6 +59,14 @@ impl ChannelStore for DynamoStore {
             Some(_) => removes.push("event_types"),
             None => {}
         }
+        match &patch.middleware {
+            Some(steps) if !steps.is_empty() => {
+                sets.push("middleware = :mw".into());
+                values.push((":mw", to_av(steps)?));
+            }
+            Some(_) => removes.push("middleware"),
+            None => {}
+        }
         if patch.active == Some(true) {
             removes.push("disabled_at");
             removes.push("disabled_reason");

@@ -1,0 +1,451 @@
+//! Channel middleware: an ordered list of steps a channel applies to each delivery's copy of
+//! the activity's payload before its adapter sends it. The stored activity never changes: the
+//! payload preview, and every replay, start from the original, and a replay runs the steps
+//! again.
+//!
+//! Two kinds of step:
+//! - `{"type": "transform", "script": "..."}`: a Rhai script that changes `payload` in place
+//!   (the copy the adapter sends). `activity` holds what the step may read about the delivery
+//!   (`id`, `conversation_id`, `seq`, `event_type`, `created_at`, `tenant_id`, `channel_id`,
+//!   `channel_type`, `attempt`). `halt("reason")` stops the delivery.
+//! - `{"type": "halt", "if": "<expression>", "reason": "..."}`: stops the delivery when the
+//!   expression is `true`.
+//!
+//! A halt, or a step that fails (a script error, a bound exceeded, a payload that is no longer
+//! storable), dead-letters the delivery with `last_error` `"halted: ..."` and no request made.
+//!
+//! Every run is bounded: at most [`MAX_OPERATIONS`] operations and [`MAX_STEP_MILLIS`] of
+//! time per step, [`MAX_CALL_LEVELS`] nested calls, strings of [`MAX_STRING_BYTES`], arrays and
+//! maps of [`MAX_COLLECTION`] items, and a result of [`MAX_OUTPUT_BYTES`]. The scripts have no
+//! way to reach files, the network, the environment or the clock of another delivery.
+
+use rhai::{Dynamic, Engine, EvalAltResult, Scope};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::cell::Cell;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Most steps a channel may have.
+pub const MAX_STEPS: usize = 10;
+/// Longest script or condition, in bytes.
+pub const MAX_SCRIPT_BYTES: usize = 4096;
+/// Longest halt reason, in characters.
+pub const MAX_REASON_CHARS: usize = 200;
+/// Most operations one step may run.
+pub const MAX_OPERATIONS: u64 = 100_000;
+/// Most time one step may run.
+pub const MAX_STEP_MILLIS: u64 = 50;
+/// Deepest nesting of function calls.
+pub const MAX_CALL_LEVELS: usize = 16;
+/// Longest string a step may build, in bytes.
+pub const MAX_STRING_BYTES: usize = 256 * 1024;
+/// Most items of an array or a map a step may build.
+pub const MAX_COLLECTION: usize = 10_000;
+/// Largest payload a step may leave, as JSON.
+pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+
+/// One step of a channel's middleware.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    /// Changes the delivery's copy of the payload.
+    Transform { script: String },
+    /// Stops the delivery when `if` is true.
+    Halt {
+        #[serde(rename = "if")]
+        condition: String,
+        reason: String,
+    },
+}
+
+impl Step {
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Transform { .. } => "transform",
+            Self::Halt { .. } => "halt",
+        }
+    }
+}
+
+/// What a step may read about the delivery it runs for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Meta<'a> {
+    pub id: &'a str,
+    pub conversation_id: &'a str,
+    pub seq: u64,
+    pub event_type: Option<&'a str>,
+    pub created_at: &'a str,
+    pub tenant_id: &'a str,
+    pub channel_id: &'a str,
+    pub channel_type: &'a str,
+    pub attempt: u32,
+}
+
+/// Why a delivery was stopped: its `last_error` is the `Display` (`halted: ...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Halted(pub String);
+
+impl std::fmt::Display for Halted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "halted: {}", self.0)
+    }
+}
+
+/// Reads and checks a channel's `middleware` as written by a tenant: the steps, or the first
+/// problem, naming its step (`step 2 (transform): ...`).
+pub fn parse(raw: &Value) -> Result<Vec<Step>, String> {
+    let items = match raw {
+        Value::Null => return Ok(Vec::new()),
+        Value::Array(a) => a,
+        _ => return Err("middleware must be an array of steps".into()),
+    };
+    if items.len() > MAX_STEPS {
+        return Err(format!("middleware has at most {MAX_STEPS} steps"));
+    }
+    let mut steps = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let n = i + 1;
+        let step: Step = serde_json::from_value(item.clone()).map_err(|e| {
+            format!("step {n}: {e} (a step is {{\"type\": \"transform\", \"script\"}} or {{\"type\": \"halt\", \"if\", \"reason\"}})")
+        })?;
+        check(&step).map_err(|e| format!("step {n} ({}): {e}", step.kind()))?;
+        steps.push(step);
+    }
+    Ok(steps)
+}
+
+/// Whether a step can run: its script or condition compiles against the names it can see.
+fn check(step: &Step) -> Result<(), String> {
+    let e = engine();
+    let scope = scope(&Value::Null, None);
+    match step {
+        Step::Transform { script } => {
+            bounded(script)?;
+            e.compile_with_scope(&scope, script)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+        Step::Halt { condition, reason } => {
+            bounded(condition)?;
+            let reason = reason.trim();
+            if reason.is_empty() || reason.chars().count() > MAX_REASON_CHARS {
+                return Err(format!(
+                    "`reason` must be 1 to {MAX_REASON_CHARS} characters"
+                ));
+            }
+            if reason.chars().any(char::is_control) {
+                return Err("`reason` must not contain control characters".into());
+            }
+            e.compile_expression_with_scope(&scope, condition)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+fn bounded(text: &str) -> Result<(), String> {
+    if text.trim().is_empty() {
+        return Err("the script is empty".into());
+    }
+    if text.len() > MAX_SCRIPT_BYTES {
+        return Err(format!(
+            "the script is longer than {MAX_SCRIPT_BYTES} bytes"
+        ));
+    }
+    Ok(())
+}
+
+/// Runs `steps` over a copy of `payload`: the payload the adapter sends, or why the delivery
+/// stops. No steps: the payload as it is.
+pub fn apply(steps: &[Step], payload: &Value, meta: &Meta<'_>) -> Result<Value, Halted> {
+    let mut current = payload.clone();
+    for (i, step) in steps.iter().enumerate() {
+        let failed = |e: String| Halted(format!("step {} ({}) failed: {e}", i + 1, step.kind()));
+        current = match run_step(step, current, meta) {
+            Ok(v) => v,
+            Err(Stop::Halt(reason)) => return Err(Halted(reason)),
+            Err(Stop::Failed(e)) => return Err(failed(e)),
+        };
+        let size = serde_json::to_vec(&current).map_or(usize::MAX, |b| b.len());
+        if size > MAX_OUTPUT_BYTES {
+            return Err(failed(format!(
+                "the payload it left is {size} bytes, over {MAX_OUTPUT_BYTES}"
+            )));
+        }
+        crate::payload::check(&current).map_err(failed)?;
+    }
+    Ok(current)
+}
+
+enum Stop {
+    Halt(String),
+    Failed(String),
+}
+
+thread_local! {
+    /// When the running step must end (the engine is shared; each run is on one thread).
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// The token of a step stopped by `halt()`: a map `#{halt: reason}`, which no deadline or
+/// engine error carries.
+const HALT_KEY: &str = "halt";
+
+fn run_step(step: &Step, payload: Value, meta: &Meta<'_>) -> Result<Value, Stop> {
+    let e = engine();
+    let mut scope = scope(&payload, Some(meta));
+    DEADLINE.with(|d| {
+        d.set(Some(
+            Instant::now() + Duration::from_millis(MAX_STEP_MILLIS),
+        ))
+    });
+    let result = match step {
+        Step::Transform { script } => e
+            .compile_with_scope(&scope, script)
+            .map_err(|e| Stop::Failed(e.to_string()))
+            .and_then(|ast| {
+                e.run_ast_with_scope(&mut scope, &ast)
+                    .map_err(|err| stop(*err))
+            })
+            .and_then(|()| {
+                let out = scope
+                    .get_value::<Dynamic>("payload")
+                    .ok_or_else(|| Stop::Failed("`payload` is gone".into()))?;
+                rhai::serde::from_dynamic::<Value>(&out).map_err(|err| stop(*err))
+            }),
+        Step::Halt { condition, reason } => e
+            .compile_expression_with_scope(&scope, condition)
+            .map_err(|e| Stop::Failed(e.to_string()))
+            .and_then(|ast| {
+                e.eval_ast_with_scope::<bool>(&mut scope, &ast)
+                    .map_err(|err| stop(*err))
+            })
+            .and_then(|halt| {
+                if halt {
+                    Err(Stop::Halt(reason.trim().to_owned()))
+                } else {
+                    Ok(payload)
+                }
+            }),
+    };
+    DEADLINE.with(|d| d.set(None));
+    result
+}
+
+/// What an engine error means for the step: `halt()` or a failure.
+fn stop(err: EvalAltResult) -> Stop {
+    match err {
+        EvalAltResult::ErrorTerminated(token, _) => match token.try_cast::<rhai::Map>() {
+            Some(m) => Stop::Halt(m.get(HALT_KEY).map(ToString::to_string).unwrap_or_default()),
+            None => Stop::Failed(format!("ran longer than {MAX_STEP_MILLIS} ms")),
+        },
+        EvalAltResult::ErrorTooManyOperations(_) => {
+            Stop::Failed(format!("ran more than {MAX_OPERATIONS} operations"))
+        }
+        other => Stop::Failed(other.to_string()),
+    }
+}
+
+fn scope(payload: &Value, meta: Option<&Meta<'_>>) -> Scope<'static> {
+    let mut scope = Scope::new();
+    let payload = rhai::serde::to_dynamic(payload).unwrap_or(Dynamic::UNIT);
+    scope.push("payload", payload);
+    let meta = meta
+        .and_then(|m| rhai::serde::to_dynamic(m).ok())
+        .unwrap_or_else(|| Dynamic::from_map(rhai::Map::new()));
+    scope.push_constant("activity", meta);
+    scope
+}
+
+/// The one engine: the standard functions, no modules, no printing, and the bounds.
+fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let mut e = Engine::new();
+        e.set_strict_variables(true)
+            .set_max_operations(MAX_OPERATIONS)
+            .set_max_call_levels(MAX_CALL_LEVELS)
+            .set_max_expr_depths(64, 32)
+            .set_max_string_size(MAX_STRING_BYTES)
+            .set_max_array_size(MAX_COLLECTION)
+            .set_max_map_size(MAX_COLLECTION)
+            .set_max_functions(32)
+            .set_max_variables(256);
+        e.disable_symbol("eval");
+        e.on_print(|_| {});
+        e.on_debug(|_, _, _| {});
+        e.on_progress(|_| {
+            let late = DEADLINE.with(Cell::get).is_some_and(|d| Instant::now() > d);
+            late.then_some(Dynamic::UNIT)
+        });
+        e.register_fn("halt", |reason: &str| -> Result<(), Box<EvalAltResult>> {
+            let reason: String = reason.chars().take(MAX_REASON_CHARS).collect();
+            let mut token = rhai::Map::new();
+            token.insert(HALT_KEY.into(), Dynamic::from(reason));
+            Err(Box::new(EvalAltResult::ErrorTerminated(
+                Dynamic::from_map(token),
+                rhai::Position::NONE,
+            )))
+        });
+        e
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta() -> Meta<'static> {
+        Meta {
+            id: "act_1",
+            conversation_id: "conv-1",
+            seq: 7,
+            event_type: Some("order.created"),
+            created_at: "2026-12-01T00:00:00Z",
+            tenant_id: "ten_1",
+            channel_id: "ch_1",
+            channel_type: "webhook",
+            attempt: 1,
+        }
+    }
+
+    fn steps(v: Value) -> Vec<Step> {
+        parse(&v).unwrap()
+    }
+
+    #[test]
+    fn transforms_change_the_copy_in_order() {
+        let s = steps(json!([
+            {"type": "transform", "script": "payload.text = `[${activity.event_type}] ${payload.text}`;"},
+            {"type": "transform", "script": "payload.seq = activity.seq; payload.remove(\"secret\");"},
+        ]));
+        let original = json!({"text": "hi", "secret": "x"});
+        let out = apply(&s, &original, &meta()).unwrap();
+        assert_eq!(out, json!({"text": "[order.created] hi", "seq": 7}));
+        assert_eq!(original["secret"], "x", "the original is untouched");
+        assert_eq!(apply(&[], &original, &meta()).unwrap(), original);
+    }
+
+    #[test]
+    fn halts_stop_with_their_reason() {
+        let s = steps(json!([
+            {"type": "halt", "if": "payload.internal == true", "reason": "internal note"},
+        ]));
+        assert_eq!(
+            apply(&s, &json!({"internal": true}), &meta())
+                .unwrap_err()
+                .to_string(),
+            "halted: internal note"
+        );
+        assert!(apply(&s, &json!({"internal": false}), &meta()).is_ok());
+        let s = steps(json!([
+            {"type": "transform", "script": "if payload.text == \"\" { halt(\"empty text\") }"}
+        ]));
+        assert_eq!(
+            apply(&s, &json!({"text": ""}), &meta()).unwrap_err(),
+            Halted("empty text".into())
+        );
+    }
+
+    #[test]
+    fn a_failing_step_halts_naming_the_step() {
+        let s = steps(json!([
+            {"type": "transform", "script": "payload.n = 1;"},
+            {"type": "transform", "script": "throw \"no customer\";"},
+        ]));
+        let e = apply(&s, &json!({}), &meta()).unwrap_err().to_string();
+        assert!(
+            e.starts_with("halted: step 2 (transform) failed:") && e.contains("no customer"),
+            "{e}"
+        );
+        // A condition that is not a boolean fails too.
+        let s = steps(json!([{"type": "halt", "if": "payload.n", "reason": "x"}]));
+        let e = apply(&s, &json!({"n": 1}), &meta())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("halted: step 1 (halt) failed:"), "{e}");
+    }
+
+    #[test]
+    fn hostile_scripts_are_bounded() {
+        for (script, why) in [
+            ("loop { }", "operations"),
+            ("let s = \"x\"; loop { s += s; }", "string"),
+            ("let a = []; loop { a.push(1); }", "array"),
+            ("fn f(n) { f(n + 1) } f(0);", "call"),
+            (
+                "let s = \"x\"; s.pad(1000000000, 'x'); payload.big = s;",
+                "pad",
+            ),
+            (
+                "let m = #{}; let i = 0; loop { m[`${i}`] = i; i += 1; }",
+                "map",
+            ),
+        ] {
+            let s = steps(json!([{"type": "transform", "script": script}]));
+            let started = Instant::now();
+            let e = apply(&s, &json!({}), &meta()).unwrap_err().to_string();
+            assert!(
+                e.starts_with("halted: step 1 (transform) failed:"),
+                "{why}: {e}"
+            );
+            assert!(started.elapsed() < Duration::from_secs(5), "{why}");
+        }
+        // A payload over the output bound (here from the start) does not go on.
+        let big = "x".repeat(150_000);
+        let s = steps(json!([{"type": "transform", "script": "payload.n = 1;"}]));
+        let e = apply(&s, &json!({"a": big, "b": big}), &meta())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("halted: step 1 (transform) failed:"), "{e}");
+    }
+
+    #[test]
+    fn the_environment_is_out_of_reach() {
+        // Refused when written: modules and names the step cannot see.
+        for script in [
+            "import \"x\" as y;",
+            "payload.x = undefined_name;",
+            "payload.t = eval(\"1\");",
+        ] {
+            let e = parse(&json!([{"type": "transform", "script": script}])).unwrap_err();
+            assert!(e.starts_with("step 1 (transform):"), "{script}: {e}");
+        }
+        // No such functions: the step fails when it runs.
+        for script in [
+            "payload.e = env(\"PATH\");",
+            "payload.f = open_file(\"/etc/passwd\");",
+        ] {
+            let s = steps(json!([{"type": "transform", "script": script}]));
+            let e = apply(&s, &json!({}), &meta()).unwrap_err().to_string();
+            assert!(
+                e.starts_with("halted: step 1 (transform) failed:"),
+                "{script}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn steps_are_validated_when_written() {
+        assert_eq!(parse(&Value::Null).unwrap(), vec![]);
+        assert!(parse(&json!({"type": "transform"})).is_err());
+        let e = parse(&json!([{"type": "transform", "script": "payload.x = ;"}])).unwrap_err();
+        assert!(e.starts_with("step 1 (transform):"), "{e}");
+        let e = parse(&json!([{"type": "jq", "filter": "."}])).unwrap_err();
+        assert!(e.starts_with("step 1:"), "{e}");
+        let e = parse(&json!([{"type": "halt", "if": "true"}])).unwrap_err();
+        assert!(e.starts_with("step 1:"), "{e}");
+        let e = parse(&json!([{"type": "halt", "if": "true", "reason": " "}])).unwrap_err();
+        assert!(e.contains("reason"), "{e}");
+        let e = parse(&json!([{"type": "transform", "script": "x".repeat(5000)}])).unwrap_err();
+        assert!(e.contains("longer than"), "{e}");
+        let many: Vec<Value> = (0..11)
+            .map(|_| json!({"type": "transform", "script": "1"}))
+            .collect();
+        assert!(parse(&Value::Array(many)).is_err());
+        let e = parse(&json!([{"type": "transform", "script": "1", "extra": 1}])).unwrap_err();
+        assert!(e.contains("extra"), "{e}");
+    }
+}

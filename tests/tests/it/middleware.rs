@@ -1,0 +1,192 @@
+//! Channel middleware end to end on the emulator: a transform reaches the receiver while the
+//! stored activity keeps the original, a halt dead-letters with no request and leaves the
+//! breaker alone, a replay runs the steps again, and bad steps are refused when written.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_tests::{Receiver, TestStack, settled};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+async fn post(t: &TestStack, key: &str, channel: &str, payload: Value) -> String {
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            key,
+            Some(
+                json!({"conversation_id": "conv-mw", "channel_ids": [channel],
+                        "event_type": "message.created", "payload": payload}),
+            ),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    a.body["deliveries"][0]["id"].as_str().unwrap().to_owned()
+}
+
+fn body(r: &converger_local::receiver::Received) -> Value {
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+#[tokio::test]
+async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_steps_again() {
+    let t = TestStack::on_emulator().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .channel(
+            &key,
+            json!({"type": "webhook", "name": "mw", "config": {"url": rx.url, "body": "payload"},
+                   "circuit_breaker": {"failure_threshold": 1},
+                   "middleware": [
+                       {"type": "halt", "if": "payload.internal == true", "reason": "internal note"},
+                       {"type": "transform", "script":
+                           "payload.text = `[${activity.event_type}] ${payload.text.to_upper()}`; payload.remove(\"api_key\");"},
+                   ]}),
+        )
+        .await;
+    let ch_id = ch["id"].as_str().unwrap();
+    assert_eq!(ch["middleware"].as_array().unwrap().len(), 2, "{ch}");
+
+    // A transform: the receiver gets the copy, the activity keeps the original.
+    let sent = post(&t, &key, ch_id, json!({"text": "hi", "api_key": "k-1"})).await;
+    let d = t
+        .wait_delivery(&key, &sent, Duration::from_secs(20), settled)
+        .await;
+    assert_eq!(d["status"], "sent", "{d}");
+    let reqs = rx.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(body(&reqs[0]), json!({"text": "[message.created] HI"}));
+    let act = t
+        .api(
+            "GET",
+            &format!("/api/v1/activities/{}", d["activity_id"].as_str().unwrap()),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(act.body["payload"]["text"], "hi", "{:?}", act.body);
+
+    // A halt: a dead letter with the reason, no request, the breaker untouched (its
+    // threshold is one failure).
+    let halted = post(&t, &key, ch_id, json!({"text": "note", "internal": true})).await;
+    let d = t
+        .wait_delivery(&key, &halted, Duration::from_secs(20), settled)
+        .await;
+    assert_eq!(d["status"], "failed", "{d}");
+    assert_eq!(d["last_error"], "halted: internal note");
+    assert_eq!(rx.requests().len(), 1, "a halt makes no request");
+    let state = t
+        .api(
+            "GET",
+            &format!("/api/v1/channels/{ch_id}/delivery"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(state.body["circuit_state"], "closed", "{:?}", state.body);
+    assert_eq!(state.body["consecutive_failures"], 0, "{:?}", state.body);
+    let ch_now = t
+        .api("GET", &format!("/api/v1/channels/{ch_id}"), &key, None)
+        .await;
+    assert_eq!(ch_now.body["active"], true);
+    // A step that fails halts too, naming the step.
+    let broken = post(&t, &key, ch_id, json!({"no_text": true})).await;
+    let d = t
+        .wait_delivery(&key, &broken, Duration::from_secs(20), settled)
+        .await;
+    assert_eq!(d["status"], "failed", "{d}");
+    let why = d["last_error"].as_str().unwrap();
+    assert!(
+        why.starts_with("halted: step 2 (transform) failed:"),
+        "{why}"
+    );
+    assert_eq!(rx.requests().len(), 1);
+
+    // The tenant changes the steps, then replays the halted delivery: the new steps run on
+    // the original activity.
+    let a = t
+        .api(
+            "PATCH",
+            &format!("/api/v1/channels/{ch_id}"),
+            &key,
+            Some(json!({"middleware": [
+                {"type": "transform", "script": "payload.text = `${payload.text} (replayed ${activity.attempt})`;"}
+            ]})),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/deliveries/{halted}/retry"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let d = t
+        .wait_delivery(&key, &halted, Duration::from_secs(20), |d| {
+            d["status"] == "sent"
+        })
+        .await;
+    assert_eq!(d["status"], "sent", "{d}");
+    let reqs = rx.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(
+        body(&reqs[1]),
+        json!({"text": "note (replayed 1)", "internal": true})
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn bad_steps_are_refused_naming_the_step() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, "http://127.0.0.1:9/h", json!({})).await;
+    let path = format!("/api/v1/channels/{}", ch["id"].as_str().unwrap());
+    for (steps, names) in [
+        (json!({"type": "transform"}), "array"),
+        (json!([{"type": "jq", "filter": "."}]), "step 1:"),
+        (
+            json!([{"type": "transform", "script": "payload.x = 1;"},
+                   {"type": "transform", "script": "payload.y = ;"}]),
+            "step 2 (transform):",
+        ),
+        (
+            json!([{"type": "transform", "script": "payload.z = nowhere;"}]),
+            "step 1 (transform):",
+        ),
+        (
+            json!([{"type": "halt", "if": "true", "reason": ""}]),
+            "step 1 (halt):",
+        ),
+    ] {
+        let a = t
+            .api("PATCH", &path, &key, Some(json!({"middleware": steps})))
+            .await;
+        assert_eq!(a.status, 422, "{steps}: {:?}", a.body);
+        assert_eq!(a.body["error"]["code"], "invalid_middleware");
+        let msg = a.body["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(names), "{steps}: {msg}");
+    }
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/channels",
+            &key,
+            Some(
+                json!({"type": "webhook", "name": "x", "config": {"url": "http://127.0.0.1:9/h"},
+                        "middleware": [{"type": "transform", "script": "loop {"}]}),
+            ),
+        )
+        .await;
+    assert_eq!(a.status, 422, "{:?}", a.body);
+    // Removing the steps.
+    let a = t
+        .api("PATCH", &path, &key, Some(json!({"middleware": []})))
+        .await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.body["middleware"], json!([]));
+    t.stop().await;
+}
