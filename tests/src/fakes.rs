@@ -1,8 +1,10 @@
-//! Local fakes of the WhatsApp providers that speak their wire formats: Meta's Cloud API
+//! Local fakes of the providers that speak their wire formats: Meta's Cloud API
 //! (`POST /{version}/{phone_number_id}/messages`, bearer token, `messages[0].id`, Graph
-//! error bodies) and Infobip's WhatsApp API (`POST /whatsapp/1/message/text`, `App` key,
-//! `messageId` and a status group, `requestError` bodies). Each answers from a script and
-//! records what it received.
+//! error bodies), Infobip's WhatsApp API (`POST /whatsapp/1/message/text`, `App` key,
+//! `messageId` and a status group, `requestError` bodies) and Slack (`POST
+//! /api/chat.postMessage` with a bearer token, `{ok, ts}` or `{ok: false, error}`; incoming
+//! webhooks under `/services/...` answering `ok` or an error code as text). Each answers from
+//! a script and records what it received.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -229,6 +231,95 @@ pub async fn infobip(api_key: &str, script: Vec<ProviderReply>) -> ProviderFake 
     start(
         fake,
         Router::new().route("/whatsapp/1/message/text", post(text)),
+    )
+    .await
+}
+
+/// Slack's Web API (`chat.postMessage`, `Authorization: Bearer <token>`) and incoming
+/// webhooks (`POST /services/{team}/{bot}/{secret}`). A 429 carries `Retry-After: 1`.
+pub async fn slack(token: &str, script: Vec<ProviderReply>) -> ProviderFake {
+    fn limited(s: u16, resp: Response) -> Response {
+        let mut resp = resp;
+        *resp.status_mut() = status(s);
+        if s == 429 {
+            resp.headers_mut()
+                .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+        }
+        resp
+    }
+    async fn post_message(State(f): State<Fake>, headers: HeaderMap, body: Bytes) -> Response {
+        let reply = record(&f, "/api/chat.postMessage".into(), &headers, &body);
+        let refused = |s: u16, code: &str| {
+            limited(
+                s,
+                axum::Json(json!({"ok": false, "error": code})).into_response(),
+            )
+        };
+        if headers.get("authorization").and_then(|v| v.to_str().ok())
+            != Some(&format!("Bearer {}", f.secret))
+        {
+            return refused(200, "invalid_auth");
+        }
+        let Ok(req) = serde_json::from_slice::<Value>(&body) else {
+            return refused(200, "invalid_json");
+        };
+        if !req["channel"].is_string() {
+            return refused(200, "channel_not_found");
+        }
+        if !req["text"].is_string() && !req["blocks"].is_array() {
+            return refused(200, "no_text");
+        }
+        match reply.unwrap_or(ProviderReply::Accept) {
+            ProviderReply::Error {
+                status: s, code, ..
+            } => refused(s, &code),
+            _ => {
+                let n = f.ids.lock().unwrap().len() + 1;
+                let ts = format!("1764547200.{n:06}");
+                f.ids.lock().unwrap().push(ts.clone());
+                axum::Json(json!({
+                    "ok": true, "channel": req["channel"], "ts": ts,
+                    "message": {"type": "message", "bot_id": "B0TEST", "text": req["text"], "ts": ts},
+                }))
+                .into_response()
+            }
+        }
+    }
+    async fn incoming(
+        State(f): State<Fake>,
+        Path((team, bot, secret)): Path<(String, String, String)>,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        let path = format!("/services/{team}/{bot}/{secret}");
+        let reply = record(&f, path, &headers, &body);
+        if secret != f.secret {
+            return limited(403, "invalid_token".into_response());
+        }
+        let Ok(req) = serde_json::from_slice::<Value>(&body) else {
+            return limited(400, "invalid_payload".into_response());
+        };
+        if !req["text"].is_string() && !req["blocks"].is_array() {
+            return limited(400, "no_text".into_response());
+        }
+        match reply.unwrap_or(ProviderReply::Accept) {
+            ProviderReply::Error {
+                status: s, code, ..
+            } => limited(s, code.into_response()),
+            _ => "ok".into_response(),
+        }
+    }
+    let fake = Fake {
+        secret: token.into(),
+        script: Arc::new(Mutex::new(script.into())),
+        seen: Arc::default(),
+        ids: Arc::default(),
+    };
+    start(
+        fake,
+        Router::new()
+            .route("/api/chat.postMessage", post(post_message))
+            .route("/services/{team}/{bot}/{secret}", post(incoming)),
     )
     .await
 }

@@ -1,8 +1,10 @@
 //! Channel adapters: one trait, one module per channel type. An adapter turns one delivery into
 //! one request to the outside world and classifies what came back.
 
+mod config;
 pub mod echo;
 pub mod http;
+pub mod slack;
 pub mod webhook;
 pub mod websocket;
 pub mod whatsapp;
@@ -131,14 +133,15 @@ impl Adapters {
         Self { all }
     }
 
-    /// The standard set: webhook and the WhatsApp providers (sharing one HTTP client with
-    /// the given destination allowlist), echo and websocket.
+    /// The standard set: webhook, the WhatsApp providers and Slack (sharing one HTTP client
+    /// with the given destination allowlist), echo and websocket.
     pub fn standard(allow: converger_core::net::Allowlist) -> Result<Self, String> {
         let http = Arc::new(http::Guarded::new(allow)?);
         Ok(Self::new(vec![
             Arc::new(webhook::WebhookAdapter::new(http.clone())),
             Arc::new(whatsapp::MetaAdapter::new(http.clone())),
-            Arc::new(whatsapp::InfobipAdapter::new(http)),
+            Arc::new(whatsapp::InfobipAdapter::new(http.clone())),
+            Arc::new(slack::SlackAdapter::new(http)),
             Arc::new(echo::EchoAdapter),
             Arc::new(websocket::WebsocketAdapter),
         ]))

@@ -10,7 +10,8 @@
 //! `default_recipient`, `notify_url` (where Infobip posts delivery reports), and for receipts
 //! `receipt_token`.
 
-use crate::http::{Guarded, MAX_TIMEOUT_MS, Response};
+use crate::config::{base_url, callback_token, join, keys_allowed, required, string, timeout};
+use crate::http::{Guarded, Response};
 use crate::{Accepted, Adapter, Delivered, Envelope, Target};
 use async_trait::async_trait;
 use converger_core::providers::{
@@ -20,7 +21,7 @@ use converger_core::providers::{
 use converger_core::{ChannelType, DeliveryError, RateLimit};
 use serde_json::{Map, Value};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 pub const META_BASE_URL: &str = "https://graph.facebook.com";
 pub const META_API_VERSION: &str = "v21.0";
@@ -29,72 +30,6 @@ pub const META_DEFAULT_RATE: RateLimit = RateLimit {
     count: 80,
     per_ms: 1000,
 };
-
-fn keys_allowed(config: &Map<String, Value>, allowed: &[&str], kind: &str) -> Result<(), String> {
-    match config.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(format!(
-            "unknown {kind} config key `{k}` (allowed: {})",
-            allowed.join(", ")
-        )),
-        None => Ok(()),
-    }
-}
-
-fn string<'a>(config: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, String> {
-    match config.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.as_str())),
-        Some(_) => Err(format!("`{key}` must be a non-empty string")),
-    }
-}
-
-/// A shared secret a provider's callbacks must carry (`verify_token`, `receipt_token`): at
-/// least as long as a websocket channel's token, so that it cannot be guessed.
-fn callback_token<'a>(
-    config: &'a Map<String, Value>,
-    key: &str,
-) -> Result<Option<&'a str>, String> {
-    let min = crate::websocket::MIN_TOKEN_CHARS;
-    match string(config, key)? {
-        Some(t) if t.chars().count() < min => {
-            Err(format!("`{key}` must be at least {min} characters"))
-        }
-        t => Ok(t),
-    }
-}
-
-fn required<'a>(config: &'a Map<String, Value>, key: &str, kind: &str) -> Result<&'a str, String> {
-    string(config, key)?.ok_or_else(|| format!("{kind} config needs `{key}`"))
-}
-
-fn base_url(raw: &str) -> Result<reqwest::Url, String> {
-    let url = reqwest::Url::parse(raw).map_err(|e| format!("invalid base_url: {e}"))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err("base_url must be http(s) with a host".into());
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err("base_url must not carry credentials".into());
-    }
-    Ok(url)
-}
-
-/// `base` with `segments` appended to its path.
-fn join(base: &reqwest::Url, segments: &[&str]) -> Result<reqwest::Url, String> {
-    let mut url = base.clone();
-    url.path_segments_mut()
-        .map_err(|_| "base_url cannot have a path".to_owned())?
-        .pop_if_empty()
-        .extend(segments);
-    Ok(url)
-}
-
-fn timeout(target: &Target<'_>) -> Duration {
-    Duration::from_millis(
-        u64::try_from(target.timeout.as_millis())
-            .unwrap_or(MAX_TIMEOUT_MS)
-            .min(MAX_TIMEOUT_MS),
-    )
-}
 
 fn default_recipient(config: &Map<String, Value>) -> Result<Option<&str>, String> {
     let r = string(config, "default_recipient")?;

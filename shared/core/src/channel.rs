@@ -12,15 +12,19 @@ pub enum ChannelType {
     WhatsappMeta,
     WhatsappInfobip,
     Websocket,
+    Slack,
+    Email,
 }
 
 impl ChannelType {
-    pub const ALL: [ChannelType; 5] = [
+    pub const ALL: [ChannelType; 7] = [
         Self::Webhook,
         Self::Echo,
         Self::WhatsappMeta,
         Self::WhatsappInfobip,
         Self::Websocket,
+        Self::Slack,
+        Self::Email,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -30,6 +34,8 @@ impl ChannelType {
             Self::WhatsappMeta => "whatsapp_meta",
             Self::WhatsappInfobip => "whatsapp_infobip",
             Self::Websocket => "websocket",
+            Self::Slack => "slack",
+            Self::Email => "email",
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod query;
 pub mod scope;
 pub mod secret;
 pub mod signing;
+pub mod slack;
 pub mod status;
 pub mod time;
 pub mod web;

@@ -248,6 +248,8 @@ pub fn is_sensitive_key(key: &str) -> bool {
     matches!(
         k.as_str(),
         "api_key" | "apikey" | "password" | "passwd" | "secret" | "token" | "cookie"
+            // A Slack incoming webhook's URL is its credential (the secret is in the path).
+            | "webhook_url"
     ) || k.ends_with("authorization")
         || k.ends_with("_token")
         || k.ends_with("_secret")

@@ -43,7 +43,7 @@ pub fn tenant(t: &Tenant, defaults: &converger_core::api_limit::Defaults) -> Ten
 pub struct ChannelView {
     pub id: String,
     pub tenant_id: String,
-    /// `webhook`, `echo`, `whatsapp_meta`, `whatsapp_infobip` or `websocket`.
+    /// `webhook`, `echo`, `whatsapp_meta`, `whatsapp_infobip`, `websocket`, `slack` or `email`.
     #[serde(rename = "type")]
     pub kind: String,
     pub name: String,

@@ -23,5 +23,6 @@ mod middleware;
 mod queue;
 mod replay;
 mod retries;
+mod slack;
 mod store;
 mod web;
