@@ -22,6 +22,7 @@ pub mod function {
     pub const API: &str = "ApiFunction";
     pub const ADMIN: &str = "AdminFunction";
     pub const WEBSOCKET: &str = "WebsocketFunction";
+    pub const EMAIL_EVENTS: &str = "EmailEventsFunction";
 }
 
 #[derive(Debug, Clone, Deserialize)]

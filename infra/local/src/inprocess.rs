@@ -36,6 +36,8 @@ pub struct Memory {
     pub store: Arc<MemStore>,
     pub queue: Arc<MemQueue>,
     pub events: Arc<MemEvents>,
+    /// The in-process mail service (SES's identity rule; what was sent, for tests).
+    pub mailer: Arc<converger_memory::MemMailer>,
 }
 
 /// A pipeline on the in-process backend (with `latency`'s waits, if given), and its parts.
@@ -52,19 +54,22 @@ pub fn memory_pipeline(
     };
     let events = Arc::new(MemEvents::default());
     let adapters = Adapters::standard(config.allowlist.clone())?;
+    let mailer = Arc::new(converger_memory::MemMailer::new());
     let pipeline = Pipeline::new(
         store.clone(),
         queue.clone(),
         events.clone(),
         adapters,
         config,
-    );
+    )
+    .with_mailer(mailer.clone());
     Ok((
         pipeline,
         Memory {
             store,
             queue,
             events,
+            mailer,
         },
     ))
 }
@@ -83,6 +88,7 @@ impl InProcess {
                 store,
                 queue,
                 events,
+                ..
             },
         ) = memory_pipeline(latency, config)?;
         let pipeline = Arc::new(pipeline);

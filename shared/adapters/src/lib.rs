@@ -3,6 +3,7 @@
 
 mod config;
 pub mod echo;
+pub mod email;
 pub mod http;
 pub mod slack;
 pub mod webhook;
@@ -66,6 +67,11 @@ pub trait Services: Send + Sync {
     async fn connections(&self, channel_id: &str) -> Result<Vec<String>, DeliveryError>;
     /// Pushes one frame to one connection.
     async fn push(&self, connection_id: &str, frame: &[u8]) -> Result<Push, DeliveryError>;
+    /// Hands one message to the mail service; its message id.
+    async fn send_email(
+        &self,
+        email: &converger_core::email::Email,
+    ) -> Result<String, DeliveryError>;
 }
 
 /// What an attempt achieved.
@@ -134,7 +140,7 @@ impl Adapters {
     }
 
     /// The standard set: webhook, the WhatsApp providers and Slack (sharing one HTTP client
-    /// with the given destination allowlist), echo and websocket.
+    /// with the given destination allowlist), echo, websocket and email.
     pub fn standard(allow: converger_core::net::Allowlist) -> Result<Self, String> {
         let http = Arc::new(http::Guarded::new(allow)?);
         Ok(Self::new(vec![
@@ -144,6 +150,7 @@ impl Adapters {
             Arc::new(slack::SlackAdapter::new(http)),
             Arc::new(echo::EchoAdapter),
             Arc::new(websocket::WebsocketAdapter),
+            Arc::new(email::EmailAdapter),
         ]))
     }
 

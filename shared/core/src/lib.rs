@@ -4,6 +4,7 @@
 pub mod api_limit;
 pub mod cache;
 pub mod channel;
+pub mod email;
 pub mod error;
 pub mod flow;
 pub mod health;

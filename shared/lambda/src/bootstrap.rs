@@ -6,7 +6,7 @@ use converger_store::aws::Clients;
 use converger_store::dynamo::DynamoStore;
 use converger_store::events::EventBridgeEvents;
 use converger_store::sqs::SqsQueue;
-use converger_store::{ApiGatewaySockets, Resources};
+use converger_store::{ApiGatewaySockets, Resources, SesMailer};
 use std::sync::Arc;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 
@@ -43,6 +43,19 @@ pub fn with_websockets(pipeline: Pipeline, clients: &Clients) -> Pipeline {
     }
 }
 
+/// Lets the pipeline send email through SES with the stack's configuration set, when the
+/// function's environment names one (deliver and probe: the functions that run attempts).
+pub fn with_email(pipeline: Pipeline, clients: &Clients) -> Pipeline {
+    match &clients.email_configuration_set {
+        Some(set) => pipeline.with_mailer(Arc::new(SesMailer::new(
+            &clients.config,
+            &clients.interceptors,
+            Some(set.clone()),
+        ))),
+        None => pipeline,
+    }
+}
+
 /// The pipeline a Lambda function uses: names and settings from its environment.
 pub async fn from_env() -> Result<Pipeline, String> {
     let config = PipelineConfig::from_env().map_err(|e| e.to_string())?;
@@ -51,13 +64,13 @@ pub async fn from_env() -> Result<Pipeline, String> {
     aws_pipeline(&clients, &res, config).await
 }
 
-/// [`from_env`] with websocket pushes ([`with_websockets`]).
+/// [`from_env`] with websocket pushes ([`with_websockets`]) and email ([`with_email`]).
 pub async fn from_env_with_websockets() -> Result<Pipeline, String> {
     let config = PipelineConfig::from_env().map_err(|e| e.to_string())?;
     let clients = Clients::from_env().await;
     let res = Resources::from_env().map_err(|e| e.to_string())?;
     let pipeline = aws_pipeline(&clients, &res, config).await?;
-    Ok(with_websockets(pipeline, &clients))
+    Ok(with_email(with_websockets(pipeline, &clients), &clients))
 }
 
 /// JSON logs for Lambda (CloudWatch), plain ones elsewhere; `RUST_LOG` filters.

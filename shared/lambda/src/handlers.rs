@@ -160,3 +160,35 @@ pub async fn websocket_event(
         },
     }
 }
+
+/// How long an SES event naming an unknown message is retried: a `Delivery` can outrun the
+/// write of the message id; past this, the message is not this stack's.
+pub const EMAIL_EVENT_RETRY_MINUTES: i64 = 10;
+
+/// The `email-events` function: one SES event from EventBridge (a bounce, a complaint, a
+/// delivery...) applied to its delivery. An event whose message is not known yet fails the
+/// invocation, so that Lambda retries it, while it is younger than
+/// [`EMAIL_EVENT_RETRY_MINUTES`].
+pub async fn email_event(
+    p: &Pipeline,
+    event: aws_lambda_events::event::eventbridge::EventBridgeEvent<serde_json::Value>,
+) -> Result<converger_pipeline::handoff::EmailEvents, String> {
+    let out = p
+        .apply_email_events(std::slice::from_ref(&event.detail))
+        .await
+        .map_err(|e| e.to_string())?;
+    let young = event.time.is_none_or(|t| {
+        chrono::Utc::now().signed_duration_since(t)
+            < chrono::Duration::minutes(EMAIL_EVENT_RETRY_MINUTES)
+    });
+    if !out.unknown.is_empty() && young {
+        return Err(format!(
+            "no delivery has message id {} yet; Lambda retries the event",
+            out.unknown.join(", ")
+        ));
+    }
+    if !out.unknown.is_empty() {
+        tracing::warn!(unknown = ?out.unknown, detail_type = %event.detail_type, "SES event for a message no delivery has; dropped");
+    }
+    Ok(out)
+}

@@ -21,10 +21,12 @@ mod handoff;
 mod health;
 mod idempotency;
 mod listings;
+mod mail;
 mod replays;
 mod sockets;
 mod tenants;
 
+pub use mail::MemMailer;
 pub use sockets::MemSockets;
 
 #[derive(Default)]

@@ -69,6 +69,20 @@ impl Services for Pipeline {
         }
     }
 
+    async fn send_email(
+        &self,
+        email: &converger_core::email::Email,
+    ) -> Result<String, DeliveryError> {
+        self.mailer.send(email).await.map_err(|e| DeliveryError {
+            reason: e.reason,
+            status: e.status,
+            retryable: e.retryable,
+            retry_after_ms: None,
+            response_snippet: None,
+            timed_out: false,
+        })
+    }
+
     async fn connections(&self, channel_id: &str) -> Result<Vec<String>, DeliveryError> {
         let id =
             ChannelId::parse(channel_id).map_err(|e| DeliveryError::permanent(e.to_string()))?;
@@ -382,6 +396,51 @@ impl Pipeline {
             self.events.publish(events).await;
         }
         Ok(summary)
+    }
+}
+
+/// What one batch of SES events came to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct EmailEvents {
+    /// Events that moved a delivery.
+    pub applied: usize,
+    /// Events a delivery had moved past already (duplicates, a delivery after a bounce).
+    pub ignored: usize,
+    /// Events that change nothing (opens, delays) or are not this stack's email channels'.
+    pub skipped: usize,
+    /// Message ids no delivery has (yet): a `Delivery` event can outrun the write of the
+    /// message id it names.
+    pub unknown: Vec<String>,
+}
+
+impl Pipeline {
+    /// Applies SES events (each the `detail` of an EventBridge event from `aws.ses`) to the
+    /// deliveries of the email channels their tags name, through the receipts' forward-only
+    /// rules: bounces, complaints and rejects fail a delivery, a delivery delivers it.
+    pub async fn apply_email_events(&self, details: &[Value]) -> Result<EmailEvents, StoreError> {
+        let mut out = EmailEvents::default();
+        for detail in details {
+            let Some((channel, receipt)) = converger_core::email::ses_event(detail) else {
+                out.skipped += 1;
+                continue;
+            };
+            let channel = match ChannelId::parse(&channel) {
+                Ok(id) => self.channel(&id).await?,
+                Err(_) => None,
+            };
+            let Some(channel) = channel.filter(|c| c.kind == ChannelType::Email) else {
+                tracing::info!(message_id = %receipt.provider_message_id, "SES event for no email channel of this stack; skipped");
+                out.skipped += 1;
+                continue;
+            };
+            let s = self
+                .apply_receipts(&channel, std::slice::from_ref(&receipt))
+                .await?;
+            out.applied += s.applied;
+            out.ignored += s.ignored;
+            out.unknown.extend(s.unknown);
+        }
+        Ok(out)
     }
 }
 

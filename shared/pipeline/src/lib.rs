@@ -36,6 +36,8 @@ pub struct Deps {
     pub config: PipelineConfig,
     /// Where websocket pushes go ([`Pipeline::with_sockets`]; none by default).
     pub sockets: Arc<dyn Sockets>,
+    /// Where email goes ([`Pipeline::with_mailer`]; none by default).
+    pub mailer: Arc<dyn converger_ports::Mailer>,
 }
 
 /// The use cases' entry points over [`Deps`], with what this instance remembers between
@@ -76,8 +78,15 @@ impl Pipeline {
                 adapters,
                 config,
                 sockets: Arc::new(converger_ports::NoSockets),
+                mailer: Arc::new(converger_ports::NoMailer),
             },
         }
+    }
+
+    /// Lets attempts send email through `mailer`.
+    pub fn with_mailer(mut self, mailer: Arc<dyn converger_ports::Mailer>) -> Self {
+        self.deps.mailer = mailer;
+        self
     }
 
     /// Lets attempts push to websocket clients through `sockets`.

@@ -1,6 +1,6 @@
 //! The model and the ports: what the use cases store, send and publish, and the traits the
 //! backends implement (`Store` with its flow, health, hand-off and account parts, `Queue`,
-//! `Events`, `Sockets`). No AWS SDK here: the AWS backend is `converger-store`, the
+//! `Events`, `Sockets`, `Mailer`). No AWS SDK here: the AWS backend is `converger-store`, the
 //! in-process one `converger-memory`, and both follow the rules defined with the model
 //! (which sparse index a delivery belongs to, why a claim is refused).
 
@@ -10,6 +10,7 @@ pub mod flow;
 pub mod handoff;
 pub mod health;
 pub mod idempotency;
+pub mod mail;
 pub mod model;
 pub mod ports;
 
@@ -18,6 +19,7 @@ pub use flow::*;
 pub use handoff::*;
 pub use health::*;
 pub use idempotency::*;
+pub use mail::*;
 pub use model::*;
 pub use ports::*;
 

@@ -54,8 +54,17 @@ pub struct Clients {
     pub config: aws_config::SdkConfig,
     /// The WebSocket API's management endpoint (`WEBSOCKET_MANAGEMENT_URL`), if any.
     pub websocket_management_url: Option<String>,
-    /// Interceptors that clients built later (the management API's) get too.
+    /// The SES configuration set email is sent with (`EMAIL_CONFIGURATION_SET`), set for
+    /// the functions that send email.
+    pub email_configuration_set: Option<String>,
+    /// Interceptors that clients built later (the management API's, SES's) get too.
     pub interceptors: Vec<SharedInterceptor>,
+}
+
+fn email_configuration_set() -> Option<String> {
+    std::env::var(crate::resources::EMAIL_CONFIGURATION_SET_ENV)
+        .ok()
+        .filter(|u| !u.is_empty())
 }
 
 fn management_url() -> Option<String> {
@@ -72,6 +81,7 @@ impl Clients {
             eventbridge: aws_sdk_eventbridge::Client::new(config),
             config: config.clone(),
             websocket_management_url: management_url(),
+            email_configuration_set: email_configuration_set(),
             interceptors: Vec::new(),
         }
     }
@@ -120,6 +130,7 @@ impl Clients {
             )),
             config: config.clone(),
             websocket_management_url: management_url(),
+            email_configuration_set: email_configuration_set(),
             interceptors,
         }
     }

@@ -1,17 +1,19 @@
 //! Every AWS call Converger makes lives in this crate: the DynamoDB backend of the ports
 //! (`dynamo`, one module per table group, one helper for conditional writes), the SQS queues
 //! (`sqs`), the EventBridge bus (`events`), websocket pushes through the management API
-//! (`sockets`), Secrets Manager (`secrets`), and the names the template gives them
+//! (`sockets`), email through SES v2 (`mail`), Secrets Manager (`secrets`), and the names the template gives them
 //! (`resources`). The use cases see them only through the ports in `converger-ports`.
 
 pub mod aws;
 pub mod counter;
 pub mod dynamo;
 pub mod events;
+pub mod mail;
 pub mod resources;
 pub mod secrets;
 pub mod sockets;
 pub mod sqs;
 
-pub use resources::{MANAGEMENT_URL_ENV, Resources};
+pub use mail::SesMailer;
+pub use resources::{EMAIL_CONFIGURATION_SET_ENV, MANAGEMENT_URL_ENV, Resources};
 pub use sockets::ApiGatewaySockets;

@@ -90,6 +90,10 @@ pub const BUS_ENV: &str = "EVENT_BUS_NAME";
 /// Environment variable with the WebSocket API's management endpoint
 /// (`https://{api-id}.execute-api.{region}.amazonaws.com/{stage}`).
 pub const MANAGEMENT_URL_ENV: &str = "WEBSOCKET_MANAGEMENT_URL";
+
+/// The SES configuration set email is sent with (its event destination publishes bounces,
+/// complaints and deliveries to EventBridge).
+pub const EMAIL_CONFIGURATION_SET_ENV: &str = "EMAIL_CONFIGURATION_SET";
 /// `source` of every platform event.
 pub const EVENT_SOURCE: &str = "converger";
 

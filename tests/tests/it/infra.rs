@@ -294,6 +294,14 @@ fn sample_events_parse() {
             serde_json::from_str(&event(f)).unwrap();
     }
 
+    // An SES bounce, as EventBridge hands it to the email-events function: it reads as one
+    // of this stack's email events.
+    let ses: aws_lambda_events::event::eventbridge::EventBridgeEvent<serde_json::Value> =
+        serde_json::from_str(&event("email-events.json")).unwrap();
+    let (channel, receipt) = converger_core::email::ses_event(&ses.detail).unwrap();
+    assert!(channel.starts_with("ch_"));
+    assert_eq!(receipt.status, converger_core::DeliveryStatus::Failed);
+
     let deliver: SqsEvent = serde_json::from_str(&event("deliver.json")).unwrap();
     let body = deliver.records[0].body.as_deref().unwrap();
     let _: DeliveryMessage = serde_json::from_str(body).unwrap();
@@ -394,4 +402,34 @@ fn the_http_surfaces_read_by_global_id_only_where_listed() {
         );
     }
     assert_eq!(found.len(), allowed.len(), "{found:?}");
+}
+
+#[test]
+fn every_channel_type_has_its_alarm_and_dashboard_lines_and_every_function_its_widgets() {
+    let text = std::fs::read_to_string(root().join("infra/template.yaml")).unwrap();
+    let t = template();
+    let res = t["Resources"].as_mapping().unwrap();
+    for kind in converger_core::ChannelType::ALL {
+        let kind = kind.as_str();
+        let alarm = res.values().any(|r| {
+            r["Type"].as_str() == Some("AWS::CloudWatch::Alarm")
+                && r["Properties"]["MetricName"].as_str() == Some("dead_lettered")
+                && r["Properties"]["Dimensions"][0]["Value"].as_str() == Some(kind)
+        });
+        assert!(alarm, "no dead-letters-growing alarm for {kind}");
+        for metric in ["sent", "dead_lettered"] {
+            let line = format!(r#"["Converger", "{metric}", "ChannelType", "{kind}""#);
+            // The by-type widget and the success-share SLO widget.
+            assert_eq!(text.matches(&line).count(), 2, "{line} on the dashboard");
+        }
+    }
+    for (id, r) in res {
+        if r["Type"].as_str() == Some("AWS::Serverless::Function") {
+            let id = id.as_str().unwrap();
+            for metric in ["Errors", "Duration"] {
+                let line = format!(r#"["AWS/Lambda", "{metric}", "FunctionName", "${{{id}}}"]"#);
+                assert!(text.contains(&line), "{line} on the dashboard");
+            }
+        }
+    }
 }

@@ -12,6 +12,7 @@ mod browser;
 mod bulk;
 mod channels;
 mod e2e;
+mod email;
 mod events;
 mod flow;
 mod health;

@@ -233,7 +233,8 @@ impl Arns {
     }
 
     /// What one request needs: from its `X-Amz-Target` (the JSON protocols of DynamoDB, SQS
-    /// and EventBridge) and body, or, for the WebSocket management API, its method and path.
+    /// and EventBridge) and body, or, for the REST ones (the WebSocket management API, SES v2's
+    /// `SendEmail`), its method, path and body.
     pub fn accesses(
         &self,
         target: Option<&str>,
@@ -244,6 +245,30 @@ impl Arns {
         let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
         let access = |action: String, resource: String| Access { action, resource };
         let Some(target) = target else {
+            if method == "POST" && uri.contains("/v2/email/outbound-emails") {
+                // SES v2 `SendEmail` (REST JSON): checked against the sending identity and
+                // the configuration set, as SES authorizes it.
+                let ses = |what: String| {
+                    format!(
+                        "arn:{}:ses:{}:{}:{what}",
+                        self.partition, self.region, self.account
+                    )
+                };
+                let mut out = vec![access(
+                    "ses:SendEmail".into(),
+                    ses(format!(
+                        "identity/{}",
+                        v["FromEmailAddress"].as_str().unwrap_or("")
+                    )),
+                )];
+                if let Some(set) = v["ConfigurationSetName"].as_str() {
+                    out.push(access(
+                        "ses:SendEmail".into(),
+                        ses(format!("configuration-set/{set}")),
+                    ));
+                }
+                return out;
+            }
             if !uri.contains("/@connections/") {
                 // A service this check does not know: refused until it is taught.
                 return vec![access(format!("unknown:{method}"), uri.to_owned())];

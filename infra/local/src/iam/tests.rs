@@ -260,3 +260,40 @@ fn policies_parse_single_values_and_refuse_conditions() {
         .is_err()
     );
 }
+
+#[test]
+fn ses_sends_are_checked_against_the_identity_and_the_configuration_set() {
+    let body = json!({"FromEmailAddress": "alerts@example.com",
+                      "ConfigurationSetName": "s-email", "Content": {}})
+    .to_string();
+    let a = arns().accesses(
+        None,
+        "POST",
+        "http://127.0.0.1:5000/v2/email/outbound-emails",
+        body.as_bytes(),
+    );
+    let resources: Vec<&str> = a.iter().map(|a| a.resource.as_str()).collect();
+    assert_eq!(
+        resources,
+        [
+            "arn:aws:ses:us-east-1:123456789012:identity/alerts@example.com",
+            "arn:aws:ses:us-east-1:123456789012:configuration-set/s-email"
+        ]
+    );
+    assert!(a.iter().all(|a| a.action == "ses:SendEmail"));
+    let only_identities = policy(json!([{
+        "Effect": "Allow", "Action": "ses:SendEmail",
+        "Resource": "arn:aws:ses:us-east-1:123456789012:identity/*"
+    }]));
+    assert!(matches!(
+        evaluate(&only_identities, &a[0].action, &a[0].resource),
+        Decision::Allow(_)
+    ));
+    assert!(
+        !matches!(
+            evaluate(&only_identities, &a[1].action, &a[1].resource),
+            Decision::Allow(_)
+        ),
+        "the configuration set needs its own grant"
+    );
+}

@@ -71,9 +71,12 @@ async fn function_pipeline(
     clients.websocket_management_url = f
         .env(converger_store::MANAGEMENT_URL_ENV)
         .map(|_| management_url.to_owned());
+    clients.email_configuration_set = f
+        .env(converger_store::EMAIL_CONFIGURATION_SET_ENV)
+        .map(|s| s.to_string());
     let pipeline = bootstrap::aws_pipeline(&clients, &resources, config.clone()).await?;
     let pipeline = if pushes(logical_id) {
-        bootstrap::with_websockets(pipeline, &clients)
+        bootstrap::with_email(bootstrap::with_websockets(pipeline, &clients), &clients)
     } else {
         pipeline
     };
@@ -141,6 +144,7 @@ pub(super) async fn build_aws(
         retry_scheduler: build(fun::RETRY_SCHEDULER).await?,
         replay: build(fun::REPLAY).await?,
         probe: build(fun::PROBE).await?,
+        email_events: build(fun::EMAIL_EVENTS).await?,
         health: build(fun::HEALTH).await?,
         api: build(fun::API).await?,
         admin: build(fun::ADMIN).await?,

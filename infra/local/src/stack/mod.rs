@@ -153,6 +153,8 @@ pub struct Functions {
     pub api: Arc<Pipeline>,
     pub admin: Arc<Pipeline>,
     pub websocket: Arc<Pipeline>,
+    /// SES's events (nothing emits them locally: tests hand the function what SES would).
+    pub email_events: Arc<Pipeline>,
 }
 
 /// What the functions store and send to.
@@ -256,6 +258,7 @@ async fn build_memory(
         );
         Ok(Arc::new(if pushes(id) {
             p.with_sockets(sockets.clone())
+                .with_mailer(memory.mailer.clone())
         } else {
             p
         }))
@@ -266,6 +269,7 @@ async fn build_memory(
         retry_scheduler: build(fun::RETRY_SCHEDULER)?,
         replay: build(fun::REPLAY)?,
         probe: build(fun::PROBE)?,
+        email_events: build(fun::EMAIL_EVENTS)?,
         health: build(fun::HEALTH)?,
         api: build(fun::API)?,
         admin: build(fun::ADMIN)?,

@@ -1,0 +1,349 @@
+//! Email channels' rules, as pure functions: the message an activity becomes, and what
+//! Amazon SES's events (bounces, complaints, deliveries, published to EventBridge through
+//! the stack's configuration set) mean for a delivery. The adapter hands the message to the
+//! platform's mailer (SES v2 `SendEmail`); the `email-events` function applies the events.
+
+use crate::DeliveryStatus;
+use crate::providers::Receipt;
+use serde_json::Value;
+
+/// Most recipients of one message (SES: 50 per message).
+pub const MAX_RECIPIENTS: usize = 50;
+/// Longest subject, in characters.
+pub const MAX_SUBJECT_CHARS: usize = 998;
+/// The subject when neither the activity nor the channel gives one.
+pub const DEFAULT_SUBJECT: &str = "New message";
+/// The message tag that names the channel (SES copies tags into every event).
+pub const CHANNEL_TAG: &str = "converger_channel";
+/// The message tag that names the delivery.
+pub const DELIVERY_TAG: &str = "converger_delivery";
+
+/// One message to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Email {
+    pub from: String,
+    pub to: Vec<String>,
+    pub reply_to: Vec<String>,
+    pub subject: String,
+    pub text: Option<String>,
+    pub html: Option<String>,
+    /// Name and value of each message tag.
+    pub tags: Vec<(String, String)>,
+}
+
+/// Whether `addr` reads as one email address (`local@domain`, at most 254 characters, no
+/// spaces, angle brackets or line breaks that could add a header).
+pub fn is_address(addr: &str) -> bool {
+    let Some((local, domain)) = addr.rsplit_once('@') else {
+        return false;
+    };
+    addr.len() <= 254
+        && !local.is_empty()
+        && local.len() <= 64
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && addr
+            .chars()
+            .all(|c| !c.is_whitespace() && !c.is_control() && !matches!(c, '<' | '>' | ',' | ';'))
+}
+
+fn addresses(v: &Value, what: &str) -> Result<Vec<String>, String> {
+    let list: Vec<&str> = match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a
+            .iter()
+            .map(|x| x.as_str().ok_or(format!("`{what}` must hold strings")))
+            .collect::<Result<_, _>>()?,
+        _ => return Err(format!("`{what}` must be an address or a list of them")),
+    };
+    if list.is_empty() || list.len() > MAX_RECIPIENTS {
+        return Err(format!(
+            "`{what}` must name 1 to {MAX_RECIPIENTS} addresses"
+        ));
+    }
+    list.into_iter()
+        .map(|a| {
+            let a = a.trim();
+            if is_address(a) {
+                Ok(a.to_owned())
+            } else {
+                Err(format!("`{what}` has an invalid address `{a}`"))
+            }
+        })
+        .collect()
+}
+
+/// A channel's email settings: `from` (required), `to`, `reply_to` and `subject` (defaults).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub from: String,
+    pub to: Option<Vec<String>>,
+    pub reply_to: Vec<String>,
+    pub subject: Option<String>,
+}
+
+/// Reads and checks an `email` channel's `config`.
+pub fn settings(config: &serde_json::Map<String, Value>) -> Result<Settings, String> {
+    const KEYS: [&str; 4] = ["from", "to", "reply_to", "subject"];
+    if let Some(k) = config.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "unknown email config key `{k}` (allowed: {})",
+            KEYS.join(", ")
+        ));
+    }
+    let from = match config.get("from") {
+        Some(Value::String(s)) if is_address(s.trim()) => s.trim().to_owned(),
+        Some(_) => return Err("`from` must be one email address (an SES identity)".into()),
+        None => return Err("email config needs `from` (a verified SES identity)".into()),
+    };
+    let to = config
+        .get("to")
+        .filter(|v| !v.is_null())
+        .map(|v| addresses(v, "to"))
+        .transpose()?;
+    let reply_to = config
+        .get("reply_to")
+        .filter(|v| !v.is_null())
+        .map(|v| addresses(v, "reply_to"))
+        .transpose()?
+        .unwrap_or_default();
+    let subject = match config.get("subject") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(subject(s)?),
+        Some(_) => return Err("`subject` must be a string".into()),
+    };
+    Ok(Settings {
+        from,
+        to,
+        reply_to,
+        subject,
+    })
+}
+
+fn subject(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() || s.chars().count() > MAX_SUBJECT_CHARS {
+        return Err(format!(
+            "the subject must be 1 to {MAX_SUBJECT_CHARS} characters"
+        ));
+    }
+    if s.chars().any(char::is_control) {
+        return Err("the subject must not contain control characters".into());
+    }
+    Ok(s.to_owned())
+}
+
+/// The message an activity's payload becomes: recipients from the payload's `to` (an
+/// address or a list), else the channel's; `subject` from the payload, else the channel's,
+/// else [`DEFAULT_SUBJECT`]; bodies from `text` (a string or `{body}`) and `html`, at least
+/// one. An `Err` is permanent.
+pub fn message(payload: &Value, s: &Settings) -> Result<Email, String> {
+    let to = match payload.get("to").filter(|v| !v.is_null()) {
+        Some(v) => addresses(v, "to")?,
+        None => {
+            s.to.clone()
+                .ok_or("no recipient: the activity has no `to` and the channel no default `to`")?
+        }
+    };
+    let subject = match payload.get("subject") {
+        Some(Value::String(x)) => self::subject(x)?,
+        Some(Value::Null) | None => s
+            .subject
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SUBJECT.to_owned()),
+        Some(_) => return Err("`subject` must be a string".into()),
+    };
+    let text = match payload.get("text") {
+        Some(Value::String(t)) => Some(t.clone()),
+        Some(Value::Object(o)) => o.get("body").and_then(Value::as_str).map(str::to_owned),
+        _ => None,
+    }
+    .filter(|t| !t.trim().is_empty());
+    let html = payload
+        .get("html")
+        .and_then(Value::as_str)
+        .filter(|h| !h.trim().is_empty())
+        .map(str::to_owned);
+    if text.is_none() && html.is_none() {
+        return Err("the activity has no `text` and no `html` to send".into());
+    }
+    Ok(Email {
+        from: s.from.clone(),
+        to,
+        reply_to: s.reply_to.clone(),
+        subject,
+        text,
+        html,
+        tags: Vec::new(),
+    })
+}
+
+/// What one SES event (the `detail` of an EventBridge event from `aws.ses`) says of one of
+/// this platform's messages: the channel named by its tag, and the receipt. `None` for events
+/// that change nothing (opens, clicks, delays, sends) or name no channel.
+///
+/// Bounces, complaints, rejects and rendering failures are `failed`; a delivery is
+/// `delivered`. They apply through the receipts' forward-only rules.
+pub fn ses_event(detail: &Value) -> Option<(String, Receipt)> {
+    let mail = detail.get("mail")?;
+    let message_id = mail.get("messageId")?.as_str()?.to_owned();
+    let channel = mail
+        .get("tags")?
+        .get(CHANNEL_TAG)?
+        .get(0)?
+        .as_str()?
+        .to_owned();
+    let kind = detail
+        .get("eventType")
+        .or_else(|| detail.get("notificationType"))?
+        .as_str()?;
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_owned();
+    let (status, error) = match kind {
+        "Delivery" => (DeliveryStatus::Delivered, None),
+        "Bounce" => {
+            let b = detail.get("bounce")?;
+            let first = b.get("bouncedRecipients").and_then(|r| r.get(0));
+            let why = text(first.and_then(|r| r.get("diagnosticCode")));
+            let who = text(first.and_then(|r| r.get("emailAddress")));
+            let mut e = format!(
+                "email bounce: {}/{}",
+                text(b.get("bounceType")),
+                text(b.get("bounceSubType"))
+            );
+            if !who.is_empty() {
+                e.push_str(&format!(": {who}"));
+            }
+            if !why.is_empty() {
+                e.push_str(&format!(": {why}"));
+            }
+            (DeliveryStatus::Failed, Some(e))
+        }
+        "Complaint" => {
+            let c = detail.get("complaint");
+            let kind = text(c.and_then(|c| c.get("complaintFeedbackType")));
+            let e = if kind.is_empty() {
+                "email complaint".to_owned()
+            } else {
+                format!("email complaint: {kind}")
+            };
+            (DeliveryStatus::Failed, Some(e))
+        }
+        "Reject" => (
+            DeliveryStatus::Failed,
+            Some(format!(
+                "email rejected: {}",
+                text(detail.get("reject").and_then(|r| r.get("reason")))
+            )),
+        ),
+        "Rendering Failure" => (
+            DeliveryStatus::Failed,
+            Some(format!(
+                "email rendering failure: {}",
+                text(detail.get("failure").and_then(|r| r.get("errorMessage")))
+            )),
+        ),
+        _ => return None,
+    };
+    Some((
+        channel,
+        Receipt {
+            provider_message_id: message_id,
+            status,
+            error,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn settings_of(v: Value) -> Result<Settings, String> {
+        settings(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let s =
+            settings_of(json!({"from": "alerts@example.com", "to": ["ops@example.com"]})).unwrap();
+        assert_eq!(s.to, Some(vec!["ops@example.com".to_owned()]));
+        assert!(settings_of(json!({})).is_err());
+        assert!(settings_of(json!({"from": "not an address"})).is_err());
+        assert!(settings_of(json!({"from": "a@example.com", "to": []})).is_err());
+        assert!(settings_of(json!({"from": "a@example.com", "to": "x@y"})).is_err());
+        assert!(settings_of(json!({"from": "a@example.com", "cc": "b@example.com"})).is_err());
+        assert!(settings_of(json!({"from": "a@example.com", "subject": "a\r\nBcc: x"})).is_err());
+        assert!(!is_address("a@example.com>\r\nBcc: evil@example.com"));
+        assert!(!is_address("a, b@example.com"));
+    }
+
+    #[test]
+    fn messages_take_the_payload_then_the_channel() {
+        let s = settings_of(
+            json!({"from": "alerts@example.com", "to": "ops@example.com",
+                                   "subject": "Alert"}),
+        )
+        .unwrap();
+        let m = message(&json!({"text": "disk full"}), &s).unwrap();
+        assert_eq!(m.to, ["ops@example.com"]);
+        assert_eq!(m.subject, "Alert");
+        assert_eq!(m.text.as_deref(), Some("disk full"));
+        let m = message(
+            &json!({"to": ["a@example.com", "b@example.com"], "subject": "Hi", "html": "<p>x</p>"}),
+            &s,
+        )
+        .unwrap();
+        assert_eq!(m.to.len(), 2);
+        assert_eq!(m.subject, "Hi");
+        assert_eq!(m.text, None);
+        assert!(message(&json!({"subject": "empty"}), &s).is_err());
+        assert!(message(&json!({"to": "bad", "text": "x"}), &s).is_err());
+        let no_to = settings_of(json!({"from": "alerts@example.com"})).unwrap();
+        let e = message(&json!({"text": "x"}), &no_to).unwrap_err();
+        assert!(e.contains("no recipient"), "{e}");
+        assert_eq!(
+            message(&json!({"to": "a@example.com", "text": "x"}), &no_to)
+                .unwrap()
+                .subject,
+            DEFAULT_SUBJECT
+        );
+    }
+
+    fn event(kind: &str, extra: Value) -> Value {
+        let mut d = json!({"eventType": kind, "mail": {"messageId": "0100-abc",
+            "tags": {CHANNEL_TAG: ["ch_1"], DELIVERY_TAG: ["dlv_1"]}}});
+        for (k, v) in extra.as_object().unwrap() {
+            d[k] = v.clone();
+        }
+        d
+    }
+
+    #[test]
+    fn ses_events_become_receipts() {
+        let (ch, r) = ses_event(&event("Delivery", json!({}))).unwrap();
+        assert_eq!((ch.as_str(), r.status), ("ch_1", DeliveryStatus::Delivered));
+        assert_eq!(r.provider_message_id, "0100-abc");
+        let (_, r) = ses_event(&event(
+            "Bounce",
+            json!({"bounce": {"bounceType": "Permanent", "bounceSubType": "General",
+                "bouncedRecipients": [{"emailAddress": "gone@example.com", "diagnosticCode": "smtp; 550 5.1.1 user unknown"}]}}),
+        ))
+        .unwrap();
+        assert_eq!(r.status, DeliveryStatus::Failed);
+        assert_eq!(
+            r.error.as_deref(),
+            Some("email bounce: Permanent/General: gone@example.com: smtp; 550 5.1.1 user unknown")
+        );
+        let (_, r) = ses_event(&event(
+            "Complaint",
+            json!({"complaint": {"complaintFeedbackType": "abuse"}}),
+        ))
+        .unwrap();
+        assert_eq!(r.error.as_deref(), Some("email complaint: abuse"));
+        assert!(ses_event(&event("Open", json!({}))).is_none());
+        assert!(ses_event(&event("DeliveryDelay", json!({}))).is_none());
+        assert!(ses_event(&json!({"eventType": "Delivery", "mail": {"messageId": "x"}})).is_none());
+    }
+}

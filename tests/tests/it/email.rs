@@ -1,0 +1,311 @@
+//! Email channels: sent through SES v2 on the emulator (the SES message id stored, an
+//! unverified sender refused for good), SES's events through the `email-events` function's
+//! handler (a bounce fails a sent delivery, a delivery delivers one, both forward only), and
+//! every classified `SendEmail` error against a local fake of SES's REST answers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use converger_core::email::{CHANNEL_TAG, DELIVERY_TAG, Email};
+use converger_ports::Mailer;
+use converger_tests::{TestStack, settled};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const FROM: &str = "alerts@converger-tests.example";
+
+async fn post(t: &TestStack, key: &str, ch: &str, payload: Value) -> Value {
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            key,
+            Some(json!({"conversation_id": "conv-mail", "channel_ids": [ch], "payload": payload})),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    let id = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    t.wait_delivery(key, &id, Duration::from_secs(20), settled)
+        .await
+}
+
+/// What SES publishes to EventBridge for one of its messages.
+fn ses_event(kind: &str, d: &Value, extra: Value, age: chrono::Duration) -> EventBridgeEvent {
+    let detail_type = match kind {
+        "Bounce" => "Email Bounced",
+        "Delivery" => "Email Delivered",
+        "Complaint" => "Email Complaint Received",
+        _ => "Email Sent",
+    };
+    let mut detail = json!({
+        "eventType": kind,
+        "mail": {
+            "timestamp": "2026-12-01T09:00:02.000Z",
+            "source": FROM,
+            "messageId": d["provider_message_id"],
+            "destination": ["ops@example.com"],
+            "tags": {
+                "ses:configuration-set": ["converger-email"],
+                CHANNEL_TAG: [d["channel_id"]],
+                DELIVERY_TAG: [d["id"]],
+            }
+        }
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        detail[k] = v.clone();
+    }
+    serde_json::from_value(json!({
+        "version": "0", "id": uuid::Uuid::new_v4().to_string(), "detail-type": detail_type,
+        "source": "aws.ses", "account": "123456789012", "region": "us-east-1",
+        "time": (chrono::Utc::now() - age).to_rfc3339(), "resources": [],
+        "detail": detail,
+    }))
+    .unwrap()
+}
+
+fn bounce() -> Value {
+    json!({"bounce": {"bounceType": "Permanent", "bounceSubType": "General",
+        "bouncedRecipients": [{"emailAddress": "ops@example.com", "action": "failed",
+                               "status": "5.1.1", "diagnosticCode": "smtp; 550 5.1.1 user unknown"}]}})
+}
+
+#[tokio::test]
+async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
+    let t = TestStack::on_emulator().await;
+    let ses = aws_sdk_sesv2::Client::new(&t.aws().clients.config);
+    ses.create_email_identity()
+        .email_identity(FROM)
+        .send()
+        .await
+        .unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .channel(
+            &key,
+            json!({"type": "email", "name": "ops mail",
+                   "config": {"from": FROM, "to": "ops@example.com", "subject": "Alert"},
+                   "retry_policy": {"base_ms": 100, "max_attempts": 3}}),
+        )
+        .await;
+    let ch = ch["id"].as_str().unwrap().to_owned();
+
+    // Sent: SES's message id is the provider message id.
+    let sent = post(
+        &t,
+        &key,
+        &ch,
+        json!({"text": "disk full", "html": "<p>disk full</p>"}),
+    )
+    .await;
+    assert_eq!(sent["status"], "sent", "{sent}");
+    let message_id = sent["provider_message_id"].as_str().unwrap().to_owned();
+    assert!(!message_id.is_empty());
+
+    // Nothing to send: permanent, no call.
+    let d = post(&t, &key, &ch, json!({"subject": "empty"})).await;
+    assert_eq!(
+        (d["status"].as_str(), d["attempts"].as_u64()),
+        (Some("failed"), Some(1))
+    );
+    assert!(
+        d["last_error"].as_str().unwrap().contains("no `text`"),
+        "{d}"
+    );
+
+    // A bounce fails the sent delivery, with SES's reason.
+    let fun = &t.stack.functions.email_events;
+    let out = converger_lambda::handlers::email_event(
+        fun,
+        ses_event("Bounce", &sent, bounce(), chrono::Duration::zero()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.applied, 1, "{out:?}");
+    let d = t.delivery(&key, sent["id"].as_str().unwrap()).await;
+    assert_eq!(d["status"], "failed", "{d}");
+    assert_eq!(
+        d["last_error"],
+        "email bounce: Permanent/General: ops@example.com: smtp; 550 5.1.1 user unknown"
+    );
+    // It is a dead letter like any other: replayable.
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/deliveries/{}/retry", d["id"].as_str().unwrap()),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+
+    // A delivery event delivers; a late duplicate changes nothing.
+    let other = post(&t, &key, &ch, json!({"text": "second"})).await;
+    assert_eq!(other["status"], "sent", "{other}");
+    for applied in [1, 0] {
+        let out = converger_lambda::handlers::email_event(
+            fun,
+            ses_event("Delivery", &other, json!({}), chrono::Duration::zero()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.applied, applied, "{out:?}");
+    }
+    assert_eq!(
+        t.delivery(&key, other["id"].as_str().unwrap()).await["status"],
+        "delivered"
+    );
+    // A complaint after delivery fails it (forward only: failed applies from any status but
+    // read).
+    let out = converger_lambda::handlers::email_event(
+        fun,
+        ses_event(
+            "Complaint",
+            &other,
+            json!({"complaint": {"complaintFeedbackType": "abuse"}}),
+            chrono::Duration::zero(),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.applied, 1);
+    let d = t.delivery(&key, other["id"].as_str().unwrap()).await;
+    assert_eq!(
+        (d["status"].as_str(), d["last_error"].as_str()),
+        (Some("failed"), Some("email complaint: abuse"))
+    );
+
+    // An event for a message no delivery has yet is retried while it is young, then dropped.
+    let mut unknown = other.clone();
+    unknown["provider_message_id"] = json!("0100-not-sent-by-this-stack");
+    let young = ses_event("Delivery", &unknown, json!({}), chrono::Duration::zero());
+    assert!(
+        converger_lambda::handlers::email_event(fun, young)
+            .await
+            .is_err()
+    );
+    let old = ses_event("Delivery", &unknown, json!({}), chrono::Duration::hours(1));
+    let out = converger_lambda::handlers::email_event(fun, old)
+        .await
+        .unwrap();
+    assert_eq!(out.unknown, ["0100-not-sent-by-this-stack"]);
+    // Events of opens (or another stack's channels) change nothing.
+    let open = ses_event("Open", &other, json!({}), chrono::Duration::zero());
+    let out = converger_lambda::handlers::email_event(fun, open)
+        .await
+        .unwrap();
+    assert_eq!(out.skipped, 1);
+
+    // An unverified sender: SES's MessageRejected, permanent.
+    let unverified = t
+        .channel(
+            &key,
+            json!({"type": "email", "name": "unverified",
+                   "config": {"from": "someone@unverified.example", "to": "ops@example.com"},
+                   "retry_policy": {"base_ms": 100, "max_attempts": 3}}),
+        )
+        .await;
+    let d = post(
+        &t,
+        &key,
+        unverified["id"].as_str().unwrap(),
+        json!({"text": "x"}),
+    )
+    .await;
+    assert_eq!(
+        (d["status"].as_str(), d["attempts"].as_u64()),
+        (Some("failed"), Some(1))
+    );
+    let why = d["last_error"].as_str().unwrap();
+    assert!(why.contains("MessageRejected"), "{why}");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn email_configs_are_checked_when_written() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    for config in [
+        json!({}),
+        json!({"from": "not-an-address"}),
+        json!({"from": FROM, "to": []}),
+        json!({"from": FROM, "to": "a@b"}),
+        json!({"from": FROM, "bcc": "x@example.com"}),
+        json!({"from": FROM, "subject": "two\nlines"}),
+    ] {
+        let a = t
+            .api(
+                "POST",
+                "/api/v1/channels",
+                &key,
+                Some(json!({"type": "email", "name": "m", "config": config})),
+            )
+            .await;
+        assert_eq!(a.status, 422, "{config}: {:?}", a.body);
+        assert_eq!(a.body["error"]["code"], "invalid_config");
+    }
+    t.stop().await;
+}
+
+/// A local stand-in for SES's REST API that answers every `SendEmail` with one error, as SES
+/// does: the status, `x-amzn-ErrorType` and a JSON body with the message.
+async fn ses_fault(status: u16, code: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+    use axum::response::IntoResponse;
+    let app = axum::Router::new().route(
+        "/v2/email/outbound-emails",
+        axum::routing::post(move || async move {
+            (
+                axum::http::StatusCode::from_u16(status).unwrap(),
+                [
+                    ("x-amzn-ErrorType", code),
+                    ("content-type", "application/json"),
+                ],
+                json!({"message": format!("{code} for the test")}).to_string(),
+            )
+                .into_response()
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, task)
+}
+
+#[tokio::test]
+async fn ses_errors_are_classified() {
+    let email = Email {
+        from: FROM.into(),
+        to: vec!["ops@example.com".into()],
+        reply_to: vec![],
+        subject: "s".into(),
+        text: Some("t".into()),
+        html: None,
+        tags: vec![(CHANNEL_TAG.into(), "ch_1".into())],
+    };
+    for (status, code, retryable) in [
+        (429, "TooManyRequestsException", true),
+        (400, "LimitExceededException", true),
+        (400, "SendingPausedException", true),
+        (500, "InternalFailure", true),
+        (503, "ServiceUnavailable", true),
+        (400, "MessageRejected", false),
+        (400, "MailFromDomainNotVerifiedException", false),
+        (400, "AccountSuspendedException", false),
+        (400, "BadRequestException", false),
+        (404, "NotFoundException", false),
+    ] {
+        let (url, task) = ses_fault(status, code).await;
+        let sdk = converger_store::aws::load_config_for(Some(&url)).await;
+        // No SDK retries: one request, one classification.
+        let sdk = sdk
+            .into_builder()
+            .retry_config(aws_config::retry::RetryConfig::disabled())
+            .build();
+        let mailer = converger_store::SesMailer::new(&sdk, &[], Some("converger-email".into()));
+        let e = mailer.send(&email).await.unwrap_err();
+        assert_eq!(e.retryable, retryable, "{code}: {e:?}");
+        assert_eq!(e.status, Some(status), "{code}");
+        assert!(e.reason.contains(code), "{code}: {}", e.reason);
+        task.abort();
+    }
+}
