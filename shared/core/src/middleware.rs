@@ -34,14 +34,20 @@ pub const MAX_SCRIPT_BYTES: usize = 4096;
 pub const MAX_REASON_CHARS: usize = 200;
 /// Most operations one step may run.
 pub const MAX_OPERATIONS: u64 = 100_000;
-/// Most time one step may run.
-pub const MAX_STEP_MILLIS: u64 = 50;
+/// Most time one step may run (a backstop: the operation count is the CPU bound).
+pub const MAX_STEP_MILLIS: u64 = 100;
 /// Deepest nesting of function calls.
 pub const MAX_CALL_LEVELS: usize = 16;
-/// Longest string a step may build, in bytes.
-pub const MAX_STRING_BYTES: usize = 256 * 1024;
-/// Most items of an array or a map a step may build.
+/// Most text, in bytes, one string or one container (an array or a map, with what it nests)
+/// may hold while a step runs: a channel with middleware handles payloads up to this much text.
+pub const MAX_STRING_BYTES: usize = 64 * 1024;
+/// Most items of an array (with what it nests) a step may build.
 pub const MAX_COLLECTION: usize = 10_000;
+/// Most entries of a map (with what it nests): the engine does not count the size of keys,
+/// so their number is kept low.
+pub const MAX_MAP_ENTRIES: usize = 1_000;
+/// Longest error text a failed step leaves in `last_error`.
+pub const MAX_ERROR_CHARS: usize = 500;
 /// Largest payload a step may leave, as JSON.
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 
@@ -161,10 +167,17 @@ fn bounded(text: &str) -> Result<(), String> {
 pub fn apply(steps: &[Step], payload: &Value, meta: &Meta<'_>) -> Result<Value, Halted> {
     let mut current = payload.clone();
     for (i, step) in steps.iter().enumerate() {
-        let failed = |e: String| Halted(format!("step {} ({}) failed: {e}", i + 1, step.kind()));
+        let failed = |e: String| {
+            Halted(format!(
+                "step {} ({}) failed: {}",
+                i + 1,
+                step.kind(),
+                clip(&e)
+            ))
+        };
         current = match run_step(step, current, meta) {
             Ok(v) => v,
-            Err(Stop::Halt(reason)) => return Err(Halted(reason)),
+            Err(Stop::Halt(reason)) => return Err(Halted(clip(&reason))),
             Err(Stop::Failed(e)) => return Err(failed(e)),
         };
         let size = serde_json::to_vec(&current).map_or(usize::MAX, |b| b.len());
@@ -176,6 +189,30 @@ pub fn apply(steps: &[Step], payload: &Value, meta: &Meta<'_>) -> Result<Value, 
         crate::payload::check(&current).map_err(failed)?;
     }
     Ok(current)
+}
+
+/// `text` cut to [`MAX_ERROR_CHARS`]: a script's error text can be as long as its strings, and
+/// it is kept in the delivery row, its attempt log and an event.
+fn clip(text: &str) -> String {
+    if text.chars().count() <= MAX_ERROR_CHARS {
+        return text.to_owned();
+    }
+    let mut s: String = text.chars().take(MAX_ERROR_CHARS).collect();
+    s.push_str("...");
+    s
+}
+
+/// Whether `d` nests arrays and maps at most `left` levels deep. Recursive, but never deeper
+/// than the bound: a script can nest far deeper, and converting such a value (recursively)
+/// would overflow the stack.
+fn within_depth(d: &Dynamic, left: usize) -> bool {
+    if let Ok(a) = d.as_array_ref() {
+        return left > 0 && a.iter().all(|x| within_depth(x, left - 1));
+    }
+    if let Ok(m) = d.as_map_ref() {
+        return left > 0 && m.values().all(|x| within_depth(x, left - 1));
+    }
+    true
 }
 
 enum Stop {
@@ -212,6 +249,12 @@ fn run_step(step: &Step, payload: Value, meta: &Meta<'_>) -> Result<Value, Stop>
                 let out = scope
                     .get_value::<Dynamic>("payload")
                     .ok_or_else(|| Stop::Failed("`payload` is gone".into()))?;
+                if !within_depth(&out, crate::payload::MAX_DEPTH) {
+                    return Err(Stop::Failed(format!(
+                        "the payload nests more than {} levels deep",
+                        crate::payload::MAX_DEPTH
+                    )));
+                }
                 rhai::serde::from_dynamic::<Value>(&out).map_err(|err| stop(*err))
             }),
         Step::Halt { condition, reason } => e
@@ -258,20 +301,40 @@ fn scope(payload: &Value, meta: Option<&Meta<'_>>) -> Scope<'static> {
     scope
 }
 
-/// The one engine: the standard functions, no modules, no printing, and the bounds.
+/// The one engine: the operators and the string, number, array and map functions; no
+/// modules, no `eval`, no printing, none of the language-core functions (`sleep` would block
+/// the thread past any bound, `exit`, function metadata), and the bounds.
 fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(|| {
-        let mut e = Engine::new();
+        use rhai::packages::{
+            ArithmeticPackage, BasicArrayPackage, BasicIteratorPackage, BasicMapPackage,
+            BasicMathPackage, BasicStringPackage, BitFieldPackage, LogicPackage, MoreStringPackage,
+            Package,
+        };
+        let mut e = Engine::new_raw();
+        for m in [
+            ArithmeticPackage::new().as_shared_module(),
+            LogicPackage::new().as_shared_module(),
+            BitFieldPackage::new().as_shared_module(),
+            BasicMathPackage::new().as_shared_module(),
+            BasicStringPackage::new().as_shared_module(),
+            MoreStringPackage::new().as_shared_module(),
+            BasicIteratorPackage::new().as_shared_module(),
+            BasicArrayPackage::new().as_shared_module(),
+            BasicMapPackage::new().as_shared_module(),
+        ] {
+            e.register_global_module(m);
+        }
         e.set_strict_variables(true)
             .set_max_operations(MAX_OPERATIONS)
             .set_max_call_levels(MAX_CALL_LEVELS)
             .set_max_expr_depths(64, 32)
             .set_max_string_size(MAX_STRING_BYTES)
             .set_max_array_size(MAX_COLLECTION)
-            .set_max_map_size(MAX_COLLECTION)
+            .set_max_map_size(MAX_MAP_ENTRIES)
             .set_max_functions(32)
-            .set_max_variables(256);
+            .set_max_variables(64);
         e.disable_symbol("eval");
         e.on_print(|_| {});
         e.on_debug(|_, _, _| {});
@@ -383,6 +446,21 @@ mod tests {
                 "let m = #{}; let i = 0; loop { m[`${i}`] = i; i += 1; }",
                 "map",
             ),
+            // Long keys, which the engine's sizes leave out.
+            (
+                "let k = \"k\"; k.pad(60000, 'k'); let m = #{}; let i = 0; loop { m[k + i] = 1; i += 1; }",
+                "keys",
+            ),
+            // Nesting far past what can be stored (and what a recursive conversion survives).
+            ("loop { payload = [payload]; }", "nesting"),
+            (
+                "let i = 0; while i < 5000 { payload = [payload]; i += 1; }",
+                "nesting-bounded",
+            ),
+            // No way to hold the thread.
+            ("sleep(3600);", "sleep"),
+            ("sleep(1e300);", "sleep-float"),
+            ("exit();", "exit"),
         ] {
             let s = steps(json!([{"type": "transform", "script": script}]));
             let started = Instant::now();
@@ -400,6 +478,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("halted: step 1 (transform) failed:"), "{e}");
+    }
+
+    #[test]
+    fn a_long_error_is_clipped() {
+        let s = steps(json!([{"type": "transform", "script":
+            "let s = \"e\"; s.pad(60000, 'e'); throw s;"}]));
+        let e = apply(&s, &json!({}), &meta()).unwrap_err().to_string();
+        assert!(e.chars().count() < MAX_ERROR_CHARS + 100, "{}", e.len());
+        assert!(e.ends_with("..."), "{e}");
     }
 
     #[test]

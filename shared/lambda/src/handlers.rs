@@ -161,8 +161,9 @@ pub async fn websocket_event(
     }
 }
 
-/// How long an SES event naming an unknown message is retried: a `Delivery` can outrun the
-/// write of the message id; past this, the message is not this stack's.
+/// How long an SES event naming an unknown message fails its invocation (Lambda retries it
+/// twice, about one and three minutes later): a `Delivery` can outrun the write of the
+/// message id; past this, the message is not this stack's and the event is dropped.
 pub const EMAIL_EVENT_RETRY_MINUTES: i64 = 10;
 
 /// The `email-events` function: one SES event from EventBridge (a bounce, a complaint, a

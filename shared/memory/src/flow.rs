@@ -72,7 +72,7 @@ impl FlowStore for MemStore {
                     f.last_success_at = Some(st.now_ms);
                 }
                 Outcome::Transient => f.consecutive_failures += 1,
-                Outcome::Neutral | Outcome::HandedOff => {}
+                Outcome::Neutral | Outcome::HandedOff | Outcome::Halted => {}
             }
             if st.failed {
                 f.failed_attempts += 1;

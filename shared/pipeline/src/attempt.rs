@@ -89,9 +89,11 @@ type Called = Result<(RetryPolicy, Result<Delivered, DeliveryError>), CallError>
 
 /// Why no call outcome is recorded.
 enum CallError {
-    /// The delivery cannot be attempted at all (inactive channel, no adapter, a middleware
-    /// halt): dead letter, counted against neither the breaker nor auto-disable.
+    /// The delivery cannot be attempted at all (inactive channel, no adapter): dead letter.
     Cannot(String),
+    /// The channel's middleware stopped it (a halt, or a step that failed): dead letter,
+    /// counted against neither the breaker nor auto-disable.
+    Halted(String),
     /// The lease was lost while the call ran: the attempt that holds it now records.
     LeaseLost,
 }
@@ -354,21 +356,31 @@ impl Pipeline {
             Ok((_, Ok(delivered))) => self.on_delivered(&p, delivered, hand_on).await,
             Ok((policy, Err(err))) => self.on_failure(&p, &policy, err).await,
             Err(CallError::LeaseLost) => Ok(Report::Skipped("lease lost during the call")),
-            Err(CallError::Cannot(reason)) => {
-                // The delivery cannot be attempted at all (inactive channel, no adapter).
-                let e = p.log_entry(
-                    self.config.attempt_retention,
-                    None,
-                    None,
-                    Some(reason.clone()),
-                    None,
-                );
-                let report = self.dead_letter(&p, &reason, &e).await?;
-                self.after_attempt(&p.d, &p.channel, Outcome::Neutral, false, p.probe, None)
-                    .await?;
-                Ok(report)
-            }
+            // The delivery cannot be attempted at all (inactive channel, no adapter), or its
+            // channel's middleware stopped it: no request was made.
+            Err(CallError::Cannot(reason)) => self.unattempted(&p, &reason, Outcome::Neutral).await,
+            Err(CallError::Halted(reason)) => self.unattempted(&p, &reason, Outcome::Halted).await,
         }
+    }
+
+    /// A dead letter for a delivery no request was made for.
+    async fn unattempted(
+        &self,
+        p: &Prepared,
+        reason: &str,
+        outcome: Outcome,
+    ) -> Result<Report, AttemptError> {
+        let e = p.log_entry(
+            self.config.attempt_retention,
+            None,
+            None,
+            Some(reason.to_owned()),
+            None,
+        );
+        let report = self.dead_letter(p, reason, &e).await?;
+        self.after_attempt(&p.d, &p.channel, outcome, false, p.probe, None)
+            .await?;
+        Ok(report)
     }
 
     /// Sent (or handed off to a client that acknowledges it later).
@@ -557,23 +569,37 @@ impl Pipeline {
         let timeout = Duration::from_millis(policy.timeout_ms.min(policy::ADAPTER_TIMEOUT_MAX_MS));
         // The channel's middleware works on this delivery's copy; the stored activity (and
         // every replay) keeps the original. A halt, or a step that fails, makes no request.
+        // The steps run on a blocking thread: up to their time bound each, which would
+        // otherwise hold up the runtime (and the lease renewals of the other attempts on it).
         let transformed;
         let payload = if channel.middleware.is_empty() {
             &activity.payload
         } else {
-            let meta = middleware::Meta {
-                id: activity.id.as_str(),
-                conversation_id: &activity.conversation_id,
-                seq: activity.seq,
-                event_type: activity.event_type.as_deref(),
-                created_at: &activity.created_at,
-                tenant_id: d.tenant_id.as_str(),
-                channel_id: channel.id.as_str(),
-                channel_type: channel.kind.as_str(),
-                attempt: n,
+            let (ch, act, tenant) = (channel.clone(), activity.clone(), d.tenant_id.clone());
+            let applied = tokio::task::spawn_blocking(move || {
+                let meta = middleware::Meta {
+                    id: act.id.as_str(),
+                    conversation_id: &act.conversation_id,
+                    seq: act.seq,
+                    event_type: act.event_type.as_deref(),
+                    created_at: &act.created_at,
+                    tenant_id: tenant.as_str(),
+                    channel_id: ch.id.as_str(),
+                    channel_type: ch.kind.as_str(),
+                    attempt: n,
+                };
+                middleware::apply(&ch.middleware, &act.payload, &meta)
+            })
+            .await;
+            transformed = match applied {
+                Ok(Ok(v)) => v,
+                Ok(Err(halted)) => return Err(CallError::Halted(halted.to_string())),
+                Err(e) => {
+                    return Err(CallError::Halted(format!(
+                        "halted: the middleware stopped unexpectedly: {e}"
+                    )));
+                }
             };
-            transformed = middleware::apply(&channel.middleware, &activity.payload, &meta)
-                .map_err(|halted| CallError::Cannot(halted.to_string()))?;
             &transformed
         };
         let env = Envelope {

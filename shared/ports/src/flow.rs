@@ -109,6 +109,9 @@ pub enum Outcome {
     /// Handed off to a client that has not confirmed it yet (websocket): the push went
     /// through, nothing is known of the delivery. Neither a success nor a failure.
     HandedOff,
+    /// The channel's middleware stopped the delivery before any request: about the message,
+    /// not the endpoint. Neither the breaker nor auto-disable counts it.
+    Halted,
 }
 
 impl Outcome {

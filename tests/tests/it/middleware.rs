@@ -85,6 +85,15 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
         .await;
     assert_eq!(state.body["circuit_state"], "closed", "{:?}", state.body);
     assert_eq!(state.body["consecutive_failures"], 0, "{:?}", state.body);
+    // Nor does auto-disable count it.
+    let flow = t
+        .stack
+        .pipeline
+        .store
+        .get_flow(&converger_core::ChannelId::parse(ch_id).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(flow.failed_attempts, 0, "{flow:?}");
     let ch_now = t
         .api("GET", &format!("/api/v1/channels/{ch_id}"), &key, None)
         .await;
@@ -101,6 +110,18 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
         "{why}"
     );
     assert_eq!(rx.requests().len(), 1);
+    let flow = t
+        .stack
+        .pipeline
+        .store
+        .get_flow(&converger_core::ChannelId::parse(ch_id).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        (flow.failed_attempts, flow.consecutive_failures),
+        (0, 0),
+        "{flow:?}"
+    );
 
     // The tenant changes the steps, then replays the halted delivery: the new steps run on
     // the original activity.

@@ -32,7 +32,7 @@ impl Pipeline {
             Outcome::Success => Signal::Success,
             Outcome::Transient if congestion => Signal::Congestion,
             Outcome::Transient => Signal::Failure,
-            Outcome::Neutral | Outcome::HandedOff => Signal::Neutral,
+            Outcome::Neutral | Outcome::HandedOff | Outcome::Halted => Signal::Neutral,
         };
         let failures = match outcome {
             Outcome::Transient => known.consecutive_failures.saturating_add(1),
@@ -114,8 +114,10 @@ impl Pipeline {
         outcome: Outcome,
     ) -> Result<bool, AttemptError> {
         let now = time::now_ms();
-        // A probe handed off to a client went through: the endpoint is back.
-        if !outcome.is_failure() {
+        // A probe handed off to a client went through: the endpoint is back. A probe the
+        // middleware halted reached nothing: inconclusive, like a failure it re-opens for
+        // another cooldown (without counting).
+        if matches!(outcome, Outcome::Success | Outcome::HandedOff) {
             let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Closed, now)
                 .probed_by(d.id.as_str())
                 .reset();

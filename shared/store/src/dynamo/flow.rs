@@ -179,7 +179,7 @@ impl FlowStore for DynamoStore {
             Outcome::Transient => {
                 tail.push_str(" ADD consecutive_failures :one");
             }
-            Outcome::Neutral | Outcome::HandedOff => {}
+            Outcome::Neutral | Outcome::HandedOff | Outcome::Halted => {}
         }
         if st.failed {
             tail.push_str(if tail.is_empty() {
