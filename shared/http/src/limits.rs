@@ -99,7 +99,19 @@ async fn take(
                 }
                 return Ok(());
             }
-            Ok(Err(at)) => retry_at = Some(at),
+            Ok(Err(at)) => {
+                // Concurrent calls of this instance that found no lease may have taken
+                // batches meanwhile, running the shared schedule ahead: what they did not spend
+                // is in the lease now, and this call is one of them.
+                if state
+                    .api_leases
+                    .with_mut(&key.to_owned(), |l| l.spend(limit, time::now_ms()))
+                    == Some(true)
+                {
+                    return Ok(());
+                }
+                retry_at = Some(at);
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "API rate schedule unreadable; the call goes on");
                 return Err(None);
