@@ -23,6 +23,14 @@ async fn post(t: &TestStack, key: &str, channel: &str, payload: Value) -> String
     a.body["deliveries"][0]["id"].as_str().unwrap().to_owned()
 }
 
+/// The channel's failed attempts (what auto-disable counts) and consecutive failures (what
+/// the breaker counts).
+async fn failures(t: &TestStack, ch: &str) -> (u32, u32) {
+    let id = converger_core::ChannelId::parse(ch).unwrap();
+    let flow = t.stack.pipeline.store.get_flow(&id).await.unwrap();
+    (flow.failed_attempts, flow.consecutive_failures)
+}
+
 fn body(r: &converger_local::receiver::Received) -> Value {
     serde_json::from_slice(&r.body).unwrap()
 }
@@ -86,14 +94,7 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
     assert_eq!(state.body["circuit_state"], "closed", "{:?}", state.body);
     assert_eq!(state.body["consecutive_failures"], 0, "{:?}", state.body);
     // Nor does auto-disable count it.
-    let flow = t
-        .stack
-        .pipeline
-        .store
-        .get_flow(&converger_core::ChannelId::parse(ch_id).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(flow.failed_attempts, 0, "{flow:?}");
+    assert_eq!(failures(&t, ch_id).await, (0, 0));
     let ch_now = t
         .api("GET", &format!("/api/v1/channels/{ch_id}"), &key, None)
         .await;
@@ -110,18 +111,7 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
         "{why}"
     );
     assert_eq!(rx.requests().len(), 1);
-    let flow = t
-        .stack
-        .pipeline
-        .store
-        .get_flow(&converger_core::ChannelId::parse(ch_id).unwrap())
-        .await
-        .unwrap();
-    assert_eq!(
-        (flow.failed_attempts, flow.consecutive_failures),
-        (0, 0),
-        "{flow:?}"
-    );
+    assert_eq!(failures(&t, ch_id).await, (0, 0));
 
     // The tenant changes the steps, then replays the halted delivery: the new steps run on
     // the original activity.
