@@ -103,17 +103,6 @@ impl Lease {
         }
     }
 
-    /// Adds `tokens` taken at `now_ms` for `limit` to the lease (it then lasts from now);
-    /// `false` when the lease is for another limit or has ended.
-    pub fn join(&mut self, limit: &RateLimit, tokens: u32, now_ms: i64) -> bool {
-        if self.limit != *limit || now_ms >= self.until_ms {
-            return false;
-        }
-        self.tokens = self.tokens.saturating_add(tokens);
-        self.until_ms = now_ms + LEASE_MS;
-        true
-    }
-
     /// Spends one request of the lease if it still holds one for `limit` at `now_ms`.
     pub fn spend(&mut self, limit: &RateLimit, now_ms: i64) -> bool {
         if self.limit != *limit || now_ms >= self.until_ms || self.tokens == 0 {
@@ -164,12 +153,6 @@ mod tests {
         assert!(!lease.spend(&limit, LEASE_MS), "ended");
         let other: RateLimit = "5/s".parse().unwrap();
         assert!(!lease.spend(&other, 1), "the limit changed");
-        // A batch taken beside it joins it.
-        let mut lease = Lease::taken(limit, 1, 0);
-        assert!(lease.join(&limit, 9, 5));
-        assert_eq!((lease.tokens, lease.until_ms), (10, 5 + LEASE_MS));
-        assert!(!lease.join(&other, 4, 6));
-        assert!(!lease.join(&limit, 4, 5 + LEASE_MS));
     }
 
     #[test]

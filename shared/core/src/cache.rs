@@ -70,6 +70,28 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
         }
     }
 
+    /// The fresh value of `key`, or `make()`'s, kept from now (a stale one is replaced). With
+    /// a zero time to live, `make()`'s, kept nowhere.
+    pub fn get_or_insert_with(&self, key: K, make: impl FnOnce() -> V) -> V {
+        if self.ttl.is_zero() {
+            return make();
+        }
+        let Ok(mut entries) = self.entries.lock() else {
+            return make();
+        };
+        if let Some((at, v)) = entries.get(&key)
+            && at.elapsed() < self.ttl
+        {
+            return v.clone();
+        }
+        if entries.len() >= self.bound && !entries.contains_key(&key) {
+            entries.clear();
+        }
+        let v = make();
+        entries.insert(key, (Instant::now(), v.clone()));
+        v
+    }
+
     pub fn insert(&self, key: K, value: V) {
         if self.ttl.is_zero() {
             return;

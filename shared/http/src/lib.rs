@@ -32,8 +32,9 @@ pub struct AppState {
     keys: Arc<TtlCache<String, Tenant>>,
     /// Every tenant, for [`TENANT_LIST_TTL`].
     tenant_list: Arc<TtlCache<(), Arc<Vec<Tenant>>>>,
-    /// What this instance holds of each API key's rate schedule (`limits`).
-    api_leases: Arc<TtlCache<String, converger_core::api_limit::Lease>>,
+    /// What this instance holds of each API key's rate schedule (`limits`), behind a lock
+    /// that makes its concurrent calls wait for one taker.
+    api_leases: Arc<TtlCache<String, Arc<tokio::sync::Mutex<converger_core::api_limit::Lease>>>>,
 }
 
 /// How long the web pages reuse the list of tenants (their selectors, an operator's lists over

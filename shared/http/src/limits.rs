@@ -13,6 +13,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use converger_core::api_limit::{self, Lease};
 use converger_core::time;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many times this process took from a shared schedule (the `requests` benchmark
@@ -59,19 +60,25 @@ pub async fn layer(State(state): State<AppState>, mut req: Request, next: Next) 
 }
 
 /// Spends one request of `key`'s limit: from this instance's lease, else from a batch (or,
-/// near the limit, a single request) taken from the shared schedule. `Err(Some(seconds))`
-/// over the limit, `Err(None)` when the schedule could not be read.
+/// near the limit, a single request) taken from the shared schedule. The calls of this
+/// instance that find the lease empty wait for one of them to take the batch, rather than each
+/// taking one (which would run the shared schedule ahead of what the instance spends).
+/// `Err(Some(seconds))` over the limit, `Err(None)` when the schedule could not be read.
 async fn take(
     state: &AppState,
     key: &str,
     limit: &converger_core::RateLimit,
 ) -> Result<(), Option<u64>> {
+    let slot = state.api_leases.get_or_insert_with(key.to_owned(), || {
+        Arc::new(tokio::sync::Mutex::new(Lease::taken(
+            *limit,
+            0,
+            time::now_ms(),
+        )))
+    });
+    let mut lease = slot.lock().await;
     let now = time::now_ms();
-    if state
-        .api_leases
-        .with_mut(&key.to_owned(), |l| l.spend(limit, now))
-        == Some(true)
-    {
+    if lease.spend(limit, now) {
         return Ok(());
     }
     let batch = api_limit::batch(limit);
@@ -86,32 +93,10 @@ async fn take(
             .await
         {
             Ok(Ok(())) => {
-                // Concurrent calls that found no lease each took a batch: what they did not
-                // spend joins the lease rather than replacing it.
-                let key = key.to_owned();
-                let joined = state
-                    .api_leases
-                    .with_mut(&key, |l| l.join(limit, n - 1, now));
-                if joined != Some(true) {
-                    state
-                        .api_leases
-                        .insert(key, Lease::taken(*limit, n - 1, now));
-                }
+                *lease = Lease::taken(*limit, n - 1, now);
                 return Ok(());
             }
-            Ok(Err(at)) => {
-                // Concurrent calls of this instance that found no lease may have taken
-                // batches meanwhile, running the shared schedule ahead: what they did not spend
-                // is in the lease now, and this call is one of them.
-                if state
-                    .api_leases
-                    .with_mut(&key.to_owned(), |l| l.spend(limit, time::now_ms()))
-                    == Some(true)
-                {
-                    return Ok(());
-                }
-                retry_at = Some(at);
-            }
+            Ok(Err(at)) => retry_at = Some(at),
             Err(e) => {
                 tracing::warn!(error = %e, "API rate schedule unreadable; the call goes on");
                 return Err(None);
