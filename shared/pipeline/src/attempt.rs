@@ -423,17 +423,15 @@ impl Pipeline {
         }
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         tracing::info!(tenant_id = %d.tenant_id, delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempt = n, duration_ms, "delivery sent");
-        metrics::count(metrics::SENT, p.channel.kind, Some(d.tier), 1);
-        metrics::millis(
-            metrics::ATTEMPT_DURATION_MS,
-            p.channel.kind,
-            d.tier,
-            duration_ms,
-        );
+        let mut m = vec![
+            (metrics::SENT, "Count", 1.0),
+            metrics::ms(metrics::ATTEMPT_DURATION_MS, duration_ms),
+        ];
         if let Some(created) = time::rfc3339_to_ms(&d.created_at) {
             let waited = u64::try_from(time::now_ms() - created).unwrap_or(0);
-            metrics::millis(metrics::INGEST_TO_SENT_MS, p.channel.kind, d.tier, waited);
+            m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
         }
+        metrics::record(&m, p.channel.kind, Some(d.tier));
         self.after_attempt(d, &p.channel, Outcome::Success, false, p.probe, hand_on)
             .await?;
         self.events
@@ -457,12 +455,13 @@ impl Pipeline {
             Outcome::Neutral
         };
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        metrics::count(metrics::ATTEMPT_FAILED, p.channel.kind, Some(d.tier), 1);
-        metrics::millis(
-            metrics::ATTEMPT_DURATION_MS,
+        metrics::record(
+            &[
+                (metrics::ATTEMPT_FAILED, "Count", 1.0),
+                metrics::ms(metrics::ATTEMPT_DURATION_MS, duration_ms),
+            ],
             p.channel.kind,
-            d.tier,
-            duration_ms,
+            Some(d.tier),
         );
         let delay_ms = match policy.next_after_failure(p.n, &err, rand::random::<f64>()) {
             Next::RetryIn(delay_ms) => delay_ms,

@@ -54,8 +54,12 @@ pub fn captured() -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// The EMF line of one metric.
-pub fn line(metric: &str, unit: &str, value: f64, kind: ChannelType, tier: Option<Tier>) -> Value {
+/// One value of one metric: its name, unit (`Count`, `Milliseconds`) and value.
+pub type Metric<'a> = (&'a str, &'a str, f64);
+
+/// The EMF line of the metrics of one event: one line however many metrics (CloudWatch Logs
+/// bills the bytes).
+pub fn line(metrics: &[Metric<'_>], kind: ChannelType, tier: Option<Tier>) -> Value {
     let mut dimensions = vec![json!(["ChannelType"])];
     let mut line = json!({
         "_aws": {
@@ -63,12 +67,17 @@ pub fn line(metric: &str, unit: &str, value: f64, kind: ChannelType, tier: Optio
             "CloudWatchMetrics": [{
                 "Namespace": "Converger",
                 "Dimensions": [],
-                "Metrics": [{"Name": metric, "Unit": unit}],
+                "Metrics": metrics
+                    .iter()
+                    .map(|(name, unit, _)| json!({"Name": name, "Unit": unit}))
+                    .collect::<Vec<_>>(),
             }],
         },
         "ChannelType": kind.as_str(),
-        metric: value,
     });
+    for (name, _, value) in metrics {
+        line[*name] = json!(value);
+    }
     if let Some(t) = tier {
         dimensions.push(json!(["ChannelType", "Tier"]));
         line["Tier"] = json!(t.as_str());
@@ -90,14 +99,19 @@ fn emit(line: Value) {
     println!("{line}");
 }
 
-/// A count of `value` events.
-pub fn count(metric: &str, kind: ChannelType, tier: Option<Tier>, value: u64) {
-    emit(line(metric, "Count", value as f64, kind, tier));
+/// The metrics of one event, in one line.
+pub fn record(metrics: &[Metric<'_>], kind: ChannelType, tier: Option<Tier>) {
+    emit(line(metrics, kind, tier));
 }
 
-/// A duration in milliseconds.
-pub fn millis(metric: &str, kind: ChannelType, tier: Tier, ms: u64) {
-    emit(line(metric, "Milliseconds", ms as f64, kind, Some(tier)));
+/// A count of `value` events.
+pub fn count(metric: &str, kind: ChannelType, tier: Option<Tier>, value: u64) {
+    record(&[(metric, "Count", value as f64)], kind, tier);
+}
+
+/// A duration in milliseconds, as a metric of a [`record`].
+pub fn ms(metric: &str, ms: u64) -> Metric<'_> {
+    (metric, "Milliseconds", ms as f64)
 }
 
 #[cfg(test)]
@@ -106,10 +120,19 @@ mod tests {
 
     #[test]
     fn a_line_names_its_metric_unit_and_both_dimension_sets() {
-        let l = line(SENT, "Count", 1.0, ChannelType::Webhook, Some(Tier::High));
+        let l = line(
+            &[(SENT, "Count", 1.0), ms(ATTEMPT_DURATION_MS, 12)],
+            ChannelType::Webhook,
+            Some(Tier::High),
+        );
         let cw = &l["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(cw["Namespace"], "Converger");
-        assert_eq!(cw["Metrics"][0], json!({"Name": "sent", "Unit": "Count"}));
+        assert_eq!(
+            cw["Metrics"],
+            json!([{"Name": "sent", "Unit": "Count"},
+                   {"Name": "attempt_duration_ms", "Unit": "Milliseconds"}])
+        );
+        assert_eq!(l["attempt_duration_ms"], 12.0);
         assert_eq!(
             cw["Dimensions"],
             json!([["ChannelType"], ["ChannelType", "Tier"]])
@@ -119,7 +142,7 @@ mod tests {
             (Some("webhook"), Some("high"))
         );
         assert_eq!(l["sent"], 1.0);
-        let g = line(DEAD_LETTERS, "Count", 3.0, ChannelType::Echo, None);
+        let g = line(&[(DEAD_LETTERS, "Count", 3.0)], ChannelType::Echo, None);
         assert_eq!(
             g["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
             json!([["ChannelType"]])

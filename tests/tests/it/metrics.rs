@@ -7,12 +7,24 @@ use converger_tests::{Receiver, TestStack, settled};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-/// The captured lines of `metric`.
+/// The captured lines that carry `metric`.
 fn named<'a>(lines: &'a [Value], metric: &str) -> Vec<&'a Value> {
     lines
         .iter()
-        .filter(|l| l["_aws"]["CloudWatchMetrics"][0]["Metrics"][0]["Name"] == metric)
+        .filter(|l| {
+            l["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|m| m["Name"] == metric))
+        })
         .collect()
+}
+
+/// The unit `line` declares for `metric`.
+fn unit<'a>(line: &'a Value, metric: &str) -> &'a Value {
+    line["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["Name"] == metric))
+        .map_or(&Value::Null, |m| &m["Unit"])
 }
 
 #[tokio::test]
@@ -45,7 +57,7 @@ async fn deliveries_write_the_documented_metric_lines() {
         for l in found {
             let cw = &l["_aws"]["CloudWatchMetrics"][0];
             assert_eq!(cw["Namespace"], "Converger");
-            assert_eq!(cw["Metrics"][0]["Unit"], unit, "{l}");
+            assert_eq!(self::unit(l, metric), unit, "{l}");
             assert_eq!(
                 cw["Dimensions"],
                 json!([["ChannelType"], ["ChannelType", "Tier"]]),
@@ -64,6 +76,16 @@ async fn deliveries_write_the_documented_metric_lines() {
     }
     assert_eq!(named(&lines, metrics::SENT).len(), 1);
     assert_eq!(named(&lines, metrics::DEAD_LETTERED).len(), 1);
+    // One line per event: a sent delivery's count and durations travel together.
+    let sent = named(&lines, metrics::SENT)[0];
+    assert!(
+        sent[metrics::ATTEMPT_DURATION_MS].as_f64().is_some(),
+        "{sent}"
+    );
+    assert!(
+        sent[metrics::INGEST_TO_SENT_MS].as_f64().is_some(),
+        "{sent}"
+    );
     // The health run's gauge: the window's dead letters of each checked channel type.
     let gauge = named(&lines, metrics::DEAD_LETTERS);
     let webhook: Vec<_> = gauge
