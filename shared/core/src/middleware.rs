@@ -162,10 +162,10 @@ fn bounded(text: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `steps` over a copy of `payload`: the payload the adapter sends, or why the delivery
-/// stops. No steps: the payload as it is.
-pub fn apply(steps: &[Step], payload: &Value, meta: &Meta<'_>) -> Result<Value, Halted> {
-    let mut current = payload.clone();
+/// Runs `steps` over `payload` (the delivery's copy): the payload the adapter sends, or why
+/// the delivery stops. No steps: the payload as it is.
+pub fn apply(steps: &[Step], payload: Value, meta: &Meta<'_>) -> Result<Value, Halted> {
+    let mut current = payload;
     for (i, step) in steps.iter().enumerate() {
         let failed = |e: String| {
             Halted(format!(
@@ -180,6 +180,9 @@ pub fn apply(steps: &[Step], payload: &Value, meta: &Meta<'_>) -> Result<Value, 
             Err(Stop::Halt(reason)) => return Err(Halted(clip(&reason))),
             Err(Stop::Failed(e)) => return Err(failed(e)),
         };
+        if let Step::Halt { .. } = step {
+            continue; // it passed the payload on as it was
+        }
         let size = serde_json::to_vec(&current).map_or(usize::MAX, |b| b.len());
         if size > MAX_OUTPUT_BYTES {
             return Err(failed(format!(
@@ -385,10 +388,10 @@ mod tests {
             {"type": "transform", "script": "payload.seq = activity.seq; payload.remove(\"secret\");"},
         ]));
         let original = json!({"text": "hi", "secret": "x"});
-        let out = apply(&s, &original, &meta()).unwrap();
+        let out = apply(&s, original.clone(), &meta()).unwrap();
         assert_eq!(out, json!({"text": "[order.created] hi", "seq": 7}));
         assert_eq!(original["secret"], "x", "the original is untouched");
-        assert_eq!(apply(&[], &original, &meta()).unwrap(), original);
+        assert_eq!(apply(&[], original.clone(), &meta()).unwrap(), original);
     }
 
     #[test]
@@ -397,17 +400,17 @@ mod tests {
             {"type": "halt", "if": "payload.internal == true", "reason": "internal note"},
         ]));
         assert_eq!(
-            apply(&s, &json!({"internal": true}), &meta())
+            apply(&s, json!({"internal": true}), &meta())
                 .unwrap_err()
                 .to_string(),
             "halted: internal note"
         );
-        assert!(apply(&s, &json!({"internal": false}), &meta()).is_ok());
+        assert!(apply(&s, json!({"internal": false}), &meta()).is_ok());
         let s = steps(json!([
             {"type": "transform", "script": "if payload.text == \"\" { halt(\"empty text\") }"}
         ]));
         assert_eq!(
-            apply(&s, &json!({"text": ""}), &meta()).unwrap_err(),
+            apply(&s, json!({"text": ""}), &meta()).unwrap_err(),
             Halted("empty text".into())
         );
     }
@@ -418,16 +421,14 @@ mod tests {
             {"type": "transform", "script": "payload.n = 1;"},
             {"type": "transform", "script": "throw \"no customer\";"},
         ]));
-        let e = apply(&s, &json!({}), &meta()).unwrap_err().to_string();
+        let e = apply(&s, json!({}), &meta()).unwrap_err().to_string();
         assert!(
             e.starts_with("halted: step 2 (transform) failed:") && e.contains("no customer"),
             "{e}"
         );
         // A condition that is not a boolean fails too.
         let s = steps(json!([{"type": "halt", "if": "payload.n", "reason": "x"}]));
-        let e = apply(&s, &json!({"n": 1}), &meta())
-            .unwrap_err()
-            .to_string();
+        let e = apply(&s, json!({"n": 1}), &meta()).unwrap_err().to_string();
         assert!(e.starts_with("halted: step 1 (halt) failed:"), "{e}");
     }
 
@@ -464,7 +465,7 @@ mod tests {
         ] {
             let s = steps(json!([{"type": "transform", "script": script}]));
             let started = Instant::now();
-            let e = apply(&s, &json!({}), &meta()).unwrap_err().to_string();
+            let e = apply(&s, json!({}), &meta()).unwrap_err().to_string();
             assert!(
                 e.starts_with("halted: step 1 (transform) failed:"),
                 "{why}: {e}"
@@ -474,7 +475,7 @@ mod tests {
         // A payload over the output bound (here from the start) does not go on.
         let big = "x".repeat(150_000);
         let s = steps(json!([{"type": "transform", "script": "payload.n = 1;"}]));
-        let e = apply(&s, &json!({"a": big, "b": big}), &meta())
+        let e = apply(&s, json!({"a": big, "b": big}), &meta())
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("halted: step 1 (transform) failed:"), "{e}");
@@ -484,7 +485,7 @@ mod tests {
     fn a_long_error_is_clipped() {
         let s = steps(json!([{"type": "transform", "script":
             "let s = \"e\"; s.pad(60000, 'e'); throw s;"}]));
-        let e = apply(&s, &json!({}), &meta()).unwrap_err().to_string();
+        let e = apply(&s, json!({}), &meta()).unwrap_err().to_string();
         assert!(e.chars().count() < MAX_ERROR_CHARS + 100, "{}", e.len());
         assert!(e.ends_with("..."), "{e}");
     }
@@ -506,7 +507,7 @@ mod tests {
             "payload.f = open_file(\"/etc/passwd\");",
         ] {
             let s = steps(json!([{"type": "transform", "script": script}]));
-            let e = apply(&s, &json!({}), &meta()).unwrap_err().to_string();
+            let e = apply(&s, json!({}), &meta()).unwrap_err().to_string();
             assert!(
                 e.starts_with("halted: step 1 (transform) failed:"),
                 "{script}: {e}"

@@ -574,20 +574,32 @@ impl Pipeline {
         let payload = if channel.middleware.is_empty() {
             &activity.payload
         } else {
-            let (ch, act, tenant) = (channel.clone(), activity.clone(), d.tenant_id.clone());
+            // The delivery's copy of the payload (the one copy made), and what the steps may
+            // read, for the blocking thread.
+            let (ch, copy, tenant) = (
+                channel.clone(),
+                activity.payload.clone(),
+                d.tenant_id.clone(),
+            );
+            let (id, conversation, created) = (
+                activity.id.clone(),
+                activity.conversation_id.clone(),
+                activity.created_at.clone(),
+            );
+            let (seq, event_type) = (activity.seq, activity.event_type.clone());
             let applied = tokio::task::spawn_blocking(move || {
                 let meta = middleware::Meta {
-                    id: act.id.as_str(),
-                    conversation_id: &act.conversation_id,
-                    seq: act.seq,
-                    event_type: act.event_type.as_deref(),
-                    created_at: &act.created_at,
+                    id: id.as_str(),
+                    conversation_id: &conversation,
+                    seq,
+                    event_type: event_type.as_deref(),
+                    created_at: &created,
                     tenant_id: tenant.as_str(),
                     channel_id: ch.id.as_str(),
                     channel_type: ch.kind.as_str(),
                     attempt: n,
                 };
-                middleware::apply(&ch.middleware, &act.payload, &meta)
+                middleware::apply(&ch.middleware, copy, &meta)
             })
             .await;
             transformed = match applied {
