@@ -69,8 +69,8 @@ fn mode(config: &Map<String, Value>) -> Result<Mode<'_>, String> {
     }
 }
 
-/// Classifies an answer that is not a posted message: by Slack's error code when it is one
-/// of the table's, by the HTTP status otherwise (429 and 5xx retryable, with `Retry-After`).
+/// An answer that is not a posted message, classified by `core::slack::failure_retryable`
+/// (with its `Retry-After`).
 pub fn slack_failure(resp: &Response, code: Option<&str>) -> DeliveryError {
     let mut err = DeliveryError::from_http(
         resp.status,
@@ -81,13 +81,8 @@ pub fn slack_failure(resp: &Response, code: Option<&str>) -> DeliveryError {
     );
     if let Some(code) = code {
         err.reason = format!("{SLACK}: HTTP {}: {code}", resp.status);
-        match slack::error_retryable(code) {
-            Some(retryable) => err.retryable = retryable,
-            // An unknown error in a 200 answer is about the request.
-            None if resp.is_success() => err.retryable = false,
-            None => {}
-        }
     }
+    err.retryable = slack::failure_retryable(resp.status, code);
     err
 }
 

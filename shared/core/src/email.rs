@@ -18,6 +18,33 @@ pub const CHANNEL_TAG: &str = "converger_channel";
 /// The message tag that names the delivery.
 pub const DELIVERY_TAG: &str = "converger_delivery";
 
+/// SES `SendEmail` errors a retry can heal: throttling, quotas, a paused account.
+pub const SES_RETRYABLE_ERRORS: &[&str] = &[
+    "TooManyRequestsException",
+    "LimitExceededException",
+    "SendingPausedException",
+];
+
+/// SES `SendEmail` errors a retry cannot heal: the message, the sender or the account.
+pub const SES_PERMANENT_ERRORS: &[&str] = &[
+    "MessageRejected",
+    "MailFromDomainNotVerifiedException",
+    "AccountSuspendedException",
+    "BadRequestException",
+    "NotFoundException",
+];
+
+/// Whether a `SendEmail` failure is retryable: by SES's error code when it is one of the
+/// tables', else by the HTTP status (408, 425, 429, 5xx); no answer at all (a timeout, the
+/// network) is retryable.
+pub fn ses_error_retryable(code: Option<&str>, status: Option<u16>) -> bool {
+    match code {
+        Some(c) if SES_RETRYABLE_ERRORS.contains(&c) => true,
+        Some(c) if SES_PERMANENT_ERRORS.contains(&c) => false,
+        _ => status.is_none_or(crate::error::is_retryable_status),
+    }
+}
+
 /// One message to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Email {
@@ -318,6 +345,23 @@ mod tests {
             d[k] = v.clone();
         }
         d
+    }
+
+    #[test]
+    fn ses_errors_are_classified_by_code_then_status() {
+        assert!(ses_error_retryable(
+            Some("TooManyRequestsException"),
+            Some(429)
+        ));
+        assert!(ses_error_retryable(
+            Some("SendingPausedException"),
+            Some(400)
+        ));
+        assert!(!ses_error_retryable(Some("MessageRejected"), Some(400)));
+        assert!(!ses_error_retryable(Some("NotFoundException"), Some(404)));
+        assert!(ses_error_retryable(Some("InternalFailure"), Some(500)));
+        assert!(!ses_error_retryable(Some("SomethingNew"), Some(400)));
+        assert!(ses_error_retryable(None, None), "no answer");
     }
 
     #[test]

@@ -79,6 +79,17 @@ pub fn error_retryable(code: &str) -> Option<bool> {
     }
 }
 
+/// Whether an answer that is not a posted message is retryable: by Slack's error code when it
+/// is one of the tables', else by the HTTP status (408, 425, 429, 5xx), an unknown code in a
+/// 2xx answer being about the request (permanent).
+pub fn failure_retryable(status: u16, code: Option<&str>) -> bool {
+    match code.and_then(error_retryable) {
+        Some(r) => r,
+        None if code.is_some() && (200..300).contains(&status) => false,
+        None => crate::error::is_retryable_status(status),
+    }
+}
+
 /// The body of the message an activity's payload becomes: `text` (a string or `{body}`)
 /// and/or `blocks` (Block Kit), `thread_ts` to answer in a thread; `channel` for the Web API
 /// (the payload's `channel`, else the channel's). An `Err` is permanent.
@@ -213,6 +224,11 @@ mod tests {
             assert_eq!(error_retryable(c), Some(false), "{c}");
         }
         assert_eq!(error_retryable("something_new"), None);
+        assert!(!failure_retryable(200, Some("something_new")));
+        assert!(failure_retryable(200, Some("ratelimited")));
+        assert!(failure_retryable(429, None));
+        assert!(failure_retryable(503, Some("something_new")));
+        assert!(!failure_retryable(404, Some("channel_not_found")));
     }
 
     #[test]

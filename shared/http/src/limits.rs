@@ -103,10 +103,10 @@ async fn take(
             }
         }
     }
-    let wait_us = retry_at.unwrap_or(0) - now.saturating_mul(1000);
-    Err(Some(
-        u64::try_from(wait_us.div_euclid(1_000_000) + 1).unwrap_or(1),
-    ))
+    Err(Some(u64::from(converger_core::RateLimit::snooze_s(
+        retry_at.unwrap_or(0),
+        now.saturating_mul(1000),
+    ))))
 }
 
 #[cfg(test)]

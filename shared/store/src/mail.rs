@@ -43,29 +43,11 @@ fn content(data: &str) -> Result<Content, MailError> {
         })
 }
 
-/// Which `SendEmail` errors a retry can heal: throttling, quotas, a paused account and the
-/// service's own failures; a rejected message, an unverified identity, a suspended account or
-/// a bad request cannot be healed by sending it again.
+/// A `SendEmail` failure, classified by `core::email::ses_error_retryable`.
 fn classify(e: &aws_sdk_sesv2::error::SdkError<SendEmailError>) -> MailError {
     let status = e.raw_response().map(|r| r.status().as_u16());
-    let retryable = match e.as_service_error() {
-        Some(
-            SendEmailError::TooManyRequestsException(_)
-            | SendEmailError::LimitExceededException(_)
-            | SendEmailError::SendingPausedException(_),
-        ) => true,
-        Some(
-            SendEmailError::MessageRejected(_)
-            | SendEmailError::MailFromDomainNotVerifiedException(_)
-            | SendEmailError::AccountSuspendedException(_)
-            | SendEmailError::BadRequestException(_)
-            | SendEmailError::NotFoundException(_),
-        ) => false,
-        // Unmodelled service errors by status; no answer at all (timeouts, the network) is
-        // retryable.
-        _ => status.is_none_or(converger_core::error::is_retryable_status),
-    };
-    let reason = match (e.as_service_error(), e.code()) {
+    let code = e.as_service_error().and_then(|se| se.code());
+    let reason = match (e.as_service_error(), code) {
         (Some(se), Some(code)) => {
             format!("SES: {code}: {}", se.message().unwrap_or_default())
         }
@@ -73,7 +55,7 @@ fn classify(e: &aws_sdk_sesv2::error::SdkError<SendEmailError>) -> MailError {
     };
     MailError {
         reason,
-        retryable,
+        retryable: converger_core::email::ses_error_retryable(code, status),
         status,
     }
 }
