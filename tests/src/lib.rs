@@ -172,6 +172,23 @@ impl TestStack {
         a.body
     }
 
+    /// Posts an activity with `payload` to one channel and waits until its delivery settles;
+    /// returns the delivery.
+    pub async fn deliver_settled(&self, key: &str, channel: &str, payload: Value) -> Value {
+        let a = self
+            .api(
+                "POST",
+                "/api/v1/activities",
+                key,
+                Some(json!({"conversation_id": "conv-1", "channel_ids": [channel], "payload": payload})),
+            )
+            .await;
+        assert_eq!(a.status, 201, "{:?}", a.body);
+        let id = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
+        self.wait_delivery(key, &id, Duration::from_secs(20), settled)
+            .await
+    }
+
     pub async fn delivery(&self, key: &str, id: &str) -> Value {
         let a = self
             .api("GET", &format!("/api/v1/deliveries/{id}"), key, None)

@@ -7,26 +7,10 @@
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use converger_core::email::{CHANNEL_TAG, DELIVERY_TAG, Email};
 use converger_ports::Mailer;
-use converger_tests::{TestStack, settled};
+use converger_tests::TestStack;
 use serde_json::{Value, json};
-use std::time::Duration;
 
 const FROM: &str = "alerts@converger-tests.example";
-
-async fn post(t: &TestStack, key: &str, ch: &str, payload: Value) -> Value {
-    let a = t
-        .api(
-            "POST",
-            "/api/v1/activities",
-            key,
-            Some(json!({"conversation_id": "conv-mail", "channel_ids": [ch], "payload": payload})),
-        )
-        .await;
-    assert_eq!(a.status, 201, "{:?}", a.body);
-    let id = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
-    t.wait_delivery(key, &id, Duration::from_secs(20), settled)
-        .await
-}
 
 /// What SES publishes to EventBridge for one of its messages.
 fn ses_event(kind: &str, d: &Value, extra: Value, age: chrono::Duration) -> EventBridgeEvent {
@@ -89,19 +73,21 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
     let ch = ch["id"].as_str().unwrap().to_owned();
 
     // Sent: SES's message id is the provider message id.
-    let sent = post(
-        &t,
-        &key,
-        &ch,
-        json!({"text": "disk full", "html": "<p>disk full</p>"}),
-    )
-    .await;
+    let sent = t
+        .deliver_settled(
+            &key,
+            &ch,
+            json!({"text": "disk full", "html": "<p>disk full</p>"}),
+        )
+        .await;
     assert_eq!(sent["status"], "sent", "{sent}");
     let message_id = sent["provider_message_id"].as_str().unwrap().to_owned();
     assert!(!message_id.is_empty());
 
     // Nothing to send: permanent, no call.
-    let d = post(&t, &key, &ch, json!({"subject": "empty"})).await;
+    let d = t
+        .deliver_settled(&key, &ch, json!({"subject": "empty"}))
+        .await;
     assert_eq!(
         (d["status"].as_str(), d["attempts"].as_u64()),
         (Some("failed"), Some(1))
@@ -138,7 +124,9 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
     assert_eq!(a.status, 200, "{:?}", a.body);
 
     // A delivery event delivers; a late duplicate changes nothing.
-    let other = post(&t, &key, &ch, json!({"text": "second"})).await;
+    let other = t
+        .deliver_settled(&key, &ch, json!({"text": "second"}))
+        .await;
     assert_eq!(other["status"], "sent", "{other}");
     for applied in [1, 0] {
         let out = converger_lambda::handlers::email_event(
@@ -203,13 +191,13 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
                    "retry_policy": {"base_ms": 100, "max_attempts": 3}}),
         )
         .await;
-    let d = post(
-        &t,
-        &key,
-        unverified["id"].as_str().unwrap(),
-        json!({"text": "x"}),
-    )
-    .await;
+    let d = t
+        .deliver_settled(
+            &key,
+            unverified["id"].as_str().unwrap(),
+            json!({"text": "x"}),
+        )
+        .await;
     assert_eq!(
         (d["status"].as_str(), d["attempts"].as_u64()),
         (Some("failed"), Some(1))

@@ -3,28 +3,12 @@
 //! error of the classification table's kinds answered once before an accepting answer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_tests::TestStack;
 use converger_tests::fakes::{self, ProviderFake, ProviderReply};
-use converger_tests::{TestStack, settled};
 use serde_json::{Value, json};
-use std::time::Duration;
 
 const TOKEN: &str = "xoxb-1234-5678-slack-test-token";
 const HOOK_SECRET: &str = "hooksecret0123456789";
-
-async fn post(t: &TestStack, key: &str, ch: &str, payload: Value) -> Value {
-    let a = t
-        .api(
-            "POST",
-            "/api/v1/activities",
-            key,
-            Some(json!({"conversation_id": "conv-slack", "channel_ids": [ch], "payload": payload})),
-        )
-        .await;
-    assert_eq!(a.status, 201, "{:?}", a.body);
-    let id = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
-    t.wait_delivery(key, &id, Duration::from_secs(20), settled)
-        .await
-}
 
 async fn slack_channel(t: &TestStack, key: &str, config: Value) -> String {
     let c = t
@@ -48,7 +32,9 @@ async fn classify(
 ) {
     for (status, code, retryable) in cases {
         fake.then(vec![ProviderReply::error(*status, code, "")]);
-        let d = post(t, key, ch, json!({"text": "status update"})).await;
+        let d = t
+            .deliver_settled(key, ch, json!({"text": "status update"}))
+            .await;
         if *retryable {
             assert_eq!(d["status"], "sent", "{code} is retryable: {d}");
             assert_eq!(d["attempts"], 2, "{code}: {d}");
@@ -77,9 +63,7 @@ async fn slack_web_api_posts_stores_the_ts_and_classifies_errors() {
         .await;
     assert_eq!(c.body["config"]["token"], "[REDACTED]", "{:?}", c.body);
 
-    let d = post(
-        &t,
-        &key,
+    let d = t.deliver_settled(&key,
         &ch,
         json!({"text": "Deploy finished", "thread_ts": "1764547100.000100",
                "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "*Deploy* finished"}}]}),
@@ -99,7 +83,9 @@ async fn slack_web_api_posts_stores_the_ts_and_classifies_errors() {
     assert_eq!(seen[0].body["blocks"][0]["type"], "section");
 
     // Nothing to send: permanent, no request made.
-    let d = post(&t, &key, &ch, json!({"title": "no text"})).await;
+    let d = t
+        .deliver_settled(&key, &ch, json!({"title": "no text"}))
+        .await;
     assert_eq!(d["status"], "failed");
     assert!(
         d["last_error"].as_str().unwrap().contains("no `text`"),
@@ -146,7 +132,9 @@ async fn slack_incoming_webhooks_post_and_classify_errors() {
         c.body
     );
 
-    let d = post(&t, &key, &ch, json!({"text": {"body": "Build green"}})).await;
+    let d = t
+        .deliver_settled(&key, &ch, json!({"text": {"body": "Build green"}}))
+        .await;
     assert_eq!(d["status"], "sent", "{d}");
     assert_eq!(d["provider_message_id"], Value::Null);
     let seen = fake.seen();
@@ -203,7 +191,7 @@ async fn slack_configs_are_checked_when_written() {
         json!({"webhook_url": format!("http://127.0.0.1:1/services/T0/B0/{HOOK_SECRET}")}),
     )
     .await;
-    let d = post(&t, &key, &closed, json!({"text": "x"})).await;
+    let d = t.deliver_settled(&key, &closed, json!({"text": "x"})).await;
     let why = d["last_error"].as_str().unwrap();
     assert!(why.starts_with("slack:"), "{why}");
     assert!(!why.contains(HOOK_SECRET), "{why}");
