@@ -6,6 +6,7 @@
 pub mod binaries;
 pub mod dead_channel;
 pub mod flow_cost;
+pub mod keys;
 pub mod latency;
 pub mod maintenance;
 pub mod pages;
@@ -24,6 +25,7 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   latency      [--activities N] [--rate R]         ingest-to-receiver latency on the local stack
   throughput   [--deliveries N] [--emulator N]     deliveries/s and CPU per 1,000 deliveries
   requests     [--deliveries N]                    AWS requests per delivered message, and cost
+  keys         [--deliveries N] [--replay N]       capacity units per partition key family, ceilings
   binaries     [--function NAME] [--dev]           bootstrap sizes and init time to first event
   dead-channel [--emulator] [--backlog N] [--seconds S] [--rate R]
   head-of-line [--emulator] [--seconds S] [--rate R]  a retrying delivery beside healthy ones
@@ -55,6 +57,12 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         .map(drop),
         "requests" => requests::run(requests::Options {
             deliveries: rest.num("--deliveries", 20)?.max(1),
+        })
+        .await
+        .map(drop),
+        "keys" => keys::run(keys::Options {
+            deliveries: rest.num("--deliveries", 120)?.max(1),
+            replay: rest.num("--replay", 1000)?.max(1),
         })
         .await
         .map(drop),
@@ -125,6 +133,11 @@ pub async fn smoke() -> Result<(), String> {
     })
     .await?;
     requests::run(requests::Options { deliveries: 2 }).await?;
+    keys::run(keys::Options {
+        deliveries: 3,
+        replay: 20,
+    })
+    .await?;
     binaries::run(binaries::Options {
         function: Some("health".into()),
         release: false,
@@ -295,6 +308,27 @@ pub async fn webhook_with(
         .as_object()
         .cloned()
         .unwrap_or_default();
+    p.store
+        .create_channel(&c)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+/// A channel of `kind` with `config` and the defaults otherwise.
+pub async fn channel_of(
+    p: &Pipeline,
+    t: &Tenant,
+    kind: ChannelType,
+    config: Value,
+) -> Result<Channel, String> {
+    let c = Channel::new(
+        t.id.clone(),
+        kind,
+        "bench",
+        config.as_object().cloned().unwrap_or_default(),
+        &time::now_rfc3339(),
+    );
     p.store
         .create_channel(&c)
         .await

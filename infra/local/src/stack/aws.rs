@@ -16,6 +16,9 @@ pub struct AwsStack {
     pub deploy_time: Duration,
     pub(super) guards: BTreeMap<String, IamGuard>,
     pub(super) emulator: Option<Emulator>,
+    /// The capacity-counting proxy the functions' DynamoDB calls go through, when the stack
+    /// was asked to count units (`StackOptions::capacity`).
+    pub capacity: Option<crate::capacity::proxy::CapacityProxy>,
 }
 
 impl AwsStack {
@@ -124,10 +127,33 @@ pub(super) async fn build_aws(
         }
     }
 
+    // Counting capacity units: the functions' calls go through the proxy (the harness's own
+    // reads and the deployment do not).
+    let capacity = match &opts.capacity {
+        Some(meter) => {
+            let logical = deployed
+                .tables
+                .iter()
+                .map(|(id, t)| {
+                    let name = id.trim_end_matches("Table").to_lowercase();
+                    (t.name.clone(), name)
+                })
+                .collect();
+            Some(
+                crate::capacity::proxy::CapacityProxy::start(&endpoint, meter.clone(), logical)
+                    .await?,
+            )
+        }
+        None => None,
+    };
+    let function_sdk = match &capacity {
+        Some(proxy) => converger_store::aws::load_config_for(Some(&proxy.url)).await,
+        None => sdk.clone(),
+    };
     let mut guards = BTreeMap::new();
     let mut build = async |id: &str| -> Result<Arc<Pipeline>, String> {
         let (p, g) = function_pipeline(
-            &sdk,
+            &function_sdk,
             &deployed,
             id,
             &opts.config,
@@ -232,6 +258,7 @@ pub(super) async fn build_aws(
             deploy_time,
             guards,
             emulator,
+            capacity,
         })),
     })
 }

@@ -92,6 +92,9 @@ pub struct StackOptions {
     /// pollers' own receives and deletes are counted too when they carry messages; empty
     /// long polls are counted apart, as `esm/EmptyReceive`.
     pub counter: Option<RequestCounter>,
+    /// Counts the capacity units of every DynamoDB request the functions and APIs make, per
+    /// partition key value, on each table and index (the `keys` benchmark; emulator only).
+    pub capacity: Option<crate::capacity::Meter>,
     /// Addresses allowed into the admin pages and API (`ADMIN_IP_ALLOWLIST`); `None`: any.
     pub admin_ip_allowlist: Option<converger_core::net::Allowlist>,
     /// What the functions store and send to.
@@ -121,6 +124,7 @@ impl Default for StackOptions {
             sweep_at_start: false,
             health_period: Every::Template,
             counter: None,
+            capacity: None,
             admin_ip_allowlist: None,
             backend: Backend::Emulator,
         }

@@ -1,0 +1,383 @@
+//! `bench keys`: DynamoDB capacity units per partition key family, on every table and index,
+//! counted by DynamoDB's billing rules from the template's key schemas and projections and the
+//! item before and after each write (the proxy of `crate::capacity`), on the local stack. Each
+//! case runs on its own channel of one tenant:
+//! - `first_try`: one activity at a time, each delivered on the first try;
+//! - `three_attempts`: the receiver answers 503 twice, then 200;
+//! - `dead_letter`: the receiver always answers 503, the policy allows 3 attempts;
+//! - `bulk_replay`: one bulk replay of `replay` dead letters, until every one is sent again;
+//! - `handoff`: a websocket channel with no client (each delivery handed off, then
+//!   acknowledged through the API);
+//! - `health_run` and `sweep`: one run of the health function and of the sweeper with the
+//!   cases above in their windows (units per run, not per delivery).
+//!
+//! For each case it prints the units per delivery by family (tables and indexes apart), the
+//! units on one key of each family, the ceiling that implies for the family's scope (tenant,
+//! channel or deployment) at 1,000 write units/s and 3,000 read units/s per partition, and the
+//! hottest family per scope.
+
+use super::{tenant, webhook_with};
+use crate::capacity::{FamilyUnits, Meter, Scope, families};
+use crate::receiver::{Receiver, Reply};
+use crate::seed::{self, SeedAs};
+use crate::stack::{Stack, StackOptions};
+use converger_core::{DeliveryId, DeliveryStatus, Tier, time};
+use converger_ports::prelude::*;
+use converger_store::dynamo::DynamoStore;
+use serde_json::{Map, Value, json};
+use std::time::{Duration, Instant};
+
+/// DynamoDB's per-partition throughput: write and read units per second.
+pub const PARTITION_WRITE_UNITS: f64 = 1000.0;
+pub const PARTITION_READ_UNITS: f64 = 3000.0;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Deliveries per delivery case.
+    pub deliveries: usize,
+    /// Dead letters in the bulk replay.
+    pub replay: usize,
+}
+
+pub async fn run(o: Options) -> Result<Value, String> {
+    converger_pipeline::metrics::set_enabled(false);
+    let meter = Meter::new();
+    let stack = Stack::start(StackOptions {
+        capacity: Some(meter.clone()),
+        ..StackOptions::bench("keys")
+    })
+    .await?;
+    let result = cases(&stack, &meter, &o).await;
+    stack.stop().await;
+    let cases = result?;
+    Ok(super::emit(json!({
+        "scenario": "keys",
+        "backend": "local stack on the emulator (capacity units counted by a proxy from the deployed key schemas)",
+        "deliveries_per_case": o.deliveries,
+        "partition_limits_per_s": {"write_units": PARTITION_WRITE_UNITS, "read_units": PARTITION_READ_UNITS},
+        "cases": cases,
+        "target_write_units_per_first_try": 8,
+    })))
+}
+
+struct Harness<'a> {
+    stack: &'a Stack,
+    meter: &'a Meter,
+    http: reqwest::Client,
+    url: String,
+    key: String,
+    store: DynamoStore,
+}
+
+async fn cases(stack: &Stack, meter: &Meter, o: &Options) -> Result<Value, String> {
+    let p = &stack.pipeline;
+    let (t, key) = tenant(p, Tier::Default).await?;
+    let h = Harness {
+        stack,
+        meter,
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| e.to_string())?,
+        url: format!("{}/api/v1/activities", stack.api_url),
+        key,
+        // The harness reads through its own, uncounted client.
+        store: DynamoStore::new(
+            stack.aws()?.clients.dynamodb.clone(),
+            stack.aws()?.resources.clone(),
+        ),
+    };
+    let retry = json!({"schedule": [1000], "max_attempts": 3});
+    let no_breaker = json!({"failure_threshold": 1000});
+    let mut out = Map::new();
+
+    // First tries, after a warm-up (caches, the window grown from its slow start).
+    let ok = Receiver::always(200).await?;
+    let c = webhook_with(p, &t, &ok.url, json!({}), json!({})).await?;
+    for n in 0..10 {
+        let id = super::post_activity(&h.http, &h.url, &h.key, &c.id, n).await?;
+        h.settle(&[id], (DeliveryStatus::Sent, 1)).await?;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let counted = h
+        .count(o.deliveries, |n| {
+            let h = &h;
+            let id = c.id.clone();
+            async move {
+                let d = super::post_activity(&h.http, &h.url, &h.key, &id, 10 + n).await?;
+                h.settle(&[d], (DeliveryStatus::Sent, 1)).await
+            }
+        })
+        .await?;
+    out.insert("first_try".into(), counted);
+
+    // Three attempts, and a dead letter after three.
+    let mut script = Vec::new();
+    for _ in 0..o.deliveries {
+        script.extend([Reply::status(503), Reply::status(503), Reply::status(200)]);
+    }
+    let flaky = Receiver::start(script, Reply::status(200)).await?;
+    let c3 = webhook_with(p, &t, &flaky.url, retry.clone(), no_breaker.clone()).await?;
+    let dead = Receiver::always(503).await?;
+    let cd = webhook_with(p, &t, &dead.url, retry, no_breaker).await?;
+    for (name, ch, done) in [
+        ("three_attempts", &c3, (DeliveryStatus::Sent, 3)),
+        ("dead_letter", &cd, (DeliveryStatus::Failed, 3)),
+    ] {
+        let counted = h
+            .count(o.deliveries, |n| {
+                let h = &h;
+                let id = ch.id.clone();
+                async move {
+                    let d = super::post_activity(&h.http, &h.url, &h.key, &id, n).await?;
+                    h.settle(&[d], done).await
+                }
+            })
+            .await?;
+        out.insert(name.into(), counted);
+    }
+
+    // A bulk replay of seeded dead letters (the seeding is not counted).
+    let back = Receiver::always(200).await?;
+    let cr = webhook_with(p, &t, &back.url, json!({}), json!({})).await?;
+    let (activities, mut rows) = seed::rows(&t, &cr, o.replay, SeedAs::Sent);
+    let old = time::now_ms() - 3_600_000;
+    for d in &mut rows {
+        d.status = DeliveryStatus::Failed;
+        d.attempts = 1;
+        d.last_error = Some("seeded".into());
+        d.updated_at = time::ms_to_rfc3339(old);
+    }
+    stack.seed_rows(&activities, &rows).await?;
+    let ids: Vec<DeliveryId> = rows.iter().map(|d| d.id.clone()).collect();
+    let replay_url = format!(
+        "{}/api/v1/channels/{}/deliveries/retry",
+        stack.api_url, cr.id
+    );
+    let counted = h
+        .count_once(o.replay, async {
+            let r = h
+                .http
+                .post(&replay_url)
+                .bearer_auth(&h.key)
+                .header("content-type", "application/json")
+                .body("{}")
+                .send()
+                .await
+                .map_err(|e| e.to_string())?;
+            if !r.status().is_success() {
+                return Err(format!("bulk replay: {}", r.status()));
+            }
+            for chunk in ids.chunks(100) {
+                h.settle(chunk, (DeliveryStatus::Sent, 1)).await?;
+            }
+            Ok(())
+        })
+        .await?;
+    out.insert("bulk_replay".into(), counted);
+
+    // Websocket hand-offs: no client is connected, so each delivery is handed off and waits;
+    // the client's acknowledgement comes through the API.
+    let cw = super::channel_of(
+        p,
+        &t,
+        converger_core::ChannelType::Websocket,
+        json!({"token": "bench-websocket-token"}),
+    )
+    .await?;
+    let counted = h
+        .count(o.deliveries, |n| {
+            let h = &h;
+            let id = cw.id.clone();
+            async move {
+                let d = super::post_activity(&h.http, &h.url, &h.key, &id, n).await?;
+                h.wait_handed_off(&d).await?;
+                let r = h
+                    .http
+                    .post(format!("{}/api/v1/deliveries/{d}/ack", h.stack.api_url))
+                    .bearer_auth(&h.key)
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !r.status().is_success() {
+                    return Err(format!("ack: {}", r.status()));
+                }
+                h.settle(&[d], (DeliveryStatus::Sent, 1)).await
+            }
+        })
+        .await?;
+    out.insert("handoff".into(), counted);
+
+    // One health run and one sweep over what the cases left.
+    let health = stack.functions.health.clone();
+    let counted = h
+        .count_once(1, async {
+            health
+                .health_check()
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .await?;
+    out.insert("health_run".into(), counted);
+    let sweeper = stack.functions.retry_scheduler.clone();
+    let counted = h
+        .count_once(1, async {
+            sweeper.sweep().await.map(drop).map_err(|e| e.to_string())
+        })
+        .await?;
+    out.insert("sweep".into(), counted);
+    Ok(Value::Object(out))
+}
+
+impl Harness<'_> {
+    /// Runs `one(n)` for `n` in `0..deliveries`, one after another, and returns what they cost.
+    async fn count<F, Fut>(&self, deliveries: usize, one: F) -> Result<Value, String>
+    where
+        F: Fn(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        self.count_once(deliveries, async {
+            for n in 0..deliveries {
+                one(n).await?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Runs `work` and returns its units divided by `deliveries`.
+    async fn count_once(
+        &self,
+        deliveries: usize,
+        work: impl std::future::Future<Output = Result<(), String>>,
+    ) -> Result<Value, String> {
+        // The previous case's trailing work (settle, events, the queue delete) is not counted.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let _ = self.meter.take();
+        let started = Instant::now();
+        work.await?;
+        // This case's own trailing work finishes.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let t = self.meter.take();
+        Ok(report(
+            &families(&t.writes, deliveries),
+            &families(&t.reads, deliveries),
+            started.elapsed(),
+        ))
+    }
+
+    /// Waits until every delivery has `done`'s status and attempts.
+    async fn settle(&self, ids: &[DeliveryId], done: (DeliveryStatus, u32)) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            let rows = self
+                .store
+                .get_deliveries(ids)
+                .await
+                .map_err(|e| e.to_string())?;
+            if rows.len() == ids.len()
+                && rows
+                    .iter()
+                    .all(|d| d.status == done.0 && d.attempts == done.1)
+            {
+                return Ok(());
+            }
+            if start.elapsed() > Duration::from_secs(120) {
+                let seen: Vec<_> = rows
+                    .iter()
+                    .map(|d| (d.status, d.attempts))
+                    .take(5)
+                    .collect();
+                return Err(format!(
+                    "deliveries not {done:?} after 120 s: {} of {} found, {seen:?}",
+                    rows.len(),
+                    ids.len()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn wait_handed_off(&self, id: &DeliveryId) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            let d = self
+                .store
+                .get_delivery(id)
+                .await
+                .map_err(|e| e.to_string())?;
+            if d.is_some_and(|d| d.handed_off) {
+                return Ok(());
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err(format!("{id} not handed off after 60 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// One case's figures: per family, and the totals.
+fn report(writes: &[FamilyUnits], reads: &[FamilyUnits], took: Duration) -> Value {
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    let rows = |list: &[FamilyUnits], limit: f64| -> Vec<Value> {
+        list.iter()
+            .filter(|f| f.per_delivery > 0.0)
+            .map(|f| {
+                json!({
+                    "table": f.table,
+                    "index": f.index,
+                    "family": f.family,
+                    "scope": f.scope,
+                    "keys": f.keys,
+                    "units_per_delivery": f.per_delivery,
+                    "units_per_delivery_one_key": f.per_delivery_one_key,
+                    "ceiling_per_s": f.ceiling(limit).map(|c| c.round()),
+                })
+            })
+            .collect()
+    };
+    let hottest = |list: &[FamilyUnits], limit: f64| -> Map<String, Value> {
+        let mut m = Map::new();
+        for scope in [Scope::Tenant, Scope::Channel, Scope::Deployment] {
+            if let Some(f) = list
+                .iter()
+                .filter(|f| f.scope == scope)
+                .max_by(|a, b| a.per_delivery_one_key.total_cmp(&b.per_delivery_one_key))
+            {
+                m.insert(
+                    serde_json::to_value(scope)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    json!({
+                        "family": format!("{} {}: {}", f.table,
+                                          f.index.as_deref().unwrap_or("(table)"), f.family),
+                        "ceiling_per_s": f.ceiling(limit).map(|c| c.round()),
+                    }),
+                );
+            }
+        }
+        m
+    };
+    let total = |list: &[FamilyUnits]| round(list.iter().map(|f| f.per_delivery).sum());
+    let indexes = |list: &[FamilyUnits]| {
+        round(
+            list.iter()
+                .filter(|f| f.index.is_some())
+                .map(|f| f.per_delivery)
+                .sum(),
+        )
+    };
+    json!({
+        "write_units_per_delivery": total(writes),
+        "of_which_indexes": indexes(writes),
+        "read_units_per_delivery": total(reads),
+        "hottest_write": hottest(writes, PARTITION_WRITE_UNITS),
+        "hottest_read": hottest(reads, PARTITION_READ_UNITS),
+        "writes": rows(writes, PARTITION_WRITE_UNITS),
+        "reads": rows(reads, PARTITION_READ_UNITS),
+        "seconds": round(took.as_secs_f64()),
+    })
+}
