@@ -43,7 +43,8 @@ pub fn rows(
             created_at: now.clone(),
             expires_at: None,
         };
-        let mut d = Delivery::new(&a, channel, tenant.tier, now_ms, &now);
+        let mut d = Delivery::new(&a, channel, tenant.tier, now_ms, &now)
+            .in_shards(tenant.delivery_shards());
         match how {
             SeedAs::Backlog => d.in_backlog = true,
             SeedAs::Parked => d.status = DeliveryStatus::Paused,

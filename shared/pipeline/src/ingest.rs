@@ -118,7 +118,8 @@ impl Pipeline {
         // now), waits in the backlog (window full) or is written parked (breaker open or
         // channel paused).
         let admitted = futures::future::try_join_all(resolved.iter().map(|ch| async {
-            let mut d = Delivery::new(&activity, ch, tenant.tier, now_ms, &now);
+            let mut d = Delivery::new(&activity, ch, tenant.tier, now_ms, &now)
+                .in_shards(tenant.delivery_shards());
             let admission = self.admit_new(ch, &mut d).await?;
             Ok::<_, converger_ports::StoreError>((d, admission))
         }))

@@ -43,6 +43,7 @@ impl Pipeline {
             alert_webhook_url: None,
             alert_channel_id: None,
             api_rate_limit: None,
+            delivery_shards: None,
         };
         let key = new_api_key();
         self.store

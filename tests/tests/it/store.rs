@@ -59,6 +59,7 @@ conformance!(
     only_pending_deliveries_are_in_the_due_index,
     old_attempts_spill_out_of_the_item,
     listing_pages_in_order_and_replays_are_disjoint,
+    sharded_listings_page_every_row_once_across_shards_and_ties,
     replay_jobs_save_with_a_version,
     window_slots_are_capped_idempotent_and_closed_only,
     breaker_transitions_have_one_winner,
@@ -95,6 +96,7 @@ async fn fixture(backend: Backend) -> Fixture {
         alert_webhook_url: None,
         alert_channel_id: None,
         api_rate_limit: None,
+        delivery_shards: None,
     };
     store.create_tenant(&tenant, "hash-1").await.unwrap();
     let channel = Channel::new(
@@ -125,6 +127,12 @@ fn activity(f: &Fixture) -> Activity {
         created_at: time::now_rfc3339(),
         expires_at: None,
     }
+}
+
+/// A delivery of the fixture's tenant, in one of its listing shards as ingest places it (the
+/// tenant is a bulk one: 8 shards), so that every listing test reads across shards.
+fn new_delivery(a: &Activity, c: &Channel, tier: Tier, due_ms: i64, now: &str) -> Delivery {
+    Delivery::new(a, c, tier, due_ms, now).in_shards(8)
 }
 
 fn entry(n: u32) -> LogUpdate {
@@ -223,7 +231,7 @@ async fn tenants_channels_and_activities_round_trip(b: Backend) {
     assert_eq!(f.store.next_seq(&f.tenant.id, "other").await.unwrap(), 1);
 
     let a = activity(&f);
-    let d = Delivery::new(&a, &f.channel, Tier::Bulk, time::now_ms(), &a.created_at);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, time::now_ms(), &a.created_at);
     assert_eq!(
         f.store
             .create_activity(&a, std::slice::from_ref(&d))
@@ -288,7 +296,7 @@ async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
     let now = time::now_ms();
     let ds: Vec<Delivery> = [&f.channel, &second]
         .iter()
-        .map(|c| Delivery::new(&a, c, Tier::Bulk, now - 10_000, &a.created_at))
+        .map(|c| new_delivery(&a, c, Tier::Bulk, now - 10_000, &a.created_at))
         .collect();
     f.store.create_fresh_activity(&a, &ds).await.unwrap();
     assert_eq!(
@@ -321,7 +329,7 @@ async fn scoped_reads_see_only_their_tenant(b: Backend) {
     use converger_ports::Scope;
     let f = fixture(b).await;
     let a = activity(&f);
-    let d = Delivery::new(&a, &f.channel, Tier::Default, time::now_ms(), &a.created_at);
+    let d = new_delivery(&a, &f.channel, Tier::Default, time::now_ms(), &a.created_at);
     f.store
         .create_fresh_activity(&a, std::slice::from_ref(&d))
         .await
@@ -358,8 +366,8 @@ async fn rows_past_their_retention_read_as_absent(b: Backend) {
     old.expires_at = Some(now / 1000 - 1);
     let mut kept = activity(&f);
     kept.expires_at = Some(now / 1000 + 3600);
-    let d_old = Delivery::new(&old, &f.channel, Tier::Default, now, &old.created_at);
-    let d_kept = Delivery::new(&kept, &f.channel, Tier::Default, now, &kept.created_at);
+    let d_old = new_delivery(&old, &f.channel, Tier::Default, now, &old.created_at);
+    let d_kept = new_delivery(&kept, &f.channel, Tier::Default, now, &kept.created_at);
     assert_eq!(
         d_old.expires_at, old.expires_at,
         "a delivery expires with its activity"
@@ -455,7 +463,7 @@ async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     let f = fixture(b).await;
     let a = activity(&f);
     let now = time::now_ms();
-    let d = Delivery::new(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
     f.store
         .create_activity(&a, std::slice::from_ref(&d))
         .await
@@ -572,7 +580,7 @@ async fn dead_letters_and_missing_rows(b: Backend) {
     let f = fixture(b).await;
     let a = activity(&f);
     let now = time::now_ms();
-    let d = Delivery::new(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
     f.store
         .create_activity(&a, std::slice::from_ref(&d))
         .await
@@ -608,7 +616,7 @@ async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
     let mut ids = Vec::new();
     for _ in 0..3 {
         let a = activity(&f);
-        let d = Delivery::new(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+        let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
         f.store
             .create_activity(&a, std::slice::from_ref(&d))
             .await
@@ -688,7 +696,7 @@ async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
     // A claimed row waits in the leased part until its lease ends (a crashed attempt's is
     // found there at once, without the waiting part's grace); a release puts it back.
     let a = activity(&f);
-    let d = Delivery::new(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
     f.store
         .create_activity(&a, std::slice::from_ref(&d))
         .await
@@ -767,7 +775,7 @@ async fn old_attempts_spill_out_of_the_item(b: Backend) {
     let f = fixture(b).await;
     let a = activity(&f);
     let now = time::now_ms();
-    let d = Delivery::new(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
     f.store
         .create_activity(&a, std::slice::from_ref(&d))
         .await
@@ -812,7 +820,7 @@ async fn old_attempts_spill_out_of_the_item(b: Backend) {
 
 fn failed_row(f: &Fixture, updated_at: &str) -> Delivery {
     let a = activity(f);
-    let mut d = Delivery::new(&a, &f.channel, Tier::Bulk, 0, updated_at);
+    let mut d = new_delivery(&a, &f.channel, Tier::Bulk, 0, updated_at);
     d.status = DeliveryStatus::Failed;
     d.attempts = 3;
     d.last_error = Some("webhook: HTTP 503".into());
@@ -961,6 +969,186 @@ async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) {
         .await
         .unwrap();
     assert_eq!(page.items.len() + rest.items.len(), 7);
+    f.stop().await;
+}
+
+/// The tenant listing is spread over the tenant's shards (and a channel's dead letters over
+/// the channel index's): a listing reads them all and merges them, so that paging gives every
+/// row once, in order, across shard boundaries and ties of `updated_at`, in both directions,
+/// for each filter the indexes serve.
+async fn sharded_listings_page_every_row_once_across_shards_and_ties(b: Backend) {
+    use converger_ports::DeliveryQuery;
+    let f = fixture(b).await;
+    let other_channel = Channel::new(
+        f.tenant.id.clone(),
+        ChannelType::Webhook,
+        "second",
+        Map::new(),
+        &time::now_rfc3339(),
+    );
+    f.store.create_channel(&other_channel).await.unwrap();
+    // 36 rows, three statuses, two channels, and only three distinct times: most rows tie.
+    let statuses = [
+        DeliveryStatus::Failed,
+        DeliveryStatus::Sent,
+        DeliveryStatus::Paused,
+    ];
+    let mut rows = Vec::new();
+    for i in 0..36usize {
+        let channel = if i % 4 == 0 {
+            &other_channel
+        } else {
+            &f.channel
+        };
+        let a = Activity {
+            channel_ids: vec![channel.id.clone()],
+            ..activity(&f)
+        };
+        let at = format!("2026-01-01T00:00:0{}.000000Z", i % 3);
+        let mut d = new_delivery(&a, channel, Tier::Bulk, 0, &at);
+        d.status = statuses[i % 3];
+        d.last_error = Some(format!("error {}", i % 2));
+        f.store
+            .create_activity(&a, std::slice::from_ref(&d))
+            .await
+            .unwrap();
+        rows.push(d);
+    }
+    let shards: std::collections::BTreeSet<u32> = rows.iter().map(|d| d.shard).collect();
+    assert!(shards.len() > 1, "rows in several shards: {shards:?}");
+    let pages = |q: DeliveryQuery| {
+        let store = f.store.clone();
+        async move {
+            let mut seen = Vec::new();
+            let mut after = None;
+            for _ in 0..100 {
+                let page = store
+                    .list_deliveries(&DeliveryQuery {
+                        after: after.clone(),
+                        ..q.clone()
+                    })
+                    .await
+                    .unwrap();
+                assert!(page.items.len() <= q.limit);
+                seen.extend(page.items.iter().map(|d| d.id.clone()));
+                match page.next {
+                    Some(c) => after = Some(c),
+                    None => break,
+                }
+            }
+            seen
+        }
+    };
+    let base = DeliveryQuery {
+        tenant: f.tenant.id.clone(),
+        status: None,
+        channel: None,
+        from_key: None,
+        to_key: None,
+        error_contains: None,
+        activity: None,
+        newest_first: true,
+        limit: 4,
+        after: None,
+    };
+    let expected = |keep: &dyn Fn(&Delivery) -> bool, newest_first: bool| {
+        let mut want: Vec<&Delivery> = rows.iter().filter(|d| keep(d)).collect();
+        want.sort_by_key(|d| d.sort_key());
+        if newest_first {
+            want.reverse();
+        }
+        want.into_iter().map(|d| d.id.clone()).collect::<Vec<_>>()
+    };
+    for newest_first in [true, false] {
+        // Every status at once, across all shards of every status.
+        let q = DeliveryQuery {
+            newest_first,
+            ..base.clone()
+        };
+        assert_eq!(
+            pages(q).await,
+            expected(&|_| true, newest_first),
+            "all, newest_first {newest_first}"
+        );
+        // One status.
+        let q = DeliveryQuery {
+            status: Some(DeliveryStatus::Sent),
+            newest_first,
+            ..base.clone()
+        };
+        assert_eq!(
+            pages(q).await,
+            expected(&|d| d.status == DeliveryStatus::Sent, newest_first),
+            "sent, newest_first {newest_first}"
+        );
+        // A channel's dead letters (the channel index), with an error filter.
+        let q = DeliveryQuery {
+            status: Some(DeliveryStatus::Failed),
+            channel: Some(f.channel.id.clone()),
+            error_contains: Some("error 1".into()),
+            newest_first,
+            ..base.clone()
+        };
+        assert_eq!(
+            pages(q).await,
+            expected(
+                &|d| d.status == DeliveryStatus::Failed
+                    && d.channel_id == f.channel.id
+                    && d.last_error.as_deref() == Some("error 1"),
+                newest_first
+            ),
+            "a channel's dead letters, newest_first {newest_first}"
+        );
+        // A channel's sent rows (the tenant listing, filtered by channel).
+        let q = DeliveryQuery {
+            status: Some(DeliveryStatus::Sent),
+            channel: Some(other_channel.id.clone()),
+            newest_first,
+            ..base.clone()
+        };
+        assert_eq!(
+            pages(q).await,
+            expected(
+                &|d| d.status == DeliveryStatus::Sent && d.channel_id == other_channel.id,
+                newest_first
+            ),
+            "a channel's sent rows, newest_first {newest_first}"
+        );
+    }
+    // Bounded by a range of sort keys, the bounds included.
+    let lo = rows[1].sort_key().min(rows[2].sort_key());
+    let hi = rows[1].sort_key().max(rows[2].sort_key());
+    let q = DeliveryQuery {
+        from_key: Some(lo.clone()),
+        to_key: Some(hi.clone()),
+        ..base.clone()
+    };
+    assert_eq!(
+        pages(q).await,
+        expected(&|d| d.sort_key() >= lo && d.sort_key() <= hi, true),
+        "a range"
+    );
+    // Counts add up the shards.
+    for st in statuses {
+        assert_eq!(
+            f.store
+                .count_by_status(&f.tenant.id, st, 1000)
+                .await
+                .unwrap(),
+            rows.iter().filter(|d| d.status == st).count() as u64
+        );
+    }
+    // A parked delivery of each shard is found for its release.
+    let parked = f.store.parked(&f.channel.id, 100).await.unwrap();
+    let mut got: Vec<_> = parked.iter().map(|d| d.id.clone()).collect();
+    got.sort();
+    let mut want: Vec<_> = rows
+        .iter()
+        .filter(|d| d.status == DeliveryStatus::Paused && d.channel_id == f.channel.id)
+        .map(|d| d.id.clone())
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
     f.stop().await;
 }
 
@@ -1280,7 +1468,7 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     let mut rows = Vec::new();
     for i in 0..4 {
         let a = activity(&f);
-        let mut d = Delivery::new(&a, &f.channel, Tier::Bulk, now_ms - 3_000 + i * 1_000, &now);
+        let mut d = new_delivery(&a, &f.channel, Tier::Bulk, now_ms - 3_000 + i * 1_000, &now);
         if i == 3 {
             d.status = DeliveryStatus::Paused;
         } else {
@@ -1343,7 +1531,7 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     // the leased part of the due index, not claimable by anyone else until the lease ends.
     let (extra_a, mut extra) = {
         let a = activity(&f);
-        let d = Delivery::new(&a, &f.channel, Tier::Bulk, now_ms - 500, &now);
+        let d = new_delivery(&a, &f.channel, Tier::Bulk, now_ms - 500, &now);
         (a, d)
     };
     extra.in_backlog = true;
@@ -1583,7 +1771,7 @@ async fn a_recorded_outcome_written_again_is_recognised_as_its_own(b: Backend) {
 async fn claimed(f: &Fixture, token: &str) -> Delivery {
     let now = time::now_ms();
     let a = activity(f);
-    let d = Delivery::new(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
     f.store
         .create_activity(&a, std::slice::from_ref(&d))
         .await

@@ -120,6 +120,14 @@ pub struct Delivery {
     /// activity's expiry. Reads treat an expired row as absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
+    /// Its listing shard (a hash of its id modulo its tenant's listing shards when it was
+    /// created): the partition of the tenant's listing index it is written to, for good.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shard: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 fn is_false(b: &bool) -> bool {
@@ -156,7 +164,14 @@ impl Delivery {
             slot: false,
             handed_off: false,
             expires_at: activity.expires_at,
+            shard: 0,
         }
+    }
+
+    /// The same delivery placed in one of `shards` listing shards (its tenant's).
+    pub fn in_shards(mut self, shards: u32) -> Self {
+        self.shard = stable_hash(self.id.as_str()) % shards.max(1);
+        self
     }
 }
 
@@ -198,12 +213,33 @@ impl Delivery {
 /// Shards of the due index a pending delivery is spread over.
 pub const DUE_SHARDS: u32 = 16;
 
-/// The due index's shard of a delivery: a stable hash (FNV-1a) of its id.
-pub fn due_shard(id: &DeliveryId) -> u32 {
-    let h = id.as_str().bytes().fold(0x811c_9dc5u32, |h, b| {
+/// Shards of the channel index (a channel's dead letters and parked deliveries), the same for
+/// every channel: a dead channel at 2,000 deliveries/s writes a dead letter each, a quarter of
+/// one partition's writes per shard.
+pub const CHANNEL_SHARDS: u32 = 8;
+
+/// A stable hash (FNV-1a) of a key: the same on every machine and in every release, since
+/// shards chosen by it are stored.
+pub fn stable_hash(key: &str) -> u32 {
+    key.bytes().fold(0x811c_9dc5u32, |h, b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    });
-    h % DUE_SHARDS
+    })
+}
+
+/// The due index's shard of a delivery: a stable hash of its id.
+pub fn due_shard(id: &DeliveryId) -> u32 {
+    stable_hash(id.as_str()) % DUE_SHARDS
+}
+
+/// Whether a delivery in `status` is in its channel's index: dead letters (replay) and parked
+/// deliveries (release) only, so a delivery on its way to `sent` never writes it.
+pub fn channel_indexed(status: DeliveryStatus) -> bool {
+    matches!(status, DeliveryStatus::Failed | DeliveryStatus::Paused)
+}
+
+/// The channel index's shard of a delivery.
+pub fn channel_shard(id: &DeliveryId) -> u32 {
+    stable_hash(id.as_str()) % CHANNEL_SHARDS
 }
 
 /// The due index's sort key: milliseconds, zero-padded to 15 digits so it sorts as a number.

@@ -17,9 +17,34 @@ pub struct Tenant {
     /// The operator's override of the tier's API rate limit (`"<n>/s"`, per API key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_rate_limit: Option<String>,
+    /// How many partitions the tenant's delivery listings are spread over (an operator's
+    /// setting that only grows; `None`: the tier's default). See [`Tenant::delivery_shards`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_shards: Option<u32>,
+}
+
+/// The most listing shards a tenant may have.
+pub const MAX_DELIVERY_SHARDS: u32 = 256;
+
+/// A tier's listing shards when the operator set none: each shard takes a few hundred
+/// deliveries a second (docs/scaling.md), and a page of a listing reads every shard of each
+/// status it lists, so a small tenant keeps few.
+pub fn default_delivery_shards(tier: converger_core::Tier) -> u32 {
+    match tier {
+        converger_core::Tier::High | converger_core::Tier::Bulk => 8,
+        converger_core::Tier::Default => 2,
+    }
 }
 
 impl Tenant {
+    /// The partitions its delivery listings are spread over: every delivery is written to one
+    /// of them (a hash of its id, chosen when it is created), and a listing reads them all.
+    pub fn delivery_shards(&self) -> u32 {
+        self.delivery_shards
+            .unwrap_or_else(|| default_delivery_shards(self.tier))
+            .clamp(1, MAX_DELIVERY_SHARDS)
+    }
+
     /// The rate limit of each of its API keys, given the tiers' `defaults`.
     pub fn api_limit(
         &self,

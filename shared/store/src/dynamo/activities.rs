@@ -124,10 +124,34 @@ impl ActivityStore for DynamoStore {
                 ("id".to_owned(), s(activity_key(tenant, id))),
             ])
         });
-        self.query_upto(limit, start, query, |item| {
-            let a = activity_from_item(item)?;
-            Ok((!converger_ports::expired(a.expires_at, now)).then_some(a))
-        })
-        .await
+        // The index holds keys only (a copy of every payload would double what an activity
+        // costs to write); the rows are read by key, in the index's order.
+        let (keys, more) = self
+            .query_upto(limit, start, query, |item| {
+                Ok(item
+                    .get("id")
+                    .cloned()
+                    .map(|id| Item::from([("id".to_owned(), id)])))
+            })
+            .await?;
+        let mut rows: HashMap<String, Activity> = HashMap::new();
+        for item in self
+            .batch_get(&self.res.activities, keys.clone(), false)
+            .await?
+        {
+            let key = item
+                .get("id")
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default();
+            rows.insert(key, activity_from_item(item)?);
+        }
+        let activities = keys
+            .iter()
+            .filter_map(|k| k.get("id").and_then(|v| v.as_s().ok()))
+            .filter_map(|k| rows.remove(k))
+            .filter(|a| !converger_ports::expired(a.expires_at, now))
+            .collect();
+        Ok((activities, more))
     }
 }

@@ -99,7 +99,6 @@ impl DeliveryStore for DynamoStore {
             "#st = :st".to_owned(),
             "attempts = attempts + :one".into(),
             "updated_at = :now".into(),
-            SET_INDEX.into(),
             LOG_SET.into(),
         ];
         let status = if info.handed_off {
@@ -123,10 +122,11 @@ impl DeliveryStore for DynamoStore {
             sets.push("response_status = :rs".into());
             values.push((":rs", n(st)));
         }
-        let expr = format!(
-            "SET {} REMOVE lease_token, lease_until, last_error, due_shard, due_at, slot, \
-             in_backlog, bl_pk, bl_sk",
-            sets.join(", ")
+        let expr = transition(
+            status,
+            &sets.join(", "),
+            "lease_token, lease_until, last_error, due_shard, due_at, slot, in_backlog, bl_pk, \
+             bl_sk",
         );
         self.leased_update(d, token, expr, values).await
     }
@@ -140,11 +140,14 @@ impl DeliveryStore for DynamoStore {
         now: &str,
     ) -> StoreResult<bool> {
         let next_attempt_at = next.at_ms;
-        let expr = format!(
-            "SET #st = :st, attempts = attempts + :one, last_error = :err, \
-             next_attempt_at = :next, updated_at = :now, {SET_INDEX}, {LOG_SET}, \
-             due_shard = :due_shard, due_at = :due_at, slot = :slot \
-             REMOVE lease_token, lease_until"
+        let expr = transition(
+            DeliveryStatus::Pending,
+            &format!(
+                "#st = :st, attempts = attempts + :one, last_error = :err, \
+                 next_attempt_at = :next, updated_at = :now, {LOG_SET}, \
+                 due_shard = :due_shard, due_at = :due_at, slot = :slot"
+            ),
+            "lease_token, lease_until",
         );
         let mut values = self
             .outcome_values(d, DeliveryStatus::Pending, log, now)
@@ -163,10 +166,13 @@ impl DeliveryStore for DynamoStore {
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
-        let expr = format!(
-            "SET #st = :st, attempts = attempts + :one, last_error = :err, \
-             updated_at = :now, {SET_INDEX}, {LOG_SET} \
-             REMOVE lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk"
+        let expr = transition(
+            DeliveryStatus::Failed,
+            &format!(
+                "#st = :st, attempts = attempts + :one, last_error = :err, \
+                 updated_at = :now, {LOG_SET}"
+            ),
+            "lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk",
         );
         let mut values = self
             .outcome_values(d, DeliveryStatus::Failed, log, now)

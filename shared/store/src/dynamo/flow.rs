@@ -481,16 +481,11 @@ impl FlowStore for DynamoStore {
             (":paused", s(DeliveryStatus::Paused.as_str())),
             (":now", s(now)),
         ];
-        values.extend(index_keys(
-            &d.tenant_id,
-            &d.channel_id,
-            &d.id,
+        values.extend(index_keys(d, DeliveryStatus::Paused, now));
+        let expr = transition(
             DeliveryStatus::Paused,
-            now,
-        ));
-        let expr = format!(
-            "SET #st = :paused, updated_at = :now, {SET_INDEX} \
-             REMOVE lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk"
+            "#st = :paused, updated_at = :now",
+            "lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk",
         );
         match token {
             Some(token) => self.leased_update(d, token, expr, values).await,
@@ -522,13 +517,7 @@ impl FlowStore for DynamoStore {
             (":now", s(now)),
             (":due", n(now_ms)),
         ];
-        values.extend(index_keys(
-            &d.tenant_id,
-            &d.channel_id,
-            &d.id,
-            DeliveryStatus::Pending,
-            now,
-        ));
+        values.extend(index_keys(d, DeliveryStatus::Pending, now));
         let place = match to {
             Placement::Backlog => {
                 values.extend(backlog_keys(&d.channel_id, now_ms));
@@ -542,9 +531,10 @@ impl FlowStore for DynamoStore {
         };
         self.row_update(
             &d.id,
-            format!(
-                "SET #st = :pending, next_attempt_at = :due, updated_at = :now, {SET_INDEX}, \
-                 {place}"
+            transition(
+                DeliveryStatus::Pending,
+                &format!("#st = :pending, next_attempt_at = :due, updated_at = :now, {place}"),
+                "",
             ),
             "#st = :paused",
             values,
@@ -652,33 +642,57 @@ impl FlowStore for DynamoStore {
     }
 
     async fn parked(&self, channel: &ChannelId, limit: usize) -> StoreResult<Vec<Delivery>> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.res.deliveries)
-            .index_name("by_channel_status")
-            .key_condition_expression("cs_pk = :pk")
-            .expression_attribute_values(":pk", s(format!("{channel}#{}", DeliveryStatus::Paused)))
-            .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
-            .send()
-            .await
-            .map_err(sdk_err)?;
-        out.items
-            .unwrap_or_default()
+        let limit = limit.clamp(1, 1000);
+        let shards = futures::future::try_join_all((0..CHANNEL_SHARDS).map(|i| async move {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.res.deliveries)
+                .index_name("by_channel_status_s")
+                .key_condition_expression("cl_pk = :pk")
+                .expression_attribute_values(
+                    ":pk",
+                    s(channel_listing_key(channel, DeliveryStatus::Paused, i)),
+                )
+                .limit(i32::try_from(limit).unwrap_or(1000))
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            out.items
+                .unwrap_or_default()
+                .into_iter()
+                .map(|item| {
+                    let id = item
+                        .get("id")
+                        .and_then(|v| v.as_s().ok())
+                        .ok_or_else(|| StoreError::Corrupt("parked entry without id".into()))?;
+                    DeliveryId::parse(id)
+                        .map_err(|e| StoreError::Corrupt(format!("parked entry: {e}")))
+                })
+                .collect::<StoreResult<Vec<_>>>()
+        }))
+        .await?;
+        let ids: Vec<DeliveryId> = shards.into_iter().flatten().take(limit).collect();
+        Ok(self
+            .get_deliveries(&ids)
+            .await?
             .into_iter()
-            .map(from_item)
-            .collect()
+            .filter(|d| d.status == DeliveryStatus::Paused)
+            .collect())
     }
 
     async fn waiting_counts(&self, channel: &ChannelId) -> StoreResult<(u64, u64)> {
-        let parked = self
-            .count(
-                "by_channel_status",
-                "#k = :v",
-                "cs_pk",
-                format!("{channel}#{}", DeliveryStatus::Paused),
+        let parked = futures::future::try_join_all((0..CHANNEL_SHARDS).map(|i| {
+            self.count_upto(
+                "by_channel_status_s",
+                "cl_pk",
+                channel_listing_key(channel, DeliveryStatus::Paused, i),
+                u64::MAX,
             )
-            .await?;
+        }))
+        .await?
+        .into_iter()
+        .sum();
         let backlog = self
             .count("by_backlog", "#k = :v", "bl_pk", channel.to_string())
             .await?;

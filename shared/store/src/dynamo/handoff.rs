@@ -23,12 +23,19 @@ impl DynamoStore {
             .send()
             .await
             .map_err(sdk_err)?;
-        out.items
+        // The index holds keys only (a receipt's status change would rewrite a full copy).
+        let Some(id) = out
+            .items
             .unwrap_or_default()
             .into_iter()
             .next()
-            .map(from_item)
-            .transpose()
+            .and_then(|item| item.get("id").and_then(|v| v.as_s().ok()).cloned())
+        else {
+            return Ok(None);
+        };
+        let id = DeliveryId::parse(&id)
+            .map_err(|e| StoreError::Corrupt(format!("provider index entry: {e}")))?;
+        self.get_delivery(&id).await
     }
 }
 
@@ -49,9 +56,10 @@ impl HandoffStore for DynamoStore {
             .update_item()
             .table_name(&self.res.deliveries)
             .key("id", s(d.id.as_str()))
-            .update_expression(format!(
-                "SET #st = :sent, sent_at = :now, updated_at = :now, {SET_INDEX} \
-                 REMOVE handed_off"
+            .update_expression(transition(
+                DeliveryStatus::Sent,
+                "#st = :sent, sent_at = :now, updated_at = :now",
+                "handed_off",
             ))
             .condition_expression("#st = :pending AND handed_off = :t")
             .expression_attribute_names("#st", "status")
@@ -60,13 +68,7 @@ impl HandoffStore for DynamoStore {
             .expression_attribute_values(":t", AttributeValue::Bool(true))
             .expression_attribute_values(":now", s(now))
             .return_values(ReturnValue::AllNew);
-        for (k, v) in index_keys(
-            &d.tenant_id,
-            &d.channel_id,
-            &d.id,
-            DeliveryStatus::Sent,
-            now,
-        ) {
+        for (k, v) in index_keys(d, DeliveryStatus::Sent, now) {
             req = req.expression_attribute_values(k, v);
         }
         match self.update_or_old(req, self.get_delivery(&d.id)).await? {
@@ -98,7 +100,7 @@ impl HandoffStore for DynamoStore {
             let Some(to) = from.apply_receipt(receipt) else {
                 return Ok(Receipted::Ignored(d));
             };
-            let mut expr = format!("SET #st = :to, updated_at = :now, {SET_INDEX}");
+            let mut set = "#st = :to, updated_at = :now".to_owned();
             let mut req = self
                 .client
                 .update_item()
@@ -111,7 +113,7 @@ impl HandoffStore for DynamoStore {
                 .expression_attribute_values(":now", s(now))
                 .return_values(ReturnValue::AllNew);
             if to == DeliveryStatus::Failed {
-                expr.push_str(", last_error = :err");
+                set.push_str(", last_error = :err");
                 req = req.expression_attribute_values(
                     ":err",
                     s(error.unwrap_or("failed by a provider receipt")),
@@ -119,13 +121,14 @@ impl HandoffStore for DynamoStore {
             }
             // Out of pending: out of the due index (waiting or leased) and the backlog too, as
             // every other outcome write leaves them.
-            if to != DeliveryStatus::Pending {
-                expr.push_str(
-                    " REMOVE lease_token, lease_until, due_shard, due_at, slot, in_backlog, \
-                     bl_pk, bl_sk, handed_off",
-                );
-            }
-            for (k, v) in index_keys(&d.tenant_id, &d.channel_id, &d.id, to, now) {
+            let remove = if to == DeliveryStatus::Pending {
+                ""
+            } else {
+                "lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk, \
+                 handed_off"
+            };
+            let expr = transition(to, &set, remove);
+            for (k, v) in index_keys(&d, to, now) {
                 req = req.expression_attribute_values(k, v);
             }
             match req.update_expression(expr).send().await {

@@ -48,104 +48,50 @@ impl DeliveryQueries for DynamoStore {
             };
             return Ok(q.page(&rows));
         }
-        // The index that serves the filter; the tenant is always part of the key or a filter.
-        let (index, hash_attr, hash_val) = match (q.status, &q.channel) {
-            (Some(st), Some(ch)) => ("by_channel_status", "cs_pk", format!("{ch}#{st}")),
-            (Some(st), None) => ("by_tenant_status", "ts_pk", format!("{}#{st}", q.tenant)),
-            (None, _) => ("by_tenant", "tenant_id", q.tenant.to_string()),
+        // The partitions that serve the filter: a channel's dead letters or parked deliveries
+        // from the channel index (its shards), anything else from the tenant's listing (its
+        // shards, for each status asked for), filtered by channel when one is given.
+        let (index, hash_attr, parts) = match (q.status, &q.channel) {
+            (Some(st), Some(ch)) if channel_indexed(st) => (
+                "by_channel_status_s",
+                "cl_pk",
+                (0..CHANNEL_SHARDS)
+                    .map(|i| channel_listing_key(ch, st, i))
+                    .collect::<Vec<_>>(),
+            ),
+            (status, _) => {
+                let shards = self.tenant_shards(&q.tenant).await?;
+                let statuses: Vec<DeliveryStatus> = match status {
+                    Some(st) => vec![st],
+                    None => DeliveryStatus::ALL.to_vec(),
+                };
+                let keys = statuses
+                    .into_iter()
+                    .flat_map(|st| (0..shards).map(move |i| tenant_listing_key(&q.tenant, st, i)))
+                    .collect::<Vec<_>>();
+                ("by_tenant_status_s", "tl_pk", keys)
+            }
         };
-        let mut key_cond = "#h = :h".to_owned();
-        match (&q.from_key, &q.to_key) {
-            (Some(_), Some(_)) => key_cond.push_str(" AND upd_sk BETWEEN :lo AND :hi"),
-            (Some(_), None) => key_cond.push_str(" AND upd_sk >= :lo"),
-            (None, Some(_)) => key_cond.push_str(" AND upd_sk <= :hi"),
-            (None, None) => {}
-        }
-        let mut filters = Vec::new();
-        if hash_attr != "tenant_id" {
-            filters.push("tenant_id = :t");
-        }
-        if q.status.is_none() && q.channel.is_some() {
-            filters.push("channel_id = :c");
-        }
-        if q.error_contains.is_some() {
-            filters.push("contains(last_error, :q)");
-        }
         let limit = q.limit.clamp(1, 1000);
-        // A filter that drops rows (error text; a channel without a status) reads whole
-        // pages, up to 1 MB each, so one call can search thousands of rows; the tenant filter
-        // on the status indexes never drops a row and does not count.
-        let selective = q.error_contains.is_some() || (q.status.is_none() && q.channel.is_some());
-        let mut items: Vec<Delivery> = Vec::with_capacity(limit);
-        let now = now_ms();
-        let mut start: Option<Item> = q.after.as_ref().map(|c| {
-            HashMap::from([
-                ("id".to_owned(), s(c.id.as_str())),
-                (hash_attr.to_owned(), s(hash_val.as_str())),
-                ("upd_sk".to_owned(), s(c.sort_key.as_str())),
-            ])
+        let pages = futures::future::try_join_all(
+            parts
+                .iter()
+                .map(|key| self.listing_partition(index, hash_attr, key, q, limit)),
+        )
+        .await?;
+        let (ids, next) = merge_pages(pages, limit, q.newest_first);
+        // The indexes hold keys (and what filters read); the rows themselves are read by key.
+        let rows = self.get_deliveries(&ids).await?;
+        let mut by_id: HashMap<DeliveryId, Delivery> = rows
+            .into_iter()
+            .filter(|d| d.tenant_id == q.tenant)
+            .map(|d| (d.id.clone(), d))
+            .collect();
+        let items = ids.iter().filter_map(|id| by_id.remove(id)).collect();
+        let next = next.and_then(|sort_key| {
+            let id = sort_key.rsplit_once('#')?.1.to_owned();
+            Some(Cursor { sort_key, id })
         });
-        let mut last_evaluated: Option<Item> = None;
-        // A bounded number of pages per call, so a sparse filter cannot make one request
-        // read a whole partition; the cursor continues where it stopped.
-        for _ in 0..10 {
-            let want = limit - items.len();
-            let mut req = self
-                .client
-                .query()
-                .table_name(&self.res.deliveries)
-                .index_name(index)
-                .key_condition_expression(&key_cond)
-                .expression_attribute_names("#h", hash_attr)
-                .expression_attribute_values(":h", s(hash_val.as_str()))
-                .scan_index_forward(!q.newest_first)
-                .limit(i32::try_from(if selective { 1000 } else { want }).unwrap_or(1000))
-                .set_exclusive_start_key(start.take());
-            if let Some(lo) = &q.from_key {
-                req = req.expression_attribute_values(":lo", s(lo.as_str()));
-            }
-            if let Some(hi) = &q.to_key {
-                req = req.expression_attribute_values(":hi", s(hi.as_str()));
-            }
-            if !filters.is_empty() {
-                req = req.filter_expression(filters.join(" AND "));
-            }
-            if hash_attr != "tenant_id" {
-                req = req.expression_attribute_values(":t", s(q.tenant.as_str()));
-            }
-            if let (None, Some(c)) = (q.status, &q.channel) {
-                req = req.expression_attribute_values(":c", s(c.as_str()));
-            }
-            if let Some(text) = &q.error_contains {
-                req = req.expression_attribute_values(":q", s(text.as_str()));
-            }
-            let out = req.send().await.map_err(sdk_err)?;
-            for item in out.items.unwrap_or_default() {
-                if items.len() == limit {
-                    break;
-                }
-                let d: Delivery = from_item(item)?;
-                // Expired by TTL but not deleted yet: absent.
-                if !converger_ports::expired(d.expires_at, now) {
-                    items.push(d);
-                }
-            }
-            last_evaluated = out.last_evaluated_key.filter(|k| !k.is_empty());
-            if items.len() == limit || last_evaluated.is_none() {
-                break;
-            }
-            start = last_evaluated.clone();
-        }
-        let next = if items.len() == limit {
-            items.last().map(Delivery::cursor)
-        } else {
-            last_evaluated.and_then(|k| {
-                Some(Cursor {
-                    sort_key: k.get("upd_sk")?.as_s().ok()?.clone(),
-                    id: k.get("id")?.as_s().ok()?.clone(),
-                })
-            })
-        };
         Ok(Listed { items, next })
     }
     async fn count_by_status(
@@ -154,27 +100,17 @@ impl DeliveryQueries for DynamoStore {
         status: DeliveryStatus,
         cap: u64,
     ) -> StoreResult<u64> {
-        let mut n: u64 = 0;
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.res.deliveries)
-                .index_name("by_tenant_status")
-                .key_condition_expression("ts_pk = :h")
-                .expression_attribute_values(":h", s(format!("{tenant}#{status}")))
-                .select(aws_sdk_dynamodb::types::Select::Count)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(sdk_err)?;
-            n += u64::try_from(out.count()).unwrap_or(0);
-            match out.last_evaluated_key {
-                Some(k) if n < cap => start = Some(k),
-                _ => return Ok(n),
-            }
-        }
+        let shards = self.tenant_shards(tenant).await?;
+        let counts = futures::future::try_join_all((0..shards).map(|i| {
+            self.count_upto(
+                "by_tenant_status_s",
+                "tl_pk",
+                tenant_listing_key(tenant, status, i),
+                cap,
+            )
+        }))
+        .await?;
+        Ok(counts.into_iter().sum::<u64>().min(cap.max(1)))
     }
     async fn overdue(
         &self,
@@ -233,5 +169,162 @@ impl DeliveryQueries for DynamoStore {
             serde_json::to_string(&m).unwrap_or_default()
         });
         Ok(Page { items, next })
+    }
+}
+
+impl DynamoStore {
+    /// How many listing shards `tenant`'s deliveries are spread over (one for a tenant that
+    /// does not exist: its rows, if any, were written without).
+    pub(super) async fn tenant_shards(&self, tenant: &TenantId) -> StoreResult<u32> {
+        Ok(self
+            .get_tenant(tenant)
+            .await?
+            .map_or(1, |t| t.delivery_shards()))
+    }
+
+    /// Counts a listing partition's entries, stopping once `cap` are counted.
+    pub(super) async fn count_upto(
+        &self,
+        index: &str,
+        hash_attr: &str,
+        key: String,
+        cap: u64,
+    ) -> StoreResult<u64> {
+        let mut n: u64 = 0;
+        let mut start: Option<Item> = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.res.deliveries)
+                .index_name(index)
+                .key_condition_expression("#h = :h")
+                .expression_attribute_names("#h", hash_attr)
+                .expression_attribute_values(":h", s(key.as_str()))
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            n += u64::try_from(out.count()).unwrap_or(0);
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() && n < cap => start = Some(k),
+                _ => return Ok(n),
+            }
+        }
+    }
+
+    /// One partition's part of a listing page: at most `want` entries after the query's
+    /// cursor and within its bounds, in its order, and how far it was read when it stopped
+    /// short (a filter that drops rows reads at most ten pages of up to 1 MB per call, so
+    /// one call cannot read a whole partition; the cursor continues where it stopped).
+    async fn listing_partition(
+        &self,
+        index: &str,
+        hash_attr: &str,
+        key: &str,
+        q: &DeliveryQuery,
+        want: usize,
+    ) -> StoreResult<PartitionPage<DeliveryId>> {
+        let after = q.after.as_ref().map(|c| c.sort_key.as_str());
+        // The cursor narrows one bound (inclusive: the cursor's own row is dropped below).
+        let (mut lo, mut hi) = (q.from_key.as_deref(), q.to_key.as_deref());
+        if let Some(a) = after {
+            if q.newest_first {
+                hi = Some(hi.map_or(a, |h| h.min(a)));
+            } else {
+                lo = Some(lo.map_or(a, |l| l.max(a)));
+            }
+        }
+        let key_cond = match (lo, hi) {
+            (Some(_), Some(_)) => "#h = :h AND upd_sk BETWEEN :lo AND :hi",
+            (Some(_), None) => "#h = :h AND upd_sk >= :lo",
+            (None, Some(_)) => "#h = :h AND upd_sk <= :hi",
+            (None, None) => "#h = :h",
+        };
+        let mut filters = Vec::new();
+        if hash_attr == "cl_pk" {
+            filters.push("tenant_id = :t");
+        } else if q.channel.is_some() {
+            filters.push("channel_id = :c");
+        }
+        if q.error_contains.is_some() {
+            filters.push("contains(last_error, :q)");
+        }
+        let selective = q.error_contains.is_some() || (hash_attr == "tl_pk" && q.channel.is_some());
+        let mut rows: Vec<(String, DeliveryId)> = Vec::new();
+        let mut start: Option<Item> = None;
+        let mut read_up_to: Option<String> = None;
+        for _ in 0..10 {
+            let mut req = self
+                .client
+                .query()
+                .table_name(&self.res.deliveries)
+                .index_name(index)
+                .key_condition_expression(key_cond)
+                .expression_attribute_names("#h", hash_attr)
+                .expression_attribute_values(":h", s(key))
+                .scan_index_forward(!q.newest_first)
+                .limit(if selective {
+                    1000
+                } else {
+                    i32::try_from(want + 1 - rows.len().min(want)).unwrap_or(1000)
+                })
+                .set_exclusive_start_key(start.take());
+            if let Some(lo) = lo {
+                req = req.expression_attribute_values(":lo", s(lo));
+            }
+            if let Some(hi) = hi {
+                req = req.expression_attribute_values(":hi", s(hi));
+            }
+            if !filters.is_empty() {
+                req = req.filter_expression(filters.join(" AND "));
+            }
+            if hash_attr == "cl_pk" {
+                req = req.expression_attribute_values(":t", s(q.tenant.as_str()));
+            } else if let Some(c) = &q.channel {
+                req = req.expression_attribute_values(":c", s(c.as_str()));
+            }
+            if let Some(text) = &q.error_contains {
+                req = req.expression_attribute_values(":q", s(text.as_str()));
+            }
+            let out = req.send().await.map_err(sdk_err)?;
+            for item in out.items.unwrap_or_default() {
+                let Some(sk) = item.get("upd_sk").and_then(|v| v.as_s().ok()) else {
+                    continue;
+                };
+                if Some(sk.as_str()) == after {
+                    continue;
+                }
+                let id = item
+                    .get("id")
+                    .and_then(|v| v.as_s().ok())
+                    .ok_or_else(|| StoreError::Corrupt("listing entry without id".into()))?;
+                let id = DeliveryId::parse(id)
+                    .map_err(|e| StoreError::Corrupt(format!("listing entry: {e}")))?;
+                rows.push((sk.clone(), id));
+            }
+            let last = out.last_evaluated_key.filter(|k| !k.is_empty());
+            if rows.len() > want {
+                rows.truncate(want);
+                read_up_to = rows.last().map(|(k, _)| k.clone());
+                break;
+            }
+            match last {
+                None => {
+                    read_up_to = None;
+                    break;
+                }
+                Some(k) => {
+                    read_up_to = k.get("upd_sk").and_then(|v| v.as_s().ok()).cloned();
+                    if rows.len() == want {
+                        read_up_to = rows.last().map(|(k, _)| k.clone());
+                        break;
+                    }
+                    start = Some(k);
+                }
+            }
+        }
+        Ok(PartitionPage { rows, read_up_to })
     }
 }

@@ -74,17 +74,65 @@ fn to_av<T: Serialize>(v: &T) -> StoreResult<AttributeValue> {
 
 /// The index attributes of a delivery in `status` changed at `updated_at`.
 fn index_keys(
-    tenant: &TenantId,
-    channel: &ChannelId,
-    id: &DeliveryId,
+    d: &Delivery,
     status: DeliveryStatus,
     updated_at: &str,
-) -> [(&'static str, AttributeValue); 3] {
-    [
-        (":ts_pk", s(format!("{tenant}#{status}"))),
-        (":cs_pk", s(format!("{channel}#{status}"))),
-        (":upd_sk", s(format!("{updated_at}#{id}"))),
-    ]
+) -> Vec<(&'static str, AttributeValue)> {
+    let mut v = vec![
+        (
+            ":tl_pk",
+            s(tenant_listing_key(&d.tenant_id, status, d.shard)),
+        ),
+        (":upd_sk", s(format!("{updated_at}#{}", d.id))),
+    ];
+    if channel_indexed(status) {
+        v.push((
+            ":cl_pk",
+            s(channel_listing_key(
+                &d.channel_id,
+                status,
+                channel_shard(&d.id),
+            )),
+        ));
+    }
+    v
+}
+
+/// The tenant listing index's partition of a delivery in `status` in listing shard `shard`.
+fn tenant_listing_key(tenant: &TenantId, status: DeliveryStatus, shard: u32) -> String {
+    format!("{tenant}#{status}#{shard}")
+}
+
+/// The channel index's partition of a delivery in `status` (failed or paused) in channel
+/// shard `shard`.
+fn channel_listing_key(channel: &ChannelId, status: DeliveryStatus, shard: u32) -> String {
+    format!("{channel}#{status}#{shard}")
+}
+
+/// The update expression of a transition to `status`: `set` and `remove` (comma-separated
+/// actions, either may be empty) with the listing indexes' attributes (the values
+/// [`index_keys`] gives): the tenant listing always, the channel index only while the
+/// delivery is failed or paused (sparse: a delivery on its way to `sent` never enters it).
+fn transition(status: DeliveryStatus, set: &str, remove: &str) -> String {
+    let mut sets: Vec<&str> = vec![set, "tl_pk = :tl_pk, upd_sk = :upd_sk"];
+    let mut removes: Vec<&str> = vec![remove];
+    if channel_indexed(status) {
+        sets.push("cl_pk = :cl_pk");
+    } else {
+        removes.push("cl_pk");
+    }
+    let join = |l: Vec<&str>| {
+        l.into_iter()
+            .filter(|x| !x.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (sets, removes) = (join(sets), join(removes));
+    if removes.is_empty() {
+        format!("SET {sets}")
+    } else {
+        format!("SET {sets} REMOVE {removes}")
+    }
 }
 
 /// An activity's row key: activity ids are the producer's, so the key holds the tenant and
@@ -120,7 +168,7 @@ fn activity_from_item(mut item: Item) -> StoreResult<Activity> {
 
 fn delivery_item(d: &Delivery) -> StoreResult<Item> {
     let mut item = to_item(d)?;
-    for (k, v) in index_keys(&d.tenant_id, &d.channel_id, &d.id, d.status, &d.updated_at) {
+    for (k, v) in index_keys(d, d.status, &d.updated_at) {
         item.insert(k.trim_start_matches(':').to_owned(), v);
     }
     match d.sparse_index() {
@@ -263,8 +311,6 @@ impl DynamoStore {
     }
 }
 
-const SET_INDEX: &str = "ts_pk = :ts_pk, cs_pk = :cs_pk, upd_sk = :upd_sk";
-
 impl DynamoStore {
     /// The transaction items of one replay: the conditional transition and the audit entry.
     fn replay_items(
@@ -284,13 +330,7 @@ impl DynamoStore {
             (":now".to_owned(), s(now)),
             (":due".to_owned(), n(now_ms)),
         ]);
-        for (k, v) in index_keys(
-            &d.tenant_id,
-            &d.channel_id,
-            &d.id,
-            DeliveryStatus::Pending,
-            now,
-        ) {
+        for (k, v) in index_keys(d, DeliveryStatus::Pending, now) {
             values.insert(k.to_owned(), v);
         }
         for (k, v) in due_keys(&d.id, now_ms) {
@@ -299,12 +339,13 @@ impl DynamoStore {
         let update = aws_sdk_dynamodb::types::Update::builder()
             .table_name(&self.res.deliveries)
             .key("id", s(d.id.as_str()))
-            .update_expression(format!(
-                "SET #st = :st, attempts = :zero, \
+            .update_expression(transition(
+                DeliveryStatus::Pending,
+                "#st = :st, attempts = :zero, \
                  retry_count = if_not_exists(retry_count, :zero) + :one, retried_by = :by, \
-                 retried_at = :now, next_attempt_at = :due, updated_at = :now, {SET_INDEX}, \
-                 due_shard = :due_shard, due_at = :due_at \
-                 REMOVE lease_token, lease_until, slot, in_backlog, bl_pk, bl_sk"
+                 retried_at = :now, next_attempt_at = :due, updated_at = :now, \
+                 due_shard = :due_shard, due_at = :due_at",
+                "lease_token, lease_until, slot, in_backlog, bl_pk, bl_sk",
             ))
             .condition_expression("#st = :failed")
             .expression_attribute_names("#st", "status")
@@ -553,7 +594,7 @@ impl DynamoStore {
             (":now", s(now)),
             (":log", to_av(&log.recent)?),
         ];
-        v.extend(index_keys(&d.tenant_id, &d.channel_id, &d.id, status, now));
+        v.extend(index_keys(d, status, now));
         Ok(v)
     }
 
