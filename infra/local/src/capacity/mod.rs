@@ -478,8 +478,9 @@ impl FamilyUnits {
 /// Groups `units` by key family, per delivery.
 pub fn families(units: &BTreeMap<Partition, f64>, deliveries: usize) -> Vec<FamilyUnits> {
     let n = deliveries.max(1) as f64;
-    let mut by: BTreeMap<(String, Option<String>, String), (Scope, BTreeSet<String>, f64)> =
-        BTreeMap::new();
+    /// Table, index, family -> scope, the keys seen, units.
+    type Families = BTreeMap<(String, Option<String>, String), (Scope, BTreeSet<String>, f64)>;
+    let mut by: Families = BTreeMap::new();
     for (p, u) in units {
         let (fam, scope) = family(&p.key);
         let e = by
