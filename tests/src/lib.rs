@@ -52,6 +52,8 @@ impl TestStack {
             config: PipelineConfig {
                 allowlist: converger_core::net::Allowlist::loopback(),
                 channel_cache_ttl: Duration::ZERO,
+                // Health counts written as they are counted: a test reads them at once.
+                health_flush: Duration::ZERO,
                 serial_transactions: true,
                 // The tests poll the API far faster than a producer calls it; the limits'
                 // own test sets a tenant's override, which wins.

@@ -155,8 +155,94 @@ impl AutoDisable {
     }
 }
 
+/// The health counts an instance has not written yet, per (channel, minute): deliveries
+/// created and dead letters (a replayed one counts `-1`). Counting each delivery with a write
+/// of its own would put a write per delivery on one key per channel (a ceiling of 1,000
+/// deliveries/s, and a unit on every first try); an instance adds up what it counts instead
+/// and writes the sums at most once per `every_ms` (at once when it wrote none before), so a
+/// busy channel's counters take one write per instance a second. What a crash loses is at most
+/// that long of one instance's counts: a health rate is a statistic, never a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tally<K: Ord> {
+    counts: std::collections::BTreeMap<(K, i64), (i64, i64)>,
+    last_flush_ms: Option<i64>,
+}
+
+impl<K: Ord> Default for Tally<K> {
+    fn default() -> Self {
+        Self {
+            counts: std::collections::BTreeMap::new(),
+            last_flush_ms: None,
+        }
+    }
+}
+
+impl<K: Ord + Clone> Tally<K> {
+    pub fn add(&mut self, key: K, minute: i64, created: i64, failed: i64) {
+        let c = self.counts.entry((key, minute)).or_insert((0, 0));
+        c.0 += created;
+        c.1 += failed;
+    }
+
+    /// Everything counted, and empty again, when the last flush was `every_ms` ago or more
+    /// (or there was none); nothing otherwise. Sums that add up to nothing are left out.
+    pub fn take_due(&mut self, now_ms: i64, every_ms: i64) -> Vec<((K, i64), (i64, i64))> {
+        if self
+            .last_flush_ms
+            .is_some_and(|last| now_ms.saturating_sub(last) < every_ms)
+        {
+            return Vec::new();
+        }
+        self.last_flush_ms = Some(now_ms);
+        std::mem::take(&mut self.counts)
+            .into_iter()
+            .filter(|(_, (c, f))| *c != 0 || *f != 0)
+            .collect()
+    }
+
+    /// Puts back sums that could not be written (they go with the next flush).
+    pub fn restore(&mut self, entries: Vec<((K, i64), (i64, i64))>) {
+        for ((k, m), (c, f)) in entries {
+            self.add(k, m, c, f);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_tally_writes_its_sums_at_most_once_per_period() {
+        let mut t: Tally<&str> = Tally::default();
+        t.add("a", 10, 1, 0);
+        assert_eq!(
+            t.take_due(1_000, 1_000),
+            vec![(("a", 10), (1, 0))],
+            "the first at once"
+        );
+        t.add("a", 10, 1, 0);
+        t.add("a", 10, 1, 1);
+        t.add("b", 11, 0, 1);
+        t.add("c", 11, 1, 0);
+        t.add("c", 11, -1, 0);
+        assert!(
+            t.take_due(1_500, 1_000).is_empty(),
+            "within the period: held"
+        );
+        let due = t.take_due(2_000, 1_000);
+        assert_eq!(due, vec![(("a", 10), (2, 1)), (("b", 11), (0, 1))]);
+        assert!(t.is_empty());
+        t.restore(due);
+        assert_eq!(
+            t.take_due(3_000, 1_000),
+            vec![(("a", 10), (2, 1)), (("b", 11), (0, 1))],
+            "what could not be written goes with the next flush"
+        );
+    }
+
     use super::*;
     use proptest::prelude::*;
 

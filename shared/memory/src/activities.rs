@@ -32,10 +32,6 @@ impl ActivityStore for MemStore {
             for d in deliveries {
                 s.deliveries.insert(d.id.clone(), d.clone());
                 s.reindex(&d.id);
-                s.counters
-                    .entry((d.channel_id.clone(), d.created_minute()))
-                    .or_insert((0, 0))
-                    .0 += 1;
             }
             Created::New
         })

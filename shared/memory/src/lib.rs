@@ -97,7 +97,7 @@ impl State {
                     .insert(id.clone(), Indexed::Parked(d.channel_id.clone()));
             }
             // The sweeper's due rows are found by a scan of the map here.
-            SparseIndex::Due { .. } | SparseIndex::Leased { .. } | SparseIndex::None => {}
+            SparseIndex::Due { .. } | SparseIndex::None => {}
         }
     }
 }

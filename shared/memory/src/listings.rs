@@ -63,16 +63,15 @@ impl DeliveryQueries for MemStore {
             let mut rows: Vec<(String, &Delivery)> = s
                 .deliveries
                 .values()
-                .filter_map(|d| match (d.sparse_index(), part) {
-                    (SparseIndex::Due { shard: s, due_ms }, DuePart::Waiting) if s == shard => {
-                        Some((due_ms, d))
-                    }
-                    (SparseIndex::Leased { shard: s, until_ms }, DuePart::Leased) if s == shard => {
-                        Some((until_ms, d))
-                    }
+                .filter_map(|d| match d.sparse_index() {
+                    SparseIndex::Due { shard: s, due_ms } if s == shard => Some((due_ms, d)),
                     _ => None,
                 })
                 .filter(|(at, _)| *at < before_ms)
+                .filter(|(_, d)| match part {
+                    DuePart::Waiting => true,
+                    DuePart::Leased => d.lease_until.is_some_and(|until| until < before_ms),
+                })
                 .filter(|(_, d)| !converger_ports::expired(d.expires_at, before_ms.max(now)))
                 .map(|(at, d)| (format!("{}#{}", due_key(at), d.id), d))
                 .filter(|(k, _)| from.as_ref().is_none_or(|f| k > f))

@@ -47,6 +47,10 @@ pub struct PipelineConfig {
     /// How long a channel's flow state (breaker, window) is cached per instance
     /// (`FLOW_CACHE_TTL_MS`); parking always re-reads it first.
     pub flow_cache_ttl: Duration,
+    /// How often an instance writes the health counts it added up (created deliveries, dead
+    /// letters) to the per-minute counters: at most once per period per instance
+    /// (`HEALTH_FLUSH_MS`; 0: with every count).
+    pub health_flush: Duration,
     /// How long a window slot may be held before the sweeper checks its delivery
     /// (`SLOT_GRACE_SECONDS`).
     pub slot_grace: Duration,
@@ -74,6 +78,7 @@ impl Default for PipelineConfig {
             replay_chunk: 500,
             serial_transactions: false,
             flow_cache_ttl: Duration::from_millis(1000),
+            health_flush: Duration::from_millis(1000),
             slot_grace: Duration::from_secs(120),
             release_chunk: 5000,
         }
@@ -154,6 +159,9 @@ impl PipelineConfig {
         }
         if let Some(s) = num::<u64>("SLOT_GRACE_SECONDS")? {
             c.slot_grace = Duration::from_secs(s.max(1));
+        }
+        if let Some(ms) = num::<u64>("HEALTH_FLUSH_MS")? {
+            c.health_flush = Duration::from_millis(ms.min(60_000));
         }
         if let Some(s) = num::<u64>("RECLAIM_INTERVAL_SECONDS")? {
             c.reclaim_interval = Duration::from_secs(s.min(60));

@@ -8,7 +8,7 @@ use crate::outcome::AttemptError;
 use converger_core::health::{
     AUTO_DISABLED, AutoDisable, HISTORY_DAYS, HealthStatus, WINDOW_MINUTES, failure_rate, minute,
 };
-use converger_core::{BreakerConfig, ChannelId, ChannelType, CircuitState, time};
+use converger_core::{BreakerConfig, ChannelType, CircuitState, time};
 use converger_ports::{
     Channel, ChannelPatch, Delivery, Flow, HealthCheck, PlatformEvent, StoreResult, Tenant,
 };
@@ -50,18 +50,40 @@ impl Pipeline {
         self.count_failed_many(std::slice::from_ref(d), delta).await;
     }
 
-    /// [`Self::count_failed`] for many deliveries: one write per channel and minute.
+    /// [`Self::count_failed`] for many deliveries.
     pub(crate) async fn count_failed_many(&self, rows: &[Delivery], delta: i64) {
-        let mut groups: std::collections::BTreeMap<(&ChannelId, i64), i64> = Default::default();
-        for d in rows {
-            *groups
-                .entry((&d.channel_id, d.created_minute()))
-                .or_insert(0) += delta;
-        }
-        for ((channel, m), n) in groups {
-            if let Err(e) = self.store.count_deliveries(channel, m, 0, n).await {
-                tracing::warn!(channel_id = %channel, error = %e, "health counter not written");
+        self.count_health(rows.iter().map(|d| (d, 0, delta))).await;
+    }
+
+    /// Counts deliveries just written as created into their channels' health counters.
+    pub(crate) async fn count_created(&self, rows: &[Delivery]) {
+        self.count_health(rows.iter().map(|d| (d, 1, 0))).await;
+    }
+
+    /// Adds `(delivery, created, failed)` to this instance's tally, and writes the tally
+    /// (one write per channel and minute) when its period has passed.
+    async fn count_health(&self, counts: impl Iterator<Item = (&Delivery, i64, i64)>) {
+        let due = match self.health_tally.lock() {
+            Ok(mut t) => {
+                for (d, c, f) in counts {
+                    t.add(d.channel_id.clone(), d.created_minute(), c, f);
+                }
+                let every = i64::try_from(self.config.health_flush.as_millis()).unwrap_or(0);
+                t.take_due(converger_core::time::now_ms(), every)
             }
+            Err(_) => return,
+        };
+        let mut failed = Vec::new();
+        for ((channel, m), (c, f)) in due {
+            if let Err(e) = self.store.count_deliveries(&channel, m, c, f).await {
+                tracing::warn!(channel_id = %channel, error = %e, "health counter not written");
+                failed.push(((channel, m), (c, f)));
+            }
+        }
+        if !failed.is_empty()
+            && let Ok(mut t) = self.health_tally.lock()
+        {
+            t.restore(failed);
         }
     }
 

@@ -242,11 +242,13 @@ impl Pipeline {
                     .map_err(IngestError::from)
             };
             tokio::try_join!(write, send)?;
+            self.count_created(deliveries).await;
             return Ok(true);
         }
         if self.store.create_activity(activity, deliveries).await? == Created::Duplicate {
             return Ok(false);
         }
+        self.count_created(deliveries).await;
         send.await?;
         Ok(true)
     }

@@ -49,6 +49,8 @@ pub struct Pipeline {
     /// Each tenant's channels (the subscriber lists of event types).
     tenant_channels: TtlCache<TenantId, Arc<Vec<Arc<Channel>>>>,
     flow: flow::Caches,
+    /// Health counts not written yet (see [`converger_core::health::Tally`]).
+    health_tally: std::sync::Mutex<converger_core::health::Tally<ChannelId>>,
 }
 
 impl std::ops::Deref for Pipeline {
@@ -71,6 +73,7 @@ impl Pipeline {
             channels: TtlCache::new(config.channel_cache_ttl),
             tenant_channels: TtlCache::bounded(config.channel_cache_ttl, 10_000),
             flow: flow::Caches::new(config.flow_cache_ttl),
+            health_tally: std::sync::Mutex::new(Default::default()),
             deps: Deps {
                 store,
                 queue,

@@ -19,10 +19,10 @@ pub struct HealthInputs {
 
 #[async_trait]
 pub trait HealthStore: Send + Sync + 'static {
-    /// Adds to a channel's per-minute counters (dead letters; created deliveries that were not
-    /// counted when written), kept two hours. A replayed dead letter subtracts from `failed` of
-    /// the minute it was created in. Deliveries written by `create_activity` and
-    /// `create_fresh_activity` are counted as created by that write.
+    /// Adds to a channel's per-minute counters (created deliveries and dead letters), kept two
+    /// hours. A replayed dead letter subtracts from `failed` of the minute it was created in.
+    /// Writing deliveries counts nothing: the pipeline adds up what it writes and calls this
+    /// with the sums.
     async fn count_deliveries(
         &self,
         channel: &ChannelId,

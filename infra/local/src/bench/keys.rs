@@ -42,11 +42,13 @@ pub struct Options {
 pub async fn run(o: Options) -> Result<Value, String> {
     converger_pipeline::metrics::set_enabled(false);
     let meter = Meter::new();
-    let stack = Stack::start(StackOptions {
+    let mut opts = StackOptions {
         capacity: Some(meter.clone()),
         ..StackOptions::bench("keys")
-    })
-    .await?;
+    };
+    // As deployed: health counts added up for a second per instance.
+    opts.config.health_flush = converger_pipeline::PipelineConfig::default().health_flush;
+    let stack = Stack::start(opts).await?;
     let result = cases(&stack, &meter, &o).await;
     stack.stop().await;
     let cases = result?;
@@ -159,6 +161,7 @@ async fn cases(stack: &Stack, meter: &Meter, o: &Options) -> Result<Value, Strin
             let r = h
                 .http
                 .post(&replay_url)
+                .timeout(Duration::from_secs(900))
                 .bearer_auth(&h.key)
                 .header("content-type", "application/json")
                 .body("{}")

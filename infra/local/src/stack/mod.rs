@@ -107,6 +107,9 @@ impl Default for StackOptions {
             allowlist: converger_core::net::Allowlist::loopback(),
             // The local emulator's transactions are not serializable (see DynamoStore).
             serial_transactions: true,
+            // Health counts written as they are counted, so a health check run by hand sees
+            // every delivery (deployed functions add them up for a second).
+            health_flush: Duration::ZERO,
             ..PipelineConfig::default()
         };
         Self {

@@ -56,13 +56,17 @@ pub struct Overdue {
     pub lease_until: Option<i64>,
 }
 
-/// The two halves of the sweeper's due index.
+/// What the sweeper asks of the due index. Every pending delivery that is not in its
+/// channel's backlog or handed off is in it, by due time, and stays put while an attempt
+/// holds it: a claim, a lease renewal or a release writes nothing to the index (its lease is
+/// not projected there), so a first try costs the index one entry added and one removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DuePart {
-    /// Rows waiting for their message, by due time (the sweeper allows a grace period).
+    /// Rows due before the bound, leased or not (the sweeper allows a grace period and skips
+    /// live leases).
     Waiting,
-    /// Rows an attempt claimed, by the end of its lease: one found past it is a crashed
-    /// attempt's, and the sweeper runs it again at once.
+    /// Of the rows due before the bound, those an attempt claimed whose lease ended before it:
+    /// a crashed attempt's, which the sweeper runs again at once.
     Leased,
 }
 
@@ -297,12 +301,11 @@ impl Claim {
 pub enum SparseIndex {
     /// Pending, waiting for a window slot: the channel's backlog, oldest due first.
     Backlog { due_ms: i64 },
-    /// Pending with a message on its way: the sweeper's due index, by shard.
+    /// Pending with a message on its way or an attempt running: the sweeper's due index, by
+    /// shard and due time (a claim leaves it where it is).
     Due { shard: u32, due_ms: i64 },
-    /// Pending and claimed by an attempt: the due index's leased part, by the lease's end.
-    Leased { shard: u32, until_ms: i64 },
-    /// Parked (`paused`): the channel's parked rows (on DynamoDB, the channel-status index's
-    /// `<channel>#paused` partition).
+    /// Parked (`paused`): the channel's parked rows (on DynamoDB, the channel index's
+    /// `<channel>#paused#<shard>` partitions).
     Parked,
     /// Settled: in no sparse index.
     None,
@@ -324,15 +327,9 @@ impl Delivery {
                 due_ms: self.next_attempt_at,
             },
             DeliveryStatus::Pending if self.handed_off => SparseIndex::None,
-            DeliveryStatus::Pending => match self.lease_until {
-                Some(until_ms) => SparseIndex::Leased {
-                    shard: due_shard(&self.id),
-                    until_ms,
-                },
-                None => SparseIndex::Due {
-                    shard: due_shard(&self.id),
-                    due_ms: self.next_attempt_at,
-                },
+            DeliveryStatus::Pending => SparseIndex::Due {
+                shard: due_shard(&self.id),
+                due_ms: self.next_attempt_at,
             },
             DeliveryStatus::Paused => SparseIndex::Parked,
             _ => SparseIndex::None,
@@ -423,11 +420,11 @@ mod tests {
         d.lease_until = Some(99);
         assert_eq!(
             d.sparse_index(),
-            SparseIndex::Leased {
+            SparseIndex::Due {
                 shard: due_shard(&d.id),
-                until_ms: 99
+                due_ms: 42
             },
-            "a claimed row waits in the leased part until its lease ends"
+            "a claim does not move the row in the index"
         );
         d.handed_off = true;
         assert_eq!(d.sparse_index(), SparseIndex::None);

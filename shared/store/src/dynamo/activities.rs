@@ -49,13 +49,7 @@ impl ActivityStore for DynamoStore {
             req.send().await
         };
         match sent {
-            Ok(_) => {
-                // The health marks are not part of the transaction (it holds at most 100
-                // items; an activity may have 50 deliveries). A mark lost to a crash here
-                // skews one health check, never a delivery.
-                self.batch_put_rows(self.created_marks(deliveries)?).await?;
-                Ok(Created::New)
-            }
+            Ok(_) => Ok(Created::New),
             Err(e) => {
                 if let Some(TransactWriteItemsError::TransactionCanceledException(c)) =
                     e.as_service_error()
@@ -82,9 +76,6 @@ impl ActivityStore for DynamoStore {
         for d in deliveries {
             rows.push((self.res.deliveries.clone(), delivery_item(d)?));
         }
-        // Each delivery's health mark rides in the same batch write: counting it costs no
-        // request of its own.
-        rows.extend(self.created_marks(deliveries)?);
         self.batch_put_rows(rows).await
     }
     async fn get_activity(

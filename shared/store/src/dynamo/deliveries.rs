@@ -43,7 +43,7 @@ impl DeliveryStore for DynamoStore {
         Ok(Claim::Busy)
     }
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
-        // Back in the waiting part of the due index, at its due time.
+        // In the due index at its due time (where the claim left it).
         self.leased_update(
             d,
             token,
@@ -53,13 +53,11 @@ impl DeliveryStore for DynamoStore {
         .await
     }
     async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool> {
-        let mut values: Vec<(&str, AttributeValue)> = vec![(":until", n(until_ms))];
-        values.extend(lease_keys(&d.id, until_ms));
         self.leased_update(
             d,
             token,
-            "SET lease_until = :until, due_shard = :due_shard, due_at = :due_at".into(),
-            values,
+            "SET lease_until = :until".into(),
+            vec![(":until", n(until_ms))],
         )
         .await
     }
@@ -192,16 +190,13 @@ impl DynamoStore {
         lease_ms: i64,
     ) -> StoreResult<Option<Claim>> {
         let until = now_ms.saturating_add(lease_ms);
-        let [(_, due_shard), (_, due_at)] = lease_keys(id, until);
+        // The lease is not projected into the due index: the claim writes the row alone.
         let req = self
             .client
             .update_item()
             .table_name(&self.res.deliveries)
             .key("id", s(id.as_str()))
-            .update_expression(
-                "SET lease_token = :token, lease_until = :until, due_shard = :due_shard, \
-                 due_at = :due_at",
-            )
+            .update_expression("SET lease_token = :token, lease_until = :until")
             .condition_expression(
                 "attribute_exists(id) AND #st = :pending AND next_attempt_at <= :now \
                  AND (attribute_not_exists(lease_until) OR lease_until < :now) \
@@ -214,8 +209,6 @@ impl DynamoStore {
             .expression_attribute_values(":until", n(until))
             .expression_attribute_values(":now", n(now_ms))
             .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
-            .expression_attribute_values(":due_shard", due_shard)
-            .expression_attribute_values(":due_at", due_at)
             .return_values(ReturnValue::AllNew);
         match self.update_or_old(req, self.get_delivery(id)).await? {
             Conditional::Applied(item) => {

@@ -593,7 +593,9 @@ impl FlowStore for DynamoStore {
             (":until", n(lease_until_ms)),
             (":now", n(now_ms)),
         ];
-        values.extend(lease_keys(id, lease_until_ms));
+        // Out of the backlog into the due index (due by now, as the condition says; a claimed
+        // row stays where it is put).
+        values.extend(due_keys(id, now_ms));
         self.row_update(
             id,
             "SET lease_token = :token, lease_until = :until, due_shard = :due_shard, \

@@ -126,7 +126,7 @@ impl DeliveryQueries for DynamoStore {
             .table_name(&self.res.deliveries)
             .index_name("by_due")
             .key_condition_expression("due_shard = :sh AND due_at < :before")
-            .expression_attribute_values(":sh", s(due_partition(part, shard)))
+            .expression_attribute_values(":sh", s(due_partition(shard)))
             .expression_attribute_values(":before", s(due_key(before_ms)))
             .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000));
         if let Some(from) = from {
@@ -136,29 +136,46 @@ impl DeliveryQueries for DynamoStore {
                 .set_exclusive_start_key(Some(start.into_iter().map(|(k, v)| (k, s(v))).collect()));
         }
         let out = req.send().await.map_err(sdk_err)?;
+        // The index holds keys (and tier and channel); whether an attempt holds the row is
+        // read from the row: the lease is not projected, so a claim never writes the index.
+        let ids = out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .map(|item| {
+                let id = item
+                    .get("id")
+                    .and_then(|v| v.as_s().ok())
+                    .ok_or_else(|| StoreError::Corrupt("due entry without id".into()))?;
+                DeliveryId::parse(id).map_err(|e| StoreError::Corrupt(format!("due entry: {e}")))
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        let mut rows: HashMap<DeliveryId, Delivery> = self
+            .get_deliveries(&ids)
+            .await?
+            .into_iter()
+            .map(|d| (d.id.clone(), d))
+            .collect();
+        let now = now_ms();
         let mut items = Vec::new();
-        for item in out.items.unwrap_or_default() {
-            #[derive(serde::Deserialize)]
-            struct Row {
-                id: DeliveryId,
-                tier: converger_core::Tier,
-                #[serde(default)]
-                channel_id: Option<ChannelId>,
-                #[serde(default)]
-                lease_until: Option<i64>,
-                #[serde(default)]
-                expires_at: Option<i64>,
+        for id in ids {
+            let Some(d) = rows.remove(&id) else {
+                continue;
+            };
+            // Past its retention (read as absent above), or no longer pending in the index.
+            if d.status != DeliveryStatus::Pending
+                || converger_ports::expired(d.expires_at, before_ms.max(now))
+            {
+                continue;
             }
-            let r: Row = from_item(item)?;
-            // Past its retention: not enqueued again (the claim would drop it anyway).
-            if converger_ports::expired(r.expires_at, before_ms.max(now_ms())) {
+            if part == DuePart::Leased && !d.lease_until.is_some_and(|u| u < before_ms) {
                 continue;
             }
             items.push(Overdue {
-                id: r.id,
-                tier: r.tier,
-                channel_id: r.channel_id,
-                lease_until: r.lease_until,
+                id: d.id,
+                tier: d.tier,
+                channel_id: Some(d.channel_id),
+                lease_until: d.lease_until,
             });
         }
         let next = out.last_evaluated_key.filter(|k| !k.is_empty()).map(|k| {

@@ -182,46 +182,24 @@ fn delivery_item(d: &Delivery) -> StoreResult<Item> {
             item.insert("due_shard".into(), shard);
             item.insert("due_at".into(), at);
         }
-        SparseIndex::Leased { until_ms, .. } => {
-            let [(_, shard), (_, at)] = lease_keys(&d.id, until_ms);
-            item.insert("due_shard".into(), shard);
-            item.insert("due_at".into(), at);
-        }
         // Parked rows are found through the channel-status index every row is in.
         SparseIndex::Parked | SparseIndex::None => {}
     }
     Ok(item)
 }
 
-/// The due index attributes of a delivery waiting for its message, due at `next_attempt_at`.
+/// The due index attributes of a pending delivery due at `next_attempt_at` (a claim leaves
+/// them as they are).
 fn due_keys(id: &DeliveryId, next_attempt_at: i64) -> [(&'static str, AttributeValue); 2] {
-    due_part_keys(DuePart::Waiting, id, next_attempt_at)
-}
-
-/// The due index attributes of a delivery claimed until `until_ms`.
-fn lease_keys(id: &DeliveryId, until_ms: i64) -> [(&'static str, AttributeValue); 2] {
-    due_part_keys(DuePart::Leased, id, until_ms)
-}
-
-/// The due index attributes of a delivery in `part`, keyed by `at_ms`: partition
-/// `due#<shard>` or `lease#<shard>`.
-fn due_part_keys(
-    part: DuePart,
-    id: &DeliveryId,
-    at_ms: i64,
-) -> [(&'static str, AttributeValue); 2] {
     [
-        (":due_shard", s(due_partition(part, due_shard(id)))),
-        (":due_at", s(due_key(at_ms))),
+        (":due_shard", s(due_partition(due_shard(id)))),
+        (":due_at", s(due_key(next_attempt_at))),
     ]
 }
 
-/// The due index partition of `shard` in `part`.
-fn due_partition(part: DuePart, shard: u32) -> String {
-    match part {
-        DuePart::Waiting => format!("due#{shard}"),
-        DuePart::Leased => format!("lease#{shard}"),
-    }
+/// The due index partition of `shard`.
+fn due_partition(shard: u32) -> String {
+    format!("due#{shard}")
 }
 
 /// The backlog index attributes of a delivery of `channel` due at `due_ms`.
