@@ -168,7 +168,7 @@ impl DeliveryQueries for DynamoStore {
             {
                 continue;
             }
-            if part == DuePart::Leased && !d.lease_until.is_some_and(|u| u < before_ms) {
+            if part == DuePart::Leased && d.lease_until.is_none_or(|u| u >= before_ms) {
                 continue;
             }
             items.push(Overdue {
