@@ -726,9 +726,10 @@ mod emulator {
     #[tokio::test]
     async fn a_backlogged_channel_does_not_hold_up_its_tier() {
         let t = TestStack::on_emulator().await;
+        // Half a second each, ten at a time: A's backlog takes well over a minute to drain.
         let slow = Receiver::start(
             Vec::new(),
-            Reply::status(200).delay(Duration::from_millis(200)),
+            Reply::status(200).delay(Duration::from_millis(500)),
         )
         .await
         .unwrap();
@@ -747,7 +748,6 @@ mod emulator {
         t.seed_waiting(&tenant_a, a_id, 1000, false).await;
         t.activities(&key_a, a_id, 1, 1).await;
         slow.wait_for(10, Duration::from_secs(20)).await;
-        let started = Instant::now();
         let ids = t.activities(&key_b, b_id, 10, 10).await;
         for id in &ids {
             let d = t
@@ -755,15 +755,13 @@ mod emulator {
                 .await;
             assert_eq!(d["status"], "sent", "{d}");
         }
-        let b_took = started.elapsed();
+        // Causality, not speed: B's deliveries were all sent while A's backlog still waits,
+        // so they did not queue behind it (the time B took is the dead-channel and
+        // fairness benchmarks' to measure).
         let a_state = delivery_state(&t, &key_a, a_id).await;
         assert!(
             a_state["backlog"].as_u64().unwrap() > 0,
             "A still has a backlog when B is done: {a_state}"
-        );
-        assert!(
-            b_took < Duration::from_secs(10),
-            "B's 10 deliveries took {b_took:?} behind A's backlog"
         );
         assert!(
             slow.max_concurrent() <= 10,
