@@ -104,7 +104,7 @@ impl Pipeline {
         if let Err(e) = self
             .queue
             .send(
-                &DeliveryMessage::new(row.id.clone(), row.tier, None).on(&row.channel_id),
+                &DeliveryMessage::new(row.id.clone(), row.tier, None).of(&row),
                 0,
             )
             .await
@@ -271,7 +271,7 @@ impl Pipeline {
             self.count_failed_many(&done, -1).await;
             let msgs: Vec<DeliveryMessage> = done
                 .iter()
-                .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).on(&d.channel_id))
+                .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).of(&d))
                 .collect();
             stats.send_batches += msgs.len().div_ceil(10);
             if let Err(e) = self.queue.send_many(&msgs).await {

@@ -115,10 +115,12 @@ impl Queue for SqsQueue {
 
     async fn send(&self, msg: &DeliveryMessage, delay_s: u32) -> Result<(), QueueError> {
         let delay = i32::try_from(delay_s.min(MAX_DELAY_S)).unwrap_or(0);
+        // The tenant is the message's group: the tier queues are fair queues.
         self.client
             .send_message()
             .queue_url(self.url(msg.tier))
             .message_body(body(msg)?)
+            .set_message_group_id(msg.group().map(str::to_owned))
             .delay_seconds(delay)
             .send()
             .await
@@ -157,13 +159,13 @@ impl Queue for SqsQueue {
         }
         // Each body serialized once; batches of ten per tier, several in flight at once (a
         // bulk replay of 10,000 deliveries is 1,000 batches).
-        let mut batches: Vec<(Tier, Vec<String>)> = Vec::new();
+        let mut batches: Vec<(Tier, Vec<(String, Option<String>)>)> = Vec::new();
         for tier in Tier::ALL {
             let bodies = msgs
                 .iter()
                 .filter(|m| m.tier == tier)
-                .map(body)
-                .collect::<Result<Vec<String>, _>>()?;
+                .map(|m| Ok((body(m)?, m.group().map(str::to_owned))))
+                .collect::<Result<Vec<_>, QueueError>>()?;
             batches.extend(bodies.chunks(10).map(|c| (tier, c.to_vec())));
         }
         let sends = batches
@@ -183,13 +185,18 @@ const SEND_CONCURRENCY: usize = 8;
 impl SqsQueue {
     /// One SendMessageBatch of at most ten messages; entries it refuses are sent one by one
     /// and a second refusal is an error.
-    async fn send_batch(&self, tier: Tier, bodies: Vec<String>) -> Result<(), QueueError> {
+    async fn send_batch(
+        &self,
+        tier: Tier,
+        bodies: Vec<(String, Option<String>)>,
+    ) -> Result<(), QueueError> {
         let mut entries = Vec::with_capacity(bodies.len());
-        for (i, b) in bodies.iter().enumerate() {
+        for (i, (b, group)) in bodies.iter().enumerate() {
             entries.push(
                 SendMessageBatchRequestEntry::builder()
                     .id(i.to_string())
                     .message_body(b.as_str())
+                    .set_message_group_id(group.clone())
                     .build()
                     .map_err(|e| QueueError(e.to_string()))?,
             );
@@ -204,13 +211,14 @@ impl SqsQueue {
             .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
         for failed in out.failed {
             let idx: usize = failed.id.parse().unwrap_or(usize::MAX);
-            let Some(b) = bodies.get(idx) else {
+            let Some((b, group)) = bodies.get(idx) else {
                 return Err(QueueError(format!("batch entry {} failed", failed.id)));
             };
             self.client
                 .send_message()
                 .queue_url(self.url(tier))
                 .message_body(b.as_str())
+                .set_message_group_id(group.clone())
                 .send()
                 .await
                 .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;

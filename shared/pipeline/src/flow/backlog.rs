@@ -56,7 +56,7 @@ impl Pipeline {
                     self.remember_flow(&f);
                     match self.store.leave_backlog(&id, now).await? {
                         Some(d) => {
-                            msgs.push(DeliveryMessage::new(d.id, d.tier, None).on(&d.channel_id))
+                            msgs.push(DeliveryMessage::new(d.id.clone(), d.tier, None).of(&d))
                         }
                         None => {
                             // Fed or parked meanwhile: the slot this feeder took goes back.
@@ -167,7 +167,7 @@ impl Pipeline {
             .await
             .ok()
             .flatten();
-        let msg = DeliveryMessage::new(d.id.clone(), d.tier, activity.as_ref()).on(&d.channel_id);
+        let msg = DeliveryMessage::new(d.id.clone(), d.tier, activity.as_ref()).of(&d);
         crate::attempt::chain_keep(msg, crate::attempt::Claimed { d, token });
         Ok(Some(id))
     }

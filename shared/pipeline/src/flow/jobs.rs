@@ -84,7 +84,7 @@ impl Pipeline {
             return Ok(());
         };
         tracing::info!(channel_id = %channel.id, delivery_id = %live.id, "probing");
-        let msg = DeliveryMessage::new(live.id.clone(), live.tier, None).on(&live.channel_id);
+        let msg = DeliveryMessage::new(live.id.clone(), live.tier, None).of(&live);
         // The gate sees this delivery named as the probe: its log says `trigger: probe`.
         self.attempt(msg).await?;
         Ok(())
@@ -130,7 +130,7 @@ impl Pipeline {
             if !windowed {
                 let msgs: Vec<DeliveryMessage> = moved
                     .iter()
-                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).on(&d.channel_id))
+                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).of(&d))
                     .collect();
                 self.queue.send_many(&msgs).await?;
             }

@@ -43,6 +43,11 @@ pub struct DeliveryMessage {
     /// a message that finds no row waits for it instead of being dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_by: Option<i64>,
+    /// The delivery's tenant: the message's group on the tier's queue (an SQS fair queue), so
+    /// that one tenant's backlog or slow endpoints cannot take its neighbours' share of the
+    /// tier (absent: grouped by channel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<TenantId>,
 }
 
 /// Largest serialized activity carried inside a queue message.
@@ -69,6 +74,7 @@ impl DeliveryMessage {
             bounces: 0,
             activity: activity.cloned(),
             row_by: None,
+            tenant_id: None,
         }
     }
 
@@ -81,6 +87,7 @@ impl DeliveryMessage {
             bounces: self.bounces,
             activity: None,
             row_by: self.row_by,
+            tenant_id: self.tenant_id.clone(),
         }
     }
 
@@ -94,6 +101,21 @@ impl DeliveryMessage {
     pub fn on(mut self, channel: &ChannelId) -> Self {
         self.channel_id = Some(channel.clone());
         self
+    }
+
+    /// The same message, naming the delivery's channel and tenant.
+    pub fn of(self, d: &Delivery) -> Self {
+        let mut m = self.on(&d.channel_id);
+        m.tenant_id = Some(d.tenant_id.clone());
+        m
+    }
+
+    /// Its group on a fair queue: the tenant, else the channel.
+    pub fn group(&self) -> Option<&str> {
+        self.tenant_id
+            .as_ref()
+            .map(TenantId::as_str)
+            .or(self.channel_id.as_ref().map(ChannelId::as_str))
     }
 }
 
