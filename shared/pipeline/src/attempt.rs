@@ -513,7 +513,7 @@ impl Pipeline {
         } else {
             p.activity.if_inline()
         };
-        let next = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(&d);
+        let next = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
         // If this send fails, the message is redelivered and finds the row pending with its
         // due time: nothing is lost.
         self.queue.send(&next, delay_s).await?;

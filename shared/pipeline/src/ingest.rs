@@ -224,7 +224,7 @@ impl Pipeline {
             .zip(admissions)
             .filter(|(_, a)| **a == Admission::Live)
             .map(|(d, _)| {
-                let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(&d);
+                let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
                 if fresh { m.beside_row(by) } else { m }
             })
             .collect();
@@ -278,7 +278,7 @@ impl Pipeline {
                     && !d.in_backlog
                     && d.next_attempt_at <= now
             })
-            .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, carried).of(&d))
+            .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d))
             .collect();
         if !msgs.is_empty() {
             self.queue.send_many(&msgs).await?;

@@ -271,7 +271,7 @@ impl Pipeline {
             self.count_failed_many(&done, -1).await;
             let msgs: Vec<DeliveryMessage> = done
                 .iter()
-                .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).of(&d))
+                .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).of(d))
                 .collect();
             stats.send_batches += msgs.len().div_ceil(10);
             if let Err(e) = self.queue.send_many(&msgs).await {

@@ -130,7 +130,7 @@ impl Pipeline {
             if !windowed {
                 let msgs: Vec<DeliveryMessage> = moved
                     .iter()
-                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).of(&d))
+                    .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).of(d))
                     .collect();
                 self.queue.send_many(&msgs).await?;
             }

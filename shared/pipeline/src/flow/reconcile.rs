@@ -93,7 +93,7 @@ impl Pipeline {
                     && r.lease_until.is_none()
                     && r.next_attempt_at < now - older_than
             })
-            .map(|r| DeliveryMessage::new(r.id.clone(), r.tier, None).of(&r))
+            .map(|r| DeliveryMessage::new(r.id.clone(), r.tier, None).of(r))
             .collect();
         if !lost.is_empty() {
             self.queue.send_many(&lost).await?;
