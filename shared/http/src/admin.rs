@@ -124,6 +124,7 @@ fn tenant_error(e: TenantError) -> ApiError {
         TenantError::Invalid(m) => ApiError::invalid("invalid_name", m),
         TenantError::InvalidAlertUrl(m) => ApiError::invalid("invalid_alert_webhook_url", m),
         TenantError::InvalidRateLimit(m) => ApiError::invalid("invalid_api_rate_limit", m),
+        TenantError::InvalidShards(m) => ApiError::invalid("invalid_delivery_shards", m),
         TenantError::Store(e) => e.into(),
     }
 }
@@ -211,6 +212,9 @@ pub(crate) struct PatchTenant {
     #[serde(default, deserialize_with = "crate::error::present")]
     #[schema(value_type = Option<String>)]
     api_rate_limit: Option<Option<String>>,
+    /// How many partitions its delivery listings are spread over from now on (1 to 256; only
+    /// grows). Each takes a few hundred deliveries a second (see docs/scaling.md).
+    delivery_shards: Option<u32>,
 }
 
 /// Sets a tenant's tier (its new deliveries go to that tier's queue; the API's cached view of
@@ -250,6 +254,15 @@ pub(crate) async fn patch_tenant(
         .await
         .map_err(tenant_error)?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
+    let t = match req.delivery_shards {
+        Some(n) => state
+            .pipeline
+            .set_delivery_shards(&id, n)
+            .await
+            .map_err(tenant_error)?
+            .ok_or_else(|| ApiError::not_found("tenant"))?,
+        None => t,
+    };
     state.forget_tenants();
     // The alert channel's signing secret, so the receiver can verify what it gets.
     let mut alert_signing_secret = None;

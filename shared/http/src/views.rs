@@ -22,6 +22,9 @@ pub struct TenantView {
     pub api_rate_limit: String,
     /// Whether `api_rate_limit` is an override.
     pub api_rate_limit_overridden: bool,
+    /// How many partitions its delivery listings are spread over (the tier's default unless
+    /// an operator raised it; see docs/scaling.md).
+    pub delivery_shards: u32,
 }
 
 /// `defaults`: each tier's API rate limit (the tenant's unless overridden).
@@ -35,6 +38,7 @@ pub fn tenant(t: &Tenant, defaults: &converger_core::api_limit::Defaults) -> Ten
         alert_channel_id: t.alert_channel_id.as_ref().map(ToString::to_string),
         api_rate_limit: t.api_limit(defaults).to_string(),
         api_rate_limit_overridden: t.api_rate_limit.is_some(),
+        delivery_shards: t.delivery_shards(),
     }
 }
 

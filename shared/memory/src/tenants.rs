@@ -39,6 +39,20 @@ impl TenantStore for MemStore {
         })
     }
 
+    async fn grow_tenant_delivery_shards(
+        &self,
+        id: &TenantId,
+        n: u32,
+    ) -> StoreResult<Option<Tenant>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            s.tenants.get_mut(id).map(|t| {
+                t.delivery_shards = Some(t.delivery_shards.map_or(n, |old| old.max(n)));
+                t.clone()
+            })
+        })
+    }
+
     async fn set_tenant_api_rate_limit(
         &self,
         id: &TenantId,

@@ -13,6 +13,8 @@ pub enum TenantError {
     InvalidAlertUrl(String),
     #[error("{0}")]
     InvalidRateLimit(String),
+    #[error("{0}")]
+    InvalidShards(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -65,6 +67,19 @@ impl Pipeline {
             return Ok(None);
         };
         if let Some(tier) = tier {
+            // A tier whose default has fewer listing shards would hide the rows in the others:
+            // the tenant keeps the ones it has.
+            if t.delivery_shards.is_none()
+                && converger_ports::default_delivery_shards(tier) < t.delivery_shards()
+            {
+                let kept = self
+                    .store
+                    .grow_tenant_delivery_shards(id, t.delivery_shards())
+                    .await?;
+                if kept.is_none() {
+                    return Ok(None);
+                }
+            }
             match self.store.set_tenant_tier(id, tier).await? {
                 Some(updated) => t = updated,
                 None => return Ok(None),
@@ -84,6 +99,32 @@ impl Pipeline {
             t = self.set_alert_webhook(&t, url).await?;
         }
         Ok(Some(t))
+    }
+
+    /// Spreads a tenant's delivery listings over `n` shards from now on (new deliveries only;
+    /// listings read them all). Shards only grow: fewer than it has is refused, as is more
+    /// than [`converger_ports::MAX_DELIVERY_SHARDS`]. `None` if there is no such tenant.
+    pub async fn set_delivery_shards(
+        &self,
+        id: &TenantId,
+        n: u32,
+    ) -> Result<Option<Tenant>, TenantError> {
+        let Some(t) = self.store.get_tenant(id).await? else {
+            return Ok(None);
+        };
+        let max = converger_ports::MAX_DELIVERY_SHARDS;
+        if !(1..=max).contains(&n) {
+            return Err(TenantError::InvalidShards(format!(
+                "delivery_shards must be between 1 and {max}, not {n}"
+            )));
+        }
+        if n < t.delivery_shards() {
+            return Err(TenantError::InvalidShards(format!(
+                "delivery_shards only grow: the tenant has {}, not fewer",
+                t.delivery_shards()
+            )));
+        }
+        Ok(self.store.grow_tenant_delivery_shards(id, n).await?)
     }
 
     /// Gives a tenant a new API key and retires the old one; `None` if there is no such

@@ -61,6 +61,13 @@ pub trait TenantStore: Send + Sync + 'static {
         id: &TenantId,
         limit: Option<&str>,
     ) -> StoreResult<Option<Tenant>>;
+    /// Sets a tenant's listing shards to `n` unless it has more already (they only grow: a
+    /// listing reads every shard a delivery may be in); `None` if the tenant does not exist.
+    async fn grow_tenant_delivery_shards(
+        &self,
+        id: &TenantId,
+        n: u32,
+    ) -> StoreResult<Option<Tenant>>;
 }
 
 /// Channels.

@@ -74,7 +74,8 @@ fn tenant_failure(e: TenantError) -> Response {
     match e {
         TenantError::Invalid(m)
         | TenantError::InvalidAlertUrl(m)
-        | TenantError::InvalidRateLimit(m) => page_error(StatusCode::UNPROCESSABLE_ENTITY, &m),
+        | TenantError::InvalidRateLimit(m)
+        | TenantError::InvalidShards(m) => page_error(StatusCode::UNPROCESSABLE_ENTITY, &m),
         TenantError::Store(e) => unavailable(&e),
     }
 }

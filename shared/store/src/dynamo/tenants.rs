@@ -70,6 +70,33 @@ impl TenantStore for DynamoStore {
         }
     }
 
+    async fn grow_tenant_delivery_shards(
+        &self,
+        id: &TenantId,
+        shards: u32,
+    ) -> StoreResult<Option<Tenant>> {
+        let r = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(id.as_str()))
+            .update_expression("SET delivery_shards = :n")
+            .condition_expression(
+                "attribute_exists(pk) AND (attribute_not_exists(delivery_shards) \
+                 OR delivery_shards <= :n)",
+            )
+            .expression_attribute_values(":n", n(shards))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match r {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            // Gone, or grown past `n` by someone else: what it is now.
+            Err(e) if is_update_conditional(&e) => self.get_tenant(id).await,
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
     async fn set_tenant_api_rate_limit(
         &self,
         id: &TenantId,
