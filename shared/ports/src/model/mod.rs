@@ -1,4 +1,4 @@
-//! Items as they are stored. Index attributes (`ts_pk`, `cs_pk`, `upd_sk`) are derived from
+//! Items as they are stored. Index attributes (`tl_pk`, `cl_pk`, `upd_sk`) are derived from
 //! the fields they index and written by the store only.
 
 use converger_core::query::{Actor, Cursor};
