@@ -632,13 +632,9 @@ impl FlowStore for DynamoStore {
             .unwrap_or_default()
             .into_iter()
             .map(|item| {
-                let id = item
-                    .get("id")
-                    .and_then(|v| v.as_s().ok())
-                    .ok_or_else(|| StoreError::Corrupt("backlog entry without id".into()))?;
-                let id = DeliveryId::parse(id)
-                    .map_err(|e| StoreError::Corrupt(format!("backlog entry: {e}")))?;
-                Ok(Waiting { id })
+                Ok(Waiting {
+                    id: entry_id(&item, "backlog")?,
+                })
             })
             .collect()
     }
@@ -663,14 +659,7 @@ impl FlowStore for DynamoStore {
             out.items
                 .unwrap_or_default()
                 .into_iter()
-                .map(|item| {
-                    let id = item
-                        .get("id")
-                        .and_then(|v| v.as_s().ok())
-                        .ok_or_else(|| StoreError::Corrupt("parked entry without id".into()))?;
-                    DeliveryId::parse(id)
-                        .map_err(|e| StoreError::Corrupt(format!("parked entry: {e}")))
-                })
+                .map(|item| entry_id(&item, "parked"))
                 .collect::<StoreResult<Vec<_>>>()
         }))
         .await?;

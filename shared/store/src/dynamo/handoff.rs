@@ -24,18 +24,10 @@ impl DynamoStore {
             .await
             .map_err(sdk_err)?;
         // The index holds keys only (a receipt's status change would rewrite a full copy).
-        let Some(id) = out
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .next()
-            .and_then(|item| item.get("id").and_then(|v| v.as_s().ok()).cloned())
-        else {
-            return Ok(None);
-        };
-        let id = DeliveryId::parse(&id)
-            .map_err(|e| StoreError::Corrupt(format!("provider index entry: {e}")))?;
-        self.get_delivery(&id).await
+        match out.items.unwrap_or_default().first() {
+            Some(item) => self.get_delivery(&entry_id(item, "provider index")?).await,
+            None => Ok(None),
+        }
     }
 }
 

@@ -142,13 +142,7 @@ impl DeliveryQueries for DynamoStore {
             .items
             .unwrap_or_default()
             .into_iter()
-            .map(|item| {
-                let id = item
-                    .get("id")
-                    .and_then(|v| v.as_s().ok())
-                    .ok_or_else(|| StoreError::Corrupt("due entry without id".into()))?;
-                DeliveryId::parse(id).map_err(|e| StoreError::Corrupt(format!("due entry: {e}")))
-            })
+            .map(|item| entry_id(&item, "due"))
             .collect::<StoreResult<Vec<_>>>()?;
         let mut rows: HashMap<DeliveryId, Delivery> = self
             .get_deliveries(&ids)
@@ -313,13 +307,7 @@ impl DynamoStore {
                 if Some(sk.as_str()) == after {
                     continue;
                 }
-                let id = item
-                    .get("id")
-                    .and_then(|v| v.as_s().ok())
-                    .ok_or_else(|| StoreError::Corrupt("listing entry without id".into()))?;
-                let id = DeliveryId::parse(id)
-                    .map_err(|e| StoreError::Corrupt(format!("listing entry: {e}")))?;
-                rows.push((sk.clone(), id));
+                rows.push((sk.clone(), entry_id(&item, "listing")?));
             }
             let last = out.last_evaluated_key.filter(|k| !k.is_empty());
             if rows.len() > want {

@@ -98,6 +98,16 @@ fn index_keys(
     v
 }
 
+/// The delivery id of an index entry (every index projects the table's key); `what` names
+/// the index in the error of an entry without one.
+fn entry_id(item: &Item, what: &str) -> StoreResult<DeliveryId> {
+    let id = item
+        .get("id")
+        .and_then(|v| v.as_s().ok())
+        .ok_or_else(|| StoreError::Corrupt(format!("{what} entry without id")))?;
+    DeliveryId::parse(id).map_err(|e| StoreError::Corrupt(format!("{what} entry: {e}")))
+}
+
 /// The tenant listing index's partition of a delivery in `status` in listing shard `shard`.
 fn tenant_listing_key(tenant: &TenantId, status: DeliveryStatus, shard: u32) -> String {
     format!("{tenant}#{status}#{shard}")
