@@ -356,10 +356,13 @@ impl Inner {
         transaction: bool,
     ) -> Result<Answer, String> {
         let _ = req;
-        let mut before = Vec::with_capacity(touched.len());
-        for t in touched {
-            before.push(self.get(headers, &t.table, &t.key).await.ok().flatten());
-        }
+        // Every item read at once (a transaction or a batch names up to 100).
+        let before: Vec<Option<Item>> =
+            futures::future::join_all(touched.iter().map(|t| self.get(headers, &t.table, &t.key)))
+                .await
+                .into_iter()
+                .map(|r| r.ok().flatten())
+                .collect();
         let answer = self.forward(Method::POST, uri, headers, body).await?;
         let resp: Value = serde_json::from_slice(&answer.body).unwrap_or_default();
         let error = resp["__type"].as_str().unwrap_or_default();
@@ -382,8 +385,17 @@ impl Inner {
                 unprocessed.insert(format!("{table}/{}", Value::Object(key)));
             }
         }
+        let after: Vec<Option<Item>> = if failed {
+            vec![None; touched.len()]
+        } else {
+            futures::future::join_all(touched.iter().map(|t| self.get(headers, &t.table, &t.key)))
+                .await
+                .into_iter()
+                .map(|r| r.ok().flatten())
+                .collect()
+        };
         let mut charges: Vec<Charge> = Vec::new();
-        for (t, old) in touched.iter().zip(before) {
+        for ((t, old), new) in touched.iter().zip(before).zip(after) {
             let schema = self.schema(headers, &t.table).await?;
             if unprocessed.contains(&format!("{}/{}", t.table, Value::Object(t.key.clone()))) {
                 // Not written: not charged.
@@ -400,7 +412,6 @@ impl Inner {
                 ));
                 continue;
             }
-            let new = self.get(headers, &t.table, &t.key).await.ok().flatten();
             charges.extend(write_charges(
                 &schema,
                 &t.key,
