@@ -56,7 +56,7 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
         .unwrap();
     let cases = &line["cases"];
     let first = &cases["first_try"]["per_delivery"];
-    // One batch write of the new rows (and their health marks), one send, one receive and
+    // One batch write of the new rows, one send, one receive and
     // one delete per delivery; two item updates (claim, sent): a healthy channel's window
     // costs no write, with or without a cap. Request counts do not depend on the machine: a
     // change that adds one to the hot path fails here.
@@ -65,7 +65,9 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     // moment: a channel or flow item read again after a function's cache expired, and a
     // message that comes before its row (sent beside the row's write): its claim finds no
     // row (one more `UpdateItem`) and reads the row before it claims again (a `GetItem`).
-    // So every `UpdateItem` beyond two comes with a `GetItem`, and nothing else varies.
+    // So every `UpdateItem` beyond two comes with a `GetItem`, and nothing else varies but
+    // one write of an instance's health counts, at most once a minute (`HEALTH_FLUSH`): at
+    // most one in a case of four.
     for case in ["first_try", "first_try_no_window"] {
         let per = &cases[case]["per_delivery"];
         let reads = per["dynamodb/GetItem"].as_f64().unwrap_or(0.0);
@@ -77,8 +79,9 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
         // A take is one conditional `UpdateItem`, or two when the schedule was busy.
         let updates = per["dynamodb/UpdateItem"].as_f64().unwrap();
         let early = updates - 2.0 - limit;
+        let flush = 1.0 / 4.0;
         assert!(
-            (-0.001..=reads + limit + 0.001).contains(&early),
+            (-0.001..=reads + limit + flush + 0.001).contains(&early),
             "{case}: {line}"
         );
         let billed = cases[case]["billed_requests_per_delivery"]
