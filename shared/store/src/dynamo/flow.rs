@@ -4,7 +4,6 @@
 
 use super::*;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
-use aws_sdk_dynamodb::types::Select;
 use converger_core::CircuitState;
 use converger_core::flow::INITIAL_WINDOW;
 
@@ -71,31 +70,6 @@ impl DynamoStore {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
             Err(e) => Err(sdk_err(e)),
-        }
-    }
-
-    async fn count(&self, index: &str, cond: &str, key: &str, value: String) -> StoreResult<u64> {
-        let mut total = 0u64;
-        let mut start: Option<Item> = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.res.deliveries)
-                .index_name(index)
-                .key_condition_expression(cond)
-                .expression_attribute_names("#k", key)
-                .expression_attribute_values(":v", s(value.clone()))
-                .select(Select::Count)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(sdk_err)?;
-            total += u64::try_from(out.count).unwrap_or(0);
-            match out.last_evaluated_key {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => return Ok(total),
-            }
         }
     }
 }
@@ -685,7 +659,7 @@ impl FlowStore for DynamoStore {
         .into_iter()
         .sum();
         let backlog = self
-            .count("by_backlog", "#k = :v", "bl_pk", channel.to_string())
+            .count_upto("by_backlog", "bl_pk", channel.to_string(), u64::MAX)
             .await?;
         Ok((parked, backlog))
     }

@@ -193,7 +193,8 @@ impl DynamoStore {
             .map_or(1, |t| t.delivery_shards()))
     }
 
-    /// Counts a listing partition's entries, stopping once `cap` are counted.
+    /// Counts the entries of one partition of a deliveries index (`hash_attr` = `key`),
+    /// stopping once `cap` are counted: one `Select: COUNT` query per MB of entries.
     pub(super) async fn count_upto(
         &self,
         index: &str,
