@@ -248,8 +248,10 @@ impl Pipeline {
         if self.store.create_activity(activity, deliveries).await? == Created::Duplicate {
             return Ok(false);
         }
-        self.count_created(deliveries).await;
-        send.await?;
+        // The health counters' write (at most once a second) goes beside the send, never
+        // before it: the message is on the way to the receiver.
+        let (sent, ()) = tokio::join!(send, self.count_created(deliveries));
+        sent?;
         Ok(true)
     }
 
