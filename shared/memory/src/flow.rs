@@ -292,6 +292,7 @@ impl FlowStore for MemStore {
                 r.status == DeliveryStatus::Pending && r.in_backlog && r.next_attempt_at <= now_ms
             })?;
             row.in_backlog = false;
+            row.next_attempt_at = now_ms;
             row.lease_token = Some(token.to_owned());
             row.lease_until = Some(lease_until_ms);
             let row = row.clone();

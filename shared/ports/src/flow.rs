@@ -320,8 +320,9 @@ pub trait FlowStore: Send + Sync + 'static {
     async fn leave_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>>;
 
     /// [`Self::leave_backlog`] for a row its caller runs itself rather than through the queue:
-    /// it leaves the backlog due and leased to `token` until `lease_until_ms` (in the leased
-    /// part of the due index), in one write; its slot comes with the caller's settle write
+    /// it leaves the backlog due now (`next_attempt_at` = `now_ms`, in the due index at that
+    /// time) and leased to `token` until `lease_until_ms`, in one write; its slot comes with
+    /// the caller's settle write
     /// (`Settle::pass_to`). `None` if it is no longer waiting there.
     async fn leave_backlog_leased(
         &self,

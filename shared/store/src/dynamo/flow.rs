@@ -567,13 +567,13 @@ impl FlowStore for DynamoStore {
             (":until", n(lease_until_ms)),
             (":now", n(now_ms)),
         ];
-        // Out of the backlog into the due index (due by now, as the condition says; a claimed
-        // row stays where it is put).
+        // Out of the backlog into the due index, due now (the row and its index entry agree,
+        // so a later release leaves the entry where it is).
         values.extend(due_keys(id, now_ms));
         self.row_update(
             id,
-            "SET lease_token = :token, lease_until = :until, due_shard = :due_shard, \
-             due_at = :due_at REMOVE in_backlog, bl_pk, bl_sk"
+            "SET lease_token = :token, lease_until = :until, next_attempt_at = :now, \
+             due_shard = :due_shard, due_at = :due_at REMOVE in_backlog, bl_pk, bl_sk"
                 .into(),
             "#st = :pending AND attribute_exists(bl_pk) AND next_attempt_at <= :now",
             values,
