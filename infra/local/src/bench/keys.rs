@@ -22,7 +22,6 @@ use crate::receiver::{Receiver, Reply};
 use crate::seed::{self, SeedAs};
 use crate::stack::{Stack, StackOptions};
 use converger_core::{DeliveryId, DeliveryStatus, Tier, time};
-use converger_ports::prelude::*;
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};
@@ -276,54 +275,26 @@ impl Harness<'_> {
 
     /// Waits until every delivery has `done`'s status and attempts.
     async fn settle(&self, ids: &[DeliveryId], done: (DeliveryStatus, u32)) -> Result<(), String> {
-        let start = Instant::now();
-        loop {
-            let rows = self
-                .store
-                .get_deliveries(ids)
-                .await
-                .map_err(|e| e.to_string())?;
-            if rows.len() == ids.len()
-                && rows
-                    .iter()
-                    .all(|d| d.status == done.0 && d.attempts == done.1)
-            {
-                return Ok(());
-            }
-            if start.elapsed() > Duration::from_secs(120) {
-                let seen: Vec<_> = rows
-                    .iter()
-                    .map(|d| (d.status, d.attempts))
-                    .take(5)
-                    .collect();
-                return Err(format!(
-                    "deliveries not {done:?} after 120 s: {} of {} found, {seen:?}",
-                    rows.len(),
-                    ids.len()
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        super::wait_rows(&self.store, ids, &format!("{done:?}"), WAIT, |d| {
+            d.status == done.0 && d.attempts == done.1
+        })
+        .await
     }
 
     async fn wait_handed_off(&self, id: &DeliveryId) -> Result<(), String> {
-        let start = Instant::now();
-        loop {
-            let d = self
-                .store
-                .get_delivery(id)
-                .await
-                .map_err(|e| e.to_string())?;
-            if d.is_some_and(|d| d.handed_off) {
-                return Ok(());
-            }
-            if start.elapsed() > Duration::from_secs(60) {
-                return Err(format!("{id} not handed off after 60 s"));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        super::wait_rows(
+            &self.store,
+            std::slice::from_ref(id),
+            "handed off",
+            WAIT,
+            |d| d.handed_off,
+        )
+        .await
     }
 }
+
+/// Longest wait for deliveries to reach the state a case waits for.
+const WAIT: Duration = Duration::from_secs(120);
 
 /// One case's figures: per family, and the totals.
 fn report(writes: &[FamilyUnits], reads: &[FamilyUnits], took: Duration) -> Value {

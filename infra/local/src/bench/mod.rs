@@ -269,6 +269,39 @@ pub fn summary(mut ms: Vec<f64>) -> Value {
     })
 }
 
+/// Waits (at most `within`) until every delivery of `ids` is read back and satisfies `done`
+/// (`what` names it in the error, with the first rows' status and attempts).
+pub async fn wait_rows(
+    store: &converger_store::dynamo::DynamoStore,
+    ids: &[converger_core::DeliveryId],
+    what: &str,
+    within: std::time::Duration,
+    done: impl Fn(&converger_ports::Delivery) -> bool,
+) -> Result<(), String> {
+    use converger_ports::prelude::*;
+    let start = std::time::Instant::now();
+    loop {
+        let rows = store.get_deliveries(ids).await.map_err(|e| e.to_string())?;
+        if rows.len() == ids.len() && rows.iter().all(&done) {
+            return Ok(());
+        }
+        if start.elapsed() > within {
+            let seen: Vec<_> = rows
+                .iter()
+                .map(|d| (d.status, d.attempts))
+                .take(5)
+                .collect();
+            return Err(format!(
+                "deliveries not {what} after {} s: {} of {} found, {seen:?}",
+                within.as_secs(),
+                rows.len(),
+                ids.len()
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// A tenant in `tier`; returns it with its API key.
 pub async fn tenant(p: &Pipeline, tier: Tier) -> Result<(Tenant, String), String> {
     p.create_tenant("bench", tier)

@@ -290,21 +290,14 @@ async fn settle(
     ids: &[DeliveryId],
     done: (DeliveryStatus, u32),
 ) -> Result<(), String> {
-    let start = Instant::now();
-    loop {
-        let rows = store.get_deliveries(ids).await.map_err(|e| e.to_string())?;
-        if rows.len() == ids.len()
-            && rows
-                .iter()
-                .all(|d| d.status == done.0 && d.attempts == done.1)
-        {
-            return Ok(());
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            return Err(format!("deliveries not {:?} after 60 s: {rows:?}", done));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    super::wait_rows(
+        store,
+        ids,
+        &format!("{done:?}"),
+        Duration::from_secs(60),
+        |d| d.status == done.0 && d.attempts == done.1,
+    )
+    .await
 }
 
 /// One case's counts divided by its deliveries, with the billed total and the cost.

@@ -340,7 +340,7 @@ impl Inner {
             .collect();
         self.lock(&names).await;
         let result = self
-            .write_locked(req, uri, headers, body, &touched, transaction)
+            .write_locked(uri, headers, body, &touched, transaction)
             .await;
         self.unlock(&names);
         result
@@ -348,14 +348,12 @@ impl Inner {
 
     async fn write_locked(
         &self,
-        req: &Value,
         uri: &Uri,
         headers: &HeaderMap,
         body: Bytes,
         touched: &[Touched],
         transaction: bool,
     ) -> Result<Answer, String> {
-        let _ = req;
         // Every item read at once (a transaction or a batch names up to 100).
         let before: Vec<Option<Item>> =
             futures::future::join_all(touched.iter().map(|t| self.get(headers, &t.table, &t.key)))
