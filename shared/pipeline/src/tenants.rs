@@ -45,7 +45,10 @@ impl Pipeline {
             alert_webhook_url: None,
             alert_channel_id: None,
             api_rate_limit: None,
-            delivery_shards: None,
+            // Fixed when the tenant is created (a later tier change must not shrink it: its
+            // rows in the other shards would drop out of its listings); only an operator
+            // grows it.
+            delivery_shards: Some(converger_ports::default_delivery_shards(tier)),
         };
         let key = new_api_key();
         self.store
@@ -67,19 +70,6 @@ impl Pipeline {
             return Ok(None);
         };
         if let Some(tier) = tier {
-            // A tier whose default has fewer listing shards would hide the rows in the others:
-            // the tenant keeps the ones it has.
-            if t.delivery_shards.is_none()
-                && converger_ports::default_delivery_shards(tier) < t.delivery_shards()
-            {
-                let kept = self
-                    .store
-                    .grow_tenant_delivery_shards(id, t.delivery_shards())
-                    .await?;
-                if kept.is_none() {
-                    return Ok(None);
-                }
-            }
             match self.store.set_tenant_tier(id, tier).await? {
                 Some(updated) => t = updated,
                 None => return Ok(None),

@@ -17,8 +17,9 @@ pub struct Tenant {
     /// The operator's override of the tier's API rate limit (`"<n>/s"`, per API key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_rate_limit: Option<String>,
-    /// How many partitions the tenant's delivery listings are spread over (an operator's
-    /// setting that only grows; `None`: the tier's default). See [`Tenant::delivery_shards`].
+    /// How many partitions the tenant's delivery listings are spread over: its tier's default
+    /// when it was created, grown by an operator (never shrunk). `None` only in rows written
+    /// without it (the tier's default). See [`Tenant::delivery_shards`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_shards: Option<u32>,
 }
