@@ -356,14 +356,27 @@ async fn main() -> ExitCode {
     } else {
         "info,aws_config=warn,aws_smithy_runtime=warn"
     };
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
-        )
-        .try_init();
+    {
+        use tracing_subscriber::Layer;
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        // The benchmarks that price logs (`cost`, and `smoke` which runs it) also count what
+        // the functions would write at their deployed level.
+        let count_logs = args.first().is_some_and(|a| a == "bench")
+            && args.get(1).is_some_and(|s| s == "cost" || s == "smoke");
+        let _ = tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                    .with_filter(
+                        tracing_subscriber::EnvFilter::try_from_default_env()
+                            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
+                    ),
+            )
+            .with(count_logs.then(converger_local::bench::cost::log_layer))
+            .try_init();
+    }
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]).await,
         Some("bench") => converger_local::bench::run(&args[1..]).await,

@@ -13,6 +13,7 @@ fn flow<'a>(s: &'a mut State, ch: &ChannelId) -> &'a mut Flow {
 fn set_status(row: &mut Delivery, status: DeliveryStatus, now: &str) {
     row.status = status;
     row.updated_at = now.to_owned();
+    row.unlisted = false;
 }
 
 #[async_trait]

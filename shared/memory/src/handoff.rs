@@ -20,6 +20,7 @@ impl HandoffStore for MemStore {
             row.handed_off = false;
             row.sent_at = Some(now.to_owned());
             row.updated_at = now.to_owned();
+            row.unlisted = false;
             Ack::Acked(row.clone())
         })
     }
@@ -48,6 +49,7 @@ impl HandoffStore for MemStore {
             };
             row.status = to;
             row.updated_at = now.to_owned();
+            row.unlisted = false;
             if to == DeliveryStatus::Failed {
                 row.last_error = error.map(str::to_owned);
                 row.handed_off = false;

@@ -277,6 +277,7 @@ fn leased(
     row.lease_token = None;
     row.lease_until = None;
     row.settled_by = Some(token.to_owned());
+    row.unlisted = false;
     f(row);
     true
 }

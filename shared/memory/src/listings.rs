@@ -43,7 +43,7 @@ impl DeliveryQueries for MemStore {
             let n = s
                 .deliveries
                 .values()
-                .filter(|d| &d.tenant_id == tenant && d.status == status)
+                .filter(|d| &d.tenant_id == tenant && d.status == status && !d.unlisted)
                 .take(usize::try_from(cap).unwrap_or(usize::MAX))
                 .count();
             n as u64

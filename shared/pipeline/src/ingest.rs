@@ -121,6 +121,9 @@ impl Pipeline {
             let mut d = Delivery::new(&activity, ch, tenant.tier, now_ms, &now)
                 .in_shards(tenant.delivery_shards());
             let admission = self.admit_new(ch, &mut d).await?;
+            // On its way to the queue: listed when its first attempt ends (a backlogged or
+            // parked delivery is listed as it is written).
+            d.unlisted = admission == Admission::Live;
             Ok::<_, converger_ports::StoreError>((d, admission))
         }))
         .await?;

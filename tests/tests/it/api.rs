@@ -261,6 +261,23 @@ async fn bad_input_gets_a_clear_error() {
     let listed = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
     let ch = listed["id"].as_str().unwrap();
     t.activities(&key, ch, 2, 2).await;
+    // A delivery joins the listing when its first attempt ends (here: refused at once).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let all = t
+            .api(
+                "GET",
+                &format!("/api/v1/deliveries?channel_id={ch}"),
+                &key,
+                None,
+            )
+            .await;
+        if all.body["data"].as_array().is_some_and(|d| d.len() == 2) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{:?}", all.body);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let page = t
         .api(
             "GET",

@@ -127,6 +127,108 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     }
 }
 
+/// The units of `index` on the deliveries table in a `keys` case line, per delivery.
+fn index_units(case: &serde_json::Value, index: &str) -> f64 {
+    case["writes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["index"] == index)
+        .map(|f| f["units_per_delivery"].as_f64().unwrap())
+        .sum()
+}
+
+#[tokio::test]
+async fn keys_scenario_counts_units_per_key_family_on_every_index() {
+    let line = bench::keys::run(bench::keys::Options {
+        deliveries: 3,
+        replay: 20,
+    })
+    .await
+    .unwrap();
+    let cases = &line["cases"];
+    let first = &cases["first_try"];
+    // Unit counts follow from the requests, not the machine's speed. A first try enters its
+    // tenant's listing once, when it is sent (not when it is created), and never the
+    // channel index (sparse: dead letters and parked deliveries only).
+    assert_eq!(index_units(first, "by_tenant_status_s"), 1.0, "{line}");
+    assert_eq!(index_units(first, "by_channel_status_s"), 0.0, "{line}");
+    // The due index: one entry added at creation, removed when sent.
+    assert_eq!(index_units(first, "by_due"), 2.0, "{line}");
+    assert!(
+        first["write_units_per_delivery"].as_f64().unwrap() >= 7.0,
+        "{line}"
+    );
+    for scope in ["tenant", "deployment"] {
+        assert!(
+            first["hottest_write"][scope]["ceiling_per_s"]
+                .as_f64()
+                .unwrap()
+                > 0.0,
+            "{scope}: {line}"
+        );
+    }
+    // A dead letter enters the channel index, once.
+    let dead = &cases["dead_letter"];
+    assert_eq!(index_units(dead, "by_channel_status_s"), 1.0, "{line}");
+    assert!(
+        dead["write_units_per_delivery"].as_f64().unwrap()
+            > first["write_units_per_delivery"].as_f64().unwrap(),
+        "{line}"
+    );
+    assert!(
+        cases["sweep"]["read_units_per_delivery"].as_f64().unwrap() > 0.0,
+        "{line}"
+    );
+}
+
+#[tokio::test]
+async fn cost_scenario_prices_every_part_of_a_delivery() {
+    let line = bench::cost::run(bench::cost::Options { deliveries: 2 })
+        .await
+        .unwrap();
+    let cases = &line["cases"];
+    for case in ["first_try", "three_attempts", "dead_letter"] {
+        let per = &cases[case]["per_delivery"];
+        let f = |k: &str| per[k].as_f64().unwrap();
+        // One activity per delivery, posted once through the tenant API.
+        assert_eq!(f("api_requests"), 1.0, "{case}: {line}");
+        assert!(f("dynamodb_write_units") > 0.0, "{case}: {line}");
+        // A send, a receive and a delete at least, per attempt's message.
+        assert!(f("sqs_requests") >= 3.0, "{case}: {line}");
+        // The API's invocation and at least one of the deliver function's.
+        assert!(f("lambda_invocations") >= 2.0, "{case}: {line}");
+        assert!(f("lambda_gb_seconds") > 0.0, "{case}: {line}");
+        // Lambda's own lines at least, whatever the functions log.
+        assert!(f("log_bytes") > 0.0, "{case}: {line}");
+        let lambda = &cases[case]["lambda"];
+        assert_eq!(
+            lambda["ApiFunction"]["invocations_per_delivery"], 1.0,
+            "{line}"
+        );
+        assert!(
+            lambda["DeliverFunction"]["invocations_per_delivery"]
+                .as_f64()
+                .unwrap()
+                >= 1.0,
+            "{case}: {line}"
+        );
+        assert!(cases[case]["usd_per_million_total"].as_f64().unwrap() > 0.0);
+    }
+    // A status change (sent, failed) is one event.
+    assert_eq!(
+        cases["first_try"]["per_delivery"]["eventbridge_events"], 1.0,
+        "{line}"
+    );
+    // Retries cost more than a first try.
+    let total = |c: &str| cases[c]["usd_per_million_total"].as_f64().unwrap();
+    assert!(total("three_attempts") > total("first_try"), "{line}");
+    assert!(
+        line["fixed_monthly_usd"]["total"].as_f64().unwrap() > 0.0,
+        "{line}"
+    );
+}
+
 #[tokio::test]
 async fn binaries_scenario_starts_a_function_as_lambda_does() {
     // The debug build of one function: the release build of all nine is the full run's.

@@ -4,6 +4,7 @@
 //! `docs/benchmarks.md` explains each figure and keeps the measured results.
 
 pub mod binaries;
+pub mod cost;
 pub mod dead_channel;
 pub mod flow_cost;
 pub mod keys;
@@ -26,6 +27,7 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   throughput   [--deliveries N] [--emulator N]     deliveries/s and CPU per 1,000 deliveries
   requests     [--deliveries N]                    AWS requests per delivered message, and cost
   keys         [--deliveries N] [--replay N]       capacity units per partition key family, ceilings
+  cost         [--deliveries N]                    dollars per million deliveries, all in, at list prices
   binaries     [--function NAME] [--dev]           bootstrap sizes and init time to first event
   dead-channel [--emulator] [--backlog N] [--seconds S] [--rate R]
   head-of-line [--emulator] [--seconds S] [--rate R]  a retrying delivery beside healthy ones
@@ -63,6 +65,11 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         "keys" => keys::run(keys::Options {
             deliveries: rest.num("--deliveries", 120)?.max(1),
             replay: rest.num("--replay", 1000)?.max(1),
+        })
+        .await
+        .map(drop),
+        "cost" => cost::run(cost::Options {
+            deliveries: rest.num("--deliveries", 30)?.max(1),
         })
         .await
         .map(drop),
@@ -138,6 +145,7 @@ pub async fn smoke() -> Result<(), String> {
         replay: 20,
     })
     .await?;
+    cost::run(cost::Options { deliveries: 2 }).await?;
     binaries::run(binaries::Options {
         function: Some("health".into()),
         release: false,

@@ -50,6 +50,7 @@ pub(crate) fn spawn_pollers(
                     sqs: sqs.clone(),
                     mapping: mapping.clone(),
                     counter: opts.counter.clone(),
+                    invocations: opts.invocations.clone(),
                 },
                 permits.clone(),
                 offset,
@@ -68,6 +69,8 @@ struct Poller {
     sqs: aws_sdk_sqs::Client,
     mapping: Mapping,
     counter: Option<RequestCounter>,
+    /// In the `cost` benchmark: each batch's invocation and how long it ran.
+    invocations: Option<super::invocations::Invocations>,
 }
 
 impl Poller {
@@ -152,12 +155,28 @@ async fn invoke(poller: &Poller, messages: Vec<aws_sdk_sqs::types::Message>, fun
         ));
         event.records.push(rec);
     }
-    let resp = match function {
-        Function::Ingest(p) => converger_lambda::handlers::ingest_batch(p, event).await,
-        Function::Deliver(p) => converger_lambda::handlers::deliver_batch(p, event).await,
-        Function::Replay(p) => converger_lambda::handlers::replay_batch(p, event).await,
-        Function::Probe(p) => converger_lambda::handlers::flow_batch(p, event).await,
+    let started = std::time::Instant::now();
+    let (resp, logical) = match function {
+        Function::Ingest(p) => (
+            converger_lambda::handlers::ingest_batch(p, event).await,
+            crate::cfn::function::INGEST,
+        ),
+        Function::Deliver(p) => (
+            converger_lambda::handlers::deliver_batch(p, event).await,
+            crate::cfn::function::DELIVER,
+        ),
+        Function::Replay(p) => (
+            converger_lambda::handlers::replay_batch(p, event).await,
+            crate::cfn::function::REPLAY,
+        ),
+        Function::Probe(p) => (
+            converger_lambda::handlers::flow_batch(p, event).await,
+            crate::cfn::function::PROBE,
+        ),
     };
+    if let Some(i) = &poller.invocations {
+        i.record(logical, started.elapsed());
+    }
     let failed: std::collections::HashSet<String> = resp
         .batch_item_failures
         .into_iter()

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 mod aws;
 mod esm;
+pub mod invocations;
 mod memory;
 use crate::inprocess::Memory;
 use crate::schedule::{every, every_after};
@@ -95,6 +96,9 @@ pub struct StackOptions {
     /// Counts the capacity units of every DynamoDB request the functions and APIs make, per
     /// partition key value, on each table and index (the `keys` benchmark; emulator only).
     pub capacity: Option<crate::capacity::Meter>,
+    /// Counts every invocation of a function and how long it ran (the `cost` benchmark): a
+    /// batch of a queue, a request of an API, a scheduled run.
+    pub invocations: Option<invocations::Invocations>,
     /// Addresses allowed into the admin pages and API (`ADMIN_IP_ALLOWLIST`); `None`: any.
     pub admin_ip_allowlist: Option<converger_core::net::Allowlist>,
     /// What the functions store and send to.
@@ -128,6 +132,7 @@ impl Default for StackOptions {
             health_period: Every::Template,
             counter: None,
             capacity: None,
+            invocations: None,
             admin_ip_allowlist: None,
             backend: Backend::Emulator,
         }
@@ -420,12 +425,17 @@ impl Stack {
         let api_routes = Arc::new(api_routes);
         let (api_url, t) = serve(
             opts.api_addr,
-            converger_http::api::router(api_state).layer(axum::middleware::from_fn(
-                move |req: axum::extract::Request, next: axum::middleware::Next| {
-                    let routes = api_routes.clone();
-                    async move { gateway_route(&routes, req, next).await }
-                },
-            )),
+            converger_http::api::router(api_state)
+                .layer(axum::middleware::from_fn_with_state(
+                    (opts.invocations.clone(), fun::API),
+                    timed,
+                ))
+                .layer(axum::middleware::from_fn(
+                    move |req: axum::extract::Request, next: axum::middleware::Next| {
+                        let routes = api_routes.clone();
+                        async move { gateway_route(&routes, req, next).await }
+                    },
+                )),
             rx.clone(),
         )
         .await?;
@@ -435,6 +445,10 @@ impl Stack {
             opts.admin_addr,
             converger_http::admin::router(admin_state.clone())
                 .merge(converger_http::web::router(admin_state))
+                .layer(axum::middleware::from_fn_with_state(
+                    (opts.invocations.clone(), fun::ADMIN),
+                    timed,
+                ))
                 .layer(axum::middleware::from_fn(source_ip))
                 .layer(axum::middleware::from_fn(
                     move |req: axum::extract::Request, next: axum::middleware::Next| {
@@ -558,6 +572,24 @@ impl Stack {
             Backing::Memory(_) => None,
         }
     }
+}
+
+/// Records each request that reaches a function (API Gateway's own refusals, unrouted
+/// paths, never do) as one invocation of it.
+async fn timed(
+    axum::extract::State((invocations, function)): axum::extract::State<(
+        Option<invocations::Invocations>,
+        &'static str,
+    )>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let started = Instant::now();
+    let resp = next.run(req).await;
+    if let Some(i) = &invocations {
+        i.record(function, started.elapsed());
+    }
+    resp
 }
 
 /// API Gateway's routing: a request no route of the function takes never reaches it.

@@ -128,6 +128,12 @@ pub struct Delivery {
     /// created): the partition of the tenant's listing index it is written to, for good.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shard: u32,
+    /// Not in its tenant's listing yet: a delivery sent to its queue when it was created
+    /// joins the listing when its first attempt ends (or at any other transition), so a first
+    /// try that succeeds writes one listing entry, not three (`docs/scaling.md`). Read by id,
+    /// by its activity and by the sweeper's due index meanwhile.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unlisted: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -169,6 +175,7 @@ impl Delivery {
             handed_off: false,
             expires_at: activity.expires_at,
             shard: 0,
+            unlisted: false,
         }
     }
 
@@ -210,6 +217,7 @@ impl Delivery {
         row.in_backlog = false;
         row.slot = false;
         row.handed_off = false;
+        row.unlisted = false;
         row
     }
 }

@@ -123,9 +123,10 @@ fn channel_listing_key(channel: &ChannelId, status: DeliveryStatus, shard: u32) 
 /// actions, either may be empty) with the listing indexes' attributes (the values
 /// [`index_keys`] gives): the tenant listing always, the channel index only while the
 /// delivery is failed or paused (sparse: a delivery on its way to `sent` never enters it).
+/// A delivery not listed yet (`Delivery::unlisted`) is listed from here on.
 fn transition(status: DeliveryStatus, set: &str, remove: &str) -> String {
     let mut sets: Vec<&str> = vec![set, "tl_pk = :tl_pk, upd_sk = :upd_sk"];
-    let mut removes: Vec<&str> = vec![remove];
+    let mut removes: Vec<&str> = vec![remove, "unlisted"];
     if channel_indexed(status) {
         sets.push("cl_pk = :cl_pk");
     } else {
@@ -178,7 +179,11 @@ fn activity_from_item(mut item: Item) -> StoreResult<Activity> {
 
 fn delivery_item(d: &Delivery) -> StoreResult<Item> {
     let mut item = to_item(d)?;
+    // A delivery sent to its queue at creation joins the listing at its first transition.
     for (k, v) in index_keys(d, d.status, &d.updated_at) {
+        if d.unlisted && (k == ":tl_pk" || k == ":upd_sk") {
+            continue;
+        }
         item.insert(k.trim_start_matches(':').to_owned(), v);
     }
     match d.sparse_index() {

@@ -1,0 +1,417 @@
+//! `bench cost`: what a million deliveries cost on AWS, all in, at list prices, from what one
+//! run on the local stack counts: DynamoDB capacity units (tables and indexes, by the proxy of
+//! `crate::capacity`), SQS requests and EventBridge events (the SDK interceptor of
+//! `converger_store::counter`, and the event source mappings' receives and deletes), API
+//! Gateway requests and Lambda invocations with their billed durations at the template's
+//! memory sizes (the local stack's invocation meter), and the bytes the functions log (every
+//! line they write at the deployed log level, formatted as Lambda's JSON log format writes it,
+//! plus Lambda's own lines per invocation). Cases, each on its own channel of one tenant, one
+//! activity at a time through the tenant API:
+//! - `first_try`: delivered on the first try (after 10 to warm the caches and the window);
+//! - `three_attempts`: the receiver answers 503 twice, then 200;
+//! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts.
+//!
+//! Lambda durations are measured against the emulator, whose requests take longer than
+//! DynamoDB's and SQS's in a region (and the capacity proxy adds its own reads): an upper
+//! bound of what the functions run. What does not grow with deliveries (the scheduled
+//! functions, the pollers' empty receives) is priced per month apart.
+
+use super::requests::{
+    PRICE_DYNAMODB_READ_UNIT, PRICE_DYNAMODB_WRITE_UNIT, PRICE_EVENTBRIDGE_EVENT, PRICE_SQS_REQUEST,
+};
+use super::{tenant, webhook_with};
+use crate::capacity::Meter;
+use crate::cfn::function as fun;
+use crate::receiver::{Receiver, Reply};
+use crate::stack::invocations::Invocations;
+use crate::stack::{Stack, StackOptions};
+use converger_core::{DeliveryId, DeliveryStatus, Tier};
+use converger_store::counter::RequestCounter;
+use converger_store::dynamo::DynamoStore;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// List prices, US East (N. Virginia), in dollars per million (see `docs/benchmarks.md`);
+/// DynamoDB, SQS and EventBridge are `bench requests`' own.
+pub const PRICE_LAMBDA_REQUEST: f64 = 0.20;
+/// Per GB-second, x86 (the template's default architecture), first price tier.
+pub const PRICE_LAMBDA_GB_SECOND: f64 = 0.000_016_666_7;
+/// HTTP API, first 300 million a month.
+pub const PRICE_API_REQUEST: f64 = 1.00;
+/// CloudWatch Logs standard ingestion, per GB.
+pub const PRICE_LOGS_GB: f64 = 0.50;
+/// CloudWatch Logs' metadata per log event, counted in the ingested bytes.
+const LOG_EVENT_OVERHEAD: u64 = 26;
+/// Lambda's own lines per invocation in the JSON log format (`platform.start` and
+/// `platform.report`, about 150 and 350 bytes): written by Lambda, not by the functions, so
+/// estimated rather than measured.
+const PLATFORM_LOG_BYTES: u64 = 500;
+const PLATFORM_LOG_EVENTS: u64 = 2;
+/// The memory size of a function the template gives none (its `Globals`).
+const DEFAULT_MEMORY_MB: u32 = 256;
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Deliveries per case.
+    pub deliveries: usize,
+}
+
+static LOG_BYTES: AtomicU64 = AtomicU64::new(0);
+static LOG_EVENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Where the functions' log lines go in this benchmark: counted, not kept.
+#[derive(Clone, Copy, Default)]
+pub struct LogCounter;
+
+impl std::io::Write for LogCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOG_BYTES.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        let lines = buf.iter().filter(|b| **b == b'\n').count() as u64;
+        LOG_EVENTS.fetch_add(lines, Ordering::Relaxed);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogCounter {
+    type Writer = LogCounter;
+    fn make_writer(&'a self) -> Self::Writer {
+        *self
+    }
+}
+
+/// The layer that counts what the functions would log: Lambda's JSON format at the deployed
+/// level (`info`), the benchmark's own harness left out.
+pub fn log_layer<S>() -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    tracing_subscriber::fmt::layer()
+        .json()
+        .with_current_span(true)
+        .with_span_list(false)
+        .with_writer(LogCounter)
+        .with_filter(
+            Targets::new()
+                .with_default(LevelFilter::INFO)
+                .with_target("converger_local", LevelFilter::OFF),
+        )
+}
+
+fn take_logs() -> (u64, u64) {
+    (
+        LOG_BYTES.swap(0, Ordering::Relaxed),
+        LOG_EVENTS.swap(0, Ordering::Relaxed),
+    )
+}
+
+pub async fn run(o: Options) -> Result<Value, String> {
+    converger_pipeline::metrics::set_enabled(false);
+    let meter = Meter::new();
+    let counter = RequestCounter::new();
+    let invocations = Invocations::new();
+    let mut opts = StackOptions {
+        capacity: Some(meter.clone()),
+        counter: Some(counter.clone()),
+        invocations: Some(invocations.clone()),
+        ..StackOptions::bench("cost")
+    };
+    // As deployed: health counts added up for a second per instance.
+    opts.config.health_flush = converger_pipeline::PipelineConfig::default().health_flush;
+    let stack = Stack::start(opts).await?;
+    let m = Meters {
+        capacity: meter,
+        requests: counter,
+        invocations,
+    };
+    let result = cases(&stack, &m, &o).await;
+    let fixed = fixed_monthly(&stack);
+    stack.stop().await;
+    let cases = result?;
+    Ok(super::emit(json!({
+        "scenario": "cost",
+        "backend": "local stack on the emulator (units by the capacity proxy, requests by the SDK interceptor, invocations by the stack)",
+        "deliveries_per_case": o.deliveries,
+        "cases": cases,
+        "fixed_monthly_usd": fixed?,
+        "targets": {"write_units_per_first_try": 8, "usd_per_million_first_tries": 5.0},
+        "prices_per_million_usd": {
+            "dynamodb_write_unit": PRICE_DYNAMODB_WRITE_UNIT,
+            "dynamodb_read_unit": PRICE_DYNAMODB_READ_UNIT,
+            "sqs_request": PRICE_SQS_REQUEST,
+            "eventbridge_event": PRICE_EVENTBRIDGE_EVENT,
+            "lambda_request": PRICE_LAMBDA_REQUEST,
+            "lambda_gb_second": PRICE_LAMBDA_GB_SECOND * 1e6,
+            "api_request": PRICE_API_REQUEST,
+            "logs_gb": PRICE_LOGS_GB * 1e6,
+        },
+    })))
+}
+
+struct Meters {
+    capacity: Meter,
+    requests: RequestCounter,
+    invocations: Invocations,
+}
+
+impl Meters {
+    fn reset(&self) {
+        let _ = self.capacity.take();
+        let _ = self.requests.take();
+        let _ = self.invocations.take();
+        let _ = take_logs();
+    }
+}
+
+async fn cases(stack: &Stack, m: &Meters, o: &Options) -> Result<Value, String> {
+    let p = &stack.pipeline;
+    let (t, key) = tenant(p, Tier::Default).await?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let url = format!("{}/api/v1/activities", stack.api_url);
+    // The harness reads through its own, uncounted client.
+    let store = DynamoStore::new(
+        stack.aws()?.clients.dynamodb.clone(),
+        stack.aws()?.resources.clone(),
+    );
+    let memory = memory_sizes(stack)?;
+    let retry = json!({"schedule": [1000], "max_attempts": 3});
+    let no_breaker = json!({"failure_threshold": 1000});
+    let mut script = Vec::new();
+    for _ in 0..o.deliveries {
+        script.extend([Reply::status(503), Reply::status(503), Reply::status(200)]);
+    }
+    let ok = Receiver::always(200).await?;
+    let flaky = Receiver::start(script, Reply::status(200)).await?;
+    let dead = Receiver::always(503).await?;
+    let list = [
+        (
+            "first_try",
+            webhook_with(p, &t, &ok.url, json!({}), json!({})).await?,
+            (DeliveryStatus::Sent, 1),
+            10,
+        ),
+        (
+            "three_attempts",
+            webhook_with(p, &t, &flaky.url, retry.clone(), no_breaker.clone()).await?,
+            (DeliveryStatus::Sent, 3),
+            0,
+        ),
+        (
+            "dead_letter",
+            webhook_with(p, &t, &dead.url, retry, no_breaker).await?,
+            (DeliveryStatus::Failed, 3),
+            0,
+        ),
+    ];
+    let mut out = Map::new();
+    for (name, channel, done, warm) in &list {
+        let one = |n: usize, done: (DeliveryStatus, u32)| {
+            let (http, url, key, store) = (&http, &url, &key, &store);
+            let id = channel.id.clone();
+            async move {
+                let d = super::post_activity(http, url, key, &id, n).await?;
+                settle(store, &[d], done).await
+            }
+        };
+        for n in 0..*warm {
+            one(n, (DeliveryStatus::Sent, 1)).await?;
+        }
+        if *warm > 0 {
+            // Every function's cached view of the flow item has expired.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+        }
+        // The previous case's trailing work (settle, events, the queue delete) is not counted.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        m.reset();
+        let started = Instant::now();
+        for n in *warm..warm + o.deliveries {
+            one(n, *done).await?;
+        }
+        // This case's own trailing work finishes.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let line = priced(m, &memory, o.deliveries, started.elapsed());
+        out.insert((*name).into(), line);
+    }
+    Ok(Value::Object(out))
+}
+
+/// Waits until every delivery has `done`'s status and attempts.
+async fn settle(
+    store: &DynamoStore,
+    ids: &[DeliveryId],
+    done: (DeliveryStatus, u32),
+) -> Result<(), String> {
+    super::wait_rows(
+        store,
+        ids,
+        &format!("{done:?}"),
+        Duration::from_secs(120),
+        |d| d.status == done.0 && d.attempts == done.1,
+    )
+    .await
+}
+
+/// Each function's memory size in MB, as deployed.
+fn memory_sizes(stack: &Stack) -> Result<BTreeMap<&'static str, u32>, String> {
+    let deployed = &stack.aws()?.deployed;
+    let mut m = BTreeMap::new();
+    for f in [
+        fun::INGEST,
+        fun::DELIVER,
+        fun::RETRY_SCHEDULER,
+        fun::REPLAY,
+        fun::PROBE,
+        fun::HEALTH,
+        fun::API,
+        fun::ADMIN,
+        fun::WEBSOCKET,
+    ] {
+        let mb = deployed.function(f)?.memory_mb.unwrap_or(DEFAULT_MEMORY_MB);
+        m.insert(f, mb);
+    }
+    Ok(m)
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (x * f).round() / f
+}
+
+/// One case's counts, per delivery and priced per million.
+fn priced(
+    m: &Meters,
+    memory: &BTreeMap<&'static str, u32>,
+    deliveries: usize,
+    took: Duration,
+) -> Value {
+    let n = deliveries.max(1) as f64;
+    let units = m.capacity.take();
+    let wcu: f64 = units.writes.values().sum::<f64>() / n;
+    let rcu: f64 = units.reads.values().sum::<f64>() / n;
+    let requests = m.requests.take();
+    let count = |service: &str| -> f64 {
+        requests
+            .iter()
+            .filter(|((s, _), _)| s == service)
+            .map(|(_, t)| t.requests as f64)
+            .sum::<f64>()
+            / n
+    };
+    let sqs = count("sqs");
+    let events = count("events");
+    let calls = m.invocations.take();
+    let api = calls
+        .iter()
+        .filter(|(f, _)| [fun::API, fun::ADMIN].contains(f))
+        .map(|(_, t)| t.invocations as f64)
+        .sum::<f64>()
+        / n;
+    let mut lambda = Map::new();
+    let (mut invocations, mut gb_s, mut platform_bytes, mut platform_events) = (0.0, 0.0, 0, 0);
+    for (f, t) in &calls {
+        let mb = f64::from(memory.get(f).copied().unwrap_or(DEFAULT_MEMORY_MB));
+        let gbs = t.billed_ms as f64 / 1000.0 * mb / 1024.0 / n;
+        invocations += t.invocations as f64 / n;
+        gb_s += gbs;
+        platform_bytes += t.invocations * PLATFORM_LOG_BYTES;
+        platform_events += t.invocations * PLATFORM_LOG_EVENTS;
+        lambda.insert(
+            (*f).to_owned(),
+            json!({
+                "invocations_per_delivery": round(t.invocations as f64 / n, 3),
+                "ms_per_invocation": round(t.billed_ms as f64 / t.invocations.max(1) as f64, 1),
+                "memory_mb": mb,
+                "gb_seconds_per_delivery": round(gbs, 6),
+            }),
+        );
+    }
+    let (app_bytes, app_events) = take_logs();
+    let log_bytes =
+        (app_bytes + platform_bytes + (app_events + platform_events) * LOG_EVENT_OVERHEAD) as f64
+            / n;
+    let usd = BTreeMap::from([
+        ("dynamodb_writes", wcu * PRICE_DYNAMODB_WRITE_UNIT),
+        ("dynamodb_reads", rcu * PRICE_DYNAMODB_READ_UNIT),
+        ("sqs", sqs * PRICE_SQS_REQUEST),
+        ("eventbridge", events * PRICE_EVENTBRIDGE_EVENT),
+        ("api_gateway", api * PRICE_API_REQUEST),
+        ("lambda_requests", invocations * PRICE_LAMBDA_REQUEST),
+        ("lambda_duration", gb_s * PRICE_LAMBDA_GB_SECOND * 1e6),
+        ("logs", log_bytes / 1e9 * PRICE_LOGS_GB * 1e6),
+    ]);
+    let total: f64 = usd.values().sum();
+    let usd: Map<String, Value> = usd
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), json!(round(v, 3))))
+        .collect();
+    json!({
+        "per_delivery": {
+            "dynamodb_write_units": round(wcu, 2),
+            "dynamodb_read_units": round(rcu, 2),
+            "sqs_requests": round(sqs, 2),
+            "eventbridge_events": round(events, 2),
+            "api_requests": round(api, 2),
+            "lambda_invocations": round(invocations, 2),
+            "lambda_gb_seconds": round(gb_s, 6),
+            "log_bytes": round(log_bytes, 0),
+            "log_lines_by_functions": round(app_events as f64 / n, 2),
+        },
+        "lambda": lambda,
+        "usd_per_million": usd,
+        "usd_per_million_total": round(total, 2),
+        "seconds": round(took.as_secs_f64(), 2),
+    })
+}
+
+/// What runs whatever the traffic, per month (30 days): the scheduled functions (the retry
+/// scheduler sweeps, then watches for crashed attempts until shortly before its next run) and
+/// the event source mappings' empty long polls (five pollers per mapping while a queue is
+/// idle, each a 20-second poll).
+fn fixed_monthly(stack: &Stack) -> Result<Value, String> {
+    let declared = crate::cfn::declared_functions()?;
+    let memory = memory_sizes(stack)?;
+    let month_s = 30.0 * 86_400.0;
+    let mut out = Map::new();
+    let mut total = 0.0;
+    for (f, busy_share) in [(fun::RETRY_SCHEDULER, 5.0 / 6.0), (fun::HEALTH, 0.0)] {
+        let Some(period) = declared.get(f).and_then(|d| d.schedule_period()) else {
+            continue;
+        };
+        let runs = month_s / period.as_secs_f64();
+        // A health run takes about a second; the sweeper's watch most of its period.
+        let seconds = (period.as_secs_f64() * busy_share).max(1.0);
+        let gb = f64::from(memory.get(f).copied().unwrap_or(DEFAULT_MEMORY_MB)) / 1024.0;
+        let usd = runs * (PRICE_LAMBDA_REQUEST / 1e6 + seconds * gb * PRICE_LAMBDA_GB_SECOND);
+        total += usd;
+        out.insert(
+            f.to_owned(),
+            json!({"runs": runs.round(), "seconds_each": round(seconds, 1), "usd": round(usd, 2)}),
+        );
+    }
+    let mappings = stack
+        .aws()?
+        .deployed
+        .functions
+        .values()
+        .map(|f| f.event_source_mappings.len())
+        .sum::<usize>() as f64;
+    let polls = mappings * 5.0 * month_s / 20.0;
+    let usd = polls * PRICE_SQS_REQUEST / 1e6;
+    total += usd;
+    out.insert(
+        "empty_receives".into(),
+        json!({"mappings": mappings, "requests": polls.round(), "usd": round(usd, 2)}),
+    );
+    out.insert("total".into(), json!(round(total, 2)));
+    Ok(Value::Object(out))
+}
