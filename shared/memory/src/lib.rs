@@ -193,6 +193,8 @@ pub struct MemStore {
     latency: Option<LatencyModel>,
     /// An injected outage: every request fails as an unreachable store's would.
     outage: std::sync::atomic::AtomicBool,
+    /// The due index's shards (`None`: the default, [`DUE_SHARDS`]).
+    due_shards: Option<u32>,
 }
 
 impl MemStore {
@@ -206,6 +208,12 @@ impl MemStore {
             latency: Some(model),
             ..Self::default()
         }
+    }
+
+    /// The same store with its due index in `shards` shards.
+    pub fn with_due_shards(mut self, shards: u32) -> Self {
+        self.due_shards = Some(shards.clamp(1, MAX_DUE_SHARDS));
+        self
     }
 
     /// Starts (`true`) or ends an outage: meanwhile every request fails with

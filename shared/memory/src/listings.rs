@@ -49,6 +49,9 @@ impl DeliveryQueries for MemStore {
             n as u64
         })
     }
+    fn due_shards(&self) -> u32 {
+        self.due_shards.unwrap_or(DUE_SHARDS)
+    }
     async fn overdue(
         &self,
         part: DuePart,
@@ -59,12 +62,15 @@ impl DeliveryQueries for MemStore {
     ) -> StoreResult<Page<Overdue>> {
         wait(&self.latency, |m| m.query).await;
         let now = converger_core::time::now_ms();
+        let shards = self.due_shards();
         self.with(|s| {
             let mut rows: Vec<(String, &Delivery)> = s
                 .deliveries
                 .values()
                 .filter_map(|d| match d.sparse_index() {
-                    SparseIndex::Due { shard: s, due_ms } if s == shard => Some((due_ms, d)),
+                    SparseIndex::Due { due_ms } if due_shard_of(&d.id, shards) == shard => {
+                        Some((due_ms, d))
+                    }
                     _ => None,
                 })
                 .filter(|(at, _)| *at < before_ms)

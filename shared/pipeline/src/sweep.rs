@@ -11,10 +11,11 @@
 use crate::Pipeline;
 use converger_core::time;
 use converger_core::{ChannelId, DeliveryId};
-use converger_ports::DUE_SHARDS;
 use converger_ports::{DeliveryMessage, DuePart, Overdue, QueueError, StoreError};
+use futures::StreamExt;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long past its end a lease must be before the reclaim pass takes it back: room for a
@@ -80,49 +81,32 @@ impl Pipeline {
     /// [`RECLAIM_GRACE_MS`] ago, room for a renewal in flight) without an outcome: their
     /// worker died. Each is taken back with one conditional write (it waits again, due now)
     /// and only then sent a message, so a row is enqueued once however many passes see it
-    /// before its message is consumed; at most `sweep_limit` a pass. Returns (queries,
-    /// enqueued).
+    /// before its message is consumed; at most about `sweep_limit` a pass. The shards are read
+    /// [`SHARDS_AT_ONCE`] at a time. Returns (queries, enqueued).
     pub async fn reclaim(&self) -> Result<(u32, u32), SweepError> {
         let now = time::now_ms();
         let before = now.saturating_sub(RECLAIM_GRACE_MS);
+        let budget = AtomicUsize::new(self.config.sweep_limit);
+        let passes: Vec<Result<Reclaimed, SweepError>> =
+            futures::stream::iter(0..self.store.due_shards())
+                .map(|shard| self.reclaim_shard(shard, before, now, &budget))
+                .buffer_unordered(SHARDS_AT_ONCE)
+                .collect()
+                .await;
         let (mut queries, mut reclaimed) = (0u32, 0u32);
         let mut crashed: BTreeMap<ChannelId, Vec<DeliveryId>> = BTreeMap::new();
-        'shards: for shard in 0..DUE_SHARDS {
-            let mut from = None;
-            loop {
-                let page = self
-                    .store
-                    .overdue(DuePart::Leased, shard, before, 500, from)
-                    .await?;
-                queries += 1;
-                let mut msgs = Vec::new();
-                for row in page.items {
-                    let Some(until) = row.lease_until else {
-                        continue;
-                    };
-                    if !self.store.requeue_expired(&row.id, until, now).await? {
-                        continue;
+        let mut first_error = None;
+        for pass in passes {
+            match pass {
+                Ok(r) => {
+                    queries += r.queries;
+                    reclaimed += r.reclaimed;
+                    for (c, ids) in r.crashed {
+                        crashed.entry(c).or_default().extend(ids);
                     }
-                    if let Some(c) = &row.channel_id {
-                        crashed.entry(c.clone()).or_default().push(row.id.clone());
-                    }
-                    msgs.push(message(row));
                 }
-                if !msgs.is_empty() {
-                    tracing::warn!(
-                        shard,
-                        n = msgs.len(),
-                        "attempts whose lease ended without an outcome; enqueued again"
-                    );
-                    self.queue.send_many(&msgs).await?;
-                    reclaimed += msgs.len() as u32;
-                }
-                if reclaimed as usize >= self.config.sweep_limit {
-                    break 'shards;
-                }
-                match page.next {
-                    Some(n) => from = Some(n),
-                    None => break,
+                Err(e) => {
+                    first_error.get_or_insert(e);
                 }
             }
         }
@@ -133,10 +117,70 @@ impl Pipeline {
                 tracing::warn!(channel_id = %channel, error = %e, "slot recovery failed");
             }
         }
-        Ok((queries, reclaimed))
+        match first_error {
+            // What the other shards took back is enqueued; the failure is reported.
+            Some(e) if reclaimed == 0 => Err(e),
+            Some(e) => {
+                tracing::warn!(error = %e, "a due shard could not be read; the next pass reads it");
+                Ok((queries, reclaimed))
+            }
+            None => Ok((queries, reclaimed)),
+        }
     }
 
-    /// One sweep over every shard of the due index.
+    async fn reclaim_shard(
+        &self,
+        shard: u32,
+        before: i64,
+        now: i64,
+        budget: &AtomicUsize,
+    ) -> Result<Reclaimed, SweepError> {
+        let mut out = Reclaimed::default();
+        let mut from = None;
+        loop {
+            if budget.load(Ordering::Relaxed) == 0 {
+                break;
+            }
+            let page = self
+                .store
+                .overdue(DuePart::Leased, shard, before, 500, from)
+                .await?;
+            out.queries += 1;
+            let mut msgs = Vec::new();
+            for row in page.items {
+                let Some(until) = row.lease_until else {
+                    continue;
+                };
+                if !self.store.requeue_expired(&row.id, until, now).await? {
+                    continue;
+                }
+                if let Some(c) = &row.channel_id {
+                    out.crashed
+                        .entry(c.clone())
+                        .or_default()
+                        .push(row.id.clone());
+                }
+                msgs.push(message(row));
+            }
+            if !msgs.is_empty() {
+                tracing::warn!(
+                    shard,
+                    n = msgs.len(),
+                    "attempts whose lease ended without an outcome; enqueued again"
+                );
+                self.queue.send_many(&msgs).await?;
+                out.reclaimed += msgs.len() as u32;
+                take(budget, msgs.len());
+            }
+            match page.next {
+                Some(n) => from = Some(n),
+                None => break,
+            }
+        }
+        Ok(out)
+    }
+
+    /// One sweep over every shard of the due index, [`SHARDS_AT_ONCE`] shards at a time.
     pub async fn sweep(&self) -> Result<SweepReport, SweepError> {
         let now = time::now_ms();
         let grace = i64::try_from(self.config.sweep_grace.as_millis()).unwrap_or(i64::MAX);
@@ -150,40 +194,20 @@ impl Pipeline {
             }
             Err(e) => tracing::warn!(error = %e, "reclaim pass failed"),
         }
-        'shards: for shard in 0..DUE_SHARDS {
-            let mut from = None;
-            loop {
-                let room = self
-                    .config
-                    .sweep_limit
-                    .saturating_sub(report.found as usize);
-                if room == 0 {
-                    report.truncated = true;
-                    break 'shards;
-                }
-                let page = self
-                    .store
-                    .overdue(DuePart::Waiting, shard, before, room.min(500), from)
-                    .await?;
-                report.queries += 1;
-                let mut msgs = Vec::with_capacity(page.items.len());
-                for row in page.items {
-                    report.found += 1;
-                    if row.lease_until.is_some_and(|until| until >= now) {
-                        report.leased += 1;
-                        continue;
-                    }
-                    msgs.push(message(row));
-                }
-                if !msgs.is_empty() {
-                    self.queue.send_many(&msgs).await?;
-                    report.enqueued += msgs.len() as u32;
-                }
-                match page.next {
-                    Some(n) => from = Some(n),
-                    None => break,
-                }
-            }
+        let room = AtomicUsize::new(self.config.sweep_limit);
+        let shards: Vec<Result<SweepReport, SweepError>> =
+            futures::stream::iter(0..self.store.due_shards())
+                .map(|shard| self.sweep_shard(shard, before, now, &room))
+                .buffer_unordered(SHARDS_AT_ONCE)
+                .collect()
+                .await;
+        for shard in shards {
+            let r = shard?;
+            report.queries += r.queries;
+            report.found += r.found;
+            report.enqueued += r.enqueued;
+            report.leased += r.leased;
+            report.truncated |= r.truncated;
         }
         match self.sweep_flows().await {
             Ok((freed, fed, released)) => {
@@ -200,6 +224,68 @@ impl Pipeline {
         }
         Ok(report)
     }
+
+    /// The waiting part of one due shard: every row due before `before` with no live lease
+    /// is enqueued again, while `room` (the sweep's limit, shared by its shards) lasts.
+    async fn sweep_shard(
+        &self,
+        shard: u32,
+        before: i64,
+        now: i64,
+        room: &AtomicUsize,
+    ) -> Result<SweepReport, SweepError> {
+        let mut report = SweepReport::default();
+        let mut from = None;
+        loop {
+            let left = room.load(Ordering::Relaxed);
+            if left == 0 {
+                report.truncated = true;
+                break;
+            }
+            let page = self
+                .store
+                .overdue(DuePart::Waiting, shard, before, left.min(500), from)
+                .await?;
+            report.queries += 1;
+            take(room, page.items.len());
+            let mut msgs = Vec::with_capacity(page.items.len());
+            for row in page.items {
+                report.found += 1;
+                if row.lease_until.is_some_and(|until| until >= now) {
+                    report.leased += 1;
+                    continue;
+                }
+                msgs.push(message(row));
+            }
+            if !msgs.is_empty() {
+                self.queue.send_many(&msgs).await?;
+                report.enqueued += msgs.len() as u32;
+            }
+            match page.next {
+                Some(n) => from = Some(n),
+                None => break,
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// Due shards read at once by a sweep or a reclaim pass.
+pub const SHARDS_AT_ONCE: usize = 16;
+
+/// What a reclaim pass over one shard did.
+#[derive(Default)]
+struct Reclaimed {
+    queries: u32,
+    reclaimed: u32,
+    crashed: BTreeMap<ChannelId, Vec<DeliveryId>>,
+}
+
+/// Takes `n` from a budget shared by concurrent shards (never below zero).
+fn take(budget: &AtomicUsize, n: usize) {
+    let _ = budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+        Some(b.saturating_sub(n))
+    });
 }
 
 /// The message that runs an overdue row again.

@@ -257,6 +257,11 @@ pub trait DeliveryQueries: Send + Sync + 'static {
         limit: usize,
         from: Option<String>,
     ) -> StoreResult<Page<Overdue>>;
+    /// How many shards the due index has: a due entry goes to
+    /// `due_shard_of(id, due_shards())`, and the sweeper reads each shard.
+    fn due_shards(&self) -> u32 {
+        crate::DUE_SHARDS
+    }
 }
 
 /// Replays: moving dead letters back to pending, and replay jobs.

@@ -97,10 +97,20 @@ pub const EMAIL_CONFIGURATION_SET_ENV: &str = "EMAIL_CONFIGURATION_SET";
 /// `source` of every platform event.
 pub const EVENT_SOURCE: &str = "converger";
 
-/// A resource name the environment does not give.
+/// A resource name the environment does not give, or a layout setting it gives wrong; `.0`
+/// names the variable.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{0} is not set: the template passes every resource name to the functions")]
-pub struct MissingName(pub &'static str);
+#[error("{0} is not set or not valid: the template passes every resource name to the functions{1}")]
+pub struct MissingName(pub &'static str, pub String);
+
+impl MissingName {
+    fn missing(var: &'static str) -> Self {
+        Self(var, String::new())
+    }
+}
+
+/// The environment variable with the due index's shard count (the template's `DueShards`).
+pub const DUE_SHARDS_ENV: &str = "DUE_SHARDS";
 
 /// Physical names, resolved once per process from the function's environment.
 #[derive(Debug, Clone)]
@@ -121,13 +131,37 @@ pub struct Resources {
     pub queue_urls: std::collections::HashMap<&'static str, String>,
     /// Dead-letter queue URLs, by their queue's name, where the environment gives them.
     pub dlq_urls: std::collections::HashMap<&'static str, String>,
+    /// Partitions of the deliveries table's due index (`due#0` to `due#<n-1>`): raised with
+    /// the deployment's rate, never lowered (an entry stays in the shard it was written to).
+    pub due_shards: u32,
 }
 
 impl Resources {
     /// Names from `var` (a function's environment as deployed): every table, queue and the
     /// bus must be there.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, MissingName> {
-        let need = |k: &'static str| var(k).filter(|v| !v.is_empty()).ok_or(MissingName(k));
+        let need = |k: &'static str| {
+            var(k)
+                .filter(|v| !v.is_empty())
+                .ok_or(MissingName::missing(k))
+        };
+        let due_shards = match var(DUE_SHARDS_ENV).filter(|v| !v.trim().is_empty()) {
+            None => DUE_SHARDS,
+            Some(v) => v
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|n| (1..=converger_ports::MAX_DUE_SHARDS).contains(n))
+                .ok_or_else(|| {
+                    MissingName(
+                        DUE_SHARDS_ENV,
+                        format!(
+                            " (`{v}` is not a shard count from 1 to {})",
+                            converger_ports::MAX_DUE_SHARDS
+                        ),
+                    )
+                })?,
+        };
         let mut queue_urls = std::collections::HashMap::new();
         let mut dlq_urls = std::collections::HashMap::new();
         for q in QUEUES {
@@ -151,6 +185,7 @@ impl Resources {
             bus: need(BUS_ENV)?,
             queue_urls,
             dlq_urls,
+            due_shards,
         })
     }
 
@@ -164,7 +199,7 @@ impl Resources {
         self.queue_urls
             .get(def.name)
             .map(String::as_str)
-            .ok_or(MissingName(def.env))
+            .ok_or(MissingName::missing(def.env))
     }
 }
 
@@ -204,6 +239,22 @@ mod tests {
             env.remove(key);
             let err = Resources::from_vars(|k| env.get(k).cloned()).unwrap_err();
             assert_eq!(err.0, key.as_str());
+        }
+    }
+
+    #[test]
+    fn the_due_shards_default_to_sixteen_and_a_bad_count_is_refused() {
+        let mut env = full();
+        let r = Resources::from_vars(|k| env.get(k).cloned()).unwrap();
+        assert_eq!(r.due_shards, DUE_SHARDS);
+        env.insert(DUE_SHARDS_ENV.into(), "256".into());
+        let r = Resources::from_vars(|k| env.get(k).cloned()).unwrap();
+        assert_eq!(r.due_shards, 256);
+        for bad in ["0", "-1", "many", "100000"] {
+            env.insert(DUE_SHARDS_ENV.into(), bad.into());
+            let err = Resources::from_vars(|k| env.get(k).cloned()).unwrap_err();
+            assert_eq!(err.0, DUE_SHARDS_ENV);
+            assert!(err.to_string().contains(bad), "{err}");
         }
     }
 }

@@ -57,6 +57,7 @@ conformance!(
     a_recorded_outcome_written_again_is_recognised_as_its_own,
     dead_letters_and_missing_rows,
     only_pending_deliveries_are_in_the_due_index,
+    the_due_index_has_the_deployments_shard_count,
     old_attempts_spill_out_of_the_item,
     listing_pages_in_order_and_replays_are_disjoint,
     sharded_listings_page_every_row_once_across_shards_and_ties,
@@ -606,6 +607,90 @@ async fn dead_letters_and_missing_rows(b: Backend) {
         Claim::Missing
     );
     assert_eq!(f.store.get_delivery(&missing).await.unwrap(), None);
+    f.stop().await;
+}
+
+async fn the_due_index_has_the_deployments_shard_count(b: Backend) {
+    use converger_ports::due_shard_of;
+    let f = fixture(b).await;
+    // The same tables through a store of a deployment that raised its count to 64.
+    let store: Arc<dyn Store> = match (&f.t, b) {
+        (Some(t), Backend::Dynamo) => {
+            let mut res = t.aws().resources.clone();
+            res.due_shards = 64;
+            Arc::new(
+                DynamoStore::new(t.aws().clients.dynamodb.clone(), res)
+                    .with_serial_transactions(true),
+            )
+        }
+        _ => Arc::new(MemStore::new().with_due_shards(64)),
+    };
+    assert_eq!(f.store.due_shards(), converger_ports::DUE_SHARDS);
+    assert_eq!(store.due_shards(), 64);
+    if matches!(b, Backend::Memory) {
+        // A store of its own: the fixture's tenant and channel written there too.
+        store.create_tenant(&f.tenant, "hash-64").await.unwrap();
+        store.create_channel(&f.channel).await.unwrap();
+    }
+    let now = time::now_ms();
+    let mut rows = Vec::new();
+    for _ in 0..24 {
+        let a = activity(&f);
+        let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+        store
+            .create_activity(&a, std::slice::from_ref(&d))
+            .await
+            .unwrap();
+        rows.push(d);
+    }
+    // Spread past the default's 16 shards, each row in the one shard its id gives for 64.
+    assert!(
+        rows.iter().any(|d| due_shard_of(&d.id, 64) >= 16),
+        "24 ids all hashed below 16"
+    );
+    for d in &rows {
+        let mine = due_shard_of(&d.id, 64);
+        for shard in [mine, (mine + 1) % 64] {
+            let page = store
+                .overdue(DuePart::Waiting, shard, now - 5_000, 100, None)
+                .await
+                .unwrap();
+            assert_eq!(
+                page.items.iter().any(|o| o.id == d.id),
+                shard == mine,
+                "shard {shard} of {}",
+                d.id
+            );
+        }
+    }
+    // A retry is written to the shard of the count at the time: an entry leaves by its
+    // attributes, wherever it was.
+    let d = &rows[0];
+    let Claim::Claimed(c) = store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    store
+        .mark_attempt_failed(
+            &c,
+            "t",
+            "503",
+            RetryAt::at(now - 6_000),
+            &entry(1),
+            &time::now_rfc3339(),
+        )
+        .await
+        .unwrap();
+    let page = store
+        .overdue(
+            DuePart::Waiting,
+            due_shard_of(&d.id, 64),
+            now - 5_000,
+            100,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(page.items.iter().any(|o| o.id == d.id));
     f.stop().await;
 }
 
@@ -1569,8 +1654,7 @@ async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     assert!(
         matches!(
             leased.sparse_index(),
-            converger_ports::SparseIndex::Due { shard, .. }
-                if shard == converger_ports::due_shard(&extra.id)
+            converger_ports::SparseIndex::Due { .. }
         ),
         "out of the backlog into the due index"
     );

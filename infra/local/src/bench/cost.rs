@@ -11,27 +11,29 @@
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
 //! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts.
 //!
-//! Lambda durations are measured against the emulator, whose requests take longer than
-//! DynamoDB's and SQS's in a region (and the capacity proxy adds its own reads): an upper
-//! bound of what the functions run. What does not grow with deliveries (the scheduled
-//! functions, the pollers' empty receives) is priced per month apart.
+//! Everything is counted on the emulator; the functions' durations are timed again in a second
+//! run of the same cases on the in-process backend with its latency model (each request waits
+//! as long as it would in a region), since the emulator's requests, and the capacity proxy's
+//! reads around each write, take several times longer than AWS's. Both are printed. What does
+//! not grow with deliveries (the scheduled functions, the pollers' empty receives) is priced
+//! per month apart.
 
 use super::requests::{
     PRICE_DYNAMODB_READ_UNIT, PRICE_DYNAMODB_WRITE_UNIT, PRICE_EVENTBRIDGE_EVENT, PRICE_SQS_REQUEST,
 };
 use super::{tenant, webhook_with};
-use crate::capacity::Meter;
+use crate::capacity::{Meter, Tallies};
 use crate::cfn::function as fun;
 use crate::receiver::{Receiver, Reply};
-use crate::stack::invocations::Invocations;
+use crate::stack::invocations::{Invocations, Tally};
 use crate::stack::{Stack, StackOptions};
 use converger_core::{DeliveryId, DeliveryStatus, Tier};
-use converger_store::counter::RequestCounter;
+use converger_store::counter::{Counts, RequestCounter};
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// List prices, US East (N. Virginia), in dollars per million (see `docs/benchmarks.md`);
 /// DynamoDB, SQS and EventBridge are `bench requests`' own.
@@ -114,33 +116,75 @@ fn take_logs() -> (u64, u64) {
 
 pub async fn run(o: Options) -> Result<Value, String> {
     converger_pipeline::metrics::set_enabled(false);
-    let meter = Meter::new();
-    let counter = RequestCounter::new();
-    let invocations = Invocations::new();
+    // Counted on the emulator: units, requests, invocations, log lines.
+    let meters = Meters {
+        capacity: Some(Meter::new()),
+        requests: Some(RequestCounter::new()),
+        invocations: Invocations::new(),
+    };
     let mut opts = StackOptions {
-        capacity: Some(meter.clone()),
-        counter: Some(counter.clone()),
-        invocations: Some(invocations.clone()),
+        capacity: meters.capacity.clone(),
+        counter: meters.requests.clone(),
+        invocations: Some(meters.invocations.clone()),
         ..StackOptions::bench("cost")
     };
     // As deployed: health counts added up for a second per instance.
     opts.config.health_flush = converger_pipeline::PipelineConfig::default().health_flush;
     let stack = Stack::start(opts).await?;
-    let m = Meters {
-        capacity: meter,
-        requests: counter,
-        invocations,
-    };
-    let result = cases(&stack, &m, &o).await;
+    let sizes = memory_sizes(&stack);
     let fixed = fixed_monthly(&stack);
+    let counted = match stack.aws() {
+        Ok(aws) => {
+            // The harness reads through its own, uncounted client.
+            let store = DynamoStore::new(aws.clients.dynamodb.clone(), aws.resources.clone());
+            measure(&stack, &store, &meters, &o).await
+        }
+        Err(e) => Err(e),
+    };
     stack.stop().await;
-    let cases = result?;
+    let (counted, sizes, fixed) = (counted?, sizes?, fixed?);
+
+    // Timed in process: the same cases with each request waiting as long as it would in a
+    // region (the latency model), so that the functions' durations are AWS's, not the
+    // emulator's.
+    let timer = Meters {
+        capacity: None,
+        requests: None,
+        invocations: Invocations::new(),
+    };
+    let mut opts = StackOptions {
+        invocations: Some(timer.invocations.clone()),
+        latency: Some(converger_memory::LatencyModel::from_env()?),
+        backend: crate::stack::Backend::Memory,
+        ..StackOptions::bench("cost")
+    };
+    opts.config.health_flush = converger_pipeline::PipelineConfig::default().health_flush;
+    let stack = Stack::start(opts).await?;
+    let timed = match stack.memory() {
+        Some(m) => {
+            let store = m.store.clone();
+            measure(&stack, &*store, &timer, &o).await
+        }
+        None => Err("the in-process stack has no memory backend".into()),
+    };
+    stack.stop().await;
+    let timed = timed?;
+
+    let mut cases = Map::new();
+    for (name, c) in &counted {
+        let t = timed
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t)
+            .ok_or_else(|| format!("{name}: not timed in process"))?;
+        cases.insert((*name).to_owned(), priced(c, t, &sizes, o.deliveries));
+    }
     Ok(super::emit(json!({
         "scenario": "cost",
-        "backend": "local stack on the emulator (units by the capacity proxy, requests by the SDK interceptor, invocations by the stack)",
+        "backend": "counted on the local stack on the emulator (units by the capacity proxy, requests by the SDK interceptor, invocations and log lines by the stack); Lambda durations timed in process with the latency model",
         "deliveries_per_case": o.deliveries,
         "cases": cases,
-        "fixed_monthly_usd": fixed?,
+        "fixed_monthly_usd": fixed,
         "targets": {"write_units_per_first_try": 8, "usd_per_million_first_tries": 5.0},
         "prices_per_million_usd": {
             "dynamodb_write_unit": PRICE_DYNAMODB_WRITE_UNIT,
@@ -156,21 +200,45 @@ pub async fn run(o: Options) -> Result<Value, String> {
 }
 
 struct Meters {
-    capacity: Meter,
-    requests: RequestCounter,
+    capacity: Option<Meter>,
+    requests: Option<RequestCounter>,
     invocations: Invocations,
+}
+
+/// What one case counted.
+struct Measured {
+    units: Tallies,
+    requests: Counts,
+    calls: BTreeMap<&'static str, Tally>,
+    /// The functions' log bytes and lines.
+    logs: (u64, u64),
 }
 
 impl Meters {
     fn reset(&self) {
-        let _ = self.capacity.take();
-        let _ = self.requests.take();
-        let _ = self.invocations.take();
-        let _ = take_logs();
+        let _ = self.take();
+    }
+
+    fn take(&self) -> Measured {
+        Measured {
+            units: self.capacity.as_ref().map(Meter::take).unwrap_or_default(),
+            requests: self
+                .requests
+                .as_ref()
+                .map(RequestCounter::take)
+                .unwrap_or_default(),
+            calls: self.invocations.take(),
+            logs: take_logs(),
+        }
     }
 }
 
-async fn cases(stack: &Stack, m: &Meters, o: &Options) -> Result<Value, String> {
+async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
+    stack: &Stack,
+    store: &S,
+    m: &Meters,
+    o: &Options,
+) -> Result<Vec<(&'static str, Measured)>, String> {
     let p = &stack.pipeline;
     let (t, key) = tenant(p, Tier::Default).await?;
     let http = reqwest::Client::builder()
@@ -178,12 +246,6 @@ async fn cases(stack: &Stack, m: &Meters, o: &Options) -> Result<Value, String> 
         .build()
         .map_err(|e| e.to_string())?;
     let url = format!("{}/api/v1/activities", stack.api_url);
-    // The harness reads through its own, uncounted client.
-    let store = DynamoStore::new(
-        stack.aws()?.clients.dynamodb.clone(),
-        stack.aws()?.resources.clone(),
-    );
-    let memory = memory_sizes(stack)?;
     let retry = json!({"schedule": [1000], "max_attempts": 3});
     let no_breaker = json!({"failure_threshold": 1000});
     let mut script = Vec::new();
@@ -213,10 +275,10 @@ async fn cases(stack: &Stack, m: &Meters, o: &Options) -> Result<Value, String> 
             0,
         ),
     ];
-    let mut out = Map::new();
+    let mut out = Vec::new();
     for (name, channel, done, warm) in &list {
         let one = |n: usize, done: (DeliveryStatus, u32)| {
-            let (http, url, key, store) = (&http, &url, &key, &store);
+            let (http, url, key) = (&http, &url, &key);
             let id = channel.id.clone();
             async move {
                 let d = super::post_activity(http, url, key, &id, n).await?;
@@ -233,21 +295,19 @@ async fn cases(stack: &Stack, m: &Meters, o: &Options) -> Result<Value, String> 
         // The previous case's trailing work (settle, events, the queue delete) is not counted.
         tokio::time::sleep(Duration::from_millis(500)).await;
         m.reset();
-        let started = Instant::now();
         for n in *warm..warm + o.deliveries {
             one(n, *done).await?;
         }
         // This case's own trailing work finishes.
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let line = priced(m, &memory, o.deliveries, started.elapsed());
-        out.insert((*name).into(), line);
+        out.push((*name, m.take()));
     }
-    Ok(Value::Object(out))
+    Ok(out)
 }
 
 /// Waits until every delivery has `done`'s status and attempts.
-async fn settle(
-    store: &DynamoStore,
+async fn settle<S: converger_ports::DeliveryStore + ?Sized>(
+    store: &S,
     ids: &[DeliveryId],
     done: (DeliveryStatus, u32),
 ) -> Result<(), String> {
@@ -287,20 +347,19 @@ fn round(x: f64, places: i32) -> f64 {
     (x * f).round() / f
 }
 
-/// One case's counts, per delivery and priced per million.
+/// One case's counts (`c`, on the emulator) with its functions' durations (`t`, timed in
+/// process), per delivery and priced per million.
 fn priced(
-    m: &Meters,
+    c: &Measured,
+    t: &Measured,
     memory: &BTreeMap<&'static str, u32>,
     deliveries: usize,
-    took: Duration,
 ) -> Value {
     let n = deliveries.max(1) as f64;
-    let units = m.capacity.take();
-    let wcu: f64 = units.writes.values().sum::<f64>() / n;
-    let rcu: f64 = units.reads.values().sum::<f64>() / n;
-    let requests = m.requests.take();
+    let wcu: f64 = c.units.writes.values().sum::<f64>() / n;
+    let rcu: f64 = c.units.reads.values().sum::<f64>() / n;
     let count = |service: &str| -> f64 {
-        requests
+        c.requests
             .iter()
             .filter(|((s, _), _)| s == service)
             .map(|(_, t)| t.requests as f64)
@@ -309,8 +368,8 @@ fn priced(
     };
     let sqs = count("sqs");
     let events = count("events");
-    let calls = m.invocations.take();
-    let api = calls
+    let api = c
+        .calls
         .iter()
         .filter(|(f, _)| [fun::API, fun::ADMIN].contains(f))
         .map(|(_, t)| t.invocations as f64)
@@ -318,24 +377,29 @@ fn priced(
         / n;
     let mut lambda = Map::new();
     let (mut invocations, mut gb_s, mut platform_bytes, mut platform_events) = (0.0, 0.0, 0, 0);
-    for (f, t) in &calls {
+    for (f, counted) in &c.calls {
         let mb = f64::from(memory.get(f).copied().unwrap_or(DEFAULT_MEMORY_MB));
-        let gbs = t.billed_ms as f64 / 1000.0 * mb / 1024.0 / n;
-        invocations += t.invocations as f64 / n;
+        let per_call = |x: &Tally| x.billed_ms as f64 / x.invocations.max(1) as f64;
+        // The duration timed in process; the emulator's when the in-process run had none.
+        let ms = t.calls.get(f).map_or_else(|| per_call(counted), per_call);
+        let calls = counted.invocations as f64 / n;
+        let gbs = calls * ms / 1000.0 * mb / 1024.0;
+        invocations += calls;
         gb_s += gbs;
-        platform_bytes += t.invocations * PLATFORM_LOG_BYTES;
-        platform_events += t.invocations * PLATFORM_LOG_EVENTS;
+        platform_bytes += counted.invocations * PLATFORM_LOG_BYTES;
+        platform_events += counted.invocations * PLATFORM_LOG_EVENTS;
         lambda.insert(
             (*f).to_owned(),
             json!({
-                "invocations_per_delivery": round(t.invocations as f64 / n, 3),
-                "ms_per_invocation": round(t.billed_ms as f64 / t.invocations.max(1) as f64, 1),
+                "invocations_per_delivery": round(calls, 3),
+                "ms_per_invocation": round(ms, 1),
+                "ms_per_invocation_on_the_emulator": round(per_call(counted), 1),
                 "memory_mb": mb,
                 "gb_seconds_per_delivery": round(gbs, 6),
             }),
         );
     }
-    let (app_bytes, app_events) = take_logs();
+    let (app_bytes, app_events) = c.logs;
     let log_bytes =
         (app_bytes + platform_bytes + (app_events + platform_events) * LOG_EVENT_OVERHEAD) as f64
             / n;
@@ -369,7 +433,6 @@ fn priced(
         "lambda": lambda,
         "usd_per_million": usd,
         "usd_per_million_total": round(total, 2),
-        "seconds": round(took.as_secs_f64(), 2),
     })
 }
 

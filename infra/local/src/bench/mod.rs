@@ -279,14 +279,13 @@ pub fn summary(mut ms: Vec<f64>) -> Value {
 
 /// Waits (at most `within`) until every delivery of `ids` is read back and satisfies `done`
 /// (`what` names it in the error, with the first rows' status and attempts).
-pub async fn wait_rows(
-    store: &converger_store::dynamo::DynamoStore,
+pub async fn wait_rows<S: converger_ports::DeliveryStore + ?Sized>(
+    store: &S,
     ids: &[converger_core::DeliveryId],
     what: &str,
     within: std::time::Duration,
     done: impl Fn(&converger_ports::Delivery) -> bool,
 ) -> Result<(), String> {
-    use converger_ports::prelude::*;
     let start = std::time::Instant::now();
     loop {
         let rows = store.get_deliveries(ids).await.map_err(|e| e.to_string())?;

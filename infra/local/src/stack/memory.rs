@@ -33,6 +33,7 @@ pub(crate) fn spawn_dispatcher(
     queue: Arc<MemQueue>,
     functions: Triggered,
     redelivery_s: u32,
+    invocations: Option<super::invocations::Invocations>,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     let permits: Vec<(Tier, Arc<Semaphore>)> = Tier::ALL
@@ -53,14 +54,19 @@ pub(crate) fn spawn_dispatcher(
                 for chunk in of_tier.chunks(BATCH) {
                     let (q, f, msgs) = (queue.clone(), functions.clone(), chunk.to_vec());
                     let sem = sem.clone();
+                    let invocations = invocations.clone();
                     // Each tier waits for its own concurrency only (its own queue and mapping).
                     tokio::spawn(async move {
                         let Ok(_permit) = sem.acquire_owned().await else {
                             return;
                         };
+                        let started = std::time::Instant::now();
                         let resp =
                             converger_lambda::handlers::deliver_batch(&f.deliver, event(&msgs))
                                 .await;
+                        if let Some(i) = &invocations {
+                            i.record(crate::cfn::function::DELIVER, started.elapsed());
+                        }
                         for i in failed(&resp) {
                             if let Some(m) = msgs.get(i) {
                                 let _ = q.send(m, redelivery_s).await;

@@ -99,6 +99,8 @@ pub struct StackOptions {
     /// Counts every invocation of a function and how long it ran (the `cost` benchmark): a
     /// batch of a queue, a request of an API, a scheduled run.
     pub invocations: Option<invocations::Invocations>,
+    /// The in-process backend's request latencies (`Backend::Memory` only; `None`: none).
+    pub latency: Option<converger_memory::LatencyModel>,
     /// Addresses allowed into the admin pages and API (`ADMIN_IP_ALLOWLIST`); `None`: any.
     pub admin_ip_allowlist: Option<converger_core::net::Allowlist>,
     /// What the functions store and send to.
@@ -133,6 +135,7 @@ impl Default for StackOptions {
             counter: None,
             capacity: None,
             invocations: None,
+            latency: None,
             admin_ip_allowlist: None,
             backend: Backend::Emulator,
         }
@@ -252,7 +255,7 @@ async fn build_memory(
             .cloned()
             .ok_or_else(|| format!("the template has no function {id}"))
     };
-    let (pipeline, memory) = crate::inprocess::memory_pipeline(None, opts.config.clone())?;
+    let (pipeline, memory) = crate::inprocess::memory_pipeline(opts.latency, opts.config.clone())?;
     // Websocket pushes go to the local gateway through the management API's client (no
     // emulator: the gateway is the only endpoint it calls).
     let sdk = converger_store::aws::load_config_for(Some(management_url)).await;
@@ -296,6 +299,7 @@ async fn build_memory(
                 replay: functions.replay.clone(),
             },
             opts.queues.visibility_timeout_s.unwrap_or(30),
+            opts.invocations.clone(),
             stop.clone(),
         ));
     }

@@ -222,8 +222,14 @@ impl Delivery {
     }
 }
 
-/// Shards of the due index a pending delivery is spread over.
+/// Shards of the due index a pending delivery is spread over, unless the deployment sets
+/// more (`DUE_SHARDS`; each takes about 250 first tries a second at half a partition's
+/// writes).
 pub const DUE_SHARDS: u32 = 16;
+
+/// The most due shards a deployment may set: a sweep reads each once, and its crash watch
+/// every few seconds.
+pub const MAX_DUE_SHARDS: u32 = 1024;
 
 /// Shards of the channel index (a channel's dead letters and parked deliveries), the same for
 /// every channel: a dead channel at 2,000 deliveries/s writes a dead letter each, a quarter of
@@ -238,9 +244,16 @@ pub fn stable_hash(key: &str) -> u32 {
     })
 }
 
-/// The due index's shard of a delivery: a stable hash of its id.
+/// The due index's shard of a delivery in a deployment of [`DUE_SHARDS`] (the default).
 pub fn due_shard(id: &DeliveryId) -> u32 {
-    stable_hash(id.as_str()) % DUE_SHARDS
+    due_shard_of(id, DUE_SHARDS)
+}
+
+/// The due index's shard of a delivery when the index has `shards`: a stable hash of its id.
+/// A due entry is written to the shard this gives at the time and removed by attribute, so a
+/// deployment that raises its count finds older entries among the lower shards.
+pub fn due_shard_of(id: &DeliveryId, shards: u32) -> u32 {
+    stable_hash(id.as_str()) % shards.max(1)
 }
 
 /// Whether a delivery in `status` is in its channel's index: dead letters (replay) and parked
@@ -310,8 +323,8 @@ pub enum SparseIndex {
     /// Pending, waiting for a window slot: the channel's backlog, oldest due first.
     Backlog { due_ms: i64 },
     /// Pending with a message on its way or an attempt running: the sweeper's due index, by
-    /// shard and due time (a claim leaves it where it is).
-    Due { shard: u32, due_ms: i64 },
+    /// due time in the shard [`due_shard_of`] gives (a claim leaves it where it is).
+    Due { due_ms: i64 },
     /// Parked (`paused`): the channel's parked rows (on DynamoDB, the channel index's
     /// `<channel>#paused#<shard>` partitions).
     Parked,
@@ -336,7 +349,6 @@ impl Delivery {
             },
             DeliveryStatus::Pending if self.handed_off => SparseIndex::None,
             DeliveryStatus::Pending => SparseIndex::Due {
-                shard: due_shard(&self.id),
                 due_ms: self.next_attempt_at,
             },
             DeliveryStatus::Paused => SparseIndex::Parked,
@@ -418,20 +430,11 @@ mod tests {
     #[test]
     fn each_row_is_in_the_sparse_index_its_fields_call_for() {
         let mut d = delivery(42);
-        assert_eq!(
-            d.sparse_index(),
-            SparseIndex::Due {
-                shard: due_shard(&d.id),
-                due_ms: 42
-            }
-        );
+        assert_eq!(d.sparse_index(), SparseIndex::Due { due_ms: 42 });
         d.lease_until = Some(99);
         assert_eq!(
             d.sparse_index(),
-            SparseIndex::Due {
-                shard: due_shard(&d.id),
-                due_ms: 42
-            },
+            SparseIndex::Due { due_ms: 42 },
             "a claim does not move the row in the index"
         );
         d.handed_off = true;

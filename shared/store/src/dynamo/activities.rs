@@ -42,7 +42,7 @@ impl ActivityStore for DynamoStore {
             .transact_write_items()
             .transact_items(put(&self.res.activities, activity_item(activity)?)?);
         for d in deliveries {
-            req = req.transact_items(put(&self.res.deliveries, delivery_item(d)?)?);
+            req = req.transact_items(put(&self.res.deliveries, self.delivery_item(d)?)?);
         }
         let sent = {
             let _serial = self.tx_guard().await;
@@ -74,7 +74,7 @@ impl ActivityStore for DynamoStore {
         let mut rows = Vec::with_capacity(2 * deliveries.len() + 1);
         rows.push((self.res.activities.clone(), activity_item(activity)?));
         for d in deliveries {
-            rows.push((self.res.deliveries.clone(), delivery_item(d)?));
+            rows.push((self.res.deliveries.clone(), self.delivery_item(d)?));
         }
         self.batch_put_rows(rows).await
     }

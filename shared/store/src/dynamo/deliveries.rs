@@ -48,7 +48,7 @@ impl DeliveryStore for DynamoStore {
             d,
             token,
             "SET due_shard = :due_shard, due_at = :due_at REMOVE lease_token, lease_until".into(),
-            due_keys(&d.id, d.next_attempt_at).into(),
+            self.due_keys(&d.id, d.next_attempt_at).into(),
         )
         .await
     }
@@ -72,7 +72,7 @@ impl DeliveryStore for DynamoStore {
             (":now", n(now_ms)),
             (":pending", s(DeliveryStatus::Pending.as_str())),
         ];
-        values.extend(due_keys(id, now_ms));
+        values.extend(self.due_keys(id, now_ms));
         Ok(self
             .row_update(
                 id,
@@ -153,7 +153,7 @@ impl DeliveryStore for DynamoStore {
         values.push((":err", s(error)));
         values.push((":next", n(next_attempt_at)));
         values.push((":slot", AttributeValue::Bool(false)));
-        values.extend(due_keys(&d.id, next_attempt_at));
+        values.extend(self.due_keys(&d.id, next_attempt_at));
         self.leased_update(d, token, expr, values).await
     }
     async fn mark_dead(

@@ -499,7 +499,7 @@ impl FlowStore for DynamoStore {
                 "in_backlog = :true, bl_pk = :bl_pk, bl_sk = :bl_sk"
             }
             Placement::Live => {
-                values.extend(due_keys(&d.id, now_ms));
+                values.extend(self.due_keys(&d.id, now_ms));
                 "due_shard = :due_shard, due_at = :due_at"
             }
         };
@@ -542,7 +542,7 @@ impl FlowStore for DynamoStore {
             (":pending", s(DeliveryStatus::Pending.as_str())),
             (":true", AttributeValue::Bool(true)),
         ];
-        values.extend(due_keys(id, now_ms));
+        values.extend(self.due_keys(id, now_ms));
         self.row_update(
             id,
             "SET slot = :true, due_shard = :due_shard, due_at = :due_at \
@@ -569,7 +569,7 @@ impl FlowStore for DynamoStore {
         ];
         // Out of the backlog into the due index, due now (the row and its index entry agree,
         // so a later release leaves the entry where it is).
-        values.extend(due_keys(id, now_ms));
+        values.extend(self.due_keys(id, now_ms));
         self.row_update(
             id,
             "SET lease_token = :token, lease_until = :until, next_attempt_at = :now, \

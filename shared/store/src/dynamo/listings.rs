@@ -127,6 +127,9 @@ impl DeliveryQueries for DynamoStore {
         .await?;
         Ok(counts.into_iter().sum::<u64>().min(cap.max(1)))
     }
+    fn due_shards(&self) -> u32 {
+        self.res.due_shards
+    }
     async fn overdue(
         &self,
         part: DuePart,

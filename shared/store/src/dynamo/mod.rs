@@ -177,39 +177,48 @@ fn activity_from_item(mut item: Item) -> StoreResult<Activity> {
     from_item(item)
 }
 
-fn delivery_item(d: &Delivery) -> StoreResult<Item> {
-    let mut item = to_item(d)?;
-    // A delivery sent to its queue at creation joins the listing at its first transition.
-    for (k, v) in index_keys(d, d.status, &d.updated_at) {
-        if d.unlisted && (k == ":tl_pk" || k == ":upd_sk") {
-            continue;
+impl DynamoStore {
+    fn delivery_item(&self, d: &Delivery) -> StoreResult<Item> {
+        let mut item = to_item(d)?;
+        // A delivery sent to its queue at creation joins the listing at its first transition.
+        for (k, v) in index_keys(d, d.status, &d.updated_at) {
+            if d.unlisted && (k == ":tl_pk" || k == ":upd_sk") {
+                continue;
+            }
+            item.insert(k.trim_start_matches(':').to_owned(), v);
         }
-        item.insert(k.trim_start_matches(':').to_owned(), v);
+        match d.sparse_index() {
+            SparseIndex::Backlog { due_ms } => {
+                let [(_, pk), (_, sk)] = backlog_keys(&d.channel_id, due_ms);
+                item.insert("bl_pk".into(), pk);
+                item.insert("bl_sk".into(), sk);
+            }
+            SparseIndex::Due { due_ms } => {
+                let [(_, shard), (_, at)] = self.due_keys(&d.id, due_ms);
+                item.insert("due_shard".into(), shard);
+                item.insert("due_at".into(), at);
+            }
+            // Parked rows are found through the channel-status index every row is in.
+            SparseIndex::Parked | SparseIndex::None => {}
+        }
+        Ok(item)
     }
-    match d.sparse_index() {
-        SparseIndex::Backlog { due_ms } => {
-            let [(_, pk), (_, sk)] = backlog_keys(&d.channel_id, due_ms);
-            item.insert("bl_pk".into(), pk);
-            item.insert("bl_sk".into(), sk);
-        }
-        SparseIndex::Due { due_ms, .. } => {
-            let [(_, shard), (_, at)] = due_keys(&d.id, due_ms);
-            item.insert("due_shard".into(), shard);
-            item.insert("due_at".into(), at);
-        }
-        // Parked rows are found through the channel-status index every row is in.
-        SparseIndex::Parked | SparseIndex::None => {}
-    }
-    Ok(item)
-}
 
-/// The due index attributes of a pending delivery due at `next_attempt_at` (a claim leaves
-/// them as they are).
-fn due_keys(id: &DeliveryId, next_attempt_at: i64) -> [(&'static str, AttributeValue); 2] {
-    [
-        (":due_shard", s(due_partition(due_shard(id)))),
-        (":due_at", s(due_key(next_attempt_at))),
-    ]
+    /// The due index attributes of a pending delivery due at `next_attempt_at`, in the shard
+    /// the deployment's count gives (a claim leaves them as they are).
+    fn due_keys(
+        &self,
+        id: &DeliveryId,
+        next_attempt_at: i64,
+    ) -> [(&'static str, AttributeValue); 2] {
+        [
+            (
+                ":due_shard",
+                s(due_partition(due_shard_of(id, self.res.due_shards))),
+            ),
+            (":due_at", s(due_key(next_attempt_at))),
+        ]
+    }
 }
 
 /// The due index partition of `shard`.
@@ -326,7 +335,7 @@ impl DynamoStore {
         for (k, v) in index_keys(d, DeliveryStatus::Pending, now) {
             values.insert(k.to_owned(), v);
         }
-        for (k, v) in due_keys(&d.id, now_ms) {
+        for (k, v) in self.due_keys(&d.id, now_ms) {
             values.insert(k.to_owned(), v);
         }
         let update = aws_sdk_dynamodb::types::Update::builder()
@@ -388,7 +397,7 @@ impl DynamoStore {
     pub async fn seed_deliveries(&self, rows: &[Delivery]) -> StoreResult<()> {
         let items = rows
             .iter()
-            .map(delivery_item)
+            .map(|d| self.delivery_item(d))
             .collect::<StoreResult<Vec<_>>>()?;
         self.batch_put(&self.res.deliveries, items).await
     }
