@@ -20,21 +20,19 @@ impl ActivityStore for MemStore {
         activity: &Activity,
         deliveries: &[Delivery],
     ) -> StoreResult<Created> {
-        wait(&self.latency, |m| m.transact).await;
-        self.with(|s| {
-            let key = (activity.tenant_id.clone(), activity.id.clone());
-            if s.activities.contains_key(&key)
-                || deliveries.iter().any(|d| s.deliveries.contains_key(&d.id))
-            {
-                return Created::Duplicate;
-            }
-            s.activities.insert(key, activity.clone());
-            for d in deliveries {
-                s.deliveries.insert(d.id.clone(), d.clone());
-                s.reindex(&d.id);
-            }
-            Created::New
-        })
+        // A transaction (conditional puts): each write costs twice.
+        self.insert_activity(activity, deliveries, 2.0, |m| m.transact)
+            .await
+    }
+    async fn create_fresh_activity(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+    ) -> StoreResult<()> {
+        // Batch writes, as the DynamoDB backend's: a unit per item.
+        self.insert_activity(activity, deliveries, 1.0, |m| m.write)
+            .await
+            .map(drop)
     }
     async fn get_activity(
         &self,
@@ -78,5 +76,42 @@ impl ActivityStore for MemStore {
             v.truncate(want);
             (v, more)
         })
+    }
+}
+
+impl MemStore {
+    /// Writes an activity with its deliveries unless any of them exists, charging each
+    /// item's units `factor` times (a transaction's two).
+    async fn insert_activity(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+        factor: f64,
+        pick: fn(&LatencyModel) -> Duration,
+    ) -> StoreResult<Created> {
+        let shards = self.due_shards();
+        let mut charges = converger_ports::capacity::activity_insert(activity);
+        for d in deliveries {
+            charges.extend(delivery_write(None, Some(d), shards));
+        }
+        for c in &mut charges {
+            c.units *= factor;
+        }
+        self.charged(pick, |s, meter| {
+            meter.write(&charges)?;
+            let key = (activity.tenant_id.clone(), activity.id.clone());
+            if s.activities.contains_key(&key)
+                || deliveries.iter().any(|d| s.deliveries.contains_key(&d.id))
+            {
+                return Ok(Created::Duplicate);
+            }
+            s.activities.insert(key, activity.clone());
+            for d in deliveries {
+                s.deliveries.insert(d.id.clone(), d.clone());
+                s.reindex(&d.id);
+            }
+            Ok(Created::New)
+        })
+        .await
     }
 }

@@ -15,8 +15,21 @@ impl ChannelStore for MemStore {
         })?
     }
     async fn get_channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>> {
-        wait(&self.latency, |m| m.get).await;
-        self.with(|s| s.channels.get(id).cloned())
+        self.charged(
+            |m| m.get,
+            |s, meter| {
+                let c = s.channels.get(id);
+                meter.read(&[converger_ports::capacity::item_read(
+                    "channels",
+                    "<channel>",
+                    id.to_string(),
+                    c.map_or(0, converger_ports::capacity::item_size),
+                    false,
+                )])?;
+                Ok(c.cloned())
+            },
+        )
+        .await
     }
     async fn update_channel(
         &self,

@@ -5,14 +5,18 @@ use super::*;
 #[async_trait]
 impl DeliveryStore for MemStore {
     async fn get_delivery(&self, id: &DeliveryId) -> StoreResult<Option<Delivery>> {
-        wait(&self.latency, |m| m.get).await;
         let now = converger_core::time::now_ms();
-        self.with(|s| {
-            s.deliveries
-                .get(id)
-                .filter(|d| !converger_ports::expired(d.expires_at, now))
-                .cloned()
-        })
+        self.charged(
+            |m| m.get,
+            |s, meter| {
+                let row = s.deliveries.get(id);
+                meter.read(&[row_read(id, row, true)])?;
+                Ok(row
+                    .filter(|d| !converger_ports::expired(d.expires_at, now))
+                    .cloned())
+            },
+        )
+        .await
     }
     async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>> {
         wait(&self.latency, |m| m.get).await;
@@ -32,39 +36,70 @@ impl DeliveryStore for MemStore {
         now_ms: i64,
         lease_ms: i64,
     ) -> StoreResult<Claim> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            if let Some(refused) = Claim::refused(s.deliveries.get(id), now_ms) {
-                return refused;
-            }
-            let Some(d) = s.deliveries.get_mut(id) else {
-                return Claim::Missing;
-            };
-            d.lease_token = Some(token.to_owned());
-            d.lease_until = Some(now_ms.saturating_add(lease_ms));
-            Claim::Claimed(d.clone())
-        })
+        let shards = self.due_shards();
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                let row = s.deliveries.get(id);
+                if let Some(refused) = Claim::refused(row, now_ms) {
+                    // A failed condition costs the item's units all the same.
+                    meter.write(&delivery_write(row, row, shards))?;
+                    return Ok(refused);
+                }
+                let Some(row) = row else {
+                    return Ok(Claim::Missing);
+                };
+                let mut d = row.clone();
+                d.lease_token = Some(token.to_owned());
+                d.lease_until = Some(now_ms.saturating_add(lease_ms));
+                meter.write(&delivery_write(Some(row), Some(&d), shards))?;
+                s.deliveries.insert(id.clone(), d.clone());
+                Ok(Claim::Claimed(d))
+            },
+        )
+        .await
     }
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| match s.deliveries.get_mut(&d.id) {
-            Some(row) if row.lease_token.as_deref() == Some(token) => {
-                row.lease_token = None;
-                row.lease_until = None;
-                true
-            }
-            _ => false,
-        })
+        let shards = self.due_shards();
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                let Some(row) = s.deliveries.get(&d.id) else {
+                    return Ok(false);
+                };
+                if row.lease_token.as_deref() != Some(token) {
+                    meter.write(&delivery_write(Some(row), Some(row), shards))?;
+                    return Ok(false);
+                }
+                let mut after = row.clone();
+                after.lease_token = None;
+                after.lease_until = None;
+                meter.write(&delivery_write(Some(row), Some(&after), shards))?;
+                s.deliveries.insert(d.id.clone(), after);
+                Ok(true)
+            },
+        )
+        .await
     }
     async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| match s.deliveries.get_mut(&d.id) {
-            Some(row) if row.lease_token.as_deref() == Some(token) => {
-                row.lease_until = Some(until_ms);
-                true
-            }
-            _ => false,
-        })
+        let shards = self.due_shards();
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                let Some(row) = s.deliveries.get(&d.id) else {
+                    return Ok(false);
+                };
+                let mut after = row.clone();
+                let held = row.lease_token.as_deref() == Some(token);
+                if held {
+                    after.lease_until = Some(until_ms);
+                }
+                meter.write(&delivery_write(Some(row), Some(&after), shards))?;
+                s.deliveries.insert(d.id.clone(), after);
+                Ok(held)
+            },
+        )
+        .await
     }
     async fn requeue_expired(
         &self,
@@ -94,37 +129,41 @@ impl DeliveryStore for MemStore {
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            let done = leased(s, d, token, log, |row| {
-                row.slot = false;
-                row.in_backlog = false;
-                row.attempts += 1;
-                if info.handed_off {
-                    row.status = DeliveryStatus::Pending;
-                    row.handed_off = true;
-                } else {
-                    row.status = DeliveryStatus::Sent;
-                    row.sent_at = Some(now.to_owned());
+        let shards = self.due_shards();
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                let done = leased(s, meter, shards, d, token, log, |row| {
+                    row.slot = false;
+                    row.in_backlog = false;
+                    row.attempts += 1;
+                    if info.handed_off {
+                        row.status = DeliveryStatus::Pending;
+                        row.handed_off = true;
+                    } else {
+                        row.status = DeliveryStatus::Sent;
+                        row.sent_at = Some(now.to_owned());
+                    }
+                    row.updated_at = now.to_owned();
+                    row.last_error = None;
+                    if info.provider_message_id.is_some() {
+                        row.provider_message_id = info.provider_message_id.clone();
+                    }
+                    if info.response_status.is_some() {
+                        row.response_status = info.response_status;
+                    }
+                })?;
+                if done {
+                    if let Some(id) = &info.provider_message_id {
+                        s.providers
+                            .insert((d.channel_id.clone(), id.clone()), d.id.clone());
+                    }
+                    s.reindex(&d.id);
                 }
-                row.updated_at = now.to_owned();
-                row.last_error = None;
-                if info.provider_message_id.is_some() {
-                    row.provider_message_id = info.provider_message_id.clone();
-                }
-                if info.response_status.is_some() {
-                    row.response_status = info.response_status;
-                }
-            });
-            if done {
-                if let Some(id) = &info.provider_message_id {
-                    s.providers
-                        .insert((d.channel_id.clone(), id.clone()), d.id.clone());
-                }
-                s.reindex(&d.id);
-            }
-            done
-        })
+                Ok(done)
+            },
+        )
+        .await
     }
     async fn mark_attempt_failed(
         &self,
@@ -136,17 +175,21 @@ impl DeliveryStore for MemStore {
         now: &str,
     ) -> StoreResult<bool> {
         let next_attempt_at = next.at_ms;
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            leased(s, d, token, log, |row| {
-                row.slot = false;
-                row.status = DeliveryStatus::Pending;
-                row.attempts += 1;
-                row.last_error = Some(error.to_owned());
-                row.next_attempt_at = next_attempt_at;
-                row.updated_at = now.to_owned();
-            })
-        })
+        let shards = self.due_shards();
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                leased(s, meter, shards, d, token, log, |row| {
+                    row.slot = false;
+                    row.status = DeliveryStatus::Pending;
+                    row.attempts += 1;
+                    row.last_error = Some(error.to_owned());
+                    row.next_attempt_at = next_attempt_at;
+                    row.updated_at = now.to_owned();
+                })
+            },
+        )
+        .await
     }
     async fn mark_dead(
         &self,
@@ -156,15 +199,19 @@ impl DeliveryStore for MemStore {
         log: &LogUpdate,
         now: &str,
     ) -> StoreResult<bool> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            leased(s, d, token, log, |row| {
-                row.slot = false;
-                row.status = DeliveryStatus::Failed;
-                row.attempts += 1;
-                row.last_error = Some(error.to_owned());
-                row.updated_at = now.to_owned();
-            })
-        })
+        let shards = self.due_shards();
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                leased(s, meter, shards, d, token, log, |row| {
+                    row.slot = false;
+                    row.status = DeliveryStatus::Failed;
+                    row.attempts += 1;
+                    row.last_error = Some(error.to_owned());
+                    row.updated_at = now.to_owned();
+                })
+            },
+        )
+        .await
     }
 }

@@ -10,6 +10,27 @@ fn flow<'a>(s: &'a mut State, ch: &ChannelId) -> &'a mut Flow {
         .or_insert_with(|| Flow::new(ch.clone()))
 }
 
+/// The write of a channel's flow item (breaker, window and its slots).
+fn flow_write(f: &Flow) -> converger_ports::capacity::Charge {
+    converger_ports::capacity::item_write(
+        "flow",
+        "<channel>",
+        f.channel_id.to_string(),
+        converger_ports::capacity::item_size(f),
+    )
+}
+
+/// The read of a channel's flow item (strongly consistent, as the DynamoDB backend's).
+fn flow_read(f: &Flow) -> converger_ports::capacity::Charge {
+    converger_ports::capacity::item_read(
+        "flow",
+        "<channel>",
+        f.channel_id.to_string(),
+        converger_ports::capacity::item_size(f),
+        true,
+    )
+}
+
 fn set_status(row: &mut Delivery, status: DeliveryStatus, now: &str) {
     row.status = status;
     row.updated_at = now.to_owned();
@@ -19,13 +40,19 @@ fn set_status(row: &mut Delivery, status: DeliveryStatus, now: &str) {
 #[async_trait]
 impl FlowStore for MemStore {
     async fn get_flow(&self, channel: &ChannelId) -> StoreResult<Flow> {
-        wait(&self.latency, |m| m.get).await;
-        self.with(|s| {
-            s.flows
-                .get(channel)
-                .cloned()
-                .unwrap_or_else(|| Flow::new(channel.clone()))
-        })
+        self.charged(
+            |m| m.get,
+            |s, meter| {
+                let f = s
+                    .flows
+                    .get(channel)
+                    .cloned()
+                    .unwrap_or_else(|| Flow::new(channel.clone()));
+                meter.read(&[flow_read(&f)])?;
+                Ok(f)
+            },
+        )
+        .await
     }
 
     async fn take_slot(
@@ -36,53 +63,62 @@ impl FlowStore for MemStore {
         now_ms: i64,
         exclusive: bool,
     ) -> StoreResult<SlotTake> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            let f = flow(s, channel);
-            if exclusive && f.holds(delivery) {
-                return SlotTake::Held(f.clone());
-            }
-            if f.circuit_state != CircuitState::Closed {
-                return SlotTake::NotClosed(f.clone());
-            }
-            if !f.holds(delivery) && f.slots.len() >= cap.max(1) as usize {
-                return SlotTake::Full(f.clone());
-            }
-            f.slots.entry(delivery.to_string()).or_insert(now_ms);
-            SlotTake::Taken(f.clone())
-        })
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                let f = flow(s, channel);
+                // Charged whether its condition holds or not.
+                meter.write(&[flow_write(f)])?;
+                if exclusive && f.holds(delivery) {
+                    return Ok(SlotTake::Held(f.clone()));
+                }
+                if f.circuit_state != CircuitState::Closed {
+                    return Ok(SlotTake::NotClosed(f.clone()));
+                }
+                if !f.holds(delivery) && f.slots.len() >= cap.max(1) as usize {
+                    return Ok(SlotTake::Full(f.clone()));
+                }
+                f.slots.entry(delivery.to_string()).or_insert(now_ms);
+                Ok(SlotTake::Taken(f.clone()))
+            },
+        )
+        .await
     }
 
     async fn settle(&self, channel: &ChannelId, st: &Settle) -> StoreResult<Flow> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            if st.free.is_some() && !s.flows.contains_key(channel) {
-                return Flow::new(channel.clone());
-            }
-            let f = flow(s, channel);
-            if let Some(d) = &st.free {
-                f.slots.remove(d.as_str());
-                if let Some(next) = &st.pass_to {
-                    f.slots.entry(next.to_string()).or_insert(st.now_ms);
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                if st.free.is_some() && !s.flows.contains_key(channel) {
+                    return Ok(Flow::new(channel.clone()));
                 }
-            }
-            match st.outcome {
-                Outcome::Success => {
-                    f.consecutive_failures = 0;
-                    f.failed_attempts = 0;
-                    f.last_success_at = Some(st.now_ms);
+                let f = flow(s, channel);
+                meter.write(&[flow_write(f)])?;
+                if let Some(d) = &st.free {
+                    f.slots.remove(d.as_str());
+                    if let Some(next) = &st.pass_to {
+                        f.slots.entry(next.to_string()).or_insert(st.now_ms);
+                    }
                 }
-                Outcome::Transient => f.consecutive_failures += 1,
-                Outcome::Neutral | Outcome::HandedOff | Outcome::Halted => {}
-            }
-            if st.failed {
-                f.failed_attempts += 1;
-            }
-            if let Some(w) = st.window {
-                f.window = w;
-            }
-            f.clone()
-        })
+                match st.outcome {
+                    Outcome::Success => {
+                        f.consecutive_failures = 0;
+                        f.failed_attempts = 0;
+                        f.last_success_at = Some(st.now_ms);
+                    }
+                    Outcome::Transient => f.consecutive_failures += 1,
+                    Outcome::Neutral | Outcome::HandedOff | Outcome::Halted => {}
+                }
+                if st.failed {
+                    f.failed_attempts += 1;
+                }
+                if let Some(w) = st.window {
+                    f.window = w;
+                }
+                Ok(f.clone())
+            },
+        )
+        .await
     }
 
     async fn free_slots(&self, channel: &ChannelId, slots: &[(String, i64)]) -> StoreResult<usize> {
@@ -178,17 +214,30 @@ impl FlowStore for MemStore {
         n: u32,
         now_us: i64,
     ) -> StoreResult<Result<(), i64>> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            let tat = s.rates.get(key).copied();
-            match limit.decide_n(tat, now_us, n) {
-                Ok(next) => {
-                    s.rates.insert(key.to_owned(), next);
-                    Ok(())
-                }
-                Err(at) => Err(at),
-            }
-        })
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                meter.write(&[converger_ports::capacity::item_write(
+                    "flow",
+                    if key.starts_with("api#") {
+                        "api#<key>"
+                    } else {
+                        "rate#<channel>"
+                    },
+                    key,
+                    64,
+                )])?;
+                let tat = s.rates.get(key).copied();
+                Ok(match limit.decide_n(tat, now_us, n) {
+                    Ok(next) => {
+                        s.rates.insert(key.to_owned(), next);
+                        Ok(())
+                    }
+                    Err(at) => Err(at),
+                })
+            },
+        )
+        .await
     }
 
     async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool> {

@@ -15,15 +15,25 @@ impl HealthStore for MemStore {
         if created == 0 && failed == 0 {
             return Ok(());
         }
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            let c = s
-                .counters
-                .entry((channel.clone(), minute))
-                .or_insert((0, 0));
-            c.0 += created;
-            c.1 += failed;
-        })
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                meter.write(&[converger_ports::capacity::item_write(
+                    "flow",
+                    "hc#<channel>#<time>",
+                    format!("hc#{channel}#{minute}"),
+                    96,
+                )])?;
+                let c = s
+                    .counters
+                    .entry((channel.clone(), minute))
+                    .or_insert((0, 0));
+                c.0 += created;
+                c.1 += failed;
+                Ok(())
+            },
+        )
+        .await
     }
 
     async fn health_inputs(

@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 use converger_core::query::{Actor, Cursor};
 use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
+use converger_ports::capacity::delivery_write;
 use converger_ports::*;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -14,6 +15,7 @@ use std::time::Duration;
 mod accounts;
 mod activities;
 mod audit;
+pub mod capacity;
 mod channels;
 mod deliveries;
 mod flow;
@@ -26,6 +28,7 @@ mod replays;
 mod sockets;
 mod tenants;
 
+pub use capacity::{Capacity, CapacityModel, CapacityTally};
 pub use mail::MemMailer;
 pub use sockets::MemSockets;
 
@@ -195,6 +198,8 @@ pub struct MemStore {
     outage: std::sync::atomic::AtomicBool,
     /// The due index's shards (`None`: the default, [`DUE_SHARDS`]).
     due_shards: Option<u32>,
+    /// DynamoDB's per-partition limits, when modelled (`None`: unlimited).
+    capacity: Option<std::sync::Arc<Capacity>>,
 }
 
 impl MemStore {
@@ -207,6 +212,60 @@ impl MemStore {
         Self {
             latency: Some(model),
             ..Self::default()
+        }
+    }
+
+    /// The same store with DynamoDB's per-partition limits (see [`capacity`]).
+    pub fn with_capacity(mut self, model: CapacityModel) -> Self {
+        self.capacity = Some(std::sync::Arc::new(Capacity::new(model)));
+        self
+    }
+
+    /// The modelled partitions' tallies, when modelled.
+    pub fn capacity(&self) -> Option<&Capacity> {
+        self.capacity.as_deref()
+    }
+
+    /// One request: waits its latency (`pick`), runs `f` under the lock charged to the
+    /// partitions it names through the [`Meter`], refused whole when one of them is over its
+    /// limit (`f` returns before changing anything then), and is tried again as the SDK
+    /// would; the last refusal is the error DynamoDB's would be.
+    async fn charged<T>(
+        &self,
+        pick: fn(&LatencyModel) -> Duration,
+        mut f: impl FnMut(&mut State, &Meter<'_>) -> Result<T, capacity::Throttled>,
+    ) -> StoreResult<T> {
+        let meter = Meter(self.capacity.as_deref());
+        let mut attempt = 1u32;
+        loop {
+            wait(&self.latency, pick).await;
+            let refused = match self.with(|s| f(s, &meter))? {
+                Ok(v) => {
+                    if attempt > 1
+                        && let Some(c) = &self.capacity
+                    {
+                        c.retried(true);
+                    }
+                    return Ok(v);
+                }
+                Err(capacity::Throttled(p)) => p,
+            };
+            let Some(c) = &self.capacity else {
+                return Err(StoreError::Unavailable("throttled without a model".into()));
+            };
+            if attempt >= c.model.max_attempts {
+                c.retried(false);
+                return Err(StoreError::Unavailable(format!(
+                    "ProvisionedThroughputExceededException: {} {} partition `{}` over its \
+                     throughput ({attempt} attempts)",
+                    refused.table,
+                    refused.index.unwrap_or("(table)"),
+                    refused.key
+                )));
+            }
+            let jitter = uuid::Uuid::new_v4().as_u128() as f64 / u128::MAX as f64;
+            tokio::time::sleep(c.model.backoff(attempt, jitter)).await;
+            attempt += 1;
         }
     }
 
@@ -260,34 +319,84 @@ impl MemStore {
     }
 }
 
-/// Applies the outcome of an attempt held under `token`. `false` if the lease was lost.
+/// Applies the outcome of an attempt held under `token` (`f` changes the row); `false` if
+/// the lease was lost. Charged as DynamoDB charges it: a lease that is not this attempt's
+/// still costs the row's units (a failed condition).
+#[allow(clippy::too_many_arguments)]
 fn leased(
     s: &mut State,
+    meter: &Meter<'_>,
+    due_shards: u32,
     d: &Delivery,
     token: &str,
     log: &LogUpdate,
     f: impl FnOnce(&mut Delivery),
-) -> bool {
-    let Some(row) = s.deliveries.get_mut(&d.id) else {
-        return false;
+) -> Result<bool, capacity::Throttled> {
+    use converger_ports::capacity::{delivery_write, item_size, item_write};
+    let Some(row) = s.deliveries.get(&d.id) else {
+        return Ok(false);
     };
     if row.lease_token.as_deref() != Some(token) {
+        meter.write(&delivery_write(Some(row), Some(row), due_shards))?;
         // Lost, unless this attempt's own outcome was recorded already (a retried write).
-        return row.settled_by.as_deref() == Some(token);
+        return Ok(row.settled_by.as_deref() == Some(token));
     }
+    let mut after = row.clone();
+    after.attempt_log = log.recent.clone();
+    after.lease_token = None;
+    after.lease_until = None;
+    after.settled_by = Some(token.to_owned());
+    after.unlisted = false;
+    f(&mut after);
+    let mut charges = delivery_write(Some(row), Some(&after), due_shards);
+    for e in &log.spill {
+        charges.push(item_write(
+            "attempts",
+            "<delivery>",
+            d.id.to_string(),
+            item_size(e),
+        ));
+    }
+    meter.write(&charges)?;
     for e in &log.spill {
         s.attempts.insert((d.id.to_string(), e.attempt), e.clone());
     }
-    let Some(row) = s.deliveries.get_mut(&d.id) else {
-        return false;
-    };
-    row.attempt_log = log.recent.clone();
-    row.lease_token = None;
-    row.lease_until = None;
-    row.settled_by = Some(token.to_owned());
-    row.unlisted = false;
-    f(row);
-    true
+    s.deliveries.insert(d.id.clone(), after);
+    Ok(true)
+}
+
+/// The read of a delivery row (or of its key when there is none).
+fn row_read(
+    id: &DeliveryId,
+    row: Option<&Delivery>,
+    consistent: bool,
+) -> converger_ports::capacity::Charge {
+    converger_ports::capacity::item_read(
+        "deliveries",
+        "<delivery>",
+        id.to_string(),
+        row.map_or(0, converger_ports::capacity::item_size),
+        consistent,
+    )
+}
+
+/// Charges a request's units to the modelled partitions (nothing when none are modelled).
+struct Meter<'a>(Option<&'a Capacity>);
+
+impl Meter<'_> {
+    fn write(
+        &self,
+        charges: &[converger_ports::capacity::Charge],
+    ) -> Result<(), capacity::Throttled> {
+        self.0.map_or(Ok(()), |c| c.charge(charges, &[]))
+    }
+
+    fn read(
+        &self,
+        charges: &[converger_ports::capacity::Charge],
+    ) -> Result<(), capacity::Throttled> {
+        self.0.map_or(Ok(()), |c| c.charge(&[], charges))
+    }
 }
 
 /// The queues, in memory: messages are kept with the time they become visible.
@@ -438,8 +547,58 @@ impl Events for MemEvents {
 
 #[cfg(test)]
 mod tests {
-    use super::LatencyModel;
+    #![allow(clippy::unwrap_used)]
+    use super::{CapacityModel, HealthStore, LatencyModel, MemStore};
+    use converger_core::ChannelId;
     use std::time::Duration;
+
+    /// 10 write units a second per key, and the SDK's backoff in tens of milliseconds.
+    fn tight() -> MemStore {
+        MemStore::new().with_capacity(CapacityModel {
+            initial_backoff: Duration::from_millis(20),
+            max_backoff: Duration::from_millis(200),
+            ..CapacityModel::dynamodb().scaled_down(100.0)
+        })
+    }
+
+    #[tokio::test]
+    async fn a_hot_key_is_throttled_and_retried_as_the_sdk_does_and_a_cold_one_is_not() {
+        let store = tight();
+        let (hot, cold) = (ChannelId::generate(), ChannelId::generate());
+        // Thirty writes at once to one key: ten are served from its bucket, the rest are
+        // refused and tried again as the rate refills (10 a second).
+        let writes = (0..30).map(|_| store.count_deliveries(&hot, 7, 1, 0));
+        let results = futures::future::join_all(writes).await;
+        let cap = store.capacity().unwrap();
+        let t = cap.take();
+        let hot_key = t
+            .throttled
+            .keys()
+            .find(|p| p.key.contains(hot.as_str()))
+            .cloned();
+        assert!(hot_key.is_some(), "{t:?}");
+        assert!(t.retried_ok > 0 || t.failed > 0, "{t:?}");
+        // Five attempts over at most about 0.6 s serve no more than about 16 of 30: the rest
+        // fail as DynamoDB's throttle would reach the caller.
+        let failed = results.iter().filter(|r| r.is_err()).count() as u64;
+        assert_eq!(failed, t.failed);
+        let err = results.iter().find_map(|r| r.as_ref().err()).unwrap();
+        assert!(
+            err.to_string()
+                .contains("ProvisionedThroughputExceededException"),
+            "{err}"
+        );
+        // Another key is not throttled meanwhile.
+        store.count_deliveries(&cold, 7, 1, 0).await.unwrap();
+        let t = cap.take();
+        assert!(t.throttled.keys().all(|p| !p.key.contains(cold.as_str())));
+        // Once the rate falls, the hot key serves again on the first attempt.
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        store.count_deliveries(&hot, 7, 1, 0).await.unwrap();
+        let t = cap.take();
+        assert!(t.throttled.is_empty(), "{t:?}");
+        assert_eq!(t.writes.values().sum::<f64>(), 1.0);
+    }
 
     #[test]
     fn latency_model_overrides_parse_and_bad_ones_are_refused() {

@@ -18,8 +18,21 @@ impl TenantStore for MemStore {
         })?
     }
     async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>> {
-        wait(&self.latency, |m| m.get).await;
-        self.with(|s| s.tenants.get(id).cloned())
+        self.charged(
+            |m| m.get,
+            |s, meter| {
+                let t = s.tenants.get(id);
+                meter.read(&[converger_ports::capacity::item_read(
+                    "tenants",
+                    "<tenant>",
+                    id.to_string(),
+                    t.map_or(0, converger_ports::capacity::item_size),
+                    false,
+                )])?;
+                Ok(t.cloned())
+            },
+        )
+        .await
     }
     async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>> {
         wait(&self.latency, |m| m.get).await;

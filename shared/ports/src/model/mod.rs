@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 mod activities;
+pub mod capacity;
 mod deliveries;
 mod jobs;
 mod listings;
