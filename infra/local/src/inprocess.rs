@@ -45,13 +45,43 @@ pub fn memory_pipeline(
     latency: Option<LatencyModel>,
     config: PipelineConfig,
 ) -> Result<(Pipeline, Memory), String> {
+    memory_pipeline_with(latency, Limits::default(), config)
+}
+
+/// What the in-process store models beyond its latencies.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// DynamoDB's per-partition limits (`None`: unlimited).
+    pub capacity: Option<converger_memory::CapacityModel>,
+    /// The due index's shards (`None`: the default).
+    pub due_shards: Option<u32>,
+}
+
+/// [`memory_pipeline`] with `limits` modelled.
+pub fn memory_pipeline_with(
+    latency: Option<LatencyModel>,
+    limits: Limits,
+    config: PipelineConfig,
+) -> Result<(Pipeline, Memory), String> {
+    let Limits {
+        capacity,
+        due_shards,
+    } = limits;
     let (store, queue) = match latency {
         Some(m) => (
-            Arc::new(MemStore::with_latency(m)),
+            MemStore::with_latency(m),
             Arc::new(MemQueue::with_latency(m)),
         ),
-        None => (Arc::new(MemStore::new()), Arc::new(MemQueue::new())),
+        None => (MemStore::new(), Arc::new(MemQueue::new())),
     };
+    let store = match capacity {
+        Some(c) => store.with_capacity(c),
+        None => store,
+    };
+    let store = Arc::new(match due_shards {
+        Some(n) => store.with_due_shards(n),
+        None => store,
+    });
     let events = Arc::new(MemEvents::default());
     let adapters = Adapters::standard(config.allowlist.clone())?;
     let mailer = Arc::new(converger_memory::MemMailer::new());
@@ -81,6 +111,16 @@ impl InProcess {
         config: PipelineConfig,
         sweep_period: Option<Duration>,
     ) -> Result<Self, String> {
+        Self::start_with(latency, Limits::default(), config, sweep_period)
+    }
+
+    /// [`InProcess::start`] with `limits` modelled.
+    pub fn start_with(
+        latency: Option<LatencyModel>,
+        limits: Limits,
+        config: PipelineConfig,
+        sweep_period: Option<Duration>,
+    ) -> Result<Self, String> {
         let batch = config.batch_concurrency;
         let (
             pipeline,
@@ -90,7 +130,7 @@ impl InProcess {
                 events,
                 ..
             },
-        ) = memory_pipeline(latency, config)?;
+        ) = memory_pipeline_with(latency, limits, config)?;
         let pipeline = Arc::new(pipeline);
         let (shutdown, stop) = watch::channel(false);
         let mut tasks = Vec::new();

@@ -230,6 +230,55 @@ async fn cost_scenario_prices_every_part_of_a_delivery() {
 }
 
 #[tokio::test]
+async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
+    // A hundredth of the rates against a hundredth of each partition's limits.
+    let line = bench::hot_tenant::run(bench::hot_tenant::Options {
+        seconds: 2,
+        scale: 100.0,
+        ..bench::hot_tenant::Options::default()
+    })
+    .await
+    .unwrap();
+    let cases = &line["cases"];
+    let throttled = |case: &str, family: &str| -> u64 {
+        cases[case]["capacity"]["throttled_by_family"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.contains(family))
+            .map(|(_, v)| v.as_u64().unwrap())
+            .sum()
+    };
+    for case in ["tenant_default_shards", "tenant_64_shards", "one_channel"] {
+        let c = &cases[case];
+        let (n, got, refused) = (
+            c["activities"].as_u64().unwrap(),
+            c["delivered"].as_u64().unwrap(),
+            c["refused"].as_u64().unwrap(),
+        );
+        assert!(n > 0 && got + refused >= n, "{case}: {line}");
+        assert!(
+            c["capacity"]["write_units_per_delivery"].as_f64().unwrap() > 0.0,
+            "{case}: {line}"
+        );
+    }
+    // Two listing shards take 5,000 first tries a second at 2,500 units a second each: over
+    // a partition's limit. Sixty-four take it.
+    assert_eq!(cases["tenant_default_shards"]["listing_shards"], 2);
+    assert!(
+        throttled("tenant_default_shards", "by_tenant_status_s") > 0,
+        "{line}"
+    );
+    assert_eq!(cases["tenant_64_shards"]["listing_shards"], 64);
+    assert_eq!(cases["tenant_64_shards"]["due_shards"], 64);
+    assert_eq!(
+        throttled("tenant_64_shards", "by_tenant_status_s"),
+        0,
+        "{line}"
+    );
+}
+
+#[tokio::test]
 async fn binaries_scenario_starts_a_function_as_lambda_does() {
     // The debug build of one function: the release build of all nine is the full run's.
     let line = bench::binaries::run(bench::binaries::Options {

@@ -7,6 +7,7 @@ pub mod binaries;
 pub mod cost;
 pub mod dead_channel;
 pub mod flow_cost;
+pub mod hot_tenant;
 pub mod keys;
 pub mod latency;
 pub mod maintenance;
@@ -28,6 +29,7 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   requests     [--deliveries N]                    AWS requests per delivered message, and cost
   keys         [--deliveries N] [--replay N]       capacity units per partition key family, ceilings
   cost         [--deliveries N]                    dollars per million deliveries, all in, at list prices
+  hot-tenant   [--seconds S] [--scale F]           one tenant at 5,000/s, one channel at 2,000/s, partition limits
   binaries     [--function NAME] [--dev]           bootstrap sizes and init time to first event
   dead-channel [--emulator] [--backlog N] [--seconds S] [--rate R]
   head-of-line [--emulator] [--seconds S] [--rate R]  a retrying delivery beside healthy ones
@@ -70,6 +72,13 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         .map(drop),
         "cost" => cost::run(cost::Options {
             deliveries: rest.num("--deliveries", 30)?.max(1),
+        })
+        .await
+        .map(drop),
+        "hot-tenant" => hot_tenant::run(hot_tenant::Options {
+            seconds: rest.num("--seconds", 10)?.max(1) as u64,
+            scale: rest.num("--scale", 10)?.max(1) as f64,
+            ..hot_tenant::Options::default()
         })
         .await
         .map(drop),
@@ -146,6 +155,12 @@ pub async fn smoke() -> Result<(), String> {
     })
     .await?;
     cost::run(cost::Options { deliveries: 2 }).await?;
+    hot_tenant::run(hot_tenant::Options {
+        seconds: 2,
+        scale: 100.0,
+        ..hot_tenant::Options::default()
+    })
+    .await?;
     binaries::run(binaries::Options {
         function: Some("health".into()),
         release: false,
@@ -590,6 +605,11 @@ impl IsolatedReceiver {
     /// Waits until the receiver has had `n` requests (or `timeout` passes); the count.
     pub async fn wait_for(&self, n: usize, timeout: std::time::Duration) -> usize {
         self.receiver.wait_for(n, timeout).await.len()
+    }
+
+    /// What the receiver has had so far.
+    pub fn requests(&self) -> Vec<crate::receiver::Received> {
+        self.receiver.requests()
     }
 
     /// The receiver thread's CPU seconds so far.

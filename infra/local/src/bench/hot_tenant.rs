@@ -1,0 +1,261 @@
+//! `bench hot-tenant`: one tenant at 5,000 deliveries a second over 50 channels, and one
+//! channel at 2,000 a second, on the in-process backend with its latency model and DynamoDB's
+//! per-partition limits (`converger_memory::capacity`: 1,000 write and 3,000 read units a
+//! second per key of every table and index, throttles refused whole and retried as the SDK
+//! does). Cases:
+//! - `tenant_default_shards`: the tenant as created (the default tier's 2 listing shards);
+//! - `tenant_64_shards`: the same tenant after an operator raised its listing shards to 64,
+//!   on a deployment of 64 due shards;
+//! - `one_channel`: one channel of that tenant at the channel rate.
+//!
+//! Two cores cannot run 5,000 deliveries a second, so the scenario runs at a `scale`-th of the
+//! rates with every partition's limits divided by the same `scale` (default 10: 500/s against
+//! 100 write units a second per key): each key sees the share of its limit that the full rate
+//! would give it. It prints, per case, the rates (the full ones and those run), deliveries and
+//! refusals, the throttled requests by key family, what the SDK's retries saved and what they
+//! could not, units per delivery by family with the busiest key's share of its limit, and
+//! ingest-to-receiver p50/p95/p99.
+
+use super::{IsolatedReceiver, activity, summary, tenant, webhook};
+use crate::inprocess::InProcess;
+use converger_core::{ChannelId, Tier};
+use converger_memory::{CapacityModel, CapacityTally, LatencyModel};
+use converger_pipeline::PipelineConfig;
+use converger_ports::capacity::Partition;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Seconds each case offers its load.
+    pub seconds: u64,
+    /// The rates and the partitions' limits are divided by this.
+    pub scale: f64,
+    /// The tenant's rate and its channels.
+    pub tenant_rate: u32,
+    pub channels: usize,
+    /// The one channel's rate.
+    pub channel_rate: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            seconds: 10,
+            scale: 10.0,
+            tenant_rate: 5000,
+            channels: 50,
+            channel_rate: 2000,
+        }
+    }
+}
+
+struct Case {
+    name: &'static str,
+    rate: u32,
+    channels: usize,
+    /// The tenant's listing shards (`None`: as created).
+    shards: Option<u32>,
+    /// The deployment's due shards (`None`: the default 16).
+    due_shards: Option<u32>,
+}
+
+pub async fn run(o: Options) -> Result<Value, String> {
+    converger_pipeline::metrics::set_enabled(false);
+    let cases = [
+        Case {
+            name: "tenant_default_shards",
+            rate: o.tenant_rate,
+            channels: o.channels,
+            shards: None,
+            due_shards: None,
+        },
+        Case {
+            name: "tenant_64_shards",
+            rate: o.tenant_rate,
+            channels: o.channels,
+            shards: Some(64),
+            due_shards: Some(64),
+        },
+        Case {
+            name: "one_channel",
+            rate: o.channel_rate,
+            channels: 1,
+            shards: Some(64),
+            due_shards: Some(64),
+        },
+    ];
+    let model = CapacityModel::dynamodb().scaled_down(o.scale);
+    let mut out = Map::new();
+    for case in &cases {
+        let config = PipelineConfig {
+            allowlist: converger_core::net::Allowlist::loopback(),
+            ..PipelineConfig::default()
+        };
+        let limits = crate::inprocess::Limits {
+            capacity: Some(model),
+            due_shards: case.due_shards,
+        };
+        let rt = InProcess::start_with(Some(LatencyModel::from_env()?), limits, config, None)?;
+        let r = drive(&rt, case, &o, &model).await;
+        rt.stop().await;
+        out.insert(case.name.into(), r?);
+    }
+    Ok(super::emit(json!({
+        "scenario": "hot-tenant",
+        "backend": "in-process (latency model, per-partition limits)",
+        "scale": o.scale,
+        "partition_limits_per_s_run": {"write_units": model.write_units_per_s, "read_units": model.read_units_per_s},
+        "seconds": o.seconds,
+        "cases": out,
+    })))
+}
+
+async fn drive(
+    rt: &InProcess,
+    case: &Case,
+    o: &Options,
+    model: &CapacityModel,
+) -> Result<Value, String> {
+    let p = &rt.pipeline;
+    let receiver = IsolatedReceiver::start().await?;
+    let (mut t, _) = tenant(p, Tier::Default).await?;
+    if let Some(n) = case.shards {
+        t = p
+            .set_delivery_shards(&t.id, n)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the tenant is gone")?;
+    }
+    let mut channels: Vec<ChannelId> = Vec::with_capacity(case.channels);
+    for _ in 0..case.channels {
+        channels.push(webhook(p, &t, &receiver.url, json!({})).await?.id);
+    }
+    let capacity = rt.store.capacity().ok_or("no capacity model")?;
+    let run_rate = (f64::from(case.rate) / o.scale).max(1.0);
+    let n = (run_rate * o.seconds as f64).round() as usize;
+    let sent: Arc<Mutex<HashMap<u64, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
+    let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let _ = capacity.take();
+    let started = Instant::now();
+    // Open loop: activity i is due at i / rate, whatever the earlier ones are doing.
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        let due = started + Duration::from_secs_f64(i as f64 / run_rate);
+        tokio::time::sleep_until(due.into()).await;
+        let (p, t, ch) = (p.clone(), t.clone(), channels[i % channels.len()].clone());
+        let (sent, refused) = (sent.clone(), refused.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Ok(mut m) = sent.lock() {
+                m.insert(i as u64, Instant::now());
+            }
+            if p.ingest(&t, activity(&ch, i)).await.is_err() {
+                refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    let refused = refused.load(std::sync::atomic::Ordering::Relaxed);
+    let got = receiver
+        .wait_for(n - refused, Duration::from_secs(o.seconds + 120))
+        .await;
+    let took = started.elapsed();
+    let tally = capacity.take();
+    let sent = sent.lock().map(|m| m.clone()).unwrap_or_default();
+    let mut latencies = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for r in receiver.requests() {
+        let Some(i) = serde_json::from_slice::<Value>(&r.body)
+            .ok()
+            .and_then(|b| find_n(&b))
+        else {
+            continue;
+        };
+        if seen.insert(i)
+            && let Some(at) = sent.get(&i)
+        {
+            latencies.push(r.at.saturating_duration_since(*at).as_secs_f64() * 1000.0);
+        }
+    }
+    Ok(json!({
+        "rate_per_s": case.rate,
+        "rate_per_s_run": run_rate,
+        "channels": case.channels,
+        "listing_shards": t.delivery_shards(),
+        "due_shards": converger_ports::DeliveryQueries::due_shards(&*rt.store),
+        "activities": n,
+        "refused": refused,
+        "delivered": got,
+        "duplicates": receiver.requests().len().saturating_sub(seen.len()),
+        "seconds": (took.as_secs_f64() * 100.0).round() / 100.0,
+        "ingest_to_receiver": summary(latencies),
+        "capacity": report(&tally, n, o.seconds as f64, model),
+    }))
+}
+
+/// The `n` of a benchmark activity's payload, wherever the body carries it.
+fn find_n(v: &Value) -> Option<u64> {
+    match v {
+        Value::Object(m) => m
+            .get("payload")
+            .and_then(|p| p.get("n"))
+            .and_then(Value::as_u64)
+            .or_else(|| m.values().find_map(find_n)),
+        Value::Array(a) => a.iter().find_map(find_n),
+        _ => None,
+    }
+}
+
+/// The tallies by key family: units per delivery, the busiest key's rate against its limit,
+/// and the requests throttled.
+fn report(t: &CapacityTally, deliveries: usize, seconds: f64, m: &CapacityModel) -> Value {
+    let n = deliveries.max(1) as f64;
+    let round = |x: f64| (x * 1000.0).round() / 1000.0;
+    let family =
+        |p: &Partition| format!("{} {}: {}", p.table, p.index.unwrap_or("(table)"), p.family);
+    let group = |units: &BTreeMap<Partition, f64>, limit: f64| -> Value {
+        let mut by: BTreeMap<String, (f64, f64, usize)> = BTreeMap::new();
+        for (p, u) in units {
+            let e = by.entry(family(p)).or_default();
+            e.0 += u;
+            e.1 = e.1.max(*u);
+            e.2 += 1;
+        }
+        let mut rows: Vec<(String, f64, f64, usize)> = by
+            .into_iter()
+            .map(|(f, (all, top, keys))| (f, all, top, keys))
+            .collect();
+        rows.sort_by(|a, b| b.2.total_cmp(&a.2));
+        Value::Array(
+            rows.into_iter()
+                .map(|(f, all, top, keys)| {
+                    json!({
+                        "family": f,
+                        "keys": keys,
+                        "units_per_delivery": round(all / n),
+                        // The busiest key's average rate, as a share of a partition's limit.
+                        "busiest_key_share_of_limit": round(top / seconds.max(1.0) / limit),
+                    })
+                })
+                .collect(),
+        )
+    };
+    let mut throttled: BTreeMap<String, u64> = BTreeMap::new();
+    for (p, c) in &t.throttled {
+        *throttled.entry(family(p)).or_default() += c;
+    }
+    json!({
+        "write_units_per_delivery": round(t.writes.values().sum::<f64>() / n),
+        "read_units_per_delivery": round(t.reads.values().sum::<f64>() / n),
+        "throttled_requests": t.throttled.values().sum::<u64>(),
+        "throttled_by_family": throttled,
+        "succeeded_on_a_retry": t.retried_ok,
+        "failed_after_retries": t.failed,
+        "writes": group(&t.writes, m.write_units_per_s),
+        "reads": group(&t.reads, m.read_units_per_s),
+    })
+}
