@@ -68,13 +68,7 @@ impl TestStack {
             ..StackOptions::default()
         };
         f(&mut opts);
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-            )
-            .try_init();
+        init_tracing();
         converger_pipeline::metrics::set_enabled(false);
         let stack = Stack::start(opts).await.expect("stack starts");
         let http = reqwest::Client::builder()
@@ -574,4 +568,23 @@ pub async fn wait_until<F: std::future::Future<Output = bool>>(
 /// Settled: no longer waiting for an attempt (neither pending nor parked).
 pub fn settled(d: &Value) -> bool {
     d["status"] != "pending" && d["status"] != "paused"
+}
+
+/// The tests' logs (warnings, or `RUST_LOG`), and the count of what the functions would log
+/// that the `cost` benchmark prices.
+pub fn init_tracing() {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_test_writer()
+                .with_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                ),
+        )
+        .with(converger_local::bench::cost::log_layer())
+        .try_init();
 }

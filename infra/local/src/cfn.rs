@@ -359,6 +359,8 @@ pub fn routed(routes: &[Route], method: &str, path: &str) -> bool {
 pub struct DeclaredFunction {
     pub routes: Vec<Route>,
     pub schedules: Vec<String>,
+    /// Its `LoggingConfig.SystemLogLevel` (Lambda's own log lines), its own or the globals'.
+    pub system_log_level: Option<String>,
 }
 
 impl DeclaredFunction {
@@ -382,13 +384,30 @@ fn declared_in(text: &str) -> Result<BTreeMap<String, DeclaredFunction>, String>
         .get("Resources")
         .and_then(serde_yaml::Value::as_mapping)
         .ok_or("no Resources")?;
+    let system_log_level = |logging: Option<&serde_yaml::Value>| {
+        logging
+            .and_then(|l| l.get("SystemLogLevel"))
+            .and_then(serde_yaml::Value::as_str)
+            .map(str::to_owned)
+    };
+    let global_level = system_log_level(
+        doc.get("Globals")
+            .and_then(|g| g.get("Function"))
+            .and_then(|f| f.get("LoggingConfig")),
+    );
     let mut out = BTreeMap::new();
     for (id, r) in resources {
         if r.get("Type").and_then(serde_yaml::Value::as_str) != Some("AWS::Serverless::Function") {
             continue;
         }
         let id = id.as_str().ok_or("a resource id is not a string")?;
-        let mut f = DeclaredFunction::default();
+        let mut f = DeclaredFunction {
+            system_log_level: system_log_level(
+                r.get("Properties").and_then(|p| p.get("LoggingConfig")),
+            )
+            .or_else(|| global_level.clone()),
+            ..DeclaredFunction::default()
+        };
         let events = r
             .get("Properties")
             .and_then(|p| p.get("Events"))

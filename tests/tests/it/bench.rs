@@ -184,6 +184,7 @@ async fn keys_scenario_counts_units_per_key_family_on_every_index() {
 
 #[tokio::test]
 async fn cost_scenario_prices_every_part_of_a_delivery() {
+    converger_tests::init_tracing();
     let line = bench::cost::run(bench::cost::Options { deliveries: 2 })
         .await
         .unwrap();
@@ -199,7 +200,8 @@ async fn cost_scenario_prices_every_part_of_a_delivery() {
         // The API's invocation and at least one of the deliver function's.
         assert!(f("lambda_invocations") >= 2.0, "{case}: {line}");
         assert!(f("lambda_gb_seconds") > 0.0, "{case}: {line}");
-        // Lambda's own lines at least, whatever the functions log.
+        // What the functions log about each delivery (Lambda's own lines are off: the
+        // template's system log level is `WARN`).
         assert!(f("log_bytes") > 0.0, "{case}: {line}");
         let lambda = &cases[case]["lambda"];
         assert_eq!(

@@ -47,8 +47,9 @@ pub const PRICE_LOGS_GB: f64 = 0.50;
 /// CloudWatch Logs' metadata per log event, counted in the ingested bytes.
 const LOG_EVENT_OVERHEAD: u64 = 26;
 /// Lambda's own lines per invocation in the JSON log format (`platform.start` and
-/// `platform.report`, about 150 and 350 bytes): written by Lambda, not by the functions, so
-/// estimated rather than measured.
+/// `platform.report`, about 150 and 350 bytes) at its `INFO` or `DEBUG` system log level:
+/// written by Lambda, not by the functions, so estimated rather than measured. At `WARN` (the
+/// template's) an invocation that goes well writes none.
 const PLATFORM_LOG_BYTES: u64 = 500;
 const PLATFORM_LOG_EVENTS: u64 = 2;
 /// The memory size of a function the template gives none (its `Globals`).
@@ -170,6 +171,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
     stack.stop().await;
     let timed = timed?;
 
+    let declared = crate::cfn::declared_functions()?;
     let mut cases = Map::new();
     for (name, c) in &counted {
         let t = timed
@@ -177,7 +179,10 @@ pub async fn run(o: Options) -> Result<Value, String> {
             .find(|(n, _)| n == name)
             .map(|(_, t)| t)
             .ok_or_else(|| format!("{name}: not timed in process"))?;
-        cases.insert((*name).to_owned(), priced(c, t, &sizes, o.deliveries));
+        cases.insert(
+            (*name).to_owned(),
+            priced(c, t, &sizes, &declared, o.deliveries),
+        );
     }
     Ok(super::emit(json!({
         "scenario": "cost",
@@ -321,6 +326,18 @@ async fn settle<S: converger_ports::DeliveryStore + ?Sized>(
     .await
 }
 
+/// Whether Lambda writes its start and report lines for `function` (a system log level
+/// below `WARN`, Lambda's default `INFO` when the template sets none).
+fn platform_lines(
+    declared: &BTreeMap<String, crate::cfn::DeclaredFunction>,
+    function: &str,
+) -> bool {
+    !declared
+        .get(function)
+        .and_then(|d| d.system_log_level.as_deref())
+        .is_some_and(|l| l.eq_ignore_ascii_case("WARN"))
+}
+
 /// Each function's memory size in MB, as deployed.
 fn memory_sizes(stack: &Stack) -> Result<BTreeMap<&'static str, u32>, String> {
     let deployed = &stack.aws()?.deployed;
@@ -353,6 +370,7 @@ fn priced(
     c: &Measured,
     t: &Measured,
     memory: &BTreeMap<&'static str, u32>,
+    declared: &BTreeMap<String, crate::cfn::DeclaredFunction>,
     deliveries: usize,
 ) -> Value {
     let n = deliveries.max(1) as f64;
@@ -386,8 +404,10 @@ fn priced(
         let gbs = calls * ms / 1000.0 * mb / 1024.0;
         invocations += calls;
         gb_s += gbs;
-        platform_bytes += counted.invocations * PLATFORM_LOG_BYTES;
-        platform_events += counted.invocations * PLATFORM_LOG_EVENTS;
+        if platform_lines(declared, f) {
+            platform_bytes += counted.invocations * PLATFORM_LOG_BYTES;
+            platform_events += counted.invocations * PLATFORM_LOG_EVENTS;
+        }
         lambda.insert(
             (*f).to_owned(),
             json!({
