@@ -55,6 +55,8 @@ pub struct Limits {
     pub capacity: Option<converger_memory::CapacityModel>,
     /// The due index's shards (`None`: the default).
     pub due_shards: Option<u32>,
+    /// How the tier queues order their messages (SQS fair queues, as deployed, by default).
+    pub queue_order: converger_memory::QueueOrder,
 }
 
 /// [`memory_pipeline`] with `limits` modelled.
@@ -66,6 +68,7 @@ pub fn memory_pipeline_with(
     let Limits {
         capacity,
         due_shards,
+        ..
     } = limits;
     let (store, queue) = match latency {
         Some(m) => (
@@ -139,6 +142,8 @@ impl InProcess {
             .iter()
             .map(|t| (*t, Arc::new(Semaphore::new(t.max_concurrency() * batch))))
             .collect();
+        let in_flight: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>> =
+            Arc::default();
         {
             let (p, q, mut stop) = (pipeline.clone(), queue.clone(), stop.clone());
             tasks.push(tokio::spawn(async move {
@@ -148,25 +153,46 @@ impl InProcess {
                         _ = stop.changed() => break,
                     }
                     let now = time::now_ms();
-                    for msg in q.take_due(now) {
-                        let Some((_, sem)) = permits.iter().find(|(t, _)| *t == msg.tier) else {
+                    // Each tier's consumers take what they have room for, in the order the
+                    // queue gives (fair: the tenants with the fewest messages in flight
+                    // first); the rest stay queued.
+                    for (tier, sem) in &permits {
+                        let room = sem.available_permits();
+                        if room == 0 {
                             continue;
-                        };
-                        let Ok(permit) = sem.clone().acquire_owned().await else {
-                            break;
-                        };
-                        let (p, q) = (p.clone(), q.clone());
-                        tokio::spawn(async move {
-                            let _permit = permit;
-                            // The long poll's answer takes a request's time to arrive.
-                            if let Some(m) = latency {
-                                tokio::time::sleep(m.sqs_receive).await;
+                        }
+                        let busy = in_flight.lock().map(|m| m.clone()).unwrap_or_default();
+                        for msg in q.receive(now, *tier, room, limits.queue_order, &busy) {
+                            let Ok(permit) = sem.clone().try_acquire_owned() else {
+                                let _ = converger_ports::Queue::send(&*q, &msg, 0).await;
+                                continue;
+                            };
+                            let group = msg.group().unwrap_or_default().to_owned();
+                            if let Ok(mut m) = in_flight.lock() {
+                                *m.entry(group.clone()).or_default() += 1;
                             }
-                            if let Err(e) = p.deliver(msg.clone()).await {
-                                tracing::warn!(error = %e, "attempt failed; redelivered later");
-                                let _ = converger_ports::Queue::send(&*q, &msg, REDELIVERY_S).await;
-                            }
-                        });
+                            let (p, q, in_flight) = (p.clone(), q.clone(), in_flight.clone());
+                            tokio::spawn(async move {
+                                let _permit = permit;
+                                // The long poll's answer takes a request's time to arrive.
+                                if let Some(m) = latency {
+                                    tokio::time::sleep(m.sqs_receive).await;
+                                }
+                                if let Err(e) = p.deliver(msg.clone()).await {
+                                    tracing::warn!(error = %e, "attempt failed; redelivered later");
+                                    let _ =
+                                        converger_ports::Queue::send(&*q, &msg, REDELIVERY_S).await;
+                                }
+                                if let Ok(mut m) = in_flight.lock()
+                                    && let Some(n) = m.get_mut(&group)
+                                {
+                                    *n = n.saturating_sub(1);
+                                    if *n == 0 {
+                                        m.remove(&group);
+                                    }
+                                }
+                            });
+                        }
                     }
                     for job in q.take_flow_jobs(now) {
                         let p = p.clone();

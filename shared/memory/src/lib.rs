@@ -399,6 +399,16 @@ impl Meter<'_> {
     }
 }
 
+/// The order a receive returns a queue's visible messages in (see [`MemQueue::receive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QueueOrder {
+    /// SQS fair queues: the groups with the fewest messages in flight first.
+    #[default]
+    Fair,
+    /// Oldest first, as a queue whose messages carry no group.
+    Fifo,
+}
+
 /// The queues, in memory: messages are kept with the time they become visible.
 #[derive(Default)]
 pub struct MemQueue {
@@ -429,6 +439,81 @@ impl MemQueue {
         let (due, wait): (Vec<_>, Vec<_>) = q.drain(..).partition(|(at, _)| *at <= now_ms);
         *q = wait;
         due.into_iter().map(|(_, m)| m).collect()
+    }
+
+    /// Removes and returns up to `max` messages of `tier` visible at `now_ms`, in the order a
+    /// receive from the tier's queue returns them. `Fair` models SQS fair queues (every
+    /// message carries its tenant as `MessageGroupId`): the message groups with the fewest
+    /// messages in flight (`in_flight`, plus those taken by this receive) come first, each
+    /// group's oldest first, so a tenant's backlog cannot hold up a quiet tenant's messages.
+    /// `Fifo`: oldest first, whatever their group.
+    pub fn receive(
+        &self,
+        now_ms: i64,
+        tier: converger_core::Tier,
+        max: usize,
+        order: QueueOrder,
+        in_flight: &HashMap<String, usize>,
+    ) -> Vec<DeliveryMessage> {
+        let Ok(mut q) = self.deliveries.lock() else {
+            return Vec::new();
+        };
+        let visible: Vec<usize> = q
+            .iter()
+            .enumerate()
+            .filter(|(_, (at, m))| *at <= now_ms && m.tier == tier)
+            .map(|(i, _)| i)
+            .collect();
+        let picked: Vec<usize> = match order {
+            QueueOrder::Fifo => visible.into_iter().take(max).collect(),
+            QueueOrder::Fair => {
+                let group = |i: usize| q[i].1.group().unwrap_or_default().to_owned();
+                let mut by_group: BTreeMap<String, std::collections::VecDeque<usize>> =
+                    BTreeMap::new();
+                for i in visible {
+                    by_group.entry(group(i)).or_default().push_back(i);
+                }
+                let mut taken: HashMap<String, usize> = HashMap::new();
+                let mut out = Vec::new();
+                while out.len() < max {
+                    let Some(g) = by_group
+                        .iter()
+                        .filter(|(_, v)| !v.is_empty())
+                        .min_by_key(|(g, v)| {
+                            let busy = in_flight.get(*g).copied().unwrap_or(0)
+                                + taken.get(*g).copied().unwrap_or(0);
+                            (busy, v.front().copied())
+                        })
+                        .map(|(g, _)| g.clone())
+                    else {
+                        break;
+                    };
+                    if let Some(i) = by_group.get_mut(&g).and_then(|v| v.pop_front()) {
+                        out.push(i);
+                        *taken.entry(g).or_default() += 1;
+                    }
+                }
+                out
+            }
+        };
+        if picked.is_empty() {
+            return Vec::new();
+        }
+        let chosen: std::collections::HashSet<usize> = picked.iter().copied().collect();
+        let mut taken: HashMap<usize, DeliveryMessage> = HashMap::with_capacity(picked.len());
+        let mut keep = Vec::with_capacity(q.len() - picked.len());
+        for (i, item) in q.drain(..).enumerate() {
+            if chosen.contains(&i) {
+                taken.insert(i, item.1);
+            } else {
+                keep.push(item);
+            }
+        }
+        *q = keep;
+        picked
+            .into_iter()
+            .filter_map(|i| taken.remove(&i))
+            .collect()
     }
 
     /// Messages waiting (visible or delayed).
@@ -559,6 +644,46 @@ mod tests {
             max_backoff: Duration::from_millis(200),
             ..CapacityModel::dynamodb().scaled_down(100.0)
         })
+    }
+
+    #[tokio::test]
+    async fn a_fair_receive_serves_a_quiet_tenant_before_a_noisy_tenants_backlog() {
+        use super::{MemQueue, QueueOrder};
+        use converger_core::{DeliveryId, TenantId, Tier};
+        use converger_ports::{DeliveryMessage, Queue};
+        let q = MemQueue::new();
+        let (noisy, quiet) = (TenantId::generate(), TenantId::generate());
+        let msg = |t: &TenantId| {
+            let mut m = DeliveryMessage::new(DeliveryId::generate(), Tier::Default, None);
+            m.tenant_id = Some(t.clone());
+            m
+        };
+        for _ in 0..100 {
+            q.send(&msg(&noisy), 0).await.unwrap();
+        }
+        let late = msg(&quiet);
+        q.send(&late, 0).await.unwrap();
+        q.send(&msg(&quiet), 0).await.unwrap();
+        let now = converger_core::time::now_ms();
+        let busy = std::collections::HashMap::from([(noisy.to_string(), 10)]);
+        // Oldest first: five of the backlog.
+        let fifo = q.receive(now, Tier::Default, 5, QueueOrder::Fifo, &busy);
+        assert!(fifo.iter().all(|m| m.tenant_id.as_ref() == Some(&noisy)));
+        // Fair: the quiet tenant's two first (none of theirs in flight), then the backlog.
+        let fair = q.receive(now, Tier::Default, 5, QueueOrder::Fair, &busy);
+        assert_eq!(fair[0].delivery_id, late.delivery_id);
+        assert_eq!(fair[1].tenant_id.as_ref(), Some(&quiet));
+        assert!(
+            fair[2..]
+                .iter()
+                .all(|m| m.tenant_id.as_ref() == Some(&noisy))
+        );
+        // Another tier's receive sees none of them; what was not taken stays queued.
+        assert!(
+            q.receive(now, Tier::High, 5, QueueOrder::Fair, &busy)
+                .is_empty()
+        );
+        assert_eq!(q.depth(), 102 - 10);
     }
 
     #[tokio::test]

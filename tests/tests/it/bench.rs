@@ -281,6 +281,33 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
 }
 
 #[tokio::test]
+async fn fairness_scenario_runs_quiet_tenants_beside_a_backlog_in_each_queue_order() {
+    let line = bench::fairness::run(bench::fairness::Options {
+        backlog: 200,
+        tenants: 5,
+        seconds: 2,
+        slow: std::time::Duration::from_millis(500),
+    })
+    .await
+    .unwrap();
+    for order in ["fair", "fair_default_window", "oldest_first"] {
+        let o = &line["orders"][order];
+        for run in ["baseline", "beside_the_backlog"] {
+            let r = &o[run];
+            // Every quiet tenant's activity arrives, whatever the order costs in time.
+            assert_eq!(r["quiet_sent"], 10, "{order} {run}: {line}");
+            assert_eq!(r["quiet_delivered"], 10, "{order} {run}: {line}");
+            assert_eq!(r["quiet"]["n"], 10, "{order} {run}: {line}");
+        }
+        assert!(
+            o["beside_the_backlog"]["backlog_ingest_s"].is_number(),
+            "{line}"
+        );
+        assert!(o["p95_ratio"].as_f64().unwrap() > 0.0, "{line}");
+    }
+}
+
+#[tokio::test]
 async fn binaries_scenario_starts_a_function_as_lambda_does() {
     // The debug build of one function: the release build of all nine is the full run's.
     let line = bench::binaries::run(bench::binaries::Options {

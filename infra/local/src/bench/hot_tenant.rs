@@ -97,6 +97,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
         let limits = crate::inprocess::Limits {
             capacity: Some(model),
             due_shards: case.due_shards,
+            ..crate::inprocess::Limits::default()
         };
         let rt = InProcess::start_with(Some(LatencyModel::from_env()?), limits, config, None)?;
         let r = drive(&rt, case, &o, &model).await;
@@ -198,7 +199,7 @@ async fn drive(
 }
 
 /// The `n` of a benchmark activity's payload, wherever the body carries it.
-fn find_n(v: &Value) -> Option<u64> {
+pub(crate) fn find_n(v: &Value) -> Option<u64> {
     match v {
         Value::Object(m) => m
             .get("payload")

@@ -6,6 +6,7 @@
 pub mod binaries;
 pub mod cost;
 pub mod dead_channel;
+pub mod fairness;
 pub mod flow_cost;
 pub mod hot_tenant;
 pub mod keys;
@@ -30,6 +31,7 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   keys         [--deliveries N] [--replay N]       capacity units per partition key family, ceilings
   cost         [--deliveries N]                    dollars per million deliveries, all in, at list prices
   hot-tenant   [--seconds S] [--scale F]           one tenant at 5,000/s, one channel at 2,000/s, partition limits
+  fairness     [--backlog N] [--tenants T] [--seconds S]  quiet tenants beside one tenant's slow backlog
   binaries     [--function NAME] [--dev]           bootstrap sizes and init time to first event
   dead-channel [--emulator] [--backlog N] [--seconds S] [--rate R]
   head-of-line [--emulator] [--seconds S] [--rate R]  a retrying delivery beside healthy ones
@@ -79,6 +81,14 @@ pub async fn run(args: &[String]) -> Result<(), String> {
             seconds: rest.num("--seconds", 10)?.max(1) as u64,
             scale: rest.num("--scale", 10)?.max(1) as f64,
             ..hot_tenant::Options::default()
+        })
+        .await
+        .map(drop),
+        "fairness" => fairness::run(fairness::Options {
+            backlog: rest.num("--backlog", 10_000)?,
+            tenants: rest.num("--tenants", 50)?.max(1),
+            seconds: rest.num("--seconds", 20)?.max(1) as u64,
+            ..fairness::Options::default()
         })
         .await
         .map(drop),
@@ -155,6 +165,13 @@ pub async fn smoke() -> Result<(), String> {
     })
     .await?;
     cost::run(cost::Options { deliveries: 2 }).await?;
+    fairness::run(fairness::Options {
+        backlog: 200,
+        tenants: 5,
+        seconds: 2,
+        slow: std::time::Duration::from_millis(500),
+    })
+    .await?;
     hot_tenant::run(hot_tenant::Options {
         seconds: 2,
         scale: 100.0,

@@ -1,0 +1,175 @@
+//! `bench fairness`: one tenant's backlog beside quiet tenants of the same tier. A noisy
+//! tenant posts `backlog` activities at once to a channel whose endpoint answers after
+//! `slow`, without an in-flight cap (`max_in_flight: null`) and then with the default window; meanwhile `tenants` other
+//! tenants of the tier send one activity a second each to a fast endpoint for `seconds`.
+//! The quiet tenants' ingest-to-receiver p95 is compared with a run without the noisy tenant
+//! (their baseline), with the tier queues ordered as SQS fair queues order them (every
+//! message's `MessageGroupId` is its tenant: the groups with the fewest messages in flight
+//! are served first) and, for contrast, oldest first. On the in-process backend with its
+//! latency model; each tier's consumers are its deployed concurrency.
+
+use super::hot_tenant::find_n;
+use super::{IsolatedReceiver, activity, summary, tenant, webhook, webhook_with};
+use crate::inprocess::{InProcess, Limits};
+use crate::receiver::{Receiver, Reply};
+use converger_core::Tier;
+use converger_memory::{LatencyModel, QueueOrder};
+use converger_pipeline::PipelineConfig;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub backlog: usize,
+    pub tenants: usize,
+    pub seconds: u64,
+    pub slow: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            backlog: 10_000,
+            tenants: 50,
+            seconds: 20,
+            slow: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The target: the quiet tenants' p95 beside the backlog within 1.2 times their baseline.
+pub const TARGET_RATIO: f64 = 1.2;
+
+pub async fn run(o: Options) -> Result<Value, String> {
+    converger_pipeline::metrics::set_enabled(false);
+    let mut out = serde_json::Map::new();
+    // The noisy channel without an in-flight cap, then with the default window (`auto`).
+    let uncapped = json!({"max_in_flight": null});
+    for (name, order, cap) in [
+        ("fair", QueueOrder::Fair, &uncapped),
+        ("fair_default_window", QueueOrder::Fair, &json!({})),
+        ("oldest_first", QueueOrder::Fifo, &uncapped),
+    ] {
+        let baseline = measure(&o, order, None).await?;
+        let noisy = measure(&o, order, Some(cap)).await?;
+        let p95 = |v: &Value| v["quiet"]["p95_ms"].as_f64().unwrap_or(0.0);
+        let ratio = if p95(&baseline) > 0.0 {
+            p95(&noisy) / p95(&baseline)
+        } else {
+            0.0
+        };
+        out.insert(
+            name.into(),
+            json!({
+                "baseline": baseline,
+                "beside_the_backlog": noisy,
+                "p95_ratio": (ratio * 100.0).round() / 100.0,
+            }),
+        );
+    }
+    Ok(super::emit(json!({
+        "scenario": "fairness",
+        "backend": "in-process (latency model)",
+        "backlog": o.backlog,
+        "slow_endpoint_ms": o.slow.as_millis() as u64,
+        "quiet_tenants": o.tenants,
+        "seconds": o.seconds,
+        "target_p95_ratio": TARGET_RATIO,
+        "orders": out,
+    })))
+}
+
+/// One run: the quiet tenants, beside the backlog when `noise` gives its channel's settings.
+async fn measure(o: &Options, order: QueueOrder, noise: Option<&Value>) -> Result<Value, String> {
+    let config = PipelineConfig {
+        allowlist: converger_core::net::Allowlist::loopback(),
+        ..PipelineConfig::default()
+    };
+    let limits = Limits {
+        queue_order: order,
+        ..Limits::default()
+    };
+    let rt = InProcess::start_with(Some(LatencyModel::from_env()?), limits, config, None)?;
+    let r = run_once(&rt, o, noise).await;
+    rt.stop().await;
+    r
+}
+
+async fn run_once(rt: &InProcess, o: &Options, noise: Option<&Value>) -> Result<Value, String> {
+    let p = &rt.pipeline;
+    let fast = IsolatedReceiver::start().await?;
+    let mut quiet = Vec::with_capacity(o.tenants);
+    for _ in 0..o.tenants {
+        let (t, _) = tenant(p, Tier::Default).await?;
+        let c = webhook(p, &t, &fast.url, json!({})).await?;
+        quiet.push((t, c.id));
+    }
+    let slow = Receiver::start(Vec::new(), Reply::status(200).delay(o.slow)).await?;
+    let mut backlog_s = None;
+    if let Some(breaker) = noise {
+        let (t, _) = tenant(p, Tier::Default).await?;
+        let c = webhook_with(p, &t, &slow.url, json!({}), breaker.clone()).await?;
+        let started = Instant::now();
+        let refused = futures::stream::iter(0..o.backlog)
+            .map(|i| {
+                let (t, c) = (&t, &c.id);
+                async move { p.ingest(t, activity(c, i)).await.is_err() }
+            })
+            .buffer_unordered(200)
+            .filter(|r| futures::future::ready(*r))
+            .count()
+            .await;
+        if refused > 0 {
+            return Err(format!(
+                "{refused} of the backlog's activities were refused"
+            ));
+        }
+        backlog_s = Some(started.elapsed().as_secs_f64());
+    }
+    // The quiet tenants, one activity a second each, spread over the second.
+    let n = o.tenants * o.seconds as usize;
+    let gap = Duration::from_secs(1) / o.tenants.max(1) as u32;
+    let mut sent: HashMap<u64, Instant> = HashMap::with_capacity(n);
+    let started = Instant::now();
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        tokio::time::sleep_until((started + gap * i as u32).into()).await;
+        let (t, c) = quiet[i % quiet.len()].clone();
+        // Numbered apart from the backlog's activities.
+        let k = 1_000_000 + i;
+        sent.insert(k as u64, Instant::now());
+        let p = p.clone();
+        tasks.push(tokio::spawn(async move {
+            p.ingest(&t, activity(&c, k)).await.is_err()
+        }));
+    }
+    let mut refused = 0;
+    for t in tasks {
+        if t.await.unwrap_or(true) {
+            refused += 1;
+        }
+    }
+    let got = fast
+        .wait_for(n - refused, Duration::from_secs(o.seconds + 60))
+        .await;
+    let mut latencies = Vec::new();
+    for r in fast.requests() {
+        if let Some(at) = serde_json::from_slice::<Value>(&r.body)
+            .ok()
+            .and_then(|b| find_n(&b))
+            .and_then(|k| sent.get(&k))
+        {
+            latencies.push(r.at.saturating_duration_since(*at).as_secs_f64() * 1000.0);
+        }
+    }
+    Ok(json!({
+        "quiet": summary(latencies),
+        "quiet_sent": n,
+        "quiet_refused": refused,
+        "quiet_delivered": got,
+        "backlog_ingest_s": backlog_s.map(|s| (s * 100.0).round() / 100.0),
+        "backlog_delivered_meanwhile": slow.count(),
+    }))
+}
