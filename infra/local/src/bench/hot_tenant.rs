@@ -6,7 +6,8 @@
 //! - `tenant_default_shards`: the tenant as created (the default tier's 2 listing shards);
 //! - `tenant_64_shards`: the same tenant after an operator raised its listing shards to 64,
 //!   on a deployment of 64 due shards;
-//! - `one_channel`: one channel of that tenant at the channel rate.
+//! - `one_channel`: one channel of that tenant at the channel rate, with `max_in_flight`
+//!   2,000.
 //!
 //! Two cores cannot run 5,000 deliveries a second, so the scenario runs at a `scale`-th of the
 //! rates with every partition's limits divided by the same `scale` (default 10: 500/s against
@@ -16,7 +17,7 @@
 //! could not, units per delivery by family with the busiest key's share of its limit, and
 //! ingest-to-receiver p50/p95/p99.
 
-use super::{IsolatedReceiver, activity, summary, tenant, webhook};
+use super::{IsolatedReceiver, activity, summary, tenant, webhook_with};
 use crate::inprocess::InProcess;
 use converger_core::{ChannelId, Tier};
 use converger_memory::{CapacityModel, CapacityTally, LatencyModel};
@@ -60,6 +61,8 @@ struct Case {
     shards: Option<u32>,
     /// The deployment's due shards (`None`: the default 16).
     due_shards: Option<u32>,
+    /// The channels' flow settings.
+    breaker: Value,
 }
 
 pub async fn run(o: Options) -> Result<Value, String> {
@@ -71,6 +74,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
             channels: o.channels,
             shards: None,
             due_shards: None,
+            breaker: json!({}),
         },
         Case {
             name: "tenant_64_shards",
@@ -78,6 +82,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
             channels: o.channels,
             shards: Some(64),
             due_shards: Some(64),
+            breaker: json!({}),
         },
         Case {
             name: "one_channel",
@@ -85,6 +90,9 @@ pub async fn run(o: Options) -> Result<Value, String> {
             channels: 1,
             shards: Some(64),
             due_shards: Some(64),
+            // The in-flight cap such a channel needs: 2,000 a second at 50 ms to a second
+            // each (the default, half the tier's concurrency, caps a channel near 200/s).
+            breaker: json!({"max_in_flight": 2000}),
         },
     ];
     let model = CapacityModel::dynamodb().scaled_down(o.scale);
@@ -132,7 +140,11 @@ async fn drive(
     }
     let mut channels: Vec<ChannelId> = Vec::with_capacity(case.channels);
     for _ in 0..case.channels {
-        channels.push(webhook(p, &t, &receiver.url, json!({})).await?.id);
+        channels.push(
+            webhook_with(p, &t, &receiver.url, json!({}), case.breaker.clone())
+                .await?
+                .id,
+        );
     }
     let capacity = rt.store.capacity().ok_or("no capacity model")?;
     let run_rate = (f64::from(case.rate) / o.scale).max(1.0);
