@@ -28,7 +28,10 @@ impl DeliveryQueries for MemStore {
             q.page(
                 s.deliveries
                     .values()
-                    .filter(|d| !converger_ports::expired(d.expires_at, now)),
+                    .filter(|d| !converger_ports::expired(d.expires_at, now))
+                    // As the listing index: a first try joins it when its attempt ends. One
+                    // activity's deliveries are read by key, listed or not.
+                    .filter(|d| !d.unlisted || q.activity.is_some()),
             )
         })
     }

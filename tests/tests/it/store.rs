@@ -58,6 +58,7 @@ conformance!(
     dead_letters_and_missing_rows,
     only_pending_deliveries_are_in_the_due_index,
     the_due_index_has_the_deployments_shard_count,
+    a_first_try_joins_its_tenants_listing_when_its_attempt_ends,
     old_attempts_spill_out_of_the_item,
     listing_pages_in_order_and_replays_are_disjoint,
     sharded_listings_page_every_row_once_across_shards_and_ties,
@@ -607,6 +608,128 @@ async fn dead_letters_and_missing_rows(b: Backend) {
         Claim::Missing
     );
     assert_eq!(f.store.get_delivery(&missing).await.unwrap(), None);
+    f.stop().await;
+}
+
+async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(b: Backend) {
+    let f = fixture(b).await;
+    let a = activity(&f);
+    let now = time::now_ms();
+    let mut d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    // As ingest writes a delivery it sends to its queue at once.
+    d.unlisted = true;
+    f.store
+        .create_fresh_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    let query = |status: Option<DeliveryStatus>, activity: Option<ActivityId>| {
+        converger_ports::DeliveryQuery {
+            tenant: f.tenant.id.clone(),
+            status,
+            channel: None,
+            from_key: None,
+            to_key: None,
+            error_contains: None,
+            activity,
+            newest_first: true,
+            limit: 10,
+            after: None,
+        }
+    };
+    let listed = |q: converger_ports::DeliveryQuery| {
+        let store = f.store.clone();
+        async move {
+            store
+                .list_deliveries(&q)
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|x| x.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    // Not listed while its first attempt runs: not pending, not in any status, not counted;
+    // read by id, through its activity and by the sweeper all the same.
+    assert!(
+        listed(query(Some(DeliveryStatus::Pending), None))
+            .await
+            .is_empty()
+    );
+    assert!(listed(query(None, None)).await.is_empty());
+    assert_eq!(
+        f.store
+            .count_by_status(&f.tenant.id, DeliveryStatus::Pending, 100)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        listed(query(None, Some(a.id.clone()))).await,
+        vec![d.id.clone()]
+    );
+    assert!(f.store.get_delivery(&d.id).await.unwrap().is_some());
+    let page = f
+        .store
+        .overdue(
+            DuePart::Waiting,
+            converger_ports::due_shard(&d.id),
+            now + 1,
+            100,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(page.items.iter().any(|o| o.id == d.id), "in the due index");
+    // Its attempt fails: listed as pending from then on.
+    let Claim::Claimed(c) = f.store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    assert!(
+        listed(query(None, None)).await.is_empty(),
+        "a claim lists nothing"
+    );
+    f.store
+        .mark_attempt_failed(
+            &c,
+            "t",
+            "503",
+            RetryAt::at(now),
+            &entry(1),
+            &time::now_rfc3339(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        listed(query(Some(DeliveryStatus::Pending), None)).await,
+        vec![d.id.clone()]
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert!(!row.unlisted);
+    // The next succeeds: listed as sent, once.
+    let Claim::Claimed(c) = f.store.claim(&d.id, "u", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    f.store
+        .mark_sent(
+            &c,
+            "u",
+            &SentInfo::default(),
+            &entry(2),
+            &time::now_rfc3339(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        listed(query(Some(DeliveryStatus::Pending), None))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        listed(query(Some(DeliveryStatus::Sent), None)).await,
+        vec![d.id.clone()]
+    );
+    assert_eq!(listed(query(None, None)).await, vec![d.id.clone()]);
     f.stop().await;
 }
 

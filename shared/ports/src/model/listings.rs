@@ -34,7 +34,6 @@ impl DeliveryQuery {
     pub fn matches(&self, d: &Delivery) -> bool {
         let key = d.sort_key();
         d.tenant_id == self.tenant
-            && !d.unlisted
             && self.status.is_none_or(|st| d.status == st)
             && self.channel.as_ref().is_none_or(|c| &d.channel_id == c)
             && self.activity.as_ref().is_none_or(|a| &d.activity_id == a)
