@@ -43,13 +43,16 @@ fn body<T: serde::de::DeserializeOwned>(m: &SqsMessage) -> Result<T, HandlerErro
 
 /// The `deliver` function: one attempt per record.
 pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
-    batch::process(event, p.config.batch_concurrency, |m| async move {
+    let resp = batch::process(event, p.config.batch_concurrency, |m| async move {
         let msg: DeliveryMessage = body(&m)?;
         let report = p.deliver(msg).await?;
         tracing::debug!(?report, "attempt done");
         Ok::<(), HandlerError>(())
     })
-    .await
+    .await;
+    // The batch's status events, ten to a request, before the instance can be frozen.
+    p.events.flush().await;
+    resp
 }
 
 /// The `replay` function: one chunk of a replay job per record.

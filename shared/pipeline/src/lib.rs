@@ -8,6 +8,7 @@
 pub mod attempt;
 pub mod channels;
 pub mod config;
+pub mod events;
 pub mod flow;
 pub mod handoff;
 pub mod health;
@@ -84,6 +85,13 @@ impl Pipeline {
                 mailer: Arc::new(converger_ports::NoMailer),
             },
         }
+    }
+
+    /// Sends platform events ten to a request ([`events::BatchedEvents`]): for the deliver
+    /// function, whose handler flushes them at the end of each batch.
+    pub fn with_batched_events(mut self) -> Self {
+        self.deps.events = Arc::new(events::BatchedEvents::new(self.deps.events.clone()));
+        self
     }
 
     /// Lets attempts send email through `mailer`.

@@ -345,4 +345,7 @@ pub trait Events: Send + Sync + 'static {
     /// Publishes events; failures are logged, never raised (events are not on the delivery's
     /// critical path).
     async fn publish(&self, events: Vec<PlatformEvent>);
+    /// Sends what a batching publisher holds (at the end of a Lambda invocation, before it
+    /// can be frozen).
+    async fn flush(&self) {}
 }

@@ -83,6 +83,12 @@ async fn function_pipeline(
     } else {
         pipeline
     };
+    // As `functions/deliver` runs: its events ten to a request.
+    let pipeline = if logical_id == fun::DELIVER {
+        pipeline.with_batched_events()
+    } else {
+        pipeline
+    };
     Ok((Arc::new(pipeline), guard))
 }
 

@@ -271,9 +271,15 @@ async fn build_memory(
             adapters,
             opts.config.clone(),
         );
-        Ok(Arc::new(if pushes(id) {
+        let p = if pushes(id) {
             p.with_sockets(sockets.clone())
                 .with_mailer(memory.mailer.clone())
+        } else {
+            p
+        };
+        // As `functions/deliver` runs: its events ten to a request.
+        Ok(Arc::new(if id == fun::DELIVER {
+            p.with_batched_events()
         } else {
             p
         }))
