@@ -200,6 +200,30 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    #[test]
+    fn ipv6_literals_that_embed_or_reach_ipv4_are_refused_before_connecting() {
+        let g = Guarded::new(Allowlist::default()).unwrap();
+        for host in [
+            "[::127.0.0.1]",
+            "[::a9fe:a9fe]",
+            "[2002:a9fe:a9fe::1]",
+            "[2001:0:4136:e378:8000:63bf:3fff:fdd2]",
+            "[64:ff9b:1::a9fe:a9fe]",
+            "[fec0::1]",
+        ] {
+            let url = reqwest::Url::parse(&format!("http://{host}/hook")).unwrap();
+            let err = g.check_literal(&url, "webhook").unwrap_err();
+            assert!(!err.retryable, "{host}: {}", err.reason);
+            assert!(
+                err.reason.contains("is not allowed"),
+                "{host}: {}",
+                err.reason
+            );
+        }
+        let public = reqwest::Url::parse("http://[2606:4700::1111]/hook").unwrap();
+        assert!(g.check_literal(&public, "webhook").is_ok());
+    }
+
     #[tokio::test]
     async fn transport_errors_name_the_url_without_its_secrets() {
         // Nothing listens on port 1: the connection is refused.

@@ -96,6 +96,19 @@ pub fn special_purpose(ip: IpAddr) -> Option<&'static str> {
                 Some("loopback")
             } else if v6.is_unspecified() {
                 Some("unspecified")
+            } else if seg[0..6] == [0, 0, 0, 0, 0, 0] {
+                // `::a.b.c.d`, deprecated: hosts may still route it to the IPv4 address.
+                Some("IPv4-compatible")
+            } else if seg[0] == 0x2002 {
+                // 6to4 and Teredo embed an IPv4 address and reach it through a relay.
+                Some("6to4")
+            } else if seg[0] == 0x2001 && seg[1] == 0 {
+                Some("Teredo")
+            } else if seg[0] == 0x64 && seg[1] == 0xff9b && seg[2] == 1 {
+                // Local-use NAT64 (RFC 8215): translated by the network's own gateway.
+                Some("local-use NAT64")
+            } else if (seg[0] & 0xffc0) == 0xfec0 {
+                Some("site-local")
             } else if (seg[0] & 0xfe00) == 0xfc00 {
                 Some("unique-local")
             } else if (seg[0] & 0xffc0) == 0xfe80 {
@@ -142,6 +155,17 @@ mod tests {
             "fe80::1",
             "::ffff:127.0.0.1",
             "64:ff9b::a00:1",
+            // Forms that embed or translate to an IPv4 address, and the old site-local range.
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::8.8.8.8",
+            "2002:7f00:1::1",
+            "2002:0808:0808::1",
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            "64:ff9b:1::a00:1",
+            "64:ff9b:1:ffff::1",
+            "fec0::1",
+            "feff::1",
             "224.0.0.1",
             "255.255.255.255",
         ] {
@@ -150,6 +174,12 @@ mod tests {
         for a in [
             "93.184.216.34",
             "2606:4700::1111",
+            // Neighbours of the refused ranges stay reachable.
+            "2001:db8::1",
+            "2001:4860:4860::8888",
+            "2003::1",
+            "64:ff9b::808:808",
+            "64:ff9b:2::1",
             "100.128.0.1",
             "172.32.0.1",
         ] {
