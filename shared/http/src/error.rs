@@ -83,6 +83,9 @@ impl From<IngestError> for ApiError {
             IngestError::UnsupportedChannel(..) => {
                 Self::invalid("unsupported_channel_type", e.to_string())
             }
+            IngestError::ManagedChannel(_) => {
+                Self::new(StatusCode::FORBIDDEN, "managed_channel", e.to_string())
+            }
             IngestError::Conflict(_) => Self::new(StatusCode::CONFLICT, "conflict", e.to_string()),
             IngestError::Store(e) => Self::internal(e),
             IngestError::Queue(e) => Self::internal(e),

@@ -59,7 +59,10 @@ impl Services for Pipeline {
             channel_ids: targets,
             payload: reply.payload,
         };
-        match self.ingest_with(&tenant, new, true).await {
+        match self
+            .ingest_with(&tenant, new, crate::ingest::Origin::Bot)
+            .await
+        {
             Ok(done) => Ok(done.activity.id.to_string()),
             Err(IngestError::Store(e)) => Err(store_error(e)),
             Err(IngestError::Queue(e)) => Err(DeliveryError::transient(format!("queue: {e}"))),

@@ -157,7 +157,10 @@ impl Pipeline {
             channel_ids: vec![alert_channel],
             payload: body,
         };
-        if let Err(e) = self.ingest(&tenant, activity).await {
+        if let Err(e) = self
+            .ingest_with(&tenant, activity, crate::ingest::Origin::Platform)
+            .await
+        {
             tracing::warn!(tenant_id = %tenant.id, error = %e, "alert not sent");
         }
     }

@@ -50,6 +50,9 @@ pub enum IngestError {
     InactiveChannel(ChannelId),
     #[error("channel {0} has unsupported type {1}")]
     UnsupportedChannel(ChannelId, String),
+    /// The tenant's alert channel: only the platform posts to it.
+    #[error("channel {0} is the tenant's alert channel, which only the platform posts to")]
+    ManagedChannel(ChannelId),
     #[error("activity {0} exists with different content")]
     Conflict(ActivityId),
     #[error(transparent)]
@@ -66,24 +69,35 @@ pub struct Ingested {
     pub created: bool,
 }
 
+/// Who posts an activity: what it may target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// The tenant (its API): any of its channels but its alert channel.
+    Tenant,
+    /// A bot's reply: may target no channel at all (the activity is then only stored in its
+    /// conversation).
+    Bot,
+    /// The platform itself (a tenant's alerts): its alert channel too.
+    Platform,
+}
+
 impl Pipeline {
     pub async fn ingest(&self, tenant: &Tenant, new: NewActivity) -> Result<Ingested, IngestError> {
-        self.ingest_with(tenant, new, false).await
+        self.ingest_with(tenant, new, Origin::Tenant).await
     }
 
-    /// Ingest; `internal` (a bot's reply) may target no channel at all: the activity is then
-    /// only stored in its conversation. Validate -> resolve the targets -> admit each
-    /// delivery (flow control) -> write the rows, then enqueue the live ones.
+    /// Ingest as `origin`. Validate -> resolve the targets -> admit each delivery (flow
+    /// control) -> write the rows, then enqueue the live ones.
     pub(crate) async fn ingest_with(
         &self,
         tenant: &Tenant,
         new: NewActivity,
-        internal: bool,
+        origin: Origin,
     ) -> Result<Ingested, IngestError> {
-        let targets = validate(&new, internal)?;
+        let targets = validate(&new, origin == Origin::Bot)?;
         let resolved = match (&new.event_type, targets.is_empty()) {
             (Some(event_type), true) => self.subscribers(tenant, event_type).await?,
-            _ => self.resolve_targets(tenant, &targets).await?,
+            _ => self.resolve_targets(tenant, &targets, origin).await?,
         };
         let targets: Vec<ChannelId> = resolved.iter().map(|c| c.id.clone()).collect();
         let seq = match new.seq {
@@ -162,6 +176,8 @@ impl Pipeline {
         let mut subscribed: Vec<_> = all
             .iter()
             .filter(|c| c.subscribes(event_type) && self.adapters.get(c.kind).is_some())
+            // The alert channel takes the platform's alerts only.
+            .filter(|c| tenant.alert_channel_id.as_ref() != Some(&c.id))
             .cloned()
             .collect();
         subscribed.sort_by(|a, b| a.id.cmp(&b.id));
@@ -181,7 +197,15 @@ impl Pipeline {
         &self,
         tenant: &Tenant,
         targets: &[ChannelId],
+        origin: Origin,
     ) -> Result<Vec<std::sync::Arc<converger_ports::Channel>>, IngestError> {
+        if origin != Origin::Platform
+            && let Some(alert) = targets
+                .iter()
+                .find(|id| tenant.alert_channel_id.as_ref() == Some(*id))
+        {
+            return Err(IngestError::ManagedChannel(alert.clone()));
+        }
         let scope = converger_ports::Scope::Tenant(&tenant.id);
         let channels =
             futures::future::try_join_all(targets.iter().map(|id| self.channel_in(scope, id)))

@@ -181,6 +181,52 @@ async fn the_managed_alert_channel_is_changed_by_operators_only() {
         assert_eq!(a.status, 403, "{method} {path}: {:?}", a.body);
         assert_eq!(a.body["error"]["code"], "managed_channel");
     }
+    // Nor post to it: only the platform's alerts go there, and nothing reached it.
+    let posted = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            &key,
+            Some(
+                json!({"conversation_id": "c", "channel_ids": [ch], "payload": {"fake": "alert"}}),
+            ),
+        )
+        .await;
+    assert_eq!(posted.status, 403, "{:?}", posted.body);
+    assert_eq!(posted.body["error"]["code"], "managed_channel");
+    // An activity sent by event type goes to the channel subscribed to it, never to the alert
+    // channel (which ingest leaves out of every subscriber list).
+    let other = Receiver::always(200).await.unwrap();
+    let sub = t
+        .api(
+            "POST",
+            "/api/v1/channels",
+            &key,
+            Some(
+                json!({"type": "webhook", "name": "orders", "config": {"url": other.url},
+                        "event_types": ["order.created"]}),
+            ),
+        )
+        .await;
+    assert_eq!(sub.status, 201, "{:?}", sub.body);
+    let by_type = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            &key,
+            Some(json!({"conversation_id": "c", "event_type": "order.created", "payload": {}})),
+        )
+        .await;
+    assert_eq!(by_type.status, 201, "{:?}", by_type.body);
+    let targets = by_type.body["deliveries"].as_array().unwrap();
+    assert_eq!(targets.len(), 1, "{:?}", by_type.body);
+    assert_eq!(targets[0]["channel_id"], sub.body["id"]);
+    other.wait_for(1, Duration::from_secs(20)).await;
+    assert_eq!(
+        alerts.count(),
+        0,
+        "the alert channel received a tenant's activity"
+    );
     let after = t
         .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
         .await;
