@@ -102,6 +102,104 @@ fn csrf_of(html: &str) -> String {
     rest[..rest.find('"').unwrap()].to_owned()
 }
 
+/// The text of every `<tag …>…</tag>` element of `html` (inline scripts and styles).
+fn inline(html: &str, tag: &str) -> Vec<String> {
+    let (open, close) = (format!("<{tag}"), format!("</{tag}>"));
+    let mut out = Vec::new();
+    let mut rest = html;
+    while let Some(at) = rest.find(&open) {
+        let after = &rest[at..];
+        let Some(body_at) = after.find('>') else {
+            break;
+        };
+        let Some(end) = after.find(&close) else { break };
+        out.push(after[body_at + 1..end].to_owned());
+        rest = &after[end + close.len()..];
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_page_sends_the_security_headers_and_its_inline_code_is_allowed_by_hash() {
+    let t = TestStack::start().await;
+    let (tenant, key) = t.tenant("default").await;
+    let rx = Receiver::always(200).await.unwrap();
+    let ch = t.webhook(&key, &rx.url, json!({})).await;
+    let ch = ch["id"].as_str().unwrap().to_owned();
+    let ids = t.activities(&key, &ch, 1, 1).await;
+    let b = Browser::new(&t.stack.admin_url);
+    let check = |path: String, resp: reqwest::Response| async move {
+        let h = resp.headers().clone();
+        let get = |k: &str| {
+            h.get(k)
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default()
+        };
+        assert_eq!(get("x-content-type-options"), "nosniff", "{path}");
+        assert_eq!(get("x-frame-options"), "DENY", "{path}");
+        assert_eq!(get("referrer-policy"), "same-origin", "{path}");
+        assert_eq!(get("cache-control"), "no-store", "{path}");
+        let csp = get("content-security-policy");
+        for part in [
+            "default-src 'none'",
+            "frame-ancestors 'none'",
+            "form-action 'self'",
+        ] {
+            assert!(csp.contains(part), "{path}: {csp}");
+        }
+        assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
+        // Each inline style and script the page carries is allowed by its hash.
+        let html = resp.text().await.unwrap();
+        for tag in ["style", "script"] {
+            for text in inline(&html, tag) {
+                let hash = converger_http::web::source_hash(&text);
+                assert!(
+                    csp.contains(&hash),
+                    "{path}: a {tag} not in the CSP ({hash})"
+                );
+            }
+        }
+        html
+    };
+    let get = |path: &str| {
+        let (b, path) = (&b, path.to_owned());
+        async move {
+            let r = b
+                .http
+                .get(format!("{}{path}", b.base))
+                .send()
+                .await
+                .unwrap();
+            check(path, r).await
+        }
+    };
+    // Before signing in: the sign-in pages and a redirect.
+    get("/admin/login").await;
+    get("/portal/login").await;
+    get("/admin/deliveries").await;
+    let (status, _) = b
+        .sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    assert_eq!(status, 303);
+    let channels = get(&format!("/admin/channels?tenant={tenant}")).await;
+    assert!(
+        channels.contains("data-states="),
+        "the live refresh is on the page"
+    );
+    for path in [
+        "/admin".to_owned(),
+        format!("/admin/deliveries?tenant={tenant}"),
+        format!("/admin/deliveries/{}", ids[0]),
+        format!("/admin/deliveries/export?tenant={tenant}"),
+        format!("/admin/channels/states?tenant={tenant}"),
+        "/admin/audit".to_owned(),
+        "/admin/tenants".to_owned(),
+    ] {
+        get(&path).await;
+    }
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn sign_in_sessions_and_csrf() {
     let t = TestStack::start().await;

@@ -59,19 +59,22 @@ pub(super) async fn channels(
             } }
         }
         @if list.is_empty() { p.muted { "No channels." } }
-        script { (PreEscaped(CHANNELS_SCRIPT.replace("STATES_URL", &format!(
+        // The script is the same on every page (its hash is in the pages' CSP); where it
+        // reads from is an attribute.
+        script data-states=(format!(
             "{p}/channels/states{}",
             q.tenant.as_deref().filter(|t| !t.is_empty()).map(|t| format!("?tenant={}", urlencode(t))).unwrap_or_default()
-        )))) }
+        )) { (PreEscaped(CHANNELS_SCRIPT)) }
     };
     layout(&state, &v, "Channels", content)
 }
 
 /// The channels page's live refresh: every 2 s it reads the Delivery column's values and
 /// updates each row's cell and its Pause/Resume button.
-const CHANNELS_SCRIPT: &str = r#"setInterval(async () => {
+pub(super) const CHANNELS_SCRIPT: &str = r#"const statesUrl = document.currentScript.dataset.states;
+setInterval(async () => {
   try {
-    const r = await fetch('STATES_URL');
+    const r = await fetch(statesUrl);
     if (!r.ok) return;
     const states = await r.json();
     for (const row of document.querySelectorAll('tr.channel')) {
