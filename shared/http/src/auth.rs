@@ -1,5 +1,6 @@
 //! The tenant API's authentication: the API key a request carries, resolved to its tenant
-//! (cached briefly per instance), and the reads of what a tenant names, always scoped to it.
+//! (the key read on every request, the tenant cached briefly per instance), and the reads of
+//! what a tenant names, always scoped to it.
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -47,12 +48,17 @@ pub(crate) async fn authenticate(
         kind: ActorKind::TenantApi,
         id: format!("key_{}", &hash[..12]),
     };
-    if let Some(t) = state.cached_tenant(&hash) {
+    // The key itself is read on every request, so that a rotated or revoked key stops at
+    // once on every instance; the tenant it names is cached briefly.
+    let Some(id) = state.pipeline.store.api_key_tenant(&hash).await? else {
+        return Err(ApiError::unauthorized("invalid API key"));
+    };
+    if let Some(t) = state.cached_tenant(&id) {
         return Ok(Authed(t, actor));
     }
-    match state.pipeline.store.tenant_by_api_key_hash(&hash).await? {
+    match state.pipeline.store.get_tenant(&id).await? {
         Some(t) => {
-            state.cache_tenant(hash, t.clone());
+            state.cache_tenant(id, t.clone());
             Ok(Authed(t, actor))
         }
         None => Err(ApiError::unauthorized("invalid API key")),

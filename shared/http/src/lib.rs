@@ -18,7 +18,8 @@ use converger_ports::Tenant;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a resolved API key is trusted before the store is asked again.
+/// How long a tenant an API key named is kept (its tier, limits and shards; a change of them
+/// reaches the API within this). The key itself is read on every request.
 const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
 
 #[derive(Clone)]
@@ -28,8 +29,9 @@ pub struct AppState {
     pub admin_token: Option<Arc<str>>,
     /// The web pages' settings.
     pub web: Arc<web::WebConfig>,
-    /// Resolved API keys (by hash), for [`KEY_CACHE_TTL`].
-    keys: Arc<TtlCache<String, Tenant>>,
+    /// The tenants API keys named (by tenant id), for [`KEY_CACHE_TTL`]: their tier, limits
+    /// and shards; the key itself is read on every request.
+    keys: Arc<TtlCache<converger_core::TenantId, Tenant>>,
     /// Every tenant, for [`TENANT_LIST_TTL`].
     tenant_list: Arc<TtlCache<(), Arc<Vec<Tenant>>>>,
     /// What this instance holds of each API key's rate schedule (`limits`), behind a lock
@@ -79,11 +81,11 @@ impl AppState {
         self
     }
 
-    fn cached_tenant(&self, hash: &str) -> Option<Tenant> {
-        self.keys.get(&hash.to_owned())
+    fn cached_tenant(&self, id: &converger_core::TenantId) -> Option<Tenant> {
+        self.keys.get(id)
     }
 
-    fn cache_tenant(&self, hash: String, t: Tenant) {
-        self.keys.insert(hash, t);
+    fn cache_tenant(&self, id: converger_core::TenantId, t: Tenant) {
+        self.keys.insert(id, t);
     }
 }

@@ -34,6 +34,10 @@ impl TenantStore for MemStore {
         )
         .await
     }
+    async fn api_key_tenant(&self, hash: &str) -> StoreResult<Option<TenantId>> {
+        wait(&self.latency, |m| m.get).await;
+        self.with(|s| s.keys.get(hash).cloned())
+    }
     async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>> {
         wait(&self.latency, |m| m.get).await;
         self.with(|s| s.keys.get(hash).and_then(|t| s.tenants.get(t)).cloned())

@@ -48,6 +48,9 @@ pub trait TenantStore: Send + Sync + 'static {
     async fn create_tenant(&self, tenant: &Tenant, api_key_hash: &str) -> StoreResult<()>;
     async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>>;
     async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>>;
+    /// The tenant an API key (by its hash) belongs to, read strongly consistent from the key
+    /// item alone: a rotated or revoked key is refused on the next request, on every instance.
+    async fn api_key_tenant(&self, hash: &str) -> StoreResult<Option<TenantId>>;
     /// Sets a tenant's tier; `None` if the tenant does not exist.
     async fn set_tenant_tier(
         &self,

@@ -814,6 +814,13 @@ mod emulator {
                 .status,
             200
         );
+        // The old key, which this instance had resolved moments ago, is refused at once.
+        assert_eq!(
+            t.api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
+                .await
+                .status,
+            401
+        );
         t.stop().await;
     }
 }

@@ -35,6 +35,12 @@ impl TenantStore for DynamoStore {
         self.get(&self.res.tenants, "pk", id.as_str()).await
     }
     async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>> {
+        match self.api_key_tenant(hash).await? {
+            Some(id) => self.get_tenant(&id).await,
+            None => Ok(None),
+        }
+    }
+    async fn api_key_tenant(&self, hash: &str) -> StoreResult<Option<TenantId>> {
         #[derive(serde::Deserialize)]
         struct KeyItem {
             tenant_id: TenantId,
@@ -42,10 +48,7 @@ impl TenantStore for DynamoStore {
         let key: Option<KeyItem> = self
             .get(&self.res.tenants, "pk", &format!("key#{hash}"))
             .await?;
-        match key {
-            Some(k) => self.get_tenant(&k.tenant_id).await,
-            None => Ok(None),
-        }
+        Ok(key.map(|k| k.tenant_id))
     }
     async fn set_tenant_tier(
         &self,
