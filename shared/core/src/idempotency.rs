@@ -109,3 +109,88 @@ mod tests {
         }
     }
 }
+
+/// An answer as it is kept: sealed (ChaCha20-Poly1305) under a key derived from the API key
+/// that made the request, which the platform never stores (only its hash), so a kept answer
+/// that carries a secret (a new channel's signing secret) cannot be read from the table.
+/// `v1.` + base64 of the nonce and the ciphertext.
+pub fn seal(api_key: &str, answer: &str, nonce: [u8; 12]) -> String {
+    use base64::Engine;
+    use chacha20poly1305::aead::{Aead, KeyInit};
+    let cipher = chacha20poly1305::ChaCha20Poly1305::new(&answer_key(api_key).into());
+    let sealed = cipher
+        .encrypt(&nonce.into(), answer.as_bytes())
+        .unwrap_or_default();
+    let mut out = nonce.to_vec();
+    out.extend(sealed);
+    format!(
+        "{SEALED_PREFIX}{}",
+        base64::engine::general_purpose::STANDARD_NO_PAD.encode(out)
+    )
+}
+
+/// [`seal`] with a fresh random nonce.
+pub fn seal_fresh(api_key: &str, answer: &str) -> String {
+    use rand::RngCore;
+    let mut nonce = [0u8; 12];
+    rand::thread_rng().fill_bytes(&mut nonce);
+    seal(api_key, answer, nonce)
+}
+
+/// What [`seal`] sealed, opened with the API key of the request replaying it; `None` when
+/// it was sealed under another key (the tenant's key changed since) or is damaged. A kept
+/// answer that is not sealed is returned as it is.
+pub fn open(api_key: &str, kept: &str) -> Option<String> {
+    use base64::Engine;
+    use chacha20poly1305::aead::{Aead, KeyInit};
+    let Some(b64) = kept.strip_prefix(SEALED_PREFIX) else {
+        return Some(kept.to_owned());
+    };
+    let raw = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(b64)
+        .ok()?;
+    if raw.len() < 12 {
+        return None;
+    }
+    let (nonce, sealed) = raw.split_at(12);
+    let nonce: [u8; 12] = nonce.try_into().ok()?;
+    let cipher = chacha20poly1305::ChaCha20Poly1305::new(&answer_key(api_key).into());
+    let plain = cipher.decrypt(&nonce.into(), sealed).ok()?;
+    String::from_utf8(plain).ok()
+}
+
+const SEALED_PREFIX: &str = "v1.";
+
+/// The sealing key of the answers to one API key's requests.
+fn answer_key(api_key: &str) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"converger idempotency answer v1\0");
+    h.update(api_key.as_bytes());
+    h.finalize().into()
+}
+
+#[cfg(test)]
+mod sealing {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_answer_is_kept_sealed_and_opens_only_with_the_same_api_key() {
+        let answer = r#"{"id":"ch_1","signing_secret":"whsec_c2VjcmV0LXNpZ25pbmcta2V5"}"#;
+        let kept = seal("cvg_key_one", answer, [7; 12]);
+        assert!(!kept.contains("whsec_"), "{kept}");
+        assert!(!kept.contains("signing_secret"), "{kept}");
+        assert_eq!(open("cvg_key_one", &kept).as_deref(), Some(answer));
+        assert_eq!(open("cvg_key_two", &kept), None);
+        // Damaged, or cut short.
+        let mut bad = kept.clone();
+        bad.pop();
+        bad.push('A');
+        assert_eq!(open("cvg_key_one", &bad), None);
+        assert_eq!(open("cvg_key_one", "v1.AAAA"), None);
+        // Answers kept before sealing existed are returned as they are.
+        assert_eq!(open("cvg_key_one", "{}").as_deref(), Some("{}"));
+        // A fresh nonce each time: the same answer seals differently.
+        assert_ne!(seal("cvg_key_one", answer, [8; 12]), kept);
+    }
+}

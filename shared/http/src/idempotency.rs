@@ -70,11 +70,21 @@ pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> R
         .path_and_query()
         .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
     let fingerprint = rules::fingerprint(parts.method.as_str(), &path, &body);
+    // The answer is kept sealed under the request's API key (`core::idempotency::seal`).
+    let api_key = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_owned();
     let once = Once {
         state: &state,
         tenant: &tenant.id,
         key: &key,
         fingerprint: &fingerprint,
+        api_key: &api_key,
     };
     match once.hold().await {
         Ok(Held::Mine) => {
@@ -91,6 +101,8 @@ struct Once<'a> {
     tenant: &'a TenantId,
     key: &'a str,
     fingerprint: &'a str,
+    /// The API key the request carries: what its kept answer is sealed under.
+    api_key: &'a str,
 }
 
 enum Held {
@@ -133,7 +145,17 @@ impl Once<'_> {
                 }
             };
             match rules::seen(&held.fingerprint, self.fingerprint, held.answer()) {
-                Seen::Replay { status, body } => return Ok(Held::Answered(status, body.into())),
+                Seen::Replay { status, body } => {
+                    return match rules::open(self.api_key, body) {
+                        Some(body) => Ok(Held::Answered(status, body)),
+                        // Sealed under another of the tenant's keys (it was rotated since).
+                        None => Err(ApiError::invalid(
+                            "idempotency_key_reused",
+                            "this Idempotency-Key was answered to another API key of the \
+                             tenant (rotated since); use a new key for a new request",
+                        )),
+                    };
+                }
                 Seen::Mismatch => {
                     return Err(ApiError::invalid(
                         "idempotency_key_reused",
@@ -176,8 +198,9 @@ impl Once<'_> {
             Err(e) => return ApiError::internal(e).into_response(),
         };
         let text = String::from_utf8_lossy(&bytes);
+        let sealed = rules::seal_fresh(self.api_key, &text);
         if let Err(e) = store
-            .answer_key(self.tenant, self.key, self.fingerprint, status, &text)
+            .answer_key(self.tenant, self.key, self.fingerprint, status, &sealed)
             .await
         {
             // The work is done and its answer is given; a retry with the key waits until

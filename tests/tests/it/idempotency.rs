@@ -39,7 +39,7 @@ async fn post(
 #[tokio::test]
 async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
     let t = TestStack::start().await;
-    let (_, key) = t.tenant("default").await;
+    let (tenant, key) = t.tenant("default").await;
     let (_, other) = t.tenant("default").await;
     let body =
         json!({"type": "webhook", "name": "once", "config": {"url": "http://127.0.0.1:9/h"}});
@@ -48,6 +48,23 @@ async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
     let (s2, again, r2) = post(&t, &key, "/api/v1/channels", "chan-1", &body).await;
     assert_eq!((s2, r2), (201, true));
     assert_eq!(again, first, "the first answer, secret included");
+    // As kept, the answer does not show the secret: it is sealed under the API key.
+    let tenant_id = converger_core::TenantId::parse(&tenant).unwrap();
+    let kept = t
+        .stack
+        .pipeline
+        .store
+        .get_key(&tenant_id, "chan-1")
+        .await
+        .unwrap()
+        .unwrap();
+    let secret = first["signing_secret"].as_str().unwrap();
+    let kept_body = kept.body.unwrap();
+    assert!(!kept_body.contains(secret), "{kept_body}");
+    assert!(
+        !kept_body.contains(first["id"].as_str().unwrap()),
+        "{kept_body}"
+    );
     let a = t.api("GET", "/api/v1/channels", &key, None).await;
     assert_eq!(a.body["data"].as_array().unwrap().len(), 1, "one channel");
 
@@ -97,6 +114,29 @@ async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
     assert_eq!(
         (s, e["error"]["code"].as_str()),
         (401, Some("unauthorized"))
+    );
+    // After the tenant's key is rotated, its answers sealed under the old key cannot be
+    // replayed: the retry is told to use a new key, and nothing is done twice.
+    let new_key = "cvg_rotated_key_for_the_idempotency_test";
+    assert!(
+        t.stack
+            .pipeline
+            .store
+            .rotate_api_key(&tenant_id, &converger_core::secret::hash_api_key(new_key))
+            .await
+            .unwrap()
+    );
+    let (s, e, r) = post(&t, new_key, "/api/v1/channels", "chan-1", &body).await;
+    assert_eq!(
+        (s, e["error"]["code"].as_str(), r),
+        (422, Some("idempotency_key_reused"), false),
+        "{e}"
+    );
+    let a = t.api("GET", "/api/v1/channels", new_key, None).await;
+    assert_eq!(
+        a.body["data"].as_array().unwrap().len(),
+        1,
+        "still one channel"
     );
     t.stop().await;
 }
