@@ -71,12 +71,7 @@ pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> R
         .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
     let fingerprint = rules::fingerprint(parts.method.as_str(), &path, &body);
     // The answer is kept sealed under the request's API key (`core::idempotency::seal`).
-    let api_key = parts
-        .headers
-        .get(header::AUTHORIZATION)
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.strip_prefix("Bearer "))
-        .map(str::trim)
+    let api_key = crate::auth::bearer_key(&parts.headers)
         .unwrap_or_default()
         .to_owned();
     let once = Once {

@@ -19,8 +19,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a tenant an API key named is kept (its tier, limits and shards; a change of them
-/// reaches the API within this). The key itself is read on every request.
+/// reaches the API within this).
 const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
+/// How long an API key's resolution (key hash -> tenant) is trusted: a rotated or revoked key
+/// is refused within this on every instance.
+const KEY_RESOLVE_TTL: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct AppState {
@@ -30,8 +33,10 @@ pub struct AppState {
     /// The web pages' settings.
     pub web: Arc<web::WebConfig>,
     /// The tenants API keys named (by tenant id), for [`KEY_CACHE_TTL`]: their tier, limits
-    /// and shards; the key itself is read on every request.
+    /// and shards.
     keys: Arc<TtlCache<converger_core::TenantId, Tenant>>,
+    /// Resolved API keys (key hash -> tenant), for [`KEY_RESOLVE_TTL`].
+    resolved: Arc<TtlCache<String, converger_core::TenantId>>,
     /// Every tenant, for [`TENANT_LIST_TTL`].
     tenant_list: Arc<TtlCache<(), Arc<Vec<Tenant>>>>,
     /// What this instance holds of each API key's rate schedule (`limits`), behind a lock
@@ -52,6 +57,7 @@ impl AppState {
             // environment with `with_web(WebConfig::from_env())`.
             web: Arc::new(web::WebConfig::local()),
             keys: Arc::new(TtlCache::new(KEY_CACHE_TTL)),
+            resolved: Arc::new(TtlCache::bounded(KEY_RESOLVE_TTL, 10_000)),
             tenant_list: Arc::new(TtlCache::new(TENANT_LIST_TTL)),
             api_leases: Arc::new(TtlCache::bounded(
                 Duration::from_millis(converger_core::api_limit::LEASE_MS.unsigned_abs()),
@@ -87,5 +93,13 @@ impl AppState {
 
     fn cache_tenant(&self, id: converger_core::TenantId, t: Tenant) {
         self.keys.insert(id, t);
+    }
+
+    fn resolved_key(&self, hash: &str) -> Option<converger_core::TenantId> {
+        self.resolved.get(&hash.to_owned())
+    }
+
+    fn resolve_key(&self, hash: String, id: converger_core::TenantId) {
+        self.resolved.insert(hash, id);
     }
 }

@@ -59,8 +59,8 @@ pub trait AccountStore: Send + Sync + 'static {
     ) -> StoreResult<bool>;
     /// Every tenant (at most 1,000), by name.
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>>;
-    /// Replaces a tenant's API key: the new key works at once and the old one stops at once
-    /// (the tenant API reads the key item on every request). `false` if no such tenant.
+    /// Replaces a tenant's API key: the new key works at once and the old one stops within a
+    /// second (the tenant API resolves a key again each second). `false` if no such tenant.
     async fn rotate_api_key(&self, tenant: &TenantId, new_hash: &str) -> StoreResult<bool>;
     /// A tenant's channels (at most 1,000), by name.
     async fn list_channels(&self, tenant: &TenantId) -> StoreResult<Vec<Channel>>;

@@ -49,7 +49,7 @@ pub trait TenantStore: Send + Sync + 'static {
     async fn get_tenant(&self, id: &TenantId) -> StoreResult<Option<Tenant>>;
     async fn tenant_by_api_key_hash(&self, hash: &str) -> StoreResult<Option<Tenant>>;
     /// The tenant an API key (by its hash) belongs to, read strongly consistent from the key
-    /// item alone: a rotated or revoked key is refused on the next request, on every instance.
+    /// item alone (the tenant API resolves each key this way once a second per instance).
     async fn api_key_tenant(&self, hash: &str) -> StoreResult<Option<TenantId>>;
     /// Sets a tenant's tier; `None` if the tenant does not exist.
     async fn set_tenant_tier(
