@@ -2,8 +2,9 @@
 //! the deliveries and activities tables and their indexes, as a pure function of the rows
 //! before and after a write. The in-process backend charges these to its per-partition
 //! limits, so a scenario on it meets the throttles DynamoDB would answer with; the DynamoDB
-//! backend writes the same entries through its attributes (`dynamo::index_keys`,
-//! `due_keys`), and the `keys` benchmark prices them from the deployed schemas.
+//! backend writes the same entries through its attributes, with the same partition keys
+//! (`tenant_listing_key`, `channel_listing_key`, `due_partition`, `provider_key`), and the
+//! `keys` benchmark prices them from the deployed schemas.
 //!
 //! The rules (DynamoDB's billing): a write costs `ceil(size / 1 KB)` of the larger of the item
 //! before and after it; an index entry that is added, removed, moved to another key or whose
@@ -20,6 +21,18 @@ pub struct Partition {
     /// The key family (`<tenant>#<status>#<shard>`): what the partition's key is made of.
     pub family: &'static str,
     pub key: String,
+}
+
+impl Partition {
+    /// A table's partition (no index).
+    pub fn of_table(table: &'static str, family: &'static str, key: impl Into<String>) -> Self {
+        Self {
+            table,
+            index: None,
+            family,
+            key: key.into(),
+        }
+    }
 }
 
 /// Units charged to one partition.
@@ -64,7 +77,7 @@ fn delivery_entries(d: &Delivery, due_shards: u32) -> Vec<Entry> {
         v.push(Entry {
             index: "by_tenant_status_s",
             family: "<tenant>#<status>#<n>",
-            pk: format!("{}#{}#{}", d.tenant_id, d.status, d.shard),
+            pk: tenant_listing_key(&d.tenant_id, d.status, d.shard),
             sk: upd.clone(),
             projected: format!("{}|{:?}", d.channel_id, d.last_error),
         });
@@ -73,7 +86,7 @@ fn delivery_entries(d: &Delivery, due_shards: u32) -> Vec<Entry> {
         v.push(Entry {
             index: "by_channel_status_s",
             family: "<channel>#<status>#<n>",
-            pk: format!("{}#{}#{}", d.channel_id, d.status, channel_shard(&d.id)),
+            pk: channel_listing_key(&d.channel_id, d.status, channel_shard(&d.id)),
             sk: upd,
             projected: format!("{}|{:?}", d.tenant_id, d.last_error),
         });
@@ -82,7 +95,7 @@ fn delivery_entries(d: &Delivery, due_shards: u32) -> Vec<Entry> {
         SparseIndex::Due { due_ms } => v.push(Entry {
             index: "by_due",
             family: "due#<n>",
-            pk: format!("due#{}", due_shard_of(&d.id, due_shards)),
+            pk: due_partition(due_shard_of(&d.id, due_shards)),
             sk: due_key(due_ms),
             projected: format!("{:?}|{}", d.tier, d.channel_id),
         }),
@@ -99,7 +112,7 @@ fn delivery_entries(d: &Delivery, due_shards: u32) -> Vec<Entry> {
         v.push(Entry {
             index: "by_provider_message",
             family: "<channel>#<message>",
-            pk: format!("{}#{id}", d.channel_id),
+            pk: provider_key(&d.channel_id, id),
             sk: String::new(),
             projected: String::new(),
         });
@@ -154,15 +167,12 @@ pub fn delivery_write(
         .map(item_size)
         .unwrap_or(0)
         .max(after.map(item_size).unwrap_or(0));
-    let mut out = vec![Charge {
-        at: Partition {
-            table: "deliveries",
-            index: None,
-            family: "<delivery>",
-            key: row.id.to_string(),
-        },
-        units: write_units(size),
-    }];
+    let mut out = vec![item_write(
+        "deliveries",
+        "<delivery>",
+        row.id.to_string(),
+        size,
+    )];
     let entries = |d: Option<&Delivery>| d.map(|d| delivery_entries(d, due_shards));
     out.extend(entry_charges(
         "deliveries",
@@ -175,15 +185,12 @@ pub fn delivery_write(
 /// What inserting an activity costs: its row, and its entry in the conversation index.
 pub fn activity_insert(a: &Activity) -> Vec<Charge> {
     vec![
-        Charge {
-            at: Partition {
-                table: "activities",
-                index: None,
-                family: "act#<tenant>#<activity>",
-                key: format!("{}#{}", a.tenant_id, a.id),
-            },
-            units: write_units(item_size(a)),
-        },
+        item_write(
+            "activities",
+            "act#<tenant>#<activity>",
+            format!("{}#{}", a.tenant_id, a.id),
+            item_size(a),
+        ),
         Charge {
             at: Partition {
                 table: "activities",
@@ -204,12 +211,7 @@ pub fn item_write(
     bytes: usize,
 ) -> Charge {
     Charge {
-        at: Partition {
-            table,
-            index: None,
-            family,
-            key: key.into(),
-        },
+        at: Partition::of_table(table, family, key),
         units: write_units(bytes),
     }
 }
@@ -223,12 +225,7 @@ pub fn item_read(
     consistent: bool,
 ) -> Charge {
     Charge {
-        at: Partition {
-            table,
-            index: None,
-            family,
-            key: key.into(),
-        },
+        at: Partition::of_table(table, family, key),
         units: read_units(bytes, consistent),
     }
 }

@@ -256,6 +256,30 @@ pub fn due_shard_of(id: &DeliveryId, shards: u32) -> u32 {
     stable_hash(id.as_str()) % shards.max(1)
 }
 
+// The partition keys of the deliveries table's indexes: one definition for the DynamoDB
+// backend that writes them and the capacity model that charges them (`capacity`).
+
+/// The tenant listing's partition of a delivery in `status` in listing shard `shard`.
+pub fn tenant_listing_key(tenant: &TenantId, status: DeliveryStatus, shard: u32) -> String {
+    format!("{tenant}#{status}#{shard}")
+}
+
+/// The channel index's partition of a delivery in `status` (failed or paused) in channel
+/// shard `shard`.
+pub fn channel_listing_key(channel: &ChannelId, status: DeliveryStatus, shard: u32) -> String {
+    format!("{channel}#{status}#{shard}")
+}
+
+/// The due index's partition of shard `shard`.
+pub fn due_partition(shard: u32) -> String {
+    format!("due#{shard}")
+}
+
+/// The provider index's key of a delivery of `channel` known to its provider as `id`.
+pub fn provider_key(channel: &ChannelId, id: &str) -> String {
+    format!("{channel}#{id}")
+}
+
 /// Whether a delivery in `status` is in its channel's index: dead letters (replay) and parked
 /// deliveries (release) only, so a delivery on its way to `sent` never writes it.
 pub fn channel_indexed(status: DeliveryStatus) -> bool {

@@ -108,17 +108,6 @@ fn entry_id(item: &Item, what: &str) -> StoreResult<DeliveryId> {
     DeliveryId::parse(id).map_err(|e| StoreError::Corrupt(format!("{what} entry: {e}")))
 }
 
-/// The tenant listing index's partition of a delivery in `status` in listing shard `shard`.
-fn tenant_listing_key(tenant: &TenantId, status: DeliveryStatus, shard: u32) -> String {
-    format!("{tenant}#{status}#{shard}")
-}
-
-/// The channel index's partition of a delivery in `status` (failed or paused) in channel
-/// shard `shard`.
-fn channel_listing_key(channel: &ChannelId, status: DeliveryStatus, shard: u32) -> String {
-    format!("{channel}#{status}#{shard}")
-}
-
 /// The update expression of a transition to `status`: `set` and `remove` (comma-separated
 /// actions, either may be empty) with the listing indexes' attributes (the values
 /// [`index_keys`] gives): the tenant listing always, the channel index only while the
@@ -221,22 +210,12 @@ impl DynamoStore {
     }
 }
 
-/// The due index partition of `shard`.
-fn due_partition(shard: u32) -> String {
-    format!("due#{shard}")
-}
-
 /// The backlog index attributes of a delivery of `channel` due at `due_ms`.
 fn backlog_keys(channel: &ChannelId, due_ms: i64) -> [(&'static str, AttributeValue); 2] {
     [
         (":bl_pk", s(channel.as_str())),
         (":bl_sk", s(due_key(due_ms))),
     ]
-}
-
-/// The provider index key of a delivery of `channel` known to its provider as `id`.
-fn provider_key(channel: &ChannelId, id: &str) -> String {
-    format!("{channel}#{id}")
 }
 
 /// What a conditional update found.
