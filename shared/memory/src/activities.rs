@@ -90,15 +90,17 @@ impl MemStore {
         pick: fn(&LatencyModel) -> Duration,
     ) -> StoreResult<Created> {
         let shards = self.due_shards();
-        let mut charges = converger_ports::capacity::activity_insert(activity);
-        for d in deliveries {
-            charges.extend(delivery_write(None, Some(d), shards));
-        }
-        for c in &mut charges {
-            c.units *= factor;
-        }
         self.charged(pick, |s, meter| {
-            meter.write(&charges)?;
+            meter.write(|| {
+                let mut charges = converger_ports::capacity::activity_insert(activity);
+                for d in deliveries {
+                    charges.extend(delivery_write(None, Some(d), shards));
+                }
+                for c in &mut charges {
+                    c.units *= factor;
+                }
+                charges
+            })?;
             let key = (activity.tenant_id.clone(), activity.id.clone());
             if s.activities.contains_key(&key)
                 || deliveries.iter().any(|d| s.deliveries.contains_key(&d.id))

@@ -19,13 +19,15 @@ impl ChannelStore for MemStore {
             |m| m.get,
             |s, meter| {
                 let c = s.channels.get(id);
-                meter.read(&[converger_ports::capacity::item_read(
-                    "channels",
-                    "<channel>",
-                    id.to_string(),
-                    c.map_or(0, converger_ports::capacity::item_size),
-                    false,
-                )])?;
+                meter.read(|| {
+                    vec![item_read_of(
+                        "channels",
+                        "<channel>",
+                        id.to_string(),
+                        c,
+                        false,
+                    )]
+                })?;
                 Ok(c.cloned())
             },
         )

@@ -10,7 +10,7 @@ impl DeliveryStore for MemStore {
             |m| m.get,
             |s, meter| {
                 let row = s.deliveries.get(id);
-                meter.read(&[row_read(id, row, true)])?;
+                meter.read(|| vec![row_read(id, row, true)])?;
                 Ok(row
                     .filter(|d| !converger_ports::expired(d.expires_at, now))
                     .cloned())
@@ -43,7 +43,7 @@ impl DeliveryStore for MemStore {
                 let row = s.deliveries.get(id);
                 if let Some(refused) = Claim::refused(row, now_ms) {
                     // A failed condition costs the item's units all the same.
-                    meter.write(&delivery_write(row, row, shards))?;
+                    meter.write(|| delivery_write(row, row, shards))?;
                     return Ok(refused);
                 }
                 let Some(row) = row else {
@@ -52,7 +52,7 @@ impl DeliveryStore for MemStore {
                 let mut d = row.clone();
                 d.lease_token = Some(token.to_owned());
                 d.lease_until = Some(now_ms.saturating_add(lease_ms));
-                meter.write(&delivery_write(Some(row), Some(&d), shards))?;
+                meter.write(|| delivery_write(Some(row), Some(&d), shards))?;
                 s.deliveries.insert(id.clone(), d.clone());
                 Ok(Claim::Claimed(d))
             },
@@ -68,13 +68,13 @@ impl DeliveryStore for MemStore {
                     return Ok(false);
                 };
                 if row.lease_token.as_deref() != Some(token) {
-                    meter.write(&delivery_write(Some(row), Some(row), shards))?;
+                    meter.write(|| delivery_write(Some(row), Some(row), shards))?;
                     return Ok(false);
                 }
                 let mut after = row.clone();
                 after.lease_token = None;
                 after.lease_until = None;
-                meter.write(&delivery_write(Some(row), Some(&after), shards))?;
+                meter.write(|| delivery_write(Some(row), Some(&after), shards))?;
                 s.deliveries.insert(d.id.clone(), after);
                 Ok(true)
             },
@@ -94,7 +94,7 @@ impl DeliveryStore for MemStore {
                 if held {
                     after.lease_until = Some(until_ms);
                 }
-                meter.write(&delivery_write(Some(row), Some(&after), shards))?;
+                meter.write(|| delivery_write(Some(row), Some(&after), shards))?;
                 s.deliveries.insert(d.id.clone(), after);
                 Ok(held)
             },

@@ -22,13 +22,7 @@ fn flow_write(f: &Flow) -> converger_ports::capacity::Charge {
 
 /// The read of a channel's flow item (strongly consistent, as the DynamoDB backend's).
 fn flow_read(f: &Flow) -> converger_ports::capacity::Charge {
-    converger_ports::capacity::item_read(
-        "flow",
-        "<channel>",
-        f.channel_id.to_string(),
-        converger_ports::capacity::item_size(f),
-        true,
-    )
+    item_read_of("flow", "<channel>", f.channel_id.to_string(), Some(f), true)
 }
 
 fn set_status(row: &mut Delivery, status: DeliveryStatus, now: &str) {
@@ -48,7 +42,7 @@ impl FlowStore for MemStore {
                     .get(channel)
                     .cloned()
                     .unwrap_or_else(|| Flow::new(channel.clone()));
-                meter.read(&[flow_read(&f)])?;
+                meter.read(|| vec![flow_read(&f)])?;
                 Ok(f)
             },
         )
@@ -68,7 +62,7 @@ impl FlowStore for MemStore {
             |s, meter| {
                 let f = flow(s, channel);
                 // Charged whether its condition holds or not.
-                meter.write(&[flow_write(f)])?;
+                meter.write(|| vec![flow_write(f)])?;
                 if exclusive && f.holds(delivery) {
                     return Ok(SlotTake::Held(f.clone()));
                 }
@@ -93,7 +87,7 @@ impl FlowStore for MemStore {
                     return Ok(Flow::new(channel.clone()));
                 }
                 let f = flow(s, channel);
-                meter.write(&[flow_write(f)])?;
+                meter.write(|| vec![flow_write(f)])?;
                 if let Some(d) = &st.free {
                     f.slots.remove(d.as_str());
                     if let Some(next) = &st.pass_to {
@@ -217,16 +211,18 @@ impl FlowStore for MemStore {
         self.charged(
             |m| m.write,
             |s, meter| {
-                meter.write(&[converger_ports::capacity::item_write(
-                    "flow",
-                    if key.starts_with("api#") {
-                        "api#<key>"
-                    } else {
-                        "rate#<channel>"
-                    },
-                    key,
-                    64,
-                )])?;
+                meter.write(|| {
+                    vec![converger_ports::capacity::item_write(
+                        "flow",
+                        if key.starts_with("api#") {
+                            "api#<key>"
+                        } else {
+                            "rate#<channel>"
+                        },
+                        key,
+                        64,
+                    )]
+                })?;
                 let tat = s.rates.get(key).copied();
                 Ok(match limit.decide_n(tat, now_us, n) {
                     Ok(next) => {

@@ -18,12 +18,14 @@ impl HealthStore for MemStore {
         self.charged(
             |m| m.write,
             |s, meter| {
-                meter.write(&[converger_ports::capacity::item_write(
-                    "flow",
-                    "hc#<channel>#<time>",
-                    format!("hc#{channel}#{minute}"),
-                    96,
-                )])?;
+                meter.write(|| {
+                    vec![converger_ports::capacity::item_write(
+                        "flow",
+                        "hc#<channel>#<time>",
+                        format!("hc#{channel}#{minute}"),
+                        96,
+                    )]
+                })?;
                 let c = s
                     .counters
                     .entry((channel.clone(), minute))

@@ -337,7 +337,7 @@ fn leased(
         return Ok(false);
     };
     if row.lease_token.as_deref() != Some(token) {
-        meter.write(&delivery_write(Some(row), Some(row), due_shards))?;
+        meter.write(|| delivery_write(Some(row), Some(row), due_shards))?;
         // Lost, unless this attempt's own outcome was recorded already (a retried write).
         return Ok(row.settled_by.as_deref() == Some(token));
     }
@@ -348,16 +348,18 @@ fn leased(
     after.settled_by = Some(token.to_owned());
     after.unlisted = false;
     f(&mut after);
-    let mut charges = delivery_write(Some(row), Some(&after), due_shards);
-    for e in &log.spill {
-        charges.push(item_write(
-            "attempts",
-            "<delivery>",
-            d.id.to_string(),
-            item_size(e),
-        ));
-    }
-    meter.write(&charges)?;
+    meter.write(|| {
+        let mut charges = delivery_write(Some(row), Some(&after), due_shards);
+        for e in &log.spill {
+            charges.push(item_write(
+                "attempts",
+                "<delivery>",
+                d.id.to_string(),
+                item_size(e),
+            ));
+        }
+        charges
+    })?;
     for e in &log.spill {
         s.attempts.insert((d.id.to_string(), e.attempt), e.clone());
     }
@@ -371,32 +373,46 @@ fn row_read(
     row: Option<&Delivery>,
     consistent: bool,
 ) -> converger_ports::capacity::Charge {
-    converger_ports::capacity::item_read(
-        "deliveries",
-        "<delivery>",
-        id.to_string(),
-        row.map_or(0, converger_ports::capacity::item_size),
-        consistent,
-    )
+    item_read_of("deliveries", "<delivery>", id.to_string(), row, consistent)
 }
 
 /// Charges a request's units to the modelled partitions (nothing when none are modelled).
 struct Meter<'a>(Option<&'a Capacity>);
 
 impl Meter<'_> {
+    /// Charges the writes `charges` gives; they are worked out only when partitions are
+    /// modelled (a store without limits pays nothing for the model).
     fn write(
         &self,
-        charges: &[converger_ports::capacity::Charge],
+        charges: impl FnOnce() -> Vec<converger_ports::capacity::Charge>,
     ) -> Result<(), capacity::Throttled> {
-        self.0.map_or(Ok(()), |c| c.charge(charges, &[]))
+        self.0.map_or(Ok(()), |c| c.charge(&charges(), &[]))
     }
 
+    /// Charges the reads `charges` gives (as [`Meter::write`]).
     fn read(
         &self,
-        charges: &[converger_ports::capacity::Charge],
+        charges: impl FnOnce() -> Vec<converger_ports::capacity::Charge>,
     ) -> Result<(), capacity::Throttled> {
-        self.0.map_or(Ok(()), |c| c.charge(&[], charges))
+        self.0.map_or(Ok(()), |c| c.charge(&[], &charges()))
     }
+}
+
+/// The read of one item of a table, or of its key when there is none.
+fn item_read_of<T: serde::Serialize>(
+    table: &'static str,
+    family: &'static str,
+    key: String,
+    item: Option<&T>,
+    consistent: bool,
+) -> converger_ports::capacity::Charge {
+    converger_ports::capacity::item_read(
+        table,
+        family,
+        key,
+        item.map_or(0, |i| converger_ports::capacity::item_size(i)),
+        consistent,
+    )
 }
 
 /// The order a receive returns a queue's visible messages in (see [`MemQueue::receive`]).

@@ -22,13 +22,15 @@ impl TenantStore for MemStore {
             |m| m.get,
             |s, meter| {
                 let t = s.tenants.get(id);
-                meter.read(&[converger_ports::capacity::item_read(
-                    "tenants",
-                    "<tenant>",
-                    id.to_string(),
-                    t.map_or(0, converger_ports::capacity::item_size),
-                    false,
-                )])?;
+                meter.read(|| {
+                    vec![item_read_of(
+                        "tenants",
+                        "<tenant>",
+                        id.to_string(),
+                        t,
+                        false,
+                    )]
+                })?;
                 Ok(t.cloned())
             },
         )
