@@ -9,21 +9,7 @@ impl DeliveryStore for DynamoStore {
         Ok(d.filter(|d| !converger_ports::expired(d.expires_at, now_ms())))
     }
     async fn get_deliveries(&self, ids: &[DeliveryId]) -> StoreResult<Vec<Delivery>> {
-        let keys = ids
-            .iter()
-            .map(|id| HashMap::from([("id".to_owned(), s(id.as_str()))]))
-            .collect();
-        let now = now_ms();
-        let rows: Vec<Delivery> = self
-            .batch_get(&self.res.deliveries, keys, true)
-            .await?
-            .into_iter()
-            .map(from_item)
-            .collect::<StoreResult<_>>()?;
-        Ok(rows
-            .into_iter()
-            .filter(|d| !converger_ports::expired(d.expires_at, now))
-            .collect())
+        self.rows_by_id(ids, true).await
     }
     async fn claim(
         &self,
@@ -219,5 +205,31 @@ impl DynamoStore {
             // Claimable by the old row but refused by the condition: it changed in between.
             Conditional::Refused(old) => Ok(Claim::refused(old.as_ref(), now_ms)),
         }
+    }
+}
+
+impl DynamoStore {
+    /// Delivery rows by id (`BatchGetItem`, strongly consistent or not), those past their
+    /// retention left out.
+    pub(super) async fn rows_by_id(
+        &self,
+        ids: &[DeliveryId],
+        consistent: bool,
+    ) -> StoreResult<Vec<Delivery>> {
+        let keys = ids
+            .iter()
+            .map(|id| HashMap::from([("id".to_owned(), s(id.as_str()))]))
+            .collect();
+        let now = now_ms();
+        let rows: Vec<Delivery> = self
+            .batch_get(&self.res.deliveries, keys, consistent)
+            .await?
+            .into_iter()
+            .map(from_item)
+            .collect::<StoreResult<_>>()?;
+        Ok(rows
+            .into_iter()
+            .filter(|d| !converger_ports::expired(d.expires_at, now))
+            .collect())
     }
 }

@@ -82,21 +82,7 @@ impl DeliveryQueries for DynamoStore {
         let (ids, next) = merge_pages(pages, limit, q.newest_first);
         // The indexes hold keys (and what filters read); the rows themselves are read by key,
         // eventually consistent as the index itself is (half the read units).
-        let keys = ids
-            .iter()
-            .map(|id| HashMap::from([("id".to_owned(), s(id.as_str()))]))
-            .collect();
-        let now = now_ms();
-        let rows: Vec<Delivery> = self
-            .batch_get(&self.res.deliveries, keys, false)
-            .await?
-            .into_iter()
-            .map(from_item::<Delivery>)
-            .filter(|d| {
-                d.as_ref()
-                    .map_or(true, |d| !converger_ports::expired(d.expires_at, now))
-            })
-            .collect::<StoreResult<_>>()?;
+        let rows = self.rows_by_id(&ids, false).await?;
         let mut by_id: HashMap<DeliveryId, Delivery> = rows
             .into_iter()
             .filter(|d| d.tenant_id == q.tenant)
