@@ -27,7 +27,7 @@ use crate::cfn::function as fun;
 use crate::receiver::{Receiver, Reply};
 use crate::stack::invocations::{Invocations, Tally};
 use crate::stack::{Stack, StackOptions};
-use converger_core::{DeliveryId, DeliveryStatus, Tier};
+use converger_core::{DeliveryStatus, Tier};
 use converger_store::counter::{Counts, RequestCounter};
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Map, Value, json};
@@ -287,7 +287,7 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
             let id = channel.id.clone();
             async move {
                 let d = super::post_activity(http, url, key, &id, n).await?;
-                settle(store, &[d], done).await
+                super::settle(store, &[d], done, Duration::from_secs(120)).await
             }
         };
         for n in 0..*warm {
@@ -308,22 +308,6 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
         out.push((*name, m.take()));
     }
     Ok(out)
-}
-
-/// Waits until every delivery has `done`'s status and attempts.
-async fn settle<S: converger_ports::DeliveryStore + ?Sized>(
-    store: &S,
-    ids: &[DeliveryId],
-    done: (DeliveryStatus, u32),
-) -> Result<(), String> {
-    super::wait_rows(
-        store,
-        ids,
-        &format!("{done:?}"),
-        Duration::from_secs(120),
-        |d| d.status == done.0 && d.attempts == done.1,
-    )
-    .await
 }
 
 /// Whether Lambda writes its start and report lines for `function` (a system log level

@@ -275,10 +275,7 @@ impl Harness<'_> {
 
     /// Waits until every delivery has `done`'s status and attempts.
     async fn settle(&self, ids: &[DeliveryId], done: (DeliveryStatus, u32)) -> Result<(), String> {
-        super::wait_rows(&self.store, ids, &format!("{done:?}"), WAIT, |d| {
-            d.status == done.0 && d.attempts == done.1
-        })
-        .await
+        super::settle(&self.store, ids, done, WAIT).await
     }
 
     async fn wait_handed_off(&self, id: &DeliveryId) -> Result<(), String> {

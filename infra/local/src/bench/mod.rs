@@ -309,6 +309,19 @@ pub fn summary(mut ms: Vec<f64>) -> Value {
     })
 }
 
+/// Waits (at most `within`) until every delivery of `ids` has `done`'s status and attempts.
+pub async fn settle<S: converger_ports::DeliveryStore + ?Sized>(
+    store: &S,
+    ids: &[converger_core::DeliveryId],
+    done: (converger_core::DeliveryStatus, u32),
+    within: std::time::Duration,
+) -> Result<(), String> {
+    wait_rows(store, ids, &format!("{done:?}"), within, |d| {
+        d.status == done.0 && d.attempts == done.1
+    })
+    .await
+}
+
 /// Waits (at most `within`) until every delivery of `ids` is read back and satisfies `done`
 /// (`what` names it in the error, with the first rows' status and attempts).
 pub async fn wait_rows<S: converger_ports::DeliveryStore + ?Sized>(

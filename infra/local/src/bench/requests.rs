@@ -208,7 +208,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
     for case in &list {
         for n in 0..case.warm {
             let ids = post(&http, &url, &key, case, n, 1).await?;
-            settle(&store, &ids, (DeliveryStatus::Sent, 1)).await?;
+            super::settle(&store, &ids, (DeliveryStatus::Sent, 1), WAIT).await?;
         }
         // A healthy channel's window has grown to its cap: wait until the flow item shows it no
         // longer moving, and every function's cached view of it (`FLOW_CACHE_TTL_MS`, 1 s) has
@@ -238,7 +238,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         while n < case.warm + o.deliveries {
             let k = case.burst.min(case.warm + o.deliveries - n);
             let ids = post(&http, &url, &key, case, n, k).await?;
-            settle(&store, &ids, case.done).await?;
+            super::settle(&store, &ids, case.done, WAIT).await?;
             n += k;
         }
         // The work after the row is written (settle, events, the queue delete) finishes.
@@ -257,6 +257,9 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
     }
     Ok(Value::Object(out))
 }
+
+/// Longest wait for a case's deliveries to settle.
+const WAIT: Duration = Duration::from_secs(60);
 
 /// The event type of the `first_try_by_event_type` case; only its channel subscribes.
 const BENCH_EVENT: &str = "bench.created";
@@ -282,22 +285,6 @@ async fn post(
         }
     });
     futures::future::try_join_all(sends).await
-}
-
-/// Waits until every delivery has `done`'s status and attempts.
-async fn settle(
-    store: &DynamoStore,
-    ids: &[DeliveryId],
-    done: (DeliveryStatus, u32),
-) -> Result<(), String> {
-    super::wait_rows(
-        store,
-        ids,
-        &format!("{done:?}"),
-        Duration::from_secs(60),
-        |d| d.status == done.0 && d.attempts == done.1,
-    )
-    .await
 }
 
 /// One case's counts divided by its deliveries, with the billed total and the cost.
