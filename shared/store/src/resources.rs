@@ -97,15 +97,26 @@ pub const EMAIL_CONFIGURATION_SET_ENV: &str = "EMAIL_CONFIGURATION_SET";
 /// `source` of every platform event.
 pub const EVENT_SOURCE: &str = "converger";
 
-/// A resource name the environment does not give, or a layout setting it gives wrong; `.0`
-/// names the variable.
+/// What the environment gives wrong: a resource name it does not give, or a layout setting
+/// that does not parse.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{0} is not set or not valid: the template passes every resource name to the functions{1}")]
-pub struct MissingName(pub &'static str, pub String);
+pub enum ResourceError {
+    #[error("{0} is not set: the template passes every resource name to the functions")]
+    Missing(&'static str),
+    #[error("{var} = `{value}`: {rule}")]
+    Invalid {
+        var: &'static str,
+        value: String,
+        rule: String,
+    },
+}
 
-impl MissingName {
-    fn missing(var: &'static str) -> Self {
-        Self(var, String::new())
+impl ResourceError {
+    /// The environment variable at fault.
+    pub fn var(&self) -> &'static str {
+        match self {
+            Self::Missing(v) | Self::Invalid { var: v, .. } => v,
+        }
     }
 }
 
@@ -139,11 +150,11 @@ pub struct Resources {
 impl Resources {
     /// Names from `var` (a function's environment as deployed): every table, queue and the
     /// bus must be there.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, MissingName> {
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ResourceError> {
         let need = |k: &'static str| {
             var(k)
                 .filter(|v| !v.is_empty())
-                .ok_or(MissingName::missing(k))
+                .ok_or(ResourceError::Missing(k))
         };
         let due_shards = match var(DUE_SHARDS_ENV).filter(|v| !v.trim().is_empty()) {
             None => DUE_SHARDS,
@@ -152,14 +163,13 @@ impl Resources {
                 .parse::<u32>()
                 .ok()
                 .filter(|n| (1..=converger_ports::MAX_DUE_SHARDS).contains(n))
-                .ok_or_else(|| {
-                    MissingName(
-                        DUE_SHARDS_ENV,
-                        format!(
-                            " (`{v}` is not a shard count from 1 to {})",
-                            converger_ports::MAX_DUE_SHARDS
-                        ),
-                    )
+                .ok_or_else(|| ResourceError::Invalid {
+                    var: DUE_SHARDS_ENV,
+                    value: v.clone(),
+                    rule: format!(
+                        "a shard count from 1 to {}",
+                        converger_ports::MAX_DUE_SHARDS
+                    ),
                 })?,
         };
         let mut queue_urls = std::collections::HashMap::new();
@@ -190,16 +200,16 @@ impl Resources {
     }
 
     /// Names from this process's environment (a Lambda function's, set by the template).
-    pub fn from_env() -> Result<Self, MissingName> {
+    pub fn from_env() -> Result<Self, ResourceError> {
         Self::from_vars(|k| std::env::var(k).ok())
     }
 
     /// A queue's URL.
-    pub fn queue_url(&self, def: &QueueDef) -> Result<&str, MissingName> {
+    pub fn queue_url(&self, def: &QueueDef) -> Result<&str, ResourceError> {
         self.queue_urls
             .get(def.name)
             .map(String::as_str)
-            .ok_or(MissingName::missing(def.env))
+            .ok_or(ResourceError::Missing(def.env))
     }
 }
 
@@ -238,7 +248,7 @@ mod tests {
             let mut env = full();
             env.remove(key);
             let err = Resources::from_vars(|k| env.get(k).cloned()).unwrap_err();
-            assert_eq!(err.0, key.as_str());
+            assert_eq!(err.var(), key.as_str());
         }
     }
 
@@ -253,7 +263,7 @@ mod tests {
         for bad in ["0", "-1", "many", "100000"] {
             env.insert(DUE_SHARDS_ENV.into(), bad.into());
             let err = Resources::from_vars(|k| env.get(k).cloned()).unwrap_err();
-            assert_eq!(err.0, DUE_SHARDS_ENV);
+            assert_eq!(err.var(), DUE_SHARDS_ENV);
             assert!(err.to_string().contains(bad), "{err}");
         }
     }
