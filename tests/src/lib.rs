@@ -140,6 +140,28 @@ impl TestStack {
         )
     }
 
+    /// A `GET` of the admin API.
+    pub async fn admin_get(&self, path: &str) -> Answer {
+        self.raw(
+            "GET",
+            format!("{}{path}", self.stack.admin_url),
+            Some(&self.stack.admin_token),
+            None,
+        )
+        .await
+    }
+
+    /// An operator's change to a tenant (`PATCH /admin/api/tenants/<id>`).
+    pub async fn patch_tenant(&self, tenant: &str, body: Value) -> Answer {
+        self.raw(
+            "PATCH",
+            format!("{}/admin/api/tenants/{tenant}", self.stack.admin_url),
+            Some(&self.stack.admin_token),
+            Some(body.to_string()),
+        )
+        .await
+    }
+
     /// A webhook channel to `url` with an optional retry policy; returns the created body.
     pub async fn webhook(&self, key: &str, url: &str, policy: Value) -> Value {
         let a = self

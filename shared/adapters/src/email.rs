@@ -1,6 +1,6 @@
 //! Email channels (`email`): the message built by `converger_core::email` from the activity,
 //! handed to the platform's mail service (Amazon SES v2). `config`: `from` (a verified SES
-//! identity), and the defaults `to`, `reply_to` and `subject`.
+//! identity the tenant holds), and the defaults `to`, `reply_to` and `subject`.
 
 use crate::{Accepted, Adapter, Delivered, Envelope, Target};
 use async_trait::async_trait;
@@ -33,9 +33,12 @@ impl Adapter for EmailAdapter {
             (CHANNEL_TAG.to_owned(), target.channel_id.to_owned()),
             (DELIVERY_TAG.to_owned(), env.delivery_id.to_owned()),
         ];
-        let id = tokio::time::timeout(target.timeout, env.services.send_email(&message))
-            .await
-            .map_err(|_| DeliveryError::timeout(target.timeout.as_millis(), "email"))??;
+        let id = tokio::time::timeout(
+            target.timeout,
+            env.services.send_email(env.tenant_id, &message),
+        )
+        .await
+        .map_err(|_| DeliveryError::timeout(target.timeout.as_millis(), "email"))??;
         Ok(Delivered::Sent(Accepted {
             provider_message_id: Some(id),
             status_code: None,

@@ -67,9 +67,11 @@ pub trait Services: Send + Sync {
     async fn connections(&self, channel_id: &str) -> Result<Vec<String>, DeliveryError>;
     /// Pushes one frame to one connection.
     async fn push(&self, connection_id: &str, frame: &[u8]) -> Result<Push, DeliveryError>;
-    /// Hands one message to the mail service; its message id.
+    /// Hands one message of a tenant to the mail service; its message id. Refused for good
+    /// unless the sender is one of the tenant's identities.
     async fn send_email(
         &self,
+        tenant_id: &str,
         email: &converger_core::email::Email,
     ) -> Result<String, DeliveryError>;
 }

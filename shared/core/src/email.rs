@@ -101,6 +101,67 @@ fn addresses(v: &Value, what: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// Most sender identities one tenant may hold.
+pub const MAX_SENDER_IDENTITIES: usize = 20;
+
+/// Whether `d` reads as a domain name: labels of letters, digits and hyphens (not at either
+/// end), at least two of them, at most 253 characters.
+fn is_domain(d: &str) -> bool {
+    let labels: Vec<&str> = d.split('.').collect();
+    d.len() <= 253
+        && labels.len() >= 2
+        && labels.iter().all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
+/// Checks the SES identities an operator gives a tenant (each an address, `news@acme.com`,
+/// or a domain, `acme.com`), lower-cased, duplicates dropped, in the order given.
+pub fn sender_identities(list: &[String]) -> Result<Vec<String>, String> {
+    if list.len() > MAX_SENDER_IDENTITIES {
+        return Err(format!(
+            "at most {MAX_SENDER_IDENTITIES} sender identities, not {}",
+            list.len()
+        ));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for raw in list {
+        let id = raw.trim().to_ascii_lowercase();
+        if !(is_address(&id) || is_domain(&id)) {
+            return Err(format!(
+                "`{raw}` is neither an email address nor a domain name"
+            ));
+        }
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a tenant holding `identities` may send as `from`: the address itself is one of
+/// them, or its domain is (exactly: a subdomain is an identity of its own, so a tenant given
+/// `mail.acme.com` cannot send as `acme.com`, nor one given `acme.com` as `x.acme.com`).
+/// Case does not matter. No identities, no sending.
+pub fn sender_allowed(from: &str, identities: &[String]) -> bool {
+    let from = from.trim().to_ascii_lowercase();
+    let Some((_, domain)) = from.rsplit_once('@') else {
+        return false;
+    };
+    identities
+        .iter()
+        .any(|i| i.eq_ignore_ascii_case(&from) || i.eq_ignore_ascii_case(domain))
+}
+
+/// Why a sender is refused, for the channel's writer and the attempt log.
+pub fn sender_refused(from: &str) -> String {
+    format!("`from` {from} is not one of the tenant's sender identities (an operator grants them)")
+}
+
 /// A channel's email settings: `from` (required), `to`, `reply_to` and `subject` (defaults).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -289,6 +350,46 @@ mod tests {
 
     fn settings_of(v: Value) -> Result<Settings, String> {
         settings(v.as_object().unwrap())
+    }
+
+    #[test]
+    fn sender_identities_are_addresses_or_domains() {
+        let ids =
+            |v: &[&str]| sender_identities(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            ids(&["Acme.com", " news@Other.org ", "acme.com"]).unwrap(),
+            ["acme.com", "news@other.org"]
+        );
+        for bad in [
+            "acme",
+            "-acme.com",
+            "acme..com",
+            "a b.com",
+            "@acme.com",
+            "acme.com.",
+        ] {
+            assert!(ids(&[bad]).is_err(), "{bad}");
+        }
+        let many: Vec<String> = (0..=MAX_SENDER_IDENTITIES)
+            .map(|i| format!("d{i}.com"))
+            .collect();
+        assert!(sender_identities(&many).is_err());
+    }
+
+    #[test]
+    fn a_sender_is_allowed_by_its_address_or_its_exact_domain() {
+        let ids = vec!["acme.com".to_string(), "news@other.org".to_string()];
+        assert!(sender_allowed("alerts@acme.com", &ids));
+        assert!(sender_allowed("Alerts@ACME.com", &ids));
+        assert!(sender_allowed("news@other.org", &ids));
+        assert!(!sender_allowed("billing@other.org", &ids));
+        assert!(!sender_allowed("x@mail.acme.com", &ids));
+        assert!(!sender_allowed("x@acme.com.evil.example", &ids));
+        assert!(!sender_allowed("x@notacme.com", &ids));
+        assert!(!sender_allowed("alerts@acme.com", &[]));
+        let sub = vec!["mail.acme.com".to_string()];
+        assert!(!sender_allowed("x@acme.com", &sub));
+        assert!(sender_allowed("x@mail.acme.com", &sub));
     }
 
     #[test]

@@ -146,17 +146,39 @@ pub struct Session {
     pub nonce: String,
 }
 
-/// Failed sign-ins that lock an account: this many within [`SIGN_IN_WINDOW_S`] lock it for
-/// [`SIGN_IN_LOCK_S`], during which even the right password is refused (with the same words as
-/// a wrong one, so that the lock tells a guesser nothing).
+/// Sign-in attempts are counted before the password is checked, so that guesses sent in
+/// parallel count one each. Per account and source address: this many within
+/// [`SIGN_IN_WINDOW_S`] lock that account *from that address* for [`SIGN_IN_LOCK_S`], during
+/// which even the right password is refused (with the same words as a wrong one, so that the
+/// lock tells a guesser nothing). A lock keyed by address means a guesser elsewhere cannot keep
+/// an operator out. A success clears the account's count from that address.
 pub const SIGN_IN_MAX_FAILURES: u32 = 5;
+/// Attempts one source address may make within [`SIGN_IN_WINDOW_S`], at every account
+/// together (successes included), before its attempts are refused for [`SIGN_IN_LOCK_S`].
+pub const SIGN_IN_SOURCE_MAX: u32 = 50;
 pub const SIGN_IN_WINDOW_S: i64 = 900;
 pub const SIGN_IN_LOCK_S: i64 = 900;
 
-/// A user's recent failed sign-ins.
+/// The source a sign-in is counted against: an IPv4 address itself, an IPv6 address by its
+/// /64 (one host holds a whole /64, so counting single addresses would count nothing), an
+/// IPv4-mapped IPv6 address as the IPv4 one. `None` (no address known) counts as one source.
+pub fn sign_in_source(ip: Option<std::net::IpAddr>) -> String {
+    use std::net::IpAddr;
+    match ip.map(|ip| ip.to_canonical()) {
+        Some(IpAddr::V4(v4)) => v4.to_string(),
+        Some(IpAddr::V6(v6)) => {
+            let s = v6.segments();
+            let net = std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0);
+            format!("{net}/64")
+        }
+        None => "unknown".to_owned(),
+    }
+}
+
+/// The sign-in attempts counted under one key (an account from one source, or one source).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignInState {
-    /// Failures counted since `since`.
+    /// Attempts counted since `since`.
     pub failures: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<i64>,
@@ -174,14 +196,14 @@ impl SignInState {
         self.locked_until.is_some_and(|u| u > now_s)
     }
 
-    /// The state after a failed sign-in at `now_s`: counted in the current window (a new one
-    /// when the last began more than [`SIGN_IN_WINDOW_S`] ago), locking at the limit.
-    pub fn after_failure(self, now_s: i64) -> Self {
+    /// The state after one more attempt at `now_s`: counted in the current window (a new one
+    /// when the last began more than [`SIGN_IN_WINDOW_S`] ago), locking at `limit`.
+    pub fn after_failure(self, now_s: i64, limit: u32) -> Self {
         let (failures, since) = match self.since {
             Some(s) if now_s - s < SIGN_IN_WINDOW_S => (self.failures.saturating_add(1), s),
             _ => (1, now_s),
         };
-        if failures >= SIGN_IN_MAX_FAILURES {
+        if failures >= limit {
             Self {
                 failures: 0,
                 since: None,
@@ -194,6 +216,22 @@ impl SignInState {
                 locked_until: self.locked_until.filter(|u| *u > now_s),
             }
         }
+    }
+
+    /// An attempt at `now_s`, before its password is checked: `None` if it is refused (the
+    /// key is locked), else the state that counts it. The attempt that reaches `limit` is
+    /// still checked (and a success clears the lock it set); the next is refused.
+    pub fn admit(self, now_s: i64, limit: u32) -> Option<Self> {
+        (!self.locked(now_s)).then(|| self.after_failure(now_s, limit))
+    }
+
+    /// When the state means nothing any more (its window and its lock are over): the time to
+    /// let storage forget it.
+    pub fn expires_s(&self, now_s: i64) -> i64 {
+        let window_end = self.since.map_or(now_s, |s| s + SIGN_IN_WINDOW_S);
+        window_end
+            .max(self.locked_until.unwrap_or(now_s))
+            .max(now_s)
     }
 }
 
@@ -334,22 +372,65 @@ mod tests {
     #[test]
     fn five_failures_within_the_window_lock_sign_in_for_a_while() {
         let t0 = 1_000_000;
+        let max = SIGN_IN_MAX_FAILURES;
         let mut s = SignInState::default();
-        for n in 1..SIGN_IN_MAX_FAILURES {
-            s = s.after_failure(t0 + i64::from(n));
+        for n in 1..max {
+            s = s.after_failure(t0 + i64::from(n), max);
             assert!(!s.locked(t0 + i64::from(n)), "{n} failures");
         }
-        s = s.after_failure(t0 + 10);
+        s = s.after_failure(t0 + 10, max);
         assert!(s.locked(t0 + 10));
         assert!(s.locked(t0 + 10 + SIGN_IN_LOCK_S - 1));
         assert!(!s.locked(t0 + 10 + SIGN_IN_LOCK_S));
+        assert_eq!(s.expires_s(t0 + 10), t0 + 10 + SIGN_IN_LOCK_S);
         // Failures spread wider than the window never lock.
         let mut s = SignInState::default();
         for n in 0..20 {
-            s = s.after_failure(t0 + n * SIGN_IN_WINDOW_S / 2);
+            s = s.after_failure(t0 + n * SIGN_IN_WINDOW_S / 2, max);
             assert!(!s.locked(t0 + n * SIGN_IN_WINDOW_S / 2), "{n}");
         }
         assert!(SignInState::default().is_clear());
+    }
+
+    #[test]
+    fn attempts_are_admitted_up_to_the_limit_then_refused_until_the_lock_ends() {
+        let t0 = 1_000_000;
+        let mut s = SignInState::default();
+        for n in 1..=3 {
+            s = s
+                .admit(t0, 3)
+                .unwrap_or_else(|| panic!("attempt {n} is checked"));
+        }
+        assert!(s.locked(t0), "the third reached the limit");
+        assert_eq!(s.admit(t0 + 1, 3), None, "the fourth is refused");
+        assert_eq!(s.admit(t0 + SIGN_IN_LOCK_S - 1, 3), None);
+        let after = s.admit(t0 + SIGN_IN_LOCK_S, 3).unwrap();
+        assert_eq!(
+            (after.failures, after.locked_until),
+            (1, None),
+            "a fresh count"
+        );
+        assert_eq!(
+            after.expires_s(t0 + SIGN_IN_LOCK_S),
+            t0 + SIGN_IN_LOCK_S + SIGN_IN_WINDOW_S
+        );
+    }
+
+    #[test]
+    fn sign_ins_are_counted_by_ipv4_address_and_ipv6_64() {
+        let ip = |s: &str| Some(s.parse().unwrap());
+        assert_eq!(sign_in_source(ip("203.0.113.9")), "203.0.113.9");
+        assert_eq!(sign_in_source(ip("::ffff:203.0.113.9")), "203.0.113.9");
+        assert_eq!(
+            sign_in_source(ip("2001:db8:1:2:aaaa::1")),
+            sign_in_source(ip("2001:db8:1:2:bbbb::2"))
+        );
+        assert_eq!(sign_in_source(ip("2001:db8:1:2::1")), "2001:db8:1:2::/64");
+        assert_ne!(
+            sign_in_source(ip("2001:db8:1:2::1")),
+            sign_in_source(ip("2001:db8:1:3::1"))
+        );
+        assert_eq!(sign_in_source(None), "unknown");
     }
     use serde_json::json;
 

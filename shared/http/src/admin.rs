@@ -11,7 +11,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use converger_core::secret::constant_time_eq;
 use converger_core::{TenantId, Tier};
-use converger_pipeline::tenants::TenantError;
+use converger_pipeline::tenants::{TenantChange, TenantError};
 use serde::Deserialize;
 
 pub fn router(state: AppState) -> Router {
@@ -125,6 +125,7 @@ fn tenant_error(e: TenantError) -> ApiError {
         TenantError::InvalidAlertUrl(m) => ApiError::invalid("invalid_alert_webhook_url", m),
         TenantError::InvalidRateLimit(m) => ApiError::invalid("invalid_api_rate_limit", m),
         TenantError::InvalidShards(m) => ApiError::invalid("invalid_delivery_shards", m),
+        TenantError::InvalidSenders(m) => ApiError::invalid("invalid_email_senders", m),
         TenantError::Store(e) => e.into(),
     }
 }
@@ -215,6 +216,10 @@ pub(crate) struct PatchTenant {
     /// How many partitions its delivery listings are spread over from now on (1 to 256; only
     /// grows). Each takes a few hundred deliveries a second (see docs/scaling.md).
     delivery_shards: Option<u32>,
+    /// The SES identities (addresses like `news@acme.com`, domains like `acme.com`) the
+    /// tenant's email channels may send from, replacing those it has (`[]` removes them; at
+    /// most 20). A domain covers its addresses, not its subdomains.
+    email_senders: Option<Vec<String>>,
 }
 
 /// Sets a tenant's tier (its new deliveries go to that tier's queue; the API's cached view of
@@ -247,9 +252,12 @@ pub(crate) async fn patch_tenant(
         .pipeline
         .update_tenant(
             &id,
-            tier,
-            req.alert_webhook_url.as_ref().map(Option::as_deref),
-            req.api_rate_limit.as_ref().map(Option::as_deref),
+            TenantChange {
+                tier,
+                alert_webhook_url: req.alert_webhook_url.as_ref().map(Option::as_deref),
+                api_rate_limit: req.api_rate_limit.as_ref().map(Option::as_deref),
+                email_senders: req.email_senders.as_deref(),
+            },
         )
         .await
         .map_err(tenant_error)?

@@ -25,6 +25,8 @@ pub struct TenantView {
     /// How many partitions its delivery listings are spread over (the tier's default unless
     /// an operator raised it; see docs/scaling.md).
     pub delivery_shards: u32,
+    /// The SES identities its email channels may send from (set by an operator).
+    pub email_senders: Vec<String>,
 }
 
 /// `defaults`: each tier's API rate limit (the tenant's unless overridden).
@@ -39,6 +41,7 @@ pub fn tenant(t: &Tenant, defaults: &converger_core::api_limit::Defaults) -> Ten
         api_rate_limit: t.api_limit(defaults).to_string(),
         api_rate_limit_overridden: t.api_rate_limit.is_some(),
         delivery_shards: t.delivery_shards(),
+        email_senders: t.email_senders.clone(),
     }
 }
 

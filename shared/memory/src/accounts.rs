@@ -1,7 +1,7 @@
 //! The in-process backend of [`AccountStore`].
 
 use super::*;
-use converger_core::web::Realm;
+use converger_core::web::{Realm, SignInState};
 
 #[async_trait]
 impl AccountStore for MemStore {
@@ -35,14 +35,40 @@ impl AccountStore for MemStore {
         self.with_user(realm, email, |u| u.sessions_after = Some(at_s))
     }
 
-    async fn set_sign_in(
+    async fn sign_in_count(&self, key: &str) -> StoreResult<(SignInState, u64)> {
+        wait(&self.latency, |m| m.get).await;
+        let now_s = converger_core::time::now_ms() / 1000;
+        self.with(|s| match s.sign_in_counts.get(key) {
+            // Expired: forgotten, as DynamoDB's TTL would (eventually) forget it.
+            Some((state, rev, expires)) if *expires >= now_s => (*state, *rev),
+            Some((_, rev, _)) => (SignInState::default(), *rev),
+            None => (SignInState::default(), 0),
+        })
+    }
+
+    async fn put_sign_in_count(
         &self,
-        realm: Realm,
-        email: &str,
-        state: &converger_core::web::SignInState,
+        key: &str,
+        rev: u64,
+        state: &SignInState,
+        expires_s: i64,
     ) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
-        self.with_user(realm, email, |u| u.sign_in = *state)
+        self.with(|s| {
+            let current = s.sign_in_counts.get(key).map_or(0, |c| c.1);
+            if current != rev {
+                return false;
+            }
+            s.sign_in_counts
+                .insert(key.to_owned(), (*state, rev + 1, expires_s));
+            true
+        })
+    }
+
+    async fn clear_sign_in_count(&self, key: &str) -> StoreResult<()> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| s.sign_in_counts.remove(key))?;
+        Ok(())
     }
 
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {

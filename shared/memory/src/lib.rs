@@ -59,6 +59,8 @@ struct State {
     providers: HashMap<(ChannelId, String), DeliveryId>,
     connections: HashMap<String, converger_ports::Connection>,
     users: HashMap<String, converger_ports::User>,
+    /// Sign-in counts by key: the count, its revision, when it expires (seconds).
+    sign_in_counts: HashMap<String, (converger_core::web::SignInState, u64, i64)>,
     /// Each tenant's current API key hash.
     tenant_keys: HashMap<TenantId, String>,
     /// Idempotency keys, by tenant and key.

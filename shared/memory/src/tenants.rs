@@ -85,4 +85,18 @@ impl TenantStore for MemStore {
             })
         })
     }
+
+    async fn set_tenant_email_senders(
+        &self,
+        id: &TenantId,
+        senders: &[String],
+    ) -> StoreResult<Option<Tenant>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            s.tenants.get_mut(id).map(|t| {
+                t.email_senders = senders.to_vec();
+                t.clone()
+            })
+        })
+    }
 }

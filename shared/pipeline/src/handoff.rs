@@ -74,8 +74,26 @@ impl Services for Pipeline {
 
     async fn send_email(
         &self,
+        tenant_id: &str,
         email: &converger_core::email::Email,
     ) -> Result<String, DeliveryError> {
+        // Checked again here, at the one place mail leaves: the channel may have been written
+        // before an operator took the identity away, or by a path that skipped the API.
+        let tenant_id = converger_core::TenantId::parse(tenant_id)
+            .map_err(|e| DeliveryError::permanent(e.to_string()))?;
+        let senders = self
+            .store
+            .get_tenant(&tenant_id)
+            .await
+            .map_err(store_error)?
+            .map(|t| t.email_senders)
+            .unwrap_or_default();
+        if !converger_core::email::sender_allowed(&email.from, &senders) {
+            return Err(DeliveryError::permanent(format!(
+                "email: {}",
+                converger_core::email::sender_refused(&email.from)
+            )));
+        }
         self.mailer.send(email).await.map_err(|e| DeliveryError {
             reason: e.reason,
             status: e.status,

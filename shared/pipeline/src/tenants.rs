@@ -15,8 +15,24 @@ pub enum TenantError {
     InvalidRateLimit(String),
     #[error("{0}")]
     InvalidShards(String),
+    #[error("{0}")]
+    InvalidSenders(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// What an operator changes about a tenant: each `Some` field is set (`Some(None)` removes an
+/// optional one; an empty sender list removes the senders).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TenantChange<'a> {
+    /// Its new deliveries go to that tier's queue.
+    pub tier: Option<Tier>,
+    /// The alert webhook URL (a managed webhook channel receives the tenant's channel events).
+    pub alert_webhook_url: Option<Option<&'a str>>,
+    /// The API rate limit override (`"<n>/s"`, per API key).
+    pub api_rate_limit: Option<Option<&'a str>>,
+    /// The SES identities its email channels may send from.
+    pub email_senders: Option<&'a [String]>,
 }
 
 impl From<crate::health::AlertError> for TenantError {
@@ -49,6 +65,7 @@ impl Pipeline {
             // rows in the other shards would drop out of its listings); only an operator
             // grows it.
             delivery_shards: Some(converger_ports::default_delivery_shards(tier)),
+            email_senders: Vec::new(),
         };
         let key = new_api_key();
         self.store
@@ -57,35 +74,45 @@ impl Pipeline {
         Ok((tenant, key))
     }
 
-    /// Sets a tenant's tier (its new deliveries go to that tier's queue) and its alert
-    /// webhook URL (`Some(None)` removes it); `None` if there is no such tenant.
+    /// Applies an operator's changes to a tenant, each field that is `Some`; `None` if there
+    /// is no such tenant.
     pub async fn update_tenant(
         &self,
         id: &TenantId,
-        tier: Option<Tier>,
-        alert_webhook_url: Option<Option<&str>>,
-        api_rate_limit: Option<Option<&str>>,
+        change: TenantChange<'_>,
     ) -> Result<Option<Tenant>, TenantError> {
         let Some(mut t) = self.store.get_tenant(id).await? else {
             return Ok(None);
         };
-        if let Some(tier) = tier {
+        // Everything is checked before anything is written.
+        if let Some(Some(l)) = change.api_rate_limit {
+            l.parse::<converger_core::RateLimit>()
+                .map_err(TenantError::InvalidRateLimit)?;
+        }
+        let senders = change
+            .email_senders
+            .map(converger_core::email::sender_identities)
+            .transpose()
+            .map_err(TenantError::InvalidSenders)?;
+        if let Some(tier) = change.tier {
             match self.store.set_tenant_tier(id, tier).await? {
                 Some(updated) => t = updated,
                 None => return Ok(None),
             }
         }
-        if let Some(limit) = api_rate_limit {
-            if let Some(l) = limit {
-                l.parse::<converger_core::RateLimit>()
-                    .map_err(TenantError::InvalidRateLimit)?;
-            }
+        if let Some(limit) = change.api_rate_limit {
             match self.store.set_tenant_api_rate_limit(id, limit).await? {
                 Some(updated) => t = updated,
                 None => return Ok(None),
             }
         }
-        if let Some(url) = alert_webhook_url {
+        if let Some(senders) = senders {
+            match self.store.set_tenant_email_senders(id, &senders).await? {
+                Some(updated) => t = updated,
+                None => return Ok(None),
+            }
+        }
+        if let Some(url) = change.alert_webhook_url {
             t = self.set_alert_webhook(&t, url).await?;
         }
         Ok(Some(t))

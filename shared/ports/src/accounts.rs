@@ -1,6 +1,6 @@
 //! People and keys: the web pages' users (operators and tenant users), listing tenants, and
 //! rotating a tenant's API key. Users live in the tenants table (`pk = user#<realm>#<email>`),
-//! beside the tenants and their key items.
+//! beside the tenants, their key items and the sign-in counts (`pk = signin#...`, expiring).
 
 use crate::error::StoreResult;
 use crate::model::{Channel, Tenant};
@@ -25,9 +25,22 @@ pub struct User {
     /// user signs out (every session of the user ends) or the password changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions_after: Option<i64>,
-    /// Recent failed sign-ins, and a lock after too many (`core::web::SignInState`).
-    #[serde(default, skip_serializing_if = "SignInState::is_clear")]
-    pub sign_in: SignInState,
+}
+
+/// The item key of the sign-in count of an account from one source
+/// (`core::web::sign_in_source`): kept for any email asked about, known or not, so that a
+/// failure costs the same for both.
+pub fn sign_in_account_key(realm: Realm, email: &str, source: &str) -> String {
+    format!(
+        "signin#{}#{}#{source}",
+        realm.as_str(),
+        email.to_ascii_lowercase()
+    )
+}
+
+/// The item key of the sign-in count of one source, at every account together.
+pub fn sign_in_source_key(source: &str) -> String {
+    format!("signin-source#{source}")
 }
 
 /// Most tenants, or channels of one tenant, a list returns.
@@ -49,14 +62,20 @@ pub trait AccountStore: Send + Sync + 'static {
     /// Ends every session of a user issued before `at_s` (seconds); `false` if there is no
     /// such user.
     async fn end_sessions(&self, realm: Realm, email: &str, at_s: i64) -> StoreResult<bool>;
-    /// Records a user's failed sign-ins (or clears them after a success); `false` if there is
-    /// no such user.
-    async fn set_sign_in(
+    /// The sign-in count under `key` (`sign_in_account_key`, `sign_in_source_key`), read
+    /// strongly consistent, with its revision (0 when there is none).
+    async fn sign_in_count(&self, key: &str) -> StoreResult<(SignInState, u64)>;
+    /// Writes the count under `key` if its revision is still `rev` (so that parallel attempts
+    /// count one each), to be forgotten after `expires_s`; `false` if another write came first.
+    async fn put_sign_in_count(
         &self,
-        realm: Realm,
-        email: &str,
+        key: &str,
+        rev: u64,
         state: &SignInState,
+        expires_s: i64,
     ) -> StoreResult<bool>;
+    /// Forgets the count under `key` (a success clears its account's count from its source).
+    async fn clear_sign_in_count(&self, key: &str) -> StoreResult<()>;
     /// Every tenant (at most 1,000), by name.
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>>;
     /// Replaces a tenant's API key: the new key works at once and the old one stops within a

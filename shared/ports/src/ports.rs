@@ -64,6 +64,13 @@ pub trait TenantStore: Send + Sync + 'static {
         id: &TenantId,
         limit: Option<&str>,
     ) -> StoreResult<Option<Tenant>>;
+    /// Sets a tenant's email sender identities (an empty list removes them); `None` if the
+    /// tenant does not exist.
+    async fn set_tenant_email_senders(
+        &self,
+        id: &TenantId,
+        senders: &[String],
+    ) -> StoreResult<Option<Tenant>>;
     /// Sets a tenant's listing shards to `n` unless it has more already (they only grow: a
     /// listing reads every shard a delivery may be in); `None` if the tenant does not exist.
     async fn grow_tenant_delivery_shards(

@@ -1,5 +1,6 @@
 //! Email channels: sent through SES v2 on the emulator (the SES message id stored, an
-//! unverified sender refused for good), SES's events through the `email-events` function's
+//! unverified sender refused for good), only as the tenant's own sender identities (refused
+//! when the channel is written and again at send), SES's events through the `email-events` function's
 //! handler (a bounce fails a sent delivery, a delivery delivers one, both forward only), and
 //! every classified `SendEmail` error against a local fake of SES's REST answers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,6 +12,8 @@ use converger_tests::TestStack;
 use serde_json::{Value, json};
 
 const FROM: &str = "alerts@converger-tests.example";
+/// The identity an operator grants the tests' tenants: `FROM`'s domain.
+const DOMAIN: &str = "converger-tests.example";
 
 /// What SES publishes to EventBridge for one of its messages.
 fn ses_event(kind: &str, d: &Value, extra: Value, age: chrono::Duration) -> EventBridgeEvent {
@@ -61,7 +64,14 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
         .send()
         .await
         .unwrap();
-    let (_, key) = t.tenant("default").await;
+    let (tenant, key) = t.tenant("default").await;
+    let a = t
+        .patch_tenant(
+            &tenant,
+            json!({"email_senders": [DOMAIN, "unverified.example"]}),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
     let ch = t
         .channel(
             &key,
@@ -204,6 +214,132 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
     );
     let why = d["last_error"].as_str().unwrap();
     assert!(why.contains("MessageRejected"), "{why}");
+    t.stop().await;
+}
+
+/// POSTs an email channel sending as `from`.
+async fn email_channel(t: &TestStack, key: &str, from: &str) -> converger_tests::Answer {
+    t.api(
+        "POST",
+        "/api/v1/channels",
+        key,
+        Some(json!({"type": "email", "name": "m",
+                    "config": {"from": from, "to": "ops@example.com"}})),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_tenant_sends_email_only_as_the_identities_an_operator_granted_it() {
+    let t = TestStack::start().await;
+    let (tenant, key) = t.tenant("default").await;
+    let (other, other_key) = t.tenant("default").await;
+    let refused = |a: &converger_tests::Answer| {
+        assert_eq!(a.status, 403, "{:?}", a.body);
+        assert_eq!(a.body["error"]["code"], "email_sender_not_allowed");
+    };
+    // None granted: no email channel at all.
+    refused(&email_channel(&t, &key, FROM).await);
+
+    // An operator's list is checked: addresses and domains only, at most 20.
+    for bad in [
+        json!(["not a domain"]),
+        json!(["@x.example"]),
+        json!((0..21).map(|i| format!("d{i}.example")).collect::<Vec<_>>()),
+    ] {
+        let a = t.patch_tenant(&tenant, json!({"email_senders": bad})).await;
+        assert_eq!(a.status, 422, "{bad}: {:?}", a.body);
+        assert_eq!(a.body["error"]["code"], "invalid_email_senders");
+    }
+    let a = t
+        .patch_tenant(
+            &tenant,
+            json!({"email_senders": ["Converger-Tests.example", "news@platform.example"]}),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(
+        a.body["email_senders"],
+        json!([DOMAIN, "news@platform.example"])
+    );
+
+    // Its domain (any address of it) and its one address; not the address's neighbours, not
+    // a subdomain, not a look-alike.
+    let ok = email_channel(&t, &key, FROM).await;
+    assert_eq!(ok.status, 201, "{:?}", ok.body);
+    assert_eq!(
+        email_channel(&t, &key, "news@platform.example")
+            .await
+            .status,
+        201
+    );
+    for from in [
+        "billing@platform.example",
+        "x@mail.converger-tests.example",
+        "x@converger-tests.example.evil.example",
+    ] {
+        refused(&email_channel(&t, &key, from).await);
+    }
+    // A change of `from` is checked too.
+    let id = ok.body["id"].as_str().unwrap();
+    let a = t
+        .api(
+            "PATCH",
+            &format!("/api/v1/channels/{id}"),
+            &key,
+            Some(json!({"config": {"from": "ceo@platform.example", "to": "ops@example.com"}})),
+        )
+        .await;
+    refused(&a);
+
+    // Another tenant cannot use them.
+    refused(&email_channel(&t, &other_key, FROM).await);
+    let a = t.admin_get(&format!("/admin/api/tenants/{other}")).await;
+    assert_eq!(a.body["email_senders"], json!([]), "{:?}", a.body);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn an_identity_taken_away_stops_the_channels_mail_at_send() {
+    let t = TestStack::on_emulator().await;
+    // SES would send it: the identity is verified in the account.
+    let ses = aws_sdk_sesv2::Client::new(&t.aws().clients.config);
+    ses.create_email_identity()
+        .email_identity(DOMAIN)
+        .send()
+        .await
+        .unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let a = t
+        .patch_tenant(&tenant, json!({"email_senders": [DOMAIN]}))
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let ch = email_channel(&t, &key, FROM).await;
+    assert_eq!(ch.status, 201, "{:?}", ch.body);
+    let ch = ch.body["id"].as_str().unwrap().to_owned();
+    let sent = t
+        .deliver_settled(&key, &ch, json!({"text": "granted"}))
+        .await;
+    assert_eq!(sent["status"], "sent", "{sent}");
+
+    // The operator takes it back: the channel is unchanged, its next mail is refused for
+    // good before SES is asked (no message id), with the reason.
+    let a = t.patch_tenant(&tenant, json!({"email_senders": []})).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let d = t
+        .deliver_settled(&key, &ch, json!({"text": "revoked"}))
+        .await;
+    assert_eq!(
+        (d["status"].as_str(), d["attempts"].as_u64()),
+        (Some("failed"), Some(1)),
+        "{d}"
+    );
+    assert!(d["provider_message_id"].is_null(), "{d}");
+    let why = d["last_error"].as_str().unwrap();
+    assert!(
+        why.contains("not one of the tenant's sender identities"),
+        "{why}"
+    );
     t.stop().await;
 }
 

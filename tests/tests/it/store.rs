@@ -99,6 +99,7 @@ async fn fixture(backend: Backend) -> Fixture {
         alert_channel_id: None,
         api_rate_limit: None,
         delivery_shards: None,
+        email_senders: Vec::new(),
     };
     store.create_tenant(&tenant, "hash-1").await.unwrap();
     let channel = Channel::new(
@@ -2302,7 +2303,6 @@ async fn users_tenants_and_keys(b: Backend) {
         password_hash: "hash-a".into(),
         created_at: time::now_rfc3339(),
         sessions_after: None,
-        sign_in: Default::default(),
     };
     f.store.create_user(&user).await.unwrap();
     assert!(matches!(
@@ -2362,36 +2362,61 @@ async fn users_tenants_and_keys(b: Backend) {
             .await
             .unwrap()
     );
-    // Failed sign-ins are kept on the user, and cleared.
-    let failed = converger_core::web::SignInState::default().after_failure(1_000);
+    // Sign-in counts: written only over the revision read (parallel attempts count one
+    // each), for any key (known email or not), cleared to nothing.
+    let key = converger_ports::sign_in_account_key(Realm::Admin, "ops@example.com", "203.0.113.9");
+    let now_s = converger_core::time::now_ms() / 1000;
+    let later = now_s + 3_600;
+    let once = converger_core::web::SignInState::default().after_failure(now_s, 5);
+    assert_eq!(
+        f.store.sign_in_count(&key).await.unwrap(),
+        (Default::default(), 0)
+    );
     assert!(
         f.store
-            .set_sign_in(Realm::Admin, "ops@example.com", &failed)
+            .put_sign_in_count(&key, 0, &once, later)
             .await
             .unwrap()
     );
-    let read = |f: &Fixture| {
-        let store = f.store.clone();
-        async move {
-            store
-                .get_user(Realm::Admin, "ops@example.com")
-                .await
-                .unwrap()
-                .unwrap()
-                .sign_in
-        }
-    };
-    assert_eq!(read(&f).await, failed);
-    assert!(
-        f.store
-            .set_sign_in(Realm::Admin, "ops@example.com", &Default::default())
-            .await
-            .unwrap()
-    );
-    assert!(read(&f).await.is_clear());
     assert!(
         !f.store
-            .set_sign_in(Realm::Admin, "nobody@example.com", &failed)
+            .put_sign_in_count(&key, 0, &once, later)
+            .await
+            .unwrap(),
+        "a second writer of revision 0 loses"
+    );
+    let (read, rev) = f.store.sign_in_count(&key).await.unwrap();
+    assert_eq!(read, once);
+    let twice = read.after_failure(now_s + 1, 5);
+    assert!(
+        f.store
+            .put_sign_in_count(&key, rev, &twice, later)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !f.store
+            .put_sign_in_count(&key, rev, &twice, later)
+            .await
+            .unwrap()
+    );
+    assert_eq!(f.store.sign_in_count(&key).await.unwrap().0.failures, 2);
+    f.store.clear_sign_in_count(&key).await.unwrap();
+    assert_eq!(
+        f.store.sign_in_count(&key).await.unwrap(),
+        (Default::default(), 0)
+    );
+    assert!(
+        !f.store
+            .put_sign_in_count(&key, rev + 1, &twice, later)
+            .await
+            .unwrap(),
+        "a writer that read before the clear loses"
+    );
+    let unknown = converger_ports::sign_in_source_key("2001:db8::/64");
+    assert!(
+        f.store
+            .put_sign_in_count(&unknown, 0, &once, i64::MAX / 2)
             .await
             .unwrap()
     );

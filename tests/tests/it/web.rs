@@ -15,8 +15,15 @@ struct Browser {
 
 impl Browser {
     fn new(base: &str) -> Self {
+        Self::at(base, "127.0.0.1")
+    }
+
+    /// A browser whose requests come from `source` (a loopback address: 127.0.0.0/8 all
+    /// reach the local stack), as another machine's would.
+    fn at(base: &str, source: &str) -> Self {
         Self {
             http: reqwest::Client::builder()
+                .local_address(source.parse::<std::net::IpAddr>().unwrap())
                 .cookie_store(true)
                 .redirect(reqwest::redirect::Policy::none())
                 .timeout(Duration::from_secs(60))
@@ -554,6 +561,101 @@ async fn repeated_failed_sign_ins_lock_the_account() {
     t.stop().await;
 }
 
+/// Guesses sent in parallel count one each: 20 at once lock the account from their address,
+/// even for the right password. The lock is the guesser's address's only: the same account
+/// signs in from another address. An unknown email is counted the same way as a known one.
+#[tokio::test]
+async fn parallel_wrong_passwords_lock_the_account_from_their_address_only() {
+    let t = TestStack::start().await;
+    t.web_user("admin", "raced@ops.example", "viewer", None)
+        .await;
+    let guesser = Browser::at(&t.stack.admin_url, "127.0.0.2");
+    let answers = futures::future::join_all((0..20).map(|i| {
+        let g = &guesser;
+        async move {
+            g.sign_in("admin", "raced@ops.example", &format!("guess {i}"))
+                .await
+        }
+    }))
+    .await;
+    assert!(answers.iter().all(|a| *a == (200, None)), "{answers:?}");
+    let (status, loc) = guesser
+        .sign_in("admin", "raced@ops.example", WEB_PASSWORD)
+        .await;
+    assert_eq!(
+        (status, loc),
+        (200, None),
+        "locked from the guesser's address"
+    );
+    let store = &t.stack.pipeline.store;
+    let (count, _) = store
+        .sign_in_count(&converger_ports::sign_in_account_key(
+            converger_core::web::Realm::Admin,
+            "raced@ops.example",
+            "127.0.0.2",
+        ))
+        .await
+        .unwrap();
+    assert!(
+        count.locked(converger_core::time::now_ms() / 1000),
+        "{count:?}"
+    );
+
+    let operator = Browser::at(&t.stack.admin_url, "127.0.0.3");
+    let (status, _) = operator
+        .sign_in("admin", "raced@ops.example", WEB_PASSWORD)
+        .await;
+    assert_eq!(status, 303, "another address is not locked out");
+
+    // Unknown: counted under its own key like any email (the same reads and writes).
+    for _ in 0..2 {
+        guesser.sign_in("admin", "nobody@ops.example", "x").await;
+    }
+    let (count, rev) = store
+        .sign_in_count(&converger_ports::sign_in_account_key(
+            converger_core::web::Realm::Admin,
+            "nobody@ops.example",
+            "127.0.0.2",
+        ))
+        .await
+        .unwrap();
+    assert_eq!((count.failures, rev), (2, 2));
+    t.stop().await;
+}
+
+/// One address may try 50 sign-ins in 15 minutes, at every account together: then it is
+/// answered 429 before any password is checked, and other addresses are not.
+#[tokio::test]
+async fn one_address_is_throttled_across_accounts() {
+    let t = TestStack::start().await;
+    let spray = Browser::at(&t.stack.admin_url, "127.0.0.4");
+    let max = converger_core::web::SIGN_IN_SOURCE_MAX as usize;
+    for i in 0..max {
+        let (status, _) = spray
+            .sign_in("admin", &format!("user{i}@ops.example"), "x")
+            .await;
+        assert_eq!(status, 200, "attempt {i}");
+    }
+    let token = spray.csrf("/admin/login").await;
+    let (status, html, _) = spray
+        .post(
+            "/admin/login",
+            &[
+                ("_csrf", &token),
+                ("email", &t.stack.admin_email),
+                ("password", &t.stack.admin_password),
+            ],
+        )
+        .await;
+    assert_eq!(status, 429, "{html}");
+    assert!(html.contains("Too many sign-in attempts"), "{html}");
+    let (status, _) = Browser::at(&t.stack.admin_url, "127.0.0.5")
+        .sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    assert_eq!(status, 303);
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {
@@ -799,6 +901,31 @@ mod emulator {
             .1
             .pipe(|h| (0, h));
         assert!(html.contains("id=\"api-key\""), "{html}");
+        // Its email sender identities: set on the page, checked, shown.
+        let (status, _, _) = b
+            .post(
+                &format!("/admin/tenants/{tenant}"),
+                &[
+                    ("_csrf", &token),
+                    ("email_senders", "Acme.example, news@other.example"),
+                ],
+            )
+            .await;
+        assert_eq!(status, 303);
+        let a = t.admin_get(&format!("/admin/api/tenants/{tenant}")).await;
+        assert_eq!(
+            a.body["email_senders"],
+            json!(["acme.example", "news@other.example"])
+        );
+        let (_, html) = b.get("/admin/tenants").await;
+        assert!(html.contains("acme.example, news@other.example"), "{html}");
+        let (status, html, _) = b
+            .post(
+                &format!("/admin/tenants/{tenant}"),
+                &[("_csrf", &token), ("email_senders", "not a domain")],
+            )
+            .await;
+        assert_eq!(status, 422, "{html}");
         let (_, html, _) = b
             .post(
                 &format!("/admin/tenants/{tenant}/rotate-key"),

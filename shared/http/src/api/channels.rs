@@ -26,6 +26,41 @@ fn validate_config(
         .map_err(|m| ApiError::invalid("invalid_config", m))
 }
 
+/// An email channel sends only as one of its tenant's sender identities (an operator grants
+/// them): checked here when the channel is written, and again at each send. The identities
+/// are read from the store, not the API's cached tenant, so that a grant or a withdrawal
+/// applies at once.
+async fn validate_sender(
+    state: &AppState,
+    tenant: &converger_ports::Tenant,
+    kind: ChannelType,
+    config: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    use converger_core::email;
+    if kind != ChannelType::Email {
+        return Ok(());
+    }
+    let Ok(settings) = email::settings(config) else {
+        return Ok(());
+    };
+    let senders = state
+        .pipeline
+        .store
+        .get_tenant(&tenant.id)
+        .await?
+        .map(|t| t.email_senders)
+        .unwrap_or_default();
+    if email::sender_allowed(&settings.from, &senders) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "email_sender_not_allowed",
+            email::sender_refused(&settings.from),
+        ))
+    }
+}
+
 fn validate_name(name: &str) -> Result<(), ApiError> {
     converger_core::channel::check_name(name).map_err(|m| ApiError::invalid("invalid_name", m))
 }
@@ -115,6 +150,7 @@ pub(crate) async fn create_channel(
         .map_err(|m: String| ApiError::invalid("unsupported_channel_type", m))?;
     validate_name(&req.name)?;
     validate_config(&state, kind, &req.config)?;
+    validate_sender(&state, &tenant, kind, &req.config).await?;
     validate_policy(&req.retry_policy)?;
     validate_flow(Some(&req.circuit_breaker), req.rate_limit.as_deref())?;
     validate_auto_disable(Some(&req.auto_disable))?;
@@ -202,6 +238,7 @@ pub(crate) async fn patch_channel(
     }
     if let Some(c) = &req.config {
         validate_config(&state, current.kind, c)?;
+        validate_sender(&state, &tenant, current.kind, c).await?;
     }
     if let Some(p) = &req.retry_policy {
         validate_policy(p)?;

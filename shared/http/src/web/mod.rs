@@ -237,7 +237,6 @@ pub async fn create_user(
         password_hash: hash_password(password).map_err(NewUserError::Invalid)?,
         created_at: time::now_rfc3339(),
         sessions_after: None,
-        sign_in: Default::default(),
     };
     match state.pipeline.store.create_user(&user).await {
         Ok(()) => Ok(user),

@@ -12,7 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use converger_core::query::{Actor, ActorKind};
 use converger_core::secret::new_token;
-use converger_core::web::{Realm, SESSION_SECONDS, Session};
+use converger_core::web::{self, Realm, SESSION_SECONDS, Session};
 use converger_core::{TenantId, time};
 use converger_ports::User;
 use maud::{DOCTYPE, PreEscaped, html};
@@ -255,9 +255,48 @@ pub(super) async fn login_form(State(state): State<AppState>, req: Request) -> R
     login_page(&state, realm, &new_token(), None)
 }
 
+/// How often one attempt tries to count itself against writes of parallel attempts before it
+/// is refused (each round counts at least one of them).
+const COUNT_TRIES: usize = 16;
+
+/// Counts one sign-in attempt under `key` before its password is checked; `false` if the key
+/// is locked (or the attempt lost every race to count itself: a flood of parallel guesses).
+async fn count_attempt(
+    state: &AppState,
+    key: &str,
+    limit: u32,
+    now_s: i64,
+) -> Result<bool, converger_ports::StoreError> {
+    let store = &state.pipeline.store;
+    for _ in 0..COUNT_TRIES {
+        let (count, rev) = store.sign_in_count(key).await?;
+        let Some(next) = count.admit(now_s, limit) else {
+            return Ok(false);
+        };
+        if store
+            .put_sign_in_count(key, rev, &next, next.expires_s(now_s))
+            .await?
+        {
+            if next.locked(now_s) {
+                tracing::warn!(key, "sign-in locked after repeated attempts");
+            }
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn too_many_attempts() -> Response {
+    page_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "Too many sign-in attempts from your address; try again later.",
+    )
+}
+
 pub(super) async fn login(State(state): State<AppState>, req: Request) -> Response {
     let realm = realm_of(req.uri().path());
     let pre = cookie(req.headers(), "cvg_pre").unwrap_or_default();
+    let source = web::sign_in_source(req.extensions().get::<super::SourceIp>().map(|s| s.0));
     let Ok(Form(f)) = Form::<LoginForm>::from_request(req, &state).await else {
         return login_page(
             &state,
@@ -277,41 +316,52 @@ pub(super) async fn login(State(state): State<AppState>, req: Request) -> Respon
         return forged();
     }
     let email = f.email.trim().to_ascii_lowercase();
+    let now_s = time::now_ms() / 1000;
+    // Every attempt is counted before its password is checked (parallel guesses count one
+    // each): against its source at every account, then against the account from its source.
+    // The same reads and writes for an unknown email as for a known one.
+    match count_attempt(
+        &state,
+        &converger_ports::sign_in_source_key(&source),
+        web::SIGN_IN_SOURCE_MAX,
+        now_s,
+    )
+    .await
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(
+                realm = realm.as_str(),
+                "sign-in refused: too many from its source"
+            );
+            return too_many_attempts();
+        }
+        Err(e) => return unavailable(&e),
+    }
     let user = match state.pipeline.store.get_user(realm, &email).await {
         Ok(u) => u,
         Err(e) => return unavailable(&e),
     };
-    let now_s = time::now_ms() / 1000;
-    let locked = user.as_ref().is_some_and(|u| u.sign_in.locked(now_s));
+    let account_key = converger_ports::sign_in_account_key(realm, &email, &source);
+    let admitted = match count_attempt(&state, &account_key, web::SIGN_IN_MAX_FAILURES, now_s).await
+    {
+        Ok(a) => a,
+        Err(e) => return unavailable(&e),
+    };
     let ok = match &user {
-        Some(u) if !locked => verify_password(&f.password, &u.password_hash),
+        Some(u) if admitted => verify_password(&f.password, &u.password_hash),
         // Unknown or locked: the same work and the same answer as a wrong password.
         _ => {
             let _ = verify_password(&f.password, DECOY_HASH);
             false
         }
     };
-    let Some(user) = user.clone().filter(|_| ok) else {
-        if let Some(u) = &user
-            && !locked
-        {
-            let after = u.sign_in.after_failure(now_s);
-            if after.locked(now_s) {
-                tracing::warn!(
-                    realm = realm.as_str(),
-                    "sign-in locked after repeated failures"
-                );
-            }
-            if let Err(e) = state
-                .pipeline
-                .store
-                .set_sign_in(realm, &email, &after)
-                .await
-            {
-                tracing::error!(error = %e, "failed sign-in not counted");
-            }
-        }
-        tracing::info!(realm = realm.as_str(), locked, "sign-in refused");
+    let Some(user) = user.filter(|_| ok) else {
+        tracing::info!(
+            realm = realm.as_str(),
+            locked = !admitted,
+            "sign-in refused"
+        );
         return login_page(
             &state,
             realm,
@@ -319,14 +369,9 @@ pub(super) async fn login(State(state): State<AppState>, req: Request) -> Respon
             Some("Wrong email or password."),
         );
     };
-    if !user.sign_in.is_clear()
-        && let Err(e) = state
-            .pipeline
-            .store
-            .set_sign_in(realm, &email, &Default::default())
-            .await
-    {
-        tracing::error!(error = %e, "failed sign-ins not cleared");
+    // A success clears the account's count from this source (not the source's own count).
+    if let Err(e) = state.pipeline.store.clear_sign_in_count(&account_key).await {
+        tracing::error!(error = %e, "sign-in count not cleared");
     }
     let session = Session {
         realm,

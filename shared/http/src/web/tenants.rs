@@ -1,4 +1,5 @@
-//! The tenants page (operators only): create, tier and alert webhook, API key rotation.
+//! The tenants page (operators only): create, tier, alert webhook, email sender identities,
+//! API key rotation.
 
 use super::layout::layout;
 use super::page::{page_error, unavailable};
@@ -9,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use converger_core::web::Realm;
 use converger_core::{TenantId, Tier};
-use converger_pipeline::tenants::TenantError;
+use converger_pipeline::tenants::{TenantChange, TenantError};
 use maud::{Markup, html};
 
 pub(super) async fn tenants(State(state): State<AppState>, v: Viewer) -> Response {
@@ -41,7 +42,7 @@ async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Re
             }
         }
         table id="tenants" {
-            thead { tr { th { "Name" } th { "Id" } th { "Tier" } th { "Alert webhook" } th { "" } } }
+            thead { tr { th { "Name" } th { "Id" } th { "Tier" } th { "Alert webhook" } th { "Email senders" } th { "" } } }
             tbody { @for t in &list { tr.tenant data-id=(t.id) {
                 td { (t.name) } td { code { (t.id) } }
                 td { @if manage {
@@ -59,6 +60,13 @@ async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Re
                     }
                 } @else { (t.alert_webhook_url.clone().unwrap_or_default()) } }
                 td { @if manage {
+                    form.inline.senders method="post" action={ "/admin/tenants/" (t.id) } {
+                        input type="hidden" name="_csrf" value=(csrf);
+                        input name="email_senders" value=(t.email_senders.join(", ")) placeholder="acme.com, news@acme.com" size="30" aria-label="SES identities its email channels may send from";
+                        button type="submit" { "Save" }
+                    }
+                } @else { (t.email_senders.join(", ")) } }
+                td { @if manage {
                     form.inline method="post" action={ "/admin/tenants/" (t.id) "/rotate-key" } {
                         input type="hidden" name="_csrf" value=(csrf);
                         button type="submit" { "Rotate API key" }
@@ -75,7 +83,8 @@ fn tenant_failure(e: TenantError) -> Response {
         TenantError::Invalid(m)
         | TenantError::InvalidAlertUrl(m)
         | TenantError::InvalidRateLimit(m)
-        | TenantError::InvalidShards(m) => page_error(StatusCode::UNPROCESSABLE_ENTITY, &m),
+        | TenantError::InvalidShards(m)
+        | TenantError::InvalidSenders(m) => page_error(StatusCode::UNPROCESSABLE_ENTITY, &m),
         TenantError::Store(e) => unavailable(&e),
     }
 }
@@ -123,8 +132,22 @@ pub(super) async fn update_tenant(
     let url = form
         .get("alert_webhook_url")
         .map(|u| Some(u.trim()).filter(|u| !u.is_empty()));
+    // Senders: addresses and domains, separated by commas, spaces or lines; empty removes
+    // them all.
+    let senders: Option<Vec<String>> = form.get("email_senders").map(|s| {
+        s.split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|x| !x.is_empty())
+            .map(str::to_owned)
+            .collect()
+    });
+    let change = TenantChange {
+        tier,
+        alert_webhook_url: url,
+        api_rate_limit: None,
+        email_senders: senders.as_deref(),
+    };
     state.forget_tenants();
-    match state.pipeline.update_tenant(&id, tier, url, None).await {
+    match state.pipeline.update_tenant(&id, change).await {
         Ok(Some(_)) => Redirect::to("/admin/tenants").into_response(),
         Ok(None) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
         Err(e) => tenant_failure(e),

@@ -22,6 +22,10 @@ pub struct Tenant {
     /// without it (the tier's default). See [`Tenant::delivery_shards`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_shards: Option<u32>,
+    /// The SES identities (addresses and domains) its email channels may send from, set by
+    /// an operator; none, no email. See `converger_core::email::sender_allowed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub email_senders: Vec<String>,
 }
 
 /// The most listing shards a tenant may have.

@@ -1,8 +1,9 @@
-//! The DynamoDB backend of [`AccountStore`]: users and key items in the tenants table.
+//! The DynamoDB backend of [`AccountStore`]: users, key items and sign-in counts in the
+//! tenants table.
 
 use super::*;
 use aws_sdk_dynamodb::types::{Delete, Update};
-use converger_core::web::Realm;
+use converger_core::web::{Realm, SignInState};
 
 #[async_trait]
 impl AccountStore for DynamoStore {
@@ -37,19 +38,64 @@ impl AccountStore for DynamoStore {
         .await
     }
 
-    async fn set_sign_in(
+    async fn sign_in_count(&self, key: &str) -> StoreResult<(SignInState, u64)> {
+        #[derive(serde::Deserialize)]
+        struct Count {
+            #[serde(default)]
+            failures: u32,
+            since: Option<i64>,
+            locked_until: Option<i64>,
+            rev: u64,
+        }
+        let c: Option<Count> = self.get(&self.res.tenants, "pk", key).await?;
+        Ok(c.map_or((SignInState::default(), 0), |c| {
+            let state = SignInState {
+                failures: c.failures,
+                since: c.since,
+                locked_until: c.locked_until,
+            };
+            (state, c.rev)
+        }))
+    }
+
+    async fn put_sign_in_count(
         &self,
-        realm: Realm,
-        email: &str,
-        state: &converger_core::web::SignInState,
+        key: &str,
+        rev: u64,
+        state: &SignInState,
+        expires_s: i64,
     ) -> StoreResult<bool> {
-        self.update_user(
-            realm,
-            email,
-            "SET sign_in = :s",
-            vec![(":s", to_av(state)?)],
-        )
-        .await
+        let mut item = to_item(state)?;
+        item.insert("pk".into(), s(key));
+        item.insert("rev".into(), n(rev + 1));
+        item.insert("expires_at".into(), n(expires_s));
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.res.tenants)
+            .set_item(Some(item));
+        let put = if rev == 0 {
+            put.condition_expression("attribute_not_exists(pk)")
+        } else {
+            put.condition_expression("rev = :rev")
+                .expression_attribute_values(":rev", n(rev))
+        };
+        match put.send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn clear_sign_in_count(&self, key: &str) -> StoreResult<()> {
+        self.client
+            .delete_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(key))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        Ok(())
     }
 
     async fn list_tenants(&self) -> StoreResult<Vec<Tenant>> {

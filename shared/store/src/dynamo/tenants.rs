@@ -124,4 +124,32 @@ impl TenantStore for DynamoStore {
             Err(e) => Err(sdk_err(e)),
         }
     }
+
+    async fn set_tenant_email_senders(
+        &self,
+        id: &TenantId,
+        senders: &[String],
+    ) -> StoreResult<Option<Tenant>> {
+        let req = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(id.as_str()))
+            .condition_expression("attribute_exists(pk)")
+            .return_values(ReturnValue::AllNew);
+        let req = if senders.is_empty() {
+            req.update_expression("REMOVE email_senders")
+        } else {
+            req.update_expression("SET email_senders = :l")
+                .expression_attribute_values(
+                    ":l",
+                    AttributeValue::L(senders.iter().map(s).collect()),
+                )
+        };
+        match req.send().await {
+            Ok(out) => out.attributes.map(from_item).transpose(),
+            Err(e) if is_update_conditional(&e) => Ok(None),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
 }
