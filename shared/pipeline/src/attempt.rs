@@ -568,51 +568,10 @@ impl Pipeline {
         let timeout = Duration::from_millis(policy.timeout_ms.min(policy::ADAPTER_TIMEOUT_MAX_MS));
         // The channel's middleware works on this delivery's copy; the stored activity (and
         // every replay) keeps the original. A halt, or a step that fails, makes no request.
-        // The steps run on a blocking thread: up to their time bound each, which would
-        // otherwise hold up the runtime (and the lease renewals of the other attempts on it).
-        let transformed;
-        let payload = if channel.middleware.is_empty() {
-            &activity.payload
-        } else {
-            // The delivery's copy of the payload (the one copy made), and what the steps may
-            // read, for the blocking thread.
-            let (ch, copy, tenant) = (
-                channel.clone(),
-                activity.payload.clone(),
-                d.tenant_id.clone(),
-            );
-            let (id, conversation, created) = (
-                activity.id.clone(),
-                activity.conversation_id.clone(),
-                activity.created_at.clone(),
-            );
-            let (seq, event_type) = (activity.seq, activity.event_type.clone());
-            let applied = tokio::task::spawn_blocking(move || {
-                let meta = middleware::Meta {
-                    id: id.as_str(),
-                    conversation_id: &conversation,
-                    seq,
-                    event_type: event_type.as_deref(),
-                    created_at: &created,
-                    tenant_id: tenant.as_str(),
-                    channel_id: ch.id.as_str(),
-                    channel_type: ch.kind.as_str(),
-                    attempt: n,
-                };
-                middleware::apply(&ch.middleware, copy, &meta)
-            })
-            .await;
-            transformed = match applied {
-                Ok(Ok(v)) => v,
-                Ok(Err(halted)) => return Err(CallError::Halted(halted.to_string())),
-                Err(e) => {
-                    return Err(CallError::Halted(format!(
-                        "halted: the middleware stopped unexpectedly: {e}"
-                    )));
-                }
-            };
-            &transformed
-        };
+        let transformed = transform(channel, activity, n)
+            .await
+            .map_err(CallError::Halted)?;
+        let payload = transformed.as_ref().unwrap_or(&activity.payload);
         let env = Envelope {
             delivery_id: d.id.as_str(),
             tenant_id: d.tenant_id.as_str(),
@@ -784,5 +743,53 @@ impl Pipeline {
         let more = entries.len() > limit;
         entries.truncate(limit);
         Ok((entries, more))
+    }
+}
+
+/// The channel's middleware applied to this attempt's copy of the activity's payload:
+/// `None` when the channel has no steps (the stored payload goes as it is), `Err` with the
+/// reason when a step halts or fails. The steps run on a blocking thread, up to their time
+/// bound each, which would otherwise hold up the runtime (and the lease renewals of the other
+/// attempts on it). Attempts and websocket replays alike go through here.
+pub(crate) async fn transform(
+    channel: &Channel,
+    activity: &Activity,
+    attempt: u32,
+) -> Result<Option<serde_json::Value>, String> {
+    if channel.middleware.is_empty() {
+        return Ok(None);
+    }
+    // The delivery's copy of the payload (the one copy made), and what the steps may read,
+    // for the blocking thread.
+    let (ch, copy) = (channel.clone(), activity.payload.clone());
+    let (id, conversation, created) = (
+        activity.id.clone(),
+        activity.conversation_id.clone(),
+        activity.created_at.clone(),
+    );
+    let (seq, event_type, tenant) = (
+        activity.seq,
+        activity.event_type.clone(),
+        activity.tenant_id.clone(),
+    );
+    let applied = tokio::task::spawn_blocking(move || {
+        let meta = middleware::Meta {
+            id: id.as_str(),
+            conversation_id: &conversation,
+            seq,
+            event_type: event_type.as_deref(),
+            created_at: &created,
+            tenant_id: tenant.as_str(),
+            channel_id: ch.id.as_str(),
+            channel_type: ch.kind.as_str(),
+            attempt,
+        };
+        middleware::apply(&ch.middleware, copy, &meta)
+    })
+    .await;
+    match applied {
+        Ok(Ok(v)) => Ok(Some(v)),
+        Ok(Err(halted)) => Err(halted.to_string()),
+        Err(e) => Err(format!("halted: the middleware stopped unexpectedly: {e}")),
     }
 }

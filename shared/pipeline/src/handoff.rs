@@ -332,12 +332,22 @@ impl Pipeline {
             else {
                 continue;
             };
+            // What the hand-off sent: the channel's middleware over the stored payload, as an
+            // attempt applies it (a client never gets fields the tenant's steps remove). A
+            // step that halts now sends nothing; the delivery keeps waiting.
+            let transformed = match crate::attempt::transform(&ch, &a, d.attempts.max(1)).await {
+                Ok(t) => t,
+                Err(why) => {
+                    tracing::warn!(delivery_id = %d.id, reason = %why, "replay skipped: middleware halted");
+                    continue;
+                }
+            };
             let mut frame = activity_frame(
                 d.id.as_str(),
                 a.id.as_str(),
                 &a.conversation_id,
                 a.seq,
-                &a.payload,
+                transformed.as_ref().unwrap_or(&a.payload),
                 require_ack,
             );
             frame["replay"] = json!(true);

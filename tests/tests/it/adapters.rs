@@ -483,6 +483,84 @@ async fn hand_offs_are_not_failures_and_do_not_disable_the_channel() {
     t.stop().await;
 }
 
+/// A replay frame pushes what the hand-off pushed: the channel's middleware over the stored
+/// payload, not the stored payload itself, so a client never gets a field the tenant's steps
+/// remove. A step that halts now pushes nothing and the delivery keeps waiting.
+#[tokio::test]
+async fn a_replay_frame_carries_the_payload_the_channels_middleware_made() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .channel(
+            &key,
+            json!({"type": "websocket", "name": "app", "config": {"token": WS_TOKEN, "require_ack": true},
+                   "middleware": [
+                       {"type": "halt", "if": "payload.hold == true", "reason": "held"},
+                       {"type": "transform", "script": "payload.remove(\"secret\"); payload.shown = true;"},
+                   ]}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // No client yet: handed off, waiting for one.
+    let ids = post(&t, &key, &[&ch], json!({"text": "hi", "secret": "s-1"})).await;
+    let d = t
+        .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| {
+            d["attempts"] == 1
+        })
+        .await;
+    assert_eq!(d["awaiting_ack"], true, "{d}");
+
+    let mut ws = connect(&t, &ch).await;
+    send(&mut ws, json!({"action": "replay"})).await;
+    let mut frames = vec![next_frame(&mut ws).await, next_frame(&mut ws).await];
+    frames.sort_by_key(|f| f["type"].as_str().unwrap_or("").to_owned());
+    let (activity, done) = (&frames[0], &frames[1]);
+    assert_eq!(
+        (&activity["type"], &activity["replay"]),
+        (&json!("activity"), &json!(true)),
+        "{frames:?}"
+    );
+    assert_eq!(activity["delivery_id"], ids[0].as_str());
+    assert_eq!(
+        activity["payload"],
+        json!({"text": "hi", "shown": true}),
+        "{activity}"
+    );
+    assert_eq!(
+        (&done["type"], &done["count"]),
+        (&json!("replayed"), &json!(1)),
+        "{done}"
+    );
+
+    // The tenant changes its steps so that this delivery would now halt: a replay pushes
+    // nothing, and the delivery still waits.
+    let a = t
+        .api(
+            "PATCH",
+            &format!("/api/v1/channels/{ch}"),
+            &key,
+            Some(json!({"middleware": [{"type": "halt", "if": "payload.text == \"hi\"", "reason": "no"}]})),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    send(&mut ws, json!({"action": "replay"})).await;
+    let f = next_frame(&mut ws).await;
+    assert_eq!(
+        (&f["type"], &f["count"]),
+        (&json!("replayed"), &json!(0)),
+        "{f}"
+    );
+    let d = t.delivery(&key, &ids[0]).await;
+    assert_eq!(
+        (d["status"].as_str(), d["awaiting_ack"].as_bool()),
+        (Some("pending"), Some(true)),
+        "{d}"
+    );
+    t.stop().await;
+}
+
 /// A token change cuts off the clients that connected with the old token: nothing more is
 /// pushed to them and their frames are refused; a client with the new token gets the
 /// deliveries. A deactivated channel's clients are cut off the same way.
