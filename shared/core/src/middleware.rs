@@ -50,6 +50,17 @@ pub const MAX_MAP_ENTRIES: usize = 1_000;
 pub const MAX_ERROR_CHARS: usize = 500;
 /// Largest payload a step may leave, as JSON.
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+/// Most bytes one step may hold at once (every string, key, copy and container it makes, less
+/// what it freed): the bound on a script's memory, since the engine's own limits do not count
+/// map keys and a copy of a large value is one operation. Checked between
+/// operations, so a step's peak is at most about twice this (its last operation may copy
+/// what it holds).
+pub const MAX_STEP_ALLOC_BYTES: i64 = 16 * 1024 * 1024;
+
+/// Bytes this thread holds, by the process's counting allocator (`converger-alloc`).
+fn allocated() -> i64 {
+    converger_alloc::live_bytes()
+}
 
 /// One step of a channel's middleware.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -226,7 +237,12 @@ enum Stop {
 thread_local! {
     /// When the running step must end (the engine is shared; each run is on one thread).
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The thread's allocation count past which the running step must end.
+    static ALLOC_LIMIT: Cell<Option<i64>> = const { Cell::new(None) };
 }
+
+/// The token of a step stopped for allocating too much: a map `#{alloc: true}`.
+const ALLOC_KEY: &str = "alloc";
 
 /// The token of a step stopped by `halt()`: a map `#{halt: reason}`, which no deadline or
 /// engine error carries.
@@ -240,6 +256,7 @@ fn run_step(step: &Step, payload: Value, meta: &Meta<'_>) -> Result<Value, Stop>
             Instant::now() + Duration::from_millis(MAX_STEP_MILLIS),
         ))
     });
+    ALLOC_LIMIT.with(|l| l.set(Some(allocated().saturating_add(MAX_STEP_ALLOC_BYTES))));
     let result = match step {
         Step::Transform { script } => e
             .compile_with_scope(&scope, script)
@@ -276,6 +293,7 @@ fn run_step(step: &Step, payload: Value, meta: &Meta<'_>) -> Result<Value, Stop>
             }),
     };
     DEADLINE.with(|d| d.set(None));
+    ALLOC_LIMIT.with(|l| l.set(None));
     result
 }
 
@@ -283,6 +301,10 @@ fn run_step(step: &Step, payload: Value, meta: &Meta<'_>) -> Result<Value, Stop>
 fn stop(err: EvalAltResult) -> Stop {
     match err {
         EvalAltResult::ErrorTerminated(token, _) => match token.try_cast::<rhai::Map>() {
+            Some(m) if m.contains_key(ALLOC_KEY) => Stop::Failed(format!(
+                "allocated more than {} MB",
+                MAX_STEP_ALLOC_BYTES >> 20
+            )),
             Some(m) => Stop::Halt(m.get(HALT_KEY).map(ToString::to_string).unwrap_or_default()),
             None => Stop::Failed(format!("ran longer than {MAX_STEP_MILLIS} ms")),
         },
@@ -342,6 +364,12 @@ fn engine() -> &'static Engine {
         e.on_print(|_| {});
         e.on_debug(|_, _, _| {});
         e.on_progress(|_| {
+            let over = ALLOC_LIMIT.with(Cell::get).is_some_and(|l| allocated() > l);
+            if over {
+                let mut token = rhai::Map::new();
+                token.insert(ALLOC_KEY.into(), Dynamic::TRUE);
+                return Some(Dynamic::from_map(token));
+            }
             let late = DEADLINE.with(Cell::get).is_some_and(|d| Instant::now() > d);
             late.then_some(Dynamic::UNIT)
         });
@@ -379,6 +407,31 @@ mod tests {
 
     fn steps(v: Value) -> Vec<Step> {
         parse(&v).unwrap()
+    }
+
+    #[test]
+    fn a_step_that_allocates_too_much_fails_whatever_its_keys_and_copies() {
+        assert!(
+            converger_alloc::is_installed(),
+            "the counting allocator is installed"
+        );
+        // Long map keys (not counted by the engine's size limits), then copies of the map
+        // (one operation each).
+        let s = steps(json!([{"type": "transform", "script":
+            "let s = \"x\"; for i in 0..15 { s += s; } s += s.sub_string(0, 28000); \
+             let m = #{}; for i in 0..150 { m[s + i] = i; } \
+             let c1 = m; let c2 = m; let c3 = m; loop { let c = m; c.y = 1; }"}]));
+        let e = apply(&s, json!({}), &meta()).unwrap_err().to_string();
+        assert!(e.contains("allocated more than 16 MB"), "{e}");
+        // An ordinary step on a large payload is far below the bound.
+        let big: Vec<String> = (0..200)
+            .map(|i| format!("item {i} {}", "y".repeat(100)))
+            .collect();
+        let s = steps(
+            json!([{"type": "transform", "script": "payload.n = payload.items.len(); let c = payload; payload.copy = c.items;"}]),
+        );
+        let out = apply(&s, json!({"items": big}), &meta()).unwrap();
+        assert_eq!(out["n"], 200);
     }
 
     #[test]

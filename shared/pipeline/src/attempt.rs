@@ -746,6 +746,9 @@ impl Pipeline {
     }
 }
 
+/// Most middleware steps running at once in one process (see [`transform`]).
+pub const MAX_STEPS_AT_ONCE: usize = 4;
+
 /// The channel's middleware applied to this attempt's copy of the activity's payload:
 /// `None` when the channel has no steps (the stored payload goes as it is), `Err` with the
 /// reason when a step halts or fails. The steps run on a blocking thread, up to their time
@@ -759,6 +762,15 @@ pub(crate) async fn transform(
     if channel.middleware.is_empty() {
         return Ok(None);
     }
+    // At most this many steps run at once in the process: each may hold up to
+    // `middleware::MAX_STEP_ALLOC_BYTES` (twice that at its peak), so a batch of hostile
+    // scripts stays far inside the function's memory. The others wait their turn (each
+    // step ends within its time bound).
+    static RUNNING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_STEPS_AT_ONCE);
+    let _turn = RUNNING
+        .acquire()
+        .await
+        .map_err(|e| format!("halted: the middleware could not run: {e}"))?;
     // The delivery's copy of the payload (the one copy made), and what the steps may read,
     // for the blocking thread.
     let (ch, copy) = (channel.clone(), activity.payload.clone());

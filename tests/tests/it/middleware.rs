@@ -201,3 +201,87 @@ async fn bad_steps_are_refused_naming_the_step() {
     assert_eq!(a.body["middleware"], json!([]));
     t.stop().await;
 }
+
+/// Ten hostile scripts at once on one instance (long map keys the engine's limits do not
+/// count, then copies of the map, one operation each) each halt their own delivery for the
+/// memory they took; a healthy channel's delivery of the same activity, in the same batches,
+/// is sent.
+#[tokio::test]
+async fn ten_hostile_scripts_at_once_halt_their_own_deliveries_only() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let hostile = "let s = \"x\"; for i in 0..15 { s += s; } s += s.sub_string(0, 28000); \
+                   let m = #{}; for i in 0..150 { m[s + i] = i; } \
+                   let c1 = m; let c2 = m; let c3 = m; loop { let c = m; c.y = 1; }";
+    let mut channels = Vec::new();
+    for n in 0..10 {
+        let ch = t
+            .channel(
+                &key,
+                json!({"type": "webhook", "name": format!("hostile {n}"),
+                       "config": {"url": rx.url},
+                       "middleware": [{"type": "transform", "script": hostile}]}),
+            )
+            .await;
+        channels.push(ch["id"].as_str().unwrap().to_owned());
+    }
+    let healthy = t
+        .channel(
+            &key,
+            json!({"type": "webhook", "name": "healthy", "config": {"url": rx.url, "body": "payload"}}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    channels.push(healthy.clone());
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            &key,
+            Some(
+                json!({"conversation_id": "conv-hostile", "channel_ids": channels,
+                        "payload": {"text": "hello"}}),
+            ),
+        )
+        .await;
+    assert_eq!(a.status, 201, "{:?}", a.body);
+    let deliveries: Vec<(String, String)> = a.body["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["channel_id"].as_str().unwrap().to_owned(),
+                d["id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(deliveries.len(), 11);
+    for (ch, id) in &deliveries {
+        let d = t
+            .wait_delivery(&key, id, Duration::from_secs(30), settled)
+            .await;
+        if *ch == healthy {
+            assert_eq!(d["status"], "sent", "{d}");
+        } else {
+            assert_eq!(
+                (d["status"].as_str(), d["attempts"].as_u64()),
+                (Some("failed"), Some(1)),
+                "{d}"
+            );
+            let why = d["last_error"].as_str().unwrap();
+            assert!(
+                why.starts_with("halted: step 1 (transform) failed: allocated more than 16 MB"),
+                "{why}"
+            );
+        }
+    }
+    // Only the healthy channel's request was made.
+    let reqs = rx.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(body(&reqs[0]), json!({"text": "hello"}));
+    t.stop().await;
+}
