@@ -1,24 +1,8 @@
 //! The `admin` Lambda: the operators' API (its token read from Secrets Manager) and the web pages of the
 //! admin (`/admin`) and the tenants' portal (`/portal`) behind API Gateway.
 
-use lambda_http::request::RequestContext;
-use lambda_http::{Error, RequestExt};
+use lambda_http::Error;
 use std::sync::Arc;
-
-/// Puts API Gateway's source IP where the admin IP allowlist reads it.
-async fn source_ip(mut req: axum::extract::Request) -> axum::extract::Request {
-    let ip = match req.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(ctx)) => {
-            ctx.http.source_ip.as_deref().and_then(|ip| ip.parse().ok())
-        }
-        _ => None,
-    };
-    if let Some(ip) = ip {
-        req.extensions_mut()
-            .insert(converger_http::web::SourceIp(ip));
-    }
-    req
-}
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -39,6 +23,8 @@ async fn main() -> Result<(), Error> {
     );
     let app = converger_http::admin::router(state.clone())
         .merge(converger_http::web::router(state))
-        .layer(axum::middleware::map_request(source_ip));
+        .layer(axum::middleware::map_request(
+            converger_lambda::http::source_ip,
+        ));
     lambda_http::run(app).await
 }

@@ -1,5 +1,8 @@
 //! The tenant API's rate limits (the rules are `core::api_limit`'s): every call with an API
-//! key spends one request of that key's schedule, shared by every API instance. An instance
+//! key spends one request of that key's schedule, shared by every API instance. And the
+//! requests nobody vouches for: a source address whose requests keep being refused (no or a
+//! bad API key, a receipt that fails its check) spends a schedule of its own, shared the same
+//! way, and past it is answered 429 before anything is looked up. An instance
 //! takes a tenth of a second's worth of the rate at once and spends it locally, so a call
 //! costs a fraction of one store write. Over the limit: 429 `rate_limited` with
 //! `Retry-After`.
@@ -26,14 +29,77 @@ fn limited(path: &str) -> bool {
     path.starts_with("/api/v1/") && !path.ends_with("/status") && !path.ends_with("openapi.json")
 }
 
+/// Refused requests one source address may cause (every API instance together) before its
+/// requests are answered 429 `source_throttled` unread.
+pub const REFUSALS_PER_SOURCE: converger_core::RateLimit = converger_core::RateLimit {
+    count: 60,
+    per_ms: 60_000,
+};
+
+/// Whether a path is a provider's receipt (or its verification): called without a key.
+fn receipt(path: &str) -> bool {
+    path.starts_with("/api/v1/channels/") && path.ends_with("/status")
+}
+
+/// Whether an answer refused a request nobody vouched for: a missing or bad key, or a
+/// receipt with a bad signature or token, or for a channel that is not there.
+fn refused(status: StatusCode, receipt: bool) -> bool {
+    status == StatusCode::UNAUTHORIZED
+        || (receipt && matches!(status, StatusCode::FORBIDDEN | StatusCode::NOT_FOUND))
+}
+
+fn source_throttled(retry_after_s: u64) -> Response {
+    let mut res = ApiError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        "source_throttled",
+        format!(
+            "too many refused requests from this address (at most {REFUSALS_PER_SOURCE}); \
+             retry after {retry_after_s} s"
+        ),
+    )
+    .into_response();
+    res.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+    res
+}
+
+/// Runs a request nobody vouches for (yet): refused at once while its source is throttled;
+/// its refusal, if it is refused, spent from the source's schedule.
+async fn unvouched(state: &AppState, req: Request, next: Next, is_receipt: bool) -> Response {
+    let source = converger_core::web::sign_in_source(
+        req.extensions().get::<crate::web::SourceIp>().map(|s| s.0),
+    );
+    let now = time::now_ms();
+    if let Some(until) = state.throttled_sources.get(&source)
+        && until > now
+    {
+        return source_throttled(u64::try_from((until - now + 999) / 1000).unwrap_or(1));
+    }
+    let res = next.run(req).await;
+    if refused(res.status(), is_receipt)
+        && let Err(Some(retry_after_s)) =
+            take(state, &format!("refused#{source}"), &REFUSALS_PER_SOURCE).await
+    {
+        tracing::warn!(source, "source throttled: too many refused requests");
+        let until = now.saturating_add(i64::try_from(retry_after_s).unwrap_or(60) * 1000);
+        state.throttled_sources.insert(source, until);
+    }
+    res
+}
+
 pub async fn layer(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    if !limited(req.uri().path()) {
+    let path = req.uri().path();
+    if receipt(path) {
+        return unvouched(&state, req, next, true).await;
+    }
+    if !limited(path) {
         return next.run(req).await;
     }
-    // Unauthenticated requests go on to be refused by the handler; an authenticated one
-    // carries its tenant on, so no later layer or handler resolves the key again.
+    // Unauthenticated requests go on to be refused by the handler (and counted against their
+    // source); an authenticated one carries its tenant on, so no later layer or handler
+    // resolves the key again.
     let Ok(authed) = authenticate(req.headers(), &state).await else {
-        return next.run(req).await;
+        return unvouched(&state, req, next, false).await;
     };
     req.extensions_mut().insert(authed.clone());
     let Authed(tenant, actor) = authed;
@@ -120,5 +186,17 @@ mod tests {
         assert!(!limited("/api/v1/channels/ch_1/status"));
         assert!(!limited("/api/v1/openapi.json"));
         assert!(!limited("/api/health"));
+        assert!(receipt("/api/v1/channels/ch_1/status"));
+        assert!(!receipt("/api/v1/channels/ch_1"));
+    }
+
+    #[test]
+    fn refusals_are_missing_keys_and_failed_receipts() {
+        assert!(refused(StatusCode::UNAUTHORIZED, false));
+        assert!(!refused(StatusCode::NOT_FOUND, false));
+        assert!(refused(StatusCode::NOT_FOUND, true));
+        assert!(refused(StatusCode::FORBIDDEN, true));
+        assert!(!refused(StatusCode::OK, true));
+        assert!(!refused(StatusCode::UNPROCESSABLE_ENTITY, true));
     }
 }

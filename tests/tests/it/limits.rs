@@ -211,3 +211,88 @@ mod emulator {
         t.stop().await;
     }
 }
+
+/// A client of the tenant API whose requests come from `source` (a loopback address).
+fn client_at(source: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(source.parse::<std::net::IpAddr>().unwrap())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+/// Requests nobody vouches for are throttled by their source: past 60 refusals in a minute
+/// (bad API keys, receipts that fail their check) an address is answered 429
+/// `source_throttled` with `Retry-After`, before its key or receipt is looked at. Its calls
+/// with a good key, and other addresses' bad ones, are not held back.
+#[tokio::test]
+async fn an_address_that_keeps_being_refused_is_throttled_and_no_one_else_is() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(200).await.unwrap();
+    let (_, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &rx.url, json!({})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let guesser = client_at("127.0.0.6");
+    let channels = format!("{}/api/v1/channels", t.stack.api_url);
+    let mut statuses = Vec::new();
+    for n in 0..100 {
+        let r = guesser
+            .get(&channels)
+            .bearer_auth(format!("cvg_not_a_key_{n}"))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        if status == 429 {
+            assert!(r.headers().contains_key("retry-after"));
+            let body: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+            assert_eq!(body["error"]["code"], "source_throttled", "{body}");
+        }
+        statuses.push(status);
+    }
+    assert!(statuses[..60].iter().all(|s| *s == 401), "{statuses:?}");
+    let first = statuses.iter().position(|s| *s == 429).expect("throttled");
+    assert!(statuses[first..].iter().all(|s| *s == 429), "{statuses:?}");
+
+    // The same address with a good key is served; another address's bad key is refused as
+    // ever, not throttled.
+    let r = guesser
+        .get(&channels)
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let other = client_at("127.0.0.7");
+    let r = other
+        .get(&channels)
+        .bearer_auth("cvg_bad")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+
+    // Receipts that fail their check count the same way, by their source.
+    let receipts = format!("{}/api/v1/channels/{ch}/status", t.stack.api_url);
+    let forger = client_at("127.0.0.8");
+    let mut statuses = Vec::new();
+    for _ in 0..100 {
+        let r = forger
+            .post(&receipts)
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        statuses.push(r.status().as_u16());
+    }
+    assert!(
+        statuses[..60].iter().all(|s| *s != 429 && *s >= 400),
+        "{statuses:?}"
+    );
+    let first = statuses.iter().position(|s| *s == 429).expect("throttled");
+    assert!(statuses[first..].iter().all(|s| *s == 429), "{statuses:?}");
+    t.stop().await;
+}

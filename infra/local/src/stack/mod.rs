@@ -440,6 +440,7 @@ impl Stack {
                     (opts.invocations.clone(), fun::API),
                     timed,
                 ))
+                .layer(axum::middleware::from_fn(source_ip))
                 .layer(axum::middleware::from_fn(
                     move |req: axum::extract::Request, next: axum::middleware::Next| {
                         let routes = api_routes.clone();
@@ -656,8 +657,8 @@ fn serve_listener(
     })
 }
 
-/// The client's address, where the admin IP allowlist reads it (on Lambda, API Gateway's
-/// source IP).
+/// The client's address, where the admin IP allowlist, the sign-in counts and the refused-
+/// request throttle read it (on Lambda, API Gateway's source IP).
 async fn source_ip(
     axum::extract::ConnectInfo(addr): axum::extract::ConnectInfo<SocketAddr>,
     mut req: axum::extract::Request,
