@@ -105,24 +105,8 @@ impl TenantStore for DynamoStore {
         id: &TenantId,
         limit: Option<&str>,
     ) -> StoreResult<Option<Tenant>> {
-        let req = self
-            .client
-            .update_item()
-            .table_name(&self.res.tenants)
-            .key("pk", s(id.as_str()))
-            .condition_expression("attribute_exists(pk)")
-            .return_values(ReturnValue::AllNew);
-        let req = match limit {
-            Some(l) => req
-                .update_expression("SET api_rate_limit = :l")
-                .expression_attribute_values(":l", s(l)),
-            None => req.update_expression("REMOVE api_rate_limit"),
-        };
-        match req.send().await {
-            Ok(out) => out.attributes.map(from_item).transpose(),
-            Err(e) if is_update_conditional(&e) => Ok(None),
-            Err(e) => Err(sdk_err(e)),
-        }
+        self.set_tenant_attr(id, "api_rate_limit", limit.map(s))
+            .await
     }
 
     async fn set_tenant_email_senders(
@@ -130,21 +114,34 @@ impl TenantStore for DynamoStore {
         id: &TenantId,
         senders: &[String],
     ) -> StoreResult<Option<Tenant>> {
+        let list =
+            (!senders.is_empty()).then(|| AttributeValue::L(senders.iter().map(s).collect()));
+        self.set_tenant_attr(id, "email_senders", list).await
+    }
+}
+
+impl DynamoStore {
+    /// Sets one attribute of an existing tenant (`None` removes it); the tenant as it is now,
+    /// `None` if there is no such tenant.
+    async fn set_tenant_attr(
+        &self,
+        id: &TenantId,
+        attr: &str,
+        value: Option<AttributeValue>,
+    ) -> StoreResult<Option<Tenant>> {
         let req = self
             .client
             .update_item()
             .table_name(&self.res.tenants)
             .key("pk", s(id.as_str()))
             .condition_expression("attribute_exists(pk)")
+            .expression_attribute_names("#a", attr)
             .return_values(ReturnValue::AllNew);
-        let req = if senders.is_empty() {
-            req.update_expression("REMOVE email_senders")
-        } else {
-            req.update_expression("SET email_senders = :l")
-                .expression_attribute_values(
-                    ":l",
-                    AttributeValue::L(senders.iter().map(s).collect()),
-                )
+        let req = match value {
+            Some(v) => req
+                .update_expression("SET #a = :v")
+                .expression_attribute_values(":v", v),
+            None => req.update_expression("REMOVE #a"),
         };
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
