@@ -18,7 +18,8 @@ pub struct Tally {
     pub requests: u64,
     /// DynamoDB: read or write request units, assuming items under 1 KB (writes) and 4 KB
     /// (reads): a write is 1 unit per item (2 in a transaction), a strongly consistent read 1
-    /// per item, an eventually consistent one 0.5. SQS and EventBridge: 1 per request.
+    /// per item, an eventually consistent one 0.5. SQS: 1 per request. EventBridge: the events
+    /// billed (each entry of a `PutEvents`, one per 64 KB of it).
     pub units: f64,
 }
 
@@ -60,6 +61,21 @@ pub fn dynamodb_units(operation: &str, body: &[u8]) -> f64 {
     }
 }
 
+/// The events one EventBridge request is billed for, from its JSON body: each entry of a
+/// `PutEvents` is one event per 64 KB (or part) of it.
+pub fn eventbridge_events(operation: &str, body: &[u8]) -> f64 {
+    if operation != "PutEvents" {
+        return 0.0;
+    }
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    v["Entries"].as_array().map_or(0.0, |entries| {
+        entries
+            .iter()
+            .map(|e| (e.to_string().len().max(1)).div_ceil(64 * 1024) as f64)
+            .sum()
+    })
+}
+
 /// The service and operation of an `X-Amz-Target` value.
 pub fn classify(target: &str) -> (String, String) {
     let (prefix, op) = target.split_once('.').unwrap_or(("unknown", target));
@@ -85,7 +101,8 @@ impl RequestCounter {
         let key = classify(target);
         let units = match key.0.as_str() {
             "dynamodb" => dynamodb_units(&key.1, body.unwrap_or_default()),
-            "sqs" | "events" => 1.0,
+            "events" => eventbridge_events(&key.1, body.unwrap_or_default()),
+            "sqs" => 1.0,
             _ => 0.0,
         };
         if let Ok(mut c) = self.counts.lock() {
@@ -133,6 +150,21 @@ impl Intercept for RequestCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn put_events_is_billed_per_entry_and_64_kb() {
+        let small = serde_json::json!({"Entries": [{"Detail": "{}"}, {"Detail": "{}"}]});
+        assert_eq!(
+            eventbridge_events("PutEvents", small.to_string().as_bytes()),
+            2.0
+        );
+        let big = serde_json::json!({"Entries": [{"Detail": "x".repeat(70 * 1024)}]});
+        assert_eq!(
+            eventbridge_events("PutEvents", big.to_string().as_bytes()),
+            2.0
+        );
+        assert_eq!(eventbridge_events("ListRules", b"{}"), 0.0);
+    }
 
     #[test]
     fn targets_name_service_and_operation() {

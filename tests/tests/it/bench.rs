@@ -195,10 +195,11 @@ async fn cost_scenario_prices_every_part_of_a_delivery() {
         // One activity per delivery, posted once through the tenant API.
         assert_eq!(f("api_requests"), 1.0, "{case}: {line}");
         assert!(f("dynamodb_write_units") > 0.0, "{case}: {line}");
-        // A send, a receive and a delete at least, per attempt's message.
-        assert!(f("sqs_requests") >= 3.0, "{case}: {line}");
-        // The API's invocation and at least one of the deliver function's.
-        assert!(f("lambda_invocations") >= 2.0, "{case}: {line}");
+        // A send per delivery, and the receives and deletes of its batches (two deliveries
+        // may share one batch: half of each per delivery).
+        assert!(f("sqs_requests") > 1.0, "{case}: {line}");
+        // The API's invocation and a share of the deliver function's.
+        assert!(f("lambda_invocations") > 1.0, "{case}: {line}");
         assert!(f("lambda_gb_seconds") > 0.0, "{case}: {line}");
         // What the functions log about each delivery (Lambda's own lines are off: the
         // template's system log level is `WARN`).
@@ -212,7 +213,7 @@ async fn cost_scenario_prices_every_part_of_a_delivery() {
             lambda["DeliverFunction"]["invocations_per_delivery"]
                 .as_f64()
                 .unwrap()
-                >= 1.0,
+                > 0.0,
             "{case}: {line}"
         );
         assert!(cases[case]["usd_per_million_total"].as_f64().unwrap() > 0.0);

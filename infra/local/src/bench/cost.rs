@@ -369,7 +369,14 @@ fn priced(
             / n
     };
     let sqs = count("sqs");
-    let events = count("events");
+    // Billed events (a batched `PutEvents` carries up to ten), not requests.
+    let events = c
+        .requests
+        .iter()
+        .filter(|((s, _), _)| s == "events")
+        .map(|(_, t)| t.units)
+        .sum::<f64>()
+        / n;
     let api = c
         .calls
         .iter()
