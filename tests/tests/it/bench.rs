@@ -388,6 +388,7 @@ async fn burst_scenario_keeps_the_receiver_within_the_cap() {
     let line = bench::flow_cost::burst(bench::flow_cost::Burst {
         in_process: true,
         deliveries: 40,
+        receiver_ms: 100,
     })
     .await
     .unwrap();

@@ -103,10 +103,11 @@ async fn hol_measure(rt: &Runtime, o: &HeadOfLine, retrying: bool) -> Result<Val
 pub struct Burst {
     pub deliveries: usize,
     pub in_process: bool,
+    /// The receiver's time per request.
+    pub receiver_ms: u64,
 }
 
-/// The receiver's time per request, and the capped run's `max_in_flight`.
-const RECEIVER_MS: u64 = 100;
+/// The capped run's `max_in_flight`.
 const CAP: u32 = 10;
 
 /// Runs `burst` with the cap, then unbounded.
@@ -114,7 +115,7 @@ pub async fn burst(o: Burst) -> Result<Value, String> {
     converger_pipeline::metrics::set_enabled(false);
     let (backend, capped) = burst_phase(&o, Some(CAP)).await?;
     let (_, unbounded) = burst_phase(&o, None).await?;
-    let ideal_s = o.deliveries as f64 * RECEIVER_MS as f64 / 1000.0 / f64::from(CAP);
+    let ideal_s = o.deliveries as f64 * o.receiver_ms as f64 / 1000.0 / f64::from(CAP);
     let (capped_s, unbounded_s) = (capped.0, unbounded.0);
     let target_s = 1.3 * ideal_s + unbounded_s;
     let round = |x: f64| (x * 100.0).round() / 100.0;
@@ -122,7 +123,7 @@ pub async fn burst(o: Burst) -> Result<Value, String> {
         "scenario": "burst",
         "backend": backend,
         "deliveries": o.deliveries,
-        "receiver_ms": RECEIVER_MS,
+        "receiver_ms": o.receiver_ms,
         "max_in_flight": CAP,
         "capped_s": round(capped_s),
         "capped_max_concurrent": capped.1,
@@ -161,7 +162,7 @@ async fn burst_measure(
     let p = rt.pipeline();
     let rx = Receiver::start(
         Vec::new(),
-        Reply::status(200).delay(Duration::from_millis(RECEIVER_MS)),
+        Reply::status(200).delay(Duration::from_millis(o.receiver_ms)),
     )
     .await?;
     let (t, _) = tenant(&p, Tier::Default).await?;
@@ -202,7 +203,7 @@ async fn burst_measure(
         .map(|r| r.at.saturating_duration_since(released).as_secs_f64())
         .collect();
     at.sort_by(|a, b| a.total_cmp(b));
-    let last = at.last().copied().unwrap_or(0.0) + RECEIVER_MS as f64 / 1000.0;
+    let last = at.last().copied().unwrap_or(0.0) + o.receiver_ms as f64 / 1000.0;
     // The pace once the window is open: arrivals per second between the 10th and 90th
     // percentile.
     let (lo, hi) = (at[at.len() / 10], at[at.len() * 9 / 10]);

@@ -120,6 +120,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
                 deliveries: rest
                     .num("--deliveries", if in_process { 1000 } else { 200 })?
                     .max(1),
+                receiver_ms: rest.num("--receiver-ms", 100)? as u64,
             })
             .await
             .map(drop)
@@ -199,6 +200,7 @@ pub async fn smoke() -> Result<(), String> {
     flow_cost::burst(flow_cost::Burst {
         in_process: true,
         deliveries: 40,
+        receiver_ms: 100,
     })
     .await?;
     maintenance::replay_in_process(100).await?;
