@@ -105,6 +105,10 @@ impl Pipeline {
             Placement::Live
         };
         let mut released = 0usize;
+        // A windowed channel's backlog starts draining as soon as its first deliveries are
+        // in it, not once the whole release is: each attempt that ends feeds the next, so
+        // the rows moved meanwhile are taken in their turn.
+        let mut feeding = false;
         loop {
             let rows = self.store.parked(&channel.id, 500).await?;
             if rows.is_empty() {
@@ -120,6 +124,15 @@ impl Pipeline {
                 .await;
                 for r in done {
                     moved.extend(r?);
+                }
+                if windowed && !feeding && !moved.is_empty() {
+                    feeding = true;
+                    let f = self
+                        .store
+                        .mark(&channel.id, Mark::Backlog, Some(now), None)
+                        .await?;
+                    self.remember_flow(&f);
+                    self.feed(channel, tenant_tier, f).await?;
                 }
             }
             if moved.is_empty() {
