@@ -71,6 +71,10 @@ fn cpu_now() -> Duration {
     )
 }
 
+/// Most steps running at once in one process: each may hold up to [`MAX_STEP_ALLOC_BYTES`]
+/// (twice that at its peak), so a batch of hostile scripts stays far inside a 256 MB function.
+pub const MAX_STEPS_AT_ONCE: usize = 4;
+
 /// Bytes this thread holds, by the process's counting allocator (`converger-alloc`).
 fn allocated() -> i64 {
     converger_alloc::live_bytes()

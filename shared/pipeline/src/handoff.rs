@@ -335,7 +335,7 @@ impl Pipeline {
             // What the hand-off sent: the channel's middleware over the stored payload, as an
             // attempt applies it (a client never gets fields the tenant's steps remove). A
             // step that halts now sends nothing; the delivery keeps waiting.
-            let transformed = match crate::attempt::transform(&ch, &a, d.attempts.max(1)).await {
+            let transformed = match crate::middleware::transform(&ch, &a, d.attempts.max(1)).await {
                 Ok(t) => t,
                 Err(why) => {
                     tracing::warn!(delivery_id = %d.id, reason = %why, "replay skipped: middleware halted");

@@ -14,6 +14,7 @@ pub mod handoff;
 pub mod health;
 pub mod ingest;
 pub mod metrics;
+pub mod middleware;
 pub mod outcome;
 pub mod replay;
 pub mod sweep;
