@@ -24,17 +24,27 @@ fn store_error(e: StoreError) -> DeliveryError {
     DeliveryError::transient(format!("store: {e}"))
 }
 
+impl Pipeline {
+    /// The tenant an adapter names (by its id as text), as stored now: a permanent error when
+    /// it is gone, a transient one when storage fails.
+    async fn adapter_tenant(
+        &self,
+        tenant_id: &str,
+    ) -> Result<converger_ports::Tenant, DeliveryError> {
+        let id = converger_core::TenantId::parse(tenant_id)
+            .map_err(|e| DeliveryError::permanent(e.to_string()))?;
+        self.store
+            .get_tenant(&id)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| DeliveryError::permanent("the tenant no longer exists"))
+    }
+}
+
 #[async_trait]
 impl Services for Pipeline {
     async fn post_reply(&self, reply: Reply<'_>) -> Result<String, DeliveryError> {
-        let tenant_id = converger_core::TenantId::parse(reply.tenant_id)
-            .map_err(|e| DeliveryError::permanent(e.to_string()))?;
-        let tenant = self
-            .store
-            .get_tenant(&tenant_id)
-            .await
-            .map_err(store_error)?
-            .ok_or_else(|| DeliveryError::permanent("the tenant no longer exists"))?;
+        let tenant = self.adapter_tenant(reply.tenant_id).await?;
         // Never an echo channel (no bot answers a bot), never an inactive one.
         let mut targets = Vec::new();
         for id in reply.channel_ids {
@@ -79,16 +89,8 @@ impl Services for Pipeline {
     ) -> Result<String, DeliveryError> {
         // Checked again here, at the one place mail leaves: the channel may have been written
         // before an operator took the identity away, or by a path that skipped the API.
-        let tenant_id = converger_core::TenantId::parse(tenant_id)
-            .map_err(|e| DeliveryError::permanent(e.to_string()))?;
-        let senders = self
-            .store
-            .get_tenant(&tenant_id)
-            .await
-            .map_err(store_error)?
-            .map(|t| t.email_senders)
-            .unwrap_or_default();
-        if !converger_core::email::sender_allowed(&email.from, &senders) {
+        let tenant = self.adapter_tenant(tenant_id).await?;
+        if !converger_core::email::sender_allowed(&email.from, &tenant.email_senders) {
             return Err(DeliveryError::permanent(format!(
                 "email: {}",
                 converger_core::email::sender_refused(&email.from)
