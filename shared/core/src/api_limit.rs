@@ -113,9 +113,33 @@ impl Lease {
     }
 }
 
+/// Refused requests one source address (`net::client_source`) may cause, every API instance
+/// together, before its requests are answered 429 `source_throttled` unread.
+pub const REFUSALS_PER_SOURCE: RateLimit = RateLimit {
+    count: 60,
+    per_ms: 60_000,
+};
+
+/// Whether an answer (its HTTP status) refused a request nobody vouched for: a missing or bad
+/// API key (401), or a receipt with a bad signature or token, or for no such channel (401,
+/// 403, 404). A keyed call's 404 is an ordinary answer, not a refusal.
+pub fn refused(status: u16, receipt: bool) -> bool {
+    status == 401 || (receipt && matches!(status, 403 | 404))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_are_missing_keys_and_failed_receipts() {
+        assert!(refused(401, false));
+        assert!(!refused(404, false));
+        assert!(refused(404, true));
+        assert!(refused(403, true));
+        assert!(!refused(200, true));
+        assert!(!refused(422, true));
+    }
 
     #[test]
     fn tiers_have_defaults_and_a_valid_override_wins() {

@@ -130,9 +130,41 @@ pub fn check_destination(ip: IpAddr, allow: &Allowlist) -> Result<(), &'static s
     }
 }
 
+/// The source a request is counted against (sign-in attempts, refused API requests): an IPv4 address itself, an IPv6 address by its
+/// /64 (one host holds a whole /64, so counting single addresses would count nothing), an
+/// IPv4-mapped IPv6 address as the IPv4 one. `None` (no address known) counts as one source.
+pub fn client_source(ip: Option<IpAddr>) -> String {
+    match ip.map(|ip| ip.to_canonical()) {
+        Some(IpAddr::V4(v4)) => v4.to_string(),
+        Some(IpAddr::V6(v6)) => {
+            let s = v6.segments();
+            let net = Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0);
+            format!("{net}/64")
+        }
+        None => "unknown".to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clients_are_counted_by_ipv4_address_and_ipv6_64() {
+        let ip = |s: &str| Some(s.parse().unwrap());
+        assert_eq!(client_source(ip("203.0.113.9")), "203.0.113.9");
+        assert_eq!(client_source(ip("::ffff:203.0.113.9")), "203.0.113.9");
+        assert_eq!(
+            client_source(ip("2001:db8:1:2:aaaa::1")),
+            client_source(ip("2001:db8:1:2:bbbb::2"))
+        );
+        assert_eq!(client_source(ip("2001:db8:1:2::1")), "2001:db8:1:2::/64");
+        assert_ne!(
+            client_source(ip("2001:db8:1:2::1")),
+            client_source(ip("2001:db8:1:3::1"))
+        );
+        assert_eq!(client_source(None), "unknown");
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

@@ -159,22 +159,6 @@ pub const SIGN_IN_SOURCE_MAX: u32 = 50;
 pub const SIGN_IN_WINDOW_S: i64 = 900;
 pub const SIGN_IN_LOCK_S: i64 = 900;
 
-/// The source a sign-in is counted against: an IPv4 address itself, an IPv6 address by its
-/// /64 (one host holds a whole /64, so counting single addresses would count nothing), an
-/// IPv4-mapped IPv6 address as the IPv4 one. `None` (no address known) counts as one source.
-pub fn sign_in_source(ip: Option<std::net::IpAddr>) -> String {
-    use std::net::IpAddr;
-    match ip.map(|ip| ip.to_canonical()) {
-        Some(IpAddr::V4(v4)) => v4.to_string(),
-        Some(IpAddr::V6(v6)) => {
-            let s = v6.segments();
-            let net = std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0);
-            format!("{net}/64")
-        }
-        None => "unknown".to_owned(),
-    }
-}
-
 /// The sign-in attempts counted under one key (an account from one source, or one source).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SignInState {
@@ -416,22 +400,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn sign_ins_are_counted_by_ipv4_address_and_ipv6_64() {
-        let ip = |s: &str| Some(s.parse().unwrap());
-        assert_eq!(sign_in_source(ip("203.0.113.9")), "203.0.113.9");
-        assert_eq!(sign_in_source(ip("::ffff:203.0.113.9")), "203.0.113.9");
-        assert_eq!(
-            sign_in_source(ip("2001:db8:1:2:aaaa::1")),
-            sign_in_source(ip("2001:db8:1:2:bbbb::2"))
-        );
-        assert_eq!(sign_in_source(ip("2001:db8:1:2::1")), "2001:db8:1:2::/64");
-        assert_ne!(
-            sign_in_source(ip("2001:db8:1:2::1")),
-            sign_in_source(ip("2001:db8:1:3::1"))
-        );
-        assert_eq!(sign_in_source(None), "unknown");
-    }
     use serde_json::json;
 
     #[test]

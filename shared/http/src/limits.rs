@@ -29,23 +29,9 @@ fn limited(path: &str) -> bool {
     path.starts_with("/api/v1/") && !path.ends_with("/status") && !path.ends_with("openapi.json")
 }
 
-/// Refused requests one source address may cause (every API instance together) before its
-/// requests are answered 429 `source_throttled` unread.
-pub const REFUSALS_PER_SOURCE: converger_core::RateLimit = converger_core::RateLimit {
-    count: 60,
-    per_ms: 60_000,
-};
-
 /// Whether a path is a provider's receipt (or its verification): called without a key.
 fn receipt(path: &str) -> bool {
     path.starts_with("/api/v1/channels/") && path.ends_with("/status")
-}
-
-/// Whether an answer refused a request nobody vouched for: a missing or bad key, or a
-/// receipt with a bad signature or token, or for a channel that is not there.
-fn refused(status: StatusCode, receipt: bool) -> bool {
-    status == StatusCode::UNAUTHORIZED
-        || (receipt && matches!(status, StatusCode::FORBIDDEN | StatusCode::NOT_FOUND))
 }
 
 fn source_throttled(retry_after_s: u64) -> Response {
@@ -53,8 +39,9 @@ fn source_throttled(retry_after_s: u64) -> Response {
         StatusCode::TOO_MANY_REQUESTS,
         "source_throttled",
         format!(
-            "too many refused requests from this address (at most {REFUSALS_PER_SOURCE}); \
-             retry after {retry_after_s} s"
+            "too many refused requests from this address (at most {}); \
+             retry after {retry_after_s} s",
+            api_limit::REFUSALS_PER_SOURCE
         ),
     )
     .into_response();
@@ -66,7 +53,7 @@ fn source_throttled(retry_after_s: u64) -> Response {
 /// Runs a request nobody vouches for (yet): refused at once while its source is throttled;
 /// its refusal, if it is refused, spent from the source's schedule.
 async fn unvouched(state: &AppState, req: Request, next: Next, is_receipt: bool) -> Response {
-    let source = converger_core::web::sign_in_source(
+    let source = converger_core::net::client_source(
         req.extensions().get::<crate::web::SourceIp>().map(|s| s.0),
     );
     let now = time::now_ms();
@@ -76,9 +63,13 @@ async fn unvouched(state: &AppState, req: Request, next: Next, is_receipt: bool)
         return source_throttled(u64::try_from((until - now + 999) / 1000).unwrap_or(1));
     }
     let res = next.run(req).await;
-    if refused(res.status(), is_receipt)
-        && let Err(Some(retry_after_s)) =
-            take(state, &format!("refused#{source}"), &REFUSALS_PER_SOURCE).await
+    if api_limit::refused(res.status().as_u16(), is_receipt)
+        && let Err(Some(retry_after_s)) = take(
+            state,
+            &format!("refused#{source}"),
+            &api_limit::REFUSALS_PER_SOURCE,
+        )
+        .await
     {
         tracing::warn!(source, "source throttled: too many refused requests");
         let until = now.saturating_add(i64::try_from(retry_after_s).unwrap_or(60) * 1000);
@@ -188,15 +179,5 @@ mod tests {
         assert!(!limited("/api/health"));
         assert!(receipt("/api/v1/channels/ch_1/status"));
         assert!(!receipt("/api/v1/channels/ch_1"));
-    }
-
-    #[test]
-    fn refusals_are_missing_keys_and_failed_receipts() {
-        assert!(refused(StatusCode::UNAUTHORIZED, false));
-        assert!(!refused(StatusCode::NOT_FOUND, false));
-        assert!(refused(StatusCode::NOT_FOUND, true));
-        assert!(refused(StatusCode::FORBIDDEN, true));
-        assert!(!refused(StatusCode::OK, true));
-        assert!(!refused(StatusCode::UNPROCESSABLE_ENTITY, true));
     }
 }

@@ -28,7 +28,7 @@ pub struct User {
 }
 
 /// The item key of the sign-in count of an account from one source
-/// (`core::web::sign_in_source`): kept for any email asked about, known or not, so that a
+/// (`core::net::client_source`): kept for any email asked about, known or not, so that a
 /// failure costs the same for both.
 pub fn sign_in_account_key(realm: Realm, email: &str, source: &str) -> String {
     format!(

@@ -296,7 +296,8 @@ fn too_many_attempts() -> Response {
 pub(super) async fn login(State(state): State<AppState>, req: Request) -> Response {
     let realm = realm_of(req.uri().path());
     let pre = cookie(req.headers(), "cvg_pre").unwrap_or_default();
-    let source = web::sign_in_source(req.extensions().get::<super::SourceIp>().map(|s| s.0));
+    let source =
+        converger_core::net::client_source(req.extensions().get::<super::SourceIp>().map(|s| s.0));
     let Ok(Form(f)) = Form::<LoginForm>::from_request(req, &state).await else {
         return login_page(
             &state,
