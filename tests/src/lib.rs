@@ -26,6 +26,31 @@ pub struct TestStack {
 pub struct Answer {
     pub status: u16,
     pub body: Value,
+    /// The `Retry-After` header, where the answer has one.
+    pub retry_after: Option<String>,
+}
+
+impl Answer {
+    /// Reads a response: its status, `Retry-After` and JSON body (`Null` when not JSON).
+    pub async fn read(resp: reqwest::Response) -> Self {
+        let status = resp.status().as_u16();
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let text = resp.text().await.unwrap_or_default();
+        Answer {
+            status,
+            body: serde_json::from_str(&text).unwrap_or(Value::Null),
+            retry_after,
+        }
+    }
+
+    /// The error code of an error answer (`""` when there is none).
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
 }
 
 impl TestStack {
@@ -104,13 +129,17 @@ impl TestStack {
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b);
         }
-        let resp = req.send().await.expect("request sent");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap_or_default();
-        Answer {
-            status,
-            body: serde_json::from_str(&text).unwrap_or(Value::Null),
-        }
+        Answer::read(req.send().await.expect("request sent")).await
+    }
+
+    /// POSTs Infobip delivery reports to a channel's receipt endpoint with `token`.
+    pub async fn infobip_reports(&self, ch: &str, token: &str, reports: &[(&str, &str)]) -> Answer {
+        let url = format!(
+            "{}/api/v1/channels/{ch}/status?token={token}",
+            self.stack.api_url
+        );
+        let body = fakes::infobip_reports(reports).to_string();
+        self.raw("POST", url, None, Some(body)).await
     }
 
     pub async fn api(&self, method: &str, path: &str, key: &str, body: Option<Value>) -> Answer {

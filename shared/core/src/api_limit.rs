@@ -120,9 +120,20 @@ pub const REFUSALS_PER_SOURCE: RateLimit = RateLimit {
     per_ms: 60_000,
 };
 
+/// Receipts one channel takes, every API instance together (`RECEIPT_RATE_LIMIT`): a
+/// provider's verified receipts past it are answered 429 `receipts_throttled` with
+/// `Retry-After` (providers retry them), so no channel's receipts, even with a leaked
+/// secret, write faster than this. Three receipts (sent, delivered, read) for each of
+/// 1,000 messages a second, WhatsApp's top throughput for one number.
+pub const RECEIPTS_PER_CHANNEL: RateLimit = RateLimit {
+    count: 3_000,
+    per_ms: 1_000,
+};
+
 /// Whether an answer (its HTTP status) refused a request nobody vouched for: a missing or bad
 /// API key (401), or a receipt with a bad signature or token, or for no such channel (401,
-/// 403, 404). A keyed call's 404 is an ordinary answer, not a refusal.
+/// 403, 404). A keyed call's 404 is an ordinary answer, not a refusal, and so is a verified
+/// receipt's (its messages unknown): the caller says which answers its check vouched for.
 pub fn refused(status: u16, receipt: bool) -> bool {
     status == 401 || (receipt && matches!(status, 403 | 404))
 }

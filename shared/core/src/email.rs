@@ -56,6 +56,10 @@ pub struct Email {
     pub html: Option<String>,
     /// Name and value of each message tag.
     pub tags: Vec<(String, String)>,
+    /// The SES tenant it is sent on behalf of (the Converger tenant's `ses_tenant`): SES
+    /// then refuses an identity or configuration set not associated with that tenant, and
+    /// keeps its reputation, and any pause, apart from every other tenant's.
+    pub ses_tenant: Option<String>,
 }
 
 /// Whether `addr` reads as one email address (`local@domain`, at most 254 characters, no
@@ -117,6 +121,24 @@ fn is_domain(d: &str) -> bool {
                 && !l.ends_with('-')
                 && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
         })
+}
+
+/// Checks the name of an SES tenant (`CreateTenant`'s rule: 1 to 64 letters, digits, `-`
+/// and `_`).
+pub fn ses_tenant_name(name: &str) -> Result<String, String> {
+    let name = name.trim();
+    if (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+    {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "ses_tenant must be an SES tenant's name: 1 to 64 letters, digits, `-` and `_`, \
+             not {name:?}"
+        ))
+    }
 }
 
 /// Checks the SES identities an operator gives a tenant (each an address, `news@acme.com`,
@@ -257,6 +279,7 @@ pub fn message(payload: &Value, s: &Settings) -> Result<Email, String> {
         return Err("the activity has no `text` and no `html` to send".into());
     }
     Ok(Email {
+        ses_tenant: None,
         from: s.from.clone(),
         to,
         reply_to: s.reply_to.clone(),
@@ -346,6 +369,15 @@ pub fn ses_event(detail: &Value) -> Option<(String, Receipt)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ses_tenant_name_is_letters_digits_dashes_and_underscores() {
+        assert_eq!(ses_tenant_name(" acme-prod_1 ").unwrap(), "acme-prod_1");
+        assert!(ses_tenant_name(&"a".repeat(64)).is_ok());
+        for bad in ["", "  ", "acme prod", "acme.com", "acmé", &"a".repeat(65)] {
+            assert!(ses_tenant_name(bad).is_err(), "{bad:?}");
+        }
+    }
     use serde_json::json;
 
     fn settings_of(v: Value) -> Result<Settings, String> {

@@ -126,6 +126,7 @@ fn tenant_error(e: TenantError) -> ApiError {
         TenantError::InvalidRateLimit(m) => ApiError::invalid("invalid_api_rate_limit", m),
         TenantError::InvalidShards(m) => ApiError::invalid("invalid_delivery_shards", m),
         TenantError::InvalidSenders(m) => ApiError::invalid("invalid_email_senders", m),
+        TenantError::InvalidSesTenant(m) => ApiError::invalid("invalid_ses_tenant", m),
         TenantError::Store(e) => e.into(),
     }
 }
@@ -220,6 +221,12 @@ pub(crate) struct PatchTenant {
     /// tenant's email channels may send from, replacing those it has (`[]` removes them; at
     /// most 20). A domain covers its addresses, not its subdomains.
     email_senders: Option<Vec<String>>,
+    /// The SES tenant its email is sent on behalf of (`TenantName`; 1 to 64 letters, digits,
+    /// `-`, `_`): SES then sends only from identities associated with that SES tenant and
+    /// keeps its reputation apart. `null` sends as the account.
+    #[serde(default, deserialize_with = "crate::error::present")]
+    #[schema(value_type = Option<String>)]
+    ses_tenant: Option<Option<String>>,
 }
 
 /// Sets a tenant's tier (its new deliveries go to that tier's queue; the API's cached view of
@@ -257,6 +264,7 @@ pub(crate) async fn patch_tenant(
                 alert_webhook_url: req.alert_webhook_url.as_ref().map(Option::as_deref),
                 api_rate_limit: req.api_rate_limit.as_ref().map(Option::as_deref),
                 email_senders: req.email_senders.as_deref(),
+                ses_tenant: req.ses_tenant.as_ref().map(Option::as_deref),
             },
         )
         .await

@@ -2,7 +2,8 @@
 //! key spends one request of that key's schedule, shared by every API instance. And the
 //! requests nobody vouches for: a source address whose requests keep being refused (no or a
 //! bad API key, a receipt that fails its check) spends a schedule of its own, shared the same
-//! way, and past it is answered 429 before anything is looked up. An instance
+//! way, and past it is answered 429 before anything is looked up. A channel's verified
+//! receipts spend a schedule of the channel's (`receipts_throttled` past it). An instance
 //! takes a tenth of a second's worth of the rate at once and spends it locally, so a call
 //! costs a fraction of one store write. Over the limit: 429 `rate_limited` with
 //! `Retry-After`.
@@ -34,20 +35,29 @@ fn receipt(path: &str) -> bool {
     path.starts_with("/api/v1/channels/") && path.ends_with("/status")
 }
 
+/// Marks an answer to a request without an API key whose own check passed (a receipt with
+/// the channel's signature or token): however it is answered, it is not a refusal.
+#[derive(Debug, Clone, Copy)]
+pub struct Vouched;
+
+/// 429 with `code`, `message` and `Retry-After`.
+pub(crate) fn too_many(code: &'static str, message: String, retry_after_s: u64) -> Response {
+    let mut res = ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message).into_response();
+    res.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
+    res
+}
+
 fn source_throttled(retry_after_s: u64) -> Response {
-    let mut res = ApiError::new(
-        StatusCode::TOO_MANY_REQUESTS,
+    too_many(
         "source_throttled",
         format!(
             "too many refused requests from this address (at most {}); \
              retry after {retry_after_s} s",
             api_limit::REFUSALS_PER_SOURCE
         ),
+        retry_after_s,
     )
-    .into_response();
-    res.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
-    res
 }
 
 /// Runs a request nobody vouches for (yet): refused at once while its source is throttled;
@@ -64,6 +74,7 @@ async fn unvouched(state: &AppState, req: Request, next: Next, is_receipt: bool)
     }
     let res = next.run(req).await;
     if api_limit::refused(res.status().as_u16(), is_receipt)
+        && res.extensions().get::<Vouched>().is_none()
         && let Err(Some(retry_after_s)) = take(
             state,
             &format!("refused#{source}"),
@@ -97,19 +108,13 @@ pub async fn layer(State(state): State<AppState>, mut req: Request, next: Next) 
     let limit = tenant.api_limit(&state.pipeline.config.api_limits);
     match take(&state, &actor.id, &limit).await {
         Ok(()) => next.run(req).await,
-        Err(Some(retry_after_s)) => {
-            let mut res = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limited",
-                format!(
-                    "this API key is over its rate limit of {limit}; retry after {retry_after_s} s"
-                ),
-            )
-            .into_response();
-            res.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
-            res
-        }
+        Err(Some(retry_after_s)) => too_many(
+            "rate_limited",
+            format!(
+                "this API key is over its rate limit of {limit}; retry after {retry_after_s} s"
+            ),
+            retry_after_s,
+        ),
         // The schedule could not be read: the call goes on (the store it needs is likely
         // unavailable too, and answers for itself).
         Err(None) => next.run(req).await,
@@ -121,7 +126,7 @@ pub async fn layer(State(state): State<AppState>, mut req: Request, next: Next) 
 /// instance that find the lease empty wait for one of them to take the batch, rather than each
 /// taking one (which would run the shared schedule ahead of what the instance spends).
 /// `Err(Some(seconds))` over the limit, `Err(None)` when the schedule could not be read.
-async fn take(
+pub(crate) async fn take(
     state: &AppState,
     key: &str,
     limit: &converger_core::RateLimit,

@@ -112,7 +112,12 @@ pub const ERROR_STATUSES: [(&str, &str); 10] = [
          `idempotency_key_reused`, `invalid_tier`, `invalid_role`, `invalid_user`, \
          `unknown_tenant`, `invalid_alert_webhook_url`, `invalid_request`",
     ),
-    ("429", "Too many requests: `rate_limited`; see Retry-After"),
+    (
+        "429",
+        "Too many requests: `rate_limited` (the API key's limit), `source_throttled` (too \
+         many refused requests from the address), `receipts_throttled` (the channel's \
+         receipts); see Retry-After",
+    ),
     (
         "503",
         "Unavailable for a moment: `unavailable`; safe to retry (with the same \

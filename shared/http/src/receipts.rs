@@ -5,13 +5,14 @@
 
 use crate::auth::{Authed, owned_delivery};
 use crate::error::ApiError;
+use crate::limits::Vouched;
 use crate::{AppState, views};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use converger_core::providers::{infobip_receipts, meta_receipts, verify_meta_signature};
+use converger_core::providers::{Receipt, infobip_receipts, meta_receipts, verify_meta_signature};
 use converger_core::secret::constant_time_eq;
 use converger_core::{ChannelId, ChannelType};
 use converger_ports::Ack;
@@ -96,7 +97,9 @@ fn unauthorized(code: &'static str, message: &str) -> ApiError {
 
 /// `POST /api/v1/channels/{id}/status`: a provider's receipts for the channel's messages.
 /// Meta's are verified with `X-Hub-Signature-256` and the channel's `app_secret`; Infobip's
-/// carry the channel's `receipt_token` as `?token=` or `X-Receipt-Token`.
+/// carry the channel's `receipt_token` as `?token=` or `X-Receipt-Token`. Verified receipts
+/// spend the channel's receipt schedule (`RECEIPT_RATE_LIMIT`), and whatever they are
+/// answered is not a refusal of their source.
 #[utoipa::path(
     post,
     path = "/api/v1/channels/{id}/status",
@@ -167,7 +170,30 @@ pub async fn receive_receipts(
         }
     }
     .map_err(|m| ApiError::invalid("invalid_body", m))?;
-    let summary = state.pipeline.apply_receipts(&c, &receipts).await?;
+    let mut res = apply_verified(&state, &c, &receipts).await;
+    res.extensions_mut().insert(Vouched);
+    Ok(res)
+}
+
+/// Applies receipts whose check passed, within the channel's receipt schedule.
+async fn apply_verified(state: &AppState, c: &Channel, receipts: &[Receipt]) -> Response {
+    let limit = state.pipeline.config.receipt_limit;
+    if let Err(Some(retry_after_s)) =
+        crate::limits::take(state, &format!("receipt#{}", c.id), &limit).await
+    {
+        return crate::limits::too_many(
+            "receipts_throttled",
+            format!(
+                "this channel's receipts are over their limit of {limit}; \
+                 retry after {retry_after_s} s"
+            ),
+            retry_after_s,
+        );
+    }
+    let summary = match state.pipeline.apply_receipts(c, receipts).await {
+        Ok(s) => s,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
     let body = json!({
         "received": receipts.len(),
         "applied": summary.applied,
@@ -175,7 +201,7 @@ pub async fn receive_receipts(
         "unknown": summary.unknown,
     });
     if !receipts.is_empty() && summary.unknown.len() == receipts.len() {
-        return Ok((
+        return (
             StatusCode::NOT_FOUND,
             Json(json!({
                 "error": {
@@ -185,9 +211,9 @@ pub async fn receive_receipts(
                 }
             })),
         )
-            .into_response());
+            .into_response();
     }
-    Ok((StatusCode::OK, Json(body)).into_response())
+    (StatusCode::OK, Json(body)).into_response()
 }
 
 /// `POST /api/v1/deliveries/{id}/ack`: a client confirms a handed-off (websocket) delivery.

@@ -27,6 +27,8 @@ pub struct TenantView {
     pub delivery_shards: u32,
     /// The SES identities its email channels may send from (set by an operator).
     pub email_senders: Vec<String>,
+    /// The SES tenant its email is sent on behalf of (set by an operator), if any.
+    pub ses_tenant: Option<String>,
 }
 
 /// `defaults`: each tier's API rate limit (the tenant's unless overridden).
@@ -42,6 +44,7 @@ pub fn tenant(t: &Tenant, defaults: &converger_core::api_limit::Defaults) -> Ten
         api_rate_limit_overridden: t.api_rate_limit.is_some(),
         delivery_shards: t.delivery_shards(),
         email_senders: t.email_senders.clone(),
+        ses_tenant: t.ses_tenant.clone(),
     }
 }
 

@@ -49,13 +49,7 @@ impl TenantStore for MemStore {
         id: &TenantId,
         tier: converger_core::Tier,
     ) -> StoreResult<Option<Tenant>> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            s.tenants.get_mut(id).map(|t| {
-                t.tier = tier;
-                t.clone()
-            })
-        })
+        self.update_tenant(id, |t| t.tier = tier).await
     }
 
     async fn grow_tenant_delivery_shards(
@@ -63,13 +57,10 @@ impl TenantStore for MemStore {
         id: &TenantId,
         n: u32,
     ) -> StoreResult<Option<Tenant>> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            s.tenants.get_mut(id).map(|t| {
-                t.delivery_shards = Some(t.delivery_shards.map_or(n, |old| old.max(n)));
-                t.clone()
-            })
+        self.update_tenant(id, |t| {
+            t.delivery_shards = Some(t.delivery_shards.map_or(n, |old| old.max(n)))
         })
+        .await
     }
 
     async fn set_tenant_api_rate_limit(
@@ -77,13 +68,8 @@ impl TenantStore for MemStore {
         id: &TenantId,
         limit: Option<&str>,
     ) -> StoreResult<Option<Tenant>> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            s.tenants.get_mut(id).map(|t| {
-                t.api_rate_limit = limit.map(str::to_owned);
-                t.clone()
-            })
-        })
+        self.update_tenant(id, |t| t.api_rate_limit = limit.map(str::to_owned))
+            .await
     }
 
     async fn set_tenant_email_senders(
@@ -91,10 +77,32 @@ impl TenantStore for MemStore {
         id: &TenantId,
         senders: &[String],
     ) -> StoreResult<Option<Tenant>> {
+        self.update_tenant(id, |t| t.email_senders = senders.to_vec())
+            .await
+    }
+
+    async fn set_tenant_ses_tenant(
+        &self,
+        id: &TenantId,
+        name: Option<&str>,
+    ) -> StoreResult<Option<Tenant>> {
+        self.update_tenant(id, |t| t.ses_tenant = name.map(str::to_owned))
+            .await
+    }
+}
+
+impl MemStore {
+    /// Changes one tenant with `f` after a write's latency; the tenant as written, or `None`
+    /// when there is no such tenant.
+    async fn update_tenant(
+        &self,
+        id: &TenantId,
+        f: impl FnOnce(&mut Tenant),
+    ) -> StoreResult<Option<Tenant>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             s.tenants.get_mut(id).map(|t| {
-                t.email_senders = senders.to_vec();
+                f(t);
                 t.clone()
             })
         })

@@ -9,6 +9,8 @@ pub struct PipelineConfig {
     /// Each tier's tenant API rate limit per API key (`API_RATE_LIMITS`,
     /// `high=500/s,default=100/s,bulk=50/s`).
     pub api_limits: converger_core::api_limit::Defaults,
+    /// Verified provider receipts one channel takes (`RECEIPT_RATE_LIMIT`, `3000/s`).
+    pub receipt_limit: converger_core::RateLimit,
     /// The global layer of the retry policy (`RETRY_POLICY`, a JSON object).
     pub retry_policy: Map<String, Value>,
     /// Longest single queue delay; longer delays are made of hops (SQS allows 900 s).
@@ -62,6 +64,7 @@ impl Default for PipelineConfig {
     fn default() -> Self {
         Self {
             api_limits: converger_core::api_limit::Defaults::default(),
+            receipt_limit: converger_core::api_limit::RECEIPTS_PER_CHANNEL,
             retry_policy: Map::new(),
             hop_ceiling_s: 900,
             lease_slice: Duration::from_millis(converger_core::policy::LEASE_SLICE_MS as u64),
@@ -175,6 +178,12 @@ impl PipelineConfig {
                     name: "API_RATE_LIMITS",
                     message,
                 })?;
+        }
+        if let Some(v) = var("RECEIPT_RATE_LIMIT") {
+            c.receipt_limit = v.parse().map_err(|message| ConfigError {
+                name: "RECEIPT_RATE_LIMIT",
+                message,
+            })?;
         }
         Ok(c)
     }

@@ -96,7 +96,9 @@ impl Services for Pipeline {
                 converger_core::email::sender_refused(&email.from)
             )));
         }
-        self.mailer.send(email).await.map_err(|e| DeliveryError {
+        let mut email = email.clone();
+        email.ses_tenant.clone_from(&tenant.ses_tenant);
+        self.mailer.send(&email).await.map_err(|e| DeliveryError {
             reason: e.reason,
             status: e.status,
             retryable: e.retryable,

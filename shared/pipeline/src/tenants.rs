@@ -17,6 +17,8 @@ pub enum TenantError {
     InvalidShards(String),
     #[error("{0}")]
     InvalidSenders(String),
+    #[error("{0}")]
+    InvalidSesTenant(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -33,6 +35,8 @@ pub struct TenantChange<'a> {
     pub api_rate_limit: Option<Option<&'a str>>,
     /// The SES identities its email channels may send from.
     pub email_senders: Option<&'a [String]>,
+    /// The SES tenant its email is sent on behalf of.
+    pub ses_tenant: Option<Option<&'a str>>,
 }
 
 impl From<crate::health::AlertError> for TenantError {
@@ -66,6 +70,7 @@ impl Pipeline {
             // grows it.
             delivery_shards: Some(converger_ports::default_delivery_shards(tier)),
             email_senders: Vec::new(),
+            ses_tenant: None,
         };
         let key = new_api_key();
         self.store
@@ -94,6 +99,11 @@ impl Pipeline {
             .map(converger_core::email::sender_identities)
             .transpose()
             .map_err(TenantError::InvalidSenders)?;
+        let ses_tenant = change
+            .ses_tenant
+            .map(|n| n.map(converger_core::email::ses_tenant_name).transpose())
+            .transpose()
+            .map_err(TenantError::InvalidSesTenant)?;
         if let Some(tier) = change.tier {
             match self.store.set_tenant_tier(id, tier).await? {
                 Some(updated) => t = updated,
@@ -108,6 +118,16 @@ impl Pipeline {
         }
         if let Some(senders) = senders {
             match self.store.set_tenant_email_senders(id, &senders).await? {
+                Some(updated) => t = updated,
+                None => return Ok(None),
+            }
+        }
+        if let Some(name) = ses_tenant {
+            match self
+                .store
+                .set_tenant_ses_tenant(id, name.as_deref())
+                .await?
+            {
                 Some(updated) => t = updated,
                 None => return Ok(None),
             }

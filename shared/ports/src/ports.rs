@@ -71,6 +71,13 @@ pub trait TenantStore: Send + Sync + 'static {
         id: &TenantId,
         senders: &[String],
     ) -> StoreResult<Option<Tenant>>;
+    /// Sets (or, with `None`, removes) the SES tenant a tenant's email is sent on behalf of;
+    /// `None` if the tenant does not exist.
+    async fn set_tenant_ses_tenant(
+        &self,
+        id: &TenantId,
+        name: Option<&str>,
+    ) -> StoreResult<Option<Tenant>>;
     /// Sets a tenant's listing shards to `n` unless it has more already (they only grow: a
     /// listing reads every shard a delivery may be in); `None` if the tenant does not exist.
     async fn grow_tenant_delivery_shards(

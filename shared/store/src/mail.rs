@@ -8,7 +8,8 @@ use converger_core::email::Email;
 use converger_ports::{MailError, Mailer};
 
 /// `SendEmail` through the SDK, with the stack's configuration set (whose event destination
-/// publishes bounces, complaints and deliveries).
+/// publishes bounces, complaints and deliveries) and, where the tenant has one, its SES
+/// tenant.
 pub struct SesMailer {
     client: aws_sdk_sesv2::Client,
     configuration_set: Option<String>,
@@ -85,7 +86,8 @@ impl Mailer for SesMailer {
             )
             .set_reply_to_addresses((!email.reply_to.is_empty()).then(|| email.reply_to.clone()))
             .content(EmailContent::builder().simple(message).build())
-            .set_configuration_set_name(self.configuration_set.clone());
+            .set_configuration_set_name(self.configuration_set.clone())
+            .set_tenant_name(email.ses_tenant.clone());
         for (name, value) in &email.tags {
             let tag = MessageTag::builder()
                 .name(name)

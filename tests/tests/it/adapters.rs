@@ -274,12 +274,7 @@ async fn receipt(t: &TestStack, ch: &str, body: &Value, signature: Option<String
     if let Some(sig) = signature {
         req = req.header("x-hub-signature-256", sig);
     }
-    let resp = req.body(text).send().await.unwrap();
-    let status = resp.status().as_u16();
-    Answer {
-        status,
-        body: serde_json::from_str(&resp.text().await.unwrap_or_default()).unwrap_or(Value::Null),
-    }
+    Answer::read(req.body(text).send().await.unwrap()).await
 }
 
 async fn meta_receipt(t: &TestStack, ch: &str, statuses: &[(&str, &str)]) -> Answer {
@@ -359,23 +354,8 @@ async fn infobip_reports_apply_with_the_channel_token() {
         assert_eq!(settle(&t, &key, id).await["status"], "sent");
     }
     let ids = fake.ids();
-    let report = |reports: Vec<(&str, &str)>, token: &str| {
-        let body = fakes::infobip_reports(&reports);
-        let url = format!(
-            "{}/api/v1/channels/{ch}/status?token={token}",
-            t.stack.api_url
-        );
-        let http = t.http.clone();
-        async move {
-            let r = http
-                .post(url)
-                .header("content-type", "application/json")
-                .body(body.to_string())
-                .send()
-                .await
-                .unwrap();
-            r.status().as_u16()
-        }
+    let report = async |reports: Vec<(&str, &str)>, token: &str| {
+        t.infobip_reports(&ch, token, &reports).await.status
     };
     assert_eq!(report(vec![(&ids[0], "DELIVERED")], "wrong").await, 401);
     assert_eq!(t.delivery(&key, &a[0]).await["status"], "sent");

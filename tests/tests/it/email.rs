@@ -2,7 +2,8 @@
 //! unverified sender refused for good), only as the tenant's own sender identities (refused
 //! when the channel is written and again at send), SES's events through the `email-events` function's
 //! handler (a bounce fails a sent delivery, a delivery delivers one, both forward only), and
-//! every classified `SendEmail` error against a local fake of SES's REST answers.
+//! every classified `SendEmail` error against a local fake of SES's REST answers, and the SES
+//! tenant an operator names sent with each of its tenant's mails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
@@ -58,13 +59,7 @@ fn bounce() -> Value {
 #[tokio::test]
 async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
     let t = TestStack::on_emulator().await;
-    let ses = aws_sdk_sesv2::Client::new(&t.aws().clients.config);
-    ses.create_email_identity()
-        .email_identity(FROM)
-        .send()
-        .await
-        .unwrap();
-    let (tenant, key) = t.tenant("default").await;
+    let (tenant, key) = tenant_with_identity(&t, FROM).await;
     let a = t
         .patch_tenant(
             &tenant,
@@ -217,6 +212,40 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
     t.stop().await;
 }
 
+/// PATCHes a tenant's `field` with each of `bad` and asserts each is refused with 422 `code`.
+async fn refused_patches(t: &TestStack, tenant: &str, field: &str, bad: &[Value], code: &str) {
+    for value in bad {
+        let a = t.patch_tenant(tenant, json!({ field: value })).await;
+        assert_eq!(a.status, 422, "{field}={value}: {:?}", a.body);
+        assert_eq!(a.code(), code, "{field}={value}");
+    }
+}
+
+/// PATCHes a tenant with `body`, asserts it is applied and returns the tenant.
+async fn patched(t: &TestStack, tenant: &str, body: Value) -> Value {
+    let a = t.patch_tenant(tenant, body).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    a.body
+}
+
+/// Verifies `identity` in the account's SES and makes a tenant (not yet granted it).
+async fn tenant_with_identity(t: &TestStack, identity: &str) -> (String, String) {
+    aws_sdk_sesv2::Client::new(&t.aws().clients.config)
+        .create_email_identity()
+        .email_identity(identity)
+        .send()
+        .await
+        .unwrap();
+    t.tenant("default").await
+}
+
+/// Creates an email channel sending as `from` (asserting it is allowed); returns its id.
+async fn email_channel_id(t: &TestStack, key: &str, from: &str) -> String {
+    let ch = email_channel(t, key, from).await;
+    assert_eq!(ch.status, 201, "{:?}", ch.body);
+    ch.body["id"].as_str().unwrap().to_owned()
+}
+
 /// POSTs an email channel sending as `from`.
 async fn email_channel(t: &TestStack, key: &str, from: &str) -> converger_tests::Answer {
     t.api(
@@ -242,26 +271,19 @@ async fn a_tenant_sends_email_only_as_the_identities_an_operator_granted_it() {
     refused(&email_channel(&t, &key, FROM).await);
 
     // An operator's list is checked: addresses and domains only, at most 20.
-    for bad in [
+    let bad = [
         json!(["not a domain"]),
         json!(["@x.example"]),
         json!((0..21).map(|i| format!("d{i}.example")).collect::<Vec<_>>()),
-    ] {
-        let a = t.patch_tenant(&tenant, json!({"email_senders": bad})).await;
-        assert_eq!(a.status, 422, "{bad}: {:?}", a.body);
-        assert_eq!(a.body["error"]["code"], "invalid_email_senders");
-    }
-    let a = t
-        .patch_tenant(
-            &tenant,
-            json!({"email_senders": ["Converger-Tests.example", "news@platform.example"]}),
-        )
-        .await;
-    assert_eq!(a.status, 200, "{:?}", a.body);
-    assert_eq!(
-        a.body["email_senders"],
-        json!([DOMAIN, "news@platform.example"])
-    );
+    ];
+    refused_patches(&t, &tenant, "email_senders", &bad, "invalid_email_senders").await;
+    let a = patched(
+        &t,
+        &tenant,
+        json!({"email_senders": ["Converger-Tests.example", "news@platform.example"]}),
+    )
+    .await;
+    assert_eq!(a["email_senders"], json!([DOMAIN, "news@platform.example"]));
 
     // Its domain (any address of it) and its one address; not the address's neighbours, not
     // a subdomain, not a look-alike.
@@ -303,20 +325,9 @@ async fn a_tenant_sends_email_only_as_the_identities_an_operator_granted_it() {
 async fn an_identity_taken_away_stops_the_channels_mail_at_send() {
     let t = TestStack::on_emulator().await;
     // SES would send it: the identity is verified in the account.
-    let ses = aws_sdk_sesv2::Client::new(&t.aws().clients.config);
-    ses.create_email_identity()
-        .email_identity(DOMAIN)
-        .send()
-        .await
-        .unwrap();
-    let (tenant, key) = t.tenant("default").await;
-    let a = t
-        .patch_tenant(&tenant, json!({"email_senders": [DOMAIN]}))
-        .await;
-    assert_eq!(a.status, 200, "{:?}", a.body);
-    let ch = email_channel(&t, &key, FROM).await;
-    assert_eq!(ch.status, 201, "{:?}", ch.body);
-    let ch = ch.body["id"].as_str().unwrap().to_owned();
+    let (tenant, key) = tenant_with_identity(&t, DOMAIN).await;
+    patched(&t, &tenant, json!({"email_senders": [DOMAIN]})).await;
+    let ch = email_channel_id(&t, &key, FROM).await;
     let sent = t
         .deliver_settled(&key, &ch, json!({"text": "granted"}))
         .await;
@@ -324,8 +335,7 @@ async fn an_identity_taken_away_stops_the_channels_mail_at_send() {
 
     // The operator takes it back: the channel is unchanged, its next mail is refused for
     // good before SES is asked (no message id), with the reason.
-    let a = t.patch_tenant(&tenant, json!({"email_senders": []})).await;
-    assert_eq!(a.status, 200, "{:?}", a.body);
+    patched(&t, &tenant, json!({"email_senders": []})).await;
     let d = t
         .deliver_settled(&key, &ch, json!({"text": "revoked"}))
         .await;
@@ -387,6 +397,26 @@ async fn ses_fault(status: u16, code: &'static str) -> (String, tokio::task::Joi
                 .into_response()
         }),
     );
+    let (url, task) = serve(app).await;
+    (url, task)
+}
+
+/// A one-recipient text email from `FROM`, with no tags and no SES tenant.
+fn plain_email() -> Email {
+    Email {
+        from: FROM.into(),
+        to: vec!["ops@example.com".into()],
+        reply_to: vec![],
+        subject: "s".into(),
+        text: Some("t".into()),
+        html: None,
+        tags: vec![],
+        ses_tenant: None,
+    }
+}
+
+/// Serves `app` on a free local port: its URL and the serving task.
+async fn serve(app: axum::Router) -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let task = tokio::spawn(async move {
@@ -398,13 +428,8 @@ async fn ses_fault(status: u16, code: &'static str) -> (String, tokio::task::Joi
 #[tokio::test]
 async fn ses_errors_are_classified() {
     let email = Email {
-        from: FROM.into(),
-        to: vec!["ops@example.com".into()],
-        reply_to: vec![],
-        subject: "s".into(),
-        text: Some("t".into()),
-        html: None,
         tags: vec![(CHANNEL_TAG.into(), "ch_1".into())],
+        ..plain_email()
     };
     for (status, code, retryable) in [
         (429, "TooManyRequestsException", true),
@@ -432,4 +457,78 @@ async fn ses_errors_are_classified() {
         assert!(e.reason.contains(code), "{code}: {}", e.reason);
         task.abort();
     }
+}
+
+/// An operator names the SES tenant a tenant's email is sent on behalf of: the name is
+/// checked (SES's rule), shown, sent with every `SendEmail` of that tenant (allowed by the
+/// template's grant on SES tenants, as the IAM check proves) and removed with `null`.
+#[tokio::test]
+async fn an_ses_tenant_is_named_on_every_send_of_its_tenant() {
+    let t = TestStack::on_emulator().await;
+    let (tenant, key) = tenant_with_identity(&t, DOMAIN).await;
+    let bad = [json!("acme prod"), json!("acme.example"), json!("")];
+    refused_patches(&t, &tenant, "ses_tenant", &bad, "invalid_ses_tenant").await;
+    let a = patched(
+        &t,
+        &tenant,
+        json!({"email_senders": [DOMAIN], "ses_tenant": "acme-prod"}),
+    )
+    .await;
+    assert_eq!(a["ses_tenant"], "acme-prod", "{a}");
+    let ch = email_channel_id(&t, &key, FROM).await;
+    let sent = t
+        .deliver_settled(&key, &ch, json!({"text": "on behalf"}))
+        .await;
+    assert_eq!(sent["status"], "sent", "{sent}");
+
+    let a = patched(&t, &tenant, json!({"ses_tenant": null})).await;
+    assert!(a["ses_tenant"].is_null(), "{a}");
+    let a = t.admin_get(&format!("/admin/api/tenants/{tenant}")).await;
+    assert!(a.body["ses_tenant"].is_null(), "{:?}", a.body);
+    t.stop().await;
+}
+
+/// A local SES endpoint that answers every `SendEmail` and keeps the request bodies.
+async fn ses_recorder() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    let app = axum::Router::new().route(
+        "/v2/email/outbound-emails",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let keep = keep.clone();
+            async move {
+                keep.lock()
+                    .unwrap()
+                    .push(serde_json::from_slice::<Value>(&body).unwrap());
+                axum::Json(json!({"MessageId": "recorded-1"}))
+            }
+        }),
+    );
+    let (url, task) = serve(app).await;
+    (url, seen, task)
+}
+
+/// On the wire: `TenantName` is the email's SES tenant, and absent without one.
+#[tokio::test]
+async fn a_send_on_behalf_of_an_ses_tenant_names_it() {
+    let (url, seen, task) = ses_recorder().await;
+    let sdk = converger_store::aws::load_config_for(Some(&url)).await;
+    let mailer = converger_store::SesMailer::new(&sdk, &[], Some("converger-email".into()));
+    let mut email = Email {
+        ses_tenant: Some("acme-prod".into()),
+        ..plain_email()
+    };
+    assert_eq!(mailer.send(&email).await.unwrap(), "recorded-1");
+    email.ses_tenant = None;
+    mailer.send(&email).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0]["TenantName"], "acme-prod", "{}", seen[0]);
+    assert_eq!(seen[0]["ConfigurationSetName"], "converger-email");
+    assert!(seen[1].get("TenantName").is_none(), "{}", seen[1]);
+    task.abort();
 }

@@ -1,5 +1,6 @@
 //! The tenant API's rate limits: per API key, shared by every API instance, 429 with
-//! `Retry-After` over the limit, an operator's override per tenant.
+//! `Retry-After` over the limit, an operator's override per tenant; refused requests throttled by
+//! their source, and a channel's receipts by the channel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_tests::{Receiver, TestStack, settled};
@@ -294,5 +295,64 @@ async fn an_address_that_keeps_being_refused_is_throttled_and_no_one_else_is() {
     );
     let first = statuses.iter().position(|s| *s == 429).expect("throttled");
     assert!(statuses[first..].iter().all(|s| *s == 429), "{statuses:?}");
+    t.stop().await;
+}
+
+/// A channel's verified receipts spend the channel's own schedule (`RECEIPT_RATE_LIMIT`):
+/// past it they are answered 429 `receipts_throttled` with `Retry-After`, while another
+/// channel's are served. Receipts that fail their check do not spend it (their source
+/// does), and a verified receipt is never its source's refusal, even when none of its
+/// messages is known: more of them than the source's limit are all answered 404.
+#[tokio::test]
+async fn a_channels_receipts_over_its_limit_get_429_and_another_channels_do_not() {
+    const LIMIT: usize = 65;
+    let t = TestStack::with(|o| {
+        o.config.receipt_limit = converger_core::RateLimit {
+            count: LIMIT as u32,
+            per_ms: 3_600_000,
+        }
+    })
+    .await;
+    let fake = converger_tests::fakes::infobip("ib-key-0123", vec![]).await;
+    let (_, key) = t.tenant("default").await;
+    let mut channels = Vec::new();
+    for name in ["a", "b"] {
+        let c = t
+            .channel(
+                &key,
+                json!({"type": "whatsapp_infobip", "name": name, "config": {
+                    "base_url": fake.url, "api_key": "ib-key-0123", "sender": "447860099299",
+                    "receipt_token": "ib-receipts-0123"}}),
+            )
+            .await;
+        channels.push(c["id"].as_str().unwrap().to_owned());
+    }
+    let report = async |ch: &str, token: &str| {
+        let a = t
+            .infobip_reports(ch, token, &[("unknown-msg", "DELIVERED")])
+            .await;
+        (a.status, a.retry_after.is_some(), a.code().to_owned())
+    };
+    for _ in 0..10 {
+        assert_eq!(report(&channels[0], "wrong").await.0, 401);
+    }
+    let mut answers = Vec::new();
+    for _ in 0..LIMIT + 5 {
+        answers.push(report(&channels[0], "ib-receipts-0123").await);
+    }
+    assert!(
+        answers[..LIMIT]
+            .iter()
+            .all(|(s, _, code)| *s == 404 && code == "unknown_message"),
+        "the limit's receipts are applied, not refused by their source: {answers:?}"
+    );
+    assert!(
+        answers[LIMIT..]
+            .iter()
+            .all(|(s, retry, code)| *s == 429 && *retry && code == "receipts_throttled"),
+        "{answers:?}"
+    );
+    let (status, _, code) = report(&channels[1], "ib-receipts-0123").await;
+    assert_eq!((status, code.as_str()), (404, "unknown_message"));
     t.stop().await;
 }

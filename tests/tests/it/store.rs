@@ -100,6 +100,7 @@ async fn fixture(backend: Backend) -> Fixture {
         api_rate_limit: None,
         delivery_shards: None,
         email_senders: Vec::new(),
+        ses_tenant: None,
     };
     store.create_tenant(&tenant, "hash-1").await.unwrap();
     let channel = Channel::new(

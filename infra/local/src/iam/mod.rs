@@ -267,6 +267,14 @@ impl Arns {
                         ses(format!("configuration-set/{set}")),
                     ));
                 }
+                // Sent on behalf of an SES tenant: its ARN is `tenant/<name>/<tenant id>`,
+                // the id SES's own.
+                if let Some(name) = v["TenantName"].as_str() {
+                    out.push(access(
+                        "ses:SendEmail".into(),
+                        ses(format!("tenant/{name}/id")),
+                    ));
+                }
                 return out;
             }
             if !uri.contains("/@connections/") {

@@ -281,6 +281,20 @@ fn ses_sends_are_checked_against_the_identity_and_the_configuration_set() {
         ]
     );
     assert!(a.iter().all(|a| a.action == "ses:SendEmail"));
+    let on_behalf = json!({"FromEmailAddress": "alerts@example.com", "TenantName": "acme",
+                           "Content": {}})
+    .to_string();
+    let b = arns().accesses(
+        None,
+        "POST",
+        "http://127.0.0.1:5000/v2/email/outbound-emails",
+        on_behalf.as_bytes(),
+    );
+    assert_eq!(
+        b.last().unwrap().resource,
+        "arn:aws:ses:us-east-1:123456789012:tenant/acme/id",
+        "an SES tenant is a resource of the send"
+    );
     let only_identities = policy(json!([{
         "Effect": "Allow", "Action": "ses:SendEmail",
         "Resource": "arn:aws:ses:us-east-1:123456789012:identity/*"

@@ -42,7 +42,7 @@ async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Re
             }
         }
         table id="tenants" {
-            thead { tr { th { "Name" } th { "Id" } th { "Tier" } th { "Alert webhook" } th { "Email senders" } th { "" } } }
+            thead { tr { th { "Name" } th { "Id" } th { "Tier" } th { "Alert webhook" } th { "Email senders, SES tenant" } th { "" } } }
             tbody { @for t in &list { tr.tenant data-id=(t.id) {
                 td { (t.name) } td { code { (t.id) } }
                 td { @if manage {
@@ -63,9 +63,13 @@ async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Re
                     form.inline.senders method="post" action={ "/admin/tenants/" (t.id) } {
                         input type="hidden" name="_csrf" value=(csrf);
                         input name="email_senders" value=(t.email_senders.join(", ")) placeholder="acme.com, news@acme.com" size="30" aria-label="SES identities its email channels may send from";
+                        input name="ses_tenant" value=(t.ses_tenant.clone().unwrap_or_default()) placeholder="SES tenant" size="12" aria-label="SES tenant its email is sent on behalf of";
                         button type="submit" { "Save" }
                     }
-                } @else { (t.email_senders.join(", ")) } }
+                } @else {
+                    (t.email_senders.join(", "))
+                    @if let Some(n) = &t.ses_tenant { " (SES tenant " code { (n) } ")" }
+                } }
                 td { @if manage {
                     form.inline method="post" action={ "/admin/tenants/" (t.id) "/rotate-key" } {
                         input type="hidden" name="_csrf" value=(csrf);
@@ -84,7 +88,8 @@ fn tenant_failure(e: TenantError) -> Response {
         | TenantError::InvalidAlertUrl(m)
         | TenantError::InvalidRateLimit(m)
         | TenantError::InvalidShards(m)
-        | TenantError::InvalidSenders(m) => page_error(StatusCode::UNPROCESSABLE_ENTITY, &m),
+        | TenantError::InvalidSenders(m)
+        | TenantError::InvalidSesTenant(m) => page_error(StatusCode::UNPROCESSABLE_ENTITY, &m),
         TenantError::Store(e) => unavailable(&e),
     }
 }
@@ -140,11 +145,16 @@ pub(super) async fn update_tenant(
             .map(str::to_owned)
             .collect()
     });
+    // An empty SES tenant field sends as the account again.
+    let ses_tenant = form
+        .get("ses_tenant")
+        .map(|n| Some(n.trim()).filter(|n| !n.is_empty()));
     let change = TenantChange {
         tier,
         alert_webhook_url: url,
         api_rate_limit: None,
         email_senders: senders.as_deref(),
+        ses_tenant,
     };
     state.forget_tenants();
     match state.pipeline.update_tenant(&id, change).await {

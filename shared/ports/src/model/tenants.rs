@@ -26,6 +26,11 @@ pub struct Tenant {
     /// an operator; none, no email. See `converger_core::email::sender_allowed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub email_senders: Vec<String>,
+    /// The SES tenant its email is sent on behalf of (set by an operator, who associates the
+    /// tenant's identities and the stack's configuration set with it in SES); none, the
+    /// account's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ses_tenant: Option<String>,
 }
 
 /// The most listing shards a tenant may have.

@@ -118,6 +118,14 @@ impl TenantStore for DynamoStore {
             (!senders.is_empty()).then(|| AttributeValue::L(senders.iter().map(s).collect()));
         self.set_tenant_attr(id, "email_senders", list).await
     }
+
+    async fn set_tenant_ses_tenant(
+        &self,
+        id: &TenantId,
+        name: Option<&str>,
+    ) -> StoreResult<Option<Tenant>> {
+        self.set_tenant_attr(id, "ses_tenant", name.map(s)).await
+    }
 }
 
 impl DynamoStore {
