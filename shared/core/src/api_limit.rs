@@ -76,6 +76,15 @@ impl Defaults {
     }
 }
 
+/// The shared schedule of `key` (an API key's id, `receipt#<channel>`, a source) under
+/// `limit`. The limit is part of it, so a changed limit starts a schedule of its own: a throttled
+/// tenant whose limit an operator raises is served at the new rate as soon as its instances see
+/// the change, instead of waiting out what it spent at the old one (a lowered limit starts
+/// with its burst, once).
+pub fn schedule_key(key: &str, limit: &RateLimit) -> String {
+    format!("api#{key}#{limit}")
+}
+
 /// How many requests an instance takes from the shared schedule at once: a tenth of a
 /// second's worth of the rate, at least one, at most the burst.
 pub fn batch(limit: &RateLimit) -> u32 {
@@ -141,6 +150,17 @@ pub fn refused(status: u16, receipt: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_changed_limit_has_a_schedule_of_its_own() {
+        let (a, b) = (
+            "10/m".parse::<RateLimit>().unwrap(),
+            "100/s".parse::<RateLimit>().unwrap(),
+        );
+        assert_eq!(schedule_key("key_1", &a), "api#key_1#10/m");
+        assert_ne!(schedule_key("key_1", &a), schedule_key("key_1", &b));
+        assert_ne!(schedule_key("key_1", &a), schedule_key("key_2", &a));
+    }
 
     #[test]
     fn refusals_are_missing_keys_and_failed_receipts() {

@@ -131,7 +131,8 @@ pub(crate) async fn take(
     key: &str,
     limit: &converger_core::RateLimit,
 ) -> Result<(), Option<u64>> {
-    let slot = state.api_leases.get_or_insert_with(key.to_owned(), || {
+    let schedule = api_limit::schedule_key(key, limit);
+    let slot = state.api_leases.get_or_insert_with(schedule.clone(), || {
         Arc::new(tokio::sync::Mutex::new(Lease::taken(
             *limit,
             0,
@@ -144,7 +145,6 @@ pub(crate) async fn take(
         return Ok(());
     }
     let batch = api_limit::batch(limit);
-    let schedule = format!("api#{key}");
     let mut retry_at = None;
     for n in [batch, 1].into_iter().take(if batch > 1 { 2 } else { 1 }) {
         SHARED_TAKES.fetch_add(1, Ordering::Relaxed);

@@ -61,35 +61,27 @@ mod emulator {
             (a.status, a.body["error"]["code"].as_str()),
             (422, Some("invalid_api_rate_limit"))
         );
-        // Ten a minute: however slowly the shared emulator answers, 40 calls made at once
-        // cannot all fit in the burst and what the rate adds while they run.
-        let a = admin(json!({"api_rate_limit": "10/m"})).await;
+        // Ten an hour: the rate adds nothing while the calls run (one call every 6 minutes),
+        // so what passes is the burst and the lease slack, however slowly the emulator answers.
+        let a = admin(json!({"api_rate_limit": "10/h"})).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
         assert_eq!(
             (
                 a.body["api_rate_limit"].as_str(),
                 a.body["api_rate_limit_overridden"].as_bool()
             ),
-            (Some("10/m"), Some(true))
+            (Some("10/h"), Some(true))
         );
 
         // Two instances, one schedule: 40 calls at once, half on each.
         let apis = [t.stack.api_url.clone(), second_instance(&t).await];
-        let started = Instant::now();
         let answers =
             futures::future::join_all((0..40).map(|i| list(&t, &apis[i % 2], &key))).await;
-        let took = started.elapsed().as_secs_f64();
         let ok = answers.iter().filter(|(s, _, _)| *s == 200).count();
         let refused: Vec<_> = answers.iter().filter(|(s, _, _)| *s == 429).collect();
         assert_eq!(ok + refused.len(), 40, "{answers:?}");
-        // The burst (10), what the rate adds while the calls run, and one request of slack
-        // per instance (a lease of a tenth of a second's worth rounds up to one request).
-        let allowed = 10.0 + took / 6.0 + 2.0;
-        assert!(
-            (ok as f64) <= allowed,
-            "{ok} calls passed in {took:.2} s, at most {allowed:.1} may"
-        );
-        assert!(!refused.is_empty());
+        // The burst (10) and one request of slack per instance (a lease rounds up to one).
+        assert!((1..=12).contains(&ok), "{ok} calls passed: {answers:?}");
         for (_, retry, body) in &refused {
             assert_eq!(body["error"]["code"], "rate_limited", "{body}");
             assert!(
@@ -115,19 +107,24 @@ mod emulator {
             futures::future::join_all((0..20).map(|i| list(&t, &apis[i % 2], &other))).await;
         assert!(answers.iter().all(|(s, _, _)| *s == 200), "{answers:?}");
 
-        // Once the schedule has room again (one call every 6 s), the limited key is served.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let (status, _, _) = list(&t, &apis[1], &key).await;
-            if status == 200 {
-                break;
+        // An operator lifts the override: the new limit has a schedule of its own, so the
+        // key is served on both instances once they see the change (their view of a tenant
+        // lasts 30 s), not after the hour the old schedule still holds.
+        let a = admin(json!({"api_rate_limit": null})).await;
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        for api in &apis {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let (status, _, _) = list(&t, api, &key).await;
+                if status == 200 {
+                    break;
+                }
+                assert_eq!(status, 429);
+                assert!(Instant::now() < deadline, "still refused after 60 s");
+                tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            assert_eq!(status, 429);
-            assert!(Instant::now() < deadline, "still refused after 30 s");
-            tokio::time::sleep(Duration::from_millis(500)).await;
         }
         // Back to the tier's default (the stack's, which the test kit sets).
-        let a = admin(json!({"api_rate_limit": null})).await;
         let tier_default = t.stack.pipeline.config.api_limits.default.to_string();
         assert_eq!(
             (
