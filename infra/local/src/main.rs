@@ -46,7 +46,8 @@ async fn run(demo: bool) -> Result<(), String> {
         api_addr: addr("CONVERGER_API_ADDR", "127.0.0.1:3000")?,
         admin_addr: addr("CONVERGER_ADMIN_ADDR", "127.0.0.1:3001")?,
         ws_addr: addr("CONVERGER_WS_ADDR", "127.0.0.1:3002")?,
-        admin_token: std::env::var("ADMIN_TOKEN").ok(),
+        admin_token: converger_core::secret::admin_token(std::env::var("ADMIN_TOKEN").ok())
+            .map_err(|e| e.to_string())?,
         admin_ip_allowlist: match std::env::var("ADMIN_IP_ALLOWLIST") {
             Ok(v) if !v.trim().is_empty() => Some(
                 converger_core::net::Allowlist::parse(&v)

@@ -1,4 +1,5 @@
-//! Secrets: tenant API keys (stored only as a hash) and channel signing secrets.
+//! Secrets: tenant API keys (stored only as a hash), channel signing secrets, and the
+//! operators' configured ones (the admin token, the session key), checked at start.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -52,6 +53,67 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The admin API's bearer token is at least this long.
+pub const ADMIN_TOKEN_MIN: usize = 16;
+/// The web pages' session key is at least this long.
+pub const SESSION_SECRET_MIN: usize = 32;
+
+/// A configured secret too short to be one: refused when the process starts, rather than
+/// quietly ignored (an admin API that answers `admin_disabled`, sessions that end with the
+/// process).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name} is {len} characters long and must be at least {min}; leave it unset to {unset}")]
+pub struct ShortSecret {
+    pub name: &'static str,
+    pub len: usize,
+    pub min: usize,
+    pub unset: &'static str,
+}
+
+/// The secret configured as `name`: `None` when unset or blank, the trimmed value when it has
+/// at least `min` characters, else [`ShortSecret`] (`unset` says what leaving it unset does).
+pub fn configured(
+    name: &'static str,
+    value: Option<String>,
+    min: usize,
+    unset: &'static str,
+) -> Result<Option<String>, ShortSecret> {
+    let Some(value) = value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let len = value.chars().count();
+    if len < min {
+        return Err(ShortSecret {
+            name,
+            len,
+            min,
+            unset,
+        });
+    }
+    Ok(Some(value))
+}
+
+/// The admin token configured as `ADMIN_TOKEN` (or its secret): unset disables the admin API.
+pub fn admin_token(value: Option<String>) -> Result<Option<String>, ShortSecret> {
+    configured(
+        "ADMIN_TOKEN",
+        value,
+        ADMIN_TOKEN_MIN,
+        "disable the admin API",
+    )
+}
+
+/// The session key configured as `SESSION_SECRET` (or its secret): unset, sessions last as
+/// long as the process.
+pub fn session_secret(value: Option<String>) -> Result<Option<String>, ShortSecret> {
+    configured(
+        "SESSION_SECRET",
+        value,
+        SESSION_SECRET_MIN,
+        "keep sessions for this process only",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,5 +130,22 @@ mod tests {
         assert!(constant_time_eq(b"abc", b"abc"));
         assert!(!constant_time_eq(b"abc", b"abd"));
         assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+
+    #[test]
+    fn a_configured_secret_is_long_enough_or_refused_by_name() {
+        assert_eq!(admin_token(None), Ok(None));
+        assert_eq!(admin_token(Some("  ".into())), Ok(None));
+        let ok = "x".repeat(ADMIN_TOKEN_MIN);
+        assert_eq!(admin_token(Some(format!(" {ok}\n"))), Ok(Some(ok)));
+        let e = admin_token(Some("short-token".into())).unwrap_err();
+        assert_eq!((e.name, e.len, e.min), ("ADMIN_TOKEN", 11, ADMIN_TOKEN_MIN));
+        assert!(
+            e.to_string().contains("ADMIN_TOKEN is 11 characters"),
+            "{e}"
+        );
+        let e = session_secret(Some("x".repeat(SESSION_SECRET_MIN - 1))).unwrap_err();
+        assert_eq!(e.name, "SESSION_SECRET");
+        assert!(session_secret(Some("x".repeat(SESSION_SECRET_MIN))).is_ok());
     }
 }

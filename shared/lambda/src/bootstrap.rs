@@ -73,6 +73,22 @@ pub async fn from_env_with_websockets() -> Result<Pipeline, String> {
     Ok(with_email(with_websockets(pipeline, &clients), &clients))
 }
 
+/// The admin function's secrets, read once at init: the admin token and the session key, each
+/// from Secrets Manager (the template passes their ARNs) or, for a process run by hand, its
+/// variable. Either one set but too short stops the start with an error naming it
+/// (`core::secret`); unset, the admin API is disabled or sessions end with the process.
+pub async fn admin_secrets() -> Result<(Option<String>, Option<String>), lambda_http::Error> {
+    use converger_core::secret;
+    use converger_store::secrets::secret_or_env;
+    let sdk = converger_store::aws::load_config().await;
+    let token = secret_or_env(&sdk, "ADMIN_TOKEN_SECRET_ARN", "ADMIN_TOKEN").await?;
+    let session = secret_or_env(&sdk, "SESSION_SECRET_ARN", "SESSION_SECRET").await?;
+    Ok((
+        secret::admin_token(token)?,
+        secret::session_secret(session)?,
+    ))
+}
+
 /// JSON logs for Lambda (CloudWatch), plain ones elsewhere; `RUST_LOG` filters.
 pub fn init_tracing() {
     use tracing_subscriber::layer::SubscriberExt;

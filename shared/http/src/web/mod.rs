@@ -56,19 +56,19 @@ pub struct WebConfig {
 }
 
 impl WebConfig {
-    pub fn from_env() -> Self {
-        Self::from_env_with_secret(std::env::var("SESSION_SECRET").ok())
+    /// Settings from the environment; a `SESSION_SECRET` too short to be one is refused.
+    pub fn from_env() -> Result<Self, converger_core::secret::ShortSecret> {
+        let secret = converger_core::secret::session_secret(std::env::var("SESSION_SECRET").ok())?;
+        Ok(Self::from_env_with_secret(secret))
     }
 
-    /// [`Self::from_env`] with the session secret given (read from Secrets Manager).
+    /// [`Self::from_env`] with the session secret given (read from Secrets Manager and checked
+    /// by `core::secret::session_secret`).
     pub fn from_env_with_secret(secret: Option<String>) -> Self {
-        let secret = secret
-            .filter(|s| s.len() >= 32)
-            .map(String::into_bytes)
-            .unwrap_or_else(|| {
-                tracing::warn!("SESSION_SECRET unset or shorter than 32 characters: sessions last only as long as this process");
-                converger_core::secret::new_key()
-            });
+        let secret = secret.map(String::into_bytes).unwrap_or_else(|| {
+            tracing::warn!("SESSION_SECRET unset: sessions last only as long as this process");
+            converger_core::secret::new_key()
+        });
         let allow = std::env::var("ADMIN_IP_ALLOWLIST")
             .ok()
             .filter(|s| !s.trim().is_empty())
