@@ -1,0 +1,629 @@
+//! Deliveries claimed and settled: the lease, dead letters, the first try's listing, the
+//! attempt log, an outcome written twice, hand-offs and receipts.
+
+use super::*;
+
+pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
+    let f = fixture(b).await;
+    let a = activity(&f);
+    let now = time::now_ms();
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    f.store
+        .create_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+
+    let Claim::Claimed(held) = f.store.claim(&d.id, "tok-1", now, 60_000).await.unwrap() else {
+        panic!("first claim wins");
+    };
+    assert_eq!(held.lease_token.as_deref(), Some("tok-1"));
+    assert_eq!(
+        f.store
+            .claim(&d.id, "tok-2", now + 1, 60_000)
+            .await
+            .unwrap(),
+        Claim::Busy
+    );
+    // A lease given back (the attempt could not start) can be claimed again at once.
+    assert!(
+        !f.store.release(&held, "tok-2").await.unwrap(),
+        "only the holder releases"
+    );
+    assert!(f.store.release(&held, "tok-1").await.unwrap());
+    let Claim::Claimed(held) = f
+        .store
+        .claim(&d.id, "tok-1", now + 2, 60_000)
+        .await
+        .unwrap()
+    else {
+        panic!("claimable after release");
+    };
+
+    // A failed attempt, recorded under the lease, makes the delivery due later.
+    let later = now + 5_000;
+    assert!(
+        !f.store
+            .mark_attempt_failed(&held, "tok-2", "boom", RetryAt::at(later), &entry(1), "t")
+            .await
+            .unwrap(),
+        "a stranger's token is refused"
+    );
+    assert!(
+        f.store
+            .mark_attempt_failed(
+                &held,
+                "tok-1",
+                "boom",
+                RetryAt::at(later),
+                &entry(1),
+                &time::now_rfc3339()
+            )
+            .await
+            .unwrap()
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.attempts, row.last_error.as_deref()),
+        (DeliveryStatus::Pending, 1, Some("boom"))
+    );
+    assert_eq!(row.lease_token, None);
+    assert_eq!(row.attempt_log.len(), 1);
+    assert!(matches!(
+        f.store
+            .claim(&d.id, "tok-3", now + 1_000, 60_000)
+            .await
+            .unwrap(),
+        Claim::NotDue(_)
+    ));
+
+    // An expired lease can be taken over; the old holder then loses its write.
+    let Claim::Claimed(first) = f.store.claim(&d.id, "tok-4", later, 1_000).await.unwrap() else {
+        panic!("due now");
+    };
+    let Claim::Claimed(second) = f
+        .store
+        .claim(&d.id, "tok-5", later + 2_000, 60_000)
+        .await
+        .unwrap()
+    else {
+        panic!("the expired lease is taken over");
+    };
+    assert!(
+        !f.store
+            .mark_sent(&first, "tok-4", &SentInfo::default(), &entry(2), "t")
+            .await
+            .unwrap()
+    );
+    let info = SentInfo {
+        provider_message_id: Some("pm-1".into()),
+        response_status: Some(202),
+        handed_off: false,
+    };
+    assert!(
+        f.store
+            .mark_sent(&second, "tok-5", &info, &entry(2), &time::now_rfc3339())
+            .await
+            .unwrap()
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Sent, 2));
+    assert_eq!(row.provider_message_id.as_deref(), Some("pm-1"));
+    assert_eq!(row.last_error, None);
+    assert!(row.sent_at.is_some());
+    assert!(matches!(
+        f.store
+            .claim(&d.id, "tok-6", later + 3_000, 60_000)
+            .await
+            .unwrap(),
+        Claim::Settled(_)
+    ));
+    f.stop().await;
+}
+
+pub(super) async fn dead_letters_and_missing_rows(b: Backend) {
+    let f = fixture(b).await;
+    let a = activity(&f);
+    let now = time::now_ms();
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    f.store
+        .create_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    let Claim::Claimed(held) = f.store.claim(&d.id, "tok", now, 60_000).await.unwrap() else {
+        panic!("claimed");
+    };
+    assert!(
+        f.store
+            .mark_dead(&held, "tok", "HTTP 400", &entry(1), &time::now_rfc3339())
+            .await
+            .unwrap()
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Failed, 1));
+    assert!(matches!(
+        f.store.claim(&d.id, "tok", now + 10, 60_000).await.unwrap(),
+        Claim::Settled(_)
+    ));
+    let missing = converger_core::DeliveryId::for_pair(&ActivityId::generate(), &f.channel.id);
+    assert_eq!(
+        f.store.claim(&missing, "tok", now, 60_000).await.unwrap(),
+        Claim::Missing
+    );
+    assert_eq!(f.store.get_delivery(&missing).await.unwrap(), None);
+    f.stop().await;
+}
+
+pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(b: Backend) {
+    let f = fixture(b).await;
+    let a = activity(&f);
+    let now = time::now_ms();
+    let mut d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    // As ingest writes a delivery it sends to its queue at once.
+    d.unlisted = true;
+    f.store
+        .create_fresh_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    let query = |status: Option<DeliveryStatus>, activity: Option<ActivityId>| {
+        converger_ports::DeliveryQuery {
+            tenant: f.tenant.id.clone(),
+            status,
+            channel: None,
+            from_key: None,
+            to_key: None,
+            error_contains: None,
+            activity,
+            newest_first: true,
+            limit: 10,
+            after: None,
+        }
+    };
+    let listed = |q: converger_ports::DeliveryQuery| {
+        let store = f.store.clone();
+        async move {
+            store
+                .list_deliveries(&q)
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|x| x.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    // Not listed while its first attempt runs: not pending, not in any status, not counted;
+    // read by id, through its activity and by the sweeper all the same.
+    assert!(
+        listed(query(Some(DeliveryStatus::Pending), None))
+            .await
+            .is_empty()
+    );
+    assert!(listed(query(None, None)).await.is_empty());
+    assert_eq!(
+        f.store
+            .count_by_status(&f.tenant.id, DeliveryStatus::Pending, 100)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        listed(query(None, Some(a.id.clone()))).await,
+        vec![d.id.clone()]
+    );
+    assert!(f.store.get_delivery(&d.id).await.unwrap().is_some());
+    let page = f
+        .store
+        .overdue(
+            DuePart::Waiting,
+            converger_ports::due_shard(&d.id),
+            now + 1,
+            100,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(page.items.iter().any(|o| o.id == d.id), "in the due index");
+    // Its attempt fails: listed as pending from then on.
+    let Claim::Claimed(c) = f.store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    assert!(
+        listed(query(None, None)).await.is_empty(),
+        "a claim lists nothing"
+    );
+    f.store
+        .mark_attempt_failed(
+            &c,
+            "t",
+            "503",
+            RetryAt::at(now),
+            &entry(1),
+            &time::now_rfc3339(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        listed(query(Some(DeliveryStatus::Pending), None)).await,
+        vec![d.id.clone()]
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert!(!row.unlisted);
+    // The next succeeds: listed as sent, once.
+    let Claim::Claimed(c) = f.store.claim(&d.id, "u", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    f.store
+        .mark_sent(
+            &c,
+            "u",
+            &SentInfo::default(),
+            &entry(2),
+            &time::now_rfc3339(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        listed(query(Some(DeliveryStatus::Pending), None))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        listed(query(Some(DeliveryStatus::Sent), None)).await,
+        vec![d.id.clone()]
+    );
+    assert_eq!(listed(query(None, None)).await, vec![d.id.clone()]);
+    f.stop().await;
+}
+
+pub(super) async fn old_attempts_spill_out_of_the_item(b: Backend) {
+    let f = fixture(b).await;
+    let a = activity(&f);
+    let now = time::now_ms();
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    f.store
+        .create_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    let Claim::Claimed(held) = f.store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    let current: Vec<AttemptEntry> = (1..=converger_ports::RECENT_ATTEMPTS as u32)
+        .map(attempt)
+        .collect();
+    let log = LogUpdate::append(&current, attempt(current.len() as u32 + 1));
+    assert_eq!(log.spill.len(), 1);
+    assert_eq!(log.spill[0].attempt, 1);
+    assert_eq!(log.recent.len(), converger_ports::RECENT_ATTEMPTS);
+    let more = LogUpdate {
+        recent: log.recent.clone(),
+        spill: vec![attempt(0), log.spill[0].clone()],
+    };
+    f.store
+        .mark_attempt_failed(
+            &held,
+            "t",
+            "x",
+            RetryAt::at(now),
+            &more,
+            &time::now_rfc3339(),
+        )
+        .await
+        .unwrap();
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!(row.attempt_log.first().unwrap().attempt, 2);
+    let older = f.store.older_attempts(&d.id, Some(2), 10).await.unwrap();
+    assert_eq!(
+        older.iter().map(|e| e.attempt).collect::<Vec<_>>(),
+        vec![1, 0],
+        "newest first"
+    );
+    let older = f.store.older_attempts(&d.id, Some(1), 10).await.unwrap();
+    assert_eq!(older.iter().map(|e| e.attempt).collect::<Vec<_>>(), vec![0]);
+    f.stop().await;
+}
+
+/// A recording write the SDK sends again after the first one landed (a storage stall, a lost
+/// answer) finds the lease gone, but the row settled by its own attempt: done, applied once.
+pub(super) async fn a_recorded_outcome_written_again_is_recognised_as_its_own(b: Backend) {
+    let f = fixture(b).await;
+    let info = SentInfo::default();
+    let d = claimed(&f, "tok-a").await;
+    assert!(
+        f.store
+            .mark_sent(&d, "tok-a", &info, &entry(1), "t1")
+            .await
+            .unwrap()
+    );
+    assert!(
+        f.store
+            .mark_sent(&d, "tok-a", &info, &entry(1), "t1")
+            .await
+            .unwrap(),
+        "the same attempt's write again"
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.status, row.attempts),
+        (DeliveryStatus::Sent, 1),
+        "applied once"
+    );
+    assert!(
+        !f.store
+            .mark_sent(&d, "tok-b", &info, &entry(1), "t2")
+            .await
+            .unwrap(),
+        "another attempt's lease is still lost"
+    );
+    assert!(
+        !f.store
+            .mark_dead(&d, "tok-b", "x", &entry(1), "t2")
+            .await
+            .unwrap()
+    );
+
+    let d = claimed(&f, "tok-c").await;
+    let later = RetryAt::at(time::now_ms() + 60_000);
+    assert!(
+        f.store
+            .mark_attempt_failed(&d, "tok-c", "boom", later, &entry(1), "t")
+            .await
+            .unwrap()
+    );
+    assert!(
+        f.store
+            .mark_attempt_failed(&d, "tok-c", "boom", later, &entry(1), "t")
+            .await
+            .unwrap()
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Pending, 1));
+    f.stop().await;
+}
+
+/// A new pending delivery of the fixture's channel, overdue by 10 s, claimed under `token`.
+pub(super) async fn claimed(f: &Fixture, token: &str) -> Delivery {
+    let now = time::now_ms();
+    let a = activity(f);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+    f.store
+        .create_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    match f.store.claim(&d.id, token, now, 60_000).await.unwrap() {
+        Claim::Claimed(d) => d,
+        other => panic!("{other:?}"),
+    }
+}
+
+pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
+    use converger_ports::due_shard;
+    let f = fixture(b).await;
+    let d = claimed(&f, "t").await;
+    let now = time::now_rfc3339();
+    assert!(
+        f.store
+            .mark_sent(
+                &d,
+                "t",
+                &SentInfo {
+                    handed_off: true,
+                    ..SentInfo::default()
+                },
+                &entry(1),
+                &now
+            )
+            .await
+            .unwrap()
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!(row.status, DeliveryStatus::Pending);
+    assert!(row.handed_off);
+    assert_eq!(row.attempts, 1);
+    assert_eq!(row.lease_token, None);
+    // Not retried: no claim takes it, and the sweeper's index does not hold it.
+    assert!(matches!(
+        f.store
+            .claim(&d.id, "u", time::now_ms() + 1, 60_000)
+            .await
+            .unwrap(),
+        Claim::Settled(_)
+    ));
+    let page = f
+        .store
+        .overdue(
+            DuePart::Waiting,
+            due_shard(&d.id),
+            time::now_ms() + 1_000,
+            100,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        page.items.iter().all(|o| o.id != d.id),
+        "out of the due index"
+    );
+
+    // The ack: pending -> sent, once; again it reports Already.
+    match f.store.acknowledge(&d, &now).await.unwrap() {
+        Ack::Acked(r) => {
+            assert_eq!(r.status, DeliveryStatus::Sent);
+            assert!(!r.handed_off);
+            assert!(r.sent_at.is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        f.store.acknowledge(&d, &now).await.unwrap(),
+        Ack::Already(_)
+    ));
+    // A pending delivery that was not handed off is not waiting for an ack.
+    let other = claimed(&f, "v").await;
+    assert!(matches!(
+        f.store.acknowledge(&other, &now).await.unwrap(),
+        Ack::NotAwaiting(_)
+    ));
+    assert!(matches!(
+        f.store
+            .acknowledge(
+                &Delivery {
+                    id: DeliveryId::generate(),
+                    ..d.clone()
+                },
+                &now
+            )
+            .await
+            .unwrap(),
+        Ack::Missing
+    ));
+    f.stop().await;
+}
+
+pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend) {
+    let f = fixture(b).await;
+    let d = claimed(&f, "t").await;
+    let now = time::now_rfc3339();
+    let info = SentInfo {
+        provider_message_id: Some("wamid.1".into()),
+        response_status: Some(200),
+        handed_off: false,
+    };
+    assert!(
+        f.store
+            .mark_sent(&d, "t", &info, &entry(1), &now)
+            .await
+            .unwrap()
+    );
+    let ch = f.channel.id.clone();
+    let apply = |st: DeliveryStatus, id: &'static str| {
+        let (store, ch, now) = (f.store.clone(), ch.clone(), now.clone());
+        async move {
+            store
+                .apply_receipt(&ch, id, st, Some("undeliverable"), &now)
+                .await
+                .unwrap()
+        }
+    };
+    match apply(DeliveryStatus::Delivered, "wamid.1").await {
+        Receipted::Applied { from, row } => {
+            assert_eq!(from, DeliveryStatus::Sent);
+            assert_eq!(row.status, DeliveryStatus::Delivered);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        apply(DeliveryStatus::Delivered, "wamid.1").await,
+        Receipted::Ignored(_)
+    ));
+    assert!(matches!(
+        apply(DeliveryStatus::Read, "wamid.1").await,
+        Receipted::Applied { .. }
+    ));
+    assert!(matches!(
+        apply(DeliveryStatus::Failed, "wamid.1").await,
+        Receipted::Ignored(_)
+    ));
+    assert!(matches!(
+        apply(DeliveryStatus::Read, "wamid.unknown").await,
+        Receipted::Unknown
+    ));
+    // Another channel's id space: the same provider id is unknown there.
+    assert!(matches!(
+        f.store
+            .apply_receipt(
+                &converger_core::ChannelId::generate(),
+                "wamid.1",
+                DeliveryStatus::Read,
+                None,
+                &now
+            )
+            .await
+            .unwrap(),
+        Receipted::Unknown
+    ));
+    // Failed from sent, with the provider's reason; the row lists as failed.
+    let d2 = claimed(&f, "t2").await;
+    let info2 = SentInfo {
+        provider_message_id: Some("wamid.2".into()),
+        response_status: Some(200),
+        handed_off: false,
+    };
+    assert!(
+        f.store
+            .mark_sent(&d2, "t2", &info2, &entry(1), &now)
+            .await
+            .unwrap()
+    );
+    let Receipted::Applied { row, .. } = apply(DeliveryStatus::Failed, "wamid.2").await else {
+        panic!()
+    };
+    assert_eq!(row.status, DeliveryStatus::Failed);
+    assert_eq!(row.last_error.as_deref(), Some("undeliverable"));
+    let listed = f
+        .store
+        .list_deliveries(&converger_ports::DeliveryQuery {
+            tenant: f.tenant.id.clone(),
+            status: Some(DeliveryStatus::Failed),
+            channel: Some(ch.clone()),
+            from_key: None,
+            to_key: None,
+            error_contains: None,
+            activity: None,
+            newest_first: true,
+            limit: 10,
+            after: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(listed.items[0].id, d2.id);
+
+    // Replayed (pending again, due now, with its provider id) and then a late receipt from
+    // its earlier send: it leaves pending, and the due index with it.
+    use converger_core::query::{Actor, ActorKind};
+    use converger_ports::{AuditEntry, due_shard};
+    let actor = Actor {
+        kind: ActorKind::TenantApi,
+        id: "key_1".into(),
+    };
+    let audit = AuditEntry::new(
+        f.tenant.id.clone(),
+        actor.clone(),
+        "retry",
+        "delivery",
+        row.id.as_str(),
+        json!({}),
+        &now,
+    );
+    let replayed = f
+        .store
+        .replay_many(std::slice::from_ref(&row), &actor, time::now_ms(), &[audit])
+        .await
+        .unwrap();
+    assert_eq!(replayed[0].status, DeliveryStatus::Pending);
+    let in_due = |store: std::sync::Arc<dyn Store>, id: converger_core::DeliveryId| async move {
+        store
+            .overdue(
+                DuePart::Waiting,
+                due_shard(&id),
+                time::now_ms() + 60_000,
+                100,
+                None,
+            )
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|o| o.id == id)
+    };
+    assert!(in_due(f.store.clone(), d2.id.clone()).await);
+    let Receipted::Applied { row, .. } = apply(DeliveryStatus::Delivered, "wamid.2").await else {
+        panic!()
+    };
+    assert_eq!(row.status, DeliveryStatus::Delivered);
+    assert!(
+        !in_due(f.store.clone(), d2.id.clone()).await,
+        "a receipt that settles a pending row takes it out of the due index"
+    );
+    f.stop().await;
+}

@@ -1,0 +1,413 @@
+//! Writing deliveries: a fresh activity's, rows past their retention, and the due index the
+//! sweeper reads.
+
+use super::*;
+
+pub(super) async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
+    use converger_ports::due_shard;
+    let f = fixture(b).await;
+    let second = Channel::new(
+        f.tenant.id.clone(),
+        ChannelType::Echo,
+        "echo 2",
+        Map::new(),
+        &time::now_rfc3339(),
+    );
+    f.store.create_channel(&second).await.unwrap();
+    let mut a = activity(&f);
+    a.channel_ids.push(second.id.clone());
+    let now = time::now_ms();
+    let ds: Vec<Delivery> = [&f.channel, &second]
+        .iter()
+        .map(|c| new_delivery(&a, c, Tier::Bulk, now - 10_000, &a.created_at))
+        .collect();
+    f.store.create_fresh_activity(&a, &ds).await.unwrap();
+    assert_eq!(
+        f.store.get_activity(&a.tenant_id, &a.id).await.unwrap(),
+        Some(a.clone())
+    );
+    let ids: Vec<DeliveryId> = ds.iter().map(|d| d.id.clone()).collect();
+    let mut stored = f.store.get_deliveries(&ids).await.unwrap();
+    stored.sort_by(|x, y| x.id.as_str().cmp(y.id.as_str()));
+    let mut want = ds.clone();
+    want.sort_by(|x, y| x.id.as_str().cmp(y.id.as_str()));
+    assert_eq!(stored, want);
+    // Written with their index attributes: due for the sweeper, and claimable.
+    for d in &ds {
+        let page = f
+            .store
+            .overdue(DuePart::Waiting, due_shard(&d.id), now - 5_000, 100, None)
+            .await
+            .unwrap();
+        assert!(page.items.iter().any(|o| o.id == d.id), "in the due index");
+        assert!(matches!(
+            f.store.claim(&d.id, "tok", now, 60_000).await.unwrap(),
+            Claim::Claimed(_)
+        ));
+    }
+    f.stop().await;
+}
+
+/// DynamoDB deletes an expired row up to two days after its TTL: until then reads must not
+/// see it.
+pub(super) async fn rows_past_their_retention_read_as_absent(b: Backend) {
+    let f = fixture(b).await;
+    let now = time::now_ms();
+    let mut old = activity(&f);
+    old.expires_at = Some(now / 1000 - 1);
+    let mut kept = activity(&f);
+    kept.expires_at = Some(now / 1000 + 3600);
+    let d_old = new_delivery(&old, &f.channel, Tier::Default, now, &old.created_at);
+    let d_kept = new_delivery(&kept, &f.channel, Tier::Default, now, &kept.created_at);
+    assert_eq!(
+        d_old.expires_at, old.expires_at,
+        "a delivery expires with its activity"
+    );
+    f.store
+        .create_fresh_activity(&old, std::slice::from_ref(&d_old))
+        .await
+        .unwrap();
+    f.store
+        .create_fresh_activity(&kept, std::slice::from_ref(&d_kept))
+        .await
+        .unwrap();
+    assert_eq!(
+        f.store.get_activity(&old.tenant_id, &old.id).await.unwrap(),
+        None
+    );
+    assert_eq!(f.store.get_delivery(&d_old.id).await.unwrap(), None);
+    assert_eq!(
+        f.store
+            .get_activity(&kept.tenant_id, &kept.id)
+            .await
+            .unwrap(),
+        Some(kept.clone())
+    );
+    assert!(f.store.get_delivery(&d_kept.id).await.unwrap().is_some());
+    let both = f
+        .store
+        .get_deliveries(&[d_old.id.clone(), d_kept.id.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        both.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        vec![d_kept.id.clone()]
+    );
+    let listed = f
+        .store
+        .list_deliveries(&converger_ports::DeliveryQuery {
+            tenant: f.tenant.id.clone(),
+            status: Some(DeliveryStatus::Pending),
+            channel: None,
+            from_key: None,
+            to_key: None,
+            error_contains: None,
+            activity: None,
+            newest_first: true,
+            limit: 10,
+            after: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        listed
+            .items
+            .iter()
+            .map(|d| d.id.clone())
+            .collect::<Vec<_>>(),
+        vec![d_kept.id.clone()]
+    );
+    // Nor is it swept again or attempted.
+    let later = now + 1_000;
+    for (d, listed) in [(&d_old, false), (&d_kept, true)] {
+        let page = f
+            .store
+            .overdue(
+                DuePart::Waiting,
+                converger_ports::due_shard(&d.id),
+                later,
+                100,
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(page.items.iter().any(|o| o.id == d.id), listed);
+    }
+    assert!(matches!(
+        f.store
+            .claim(&d_old.id, "tok", later, 60_000)
+            .await
+            .unwrap(),
+        Claim::Missing
+    ));
+    assert!(matches!(
+        f.store
+            .claim(&d_kept.id, "tok", later, 60_000)
+            .await
+            .unwrap(),
+        Claim::Claimed(_)
+    ));
+    f.stop().await;
+}
+
+pub(super) async fn the_due_index_has_the_deployments_shard_count(b: Backend) {
+    use converger_ports::due_shard_of;
+    let f = fixture(b).await;
+    // The same tables through a store of a deployment that raised its count to 64.
+    let store: Arc<dyn Store> = match (&f.t, b) {
+        (Some(t), Backend::Dynamo) => {
+            let mut res = t.aws().resources.clone();
+            res.due_shards = 64;
+            Arc::new(
+                DynamoStore::new(t.aws().clients.dynamodb.clone(), res)
+                    .with_serial_transactions(true),
+            )
+        }
+        _ => Arc::new(MemStore::new().with_due_shards(64)),
+    };
+    assert_eq!(f.store.due_shards(), converger_ports::DUE_SHARDS);
+    assert_eq!(store.due_shards(), 64);
+    if matches!(b, Backend::Memory) {
+        // A store of its own: the fixture's tenant and channel written there too.
+        store.create_tenant(&f.tenant, "hash-64").await.unwrap();
+        store.create_channel(&f.channel).await.unwrap();
+    }
+    let now = time::now_ms();
+    let mut rows = Vec::new();
+    for _ in 0..24 {
+        let a = activity(&f);
+        let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+        store
+            .create_activity(&a, std::slice::from_ref(&d))
+            .await
+            .unwrap();
+        rows.push(d);
+    }
+    // Spread past the default's 16 shards, each row in the one shard its id gives for 64.
+    assert!(
+        rows.iter().any(|d| due_shard_of(&d.id, 64) >= 16),
+        "24 ids all hashed below 16"
+    );
+    for d in &rows {
+        let mine = due_shard_of(&d.id, 64);
+        for shard in [mine, (mine + 1) % 64] {
+            let page = store
+                .overdue(DuePart::Waiting, shard, now - 5_000, 100, None)
+                .await
+                .unwrap();
+            assert_eq!(
+                page.items.iter().any(|o| o.id == d.id),
+                shard == mine,
+                "shard {shard} of {}",
+                d.id
+            );
+        }
+    }
+    // A retry is written to the shard of the count at the time: an entry leaves by its
+    // attributes, wherever it was.
+    let d = &rows[0];
+    let Claim::Claimed(c) = store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    store
+        .mark_attempt_failed(
+            &c,
+            "t",
+            "503",
+            RetryAt::at(now - 6_000),
+            &entry(1),
+            &time::now_rfc3339(),
+        )
+        .await
+        .unwrap();
+    let page = store
+        .overdue(
+            DuePart::Waiting,
+            due_shard_of(&d.id, 64),
+            now - 5_000,
+            100,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(page.items.iter().any(|o| o.id == d.id));
+    f.stop().await;
+}
+
+pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
+    use converger_ports::due_shard;
+    let f = fixture(b).await;
+    let now = time::now_ms();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let a = activity(&f);
+        let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+        f.store
+            .create_activity(&a, std::slice::from_ref(&d))
+            .await
+            .unwrap();
+        ids.push(d);
+    }
+    let overdue = |d: &Delivery| {
+        let store = f.store.clone();
+        let id = d.id.clone();
+        async move {
+            let page = store
+                .overdue(DuePart::Waiting, due_shard(&id), now - 5_000, 100, None)
+                .await
+                .unwrap();
+            page.items.iter().any(|o| o.id == id)
+        }
+    };
+    for d in &ids {
+        assert!(overdue(d).await, "pending and overdue: in the index");
+    }
+    // Settled deliveries leave the index; a retried one moves to its new due time.
+    let Claim::Claimed(a) = f.store.claim(&ids[0].id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    f.store
+        .mark_sent(
+            &a,
+            "t",
+            &SentInfo::default(),
+            &entry(1),
+            &time::now_rfc3339(),
+        )
+        .await
+        .unwrap();
+    let Claim::Claimed(b) = f.store.claim(&ids[1].id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    f.store
+        .mark_dead(&b, "t", "x", &entry(1), &time::now_rfc3339())
+        .await
+        .unwrap();
+    let Claim::Claimed(c) = f.store.claim(&ids[2].id, "t", now, 60_000).await.unwrap() else {
+        panic!()
+    };
+    f.store
+        .mark_attempt_failed(
+            &c,
+            "t",
+            "x",
+            RetryAt::at(now + 60_000),
+            &entry(1),
+            &time::now_rfc3339(),
+        )
+        .await
+        .unwrap();
+    for d in &ids {
+        assert!(!overdue(d).await, "{} left the overdue range", d.id);
+    }
+    let later = f
+        .store
+        .overdue(
+            DuePart::Waiting,
+            due_shard(&ids[2].id),
+            now + 61_000,
+            100,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(
+        later
+            .items
+            .iter()
+            .any(|o| o.id == ids[2].id && o.tier == Tier::Bulk)
+    );
+
+    // A claimed row stays in the due index where it was (the claim writes only the row); it
+    // is found as leased once its lease ends (a crashed attempt's, at once, without the
+    // waiting part's grace); a release gives the lease back.
+    let a = activity(&f);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+    f.store
+        .create_activity(&a, std::slice::from_ref(&d))
+        .await
+        .unwrap();
+    let leased = |before: i64| {
+        let store = f.store.clone();
+        let id = d.id.clone();
+        async move {
+            store
+                .overdue(DuePart::Leased, due_shard(&id), before, 100, None)
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .find(|o| o.id == id)
+        }
+    };
+    assert!(leased(now + 10_000).await.is_none(), "not claimed yet");
+    let Claim::Claimed(held) = f.store.claim(&d.id, "t", now, 1_000).await.unwrap() else {
+        panic!()
+    };
+    assert!(
+        overdue(&d).await,
+        "claimed: still in the index, at its due time"
+    );
+    assert_eq!(
+        f.store
+            .overdue(DuePart::Waiting, due_shard(&d.id), now - 5_000, 100, None)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .find(|o| o.id == d.id)
+            .and_then(|o| o.lease_until),
+        Some(now + 1_000),
+        "with the lease the sweep skips while it is live"
+    );
+    assert!(leased(now + 500).await.is_none(), "the lease is live");
+    let found = leased(now + 1_001).await.expect("an ended lease is found");
+    assert_eq!(found.channel_id.as_ref(), Some(&f.channel.id));
+    assert_eq!(found.lease_until, Some(now + 1_000));
+    assert!(f.store.release(&held, "t").await.unwrap());
+    assert!(
+        leased(now + 10_000).await.is_none(),
+        "released: no lease to take back"
+    );
+    assert!(overdue(&d).await, "released: waiting again at its due time");
+
+    // A lease that ended without an outcome is taken back once: the row waits again, due
+    // at the time given; a second pass (or a stale read of the lease) changes nothing.
+    let Claim::Claimed(_) = f.store.claim(&d.id, "t2", now, 1_000).await.unwrap() else {
+        panic!()
+    };
+    assert!(
+        !f.store
+            .requeue_expired(&d.id, now + 999, now + 2_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        f.store
+            .requeue_expired(&d.id, now + 1_000, now + 2_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !f.store
+            .requeue_expired(&d.id, now + 1_000, now + 2_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        leased(now + 10_000).await.is_none(),
+        "taken back: out of the leased part"
+    );
+    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    assert_eq!((row.lease_until, row.next_attempt_at), (None, now + 2_000));
+    let waiting = f
+        .store
+        .overdue(DuePart::Waiting, due_shard(&d.id), now + 2_001, 100, None)
+        .await
+        .unwrap();
+    assert!(
+        waiting.items.iter().any(|o| o.id == d.id),
+        "waiting, due now"
+    );
+    f.stop().await;
+}

@@ -1,0 +1,509 @@
+//! Flow control: window slots, the breaker, the backlog and parking, rate schedules.
+
+use super::*;
+
+pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
+    let f = fixture(b).await;
+    let ch = &f.channel.id;
+    let ids: Vec<converger_core::DeliveryId> = (0..4)
+        .map(|_| converger_core::DeliveryId::generate())
+        .collect();
+    let fresh = f.store.get_flow(ch).await.unwrap();
+    assert_eq!(fresh.circuit_state, CircuitState::Closed);
+    assert!(fresh.slots.is_empty());
+
+    // Two slots under a cap of 2; the same delivery asking again keeps its one slot.
+    for id in &ids[..2] {
+        assert!(matches!(
+            f.store.take_slot(ch, id, 2, 1_000, false).await.unwrap(),
+            SlotTake::Taken(_)
+        ));
+    }
+    match f
+        .store
+        .take_slot(ch, &ids[0], 2, 2_000, false)
+        .await
+        .unwrap()
+    {
+        SlotTake::Taken(fl) => {
+            assert_eq!(fl.slots.len(), 2);
+            assert_eq!(fl.slots[ids[0].as_str()], 1_000, "taken_at is kept");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(
+            f.store
+                .take_slot(ch, &ids[0], 3, 2_000, true)
+                .await
+                .unwrap(),
+            SlotTake::Held(_)
+        ),
+        "an exclusive take of a held slot"
+    );
+    assert!(matches!(
+        f.store.take_slot(ch, &ids[2], 2, 2_000, false).await.unwrap(),
+        SlotTake::Full(fl) if fl.slots.len() == 2
+    ));
+
+    // Settling frees a slot and keeps the breaker's counters.
+    let after = f
+        .store
+        .settle(
+            ch,
+            &Settle {
+                free: Some(ids[0].clone()),
+                pass_to: None,
+                outcome: Outcome::Transient,
+                failed: true,
+                window: Some(7),
+                now_ms: 3_000,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.slots.len(), 1);
+    assert_eq!((after.consecutive_failures, after.window), (1, 7));
+    let after = f
+        .store
+        .settle(
+            ch,
+            &Settle {
+                free: None,
+                pass_to: None,
+                outcome: Outcome::Success,
+                failed: false,
+                window: None,
+                now_ms: 4_000,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.consecutive_failures, 0);
+    assert_eq!(after.last_success_at, Some(4_000));
+    // A finishing attempt hands its slot to the row it runs next, in the same write.
+    let handed = f
+        .store
+        .settle(
+            ch,
+            &Settle {
+                pass_to: Some(ids[2].clone()),
+                outcome: Outcome::Success,
+                ..Settle::free(ids[1].clone(), 4_500)
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        !handed.holds(&ids[1]) && handed.holds(&ids[2]),
+        "{handed:?}"
+    );
+    assert_eq!(handed.slots.len(), 1);
+    // And back, for what follows.
+    let back = f
+        .store
+        .settle(
+            ch,
+            &Settle {
+                pass_to: Some(ids[1].clone()),
+                ..Settle::free(ids[2].clone(), 4_600)
+            },
+        )
+        .await
+        .unwrap();
+    assert!(back.holds(&ids[1]) && !back.holds(&ids[2]));
+
+    // The sweeper frees a slot only if it is still held as it saw it.
+    assert_eq!(
+        f.store
+            .free_slots(
+                ch,
+                &[(ids[1].to_string(), 999), (ids[1].to_string(), 4_600)]
+            )
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(f.store.get_flow(ch).await.unwrap().slots.is_empty());
+
+    // No slot while the breaker is not closed.
+    let paused = f
+        .store
+        .transition(
+            ch,
+            &Transition::new(&[CircuitState::Closed], CircuitState::Paused, 5_000),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(paused.circuit_state, CircuitState::Paused);
+    assert!(matches!(
+        f.store
+            .take_slot(ch, &ids[3], 10, 6_000, false)
+            .await
+            .unwrap(),
+        SlotTake::NotClosed(_)
+    ));
+    f.stop().await;
+}
+
+pub(super) async fn breaker_transitions_have_one_winner(b: Backend) {
+    let f = fixture(b).await;
+    let ch = f.channel.id.clone();
+    // A channel's first counted failure creates its flow item (closed); then fifty openers
+    // race: one wins. (As in the pipeline, where failures are counted before the breaker
+    // opens. The emulator does not serialize conditional writes that create a missing item,
+    // so the race runs on an existing one, which is what production does too.)
+    let first = f
+        .store
+        .settle(
+            &ch,
+            &Settle {
+                free: None,
+                pass_to: None,
+                outcome: Outcome::Transient,
+                failed: true,
+                window: None,
+                now_ms: 1,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(first.circuit_state, CircuitState::Closed);
+    assert_eq!(first.consecutive_failures, 1);
+    let open = Transition::new(&[CircuitState::Closed], CircuitState::Open, 10_000).seen(0);
+    let wins = futures::future::join_all((0..50).map(|_| f.store.transition(&ch, &open)))
+        .await
+        .into_iter()
+        .filter(|r| matches!(r, Ok(Some(_))))
+        .count();
+    assert_eq!(wins, 1, "the breaker opens exactly once");
+
+    // Two probes claim half-open from the same open state: one wins.
+    let claim = |p: &str| {
+        Transition::new(&[CircuitState::Open], CircuitState::HalfOpen, 20_000)
+            .seen(10_000)
+            .probe(p)
+    };
+    let (ca, cb) = (claim("dlv_a"), claim("dlv_b"));
+    let (a, b2) = tokio::join!(f.store.transition(&ch, &ca), f.store.transition(&ch, &cb));
+    let won: Vec<_> = [a.unwrap(), b2.unwrap()].into_iter().flatten().collect();
+    assert_eq!(won.len(), 1, "one probe at a time");
+    let probe = won[0].probe.clone().unwrap();
+
+    // Only the probe closes it; closing resets the counters and restarts the window.
+    let close = |p: &str| {
+        Transition::new(&[CircuitState::HalfOpen], CircuitState::Closed, 30_000)
+            .probed_by(p)
+            .reset()
+    };
+    let other = if probe == "dlv_a" { "dlv_b" } else { "dlv_a" };
+    assert!(
+        f.store
+            .transition(&ch, &close(other))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let closed = f
+        .store
+        .transition(&ch, &close(&probe))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(closed.circuit_state, CircuitState::Closed);
+    assert_eq!(closed.probe, None);
+    assert_eq!(closed.consecutive_failures, 0);
+    assert_eq!(closed.window, converger_core::flow::INITIAL_WINDOW);
+
+    // Marks: the backlog mark takes the newest time, so a feeder that saw an older one
+    // (and found the backlog empty before a new row went in) cannot clear it; the parked
+    // mark keeps the first time (parked deliveries are released by age).
+    let m = f
+        .store
+        .mark(&ch, Mark::Backlog, Some(1), None)
+        .await
+        .unwrap();
+    assert_eq!(m.backlog_at, Some(1));
+    let m = f
+        .store
+        .mark(&ch, Mark::Backlog, Some(2), None)
+        .await
+        .unwrap();
+    assert_eq!(m.backlog_at, Some(2));
+    let m = f
+        .store
+        .mark(&ch, Mark::Backlog, None, Some(1))
+        .await
+        .unwrap();
+    assert_eq!(m.backlog_at, Some(2), "a newer mark is not cleared");
+    let m = f
+        .store
+        .mark(&ch, Mark::Backlog, None, Some(2))
+        .await
+        .unwrap();
+    assert_eq!(m.backlog_at, None);
+    for at in [1, 2] {
+        f.store
+            .mark(&ch, Mark::Parked, Some(at), None)
+            .await
+            .unwrap();
+    }
+    let m = f.store.get_flow(&ch).await.unwrap();
+    assert_eq!(m.parked_at, Some(1), "the parked mark keeps the first time");
+
+    // The sweeper sees every flow item.
+    let page = f.store.scan_flows(10, None).await.unwrap();
+    assert!(page.items.iter().any(|x| x.channel_id == ch));
+    f.stop().await;
+}
+
+pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
+    let f = fixture(b).await;
+    let ch = &f.channel.id;
+    let now_ms = time::now_ms();
+    let now = time::now_rfc3339();
+    // Three deliveries written into the backlog, due at different times, one parked.
+    let mut rows = Vec::new();
+    for i in 0..4 {
+        let a = activity(&f);
+        let mut d = new_delivery(&a, &f.channel, Tier::Bulk, now_ms - 3_000 + i * 1_000, &now);
+        if i == 3 {
+            d.status = DeliveryStatus::Paused;
+        } else {
+            d.in_backlog = true;
+        }
+        assert_eq!(
+            f.store
+                .create_activity(&a, std::slice::from_ref(&d))
+                .await
+                .unwrap(),
+            Created::New
+        );
+        rows.push(d);
+    }
+    let waiting = f.store.backlog(ch, now_ms, 10).await.unwrap();
+    let ids: Vec<_> = waiting.iter().map(|w| w.id.clone()).collect();
+    assert_eq!(
+        ids,
+        vec![rows[0].id.clone(), rows[1].id.clone(), rows[2].id.clone()],
+        "oldest due first"
+    );
+    assert_eq!(
+        f.store.backlog(ch, now_ms - 2_500, 10).await.unwrap().len(),
+        1,
+        "only due ones"
+    );
+    assert_eq!(f.store.waiting_counts(ch).await.unwrap(), (1, 3));
+    // A backlog row is not claimable by a stray message's sweep: it is not in the due index.
+    let overdue: usize = {
+        let mut n = 0;
+        for shard in 0..converger_ports::DUE_SHARDS {
+            n += f
+                .store
+                .overdue(DuePart::Waiting, shard, now_ms + 10_000, 100, None)
+                .await
+                .unwrap()
+                .items
+                .len();
+        }
+        n
+    };
+    assert_eq!(overdue, 0);
+
+    // Out of the backlog once: the second taker finds nothing.
+    let live = f
+        .store
+        .leave_backlog(&rows[0].id, now_ms)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(live.slot && !live.in_backlog);
+    assert!(
+        f.store
+            .leave_backlog(&rows[0].id, now_ms)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Out of the backlog leased to its taker (a finishing attempt that runs it itself): in
+    // the leased part of the due index, not claimable by anyone else until the lease ends.
+    let (extra_a, mut extra) = {
+        let a = activity(&f);
+        let d = new_delivery(&a, &f.channel, Tier::Bulk, now_ms - 500, &now);
+        (a, d)
+    };
+    extra.in_backlog = true;
+    f.store
+        .create_activity(&extra_a, std::slice::from_ref(&extra))
+        .await
+        .unwrap();
+    let leased = f
+        .store
+        .leave_backlog_leased(&extra.id, now_ms, "tok", now_ms + 8_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !leased.slot && !leased.in_backlog,
+        "its slot comes with its giver's settle"
+    );
+    assert_eq!(leased.lease_token.as_deref(), Some("tok"));
+    assert!(
+        matches!(
+            leased.sparse_index(),
+            converger_ports::SparseIndex::Due { .. }
+        ),
+        "out of the backlog into the due index"
+    );
+    assert!(matches!(
+        f.store
+            .claim(&extra.id, "other", now_ms, 8_000)
+            .await
+            .unwrap(),
+        converger_ports::Claim::Busy
+    ));
+    assert!(
+        f.store
+            .leave_backlog_leased(&extra.id, now_ms, "again", now_ms + 8_000)
+            .await
+            .unwrap()
+            .is_none(),
+        "out once"
+    );
+    assert!(
+        f.store
+            .mark_sent(
+                &leased,
+                "tok",
+                &converger_ports::SentInfo::default(),
+                &converger_ports::LogUpdate::default(),
+                &now
+            )
+            .await
+            .unwrap(),
+        "the lease is the taker's"
+    );
+
+    // Parking a backlog row; unparking it into the backlog again.
+    assert!(f.store.park(&rows[1], None, &now).await.unwrap());
+    assert!(
+        !f.store.park(&rows[1], None, &now).await.unwrap(),
+        "parked once"
+    );
+    let parked = f.store.parked(ch, 10).await.unwrap();
+    assert_eq!(parked.len(), 2);
+    for d in &parked {
+        assert_eq!(d.status, DeliveryStatus::Paused);
+    }
+    let back = f
+        .store
+        .unpark(&rows[1], Placement::Backlog, now_ms, &now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(back.status, DeliveryStatus::Pending);
+    assert!(back.in_backlog);
+    assert!(
+        f.store
+            .unpark(&rows[1], Placement::Backlog, now_ms, &now)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The parked one goes straight to the queue's due index.
+    let live = f
+        .store
+        .unpark(&rows[3], Placement::Live, now_ms, &now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!live.in_backlog);
+    assert_eq!(f.store.waiting_counts(ch).await.unwrap(), (0, 2));
+
+    // A claimed delivery moves into the backlog under its lease, and is parked under it.
+    let token = "tok";
+    let held = match f
+        .store
+        .claim(&rows[3].id, token, now_ms + 1, 60_000)
+        .await
+        .unwrap()
+    {
+        Claim::Claimed(d) => d,
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        !f.store
+            .to_backlog(&held, "stranger", now_ms, &now)
+            .await
+            .unwrap()
+    );
+    assert!(
+        f.store
+            .to_backlog(&held, token, now_ms, &now)
+            .await
+            .unwrap()
+    );
+    assert_eq!(f.store.waiting_counts(ch).await.unwrap(), (0, 3));
+    let again = f
+        .store
+        .leave_backlog(&rows[3].id, now_ms)
+        .await
+        .unwrap()
+        .unwrap();
+    let held = match f
+        .store
+        .claim(&again.id, "tok2", now_ms + 2, 60_000)
+        .await
+        .unwrap()
+    {
+        Claim::Claimed(d) => d,
+        other => panic!("{other:?}"),
+    };
+    assert!(f.store.park(&held, Some("tok2"), &now).await.unwrap());
+    assert_eq!(
+        f.store
+            .get_delivery(&held.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
+        DeliveryStatus::Paused
+    );
+    f.stop().await;
+}
+
+pub(super) async fn rate_schedules_allow_a_burst_then_the_rate(b: Backend) {
+    let f = fixture(b).await;
+    let ch = &f.channel.id;
+    let limit: converger_core::RateLimit = "5/s".parse().unwrap();
+    let t0 = 1_000_000_000_000i64;
+    let mut allowed = 0;
+    for _ in 0..8 {
+        if f.store.rate_take(ch, &limit, t0).await.unwrap().is_ok() {
+            allowed += 1;
+        }
+    }
+    assert_eq!(allowed, 5, "a burst of the count");
+    assert_eq!(
+        f.store.rate_take(ch, &limit, t0 + 100_000).await.unwrap(),
+        Err(t0 + 200_000),
+        "the next one is due one interval later"
+    );
+    assert!(
+        f.store
+            .rate_take(ch, &limit, t0 + 200_000)
+            .await
+            .unwrap()
+            .is_ok()
+    );
+    // Twenty concurrent takers at one instant: five pass.
+    let other: converger_core::ChannelId = converger_core::ChannelId::generate();
+    let passed = futures::future::join_all((0..20).map(|_| f.store.rate_take(&other, &limit, t0)))
+        .await
+        .into_iter()
+        .filter(|r| matches!(r, Ok(Ok(()))))
+        .count();
+    assert_eq!(passed, 5);
+    f.stop().await;
+}
