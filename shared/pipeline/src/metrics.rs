@@ -1,7 +1,7 @@
 //! Metrics as CloudWatch Embedded Metric Format lines on stdout: CloudWatch Logs turns them
 //! into metrics without an API call. Namespace `Converger`; every metric is published by
 //! channel type and by channel type and tier (no tenant or channel dimension: a fixed,
-//! small number of series). The names are documented in the README (Operations, Metrics).
+//! small number of series). The names are documented in docs/operations.md (Metrics).
 
 use converger_core::{ChannelType, Tier};
 use serde_json::{Value, json};
