@@ -44,7 +44,8 @@ pub fn with_websockets(pipeline: Pipeline, clients: &Clients) -> Pipeline {
 }
 
 /// Lets the pipeline send email through SES with the stack's configuration set, when the
-/// function's environment names one (deliver and probe: the functions that run attempts).
+/// function's environment names one (deliver and probe, which run attempts, and websocket,
+/// whose replays and acknowledgements go through the same pipeline).
 pub fn with_email(pipeline: Pipeline, clients: &Clients) -> Pipeline {
     match &clients.email_configuration_set {
         Some(set) => pipeline.with_mailer(Arc::new(SesMailer::new(

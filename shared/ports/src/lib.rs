@@ -35,6 +35,7 @@ pub mod prelude {
 /// hops, see `core::policy::hop_delay_s`).
 pub const MAX_DELAY_S: u32 = 900;
 
-/// The deliver function's timeout in seconds (the template's `Timeout`; attempt leases are
-/// sized to it, and a test holds the deployed stack to it).
+/// The deliver function's timeout in seconds (the template's `Timeout`; the queues' visibility
+/// timeouts are sized from it, and a test holds the deployed stack to it). Attempt leases are
+/// short slices renewed while a call runs (`core::policy::LEASE_SLICE_MS`), not this.
 pub const DELIVER_TIMEOUT_S: u32 = 60;
