@@ -35,7 +35,7 @@ pub mod prelude {
 /// hops, see `core::policy::hop_delay_s`).
 pub const MAX_DELAY_S: u32 = 900;
 
-/// The deliver function's timeout in seconds (the template's `Timeout`; the queues' visibility
-/// timeouts are sized from it, and a test holds the deployed stack to it). Attempt leases are
+/// The deliver function's timeout in seconds (the template's `Timeout`; the tier queues'
+/// visibility timeouts must be at least six times it, which a test checks). Attempt leases are
 /// short slices renewed while a call runs (`core::policy::LEASE_SLICE_MS`), not this.
 pub const DELIVER_TIMEOUT_S: u32 = 60;
