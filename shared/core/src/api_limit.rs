@@ -85,6 +85,16 @@ pub fn schedule_key(key: &str, limit: &RateLimit) -> String {
     format!("api#{key}#{limit}")
 }
 
+/// The key of a source's refused requests ([`REFUSALS_PER_SOURCE`]).
+pub fn refusals_key(source: &str) -> String {
+    format!("refused#{source}")
+}
+
+/// The key of a channel's verified receipts ([`RECEIPTS_PER_CHANNEL`]).
+pub fn receipts_key(channel: &str) -> String {
+    format!("receipt#{channel}")
+}
+
 /// How many requests an instance takes from the shared schedule at once: a tenth of a
 /// second's worth of the rate, at least one, at most the burst.
 pub fn batch(limit: &RateLimit) -> u32 {

@@ -56,10 +56,6 @@ pub struct Email {
     pub html: Option<String>,
     /// Name and value of each message tag.
     pub tags: Vec<(String, String)>,
-    /// The SES tenant it is sent on behalf of (the Converger tenant's `ses_tenant`): SES
-    /// then refuses an identity or configuration set not associated with that tenant, and
-    /// keeps its reputation, and any pause, apart from every other tenant's.
-    pub ses_tenant: Option<String>,
 }
 
 /// Whether `addr` reads as one email address (`local@domain`, at most 254 characters, no
@@ -279,7 +275,6 @@ pub fn message(payload: &Value, s: &Settings) -> Result<Email, String> {
         return Err("the activity has no `text` and no `html` to send".into());
     }
     Ok(Email {
-        ses_tenant: None,
         from: s.from.clone(),
         to,
         reply_to: s.reply_to.clone(),

@@ -77,7 +77,7 @@ async fn unvouched(state: &AppState, req: Request, next: Next, is_receipt: bool)
         && res.extensions().get::<Vouched>().is_none()
         && let Err(Some(retry_after_s)) = take(
             state,
-            &format!("refused#{source}"),
+            &api_limit::refusals_key(&source),
             &api_limit::REFUSALS_PER_SOURCE,
         )
         .await

@@ -178,8 +178,12 @@ pub async fn receive_receipts(
 /// Applies receipts whose check passed, within the channel's receipt schedule.
 async fn apply_verified(state: &AppState, c: &Channel, receipts: &[Receipt]) -> Response {
     let limit = state.pipeline.config.receipt_limit;
-    if let Err(Some(retry_after_s)) =
-        crate::limits::take(state, &format!("receipt#{}", c.id), &limit).await
+    if let Err(Some(retry_after_s)) = crate::limits::take(
+        state,
+        &converger_core::api_limit::receipts_key(c.id.as_str()),
+        &limit,
+    )
+    .await
     {
         return crate::limits::too_many(
             "receipts_throttled",

@@ -34,7 +34,7 @@ impl MemMailer {
 
 #[async_trait]
 impl Mailer for MemMailer {
-    async fn send(&self, email: &Email) -> Result<String, MailError> {
+    async fn send(&self, email: &Email, _ses_tenant: Option<&str>) -> Result<String, MailError> {
         let from = email.from.to_ascii_lowercase();
         let domain = from.rsplit_once('@').map_or("", |(_, d)| d).to_owned();
         let ok = self

@@ -96,16 +96,18 @@ impl Services for Pipeline {
                 converger_core::email::sender_refused(&email.from)
             )));
         }
-        let mut email = email.clone();
-        email.ses_tenant.clone_from(&tenant.ses_tenant);
-        self.mailer.send(&email).await.map_err(|e| DeliveryError {
-            reason: e.reason,
-            status: e.status,
-            retryable: e.retryable,
-            retry_after_ms: None,
-            response_snippet: None,
-            timed_out: false,
-        })
+        let on_behalf = tenant.ses_tenant.as_deref();
+        self.mailer
+            .send(email, on_behalf)
+            .await
+            .map_err(|e| DeliveryError {
+                reason: e.reason,
+                status: e.status,
+                retryable: e.retryable,
+                retry_after_ms: None,
+                response_snippet: None,
+                timed_out: false,
+            })
     }
 
     async fn connections(&self, channel_id: &str) -> Result<Vec<String>, DeliveryError> {

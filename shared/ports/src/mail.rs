@@ -16,8 +16,10 @@ pub struct MailError {
 /// Hands messages to the mail service.
 #[async_trait]
 pub trait Mailer: Send + Sync + 'static {
-    /// Sends `email`; the service's message id.
-    async fn send(&self, email: &Email) -> Result<String, MailError>;
+    /// Sends `email`, on behalf of the SES tenant `ses_tenant` where the tenant has one (SES
+    /// then refuses an identity or configuration set not associated with it, and keeps its
+    /// reputation, and any pause, apart from every other tenant's); the service's message id.
+    async fn send(&self, email: &Email, ses_tenant: Option<&str>) -> Result<String, MailError>;
 }
 
 /// No mail service configured: every message fails (retryable), so deliveries wait.
@@ -25,7 +27,7 @@ pub struct NoMailer;
 
 #[async_trait]
 impl Mailer for NoMailer {
-    async fn send(&self, _email: &Email) -> Result<String, MailError> {
+    async fn send(&self, _email: &Email, _ses_tenant: Option<&str>) -> Result<String, MailError> {
         Err(MailError {
             reason: "no email sender configured".into(),
             retryable: true,

@@ -63,7 +63,7 @@ fn classify(e: &aws_sdk_sesv2::error::SdkError<SendEmailError>) -> MailError {
 
 #[async_trait]
 impl Mailer for SesMailer {
-    async fn send(&self, email: &Email) -> Result<String, MailError> {
+    async fn send(&self, email: &Email, ses_tenant: Option<&str>) -> Result<String, MailError> {
         let mut body = Body::builder();
         if let Some(t) = &email.text {
             body = body.text(content(t)?);
@@ -87,7 +87,7 @@ impl Mailer for SesMailer {
             .set_reply_to_addresses((!email.reply_to.is_empty()).then(|| email.reply_to.clone()))
             .content(EmailContent::builder().simple(message).build())
             .set_configuration_set_name(self.configuration_set.clone())
-            .set_tenant_name(email.ses_tenant.clone());
+            .set_tenant_name(ses_tenant.map(str::to_owned));
         for (name, value) in &email.tags {
             let tag = MessageTag::builder()
                 .name(name)

@@ -411,7 +411,6 @@ fn plain_email() -> Email {
         text: Some("t".into()),
         html: None,
         tags: vec![],
-        ses_tenant: None,
     }
 }
 
@@ -451,7 +450,7 @@ async fn ses_errors_are_classified() {
             .retry_config(aws_config::retry::RetryConfig::disabled())
             .build();
         let mailer = converger_store::SesMailer::new(&sdk, &[], Some("converger-email".into()));
-        let e = mailer.send(&email).await.unwrap_err();
+        let e = mailer.send(&email, None).await.unwrap_err();
         assert_eq!(e.retryable, retryable, "{code}: {e:?}");
         assert_eq!(e.status, Some(status), "{code}");
         assert!(e.reason.contains(code), "{code}: {}", e.reason);
@@ -518,13 +517,12 @@ async fn a_send_on_behalf_of_an_ses_tenant_names_it() {
     let (url, seen, task) = ses_recorder().await;
     let sdk = converger_store::aws::load_config_for(Some(&url)).await;
     let mailer = converger_store::SesMailer::new(&sdk, &[], Some("converger-email".into()));
-    let mut email = Email {
-        ses_tenant: Some("acme-prod".into()),
-        ..plain_email()
-    };
-    assert_eq!(mailer.send(&email).await.unwrap(), "recorded-1");
-    email.ses_tenant = None;
-    mailer.send(&email).await.unwrap();
+    let email = plain_email();
+    assert_eq!(
+        mailer.send(&email, Some("acme-prod")).await.unwrap(),
+        "recorded-1"
+    );
+    mailer.send(&email, None).await.unwrap();
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_eq!(seen[0]["TenantName"], "acme-prod", "{}", seen[0]);
