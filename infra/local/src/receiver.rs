@@ -68,6 +68,8 @@ struct Inner {
     notify: Notify,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
+    /// Open (`true`) unless the receiver holds its answers ([`Receiver::hold`]).
+    gate: tokio::sync::watch::Sender<bool>,
 }
 
 /// Counts a request in flight for as long as it lives.
@@ -125,6 +127,8 @@ async fn handle(
         .or_else(|| inner.script.lock().ok().and_then(|mut s| s.pop_front()))
         .or_else(|| inner.fallback.lock().ok().map(|f| f.clone()))
         .unwrap_or_else(|| Reply::status(500));
+    let mut gate = inner.gate.subscribe();
+    let _ = gate.wait_for(|open| *open).await;
     if !reply.delay.is_zero() {
         tokio::time::sleep(reply.delay).await;
     }
@@ -155,6 +159,7 @@ impl Receiver {
             notify: Notify::new(),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
+            gate: tokio::sync::watch::Sender::new(true),
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -188,6 +193,17 @@ impl Receiver {
         if let Ok(mut f) = self.inner.fallback.lock() {
             *f = reply;
         }
+    }
+
+    /// Holds every answer (requests are received and counted, and wait) until
+    /// [`Self::release`].
+    pub fn hold(&self) {
+        self.inner.gate.send_replace(false);
+    }
+
+    /// Answers the held requests and every one after them.
+    pub fn release(&self) {
+        self.inner.gate.send_replace(true);
     }
 
     /// The most requests that were in flight at once.

@@ -99,15 +99,19 @@ impl MaxInFlight {
             Value::Null => Ok(Self::Unbounded),
             Value::String(s) if s == "auto" => Ok(Self::Auto),
             Value::Number(n) => match n.as_u64() {
-                Some(n @ 1..=1000) => Ok(Self::Fixed(n as u32)),
-                _ => {
-                    Err("max_in_flight must be \"auto\", null or an integer from 1 to 1000".into())
-                }
+                Some(n @ 1..=MAX_IN_FLIGHT_LIMIT) => Ok(Self::Fixed(n as u32)),
+                _ => Err(MAX_IN_FLIGHT_RANGE.into()),
             },
-            _ => Err("max_in_flight must be \"auto\", null or an integer from 1 to 1000".into()),
+            _ => Err(MAX_IN_FLIGHT_RANGE.into()),
         }
     }
 }
+
+/// The largest `max_in_flight` a channel may set.
+pub const MAX_IN_FLIGHT_LIMIT: u64 = 10_000;
+
+const MAX_IN_FLIGHT_RANGE: &str =
+    "max_in_flight must be \"auto\", null or an integer from 1 to 10000";
 
 /// A channel's breaker and window settings (the `circuit_breaker` object of a channel, with
 /// the reference's names and defaults).
@@ -289,6 +293,59 @@ impl fmt::Display for RateLimit {
     }
 }
 
+/// Slot ids one slot item holds at most once a window spans several: a delivery id and the
+/// time its slot was taken are about 40 bytes, so an item of 8 stays well under the 1 KB a
+/// write unit buys.
+pub const SLOTS_PER_ITEM: u32 = 8;
+
+/// The largest window that lives on the flow item alone (one item, as small channels always
+/// had): 16 slot ids, under 1 KB with the breaker's fields.
+pub const SINGLE_ITEM_WINDOW: u32 = 16;
+
+/// How many slot items the window of a channel whose cap (`max_in_flight`, resolved) is
+/// `cap` is spread over. A cap of up to [`SINGLE_ITEM_WINDOW`] is the flow item's own slot
+/// map, as small channels always had; a larger one is split into items of at most
+/// [`SLOTS_PER_ITEM`] (item 0 is still the flow item, the others are items of their own), so
+/// that no key is written by every delivery of a busy channel: at 2,000 deliveries a second,
+/// a cap of 2,000 is 250 items, each written 16 times a second. The count follows the cap,
+/// not the adaptive window, so a slot stays in the item it was taken in however the window
+/// moves, and no item ever holds more than its share of the cap: the endpoint never sees
+/// more than `max_in_flight` at once.
+pub fn slot_items(cap: u32) -> u32 {
+    if cap <= SINGLE_ITEM_WINDOW {
+        1
+    } else {
+        cap.div_ceil(SLOTS_PER_ITEM)
+    }
+}
+
+/// The slots item `item` of `items` may hold while the window is `window`: the window
+/// divided as evenly as it goes, so the items' shares add up to the window exactly (a window
+/// smaller than the item count gives one slot to each of the first `window` items). A share
+/// never exceeds the item's share of the cap, whatever the window.
+pub fn slot_item_cap(window: u32, items: u32, item: u32) -> u32 {
+    let items = items.max(1);
+    window / items + u32::from(item < window % items)
+}
+
+/// The items that have a share of a window of `window` over `items` items: the first ones.
+pub fn active_slot_items(window: u32, items: u32) -> u32 {
+    window.min(items).max(1)
+}
+
+/// The slot items a delivery tries, in order, among the `active` ones: the one its id's
+/// stable hash names, then the next (a full item does not send a delivery to the backlog
+/// while its neighbour has room).
+pub fn slot_item_choices(hash: u32, active: u32) -> Vec<u32> {
+    let active = active.max(1);
+    let first = hash % active;
+    if active == 1 {
+        vec![first]
+    } else {
+        vec![first, (first + 1) % active]
+    }
+}
+
 /// The window a channel starts with (and returns to after a long quiet): small, so that a
 /// channel that is dead from the start sends as few requests as possible into the void.
 pub const INITIAL_WINDOW: u32 = 2;
@@ -452,6 +509,46 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    #[test]
+    fn a_small_window_is_one_item_and_a_large_one_is_split_into_items_of_eight() {
+        assert_eq!(slot_items(1), 1);
+        assert_eq!(slot_items(SINGLE_ITEM_WINDOW), 1);
+        assert_eq!(slot_items(SINGLE_ITEM_WINDOW + 1), 3);
+        assert_eq!(slot_items(2000), 250);
+        assert_eq!(active_slot_items(2, 250), 2);
+        assert_eq!(active_slot_items(2000, 250), 250);
+        assert_eq!(slot_item_choices(7, 1), vec![0]);
+        assert_eq!(slot_item_choices(7, 5), vec![2, 3]);
+        assert_eq!(slot_item_choices(9, 5), vec![4, 0]);
+    }
+
+    proptest! {
+        #[test]
+        fn the_items_shares_add_up_to_the_window_and_stay_within_the_caps(
+            cap in 1u32..=10_000,
+            window_part in 0.0f64..=1.0,
+        ) {
+            let items = slot_items(cap);
+            let window = ((f64::from(cap) * window_part).round() as u32).clamp(1, cap);
+            let shares: Vec<u32> = (0..items).map(|i| slot_item_cap(window, items, i)).collect();
+            prop_assert_eq!(shares.iter().sum::<u32>(), window);
+            let most = if items == 1 { SINGLE_ITEM_WINDOW } else { SLOTS_PER_ITEM };
+            for (i, share) in shares.iter().enumerate() {
+                prop_assert!(*share <= slot_item_cap(cap, items, i as u32));
+                prop_assert!(slot_item_cap(cap, items, i as u32) <= most);
+                // The active items are exactly those with a share.
+                prop_assert_eq!(*share >= 1, (i as u32) < active_slot_items(window, items));
+            }
+        }
+
+        #[test]
+        fn a_delivery_tries_items_of_the_window(hash in any::<u32>(), items in 1u32..=1250) {
+            let c = slot_item_choices(hash, items);
+            prop_assert!(c.iter().all(|i| *i < items));
+            prop_assert_eq!(c.len(), if items == 1 { 1 } else { 2 });
+        }
+    }
 
     fn map(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap_or_default()

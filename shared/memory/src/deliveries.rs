@@ -135,6 +135,7 @@ impl DeliveryStore for MemStore {
             |s, meter| {
                 let done = leased(s, meter, shards, d, token, log, |row| {
                     row.slot = false;
+                    row.slot_item = 0;
                     row.in_backlog = false;
                     row.attempts += 1;
                     if info.handed_off {
@@ -181,6 +182,7 @@ impl DeliveryStore for MemStore {
             |s, meter| {
                 leased(s, meter, shards, d, token, log, |row| {
                     row.slot = false;
+                    row.slot_item = 0;
                     row.status = DeliveryStatus::Pending;
                     row.attempts += 1;
                     row.last_error = Some(error.to_owned());
@@ -205,6 +207,7 @@ impl DeliveryStore for MemStore {
             |s, meter| {
                 leased(s, meter, shards, d, token, log, |row| {
                     row.slot = false;
+                    row.slot_item = 0;
                     row.status = DeliveryStatus::Failed;
                     row.attempts += 1;
                     row.last_error = Some(error.to_owned());

@@ -20,6 +20,23 @@ fn flow_write(f: &Flow) -> converger_ports::capacity::Charge {
     )
 }
 
+/// The write of slot item `item` of a channel (its slots as they are written).
+fn slot_item_write(
+    channel: &ChannelId,
+    item: u32,
+    slots: &BTreeMap<String, i64>,
+) -> converger_ports::capacity::Charge {
+    converger_ports::capacity::item_write(
+        "flow",
+        "<channel>#slots#<n>",
+        slot_item_key(channel, item),
+        converger_ports::capacity::item_size(&serde_json::json!({
+            "key": slot_item_key(channel, item),
+            "slots": slots,
+        })),
+    )
+}
+
 /// The read of a channel's flow item (strongly consistent, as the DynamoDB backend's).
 fn flow_read(f: &Flow) -> converger_ports::capacity::Charge {
     item_read_of("flow", "<channel>", f.channel_id.to_string(), Some(f), true)
@@ -115,16 +132,90 @@ impl FlowStore for MemStore {
         .await
     }
 
-    async fn free_slots(&self, channel: &ChannelId, slots: &[(String, i64)]) -> StoreResult<usize> {
+    async fn take_item_slot(
+        &self,
+        channel: &ChannelId,
+        item: u32,
+        delivery: &DeliveryId,
+        cap: u32,
+        now_ms: i64,
+        exclusive: bool,
+    ) -> StoreResult<ItemTake> {
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                let slots = s.slot_items.entry((channel.clone(), item)).or_default();
+                meter.write(|| vec![slot_item_write(channel, item, slots)])?;
+                let held = slots.contains_key(delivery.as_str());
+                if exclusive && held {
+                    return Ok(ItemTake::Held);
+                }
+                if !held && slots.len() >= cap.max(1) as usize {
+                    return Ok(ItemTake::Full);
+                }
+                slots.entry(delivery.to_string()).or_insert(now_ms);
+                Ok(ItemTake::Taken)
+            },
+        )
+        .await
+    }
+
+    async fn free_item_slot(
+        &self,
+        channel: &ChannelId,
+        item: u32,
+        delivery: &DeliveryId,
+        pass_to: Option<&DeliveryId>,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                let Some(slots) = s.slot_items.get_mut(&(channel.clone(), item)) else {
+                    return Ok(());
+                };
+                meter.write(|| vec![slot_item_write(channel, item, slots)])?;
+                if slots.remove(delivery.as_str()).is_some()
+                    && let Some(next) = pass_to
+                {
+                    slots.entry(next.to_string()).or_insert(now_ms);
+                }
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    async fn held_slots(&self, channel: &ChannelId, items: u32) -> StoreResult<Vec<HeldSlot>> {
+        wait(&self.latency, |m| m.get).await;
+        self.with(|s| {
+            (1..items)
+                .filter_map(|i| s.slot_items.get(&(channel.clone(), i)).map(|m| (i, m)))
+                .flat_map(|(item, m)| {
+                    m.iter().map(move |(d, at)| HeldSlot {
+                        item,
+                        delivery: d.clone(),
+                        taken_at: *at,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    async fn free_slots(&self, channel: &ChannelId, slots: &[HeldSlot]) -> StoreResult<usize> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let Some(f) = s.flows.get_mut(channel) else {
-                return 0;
-            };
             let mut freed = 0;
-            for (d, at) in slots {
-                if f.slots.get(d) == Some(at) {
-                    f.slots.remove(d);
+            for h in slots {
+                let held = if h.item == 0 {
+                    s.flows.get_mut(channel).map(|f| &mut f.slots)
+                } else {
+                    s.slot_items.get_mut(&(channel.clone(), h.item))
+                };
+                if let Some(m) = held
+                    && m.get(&h.delivery) == Some(&h.taken_at)
+                {
+                    m.remove(&h.delivery);
                     freed += 1;
                 }
             }
@@ -256,6 +347,7 @@ impl FlowStore for MemStore {
             row.lease_token = None;
             row.lease_until = None;
             row.slot = false;
+            row.slot_item = 0;
             row.in_backlog = false;
             s.reindex(&d.id);
             true
@@ -302,6 +394,7 @@ impl FlowStore for MemStore {
             };
             row.in_backlog = true;
             row.slot = false;
+            row.slot_item = 0;
             row.next_attempt_at = due_ms;
             row.lease_token = None;
             row.lease_until = None;
@@ -310,7 +403,12 @@ impl FlowStore for MemStore {
         })
     }
 
-    async fn leave_backlog(&self, id: &DeliveryId, _now_ms: i64) -> StoreResult<Option<Delivery>> {
+    async fn leave_backlog(
+        &self,
+        id: &DeliveryId,
+        _now_ms: i64,
+        slot_item: u32,
+    ) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let row = s
@@ -319,6 +417,7 @@ impl FlowStore for MemStore {
                 .filter(|r| r.status == DeliveryStatus::Pending && r.in_backlog)?;
             row.in_backlog = false;
             row.slot = true;
+            row.slot_item = slot_item;
             let row = row.clone();
             s.reindex(id);
             Some(row)
@@ -331,6 +430,7 @@ impl FlowStore for MemStore {
         now_ms: i64,
         token: &str,
         lease_until_ms: i64,
+        slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
@@ -338,6 +438,7 @@ impl FlowStore for MemStore {
                 r.status == DeliveryStatus::Pending && r.in_backlog && r.next_attempt_at <= now_ms
             })?;
             row.in_backlog = false;
+            row.slot_item = slot_item;
             row.next_attempt_at = now_ms;
             row.lease_token = Some(token.to_owned());
             row.lease_until = Some(lease_until_ms);

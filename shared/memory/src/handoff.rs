@@ -54,6 +54,7 @@ impl HandoffStore for MemStore {
                 row.last_error = error.map(str::to_owned);
                 row.handed_off = false;
                 row.slot = false;
+                row.slot_item = 0;
                 row.in_backlog = false;
                 row.lease_token = None;
                 row.lease_until = None;

@@ -44,6 +44,8 @@ struct State {
     audit: BTreeMap<(String, String), AuditEntry>,
     replays: HashMap<String, ReplayJob>,
     flows: HashMap<ChannelId, converger_ports::Flow>,
+    /// Slot items 1 and up of windows spread over several: (channel, item) -> slots.
+    slot_items: HashMap<(ChannelId, u32), BTreeMap<String, i64>>,
     /// Per-minute health counters: (created, failed).
     counters: HashMap<(ChannelId, i64), (i64, i64)>,
     health: HashMap<ChannelId, Vec<HealthCheck>>,

@@ -210,7 +210,7 @@ impl Pipeline {
             if prepared.probe {
                 return None;
             }
-            self.take_next_ahead(&prepared.channel, prepared.d.tier)
+            self.take_next_ahead(&prepared.channel, &prepared.d)
                 .await
                 .unwrap_or_else(|e| {
                     tracing::warn!(channel_id = %prepared.channel.id, error = %e, "next backlog row not taken");
@@ -291,7 +291,7 @@ impl Pipeline {
     /// dead-letter queue takes it.
     async fn prepare(
         &self,
-        Claimed { d, token }: Claimed,
+        Claimed { mut d, token }: Claimed,
         mut msg: DeliveryMessage,
     ) -> Result<Result<Prepared, Report>, AttemptError> {
         let carried_in = msg.activity.is_some();
@@ -300,15 +300,15 @@ impl Pipeline {
                 AttemptError::Missing(format!("channel {} not found", d.channel_id))
             })?;
             match self.admit_attempt(&d, &token, &msg, &channel).await? {
-                Admit::Go { probe } => {
+                Admit::Go { probe, slot } => {
                     let activity = self.activity(&d, msg.activity.take()).await?;
-                    Ok::<_, AttemptError>(Ok((channel, activity, probe)))
+                    Ok::<_, AttemptError>(Ok((channel, activity, probe, slot)))
                 }
                 Admit::Done(report) => Ok(Err(report)),
             }
         };
         let gated = async {
-            let (channel, activity, probe) = match gated.await? {
+            let (channel, activity, probe, slot) = match gated.await? {
                 Ok(x) => x,
                 Err(report) => return Ok(Err(report)),
             };
@@ -319,21 +319,29 @@ impl Pipeline {
                 tracing::warn!(delivery_id = %d.id, "lease lost before the call");
                 return Ok(Err(Report::Skipped("lease lost before the call")));
             }
-            Ok(Ok((channel, activity, probe, until)))
+            Ok(Ok((channel, activity, probe, until, slot)))
         };
         match gated.await {
-            Ok(Ok((channel, activity, probe, lease_until))) => Ok(Ok(Prepared {
-                lease_until,
-                n: d.attempts + 1,
-                d,
-                token,
-                channel,
-                activity,
-                probe,
-                carried_in,
-                started: Instant::now(),
-                started_at: time::now_rfc3339(),
-            })),
+            Ok(Ok((channel, activity, probe, lease_until, slot))) => {
+                // The slot the gate took for it (a retry's, a replay's) is given back after
+                // the attempt from the item it is in.
+                if let Some(item) = slot {
+                    d.slot = true;
+                    d.slot_item = item;
+                }
+                Ok(Ok(Prepared {
+                    lease_until,
+                    n: d.attempts + 1,
+                    d,
+                    token,
+                    channel,
+                    activity,
+                    probe,
+                    carried_in,
+                    started: Instant::now(),
+                    started_at: time::now_rfc3339(),
+                }))
+            }
             Ok(Err(report)) => Ok(Err(report)),
             Err(e) => {
                 if let Err(re) = self.store.release(&d, &token).await {

@@ -62,8 +62,9 @@ pub enum Admission {
 /// What the gate decided for a claimed delivery.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admit {
-    /// Attempt it. `probe`: it is the half-open probe.
-    Go { probe: bool },
+    /// Attempt it. `probe`: it is the half-open probe; `slot`: the slot item of the window
+    /// slot the gate took for it (a retry or a replay), if it took one.
+    Go { probe: bool, slot: Option<u32> },
     /// Nothing to attempt now; the report says why.
     Done(Report),
 }

@@ -73,10 +73,15 @@ impl Flow {
         }
     }
 
-    /// Slots free under `cap` (the window bounded by `max_in_flight`).
+    /// Slots free under `cap` (the window bounded by `max_in_flight`). A window spread over
+    /// several slot items (`core::flow::slot_items`) is not known from this item alone: it
+    /// answers the whole window, and the takes (item by item) decide.
     pub fn free_slots(&self, max: u32) -> usize {
-        let cap = self.window.min(max).max(1) as usize;
-        cap.saturating_sub(self.slots.len())
+        let cap = self.window.min(max).max(1);
+        if converger_core::flow::slot_items(max) > 1 {
+            return cap as usize;
+        }
+        (cap as usize).saturating_sub(self.slots.len())
     }
 
     pub fn holds(&self, id: &DeliveryId) -> bool {
@@ -95,6 +100,33 @@ pub enum SlotTake {
     Full(Flow),
     /// The breaker is not closed: no slot is handed out.
     NotClosed(Flow),
+}
+
+/// The result of asking for a slot in a slot item of its own (a window of several items,
+/// `core::flow::slot_items`; item 0 is the flow item, asked with [`FlowStore::take_slot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemTake {
+    /// Taken (or, unless exclusive, already held by this delivery).
+    Taken,
+    /// Exclusive take: another taker already holds this delivery's slot in the item.
+    Held,
+    /// The item holds its share of the window.
+    Full,
+}
+
+/// A slot held in one of a channel's slot items, as the reconciliation reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldSlot {
+    /// The slot item (0: the flow item).
+    pub item: u32,
+    pub delivery: String,
+    /// When the slot was taken (ms).
+    pub taken_at: i64,
+}
+
+/// The key of slot item `item` (1 or more) of a channel, in the flow table.
+pub fn slot_item_key(channel: &ChannelId, item: u32) -> String {
+    format!("{channel}#slots#{item}")
 }
 
 /// How an attempt ended, for the breaker's counters.
@@ -250,9 +282,37 @@ pub trait FlowStore: Send + Sync + 'static {
     /// Records an attempt's end on the flow item; returns the item as it now is.
     async fn settle(&self, channel: &ChannelId, s: &Settle) -> StoreResult<Flow>;
 
-    /// Frees the slots `(delivery, taken_at)` that are still held as they were (the
-    /// sweeper's reconciliation). Returns how many were freed.
-    async fn free_slots(&self, channel: &ChannelId, slots: &[(String, i64)]) -> StoreResult<usize>;
+    /// Takes a slot for `delivery` in slot item `item` (1 or more) if it holds fewer than
+    /// `cap`. The breaker is not part of its condition (the flow item holds it): the caller
+    /// decided on its view of the breaker. Idempotent per delivery, unless `exclusive`.
+    async fn take_item_slot(
+        &self,
+        channel: &ChannelId,
+        item: u32,
+        delivery: &DeliveryId,
+        cap: u32,
+        now_ms: i64,
+        exclusive: bool,
+    ) -> StoreResult<ItemTake>;
+
+    /// Gives `delivery`'s slot in slot item `item` (1 or more) back, handing it to `pass_to`
+    /// in the same write when given. Nothing happens if the item does not hold it.
+    async fn free_item_slot(
+        &self,
+        channel: &ChannelId,
+        item: u32,
+        delivery: &DeliveryId,
+        pass_to: Option<&DeliveryId>,
+        now_ms: i64,
+    ) -> StoreResult<()>;
+
+    /// The slots held in slot items 1 to `items - 1` of a channel (item 0's are the flow
+    /// item's `slots`).
+    async fn held_slots(&self, channel: &ChannelId, items: u32) -> StoreResult<Vec<HeldSlot>>;
+
+    /// Frees the slots that are still held as they were (the sweeper's reconciliation), in
+    /// whichever slot item each is. Returns how many were freed.
+    async fn free_slots(&self, channel: &ChannelId, slots: &[HeldSlot]) -> StoreResult<usize>;
 
     /// A conditional breaker transition; `None` if another writer changed the breaker first.
     async fn transition(&self, channel: &ChannelId, t: &Transition) -> StoreResult<Option<Flow>>;
@@ -315,21 +375,28 @@ pub trait FlowStore: Send + Sync + 'static {
         now: &str,
     ) -> StoreResult<bool>;
 
-    /// Takes a delivery out of the backlog onto the queue, holding a slot; `None` if it is
-    /// no longer waiting there.
-    async fn leave_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>>;
+    /// Takes a delivery out of the backlog onto the queue, holding a slot in slot item
+    /// `slot_item`; `None` if it is no longer waiting there.
+    async fn leave_backlog(
+        &self,
+        id: &DeliveryId,
+        now_ms: i64,
+        slot_item: u32,
+    ) -> StoreResult<Option<Delivery>>;
 
     /// [`Self::leave_backlog`] for a row its caller runs itself rather than through the queue:
     /// it leaves the backlog due now (`next_attempt_at` = `now_ms`, in the due index at that
     /// time) and leased to `token` until `lease_until_ms`, in one write; its slot comes with
     /// the caller's settle write
     /// (`Settle::pass_to`). `None` if it is no longer waiting there.
+    /// The slot it gets is in slot item `slot_item` (the caller's own).
     async fn leave_backlog_leased(
         &self,
         id: &DeliveryId,
         now_ms: i64,
         token: &str,
         lease_until_ms: i64,
+        slot_item: u32,
     ) -> StoreResult<Option<Delivery>>;
 
     /// The oldest backlog deliveries of a channel due before `before_ms`.

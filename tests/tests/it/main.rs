@@ -27,3 +27,4 @@ mod retries;
 mod slack;
 mod store;
 mod web;
+mod window;

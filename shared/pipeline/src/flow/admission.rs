@@ -4,41 +4,126 @@
 use super::*;
 use crate::Pipeline;
 use crate::outcome::AttemptError;
+use converger_core::flow::{active_slot_items, slot_item_cap, slot_item_choices, slot_items};
+use converger_core::ids::stable_hash;
 use converger_core::{CircuitState, Tier, time};
-use converger_ports::{Channel, Delivery, Mark, SlotTake, StoreResult};
+use converger_ports::{Channel, Delivery, ItemTake, Mark, Settle, SlotTake, StoreResult};
+
+/// The answer to a slot request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// Taken (or, unless exclusive, already held) in this slot item.
+    Taken(u32),
+    /// Exclusive take: another taker holds this delivery's slot.
+    Held,
+    /// The window is full.
+    Full,
+    /// The breaker is not closed.
+    NotClosed,
+}
 
 impl Pipeline {
-    /// Takes a slot for `d`, asking again once when the window turned out larger than this
-    /// instance knew.
+    /// Takes a slot for `id` under the cap `cap`, asking again once when the window turned
+    /// out larger than this instance knew. A window spread over several slot items
+    /// (`core::flow::slot_items`) is asked item by item, each for its share of the window:
+    /// the item the id's hash names among those with a share, then the next. The flow item
+    /// (item 0) checks the breaker in the same write; the others are taken on this
+    /// instance's view of it. `exclusive`: a feeder racing another for the same backlog row.
     pub(super) async fn take(
         &self,
         channel: &Channel,
-        d: &Delivery,
+        id: &DeliveryId,
         cap: u32,
-    ) -> StoreResult<SlotTake> {
+        exclusive: bool,
+    ) -> StoreResult<Slot> {
         let now = time::now_ms();
         let mut ask = self.window_cap(channel, cap);
+        let items = slot_items(cap);
+        if items > 1 && self.flow_state(&channel.id).await?.circuit_state != CircuitState::Closed {
+            return Ok(Slot::NotClosed);
+        }
         for _ in 0..2 {
-            let r = self
-                .store
-                .take_slot(&channel.id, &d.id, ask, now, false)
-                .await?;
-            match &r {
-                SlotTake::Taken(f) | SlotTake::NotClosed(f) | SlotTake::Held(f) => {
-                    self.remember_flow(f);
-                    return Ok(r);
-                }
-                SlotTake::Full(f) => {
-                    self.remember_flow(f);
-                    let actual = f.window.min(cap).max(1);
-                    if actual <= ask {
-                        return Ok(r);
+            let active = active_slot_items(ask, items);
+            let mut seen = None;
+            for item in slot_item_choices(stable_hash(id.as_str()), active) {
+                let item_cap = slot_item_cap(ask, items, item);
+                if item == 0 {
+                    let r = self
+                        .store
+                        .take_slot(&channel.id, id, item_cap, now, exclusive)
+                        .await?;
+                    match r {
+                        SlotTake::Taken(f) => {
+                            self.remember_flow(&f);
+                            return Ok(Slot::Taken(0));
+                        }
+                        SlotTake::Held(f) => {
+                            self.remember_flow(&f);
+                            return Ok(Slot::Held);
+                        }
+                        SlotTake::NotClosed(f) => {
+                            self.remember_flow(&f);
+                            return Ok(Slot::NotClosed);
+                        }
+                        SlotTake::Full(f) => {
+                            self.remember_flow(&f);
+                            seen = Some(f);
+                        }
                     }
-                    ask = actual;
+                } else {
+                    match self
+                        .store
+                        .take_item_slot(&channel.id, item, id, item_cap, now, exclusive)
+                        .await?
+                    {
+                        ItemTake::Taken => return Ok(Slot::Taken(item)),
+                        ItemTake::Held => return Ok(Slot::Held),
+                        ItemTake::Full => {}
+                    }
                 }
             }
+            // Full where it asked: unless the window is larger than it knew.
+            if ask >= cap {
+                return Ok(Slot::Full);
+            }
+            let f = match seen {
+                Some(f) => f,
+                None => {
+                    let f = self.store.get_flow(&channel.id).await?;
+                    self.remember_flow(&f);
+                    f
+                }
+            };
+            let actual = f.window.min(cap).max(1);
+            if actual <= ask {
+                return Ok(Slot::Full);
+            }
+            ask = actual;
         }
-        Ok(SlotTake::Full(self.flow_state(&channel.id).await?))
+        Ok(Slot::Full)
+    }
+
+    /// Gives `id`'s slot in slot item `item` back (handing it to `pass_to` when given), with
+    /// nothing else written: on the flow item for item 0, on the slot item otherwise.
+    pub(crate) async fn free_slot(
+        &self,
+        channel: &ChannelId,
+        id: &DeliveryId,
+        item: u32,
+    ) -> StoreResult<()> {
+        let now = time::now_ms();
+        if item == 0 {
+            let f = self
+                .store
+                .settle(channel, &Settle::free(id.clone(), now))
+                .await?;
+            self.remember_flow(&f);
+        } else {
+            self.store
+                .free_item_slot(channel, item, id, None, now)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Where a new delivery of `channel` goes; sets its row fields accordingly.
@@ -67,16 +152,17 @@ impl Pipeline {
         {
             return Ok(Admission::Live);
         }
-        Ok(match self.take(channel, d, cap).await? {
-            SlotTake::Taken(_) | SlotTake::Held(_) => {
+        Ok(match self.take(channel, &d.id, cap, false).await? {
+            Slot::Taken(item) => {
                 d.slot = true;
+                d.slot_item = item;
                 Admission::Live
             }
-            SlotTake::Full(_) => {
+            Slot::Held | Slot::Full => {
                 d.in_backlog = true;
                 Admission::Backlog
             }
-            SlotTake::NotClosed(_) => {
+            Slot::NotClosed => {
                 d.status = converger_core::DeliveryStatus::Paused;
                 Admission::Parked
             }

@@ -1,13 +1,14 @@
 //! Feeding a channel's backlog into freed window slots, with the rows one query found
 //! remembered for the next feed.
 
+use super::admission::Slot;
 use super::*;
 use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::flow::{backlog_mark_clearable, takes_next_ahead};
 use converger_core::{CircuitState, Tier, time};
 use converger_ports::Flow;
-use converger_ports::{Channel, DeliveryMessage, Mark, Settle, SlotTake};
+use converger_ports::{Channel, DeliveryMessage, Mark};
 
 impl Pipeline {
     /// Hands free window slots to the oldest due deliveries of the backlog. One backlog
@@ -26,7 +27,9 @@ impl Pipeline {
         if flow.circuit_state != CircuitState::Closed {
             return Ok(0);
         }
-        let free = flow.free_slots(cap);
+        // At most one query's worth at a time: a window of several slot items cannot say how
+        // many are free, so its takes decide.
+        let free = flow.free_slots(cap).min(BACKLOG_PREFETCH);
         if free == 0 {
             return Ok(0);
         }
@@ -45,35 +48,16 @@ impl Pipeline {
             return Ok(0);
         };
         let mut msgs = Vec::with_capacity(candidates.len());
-        let ask = flow.window.min(cap).max(1);
         for id in candidates {
-            match self
-                .store
-                .take_slot(&channel.id, &id, ask, now, true)
-                .await?
-            {
-                SlotTake::Taken(f) => {
-                    self.remember_flow(&f);
-                    match self.store.leave_backlog(&id, now).await? {
-                        Some(d) => {
-                            msgs.push(DeliveryMessage::new(d.id.clone(), d.tier, None).of(&d))
-                        }
-                        None => {
-                            // Fed or parked meanwhile: the slot this feeder took goes back.
-                            let f = self
-                                .store
-                                .settle(&channel.id, &Settle::free(id, now))
-                                .await?;
-                            self.remember_flow(&f);
-                        }
-                    }
-                }
+            match self.take(channel, &id, cap, true).await? {
+                Slot::Taken(item) => match self.store.leave_backlog(&id, now, item).await? {
+                    Some(d) => msgs.push(DeliveryMessage::new(d.id.clone(), d.tier, None).of(&d)),
+                    // Fed or parked meanwhile: the slot this feeder took goes back.
+                    None => self.free_slot(&channel.id, &id, item).await?,
+                },
                 // Another feeder is handing this row on.
-                SlotTake::Held(f) => self.remember_flow(&f),
-                SlotTake::Full(f) | SlotTake::NotClosed(f) => {
-                    self.remember_flow(&f);
-                    break;
-                }
+                Slot::Held => {}
+                Slot::Full | Slot::NotClosed => break,
             }
         }
         if !msgs.is_empty() {
@@ -127,9 +111,9 @@ impl Pipeline {
     pub(crate) async fn take_next_ahead(
         &self,
         channel: &Channel,
-        tier: Tier,
+        running: &converger_ports::Delivery,
     ) -> Result<Option<DeliveryId>, AttemptError> {
-        let limits = self.limits(channel, tier);
+        let limits = self.limits(channel, running.tier);
         let Some(flow) = self.cached_flow(&channel.id) else {
             return Ok(None);
         };
@@ -155,7 +139,7 @@ impl Pipeline {
         let until = now.saturating_add(self.lease_slice_ms());
         let Some(d) = self
             .store
-            .leave_backlog_leased(&id, now, &token, until)
+            .leave_backlog_leased(&id, now, &token, until, running.slot_item)
             .await?
         else {
             return Ok(None);

@@ -46,6 +46,15 @@ impl Pipeline {
         // it is due, so a delivery waiting for a retry never holds back the channel's others.
         let free =
             (d.slot || known.holds(&d.id) || self.counted(&limits, &known)).then(|| d.id.clone());
+        // A slot in a slot item of its own is given back there (with the hand-on), and the
+        // flow item is written only if something else changed.
+        let mut free = free;
+        if free.is_some() && d.slot_item != 0 {
+            self.store
+                .free_item_slot(&channel.id, d.slot_item, &d.id, hand_on, now)
+                .await?;
+            free = None;
+        }
         let failed = outcome.is_failure();
         // A success is written when there is something to reset, or to keep `last_success_at`
         // (auto-disable's "no success within 24 h") within ten minutes of the truth.

@@ -1,13 +1,14 @@
 //! The gate before an attempt: park, probe, window and rate limit, decided from the
 //! channel's flow item.
 
+use super::admission::Slot;
 use super::*;
 use crate::Pipeline;
 use crate::outcome::{AttemptError, Report};
 use converger_core::flow::{Gate, gate};
 use converger_core::{CircuitState, RateLimit, time};
 use converger_ports::Flow;
-use converger_ports::{Channel, Delivery, DeliveryMessage, Mark, Settle, SlotTake, Transition};
+use converger_ports::{Channel, Delivery, DeliveryMessage, Mark, Transition};
 
 impl Pipeline {
     /// The gate before an attempt, with the lease held: park, probe, window, rate limit.
@@ -21,7 +22,10 @@ impl Pipeline {
         // A deleted channel's deliveries are never parked or paced: the attempt dead-letters
         // them without a call.
         if channel.deleted_at.is_some() {
-            return Ok(Admit::Go { probe: false });
+            return Ok(Admit::Go {
+                probe: false,
+                slot: None,
+            });
         }
         let limits = self.limits(channel, d.tier);
         let now = time::now_ms();
@@ -35,7 +39,12 @@ impl Pipeline {
         }
         match decision {
             Gate::Proceed => {}
-            Gate::Probe => return Ok(Admit::Go { probe: true }),
+            Gate::Probe => {
+                return Ok(Admit::Go {
+                    probe: true,
+                    slot: None,
+                });
+            }
             Gate::ClaimProbe => {
                 let t = Transition::new(&[flow.circuit_state], CircuitState::HalfOpen, now)
                     .seen(flow.circuit_changed_at)
@@ -45,7 +54,10 @@ impl Pipeline {
                     tracing::info!(channel_id = %channel.id, delivery_id = %d.id, "breaker half-open: probing");
                     // Whatever happens to this probe, the next check comes after a cooldown.
                     self.schedule_probe(&channel.id, &limits.breaker).await?;
-                    return Ok(Admit::Go { probe: true });
+                    return Ok(Admit::Go {
+                        probe: true,
+                        slot: None,
+                    });
                 }
                 return self.park_claimed(d, token, channel).await;
             }
@@ -53,15 +65,16 @@ impl Pipeline {
         }
         // The window: a delivery without a slot (a retry, a replay) takes one first, unless
         // the channel's deliveries go uncounted.
+        let mut slot = None;
         if let Some(cap) = limits.cap
             && !d.slot
             && !flow.holds(&d.id)
             && self.counted(&limits, &flow)
         {
-            match self.take(channel, d, cap).await? {
-                SlotTake::Taken(_) | SlotTake::Held(_) => {}
-                SlotTake::NotClosed(_) => return self.park_claimed(d, token, channel).await,
-                SlotTake::Full(_) => {
+            match self.take(channel, &d.id, cap, false).await? {
+                Slot::Taken(item) => slot = Some(item),
+                Slot::NotClosed => return self.park_claimed(d, token, channel).await,
+                Slot::Held | Slot::Full => {
                     if !self
                         .store
                         .to_backlog(d, token, now, &time::ms_to_rfc3339(now))
@@ -86,7 +99,7 @@ impl Pipeline {
                 return Ok(Admit::Done(Report::Snoozed { delay_s }));
             }
         }
-        Ok(Admit::Go { probe: false })
+        Ok(Admit::Go { probe: false, slot })
     }
 
     fn decide(&self, flow: &Flow, d: &Delivery, limits: &Limits, now: i64) -> Gate {
@@ -126,16 +139,12 @@ impl Pipeline {
         channel: &Channel,
         d: &Delivery,
     ) -> Result<(), AttemptError> {
-        let now = time::now_ms();
         let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
         self.ensure_probe(channel, &f).await?;
         // A parked delivery holds no slot (the view may be a cached one: the row says too).
         if d.slot || f.holds(&d.id) {
-            let f = self
-                .store
-                .settle(&channel.id, &Settle::free(d.id.clone(), now))
-                .await?;
-            self.remember_flow(&f);
+            let item = if d.slot { d.slot_item } else { 0 };
+            self.free_slot(&channel.id, &d.id, item).await?;
         }
         Ok(())
     }

@@ -78,7 +78,7 @@ impl Pipeline {
         let live = if parked {
             self.store.unpark(&d, Placement::Live, now, &now_s).await?
         } else {
-            self.store.leave_backlog(&d.id, now).await?
+            self.store.leave_backlog(&d.id, now, 0).await?
         };
         let Some(live) = live else {
             return Ok(());

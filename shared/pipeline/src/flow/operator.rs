@@ -87,13 +87,21 @@ impl Pipeline {
         let tier = self.tenant_tier(channel).await?;
         let limits = self.limits(channel, tier);
         let (parked, backlog) = self.store.waiting_counts(&channel.id).await?;
+        let items = limits
+            .cap
+            .map_or(1, |cap| converger_core::flow::slot_items(cap));
+        let elsewhere = if items > 1 {
+            self.store.held_slots(&channel.id, items).await?.len()
+        } else {
+            0
+        };
         Ok(DeliveryState {
             state: f.circuit_state.delivery_label(),
             circuit_state: f.circuit_state,
             circuit_changed_at: (f.circuit_changed_at > 0)
                 .then(|| time::ms_to_rfc3339(f.circuit_changed_at)),
             consecutive_failures: f.consecutive_failures,
-            in_flight: f.slots.len(),
+            in_flight: f.slots.len() + elsewhere,
             window: limits.cap.map(|cap| f.window.min(cap)),
             max_in_flight: limits.cap,
             rate_limit: limits.rate.map(|r| r.to_string()),

@@ -4,8 +4,10 @@
 
 use crate::Pipeline;
 use crate::outcome::AttemptError;
-use converger_core::{BreakerConfig, ChannelId, CircuitState, DeliveryId, DeliveryStatus, time};
-use converger_ports::{Channel, Delivery, DeliveryMessage, Flow};
+use converger_core::{
+    BreakerConfig, ChannelId, CircuitState, DeliveryId, DeliveryStatus, Tier, time,
+};
+use converger_ports::{Channel, Delivery, DeliveryMessage, Flow, HeldSlot};
 use converger_ports::{FlowJobKind, Mark};
 
 impl Pipeline {
@@ -20,7 +22,14 @@ impl Pipeline {
         };
         let freed = self
             .store
-            .free_slots(&d.channel_id, &[(d.id.to_string(), at)])
+            .free_slots(
+                &d.channel_id,
+                &[HeldSlot {
+                    item: 0,
+                    delivery: d.id.to_string(),
+                    taken_at: at,
+                }],
+            )
             .await?;
         if freed > 0 {
             tracing::warn!(delivery_id = %d.id, channel_id = %d.channel_id, "a settled delivery's slot given back");
@@ -65,24 +74,45 @@ impl Pipeline {
     ) -> Result<(usize, usize), AttemptError> {
         let now = time::now_ms();
         let older_than = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
-        let old: Vec<(String, i64)> = flow
+        let mut held: Vec<HeldSlot> = flow
             .slots
             .iter()
-            .filter(|(_, at)| now - **at > older_than)
-            .map(|(d, at)| (d.clone(), *at))
+            .map(|(d, at)| HeldSlot {
+                item: 0,
+                delivery: d.clone(),
+                taken_at: *at,
+            })
+            .collect();
+        let items = self.slot_item_bound(&flow.channel_id).await?;
+        if items > 1 {
+            held.extend(self.store.held_slots(&flow.channel_id, items).await?);
+        }
+        let old: Vec<HeldSlot> = held
+            .into_iter()
+            .filter(|h| now - h.taken_at > older_than)
             .collect();
         if old.is_empty() {
             return Ok((0, 0));
         }
-        let ids: Vec<DeliveryId> = old
+        let mut ids: Vec<DeliveryId> = old
             .iter()
-            .filter_map(|(d, _)| DeliveryId::parse(d).ok())
+            .filter_map(|h| DeliveryId::parse(&h.delivery).ok())
             .collect();
+        ids.sort();
+        ids.dedup();
         let rows = self.store.get_deliveries(&ids).await?;
         let holds = |r: &Delivery| r.status == DeliveryStatus::Pending && !r.in_backlog;
-        let stale: Vec<(String, i64)> = old
+        // A slot is stale when its delivery no longer holds one, or holds it in another item
+        // (a second slot taken after a crash lost the row's note of the first).
+        let stale: Vec<HeldSlot> = old
             .into_iter()
-            .filter(|(id, _)| !rows.iter().any(|r| r.id.as_str() == id && holds(r)))
+            .filter(|h| {
+                !rows.iter().any(|r| {
+                    r.id.as_str() == h.delivery
+                        && holds(r)
+                        && (!r.slot || r.slot_item == h.item || h.item == 0)
+                })
+            })
             .collect();
         let lost: Vec<DeliveryMessage> = rows
             .iter()
@@ -107,6 +137,21 @@ impl Pipeline {
             tracing::warn!(channel_id = %flow.channel_id, freed, resent = lost.len(), "window slots reconciled");
         }
         Ok((freed, lost.len()))
+    }
+
+    /// How many slot items a channel's window may span at most (its largest cap over the
+    /// tiers), so that the reconciliation reads every item a slot may be in.
+    async fn slot_item_bound(&self, channel: &ChannelId) -> Result<u32, AttemptError> {
+        let Some(ch) = self.store.get_channel(channel).await? else {
+            return Ok(1);
+        };
+        let max = BreakerConfig::effective(&ch.circuit_breaker).max_in_flight;
+        Ok([Tier::High, Tier::Default, Tier::Bulk]
+            .into_iter()
+            .filter_map(|t| max.resolve(t))
+            .map(converger_core::flow::slot_items)
+            .max()
+            .unwrap_or(1))
     }
 
     /// Feeds `channel`'s backlog from its flow item as it is now.

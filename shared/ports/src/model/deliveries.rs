@@ -116,6 +116,10 @@ pub struct Delivery {
     /// Holds a slot of its channel's window.
     #[serde(default, skip_serializing_if = "is_false")]
     pub slot: bool,
+    /// The slot item its slot is in (`core::flow::slot_items`; 0, the flow item, for a
+    /// window of one item).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub slot_item: u32,
     /// Handed off to a websocket client, waiting for its acknowledgement (pending, never
     /// retried).
     #[serde(default, skip_serializing_if = "is_false")]
@@ -172,6 +176,7 @@ impl Delivery {
             attempt_log: Vec::new(),
             in_backlog: false,
             slot: false,
+            slot_item: 0,
             handed_off: false,
             expires_at: activity.expires_at,
             shard: 0,
@@ -216,6 +221,7 @@ impl Delivery {
         row.lease_until = None;
         row.in_backlog = false;
         row.slot = false;
+        row.slot_item = 0;
         row.handed_off = false;
         row.unlisted = false;
         row
@@ -236,13 +242,7 @@ pub const MAX_DUE_SHARDS: u32 = 1024;
 /// one partition's writes per shard.
 pub const CHANNEL_SHARDS: u32 = 8;
 
-/// A stable hash (FNV-1a) of a key: the same on every machine and in every release, since
-/// shards chosen by it are stored.
-pub fn stable_hash(key: &str) -> u32 {
-    key.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
-}
+pub use converger_core::ids::stable_hash;
 
 /// The due index's shard of a delivery in a deployment of [`DUE_SHARDS`] (the default).
 pub fn due_shard(id: &DeliveryId) -> u32 {

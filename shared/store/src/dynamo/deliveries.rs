@@ -109,7 +109,7 @@ impl DeliveryStore for DynamoStore {
         let expr = transition(
             status,
             &sets.join(", "),
-            "lease_token, lease_until, last_error, due_shard, due_at, slot, in_backlog, bl_pk, \
+            "lease_token, lease_until, last_error, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, \
              bl_sk",
         );
         self.leased_update(d, token, expr, values).await
@@ -131,7 +131,7 @@ impl DeliveryStore for DynamoStore {
                  next_attempt_at = :next, updated_at = :now, {LOG_SET}, \
                  due_shard = :due_shard, due_at = :due_at, slot = :slot"
             ),
-            "lease_token, lease_until",
+            "lease_token, lease_until, slot_item",
         );
         let mut values = self
             .outcome_values(d, DeliveryStatus::Pending, log, now)
@@ -156,7 +156,7 @@ impl DeliveryStore for DynamoStore {
                 "#st = :st, attempts = attempts + :one, last_error = :err, \
                  updated_at = :now, {LOG_SET}"
             ),
-            "lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk",
+            "lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk",
         );
         let mut values = self
             .outcome_values(d, DeliveryStatus::Failed, log, now)

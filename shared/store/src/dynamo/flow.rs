@@ -224,11 +224,142 @@ impl FlowStore for DynamoStore {
         }
     }
 
-    async fn free_slots(&self, channel: &ChannelId, slots: &[(String, i64)]) -> StoreResult<usize> {
+    async fn take_item_slot(
+        &self,
+        channel: &ChannelId,
+        item: u32,
+        delivery: &DeliveryId,
+        cap: u32,
+        now_ms: i64,
+        exclusive: bool,
+    ) -> StoreResult<ItemTake> {
+        let key = slot_item_key(channel, item);
+        let room = if exclusive {
+            "attribute_not_exists(slots.#d) AND size(slots) < :cap"
+        } else {
+            "(attribute_exists(slots.#d) OR size(slots) < :cap)"
+        };
+        for _ in 0..2 {
+            let req = self
+                .client
+                .update_item()
+                .table_name(&self.res.flow)
+                .key("key", s(&key))
+                .update_expression("SET slots.#d = if_not_exists(slots.#d, :now)")
+                .condition_expression(format!("attribute_exists(slots) AND {room}"))
+                .expression_attribute_names("#d", delivery.as_str())
+                .expression_attribute_values(":now", n(now_ms))
+                .expression_attribute_values(":cap", n(cap.max(1)));
+            #[derive(serde::Deserialize)]
+            struct Item {
+                #[serde(default)]
+                slots: std::collections::BTreeMap<String, i64>,
+            }
+            let reread = self.get::<Item>(&self.res.flow, "key", &key);
+            match self.update_or_old(req, reread).await? {
+                Conditional::Applied(_) => return Ok(ItemTake::Taken),
+                Conditional::Refused(Some(old))
+                    if exclusive && old.slots.contains_key(delivery.as_str()) =>
+                {
+                    return Ok(ItemTake::Held);
+                }
+                Conditional::Refused(Some(_)) => return Ok(ItemTake::Full),
+                Conditional::Refused(None) => {
+                    let item = HashMap::from([
+                        ("key".to_owned(), s(&key)),
+                        ("slots".to_owned(), empty_map()),
+                    ]);
+                    match self.put_new(&self.res.flow, "key", item).await {
+                        Ok(()) | Err(StoreError::Conflict(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "slot item {key} could not be created"
+        )))
+    }
+
+    async fn free_item_slot(
+        &self,
+        channel: &ChannelId,
+        item: u32,
+        delivery: &DeliveryId,
+        pass_to: Option<&DeliveryId>,
+        now_ms: i64,
+    ) -> StoreResult<()> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.flow)
+            .key("key", s(slot_item_key(channel, item)))
+            .condition_expression("attribute_exists(slots.#d)")
+            .expression_attribute_names("#d", delivery.as_str());
+        req = match pass_to {
+            Some(next) => req
+                .update_expression("SET slots.#n = if_not_exists(slots.#n, :now) REMOVE slots.#d")
+                .expression_attribute_names("#n", next.as_str())
+                .expression_attribute_values(":now", n(now_ms)),
+            None => req.update_expression("REMOVE slots.#d"),
+        };
+        match req.send().await {
+            Ok(_) => Ok(()),
+            // Not held there (freed already, or never taken): nothing to give back.
+            Err(e) if is_update_conditional(&e) => Ok(()),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
+    async fn held_slots(&self, channel: &ChannelId, items: u32) -> StoreResult<Vec<HeldSlot>> {
+        if items <= 1 {
+            return Ok(Vec::new());
+        }
+        let keys = (1..items)
+            .map(|i| HashMap::from([("key".to_owned(), s(slot_item_key(channel, i)))]))
+            .collect();
+        let prefix = format!("{channel}#slots#");
+        let mut held = Vec::new();
+        for item in self.batch_get(&self.res.flow, keys, true).await? {
+            let Some(i) = item
+                .get("key")
+                .and_then(|k| k.as_s().ok())
+                .and_then(|k| k.strip_prefix(&prefix))
+                .and_then(|i| i.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Some(AttributeValue::M(slots)) = item.get("slots") else {
+                continue;
+            };
+            for (d, at) in slots {
+                if let Some(at) = at.as_n().ok().and_then(|a| a.parse::<i64>().ok()) {
+                    held.push(HeldSlot {
+                        item: i,
+                        delivery: d.clone(),
+                        taken_at: at,
+                    });
+                }
+            }
+        }
+        held.sort_by(|a, b| (a.item, &a.delivery).cmp(&(b.item, &b.delivery)));
+        Ok(held)
+    }
+
+    async fn free_slots(&self, channel: &ChannelId, slots: &[HeldSlot]) -> StoreResult<usize> {
         let mut freed = 0;
-        for (d, at) in slots {
+        for h in slots {
+            let key = if h.item == 0 {
+                channel.to_string()
+            } else {
+                slot_item_key(channel, h.item)
+            };
+            let (d, at) = (&h.delivery, &h.taken_at);
             let r = self
-                .flow_update(channel)
+                .client
+                .update_item()
+                .table_name(&self.res.flow)
+                .key("key", s(&key))
                 .update_expression("REMOVE slots.#d")
                 .condition_expression("slots.#d = :at")
                 .expression_attribute_names("#d", d.as_str())
@@ -459,7 +590,7 @@ impl FlowStore for DynamoStore {
         let expr = transition(
             DeliveryStatus::Paused,
             "#st = :paused, updated_at = :now",
-            "lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk",
+            "lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk",
         );
         match token {
             Some(token) => self.leased_update(d, token, expr, values).await,
@@ -530,22 +661,28 @@ impl FlowStore for DynamoStore {
             d,
             token,
             "SET in_backlog = :true, bl_pk = :bl_pk, bl_sk = :bl_sk, next_attempt_at = :due \
-             REMOVE lease_token, lease_until, due_shard, due_at, slot"
+             REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item"
                 .into(),
             values,
         )
         .await
     }
 
-    async fn leave_backlog(&self, id: &DeliveryId, now_ms: i64) -> StoreResult<Option<Delivery>> {
+    async fn leave_backlog(
+        &self,
+        id: &DeliveryId,
+        now_ms: i64,
+        slot_item: u32,
+    ) -> StoreResult<Option<Delivery>> {
         let mut values: Vec<(&str, AttributeValue)> = vec![
             (":pending", s(DeliveryStatus::Pending.as_str())),
             (":true", AttributeValue::Bool(true)),
+            (":si", n(slot_item)),
         ];
         values.extend(self.due_keys(id, now_ms));
         self.row_update(
             id,
-            "SET slot = :true, due_shard = :due_shard, due_at = :due_at \
+            "SET slot = :true, slot_item = :si, due_shard = :due_shard, due_at = :due_at \
              REMOVE in_backlog, bl_pk, bl_sk"
                 .into(),
             "#st = :pending AND attribute_exists(bl_pk)",
@@ -560,12 +697,14 @@ impl FlowStore for DynamoStore {
         now_ms: i64,
         token: &str,
         lease_until_ms: i64,
+        slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
         let mut values: Vec<(&str, AttributeValue)> = vec![
             (":pending", s(DeliveryStatus::Pending.as_str())),
             (":token", s(token)),
             (":until", n(lease_until_ms)),
             (":now", n(now_ms)),
+            (":si", n(slot_item)),
         ];
         // Out of the backlog into the due index, due now (the row and its index entry agree,
         // so a later release leaves the entry where it is).
@@ -573,7 +712,8 @@ impl FlowStore for DynamoStore {
         self.row_update(
             id,
             "SET lease_token = :token, lease_until = :until, next_attempt_at = :now, \
-             due_shard = :due_shard, due_at = :due_at REMOVE in_backlog, bl_pk, bl_sk"
+             slot_item = :si, due_shard = :due_shard, due_at = :due_at \
+             REMOVE in_backlog, bl_pk, bl_sk"
                 .into(),
             "#st = :pending AND attribute_exists(bl_pk) AND next_attempt_at <= :now",
             values,

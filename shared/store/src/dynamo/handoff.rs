@@ -116,7 +116,7 @@ impl HandoffStore for DynamoStore {
             let remove = if to == DeliveryStatus::Pending {
                 ""
             } else {
-                "lease_token, lease_until, due_shard, due_at, slot, in_backlog, bl_pk, bl_sk, \
+                "lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk, \
                  handed_off"
             };
             let expr = transition(to, &set, remove);

@@ -326,7 +326,7 @@ impl DynamoStore {
                  retry_count = if_not_exists(retry_count, :zero) + :one, retried_by = :by, \
                  retried_at = :now, next_attempt_at = :due, updated_at = :now, \
                  due_shard = :due_shard, due_at = :due_at",
-                "lease_token, lease_until, slot, in_backlog, bl_pk, bl_sk",
+                "lease_token, lease_until, slot, slot_item, in_backlog, bl_pk, bl_sk",
             ))
             .condition_expression("#st = :failed")
             .expression_attribute_names("#st", "status")

@@ -116,10 +116,7 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
     // The sweeper frees a slot only if it is still held as it saw it.
     assert_eq!(
         f.store
-            .free_slots(
-                ch,
-                &[(ids[1].to_string(), 999), (ids[1].to_string(), 4_600)]
-            )
+            .free_slots(ch, &[held(0, &ids[1], 999), held(0, &ids[1], 4_600)])
             .await
             .unwrap(),
         1
@@ -144,6 +141,126 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
             .unwrap(),
         SlotTake::NotClosed(_)
     ));
+    f.stop().await;
+}
+
+fn held(item: u32, id: &converger_core::DeliveryId, taken_at: i64) -> HeldSlot {
+    HeldSlot {
+        item,
+        delivery: id.to_string(),
+        taken_at,
+    }
+}
+
+/// Held slots in the order `held_slots` answers: by item, then delivery id.
+fn in_order(mut v: Vec<HeldSlot>) -> Vec<HeldSlot> {
+    v.sort_by(|a, b| (a.item, &a.delivery).cmp(&(b.item, &b.delivery)));
+    v
+}
+
+/// A window of several slot items: an item of its own is capped, idempotent and exclusive as
+/// the flow item is, hands a freed slot on in one write, and is read and reconciled by item.
+pub(super) async fn slot_items_hold_their_share_and_are_reconciled_by_item(b: Backend) {
+    let f = fixture(b).await;
+    let ch = &f.channel.id;
+    let ids: Vec<converger_core::DeliveryId> = (0..4)
+        .map(|_| converger_core::DeliveryId::generate())
+        .collect();
+    // The first take creates the item.
+    for id in &ids[..2] {
+        assert_eq!(
+            f.store
+                .take_item_slot(ch, 3, id, 2, 1_000, false)
+                .await
+                .unwrap(),
+            ItemTake::Taken
+        );
+    }
+    assert_eq!(
+        f.store
+            .take_item_slot(ch, 3, &ids[0], 2, 2_000, false)
+            .await
+            .unwrap(),
+        ItemTake::Taken,
+        "a delivery asking again keeps its one slot"
+    );
+    assert_eq!(
+        f.store
+            .take_item_slot(ch, 3, &ids[0], 3, 2_000, true)
+            .await
+            .unwrap(),
+        ItemTake::Held
+    );
+    assert_eq!(
+        f.store
+            .take_item_slot(ch, 3, &ids[2], 2, 2_000, false)
+            .await
+            .unwrap(),
+        ItemTake::Full
+    );
+    // Another item has its own share; the flow item holds none of these.
+    assert_eq!(
+        f.store
+            .take_item_slot(ch, 1, &ids[2], 1, 2_500, false)
+            .await
+            .unwrap(),
+        ItemTake::Taken
+    );
+    assert!(f.store.get_flow(ch).await.unwrap().slots.is_empty());
+    assert_eq!(
+        f.store.held_slots(ch, 5).await.unwrap(),
+        in_order(vec![
+            held(1, &ids[2], 2_500),
+            held(3, &ids[0], 1_000),
+            held(3, &ids[1], 1_000)
+        ])
+    );
+    assert!(
+        f.store.held_slots(ch, 1).await.unwrap().is_empty(),
+        "item 0 is the flow item's"
+    );
+
+    // A freed slot handed on in the same write; a slot the item does not hold hands nothing.
+    f.store
+        .free_item_slot(ch, 3, &ids[0], Some(&ids[3]), 3_000)
+        .await
+        .unwrap();
+    f.store
+        .free_item_slot(ch, 3, &ids[0], Some(&ids[2]), 3_100)
+        .await
+        .unwrap();
+    f.store
+        .free_item_slot(ch, 7, &ids[0], None, 3_100)
+        .await
+        .unwrap();
+    assert_eq!(
+        f.store.held_slots(ch, 5).await.unwrap(),
+        in_order(vec![
+            held(1, &ids[2], 2_500),
+            held(3, &ids[1], 1_000),
+            held(3, &ids[3], 3_000)
+        ])
+    );
+
+    // The reconciliation frees by item, only what is still held as it was seen.
+    assert_eq!(
+        f.store
+            .free_slots(
+                ch,
+                &[
+                    held(3, &ids[1], 999),
+                    held(3, &ids[1], 1_000),
+                    held(1, &ids[3], 3_000)
+                ]
+            )
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        f.store.held_slots(ch, 5).await.unwrap(),
+        in_order(vec![held(1, &ids[2], 2_500), held(3, &ids[3], 3_000)])
+    );
     f.stop().await;
 }
 
@@ -314,14 +431,18 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     // Out of the backlog once: the second taker finds nothing.
     let live = f
         .store
-        .leave_backlog(&rows[0].id, now_ms)
+        .leave_backlog(&rows[0].id, now_ms, 4)
         .await
         .unwrap()
         .unwrap();
     assert!(live.slot && !live.in_backlog);
+    assert_eq!(
+        live.slot_item, 4,
+        "the row says which slot item its slot is in"
+    );
     assert!(
         f.store
-            .leave_backlog(&rows[0].id, now_ms)
+            .leave_backlog(&rows[0].id, now_ms, 0)
             .await
             .unwrap()
             .is_none()
@@ -340,7 +461,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
         .unwrap();
     let leased = f
         .store
-        .leave_backlog_leased(&extra.id, now_ms, "tok", now_ms + 8_000)
+        .leave_backlog_leased(&extra.id, now_ms, "tok", now_ms + 8_000, 2)
         .await
         .unwrap()
         .unwrap();
@@ -348,6 +469,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
         !leased.slot && !leased.in_backlog,
         "its slot comes with its giver's settle"
     );
+    assert_eq!(leased.slot_item, 2, "in its giver's slot item");
     assert_eq!(leased.lease_token.as_deref(), Some("tok"));
     assert!(
         matches!(
@@ -365,7 +487,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     ));
     assert!(
         f.store
-            .leave_backlog_leased(&extra.id, now_ms, "again", now_ms + 8_000)
+            .leave_backlog_leased(&extra.id, now_ms, "again", now_ms + 8_000, 0)
             .await
             .unwrap()
             .is_none(),
@@ -447,7 +569,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     assert_eq!(f.store.waiting_counts(ch).await.unwrap(), (0, 3));
     let again = f
         .store
-        .leave_backlog(&rows[3].id, now_ms)
+        .leave_backlog(&rows[3].id, now_ms, 0)
         .await
         .unwrap()
         .unwrap();

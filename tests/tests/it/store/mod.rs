@@ -11,8 +11,8 @@ use converger_core::{ActivityId, ChannelType, DeliveryId, DeliveryStatus, Tenant
 use converger_memory::MemStore;
 use converger_ports::{
     Ack, Activity, AttemptEntry, Channel, ChannelPatch, Claim, Connection, Created, Delivery,
-    DuePart, LogUpdate, Mark, Outcome, Placement, Receipted, RetryAt, SecretRotation, SentInfo,
-    Settle, SlotTake, Store, Tenant, Transition,
+    DuePart, HeldSlot, ItemTake, LogUpdate, Mark, Outcome, Placement, Receipted, RetryAt,
+    SecretRotation, SentInfo, Settle, SlotTake, Store, Tenant, Transition,
 };
 use converger_store::dynamo::DynamoStore;
 use converger_tests::TestStack;
@@ -77,6 +77,7 @@ conformance!(
     sharded_listings_page_every_row_once_across_shards_and_ties,
     replay_jobs_save_with_a_version,
     window_slots_are_capped_idempotent_and_closed_only,
+    slot_items_hold_their_share_and_are_reconciled_by_item,
     breaker_transitions_have_one_winner,
     backlog_and_parking_move_rows_between_indexes,
     rate_schedules_allow_a_burst_then_the_rate,

@@ -1,0 +1,118 @@
+//! A window wider than one item holds (`core::flow::slot_items`): its slots spread over the
+//! flow item and slot items of their own, the endpoint still never sees more than
+//! `max_in_flight` at once, the backlog waits while every slot is held, and every slot comes
+//! back when the calls end. On the in-process backend and on the emulator (IAM-checked).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_core::{ChannelId, time};
+use converger_ports::{Outcome, Settle};
+use converger_tests::{Receiver, TestStack, settled, wait_until};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const CAP: u32 = 24;
+
+async fn state(t: &TestStack, key: &str, ch: &str) -> Value {
+    let a = t
+        .api("GET", &format!("/api/v1/channels/{ch}/delivery"), key, None)
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    a.body
+}
+
+async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap(t: TestStack) {
+    let rx = Receiver::always(200).await.unwrap();
+    rx.hold();
+    let (_, key) = t.tenant("default").await;
+    let body = json!({"type": "webhook", "name": "wide", "config": {"url": rx.url},
+                      "circuit_breaker": {"max_in_flight": CAP}});
+    let ch = t.channel(&key, body).await;
+    let ch_id = ch["id"].as_str().unwrap();
+    let channel = ChannelId::parse(ch_id).unwrap();
+    let store = t.stack.pipeline.store.clone();
+    // The window as a channel that kept up has it: at its cap (it would grow there by one
+    // per success; nothing succeeds while the receiver holds its answers).
+    store
+        .settle(
+            &channel,
+            &Settle {
+                free: None,
+                pass_to: None,
+                outcome: Outcome::Neutral,
+                failed: false,
+                window: Some(CAP),
+                now_ms: time::now_ms(),
+            },
+        )
+        .await
+        .unwrap();
+    let ids = t.activities(&key, ch_id, 40, 8).await;
+
+    // Every slot held by a call the receiver holds; the rest wait in the backlog.
+    assert!(
+        wait_until(Duration::from_secs(30), || async {
+            rx.count() >= CAP as usize && state(&t, &key, ch_id).await["backlog"] == 16
+        })
+        .await,
+        "{} calls, {}",
+        rx.count(),
+        state(&t, &key, ch_id).await
+    );
+    let s = state(&t, &key, ch_id).await;
+    assert_eq!(s["in_flight"], CAP, "{s}");
+    let items = converger_core::flow::slot_items(CAP);
+    assert_eq!(items, 3);
+    let on_flow_item = store.get_flow(&channel).await.unwrap().slots.len();
+    let elsewhere = store.held_slots(&channel, items).await.unwrap();
+    assert_eq!(on_flow_item + elsewhere.len(), CAP as usize);
+    assert!(
+        on_flow_item <= 8 && elsewhere.iter().all(|h| h.item >= 1 && h.item < items),
+        "each item holds its share: {on_flow_item} on the flow item, {elsewhere:?}"
+    );
+    assert_eq!(
+        rx.count(),
+        CAP as usize,
+        "nothing beyond the window was sent"
+    );
+
+    rx.release();
+    for id in &ids {
+        let d = t
+            .wait_delivery(&key, id, Duration::from_secs(60), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+    }
+    assert!(
+        rx.max_concurrent() <= CAP as usize,
+        "{} at once",
+        rx.max_concurrent()
+    );
+    assert_eq!(rx.count(), 40);
+    // Every slot came back, in every item.
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            state(&t, &key, ch_id).await["in_flight"] == 0
+        })
+        .await
+    );
+    assert!(store.get_flow(&channel).await.unwrap().slots.is_empty());
+    assert!(store.held_slots(&channel, items).await.unwrap().is_empty());
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap_in_process() {
+    a_wide_window_spreads_over_slot_items_and_keeps_its_cap(TestStack::start().await).await;
+}
+
+mod emulator {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap() {
+        super::a_wide_window_spreads_over_slot_items_and_keeps_its_cap(
+            TestStack::on_emulator().await,
+        )
+        .await;
+    }
+}
