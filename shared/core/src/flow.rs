@@ -319,18 +319,26 @@ pub fn slot_items(cap: u32) -> u32 {
     }
 }
 
-/// The slots item `item` of `items` may hold while the window is `window`: the window
-/// divided as evenly as it goes, so the items' shares add up to the window exactly (a window
-/// smaller than the item count gives one slot to each of the first `window` items). A share
-/// never exceeds the item's share of the cap, whatever the window.
-pub fn slot_item_cap(window: u32, items: u32, item: u32) -> u32 {
+/// Item `item`'s part of `total` slots divided over `items` items as evenly as it goes (the
+/// parts add up to `total`).
+pub fn slot_item_cap(total: u32, items: u32, item: u32) -> u32 {
     let items = items.max(1);
-    window / items + u32::from(item < window % items)
+    total / items + u32::from(item < total % items)
 }
 
-/// The items that have a share of a window of `window` over `items` items: the first ones.
+/// The items that share a window of `window` slots out of the `items` of the cap: all of
+/// them once the window has a slot for each, else the first `window` (one slot each), so
+/// that even a small window's takes are spread over as many keys as it has slots.
 pub fn active_slot_items(window: u32, items: u32) -> u32 {
-    window.min(items).max(1)
+    window.clamp(1, items.max(1))
+}
+
+/// What slot item `item` may hold while the window is `window` under the cap `cap`: its part
+/// of the window divided over the cap's items (the parts add up to the window). A part never
+/// exceeds the item's part of the cap, however the window moves, so no item holds more than
+/// that and the endpoint never sees more than `cap` at once.
+pub fn slot_item_share(window: u32, cap: u32, item: u32) -> u32 {
+    slot_item_cap(window.min(cap), slot_items(cap), item)
 }
 
 /// The slot items a delivery tries, in order, among the `active` ones: the one its id's
@@ -518,6 +526,10 @@ mod tests {
         assert_eq!(slot_items(2000), 250);
         assert_eq!(active_slot_items(2, 250), 2);
         assert_eq!(active_slot_items(2000, 250), 250);
+        assert_eq!(slot_item_share(20, 2000, 19), 1);
+        assert_eq!(slot_item_share(20, 2000, 20), 0);
+        assert_eq!(slot_item_share(300, 2000, 49), 2);
+        assert_eq!(slot_item_share(300, 2000, 50), 1);
         assert_eq!(slot_item_choices(7, 1), vec![0]);
         assert_eq!(slot_item_choices(7, 5), vec![2, 3]);
         assert_eq!(slot_item_choices(9, 5), vec![4, 0]);
@@ -525,21 +537,23 @@ mod tests {
 
     proptest! {
         #[test]
-        fn the_items_shares_add_up_to_the_window_and_stay_within_the_caps(
+        fn the_items_shares_stay_within_the_window_and_their_part_of_the_cap(
             cap in 1u32..=10_000,
             window_part in 0.0f64..=1.0,
         ) {
             let items = slot_items(cap);
             let window = ((f64::from(cap) * window_part).round() as u32).clamp(1, cap);
-            let shares: Vec<u32> = (0..items).map(|i| slot_item_cap(window, items, i)).collect();
+            let shares: Vec<u32> = (0..items).map(|i| slot_item_share(window, cap, i)).collect();
             prop_assert_eq!(shares.iter().sum::<u32>(), window);
             let most = if items == 1 { SINGLE_ITEM_WINDOW } else { SLOTS_PER_ITEM };
             for (i, share) in shares.iter().enumerate() {
-                prop_assert!(*share <= slot_item_cap(cap, items, i as u32));
+                prop_assert!(*share <= slot_item_share(cap, cap, i as u32));
                 prop_assert!(slot_item_cap(cap, items, i as u32) <= most);
-                // The active items are exactly those with a share.
                 prop_assert_eq!(*share >= 1, (i as u32) < active_slot_items(window, items));
             }
+            // The whole cap is shared out at the cap.
+            let full: u32 = (0..items).map(|i| slot_item_share(cap, cap, i)).sum();
+            prop_assert_eq!(full, cap);
         }
 
         #[test]

@@ -39,6 +39,8 @@ pub struct Options {
     pub channels: usize,
     /// The one channel's rate.
     pub channel_rate: u32,
+    /// Runs only the case of this name.
+    pub case: Option<String>,
 }
 
 impl Default for Options {
@@ -49,6 +51,7 @@ impl Default for Options {
             tenant_rate: 5000,
             channels: 50,
             channel_rate: 2000,
+            case: None,
         }
     }
 }
@@ -97,7 +100,10 @@ pub async fn run(o: Options) -> Result<Value, String> {
     ];
     let model = CapacityModel::dynamodb().scaled_down(o.scale);
     let mut out = Map::new();
-    for case in &cases {
+    for case in cases
+        .iter()
+        .filter(|c| o.case.as_deref().is_none_or(|n| n == c.name))
+    {
         let config = PipelineConfig {
             allowlist: converger_core::net::Allowlist::loopback(),
             ..PipelineConfig::default()

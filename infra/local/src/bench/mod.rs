@@ -30,7 +30,7 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   requests     [--deliveries N]                    AWS requests per delivered message, and cost
   keys         [--deliveries N] [--replay N]       capacity units per partition key family, ceilings
   cost         [--deliveries N]                    dollars per million deliveries, all in, at list prices
-  hot-tenant   [--seconds S] [--scale F]           one tenant at 5,000/s, one channel at 2,000/s, partition limits
+  hot-tenant   [--seconds S] [--scale F] [--case NAME] one tenant at 5,000/s, one channel at 2,000/s, partition limits
   fairness     [--backlog N] [--tenants T] [--seconds S]  quiet tenants beside one tenant's slow backlog
   binaries     [--function NAME] [--dev]           bootstrap sizes and init time to first event
   dead-channel [--emulator] [--backlog N] [--seconds S] [--rate R]
@@ -80,6 +80,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         "hot-tenant" => hot_tenant::run(hot_tenant::Options {
             seconds: rest.num("--seconds", 10)?.max(1) as u64,
             scale: rest.num("--scale", 10)?.max(1) as f64,
+            case: rest.value("--case").map(str::to_owned),
             ..hot_tenant::Options::default()
         })
         .await

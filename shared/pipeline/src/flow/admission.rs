@@ -4,10 +4,12 @@
 use super::*;
 use crate::Pipeline;
 use crate::outcome::AttemptError;
-use converger_core::flow::{active_slot_items, slot_item_cap, slot_item_choices, slot_items};
+use converger_core::flow::{active_slot_items, slot_item_choices, slot_item_share, slot_items};
 use converger_core::ids::stable_hash;
 use converger_core::{CircuitState, Tier, time};
-use converger_ports::{Channel, Delivery, ItemTake, Mark, Settle, SlotTake, StoreResult};
+use converger_ports::{
+    Channel, Delivery, FlowJobKind, ItemTake, Mark, Settle, SlotTake, StoreResult,
+};
 
 /// The answer to a slot request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +48,7 @@ impl Pipeline {
             let active = active_slot_items(ask, items);
             let mut seen = None;
             for item in slot_item_choices(stable_hash(id.as_str()), active) {
-                let item_cap = slot_item_cap(ask, items, item);
+                let item_cap = slot_item_share(ask, cap, item);
                 if item == 0 {
                     let r = self
                         .store
@@ -86,13 +88,12 @@ impl Pipeline {
             if ask >= cap {
                 return Ok(Slot::Full);
             }
+            // The flow item as the refused take returned it, else this instance's view (read
+            // at most once per `flow_cache_ttl`: a window of several items is written rarely,
+            // and a take that finds it full must not read it every time).
             let f = match seen {
                 Some(f) => f,
-                None => {
-                    let f = self.store.get_flow(&channel.id).await?;
-                    self.remember_flow(&f);
-                    f
-                }
+                None => self.flow_state(&channel.id).await?,
             };
             let actual = f.window.min(cap).max(1);
             if actual <= ask {
@@ -198,7 +199,23 @@ impl Pipeline {
                         fresh
                     };
                     if f.free_slots(cap) > 0 {
-                        self.feed(channel, tier, f).await?;
+                        // A window of several items feeds the new row's share (it
+                        // cannot tell how many are free; the attempts that end feed
+                        // the rest, each the slot it gives back).
+                        let most = if slot_items(cap) > 1 {
+                            1
+                        } else {
+                            BACKLOG_PREFETCH
+                        };
+                        self.feed(channel, tier, f, most).await?;
+                    }
+                    // The attempts that end hand their slots on, each from the item it was
+                    // in, on their view of the backlog; a feed job in a second makes sure no
+                    // row is left behind by views that missed it.
+                    if slot_items(cap) > 1 && self.flow.feed_jobs.get(&channel.id).is_none() {
+                        self.flow.feed_jobs.insert(channel.id.clone(), ());
+                        self.send_flow_job(&channel.id, FlowJobKind::Feed, 1)
+                            .await?;
                     }
                 }
                 Ok(())

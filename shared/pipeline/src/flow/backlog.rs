@@ -11,7 +11,7 @@ use converger_ports::Flow;
 use converger_ports::{Channel, DeliveryMessage, Mark};
 
 impl Pipeline {
-    /// Hands free window slots to the oldest due deliveries of the backlog. One backlog
+    /// Hands free window slots (at most `most`) to the oldest due deliveries of the backlog. One backlog
     /// query reads up to [`BACKLOG_PREFETCH`] rows; the ones not fed now are remembered for a
     /// few seconds, so a busy channel's feeds do not query once per delivery. A remembered
     /// row another instance fed meanwhile costs one failed take, nothing more.
@@ -20,6 +20,7 @@ impl Pipeline {
         channel: &Channel,
         tier: Tier,
         flow: Flow,
+        most: usize,
     ) -> Result<usize, AttemptError> {
         let Some(cap) = self.limits(channel, tier).cap else {
             return Ok(0);
@@ -29,7 +30,7 @@ impl Pipeline {
         }
         // At most one query's worth at a time: a window of several slot items cannot say how
         // many are free, so its takes decide.
-        let free = flow.free_slots(cap).min(BACKLOG_PREFETCH);
+        let free = flow.free_slots(cap).min(BACKLOG_PREFETCH).min(most);
         if free == 0 {
             return Ok(0);
         }

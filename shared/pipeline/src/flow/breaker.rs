@@ -38,7 +38,7 @@ impl Pipeline {
             Outcome::Transient => known.consecutive_failures.saturating_add(1),
             _ => 0,
         };
-        let window = limits.cap.and_then(|cap| {
+        let mut window = limits.cap.and_then(|cap| {
             let w = window_after(known.window, cap, signal, failures);
             (w != known.window).then_some(w)
         });
@@ -56,6 +56,14 @@ impl Pipeline {
             free = None;
         }
         let failed = outcome.is_failure();
+        // A grown window is written with the successes since this instance last wrote one
+        // (a shrink, on congestion, at once).
+        if let (Some(w), Some(cap)) = (window, limits.cap)
+            && w > known.window
+        {
+            let writes = free.is_some() || failed || known.consecutive_failures > 0;
+            window = self.grown_window(&channel.id, known.window, cap, now, writes);
+        }
         // A success is written when there is something to reset, or to keep `last_success_at`
         // (auto-disable's "no success within 24 h") within ten minutes of the truth.
         let success_stale = known
@@ -106,7 +114,14 @@ impl Pipeline {
         }
         if flow.circuit_state == CircuitState::Closed {
             if flow.backlog_at.is_some() {
-                self.feed(channel, d.tier, flow).await?;
+                // A window of several items: the slot this attempt gave back (unless it
+                // handed it on already); one item: what its slots say is free.
+                let most = match limits.cap.map(converger_core::flow::slot_items) {
+                    Some(n) if n > 1 && hand_on.is_some() => 0,
+                    Some(n) if n > 1 => 1,
+                    _ => BACKLOG_PREFETCH,
+                };
+                self.feed(channel, d.tier, flow, most).await?;
             }
             return Ok(true);
         }

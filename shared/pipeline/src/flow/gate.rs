@@ -65,9 +65,12 @@ impl Pipeline {
         }
         // The window: a delivery without a slot (a retry, a replay) takes one first, unless
         // the channel's deliveries go uncounted.
+        // A row taken out of the backlog by a finishing attempt names the slot item of the
+        // slot that attempt hands it (`slot_item`) before the row says it holds one.
         let mut slot = None;
         if let Some(cap) = limits.cap
             && !d.slot
+            && d.slot_item == 0
             && !flow.holds(&d.id)
             && self.counted(&limits, &flow)
         {

@@ -26,6 +26,8 @@ impl Pipeline {
                     .await;
                 Ok(())
             }
+            (FlowJobKind::Feed, CircuitState::Closed) => self.feed_job(&channel, flow).await,
+            (FlowJobKind::Feed, _) => Ok(()),
             (_, CircuitState::Closed) => {
                 if flow.parked_at.is_some() || job.kind == FlowJobKind::Release {
                     self.release(&channel, &flow).await?;
@@ -36,6 +38,23 @@ impl Pipeline {
             (FlowJobKind::Release, _) => Ok(()),
             (FlowJobKind::Probe, _) => self.probe(&channel, flow).await,
         }
+    }
+
+    /// Feeds a channel's backlog, and comes back in a second while rows still wait.
+    async fn feed_job(&self, channel: &Channel, flow: Flow) -> Result<(), AttemptError> {
+        let tier = self.tenant_tier(channel).await?;
+        self.feed(channel, tier, flow, super::BACKLOG_PREFETCH)
+            .await?;
+        if !self
+            .store
+            .backlog(&channel.id, time::now_ms(), 1)
+            .await?
+            .is_empty()
+        {
+            self.send_flow_job(&channel.id, FlowJobKind::Feed, 1)
+                .await?;
+        }
+        Ok(())
     }
 
     /// One probe of an open (or stuck half-open) breaker: one waiting delivery is attempted
@@ -132,7 +151,8 @@ impl Pipeline {
                         .mark(&channel.id, Mark::Backlog, Some(now), None)
                         .await?;
                     self.remember_flow(&f);
-                    self.feed(channel, tenant_tier, f).await?;
+                    self.feed(channel, tenant_tier, f, super::BACKLOG_PREFETCH)
+                        .await?;
                 }
             }
             if moved.is_empty() {
@@ -173,7 +193,8 @@ impl Pipeline {
                 self.store.get_flow(&channel.id).await?
             };
             self.remember_flow(&f);
-            self.feed(channel, tenant_tier, f).await?;
+            self.feed(channel, tenant_tier, f, super::BACKLOG_PREFETCH)
+                .await?;
         }
         Ok(released)
     }

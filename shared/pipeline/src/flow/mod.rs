@@ -34,6 +34,14 @@ const SUCCESS_MARK_MS: i64 = 600_000;
 /// How long remembered backlog rows are trusted.
 const HINT_TTL: Duration = Duration::from_secs(5);
 
+/// How often one instance writes a channel's grown window: a success adds one slot, and the
+/// successes of this long are written together, so that a window growing toward a large cap
+/// does not write the flow item once per delivery.
+const GROWTH_WRITE_MS: i64 = 250;
+
+/// How often one instance sends a channel a feed job at most.
+const FEED_JOB_EVERY: Duration = Duration::from_secs(2);
+
 /// How long a backlog the next-row lookup found empty is not looked at again by it.
 const EMPTY_TTL: Duration = Duration::from_secs(1);
 
@@ -47,6 +55,11 @@ pub struct Caches {
     backlog_empty: TtlCache<ChannelId, ()>,
     /// Uncounted admissions per channel in the current second: (second, count).
     bursts: std::sync::Mutex<std::collections::HashMap<ChannelId, (i64, u32)>>,
+    /// When this instance last sent a channel a feed job (`FlowJobKind::Feed`).
+    feed_jobs: TtlCache<ChannelId, ()>,
+    /// The window's growth this instance has not written yet, per channel: (when it last
+    /// wrote a grown window, successes since).
+    growth: std::sync::Mutex<std::collections::HashMap<ChannelId, (i64, u32)>>,
 }
 
 impl Caches {
@@ -56,6 +69,8 @@ impl Caches {
             backlog_hints: TtlCache::new(HINT_TTL),
             backlog_empty: TtlCache::new(EMPTY_TTL),
             bursts: Default::default(),
+            feed_jobs: TtlCache::new(FEED_JOB_EVERY),
+            growth: Default::default(),
         }
     }
 }
@@ -186,6 +201,35 @@ impl Pipeline {
         }
         entry.1 += 1;
         entry.1 <= cap
+    }
+
+    /// The window to write after a success that grows `known` to `grown` (by one): the
+    /// successes this instance saw since it last wrote a grown window, once
+    /// [`GROWTH_WRITE_MS`] passed (or when the flow item is written anyway: `writes`);
+    /// otherwise nothing now (the growth is kept for the next write).
+    fn grown_window(
+        &self,
+        channel: &ChannelId,
+        known: u32,
+        cap: u32,
+        now: i64,
+        writes: bool,
+    ) -> Option<u32> {
+        let Ok(mut growth) = self.flow.growth.lock() else {
+            return Some(known.saturating_add(1).min(cap));
+        };
+        if growth.len() > 4096 {
+            growth.retain(|_, (at, _)| now - *at < 60_000);
+        }
+        let entry = growth.entry(channel.clone()).or_insert((i64::MIN, 0));
+        entry.1 = entry.1.saturating_add(1);
+        if writes || now.saturating_sub(entry.0) >= GROWTH_WRITE_MS {
+            let w = known.saturating_add(entry.1).min(cap);
+            *entry = (now, 0);
+            Some(w)
+        } else {
+            None
+        }
     }
 
     /// The window size to ask for: the latest known window (however old), bounded by the cap.

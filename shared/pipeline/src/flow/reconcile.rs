@@ -158,7 +158,8 @@ impl Pipeline {
     async fn feed_now(&self, channel: &Channel) -> Result<usize, AttemptError> {
         let tier = self.tenant_tier(channel).await?;
         let current = self.store.get_flow(&channel.id).await?;
-        self.feed(channel, tier, current).await
+        self.feed(channel, tier, current, super::BACKLOG_PREFETCH)
+            .await
     }
 
     /// The sweeper's flow pass: frees slots whose delivery no longer holds them, feeds

@@ -13,6 +13,10 @@ pub enum FlowJobKind {
     /// Replay the channel's recent dead letters (a probe closed its breaker and the channel
     /// asks for it).
     ReplayDeadLetters,
+    /// Feed the backlog of a channel whose window spans several slot items (a take found it
+    /// full while deliveries went to the backlog): no attempt's end may have seen them. Sent
+    /// again a second later while rows wait.
+    Feed,
 }
 
 /// A `probe` queue message.
