@@ -124,6 +124,14 @@ pub enum IdError {
     Body { kind: &'static str },
 }
 
+/// A stable hash (FNV-1a) of a key: the same on every machine and in every release, since
+/// shards and slot items chosen by it are stored.
+pub fn stable_hash(key: &str) -> u32 {
+    key.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,12 +180,4 @@ mod tests {
         let d = DeliveryId::for_pair(&a, &c1);
         assert_eq!(DeliveryId::parse(d.as_str()).unwrap(), d);
     }
-}
-
-/// A stable hash (FNV-1a) of a key: the same on every machine and in every release, since
-/// shards and slot items chosen by it are stored.
-pub fn stable_hash(key: &str) -> u32 {
-    key.bytes().fold(0x811c_9dc5u32, |h, b| {
-        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-    })
 }
