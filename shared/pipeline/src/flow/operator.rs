@@ -87,9 +87,7 @@ impl Pipeline {
         let tier = self.tenant_tier(channel).await?;
         let limits = self.limits(channel, tier);
         let (parked, backlog) = self.store.waiting_counts(&channel.id).await?;
-        let items = limits
-            .cap
-            .map_or(1, |cap| converger_core::flow::slot_items(cap));
+        let items = limits.cap.map_or(1, converger_core::flow::slot_items);
         let elsewhere = if items > 1 {
             self.store.held_slots(&channel.id, items).await?.len()
         } else {
