@@ -261,6 +261,108 @@ impl RateLimit {
     }
 }
 
+/// How long an instance may keep rate tokens it took together from a channel's schedule
+/// before it uses them: a batch spans at most this much of the schedule, and tokens not used
+/// by then are dropped (the channel then sends a little under its limit, never over it by
+/// more than this lag: over any period a channel sends at most its limit for the period plus
+/// this long).
+pub const RATE_BATCH_US: i64 = 100_000;
+
+/// The most tokens one batch may take from a schedule.
+pub const RATE_BATCH_MOST: u32 = 100;
+
+impl RateLimit {
+    /// How many requests fit now (fewer than `n`) in a schedule that refused `n` with
+    /// `retry_at_us` (`Self::decide_n`'s answer): the tokens released since it last ran.
+    pub fn fit_now(&self, retry_at_us: i64, n: u32, now_us: i64) -> u32 {
+        let tat = retry_at_us + self.tolerance_us() - self.extra_us(n);
+        let room = self.tolerance_us() - (tat - now_us.min(tat));
+        if room < 0 {
+            return 0;
+        }
+        u32::try_from(room / self.interval_us() + 1)
+            .unwrap_or(u32::MAX)
+            .min(n.saturating_sub(1))
+    }
+
+    /// The most tokens an instance takes at once from this schedule: as many as the schedule
+    /// spaces within [`RATE_BATCH_US`] (5,000/s: 100; 80/s: 8; 500/m: 1, no batching).
+    pub fn batch_most(&self) -> u32 {
+        u32::try_from(RATE_BATCH_US / self.interval_us())
+            .unwrap_or(RATE_BATCH_MOST)
+            .clamp(1, RATE_BATCH_MOST)
+    }
+}
+
+/// Rate tokens one instance took together from a channel's schedule, handed out one per
+/// request: the schedule's key is written once per batch rather than once per request. A
+/// batch starts at one token and doubles while the instance uses its batches up; it shrinks
+/// to what was used when tokens were dropped, and to what fit when the schedule refused it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateBatch {
+    left: u32,
+    until_us: i64,
+    size: u32,
+    used: u32,
+}
+
+impl Default for RateBatch {
+    fn default() -> Self {
+        Self {
+            left: 0,
+            until_us: i64::MIN,
+            size: 1,
+            used: 0,
+        }
+    }
+}
+
+impl RateBatch {
+    /// Hands out a token this instance holds, if one is left and still fresh.
+    pub fn take(&mut self, now_us: i64) -> bool {
+        if self.left > 0 && now_us < self.until_us {
+            self.left -= 1;
+            self.used += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// How many tokens to ask the schedule for next (at most `most`): double the last batch
+    /// if it was used up, what was used of it if tokens were dropped.
+    pub fn next_size(&mut self, most: u32) -> u32 {
+        self.size = if self.left == 0 && self.used > 0 {
+            self.size.saturating_mul(2)
+        } else if self.used > 0 {
+            self.used
+        } else {
+            self.size
+        }
+        .clamp(1, most.max(1));
+        self.size
+    }
+
+    /// The schedule had room for only `fit` of the batch asked for: the next one starts there.
+    pub fn refused(&mut self, fit: u32) {
+        self.size = fit.max(1);
+        self.used = 0;
+    }
+
+    /// Keeps `n` tokens just taken at `now_us`, one of them handed out at once (with what is
+    /// left of a batch another request of this instance took meanwhile).
+    pub fn filled(&mut self, n: u32, now_us: i64) {
+        if self.left > 0 && now_us < self.until_us {
+            self.left = self.left.saturating_add(n.saturating_sub(1));
+            self.used = self.used.saturating_add(1);
+        } else {
+            self.left = n.saturating_sub(1);
+            self.used = 1;
+        }
+        self.until_us = now_us.saturating_add(RATE_BATCH_US);
+    }
+}
+
 impl FromStr for RateLimit {
     type Err = String;
 
@@ -517,6 +619,58 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    #[test]
+    fn rate_tokens_are_taken_in_batches_that_grow_while_used_up_and_expire() {
+        let five_k: RateLimit = "5000/s".parse().unwrap();
+        assert_eq!(five_k.batch_most(), 100);
+        assert_eq!("80/s".parse::<RateLimit>().unwrap().batch_most(), 8);
+        assert_eq!("500/m".parse::<RateLimit>().unwrap().batch_most(), 1);
+        let mut b = RateBatch::default();
+        assert!(!b.take(0), "nothing held at first");
+        assert_eq!(b.next_size(100), 1);
+        b.filled(1, 0);
+        assert!(!b.take(1), "the one token went to its request");
+        assert_eq!(b.next_size(100), 2, "used up: doubles");
+        b.filled(2, 10);
+        assert!(b.take(11));
+        assert_eq!(b.next_size(100), 4);
+        b.filled(4, 20);
+        assert!(b.take(21));
+        assert!(!b.take(20 + RATE_BATCH_US), "expired tokens are dropped");
+        assert_eq!(
+            b.next_size(100),
+            2,
+            "what was used of a batch with tokens dropped"
+        );
+        assert_eq!(b.next_size(1), 1, "never above the most");
+        // A schedule that refused a batch says how many fit now.
+        let limit: RateLimit = "10/s".parse().unwrap();
+        let tat = 1_000_000 + 950_000; // 9.5 intervals ahead: half a token of room
+        let retry = limit.decide_n(Some(tat), 1_000_000, 5).unwrap_err();
+        assert_eq!(limit.fit_now(retry, 5, 1_000_000), 0);
+        let retry = limit
+            .decide_n(Some(1_000_000 + 500_000), 1_000_000, 8)
+            .unwrap_err();
+        assert_eq!(limit.fit_now(retry, 8, 1_000_000), 5);
+        assert!(
+            limit
+                .decide_n(Some(1_000_000 + 500_000), 1_000_000, 5)
+                .is_ok()
+        );
+        assert!(
+            limit
+                .decide_n(Some(1_000_000 + 500_000), 1_000_000, 6)
+                .is_err()
+        );
+        b.refused(5);
+        assert_eq!(b.next_size(100), 5, "the next batch starts at what fit");
+        // Two batches taken at once by two requests: the second adds to the first.
+        b.filled(3, 1_000_000);
+        b.filled(3, 1_000_001);
+        assert!((0..4).all(|i| b.take(1_000_002 + i)));
+        assert!(!b.take(1_000_010));
+    }
 
     #[test]
     fn a_small_window_is_one_item_and_a_large_one_is_split_into_items_of_eight() {

@@ -129,6 +129,11 @@ pub fn slot_item_key(channel: &ChannelId, item: u32) -> String {
     format!("{channel}#slots#{item}")
 }
 
+/// The key of a channel's rate schedule, in the flow table.
+pub fn rate_key(channel: &ChannelId) -> String {
+    format!("rate#{channel}")
+}
+
 /// How an attempt ended, for the breaker's counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -338,8 +343,7 @@ pub trait FlowStore: Send + Sync + 'static {
         limit: &converger_core::RateLimit,
         now_us: i64,
     ) -> StoreResult<Result<(), i64>> {
-        self.rate_take_n(&format!("rate#{channel}"), limit, 1, now_us)
-            .await
+        self.rate_take_n(&rate_key(channel), limit, 1, now_us).await
     }
 
     /// Takes `n` requests at once (at most `limit.count`) from the rate schedule named `key`

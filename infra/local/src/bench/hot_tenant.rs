@@ -7,7 +7,9 @@
 //! - `tenant_64_shards`: the same tenant after an operator raised its listing shards to 64,
 //!   on a deployment of 64 due shards;
 //! - `one_channel`: one channel of that tenant at the channel rate, with `max_in_flight`
-//!   2,000.
+//!   2,000;
+//! - `one_channel_rate_limited`: one channel at 5,000 a second with `rate_limit` 5,000/s
+//!   (every request takes a token of the shared schedule).
 //!
 //! Two cores cannot run 5,000 deliveries a second, so the scenario runs at a `scale`-th of the
 //! rates with every partition's limits divided by the same `scale` (default 10: 500/s against
@@ -17,7 +19,7 @@
 //! could not, units per delivery by family with the busiest key's share of its limit, and
 //! ingest-to-receiver p50/p95/p99.
 
-use super::{IsolatedReceiver, activity, summary, tenant, webhook_with};
+use super::{IsolatedReceiver, activity, summary, tenant, webhook_limited};
 use crate::inprocess::InProcess;
 use converger_core::{ChannelId, Tier};
 use converger_memory::{CapacityModel, CapacityTally, LatencyModel};
@@ -39,6 +41,8 @@ pub struct Options {
     pub channels: usize,
     /// The one channel's rate.
     pub channel_rate: u32,
+    /// The rate-limited channel's rate and limit.
+    pub rate_limited: u32,
     /// Runs only the case of this name.
     pub case: Option<String>,
 }
@@ -51,6 +55,7 @@ impl Default for Options {
             tenant_rate: 5000,
             channels: 50,
             channel_rate: 2000,
+            rate_limited: 5000,
             case: None,
         }
     }
@@ -66,6 +71,8 @@ struct Case {
     due_shards: Option<u32>,
     /// The channels' flow settings.
     breaker: Value,
+    /// The channels' outbound rate limit per second at the full rate (run at a `scale`-th).
+    rate_limit: Option<u32>,
 }
 
 pub async fn run(o: Options) -> Result<Value, String> {
@@ -78,6 +85,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
             shards: None,
             due_shards: None,
             breaker: json!({}),
+            rate_limit: None,
         },
         Case {
             name: "tenant_64_shards",
@@ -86,6 +94,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
             shards: Some(64),
             due_shards: Some(64),
             breaker: json!({}),
+            rate_limit: None,
         },
         Case {
             name: "one_channel",
@@ -96,6 +105,17 @@ pub async fn run(o: Options) -> Result<Value, String> {
             // The in-flight cap such a channel needs: 2,000 a second at 50 ms to a second
             // each (the default, half the tier's concurrency, caps a channel near 200/s).
             breaker: json!({"max_in_flight": 2000}),
+            rate_limit: None,
+        },
+        Case {
+            name: "one_channel_rate_limited",
+            rate: o.rate_limited,
+            channels: 1,
+            shards: Some(64),
+            due_shards: Some(64),
+            breaker: json!({"max_in_flight": 2000}),
+            // The limit it is offered: every request takes a token of the shared schedule.
+            rate_limit: Some(o.rate_limited),
         },
     ];
     let model = CapacityModel::dynamodb().scaled_down(o.scale);
@@ -147,9 +167,17 @@ async fn drive(
     let mut channels: Vec<ChannelId> = Vec::with_capacity(case.channels);
     for _ in 0..case.channels {
         channels.push(
-            webhook_with(p, &t, &receiver.url, json!({}), case.breaker.clone())
-                .await?
-                .id,
+            webhook_limited(
+                p,
+                &t,
+                &receiver.url,
+                json!({}),
+                case.breaker.clone(),
+                case.rate_limit
+                    .map(|r| format!("{}/s", (f64::from(r) / o.scale).round().max(1.0))),
+            )
+            .await?
+            .id,
         );
     }
     let capacity = rt.store.capacity().ok_or("no capacity model")?;

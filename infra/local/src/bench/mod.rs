@@ -382,6 +382,18 @@ pub async fn webhook_with(
     policy: Value,
     breaker: Value,
 ) -> Result<Channel, String> {
+    webhook_limited(p, t, url, policy, breaker, None).await
+}
+
+/// [`webhook_with`] with an outbound `rate_limit` (`"5000/s"`).
+pub async fn webhook_limited(
+    p: &Pipeline,
+    t: &Tenant,
+    url: &str,
+    policy: Value,
+    breaker: Value,
+    rate_limit: Option<String>,
+) -> Result<Channel, String> {
     let mut c = Channel::new(
         t.id.clone(),
         ChannelType::Webhook,
@@ -391,6 +403,7 @@ pub async fn webhook_with(
     );
     c.retry_policy = policy.as_object().cloned().unwrap_or_default();
     c.circuit_breaker = breaker.as_object().cloned().unwrap_or_default();
+    c.rate_limit = rate_limit;
     // Benchmarks fail on purpose, many times: auto-disable would stop them part way.
     c.auto_disable = json!({"failed_attempts": 0})
         .as_object()

@@ -95,7 +95,7 @@ impl Pipeline {
         // attempt is used.
         if let Some(rate) = limits.rate {
             let now_us = now.saturating_mul(1000);
-            if let Err(retry_at) = self.store.rate_take(&channel.id, &rate, now_us).await? {
+            if let Err(retry_at) = self.rate_token(&channel.id, &rate, now_us).await? {
                 let delay_s = RateLimit::snooze_s(retry_at, now_us);
                 self.store.release(d, token).await?;
                 self.queue.send(msg, delay_s).await?;

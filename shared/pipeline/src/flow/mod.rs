@@ -6,6 +6,7 @@
 
 use crate::Pipeline;
 use converger_core::cache::TtlCache;
+use converger_core::flow::RateBatch;
 use converger_core::flow::backlog_mark_fresh;
 use converger_core::{BreakerConfig, CircuitState, RateLimit, Tier, time};
 use converger_core::{ChannelId, DeliveryId};
@@ -55,6 +56,8 @@ pub struct Caches {
     backlog_empty: TtlCache<ChannelId, ()>,
     /// Uncounted admissions per channel in the current second: (second, count).
     bursts: std::sync::Mutex<std::collections::HashMap<ChannelId, (i64, u32)>>,
+    /// Rate tokens this instance took together from each channel's schedule.
+    rate_batches: std::sync::Mutex<std::collections::HashMap<ChannelId, RateBatch>>,
     /// When this instance last sent a channel a feed job (`FlowJobKind::Feed`).
     feed_jobs: TtlCache<ChannelId, ()>,
     /// The window's growth this instance has not written yet, per channel: (when it last
@@ -69,6 +72,7 @@ impl Caches {
             backlog_hints: TtlCache::new(HINT_TTL),
             backlog_empty: TtlCache::new(EMPTY_TTL),
             bursts: Default::default(),
+            rate_batches: Default::default(),
             feed_jobs: TtlCache::new(FEED_JOB_EVERY),
             growth: Default::default(),
         }
@@ -230,6 +234,55 @@ impl Pipeline {
         } else {
             None
         }
+    }
+
+    /// One token of a channel's rate schedule for a request now: from the batch this
+    /// instance holds, else a new batch taken from the shared schedule (one write for up to
+    /// [`RateLimit::batch_most`] requests; `core::flow::RateBatch`), or as many as fit when
+    /// the batch does not. `Err(retry_at_us)` when not even one fits.
+    pub(crate) async fn rate_token(
+        &self,
+        channel: &ChannelId,
+        rate: &RateLimit,
+        now_us: i64,
+    ) -> StoreResult<Result<(), i64>> {
+        let n = {
+            let Ok(mut batches) = self.flow.rate_batches.lock() else {
+                return self.store.rate_take(channel, rate, now_us).await;
+            };
+            if batches.len() > 4096 {
+                batches.clear();
+            }
+            let b = batches.entry(channel.clone()).or_default();
+            if b.take(now_us) {
+                return Ok(Ok(()));
+            }
+            b.next_size(rate.batch_most())
+        };
+        let key = converger_ports::rate_key(channel);
+        let mut taken = n;
+        let mut got = self.store.rate_take_n(&key, rate, n, now_us).await?;
+        if let Err(retry_at) = got
+            && n > 1
+        {
+            let fit = rate.fit_now(retry_at, n, now_us);
+            if let Ok(mut batches) = self.flow.rate_batches.lock() {
+                batches.entry(channel.clone()).or_default().refused(fit);
+            }
+            if fit >= 1 {
+                taken = fit;
+                got = self.store.rate_take_n(&key, rate, fit, now_us).await?;
+            }
+        }
+        if got.is_ok()
+            && let Ok(mut batches) = self.flow.rate_batches.lock()
+        {
+            batches
+                .entry(channel.clone())
+                .or_default()
+                .filled(taken, now_us);
+        }
+        Ok(got)
     }
 
     /// The window size to ask for: the latest known window (however old), bounded by the cap.

@@ -532,26 +532,31 @@ impl FlowStore for DynamoStore {
         );
         let key = key.to_owned();
         let expires = now_us / 1_000_000 + 3600;
-        for _ in 0..2 {
-            // Idle: the schedule restarts from now.
-            let idle = self
-                .client
-                .update_item()
-                .table_name(&self.res.flow)
-                .key("key", s(key.as_str()))
-                .update_expression("SET tat = :next, expires_at = :exp")
-                .condition_expression("attribute_not_exists(tat) OR tat <= :now")
-                .expression_attribute_values(":next", n(now_us + interval))
-                .expression_attribute_values(":now", n(now_us))
-                .expression_attribute_values(":exp", n(expires))
-                .send()
-                .await;
-            match idle {
-                Ok(_) => return Ok(Ok(())),
-                Err(e) if is_update_conditional(&e) => {}
-                Err(e) => return Err(sdk_err(e)),
+        // A batch (`count` > 1) is asked for by a busy instance: the schedule most likely
+        // runs ahead of now, so the busy write goes first (one write instead of two).
+        let busy_first = count > 1;
+        for round in 0..3 {
+            if !(busy_first && round == 0) {
+                // Idle: the schedule restarts from now.
+                let idle = self
+                    .client
+                    .update_item()
+                    .table_name(&self.res.flow)
+                    .key("key", s(key.as_str()))
+                    .update_expression("SET tat = :next, expires_at = :exp")
+                    .condition_expression("attribute_not_exists(tat) OR tat <= :now")
+                    .expression_attribute_values(":next", n(now_us + interval))
+                    .expression_attribute_values(":now", n(now_us))
+                    .expression_attribute_values(":exp", n(expires))
+                    .send()
+                    .await;
+                match idle {
+                    Ok(_) => return Ok(Ok(())),
+                    Err(e) if is_update_conditional(&e) => {}
+                    Err(e) => return Err(sdk_err(e)),
+                }
             }
-            // Busy: one more interval, if the schedule is within the burst tolerance.
+            // Busy: more intervals, if the schedule is within the burst tolerance.
             let busy = self
                 .client
                 .update_item()
@@ -576,7 +581,7 @@ impl FlowStore for DynamoStore {
             if tat > now_us {
                 return Ok(Err(tat - tolerance));
             }
-            // It went idle between the two writes: start over.
+            // Idle (or it went idle between the two writes): the idle write next.
         }
         Ok(Err(now_us + interval))
     }
