@@ -238,6 +238,7 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
     let line = bench::hot_tenant::run(bench::hot_tenant::Options {
         seconds: 2,
         scale: 100.0,
+        rate_limited: 0,
         ..bench::hot_tenant::Options::default()
     })
     .await
@@ -274,6 +275,20 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
     );
     assert_eq!(cases["tenant_64_shards"]["listing_shards"], 64);
     assert_eq!(cases["tenant_64_shards"]["due_shards"], 64);
+    // A window of 2,000 is spread over slot items: no slot write throttled on the flow item.
+    assert!(
+        cases["one_channel"]["capacity"]["writes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["family"] == "flow (table): <channel>#slots#<n>"),
+        "{line}"
+    );
+    assert_eq!(
+        throttled("one_channel", "flow (table): <channel>"),
+        0,
+        "{line}"
+    );
     assert_eq!(
         throttled("tenant_64_shards", "by_tenant_status_s"),
         0,

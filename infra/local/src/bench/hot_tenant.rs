@@ -41,7 +41,7 @@ pub struct Options {
     pub channels: usize,
     /// The one channel's rate.
     pub channel_rate: u32,
-    /// The rate-limited channel's rate and limit.
+    /// The rate-limited channel's rate and limit (0: the case is not run).
     pub rate_limited: u32,
     /// Runs only the case of this name.
     pub case: Option<String>,
@@ -123,6 +123,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
     for case in cases
         .iter()
         .filter(|c| o.case.as_deref().is_none_or(|n| n == c.name))
+        .filter(|c| c.rate > 0)
     {
         let config = PipelineConfig {
             allowlist: converger_core::net::Allowlist::loopback(),
