@@ -199,14 +199,8 @@ impl Pipeline {
                         fresh
                     };
                     if f.free_slots(cap) > 0 {
-                        // A window of several items feeds the new row's share (it
-                        // cannot tell how many are free; the attempts that end feed
-                        // the rest, each the slot it gives back).
-                        let most = if slot_items(cap) > 1 {
-                            1
-                        } else {
-                            BACKLOG_PREFETCH
-                        };
+                        let most = converger_core::flow::rows_to_feed_on_backlog(cap)
+                            .unwrap_or(BACKLOG_PREFETCH);
                         self.feed(channel, tier, f, most).await?;
                     }
                     // The attempts that end hand their slots on, each from the item it was

@@ -114,13 +114,12 @@ impl Pipeline {
         }
         if flow.circuit_state == CircuitState::Closed {
             if flow.backlog_at.is_some() {
-                // A window of several items: the slot this attempt gave back (unless it
-                // handed it on already); one item: what its slots say is free.
-                let most = match limits.cap.map(converger_core::flow::slot_items) {
-                    Some(n) if n > 1 && hand_on.is_some() => 0,
-                    Some(n) if n > 1 => 1,
-                    _ => BACKLOG_PREFETCH,
-                };
+                let most = limits
+                    .cap
+                    .and_then(|cap| {
+                        converger_core::flow::rows_to_feed_after_attempt(cap, hand_on.is_some())
+                    })
+                    .unwrap_or(BACKLOG_PREFETCH);
                 self.feed(channel, d.tier, flow, most).await?;
             }
             return Ok(true);

@@ -4,9 +4,8 @@
 
 use crate::Pipeline;
 use crate::outcome::AttemptError;
-use converger_core::{
-    BreakerConfig, ChannelId, CircuitState, DeliveryId, DeliveryStatus, Tier, time,
-};
+use converger_core::flow::{slot_is_the_rows, slot_item_bound};
+use converger_core::{BreakerConfig, ChannelId, CircuitState, DeliveryId, DeliveryStatus, time};
 use converger_ports::{Channel, Delivery, DeliveryMessage, Flow, HeldSlot};
 use converger_ports::{FlowJobKind, Mark};
 
@@ -50,11 +49,13 @@ impl Pipeline {
         requeued: &[DeliveryId],
     ) -> Result<(usize, usize), AttemptError> {
         let flow = self.store.get_flow(channel).await?;
+        let ch = self.store.get_channel(channel).await?;
+        let items = ch.as_ref().map_or(1, slot_bound);
         let (freed, resent) = self
-            .reconcile_slots(&flow, self.config.lease_slice, requeued)
+            .reconcile_slots(&flow, items, self.config.lease_slice, requeued)
             .await?;
         if freed > 0
-            && let Some(ch) = self.store.get_channel(channel).await?
+            && let Some(ch) = ch
         {
             self.feed_now(&ch).await?;
         }
@@ -69,6 +70,7 @@ impl Pipeline {
     async fn reconcile_slots(
         &self,
         flow: &Flow,
+        items: u32,
         older_than: std::time::Duration,
         requeued: &[DeliveryId],
     ) -> Result<(usize, usize), AttemptError> {
@@ -83,7 +85,6 @@ impl Pipeline {
                 taken_at: *at,
             })
             .collect();
-        let items = self.slot_item_bound(&flow.channel_id).await?;
         if items > 1 {
             held.extend(self.store.held_slots(&flow.channel_id, items).await?);
         }
@@ -102,15 +103,12 @@ impl Pipeline {
         ids.dedup();
         let rows = self.store.get_deliveries(&ids).await?;
         let holds = |r: &Delivery| r.status == DeliveryStatus::Pending && !r.in_backlog;
-        // A slot is stale when its delivery no longer holds one, or holds it in another item
-        // (a second slot taken after a crash lost the row's note of the first).
         let stale: Vec<HeldSlot> = old
             .into_iter()
             .filter(|h| {
                 !rows.iter().any(|r| {
                     r.id.as_str() == h.delivery
-                        && holds(r)
-                        && (!r.slot || r.slot_item == h.item || h.item == 0)
+                        && slot_is_the_rows(holds(r), r.slot, r.slot_item, h.item)
                 })
             })
             .collect();
@@ -137,21 +135,6 @@ impl Pipeline {
             tracing::warn!(channel_id = %flow.channel_id, freed, resent = lost.len(), "window slots reconciled");
         }
         Ok((freed, lost.len()))
-    }
-
-    /// How many slot items a channel's window may span at most (its largest cap over the
-    /// tiers), so that the reconciliation reads every item a slot may be in.
-    async fn slot_item_bound(&self, channel: &ChannelId) -> Result<u32, AttemptError> {
-        let Some(ch) = self.store.get_channel(channel).await? else {
-            return Ok(1);
-        };
-        let max = BreakerConfig::effective(&ch.circuit_breaker).max_in_flight;
-        Ok([Tier::High, Tier::Default, Tier::Bulk]
-            .into_iter()
-            .filter_map(|t| max.resolve(t))
-            .map(converger_core::flow::slot_items)
-            .max()
-            .unwrap_or(1))
     }
 
     /// Feeds `channel`'s backlog from its flow item as it is now.
@@ -194,7 +177,7 @@ impl Pipeline {
         };
         let breaker = BreakerConfig::effective(&channel.circuit_breaker);
         let (freed, _) = self
-            .reconcile_slots(&f, self.config.slot_grace, &[])
+            .reconcile_slots(&f, slot_bound(&channel), self.config.slot_grace, &[])
             .await?;
         if channel.deleted_at.is_some() {
             // A deleted channel holds nothing back (a pause or breaker that raced the delete):
@@ -241,4 +224,9 @@ impl Pipeline {
         }
         Ok((freed, fed, released))
     }
+}
+
+/// The most slot items `channel`'s window may span (`core::flow::slot_item_bound`).
+fn slot_bound(channel: &Channel) -> u32 {
+    slot_item_bound(BreakerConfig::effective(&channel.circuit_breaker).max_in_flight)
 }

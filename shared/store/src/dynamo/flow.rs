@@ -7,13 +7,26 @@ use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use converger_core::CircuitState;
 use converger_core::flow::INITIAL_WINDOW;
 
-fn empty_map() -> AttributeValue {
+pub(super) fn empty_map() -> AttributeValue {
     AttributeValue::M(HashMap::new())
 }
 
 /// The attributes every write that may create a flow item sets, so a created item is whole.
 pub(super) const ENSURE: &str = "channel_id = :ch, slots = if_not_exists(slots, :empty), \
                       #win = if_not_exists(#win, :init)";
+
+mod items;
+mod rate;
+
+/// The condition of a slot take on a map of slots (the flow item's or a slot item's): room
+/// under `:cap`, and, for an exclusive take, the delivery not holding one already.
+pub(super) fn slot_room(exclusive: bool) -> &'static str {
+    if exclusive {
+        "attribute_not_exists(slots.#d) AND size(slots) < :cap"
+    } else {
+        "(attribute_exists(slots.#d) OR size(slots) < :cap)"
+    }
+}
 
 impl DynamoStore {
     pub(super) fn flow_update(&self, channel: &ChannelId) -> UpdateItemFluentBuilder {
@@ -91,11 +104,7 @@ impl FlowStore for DynamoStore {
         now_ms: i64,
         exclusive: bool,
     ) -> StoreResult<SlotTake> {
-        let room = if exclusive {
-            "attribute_not_exists(slots.#d) AND size(slots) < :cap"
-        } else {
-            "(attribute_exists(slots.#d) OR size(slots) < :cap)"
-        };
+        let room = slot_room(exclusive);
         for _ in 0..2 {
             let req = self
                 .flow_update(channel)
@@ -233,52 +242,8 @@ impl FlowStore for DynamoStore {
         now_ms: i64,
         exclusive: bool,
     ) -> StoreResult<ItemTake> {
-        let key = slot_item_key(channel, item);
-        let room = if exclusive {
-            "attribute_not_exists(slots.#d) AND size(slots) < :cap"
-        } else {
-            "(attribute_exists(slots.#d) OR size(slots) < :cap)"
-        };
-        for _ in 0..2 {
-            let req = self
-                .client
-                .update_item()
-                .table_name(&self.res.flow)
-                .key("key", s(&key))
-                .update_expression("SET slots.#d = if_not_exists(slots.#d, :now)")
-                .condition_expression(format!("attribute_exists(slots) AND {room}"))
-                .expression_attribute_names("#d", delivery.as_str())
-                .expression_attribute_values(":now", n(now_ms))
-                .expression_attribute_values(":cap", n(cap.max(1)));
-            #[derive(serde::Deserialize)]
-            struct Item {
-                #[serde(default)]
-                slots: std::collections::BTreeMap<String, i64>,
-            }
-            let reread = self.get::<Item>(&self.res.flow, "key", &key);
-            match self.update_or_old(req, reread).await? {
-                Conditional::Applied(_) => return Ok(ItemTake::Taken),
-                Conditional::Refused(Some(old))
-                    if exclusive && old.slots.contains_key(delivery.as_str()) =>
-                {
-                    return Ok(ItemTake::Held);
-                }
-                Conditional::Refused(Some(_)) => return Ok(ItemTake::Full),
-                Conditional::Refused(None) => {
-                    let item = HashMap::from([
-                        ("key".to_owned(), s(&key)),
-                        ("slots".to_owned(), empty_map()),
-                    ]);
-                    match self.put_new(&self.res.flow, "key", item).await {
-                        Ok(()) | Err(StoreError::Conflict(_)) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-        }
-        Err(StoreError::Unavailable(format!(
-            "slot item {key} could not be created"
-        )))
+        self.item_take(channel, item, delivery, cap, now_ms, exclusive)
+            .await
     }
 
     async fn free_item_slot(
@@ -289,90 +254,16 @@ impl FlowStore for DynamoStore {
         pass_to: Option<&DeliveryId>,
         now_ms: i64,
     ) -> StoreResult<()> {
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.flow)
-            .key("key", s(slot_item_key(channel, item)))
-            .condition_expression("attribute_exists(slots.#d)")
-            .expression_attribute_names("#d", delivery.as_str());
-        req = match pass_to {
-            Some(next) => req
-                .update_expression("SET slots.#n = if_not_exists(slots.#n, :now) REMOVE slots.#d")
-                .expression_attribute_names("#n", next.as_str())
-                .expression_attribute_values(":now", n(now_ms)),
-            None => req.update_expression("REMOVE slots.#d"),
-        };
-        match req.send().await {
-            Ok(_) => Ok(()),
-            // Not held there (freed already, or never taken): nothing to give back.
-            Err(e) if is_update_conditional(&e) => Ok(()),
-            Err(e) => Err(sdk_err(e)),
-        }
+        self.item_free(channel, item, delivery, pass_to, now_ms)
+            .await
     }
 
     async fn held_slots(&self, channel: &ChannelId, items: u32) -> StoreResult<Vec<HeldSlot>> {
-        if items <= 1 {
-            return Ok(Vec::new());
-        }
-        let keys = (1..items)
-            .map(|i| HashMap::from([("key".to_owned(), s(slot_item_key(channel, i)))]))
-            .collect();
-        let prefix = format!("{channel}#slots#");
-        let mut held = Vec::new();
-        for item in self.batch_get(&self.res.flow, keys, true).await? {
-            let Some(i) = item
-                .get("key")
-                .and_then(|k| k.as_s().ok())
-                .and_then(|k| k.strip_prefix(&prefix))
-                .and_then(|i| i.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let Some(AttributeValue::M(slots)) = item.get("slots") else {
-                continue;
-            };
-            for (d, at) in slots {
-                if let Some(at) = at.as_n().ok().and_then(|a| a.parse::<i64>().ok()) {
-                    held.push(HeldSlot {
-                        item: i,
-                        delivery: d.clone(),
-                        taken_at: at,
-                    });
-                }
-            }
-        }
-        held.sort_by(|a, b| (a.item, &a.delivery).cmp(&(b.item, &b.delivery)));
-        Ok(held)
+        self.items_held(channel, items).await
     }
 
     async fn free_slots(&self, channel: &ChannelId, slots: &[HeldSlot]) -> StoreResult<usize> {
-        let mut freed = 0;
-        for h in slots {
-            let key = if h.item == 0 {
-                channel.to_string()
-            } else {
-                slot_item_key(channel, h.item)
-            };
-            let (d, at) = (&h.delivery, &h.taken_at);
-            let r = self
-                .client
-                .update_item()
-                .table_name(&self.res.flow)
-                .key("key", s(&key))
-                .update_expression("REMOVE slots.#d")
-                .condition_expression("slots.#d = :at")
-                .expression_attribute_names("#d", d.as_str())
-                .expression_attribute_values(":at", n(*at))
-                .send()
-                .await;
-            match r {
-                Ok(_) => freed += 1,
-                Err(e) if is_update_conditional(&e) => {}
-                Err(e) => return Err(sdk_err(e)),
-            }
-        }
-        Ok(freed)
+        self.held_free(channel, slots).await
     }
 
     async fn transition(&self, channel: &ChannelId, t: &Transition) -> StoreResult<Option<Flow>> {
@@ -523,67 +414,7 @@ impl FlowStore for DynamoStore {
         count: u32,
         now_us: i64,
     ) -> StoreResult<Result<(), i64>> {
-        let count = count.clamp(1, limit.count.max(1));
-        // `count` requests advance the schedule by as many intervals, and fit while the last
-        // of them is within the burst (`RateLimit::decide_n`).
-        let (interval, tolerance) = (
-            limit.interval_us() * i64::from(count),
-            limit.tolerance_us() - limit.extra_us(count),
-        );
-        let key = key.to_owned();
-        let expires = now_us / 1_000_000 + 3600;
-        // A batch (`count` > 1) is asked for by a busy instance: the schedule most likely
-        // runs ahead of now, so the busy write goes first (one write instead of two).
-        let busy_first = count > 1;
-        for round in 0..3 {
-            if !(busy_first && round == 0) {
-                // Idle: the schedule restarts from now.
-                let idle = self
-                    .client
-                    .update_item()
-                    .table_name(&self.res.flow)
-                    .key("key", s(key.as_str()))
-                    .update_expression("SET tat = :next, expires_at = :exp")
-                    .condition_expression("attribute_not_exists(tat) OR tat <= :now")
-                    .expression_attribute_values(":next", n(now_us + interval))
-                    .expression_attribute_values(":now", n(now_us))
-                    .expression_attribute_values(":exp", n(expires))
-                    .send()
-                    .await;
-                match idle {
-                    Ok(_) => return Ok(Ok(())),
-                    Err(e) if is_update_conditional(&e) => {}
-                    Err(e) => return Err(sdk_err(e)),
-                }
-            }
-            // Busy: more intervals, if the schedule is within the burst tolerance.
-            let busy = self
-                .client
-                .update_item()
-                .table_name(&self.res.flow)
-                .key("key", s(key.as_str()))
-                .update_expression("SET tat = tat + :i, expires_at = :exp")
-                .condition_expression("tat > :now AND tat <= :limit")
-                .expression_attribute_values(":i", n(interval))
-                .expression_attribute_values(":now", n(now_us))
-                .expression_attribute_values(":limit", n(now_us + tolerance))
-                .expression_attribute_values(":exp", n(expires));
-            #[derive(serde::Deserialize)]
-            struct Rate {
-                tat: i64,
-            }
-            let reread = self.get::<Rate>(&self.res.flow, "key", &key);
-            let tat = match self.update_or_old(busy, reread).await? {
-                Conditional::Applied(_) => return Ok(Ok(())),
-                Conditional::Refused(Some(r)) => r.tat,
-                Conditional::Refused(None) => continue,
-            };
-            if tat > now_us {
-                return Ok(Err(tat - tolerance));
-            }
-            // Idle (or it went idle between the two writes): the idle write next.
-        }
-        Ok(Err(now_us + interval))
+        self.schedule_take(key, limit, count, now_us).await
     }
 
     async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool> {

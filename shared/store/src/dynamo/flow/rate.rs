@@ -1,0 +1,75 @@
+//! Rate schedules (GCRA) in the flow table: a channel's outbound limit and an API key's.
+
+use super::super::*;
+
+impl DynamoStore {
+    pub(super) async fn schedule_take(
+        &self,
+        key: &str,
+        limit: &converger_core::RateLimit,
+        count: u32,
+        now_us: i64,
+    ) -> StoreResult<Result<(), i64>> {
+        let count = count.clamp(1, limit.count.max(1));
+        // `count` requests advance the schedule by as many intervals, and fit while the last
+        // of them is within the burst (`RateLimit::decide_n`).
+        let (interval, tolerance) = (
+            limit.interval_us() * i64::from(count),
+            limit.tolerance_us() - limit.extra_us(count),
+        );
+        let key = key.to_owned();
+        let expires = now_us / 1_000_000 + 3600;
+        // A batch (`count` > 1) is asked for by a busy instance: the schedule most likely
+        // runs ahead of now, so the busy write goes first (one write instead of two).
+        let busy_first = count > 1;
+        for round in 0..3 {
+            if !(busy_first && round == 0) {
+                // Idle: the schedule restarts from now.
+                let idle = self
+                    .client
+                    .update_item()
+                    .table_name(&self.res.flow)
+                    .key("key", s(key.as_str()))
+                    .update_expression("SET tat = :next, expires_at = :exp")
+                    .condition_expression("attribute_not_exists(tat) OR tat <= :now")
+                    .expression_attribute_values(":next", n(now_us + interval))
+                    .expression_attribute_values(":now", n(now_us))
+                    .expression_attribute_values(":exp", n(expires))
+                    .send()
+                    .await;
+                match idle {
+                    Ok(_) => return Ok(Ok(())),
+                    Err(e) if is_update_conditional(&e) => {}
+                    Err(e) => return Err(sdk_err(e)),
+                }
+            }
+            // Busy: more intervals, if the schedule is within the burst tolerance.
+            let busy = self
+                .client
+                .update_item()
+                .table_name(&self.res.flow)
+                .key("key", s(key.as_str()))
+                .update_expression("SET tat = tat + :i, expires_at = :exp")
+                .condition_expression("tat > :now AND tat <= :limit")
+                .expression_attribute_values(":i", n(interval))
+                .expression_attribute_values(":now", n(now_us))
+                .expression_attribute_values(":limit", n(now_us + tolerance))
+                .expression_attribute_values(":exp", n(expires));
+            #[derive(serde::Deserialize)]
+            struct Rate {
+                tat: i64,
+            }
+            let reread = self.get::<Rate>(&self.res.flow, "key", &key);
+            let tat = match self.update_or_old(busy, reread).await? {
+                Conditional::Applied(_) => return Ok(Ok(())),
+                Conditional::Refused(Some(r)) => r.tat,
+                Conditional::Refused(None) => continue,
+            };
+            if tat > now_us {
+                return Ok(Err(tat - tolerance));
+            }
+            // Idle (or it went idle between the two writes): the idle write next.
+        }
+        Ok(Err(now_us + interval))
+    }
+}
