@@ -327,6 +327,39 @@ impl FlowStore for MemStore {
         .await
     }
 
+    async fn rate_reserve(
+        &self,
+        channel: &ChannelId,
+        limit: &converger_core::RateLimit,
+        n: u32,
+        now_us: i64,
+    ) -> StoreResult<Result<i64, i64>> {
+        let key = converger_ports::rate_key(channel);
+        let n = n.clamp(1, limit.count.max(1));
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                meter.write(|| {
+                    vec![converger_ports::capacity::item_write(
+                        "flow",
+                        "rate#<channel>",
+                        &key,
+                        64,
+                    )]
+                })?;
+                let tat = s.rates.get(&key).copied();
+                Ok(match limit.reserve_n(tat, now_us, n) {
+                    Ok((next, start)) => {
+                        s.rates.insert(key.clone(), next);
+                        Ok(start)
+                    }
+                    Err(at) => Err(at),
+                })
+            },
+        )
+        .await
+    }
+
     async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {

@@ -356,6 +356,18 @@ pub trait FlowStore: Send + Sync + 'static {
         now_us: i64,
     ) -> StoreResult<Result<(), i64>>;
 
+    /// Reserves `n` places (at most `limit.count`) in a channel's rate schedule
+    /// (`core::flow::RateLimit::reserve_n`): `Ok(start)`, the schedule's arrival time the
+    /// places follow (at least `now_us`), or `Err(retry_at_us)` when they lie beyond the
+    /// reservation horizon.
+    async fn rate_reserve(
+        &self,
+        channel: &ChannelId,
+        limit: &converger_core::RateLimit,
+        n: u32,
+        now_us: i64,
+    ) -> StoreResult<Result<i64, i64>>;
+
     /// Parks a pending delivery: held under `token` (an attempt's lease), or, when `token` is
     /// `None`, one that no attempt holds (in the backlog or waiting for its message). `false`
     /// if it was neither.

@@ -5,7 +5,7 @@ use super::admission::Slot;
 use super::*;
 use crate::Pipeline;
 use crate::outcome::{AttemptError, Report};
-use converger_core::flow::{Gate, gate};
+use converger_core::flow::{Gate, RateWait, gate};
 use converger_core::{CircuitState, RateLimit, time};
 use converger_ports::Flow;
 use converger_ports::{Channel, Delivery, DeliveryMessage, Mark, Transition};
@@ -91,14 +91,35 @@ impl Pipeline {
                 }
             }
         }
-        // The rate limit: over it, the message is snoozed until the schedule has room; no
-        // attempt is used.
+        // The rate limit: the request takes its place in the channel's schedule and waits
+        // for it, here when it is a moment away, else in the queue (its message delayed,
+        // carrying the place); no attempt is used. A schedule reserved beyond its horizon
+        // gives no place: the message comes back when the schedule is there.
         if let Some(rate) = limits.rate {
             let now_us = now.saturating_mul(1000);
-            if let Err(retry_at) = self.rate_token(&channel.id, &rate, now_us).await? {
-                let delay_s = RateLimit::snooze_s(retry_at, now_us);
+            let place = match msg.rate_at.filter(|at| RateWait::place_usable(*at, now_us)) {
+                Some(at) => Ok(at),
+                None => self.rate_place(&channel.id, &rate, now_us).await?,
+            };
+            let snooze = match place {
+                Ok(at) => match RateWait::for_place(at, now_us) {
+                    RateWait::Go => None,
+                    RateWait::Sleep(us) => {
+                        tokio::time::sleep(std::time::Duration::from_micros(
+                            u64::try_from(us).unwrap_or(0),
+                        ))
+                        .await;
+                        None
+                    }
+                    RateWait::Snooze(delay_s) => Some((delay_s, Some(at))),
+                },
+                Err(retry_at) => Some((RateLimit::snooze_s(retry_at, now_us), None)),
+            };
+            if let Some((delay_s, rate_at)) = snooze {
                 self.store.release(d, token).await?;
-                self.queue.send(msg, delay_s).await?;
+                let mut again = msg.clone();
+                again.rate_at = rate_at;
+                self.queue.send(&again, delay_s).await?;
                 return Ok(Admit::Done(Report::Snoozed { delay_s }));
             }
         }

@@ -56,8 +56,11 @@ pub struct Caches {
     backlog_empty: TtlCache<ChannelId, ()>,
     /// Uncounted admissions per channel in the current second: (second, count).
     bursts: std::sync::Mutex<std::collections::HashMap<ChannelId, (i64, u32)>>,
-    /// Rate tokens this instance took together from each channel's schedule.
+    /// Places this instance reserved together in each channel's rate schedule.
     rate_batches: std::sync::Mutex<std::collections::HashMap<ChannelId, RateBatch>>,
+    /// One reservation at a time per channel from this instance: the requests that find the
+    /// batch used up wait for the one reserving rather than each writing the schedule.
+    rate_refills: std::sync::Mutex<std::collections::HashMap<ChannelId, RefillLock>>,
     /// When this instance last sent a channel a feed job (`FlowJobKind::Feed`).
     feed_jobs: TtlCache<ChannelId, ()>,
     /// The window's growth this instance has not written yet, per channel: (when it last
@@ -73,11 +76,14 @@ impl Caches {
             backlog_empty: TtlCache::new(EMPTY_TTL),
             bursts: Default::default(),
             rate_batches: Default::default(),
+            rate_refills: Default::default(),
             feed_jobs: TtlCache::new(FEED_JOB_EVERY),
             growth: Default::default(),
         }
     }
 }
+
+type RefillLock = std::sync::Arc<tokio::sync::Mutex<()>>;
 
 /// A channel's flow settings for deliveries of `tier`.
 pub struct Limits {
@@ -236,53 +242,67 @@ impl Pipeline {
         }
     }
 
-    /// One token of a channel's rate schedule for a request now: from the batch this
-    /// instance holds, else a new batch taken from the shared schedule (one write for up to
-    /// [`RateLimit::batch_most`] requests; `core::flow::RateBatch`), or as many as fit when
-    /// the batch does not. `Err(retry_at_us)` when not even one fits.
-    pub(crate) async fn rate_token(
+    /// A place in a channel's rate schedule for a request now (its time, µs): the next of the
+    /// places this instance holds, else one of a batch reserved in the shared schedule (one
+    /// write for up to [`RateLimit::batch_most`] requests; `core::flow::RateBatch`), one
+    /// reservation at a time per channel. A busy schedule gives a later place, not a refusal;
+    /// `Err(retry_at_us)` only when the place would lie beyond the reservation horizon.
+    pub(crate) async fn rate_place(
         &self,
         channel: &ChannelId,
         rate: &RateLimit,
         now_us: i64,
-    ) -> StoreResult<Result<(), i64>> {
-        let n = {
-            let Ok(mut batches) = self.flow.rate_batches.lock() else {
-                return self.store.rate_take(channel, rate, now_us).await;
-            };
-            if batches.len() > 4096 {
-                batches.clear();
-            }
-            let b = batches.entry(channel.clone()).or_default();
-            if b.take(now_us) {
-                return Ok(Ok(()));
-            }
-            b.next_size(rate.batch_most())
-        };
-        let key = converger_ports::rate_key(channel);
-        let mut taken = n;
-        let mut got = self.store.rate_take_n(&key, rate, n, now_us).await?;
-        if let Err(retry_at) = got
-            && n > 1
-        {
-            let fit = rate.fit_now(retry_at, n, now_us);
-            if let Ok(mut batches) = self.flow.rate_batches.lock() {
-                batches.entry(channel.clone()).or_default().refused(fit);
-            }
-            if fit >= 1 {
-                taken = fit;
-                got = self.store.rate_take_n(&key, rate, fit, now_us).await?;
-            }
+    ) -> StoreResult<Result<i64, i64>> {
+        if let Some(at) = self.held_place(channel, rate, now_us) {
+            return Ok(Ok(at));
         }
-        if got.is_ok()
-            && let Ok(mut batches) = self.flow.rate_batches.lock()
-        {
-            batches
+        let refill = self.refill_lock(channel);
+        let _one = refill.lock().await;
+        // Another request of this instance may have reserved while this one waited.
+        let now_us = now_us.max(time::now_ms().saturating_mul(1000));
+        if let Some(at) = self.held_place(channel, rate, now_us) {
+            return Ok(Ok(at));
+        }
+        let n = match self.flow.rate_batches.lock() {
+            Ok(mut batches) => batches
                 .entry(channel.clone())
                 .or_default()
-                .filled(taken, now_us);
+                .next_size(rate.batch_most()),
+            Err(_) => 1,
+        };
+        let start = match self.store.rate_reserve(channel, rate, n, now_us).await? {
+            Ok(start) => start,
+            Err(retry_at) => return Ok(Err(retry_at)),
+        };
+        let Ok(mut batches) = self.flow.rate_batches.lock() else {
+            return Ok(Ok(rate.place_us(start, 0, now_us)));
+        };
+        let b = batches.entry(channel.clone()).or_default();
+        b.filled(n, start, now_us);
+        Ok(Ok(b
+            .take(rate, now_us)
+            .unwrap_or_else(|| rate.place_us(start, 0, now_us))))
+    }
+
+    /// The next place this instance holds in the channel's schedule, if any.
+    fn held_place(&self, channel: &ChannelId, rate: &RateLimit, now_us: i64) -> Option<i64> {
+        let mut batches = self.flow.rate_batches.lock().ok()?;
+        if batches.len() > 4096 {
+            batches.clear();
         }
-        Ok(got)
+        batches.get_mut(channel)?.take(rate, now_us)
+    }
+
+    fn refill_lock(&self, channel: &ChannelId) -> RefillLock {
+        match self.flow.rate_refills.lock() {
+            Ok(mut locks) => {
+                if locks.len() > 4096 {
+                    locks.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
+                }
+                locks.entry(channel.clone()).or_default().clone()
+            }
+            Err(_) => RefillLock::default(),
+        }
     }
 
     /// The window size to ask for: the latest known window (however old), bounded by the cap.

@@ -48,6 +48,11 @@ pub struct DeliveryMessage {
     /// tier (absent: grouped by channel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant_id: Option<TenantId>,
+    /// The place (µs) this delivery reserved in its channel's rate schedule before its
+    /// message was handed back to wait for it: the attempt goes then without another
+    /// reservation (`core::flow::RateWait`). Only a snoozed message carries one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_at: Option<i64>,
 }
 
 /// Largest serialized activity carried inside a queue message.
@@ -75,6 +80,7 @@ impl DeliveryMessage {
             activity: activity.cloned(),
             row_by: None,
             tenant_id: None,
+            rate_at: None,
         }
     }
 
@@ -88,6 +94,8 @@ impl DeliveryMessage {
             activity: None,
             row_by: self.row_by,
             tenant_id: self.tenant_id.clone(),
+            // A place in the rate schedule is used once, by the message it was reserved for.
+            rate_at: None,
         }
     }
 

@@ -417,6 +417,17 @@ impl FlowStore for DynamoStore {
         self.schedule_take(key, limit, count, now_us).await
     }
 
+    async fn rate_reserve(
+        &self,
+        channel: &ChannelId,
+        limit: &converger_core::RateLimit,
+        n: u32,
+        now_us: i64,
+    ) -> StoreResult<Result<i64, i64>> {
+        self.schedule_reserve(&converger_ports::rate_key(channel), limit, n, now_us)
+            .await
+    }
+
     async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool> {
         let mut values: Vec<(&str, AttributeValue)> = vec![
             (":paused", s(DeliveryStatus::Paused.as_str())),

@@ -629,3 +629,64 @@ pub(super) async fn rate_schedules_allow_a_burst_then_the_rate(b: Backend) {
     assert_eq!(passed, 5);
     f.stop().await;
 }
+
+pub(super) async fn rate_reservations_queue_requests_in_the_schedule(b: Backend) {
+    let f = fixture(b).await;
+    let ch = &f.channel.id;
+    let limit: converger_core::RateLimit = "5/s".parse().unwrap();
+    let t0 = 1_000_000_000_000i64;
+    // An idle schedule starts now; a batch of three advances it by three intervals.
+    assert_eq!(
+        f.store.rate_reserve(ch, &limit, 3, t0).await.unwrap(),
+        Ok(t0)
+    );
+    assert_eq!(
+        f.store.rate_reserve(ch, &limit, 2, t0).await.unwrap(),
+        Ok(t0 + 600_000),
+        "the next batch follows the first"
+    );
+    // The burst is used up: the next place is one interval after now, not a refusal.
+    let start = f
+        .store
+        .rate_reserve(ch, &limit, 1, t0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(limit.place_us(start, 0, t0), t0 + 200_000);
+    // Twenty concurrent reservations at one instant get twenty distinct places in order.
+    let other = converger_core::ChannelId::generate();
+    let mut places: Vec<i64> =
+        futures::future::join_all((0..20).map(|_| f.store.rate_reserve(&other, &limit, 1, t0)))
+            .await
+            .into_iter()
+            .map(|r| limit.place_us(r.unwrap().unwrap(), 0, t0))
+            .collect();
+    places.sort_unstable();
+    let expected: Vec<i64> = (0..20)
+        .map(|i: i64| t0 + (i - 4).max(0) * 200_000)
+        .collect();
+    assert_eq!(places, expected, "five at once, then one per interval");
+    // Beyond the horizon: no place, and when to come back. At 1/h the second request's
+    // place is an hour away, past the ten minutes a place may be reserved ahead.
+    let hourly: converger_core::RateLimit = "1/h".parse().unwrap();
+    let slow = converger_core::ChannelId::generate();
+    assert_eq!(
+        f.store.rate_reserve(&slow, &hourly, 1, t0).await.unwrap(),
+        Ok(t0)
+    );
+    assert_eq!(
+        f.store.rate_reserve(&slow, &hourly, 1, t0).await.unwrap(),
+        Err(t0 + 3_600_000_000 - converger_core::flow::RATE_RESERVE_HORIZON_US),
+        "an hour ahead is beyond the horizon"
+    );
+    // The refused reservation took nothing: a minute before the place, it is granted.
+    let later = t0 + 3_540_000_000;
+    assert_eq!(
+        f.store
+            .rate_reserve(&slow, &hourly, 1, later)
+            .await
+            .unwrap(),
+        Ok(t0 + 3_600_000_000)
+    );
+    f.stop().await;
+}
