@@ -68,16 +68,19 @@ impl fmt::Display for CircuitState {
 /// The in-flight cap of a channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MaxInFlight {
-    /// Half of the tier's concurrency.
+    /// Half of the tier's concurrency, counted only while it matters.
     #[default]
     Auto,
-    /// No window: every delivery is enqueued at once.
+    /// No cap of the channel's own (`null`): the platform's bound, [`tier_share`], always
+    /// counted, so that a channel to a slow endpoint never holds more than its share of the
+    /// consumers its tier's tenants share.
     Unbounded,
     Fixed(u32),
 }
 
 impl MaxInFlight {
-    /// The cap for a delivery of `tier`; `None` when unbounded.
+    /// The cap for a delivery of `tier` (`None` never comes back now that an unbounded
+    /// channel has the platform's bound; kept for the callers' shape).
     pub fn resolve(self, tier: Tier) -> Option<u32> {
         match self {
             Self::Auto => Some(
@@ -85,7 +88,7 @@ impl MaxInFlight {
                     .unwrap_or(1)
                     .max(1),
             ),
-            Self::Unbounded => None,
+            Self::Unbounded => Some(tier_share(tier)),
             Self::Fixed(n) => Some(n.max(1)),
         }
     }
@@ -109,6 +112,22 @@ impl MaxInFlight {
             _ => Err(MAX_IN_FLIGHT_RANGE.into()),
         }
     }
+}
+
+/// Records one consumer of a tier's queue holds at once: the deliver function's SQS batch
+/// size in the template (its records run concurrently).
+pub const DELIVERY_BATCH_SIZE: usize = 10;
+
+/// The most deliveries a channel without a cap of its own (`max_in_flight: null`) has in
+/// flight at once: half of what its tier's consumers hold together (its concurrency times
+/// [`DELIVERY_BATCH_SIZE`]: high 50, default 100, bulk 25). The tier's queue is shared by
+/// all its tenants; an SQS fair queue serves a quiet tenant's messages first, but cannot free
+/// a consumer that a slow call holds, so without a bound one slow channel would hold every
+/// consumer of its tier and its neighbours would wait behind its calls.
+pub fn tier_share(tier: Tier) -> u32 {
+    u32::try_from(tier.max_concurrency() * DELIVERY_BATCH_SIZE / 2)
+        .unwrap_or(u32::MAX)
+        .max(1)
 }
 
 /// The largest `max_in_flight` a channel may set.
@@ -400,7 +419,7 @@ mod tests {
         assert_eq!((c.failure_threshold, c.cooldown_ms), (3, 5000));
         assert_eq!(c.max_in_flight, MaxInFlight::Fixed(2));
         let c = BreakerConfig::from_overrides(&map(json!({"max_in_flight": null}))).unwrap();
-        assert_eq!(c.max_in_flight.resolve(Tier::Default), None);
+        assert_eq!(c.max_in_flight, MaxInFlight::Unbounded);
         for bad in [
             json!({"failure_threshold": 0}),
             json!({"max_in_flight": "lots"}),
@@ -419,6 +438,18 @@ mod tests {
         assert_eq!(MaxInFlight::Auto.resolve(Tier::High), Some(5));
         assert_eq!(MaxInFlight::Auto.resolve(Tier::Bulk), Some(2));
         assert_eq!(MaxInFlight::Fixed(7).resolve(Tier::Bulk), Some(7));
+    }
+
+    #[test]
+    fn no_cap_of_its_own_is_half_of_what_the_tiers_consumers_hold() {
+        // The template's tiers: 10, 20 and 5 concurrent batches of 10 records.
+        assert_eq!(MaxInFlight::Unbounded.resolve(Tier::High), Some(50));
+        assert_eq!(MaxInFlight::Unbounded.resolve(Tier::Default), Some(100));
+        assert_eq!(MaxInFlight::Unbounded.resolve(Tier::Bulk), Some(25));
+        for t in Tier::ALL {
+            let consumers = t.max_concurrency() * DELIVERY_BATCH_SIZE;
+            assert!(tier_share(t) as usize * 2 <= consumers);
+        }
     }
 
     #[test]

@@ -57,6 +57,12 @@ async fn the_functions_run_as_the_deployed_stack_says() {
             Some(tier.max_concurrency() as u32),
             "{tier:?}"
         );
+        // What a channel without a cap of its own may hold is worked out from this.
+        assert_eq!(
+            m.batch_size as usize,
+            converger_core::flow::DELIVERY_BATCH_SIZE,
+            "{tier:?}"
+        );
         assert!(queue.visibility_timeout_s >= 6 * DELIVER_TIMEOUT_S);
     }
     // Every queue a function consumes has a dead-letter queue of the stack after 100 receives.

@@ -1,6 +1,7 @@
 //! `bench fairness`: one tenant's backlog beside quiet tenants of the same tier. A noisy
 //! tenant posts `backlog` activities at once to a channel whose endpoint answers after
-//! `slow`, without an in-flight cap (`max_in_flight: null`) and then with the default window; meanwhile `tenants` other
+//! `slow`, without an in-flight cap of its own (`max_in_flight: null`: the platform's bound,
+//! half of what the tier's consumers hold) and then with the default window; meanwhile `tenants` other
 //! tenants of the tier send one activity a second each to a fast endpoint for `seconds`.
 //! The quiet tenants' ingest-to-receiver p95 is compared with a run without the noisy tenant
 //! (their baseline), with the tier queues ordered as SQS fair queues order them (every

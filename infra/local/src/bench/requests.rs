@@ -3,8 +3,9 @@
 //! `converger_store::counter`), on the local stack. Cases, each run on its own channel:
 //! - `first_try`: one activity at a time, each delivered on the first try: the worst case,
 //!   with no batching at all;
-//! - `first_try_no_window`: the same on a channel without an in-flight cap
-//!   (`max_in_flight: null`), which needs no window slot;
+//! - `first_try_no_window`: the same on a channel without an in-flight cap of its own
+//!   (`max_in_flight: null`): its window is the platform's bound (`core::flow::tier_share`),
+//!   always counted, so a delivery takes a slot and gives it back;
 //! - `first_try_burst`: activities posted 10 at a time, so the queue pollers' receives and
 //!   deletes carry several messages (what a busy channel sees);
 //! - `first_try_by_event_type`: as `first_try`, sent by `event_type` (no `channel_ids`) to the

@@ -129,7 +129,11 @@ mod tests {
     fn the_bound_feeds_and_stale_slots_follow_the_layout() {
         assert_eq!(slot_item_bound(MaxInFlight::Fixed(2000)), 250);
         assert_eq!(slot_item_bound(MaxInFlight::Auto), 1);
-        assert_eq!(slot_item_bound(MaxInFlight::Unbounded), 1);
+        assert_eq!(
+            slot_item_bound(MaxInFlight::Unbounded),
+            13,
+            "the default tier's 100"
+        );
         assert_eq!(rows_to_feed_after_attempt(16, false), None);
         assert_eq!(rows_to_feed_after_attempt(24, false), Some(1));
         assert_eq!(rows_to_feed_after_attempt(24, true), Some(0));
