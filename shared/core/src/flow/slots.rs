@@ -79,13 +79,16 @@ pub fn slot_item_bound(max: MaxInFlight) -> u32 {
 
 /// How many backlog rows a finishing attempt of a window with cap `cap` feeds: a window of
 /// several items cannot tell how many slots are free, so it feeds the slot it gave back (none
-/// when it handed that slot to a row already); `None` for a window of one item, whose slots
-/// say how many are free.
-pub fn rows_to_feed_after_attempt(cap: u32, handed_on: bool) -> Option<usize> {
+/// when it handed that slot to a row already) and the slots its write grew the window by
+/// (`grew`: without them a backlog would be fed at the pace of the window it started with,
+/// the growth used only by the feed jobs); `None` for a window of one item, whose slots say
+/// how many are free.
+pub fn rows_to_feed_after_attempt(cap: u32, handed_on: bool, grew: u32) -> Option<usize> {
+    let grew = grew as usize;
     match slot_items(cap) {
         1 => None,
-        _ if handed_on => Some(0),
-        _ => Some(1),
+        _ if handed_on => Some(grew),
+        _ => Some(1 + grew),
     }
 }
 
@@ -134,9 +137,12 @@ mod tests {
             13,
             "the default tier's 100"
         );
-        assert_eq!(rows_to_feed_after_attempt(16, false), None);
-        assert_eq!(rows_to_feed_after_attempt(24, false), Some(1));
-        assert_eq!(rows_to_feed_after_attempt(24, true), Some(0));
+        assert_eq!(rows_to_feed_after_attempt(16, false, 3), None);
+        assert_eq!(rows_to_feed_after_attempt(24, false, 0), Some(1));
+        assert_eq!(rows_to_feed_after_attempt(24, true, 0), Some(0));
+        // The slots a success grew the window by are fed too.
+        assert_eq!(rows_to_feed_after_attempt(24, false, 2), Some(3));
+        assert_eq!(rows_to_feed_after_attempt(24, true, 2), Some(2));
         assert_eq!(rows_to_feed_on_backlog(10), None);
         assert_eq!(rows_to_feed_on_backlog(2000), Some(1));
         assert!(slot_is_the_rows(true, true, 3, 3));

@@ -64,6 +64,8 @@ impl Pipeline {
             let writes = free.is_some() || failed || known.consecutive_failures > 0;
             window = self.grown_window(&channel.id, known.window, cap, now, writes);
         }
+        // The slots this write grows the window by, fed below with the one given back.
+        let grew = window.map_or(0, |w| w.saturating_sub(known.window));
         // A success is written when there is something to reset, or to keep `last_success_at`
         // (auto-disable's "no success within 24 h") within ten minutes of the truth.
         let success_stale = known
@@ -117,7 +119,11 @@ impl Pipeline {
                 let most = limits
                     .cap
                     .and_then(|cap| {
-                        converger_core::flow::rows_to_feed_after_attempt(cap, hand_on.is_some())
+                        converger_core::flow::rows_to_feed_after_attempt(
+                            cap,
+                            hand_on.is_some(),
+                            grew,
+                        )
                     })
                     .unwrap_or(BACKLOG_PREFETCH);
                 self.feed(channel, d.tier, flow, most).await?;
