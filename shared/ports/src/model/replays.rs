@@ -35,6 +35,27 @@ pub struct AuditEntry {
     pub at: String,
 }
 
+/// Partitions of a tenant's audit log: entries go to one by their id's stable hash, and a
+/// page of the log reads all of them and merges (`merge_pages`). A bulk replay writes an
+/// entry per delivery; on one partition a replay of 10,000 would take at least 10 s of its
+/// 1,000 write units a second, on eight about 1.3 s.
+pub const AUDIT_SHARDS: u32 = 8;
+
+/// The audit log's partition of an entry of `tenant` with id `id`.
+pub fn audit_partition(tenant: &TenantId, id: &str) -> String {
+    audit_partition_of(tenant, converger_core::ids::stable_hash(id) % AUDIT_SHARDS)
+}
+
+/// The audit log's partition `shard` of `tenant`.
+pub fn audit_partition_of(tenant: &TenantId, shard: u32) -> String {
+    format!("{tenant}#audit#{shard}")
+}
+
+/// An audit entry's sort key: its time, then its id (unique, so ties in time page exactly).
+pub fn audit_sort_key(e: &AuditEntry) -> String {
+    format!("{}#{}", e.at, e.id)
+}
+
 impl AuditEntry {
     pub fn new(
         tenant_id: TenantId,

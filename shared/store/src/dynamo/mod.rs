@@ -333,11 +333,9 @@ impl DynamoStore {
             .set_expression_attribute_values(Some(values))
             .build()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let mut audit_item = to_item(audit)?;
-        audit_item.insert("audit_sk".into(), s(format!("{}#{}", audit.at, audit.id)));
         let put = Put::builder()
             .table_name(&self.res.audit)
-            .set_item(Some(audit_item))
+            .set_item(Some(audit::audit_item(audit)?))
             .condition_expression("attribute_not_exists(audit_sk)")
             .build()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;

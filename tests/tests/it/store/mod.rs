@@ -75,6 +75,7 @@ conformance!(
     old_attempts_spill_out_of_the_item,
     listing_pages_in_order_and_replays_are_disjoint,
     sharded_listings_page_every_row_once_across_shards_and_ties,
+    the_audit_log_pages_every_entry_once_across_its_partitions_and_ties,
     replay_jobs_save_with_a_version,
     window_slots_are_capped_idempotent_and_closed_only,
     slot_items_hold_their_share_and_are_reconciled_by_item,
