@@ -248,7 +248,6 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
     let line = bench::hot_tenant::run(bench::hot_tenant::Options {
         seconds: 2,
         scale: 100.0,
-        rate_limited: 0,
         ..bench::hot_tenant::Options::default()
     })
     .await
@@ -263,7 +262,12 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
             .map(|(_, v)| v.as_u64().unwrap())
             .sum()
     };
-    for case in ["tenant_default_shards", "tenant_64_shards", "one_channel"] {
+    for case in [
+        "tenant_default_shards",
+        "tenant_64_shards",
+        "one_channel",
+        "one_channel_rate_limited",
+    ] {
         let c = &cases[case];
         let (n, got, refused) = (
             c["activities"].as_u64().unwrap(),
@@ -302,6 +306,21 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
     assert_eq!(
         throttled("tenant_64_shards", "by_tenant_status_s"),
         0,
+        "{line}"
+    );
+    // A channel offered as much as its rate limit: every request takes a place in the
+    // schedule, reserved in batches (one reservation at a time per instance), so the
+    // schedule's key is written less than once per delivery and every activity is delivered.
+    let limited = &cases["one_channel_rate_limited"];
+    assert_eq!(limited["delivered"], limited["activities"], "{line}");
+    let schedule = limited["capacity"]["writes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["family"] == "flow (table): rate#<channel>")
+        .unwrap_or_else(|| panic!("the schedule is written: {line}"));
+    assert!(
+        schedule["units_per_delivery"].as_f64().unwrap() < 1.0,
         "{line}"
     );
 }
