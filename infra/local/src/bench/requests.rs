@@ -194,8 +194,10 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             warm: 0,
         },
     ];
+    // A deadline only: under the test command the emulator is shared by every test at once,
+    // and a post once took longer than 10 s there.
     let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(60))
         .build()
         .map_err(|e| e.to_string())?;
     // The harness reads through its own, uncounted client.
