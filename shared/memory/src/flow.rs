@@ -299,31 +299,9 @@ impl FlowStore for MemStore {
         n: u32,
         now_us: i64,
     ) -> StoreResult<Result<(), i64>> {
-        self.charged(
-            |m| m.write,
-            |s, meter| {
-                meter.write(|| {
-                    vec![converger_ports::capacity::item_write(
-                        "flow",
-                        if key.starts_with("api#") {
-                            "api#<key>"
-                        } else {
-                            "rate#<channel>"
-                        },
-                        key,
-                        64,
-                    )]
-                })?;
-                let tat = s.rates.get(key).copied();
-                Ok(match limit.decide_n(tat, now_us, n) {
-                    Ok(next) => {
-                        s.rates.insert(key.to_owned(), next);
-                        Ok(())
-                    }
-                    Err(at) => Err(at),
-                })
-            },
-        )
+        self.schedule_write(key, |tat| {
+            limit.decide_n(tat, now_us, n).map(|next| (next, ()))
+        })
         .await
     }
 
@@ -334,29 +312,10 @@ impl FlowStore for MemStore {
         n: u32,
         now_us: i64,
     ) -> StoreResult<Result<i64, i64>> {
-        let key = converger_ports::rate_key(channel);
         let n = n.clamp(1, limit.count.max(1));
-        self.charged(
-            |m| m.write,
-            |s, meter| {
-                meter.write(|| {
-                    vec![converger_ports::capacity::item_write(
-                        "flow",
-                        "rate#<channel>",
-                        &key,
-                        64,
-                    )]
-                })?;
-                let tat = s.rates.get(&key).copied();
-                Ok(match limit.reserve_n(tat, now_us, n) {
-                    Ok((next, start)) => {
-                        s.rates.insert(key.clone(), next);
-                        Ok(start)
-                    }
-                    Err(at) => Err(at),
-                })
-            },
-        )
+        self.schedule_write(&converger_ports::rate_key(channel), |tat| {
+            limit.reserve_n(tat, now_us, n)
+        })
         .await
     }
 
@@ -518,5 +477,40 @@ impl FlowStore for MemStore {
             let backlog = s.backlog.iter().filter(|(c, _, _)| c == channel).count();
             (parked as u64, backlog as u64)
         })
+    }
+}
+
+impl MemStore {
+    /// One conditional write of the rate schedule `key` (charged as DynamoDB charges it, a
+    /// refused one too): `decide` gets its arrival time and answers the new one with what
+    /// the caller gets, or `Err` (nothing written).
+    async fn schedule_write<T: Send>(
+        &self,
+        key: &str,
+        decide: impl Fn(Option<i64>) -> Result<(i64, T), i64> + Send + Sync,
+    ) -> StoreResult<Result<T, i64>> {
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                meter.write(|| {
+                    vec![converger_ports::capacity::item_write(
+                        "flow",
+                        if key.starts_with("api#") {
+                            "api#<key>"
+                        } else {
+                            "rate#<channel>"
+                        },
+                        key,
+                        64,
+                    )]
+                })?;
+                let tat = s.rates.get(key).copied();
+                Ok(decide(tat).map(|(next, out)| {
+                    s.rates.insert(key.to_owned(), next);
+                    out
+                }))
+            },
+        )
+        .await
     }
 }

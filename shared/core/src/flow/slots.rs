@@ -92,6 +92,13 @@ pub fn rows_to_feed_after_attempt(cap: u32, handed_on: bool, grew: u32) -> Optio
     }
 }
 
+/// How many full takes a feed of a window with cap `cap` tries past before it stops: none
+/// for a window of one item (full is full), a few for one of several items, where a row is
+/// refused when the two items its id names are full while others may have room.
+pub fn full_takes_past(cap: u32) -> usize {
+    if slot_items(cap) > 1 { 3 } else { 0 }
+}
+
 /// How many backlog rows a delivery that went into the backlog feeds: its own share for a
 /// window of several items (the attempts that end feed the rest), `None` for one item.
 pub fn rows_to_feed_on_backlog(cap: u32) -> Option<usize> {
@@ -143,6 +150,8 @@ mod tests {
         // The slots a success grew the window by are fed too.
         assert_eq!(rows_to_feed_after_attempt(24, false, 2), Some(3));
         assert_eq!(rows_to_feed_after_attempt(24, true, 2), Some(2));
+        assert_eq!(full_takes_past(16), 0);
+        assert_eq!(full_takes_past(24), 3);
         assert_eq!(rows_to_feed_on_backlog(10), None);
         assert_eq!(rows_to_feed_on_backlog(2000), Some(1));
         assert!(slot_is_the_rows(true, true, 3, 3));

@@ -10,9 +10,6 @@ use converger_core::{CircuitState, Tier, time};
 use converger_ports::Flow;
 use converger_ports::{Channel, DeliveryMessage, Mark};
 
-/// Full takes a feed of a window of several slot items tries past before it stops.
-const FULL_TAKES_PAST: usize = 3;
-
 impl Pipeline {
     /// Hands free window slots (at most `most`) to the oldest due deliveries of the backlog. One backlog
     /// query reads up to [`BACKLOG_PREFETCH`] rows; the ones not fed now are remembered for a
@@ -52,13 +49,7 @@ impl Pipeline {
             return Ok(0);
         };
         let mut msgs = Vec::with_capacity(candidates.len());
-        // A window of several slot items is full for a row when the two items its id names
-        // are: the next row may name others with room, so a few full takes are tried past.
-        let mut full_left = if converger_core::flow::slot_items(cap) > 1 {
-            FULL_TAKES_PAST
-        } else {
-            0
-        };
+        let mut full_left = converger_core::flow::full_takes_past(cap);
         for id in candidates {
             match self.take(channel, &id, cap, true).await? {
                 Slot::Taken(item) => match self.store.leave_backlog(&id, now, item).await? {
