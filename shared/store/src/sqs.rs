@@ -4,7 +4,7 @@ use crate::resources::{QueueDef, Resources, tier_queue};
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{ChangeMessageVisibilityBatchRequestEntry, SendMessageBatchRequestEntry};
 use converger_core::Tier;
 use converger_ports::{DeliveryMessage, FlowJob, ReplayMessage};
 use converger_ports::{Queue, QueueDepth, QueueError};
@@ -88,6 +88,40 @@ impl SqsQueue {
 
 #[async_trait]
 impl Queue for SqsQueue {
+    async fn hold(&self, tier: Tier, receipts: &[String], seconds: u32) -> Result<(), QueueError> {
+        // Ten entries a request; an entry refused (its message deleted meanwhile, its handle
+        // stale) only means there is nothing left to hold.
+        let seconds = i32::try_from(seconds.min(43_200)).unwrap_or(43_200);
+        for chunk in receipts.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(r)
+                        .visibility_timeout(seconds)
+                        .build()
+                        .map_err(|e| QueueError(e.to_string()))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let out = self
+                .client
+                .change_message_visibility_batch()
+                .queue_url(self.url(tier))
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+            if !out.failed.is_empty() {
+                tracing::debug!(
+                    failed = out.failed.len(),
+                    "some messages were not held (gone already)"
+                );
+            }
+        }
+        Ok(())
+    }
     async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
         // Each tier queue and its dead-letter queue, as the template named them; all six are
         // asked at once.

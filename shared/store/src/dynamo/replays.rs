@@ -18,6 +18,8 @@ impl ReplayStore for DynamoStore {
             items.push(self.replay_items(d, actor, now_ms, &now, audit)?);
         }
         let mut pending: Vec<usize> = (0..rows.len()).collect();
+        // Rows an earlier attempt of this same request replayed (see below).
+        let mut applied: Vec<usize> = Vec::new();
         // Conflicts with concurrent transactions and rows taken by another replay are
         // resolved round by round; a cancelled transaction applies nothing.
         for round in 1..=6u32 {
@@ -37,8 +39,9 @@ impl ReplayStore for DynamoStore {
             };
             let reasons: Vec<Option<String>> = match sent {
                 Ok(_) => {
-                    return Ok(pending
+                    return Ok(applied
                         .iter()
+                        .chain(&pending)
                         .map(|&i| rows[i].replayed(actor, now_ms, &now))
                         .collect());
                 }
@@ -55,10 +58,17 @@ impl ReplayStore for DynamoStore {
             let mut conflict = false;
             let mut kept = Vec::with_capacity(pending.len());
             for (k, &i) in pending.iter().enumerate() {
-                match code(2 * k).as_deref() {
+                match (code(2 * k).as_deref(), code(2 * k + 1).as_deref()) {
+                    // Our own audit entry (a fresh id) is there already: an attempt of this
+                    // very request committed and its answer was lost (the SDK retried it
+                    // after a timeout; DynamoDB's idempotency token makes such a retry
+                    // succeed, an emulator may not honour it). Replayed by us.
+                    (Some("ConditionalCheckFailed"), Some("ConditionalCheckFailed")) => {
+                        applied.push(i);
+                    }
                     // No longer failed: another replay (or a receipt) took it.
-                    Some("ConditionalCheckFailed") => {}
-                    Some("TransactionConflict") => {
+                    (Some("ConditionalCheckFailed"), _) => {}
+                    (Some("TransactionConflict"), _) => {
                         conflict = true;
                         kept.push(i);
                     }
@@ -80,7 +90,10 @@ impl ReplayStore for DynamoStore {
             }
         }
         if pending.is_empty() {
-            Ok(Vec::new())
+            Ok(applied
+                .iter()
+                .map(|&i| rows[i].replayed(actor, now_ms, &now))
+                .collect())
         } else {
             Err(StoreError::Unavailable("replay kept conflicting".into()))
         }

@@ -144,6 +144,15 @@ pub(super) async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) 
         .await
         .unwrap();
     assert!(again.is_empty(), "a pending delivery is not replayed");
+    // The same request sent again after it committed (its answer lost: the SDK retries a
+    // transaction that timed out) reports what it replayed, and writes nothing twice.
+    let resent = f.store.replay_many(x, &actor, now, &ax).await.unwrap();
+    let rx_ids: Vec<_> = rx.iter().map(|d| d.id.clone()).collect();
+    assert_eq!(
+        resent.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        rx_ids,
+        "the rows this request replayed, and only those"
+    );
     let audit = f.store.list_audit(&f.tenant.id, 100, None).await.unwrap();
     assert_eq!(audit.items.len(), 7, "one audit entry per replay");
     let page = f.store.list_audit(&f.tenant.id, 4, None).await.unwrap();
