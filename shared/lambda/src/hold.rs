@@ -3,12 +3,12 @@
 //! died would come back only after minutes. Instead the batch's messages are held invisible
 //! for `policy::MESSAGE_HOLD_S` as the batch starts, held again every
 //! `policy::MESSAGE_HOLD_RENEW_S` while their records run, and a record that failed is given
-//! back to the queue's own pace (`policy::REDELIVERY_S`). A first try, which has no entry in
+//! back to the queue's own visibility timeout (its redelivery and dead-letter pace). A first try, which has no entry in
 //! the sweeper's due index, is recovered from its message this way.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsMessage};
 use converger_core::Tier;
-use converger_core::policy::{MESSAGE_HOLD_RENEW_S, MESSAGE_HOLD_S, REDELIVERY_S};
+use converger_core::policy::{MESSAGE_HOLD_RENEW_S, MESSAGE_HOLD_S};
 use converger_ports::Queue;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -60,10 +60,14 @@ fn by_tier<'a>(held: impl Iterator<Item = &'a Held> + Clone) -> Vec<(Tier, Vec<S
         .collect()
 }
 
-async fn hold_all(queue: &dyn Queue, held: Vec<(Tier, Vec<String>)>, seconds: u32) {
-    let calls = held
-        .iter()
-        .map(|(tier, receipts)| queue.hold(*tier, receipts, seconds));
+/// Holds for `seconds`, or gives back to the queue's own timeout (`None`).
+async fn hold_all(queue: &dyn Queue, held: Vec<(Tier, Vec<String>)>, seconds: Option<u32>) {
+    let calls = held.iter().map(|(tier, receipts)| async move {
+        match seconds {
+            Some(s) => queue.hold(*tier, receipts, s).await,
+            None => queue.give_back(*tier, receipts).await,
+        }
+    });
     for r in futures::future::join_all(calls).await {
         if let Err(e) = r {
             // Not held: the message comes back at the queue's own pace, as before.
@@ -96,7 +100,7 @@ impl BatchHold {
                 if all.is_empty() {
                     return;
                 }
-                hold_all(queue.as_ref(), by_tier(all.iter()), MESSAGE_HOLD_S).await;
+                hold_all(queue.as_ref(), by_tier(all.iter()), Some(MESSAGE_HOLD_S)).await;
                 loop {
                     let renew = Duration::from_secs(u64::from(MESSAGE_HOLD_RENEW_S));
                     tokio::select! {
@@ -114,7 +118,7 @@ impl BatchHold {
                     if still.is_empty() {
                         return;
                     }
-                    hold_all(queue.as_ref(), by_tier(still.iter()), MESSAGE_HOLD_S).await;
+                    hold_all(queue.as_ref(), by_tier(still.iter()), Some(MESSAGE_HOLD_S)).await;
                 }
             })
         };
@@ -154,7 +158,7 @@ impl BatchHold {
                 .iter()
                 .filter(|h| failed.contains(h.message_id.as_str())),
         );
-        hold_all(self.queue.as_ref(), back, REDELIVERY_S).await;
+        hold_all(self.queue.as_ref(), back, None).await;
     }
 }
 
@@ -166,9 +170,12 @@ mod tests {
     use aws_lambda_events::event::sqs::BatchItemFailure;
     use converger_ports::{DeliveryMessage, FlowJob, QueueDepth, QueueError, ReplayMessage};
 
+    /// One hold asked for: the queue, the receipts, the seconds (`None`: given back).
+    type Asked = (Tier, Vec<String>, Option<u32>);
+
     /// Records every hold asked for, in order.
     #[derive(Default)]
-    struct Holds(Mutex<Vec<(Tier, Vec<String>, u32)>>);
+    struct Holds(Mutex<Vec<Asked>>);
 
     #[async_trait]
     impl Queue for Holds {
@@ -188,7 +195,14 @@ mod tests {
             Ok(Vec::new())
         }
         async fn hold(&self, tier: Tier, receipts: &[String], s: u32) -> Result<(), QueueError> {
-            self.0.lock().unwrap().push((tier, receipts.to_vec(), s));
+            self.0
+                .lock()
+                .unwrap()
+                .push((tier, receipts.to_vec(), Some(s)));
+            Ok(())
+        }
+        async fn give_back(&self, tier: Tier, receipts: &[String]) -> Result<(), QueueError> {
+            self.0.lock().unwrap().push((tier, receipts.to_vec(), None));
             Ok(())
         }
     }
@@ -225,14 +239,14 @@ mod tests {
         assert_eq!(
             holds,
             vec![
-                (Tier::High, vec!["rh-b".to_owned()], MESSAGE_HOLD_S),
+                (Tier::High, vec!["rh-b".to_owned()], Some(MESSAGE_HOLD_S)),
                 (
                     Tier::Default,
                     vec!["rh-a".to_owned(), "rh-c".to_owned()],
-                    MESSAGE_HOLD_S
+                    Some(MESSAGE_HOLD_S)
                 ),
-                (Tier::Default, vec!["rh-c".to_owned()], MESSAGE_HOLD_S),
-                (Tier::Default, vec!["rh-c".to_owned()], REDELIVERY_S),
+                (Tier::Default, vec!["rh-c".to_owned()], Some(MESSAGE_HOLD_S)),
+                (Tier::Default, vec!["rh-c".to_owned()], None),
             ]
         );
     }

@@ -351,6 +351,17 @@ pub trait Queue: Send + Sync + 'static {
         let _ = (tier, receipts, seconds);
         Ok(())
     }
+    /// Gives held messages back to `tier`'s queue's own visibility timeout (a record that
+    /// failed: the queue redelivers it, and dead-letters it after `MaxReceiveCount`, at its
+    /// own pace).
+    async fn give_back(
+        &self,
+        tier: converger_core::Tier,
+        receipts: &[String],
+    ) -> Result<(), QueueError> {
+        let _ = (tier, receipts);
+        Ok(())
+    }
 }
 
 /// How many messages a queue holds, by state (SQS's approximate counts).
