@@ -44,7 +44,7 @@ fn body<T: serde::de::DeserializeOwned>(m: &SqsMessage) -> Result<T, HandlerErro
 /// The `deliver` function: one attempt per record.
 pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     // Held in short slices while they run: a crash gives them back in seconds.
-    let hold = crate::hold::BatchHold::start(p.queue.clone(), &event.records);
+    let hold = crate::hold::BatchHold::start(p.queue.clone(), &event.records).await;
     let hold_ref = &hold;
     let resp = batch::process(event, p.config.batch_concurrency, |m| async move {
         let done = async {

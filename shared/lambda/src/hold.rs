@@ -1,7 +1,7 @@
 //! Holding a delivery batch's messages in short slices. A tier queue's visibility timeout
 //! must outlast the deliver function (six times its timeout), so a message whose instance
 //! died would come back only after minutes. Instead the batch's messages are held invisible
-//! for `policy::MESSAGE_HOLD_S` as the batch starts, held again every
+//! for `policy::MESSAGE_HOLD_S` before the batch starts, held again every
 //! `policy::MESSAGE_HOLD_RENEW_S` while their records run, and a record that failed is given
 //! back to the queue's own visibility timeout (its redelivery and dead-letter pace). A first try, which has no entry in
 //! the sweeper's due index, is recovered from its message this way.
@@ -77,9 +77,11 @@ async fn hold_all(queue: &dyn Queue, held: Vec<(Tier, Vec<String>)>, seconds: Op
 }
 
 impl BatchHold {
-    /// Holds `records`' messages now (beside the records' work, not before it) and again
-    /// while they run.
-    pub fn start(queue: Arc<dyn Queue>, records: &[SqsMessage]) -> Self {
+    /// Holds `records`' messages, and again every few seconds while they run. The first hold
+    /// lands before any record starts: a claim made before it would leave a row whose
+    /// instance died invisible for the queue's whole timeout (minutes), where the due index
+    /// no longer covers it; one SQS request per batch on the path buys recovery in seconds.
+    pub async fn start(queue: Arc<dyn Queue>, records: &[SqsMessage]) -> Self {
         let all: Vec<Held> = records
             .iter()
             .filter_map(|m| {
@@ -93,6 +95,9 @@ impl BatchHold {
         let running: Arc<Mutex<HashSet<String>>> = Arc::new(Mutex::new(
             all.iter().map(|h| h.message_id.clone()).collect(),
         ));
+        if !all.is_empty() {
+            hold_all(queue.as_ref(), by_tier(all.iter()), Some(MESSAGE_HOLD_S)).await;
+        }
         let (stop, mut stopped) = watch::channel(false);
         let task = {
             let (queue, all, running) = (queue.clone(), all.clone(), running.clone());
@@ -100,7 +105,6 @@ impl BatchHold {
                 if all.is_empty() {
                     return;
                 }
-                hold_all(queue.as_ref(), by_tier(all.iter()), Some(MESSAGE_HOLD_S)).await;
                 loop {
                     let renew = Duration::from_secs(u64::from(MESSAGE_HOLD_RENEW_S));
                     tokio::select! {
@@ -223,7 +227,7 @@ mod tests {
             record("b", "high"),
             record("c", "default"),
         ];
-        let hold = BatchHold::start(q.clone(), &records);
+        let hold = BatchHold::start(q.clone(), &records).await;
         // The first hold goes at once; `a` and `b` finish, `c` runs past one renewal.
         tokio::time::sleep(Duration::from_secs(1)).await;
         hold.done(Some("a"));
@@ -258,7 +262,7 @@ mod tests {
         bad.body = Some("not json".into());
         let mut local = record("y", "default");
         local.receipt_handle = None;
-        let hold = BatchHold::start(q.clone(), &[bad, local]);
+        let hold = BatchHold::start(q.clone(), &[bad, local]).await;
         hold.finish(&SqsBatchResponse::default()).await;
         assert!(q.0.lock().unwrap().is_empty());
     }
