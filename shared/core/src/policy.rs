@@ -70,22 +70,10 @@ pub fn bounce_delay_s(bounces: u32) -> u32 {
 /// timeout; a chain also yields its worker to the tier's other messages this often.
 pub const CHAIN_BUDGET_MS: u64 = 15_000;
 
-/// How long the deliver function holds its batch's messages invisible at a time: the queues'
-/// own visibility timeout (360 s) must outlast the function, so a message whose
-/// instance died would come back only after minutes; held in short slices instead, renewed
-/// every [`MESSAGE_HOLD_RENEW_S`] while its record runs, it comes back within this long (a
-/// record that failed is given back to the queue's own timeout, so the queue's redelivery and
-/// its dead-letter queue keep their pace). A
-/// first try is held by its message alone (no due entry), so this is its crash recovery.
-pub const MESSAGE_HOLD_S: u32 = 20;
-
-/// How often the messages of records still running are held again.
-pub const MESSAGE_HOLD_RENEW_S: u32 = 8;
-
 /// How long a delivery message sent beside its row's write (not after it) may wait for the
-/// row: the write's own deadline (30 s) with room. A message whose row never lands (the write
-/// failed, and the producer was told) is dropped after it; a row that lands later still (its
-/// write reported failed) is never sent: the producer sends the activity again.
+/// row: the write's own deadline (30 s) with room. A row that lands later still is enqueued
+/// by the sweeper; a message whose row never lands (the write failed, and the producer was
+/// told) is dropped after it.
 pub const ROW_WAIT_MS: i64 = 60_000;
 
 /// What a message that found no row does while it may still wait: `Some(ms)` to look again

@@ -43,22 +43,13 @@ fn body<T: serde::de::DeserializeOwned>(m: &SqsMessage) -> Result<T, HandlerErro
 
 /// The `deliver` function: one attempt per record.
 pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
-    // Held in short slices while they run: a crash gives them back in seconds.
-    let hold = crate::hold::BatchHold::start(p.queue.clone(), &event.records).await;
-    let hold_ref = &hold;
     let resp = batch::process(event, p.config.batch_concurrency, |m| async move {
-        let done = async {
-            let msg: DeliveryMessage = body(&m)?;
-            let report = p.deliver(msg).await?;
-            tracing::debug!(?report, "attempt done");
-            Ok::<(), HandlerError>(())
-        }
-        .await;
-        hold_ref.done(m.message_id.as_deref());
-        done
+        let msg: DeliveryMessage = body(&m)?;
+        let report = p.deliver(msg).await?;
+        tracing::debug!(?report, "attempt done");
+        Ok::<(), HandlerError>(())
     })
     .await;
-    hold.finish(&resp).await;
     // The batch's status events, ten to a request, before the instance can be frozen.
     p.events.flush().await;
     resp

@@ -74,8 +74,6 @@ impl DeliveryStore for MemStore {
                 let mut after = row.clone();
                 after.lease_token = None;
                 after.lease_until = None;
-                // Listed and in the due index from here on (see the DynamoDB store).
-                after.unlisted = false;
                 meter.write(|| delivery_write(Some(row), Some(&after), shards))?;
                 s.deliveries.insert(d.id.clone(), after);
                 Ok(true)

@@ -268,14 +268,7 @@ impl Pipeline {
                 self.queue.send(msg, delay_s).await?;
                 Report::Hopped { delay_s }
             }
-            // A row in the due index is the sweeper's if that attempt dies; a first try held
-            // by its message alone is this message's: it comes back when the lease ends.
-            Claim::Busy(None) => Report::Skipped("another attempt holds the lease"),
-            Claim::Busy(Some(until)) => {
-                let delay_s = hop_delay_s(until, now_ms, self.config.hop_ceiling_s);
-                self.queue.send(msg, delay_s).await?;
-                Report::Hopped { delay_s }
-            }
+            Claim::Busy => Report::Skipped("another attempt holds the lease"),
             Claim::Settled(d) => {
                 // A settled delivery holds no slot; one that does was left by an attempt that
                 // died (or lost storage) between its outcome and handing the slot on.

@@ -235,8 +235,8 @@ impl Pipeline {
     /// for it (`core::policy::ROW_WAIT_MS`), and a failed write is reported so the producer
     /// can retry (its early messages find no row and are dropped). A producer's id may name
     /// an activity ingested before with another payload: its rows go first, and only a new
-    /// activity is enqueued. The producer is answered after both: a crash between a write and
-    /// a send is its to retry (a first try is held by its message alone, in no index).
+    /// activity is enqueued. A crash between a write and a send leaves pending rows that the
+    /// sweeper enqueues.
     async fn record(
         &self,
         activity: &Activity,

@@ -1,8 +1,6 @@
-//! The sweeper (the retry-scheduler function): every pending delivery in the due index that is
-//! overdue by more than the grace period and holds no live lease is enqueued again. This is
-//! what makes a crash between a row write and its queue send impossible to lose (a first try
-//! on its way from ingest is not in the index: the producer's answer comes after both, and its
-//! message recovers it, see `Delivery::unlisted`). A delivery whose attempt
+//! The sweeper (the retry-scheduler function): every pending delivery that is overdue by more
+//! than the grace period and holds no live lease is enqueued again. This is what makes a crash
+//! between a row write and its queue send impossible to lose. A delivery whose attempt
 //! claimed it and never recorded an outcome (the worker crashed) is enqueued as soon as its
 //! lease has ended, without the grace: the leased part of the due index holds exactly those.
 //!

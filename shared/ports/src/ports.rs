@@ -339,29 +339,6 @@ pub trait Queue: Send + Sync + 'static {
     /// The depth of each tier queue and of its dead-letter queue (the dashboard), in
     /// `Tier::ALL` order, each queue followed by its `-dlq`.
     async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError>;
-    /// Keeps received messages of `tier`'s queue (by receipt handle) invisible for `seconds`
-    /// from now (SQS's visibility timeout, at most 12 hours). A queue that removes a message
-    /// when it hands it out (the in-process one) has nothing to hold.
-    async fn hold(
-        &self,
-        tier: converger_core::Tier,
-        receipts: &[String],
-        seconds: u32,
-    ) -> Result<(), QueueError> {
-        let _ = (tier, receipts, seconds);
-        Ok(())
-    }
-    /// Gives held messages back to `tier`'s queue's own visibility timeout (a record that
-    /// failed: the queue redelivers it, and dead-letters it after `MaxReceiveCount`, at its
-    /// own pace).
-    async fn give_back(
-        &self,
-        tier: converger_core::Tier,
-        receipts: &[String],
-    ) -> Result<(), QueueError> {
-        let _ = (tier, receipts);
-        Ok(())
-    }
 }
 
 /// How many messages a queue holds, by state (SQS's approximate counts).

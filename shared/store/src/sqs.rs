@@ -4,11 +4,10 @@ use crate::resources::{QueueDef, Resources, tier_queue};
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use aws_sdk_sqs::types::{ChangeMessageVisibilityBatchRequestEntry, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use converger_core::Tier;
 use converger_ports::{DeliveryMessage, FlowJob, ReplayMessage};
 use converger_ports::{Queue, QueueDepth, QueueError};
-use std::sync::Arc;
 
 pub use converger_ports::MAX_DELAY_S;
 
@@ -23,8 +22,6 @@ pub struct SqsQueue {
     /// The tier queues' dead-letter queues (high, default, bulk), where the environment
     /// names them: only the function that reports queue depths is given them.
     dlqs: [Option<String>; 3],
-    /// Each tier queue's own visibility timeout, read once (to give a failed record back).
-    visibility: Arc<[tokio::sync::OnceCell<i32>; 3]>,
 }
 
 impl SqsQueue {
@@ -43,7 +40,6 @@ impl SqsQueue {
             replay: url(crate::resources::REPLAY_QUEUE)?,
             probe: url(crate::resources::PROBE_QUEUE)?,
             dlqs: [dlq(Tier::High), dlq(Tier::Default), dlq(Tier::Bulk)],
-            visibility: Arc::default(),
             client,
         })
     }
@@ -61,54 +57,7 @@ fn body<T: serde::Serialize>(msg: &T) -> Result<String, QueueError> {
     serde_json::to_string(msg).map_err(|e| QueueError(e.to_string()))
 }
 
-fn tier_index(tier: Tier) -> usize {
-    match tier {
-        Tier::High => 0,
-        Tier::Default => 1,
-        Tier::Bulk => 2,
-    }
-}
-
 impl SqsQueue {
-    /// Sets the visibility timeout of received messages, ten to a request; an entry refused
-    /// (its message deleted meanwhile, its handle stale) only means there is nothing to hold.
-    async fn set_visibility(
-        &self,
-        tier: Tier,
-        receipts: &[String],
-        seconds: i32,
-    ) -> Result<(), QueueError> {
-        for chunk in receipts.chunks(10) {
-            let entries = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    ChangeMessageVisibilityBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(r)
-                        .visibility_timeout(seconds)
-                        .build()
-                        .map_err(|e| QueueError(e.to_string()))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let out = self
-                .client
-                .change_message_visibility_batch()
-                .queue_url(self.url(tier))
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
-            if !out.failed.is_empty() {
-                tracing::debug!(
-                    failed = out.failed.len(),
-                    "some messages were not held (gone already)"
-                );
-            }
-        }
-        Ok(())
-    }
-
     async fn depth(&self, name: String, url: &str) -> Result<QueueDepth, QueueError> {
         use aws_sdk_sqs::types::QueueAttributeName as A;
         let out = self
@@ -139,31 +88,6 @@ impl SqsQueue {
 
 #[async_trait]
 impl Queue for SqsQueue {
-    async fn hold(&self, tier: Tier, receipts: &[String], seconds: u32) -> Result<(), QueueError> {
-        let seconds = i32::try_from(seconds.min(43_200)).unwrap_or(43_200);
-        self.set_visibility(tier, receipts, seconds).await
-    }
-    async fn give_back(&self, tier: Tier, receipts: &[String]) -> Result<(), QueueError> {
-        let cell = &self.visibility[tier_index(tier)];
-        let seconds = *cell
-            .get_or_try_init(|| async {
-                let out = self
-                    .client
-                    .get_queue_attributes()
-                    .queue_url(self.url(tier))
-                    .attribute_names(aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout)
-                    .send()
-                    .await
-                    .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
-                out.attributes
-                    .unwrap_or_default()
-                    .get(&aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout)
-                    .and_then(|v| v.parse::<i32>().ok())
-                    .ok_or_else(|| QueueError("queue has no visibility timeout".into()))
-            })
-            .await?;
-        self.set_visibility(tier, receipts, seconds).await
-    }
     async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
         // Each tier queue and its dead-letter queue, as the template named them; all six are
         // asked at once.

@@ -519,9 +519,7 @@ mod emulator {
 
         let dlq = t.aws().dlq_url(converger_core::Tier::Default).unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
-        // Distinct bodies: a standard queue delivers at least once, and the emulator can move
-        // one message to its dead-letter queue twice.
-        let mut bodies: std::collections::BTreeSet<String> = Default::default();
+        let mut bodies: Vec<String> = Vec::new();
         while bodies.len() < 2 && Instant::now() < deadline {
             let out = sqs
                 .receive_message()
@@ -539,11 +537,8 @@ mod emulator {
             );
         }
         assert_eq!(bodies.len(), 2, "{bodies:?}");
-        assert!(bodies.contains("{not json"), "{bodies:?}");
-        assert!(
-            bodies.iter().any(|b| b.contains(gone.id.as_str())),
-            "{bodies:?}"
-        );
+        assert!(bodies.iter().any(|b| b == "{not json"));
+        assert!(bodies.iter().any(|b| b.contains(gone.id.as_str())));
         assert_eq!(
             t.delivery(&key, gone.id.as_str()).await["status"],
             "pending",

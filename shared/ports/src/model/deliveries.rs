@@ -132,14 +132,10 @@ pub struct Delivery {
     /// created): the partition of the tenant's listing index it is written to, for good.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shard: u32,
-    /// On its way to its first attempt, held by its queue message alone: a delivery sent to
-    /// its queue when it was created is in no index (neither its tenant's listing nor the due
-    /// index) until its first attempt ends or any other transition writes it, so a first try
-    /// that succeeds writes one listing entry and no due entry (`docs/scaling.md`). Read by id
-    /// and by its activity meanwhile. A crash recovers it from its message: the deliver
-    /// function holds its messages invisible only for `policy::MESSAGE_HOLD_S` at a time, and
-    /// a message never gives up on such a row while an attempt holds it
-    /// ([`Delivery::held_by_message`]).
+    /// Not in its tenant's listing yet: a delivery sent to its queue when it was created
+    /// joins the listing when its first attempt ends (or at any other transition), so a first
+    /// try that succeeds writes one listing entry, not three (`docs/scaling.md`). Read by id,
+    /// by its activity and by the sweeper's due index meanwhile.
     #[serde(default, skip_serializing_if = "is_false")]
     pub unlisted: bool,
 }
@@ -317,11 +313,8 @@ pub enum Claim {
     Claimed(Delivery),
     /// Pending but not due yet: the message came early (a hop of a long delay).
     NotDue(Delivery),
-    /// Another attempt holds a live lease; `Some(lease end)` when the row is held by its
-    /// queue message alone ([`Delivery::held_by_message`]): the message must come back after
-    /// the lease rather than be dropped, or a crash of that attempt would leave the row with
-    /// nothing to run it.
-    Busy(Option<i64>),
+    /// Another attempt holds a live lease.
+    Busy,
     /// Nothing to do: already accepted, dead-lettered or parked.
     Settled(Delivery),
     /// No such delivery.
@@ -341,10 +334,7 @@ impl Claim {
                 Some(Claim::Settled(d.clone()))
             }
             Some(d) if d.next_attempt_at > now_ms => Some(Claim::NotDue(d.clone())),
-            Some(d) if d.lease_until.is_some_and(|u| u >= now_ms) => Some(Claim::Busy(
-                d.held_by_message()
-                    .then_some(d.lease_until.unwrap_or(now_ms)),
-            )),
+            Some(d) if d.lease_until.is_some_and(|u| u >= now_ms) => Some(Claim::Busy),
             Some(_) => None,
         }
     }
@@ -356,10 +346,8 @@ impl Claim {
 pub enum SparseIndex {
     /// Pending, waiting for a window slot: the channel's backlog, oldest due first.
     Backlog { due_ms: i64 },
-    /// Pending, due for a retry, a replay or its first try again after any transition, or
-    /// with an attempt running that began so: the sweeper's due index, by due time in the
-    /// shard [`due_shard_of`] gives (a claim leaves it where it is). A first try on its way
-    /// from ingest is not in it (see `Delivery::unlisted`).
+    /// Pending with a message on its way or an attempt running: the sweeper's due index, by
+    /// due time in the shard [`due_shard_of`] gives (a claim leaves it where it is).
     Due { due_ms: i64 },
     /// Parked (`paused`): the channel's parked rows (on DynamoDB, the channel index's
     /// `<channel>#paused#<shard>` partitions).
@@ -378,20 +366,12 @@ impl Delivery {
         )
     }
 
-    /// Pending with no index entry at all: only its queue message can run it, so a message
-    /// that finds it leased must come back after the lease (not be dropped as a duplicate).
-    pub fn held_by_message(&self) -> bool {
-        self.status == DeliveryStatus::Pending && self.unlisted && !self.handed_off
-    }
-
     pub fn sparse_index(&self) -> SparseIndex {
         match self.status {
             DeliveryStatus::Pending if self.in_backlog => SparseIndex::Backlog {
                 due_ms: self.next_attempt_at,
             },
             DeliveryStatus::Pending if self.handed_off => SparseIndex::None,
-            // A first try on its way: its message is its record.
-            DeliveryStatus::Pending if self.unlisted => SparseIndex::None,
             DeliveryStatus::Pending => SparseIndex::Due {
                 due_ms: self.next_attempt_at,
             },
@@ -450,7 +430,7 @@ mod tests {
             "an ended lease is free"
         );
         d.lease_until = Some(now);
-        assert_eq!(Claim::refused(Some(&d), now), Some(Claim::Busy(None)));
+        assert_eq!(Claim::refused(Some(&d), now), Some(Claim::Busy));
         d.next_attempt_at = now + 1;
         assert!(matches!(
             Claim::refused(Some(&d), now),

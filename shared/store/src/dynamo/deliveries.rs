@@ -26,27 +26,15 @@ impl DeliveryStore for DynamoStore {
                 return Ok(c);
             }
         }
-        // Changing under us each time: come back after a lease's length rather than drop
-        // the message (the row may have no other record).
-        Ok(Claim::Busy(Some(now_ms.saturating_add(lease_ms))))
+        Ok(Claim::Busy)
     }
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
-        // In the due index at its due time (where the claim left it), and listed: a first try
-        // given back is no longer held by its message alone.
-        let mut values: Vec<(&str, AttributeValue)> =
-            self.due_keys(&d.id, d.next_attempt_at).into();
-        values.extend(
-            index_keys(d, d.status, &d.updated_at)
-                .into_iter()
-                .filter(|(k, _)| *k == ":tl_pk" || *k == ":upd_sk"),
-        );
+        // In the due index at its due time (where the claim left it).
         self.leased_update(
             d,
             token,
-            "SET due_shard = :due_shard, due_at = :due_at, tl_pk = :tl_pk, upd_sk = :upd_sk \
-             REMOVE lease_token, lease_until, unlisted"
-                .into(),
-            values,
+            "SET due_shard = :due_shard, due_at = :due_at REMOVE lease_token, lease_until".into(),
+            self.due_keys(&d.id, d.next_attempt_at).into(),
         )
         .await
     }

@@ -22,8 +22,7 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
             .claim(&d.id, "tok-2", now + 1, 60_000)
             .await
             .unwrap(),
-        Claim::Busy(None),
-        "a row in the due index is the sweeper's to recover"
+        Claim::Busy
     );
     // A lease given back (the attempt could not start) can be claimed again at once.
     assert!(
@@ -223,48 +222,15 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
         )
         .await
         .unwrap();
-    assert!(
-        !page.items.iter().any(|o| o.id == d.id),
-        "not in the due index: its message is its record"
-    );
-    // A message that finds its attempt running learns when the lease ends (it must come
-    // back then, not be dropped).
-    let Claim::Claimed(c) = f.store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
-        panic!()
-    };
-    assert_eq!(
-        f.store.claim(&d.id, "x", now + 1, 60_000).await.unwrap(),
-        Claim::Busy(Some(now + 60_000))
-    );
-    assert!(
-        listed(query(None, None)).await.is_empty(),
-        "a claim lists nothing"
-    );
-    // Given back (the gate snoozed it, say): listed as pending and in the due index, where
-    // the sweeper finds it if its next message is lost.
-    assert!(f.store.release(&c, "t").await.unwrap());
-    assert_eq!(
-        listed(query(Some(DeliveryStatus::Pending), None)).await,
-        vec![d.id.clone()]
-    );
-    let page = f
-        .store
-        .overdue(
-            DuePart::Waiting,
-            converger_ports::due_shard(&d.id),
-            now + 1,
-            100,
-            None,
-        )
-        .await
-        .unwrap();
     assert!(page.items.iter().any(|o| o.id == d.id), "in the due index");
-    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
-    assert!(!row.unlisted);
     // Its attempt fails: listed as pending from then on.
     let Claim::Claimed(c) = f.store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
         panic!()
     };
+    assert!(
+        listed(query(None, None)).await.is_empty(),
+        "a claim lists nothing"
+    );
     f.store
         .mark_attempt_failed(
             &c,

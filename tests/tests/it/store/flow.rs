@@ -483,7 +483,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
             .claim(&extra.id, "other", now_ms, 8_000)
             .await
             .unwrap(),
-        converger_ports::Claim::Busy(_)
+        converger_ports::Claim::Busy
     ));
     assert!(
         f.store
