@@ -10,7 +10,7 @@ async fn main() -> Result<(), Error> {
     let pipeline = Arc::new(converger_lambda::bootstrap::from_env().await?);
     let (token, session) = converger_lambda::bootstrap::admin_secrets().await?;
     let state = converger_http::AppState::new(pipeline, token).with_web(
-        converger_http::web::WebConfig::from_env_with_secret(session),
+        converger_http::web::WebConfig::from_env_with_secret(session)?,
     );
     let app = converger_http::admin::router(state.clone())
         .merge(converger_http::web::router(state))

@@ -361,6 +361,8 @@ pub struct DeclaredFunction {
     pub schedules: Vec<String>,
     /// Its `LoggingConfig.SystemLogLevel` (Lambda's own log lines), its own or the globals'.
     pub system_log_level: Option<String>,
+    /// The environment variables it is given, its own and the globals'.
+    pub environment: std::collections::BTreeSet<String>,
 }
 
 impl DeclaredFunction {
@@ -395,6 +397,20 @@ fn declared_in(text: &str) -> Result<BTreeMap<String, DeclaredFunction>, String>
             .and_then(|g| g.get("Function"))
             .and_then(|f| f.get("LoggingConfig")),
     );
+    let variables = |function: Option<&serde_yaml::Value>| -> Vec<String> {
+        function
+            .and_then(|f| f.get("Environment"))
+            .and_then(|e| e.get("Variables"))
+            .and_then(serde_yaml::Value::as_mapping)
+            .map(|m| {
+                m.keys()
+                    .filter_map(serde_yaml::Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let global_env = variables(doc.get("Globals").and_then(|g| g.get("Function")));
     let mut out = BTreeMap::new();
     for (id, r) in resources {
         if r.get("Type").and_then(serde_yaml::Value::as_str) != Some("AWS::Serverless::Function") {
@@ -406,6 +422,11 @@ fn declared_in(text: &str) -> Result<BTreeMap<String, DeclaredFunction>, String>
                 r.get("Properties").and_then(|p| p.get("LoggingConfig")),
             )
             .or_else(|| global_level.clone()),
+            environment: global_env
+                .iter()
+                .cloned()
+                .chain(variables(r.get("Properties")))
+                .collect(),
             ..DeclaredFunction::default()
         };
         let events = r
@@ -447,6 +468,61 @@ pub fn queue_urls(stack: &DeployedStack) -> HashMap<String, String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// Every variable the template gives a function is a declared setting, every required
+    /// resource name and secret is given, and `docs/configuration.md` shows the settings as
+    /// declared (`UPDATE_DOCS=1` rewrites its generated table).
+    #[test]
+    fn the_settings_the_template_gives_are_declared_and_documented() {
+        use converger_core::settings::{self, Kind};
+        let declared = declared_functions().unwrap();
+        let given: std::collections::BTreeSet<&String> =
+            declared.values().flat_map(|f| &f.environment).collect();
+        for name in &given {
+            assert!(
+                settings::find(name).is_some(),
+                "the template sets {name}, which core::settings does not declare"
+            );
+        }
+        for s in settings::ALL {
+            let required = matches!(s.kind, Kind::Resource | Kind::Secret)
+                && s.default.starts_with("none (required)")
+                || s.kind == Kind::Secret;
+            if required {
+                assert!(
+                    given.iter().any(|g| g.as_str() == s.name),
+                    "the template does not set {}",
+                    s.name
+                );
+            }
+        }
+        // Every function gets every required resource name.
+        for (id, f) in &declared {
+            for s in settings::ALL {
+                if s.kind == Kind::Resource && s.default.starts_with("none (required)") {
+                    assert!(f.environment.contains(s.name), "{id} lacks {}", s.name);
+                }
+            }
+        }
+        let path = emulator::root().join("docs/configuration.md");
+        let page = std::fs::read_to_string(&path).unwrap();
+        let (begin, end) = (
+            "<!-- generated from core::settings: begin -->\n",
+            "<!-- generated from core::settings: end -->",
+        );
+        let (head, rest) = page
+            .split_once(begin)
+            .expect("the page has the generated table");
+        let (_, tail) = rest.split_once(end).expect("the generated table ends");
+        let fresh = format!("{head}{begin}{}{end}{tail}", settings::markdown());
+        if std::env::var_os("UPDATE_DOCS").is_some() {
+            std::fs::write(&path, &fresh).unwrap();
+        }
+        assert!(
+            fresh == page,
+            "docs/configuration.md is not what core::settings declares: run this test with UPDATE_DOCS=1"
+        );
+    }
 
     #[test]
     fn rates_parse() {

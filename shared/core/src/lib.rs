@@ -18,6 +18,7 @@ pub mod providers;
 pub mod query;
 pub mod scope;
 pub mod secret;
+pub mod settings;
 pub mod signing;
 pub mod slack;
 pub mod status;

@@ -57,7 +57,7 @@ impl AppState {
             pipeline,
             admin_token: admin_token.map(Into::into),
             // Only the admin function serves the pages; it reads their settings from the
-            // environment with `with_web(WebConfig::from_env())`.
+            // environment with `with_web(WebConfig::from_env_with_secret(..)?)`.
             web: Arc::new(web::WebConfig::local()),
             keys: Arc::new(TtlCache::new(KEY_CACHE_TTL)),
             resolved: Arc::new(TtlCache::bounded(KEY_RESOLVE_TTL, 10_000)),

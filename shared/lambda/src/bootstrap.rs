@@ -79,11 +79,21 @@ pub async fn from_env_with_websockets() -> Result<Pipeline, String> {
 /// variable. Either one set but too short stops the start with an error naming it
 /// (`core::secret`); unset, the admin API is disabled or sessions end with the process.
 pub async fn admin_secrets() -> Result<(Option<String>, Option<String>), lambda_http::Error> {
-    use converger_core::secret;
+    use converger_core::{secret, settings};
     use converger_store::secrets::secret_or_env;
     let sdk = converger_store::aws::load_config().await;
-    let token = secret_or_env(&sdk, "ADMIN_TOKEN_SECRET_ARN", "ADMIN_TOKEN").await?;
-    let session = secret_or_env(&sdk, "SESSION_SECRET_ARN", "SESSION_SECRET").await?;
+    let token = secret_or_env(
+        &sdk,
+        settings::ADMIN_TOKEN_SECRET_ARN.name,
+        settings::ADMIN_TOKEN.name,
+    )
+    .await?;
+    let session = secret_or_env(
+        &sdk,
+        settings::SESSION_SECRET_ARN.name,
+        settings::SESSION_SECRET.name,
+    )
+    .await?;
     Ok((
         secret::admin_token(token)?,
         secret::session_secret(session)?,

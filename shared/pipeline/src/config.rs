@@ -1,6 +1,7 @@
-//! Pipeline settings, from the environment.
+//! Pipeline settings, from the environment: each one declared in `core::settings`.
 
 use converger_core::net::Allowlist;
+use converger_core::settings::{self as set, Env};
 use serde_json::{Map, Value};
 use std::time::Duration;
 
@@ -88,103 +89,165 @@ impl Default for PipelineConfig {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("configuration {name}: {message}")]
-pub struct ConfigError {
-    pub name: &'static str,
-    pub message: String,
-}
-
-fn var(name: &'static str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-fn num<T: std::str::FromStr>(name: &'static str) -> Result<Option<T>, ConfigError> {
-    var(name)
-        .map(|v| {
-            v.trim().parse().map_err(|_| ConfigError {
-                name,
-                message: format!("`{v}` is not a number"),
-            })
-        })
-        .transpose()
-}
+/// A setting the pipeline cannot start with (`core::settings`).
+pub type ConfigError = converger_core::settings::SettingError;
 
 impl PipelineConfig {
+    /// The settings of this process's environment.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let mut c = Self::default();
-        if let Some(p) = var("RETRY_POLICY") {
-            c.retry_policy = serde_json::from_str(&p).map_err(|e| ConfigError {
-                name: "RETRY_POLICY",
-                message: format!("must be a JSON object: {e}"),
-            })?;
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// The settings `var` gives (a function's environment), each read by its declaration in
+    /// `core::settings`: unset means the default, a value out of range stops the start.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let env = Env::new(var);
+        let d = Self::default();
+        let days = |n: u64| Duration::from_secs(n * 86_400);
+        let retention = env.number(&set::RETENTION_DAYS)?.map_or(d.retention, days);
+        Ok(Self {
+            api_limits: env
+                .parsed(
+                    &set::API_RATE_LIMITS,
+                    converger_core::api_limit::Defaults::parse,
+                )?
+                .unwrap_or(d.api_limits),
+            receipt_limit: env
+                .parsed(&set::RECEIPT_RATE_LIMIT, str::parse)?
+                .unwrap_or(d.receipt_limit),
+            retry_policy: env
+                .parsed(&set::RETRY_POLICY, |v| {
+                    serde_json::from_str(v).map_err(|e| format!("a JSON object ({e})"))
+                })?
+                .unwrap_or(d.retry_policy),
+            hop_ceiling_s: env
+                .number(&set::HOP_CEILING_SECONDS)?
+                .unwrap_or(d.hop_ceiling_s),
+            lease_slice: env
+                .number(&set::LEASE_SECONDS)?
+                .map_or(d.lease_slice, Duration::from_secs),
+            channel_cache_ttl: env
+                .number(&set::CHANNEL_CACHE_TTL_MS)?
+                .map_or(d.channel_cache_ttl, Duration::from_millis),
+            allowlist: env
+                .parsed(&set::WEBHOOK_ALLOW_CIDRS, Allowlist::parse)?
+                .unwrap_or(d.allowlist),
+            batch_concurrency: env
+                .number(&set::BATCH_CONCURRENCY)?
+                .unwrap_or(d.batch_concurrency),
+            retention,
+            // The attempt log alone may be kept for less.
+            attempt_retention: env
+                .number(&set::ATTEMPT_LOG_RETENTION_DAYS)?
+                .map_or(retention, days),
+            sweep_grace: env
+                .number(&set::SWEEP_GRACE_SECONDS)?
+                .map_or(d.sweep_grace, Duration::from_secs),
+            reclaim_interval: env
+                .number(&set::RECLAIM_INTERVAL_SECONDS)?
+                .map_or(d.reclaim_interval, Duration::from_secs),
+            sweep_limit: env.number(&set::SWEEP_LIMIT)?.unwrap_or(d.sweep_limit),
+            bulk_retry_limit: env
+                .number(&set::BULK_RETRY_LIMIT)?
+                .unwrap_or(d.bulk_retry_limit),
+            replay_chunk: d.replay_chunk,
+            bulk_replay_concurrency: env
+                .number(&set::BULK_REPLAY_CONCURRENCY)?
+                .unwrap_or(d.bulk_replay_concurrency),
+            serial_transactions: env
+                .flag(&set::DYNAMODB_SERIAL_TRANSACTIONS)?
+                .unwrap_or(d.serial_transactions),
+            flow_cache_ttl: env
+                .number(&set::FLOW_CACHE_TTL_MS)?
+                .map_or(d.flow_cache_ttl, Duration::from_millis),
+            health_flush: env
+                .number(&set::HEALTH_FLUSH_MS)?
+                .map_or(d.health_flush, Duration::from_millis),
+            slot_grace: env
+                .number(&set::SLOT_GRACE_SECONDS)?
+                .map_or(d.slot_grace, Duration::from_secs),
+            release_chunk: d.release_chunk,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn load(pairs: &[(&str, &str)]) -> Result<PipelineConfig, ConfigError> {
+        let vars: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        PipelineConfig::from_vars(|k| vars.get(k).cloned())
+    }
+
+    #[test]
+    fn unset_settings_take_their_defaults() {
+        let c = load(&[]).unwrap();
+        let d = PipelineConfig::default();
+        assert_eq!(c.hop_ceiling_s, d.hop_ceiling_s);
+        assert_eq!(c.lease_slice, d.lease_slice);
+        assert_eq!(c.retention, d.retention);
+        assert_eq!(c.health_flush, d.health_flush);
+        assert!(!c.serial_transactions);
+        // The documented defaults are the ones used.
+        assert_eq!(
+            set::LEASE_SECONDS.default,
+            d.lease_slice.as_secs().to_string()
+        );
+        assert_eq!(
+            set::SWEEP_GRACE_SECONDS.default,
+            d.sweep_grace.as_secs().to_string()
+        );
+        assert_eq!(
+            set::HEALTH_FLUSH_MS.default,
+            d.health_flush.as_millis().to_string()
+        );
+        assert_eq!(set::SWEEP_LIMIT.default, d.sweep_limit.to_string());
+        assert_eq!(
+            set::BATCH_CONCURRENCY.default,
+            d.batch_concurrency.to_string()
+        );
+    }
+
+    #[test]
+    fn values_are_read_and_the_attempt_log_follows_the_retention() {
+        let c = load(&[
+            ("RETENTION_DAYS", "7"),
+            ("LEASE_SECONDS", "20"),
+            ("DYNAMODB_SERIAL_TRANSACTIONS", "true"),
+            ("RETRY_POLICY", r#"{"max_attempts": 3}"#),
+        ])
+        .unwrap();
+        assert_eq!(c.retention, Duration::from_secs(7 * 86_400));
+        assert_eq!(c.attempt_retention, c.retention);
+        assert_eq!(c.lease_slice, Duration::from_secs(20));
+        assert!(c.serial_transactions);
+        assert_eq!(c.retry_policy["max_attempts"], 3);
+        let c = load(&[("RETENTION_DAYS", "7"), ("ATTEMPT_LOG_RETENTION_DAYS", "2")]).unwrap();
+        assert_eq!(c.attempt_retention, Duration::from_secs(2 * 86_400));
+    }
+
+    #[test]
+    fn a_bad_value_stops_the_start_naming_its_variable() {
+        for (name, value) in [
+            ("HOP_CEILING_SECONDS", "901"),
+            ("LEASE_SECONDS", "1"),
+            ("BATCH_CONCURRENCY", "0"),
+            ("RETENTION_DAYS", "a month"),
+            ("RECLAIM_INTERVAL_SECONDS", "61"),
+            ("RETRY_POLICY", "[1"),
+            ("WEBHOOK_ALLOW_CIDRS", "10.0.0.0/99"),
+            ("API_RATE_LIMITS", "fast"),
+            ("RECEIPT_RATE_LIMIT", "many"),
+            ("DYNAMODB_SERIAL_TRANSACTIONS", "sometimes"),
+        ] {
+            let err = load(&[(name, value)]).unwrap_err();
+            assert_eq!(err.name, name, "{err}");
+            assert!(err.to_string().contains(value), "{err}");
         }
-        if let Some(h) = num::<u32>("HOP_CEILING_SECONDS")? {
-            c.hop_ceiling_s = h.clamp(1, 900);
-        }
-        if let Some(s) = num::<u64>("LEASE_SECONDS")? {
-            c.lease_slice = Duration::from_secs(s.clamp(2, 900));
-        }
-        if let Some(ms) = num::<u64>("CHANNEL_CACHE_TTL_MS")? {
-            c.channel_cache_ttl = Duration::from_millis(ms);
-        }
-        if let Some(a) = var("WEBHOOK_ALLOW_CIDRS") {
-            c.allowlist = Allowlist::parse(&a).map_err(|message| ConfigError {
-                name: "WEBHOOK_ALLOW_CIDRS",
-                message,
-            })?;
-        }
-        if let Some(n) = num::<usize>("BATCH_CONCURRENCY")? {
-            c.batch_concurrency = n.max(1);
-        }
-        if let Some(d) = num::<u64>("RETENTION_DAYS")? {
-            c.retention = Duration::from_secs(d.max(1) * 86_400);
-            c.attempt_retention = c.retention;
-        }
-        // The attempt log alone may be kept for less.
-        if let Some(d) = num::<u64>("ATTEMPT_LOG_RETENTION_DAYS")? {
-            c.attempt_retention = Duration::from_secs(d.max(1) * 86_400);
-        }
-        if let Some(s) = num::<u64>("SWEEP_GRACE_SECONDS")? {
-            c.sweep_grace = Duration::from_secs(s);
-        }
-        if let Some(n) = num::<usize>("BULK_RETRY_LIMIT")? {
-            c.bulk_retry_limit = n.max(1);
-        }
-        if let Some(n) = num::<usize>("BULK_REPLAY_CONCURRENCY")? {
-            c.bulk_replay_concurrency = n.max(1);
-        }
-        if let Some(v) = var("DYNAMODB_SERIAL_TRANSACTIONS") {
-            c.serial_transactions = matches!(v.trim(), "1" | "true" | "yes");
-        }
-        if let Some(ms) = num::<u64>("FLOW_CACHE_TTL_MS")? {
-            c.flow_cache_ttl = Duration::from_millis(ms);
-        }
-        if let Some(s) = num::<u64>("SLOT_GRACE_SECONDS")? {
-            c.slot_grace = Duration::from_secs(s.max(1));
-        }
-        if let Some(ms) = num::<u64>("HEALTH_FLUSH_MS")? {
-            c.health_flush = Duration::from_millis(ms.min(60_000));
-        }
-        if let Some(s) = num::<u64>("RECLAIM_INTERVAL_SECONDS")? {
-            c.reclaim_interval = Duration::from_secs(s.min(60));
-        }
-        if let Some(n) = num::<usize>("SWEEP_LIMIT")? {
-            c.sweep_limit = n.max(1);
-        }
-        if let Some(v) = var("API_RATE_LIMITS") {
-            c.api_limits =
-                converger_core::api_limit::Defaults::parse(&v).map_err(|message| ConfigError {
-                    name: "API_RATE_LIMITS",
-                    message,
-                })?;
-        }
-        if let Some(v) = var("RECEIPT_RATE_LIMIT") {
-            c.receipt_limit = v.parse().map_err(|message| ConfigError {
-                name: "RECEIPT_RATE_LIMIT",
-                message,
-            })?;
-        }
-        Ok(c)
     }
 }

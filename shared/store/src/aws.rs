@@ -62,15 +62,13 @@ pub struct Clients {
 }
 
 fn email_configuration_set() -> Option<String> {
-    std::env::var(crate::resources::EMAIL_CONFIGURATION_SET_ENV)
-        .ok()
-        .filter(|u| !u.is_empty())
+    converger_core::settings::Env::new(|k| std::env::var(k).ok())
+        .text(&converger_core::settings::EMAIL_CONFIGURATION_SET)
 }
 
 fn management_url() -> Option<String> {
-    std::env::var(crate::resources::MANAGEMENT_URL_ENV)
-        .ok()
-        .filter(|u| !u.is_empty())
+    converger_core::settings::Env::new(|k| std::env::var(k).ok())
+        .text(&converger_core::settings::WEBSOCKET_MANAGEMENT_URL)
 }
 
 impl Clients {

@@ -76,6 +76,27 @@ pub fn eventbridge_events(operation: &str, body: &[u8]) -> f64 {
     })
 }
 
+/// The pseudo-service under which [`RequestCounter`] counts EventBridge events by their
+/// detail type (`("event-types", "delivery.status_changed")`); never priced on its own, as the
+/// same events are counted under `events`.
+pub const EVENT_TYPES: &str = "event-types";
+
+/// The events of a `PutEvents` body per detail type, billed as [`eventbridge_events`] bills
+/// them.
+pub fn eventbridge_detail_types(operation: &str, body: &[u8]) -> BTreeMap<String, f64> {
+    let mut by_type = BTreeMap::new();
+    if operation != "PutEvents" {
+        return by_type;
+    }
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    for e in v["Entries"].as_array().into_iter().flatten() {
+        let kind = e["DetailType"].as_str().unwrap_or("unknown").to_owned();
+        *by_type.entry(kind).or_default() +=
+            (e.to_string().len().max(1)).div_ceil(64 * 1024) as f64;
+    }
+    by_type
+}
+
 /// The service and operation of an `X-Amz-Target` value.
 pub fn classify(target: &str) -> (String, String) {
     let (prefix, op) = target.split_once('.').unwrap_or(("unknown", target));
@@ -105,10 +126,18 @@ impl RequestCounter {
             "sqs" => 1.0,
             _ => 0.0,
         };
+        let by_type = if key.0 == "events" {
+            eventbridge_detail_types(&key.1, body.unwrap_or_default())
+        } else {
+            BTreeMap::new()
+        };
         if let Ok(mut c) = self.counts.lock() {
             let t = c.entry(key).or_default();
             t.requests += 1;
             t.units += units;
+            for (kind, events) in by_type {
+                c.entry((EVENT_TYPES.to_owned(), kind)).or_default().units += events;
+            }
         }
     }
 
@@ -164,6 +193,18 @@ mod tests {
             2.0
         );
         assert_eq!(eventbridge_events("ListRules", b"{}"), 0.0);
+        let mixed = serde_json::json!({"Entries": [
+            {"DetailType": "delivery.status_changed", "Detail": "{}"},
+            {"DetailType": "channel.health_changed", "Detail": "{}"},
+            {"DetailType": "delivery.status_changed", "Detail": "{}"},
+        ]});
+        let c = RequestCounter::new();
+        c.record("AWSEvents.PutEvents", Some(mixed.to_string().as_bytes()));
+        let counts = c.take();
+        assert_eq!(counts[&("events".into(), "PutEvents".into())].units, 3.0);
+        let of = |t: &str| counts[&(EVENT_TYPES.into(), t.into())].units;
+        assert_eq!(of("delivery.status_changed"), 2.0);
+        assert_eq!(of("channel.health_changed"), 1.0);
     }
 
     #[test]

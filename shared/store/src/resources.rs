@@ -4,6 +4,7 @@
 //! template is the only place resources are declared.
 
 use converger_core::Tier;
+use converger_core::settings as set;
 
 /// A queue a function may use: its short name (for reports), and the environment variables
 /// carrying its URL and, where a function reads it, its dead-letter queue's URL.
@@ -19,7 +20,7 @@ pub struct QueueDef {
 
 pub const ACTIVITIES_QUEUE: QueueDef = QueueDef {
     name: "activities",
-    env: "ACTIVITIES_QUEUE_URL",
+    env: set::ACTIVITIES_QUEUE_URL.name,
     dlq_env: None,
 };
 
@@ -27,32 +28,32 @@ pub const fn tier_queue(tier: Tier) -> QueueDef {
     match tier {
         Tier::High => QueueDef {
             name: "deliveries-high",
-            env: "DELIVERIES_HIGH_QUEUE_URL",
-            dlq_env: Some("DELIVERIES_HIGH_DLQ_URL"),
+            env: set::DELIVERIES_HIGH_QUEUE_URL.name,
+            dlq_env: Some(set::DELIVERIES_HIGH_DLQ_URL.name),
         },
         Tier::Default => QueueDef {
             name: "deliveries",
-            env: "DELIVERIES_QUEUE_URL",
-            dlq_env: Some("DELIVERIES_DLQ_URL"),
+            env: set::DELIVERIES_QUEUE_URL.name,
+            dlq_env: Some(set::DELIVERIES_DLQ_URL.name),
         },
         Tier::Bulk => QueueDef {
             name: "deliveries-bulk",
-            env: "DELIVERIES_BULK_QUEUE_URL",
-            dlq_env: Some("DELIVERIES_BULK_DLQ_URL"),
+            env: set::DELIVERIES_BULK_QUEUE_URL.name,
+            dlq_env: Some(set::DELIVERIES_BULK_DLQ_URL.name),
         },
     }
 }
 
 pub const REPLAY_QUEUE: QueueDef = QueueDef {
     name: "replay",
-    env: "REPLAY_QUEUE_URL",
+    env: set::REPLAY_QUEUE_URL.name,
     dlq_env: None,
 };
 
 /// Flow jobs of one channel: probes after the cooldown, and releases of parked deliveries.
 pub const PROBE_QUEUE: QueueDef = QueueDef {
     name: "probe",
-    env: "PROBE_QUEUE_URL",
+    env: set::PROBE_QUEUE_URL.name,
     dlq_env: None,
 };
 
@@ -67,17 +68,17 @@ pub const QUEUES: [QueueDef; 6] = [
 
 /// Environment variables naming the tables, in [`Resources`]' field order.
 pub const TABLE_ENVS: [&str; 11] = [
-    "TENANTS_TABLE",
-    "CHANNELS_TABLE",
-    "ACTIVITIES_TABLE",
-    "DELIVERIES_TABLE",
-    "ATTEMPTS_TABLE",
-    "AUDIT_TABLE",
-    "REPLAYS_TABLE",
-    "FLOW_TABLE",
-    "HEALTH_TABLE",
-    "CONNECTIONS_TABLE",
-    "IDEMPOTENCY_TABLE",
+    set::TENANTS_TABLE.name,
+    set::CHANNELS_TABLE.name,
+    set::ACTIVITIES_TABLE.name,
+    set::DELIVERIES_TABLE.name,
+    set::ATTEMPTS_TABLE.name,
+    set::AUDIT_TABLE.name,
+    set::REPLAYS_TABLE.name,
+    set::FLOW_TABLE.name,
+    set::HEALTH_TABLE.name,
+    set::CONNECTIONS_TABLE.name,
+    set::IDEMPOTENCY_TABLE.name,
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
@@ -85,15 +86,15 @@ pub use converger_ports::DUE_SHARDS;
 
 pub use converger_ports::DELIVER_TIMEOUT_S;
 
-pub const BUS_ENV: &str = "EVENT_BUS_NAME";
+pub const BUS_ENV: &str = set::EVENT_BUS_NAME.name;
 
 /// Environment variable with the WebSocket API's management endpoint
 /// (`https://{api-id}.execute-api.{region}.amazonaws.com/{stage}`).
-pub const MANAGEMENT_URL_ENV: &str = "WEBSOCKET_MANAGEMENT_URL";
+pub const MANAGEMENT_URL_ENV: &str = set::WEBSOCKET_MANAGEMENT_URL.name;
 
 /// The SES configuration set email is sent with (its event destination publishes bounces,
 /// complaints and deliveries to EventBridge).
-pub const EMAIL_CONFIGURATION_SET_ENV: &str = "EMAIL_CONFIGURATION_SET";
+pub const EMAIL_CONFIGURATION_SET_ENV: &str = set::EMAIL_CONFIGURATION_SET.name;
 /// `source` of every platform event.
 pub const EVENT_SOURCE: &str = "converger";
 
@@ -121,7 +122,7 @@ impl ResourceError {
 }
 
 /// The environment variable with the due index's shard count (the template's `DueShards`).
-pub const DUE_SHARDS_ENV: &str = "DUE_SHARDS";
+pub const DUE_SHARDS_ENV: &str = set::DUE_SHARDS.name;
 
 /// Physical names, resolved once per process from the function's environment.
 #[derive(Debug, Clone)]
@@ -156,22 +157,15 @@ impl Resources {
                 .filter(|v| !v.is_empty())
                 .ok_or(ResourceError::Missing(k))
         };
-        let due_shards = match var(DUE_SHARDS_ENV).filter(|v| !v.trim().is_empty()) {
-            None => DUE_SHARDS,
-            Some(v) => v
-                .trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|n| (1..=converger_ports::MAX_DUE_SHARDS).contains(n))
-                .ok_or_else(|| ResourceError::Invalid {
-                    var: DUE_SHARDS_ENV,
-                    value: v.clone(),
-                    rule: format!(
-                        "a shard count from 1 to {}",
-                        converger_ports::MAX_DUE_SHARDS
-                    ),
-                })?,
-        };
+        let env = set::Env::new(&var);
+        let due_shards = env
+            .number::<u32>(&set::DUE_SHARDS)
+            .map_err(|e| ResourceError::Invalid {
+                var: e.name,
+                value: e.value,
+                rule: e.rule,
+            })?
+            .unwrap_or(DUE_SHARDS);
         let mut queue_urls = std::collections::HashMap::new();
         let mut dlq_urls = std::collections::HashMap::new();
         for q in QUEUES {
@@ -257,6 +251,13 @@ mod tests {
         let mut env = full();
         let r = Resources::from_vars(|k| env.get(k).cloned()).unwrap();
         assert_eq!(r.due_shards, DUE_SHARDS);
+        assert_eq!(
+            set::DUE_SHARDS.kind,
+            set::Kind::Number {
+                min: 1,
+                max: u64::from(converger_ports::MAX_DUE_SHARDS)
+            }
+        );
         env.insert(DUE_SHARDS_ENV.into(), "256".into());
         let r = Resources::from_vars(|k| env.get(k).cloned()).unwrap();
         assert_eq!(r.due_shards, 256);

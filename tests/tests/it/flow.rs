@@ -118,6 +118,16 @@ async fn leaked_slot(t: &TestStack, rx: &Receiver) -> (String, DeliveryId, Strin
     assert_eq!(d["status"], "sent");
     let channel = ChannelId::parse(ch_id).unwrap();
     let leaked = DeliveryId::parse(&first).unwrap();
+    // The outcome is recorded before the attempt hands its slot back: once the slot is back,
+    // nothing of the first attempt can free the slot taken below.
+    assert!(
+        wait_until(Duration::from_secs(10), || async {
+            let f = t.stack.pipeline.store.get_flow(&channel).await.unwrap();
+            f.slots.is_empty()
+        })
+        .await,
+        "the first attempt handed its slot back"
+    );
     let taken = t
         .stack
         .pipeline

@@ -377,6 +377,14 @@ fn priced(
         .map(|(_, t)| t.units)
         .sum::<f64>()
         / n;
+    // The same events by detail type: what each case announces (status changes), apart from
+    // what happened beside it (a health change).
+    let by_type: Map<String, Value> = c
+        .requests
+        .iter()
+        .filter(|((s, _), _)| s == converger_store::counter::EVENT_TYPES)
+        .map(|((_, kind), t)| (kind.clone(), json!(round(t.units / n, 2))))
+        .collect();
     let api = c
         .calls
         .iter()
@@ -435,6 +443,7 @@ fn priced(
             "dynamodb_read_units": round(rcu, 2),
             "sqs_requests": round(sqs, 2),
             "eventbridge_events": round(events, 2),
+            "eventbridge_events_by_type": by_type,
             "api_requests": round(api, 2),
             "lambda_invocations": round(invocations, 2),
             "lambda_gb_seconds": round(gb_s, 6),

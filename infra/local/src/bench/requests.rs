@@ -301,6 +301,9 @@ pub fn per_delivery(counts: &Counts, deliveries: usize, took: Duration) -> Value
             idle += tally.requests;
             continue;
         }
+        if service == converger_store::counter::EVENT_TYPES {
+            continue;
+        }
         by_op.insert(
             format!("{service}/{op}"),
             json!(round(tally.requests as f64 / n)),

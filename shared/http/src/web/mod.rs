@@ -35,6 +35,7 @@ use axum::Router;
 use axum::response::Redirect;
 use axum::routing::{get, post};
 use converger_core::net::Allowlist;
+use converger_core::settings::{self, SettingError};
 use converger_core::web::{Realm, Role};
 use converger_core::{TenantId, time};
 use converger_ports::User;
@@ -56,39 +57,29 @@ pub struct WebConfig {
 }
 
 impl WebConfig {
-    /// Settings from the environment; a `SESSION_SECRET` too short to be one is refused.
-    pub fn from_env() -> Result<Self, converger_core::secret::ShortSecret> {
-        let secret = converger_core::secret::session_secret(std::env::var("SESSION_SECRET").ok())?;
-        Ok(Self::from_env_with_secret(secret))
+    /// The pages' settings from this process's environment, with the session secret given
+    /// (read from Secrets Manager and checked by `core::secret::session_secret`).
+    pub fn from_env_with_secret(secret: Option<String>) -> Result<Self, SettingError> {
+        Self::from_vars(secret, |k| std::env::var(k).ok())
     }
 
-    /// [`Self::from_env`] with the session secret given (read from Secrets Manager and checked
-    /// by `core::secret::session_secret`).
-    pub fn from_env_with_secret(secret: Option<String>) -> Self {
+    /// The pages' settings from `var`, each read by its declaration in `core::settings`: an
+    /// allowlist that does not parse, or a bad flag or number, stops the start naming it.
+    pub fn from_vars(
+        secret: Option<String>,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, SettingError> {
+        let env = settings::Env::new(var);
         let secret = secret.map(String::into_bytes).unwrap_or_else(|| {
             tracing::warn!("SESSION_SECRET unset: sessions last only as long as this process");
             converger_core::secret::new_key()
         });
-        let allow = std::env::var("ADMIN_IP_ALLOWLIST")
-            .ok()
-            .filter(|s| !s.trim().is_empty())
-            .map(|s| match Allowlist::parse(&s) {
-                Ok(a) => a,
-                Err(e) => {
-                    // Refuse everyone rather than no one when the list cannot be read.
-                    tracing::error!(error = %e, "ADMIN_IP_ALLOWLIST is invalid: the admin pages refuse every address");
-                    Allowlist::default()
-                }
-            });
-        Self {
+        Ok(Self {
             session_secret: secret,
-            admin_allow: allow,
-            secure_cookies: std::env::var("COOKIE_SECURE").map_or(true, |v| v != "false"),
-            export_limit: std::env::var("EXPORT_LIMIT")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(10_000),
-        }
+            admin_allow: env.parsed(&settings::ADMIN_IP_ALLOWLIST, Allowlist::parse)?,
+            secure_cookies: env.flag(&settings::COOKIE_SECURE)?.unwrap_or(true),
+            export_limit: env.number(&settings::EXPORT_LIMIT)?.unwrap_or(10_000),
+        })
     }
 
     /// For the local runner and tests: a random secret, plain-HTTP cookies, no allowlist.
@@ -242,5 +233,38 @@ pub async fn create_user(
         Ok(()) => Ok(user),
         Err(converger_ports::StoreError::Conflict(_)) => Err(NewUserError::Exists),
         Err(e) => Err(NewUserError::Store(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pages_settings_are_read_strictly() {
+        let c = WebConfig::from_vars(Some("s".repeat(32)), |_| None).unwrap();
+        assert!(c.secure_cookies && c.admin_allow.is_none());
+        assert_eq!(c.export_limit, 10_000);
+        let c = WebConfig::from_vars(None, |k| match k {
+            "ADMIN_IP_ALLOWLIST" => Some("10.0.0.0/8".into()),
+            "COOKIE_SECURE" => Some("false".into()),
+            "EXPORT_LIMIT" => Some("500".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert!(!c.secure_cookies && c.admin_allow.is_some());
+        assert_eq!(c.export_limit, 500);
+        // An allowlist that does not parse stops the start (it used to refuse every address
+        // while the function ran).
+        for (name, value) in [
+            ("ADMIN_IP_ALLOWLIST", "10.0.0.0/99"),
+            ("COOKIE_SECURE", "nope"),
+            ("EXPORT_LIMIT", "0"),
+        ] {
+            let err = WebConfig::from_vars(None, |k| (k == name).then(|| value.to_owned()))
+                .err()
+                .unwrap();
+            assert_eq!(err.name, name);
+        }
     }
 }
