@@ -567,7 +567,7 @@ impl Queue for MemQueue {
             + i64::from(delay_s.min(converger_ports::MAX_DELAY_S)) * 1000;
         self.deliveries
             .lock()
-            .map_err(|_| QueueError("poisoned".into()))?
+            .map_err(|_| QueueError::new("poisoned"))?
             .push((at, msg.clone()));
         Ok(())
     }
@@ -581,7 +581,7 @@ impl Queue for MemQueue {
         let now = converger_core::time::now_ms();
         self.deliveries
             .lock()
-            .map_err(|_| QueueError("poisoned".into()))?
+            .map_err(|_| QueueError::new("poisoned"))?
             .extend(msgs.iter().map(|m| (now, m.clone())));
         Ok(())
     }
@@ -592,7 +592,7 @@ impl Queue for MemQueue {
             + i64::from(delay_s.min(converger_ports::MAX_DELAY_S)) * 1000;
         self.flow_jobs
             .lock()
-            .map_err(|_| QueueError("poisoned".into()))?
+            .map_err(|_| QueueError::new("poisoned"))?
             .push((at, msg.clone()));
         Ok(())
     }
@@ -602,7 +602,7 @@ impl Queue for MemQueue {
         let q = self
             .deliveries
             .lock()
-            .map_err(|_| QueueError("poisoned".into()))?;
+            .map_err(|_| QueueError::new("poisoned"))?;
         let mut out = Vec::new();
         for tier in converger_core::Tier::ALL {
             let of_tier = || q.iter().filter(|(_, m)| m.tier == tier);
@@ -629,7 +629,7 @@ impl Queue for MemQueue {
         wait(&self.latency, |m| m.sqs_send).await;
         self.replays
             .lock()
-            .map_err(|_| QueueError("poisoned".into()))?
+            .map_err(|_| QueueError::new("poisoned"))?
             .push(msg.clone());
         Ok(())
     }

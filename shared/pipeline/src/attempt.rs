@@ -17,7 +17,7 @@ use converger_core::policy::{self, Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, time};
 use converger_ports::{
     Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
-    PlatformEvent, RetryAt, SentInfo, StoreError, StoreResult,
+    PlatformEvent, RetryAt, SentInfo, StoreResult,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -173,8 +173,8 @@ impl Pipeline {
         let mut again = msg.clone_without_activity();
         again.bounces = again.bounces.saturating_add(1);
         match self.attempt(msg).await {
-            Err(AttemptError::Store(StoreError::Unavailable(e)))
-                if again.bounces <= policy::MAX_BOUNCES =>
+            Err(AttemptError::Store(e))
+                if e.is_unavailable() && again.bounces <= policy::MAX_BOUNCES =>
             {
                 let delay_s = policy::bounce_delay_s(again.bounces - 1);
                 tracing::warn!(delivery_id = %again.delivery_id, error = %e, delay_s, bounces = again.bounces, "storage unavailable; the message comes back shortly");

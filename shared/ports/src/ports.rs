@@ -323,8 +323,32 @@ pub trait AuditStore: Send + Sync + 'static {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("queue unavailable: {0}")]
-pub struct QueueError(pub String);
+#[error("queue unavailable: {message}")]
+pub struct QueueError {
+    pub message: String,
+    /// The queue service's error, when it answered with one.
+    #[source]
+    pub source: Option<crate::error::Source>,
+}
+
+impl QueueError {
+    /// A failure the queue describes itself.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A request the queue service failed: its full context as the message, itself as the
+    /// source.
+    pub fn service(message: String, source: crate::error::Source) -> Self {
+        Self {
+            message,
+            source: Some(source),
+        }
+    }
+}
 
 #[async_trait]
 pub trait Queue: Send + Sync + 'static {

@@ -3,7 +3,6 @@
 use crate::resources::{QueueDef, Resources, tier_queue};
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use converger_core::Tier;
 use converger_ports::{DeliveryMessage, FlowJob, ReplayMessage};
@@ -30,7 +29,7 @@ impl SqsQueue {
         let url = |def: QueueDef| {
             res.queue_url(&def)
                 .map(str::to_owned)
-                .map_err(|e| QueueError(e.to_string()))
+                .map_err(|e| QueueError::new(e.to_string()))
         };
         let dlq = |tier: Tier| res.dlq_urls.get(tier_queue(tier).name).cloned();
         Ok(Self {
@@ -54,7 +53,7 @@ impl SqsQueue {
 }
 
 fn body<T: serde::Serialize>(msg: &T) -> Result<String, QueueError> {
-    serde_json::to_string(msg).map_err(|e| QueueError(e.to_string()))
+    serde_json::to_string(msg).map_err(|e| QueueError::new(e.to_string()))
 }
 
 impl SqsQueue {
@@ -69,7 +68,7 @@ impl SqsQueue {
             .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
             .send()
             .await
-            .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(&e).to_string()))?;
+            .map_err(queue_err)?;
         let attrs = out.attributes.unwrap_or_default();
         let n = |a: A| {
             attrs
@@ -98,7 +97,7 @@ impl Queue for SqsQueue {
                 .dlq_env
                 .unwrap_or("a dead-letter queue URL");
             let dlq = self.dlqs.get(i).cloned().flatten().ok_or_else(|| {
-                QueueError(format!(
+                QueueError::new(format!(
                     "{dlq_env} is not set: queue depths need the dead-letter queues' URLs"
                 ))
             })?;
@@ -124,7 +123,7 @@ impl Queue for SqsQueue {
             .delay_seconds(delay)
             .send()
             .await
-            .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+            .map_err(queue_err)?;
         Ok(())
     }
 
@@ -135,7 +134,7 @@ impl Queue for SqsQueue {
             .message_body(body(msg)?)
             .send()
             .await
-            .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+            .map_err(queue_err)?;
         Ok(())
     }
 
@@ -148,7 +147,7 @@ impl Queue for SqsQueue {
             .delay_seconds(delay)
             .send()
             .await
-            .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+            .map_err(queue_err)?;
         Ok(())
     }
 
@@ -198,7 +197,7 @@ impl SqsQueue {
                     .message_body(b.as_str())
                     .set_message_group_id(group.clone())
                     .build()
-                    .map_err(|e| QueueError(e.to_string()))?,
+                    .map_err(|e| QueueError::new(e.to_string()))?,
             );
         }
         let out = self
@@ -208,11 +207,11 @@ impl SqsQueue {
             .set_entries(Some(entries))
             .send()
             .await
-            .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+            .map_err(queue_err)?;
         for failed in out.failed {
             let idx: usize = failed.id.parse().unwrap_or(usize::MAX);
             let Some((b, group)) = bodies.get(idx) else {
-                return Err(QueueError(format!("batch entry {} failed", failed.id)));
+                return Err(QueueError::new(format!("batch entry {} failed", failed.id)));
             };
             self.client
                 .send_message()
@@ -221,8 +220,18 @@ impl SqsQueue {
                 .set_message_group_id(group.clone())
                 .send()
                 .await
-                .map_err(|e| QueueError(DisplayErrorContext(&e).to_string()))?;
+                .map_err(queue_err)?;
         }
         Ok(())
     }
+}
+
+/// A failed SQS request as a [`QueueError`] that keeps the SDK's error as its source.
+fn queue_err<E, R>(e: aws_sdk_sqs::error::SdkError<E, R>) -> QueueError
+where
+    E: std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let message = aws_sdk_sqs::error::DisplayErrorContext(&e).to_string();
+    QueueError::service(message, Box::new(e))
 }

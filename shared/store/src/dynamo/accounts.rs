@@ -205,8 +205,8 @@ async fn first_items<T, E, R>(
 ) -> StoreResult<Vec<T>>
 where
     T: DeserializeOwned,
-    E: std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
     let mut out = Vec::new();
     while out.len() < LIST_MAX

@@ -48,12 +48,16 @@ fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
+/// A failed DynamoDB request as a [`StoreError`] that keeps the SDK's error as its source.
 fn sdk_err<E, R>(e: SdkError<E, R>) -> StoreError
 where
-    E: std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
 {
-    StoreError::Unavailable(DisplayErrorContext(&e).to_string())
+    StoreError::Service {
+        message: DisplayErrorContext(&e).to_string(),
+        source: Box::new(e),
+    }
 }
 
 fn now_ms() -> i64 {
@@ -284,9 +288,10 @@ impl DynamoStore {
                     }
                     _ => Ok(Conditional::Refused(reread.await?)),
                 },
-                other => Err(StoreError::Unavailable(
-                    DisplayErrorContext(&other).to_string(),
-                )),
+                other => Err(StoreError::Service {
+                    message: DisplayErrorContext(&other).to_string(),
+                    source: Box::new(other),
+                }),
             },
         }
     }

@@ -172,3 +172,29 @@ fn attempt(n: u32) -> AttemptEntry {
         expires_at: None,
     }
 }
+
+/// A request DynamoDB refuses comes back as a storage error that keeps the SDK's error as its
+/// source, so the service's code and request id reach the logs and a caller can look at it.
+#[tokio::test]
+async fn a_refused_dynamodb_request_keeps_the_sdk_error_as_its_source() {
+    let t = TestStack::on_emulator().await;
+    let mut res = t.aws().resources.clone();
+    res.tenants = "converger-no-such-table".into();
+    let store: Arc<dyn Store> = Arc::new(DynamoStore::new(t.aws().clients.dynamodb.clone(), res));
+    let err = store.get_tenant(&TenantId::generate()).await.unwrap_err();
+    assert!(err.is_unavailable(), "{err}");
+    assert!(err.to_string().contains("ResourceNotFound"), "{err}");
+    let source = std::error::Error::source(&err).expect("the SDK's error is kept");
+    let sdk = source
+        .downcast_ref::<aws_sdk_dynamodb::error::SdkError<
+            aws_sdk_dynamodb::operation::get_item::GetItemError,
+            aws_sdk_dynamodb::config::http::HttpResponse,
+        >>()
+        .expect("the source is the SDK's error");
+    assert!(
+        sdk.as_service_error()
+            .is_some_and(|e| e.is_resource_not_found_exception()),
+        "{sdk:?}"
+    );
+    t.stop().await;
+}
