@@ -86,7 +86,8 @@ pub fn memory_pipeline_with(
         None => store,
     });
     let events = Arc::new(MemEvents::default());
-    let adapters = Adapters::standard(config.allowlist.clone())?;
+    let adapters = Adapters::standard(config.allowlist.clone())
+        .map_err(|e| format!("the HTTP client: {e}"))?;
     let mailer = Arc::new(converger_memory::MemMailer::new());
     let pipeline = Pipeline::new(
         store.clone(),

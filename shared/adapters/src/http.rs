@@ -84,7 +84,7 @@ pub struct Guarded {
 }
 
 impl Guarded {
-    pub fn new(allow: Allowlist) -> Result<Self, String> {
+    pub fn new(allow: Allowlist) -> Result<Self, reqwest::Error> {
         let allow = Arc::new(allow);
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -96,8 +96,7 @@ impl Guarded {
             .dns_resolver(GuardedResolver {
                 allow: allow.clone(),
             })
-            .build()
-            .map_err(|e| format!("http client: {e}"))?;
+            .build()?;
         Ok(Self { client, allow })
     }
 

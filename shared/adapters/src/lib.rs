@@ -12,6 +12,8 @@ pub mod whatsapp;
 
 use async_trait::async_trait;
 use converger_core::{ChannelId, ChannelType, DeliveryError};
+/// Why the adapters' HTTP client could not be built (its TLS backend did not start).
+pub use reqwest::Error as HttpClientError;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -143,7 +145,9 @@ impl Adapters {
 
     /// The standard set: webhook, the WhatsApp providers and Slack (sharing one HTTP client
     /// with the given destination allowlist), echo, websocket and email.
-    pub fn standard(allow: converger_core::net::Allowlist) -> Result<Self, String> {
+    /// Every adapter, over one HTTP client guarded by `allow`; fails only when the TLS
+    /// backend cannot start.
+    pub fn standard(allow: converger_core::net::Allowlist) -> Result<Self, HttpClientError> {
         let http = Arc::new(http::Guarded::new(allow)?);
         Ok(Self::new(vec![
             Arc::new(webhook::WebhookAdapter::new(http.clone())),

@@ -10,14 +10,31 @@ use converger_store::{ApiGatewaySockets, Resources, SesMailer};
 use std::sync::Arc;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 
+/// Why a function could not start: each keeps what it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    #[error(transparent)]
+    Setting(#[from] converger_core::settings::SettingError),
+    #[error(transparent)]
+    Resources(#[from] converger_store::resources::ResourceError),
+    #[error(transparent)]
+    Queue(#[from] converger_ports::QueueError),
+    #[error("the HTTP client: {0}")]
+    Http(#[from] converger_adapters::HttpClientError),
+    #[error(transparent)]
+    Secret(#[from] converger_store::secrets::SecretError),
+    #[error(transparent)]
+    ShortSecret(#[from] converger_core::secret::ShortSecret),
+}
+
 pub async fn aws_pipeline(
     clients: &Clients,
     res: &Resources,
     config: PipelineConfig,
-) -> Result<Pipeline, String> {
+) -> Result<Pipeline, BootError> {
     let store = DynamoStore::new(clients.dynamodb.clone(), res.clone())
         .with_serial_transactions(config.serial_transactions);
-    let queue = SqsQueue::new(clients.sqs.clone(), res).map_err(|e| e.to_string())?;
+    let queue = SqsQueue::new(clients.sqs.clone(), res)?;
     let events = EventBridgeEvents::new(clients.eventbridge.clone(), res.bus.clone());
     let adapters = Adapters::standard(config.allowlist.clone())?;
     Ok(Pipeline::new(
@@ -58,18 +75,18 @@ pub fn with_email(pipeline: Pipeline, clients: &Clients) -> Pipeline {
 }
 
 /// The pipeline a Lambda function uses: names and settings from its environment.
-pub async fn from_env() -> Result<Pipeline, String> {
-    let config = PipelineConfig::from_env().map_err(|e| e.to_string())?;
+pub async fn from_env() -> Result<Pipeline, BootError> {
+    let config = PipelineConfig::from_env()?;
     let clients = Clients::from_env().await;
-    let res = Resources::from_env().map_err(|e| e.to_string())?;
+    let res = Resources::from_env()?;
     aws_pipeline(&clients, &res, config).await
 }
 
 /// [`from_env`] with websocket pushes ([`with_websockets`]) and email ([`with_email`]).
-pub async fn from_env_with_websockets() -> Result<Pipeline, String> {
-    let config = PipelineConfig::from_env().map_err(|e| e.to_string())?;
+pub async fn from_env_with_websockets() -> Result<Pipeline, BootError> {
+    let config = PipelineConfig::from_env()?;
     let clients = Clients::from_env().await;
-    let res = Resources::from_env().map_err(|e| e.to_string())?;
+    let res = Resources::from_env()?;
     let pipeline = aws_pipeline(&clients, &res, config).await?;
     Ok(with_email(with_websockets(pipeline, &clients), &clients))
 }
@@ -78,7 +95,7 @@ pub async fn from_env_with_websockets() -> Result<Pipeline, String> {
 /// from Secrets Manager (the template passes their ARNs) or, for a process run by hand, its
 /// variable. Either one set but too short stops the start with an error naming it
 /// (`core::secret`); unset, the admin API is disabled or sessions end with the process.
-pub async fn admin_secrets() -> Result<(Option<String>, Option<String>), lambda_http::Error> {
+pub async fn admin_secrets() -> Result<(Option<String>, Option<String>), BootError> {
     use converger_core::{secret, settings};
     use converger_store::secrets::secret_or_env;
     let sdk = converger_store::aws::load_config().await;

@@ -77,7 +77,9 @@ async fn function_pipeline(
     clients.email_configuration_set = f
         .env(converger_store::EMAIL_CONFIGURATION_SET_ENV)
         .map(|s| s.to_string());
-    let pipeline = bootstrap::aws_pipeline(&clients, &resources, config.clone()).await?;
+    let pipeline = bootstrap::aws_pipeline(&clients, &resources, config.clone())
+        .await
+        .map_err(|e| e.to_string())?;
     let pipeline = if pushes(logical_id) {
         bootstrap::with_email(bootstrap::with_websockets(pipeline, &clients), &clients)
     } else {
@@ -191,7 +193,9 @@ pub(super) async fn build_aws(
     };
     let token_arn = secret_arn("ADMIN_TOKEN_SECRET_ARN")?;
     if let Some(token) = &opts.admin_token {
-        converger_store::secrets::put_secret_value(&sdk, &token_arn, token).await?;
+        converger_store::secrets::put_secret_value(&sdk, &token_arn, token)
+            .await
+            .map_err(|e| e.to_string())?;
     }
     let admin_guard = vec![SharedInterceptor::new(
         guards
@@ -199,17 +203,22 @@ pub(super) async fn build_aws(
             .cloned()
             .ok_or("the admin function has no guard")?,
     )];
-    let admin_token =
-        converger_store::secrets::secret_value(&sdk, &admin_guard, &token_arn).await?;
+    let admin_token = converger_store::secrets::secret_value(&sdk, &admin_guard, &token_arn)
+        .await
+        .map_err(|e| e.to_string())?;
     let session_secret = converger_store::secrets::secret_value(
         &sdk,
         &admin_guard,
         &secret_arn("SESSION_SECRET_ARN")?,
     )
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     let resources = admin.resources()?;
-    let pipeline =
-        Arc::new(bootstrap::aws_pipeline(&clients, &resources, opts.config.clone()).await?);
+    let pipeline = Arc::new(
+        bootstrap::aws_pipeline(&clients, &resources, opts.config.clone())
+            .await
+            .map_err(|e| e.to_string())?,
+    );
 
     // The queue-triggered functions, as their deployed event source mappings run them.
     if opts.run_functions {
