@@ -1,7 +1,7 @@
 //! Websocket pushes in process.
 
 use async_trait::async_trait;
-use converger_ports::{Pushed, Sockets};
+use converger_ports::{Pushed, SocketError, Sockets};
 
 /// In-process connections: frames go to channels a test or the in-process runner reads.
 #[derive(Default)]
@@ -34,11 +34,11 @@ impl MemSockets {
 
 #[async_trait]
 impl Sockets for MemSockets {
-    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, String> {
+    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, SocketError> {
         let m = self
             .open
             .lock()
-            .map_err(|_| "sockets poisoned".to_owned())?;
+            .map_err(|_| SocketError::new("sockets poisoned"))?;
         match m.get(connection_id) {
             Some(tx) if tx.send(data.to_vec()).is_ok() => Ok(Pushed::Sent),
             _ => Ok(Pushed::Gone),

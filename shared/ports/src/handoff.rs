@@ -84,10 +84,29 @@ pub enum Pushed {
     Gone,
 }
 
+/// A push that failed for another reason than a gone connection (retryable): the management
+/// API's error as the source where it answered with one.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct SocketError {
+    pub message: String,
+    #[source]
+    pub source: Option<crate::error::Source>,
+}
+
+impl SocketError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+}
+
 /// The WebSocket API's management endpoint (`PostToConnection`).
 #[async_trait]
 pub trait Sockets: Send + Sync + 'static {
-    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, String>;
+    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, SocketError>;
 }
 
 /// No WebSocket API configured: every push fails (retryable), so deliveries wait.
@@ -95,7 +114,9 @@ pub struct NoSockets;
 
 #[async_trait]
 impl Sockets for NoSockets {
-    async fn post(&self, _connection_id: &str, _data: &[u8]) -> Result<Pushed, String> {
-        Err("no WebSocket management endpoint configured".to_owned())
+    async fn post(&self, _connection_id: &str, _data: &[u8]) -> Result<Pushed, SocketError> {
+        Err(SocketError::new(
+            "no WebSocket management endpoint configured",
+        ))
     }
 }

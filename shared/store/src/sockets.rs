@@ -1,7 +1,7 @@
 //! Pushes to websocket clients through the WebSocket API's management endpoint.
 
 use async_trait::async_trait;
-use converger_ports::{Pushed, Sockets};
+use converger_ports::{Pushed, SocketError, Sockets};
 
 /// `PostToConnection` through the SDK.
 pub struct ApiGatewaySockets {
@@ -30,7 +30,7 @@ impl ApiGatewaySockets {
 
 #[async_trait]
 impl Sockets for ApiGatewaySockets {
-    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, String> {
+    async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, SocketError> {
         let r = self
             .client
             .post_to_connection()
@@ -48,7 +48,11 @@ impl Sockets for ApiGatewaySockets {
                 {
                     return Ok(Pushed::Gone);
                 }
-                Err(aws_sdk_apigatewaymanagement::error::DisplayErrorContext(&e).to_string())
+                Err(SocketError {
+                    message: aws_sdk_apigatewaymanagement::error::DisplayErrorContext(&e)
+                        .to_string(),
+                    source: Some(Box::new(e)),
+                })
             }
         }
     }
