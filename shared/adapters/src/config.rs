@@ -1,6 +1,8 @@
 //! What the provider adapters share to read a channel's `config`: allowed keys, strings,
 //! base URLs, and the request timeout.
 
+use converger_core::Invalid;
+
 use crate::Target;
 use crate::http::MAX_TIMEOUT_MS;
 use serde_json::{Map, Value};
@@ -10,12 +12,12 @@ pub(crate) fn keys_allowed(
     config: &Map<String, Value>,
     allowed: &[&str],
     kind: &str,
-) -> Result<(), String> {
+) -> Result<(), Invalid> {
     match config.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(format!(
+        Some(k) => Err(Invalid(format!(
             "unknown {kind} config key `{k}` (allowed: {})",
             allowed.join(", ")
-        )),
+        ))),
         None => Ok(()),
     }
 }
@@ -23,11 +25,11 @@ pub(crate) fn keys_allowed(
 pub(crate) fn string<'a>(
     config: &'a Map<String, Value>,
     key: &str,
-) -> Result<Option<&'a str>, String> {
+) -> Result<Option<&'a str>, Invalid> {
     match config.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.as_str())),
-        Some(_) => Err(format!("`{key}` must be a non-empty string")),
+        Some(_) => Err(Invalid(format!("`{key}` must be a non-empty string"))),
     }
 }
 
@@ -36,12 +38,12 @@ pub(crate) fn string<'a>(
 pub(crate) fn callback_token<'a>(
     config: &'a Map<String, Value>,
     key: &str,
-) -> Result<Option<&'a str>, String> {
+) -> Result<Option<&'a str>, Invalid> {
     let min = crate::websocket::MIN_TOKEN_CHARS;
     match string(config, key)? {
-        Some(t) if t.chars().count() < min => {
-            Err(format!("`{key}` must be at least {min} characters"))
-        }
+        Some(t) if t.chars().count() < min => Err(Invalid(format!(
+            "`{key}` must be at least {min} characters"
+        ))),
         t => Ok(t),
     }
 }
@@ -50,23 +52,23 @@ pub(crate) fn required<'a>(
     config: &'a Map<String, Value>,
     key: &str,
     kind: &str,
-) -> Result<&'a str, String> {
-    string(config, key)?.ok_or_else(|| format!("{kind} config needs `{key}`"))
+) -> Result<&'a str, Invalid> {
+    string(config, key)?.ok_or_else(|| Invalid(format!("{kind} config needs `{key}`")))
 }
 
-pub(crate) fn base_url(raw: &str) -> Result<reqwest::Url, String> {
-    let url = reqwest::Url::parse(raw).map_err(|e| format!("invalid base_url: {e}"))?;
+pub(crate) fn base_url(raw: &str) -> Result<reqwest::Url, Invalid> {
+    let url = reqwest::Url::parse(raw).map_err(|e| Invalid(format!("invalid base_url: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err("base_url must be http(s) with a host".into());
+        return Err(Invalid::new("base_url must be http(s) with a host"));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err("base_url must not carry credentials".into());
+        return Err(Invalid::new("base_url must not carry credentials"));
     }
     Ok(url)
 }
 
 /// `base` with `segments` appended to its path.
-pub(crate) fn join(base: &reqwest::Url, segments: &[&str]) -> Result<reqwest::Url, String> {
+pub(crate) fn join(base: &reqwest::Url, segments: &[&str]) -> Result<reqwest::Url, Invalid> {
     let mut url = base.clone();
     url.path_segments_mut()
         .map_err(|_| "base_url cannot have a path".to_owned())?

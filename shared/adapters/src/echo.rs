@@ -5,6 +5,8 @@
 //! activity targeted, except echo channels, so a bot never answers a bot) or `"none"` (the
 //! reply is only stored in the conversation).
 
+use converger_core::Invalid;
+
 use crate::{Accepted, Adapter, Delivered, Envelope, Reply, Target};
 use async_trait::async_trait;
 use converger_core::{ChannelType, DeliveryError};
@@ -12,15 +14,19 @@ use serde_json::{Map, Value, json};
 
 pub struct EchoAdapter;
 
-fn reply_everywhere(config: &Map<String, Value>) -> Result<bool, String> {
+fn reply_everywhere(config: &Map<String, Value>) -> Result<bool, Invalid> {
     if let Some(k) = config.keys().find(|k| k.as_str() != "reply_to") {
-        return Err(format!("unknown echo config key `{k}` (allowed: reply_to)"));
+        return Err(Invalid(format!(
+            "unknown echo config key `{k}` (allowed: reply_to)"
+        )));
     }
     match config.get("reply_to") {
         None | Some(Value::Null) => Ok(true),
         Some(Value::String(s)) if s == "activity_channels" => Ok(true),
         Some(Value::String(s)) if s == "none" => Ok(false),
-        Some(_) => Err("reply_to must be \"activity_channels\" or \"none\"".into()),
+        Some(_) => Err(Invalid::new(
+            "reply_to must be \"activity_channels\" or \"none\"",
+        )),
     }
 }
 
@@ -57,7 +63,7 @@ impl Adapter for EchoAdapter {
         ChannelType::Echo
     }
 
-    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), String> {
+    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {
         reply_everywhere(config).map(drop)
     }
 

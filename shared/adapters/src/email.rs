@@ -2,6 +2,8 @@
 //! handed to the platform's mail service (Amazon SES v2). `config`: `from` (a verified SES
 //! identity the tenant holds), and the defaults `to`, `reply_to` and `subject`.
 
+use converger_core::Invalid;
+
 use crate::{Accepted, Adapter, Delivered, Envelope, Target};
 use async_trait::async_trait;
 use converger_core::email::{self, CHANNEL_TAG, DELIVERY_TAG};
@@ -16,7 +18,7 @@ impl Adapter for EmailAdapter {
         ChannelType::Email
     }
 
-    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), String> {
+    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {
         email::settings(config).map(drop)
     }
 
@@ -25,7 +27,7 @@ impl Adapter for EmailAdapter {
         env: Envelope<'_>,
         target: Target<'_>,
     ) -> Result<Delivered, DeliveryError> {
-        let permanent = |e: String| DeliveryError::permanent(format!("email: {e}"));
+        let permanent = |e: Invalid| DeliveryError::permanent(format!("email: {e}"));
         let settings = email::settings(target.config).map_err(permanent)?;
         let mut message = email::message(env.payload, &settings).map_err(permanent)?;
         // SES copies the tags into every event of the message: its bounce finds the channel.

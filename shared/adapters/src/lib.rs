@@ -1,6 +1,8 @@
 //! Channel adapters: one trait, one module per channel type. An adapter turns one delivery into
 //! one request to the outside world and classifies what came back.
 
+use converger_core::Invalid;
+
 mod config;
 pub mod echo;
 pub mod email;
@@ -123,7 +125,7 @@ pub trait Adapter: Send + Sync {
     }
 
     /// Checks a channel's configuration when it is written.
-    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), String>;
+    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid>;
 
     async fn deliver(
         &self,

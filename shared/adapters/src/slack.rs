@@ -5,6 +5,8 @@
 //! `config`: either `token` (a bot token with `chat:write`) and `channel` (the channel's id),
 //! with `base_url` (default [`SLACK_BASE_URL`]); or `webhook_url` (an incoming webhook).
 
+use converger_core::Invalid;
+
 use crate::config::{base_url, join, keys_allowed, string, timeout};
 use crate::http::{Guarded, Response};
 use crate::{Accepted, Adapter, Delivered, Envelope, Target};
@@ -35,7 +37,7 @@ enum Mode<'a> {
     },
 }
 
-fn mode(config: &Map<String, Value>) -> Result<Mode<'_>, String> {
+fn mode(config: &Map<String, Value>) -> Result<Mode<'_>, Invalid> {
     keys_allowed(
         config,
         &["token", "channel", "base_url", "webhook_url"],
@@ -44,7 +46,7 @@ fn mode(config: &Map<String, Value>) -> Result<Mode<'_>, String> {
     match (string(config, "token")?, string(config, "webhook_url")?) {
         (Some(token), None) => {
             if !token.starts_with("xox") {
-                return Err("`token` must be a Slack token (`xoxb-...`)".into());
+                return Err(Invalid::new("`token` must be a Slack token (`xoxb-...`)"));
             }
             let channel = string(config, "channel")?
                 .ok_or("slack config with a `token` needs `channel` (the channel's id)")?;
@@ -65,7 +67,9 @@ fn mode(config: &Map<String, Value>) -> Result<Mode<'_>, String> {
             let url = base_url(hook).map_err(|e| e.replace("base_url", "webhook_url"))?;
             Ok(Mode::Webhook { url })
         }
-        _ => Err("slack config needs either `token` and `channel`, or `webhook_url`".into()),
+        _ => Err(Invalid::new(
+            "slack config needs either `token` and `channel`, or `webhook_url`",
+        )),
     }
 }
 
@@ -107,7 +111,7 @@ impl Adapter for SlackAdapter {
         Some(SLACK_DEFAULT_RATE)
     }
 
-    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), String> {
+    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {
         mode(config).map(drop)
     }
 
@@ -116,7 +120,7 @@ impl Adapter for SlackAdapter {
         env: Envelope<'_>,
         target: Target<'_>,
     ) -> Result<Delivered, DeliveryError> {
-        let permanent = |e: String| DeliveryError::permanent(format!("{SLACK}: {e}"));
+        let permanent = |e: Invalid| DeliveryError::permanent(format!("{SLACK}: {e}"));
         let mode = mode(target.config).map_err(permanent)?;
         let (url, token, channel) = match mode {
             Mode::WebApi {

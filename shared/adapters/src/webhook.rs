@@ -7,6 +7,8 @@
 //! the host is resolved, special-purpose addresses are dropped unless allowlisted, and the
 //! connection uses the vetted addresses only.
 
+use converger_core::Invalid;
+
 use crate::http::{Guarded, MAX_TIMEOUT_MS, Response};
 use crate::{Accepted, Adapter, Delivered, Envelope, Target};
 use async_trait::async_trait;
@@ -61,24 +63,26 @@ enum BodyShape {
 /// The `type` of a Standard Webhooks body for an activity sent without an event type.
 const STANDARD_DEFAULT_TYPE: &str = "activity.created";
 
-fn parse_config(config: &Map<String, Value>) -> Result<Config, String> {
+fn parse_config(config: &Map<String, Value>) -> Result<Config, Invalid> {
     for k in config.keys() {
         if !["url", "method", "headers", "receive_timeout", "body"].contains(&k.as_str()) {
-            return Err(format!(
+            return Err(Invalid(format!(
                 "unknown webhook config key `{k}` (allowed: url, method, headers, receive_timeout, body)"
-            ));
+            )));
         }
     }
     let url = config
         .get("url")
         .and_then(Value::as_str)
         .ok_or("webhook config needs `url`")?;
-    let url = reqwest::Url::parse(url).map_err(|e| format!("invalid webhook url: {e}"))?;
+    let url = reqwest::Url::parse(url).map_err(|e| Invalid(format!("invalid webhook url: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err("webhook url must be http(s) with a host".into());
+        return Err(Invalid::new("webhook url must be http(s) with a host"));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err("webhook url must not carry credentials; use headers".into());
+        return Err(Invalid::new(
+            "webhook url must not carry credentials; use headers",
+        ));
     }
     let method = match config.get("method") {
         None => reqwest::Method::POST,
@@ -86,9 +90,13 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, String> {
             "POST" => reqwest::Method::POST,
             "PUT" => reqwest::Method::PUT,
             "PATCH" => reqwest::Method::PATCH,
-            _ => return Err(format!("invalid webhook method `{m}` (POST, PUT or PATCH)")),
+            _ => {
+                return Err(Invalid(format!(
+                    "invalid webhook method `{m}` (POST, PUT or PATCH)"
+                )));
+            }
         },
-        Some(_) => return Err("webhook method must be a string".into()),
+        Some(_) => return Err(Invalid::new("webhook method must be a string")),
     };
     let mut headers = HeaderMap::new();
     match config.get("headers") {
@@ -96,19 +104,19 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, String> {
         Some(Value::Object(h)) => {
             for (k, v) in h {
                 let name = HeaderName::from_bytes(k.as_bytes())
-                    .map_err(|_| format!("invalid header name `{k}`"))?;
+                    .map_err(|_| Invalid(format!("invalid header name `{k}`")))?;
                 if RESERVED.contains(&name.as_str()) {
-                    return Err(format!("header `{k}` is set by Converger"));
+                    return Err(Invalid(format!("header `{k}` is set by Converger")));
                 }
                 let v = v
                     .as_str()
-                    .ok_or_else(|| format!("header `{k}` must be a string"))?;
+                    .ok_or_else(|| Invalid(format!("header `{k}` must be a string")))?;
                 let value = HeaderValue::from_str(v)
-                    .map_err(|_| format!("invalid value for header `{k}`"))?;
+                    .map_err(|_| Invalid(format!("invalid value for header `{k}`")))?;
                 headers.insert(name, value);
             }
         }
-        Some(_) => return Err("webhook headers must be an object of strings".into()),
+        Some(_) => return Err(Invalid::new("webhook headers must be an object of strings")),
     }
     let receive_timeout = match config.get("receive_timeout") {
         None | Some(Value::Null) => None,
@@ -124,7 +132,9 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, String> {
         Some(Value::String(b)) if b == "payload" => BodyShape::Payload,
         Some(Value::String(b)) if b == "standard" => BodyShape::Standard,
         Some(_) => {
-            return Err("webhook body must be \"envelope\", \"payload\" or \"standard\"".into());
+            return Err(Invalid::new(
+                "webhook body must be \"envelope\", \"payload\" or \"standard\"",
+            ));
         }
     };
     Ok(Config {
@@ -154,7 +164,7 @@ impl Adapter for WebhookAdapter {
         m
     }
 
-    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), String> {
+    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {
         parse_config(config).map(|_| ())
     }
 

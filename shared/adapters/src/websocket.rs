@@ -6,6 +6,8 @@
 //! delivery is handed off: it stays `pending`, is not retried, and becomes `sent` when a
 //! client acknowledges it (or asks for a replay of what is pending).
 
+use converger_core::Invalid;
+
 use crate::{Accepted, Adapter, Delivered, Envelope, Push, Target};
 use async_trait::async_trait;
 use converger_core::{ChannelType, DeliveryError};
@@ -23,14 +25,14 @@ pub struct SocketConfig<'a> {
     pub require_ack: bool,
 }
 
-pub fn socket_config(config: &Map<String, Value>) -> Result<SocketConfig<'_>, String> {
+pub fn socket_config(config: &Map<String, Value>) -> Result<SocketConfig<'_>, Invalid> {
     if let Some(k) = config
         .keys()
         .find(|k| !["token", "require_ack"].contains(&k.as_str()))
     {
-        return Err(format!(
+        return Err(Invalid(format!(
             "unknown websocket config key `{k}` (allowed: token, require_ack)"
-        ));
+        )));
     }
     let token = config
         .get("token")
@@ -42,7 +44,7 @@ pub fn socket_config(config: &Map<String, Value>) -> Result<SocketConfig<'_>, St
     let require_ack = match config.get("require_ack") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err("require_ack must be true or false".into()),
+        Some(_) => return Err(Invalid::new("require_ack must be true or false")),
     };
     Ok(SocketConfig { token, require_ack })
 }
@@ -73,7 +75,7 @@ impl Adapter for WebsocketAdapter {
         ChannelType::Websocket
     }
 
-    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), String> {
+    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {
         socket_config(config).map(drop)
     }
 

@@ -10,6 +10,8 @@
 //! `default_recipient`, `notify_url` (where Infobip posts delivery reports), and for receipts
 //! `receipt_token`.
 
+use converger_core::Invalid;
+
 use crate::config::{base_url, callback_token, join, keys_allowed, required, string, timeout};
 use crate::http::{Guarded, Response};
 use crate::{Accepted, Adapter, Delivered, Envelope, Target};
@@ -31,12 +33,14 @@ pub const META_DEFAULT_RATE: RateLimit = RateLimit {
     per_ms: 1000,
 };
 
-fn default_recipient(config: &Map<String, Value>) -> Result<Option<&str>, String> {
+fn default_recipient(config: &Map<String, Value>) -> Result<Option<&str>, Invalid> {
     let r = string(config, "default_recipient")?;
     if let Some(r) = r
         && providers::normalize_phone(r).is_none()
     {
-        return Err("default_recipient must be a phone number with 6 to 15 digits".into());
+        return Err(Invalid::new(
+            "default_recipient must be a phone number with 6 to 15 digits",
+        ));
     }
     Ok(r)
 }
@@ -47,7 +51,7 @@ struct MetaConfig<'a> {
     default_recipient: Option<&'a str>,
 }
 
-fn meta_config(config: &Map<String, Value>) -> Result<MetaConfig<'_>, String> {
+fn meta_config(config: &Map<String, Value>) -> Result<MetaConfig<'_>, Invalid> {
     const KIND: &str = "whatsapp_meta";
     keys_allowed(
         config,
@@ -64,7 +68,9 @@ fn meta_config(config: &Map<String, Value>) -> Result<MetaConfig<'_>, String> {
     )?;
     let phone = required(config, "phone_number_id", KIND)?;
     if !phone.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("phone_number_id must be the number's id (digits)".into());
+        return Err(Invalid::new(
+            "phone_number_id must be the number's id (digits)",
+        ));
     }
     let access_token = required(config, "access_token", KIND)?;
     let version = string(config, "api_version")?.unwrap_or(META_API_VERSION);
@@ -74,9 +80,9 @@ fn meta_config(config: &Map<String, Value>) -> Result<MetaConfig<'_>, String> {
                 .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
     });
     if !valid_version {
-        return Err(format!(
+        return Err(Invalid(format!(
             "api_version `{version}` must look like `{META_API_VERSION}`"
-        ));
+        )));
     }
     string(config, "app_secret")?;
     callback_token(config, "verify_token")?;
@@ -130,7 +136,7 @@ impl Adapter for MetaAdapter {
         Some(META_DEFAULT_RATE)
     }
 
-    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), String> {
+    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {
         meta_config(config).map(drop)
     }
 
@@ -139,7 +145,7 @@ impl Adapter for MetaAdapter {
         env: Envelope<'_>,
         target: Target<'_>,
     ) -> Result<Delivered, DeliveryError> {
-        let permanent = |e: String| DeliveryError::permanent(format!("{META}: {e}"));
+        let permanent = |e: Invalid| DeliveryError::permanent(format!("{META}: {e}"));
         let cfg = meta_config(target.config).map_err(permanent)?;
         let message = whatsapp_message(env.payload, cfg.default_recipient).map_err(permanent)?;
         self.http.check_literal(&cfg.url, META)?;
@@ -173,7 +179,7 @@ struct InfobipConfig<'a> {
     default_recipient: Option<&'a str>,
 }
 
-fn infobip_config(config: &Map<String, Value>) -> Result<InfobipConfig<'_>, String> {
+fn infobip_config(config: &Map<String, Value>) -> Result<InfobipConfig<'_>, Invalid> {
     const KIND: &str = "whatsapp_infobip";
     keys_allowed(
         config,
@@ -190,7 +196,9 @@ fn infobip_config(config: &Map<String, Value>) -> Result<InfobipConfig<'_>, Stri
     let base = base_url(required(config, "base_url", KIND)?)?;
     let sender = required(config, "sender", KIND)?;
     if providers::normalize_phone(sender).is_none() {
-        return Err("sender must be the WhatsApp sender's phone number".into());
+        return Err(Invalid::new(
+            "sender must be the WhatsApp sender's phone number",
+        ));
     }
     let notify_url = string(config, "notify_url")?;
     if let Some(u) = notify_url {
@@ -244,7 +252,7 @@ impl Adapter for InfobipAdapter {
         ChannelType::WhatsappInfobip
     }
 
-    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), String> {
+    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {
         infobip_config(config).map(drop)
     }
 
@@ -253,7 +261,7 @@ impl Adapter for InfobipAdapter {
         env: Envelope<'_>,
         target: Target<'_>,
     ) -> Result<Delivered, DeliveryError> {
-        let permanent = |e: String| DeliveryError::permanent(format!("{INFOBIP}: {e}"));
+        let permanent = |e: Invalid| DeliveryError::permanent(format!("{INFOBIP}: {e}"));
         let cfg = infobip_config(target.config).map_err(permanent)?;
         let message = whatsapp_message(env.payload, cfg.default_recipient).map_err(permanent)?;
         let body = infobip_request(&message, cfg.sender, env.delivery_id, cfg.notify_url)
@@ -311,7 +319,9 @@ mod tests {
         assert!(meta("0123456789abcdef").is_ok());
         assert_eq!(
             meta("x"),
-            Err("`verify_token` must be at least 16 characters".to_owned())
+            Err(Invalid::new(
+                "`verify_token` must be at least 16 characters"
+            ))
         );
         let infobip = |t: &str| {
             let c = json!({"base_url": "https://api.infobip.com", "api_key": "k",
@@ -321,7 +331,9 @@ mod tests {
         assert!(infobip("0123456789abcdef").is_ok());
         assert_eq!(
             infobip("short"),
-            Err("`receipt_token` must be at least 16 characters".to_owned())
+            Err(Invalid::new(
+                "`receipt_token` must be at least 16 characters"
+            ))
         );
     }
 

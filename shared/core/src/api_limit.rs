@@ -3,6 +3,8 @@
 //! less than one request per call: an instance takes a tenth of a second's worth of the
 //! rate at once and spends it locally for up to [`LEASE_MS`].
 
+use crate::Invalid;
+
 use crate::channel::Tier;
 use crate::flow::RateLimit;
 
@@ -52,12 +54,12 @@ impl Defaults {
 
     /// Reads `high=500/s,default=100/s,bulk=50/s` (any of the three; the others keep
     /// their default).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, Invalid> {
         let mut d = Self::default();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (tier, limit) = part
                 .split_once('=')
-                .ok_or_else(|| format!("`{part}` is not `<tier>=<limit>`"))?;
+                .ok_or_else(|| Invalid(format!("`{part}` is not `<tier>=<limit>`")))?;
             let limit: RateLimit = limit.parse()?;
             match tier.trim().parse::<Tier>()? {
                 Tier::High => d.high = limit,

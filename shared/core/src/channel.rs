@@ -1,5 +1,7 @@
 //! Channel types and tenant tiers.
 
+use crate::Invalid;
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -47,24 +49,24 @@ impl fmt::Display for ChannelType {
 }
 
 impl FromStr for ChannelType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = Invalid;
+    fn from_str(s: &str) -> Result<Self, Invalid> {
         Self::ALL
             .into_iter()
             .find(|t| t.as_str() == s)
-            .ok_or_else(|| format!("unknown channel type `{s}`"))
+            .ok_or_else(|| Invalid(format!("unknown channel type `{s}`")))
     }
 }
 
 /// The rule for names of tenants and channels: 1 to 200 characters, not blank, and no
 /// control characters (NUL, escape sequences that would rewrite an operator's terminal, line
 /// breaks that would split a log line or a CSV row).
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), Invalid> {
     if name.trim().is_empty() || name.chars().count() > 200 {
-        return Err("name must be 1 to 200 characters".into());
+        return Err(Invalid::new("name must be 1 to 200 characters"));
     }
     if name.chars().any(char::is_control) {
-        return Err("name must not contain control characters".into());
+        return Err(Invalid::new("name must not contain control characters"));
     }
     Ok(())
 }
@@ -74,7 +76,7 @@ pub const MAX_EVENT_TYPES: usize = 50;
 
 /// The rule for event type names (`message.created`, `order:paid`): 1 to 100 letters, digits,
 /// `.`, `_`, `-` or `:`. A channel may also subscribe to `*`, every type.
-pub fn check_event_type(name: &str) -> Result<(), String> {
+pub fn check_event_type(name: &str) -> Result<(), Invalid> {
     let ok = (1..=100).contains(&name.len())
         && name
             .chars()
@@ -82,24 +84,24 @@ pub fn check_event_type(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(Invalid(format!(
             "event type `{}` must be 1 to 100 letters, digits, `.`, `_`, `-` or `:`",
             name.chars().take(100).collect::<String>()
-        ))
+        )))
     }
 }
 
 /// Checks a channel's subscriptions: at most [`MAX_EVENT_TYPES`] names or `*`, no repeats.
-pub fn check_event_types(types: &[String]) -> Result<(), String> {
+pub fn check_event_types(types: &[String]) -> Result<(), Invalid> {
     if types.len() > MAX_EVENT_TYPES {
-        return Err(format!("at most {MAX_EVENT_TYPES} event types"));
+        return Err(Invalid(format!("at most {MAX_EVENT_TYPES} event types")));
     }
     for (i, t) in types.iter().enumerate() {
         if t != "*" {
             check_event_type(t)?;
         }
         if types[..i].contains(t) {
-            return Err(format!("event type `{t}` is listed twice"));
+            return Err(Invalid(format!("event type `{t}` is listed twice")));
         }
     }
     Ok(())
@@ -152,12 +154,12 @@ impl Tier {
 }
 
 impl FromStr for Tier {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = Invalid;
+    fn from_str(s: &str) -> Result<Self, Invalid> {
         Self::ALL
             .into_iter()
             .find(|t| t.as_str() == s)
-            .ok_or_else(|| format!("unknown tier `{s}` (high, default, bulk)"))
+            .ok_or_else(|| Invalid(format!("unknown tier `{s}` (high, default, bulk)")))
     }
 }
 
@@ -199,7 +201,7 @@ mod tests {
         ] {
             assert_eq!(
                 check_name(bad),
-                Err("name must not contain control characters".to_owned()),
+                Err(Invalid::new("name must not contain control characters")),
                 "{bad:?}"
             );
         }

@@ -3,6 +3,8 @@
 //! the stack's configuration set) mean for a delivery. The adapter hands the message to the
 //! platform's mailer (SES v2 `SendEmail`); the `email-events` function applies the events.
 
+use crate::Invalid;
+
 use crate::DeliveryStatus;
 use crate::providers::Receipt;
 use serde_json::Value;
@@ -75,19 +77,23 @@ pub fn is_address(addr: &str) -> bool {
             .all(|c| !c.is_whitespace() && !c.is_control() && !matches!(c, '<' | '>' | ',' | ';'))
 }
 
-fn addresses(v: &Value, what: &str) -> Result<Vec<String>, String> {
+fn addresses(v: &Value, what: &str) -> Result<Vec<String>, Invalid> {
     let list: Vec<&str> = match v {
         Value::String(s) => vec![s.as_str()],
         Value::Array(a) => a
             .iter()
             .map(|x| x.as_str().ok_or(format!("`{what}` must hold strings")))
             .collect::<Result<_, _>>()?,
-        _ => return Err(format!("`{what}` must be an address or a list of them")),
+        _ => {
+            return Err(Invalid(format!(
+                "`{what}` must be an address or a list of them"
+            )));
+        }
     };
     if list.is_empty() || list.len() > MAX_RECIPIENTS {
-        return Err(format!(
+        return Err(Invalid(format!(
             "`{what}` must name 1 to {MAX_RECIPIENTS} addresses"
-        ));
+        )));
     }
     list.into_iter()
         .map(|a| {
@@ -95,7 +101,7 @@ fn addresses(v: &Value, what: &str) -> Result<Vec<String>, String> {
             if is_address(a) {
                 Ok(a.to_owned())
             } else {
-                Err(format!("`{what}` has an invalid address `{a}`"))
+                Err(Invalid(format!("`{what}` has an invalid address `{a}`")))
             }
         })
         .collect()
@@ -121,7 +127,7 @@ fn is_domain(d: &str) -> bool {
 
 /// Checks the name of an SES tenant (`CreateTenant`'s rule: 1 to 64 letters, digits, `-`
 /// and `_`).
-pub fn ses_tenant_name(name: &str) -> Result<String, String> {
+pub fn ses_tenant_name(name: &str) -> Result<String, Invalid> {
     let name = name.trim();
     if (1..=64).contains(&name.len())
         && name
@@ -130,29 +136,29 @@ pub fn ses_tenant_name(name: &str) -> Result<String, String> {
     {
         Ok(name.to_owned())
     } else {
-        Err(format!(
+        Err(Invalid(format!(
             "ses_tenant must be an SES tenant's name: 1 to 64 letters, digits, `-` and `_`, \
              not {name:?}"
-        ))
+        )))
     }
 }
 
 /// Checks the SES identities an operator gives a tenant (each an address, `news@acme.com`,
 /// or a domain, `acme.com`), lower-cased, duplicates dropped, in the order given.
-pub fn sender_identities(list: &[String]) -> Result<Vec<String>, String> {
+pub fn sender_identities(list: &[String]) -> Result<Vec<String>, Invalid> {
     if list.len() > MAX_SENDER_IDENTITIES {
-        return Err(format!(
+        return Err(Invalid(format!(
             "at most {MAX_SENDER_IDENTITIES} sender identities, not {}",
             list.len()
-        ));
+        )));
     }
     let mut out: Vec<String> = Vec::new();
     for raw in list {
         let id = raw.trim().to_ascii_lowercase();
         if !(is_address(&id) || is_domain(&id)) {
-            return Err(format!(
+            return Err(Invalid(format!(
                 "`{raw}` is neither an email address nor a domain name"
-            ));
+            )));
         }
         if !out.contains(&id) {
             out.push(id);
@@ -190,18 +196,26 @@ pub struct Settings {
 }
 
 /// Reads and checks an `email` channel's `config`.
-pub fn settings(config: &serde_json::Map<String, Value>) -> Result<Settings, String> {
+pub fn settings(config: &serde_json::Map<String, Value>) -> Result<Settings, Invalid> {
     const KEYS: [&str; 4] = ["from", "to", "reply_to", "subject"];
     if let Some(k) = config.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(format!(
+        return Err(Invalid(format!(
             "unknown email config key `{k}` (allowed: {})",
             KEYS.join(", ")
-        ));
+        )));
     }
     let from = match config.get("from") {
         Some(Value::String(s)) if is_address(s.trim()) => s.trim().to_owned(),
-        Some(_) => return Err("`from` must be one email address (an SES identity)".into()),
-        None => return Err("email config needs `from` (a verified SES identity)".into()),
+        Some(_) => {
+            return Err(Invalid::new(
+                "`from` must be one email address (an SES identity)",
+            ));
+        }
+        None => {
+            return Err(Invalid::new(
+                "email config needs `from` (a verified SES identity)",
+            ));
+        }
     };
     let to = config
         .get("to")
@@ -217,7 +231,7 @@ pub fn settings(config: &serde_json::Map<String, Value>) -> Result<Settings, Str
     let subject = match config.get("subject") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(subject(s)?),
-        Some(_) => return Err("`subject` must be a string".into()),
+        Some(_) => return Err(Invalid::new("`subject` must be a string")),
     };
     Ok(Settings {
         from,
@@ -227,15 +241,17 @@ pub fn settings(config: &serde_json::Map<String, Value>) -> Result<Settings, Str
     })
 }
 
-fn subject(s: &str) -> Result<String, String> {
+fn subject(s: &str) -> Result<String, Invalid> {
     let s = s.trim();
     if s.is_empty() || s.chars().count() > MAX_SUBJECT_CHARS {
-        return Err(format!(
+        return Err(Invalid(format!(
             "the subject must be 1 to {MAX_SUBJECT_CHARS} characters"
-        ));
+        )));
     }
     if s.chars().any(char::is_control) {
-        return Err("the subject must not contain control characters".into());
+        return Err(Invalid::new(
+            "the subject must not contain control characters",
+        ));
     }
     Ok(s.to_owned())
 }
@@ -244,7 +260,7 @@ fn subject(s: &str) -> Result<String, String> {
 /// address or a list), else the channel's; `subject` from the payload, else the channel's,
 /// else [`DEFAULT_SUBJECT`]; bodies from `text` (a string or `{body}`) and `html`, at least
 /// one. An `Err` is permanent.
-pub fn message(payload: &Value, s: &Settings) -> Result<Email, String> {
+pub fn message(payload: &Value, s: &Settings) -> Result<Email, Invalid> {
     let to = match payload.get("to").filter(|v| !v.is_null()) {
         Some(v) => addresses(v, "to")?,
         None => {
@@ -258,7 +274,7 @@ pub fn message(payload: &Value, s: &Settings) -> Result<Email, String> {
             .subject
             .clone()
             .unwrap_or_else(|| DEFAULT_SUBJECT.to_owned()),
-        Some(_) => return Err("`subject` must be a string".into()),
+        Some(_) => return Err(Invalid::new("`subject` must be a string")),
     };
     let text = match payload.get("text") {
         Some(Value::String(t)) => Some(t.clone()),
@@ -272,7 +288,9 @@ pub fn message(payload: &Value, s: &Settings) -> Result<Email, String> {
         .filter(|h| !h.trim().is_empty())
         .map(str::to_owned);
     if text.is_none() && html.is_none() {
-        return Err("the activity has no `text` and no `html` to send".into());
+        return Err(Invalid::new(
+            "the activity has no `text` and no `html` to send",
+        ));
     }
     Ok(Email {
         from: s.from.clone(),
@@ -375,7 +393,7 @@ mod tests {
     }
     use serde_json::json;
 
-    fn settings_of(v: Value) -> Result<Settings, String> {
+    fn settings_of(v: Value) -> Result<Settings, Invalid> {
         settings(v.as_object().unwrap())
     }
 

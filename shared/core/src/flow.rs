@@ -3,6 +3,8 @@
 //! The breaker and the window live on a channel's flow item; this module decides, the store
 //! applies the decision with one conditional write.
 
+use crate::Invalid;
+
 use crate::channel::Tier;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -101,7 +103,7 @@ impl MaxInFlight {
         }
     }
 
-    fn from_json(v: &Value) -> Result<Self, String> {
+    fn from_json(v: &Value) -> Result<Self, Invalid> {
         match v {
             Value::Null => Ok(Self::Unbounded),
             Value::String(s) if s == "auto" => Ok(Self::Auto),
@@ -178,18 +180,18 @@ const KEYS: [&str; 6] = [
 
 impl BreakerConfig {
     /// Validates a channel's `circuit_breaker` overrides (unknown keys and bad values refused).
-    pub fn validate(overrides: &Map<String, Value>) -> Result<(), String> {
+    pub fn validate(overrides: &Map<String, Value>) -> Result<(), Invalid> {
         Self::from_overrides(overrides).map(|_| ())
     }
 
     /// The defaults with a channel's overrides applied.
-    pub fn from_overrides(overrides: &Map<String, Value>) -> Result<Self, String> {
+    pub fn from_overrides(overrides: &Map<String, Value>) -> Result<Self, Invalid> {
         let mut c = Self::default();
         for (k, v) in overrides {
-            let int = |lo: u64, hi: u64| -> Result<u64, String> {
+            let int = |lo: u64, hi: u64| -> Result<u64, Invalid> {
                 v.as_u64()
                     .filter(|n| (lo..=hi).contains(n))
-                    .ok_or_else(|| format!("{k} must be an integer from {lo} to {hi}"))
+                    .ok_or_else(|| Invalid(format!("{k} must be an integer from {lo} to {hi}")))
             };
             match k.as_str() {
                 "failure_threshold" => c.failure_threshold = int(1, 1000)? as u32,
@@ -203,10 +205,10 @@ impl BreakerConfig {
                 }
                 "replay_window_ms" => c.replay_window_ms = int(1000, 30 * 86_400_000)?,
                 other => {
-                    return Err(format!(
+                    return Err(Invalid(format!(
                         "unknown circuit_breaker setting {other:?} (known: {})",
                         KEYS.join(", ")
-                    ));
+                    )));
                 }
             }
         }

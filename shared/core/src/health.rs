@@ -1,5 +1,7 @@
 //! Channel health and auto-disable rules.
 
+use crate::Invalid;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
@@ -103,7 +105,7 @@ impl Default for AutoDisable {
 pub const AUTO_DISABLED: &str = "auto_disabled_failure_threshold";
 
 impl AutoDisable {
-    pub fn from_overrides(overrides: &Map<String, Value>) -> Result<Self, String> {
+    pub fn from_overrides(overrides: &Map<String, Value>) -> Result<Self, Invalid> {
         let mut c = Self::default();
         for (k, v) in overrides {
             match k.as_str() {
@@ -121,9 +123,9 @@ impl AutoDisable {
                         .ok_or("success_window_ms must be an integer from 60000 to 7776000000")?
                 }
                 other => {
-                    return Err(format!(
+                    return Err(Invalid(format!(
                         "unknown auto_disable setting {other:?} (known: failed_attempts, success_window_ms)"
-                    ));
+                    )));
                 }
             }
         }

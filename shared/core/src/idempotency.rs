@@ -3,6 +3,8 @@
 //! with another request is refused; a duplicate that arrives while the first is running
 //! waits for its answer.
 
+use crate::Invalid;
+
 use sha2::{Digest, Sha256};
 
 /// How long a key is remembered (24 hours).
@@ -16,11 +18,11 @@ pub const WAIT_MS: u64 = 10_000;
 pub const MAX_KEY_LEN: usize = 255;
 
 /// A key is 1 to [`MAX_KEY_LEN`] visible ASCII characters (a UUID, typically).
-pub fn check_key(key: &str) -> Result<(), String> {
+pub fn check_key(key: &str) -> Result<(), Invalid> {
     if key.is_empty() || key.len() > MAX_KEY_LEN || !key.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(format!(
+        return Err(Invalid(format!(
             "Idempotency-Key must be 1 to {MAX_KEY_LEN} visible ASCII characters"
-        ));
+        )));
     }
     Ok(())
 }

@@ -19,6 +19,8 @@
 //! maps of [`MAX_COLLECTION`] items, and a result of [`MAX_OUTPUT_BYTES`]. The scripts have no
 //! way to reach files, the network, the environment or the clock of another delivery.
 
+use crate::Invalid;
+
 use rhai::{Dynamic, Engine, EvalAltResult, Scope};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -121,6 +123,8 @@ pub struct Meta<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Halted(pub String);
 
+impl std::error::Error for Halted {}
+
 impl std::fmt::Display for Halted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "halted: {}", self.0)
@@ -129,14 +133,14 @@ impl std::fmt::Display for Halted {
 
 /// Reads and checks a channel's `middleware` as written by a tenant: the steps, or the first
 /// problem, naming its step (`step 2 (transform): ...`).
-pub fn parse(raw: &Value) -> Result<Vec<Step>, String> {
+pub fn parse(raw: &Value) -> Result<Vec<Step>, Invalid> {
     let items = match raw {
         Value::Null => return Ok(Vec::new()),
         Value::Array(a) => a,
-        _ => return Err("middleware must be an array of steps".into()),
+        _ => return Err(Invalid::new("middleware must be an array of steps")),
     };
     if items.len() > MAX_STEPS {
-        return Err(format!("middleware has at most {MAX_STEPS} steps"));
+        return Err(Invalid(format!("middleware has at most {MAX_STEPS} steps")));
     }
     let mut steps = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
@@ -144,14 +148,14 @@ pub fn parse(raw: &Value) -> Result<Vec<Step>, String> {
         let step: Step = serde_json::from_value(item.clone()).map_err(|e| {
             format!("step {n}: {e} (a step is {{\"type\": \"transform\", \"script\"}} or {{\"type\": \"halt\", \"if\", \"reason\"}})")
         })?;
-        check(&step).map_err(|e| format!("step {n} ({}): {e}", step.kind()))?;
+        check(&step).map_err(|e| Invalid(format!("step {n} ({}): {e}", step.kind())))?;
         steps.push(step);
     }
     Ok(steps)
 }
 
 /// Whether a step can run: its script or condition compiles against the names it can see.
-fn check(step: &Step) -> Result<(), String> {
+fn check(step: &Step) -> Result<(), Invalid> {
     let e = engine();
     let scope = scope(&Value::Null, None);
     match step {
@@ -159,34 +163,34 @@ fn check(step: &Step) -> Result<(), String> {
             bounded(script)?;
             e.compile_with_scope(&scope, script)
                 .map(drop)
-                .map_err(|e| e.to_string())
+                .map_err(|e| Invalid(e.to_string()))
         }
         Step::Halt { condition, reason } => {
             bounded(condition)?;
             let reason = reason.trim();
             if reason.is_empty() || reason.chars().count() > MAX_REASON_CHARS {
-                return Err(format!(
+                return Err(Invalid(format!(
                     "`reason` must be 1 to {MAX_REASON_CHARS} characters"
-                ));
+                )));
             }
             if reason.chars().any(char::is_control) {
-                return Err("`reason` must not contain control characters".into());
+                return Err(Invalid::new("`reason` must not contain control characters"));
             }
             e.compile_expression_with_scope(&scope, condition)
                 .map(drop)
-                .map_err(|e| e.to_string())
+                .map_err(|e| Invalid(e.to_string()))
         }
     }
 }
 
-fn bounded(text: &str) -> Result<(), String> {
+fn bounded(text: &str) -> Result<(), Invalid> {
     if text.trim().is_empty() {
-        return Err("the script is empty".into());
+        return Err(Invalid::new("the script is empty"));
     }
     if text.len() > MAX_SCRIPT_BYTES {
-        return Err(format!(
+        return Err(Invalid(format!(
             "the script is longer than {MAX_SCRIPT_BYTES} bytes"
-        ));
+        )));
     }
     Ok(())
 }
@@ -218,7 +222,7 @@ pub fn apply(steps: &[Step], payload: Value, meta: &Meta<'_>) -> Result<Value, H
                 "the payload it left is {size} bytes, over {MAX_OUTPUT_BYTES}"
             )));
         }
-        crate::payload::check(&current).map_err(failed)?;
+        crate::payload::check(&current).map_err(|e| failed(e.0))?;
     }
     Ok(current)
 }

@@ -4,6 +4,8 @@
 //! the cloud metadata endpoints), CGNAT, unique-local, unspecified, multicast and other
 //! special-purpose ranges are refused unless an operator allowlist of CIDRs covers them.
 
+use crate::Invalid;
+
 use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
@@ -17,14 +19,14 @@ impl Allowlist {
     }
 
     /// Parses a comma-separated list of CIDRs (`127.0.0.0/8,::1/128`).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, Invalid> {
         s.split(',')
             .map(str::trim)
             .filter(|p| !p.is_empty())
             .map(|p| {
                 IpNet::from_str(p)
                     .or_else(|_| IpAddr::from_str(p).map(IpNet::from))
-                    .map_err(|_| format!("`{p}` is not a CIDR"))
+                    .map_err(|_| Invalid(format!("`{p}` is not a CIDR")))
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Self)

@@ -4,26 +4,28 @@
 //! out when it is written (where it would read as a storage failure, and a producer would
 //! retry it for ever).
 
+use crate::Invalid;
+
 use serde_json::Value;
 
 /// The deepest nesting of objects and arrays a payload may have (a scalar is 0, `{"a": 1}` is 1).
 pub const MAX_DEPTH: usize = 32;
 
 /// Why `payload` cannot be stored, or `Ok`.
-pub fn check(payload: &Value) -> Result<(), String> {
+pub fn check(payload: &Value) -> Result<(), Invalid> {
     // Depth first, iteratively: a hostile payload cannot exhaust the stack.
     let mut stack: Vec<(&Value, usize)> = vec![(payload, 0)];
     while let Some((v, depth)) = stack.pop() {
         match v {
             Value::Object(m) => {
                 if depth + 1 > MAX_DEPTH {
-                    return Err(too_deep());
+                    return Err(too_deep().into());
                 }
                 stack.extend(m.values().map(|c| (c, depth + 1)));
             }
             Value::Array(a) => {
                 if depth + 1 > MAX_DEPTH {
-                    return Err(too_deep());
+                    return Err(too_deep().into());
                 }
                 stack.extend(a.iter().map(|c| (c, depth + 1)));
             }
@@ -31,9 +33,9 @@ pub fn check(payload: &Value) -> Result<(), String> {
                 if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
                     let m = f.abs();
                     if m != 0.0 && !(1e-130..1e126).contains(&m) {
-                        return Err(format!(
+                        return Err(Invalid(format!(
                             "payload number {n} is outside the storable range (0, or a magnitude from 1e-130 to below 1e126)"
-                        ));
+                        )));
                     }
                 }
             }
@@ -68,7 +70,7 @@ mod tests {
     fn nesting_up_to_the_limit_is_kept_and_one_more_is_refused() {
         assert_eq!(check(&json!("scalar")), Ok(()));
         assert_eq!(check(&nested(MAX_DEPTH)), Ok(()));
-        assert_eq!(check(&nested(MAX_DEPTH + 1)), Err(too_deep()));
+        assert_eq!(check(&nested(MAX_DEPTH + 1)), Err(too_deep().into()));
         // Deep enough to overflow a recursive check's stack.
         let deep: Value = serde_json::from_str(&format!("{}{}", "[".repeat(100), "]".repeat(100)))
             .unwrap_or(Value::Null);

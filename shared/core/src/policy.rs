@@ -6,6 +6,8 @@
 //! written; values from the configuration and adapter layers that would not validate are
 //! skipped during the merge rather than breaking every delivery.
 
+use crate::Invalid;
+
 use crate::error::DeliveryError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -175,19 +177,19 @@ fn positive_int(v: &Value) -> Option<u64> {
     v.as_u64().filter(|n| *n > 0)
 }
 
-fn check(key: &str, value: &Value) -> Result<(), String> {
+fn check(key: &str, value: &Value) -> Result<(), Invalid> {
     match key {
         "backoff" => match value.as_str() {
             Some(s) if Backoff::parse(s).is_some() => Ok(()),
-            _ => Err("must be one of exponential, linear, fixed".into()),
+            _ => Err(Invalid::new("must be one of exponential, linear, fixed")),
         },
         "max_attempts" => match positive_int(value) {
             Some(n) if n <= u64::from(u32::MAX) => Ok(()),
-            _ => Err("must be a positive integer".into()),
+            _ => Err(Invalid::new("must be a positive integer")),
         },
         "base_ms" | "max_ms" | "timeout_ms" | "retry_after_max_ms" => match positive_int(value) {
             Some(_) => Ok(()),
-            None => Err("must be a positive integer".into()),
+            None => Err(Invalid::new("must be a positive integer")),
         },
         "schedule" => match value.as_array() {
             Some(a)
@@ -197,15 +199,20 @@ fn check(key: &str, value: &Value) -> Result<(), String> {
             {
                 Ok(())
             }
-            _ => Err(format!(
+            _ => Err(Invalid(format!(
                 "must be a list of 1 to {MAX_SCHEDULE_LEN} positive integers (ms)"
-            )),
+            ))),
         },
         "jitter" => match value.as_f64() {
             Some(j) if (0.0..1.0).contains(&j) => Ok(()),
-            _ => Err("must be a number from 0 up to (not including) 1".into()),
+            _ => Err(Invalid::new(
+                "must be a number from 0 up to (not including) 1",
+            )),
         },
-        _ => Err(format!("unknown key (allowed: {})", KEYS.join(", "))),
+        _ => Err(Invalid(format!(
+            "unknown key (allowed: {})",
+            KEYS.join(", ")
+        ))),
     }
 }
 
@@ -216,9 +223,9 @@ impl RetryPolicy {
         let errors: Vec<PolicyError> = layer
             .iter()
             .filter_map(|(k, v)| {
-                check(k, v).err().map(|message| PolicyError {
+                check(k, v).err().map(|e| PolicyError {
                     key: k.clone(),
-                    message,
+                    message: e.0,
                 })
             })
             .collect();

@@ -3,6 +3,8 @@
 //! The adapters (`converger-adapters`) do the HTTP; the receipt endpoint applies what
 //! [`meta_receipts`] and [`infobip_receipts`] return.
 
+use crate::Invalid;
+
 use crate::DeliveryStatus;
 use hmac::{Hmac, Mac};
 use serde_json::{Map, Value, json};
@@ -39,7 +41,7 @@ pub const MAX_TEXT_CHARS: usize = 4096;
 pub fn whatsapp_message(
     payload: &Value,
     default_recipient: Option<&str>,
-) -> Result<WhatsappMessage, String> {
+) -> Result<WhatsappMessage, Invalid> {
     let raw = match payload.get("recipient") {
         Some(Value::String(s)) => Some(s.as_str()),
         Some(Value::Object(o)) => o
@@ -71,12 +73,12 @@ pub fn whatsapp_message(
             _ => String::new(),
         };
         if language.is_empty() {
-            return Err("`template.language` is missing".into());
+            return Err(Invalid::new("`template.language` is missing"));
         }
         let components = match t.get("components") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => a.clone(),
-            Some(_) => return Err("`template.components` must be an array".into()),
+            Some(_) => return Err(Invalid::new("`template.components` must be an array")),
         };
         return Ok(WhatsappMessage {
             to,
@@ -95,9 +97,9 @@ pub fn whatsapp_message(
     .filter(|t| !t.trim().is_empty())
     .ok_or("the activity has no `text` and no `template` to send")?;
     if text.chars().count() > MAX_TEXT_CHARS {
-        return Err(format!(
+        return Err(Invalid(format!(
             "text is longer than WhatsApp's {MAX_TEXT_CHARS} characters"
-        ));
+        )));
     }
     Ok(WhatsappMessage {
         to,
@@ -268,7 +270,7 @@ pub fn infobip_request(
     from: &str,
     message_id: &str,
     notify_url: Option<&str>,
-) -> Result<Value, String> {
+) -> Result<Value, Invalid> {
     let Content::Text(text) = &m.content else {
         return Err(
             "whatsapp_infobip channels send text messages; the activity asks for a template".into(),
@@ -327,7 +329,7 @@ pub fn meta_signature(app_secret: &str, body: &[u8]) -> String {
 /// .statuses[]`). Statuses other than sent/delivered/read/failed (`deleted`, `warning`) and
 /// everything else the notification carries (inbound messages) are skipped. `Err` when the
 /// body is not a WhatsApp notification at all.
-pub fn meta_receipts(body: &Value) -> Result<Vec<Receipt>, String> {
+pub fn meta_receipts(body: &Value) -> Result<Vec<Receipt>, Invalid> {
     let entries = body
         .get("entry")
         .and_then(Value::as_array)
@@ -389,7 +391,7 @@ pub fn meta_receipts(body: &Value) -> Result<Vec<Receipt>, String> {
 /// Reads Infobip's delivery reports (`results[]` with `status.groupName`) and seen reports
 /// (`results[]` with `seenAt`). PENDING is `sent`; DELIVERED `delivered`; UNDELIVERABLE,
 /// EXPIRED and REJECTED `failed`; a seen report `read`.
-pub fn infobip_receipts(body: &Value) -> Result<Vec<Receipt>, String> {
+pub fn infobip_receipts(body: &Value) -> Result<Vec<Receipt>, Invalid> {
     let results = body
         .get("results")
         .and_then(Value::as_array)

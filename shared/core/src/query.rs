@@ -1,5 +1,7 @@
 //! Pieces of list queries: actors, UTC-day bounds and opaque keyset cursors.
 
+use crate::Invalid;
+
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::NaiveDate;
@@ -44,12 +46,12 @@ impl fmt::Display for Actor {
 
 /// Sort keys of a UTC day: every `<rfc3339 time>#<id>` key of that day is within
 /// `[day_start(d), day_end(d)]`.
-pub fn day_start(day: &str) -> Result<String, String> {
+pub fn day_start(day: &str) -> Result<String, Invalid> {
     let d = parse_day(day)?;
     Ok(format!("{}T00:00:00.000000Z", d.format("%Y-%m-%d")))
 }
 
-pub fn day_end(day: &str) -> Result<String, String> {
+pub fn day_end(day: &str) -> Result<String, Invalid> {
     let d = parse_day(day)?;
     // `$` sorts just after the `#` that separates the time from the id.
     Ok(format!("{}T23:59:59.999999Z$", d.format("%Y-%m-%d")))
@@ -58,10 +60,14 @@ pub fn day_end(day: &str) -> Result<String, String> {
 /// The sort key bound of an instant (`since`, inclusive; `until`, exclusive): RFC 3339 with
 /// any offset, read to the microsecond. Every `<rfc3339 time>#<id>` key at or after `since`
 /// is `>= instant_key(since)`, and every key before `until` is `<= instant_key(until)`.
-pub fn instant_key(at: &str) -> Result<String, String> {
+pub fn instant_key(at: &str) -> Result<String, Invalid> {
     chrono::DateTime::parse_from_rfc3339(at)
         .map(|t| crate::time::rfc3339(t.with_timezone(&chrono::Utc)))
-        .map_err(|_| format!("`{at}` is not an RFC 3339 time (2026-12-01T09:30:00Z)"))
+        .map_err(|_| {
+            Invalid(format!(
+                "`{at}` is not an RFC 3339 time (2026-12-01T09:30:00Z)"
+            ))
+        })
 }
 
 /// The narrower of two optional lower bounds, and of two upper bounds.
@@ -99,17 +105,17 @@ impl Search {
 }
 
 /// A list's order: `newest` (the default) or `oldest` first; true for newest first.
-pub fn newest_first(sort: Option<&str>) -> Result<bool, String> {
+pub fn newest_first(sort: Option<&str>) -> Result<bool, Invalid> {
     match sort.map(str::trim).filter(|s| !s.is_empty()) {
         None | Some("newest") => Ok(true),
         Some("oldest") => Ok(false),
-        Some(other) => Err(format!("sort `{other}` is not newest or oldest")),
+        Some(other) => Err(Invalid(format!("sort `{other}` is not newest or oldest"))),
     }
 }
 
-fn parse_day(day: &str) -> Result<NaiveDate, String> {
+fn parse_day(day: &str) -> Result<NaiveDate, Invalid> {
     NaiveDate::parse_from_str(day, "%Y-%m-%d")
-        .map_err(|_| format!("`{day}` is not a UTC day (YYYY-MM-DD)"))
+        .map_err(|_| Invalid(format!("`{day}` is not a UTC day (YYYY-MM-DD)")))
 }
 
 /// A position in a keyset-paginated list: the last row's sort key and id (stored as is in a
@@ -157,13 +163,13 @@ impl Cursor {
 
     /// A cursor this API gave for the list `scope` names; any other (garbled, another
     /// tenant's, another query's) is refused.
-    pub fn decode(s: &str, scope: &str) -> Result<Self, String> {
+    pub fn decode(s: &str, scope: &str) -> Result<Self, Invalid> {
         let bytes = URL_SAFE_NO_PAD
             .decode(s.trim())
             .map_err(|_| FOREIGN.to_owned())?;
         let wire: Wire = serde_json::from_slice(&bytes).map_err(|_| FOREIGN.to_owned())?;
         if wire.scope != fingerprint(scope) {
-            return Err(FOREIGN.to_owned());
+            return Err(Invalid::new(FOREIGN));
         }
         Ok(Self {
             sort_key: wire.sort_key,

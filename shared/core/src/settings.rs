@@ -494,13 +494,13 @@ impl<'a> Env<'a> {
     }
 
     /// A [`Kind::Text`] setting read by its own parser, whose error becomes the rule.
-    pub fn parsed<T>(
+    pub fn parsed<T, E: std::fmt::Display>(
         &self,
         s: &Setting,
-        parse: impl FnOnce(&str) -> Result<T, String>,
+        parse: impl FnOnce(&str) -> Result<T, E>,
     ) -> Result<Option<T>, SettingError> {
         self.text(s)
-            .map(|v| parse(&v).map_err(|e| SettingError::new(s, &v, e)))
+            .map(|v| parse(&v).map_err(|e| SettingError::new(s, &v, e.to_string())))
             .transpose()
     }
 }
@@ -597,7 +597,7 @@ mod tests {
         assert_eq!(err.rule, "true or false");
         let err = e
             .parsed(&API_RATE_LIMITS, |_| {
-                Err::<(), _>("a list of limits".into())
+                Err::<(), _>(crate::Invalid::new("a list of limits"))
             })
             .unwrap_err();
         assert_eq!(

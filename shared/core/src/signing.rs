@@ -1,6 +1,8 @@
 //! Standard Webhooks signatures: `webhook-signature: v1,<base64 HMAC-SHA256>` over
 //! `{webhook-id}.{webhook-timestamp}.{body}`, keyed by the base64 part of a `whsec_` secret.
 
+use crate::Invalid;
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, Mac};
@@ -125,7 +127,7 @@ pub fn retire(
 }
 
 /// Checks a secret a tenant brings to a rotation: `whsec_` and base64 of 24 to 64 bytes.
-pub fn check_secret(secret: &str) -> Result<(), String> {
+pub fn check_secret(secret: &str) -> Result<(), Invalid> {
     let b64 = secret
         .strip_prefix("whsec_")
         .ok_or("signing_secret must start with `whsec_`")?;
@@ -133,7 +135,7 @@ pub fn check_secret(secret: &str) -> Result<(), String> {
         .decode(b64)
         .map_err(|_| "signing_secret must be `whsec_` followed by base64")?;
     if !(24..=64).contains(&key.len()) {
-        return Err("signing_secret must hold 24 to 64 bytes".into());
+        return Err(Invalid::new("signing_secret must hold 24 to 64 bytes"));
     }
     Ok(())
 }

@@ -6,6 +6,8 @@
 //! carries the message's `ts`) and an incoming webhook (a URL bound to one channel; the
 //! answer is the text `ok`, or an error code as plain text).
 
+use crate::Invalid;
+
 use serde_json::{Map, Value, json};
 
 /// Slack truncates longer texts; `chat.postMessage` refuses them with `msg_too_long`.
@@ -93,7 +95,7 @@ pub fn failure_retryable(status: u16, code: Option<&str>) -> bool {
 /// The body of the message an activity's payload becomes: `text` (a string or `{body}`)
 /// and/or `blocks` (Block Kit), `thread_ts` to answer in a thread; `channel` for the Web API
 /// (the payload's `channel`, else the channel's). An `Err` is permanent.
-pub fn message(payload: &Value, channel: Option<&str>) -> Result<Value, String> {
+pub fn message(payload: &Value, channel: Option<&str>) -> Result<Value, Invalid> {
     let text = match payload.get("text") {
         Some(Value::String(s)) => Some(s.as_str()),
         Some(Value::Object(o)) => o.get("body").and_then(Value::as_str),
@@ -104,20 +106,22 @@ pub fn message(payload: &Value, channel: Option<&str>) -> Result<Value, String> 
         None | Some(Value::Null) => None,
         Some(Value::Array(b)) if !b.is_empty() && b.len() <= MAX_BLOCKS => Some(b),
         Some(_) => {
-            return Err(format!(
+            return Err(Invalid(format!(
                 "`blocks` must be an array of 1 to {MAX_BLOCKS} blocks"
-            ));
+            )));
         }
     };
     if text.is_none() && blocks.is_none() {
-        return Err("the activity has no `text` and no `blocks` to send".into());
+        return Err(Invalid::new(
+            "the activity has no `text` and no `blocks` to send",
+        ));
     }
     if let Some(t) = text
         && t.chars().count() > MAX_TEXT_CHARS
     {
-        return Err(format!(
+        return Err(Invalid(format!(
             "text is longer than Slack's {MAX_TEXT_CHARS} characters"
-        ));
+        )));
     }
     let mut body = Map::new();
     if let Some(c) = channel {

@@ -2,6 +2,8 @@
 //! signed session cookies, CSRF tokens, the redacted payload preview and CSV cells that a
 //! spreadsheet cannot evaluate.
 
+use crate::Invalid;
+
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
@@ -87,8 +89,8 @@ impl fmt::Display for Role {
 }
 
 impl FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = Invalid;
+    fn from_str(s: &str) -> Result<Self, Invalid> {
         [
             Self::SuperAdmin,
             Self::Admin,
@@ -98,7 +100,7 @@ impl FromStr for Role {
         ]
         .into_iter()
         .find(|r| r.as_str() == s)
-        .ok_or_else(|| format!("unknown role `{s}`"))
+        .ok_or_else(|| Invalid(format!("unknown role `{s}`")))
     }
 }
 
@@ -110,24 +112,26 @@ pub fn check_new_user(
     password: &str,
     role: Role,
     has_tenant: bool,
-) -> Result<String, String> {
+) -> Result<String, Invalid> {
     let email = email.trim().to_ascii_lowercase();
     if !email.contains('@') || email.len() > 254 {
-        return Err("email must be an address".into());
+        return Err(Invalid::new("email must be an address"));
     }
     if password.chars().count() < MIN_PASSWORD_CHARS {
-        return Err(format!(
+        return Err(Invalid(format!(
             "password must be at least {MIN_PASSWORD_CHARS} characters"
-        ));
+        )));
     }
     if !role.valid_in(realm) {
-        return Err(format!(
+        return Err(Invalid(format!(
             "role `{role}` does not exist in the {} realm",
             realm.as_str()
-        ));
+        )));
     }
     if (realm == Realm::Portal) != has_tenant {
-        return Err("tenant users need a tenant; admin users have none".into());
+        return Err(Invalid::new(
+            "tenant users need a tenant; admin users have none",
+        ));
     }
     Ok(email)
 }

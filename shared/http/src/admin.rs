@@ -157,7 +157,7 @@ pub(crate) async fn create_tenant(
         None => Tier::Default,
         Some(t) => t
             .parse()
-            .map_err(|m: String| ApiError::invalid("invalid_tier", m))?,
+            .map_err(|m: converger_core::Invalid| ApiError::invalid("invalid_tier", m))?,
     };
     let (tenant, key) = state
         .pipeline
@@ -254,7 +254,7 @@ pub(crate) async fn patch_tenant(
         .as_deref()
         .map(str::parse)
         .transpose()
-        .map_err(|m: String| ApiError::invalid("invalid_tier", m))?;
+        .map_err(|m: converger_core::Invalid| ApiError::invalid("invalid_tier", m))?;
     let t = state
         .pipeline
         .update_tenant(
@@ -327,7 +327,7 @@ pub(crate) async fn create_user(
     let role: converger_core::web::Role = req
         .role
         .parse()
-        .map_err(|m: String| ApiError::invalid("invalid_role", m))?;
+        .map_err(|m: converger_core::Invalid| ApiError::invalid("invalid_role", m))?;
     if let Some(t) = &req.tenant_id
         && state.pipeline.store.get_tenant(t).await?.is_none()
     {

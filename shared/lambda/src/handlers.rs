@@ -169,6 +169,15 @@ pub async fn websocket_event(
 /// message id; past this, the message is not this stack's and the event is dropped.
 pub const EMAIL_EVENT_RETRY_MINUTES: i64 = 10;
 
+/// Why an SES event was not applied; either one fails the invocation, so Lambda retries it.
+#[derive(Debug, thiserror::Error)]
+pub enum EmailEventError {
+    #[error(transparent)]
+    Store(#[from] converger_ports::StoreError),
+    #[error("no delivery has message id {} yet; Lambda retries the event", .0.join(", "))]
+    NotYetKnown(Vec<String>),
+}
+
 /// The `email-events` function: one SES event from EventBridge (a bounce, a complaint, a
 /// delivery...) applied to its delivery. An event whose message is not known yet fails the
 /// invocation, so that Lambda retries it, while it is younger than
@@ -176,20 +185,16 @@ pub const EMAIL_EVENT_RETRY_MINUTES: i64 = 10;
 pub async fn email_event(
     p: &Pipeline,
     event: aws_lambda_events::event::eventbridge::EventBridgeEvent<serde_json::Value>,
-) -> Result<converger_pipeline::handoff::EmailEvents, String> {
+) -> Result<converger_pipeline::handoff::EmailEvents, EmailEventError> {
     let out = p
         .apply_email_events(std::slice::from_ref(&event.detail))
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     let young = event.time.is_none_or(|t| {
         chrono::Utc::now().signed_duration_since(t)
             < chrono::Duration::minutes(EMAIL_EVENT_RETRY_MINUTES)
     });
     if !out.unknown.is_empty() && young {
-        return Err(format!(
-            "no delivery has message id {} yet; Lambda retries the event",
-            out.unknown.join(", ")
-        ));
+        return Err(EmailEventError::NotYetKnown(out.unknown));
     }
     if !out.unknown.is_empty() {
         tracing::warn!(unknown = ?out.unknown, detail_type = %event.detail_type, "SES event for a message no delivery has; dropped");

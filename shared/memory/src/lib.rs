@@ -3,6 +3,8 @@
 //! pipeline tests and scale benchmarks, where the emulator cannot measure; the AWS backend
 //! stays the product. One conformance suite (`tests/tests/it/store.rs`) runs against both.
 
+use converger_core::Invalid;
+
 use async_trait::async_trait;
 use converger_core::query::{Actor, Cursor};
 use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
@@ -140,16 +142,16 @@ impl Default for LatencyModel {
 
 impl LatencyModel {
     /// The defaults with `name=ms` overrides, comma-separated.
-    pub fn parse(spec: &str) -> Result<Self, String> {
+    pub fn parse(spec: &str) -> Result<Self, Invalid> {
         let mut m = Self::default();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part
                 .split_once('=')
-                .ok_or_else(|| format!("`{part}` is not name=milliseconds"))?;
+                .ok_or_else(|| Invalid(format!("`{part}` is not name=milliseconds")))?;
             let ms: u64 = v
                 .trim()
                 .parse()
-                .map_err(|_| format!("`{v}` is not a number of milliseconds"))?;
+                .map_err(|_| Invalid(format!("`{v}` is not a number of milliseconds")))?;
             let d = Duration::from_millis(ms);
             match k.trim() {
                 "get" => m.get = d,
@@ -159,9 +161,9 @@ impl LatencyModel {
                 "sqs_send" => m.sqs_send = d,
                 "sqs_receive" => m.sqs_receive = d,
                 other => {
-                    return Err(format!(
+                    return Err(Invalid(format!(
                         "unknown latency `{other}` (get, write, query, transact, sqs_send, sqs_receive)"
-                    ));
+                    )));
                 }
             }
         }
@@ -169,9 +171,11 @@ impl LatencyModel {
     }
 
     /// The model `CONVERGER_LATENCY_MS` describes, else the defaults.
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> Result<Self, Invalid> {
         match std::env::var("CONVERGER_LATENCY_MS") {
-            Ok(spec) => Self::parse(&spec).map_err(|e| format!("CONVERGER_LATENCY_MS: {e}")),
+            Ok(spec) => {
+                Self::parse(&spec).map_err(|e| Invalid(format!("CONVERGER_LATENCY_MS: {e}")))
+            }
             Err(_) => Ok(Self::default()),
         }
     }

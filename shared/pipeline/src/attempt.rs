@@ -578,7 +578,7 @@ impl Pipeline {
         // every replay) keeps the original. A halt, or a step that fails, makes no request.
         let transformed = crate::middleware::transform(channel, activity, n)
             .await
-            .map_err(CallError::Halted)?;
+            .map_err(|h| CallError::Halted(h.to_string()))?;
         let payload = transformed.as_ref().unwrap_or(&activity.payload);
         let env = Envelope {
             delivery_id: d.id.as_str(),

@@ -200,7 +200,7 @@ impl Pipeline {
             .ok_or_else(|| AlertError::Invalid("no webhook adapter".into()))?;
         adapter
             .validate_config(&config)
-            .map_err(AlertError::Invalid)?;
+            .map_err(|e| AlertError::Invalid(e.into()))?;
         let channel_id = match &tenant.alert_channel_id {
             Some(id) => {
                 let patch = ChannelPatch {

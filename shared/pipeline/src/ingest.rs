@@ -337,7 +337,7 @@ fn validate(new: &NewActivity, internal: bool) -> Result<Vec<ChannelId>, IngestE
         }
     }
     if let Some(t) = &new.event_type {
-        converger_core::channel::check_event_type(t).map_err(IngestError::Invalid)?;
+        converger_core::channel::check_event_type(t).map_err(|e| IngestError::Invalid(e.into()))?;
     }
     let routed = new.event_type.is_some() || internal;
     if (targets.is_empty() && !routed) || targets.len() > MAX_TARGETS {
@@ -353,6 +353,6 @@ fn validate(new: &NewActivity, internal: bool) -> Result<Vec<ChannelId>, IngestE
             "payload is {size} bytes; at most {MAX_PAYLOAD_BYTES}"
         )));
     }
-    converger_core::payload::check(&new.payload).map_err(IngestError::Payload)?;
+    converger_core::payload::check(&new.payload).map_err(|e| IngestError::Payload(e.into()))?;
     Ok(targets)
 }

@@ -2,7 +2,7 @@
 //! websocket replay alike: the steps (`converger_core::middleware`) on a blocking thread, a
 //! few at a time per process.
 
-use converger_core::middleware;
+use converger_core::middleware::{self, Halted};
 use converger_ports::{Activity, Channel};
 
 /// The channel's middleware applied to this attempt's copy of the activity's payload:
@@ -14,7 +14,7 @@ pub async fn transform(
     channel: &Channel,
     activity: &Activity,
     attempt: u32,
-) -> Result<Option<serde_json::Value>, String> {
+) -> Result<Option<serde_json::Value>, Halted> {
     if channel.middleware.is_empty() {
         return Ok(None);
     }
@@ -27,7 +27,7 @@ pub async fn transform(
     let _turn = RUNNING
         .acquire()
         .await
-        .map_err(|e| format!("halted: the middleware could not run: {e}"))?;
+        .map_err(|e| Halted(format!("the middleware could not run: {e}")))?;
     // The delivery's copy of the payload (the one copy made), and what the steps may read,
     // for the blocking thread.
     let (ch, copy) = (channel.clone(), activity.payload.clone());
@@ -58,7 +58,7 @@ pub async fn transform(
     .await;
     match applied {
         Ok(Ok(v)) => Ok(Some(v)),
-        Ok(Err(halted)) => Err(halted.to_string()),
-        Err(e) => Err(format!("halted: the middleware stopped unexpectedly: {e}")),
+        Ok(Err(halted)) => Err(halted),
+        Err(e) => Err(Halted(format!("the middleware stopped unexpectedly: {e}"))),
     }
 }

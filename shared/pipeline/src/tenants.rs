@@ -56,7 +56,7 @@ impl Pipeline {
         name: &str,
         tier: Tier,
     ) -> Result<(Tenant, String), TenantError> {
-        converger_core::channel::check_name(name).map_err(TenantError::Invalid)?;
+        converger_core::channel::check_name(name).map_err(|e| TenantError::Invalid(e.into()))?;
         let tenant = Tenant {
             id: TenantId::generate(),
             name: name.to_owned(),
@@ -92,18 +92,18 @@ impl Pipeline {
         // Everything is checked before anything is written.
         if let Some(Some(l)) = change.api_rate_limit {
             l.parse::<converger_core::RateLimit>()
-                .map_err(TenantError::InvalidRateLimit)?;
+                .map_err(|e| TenantError::InvalidRateLimit(e.into()))?;
         }
         let senders = change
             .email_senders
             .map(converger_core::email::sender_identities)
             .transpose()
-            .map_err(TenantError::InvalidSenders)?;
+            .map_err(|e| TenantError::InvalidSenders(e.into()))?;
         let ses_tenant = change
             .ses_tenant
             .map(|n| n.map(converger_core::email::ses_tenant_name).transpose())
             .transpose()
-            .map_err(TenantError::InvalidSesTenant)?;
+            .map_err(|e| TenantError::InvalidSesTenant(e.into()))?;
         if let Some(tier) = change.tier {
             match self.store.set_tenant_tier(id, tier).await? {
                 Some(updated) => t = updated,

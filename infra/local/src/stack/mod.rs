@@ -423,7 +423,8 @@ impl Stack {
             // A stack restarted on the same tables: its first admin gets the new password,
             // so that the one printed works.
             Err(converger_http::web::NewUserError::Exists) => {
-                let hash = converger_http::web::hash_password(&admin_password)?;
+                let hash = converger_http::web::hash_password(&admin_password)
+                    .map_err(|e| e.to_string())?;
                 admin_state
                     .pipeline
                     .store

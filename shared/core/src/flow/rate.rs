@@ -1,6 +1,8 @@
 //! A channel's outbound rate limit: the GCRA schedule every instance shares, and the batches
 //! of tokens an instance takes from it.
 
+use crate::Invalid;
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -212,9 +214,9 @@ impl RateBatch {
 }
 
 impl FromStr for RateLimit {
-    type Err = String;
+    type Err = Invalid;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, Invalid> {
         let bad =
             || format!("rate_limit must look like \"80/s\", \"500/m\" or \"1000/h\", not {s:?}");
         let (count, unit) = s.trim().split_once('/').ok_or_else(bad)?;
@@ -223,10 +225,10 @@ impl FromStr for RateLimit {
             "s" => 1_000,
             "m" => 60_000,
             "h" => 3_600_000,
-            _ => return Err(bad()),
+            _ => return Err(bad().into()),
         };
         if count == 0 || count > 1_000_000 {
-            return Err("rate_limit's count must be from 1 to 1000000".into());
+            return Err(Invalid::new("rate_limit's count must be from 1 to 1000000"));
         }
         Ok(Self { count, per_ms })
     }

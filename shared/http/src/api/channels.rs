@@ -147,7 +147,7 @@ pub(crate) async fn create_channel(
     let kind: ChannelType = req
         .kind
         .parse()
-        .map_err(|m: String| ApiError::invalid("unsupported_channel_type", m))?;
+        .map_err(|m: converger_core::Invalid| ApiError::invalid("unsupported_channel_type", m))?;
     validate_name(&req.name)?;
     validate_config(&state, kind, &req.config)?;
     validate_sender(&state, &tenant, kind, &req.config).await?;
@@ -417,7 +417,7 @@ pub(crate) async fn rotate_secret(
     let req: Rotate = crate::error::parse_optional_json(&body)?;
     let bad = |m: String| ApiError::invalid("invalid_body", m);
     if let Some(secret) = &req.signing_secret {
-        converger_core::signing::check_secret(secret).map_err(bad)?;
+        converger_core::signing::check_secret(secret).map_err(|e| bad(e.into()))?;
     }
     let max_s = converger_core::signing::MAX_GRACE_MS / 1000;
     let grace_ms = match req.grace_seconds {

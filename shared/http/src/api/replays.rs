@@ -33,20 +33,25 @@ fn bulk_request(
         .as_deref()
         .map(day_start)
         .transpose()
-        .map_err(bad)?;
-    let day_to = req.to.as_deref().map(day_end).transpose().map_err(bad)?;
+        .map_err(|e| bad(e.into()))?;
+    let day_to = req
+        .to
+        .as_deref()
+        .map(day_end)
+        .transpose()
+        .map_err(|e| bad(e.into()))?;
     let since = req
         .since
         .as_deref()
         .map(instant_key)
         .transpose()
-        .map_err(bad)?;
+        .map_err(|e| bad(e.into()))?;
     let until = req
         .until
         .as_deref()
         .map(instant_key)
         .transpose()
-        .map_err(bad)?;
+        .map_err(|e| bad(e.into()))?;
     let filter = converger_pipeline::replay::BulkFilter {
         from_key: tighter(day_from, since, true),
         to_key: tighter(day_to, until, false),

@@ -84,7 +84,8 @@ impl Filters {
         v: &Viewer,
         limit: usize,
     ) -> Result<Vec<DeliveryQuery>, PageFail> {
-        converger_core::query::newest_first(self.sort.as_deref()).map_err(PageFail::Invalid)?;
+        converger_core::query::newest_first(self.sort.as_deref())
+            .map_err(|e| PageFail::Invalid(e.into()))?;
         let tenants = tenants_in_scope(state, v, nonempty(&self.tenant)).await?;
         let channel = nonempty(&self.channel)
             .map(ChannelId::parse)
@@ -97,11 +98,11 @@ impl Filters {
         let mut from_key = nonempty(&self.from)
             .map(day_start)
             .transpose()
-            .map_err(PageFail::Invalid)?;
+            .map_err(|e| PageFail::Invalid(e.into()))?;
         let mut to_key = nonempty(&self.to)
             .map(day_end)
             .transpose()
-            .map_err(PageFail::Invalid)?;
+            .map_err(|e| PageFail::Invalid(e.into()))?;
         // Load more: the bound moves past the last row shown (keys are unique).
         if let Some(after) = nonempty(&self.after) {
             if self.newest_first() {

@@ -219,13 +219,13 @@ pub async fn create_user(
     tenant: Option<TenantId>,
 ) -> Result<User, NewUserError> {
     let email = converger_core::web::check_new_user(realm, email, password, role, tenant.is_some())
-        .map_err(NewUserError::Invalid)?;
+        .map_err(|e| NewUserError::Invalid(e.into()))?;
     let user = User {
         realm,
         email,
         role,
         tenant_id: tenant,
-        password_hash: hash_password(password).map_err(NewUserError::Invalid)?,
+        password_hash: hash_password(password).map_err(|e| NewUserError::Invalid(e.to_string()))?,
         created_at: time::now_rfc3339(),
         sessions_after: None,
     };

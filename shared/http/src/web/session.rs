@@ -20,13 +20,11 @@ use serde::Deserialize;
 use std::collections::HashMap;
 
 /// Hashes a password (argon2id, a random salt).
-pub fn hash_password(password: &str) -> Result<String, String> {
-    let salt = SaltString::encode_b64(&converger_core::secret::new_key()[..16])
-        .map_err(|e| e.to_string())?;
+pub fn hash_password(password: &str) -> Result<String, argon2::password_hash::Error> {
+    let salt = SaltString::encode_b64(&converger_core::secret::new_key()[..16])?;
     argon2::Argon2::default()
         .hash_password(password.as_bytes(), &salt)
         .map(|h| h.to_string())
-        .map_err(|e| e.to_string())
 }
 
 fn verify_password(password: &str, hash: &str) -> bool {
