@@ -246,6 +246,15 @@ async fn cost_scenario_prices_every_part_of_a_delivery() {
             per["eventbridge_events_by_type"]["delivery.status_changed"], 1.0,
             "{case}: {line}"
         );
+        // A dead letter is announced twice: its status (failed) and the dead letter itself.
+        let dead_lettered = if case == "dead_letter" { 1.0 } else { 0.0 };
+        assert_eq!(
+            per["eventbridge_events_by_type"]["delivery.dead_lettered"]
+                .as_f64()
+                .unwrap_or(0.0),
+            dead_lettered,
+            "{case}: {line}"
+        );
         let by_type: f64 = per["eventbridge_events_by_type"]
             .as_object()
             .unwrap()

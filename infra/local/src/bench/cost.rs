@@ -220,6 +220,24 @@ struct Measured {
 }
 
 impl Meters {
+    /// Waits until `n` events of `detail_type` have been counted since the last reset (at
+    /// most 30 s: the deadline only bounds the wait).
+    async fn events_of(&self, detail_type: &str, n: usize) {
+        let Some(r) = &self.requests else { return };
+        let key = (
+            converger_store::counter::EVENT_TYPES.to_owned(),
+            detail_type.to_owned(),
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::time::Instant::now() < deadline {
+            let counted = r.snapshot().get(&key).map_or(0.0, |t| t.units);
+            if counted >= n as f64 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     fn reset(&self) {
         let _ = self.take();
     }
@@ -303,7 +321,10 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
         for n in *warm..warm + o.deliveries {
             one(n, *done).await?;
         }
-        // This case's own trailing work finishes.
+        // This case's own trailing work finishes: every delivery's status event is counted
+        // (the deliver function holds its events up to 100 ms, and the emulator may take
+        // seconds to answer them), then what goes with it.
+        m.events_of("delivery.status_changed", o.deliveries).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         out.push((*name, m.take()));
     }
