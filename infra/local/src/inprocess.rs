@@ -196,10 +196,13 @@ impl InProcess {
                         }
                     }
                     for job in q.take_flow_jobs(now) {
-                        let p = p.clone();
+                        let (p, q) = (p.clone(), q.clone());
                         tokio::spawn(async move {
+                            // As the probe queue does: a failed job comes back.
                             if let Err(e) = p.flow_job(&job).await {
-                                tracing::warn!(error = %e, "flow job failed");
+                                tracing::warn!(error = %e, "flow job failed; redelivered later");
+                                let _ = converger_ports::Queue::send_flow(&*q, &job, REDELIVERY_S)
+                                    .await;
                             }
                         });
                     }

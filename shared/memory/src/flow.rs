@@ -255,6 +255,11 @@ impl FlowStore for MemStore {
         clear_if: Option<i64>,
     ) -> StoreResult<Flow> {
         wait(&self.latency, |m| m.write).await;
+        if self.mark_fails() {
+            return Err(StoreError::Unavailable(
+                "ProvisionedThroughputExceededException: flow mark (injected)".into(),
+            ));
+        }
         self.with(|s| {
             let f = flow(s, channel);
             let slot = match mark {

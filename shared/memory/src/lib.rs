@@ -204,6 +204,9 @@ pub struct MemStore {
     latency: Option<LatencyModel>,
     /// An injected outage: every request fails as an unreachable store's would.
     outage: std::sync::atomic::AtomicBool,
+    /// Injected failures of the flow marks' writes still to come (see
+    /// [`MemStore::fail_marks`]).
+    failing_marks: std::sync::atomic::AtomicU32,
     /// The due index's shards (`None`: the default, [`DUE_SHARDS`]).
     due_shards: Option<u32>,
     /// DynamoDB's per-partition limits, when modelled (`None`: unlimited).
@@ -288,6 +291,25 @@ impl MemStore {
     /// suite's storage fault on this backend).
     pub fn set_outage(&self, on: bool) {
         self.outage.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The next `n` writes of a flow mark (`FlowStore::mark`: the backlog, parked and
+    /// probe-due marks) fail as a throttled partition's would once the SDK's retries ran out,
+    /// and change nothing: the fault between a delivery's row and the marks that announce it.
+    pub fn fail_marks(&self, n: u32) {
+        self.failing_marks
+            .store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether an injected failure of a mark's write is due (counting it down).
+    fn mark_fails(&self) -> bool {
+        self.failing_marks
+            .fetch_update(
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+                |n| n.checked_sub(1),
+            )
+            .is_ok()
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> StoreResult<T> {

@@ -150,11 +150,9 @@ impl Pipeline {
             return self.existing(tenant, activity).await;
         }
         for (ch, a) in resolved.iter().zip(&admissions) {
-            if *a != Admission::Live
-                && let Err(e) = self.after_admission(ch, tenant.tier, *a).await
-            {
-                // The sweeper finds the backlog or parked rows on its own.
-                tracing::warn!(channel_id = %ch.id, error = %e, "flow marks not written");
+            if *a != Admission::Live {
+                self.after_admission_or_feed_later(ch, tenant.tier, *a)
+                    .await;
             }
         }
         Ok(Ingested {

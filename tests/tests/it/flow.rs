@@ -171,6 +171,51 @@ async fn a_message_for_a_settled_delivery_gives_back_the_slot_it_still_holds() {
     t.stop().await;
 }
 
+/// A delivery written into the backlog whose mark could not be written (the flow item's
+/// partition throttled past the SDK's retries) is safe but unannounced: the attempt that
+/// ends sees no backlog to hand its slot to. A feed job sent instead of the mark brings the
+/// row out once the slot is free, without waiting for the sweeper.
+#[tokio::test]
+async fn a_backlog_row_whose_mark_was_not_written_flows_without_the_sweeper() {
+    let t = TestStack::with(|o| {
+        o.backend = Backend::Memory;
+        o.sweep_period = converger_local::Every::Never;
+    })
+    .await;
+    let rx = Receiver::always(200).await.unwrap();
+    rx.hold();
+    let (_, key) = t.tenant("default").await;
+    let ch = t
+        .channel(&key, hook(&rx.url, json!({"max_in_flight": 1}), json!({})))
+        .await;
+    let ch_id = ch["id"].as_str().unwrap();
+    let first = t.activities(&key, ch_id, 1, 1).await.remove(0);
+    assert!(
+        wait_until(Duration::from_secs(10), || async { rx.count() == 1 }).await,
+        "the first call is held at the receiver"
+    );
+    t.stack.memory().unwrap().store.fail_marks(1);
+    let second = t.activities(&key, ch_id, 1, 1).await.remove(0);
+    let d = t.delivery(&key, &second).await;
+    assert_eq!(d["waiting_for_slot"], true, "{d}");
+    let channel = ChannelId::parse(ch_id).unwrap();
+    let flow = t.stack.pipeline.store.get_flow(&channel).await.unwrap();
+    assert_eq!(
+        flow.backlog_at, None,
+        "the injected failure kept the mark out"
+    );
+
+    rx.release();
+    for id in [&first, &second] {
+        let d = t
+            .wait_delivery(&key, id, Duration::from_secs(20), settled)
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+    }
+    assert_eq!(rx.requests().len(), 2);
+    t.stop().await;
+}
+
 /// A worker dies with one attempt in flight and one delivery whose message it had taken off
 /// the queue but not yet claimed: both hold window slots, and a third waits in the backlog.
 /// Once the lease ends, the reclaim pass runs the crashed attempt again and checks the

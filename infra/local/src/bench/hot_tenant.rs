@@ -30,6 +30,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The deployed sweeper's schedule (`rate(1 minute)` in the template).
+const SWEEP_PERIOD: Duration = Duration::from_secs(60);
+
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Seconds each case offers its load.
@@ -134,7 +137,14 @@ pub async fn run(o: Options) -> Result<Value, String> {
             due_shards: case.due_shards,
             ..crate::inprocess::Limits::default()
         };
-        let rt = InProcess::start_with(Some(LatencyModel::from_env()?), limits, config, None)?;
+        // The sweeper runs as deployed (every minute): what throttled writes leave behind
+        // is found as it would be in production, not waited for forever.
+        let rt = InProcess::start_with(
+            Some(LatencyModel::from_env()?),
+            limits,
+            config,
+            Some(SWEEP_PERIOD),
+        )?;
         let r = drive(&rt, case, &o, &model).await;
         rt.stop().await;
         out.insert(case.name.into(), r?);

@@ -170,6 +170,28 @@ impl Pipeline {
         })
     }
 
+    /// [`Pipeline::after_admission`] for rows already written: when its writes fail (the
+    /// flow item throttled or the store down), the rows are safe but nothing may know of a
+    /// backlog, so a feed job comes in a second (a queue send, not a store write) and comes
+    /// back while rows wait. Parked rows wait for the breaker's probe, which the sweeper
+    /// schedules for a parked channel it finds.
+    pub(crate) async fn after_admission_or_feed_later(
+        &self,
+        channel: &Channel,
+        tier: Tier,
+        admission: Admission,
+    ) {
+        let Err(e) = self.after_admission(channel, tier, admission).await else {
+            return;
+        };
+        tracing::warn!(channel_id = %channel.id, error = %e, ?admission, "flow marks not written");
+        if admission == Admission::Backlog
+            && let Err(e) = self.send_flow_job(&channel.id, FlowJobKind::Feed, 1).await
+        {
+            tracing::warn!(channel_id = %channel.id, error = %e, "feed job not sent: the sweeper feeds the backlog");
+        }
+    }
+
     /// After new deliveries were written into a backlog or parked: the marks the sweeper and
     /// the feed look for, and a feed if a slot freed meanwhile.
     pub(crate) async fn after_admission(

@@ -85,8 +85,10 @@ impl Pipeline {
                     {
                         return Ok(Admit::Done(Report::Skipped("lease lost before backlog")));
                     }
-                    self.after_admission(channel, d.tier, Admission::Backlog)
-                        .await?;
+                    // The row is in the backlog: a failed mark must not send the message
+                    // back to find it there.
+                    self.after_admission_or_feed_later(channel, d.tier, Admission::Backlog)
+                        .await;
                     return Ok(Admit::Done(Report::Backlogged));
                 }
             }
