@@ -25,6 +25,7 @@ mod queue;
 mod replay;
 mod retries;
 mod slack;
+mod slots;
 mod store;
 mod web;
 mod window;
