@@ -1,6 +1,7 @@
 //! The operators' admin API (`/admin/api`), authenticated with the admin token.
 
 use crate::AppState;
+use crate::error::ErrorCode;
 use crate::error::{ApiError, Body, no_route, wrong_method};
 use crate::web::NewUserError;
 use axum::extract::{FromRequestParts, Path, State};
@@ -44,7 +45,7 @@ async fn allowlist(
     } else {
         ApiError::new(
             StatusCode::FORBIDDEN,
-            "ip_not_allowed",
+            ErrorCode::IpNotAllowed,
             "this address is not in the admin IP allowlist",
         )
         .into_response()
@@ -99,7 +100,7 @@ impl FromRequestParts<AppState> for Operator {
         let Some(expected) = state.admin_token.as_deref() else {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
-                "admin_disabled",
+                ErrorCode::AdminDisabled,
                 "the admin API has no token configured",
             ));
         };
@@ -121,12 +122,12 @@ impl FromRequestParts<AppState> for Operator {
 
 fn tenant_error(e: TenantError) -> ApiError {
     match e {
-        TenantError::Invalid(m) => ApiError::invalid("invalid_name", m),
-        TenantError::InvalidAlertUrl(m) => ApiError::invalid("invalid_alert_webhook_url", m),
-        TenantError::InvalidRateLimit(m) => ApiError::invalid("invalid_api_rate_limit", m),
-        TenantError::InvalidShards(m) => ApiError::invalid("invalid_delivery_shards", m),
-        TenantError::InvalidSenders(m) => ApiError::invalid("invalid_email_senders", m),
-        TenantError::InvalidSesTenant(m) => ApiError::invalid("invalid_ses_tenant", m),
+        TenantError::Invalid(m) => ApiError::invalid(ErrorCode::InvalidName, m),
+        TenantError::InvalidAlertUrl(m) => ApiError::invalid(ErrorCode::InvalidAlertWebhookUrl, m),
+        TenantError::InvalidRateLimit(m) => ApiError::invalid(ErrorCode::InvalidApiRateLimit, m),
+        TenantError::InvalidShards(m) => ApiError::invalid(ErrorCode::InvalidDeliveryShards, m),
+        TenantError::InvalidSenders(m) => ApiError::invalid(ErrorCode::InvalidEmailSenders, m),
+        TenantError::InvalidSesTenant(m) => ApiError::invalid(ErrorCode::InvalidSesTenant, m),
         TenantError::Store(e) => e.into(),
     }
 }
@@ -157,7 +158,7 @@ pub(crate) async fn create_tenant(
         None => Tier::Default,
         Some(t) => t
             .parse()
-            .map_err(|m: converger_core::Invalid| ApiError::invalid("invalid_tier", m))?,
+            .map_err(|m: converger_core::Invalid| ApiError::invalid(ErrorCode::InvalidTier, m))?,
     };
     let (tenant, key) = state
         .pipeline
@@ -254,7 +255,7 @@ pub(crate) async fn patch_tenant(
         .as_deref()
         .map(str::parse)
         .transpose()
-        .map_err(|m: converger_core::Invalid| ApiError::invalid("invalid_tier", m))?;
+        .map_err(|m: converger_core::Invalid| ApiError::invalid(ErrorCode::InvalidTier, m))?;
     let t = state
         .pipeline
         .update_tenant(
@@ -327,12 +328,12 @@ pub(crate) async fn create_user(
     let role: converger_core::web::Role = req
         .role
         .parse()
-        .map_err(|m: converger_core::Invalid| ApiError::invalid("invalid_role", m))?;
+        .map_err(|m: converger_core::Invalid| ApiError::invalid(ErrorCode::InvalidRole, m))?;
     if let Some(t) = &req.tenant_id
         && state.pipeline.store.get_tenant(t).await?.is_none()
     {
         return Err(ApiError::invalid(
-            "unknown_tenant",
+            ErrorCode::UnknownTenant,
             format!("tenant {t} does not exist"),
         ));
     }
@@ -346,8 +347,10 @@ pub(crate) async fn create_user(
     )
     .await
     .map_err(|e| match e {
-        NewUserError::Exists => ApiError::new(StatusCode::CONFLICT, "conflict", e.to_string()),
-        NewUserError::Invalid(m) => ApiError::invalid("invalid_user", m),
+        NewUserError::Exists => {
+            ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, e.to_string())
+        }
+        NewUserError::Invalid(m) => ApiError::invalid(ErrorCode::InvalidUser, m),
         NewUserError::Store(e) => e.into(),
     })?;
     Ok((

@@ -1,5 +1,7 @@
-//! Every error leaves as `{"error": {"code": ..., "message": ...}}` with a stable code.
+//! Every error leaves as `{"error": {"code": ..., "message": ...}}` with a stable code
+//! ([`ErrorCode`]).
 
+pub use crate::codes::ErrorCode;
 use axum::Json;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
@@ -12,12 +14,12 @@ use serde_json::json;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -28,16 +30,21 @@ impl ApiError {
     pub fn not_found(what: &str) -> Self {
         Self::new(
             StatusCode::NOT_FOUND,
-            "not_found",
+            ErrorCode::NotFound,
             format!("{what} not found"),
         )
     }
 
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+        Self::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message)
     }
 
-    pub fn invalid(code: &'static str, message: impl Into<String>) -> Self {
+    /// A refusal with the code's usual status.
+    pub fn of(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self::new(code.status(), code, message)
+    }
+
+    pub fn invalid(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
     }
 
@@ -45,19 +52,22 @@ impl ApiError {
         tracing::error!(error = %e, "request failed");
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            ErrorCode::Unavailable,
             "the service could not complete the request; it is safe to retry",
         )
     }
 }
 
+impl ApiError {
+    /// The answer's body.
+    pub fn body(&self) -> serde_json::Value {
+        json!({"error": {"code": self.code, "message": self.message}})
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(json!({"error": {"code": self.code, "message": self.message}})),
-        )
-            .into_response()
+        (self.status, Json(self.body())).into_response()
     }
 }
 
@@ -76,17 +86,25 @@ impl From<converger_pipeline::attempt::AttemptError> for ApiError {
 impl From<IngestError> for ApiError {
     fn from(e: IngestError) -> Self {
         match e {
-            IngestError::Invalid(m) => Self::invalid("invalid_activity", m),
-            IngestError::Payload(m) => Self::invalid("invalid_payload", m),
-            IngestError::UnknownChannel(_) => Self::invalid("unknown_channel", e.to_string()),
-            IngestError::InactiveChannel(_) => Self::invalid("channel_inactive", e.to_string()),
+            IngestError::Invalid(m) => Self::invalid(ErrorCode::InvalidActivity, m),
+            IngestError::Payload(m) => Self::invalid(ErrorCode::InvalidPayload, m),
+            IngestError::UnknownChannel(_) => {
+                Self::invalid(ErrorCode::UnknownChannel, e.to_string())
+            }
+            IngestError::InactiveChannel(_) => {
+                Self::invalid(ErrorCode::ChannelInactive, e.to_string())
+            }
             IngestError::UnsupportedChannel(..) => {
-                Self::invalid("unsupported_channel_type", e.to_string())
+                Self::invalid(ErrorCode::UnsupportedChannelType, e.to_string())
             }
-            IngestError::ManagedChannel(_) => {
-                Self::new(StatusCode::FORBIDDEN, "managed_channel", e.to_string())
+            IngestError::ManagedChannel(_) => Self::new(
+                StatusCode::FORBIDDEN,
+                ErrorCode::ManagedChannel,
+                e.to_string(),
+            ),
+            IngestError::Conflict(_) => {
+                Self::new(StatusCode::CONFLICT, ErrorCode::Conflict, e.to_string())
             }
-            IngestError::Conflict(_) => Self::new(StatusCode::CONFLICT, "conflict", e.to_string()),
             IngestError::Store(e) => Self::internal(e),
             IngestError::Queue(e) => Self::internal(e),
         }
@@ -116,13 +134,19 @@ where
         if json_type == Some(false) {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                ErrorCode::UnsupportedMediaType,
                 "send the body as JSON with `content-type: application/json`",
             ));
         }
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", e.body_text()))?;
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    ErrorCode::InvalidBody,
+                    e.body_text(),
+                )
+            })?;
         parse_json(&bytes).map(Body)
     }
 }
@@ -133,12 +157,16 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            "malformed_json",
+            ErrorCode::MalformedJson,
             format!("the body is not valid JSON: {e}"),
         )
     })?;
-    serde_json::from_value(value)
-        .map_err(|e| ApiError::invalid("invalid_body", format!("the body does not fit: {e}")))
+    serde_json::from_value(value).map_err(|e| {
+        ApiError::invalid(
+            ErrorCode::InvalidBody,
+            format!("the body does not fit: {e}"),
+        )
+    })
 }
 
 /// Parses a body that may be left out (empty or blank reads as the type's default), as
@@ -153,13 +181,17 @@ pub fn parse_optional_json<T: DeserializeOwned + Default>(bytes: &[u8]) -> Resul
 
 /// Answers for unknown routes and methods.
 pub async fn no_route() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such endpoint")
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        ErrorCode::NoRoute,
+        "no such endpoint",
+    )
 }
 
 pub async fn wrong_method() -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "this endpoint does not accept that method",
     )
 }

@@ -7,6 +7,7 @@
 use crate::AppState;
 use crate::auth::{Authed, authenticate};
 use crate::error::ApiError;
+use crate::error::ErrorCode;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -48,7 +49,7 @@ pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> R
         Ok(k.to_owned())
     }) {
         Ok(k) => k,
-        Err(m) => return ApiError::invalid("invalid_idempotency_key", m).into_response(),
+        Err(m) => return ApiError::invalid(ErrorCode::InvalidIdempotencyKey, m).into_response(),
     };
     let (mut parts, body) = req.into_parts();
     // The handler may name what it creates after the key (an activity's id), so that work a
@@ -59,7 +60,7 @@ pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> R
         Err(_) => {
             return ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
+                ErrorCode::BodyTooLarge,
                 "the body is larger than the API accepts",
             )
             .into_response();
@@ -145,7 +146,7 @@ impl Once<'_> {
                         Some(body) => Ok(Held::Answered(status, body)),
                         // Sealed under another of the tenant's keys (it was rotated since).
                         None => Err(ApiError::invalid(
-                            "idempotency_key_reused",
+                            ErrorCode::IdempotencyKeyReused,
                             "this Idempotency-Key was answered to another API key of the \
                              tenant (rotated since); use a new key for a new request",
                         )),
@@ -153,7 +154,7 @@ impl Once<'_> {
                 }
                 Seen::Mismatch => {
                     return Err(ApiError::invalid(
-                        "idempotency_key_reused",
+                        ErrorCode::IdempotencyKeyReused,
                         "this Idempotency-Key was used with another request (method, path or \
                          body) in the last 24 hours; use a new key for a new request",
                     ));
@@ -163,7 +164,7 @@ impl Once<'_> {
             if started.elapsed() >= Duration::from_millis(rules::WAIT_MS) {
                 return Err(ApiError::new(
                     StatusCode::CONFLICT,
-                    "idempotency_key_in_use",
+                    ErrorCode::IdempotencyKeyInUse,
                     "a request with this Idempotency-Key is still running; retry shortly",
                 ));
             }

@@ -4,6 +4,7 @@
 pub mod admin;
 pub mod api;
 pub mod auth;
+pub mod codes;
 pub mod error;
 pub mod idempotency;
 pub mod limits;

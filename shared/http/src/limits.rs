@@ -11,6 +11,7 @@
 use crate::AppState;
 use crate::auth::{Authed, authenticate};
 use crate::error::ApiError;
+use crate::error::ErrorCode;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -41,7 +42,7 @@ fn receipt(path: &str) -> bool {
 pub struct Vouched;
 
 /// 429 with `code`, `message` and `Retry-After`.
-pub(crate) fn too_many(code: &'static str, message: String, retry_after_s: u64) -> Response {
+pub(crate) fn too_many(code: ErrorCode, message: String, retry_after_s: u64) -> Response {
     let mut res = ApiError::new(StatusCode::TOO_MANY_REQUESTS, code, message).into_response();
     res.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
@@ -50,7 +51,7 @@ pub(crate) fn too_many(code: &'static str, message: String, retry_after_s: u64) 
 
 fn source_throttled(retry_after_s: u64) -> Response {
     too_many(
-        "source_throttled",
+        ErrorCode::SourceThrottled,
         format!(
             "too many refused requests from this address (at most {}); \
              retry after {retry_after_s} s",
@@ -109,7 +110,7 @@ pub async fn layer(State(state): State<AppState>, mut req: Request, next: Next) 
     match take(&state, &actor.id, &limit).await {
         Ok(()) => next.run(req).await,
         Err(Some(retry_after_s)) => too_many(
-            "rate_limited",
+            ErrorCode::RateLimited,
             format!(
                 "this API key is over its rate limit of {limit}; retry after {retry_after_s} s"
             ),

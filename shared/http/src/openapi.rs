@@ -4,6 +4,7 @@
 //! Every operation that can refuse a request also answers the error statuses of
 //! [`ERROR_STATUSES`] with the [`ErrorBody`] shape.
 
+use crate::error::ErrorCode;
 use crate::{admin, api, receipts, views};
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -57,7 +58,7 @@ use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
         admin::patch_tenant,
         admin::create_user,
     ),
-    components(schemas(ErrorBody, ErrorDetail)),
+    components(schemas(ErrorBody, ErrorDetail, ErrorCode)),
     modifiers(&Conventions),
     security(("api_key" = [])),
     tags(
@@ -73,57 +74,36 @@ use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 )]
 pub struct ApiDoc;
 
-/// The error statuses an operation that takes input may answer, each with [`ErrorBody`], and
-/// the `error.code`s each carries.
+/// The error statuses an operation that takes input may answer, each with [`ErrorBody`];
+/// its description lists the `error.code`s answered with it ([`ErrorCode::statuses`]).
 pub const ERROR_STATUSES: [(&str, &str); 10] = [
-    (
-        "400",
-        "Malformed: `malformed_json`, `invalid_body` (a body that cannot be read), \
-         `channel_inactive`",
-    ),
-    (
-        "401",
-        "Missing or invalid credentials: `unauthorized`; receipts: `invalid_signature`, \
-         `invalid_token`, `receipts_not_configured`",
-    ),
-    (
-        "403",
-        "Not allowed: `managed_channel`, `ip_not_allowed`, `admin_disabled`, \
-         `invalid_verify_token`, `receipts_not_configured`",
-    ),
-    (
-        "404",
-        "No such resource, or another tenant's: `not_found`, `no_route`, `unknown_message`",
-    ),
-    (
-        "409",
-        "Not in a state that allows it: `not_failed`, `not_awaiting_ack`, `conflict`, \
-         `idempotency_key_in_use`",
-    ),
-    ("413", "The body is too large: `body_too_large`"),
-    ("415", "The body is not JSON: `unsupported_media_type`"),
-    (
-        "422",
-        "Invalid input, `error.code` naming the rule: `invalid_body`, `invalid_query`, \
-         `invalid_cursor`, `invalid_name`, `invalid_config`, `invalid_retry_policy`, \
-         `invalid_circuit_breaker`, `invalid_rate_limit`, `invalid_auto_disable`, \
-         `invalid_event_types`, `unsupported_channel_type`, `invalid_activity`, \
-         `invalid_payload`, `unknown_channel`, `invalid_idempotency_key`, \
-         `idempotency_key_reused`, `invalid_tier`, `invalid_role`, `invalid_user`, \
-         `unknown_tenant`, `invalid_alert_webhook_url`, `invalid_request`",
-    ),
-    (
-        "429",
-        "Too many requests: `rate_limited` (the API key's limit), `source_throttled` (too \
-         many refused requests from the address), `receipts_throttled` (the channel's \
-         receipts); see Retry-After",
-    ),
+    ("400", "Malformed"),
+    ("401", "Missing or invalid credentials"),
+    ("403", "Not allowed"),
+    ("404", "No such resource, or another tenant's"),
+    ("409", "Not in a state that allows it"),
+    ("413", "The body is too large"),
+    ("415", "The body is not JSON"),
+    ("422", "Invalid input, `error.code` naming the rule"),
+    ("429", "Too many requests; see Retry-After"),
     (
         "503",
-        "Unavailable for a moment: `unavailable`; safe to retry (with the same \
-         Idempotency-Key)",
+        "Unavailable for a moment; safe to retry (with the same Idempotency-Key)",
     ),
 ];
+
+/// An error status's description: its headline and its codes.
+fn error_description(status: &str, headline: &str) -> String {
+    let codes: Vec<String> = status
+        .parse::<u16>()
+        .map(|s| {
+            ErrorCode::answered_with(s)
+                .map(|c| format!("`{c}`"))
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{headline}: {}", codes.join(", "))
+}
 
 /// Security schemes, the `Idempotency-Key` header of every POST, and the error answers.
 struct Conventions;
@@ -142,12 +122,12 @@ impl Modify for Conventions {
         components.add_security_scheme("api_key", bearer("A tenant API key (`cvg_...`)"));
         components.add_security_scheme("admin_token", bearer("The operators' admin token"));
         // Each error status once, in `components.responses`; operations refer to it.
-        for (status, description) in ERROR_STATUSES {
+        for (status, headline) in ERROR_STATUSES {
             components.responses.insert(
                 error_name(status),
                 RefOr::T(
                     ResponseBuilder::new()
-                        .description(description)
+                        .description(error_description(status, headline))
                         .content(
                             "application/json",
                             ContentBuilder::new()
@@ -246,8 +226,7 @@ pub struct ErrorBody {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
-    /// Stable, for programs (`not_found`, `invalid_body`, `idempotency_key_reused`, ...).
-    pub code: String,
+    pub code: ErrorCode,
     pub message: String,
 }
 
@@ -412,5 +391,43 @@ mod tests {
             }
         }
         assert_eq!(ops, 32);
+    }
+
+    /// Every code is listed under each status it is answered with, and the document's
+    /// `code` field takes exactly the declared codes.
+    #[test]
+    fn every_error_code_is_in_the_document() {
+        let doc: serde_json::Value = serde_json::from_str(document()).unwrap();
+        let listed: Vec<u16> = ERROR_STATUSES
+            .iter()
+            .map(|(s, _)| s.parse().unwrap())
+            .collect();
+        // A 405 answers a method no operation has: no operation lists it.
+        for c in ErrorCode::ALL
+            .iter()
+            .filter(|c| **c != ErrorCode::MethodNotAllowed)
+        {
+            for s in c.statuses() {
+                assert!(listed.contains(s), "{c} is answered {s}, not documented");
+                let d = doc["components"]["responses"][format!("Error{s}")]["description"]
+                    .as_str()
+                    .unwrap();
+                assert!(d.contains(&format!("`{c}`")), "{c} not under {s}: {d}");
+            }
+        }
+        for s in &listed {
+            assert!(
+                ErrorCode::answered_with(*s).next().is_some(),
+                "{s} has no code"
+            );
+        }
+        let values: Vec<&str> = doc["components"]["schemas"]["ErrorCode"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let declared: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(values, declared);
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::auth::{Authed, owned_delivery};
 use crate::error::ApiError;
+use crate::error::ErrorCode;
 use crate::limits::Vouched;
 use crate::{AppState, views};
 use axum::Json;
@@ -67,19 +68,19 @@ pub async fn verify_subscription(
     let expected = config_str(&c, "verify_token").ok_or_else(|| {
         ApiError::new(
             StatusCode::FORBIDDEN,
-            "receipts_not_configured",
+            ErrorCode::ReceiptsNotConfigured,
             "the channel has no `verify_token`",
         )
     })?;
     let mode = q.get("hub.mode").map(String::as_str);
     let token = q.get("hub.verify_token").map(String::as_str).unwrap_or("");
-    let challenge = q
-        .get("hub.challenge")
-        .ok_or_else(|| ApiError::invalid("invalid_request", "`hub.challenge` is missing"))?;
+    let challenge = q.get("hub.challenge").ok_or_else(|| {
+        ApiError::invalid(ErrorCode::InvalidRequest, "`hub.challenge` is missing")
+    })?;
     if mode != Some("subscribe") || !constant_time_eq(expected.as_bytes(), token.as_bytes()) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "invalid_verify_token",
+            ErrorCode::InvalidVerifyToken,
             "hub.mode must be `subscribe` and hub.verify_token the channel's verify_token",
         ));
     }
@@ -91,7 +92,7 @@ pub async fn verify_subscription(
         .into_response())
 }
 
-fn unauthorized(code: &'static str, message: &str) -> ApiError {
+fn unauthorized(code: ErrorCode, message: &str) -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, code, message)
 }
 
@@ -124,13 +125,13 @@ pub async fn receive_receipts(
     let c = receipt_channel(&state, &id).await?;
     let parsed = |what: &str| -> Result<Value, ApiError> {
         serde_json::from_slice(&body)
-            .map_err(|e| ApiError::invalid("invalid_body", format!("{what}: {e}")))
+            .map_err(|e| ApiError::invalid(ErrorCode::InvalidBody, format!("{what}: {e}")))
     };
     let receipts = match c.kind {
         ChannelType::WhatsappMeta => {
             let secret = config_str(&c, "app_secret").ok_or_else(|| {
                 unauthorized(
-                    "receipts_not_configured",
+                    ErrorCode::ReceiptsNotConfigured,
                     "the channel has no `app_secret` to verify receipts with",
                 )
             })?;
@@ -138,11 +139,14 @@ pub async fn receive_receipts(
                 .get("x-hub-signature-256")
                 .and_then(|v| v.to_str().ok())
                 .ok_or_else(|| {
-                    unauthorized("invalid_signature", "X-Hub-Signature-256 is missing")
+                    unauthorized(
+                        ErrorCode::InvalidSignature,
+                        "X-Hub-Signature-256 is missing",
+                    )
                 })?;
             if !verify_meta_signature(secret, &body, sig) {
                 return Err(unauthorized(
-                    "invalid_signature",
+                    ErrorCode::InvalidSignature,
                     "X-Hub-Signature-256 does not match the body and the channel's app_secret",
                 ));
             }
@@ -151,7 +155,7 @@ pub async fn receive_receipts(
         _ => {
             let expected = config_str(&c, "receipt_token").ok_or_else(|| {
                 unauthorized(
-                    "receipts_not_configured",
+                    ErrorCode::ReceiptsNotConfigured,
                     "the channel has no `receipt_token` to check reports with",
                 )
             })?;
@@ -162,14 +166,14 @@ pub async fn receive_receipts(
                 .unwrap_or("");
             if !constant_time_eq(expected.as_bytes(), given.as_bytes()) {
                 return Err(unauthorized(
-                    "invalid_token",
+                    ErrorCode::InvalidToken,
                     "the report does not carry the channel's receipt_token",
                 ));
             }
             infobip_receipts(&parsed("not an Infobip report")?)
         }
     }
-    .map_err(|m| ApiError::invalid("invalid_body", m))?;
+    .map_err(|m| ApiError::invalid(ErrorCode::InvalidBody, m))?;
     let mut res = apply_verified(&state, &c, &receipts).await;
     res.extensions_mut().insert(Vouched);
     Ok(res)
@@ -186,7 +190,7 @@ async fn apply_verified(state: &AppState, c: &Channel, receipts: &[Receipt]) -> 
     .await
     {
         return crate::limits::too_many(
-            "receipts_throttled",
+            ErrorCode::ReceiptsThrottled,
             format!(
                 "this channel's receipts are over their limit of {limit}; \
                  retry after {retry_after_s} s"
@@ -209,7 +213,7 @@ async fn apply_verified(state: &AppState, c: &Channel, receipts: &[Receipt]) -> 
             StatusCode::NOT_FOUND,
             Json(json!({
                 "error": {
-                    "code": "unknown_message",
+                    "code": ErrorCode::UnknownMessage,
                     "message": "no delivery of this channel has these provider message ids",
                     "unknown": summary.unknown,
                 }
@@ -239,7 +243,7 @@ pub async fn acknowledge(
         Ack::Acked(d) | Ack::Already(d) => Ok(Json(views::delivery(&d))),
         Ack::NotAwaiting(d) => Err(ApiError::new(
             StatusCode::CONFLICT,
-            "not_awaiting_ack",
+            ErrorCode::NotAwaitingAck,
             format!(
                 "delivery {} is {} and not waiting for an acknowledgement",
                 d.id, d.status

@@ -6,6 +6,7 @@ use crate::batch;
 use aws_lambda_events::event::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use converger_core::TenantId;
+use converger_http::error::{ApiError, ErrorCode};
 use converger_pipeline::Pipeline;
 use converger_pipeline::ingest::{IngestError, NewActivity};
 use converger_ports::DeliveryMessage;
@@ -119,16 +120,13 @@ pub async fn websocket_event(
     let Some(conn) = ctx.connection_id.as_deref() else {
         return ws_response(
             400,
-            &serde_json::json!({"error": {"code": "invalid_request", "message": "no connection id"}}),
+            &ws_error(ErrorCode::InvalidRequest, "no connection id"),
         );
     };
     let route = ctx.route_key.as_deref().unwrap_or("$default");
     let failed = |e: &dyn std::fmt::Display| {
         tracing::error!(connection_id = conn, route, error = %e, "websocket route failed");
-        ws_response(
-            500,
-            &serde_json::json!({"error": {"code": "unavailable", "message": "try again"}}),
-        )
+        ws_response(500, &ws_error(ErrorCode::Unavailable, "try again"))
     };
     match route {
         "$connect" => {
@@ -139,15 +137,11 @@ pub async fn websocket_event(
                 Ok(_) => ws_response(200, &serde_json::json!({"connected": true})),
                 Err(converger_pipeline::handoff::ConnectRefused::Store(e)) => failed(&e),
                 Err(e @ converger_pipeline::handoff::ConnectRefused::UnknownChannel) => {
-                    ws_response(
-                        404,
-                        &serde_json::json!({"error": {"code": "not_found", "message": e.to_string()}}),
-                    )
+                    ws_response(404, &ws_error(ErrorCode::NotFound, e.to_string()))
                 }
-                Err(e @ converger_pipeline::handoff::ConnectRefused::BadToken) => ws_response(
-                    401,
-                    &serde_json::json!({"error": {"code": "unauthorized", "message": e.to_string()}}),
-                ),
+                Err(e @ converger_pipeline::handoff::ConnectRefused::BadToken) => {
+                    ws_response(401, &ws_error(ErrorCode::Unauthorized, e.to_string()))
+                }
             }
         }
         "$disconnect" => match p.socket_disconnect(conn).await {
@@ -200,4 +194,9 @@ pub async fn email_event(
         tracing::warn!(unknown = ?out.unknown, detail_type = %event.detail_type, "SES event for a message no delivery has; dropped");
     }
     Ok(out)
+}
+
+/// A WebSocket route's refusal, in the HTTP API's error shape.
+fn ws_error(code: ErrorCode, message: impl Into<String>) -> serde_json::Value {
+    ApiError::of(code, message).body()
 }

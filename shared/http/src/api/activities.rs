@@ -1,6 +1,7 @@
 //! Activities: sent, read back by id and by conversation.
 
 use super::*;
+use crate::error::ErrorCode;
 
 #[utoipa::path(
     post,
@@ -104,7 +105,9 @@ pub(crate) async fn list_activities(
     let q = params(query)?;
     let conversation = Some(q.conversation_id)
         .filter(|c| !c.is_empty())
-        .ok_or_else(|| ApiError::invalid("invalid_query", "conversation_id must not be empty"))?;
+        .ok_or_else(|| {
+            ApiError::invalid(ErrorCode::InvalidQuery, "conversation_id must not be empty")
+        })?;
     let limit = page_limit(q.limit)?;
     let scope = format!("activities|{}|{conversation}", tenant.id);
     let after = cursor(q.cursor.as_deref(), &scope)?
@@ -115,7 +118,9 @@ pub(crate) async fn list_activities(
             ))
         })
         .transpose()
-        .map_err(|_| ApiError::invalid("invalid_cursor", "cursor is not one this API gave"))?;
+        .map_err(|_| {
+            ApiError::invalid(ErrorCode::InvalidCursor, "cursor is not one this API gave")
+        })?;
     let (items, more) = state
         .pipeline
         .store

@@ -1,12 +1,13 @@
 //! Channels: create, read, change, list, delete, and their signing secrets.
 
 use super::*;
+use crate::error::ErrorCode;
 use converger_core::middleware;
 
 fn validate_policy(policy: &Map<String, Value>) -> Result<(), ApiError> {
     RetryPolicy::validate(policy).map_err(|errs| {
         let msg: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        ApiError::invalid("invalid_retry_policy", msg.join("; "))
+        ApiError::invalid(ErrorCode::InvalidRetryPolicy, msg.join("; "))
     })
 }
 
@@ -17,13 +18,13 @@ fn validate_config(
 ) -> Result<(), ApiError> {
     let adapter = state.pipeline.adapters.get(kind).ok_or_else(|| {
         ApiError::invalid(
-            "unsupported_channel_type",
+            ErrorCode::UnsupportedChannelType,
             format!("channel type `{kind}` is not supported by this deployment"),
         )
     })?;
     adapter
         .validate_config(config)
-        .map_err(|m| ApiError::invalid("invalid_config", m))
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidConfig, m))
 }
 
 /// An email channel sends only as one of its tenant's sender identities (an operator grants
@@ -55,14 +56,15 @@ async fn validate_sender(
     } else {
         Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "email_sender_not_allowed",
+            ErrorCode::EmailSenderNotAllowed,
             email::sender_refused(&settings.from),
         ))
     }
 }
 
 fn validate_name(name: &str) -> Result<(), ApiError> {
-    converger_core::channel::check_name(name).map_err(|m| ApiError::invalid("invalid_name", m))
+    converger_core::channel::check_name(name)
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidName, m))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -104,17 +106,17 @@ fn yes() -> bool {
 
 fn validate_event_types(types: &[String]) -> Result<(), ApiError> {
     converger_core::channel::check_event_types(types)
-        .map_err(|m| ApiError::invalid("invalid_event_types", m))
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidEventTypes, m))
 }
 
 fn validate_middleware(raw: &Value) -> Result<Vec<middleware::Step>, ApiError> {
-    middleware::parse(raw).map_err(|m| ApiError::invalid("invalid_middleware", m))
+    middleware::parse(raw).map_err(|m| ApiError::invalid(ErrorCode::InvalidMiddleware, m))
 }
 
 fn validate_auto_disable(settings: Option<&Map<String, Value>>) -> Result<(), ApiError> {
     if let Some(s) = settings {
         converger_core::health::AutoDisable::from_overrides(s)
-            .map_err(|m| ApiError::invalid("invalid_auto_disable", m))?;
+            .map_err(|m| ApiError::invalid(ErrorCode::InvalidAutoDisable, m))?;
     }
     Ok(())
 }
@@ -122,11 +124,11 @@ fn validate_auto_disable(settings: Option<&Map<String, Value>>) -> Result<(), Ap
 fn validate_flow(breaker: Option<&Map<String, Value>>, rate: Option<&str>) -> Result<(), ApiError> {
     if let Some(b) = breaker {
         converger_core::BreakerConfig::validate(b)
-            .map_err(|m| ApiError::invalid("invalid_circuit_breaker", m))?;
+            .map_err(|m| ApiError::invalid(ErrorCode::InvalidCircuitBreaker, m))?;
     }
     if let Some(r) = rate {
         r.parse::<converger_core::RateLimit>()
-            .map_err(|m| ApiError::invalid("invalid_rate_limit", m))?;
+            .map_err(|m| ApiError::invalid(ErrorCode::InvalidRateLimit, m))?;
     }
     Ok(())
 }
@@ -144,10 +146,9 @@ pub(crate) async fn create_channel(
     Authed(tenant, _): Authed,
     Body(req): Body<NewChannel>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let kind: ChannelType = req
-        .kind
-        .parse()
-        .map_err(|m: converger_core::Invalid| ApiError::invalid("unsupported_channel_type", m))?;
+    let kind: ChannelType = req.kind.parse().map_err(|m: converger_core::Invalid| {
+        ApiError::invalid(ErrorCode::UnsupportedChannelType, m)
+    })?;
     validate_name(&req.name)?;
     validate_config(&state, kind, &req.config)?;
     validate_sender(&state, &tenant, kind, &req.config).await?;
@@ -315,13 +316,15 @@ pub(crate) async fn list_channels(
         .as_deref()
         .map(str::parse::<ChannelType>)
         .transpose()
-        .map_err(|m| ApiError::invalid("invalid_query", m))?;
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidQuery, m))?;
     let limit = page_limit(q.limit)?;
     let scope = format!("channels|{}|{kind:?}|{:?}", tenant.id, q.active);
     let after = cursor(q.cursor.as_deref(), &scope)?
         .map(|c| ChannelId::parse(&c.id))
         .transpose()
-        .map_err(|_| ApiError::invalid("invalid_cursor", "cursor is not one this API gave"))?;
+        .map_err(|_| {
+            ApiError::invalid(ErrorCode::InvalidCursor, "cursor is not one this API gave")
+        })?;
     let (items, more) = state
         .pipeline
         .store
@@ -415,7 +418,7 @@ pub(crate) async fn rotate_secret(
     body: axum::body::Bytes,
 ) -> Result<Json<views::SecretsView>, ApiError> {
     let req: Rotate = crate::error::parse_optional_json(&body)?;
-    let bad = |m: String| ApiError::invalid("invalid_body", m);
+    let bad = |m: String| ApiError::invalid(ErrorCode::InvalidBody, m);
     if let Some(secret) = &req.signing_secret {
         converger_core::signing::check_secret(secret).map_err(|e| bad(e.into()))?;
     }
@@ -435,7 +438,7 @@ pub(crate) async fn rotate_secret(
         Rotation::Done(c) => Ok(Json(views::secrets(&c))),
         Rotation::Raced => Err(ApiError::new(
             StatusCode::CONFLICT,
-            "conflict",
+            ErrorCode::Conflict,
             "the signing secret was rotated meanwhile; read it and rotate again if needed",
         )),
         Rotation::Gone => Err(ApiError::not_found("channel")),

@@ -1,6 +1,7 @@
 //! Deliveries: read, listed, their attempt logs, and the replay of one dead letter.
 
 use super::*;
+use crate::error::ErrorCode;
 
 #[utoipa::path(
     get,
@@ -48,13 +49,12 @@ pub(crate) async fn list_attempts(
 ) -> Result<Json<views::Page<views::AttemptView>>, ApiError> {
     let q = params(query)?;
     let limit = page_limit(q.limit)?;
-    let before: Option<u32> =
-        match q.cursor.as_deref() {
-            None => None,
-            Some(c) => Some(c.parse().map_err(|_| {
-                ApiError::invalid("invalid_cursor", "cursor is not one this API gave")
-            })?),
-        };
+    let before: Option<u32> = match q.cursor.as_deref() {
+        None => None,
+        Some(c) => Some(c.parse().map_err(|_| {
+            ApiError::invalid(ErrorCode::InvalidCursor, "cursor is not one this API gave")
+        })?),
+    };
     let d = owned_delivery(&state, &tenant, &id).await?;
     let (entries, more) = state.pipeline.attempt_log(&d, before, limit).await?;
     let next_cursor = if more {
@@ -112,7 +112,7 @@ pub(crate) async fn list_deliveries(
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<views::Page<views::DeliveryView>>, ApiError> {
     let q = params(query)?;
-    let bad = |m: String| ApiError::invalid("invalid_query", m);
+    let bad = |m: String| ApiError::invalid(ErrorCode::InvalidQuery, m);
     let status = q
         .status
         .as_deref()

@@ -2,6 +2,7 @@
 //! A tenant never sees another tenant's data: such ids answer 404, like unknown ones.
 
 use crate::auth::{Authed, owned_channel, owned_delivery};
+use crate::error::ErrorCode;
 use crate::error::{ApiError, Body, no_route, wrong_method};
 use crate::{AppState, views};
 use axum::extract::rejection::QueryRejection;
@@ -107,7 +108,7 @@ pub fn router(state: AppState) -> Router {
 fn params<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     query
         .map(|Query(q)| q)
-        .map_err(|e| ApiError::invalid("invalid_query", e.body_text()))
+        .map_err(|e| ApiError::invalid(ErrorCode::InvalidQuery, e.body_text()))
 }
 
 /// A page size: `limit` from 1 to 500, 50 when absent.
@@ -117,7 +118,7 @@ fn page_limit(limit: Option<usize>) -> Result<usize, ApiError> {
         Ok(limit)
     } else {
         Err(ApiError::invalid(
-            "invalid_query",
+            ErrorCode::InvalidQuery,
             "limit must be from 1 to 500",
         ))
     }
@@ -129,7 +130,7 @@ fn cursor(given: Option<&str>, scope: &str) -> Result<Option<Cursor>, ApiError> 
     given
         .map(|c| Cursor::decode(c, scope))
         .transpose()
-        .map_err(|m| ApiError::invalid("invalid_cursor", m))
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidCursor, m))
 }
 
 /// The tenant's alert channel is the platform's: the tenant reads it, an operator changes it
@@ -138,7 +139,7 @@ fn not_managed(c: &Channel) -> Result<(), ApiError> {
     if c.managed {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
-            "managed_channel",
+            ErrorCode::ManagedChannel,
             "this channel delivers the platform's alerts and is changed by an operator \
              (the tenant's alert_webhook_url), not through the tenant API",
         ));
@@ -151,11 +152,11 @@ fn replay_error(e: ReplayError, what: &str) -> ApiError {
         ReplayError::NotFound => ApiError::not_found(what),
         ReplayError::ChannelInactive => ApiError::new(
             StatusCode::BAD_REQUEST,
-            "channel_inactive",
+            ErrorCode::ChannelInactive,
             "Channel is inactive",
         ),
         e @ ReplayError::NotFailed(_) => {
-            ApiError::new(StatusCode::CONFLICT, "not_failed", e.to_string())
+            ApiError::new(StatusCode::CONFLICT, ErrorCode::NotFailed, e.to_string())
         }
         ReplayError::Store(e) => e.into(),
     }

@@ -1,6 +1,7 @@
 //! Bulk replays of a channel's dead letters: at once, or as a job.
 
 use super::*;
+use crate::error::ErrorCode;
 
 #[derive(Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -24,7 +25,7 @@ fn bulk_request(
 ) -> Result<(ChannelId, converger_pipeline::replay::BulkFilter), ApiError> {
     let req: BulkRetry = crate::error::parse_optional_json(body)?;
     let channel = ChannelId::parse(id).map_err(|_| ApiError::not_found("channel"))?;
-    let bad = |m: String| ApiError::invalid("invalid_body", m);
+    let bad = |m: String| ApiError::invalid(ErrorCode::InvalidBody, m);
     if req.limit == Some(0) {
         return Err(bad("limit must be positive".into()));
     }
