@@ -122,21 +122,37 @@ pub fn init_tracing() {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     let _ = tracing_subscriber::registry()
-        .with(
-            // The current span is Lambda's invocation span: every line carries its
-            // `requestId` (and X-Ray trace id) beside the tenant, channel and delivery ids
-            // the pipeline's own lines name, so one delivery can be followed across functions.
-            tracing_subscriber::fmt::layer()
-                .json()
-                .with_current_span(true)
-                .with_span_list(false)
-                .without_time(),
-        )
+        .with(json_logs())
         .with(log_filter(
             std::env::var("RUST_LOG").ok().as_deref(),
             std::env::var("AWS_LAMBDA_LOG_LEVEL").ok().as_deref(),
         ))
         .try_init();
+}
+
+/// The functions' log lines: JSON (CloudWatch adds the time), each with the spans it is
+/// in: Lambda's invocation (`requestId`, X-Ray trace id), the SQS record (`message_id`,
+/// `receive_count`) and the attempt (`delivery_id`, `tenant_id`, `channel_id`, `attempt`),
+/// so one delivery can be followed across functions without each line naming its ids.
+pub fn json_logs<S>() -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    json_logs_to(std::io::stdout)
+}
+
+/// [`json_logs`] written to `writer` (the benchmarks count them, the tests read them).
+pub fn json_logs_to<S, W>(writer: W) -> impl tracing_subscriber::Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt::layer()
+        .json()
+        .with_current_span(false)
+        .with_span_list(true)
+        .without_time()
+        .with_writer(writer)
 }
 
 /// What the functions log: `RUST_LOG` (`info,converger_store=debug`: a level per target), else

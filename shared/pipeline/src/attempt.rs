@@ -23,6 +23,7 @@ use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 /// A delivery whose lease this attempt holds.
 pub(crate) struct Claimed {
@@ -138,6 +139,20 @@ impl Prepared {
     }
 }
 
+/// The span of one attempt: the delivery, with its tenant, activity, channel and attempt number
+/// recorded once it is claimed. `chained`: run on the slot of the attempt before it.
+fn attempt_span(delivery: &converger_core::DeliveryId, chained: bool) -> tracing::Span {
+    tracing::info_span!(
+        "attempt",
+        delivery_id = %delivery,
+        chained,
+        tenant_id = tracing::field::Empty,
+        activity_id = tracing::field::Empty,
+        channel_id = tracing::field::Empty,
+        attempt = tracing::field::Empty,
+    )
+}
+
 impl Pipeline {
     /// Runs the attempt a queue message asks for. When storage is unreachable, the message
     /// is sent again with a short, growing delay ([`policy::bounce_delay_s`]) instead of being
@@ -155,13 +170,17 @@ impl Pipeline {
                 // the other. A chained attempt that fails unexpectedly leaves its row leased:
                 // the reclaim pass takes it back when the lease ends.
                 while let Some((next, claimed)) = CHAIN.with(|c| c.borrow_mut().next.take()) {
-                    let id = next.delivery_id.clone();
-                    match self.attempt_claimed(claimed, next).await {
-                        Ok(r) => tracing::debug!(delivery_id = %id, report = ?r, "chained attempt"),
-                        Err(e) => {
-                            tracing::warn!(delivery_id = %id, error = %e, "chained attempt failed; its lease runs out")
+                    let span = attempt_span(&next.delivery_id, true);
+                    async {
+                        match self.attempt_claimed(claimed, next).await {
+                            Ok(r) => tracing::debug!(report = ?r, "chained attempt"),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "chained attempt failed; its lease runs out")
+                            }
                         }
                     }
+                    .instrument(span)
+                    .await;
                 }
                 report
             })
@@ -185,13 +204,19 @@ impl Pipeline {
         }
     }
 
-    /// Runs the attempt a queue message asks for.
+    /// Runs the attempt a queue message asks for, in a span that names the delivery (and,
+    /// once it is claimed, its tenant, channel and attempt number) for every line under it.
     pub async fn attempt(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
-        let claimed = match self.claim(&msg).await? {
-            Ok(c) => c,
-            Err(report) => return Ok(report),
-        };
-        self.attempt_claimed(claimed, msg).await
+        let span = attempt_span(&msg.delivery_id, false);
+        async {
+            let claimed = match self.claim(&msg).await? {
+                Ok(c) => c,
+                Err(report) => return Ok(report),
+            };
+            self.attempt_claimed(claimed, msg).await
+        }
+        .instrument(span)
+        .await
     }
 
     /// The attempt of a delivery this task has claimed already.
@@ -200,6 +225,14 @@ impl Pipeline {
         claimed: Claimed,
         msg: DeliveryMessage,
     ) -> Result<Report, AttemptError> {
+        let span = tracing::Span::current();
+        span.record("tenant_id", tracing::field::display(&claimed.d.tenant_id));
+        span.record(
+            "activity_id",
+            tracing::field::display(&claimed.d.activity_id),
+        );
+        span.record("channel_id", tracing::field::display(&claimed.d.channel_id));
+        span.record("attempt", claimed.d.attempts + 1);
         let prepared = match self.prepare(claimed, msg).await? {
             Ok(p) => p,
             Err(report) => return Ok(report),
@@ -213,7 +246,7 @@ impl Pipeline {
             self.take_next_ahead(&prepared.channel, &prepared.d)
                 .await
                 .unwrap_or_else(|e| {
-                    tracing::warn!(channel_id = %prepared.channel.id, error = %e, "next backlog row not taken");
+                    tracing::warn!(error = %e, "next backlog row not taken");
                     None
                 })
         };
@@ -225,7 +258,7 @@ impl Pipeline {
             .renew_if_due(&prepared.d, &prepared.token, &prepared.lease_until)
             .await
         {
-            tracing::warn!(delivery_id = %prepared.d.id, error = %e, "lease not renewed before the outcome");
+            tracing::warn!(error = %e, "lease not renewed before the outcome");
         }
         self.settle(prepared, called, hand_on.as_ref()).await
     }
@@ -264,7 +297,11 @@ impl Pipeline {
             Claim::Claimed(d) => return Ok(Ok(Claimed { d, token })),
             Claim::NotDue(d) => {
                 let delay_s = hop_delay_s(d.next_attempt_at, now_ms, self.config.hop_ceiling_s);
-                tracing::info!(delivery_id = %d.id, early_ms = d.next_attempt_at - now_ms, delay_s, "message came early; delayed again");
+                tracing::info!(
+                    early_ms = d.next_attempt_at - now_ms,
+                    delay_s,
+                    "message came early; delayed again"
+                );
                 self.queue.send(msg, delay_s).await?;
                 Report::Hopped { delay_s }
             }
@@ -278,7 +315,7 @@ impl Pipeline {
                 Report::Skipped("delivery is settled")
             }
             Claim::Missing => {
-                tracing::warn!(delivery_id = %msg.delivery_id, "message for a delivery that does not exist; dropped");
+                tracing::warn!("message for a delivery that does not exist; dropped");
                 Report::Skipped("no such delivery")
             }
         };
@@ -316,7 +353,7 @@ impl Pipeline {
             // call, or the call is not made (another attempt may hold the delivery by now).
             let until = AtomicI64::new(d.lease_until.unwrap_or(i64::MIN));
             if !self.renew_if_due(&d, &token, &until).await? {
-                tracing::warn!(delivery_id = %d.id, "lease lost before the call");
+                tracing::warn!("lease lost before the call");
                 return Ok(Err(Report::Skipped("lease lost before the call")));
             }
             Ok(Ok((channel, activity, probe, until, slot)))
@@ -345,7 +382,7 @@ impl Pipeline {
             Ok(Err(report)) => Ok(Err(report)),
             Err(e) => {
                 if let Err(re) = self.store.release(&d, &token).await {
-                    tracing::warn!(delivery_id = %d.id, error = %re, "lease not released; it expires on its own");
+                    tracing::warn!(error = %re, "lease not released; it expires on its own");
                 }
                 Err(e)
             }
@@ -423,14 +460,14 @@ impl Pipeline {
             return Ok(Report::Skipped("lease lost before recording success"));
         }
         if handed_off {
-            tracing::info!(tenant_id = %d.tenant_id, delivery_id = %d.id, channel_id = %d.channel_id, attempt = n, "delivery handed off; waiting for an acknowledgement");
+            tracing::info!("delivery handed off; waiting for an acknowledgement");
             metrics::count(metrics::HANDED_OFF, p.channel.kind, Some(d.tier), 1);
             self.after_attempt(d, &p.channel, Outcome::HandedOff, false, p.probe, None)
                 .await?;
             return Ok(Report::HandedOff);
         }
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        tracing::info!(tenant_id = %d.tenant_id, delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempt = n, duration_ms, "delivery sent");
+        tracing::info!(duration_ms, "delivery sent");
         let mut m = vec![
             (metrics::SENT, "Count", 1.0),
             metrics::ms(metrics::ATTEMPT_DURATION_MS, duration_ms),
@@ -513,7 +550,7 @@ impl Pipeline {
             self.park_waiting(d, &p.channel).await?;
             return Ok(Report::Parked);
         }
-        tracing::info!(tenant_id = %d.tenant_id, delivery_id = %d.id, channel_id = %d.channel_id, attempt = p.n, delay_ms, error = %err.reason, "attempt failed; retry scheduled");
+        tracing::info!(delay_ms, error = %err.reason, "attempt failed; retry scheduled");
         let delay_s = hop_delay_s(next_at, time::now_ms(), self.config.hop_ceiling_s);
         // An activity that came in the message fits in the next one.
         let carried = if p.carried_in {
@@ -662,7 +699,7 @@ impl Pipeline {
             }
             let left = until.saturating_sub(time::now_ms());
             if left <= 0 {
-                tracing::warn!(delivery_id = %p.d.id, "lease ended without a renewal; the call is abandoned");
+                tracing::warn!("lease ended without a renewal; the call is abandoned");
                 return;
             }
             let renewal = tokio::time::timeout(
@@ -672,11 +709,11 @@ impl Pipeline {
             match renewal.await {
                 Ok(Ok(true)) => {}
                 Ok(Ok(false)) => {
-                    tracing::warn!(delivery_id = %p.d.id, "lease lost during the call; the call is abandoned");
+                    tracing::warn!("lease lost during the call; the call is abandoned");
                     return;
                 }
                 Ok(Err(e)) => {
-                    tracing::warn!(delivery_id = %p.d.id, error = %e, "lease not renewed; trying again");
+                    tracing::warn!(error = %e, "lease not renewed; trying again");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 Err(_) => {} // the lease ended while the renewal was on its way: checked above
@@ -698,7 +735,7 @@ impl Pipeline {
         {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
         }
-        tracing::warn!(tenant_id = %d.tenant_id, delivery_id = %d.id, activity_id = %d.activity_id, channel_id = %d.channel_id, attempts = n, error = %reason, "delivery dead-lettered");
+        tracing::warn!(attempts = n, error = %reason, "delivery dead-lettered");
         self.count_failed(d, 1).await;
         metrics::count(metrics::DEAD_LETTERED, p.channel.kind, Some(d.tier), 1);
         self.events

@@ -19,6 +19,7 @@ mod health;
 mod idempotency;
 mod infra;
 mod limits;
+mod logs;
 mod metrics;
 mod middleware;
 mod queue;

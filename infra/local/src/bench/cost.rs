@@ -96,16 +96,11 @@ where
 {
     use tracing_subscriber::Layer;
     use tracing_subscriber::filter::{LevelFilter, Targets};
-    tracing_subscriber::fmt::layer()
-        .json()
-        .with_current_span(true)
-        .with_span_list(false)
-        .with_writer(LogCounter)
-        .with_filter(
-            Targets::new()
-                .with_default(LevelFilter::INFO)
-                .with_target("converger_local", LevelFilter::OFF),
-        )
+    converger_lambda::bootstrap::json_logs_to(LogCounter).with_filter(
+        Targets::new()
+            .with_default(LevelFilter::INFO)
+            .with_target("converger_local", LevelFilter::OFF),
+    )
 }
 
 fn take_logs() -> (u64, u64) {
