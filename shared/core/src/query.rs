@@ -71,10 +71,46 @@ pub fn instant_key(at: &str) -> Result<String, Invalid> {
 }
 
 /// The narrower of two optional lower bounds, and of two upper bounds.
-pub fn tighter(a: Option<String>, b: Option<String>, lower: bool) -> Option<String> {
+fn tighter(a: Option<String>, b: Option<String>, lower: bool) -> Option<String> {
     match (a, b) {
         (Some(a), Some(b)) => Some(if lower { a.max(b) } else { a.min(b) }),
         (a, b) => a.or(b),
+    }
+}
+
+/// The sort-key bounds of a listing asked for by day (`from`, `to`: whole UTC days, both
+/// included) and by instant (`since` included, `until` excluded); where both bound a side,
+/// the tighter one holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyBounds {
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+impl KeyBounds {
+    /// Bounds by day only.
+    pub fn days(from: Option<&str>, to: Option<&str>) -> Result<Self, Invalid> {
+        Self::parse(from, to, None, None)
+    }
+
+    pub fn parse(
+        from: Option<&str>,
+        to: Option<&str>,
+        since: Option<&str>,
+        until: Option<&str>,
+    ) -> Result<Self, Invalid> {
+        Ok(Self {
+            from: tighter(
+                from.map(day_start).transpose()?,
+                since.map(instant_key).transpose()?,
+                true,
+            ),
+            to: tighter(
+                to.map(day_end).transpose()?,
+                until.map(instant_key).transpose()?,
+                false,
+            ),
+        })
     }
 }
 
@@ -181,6 +217,22 @@ impl Cursor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_bounds_keep_the_tighter_of_a_day_and_an_instant() {
+        let b = KeyBounds::parse(
+            Some("2026-12-01"),
+            Some("2026-12-03"),
+            Some("2026-12-01T10:00:00Z"),
+            Some("2026-12-04T00:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(b.from.as_deref(), Some("2026-12-01T10:00:00.000000Z"));
+        assert_eq!(b.to.as_deref(), Some("2026-12-03T23:59:59.999999Z$"));
+        assert_eq!(KeyBounds::days(None, None).unwrap(), KeyBounds::default());
+        assert!(KeyBounds::days(Some("yesterday"), None).is_err());
+        assert!(KeyBounds::parse(None, None, None, Some("noon")).is_err());
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -125,17 +125,10 @@ pub(crate) async fn list_deliveries(
         .map(ChannelId::parse)
         .transpose()
         .map_err(|e| bad(format!("channel_id: {e}")))?;
-    let from_key = q
-        .from
-        .as_deref()
-        .map(day_start)
-        .transpose()
-        .map_err(|e| bad(e.into()))?;
-    let to_key =
-        q.to.as_deref()
-            .map(day_end)
-            .transpose()
-            .map_err(|e| bad(e.into()))?;
+    let KeyBounds {
+        from: from_key,
+        to: to_key,
+    } = KeyBounds::days(q.from.as_deref(), q.to.as_deref()).map_err(|e| bad(e.into()))?;
     let newest_first = newest_first(q.sort.as_deref()).map_err(|e| bad(e.into()))?;
     let limit = page_limit(q.limit)?;
     let Search {

@@ -11,9 +11,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use converger_core::query::{
-    Cursor, Search, day_end, day_start, instant_key, newest_first, tighter,
-};
+use converger_core::query::{Cursor, KeyBounds, Search, newest_first};
 use converger_core::{ActivityId, DeliveryStatus};
 use converger_core::{ChannelId, ChannelType, DeliveryId, RetryPolicy, time};
 use converger_pipeline::channels::Rotation;

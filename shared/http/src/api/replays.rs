@@ -29,33 +29,16 @@ fn bulk_request(
     if req.limit == Some(0) {
         return Err(bad("limit must be positive".into()));
     }
-    let day_from = req
-        .from
-        .as_deref()
-        .map(day_start)
-        .transpose()
-        .map_err(|e| bad(e.into()))?;
-    let day_to = req
-        .to
-        .as_deref()
-        .map(day_end)
-        .transpose()
-        .map_err(|e| bad(e.into()))?;
-    let since = req
-        .since
-        .as_deref()
-        .map(instant_key)
-        .transpose()
-        .map_err(|e| bad(e.into()))?;
-    let until = req
-        .until
-        .as_deref()
-        .map(instant_key)
-        .transpose()
-        .map_err(|e| bad(e.into()))?;
+    let bounds = KeyBounds::parse(
+        req.from.as_deref(),
+        req.to.as_deref(),
+        req.since.as_deref(),
+        req.until.as_deref(),
+    )
+    .map_err(|e| bad(e.into()))?;
     let filter = converger_pipeline::replay::BulkFilter {
-        from_key: tighter(day_from, since, true),
-        to_key: tighter(day_to, until, false),
+        from_key: bounds.from,
+        to_key: bounds.to,
         activity: req.activity_id,
         limit: req.limit,
     };

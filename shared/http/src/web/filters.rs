@@ -5,7 +5,7 @@ use super::page::PageFail;
 use super::scope::tenants_in_scope;
 use super::session::Viewer;
 use crate::AppState;
-use converger_core::query::{Search, day_end, day_start};
+use converger_core::query::{KeyBounds, Search};
 use converger_core::{ChannelId, DeliveryStatus};
 use converger_ports::{Delivery, DeliveryQuery};
 use serde::Deserialize;
@@ -95,13 +95,10 @@ impl Filters {
             activity,
             error_contains,
         } = Search::parse(self.q.as_deref());
-        let mut from_key = nonempty(&self.from)
-            .map(day_start)
-            .transpose()
-            .map_err(|e| PageFail::Invalid(e.into()))?;
-        let mut to_key = nonempty(&self.to)
-            .map(day_end)
-            .transpose()
+        let KeyBounds {
+            from: mut from_key,
+            to: mut to_key,
+        } = KeyBounds::days(nonempty(&self.from), nonempty(&self.to))
             .map_err(|e| PageFail::Invalid(e.into()))?;
         // Load more: the bound moves past the last row shown (keys are unique).
         if let Some(after) = nonempty(&self.after) {
