@@ -193,23 +193,33 @@ mod tests {
         assert_eq!(c.retention, d.retention);
         assert_eq!(c.health_flush, d.health_flush);
         assert!(!c.serial_transactions);
-        // The documented defaults are the ones used.
+    }
+
+    /// Every setting the pipeline reads, given its documented default as its value, makes
+    /// the configuration no value makes: the defaults in `core::settings` (and so in
+    /// `docs/configuration.md`) are the ones the code uses.
+    #[test]
+    fn every_documented_default_is_the_default_in_use() {
+        let mut given = Vec::new();
+        for s in set::ALL {
+            // A default that is a value (a number, a flag, a quoted text), not prose.
+            let value = s.default.trim_matches('`');
+            let plain = match s.kind {
+                set::Kind::Number { .. } => value.parse::<u64>().is_ok(),
+                set::Kind::Flag => matches!(value, "true" | "false"),
+                set::Kind::Text => s.default.starts_with('`'),
+                _ => false,
+            };
+            if plain {
+                given.push((s.name, value));
+            }
+        }
+        assert!(given.len() >= 15, "{given:?}");
+        let documented = load(&given).unwrap();
         assert_eq!(
-            set::LEASE_SECONDS.default,
-            d.lease_slice.as_secs().to_string()
-        );
-        assert_eq!(
-            set::SWEEP_GRACE_SECONDS.default,
-            d.sweep_grace.as_secs().to_string()
-        );
-        assert_eq!(
-            set::HEALTH_FLUSH_MS.default,
-            d.health_flush.as_millis().to_string()
-        );
-        assert_eq!(set::SWEEP_LIMIT.default, d.sweep_limit.to_string());
-        assert_eq!(
-            set::BATCH_CONCURRENCY.default,
-            d.batch_concurrency.to_string()
+            format!("{documented:?}"),
+            format!("{:?}", PipelineConfig::default()),
+            "given {given:?}"
         );
     }
 

@@ -245,6 +245,13 @@ mod tests {
         let c = WebConfig::from_vars(Some("s".repeat(32)), |_| None).unwrap();
         assert!(c.secure_cookies && c.admin_allow.is_none());
         assert_eq!(c.export_limit, 10_000);
+        // The documented defaults are the ones used.
+        assert_eq!(
+            settings::COOKIE_SECURE.default,
+            c.secure_cookies.to_string()
+        );
+        assert_eq!(settings::EXPORT_LIMIT.default, c.export_limit.to_string());
+        assert_eq!(WebConfig::local().export_limit, c.export_limit);
         let c = WebConfig::from_vars(None, |k| match k {
             "ADMIN_IP_ALLOWLIST" => Some("10.0.0.0/8".into()),
             "COOKIE_SECURE" => Some("false".into()),
