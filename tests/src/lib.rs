@@ -384,7 +384,7 @@ impl EventTap {
                         .map(|e| {
                             json!({
                                 "source": converger_store::resources::EVENT_SOURCE,
-                                "detail-type": e.detail_type,
+                                "detail-type": e.detail_type.as_str(),
                                 "detail": e.detail,
                             })
                         })

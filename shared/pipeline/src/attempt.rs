@@ -742,7 +742,7 @@ impl Pipeline {
             .publish(vec![
                 status_event(d, "failed", n, Some(reason)),
                 PlatformEvent {
-                    detail_type: "delivery.dead_lettered",
+                    detail_type: converger_ports::EventType::DeliveryDeadLettered,
                     detail: json!({
                         "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
                         "tenant_id": d.tenant_id, "attempts": n, "error": reason,

@@ -87,6 +87,25 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// `docs/operations.md`'s table of events lists exactly the declared detail-types.
+    #[test]
+    fn the_documented_events_are_the_declared_ones() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        let documented: Vec<&str> = doc
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("| `"))
+            .filter_map(|l| l.split('`').next())
+            .filter(|t| t.starts_with("delivery.") || t.starts_with("channel."))
+            .collect();
+        let declared: Vec<&str> = converger_ports::EventType::ALL
+            .iter()
+            .map(|e| e.as_str())
+            .collect();
+        assert_eq!(documented, declared);
+    }
+
     #[derive(Default)]
     struct Requests(Mutex<Vec<usize>>);
 
@@ -100,7 +119,7 @@ mod tests {
     fn event(n: usize) -> Vec<PlatformEvent> {
         (0..n)
             .map(|i| PlatformEvent {
-                detail_type: "delivery.status_changed",
+                detail_type: converger_ports::EventType::DeliveryStatusChanged,
                 detail: serde_json::json!({ "i": i }),
             })
             .collect()

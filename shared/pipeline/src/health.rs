@@ -112,7 +112,7 @@ impl Pipeline {
         tracing::warn!(channel_id = %channel.id, failed_attempts = flow.failed_attempts, "channel auto-disabled");
         crate::metrics::count(crate::metrics::CHANNEL_DISABLED, channel.kind, None, 1);
         let body = json!({
-            "event": "channel.disabled",
+            "event": converger_ports::EventType::ChannelDisabled.as_str(),
             "channel_id": disabled.id,
             "channel_name": disabled.name,
             "tenant_id": disabled.tenant_id,
@@ -124,7 +124,7 @@ impl Pipeline {
         self.alert(&disabled, body.clone()).await;
         self.events
             .publish(vec![PlatformEvent {
-                detail_type: "channel.disabled",
+                detail_type: converger_ports::EventType::ChannelDisabled,
                 detail: body,
             }])
             .await;
@@ -324,7 +324,7 @@ impl Pipeline {
         self.alert(channel, body.clone()).await;
         self.events
             .publish(vec![PlatformEvent {
-                detail_type: "channel.health_changed",
+                detail_type: converger_ports::EventType::ChannelHealthChanged,
                 detail: body,
             }])
             .await;

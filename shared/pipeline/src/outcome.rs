@@ -87,7 +87,7 @@ pub(crate) fn status_event(
     error: Option<&str>,
 ) -> PlatformEvent {
     PlatformEvent {
-        detail_type: "delivery.status_changed",
+        detail_type: converger_ports::EventType::DeliveryStatusChanged,
         detail: json!({
             "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
             "tenant_id": d.tenant_id, "conversation_id": d.conversation_id,

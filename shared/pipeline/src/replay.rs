@@ -115,11 +115,11 @@ impl Pipeline {
         self.events
             .publish(vec![
                 PlatformEvent {
-                    detail_type: "delivery.retried",
+                    detail_type: converger_ports::EventType::DeliveryRetried,
                     detail: json!({"count": 1, "delivery_ids": [row.id], "tenant_id": row.tenant_id, "actor": actor.to_string()}),
                 },
                 PlatformEvent {
-                    detail_type: "delivery.status_changed",
+                    detail_type: converger_ports::EventType::DeliveryStatusChanged,
                     detail: json!({
                         "delivery_id": row.id, "activity_id": row.activity_id, "channel_id": row.channel_id,
                         "tenant_id": row.tenant_id, "conversation_id": row.conversation_id,
@@ -279,7 +279,7 @@ impl Pipeline {
             }
             self.events
                 .publish(vec![PlatformEvent {
-                    detail_type: "delivery.retried",
+                    detail_type: converger_ports::EventType::DeliveryRetried,
                     detail: json!({
                         "count": done.len(),
                         "delivery_ids": done.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),

@@ -374,10 +374,61 @@ pub struct QueueDepth {
     pub in_flight: u64,
 }
 
+/// The platform's events, one EventBridge `detail-type` each (their details are described in
+/// `docs/operations.md`, whose table a test keeps to this list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// A delivery's status changed (sent, failed, pending again, ...).
+    DeliveryStatusChanged,
+    /// A delivery failed for good.
+    DeliveryDeadLettered,
+    /// Deliveries were sent again (a single or bulk replay).
+    DeliveryRetried,
+    /// A channel's breaker opened.
+    ChannelCircuitOpened,
+    /// A channel's breaker closed after a successful probe.
+    ChannelCircuitClosed,
+    /// A channel's health status changed.
+    ChannelHealthChanged,
+    /// A channel was disabled after failing too long.
+    ChannelDisabled,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 7] = [
+        Self::DeliveryStatusChanged,
+        Self::DeliveryDeadLettered,
+        Self::DeliveryRetried,
+        Self::ChannelCircuitOpened,
+        Self::ChannelCircuitClosed,
+        Self::ChannelHealthChanged,
+        Self::ChannelDisabled,
+    ];
+
+    /// The `detail-type` it is published with.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::DeliveryStatusChanged => "delivery.status_changed",
+            Self::DeliveryDeadLettered => "delivery.dead_lettered",
+            Self::DeliveryRetried => "delivery.retried",
+            Self::ChannelCircuitOpened => "channel.circuit_opened",
+            Self::ChannelCircuitClosed => "channel.circuit_closed",
+            Self::ChannelHealthChanged => "channel.health_changed",
+            Self::ChannelDisabled => "channel.disabled",
+        }
+    }
+}
+
+impl std::fmt::Display for EventType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A platform event for the bus.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlatformEvent {
-    pub detail_type: &'static str,
+    pub detail_type: EventType,
     pub detail: serde_json::Value,
 }
 

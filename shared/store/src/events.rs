@@ -30,7 +30,7 @@ impl Events for EventBridgeEvents {
                     PutEventsRequestEntry::builder()
                         .event_bus_name(&self.bus)
                         .source(EVENT_SOURCE)
-                        .detail_type(e.detail_type)
+                        .detail_type(e.detail_type.as_str())
                         .detail(e.detail.to_string())
                         .build()
                 })

@@ -154,8 +154,12 @@ impl Pipeline {
                 self.remember_flow(&f);
                 tracing::info!(channel_id = %channel.id, "breaker closed: probe succeeded");
                 crate::metrics::count(crate::metrics::CIRCUIT_CLOSED, channel.kind, None, 1);
-                let event =
-                    circuit_event(channel, "channel.circuit_closed", "probe_succeeded", now);
+                let event = circuit_event(
+                    channel,
+                    converger_ports::EventType::ChannelCircuitClosed,
+                    "probe_succeeded",
+                    now,
+                );
                 self.alert(channel, event.detail.clone()).await;
                 self.events.publish(vec![event]).await;
                 // Release everything parked now, and once more in 5 s for deliveries parked
@@ -201,7 +205,12 @@ impl Pipeline {
         self.remember_flow(&f);
         tracing::warn!(channel_id = %channel.id, failures = f.consecutive_failures, reason, "breaker opened");
         crate::metrics::count(crate::metrics::CIRCUIT_OPENED, channel.kind, None, 1);
-        let event = circuit_event(channel, "channel.circuit_opened", reason, now);
+        let event = circuit_event(
+            channel,
+            converger_ports::EventType::ChannelCircuitOpened,
+            reason,
+            now,
+        );
         self.alert(channel, event.detail.clone()).await;
         self.events.publish(vec![event]).await;
         self.schedule_probe(&channel.id, breaker).await?;

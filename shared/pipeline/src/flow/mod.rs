@@ -317,11 +317,16 @@ impl Pipeline {
     }
 }
 
-fn circuit_event(channel: &Channel, kind: &'static str, reason: &str, at_ms: i64) -> PlatformEvent {
+fn circuit_event(
+    channel: &Channel,
+    kind: converger_ports::EventType,
+    reason: &str,
+    at_ms: i64,
+) -> PlatformEvent {
     PlatformEvent {
         detail_type: kind,
         detail: json!({
-            "event": kind,
+            "event": kind.as_str(),
             "channel_id": channel.id,
             "channel_name": channel.name,
             "tenant_id": channel.tenant_id,
