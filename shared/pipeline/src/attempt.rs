@@ -265,6 +265,7 @@ impl Pipeline {
 
     /// Takes the lease on the message's delivery; a report instead when there is nothing to
     /// attempt now (not due: the message is delayed again; leased, settled or missing).
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn claim(&self, msg: &DeliveryMessage) -> Result<Result<Claimed, Report>, AttemptError> {
         let token = lease_token();
         let now_ms = time::now_ms();
@@ -326,6 +327,7 @@ impl Pipeline {
     /// called), then the activity. A missing channel or activity is an unexpected failure:
     /// the lease is given back and the message is left to SQS, which redelivers it until its
     /// dead-letter queue takes it.
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn prepare(
         &self,
         Claimed { mut d, token }: Claimed,
@@ -391,6 +393,7 @@ impl Pipeline {
 
     /// Records what the call came to and tells the breaker; a success hands the window slot
     /// on to `hand_on` (the backlog row this task runs next).
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn settle(
         &self,
         p: Prepared,
@@ -593,6 +596,7 @@ impl Pipeline {
     }
 
     /// Calls the channel's adapter, under the effective policy's timeout.
+    #[tracing::instrument(level = "debug", skip_all)]
     async fn call(&self, p: &Prepared) -> Called {
         let (d, activity, channel, n) = (&p.d, &p.activity, &p.channel, p.n);
         if channel.deleted_at.is_some() {

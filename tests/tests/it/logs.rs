@@ -1,7 +1,8 @@
 //! What the functions log, in their deployed format (`bootstrap::json_logs`): every line of
 //! an attempt carries the SQS record it came in (`message_id`, `receive_count`) and the
 //! attempt's span (delivery, tenant, activity, channel, attempt number), so a line need not
-//! name them and one delivery can be followed through its lines. In process: the stack's
+//! name them and one delivery can be followed through its lines; at debug level the stage
+//! (claim, prepare, call, settle) is a span of its own. In process: the stack's
 //! queue consumers run the deployed handlers on this test's thread.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -49,6 +50,8 @@ async fn an_attempt_logs_under_its_sqs_record_and_its_delivery() {
         .with(
             tracing_subscriber::filter::Targets::new()
                 .with_target("converger_pipeline", tracing::Level::INFO)
+                // The attempt's stages are spans at debug level.
+                .with_target("converger_pipeline::attempt", tracing::Level::DEBUG)
                 .with_target("converger_lambda", tracing::Level::INFO),
         );
     let _guard = tracing::subscriber::set_default(subscriber);
@@ -82,6 +85,8 @@ async fn an_attempt_logs_under_its_sqs_record_and_its_delivery() {
     assert_eq!(attempt["activity_id"], d["activity_id"], "{sent}");
     assert_eq!(attempt["attempt"], 1, "{sent}");
     assert_eq!(attempt["chained"], false, "{sent}");
+    let names: Vec<&str> = spans.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, ["sqs_record", "attempt", "settle"], "{sent}");
     // The ids are the spans', not repeated on the line.
     assert!(sent["fields"]["delivery_id"].is_null(), "{sent}");
     t.stop().await;
