@@ -394,6 +394,67 @@ mod emulator {
         t.stop().await;
     }
 
+    /// An activity the ingest function parks (its channel's breaker is open) schedules the
+    /// breaker's probe on the probe queue, as the API's ingest does: the function's policy
+    /// allows the send (a backlog row whose mark failed sends its feed job there too).
+    #[tokio::test]
+    async fn the_ingest_function_parks_behind_an_open_breaker_and_schedules_its_probe() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let (tenant, key) = t.tenant("default").await;
+        let ch = t
+            .channel(
+                &key,
+                json!({"type": "webhook", "name": "q", "config": {"url": rx.url},
+                       "circuit_breaker": {"cooldown_ms": 60_000}}),
+            )
+            .await;
+        let channel = converger_core::ChannelId::parse(ch["id"].as_str().unwrap()).unwrap();
+        let store = t.stack.pipeline.store.clone();
+        let open = converger_ports::Transition::new(
+            &[converger_core::CircuitState::Closed],
+            converger_core::CircuitState::Open,
+            converger_core::time::now_ms(),
+        );
+        assert!(store.transition(&channel, &open).await.unwrap().is_some());
+        let url = t
+            .aws()
+            .resources
+            .queue_url(&converger_store::resources::ACTIVITIES_QUEUE)
+            .unwrap()
+            .to_owned();
+        let body = json!({"tenant_id": tenant, "activity": {"conversation_id": "conv-q",
+                          "channel_ids": [ch["id"]], "payload": {"text": "parked"}}});
+        t.aws()
+            .clients
+            .sqs
+            .send_message()
+            .queue_url(&url)
+            .message_body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            converger_tests::wait_until(Duration::from_secs(20), || async {
+                let f = store.get_flow(&channel).await.unwrap();
+                f.parked_at.is_some() && f.probe_due.is_some()
+            })
+            .await,
+            "parked, with its probe scheduled: {:?}",
+            store.get_flow(&channel).await.unwrap()
+        );
+        assert!(
+            rx.requests().is_empty(),
+            "nothing reaches an open breaker's endpoint"
+        );
+        assert!(
+            t.stack.iam_violations().is_empty(),
+            "{:?}",
+            t.stack.iam_violations()
+        );
+        t.stop().await;
+    }
+
     /// Producers that write to the activities queue instead of calling the API: the ingest
     /// function (its deployed mapping, environment and policy) takes the message to the receiver.
     #[tokio::test]
