@@ -251,7 +251,7 @@ impl TestStack {
         channel_id: &str,
     ) -> (converger_ports::Tenant, converger_ports::Channel) {
         use converger_core::{ChannelId, TenantId};
-        let store = &self.stack.pipeline.store;
+        let store = &self.stack.store;
         let tenant = store
             .get_tenant(&TenantId::parse(tenant_id).unwrap())
             .await
@@ -275,7 +275,6 @@ impl TestStack {
     ) -> converger_ports::Delivery {
         let (activity, d) = self.unwritten_delivery(tenant_id, channel_id, due_ms).await;
         self.stack
-            .pipeline
             .store
             .create_activity(&activity, std::slice::from_ref(&d))
             .await

@@ -74,7 +74,6 @@ pub async fn write(
     };
     if let Some(mark) = mark {
         stack
-            .pipeline
             .store
             .mark(&channel.id, mark, Some(time::now_ms()), None)
             .await

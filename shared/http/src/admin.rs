@@ -192,8 +192,8 @@ pub(crate) async fn get_tenant(
     let id = TenantId::parse(&id).map_err(|_| ApiError::not_found("tenant"))?;
     let t = state
         .pipeline
-        .store
-        .get_tenant(&id)
+        .reads()
+        .tenant(&id)
         .await?
         .ok_or_else(|| ApiError::not_found("tenant"))?;
     Ok(Json(crate::views::tenant(
@@ -285,7 +285,7 @@ pub(crate) async fn patch_tenant(
     let mut alert_signing_secret = None;
     if req.alert_webhook_url.is_some()
         && let Some(id) = &t.alert_channel_id
-        && let Some(c) = state.pipeline.store.get_channel(id).await?
+        && let Some(c) = state.pipeline.reads().channel(id).await?
     {
         alert_signing_secret = Some(c.signing_secret);
     }
@@ -330,7 +330,7 @@ pub(crate) async fn create_user(
         .parse()
         .map_err(|m: converger_core::Invalid| ApiError::invalid(ErrorCode::InvalidRole, m))?;
     if let Some(t) = &req.tenant_id
-        && state.pipeline.store.get_tenant(t).await?.is_none()
+        && state.pipeline.reads().tenant(t).await?.is_none()
     {
         return Err(ApiError::invalid(
             ErrorCode::UnknownTenant,

@@ -50,7 +50,7 @@ pub(crate) async fn authenticate(
     // one per request); the tenant it names is kept longer.
     let id = match state.resolved_key(&hash) {
         Some(id) => id,
-        None => match state.pipeline.store.api_key_tenant(&hash).await? {
+        None => match state.pipeline.reads().api_key_tenant(&hash).await? {
             Some(id) => {
                 state.resolve_key(hash, id.clone());
                 id
@@ -61,7 +61,7 @@ pub(crate) async fn authenticate(
     if let Some(t) = state.cached_tenant(&id) {
         return Ok(Authed(t, actor));
     }
-    match state.pipeline.store.get_tenant(&id).await? {
+    match state.pipeline.reads().tenant(&id).await? {
         Some(t) => {
             state.cache_tenant(id, t.clone());
             Ok(Authed(t, actor))
@@ -91,7 +91,7 @@ pub(crate) async fn owned_channel(
     let id = ChannelId::parse(id).map_err(|_| ApiError::not_found("channel"))?;
     state
         .pipeline
-        .store
+        .reads()
         .channel_in(Scope::Tenant(&tenant.id), &id)
         .await?
         .ok_or_else(|| ApiError::not_found("channel"))
@@ -106,7 +106,7 @@ pub(crate) async fn owned_delivery(
     let id = DeliveryId::parse(id).map_err(|_| ApiError::not_found("delivery"))?;
     state
         .pipeline
-        .store
+        .reads()
         .delivery_in(Scope::Tenant(&tenant.id), &id)
         .await?
         .ok_or_else(|| ApiError::not_found("delivery"))

@@ -112,7 +112,7 @@ impl Once<'_> {
     /// Takes the key, or finds the answer to give, waiting while the same request runs
     /// elsewhere (a take-over when its holder's lock ends without an answer).
     async fn hold(&self) -> Result<Held, ApiError> {
-        let store = &self.state.pipeline.store;
+        let store = &self.state.idempotency_keys;
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
         let mut take = true;
@@ -177,7 +177,7 @@ impl Once<'_> {
 
     /// Keeps the answer for the key (or frees the key after a server error) and gives it.
     async fn answer(&self, res: Response) -> Response {
-        let store = &self.state.pipeline.store;
+        let store = &self.state.idempotency_keys;
         let status = res.status().as_u16();
         if !rules::keeps(status) {
             if let Err(e) = store

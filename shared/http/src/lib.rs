@@ -28,7 +28,12 @@ const KEY_RESOLVE_TTL: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct AppState {
+    /// The use cases, and the read side of the store ([`Pipeline::reads`]).
     pub pipeline: Arc<Pipeline>,
+    /// The pages' users and sign-in counts.
+    pub accounts: Arc<dyn converger_ports::AccountStore>,
+    /// The API's idempotency keys ([`idempotency`]).
+    pub idempotency_keys: Arc<dyn converger_ports::IdempotencyStore>,
     /// The operators' token for the admin API; `None` disables the admin API.
     pub admin_token: Option<Arc<str>>,
     /// The web pages' settings.
@@ -55,6 +60,8 @@ const TENANT_LIST_TTL: Duration = Duration::from_secs(5);
 impl AppState {
     pub fn new(pipeline: Arc<Pipeline>, admin_token: Option<String>) -> Self {
         Self {
+            accounts: pipeline.accounts(),
+            idempotency_keys: pipeline.idempotency_keys(),
             pipeline,
             admin_token: admin_token.map(Into::into),
             // Only the admin function serves the pages; it reads their settings from the
@@ -76,7 +83,7 @@ impl AppState {
         if let Some(list) = self.tenant_list.get(&()) {
             return Ok(list);
         }
-        let list = Arc::new(self.pipeline.store.list_tenants().await?);
+        let list = Arc::new(self.pipeline.reads().tenants().await?);
         self.tenant_list.insert((), list.clone());
         Ok(list)
     }

@@ -151,8 +151,7 @@ pub(crate) async fn take(
         SHARED_TAKES.fetch_add(1, Ordering::Relaxed);
         match state
             .pipeline
-            .store
-            .rate_take_n(&schedule, limit, n, now.saturating_mul(1000))
+            .take_api_rate(&schedule, limit, n, now.saturating_mul(1000))
             .await
         {
             Ok(Ok(())) => {

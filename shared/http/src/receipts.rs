@@ -24,7 +24,7 @@ use std::collections::HashMap;
 /// A channel that takes receipts: whatsapp_meta or whatsapp_infobip. Any other id is 404.
 async fn receipt_channel(state: &AppState, id: &str) -> Result<Channel, ApiError> {
     let id = ChannelId::parse(id).map_err(|_| ApiError::not_found("channel"))?;
-    match state.pipeline.store.get_channel(&id).await? {
+    match state.pipeline.reads().channel(&id).await? {
         Some(c)
             if matches!(
                 c.kind,

@@ -32,18 +32,41 @@ pub async fn aws_pipeline(
     res: &Resources,
     config: PipelineConfig,
 ) -> Result<Pipeline, BootError> {
-    let store = DynamoStore::new(clients.dynamodb.clone(), res.clone())
-        .with_serial_transactions(config.serial_transactions);
-    let queue = SqsQueue::new(clients.sqs.clone(), res)?;
-    let events = EventBridgeEvents::new(clients.eventbridge.clone(), res.bus.clone());
+    let ports = aws_ports(clients, res, &config)?;
     let adapters = Adapters::standard(config.allowlist.clone())?;
     Ok(Pipeline::new(
-        Arc::new(store),
-        Arc::new(queue),
-        Arc::new(events),
+        ports.store,
+        ports.queue,
+        ports.events,
         adapters,
         config,
     ))
+}
+
+/// The AWS ports a pipeline is built on.
+pub struct AwsPorts {
+    pub store: Arc<dyn converger_ports::Store>,
+    pub queue: Arc<dyn converger_ports::Queue>,
+    pub events: Arc<dyn converger_ports::Events>,
+}
+
+/// The store (DynamoDB), the queues (SQS) and the bus (EventBridge) on `clients`.
+pub fn aws_ports(
+    clients: &Clients,
+    res: &Resources,
+    config: &PipelineConfig,
+) -> Result<AwsPorts, BootError> {
+    Ok(AwsPorts {
+        store: Arc::new(
+            DynamoStore::new(clients.dynamodb.clone(), res.clone())
+                .with_serial_transactions(config.serial_transactions),
+        ),
+        queue: Arc::new(SqsQueue::new(clients.sqs.clone(), res)?),
+        events: Arc::new(EventBridgeEvents::new(
+            clients.eventbridge.clone(),
+            res.bus.clone(),
+        )),
+    })
 }
 
 /// Lets the pipeline push to websocket clients through the WebSocket API's management

@@ -52,7 +52,7 @@ pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     })
     .await;
     // The batch's status events, ten to a request, before the instance can be frozen.
-    p.events.flush().await;
+    p.flush_events().await;
     resp
 }
 
@@ -84,7 +84,7 @@ pub async fn ingest_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
 
 async fn ingest_record(p: &Pipeline, m: SqsMessage) -> Result<(), HandlerError> {
     let msg: IngestMessage = body(&m)?;
-    let Some(tenant) = p.store.get_tenant(&msg.tenant_id).await? else {
+    let Some(tenant) = p.reads().tenant(&msg.tenant_id).await? else {
         tracing::error!(tenant_id = %msg.tenant_id, "activity for an unknown tenant dropped");
         return Ok(());
     };

@@ -1,12 +1,16 @@
-//! A channel's lifecycle beyond create and update: rotating its signing secret with an
-//! overlap, and deleting it without losing what it still had to deliver.
+//! A channel's lifecycle: creating and changing it (this instance forgets what it cached of
+//! it), rotating its signing secret with an overlap, and deleting it without losing what it
+//! still had to deliver.
 
 use crate::Pipeline;
 use crate::outcome::AttemptError;
+use converger_core::ChannelId;
 use converger_core::query::Actor;
 use converger_core::signing;
 use converger_core::{CircuitState, time};
-use converger_ports::{Channel, FlowJobKind, SecretRotation, Transition};
+use converger_ports::{
+    Channel, ChannelPatch, FlowJobKind, SecretRotation, StoreResult, Transition,
+};
 
 /// How a rotation ended.
 #[derive(Debug)]
@@ -19,6 +23,30 @@ pub enum Rotation {
 }
 
 impl Pipeline {
+    /// Stores a new channel (already validated by its writer).
+    pub async fn create_channel(&self, channel: &Channel) -> StoreResult<()> {
+        self.store.create_channel(channel).await?;
+        self.forget_tenant_channels(&channel.tenant_id);
+        Ok(())
+    }
+
+    /// Changes the given fields of a channel of `channel.tenant_id`; `None` if it is not
+    /// there (or was deleted).
+    pub async fn update_channel(
+        &self,
+        current: &Channel,
+        patch: &ChannelPatch,
+    ) -> StoreResult<Option<Channel>> {
+        let id: &ChannelId = &current.id;
+        let updated = self
+            .store
+            .update_channel(&current.tenant_id, id, patch, &time::now_rfc3339())
+            .await?;
+        self.forget_channel(id);
+        self.forget_tenant_channels(&current.tenant_id);
+        Ok(updated)
+    }
+
     /// Replaces a channel's signing secret with `secret` (a new random one when `None`). The
     /// old one keeps signing beside it for `grace_ms` (see `core::signing::retire`), so a
     /// receiver can roll over without refusing a message. Audited (`rotate_signing_secret`).

@@ -16,30 +16,38 @@ pub mod ingest;
 pub mod metrics;
 pub mod middleware;
 pub mod outcome;
+pub mod reads;
 pub mod replay;
 pub mod sweep;
 pub mod tenants;
 
 pub use config::PipelineConfig;
+pub use reads::Reads;
 
 use converger_adapters::Adapters;
 use converger_core::cache::TtlCache;
 use converger_core::{ChannelId, TenantId};
-use converger_ports::{Channel, Events, Queue, Sockets, Store, StoreResult};
+use converger_ports::{
+    AccountStore, Channel, Events, IdempotencyStore, Queue, QueueDepth, Sockets, Store, StoreResult,
+};
 use std::sync::Arc;
 
 /// What every use case needs, built once per process (per Lambda instance): the ports and the
 /// settings. Read through [`Pipeline`] (which dereferences to it).
+///
+/// The ports are this crate's own: outside it, [`Pipeline`] hands out use cases, the read side
+/// ([`Pipeline::reads`]) and two narrow ports the HTTP surfaces keep themselves (accounts and
+/// idempotency keys), never the store or the queues.
 pub struct Deps {
-    pub store: Arc<dyn Store>,
-    pub queue: Arc<dyn Queue>,
-    pub events: Arc<dyn Events>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) queue: Arc<dyn Queue>,
+    pub(crate) events: Arc<dyn Events>,
     pub adapters: Adapters,
     pub config: PipelineConfig,
     /// Where websocket pushes go ([`Pipeline::with_sockets`]; none by default).
-    pub sockets: Arc<dyn Sockets>,
+    pub(crate) sockets: Arc<dyn Sockets>,
     /// Where email goes ([`Pipeline::with_mailer`]; none by default).
-    pub mailer: Arc<dyn converger_ports::Mailer>,
+    pub(crate) mailer: Arc<dyn converger_ports::Mailer>,
 }
 
 /// The use cases' entry points over [`Deps`], with what this instance remembers between
@@ -47,6 +55,7 @@ pub struct Deps {
 /// only that module reads.
 pub struct Pipeline {
     deps: Deps,
+    reads: Reads,
     channels: TtlCache<ChannelId, Arc<Channel>>,
     /// Each tenant's channels (the subscriber lists of event types).
     tenant_channels: TtlCache<TenantId, Arc<Vec<Arc<Channel>>>>,
@@ -72,6 +81,7 @@ impl Pipeline {
         config: PipelineConfig,
     ) -> Self {
         Self {
+            reads: Reads::new(&store),
             channels: TtlCache::new(config.channel_cache_ttl),
             tenant_channels: TtlCache::bounded(config.channel_cache_ttl, 10_000),
             flow: flow::Caches::new(config.flow_cache_ttl),
@@ -95,6 +105,12 @@ impl Pipeline {
         self
     }
 
+    /// Sends the platform events held back by [`Self::with_batched_events`] (at the end of a
+    /// batch, before the instance can be frozen).
+    pub async fn flush_events(&self) {
+        self.deps.events.flush().await;
+    }
+
     /// Lets attempts send email through `mailer`.
     pub fn with_mailer(mut self, mailer: Arc<dyn converger_ports::Mailer>) -> Self {
         self.deps.mailer = mailer;
@@ -105,6 +121,41 @@ impl Pipeline {
     pub fn with_sockets(mut self, sockets: Arc<dyn Sockets>) -> Self {
         self.deps.sockets = sockets;
         self
+    }
+
+    /// What the API and the pages read.
+    pub fn reads(&self) -> &Reads {
+        &self.reads
+    }
+
+    /// The web pages' users and sign-in counts.
+    pub fn accounts(&self) -> Arc<dyn AccountStore> {
+        self.deps.store.clone()
+    }
+
+    /// The API's idempotency keys.
+    pub fn idempotency_keys(&self) -> Arc<dyn IdempotencyStore> {
+        self.deps.store.clone()
+    }
+
+    /// Takes `n` places of an API key's rate schedule (`schedule`, at `limit`) at `now_us`, or
+    /// the instant (µs) the next place frees.
+    pub async fn take_api_rate(
+        &self,
+        schedule: &str,
+        limit: &converger_core::RateLimit,
+        n: u32,
+        now_us: i64,
+    ) -> StoreResult<Result<(), i64>> {
+        self.deps
+            .store
+            .rate_take_n(schedule, limit, n, now_us)
+            .await
+    }
+
+    /// The queues' approximate depths (the dashboard).
+    pub async fn queue_depths(&self) -> Result<Vec<QueueDepth>, converger_ports::QueueError> {
+        self.deps.queue.depths().await
     }
 
     /// A channel `scope` may see, from this instance's cache (see [`Self::channel`]): another

@@ -18,7 +18,7 @@ async fn seed(
     n: usize,
     at: Option<&str>,
 ) -> Vec<Delivery> {
-    let store = &t.stack.pipeline.store;
+    let store = &t.stack.store;
     let channel = store
         .get_channel(&ChannelId::parse(channel).unwrap())
         .await
@@ -101,7 +101,7 @@ async fn two_concurrent_bulk_replays_are_disjoint() {
     assert_eq!(b.body["has_more"], false);
 
     // Every delivery replayed exactly once.
-    let store = &t.stack.pipeline.store;
+    let store = &t.stack.store;
     let ids: Vec<_> = rows.iter().map(|d| d.id.clone()).collect();
     let now = store.get_deliveries(&ids).await.unwrap();
     assert_eq!(now.len(), DEAD_LETTERS);
@@ -165,7 +165,7 @@ async fn the_limit_lowers_the_configured_cap_and_never_raises_it() {
         (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
         (Some(1), Some(false))
     );
-    let store = &t.stack.pipeline.store;
+    let store = &t.stack.store;
     assert!(
         store
             .get_deliveries(&rows.iter().map(|d| d.id.clone()).collect::<Vec<_>>())
@@ -289,12 +289,7 @@ async fn filters_refusals_and_isolation() {
         created_at: day1[0].created_at.clone(),
         expires_at: None,
     };
-    t.stack
-        .pipeline
-        .store
-        .create_activity(&activity, &[])
-        .await
-        .unwrap();
+    t.stack.store.create_activity(&activity, &[]).await.unwrap();
     let a = bulk(
         &t,
         &key,
@@ -453,7 +448,7 @@ mod emulator {
         assert_eq!(view["status"], "done", "{view}");
         assert_eq!(view["retried"], 120);
         assert_eq!(view["has_more"], true, "10 were left by the limit");
-        let store = &t.stack.pipeline.store;
+        let store = &t.stack.store;
         let now = store
             .get_deliveries(&rows.iter().map(|d| d.id.clone()).collect::<Vec<_>>())
             .await

@@ -113,7 +113,7 @@ async fn a_deleted_channel_that_a_pause_still_holds_is_let_go_by_the_sweeper() {
         })
         .await;
     }
-    let store = &t.stack.pipeline.store;
+    let store = &t.stack.store;
     let tenant = converger_core::TenantId::parse(&tenant).unwrap();
     let channel = converger_core::ChannelId::parse(&id(&ch)).unwrap();
     let now = converger_core::time::now_rfc3339();

@@ -273,7 +273,7 @@ mod emulator {
         let ch = t.webhook(&key, &rx.url, json!({})).await;
 
         // Write the activity and its delivery without enqueueing, then send the same message twice.
-        let p = &t.stack.pipeline;
+        let p = &t.stack;
         let d = t
             .bare_delivery(
                 &tenant_id,
@@ -410,7 +410,7 @@ mod emulator {
             )
             .await;
         let channel = converger_core::ChannelId::parse(ch["id"].as_str().unwrap()).unwrap();
-        let store = t.stack.pipeline.store.clone();
+        let store = t.stack.store.clone();
         let open = converger_ports::Transition::new(
             &[converger_core::CircuitState::Closed],
             converger_core::CircuitState::Open,

@@ -256,7 +256,7 @@ async fn a_delivery_parked_after_the_probe_loop_stopped_is_probed_without_a_swee
     let ch_key = ChannelId::parse(ch_id).unwrap();
     assert!(
         wait_until(Duration::from_secs(15), || async {
-            let f = t.stack.pipeline.store.get_flow(&ch_key).await.unwrap();
+            let f = t.stack.store.get_flow(&ch_key).await.unwrap();
             f.circuit_state == converger_core::CircuitState::Open && f.probe_due.is_none()
         })
         .await,
@@ -589,7 +589,6 @@ mod emulator {
         // only after that, so read the tier from the store the pipeline uses.
         let stored = t
             .stack
-            .pipeline
             .store
             .get_tenant(&converger_core::TenantId::parse(&tenant).unwrap())
             .await

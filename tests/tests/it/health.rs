@@ -30,7 +30,6 @@ async fn health(t: &TestStack, key: &str, ch: &str) -> Value {
 /// `failed` of them dead-lettered.
 async fn counters(t: &TestStack, ch: &str, created: i64, failed: i64) {
     t.stack
-        .pipeline
         .store
         .count_deliveries(
             &ChannelId::parse(ch).unwrap(),
@@ -112,7 +111,6 @@ async fn expired_history_rows_are_not_shown() {
             expires_at: at / 1000 + 7 * 86_400,
         };
         t.stack
-            .pipeline
             .store
             .record_health(std::slice::from_ref(&check))
             .await
@@ -366,7 +364,6 @@ mod emulator {
         }
         // Counters outside the 60-minute window do not count.
         t.stack
-            .pipeline
             .store
             .count_deliveries(
                 &ChannelId::parse(&ids[1]).unwrap(),
@@ -501,7 +498,6 @@ mod emulator {
         let spared = t.channel(&key, hook(&rx.url, extra.clone())).await;
         let spared_id = spared["id"].as_str().unwrap();
         t.stack
-            .pipeline
             .store
             .settle(
                 &ChannelId::parse(spared_id).unwrap(),

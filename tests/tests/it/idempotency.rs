@@ -52,7 +52,6 @@ async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
     let tenant_id = converger_core::TenantId::parse(&tenant).unwrap();
     let kept = t
         .stack
-        .pipeline
         .store
         .get_key(&tenant_id, "chan-1")
         .await
@@ -120,7 +119,6 @@ async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
     let new_key = "cvg_rotated_key_for_the_idempotency_test";
     assert!(
         t.stack
-            .pipeline
             .store
             .rotate_api_key(&tenant_id, &converger_core::secret::hash_api_key(new_key))
             .await

@@ -27,7 +27,7 @@ async fn post(t: &TestStack, key: &str, channel: &str, payload: Value) -> String
 /// the breaker counts).
 async fn failures(t: &TestStack, ch: &str) -> (u32, u32) {
     let id = converger_core::ChannelId::parse(ch).unwrap();
-    let flow = t.stack.pipeline.store.get_flow(&id).await.unwrap();
+    let flow = t.stack.store.get_flow(&id).await.unwrap();
     (flow.failed_attempts, flow.consecutive_failures)
 }
 

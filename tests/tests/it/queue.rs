@@ -23,13 +23,13 @@ async fn send_many_reaches_every_tier_once() {
             DeliveryMessage::new(id, tier, None)
         })
         .collect();
-    t.stack.pipeline.queue.send_many(&msgs).await.unwrap();
+    t.stack.queue.send_many(&msgs).await.unwrap();
     let delayed = DeliveryMessage::new(
         DeliveryId::for_pair(&ActivityId::generate(), &ChannelId::generate()),
         Tier::High,
         None,
     );
-    t.stack.pipeline.queue.send(&delayed, 2).await.unwrap();
+    t.stack.queue.send(&delayed, 2).await.unwrap();
     let sent_at = Instant::now();
 
     let sqs = &t.aws().clients.sqs;
@@ -107,7 +107,7 @@ async fn depths_on_sqs() {
         o.run_functions = false;
     })
     .await;
-    depths_count_visible_and_delayed(&*t.stack.pipeline.queue).await;
+    depths_count_visible_and_delayed(&*t.stack.queue).await;
     t.stop().await;
 }
 

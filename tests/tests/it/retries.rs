@@ -169,7 +169,6 @@ async fn expired_attempt_log_entries_are_not_shown() {
     // The entry is stored with its expiry, for the TTL to delete.
     let row = t
         .stack
-        .pipeline
         .store
         .get_delivery(&converger_core::DeliveryId::parse(&id).unwrap())
         .await
@@ -196,7 +195,6 @@ async fn after_a_storage_outage_deliveries_resume_in_seconds() {
     let mem = t.stack.memory().unwrap().store.clone();
     mem.set_outage(true);
     t.stack
-        .pipeline
         .queue
         .send(&DeliveryMessage::new(d.id.clone(), d.tier, None), 0)
         .await
@@ -232,7 +230,7 @@ mod emulator {
         let now = time::now_ms();
         let (late_activity, late) = t.unwritten_delivery(&tenant, ch_id, now).await;
         let (_, never) = t.unwritten_delivery(&tenant, ch_id, now).await;
-        let queue = &t.stack.pipeline.queue;
+        let queue = &t.stack.queue;
         let msg = |d: &converger_ports::Delivery, by: i64| {
             DeliveryMessage::new(d.id.clone(), d.tier, None)
                 .on(&d.channel_id)
@@ -243,7 +241,6 @@ mod emulator {
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(rx.requests().is_empty());
         t.stack
-            .pipeline
             .store
             .create_fresh_activity(&late_activity, std::slice::from_ref(&late))
             .await
@@ -355,7 +352,7 @@ mod emulator {
         let d = t
             .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now)
             .await;
-        let p = &t.stack.pipeline;
+        let p = &t.stack;
 
         // An attempt claims the delivery and its Lambda dies: the lease is live for 2 s.
         let claim = p
@@ -425,7 +422,7 @@ mod emulator {
         let sweeper = t.stack.functions.retry_scheduler.clone();
         let watch =
             tokio::spawn(async move { sweeper.sweep_and_watch(Duration::from_secs(7)).await });
-        let store = &t.stack.pipeline.store;
+        let store = &t.stack.store;
         let mut latest = 0;
         for _ in 0..60 {
             let row = store.get_delivery(&did).await.unwrap().unwrap();

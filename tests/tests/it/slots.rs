@@ -31,7 +31,7 @@ pub(crate) async fn leaked_slot(t: &TestStack, rx: &Receiver) -> (String, Delive
     // nothing of the first attempt can free the slot taken below.
     assert!(
         wait_until(Duration::from_secs(10), || async {
-            let f = t.stack.pipeline.store.get_flow(&channel).await.unwrap();
+            let f = t.stack.store.get_flow(&channel).await.unwrap();
             f.slots.is_empty()
         })
         .await,
@@ -39,7 +39,6 @@ pub(crate) async fn leaked_slot(t: &TestStack, rx: &Receiver) -> (String, Delive
     );
     let taken = t
         .stack
-        .pipeline
         .store
         .take_slot(&channel, &leaked, 1, time::now_ms(), false)
         .await
@@ -62,7 +61,7 @@ async fn a_message_for_a_settled_delivery_gives_back_the_slot_it_still_holds() {
     let t = TestStack::with(|o| o.sweep_period = converger_local::Every::Never).await;
     let rx = Receiver::always(200).await.unwrap();
     let (key, leaked, second) = leaked_slot(&t, &rx).await;
-    let p = &t.stack.pipeline;
+    let p = &t.stack;
 
     let tier = converger_core::Tier::Default;
     p.queue
@@ -108,7 +107,7 @@ async fn a_backlog_row_whose_mark_was_not_written_flows_without_the_sweeper() {
     let d = t.delivery(&key, &second).await;
     assert_eq!(d["waiting_for_slot"], true, "{d}");
     let channel = ChannelId::parse(ch_id).unwrap();
-    let flow = t.stack.pipeline.store.get_flow(&channel).await.unwrap();
+    let flow = t.stack.store.get_flow(&channel).await.unwrap();
     assert_eq!(
         flow.backlog_at, None,
         "the injected failure kept the mark out"
@@ -144,7 +143,7 @@ async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
         .await;
     let ch_id = ch["id"].as_str().unwrap();
     let channel = ChannelId::parse(ch_id).unwrap();
-    let p = &t.stack.pipeline;
+    let p = &t.stack;
     let now = time::now_ms();
     let in_flight = t.bare_delivery(&tenant, ch_id, now - 10_000).await;
     let unclaimed = t.bare_delivery(&tenant, ch_id, now - 10_000).await;

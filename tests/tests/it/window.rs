@@ -53,7 +53,7 @@ async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap(
     let ch = t.channel(&key, body).await;
     let ch_id = ch["id"].as_str().unwrap();
     let channel = ChannelId::parse(ch_id).unwrap();
-    let store = t.stack.pipeline.store.clone();
+    let store = t.stack.store.clone();
     // The window as a channel that kept up has it: at its cap (it would grow there by one
     // per success; nothing succeeds while the receiver holds its answers).
     store

@@ -139,7 +139,6 @@ pub async fn replay(dead_letters: usize) -> Result<(), String> {
         stack.aws()?.resources.clone(),
     );
     let channel = stack
-        .pipeline
         .store
         .get_channel(
             &ChannelId::parse(ch["id"].as_str().unwrap_or_default()).map_err(|e| e.to_string())?,
@@ -268,10 +267,10 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
     let now = time::now_ms();
     futures::stream::iter(0..channels)
         .map(|i| {
-            let (p, tenant) = (p.clone(), tenant.clone());
+            let (p, store, tenant) = (p.clone(), stack.store.clone(), tenant.clone());
             async move {
                 let c = super::webhook(&p, &tenant, HOOK, json!({})).await?;
-                p.store
+                store
                     .count_deliveries(&c.id, minute(now), 100, (i % 3) as i64)
                     .await
                     .map_err(|e| e.to_string())

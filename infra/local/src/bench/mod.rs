@@ -412,10 +412,7 @@ pub async fn webhook_limited(
         .as_object()
         .cloned()
         .unwrap_or_default();
-    p.store
-        .create_channel(&c)
-        .await
-        .map_err(|e| e.to_string())?;
+    p.create_channel(&c).await.map_err(|e| e.to_string())?;
     Ok(c)
 }
 
@@ -433,10 +430,7 @@ pub async fn channel_of(
         config.as_object().cloned().unwrap_or_default(),
         &time::now_rfc3339(),
     );
-    p.store
-        .create_channel(&c)
-        .await
-        .map_err(|e| e.to_string())?;
+    p.create_channel(&c).await.map_err(|e| e.to_string())?;
     Ok(c)
 }
 

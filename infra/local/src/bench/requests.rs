@@ -163,8 +163,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
                     event_types: Some(c.event_types.clone()),
                     ..Default::default()
                 };
-                p.store
-                    .update_channel(&t.id, &c.id, &patch, &converger_core::time::now_rfc3339())
+                p.update_channel(&c, &patch)
                     .await
                     .map_err(|e| e.to_string())?;
                 c

@@ -214,11 +214,16 @@ pub(super) async fn build_aws(
     .await
     .map_err(|e| e.to_string())?;
     let resources = admin.resources()?;
-    let pipeline = Arc::new(
-        bootstrap::aws_pipeline(&clients, &resources, opts.config.clone())
-            .await
-            .map_err(|e| e.to_string())?,
-    );
+    let ports =
+        bootstrap::aws_ports(&clients, &resources, &opts.config).map_err(|e| e.to_string())?;
+    let pipeline = Arc::new(converger_pipeline::Pipeline::new(
+        ports.store.clone(),
+        ports.queue.clone(),
+        ports.events.clone(),
+        converger_adapters::Adapters::standard(opts.config.allowlist.clone())
+            .map_err(|e| format!("the HTTP client: {e}"))?,
+        opts.config.clone(),
+    ));
 
     // The queue-triggered functions, as their deployed event source mappings run them.
     if opts.run_functions {
@@ -259,6 +264,8 @@ pub(super) async fn build_aws(
         name: deployed.stack_name.clone(),
         functions,
         pipeline,
+        store: ports.store,
+        queue: ports.queue,
         admin_token,
         session_secret,
         api_routes: deployed.function(fun::API)?.routes.clone(),

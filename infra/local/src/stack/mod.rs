@@ -202,6 +202,9 @@ pub struct Stack {
     /// The operator's (and the tests') own view: the admin function's names with unchecked
     /// clients, for seeding and inspecting. What the functions do goes through [`Functions`].
     pub pipeline: Arc<Pipeline>,
+    /// The same view's store and queues, for seeding and inspecting what no use case shows.
+    pub store: Arc<dyn converger_ports::Store>,
+    pub queue: Arc<dyn converger_ports::Queue>,
     pub functions: Functions,
     /// How long the whole start took.
     pub start_time: Duration,
@@ -230,6 +233,8 @@ struct Built {
     name: String,
     functions: Functions,
     pipeline: Arc<Pipeline>,
+    store: Arc<dyn converger_ports::Store>,
+    queue: Arc<dyn converger_ports::Queue>,
     admin_token: String,
     session_secret: String,
     api_routes: Vec<cfn::Route>,
@@ -314,6 +319,8 @@ async fn build_memory(
         name: cfn::stack_name(&opts.prefix),
         functions,
         pipeline: Arc::new(pipeline),
+        store: memory.store.clone(),
+        queue: memory.queue.clone(),
         admin_token: opts.admin_token.clone().unwrap_or_else(random_token),
         session_secret: random_token(),
         api_routes: declared(fun::API)?.routes,
@@ -351,6 +358,8 @@ impl Stack {
             name,
             functions,
             pipeline,
+            store,
+            queue,
             admin_token,
             session_secret,
             api_routes,
@@ -426,8 +435,7 @@ impl Stack {
                 let hash = converger_http::web::hash_password(&admin_password)
                     .map_err(|e| e.to_string())?;
                 admin_state
-                    .pipeline
-                    .store
+                    .accounts
                     .set_password(converger_core::web::Realm::Admin, &admin_email, &hash)
                     .await
                     .map_err(|e| format!("first admin user: {e}"))?;
@@ -491,6 +499,8 @@ impl Stack {
             },
             admin_token,
             pipeline,
+            store,
+            queue,
             functions,
             start_time: started.elapsed(),
             name,

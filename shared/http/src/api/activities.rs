@@ -60,8 +60,8 @@ pub(crate) async fn get_activity(
     let id = ActivityId::parse(&id).map_err(|_| ApiError::not_found("activity"))?;
     let a = state
         .pipeline
-        .store
-        .get_activity(&tenant.id, &id)
+        .reads()
+        .activity(&tenant.id, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("activity"))?;
     let ids: Vec<DeliveryId> = a
@@ -69,7 +69,7 @@ pub(crate) async fn get_activity(
         .iter()
         .map(|c| DeliveryId::for_pair(&a.id, c))
         .collect();
-    let mut deliveries = state.pipeline.store.get_deliveries(&ids).await?;
+    let mut deliveries = state.pipeline.reads().deliveries(&ids).await?;
     deliveries.sort_by(|x, y| x.channel_id.cmp(&y.channel_id));
     Ok(Json(views::activity(&a, Some(&deliveries))))
 }
@@ -123,7 +123,7 @@ pub(crate) async fn list_activities(
         })?;
     let (items, more) = state
         .pipeline
-        .store
+        .reads()
         .conversation_activities(&tenant.id, &conversation, after.as_ref(), limit)
         .await?;
     let next = more.then(|| items.last()).flatten().map(|a| {

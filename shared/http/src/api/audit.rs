@@ -33,8 +33,8 @@ pub(crate) async fn list_audit(
     let after = cursor(q.cursor.as_deref(), &scope)?;
     let listed = state
         .pipeline
-        .store
-        .list_audit(&tenant.id, limit, after.as_ref())
+        .reads()
+        .audit(&tenant.id, limit, after.as_ref())
         .await?;
     Ok(Json(views::Page {
         data: listed.items.iter().map(views::AuditView::from).collect(),

@@ -46,8 +46,8 @@ async fn validate_sender(
     };
     let senders = state
         .pipeline
-        .store
-        .get_tenant(&tenant.id)
+        .reads()
+        .tenant(&tenant.id)
         .await?
         .map(|t| t.email_senders)
         .unwrap_or_default();
@@ -169,8 +169,7 @@ pub(crate) async fn create_channel(
         c.middleware = steps;
         c
     };
-    state.pipeline.store.create_channel(&channel).await?;
-    state.pipeline.forget_tenant_channels(&channel.tenant_id);
+    state.pipeline.create_channel(&channel).await?;
     let body = views::CreatedChannel {
         channel: views::channel(&channel),
         signing_secret: channel.signing_secret.clone(),
@@ -270,12 +269,9 @@ pub(crate) async fn patch_channel(
     };
     let updated = state
         .pipeline
-        .store
-        .update_channel(&tenant.id, &current.id, &patch, &time::now_rfc3339())
+        .update_channel(&current, &patch)
         .await?
         .ok_or_else(|| ApiError::not_found("channel"))?;
-    state.pipeline.forget_channel(&current.id);
-    state.pipeline.forget_tenant_channels(&tenant.id);
     Ok(Json(views::channel(&updated)))
 }
 
@@ -327,8 +323,8 @@ pub(crate) async fn list_channels(
         })?;
     let (items, more) = state
         .pipeline
-        .store
-        .list_channel_page(&converger_ports::ChannelQuery {
+        .reads()
+        .channel_page(&converger_ports::ChannelQuery {
             tenant: tenant.id.clone(),
             kind,
             active: q.active,

@@ -148,7 +148,7 @@ pub(crate) async fn list_deliveries(
 
     let listed = state
         .pipeline
-        .store
+        .reads()
         .list_deliveries(&DeliveryQuery {
             tenant: tenant.id.clone(),
             status,

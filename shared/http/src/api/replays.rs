@@ -120,7 +120,7 @@ pub(crate) async fn get_replay(
 ) -> Result<Json<views::ReplayJobView>, ApiError> {
     match state
         .pipeline
-        .store
+        .reads()
         .replay_job_in(Scope::Tenant(&tenant.id), &id)
         .await?
     {

@@ -28,8 +28,8 @@ pub(super) async fn audit(
     let entries = match &tenant {
         Some(t) => state
             .pipeline
-            .store
-            .list_audit(t, 200, None)
+            .reads()
+            .audit(t, 200, None)
             .await
             .map(|l| l.items)
             .unwrap_or_default(),

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 /// A channel's Delivery column: its flow item's breaker state is all it takes.
 pub(super) async fn delivery_label(state: &AppState, c: &Channel) -> String {
-    match state.pipeline.store.get_flow(&c.id).await {
+    match state.pipeline.reads().flow(&c.id).await {
         Ok(f) => f.circuit_state.delivery_column().to_owned(),
         Err(_) => "unknown".to_owned(),
     }
@@ -120,7 +120,7 @@ pub(super) async fn pause_or_resume(
     let channel = match ChannelId::parse(&id) {
         Ok(id) => state
             .pipeline
-            .store
+            .reads()
             .channel_in(Scope::of(v.own_tenant()), &id)
             .await
             .ok()

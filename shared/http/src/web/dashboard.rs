@@ -28,7 +28,7 @@ pub(super) async fn dashboard(State(state): State<AppState>, v: Viewer) -> Respo
         .collect();
     let counts: Vec<_> = {
         use futures::StreamExt;
-        let store = state.pipeline.store.clone();
+        let store = state.pipeline.reads().clone();
         futures::stream::iter(pairs)
             .map(move |(t, st)| {
                 let store = store.clone();
@@ -50,7 +50,7 @@ pub(super) async fn dashboard(State(state): State<AppState>, v: Viewer) -> Respo
         })
         .collect();
     // A failed read is shown, not hidden behind an empty table.
-    let (depths, depth_error) = match state.pipeline.queue.depths().await {
+    let (depths, depth_error) = match state.pipeline.queue_depths().await {
         Ok(d) => (d, false),
         Err(e) => {
             tracing::warn!(error = %e, "queue depths unavailable");
@@ -62,8 +62,8 @@ pub(super) async fn dashboard(State(state): State<AppState>, v: Viewer) -> Respo
         channels.extend(
             state
                 .pipeline
-                .store
-                .list_channels(&t.id)
+                .reads()
+                .channels(&t.id)
                 .await
                 .unwrap_or_default(),
         );

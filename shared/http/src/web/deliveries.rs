@@ -158,7 +158,7 @@ pub(super) async fn delivery_page(
         Ok(id) => {
             state
                 .pipeline
-                .store
+                .reads()
                 .delivery_in(Scope::of(v.own_tenant()), &id)
                 .await
         }
@@ -176,8 +176,8 @@ pub(super) async fn delivery_page(
     let channel = state.pipeline.channel(&d.channel_id).await.ok().flatten();
     let payload = match state
         .pipeline
-        .store
-        .get_activity(&d.tenant_id, &d.activity_id)
+        .reads()
+        .activity(&d.tenant_id, &d.activity_id)
         .await
     {
         Ok(Some(a)) => serde_json::to_string_pretty(&redact(&a.payload)).unwrap_or_default(),
@@ -190,8 +190,8 @@ pub(super) async fn delivery_page(
     let tenant_name = match v.realm {
         Realm::Admin => state
             .pipeline
-            .store
-            .get_tenant(&d.tenant_id)
+            .reads()
+            .tenant(&d.tenant_id)
             .await
             .ok()
             .flatten()

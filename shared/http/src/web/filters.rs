@@ -143,7 +143,7 @@ impl Filters {
         let pages = futures::future::join_all(
             queries
                 .iter()
-                .map(|q| state.pipeline.store.list_deliveries(q)),
+                .map(|q| state.pipeline.reads().list_deliveries(q)),
         )
         .await;
         let mut rows = Vec::new();

@@ -229,7 +229,7 @@ pub async fn create_user(
         created_at: time::now_rfc3339(),
         sessions_after: None,
     };
-    match state.pipeline.store.create_user(&user).await {
+    match state.accounts.create_user(&user).await {
         Ok(()) => Ok(user),
         Err(converger_ports::StoreError::Conflict(_)) => Err(NewUserError::Exists),
         Err(e) => Err(NewUserError::Store(e)),

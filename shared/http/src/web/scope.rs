@@ -48,7 +48,7 @@ pub(super) async fn scoped_channels(
 ) -> Result<Vec<Channel>, PageFail> {
     let mut out = Vec::new();
     for t in tenants_in_scope(state, v, tenant).await? {
-        out.extend(state.pipeline.store.list_channels(&t).await?);
+        out.extend(state.pipeline.reads().channels(&t).await?);
     }
     Ok(out)
 }

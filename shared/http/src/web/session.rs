@@ -140,7 +140,7 @@ impl FromRequestParts<AppState> for Viewer {
             return Err(login());
         };
         // The user is read again: a removed user's cookie stops working at once.
-        let user = match state.pipeline.store.get_user(realm, &session.email).await {
+        let user = match state.accounts.get_user(realm, &session.email).await {
             Ok(Some(u)) => u,
             Ok(None) => return Err(login()),
             Err(e) => return Err(unavailable(&e)),
@@ -265,7 +265,7 @@ async fn count_attempt(
     limit: u32,
     now_s: i64,
 ) -> Result<bool, converger_ports::StoreError> {
-    let store = &state.pipeline.store;
+    let store = &state.accounts;
     for _ in 0..COUNT_TRIES {
         let (count, rev) = store.sign_in_count(key).await?;
         let Some(next) = count.admit(now_s, limit) else {
@@ -337,7 +337,7 @@ pub(super) async fn login(State(state): State<AppState>, req: Request) -> Respon
         }
         Err(e) => return unavailable(&e),
     }
-    let user = match state.pipeline.store.get_user(realm, &email).await {
+    let user = match state.accounts.get_user(realm, &email).await {
         Ok(u) => u,
         Err(e) => return unavailable(&e),
     };
@@ -369,7 +369,7 @@ pub(super) async fn login(State(state): State<AppState>, req: Request) -> Respon
         );
     };
     // A success clears the account's count from this source (not the source's own count).
-    if let Err(e) = state.pipeline.store.clear_sign_in_count(&account_key).await {
+    if let Err(e) = state.accounts.clear_sign_in_count(&account_key).await {
         tracing::error!(error = %e, "sign-in count not cleared");
     }
     let session = Session {
@@ -402,8 +402,7 @@ pub(super) async fn logout(
     // Every session of the user ends, not only this browser's cookie.
     let now_s = time::now_ms() / 1000;
     if let Err(e) = state
-        .pipeline
-        .store
+        .accounts
         .end_sessions(v.realm, &v.user.email, now_s)
         .await
     {

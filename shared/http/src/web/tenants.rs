@@ -21,12 +21,7 @@ async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Re
     if v.realm != Realm::Admin {
         return forbidden();
     }
-    let list = state
-        .pipeline
-        .store
-        .list_tenants()
-        .await
-        .unwrap_or_default();
+    let list = state.pipeline.reads().tenants().await.unwrap_or_default();
     let manage = v.user.role.can_manage_tenants(v.realm);
     let csrf = v.csrf(state);
     let content = html! {

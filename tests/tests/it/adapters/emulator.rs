@@ -151,7 +151,7 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
 
     // A connection whose client is gone without a $disconnect: the push gets 410 from the
     // management endpoint and the record is removed.
-    let store = &t.stack.pipeline.store;
+    let store = &t.stack.store;
     let c: Value = t
         .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
         .await

@@ -446,7 +446,6 @@ async fn hand_offs_are_not_failures_and_do_not_disable_the_channel() {
     }
     let flow = t
         .stack
-        .pipeline
         .store
         .get_flow(&converger_core::ChannelId::parse(&ch).unwrap())
         .await

@@ -587,7 +587,7 @@ async fn parallel_wrong_passwords_lock_the_account_from_their_address_only() {
         (200, None),
         "locked from the guesser's address"
     );
-    let store = &t.stack.pipeline.store;
+    let store = &t.stack.store;
     let (count, _) = store
         .sign_in_count(&converger_ports::sign_in_account_key(
             converger_core::web::Realm::Admin,
