@@ -243,7 +243,8 @@ impl Pipeline {
             if prepared.probe {
                 return None;
             }
-            self.take_next_ahead(&prepared.channel, &prepared.d)
+            self.flow
+                .take_next_ahead(&prepared.channel, &prepared.d)
                 .await
                 .unwrap_or_else(|e| {
                     tracing::warn!(error = %e, "next backlog row not taken");
@@ -269,7 +270,7 @@ impl Pipeline {
     async fn claim(&self, msg: &DeliveryMessage) -> Result<Result<Claimed, Report>, AttemptError> {
         let token = lease_token();
         let now_ms = time::now_ms();
-        let lease_ms = self.lease_slice_ms();
+        let lease_ms = self.flow.lease_slice_ms();
         // The channel the message names is read (or found cached) beside the claim, not after.
         let claimed = self.store.claim(&msg.delivery_id, &token, now_ms, lease_ms);
         let mut claimed = match &msg.channel_id {
@@ -311,7 +312,7 @@ impl Pipeline {
                 // A settled delivery holds no slot; one that does was left by an attempt that
                 // died (or lost storage) between its outcome and handing the slot on.
                 if d.status != converger_core::DeliveryStatus::Pending {
-                    self.free_settled_slot(&d).await?;
+                    self.flow.free_settled_slot(&d).await?;
                 }
                 Report::Skipped("delivery is settled")
             }
@@ -338,7 +339,7 @@ impl Pipeline {
             let channel = self.channel(&d.channel_id).await?.ok_or_else(|| {
                 AttemptError::Missing(format!("channel {} not found", d.channel_id))
             })?;
-            match self.admit_attempt(&d, &token, &msg, &channel).await? {
+            match self.flow.admit_attempt(&d, &token, &msg, &channel).await? {
                 Admit::Go { probe, slot } => {
                     let activity = self.activity(&d, msg.activity.take()).await?;
                     Ok::<_, AttemptError>(Ok((channel, activity, probe, slot)))
@@ -571,7 +572,7 @@ impl Pipeline {
     /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened).
     async fn park_waiting(&self, d: &Delivery, channel: &Channel) -> Result<(), AttemptError> {
         if self.store.park(d, None, &time::now_rfc3339()).await? {
-            self.park_marks(channel, d).await?;
+            self.flow.park_marks(channel, d).await?;
         }
         Ok(())
     }
@@ -662,11 +663,6 @@ impl Pipeline {
         Ok((policy, res))
     }
 
-    /// One slice of an attempt's lease, in milliseconds.
-    pub(crate) fn lease_slice_ms(&self) -> i64 {
-        i64::try_from(self.config.lease_slice.as_millis()).unwrap_or(policy::LEASE_SLICE_MS)
-    }
-
     /// Renews the lease `token` holds on `d` if it is in the second half of its slice
     /// (`core::policy::lease_renewal_due`), keeping the new end in `until`. `false` when the
     /// lease was lost.
@@ -676,7 +672,7 @@ impl Pipeline {
         token: &str,
         until: &AtomicI64,
     ) -> StoreResult<bool> {
-        let slice = self.lease_slice_ms();
+        let slice = self.flow.lease_slice_ms();
         let now = time::now_ms();
         if !policy::lease_renewal_due(until.load(Ordering::Relaxed), now, slice) {
             return Ok(true);
@@ -694,7 +690,7 @@ impl Pipeline {
     /// within it): past its end another attempt may hold the delivery, so the call must stop.
     /// The reclaim pass allows [`crate::sweep::RECLAIM_GRACE_MS`] past the end besides.
     async fn keep_lease(&self, p: &Prepared) {
-        let slice = self.lease_slice_ms();
+        let slice = self.flow.lease_slice_ms();
         loop {
             let until = p.lease_until.load(Ordering::Relaxed);
             let wait = policy::lease_renewal_at(until, slice).saturating_sub(time::now_ms());

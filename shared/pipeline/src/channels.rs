@@ -7,10 +7,8 @@ use crate::outcome::AttemptError;
 use converger_core::ChannelId;
 use converger_core::query::Actor;
 use converger_core::signing;
-use converger_core::{CircuitState, time};
-use converger_ports::{
-    Channel, ChannelPatch, FlowJobKind, SecretRotation, StoreResult, Transition,
-};
+use converger_core::time;
+use converger_ports::{Channel, ChannelPatch, SecretRotation, StoreResult};
 
 /// How a rotation ended.
 #[derive(Debug)]
@@ -124,7 +122,7 @@ impl Pipeline {
         self.forget_tenant_channels(&channel.tenant_id);
         // What it still holds back (a pause, an open breaker, parked rows) goes first; the
         // sweeper does the same for a deleted channel whenever it finds it held.
-        if let Err(e) = self.let_go(&deleted).await {
+        if let Err(e) = self.flow.let_go(&deleted).await {
             tracing::warn!(channel_id = %channel.id, error = %e, "deleted channel not let go; the sweeper will");
         }
         self.audit_done(&deleted, actor, "delete_channel", now)
@@ -132,23 +130,10 @@ impl Pipeline {
         Ok(true)
     }
 
-    /// Lets a deleted channel's waiting deliveries reach an attempt, which dead-letters them:
-    /// its breaker closed and its parked deliveries released.
-    pub(crate) async fn let_go(&self, channel: &Channel) -> Result<(), AttemptError> {
-        use CircuitState::*;
-        let t = Transition::new(&[Open, HalfOpen, Paused], Closed, time::now_ms()).reset();
-        if let Some(f) = self.store.transition(&channel.id, &t).await? {
-            self.remember_flow(&f);
-        }
-        self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
-            .await?;
-        Ok(())
-    }
-
     /// An audit entry for a change already made: a failure to write it is logged, not
     /// returned, so the caller's retry does not make the change twice.
     async fn audit_done(&self, channel: &Channel, actor: &Actor, action: &str, now: i64) {
-        if let Err(e) = self.audit(channel, actor, action, now).await {
+        if let Err(e) = self.flow.audit(channel, actor, action, now).await {
             tracing::error!(channel_id = %channel.id, action, error = %e, "audit entry not written");
         }
     }

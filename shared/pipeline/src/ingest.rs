@@ -134,7 +134,7 @@ impl Pipeline {
         let admitted = futures::future::try_join_all(resolved.iter().map(|ch| async {
             let mut d = Delivery::new(&activity, ch, tenant.tier, now_ms, &now)
                 .in_shards(tenant.delivery_shards());
-            let admission = self.admit_new(ch, &mut d).await?;
+            let admission = self.flow.admit_new(ch, &mut d).await?;
             // On its way to the queue: listed when its first attempt ends (a backlogged or
             // parked delivery is listed as it is written).
             d.unlisted = admission == Admission::Live;
@@ -151,7 +151,8 @@ impl Pipeline {
         }
         for (ch, a) in resolved.iter().zip(&admissions) {
             if *a != Admission::Live {
-                self.after_admission_or_feed_later(ch, tenant.tier, *a)
+                self.flow
+                    .after_admission_or_feed_later(ch, tenant.tier, *a)
                     .await;
             }
         }

@@ -59,7 +59,7 @@ pub struct Pipeline {
     channels: TtlCache<ChannelId, Arc<Channel>>,
     /// Each tenant's channels (the subscriber lists of event types).
     tenant_channels: TtlCache<TenantId, Arc<Vec<Arc<Channel>>>>,
-    flow: flow::Caches,
+    flow: flow::FlowControl,
     /// Health counts not written yet (see [`converger_core::health::Tally`]).
     health_tally: std::sync::Mutex<converger_core::health::Tally<ChannelId>>,
 }
@@ -84,7 +84,13 @@ impl Pipeline {
             reads: Reads::new(&store),
             channels: TtlCache::new(config.channel_cache_ttl),
             tenant_channels: TtlCache::bounded(config.channel_cache_ttl, 10_000),
-            flow: flow::Caches::new(config.flow_cache_ttl),
+            flow: flow::FlowControl::new(
+                &store,
+                queue.clone(),
+                events.clone(),
+                adapters.clone(),
+                config.clone(),
+            ),
             health_tally: std::sync::Mutex::new(Default::default()),
             deps: Deps {
                 store,
@@ -102,6 +108,7 @@ impl Pipeline {
     /// function, whose handler flushes them at the end of each batch.
     pub fn with_batched_events(mut self) -> Self {
         self.deps.events = Arc::new(events::BatchedEvents::new(self.deps.events.clone()));
+        self.flow.set_events(self.deps.events.clone());
         self
     }
 
@@ -121,6 +128,11 @@ impl Pipeline {
     pub fn with_sockets(mut self, sockets: Arc<dyn Sockets>) -> Self {
         self.deps.sockets = sockets;
         self
+    }
+
+    /// Flow control: pause, resume and the delivery state the API shows.
+    pub fn flow(&self) -> &flow::FlowControl {
+        &self.flow
     }
 
     /// What the API and the pages read.

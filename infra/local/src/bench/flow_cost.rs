@@ -173,7 +173,10 @@ async fn burst_measure(
         kind: ActorKind::System,
         id: "bench".into(),
     };
-    p.pause(&ch, &operator).await.map_err(|e| e.to_string())?;
+    p.flow()
+        .pause(&ch, &operator)
+        .await
+        .map_err(|e| e.to_string())?;
     let refused = futures::stream::iter(0..o.deliveries)
         .map(|n| {
             let (p, t, ch) = (p.clone(), t.clone(), ch.id.clone());
@@ -190,7 +193,10 @@ async fn burst_measure(
         return Err("a delivery went out while the channel was paused".into());
     }
     let released = Instant::now();
-    p.resume(&ch, &operator).await.map_err(|e| e.to_string())?;
+    p.flow()
+        .resume(&ch, &operator)
+        .await
+        .map_err(|e| e.to_string())?;
     let seen = rx.wait_for(o.deliveries, Duration::from_secs(600)).await;
     if seen.len() < o.deliveries {
         return Err(format!(

@@ -17,8 +17,10 @@ pub(crate) async fn pause_channel(
 ) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     not_managed(&c)?;
-    let flow = state.pipeline.pause(&c, &actor).await?;
-    Ok(Json(state.pipeline.delivery_state(&c, Some(flow)).await?))
+    let flow = state.pipeline.flow().pause(&c, &actor).await?;
+    Ok(Json(
+        state.pipeline.flow().delivery_state(&c, Some(flow)).await?,
+    ))
 }
 
 #[utoipa::path(
@@ -36,8 +38,10 @@ pub(crate) async fn resume_channel(
 ) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     not_managed(&c)?;
-    let flow = state.pipeline.resume(&c, &actor).await?;
-    Ok(Json(state.pipeline.delivery_state(&c, Some(flow)).await?))
+    let flow = state.pipeline.flow().resume(&c, &actor).await?;
+    Ok(Json(
+        state.pipeline.flow().delivery_state(&c, Some(flow)).await?,
+    ))
 }
 
 #[utoipa::path(
@@ -71,5 +75,5 @@ pub(crate) async fn channel_delivery(
     Path(id): Path<String>,
 ) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
-    Ok(Json(state.pipeline.delivery_state(&c, None).await?))
+    Ok(Json(state.pipeline.flow().delivery_state(&c, None).await?))
 }

@@ -137,8 +137,8 @@ pub(super) async fn pause_or_resume(
         );
     }
     let r = match action.as_str() {
-        "pause" => state.pipeline.pause(&channel, &v.actor()).await,
-        "resume" => state.pipeline.resume(&channel, &v.actor()).await,
+        "pause" => state.pipeline.flow().pause(&channel, &v.actor()).await,
+        "resume" => state.pipeline.flow().resume(&channel, &v.actor()).await,
         _ => return page_error(StatusCode::NOT_FOUND, "No such action."),
     };
     if let Err(e) = r {

@@ -2,7 +2,6 @@
 //! parked), and taking a slot.
 
 use super::*;
-use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::flow::{active_slot_items, slot_item_choices, slot_item_share, slot_items};
 use converger_core::ids::stable_hash;
@@ -24,7 +23,7 @@ pub(crate) enum Slot {
     NotClosed,
 }
 
-impl Pipeline {
+impl FlowControl {
     /// Takes a slot for `id` under the cap `cap`, asking again once when the window turned
     /// out larger than this instance knew. A window spread over several slot items
     /// (`core::flow::slot_items`) is asked item by item, each for its share of the window:
@@ -51,7 +50,7 @@ impl Pipeline {
                 let item_cap = slot_item_share(ask, cap, item);
                 if item == 0 {
                     let r = self
-                        .store
+                        .flows
                         .take_slot(&channel.id, id, item_cap, now, exclusive)
                         .await?;
                     match r {
@@ -74,7 +73,7 @@ impl Pipeline {
                     }
                 } else {
                     match self
-                        .store
+                        .flows
                         .take_item_slot(&channel.id, item, id, item_cap, now, exclusive)
                         .await?
                     {
@@ -115,12 +114,12 @@ impl Pipeline {
         let now = time::now_ms();
         if item == 0 {
             let f = self
-                .store
+                .flows
                 .settle(channel, &Settle::free(id.clone(), now))
                 .await?;
             self.remember_flow(&f);
         } else {
-            self.store
+            self.flows
                 .free_item_slot(channel, item, id, None, now)
                 .await?;
         }
@@ -216,7 +215,7 @@ impl Pipeline {
                     let f = if fresh || f.free_slots(cap) > 0 {
                         f
                     } else {
-                        let fresh = self.store.get_flow(&channel.id).await?;
+                        let fresh = self.flows.get_flow(&channel.id).await?;
                         self.remember_flow(&fresh);
                         fresh
                     };
@@ -228,8 +227,8 @@ impl Pipeline {
                     // The attempts that end hand their slots on, each from the item it was
                     // in, on their view of the backlog; a feed job in a second makes sure no
                     // row is left behind by views that missed it.
-                    if slot_items(cap) > 1 && self.flow.feed_jobs.get(&channel.id).is_none() {
-                        self.flow.feed_jobs.insert(channel.id.clone(), ());
+                    if slot_items(cap) > 1 && self.caches.feed_jobs.get(&channel.id).is_none() {
+                        self.caches.feed_jobs.insert(channel.id.clone(), ());
                         self.send_flow_job(&channel.id, FlowJobKind::Feed, 1)
                             .await?;
                     }

@@ -3,14 +3,13 @@
 
 use super::admission::Slot;
 use super::*;
-use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::flow::{backlog_mark_clearable, takes_next_ahead};
 use converger_core::{CircuitState, Tier, time};
 use converger_ports::Flow;
 use converger_ports::{Channel, DeliveryMessage, Mark};
 
-impl Pipeline {
+impl FlowControl {
     /// Hands free window slots (at most `most`) to the oldest due deliveries of the backlog. One backlog
     /// query reads up to [`BACKLOG_PREFETCH`] rows; the ones not fed now are remembered for a
     /// few seconds, so a busy channel's feeds do not query once per delivery. A remembered
@@ -41,7 +40,7 @@ impl Pipeline {
                 .filter(|at| backlog_mark_clearable(*at, now))
             {
                 let f = self
-                    .store
+                    .flows
                     .mark(&channel.id, Mark::Backlog, None, Some(at))
                     .await?;
                 self.remember_flow(&f);
@@ -52,7 +51,7 @@ impl Pipeline {
         let mut full_left = converger_core::flow::full_takes_past(cap);
         for id in candidates {
             match self.take(channel, &id, cap, true).await? {
-                Slot::Taken(item) => match self.store.leave_backlog(&id, now, item).await? {
+                Slot::Taken(item) => match self.flows.leave_backlog(&id, now, item).await? {
                     Some(d) => msgs.push(DeliveryMessage::new(d.id.clone(), d.tier, None).of(&d)),
                     // Fed or parked meanwhile: the slot this feeder took goes back.
                     None => self.free_slot(&channel.id, &id, item).await?,
@@ -84,18 +83,18 @@ impl Pipeline {
         if rows.len() >= n {
             return Ok(Some(rows));
         }
-        if rows.is_empty() && trust_empty && self.flow.backlog_empty.get(channel).is_some() {
+        if rows.is_empty() && trust_empty && self.caches.backlog_empty.get(channel).is_some() {
             return Ok(None);
         }
         let waiting = self
-            .store
+            .flows
             .backlog(channel, now, BACKLOG_PREFETCH.max(n))
             .await?;
         if waiting.is_empty() && rows.is_empty() {
-            self.flow.backlog_empty.insert(channel.clone(), ());
+            self.caches.backlog_empty.insert(channel.clone(), ());
             return Ok(None);
         }
-        self.flow.backlog_empty.remove(channel);
+        self.caches.backlog_empty.remove(channel);
         let mut fresh: Vec<_> = waiting
             .into_iter()
             .map(|w| w.id)
@@ -141,7 +140,7 @@ impl Pipeline {
         let token = crate::attempt::lease_token();
         let until = now.saturating_add(self.lease_slice_ms());
         let Some(d) = self
-            .store
+            .flows
             .leave_backlog_leased(&id, now, &token, until, running.slot_item)
             .await?
         else {
@@ -149,7 +148,7 @@ impl Pipeline {
         };
         // Read now rather than after the call; a failed read is made again by the attempt.
         let activity = self
-            .store
+            .activities
             .get_activity(&d.tenant_id, &d.activity_id)
             .await
             .ok()
@@ -162,7 +161,7 @@ impl Pipeline {
     /// Up to `n` remembered backlog rows of a channel, oldest first (forgotten after
     /// [`HINT_TTL`]).
     fn backlog_hints(&self, channel: &ChannelId, n: usize) -> Vec<DeliveryId> {
-        self.flow
+        self.caches
             .backlog_hints
             .with_mut(channel, |ids| {
                 let take = n.min(ids.len());
@@ -173,9 +172,11 @@ impl Pipeline {
 
     fn keep_backlog_hints(&self, channel: &ChannelId, ids: Vec<DeliveryId>) {
         if ids.is_empty() {
-            self.flow.backlog_hints.remove(channel);
+            self.caches.backlog_hints.remove(channel);
         } else {
-            self.flow.backlog_hints.insert(channel.clone(), ids.into());
+            self.caches
+                .backlog_hints
+                .insert(channel.clone(), ids.into());
         }
     }
 }

@@ -25,9 +25,9 @@ impl Pipeline {
         probe: bool,
         hand_on: Option<&converger_core::DeliveryId>,
     ) -> Result<bool, AttemptError> {
-        let limits = self.limits(channel, d.tier);
+        let limits = self.flow.limits(channel, d.tier);
         let now = time::now_ms();
-        let known = self.flow_state(&channel.id).await?;
+        let known = self.flow.flow_state(&channel.id).await?;
         let signal = match outcome {
             Outcome::Success => Signal::Success,
             Outcome::Transient if congestion => Signal::Congestion,
@@ -44,8 +44,8 @@ impl Pipeline {
         });
         // Every attempt gives its slot back, a failed one too: its retry takes one again when
         // it is due, so a delivery waiting for a retry never holds back the channel's others.
-        let free =
-            (d.slot || known.holds(&d.id) || self.counted(&limits, &known)).then(|| d.id.clone());
+        let free = (d.slot || known.holds(&d.id) || self.flow.counted(&limits, &known))
+            .then(|| d.id.clone());
         // A slot in a slot item of its own is given back there (with the hand-on), and the
         // flow item is written only if something else changed.
         let mut free = free;
@@ -62,7 +62,9 @@ impl Pipeline {
             && w > known.window
         {
             let writes = free.is_some() || failed || known.consecutive_failures > 0;
-            window = self.grown_window(&channel.id, known.window, cap, now, writes);
+            window = self
+                .flow
+                .grown_window(&channel.id, known.window, cap, now, writes);
         }
         // The slots this write grows the window by, fed below with the one given back.
         let grew = window.map_or(0, |w| w.saturating_sub(known.window));
@@ -91,7 +93,7 @@ impl Pipeline {
                     },
                 )
                 .await?;
-            self.remember_flow(&f);
+            self.flow.remember_flow(&f);
             f
         } else {
             known
@@ -126,7 +128,7 @@ impl Pipeline {
                         )
                     })
                     .unwrap_or(BACKLOG_PREFETCH);
-                self.feed(channel, d.tier, flow, most).await?;
+                self.flow.feed(channel, d.tier, flow, most).await?;
             }
             return Ok(true);
         }
@@ -151,7 +153,7 @@ impl Pipeline {
                 .probed_by(d.id.as_str())
                 .reset();
             if let Some(f) = self.store.transition(&channel.id, &t).await? {
-                self.remember_flow(&f);
+                self.flow.remember_flow(&f);
                 tracing::info!(channel_id = %channel.id, "breaker closed: probe succeeded");
                 crate::metrics::count(crate::metrics::CIRCUIT_CLOSED, channel.kind, None, 1);
                 let event = circuit_event(
@@ -164,25 +166,32 @@ impl Pipeline {
                 self.events.publish(vec![event]).await;
                 // Release everything parked now, and once more in 5 s for deliveries parked
                 // by instances that had not seen the close yet.
-                self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
+                self.flow
+                    .send_flow_job(&channel.id, FlowJobKind::Release, 0)
                     .await?;
-                self.send_flow_job(&channel.id, FlowJobKind::Release, 5)
+                self.flow
+                    .send_flow_job(&channel.id, FlowJobKind::Release, 5)
                     .await?;
                 if limits.breaker.replay_dead_letters_on_close {
-                    self.send_flow_job(&channel.id, FlowJobKind::ReplayDeadLetters, 0)
+                    self.flow
+                        .send_flow_job(&channel.id, FlowJobKind::ReplayDeadLetters, 0)
                         .await?;
                 }
                 return Ok(true);
             }
-            return Ok(self.flow_state(&channel.id).await?.circuit_state == CircuitState::Closed);
+            return Ok(
+                self.flow.flow_state(&channel.id).await?.circuit_state == CircuitState::Closed
+            );
         }
         // Failed (or inconclusive): open again for another cooldown.
         let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Open, now)
             .probed_by(d.id.as_str());
         if let Some(f) = self.store.transition(&channel.id, &t).await? {
-            self.remember_flow(&f);
+            self.flow.remember_flow(&f);
             tracing::info!(channel_id = %channel.id, "probe failed: breaker open again");
-            self.schedule_probe(&channel.id, &limits.breaker).await?;
+            self.flow
+                .schedule_probe(&channel.id, &limits.breaker)
+                .await?;
         }
         Ok(false)
     }
@@ -202,7 +211,7 @@ impl Pipeline {
         let Some(f) = self.store.transition(&channel.id, &t).await? else {
             return Ok(false);
         };
-        self.remember_flow(&f);
+        self.flow.remember_flow(&f);
         tracing::warn!(channel_id = %channel.id, failures = f.consecutive_failures, reason, "breaker opened");
         crate::metrics::count(crate::metrics::CIRCUIT_OPENED, channel.kind, None, 1);
         let event = circuit_event(
@@ -213,10 +222,44 @@ impl Pipeline {
         );
         self.alert(channel, event.detail.clone()).await;
         self.events.publish(vec![event]).await;
-        self.schedule_probe(&channel.id, breaker).await?;
+        self.flow.schedule_probe(&channel.id, breaker).await?;
         Ok(true)
     }
 
+    /// Replays the channel's recent dead letters after a probe closed its breaker, as the
+    /// system actor `circuit_breaker`. Failures are logged: the close stands.
+    pub(super) async fn replay_on_close(
+        &self,
+        channel: &Channel,
+        breaker: &BreakerConfig,
+        now: i64,
+    ) {
+        let since = now - i64::try_from(breaker.replay_window_ms).unwrap_or(0);
+        let actor = Actor {
+            kind: ActorKind::System,
+            id: "circuit_breaker".into(),
+        };
+        let filter = BulkFilter {
+            from_key: Some(time::ms_to_rfc3339(since)),
+            to_key: None,
+            activity: None,
+            limit: None,
+        };
+        match self
+            .replay_channel(&channel.tenant_id, &channel.id, filter, &actor)
+            .await
+        {
+            Ok(r) => {
+                tracing::info!(channel_id = %channel.id, retried = r.retried, "dead letters replayed on close")
+            }
+            Err(e) => {
+                tracing::warn!(channel_id = %channel.id, error = %e, "replay on close failed")
+            }
+        }
+    }
+}
+
+impl FlowControl {
     /// A delivery was just parked behind an open breaker: make sure a probe is coming. The
     /// probe loop stops when nothing waits, so the first delivery parked after that starts it
     /// again (at the end of the cooldown) instead of waiting for the sweeper.
@@ -264,7 +307,7 @@ impl Pipeline {
             .await?;
         let due = time::now_ms().saturating_add(delay_ms);
         let f = self
-            .store
+            .flows
             .mark(channel, Mark::ProbeDue, Some(due), None)
             .await?;
         self.remember_flow(&f);
@@ -282,37 +325,5 @@ impl Pipeline {
             kind,
         };
         Ok(self.queue.send_flow(&job, delay_s).await?)
-    }
-
-    /// Replays the channel's recent dead letters after a probe closed its breaker, as the
-    /// system actor `circuit_breaker`. Failures are logged: the close stands.
-    pub(super) async fn replay_on_close(
-        &self,
-        channel: &Channel,
-        breaker: &BreakerConfig,
-        now: i64,
-    ) {
-        let since = now - i64::try_from(breaker.replay_window_ms).unwrap_or(0);
-        let actor = Actor {
-            kind: ActorKind::System,
-            id: "circuit_breaker".into(),
-        };
-        let filter = BulkFilter {
-            from_key: Some(time::ms_to_rfc3339(since)),
-            to_key: None,
-            activity: None,
-            limit: None,
-        };
-        match self
-            .replay_channel(&channel.tenant_id, &channel.id, filter, &actor)
-            .await
-        {
-            Ok(r) => {
-                tracing::info!(channel_id = %channel.id, retried = r.retried, "dead letters replayed on close")
-            }
-            Err(e) => {
-                tracing::warn!(channel_id = %channel.id, error = %e, "replay on close failed")
-            }
-        }
     }
 }

@@ -3,14 +3,13 @@
 
 use super::admission::Slot;
 use super::*;
-use crate::Pipeline;
 use crate::outcome::{AttemptError, Report};
 use converger_core::flow::{Gate, RateWait, gate};
 use converger_core::{CircuitState, RateLimit, time};
 use converger_ports::Flow;
 use converger_ports::{Channel, Delivery, DeliveryMessage, Mark, Transition};
 
-impl Pipeline {
+impl FlowControl {
     /// The gate before an attempt, with the lease held: park, probe, window, rate limit.
     pub(crate) async fn admit_attempt(
         &self,
@@ -33,7 +32,7 @@ impl Pipeline {
         let mut decision = self.decide(&flow, d, &limits, now);
         if decision != Gate::Proceed && decision != Gate::Probe {
             // Never park or probe on a cached view: read the breaker as it is.
-            flow = self.store.get_flow(&channel.id).await?;
+            flow = self.flows.get_flow(&channel.id).await?;
             self.remember_flow(&flow);
             decision = self.decide(&flow, d, &limits, now);
         }
@@ -49,7 +48,7 @@ impl Pipeline {
                 let t = Transition::new(&[flow.circuit_state], CircuitState::HalfOpen, now)
                     .seen(flow.circuit_changed_at)
                     .probe(d.id.as_str());
-                if let Some(f) = self.store.transition(&channel.id, &t).await? {
+                if let Some(f) = self.flows.transition(&channel.id, &t).await? {
                     self.remember_flow(&f);
                     tracing::info!(channel_id = %channel.id, delivery_id = %d.id, "breaker half-open: probing");
                     // Whatever happens to this probe, the next check comes after a cooldown.
@@ -79,7 +78,7 @@ impl Pipeline {
                 Slot::NotClosed => return self.park_claimed(d, token, channel).await,
                 Slot::Held | Slot::Full => {
                     if !self
-                        .store
+                        .flows
                         .to_backlog(d, token, now, &time::ms_to_rfc3339(now))
                         .await?
                     {
@@ -118,7 +117,7 @@ impl Pipeline {
                 Err(retry_at) => Some((RateLimit::snooze_s(retry_at, now_us), None)),
             };
             if let Some((delay_s, rate_at)) = snooze {
-                self.store.release(d, token).await?;
+                self.deliveries.release(d, token).await?;
                 let mut again = msg.clone();
                 again.rate_at = rate_at;
                 self.queue.send(&again, delay_s).await?;
@@ -148,7 +147,7 @@ impl Pipeline {
     ) -> Result<Admit, AttemptError> {
         let now = time::now_ms();
         if !self
-            .store
+            .flows
             .park(d, Some(token), &time::ms_to_rfc3339(now))
             .await?
         {

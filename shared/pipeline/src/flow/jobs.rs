@@ -1,6 +1,7 @@
 //! The flow jobs (`probe` queue): the half-open probe and the release of parked deliveries
 //! after a close.
 
+use super::FlowControl;
 use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::flow::cooldown_left_ms;
@@ -18,7 +19,7 @@ impl Pipeline {
         };
         self.forget_channel(&channel.id);
         let flow = self.store.get_flow(&channel.id).await?;
-        self.remember_flow(&flow);
+        self.flow.remember_flow(&flow);
         match (job.kind, flow.circuit_state) {
             (FlowJobKind::ReplayDeadLetters, _) => {
                 let breaker = BreakerConfig::effective(&channel.circuit_breaker);
@@ -30,7 +31,7 @@ impl Pipeline {
             (FlowJobKind::Feed, _) => Ok(()),
             (_, CircuitState::Closed) => {
                 if flow.parked_at.is_some() || job.kind == FlowJobKind::Release {
-                    self.release(&channel, &flow).await?;
+                    self.flow.release(&channel, &flow).await?;
                 }
                 Ok(())
             }
@@ -42,8 +43,9 @@ impl Pipeline {
 
     /// Feeds a channel's backlog, and comes back in a second while rows still wait.
     async fn feed_job(&self, channel: &Channel, flow: Flow) -> Result<(), AttemptError> {
-        let tier = self.tenant_tier(channel).await?;
-        self.feed(channel, tier, flow, super::BACKLOG_PREFETCH)
+        let tier = self.flow.tenant_tier(channel).await?;
+        self.flow
+            .feed(channel, tier, flow, super::BACKLOG_PREFETCH)
             .await?;
         if !self
             .store
@@ -51,7 +53,8 @@ impl Pipeline {
             .await?
             .is_empty()
         {
-            self.send_flow_job(&channel.id, FlowJobKind::Feed, 1)
+            self.flow
+                .send_flow_job(&channel.id, FlowJobKind::Feed, 1)
                 .await?;
         }
         Ok(())
@@ -65,7 +68,8 @@ impl Pipeline {
         let left = cooldown_left_ms(flow.circuit_changed_at, breaker.cooldown_ms, now);
         if left > 0 {
             let delay_s = u32::try_from((left + 999) / 1000).unwrap_or(900);
-            self.send_flow_job(&channel.id, FlowJobKind::Probe, delay_s)
+            self.flow
+                .send_flow_job(&channel.id, FlowJobKind::Probe, delay_s)
                 .await?;
             return Ok(());
         }
@@ -91,8 +95,8 @@ impl Pipeline {
         let Some(f) = self.store.transition(&channel.id, &t).await? else {
             return Ok(());
         };
-        self.remember_flow(&f);
-        self.schedule_probe(&channel.id, &breaker).await?;
+        self.flow.remember_flow(&f);
+        self.flow.schedule_probe(&channel.id, &breaker).await?;
         let now_s = time::ms_to_rfc3339(now);
         let live = if parked {
             self.store.unpark(&d, Placement::Live, now, &now_s).await?
@@ -108,7 +112,9 @@ impl Pipeline {
         self.attempt(msg).await?;
         Ok(())
     }
+}
 
+impl FlowControl {
     /// Moves every parked delivery of a closed channel back to pending (into the backlog
     /// when the channel has a window), then feeds the window.
     pub(super) async fn release(
@@ -129,7 +135,7 @@ impl Pipeline {
         // the rows moved meanwhile are taken in their turn.
         let mut feeding = false;
         loop {
-            let rows = self.store.parked(&channel.id, 500).await?;
+            let rows = self.flows.parked(&channel.id, 500).await?;
             if rows.is_empty() {
                 break;
             }
@@ -138,7 +144,7 @@ impl Pipeline {
             let mut moved: Vec<Delivery> = Vec::with_capacity(rows.len());
             for chunk in rows.chunks(8) {
                 let done = futures::future::join_all(
-                    chunk.iter().map(|d| self.store.unpark(d, to, now, &now_s)),
+                    chunk.iter().map(|d| self.flows.unpark(d, to, now, &now_s)),
                 )
                 .await;
                 for r in done {
@@ -147,7 +153,7 @@ impl Pipeline {
                 if windowed && !feeding && !moved.is_empty() {
                     feeding = true;
                     let f = self
-                        .store
+                        .flows
                         .mark(&channel.id, Mark::Backlog, Some(now), None)
                         .await?;
                     self.remember_flow(&f);
@@ -177,7 +183,7 @@ impl Pipeline {
         if released < self.config.release_chunk
             && let Some(at) = flow.parked_at
         {
-            self.store
+            self.flows
                 .mark(&channel.id, Mark::Parked, None, Some(at))
                 .await?;
         }
@@ -186,11 +192,11 @@ impl Pipeline {
         }
         if windowed {
             let f = if released > 0 {
-                self.store
+                self.flows
                     .mark(&channel.id, Mark::Backlog, Some(now), None)
                     .await?
             } else {
-                self.store.get_flow(&channel.id).await?
+                self.flows.get_flow(&channel.id).await?
             };
             self.remember_flow(&f);
             self.feed(channel, tenant_tier, f, super::BACKLOG_PREFETCH)

@@ -4,16 +4,22 @@
 //! pause and resume, and the sweeper's reconciliation. The rules are in `core::flow`; every
 //! state change is one conditional write in the store.
 
-use crate::Pipeline;
+use crate::PipelineConfig;
+use converger_adapters::Adapters;
 use converger_core::cache::TtlCache;
 use converger_core::flow::RateBatch;
 use converger_core::flow::backlog_mark_fresh;
 use converger_core::{BreakerConfig, CircuitState, RateLimit, Tier, time};
 use converger_core::{ChannelId, DeliveryId};
 use converger_ports::Flow;
+use converger_ports::{
+    ActivityStore, AuditStore, ChannelStore, DeliveryStore, Events, FlowStore, Queue, Store,
+    TenantStore,
+};
 use converger_ports::{Channel, Mark, PlatformEvent, StoreResult};
 use serde_json::json;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 mod admission;
@@ -85,6 +91,61 @@ impl Caches {
 
 type RefillLock = std::sync::Arc<tokio::sync::Mutex<()>>;
 
+/// Flow control as one component: what the attempt asks before it calls (the gate), during
+/// (the backlog's next row, the lease) and after (the slot back, the window), admission at
+/// ingest and replay, the operator's pause and resume, and the sweeper's reconciliation. It
+/// holds the ports it uses and its own caches; the breaker's announcements (alerts, replays
+/// on close) and the flow jobs that run attempts are the pipeline's, which calls into here.
+pub struct FlowControl {
+    flows: Arc<dyn FlowStore>,
+    deliveries: Arc<dyn DeliveryStore>,
+    activities: Arc<dyn ActivityStore>,
+    channels: Arc<dyn ChannelStore>,
+    tenants: Arc<dyn TenantStore>,
+    audit_log: Arc<dyn AuditStore>,
+    pub(crate) queue: Arc<dyn Queue>,
+    pub(crate) events: Arc<dyn Events>,
+    /// The channel types' default rate limits.
+    adapters: Adapters,
+    pub(crate) config: PipelineConfig,
+    caches: Caches,
+}
+
+impl FlowControl {
+    pub(crate) fn new(
+        store: &Arc<dyn Store>,
+        queue: Arc<dyn Queue>,
+        events: Arc<dyn Events>,
+        adapters: Adapters,
+        config: PipelineConfig,
+    ) -> Self {
+        Self {
+            flows: store.clone(),
+            deliveries: store.clone(),
+            activities: store.clone(),
+            channels: store.clone(),
+            tenants: store.clone(),
+            audit_log: store.clone(),
+            queue,
+            events,
+            adapters,
+            caches: Caches::new(config.flow_cache_ttl),
+            config,
+        }
+    }
+
+    /// The same component publishing through `events` (the deliver function's batches).
+    pub(crate) fn set_events(&mut self, events: Arc<dyn Events>) {
+        self.events = events;
+    }
+
+    /// One slice of an attempt's lease, in milliseconds.
+    pub(crate) fn lease_slice_ms(&self) -> i64 {
+        i64::try_from(self.config.lease_slice.as_millis())
+            .unwrap_or(converger_core::policy::LEASE_SLICE_MS)
+    }
+}
+
 /// A channel's flow settings for deliveries of `tier`.
 pub struct Limits {
     pub breaker: BreakerConfig,
@@ -108,7 +169,7 @@ pub struct DeliveryState {
     pub backlog: u64,
 }
 
-impl Pipeline {
+impl FlowControl {
     /// The flow settings of `channel` for deliveries of `tier`.
     pub fn limits(&self, channel: &Channel, tier: Tier) -> Limits {
         let breaker = BreakerConfig::effective(&channel.circuit_breaker);
@@ -129,17 +190,17 @@ impl Pipeline {
     /// A channel's flow item, from this instance's cache when read less than
     /// `flow_cache_ttl` ago.
     pub async fn flow_state(&self, channel: &ChannelId) -> StoreResult<Flow> {
-        if let Some(f) = self.flow.flows.get(channel) {
+        if let Some(f) = self.caches.flows.get(channel) {
             return Ok(f);
         }
-        let f = self.store.get_flow(channel).await?;
+        let f = self.flows.get_flow(channel).await?;
         self.remember_flow(&f);
         Ok(f)
     }
 
     /// This instance's fresh view of a flow item, without a read.
     fn cached_flow(&self, channel: &ChannelId) -> Option<Flow> {
-        self.flow.flows.get(channel)
+        self.caches.flows.get(channel)
     }
 
     /// Sets a mark on a channel's flow item, unless this instance's fresh view shows it set
@@ -162,7 +223,7 @@ impl Pipeline {
             }
         }
         let f = self
-            .store
+            .flows
             .mark(channel, mark, Some(time::now_ms()), None)
             .await?;
         self.remember_flow(&f);
@@ -172,7 +233,7 @@ impl Pipeline {
     /// The tier of the channel's tenant (its deliveries' limits depend on it).
     pub(crate) async fn tenant_tier(&self, channel: &Channel) -> StoreResult<Tier> {
         Ok(self
-            .store
+            .tenants
             .get_tenant(&channel.tenant_id)
             .await?
             .map_or(Tier::Default, |t| t.tier))
@@ -180,7 +241,7 @@ impl Pipeline {
 
     /// Keeps the flow item a write returned, so the next decision sees it.
     pub(crate) fn remember_flow(&self, f: &Flow) {
-        self.flow.flows.insert(f.channel_id.clone(), f.clone());
+        self.caches.flows.insert(f.channel_id.clone(), f.clone());
     }
 
     /// Whether the channel's deliveries take window slots now (`core::flow::uncounted`).
@@ -199,7 +260,7 @@ impl Pipeline {
     /// instance admitted `cap` of them (the rest of the second's burst is counted).
     fn within_burst(&self, channel: &ChannelId, cap: u32) -> bool {
         let second = time::now_ms() / 1000;
-        let Ok(mut bursts) = self.flow.bursts.lock() else {
+        let Ok(mut bursts) = self.caches.bursts.lock() else {
             return false;
         };
         if bursts.len() > 4096 {
@@ -225,7 +286,7 @@ impl Pipeline {
         now: i64,
         writes: bool,
     ) -> Option<u32> {
-        let Ok(mut growth) = self.flow.growth.lock() else {
+        let Ok(mut growth) = self.caches.growth.lock() else {
             return Some(known.saturating_add(1).min(cap));
         };
         if growth.len() > 4096 {
@@ -263,18 +324,18 @@ impl Pipeline {
         if let Some(at) = self.held_place(channel, rate, now_us) {
             return Ok(Ok(at));
         }
-        let n = match self.flow.rate_batches.lock() {
+        let n = match self.caches.rate_batches.lock() {
             Ok(mut batches) => batches
                 .entry(channel.clone())
                 .or_default()
                 .next_size(rate.batch_most()),
             Err(_) => 1,
         };
-        let start = match self.store.rate_reserve(channel, rate, n, now_us).await? {
+        let start = match self.flows.rate_reserve(channel, rate, n, now_us).await? {
             Ok(start) => start,
             Err(retry_at) => return Ok(Err(retry_at)),
         };
-        let Ok(mut batches) = self.flow.rate_batches.lock() else {
+        let Ok(mut batches) = self.caches.rate_batches.lock() else {
             return Ok(Ok(rate.place_us(start, 0, now_us)));
         };
         let b = batches.entry(channel.clone()).or_default();
@@ -286,7 +347,7 @@ impl Pipeline {
 
     /// The next place this instance holds in the channel's schedule, if any.
     fn held_place(&self, channel: &ChannelId, rate: &RateLimit, now_us: i64) -> Option<i64> {
-        let mut batches = self.flow.rate_batches.lock().ok()?;
+        let mut batches = self.caches.rate_batches.lock().ok()?;
         if batches.len() > 4096 {
             batches.clear();
         }
@@ -294,7 +355,7 @@ impl Pipeline {
     }
 
     fn refill_lock(&self, channel: &ChannelId) -> RefillLock {
-        match self.flow.rate_refills.lock() {
+        match self.caches.rate_refills.lock() {
             Ok(mut locks) => {
                 if locks.len() > 4096 {
                     locks.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
@@ -307,7 +368,7 @@ impl Pipeline {
 
     /// The window size to ask for: the latest known window (however old), bounded by the cap.
     fn window_cap(&self, channel: &Channel, cap: u32) -> u32 {
-        self.flow
+        self.caches
             .flows
             .get_stale(&channel.id)
             .map(|f| f.window)

@@ -2,7 +2,6 @@
 //! state the delivery endpoint shows.
 
 use super::*;
-use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::query::Actor;
 use converger_core::{CircuitState, time};
@@ -10,7 +9,7 @@ use converger_ports::Flow;
 use converger_ports::{AuditEntry, Channel, FlowJobKind, StoreResult, Transition};
 use serde_json::json;
 
-impl Pipeline {
+impl FlowControl {
     /// Pauses a channel's deliveries (`pause_deliveries`, audited).
     pub async fn pause(&self, channel: &Channel, actor: &Actor) -> Result<Flow, AttemptError> {
         use CircuitState::*;
@@ -45,9 +44,9 @@ impl Pipeline {
         t: &Transition,
         action: &str,
     ) -> Result<Flow, AttemptError> {
-        let f = match self.store.transition(&channel.id, t).await? {
+        let f = match self.flows.transition(&channel.id, t).await? {
             Some(f) => f,
-            None => self.store.get_flow(&channel.id).await?,
+            None => self.flows.get_flow(&channel.id).await?,
         };
         self.remember_flow(&f);
         self.audit(channel, actor, action, t.now_ms).await?;
@@ -70,7 +69,7 @@ impl Pipeline {
             json!({"channel_id": channel.id}),
             &time::ms_to_rfc3339(now),
         );
-        self.store.add_audit(&entry).await
+        self.audit_log.add_audit(&entry).await
     }
 
     /// The delivery state of a channel, as the API shows it (from `flow` when the caller
@@ -82,14 +81,14 @@ impl Pipeline {
     ) -> StoreResult<DeliveryState> {
         let f = match flow {
             Some(f) => f,
-            None => self.store.get_flow(&channel.id).await?,
+            None => self.flows.get_flow(&channel.id).await?,
         };
         let tier = self.tenant_tier(channel).await?;
         let limits = self.limits(channel, tier);
-        let (parked, backlog) = self.store.waiting_counts(&channel.id).await?;
+        let (parked, backlog) = self.flows.waiting_counts(&channel.id).await?;
         let items = limits.cap.map_or(1, converger_core::flow::slot_items);
         let elsewhere = if items > 1 {
-            self.store.held_slots(&channel.id, items).await?.len()
+            self.flows.held_slots(&channel.id, items).await?.len()
         } else {
             0
         };

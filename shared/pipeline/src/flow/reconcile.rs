@@ -2,25 +2,25 @@
 //! stalled backlog fed, a missed probe scheduled again; and the same for one channel, at once,
 //! when a crash or a storage failure is seen to have left slots behind.
 
-use crate::Pipeline;
+use super::FlowControl;
 use crate::outcome::AttemptError;
 use converger_core::flow::{slot_is_the_rows, slot_item_bound};
 use converger_core::{BreakerConfig, ChannelId, CircuitState, DeliveryId, DeliveryStatus, time};
-use converger_ports::{Channel, Delivery, DeliveryMessage, Flow, HeldSlot};
+use converger_ports::{Channel, Delivery, DeliveryMessage, Flow, HeldSlot, Transition};
 use converger_ports::{FlowJobKind, Mark};
 
-impl Pipeline {
+impl FlowControl {
     /// A message found its delivery settled: if the delivery still holds a window slot (its
     /// attempt recorded the outcome and then died, or lost storage, before handing the slot
     /// on), the slot goes back and the backlog is fed. One read of the flow item (not the
     /// cached one: the leak is what the cache may not know), only on this rare path.
     pub(crate) async fn free_settled_slot(&self, d: &Delivery) -> Result<(), AttemptError> {
-        let flow = self.store.get_flow(&d.channel_id).await?;
+        let flow = self.flows.get_flow(&d.channel_id).await?;
         let Some(at) = flow.slots.get(d.id.as_str()).copied() else {
             return Ok(());
         };
         let freed = self
-            .store
+            .flows
             .free_slots(
                 &d.channel_id,
                 &[HeldSlot {
@@ -32,7 +32,7 @@ impl Pipeline {
             .await?;
         if freed > 0 {
             tracing::warn!(delivery_id = %d.id, channel_id = %d.channel_id, "a settled delivery's slot given back");
-            if let Some(channel) = self.store.get_channel(&d.channel_id).await? {
+            if let Some(channel) = self.channels.get_channel(&d.channel_id).await? {
                 self.feed_now(&channel).await?;
             }
         }
@@ -48,8 +48,8 @@ impl Pipeline {
         channel: &ChannelId,
         requeued: &[DeliveryId],
     ) -> Result<(usize, usize), AttemptError> {
-        let flow = self.store.get_flow(channel).await?;
-        let ch = self.store.get_channel(channel).await?;
+        let flow = self.flows.get_flow(channel).await?;
+        let ch = self.channels.get_channel(channel).await?;
         let items = ch.as_ref().map_or(1, slot_bound);
         let (freed, resent) = self
             .reconcile_slots(&flow, items, self.config.lease_slice, requeued)
@@ -86,7 +86,7 @@ impl Pipeline {
             })
             .collect();
         if items > 1 {
-            held.extend(self.store.held_slots(&flow.channel_id, items).await?);
+            held.extend(self.flows.held_slots(&flow.channel_id, items).await?);
         }
         let old: Vec<HeldSlot> = held
             .into_iter()
@@ -101,7 +101,7 @@ impl Pipeline {
             .collect();
         ids.sort();
         ids.dedup();
-        let rows = self.store.get_deliveries(&ids).await?;
+        let rows = self.deliveries.get_deliveries(&ids).await?;
         let holds = |r: &Delivery| r.status == DeliveryStatus::Pending && !r.in_backlog;
         let stale: Vec<HeldSlot> = old
             .into_iter()
@@ -129,7 +129,7 @@ impl Pipeline {
         let freed = if stale.is_empty() {
             0
         } else {
-            self.store.free_slots(&flow.channel_id, &stale).await?
+            self.flows.free_slots(&flow.channel_id, &stale).await?
         };
         if freed > 0 || !lost.is_empty() {
             tracing::warn!(channel_id = %flow.channel_id, freed, resent = lost.len(), "window slots reconciled");
@@ -140,7 +140,7 @@ impl Pipeline {
     /// Feeds `channel`'s backlog from its flow item as it is now.
     async fn feed_now(&self, channel: &Channel) -> Result<usize, AttemptError> {
         let tier = self.tenant_tier(channel).await?;
-        let current = self.store.get_flow(&channel.id).await?;
+        let current = self.flows.get_flow(&channel.id).await?;
         self.feed(channel, tier, current, super::BACKLOG_PREFETCH)
             .await
     }
@@ -152,7 +152,7 @@ impl Pipeline {
         let mut totals = (0, 0, 0);
         let mut from = None;
         loop {
-            let page = self.store.scan_flows(100, from.take()).await?;
+            let page = self.flows.scan_flows(100, from.take()).await?;
             for f in page.items {
                 match self.sweep_flow(f).await {
                     Ok((a, b, c)) => {
@@ -172,7 +172,7 @@ impl Pipeline {
 
     async fn sweep_flow(&self, f: Flow) -> Result<(usize, usize, usize), AttemptError> {
         let now = time::now_ms();
-        let Some(channel) = self.store.get_channel(&f.channel_id).await? else {
+        let Some(channel) = self.channels.get_channel(&f.channel_id).await? else {
             return Ok((0, 0, 0));
         };
         let breaker = BreakerConfig::effective(&channel.circuit_breaker);
@@ -215,7 +215,7 @@ impl Pipeline {
                 if f.probe_due.is_none_or(|due| due + 60_000 < now) {
                     self.send_flow_job(&channel.id, FlowJobKind::Probe, 0)
                         .await?;
-                    self.store
+                    self.flows
                         .mark(&channel.id, Mark::ProbeDue, Some(now), None)
                         .await?;
                 }
@@ -223,6 +223,19 @@ impl Pipeline {
             CircuitState::Paused => {}
         }
         Ok((freed, fed, released))
+    }
+
+    /// Lets a deleted channel's waiting deliveries reach an attempt, which dead-letters them:
+    /// its breaker closed and its parked deliveries released.
+    pub(crate) async fn let_go(&self, channel: &Channel) -> Result<(), AttemptError> {
+        use CircuitState::*;
+        let t = Transition::new(&[Open, HalfOpen, Paused], Closed, time::now_ms()).reset();
+        if let Some(f) = self.flows.transition(&channel.id, &t).await? {
+            self.remember_flow(&f);
+        }
+        self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
+            .await?;
+        Ok(())
     }
 }
 
