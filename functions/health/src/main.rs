@@ -14,7 +14,7 @@ async fn main() -> Result<(), Error> {
     let pipeline = &pipeline;
     lambda_runtime::run(service_fn(
         move |_: LambdaEvent<EventBridgeEvent<Value>>| async move {
-            Ok::<HealthReport, Error>(pipeline.health_check().await?)
+            Ok::<HealthReport, Error>(pipeline.health().health_check().await?)
         },
     ))
     .await

@@ -25,7 +25,7 @@ async fn main() -> Result<(), Error> {
                 .duration_since(SystemTime::now())
                 .unwrap_or_default();
             let budget = left.saturating_sub(Duration::from_secs(5)).min(WATCH);
-            Ok::<SweepReport, Error>(pipeline.sweep_and_watch(budget).await?)
+            Ok::<SweepReport, Error>(pipeline.sweeper().sweep_and_watch(budget).await?)
         },
     ))
     .await

@@ -179,7 +179,7 @@ impl InProcess {
                                 if let Some(m) = latency {
                                     tokio::time::sleep(m.sqs_receive).await;
                                 }
-                                if let Err(e) = p.deliver(msg.clone()).await {
+                                if let Err(e) = p.attempts().deliver(msg.clone()).await {
                                     tracing::warn!(error = %e, "attempt failed; redelivered later");
                                     let _ =
                                         converger_ports::Queue::send(&*q, &msg, REDELIVERY_S).await;
@@ -199,7 +199,7 @@ impl InProcess {
                         let (p, q) = (p.clone(), q.clone());
                         tokio::spawn(async move {
                             // As the probe queue does: a failed job comes back.
-                            if let Err(e) = p.flow_job(&job).await {
+                            if let Err(e) = p.flow_jobs().flow_job(&job).await {
                                 tracing::warn!(error = %e, "flow job failed; redelivered later");
                                 let _ = converger_ports::Queue::send_flow(&*q, &job, REDELIVERY_S)
                                     .await;
@@ -216,7 +216,7 @@ impl InProcess {
                 async move {
                     // As the deployed function runs: a sweep, then watching for crashed
                     // attempts for most of the period.
-                    if let Err(e) = p.sweep_and_watch(period - period / 6).await {
+                    if let Err(e) = p.sweeper().sweep_and_watch(period - period / 6).await {
                         tracing::warn!(error = %e, "sweep failed");
                     }
                 }

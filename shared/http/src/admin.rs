@@ -162,6 +162,7 @@ pub(crate) async fn create_tenant(
     };
     let (tenant, key) = state
         .pipeline
+        .tenants()
         .create_tenant(&req.name, tier)
         .await
         .map_err(tenant_error)?;
@@ -169,7 +170,7 @@ pub(crate) async fn create_tenant(
     Ok((
         StatusCode::CREATED,
         Json(CreatedTenant {
-            tenant: crate::views::tenant(&tenant, &state.pipeline.config.api_limits),
+            tenant: crate::views::tenant(&tenant, &state.pipeline.config().api_limits),
             api_key: key,
         }),
     ))
@@ -198,7 +199,7 @@ pub(crate) async fn get_tenant(
         .ok_or_else(|| ApiError::not_found("tenant"))?;
     Ok(Json(crate::views::tenant(
         &t,
-        &state.pipeline.config.api_limits,
+        &state.pipeline.config().api_limits,
     )))
 }
 
@@ -258,6 +259,7 @@ pub(crate) async fn patch_tenant(
         .map_err(|m: converger_core::Invalid| ApiError::invalid(ErrorCode::InvalidTier, m))?;
     let t = state
         .pipeline
+        .tenants()
         .update_tenant(
             &id,
             TenantChange {
@@ -274,6 +276,7 @@ pub(crate) async fn patch_tenant(
     let t = match req.delivery_shards {
         Some(n) => state
             .pipeline
+            .tenants()
             .set_delivery_shards(&id, n)
             .await
             .map_err(tenant_error)?
@@ -290,7 +293,7 @@ pub(crate) async fn patch_tenant(
         alert_signing_secret = Some(c.signing_secret);
     }
     Ok(Json(PatchedTenant {
-        tenant: crate::views::tenant(&t, &state.pipeline.config.api_limits),
+        tenant: crate::views::tenant(&t, &state.pipeline.config().api_limits),
         alert_signing_secret,
     }))
 }

@@ -106,7 +106,7 @@ pub async fn layer(State(state): State<AppState>, mut req: Request, next: Next) 
     };
     req.extensions_mut().insert(authed.clone());
     let Authed(tenant, actor) = authed;
-    let limit = tenant.api_limit(&state.pipeline.config.api_limits);
+    let limit = tenant.api_limit(&state.pipeline.config().api_limits);
     match take(&state, &actor.id, &limit).await {
         Ok(()) => next.run(req).await,
         Err(Some(retry_after_s)) => too_many(

@@ -181,7 +181,7 @@ pub async fn receive_receipts(
 
 /// Applies receipts whose check passed, within the channel's receipt schedule.
 async fn apply_verified(state: &AppState, c: &Channel, receipts: &[Receipt]) -> Response {
-    let limit = state.pipeline.config.receipt_limit;
+    let limit = state.pipeline.config().receipt_limit;
     if let Err(Some(retry_after_s)) = crate::limits::take(
         state,
         &converger_core::api_limit::receipts_key(c.id.as_str()),
@@ -198,7 +198,7 @@ async fn apply_verified(state: &AppState, c: &Channel, receipts: &[Receipt]) -> 
             retry_after_s,
         );
     }
-    let summary = match state.pipeline.apply_receipts(c, receipts).await {
+    let summary = match state.pipeline.handoff().apply_receipts(c, receipts).await {
         Ok(s) => s,
         Err(e) => return ApiError::from(e).into_response(),
     };
@@ -239,7 +239,7 @@ pub async fn acknowledge(
     Path(id): Path<String>,
 ) -> Result<Json<crate::views::DeliveryView>, ApiError> {
     let d = owned_delivery(&state, &tenant, &id).await?;
-    match state.pipeline.acknowledge(&d).await? {
+    match state.pipeline.handoff().acknowledge(&d).await? {
         Ack::Acked(d) | Ack::Already(d) => Ok(Json(views::delivery(&d))),
         Ack::NotAwaiting(d) => Err(ApiError::new(
             StatusCode::CONFLICT,

@@ -44,9 +44,9 @@ fn body<T: serde::de::DeserializeOwned>(m: &SqsMessage) -> Result<T, HandlerErro
 
 /// The `deliver` function: one attempt per record.
 pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
-    let resp = batch::process(event, p.config.batch_concurrency, |m| async move {
+    let resp = batch::process(event, p.config().batch_concurrency, |m| async move {
         let msg: DeliveryMessage = body(&m)?;
-        let report = p.deliver(msg).await?;
+        let report = p.attempts().deliver(msg).await?;
         tracing::debug!(?report, "attempt done");
         Ok::<(), HandlerError>(())
     })
@@ -60,7 +60,7 @@ pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
 pub async fn replay_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     batch::process(event, 1, |m| async move {
         let msg: converger_ports::ReplayMessage = body(&m)?;
-        p.run_replay_job(&msg.job_id).await?;
+        p.replays().run_replay_job(&msg.job_id).await?;
         Ok::<(), HandlerError>(())
     })
     .await
@@ -68,9 +68,9 @@ pub async fn replay_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
 
 /// The `probe` function: one flow job (probe, release) per record.
 pub async fn flow_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
-    batch::process(event, p.config.batch_concurrency, |m| async move {
+    batch::process(event, p.config().batch_concurrency, |m| async move {
         let job: converger_ports::FlowJob = body(&m)?;
-        p.flow_job(&job).await?;
+        p.flow_jobs().flow_job(&job).await?;
         Ok::<(), HandlerError>(())
     })
     .await
@@ -79,7 +79,7 @@ pub async fn flow_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
 /// The `ingest` function: one activity per record. An activity that can never be accepted
 /// (invalid, unknown channel) is logged and dropped; storage failures are redelivered.
 pub async fn ingest_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
-    batch::process(event, p.config.batch_concurrency, |m| ingest_record(p, m)).await
+    batch::process(event, p.config().batch_concurrency, |m| ingest_record(p, m)).await
 }
 
 async fn ingest_record(p: &Pipeline, m: SqsMessage) -> Result<(), HandlerError> {
@@ -88,7 +88,7 @@ async fn ingest_record(p: &Pipeline, m: SqsMessage) -> Result<(), HandlerError> 
         tracing::error!(tenant_id = %msg.tenant_id, "activity for an unknown tenant dropped");
         return Ok(());
     };
-    match p.ingest(&tenant, msg.activity).await {
+    match p.intake().ingest(&tenant, msg.activity).await {
         Ok(done) => {
             tracing::info!(activity_id = %done.activity.id, deliveries = done.deliveries.len(), "activity ingested");
             Ok(())
@@ -133,7 +133,7 @@ pub async fn websocket_event(
             let q = &req.query_string_parameters;
             let channel = q.first("channel_id").unwrap_or_default();
             let token = q.first("token").unwrap_or_default();
-            match p.socket_connect(conn, channel, token).await {
+            match p.handoff().socket_connect(conn, channel, token).await {
                 Ok(_) => ws_response(200, &serde_json::json!({"connected": true})),
                 Err(converger_pipeline::handoff::ConnectRefused::Store(e)) => failed(&e),
                 Err(e @ converger_pipeline::handoff::ConnectRefused::UnknownChannel) => {
@@ -144,11 +144,12 @@ pub async fn websocket_event(
                 }
             }
         }
-        "$disconnect" => match p.socket_disconnect(conn).await {
+        "$disconnect" => match p.handoff().socket_disconnect(conn).await {
             Ok(()) => ws_response(200, &serde_json::json!({})),
             Err(e) => failed(&e),
         },
         _ => match p
+            .handoff()
             .socket_message(conn, req.body.as_deref().unwrap_or(""))
             .await
         {
@@ -181,6 +182,7 @@ pub async fn email_event(
     event: aws_lambda_events::event::eventbridge::EventBridgeEvent<serde_json::Value>,
 ) -> Result<converger_pipeline::handoff::EmailEvents, EmailEventError> {
     let out = p
+        .handoff()
         .apply_email_events(std::slice::from_ref(&event.detail))
         .await?;
     let young = event.time.is_none_or(|t| {

@@ -8,7 +8,6 @@
 //! A duplicate message finds the lease taken or the delivery settled and does nothing; a
 //! message that comes before the delivery is due is delayed again without an attempt.
 
-use crate::Pipeline;
 use crate::metrics;
 use crate::outcome::{Admit, status_event};
 pub use crate::outcome::{AttemptError, Report};
@@ -153,7 +152,45 @@ fn attempt_span(delivery: &converger_core::DeliveryId, chained: bool) -> tracing
     )
 }
 
-impl Pipeline {
+/// Delivery attempts: claim, prepare, call, settle; the breaker's step after each; the attempt log.
+#[derive(Clone, Copy)]
+pub struct Attempts<'p> {
+    pub(crate) activities: &'p dyn converger_ports::ActivityStore,
+    pub(crate) listings: &'p dyn converger_ports::DeliveryQueries,
+    pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
+    pub(crate) flows: &'p dyn converger_ports::FlowStore,
+    pub(crate) adapters: &'p converger_adapters::Adapters,
+    pub(crate) config: &'p crate::PipelineConfig,
+    pub(crate) events: &'p dyn converger_ports::Events,
+    pub(crate) flow: &'p crate::flow::FlowControl,
+    pub(crate) queue: &'p dyn converger_ports::Queue,
+    pub(crate) cache: &'p crate::cache::ChannelCache,
+    pub(crate) counts: &'p crate::counts::HealthCounts,
+    pub(crate) health: crate::health::Health<'p>,
+    pub(crate) handoff: crate::handoff::Handoff<'p>,
+}
+
+impl<'p> Attempts<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            activities: &*p.store,
+            listings: &*p.store,
+            deliveries: &*p.store,
+            flows: &*p.store,
+            adapters: &p.adapters,
+            config: &p.config,
+            events: &*p.events,
+            flow: &p.flow,
+            queue: &*p.queue,
+            cache: &p.cache,
+            counts: &p.counts,
+            health: crate::health::Health::of(p),
+            handoff: crate::handoff::Handoff::of(p),
+        }
+    }
+}
+
+impl Attempts<'_> {
     /// Runs the attempt a queue message asks for. When storage is unreachable, the message
     /// is sent again with a short, growing delay ([`policy::bounce_delay_s`]) instead of being
     /// left to the queue's visibility timeout (minutes), so deliveries resume seconds after
@@ -272,9 +309,11 @@ impl Pipeline {
         let now_ms = time::now_ms();
         let lease_ms = self.flow.lease_slice_ms();
         // The channel the message names is read (or found cached) beside the claim, not after.
-        let claimed = self.store.claim(&msg.delivery_id, &token, now_ms, lease_ms);
+        let claimed = self
+            .deliveries
+            .claim(&msg.delivery_id, &token, now_ms, lease_ms);
         let mut claimed = match &msg.channel_id {
-            Some(c) => tokio::join!(claimed, self.channel(c)).0?,
+            Some(c) => tokio::join!(claimed, self.cache.channel(c)).0?,
             None => claimed.await?,
         };
         // A message sent beside its row's write may come first: it looks for the row again
@@ -288,9 +327,14 @@ impl Pipeline {
             };
             tokio::time::sleep(Duration::from_millis(pause_ms)).await;
             looks += 1;
-            if self.store.get_delivery(&msg.delivery_id).await?.is_some() {
+            if self
+                .deliveries
+                .get_delivery(&msg.delivery_id)
+                .await?
+                .is_some()
+            {
                 claimed = self
-                    .store
+                    .deliveries
                     .claim(&msg.delivery_id, &token, time::now_ms(), lease_ms)
                     .await?;
             }
@@ -336,7 +380,7 @@ impl Pipeline {
     ) -> Result<Result<Prepared, Report>, AttemptError> {
         let carried_in = msg.activity.is_some();
         let gated = async {
-            let channel = self.channel(&d.channel_id).await?.ok_or_else(|| {
+            let channel = self.cache.channel(&d.channel_id).await?.ok_or_else(|| {
                 AttemptError::Missing(format!("channel {} not found", d.channel_id))
             })?;
             match self.flow.admit_attempt(&d, &token, &msg, &channel).await? {
@@ -384,7 +428,7 @@ impl Pipeline {
             }
             Ok(Err(report)) => Ok(Err(report)),
             Err(e) => {
-                if let Err(re) = self.store.release(&d, &token).await {
+                if let Err(re) = self.deliveries.release(&d, &token).await {
                     tracing::warn!(error = %re, "lease not released; it expires on its own");
                 }
                 Err(e)
@@ -457,7 +501,7 @@ impl Pipeline {
             handed_off,
         };
         if !self
-            .store
+            .deliveries
             .mark_sent(d, &p.token, &info, &e, &time::now_rfc3339())
             .await?
         {
@@ -539,7 +583,7 @@ impl Pipeline {
         // The retry holds no window slot while it waits: it takes one again when it is due.
         let retry_at = RetryAt { at_ms: next_at };
         if !self
-            .store
+            .deliveries
             .mark_attempt_failed(d, &p.token, &err.reason, retry_at, &e, &time::now_rfc3339())
             .await?
         {
@@ -571,7 +615,7 @@ impl Pipeline {
 
     /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened).
     async fn park_waiting(&self, d: &Delivery, channel: &Channel) -> Result<(), AttemptError> {
-        if self.store.park(d, None, &time::now_rfc3339()).await? {
+        if self.flows.park(d, None, &time::now_rfc3339()).await? {
             self.flow.park_marks(channel, d).await?;
         }
         Ok(())
@@ -586,7 +630,7 @@ impl Pipeline {
         let activity = match carried.filter(|a| a.id == d.activity_id) {
             Some(a) => a,
             None => self
-                .store
+                .activities
                 .get_activity(&d.tenant_id, &d.activity_id)
                 .await?
                 .ok_or_else(|| {
@@ -633,7 +677,7 @@ impl Pipeline {
             payload,
             channel_ids: &activity.channel_ids,
             attempt: n,
-            services: self,
+            services: &self.handoff,
         };
         let secrets = channel.signing_secrets(time::now_ms());
         let target = Target {
@@ -678,7 +722,7 @@ impl Pipeline {
             return Ok(true);
         }
         let next = now.saturating_add(slice);
-        let kept = self.store.extend_lease(d, token, next).await?;
+        let kept = self.deliveries.extend_lease(d, token, next).await?;
         if kept {
             until.store(next, Ordering::Relaxed);
         }
@@ -729,14 +773,14 @@ impl Pipeline {
     ) -> Result<Report, AttemptError> {
         let (d, n) = (&p.d, p.n);
         if !self
-            .store
+            .deliveries
             .mark_dead(d, &p.token, reason, log, &time::now_rfc3339())
             .await?
         {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
         }
         tracing::warn!(attempts = n, error = %reason, "delivery dead-lettered");
-        self.count_failed(d, 1).await;
+        self.counts.count_failed(d, 1).await;
         metrics::count(metrics::DEAD_LETTERED, p.channel.kind, Some(d.tier), 1);
         self.events
             .publish(vec![
@@ -754,7 +798,7 @@ impl Pipeline {
     }
 }
 
-impl Pipeline {
+impl Attempts<'_> {
     /// A delivery's attempt log, newest first: the attempts numbered below `before` (all when
     /// `None`), at most `limit`, and whether more follow. The newest attempts live in the
     /// delivery item and older ones in the attempts table; entries past their retention are
@@ -777,7 +821,7 @@ impl Pipeline {
         if entries.len() <= limit && oldest_kept > 1 && !d.attempt_log.is_empty() {
             let from = before.map_or(oldest_kept, |b| b.min(oldest_kept));
             let older = self
-                .store
+                .listings
                 .older_attempts(&d.id, Some(from), limit + 1 - entries.len())
                 .await?;
             entries.extend(older);

@@ -2,7 +2,6 @@
 //! it), rotating its signing secret with an overlap, and deleting it without losing what it
 //! still had to deliver.
 
-use crate::Pipeline;
 use crate::outcome::AttemptError;
 use converger_core::ChannelId;
 use converger_core::query::Actor;
@@ -20,11 +19,31 @@ pub enum Rotation {
     Gone,
 }
 
-impl Pipeline {
+/// A channel's lifecycle: creation, changes, its signing secret, deletion.
+#[derive(Clone, Copy)]
+pub struct Channels<'p> {
+    pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
+    pub(crate) config: &'p crate::PipelineConfig,
+    pub(crate) flow: &'p crate::flow::FlowControl,
+    pub(crate) cache: &'p crate::cache::ChannelCache,
+}
+
+impl<'p> Channels<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            channel_store: &*p.store,
+            config: &p.config,
+            flow: &p.flow,
+            cache: &p.cache,
+        }
+    }
+}
+
+impl Channels<'_> {
     /// Stores a new channel (already validated by its writer).
     pub async fn create_channel(&self, channel: &Channel) -> StoreResult<()> {
-        self.store.create_channel(channel).await?;
-        self.forget_tenant_channels(&channel.tenant_id);
+        self.channel_store.create_channel(channel).await?;
+        self.cache.forget_tenant_channels(&channel.tenant_id);
         Ok(())
     }
 
@@ -37,11 +56,11 @@ impl Pipeline {
     ) -> StoreResult<Option<Channel>> {
         let id: &ChannelId = &current.id;
         let updated = self
-            .store
+            .channel_store
             .update_channel(&current.tenant_id, id, patch, &time::now_rfc3339())
             .await?;
-        self.forget_channel(id);
-        self.forget_tenant_channels(&current.tenant_id);
+        self.cache.forget_channel(id);
+        self.cache.forget_tenant_channels(&current.tenant_id);
         Ok(updated)
     }
 
@@ -67,7 +86,7 @@ impl Pipeline {
             ),
         };
         let done = self
-            .store
+            .channel_store
             .rotate_secret(
                 &channel.tenant_id,
                 &channel.id,
@@ -75,11 +94,11 @@ impl Pipeline {
                 &time::ms_to_rfc3339(now),
             )
             .await?;
-        self.forget_channel(&channel.id);
+        self.cache.forget_channel(&channel.id);
         let Some(c) = done else {
             // Another rotation won (this one's grace was meant for the secret it replaced,
             // not for the winner's), or the channel was deleted.
-            return Ok(match self.store.get_channel(&channel.id).await? {
+            return Ok(match self.channel_store.get_channel(&channel.id).await? {
                 Some(c) if c.visible_to(converger_core::Scope::Tenant(&channel.tenant_id)) => {
                     Rotation::Raced
                 }
@@ -107,7 +126,7 @@ impl Pipeline {
         let expires_at =
             now / 1000 + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2);
         let Some(deleted) = self
-            .store
+            .channel_store
             .delete_channel(
                 &channel.tenant_id,
                 &channel.id,
@@ -118,8 +137,8 @@ impl Pipeline {
         else {
             return Ok(false);
         };
-        self.forget_channel(&channel.id);
-        self.forget_tenant_channels(&channel.tenant_id);
+        self.cache.forget_channel(&channel.id);
+        self.cache.forget_tenant_channels(&channel.tenant_id);
         // What it still holds back (a pause, an open breaker, parked rows) goes first; the
         // sweeper does the same for a deleted channel whenever it finds it held.
         if let Err(e) = self.flow.let_go(&deleted).await {

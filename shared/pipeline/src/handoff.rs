@@ -2,7 +2,6 @@
 //! websocket hand-offs (connections, pushes, acknowledgements, replays of what is waiting)
 //! and provider receipts. The pipeline is the adapters' [`Services`].
 
-use crate::Pipeline;
 use crate::ingest::{IngestError, NewActivity};
 use crate::outcome::status_event;
 use async_trait::async_trait;
@@ -24,7 +23,43 @@ fn store_error(e: StoreError) -> DeliveryError {
     DeliveryError::transient(format!("store: {e}"))
 }
 
-impl Pipeline {
+/// Hand-offs: websocket clients, acknowledgements, provider receipts and email events; and the adapters' [`Services`].
+#[derive(Clone, Copy)]
+pub struct Handoff<'p> {
+    pub(crate) activities: &'p dyn converger_ports::ActivityStore,
+    pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
+    pub(crate) listings: &'p dyn converger_ports::DeliveryQueries,
+    pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
+    pub(crate) handoffs: &'p dyn converger_ports::HandoffStore,
+    pub(crate) tenants: &'p dyn converger_ports::TenantStore,
+    pub(crate) events: &'p dyn converger_ports::Events,
+    pub(crate) mailer: &'p dyn converger_ports::Mailer,
+    pub(crate) sockets: &'p dyn converger_ports::Sockets,
+    pub(crate) cache: &'p crate::cache::ChannelCache,
+    pub(crate) counts: &'p crate::counts::HealthCounts,
+    pub(crate) intake: crate::ingest::Intake<'p>,
+}
+
+impl<'p> Handoff<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            activities: &*p.store,
+            channel_store: &*p.store,
+            listings: &*p.store,
+            deliveries: &*p.store,
+            handoffs: &*p.store,
+            tenants: &*p.store,
+            events: &*p.events,
+            mailer: &*p.mailer,
+            sockets: &*p.sockets,
+            cache: &p.cache,
+            counts: &p.counts,
+            intake: crate::ingest::Intake::of(p),
+        }
+    }
+}
+
+impl Handoff<'_> {
     /// The tenant an adapter names (by its id as text), as stored now: a permanent error when
     /// it is gone, a transient one when storage fails.
     async fn adapter_tenant(
@@ -33,7 +68,7 @@ impl Pipeline {
     ) -> Result<converger_ports::Tenant, DeliveryError> {
         let id = converger_core::TenantId::parse(tenant_id)
             .map_err(|e| DeliveryError::permanent(e.to_string()))?;
-        self.store
+        self.tenants
             .get_tenant(&id)
             .await
             .map_err(store_error)?
@@ -42,13 +77,14 @@ impl Pipeline {
 }
 
 #[async_trait]
-impl Services for Pipeline {
+impl Services for Handoff<'_> {
     async fn post_reply(&self, reply: Reply<'_>) -> Result<String, DeliveryError> {
         let tenant = self.adapter_tenant(reply.tenant_id).await?;
         // Never an echo channel (no bot answers a bot), never an inactive one.
         let mut targets = Vec::new();
         for id in reply.channel_ids {
             if let Some(ch) = self
+                .cache
                 .channel_in(converger_ports::Scope::Tenant(&tenant.id), id)
                 .await
                 .map_err(store_error)?
@@ -70,6 +106,7 @@ impl Services for Pipeline {
             payload: reply.payload,
         };
         match self
+            .intake
             .ingest_with(&tenant, new, crate::ingest::Origin::Bot)
             .await
         {
@@ -113,10 +150,10 @@ impl Services for Pipeline {
     async fn connections(&self, channel_id: &str) -> Result<Vec<String>, DeliveryError> {
         let id =
             ChannelId::parse(channel_id).map_err(|e| DeliveryError::permanent(e.to_string()))?;
-        let channel = self.channel(&id).await.map_err(store_error)?;
+        let channel = self.cache.channel(&id).await.map_err(store_error)?;
         let mut live = Vec::new();
         for c in self
-            .store
+            .handoffs
             .channel_connections(&id)
             .await
             .map_err(store_error)?
@@ -134,7 +171,7 @@ impl Services for Pipeline {
         match self.sockets.post(connection_id, frame).await {
             Ok(Pushed::Sent) => Ok(Push::Sent),
             Ok(Pushed::Gone) => {
-                if let Err(e) = self.store.delete_connection(connection_id).await {
+                if let Err(e) = self.handoffs.delete_connection(connection_id).await {
                     tracing::warn!(connection_id, error = %e, "gone connection not removed");
                 }
                 Ok(Push::Gone)
@@ -157,12 +194,12 @@ fn still_admitted(channel: &converger_ports::Channel, conn: &Connection) -> bool
             .is_none_or(|fp| current.as_ref() == Some(fp))
 }
 
-impl Pipeline {
+impl Handoff<'_> {
     /// Forgets a connection that may no longer receive (its token changed, its channel was
     /// deactivated): nothing is pushed to it again.
     async fn cut_off(&self, conn: &Connection) {
         tracing::info!(connection_id = %conn.connection_id, channel_id = %conn.channel_id, "websocket connection cut off: token changed or channel inactive");
-        if let Err(e) = self.store.delete_connection(&conn.connection_id).await {
+        if let Err(e) = self.handoffs.delete_connection(&conn.connection_id).await {
             tracing::warn!(connection_id = %conn.connection_id, error = %e, "connection not removed");
         }
     }
@@ -187,7 +224,7 @@ pub struct ReceiptSummary {
     pub unknown: Vec<String>,
 }
 
-impl Pipeline {
+impl Handoff<'_> {
     /// A client opens a websocket connection to `channel_id` with the channel's `token`.
     pub async fn socket_connect(
         &self,
@@ -197,7 +234,7 @@ impl Pipeline {
     ) -> Result<Connection, ConnectRefused> {
         let id = ChannelId::parse(channel_id).map_err(|_| ConnectRefused::UnknownChannel)?;
         let ch = self
-            .store
+            .channel_store
             .get_channel(&id)
             .await?
             .filter(|c| c.kind == ChannelType::Websocket && c.active)
@@ -215,13 +252,13 @@ impl Pipeline {
             expires_at: now_ms / 1000 + converger_ports::CONNECTION_TTL_S,
             token_fp: Some(converger_core::secret::token_fingerprint(cfg.token)),
         };
-        self.store.put_connection(&c).await?;
+        self.handoffs.put_connection(&c).await?;
         tracing::info!(connection_id, channel_id, "websocket client connected");
         Ok(c)
     }
 
     pub async fn socket_disconnect(&self, connection_id: &str) -> Result<(), StoreError> {
-        if let Some(c) = self.store.delete_connection(connection_id).await? {
+        if let Some(c) = self.handoffs.delete_connection(connection_id).await? {
             tracing::info!(connection_id, channel_id = %c.channel_id, "websocket client disconnected");
         }
         Ok(())
@@ -234,13 +271,13 @@ impl Pipeline {
         connection_id: &str,
         body: &str,
     ) -> Result<Value, StoreError> {
-        let Some(conn) = self.store.get_connection(connection_id).await? else {
+        let Some(conn) = self.handoffs.get_connection(connection_id).await? else {
             return Ok(socket_error(
                 "not_connected",
                 "this connection is not registered",
             ));
         };
-        let channel = self.channel(&conn.channel_id).await?;
+        let channel = self.cache.channel(&conn.channel_id).await?;
         if !channel
             .as_deref()
             .is_some_and(|ch| still_admitted(ch, &conn))
@@ -263,7 +300,7 @@ impl Pipeline {
                 else {
                     return Ok(socket_error("invalid_request", "ack needs a `delivery_id`"));
                 };
-                let d = match self.store.get_delivery(&id).await? {
+                let d = match self.deliveries.get_delivery(&id).await? {
                     Some(d) if d.channel_id == conn.channel_id => d,
                     _ => {
                         return Ok(socket_error(
@@ -300,7 +337,7 @@ impl Pipeline {
     /// Pushes the channel's handed-off deliveries to `conn` again, oldest first. Without
     /// `require_ack`, each one the client received is `sent`.
     async fn socket_replay(&self, conn: &Connection) -> Result<usize, StoreError> {
-        let Some(ch) = self.channel(&conn.channel_id).await? else {
+        let Some(ch) = self.cache.channel(&conn.channel_id).await? else {
             return Ok(0);
         };
         let require_ack = socket_config(&ch.config).is_ok_and(|c| c.require_ack);
@@ -308,7 +345,7 @@ impl Pipeline {
         let mut after = None;
         loop {
             let page = self
-                .store
+                .listings
                 .list_deliveries(&DeliveryQuery {
                     tenant: conn.tenant_id.clone(),
                     status: Some(DeliveryStatus::Pending),
@@ -332,7 +369,7 @@ impl Pipeline {
         let mut pushed = 0;
         for d in waiting {
             let Some(a) = self
-                .store
+                .activities
                 .get_activity(&d.tenant_id, &d.activity_id)
                 .await?
             else {
@@ -380,7 +417,7 @@ impl Pipeline {
     /// A client confirms a handed-off delivery `d` (as the caller read it): it becomes
     /// `sent` (`delivery.status_changed`).
     pub async fn acknowledge(&self, d: &Delivery) -> Result<Ack, StoreError> {
-        let ack = self.store.acknowledge(d, &time::now_rfc3339()).await?;
+        let ack = self.handoffs.acknowledge(d, &time::now_rfc3339()).await?;
         if let Ack::Acked(d) = &ack {
             tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
             self.events
@@ -402,7 +439,7 @@ impl Pipeline {
         for r in receipts {
             let now = time::now_rfc3339();
             match self
-                .store
+                .handoffs
                 .apply_receipt(
                     &channel.id,
                     &r.provider_message_id,
@@ -422,7 +459,7 @@ impl Pipeline {
                         r.error.as_deref(),
                     ));
                     if row.status == DeliveryStatus::Failed {
-                        self.count_failed(&row, 1).await;
+                        self.counts.count_failed(&row, 1).await;
                     }
                 }
                 Receipted::Ignored(_) => summary.ignored += 1,
@@ -450,7 +487,7 @@ pub struct EmailEvents {
     pub unknown: Vec<String>,
 }
 
-impl Pipeline {
+impl Handoff<'_> {
     /// Applies SES events (each the `detail` of an EventBridge event from `aws.ses`) to the
     /// deliveries of the email channels their tags name, through the receipts' forward-only
     /// rules: bounces, complaints and rejects fail a delivery, a delivery delivers it.
@@ -462,7 +499,7 @@ impl Pipeline {
                 continue;
             };
             let channel = match ChannelId::parse(&channel) {
-                Ok(id) => self.channel(&id).await?,
+                Ok(id) => self.cache.channel(&id).await?,
                 Err(_) => None,
             };
             let Some(channel) = channel.filter(|c| c.kind == ChannelType::Email) else {

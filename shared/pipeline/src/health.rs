@@ -2,16 +2,14 @@
 //! tenant's alert webhook: a managed webhook channel that platform events about the tenant's
 //! channels are delivered to through the same pipeline (signed, retried, logged).
 
-use crate::Pipeline;
+use crate::flow::circuit_event;
 use crate::ingest::NewActivity;
 use crate::outcome::AttemptError;
 use converger_core::health::{
     AUTO_DISABLED, AutoDisable, HISTORY_DAYS, HealthStatus, WINDOW_MINUTES, failure_rate, minute,
 };
-use converger_core::{BreakerConfig, ChannelType, CircuitState, time};
-use converger_ports::{
-    Channel, ChannelPatch, Delivery, Flow, HealthCheck, PlatformEvent, StoreResult, Tenant,
-};
+use converger_core::{BreakerConfig, CircuitState, time};
+use converger_ports::{Channel, Flow, HealthCheck, PlatformEvent, StoreResult, Transition};
 use serde_json::{Value, json};
 
 /// What one health run did, with the requests it made (by operation).
@@ -43,48 +41,61 @@ pub enum AlertError {
     Store(#[from] converger_ports::StoreError),
 }
 
-impl Pipeline {
-    /// Counts a dead letter (`+1`) or a replayed one (`-1`) into the minute its delivery was
-    /// created in, so the window's failures are those of the deliveries it counts.
-    pub(crate) async fn count_failed(&self, d: &Delivery, delta: i64) {
-        self.count_failed_many(std::slice::from_ref(d), delta).await;
-    }
+/// Channel health: the periodic checks, auto-disable, the breaker opened on a change to unhealthy, and alerts.
+#[derive(Clone, Copy)]
+pub struct Health<'p> {
+    pub(crate) flows: &'p dyn converger_ports::FlowStore,
+    pub(crate) health_store: &'p dyn converger_ports::HealthStore,
+    pub(crate) tenants: &'p dyn converger_ports::TenantStore,
+    pub(crate) events: &'p dyn converger_ports::Events,
+    pub(crate) flow: &'p crate::flow::FlowControl,
+    pub(crate) cache: &'p crate::cache::ChannelCache,
+    pub(crate) intake: crate::ingest::Intake<'p>,
+}
 
-    /// [`Self::count_failed`] for many deliveries.
-    pub(crate) async fn count_failed_many(&self, rows: &[Delivery], delta: i64) {
-        self.count_health(rows.iter().map(|d| (d, 0, delta))).await;
+impl<'p> Health<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            flows: &*p.store,
+            health_store: &*p.store,
+            tenants: &*p.store,
+            events: &*p.events,
+            flow: &p.flow,
+            cache: &p.cache,
+            intake: crate::ingest::Intake::of(p),
+        }
     }
+}
 
-    /// Counts deliveries just written as created into their channels' health counters.
-    pub(crate) async fn count_created(&self, rows: &[Delivery]) {
-        self.count_health(rows.iter().map(|d| (d, 1, 0))).await;
-    }
-
-    /// Adds `(delivery, created, failed)` to this instance's tally, and writes the tally
-    /// (one write per channel and minute) when its period has passed.
-    async fn count_health(&self, counts: impl Iterator<Item = (&Delivery, i64, i64)>) {
-        let due = match self.health_tally.lock() {
-            Ok(mut t) => {
-                for (d, c, f) in counts {
-                    t.add(d.channel_id.clone(), d.created_minute(), c, f);
-                }
-                let every = i64::try_from(self.config.health_flush.as_millis()).unwrap_or(0);
-                t.take_due(converger_core::time::now_ms(), every)
-            }
-            Err(_) => return,
+impl Health<'_> {
+    /// Opens a closed breaker (single winner); the winner announces it and schedules the
+    /// probe.
+    pub(crate) async fn open_breaker(
+        &self,
+        channel: &Channel,
+        breaker: &BreakerConfig,
+        seen: &Flow,
+        reason: &str,
+    ) -> Result<bool, AttemptError> {
+        let now = time::now_ms();
+        let t = Transition::new(&[CircuitState::Closed], CircuitState::Open, now)
+            .seen(seen.circuit_changed_at);
+        let Some(f) = self.flows.transition(&channel.id, &t).await? else {
+            return Ok(false);
         };
-        let mut failed = Vec::new();
-        for ((channel, m), (c, f)) in due {
-            if let Err(e) = self.store.count_deliveries(&channel, m, c, f).await {
-                tracing::warn!(channel_id = %channel, error = %e, "health counter not written");
-                failed.push(((channel, m), (c, f)));
-            }
-        }
-        if !failed.is_empty()
-            && let Ok(mut t) = self.health_tally.lock()
-        {
-            t.restore(failed);
-        }
+        self.flow.remember_flow(&f);
+        tracing::warn!(channel_id = %channel.id, failures = f.consecutive_failures, reason, "breaker opened");
+        crate::metrics::count(crate::metrics::CIRCUIT_OPENED, channel.kind, None, 1);
+        let event = circuit_event(
+            channel,
+            converger_ports::EventType::ChannelCircuitOpened,
+            reason,
+            now,
+        );
+        self.alert(channel, event.detail.clone()).await;
+        self.events.publish(vec![event]).await;
+        self.flow.schedule_probe(&channel.id, breaker).await?;
+        Ok(true)
     }
 
     /// After a failed attempt: disables the channel when its consecutive failed attempts
@@ -102,13 +113,13 @@ impl Pipeline {
         }
         let at = time::ms_to_rfc3339(now);
         let Some(disabled) = self
-            .store
+            .health_store
             .disable_channel(&channel.id, &at, AUTO_DISABLED)
             .await?
         else {
             return Ok(());
         };
-        self.forget_channel(&channel.id);
+        self.cache.forget_channel(&channel.id);
         tracing::warn!(channel_id = %channel.id, failed_attempts = flow.failed_attempts, "channel auto-disabled");
         crate::metrics::count(crate::metrics::CHANNEL_DISABLED, channel.kind, None, 1);
         let body = json!({
@@ -138,7 +149,7 @@ impl Pipeline {
         if channel.managed {
             return;
         }
-        let tenant = match self.store.get_tenant(&channel.tenant_id).await {
+        let tenant = match self.tenants.get_tenant(&channel.tenant_id).await {
             Ok(Some(t)) => t,
             Ok(None) => return,
             Err(e) => {
@@ -158,82 +169,12 @@ impl Pipeline {
             payload: body,
         };
         if let Err(e) = self
+            .intake
             .ingest_with(&tenant, activity, crate::ingest::Origin::Platform)
             .await
         {
             tracing::warn!(tenant_id = %tenant.id, error = %e, "alert not sent");
         }
-    }
-
-    /// Sets (or with `None`, removes) a tenant's alert webhook URL: a managed webhook channel
-    /// of the tenant, created on first use and updated afterwards, whose body is the event
-    /// alone (`"body": "payload"`).
-    pub async fn set_alert_webhook(
-        &self,
-        tenant: &Tenant,
-        url: Option<&str>,
-    ) -> Result<Tenant, AlertError> {
-        let now = time::now_rfc3339();
-        let Some(url) = url else {
-            if let Some(id) = &tenant.alert_channel_id {
-                let off = ChannelPatch {
-                    active: Some(false),
-                    ..ChannelPatch::default()
-                };
-                self.store
-                    .update_channel(&tenant.id, id, &off, &now)
-                    .await?;
-            }
-            return self
-                .store
-                .set_tenant_alert(&tenant.id, None, None)
-                .await?
-                .ok_or_else(|| AlertError::Invalid("tenant not found".into()));
-        };
-        let config = json!({"url": url, "body": "payload"})
-            .as_object()
-            .cloned()
-            .unwrap_or_default();
-        let adapter = self
-            .adapters
-            .get(ChannelType::Webhook)
-            .ok_or_else(|| AlertError::Invalid("no webhook adapter".into()))?;
-        adapter
-            .validate_config(&config)
-            .map_err(|e| AlertError::Invalid(e.into()))?;
-        let channel_id = match &tenant.alert_channel_id {
-            Some(id) => {
-                let patch = ChannelPatch {
-                    config: Some(config),
-                    active: Some(true),
-                    ..ChannelPatch::default()
-                };
-                self.store
-                    .update_channel(&tenant.id, id, &patch, &now)
-                    .await?;
-                self.forget_channel(id);
-                id.clone()
-            }
-            None => {
-                let channel = {
-                    let mut c = Channel::new(
-                        tenant.id.clone(),
-                        ChannelType::Webhook,
-                        "alerts",
-                        config,
-                        &now,
-                    );
-                    c.managed = true;
-                    c
-                };
-                self.store.create_channel(&channel).await?;
-                channel.id
-            }
-        };
-        self.store
-            .set_tenant_alert(&tenant.id, Some(url), Some(&channel_id))
-            .await?
-            .ok_or_else(|| AlertError::Invalid("tenant not found".into()))
     }
 
     /// One health run over every active channel of the checked types.
@@ -244,7 +185,7 @@ impl Pipeline {
             Default::default();
         let mut from = None;
         loop {
-            let page = self.store.checked_channels(500, from.take()).await?;
+            let page = self.health_store.checked_channels(500, from.take()).await?;
             report.scan_pages += 1;
             let mut rows = Vec::with_capacity(page.items.len());
             for channel in page.items {
@@ -261,7 +202,7 @@ impl Pipeline {
                     }
                 }
             }
-            report.writes += self.store.record_health(&rows).await?;
+            report.writes += self.health_store.record_health(&rows).await?;
             match page.next {
                 Some(n) => from = Some(n),
                 None => break,
@@ -283,7 +224,7 @@ impl Pipeline {
         let now = time::now_ms();
         let to = minute(now);
         let inputs = self
-            .store
+            .health_store
             .health_inputs(&channel.id, to - WINDOW_MINUTES, to)
             .await?;
         report.batch_reads += inputs.requests;
@@ -305,7 +246,9 @@ impl Pipeline {
         if !changed {
             return Ok(check);
         }
-        self.store.set_health_status(&channel.id, status).await?;
+        self.health_store
+            .set_health_status(&channel.id, status)
+            .await?;
         report.writes += 1;
         report.changed += 1;
         let body = json!({
@@ -331,7 +274,7 @@ impl Pipeline {
         // Only the change to unhealthy opens the breaker: a breaker a probe closed is not
         // opened again by failures still inside the window.
         if status == HealthStatus::Unhealthy {
-            let flow = self.store.get_flow(&channel.id).await?;
+            let flow = self.flows.get_flow(&channel.id).await?;
             if flow.circuit_state == CircuitState::Closed {
                 let breaker = BreakerConfig::effective(&channel.circuit_breaker);
                 if self
@@ -348,7 +291,7 @@ impl Pipeline {
     /// A channel's latest health and recent checks, for the API.
     pub async fn channel_health(&self, channel: &Channel, limit: usize) -> StoreResult<Value> {
         let history = self
-            .store
+            .health_store
             .health_history(&channel.id, limit, time::now_ms() / 1000)
             .await?;
         let status = history

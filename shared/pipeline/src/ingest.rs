@@ -1,7 +1,6 @@
 //! Ingest: store an activity and one delivery per target channel, then enqueue the deliveries
 //! on the tenant's tier queue. Ingesting the same activity id again writes nothing new.
 
-use crate::Pipeline;
 use crate::outcome::Admission;
 use converger_core::{ActivityId, ChannelId, DeliveryId, time};
 use converger_ports::{
@@ -81,7 +80,35 @@ pub(crate) enum Origin {
     Platform,
 }
 
-impl Pipeline {
+/// Activities in: each fanned out into one delivery per target channel, admitted and enqueued.
+#[derive(Clone, Copy)]
+pub struct Intake<'p> {
+    pub(crate) activities: &'p dyn converger_ports::ActivityStore,
+    pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
+    pub(crate) adapters: &'p converger_adapters::Adapters,
+    pub(crate) config: &'p crate::PipelineConfig,
+    pub(crate) flow: &'p crate::flow::FlowControl,
+    pub(crate) queue: &'p dyn converger_ports::Queue,
+    pub(crate) cache: &'p crate::cache::ChannelCache,
+    pub(crate) counts: &'p crate::counts::HealthCounts,
+}
+
+impl<'p> Intake<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            activities: &*p.store,
+            deliveries: &*p.store,
+            adapters: &p.adapters,
+            config: &p.config,
+            flow: &p.flow,
+            queue: &*p.queue,
+            cache: &p.cache,
+            counts: &p.counts,
+        }
+    }
+}
+
+impl Intake<'_> {
     pub async fn ingest(&self, tenant: &Tenant, new: NewActivity) -> Result<Ingested, IngestError> {
         self.ingest_with(tenant, new, Origin::Tenant).await
     }
@@ -103,7 +130,7 @@ impl Pipeline {
         let seq = match new.seq {
             Some(s) => s,
             None => {
-                self.store
+                self.activities
                     .next_seq(&tenant.id, &new.conversation_id)
                     .await?
             }
@@ -171,7 +198,7 @@ impl Pipeline {
         tenant: &Tenant,
         event_type: &str,
     ) -> Result<Vec<std::sync::Arc<converger_ports::Channel>>, IngestError> {
-        let all = self.tenant_channels(&tenant.id).await?;
+        let all = self.cache.tenant_channels(&tenant.id).await?;
         let mut subscribed: Vec<_> = all
             .iter()
             .filter(|c| c.subscribes(event_type) && self.adapters.get(c.kind).is_some())
@@ -206,9 +233,10 @@ impl Pipeline {
             return Err(IngestError::ManagedChannel(alert.clone()));
         }
         let scope = converger_ports::Scope::Tenant(&tenant.id);
-        let channels =
-            futures::future::try_join_all(targets.iter().map(|id| self.channel_in(scope, id)))
-                .await?;
+        let channels = futures::future::try_join_all(
+            targets.iter().map(|id| self.cache.channel_in(scope, id)),
+        )
+        .await?;
         let mut resolved = Vec::with_capacity(channels.len());
         for (id, ch) in targets.iter().zip(channels) {
             let Some(ch) = ch else {
@@ -262,21 +290,26 @@ impl Pipeline {
         };
         if fresh {
             let write = async {
-                self.store
+                self.activities
                     .create_fresh_activity(activity, deliveries)
                     .await
                     .map_err(IngestError::from)
             };
             tokio::try_join!(write, send)?;
-            self.count_created(deliveries).await;
+            self.counts.count_created(deliveries).await;
             return Ok(true);
         }
-        if self.store.create_activity(activity, deliveries).await? == Created::Duplicate {
+        if self
+            .activities
+            .create_activity(activity, deliveries)
+            .await?
+            == Created::Duplicate
+        {
             return Ok(false);
         }
         // The health counters' write (at most once a second) goes beside the send, never
         // before it: the message is on the way to the receiver.
-        let (sent, ()) = tokio::join!(send, self.count_created(deliveries));
+        let (sent, ()) = tokio::join!(send, self.counts.count_created(deliveries));
         sent?;
         Ok(true)
     }
@@ -288,7 +321,11 @@ impl Pipeline {
         tenant: &Tenant,
         submitted: Activity,
     ) -> Result<Ingested, IngestError> {
-        let Some(stored) = self.store.get_activity(&tenant.id, &submitted.id).await? else {
+        let Some(stored) = self
+            .activities
+            .get_activity(&tenant.id, &submitted.id)
+            .await?
+        else {
             return Err(IngestError::Conflict(submitted.id));
         };
         let ids: Vec<DeliveryId> = stored
@@ -296,7 +333,7 @@ impl Pipeline {
             .iter()
             .map(|c| DeliveryId::for_pair(&stored.id, c))
             .collect();
-        let deliveries = self.store.get_deliveries(&ids).await?;
+        let deliveries = self.deliveries.get_deliveries(&ids).await?;
         let now = time::now_ms();
         let carried = stored.if_inline();
         let msgs: Vec<DeliveryMessage> = deliveries

@@ -1,13 +1,27 @@
-//! The use cases, one module each, over one set of [`Deps`]: `ingest` (an activity fanned out
-//! into deliveries) -> `attempt` (one delivery attempt: prepare, call, settle) -> `flow` (the
-//! gate before it and the breaker after it), and beside them `replay`, `sweep`, `health`,
-//! `handoff` (receipts, websocket clients, the echo bot) and `tenants`. The types more than
-//! one of them speaks are in `outcome`. Nothing here knows AWS or Lambda: the functions'
-//! glue (`converger-lambda`) only calls these entry points.
+//! The use cases, each a type that borrows only the ports and components it uses, built by
+//! [`Pipeline`] (the composition root, one per process):
+//!
+//! - [`ingest::Intake`]: an activity fanned out into deliveries;
+//! - [`attempt::Attempts`]: one delivery attempt (claim, prepare, call, settle), with the
+//!   breaker's step after it;
+//! - [`flow::FlowControl`]: the component every use case that moves a delivery asks first
+//!   (admission, the gate, the backlog, pause and resume, reconciliation);
+//! - [`flow::FlowJobs`]: the probe function's jobs (feed, probe, release, replay on close);
+//! - [`replay::Replays`], [`sweep::Sweeper`], [`health::Health`] (checks, auto-disable and
+//!   alerts), [`handoff::Handoff`] (receipts, websocket clients, the echo bot, email events),
+//!   [`tenants::Tenants`] and [`channels::Channels`];
+//! - [`Reads`]: what the API and the pages show.
+//!
+//! Beside them, two components they share: [`cache::ChannelCache`] and
+//! [`counts::HealthCounts`]. The types more than one of them speaks are in `outcome`.
+//! Nothing here knows AWS or Lambda: the functions' glue (`converger-lambda`) only calls
+//! these entry points.
 
 pub mod attempt;
+pub mod cache;
 pub mod channels;
 pub mod config;
+pub mod counts;
 pub mod events;
 pub mod flow;
 pub mod handoff;
@@ -25,51 +39,30 @@ pub use config::PipelineConfig;
 pub use reads::Reads;
 
 use converger_adapters::Adapters;
-use converger_core::cache::TtlCache;
-use converger_core::{ChannelId, TenantId};
 use converger_ports::{
-    AccountStore, Channel, Events, IdempotencyStore, Queue, QueueDepth, Sockets, Store, StoreResult,
+    AccountStore, Events, IdempotencyStore, Mailer, Queue, QueueDepth, Sockets, Store, StoreResult,
 };
 use std::sync::Arc;
 
-/// What every use case needs, built once per process (per Lambda instance): the ports and the
-/// settings. Read through [`Pipeline`] (which dereferences to it).
-///
-/// The ports are this crate's own: outside it, [`Pipeline`] hands out use cases, the read side
-/// ([`Pipeline::reads`]) and two narrow ports the HTTP surfaces keep themselves (accounts and
-/// idempotency keys), never the store or the queues.
-pub struct Deps {
+/// The composition root: the ports and settings of one process (one Lambda instance), the
+/// components its use cases share, and the use cases themselves, each borrowing only what it
+/// uses. Outside this crate it hands out use cases, the read side ([`Pipeline::reads`]) and
+/// two narrow ports the HTTP surfaces keep themselves (accounts and idempotency keys), never
+/// the store or the queues.
+pub struct Pipeline {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) queue: Arc<dyn Queue>,
     pub(crate) events: Arc<dyn Events>,
-    pub adapters: Adapters,
-    pub config: PipelineConfig,
     /// Where websocket pushes go ([`Pipeline::with_sockets`]; none by default).
     pub(crate) sockets: Arc<dyn Sockets>,
     /// Where email goes ([`Pipeline::with_mailer`]; none by default).
-    pub(crate) mailer: Arc<dyn converger_ports::Mailer>,
-}
-
-/// The use cases' entry points over [`Deps`], with what this instance remembers between
-/// invocations: channels (for `channel_cache_ttl`) and the flow module's own caches, which
-/// only that module reads.
-pub struct Pipeline {
-    deps: Deps,
+    pub(crate) mailer: Arc<dyn Mailer>,
+    pub(crate) adapters: Adapters,
+    pub(crate) config: PipelineConfig,
     reads: Reads,
-    channels: TtlCache<ChannelId, Arc<Channel>>,
-    /// Each tenant's channels (the subscriber lists of event types).
-    tenant_channels: TtlCache<TenantId, Arc<Vec<Arc<Channel>>>>,
-    flow: flow::FlowControl,
-    /// Health counts not written yet (see [`converger_core::health::Tally`]).
-    health_tally: std::sync::Mutex<converger_core::health::Tally<ChannelId>>,
-}
-
-impl std::ops::Deref for Pipeline {
-    type Target = Deps;
-
-    fn deref(&self) -> &Deps {
-        &self.deps
-    }
+    pub(crate) cache: cache::ChannelCache,
+    pub(crate) flow: flow::FlowControl,
+    pub(crate) counts: counts::HealthCounts,
 }
 
 impl Pipeline {
@@ -82,8 +75,7 @@ impl Pipeline {
     ) -> Self {
         Self {
             reads: Reads::new(&store),
-            channels: TtlCache::new(config.channel_cache_ttl),
-            tenant_channels: TtlCache::bounded(config.channel_cache_ttl, 10_000),
+            cache: cache::ChannelCache::new(store.clone(), store.clone(), config.channel_cache_ttl),
             flow: flow::FlowControl::new(
                 &store,
                 queue.clone(),
@@ -91,48 +83,106 @@ impl Pipeline {
                 adapters.clone(),
                 config.clone(),
             ),
-            health_tally: std::sync::Mutex::new(Default::default()),
-            deps: Deps {
-                store,
-                queue,
-                events,
-                adapters,
-                config,
-                sockets: Arc::new(converger_ports::NoSockets),
-                mailer: Arc::new(converger_ports::NoMailer),
-            },
+            counts: counts::HealthCounts::new(store.clone(), config.health_flush),
+            store,
+            queue,
+            events,
+            sockets: Arc::new(converger_ports::NoSockets),
+            mailer: Arc::new(converger_ports::NoMailer),
+            adapters,
+            config,
         }
     }
 
     /// Sends platform events ten to a request ([`events::BatchedEvents`]): for the deliver
     /// function, whose handler flushes them at the end of each batch.
     pub fn with_batched_events(mut self) -> Self {
-        self.deps.events = Arc::new(events::BatchedEvents::new(self.deps.events.clone()));
-        self.flow.set_events(self.deps.events.clone());
+        self.events = Arc::new(events::BatchedEvents::new(self.events.clone()));
+        self.flow.set_events(self.events.clone());
         self
     }
 
     /// Sends the platform events held back by [`Self::with_batched_events`] (at the end of a
     /// batch, before the instance can be frozen).
     pub async fn flush_events(&self) {
-        self.deps.events.flush().await;
+        self.events.flush().await;
     }
 
     /// Lets attempts send email through `mailer`.
-    pub fn with_mailer(mut self, mailer: Arc<dyn converger_ports::Mailer>) -> Self {
-        self.deps.mailer = mailer;
+    pub fn with_mailer(mut self, mailer: Arc<dyn Mailer>) -> Self {
+        self.mailer = mailer;
         self
     }
 
     /// Lets attempts push to websocket clients through `sockets`.
     pub fn with_sockets(mut self, sockets: Arc<dyn Sockets>) -> Self {
-        self.deps.sockets = sockets;
+        self.sockets = sockets;
         self
+    }
+
+    /// The settings this pipeline runs with.
+    pub fn config(&self) -> &PipelineConfig {
+        &self.config
+    }
+
+    /// The channel types this build delivers to.
+    pub fn adapters(&self) -> &Adapters {
+        &self.adapters
+    }
+
+    /// Activities in: one fanned out into its deliveries.
+    pub fn intake(&self) -> ingest::Intake<'_> {
+        ingest::Intake::of(self)
+    }
+
+    /// Delivery attempts, and their log.
+    pub fn attempts(&self) -> attempt::Attempts<'_> {
+        attempt::Attempts::of(self)
     }
 
     /// Flow control: pause, resume and the delivery state the API shows.
     pub fn flow(&self) -> &flow::FlowControl {
         &self.flow
+    }
+
+    /// The probe function's jobs.
+    pub fn flow_jobs(&self) -> flow::FlowJobs<'_> {
+        flow::FlowJobs::of(self)
+    }
+
+    /// Replays of failed deliveries: one, a channel's, a filter's, and bulk jobs.
+    pub fn replays(&self) -> replay::Replays<'_> {
+        replay::Replays::of(self)
+    }
+
+    /// The retry scheduler: due deliveries enqueued, crashed attempts reclaimed.
+    pub fn sweeper(&self) -> sweep::Sweeper<'_> {
+        sweep::Sweeper::of(self)
+    }
+
+    /// Channel health: the checks, auto-disable and alerts.
+    pub fn health(&self) -> health::Health<'_> {
+        health::Health::of(self)
+    }
+
+    /// Hand-offs: receipts, websocket clients, email events.
+    pub fn handoff(&self) -> handoff::Handoff<'_> {
+        handoff::Handoff::of(self)
+    }
+
+    /// Tenants: creation, settings, keys.
+    pub fn tenants(&self) -> tenants::Tenants<'_> {
+        tenants::Tenants::of(self)
+    }
+
+    /// Channels: creation, changes, secrets, deletion.
+    pub fn channels(&self) -> channels::Channels<'_> {
+        channels::Channels::of(self)
+    }
+
+    /// The channels this instance remembers.
+    pub fn channel_cache(&self) -> &cache::ChannelCache {
+        &self.cache
     }
 
     /// What the API and the pages read.
@@ -142,12 +192,12 @@ impl Pipeline {
 
     /// The web pages' users and sign-in counts.
     pub fn accounts(&self) -> Arc<dyn AccountStore> {
-        self.deps.store.clone()
+        self.store.clone()
     }
 
     /// The API's idempotency keys.
     pub fn idempotency_keys(&self) -> Arc<dyn IdempotencyStore> {
-        self.deps.store.clone()
+        self.store.clone()
     }
 
     /// Takes `n` places of an API key's rate schedule (`schedule`, at `limit`) at `now_us`, or
@@ -159,71 +209,11 @@ impl Pipeline {
         n: u32,
         now_us: i64,
     ) -> StoreResult<Result<(), i64>> {
-        self.deps
-            .store
-            .rate_take_n(schedule, limit, n, now_us)
-            .await
+        self.store.rate_take_n(schedule, limit, n, now_us).await
     }
 
     /// The queues' approximate depths (the dashboard).
     pub async fn queue_depths(&self) -> Result<Vec<QueueDepth>, converger_ports::QueueError> {
-        self.deps.queue.depths().await
-    }
-
-    /// A channel `scope` may see, from this instance's cache (see [`Self::channel`]): another
-    /// tenant's channel reads exactly like a missing one.
-    pub async fn channel_in(
-        &self,
-        scope: converger_ports::Scope<'_>,
-        id: &ChannelId,
-    ) -> StoreResult<Option<Arc<Channel>>> {
-        Ok(self.channel(id).await?.filter(|c| c.visible_to(scope)))
-    }
-
-    /// A channel, from this instance's cache when it was read less than
-    /// `channel_cache_ttl` ago.
-    pub async fn channel(&self, id: &ChannelId) -> StoreResult<Option<Arc<Channel>>> {
-        if let Some(ch) = self.channels.get(id) {
-            return Ok(Some(ch));
-        }
-        let Some(ch) = self.store.get_channel(id).await? else {
-            return Ok(None);
-        };
-        let ch = Arc::new(ch);
-        self.channels.insert(id.clone(), ch.clone());
-        Ok(Some(ch))
-    }
-
-    /// Forgets a cached channel, and its tenant's cached channel list (after this process
-    /// changed it).
-    pub fn forget_channel(&self, id: &ChannelId) {
-        if let Some(c) = self.channels.get_stale(id) {
-            self.tenant_channels.remove(&c.tenant_id);
-        }
-        self.channels.remove(id);
-    }
-
-    /// Forgets a tenant's cached channel list (after this process created or changed one of
-    /// its channels).
-    pub fn forget_tenant_channels(&self, tenant: &TenantId) {
-        self.tenant_channels.remove(tenant);
-    }
-
-    /// A tenant's channels that were not deleted (at most 1,000), from this instance's cache
-    /// when read less than `channel_cache_ttl` ago.
-    pub async fn tenant_channels(&self, tenant: &TenantId) -> StoreResult<Arc<Vec<Arc<Channel>>>> {
-        if let Some(list) = self.tenant_channels.get(tenant) {
-            return Ok(list);
-        }
-        let list: Arc<Vec<Arc<Channel>>> = Arc::new(
-            self.store
-                .list_channels(tenant)
-                .await?
-                .into_iter()
-                .map(Arc::new)
-                .collect(),
-        );
-        self.tenant_channels.insert(tenant.clone(), list.clone());
-        Ok(list)
+        self.queue.depths().await
     }
 }

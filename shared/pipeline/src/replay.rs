@@ -3,7 +3,6 @@
 //! row from the moment the transaction commits, so a replay whose send is lost is still
 //! enqueued by the next sweep: no committed replay is ever without its message.
 
-use crate::Pipeline;
 use converger_core::ChannelId;
 use converger_core::query::Actor;
 use converger_core::query::Cursor;
@@ -48,7 +47,37 @@ pub enum ReplayError {
     Store(#[from] StoreError),
 }
 
-impl Pipeline {
+/// Replays of failed deliveries: one, a channel's, a filter's, and bulk jobs.
+#[derive(Clone, Copy)]
+pub struct Replays<'p> {
+    pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
+    pub(crate) listings: &'p dyn converger_ports::DeliveryQueries,
+    pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
+    pub(crate) replay_store: &'p dyn converger_ports::ReplayStore,
+    pub(crate) config: &'p crate::PipelineConfig,
+    pub(crate) events: &'p dyn converger_ports::Events,
+    pub(crate) queue: &'p dyn converger_ports::Queue,
+    pub(crate) cache: &'p crate::cache::ChannelCache,
+    pub(crate) counts: &'p crate::counts::HealthCounts,
+}
+
+impl<'p> Replays<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            channel_store: &*p.store,
+            listings: &*p.store,
+            deliveries: &*p.store,
+            replay_store: &*p.store,
+            config: &p.config,
+            events: &*p.events,
+            queue: &*p.queue,
+            cache: &p.cache,
+            counts: &p.counts,
+        }
+    }
+}
+
+impl Replays<'_> {
     /// Replays one dead letter of `tenant` (`None`: of any tenant, for operators) on behalf
     /// of `actor`.
     pub async fn replay_one(
@@ -58,7 +87,7 @@ impl Pipeline {
         actor: &Actor,
     ) -> Result<Delivery, ReplayError> {
         let Some(d) = self
-            .store
+            .deliveries
             .delivery_in(converger_ports::Scope::of(tenant), id)
             .await?
         else {
@@ -68,7 +97,7 @@ impl Pipeline {
             return Err(ReplayError::NotFailed(d.status));
         }
         // The channel as stored now, not as cached: an inactive channel is refused.
-        match self.store.get_channel(&d.channel_id).await? {
+        match self.channel_store.get_channel(&d.channel_id).await? {
             Some(ch) if ch.active => {}
             _ => return Err(ReplayError::ChannelInactive),
         }
@@ -84,7 +113,7 @@ impl Pipeline {
             }),
         );
         let Some(row) = self
-            .store
+            .replay_store
             .replay_many(
                 std::slice::from_ref(&d),
                 actor,
@@ -95,12 +124,12 @@ impl Pipeline {
             .pop()
         else {
             // Someone else replayed it (or it changed) between the read and the write.
-            let now = self.store.get_delivery(id).await?.map(|d| d.status);
+            let now = self.deliveries.get_delivery(id).await?.map(|d| d.status);
             return Err(ReplayError::NotFailed(
                 now.unwrap_or(DeliveryStatus::Pending),
             ));
         };
-        self.count_failed(&row, -1).await;
+        self.counts.count_failed(&row, -1).await;
         if let Err(e) = self
             .queue
             .send(
@@ -159,7 +188,7 @@ struct Page {
     next: Option<Cursor>,
 }
 
-impl Pipeline {
+impl Replays<'_> {
     /// The channel, if `tenant` owns it and it is active.
     async fn replayable_channel(
         &self,
@@ -167,7 +196,7 @@ impl Pipeline {
         channel_id: &ChannelId,
     ) -> Result<(), ReplayError> {
         match self
-            .store
+            .channel_store
             .channel_in(converger_ports::Scope::Tenant(tenant), channel_id)
             .await?
         {
@@ -231,14 +260,19 @@ impl Pipeline {
         use futures::StreamExt;
         let mut q = query.clone();
         q.limit = room.clamp(1, self.config.replay_chunk.max(1));
-        let mut chunk = self.store.list_deliveries(&q).await?;
+        let mut chunk = self.listings.list_deliveries(&q).await?;
         stats.queries += 1;
         // A query over several channels skips the deliveries of inactive ones (enable the
         // channel first); a one-channel query's caller checked its channel.
         if query.channel.is_none() {
             let mut keep = Vec::with_capacity(chunk.items.len());
             for d in std::mem::take(&mut chunk.items) {
-                if self.channel(&d.channel_id).await?.is_some_and(|c| c.active) {
+                if self
+                    .cache
+                    .channel(&d.channel_id)
+                    .await?
+                    .is_some_and(|c| c.active)
+                {
                     keep.push(d);
                 }
             }
@@ -258,7 +292,11 @@ impl Pipeline {
                     .iter()
                     .map(|d| retry_audit(d, actor, &now, json!({"bulk": true})))
                     .collect();
-                async move { self.store.replay_many(&group, actor, now_ms, &audits).await }
+                async move {
+                    self.replay_store
+                        .replay_many(&group, actor, now_ms, &audits)
+                        .await
+                }
             })
             .buffer_unordered(self.config.bulk_replay_concurrency)
             .collect()
@@ -268,7 +306,7 @@ impl Pipeline {
             done.extend(o?);
         }
         if !done.is_empty() {
-            self.count_failed_many(&done, -1).await;
+            self.counts.count_failed_many(&done, -1).await;
             let msgs: Vec<DeliveryMessage> = done
                 .iter()
                 .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).of(d))
@@ -306,7 +344,7 @@ impl Pipeline {
         q.limit = 1;
         q.after = after;
         stats.queries += 1;
-        Ok(!self.store.list_deliveries(&q).await?.items.is_empty())
+        Ok(!self.listings.list_deliveries(&q).await?.items.is_empty())
     }
 
     /// Replays a channel's dead letters, oldest failure first, in chunks of 500: only
@@ -418,7 +456,7 @@ impl Pipeline {
             updated_at: now,
             expires_at: time::now_ms() / 1000 + JOB_RETENTION_S,
         };
-        self.store.create_replay_job(&job).await?;
+        self.replay_store.create_replay_job(&job).await?;
         // If this send is lost, the job stays `running` without progress: the caller sees it
         // in the job's status and can start another (replays never repeat a delivery).
         self.queue
@@ -432,7 +470,7 @@ impl Pipeline {
 
     /// Runs the next chunk of a replay job and schedules the one after it.
     pub async fn run_replay_job(&self, job_id: &str) -> Result<(), ReplayError> {
-        let Some(mut job) = self.store.get_replay_job(job_id).await? else {
+        let Some(mut job) = self.replay_store.get_replay_job(job_id).await? else {
             tracing::warn!(
                 job_id,
                 "message for a replay job that does not exist; dropped"
@@ -470,7 +508,7 @@ impl Pipeline {
                 job.has_more = true;
                 job.version += 1;
                 job.updated_at = time::now_rfc3339();
-                self.store.save_replay_job(&job).await?;
+                self.replay_store.save_replay_job(&job).await?;
                 return Ok(());
             }
             Err(e) => return Err(e),
@@ -493,7 +531,7 @@ impl Pipeline {
             job.status = "done".into();
         }
         // A duplicate message that ran the same chunk loses this write and stops here.
-        if !self.store.save_replay_job(&job).await? {
+        if !self.replay_store.save_replay_job(&job).await? {
             return Ok(());
         }
         if more {

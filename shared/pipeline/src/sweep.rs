@@ -8,7 +8,6 @@
 //! costs one query per shard (plus one per extra page of overdue rows), however many settled
 //! deliveries the table holds.
 
-use crate::Pipeline;
 use converger_core::time;
 use converger_core::{ChannelId, DeliveryId};
 use converger_ports::{DeliveryMessage, DuePart, Overdue, QueueError, StoreError};
@@ -53,7 +52,29 @@ pub enum SweepError {
     Queue(#[from] QueueError),
 }
 
-impl Pipeline {
+/// The retry scheduler: due deliveries enqueued, crashed attempts reclaimed, flow items reconciled.
+#[derive(Clone, Copy)]
+pub struct Sweeper<'p> {
+    pub(crate) listings: &'p dyn converger_ports::DeliveryQueries,
+    pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
+    pub(crate) config: &'p crate::PipelineConfig,
+    pub(crate) flow: &'p crate::flow::FlowControl,
+    pub(crate) queue: &'p dyn converger_ports::Queue,
+}
+
+impl<'p> Sweeper<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            listings: &*p.store,
+            deliveries: &*p.store,
+            config: &p.config,
+            flow: &p.flow,
+            queue: &*p.queue,
+        }
+    }
+}
+
+impl Sweeper<'_> {
     /// What the scheduled function does each minute: one sweep, then the leased part of the
     /// due index again every `reclaim_interval` for `budget`, so that a crashed attempt's
     /// delivery runs again seconds after its lease ends, not at the next minute.
@@ -88,7 +109,7 @@ impl Pipeline {
         let before = now.saturating_sub(RECLAIM_GRACE_MS);
         let budget = AtomicUsize::new(self.config.sweep_limit);
         let passes: Vec<Result<Reclaimed, SweepError>> =
-            futures::stream::iter(0..self.store.due_shards())
+            futures::stream::iter(0..self.listings.due_shards())
                 .map(|shard| self.reclaim_shard(shard, before, now, &budget))
                 .buffer_unordered(SHARDS_AT_ONCE)
                 .collect()
@@ -142,7 +163,7 @@ impl Pipeline {
                 break;
             }
             let page = self
-                .store
+                .listings
                 .overdue(DuePart::Leased, shard, before, 500, from)
                 .await?;
             out.queries += 1;
@@ -151,7 +172,7 @@ impl Pipeline {
                 let Some(until) = row.lease_until else {
                     continue;
                 };
-                if !self.store.requeue_expired(&row.id, until, now).await? {
+                if !self.deliveries.requeue_expired(&row.id, until, now).await? {
                     continue;
                 }
                 if let Some(c) = &row.channel_id {
@@ -196,7 +217,7 @@ impl Pipeline {
         }
         let room = AtomicUsize::new(self.config.sweep_limit);
         let shards: Vec<Result<SweepReport, SweepError>> =
-            futures::stream::iter(0..self.store.due_shards())
+            futures::stream::iter(0..self.listings.due_shards())
                 .map(|shard| self.sweep_shard(shard, before, now, &room))
                 .buffer_unordered(SHARDS_AT_ONCE)
                 .collect()
@@ -243,7 +264,7 @@ impl Pipeline {
                 break;
             }
             let page = self
-                .store
+                .listings
                 .overdue(DuePart::Waiting, shard, before, left.min(500), from)
                 .await?;
             report.queries += 1;

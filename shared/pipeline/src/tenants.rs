@@ -1,9 +1,11 @@
 //! Tenants and their API keys, for the admin API and the web pages alike.
 
-use crate::Pipeline;
+use crate::health::AlertError;
+use converger_core::ChannelType;
 use converger_core::secret::{hash_api_key, new_api_key};
 use converger_core::{TenantId, Tier, time};
-use converger_ports::{StoreError, Tenant};
+use converger_ports::{Channel, ChannelPatch, StoreError, Tenant};
+use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TenantError {
@@ -48,7 +50,102 @@ impl From<crate::health::AlertError> for TenantError {
     }
 }
 
-impl Pipeline {
+/// Tenants: creation, their settings (tier, limits, alert webhook, email senders), API keys and listing shards.
+#[derive(Clone, Copy)]
+pub struct Tenants<'p> {
+    pub(crate) accounts: &'p dyn converger_ports::AccountStore,
+    pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
+    pub(crate) health_store: &'p dyn converger_ports::HealthStore,
+    pub(crate) tenants: &'p dyn converger_ports::TenantStore,
+    pub(crate) adapters: &'p converger_adapters::Adapters,
+    pub(crate) cache: &'p crate::cache::ChannelCache,
+}
+
+impl<'p> Tenants<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            accounts: &*p.store,
+            channel_store: &*p.store,
+            health_store: &*p.store,
+            tenants: &*p.store,
+            adapters: &p.adapters,
+            cache: &p.cache,
+        }
+    }
+}
+
+impl Tenants<'_> {
+    /// Sets (or with `None`, removes) a tenant's alert webhook URL: a managed webhook channel
+    /// of the tenant, created on first use and updated afterwards, whose body is the event
+    /// alone (`"body": "payload"`).
+    pub async fn set_alert_webhook(
+        &self,
+        tenant: &Tenant,
+        url: Option<&str>,
+    ) -> Result<Tenant, AlertError> {
+        let now = time::now_rfc3339();
+        let Some(url) = url else {
+            if let Some(id) = &tenant.alert_channel_id {
+                let off = ChannelPatch {
+                    active: Some(false),
+                    ..ChannelPatch::default()
+                };
+                self.channel_store
+                    .update_channel(&tenant.id, id, &off, &now)
+                    .await?;
+            }
+            return self
+                .health_store
+                .set_tenant_alert(&tenant.id, None, None)
+                .await?
+                .ok_or_else(|| AlertError::Invalid("tenant not found".into()));
+        };
+        let config = json!({"url": url, "body": "payload"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let adapter = self
+            .adapters
+            .get(ChannelType::Webhook)
+            .ok_or_else(|| AlertError::Invalid("no webhook adapter".into()))?;
+        adapter
+            .validate_config(&config)
+            .map_err(|e| AlertError::Invalid(e.into()))?;
+        let channel_id = match &tenant.alert_channel_id {
+            Some(id) => {
+                let patch = ChannelPatch {
+                    config: Some(config),
+                    active: Some(true),
+                    ..ChannelPatch::default()
+                };
+                self.channel_store
+                    .update_channel(&tenant.id, id, &patch, &now)
+                    .await?;
+                self.cache.forget_channel(id);
+                id.clone()
+            }
+            None => {
+                let channel = {
+                    let mut c = Channel::new(
+                        tenant.id.clone(),
+                        ChannelType::Webhook,
+                        "alerts",
+                        config,
+                        &now,
+                    );
+                    c.managed = true;
+                    c
+                };
+                self.channel_store.create_channel(&channel).await?;
+                channel.id
+            }
+        };
+        self.health_store
+            .set_tenant_alert(&tenant.id, Some(url), Some(&channel_id))
+            .await?
+            .ok_or_else(|| AlertError::Invalid("tenant not found".into()))
+    }
+
     /// A new tenant in `tier`; returns it with its API key (shown to its owner once; only
     /// the key's hash is stored).
     pub async fn create_tenant(
@@ -73,7 +170,7 @@ impl Pipeline {
             ses_tenant: None,
         };
         let key = new_api_key();
-        self.store
+        self.tenants
             .create_tenant(&tenant, &hash_api_key(&key))
             .await?;
         Ok((tenant, key))
@@ -86,7 +183,7 @@ impl Pipeline {
         id: &TenantId,
         change: TenantChange<'_>,
     ) -> Result<Option<Tenant>, TenantError> {
-        let Some(mut t) = self.store.get_tenant(id).await? else {
+        let Some(mut t) = self.tenants.get_tenant(id).await? else {
             return Ok(None);
         };
         // Everything is checked before anything is written.
@@ -105,26 +202,26 @@ impl Pipeline {
             .transpose()
             .map_err(|e| TenantError::InvalidSesTenant(e.into()))?;
         if let Some(tier) = change.tier {
-            match self.store.set_tenant_tier(id, tier).await? {
+            match self.tenants.set_tenant_tier(id, tier).await? {
                 Some(updated) => t = updated,
                 None => return Ok(None),
             }
         }
         if let Some(limit) = change.api_rate_limit {
-            match self.store.set_tenant_api_rate_limit(id, limit).await? {
+            match self.tenants.set_tenant_api_rate_limit(id, limit).await? {
                 Some(updated) => t = updated,
                 None => return Ok(None),
             }
         }
         if let Some(senders) = senders {
-            match self.store.set_tenant_email_senders(id, &senders).await? {
+            match self.tenants.set_tenant_email_senders(id, &senders).await? {
                 Some(updated) => t = updated,
                 None => return Ok(None),
             }
         }
         if let Some(name) = ses_tenant {
             match self
-                .store
+                .tenants
                 .set_tenant_ses_tenant(id, name.as_deref())
                 .await?
             {
@@ -146,7 +243,7 @@ impl Pipeline {
         id: &TenantId,
         n: u32,
     ) -> Result<Option<Tenant>, TenantError> {
-        let Some(t) = self.store.get_tenant(id).await? else {
+        let Some(t) = self.tenants.get_tenant(id).await? else {
             return Ok(None);
         };
         let max = converger_ports::MAX_DELIVERY_SHARDS;
@@ -161,7 +258,7 @@ impl Pipeline {
                 t.delivery_shards()
             )));
         }
-        Ok(self.store.grow_tenant_delivery_shards(id, n).await?)
+        Ok(self.tenants.grow_tenant_delivery_shards(id, n).await?)
     }
 
     /// Gives a tenant a new API key and retires the old one; `None` if there is no such
@@ -169,7 +266,7 @@ impl Pipeline {
     pub async fn rotate_api_key(&self, tenant: &TenantId) -> Result<Option<String>, StoreError> {
         let key = new_api_key();
         Ok(self
-            .store
+            .accounts
             .rotate_api_key(tenant, &hash_api_key(&key))
             .await?
             .then_some(key))

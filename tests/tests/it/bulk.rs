@@ -241,9 +241,10 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
         kind: ActorKind::TenantApi,
         id: "key_test".into(),
     };
+    let replays = pipeline.replays();
     let (a, b) = tokio::join!(
-        pipeline.replay_channel(&tenant, &channel.id, BulkFilter::default(), &actor),
-        pipeline.replay_channel(&tenant, &channel.id, BulkFilter::default(), &actor),
+        replays.replay_channel(&tenant, &channel.id, BulkFilter::default(), &actor),
+        replays.replay_channel(&tenant, &channel.id, BulkFilter::default(), &actor),
     );
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a.retried + b.retried, 2000, "{a:?} {b:?}");

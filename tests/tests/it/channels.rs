@@ -124,7 +124,7 @@ async fn a_deleted_channel_that_a_pause_still_holds_is_let_go_by_the_sweeper() {
         .unwrap();
     // Nothing moves while the pause holds them; one sweep lets them go.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    t.stack.pipeline.sweep().await.unwrap();
+    t.stack.pipeline.sweeper().sweep().await.unwrap();
     for d in &parked {
         let d = t
             .wait_delivery(&key, d, Duration::from_secs(20), |d| {

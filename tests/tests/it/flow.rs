@@ -501,7 +501,14 @@ mod emulator {
         let rx = Receiver::always(200).await.unwrap();
         let (key, _, second) = crate::slots::leaked_slot(&t, &rx).await;
 
-        let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
+        let report = t
+            .stack
+            .functions
+            .retry_scheduler
+            .sweeper()
+            .sweep()
+            .await
+            .unwrap();
         assert_eq!(report.slots_freed, 1, "{report:?}");
         assert_eq!(report.fed, 1, "{report:?}");
         let d = t

@@ -67,7 +67,13 @@ async fn counters_follow_real_deliveries_and_replays() {
         t.wait_delivery(&key, d, Duration::from_secs(20), settled)
             .await;
     }
-    t.stack.functions.health.health_check().await.unwrap();
+    t.stack
+        .functions
+        .health
+        .health()
+        .health_check()
+        .await
+        .unwrap();
     let h = health(&t, &key, id).await;
     assert_eq!(h["history"][0]["total_deliveries"], 10, "{h}");
     assert_eq!(h["history"][0]["failed_deliveries"], 3, "{h}");
@@ -82,7 +88,13 @@ async fn counters_follow_real_deliveries_and_replays() {
         )
         .await;
     assert_eq!(a.body["retried"], 3, "{:?}", a.body);
-    t.stack.functions.health.health_check().await.unwrap();
+    t.stack
+        .functions
+        .health
+        .health()
+        .health_check()
+        .await
+        .unwrap();
     let h = health(&t, &key, id).await;
     assert_eq!(h["history"][0]["failed_deliveries"], 0, "{h}");
     assert_eq!(h["status"], "healthy");
@@ -373,7 +385,14 @@ mod emulator {
             )
             .await
             .unwrap();
-        let report = t.stack.functions.health.health_check().await.unwrap();
+        let report = t
+            .stack
+            .functions
+            .health
+            .health()
+            .health_check()
+            .await
+            .unwrap();
         assert_eq!(report.channels, 5, "{report:?}");
         assert_eq!(
             report.batch_reads, 5,
@@ -406,7 +425,14 @@ mod emulator {
         assert_eq!(d["failed_deliveries"], 100);
         assert_eq!(d["channel_name"], "hook");
         // A second run with the same counters changes nothing.
-        let again = t.stack.functions.health.health_check().await.unwrap();
+        let again = t
+            .stack
+            .functions
+            .health
+            .health()
+            .health_check()
+            .await
+            .unwrap();
         assert_eq!(again.changed, 0, "{again:?}");
         assert_eq!(
             health(&t, &key, &ids[2]).await["history"]
@@ -436,7 +462,14 @@ mod emulator {
             .await;
         let id = ch["id"].as_str().unwrap();
         counters(&t, id, 10, 6).await;
-        let report = t.stack.functions.health.health_check().await.unwrap();
+        let report = t
+            .stack
+            .functions
+            .health
+            .health()
+            .health_check()
+            .await
+            .unwrap();
         assert_eq!(report.breakers_opened, 1, "{report:?}");
         let state = t
             .api(
@@ -462,7 +495,14 @@ mod emulator {
             .api("POST", &format!("/api/v1/channels/{id}/resume"), &key, None)
             .await;
         assert_eq!(a.body["circuit_state"], "closed");
-        let report = t.stack.functions.health.health_check().await.unwrap();
+        let report = t
+            .stack
+            .functions
+            .health
+            .health()
+            .health_check()
+            .await
+            .unwrap();
         assert_eq!(
             (report.changed, report.breakers_opened),
             (0, 0),

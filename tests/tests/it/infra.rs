@@ -352,7 +352,7 @@ fn the_http_surfaces_read_by_global_id_only_where_listed() {
         "store.get_channel(",
         "store.get_delivery(",
         "store.get_replay_job(",
-        "pipeline.channel(",
+        "channel_cache().channel(",
     ];
     // (file under `src`, the line's text, why it is safe)
     let allowed: [(&str, &str, &str); 4] = [
@@ -368,12 +368,12 @@ fn the_http_surfaces_read_by_global_id_only_where_listed() {
         ),
         (
             "web/scope.rs",
-            "state.pipeline.channel(&d.channel_id)",
+            "state.pipeline.channel_cache().channel(&d.channel_id)",
             "the channel of a delivery already read in scope (names in a listing)",
         ),
         (
             "web/deliveries.rs",
-            "state.pipeline.channel(&d.channel_id).await.ok().flatten()",
+            "state.pipeline.channel_cache().channel(&d.channel_id).await.ok().flatten()",
             "the channel of a delivery already read in scope (its page)",
         ),
     ];
@@ -394,9 +394,19 @@ fn the_http_surfaces_read_by_global_id_only_where_listed() {
                 .to_string_lossy()
                 .replace('\\', "/");
             let text = std::fs::read_to_string(&path).unwrap();
+            // A method chain split over lines is read as one line.
+            let mut lines: Vec<String> = Vec::new();
             for line in text.lines() {
+                match lines.last_mut() {
+                    Some(last) if line.trim_start().starts_with('.') => {
+                        last.push_str(line.trim())
+                    }
+                    _ => lines.push(line.trim().to_owned()),
+                }
+            }
+            for line in lines {
                 if GLOBAL_READS.iter().any(|g| line.contains(g)) {
-                    found.push((file.clone(), line.trim().to_owned()));
+                    found.push((file.clone(), line));
                 }
             }
         }

@@ -125,7 +125,7 @@ mod emulator {
             }
         }
         // Back to the tier's default (the stack's, which the test kit sets).
-        let tier_default = t.stack.pipeline.config.api_limits.default.to_string();
+        let tier_default = t.stack.pipeline.config().api_limits.default.to_string();
         assert_eq!(
             (
                 a.body["api_rate_limit"].as_str(),

@@ -42,7 +42,7 @@ async fn deliveries_write_the_documented_metric_lines() {
         t.wait_delivery(&key, &id, Duration::from_secs(15), settled)
             .await;
     }
-    t.stack.pipeline.health_check().await.unwrap();
+    t.stack.pipeline.health().health_check().await.unwrap();
     let lines = metrics::captured();
 
     for (metric, unit) in [

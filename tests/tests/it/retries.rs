@@ -311,7 +311,14 @@ mod emulator {
 
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(rx.requests().is_empty(), "nothing enqueued it yet");
-        let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
+        let report = t
+            .stack
+            .functions
+            .retry_scheduler
+            .sweeper()
+            .sweep()
+            .await
+            .unwrap();
         assert_eq!(report.enqueued, 1, "{report:?}");
         assert_eq!(
             report.queries,
@@ -328,7 +335,14 @@ mod emulator {
             "pending"
         );
         // Settled now: the next sweep finds nothing.
-        let again = t.stack.functions.retry_scheduler.sweep().await.unwrap();
+        let again = t
+            .stack
+            .functions
+            .retry_scheduler
+            .sweeper()
+            .sweep()
+            .await
+            .unwrap();
         assert_eq!(again.found, 0, "{again:?}");
         assert_eq!(rx.requests().len(), 1);
         t.stop().await;
@@ -366,7 +380,14 @@ mod emulator {
             .send(&DeliveryMessage::new(d.id.clone(), d.tier, None), 0)
             .await
             .unwrap();
-        let report = t.stack.functions.retry_scheduler.sweep().await.unwrap();
+        let report = t
+            .stack
+            .functions
+            .retry_scheduler
+            .sweeper()
+            .sweep()
+            .await
+            .unwrap();
         assert_eq!(
             (report.found, report.reclaimed, report.enqueued),
             (0, 0, 0),
@@ -381,6 +402,7 @@ mod emulator {
             .stack
             .functions
             .retry_scheduler
+            .sweeper()
             .sweep_and_watch(Duration::from_secs(4))
             .await
             .unwrap();
@@ -395,7 +417,14 @@ mod emulator {
         assert_eq!(row["status"], "sent");
         assert_eq!(row["attempts"], 1, "the crashed attempt recorded nothing");
         assert_eq!(rx.requests().len(), 1);
-        let after = t.stack.functions.retry_scheduler.sweep().await.unwrap();
+        let after = t
+            .stack
+            .functions
+            .retry_scheduler
+            .sweeper()
+            .sweep()
+            .await
+            .unwrap();
         assert_eq!((after.reclaimed, after.found), (0, 0), "{after:?}");
         t.stop().await;
     }
@@ -420,8 +449,12 @@ mod emulator {
         let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
         let did = converger_core::DeliveryId::parse(&id).unwrap();
         let sweeper = t.stack.functions.retry_scheduler.clone();
-        let watch =
-            tokio::spawn(async move { sweeper.sweep_and_watch(Duration::from_secs(7)).await });
+        let watch = tokio::spawn(async move {
+            sweeper
+                .sweeper()
+                .sweep_and_watch(Duration::from_secs(7))
+                .await
+        });
         let store = &t.stack.store;
         let mut latest = 0;
         for _ in 0..60 {

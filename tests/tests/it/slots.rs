@@ -166,7 +166,14 @@ async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
     assert_eq!(t.delivery(&key, &waiting).await["waiting_for_slot"], true);
     assert!(rx.requests().is_empty());
 
-    let (_, reclaimed) = t.stack.functions.retry_scheduler.reclaim().await.unwrap();
+    let (_, reclaimed) = t
+        .stack
+        .functions
+        .retry_scheduler
+        .sweeper()
+        .reclaim()
+        .await
+        .unwrap();
     assert_eq!(reclaimed, 1);
     for id in [
         in_flight.id.as_str(),

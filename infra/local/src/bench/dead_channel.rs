@@ -88,7 +88,8 @@ async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
         if with_dead {
             let live = o.backlog.min(converger_core::flow::INITIAL_WINDOW as usize);
             for n in 0..live {
-                p.ingest(&ta, activity(&ca.id, n))
+                p.intake()
+                    .ingest(&ta, activity(&ca.id, n))
                     .await
                     .map_err(|e| e.to_string())?;
             }
@@ -101,7 +102,7 @@ async fn phase(o: &Options, with_dead: bool) -> Result<Phase, String> {
         let failed = futures::stream::iter(0..o.backlog)
             .map(|n| {
                 let (p, ta, ca) = (p.clone(), ta.clone(), ca.id.clone());
-                async move { p.ingest(&ta, activity(&ca, n)).await.is_err() }
+                async move { p.intake().ingest(&ta, activity(&ca, n)).await.is_err() }
             })
             .buffer_unordered(32)
             .filter(|failed| futures::future::ready(*failed))

@@ -116,7 +116,7 @@ async fn run_once(rt: &InProcess, o: &Options, noise: Option<&Value>) -> Result<
         let refused = futures::stream::iter(0..o.backlog)
             .map(|i| {
                 let (t, c) = (&t, &c.id);
-                async move { p.ingest(t, activity(c, i)).await.is_err() }
+                async move { p.intake().ingest(t, activity(c, i)).await.is_err() }
             })
             .buffer_unordered(200)
             .filter(|r| futures::future::ready(*r))
@@ -143,7 +143,7 @@ async fn run_once(rt: &InProcess, o: &Options, noise: Option<&Value>) -> Result<
         sent.insert(k as u64, Instant::now());
         let p = p.clone();
         tasks.push(tokio::spawn(async move {
-            p.ingest(&t, activity(&c, k)).await.is_err()
+            p.intake().ingest(&t, activity(&c, k)).await.is_err()
         }));
     }
     let mut refused = 0;

@@ -73,7 +73,7 @@ async fn hol_measure(rt: &Runtime, o: &HeadOfLine, retrying: bool) -> Result<Val
     if retrying {
         let mut a = activity(&ch.id, 0);
         a.payload = json!({"text": RETRY_ME});
-        p.ingest(&t, a).await.map_err(|e| e.to_string())?;
+        p.intake().ingest(&t, a).await.map_err(|e| e.to_string())?;
         rx.wait_for(1, Duration::from_secs(30)).await;
     }
     let started = super::steady_ingest(&p, &t, &ch.id, o.rate, o.seconds, 1).await;
@@ -180,7 +180,7 @@ async fn burst_measure(
     let refused = futures::stream::iter(0..o.deliveries)
         .map(|n| {
             let (p, t, ch) = (p.clone(), t.clone(), ch.id.clone());
-            async move { p.ingest(&t, activity(&ch, n)).await.is_err() }
+            async move { p.intake().ingest(&t, activity(&ch, n)).await.is_err() }
         })
         .buffer_unordered(32)
         .filter(|refused| futures::future::ready(*refused))

@@ -170,6 +170,7 @@ async fn drive(
     let (mut t, _) = tenant(p, Tier::Default).await?;
     if let Some(n) = case.shards {
         t = p
+            .tenants()
             .set_delivery_shards(&t.id, n)
             .await
             .map_err(|e| e.to_string())?
@@ -209,7 +210,7 @@ async fn drive(
             if let Ok(mut m) = sent.lock() {
                 m.insert(i as u64, Instant::now());
             }
-            if p.ingest(&t, activity(&ch, i)).await.is_err() {
+            if p.intake().ingest(&t, activity(&ch, i)).await.is_err() {
                 refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }));

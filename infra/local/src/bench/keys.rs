@@ -175,6 +175,7 @@ async fn cases(stack: &Stack, meter: &Meter, o: &Options) -> Result<Value, Strin
     let counted = h
         .count_once(1, async {
             health
+                .health()
                 .health_check()
                 .await
                 .map(drop)
@@ -185,7 +186,12 @@ async fn cases(stack: &Stack, meter: &Meter, o: &Options) -> Result<Value, Strin
     let sweeper = stack.functions.retry_scheduler.clone();
     let counted = h
         .count_once(1, async {
-            sweeper.sweep().await.map(drop).map_err(|e| e.to_string())
+            sweeper
+                .sweeper()
+                .sweep()
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
         })
         .await?;
     out.insert("sweep".into(), counted);

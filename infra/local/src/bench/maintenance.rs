@@ -68,6 +68,7 @@ pub async fn sweep(settled: usize) -> Result<(), String> {
     let report = stack
         .functions
         .retry_scheduler
+        .sweeper()
         .sweep()
         .await
         .map_err(|e| e.to_string())?;
@@ -231,6 +232,7 @@ async fn replay_in_process_with(
     };
     let t0 = Instant::now();
     let r = pipeline
+        .replays()
         .replay_channel(&tenant, &channel.id, BulkFilter::default(), &actor)
         .await
         .map_err(|e| e.to_string())?;
@@ -280,7 +282,7 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
         .try_collect::<()>()
         .await?;
     let t0 = Instant::now();
-    let many = p.health_check().await.map_err(|e| e.to_string())?;
+    let many = p.health().health_check().await.map_err(|e| e.to_string())?;
     let many_s = t0.elapsed().as_secs_f64();
     stack.stop().await;
 
@@ -294,7 +296,8 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
         .map(|n| {
             let (p, t, id) = (p.clone(), t.clone(), c.id.clone());
             async move {
-                p.ingest(&t, super::activity(&id, n))
+                p.intake()
+                    .ingest(&t, super::activity(&id, n))
                     .await
                     .map(drop)
                     .map_err(|e| e.to_string())
@@ -303,7 +306,7 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
         .buffer_unordered(64)
         .try_collect::<()>()
         .await?;
-    let one = p.health_check().await.map_err(|e| e.to_string())?;
+    let one = p.health().health_check().await.map_err(|e| e.to_string())?;
     super::emit(json!({
         "scenario": "health",
         "channels": channels,

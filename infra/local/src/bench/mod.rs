@@ -362,7 +362,8 @@ pub async fn wait_rows<S: converger_ports::DeliveryStore + ?Sized>(
 
 /// A tenant in `tier`; returns it with its API key.
 pub async fn tenant(p: &Pipeline, tier: Tier) -> Result<(Tenant, String), String> {
-    p.create_tenant("bench", tier)
+    p.tenants()
+        .create_tenant("bench", tier)
         .await
         .map_err(|e| e.to_string())
 }
@@ -412,7 +413,10 @@ pub async fn webhook_limited(
         .as_object()
         .cloned()
         .unwrap_or_default();
-    p.create_channel(&c).await.map_err(|e| e.to_string())?;
+    p.channels()
+        .create_channel(&c)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(c)
 }
 
@@ -430,7 +434,10 @@ pub async fn channel_of(
         config.as_object().cloned().unwrap_or_default(),
         &time::now_rfc3339(),
     );
-    p.create_channel(&c).await.map_err(|e| e.to_string())?;
+    p.channels()
+        .create_channel(&c)
+        .await
+        .map_err(|e| e.to_string())?;
     Ok(c)
 }
 
@@ -513,7 +520,8 @@ pub async fn steady_ingest(
         let (p, t, ch) = (p.clone(), tenant.clone(), channel.clone());
         sends.push(tokio::spawn(async move {
             let t0 = Instant::now();
-            p.ingest(&t, activity(&ch, n))
+            p.intake()
+                .ingest(&t, activity(&ch, n))
                 .await
                 .ok()
                 .and_then(|i| i.deliveries.first().map(|d| (d.id.to_string(), t0)))

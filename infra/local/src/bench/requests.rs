@@ -163,7 +163,8 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
                     event_types: Some(c.event_types.clone()),
                     ..Default::default()
                 };
-                p.update_channel(&c, &patch)
+                p.channels()
+                    .update_channel(&c, &patch)
                     .await
                     .map_err(|e| e.to_string())?;
                 c

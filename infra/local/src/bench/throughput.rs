@@ -79,7 +79,7 @@ async fn measure(p: &Pipeline, n: usize, emulator_pid: Option<u32>) -> Result<Va
         .map(|i| {
             let ch = &channels[i % CHANNELS];
             let t = &t;
-            async move { p.ingest(t, activity(ch, i)).await.is_err() }
+            async move { p.intake().ingest(t, activity(ch, i)).await.is_err() }
         })
         .buffer_unordered(PRODUCERS)
         .filter(|refused| futures::future::ready(*refused))

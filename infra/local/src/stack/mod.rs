@@ -390,7 +390,7 @@ impl Stack {
                 async move {
                     // As the deployed function runs: a sweep, then watching for crashed
                     // attempts for most of the period.
-                    if let Err(e) = p.sweep_and_watch(period - period / 6).await {
+                    if let Err(e) = p.sweeper().sweep_and_watch(period - period / 6).await {
                         tracing::warn!(error = %e, "sweep failed");
                     }
                 }
@@ -401,7 +401,7 @@ impl Stack {
             tasks.push(every(period, rx.clone(), move || {
                 let p = p.clone();
                 async move {
-                    if let Err(e) = p.health_check().await {
+                    if let Err(e) = p.health().health_check().await {
                         tracing::warn!(error = %e, "health checks failed");
                     }
                 }

@@ -22,7 +22,7 @@ pub(crate) async fn create_activity(
     if let (None, Some(axum::Extension(crate::idempotency::Key(k)))) = (&req.id, key) {
         req.id = Some(ActivityId::for_idempotency_key(&tenant.id, &k));
     }
-    let done = state.pipeline.ingest(&tenant, req).await?;
+    let done = state.pipeline.intake().ingest(&tenant, req).await?;
     let status = if done.created {
         StatusCode::CREATED
     } else {

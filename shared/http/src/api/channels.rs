@@ -16,7 +16,7 @@ fn validate_config(
     kind: ChannelType,
     config: &Map<String, Value>,
 ) -> Result<(), ApiError> {
-    let adapter = state.pipeline.adapters.get(kind).ok_or_else(|| {
+    let adapter = state.pipeline.adapters().get(kind).ok_or_else(|| {
         ApiError::invalid(
             ErrorCode::UnsupportedChannelType,
             format!("channel type `{kind}` is not supported by this deployment"),
@@ -169,7 +169,7 @@ pub(crate) async fn create_channel(
         c.middleware = steps;
         c
     };
-    state.pipeline.create_channel(&channel).await?;
+    state.pipeline.channels().create_channel(&channel).await?;
     let body = views::CreatedChannel {
         channel: views::channel(&channel),
         signing_secret: channel.signing_secret.clone(),
@@ -269,6 +269,7 @@ pub(crate) async fn patch_channel(
     };
     let updated = state
         .pipeline
+        .channels()
         .update_channel(&current, &patch)
         .await?
         .ok_or_else(|| ApiError::not_found("channel"))?;
@@ -362,7 +363,7 @@ pub(crate) async fn delete_channel(
 ) -> Result<StatusCode, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     not_managed(&c)?;
-    if state.pipeline.delete_channel(&c, &actor).await? {
+    if state.pipeline.channels().delete_channel(&c, &actor).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found("channel"))
@@ -428,6 +429,7 @@ pub(crate) async fn rotate_secret(
     not_managed(&c)?;
     match state
         .pipeline
+        .channels()
         .rotate_secret(&c, req.signing_secret, grace_ms, &actor)
         .await?
     {

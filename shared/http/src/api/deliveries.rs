@@ -56,7 +56,11 @@ pub(crate) async fn list_attempts(
         })?),
     };
     let d = owned_delivery(&state, &tenant, &id).await?;
-    let (entries, more) = state.pipeline.attempt_log(&d, before, limit).await?;
+    let (entries, more) = state
+        .pipeline
+        .attempts()
+        .attempt_log(&d, before, limit)
+        .await?;
     let next_cursor = if more {
         entries.last().map(|e| e.attempt.to_string())
     } else {
@@ -186,6 +190,7 @@ pub(crate) async fn retry_delivery(
     let id = DeliveryId::parse(&id).map_err(|_| ApiError::not_found("delivery"))?;
     state
         .pipeline
+        .replays()
         .replay_one(Some(&tenant.id), &id, &actor)
         .await
         .map(|d| Json(views::delivery(&d)))

@@ -58,7 +58,7 @@ pub(crate) async fn channel_health(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
-    Ok(Json(state.pipeline.channel_health(&c, 50).await?))
+    Ok(Json(state.pipeline.health().channel_health(&c, 50).await?))
 }
 
 #[utoipa::path(

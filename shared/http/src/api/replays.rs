@@ -64,6 +64,7 @@ pub(crate) async fn retry_channel(
     let (channel, filter) = bulk_request(&id, &body)?;
     let r = state
         .pipeline
+        .replays()
         .replay_channel(&tenant.id, &channel, filter, &actor)
         .await
         .map_err(|e| replay_error(e, "channel"))?;
@@ -98,6 +99,7 @@ pub(crate) async fn start_replay(
     let (channel, filter) = bulk_request(&id, &body)?;
     let job = state
         .pipeline
+        .replays()
         .start_replay_job(&tenant.id, &channel, filter, &actor)
         .await
         .map_err(|e| replay_error(e, "channel"))?;

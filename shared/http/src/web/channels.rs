@@ -33,8 +33,8 @@ pub(super) async fn channels(
         Err(e) => return e.page(),
     };
     let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
-    let health =
-        futures::future::join_all(list.iter().map(|c| state.pipeline.channel_health(c, 1))).await;
+    let checks = state.pipeline.health();
+    let health = futures::future::join_all(list.iter().map(|c| checks.channel_health(c, 1))).await;
     let csrf = v.csrf(&state);
     let content = html! {
         table id="channels" {

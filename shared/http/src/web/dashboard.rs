@@ -70,9 +70,9 @@ pub(super) async fn dashboard(State(state): State<AppState>, v: Viewer) -> Respo
     }
     let labels =
         futures::future::join_all(channels.iter().map(|c| delivery_label(&state, c))).await;
+    let checks = state.pipeline.health();
     let health =
-        futures::future::join_all(channels.iter().map(|c| state.pipeline.channel_health(c, 1)))
-            .await;
+        futures::future::join_all(channels.iter().map(|c| checks.channel_health(c, 1))).await;
     let mut by_health: std::collections::BTreeMap<String, usize> = Default::default();
     for h in &health {
         let s = h

@@ -169,11 +169,22 @@ pub(super) async fn delivery_page(
         Ok(_) => return page_error(StatusCode::NOT_FOUND, "No such delivery."),
         Err(e) => return unavailable(&e),
     };
-    let (attempts, more) = match state.pipeline.attempt_log(&d, None, PAGE_ATTEMPTS).await {
+    let (attempts, more) = match state
+        .pipeline
+        .attempts()
+        .attempt_log(&d, None, PAGE_ATTEMPTS)
+        .await
+    {
         Ok(x) => x,
         Err(e) => return unavailable(&e),
     };
-    let channel = state.pipeline.channel(&d.channel_id).await.ok().flatten();
+    let channel = state
+        .pipeline
+        .channel_cache()
+        .channel(&d.channel_id)
+        .await
+        .ok()
+        .flatten();
     let payload = match state
         .pipeline
         .reads()
@@ -272,6 +283,7 @@ pub(super) async fn retry_one(
     };
     if let Err(e) = state
         .pipeline
+        .replays()
         .replay_one(v.own_tenant(), &id, &v.actor())
         .await
     {
@@ -316,7 +328,12 @@ pub(super) async fn retry_all(
     };
     let mut retried = 0;
     for q in queries {
-        match state.pipeline.replay_matching(q, &v.actor()).await {
+        match state
+            .pipeline
+            .replays()
+            .replay_matching(q, &v.actor())
+            .await
+        {
             Ok(r) => retried += r.retried,
             // A channel filter over every tenant: the tenants that do not own it.
             Err(ReplayError::NotFound) => {}

@@ -60,7 +60,7 @@ pub(super) async fn channel_names(
     let mut names = HashMap::new();
     for d in rows {
         if !names.contains_key(&d.channel_id) {
-            let name = match state.pipeline.channel(&d.channel_id).await {
+            let name = match state.pipeline.channel_cache().channel(&d.channel_id).await {
                 Ok(Some(c)) => c.name.clone(),
                 _ => d.channel_id.to_string(),
             };

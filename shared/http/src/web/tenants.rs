@@ -101,7 +101,7 @@ pub(super) async fn create_tenant(
         .get("tier")
         .and_then(|t| t.parse().ok())
         .unwrap_or_default();
-    match state.pipeline.create_tenant(name, tier).await {
+    match state.pipeline.tenants().create_tenant(name, tier).await {
         Ok((tenant, key)) => {
             state.forget_tenants();
             tenants_page(&state, &v, Some(html! {
@@ -152,7 +152,7 @@ pub(super) async fn update_tenant(
         ses_tenant,
     };
     state.forget_tenants();
-    match state.pipeline.update_tenant(&id, change).await {
+    match state.pipeline.tenants().update_tenant(&id, change).await {
         Ok(Some(_)) => Redirect::to("/admin/tenants").into_response(),
         Ok(None) => page_error(StatusCode::NOT_FOUND, "No such tenant."),
         Err(e) => tenant_failure(e),
@@ -170,7 +170,7 @@ pub(super) async fn rotate_key(
     let Ok(id) = TenantId::parse(&id) else {
         return page_error(StatusCode::NOT_FOUND, "No such tenant.");
     };
-    match state.pipeline.rotate_api_key(&id).await {
+    match state.pipeline.tenants().rotate_api_key(&id).await {
         Ok(Some(key)) => {
             tracing::info!(tenant_id = %id, actor = %v.actor(), "API key rotated");
             tenants_page(&state, &v, Some(html! {

@@ -2,15 +2,13 @@
 //! probe scheduled when the breaker opens, and the replay of recent dead letters on a close.
 
 use super::*;
-use crate::Pipeline;
-use crate::outcome::{AttemptError, BulkFilter};
+use crate::attempt::Attempts;
+use crate::outcome::AttemptError;
 use converger_core::flow::{Signal, should_open, window_after};
-use converger_core::query::{Actor, ActorKind};
 use converger_core::{BreakerConfig, CircuitState, time};
-use converger_ports::Flow;
 use converger_ports::{Channel, Delivery, FlowJob, FlowJobKind, Mark, Outcome, Settle, Transition};
 
-impl Pipeline {
+impl Attempts<'_> {
     /// After an attempt: the breaker's counters, the window, the slot; opening or closing
     /// the breaker. `congestion`: the failure says the endpoint is overloaded (a timeout, a
     /// 429, a `Retry-After`). Returns whether the breaker is closed afterwards (a retry of a
@@ -50,7 +48,7 @@ impl Pipeline {
         // flow item is written only if something else changed.
         let mut free = free;
         if free.is_some() && d.slot_item != 0 {
-            self.store
+            self.flows
                 .free_item_slot(&channel.id, d.slot_item, &d.id, hand_on, now)
                 .await?;
             free = None;
@@ -80,7 +78,7 @@ impl Pipeline {
                 && (known.consecutive_failures > 0 || known.failed_attempts > 0 || success_stale));
         let flow = if needs_write {
             let f = self
-                .store
+                .flows
                 .settle(
                     &channel.id,
                     &Settle {
@@ -100,7 +98,7 @@ impl Pipeline {
         };
 
         if failed {
-            self.auto_disable(channel, &flow, now).await?;
+            self.health.auto_disable(channel, &flow, now).await?;
         }
         if probe {
             return self.probe_outcome(d, channel, &limits, outcome).await;
@@ -112,7 +110,8 @@ impl Pipeline {
                 limits.breaker.failure_threshold,
             )
         {
-            self.open_breaker(channel, &limits.breaker, &flow, "failures")
+            self.health
+                .open_breaker(channel, &limits.breaker, &flow, "failures")
                 .await?;
             return Ok(false);
         }
@@ -152,7 +151,7 @@ impl Pipeline {
             let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Closed, now)
                 .probed_by(d.id.as_str())
                 .reset();
-            if let Some(f) = self.store.transition(&channel.id, &t).await? {
+            if let Some(f) = self.flows.transition(&channel.id, &t).await? {
                 self.flow.remember_flow(&f);
                 tracing::info!(channel_id = %channel.id, "breaker closed: probe succeeded");
                 crate::metrics::count(crate::metrics::CIRCUIT_CLOSED, channel.kind, None, 1);
@@ -162,7 +161,7 @@ impl Pipeline {
                     "probe_succeeded",
                     now,
                 );
-                self.alert(channel, event.detail.clone()).await;
+                self.health.alert(channel, event.detail.clone()).await;
                 self.events.publish(vec![event]).await;
                 // Release everything parked now, and once more in 5 s for deliveries parked
                 // by instances that had not seen the close yet.
@@ -186,7 +185,7 @@ impl Pipeline {
         // Failed (or inconclusive): open again for another cooldown.
         let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Open, now)
             .probed_by(d.id.as_str());
-        if let Some(f) = self.store.transition(&channel.id, &t).await? {
+        if let Some(f) = self.flows.transition(&channel.id, &t).await? {
             self.flow.remember_flow(&f);
             tracing::info!(channel_id = %channel.id, "probe failed: breaker open again");
             self.flow
@@ -194,68 +193,6 @@ impl Pipeline {
                 .await?;
         }
         Ok(false)
-    }
-
-    /// Opens a closed breaker (single winner); the winner announces it and schedules the
-    /// probe.
-    pub(crate) async fn open_breaker(
-        &self,
-        channel: &Channel,
-        breaker: &BreakerConfig,
-        seen: &Flow,
-        reason: &str,
-    ) -> Result<bool, AttemptError> {
-        let now = time::now_ms();
-        let t = Transition::new(&[CircuitState::Closed], CircuitState::Open, now)
-            .seen(seen.circuit_changed_at);
-        let Some(f) = self.store.transition(&channel.id, &t).await? else {
-            return Ok(false);
-        };
-        self.flow.remember_flow(&f);
-        tracing::warn!(channel_id = %channel.id, failures = f.consecutive_failures, reason, "breaker opened");
-        crate::metrics::count(crate::metrics::CIRCUIT_OPENED, channel.kind, None, 1);
-        let event = circuit_event(
-            channel,
-            converger_ports::EventType::ChannelCircuitOpened,
-            reason,
-            now,
-        );
-        self.alert(channel, event.detail.clone()).await;
-        self.events.publish(vec![event]).await;
-        self.flow.schedule_probe(&channel.id, breaker).await?;
-        Ok(true)
-    }
-
-    /// Replays the channel's recent dead letters after a probe closed its breaker, as the
-    /// system actor `circuit_breaker`. Failures are logged: the close stands.
-    pub(super) async fn replay_on_close(
-        &self,
-        channel: &Channel,
-        breaker: &BreakerConfig,
-        now: i64,
-    ) {
-        let since = now - i64::try_from(breaker.replay_window_ms).unwrap_or(0);
-        let actor = Actor {
-            kind: ActorKind::System,
-            id: "circuit_breaker".into(),
-        };
-        let filter = BulkFilter {
-            from_key: Some(time::ms_to_rfc3339(since)),
-            to_key: None,
-            activity: None,
-            limit: None,
-        };
-        match self
-            .replay_channel(&channel.tenant_id, &channel.id, filter, &actor)
-            .await
-        {
-            Ok(r) => {
-                tracing::info!(channel_id = %channel.id, retried = r.retried, "dead letters replayed on close")
-            }
-            Err(e) => {
-                tracing::warn!(channel_id = %channel.id, error = %e, "replay on close failed")
-            }
-        }
     }
 }
 
@@ -282,7 +219,7 @@ impl FlowControl {
     }
 
     /// A probe one cooldown from now (the breaker just opened, or a probe failed).
-    pub(super) async fn schedule_probe(
+    pub(crate) async fn schedule_probe(
         &self,
         channel: &converger_core::ChannelId,
         breaker: &BreakerConfig,

@@ -2,23 +2,77 @@
 //! after a close.
 
 use super::FlowControl;
-use crate::Pipeline;
-use crate::outcome::AttemptError;
+use crate::outcome::{AttemptError, BulkFilter};
 use converger_core::flow::cooldown_left_ms;
+use converger_core::query::{Actor, ActorKind};
 use converger_core::{BreakerConfig, CircuitState, time};
 use converger_ports::Flow;
 use converger_ports::{
     Channel, Delivery, DeliveryMessage, FlowJob, FlowJobKind, Mark, Placement, Transition,
 };
 
-impl Pipeline {
+/// The probe function's jobs: feeding a backlog, probing an open breaker, releasing parked deliveries, replaying on a close.
+#[derive(Clone, Copy)]
+pub struct FlowJobs<'p> {
+    pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
+    pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
+    pub(crate) flows: &'p dyn converger_ports::FlowStore,
+    pub(crate) flow: &'p crate::flow::FlowControl,
+    pub(crate) cache: &'p crate::cache::ChannelCache,
+    pub(crate) attempts: crate::attempt::Attempts<'p>,
+    pub(crate) replays: crate::replay::Replays<'p>,
+}
+
+impl<'p> FlowJobs<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            channel_store: &*p.store,
+            deliveries: &*p.store,
+            flows: &*p.store,
+            flow: &p.flow,
+            cache: &p.cache,
+            attempts: crate::attempt::Attempts::of(p),
+            replays: crate::replay::Replays::of(p),
+        }
+    }
+}
+
+impl FlowJobs<'_> {
+    /// Replays the channel's recent dead letters after a probe closed its breaker, as the
+    /// system actor `circuit_breaker`. Failures are logged: the close stands.
+    async fn replay_on_close(&self, channel: &Channel, breaker: &BreakerConfig, now: i64) {
+        let since = now - i64::try_from(breaker.replay_window_ms).unwrap_or(0);
+        let actor = Actor {
+            kind: ActorKind::System,
+            id: "circuit_breaker".into(),
+        };
+        let filter = BulkFilter {
+            from_key: Some(time::ms_to_rfc3339(since)),
+            to_key: None,
+            activity: None,
+            limit: None,
+        };
+        match self
+            .replays
+            .replay_channel(&channel.tenant_id, &channel.id, filter, &actor)
+            .await
+        {
+            Ok(r) => {
+                tracing::info!(channel_id = %channel.id, retried = r.retried, "dead letters replayed on close")
+            }
+            Err(e) => {
+                tracing::warn!(channel_id = %channel.id, error = %e, "replay on close failed")
+            }
+        }
+    }
+
     /// Runs a `probe` queue message.
     pub async fn flow_job(&self, job: &FlowJob) -> Result<(), AttemptError> {
-        let Some(channel) = self.store.get_channel(&job.channel_id).await? else {
+        let Some(channel) = self.channel_store.get_channel(&job.channel_id).await? else {
             return Ok(());
         };
-        self.forget_channel(&channel.id);
-        let flow = self.store.get_flow(&channel.id).await?;
+        self.cache.forget_channel(&channel.id);
+        let flow = self.flows.get_flow(&channel.id).await?;
         self.flow.remember_flow(&flow);
         match (job.kind, flow.circuit_state) {
             (FlowJobKind::ReplayDeadLetters, _) => {
@@ -48,7 +102,7 @@ impl Pipeline {
             .feed(channel, tier, flow, super::BACKLOG_PREFETCH)
             .await?;
         if !self
-            .store
+            .flows
             .backlog(&channel.id, time::now_ms(), 1)
             .await?
             .is_empty()
@@ -73,17 +127,21 @@ impl Pipeline {
                 .await?;
             return Ok(());
         }
-        let candidate = match self.store.parked(&channel.id, 1).await?.pop() {
+        let candidate = match self.flows.parked(&channel.id, 1).await?.pop() {
             Some(d) => Some((d, true)),
-            None => match self.store.backlog(&channel.id, now, 1).await?.pop() {
-                Some(w) => self.store.get_delivery(&w.id).await?.map(|d| (d, false)),
+            None => match self.flows.backlog(&channel.id, now, 1).await?.pop() {
+                Some(w) => self
+                    .deliveries
+                    .get_delivery(&w.id)
+                    .await?
+                    .map(|d| (d, false)),
                 None => None,
             },
         };
         let Some((d, parked)) = candidate else {
             tracing::info!(channel_id = %channel.id, "nothing waits: probe loop stops");
             if let Some(due) = flow.probe_due {
-                self.store
+                self.flows
                     .mark(&channel.id, Mark::ProbeDue, None, Some(due))
                     .await?;
             }
@@ -92,16 +150,16 @@ impl Pipeline {
         let t = Transition::new(&[flow.circuit_state], CircuitState::HalfOpen, now)
             .seen(flow.circuit_changed_at)
             .probe(d.id.as_str());
-        let Some(f) = self.store.transition(&channel.id, &t).await? else {
+        let Some(f) = self.flows.transition(&channel.id, &t).await? else {
             return Ok(());
         };
         self.flow.remember_flow(&f);
         self.flow.schedule_probe(&channel.id, &breaker).await?;
         let now_s = time::ms_to_rfc3339(now);
         let live = if parked {
-            self.store.unpark(&d, Placement::Live, now, &now_s).await?
+            self.flows.unpark(&d, Placement::Live, now, &now_s).await?
         } else {
-            self.store.leave_backlog(&d.id, now, 0).await?
+            self.flows.leave_backlog(&d.id, now, 0).await?
         };
         let Some(live) = live else {
             return Ok(());
@@ -109,7 +167,7 @@ impl Pipeline {
         tracing::info!(channel_id = %channel.id, delivery_id = %live.id, "probing");
         let msg = DeliveryMessage::new(live.id.clone(), live.tier, None).of(&live);
         // The gate sees this delivery named as the probe: its log says `trigger: probe`.
-        self.attempt(msg).await?;
+        self.attempts.attempt(msg).await?;
         Ok(())
     }
 }

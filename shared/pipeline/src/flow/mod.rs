@@ -31,6 +31,7 @@ mod operator;
 mod reconcile;
 
 pub use crate::outcome::{Admission, Admit};
+pub use jobs::FlowJobs;
 
 /// Backlog rows one feed query reads (the ones not fed at once are remembered).
 pub const BACKLOG_PREFETCH: usize = 25;
@@ -378,7 +379,7 @@ impl FlowControl {
     }
 }
 
-fn circuit_event(
+pub(crate) fn circuit_event(
     channel: &Channel,
     kind: converger_ports::EventType,
     reason: &str,
