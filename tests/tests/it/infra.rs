@@ -398,9 +398,7 @@ fn the_http_surfaces_read_by_global_id_only_where_listed() {
             let mut lines: Vec<String> = Vec::new();
             for line in text.lines() {
                 match lines.last_mut() {
-                    Some(last) if line.trim_start().starts_with('.') => {
-                        last.push_str(line.trim())
-                    }
+                    Some(last) if line.trim_start().starts_with('.') => last.push_str(line.trim()),
                     _ => lines.push(line.trim().to_owned()),
                 }
             }
