@@ -77,8 +77,8 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<converger_pipeline::attempt::AttemptError> for ApiError {
-    fn from(e: converger_pipeline::attempt::AttemptError) -> Self {
+impl From<converger_pipeline::outcome::FlowError> for ApiError {
+    fn from(e: converger_pipeline::outcome::FlowError) -> Self {
         Self::internal(e)
     }
 }

@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 /// A delivery whose lease this attempt holds.
-pub(crate) struct Claimed {
-    pub(crate) d: Delivery,
-    pub(crate) token: String,
+struct Claimed {
+    d: Delivery,
+    token: String,
 }
 
 /// What a queue message's attempt may still run in the same invocation: the next backlog
@@ -44,7 +44,7 @@ tokio::task_local! {
 
 /// Whether the running task may take a backlog row to run itself: it runs a queue message's
 /// attempt, within its budget, and holds no row yet.
-pub(crate) fn chain_open() -> bool {
+fn chain_open() -> bool {
     CHAIN
         .try_with(|c| {
             let c = c.borrow();
@@ -56,12 +56,12 @@ pub(crate) fn chain_open() -> bool {
 /// Keeps a claimed backlog row for the running task to run next. Called only after
 /// [`chain_open`] said yes; a row kept anywhere else is never run by this task, and its lease
 /// runs out into the reclaim pass.
-pub(crate) fn chain_keep(msg: DeliveryMessage, claimed: Claimed) {
+fn chain_keep(msg: DeliveryMessage, claimed: Claimed) {
     let _ = CHAIN.try_with(|c| c.borrow_mut().next = Some((msg, claimed)));
 }
 
 /// A new lease token.
-pub(crate) fn lease_token() -> String {
+fn lease_token() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
@@ -277,16 +277,26 @@ impl Attempts<'_> {
         // While the call runs, the next row of a backlogged channel is made ready to run
         // here as soon as it ends, with the slot this attempt hands it.
         let next = async {
-            if prepared.probe {
+            if prepared.probe || !chain_open() {
                 return None;
             }
-            self.flow
-                .take_next_ahead(&prepared.channel, &prepared.d)
+            let token = lease_token();
+            match self
+                .flow
+                .take_next_ahead(&prepared.channel, &prepared.d, &token)
                 .await
-                .unwrap_or_else(|e| {
+            {
+                Ok(Some((msg, d))) => {
+                    let id = d.id.clone();
+                    chain_keep(msg, Claimed { d, token });
+                    Some(id)
+                }
+                Ok(None) => None,
+                Err(e) => {
                     tracing::warn!(error = %e, "next backlog row not taken");
                     None
-                })
+                }
+            }
         };
         let (called, hand_on) = tokio::join!(self.call(&prepared), next);
         // A long call leaves the lease in its second half: renewed before the outcome write,

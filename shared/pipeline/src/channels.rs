@@ -2,7 +2,7 @@
 //! it), rotating its signing secret with an overlap, and deleting it without losing what it
 //! still had to deliver.
 
-use crate::outcome::AttemptError;
+use crate::outcome::FlowError;
 use converger_core::ChannelId;
 use converger_core::query::Actor;
 use converger_core::signing;
@@ -73,7 +73,7 @@ impl Channels<'_> {
         secret: Option<String>,
         grace_ms: i64,
         actor: &Actor,
-    ) -> Result<Rotation, AttemptError> {
+    ) -> Result<Rotation, FlowError> {
         let now = time::now_ms();
         let rotation = SecretRotation {
             replaces: channel.signing_secret.clone(),
@@ -121,7 +121,7 @@ impl Channels<'_> {
         &self,
         channel: &Channel,
         actor: &Actor,
-    ) -> Result<bool, AttemptError> {
+    ) -> Result<bool, FlowError> {
         let now = time::now_ms();
         let expires_at =
             now / 1000 + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2);

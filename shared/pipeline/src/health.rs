@@ -4,7 +4,7 @@
 
 use crate::flow::circuit_event;
 use crate::ingest::NewActivity;
-use crate::outcome::AttemptError;
+use crate::outcome::FlowError;
 use converger_core::health::{
     AUTO_DISABLED, AutoDisable, HISTORY_DAYS, HealthStatus, WINDOW_MINUTES, failure_rate, minute,
 };
@@ -76,7 +76,7 @@ impl Health<'_> {
         breaker: &BreakerConfig,
         seen: &Flow,
         reason: &str,
-    ) -> Result<bool, AttemptError> {
+    ) -> Result<bool, FlowError> {
         let now = time::now_ms();
         let t = Transition::new(&[CircuitState::Closed], CircuitState::Open, now)
             .seen(seen.circuit_changed_at);
@@ -105,7 +105,7 @@ impl Health<'_> {
         channel: &Channel,
         flow: &Flow,
         now: i64,
-    ) -> Result<(), AttemptError> {
+    ) -> Result<(), FlowError> {
         let rule = AutoDisable::effective(&channel.auto_disable);
         if !channel.active || !rule.should_disable(flow.failed_attempts, flow.last_success_at, now)
         {
@@ -178,7 +178,7 @@ impl Health<'_> {
     }
 
     /// One health run over every active channel of the checked types.
-    pub async fn health_check(&self) -> Result<HealthReport, AttemptError> {
+    pub async fn health_check(&self) -> Result<HealthReport, FlowError> {
         let mut report = HealthReport::default();
         // Dead letters in the window, by channel type (the `dead_letters` gauge).
         let mut dead: std::collections::BTreeMap<&'static str, (converger_core::ChannelType, u64)> =
@@ -220,7 +220,7 @@ impl Health<'_> {
         &self,
         channel: &Channel,
         report: &mut HealthReport,
-    ) -> Result<HealthCheck, AttemptError> {
+    ) -> Result<HealthCheck, FlowError> {
         let now = time::now_ms();
         let to = minute(now);
         let inputs = self

@@ -37,7 +37,7 @@ pub enum Report {
     },
 }
 
-/// Unexpected failures: the message is left for SQS to redeliver.
+/// An attempt's unexpected failures: the message is left for SQS to redeliver.
 #[derive(Debug, thiserror::Error)]
 pub enum AttemptError {
     #[error(transparent)]
@@ -46,6 +46,26 @@ pub enum AttemptError {
     Queue(#[from] QueueError),
     #[error("{0}")]
     Missing(String),
+}
+
+/// A step of flow control, or of a use case built on it (a channel's deletion, a health run),
+/// that could not be written or sent: nothing was lost, and the caller's message or request
+/// is retried.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl From<FlowError> for AttemptError {
+    fn from(e: FlowError) -> Self {
+        match e {
+            FlowError::Store(e) => Self::Store(e),
+            FlowError::Queue(e) => Self::Queue(e),
+        }
+    }
 }
 
 /// Where a new delivery starts.

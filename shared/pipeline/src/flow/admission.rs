@@ -2,7 +2,7 @@
 //! parked), and taking a slot.
 
 use super::*;
-use crate::outcome::AttemptError;
+use crate::outcome::FlowError;
 use converger_core::flow::{active_slot_items, slot_item_choices, slot_item_share, slot_items};
 use converger_core::ids::stable_hash;
 use converger_core::{CircuitState, Tier, time};
@@ -198,7 +198,7 @@ impl FlowControl {
         channel: &Channel,
         tier: Tier,
         admission: Admission,
-    ) -> Result<(), AttemptError> {
+    ) -> Result<(), FlowError> {
         match admission {
             Admission::Live => Ok(()),
             Admission::Parked => {

@@ -3,7 +3,7 @@
 
 use super::admission::Slot;
 use super::*;
-use crate::outcome::AttemptError;
+use crate::outcome::FlowError;
 use converger_core::flow::{backlog_mark_clearable, takes_next_ahead};
 use converger_core::{CircuitState, Tier, time};
 use converger_ports::Flow;
@@ -20,7 +20,7 @@ impl FlowControl {
         tier: Tier,
         flow: Flow,
         most: usize,
-    ) -> Result<usize, AttemptError> {
+    ) -> Result<usize, FlowError> {
         let Some(cap) = self.limits(channel, tier).cap else {
             return Ok(0);
         };
@@ -78,7 +78,7 @@ impl FlowControl {
         n: usize,
         now: i64,
         trust_empty: bool,
-    ) -> Result<Option<Vec<DeliveryId>>, AttemptError> {
+    ) -> Result<Option<Vec<DeliveryId>>, FlowError> {
         let mut rows = self.backlog_hints(channel, n);
         if rows.len() >= n {
             return Ok(Some(rows));
@@ -107,26 +107,25 @@ impl FlowControl {
     }
 
     /// While an attempt's call runs: the next row of its channel's backlog, taken out leased
-    /// to this task (`core::flow::takes_next_ahead` says when) with its activity read, kept
-    /// for the task to run as soon as the call ends; the finishing attempt hands it its slot
-    /// in its settle write. Returns the row's id, `None` when none was taken.
+    /// under `token` (`core::flow::takes_next_ahead` says when) with its message (its activity
+    /// read), for the caller to run as soon as its call ends; the finishing attempt hands it
+    /// its slot in its settle write. `None` when none was taken.
     pub(crate) async fn take_next_ahead(
         &self,
         channel: &Channel,
         running: &converger_ports::Delivery,
-    ) -> Result<Option<DeliveryId>, AttemptError> {
+        token: &str,
+    ) -> Result<Option<(DeliveryMessage, converger_ports::Delivery)>, FlowError> {
         let limits = self.limits(channel, running.tier);
         let Some(flow) = self.cached_flow(&channel.id) else {
             return Ok(None);
         };
-        if !crate::attempt::chain_open()
-            || !takes_next_ahead(
-                flow.circuit_state,
-                flow.backlog_at.is_some(),
-                flow.consecutive_failures,
-                self.counted(&limits, &flow),
-            )
-        {
+        if !takes_next_ahead(
+            flow.circuit_state,
+            flow.backlog_at.is_some(),
+            flow.consecutive_failures,
+            self.counted(&limits, &flow),
+        ) {
             return Ok(None);
         }
         let now = time::now_ms();
@@ -137,11 +136,10 @@ impl FlowControl {
         else {
             return Ok(None);
         };
-        let token = crate::attempt::lease_token();
         let until = now.saturating_add(self.lease_slice_ms());
         let Some(d) = self
             .flows
-            .leave_backlog_leased(&id, now, &token, until, running.slot_item)
+            .leave_backlog_leased(&id, now, token, until, running.slot_item)
             .await?
         else {
             return Ok(None);
@@ -154,8 +152,7 @@ impl FlowControl {
             .ok()
             .flatten();
         let msg = DeliveryMessage::new(d.id.clone(), d.tier, activity.as_ref()).of(&d);
-        crate::attempt::chain_keep(msg, crate::attempt::Claimed { d, token });
-        Ok(Some(id))
+        Ok(Some((msg, d)))
     }
 
     /// Up to `n` remembered backlog rows of a channel, oldest first (forgotten after

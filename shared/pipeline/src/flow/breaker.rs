@@ -4,6 +4,7 @@
 use super::*;
 use crate::attempt::Attempts;
 use crate::outcome::AttemptError;
+use crate::outcome::FlowError;
 use converger_core::flow::{Signal, should_open, window_after};
 use converger_core::{BreakerConfig, CircuitState, time};
 use converger_ports::{Channel, Delivery, FlowJob, FlowJobKind, Mark, Outcome, Settle, Transition};
@@ -204,7 +205,7 @@ impl FlowControl {
         &self,
         channel: &Channel,
         flow: &converger_ports::Flow,
-    ) -> Result<(), AttemptError> {
+    ) -> Result<(), FlowError> {
         if flow.circuit_state != CircuitState::Open || flow.probe_due.is_some() {
             return Ok(());
         }
@@ -223,7 +224,7 @@ impl FlowControl {
         &self,
         channel: &converger_core::ChannelId,
         breaker: &BreakerConfig,
-    ) -> Result<(), AttemptError> {
+    ) -> Result<(), FlowError> {
         self.probe_in(
             channel,
             i64::try_from(breaker.cooldown_ms).unwrap_or(i64::MAX),
@@ -237,7 +238,7 @@ impl FlowControl {
         &self,
         channel: &converger_core::ChannelId,
         delay_ms: i64,
-    ) -> Result<(), AttemptError> {
+    ) -> Result<(), FlowError> {
         let delay_ms = delay_ms.max(0);
         let delay_s = u32::try_from((delay_ms + 999) / 1000).unwrap_or(900);
         self.send_flow_job(channel, FlowJobKind::Probe, delay_s)
@@ -256,7 +257,7 @@ impl FlowControl {
         channel: &converger_core::ChannelId,
         kind: FlowJobKind,
         delay_s: u32,
-    ) -> Result<(), AttemptError> {
+    ) -> Result<(), FlowError> {
         let job = FlowJob {
             channel_id: channel.clone(),
             kind,

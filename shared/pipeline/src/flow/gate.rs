@@ -3,7 +3,7 @@
 
 use super::admission::Slot;
 use super::*;
-use crate::outcome::{AttemptError, Report};
+use crate::outcome::{FlowError, Report};
 use converger_core::flow::{Gate, RateWait, gate};
 use converger_core::{CircuitState, RateLimit, time};
 use converger_ports::Flow;
@@ -17,7 +17,7 @@ impl FlowControl {
         token: &str,
         msg: &DeliveryMessage,
         channel: &Channel,
-    ) -> Result<Admit, AttemptError> {
+    ) -> Result<Admit, FlowError> {
         // A deleted channel's deliveries are never parked or paced: the attempt dead-letters
         // them without a call.
         if channel.deleted_at.is_some() {
@@ -144,7 +144,7 @@ impl FlowControl {
         d: &Delivery,
         token: &str,
         channel: &Channel,
-    ) -> Result<Admit, AttemptError> {
+    ) -> Result<Admit, FlowError> {
         let now = time::now_ms();
         if !self
             .flows
@@ -163,7 +163,7 @@ impl FlowControl {
         &self,
         channel: &Channel,
         d: &Delivery,
-    ) -> Result<(), AttemptError> {
+    ) -> Result<(), FlowError> {
         let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
         self.ensure_probe(channel, &f).await?;
         // A parked delivery holds no slot (the view may be a cached one: the row says too).

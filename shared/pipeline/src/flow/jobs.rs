@@ -2,6 +2,7 @@
 //! after a close.
 
 use super::FlowControl;
+use crate::outcome::FlowError;
 use crate::outcome::{AttemptError, BulkFilter};
 use converger_core::flow::cooldown_left_ms;
 use converger_core::query::{Actor, ActorKind};
@@ -175,11 +176,7 @@ impl FlowJobs<'_> {
 impl FlowControl {
     /// Moves every parked delivery of a closed channel back to pending (into the backlog
     /// when the channel has a window), then feeds the window.
-    pub(super) async fn release(
-        &self,
-        channel: &Channel,
-        flow: &Flow,
-    ) -> Result<usize, AttemptError> {
+    pub(super) async fn release(&self, channel: &Channel, flow: &Flow) -> Result<usize, FlowError> {
         let tenant_tier = self.tenant_tier(channel).await?;
         let windowed = self.limits(channel, tenant_tier).cap.is_some();
         let to = if windowed {

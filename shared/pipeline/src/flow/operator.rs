@@ -2,7 +2,7 @@
 //! state the delivery endpoint shows.
 
 use super::*;
-use crate::outcome::AttemptError;
+use crate::outcome::FlowError;
 use converger_core::query::Actor;
 use converger_core::{CircuitState, time};
 use converger_ports::Flow;
@@ -11,7 +11,7 @@ use serde_json::json;
 
 impl FlowControl {
     /// Pauses a channel's deliveries (`pause_deliveries`, audited).
-    pub async fn pause(&self, channel: &Channel, actor: &Actor) -> Result<Flow, AttemptError> {
+    pub async fn pause(&self, channel: &Channel, actor: &Actor) -> Result<Flow, FlowError> {
         use CircuitState::*;
         let now = time::now_ms();
         let t = Transition::new(&[Closed, Open, HalfOpen, Paused], Paused, now);
@@ -21,7 +21,7 @@ impl FlowControl {
 
     /// Resumes a channel's deliveries (`resume_deliveries`, audited): force-closes the
     /// breaker and releases the parked backlog. Never replays dead letters.
-    pub async fn resume(&self, channel: &Channel, actor: &Actor) -> Result<Flow, AttemptError> {
+    pub async fn resume(&self, channel: &Channel, actor: &Actor) -> Result<Flow, FlowError> {
         use CircuitState::*;
         let now = time::now_ms();
         let t = Transition::new(&[Open, HalfOpen, Paused], Closed, now).reset();
@@ -43,7 +43,7 @@ impl FlowControl {
         actor: &Actor,
         t: &Transition,
         action: &str,
-    ) -> Result<Flow, AttemptError> {
+    ) -> Result<Flow, FlowError> {
         let f = match self.flows.transition(&channel.id, t).await? {
             Some(f) => f,
             None => self.flows.get_flow(&channel.id).await?,

@@ -3,7 +3,7 @@
 //! when a crash or a storage failure is seen to have left slots behind.
 
 use super::FlowControl;
-use crate::outcome::AttemptError;
+use crate::outcome::FlowError;
 use converger_core::flow::{slot_is_the_rows, slot_item_bound};
 use converger_core::{BreakerConfig, ChannelId, CircuitState, DeliveryId, DeliveryStatus, time};
 use converger_ports::{Channel, Delivery, DeliveryMessage, Flow, HeldSlot, Transition};
@@ -14,7 +14,7 @@ impl FlowControl {
     /// attempt recorded the outcome and then died, or lost storage, before handing the slot
     /// on), the slot goes back and the backlog is fed. One read of the flow item (not the
     /// cached one: the leak is what the cache may not know), only on this rare path.
-    pub(crate) async fn free_settled_slot(&self, d: &Delivery) -> Result<(), AttemptError> {
+    pub(crate) async fn free_settled_slot(&self, d: &Delivery) -> Result<(), FlowError> {
         let flow = self.flows.get_flow(&d.channel_id).await?;
         let Some(at) = flow.slots.get(d.id.as_str()).copied() else {
             return Ok(());
@@ -47,7 +47,7 @@ impl FlowControl {
         &self,
         channel: &ChannelId,
         requeued: &[DeliveryId],
-    ) -> Result<(usize, usize), AttemptError> {
+    ) -> Result<(usize, usize), FlowError> {
         let flow = self.flows.get_flow(channel).await?;
         let ch = self.channels.get_channel(channel).await?;
         let items = ch.as_ref().map_or(1, slot_bound);
@@ -73,7 +73,7 @@ impl FlowControl {
         items: u32,
         older_than: std::time::Duration,
         requeued: &[DeliveryId],
-    ) -> Result<(usize, usize), AttemptError> {
+    ) -> Result<(usize, usize), FlowError> {
         let now = time::now_ms();
         let older_than = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
         let mut held: Vec<HeldSlot> = flow
@@ -138,7 +138,7 @@ impl FlowControl {
     }
 
     /// Feeds `channel`'s backlog from its flow item as it is now.
-    async fn feed_now(&self, channel: &Channel) -> Result<usize, AttemptError> {
+    async fn feed_now(&self, channel: &Channel) -> Result<usize, FlowError> {
         let tier = self.tenant_tier(channel).await?;
         let current = self.flows.get_flow(&channel.id).await?;
         self.feed(channel, tier, current, super::BACKLOG_PREFETCH)
@@ -148,7 +148,7 @@ impl FlowControl {
     /// The sweeper's flow pass: frees slots whose delivery no longer holds them, feeds
     /// backlogs, releases parked deliveries of closed channels after `park_seconds`, and
     /// restarts probe loops whose message was lost. Returns (slots freed, fed, released).
-    pub async fn sweep_flows(&self) -> Result<(usize, usize, usize), AttemptError> {
+    pub async fn sweep_flows(&self) -> Result<(usize, usize, usize), FlowError> {
         let mut totals = (0, 0, 0);
         let mut from = None;
         loop {
@@ -170,7 +170,7 @@ impl FlowControl {
         }
     }
 
-    async fn sweep_flow(&self, f: Flow) -> Result<(usize, usize, usize), AttemptError> {
+    async fn sweep_flow(&self, f: Flow) -> Result<(usize, usize, usize), FlowError> {
         let now = time::now_ms();
         let Some(channel) = self.channels.get_channel(&f.channel_id).await? else {
             return Ok((0, 0, 0));
@@ -227,7 +227,7 @@ impl FlowControl {
 
     /// Lets a deleted channel's waiting deliveries reach an attempt, which dead-letters them:
     /// its breaker closed and its parked deliveries released.
-    pub(crate) async fn let_go(&self, channel: &Channel) -> Result<(), AttemptError> {
+    pub(crate) async fn let_go(&self, channel: &Channel) -> Result<(), FlowError> {
         use CircuitState::*;
         let t = Transition::new(&[Open, HalfOpen, Paused], Closed, time::now_ms()).reset();
         if let Some(f) = self.flows.transition(&channel.id, &t).await? {
