@@ -8,7 +8,7 @@ async fn main() -> Result<(), Error> {
     converger_lambda::bootstrap::init_tracing();
     let pipeline = Arc::new(converger_lambda::bootstrap::from_env().await?);
     let state = converger_http::AppState::new(pipeline, None);
-    let app = converger_http::api::router(state).layer(axum::middleware::map_request(
+    let app = converger_http::app::tenant_api(state).layer(axum::middleware::map_request(
         converger_lambda::http::source_ip,
     ));
     lambda_http::run(app).await

@@ -54,9 +54,9 @@ async fn allowlist(
 
 /// `GET /admin/api/health`: the admin API answers (no token, any address).
 #[utoipa::path(get, path = "/admin/api/health", tag = "operations", security(()),
-    responses((status = 200, description = "The admin API answers", body = crate::openapi::Status)))]
-pub(crate) async fn health() -> Json<crate::openapi::Status> {
-    Json(crate::openapi::Status {
+    responses((status = 200, description = "The admin API answers", body = crate::schemas::Status)))]
+pub(crate) async fn health() -> Json<crate::schemas::Status> {
+    Json(crate::schemas::Status {
         status: "ok".into(),
     })
 }

@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod api;
+pub mod app;
 pub mod auth;
 pub mod codes;
 pub mod error;
@@ -10,6 +11,7 @@ pub mod idempotency;
 pub mod limits;
 pub mod openapi;
 pub mod receipts;
+pub mod schemas;
 pub mod views;
 pub mod web;
 

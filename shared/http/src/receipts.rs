@@ -53,7 +53,7 @@ fn config_str<'a>(c: &'a Channel, key: &str) -> Option<&'a str> {
     tag = "receipts",
     summary = "Verify a WhatsApp webhook subscription",
     security(()),
-    params(("id" = String, Path, description = "A channel id (`ch_...`)"), crate::openapi::MetaVerify),
+    params(("id" = String, Path, description = "A channel id (`ch_...`)"), crate::schemas::MetaVerify),
     responses((status = 200, description = "The challenge echoed", body = String, content_type = "text/plain"))
 )]
 pub async fn verify_subscription(
@@ -108,11 +108,11 @@ fn unauthorized(code: ErrorCode, message: &str) -> ApiError {
     summary = "Receive delivery receipts",
     description = "Meta's notifications (signed with X-Hub-Signature-256) or Infobip's reports (with the channel's receipt_token as `token` or X-Receipt-Token).",
     security(()),
-    params(("id" = String, Path, description = "A channel id (`ch_...`)"), crate::openapi::ReceiptToken),
+    params(("id" = String, Path, description = "A channel id (`ch_...`)"), crate::schemas::ReceiptToken),
     request_body(content = Object, description = "The provider's notification"),
     responses(
-        (status = 200, body = crate::openapi::ReceiptsApplied),
-        (status = 404, description = "No delivery of this channel has these provider message ids, or no such channel", body = crate::openapi::UnknownMessages)
+        (status = 200, body = crate::schemas::ReceiptsApplied),
+        (status = 404, description = "No delivery of this channel has these provider message ids, or no such channel", body = crate::schemas::UnknownMessages)
     )
 )]
 pub async fn receive_receipts(

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 /// A second API instance over the same stack: its own caches and leases, the same store.
 async fn second_instance(t: &TestStack) -> String {
     let state = converger_http::AppState::new(t.stack.pipeline.clone(), None);
-    let router = converger_http::api::router(state);
+    let router = converger_http::app::tenant_api(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {

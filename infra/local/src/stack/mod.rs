@@ -445,7 +445,7 @@ impl Stack {
         let api_routes = Arc::new(api_routes);
         let (api_url, t) = serve(
             opts.api_addr,
-            converger_http::api::router(api_state)
+            converger_http::app::tenant_api(api_state)
                 .layer(axum::middleware::from_fn_with_state(
                     (opts.invocations.clone(), fun::API),
                     timed,

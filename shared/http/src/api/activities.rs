@@ -8,7 +8,7 @@ use crate::error::ErrorCode;
     path = "/api/v1/activities",
     tag = "activities",
     summary = "Send an activity",
-    request_body = crate::openapi::NewActivityDoc,
+    request_body = crate::schemas::NewActivityDoc,
     responses((status = 201, description = "Stored, its deliveries enqueued", body = views::Ingested), (status = 200, description = "A producer id sent before: what was stored then", body = views::Ingested))
 )]
 pub(crate) async fn create_activity(

@@ -8,7 +8,7 @@ use super::*;
     tag = "flow control",
     summary = "Pause deliveries",
     params(("id" = String, Path, description = "A channel id (`ch_...`)")),
-    responses((status = 200, body = crate::openapi::DeliveryStateDoc))
+    responses((status = 200, body = crate::schemas::DeliveryStateDoc))
 )]
 pub(crate) async fn pause_channel(
     State(state): State<AppState>,
@@ -29,7 +29,7 @@ pub(crate) async fn pause_channel(
     tag = "flow control",
     summary = "Resume deliveries",
     params(("id" = String, Path, description = "A channel id (`ch_...`)")),
-    responses((status = 200, body = crate::openapi::DeliveryStateDoc))
+    responses((status = 200, body = crate::schemas::DeliveryStateDoc))
 )]
 pub(crate) async fn resume_channel(
     State(state): State<AppState>,
@@ -50,7 +50,7 @@ pub(crate) async fn resume_channel(
     tag = "flow control",
     summary = "Read the health checks",
     params(("id" = String, Path, description = "A channel id (`ch_...`)")),
-    responses((status = 200, body = crate::openapi::ChannelHealthDoc))
+    responses((status = 200, body = crate::schemas::ChannelHealthDoc))
 )]
 pub(crate) async fn channel_health(
     State(state): State<AppState>,
@@ -67,7 +67,7 @@ pub(crate) async fn channel_health(
     tag = "flow control",
     summary = "Read the flow state",
     params(("id" = String, Path, description = "A channel id (`ch_...`)")),
-    responses((status = 200, body = crate::openapi::DeliveryStateDoc))
+    responses((status = 200, body = crate::schemas::DeliveryStateDoc))
 )]
 pub(crate) async fn channel_delivery(
     State(state): State<AppState>,

@@ -39,9 +39,9 @@ pub(crate) use replays::*;
 
 /// `GET /api/health`: the API answers (no authentication).
 #[utoipa::path(get, path = "/api/health", tag = "operations", security(()),
-    responses((status = 200, description = "The API answers", body = crate::openapi::Status)))]
-pub(crate) async fn health() -> Json<crate::openapi::Status> {
-    Json(crate::openapi::Status {
+    responses((status = 200, description = "The API answers", body = crate::schemas::Status)))]
+pub(crate) async fn health() -> Json<crate::schemas::Status> {
+    Json(crate::schemas::Status {
         status: "ok".into(),
     })
 }
@@ -49,7 +49,6 @@ pub(crate) async fn health() -> Json<crate::openapi::Status> {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/health", get(health))
-        .route("/api/v1/openapi.json", get(crate::openapi::serve))
         .route("/api/v1/channels", post(create_channel).get(list_channels))
         .route(
             "/api/v1/channels/{id}",

@@ -2,28 +2,56 @@
 //! probe scheduled when the breaker opens, and the replay of recent dead letters on a close.
 
 use super::*;
-use crate::attempt::Attempts;
+use crate::attempt::{Attempts, Prepared};
 use crate::outcome::AttemptError;
 use crate::outcome::FlowError;
 use converger_core::flow::{Signal, should_open, window_after};
 use converger_core::{BreakerConfig, CircuitState, time};
 use converger_ports::{Channel, Delivery, FlowJob, FlowJobKind, Mark, Outcome, Settle, Transition};
 
+/// How an attempt's call ended, as the breaker reads it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallEnd<'a> {
+    outcome: Outcome,
+    /// The failure says the endpoint is overloaded (a timeout, a 429, a `Retry-After`).
+    congestion: bool,
+    /// The backlog row that gets this attempt's slot, in the same write.
+    hand_on: Option<&'a converger_core::DeliveryId>,
+}
+
+impl<'a> CallEnd<'a> {
+    pub(crate) fn new(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            congestion: false,
+            hand_on: None,
+        }
+    }
+
+    pub(crate) fn congested(self, congestion: bool) -> Self {
+        Self { congestion, ..self }
+    }
+
+    pub(crate) fn handing_on(self, hand_on: Option<&'a converger_core::DeliveryId>) -> Self {
+        Self { hand_on, ..self }
+    }
+}
+
 impl Attempts<'_> {
-    /// After an attempt: the breaker's counters, the window, the slot; opening or closing
-    /// the breaker. `congestion`: the failure says the endpoint is overloaded (a timeout, a
-    /// 429, a `Retry-After`). Returns whether the breaker is closed afterwards (a retry of a
-    /// channel whose breaker is not closed is parked instead of enqueued). `hand_on`: the
-    /// backlog row that gets this attempt's slot, in the same write.
+    /// After an attempt of `d` (as it is now): the breaker's counters, the window, the slot;
+    /// opening or closing the breaker. Returns whether the breaker is closed afterwards (a
+    /// retry of a channel whose breaker is not closed is parked instead of enqueued).
     pub(crate) async fn after_attempt(
         &self,
         d: &Delivery,
-        channel: &Channel,
-        outcome: Outcome,
-        congestion: bool,
-        probe: bool,
-        hand_on: Option<&converger_core::DeliveryId>,
+        p: &Prepared,
+        CallEnd {
+            outcome,
+            congestion,
+            hand_on,
+        }: CallEnd<'_>,
     ) -> Result<bool, AttemptError> {
+        let (channel, probe) = (&*p.channel, p.probe);
         let limits = self.flow.limits(channel, d.tier);
         let now = time::now_ms();
         let known = self.flow.flow_state(&channel.id).await?;

@@ -31,6 +31,7 @@ mod operator;
 mod reconcile;
 
 pub use crate::outcome::{Admission, Admit};
+pub(crate) use breaker::CallEnd;
 pub use jobs::FlowJobs;
 
 /// Backlog rows one feed query reads (the ones not fed at once are remembered).

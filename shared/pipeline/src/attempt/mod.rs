@@ -8,6 +8,7 @@
 //! A duplicate message finds the lease taken or the delivery settled and does nothing; a
 //! message that comes before the delivery is due is delayed again without an attempt.
 
+use crate::flow::CallEnd;
 use crate::metrics;
 use crate::outcome::{Admit, status_event};
 pub use crate::outcome::{AttemptError, Report};
@@ -24,119 +25,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
-/// A delivery whose lease this attempt holds.
-struct Claimed {
-    d: Delivery,
-    token: String,
-}
+mod parts;
 
-/// What a queue message's attempt may still run in the same invocation: the next backlog
-/// row of its channel, taken while its call ran and handed its slot (claimed, with its
-/// message), while the invocation is within [`policy::CHAIN_BUDGET_MS`].
-pub(crate) struct Chain {
-    until: Instant,
-    next: Option<(DeliveryMessage, Claimed)>,
-}
-
-tokio::task_local! {
-    static CHAIN: std::cell::RefCell<Chain>;
-}
-
-/// Whether the running task may take a backlog row to run itself: it runs a queue message's
-/// attempt, within its budget, and holds no row yet.
-fn chain_open() -> bool {
-    CHAIN
-        .try_with(|c| {
-            let c = c.borrow();
-            c.next.is_none() && Instant::now() < c.until
-        })
-        .unwrap_or(false)
-}
-
-/// Keeps a claimed backlog row for the running task to run next. Called only after
-/// [`chain_open`] said yes; a row kept anywhere else is never run by this task, and its lease
-/// runs out into the reclaim pass.
-fn chain_keep(msg: DeliveryMessage, claimed: Claimed) {
-    let _ = CHAIN.try_with(|c| c.borrow_mut().next = Some((msg, claimed)));
-}
-
-/// A new lease token.
-fn lease_token() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
-
-/// A claimed delivery the gate let through, with what its attempt needs.
-struct Prepared {
-    d: Delivery,
-    token: String,
-    /// When this attempt's lease ends (renewed while the call runs).
-    lease_until: AtomicI64,
-    channel: Arc<Channel>,
-    activity: Activity,
-    /// The half-open probe of its channel.
-    probe: bool,
-    /// The activity rode in the queue message (so it rides in the next one too).
-    carried_in: bool,
-    /// This attempt's number.
-    n: u32,
-    started: Instant,
-    started_at: String,
-}
-
-/// What the adapter call came to: `Err` when the delivery cannot be attempted at all
-/// (inactive channel, no adapter), else the effective policy and the adapter's answer.
-type Called = Result<(RetryPolicy, Result<Delivered, DeliveryError>), CallError>;
-
-/// Why no call outcome is recorded.
-enum CallError {
-    /// The delivery cannot be attempted at all (inactive channel, no adapter): dead letter.
-    Cannot(String),
-    /// The channel's middleware stopped it (a halt, or a step that failed): dead letter,
-    /// counted against neither the breaker nor auto-disable.
-    Halted(String),
-    /// The lease was lost while the call ran: the attempt that holds it now records.
-    LeaseLost,
-}
-
-impl From<String> for CallError {
-    fn from(reason: String) -> Self {
-        Self::Cannot(reason)
-    }
-}
-
-impl From<&str> for CallError {
-    fn from(reason: &str) -> Self {
-        Self::Cannot(reason.to_owned())
-    }
-}
-
-impl Prepared {
-    /// This attempt's entry for the attempt log.
-    fn log_entry(
-        &self,
-        retention: Duration,
-        status_code: Option<u16>,
-        snippet: Option<String>,
-        error: Option<String>,
-        next_retry_at: Option<i64>,
-    ) -> LogUpdate {
-        let expires_at = time::now_ms() / 1000 + i64::try_from(retention.as_secs()).unwrap_or(0);
-        LogUpdate::append(
-            &self.d.attempt_log,
-            AttemptEntry {
-                attempt: self.n,
-                started_at: self.started_at.clone(),
-                duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                status_code,
-                response_snippet: snippet,
-                error,
-                next_retry_at: next_retry_at.map(time::ms_to_rfc3339),
-                trigger: if self.probe { "probe" } else { "auto" }.into(),
-                expires_at: Some(expires_at),
-            },
-        )
-    }
-}
+use parts::CHAIN;
+pub(crate) use parts::Prepared;
+use parts::{Answer, CallError, Called, Chain, Claimed, Step, chain_keep, chain_open, lease_token};
 
 /// The span of one attempt: the delivery, with its tenant, activity, channel and attempt number
 /// recorded once it is claimed. `chained`: run on the slot of the attempt before it.
@@ -247,8 +140,8 @@ impl Attempts<'_> {
         let span = attempt_span(&msg.delivery_id, false);
         async {
             let claimed = match self.claim(&msg).await? {
-                Ok(c) => c,
-                Err(report) => return Ok(report),
+                Step::Go(c) => c,
+                Step::Done(report) => return Ok(report),
             };
             self.attempt_claimed(claimed, msg).await
         }
@@ -271,8 +164,8 @@ impl Attempts<'_> {
         span.record("channel_id", tracing::field::display(&claimed.d.channel_id));
         span.record("attempt", claimed.d.attempts + 1);
         let prepared = match self.prepare(claimed, msg).await? {
-            Ok(p) => p,
-            Err(report) => return Ok(report),
+            Step::Go(p) => p,
+            Step::Done(report) => return Ok(report),
         };
         // While the call runs, the next row of a backlogged channel is made ready to run
         // here as soon as it ends, with the slot this attempt hands it.
@@ -314,7 +207,7 @@ impl Attempts<'_> {
     /// Takes the lease on the message's delivery; a report instead when there is nothing to
     /// attempt now (not due: the message is delayed again; leased, settled or missing).
     #[tracing::instrument(level = "debug", skip_all)]
-    async fn claim(&self, msg: &DeliveryMessage) -> Result<Result<Claimed, Report>, AttemptError> {
+    async fn claim(&self, msg: &DeliveryMessage) -> Result<Step<Claimed>, AttemptError> {
         let token = lease_token();
         let now_ms = time::now_ms();
         let lease_ms = self.flow.lease_slice_ms();
@@ -333,7 +226,7 @@ impl Attempts<'_> {
         while claimed == Claim::Missing && msg.row_by.is_some_and(|by| time::now_ms() < by) {
             let Some(pause_ms) = policy::row_wait(looks) else {
                 self.queue.send(msg, 1).await?;
-                return Ok(Err(Report::Hopped { delay_s: 1 }));
+                return Ok(Step::Done(Report::Hopped { delay_s: 1 }));
             };
             tokio::time::sleep(Duration::from_millis(pause_ms)).await;
             looks += 1;
@@ -350,7 +243,7 @@ impl Attempts<'_> {
             }
         }
         let report = match claimed {
-            Claim::Claimed(d) => return Ok(Ok(Claimed { d, token })),
+            Claim::Claimed(d) => return Ok(Step::Go(Claimed { d, token })),
             Claim::NotDue(d) => {
                 let delay_s = hop_delay_s(d.next_attempt_at, now_ms, self.config.hop_ceiling_s);
                 tracing::info!(
@@ -375,7 +268,7 @@ impl Attempts<'_> {
                 Report::Skipped("no such delivery")
             }
         };
-        Ok(Err(report))
+        Ok(Step::Done(report))
     }
 
     /// The channel, the flow-control gate (before the activity is loaded or the adapter
@@ -387,7 +280,7 @@ impl Attempts<'_> {
         &self,
         Claimed { mut d, token }: Claimed,
         mut msg: DeliveryMessage,
-    ) -> Result<Result<Prepared, Report>, AttemptError> {
+    ) -> Result<Step<Prepared>, AttemptError> {
         let carried_in = msg.activity.is_some();
         let gated = async {
             let channel = self.cache.channel(&d.channel_id).await?.ok_or_else(|| {
@@ -396,34 +289,34 @@ impl Attempts<'_> {
             match self.flow.admit_attempt(&d, &token, &msg, &channel).await? {
                 Admit::Go { probe, slot } => {
                     let activity = self.activity(&d, msg.activity.take()).await?;
-                    Ok::<_, AttemptError>(Ok((channel, activity, probe, slot)))
+                    Ok::<_, AttemptError>(Step::Go((channel, activity, probe, slot)))
                 }
-                Admit::Done(report) => Ok(Err(report)),
+                Admit::Done(report) => Ok(Step::Done(report)),
             }
         };
         let gated = async {
             let (channel, activity, probe, slot) = match gated.await? {
-                Ok(x) => x,
-                Err(report) => return Ok(Err(report)),
+                Step::Go(x) => x,
+                Step::Done(report) => return Ok(Step::Done(report)),
             };
             // A start slowed down by storage may have eaten into the lease: renewed before the
             // call, or the call is not made (another attempt may hold the delivery by now).
             let until = AtomicI64::new(d.lease_until.unwrap_or(i64::MIN));
             if !self.renew_if_due(&d, &token, &until).await? {
                 tracing::warn!("lease lost before the call");
-                return Ok(Err(Report::Skipped("lease lost before the call")));
+                return Ok(Step::Done(Report::Skipped("lease lost before the call")));
             }
-            Ok(Ok((channel, activity, probe, until, slot)))
+            Ok(Step::Go((channel, activity, probe, until, slot)))
         };
         match gated.await {
-            Ok(Ok((channel, activity, probe, lease_until, slot))) => {
+            Ok(Step::Go((channel, activity, probe, lease_until, slot))) => {
                 // The slot the gate took for it (a retry's, a replay's) is given back after
                 // the attempt from the item it is in.
                 if let Some(item) = slot {
                     d.slot = true;
                     d.slot_item = item;
                 }
-                Ok(Ok(Prepared {
+                Ok(Step::Go(Prepared {
                     lease_until,
                     n: d.attempts + 1,
                     d,
@@ -436,7 +329,7 @@ impl Attempts<'_> {
                     started_at: time::now_rfc3339(),
                 }))
             }
-            Ok(Err(report)) => Ok(Err(report)),
+            Ok(Step::Done(report)) => Ok(Step::Done(report)),
             Err(e) => {
                 if let Err(re) = self.deliveries.release(&d, &token).await {
                     tracing::warn!(error = %re, "lease not released; it expires on its own");
@@ -475,14 +368,11 @@ impl Attempts<'_> {
     ) -> Result<Report, AttemptError> {
         let e = p.log_entry(
             self.config.attempt_retention,
-            None,
-            None,
-            Some(reason.to_owned()),
+            Answer::not_called(reason),
             None,
         );
         let report = self.dead_letter(p, reason, &e).await?;
-        self.after_attempt(&p.d, &p.channel, outcome, false, p.probe, None)
-            .await?;
+        self.after_attempt(&p.d, p, CallEnd::new(outcome)).await?;
         Ok(report)
     }
 
@@ -500,9 +390,7 @@ impl Attempts<'_> {
         };
         let e = p.log_entry(
             self.config.attempt_retention,
-            accepted.status_code,
-            accepted.response_snippet.clone(),
-            None,
+            Answer::accepted(accepted.status_code, accepted.response_snippet.clone()),
             None,
         );
         let info = SentInfo {
@@ -520,7 +408,7 @@ impl Attempts<'_> {
         if handed_off {
             tracing::info!("delivery handed off; waiting for an acknowledgement");
             metrics::count(metrics::HANDED_OFF, p.channel.kind, Some(d.tier), 1);
-            self.after_attempt(d, &p.channel, Outcome::HandedOff, false, p.probe, None)
+            self.after_attempt(d, p, CallEnd::new(Outcome::HandedOff))
                 .await?;
             return Ok(Report::HandedOff);
         }
@@ -535,7 +423,7 @@ impl Attempts<'_> {
             m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
         }
         metrics::record(&m, p.channel.kind, Some(d.tier));
-        self.after_attempt(d, &p.channel, Outcome::Success, false, p.probe, hand_on)
+        self.after_attempt(d, p, CallEnd::new(Outcome::Success).handing_on(hand_on))
             .await?;
         self.events
             .publish(vec![status_event(d, "sent", n, None)])
@@ -569,15 +457,9 @@ impl Attempts<'_> {
         let delay_ms = match policy.next_after_failure(p.n, &err, rand::random::<f64>()) {
             Next::RetryIn(delay_ms) => delay_ms,
             Next::Dead => {
-                let e = p.log_entry(
-                    self.config.attempt_retention,
-                    err.status,
-                    err.response_snippet.clone(),
-                    Some(err.reason.clone()),
-                    None,
-                );
+                let e = p.log_entry(self.config.attempt_retention, Answer::failed(&err), None);
                 let report = self.dead_letter(p, &err.reason, &e).await?;
-                self.after_attempt(d, &p.channel, outcome, err.is_congestion(), p.probe, None)
+                self.after_attempt(d, p, CallEnd::new(outcome).congested(err.is_congestion()))
                     .await?;
                 return Ok(report);
             }
@@ -585,9 +467,7 @@ impl Attempts<'_> {
         let next_at = time::now_ms().saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
         let e = p.log_entry(
             self.config.attempt_retention,
-            err.status,
-            err.response_snippet.clone(),
-            Some(err.reason.clone()),
+            Answer::failed(&err),
             Some(next_at),
         );
         // The retry holds no window slot while it waits: it takes one again when it is due.
@@ -600,7 +480,7 @@ impl Attempts<'_> {
             return Ok(Report::Skipped("lease lost before recording failure"));
         }
         let closed = self
-            .after_attempt(d, &p.channel, outcome, err.is_congestion(), p.probe, None)
+            .after_attempt(d, p, CallEnd::new(outcome).congested(err.is_congestion()))
             .await?;
         if !closed {
             // The breaker opened (or the probe failed): park the retry instead of enqueueing

@@ -1,0 +1,163 @@
+//! The pieces an attempt passes between its stages: the claimed delivery, the chain of backlog
+//! rows one invocation runs, the prepared attempt, and what its log entry says.
+
+use super::*;
+
+/// A delivery whose lease this attempt holds.
+pub(super) struct Claimed {
+    pub(super) d: Delivery,
+    pub(super) token: String,
+}
+
+/// What a queue message's attempt may still run in the same invocation: the next backlog
+/// row of its channel, taken while its call ran and handed its slot (claimed, with its
+/// message), while the invocation is within [`policy::CHAIN_BUDGET_MS`].
+pub(super) struct Chain {
+    pub(super) until: Instant,
+    pub(super) next: Option<(DeliveryMessage, Claimed)>,
+}
+
+tokio::task_local! {
+    pub(super) static CHAIN: std::cell::RefCell<Chain>;
+}
+
+/// Whether the running task may take a backlog row to run itself: it runs a queue message's
+/// attempt, within its budget, and holds no row yet.
+pub(super) fn chain_open() -> bool {
+    CHAIN
+        .try_with(|c| {
+            let c = c.borrow();
+            c.next.is_none() && Instant::now() < c.until
+        })
+        .unwrap_or(false)
+}
+
+/// Keeps a claimed backlog row for the running task to run next. Called only after
+/// [`chain_open`] said yes; a row kept anywhere else is never run by this task, and its lease
+/// runs out into the reclaim pass.
+pub(super) fn chain_keep(msg: DeliveryMessage, claimed: Claimed) {
+    let _ = CHAIN.try_with(|c| c.borrow_mut().next = Some((msg, claimed)));
+}
+
+/// A new lease token.
+pub(super) fn lease_token() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Where a stage of an attempt leaves it: go on to the next stage with `T`, or done with the
+/// report (another attempt holds it, the gate parked it, nothing to do).
+pub(super) enum Step<T> {
+    Go(T),
+    Done(Report),
+}
+
+/// A claimed delivery the gate let through, with what its attempt needs.
+pub(crate) struct Prepared {
+    pub(super) d: Delivery,
+    pub(super) token: String,
+    /// When this attempt's lease ends (renewed while the call runs).
+    pub(super) lease_until: AtomicI64,
+    pub(crate) channel: Arc<Channel>,
+    pub(super) activity: Activity,
+    /// The half-open probe of its channel.
+    pub(crate) probe: bool,
+    /// The activity rode in the queue message (so it rides in the next one too).
+    pub(super) carried_in: bool,
+    /// This attempt's number.
+    pub(super) n: u32,
+    pub(super) started: Instant,
+    pub(super) started_at: String,
+}
+
+/// What the adapter call came to: `Err` when the delivery cannot be attempted at all
+/// (inactive channel, no adapter), else the effective policy and the adapter's answer.
+pub(super) type Called = Result<(RetryPolicy, Result<Delivered, DeliveryError>), CallError>;
+
+/// Why no call outcome is recorded.
+pub(super) enum CallError {
+    /// The delivery cannot be attempted at all (inactive channel, no adapter): dead letter.
+    Cannot(String),
+    /// The channel's middleware stopped it (a halt, or a step that failed): dead letter,
+    /// counted against neither the breaker nor auto-disable.
+    Halted(String),
+    /// The lease was lost while the call ran: the attempt that holds it now records.
+    LeaseLost,
+}
+
+impl From<String> for CallError {
+    fn from(reason: String) -> Self {
+        Self::Cannot(reason)
+    }
+}
+
+impl From<&str> for CallError {
+    fn from(reason: &str) -> Self {
+        Self::Cannot(reason.to_owned())
+    }
+}
+
+/// What an attempt's log entry says of its call.
+pub(super) struct Answer {
+    pub(super) status_code: Option<u16>,
+    pub(super) snippet: Option<String>,
+    pub(super) error: Option<String>,
+}
+
+impl Answer {
+    /// The endpoint took it.
+    pub(super) fn accepted(status_code: Option<u16>, snippet: Option<String>) -> Self {
+        Self {
+            status_code,
+            snippet,
+            error: None,
+        }
+    }
+
+    /// The call failed.
+    pub(super) fn failed(err: &DeliveryError) -> Self {
+        Self {
+            status_code: err.status,
+            snippet: err.response_snippet.clone(),
+            error: Some(err.reason.clone()),
+        }
+    }
+
+    /// No call was made (or the middleware stopped it), for `reason`.
+    pub(super) fn not_called(reason: &str) -> Self {
+        Self {
+            status_code: None,
+            snippet: None,
+            error: Some(reason.to_owned()),
+        }
+    }
+}
+
+impl Prepared {
+    /// This attempt's entry for the attempt log, with when it is retried if it is.
+    pub(super) fn log_entry(
+        &self,
+        retention: Duration,
+        Answer {
+            status_code,
+            snippet,
+            error,
+        }: Answer,
+        next_retry_at: Option<i64>,
+    ) -> LogUpdate {
+        let expires_at = time::now_ms() / 1000 + i64::try_from(retention.as_secs()).unwrap_or(0);
+        LogUpdate::append(
+            &self.d.attempt_log,
+            AttemptEntry {
+                attempt: self.n,
+                started_at: self.started_at.clone(),
+                duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                status_code,
+                response_snippet: snippet,
+                error,
+                next_retry_at: next_retry_at.map(time::ms_to_rfc3339),
+                trigger: if self.probe { "probe" } else { "auto" }.into(),
+                expires_at: Some(expires_at),
+            },
+        )
+    }
+}
