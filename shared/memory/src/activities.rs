@@ -9,7 +9,7 @@ impl ActivityStore for MemStore {
         self.with(|s| {
             let n = s
                 .seqs
-                .entry(format!("{tenant}#{conversation_id}"))
+                .entry(conversation_counter_key(tenant, conversation_id))
                 .or_insert(0);
             *n += 1;
             *n

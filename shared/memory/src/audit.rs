@@ -8,10 +8,7 @@ impl AuditStore for MemStore {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             s.audit.insert(
-                (
-                    entry.tenant_id.to_string(),
-                    format!("{}#{}", entry.at, entry.id),
-                ),
+                (entry.tenant_id.to_string(), entry.sort_key()),
                 entry.clone(),
             );
         })

@@ -22,7 +22,7 @@ impl HealthStore for MemStore {
                     vec![converger_ports::capacity::item_write(
                         "flow",
                         "hc#<channel>#<time>",
-                        format!("hc#{channel}#{minute}"),
+                        health_counter_key(channel, minute),
                         96,
                     )]
                 })?;

@@ -20,10 +20,7 @@ impl ReplayStore for MemStore {
                 let Some(current) = s.deliveries.get(&d.id) else {
                     continue;
                 };
-                let key = (
-                    audit.tenant_id.to_string(),
-                    format!("{}#{}", audit.at, audit.id),
-                );
+                let key = (audit.tenant_id.to_string(), audit.sort_key());
                 if current.status != DeliveryStatus::Failed {
                     // The same request again after it committed (as the DynamoDB store reads
                     // a retried transaction whose fresh audit entry exists): replayed by it.

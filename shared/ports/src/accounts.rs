@@ -46,11 +46,6 @@ pub fn sign_in_source_key(source: &str) -> String {
 /// Most tenants, or channels of one tenant, a list returns.
 pub const LIST_MAX: usize = 1000;
 
-/// The item key of a user.
-pub fn user_key(realm: Realm, email: &str) -> String {
-    format!("user#{}#{}", realm.as_str(), email.to_ascii_lowercase())
-}
-
 #[async_trait]
 pub trait AccountStore: Send + Sync + 'static {
     /// Creates a user; `Conflict` if one with that email exists in the realm.

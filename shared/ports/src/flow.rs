@@ -3,6 +3,7 @@
 //! control makes (park, unpark, into and out of the backlog).
 
 use crate::error::StoreResult;
+use crate::keys::rate_key;
 use crate::model::{Delivery, Page};
 use async_trait::async_trait;
 use converger_core::flow::INITIAL_WINDOW;
@@ -122,16 +123,6 @@ pub struct HeldSlot {
     pub delivery: String,
     /// When the slot was taken (ms).
     pub taken_at: i64,
-}
-
-/// The key of slot item `item` (1 or more) of a channel, in the flow table.
-pub fn slot_item_key(channel: &ChannelId, item: u32) -> String {
-    format!("{channel}#slots#{item}")
-}
-
-/// The key of a channel's rate schedule, in the flow table.
-pub fn rate_key(channel: &ChannelId) -> String {
-    format!("rate#{channel}")
 }
 
 /// How an attempt ended, for the breaker's counters.

@@ -12,6 +12,10 @@
 //! partition, a move one on each.
 
 use super::*;
+use crate::keys::{
+    activity_key, channel_listing_key, conversation_key, due_key, due_partition, provider_key,
+    tenant_listing_key,
+};
 
 /// One partition key value of a table or an index.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -188,7 +192,7 @@ pub fn activity_insert(a: &Activity) -> Vec<Charge> {
         item_write(
             "activities",
             "act#<tenant>#<activity>",
-            format!("{}#{}", a.tenant_id, a.id),
+            activity_key(&a.tenant_id, &a.id),
             item_size(a),
         ),
         Charge {
@@ -196,7 +200,7 @@ pub fn activity_insert(a: &Activity) -> Vec<Charge> {
                 table: "activities",
                 index: Some("by_conversation"),
                 family: "<tenant>#<conversation>",
-                key: format!("{}#{}", a.tenant_id, a.conversation_id),
+                key: conversation_key(&a.tenant_id, &a.conversation_id),
             },
             units: 1.0,
         },

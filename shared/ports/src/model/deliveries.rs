@@ -194,7 +194,7 @@ impl Delivery {
 impl Delivery {
     /// The key lists are ordered by: `<updated_at>#<id>` (the indexes' `upd_sk`).
     pub fn sort_key(&self) -> String {
-        format!("{}#{}", self.updated_at, self.id)
+        crate::keys::listing_sort_key(&self.updated_at, &self.id)
     }
 
     /// The cursor that continues a list after this row.
@@ -259,27 +259,6 @@ pub fn due_shard_of(id: &DeliveryId, shards: u32) -> u32 {
 // The partition keys of the deliveries table's indexes: one definition for the DynamoDB
 // backend that writes them and the capacity model that charges them (`capacity`).
 
-/// The tenant listing's partition of a delivery in `status` in listing shard `shard`.
-pub fn tenant_listing_key(tenant: &TenantId, status: DeliveryStatus, shard: u32) -> String {
-    format!("{tenant}#{status}#{shard}")
-}
-
-/// The channel index's partition of a delivery in `status` (failed or paused) in channel
-/// shard `shard`.
-pub fn channel_listing_key(channel: &ChannelId, status: DeliveryStatus, shard: u32) -> String {
-    format!("{channel}#{status}#{shard}")
-}
-
-/// The due index's partition of shard `shard`.
-pub fn due_partition(shard: u32) -> String {
-    format!("due#{shard}")
-}
-
-/// The provider index's key of a delivery of `channel` known to its provider as `id`.
-pub fn provider_key(channel: &ChannelId, id: &str) -> String {
-    format!("{channel}#{id}")
-}
-
 /// Whether a delivery in `status` is in its channel's index: dead letters (replay) and parked
 /// deliveries (release) only, so a delivery on its way to `sent` never writes it.
 pub fn channel_indexed(status: DeliveryStatus) -> bool {
@@ -289,11 +268,6 @@ pub fn channel_indexed(status: DeliveryStatus) -> bool {
 /// The channel index's shard of a delivery.
 pub fn channel_shard(id: &DeliveryId) -> u32 {
     stable_hash(id.as_str()) % CHANNEL_SHARDS
-}
-
-/// The due index's sort key: milliseconds, zero-padded to 15 digits so it sorts as a number.
-pub fn due_key(ms: i64) -> String {
-    format!("{:015}", ms.max(0))
 }
 
 /// The outcome recorded by a successful attempt.

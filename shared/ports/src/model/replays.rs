@@ -1,6 +1,7 @@
 //! Replays of dead letters: their batches, jobs, messages and audit entries.
 
 use super::*;
+use crate::keys::audit_partition_of;
 
 /// Most deliveries one replay transaction moves (two items each, the row and its audit entry;
 /// DynamoDB takes 100 items per transaction).
@@ -46,17 +47,12 @@ pub fn audit_partition(tenant: &TenantId, id: &str) -> String {
     audit_partition_of(tenant, converger_core::ids::stable_hash(id) % AUDIT_SHARDS)
 }
 
-/// The audit log's partition `shard` of `tenant`.
-pub fn audit_partition_of(tenant: &TenantId, shard: u32) -> String {
-    format!("{tenant}#audit#{shard}")
-}
-
-/// An audit entry's sort key: its time, then its id (unique, so ties in time page exactly).
-pub fn audit_sort_key(e: &AuditEntry) -> String {
-    format!("{}#{}", e.at, e.id)
-}
-
 impl AuditEntry {
+    /// Its sort key in the audit table ([`crate::keys::audit_sort_key`]).
+    pub fn sort_key(&self) -> String {
+        crate::keys::audit_sort_key(&self.at, &self.id)
+    }
+
     pub fn new(
         tenant_id: TenantId,
         actor: Actor,

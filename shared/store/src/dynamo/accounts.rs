@@ -134,7 +134,7 @@ impl AccountStore for DynamoStore {
         let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Corrupt(e.to_string());
         let put_key = Put::builder()
             .table_name(&self.res.tenants)
-            .item("pk", s(format!("key#{new_hash}")))
+            .item("pk", s(api_key_key(new_hash)))
             .item("tenant_id", s(tenant.as_str()))
             .condition_expression("attribute_not_exists(pk)")
             .build()
@@ -167,7 +167,7 @@ impl AccountStore for DynamoStore {
                     .delete(
                         Delete::builder()
                             .table_name(&self.res.tenants)
-                            .key("pk", s(format!("key#{h}")))
+                            .key("pk", s(api_key_key(h)))
                             .build()
                             .map_err(build)?,
                     )

@@ -9,7 +9,7 @@ impl ActivityStore for DynamoStore {
             .client
             .update_item()
             .table_name(&self.res.activities)
-            .key("id", s(format!("conv#{tenant}#{conversation_id}")))
+            .key("id", s(conversation_counter_key(tenant, conversation_id)))
             .update_expression("ADD seq :one")
             .expression_attribute_values(":one", n(1))
             .return_values(ReturnValue::UpdatedNew)

@@ -44,7 +44,7 @@ pub(super) fn audit_item(entry: &AuditEntry) -> StoreResult<Item> {
         "audit_pk".into(),
         s(audit_partition(&entry.tenant_id, &entry.id)),
     );
-    item.insert("audit_sk".into(), s(audit_sort_key(entry)));
+    item.insert("audit_sk".into(), s(entry.sort_key()));
     Ok(item)
 }
 
@@ -79,7 +79,7 @@ impl DynamoStore {
             .into_iter()
             .map(|i| {
                 let e: AuditEntry = from_item(i)?;
-                Ok((audit_sort_key(&e), e))
+                Ok((e.sort_key(), e))
             })
             .collect::<StoreResult<_>>()?;
         let read_up_to = if cut {

@@ -9,10 +9,6 @@ use converger_core::health::CHECKED_TYPES;
 /// How long per-minute counters are kept (the window is 60 minutes).
 const COUNTER_TTL_S: i64 = 2 * 3600;
 
-fn counter_key(channel: &ChannelId, minute: i64) -> String {
-    format!("hc#{channel}#{minute}")
-}
-
 fn num(item: &Item, k: &str) -> i64 {
     item.get(k)
         .and_then(|v| v.as_n().ok())
@@ -34,7 +30,7 @@ impl HealthStore for DynamoStore {
             .client
             .update_item()
             .table_name(&self.res.flow)
-            .key("key", s(counter_key(channel, minute)))
+            .key("key", s(health_counter_key(channel, minute)))
             .expression_attribute_values(":exp", n(minute * 60 + COUNTER_TTL_S));
         if created != 0 {
             adds.push("created :c");
@@ -61,7 +57,7 @@ impl HealthStore for DynamoStore {
         to_minute: i64,
     ) -> StoreResult<HealthInputs> {
         let mut keys: Vec<Item> = (from_minute..=to_minute)
-            .map(|m| HashMap::from([("key".to_owned(), s(counter_key(channel, m)))]))
+            .map(|m| HashMap::from([("key".to_owned(), s(health_counter_key(channel, m)))]))
             .collect();
         keys.push(HashMap::from([("key".to_owned(), s(channel.as_str()))]));
         let mut inputs = HealthInputs {

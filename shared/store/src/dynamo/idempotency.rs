@@ -2,10 +2,6 @@
 
 use super::*;
 
-fn key_pk(tenant: &TenantId, key: &str) -> String {
-    format!("{tenant}#{key}")
-}
-
 #[async_trait]
 impl IdempotencyStore for DynamoStore {
     async fn take_key(
@@ -15,7 +11,7 @@ impl IdempotencyStore for DynamoStore {
         record: &KeyRecord,
         now_ms: i64,
     ) -> StoreResult<Option<KeyRecord>> {
-        let pk = key_pk(tenant, key);
+        let pk = idempotency_key(tenant, key);
         let mut item = to_item(record)?;
         item.insert("pk".into(), s(pk.as_str()));
         // A free key, an expired record DynamoDB has not deleted yet, or a holder that ended
@@ -52,7 +48,7 @@ impl IdempotencyStore for DynamoStore {
 
     async fn get_key(&self, tenant: &TenantId, key: &str) -> StoreResult<Option<KeyRecord>> {
         let Some(mut item) = self
-            .get_raw(&self.res.idempotency, "pk", &key_pk(tenant, key))
+            .get_raw(&self.res.idempotency, "pk", &idempotency_key(tenant, key))
             .await?
         else {
             return Ok(None);
@@ -74,7 +70,7 @@ impl IdempotencyStore for DynamoStore {
             .client
             .update_item()
             .table_name(&self.res.idempotency)
-            .key("pk", s(key_pk(tenant, key)))
+            .key("pk", s(idempotency_key(tenant, key)))
             .update_expression("SET #status = :st, #body = :b")
             .condition_expression("fingerprint = :f")
             .expression_attribute_names("#status", "status")
@@ -97,7 +93,7 @@ impl IdempotencyStore for DynamoStore {
             .client
             .delete_item()
             .table_name(&self.res.idempotency)
-            .key("pk", s(key_pk(tenant, key)))
+            .key("pk", s(idempotency_key(tenant, key)))
             .condition_expression("fingerprint = :f AND attribute_not_exists(#status)")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":f", s(fingerprint))

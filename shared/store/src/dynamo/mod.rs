@@ -87,7 +87,7 @@ fn index_keys(
             ":tl_pk",
             s(tenant_listing_key(&d.tenant_id, status, d.shard)),
         ),
-        (":upd_sk", s(format!("{updated_at}#{}", d.id))),
+        (":upd_sk", s(listing_sort_key(updated_at, &d.id))),
     ];
     if channel_indexed(status) {
         v.push((
@@ -137,17 +137,6 @@ fn transition(status: DeliveryStatus, set: &str, remove: &str) -> String {
     } else {
         format!("SET {sets} REMOVE {removes}")
     }
-}
-
-/// An activity's row key: activity ids are the producer's, so the key holds the tenant and
-/// two tenants may use the same id. The plain id is kept in `activity_id`.
-fn activity_key(tenant: &TenantId, id: &ActivityId) -> String {
-    format!("act#{tenant}#{id}")
-}
-
-/// An activity's key in the conversation index (`by_conversation`, sorted by `seq`).
-fn conversation_key(tenant: &TenantId, conversation_id: &str) -> String {
-    format!("{tenant}#{conversation_id}")
 }
 
 fn activity_item(a: &Activity) -> StoreResult<Item> {

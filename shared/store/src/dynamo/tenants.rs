@@ -10,7 +10,7 @@ impl TenantStore for DynamoStore {
         // Kept so that a rotation can remove the key item it replaces.
         t.insert("api_key_hash".into(), s(api_key_hash));
         let mut k = Item::new();
-        k.insert("pk".into(), s(format!("key#{api_key_hash}")));
+        k.insert("pk".into(), s(api_key_key(api_key_hash)));
         k.insert("tenant_id".into(), s(tenant.id.as_str()));
         let put = |item: Item| -> StoreResult<TransactWriteItem> {
             let p = Put::builder()
@@ -46,7 +46,7 @@ impl TenantStore for DynamoStore {
             tenant_id: TenantId,
         }
         let key: Option<KeyItem> = self
-            .get(&self.res.tenants, "pk", &format!("key#{hash}"))
+            .get(&self.res.tenants, "pk", &api_key_key(hash))
             .await?;
         Ok(key.map(|k| k.tenant_id))
     }

@@ -467,7 +467,7 @@ pub(super) async fn the_audit_log_pages_every_entry_once_across_its_partitions_a
     b: Backend,
 ) {
     use converger_core::query::{Actor, ActorKind};
-    use converger_ports::{AUDIT_SHARDS, AuditEntry, audit_partition, audit_sort_key};
+    use converger_ports::{AUDIT_SHARDS, AuditEntry, audit_partition};
     let f = fixture(b).await;
     let actor = Actor {
         kind: ActorKind::System,
@@ -507,7 +507,7 @@ pub(super) async fn the_audit_log_pages_every_entry_once_across_its_partitions_a
         ))
         .await
         .unwrap();
-    let mut expected: Vec<String> = written.iter().map(audit_sort_key).collect();
+    let mut expected: Vec<String> = written.iter().map(AuditEntry::sort_key).collect();
     expected.sort_unstable_by(|a, b| b.cmp(a));
     for page_size in [1, 3, 7, 40, 100] {
         let (mut got, mut cursor) = (Vec::new(), None);
@@ -518,7 +518,7 @@ pub(super) async fn the_audit_log_pages_every_entry_once_across_its_partitions_a
                 .await
                 .unwrap();
             assert!(page.items.len() <= page_size);
-            got.extend(page.items.iter().map(audit_sort_key));
+            got.extend(page.items.iter().map(AuditEntry::sort_key));
             cursor = page.next;
             if cursor.is_none() {
                 break;

@@ -99,7 +99,7 @@ impl DynamoStore {
         let keys = (1..items)
             .map(|i| HashMap::from([("key".to_owned(), s(slot_item_key(channel, i)))]))
             .collect();
-        let prefix = format!("{channel}#slots#");
+        let prefix = slot_items_prefix(channel);
         let mut held = Vec::new();
         for item in self.batch_get(&self.res.flow, keys, true).await? {
             let Some(i) = item

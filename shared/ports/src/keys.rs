@@ -1,0 +1,113 @@
+//! Every composite key the tables and indexes are written under, built here and nowhere else,
+//! so that the DynamoDB backend, the in-process one and the capacity model that charges them
+//! cannot spell one differently. Each names its table (or index) and its parts.
+
+use converger_core::web::Realm;
+use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
+
+// The deliveries table's indexes.
+
+/// The tenant listing's partition of a delivery in `status` in listing shard `shard`.
+pub fn tenant_listing_key(tenant: &TenantId, status: DeliveryStatus, shard: u32) -> String {
+    format!("{tenant}#{status}#{shard}")
+}
+
+/// The channel index's partition of a delivery in `status` (failed or paused) in channel
+/// shard `shard`.
+pub fn channel_listing_key(channel: &ChannelId, status: DeliveryStatus, shard: u32) -> String {
+    format!("{channel}#{status}#{shard}")
+}
+
+/// The due index's partition of shard `shard`.
+pub fn due_partition(shard: u32) -> String {
+    format!("due#{shard}")
+}
+
+/// The provider index's key of a delivery of `channel` known to its provider as `id`.
+pub fn provider_key(channel: &ChannelId, id: &str) -> String {
+    format!("{channel}#{id}")
+}
+
+/// The due index's sort key: milliseconds, zero-padded to 15 digits so it sorts as a number.
+pub fn due_key(ms: i64) -> String {
+    format!("{:015}", ms.max(0))
+}
+
+/// The listings' sort key (`upd_sk`, both listing indexes): the row's `updated_at`, then its id
+/// (unique, so ties in time page exactly).
+pub fn listing_sort_key(updated_at: &str, id: &DeliveryId) -> String {
+    format!("{updated_at}#{id}")
+}
+
+// The audit table.
+
+/// The audit log's partition `shard` of `tenant`.
+pub fn audit_partition_of(tenant: &TenantId, shard: u32) -> String {
+    format!("{tenant}#audit#{shard}")
+}
+
+/// An audit entry's sort key: its time, then its id (unique, so ties in time page exactly).
+pub fn audit_sort_key(at: &str, id: &str) -> String {
+    format!("{at}#{id}")
+}
+
+// The accounts (users) items.
+
+/// The item key of a user.
+pub fn user_key(realm: Realm, email: &str) -> String {
+    format!("user#{}#{}", realm.as_str(), email.to_ascii_lowercase())
+}
+
+// The flow table.
+
+/// The key of slot item `item` (1 or more) of a channel, in the flow table.
+pub fn slot_item_key(channel: &ChannelId, item: u32) -> String {
+    format!("{channel}#slots#{item}")
+}
+
+/// The key of a channel's rate schedule, in the flow table.
+pub fn rate_key(channel: &ChannelId) -> String {
+    format!("rate#{channel}")
+}
+
+/// The slot items of a channel share this prefix, in the flow table.
+pub fn slot_items_prefix(channel: &ChannelId) -> String {
+    format!("{channel}#slots#")
+}
+
+/// A channel's health counter of one minute, in the flow table.
+pub fn health_counter_key(channel: &ChannelId, minute: i64) -> String {
+    format!("hc#{channel}#{minute}")
+}
+
+// The activities table.
+
+/// An activity's row key: activity ids are the producer's, so the key holds the tenant and
+/// two tenants may use the same id. The plain id is kept in `activity_id`.
+pub fn activity_key(tenant: &TenantId, id: &ActivityId) -> String {
+    format!("act#{tenant}#{id}")
+}
+
+/// An activity's key in the conversation index (`by_conversation`, sorted by `seq`).
+pub fn conversation_key(tenant: &TenantId, conversation_id: &str) -> String {
+    format!("{tenant}#{conversation_id}")
+}
+
+/// The row of a conversation's sequence counter.
+pub fn conversation_counter_key(tenant: &TenantId, conversation_id: &str) -> String {
+    format!("conv#{tenant}#{conversation_id}")
+}
+
+// The tenants table.
+
+/// An API key's item, by the SHA-256 of the key.
+pub fn api_key_key(hash: &str) -> String {
+    format!("key#{hash}")
+}
+
+// The idempotency table.
+
+/// A tenant's idempotency key's item.
+pub fn idempotency_key(tenant: &TenantId, key: &str) -> String {
+    format!("{tenant}#{key}")
+}
