@@ -2,7 +2,6 @@
 
 use super::*;
 use converger_core::CircuitState;
-use converger_core::flow::INITIAL_WINDOW;
 
 fn flow<'a>(s: &'a mut State, ch: &ChannelId) -> &'a mut Flow {
     s.flows
@@ -227,22 +226,10 @@ impl FlowStore for MemStore {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let f = flow(s, channel);
-            if !t.from.contains(&f.circuit_state)
-                || t.changed_at.is_some_and(|c| c != f.circuit_changed_at)
-                || t.probe_is
-                    .as_ref()
-                    .is_some_and(|p| f.probe.as_ref() != Some(p))
-            {
+            if !t.allows(f) {
                 return None;
             }
-            f.circuit_state = t.to;
-            f.circuit_changed_at = t.now_ms;
-            f.probe = t.probe.clone();
-            f.probe_due = None;
-            if t.reset {
-                f.consecutive_failures = 0;
-                f.window = INITIAL_WINDOW;
-            }
+            t.apply(f);
             Some(f.clone())
         })
     }

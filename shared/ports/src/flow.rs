@@ -230,6 +230,32 @@ impl Transition {
         self.reset = true;
         self
     }
+
+    /// Whether it applies to `f` as stored now: the rule both backends follow (DynamoDB's
+    /// condition is this, spelled as an expression; an item created by a mark has no change
+    /// time yet and reads as 0).
+    pub fn allows(&self, f: &Flow) -> bool {
+        self.from.contains(&f.circuit_state)
+            && self.changed_at.is_none_or(|c| c == f.circuit_changed_at)
+            && self
+                .probe_is
+                .as_ref()
+                .is_none_or(|p| f.probe.as_ref() == Some(p))
+    }
+
+    /// What it writes, on an item it [`allows`](Self::allows): the new state and its time,
+    /// the probe (named, or gone), the probe's due mark gone, and on a reset the failure count
+    /// and the window restarted.
+    pub fn apply(&self, f: &mut Flow) {
+        f.circuit_state = self.to;
+        f.circuit_changed_at = self.now_ms;
+        f.probe = self.probe.clone();
+        f.probe_due = None;
+        if self.reset {
+            f.consecutive_failures = 0;
+            f.window = converger_core::flow::INITIAL_WINDOW;
+        }
+    }
 }
 
 /// A mark on the flow item the sweeper looks for.

@@ -2,6 +2,7 @@
 //! frequent writes cost one write unit each), rate counters, and flow transitions of delivery
 //! rows. Every transition is one conditional write.
 
+use super::expr::Update;
 use super::*;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use converger_core::CircuitState;
@@ -267,66 +268,37 @@ impl FlowStore for DynamoStore {
     }
 
     async fn transition(&self, channel: &ChannelId, t: &Transition) -> StoreResult<Option<Flow>> {
-        let mut sets = vec![
-            "circuit_state = :to".to_owned(),
-            "circuit_changed_at = :now".into(),
-            "channel_id = :ch".into(),
-            "slots = if_not_exists(slots, :empty)".into(),
-        ];
-        let mut values: Vec<(String, AttributeValue)> = vec![
-            (":to".into(), s(t.to.as_str())),
-            (":now".into(), n(t.now_ms)),
-        ];
-        if t.reset {
-            sets.push("consecutive_failures = :zero, #win = :init".into());
-            values.push((":zero".into(), n(0)));
+        // `Transition::allows` and `Transition::apply`, as one conditional update.
+        let mut u = Update::new()
+            .set("circuit_state", s(t.to.as_str()))
+            .set("circuit_changed_at", n(t.now_ms))
+            .set("channel_id", s(channel.as_str()))
+            .set_if_absent("slots", empty_map());
+        u = if t.reset {
+            u.set("consecutive_failures", n(0))
+                .set("window", n(INITIAL_WINDOW))
         } else {
-            sets.push("#win = if_not_exists(#win, :init)".into());
-        }
-        let mut removes = vec!["probe_due"];
-        match &t.probe {
-            Some(p) => {
-                sets.push("probe = :probe".into());
-                values.push((":probe".into(), s(p.as_str())));
-            }
-            None => removes.push("probe"),
-        }
-        let mut states = Vec::new();
-        for (i, st) in t.from.iter().enumerate() {
-            let k = format!(":f{i}");
-            states.push(format!("circuit_state = {k}"));
-            values.push((k, s(st.as_str())));
-        }
-        if t.from.contains(&CircuitState::Closed) {
-            states.push("attribute_not_exists(circuit_state)".into());
-        }
-        let mut cond = vec![format!("({})", states.join(" OR "))];
+            u.set_if_absent("window", n(INITIAL_WINDOW))
+        };
+        u = u.remove("probe_due");
+        u = match &t.probe {
+            Some(p) => u.set("probe", s(p.as_str())),
+            None => u.remove("probe"),
+        };
+        // An item a mark created has no breaker state yet: it reads as closed.
+        u = u.when_in(
+            "circuit_state",
+            t.from.iter().map(|st| s(st.as_str())),
+            t.from.contains(&CircuitState::Closed),
+        );
         if let Some(c) = t.changed_at {
-            // An item created by a mark has no change time yet: it reads as 0.
-            cond.push(if c == 0 {
-                "(attribute_not_exists(circuit_changed_at) OR circuit_changed_at = :seen)".into()
-            } else {
-                "circuit_changed_at = :seen".to_owned()
-            });
-            values.push((":seen".into(), n(c)));
+            // ... and no change time: it reads as 0.
+            u = u.when_in("circuit_changed_at", [n(c)], c == 0);
         }
         if let Some(p) = &t.probe_is {
-            cond.push("probe = :was".into());
-            values.push((":was".into(), s(p.as_str())));
+            u = u.when_eq("probe", s(p.as_str()));
         }
-        let mut req = Self::ensure_values(
-            self.flow_update(channel)
-                .update_expression(format!(
-                    "SET {} REMOVE {}",
-                    sets.join(", "),
-                    removes.join(", ")
-                ))
-                .condition_expression(cond.join(" AND ")),
-            channel,
-        );
-        for (k, v) in values {
-            req = req.expression_attribute_values(k, v);
-        }
+        let req = u.apply(self.flow_update(channel));
         // Breaker transitions must have one winner; an emulator that does not serialize
         // conditional writes gets them one at a time (production never sets the lock).
         let _serial = self.tx_guard().await;

@@ -3,6 +3,7 @@
 //! writes the sums it added up, see `converger_core::health::Tally`), health rows in the
 //! health table.
 
+use super::expr::Update;
 use super::*;
 use converger_core::health::CHECKED_TYPES;
 
@@ -25,28 +26,25 @@ impl HealthStore for DynamoStore {
         created: i64,
         failed: i64,
     ) -> StoreResult<()> {
-        let mut adds = Vec::new();
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.flow)
-            .key("key", s(health_counter_key(channel, minute)))
-            .expression_attribute_values(":exp", n(minute * 60 + COUNTER_TTL_S));
-        if created != 0 {
-            adds.push("created :c");
-            req = req.expression_attribute_values(":c", n(created));
-        }
-        if failed != 0 {
-            adds.push("failed :f");
-            req = req.expression_attribute_values(":f", n(failed));
-        }
-        if adds.is_empty() {
+        if created == 0 && failed == 0 {
             return Ok(());
         }
-        req.update_expression(format!("SET expires_at = :exp ADD {}", adds.join(", ")))
-            .send()
-            .await
-            .map_err(sdk_err)?;
+        let mut u = Update::new().set("expires_at", n(minute * 60 + COUNTER_TTL_S));
+        if created != 0 {
+            u = u.add("created", n(created));
+        }
+        if failed != 0 {
+            u = u.add("failed", n(failed));
+        }
+        u.apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.flow)
+                .key("key", s(health_counter_key(channel, minute))),
+        )
+        .send()
+        .await
+        .map_err(sdk_err)?;
         Ok(())
     }
 

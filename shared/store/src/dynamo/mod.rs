@@ -22,6 +22,7 @@ mod activities;
 mod audit;
 mod channels;
 mod deliveries;
+mod expr;
 mod flow;
 mod handoff;
 mod health;

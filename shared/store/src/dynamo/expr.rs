@@ -1,0 +1,160 @@
+//! One small builder for DynamoDB update and condition expressions: each attribute is named
+//! through a placeholder (`#n0`, so reserved words such as `window` need no care) and each value
+//! bound to one (`:v0`), in the order they are added, so no expression spells a name or binds
+//! a value by hand.
+
+use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+/// An update: `SET`, `REMOVE` and `ADD` clauses, and a condition of clauses joined by `AND`.
+#[derive(Debug, Default)]
+pub(super) struct Update {
+    sets: Vec<String>,
+    removes: Vec<String>,
+    adds: Vec<String>,
+    conditions: Vec<String>,
+    names: Vec<(String, String)>,
+    values: Vec<(String, AttributeValue)>,
+}
+
+impl Update {
+    pub(super) fn new() -> Self {
+        Self::default()
+    }
+
+    /// The placeholder of attribute `attr` (one per attribute however often it is used).
+    fn name(&mut self, attr: &str) -> String {
+        if let Some((k, _)) = self.names.iter().find(|(_, a)| a == attr) {
+            return k.clone();
+        }
+        let k = format!("#n{}", self.names.len());
+        self.names.push((k.clone(), attr.to_owned()));
+        k
+    }
+
+    /// A new placeholder bound to `v`.
+    fn value(&mut self, v: AttributeValue) -> String {
+        let k = format!(":v{}", self.values.len());
+        self.values.push((k.clone(), v));
+        k
+    }
+
+    /// `SET attr = v`.
+    pub(super) fn set(mut self, attr: &str, v: AttributeValue) -> Self {
+        let (n, v) = (self.name(attr), self.value(v));
+        self.sets.push(format!("{n} = {v}"));
+        self
+    }
+
+    /// `SET attr = if_not_exists(attr, v)`: `v` only where the item has none yet.
+    pub(super) fn set_if_absent(mut self, attr: &str, v: AttributeValue) -> Self {
+        let (n, v) = (self.name(attr), self.value(v));
+        self.sets.push(format!("{n} = if_not_exists({n}, {v})"));
+        self
+    }
+
+    /// `REMOVE attr`.
+    pub(super) fn remove(mut self, attr: &str) -> Self {
+        let n = self.name(attr);
+        self.removes.push(n);
+        self
+    }
+
+    /// `ADD attr v` (a number added, or created as `v`).
+    pub(super) fn add(mut self, attr: &str, v: AttributeValue) -> Self {
+        let (n, v) = (self.name(attr), self.value(v));
+        self.adds.push(format!("{n} {v}"));
+        self
+    }
+
+    /// Only if `attr = v`.
+    pub(super) fn when_eq(mut self, attr: &str, v: AttributeValue) -> Self {
+        let (n, v) = (self.name(attr), self.value(v));
+        self.conditions.push(format!("{n} = {v}"));
+        self
+    }
+
+    /// Only if `attr` is one of `vs`, or (`or_absent`) the item has no `attr`.
+    pub(super) fn when_in(
+        mut self,
+        attr: &str,
+        vs: impl IntoIterator<Item = AttributeValue>,
+        or_absent: bool,
+    ) -> Self {
+        let n = self.name(attr);
+        let mut any: Vec<String> = vs
+            .into_iter()
+            .map(|v| {
+                let v = self.value(v);
+                format!("{n} = {v}")
+            })
+            .collect();
+        if or_absent {
+            any.push(format!("attribute_not_exists({n})"));
+        }
+        self.conditions.push(format!("({})", any.join(" OR ")));
+        self
+    }
+
+    /// The `SET ... REMOVE ... ADD ...` expression.
+    fn update_expression(&self) -> String {
+        let mut parts = Vec::new();
+        for (clause, items) in [
+            ("SET", &self.sets),
+            ("REMOVE", &self.removes),
+            ("ADD", &self.adds),
+        ] {
+            if !items.is_empty() {
+                parts.push(format!("{clause} {}", items.join(", ")));
+            }
+        }
+        parts.join(" ")
+    }
+
+    /// `req` with this update's expressions, names and values.
+    pub(super) fn apply(self, req: UpdateItemFluentBuilder) -> UpdateItemFluentBuilder {
+        let mut req = req.update_expression(self.update_expression());
+        if !self.conditions.is_empty() {
+            req = req.condition_expression(self.conditions.join(" AND "));
+        }
+        for (k, a) in self.names {
+            req = req.expression_attribute_names(k, a);
+        }
+        for (k, v) in self.values {
+            req = req.expression_attribute_values(k, v);
+        }
+        req
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_values_are_bound_once_each_in_order() {
+        let u = Update::new()
+            .set("window", AttributeValue::N("2".into()))
+            .set_if_absent("window", AttributeValue::N("3".into()))
+            .remove("probe")
+            .when_in("circuit_state", [AttributeValue::S("open".into())], true)
+            .when_eq("probe", AttributeValue::S("d1".into()));
+        assert_eq!(
+            u.update_expression(),
+            "SET #n0 = :v0, #n0 = if_not_exists(#n0, :v1) REMOVE #n1"
+        );
+        assert_eq!(
+            u.conditions.join(" AND "),
+            "(#n2 = :v2 OR attribute_not_exists(#n2)) AND #n1 = :v3"
+        );
+        assert_eq!(
+            u.names,
+            vec![
+                ("#n0".to_owned(), "window".to_owned()),
+                ("#n1".to_owned(), "probe".to_owned()),
+                ("#n2".to_owned(), "circuit_state".to_owned()),
+            ]
+        );
+        assert_eq!(u.values.len(), 4);
+    }
+}
