@@ -249,19 +249,7 @@ impl FlowStore for MemStore {
         }
         self.with(|s| {
             let f = flow(s, channel);
-            let slot = match mark {
-                Mark::Backlog => &mut f.backlog_at,
-                Mark::Parked => &mut f.parked_at,
-                Mark::ProbeDue => &mut f.probe_due,
-            };
-            match (set_at, clear_if) {
-                (Some(at), _) if mark != Mark::Parked => *slot = Some(at),
-                (Some(at), _) => {
-                    slot.get_or_insert(at);
-                }
-                (None, Some(seen)) if *slot == Some(seen) => *slot = None,
-                _ => {}
-            }
+            mark.apply(f, set_at, clear_if);
             f.clone()
         })
     }

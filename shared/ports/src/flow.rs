@@ -269,6 +269,47 @@ pub enum Mark {
     ProbeDue,
 }
 
+impl Mark {
+    /// The flow item's attribute that holds it.
+    pub fn attribute(self) -> &'static str {
+        match self {
+            Mark::Backlog => "backlog_at",
+            Mark::Parked => "parked_at",
+            Mark::ProbeDue => "probe_due",
+        }
+    }
+
+    /// Whether setting it again keeps the earliest time: the parked mark does (parked
+    /// deliveries are released by their age); a probe's due time and the backlog mark take
+    /// the newest.
+    pub fn keeps_earliest(self) -> bool {
+        self == Mark::Parked
+    }
+
+    fn slot(self, f: &mut Flow) -> &mut Option<i64> {
+        match self {
+            Mark::Backlog => &mut f.backlog_at,
+            Mark::Parked => &mut f.parked_at,
+            Mark::ProbeDue => &mut f.probe_due,
+        }
+    }
+
+    /// A mark write on `f`, the rule both backends follow: set at `set_at` (see
+    /// [`keeps_earliest`](Self::keeps_earliest)), or else cleared if it still reads `clear_if`.
+    pub fn apply(self, f: &mut Flow, set_at: Option<i64>, clear_if: Option<i64>) {
+        let keeps_earliest = self.keeps_earliest();
+        let slot = self.slot(f);
+        match (set_at, clear_if) {
+            (Some(at), _) if keeps_earliest => {
+                slot.get_or_insert(at);
+            }
+            (Some(at), _) => *slot = Some(at),
+            (None, Some(seen)) if *slot == Some(seen) => *slot = None,
+            _ => {}
+        }
+    }
+}
+
 /// Where an unparked delivery goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Placement {

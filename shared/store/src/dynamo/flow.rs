@@ -12,6 +12,14 @@ pub(super) fn empty_map() -> AttributeValue {
     AttributeValue::M(HashMap::new())
 }
 
+/// `u` setting what every write that may create a flow item sets, so a created item is whole
+/// (the builder's form of [`ENSURE`]).
+pub(super) fn whole(u: Update, channel: &ChannelId) -> Update {
+    u.set("channel_id", s(channel.as_str()))
+        .set_if_absent("slots", empty_map())
+        .set_if_absent("window", n(INITIAL_WINDOW))
+}
+
 /// The attributes every write that may create a flow item sets, so a created item is whole.
 pub(super) const ENSURE: &str = "channel_id = :ch, slots = if_not_exists(slots, :empty), \
                       #win = if_not_exists(#win, :init)";
@@ -316,34 +324,17 @@ impl FlowStore for DynamoStore {
         set_at: Option<i64>,
         clear_if: Option<i64>,
     ) -> StoreResult<Flow> {
-        let attr = match mark {
-            Mark::Backlog => "backlog_at",
-            Mark::Parked => "parked_at",
-            Mark::ProbeDue => "probe_due",
-        };
-        let req = match (set_at, clear_if) {
-            (Some(at), _) => {
-                // A probe's due time and the backlog mark take the newest time; the parked
-                // mark keeps the earliest (parked deliveries are released by their age).
-                let keep = if mark != Mark::Parked {
-                    ":at".to_owned()
-                } else {
-                    format!("if_not_exists({attr}, :at)")
-                };
-                Self::ensure_values(
-                    self.flow_update(channel)
-                        .update_expression(format!("SET {attr} = {keep}, {ENSURE}")),
-                    channel,
-                )
-                .expression_attribute_values(":at", n(at))
+        // `Mark::apply`, as one update.
+        let attr = mark.attribute();
+        let u = match (set_at, clear_if) {
+            (Some(at), _) if mark.keeps_earliest() => {
+                whole(Update::new(), channel).set_if_absent(attr, n(at))
             }
-            (None, Some(seen)) => self
-                .flow_update(channel)
-                .update_expression(format!("REMOVE {attr}"))
-                .condition_expression(format!("{attr} = :seen"))
-                .expression_attribute_values(":seen", n(seen)),
+            (Some(at), _) => whole(Update::new(), channel).set(attr, n(at)),
+            (None, Some(seen)) => Update::new().remove(attr).when_eq(attr, n(seen)),
             (None, None) => return self.get_flow(channel).await,
         };
+        let req = u.apply(self.flow_update(channel));
         match req.send().await {
             Ok(out) => out
                 .attributes
