@@ -35,17 +35,24 @@ pub enum HandlerError {
 }
 
 fn body<T: serde::de::DeserializeOwned>(m: &SqsMessage) -> Result<T, HandlerError> {
-    let b = m
-        .body
+    serde_json::from_str(text(m)?).map_err(|e| HandlerError::Body(e.to_string()))
+}
+
+/// One of the platform's own messages (versioned: see `ports::message`).
+fn message<T: converger_ports::message::QueueMessage>(m: &SqsMessage) -> Result<T, HandlerError> {
+    converger_ports::message::decode(text(m)?).map_err(|e| HandlerError::Body(e.to_string()))
+}
+
+fn text(m: &SqsMessage) -> Result<&str, HandlerError> {
+    m.body
         .as_deref()
-        .ok_or_else(|| HandlerError::Body("empty".into()))?;
-    serde_json::from_str(b).map_err(|e| HandlerError::Body(e.to_string()))
+        .ok_or_else(|| HandlerError::Body("empty".into()))
 }
 
 /// The `deliver` function: one attempt per record.
 pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     let resp = batch::process(event, p.config().batch_concurrency, |m| async move {
-        let msg: DeliveryMessage = body(&m)?;
+        let msg: DeliveryMessage = message(&m)?;
         let report = p.attempts().deliver(msg).await?;
         tracing::debug!(?report, "attempt done");
         Ok::<(), HandlerError>(())
@@ -59,7 +66,7 @@ pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
 /// The `replay` function: one chunk of a replay job per record.
 pub async fn replay_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     batch::process(event, 1, |m| async move {
-        let msg: converger_ports::ReplayMessage = body(&m)?;
+        let msg: converger_ports::ReplayMessage = message(&m)?;
         p.replays().run_replay_job(&msg.job_id).await?;
         Ok::<(), HandlerError>(())
     })
@@ -69,7 +76,7 @@ pub async fn replay_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
 /// The `probe` function: one flow job (probe, release) per record.
 pub async fn flow_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     batch::process(event, p.config().batch_concurrency, |m| async move {
-        let job: converger_ports::FlowJob = body(&m)?;
+        let job: converger_ports::FlowJob = message(&m)?;
         p.flow_jobs().flow_job(&job).await?;
         Ok::<(), HandlerError>(())
     })

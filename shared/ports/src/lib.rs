@@ -12,6 +12,7 @@ pub mod health;
 pub mod idempotency;
 pub mod keys;
 pub mod mail;
+pub mod message;
 pub mod model;
 pub mod ports;
 

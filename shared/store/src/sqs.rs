@@ -52,8 +52,8 @@ impl SqsQueue {
     }
 }
 
-fn body<T: serde::Serialize>(msg: &T) -> Result<String, QueueError> {
-    serde_json::to_string(msg).map_err(|e| QueueError::new(e.to_string()))
+fn body<T: converger_ports::message::QueueMessage>(msg: &T) -> Result<String, QueueError> {
+    converger_ports::message::encode(msg).map_err(|e| QueueError::new(e.to_string()))
 }
 
 impl SqsQueue {

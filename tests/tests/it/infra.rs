@@ -308,13 +308,19 @@ fn sample_events_parse() {
     assert!(channel.starts_with("ch_"));
     assert_eq!(receipt.status, converger_core::DeliveryStatus::Failed);
 
+    // The platform's own messages, as their functions read them (versioned).
+    use converger_ports::message::decode;
     let deliver: SqsEvent = serde_json::from_str(&event("deliver.json")).unwrap();
     let body = deliver.records[0].body.as_deref().unwrap();
-    let _: DeliveryMessage = serde_json::from_str(body).unwrap();
+    let _: DeliveryMessage = decode(body).unwrap();
 
     let probe: SqsEvent = serde_json::from_str(&event("probe.json")).unwrap();
     let body = probe.records[0].body.as_deref().unwrap();
-    let _: converger_ports::FlowJob = serde_json::from_str(body).unwrap();
+    let _: converger_ports::FlowJob = decode(body).unwrap();
+
+    let replay: SqsEvent = serde_json::from_str(&event("replay.json")).unwrap();
+    let body = replay.records[0].body.as_deref().unwrap();
+    let _: converger_ports::ReplayMessage = decode(body).unwrap();
 
     for f in ["api.json", "admin.json"] {
         let req: ApiGatewayV2httpRequest = serde_json::from_str(&event(f)).unwrap();

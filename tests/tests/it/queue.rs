@@ -47,7 +47,7 @@ async fn send_many_reaches_every_tier_once() {
                 .unwrap();
             for m in out.messages.unwrap_or_default() {
                 let msg: DeliveryMessage =
-                    serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+                    converger_ports::message::decode(m.body.as_deref().unwrap()).unwrap();
                 assert_eq!(msg.tier, tier, "a message lands on its tier's queue");
                 if msg.delivery_id == delayed.delivery_id {
                     delayed_seen_after = Some(sent_at.elapsed());
