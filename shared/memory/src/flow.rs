@@ -104,27 +104,7 @@ impl FlowStore for MemStore {
                 }
                 let f = flow(s, channel);
                 meter.write(|| vec![flow_write(f)])?;
-                if let Some(d) = &st.free {
-                    f.slots.remove(d.as_str());
-                    if let Some(next) = &st.pass_to {
-                        f.slots.entry(next.to_string()).or_insert(st.now_ms);
-                    }
-                }
-                match st.outcome {
-                    Outcome::Success => {
-                        f.consecutive_failures = 0;
-                        f.failed_attempts = 0;
-                        f.last_success_at = Some(st.now_ms);
-                    }
-                    Outcome::Transient => f.consecutive_failures += 1,
-                    Outcome::Neutral | Outcome::HandedOff | Outcome::Halted => {}
-                }
-                if st.failed {
-                    f.failed_attempts += 1;
-                }
-                if let Some(w) = st.window {
-                    f.window = w;
-                }
+                st.apply(f);
                 Ok(f.clone())
             },
         )

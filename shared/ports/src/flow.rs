@@ -180,6 +180,35 @@ pub struct Transition {
 }
 
 impl Settle {
+    /// What it writes on the flow item, the rule both backends follow: the slot given back
+    /// (and handed on to `pass_to`, which keeps a slot it holds already), the counters of the
+    /// outcome (a success resets both and is the last success; a transient failure counts one
+    /// consecutive failure; `failed` counts one failed attempt), and the window. Giving a slot
+    /// back needs the item: without one nothing was held, and nothing is written.
+    pub fn apply(&self, f: &mut Flow) {
+        if let Some(d) = &self.free {
+            f.slots.remove(d.as_str());
+            if let Some(next) = &self.pass_to {
+                f.slots.entry(next.to_string()).or_insert(self.now_ms);
+            }
+        }
+        match self.outcome {
+            Outcome::Success => {
+                f.consecutive_failures = 0;
+                f.failed_attempts = 0;
+                f.last_success_at = Some(self.now_ms);
+            }
+            Outcome::Transient => f.consecutive_failures += 1,
+            Outcome::Neutral | Outcome::HandedOff | Outcome::Halted => {}
+        }
+        if self.failed {
+            f.failed_attempts += 1;
+        }
+        if let Some(w) = self.window {
+            f.window = w;
+        }
+    }
+
     /// Gives one delivery's slot back, nothing else.
     pub fn free(id: DeliveryId, now_ms: i64) -> Self {
         Self {

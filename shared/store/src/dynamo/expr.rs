@@ -22,14 +22,25 @@ impl Update {
         Self::default()
     }
 
-    /// The placeholder of attribute `attr` (one per attribute however often it is used).
+    /// The placeholder path of `attr`, a name or a path of names joined by `.` (`slots.<id>`,
+    /// a key of the map `slots`): one placeholder per name however often it is used.
     fn name(&mut self, attr: &str) -> String {
-        if let Some((k, _)) = self.names.iter().find(|(_, a)| a == attr) {
-            return k.clone();
-        }
-        let k = format!("#n{}", self.names.len());
-        self.names.push((k.clone(), attr.to_owned()));
-        k
+        attr.split('.')
+            .map(|part| {
+                if let Some((k, _)) = self.names.iter().find(|(_, a)| a == part) {
+                    return k.clone();
+                }
+                let k = format!("#n{}", self.names.len());
+                self.names.push((k.clone(), part.to_owned()));
+                k
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+
+    /// Whether it changes nothing yet.
+    pub(super) fn is_empty(&self) -> bool {
+        self.sets.is_empty() && self.removes.is_empty() && self.adds.is_empty()
     }
 
     /// A new placeholder bound to `v`.
@@ -64,6 +75,13 @@ impl Update {
     pub(super) fn add(mut self, attr: &str, v: AttributeValue) -> Self {
         let (n, v) = (self.name(attr), self.value(v));
         self.adds.push(format!("{n} {v}"));
+        self
+    }
+
+    /// Only if the item has `attr`.
+    pub(super) fn when_exists(mut self, attr: &str) -> Self {
+        let n = self.name(attr);
+        self.conditions.push(format!("attribute_exists({n})"));
         self
     }
 
@@ -156,5 +174,18 @@ mod tests {
             ]
         );
         assert_eq!(u.values.len(), 4);
+    }
+
+    #[test]
+    fn a_path_names_each_of_its_parts() {
+        let u = Update::new()
+            .remove("slots.dlv_1")
+            .set_if_absent("slots.dlv_2", AttributeValue::N("5".into()))
+            .when_exists("slots");
+        assert_eq!(
+            u.update_expression(),
+            "SET #n0.#n2 = if_not_exists(#n0.#n2, :v0) REMOVE #n0.#n1"
+        );
+        assert_eq!(u.conditions, vec!["attribute_exists(#n0)".to_owned()]);
     }
 }

@@ -157,79 +157,48 @@ impl FlowStore for DynamoStore {
     }
 
     async fn settle(&self, channel: &ChannelId, st: &Settle) -> StoreResult<Flow> {
-        let mut sets = Vec::new();
-        let mut values: Vec<(&str, AttributeValue)> = Vec::new();
-        let mut tail = String::new();
+        // `Settle::apply`, as one update.
+        let mut u = Update::new();
         match st.outcome {
             Outcome::Success => {
-                sets.push(
-                    "consecutive_failures = :zero, failed_attempts = :zero, last_success_at = :now",
-                );
-                values.push((":zero", n(0)));
-                values.push((":now", n(st.now_ms)));
+                u = u
+                    .set("consecutive_failures", n(0))
+                    .set("failed_attempts", n(0))
+                    .set("last_success_at", n(st.now_ms));
             }
-            Outcome::Transient => {
-                tail.push_str(" ADD consecutive_failures :one");
-            }
+            Outcome::Transient => u = u.add("consecutive_failures", n(1)),
             Outcome::Neutral | Outcome::HandedOff | Outcome::Halted => {}
         }
         if st.failed {
-            tail.push_str(if tail.is_empty() {
-                " ADD failed_attempts :one"
-            } else {
-                ", failed_attempts :one"
-            });
-        }
-        if !tail.is_empty() {
-            values.push((":one", n(1)));
+            u = u.add("failed_attempts", n(1));
         }
         if let Some(w) = st.window {
-            sets.push("#win = :w");
-            values.push((":w", n(w)));
+            u = u.set("window", n(w));
         }
-        if sets.is_empty() && tail.is_empty() && st.free.is_none() {
-            return self.get_flow(channel).await;
-        }
-        // Freeing a slot needs the item (the slot was taken on it); counting a failure of a
-        // channel without a window may create it.
-        let creates = st.free.is_none();
-        if creates {
-            sets.push("channel_id = :ch, slots = if_not_exists(slots, :empty)");
-            values.push((":ch", s(channel.as_str())));
-            values.push((":empty", empty_map()));
-            if st.window.is_none() {
-                sets.push("#win = if_not_exists(#win, :init)");
-                values.push((":init", n(INITIAL_WINDOW)));
+        u = match &st.free {
+            // Nothing to give back: counting a failure of a channel without a window may
+            // create the item.
+            None if u.is_empty() => return self.get_flow(channel).await,
+            None => {
+                let u = u
+                    .set("channel_id", s(channel.as_str()))
+                    .set_if_absent("slots", empty_map());
+                if st.window.is_none() {
+                    u.set_if_absent("window", n(INITIAL_WINDOW))
+                } else {
+                    u
+                }
             }
-        }
-        if st.pass_to.is_some() && !creates {
-            sets.push("slots.#n = if_not_exists(slots.#n, :taken)");
-            values.push((":taken", n(st.now_ms)));
-        }
-        let mut expr = format!("SET {}", sets.join(", "));
-        if !creates {
-            expr = if sets.is_empty() {
-                "REMOVE slots.#d".to_owned()
-            } else {
-                format!("{expr} REMOVE slots.#d")
-            };
-        }
-        expr.push_str(&tail);
-        let mut req = self.flow_update(channel).update_expression(expr.trim());
-        if let Some(d) = &st.free {
-            req = req
-                .expression_attribute_names("#d", d.as_str())
-                .condition_expression("attribute_exists(slots)");
-        }
-        if st.window.is_some() || creates {
-            req = req.expression_attribute_names("#win", "window");
-        }
-        if let Some(next) = st.pass_to.as_ref().filter(|_| !creates) {
-            req = req.expression_attribute_names("#n", next.as_str());
-        }
-        for (k, v) in values {
-            req = req.expression_attribute_values(k, v);
-        }
+            // Giving a slot back needs the item the slot was taken on.
+            Some(d) => {
+                let u = u.remove(&format!("slots.{d}")).when_exists("slots");
+                match &st.pass_to {
+                    Some(next) => u.set_if_absent(&format!("slots.{next}"), n(st.now_ms)),
+                    None => u,
+                }
+            }
+        };
+        let req = u.apply(self.flow_update(channel));
         match req.send().await {
             Ok(out) => out
                 .attributes
