@@ -1,7 +1,6 @@
 //! The in-process backend of [`FlowStore`], with the DynamoDB backend's conditions.
 
 use super::*;
-use converger_core::CircuitState;
 
 fn flow<'a>(s: &'a mut State, ch: &ChannelId) -> &'a mut Flow {
     s.flows
@@ -79,14 +78,8 @@ impl FlowStore for MemStore {
                 let f = flow(s, channel);
                 // Charged whether its condition holds or not.
                 meter.write(|| vec![flow_write(f)])?;
-                if exclusive && f.holds(delivery) {
-                    return Ok(SlotTake::Held(f.clone()));
-                }
-                if f.circuit_state != CircuitState::Closed {
-                    return Ok(SlotTake::NotClosed(f.clone()));
-                }
-                if !f.holds(delivery) && f.slots.len() >= cap.max(1) as usize {
-                    return Ok(SlotTake::Full(f.clone()));
+                if let Some(refused) = SlotTake::refused(f, delivery, cap, exclusive) {
+                    return Ok(refused);
                 }
                 f.slots.entry(delivery.to_string()).or_insert(now_ms);
                 Ok(SlotTake::Taken(f.clone()))

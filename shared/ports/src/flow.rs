@@ -103,6 +103,26 @@ pub enum SlotTake {
     NotClosed(Flow),
 }
 
+impl SlotTake {
+    /// The rule of a take of a slot on `f` for `delivery` under `cap`, which both backends
+    /// follow (the DynamoDB condition is this, spelled as an expression): `None` if it takes
+    /// one, else the answer. An exclusive take refuses a delivery that holds a slot already;
+    /// nothing is handed out unless the breaker is closed; and a delivery without a slot finds
+    /// the window full at `cap` (at least 1).
+    pub fn refused(f: &Flow, delivery: &DeliveryId, cap: u32, exclusive: bool) -> Option<Self> {
+        if exclusive && f.holds(delivery) {
+            return Some(SlotTake::Held(f.clone()));
+        }
+        if f.circuit_state != CircuitState::Closed {
+            return Some(SlotTake::NotClosed(f.clone()));
+        }
+        if !f.holds(delivery) && f.slots.len() >= cap.max(1) as usize {
+            return Some(SlotTake::Full(f.clone()));
+        }
+        None
+    }
+}
+
 /// The result of asking for a slot in a slot item of its own (a window of several items,
 /// `core::flow::slot_items`; item 0 is the flow item, asked with [`FlowStore::take_slot`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -113,6 +113,7 @@ impl FlowStore for DynamoStore {
         now_ms: i64,
         exclusive: bool,
     ) -> StoreResult<SlotTake> {
+        // `SlotTake::refused`, as a condition.
         let room = slot_room(exclusive);
         for _ in 0..2 {
             let req = self
@@ -142,11 +143,12 @@ impl FlowStore for DynamoStore {
                 Conditional::Refused(old) => old,
             };
             match old {
-                Some(f) if exclusive && f.holds(delivery) => return Ok(SlotTake::Held(f)),
-                Some(f) if f.circuit_state != CircuitState::Closed => {
-                    return Ok(SlotTake::NotClosed(f));
+                // Refused by `SlotTake::refused`'s rule (a full window, if the item read
+                // after the refusal allows the take: another taker's slot just came back).
+                Some(f) => {
+                    return Ok(SlotTake::refused(&f, delivery, cap, exclusive)
+                        .unwrap_or(SlotTake::Full(f)));
                 }
-                Some(f) => return Ok(SlotTake::Full(f)),
                 // No flow item yet: create it and ask again.
                 None => self.create_flow(channel).await?,
             }
