@@ -517,3 +517,28 @@ mod emulator {
         t.stop().await;
     }
 }
+
+/// A stack dropped without `stop` (a test that panicked) stops serving at once: its listeners
+/// and pollers are aborted by its drop, not left running until the runtime ends.
+#[tokio::test]
+async fn a_dropped_stack_stops_serving() {
+    let t = TestStack::start().await;
+    let url = format!("{}/api/health", t.stack.api_url);
+    assert!(t.http.get(&url).send().await.unwrap().status().is_success());
+    drop(t);
+    // A new client each time: no kept-alive connection from before the drop.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match reqwest::Client::new().get(&url).send().await {
+            Err(e) => {
+                assert!(e.is_connect(), "{e}");
+                break;
+            }
+            Ok(r) if std::time::Instant::now() < deadline => {
+                drop(r);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(r) => panic!("still serving after the drop: {}", r.status()),
+        }
+    }
+}

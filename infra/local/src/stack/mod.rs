@@ -575,14 +575,14 @@ impl Stack {
     }
 
     /// Stops the pollers, the servers and the emulator this stack started.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         let _ = self.shutdown.send(true);
-        for t in self.tasks {
+        for t in std::mem::take(&mut self.tasks) {
             t.abort();
             let _ = t.await;
         }
-        if let Backing::Aws(a) = self.backing
-            && let Some(em) = a.emulator
+        if let Backing::Aws(a) = &mut self.backing
+            && let Some(em) = a.emulator.take()
         {
             em.stop().await;
         }
@@ -593,6 +593,18 @@ impl Stack {
         match &self.backing {
             Backing::Aws(a) => a.emulator.as_ref().and_then(Emulator::pid),
             Backing::Memory(_) => None,
+        }
+    }
+}
+
+/// A stack that goes out of scope without [`Stack::stop`] (a test that panicked, say) stops
+/// its servers, pollers and schedules at once rather than when its runtime ends; an emulator it
+/// started is killed with its process handle.
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        for t in &self.tasks {
+            t.abort();
         }
     }
 }
