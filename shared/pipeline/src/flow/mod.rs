@@ -13,8 +13,7 @@ use converger_core::{BreakerConfig, CircuitState, RateLimit, Tier, time};
 use converger_core::{ChannelId, DeliveryId};
 use converger_ports::Flow;
 use converger_ports::{
-    ActivityStore, AuditStore, ChannelStore, DeliveryStore, Events, FlowStore, Queue, Store,
-    TenantStore,
+    ActivityStore, AuditStore, ChannelStore, DeliveryStore, FlowStore, Queue, Store, TenantStore,
 };
 use converger_ports::{Channel, Mark, PlatformEvent, StoreResult};
 use serde_json::json;
@@ -97,7 +96,7 @@ type RefillLock = std::sync::Arc<tokio::sync::Mutex<()>>;
 /// (the backlog's next row, the lease) and after (the slot back, the window), admission at
 /// ingest and replay, the operator's pause and resume, and the sweeper's reconciliation. It
 /// holds the ports it uses and its own caches; the breaker's announcements (alerts, replays
-/// on close) and the flow jobs that run attempts are the pipeline's, which calls into here.
+/// on close) and the flow jobs that run attempts are the use cases above it, which calls into here.
 pub struct FlowControl {
     flows: Arc<dyn FlowStore>,
     deliveries: Arc<dyn DeliveryStore>,
@@ -106,7 +105,6 @@ pub struct FlowControl {
     tenants: Arc<dyn TenantStore>,
     audit_log: Arc<dyn AuditStore>,
     pub(crate) queue: Arc<dyn Queue>,
-    pub(crate) events: Arc<dyn Events>,
     /// The channel types' default rate limits.
     adapters: Adapters,
     pub(crate) config: PipelineConfig,
@@ -117,7 +115,6 @@ impl FlowControl {
     pub(crate) fn new(
         store: &Arc<dyn Store>,
         queue: Arc<dyn Queue>,
-        events: Arc<dyn Events>,
         adapters: Adapters,
         config: PipelineConfig,
     ) -> Self {
@@ -129,16 +126,10 @@ impl FlowControl {
             tenants: store.clone(),
             audit_log: store.clone(),
             queue,
-            events,
             adapters,
             caches: Caches::new(config.flow_cache_ttl),
             config,
         }
-    }
-
-    /// The same component publishing through `events` (the deliver function's batches).
-    pub(crate) fn set_events(&mut self, events: Arc<dyn Events>) {
-        self.events = events;
     }
 
     /// One slice of an attempt's lease, in milliseconds.
