@@ -115,8 +115,8 @@ pub trait Adapter: Send + Sync {
     fn kind(&self) -> ChannelType;
 
     /// The adapter's layer of the retry policy (see `RetryPolicy::effective`).
-    fn default_policy(&self) -> Map<String, Value> {
-        Map::new()
+    fn default_policy(&self) -> converger_core::PolicyLayer {
+        converger_core::PolicyLayer::default()
     }
 
     /// The channel's outbound rate limit when it sets none (WhatsApp's Cloud API: 80/s).

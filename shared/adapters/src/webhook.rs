@@ -158,10 +158,11 @@ impl Adapter for WebhookAdapter {
         ChannelType::Webhook
     }
 
-    fn default_policy(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("timeout_ms".into(), Value::from(DEFAULT_TIMEOUT_MS));
-        m
+    fn default_policy(&self) -> converger_core::PolicyLayer {
+        converger_core::PolicyLayer {
+            timeout_ms: Some(DEFAULT_TIMEOUT_MS),
+            ..Default::default()
+        }
     }
 
     fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {

@@ -178,15 +178,25 @@ const KEYS: [&str; 6] = [
     "replay_window_ms",
 ];
 
-impl BreakerConfig {
-    /// Validates a channel's `circuit_breaker` overrides (unknown keys and bad values refused).
-    pub fn validate(overrides: &Map<String, Value>) -> Result<(), Invalid> {
-        Self::from_overrides(overrides).map(|_| ())
-    }
+/// A channel's own breaker and window settings (its `circuit_breaker` object), `None` where
+/// the default holds. Stored and shown as that object; reading one checks every value
+/// (unknown keys and values out of range are refused), so overrides in hand are valid and
+/// [`Self::effective`] parses nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Map<String, Value>", into = "Map<String, Value>")]
+pub struct BreakerOverrides {
+    pub failure_threshold: Option<u32>,
+    pub cooldown_ms: Option<u64>,
+    pub park_seconds: Option<u64>,
+    pub max_in_flight: Option<MaxInFlight>,
+    pub replay_dead_letters_on_close: Option<bool>,
+    pub replay_window_ms: Option<u64>,
+}
 
-    /// The defaults with a channel's overrides applied.
-    pub fn from_overrides(overrides: &Map<String, Value>) -> Result<Self, Invalid> {
-        let mut c = Self::default();
+impl BreakerOverrides {
+    /// Reads a channel's `circuit_breaker` object.
+    pub fn parse(overrides: &Map<String, Value>) -> Result<Self, Invalid> {
+        let mut o = Self::default();
         for (k, v) in overrides {
             let int = |lo: u64, hi: u64| -> Result<u64, Invalid> {
                 v.as_u64()
@@ -194,16 +204,17 @@ impl BreakerConfig {
                     .ok_or_else(|| Invalid(format!("{k} must be an integer from {lo} to {hi}")))
             };
             match k.as_str() {
-                "failure_threshold" => c.failure_threshold = int(1, 1000)? as u32,
-                "cooldown_ms" => c.cooldown_ms = int(1000, 86_400_000)?,
-                "park_seconds" => c.park_seconds = int(1, 86_400)?,
-                "max_in_flight" => c.max_in_flight = MaxInFlight::from_json(v)?,
+                "failure_threshold" => o.failure_threshold = Some(int(1, 1000)? as u32),
+                "cooldown_ms" => o.cooldown_ms = Some(int(1000, 86_400_000)?),
+                "park_seconds" => o.park_seconds = Some(int(1, 86_400)?),
+                "max_in_flight" => o.max_in_flight = Some(MaxInFlight::from_json(v)?),
                 "replay_dead_letters_on_close" => {
-                    c.replay_dead_letters_on_close = v
-                        .as_bool()
-                        .ok_or("replay_dead_letters_on_close must be a boolean")?
+                    o.replay_dead_letters_on_close = Some(
+                        v.as_bool()
+                            .ok_or("replay_dead_letters_on_close must be a boolean")?,
+                    )
                 }
-                "replay_window_ms" => c.replay_window_ms = int(1000, 30 * 86_400_000)?,
+                "replay_window_ms" => o.replay_window_ms = Some(int(1000, 30 * 86_400_000)?),
                 other => {
                     return Err(Invalid(format!(
                         "unknown circuit_breaker setting {other:?} (known: {})",
@@ -212,14 +223,68 @@ impl BreakerConfig {
                 }
             }
         }
-        Ok(c)
+        Ok(o)
     }
 
-    /// The same settings when stored overrides cannot be read (they are validated on write).
-    pub fn effective(overrides: &Map<String, Value>) -> Self {
-        Self::from_overrides(overrides).unwrap_or_default()
+    /// Whether it sets nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
     }
 
+    /// The defaults with these overrides applied.
+    pub fn effective(&self) -> BreakerConfig {
+        let d = BreakerConfig::default();
+        BreakerConfig {
+            failure_threshold: self.failure_threshold.unwrap_or(d.failure_threshold),
+            cooldown_ms: self.cooldown_ms.unwrap_or(d.cooldown_ms),
+            park_seconds: self.park_seconds.unwrap_or(d.park_seconds),
+            max_in_flight: self.max_in_flight.unwrap_or(d.max_in_flight),
+            replay_dead_letters_on_close: self
+                .replay_dead_letters_on_close
+                .unwrap_or(d.replay_dead_letters_on_close),
+            replay_window_ms: self.replay_window_ms.unwrap_or(d.replay_window_ms),
+        }
+    }
+
+    /// As it is stored: the keys it sets.
+    pub fn to_map(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        let mut put = |k: &str, v: Option<Value>| {
+            if let Some(v) = v {
+                m.insert(k.into(), v);
+            }
+        };
+        put("failure_threshold", self.failure_threshold.map(Value::from));
+        put("cooldown_ms", self.cooldown_ms.map(Value::from));
+        put("park_seconds", self.park_seconds.map(Value::from));
+        put(
+            "max_in_flight",
+            self.max_in_flight.map(MaxInFlight::to_json),
+        );
+        put(
+            "replay_dead_letters_on_close",
+            self.replay_dead_letters_on_close.map(Value::from),
+        );
+        put("replay_window_ms", self.replay_window_ms.map(Value::from));
+        m
+    }
+}
+
+impl TryFrom<Map<String, Value>> for BreakerOverrides {
+    type Error = Invalid;
+
+    fn try_from(map: Map<String, Value>) -> Result<Self, Invalid> {
+        Self::parse(&map)
+    }
+}
+
+impl From<BreakerOverrides> for Map<String, Value> {
+    fn from(o: BreakerOverrides) -> Self {
+        o.to_map()
+    }
+}
+
+impl BreakerConfig {
     /// As the API shows it: every setting, defaults included.
     pub fn to_json(&self) -> Value {
         serde_json::json!({
@@ -414,13 +479,19 @@ mod tests {
 
     #[test]
     fn overrides_apply_and_bad_ones_are_refused() {
-        let c = BreakerConfig::from_overrides(&map(
+        let c = BreakerOverrides::parse(&map(
             json!({"failure_threshold": 3, "max_in_flight": 2, "cooldown_ms": 5000}),
         ))
-        .unwrap();
+        .unwrap()
+        .effective();
         assert_eq!((c.failure_threshold, c.cooldown_ms), (3, 5000));
         assert_eq!(c.max_in_flight, MaxInFlight::Fixed(2));
-        let c = BreakerConfig::from_overrides(&map(json!({"max_in_flight": null}))).unwrap();
+        let o = BreakerOverrides::parse(&map(json!({"max_in_flight": null}))).unwrap();
+        assert_eq!(
+            serde_json::to_value(o).unwrap(),
+            json!({"max_in_flight": null})
+        );
+        let c = o.effective();
         assert_eq!(c.max_in_flight, MaxInFlight::Unbounded);
         for bad in [
             json!({"failure_threshold": 0}),
@@ -430,7 +501,11 @@ mod tests {
             json!({"busy": true}),
             json!({"replay_dead_letters_on_close": "yes"}),
         ] {
-            assert!(BreakerConfig::validate(&map(bad.clone())).is_err(), "{bad}");
+            assert!(BreakerOverrides::parse(&map(bad.clone())).is_err(), "{bad}");
+            assert!(
+                serde_json::from_value::<BreakerOverrides>(bad.clone()).is_err(),
+                "{bad}"
+            );
         }
     }
 

@@ -104,23 +104,37 @@ impl Default for AutoDisable {
 /// `disabled_reason` of an auto-disabled channel.
 pub const AUTO_DISABLED: &str = "auto_disabled_failure_threshold";
 
-impl AutoDisable {
-    pub fn from_overrides(overrides: &Map<String, Value>) -> Result<Self, Invalid> {
-        let mut c = Self::default();
+/// A channel's own auto-disable settings (its `auto_disable` object), `None` where the
+/// default holds; checked when read or written, like [`crate::BreakerOverrides`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Map<String, Value>", into = "Map<String, Value>")]
+pub struct AutoDisableOverrides {
+    pub failed_attempts: Option<u32>,
+    pub success_window_ms: Option<i64>,
+}
+
+impl AutoDisableOverrides {
+    /// Reads a channel's `auto_disable` object.
+    pub fn parse(overrides: &Map<String, Value>) -> Result<Self, Invalid> {
+        let mut o = Self::default();
         for (k, v) in overrides {
             match k.as_str() {
                 "failed_attempts" => {
-                    c.failed_attempts = v
-                        .as_u64()
-                        .filter(|n| *n <= 100_000)
-                        .ok_or("failed_attempts must be an integer from 0 (off) to 100000")?
-                        as u32
+                    o.failed_attempts = Some(
+                        v.as_u64()
+                            .filter(|n| *n <= 100_000)
+                            .ok_or("failed_attempts must be an integer from 0 (off) to 100000")?
+                            as u32,
+                    )
                 }
                 "success_window_ms" => {
-                    c.success_window_ms = v
-                        .as_i64()
-                        .filter(|n| (60_000..=90 * 86_400_000).contains(n))
-                        .ok_or("success_window_ms must be an integer from 60000 to 7776000000")?
+                    o.success_window_ms = Some(
+                        v.as_i64()
+                            .filter(|n| (60_000..=90 * 86_400_000).contains(n))
+                            .ok_or(
+                                "success_window_ms must be an integer from 60000 to 7776000000",
+                            )?,
+                    )
                 }
                 other => {
                     return Err(Invalid(format!(
@@ -129,13 +143,51 @@ impl AutoDisable {
                 }
             }
         }
-        Ok(c)
+        Ok(o)
     }
 
-    pub fn effective(overrides: &Map<String, Value>) -> Self {
-        Self::from_overrides(overrides).unwrap_or_default()
+    /// Whether it sets nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
     }
 
+    /// The defaults with these overrides applied.
+    pub fn effective(&self) -> AutoDisable {
+        let d = AutoDisable::default();
+        AutoDisable {
+            failed_attempts: self.failed_attempts.unwrap_or(d.failed_attempts),
+            success_window_ms: self.success_window_ms.unwrap_or(d.success_window_ms),
+        }
+    }
+
+    /// As it is stored: the keys it sets.
+    pub fn to_map(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        if let Some(n) = self.failed_attempts {
+            m.insert("failed_attempts".into(), Value::from(n));
+        }
+        if let Some(ms) = self.success_window_ms {
+            m.insert("success_window_ms".into(), Value::from(ms));
+        }
+        m
+    }
+}
+
+impl TryFrom<Map<String, Value>> for AutoDisableOverrides {
+    type Error = Invalid;
+
+    fn try_from(map: Map<String, Value>) -> Result<Self, Invalid> {
+        Self::parse(&map)
+    }
+}
+
+impl From<AutoDisableOverrides> for Map<String, Value> {
+    fn from(o: AutoDisableOverrides) -> Self {
+        o.to_map()
+    }
+}
+
+impl AutoDisable {
     /// Whether a channel with `failed_in_row` consecutive failed attempts and its last success
     /// at `last_success_ms` is disabled at `now_ms`. Both conditions must hold.
     pub fn should_disable(
@@ -279,15 +331,23 @@ mod tests {
         assert!(!off.should_disable(1000, None, now));
         let m = |v: Value| v.as_object().cloned().unwrap();
         assert_eq!(
-            AutoDisable::from_overrides(&m(serde_json::json!({"failed_attempts": 3})))
+            AutoDisableOverrides::parse(&m(serde_json::json!({"failed_attempts": 3})))
                 .unwrap()
+                .effective()
                 .failed_attempts,
             3
         );
         assert!(
-            AutoDisable::from_overrides(&m(serde_json::json!({"failed_attempts": -1}))).is_err()
+            AutoDisableOverrides::parse(&m(serde_json::json!({"failed_attempts": -1}))).is_err()
         );
-        assert!(AutoDisable::from_overrides(&m(serde_json::json!({"after": 3}))).is_err());
+        assert!(AutoDisableOverrides::parse(&m(serde_json::json!({"after": 3}))).is_err());
+        let written = serde_json::json!({"failed_attempts": 0, "success_window_ms": 60000});
+        let read: AutoDisableOverrides = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(read).unwrap(), written);
+        assert!(
+            serde_json::from_value::<AutoDisableOverrides>(serde_json::json!({"after": 3}))
+                .is_err()
+        );
     }
 
     proptest! {

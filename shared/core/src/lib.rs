@@ -28,9 +28,9 @@ pub mod web;
 
 pub use channel::{ChannelType, Tier};
 pub use error::DeliveryError;
-pub use flow::{BreakerConfig, CircuitState, MaxInFlight, RateLimit};
+pub use flow::{BreakerConfig, BreakerOverrides, CircuitState, MaxInFlight, RateLimit};
 pub use ids::{ActivityId, ChannelId, DeliveryId, TenantId};
 pub use invalid::Invalid;
-pub use policy::{Backoff, PolicyError, RetryPolicy};
+pub use policy::{Backoff, PolicyError, PolicyErrors, PolicyLayer, RetryPolicy};
 pub use scope::Scope;
 pub use status::DeliveryStatus;

@@ -56,13 +56,13 @@ impl ChannelStore for MemStore {
                 c.retry_policy = p.clone();
             }
             if let Some(cb) = &patch.circuit_breaker {
-                c.circuit_breaker = cb.clone();
+                c.circuit_breaker = *cb;
             }
             if let Some(rl) = &patch.rate_limit {
-                c.rate_limit = rl.clone();
+                c.rate_limit = *rl;
             }
             if let Some(ad) = &patch.auto_disable {
-                c.auto_disable = ad.clone();
+                c.auto_disable = *ad;
             }
             if let Some(t) = &patch.event_types {
                 c.event_types = t.clone();

@@ -2,7 +2,6 @@
 
 use converger_core::net::Allowlist;
 use converger_core::settings::{self as set, Env};
-use serde_json::{Map, Value};
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
@@ -13,7 +12,7 @@ pub struct PipelineConfig {
     /// Verified provider receipts one channel takes (`RECEIPT_RATE_LIMIT`, `3000/s`).
     pub receipt_limit: converger_core::RateLimit,
     /// The global layer of the retry policy (`RETRY_POLICY`, a JSON object).
-    pub retry_policy: Map<String, Value>,
+    pub retry_policy: converger_core::PolicyLayer,
     /// Longest single queue delay; longer delays are made of hops (SQS allows 900 s).
     pub hop_ceiling_s: u32,
     /// One slice of an attempt's lease (`LEASE_SECONDS`): renewed while the call runs, so a
@@ -66,7 +65,7 @@ impl Default for PipelineConfig {
         Self {
             api_limits: converger_core::api_limit::Defaults::default(),
             receipt_limit: converger_core::api_limit::RECEIPTS_PER_CHANNEL,
-            retry_policy: Map::new(),
+            retry_policy: converger_core::PolicyLayer::default(),
             hop_ceiling_s: 900,
             lease_slice: Duration::from_millis(converger_core::policy::LEASE_SLICE_MS as u64),
             channel_cache_ttl: Duration::from_secs(5),
@@ -117,7 +116,9 @@ impl PipelineConfig {
                 .unwrap_or(d.receipt_limit),
             retry_policy: env
                 .parsed(&set::RETRY_POLICY, |v| {
-                    serde_json::from_str(v).map_err(|e| format!("a JSON object ({e})"))
+                    let map: serde_json::Map<String, serde_json::Value> =
+                        serde_json::from_str(v).map_err(|e| format!("a JSON object ({e})"))?;
+                    converger_core::PolicyLayer::from_config(&map).map_err(|e| e.to_string())
                 })?
                 .unwrap_or(d.retry_policy),
             hop_ceiling_s: env
@@ -236,7 +237,7 @@ mod tests {
         assert_eq!(c.attempt_retention, c.retention);
         assert_eq!(c.lease_slice, Duration::from_secs(20));
         assert!(c.serial_transactions);
-        assert_eq!(c.retry_policy["max_attempts"], 3);
+        assert_eq!(c.retry_policy.max_attempts, Some(3));
         let c = load(&[("RETENTION_DAYS", "7"), ("ATTEMPT_LOG_RETENTION_DAYS", "2")]).unwrap();
         assert_eq!(c.attempt_retention, Duration::from_secs(2 * 86_400));
     }
@@ -250,6 +251,8 @@ mod tests {
             ("RETENTION_DAYS", "a month"),
             ("RECLAIM_INTERVAL_SECONDS", "61"),
             ("RETRY_POLICY", "[1"),
+            ("RETRY_POLICY", r#"{"backoff":"sideways"}"#),
+            ("RETRY_POLICY", r#"{"max_attempts":0}"#),
             ("WEBHOOK_ALLOW_CIDRS", "10.0.0.0/99"),
             ("API_RATE_LIMITS", "fast"),
             ("RECEIPT_RATE_LIMIT", "many"),

@@ -6,7 +6,7 @@ use crate::flow::circuit_event;
 use crate::ingest::NewActivity;
 use crate::outcome::FlowError;
 use converger_core::health::{
-    AUTO_DISABLED, AutoDisable, HISTORY_DAYS, HealthStatus, WINDOW_MINUTES, failure_rate, minute,
+    AUTO_DISABLED, HISTORY_DAYS, HealthStatus, WINDOW_MINUTES, failure_rate, minute,
 };
 use converger_core::{BreakerConfig, CircuitState, time};
 use converger_ports::{Channel, Flow, HealthCheck, PlatformEvent, StoreResult, Transition};
@@ -106,7 +106,7 @@ impl Health<'_> {
         flow: &Flow,
         now: i64,
     ) -> Result<(), FlowError> {
-        let rule = AutoDisable::effective(&channel.auto_disable);
+        let rule = channel.auto_disable.effective();
         if !channel.active || !rule.should_disable(flow.failed_attempts, flow.last_success_at, now)
         {
             return Ok(());
@@ -276,7 +276,7 @@ impl Health<'_> {
         if status == HealthStatus::Unhealthy {
             let flow = self.flows.get_flow(&channel.id).await?;
             if flow.circuit_state == CircuitState::Closed {
-                let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+                let breaker = channel.circuit_breaker.effective();
                 if self
                     .open_breaker(channel, &breaker, &flow, "unhealthy")
                     .await?

@@ -405,14 +405,15 @@ pub async fn webhook_limited(
         json!({"url": url}).as_object().cloned().unwrap_or_default(),
         &time::now_rfc3339(),
     );
-    c.retry_policy = policy.as_object().cloned().unwrap_or_default();
-    c.circuit_breaker = breaker.as_object().cloned().unwrap_or_default();
-    c.rate_limit = rate_limit;
+    let bad = |what: &str, e: &dyn std::fmt::Display| format!("the bench's {what}: {e}");
+    c.retry_policy = serde_json::from_value(policy).map_err(|e| bad("retry policy", &e))?;
+    c.circuit_breaker = serde_json::from_value(breaker).map_err(|e| bad("breaker", &e))?;
+    c.rate_limit = rate_limit
+        .map(|r| r.parse())
+        .transpose()
+        .map_err(|e| bad("rate limit", &e))?;
     // Benchmarks fail on purpose, many times: auto-disable would stop them part way.
-    c.auto_disable = json!({"failed_attempts": 0})
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
+    c.auto_disable.failed_attempts = Some(0);
     p.channels()
         .create_channel(&c)
         .await

@@ -6,8 +6,10 @@ use crate::Invalid;
 use std::fmt;
 use std::str::FromStr;
 
-/// A channel's outbound rate limit: `count` requests per `per_ms`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A channel's outbound rate limit: `count` requests per `per_ms`. Stored and shown as its
+/// text (`"80/s"`); reading one checks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct RateLimit {
     pub count: u32,
     pub per_ms: u64,
@@ -231,6 +233,20 @@ impl FromStr for RateLimit {
             return Err(Invalid::new("rate_limit's count must be from 1 to 1000000"));
         }
         Ok(Self { count, per_ms })
+    }
+}
+
+impl TryFrom<String> for RateLimit {
+    type Error = Invalid;
+
+    fn try_from(s: String) -> Result<Self, Invalid> {
+        s.parse()
+    }
+}
+
+impl From<RateLimit> for String {
+    fn from(r: RateLimit) -> Self {
+        r.to_string()
     }
 }
 

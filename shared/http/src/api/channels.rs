@@ -2,13 +2,12 @@
 
 use super::*;
 use crate::error::ErrorCode;
-use converger_core::middleware;
+use converger_core::health::AutoDisableOverrides;
+use converger_core::{BreakerOverrides, PolicyLayer, RateLimit, middleware};
 
-fn validate_policy(policy: &Map<String, Value>) -> Result<(), ApiError> {
-    RetryPolicy::validate(policy).map_err(|errs| {
-        let msg: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        ApiError::invalid(ErrorCode::InvalidRetryPolicy, msg.join("; "))
-    })
+fn validate_policy(policy: &Map<String, Value>) -> Result<PolicyLayer, ApiError> {
+    PolicyLayer::parse(policy)
+        .map_err(|errs| ApiError::invalid(ErrorCode::InvalidRetryPolicy, errs.to_string()))
 }
 
 fn validate_config(
@@ -113,24 +112,19 @@ fn validate_middleware(raw: &Value) -> Result<Vec<middleware::Step>, ApiError> {
     middleware::parse(raw).map_err(|m| ApiError::invalid(ErrorCode::InvalidMiddleware, m))
 }
 
-fn validate_auto_disable(settings: Option<&Map<String, Value>>) -> Result<(), ApiError> {
-    if let Some(s) = settings {
-        converger_core::health::AutoDisable::from_overrides(s)
-            .map_err(|m| ApiError::invalid(ErrorCode::InvalidAutoDisable, m))?;
-    }
-    Ok(())
+fn validate_auto_disable(settings: &Map<String, Value>) -> Result<AutoDisableOverrides, ApiError> {
+    AutoDisableOverrides::parse(settings)
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidAutoDisable, m))
 }
 
-fn validate_flow(breaker: Option<&Map<String, Value>>, rate: Option<&str>) -> Result<(), ApiError> {
-    if let Some(b) = breaker {
-        converger_core::BreakerConfig::validate(b)
-            .map_err(|m| ApiError::invalid(ErrorCode::InvalidCircuitBreaker, m))?;
-    }
-    if let Some(r) = rate {
-        r.parse::<converger_core::RateLimit>()
-            .map_err(|m| ApiError::invalid(ErrorCode::InvalidRateLimit, m))?;
-    }
-    Ok(())
+fn validate_breaker(breaker: &Map<String, Value>) -> Result<BreakerOverrides, ApiError> {
+    BreakerOverrides::parse(breaker)
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidCircuitBreaker, m))
+}
+
+fn validate_rate(rate: &str) -> Result<RateLimit, ApiError> {
+    rate.parse()
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidRateLimit, m))
 }
 
 #[utoipa::path(
@@ -152,19 +146,20 @@ pub(crate) async fn create_channel(
     validate_name(&req.name)?;
     validate_config(&state, kind, &req.config)?;
     validate_sender(&state, &tenant, kind, &req.config).await?;
-    validate_policy(&req.retry_policy)?;
-    validate_flow(Some(&req.circuit_breaker), req.rate_limit.as_deref())?;
-    validate_auto_disable(Some(&req.auto_disable))?;
+    let retry_policy = validate_policy(&req.retry_policy)?;
+    let circuit_breaker = validate_breaker(&req.circuit_breaker)?;
+    let rate_limit = req.rate_limit.as_deref().map(validate_rate).transpose()?;
+    let auto_disable = validate_auto_disable(&req.auto_disable)?;
     validate_event_types(&req.event_types)?;
     let steps = validate_middleware(&req.middleware)?;
     let now = time::now_rfc3339();
     let channel = {
         let mut c = Channel::new(tenant.id, kind, &req.name, req.config, &now);
         c.active = req.active;
-        c.retry_policy = req.retry_policy;
-        c.circuit_breaker = req.circuit_breaker;
-        c.rate_limit = req.rate_limit;
-        c.auto_disable = req.auto_disable;
+        c.retry_policy = retry_policy;
+        c.circuit_breaker = circuit_breaker;
+        c.rate_limit = rate_limit;
+        c.auto_disable = auto_disable;
         c.event_types = req.event_types;
         c.middleware = steps;
         c
@@ -240,14 +235,22 @@ pub(crate) async fn patch_channel(
         validate_config(&state, current.kind, c)?;
         validate_sender(&state, &tenant, current.kind, c).await?;
     }
-    if let Some(p) = &req.retry_policy {
-        validate_policy(p)?;
-    }
-    validate_flow(
-        req.circuit_breaker.as_ref(),
-        req.rate_limit.as_ref().and_then(|r| r.as_deref()),
-    )?;
-    validate_auto_disable(req.auto_disable.as_ref())?;
+    let retry_policy = req.retry_policy.as_ref().map(validate_policy).transpose()?;
+    let circuit_breaker = req
+        .circuit_breaker
+        .as_ref()
+        .map(validate_breaker)
+        .transpose()?;
+    let rate_limit = req
+        .rate_limit
+        .as_ref()
+        .map(|r| r.as_deref().map(validate_rate).transpose())
+        .transpose()?;
+    let auto_disable = req
+        .auto_disable
+        .as_ref()
+        .map(validate_auto_disable)
+        .transpose()?;
     if let Some(t) = &req.event_types {
         validate_event_types(t)?;
     }
@@ -260,10 +263,10 @@ pub(crate) async fn patch_channel(
         name: req.name,
         config: req.config,
         active: req.active,
-        retry_policy: req.retry_policy,
-        circuit_breaker: req.circuit_breaker,
-        rate_limit: req.rate_limit,
-        auto_disable: req.auto_disable,
+        retry_policy,
+        circuit_breaker,
+        rate_limit,
+        auto_disable,
         event_types: req.event_types,
         middleware: steps,
     };

@@ -237,7 +237,7 @@ impl FlowControl {
         if flow.circuit_state != CircuitState::Open || flow.probe_due.is_some() {
             return Ok(());
         }
-        let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+        let breaker = channel.circuit_breaker.effective();
         let now = time::now_ms();
         let left = converger_core::flow::cooldown_left_ms(
             flow.circuit_changed_at,

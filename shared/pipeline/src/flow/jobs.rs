@@ -77,7 +77,7 @@ impl FlowJobs<'_> {
         self.flow.remember_flow(&flow);
         match (job.kind, flow.circuit_state) {
             (FlowJobKind::ReplayDeadLetters, _) => {
-                let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+                let breaker = channel.circuit_breaker.effective();
                 self.replay_on_close(&channel, &breaker, time::now_ms())
                     .await;
                 Ok(())
@@ -118,7 +118,7 @@ impl FlowJobs<'_> {
     /// One probe of an open (or stuck half-open) breaker: one waiting delivery is attempted
     /// as the probe. With nothing waiting the loop stops.
     async fn probe(&self, channel: &Channel, flow: Flow) -> Result<(), AttemptError> {
-        let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+        let breaker = channel.circuit_breaker.effective();
         let now = time::now_ms();
         let left = cooldown_left_ms(flow.circuit_changed_at, breaker.cooldown_ms, now);
         if left > 0 {

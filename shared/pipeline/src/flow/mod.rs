@@ -165,9 +165,9 @@ pub struct DeliveryState {
 impl FlowControl {
     /// The flow settings of `channel` for deliveries of `tier`.
     pub fn limits(&self, channel: &Channel, tier: Tier) -> Limits {
-        let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+        let breaker = channel.circuit_breaker.effective();
         let rate = match &channel.rate_limit {
-            Some(r) => r.parse().ok(),
+            Some(r) => Some(*r),
             None => self
                 .adapters
                 .get(channel.kind)

@@ -5,7 +5,7 @@
 use super::FlowControl;
 use crate::outcome::FlowError;
 use converger_core::flow::{slot_is_the_rows, slot_item_bound};
-use converger_core::{BreakerConfig, ChannelId, CircuitState, DeliveryId, DeliveryStatus, time};
+use converger_core::{ChannelId, CircuitState, DeliveryId, DeliveryStatus, time};
 use converger_ports::{Channel, Delivery, DeliveryMessage, Flow, HeldSlot, Transition};
 use converger_ports::{FlowJobKind, Mark};
 
@@ -175,7 +175,7 @@ impl FlowControl {
         let Some(channel) = self.channels.get_channel(&f.channel_id).await? else {
             return Ok((0, 0, 0));
         };
-        let breaker = BreakerConfig::effective(&channel.circuit_breaker);
+        let breaker = channel.circuit_breaker.effective();
         let (freed, _) = self
             .reconcile_slots(&f, slot_bound(&channel), self.config.slot_grace, &[])
             .await?;
@@ -241,5 +241,5 @@ impl FlowControl {
 
 /// The most slot items `channel`'s window may span (`core::flow::slot_item_bound`).
 fn slot_bound(channel: &Channel) -> u32 {
-    slot_item_bound(BreakerConfig::effective(&channel.circuit_breaker).max_in_flight)
+    slot_item_bound(channel.circuit_breaker.effective().max_in_flight)
 }

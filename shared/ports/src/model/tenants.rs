@@ -76,19 +76,22 @@ pub struct Channel {
     pub active: bool,
     /// The channel's retry policy override (validated on write).
     #[serde(default)]
-    pub retry_policy: Map<String, Value>,
+    pub retry_policy: converger_core::PolicyLayer,
     /// Standard Webhooks signing secret (`whsec_...`).
     pub signing_secret: String,
     /// Breaker and window overrides (`failure_threshold`, `cooldown_ms`, `park_seconds`,
     /// `max_in_flight`, `replay_dead_letters_on_close`, `replay_window_ms`).
     #[serde(default)]
-    pub circuit_breaker: Map<String, Value>,
+    pub circuit_breaker: converger_core::BreakerOverrides,
     /// Outbound rate limit (`"80/s"`, `"/m"`, `"/h"`); the adapter's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_limit: Option<String>,
+    pub rate_limit: Option<converger_core::RateLimit>,
     /// Auto-disable overrides (`failed_attempts`, `success_window_ms`).
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub auto_disable: Map<String, Value>,
+    #[serde(
+        default,
+        skip_serializing_if = "converger_core::health::AutoDisableOverrides::is_empty"
+    )]
+    pub auto_disable: converger_core::health::AutoDisableOverrides,
     /// When and why the platform disabled the channel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled_at: Option<String>,
@@ -135,11 +138,11 @@ impl Channel {
             name: name.to_owned(),
             config,
             active: true,
-            retry_policy: Map::new(),
+            retry_policy: Default::default(),
             signing_secret: converger_core::secret::new_signing_secret(),
-            circuit_breaker: Map::new(),
+            circuit_breaker: Default::default(),
             rate_limit: None,
-            auto_disable: Map::new(),
+            auto_disable: Default::default(),
             disabled_at: None,
             disabled_reason: None,
             managed: false,
@@ -160,11 +163,11 @@ pub struct ChannelPatch {
     pub name: Option<String>,
     pub config: Option<Map<String, Value>>,
     pub active: Option<bool>,
-    pub retry_policy: Option<Map<String, Value>>,
-    pub circuit_breaker: Option<Map<String, Value>>,
+    pub retry_policy: Option<converger_core::PolicyLayer>,
+    pub circuit_breaker: Option<converger_core::BreakerOverrides>,
     /// `Some(None)` removes the channel's own limit.
-    pub rate_limit: Option<Option<String>>,
-    pub auto_disable: Option<Map<String, Value>>,
+    pub rate_limit: Option<Option<converger_core::RateLimit>>,
+    pub auto_disable: Option<converger_core::health::AutoDisableOverrides>,
     pub event_types: Option<Vec<String>>,
     pub middleware: Option<Vec<converger_core::middleware::Step>>,
 }

@@ -74,7 +74,7 @@ impl ChannelStore for DynamoStore {
         match &patch.rate_limit {
             Some(Some(rl)) => {
                 sets.push("rate_limit = :rl".into());
-                values.push((":rl", s(rl.as_str())));
+                values.push((":rl", s(rl.to_string())));
             }
             Some(None) => removes.push("rate_limit"),
             None => {}

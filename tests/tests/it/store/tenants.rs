@@ -65,6 +65,55 @@ pub(super) async fn tenants_channels_and_activities_round_trip(b: Backend) {
         let read = f.store.get_channel(&f.channel.id).await.unwrap().unwrap();
         assert_eq!(read.middleware, want);
     }
+    // A channel's settings are kept typed: what a patch writes reads back equal, every
+    // override set (a `null` cap included), and a patch that clears them leaves the defaults.
+    fn settings<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).unwrap()
+    }
+    let all = ChannelPatch {
+        retry_policy: Some(settings(serde_json::json!({
+            "max_attempts": 7, "backoff": "linear", "base_ms": 1000, "max_ms": 60000,
+            "timeout_ms": 5000, "schedule": [5000, 30000], "jitter": 0.1,
+            "retry_after_max_ms": 90000,
+        }))),
+        circuit_breaker: Some(settings(serde_json::json!({
+            "failure_threshold": 3, "cooldown_ms": 5000, "park_seconds": 60,
+            "max_in_flight": null, "replay_dead_letters_on_close": true,
+            "replay_window_ms": 60000,
+        }))),
+        rate_limit: Some(Some("80/s".parse().unwrap())),
+        auto_disable: Some(settings(
+            serde_json::json!({"failed_attempts": 0, "success_window_ms": 60000}),
+        )),
+        ..Default::default()
+    };
+    let cleared = ChannelPatch {
+        retry_policy: Some(Default::default()),
+        circuit_breaker: Some(Default::default()),
+        rate_limit: Some(None),
+        auto_disable: Some(Default::default()),
+        ..Default::default()
+    };
+    for patch in [all, cleared] {
+        let patched = f
+            .store
+            .update_channel(
+                &f.tenant.id,
+                &f.channel.id,
+                &patch,
+                "2030-01-01T00:00:00.000000Z",
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        let read = f.store.get_channel(&f.channel.id).await.unwrap().unwrap();
+        for c in [&patched, &read] {
+            assert_eq!(Some(&c.retry_policy), patch.retry_policy.as_ref());
+            assert_eq!(Some(c.circuit_breaker), patch.circuit_breaker);
+            assert_eq!(Some(c.rate_limit), patch.rate_limit);
+            assert_eq!(Some(c.auto_disable), patch.auto_disable);
+        }
+    }
     let other = TenantId::generate();
     assert_eq!(
         f.store
