@@ -11,7 +11,7 @@ use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId
 use converger_ports::capacity::delivery_write;
 use converger_ports::*;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod accounts;
@@ -462,6 +462,8 @@ pub struct MemQueue {
     replays: Mutex<Vec<ReplayMessage>>,
     flow_jobs: Mutex<Vec<(i64, FlowJob)>>,
     latency: Option<LatencyModel>,
+    /// Where a message's delay is counted from (the system's time unless set).
+    clock: Option<Arc<dyn converger_core::time::Clock>>,
 }
 
 impl MemQueue {
@@ -475,6 +477,20 @@ impl MemQueue {
             latency: Some(model),
             ..Self::default()
         }
+    }
+
+    /// A queue whose delays run on `clock` (a test's manual clock, shared with its pipeline).
+    pub fn with_clock(clock: Arc<dyn converger_core::time::Clock>) -> Self {
+        Self {
+            clock: Some(clock),
+            ..Self::default()
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock
+            .as_ref()
+            .map_or_else(converger_core::time::now_ms, |c| c.now_ms())
     }
 
     /// Removes and returns the delivery messages visible at `now_ms`.
@@ -589,8 +605,7 @@ impl MemQueue {
 impl Queue for MemQueue {
     async fn send(&self, msg: &DeliveryMessage, delay_s: u32) -> Result<(), QueueError> {
         wait(&self.latency, |m| m.sqs_send).await;
-        let at = converger_core::time::now_ms()
-            + i64::from(delay_s.min(converger_ports::MAX_DELAY_S)) * 1000;
+        let at = self.now_ms() + i64::from(delay_s.min(converger_ports::MAX_DELAY_S)) * 1000;
         self.deliveries
             .lock()
             .map_err(|_| QueueError::new("poisoned"))?
@@ -604,7 +619,7 @@ impl Queue for MemQueue {
             let batches = msgs.len().div_ceil(10) as u32;
             tokio::time::sleep(m.sqs_send * batches.div_ceil(8)).await;
         }
-        let now = converger_core::time::now_ms();
+        let now = self.now_ms();
         self.deliveries
             .lock()
             .map_err(|_| QueueError::new("poisoned"))?
@@ -614,8 +629,7 @@ impl Queue for MemQueue {
 
     async fn send_flow(&self, msg: &FlowJob, delay_s: u32) -> Result<(), QueueError> {
         wait(&self.latency, |m| m.sqs_send).await;
-        let at = converger_core::time::now_ms()
-            + i64::from(delay_s.min(converger_ports::MAX_DELAY_S)) * 1000;
+        let at = self.now_ms() + i64::from(delay_s.min(converger_ports::MAX_DELAY_S)) * 1000;
         self.flow_jobs
             .lock()
             .map_err(|_| QueueError::new("poisoned"))?
@@ -624,7 +638,7 @@ impl Queue for MemQueue {
     }
 
     async fn depths(&self) -> Result<Vec<QueueDepth>, QueueError> {
-        let now = converger_core::time::now_ms();
+        let now = self.now_ms();
         let q = self
             .deliveries
             .lock()

@@ -22,6 +22,7 @@ pub enum Rotation {
 /// A channel's lifecycle: creation, changes, its signing secret, deletion.
 #[derive(Clone, Copy)]
 pub struct Channels<'p> {
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
     pub(crate) config: &'p crate::PipelineConfig,
     pub(crate) flow: &'p crate::flow::FlowControl,
@@ -31,6 +32,7 @@ pub struct Channels<'p> {
 impl<'p> Channels<'p> {
     pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
         Self {
+            clock: &*p.clock,
             channel_store: &*p.store,
             config: &p.config,
             flow: &p.flow,
@@ -57,7 +59,7 @@ impl Channels<'_> {
         let id: &ChannelId = &current.id;
         let updated = self
             .channel_store
-            .update_channel(&current.tenant_id, id, patch, &time::now_rfc3339())
+            .update_channel(&current.tenant_id, id, patch, &self.clock.now_rfc3339())
             .await?;
         self.cache.forget_channel(id);
         self.cache.forget_tenant_channels(&current.tenant_id);
@@ -74,7 +76,7 @@ impl Channels<'_> {
         grace_ms: i64,
         actor: &Actor,
     ) -> Result<Rotation, FlowError> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let rotation = SecretRotation {
             replaces: channel.signing_secret.clone(),
             secret: secret.unwrap_or_else(converger_core::secret::new_signing_secret),
@@ -122,7 +124,7 @@ impl Channels<'_> {
         channel: &Channel,
         actor: &Actor,
     ) -> Result<bool, FlowError> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let expires_at =
             now / 1000 + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2);
         let Some(deleted) = self

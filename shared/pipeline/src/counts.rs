@@ -13,6 +13,7 @@ pub struct HealthCounts {
     store: Arc<dyn HealthStore>,
     flush: Duration,
     tally: Mutex<Tally<ChannelId>>,
+    pub(crate) clock: Arc<dyn converger_core::time::Clock>,
 }
 
 impl HealthCounts {
@@ -21,6 +22,7 @@ impl HealthCounts {
             store,
             flush,
             tally: Mutex::new(Tally::default()),
+            clock: Arc::new(converger_core::time::SystemClock),
         }
     }
 
@@ -49,7 +51,7 @@ impl HealthCounts {
                     t.add(d.channel_id.clone(), d.created_minute(), c, f);
                 }
                 let every = i64::try_from(self.flush.as_millis()).unwrap_or(0);
-                t.take_due(converger_core::time::now_ms(), every)
+                t.take_due(self.clock.now_ms(), every)
             }
             Err(_) => return,
         };

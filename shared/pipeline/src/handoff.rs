@@ -26,6 +26,7 @@ fn store_error(e: StoreError) -> DeliveryError {
 /// Hand-offs: websocket clients, acknowledgements, provider receipts and email events; and the adapters' [`Services`].
 #[derive(Clone, Copy)]
 pub struct Handoff<'p> {
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) activities: &'p dyn converger_ports::ActivityStore,
     pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
     pub(crate) listings: &'p dyn converger_ports::DeliveryQueries,
@@ -43,6 +44,7 @@ pub struct Handoff<'p> {
 impl<'p> Handoff<'p> {
     pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
         Self {
+            clock: &*p.clock,
             activities: &*p.store,
             channel_store: &*p.store,
             listings: &*p.store,
@@ -243,7 +245,7 @@ impl Handoff<'_> {
         if !converger_core::secret::constant_time_eq(cfg.token.as_bytes(), token.as_bytes()) {
             return Err(ConnectRefused::BadToken);
         }
-        let now_ms = time::now_ms();
+        let now_ms = self.clock.now_ms();
         let c = Connection {
             connection_id: connection_id.to_owned(),
             channel_id: ch.id.clone(),
@@ -417,7 +419,10 @@ impl Handoff<'_> {
     /// A client confirms a handed-off delivery `d` (as the caller read it): it becomes
     /// `sent` (`delivery.status_changed`).
     pub async fn acknowledge(&self, d: &Delivery) -> Result<Ack, StoreError> {
-        let ack = self.handoffs.acknowledge(d, &time::now_rfc3339()).await?;
+        let ack = self
+            .handoffs
+            .acknowledge(d, &self.clock.now_rfc3339())
+            .await?;
         if let Ack::Acked(d) = &ack {
             tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
             self.events
@@ -437,7 +442,7 @@ impl Handoff<'_> {
         let mut summary = ReceiptSummary::default();
         let mut events = Vec::new();
         for r in receipts {
-            let now = time::now_rfc3339();
+            let now = self.clock.now_rfc3339();
             match self
                 .handoffs
                 .apply_receipt(

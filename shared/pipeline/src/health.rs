@@ -44,6 +44,7 @@ pub enum AlertError {
 /// Channel health: the periodic checks, auto-disable, the breaker opened on a change to unhealthy, and alerts.
 #[derive(Clone, Copy)]
 pub struct Health<'p> {
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) flows: &'p dyn converger_ports::FlowStore,
     pub(crate) health_store: &'p dyn converger_ports::HealthStore,
     pub(crate) tenants: &'p dyn converger_ports::TenantStore,
@@ -56,6 +57,7 @@ pub struct Health<'p> {
 impl<'p> Health<'p> {
     pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
         Self {
+            clock: &*p.clock,
             flows: &*p.store,
             health_store: &*p.store,
             tenants: &*p.store,
@@ -77,7 +79,7 @@ impl Health<'_> {
         seen: &Flow,
         reason: &str,
     ) -> Result<bool, FlowError> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let t = Transition::new(&[CircuitState::Closed], CircuitState::Open, now)
             .seen(seen.circuit_changed_at);
         let Some(f) = self.flows.transition(&channel.id, &t).await? else {
@@ -221,7 +223,7 @@ impl Health<'_> {
         channel: &Channel,
         report: &mut HealthReport,
     ) -> Result<HealthCheck, FlowError> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let to = minute(now);
         let inputs = self
             .health_store
@@ -292,7 +294,7 @@ impl Health<'_> {
     pub async fn channel_health(&self, channel: &Channel, limit: usize) -> StoreResult<Value> {
         let history = self
             .health_store
-            .health_history(&channel.id, limit, time::now_ms() / 1000)
+            .health_history(&channel.id, limit, self.clock.now_ms() / 1000)
             .await?;
         let status = history
             .first()

@@ -83,6 +83,7 @@ pub(crate) enum Origin {
 /// Activities in: each fanned out into one delivery per target channel, admitted and enqueued.
 #[derive(Clone, Copy)]
 pub struct Intake<'p> {
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) activities: &'p dyn converger_ports::ActivityStore,
     pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
     pub(crate) adapters: &'p converger_adapters::Adapters,
@@ -96,6 +97,7 @@ pub struct Intake<'p> {
 impl<'p> Intake<'p> {
     pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
         Self {
+            clock: &*p.clock,
             activities: &*p.store,
             deliveries: &*p.store,
             adapters: &p.adapters,
@@ -135,7 +137,7 @@ impl Intake<'_> {
                     .await?
             }
         };
-        let now_ms = time::now_ms();
+        let now_ms = self.clock.now_ms();
         let now = time::ms_to_rfc3339(now_ms);
         // An id the producer chose may have been ingested before (a retried POST): its
         // rows are written only if it is new. One generated here is new by construction.
@@ -272,7 +274,10 @@ impl Intake<'_> {
         fresh: bool,
     ) -> Result<bool, IngestError> {
         let carried = activity.if_inline();
-        let by = time::now_ms().saturating_add(converger_core::policy::ROW_WAIT_MS);
+        let by = self
+            .clock
+            .now_ms()
+            .saturating_add(converger_core::policy::ROW_WAIT_MS);
         let msgs: Vec<DeliveryMessage> = deliveries
             .iter()
             .zip(admissions)
@@ -334,7 +339,7 @@ impl Intake<'_> {
             .map(|c| DeliveryId::for_pair(&stored.id, c))
             .collect();
         let deliveries = self.deliveries.get_deliveries(&ids).await?;
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let carried = stored.if_inline();
         let msgs: Vec<DeliveryMessage> = deliveries
             .iter()

@@ -63,6 +63,8 @@ pub struct Pipeline {
     pub(crate) cache: cache::ChannelCache,
     pub(crate) flow: flow::FlowControl,
     pub(crate) counts: counts::HealthCounts,
+    /// Where the rules read the time ([`Pipeline::with_clock`]; the system's by default).
+    pub(crate) clock: Arc<dyn converger_core::time::Clock>,
 }
 
 impl Pipeline {
@@ -85,7 +87,22 @@ impl Pipeline {
             mailer: Arc::new(converger_ports::NoMailer),
             adapters,
             config,
+            clock: Arc::new(converger_core::time::SystemClock),
         }
+    }
+
+    /// Reads the time from `clock` (a test's [`converger_core::time::ManualClock`], so that a
+    /// backoff or a cooldown passes when the test moves it).
+    pub fn with_clock(mut self, clock: Arc<dyn converger_core::time::Clock>) -> Self {
+        self.flow.clock = clock.clone();
+        self.counts.clock = clock.clone();
+        self.clock = clock;
+        self
+    }
+
+    /// Where the rules read the time.
+    pub fn clock(&self) -> &dyn converger_core::time::Clock {
+        &*self.clock
     }
 
     /// Sends platform events ten to a request ([`events::BatchedEvents`]): for the deliver

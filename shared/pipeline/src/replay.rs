@@ -50,6 +50,7 @@ pub enum ReplayError {
 /// Replays of failed deliveries: one, a channel's, a filter's, and bulk jobs.
 #[derive(Clone, Copy)]
 pub struct Replays<'p> {
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
     pub(crate) listings: &'p dyn converger_ports::DeliveryQueries,
     pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
@@ -64,6 +65,7 @@ pub struct Replays<'p> {
 impl<'p> Replays<'p> {
     pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
         Self {
+            clock: &*p.clock,
             channel_store: &*p.store,
             listings: &*p.store,
             deliveries: &*p.store,
@@ -101,7 +103,7 @@ impl Replays<'_> {
             Some(ch) if ch.active => {}
             _ => return Err(ReplayError::ChannelInactive),
         }
-        let now_ms = time::now_ms();
+        let now_ms = self.clock.now_ms();
         let audit = retry_audit(
             &d,
             actor,
@@ -241,8 +243,8 @@ impl Replays<'_> {
 
     /// The upper bound that keeps a replay to deliveries failed before it started: every
     /// sort key of this instant or later is above it (`<now>#<id>` > `<now>`).
-    fn started_bound(to_key: Option<String>) -> String {
-        let started = time::now_rfc3339();
+    fn started_bound(&self, to_key: Option<String>) -> String {
+        let started = self.clock.now_rfc3339();
         match to_key {
             Some(t) if t < started => t,
             _ => started,
@@ -278,7 +280,7 @@ impl Replays<'_> {
             }
             chunk.items = keep;
         }
-        let now_ms = time::now_ms();
+        let now_ms = self.clock.now_ms();
         let now = time::ms_to_rfc3339(now_ms);
         let groups: Vec<Vec<Delivery>> = chunk
             .items
@@ -364,7 +366,7 @@ impl Replays<'_> {
             tenant,
             channel_id,
             filter.from_key,
-            Self::started_bound(filter.to_key),
+            self.started_bound(filter.to_key),
             filter.activity,
         );
         let r = self.replay_all(query, cap, actor).await?;
@@ -384,7 +386,7 @@ impl Replays<'_> {
         query.status = Some(converger_core::DeliveryStatus::Failed);
         query.newest_first = false;
         query.after = None;
-        query.to_key = Some(Self::started_bound(query.to_key));
+        query.to_key = Some(self.started_bound(query.to_key));
         if let Some(ch) = &query.channel {
             self.replayable_channel(&query.tenant, ch).await?;
         }
@@ -436,13 +438,13 @@ impl Replays<'_> {
         actor: &Actor,
     ) -> Result<ReplayJob, ReplayError> {
         self.replayable_channel(tenant, channel_id).await?;
-        let now = time::now_rfc3339();
+        let now = self.clock.now_rfc3339();
         let job = ReplayJob {
             id: format!("rpl_{}", uuid::Uuid::new_v4().simple()),
             tenant_id: tenant.clone(),
             channel_id: channel_id.clone(),
             from_key: filter.from_key,
-            to_key: Self::started_bound(filter.to_key),
+            to_key: self.started_bound(filter.to_key),
             activity_id: filter.activity,
             limit: self.cap(filter.limit),
             actor: actor.clone(),
@@ -454,7 +456,7 @@ impl Replays<'_> {
             version: 0,
             created_at: now.clone(),
             updated_at: now,
-            expires_at: time::now_ms() / 1000 + JOB_RETENTION_S,
+            expires_at: self.clock.now_ms() / 1000 + JOB_RETENTION_S,
         };
         self.replay_store.create_replay_job(&job).await?;
         // If this send is lost, the job stays `running` without progress: the caller sees it
@@ -507,7 +509,7 @@ impl Replays<'_> {
                 job.error = Some("Channel is inactive".into());
                 job.has_more = true;
                 job.version += 1;
-                job.updated_at = time::now_rfc3339();
+                job.updated_at = self.clock.now_rfc3339();
                 self.replay_store.save_replay_job(&job).await?;
                 return Ok(());
             }
@@ -515,7 +517,7 @@ impl Replays<'_> {
         };
         job.retried += page.retried;
         job.version += 1;
-        job.updated_at = time::now_rfc3339();
+        job.updated_at = self.clock.now_rfc3339();
         let more = match page.next {
             None => false,
             Some(next) if job.retried >= job.limit => {

@@ -8,7 +8,6 @@
 //! costs one query per shard (plus one per extra page of overdue rows), however many settled
 //! deliveries the table holds.
 
-use converger_core::time;
 use converger_core::{ChannelId, DeliveryId};
 use converger_ports::{DeliveryMessage, DuePart, Overdue, QueueError, StoreError};
 use futures::StreamExt;
@@ -55,6 +54,7 @@ pub enum SweepError {
 /// The retry scheduler: due deliveries enqueued, crashed attempts reclaimed, flow items reconciled.
 #[derive(Clone, Copy)]
 pub struct Sweeper<'p> {
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) listings: &'p dyn converger_ports::DeliveryQueries,
     pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
     pub(crate) config: &'p crate::PipelineConfig,
@@ -65,6 +65,7 @@ pub struct Sweeper<'p> {
 impl<'p> Sweeper<'p> {
     pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
         Self {
+            clock: &*p.clock,
             listings: &*p.store,
             deliveries: &*p.store,
             config: &p.config,
@@ -105,7 +106,7 @@ impl Sweeper<'_> {
     /// before its message is consumed; at most about `sweep_limit` a pass. The shards are read
     /// [`SHARDS_AT_ONCE`] at a time. Returns (queries, enqueued).
     pub async fn reclaim(&self) -> Result<(u32, u32), SweepError> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let before = now.saturating_sub(RECLAIM_GRACE_MS);
         let budget = AtomicUsize::new(self.config.sweep_limit);
         let passes: Vec<Result<Reclaimed, SweepError>> =
@@ -203,7 +204,7 @@ impl Sweeper<'_> {
 
     /// One sweep over every shard of the due index, [`SHARDS_AT_ONCE`] shards at a time.
     pub async fn sweep(&self) -> Result<SweepReport, SweepError> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let grace = i64::try_from(self.config.sweep_grace.as_millis()).unwrap_or(i64::MAX);
         let before = now.saturating_sub(grace);
         let mut report = SweepReport::default();

@@ -3,7 +3,7 @@
 use crate::health::AlertError;
 use converger_core::ChannelType;
 use converger_core::secret::{hash_api_key, new_api_key};
-use converger_core::{TenantId, Tier, time};
+use converger_core::{TenantId, Tier};
 use converger_ports::{Channel, ChannelPatch, StoreError, Tenant};
 use serde_json::json;
 
@@ -53,6 +53,7 @@ impl From<crate::health::AlertError> for TenantError {
 /// Tenants: creation, their settings (tier, limits, alert webhook, email senders), API keys and listing shards.
 #[derive(Clone, Copy)]
 pub struct Tenants<'p> {
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) accounts: &'p dyn converger_ports::AccountStore,
     pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
     pub(crate) health_store: &'p dyn converger_ports::HealthStore,
@@ -64,6 +65,7 @@ pub struct Tenants<'p> {
 impl<'p> Tenants<'p> {
     pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
         Self {
+            clock: &*p.clock,
             accounts: &*p.store,
             channel_store: &*p.store,
             health_store: &*p.store,
@@ -83,7 +85,7 @@ impl Tenants<'_> {
         tenant: &Tenant,
         url: Option<&str>,
     ) -> Result<Tenant, AlertError> {
-        let now = time::now_rfc3339();
+        let now = self.clock.now_rfc3339();
         let Some(url) = url else {
             if let Some(id) = &tenant.alert_channel_id {
                 let off = ChannelPatch {
@@ -158,7 +160,7 @@ impl Tenants<'_> {
             id: TenantId::generate(),
             name: name.to_owned(),
             tier,
-            created_at: time::now_rfc3339(),
+            created_at: self.clock.now_rfc3339(),
             alert_webhook_url: None,
             alert_channel_id: None,
             api_rate_limit: None,

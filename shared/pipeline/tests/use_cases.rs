@@ -6,6 +6,7 @@
 
 use converger_adapters::Adapters;
 use converger_core::query::{Actor, ActorKind};
+use converger_core::time::{Clock, ManualClock};
 use converger_core::{ChannelType, DeliveryStatus, Tier, time};
 use converger_memory::{MemEvents, MemQueue, MemStore};
 use converger_pipeline::ingest::NewActivity;
@@ -252,4 +253,145 @@ async fn the_sweep_enqueues_a_due_delivery_whose_message_was_lost() {
     let report = f.pipeline.sweeper().sweep().await.unwrap();
     assert_eq!(report.enqueued, 1, "{report:?}");
     assert_eq!(queued(&f.queue), vec![done.deliveries[0].id.to_string()]);
+}
+
+/// A pipeline, queue and store whose time is `clock`'s, with deliveries allowed to loopback.
+fn fixture_on(clock: Arc<ManualClock>) -> Fixture {
+    let store = Arc::new(MemStore::new());
+    let queue = Arc::new(MemQueue::with_clock(clock.clone()));
+    let config = PipelineConfig {
+        allowlist: converger_core::net::Allowlist::loopback(),
+        ..PipelineConfig::default()
+    };
+    let adapters = Adapters::standard(config.allowlist.clone()).unwrap();
+    let pipeline = Pipeline::new(
+        store.clone(),
+        queue.clone(),
+        Arc::new(MemEvents::default()),
+        adapters,
+        config,
+    )
+    .with_clock(clock);
+    Fixture {
+        pipeline,
+        store,
+        queue,
+    }
+}
+
+/// A webhook channel to a loopback port nobody listens on (every call is refused at once, a
+/// transient failure), with these settings.
+async fn refused(
+    f: &Fixture,
+    t: &Tenant,
+    policy: serde_json::Value,
+    breaker: serde_json::Value,
+) -> Channel {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = json!({"url": format!("http://127.0.0.1:{port}/hook")});
+    let mut c = Channel::new(
+        t.id.clone(),
+        ChannelType::Webhook,
+        "refused",
+        config.as_object().cloned().unwrap(),
+        &f.pipeline.clock().now_rfc3339(),
+    );
+    c.retry_policy = serde_json::from_value(policy).unwrap();
+    c.circuit_breaker = serde_json::from_value(breaker).unwrap();
+    f.pipeline.channels().create_channel(&c).await.unwrap();
+    c
+}
+
+/// Runs every delivery message due at the clock's time; how many ran.
+async fn run_due(f: &Fixture, clock: &ManualClock) -> usize {
+    let due = f.queue.take_due(clock.now_ms());
+    for m in &due {
+        f.pipeline.attempts().deliver(m.clone()).await.unwrap();
+    }
+    due.len()
+}
+
+#[tokio::test]
+async fn a_retry_waits_out_its_backoff_on_the_pipelines_clock() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let c = refused(
+        &f,
+        &t,
+        json!({"schedule": [60000], "max_attempts": 2}),
+        json!({"failure_threshold": 1000}),
+    )
+    .await;
+    let done = f
+        .pipeline
+        .intake()
+        .ingest(&t, activity(None, &[&c]))
+        .await
+        .unwrap();
+    let id = done.deliveries[0].id.clone();
+    assert_eq!(run_due(&f, &clock).await, 1);
+    let row = f.store.get_delivery(&id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Pending, 1));
+    assert_eq!(row.next_attempt_at, clock.now_ms() + 60_000);
+    // A second short of the backoff, nothing is due; at the backoff, the retry runs and,
+    // being the last attempt, dead-letters.
+    clock.advance(std::time::Duration::from_secs(59));
+    assert_eq!(run_due(&f, &clock).await, 0);
+    clock.advance(std::time::Duration::from_secs(1));
+    assert_eq!(run_due(&f, &clock).await, 1);
+    let row = f.store.get_delivery(&id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Failed, 2));
+}
+
+#[tokio::test]
+async fn an_open_breaker_probes_after_its_cooldown_on_the_pipelines_clock() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let c = refused(
+        &f,
+        &t,
+        json!({"schedule": [1000], "max_attempts": 5}),
+        json!({"failure_threshold": 1, "cooldown_ms": 30000}),
+    )
+    .await;
+    f.pipeline
+        .intake()
+        .ingest(&t, activity(None, &[&c]))
+        .await
+        .unwrap();
+    assert_eq!(run_due(&f, &clock).await, 1);
+    let flow = f.pipeline.reads().flow(&c.id).await.unwrap();
+    assert_eq!(flow.circuit_state, converger_core::CircuitState::Open);
+    let opened = clock.now_ms();
+    // The probe comes at the end of the cooldown, not before.
+    clock.advance(std::time::Duration::from_secs(29));
+    assert!(
+        f.queue
+            .take_flow_jobs(clock.now_ms())
+            .iter()
+            .all(|j| j.kind != FlowJobKind::Probe)
+    );
+    clock.advance(std::time::Duration::from_secs(1));
+    let jobs = f.queue.take_flow_jobs(clock.now_ms());
+    let probe = jobs
+        .iter()
+        .find(|j| j.kind == FlowJobKind::Probe)
+        .expect("a probe at the end of the cooldown");
+    assert_eq!(clock.now_ms() - opened, 30_000);
+    f.pipeline.flow_jobs().flow_job(probe).await.unwrap();
+    // The probe's attempt was refused too: the breaker is open again, from the probe's time.
+    let _ = run_due(&f, &clock).await;
+    let flow = f.pipeline.reads().flow(&c.id).await.unwrap();
+    assert_eq!(
+        flow.circuit_state,
+        converger_core::CircuitState::Open,
+        "{flow:?}"
+    );
+    assert!(flow.circuit_changed_at >= opened + 30_000, "{flow:?}");
 }

@@ -426,6 +426,50 @@ fn the_http_surfaces_read_by_global_id_only_where_listed() {
     assert_eq!(found.len(), allowed.len(), "{found:?}");
 }
 
+/// The rules read the time from the pipeline's clock (ADR 0063): a direct read of the
+/// system's time in `shared/pipeline/src` would run on a different time from the one a test's
+/// clock sets. Only the metrics' timestamps (a log line's own time) read it.
+#[test]
+fn the_pipeline_reads_the_time_only_from_its_clock() {
+    const SYSTEM_TIME: [&str; 4] = [
+        "time::now_ms()",
+        "time::now_rfc3339()",
+        "SystemTime::now()",
+        "Utc::now()",
+    ];
+    let allowed = [("metrics.rs", "chrono::Utc::now().timestamp_millis()")];
+    let dir = root().join("shared/pipeline/src");
+    let mut found = Vec::new();
+    let mut dirs = vec![dir.clone()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let file = path
+                .strip_prefix(&dir)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let line = line.trim();
+                if !line.starts_with("//") && SYSTEM_TIME.iter().any(|t| line.contains(t)) {
+                    found.push((file.clone(), line.to_owned()));
+                }
+            }
+        }
+    }
+    for (file, line) in &found {
+        assert!(
+            allowed.iter().any(|(f, l)| f == file && line.contains(l)),
+            "{file}: `{line}` reads the system's time; use the use case's `clock`"
+        );
+    }
+    assert_eq!(found.len(), allowed.len(), "{found:?}");
+}
+
 #[test]
 fn every_channel_type_has_its_alarm_and_dashboard_lines_and_every_function_its_widgets() {
     let text = std::fs::read_to_string(root().join("infra/template.yaml")).unwrap();

@@ -48,6 +48,7 @@ fn attempt_span(delivery: &converger_core::DeliveryId, chained: bool) -> tracing
 /// Delivery attempts: claim, prepare, call, settle; the breaker's step after each; the attempt log.
 #[derive(Clone, Copy)]
 pub struct Attempts<'p> {
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) activities: &'p dyn converger_ports::ActivityStore,
     pub(crate) listings: &'p dyn converger_ports::DeliveryQueries,
     pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
@@ -66,6 +67,7 @@ pub struct Attempts<'p> {
 impl<'p> Attempts<'p> {
     pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
         Self {
+            clock: &*p.clock,
             activities: &*p.store,
             listings: &*p.store,
             deliveries: &*p.store,
@@ -209,7 +211,7 @@ impl Attempts<'_> {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn claim(&self, msg: &DeliveryMessage) -> Result<Step<Claimed>, AttemptError> {
         let token = lease_token();
-        let now_ms = time::now_ms();
+        let now_ms = self.clock.now_ms();
         let lease_ms = self.flow.lease_slice_ms();
         // The channel the message names is read (or found cached) beside the claim, not after.
         let claimed = self
@@ -223,7 +225,7 @@ impl Attempts<'_> {
         // shortly (a strongly consistent read, one request a look), and claims once it is
         // there; then it comes back in a second, until `row_by`.
         let mut looks = 0;
-        while claimed == Claim::Missing && msg.row_by.is_some_and(|by| time::now_ms() < by) {
+        while claimed == Claim::Missing && msg.row_by.is_some_and(|by| self.clock.now_ms() < by) {
             let Some(pause_ms) = policy::row_wait(looks) else {
                 self.queue.send(msg, 1).await?;
                 return Ok(Step::Done(Report::Hopped { delay_s: 1 }));
@@ -238,7 +240,7 @@ impl Attempts<'_> {
             {
                 claimed = self
                     .deliveries
-                    .claim(&msg.delivery_id, &token, time::now_ms(), lease_ms)
+                    .claim(&msg.delivery_id, &token, self.clock.now_ms(), lease_ms)
                     .await?;
             }
         }
@@ -326,7 +328,7 @@ impl Attempts<'_> {
                     probe,
                     carried_in,
                     started: Instant::now(),
-                    started_at: time::now_rfc3339(),
+                    started_at: self.clock.now_rfc3339(),
                 }))
             }
             Ok(Step::Done(report)) => Ok(Step::Done(report)),
@@ -367,6 +369,7 @@ impl Attempts<'_> {
         outcome: Outcome,
     ) -> Result<Report, AttemptError> {
         let e = p.log_entry(
+            self.clock.now_ms(),
             self.config.attempt_retention,
             Answer::not_called(reason),
             None,
@@ -389,6 +392,7 @@ impl Attempts<'_> {
             Delivered::HandedOff(a) => (a, true),
         };
         let e = p.log_entry(
+            self.clock.now_ms(),
             self.config.attempt_retention,
             Answer::accepted(accepted.status_code, accepted.response_snippet.clone()),
             None,
@@ -400,7 +404,7 @@ impl Attempts<'_> {
         };
         if !self
             .deliveries
-            .mark_sent(d, &p.token, &info, &e, &time::now_rfc3339())
+            .mark_sent(d, &p.token, &info, &e, &self.clock.now_rfc3339())
             .await?
         {
             return Ok(Report::Skipped("lease lost before recording success"));
@@ -419,7 +423,7 @@ impl Attempts<'_> {
             metrics::ms(metrics::ATTEMPT_DURATION_MS, duration_ms),
         ];
         if let Some(created) = time::rfc3339_to_ms(&d.created_at) {
-            let waited = u64::try_from(time::now_ms() - created).unwrap_or(0);
+            let waited = u64::try_from(self.clock.now_ms() - created).unwrap_or(0);
             m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
         }
         metrics::record(&m, p.channel.kind, Some(d.tier));
@@ -457,15 +461,24 @@ impl Attempts<'_> {
         let delay_ms = match policy.next_after_failure(p.n, &err, rand::random::<f64>()) {
             Next::RetryIn(delay_ms) => delay_ms,
             Next::Dead => {
-                let e = p.log_entry(self.config.attempt_retention, Answer::failed(&err), None);
+                let e = p.log_entry(
+                    self.clock.now_ms(),
+                    self.config.attempt_retention,
+                    Answer::failed(&err),
+                    None,
+                );
                 let report = self.dead_letter(p, &err.reason, &e).await?;
                 self.after_attempt(d, p, CallEnd::new(outcome).congested(err.is_congestion()))
                     .await?;
                 return Ok(report);
             }
         };
-        let next_at = time::now_ms().saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
+        let next_at = self
+            .clock
+            .now_ms()
+            .saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
         let e = p.log_entry(
+            self.clock.now_ms(),
             self.config.attempt_retention,
             Answer::failed(&err),
             Some(next_at),
@@ -474,7 +487,14 @@ impl Attempts<'_> {
         let retry_at = RetryAt { at_ms: next_at };
         if !self
             .deliveries
-            .mark_attempt_failed(d, &p.token, &err.reason, retry_at, &e, &time::now_rfc3339())
+            .mark_attempt_failed(
+                d,
+                &p.token,
+                &err.reason,
+                retry_at,
+                &e,
+                &self.clock.now_rfc3339(),
+            )
             .await?
         {
             return Ok(Report::Skipped("lease lost before recording failure"));
@@ -489,7 +509,7 @@ impl Attempts<'_> {
             return Ok(Report::Parked);
         }
         tracing::info!(delay_ms, error = %err.reason, "attempt failed; retry scheduled");
-        let delay_s = hop_delay_s(next_at, time::now_ms(), self.config.hop_ceiling_s);
+        let delay_s = hop_delay_s(next_at, self.clock.now_ms(), self.config.hop_ceiling_s);
         // An activity that came in the message fits in the next one.
         let carried = if p.carried_in {
             Some(&p.activity)
@@ -505,7 +525,7 @@ impl Attempts<'_> {
 
     /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened).
     async fn park_waiting(&self, d: &Delivery, channel: &Channel) -> Result<(), AttemptError> {
-        if self.flows.park(d, None, &time::now_rfc3339()).await? {
+        if self.flows.park(d, None, &self.clock.now_rfc3339()).await? {
             self.flow.park_marks(channel, d).await?;
         }
         Ok(())
@@ -569,7 +589,7 @@ impl Attempts<'_> {
             attempt: n,
             services: &self.handoff,
         };
-        let secrets = channel.signing_secrets(time::now_ms());
+        let secrets = channel.signing_secrets(self.clock.now_ms());
         let target = Target {
             channel_id: channel.id.as_str(),
             config: &channel.config,
@@ -607,7 +627,7 @@ impl Attempts<'_> {
         until: &AtomicI64,
     ) -> StoreResult<bool> {
         let slice = self.flow.lease_slice_ms();
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         if !policy::lease_renewal_due(until.load(Ordering::Relaxed), now, slice) {
             return Ok(true);
         }
@@ -627,11 +647,11 @@ impl Attempts<'_> {
         let slice = self.flow.lease_slice_ms();
         loop {
             let until = p.lease_until.load(Ordering::Relaxed);
-            let wait = policy::lease_renewal_at(until, slice).saturating_sub(time::now_ms());
+            let wait = policy::lease_renewal_at(until, slice).saturating_sub(self.clock.now_ms());
             if wait > 0 {
                 tokio::time::sleep(Duration::from_millis(u64::try_from(wait).unwrap_or(0))).await;
             }
-            let left = until.saturating_sub(time::now_ms());
+            let left = until.saturating_sub(self.clock.now_ms());
             if left <= 0 {
                 tracing::warn!("lease ended without a renewal; the call is abandoned");
                 return;
@@ -664,7 +684,7 @@ impl Attempts<'_> {
         let (d, n) = (&p.d, p.n);
         if !self
             .deliveries
-            .mark_dead(d, &p.token, reason, log, &time::now_rfc3339())
+            .mark_dead(d, &p.token, reason, log, &self.clock.now_rfc3339())
             .await?
         {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
@@ -716,7 +736,7 @@ impl Attempts<'_> {
                 .await?;
             entries.extend(older);
         }
-        let now_s = converger_core::time::now_ms() / 1000;
+        let now_s = self.clock.now_ms() / 1000;
         entries.retain(|e| e.expires_at.is_none_or(|x| x > now_s));
         entries.dedup_by_key(|e| e.attempt);
         let more = entries.len() > limit;

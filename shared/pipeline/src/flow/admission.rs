@@ -5,7 +5,7 @@ use super::*;
 use crate::outcome::FlowError;
 use converger_core::flow::{active_slot_items, slot_item_choices, slot_item_share, slot_items};
 use converger_core::ids::stable_hash;
-use converger_core::{CircuitState, Tier, time};
+use converger_core::{CircuitState, Tier};
 use converger_ports::{
     Channel, Delivery, FlowJobKind, ItemTake, Mark, Settle, SlotTake, StoreResult,
 };
@@ -37,7 +37,7 @@ impl FlowControl {
         cap: u32,
         exclusive: bool,
     ) -> StoreResult<Slot> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let mut ask = self.window_cap(channel, cap);
         let items = slot_items(cap);
         if items > 1 && self.flow_state(&channel.id).await?.circuit_state != CircuitState::Closed {
@@ -111,7 +111,7 @@ impl FlowControl {
         id: &DeliveryId,
         item: u32,
     ) -> StoreResult<()> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         if item == 0 {
             let f = self
                 .flows

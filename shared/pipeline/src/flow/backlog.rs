@@ -5,7 +5,7 @@ use super::admission::Slot;
 use super::*;
 use crate::outcome::FlowError;
 use converger_core::flow::{backlog_mark_clearable, takes_next_ahead};
-use converger_core::{CircuitState, Tier, time};
+use converger_core::{CircuitState, Tier};
 use converger_ports::Flow;
 use converger_ports::{Channel, DeliveryMessage, Mark};
 
@@ -33,7 +33,7 @@ impl FlowControl {
         if free == 0 {
             return Ok(0);
         }
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let Some(candidates) = self.backlog_rows(&channel.id, free, now, false).await? else {
             if let Some(at) = flow
                 .backlog_at
@@ -128,7 +128,7 @@ impl FlowControl {
         ) {
             return Ok(None);
         }
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let Some(id) = self
             .backlog_rows(&channel.id, 1, now, true)
             .await?

@@ -6,7 +6,7 @@ use crate::attempt::{Attempts, Prepared};
 use crate::outcome::AttemptError;
 use crate::outcome::FlowError;
 use converger_core::flow::{Signal, should_open, window_after};
-use converger_core::{BreakerConfig, CircuitState, time};
+use converger_core::{BreakerConfig, CircuitState};
 use converger_ports::{Channel, Delivery, FlowJob, FlowJobKind, Mark, Outcome, Settle, Transition};
 
 /// How an attempt's call ended, as the breaker reads it.
@@ -53,7 +53,7 @@ impl Attempts<'_> {
     ) -> Result<bool, AttemptError> {
         let (channel, probe) = (&*p.channel, p.probe);
         let limits = self.flow.limits(channel, d.tier);
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let known = self.flow.flow_state(&channel.id).await?;
         let signal = match outcome {
             Outcome::Success => Signal::Success,
@@ -172,7 +172,7 @@ impl Attempts<'_> {
         limits: &Limits,
         outcome: Outcome,
     ) -> Result<bool, AttemptError> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         // A probe handed off to a client went through: the endpoint is back. A probe the
         // middleware halted reached nothing: inconclusive, like a failure it re-opens for
         // another cooldown (without counting).
@@ -238,7 +238,7 @@ impl FlowControl {
             return Ok(());
         }
         let breaker = channel.circuit_breaker.effective();
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let left = converger_core::flow::cooldown_left_ms(
             flow.circuit_changed_at,
             breaker.cooldown_ms,
@@ -271,7 +271,7 @@ impl FlowControl {
         let delay_s = u32::try_from((delay_ms + 999) / 1000).unwrap_or(900);
         self.send_flow_job(channel, FlowJobKind::Probe, delay_s)
             .await?;
-        let due = time::now_ms().saturating_add(delay_ms);
+        let due = self.clock.now_ms().saturating_add(delay_ms);
         let f = self
             .flows
             .mark(channel, Mark::ProbeDue, Some(due), None)

@@ -27,7 +27,7 @@ impl FlowControl {
             });
         }
         let limits = self.limits(channel, d.tier);
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let mut flow = self.flow_state(&channel.id).await?;
         let mut decision = self.decide(&flow, d, &limits, now);
         if decision != Gate::Proceed && decision != Gate::Probe {
@@ -145,7 +145,7 @@ impl FlowControl {
         token: &str,
         channel: &Channel,
     ) -> Result<Admit, FlowError> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         if !self
             .flows
             .park(d, Some(token), &time::ms_to_rfc3339(now))

@@ -15,6 +15,7 @@ use converger_ports::{
 /// The probe function's jobs: feeding a backlog, probing an open breaker, releasing parked deliveries, replaying on a close.
 #[derive(Clone, Copy)]
 pub struct FlowJobs<'p> {
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
     pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
     pub(crate) flows: &'p dyn converger_ports::FlowStore,
@@ -27,6 +28,7 @@ pub struct FlowJobs<'p> {
 impl<'p> FlowJobs<'p> {
     pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
         Self {
+            clock: &*p.clock,
             channel_store: &*p.store,
             deliveries: &*p.store,
             flows: &*p.store,
@@ -78,7 +80,7 @@ impl FlowJobs<'_> {
         match (job.kind, flow.circuit_state) {
             (FlowJobKind::ReplayDeadLetters, _) => {
                 let breaker = channel.circuit_breaker.effective();
-                self.replay_on_close(&channel, &breaker, time::now_ms())
+                self.replay_on_close(&channel, &breaker, self.clock.now_ms())
                     .await;
                 Ok(())
             }
@@ -104,7 +106,7 @@ impl FlowJobs<'_> {
             .await?;
         if !self
             .flows
-            .backlog(&channel.id, time::now_ms(), 1)
+            .backlog(&channel.id, self.clock.now_ms(), 1)
             .await?
             .is_empty()
         {
@@ -119,7 +121,7 @@ impl FlowJobs<'_> {
     /// as the probe. With nothing waiting the loop stops.
     async fn probe(&self, channel: &Channel, flow: Flow) -> Result<(), AttemptError> {
         let breaker = channel.circuit_breaker.effective();
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let left = cooldown_left_ms(flow.circuit_changed_at, breaker.cooldown_ms, now);
         if left > 0 {
             let delay_s = u32::try_from((left + 999) / 1000).unwrap_or(900);
@@ -194,7 +196,7 @@ impl FlowControl {
             if rows.is_empty() {
                 break;
             }
-            let now = time::now_ms();
+            let now = self.clock.now_ms();
             let now_s = time::ms_to_rfc3339(now);
             let mut moved: Vec<Delivery> = Vec::with_capacity(rows.len());
             for chunk in rows.chunks(8) {
@@ -234,7 +236,7 @@ impl FlowControl {
                 break;
             }
         }
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         if released < self.config.release_chunk
             && let Some(at) = flow.parked_at
         {

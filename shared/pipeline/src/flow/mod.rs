@@ -109,6 +109,7 @@ pub struct FlowControl {
     adapters: Adapters,
     pub(crate) config: PipelineConfig,
     caches: Caches,
+    pub(crate) clock: Arc<dyn converger_core::time::Clock>,
 }
 
 impl FlowControl {
@@ -129,6 +130,7 @@ impl FlowControl {
             adapters,
             caches: Caches::new(config.flow_cache_ttl),
             config,
+            clock: Arc::new(converger_core::time::SystemClock),
         }
     }
 
@@ -207,7 +209,7 @@ impl FlowControl {
     ) -> StoreResult<(Flow, bool)> {
         if let Some(f) = self.cached_flow(channel) {
             let set = match mark {
-                Mark::Backlog => backlog_mark_fresh(f.backlog_at, time::now_ms()),
+                Mark::Backlog => backlog_mark_fresh(f.backlog_at, self.clock.now_ms()),
                 Mark::Parked => f.parked_at.is_some(),
                 Mark::ProbeDue => f.probe_due.is_some(),
             };
@@ -217,7 +219,7 @@ impl FlowControl {
         }
         let f = self
             .flows
-            .mark(channel, mark, Some(time::now_ms()), None)
+            .mark(channel, mark, Some(self.clock.now_ms()), None)
             .await?;
         self.remember_flow(&f);
         Ok((f, true))
@@ -252,7 +254,7 @@ impl FlowControl {
     /// Counts one uncounted admission of `channel` in this second; `false` once this
     /// instance admitted `cap` of them (the rest of the second's burst is counted).
     fn within_burst(&self, channel: &ChannelId, cap: u32) -> bool {
-        let second = time::now_ms() / 1000;
+        let second = self.clock.now_ms() / 1000;
         let Ok(mut bursts) = self.caches.bursts.lock() else {
             return false;
         };
@@ -313,7 +315,7 @@ impl FlowControl {
         let refill = self.refill_lock(channel);
         let _one = refill.lock().await;
         // Another request of this instance may have reserved while this one waited.
-        let now_us = now_us.max(time::now_ms().saturating_mul(1000));
+        let now_us = now_us.max(self.clock.now_ms().saturating_mul(1000));
         if let Some(at) = self.held_place(channel, rate, now_us) {
             return Ok(Ok(at));
         }

@@ -5,7 +5,7 @@
 use super::FlowControl;
 use crate::outcome::FlowError;
 use converger_core::flow::{slot_is_the_rows, slot_item_bound};
-use converger_core::{ChannelId, CircuitState, DeliveryId, DeliveryStatus, time};
+use converger_core::{ChannelId, CircuitState, DeliveryId, DeliveryStatus};
 use converger_ports::{Channel, Delivery, DeliveryMessage, Flow, HeldSlot, Transition};
 use converger_ports::{FlowJobKind, Mark};
 
@@ -74,7 +74,7 @@ impl FlowControl {
         older_than: std::time::Duration,
         requeued: &[DeliveryId],
     ) -> Result<(usize, usize), FlowError> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let older_than = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
         let mut held: Vec<HeldSlot> = flow
             .slots
@@ -171,7 +171,7 @@ impl FlowControl {
     }
 
     async fn sweep_flow(&self, f: Flow) -> Result<(usize, usize, usize), FlowError> {
-        let now = time::now_ms();
+        let now = self.clock.now_ms();
         let Some(channel) = self.channels.get_channel(&f.channel_id).await? else {
             return Ok((0, 0, 0));
         };
@@ -229,7 +229,7 @@ impl FlowControl {
     /// its breaker closed and its parked deliveries released.
     pub(crate) async fn let_go(&self, channel: &Channel) -> Result<(), FlowError> {
         use CircuitState::*;
-        let t = Transition::new(&[Open, HalfOpen, Paused], Closed, time::now_ms()).reset();
+        let t = Transition::new(&[Open, HalfOpen, Paused], Closed, self.clock.now_ms()).reset();
         if let Some(f) = self.flows.transition(&channel.id, &t).await? {
             self.remember_flow(&f);
         }
