@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod browser;
+pub mod client;
 pub mod fakes;
 
 pub use converger_local::receiver::{Receiver, Reply};

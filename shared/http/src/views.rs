@@ -3,12 +3,12 @@
 
 use converger_core::time::ms_to_rfc3339;
 use converger_ports::{Activity, AttemptEntry, AuditEntry, Channel, Delivery, ReplayJob, Tenant};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 /// A tenant, as operators see it.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct TenantView {
     pub id: String,
     pub name: String,
@@ -49,7 +49,7 @@ pub fn tenant(t: &Tenant, defaults: &converger_core::api_limit::Defaults) -> Ten
 }
 
 /// A channel: where deliveries go, and how they are paced and retried.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ChannelView {
     pub id: String,
     pub tenant_id: String,
@@ -109,7 +109,7 @@ pub fn channel(c: &Channel) -> ChannelView {
 
 /// A channel just created: with its signing secret (also readable later through
 /// `GET /api/v1/channels/{id}/secret`).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct CreatedChannel {
     #[serde(flatten)]
     pub channel: ChannelView,
@@ -117,7 +117,7 @@ pub struct CreatedChannel {
 }
 
 /// A secret a rotation replaced, still signing beside the new one.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RetiringSecretView {
     pub signing_secret: String,
     /// When it stops signing.
@@ -125,7 +125,7 @@ pub struct RetiringSecretView {
 }
 
 /// A channel's signing secrets: every request carries one `v1,` signature per secret.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SecretsView {
     /// The current secret (`whsec_` base64).
     pub signing_secret: String,
@@ -147,7 +147,7 @@ pub fn secrets(c: &Channel) -> SecretsView {
 }
 
 /// Where an activity went: one delivery per channel.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct DeliveryRef {
     pub id: String,
     pub channel_id: String,
@@ -166,7 +166,7 @@ impl From<&Delivery> for DeliveryRef {
 }
 
 /// An activity as its producer sent it.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ActivityView {
     pub id: String,
     pub conversation_id: String,
@@ -195,7 +195,7 @@ pub fn activity(a: &Activity, deliveries: Option<&[Delivery]>) -> ActivityView {
 }
 
 /// What an ingest answers (201 for a new activity, 200 for a producer's id seen before).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Ingested {
     pub activity_id: String,
     pub conversation_id: String,
@@ -205,7 +205,7 @@ pub struct Ingested {
 }
 
 /// One attempt of a delivery.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AttemptView {
     pub attempt: u32,
     pub started_at: String,
@@ -234,7 +234,7 @@ impl From<&AttemptEntry> for AttemptView {
 }
 
 /// A delivery: one activity to one channel, and how its attempts went.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct DeliveryView {
     pub id: String,
     pub tenant_id: String,
@@ -313,7 +313,7 @@ pub fn delivery_row(d: &Delivery) -> DeliveryView {
 }
 
 /// A replay job's progress.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ReplayJobView {
     pub id: String,
     pub channel_id: String,
@@ -344,14 +344,14 @@ pub fn replay_job(j: &ReplayJob) -> ReplayJobView {
 }
 
 /// A page of a list, and the cursor of the next page (`null` on the last).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Page<T: ToSchema> {
     pub data: Vec<T>,
     pub next_cursor: Option<String>,
 }
 
 /// Who did something.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ActorView {
     /// `admin`, `tenant_api`, `tenant_user` or `system`.
     #[serde(rename = "type")]
@@ -360,7 +360,7 @@ pub struct ActorView {
 }
 
 /// One entry of the audit log.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AuditView {
     pub id: String,
     pub tenant_id: String,
@@ -393,7 +393,7 @@ impl From<&AuditEntry> for AuditView {
 }
 
 /// What a bulk replay did.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct BulkRetried {
     pub retried: usize,
     /// More dead letters match: call again.
@@ -402,7 +402,7 @@ pub struct BulkRetried {
 }
 
 /// The requests a bulk replay made.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct BulkCost {
     pub queries: usize,
     pub transactions: usize,

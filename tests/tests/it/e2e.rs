@@ -2,12 +2,14 @@
 //! the emulator. Each test has its own stack (resource prefix) and tenant.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_tests::{Receiver, Reply, TestStack, settled};
+use converger_http::views::Ingested;
+use converger_tests::client::is_settled;
+use converger_tests::{Receiver, Reply, TestStack};
 use serde_json::{Value, json};
 use std::time::Duration;
 
-fn first_delivery(act: &Value) -> String {
-    act["deliveries"][0]["id"].as_str().unwrap().to_owned()
+fn first_delivery(act: &Ingested) -> String {
+    act.deliveries[0].id.clone()
 }
 
 #[tokio::test]
@@ -16,16 +18,16 @@ async fn a_permanent_error_dead_letters_after_one_attempt() {
     let rx = Receiver::start(vec![], Reply::status(400).body("invalid recipient"))
         .await
         .unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+    let tenant = t.new_tenant("default").await;
+    let ch = tenant.webhook(&rx.url, json!({})).await.channel;
+    let id = first_delivery(&tenant.activity(&[&ch.id]).await);
 
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+    let d = tenant
+        .wait_delivery(&id, Duration::from_secs(15), is_settled)
         .await;
-    assert_eq!(d["status"], "failed", "{d}");
-    assert_eq!(d["attempts"], 1);
-    let err = d["last_error"].as_str().unwrap();
+    assert_eq!(d.status, "failed", "{d:?}");
+    assert_eq!(d.attempts, 1);
+    let err = d.last_error.unwrap();
     assert!(
         err.contains("400") && err.contains("invalid recipient"),
         "{err}"
@@ -39,22 +41,22 @@ async fn a_permanent_error_dead_letters_after_one_attempt() {
 async fn exhausted_retries_dead_letter_at_max_attempts() {
     let t = TestStack::start().await;
     let rx = Receiver::always(500).await.unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t
+    let tenant = t.new_tenant("default").await;
+    let ch = tenant
         .webhook(
-            &key,
             &rx.url,
             json!({"max_attempts": 5, "backoff": "fixed", "base_ms": 1000}),
         )
-        .await;
-    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+        .await
+        .channel;
+    let id = first_delivery(&tenant.activity(&[&ch.id]).await);
 
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(40), settled)
+    let d = tenant
+        .wait_delivery(&id, Duration::from_secs(40), is_settled)
         .await;
-    assert_eq!(d["status"], "failed", "{d}");
-    assert_eq!(d["attempts"], 5);
-    assert!(d["last_error"].as_str().unwrap().contains("500"));
+    assert_eq!(d.status, "failed", "{d:?}");
+    assert_eq!(d.attempts, 5);
+    assert!(d.last_error.unwrap().contains("500"));
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(rx.requests().len(), 5, "no attempt after the dead letter");
     t.stop().await;
@@ -69,17 +71,18 @@ async fn retry_after_overrides_the_policy_backoff() {
     )
     .await
     .unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t
-        .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
-        .await;
-    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+    let tenant = t.new_tenant("default").await;
+    let ch = tenant
+        .webhook(&rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
+        .await
+        .channel;
+    let id = first_delivery(&tenant.activity(&[&ch.id]).await);
 
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(20), settled)
+    let d = tenant
+        .wait_delivery(&id, Duration::from_secs(20), is_settled)
         .await;
-    assert_eq!(d["status"], "sent", "{d}");
-    assert_eq!(d["attempts"], 2, "Retry-After still counts as an attempt");
+    assert_eq!(d.status, "sent", "{d:?}");
+    assert_eq!(d.attempts, 2, "Retry-After still counts as an attempt");
     let reqs = rx.requests();
     assert_eq!(reqs.len(), 2);
     let gap = reqs[1].at.duration_since(reqs[0].at);
@@ -93,20 +96,21 @@ async fn retry_after_overrides_the_policy_backoff() {
 #[tokio::test]
 async fn private_destinations_are_refused() {
     let t = TestStack::start().await;
-    let (_, key) = t.tenant("default").await;
+    let tenant = t.new_tenant("default").await;
     // The local stack allows loopback only; the metadata endpoint stays closed.
-    let ch = t
-        .webhook(&key, "http://169.254.169.254/latest/meta-data", json!({}))
+    let ch = tenant
+        .webhook("http://169.254.169.254/latest/meta-data", json!({}))
+        .await
+        .channel;
+    let id = first_delivery(&tenant.activity(&[&ch.id]).await);
+    let d = tenant
+        .wait_delivery(&id, Duration::from_secs(15), is_settled)
         .await;
-    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
-        .await;
-    assert_eq!(d["status"], "failed", "{d}");
-    assert_eq!(d["attempts"], 1);
+    assert_eq!(d.status, "failed", "{d:?}");
+    assert_eq!(d.attempts, 1);
     assert!(
-        d["last_error"].as_str().unwrap().contains("not allowed"),
-        "{d}"
+        d.last_error.as_deref().unwrap().contains("not allowed"),
+        "{d:?}"
     );
     t.stop().await;
 }
@@ -123,9 +127,9 @@ mod emulator {
     async fn payloads_the_store_cannot_keep_are_refused_and_the_deepest_it_can_is_delivered() {
         let t = TestStack::on_emulator().await;
         let rx = Receiver::always(200).await.unwrap();
-        let (_, key) = t.tenant("default").await;
-        let ch = t.webhook(&key, &rx.url, json!({})).await;
-        let ch = ch["id"].as_str().unwrap();
+        let tenant = t.new_tenant("default").await;
+        let ch = tenant.webhook(&rx.url, json!({})).await.channel.id;
+        let ch = ch.as_str();
         let nested = |depth: usize| {
             let mut v = json!("leaf");
             for i in 0..depth {
@@ -138,26 +142,22 @@ mod emulator {
             v
         };
         let post = |payload: Value| {
-            let t = &t;
-            let key = &key;
+            let tenant = &tenant;
             async move {
-                t.api(
-                    "POST",
-                    "/api/v1/activities",
-                    key,
-                    Some(json!({"conversation_id": "c", "channel_ids": [ch], "payload": payload})),
-                )
-                .await
+                tenant
+                    .post_activity(
+                        json!({"conversation_id": "c", "channel_ids": [ch], "payload": payload}),
+                    )
+                    .await
             }
         };
         let deepest = nested(converger_core::payload::MAX_DEPTH);
-        let a = post(deepest.clone()).await;
-        assert_eq!(a.status, 201, "{:?}", a.body);
-        let id = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
-        let d = t
-            .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+        let (status, a) = post(deepest.clone()).await.unwrap();
+        assert_eq!(status, 201);
+        let d = tenant
+            .wait_delivery(&first_delivery(&a), Duration::from_secs(15), is_settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
         let got: Value = serde_json::from_slice(&rx.requests()[0].body).unwrap();
         assert_eq!(got["payload"], deepest);
 
@@ -166,9 +166,12 @@ mod emulator {
             (json!({"n": 1e200}), "too large"),
             (json!({"n": [1e-200]}), "too small"),
         ] {
-            let a = post(payload).await;
-            assert_eq!(a.status, 422, "{what}: {:?}", a.body);
-            assert_eq!(a.body["error"]["code"], "invalid_payload", "{what}");
+            let e = post(payload).await.unwrap_err();
+            assert_eq!(
+                (e.status, e.code.as_str()),
+                (422, "invalid_payload"),
+                "{what}: {e:?}"
+            );
         }
         assert_eq!(rx.requests().len(), 1, "nothing refused was delivered");
         t.stop().await;
@@ -178,21 +181,21 @@ mod emulator {
     async fn delivers_a_signed_webhook_once() {
         let t = TestStack::on_emulator().await;
         let rx = Receiver::always(200).await.unwrap();
-        let (_, key) = t.tenant("default").await;
-        let ch = t.webhook(&key, &rx.url, json!({})).await;
-        let secret = ch["signing_secret"].as_str().unwrap().to_owned();
+        let tenant = t.new_tenant("default").await;
+        let created = tenant.webhook(&rx.url, json!({})).await;
+        let secret = created.signing_secret;
         assert!(secret.starts_with("whsec_"));
-        let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
+        let act = tenant.activity(&[&created.channel.id]).await;
         let id = first_delivery(&act);
 
-        let d = t
-            .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+        let d = tenant
+            .wait_delivery(&id, Duration::from_secs(15), is_settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
-        assert_eq!(d["attempts"], 1);
-        assert!(d["sent_at"].is_string());
-        assert_eq!(d["response_status"], 200);
-        assert_eq!(d["attempt_log"].as_array().unwrap().len(), 1);
+        assert_eq!(d.status, "sent", "{d:?}");
+        assert_eq!(d.attempts, 1);
+        assert!(d.sent_at.is_some());
+        assert_eq!(d.response_status, Some(200));
+        assert_eq!(d.attempt_log.unwrap().len(), 1);
 
         // Exactly one request, and its signature verifies under Standard Webhooks.
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -207,9 +210,9 @@ mod emulator {
         }
         wh.verify(&r.body, &headers).expect("signature verifies");
         let body: Value = serde_json::from_slice(&r.body).unwrap();
-        assert_eq!(body["activity_id"], act["activity_id"]);
+        assert_eq!(body["activity_id"], act.activity_id.as_str());
         assert_eq!(body["conversation_id"], "conv-1");
-        assert_eq!(body["seq"], act["seq"]);
+        assert_eq!(body["seq"], act.seq);
         assert_eq!(body["payload"]["text"], "hi");
         t.stop().await;
     }
@@ -223,18 +226,18 @@ mod emulator {
         )
         .await
         .unwrap();
-        let (_, key) = t.tenant("default").await;
-        let ch = t
-            .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
-            .await;
-        let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
-        let id = first_delivery(&act);
+        let tenant = t.new_tenant("default").await;
+        let ch = tenant
+            .webhook(&rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
+            .await
+            .channel;
+        let id = first_delivery(&tenant.activity(&[&ch.id]).await);
 
-        let d = t
-            .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+        let d = tenant
+            .wait_delivery(&id, Duration::from_secs(30), is_settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
-        assert_eq!(d["attempts"], 4);
+        assert_eq!(d.status, "sent", "{d:?}");
+        assert_eq!(d.attempts, 4);
         let reqs = rx.requests();
         assert_eq!(reqs.len(), 4);
         for pair in reqs.windows(2) {
@@ -246,12 +249,12 @@ mod emulator {
                 "retried too early: {gap:?}"
             );
         }
-        let log = d["attempt_log"].as_array().unwrap();
+        let log = d.attempt_log.unwrap();
         assert_eq!(log.len(), 4);
-        assert_eq!(log[0]["status_code"], 200, "newest first");
-        assert_eq!(log[3]["status_code"], 503);
-        assert_eq!(log[3]["attempt"], 1);
-        assert!(log[3]["next_retry_at"].is_string());
+        assert_eq!(log[0].status_code, Some(200), "newest first");
+        assert_eq!(log[3].status_code, Some(503));
+        assert_eq!(log[3].attempt, 1);
+        assert!(log[3].next_retry_at.is_some());
         t.stop().await;
     }
 
@@ -269,17 +272,13 @@ mod emulator {
         )
         .await
         .unwrap();
-        let (tenant_id, key) = t.tenant("default").await;
-        let ch = t.webhook(&key, &rx.url, json!({})).await;
+        let tenant = t.new_tenant("default").await;
+        let ch = tenant.webhook(&rx.url, json!({})).await.channel;
 
         // Write the activity and its delivery without enqueueing, then send the same message twice.
         let p = &t.stack;
         let d = t
-            .bare_delivery(
-                &tenant_id,
-                ch["id"].as_str().unwrap(),
-                converger_core::time::now_ms(),
-            )
+            .bare_delivery(&tenant.id, &ch.id, converger_core::time::now_ms())
             .await;
         let msg = DeliveryMessage::new(d.id.clone(), d.tier, None);
         p.queue
@@ -287,10 +286,10 @@ mod emulator {
             .await
             .unwrap();
 
-        let row = t
-            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
+        let row = tenant
+            .wait_delivery(d.id.as_str(), Duration::from_secs(15), is_settled)
             .await;
-        assert_eq!(row["status"], "sent");
+        assert_eq!(row.status, "sent");
         // And once more after it was sent.
         p.queue.send(&msg, 0).await.unwrap();
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -299,7 +298,7 @@ mod emulator {
             1,
             "the receiver saw exactly one request"
         );
-        assert_eq!(t.delivery(&key, d.id.as_str()).await["attempts"], 1);
+        assert_eq!(tenant.delivery(d.id.as_str()).await.attempts, 1);
         t.stop().await;
     }
 
@@ -307,25 +306,20 @@ mod emulator {
     async fn the_same_activity_id_twice_creates_nothing_new() {
         let t = TestStack::on_emulator().await;
         let rx = Receiver::always(200).await.unwrap();
-        let (_, key) = t.tenant("high").await;
-        let ch = t.webhook(&key, &rx.url, json!({})).await;
-        let body = json!({"id": "act_producer-chosen-1", "conversation_id": "c", "channel_ids": [ch["id"]], "payload": {"n": 1}});
-        let first = t
-            .api("POST", "/api/v1/activities", &key, Some(body.clone()))
-            .await;
-        assert_eq!(first.status, 201, "{:?}", first.body);
-        let again = t.api("POST", "/api/v1/activities", &key, Some(body)).await;
-        assert_eq!(again.status, 200, "{:?}", again.body);
-        assert_eq!(
-            again.body["deliveries"][0]["id"],
-            first.body["deliveries"][0]["id"]
-        );
-        let id = first_delivery(&first.body);
+        let tenant = t.new_tenant("high").await;
+        let ch = tenant.webhook(&rx.url, json!({})).await.channel;
+        let body = json!({"id": "act_producer-chosen-1", "conversation_id": "c", "channel_ids": [ch.id], "payload": {"n": 1}});
+        let (status, first) = tenant.post_activity(body.clone()).await.unwrap();
+        assert_eq!(status, 201);
+        let (status, again) = tenant.post_activity(body).await.unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(again.deliveries[0].id, first.deliveries[0].id);
+        let id = first_delivery(&first);
         // Generous: the emulator is shared with the whole suite, and this is not a timing test.
-        let d = t
-            .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+        let d = tenant
+            .wait_delivery(&id, Duration::from_secs(30), is_settled)
             .await;
-        assert_eq!(d["status"], "sent");
+        assert_eq!(d.status, "sent");
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(rx.requests().len(), 1);
         t.stop().await;
@@ -341,33 +335,24 @@ mod emulator {
             Receiver::always(200).await.unwrap(),
             Receiver::always(200).await.unwrap(),
         );
-        let (_, key_a) = t.tenant("default").await;
-        let (_, key_b) = t.tenant("default").await;
-        let ch_a = t.webhook(&key_a, &rx_a.url, json!({})).await;
-        let ch_b = t.webhook(&key_b, &rx_b.url, json!({})).await;
-        let body = |ch: &Value, n: u32| json!({"id": "act_shared-by-two", "conversation_id": "c", "channel_ids": [ch["id"]], "payload": {"n": n}});
-        let a = t
-            .api("POST", "/api/v1/activities", &key_a, Some(body(&ch_a, 1)))
-            .await;
-        assert_eq!(a.status, 201, "{:?}", a.body);
-        let b = t
-            .api("POST", "/api/v1/activities", &key_b, Some(body(&ch_b, 2)))
-            .await;
-        assert_eq!(b.status, 201, "another tenant's id is unused: {:?}", b.body);
-        let again = t
-            .api("POST", "/api/v1/activities", &key_b, Some(body(&ch_b, 2)))
-            .await;
-        assert_eq!(again.status, 200, "{:?}", again.body);
-        assert_eq!(
-            again.body["deliveries"][0]["id"],
-            b.body["deliveries"][0]["id"]
-        );
-        for (key, rx, resp, n) in [(&key_a, &rx_a, &a, 1), (&key_b, &rx_b, &b, 2)] {
-            let id = first_delivery(&resp.body);
-            let d = t
-                .wait_delivery(key, &id, Duration::from_secs(30), settled)
+        let ta = t.new_tenant("default").await;
+        let tb = t.new_tenant("default").await;
+        let ch_a = ta.webhook(&rx_a.url, json!({})).await.channel;
+        let ch_b = tb.webhook(&rx_b.url, json!({})).await.channel;
+        let body = |ch: &str, n: u32| json!({"id": "act_shared-by-two", "conversation_id": "c", "channel_ids": [ch], "payload": {"n": n}});
+        let (status, a) = ta.post_activity(body(&ch_a.id, 1)).await.unwrap();
+        assert_eq!(status, 201);
+        let (status, b) = tb.post_activity(body(&ch_b.id, 2)).await.unwrap();
+        assert_eq!(status, 201, "another tenant's id is unused");
+        let (status, again) = tb.post_activity(body(&ch_b.id, 2)).await.unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(again.deliveries[0].id, b.deliveries[0].id);
+        for (tenant, rx, resp, n) in [(&ta, &rx_a, &a, 1), (&tb, &rx_b, &b, 2)] {
+            let id = first_delivery(resp);
+            let d = tenant
+                .wait_delivery(&id, Duration::from_secs(30), is_settled)
                 .await;
-            assert_eq!(d["status"], "sent");
+            assert_eq!(d.status, "sent");
             let seen = rx.requests();
             assert_eq!(seen.len(), 1);
             let sent: Value = serde_json::from_slice(&seen[0].body).unwrap();
@@ -375,20 +360,8 @@ mod emulator {
                 sent["payload"]["n"], n,
                 "each receiver gets its tenant's payload"
             );
-            let listed = t
-                .api(
-                    "GET",
-                    "/api/v1/deliveries?activity_id=act_shared-by-two",
-                    key,
-                    None,
-                )
-                .await;
-            let ids: Vec<&str> = listed.body["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d["id"].as_str().unwrap())
-                .collect();
+            let listed = tenant.deliveries("activity_id=act_shared-by-two").await;
+            let ids: Vec<&str> = listed.data.iter().map(|d| d.id.as_str()).collect();
             assert_eq!(ids, [id.as_str()], "a tenant lists only its own deliveries");
         }
         t.stop().await;
