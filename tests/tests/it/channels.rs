@@ -107,11 +107,18 @@ async fn a_deleted_channel_that_a_pause_still_holds_is_let_go_by_the_sweeper() {
         let act = t.activity(&key, &[&id(&ch)]).await;
         parked.push(act["deliveries"][0]["id"].as_str().unwrap().to_owned());
     }
+    // Parked behind the pause: written `paused`, never attempted.
     for d in &parked {
-        t.wait_delivery(&key, d, Duration::from_secs(10), |d| {
-            d["status"] == "pending"
-        })
-        .await;
+        let d = t
+            .wait_delivery(&key, d, Duration::from_secs(10), |d| {
+                d["status"] == "paused"
+            })
+            .await;
+        assert_eq!(
+            (&d["status"], &d["attempts"]),
+            (&json!("paused"), &json!(0)),
+            "{d}"
+        );
     }
     let store = &t.stack.store;
     let tenant = converger_core::TenantId::parse(&tenant).unwrap();
