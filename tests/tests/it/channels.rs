@@ -633,3 +633,94 @@ mod emulator {
         t.stop().await;
     }
 }
+
+/// A channel's settings are checked when written, each with its own error code, and a refused
+/// write changes nothing; what was written reads back, the breaker and auto-disable with their
+/// defaults filled in.
+#[tokio::test]
+async fn channel_settings_are_checked_on_write_and_read_back_typed() {
+    let t = TestStack::start().await;
+    let tenant = t.new_tenant("default").await;
+    let hook = json!({"url": "http://127.0.0.1:9/hook"});
+    let created = tenant
+        .create_channel(json!({
+            "type": "webhook", "name": "typed", "config": hook,
+            "retry_policy": {"max_attempts": 7, "schedule": [5000, 30000], "jitter": 0.1},
+            "circuit_breaker": {"failure_threshold": 3, "max_in_flight": null},
+            "rate_limit": "80/s",
+            "auto_disable": {"failed_attempts": 0},
+        }))
+        .await
+        .unwrap()
+        .channel;
+    assert_eq!(
+        Value::Object(created.retry_policy.clone()),
+        json!({"max_attempts": 7, "schedule": [5000, 30000], "jitter": 0.1})
+    );
+    assert_eq!(created.circuit_breaker["failure_threshold"], 3);
+    assert_eq!(created.circuit_breaker["max_in_flight"], Value::Null);
+    assert_eq!(created.circuit_breaker["cooldown_ms"], 30_000, "a default");
+    assert_eq!(created.rate_limit.as_deref(), Some("80/s"));
+    assert_eq!(created.auto_disable["failed_attempts"], 0);
+    assert_eq!(
+        created.auto_disable["success_window_ms"], 86_400_000,
+        "a default"
+    );
+    assert_eq!(tenant.channel(&created.id).await.unwrap(), created);
+
+    let bad = [
+        (
+            json!({"retry_policy": {"max_attempts": 0}}),
+            "invalid_retry_policy",
+        ),
+        (
+            json!({"retry_policy": {"colour": "red"}}),
+            "invalid_retry_policy",
+        ),
+        (
+            json!({"circuit_breaker": {"cooldown_ms": 10}}),
+            "invalid_circuit_breaker",
+        ),
+        (
+            json!({"circuit_breaker": {"max_in_flight": "lots"}}),
+            "invalid_circuit_breaker",
+        ),
+        (json!({"rate_limit": "80 per second"}), "invalid_rate_limit"),
+        (
+            json!({"auto_disable": {"after": 3}}),
+            "invalid_auto_disable",
+        ),
+    ];
+    for (setting, code) in bad {
+        let mut body = json!({"type": "webhook", "name": "bad", "config": hook});
+        body.as_object_mut()
+            .unwrap()
+            .extend(setting.as_object().unwrap().clone());
+        let e = tenant.create_channel(body).await.unwrap_err();
+        assert_eq!((e.status, e.code.as_str()), (422, code), "{setting}: {e:?}");
+        let path = format!("/api/v1/channels/{}", created.id);
+        let a = tenant.api("PATCH", &path, Some(setting.clone())).await;
+        assert_eq!((a.status, a.code()), (422, code), "{setting}: {:?}", a.body);
+        assert_eq!(
+            tenant.channel(&created.id).await.unwrap(),
+            created,
+            "a refused patch changes nothing"
+        );
+    }
+    let path = format!("/api/v1/channels/{}", created.id);
+    let a = tenant
+        .api(
+            "PATCH",
+            &path,
+            Some(json!({"retry_policy": {}, "circuit_breaker": {}, "rate_limit": null, "auto_disable": {}})),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let cleared = tenant.channel(&created.id).await.unwrap();
+    assert!(cleared.retry_policy.is_empty());
+    assert_eq!(cleared.circuit_breaker["failure_threshold"], 5);
+    assert_eq!(cleared.circuit_breaker["max_in_flight"], "auto");
+    assert_eq!(cleared.rate_limit, None);
+    assert_eq!(cleared.auto_disable["failed_attempts"], 20);
+    t.stop().await;
+}
