@@ -166,3 +166,53 @@ impl Adapters {
         self.all.iter().find(|a| a.kind() == kind)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use converger_core::{PolicyLayer, RateLimit, RetryPolicy};
+
+    fn standard() -> Adapters {
+        Adapters::standard(converger_core::net::Allowlist::default()).unwrap()
+    }
+
+    /// The reference's per-type defaults: a webhook waits 10 s for its answer (a channel's
+    /// `timeout_ms` overrides it), WhatsApp through Meta's Cloud API sends at most 80/s.
+    #[test]
+    fn each_channel_type_brings_its_defaults() {
+        let a = standard();
+        let none = PolicyLayer::default();
+        let webhook = a.get(ChannelType::Webhook).unwrap().default_policy();
+        assert_eq!(
+            RetryPolicy::effective(&none, &webhook, &none).timeout_ms,
+            10_000
+        );
+        let own = PolicyLayer {
+            timeout_ms: Some(2_500),
+            ..PolicyLayer::default()
+        };
+        assert_eq!(
+            RetryPolicy::effective(&none, &webhook, &own).timeout_ms,
+            2_500
+        );
+        // Without an adapter layer, the policy's own default.
+        let meta = a.get(ChannelType::WhatsappMeta).unwrap();
+        assert_eq!(
+            RetryPolicy::effective(&none, &meta.default_policy(), &none).timeout_ms,
+            RetryPolicy::default().timeout_ms
+        );
+        assert_eq!(
+            meta.default_rate_limit(),
+            Some("80/s".parse::<RateLimit>().unwrap())
+        );
+        for kind in [
+            ChannelType::Webhook,
+            ChannelType::WhatsappInfobip,
+            ChannelType::Echo,
+        ] {
+            assert_eq!(a.get(kind).unwrap().default_rate_limit(), None, "{kind}");
+        }
+    }
+}

@@ -6,6 +6,7 @@
 
 use converger_core::ChannelId;
 use converger_local::Backend;
+use converger_tests::client::is_settled;
 use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -278,6 +279,108 @@ async fn a_delivery_parked_after_the_probe_loop_stopped_is_probed_without_a_swee
         delivery_state(&t, &key, ch_id).await["circuit_state"],
         "closed"
     );
+    t.stop().await;
+}
+
+/// Only transient failures count toward the breaker: a channel whose endpoint refuses every
+/// delivery for good (a 400) stays flowing at a threshold of one, while the same threshold
+/// opens on the first 503.
+#[tokio::test]
+async fn a_permanent_error_does_not_count_toward_the_breaker() {
+    let t = TestStack::start().await;
+    let tenant = t.new_tenant("default").await;
+    let refusing = Receiver::always(400).await.unwrap();
+    let failing = Receiver::always(503).await.unwrap();
+    let threshold_one = json!({"failure_threshold": 1});
+    let once = json!({"max_attempts": 1});
+    let refused = tenant
+        .create_channel(hook(&refusing.url, threshold_one.clone(), once.clone()))
+        .await
+        .unwrap()
+        .channel;
+    let failed = tenant
+        .create_channel(hook(&failing.url, threshold_one, once))
+        .await
+        .unwrap()
+        .channel;
+    for _ in 0..3 {
+        let act = tenant.activity(&[&refused.id]).await;
+        let d = tenant
+            .wait_delivery(&act.deliveries[0].id, Duration::from_secs(15), is_settled)
+            .await;
+        assert_eq!((d.status.as_str(), d.attempts), ("failed", 1), "{d:?}");
+    }
+    assert_eq!(
+        refusing.requests().len(),
+        3,
+        "every delivery reached the endpoint"
+    );
+    let state = delivery_state(&t, &tenant.key, &refused.id).await;
+    assert_eq!(
+        (&state["circuit_state"], &state["consecutive_failures"]),
+        (&json!("closed"), &json!(0)),
+        "{state}"
+    );
+    // The control: one transient failure at the same threshold opens the breaker.
+    let act = tenant.activity(&[&failed.id]).await;
+    tenant
+        .wait_delivery(&act.deliveries[0].id, Duration::from_secs(15), is_settled)
+        .await;
+    let state = delivery_state(&t, &tenant.key, &failed.id).await;
+    assert_eq!(state["circuit_state"], "open", "{state}");
+    t.stop().await;
+}
+
+/// A channel that replays its recent dead letters when a probe closes its breaker does not
+/// replay them when an operator resumes it: a resume lifts a pause, it does not vouch for the
+/// endpoint.
+#[tokio::test]
+async fn a_manual_resume_never_replays_dead_letters() {
+    let t = TestStack::start().await;
+    let tenant = t.new_tenant("default").await;
+    let rx = Receiver::start(vec![Reply::status(400)], Reply::status(200))
+        .await
+        .unwrap();
+    let ch = tenant
+        .create_channel(hook(
+            &rx.url,
+            json!({"replay_dead_letters_on_close": true}),
+            json!({}),
+        ))
+        .await
+        .unwrap()
+        .channel;
+    let act = tenant.activity(&[&ch.id]).await;
+    let id = &act.deliveries[0].id;
+    let dead = tenant
+        .wait_delivery(id, Duration::from_secs(15), is_settled)
+        .await;
+    assert_eq!(dead.status, "failed", "{dead:?}");
+    for action in ["pause", "resume"] {
+        let a = tenant
+            .api(
+                "POST",
+                &format!("/api/v1/channels/{}/{action}", ch.id),
+                None,
+            )
+            .await;
+        assert_eq!(a.status, 200, "{action}: {:?}", a.body);
+    }
+    // What a resume starts (a release of parked deliveries) has run: a delivery sent after it
+    // arrives, and the dead letter is still dead, never retried.
+    let after = tenant.activity(&[&ch.id]).await;
+    let sent = tenant
+        .wait_delivery(&after.deliveries[0].id, Duration::from_secs(15), is_settled)
+        .await;
+    assert_eq!(sent.status, "sent", "{sent:?}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let still = tenant.delivery(id).await;
+    assert_eq!(
+        (still.status.as_str(), still.retry_count),
+        ("failed", 0),
+        "{still:?}"
+    );
+    assert_eq!(rx.requests().len(), 2, "the dead letter was sent once");
     t.stop().await;
 }
 

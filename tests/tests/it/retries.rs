@@ -7,6 +7,7 @@ use converger_core::time;
 use converger_local::Backend;
 use converger_local::QueueSettings;
 use converger_ports::{Claim, DeliveryMessage};
+use converger_tests::client::is_settled;
 use converger_tests::{Receiver, Reply, TestStack, settled};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -175,6 +176,36 @@ async fn expired_attempt_log_entries_are_not_shown() {
         .unwrap()
         .unwrap();
     assert!(row.attempt_log[0].expires_at.is_some());
+    t.stop().await;
+}
+
+/// A webhook's `receive_timeout` bounds the wait for its answer, whatever the policy's
+/// `timeout_ms` says, and a timeout is a transient failure (retried, then dead-lettered).
+#[tokio::test]
+async fn receive_timeout_overrides_the_policy_timeout() {
+    let t = TestStack::start().await;
+    let tenant = t.new_tenant("default").await;
+    let slow = Reply {
+        delay: Duration::from_millis(1500),
+        ..Reply::status(200)
+    };
+    let rx = Receiver::start(vec![], slow).await.unwrap();
+    let ch = tenant
+        .create_channel(json!({
+            "type": "webhook", "name": "slow",
+            "config": {"url": rx.url, "receive_timeout": 300},
+            "retry_policy": {"timeout_ms": 20000, "max_attempts": 2, "schedule": [1000]},
+        }))
+        .await
+        .unwrap()
+        .channel;
+    let act = tenant.activity(&[&ch.id]).await;
+    let d = tenant
+        .wait_delivery(&act.deliveries[0].id, Duration::from_secs(20), is_settled)
+        .await;
+    assert_eq!((d.status.as_str(), d.attempts), ("failed", 2), "{d:?}");
+    let error = d.last_error.unwrap_or_default();
+    assert!(error.contains("timed out after 300 ms"), "{error}");
     t.stop().await;
 }
 
