@@ -446,4 +446,34 @@ mod tests {
         d.status = DeliveryStatus::Sent;
         assert_eq!(d.sparse_index(), SparseIndex::None);
     }
+
+    /// A replay starts the delivery over but keeps what went wrong last until its next
+    /// attempt says otherwise, and holds no lease, slot or hand-off of the failed run.
+    #[test]
+    fn a_replayed_row_keeps_its_last_error_until_the_next_attempt() {
+        let mut d = delivery(42);
+        d.status = DeliveryStatus::Failed;
+        d.attempts = 5;
+        d.last_error = Some("webhook: HTTP 503".into());
+        d.slot = true;
+        d.lease_token = Some("old".into());
+        d.handed_off = true;
+        let actor = converger_core::query::Actor {
+            kind: converger_core::query::ActorKind::Admin,
+            id: "ops".into(),
+        };
+        let r = d.replayed(&actor, 1_000, "2030-01-01T00:00:01.000000Z");
+        assert_eq!(
+            (r.status, r.attempts, r.retry_count),
+            (DeliveryStatus::Pending, 0, 1)
+        );
+        assert_eq!(r.last_error.as_deref(), Some("webhook: HTTP 503"));
+        assert_eq!(r.next_attempt_at, 1_000);
+        assert_eq!(r.retried_by.as_deref(), Some(actor.to_string().as_str()));
+        assert!(!r.slot && !r.handed_off && r.lease_token.is_none());
+        assert!(
+            Claim::refused(Some(&r), 1_000).is_none(),
+            "claimable at once"
+        );
+    }
 }
