@@ -395,3 +395,207 @@ async fn an_open_breaker_probes_after_its_cooldown_on_the_pipelines_clock() {
     );
     assert!(flow.circuit_changed_at >= opened + 30_000, "{flow:?}");
 }
+
+/// A receiver on loopback answering every request with the status it holds at that moment.
+struct Responder {
+    url: String,
+    status: Arc<std::sync::atomic::AtomicU16>,
+}
+
+impl Responder {
+    async fn start(status: u16) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let status = Arc::new(std::sync::atomic::AtomicU16::new(status));
+        let answer = status.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    // The request's head, then as much body as it announces.
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 8192];
+                    loop {
+                        let n = sock.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                        let length = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                    let code = answer.load(std::sync::atomic::Ordering::SeqCst);
+                    let reply = format!(
+                        "HTTP/1.1 {code} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    );
+                    let _ = sock.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        Self { url, status }
+    }
+
+    fn answer(&self, status: u16) {
+        self.status
+            .store(status, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A webhook channel to `url` with these settings (JSON objects as the API takes them).
+async fn hook_to(f: &Fixture, t: &Tenant, url: &str, settings: serde_json::Value) -> Channel {
+    let mut c = Channel::new(
+        t.id.clone(),
+        ChannelType::Webhook,
+        "hook",
+        json!({"url": url}).as_object().cloned().unwrap(),
+        &f.pipeline.clock().now_rfc3339(),
+    );
+    c.retry_policy = serde_json::from_value(settings["retry_policy"].clone()).unwrap();
+    c.circuit_breaker = serde_json::from_value(settings["circuit_breaker"].clone()).unwrap();
+    f.pipeline.channels().create_channel(&c).await.unwrap();
+    c
+}
+
+/// Runs what is due at the clock's time, delivery messages and flow jobs, until nothing is.
+async fn pump(f: &Fixture, clock: &ManualClock) {
+    for _ in 0..50 {
+        let ran = run_due(f, clock).await;
+        let jobs = f.queue.take_flow_jobs(clock.now_ms());
+        for job in &jobs {
+            f.pipeline.flow_jobs().flow_job(job).await.unwrap();
+        }
+        if ran == 0 && jobs.is_empty() {
+            return;
+        }
+    }
+    panic!("still running after 50 rounds");
+}
+
+/// Ingests one activity to `c` and runs it to its end; the delivery as it ended.
+async fn one(
+    f: &Fixture,
+    clock: &ManualClock,
+    t: &Tenant,
+    c: &Channel,
+) -> converger_ports::Delivery {
+    let done = f
+        .pipeline
+        .intake()
+        .ingest(t, activity(None, &[c]))
+        .await
+        .unwrap();
+    pump(f, clock).await;
+    f.store
+        .get_delivery(&done.deliveries[0].id)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_success_starts_the_auto_disable_count_again() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let rx = Responder::start(503).await;
+    let settings = json!({
+        "retry_policy": {"max_attempts": 1},
+        "circuit_breaker": {"failure_threshold": 1000},
+    });
+    let c = hook_to(&f, &t, &rx.url, settings).await;
+    let active = |f: &Fixture| {
+        let id = c.id.clone();
+        let store = f.store.clone();
+        async move { store.get_channel(&id).await.unwrap().unwrap() }
+    };
+    for _ in 0..19 {
+        assert_eq!(one(&f, &clock, &t, &c).await.status, DeliveryStatus::Failed);
+    }
+    rx.answer(200);
+    assert_eq!(one(&f, &clock, &t, &c).await.status, DeliveryStatus::Sent);
+    // The success is a day old when the failures start again: only the count can spare the
+    // channel now, and it started over at the success.
+    clock.advance(std::time::Duration::from_secs(25 * 3600));
+    rx.answer(503);
+    for _ in 0..19 {
+        assert_eq!(one(&f, &clock, &t, &c).await.status, DeliveryStatus::Failed);
+    }
+    assert!(
+        active(&f).await.active,
+        "nineteen in a row since the success"
+    );
+    one(&f, &clock, &t, &c).await;
+    let disabled = active(&f).await;
+    assert!(!disabled.active, "the twentieth in a row disables it");
+    assert_eq!(
+        disabled.disabled_reason.as_deref(),
+        Some(converger_core::health::AUTO_DISABLED)
+    );
+}
+
+#[tokio::test]
+async fn a_close_replays_only_the_dead_letters_of_its_window() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let rx = Responder::start(503).await;
+    let settings = json!({
+        "retry_policy": {"max_attempts": 1},
+        "circuit_breaker": {"failure_threshold": 3, "cooldown_ms": 30000,
+                            "replay_dead_letters_on_close": true, "replay_window_ms": 60000},
+    });
+    let c = hook_to(&f, &t, &rx.url, settings).await;
+    let old = one(&f, &clock, &t, &c).await;
+    clock.advance(std::time::Duration::from_secs(120));
+    let recent = [one(&f, &clock, &t, &c).await, one(&f, &clock, &t, &c).await];
+    let flow = f.pipeline.reads().flow(&c.id).await.unwrap();
+    assert_eq!(
+        flow.circuit_state,
+        converger_core::CircuitState::Open,
+        "{flow:?}"
+    );
+    // Parked behind the open breaker; after the cooldown it is the probe, which succeeds.
+    let parked = one(&f, &clock, &t, &c).await;
+    assert_eq!(parked.status, DeliveryStatus::Paused);
+    rx.answer(200);
+    clock.advance(std::time::Duration::from_secs(30));
+    pump(&f, &clock).await;
+    let row = |id: converger_core::DeliveryId| {
+        let store = f.store.clone();
+        async move { store.get_delivery(&id).await.unwrap().unwrap() }
+    };
+    assert_eq!(row(parked.id.clone()).await.status, DeliveryStatus::Sent);
+    let flow = f.pipeline.reads().flow(&c.id).await.unwrap();
+    assert_eq!(
+        flow.circuit_state,
+        converger_core::CircuitState::Closed,
+        "{flow:?}"
+    );
+    // The two that failed 30 s before the close are replayed and sent; the one that failed
+    // two and a half minutes before it, outside the 60 s window, stays dead.
+    for d in &recent {
+        let d = row(d.id.clone()).await;
+        assert_eq!(
+            (d.status, d.retry_count),
+            (DeliveryStatus::Sent, 1),
+            "{d:?}"
+        );
+    }
+    let d = row(old.id.clone()).await;
+    assert_eq!(
+        (d.status, d.retry_count),
+        (DeliveryStatus::Failed, 0),
+        "{d:?}"
+    );
+}
