@@ -292,18 +292,9 @@ async fn refused(
         .local_addr()
         .unwrap()
         .port();
-    let config = json!({"url": format!("http://127.0.0.1:{port}/hook")});
-    let mut c = Channel::new(
-        t.id.clone(),
-        ChannelType::Webhook,
-        "refused",
-        config.as_object().cloned().unwrap(),
-        &f.pipeline.clock().now_rfc3339(),
-    );
-    c.retry_policy = serde_json::from_value(policy).unwrap();
-    c.circuit_breaker = serde_json::from_value(breaker).unwrap();
-    f.pipeline.channels().create_channel(&c).await.unwrap();
-    c
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let settings = json!({"retry_policy": policy, "circuit_breaker": breaker});
+    hook_to(f, t, &url, settings).await
 }
 
 /// Runs every delivery message due at the clock's time; how many ran.
