@@ -78,6 +78,8 @@ impl TestStack {
             config: PipelineConfig {
                 allowlist: converger_core::net::Allowlist::loopback(),
                 channel_cache_ttl: Duration::ZERO,
+                // An operator's change of a tenant reaches the API within a second.
+                tenant_cache_ttl: Duration::from_secs(1),
                 // Health counts written as they are counted: a test reads them at once.
                 health_flush: Duration::ZERO,
                 serial_transactions: true,

@@ -125,6 +125,13 @@ pub const CHANNEL_CACHE_TTL_MS: Setting = number(
     "5000",
     "how long an instance caches a channel's configuration, in ms",
 );
+pub const TENANT_CACHE_TTL_MS: Setting = number(
+    "TENANT_CACHE_TTL_MS",
+    0,
+    3_600_000,
+    "30000",
+    "how long an API instance keeps the tenant an API key names (its tier, limits and listing shards), in ms: an operator's change of them reaches every instance within this",
+);
 pub const HOP_CEILING_SECONDS: Setting = number(
     "HOP_CEILING_SECONDS",
     1,
@@ -359,6 +366,7 @@ pub const ALL: &[Setting] = &[
     RETRY_POLICY,
     WEBHOOK_ALLOW_CIDRS,
     CHANNEL_CACHE_TTL_MS,
+    TENANT_CACHE_TTL_MS,
     HOP_CEILING_SECONDS,
     BATCH_CONCURRENCY,
     RETENTION_DAYS,

@@ -21,9 +21,6 @@ use converger_ports::Tenant;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long a tenant an API key named is kept (its tier, limits and shards; a change of them
-/// reaches the API within this).
-const KEY_CACHE_TTL: Duration = Duration::from_secs(30);
 /// How long an API key's resolution (key hash -> tenant) is trusted: a rotated or revoked key
 /// is refused within this on every instance.
 const KEY_RESOLVE_TTL: Duration = Duration::from_secs(1);
@@ -40,8 +37,8 @@ pub struct AppState {
     pub admin_token: Option<Arc<str>>,
     /// The web pages' settings.
     pub web: Arc<web::WebConfig>,
-    /// The tenants API keys named (by tenant id), for [`KEY_CACHE_TTL`]: their tier, limits
-    /// and shards.
+    /// The tenants API keys named (by tenant id), for `tenant_cache_ttl`
+    /// (`TENANT_CACHE_TTL_MS`): their tier, limits and shards.
     keys: Arc<TtlCache<converger_core::TenantId, Tenant>>,
     /// Resolved API keys (key hash -> tenant), for [`KEY_RESOLVE_TTL`].
     resolved: Arc<TtlCache<String, converger_core::TenantId>>,
@@ -61,6 +58,7 @@ const TENANT_LIST_TTL: Duration = Duration::from_secs(5);
 
 impl AppState {
     pub fn new(pipeline: Arc<Pipeline>, admin_token: Option<String>) -> Self {
+        let tenant_ttl = pipeline.config().tenant_cache_ttl;
         Self {
             accounts: pipeline.accounts(),
             idempotency_keys: pipeline.idempotency_keys(),
@@ -69,7 +67,7 @@ impl AppState {
             // Only the admin function serves the pages; it reads their settings from the
             // environment with `with_web(WebConfig::from_env_with_secret(..)?)`.
             web: Arc::new(web::WebConfig::local()),
-            keys: Arc::new(TtlCache::new(KEY_CACHE_TTL)),
+            keys: Arc::new(TtlCache::new(tenant_ttl)),
             resolved: Arc::new(TtlCache::bounded(KEY_RESOLVE_TTL, 10_000)),
             tenant_list: Arc::new(TtlCache::new(TENANT_LIST_TTL)),
             api_leases: Arc::new(TtlCache::bounded(

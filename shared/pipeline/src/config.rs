@@ -20,6 +20,8 @@ pub struct PipelineConfig {
     pub lease_slice: Duration,
     /// How long a channel's configuration is cached per instance.
     pub channel_cache_ttl: Duration,
+    /// How long an API instance keeps the tenant an API key names (`TENANT_CACHE_TTL_MS`).
+    pub tenant_cache_ttl: Duration,
     /// CIDRs webhooks may reach although they are special-purpose (`WEBHOOK_ALLOW_CIDRS`).
     pub allowlist: Allowlist,
     /// Deliveries of one batch processed at once.
@@ -69,6 +71,7 @@ impl Default for PipelineConfig {
             hop_ceiling_s: 900,
             lease_slice: Duration::from_millis(converger_core::policy::LEASE_SLICE_MS as u64),
             channel_cache_ttl: Duration::from_secs(5),
+            tenant_cache_ttl: Duration::from_secs(30),
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
             retention: Duration::from_secs(30 * 86_400),
@@ -130,6 +133,9 @@ impl PipelineConfig {
             channel_cache_ttl: env
                 .number(&set::CHANNEL_CACHE_TTL_MS)?
                 .map_or(d.channel_cache_ttl, Duration::from_millis),
+            tenant_cache_ttl: env
+                .number(&set::TENANT_CACHE_TTL_MS)?
+                .map_or(d.tenant_cache_ttl, Duration::from_millis),
             allowlist: env
                 .parsed(&set::WEBHOOK_ALLOW_CIDRS, Allowlist::parse)?
                 .unwrap_or(d.allowlist),

@@ -136,8 +136,10 @@ async fn expired_history_rows_are_not_shown() {
     t.stop().await;
 }
 
-async fn fail_twenty(t: &TestStack, key: &str, ch: &str) {
-    let ids = t.activities(key, ch, 20, 1).await;
+/// Posts `n` activities to `ch` (one attempt each, to a receiver that fails) and waits for
+/// each to be dead-lettered.
+async fn fail_n(t: &TestStack, key: &str, ch: &str, n: usize) {
+    let ids = t.activities(key, ch, n, 1).await;
     for d in &ids {
         let row = t
             .wait_delivery(key, d, Duration::from_secs(20), settled)
@@ -521,7 +523,7 @@ mod emulator {
     }
 
     #[tokio::test]
-    async fn twenty_failures_disable_a_channel_only_without_a_recent_success() {
+    async fn failed_attempts_disable_a_channel_only_without_a_recent_success() {
         let t = TestStack::with(|o| {
             no_health_runs(o);
             o.backend = Backend::Emulator;
@@ -530,11 +532,15 @@ mod emulator {
         let tap = t.tap_events().await;
         let rx = Receiver::always(500).await.unwrap();
         let (_, key) = t.tenant("default").await;
+        // Four failed attempts in a row disable a channel here (the default, twenty, is the
+        // use-case test's: `a_success_starts_the_auto_disable_count_again`); what this test
+        // adds is the count and the disable on DynamoDB.
         let extra = json!({
             "retry_policy": {"max_attempts": 1},
             "circuit_breaker": {"failure_threshold": 1000, "max_in_flight": null},
+            "auto_disable": {"failed_attempts": 4},
         });
-        // A success 23 hours ago: twenty failures do not disable it.
+        // A success 23 hours ago (in the 24 h window): four failures do not disable it.
         let spared = t.channel(&key, hook(&rx.url, extra.clone())).await;
         let spared_id = spared["id"].as_str().unwrap();
         t.stack
@@ -552,18 +558,18 @@ mod emulator {
             )
             .await
             .unwrap();
-        fail_twenty(&t, &key, spared_id).await;
+        fail_n(&t, &key, spared_id, 4).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let c = t
             .api("GET", &format!("/api/v1/channels/{spared_id}"), &key, None)
             .await;
         assert_eq!(c.body["active"], true, "{:?}", c.body);
 
-        // No success at all: the twentieth failure disables it.
+        // No success at all: the fourth failure disables it.
         let doomed = t.channel(&key, hook(&rx.url, extra)).await;
         let doomed_id = doomed["id"].as_str().unwrap();
-        fail_twenty(&t, &key, doomed_id).await;
-        // The disable follows the twentieth dead letter's write.
+        fail_n(&t, &key, doomed_id, 4).await;
+        // The disable follows the fourth dead letter's write.
         let path = format!("/api/v1/channels/{doomed_id}");
         wait_until(Duration::from_secs(5), || async {
             t.api("GET", &path, &key, None).await.body["active"] == false

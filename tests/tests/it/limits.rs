@@ -109,7 +109,8 @@ mod emulator {
 
         // An operator lifts the override: the new limit has a schedule of its own, so the
         // key is served on both instances once they see the change (their view of a tenant
-        // lasts 30 s), not after the hour the old schedule still holds.
+        // lasts `TENANT_CACHE_TTL_MS`: a second here), not after the hour the old schedule
+        // still holds.
         let a = admin(json!({"api_rate_limit": null})).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
         for api in &apis {
