@@ -61,11 +61,15 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         })
         .await
         .map(drop),
-        "requests" => requests::run(requests::Options {
-            deliveries: rest.num("--deliveries", 20)?.max(1),
-        })
-        .await
-        .map(drop),
+        "requests" => {
+            let deliveries = rest.num("--deliveries", 20)?.max(1);
+            requests::run(requests::Options {
+                deliveries,
+                retried: rest.num("--retried", deliveries)?.max(1),
+            })
+            .await
+            .map(drop)
+        }
         "keys" => keys::run(keys::Options {
             deliveries: rest.num("--deliveries", 120)?.max(1),
             replay: rest.num("--replay", 1000)?.max(1),
@@ -160,7 +164,11 @@ pub async fn smoke() -> Result<(), String> {
         emulator: 20,
     })
     .await?;
-    requests::run(requests::Options { deliveries: 2 }).await?;
+    requests::run(requests::Options {
+        deliveries: 2,
+        retried: 2,
+    })
+    .await?;
     keys::run(keys::Options {
         deliveries: 3,
         replay: 20,

@@ -36,8 +36,11 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Deliveries per case.
+    /// Deliveries per first-try case.
     pub deliveries: usize,
+    /// Deliveries per retrying case (three attempts, dead letter): each waits out its
+    /// backoffs, one delivery at a time.
+    pub retried: usize,
 }
 
 /// List prices, US East (N. Virginia), in dollars per million (see `docs/benchmarks.md`).
@@ -68,6 +71,8 @@ struct Case {
     event_type: Option<&'static str>,
     /// The status and attempts each delivery ends with.
     done: (DeliveryStatus, u32),
+    /// Deliveries counted.
+    deliveries: usize,
     /// First-try deliveries sent before counting: warm caches, and a window grown from its
     /// slow start, as on a channel in steady use.
     warm: usize,
@@ -92,6 +97,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
         "scenario": "requests",
         "backend": "local stack on the emulator (requests counted by an SDK interceptor)",
         "deliveries_per_case": o.deliveries,
+        "deliveries_per_retrying_case": o.retried,
         "cases": cases,
         "target_billed_per_first_try": 5,
         "prices_per_million_usd": {
@@ -110,7 +116,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
     // The failing cases measure retries, not the breaker: it would open after 5 failures.
     let no_breaker = json!({"failure_threshold": 1000});
     let mut flaky_script = Vec::new();
-    for _ in 0..o.deliveries {
+    for _ in 0..o.retried {
         flaky_script.extend([Reply::status(503), Reply::status(503), Reply::status(200)]);
     }
     let ok = Receiver::always(200).await?;
@@ -127,6 +133,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             burst: 1,
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
             warm: 10,
         },
         Case {
@@ -143,6 +150,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             burst: 1,
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
             warm: 10,
         },
         Case {
@@ -152,6 +160,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             burst: 10,
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
             warm: 10,
         },
         Case {
@@ -173,6 +182,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             burst: 1,
             event_type: Some(BENCH_EVENT),
             done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
             warm: 10,
         },
         Case {
@@ -182,6 +192,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             burst: 1,
             event_type: None,
             done: (DeliveryStatus::Sent, 3),
+            deliveries: o.retried,
             warm: 0,
         },
         Case {
@@ -191,6 +202,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             burst: 1,
             event_type: None,
             done: (DeliveryStatus::Failed, 3),
+            deliveries: o.retried,
             warm: 0,
         },
     ];
@@ -238,8 +250,8 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         let takes_before = converger_http::limits::SHARED_TAKES.load(Ordering::Relaxed);
         let started = Instant::now();
         let mut n = case.warm;
-        while n < case.warm + o.deliveries {
-            let k = case.burst.min(case.warm + o.deliveries - n);
+        while n < case.warm + case.deliveries {
+            let k = case.burst.min(case.warm + case.deliveries - n);
             let ids = post(&http, &url, &key, case, n, k).await?;
             super::settle(&store, &ids, case.done, WAIT).await?;
             n += k;
@@ -247,15 +259,15 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         // The work after the row is written (settle, events, the queue delete) finishes.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let counts = counter.take();
-        if case.receiver.count() < case.warm + o.deliveries {
+        if case.receiver.count() < case.warm + case.deliveries {
             return Err(format!("{}: the receiver saw too few requests", case.name));
         }
-        let mut line = per_delivery(&counts, o.deliveries, started.elapsed());
+        let mut line = per_delivery(&counts, case.deliveries, started.elapsed());
         // The API rate limit's own writes (already among the `UpdateItem`s): a share of a
         // batch of the key's schedule per call.
         let takes = converger_http::limits::SHARED_TAKES.load(Ordering::Relaxed) - takes_before;
         line["api_rate_limit_takes_per_call"] =
-            json!((takes as f64 / o.deliveries.max(1) as f64 * 100.0).round() / 100.0);
+            json!((takes as f64 / case.deliveries.max(1) as f64 * 100.0).round() / 100.0);
         out.insert(case.name.into(), line);
     }
     Ok(Value::Object(out))
