@@ -292,8 +292,9 @@ impl TestStack {
         channel_id: &str,
         due_ms: i64,
     ) -> (converger_ports::Activity, converger_ports::Delivery) {
-        use converger_core::{ActivityId, time};
+        use converger_core::{ActivityId, Timestamp};
         let (tenant, channel) = self.stored(tenant_id, channel_id).await;
+        let now = Timestamp::now();
         let activity = converger_ports::Activity {
             event_type: None,
             id: ActivityId::generate(),
@@ -302,16 +303,11 @@ impl TestStack {
             seq: 1,
             payload: json!({"text": "bare"}),
             channel_ids: vec![channel.id.clone()],
-            created_at: time::now_rfc3339(),
+            created_at: now.rfc3339(),
             expires_at: None,
         };
-        let d = converger_ports::Delivery::new(
-            &activity,
-            &channel,
-            tenant.tier,
-            due_ms,
-            &activity.created_at,
-        );
+        let mut d = converger_ports::Delivery::new(&activity, &channel, tenant.tier, now);
+        d.next_attempt_at = due_ms;
         (activity, d)
     }
 

@@ -27,8 +27,7 @@ pub fn rows(
     n: usize,
     how: SeedAs,
 ) -> (Vec<Activity>, Vec<Delivery>) {
-    let now_ms = time::now_ms();
-    let now = time::now_rfc3339();
+    let now = converger_core::Timestamp::now();
     let mut activities = Vec::with_capacity(n);
     let mut rows = Vec::with_capacity(n);
     for i in 0..n {
@@ -40,11 +39,11 @@ pub fn rows(
             event_type: None,
             payload: json!({"text": "seeded", "n": i}),
             channel_ids: vec![channel.id.clone()],
-            created_at: now.clone(),
+            created_at: now.rfc3339(),
             expires_at: None,
         };
-        let mut d = Delivery::new(&a, channel, tenant.tier, now_ms, &now)
-            .in_shards(tenant.delivery_shards());
+        let mut d =
+            Delivery::new(&a, channel, tenant.tier, now).in_shards(tenant.delivery_shards());
         match how {
             SeedAs::Backlog => d.in_backlog = true,
             SeedAs::Parked => d.status = DeliveryStatus::Paused,

@@ -34,3 +34,4 @@ pub use invalid::Invalid;
 pub use policy::{Backoff, PolicyError, PolicyErrors, PolicyLayer, RetryPolicy};
 pub use scope::Scope;
 pub use status::DeliveryStatus;
+pub use time::Timestamp;

@@ -8,17 +8,92 @@ pub fn now_ms() -> i64 {
     Utc::now().timestamp_millis()
 }
 
+/// One instant, read once per operation: the milliseconds the rules compare and the RFC 3339
+/// text that rows, sort keys and answers show both come from it, so the two cannot disagree.
+/// Kept to the microsecond, the text's precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp {
+    micros: i64,
+}
+
+impl Timestamp {
+    /// `ms` milliseconds since the epoch.
+    pub const fn from_ms(ms: i64) -> Self {
+        Self {
+            micros: ms.saturating_mul(1000),
+        }
+    }
+
+    /// `micros` microseconds since the epoch.
+    pub const fn from_micros(micros: i64) -> Self {
+        Self { micros }
+    }
+
+    /// The system's time now.
+    pub fn now() -> Self {
+        Self::from_micros(Utc::now().timestamp_micros())
+    }
+
+    /// Reads an RFC 3339 time.
+    pub fn parse(s: &str) -> Option<Self> {
+        DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| Self::from_micros(t.with_timezone(&Utc).timestamp_micros()))
+    }
+
+    /// Milliseconds since the epoch.
+    pub const fn ms(self) -> i64 {
+        self.micros.div_euclid(1000)
+    }
+
+    /// Microseconds since the epoch.
+    pub const fn micros(self) -> i64 {
+        self.micros
+    }
+
+    /// Whole seconds since the epoch.
+    pub const fn secs(self) -> i64 {
+        self.micros.div_euclid(1_000_000)
+    }
+
+    /// `2026-11-30T03:54:40.123456Z`: fixed width, so text order is time order.
+    pub fn rfc3339(self) -> String {
+        match Utc.timestamp_micros(self.micros).single() {
+            Some(t) => rfc3339(t),
+            None => rfc3339(DateTime::<Utc>::UNIX_EPOCH),
+        }
+    }
+
+    /// `ms` milliseconds later (earlier when negative).
+    pub const fn plus_ms(self, ms: i64) -> Self {
+        Self {
+            micros: self.micros.saturating_add(ms.saturating_mul(1000)),
+        }
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.rfc3339())
+    }
+}
+
 /// Where the pipeline reads the time: the system's ([`SystemClock`]), or, in a test, one that
 /// moves only when told ([`ManualClock`]), so a backoff or a cooldown is passed in an instant.
 /// Only the time the rules compare (due times, cooldowns, leases, windows) comes from it; how
 /// long a request may take is the runtime's own timer, which a test's clock does not move.
 pub trait Clock: Send + Sync + std::fmt::Debug {
-    /// Milliseconds since the epoch.
-    fn now_ms(&self) -> i64;
+    /// The time now.
+    fn now(&self) -> Timestamp;
 
-    /// [`Self::now_ms`] as a fixed-width RFC 3339 time.
+    /// [`Self::now`] in milliseconds since the epoch.
+    fn now_ms(&self) -> i64 {
+        self.now().ms()
+    }
+
+    /// [`Self::now`] as a fixed-width RFC 3339 time.
     fn now_rfc3339(&self) -> String {
-        ms_to_rfc3339(self.now_ms())
+        self.now().rfc3339()
     }
 }
 
@@ -27,12 +102,8 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 pub struct SystemClock;
 
 impl Clock for SystemClock {
-    fn now_ms(&self) -> i64 {
-        now_ms()
-    }
-
-    fn now_rfc3339(&self) -> String {
-        now_rfc3339()
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
     }
 }
 
@@ -63,8 +134,8 @@ impl ManualClock {
 }
 
 impl Clock for ManualClock {
-    fn now_ms(&self) -> i64 {
-        self.ms.load(std::sync::atomic::Ordering::SeqCst)
+    fn now(&self) -> Timestamp {
+        Timestamp::from_ms(self.ms.load(std::sync::atomic::Ordering::SeqCst))
     }
 }
 
@@ -110,6 +181,20 @@ mod tests {
         assert_eq!(c.now_ms(), 31_000);
         assert_eq!(c.now_rfc3339(), "1970-01-01T00:00:31.000000Z");
         assert!(SystemClock.now_ms() > 1_700_000_000_000);
+    }
+
+    #[test]
+    fn a_timestamp_gives_one_instant_in_each_form() {
+        let t = Timestamp::from_micros(1_764_000_000_123_456);
+        assert_eq!(t.ms(), 1_764_000_000_123);
+        assert_eq!(t.secs(), 1_764_000_000);
+        assert_eq!(t.rfc3339(), "2025-11-24T16:00:00.123456Z");
+        assert_eq!(Timestamp::parse(&t.rfc3339()), Some(t));
+        assert_eq!(t.plus_ms(1_000).ms(), 1_764_000_001_123);
+        assert_eq!(Timestamp::from_ms(1_000).rfc3339(), ms_to_rfc3339(1_000));
+        // Before the epoch, milliseconds round down as the text does.
+        assert_eq!(Timestamp::from_micros(-1).ms(), -1);
+        assert!(Timestamp::from_ms(1) < Timestamp::from_ms(2));
     }
 
     #[test]

@@ -117,14 +117,14 @@ impl Once<'_> {
         let mut pause = Duration::from_millis(50);
         let mut take = true;
         loop {
-            let now = time::now_ms();
+            let now = self.state.pipeline.clock().now();
             let held = if take {
                 let record = KeyRecord {
                     fingerprint: self.fingerprint.to_owned(),
-                    locked_until: now + rules::LOCK_MS,
+                    locked_until: now.ms() + rules::LOCK_MS,
                     status: None,
                     body: None,
-                    expires_at: now / 1000 + rules::KEY_TTL_S,
+                    expires_at: now.secs() + rules::KEY_TTL_S,
                 };
                 match store.take_key(self.tenant, self.key, &record, now).await? {
                     None => return Ok(Held::Mine),

@@ -1,6 +1,7 @@
 //! Channels.
 
 use super::*;
+use converger_core::Timestamp;
 
 #[async_trait]
 impl ChannelStore for MemStore {
@@ -38,7 +39,7 @@ impl ChannelStore for MemStore {
         tenant: &TenantId,
         id: &ChannelId,
         patch: &ChannelPatch,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Option<Channel>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
@@ -74,7 +75,7 @@ impl ChannelStore for MemStore {
                 c.disabled_at = None;
                 c.disabled_reason = None;
             }
-            c.updated_at = now.to_owned();
+            c.updated_at = now.rfc3339();
             Some(c.clone())
         })
     }
@@ -101,7 +102,7 @@ impl ChannelStore for MemStore {
         tenant: &TenantId,
         id: &ChannelId,
         rotation: &SecretRotation,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Option<Channel>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
@@ -109,7 +110,7 @@ impl ChannelStore for MemStore {
                 .filter(|c| c.signing_secret == rotation.replaces)?;
             c.signing_secret = rotation.secret.clone();
             c.retiring_secrets = rotation.retiring.clone();
-            c.updated_at = now.to_owned();
+            c.updated_at = now.rfc3339();
             Some(c.clone())
         })
     }
@@ -118,14 +119,14 @@ impl ChannelStore for MemStore {
         &self,
         tenant: &TenantId,
         id: &ChannelId,
-        now: &str,
+        now: Timestamp,
         expires_at: i64,
     ) -> StoreResult<Option<Channel>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let c = live(&mut s.channels, tenant, id)?;
-            c.deleted_at = Some(now.to_owned());
-            c.updated_at = now.to_owned();
+            c.deleted_at = Some(now.rfc3339());
+            c.updated_at = now.rfc3339();
             c.active = false;
             c.expires_at = Some(expires_at);
             Some(c.clone())

@@ -1,6 +1,7 @@
 //! Delivery rows and the attempt lifecycle: claim (a lease), release, and the three outcomes.
 
 use super::*;
+use converger_core::Timestamp;
 
 #[async_trait]
 impl DeliveryStore for MemStore {
@@ -33,7 +34,7 @@ impl DeliveryStore for MemStore {
         &self,
         id: &DeliveryId,
         token: &str,
-        now_ms: i64,
+        now: Timestamp,
         lease_ms: i64,
     ) -> StoreResult<Claim> {
         let shards = self.due_shards();
@@ -41,7 +42,7 @@ impl DeliveryStore for MemStore {
             |m| m.write,
             |s, meter| {
                 let row = s.deliveries.get(id);
-                if let Some(refused) = Claim::refused(row, now_ms) {
+                if let Some(refused) = Claim::refused(row, now) {
                     // A failed condition costs the item's units all the same.
                     meter.write(|| delivery_write(row, row, shards))?;
                     return Ok(refused);
@@ -51,7 +52,7 @@ impl DeliveryStore for MemStore {
                 };
                 let mut d = row.clone();
                 d.lease_token = Some(token.to_owned());
-                d.lease_until = Some(now_ms.saturating_add(lease_ms));
+                d.lease_until = Some(now.ms().saturating_add(lease_ms));
                 meter.write(|| delivery_write(Some(row), Some(&d), shards))?;
                 s.deliveries.insert(id.clone(), d.clone());
                 Ok(Claim::Claimed(d))
@@ -105,7 +106,7 @@ impl DeliveryStore for MemStore {
         &self,
         id: &DeliveryId,
         until_ms: i64,
-        now_ms: i64,
+        now: Timestamp,
     ) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| match s.deliveries.get_mut(id) {
@@ -115,7 +116,7 @@ impl DeliveryStore for MemStore {
             {
                 row.lease_token = None;
                 row.lease_until = None;
-                row.next_attempt_at = now_ms;
+                row.next_attempt_at = now.ms();
                 true
             }
             _ => false,
@@ -127,7 +128,7 @@ impl DeliveryStore for MemStore {
         token: &str,
         info: &SentInfo,
         log: &LogUpdate,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<bool> {
         let shards = self.due_shards();
         self.charged(
@@ -143,9 +144,9 @@ impl DeliveryStore for MemStore {
                         row.handed_off = true;
                     } else {
                         row.status = DeliveryStatus::Sent;
-                        row.sent_at = Some(now.to_owned());
+                        row.sent_at = Some(now.rfc3339());
                     }
-                    row.updated_at = now.to_owned();
+                    row.updated_at = now.rfc3339();
                     row.last_error = None;
                     if info.provider_message_id.is_some() {
                         row.provider_message_id = info.provider_message_id.clone();
@@ -173,7 +174,7 @@ impl DeliveryStore for MemStore {
         error: &str,
         next: RetryAt,
         log: &LogUpdate,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<bool> {
         let next_attempt_at = next.at_ms;
         let shards = self.due_shards();
@@ -187,7 +188,7 @@ impl DeliveryStore for MemStore {
                     row.attempts += 1;
                     row.last_error = Some(error.to_owned());
                     row.next_attempt_at = next_attempt_at;
-                    row.updated_at = now.to_owned();
+                    row.updated_at = now.rfc3339();
                 })
             },
         )
@@ -199,7 +200,7 @@ impl DeliveryStore for MemStore {
         token: &str,
         error: &str,
         log: &LogUpdate,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<bool> {
         let shards = self.due_shards();
         self.charged(
@@ -211,7 +212,7 @@ impl DeliveryStore for MemStore {
                     row.status = DeliveryStatus::Failed;
                     row.attempts += 1;
                     row.last_error = Some(error.to_owned());
-                    row.updated_at = now.to_owned();
+                    row.updated_at = now.rfc3339();
                 })
             },
         )

@@ -1,6 +1,7 @@
 //! The in-process backend of [`FlowStore`], with the DynamoDB backend's conditions.
 
 use super::*;
+use converger_core::Timestamp;
 
 fn flow<'a>(s: &'a mut State, ch: &ChannelId) -> &'a mut Flow {
     s.flows
@@ -40,9 +41,9 @@ fn flow_read(f: &Flow) -> converger_ports::capacity::Charge {
     item_read_of("flow", "<channel>", f.channel_id.to_string(), Some(f), true)
 }
 
-fn set_status(row: &mut Delivery, status: DeliveryStatus, now: &str) {
+fn set_status(row: &mut Delivery, status: DeliveryStatus, now: Timestamp) {
     row.status = status;
-    row.updated_at = now.to_owned();
+    row.updated_at = now.rfc3339();
     row.unlisted = false;
 }
 
@@ -69,7 +70,7 @@ impl FlowStore for MemStore {
         channel: &ChannelId,
         delivery: &DeliveryId,
         cap: u32,
-        now_ms: i64,
+        now: Timestamp,
         exclusive: bool,
     ) -> StoreResult<SlotTake> {
         self.charged(
@@ -81,7 +82,7 @@ impl FlowStore for MemStore {
                 if let Some(refused) = SlotTake::refused(f, delivery, cap, exclusive) {
                     return Ok(refused);
                 }
-                f.slots.entry(delivery.to_string()).or_insert(now_ms);
+                f.slots.entry(delivery.to_string()).or_insert(now.ms());
                 Ok(SlotTake::Taken(f.clone()))
             },
         )
@@ -110,7 +111,7 @@ impl FlowStore for MemStore {
         item: u32,
         delivery: &DeliveryId,
         cap: u32,
-        now_ms: i64,
+        now: Timestamp,
         exclusive: bool,
     ) -> StoreResult<ItemTake> {
         self.charged(
@@ -125,7 +126,7 @@ impl FlowStore for MemStore {
                 if !held && slots.len() >= cap.max(1) as usize {
                     return Ok(ItemTake::Full);
                 }
-                slots.entry(delivery.to_string()).or_insert(now_ms);
+                slots.entry(delivery.to_string()).or_insert(now.ms());
                 Ok(ItemTake::Taken)
             },
         )
@@ -138,7 +139,7 @@ impl FlowStore for MemStore {
         item: u32,
         delivery: &DeliveryId,
         pass_to: Option<&DeliveryId>,
-        now_ms: i64,
+        now: Timestamp,
     ) -> StoreResult<()> {
         self.charged(
             |m| m.write,
@@ -150,7 +151,7 @@ impl FlowStore for MemStore {
                 if slots.remove(delivery.as_str()).is_some()
                     && let Some(next) = pass_to
                 {
-                    slots.entry(next.to_string()).or_insert(now_ms);
+                    slots.entry(next.to_string()).or_insert(now.ms());
                 }
                 Ok(())
             },
@@ -272,7 +273,7 @@ impl FlowStore for MemStore {
         .await
     }
 
-    async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool> {
+    async fn park(&self, d: &Delivery, token: Option<&str>, now: Timestamp) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let Some(row) = s.deliveries.get_mut(&d.id) else {
@@ -303,8 +304,7 @@ impl FlowStore for MemStore {
         &self,
         d: &Delivery,
         to: Placement,
-        now_ms: i64,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
@@ -313,7 +313,7 @@ impl FlowStore for MemStore {
                 .get_mut(&d.id)
                 .filter(|r| r.status == DeliveryStatus::Paused)?;
             set_status(row, DeliveryStatus::Pending, now);
-            row.next_attempt_at = now_ms;
+            row.next_attempt_at = now.ms();
             row.in_backlog = to == Placement::Backlog;
             let row = row.clone();
             s.reindex(&d.id);
@@ -326,7 +326,7 @@ impl FlowStore for MemStore {
         d: &Delivery,
         token: &str,
         due_ms: i64,
-        _now: &str,
+        _now: Timestamp,
     ) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
@@ -351,7 +351,7 @@ impl FlowStore for MemStore {
     async fn leave_backlog(
         &self,
         id: &DeliveryId,
-        _now_ms: i64,
+        _now: Timestamp,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.write).await;
@@ -372,7 +372,7 @@ impl FlowStore for MemStore {
     async fn leave_backlog_leased(
         &self,
         id: &DeliveryId,
-        now_ms: i64,
+        now: Timestamp,
         token: &str,
         lease_until_ms: i64,
         slot_item: u32,
@@ -380,11 +380,11 @@ impl FlowStore for MemStore {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let row = s.deliveries.get_mut(id).filter(|r| {
-                r.status == DeliveryStatus::Pending && r.in_backlog && r.next_attempt_at <= now_ms
+                r.status == DeliveryStatus::Pending && r.in_backlog && r.next_attempt_at <= now.ms()
             })?;
             row.in_backlog = false;
             row.slot_item = slot_item;
-            row.next_attempt_at = now_ms;
+            row.next_attempt_at = now.ms();
             row.lease_token = Some(token.to_owned());
             row.lease_until = Some(lease_until_ms);
             let row = row.clone();

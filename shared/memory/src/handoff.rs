@@ -1,10 +1,11 @@
 //! The in-process backend of [`HandoffStore`].
 
 use super::*;
+use converger_core::Timestamp;
 
 #[async_trait]
 impl HandoffStore for MemStore {
-    async fn acknowledge(&self, d: &Delivery, now: &str) -> StoreResult<Ack> {
+    async fn acknowledge(&self, d: &Delivery, now: Timestamp) -> StoreResult<Ack> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let Some(row) = s.deliveries.get_mut(&d.id) else {
@@ -18,8 +19,8 @@ impl HandoffStore for MemStore {
             }
             row.status = DeliveryStatus::Sent;
             row.handed_off = false;
-            row.sent_at = Some(now.to_owned());
-            row.updated_at = now.to_owned();
+            row.sent_at = Some(now.rfc3339());
+            row.updated_at = now.rfc3339();
             row.unlisted = false;
             Ack::Acked(row.clone())
         })
@@ -31,7 +32,7 @@ impl HandoffStore for MemStore {
         provider_message_id: &str,
         receipt: DeliveryStatus,
         error: Option<&str>,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Receipted> {
         wait(&self.latency, |m| m.query).await;
         wait(&self.latency, |m| m.write).await;
@@ -48,7 +49,7 @@ impl HandoffStore for MemStore {
                 return Receipted::Ignored(row.clone());
             };
             row.status = to;
-            row.updated_at = now.to_owned();
+            row.updated_at = now.rfc3339();
             row.unlisted = false;
             if to == DeliveryStatus::Failed {
                 row.last_error = error.map(str::to_owned);

@@ -1,6 +1,7 @@
 //! The in-process backend of [`HealthStore`].
 
 use super::*;
+use converger_core::Timestamp;
 use converger_core::health::CHECKED_TYPES;
 
 #[async_trait]
@@ -93,7 +94,7 @@ impl HealthStore for MemStore {
         &self,
         channel: &ChannelId,
         limit: usize,
-        now_s: i64,
+        now: Timestamp,
     ) -> StoreResult<Vec<HealthCheck>> {
         wait(&self.latency, |m| m.query).await;
         self.with(|s| {
@@ -101,7 +102,7 @@ impl HealthStore for MemStore {
             rows.sort_by(|a, b| b.checked_at.cmp(&a.checked_at));
             rows.into_iter()
                 .take(limit)
-                .filter(|r| r.expires_at > now_s)
+                .filter(|r| r.expires_at > now.secs())
                 .collect()
         })
     }

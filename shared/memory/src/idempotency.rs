@@ -1,6 +1,7 @@
 //! Idempotency keys.
 
 use super::*;
+use converger_core::Timestamp;
 
 #[async_trait]
 impl IdempotencyStore for MemStore {
@@ -9,15 +10,15 @@ impl IdempotencyStore for MemStore {
         tenant: &TenantId,
         key: &str,
         record: &KeyRecord,
-        now_ms: i64,
+        now: Timestamp,
     ) -> StoreResult<Option<KeyRecord>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let k = (tenant.clone(), key.to_owned());
             match s.keys_held.get(&k) {
                 Some(r)
-                    if !converger_ports::expired(Some(r.expires_at), now_ms)
-                        && (r.status.is_some() || r.locked_until >= now_ms) =>
+                    if !converger_ports::expired(Some(r.expires_at), now.ms())
+                        && (r.status.is_some() || r.locked_until >= now.ms()) =>
                 {
                     Some(r.clone())
                 }

@@ -1,6 +1,7 @@
 //! Replays: moving dead letters back to pending, and replay jobs.
 
 use super::*;
+use converger_core::Timestamp;
 
 #[async_trait]
 impl ReplayStore for MemStore {
@@ -8,12 +9,11 @@ impl ReplayStore for MemStore {
         &self,
         rows: &[Delivery],
         actor: &Actor,
-        now_ms: i64,
+        now: Timestamp,
         audits: &[AuditEntry],
     ) -> StoreResult<Vec<Delivery>> {
         check_replay_batch(rows, audits)?;
         wait(&self.latency, |m| m.transact).await;
-        let now = converger_core::time::ms_to_rfc3339(now_ms);
         self.with(|s| {
             let mut done = Vec::new();
             for (d, audit) in rows.iter().zip(audits) {
@@ -25,11 +25,11 @@ impl ReplayStore for MemStore {
                     // The same request again after it committed (as the DynamoDB store reads
                     // a retried transaction whose fresh audit entry exists): replayed by it.
                     if s.audit.contains_key(&key) {
-                        done.push(d.replayed(actor, now_ms, &now));
+                        done.push(d.replayed(actor, now));
                     }
                     continue;
                 }
-                let row = current.replayed(actor, now_ms, &now);
+                let row = current.replayed(actor, now);
                 s.deliveries.insert(row.id.clone(), row.clone());
                 s.audit.insert(key, audit.clone());
                 done.push(row);

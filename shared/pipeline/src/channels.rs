@@ -6,7 +6,6 @@ use crate::outcome::FlowError;
 use converger_core::ChannelId;
 use converger_core::query::Actor;
 use converger_core::signing;
-use converger_core::time;
 use converger_ports::{Channel, ChannelPatch, SecretRotation, StoreResult};
 
 /// How a rotation ended.
@@ -59,7 +58,7 @@ impl Channels<'_> {
         let id: &ChannelId = &current.id;
         let updated = self
             .channel_store
-            .update_channel(&current.tenant_id, id, patch, &self.clock.now_rfc3339())
+            .update_channel(&current.tenant_id, id, patch, self.clock.now())
             .await?;
         self.cache.forget_channel(id);
         self.cache.forget_tenant_channels(&current.tenant_id);
@@ -76,7 +75,7 @@ impl Channels<'_> {
         grace_ms: i64,
         actor: &Actor,
     ) -> Result<Rotation, FlowError> {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let rotation = SecretRotation {
             replaces: channel.signing_secret.clone(),
             secret: secret.unwrap_or_else(converger_core::secret::new_signing_secret),
@@ -84,17 +83,12 @@ impl Channels<'_> {
                 &channel.signing_secret,
                 &channel.retiring_secrets,
                 grace_ms,
-                now,
+                now.ms(),
             ),
         };
         let done = self
             .channel_store
-            .rotate_secret(
-                &channel.tenant_id,
-                &channel.id,
-                &rotation,
-                &time::ms_to_rfc3339(now),
-            )
+            .rotate_secret(&channel.tenant_id, &channel.id, &rotation, now)
             .await?;
         self.cache.forget_channel(&channel.id);
         let Some(c) = done else {
@@ -107,7 +101,7 @@ impl Channels<'_> {
                 _ => Rotation::Gone,
             });
         };
-        self.audit_done(&c, actor, "rotate_signing_secret", now)
+        self.audit_done(&c, actor, "rotate_signing_secret", now.ms())
             .await;
         Ok(Rotation::Done(Box::new(c)))
     }
@@ -124,17 +118,12 @@ impl Channels<'_> {
         channel: &Channel,
         actor: &Actor,
     ) -> Result<bool, FlowError> {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let expires_at =
-            now / 1000 + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2);
+            now.secs() + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2);
         let Some(deleted) = self
             .channel_store
-            .delete_channel(
-                &channel.tenant_id,
-                &channel.id,
-                &time::ms_to_rfc3339(now),
-                expires_at,
-            )
+            .delete_channel(&channel.tenant_id, &channel.id, now, expires_at)
             .await?
         else {
             return Ok(false);
@@ -146,7 +135,7 @@ impl Channels<'_> {
         if let Err(e) = self.flow.let_go(&deleted).await {
             tracing::warn!(channel_id = %channel.id, error = %e, "deleted channel not let go; the sweeper will");
         }
-        self.audit_done(&deleted, actor, "delete_channel", now)
+        self.audit_done(&deleted, actor, "delete_channel", now.ms())
             .await;
         Ok(true)
     }

@@ -9,7 +9,7 @@ use converger_adapters::websocket::{activity_frame, socket_config};
 use converger_adapters::{Push, Reply, Services};
 use converger_core::providers::Receipt;
 use converger_core::{
-    ActivityId, ChannelId, ChannelType, DeliveryError, DeliveryId, DeliveryStatus, time,
+    ActivityId, ChannelId, ChannelType, DeliveryError, DeliveryId, DeliveryStatus,
 };
 use converger_ports::{
     Ack, Channel, Connection, Delivery, DeliveryQuery, Pushed, Receipted, StoreError,
@@ -245,13 +245,13 @@ impl Handoff<'_> {
         if !converger_core::secret::constant_time_eq(cfg.token.as_bytes(), token.as_bytes()) {
             return Err(ConnectRefused::BadToken);
         }
-        let now_ms = self.clock.now_ms();
+        let now = self.clock.now();
         let c = Connection {
             connection_id: connection_id.to_owned(),
             channel_id: ch.id.clone(),
             tenant_id: ch.tenant_id.clone(),
-            connected_at: time::ms_to_rfc3339(now_ms),
-            expires_at: now_ms / 1000 + converger_ports::CONNECTION_TTL_S,
+            connected_at: now.rfc3339(),
+            expires_at: now.secs() + converger_ports::CONNECTION_TTL_S,
             token_fp: Some(converger_core::secret::token_fingerprint(cfg.token)),
         };
         self.handoffs.put_connection(&c).await?;
@@ -419,10 +419,7 @@ impl Handoff<'_> {
     /// A client confirms a handed-off delivery `d` (as the caller read it): it becomes
     /// `sent` (`delivery.status_changed`).
     pub async fn acknowledge(&self, d: &Delivery) -> Result<Ack, StoreError> {
-        let ack = self
-            .handoffs
-            .acknowledge(d, &self.clock.now_rfc3339())
-            .await?;
+        let ack = self.handoffs.acknowledge(d, self.clock.now()).await?;
         if let Ack::Acked(d) = &ack {
             tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
             self.events
@@ -442,7 +439,7 @@ impl Handoff<'_> {
         let mut summary = ReceiptSummary::default();
         let mut events = Vec::new();
         for r in receipts {
-            let now = self.clock.now_rfc3339();
+            let now = self.clock.now();
             match self
                 .handoffs
                 .apply_receipt(
@@ -450,7 +447,7 @@ impl Handoff<'_> {
                     &r.provider_message_id,
                     r.status,
                     r.error.as_deref(),
-                    &now,
+                    now,
                 )
                 .await?
             {

@@ -79,7 +79,7 @@ impl Health<'_> {
         seen: &Flow,
         reason: &str,
     ) -> Result<bool, FlowError> {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let t = Transition::new(&[CircuitState::Closed], CircuitState::Open, now)
             .seen(seen.circuit_changed_at);
         let Some(f) = self.flows.transition(&channel.id, &t).await? else {
@@ -92,7 +92,7 @@ impl Health<'_> {
             channel,
             converger_ports::EventType::ChannelCircuitOpened,
             reason,
-            now,
+            now.ms(),
         );
         self.alert(channel, event.detail.clone()).await;
         self.events.publish(vec![event]).await;
@@ -223,8 +223,8 @@ impl Health<'_> {
         channel: &Channel,
         report: &mut HealthReport,
     ) -> Result<HealthCheck, FlowError> {
-        let now = self.clock.now_ms();
-        let to = minute(now);
+        let now = self.clock.now();
+        let to = minute(now.ms());
         let inputs = self
             .health_store
             .health_inputs(&channel.id, to - WINDOW_MINUTES, to)
@@ -233,7 +233,7 @@ impl Health<'_> {
         let status = HealthStatus::of(inputs.created, inputs.failed);
         let previous = inputs.previous;
         let changed = previous.unwrap_or_default() != status;
-        let checked_at = time::ms_to_rfc3339(now);
+        let checked_at = now.rfc3339();
         let check = HealthCheck {
             channel_id: channel.id.clone(),
             tenant_id: channel.tenant_id.clone(),
@@ -243,7 +243,7 @@ impl Health<'_> {
             total_deliveries: inputs.created,
             failed_deliveries: inputs.failed.min(inputs.created),
             checked_at: checked_at.clone(),
-            expires_at: now / 1000 + HISTORY_DAYS * 86_400,
+            expires_at: now.secs() + HISTORY_DAYS * 86_400,
         };
         if !changed {
             return Ok(check);
@@ -294,7 +294,7 @@ impl Health<'_> {
     pub async fn channel_health(&self, channel: &Channel, limit: usize) -> StoreResult<Value> {
         let history = self
             .health_store
-            .health_history(&channel.id, limit, self.clock.now_ms() / 1000)
+            .health_history(&channel.id, limit, self.clock.now())
             .await?;
         let status = history
             .first()

@@ -2,7 +2,7 @@
 //! on the tenant's tier queue. Ingesting the same activity id again writes nothing new.
 
 use crate::outcome::Admission;
-use converger_core::{ActivityId, ChannelId, DeliveryId, time};
+use converger_core::{ActivityId, ChannelId, DeliveryId};
 use converger_ports::{
     Activity, Created, Delivery, DeliveryMessage, QueueError, StoreError, Tenant,
 };
@@ -137,8 +137,7 @@ impl Intake<'_> {
                     .await?
             }
         };
-        let now_ms = self.clock.now_ms();
-        let now = time::ms_to_rfc3339(now_ms);
+        let now = self.clock.now();
         // An id the producer chose may have been ingested before (a retried POST): its
         // rows are written only if it is new. One generated here is new by construction.
         let fresh = new.id.is_none();
@@ -150,19 +149,18 @@ impl Intake<'_> {
             event_type: new.event_type,
             payload: new.payload,
             channel_ids: targets,
-            created_at: now.clone(),
+            created_at: now.rfc3339(),
             // Kept for the retention period, with its deliveries (DynamoDB TTL).
             expires_at: Some(
-                now_ms / 1000
-                    + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2),
+                now.secs() + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2),
             ),
         };
         // Flow control first: each delivery takes a slot of its channel's window (enqueued
         // now), waits in the backlog (window full) or is written parked (breaker open or
         // channel paused).
         let admitted = futures::future::try_join_all(resolved.iter().map(|ch| async {
-            let mut d = Delivery::new(&activity, ch, tenant.tier, now_ms, &now)
-                .in_shards(tenant.delivery_shards());
+            let mut d =
+                Delivery::new(&activity, ch, tenant.tier, now).in_shards(tenant.delivery_shards());
             let admission = self.flow.admit_new(ch, &mut d).await?;
             // On its way to the queue: listed when its first attempt ends (a backlogged or
             // parked delivery is listed as it is written).
@@ -339,14 +337,14 @@ impl Intake<'_> {
             .map(|c| DeliveryId::for_pair(&stored.id, c))
             .collect();
         let deliveries = self.deliveries.get_deliveries(&ids).await?;
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let carried = stored.if_inline();
         let msgs: Vec<DeliveryMessage> = deliveries
             .iter()
             .filter(|d| {
                 d.status == converger_core::DeliveryStatus::Pending
                     && !d.in_backlog
-                    && d.next_attempt_at <= now
+                    && d.next_attempt_at <= now.ms()
             })
             .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d))
             .collect();

@@ -6,7 +6,7 @@
 use converger_core::ChannelId;
 use converger_core::query::Actor;
 use converger_core::query::Cursor;
-use converger_core::{DeliveryId, DeliveryStatus, TenantId, time};
+use converger_core::{DeliveryId, DeliveryStatus, TenantId, Timestamp};
 use converger_ports::{
     AuditEntry, Delivery, DeliveryMessage, DeliveryQuery, PlatformEvent, REPLAY_BATCH, ReplayJob,
     ReplayMessage, StoreError,
@@ -15,7 +15,7 @@ use serde_json::json;
 
 /// The audit entry of one replay: the activity and channel ids, the new retry_count, and
 /// `extra` (the previous state for a single replay, `"bulk": true` for a bulk one).
-fn retry_audit(d: &Delivery, actor: &Actor, at: &str, extra: serde_json::Value) -> AuditEntry {
+fn retry_audit(d: &Delivery, actor: &Actor, at: Timestamp, extra: serde_json::Value) -> AuditEntry {
     let mut changes = json!({
         "activity_id": d.activity_id,
         "channel_id": d.channel_id,
@@ -31,7 +31,7 @@ fn retry_audit(d: &Delivery, actor: &Actor, at: &str, extra: serde_json::Value) 
         "delivery",
         d.id.as_str(),
         changes,
-        at,
+        &at.rfc3339(),
     )
 }
 
@@ -103,11 +103,11 @@ impl Replays<'_> {
             Some(ch) if ch.active => {}
             _ => return Err(ReplayError::ChannelInactive),
         }
-        let now_ms = self.clock.now_ms();
+        let now = self.clock.now();
         let audit = retry_audit(
             &d,
             actor,
-            &time::ms_to_rfc3339(now_ms),
+            now,
             json!({
                 "previous_status": d.status,
                 "previous_attempts": d.attempts,
@@ -119,7 +119,7 @@ impl Replays<'_> {
             .replay_many(
                 std::slice::from_ref(&d),
                 actor,
-                now_ms,
+                now,
                 std::slice::from_ref(&audit),
             )
             .await?
@@ -280,8 +280,7 @@ impl Replays<'_> {
             }
             chunk.items = keep;
         }
-        let now_ms = self.clock.now_ms();
-        let now = time::ms_to_rfc3339(now_ms);
+        let now = self.clock.now();
         let groups: Vec<Vec<Delivery>> = chunk
             .items
             .chunks(REPLAY_BATCH)
@@ -292,11 +291,11 @@ impl Replays<'_> {
             .map(|group| {
                 let audits: Vec<AuditEntry> = group
                     .iter()
-                    .map(|d| retry_audit(d, actor, &now, json!({"bulk": true})))
+                    .map(|d| retry_audit(d, actor, now, json!({"bulk": true})))
                     .collect();
                 async move {
                     self.replay_store
-                        .replay_many(&group, actor, now_ms, &audits)
+                        .replay_many(&group, actor, now, &audits)
                         .await
                 }
             })

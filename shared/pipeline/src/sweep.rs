@@ -8,7 +8,7 @@
 //! costs one query per shard (plus one per extra page of overdue rows), however many settled
 //! deliveries the table holds.
 
-use converger_core::{ChannelId, DeliveryId};
+use converger_core::{ChannelId, DeliveryId, Timestamp};
 use converger_ports::{DeliveryMessage, DuePart, Overdue, QueueError, StoreError};
 use futures::StreamExt;
 use serde::Serialize;
@@ -106,8 +106,8 @@ impl Sweeper<'_> {
     /// before its message is consumed; at most about `sweep_limit` a pass. The shards are read
     /// [`SHARDS_AT_ONCE`] at a time. Returns (queries, enqueued).
     pub async fn reclaim(&self) -> Result<(u32, u32), SweepError> {
-        let now = self.clock.now_ms();
-        let before = now.saturating_sub(RECLAIM_GRACE_MS);
+        let now = self.clock.now();
+        let before = now.ms().saturating_sub(RECLAIM_GRACE_MS);
         let budget = AtomicUsize::new(self.config.sweep_limit);
         let passes: Vec<Result<Reclaimed, SweepError>> =
             futures::stream::iter(0..self.listings.due_shards())
@@ -154,7 +154,7 @@ impl Sweeper<'_> {
         &self,
         shard: u32,
         before: i64,
-        now: i64,
+        now: Timestamp,
         budget: &AtomicUsize,
     ) -> Result<Reclaimed, SweepError> {
         let mut out = Reclaimed::default();
@@ -204,9 +204,9 @@ impl Sweeper<'_> {
 
     /// One sweep over every shard of the due index, [`SHARDS_AT_ONCE`] shards at a time.
     pub async fn sweep(&self) -> Result<SweepReport, SweepError> {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let grace = i64::try_from(self.config.sweep_grace.as_millis()).unwrap_or(i64::MAX);
-        let before = now.saturating_sub(grace);
+        let before = now.ms().saturating_sub(grace);
         let mut report = SweepReport::default();
         // Crashed attempts first: their leases have ended, nothing else will run them soon.
         match self.reclaim().await {
@@ -219,7 +219,7 @@ impl Sweeper<'_> {
         let room = AtomicUsize::new(self.config.sweep_limit);
         let shards: Vec<Result<SweepReport, SweepError>> =
             futures::stream::iter(0..self.listings.due_shards())
-                .map(|shard| self.sweep_shard(shard, before, now, &room))
+                .map(|shard| self.sweep_shard(shard, before, now.ms(), &room))
                 .buffer_unordered(SHARDS_AT_ONCE)
                 .collect()
                 .await;

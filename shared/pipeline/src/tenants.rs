@@ -85,7 +85,7 @@ impl Tenants<'_> {
         tenant: &Tenant,
         url: Option<&str>,
     ) -> Result<Tenant, AlertError> {
-        let now = self.clock.now_rfc3339();
+        let now = self.clock.now();
         let Some(url) = url else {
             if let Some(id) = &tenant.alert_channel_id {
                 let off = ChannelPatch {
@@ -93,7 +93,7 @@ impl Tenants<'_> {
                     ..ChannelPatch::default()
                 };
                 self.channel_store
-                    .update_channel(&tenant.id, id, &off, &now)
+                    .update_channel(&tenant.id, id, &off, now)
                     .await?;
             }
             return self
@@ -121,7 +121,7 @@ impl Tenants<'_> {
                     ..ChannelPatch::default()
                 };
                 self.channel_store
-                    .update_channel(&tenant.id, id, &patch, &now)
+                    .update_channel(&tenant.id, id, &patch, now)
                     .await?;
                 self.cache.forget_channel(id);
                 id.clone()
@@ -133,7 +133,7 @@ impl Tenants<'_> {
                         ChannelType::Webhook,
                         "alerts",
                         config,
-                        &now,
+                        now,
                     );
                     c.managed = true;
                     c

@@ -7,7 +7,7 @@
 use converger_adapters::Adapters;
 use converger_core::query::{Actor, ActorKind};
 use converger_core::time::{Clock, ManualClock};
-use converger_core::{ChannelType, DeliveryStatus, Tier, time};
+use converger_core::{ChannelType, DeliveryStatus, Tier};
 use converger_memory::{MemEvents, MemQueue, MemStore};
 use converger_pipeline::ingest::NewActivity;
 use converger_pipeline::{Pipeline, PipelineConfig};
@@ -67,7 +67,7 @@ async fn webhook(f: &Fixture, t: &Tenant) -> Channel {
         ChannelType::Webhook,
         "hook",
         config.as_object().cloned().unwrap(),
-        &time::now_rfc3339(),
+        converger_core::Timestamp::now(),
     );
     f.pipeline.channels().create_channel(&c).await.unwrap();
     c
@@ -450,7 +450,7 @@ async fn hook_to(f: &Fixture, t: &Tenant, url: &str, settings: serde_json::Value
         ChannelType::Webhook,
         "hook",
         json!({"url": url}).as_object().cloned().unwrap(),
-        &f.pipeline.clock().now_rfc3339(),
+        f.pipeline.clock().now(),
     );
     c.retry_policy = serde_json::from_value(settings["retry_policy"].clone()).unwrap();
     c.circuit_breaker = serde_json::from_value(settings["circuit_breaker"].clone()).unwrap();

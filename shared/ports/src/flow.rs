@@ -6,6 +6,7 @@ use crate::error::StoreResult;
 use crate::keys::rate_key;
 use crate::model::{Delivery, Page};
 use async_trait::async_trait;
+use converger_core::Timestamp;
 use converger_core::flow::INITIAL_WINDOW;
 use converger_core::{ChannelId, CircuitState, DeliveryId};
 use serde::{Deserialize, Serialize};
@@ -181,7 +182,7 @@ pub struct Settle {
     /// The attempt failed (of any kind): counts toward auto-disable.
     pub failed: bool,
     pub window: Option<u32>,
-    pub now_ms: i64,
+    pub now: Timestamp,
 }
 
 /// A conditional breaker transition: applies only if the breaker is in one of `from` (and,
@@ -196,7 +197,7 @@ pub struct Transition {
     pub probe: Option<String>,
     /// Reset `consecutive_failures` and restart the window small (on close).
     pub reset: bool,
-    pub now_ms: i64,
+    pub now: Timestamp,
 }
 
 impl Settle {
@@ -209,14 +210,14 @@ impl Settle {
         if let Some(d) = &self.free {
             f.slots.remove(d.as_str());
             if let Some(next) = &self.pass_to {
-                f.slots.entry(next.to_string()).or_insert(self.now_ms);
+                f.slots.entry(next.to_string()).or_insert(self.now.ms());
             }
         }
         match self.outcome {
             Outcome::Success => {
                 f.consecutive_failures = 0;
                 f.failed_attempts = 0;
-                f.last_success_at = Some(self.now_ms);
+                f.last_success_at = Some(self.now.ms());
             }
             Outcome::Transient => f.consecutive_failures += 1,
             Outcome::Neutral | Outcome::HandedOff | Outcome::Halted => {}
@@ -230,21 +231,21 @@ impl Settle {
     }
 
     /// Gives one delivery's slot back, nothing else.
-    pub fn free(id: DeliveryId, now_ms: i64) -> Self {
+    pub fn free(id: DeliveryId, now: Timestamp) -> Self {
         Self {
             free: Some(id),
             pass_to: None,
             outcome: Outcome::Neutral,
             failed: false,
             window: None,
-            now_ms,
+            now,
         }
     }
 }
 
 impl Transition {
     /// From any of `from` to `to`, with no other condition and nothing else set.
-    pub fn new(from: &[CircuitState], to: CircuitState, now_ms: i64) -> Self {
+    pub fn new(from: &[CircuitState], to: CircuitState, now: Timestamp) -> Self {
         Self {
             from: from.to_vec(),
             changed_at: None,
@@ -252,7 +253,7 @@ impl Transition {
             to,
             probe: None,
             reset: false,
-            now_ms,
+            now,
         }
     }
 
@@ -297,7 +298,7 @@ impl Transition {
     /// and the window restarted.
     pub fn apply(&self, f: &mut Flow) {
         f.circuit_state = self.to;
-        f.circuit_changed_at = self.now_ms;
+        f.circuit_changed_at = self.now.ms();
         f.probe = self.probe.clone();
         f.probe_due = None;
         if self.reset {
@@ -387,7 +388,7 @@ pub trait FlowStore: Send + Sync + 'static {
         channel: &ChannelId,
         delivery: &DeliveryId,
         cap: u32,
-        now_ms: i64,
+        now: Timestamp,
         exclusive: bool,
     ) -> StoreResult<SlotTake>;
 
@@ -403,7 +404,7 @@ pub trait FlowStore: Send + Sync + 'static {
         item: u32,
         delivery: &DeliveryId,
         cap: u32,
-        now_ms: i64,
+        now: Timestamp,
         exclusive: bool,
     ) -> StoreResult<ItemTake>;
 
@@ -415,7 +416,7 @@ pub trait FlowStore: Send + Sync + 'static {
         item: u32,
         delivery: &DeliveryId,
         pass_to: Option<&DeliveryId>,
-        now_ms: i64,
+        now: Timestamp,
     ) -> StoreResult<()>;
 
     /// The slots held in slot items 1 to `items - 1` of a channel (item 0's are the flow
@@ -478,15 +479,14 @@ pub trait FlowStore: Send + Sync + 'static {
     /// Parks a pending delivery: held under `token` (an attempt's lease), or, when `token` is
     /// `None`, one that no attempt holds (in the backlog or waiting for its message). `false`
     /// if it was neither.
-    async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool>;
+    async fn park(&self, d: &Delivery, token: Option<&str>, now: Timestamp) -> StoreResult<bool>;
 
     /// Moves a parked delivery back to pending, due now; `None` if it is not parked.
     async fn unpark(
         &self,
         d: &Delivery,
         to: Placement,
-        now_ms: i64,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Option<Delivery>>;
 
     /// Moves a delivery held under `token` into its channel's backlog, due at `due_ms`.
@@ -495,7 +495,7 @@ pub trait FlowStore: Send + Sync + 'static {
         d: &Delivery,
         token: &str,
         due_ms: i64,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<bool>;
 
     /// Takes a delivery out of the backlog onto the queue, holding a slot in slot item
@@ -503,12 +503,12 @@ pub trait FlowStore: Send + Sync + 'static {
     async fn leave_backlog(
         &self,
         id: &DeliveryId,
-        now_ms: i64,
+        now: Timestamp,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>>;
 
     /// [`Self::leave_backlog`] for a row its caller runs itself rather than through the queue:
-    /// it leaves the backlog due now (`next_attempt_at` = `now_ms`, in the due index at that
+    /// it leaves the backlog due now (`next_attempt_at` = `now`, in the due index at that
     /// time) and leased to `token` until `lease_until_ms`, in one write; its slot comes with
     /// the caller's settle write
     /// (`Settle::pass_to`). `None` if it is no longer waiting there.
@@ -516,7 +516,7 @@ pub trait FlowStore: Send + Sync + 'static {
     async fn leave_backlog_leased(
         &self,
         id: &DeliveryId,
-        now_ms: i64,
+        now: Timestamp,
         token: &str,
         lease_until_ms: i64,
         slot_item: u32,

@@ -5,6 +5,7 @@
 use crate::error::StoreResult;
 use crate::model::Delivery;
 use async_trait::async_trait;
+use converger_core::Timestamp;
 use converger_core::{ChannelId, DeliveryStatus, TenantId};
 use serde::{Deserialize, Serialize};
 
@@ -54,7 +55,7 @@ pub enum Receipted {
 pub trait HandoffStore: Send + Sync + 'static {
     /// A client's acknowledgement of `d` (the row the caller read, for its keys): a
     /// handed-off delivery becomes `sent`, in one conditional write.
-    async fn acknowledge(&self, d: &Delivery, now: &str) -> StoreResult<Ack>;
+    async fn acknowledge(&self, d: &Delivery, now: Timestamp) -> StoreResult<Ack>;
 
     /// Applies a provider receipt to the delivery of `channel` that the provider knows as
     /// `provider_message_id`, by the rules of `DeliveryStatus::apply_receipt`, as one
@@ -65,7 +66,7 @@ pub trait HandoffStore: Send + Sync + 'static {
         provider_message_id: &str,
         receipt: DeliveryStatus,
         error: Option<&str>,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Receipted>;
 
     async fn put_connection(&self, c: &Connection) -> StoreResult<()>;

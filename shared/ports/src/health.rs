@@ -4,7 +4,7 @@ use crate::error::StoreResult;
 use crate::model::{Channel, HealthCheck, Page, Tenant};
 use async_trait::async_trait;
 use converger_core::health::HealthStatus;
-use converger_core::{ChannelId, TenantId};
+use converger_core::{ChannelId, TenantId, Timestamp};
 
 /// What a health check reads for one channel: deliveries created in the window, how many of
 /// them are dead letters, and the previous check's status.
@@ -51,7 +51,7 @@ pub trait HealthStore: Send + Sync + 'static {
         &self,
         channel: &ChannelId,
         limit: usize,
-        now_s: i64,
+        now: Timestamp,
     ) -> StoreResult<Vec<HealthCheck>>;
 
     /// Active channels of the checked types, a page at a time.

@@ -3,6 +3,7 @@
 use crate::error::StoreResult;
 use async_trait::async_trait;
 use converger_core::TenantId;
+use converger_core::Timestamp;
 use serde::{Deserialize, Serialize};
 
 /// One key's record: which request holds it, and its answer once it has one.
@@ -39,7 +40,7 @@ pub trait IdempotencyStore: Send + Sync + 'static {
         tenant: &TenantId,
         key: &str,
         record: &KeyRecord,
-        now_ms: i64,
+        now: Timestamp,
     ) -> StoreResult<Option<KeyRecord>>;
     /// The key's record (absent when free or expired).
     async fn get_key(&self, tenant: &TenantId, key: &str) -> StoreResult<Option<KeyRecord>>;

@@ -4,6 +4,7 @@
 
 use crate::model::*;
 use async_trait::async_trait;
+use converger_core::Timestamp;
 use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
 
 pub use crate::error::{StoreError, StoreResult};
@@ -103,7 +104,7 @@ pub trait ChannelStore: Send + Sync + 'static {
         tenant: &TenantId,
         id: &ChannelId,
         patch: &ChannelPatch,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Option<Channel>>;
     /// One page of a tenant's channels in id order, and whether more follow.
     async fn list_channel_page(&self, q: &ChannelQuery) -> StoreResult<(Vec<Channel>, bool)>;
@@ -115,7 +116,7 @@ pub trait ChannelStore: Send + Sync + 'static {
         tenant: &TenantId,
         id: &ChannelId,
         rotation: &SecretRotation,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Option<Channel>>;
     /// Deletes a channel of `tenant`: marks it deleted and inactive, to expire at
     /// `expires_at` (seconds); `None` if it does not exist there or was deleted already.
@@ -123,7 +124,7 @@ pub trait ChannelStore: Send + Sync + 'static {
         &self,
         tenant: &TenantId,
         id: &ChannelId,
-        now: &str,
+        now: Timestamp,
         expires_at: i64,
     ) -> StoreResult<Option<Channel>>;
 }
@@ -193,7 +194,7 @@ pub trait DeliveryStore: Send + Sync + 'static {
         &self,
         id: &DeliveryId,
         token: &str,
-        now_ms: i64,
+        now: Timestamp,
         lease_ms: i64,
     ) -> StoreResult<Claim>;
     /// Gives a lease back without recording an attempt (the attempt could not start), so a
@@ -209,7 +210,7 @@ pub trait DeliveryStore: Send + Sync + 'static {
         &self,
         id: &DeliveryId,
         until_ms: i64,
-        now_ms: i64,
+        now: Timestamp,
     ) -> StoreResult<bool>;
     /// Records a successful attempt. `false` if the lease was lost.
     async fn mark_sent(
@@ -218,7 +219,7 @@ pub trait DeliveryStore: Send + Sync + 'static {
         token: &str,
         info: &SentInfo,
         log: &LogUpdate,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<bool>;
     /// Records a failed attempt with retries left. `false` if the lease was lost.
     async fn mark_attempt_failed(
@@ -228,7 +229,7 @@ pub trait DeliveryStore: Send + Sync + 'static {
         error: &str,
         next: RetryAt,
         log: &LogUpdate,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<bool>;
     /// Dead-letters the delivery. `false` if the lease was lost.
     async fn mark_dead(
@@ -237,7 +238,7 @@ pub trait DeliveryStore: Send + Sync + 'static {
         token: &str,
         error: &str,
         log: &LogUpdate,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<bool>;
 }
 
@@ -292,7 +293,7 @@ pub trait ReplayStore: Send + Sync + 'static {
         &self,
         rows: &[Delivery],
         actor: &converger_core::query::Actor,
-        now_ms: i64,
+        now: Timestamp,
         audits: &[AuditEntry],
     ) -> StoreResult<Vec<Delivery>>;
     async fn create_replay_job(&self, job: &ReplayJob) -> StoreResult<()>;

@@ -2,7 +2,7 @@
 //! disjoint, the limit only lowers, only deliveries failed before the call are picked, filters.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_core::{ActivityId, ChannelId, DeliveryStatus, TenantId, time};
+use converger_core::{ActivityId, ChannelId, DeliveryStatus, TenantId, Timestamp, time};
 use converger_local::Backend;
 use converger_ports::prelude::*;
 use converger_ports::{Activity, Delivery};
@@ -26,8 +26,8 @@ async fn seed(
         .unwrap();
     let tenant = TenantId::parse(tenant).unwrap();
     let when = at
-        .map(str::to_owned)
-        .unwrap_or_else(|| time::ms_to_rfc3339(time::now_ms() - 60_000));
+        .and_then(Timestamp::parse)
+        .unwrap_or_else(|| Timestamp::now().plus_ms(-60_000));
     let rows: Vec<Delivery> = (0..n)
         .map(|_| {
             let a = Activity {
@@ -38,10 +38,11 @@ async fn seed(
                 seq: 1,
                 payload: json!({}),
                 channel_ids: vec![channel.id.clone()],
-                created_at: when.clone(),
+                created_at: when.rfc3339(),
                 expires_at: None,
             };
-            let mut d = Delivery::new(&a, &channel, converger_core::Tier::Default, 0, &when);
+            let mut d = Delivery::new(&a, &channel, converger_core::Tier::Default, when);
+            d.next_attempt_at = 0;
             d.status = DeliveryStatus::Failed;
             d.attempts = 5;
             d.last_error = Some("webhook: HTTP 503".into());
@@ -214,10 +215,10 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
         converger_core::ChannelType::Webhook,
         "c",
         serde_json::Map::new(),
-        &time::now_rfc3339(),
+        converger_core::Timestamp::now(),
     );
     store.create_channel(&channel).await.unwrap();
-    let when = time::ms_to_rfc3339(time::now_ms() - 60_000);
+    let when = Timestamp::now().plus_ms(-60_000);
     let rows: Vec<Delivery> = (0..2000)
         .map(|_| {
             let a = Activity {
@@ -228,10 +229,11 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
                 seq: 1,
                 payload: json!({}),
                 channel_ids: vec![channel.id.clone()],
-                created_at: when.clone(),
+                created_at: when.rfc3339(),
                 expires_at: None,
             };
-            let mut d = Delivery::new(&a, &channel, converger_core::Tier::Default, 0, &when);
+            let mut d = Delivery::new(&a, &channel, converger_core::Tier::Default, when);
+            d.next_attempt_at = 0;
             d.status = DeliveryStatus::Failed;
             d
         })

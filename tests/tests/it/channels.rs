@@ -3,6 +3,7 @@
 //! with an overlap; activities routed by event type to subscribers and read back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_core::Timestamp;
 use converger_tests::{Receiver, TestStack, settled};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -125,7 +126,12 @@ async fn a_deleted_channel_that_a_pause_still_holds_is_let_go_by_the_sweeper() {
     let channel = converger_core::ChannelId::parse(&id(&ch)).unwrap();
     let now = converger_core::time::now_rfc3339();
     store
-        .delete_channel(&tenant, &channel, &now, i64::MAX / 2000)
+        .delete_channel(
+            &tenant,
+            &channel,
+            Timestamp::parse(&now).unwrap(),
+            i64::MAX / 2000,
+        )
         .await
         .unwrap()
         .unwrap();

@@ -2,6 +2,7 @@
 //! the emulator. Each test has its own stack (resource prefix) and tenant.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_core::Timestamp;
 use converger_http::views::Ingested;
 use converger_tests::client::is_settled;
 use converger_tests::{Receiver, Reply, TestStack};
@@ -387,7 +388,7 @@ mod emulator {
         let open = converger_ports::Transition::new(
             &[converger_core::CircuitState::Closed],
             converger_core::CircuitState::Open,
-            converger_core::time::now_ms(),
+            Timestamp::from_ms(converger_core::time::now_ms()),
         );
         assert!(store.transition(&channel, &open).await.unwrap().is_some());
         let url = t

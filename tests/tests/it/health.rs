@@ -2,6 +2,7 @@
 //! receivers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_core::Timestamp;
 use converger_core::health::{HealthStatus, minute};
 use converger_core::{ChannelId, TenantId, time};
 use converger_local::Backend;
@@ -553,7 +554,7 @@ mod emulator {
                     outcome: Outcome::Success,
                     failed: false,
                     window: None,
-                    now_ms: time::now_ms() - 23 * 3_600_000,
+                    now: Timestamp::from_ms(time::now_ms() - 23 * 3_600_000),
                 },
             )
             .await

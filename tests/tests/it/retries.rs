@@ -3,6 +3,7 @@
 //! the attempt log.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_core::Timestamp;
 use converger_core::time;
 use converger_local::Backend;
 use converger_local::QueueSettings;
@@ -402,7 +403,7 @@ mod emulator {
         // An attempt claims the delivery and its Lambda dies: the lease is live for 2 s.
         let claim = p
             .store
-            .claim(&d.id, "crashed", time::now_ms(), 2_000)
+            .claim(&d.id, "crashed", Timestamp::from_ms(time::now_ms()), 2_000)
             .await
             .unwrap();
         assert!(matches!(claim, Claim::Claimed(_)));

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::flow::hook;
+use converger_core::Timestamp;
 use converger_core::{ChannelId, DeliveryId, time};
 use converger_local::Backend;
 use converger_ports::SlotTake;
@@ -40,7 +41,13 @@ pub(crate) async fn leaked_slot(t: &TestStack, rx: &Receiver) -> (String, Delive
     let taken = t
         .stack
         .store
-        .take_slot(&channel, &leaked, 1, time::now_ms(), false)
+        .take_slot(
+            &channel,
+            &leaked,
+            1,
+            Timestamp::from_ms(time::now_ms()),
+            false,
+        )
         .await
         .unwrap();
     assert!(matches!(taken, SlotTake::Taken(_)), "{taken:?}");
@@ -150,14 +157,19 @@ async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
     for d in [&in_flight, &unclaimed] {
         let taken = p
             .store
-            .take_slot(&channel, &d.id, 2, now - 10_000, false)
+            .take_slot(&channel, &d.id, 2, Timestamp::from_ms(now - 10_000), false)
             .await
             .unwrap();
         assert!(matches!(taken, SlotTake::Taken(_)), "{taken:?}");
     }
     let claim = p
         .store
-        .claim(&in_flight.id, "died", time::now_ms() - 4_000, 1_000)
+        .claim(
+            &in_flight.id,
+            "died",
+            Timestamp::from_ms(time::now_ms() - 4_000),
+            1_000,
+        )
         .await
         .unwrap();
     assert!(matches!(claim, converger_ports::Claim::Claimed(_)));

@@ -4,6 +4,7 @@
 //! back when the calls end. On the in-process backend and on the emulator (IAM-checked).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_core::Timestamp;
 use converger_core::{ChannelId, time};
 use converger_ports::{Outcome, Settle};
 use converger_tests::{Receiver, TestStack, settled, wait_until};
@@ -65,7 +66,7 @@ async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap(
                 outcome: Outcome::Neutral,
                 failed: false,
                 window: Some(CAP),
-                now_ms: time::now_ms(),
+                now: Timestamp::from_ms(time::now_ms()),
             },
         )
         .await

@@ -15,7 +15,7 @@ pub(crate) fn row(
     status: DeliveryStatus,
     due: i64,
 ) -> Delivery {
-    let now = time::now_rfc3339();
+    let now = converger_core::Timestamp::now();
     let a = Activity {
         event_type: None,
         id: ActivityId::generate(),
@@ -24,10 +24,11 @@ pub(crate) fn row(
         seq: 0,
         payload: json!({}),
         channel_ids: vec![channel.id.clone()],
-        created_at: now.clone(),
+        created_at: now.rfc3339(),
         expires_at: None,
     };
-    let mut d = Delivery::new(&a, channel, Tier::Bulk, due, &now);
+    let mut d = Delivery::new(&a, channel, Tier::Bulk, now);
+    d.next_attempt_at = due;
     d.status = status;
     d
 }
@@ -345,6 +346,6 @@ fn bench_channel(tenant: &TenantId, kind: ChannelType) -> Channel {
         kind,
         "bench",
         Map::new(),
-        &time::now_rfc3339(),
+        converger_core::Timestamp::now(),
     )
 }

@@ -411,7 +411,7 @@ pub async fn webhook_limited(
         ChannelType::Webhook,
         "bench",
         json!({"url": url}).as_object().cloned().unwrap_or_default(),
-        &time::now_rfc3339(),
+        converger_core::Timestamp::now(),
     );
     let bad = |what: &str, e: &dyn std::fmt::Display| format!("the bench's {what}: {e}");
     c.retry_policy = serde_json::from_value(policy).map_err(|e| bad("retry policy", &e))?;
@@ -441,7 +441,7 @@ pub async fn channel_of(
         kind,
         "bench",
         config.as_object().cloned().unwrap_or_default(),
-        &time::now_rfc3339(),
+        converger_core::Timestamp::now(),
     );
     p.channels()
         .create_channel(&c)

@@ -152,9 +152,9 @@ pub(crate) async fn create_channel(
     let auto_disable = validate_auto_disable(&req.auto_disable)?;
     validate_event_types(&req.event_types)?;
     let steps = validate_middleware(&req.middleware)?;
-    let now = time::now_rfc3339();
     let channel = {
-        let mut c = Channel::new(tenant.id, kind, &req.name, req.config, &now);
+        let now = state.pipeline.clock().now();
+        let mut c = Channel::new(tenant.id, kind, &req.name, req.config, now);
         c.active = req.active;
         c.retry_policy = retry_policy;
         c.circuit_breaker = circuit_breaker;

@@ -13,7 +13,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use converger_core::query::{Cursor, KeyBounds, Search, newest_first};
 use converger_core::{ActivityId, DeliveryStatus};
-use converger_core::{ChannelId, ChannelType, DeliveryId, time};
+use converger_core::{ChannelId, ChannelType, DeliveryId};
 use converger_pipeline::channels::Rotation;
 use converger_pipeline::flow::DeliveryState;
 use converger_pipeline::ingest::NewActivity;

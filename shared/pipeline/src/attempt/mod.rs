@@ -14,7 +14,7 @@ use crate::outcome::{Admit, status_event};
 pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Accepted, Delivered, Envelope, Target};
 use converger_core::policy::{self, Next, hop_delay_s};
-use converger_core::{DeliveryError, RetryPolicy, time};
+use converger_core::{DeliveryError, RetryPolicy, Timestamp, time};
 use converger_ports::{
     Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
     PlatformEvent, RetryAt, SentInfo, StoreResult,
@@ -211,12 +211,12 @@ impl Attempts<'_> {
     #[tracing::instrument(level = "debug", skip_all)]
     async fn claim(&self, msg: &DeliveryMessage) -> Result<Step<Claimed>, AttemptError> {
         let token = lease_token();
-        let now_ms = self.clock.now_ms();
+        let now = self.clock.now();
         let lease_ms = self.flow.lease_slice_ms();
         // The channel the message names is read (or found cached) beside the claim, not after.
         let claimed = self
             .deliveries
-            .claim(&msg.delivery_id, &token, now_ms, lease_ms);
+            .claim(&msg.delivery_id, &token, now, lease_ms);
         let mut claimed = match &msg.channel_id {
             Some(c) => tokio::join!(claimed, self.cache.channel(c)).0?,
             None => claimed.await?,
@@ -240,16 +240,16 @@ impl Attempts<'_> {
             {
                 claimed = self
                     .deliveries
-                    .claim(&msg.delivery_id, &token, self.clock.now_ms(), lease_ms)
+                    .claim(&msg.delivery_id, &token, self.clock.now(), lease_ms)
                     .await?;
             }
         }
         let report = match claimed {
             Claim::Claimed(d) => return Ok(Step::Go(Claimed { d, token })),
             Claim::NotDue(d) => {
-                let delay_s = hop_delay_s(d.next_attempt_at, now_ms, self.config.hop_ceiling_s);
+                let delay_s = hop_delay_s(d.next_attempt_at, now.ms(), self.config.hop_ceiling_s);
                 tracing::info!(
-                    early_ms = d.next_attempt_at - now_ms,
+                    early_ms = d.next_attempt_at - now.ms(),
                     delay_s,
                     "message came early; delayed again"
                 );
@@ -368,13 +368,14 @@ impl Attempts<'_> {
         reason: &str,
         outcome: Outcome,
     ) -> Result<Report, AttemptError> {
+        let now = self.clock.now();
         let e = p.log_entry(
-            self.clock.now_ms(),
+            now,
             self.config.attempt_retention,
             Answer::not_called(reason),
             None,
         );
-        let report = self.dead_letter(p, reason, &e).await?;
+        let report = self.dead_letter(p, reason, &e, now).await?;
         self.after_attempt(&p.d, p, CallEnd::new(outcome)).await?;
         Ok(report)
     }
@@ -391,8 +392,9 @@ impl Attempts<'_> {
             Delivered::Sent(a) => (a, false),
             Delivered::HandedOff(a) => (a, true),
         };
+        let now = self.clock.now();
         let e = p.log_entry(
-            self.clock.now_ms(),
+            now,
             self.config.attempt_retention,
             Answer::accepted(accepted.status_code, accepted.response_snippet.clone()),
             None,
@@ -404,7 +406,7 @@ impl Attempts<'_> {
         };
         if !self
             .deliveries
-            .mark_sent(d, &p.token, &info, &e, &self.clock.now_rfc3339())
+            .mark_sent(d, &p.token, &info, &e, now)
             .await?
         {
             return Ok(Report::Skipped("lease lost before recording success"));
@@ -423,7 +425,7 @@ impl Attempts<'_> {
             metrics::ms(metrics::ATTEMPT_DURATION_MS, duration_ms),
         ];
         if let Some(created) = time::rfc3339_to_ms(&d.created_at) {
-            let waited = u64::try_from(self.clock.now_ms() - created).unwrap_or(0);
+            let waited = u64::try_from(now.ms() - created).unwrap_or(0);
             m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
         }
         metrics::record(&m, p.channel.kind, Some(d.tier));
@@ -458,27 +460,27 @@ impl Attempts<'_> {
             p.channel.kind,
             Some(d.tier),
         );
+        let now = self.clock.now();
         let delay_ms = match policy.next_after_failure(p.n, &err, rand::random::<f64>()) {
             Next::RetryIn(delay_ms) => delay_ms,
             Next::Dead => {
                 let e = p.log_entry(
-                    self.clock.now_ms(),
+                    now,
                     self.config.attempt_retention,
                     Answer::failed(&err),
                     None,
                 );
-                let report = self.dead_letter(p, &err.reason, &e).await?;
+                let report = self.dead_letter(p, &err.reason, &e, now).await?;
                 self.after_attempt(d, p, CallEnd::new(outcome).congested(err.is_congestion()))
                     .await?;
                 return Ok(report);
             }
         };
-        let next_at = self
-            .clock
-            .now_ms()
+        let next_at = now
+            .ms()
             .saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX));
         let e = p.log_entry(
-            self.clock.now_ms(),
+            now,
             self.config.attempt_retention,
             Answer::failed(&err),
             Some(next_at),
@@ -487,14 +489,7 @@ impl Attempts<'_> {
         let retry_at = RetryAt { at_ms: next_at };
         if !self
             .deliveries
-            .mark_attempt_failed(
-                d,
-                &p.token,
-                &err.reason,
-                retry_at,
-                &e,
-                &self.clock.now_rfc3339(),
-            )
+            .mark_attempt_failed(d, &p.token, &err.reason, retry_at, &e, now)
             .await?
         {
             return Ok(Report::Skipped("lease lost before recording failure"));
@@ -525,7 +520,7 @@ impl Attempts<'_> {
 
     /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened).
     async fn park_waiting(&self, d: &Delivery, channel: &Channel) -> Result<(), AttemptError> {
-        if self.flows.park(d, None, &self.clock.now_rfc3339()).await? {
+        if self.flows.park(d, None, self.clock.now()).await? {
             self.flow.park_marks(channel, d).await?;
         }
         Ok(())
@@ -589,7 +584,7 @@ impl Attempts<'_> {
             attempt: n,
             services: &self.handoff,
         };
-        let secrets = channel.signing_secrets(self.clock.now_ms());
+        let secrets = channel.signing_secrets(self.clock.now());
         let target = Target {
             channel_id: channel.id.as_str(),
             config: &channel.config,
@@ -680,11 +675,12 @@ impl Attempts<'_> {
         p: &Prepared,
         reason: &str,
         log: &LogUpdate,
+        now: Timestamp,
     ) -> Result<Report, AttemptError> {
         let (d, n) = (&p.d, p.n);
         if !self
             .deliveries
-            .mark_dead(d, &p.token, reason, log, &self.clock.now_rfc3339())
+            .mark_dead(d, &p.token, reason, log, now)
             .await?
         {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
@@ -736,7 +732,7 @@ impl Attempts<'_> {
                 .await?;
             entries.extend(older);
         }
-        let now_s = self.clock.now_ms() / 1000;
+        let now_s = self.clock.now().secs();
         entries.retain(|e| e.expires_at.is_none_or(|x| x > now_s));
         entries.dedup_by_key(|e| e.attempt);
         let more = entries.len() > limit;

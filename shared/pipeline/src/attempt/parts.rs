@@ -136,7 +136,7 @@ impl Prepared {
     /// This attempt's entry for the attempt log at `now_ms`, with when it is retried if it is.
     pub(super) fn log_entry(
         &self,
-        now_ms: i64,
+        now: Timestamp,
         retention: Duration,
         Answer {
             status_code,
@@ -145,7 +145,7 @@ impl Prepared {
         }: Answer,
         next_retry_at: Option<i64>,
     ) -> LogUpdate {
-        let expires_at = now_ms / 1000 + i64::try_from(retention.as_secs()).unwrap_or(0);
+        let expires_at = now.secs() + i64::try_from(retention.as_secs()).unwrap_or(0);
         LogUpdate::append(
             &self.d.attempt_log,
             AttemptEntry {

@@ -37,7 +37,7 @@ impl FlowControl {
         cap: u32,
         exclusive: bool,
     ) -> StoreResult<Slot> {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let mut ask = self.window_cap(channel, cap);
         let items = slot_items(cap);
         if items > 1 && self.flow_state(&channel.id).await?.circuit_state != CircuitState::Closed {
@@ -111,7 +111,7 @@ impl FlowControl {
         id: &DeliveryId,
         item: u32,
     ) -> StoreResult<()> {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         if item == 0 {
             let f = self
                 .flows

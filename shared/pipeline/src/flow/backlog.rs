@@ -33,11 +33,14 @@ impl FlowControl {
         if free == 0 {
             return Ok(0);
         }
-        let now = self.clock.now_ms();
-        let Some(candidates) = self.backlog_rows(&channel.id, free, now, false).await? else {
+        let now = self.clock.now();
+        let Some(candidates) = self
+            .backlog_rows(&channel.id, free, now.ms(), false)
+            .await?
+        else {
             if let Some(at) = flow
                 .backlog_at
-                .filter(|at| backlog_mark_clearable(*at, now))
+                .filter(|at| backlog_mark_clearable(*at, now.ms()))
             {
                 let f = self
                     .flows
@@ -128,15 +131,15 @@ impl FlowControl {
         ) {
             return Ok(None);
         }
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let Some(id) = self
-            .backlog_rows(&channel.id, 1, now, true)
+            .backlog_rows(&channel.id, 1, now.ms(), true)
             .await?
             .and_then(|mut rows| rows.pop())
         else {
             return Ok(None);
         };
-        let until = now.saturating_add(self.lease_slice_ms());
+        let until = now.ms().saturating_add(self.lease_slice_ms());
         let Some(d) = self
             .flows
             .leave_backlog_leased(&id, now, token, until, running.slot_item)

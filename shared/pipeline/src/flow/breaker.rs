@@ -53,7 +53,7 @@ impl Attempts<'_> {
     ) -> Result<bool, AttemptError> {
         let (channel, probe) = (&*p.channel, p.probe);
         let limits = self.flow.limits(channel, d.tier);
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let known = self.flow.flow_state(&channel.id).await?;
         let signal = match outcome {
             Outcome::Success => Signal::Success,
@@ -91,7 +91,7 @@ impl Attempts<'_> {
             let writes = free.is_some() || failed || known.consecutive_failures > 0;
             window = self
                 .flow
-                .grown_window(&channel.id, known.window, cap, now, writes);
+                .grown_window(&channel.id, known.window, cap, now.ms(), writes);
         }
         // The slots this write grows the window by, fed below with the one given back.
         let grew = window.map_or(0, |w| w.saturating_sub(known.window));
@@ -99,7 +99,7 @@ impl Attempts<'_> {
         // (auto-disable's "no success within 24 h") within ten minutes of the truth.
         let success_stale = known
             .last_success_at
-            .is_none_or(|t| now - t > SUCCESS_MARK_MS);
+            .is_none_or(|t| now.ms() - t > SUCCESS_MARK_MS);
         let needs_write = free.is_some()
             || window.is_some()
             || failed
@@ -116,7 +116,7 @@ impl Attempts<'_> {
                         outcome,
                         failed,
                         window,
-                        now_ms: now,
+                        now,
                     },
                 )
                 .await?;
@@ -127,7 +127,7 @@ impl Attempts<'_> {
         };
 
         if failed {
-            self.health.auto_disable(channel, &flow, now).await?;
+            self.health.auto_disable(channel, &flow, now.ms()).await?;
         }
         if probe {
             return self.probe_outcome(d, channel, &limits, outcome).await;
@@ -172,7 +172,7 @@ impl Attempts<'_> {
         limits: &Limits,
         outcome: Outcome,
     ) -> Result<bool, AttemptError> {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         // A probe handed off to a client went through: the endpoint is back. A probe the
         // middleware halted reached nothing: inconclusive, like a failure it re-opens for
         // another cooldown (without counting).
@@ -188,7 +188,7 @@ impl Attempts<'_> {
                     channel,
                     converger_ports::EventType::ChannelCircuitClosed,
                     "probe_succeeded",
-                    now,
+                    now.ms(),
                 );
                 self.health.alert(channel, event.detail.clone()).await;
                 self.events.publish(vec![event]).await;
@@ -238,11 +238,11 @@ impl FlowControl {
             return Ok(());
         }
         let breaker = channel.circuit_breaker.effective();
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let left = converger_core::flow::cooldown_left_ms(
             flow.circuit_changed_at,
             breaker.cooldown_ms,
-            now,
+            now.ms(),
         );
         self.probe_in(&channel.id, left).await
     }

@@ -5,7 +5,7 @@ use super::admission::Slot;
 use super::*;
 use crate::outcome::{FlowError, Report};
 use converger_core::flow::{Gate, RateWait, gate};
-use converger_core::{CircuitState, RateLimit, time};
+use converger_core::{CircuitState, RateLimit};
 use converger_ports::Flow;
 use converger_ports::{Channel, Delivery, DeliveryMessage, Mark, Transition};
 
@@ -27,14 +27,14 @@ impl FlowControl {
             });
         }
         let limits = self.limits(channel, d.tier);
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let mut flow = self.flow_state(&channel.id).await?;
-        let mut decision = self.decide(&flow, d, &limits, now);
+        let mut decision = self.decide(&flow, d, &limits, now.ms());
         if decision != Gate::Proceed && decision != Gate::Probe {
             // Never park or probe on a cached view: read the breaker as it is.
             flow = self.flows.get_flow(&channel.id).await?;
             self.remember_flow(&flow);
-            decision = self.decide(&flow, d, &limits, now);
+            decision = self.decide(&flow, d, &limits, now.ms());
         }
         match decision {
             Gate::Proceed => {}
@@ -77,11 +77,7 @@ impl FlowControl {
                 Slot::Taken(item) => slot = Some(item),
                 Slot::NotClosed => return self.park_claimed(d, token, channel).await,
                 Slot::Held | Slot::Full => {
-                    if !self
-                        .flows
-                        .to_backlog(d, token, now, &time::ms_to_rfc3339(now))
-                        .await?
-                    {
+                    if !self.flows.to_backlog(d, token, now.ms(), now).await? {
                         return Ok(Admit::Done(Report::Skipped("lease lost before backlog")));
                     }
                     // The row is in the backlog: a failed mark must not send the message
@@ -97,7 +93,7 @@ impl FlowControl {
         // carrying the place); no attempt is used. A schedule reserved beyond its horizon
         // gives no place: the message comes back when the schedule is there.
         if let Some(rate) = limits.rate {
-            let now_us = now.saturating_mul(1000);
+            let now_us = now.ms().saturating_mul(1000);
             let place = match msg.rate_at.filter(|at| RateWait::place_usable(*at, now_us)) {
                 Some(at) => Ok(at),
                 None => self.rate_place(&channel.id, &rate, now_us).await?,
@@ -145,12 +141,8 @@ impl FlowControl {
         token: &str,
         channel: &Channel,
     ) -> Result<Admit, FlowError> {
-        let now = self.clock.now_ms();
-        if !self
-            .flows
-            .park(d, Some(token), &time::ms_to_rfc3339(now))
-            .await?
-        {
+        let now = self.clock.now();
+        if !self.flows.park(d, Some(token), now).await? {
             return Ok(Admit::Done(Report::Skipped("lease lost before parking")));
         }
         self.park_marks(channel, d).await?;

@@ -121,8 +121,8 @@ impl FlowJobs<'_> {
     /// as the probe. With nothing waiting the loop stops.
     async fn probe(&self, channel: &Channel, flow: Flow) -> Result<(), AttemptError> {
         let breaker = channel.circuit_breaker.effective();
-        let now = self.clock.now_ms();
-        let left = cooldown_left_ms(flow.circuit_changed_at, breaker.cooldown_ms, now);
+        let now = self.clock.now();
+        let left = cooldown_left_ms(flow.circuit_changed_at, breaker.cooldown_ms, now.ms());
         if left > 0 {
             let delay_s = u32::try_from((left + 999) / 1000).unwrap_or(900);
             self.flow
@@ -132,7 +132,7 @@ impl FlowJobs<'_> {
         }
         let candidate = match self.flows.parked(&channel.id, 1).await?.pop() {
             Some(d) => Some((d, true)),
-            None => match self.flows.backlog(&channel.id, now, 1).await?.pop() {
+            None => match self.flows.backlog(&channel.id, now.ms(), 1).await?.pop() {
                 Some(w) => self
                     .deliveries
                     .get_delivery(&w.id)
@@ -158,9 +158,8 @@ impl FlowJobs<'_> {
         };
         self.flow.remember_flow(&f);
         self.flow.schedule_probe(&channel.id, &breaker).await?;
-        let now_s = time::ms_to_rfc3339(now);
         let live = if parked {
-            self.flows.unpark(&d, Placement::Live, now, &now_s).await?
+            self.flows.unpark(&d, Placement::Live, now).await?
         } else {
             self.flows.leave_backlog(&d.id, now, 0).await?
         };
@@ -196,14 +195,12 @@ impl FlowControl {
             if rows.is_empty() {
                 break;
             }
-            let now = self.clock.now_ms();
-            let now_s = time::ms_to_rfc3339(now);
+            let now = self.clock.now();
             let mut moved: Vec<Delivery> = Vec::with_capacity(rows.len());
             for chunk in rows.chunks(8) {
-                let done = futures::future::join_all(
-                    chunk.iter().map(|d| self.flows.unpark(d, to, now, &now_s)),
-                )
-                .await;
+                let done =
+                    futures::future::join_all(chunk.iter().map(|d| self.flows.unpark(d, to, now)))
+                        .await;
                 for r in done {
                     moved.extend(r?);
                 }
@@ -211,7 +208,7 @@ impl FlowControl {
                     feeding = true;
                     let f = self
                         .flows
-                        .mark(&channel.id, Mark::Backlog, Some(now), None)
+                        .mark(&channel.id, Mark::Backlog, Some(now.ms()), None)
                         .await?;
                     self.remember_flow(&f);
                     self.feed(channel, tenant_tier, f, super::BACKLOG_PREFETCH)
@@ -236,7 +233,7 @@ impl FlowControl {
                 break;
             }
         }
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         if released < self.config.release_chunk
             && let Some(at) = flow.parked_at
         {
@@ -250,7 +247,7 @@ impl FlowControl {
         if windowed {
             let f = if released > 0 {
                 self.flows
-                    .mark(&channel.id, Mark::Backlog, Some(now), None)
+                    .mark(&channel.id, Mark::Backlog, Some(now.ms()), None)
                     .await?
             } else {
                 self.flows.get_flow(&channel.id).await?

@@ -13,7 +13,7 @@ impl FlowControl {
     /// Pauses a channel's deliveries (`pause_deliveries`, audited).
     pub async fn pause(&self, channel: &Channel, actor: &Actor) -> Result<Flow, FlowError> {
         use CircuitState::*;
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let t = Transition::new(&[Closed, Open, HalfOpen, Paused], Paused, now);
         self.operator_transition(channel, actor, &t, "pause_deliveries")
             .await
@@ -23,7 +23,7 @@ impl FlowControl {
     /// breaker and releases the parked backlog. Never replays dead letters.
     pub async fn resume(&self, channel: &Channel, actor: &Actor) -> Result<Flow, FlowError> {
         use CircuitState::*;
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let t = Transition::new(&[Open, HalfOpen, Paused], Closed, now).reset();
         let f = self
             .operator_transition(channel, actor, &t, "resume_deliveries")
@@ -49,7 +49,7 @@ impl FlowControl {
             None => self.flows.get_flow(&channel.id).await?,
         };
         self.remember_flow(&f);
-        self.audit(channel, actor, action, t.now_ms).await?;
+        self.audit(channel, actor, action, t.now.ms()).await?;
         Ok(f)
     }
 

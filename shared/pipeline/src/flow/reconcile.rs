@@ -74,7 +74,7 @@ impl FlowControl {
         older_than: std::time::Duration,
         requeued: &[DeliveryId],
     ) -> Result<(usize, usize), FlowError> {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let older_than = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
         let mut held: Vec<HeldSlot> = flow
             .slots
@@ -90,7 +90,7 @@ impl FlowControl {
         }
         let old: Vec<HeldSlot> = held
             .into_iter()
-            .filter(|h| now - h.taken_at > older_than)
+            .filter(|h| now.ms() - h.taken_at > older_than)
             .collect();
         if old.is_empty() {
             return Ok((0, 0));
@@ -119,7 +119,7 @@ impl FlowControl {
                     && !requeued.contains(&r.id)
                     && !r.handed_off
                     && r.lease_until.is_none()
-                    && r.next_attempt_at < now - older_than
+                    && r.next_attempt_at < now.ms() - older_than
             })
             .map(|r| DeliveryMessage::new(r.id.clone(), r.tier, None).of(r))
             .collect();
@@ -171,7 +171,7 @@ impl FlowControl {
     }
 
     async fn sweep_flow(&self, f: Flow) -> Result<(usize, usize, usize), FlowError> {
-        let now = self.clock.now_ms();
+        let now = self.clock.now();
         let Some(channel) = self.channels.get_channel(&f.channel_id).await? else {
             return Ok((0, 0, 0));
         };
@@ -202,7 +202,7 @@ impl FlowControl {
         match f.circuit_state {
             CircuitState::Closed => {
                 let parked_long = f.parked_at.is_some_and(|p| {
-                    now - p > i64::try_from(breaker.park_seconds * 1000).unwrap_or(i64::MAX)
+                    now.ms() - p > i64::try_from(breaker.park_seconds * 1000).unwrap_or(i64::MAX)
                 });
                 if parked_long {
                     released = self.release(&channel, &f).await?;
@@ -212,11 +212,11 @@ impl FlowControl {
                 }
             }
             CircuitState::Open | CircuitState::HalfOpen => {
-                if f.probe_due.is_none_or(|due| due + 60_000 < now) {
+                if f.probe_due.is_none_or(|due| due + 60_000 < now.ms()) {
                     self.send_flow_job(&channel.id, FlowJobKind::Probe, 0)
                         .await?;
                     self.flows
-                        .mark(&channel.id, Mark::ProbeDue, Some(now), None)
+                        .mark(&channel.id, Mark::ProbeDue, Some(now.ms()), None)
                         .await?;
                 }
             }
@@ -229,7 +229,7 @@ impl FlowControl {
     /// its breaker closed and its parked deliveries released.
     pub(crate) async fn let_go(&self, channel: &Channel) -> Result<(), FlowError> {
         use CircuitState::*;
-        let t = Transition::new(&[Open, HalfOpen, Paused], Closed, self.clock.now_ms()).reset();
+        let t = Transition::new(&[Open, HalfOpen, Paused], Closed, self.clock.now()).reset();
         if let Some(f) = self.flows.transition(&channel.id, &t).await? {
             self.remember_flow(&f);
         }

@@ -246,7 +246,7 @@ mod tests {
             ChannelType::Webhook,
             "c",
             Map::new(),
-            "2026-01-01T00:00:00Z",
+            Timestamp::from_ms(1_000),
         );
         let a = Activity {
             event_type: None,
@@ -259,7 +259,7 @@ mod tests {
             created_at: "2026-01-01T00:00:00Z".into(),
             expires_at: None,
         };
-        Delivery::new(&a, &channel, Tier::Default, 1_000, "2026-01-01T00:00:00Z").in_shards(2)
+        Delivery::new(&a, &channel, Tier::Default, Timestamp::from_ms(1_000)).in_shards(2)
     }
 
     fn on(charges: &[Charge], index: Option<&str>) -> f64 {

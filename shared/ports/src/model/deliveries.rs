@@ -150,7 +150,7 @@ fn is_false(b: &bool) -> bool {
 
 impl Delivery {
     /// A new delivery of `activity` to `channel`, due now.
-    pub fn new(activity: &Activity, channel: &Channel, tier: Tier, now_ms: i64, now: &str) -> Self {
+    pub fn new(activity: &Activity, channel: &Channel, tier: Tier, now: Timestamp) -> Self {
         Self {
             id: DeliveryId::for_pair(&activity.id, &channel.id),
             tenant_id: activity.tenant_id.clone(),
@@ -161,7 +161,7 @@ impl Delivery {
             status: DeliveryStatus::Pending,
             attempts: 0,
             last_error: None,
-            next_attempt_at: now_ms,
+            next_attempt_at: now.ms(),
             lease_until: None,
             lease_token: None,
             settled_by: None,
@@ -171,8 +171,8 @@ impl Delivery {
             retry_count: 0,
             retried_by: None,
             retried_at: None,
-            created_at: now.to_owned(),
-            updated_at: now.to_owned(),
+            created_at: now.rfc3339(),
+            updated_at: now.rfc3339(),
             attempt_log: Vec::new(),
             in_backlog: false,
             slot: false,
@@ -208,15 +208,15 @@ impl Delivery {
     /// The row as a replay leaves it: pending and due now, attempts reset so the retry policy
     /// starts over, `retry_count` + 1, `retried_by`/`retried_at` set; `last_error` stays until
     /// the next attempt overwrites it.
-    pub fn replayed(&self, actor: &Actor, now_ms: i64, now: &str) -> Delivery {
+    pub fn replayed(&self, actor: &Actor, now: Timestamp) -> Delivery {
         let mut row = self.clone();
         row.status = DeliveryStatus::Pending;
         row.attempts = 0;
         row.retry_count += 1;
         row.retried_by = Some(actor.to_string());
-        row.retried_at = Some(now.to_owned());
-        row.next_attempt_at = now_ms;
-        row.updated_at = now.to_owned();
+        row.retried_at = Some(now.rfc3339());
+        row.next_attempt_at = now.ms();
+        row.updated_at = now.rfc3339();
         row.lease_token = None;
         row.lease_until = None;
         row.in_backlog = false;
@@ -296,19 +296,19 @@ pub enum Claim {
 }
 
 impl Claim {
-    /// Why `row` cannot be claimed at `now_ms`, or `None` when it can: the claim's condition,
+    /// Why `row` cannot be claimed at `now`, or `None` when it can: the claim's condition,
     /// which both backends apply (DynamoDB as the update's condition, then this on the old
     /// row it returns; the in-process backend directly).
-    pub fn refused(row: Option<&Delivery>, now_ms: i64) -> Option<Claim> {
+    pub fn refused(row: Option<&Delivery>, now: Timestamp) -> Option<Claim> {
         match row {
             None => Some(Claim::Missing),
             // Past its retention: gone, whatever the table has not deleted yet.
-            Some(d) if expired(d.expires_at, now_ms) => Some(Claim::Missing),
+            Some(d) if expired(d.expires_at, now.ms()) => Some(Claim::Missing),
             Some(d) if d.status != DeliveryStatus::Pending || d.handed_off => {
                 Some(Claim::Settled(d.clone()))
             }
-            Some(d) if d.next_attempt_at > now_ms => Some(Claim::NotDue(d.clone())),
-            Some(d) if d.lease_until.is_some_and(|u| u >= now_ms) => Some(Claim::Busy),
+            Some(d) if d.next_attempt_at > now.ms() => Some(Claim::NotDue(d.clone())),
+            Some(d) if d.lease_until.is_some_and(|u| u >= now.ms()) => Some(Claim::Busy),
             Some(_) => None,
         }
     }
@@ -376,7 +376,8 @@ mod tests {
 
     fn delivery(due_ms: i64) -> Delivery {
         let tenant = TenantId::generate();
-        let channel = Channel::new(tenant.clone(), ChannelType::Webhook, "c", Map::new(), "t");
+        let at = Timestamp::from_ms(due_ms);
+        let channel = Channel::new(tenant.clone(), ChannelType::Webhook, "c", Map::new(), at);
         let activity = Activity {
             event_type: None,
             id: ActivityId::generate(),
@@ -385,44 +386,53 @@ mod tests {
             seq: 1,
             payload: Value::Null,
             channel_ids: vec![channel.id.clone()],
-            created_at: "t".into(),
+            created_at: at.rfc3339(),
             expires_at: None,
         };
-        Delivery::new(&activity, &channel, Tier::Default, due_ms, "t")
+        Delivery::new(&activity, &channel, Tier::Default, at)
     }
 
     #[test]
     fn a_claim_is_refused_for_each_reason_in_order() {
         let now = 1_000_000;
-        assert_eq!(Claim::refused(None, now), Some(Claim::Missing));
+        assert_eq!(
+            Claim::refused(None, Timestamp::from_ms(now)),
+            Some(Claim::Missing)
+        );
         let mut d = delivery(now);
-        assert_eq!(Claim::refused(Some(&d), now), None);
+        assert_eq!(Claim::refused(Some(&d), Timestamp::from_ms(now)), None);
         d.lease_until = Some(now - 1);
         assert_eq!(
-            Claim::refused(Some(&d), now),
+            Claim::refused(Some(&d), Timestamp::from_ms(now)),
             None,
             "an ended lease is free"
         );
         d.lease_until = Some(now);
-        assert_eq!(Claim::refused(Some(&d), now), Some(Claim::Busy));
+        assert_eq!(
+            Claim::refused(Some(&d), Timestamp::from_ms(now)),
+            Some(Claim::Busy)
+        );
         d.next_attempt_at = now + 1;
         assert!(matches!(
-            Claim::refused(Some(&d), now),
+            Claim::refused(Some(&d), Timestamp::from_ms(now)),
             Some(Claim::NotDue(_))
         ));
         d.handed_off = true;
         assert!(matches!(
-            Claim::refused(Some(&d), now),
+            Claim::refused(Some(&d), Timestamp::from_ms(now)),
             Some(Claim::Settled(_))
         ));
         d.handed_off = false;
         d.status = DeliveryStatus::Failed;
         assert!(matches!(
-            Claim::refused(Some(&d), now),
+            Claim::refused(Some(&d), Timestamp::from_ms(now)),
             Some(Claim::Settled(_))
         ));
         d.expires_at = Some(now / 1000);
-        assert_eq!(Claim::refused(Some(&d), now), Some(Claim::Missing));
+        assert_eq!(
+            Claim::refused(Some(&d), Timestamp::from_ms(now)),
+            Some(Claim::Missing)
+        );
     }
 
     #[test]
@@ -462,17 +472,20 @@ mod tests {
             kind: converger_core::query::ActorKind::Admin,
             id: "ops".into(),
         };
-        let r = d.replayed(&actor, 1_000, "2030-01-01T00:00:01.000000Z");
+        let r = d.replayed(&actor, Timestamp::from_micros(1_893_456_001_000_000));
         assert_eq!(
             (r.status, r.attempts, r.retry_count),
             (DeliveryStatus::Pending, 0, 1)
         );
         assert_eq!(r.last_error.as_deref(), Some("webhook: HTTP 503"));
-        assert_eq!(r.next_attempt_at, 1_000);
+        // Due, retried and updated at the one instant it was given.
+        assert_eq!(r.next_attempt_at, 1_893_456_001_000);
+        assert_eq!(r.retried_at.as_deref(), Some("2030-01-01T00:00:01.000000Z"));
+        assert_eq!(r.updated_at, "2030-01-01T00:00:01.000000Z");
         assert_eq!(r.retried_by.as_deref(), Some(actor.to_string().as_str()));
         assert!(!r.slot && !r.handed_off && r.lease_token.is_none());
         assert!(
-            Claim::refused(Some(&r), 1_000).is_none(),
+            Claim::refused(Some(&r), Timestamp::from_ms(1_893_456_001_000)).is_none(),
             "claimable at once"
         );
     }

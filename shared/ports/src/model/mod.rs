@@ -3,7 +3,7 @@
 
 use converger_core::query::{Actor, Cursor};
 use converger_core::{
-    ActivityId, ChannelId, ChannelType, DeliveryId, DeliveryStatus, TenantId, Tier,
+    ActivityId, ChannelId, ChannelType, DeliveryId, DeliveryStatus, TenantId, Tier, Timestamp,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

@@ -129,7 +129,7 @@ impl Channel {
         kind: ChannelType,
         name: &str,
         config: Map<String, Value>,
-        now: &str,
+        now: Timestamp,
     ) -> Self {
         Self {
             id: ChannelId::generate(),
@@ -151,8 +151,8 @@ impl Channel {
             retiring_secrets: Vec::new(),
             deleted_at: None,
             expires_at: None,
-            created_at: now.to_owned(),
-            updated_at: now.to_owned(),
+            created_at: now.rfc3339(),
+            updated_at: now.rfc3339(),
         }
     }
 }
@@ -173,13 +173,13 @@ pub struct ChannelPatch {
 }
 
 impl Channel {
-    /// The secrets that sign what it sends at `now_ms`: the current one and those still
+    /// The secrets that sign what it sends at `now`: the current one and those still
     /// retiring.
-    pub fn signing_secrets(&self, now_ms: i64) -> Vec<&str> {
+    pub fn signing_secrets(&self, now: Timestamp) -> Vec<&str> {
         converger_core::signing::signing_secrets(
             &self.signing_secret,
             &self.retiring_secrets,
-            now_ms,
+            now.ms(),
         )
     }
 

@@ -1,6 +1,7 @@
 //! Channels.
 
 use super::*;
+use converger_core::Timestamp;
 
 /// The condition of every tenant write to a channel: it exists, is the tenant's, and was not
 /// deleted.
@@ -21,11 +22,11 @@ impl ChannelStore for DynamoStore {
         tenant: &TenantId,
         id: &ChannelId,
         patch: &ChannelPatch,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Option<Channel>> {
         let mut sets = vec!["updated_at = :now".to_owned()];
         let mut values: Vec<(&str, AttributeValue)> =
-            vec![(":now", s(now)), (":tenant", s(tenant.as_str()))];
+            vec![(":now", s(now.rfc3339())), (":tenant", s(tenant.as_str()))];
         if let Some(name) = &patch.name {
             sets.push("#name = :name".into());
             values.push((":name", s(name.as_str())));
@@ -150,7 +151,7 @@ impl ChannelStore for DynamoStore {
         tenant: &TenantId,
         id: &ChannelId,
         rotation: &SecretRotation,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Option<Channel>> {
         let (expr, retiring) = if rotation.retiring.is_empty() {
             (
@@ -173,7 +174,7 @@ impl ChannelStore for DynamoStore {
             .expression_attribute_values(":tenant", s(tenant.as_str()))
             .expression_attribute_values(":old", s(rotation.replaces.as_str()))
             .expression_attribute_values(":new", s(rotation.secret.as_str()))
-            .expression_attribute_values(":now", s(now))
+            .expression_attribute_values(":now", s(now.rfc3339()))
             .return_values(ReturnValue::AllNew);
         if let Some(r) = retiring {
             req = req.expression_attribute_values(":ret", r);
@@ -189,7 +190,7 @@ impl ChannelStore for DynamoStore {
         &self,
         tenant: &TenantId,
         id: &ChannelId,
-        now: &str,
+        now: Timestamp,
         expires_at: i64,
     ) -> StoreResult<Option<Channel>> {
         let req = self
@@ -203,7 +204,7 @@ impl ChannelStore for DynamoStore {
             .condition_expression(LIVE_CHANNEL)
             .expression_attribute_names("#active", "active")
             .expression_attribute_values(":tenant", s(tenant.as_str()))
-            .expression_attribute_values(":now", s(now))
+            .expression_attribute_values(":now", s(now.rfc3339()))
             .expression_attribute_values(":no", AttributeValue::Bool(false))
             .expression_attribute_values(":exp", n(expires_at))
             .return_values(ReturnValue::AllNew);

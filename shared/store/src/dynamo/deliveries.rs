@@ -1,6 +1,7 @@
 //! Delivery rows and the attempt lifecycle: claim (a lease), release, and the three outcomes.
 
 use super::*;
+use converger_core::Timestamp;
 
 #[async_trait]
 impl DeliveryStore for DynamoStore {
@@ -15,14 +16,14 @@ impl DeliveryStore for DynamoStore {
         &self,
         id: &DeliveryId,
         token: &str,
-        now_ms: i64,
+        now: Timestamp,
         lease_ms: i64,
     ) -> StoreResult<Claim> {
         // A row that turns out claimable after the write was refused changed in between: it
         // was just created (a message sent beside its row's write), or another attempt's lease
         // ended. The claim is made again, a few times at most.
         for _ in 0..3 {
-            if let Some(c) = self.claim_once(id, token, now_ms, lease_ms).await? {
+            if let Some(c) = self.claim_once(id, token, now, lease_ms).await? {
                 return Ok(c);
             }
         }
@@ -51,14 +52,14 @@ impl DeliveryStore for DynamoStore {
         &self,
         id: &DeliveryId,
         until_ms: i64,
-        now_ms: i64,
+        now: Timestamp,
     ) -> StoreResult<bool> {
         let mut values: Vec<(&str, AttributeValue)> = vec![
             (":until", n(until_ms)),
-            (":now", n(now_ms)),
+            (":now", n(now.ms())),
             (":pending", s(DeliveryStatus::Pending.as_str())),
         ];
-        values.extend(self.due_keys(id, now_ms));
+        values.extend(self.due_keys(id, now.ms()));
         Ok(self
             .row_update(
                 id,
@@ -77,7 +78,7 @@ impl DeliveryStore for DynamoStore {
         token: &str,
         info: &SentInfo,
         log: &LogUpdate,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<bool> {
         let mut sets = vec![
             "#st = :st".to_owned(),
@@ -121,7 +122,7 @@ impl DeliveryStore for DynamoStore {
         error: &str,
         next: RetryAt,
         log: &LogUpdate,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<bool> {
         let next_attempt_at = next.at_ms;
         let expr = transition(
@@ -148,7 +149,7 @@ impl DeliveryStore for DynamoStore {
         token: &str,
         error: &str,
         log: &LogUpdate,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<bool> {
         let expr = transition(
             DeliveryStatus::Failed,
@@ -172,10 +173,10 @@ impl DynamoStore {
         &self,
         id: &DeliveryId,
         token: &str,
-        now_ms: i64,
+        now: Timestamp,
         lease_ms: i64,
     ) -> StoreResult<Option<Claim>> {
-        let until = now_ms.saturating_add(lease_ms);
+        let until = now.ms().saturating_add(lease_ms);
         // The lease is not projected into the due index: the claim writes the row alone.
         let req = self
             .client
@@ -190,10 +191,10 @@ impl DynamoStore {
                  AND (attribute_not_exists(expires_at) OR expires_at > :now_s)",
             )
             .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":now_s", n(now_ms.div_euclid(1000)))
+            .expression_attribute_values(":now_s", n(now.ms().div_euclid(1000)))
             .expression_attribute_values(":token", s(token))
             .expression_attribute_values(":until", n(until))
-            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":now", n(now.ms()))
             .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
             .return_values(ReturnValue::AllNew);
         match self.update_or_old(req, self.get_delivery(id)).await? {
@@ -203,7 +204,7 @@ impl DynamoStore {
                 Ok(Some(Claim::Claimed(from_item(item)?)))
             }
             // Claimable by the old row but refused by the condition: it changed in between.
-            Conditional::Refused(old) => Ok(Claim::refused(old.as_ref(), now_ms)),
+            Conditional::Refused(old) => Ok(Claim::refused(old.as_ref(), now)),
         }
     }
 }

@@ -6,6 +6,7 @@ use super::expr::Update;
 use super::*;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use converger_core::CircuitState;
+use converger_core::Timestamp;
 use converger_core::flow::INITIAL_WINDOW;
 
 pub(super) fn empty_map() -> AttributeValue {
@@ -110,7 +111,7 @@ impl FlowStore for DynamoStore {
         channel: &ChannelId,
         delivery: &DeliveryId,
         cap: u32,
-        now_ms: i64,
+        now: Timestamp,
         exclusive: bool,
     ) -> StoreResult<SlotTake> {
         // `SlotTake::refused`, as a condition.
@@ -125,7 +126,7 @@ impl FlowStore for DynamoStore {
                      AND {room}"
                 ))
                 .expression_attribute_names("#d", delivery.as_str())
-                .expression_attribute_values(":now", n(now_ms))
+                .expression_attribute_values(":now", n(now.ms()))
                 .expression_attribute_values(":closed", s(CircuitState::Closed.as_str()))
                 .expression_attribute_values(":cap", n(cap.max(1)));
             let old = match self
@@ -166,7 +167,7 @@ impl FlowStore for DynamoStore {
                 u = u
                     .set("consecutive_failures", n(0))
                     .set("failed_attempts", n(0))
-                    .set("last_success_at", n(st.now_ms));
+                    .set("last_success_at", n(st.now.ms()));
             }
             Outcome::Transient => u = u.add("consecutive_failures", n(1)),
             Outcome::Neutral | Outcome::HandedOff | Outcome::Halted => {}
@@ -195,7 +196,7 @@ impl FlowStore for DynamoStore {
             Some(d) => {
                 let u = u.remove(&format!("slots.{d}")).when_exists("slots");
                 match &st.pass_to {
-                    Some(next) => u.set_if_absent(&format!("slots.{next}"), n(st.now_ms)),
+                    Some(next) => u.set_if_absent(&format!("slots.{next}"), n(st.now.ms())),
                     None => u,
                 }
             }
@@ -219,10 +220,10 @@ impl FlowStore for DynamoStore {
         item: u32,
         delivery: &DeliveryId,
         cap: u32,
-        now_ms: i64,
+        now: Timestamp,
         exclusive: bool,
     ) -> StoreResult<ItemTake> {
-        self.item_take(channel, item, delivery, cap, now_ms, exclusive)
+        self.item_take(channel, item, delivery, cap, now, exclusive)
             .await
     }
 
@@ -232,10 +233,9 @@ impl FlowStore for DynamoStore {
         item: u32,
         delivery: &DeliveryId,
         pass_to: Option<&DeliveryId>,
-        now_ms: i64,
+        now: Timestamp,
     ) -> StoreResult<()> {
-        self.item_free(channel, item, delivery, pass_to, now_ms)
-            .await
+        self.item_free(channel, item, delivery, pass_to, now).await
     }
 
     async fn held_slots(&self, channel: &ChannelId, items: u32) -> StoreResult<Vec<HeldSlot>> {
@@ -250,7 +250,7 @@ impl FlowStore for DynamoStore {
         // `Transition::allows` and `Transition::apply`, as one conditional update.
         let mut u = Update::new()
             .set("circuit_state", s(t.to.as_str()))
-            .set("circuit_changed_at", n(t.now_ms))
+            .set("circuit_changed_at", n(t.now.ms()))
             .set("channel_id", s(channel.as_str()))
             .set_if_absent("slots", empty_map());
         u = if t.reset {
@@ -362,12 +362,12 @@ impl FlowStore for DynamoStore {
             .await
     }
 
-    async fn park(&self, d: &Delivery, token: Option<&str>, now: &str) -> StoreResult<bool> {
+    async fn park(&self, d: &Delivery, token: Option<&str>, now: Timestamp) -> StoreResult<bool> {
         let mut values: Vec<(&str, AttributeValue)> = vec![
             (":paused", s(DeliveryStatus::Paused.as_str())),
-            (":now", s(now)),
+            (":now", s(now.rfc3339())),
         ];
-        values.extend(index_keys(d, DeliveryStatus::Paused, now));
+        values.extend(index_keys(d, DeliveryStatus::Paused, &now.rfc3339()));
         let expr = transition(
             DeliveryStatus::Paused,
             "#st = :paused, updated_at = :now",
@@ -394,24 +394,23 @@ impl FlowStore for DynamoStore {
         &self,
         d: &Delivery,
         to: Placement,
-        now_ms: i64,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Option<Delivery>> {
         let mut values: Vec<(&str, AttributeValue)> = vec![
             (":paused", s(DeliveryStatus::Paused.as_str())),
             (":pending", s(DeliveryStatus::Pending.as_str())),
-            (":now", s(now)),
-            (":due", n(now_ms)),
+            (":now", s(now.rfc3339())),
+            (":due", n(now.ms())),
         ];
-        values.extend(index_keys(d, DeliveryStatus::Pending, now));
+        values.extend(index_keys(d, DeliveryStatus::Pending, &now.rfc3339()));
         let place = match to {
             Placement::Backlog => {
-                values.extend(backlog_keys(&d.channel_id, now_ms));
+                values.extend(backlog_keys(&d.channel_id, now.ms()));
                 values.push((":true", AttributeValue::Bool(true)));
                 "in_backlog = :true, bl_pk = :bl_pk, bl_sk = :bl_sk"
             }
             Placement::Live => {
-                values.extend(self.due_keys(&d.id, now_ms));
+                values.extend(self.due_keys(&d.id, now.ms()));
                 "due_shard = :due_shard, due_at = :due_at"
             }
         };
@@ -433,7 +432,7 @@ impl FlowStore for DynamoStore {
         d: &Delivery,
         token: &str,
         due_ms: i64,
-        _now: &str,
+        _now: Timestamp,
     ) -> StoreResult<bool> {
         let mut values: Vec<(&str, AttributeValue)> =
             vec![(":true", AttributeValue::Bool(true)), (":due", n(due_ms))];
@@ -452,7 +451,7 @@ impl FlowStore for DynamoStore {
     async fn leave_backlog(
         &self,
         id: &DeliveryId,
-        now_ms: i64,
+        now: Timestamp,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
         let mut values: Vec<(&str, AttributeValue)> = vec![
@@ -460,7 +459,7 @@ impl FlowStore for DynamoStore {
             (":true", AttributeValue::Bool(true)),
             (":si", n(slot_item)),
         ];
-        values.extend(self.due_keys(id, now_ms));
+        values.extend(self.due_keys(id, now.ms()));
         self.row_update(
             id,
             "SET slot = :true, slot_item = :si, due_shard = :due_shard, due_at = :due_at \
@@ -475,7 +474,7 @@ impl FlowStore for DynamoStore {
     async fn leave_backlog_leased(
         &self,
         id: &DeliveryId,
-        now_ms: i64,
+        now: Timestamp,
         token: &str,
         lease_until_ms: i64,
         slot_item: u32,
@@ -484,12 +483,12 @@ impl FlowStore for DynamoStore {
             (":pending", s(DeliveryStatus::Pending.as_str())),
             (":token", s(token)),
             (":until", n(lease_until_ms)),
-            (":now", n(now_ms)),
+            (":now", n(now.ms())),
             (":si", n(slot_item)),
         ];
         // Out of the backlog into the due index, due now (the row and its index entry agree,
         // so a later release leaves the entry where it is).
-        values.extend(self.due_keys(id, now_ms));
+        values.extend(self.due_keys(id, now.ms()));
         self.row_update(
             id,
             "SET lease_token = :token, lease_until = :until, next_attempt_at = :now, \

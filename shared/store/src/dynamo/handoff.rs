@@ -3,6 +3,7 @@
 //! index, connections in their own table.
 
 use super::*;
+use converger_core::Timestamp;
 
 impl DynamoStore {
     /// The delivery of `channel` its provider knows as `pmid`, as the index holds it (the
@@ -42,7 +43,7 @@ fn not_acked(d: Delivery) -> Ack {
 
 #[async_trait]
 impl HandoffStore for DynamoStore {
-    async fn acknowledge(&self, d: &Delivery, now: &str) -> StoreResult<Ack> {
+    async fn acknowledge(&self, d: &Delivery, now: Timestamp) -> StoreResult<Ack> {
         let mut req = self
             .client
             .update_item()
@@ -58,9 +59,9 @@ impl HandoffStore for DynamoStore {
             .expression_attribute_values(":sent", s(DeliveryStatus::Sent.as_str()))
             .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
             .expression_attribute_values(":t", AttributeValue::Bool(true))
-            .expression_attribute_values(":now", s(now))
+            .expression_attribute_values(":now", s(now.rfc3339()))
             .return_values(ReturnValue::AllNew);
-        for (k, v) in index_keys(d, DeliveryStatus::Sent, now) {
+        for (k, v) in index_keys(d, DeliveryStatus::Sent, &now.rfc3339()) {
             req = req.expression_attribute_values(k, v);
         }
         match self.update_or_old(req, self.get_delivery(&d.id)).await? {
@@ -79,7 +80,7 @@ impl HandoffStore for DynamoStore {
         provider_message_id: &str,
         receipt: DeliveryStatus,
         error: Option<&str>,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Receipted> {
         let Some(mut d) = self
             .by_provider_message(channel, provider_message_id)
@@ -102,7 +103,7 @@ impl HandoffStore for DynamoStore {
                 .expression_attribute_names("#st", "status")
                 .expression_attribute_values(":to", s(to.as_str()))
                 .expression_attribute_values(":from", s(from.as_str()))
-                .expression_attribute_values(":now", s(now))
+                .expression_attribute_values(":now", s(now.rfc3339()))
                 .return_values(ReturnValue::AllNew);
             if to == DeliveryStatus::Failed {
                 set.push_str(", last_error = :err");
@@ -120,7 +121,7 @@ impl HandoffStore for DynamoStore {
                  handed_off"
             };
             let expr = transition(to, &set, remove);
-            for (k, v) in index_keys(&d, to, now) {
+            for (k, v) in index_keys(&d, to, &now.rfc3339()) {
                 req = req.expression_attribute_values(k, v);
             }
             match req.update_expression(expr).send().await {

@@ -5,6 +5,7 @@
 
 use super::expr::Update;
 use super::*;
+use converger_core::Timestamp;
 use converger_core::health::CHECKED_TYPES;
 
 /// How long per-minute counters are kept (the window is 60 minutes).
@@ -108,7 +109,7 @@ impl HealthStore for DynamoStore {
         &self,
         channel: &ChannelId,
         limit: usize,
-        now_s: i64,
+        now: Timestamp,
     ) -> StoreResult<Vec<HealthCheck>> {
         let out = self
             .client
@@ -128,7 +129,10 @@ impl HealthStore for DynamoStore {
             .map(from_item::<HealthCheck>)
             .collect::<StoreResult<Vec<_>>>()?;
         // DynamoDB deletes expired rows up to two days late: they are not shown.
-        Ok(rows.into_iter().filter(|r| r.expires_at > now_s).collect())
+        Ok(rows
+            .into_iter()
+            .filter(|r| r.expires_at > now.secs())
+            .collect())
     }
 
     async fn checked_channels(

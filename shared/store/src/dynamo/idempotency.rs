@@ -1,6 +1,7 @@
 //! Idempotency keys: one item per tenant and key (`pk` `<tenant>#<key>`), expiring by TTL.
 
 use super::*;
+use converger_core::Timestamp;
 
 #[async_trait]
 impl IdempotencyStore for DynamoStore {
@@ -9,7 +10,7 @@ impl IdempotencyStore for DynamoStore {
         tenant: &TenantId,
         key: &str,
         record: &KeyRecord,
-        now_ms: i64,
+        now: Timestamp,
     ) -> StoreResult<Option<KeyRecord>> {
         let pk = idempotency_key(tenant, key);
         let mut item = to_item(record)?;
@@ -27,8 +28,8 @@ impl IdempotencyStore for DynamoStore {
                      OR (attribute_not_exists(#status) AND locked_until < :now)",
                 )
                 .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":now_s", n(now_ms / 1000))
-                .expression_attribute_values(":now", n(now_ms))
+                .expression_attribute_values(":now_s", n(now.ms() / 1000))
+                .expression_attribute_values(":now", n(now.ms()))
                 .send()
                 .await;
             match put {

@@ -10,6 +10,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, KeysAndAttributes, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
     TransactWriteItem,
 };
+use converger_core::Timestamp;
 use converger_core::query::{Actor, Cursor};
 use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
 use converger_ports::*;
@@ -293,8 +294,7 @@ impl DynamoStore {
         &self,
         d: &Delivery,
         actor: &Actor,
-        now_ms: i64,
-        now: &str,
+        now: Timestamp,
         audit: &AuditEntry,
     ) -> StoreResult<(aws_sdk_dynamodb::types::Update, Put)> {
         let mut values: HashMap<String, AttributeValue> = HashMap::from([
@@ -303,13 +303,13 @@ impl DynamoStore {
             (":zero".to_owned(), n(0)),
             (":one".to_owned(), n(1)),
             (":by".to_owned(), s(actor.to_string())),
-            (":now".to_owned(), s(now)),
-            (":due".to_owned(), n(now_ms)),
+            (":now".to_owned(), s(now.rfc3339())),
+            (":due".to_owned(), n(now.ms())),
         ]);
-        for (k, v) in index_keys(d, DeliveryStatus::Pending, now) {
+        for (k, v) in index_keys(d, DeliveryStatus::Pending, &now.rfc3339()) {
             values.insert(k.to_owned(), v);
         }
-        for (k, v) in self.due_keys(&d.id, now_ms) {
+        for (k, v) in self.due_keys(&d.id, now.ms()) {
             values.insert(k.to_owned(), v);
         }
         let update = aws_sdk_dynamodb::types::Update::builder()
@@ -559,16 +559,16 @@ impl DynamoStore {
         d: &Delivery,
         status: DeliveryStatus,
         log: &LogUpdate,
-        now: &str,
+        now: Timestamp,
     ) -> StoreResult<Vec<(&'static str, AttributeValue)>> {
         self.spill(d, &log.spill).await?;
         let mut v: Vec<(&'static str, AttributeValue)> = vec![
             (":st", s(status.as_str())),
             (":one", n(1)),
-            (":now", s(now)),
+            (":now", s(now.rfc3339())),
             (":log", to_av(&log.recent)?),
         ];
-        v.extend(index_keys(d, status, now));
+        v.extend(index_keys(d, status, &now.rfc3339()));
         Ok(v)
     }
 

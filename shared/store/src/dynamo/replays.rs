@@ -1,6 +1,7 @@
 //! Replays: moving dead letters back to pending, and replay jobs.
 
 use super::*;
+use converger_core::Timestamp;
 
 #[async_trait]
 impl ReplayStore for DynamoStore {
@@ -8,14 +9,13 @@ impl ReplayStore for DynamoStore {
         &self,
         rows: &[Delivery],
         actor: &Actor,
-        now_ms: i64,
+        now: Timestamp,
         audits: &[AuditEntry],
     ) -> StoreResult<Vec<Delivery>> {
         check_replay_batch(rows, audits)?;
-        let now = converger_core::time::ms_to_rfc3339(now_ms);
         let mut items = Vec::with_capacity(rows.len());
         for (d, audit) in rows.iter().zip(audits) {
-            items.push(self.replay_items(d, actor, now_ms, &now, audit)?);
+            items.push(self.replay_items(d, actor, now, audit)?);
         }
         let mut pending: Vec<usize> = (0..rows.len()).collect();
         // Rows an earlier attempt of this same request replayed (see below).
@@ -42,7 +42,7 @@ impl ReplayStore for DynamoStore {
                     return Ok(applied
                         .iter()
                         .chain(&pending)
-                        .map(|&i| rows[i].replayed(actor, now_ms, &now))
+                        .map(|&i| rows[i].replayed(actor, now))
                         .collect());
                 }
                 Err(e) => match e.as_service_error() {
@@ -92,7 +92,7 @@ impl ReplayStore for DynamoStore {
         if pending.is_empty() {
             Ok(applied
                 .iter()
-                .map(|&i| rows[i].replayed(actor, now_ms, &now))
+                .map(|&i| rows[i].replayed(actor, now))
                 .collect())
         } else {
             Err(StoreError::Unavailable("replay kept conflicting".into()))

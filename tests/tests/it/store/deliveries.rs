@@ -2,6 +2,7 @@
 //! attempt log, an outcome written twice, hand-offs and receipts.
 
 use super::*;
+use converger_core::Timestamp;
 
 pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     let f = fixture(b).await;
@@ -13,13 +14,18 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
         .await
         .unwrap();
 
-    let Claim::Claimed(held) = f.store.claim(&d.id, "tok-1", now, 60_000).await.unwrap() else {
+    let Claim::Claimed(held) = f
+        .store
+        .claim(&d.id, "tok-1", Timestamp::from_ms(now), 60_000)
+        .await
+        .unwrap()
+    else {
         panic!("first claim wins");
     };
     assert_eq!(held.lease_token.as_deref(), Some("tok-1"));
     assert_eq!(
         f.store
-            .claim(&d.id, "tok-2", now + 1, 60_000)
+            .claim(&d.id, "tok-2", Timestamp::from_ms(now + 1), 60_000)
             .await
             .unwrap(),
         Claim::Busy
@@ -32,7 +38,7 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     assert!(f.store.release(&held, "tok-1").await.unwrap());
     let Claim::Claimed(held) = f
         .store
-        .claim(&d.id, "tok-1", now + 2, 60_000)
+        .claim(&d.id, "tok-1", Timestamp::from_ms(now + 2), 60_000)
         .await
         .unwrap()
     else {
@@ -43,7 +49,14 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     let later = now + 5_000;
     assert!(
         !f.store
-            .mark_attempt_failed(&held, "tok-2", "boom", RetryAt::at(later), &entry(1), "t")
+            .mark_attempt_failed(
+                &held,
+                "tok-2",
+                "boom",
+                RetryAt::at(later),
+                &entry(1),
+                Timestamp::now()
+            )
             .await
             .unwrap(),
         "a stranger's token is refused"
@@ -56,7 +69,7 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
                 "boom",
                 RetryAt::at(later),
                 &entry(1),
-                &time::now_rfc3339()
+                Timestamp::parse(&time::now_rfc3339()).unwrap()
             )
             .await
             .unwrap()
@@ -70,19 +83,24 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     assert_eq!(row.attempt_log.len(), 1);
     assert!(matches!(
         f.store
-            .claim(&d.id, "tok-3", now + 1_000, 60_000)
+            .claim(&d.id, "tok-3", Timestamp::from_ms(now + 1_000), 60_000)
             .await
             .unwrap(),
         Claim::NotDue(_)
     ));
 
     // An expired lease can be taken over; the old holder then loses its write.
-    let Claim::Claimed(first) = f.store.claim(&d.id, "tok-4", later, 1_000).await.unwrap() else {
+    let Claim::Claimed(first) = f
+        .store
+        .claim(&d.id, "tok-4", Timestamp::from_ms(later), 1_000)
+        .await
+        .unwrap()
+    else {
         panic!("due now");
     };
     let Claim::Claimed(second) = f
         .store
-        .claim(&d.id, "tok-5", later + 2_000, 60_000)
+        .claim(&d.id, "tok-5", Timestamp::from_ms(later + 2_000), 60_000)
         .await
         .unwrap()
     else {
@@ -90,7 +108,13 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     };
     assert!(
         !f.store
-            .mark_sent(&first, "tok-4", &SentInfo::default(), &entry(2), "t")
+            .mark_sent(
+                &first,
+                "tok-4",
+                &SentInfo::default(),
+                &entry(2),
+                Timestamp::now()
+            )
             .await
             .unwrap()
     );
@@ -101,7 +125,13 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     };
     assert!(
         f.store
-            .mark_sent(&second, "tok-5", &info, &entry(2), &time::now_rfc3339())
+            .mark_sent(
+                &second,
+                "tok-5",
+                &info,
+                &entry(2),
+                Timestamp::parse(&time::now_rfc3339()).unwrap()
+            )
             .await
             .unwrap()
     );
@@ -112,7 +142,7 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     assert!(row.sent_at.is_some());
     assert!(matches!(
         f.store
-            .claim(&d.id, "tok-6", later + 3_000, 60_000)
+            .claim(&d.id, "tok-6", Timestamp::from_ms(later + 3_000), 60_000)
             .await
             .unwrap(),
         Claim::Settled(_)
@@ -129,24 +159,41 @@ pub(super) async fn dead_letters_and_missing_rows(b: Backend) {
         .create_activity(&a, std::slice::from_ref(&d))
         .await
         .unwrap();
-    let Claim::Claimed(held) = f.store.claim(&d.id, "tok", now, 60_000).await.unwrap() else {
+    let Claim::Claimed(held) = f
+        .store
+        .claim(&d.id, "tok", Timestamp::from_ms(now), 60_000)
+        .await
+        .unwrap()
+    else {
         panic!("claimed");
     };
     assert!(
         f.store
-            .mark_dead(&held, "tok", "HTTP 400", &entry(1), &time::now_rfc3339())
+            .mark_dead(
+                &held,
+                "tok",
+                "HTTP 400",
+                &entry(1),
+                Timestamp::parse(&time::now_rfc3339()).unwrap()
+            )
             .await
             .unwrap()
     );
     let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
     assert_eq!((row.status, row.attempts), (DeliveryStatus::Failed, 1));
     assert!(matches!(
-        f.store.claim(&d.id, "tok", now + 10, 60_000).await.unwrap(),
+        f.store
+            .claim(&d.id, "tok", Timestamp::from_ms(now + 10), 60_000)
+            .await
+            .unwrap(),
         Claim::Settled(_)
     ));
     let missing = converger_core::DeliveryId::for_pair(&ActivityId::generate(), &f.channel.id);
     assert_eq!(
-        f.store.claim(&missing, "tok", now, 60_000).await.unwrap(),
+        f.store
+            .claim(&missing, "tok", Timestamp::from_ms(now), 60_000)
+            .await
+            .unwrap(),
         Claim::Missing
     );
     assert_eq!(f.store.get_delivery(&missing).await.unwrap(), None);
@@ -224,7 +271,12 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
         .unwrap();
     assert!(page.items.iter().any(|o| o.id == d.id), "in the due index");
     // Its attempt fails: listed as pending from then on.
-    let Claim::Claimed(c) = f.store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
+    let Claim::Claimed(c) = f
+        .store
+        .claim(&d.id, "t", Timestamp::from_ms(now), 60_000)
+        .await
+        .unwrap()
+    else {
         panic!()
     };
     assert!(
@@ -238,7 +290,7 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
             "503",
             RetryAt::at(now),
             &entry(1),
-            &time::now_rfc3339(),
+            Timestamp::parse(&time::now_rfc3339()).unwrap(),
         )
         .await
         .unwrap();
@@ -249,7 +301,12 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
     let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
     assert!(!row.unlisted);
     // The next succeeds: listed as sent, once.
-    let Claim::Claimed(c) = f.store.claim(&d.id, "u", now, 60_000).await.unwrap() else {
+    let Claim::Claimed(c) = f
+        .store
+        .claim(&d.id, "u", Timestamp::from_ms(now), 60_000)
+        .await
+        .unwrap()
+    else {
         panic!()
     };
     f.store
@@ -258,7 +315,7 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
             "u",
             &SentInfo::default(),
             &entry(2),
-            &time::now_rfc3339(),
+            Timestamp::parse(&time::now_rfc3339()).unwrap(),
         )
         .await
         .unwrap();
@@ -284,7 +341,12 @@ pub(super) async fn old_attempts_spill_out_of_the_item(b: Backend) {
         .create_activity(&a, std::slice::from_ref(&d))
         .await
         .unwrap();
-    let Claim::Claimed(held) = f.store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
+    let Claim::Claimed(held) = f
+        .store
+        .claim(&d.id, "t", Timestamp::from_ms(now), 60_000)
+        .await
+        .unwrap()
+    else {
         panic!()
     };
     let current: Vec<AttemptEntry> = (1..=converger_ports::RECENT_ATTEMPTS as u32)
@@ -305,7 +367,7 @@ pub(super) async fn old_attempts_spill_out_of_the_item(b: Backend) {
             "x",
             RetryAt::at(now),
             &more,
-            &time::now_rfc3339(),
+            Timestamp::parse(&time::now_rfc3339()).unwrap(),
         )
         .await
         .unwrap();
@@ -330,13 +392,13 @@ pub(super) async fn a_recorded_outcome_written_again_is_recognised_as_its_own(b:
     let d = claimed(&f, "tok-a").await;
     assert!(
         f.store
-            .mark_sent(&d, "tok-a", &info, &entry(1), "t1")
+            .mark_sent(&d, "tok-a", &info, &entry(1), Timestamp::now())
             .await
             .unwrap()
     );
     assert!(
         f.store
-            .mark_sent(&d, "tok-a", &info, &entry(1), "t1")
+            .mark_sent(&d, "tok-a", &info, &entry(1), Timestamp::now())
             .await
             .unwrap(),
         "the same attempt's write again"
@@ -349,14 +411,14 @@ pub(super) async fn a_recorded_outcome_written_again_is_recognised_as_its_own(b:
     );
     assert!(
         !f.store
-            .mark_sent(&d, "tok-b", &info, &entry(1), "t2")
+            .mark_sent(&d, "tok-b", &info, &entry(1), Timestamp::now())
             .await
             .unwrap(),
         "another attempt's lease is still lost"
     );
     assert!(
         !f.store
-            .mark_dead(&d, "tok-b", "x", &entry(1), "t2")
+            .mark_dead(&d, "tok-b", "x", &entry(1), Timestamp::now())
             .await
             .unwrap()
     );
@@ -365,13 +427,13 @@ pub(super) async fn a_recorded_outcome_written_again_is_recognised_as_its_own(b:
     let later = RetryAt::at(time::now_ms() + 60_000);
     assert!(
         f.store
-            .mark_attempt_failed(&d, "tok-c", "boom", later, &entry(1), "t")
+            .mark_attempt_failed(&d, "tok-c", "boom", later, &entry(1), Timestamp::now())
             .await
             .unwrap()
     );
     assert!(
         f.store
-            .mark_attempt_failed(&d, "tok-c", "boom", later, &entry(1), "t")
+            .mark_attempt_failed(&d, "tok-c", "boom", later, &entry(1), Timestamp::now())
             .await
             .unwrap()
     );
@@ -389,7 +451,12 @@ pub(super) async fn claimed(f: &Fixture, token: &str) -> Delivery {
         .create_activity(&a, std::slice::from_ref(&d))
         .await
         .unwrap();
-    match f.store.claim(&d.id, token, now, 60_000).await.unwrap() {
+    match f
+        .store
+        .claim(&d.id, token, Timestamp::from_ms(now), 60_000)
+        .await
+        .unwrap()
+    {
         Claim::Claimed(d) => d,
         other => panic!("{other:?}"),
     }
@@ -410,7 +477,7 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
                     ..SentInfo::default()
                 },
                 &entry(1),
-                &now
+                Timestamp::parse(&now).unwrap()
             )
             .await
             .unwrap()
@@ -423,7 +490,7 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
     // Not retried: no claim takes it, and the sweeper's index does not hold it.
     assert!(matches!(
         f.store
-            .claim(&d.id, "u", time::now_ms() + 1, 60_000)
+            .claim(&d.id, "u", Timestamp::from_ms(time::now_ms() + 1), 60_000)
             .await
             .unwrap(),
         Claim::Settled(_)
@@ -445,7 +512,12 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
     );
 
     // The ack: pending -> sent, once; again it reports Already.
-    match f.store.acknowledge(&d, &now).await.unwrap() {
+    match f
+        .store
+        .acknowledge(&d, Timestamp::parse(&now).unwrap())
+        .await
+        .unwrap()
+    {
         Ack::Acked(r) => {
             assert_eq!(r.status, DeliveryStatus::Sent);
             assert!(!r.handed_off);
@@ -454,13 +526,19 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        f.store.acknowledge(&d, &now).await.unwrap(),
+        f.store
+            .acknowledge(&d, Timestamp::parse(&now).unwrap())
+            .await
+            .unwrap(),
         Ack::Already(_)
     ));
     // A pending delivery that was not handed off is not waiting for an ack.
     let other = claimed(&f, "v").await;
     assert!(matches!(
-        f.store.acknowledge(&other, &now).await.unwrap(),
+        f.store
+            .acknowledge(&other, Timestamp::parse(&now).unwrap())
+            .await
+            .unwrap(),
         Ack::NotAwaiting(_)
     ));
     assert!(matches!(
@@ -470,7 +548,7 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
                     id: DeliveryId::generate(),
                     ..d.clone()
                 },
-                &now
+                Timestamp::parse(&now).unwrap()
             )
             .await
             .unwrap(),
@@ -490,7 +568,7 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
     };
     assert!(
         f.store
-            .mark_sent(&d, "t", &info, &entry(1), &now)
+            .mark_sent(&d, "t", &info, &entry(1), Timestamp::parse(&now).unwrap())
             .await
             .unwrap()
     );
@@ -499,7 +577,13 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
         let (store, ch, now) = (f.store.clone(), ch.clone(), now.clone());
         async move {
             store
-                .apply_receipt(&ch, id, st, Some("undeliverable"), &now)
+                .apply_receipt(
+                    &ch,
+                    id,
+                    st,
+                    Some("undeliverable"),
+                    Timestamp::parse(&now).unwrap(),
+                )
                 .await
                 .unwrap()
         }
@@ -535,7 +619,7 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
                 "wamid.1",
                 DeliveryStatus::Read,
                 None,
-                &now
+                Timestamp::parse(&now).unwrap()
             )
             .await
             .unwrap(),
@@ -550,7 +634,13 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
     };
     assert!(
         f.store
-            .mark_sent(&d2, "t2", &info2, &entry(1), &now)
+            .mark_sent(
+                &d2,
+                "t2",
+                &info2,
+                &entry(1),
+                Timestamp::parse(&now).unwrap()
+            )
             .await
             .unwrap()
     );
@@ -597,7 +687,12 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
     );
     let replayed = f
         .store
-        .replay_many(std::slice::from_ref(&row), &actor, time::now_ms(), &[audit])
+        .replay_many(
+            std::slice::from_ref(&row),
+            &actor,
+            Timestamp::from_ms(time::now_ms()),
+            &[audit],
+        )
         .await
         .unwrap();
     assert_eq!(replayed[0].status, DeliveryStatus::Pending);

@@ -2,6 +2,7 @@
 //! sweeper reads.
 
 use super::*;
+use converger_core::Timestamp;
 
 pub(super) async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
     use converger_ports::due_shard;
@@ -11,7 +12,7 @@ pub(super) async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
         ChannelType::Echo,
         "echo 2",
         Map::new(),
-        &time::now_rfc3339(),
+        converger_core::Timestamp::now(),
     );
     f.store.create_channel(&second).await.unwrap();
     let mut a = activity(&f);
@@ -41,7 +42,10 @@ pub(super) async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
             .unwrap();
         assert!(page.items.iter().any(|o| o.id == d.id), "in the due index");
         assert!(matches!(
-            f.store.claim(&d.id, "tok", now, 60_000).await.unwrap(),
+            f.store
+                .claim(&d.id, "tok", Timestamp::from_ms(now), 60_000)
+                .await
+                .unwrap(),
             Claim::Claimed(_)
         ));
     }
@@ -135,14 +139,14 @@ pub(super) async fn rows_past_their_retention_read_as_absent(b: Backend) {
     }
     assert!(matches!(
         f.store
-            .claim(&d_old.id, "tok", later, 60_000)
+            .claim(&d_old.id, "tok", Timestamp::from_ms(later), 60_000)
             .await
             .unwrap(),
         Claim::Missing
     ));
     assert!(matches!(
         f.store
-            .claim(&d_kept.id, "tok", later, 60_000)
+            .claim(&d_kept.id, "tok", Timestamp::from_ms(later), 60_000)
             .await
             .unwrap(),
         Claim::Claimed(_)
@@ -206,7 +210,11 @@ pub(super) async fn the_due_index_has_the_deployments_shard_count(b: Backend) {
     // A retry is written to the shard of the count at the time: an entry leaves by its
     // attributes, wherever it was.
     let d = &rows[0];
-    let Claim::Claimed(c) = store.claim(&d.id, "t", now, 60_000).await.unwrap() else {
+    let Claim::Claimed(c) = store
+        .claim(&d.id, "t", Timestamp::from_ms(now), 60_000)
+        .await
+        .unwrap()
+    else {
         panic!()
     };
     store
@@ -216,7 +224,7 @@ pub(super) async fn the_due_index_has_the_deployments_shard_count(b: Backend) {
             "503",
             RetryAt::at(now - 6_000),
             &entry(1),
-            &time::now_rfc3339(),
+            Timestamp::parse(&time::now_rfc3339()).unwrap(),
         )
         .await
         .unwrap();
@@ -263,7 +271,12 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
         assert!(overdue(d).await, "pending and overdue: in the index");
     }
     // Settled deliveries leave the index; a retried one moves to its new due time.
-    let Claim::Claimed(a) = f.store.claim(&ids[0].id, "t", now, 60_000).await.unwrap() else {
+    let Claim::Claimed(a) = f
+        .store
+        .claim(&ids[0].id, "t", Timestamp::from_ms(now), 60_000)
+        .await
+        .unwrap()
+    else {
         panic!()
     };
     f.store
@@ -272,18 +285,34 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
             "t",
             &SentInfo::default(),
             &entry(1),
-            &time::now_rfc3339(),
+            Timestamp::parse(&time::now_rfc3339()).unwrap(),
         )
         .await
         .unwrap();
-    let Claim::Claimed(b) = f.store.claim(&ids[1].id, "t", now, 60_000).await.unwrap() else {
+    let Claim::Claimed(b) = f
+        .store
+        .claim(&ids[1].id, "t", Timestamp::from_ms(now), 60_000)
+        .await
+        .unwrap()
+    else {
         panic!()
     };
     f.store
-        .mark_dead(&b, "t", "x", &entry(1), &time::now_rfc3339())
+        .mark_dead(
+            &b,
+            "t",
+            "x",
+            &entry(1),
+            Timestamp::parse(&time::now_rfc3339()).unwrap(),
+        )
         .await
         .unwrap();
-    let Claim::Claimed(c) = f.store.claim(&ids[2].id, "t", now, 60_000).await.unwrap() else {
+    let Claim::Claimed(c) = f
+        .store
+        .claim(&ids[2].id, "t", Timestamp::from_ms(now), 60_000)
+        .await
+        .unwrap()
+    else {
         panic!()
     };
     f.store
@@ -293,7 +322,7 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
             "x",
             RetryAt::at(now + 60_000),
             &entry(1),
-            &time::now_rfc3339(),
+            Timestamp::parse(&time::now_rfc3339()).unwrap(),
         )
         .await
         .unwrap();
@@ -341,7 +370,12 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
         }
     };
     assert!(leased(now + 10_000).await.is_none(), "not claimed yet");
-    let Claim::Claimed(held) = f.store.claim(&d.id, "t", now, 1_000).await.unwrap() else {
+    let Claim::Claimed(held) = f
+        .store
+        .claim(&d.id, "t", Timestamp::from_ms(now), 1_000)
+        .await
+        .unwrap()
+    else {
         panic!()
     };
     assert!(
@@ -373,24 +407,29 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
 
     // A lease that ended without an outcome is taken back once: the row waits again, due
     // at the time given; a second pass (or a stale read of the lease) changes nothing.
-    let Claim::Claimed(_) = f.store.claim(&d.id, "t2", now, 1_000).await.unwrap() else {
+    let Claim::Claimed(_) = f
+        .store
+        .claim(&d.id, "t2", Timestamp::from_ms(now), 1_000)
+        .await
+        .unwrap()
+    else {
         panic!()
     };
     assert!(
         !f.store
-            .requeue_expired(&d.id, now + 999, now + 2_000)
+            .requeue_expired(&d.id, now + 999, Timestamp::from_ms(now + 2_000))
             .await
             .unwrap()
     );
     assert!(
         f.store
-            .requeue_expired(&d.id, now + 1_000, now + 2_000)
+            .requeue_expired(&d.id, now + 1_000, Timestamp::from_ms(now + 2_000))
             .await
             .unwrap()
     );
     assert!(
         !f.store
-            .requeue_expired(&d.id, now + 1_000, now + 2_000)
+            .requeue_expired(&d.id, now + 1_000, Timestamp::from_ms(now + 2_000))
             .await
             .unwrap()
     );

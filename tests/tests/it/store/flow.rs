@@ -1,6 +1,7 @@
 //! Flow control: window slots, the breaker, the backlog and parking, rate schedules.
 
 use super::*;
+use converger_core::Timestamp;
 
 pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backend) {
     let f = fixture(b).await;
@@ -15,13 +16,16 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
     // Two slots under a cap of 2; the same delivery asking again keeps its one slot.
     for id in &ids[..2] {
         assert!(matches!(
-            f.store.take_slot(ch, id, 2, 1_000, false).await.unwrap(),
+            f.store
+                .take_slot(ch, id, 2, Timestamp::from_ms(1_000), false)
+                .await
+                .unwrap(),
             SlotTake::Taken(_)
         ));
     }
     match f
         .store
-        .take_slot(ch, &ids[0], 2, 2_000, false)
+        .take_slot(ch, &ids[0], 2, Timestamp::from_ms(2_000), false)
         .await
         .unwrap()
     {
@@ -34,7 +38,7 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
     assert!(
         matches!(
             f.store
-                .take_slot(ch, &ids[0], 3, 2_000, true)
+                .take_slot(ch, &ids[0], 3, Timestamp::from_ms(2_000), true)
                 .await
                 .unwrap(),
             SlotTake::Held(_)
@@ -42,7 +46,7 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
         "an exclusive take of a held slot"
     );
     assert!(matches!(
-        f.store.take_slot(ch, &ids[2], 2, 2_000, false).await.unwrap(),
+        f.store.take_slot(ch, &ids[2], 2, Timestamp::from_ms(2_000), false).await.unwrap(),
         SlotTake::Full(fl) if fl.slots.len() == 2
     ));
 
@@ -57,7 +61,7 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
                 outcome: Outcome::Transient,
                 failed: true,
                 window: Some(7),
-                now_ms: 3_000,
+                now: Timestamp::from_ms(3_000),
             },
         )
         .await
@@ -74,7 +78,7 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
                 outcome: Outcome::Success,
                 failed: false,
                 window: None,
-                now_ms: 4_000,
+                now: Timestamp::from_ms(4_000),
             },
         )
         .await
@@ -89,7 +93,7 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
             &Settle {
                 pass_to: Some(ids[2].clone()),
                 outcome: Outcome::Success,
-                ..Settle::free(ids[1].clone(), 4_500)
+                ..Settle::free(ids[1].clone(), Timestamp::from_ms(4_500))
             },
         )
         .await
@@ -106,7 +110,7 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
             ch,
             &Settle {
                 pass_to: Some(ids[1].clone()),
-                ..Settle::free(ids[2].clone(), 4_600)
+                ..Settle::free(ids[2].clone(), Timestamp::from_ms(4_600))
             },
         )
         .await
@@ -128,7 +132,11 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
         .store
         .transition(
             ch,
-            &Transition::new(&[CircuitState::Closed], CircuitState::Paused, 5_000),
+            &Transition::new(
+                &[CircuitState::Closed],
+                CircuitState::Paused,
+                Timestamp::from_ms(5_000),
+            ),
         )
         .await
         .unwrap()
@@ -136,7 +144,7 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
     assert_eq!(paused.circuit_state, CircuitState::Paused);
     assert!(matches!(
         f.store
-            .take_slot(ch, &ids[3], 10, 6_000, false)
+            .take_slot(ch, &ids[3], 10, Timestamp::from_ms(6_000), false)
             .await
             .unwrap(),
         SlotTake::NotClosed(_)
@@ -170,7 +178,7 @@ pub(super) async fn slot_items_hold_their_share_and_are_reconciled_by_item(b: Ba
     for id in &ids[..2] {
         assert_eq!(
             f.store
-                .take_item_slot(ch, 3, id, 2, 1_000, false)
+                .take_item_slot(ch, 3, id, 2, Timestamp::from_ms(1_000), false)
                 .await
                 .unwrap(),
             ItemTake::Taken
@@ -178,7 +186,7 @@ pub(super) async fn slot_items_hold_their_share_and_are_reconciled_by_item(b: Ba
     }
     assert_eq!(
         f.store
-            .take_item_slot(ch, 3, &ids[0], 2, 2_000, false)
+            .take_item_slot(ch, 3, &ids[0], 2, Timestamp::from_ms(2_000), false)
             .await
             .unwrap(),
         ItemTake::Taken,
@@ -186,14 +194,14 @@ pub(super) async fn slot_items_hold_their_share_and_are_reconciled_by_item(b: Ba
     );
     assert_eq!(
         f.store
-            .take_item_slot(ch, 3, &ids[0], 3, 2_000, true)
+            .take_item_slot(ch, 3, &ids[0], 3, Timestamp::from_ms(2_000), true)
             .await
             .unwrap(),
         ItemTake::Held
     );
     assert_eq!(
         f.store
-            .take_item_slot(ch, 3, &ids[2], 2, 2_000, false)
+            .take_item_slot(ch, 3, &ids[2], 2, Timestamp::from_ms(2_000), false)
             .await
             .unwrap(),
         ItemTake::Full
@@ -201,7 +209,7 @@ pub(super) async fn slot_items_hold_their_share_and_are_reconciled_by_item(b: Ba
     // Another item has its own share; the flow item holds none of these.
     assert_eq!(
         f.store
-            .take_item_slot(ch, 1, &ids[2], 1, 2_500, false)
+            .take_item_slot(ch, 1, &ids[2], 1, Timestamp::from_ms(2_500), false)
             .await
             .unwrap(),
         ItemTake::Taken
@@ -222,15 +230,15 @@ pub(super) async fn slot_items_hold_their_share_and_are_reconciled_by_item(b: Ba
 
     // A freed slot handed on in the same write; a slot the item does not hold hands nothing.
     f.store
-        .free_item_slot(ch, 3, &ids[0], Some(&ids[3]), 3_000)
+        .free_item_slot(ch, 3, &ids[0], Some(&ids[3]), Timestamp::from_ms(3_000))
         .await
         .unwrap();
     f.store
-        .free_item_slot(ch, 3, &ids[0], Some(&ids[2]), 3_100)
+        .free_item_slot(ch, 3, &ids[0], Some(&ids[2]), Timestamp::from_ms(3_100))
         .await
         .unwrap();
     f.store
-        .free_item_slot(ch, 7, &ids[0], None, 3_100)
+        .free_item_slot(ch, 7, &ids[0], None, Timestamp::from_ms(3_100))
         .await
         .unwrap();
     assert_eq!(
@@ -281,14 +289,19 @@ pub(super) async fn breaker_transitions_have_one_winner(b: Backend) {
                 outcome: Outcome::Transient,
                 failed: true,
                 window: None,
-                now_ms: 1,
+                now: Timestamp::from_ms(1),
             },
         )
         .await
         .unwrap();
     assert_eq!(first.circuit_state, CircuitState::Closed);
     assert_eq!(first.consecutive_failures, 1);
-    let open = Transition::new(&[CircuitState::Closed], CircuitState::Open, 10_000).seen(0);
+    let open = Transition::new(
+        &[CircuitState::Closed],
+        CircuitState::Open,
+        Timestamp::from_ms(10_000),
+    )
+    .seen(0);
     let wins = futures::future::join_all((0..50).map(|_| f.store.transition(&ch, &open)))
         .await
         .into_iter()
@@ -298,9 +311,13 @@ pub(super) async fn breaker_transitions_have_one_winner(b: Backend) {
 
     // Two probes claim half-open from the same open state: one wins.
     let claim = |p: &str| {
-        Transition::new(&[CircuitState::Open], CircuitState::HalfOpen, 20_000)
-            .seen(10_000)
-            .probe(p)
+        Transition::new(
+            &[CircuitState::Open],
+            CircuitState::HalfOpen,
+            Timestamp::from_ms(20_000),
+        )
+        .seen(10_000)
+        .probe(p)
     };
     let (ca, cb) = (claim("dlv_a"), claim("dlv_b"));
     let (a, b2) = tokio::join!(f.store.transition(&ch, &ca), f.store.transition(&ch, &cb));
@@ -310,9 +327,13 @@ pub(super) async fn breaker_transitions_have_one_winner(b: Backend) {
 
     // Only the probe closes it; closing resets the counters and restarts the window.
     let close = |p: &str| {
-        Transition::new(&[CircuitState::HalfOpen], CircuitState::Closed, 30_000)
-            .probed_by(p)
-            .reset()
+        Transition::new(
+            &[CircuitState::HalfOpen],
+            CircuitState::Closed,
+            Timestamp::from_ms(30_000),
+        )
+        .probed_by(p)
+        .reset()
     };
     let other = if probe == "dlv_a" { "dlv_b" } else { "dlv_a" };
     assert!(
@@ -431,7 +452,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     // Out of the backlog once: the second taker finds nothing.
     let live = f
         .store
-        .leave_backlog(&rows[0].id, now_ms, 4)
+        .leave_backlog(&rows[0].id, Timestamp::from_ms(now_ms), 4)
         .await
         .unwrap()
         .unwrap();
@@ -442,7 +463,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     );
     assert!(
         f.store
-            .leave_backlog(&rows[0].id, now_ms, 0)
+            .leave_backlog(&rows[0].id, Timestamp::from_ms(now_ms), 0)
             .await
             .unwrap()
             .is_none()
@@ -461,7 +482,13 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
         .unwrap();
     let leased = f
         .store
-        .leave_backlog_leased(&extra.id, now_ms, "tok", now_ms + 8_000, 2)
+        .leave_backlog_leased(
+            &extra.id,
+            Timestamp::from_ms(now_ms),
+            "tok",
+            now_ms + 8_000,
+            2,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -480,14 +507,20 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     );
     assert!(matches!(
         f.store
-            .claim(&extra.id, "other", now_ms, 8_000)
+            .claim(&extra.id, "other", Timestamp::from_ms(now_ms), 8_000)
             .await
             .unwrap(),
         converger_ports::Claim::Busy
     ));
     assert!(
         f.store
-            .leave_backlog_leased(&extra.id, now_ms, "again", now_ms + 8_000, 0)
+            .leave_backlog_leased(
+                &extra.id,
+                Timestamp::from_ms(now_ms),
+                "again",
+                now_ms + 8_000,
+                0
+            )
             .await
             .unwrap()
             .is_none(),
@@ -500,7 +533,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
                 "tok",
                 &converger_ports::SentInfo::default(),
                 &converger_ports::LogUpdate::default(),
-                &now
+                Timestamp::parse(&now).unwrap()
             )
             .await
             .unwrap(),
@@ -508,9 +541,17 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     );
 
     // Parking a backlog row; unparking it into the backlog again.
-    assert!(f.store.park(&rows[1], None, &now).await.unwrap());
     assert!(
-        !f.store.park(&rows[1], None, &now).await.unwrap(),
+        f.store
+            .park(&rows[1], None, Timestamp::parse(&now).unwrap())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !f.store
+            .park(&rows[1], None, Timestamp::parse(&now).unwrap())
+            .await
+            .unwrap(),
         "parked once"
     );
     let parked = f.store.parked(ch, 10).await.unwrap();
@@ -520,7 +561,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     }
     let back = f
         .store
-        .unpark(&rows[1], Placement::Backlog, now_ms, &now)
+        .unpark(&rows[1], Placement::Backlog, Timestamp::from_ms(now_ms))
         .await
         .unwrap()
         .unwrap();
@@ -528,7 +569,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     assert!(back.in_backlog);
     assert!(
         f.store
-            .unpark(&rows[1], Placement::Backlog, now_ms, &now)
+            .unpark(&rows[1], Placement::Backlog, Timestamp::from_ms(now_ms))
             .await
             .unwrap()
             .is_none()
@@ -536,7 +577,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     // The parked one goes straight to the queue's due index.
     let live = f
         .store
-        .unpark(&rows[3], Placement::Live, now_ms, &now)
+        .unpark(&rows[3], Placement::Live, Timestamp::from_ms(now_ms))
         .await
         .unwrap()
         .unwrap();
@@ -547,7 +588,7 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     let token = "tok";
     let held = match f
         .store
-        .claim(&rows[3].id, token, now_ms + 1, 60_000)
+        .claim(&rows[3].id, token, Timestamp::from_ms(now_ms + 1), 60_000)
         .await
         .unwrap()
     {
@@ -556,33 +597,38 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
     };
     assert!(
         !f.store
-            .to_backlog(&held, "stranger", now_ms, &now)
+            .to_backlog(&held, "stranger", now_ms, Timestamp::parse(&now).unwrap())
             .await
             .unwrap()
     );
     assert!(
         f.store
-            .to_backlog(&held, token, now_ms, &now)
+            .to_backlog(&held, token, now_ms, Timestamp::parse(&now).unwrap())
             .await
             .unwrap()
     );
     assert_eq!(f.store.waiting_counts(ch).await.unwrap(), (0, 3));
     let again = f
         .store
-        .leave_backlog(&rows[3].id, now_ms, 0)
+        .leave_backlog(&rows[3].id, Timestamp::from_ms(now_ms), 0)
         .await
         .unwrap()
         .unwrap();
     let held = match f
         .store
-        .claim(&again.id, "tok2", now_ms + 2, 60_000)
+        .claim(&again.id, "tok2", Timestamp::from_ms(now_ms + 2), 60_000)
         .await
         .unwrap()
     {
         Claim::Claimed(d) => d,
         other => panic!("{other:?}"),
     };
-    assert!(f.store.park(&held, Some("tok2"), &now).await.unwrap());
+    assert!(
+        f.store
+            .park(&held, Some("tok2"), Timestamp::parse(&now).unwrap())
+            .await
+            .unwrap()
+    );
     assert_eq!(
         f.store
             .get_delivery(&held.id)

@@ -1,6 +1,7 @@
 //! Listings: a tenant's deliveries paged across shards, replay jobs, a conversation's activities.
 
 use super::*;
+use converger_core::Timestamp;
 
 pub(super) fn failed_row(f: &Fixture, updated_at: &str) -> Delivery {
     let a = activity(f);
@@ -120,8 +121,8 @@ pub(super) async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) 
     let now = time::now_ms();
     let (ax, ay) = (audits(x), audits(y));
     let (rx, ry) = tokio::join!(
-        f.store.replay_many(x, &actor, now, &ax),
-        f.store.replay_many(y, &actor, now, &ay),
+        f.store.replay_many(x, &actor, Timestamp::from_ms(now), &ax),
+        f.store.replay_many(y, &actor, Timestamp::from_ms(now), &ay),
     );
     let (rx, ry) = (rx.unwrap(), ry.unwrap());
     assert_eq!(rx.len() + ry.len(), 7, "disjoint and complete");
@@ -140,13 +141,22 @@ pub(super) async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) 
     );
     let again = f
         .store
-        .replay_many(&rows[0..1], &actor, now, &audits(&rows[0..1]))
+        .replay_many(
+            &rows[0..1],
+            &actor,
+            Timestamp::from_ms(now),
+            &audits(&rows[0..1]),
+        )
         .await
         .unwrap();
     assert!(again.is_empty(), "a pending delivery is not replayed");
     // The same request sent again after it committed (its answer lost: the SDK retries a
     // transaction that timed out) reports what it replayed, and writes nothing twice.
-    let resent = f.store.replay_many(x, &actor, now, &ax).await.unwrap();
+    let resent = f
+        .store
+        .replay_many(x, &actor, Timestamp::from_ms(now), &ax)
+        .await
+        .unwrap();
     let rx_ids: Vec<_> = rx.iter().map(|d| d.id.clone()).collect();
     assert_eq!(
         resent.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
@@ -177,7 +187,7 @@ pub(super) async fn sharded_listings_page_every_row_once_across_shards_and_ties(
         ChannelType::Webhook,
         "second",
         Map::new(),
-        &time::now_rfc3339(),
+        converger_core::Timestamp::now(),
     );
     f.store.create_channel(&other_channel).await.unwrap();
     // 36 rows, three statuses, two channels, and only three distinct times: most rows tie.

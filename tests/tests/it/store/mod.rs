@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::CircuitState;
+use converger_core::Timestamp;
 use converger_core::{ActivityId, ChannelType, DeliveryId, DeliveryStatus, TenantId, Tier, time};
 use converger_memory::MemStore;
 use converger_ports::{
@@ -124,7 +125,7 @@ async fn fixture(backend: Backend) -> Fixture {
         ChannelType::Echo,
         "echo",
         Map::new(),
-        &now,
+        Timestamp::parse(&now).unwrap(),
     );
     store.create_channel(&channel).await.unwrap();
     Fixture {
@@ -151,8 +152,14 @@ fn activity(f: &Fixture) -> Activity {
 
 /// A delivery of the fixture's tenant, in one of its listing shards as ingest places it (the
 /// tenant is a bulk one: 8 shards), so that every listing test reads across shards.
-fn new_delivery(a: &Activity, c: &Channel, tier: Tier, due_ms: i64, now: &str) -> Delivery {
-    Delivery::new(a, c, tier, due_ms, now).in_shards(8)
+/// Created at `created` (its exact text is kept), due at `due_ms`.
+fn new_delivery(a: &Activity, c: &Channel, tier: Tier, due_ms: i64, created: &str) -> Delivery {
+    let at = Timestamp::parse(created).expect("an RFC 3339 time");
+    let mut d = Delivery::new(a, c, tier, at).in_shards(8);
+    d.next_attempt_at = due_ms;
+    created.clone_into(&mut d.created_at);
+    created.clone_into(&mut d.updated_at);
+    d
 }
 
 fn entry(n: u32) -> LogUpdate {

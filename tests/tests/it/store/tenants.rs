@@ -1,6 +1,7 @@
 //! Tenants, users and their keys, channels, connections and idempotency keys.
 
 use super::*;
+use converger_core::Timestamp;
 
 pub(super) async fn tenants_channels_and_activities_round_trip(b: Backend) {
     let f = fixture(b).await;
@@ -30,7 +31,7 @@ pub(super) async fn tenants_channels_and_activities_round_trip(b: Backend) {
                 active: Some(false),
                 ..Default::default()
             },
-            "2030-01-01T00:00:00.000000Z",
+            Timestamp::parse("2030-01-01T00:00:00.000000Z").unwrap(),
         )
         .await
         .unwrap()
@@ -56,7 +57,7 @@ pub(super) async fn tenants_channels_and_activities_round_trip(b: Backend) {
                     middleware: Some(want.clone()),
                     ..Default::default()
                 },
-                "2030-01-01T00:00:00.000000Z",
+                Timestamp::parse("2030-01-01T00:00:00.000000Z").unwrap(),
             )
             .await
             .unwrap()
@@ -101,7 +102,7 @@ pub(super) async fn tenants_channels_and_activities_round_trip(b: Backend) {
                 &f.tenant.id,
                 &f.channel.id,
                 &patch,
-                "2030-01-01T00:00:00.000000Z",
+                Timestamp::parse("2030-01-01T00:00:00.000000Z").unwrap(),
             )
             .await
             .unwrap()
@@ -117,7 +118,12 @@ pub(super) async fn tenants_channels_and_activities_round_trip(b: Backend) {
     let other = TenantId::generate();
     assert_eq!(
         f.store
-            .update_channel(&other, &f.channel.id, &ChannelPatch::default(), "x")
+            .update_channel(
+                &other,
+                &f.channel.id,
+                &ChannelPatch::default(),
+                Timestamp::now()
+            )
             .await
             .unwrap(),
         None,
@@ -457,7 +463,7 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
             ChannelType::Webhook,
             &format!("hook {i}"),
             Map::new(),
-            &now,
+            Timestamp::parse(&now).unwrap(),
         );
         c.active = i != 4;
         c.event_types = vec!["order.paid".into()];
@@ -469,7 +475,7 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
         ChannelType::Webhook,
         "x",
         Map::new(),
-        &now,
+        Timestamp::parse(&now).unwrap(),
     );
     f.store.create_channel(&foreign).await.unwrap();
     ids.sort();
@@ -528,7 +534,12 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     };
     let rotated = f
         .store
-        .rotate_secret(&f.tenant.id, &f.channel.id, &rotation, &now)
+        .rotate_secret(
+            &f.tenant.id,
+            &f.channel.id,
+            &rotation,
+            Timestamp::parse(&now).unwrap(),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -536,13 +547,23 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     assert_eq!(rotated.retiring_secrets, retiring);
     let again = f
         .store
-        .rotate_secret(&f.tenant.id, &f.channel.id, &rotation, &now)
+        .rotate_secret(
+            &f.tenant.id,
+            &f.channel.id,
+            &rotation,
+            Timestamp::parse(&now).unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(again, None, "the secret it replaces is no longer current");
     assert_eq!(
         f.store
-            .rotate_secret(&TenantId::generate(), &f.channel.id, &rotation, &now)
+            .rotate_secret(
+                &TenantId::generate(),
+                &f.channel.id,
+                &rotation,
+                Timestamp::parse(&now).unwrap()
+            )
             .await
             .unwrap(),
         None
@@ -555,7 +576,12 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     // kept for an operator and for the history of its deliveries.
     assert_eq!(
         f.store
-            .delete_channel(&TenantId::generate(), &f.channel.id, &now, 1)
+            .delete_channel(
+                &TenantId::generate(),
+                &f.channel.id,
+                Timestamp::parse(&now).unwrap(),
+                1
+            )
             .await
             .unwrap(),
         None
@@ -563,7 +589,12 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     let expires = time::now_ms() / 1000 + 86_400;
     let deleted = f
         .store
-        .delete_channel(&f.tenant.id, &f.channel.id, &now, expires)
+        .delete_channel(
+            &f.tenant.id,
+            &f.channel.id,
+            Timestamp::parse(&now).unwrap(),
+            expires,
+        )
         .await
         .unwrap()
         .unwrap();
@@ -572,7 +603,12 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     assert_eq!(deleted.expires_at, Some(expires));
     assert_eq!(
         f.store
-            .delete_channel(&f.tenant.id, &f.channel.id, &now, expires)
+            .delete_channel(
+                &f.tenant.id,
+                &f.channel.id,
+                Timestamp::parse(&now).unwrap(),
+                expires
+            )
             .await
             .unwrap(),
         None
@@ -597,7 +633,12 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     };
     assert_eq!(
         f.store
-            .update_channel(&f.tenant.id, &f.channel.id, &patch, &now)
+            .update_channel(
+                &f.tenant.id,
+                &f.channel.id,
+                &patch,
+                Timestamp::parse(&now).unwrap()
+            )
             .await
             .unwrap(),
         None
@@ -608,7 +649,12 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     };
     assert_eq!(
         f.store
-            .rotate_secret(&f.tenant.id, &f.channel.id, &rotation, &now)
+            .rotate_secret(
+                &f.tenant.id,
+                &f.channel.id,
+                &rotation,
+                Timestamp::parse(&now).unwrap()
+            )
             .await
             .unwrap(),
         None
@@ -646,14 +692,14 @@ pub(super) async fn idempotency_keys_are_held_once_answered_freed_and_taken_over
     // One holder; the others see it, running.
     assert_eq!(
         f.store
-            .take_key(t, "k1", &record("a", now + 60_000), now)
+            .take_key(t, "k1", &record("a", now + 60_000), Timestamp::from_ms(now))
             .await
             .unwrap(),
         None
     );
     let held = f
         .store
-        .take_key(t, "k1", &record("a", now + 60_000), now)
+        .take_key(t, "k1", &record("a", now + 60_000), Timestamp::from_ms(now))
         .await
         .unwrap()
         .unwrap();
@@ -662,7 +708,12 @@ pub(super) async fn idempotency_keys_are_held_once_answered_freed_and_taken_over
     let other = TenantId::generate();
     assert_eq!(
         f.store
-            .take_key(&other, "k1", &record("b", now + 60_000), now)
+            .take_key(
+                &other,
+                "k1",
+                &record("b", now + 60_000),
+                Timestamp::from_ms(now)
+            )
             .await
             .unwrap(),
         None
@@ -678,7 +729,12 @@ pub(super) async fn idempotency_keys_are_held_once_answered_freed_and_taken_over
     let later = now + 120_000;
     let held = f
         .store
-        .take_key(t, "k1", &record("a", later + 60_000), later)
+        .take_key(
+            t,
+            "k1",
+            &record("a", later + 60_000),
+            Timestamp::from_ms(later),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -694,7 +750,7 @@ pub(super) async fn idempotency_keys_are_held_once_answered_freed_and_taken_over
     // Freed without an answer: taken again at once.
     assert_eq!(
         f.store
-            .take_key(t, "k2", &record("c", now + 60_000), now)
+            .take_key(t, "k2", &record("c", now + 60_000), Timestamp::from_ms(now))
             .await
             .unwrap(),
         None
@@ -708,7 +764,7 @@ pub(super) async fn idempotency_keys_are_held_once_answered_freed_and_taken_over
     assert_eq!(f.store.get_key(t, "k2").await.unwrap(), None);
     assert_eq!(
         f.store
-            .take_key(t, "k2", &record("d", now + 60_000), now)
+            .take_key(t, "k2", &record("d", now + 60_000), Timestamp::from_ms(now))
             .await
             .unwrap(),
         None
@@ -717,21 +773,31 @@ pub(super) async fn idempotency_keys_are_held_once_answered_freed_and_taken_over
     // A holder that never answered is taken over once its lock ends.
     assert_eq!(
         f.store
-            .take_key(t, "k3", &record("e", now + 1_000), now)
+            .take_key(t, "k3", &record("e", now + 1_000), Timestamp::from_ms(now))
             .await
             .unwrap(),
         None
     );
     assert!(
         f.store
-            .take_key(t, "k3", &record("e", now + 61_000), now + 500)
+            .take_key(
+                t,
+                "k3",
+                &record("e", now + 61_000),
+                Timestamp::from_ms(now + 500)
+            )
             .await
             .unwrap()
             .is_some()
     );
     assert_eq!(
         f.store
-            .take_key(t, "k3", &record("e", now + 62_000), now + 2_000)
+            .take_key(
+                t,
+                "k3",
+                &record("e", now + 62_000),
+                Timestamp::from_ms(now + 2_000)
+            )
             .await
             .unwrap(),
         None
@@ -743,11 +809,17 @@ pub(super) async fn idempotency_keys_are_held_once_answered_freed_and_taken_over
         body: Some("{}".into()),
         ..record("g", now + 60_000)
     };
-    assert_eq!(f.store.take_key(t, "k4", &gone, now).await.unwrap(), None);
+    assert_eq!(
+        f.store
+            .take_key(t, "k4", &gone, Timestamp::from_ms(now))
+            .await
+            .unwrap(),
+        None
+    );
     assert_eq!(f.store.get_key(t, "k4").await.unwrap(), None);
     assert_eq!(
         f.store
-            .take_key(t, "k4", &record("h", now + 60_000), now)
+            .take_key(t, "k4", &record("h", now + 60_000), Timestamp::from_ms(now))
             .await
             .unwrap(),
         None

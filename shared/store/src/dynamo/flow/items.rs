@@ -3,6 +3,7 @@
 
 use super::super::*;
 use super::{empty_map, slot_room};
+use converger_core::Timestamp;
 
 impl DynamoStore {
     pub(super) async fn item_take(
@@ -11,7 +12,7 @@ impl DynamoStore {
         item: u32,
         delivery: &DeliveryId,
         cap: u32,
-        now_ms: i64,
+        now: Timestamp,
         exclusive: bool,
     ) -> StoreResult<ItemTake> {
         let key = slot_item_key(channel, item);
@@ -25,7 +26,7 @@ impl DynamoStore {
                 .update_expression("SET slots.#d = if_not_exists(slots.#d, :now)")
                 .condition_expression(format!("attribute_exists(slots) AND {room}"))
                 .expression_attribute_names("#d", delivery.as_str())
-                .expression_attribute_values(":now", n(now_ms))
+                .expression_attribute_values(":now", n(now.ms()))
                 .expression_attribute_values(":cap", n(cap.max(1)));
             #[derive(serde::Deserialize)]
             struct Item {
@@ -64,7 +65,7 @@ impl DynamoStore {
         item: u32,
         delivery: &DeliveryId,
         pass_to: Option<&DeliveryId>,
-        now_ms: i64,
+        now: Timestamp,
     ) -> StoreResult<()> {
         let mut req = self
             .client
@@ -77,7 +78,7 @@ impl DynamoStore {
             Some(next) => req
                 .update_expression("SET slots.#n = if_not_exists(slots.#n, :now) REMOVE slots.#d")
                 .expression_attribute_names("#n", next.as_str())
-                .expression_attribute_values(":now", n(now_ms)),
+                .expression_attribute_values(":now", n(now.ms())),
             None => req.update_expression("REMOVE slots.#d"),
         };
         match req.send().await {
