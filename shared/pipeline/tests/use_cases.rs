@@ -12,7 +12,7 @@ use converger_memory::{MemEvents, MemQueue, MemStore};
 use converger_pipeline::ingest::NewActivity;
 use converger_pipeline::{Pipeline, PipelineConfig};
 use converger_ports::prelude::*;
-use converger_ports::{Channel, FlowJobKind, Tenant};
+use converger_ports::{Channel, EventType, FlowJobKind, Tenant};
 use serde_json::json;
 use std::sync::Arc;
 
@@ -20,6 +20,8 @@ struct Fixture {
     pipeline: Pipeline,
     store: Arc<MemStore>,
     queue: Arc<MemQueue>,
+    /// What the pipeline published on the bus.
+    events: Arc<MemEvents>,
 }
 
 fn fixture() -> Fixture {
@@ -29,11 +31,12 @@ fn fixture() -> Fixture {
 fn fixture_with(config: PipelineConfig) -> Fixture {
     let store = Arc::new(MemStore::new());
     let queue = Arc::new(MemQueue::new());
+    let events = Arc::new(MemEvents::default());
     let adapters = Adapters::standard(config.allowlist.clone()).unwrap();
     let pipeline = Pipeline::new(
         store.clone(),
         queue.clone(),
-        Arc::new(MemEvents::default()),
+        events.clone(),
         adapters,
         config,
     );
@@ -41,6 +44,7 @@ fn fixture_with(config: PipelineConfig) -> Fixture {
         pipeline,
         store,
         queue,
+        events,
     }
 }
 
@@ -263,11 +267,12 @@ fn fixture_on(clock: Arc<ManualClock>) -> Fixture {
         allowlist: converger_core::net::Allowlist::loopback(),
         ..PipelineConfig::default()
     };
+    let events = Arc::new(MemEvents::default());
     let adapters = Adapters::standard(config.allowlist.clone()).unwrap();
     let pipeline = Pipeline::new(
         store.clone(),
         queue.clone(),
-        Arc::new(MemEvents::default()),
+        events.clone(),
         adapters,
         config,
     )
@@ -276,6 +281,7 @@ fn fixture_on(clock: Arc<ManualClock>) -> Fixture {
         pipeline,
         store,
         queue,
+        events,
     }
 }
 
@@ -344,6 +350,14 @@ async fn an_open_breaker_probes_after_its_cooldown_on_the_pipelines_clock() {
     let clock = Arc::new(ManualClock::starting_now());
     let f = fixture_on(clock.clone());
     let t = tenant(&f).await;
+    // The tenant has an alert webhook: it hears of the first opening only.
+    let alerts = Responder::start(200).await;
+    let t = f
+        .pipeline
+        .tenants()
+        .set_alert_webhook(&t, Some(&alerts.url))
+        .await
+        .unwrap();
     let c = refused(
         &f,
         &t,
@@ -385,6 +399,33 @@ async fn an_open_breaker_probes_after_its_cooldown_on_the_pipelines_clock() {
         "{flow:?}"
     );
     assert!(flow.circuit_changed_at >= opened + 30_000, "{flow:?}");
+    // Each opening is on the bus, the re-open with its reason and the probe's time; the
+    // alert webhook got the first alone.
+    let opened_events: Vec<serde_json::Value> = f
+        .events
+        .published
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.detail_type == EventType::ChannelCircuitOpened)
+        .map(|e| e.detail.clone())
+        .collect();
+    assert_eq!(opened_events.len(), 2, "{opened_events:?}");
+    assert_eq!(opened_events[0]["reason"], "failures");
+    assert_eq!(opened_events[1]["reason"], "probe_failed");
+    assert_eq!(opened_events[1]["channel_id"], c.id.as_str());
+    assert_eq!(
+        opened_events[1]["changed_at"],
+        converger_core::time::ms_to_rfc3339(flow.circuit_changed_at)
+    );
+    let (alerted, _) = f
+        .pipeline
+        .reads()
+        .conversation_activities(&t.id, "alerts", None, 10)
+        .await
+        .unwrap();
+    assert_eq!(alerted.len(), 1, "{alerted:?}");
+    assert_eq!(alerted[0].payload["reason"], "failures");
 }
 
 /// A receiver on loopback answering every request with the status it holds at that moment.

@@ -211,12 +211,21 @@ impl Attempts<'_> {
                 self.flow.flow_state(&channel.id).await?.circuit_state == CircuitState::Closed
             );
         }
-        // Failed (or inconclusive): open again for another cooldown.
+        // Failed (or inconclusive): open again for another cooldown. The bus hears of it
+        // (`reason` `probe_failed`); the tenant's alert webhook does not: it was told when the
+        // breaker first opened, and a probe failing every cooldown would flood it.
         let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Open, now)
             .probed_by(d.id.as_str());
         if let Some(f) = self.flows.transition(&channel.id, &t).await? {
             self.flow.remember_flow(&f);
             tracing::info!(channel_id = %channel.id, "probe failed: breaker open again");
+            let event = circuit_event(
+                channel,
+                converger_ports::EventType::ChannelCircuitOpened,
+                "probe_failed",
+                now.ms(),
+            );
+            self.events.publish(vec![event]).await;
             self.flow
                 .schedule_probe(&channel.id, &limits.breaker)
                 .await?;
