@@ -216,6 +216,11 @@ pub struct AttemptView {
     pub next_retry_at: Option<String>,
     /// `auto`, `manual` or `probe`.
     pub trigger: String,
+    /// How it ended: `delivered`, `failed` (a retry follows at `next_retry_at`), `dead` (the
+    /// delivery was dead-lettered) or `pending` (handed to a client, waiting for its
+    /// acknowledgement). Absent on entries written before outcomes were logged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
 }
 
 impl From<&AttemptEntry> for AttemptView {
@@ -229,6 +234,7 @@ impl From<&AttemptEntry> for AttemptView {
             error: e.error.clone(),
             next_retry_at: e.next_retry_at.clone(),
             trigger: e.trigger.clone(),
+            outcome: e.outcome.map(|o| o.as_str().to_owned()),
         }
     }
 }

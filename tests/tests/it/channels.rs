@@ -124,14 +124,9 @@ async fn a_deleted_channel_that_a_pause_still_holds_is_let_go_by_the_sweeper() {
     let store = &t.stack.store;
     let tenant = converger_core::TenantId::parse(&tenant).unwrap();
     let channel = converger_core::ChannelId::parse(&id(&ch)).unwrap();
-    let now = converger_core::time::now_rfc3339();
+    let now = Timestamp::now();
     store
-        .delete_channel(
-            &tenant,
-            &channel,
-            Timestamp::parse(&now).unwrap(),
-            i64::MAX / 2000,
-        )
+        .delete_channel(&tenant, &channel, now, i64::MAX / 2000)
         .await
         .unwrap()
         .unwrap();

@@ -33,6 +33,11 @@ async fn a_permanent_error_dead_letters_after_one_attempt() {
         err.contains("400") && err.contains("invalid recipient"),
         "{err}"
     );
+    // Its one attempt is logged as the one that dead-lettered it.
+    let log = d.attempt_log.unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].outcome.as_deref(), Some("dead"), "{log:?}");
+    assert_eq!(log[0].next_retry_at, None);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(rx.requests().len(), 1);
     t.stop().await;
@@ -58,6 +63,14 @@ async fn exhausted_retries_dead_letter_at_max_attempts() {
     assert_eq!(d.status, "failed", "{d:?}");
     assert_eq!(d.attempts, 5);
     assert!(d.last_error.unwrap().contains("500"));
+    // Newest first: the fifth attempt dead-lettered it, each before it failed with a retry.
+    let outcomes: Vec<_> = d
+        .attempt_log
+        .unwrap()
+        .iter()
+        .map(|e| e.outcome.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(outcomes, ["dead", "failed", "failed", "failed", "failed"]);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(rx.requests().len(), 5, "no attempt after the dead letter");
     t.stop().await;
@@ -253,8 +266,10 @@ mod emulator {
         let log = d.attempt_log.unwrap();
         assert_eq!(log.len(), 4);
         assert_eq!(log[0].status_code, Some(200), "newest first");
+        assert_eq!(log[0].outcome.as_deref(), Some("delivered"));
         assert_eq!(log[3].status_code, Some(503));
         assert_eq!(log[3].attempt, 1);
+        assert_eq!(log[3].outcome.as_deref(), Some("failed"));
         assert!(log[3].next_retry_at.is_some());
         t.stop().await;
     }

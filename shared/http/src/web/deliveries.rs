@@ -248,11 +248,12 @@ pub(super) async fn delivery_page(
         }
         h2 { "Attempts" }
         table id="attempts" {
-            thead { tr { th { "#" } th { "Started (UTC)" } th { "Duration" } th { "HTTP status" }
+            thead { tr { th { "#" } th { "Outcome" } th { "Started (UTC)" } th { "Duration" } th { "HTTP status" }
                          th { "Error" } th { "Response" } th { "Trigger" } th { "Next retry" } } }
             tbody { @for e in &attempts {
                 tr.attempt {
-                    td { (e.attempt) } td { (short_time(&e.started_at)) } td { (e.duration_ms) " ms" }
+                    td { (e.attempt) } td.outcome { (e.outcome.map(|o| o.as_str()).unwrap_or("")) }
+                    td { (short_time(&e.started_at)) } td { (e.duration_ms) " ms" }
                     td { (e.status_code.map(|s| s.to_string()).unwrap_or_default()) }
                     td.error { (e.error.clone().unwrap_or_default()) }
                     td { @if let Some(r) = &e.response_snippet { code { (r) } } }

@@ -16,8 +16,8 @@ use converger_adapters::{Accepted, Delivered, Envelope, Target};
 use converger_core::policy::{self, Next, hop_delay_s};
 use converger_core::{DeliveryError, RetryPolicy, Timestamp, time};
 use converger_ports::{
-    Activity, AttemptEntry, Channel, Claim, Delivery, DeliveryMessage, LogUpdate, Outcome,
-    PlatformEvent, RetryAt, SentInfo, StoreResult,
+    Activity, AttemptEntry, AttemptOutcome, Channel, Claim, Delivery, DeliveryMessage, LogUpdate,
+    Outcome, PlatformEvent, RetryAt, SentInfo, StoreResult,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -393,12 +393,13 @@ impl Attempts<'_> {
             Delivered::HandedOff(a) => (a, true),
         };
         let now = self.clock.now();
-        let e = p.log_entry(
-            now,
-            self.config.attempt_retention,
-            Answer::accepted(accepted.status_code, accepted.response_snippet.clone()),
-            None,
-        );
+        let answer = Answer::accepted(accepted.status_code, accepted.response_snippet.clone());
+        let answer = if handed_off {
+            answer.handed_off()
+        } else {
+            answer
+        };
+        let e = p.log_entry(now, self.config.attempt_retention, answer, None);
         let info = SentInfo {
             provider_message_id: accepted.provider_message_id,
             response_status: accepted.status_code,
@@ -467,7 +468,7 @@ impl Attempts<'_> {
                 let e = p.log_entry(
                     now,
                     self.config.attempt_retention,
-                    Answer::failed(&err),
+                    Answer::failed(&err).dead(),
                     None,
                 );
                 let report = self.dead_letter(p, &err.reason, &e, now).await?;

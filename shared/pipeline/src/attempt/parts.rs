@@ -96,11 +96,12 @@ impl From<&str> for CallError {
     }
 }
 
-/// What an attempt's log entry says of its call.
+/// What an attempt's log entry says of its call, and how the attempt ended.
 pub(super) struct Answer {
     pub(super) status_code: Option<u16>,
     pub(super) snippet: Option<String>,
     pub(super) error: Option<String>,
+    pub(super) outcome: AttemptOutcome,
 }
 
 impl Answer {
@@ -110,30 +111,49 @@ impl Answer {
             status_code,
             snippet,
             error: None,
+            outcome: AttemptOutcome::Delivered,
         }
     }
 
-    /// The call failed.
+    /// The call failed; a retry follows unless [`Self::dead`] says otherwise.
     pub(super) fn failed(err: &DeliveryError) -> Self {
         Self {
             status_code: err.status,
             snippet: err.response_snippet.clone(),
             error: Some(err.reason.clone()),
+            outcome: AttemptOutcome::Failed,
         }
     }
 
-    /// No call was made (or the middleware stopped it), for `reason`.
+    /// No call was made (or the middleware stopped it), for `reason`: a dead letter.
     pub(super) fn not_called(reason: &str) -> Self {
         Self {
             status_code: None,
             snippet: None,
             error: Some(reason.to_owned()),
+            outcome: AttemptOutcome::Dead,
+        }
+    }
+
+    /// The delivery is dead-lettered after it.
+    pub(super) fn dead(self) -> Self {
+        Self {
+            outcome: AttemptOutcome::Dead,
+            ..self
+        }
+    }
+
+    /// Handed to a client that acknowledges it later.
+    pub(super) fn handed_off(self) -> Self {
+        Self {
+            outcome: AttemptOutcome::Pending,
+            ..self
         }
     }
 }
 
 impl Prepared {
-    /// This attempt's entry for the attempt log at `now_ms`, with when it is retried if it is.
+    /// This attempt's entry for the attempt log at `now`, with when it is retried if it is.
     pub(super) fn log_entry(
         &self,
         now: Timestamp,
@@ -142,6 +162,7 @@ impl Prepared {
             status_code,
             snippet,
             error,
+            outcome,
         }: Answer,
         next_retry_at: Option<i64>,
     ) -> LogUpdate {
@@ -157,6 +178,7 @@ impl Prepared {
                 error,
                 next_retry_at: next_retry_at.map(time::ms_to_rfc3339),
                 trigger: if self.probe { "probe" } else { "auto" }.into(),
+                outcome: Some(outcome),
                 expires_at: Some(expires_at),
             },
         )

@@ -2,6 +2,32 @@
 
 use super::*;
 
+/// How one attempt ended, as the attempt log shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// The endpoint took it.
+    Delivered,
+    /// It failed, and a retry follows at `next_retry_at`.
+    Failed,
+    /// It failed and the delivery was dead-lettered (attempts used up, a permanent error, or
+    /// no request could be made).
+    Dead,
+    /// Handed to a client, waiting for its acknowledgement.
+    Pending,
+}
+
+impl AttemptOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Delivered => "delivered",
+            Self::Failed => "failed",
+            Self::Dead => "dead",
+            Self::Pending => "pending",
+        }
+    }
+}
+
 /// One attempt, as the delivery log shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptEntry {
@@ -18,6 +44,9 @@ pub struct AttemptEntry {
     pub next_retry_at: Option<String>,
     /// `auto`, `manual` or `probe`.
     pub trigger: String,
+    /// How it ended (entries written before outcomes were logged have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<AttemptOutcome>,
     /// When the entry stops being shown (seconds since the epoch; also the spilled item's TTL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,

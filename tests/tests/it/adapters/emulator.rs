@@ -229,6 +229,8 @@ async fn websocket_require_ack_waits_for_the_client() {
         (json!("pending"), json!(true)),
         "{d}"
     );
+    // Its attempt is logged as waiting for the client.
+    assert_eq!(d["attempt_log"][0]["outcome"], "pending", "{d}");
 
     // The socket's ack.
     send(&mut ws, json!({"action": "ack", "delivery_id": ids[0]})).await;

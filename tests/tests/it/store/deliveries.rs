@@ -69,7 +69,7 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
                 "boom",
                 RetryAt::at(later),
                 &entry(1),
-                Timestamp::parse(&time::now_rfc3339()).unwrap()
+                Timestamp::now()
             )
             .await
             .unwrap()
@@ -125,13 +125,7 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     };
     assert!(
         f.store
-            .mark_sent(
-                &second,
-                "tok-5",
-                &info,
-                &entry(2),
-                Timestamp::parse(&time::now_rfc3339()).unwrap()
-            )
+            .mark_sent(&second, "tok-5", &info, &entry(2), Timestamp::now())
             .await
             .unwrap()
     );
@@ -169,13 +163,7 @@ pub(super) async fn dead_letters_and_missing_rows(b: Backend) {
     };
     assert!(
         f.store
-            .mark_dead(
-                &held,
-                "tok",
-                "HTTP 400",
-                &entry(1),
-                Timestamp::parse(&time::now_rfc3339()).unwrap()
-            )
+            .mark_dead(&held, "tok", "HTTP 400", &entry(1), Timestamp::now())
             .await
             .unwrap()
     );
@@ -290,7 +278,7 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
             "503",
             RetryAt::at(now),
             &entry(1),
-            Timestamp::parse(&time::now_rfc3339()).unwrap(),
+            Timestamp::now(),
         )
         .await
         .unwrap();
@@ -310,13 +298,7 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
         panic!()
     };
     f.store
-        .mark_sent(
-            &c,
-            "u",
-            &SentInfo::default(),
-            &entry(2),
-            Timestamp::parse(&time::now_rfc3339()).unwrap(),
-        )
+        .mark_sent(&c, "u", &SentInfo::default(), &entry(2), Timestamp::now())
         .await
         .unwrap();
     assert!(
@@ -361,14 +343,7 @@ pub(super) async fn old_attempts_spill_out_of_the_item(b: Backend) {
         spill: vec![attempt(0), log.spill[0].clone()],
     };
     f.store
-        .mark_attempt_failed(
-            &held,
-            "t",
-            "x",
-            RetryAt::at(now),
-            &more,
-            Timestamp::parse(&time::now_rfc3339()).unwrap(),
-        )
+        .mark_attempt_failed(&held, "t", "x", RetryAt::at(now), &more, Timestamp::now())
         .await
         .unwrap();
     let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
@@ -381,6 +356,14 @@ pub(super) async fn old_attempts_spill_out_of_the_item(b: Backend) {
     );
     let older = f.store.older_attempts(&d.id, Some(1), 10).await.unwrap();
     assert_eq!(older.iter().map(|e| e.attempt).collect::<Vec<_>>(), vec![0]);
+    // Each entry keeps its outcome, in the item and spilled.
+    assert!(
+        row.attempt_log
+            .iter()
+            .chain(&older)
+            .all(|e| e.outcome == Some(converger_ports::AttemptOutcome::Failed)),
+        "{row:?}"
+    );
     f.stop().await;
 }
 
@@ -466,7 +449,7 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
     use converger_ports::due_shard;
     let f = fixture(b).await;
     let d = claimed(&f, "t").await;
-    let now = time::now_rfc3339();
+    let now = Timestamp::now();
     assert!(
         f.store
             .mark_sent(
@@ -477,7 +460,7 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
                     ..SentInfo::default()
                 },
                 &entry(1),
-                Timestamp::parse(&now).unwrap()
+                now
             )
             .await
             .unwrap()
@@ -512,12 +495,7 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
     );
 
     // The ack: pending -> sent, once; again it reports Already.
-    match f
-        .store
-        .acknowledge(&d, Timestamp::parse(&now).unwrap())
-        .await
-        .unwrap()
-    {
+    match f.store.acknowledge(&d, now).await.unwrap() {
         Ack::Acked(r) => {
             assert_eq!(r.status, DeliveryStatus::Sent);
             assert!(!r.handed_off);
@@ -526,19 +504,13 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        f.store
-            .acknowledge(&d, Timestamp::parse(&now).unwrap())
-            .await
-            .unwrap(),
+        f.store.acknowledge(&d, now).await.unwrap(),
         Ack::Already(_)
     ));
     // A pending delivery that was not handed off is not waiting for an ack.
     let other = claimed(&f, "v").await;
     assert!(matches!(
-        f.store
-            .acknowledge(&other, Timestamp::parse(&now).unwrap())
-            .await
-            .unwrap(),
+        f.store.acknowledge(&other, now).await.unwrap(),
         Ack::NotAwaiting(_)
     ));
     assert!(matches!(
@@ -548,7 +520,7 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
                     id: DeliveryId::generate(),
                     ..d.clone()
                 },
-                Timestamp::parse(&now).unwrap()
+                now
             )
             .await
             .unwrap(),
@@ -560,7 +532,7 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
 pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend) {
     let f = fixture(b).await;
     let d = claimed(&f, "t").await;
-    let now = time::now_rfc3339();
+    let now = Timestamp::now();
     let info = SentInfo {
         provider_message_id: Some("wamid.1".into()),
         response_status: Some(200),
@@ -568,7 +540,7 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
     };
     assert!(
         f.store
-            .mark_sent(&d, "t", &info, &entry(1), Timestamp::parse(&now).unwrap())
+            .mark_sent(&d, "t", &info, &entry(1), now)
             .await
             .unwrap()
     );
@@ -577,13 +549,7 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
         let (store, ch, now) = (f.store.clone(), ch.clone(), now.clone());
         async move {
             store
-                .apply_receipt(
-                    &ch,
-                    id,
-                    st,
-                    Some("undeliverable"),
-                    Timestamp::parse(&now).unwrap(),
-                )
+                .apply_receipt(&ch, id, st, Some("undeliverable"), now)
                 .await
                 .unwrap()
         }
@@ -619,7 +585,7 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
                 "wamid.1",
                 DeliveryStatus::Read,
                 None,
-                Timestamp::parse(&now).unwrap()
+                now
             )
             .await
             .unwrap(),
@@ -634,13 +600,7 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
     };
     assert!(
         f.store
-            .mark_sent(
-                &d2,
-                "t2",
-                &info2,
-                &entry(1),
-                Timestamp::parse(&now).unwrap()
-            )
+            .mark_sent(&d2, "t2", &info2, &entry(1), now)
             .await
             .unwrap()
     );
@@ -683,7 +643,7 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
         "delivery",
         row.id.as_str(),
         json!({}),
-        &now,
+        &now.rfc3339(),
     );
     let replayed = f
         .store

@@ -224,7 +224,7 @@ pub(super) async fn the_due_index_has_the_deployments_shard_count(b: Backend) {
             "503",
             RetryAt::at(now - 6_000),
             &entry(1),
-            Timestamp::parse(&time::now_rfc3339()).unwrap(),
+            Timestamp::now(),
         )
         .await
         .unwrap();
@@ -280,13 +280,7 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
         panic!()
     };
     f.store
-        .mark_sent(
-            &a,
-            "t",
-            &SentInfo::default(),
-            &entry(1),
-            Timestamp::parse(&time::now_rfc3339()).unwrap(),
-        )
+        .mark_sent(&a, "t", &SentInfo::default(), &entry(1), Timestamp::now())
         .await
         .unwrap();
     let Claim::Claimed(b) = f
@@ -298,13 +292,7 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
         panic!()
     };
     f.store
-        .mark_dead(
-            &b,
-            "t",
-            "x",
-            &entry(1),
-            Timestamp::parse(&time::now_rfc3339()).unwrap(),
-        )
+        .mark_dead(&b, "t", "x", &entry(1), Timestamp::now())
         .await
         .unwrap();
     let Claim::Claimed(c) = f
@@ -322,7 +310,7 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
             "x",
             RetryAt::at(now + 60_000),
             &entry(1),
-            Timestamp::parse(&time::now_rfc3339()).unwrap(),
+            Timestamp::now(),
         )
         .await
         .unwrap();

@@ -106,12 +106,12 @@ async fn fixture(backend: Backend) -> Fixture {
         }
         Backend::Memory => (None, Arc::new(MemStore::new())),
     };
-    let now = time::now_rfc3339();
+    let now = Timestamp::now();
     let tenant = Tenant {
         id: TenantId::generate(),
         name: "store test".into(),
         tier: Tier::Bulk,
-        created_at: now.clone(),
+        created_at: now.rfc3339(),
         alert_webhook_url: None,
         alert_channel_id: None,
         api_rate_limit: None,
@@ -125,7 +125,7 @@ async fn fixture(backend: Backend) -> Fixture {
         ChannelType::Echo,
         "echo",
         Map::new(),
-        Timestamp::parse(&now).unwrap(),
+        now,
     );
     store.create_channel(&channel).await.unwrap();
     Fixture {
@@ -176,6 +176,7 @@ fn attempt(n: u32) -> AttemptEntry {
         error: Some("boom".into()),
         next_retry_at: None,
         trigger: "auto".into(),
+        outcome: Some(converger_ports::AttemptOutcome::Failed),
         expires_at: None,
     }
 }

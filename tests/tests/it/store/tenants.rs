@@ -454,7 +454,7 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     use converger_core::signing::RetiringSecret;
     use converger_ports::{ChannelQuery, Scope};
     let f = fixture(backend).await;
-    let now = time::now_rfc3339();
+    let now = Timestamp::now();
     // Five more channels: webhooks, one inactive; another tenant's channel is never listed.
     let mut ids = vec![f.channel.id.clone()];
     for i in 0..5 {
@@ -463,7 +463,7 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
             ChannelType::Webhook,
             &format!("hook {i}"),
             Map::new(),
-            Timestamp::parse(&now).unwrap(),
+            now,
         );
         c.active = i != 4;
         c.event_types = vec!["order.paid".into()];
@@ -475,7 +475,7 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
         ChannelType::Webhook,
         "x",
         Map::new(),
-        Timestamp::parse(&now).unwrap(),
+        now,
     );
     f.store.create_channel(&foreign).await.unwrap();
     ids.sort();
@@ -534,12 +534,7 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     };
     let rotated = f
         .store
-        .rotate_secret(
-            &f.tenant.id,
-            &f.channel.id,
-            &rotation,
-            Timestamp::parse(&now).unwrap(),
-        )
+        .rotate_secret(&f.tenant.id, &f.channel.id, &rotation, now)
         .await
         .unwrap()
         .unwrap();
@@ -547,23 +542,13 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     assert_eq!(rotated.retiring_secrets, retiring);
     let again = f
         .store
-        .rotate_secret(
-            &f.tenant.id,
-            &f.channel.id,
-            &rotation,
-            Timestamp::parse(&now).unwrap(),
-        )
+        .rotate_secret(&f.tenant.id, &f.channel.id, &rotation, now)
         .await
         .unwrap();
     assert_eq!(again, None, "the secret it replaces is no longer current");
     assert_eq!(
         f.store
-            .rotate_secret(
-                &TenantId::generate(),
-                &f.channel.id,
-                &rotation,
-                Timestamp::parse(&now).unwrap()
-            )
+            .rotate_secret(&TenantId::generate(), &f.channel.id, &rotation, now)
             .await
             .unwrap(),
         None
@@ -576,12 +561,7 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     // kept for an operator and for the history of its deliveries.
     assert_eq!(
         f.store
-            .delete_channel(
-                &TenantId::generate(),
-                &f.channel.id,
-                Timestamp::parse(&now).unwrap(),
-                1
-            )
+            .delete_channel(&TenantId::generate(), &f.channel.id, now, 1)
             .await
             .unwrap(),
         None
@@ -589,26 +569,16 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     let expires = time::now_ms() / 1000 + 86_400;
     let deleted = f
         .store
-        .delete_channel(
-            &f.tenant.id,
-            &f.channel.id,
-            Timestamp::parse(&now).unwrap(),
-            expires,
-        )
+        .delete_channel(&f.tenant.id, &f.channel.id, now, expires)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(deleted.deleted_at.as_deref(), Some(now.as_str()));
+    assert_eq!(deleted.deleted_at.as_deref(), Some(now.rfc3339().as_str()));
     assert!(!deleted.active);
     assert_eq!(deleted.expires_at, Some(expires));
     assert_eq!(
         f.store
-            .delete_channel(
-                &f.tenant.id,
-                &f.channel.id,
-                Timestamp::parse(&now).unwrap(),
-                expires
-            )
+            .delete_channel(&f.tenant.id, &f.channel.id, now, expires)
             .await
             .unwrap(),
         None
@@ -633,12 +603,7 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     };
     assert_eq!(
         f.store
-            .update_channel(
-                &f.tenant.id,
-                &f.channel.id,
-                &patch,
-                Timestamp::parse(&now).unwrap()
-            )
+            .update_channel(&f.tenant.id, &f.channel.id, &patch, now)
             .await
             .unwrap(),
         None
@@ -649,12 +614,7 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
     };
     assert_eq!(
         f.store
-            .rotate_secret(
-                &f.tenant.id,
-                &f.channel.id,
-                &rotation,
-                Timestamp::parse(&now).unwrap()
-            )
+            .rotate_secret(&f.tenant.id, &f.channel.id, &rotation, now)
             .await
             .unwrap(),
         None
