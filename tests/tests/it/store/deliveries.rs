@@ -546,7 +546,7 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
     );
     let ch = f.channel.id.clone();
     let apply = |st: DeliveryStatus, id: &'static str| {
-        let (store, ch, now) = (f.store.clone(), ch.clone(), now.clone());
+        let (store, ch, now) = (f.store.clone(), ch.clone(), now);
         async move {
             store
                 .apply_receipt(&ch, id, st, Some("undeliverable"), now)
