@@ -103,6 +103,8 @@ pub struct StackOptions {
     pub latency: Option<converger_memory::LatencyModel>,
     /// Addresses allowed into the admin pages and API (`ADMIN_IP_ALLOWLIST`); `None`: any.
     pub admin_ip_allowlist: Option<converger_core::net::Allowlist>,
+    /// Most rows of a CSV export from the pages (`EXPORT_LIMIT`); `None`: its default.
+    pub export_limit: Option<usize>,
     /// What the functions store and send to.
     pub backend: Backend,
 }
@@ -137,6 +139,7 @@ impl Default for StackOptions {
             invocations: None,
             latency: None,
             admin_ip_allowlist: None,
+            export_limit: None,
             backend: Backend::Emulator,
         }
     }
@@ -411,10 +414,14 @@ impl Stack {
         // The APIs and the web pages, each on the routes the template gives its function.
         let api_state = AppState::new(functions.api.clone(), None);
         let admin_state = AppState::new(functions.admin.clone(), Some(admin_token.clone()))
-            .with_web(converger_http::web::WebConfig {
-                admin_allow: opts.admin_ip_allowlist.clone(),
-                session_secret: session_secret.into_bytes(),
-                ..converger_http::web::WebConfig::local()
+            .with_web({
+                let local = converger_http::web::WebConfig::local();
+                converger_http::web::WebConfig {
+                    admin_allow: opts.admin_ip_allowlist.clone(),
+                    session_secret: session_secret.into_bytes(),
+                    export_limit: opts.export_limit.unwrap_or(local.export_limit),
+                    ..local
+                }
             });
         let admin_password = random_token();
         let admin_email = "admin@localhost".to_owned();

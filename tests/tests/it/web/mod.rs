@@ -657,3 +657,41 @@ async fn one_address_is_throttled_across_accounts() {
 }
 
 mod emulator;
+
+/// A CSV export stops at `EXPORT_LIMIT` rows, the newest first, whatever more the filters
+/// select.
+#[tokio::test]
+async fn an_export_stops_at_its_row_limit() {
+    let t = TestStack::with(|o| o.export_limit = Some(3)).await;
+    let rx = Receiver::always(500).await.unwrap();
+    let failing = t.failing_tenant(&rx, "hook", 5).await;
+    let b = Browser::new(&t.stack.admin_url);
+    b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    let (status, csv) = b
+        .get(&format!(
+            "/admin/deliveries/export?tenant={}&status=any",
+            failing.tenant
+        ))
+        .await;
+    assert_eq!(status, 200, "{csv}");
+    let rows: Vec<&str> = csv.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "{csv}");
+    // The three newest of the five: the list's own first page, in its order.
+    let (_, page) = b
+        .get(&format!(
+            "/admin/deliveries?tenant={}&status=any",
+            failing.tenant
+        ))
+        .await;
+    let mut listed: Vec<(usize, &String)> = failing
+        .deliveries
+        .iter()
+        .map(|id| (page.find(id.as_str()).unwrap(), id))
+        .collect();
+    listed.sort();
+    for (row, (_, id)) in rows.iter().zip(&listed) {
+        assert!(row.starts_with(id.as_str()), "{row} is not {id}: {csv}");
+    }
+    t.stop().await;
+}
