@@ -283,6 +283,50 @@ async fn meta_receipt(t: &TestStack, ch: &str, statuses: &[(&str, &str)]) -> Ans
     receipt(t, ch, &body, Some(sig)).await
 }
 
+/// A message sent and then failed by the provider's receipt reaches the provider again when
+/// it is replayed: a new request, whose new message id the receipts follow from then on.
+#[tokio::test]
+async fn a_delivery_failed_by_a_receipt_reaches_the_provider_again_when_replayed() {
+    let t = TestStack::start().await;
+    let fake = fakes::meta(TOKEN, vec![]).await;
+    let (_, key) = t.tenant("default").await;
+    let ch = meta_channel(&t, &key, &fake).await;
+    let id = post(&t, &key, &[&ch], text_to("15551234567")).await[0].clone();
+    assert_eq!(settle(&t, &key, &id).await["status"], "sent");
+    let first = fake.ids()[0].clone();
+    let a = meta_receipt(&t, &ch, &[(&first, "failed")]).await;
+    assert_eq!(a.body["applied"], 1, "{:?}", a.body);
+    assert_eq!(t.delivery(&key, &id).await["status"], "failed");
+
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/deliveries/{id}/retry"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let d = t
+        .wait_delivery(&key, &id, Duration::from_secs(20), |d| {
+            d["status"] == "sent" && d["retry_count"] == 1
+        })
+        .await;
+    assert_eq!(d["status"], "sent", "{d}");
+    // Two requests to the provider, and the row names the second message.
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[1].body, seen[0].body, "the same message again");
+    let second = fake.ids()[1].clone();
+    assert_ne!(second, first);
+    assert_eq!(d["provider_message_id"], second.as_str(), "{d}");
+    // The new message's receipt moves it forward.
+    let a = meta_receipt(&t, &ch, &[(&second, "delivered")]).await;
+    assert_eq!(a.body["applied"], 1, "{:?}", a.body);
+    assert_eq!(t.delivery(&key, &id).await["status"], "delivered");
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn meta_receipts_need_a_valid_signature_and_a_known_message() {
     let t = TestStack::start().await;
