@@ -379,7 +379,60 @@ impl Replays<'_> {
     /// skipped; a query for one inactive channel is refused like the channel's bulk replay.
     pub async fn replay_matching(
         &self,
+        query: DeliveryQuery,
+        actor: &Actor,
+    ) -> Result<BulkResult, ReplayError> {
+        self.replay_matching_within(query, self.cap(None), actor)
+            .await
+    }
+
+    /// [`Self::replay_matching`] over several tenants' queries (an operator's "Retry all
+    /// failed" over every tenant), with one `bulk_retry_limit` for all of them together, in
+    /// the queries' order: `has_more` when a query the limit did not reach has a dead letter
+    /// left. A channel filter names one tenant's channel, so the other tenants' queries find
+    /// no such channel and are passed over.
+    pub async fn replay_matching_all(
+        &self,
+        queries: Vec<DeliveryQuery>,
+        actor: &Actor,
+    ) -> Result<BulkResult, ReplayError> {
+        let cap = self.cap(None);
+        let mut total = BulkResult {
+            retried: 0,
+            has_more: false,
+            stats: BulkStats::default(),
+        };
+        for query in queries {
+            if total.retried >= cap {
+                if !total.has_more {
+                    let mut q = query;
+                    q.status = Some(converger_core::DeliveryStatus::Failed);
+                    total.has_more = self.more_after(&q, None, &mut total.stats).await?;
+                }
+                continue;
+            }
+            match self
+                .replay_matching_within(query, cap - total.retried, actor)
+                .await
+            {
+                Ok(r) => {
+                    total.retried += r.retried;
+                    total.has_more |= r.has_more;
+                    total.stats.queries += r.stats.queries;
+                    total.stats.transactions += r.stats.transactions;
+                    total.stats.send_batches += r.stats.send_batches;
+                }
+                Err(ReplayError::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(total)
+    }
+
+    async fn replay_matching_within(
+        &self,
         mut query: DeliveryQuery,
+        cap: usize,
         actor: &Actor,
     ) -> Result<BulkResult, ReplayError> {
         query.status = Some(converger_core::DeliveryStatus::Failed);
@@ -389,7 +442,7 @@ impl Replays<'_> {
         if let Some(ch) = &query.channel {
             self.replayable_channel(&query.tenant, ch).await?;
         }
-        self.replay_all(query, self.cap(None), actor).await
+        self.replay_all(query, cap, actor).await
     }
 
     /// Replays `query`'s dead letters page by page, at most `cap`.

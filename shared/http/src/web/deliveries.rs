@@ -18,10 +18,19 @@ use std::collections::HashMap;
 
 const PAGE_ROWS: usize = 50;
 
+/// What the last "Retry all failed" did, carried back in the URL it redirects to.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct RetriedNotice {
+    retried: Option<usize>,
+    #[serde(default)]
+    has_more: bool,
+}
+
 pub(super) async fn deliveries(
     State(state): State<AppState>,
     v: Viewer,
     Query(f): Query<Filters>,
+    Query(notice): Query<RetriedNotice>,
 ) -> Response {
     let p = prefix(v.realm);
     let (rows, next) = match f.page(&state, &v, PAGE_ROWS).await {
@@ -42,6 +51,15 @@ pub(super) async fn deliveries(
     let csrf = v.csrf(&state);
     let back = f.query(None);
     let content = html! {
+        @if let Some(n) = notice.retried {
+            p id="retried" role="status" {
+                "Retried " (n) " failed " (if n == 1 { "delivery" } else { "deliveries" }) "."
+                @if notice.has_more {
+                    " More are left: the limit of one retry is "
+                    (state.pipeline.config().bulk_retry_limit) "; retry again for the rest."
+                }
+            }
+        }
         form id="filters" method="get" action={ (p) "/deliveries" } {
             fieldset {
                 @if v.realm == Realm::Admin {
@@ -327,21 +345,24 @@ pub(super) async fn retry_all(
         Ok(q) => q,
         Err(e) => return e.page(),
     };
-    let mut retried = 0;
-    for q in queries {
-        match state
-            .pipeline
-            .replays()
-            .replay_matching(q, &v.actor())
-            .await
-        {
-            Ok(r) => retried += r.retried,
-            // A channel filter over every tenant: the tenants that do not own it.
-            Err(ReplayError::NotFound) => {}
-            Err(e) => return replay_failure(e),
-        }
-    }
-    tracing::info!(retried, actor = %v.actor(), "retry all failed");
+    // One `BULK_RETRY_LIMIT` for every tenant the filters cover.
+    let r = match state
+        .pipeline
+        .replays()
+        .replay_matching_all(queries, &v.actor())
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return replay_failure(e),
+    };
+    tracing::info!(retried = r.retried, has_more = r.has_more, actor = %v.actor(), "retry all failed");
     let back = form.get("back").cloned().unwrap_or_default();
-    Redirect::to(&format!("{}/deliveries?{back}", prefix(v.realm))).into_response()
+    let sep = if back.is_empty() { "" } else { "&" };
+    Redirect::to(&format!(
+        "{}/deliveries?{back}{sep}retried={}&has_more={}",
+        prefix(v.realm),
+        r.retried,
+        r.has_more
+    ))
+    .into_response()
 }

@@ -695,3 +695,70 @@ async fn an_export_stops_at_its_row_limit() {
     }
     t.stop().await;
 }
+
+/// "Retry all failed" over every tenant retries at most `BULK_RETRY_LIMIT` dead letters in
+/// all, not that many per tenant, and the page says how many it retried and whether more are
+/// left.
+#[tokio::test]
+async fn retry_all_over_every_tenant_keeps_to_one_limit_and_says_what_it_did() {
+    let t = TestStack::with(|o| o.config.bulk_retry_limit = 4).await;
+    // Six failures (one attempt each), then every request succeeds.
+    let rx = Receiver::start(
+        vec![converger_local::receiver::Reply::status(500); 6],
+        converger_local::receiver::Reply::status(200),
+    )
+    .await
+    .unwrap();
+    let a = t.failing_tenant(&rx, "hook-a", 3).await;
+    let b = t.failing_tenant(&rx, "hook-b", 3).await;
+    let web = Browser::new(&t.stack.admin_url);
+    web.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    let sent = || async {
+        let mut n = 0;
+        for f in [&a, &b] {
+            for id in &f.deliveries {
+                if t.delivery(&f.key, id).await["status"] == "sent" {
+                    n += 1;
+                }
+            }
+        }
+        n
+    };
+    let retry_all = || async {
+        let token = web.csrf("/admin/deliveries").await;
+        let (status, _, loc) = web
+            .post("/admin/deliveries/retry-all", &[("_csrf", &token)])
+            .await;
+        assert_eq!(status, 303);
+        loc.unwrap()
+    };
+
+    let loc = retry_all().await;
+    assert!(loc.ends_with("retried=4&has_more=true"), "{loc}");
+    let (_, html) = web.get(&loc).await;
+    assert!(html.contains("Retried 4 failed deliveries."), "{html}");
+    assert!(html.contains("More are left"), "{html}");
+    assert!(
+        converger_tests::wait_until(Duration::from_secs(20), || async { sent().await == 4 }).await,
+        "four sent again"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        sent().await,
+        4,
+        "no more than the limit across both tenants"
+    );
+
+    // The rest on the next click, and nothing left after it.
+    let loc = retry_all().await;
+    assert!(loc.ends_with("retried=2&has_more=false"), "{loc}");
+    let (_, html) = web.get(&loc).await;
+    assert!(html.contains("Retried 2 failed deliveries."), "{html}");
+    assert!(!html.contains("More are left"), "{html}");
+    assert!(
+        converger_tests::wait_until(Duration::from_secs(20), || async { sent().await == 6 }).await,
+        "every one sent"
+    );
+    t.stop().await;
+}
