@@ -65,6 +65,22 @@ impl Channels<'_> {
         Ok(updated)
     }
 
+    /// Turns a disabled channel (by its tenant, or by auto-disable) on again: active, its
+    /// `disabled_at` and `disabled_reason` cleared. Audited (`enable_channel`). `None` if it
+    /// is gone.
+    pub async fn enable(&self, channel: &Channel, actor: &Actor) -> StoreResult<Option<Channel>> {
+        let patch = ChannelPatch {
+            active: Some(true),
+            ..ChannelPatch::default()
+        };
+        let Some(c) = self.update_channel(channel, &patch).await? else {
+            return Ok(None);
+        };
+        self.audit_done(&c, actor, "enable_channel", self.clock.now().ms())
+            .await;
+        Ok(Some(c))
+    }
+
     /// Replaces a channel's signing secret with `secret` (a new random one when `None`). The
     /// old one keeps signing beside it for `grace_ms` (see `core::signing::retire`), so a
     /// receiver can roll over without refusing a message. Audited (`rotate_signing_secret`).

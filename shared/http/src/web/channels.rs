@@ -44,7 +44,24 @@ pub(super) async fn channels(
                     td { (c.name) br; code.muted { (c.id) } }
                     td { (c.kind) }
                     @if v.realm == Realm::Admin { td { (c.tenant_id) } }
-                    td { (if c.active { "yes" } else { "no" }) }
+                    td.active {
+                        @if c.active { "yes" } @else {
+                            "no"
+                            @if let Some(reason) = &c.disabled_reason {
+                                br; span.muted.disabled-reason { (disabled_label(reason)) }
+                            }
+                            @if let Some(at) = &c.disabled_at {
+                                br; span.muted.disabled-at { "since " (crate::web::layout::short_time(at)) }
+                            }
+                            @if v.can_act() && !(c.managed && v.own_tenant().is_some()) {
+                                form.inline.enable method="post" action={ (p) "/channels/" (c.id) "/enable" } {
+                                    input type="hidden" name="_csrf" value=(csrf);
+                                    @if let Some(t) = q.tenant.as_deref().filter(|t| !t.is_empty()) { input type="hidden" name="tenant" value=(t); }
+                                    button.enable type="submit" { "Re-enable" }
+                                }
+                            }
+                        }
+                    }
                     td { (h.as_ref().ok().and_then(|h| h.get("status")).and_then(Value::as_str).unwrap_or("unknown")) }
                     td.delivery-state data-channel=(c.id) { (label) }
                     td { @if v.can_act() {
@@ -109,6 +126,14 @@ pub(super) async fn channel_states(
     axum::Json(Value::Object(map)).into_response()
 }
 
+/// Why a channel is disabled, in words.
+fn disabled_label(reason: &str) -> String {
+    match reason {
+        "auto_disabled_failure_threshold" => "disabled after repeated failures".into(),
+        other => format!("disabled: {other}"),
+    }
+}
+
 pub(super) async fn pause_or_resume(
     State(state): State<AppState>,
     Path((id, action)): Path<(String, String)>,
@@ -136,9 +161,26 @@ pub(super) async fn pause_or_resume(
             "This channel delivers the platform's alerts; an operator changes it.",
         );
     }
-    let r = match action.as_str() {
-        "pause" => state.pipeline.flow().pause(&channel, &v.actor()).await,
-        "resume" => state.pipeline.flow().resume(&channel, &v.actor()).await,
+    let r: Result<(), converger_pipeline::outcome::FlowError> = match action.as_str() {
+        "pause" => state
+            .pipeline
+            .flow()
+            .pause(&channel, &v.actor())
+            .await
+            .map(drop),
+        "resume" => state
+            .pipeline
+            .flow()
+            .resume(&channel, &v.actor())
+            .await
+            .map(drop),
+        "enable" => state
+            .pipeline
+            .channels()
+            .enable(&channel, &v.actor())
+            .await
+            .map(drop)
+            .map_err(Into::into),
         _ => return page_error(StatusCode::NOT_FOUND, "No such action."),
     };
     if let Err(e) = r {

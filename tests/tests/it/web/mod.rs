@@ -762,3 +762,89 @@ async fn retry_all_over_every_tenant_keeps_to_one_limit_and_says_what_it_did() {
     );
     t.stop().await;
 }
+
+/// An auto-disabled channel shows why and since when on the channels page, with a Re-enable
+/// button for those who may act: it turns the channel on again, clears the marks and is
+/// audited. A viewer sees the marks but no button.
+#[tokio::test]
+async fn an_auto_disabled_channel_shows_why_and_is_re_enabled_from_the_page() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(500).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t
+        .channel(
+            &key,
+            json!({"type": "webhook", "name": "flaky", "config": {"url": rx.url},
+                   "retry_policy": {"max_attempts": 1},
+                   "circuit_breaker": {"failure_threshold": 1000},
+                   "auto_disable": {"failed_attempts": 2}}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for id in t.activities(&key, &ch, 2, 1).await {
+        t.wait_delivery(&key, &id, Duration::from_secs(20), converger_tests::settled)
+            .await;
+    }
+    let path = format!("/api/v1/channels/{ch}");
+    assert!(
+        converger_tests::wait_until(Duration::from_secs(10), || async {
+            t.api("GET", &path, &key, None).await.body["active"] == false
+        })
+        .await,
+        "disabled after two failed attempts"
+    );
+
+    let web = Browser::new(&t.stack.admin_url);
+    web.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    let page = format!("/admin/channels?tenant={tenant}");
+    let (_, html) = web.get(&page).await;
+    assert!(html.contains("disabled after repeated failures"), "{html}");
+    assert!(html.contains("class=\"muted disabled-at\""), "{html}");
+    assert!(html.contains("Re-enable"), "{html}");
+
+    // A portal viewer of the tenant sees why, not the button.
+    t.web_user("portal", "viewer@flaky.example", "viewer", Some(&tenant))
+        .await;
+    let viewer = Browser::new(&t.stack.admin_url);
+    viewer
+        .sign_in("portal", "viewer@flaky.example", WEB_PASSWORD)
+        .await;
+    let (_, html) = viewer.get("/portal/channels").await;
+    assert!(html.contains("disabled after repeated failures"), "{html}");
+    assert!(!html.contains("Re-enable"), "{html}");
+    let token = csrf_of(&html);
+    let (status, _, _) = viewer
+        .post(&format!("/portal/channels/{ch}/enable"), &[("_csrf", &token)])
+        .await;
+    assert_eq!(status, 403, "a viewer cannot re-enable");
+
+    let token = web.csrf(&page).await;
+    let (status, _, loc) = web
+        .post(
+            &format!("/admin/channels/{ch}/enable"),
+            &[("_csrf", &token), ("tenant", &tenant)],
+        )
+        .await;
+    assert_eq!(status, 303);
+    assert_eq!(loc.as_deref(), Some(page.as_str()));
+    let c = t.api("GET", &path, &key, None).await.body;
+    assert_eq!(c["active"], true, "{c}");
+    assert_eq!(c["disabled_at"], Value::Null);
+    assert_eq!(c["disabled_reason"], Value::Null);
+    let (_, html) = web.get(&page).await;
+    assert!(!html.contains("Re-enable"), "{html}");
+    assert!(!html.contains("disabled after repeated failures"), "{html}");
+    let audit = t.api("GET", "/api/v1/audit", &key, None).await.body;
+    let entry = audit["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "enable_channel")
+        .unwrap_or_else(|| panic!("no enable_channel entry: {audit}"));
+    assert_eq!(entry["resource_id"], ch.as_str());
+    assert_eq!(entry["actor"]["type"], "admin");
+    t.stop().await;
+}
