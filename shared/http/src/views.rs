@@ -247,6 +247,10 @@ pub struct DeliveryView {
     pub channel_id: String,
     pub activity_id: String,
     pub conversation_id: String,
+    /// Its activity's event type (absent when the activity has none, and on deliveries
+    /// created before event types were kept on them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
     /// `pending`, `sent`, `delivered`, `read` or `failed`.
     pub status: String,
     pub tier: String,
@@ -280,6 +284,7 @@ fn delivery_view(d: &Delivery, with_log: bool) -> DeliveryView {
         channel_id: d.channel_id.to_string(),
         activity_id: d.activity_id.to_string(),
         conversation_id: d.conversation_id.clone(),
+        event_type: d.event_type.clone(),
         status: d.status.to_string(),
         tier: d.tier.as_str().to_owned(),
         waiting_for_slot: d.in_backlog,

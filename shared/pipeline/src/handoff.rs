@@ -355,6 +355,7 @@ impl Handoff<'_> {
                     from_key: None,
                     to_key: None,
                     error_contains: None,
+                    event_type: None,
                     activity: None,
                     newest_first: false,
                     limit: 200,

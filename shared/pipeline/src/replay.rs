@@ -234,6 +234,7 @@ impl Replays<'_> {
             from_key,
             to_key: Some(to_key),
             error_contains: None,
+            event_type: None,
             activity,
             newest_first: false,
             limit: 1,

@@ -309,3 +309,53 @@ async fn bad_input_gets_a_clear_error() {
     );
     t.stop().await;
 }
+
+/// The deliveries list filters by the activity's event type, shows it on each delivery, and
+/// refuses a name that cannot be one.
+#[tokio::test]
+async fn deliveries_filter_by_event_type() {
+    use std::time::Duration;
+    let t = TestStack::start().await;
+    let rx = converger_tests::Receiver::always(200).await.unwrap();
+    let tenant = t.new_tenant("default").await;
+    let ch = tenant.webhook(&rx.url, json!({})).await.channel;
+    let mut by_type = std::collections::BTreeMap::<&str, Vec<String>>::new();
+    for kind in ["order.paid", "order.created", "order.paid"] {
+        let (_, a) = tenant
+            .post_activity(json!({"conversation_id": "c", "channel_ids": [ch.id],
+                                  "event_type": kind, "payload": {}}))
+            .await
+            .unwrap();
+        let id = a.deliveries[0].id.clone();
+        tenant
+            .wait_delivery(
+                &id,
+                Duration::from_secs(15),
+                converger_tests::client::is_settled,
+            )
+            .await;
+        by_type.entry(kind).or_default().push(id);
+    }
+    // No event type: not in either list.
+    tenant.activity(&[&ch.id]).await;
+    for (kind, ids) in &by_type {
+        let page = tenant
+            .deliveries(&format!("status=sent&event_type={kind}&sort=oldest"))
+            .await;
+        let got: Vec<&str> = page.data.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(got, ids.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(
+            page.data
+                .iter()
+                .all(|d| d.event_type.as_deref() == Some(*kind))
+        );
+    }
+    let one = tenant.delivery(&by_type["order.paid"][0]).await;
+    assert_eq!(one.event_type.as_deref(), Some("order.paid"));
+    let bad = tenant
+        .api("GET", "/api/v1/deliveries?event_type=no%20spaces", None)
+        .await;
+    assert_eq!(bad.status, 422, "{:?}", bad.body);
+    assert_eq!(bad.body["error"]["code"], "invalid_query");
+    t.stop().await;
+}

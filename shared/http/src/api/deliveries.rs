@@ -89,6 +89,9 @@ pub(crate) struct ListQuery {
     to: Option<String>,
     /// An exact activity id, or a part of `last_error`.
     q: Option<String>,
+    /// Only deliveries of activities of this event type (an exact name).
+    #[param(pattern = "^[A-Za-z0-9._:-]{1,100}$")]
+    event_type: Option<String>,
     /// `newest` (the default) or `oldest` first.
     #[param(pattern = "^(newest|oldest)$")]
     sort: Option<String>,
@@ -143,9 +146,14 @@ pub(crate) async fn list_deliveries(
         Some(a) => Some(ActivityId::parse(a).map_err(|e| bad(format!("activity_id: {e}")))?),
         None => activity,
     };
+    let event_type = q
+        .event_type
+        .map(|t| converger_core::channel::check_event_type(&t).map(|()| t))
+        .transpose()
+        .map_err(|e| bad(format!("event_type: {e}")))?;
     // A cursor pages through the list it was given for: this tenant, these filters.
     let scope = format!(
-        "deliveries|{}|{status:?}|{channel:?}|{from_key:?}|{to_key:?}|{error_contains:?}|{activity:?}|{newest_first}",
+        "deliveries|{}|{status:?}|{channel:?}|{from_key:?}|{to_key:?}|{error_contains:?}|{activity:?}|{event_type:?}|{newest_first}",
         tenant.id
     );
     let after = cursor(q.cursor.as_deref(), &scope)?;
@@ -160,6 +168,7 @@ pub(crate) async fn list_deliveries(
             from_key,
             to_key,
             error_contains,
+            event_type,
             activity,
             newest_first,
             limit,

@@ -88,6 +88,7 @@ pub(super) async fn deliveries(
                 label { "From (UTC) " input type="date" name="from" value=(nonempty(&f.from).unwrap_or("")); } " "
                 label { "To " input type="date" name="to" value=(nonempty(&f.to).unwrap_or("")); } " "
                 label { "Search " input name="q" placeholder="activity id or error text" value=(nonempty(&f.q).unwrap_or("")); } " "
+                label { "Event type " input name="event_type" size="16" value=(nonempty(&f.event_type).unwrap_or("")); } " "
                 label { "Sort " select name="sort" {
                     option value="newest" selected[f.newest_first()] { "newest first" }
                     option value="oldest" selected[!f.newest_first()] { "oldest first" }
@@ -102,7 +103,7 @@ pub(super) async fn deliveries(
                 form.inline method="post" action={ (p) "/deliveries/retry-all" } {
                     input type="hidden" name="_csrf" value=(csrf);
                     input type="hidden" name="back" value=(back);
-                    @for (k, val) in [("tenant", &f.tenant), ("channel", &f.channel), ("from", &f.from), ("to", &f.to), ("q", &f.q)] {
+                    @for (k, val) in [("tenant", &f.tenant), ("channel", &f.channel), ("from", &f.from), ("to", &f.to), ("q", &f.q), ("event_type", &f.event_type)] {
                         @if let Some(val) = nonempty(val) { input type="hidden" name=(k) value=(val); }
                     }
                     button id="retry-all" type="submit" { "Retry all failed" }
@@ -243,6 +244,9 @@ pub(super) async fn delivery_page(
                 @if let Some(c) = &channel { " " span.muted { (c.kind) } }
             } }
             tr { th { "Activity" } td { code { (d.activity_id) } " in conversation " code { (d.conversation_id) } } }
+            @if let Some(t) = &d.event_type {
+                tr { th { "Event type" } td { code { (t) } } }
+            }
             tr { th { "Attempts" } td id="attempt-count" { (d.attempts) } }
             tr { th { "Retries" } td { (d.retry_count)
                 @if let Some(by) = &d.retried_by { ", last by " (by) }
@@ -338,6 +342,7 @@ pub(super) async fn retry_all(
         from: form.get("from").cloned(),
         to: form.get("to").cloned(),
         q: form.get("q").cloned(),
+        event_type: form.get("event_type").cloned(),
         sort: Some("oldest".into()),
         after: None,
     };

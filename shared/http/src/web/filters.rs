@@ -26,6 +26,9 @@ pub struct Filters {
     pub(super) to: Option<String>,
     #[serde(default)]
     pub(super) q: Option<String>,
+    /// Only deliveries of activities of this event type.
+    #[serde(default)]
+    pub(super) event_type: Option<String>,
     /// `newest` (default) or `oldest`.
     #[serde(default)]
     pub(super) sort: Option<String>,
@@ -61,6 +64,7 @@ impl Filters {
             ("from", &self.from),
             ("to", &self.to),
             ("q", &self.q),
+            ("event_type", &self.event_type),
             ("sort", &self.sort),
         ] {
             if let Some(v) = nonempty(v) {
@@ -109,6 +113,13 @@ impl Filters {
             }
         }
         let status = self.status()?;
+        let event_type = nonempty(&self.event_type)
+            .map(|t| {
+                converger_core::channel::check_event_type(t)
+                    .map(|()| t.to_owned())
+                    .map_err(|e| PageFail::Invalid(e.to_string()))
+            })
+            .transpose()?;
         Ok(tenants
             .into_iter()
             .map(|tenant| DeliveryQuery {
@@ -118,6 +129,7 @@ impl Filters {
                 from_key: from_key.clone(),
                 to_key: to_key.clone(),
                 error_contains: error_contains.clone(),
+                event_type: event_type.clone(),
                 activity: activity.clone(),
                 newest_first: self.newest_first(),
                 limit,

@@ -106,6 +106,9 @@ pub struct Delivery {
     pub channel_id: ChannelId,
     pub activity_id: ActivityId,
     pub conversation_id: String,
+    /// Its activity's event type, if it has one (a filter of the listings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
     pub tier: Tier,
     pub status: DeliveryStatus,
     pub attempts: u32,
@@ -186,6 +189,7 @@ impl Delivery {
             channel_id: channel.id.clone(),
             activity_id: activity.id.clone(),
             conversation_id: activity.conversation_id.clone(),
+            event_type: activity.event_type.clone(),
             tier,
             status: DeliveryStatus::Pending,
             attempts: 0,

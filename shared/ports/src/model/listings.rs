@@ -21,6 +21,8 @@ pub struct DeliveryQuery {
     pub to_key: Option<String>,
     /// A part of `last_error`.
     pub error_contains: Option<String>,
+    /// Only deliveries of activities of this event type.
+    pub event_type: Option<String>,
     /// Only this activity's deliveries.
     pub activity: Option<ActivityId>,
     /// Most recently changed first.
@@ -37,6 +39,10 @@ impl DeliveryQuery {
             && self.status.is_none_or(|st| d.status == st)
             && self.channel.as_ref().is_none_or(|c| &d.channel_id == c)
             && self.activity.as_ref().is_none_or(|a| &d.activity_id == a)
+            && self
+                .event_type
+                .as_ref()
+                .is_none_or(|t| d.event_type.as_ref() == Some(t))
             && self.error_contains.as_ref().is_none_or(|t| {
                 d.last_error
                     .as_deref()

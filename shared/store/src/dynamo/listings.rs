@@ -267,7 +267,12 @@ impl DynamoStore {
         if q.error_contains.is_some() {
             filters.push("contains(last_error, :q)");
         }
-        let selective = q.error_contains.is_some() || (hash_attr == "tl_pk" && q.channel.is_some());
+        if q.event_type.is_some() {
+            filters.push("event_type = :et");
+        }
+        let selective = q.error_contains.is_some()
+            || q.event_type.is_some()
+            || (hash_attr == "tl_pk" && q.channel.is_some());
         let mut rows: Vec<(String, DeliveryId)> = Vec::new();
         let mut start: Option<Item> = None;
         let mut read_up_to: Option<String> = None;
@@ -303,6 +308,9 @@ impl DynamoStore {
             }
             if let Some(text) = &q.error_contains {
                 req = req.expression_attribute_values(":q", s(text.as_str()));
+            }
+            if let Some(t) = &q.event_type {
+                req = req.expression_attribute_values(":et", s(t.as_str()));
             }
             let out = req.send().await.map_err(sdk_err)?;
             for item in out.items.unwrap_or_default() {

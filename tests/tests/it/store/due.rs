@@ -106,6 +106,7 @@ pub(super) async fn rows_past_their_retention_read_as_absent(b: Backend) {
             from_key: None,
             to_key: None,
             error_contains: None,
+            event_type: None,
             activity: None,
             newest_first: true,
             limit: 10,

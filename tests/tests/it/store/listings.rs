@@ -12,6 +12,82 @@ pub(super) fn failed_row(f: &Fixture, updated_at: &str) -> Delivery {
     d
 }
 
+/// A delivery carries its activity's event type, and a listing filtered by it returns only
+/// those deliveries: through the tenant's listing index and through the channel's (dead
+/// letters), page after page.
+pub(super) async fn listings_filter_by_event_type_on_both_indexes(b: Backend) {
+    use converger_ports::DeliveryQuery;
+    let f = fixture(b).await;
+    let mut ids = std::collections::BTreeMap::<&str, Vec<DeliveryId>>::new();
+    for i in 0..6 {
+        let kind = if i % 3 == 0 {
+            "order.paid"
+        } else {
+            "order.created"
+        };
+        let a = Activity {
+            event_type: Some(kind.into()),
+            ..activity(&f)
+        };
+        let mut d = failed_row(&f, &format!("2026-01-01T00:00:0{i}.000000Z"));
+        d = Delivery {
+            id: DeliveryId::for_pair(&a.id, &f.channel.id),
+            activity_id: a.id.clone(),
+            event_type: a.event_type.clone(),
+            ..d
+        };
+        f.store
+            .create_activity(&a, std::slice::from_ref(&d))
+            .await
+            .unwrap();
+        ids.entry(kind).or_default().push(d.id);
+    }
+    let read = |channel: Option<converger_core::ChannelId>, kind: &'static str| {
+        let f = &f;
+        async move {
+            let mut seen = Vec::new();
+            let mut after = None;
+            loop {
+                let page = f
+                    .store
+                    .list_deliveries(&DeliveryQuery {
+                        tenant: f.tenant.id.clone(),
+                        status: Some(DeliveryStatus::Failed),
+                        channel: channel.clone(),
+                        from_key: None,
+                        to_key: None,
+                        error_contains: None,
+                        event_type: Some(kind.into()),
+                        activity: None,
+                        newest_first: false,
+                        limit: 1,
+                        after,
+                    })
+                    .await
+                    .unwrap();
+                for d in &page.items {
+                    assert_eq!(d.event_type.as_deref(), Some(kind), "{d:?}");
+                    seen.push(d.id.clone());
+                }
+                match page.next {
+                    Some(c) => after = Some(c),
+                    None => break,
+                }
+            }
+            seen
+        }
+    };
+    for channel in [None, Some(f.channel.id.clone())] {
+        assert_eq!(read(channel.clone(), "order.paid").await, ids["order.paid"]);
+        assert_eq!(
+            read(channel.clone(), "order.created").await,
+            ids["order.created"]
+        );
+        assert!(read(channel, "order.refunded").await.is_empty());
+    }
+    f.stop().await;
+}
+
 pub(super) async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) {
     use converger_core::query::{Actor, ActorKind};
     use converger_ports::{AuditEntry, DeliveryQuery};
@@ -52,6 +128,7 @@ pub(super) async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) 
         from_key: None,
         to_key: None,
         error_contains: Some("503".into()),
+        event_type: None,
         activity: None,
         newest_first: false,
         limit: 3,
@@ -249,6 +326,7 @@ pub(super) async fn sharded_listings_page_every_row_once_across_shards_and_ties(
         from_key: None,
         to_key: None,
         error_contains: None,
+        event_type: None,
         activity: None,
         newest_first: true,
         limit: 4,

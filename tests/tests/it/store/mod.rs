@@ -75,6 +75,7 @@ conformance!(
     a_first_try_joins_its_tenants_listing_when_its_attempt_ends,
     old_attempts_spill_out_of_the_item,
     listing_pages_in_order_and_replays_are_disjoint,
+    listings_filter_by_event_type_on_both_indexes,
     sharded_listings_page_every_row_once_across_shards_and_ties,
     the_audit_log_pages_every_entry_once_across_its_partitions_and_ties,
     replay_jobs_save_with_a_version,

@@ -817,7 +817,10 @@ async fn an_auto_disabled_channel_shows_why_and_is_re_enabled_from_the_page() {
     assert!(!html.contains("Re-enable"), "{html}");
     let token = csrf_of(&html);
     let (status, _, _) = viewer
-        .post(&format!("/portal/channels/{ch}/enable"), &[("_csrf", &token)])
+        .post(
+            &format!("/portal/channels/{ch}/enable"),
+            &[("_csrf", &token)],
+        )
         .await;
     assert_eq!(status, 403, "a viewer cannot re-enable");
 
@@ -846,5 +849,63 @@ async fn an_auto_disabled_channel_shows_why_and_is_re_enabled_from_the_page() {
         .unwrap_or_else(|| panic!("no enable_channel entry: {audit}"));
     assert_eq!(entry["resource_id"], ch.as_str());
     assert_eq!(entry["actor"]["type"], "admin");
+    t.stop().await;
+}
+
+/// The deliveries page filters by event type, keeps the filter in its links (the export
+/// included), and shows the event type on the delivery's page.
+#[tokio::test]
+async fn the_deliveries_page_filters_by_event_type() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(500).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t
+        .channel(
+            &key,
+            json!({"type": "webhook", "name": "hook", "config": {"url": rx.url},
+                   "retry_policy": {"max_attempts": 1}}),
+        )
+        .await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut ids = Vec::new();
+    for kind in ["order.paid", "order.created"] {
+        let a = t
+            .api(
+                "POST",
+                "/api/v1/activities",
+                &key,
+                Some(json!({"conversation_id": "c", "channel_ids": [ch],
+                            "event_type": kind, "payload": {}})),
+            )
+            .await;
+        let id = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
+        t.wait_delivery(&key, &id, Duration::from_secs(15), converger_tests::settled)
+            .await;
+        ids.push(id);
+    }
+    let web = Browser::new(&t.stack.admin_url);
+    web.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    let (_, html) = web
+        .get(&format!(
+            "/admin/deliveries?tenant={tenant}&event_type=order.paid"
+        ))
+        .await;
+    assert!(html.contains(&format!("data-id=\"{}\"", ids[0])), "{html}");
+    assert!(!html.contains(&format!("data-id=\"{}\"", ids[1])), "{html}");
+    assert!(
+        html.contains("event_type=order.paid"),
+        "kept in the links: {html}"
+    );
+    let (_, csv) = web
+        .get(&format!(
+            "/admin/deliveries/export?tenant={tenant}&event_type=order.paid"
+        ))
+        .await;
+    assert!(csv.contains(&ids[0]) && !csv.contains(&ids[1]), "{csv}");
+    let (_, page) = web.get(&format!("/admin/deliveries/{}", ids[0])).await;
+    assert!(page.contains("order.paid"), "{page}");
     t.stop().await;
 }
