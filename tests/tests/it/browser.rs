@@ -368,3 +368,139 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
     b.close().await;
     t.stop().await;
 }
+
+/// A conversation's page: its activities in `seq` order, a badge per channel delivery (status,
+/// attempts, the last error on hover) linked to the delivery, reached from a delivery's page
+/// and from the search on the deliveries page; an operator names the tenant, a tenant's user
+/// sees only its own conversation where another tenant uses the same id.
+#[tokio::test]
+async fn a_conversation_shows_its_activities_in_order_with_a_badge_per_delivery() {
+    let t = TestStack::start().await;
+    let ok = Receiver::always(200).await.unwrap();
+    let refusing = Receiver::start(vec![], Reply::status(400).body("unknown recipient"))
+        .await
+        .unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let hook = |name: &str, url: &str| {
+        json!({"type": "webhook", "name": name, "config": {"url": url},
+               "retry_policy": {"max_attempts": 1}})
+    };
+    let good = t.channel(&key, hook("crm", &ok.url)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bad = t.channel(&key, hook("legacy", &refusing.url)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let post = |key: String, channels: Vec<String>, conv: &'static str, n: usize| {
+        let t = &t;
+        async move {
+            let a = t
+                .api(
+                    "POST",
+                    "/api/v1/activities",
+                    &key,
+                    Some(json!({"conversation_id": conv, "channel_ids": channels,
+                                "event_type": "message.created", "payload": {"n": n}})),
+                )
+                .await;
+            assert_eq!(a.status, 201, "{:?}", a.body);
+            let ids: Vec<String> = a.body["deliveries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["id"].as_str().unwrap().to_owned())
+                .collect();
+            for id in &ids {
+                t.wait_delivery(&key, id, Duration::from_secs(20), converger_tests::settled)
+                    .await;
+            }
+            (a.body["activity_id"].as_str().unwrap().to_owned(), ids)
+        }
+    };
+    let mut activities = Vec::new();
+    for n in 0..3 {
+        let (a, _) = post(key.clone(), vec![good.clone(), bad.clone()], "conv-42", n).await;
+        activities.push(a);
+    }
+    post(key.clone(), vec![good.clone()], "another", 9).await;
+    // Another tenant uses the same conversation id.
+    let (other, other_key) = t.tenant("default").await;
+    let other_ch = t.channel(&other_key, hook("theirs", &ok.url)).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (theirs, _) = post(other_key.clone(), vec![other_ch], "conv-42", 0).await;
+
+    let b = Browser::start(&t.stack.admin_url, "conversation").await;
+    b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    // From a failed delivery's page to its conversation.
+    b.goto(&format!("/admin/deliveries?tenant={tenant}")).await;
+    let first_failed = b.row_ids("tr.delivery").await;
+    assert_eq!(
+        first_failed.len(),
+        3,
+        "the legacy channel's three dead letters"
+    );
+    b.goto(&format!("/admin/deliveries/{}", first_failed[0]))
+        .await;
+    b.click("#conversation").await;
+    let path = b.path().await;
+    assert!(
+        path.starts_with("/admin/conversations/conv-42?tenant="),
+        "{path}"
+    );
+    assert_eq!(b.row_ids("tr.activity").await, activities, "in seq order");
+    let badges = b.all("tr.activity a.badge").await;
+    assert_eq!(badges.len(), 6, "a badge per channel delivery");
+    let mut texts = Vec::new();
+    for e in &badges {
+        texts.push((
+            e.text().await.unwrap(),
+            e.attr("title").await.unwrap().unwrap_or_default(),
+        ));
+    }
+    for (text, title) in &texts {
+        if text.starts_with("legacy") {
+            assert_eq!(text, "legacy: failed · 1 attempt");
+            assert!(title.contains("unknown recipient"), "{title}");
+        } else {
+            assert_eq!(text, "crm: sent · 1 attempt");
+        }
+    }
+    assert!(!b.row_ids("tr.activity").await.contains(&theirs));
+    b.shot("conversation").await;
+    // A badge opens its delivery.
+    b.click("tr.activity a.badge.failed").await;
+    assert!(b.path().await.starts_with("/admin/deliveries/"));
+
+    // The search on the deliveries page, with the tenant chosen.
+    b.goto(&format!("/admin/deliveries?tenant={tenant}")).await;
+    b.fill("#find-conversation input[name=id]", "conv-42").await;
+    b.submit("#find-conversation button[type=submit]").await;
+    assert_eq!(b.row_ids("tr.activity").await, activities);
+    // Without a tenant, the page asks which one's.
+    b.goto("/admin/conversations/conv-42").await;
+    assert!(b.exists("#choose-tenant").await);
+    b.select("#choose-tenant select[name=tenant]", &other).await;
+    b.submit("#choose-tenant button[type=submit]").await;
+    assert_eq!(b.row_ids("tr.activity").await, vec![theirs.clone()]);
+    b.close().await;
+
+    // The tenant's own user: its conversation, whatever the URL says of tenants.
+    t.web_user("portal", "owner@conv.example", "owner", Some(&tenant))
+        .await;
+    let p = Browser::start(&t.stack.admin_url, "conversation-portal").await;
+    p.sign_in("portal", "owner@conv.example", WEB_PASSWORD)
+        .await;
+    p.goto(&format!("/portal/conversations/conv-42?tenant={other}"))
+        .await;
+    assert_eq!(p.row_ids("tr.activity").await, activities);
+    p.shot("portal-conversation").await;
+    p.goto("/portal/conversations/nothing-here").await;
+    assert!(p.exists("#empty").await);
+    p.close().await;
+    t.stop().await;
+}

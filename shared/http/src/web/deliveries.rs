@@ -1,5 +1,6 @@
 //! The deliveries list, one delivery's page, and their Retry buttons.
 
+use super::conversations::conversation_href;
 use super::filters::Filters;
 use super::layout::{layout, nonempty, short_time};
 use super::page::{page_error, unavailable};
@@ -96,6 +97,16 @@ pub(super) async fn deliveries(
                 button type="submit" { "Apply" }
             }
         }
+        form id="find-conversation" method="get" action={ (p) "/conversations" } {
+            @if v.realm == Realm::Admin {
+                @if let Some(t) = nonempty(&f.tenant) { input type="hidden" name="tenant" value=(t); }
+            }
+            label { "Conversation " input name="id" placeholder="conversation id" size="24"; } " "
+            button type="submit" { "Open" }
+            @if v.realm == Realm::Admin && nonempty(&f.tenant).is_none() {
+                " " span.muted { "(choose a tenant, or the page will ask)" }
+            }
+        }
         div.actions {
             a id="export" href={ (p) "/deliveries/export?" (f.query(None)) } { "Export CSV" }
             @if v.can_act() && status_value == "failed" {
@@ -123,7 +134,8 @@ pub(super) async fn deliveries(
                             td title=(d.tenant_id) { (tenant_names.get(&d.tenant_id).copied().unwrap_or(d.tenant_id.as_str())) }
                         }
                         td { (names.get(&d.channel_id).cloned().unwrap_or_default()) }
-                        td { a.open href={ (p) "/deliveries/" (d.id) "?" (back) } { code { (d.activity_id) } } }
+                        td { a.open href={ (p) "/deliveries/" (d.id) "?" (back) } { code { (d.activity_id) } }
+                            br; a.conversation.muted href=(conversation_href(v.realm, &d.tenant_id, &d.conversation_id)) { "conversation " (d.conversation_id) } }
                         td { span class={ "badge " (d.status) } { (d.status) } }
                         td { (d.attempts) }
                         td { (d.retry_count)
@@ -243,7 +255,8 @@ pub(super) async fn delivery_page(
                 code.muted { (d.channel_id) }
                 @if let Some(c) = &channel { " " span.muted { (c.kind) } }
             } }
-            tr { th { "Activity" } td { code { (d.activity_id) } " in conversation " code { (d.conversation_id) } } }
+            tr { th { "Activity" } td { code { (d.activity_id) } " in conversation "
+                a id="conversation" href=(conversation_href(v.realm, &d.tenant_id, &d.conversation_id)) { code { (d.conversation_id) } } } }
             @if let Some(t) = &d.event_type {
                 tr { th { "Event type" } td { code { (t) } } }
             }

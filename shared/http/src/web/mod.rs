@@ -9,6 +9,7 @@
 
 mod audit;
 mod channels;
+mod conversations;
 mod dashboard;
 mod deliveries;
 mod export;
@@ -24,6 +25,7 @@ pub use session::{Posted, Viewer, admin_allowlist, hash_password};
 
 use audit::audit;
 use channels::{channel_states, channels, pause_or_resume};
+use conversations::{conversation_page, find_conversation};
 use dashboard::dashboard;
 use deliveries::{deliveries, delivery_page, retry_all, retry_one};
 use export::export;
@@ -121,6 +123,8 @@ pub fn router(state: AppState) -> Router {
             .route(&format!("{p}/deliveries/retry-all"), post(retry_all))
             .route(&format!("{p}/deliveries/{{id}}"), get(delivery_page))
             .route(&format!("{p}/deliveries/{{id}}/retry"), post(retry_one))
+            .route(&format!("{p}/conversations"), get(find_conversation))
+            .route(&format!("{p}/conversations/{{id}}"), get(conversation_page))
             .route(&format!("{p}/channels"), get(channels))
             .route(&format!("{p}/channels/states"), get(channel_states))
             .route(

@@ -22,7 +22,8 @@ th{background:#f3f4f8}.error{color:#a01818}.muted{color:#667}\
 form.inline{display:inline}fieldset{border:1px solid #dde;margin:0 0 12px}\
 pre{background:#f6f7fa;padding:6px;max-width:60em;overflow:auto;white-space:pre-wrap}\
 .badge{padding:1px 6px;border-radius:8px;background:#eef}.failed{background:#fde2e2}\
-.sent,.delivered,.read{background:#e0f5e6}\
+.sent,.delivered,.read{background:#e0f5e6}.pending,.paused{background:#fff3d6}\
+td.deliveries a.badge{display:inline-block;margin:1px 0;color:inherit;text-decoration:none}\
 table.fields{width:auto;margin-bottom:12px}.actions{margin:8px 0 12px;display:flex;gap:16px;align-items:center}\
 td.changes .change{display:inline-block;margin-right:10px;word-break:break-all}table.fields th{width:11em}.flash{background:#fff7d6;padding:6px 10px}";
 

@@ -1,0 +1,228 @@
+//! One conversation: its activities in `seq` order, each with a badge per channel delivery.
+
+use super::layout::{layout, nonempty, short_time, urlencode};
+use super::page::{page_error, unavailable};
+use super::scope::tenant_choices;
+use super::session::{Viewer, prefix};
+use crate::AppState;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use converger_core::web::Realm;
+use converger_core::{ActivityId, ChannelId, DeliveryId, TenantId};
+use converger_ports::{Activity, Delivery};
+use maud::html;
+use serde::Deserialize;
+use std::collections::HashMap;
+
+/// Activities one page shows.
+const PAGE_ACTIVITIES: usize = 50;
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ConversationQuery {
+    /// The tenant whose conversation it is (operators; the portal's is its own).
+    #[serde(default)]
+    tenant: Option<String>,
+    /// The conversation id (the search form's field).
+    #[serde(default)]
+    id: Option<String>,
+    /// Continue after this activity: `<seq>.<activity id>` (Load more).
+    #[serde(default)]
+    after: Option<String>,
+}
+
+/// The search form's target: on to the conversation's page.
+pub(super) async fn find_conversation(v: Viewer, Query(q): Query<ConversationQuery>) -> Response {
+    let p = prefix(v.realm);
+    let Some(id) = nonempty(&q.id) else {
+        return page_error(StatusCode::BAD_REQUEST, "Give a conversation id.");
+    };
+    let tenant = match (v.realm, nonempty(&q.tenant)) {
+        (Realm::Admin, Some(t)) => format!("?tenant={}", urlencode(t)),
+        _ => String::new(),
+    };
+    Redirect::to(&format!("{p}/conversations/{}{tenant}", path_segment(id))).into_response()
+}
+
+/// `/admin/conversations/{id}?tenant=` and `/portal/conversations/{id}`: the conversation's
+/// activities, oldest first, each with its deliveries (status, attempts, last error on hover)
+/// linked to their pages. An operator names the tenant (conversation ids are the producers'
+/// and repeat across tenants); without one, the page asks for it.
+pub(super) async fn conversation_page(
+    State(state): State<AppState>,
+    v: Viewer,
+    Path(id): Path<String>,
+    Query(q): Query<ConversationQuery>,
+) -> Response {
+    let p = prefix(v.realm);
+    let tenant = match v.own_tenant() {
+        Some(t) => t.clone(),
+        None => match nonempty(&q.tenant).map(TenantId::parse) {
+            Some(Ok(t)) => t,
+            Some(Err(_)) => return page_error(StatusCode::BAD_REQUEST, "No such tenant."),
+            None => return choose_tenant(&state, &v, &id).await,
+        },
+    };
+    let after = match nonempty(&q.after).map(parse_after) {
+        Some(Some(a)) => Some(a),
+        Some(None) => return page_error(StatusCode::BAD_REQUEST, "Not a place in the list."),
+        None => None,
+    };
+    let reads = state.pipeline.reads();
+    let (activities, more) = match reads
+        .conversation_activities(&tenant, &id, after.as_ref(), PAGE_ACTIVITIES)
+        .await
+    {
+        Ok(x) => x,
+        Err(e) => return unavailable(&e),
+    };
+    // Every delivery of the page's activities, in one read.
+    let ids: Vec<DeliveryId> = activities
+        .iter()
+        .flat_map(|a| a.channel_ids.iter().map(|c| DeliveryId::for_pair(&a.id, c)))
+        .collect();
+    let rows = match reads.deliveries(&ids).await {
+        Ok(r) => r,
+        Err(e) => return unavailable(&e),
+    };
+    let by_id: HashMap<&DeliveryId, &Delivery> = rows.iter().map(|d| (&d.id, d)).collect();
+    let names = channel_names(&state, &activities).await;
+    let tenant_name = match v.realm {
+        Realm::Admin => reads.tenant(&tenant).await.ok().flatten().map(|t| t.name),
+        Realm::Portal => None,
+    };
+    let tenant_q = match v.realm {
+        Realm::Admin => format!("tenant={}", urlencode(tenant.as_str())),
+        Realm::Portal => String::new(),
+    };
+    let title = format!("Conversation {id}");
+    let content = html! {
+        @if v.realm == Realm::Admin {
+            p.muted { "Tenant " (tenant_name.unwrap_or_default()) " " code { (tenant) } }
+        }
+        @if activities.is_empty() && after.is_none() {
+            p.muted id="empty" { "No activities in this conversation." }
+        } @else {
+            table id="conversation" {
+                thead { tr { th { "Seq" } th { "Activity" } th { "Event type" } th { "Created (UTC)" } th { "Deliveries" } } }
+                tbody { @for a in &activities {
+                    tr.activity data-id=(a.id) {
+                        td { (a.seq) }
+                        td { code { (a.id) } }
+                        td { (a.event_type.as_deref().unwrap_or("")) }
+                        td { (short_time(&a.created_at)) }
+                        td.deliveries { @for c in &a.channel_ids {
+                            @let did = DeliveryId::for_pair(&a.id, c);
+                            @let name = names.get(c).map_or(c.as_str(), String::as_str);
+                            @match by_id.get(&did) {
+                                Some(d) => {
+                                    a class={ "badge delivery " (d.status) } data-id=(d.id)
+                                        href={ (p) "/deliveries/" (d.id) }
+                                        title=(hover(d)) {
+                                        (name) ": " (d.status) " · " (d.attempts)
+                                        (if d.attempts == 1 { " attempt" } else { " attempts" })
+                                    }
+                                    " "
+                                }
+                                None => {
+                                    span.badge.muted title="No longer stored, or not written yet." { (name) ": —" } " "
+                                }
+                            }
+                        } }
+                    }
+                } }
+            }
+        }
+        @if more {
+            @if let Some(last) = activities.last() {
+                p { a id="load-more" href={ (p) "/conversations/" (path_segment(&id)) "?" (tenant_q) (if tenant_q.is_empty() { "" } else { "&" }) "after=" (last.seq) "." (last.id) } { "Load more" } }
+            }
+        }
+        p { a href={ (p) "/deliveries" (if tenant_q.is_empty() { String::new() } else { format!("?{tenant_q}") }) } { "← Deliveries" } }
+    };
+    layout(&state, &v, &title, content)
+}
+
+/// An operator's conversation page without a tenant: which tenant's?
+async fn choose_tenant(state: &AppState, v: &Viewer, id: &str) -> Response {
+    let tenants = tenant_choices(state, v).await;
+    let p = prefix(v.realm);
+    let content = html! {
+        p { "Conversation ids are each tenant's own: choose the tenant." }
+        form id="choose-tenant" method="get" action={ (p) "/conversations/" (path_segment(id)) } {
+            label { "Tenant " select name="tenant" {
+                @for t in tenants.iter() { option value=(t.id) { (t.name) } }
+            } } " "
+            button type="submit" { "Open" }
+        }
+    };
+    layout(state, v, &format!("Conversation {id}"), content)
+}
+
+/// What a badge shows on hover: the attempts and the last error.
+fn hover(d: &Delivery) -> String {
+    let mut s = format!("{} · {} attempt(s)", d.status, d.attempts);
+    if let Some(e) = &d.last_error {
+        s.push_str(" · last error: ");
+        s.push_str(&e.chars().take(300).collect::<String>());
+    }
+    s
+}
+
+/// `<seq>.<activity id>` back to the place it names.
+fn parse_after(s: &str) -> Option<(u64, ActivityId)> {
+    let (seq, id) = s.split_once('.')?;
+    Some((seq.parse().ok()?, ActivityId::parse(id).ok()?))
+}
+
+/// The page of `tenant`'s conversation `id`, in `realm`.
+pub(super) fn conversation_href(realm: Realm, tenant: &TenantId, id: &str) -> String {
+    match realm {
+        Realm::Admin => format!(
+            "/admin/conversations/{}?tenant={}",
+            path_segment(id),
+            urlencode(tenant.as_str())
+        ),
+        Realm::Portal => format!("/portal/conversations/{}", path_segment(id)),
+    }
+}
+
+/// A conversation id as one path segment.
+fn path_segment(id: &str) -> String {
+    url::form_urlencoded::byte_serialize(id.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+/// The names of the channels the activities went to.
+async fn channel_names(state: &AppState, activities: &[Activity]) -> HashMap<ChannelId, String> {
+    let mut names = HashMap::new();
+    for c in activities.iter().flat_map(|a| &a.channel_ids) {
+        if !names.contains_key(c) {
+            let name = match state.pipeline.channel_cache().channel(c).await {
+                Ok(Some(ch)) => ch.name.clone(),
+                _ => c.to_string(),
+            };
+            names.insert(c.clone(), name);
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_place_in_the_list_reads_back() {
+        let id = ActivityId::generate();
+        assert_eq!(parse_after(&format!("7.{id}")), Some((7, id)));
+        assert_eq!(parse_after("x.y"), None);
+        assert_eq!(parse_after("7"), None);
+    }
+
+    #[test]
+    fn a_conversation_id_is_one_path_segment() {
+        assert_eq!(path_segment("a b/c?d"), "a%20b%2Fc%3Fd");
+    }
+}
