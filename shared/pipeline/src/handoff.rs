@@ -424,7 +424,13 @@ impl Handoff<'_> {
         if let Ack::Acked(d) = &ack {
             tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
             self.events
-                .publish(vec![status_event(d, "sent", d.attempts, None)])
+                .publish(vec![status_event(
+                    d,
+                    "sent",
+                    d.attempts,
+                    None,
+                    self.clock.now(),
+                )])
                 .await;
         }
         Ok(ack)
@@ -460,6 +466,7 @@ impl Handoff<'_> {
                         row.status.as_str(),
                         row.attempts,
                         r.error.as_deref(),
+                        now,
                     ));
                     if row.status == DeliveryStatus::Failed {
                         self.counts.count_failed(&row, 1).await;

@@ -78,7 +78,13 @@ impl Pipeline {
         Self {
             reads: Reads::new(&store),
             cache: cache::ChannelCache::new(store.clone(), store.clone(), config.channel_cache_ttl),
-            flow: flow::FlowControl::new(&store, queue.clone(), adapters.clone(), config.clone()),
+            flow: flow::FlowControl::new(
+                &store,
+                queue.clone(),
+                events.clone(),
+                adapters.clone(),
+                config.clone(),
+            ),
             counts: counts::HealthCounts::new(store.clone(), config.health_flush),
             store,
             queue,
@@ -109,6 +115,7 @@ impl Pipeline {
     /// function, whose handler flushes them at the end of each batch.
     pub fn with_batched_events(mut self) -> Self {
         self.events = Arc::new(events::BatchedEvents::new(self.events.clone()));
+        self.flow.events = self.events.clone();
         self
     }
 

@@ -105,6 +105,7 @@ pub(crate) fn status_event(
     status: &str,
     attempts: u32,
     error: Option<&str>,
+    at: converger_core::Timestamp,
 ) -> PlatformEvent {
     PlatformEvent {
         detail_type: converger_ports::EventType::DeliveryStatusChanged,
@@ -112,6 +113,19 @@ pub(crate) fn status_event(
             "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
             "tenant_id": d.tenant_id, "conversation_id": d.conversation_id,
             "status": status, "attempts": attempts, "error": error,
+            "awaiting_ack": false, "at": at.rfc3339(),
         }),
     }
+}
+
+/// `delivery.status_changed` for a delivery handed to a websocket client: pending, waiting
+/// for the client's acknowledgement.
+pub(crate) fn handed_off_event(
+    d: &Delivery,
+    attempts: u32,
+    at: converger_core::Timestamp,
+) -> PlatformEvent {
+    let mut e = status_event(d, "pending", attempts, None, at);
+    e.detail["awaiting_ack"] = json!(true);
+    e
 }

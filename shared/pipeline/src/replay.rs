@@ -149,14 +149,7 @@ impl Replays<'_> {
                     detail_type: converger_ports::EventType::DeliveryRetried,
                     detail: json!({"count": 1, "delivery_ids": [row.id], "tenant_id": row.tenant_id, "actor": actor.to_string()}),
                 },
-                PlatformEvent {
-                    detail_type: converger_ports::EventType::DeliveryStatusChanged,
-                    detail: json!({
-                        "delivery_id": row.id, "activity_id": row.activity_id, "channel_id": row.channel_id,
-                        "tenant_id": row.tenant_id, "conversation_id": row.conversation_id,
-                        "status": "pending", "attempts": 0, "error": row.last_error,
-                    }),
-                },
+                crate::outcome::status_event(&row, "pending", 0, row.last_error.as_deref(), now),
             ])
             .await;
         Ok(row)
@@ -317,17 +310,20 @@ impl Replays<'_> {
             if let Err(e) = self.queue.send_many(&msgs).await {
                 tracing::warn!(error = %e, count = msgs.len(), "bulk replay committed but not enqueued; the sweeper will enqueue it");
             }
-            self.events
-                .publish(vec![PlatformEvent {
-                    detail_type: converger_ports::EventType::DeliveryRetried,
-                    detail: json!({
-                        "count": done.len(),
-                        "delivery_ids": done.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
-                        "tenant_id": query.tenant,
-                        "actor": actor.to_string(),
-                    }),
-                }])
-                .await;
+            // The batch's event, and each delivery's change (back to pending).
+            let mut events = vec![PlatformEvent {
+                detail_type: converger_ports::EventType::DeliveryRetried,
+                detail: json!({
+                    "count": done.len(),
+                    "delivery_ids": done.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+                    "tenant_id": query.tenant,
+                    "actor": actor.to_string(),
+                }),
+            }];
+            events.extend(done.iter().map(|d| {
+                crate::outcome::status_event(d, "pending", 0, d.last_error.as_deref(), now)
+            }));
+            self.events.publish(events).await;
         }
         Ok(Page {
             retried: done.len(),

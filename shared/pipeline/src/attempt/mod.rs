@@ -10,7 +10,7 @@
 
 use crate::flow::CallEnd;
 use crate::metrics;
-use crate::outcome::{Admit, status_event};
+use crate::outcome::{Admit, handed_off_event, status_event};
 pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Accepted, Delivered, Envelope, Target};
 use converger_core::policy::{self, Next, hop_delay_s};
@@ -414,6 +414,7 @@ impl Attempts<'_> {
         }
         if handed_off {
             tracing::info!("delivery handed off; waiting for an acknowledgement");
+            self.events.publish(vec![handed_off_event(d, n, now)]).await;
             metrics::count(metrics::HANDED_OFF, p.channel.kind, Some(d.tier), 1);
             self.after_attempt(d, p, CallEnd::new(Outcome::HandedOff))
                 .await?;
@@ -433,7 +434,7 @@ impl Attempts<'_> {
         self.after_attempt(d, p, CallEnd::new(Outcome::Success).handing_on(hand_on))
             .await?;
         self.events
-            .publish(vec![status_event(d, "sent", n, None)])
+            .publish(vec![status_event(d, "sent", n, None, now)])
             .await;
         Ok(Report::Sent)
     }
@@ -501,7 +502,7 @@ impl Attempts<'_> {
         if !closed {
             // The breaker opened (or the probe failed): park the retry instead of enqueueing
             // it; the release after the close runs it.
-            self.park_waiting(d, &p.channel).await?;
+            self.park_waiting(d, &p.channel, p.n).await?;
             return Ok(Report::Parked);
         }
         tracing::info!(delay_ms, error = %err.reason, "attempt failed; retry scheduled");
@@ -519,10 +520,16 @@ impl Attempts<'_> {
         Ok(Report::RetryScheduled { delay_ms })
     }
 
-    /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened).
-    async fn park_waiting(&self, d: &Delivery, channel: &Channel) -> Result<(), AttemptError> {
+    /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened),
+    /// `attempts` made.
+    async fn park_waiting(
+        &self,
+        d: &Delivery,
+        channel: &Channel,
+        attempts: u32,
+    ) -> Result<(), AttemptError> {
         if self.flows.park(d, None, self.clock.now()).await? {
-            self.flow.park_marks(channel, d).await?;
+            self.flow.park_marks(channel, d, attempts).await?;
         }
         Ok(())
     }
@@ -691,7 +698,7 @@ impl Attempts<'_> {
         metrics::count(metrics::DEAD_LETTERED, p.channel.kind, Some(d.tier), 1);
         self.events
             .publish(vec![
-                status_event(d, "failed", n, Some(reason)),
+                status_event(d, "failed", n, Some(reason), now),
                 PlatformEvent {
                     detail_type: converger_ports::EventType::DeliveryDeadLettered,
                     detail: json!({

@@ -145,17 +145,28 @@ impl FlowControl {
         if !self.flows.park(d, Some(token), now).await? {
             return Ok(Admit::Done(Report::Skipped("lease lost before parking")));
         }
-        self.park_marks(channel, d).await?;
+        self.park_marks(channel, d, d.attempts).await?;
         tracing::info!(delivery_id = %d.id, channel_id = %channel.id, "delivery parked");
         Ok(Admit::Done(Report::Parked))
     }
 
     /// After a delivery was parked: its slot back, the parked mark set.
+    /// Announced as `paused` with `attempts` (what the row holds after the park).
     pub(crate) async fn park_marks(
         &self,
         channel: &Channel,
         d: &Delivery,
+        attempts: u32,
     ) -> Result<(), FlowError> {
+        self.events
+            .publish(vec![crate::outcome::status_event(
+                d,
+                "paused",
+                attempts,
+                d.last_error.as_deref(),
+                self.clock.now(),
+            )])
+            .await;
         let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
         self.ensure_probe(channel, &f).await?;
         // A parked delivery holds no slot (the view may be a cached one: the row says too).

@@ -159,7 +159,20 @@ impl FlowJobs<'_> {
         self.flow.remember_flow(&f);
         self.flow.schedule_probe(&channel.id, &breaker).await?;
         let live = if parked {
-            self.flows.unpark(&d, Placement::Live, now).await?
+            let live = self.flows.unpark(&d, Placement::Live, now).await?;
+            if let Some(l) = &live {
+                self.flow
+                    .events
+                    .publish(vec![crate::outcome::status_event(
+                        l,
+                        "pending",
+                        l.attempts,
+                        l.last_error.as_deref(),
+                        now,
+                    )])
+                    .await;
+            }
+            live
         } else {
             self.flows.leave_backlog(&d.id, now, 0).await?
         };
@@ -220,6 +233,23 @@ impl FlowControl {
                 break;
             }
             released += moved.len();
+            // Each one pending again.
+            self.events
+                .publish(
+                    moved
+                        .iter()
+                        .map(|d| {
+                            crate::outcome::status_event(
+                                d,
+                                "pending",
+                                d.attempts,
+                                d.last_error.as_deref(),
+                                now,
+                            )
+                        })
+                        .collect(),
+                )
+                .await;
             if !windowed {
                 let msgs: Vec<DeliveryMessage> = moved
                     .iter()

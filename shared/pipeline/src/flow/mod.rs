@@ -105,6 +105,8 @@ pub struct FlowControl {
     tenants: Arc<dyn TenantStore>,
     audit_log: Arc<dyn AuditStore>,
     pub(crate) queue: Arc<dyn Queue>,
+    /// Where each delivery's park and release are announced (`delivery.status_changed`).
+    pub(crate) events: Arc<dyn converger_ports::Events>,
     /// The channel types' default rate limits.
     adapters: Adapters,
     pub(crate) config: PipelineConfig,
@@ -116,6 +118,7 @@ impl FlowControl {
     pub(crate) fn new(
         store: &Arc<dyn Store>,
         queue: Arc<dyn Queue>,
+        events: Arc<dyn converger_ports::Events>,
         adapters: Adapters,
         config: PipelineConfig,
     ) -> Self {
@@ -127,6 +130,7 @@ impl FlowControl {
             tenants: store.clone(),
             audit_log: store.clone(),
             queue,
+            events,
             adapters,
             caches: Caches::new(config.flow_cache_ttl),
             config,
