@@ -384,6 +384,89 @@ async fn a_manual_resume_never_replays_dead_letters() {
     t.stop().await;
 }
 
+/// A retry waiting out its backoff holds no slot: the channel's other deliveries go out before
+/// it, with and without a cap of one.
+#[tokio::test]
+async fn a_retrying_delivery_does_not_hold_back_its_channels_others() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let policy = json!({"backoff": "fixed", "base_ms": 10000, "max_attempts": 3});
+    let mut receivers = Vec::new();
+    let mut channels = Vec::new();
+    for breaker in [json!({}), json!({"max_in_flight": 1})] {
+        let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
+            .await
+            .unwrap();
+        let ch = t
+            .channel(&key, hook(&rx.url, breaker, policy.clone()))
+            .await;
+        channels.push(ch["id"].as_str().unwrap().to_owned());
+        receivers.push(rx);
+    }
+    let targets: Vec<&str> = channels.iter().map(String::as_str).collect();
+    let first = t.activity(&key, &targets).await;
+    for rx in &receivers {
+        rx.wait_for(1, Duration::from_secs(10)).await;
+    }
+    // Past every instance's cached view of the flow items: the failure is known everywhere.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut posted = Vec::new();
+    for _ in 0..10 {
+        let a = t.activity(&key, &targets).await;
+        posted.push(a["activity_id"].as_str().unwrap().to_owned());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let first_id = first["activity_id"].as_str().unwrap().to_owned();
+    for (rx, ch) in receivers.iter().zip(&channels) {
+        // The failed first attempt, the ten, and the retry (due 10 s after the first
+        // attempt); the deadline only bounds the wait.
+        let seen = rx.wait_for(12, Duration::from_secs(60)).await;
+        let carries = |r: &converger_local::receiver::Received, id: &str| {
+            String::from_utf8_lossy(&r.body).contains(id)
+        };
+        let retry = seen
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| carries(r, &first_id))
+            .nth(1)
+            .map(|(i, _)| i)
+            .unwrap_or_else(|| panic!("channel {ch}: the retry never came"));
+        // Order, not time. Every healthy delivery arrives; and the first of them reaches
+        // the receiver before the retry does: a retry that held the channel's slot (or a
+        // window shrunk to nothing) while it waited would let none through until it ran.
+        // (How many more come before it depends on the machine's speed: a one-slot
+        // channel on a busy emulator sends its ten one after another.)
+        let positions: Vec<usize> = posted
+            .iter()
+            .map(|id| {
+                seen.iter()
+                    .position(|r| carries(r, id))
+                    .unwrap_or_else(|| panic!("activity {id} did not reach {ch}"))
+            })
+            .collect();
+        let first_healthy = positions.iter().copied().min().unwrap_or(usize::MAX);
+        assert!(
+            first_healthy < retry,
+            "channel {ch}: no healthy delivery went out before the retry ({positions:?}, retry \
+             at {retry}): they waited behind it"
+        );
+    }
+    // And the retries themselves go through when due.
+    for d in first["deliveries"].as_array().unwrap() {
+        let d = t
+            .wait_delivery(
+                &key,
+                d["id"].as_str().unwrap(),
+                Duration::from_secs(30),
+                settled,
+            )
+            .await;
+        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d["attempts"], 2, "{d}");
+    }
+    t.stop().await;
+}
+
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
 /// every request IAM-checked.
 mod emulator {
@@ -445,87 +528,6 @@ mod emulator {
     /// retry holds no window slot, and one failure does not shrink the window. Both on a
     /// channel with default settings and on one whose window is a single slot, where a held
     /// slot would let nothing through before the retry.
-    #[tokio::test]
-    async fn a_retrying_delivery_does_not_hold_back_its_channels_others() {
-        let t = TestStack::on_emulator().await;
-        let (_, key) = t.tenant("default").await;
-        let policy = json!({"backoff": "fixed", "base_ms": 10000, "max_attempts": 3});
-        let mut receivers = Vec::new();
-        let mut channels = Vec::new();
-        for breaker in [json!({}), json!({"max_in_flight": 1})] {
-            let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
-                .await
-                .unwrap();
-            let ch = t
-                .channel(&key, hook(&rx.url, breaker, policy.clone()))
-                .await;
-            channels.push(ch["id"].as_str().unwrap().to_owned());
-            receivers.push(rx);
-        }
-        let targets: Vec<&str> = channels.iter().map(String::as_str).collect();
-        let first = t.activity(&key, &targets).await;
-        for rx in &receivers {
-            rx.wait_for(1, Duration::from_secs(10)).await;
-        }
-        // Past every instance's cached view of the flow items: the failure is known everywhere.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        let mut posted = Vec::new();
-        for _ in 0..10 {
-            let a = t.activity(&key, &targets).await;
-            posted.push(a["activity_id"].as_str().unwrap().to_owned());
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        let first_id = first["activity_id"].as_str().unwrap().to_owned();
-        for (rx, ch) in receivers.iter().zip(&channels) {
-            // The failed first attempt, the ten, and the retry (due 10 s after the first
-            // attempt); the deadline only bounds the wait.
-            let seen = rx.wait_for(12, Duration::from_secs(60)).await;
-            let carries = |r: &converger_local::receiver::Received, id: &str| {
-                String::from_utf8_lossy(&r.body).contains(id)
-            };
-            let retry = seen
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| carries(r, &first_id))
-                .nth(1)
-                .map(|(i, _)| i)
-                .unwrap_or_else(|| panic!("channel {ch}: the retry never came"));
-            // Order, not time. Every healthy delivery arrives; and the first of them reaches
-            // the receiver before the retry does: a retry that held the channel's slot (or a
-            // window shrunk to nothing) while it waited would let none through until it ran.
-            // (How many more come before it depends on the machine's speed: a one-slot
-            // channel on a busy emulator sends its ten one after another.)
-            let positions: Vec<usize> = posted
-                .iter()
-                .map(|id| {
-                    seen.iter()
-                        .position(|r| carries(r, id))
-                        .unwrap_or_else(|| panic!("activity {id} did not reach {ch}"))
-                })
-                .collect();
-            let first_healthy = positions.iter().copied().min().unwrap_or(usize::MAX);
-            assert!(
-                first_healthy < retry,
-                "channel {ch}: no healthy delivery went out before the retry ({positions:?}, retry \
-                 at {retry}): they waited behind it"
-            );
-        }
-        // And the retries themselves go through when due.
-        for d in first["deliveries"].as_array().unwrap() {
-            let d = t
-                .wait_delivery(
-                    &key,
-                    d["id"].as_str().unwrap(),
-                    Duration::from_secs(30),
-                    settled,
-                )
-                .await;
-            assert_eq!(d["status"], "sent", "{d}");
-            assert_eq!(d["attempts"], 2, "{d}");
-        }
-        t.stop().await;
-    }
-
     #[tokio::test]
     async fn max_in_flight_caps_the_endpoint_and_the_queue() {
         let t = TestStack::on_emulator().await;
