@@ -74,6 +74,7 @@ conformance!(
     the_due_index_has_the_deployments_shard_count,
     a_first_try_joins_its_tenants_listing_when_its_attempt_ends,
     old_attempts_spill_out_of_the_item,
+    a_failed_attempt_gives_its_slot_back,
     listing_pages_in_order_and_replays_are_disjoint,
     listings_filter_by_event_type_on_both_indexes,
     sharded_listings_page_every_row_once_across_shards_and_ties,
