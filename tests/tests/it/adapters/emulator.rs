@@ -212,6 +212,7 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
 #[tokio::test]
 async fn websocket_require_ack_waits_for_the_client() {
     let t = TestStack::on_emulator().await;
+    let tap = t.tap_events().await;
     let (_, key) = t.tenant("default").await;
     let ch = websocket_channel(&t, &key, true).await;
     let mut ws = connect(&t, &ch).await;
@@ -229,8 +230,23 @@ async fn websocket_require_ack_waits_for_the_client() {
         (json!("pending"), json!(true)),
         "{d}"
     );
-    // Its attempt is logged as waiting for the client.
+    // Its attempt is logged as waiting for the client, and the hand-off is announced.
     assert_eq!(d["attempt_log"][0]["outcome"], "pending", "{d}");
+    let hand_off = |e: &serde_json::Value| {
+        e["detail"]["delivery_id"] == ids[0].as_str() && e["detail"]["awaiting_ack"] == true
+    };
+    let events = tap
+        .wait(Duration::from_secs(15), |e| {
+            converger_tests::EventTap::of(e, "delivery.status_changed")
+                .iter()
+                .any(hand_off)
+        })
+        .await;
+    let e = converger_tests::EventTap::of(&events, "delivery.status_changed")
+        .into_iter()
+        .find(hand_off)
+        .expect("the hand-off announced");
+    assert_eq!(e["detail"]["status"], "pending", "{e}");
 
     // The socket's ack.
     send(&mut ws, json!({"action": "ack", "delivery_id": ids[0]})).await;
