@@ -325,6 +325,13 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
     let ch = hook["id"].as_str().unwrap().to_owned();
     let cell = format!("td.delivery-state[data-channel=\"{ch}\"]");
     let button = format!("tr.channel[data-id=\"{ch}\"] button.toggle");
+    // A second channel, whose Health column changes while the page is open.
+    let rx = Receiver::always(200).await.unwrap();
+    let ok = t.webhook(&key, &rx.url, json!({})).await["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let health = format!("td.health[data-channel=\"{ok}\"]");
 
     let b = Browser::start(&t.stack.admin_url, "channels").await;
     b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
@@ -332,6 +339,7 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
     b.goto(&format!("/admin/channels?tenant={tenant}")).await;
     assert_eq!(b.text(&cell).await, "Flowing");
     assert_eq!(b.text(&button).await, "Pause deliveries");
+    assert_eq!(b.text(&health).await, "unknown");
     b.shot("flowing").await;
 
     // Pause with the button: back on the same list, the column says Paused.
@@ -358,6 +366,28 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
     assert_eq!(b.text(&cell).await, "Paused");
     b.submit(&button).await;
     assert_eq!(b.text(&cell).await, "Flowing");
+
+    // A health check after a delivery: the open page's Health column follows.
+    let a = t
+        .api(
+            "POST",
+            "/api/v1/activities",
+            &key,
+            Some(json!({"conversation_id": "c", "channel_ids": [ok], "payload": {}})),
+        )
+        .await;
+    let d = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    t.wait_delivery(&key, &d, Duration::from_secs(20), converger_tests::settled)
+        .await;
+    t.stack
+        .functions
+        .health
+        .health()
+        .health_check()
+        .await
+        .unwrap();
+    assert_eq!(b.wait_text(&health, |s| s == "healthy").await, "healthy");
+    b.shot("health-live").await;
 
     // Every change is in the audit log.
     b.goto(&format!("/admin/audit?tenant={tenant}")).await;

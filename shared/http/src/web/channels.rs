@@ -1,4 +1,4 @@
-//! The channels page, its live Delivery column, and Pause/Resume.
+//! The channels page, its live Delivery and Health columns, Pause/Resume and Re-enable.
 
 use super::layout::{layout, urlencode};
 use super::page::{page_error, unavailable};
@@ -16,9 +16,27 @@ use serde_json::Value;
 
 /// A channel's Delivery column: its flow item's breaker state is all it takes.
 pub(super) async fn delivery_label(state: &AppState, c: &Channel) -> String {
+    live_cells(state, c).await.delivery
+}
+
+/// The columns the channels page refreshes: Delivery (the breaker's state) and Health (the
+/// latest health check's status), both from the channel's flow item, one read.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(super) struct LiveCells {
+    delivery: String,
+    health: String,
+}
+
+async fn live_cells(state: &AppState, c: &Channel) -> LiveCells {
     match state.pipeline.reads().flow(&c.id).await {
-        Ok(f) => f.circuit_state.delivery_column().to_owned(),
-        Err(_) => "unknown".to_owned(),
+        Ok(f) => LiveCells {
+            delivery: f.circuit_state.delivery_column().to_owned(),
+            health: f.health_status.map_or("unknown", |h| h.as_str()).to_owned(),
+        },
+        Err(_) => LiveCells {
+            delivery: "unknown".to_owned(),
+            health: "unknown".to_owned(),
+        },
     }
 }
 
@@ -32,14 +50,13 @@ pub(super) async fn channels(
         Ok(l) => l,
         Err(e) => return e.page(),
     };
-    let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
-    let checks = state.pipeline.health();
-    let health = futures::future::join_all(list.iter().map(|c| checks.channel_health(c, 1))).await;
+    let cells = futures::future::join_all(list.iter().map(|c| live_cells(&state, c))).await;
     let csrf = v.csrf(&state);
     let content = html! {
         table id="channels" {
             thead { tr { th { "Name" } th { "Type" } @if v.realm == Realm::Admin { th { "Tenant" } } th { "Active" } th { "Health" } th { "Delivery" } th { "" } } }
-            tbody { @for ((c, label), h) in list.iter().zip(&labels).zip(&health) {
+            tbody { @for (c, cells) in list.iter().zip(&cells) {
+                @let label = &cells.delivery;
                 tr.channel data-id=(c.id) {
                     td { (c.name) br; code.muted { (c.id) } }
                     td { (c.kind) }
@@ -62,7 +79,7 @@ pub(super) async fn channels(
                             }
                         }
                     }
-                    td { (h.as_ref().ok().and_then(|h| h.get("status")).and_then(Value::as_str).unwrap_or("unknown")) }
+                    td.health data-channel=(c.id) { (cells.health) }
                     td.delivery-state data-channel=(c.id) { (label) }
                     td { @if v.can_act() {
                         @let paused = label == "Paused";
@@ -86,8 +103,8 @@ pub(super) async fn channels(
     layout(&state, &v, "Channels", content)
 }
 
-/// The channels page's live refresh: every 2 s it reads the Delivery column's values and
-/// updates each row's cell and its Pause/Resume button.
+/// The channels page's live refresh: every 2 s it reads the Delivery and Health columns'
+/// values and updates each row's cells and its Pause/Resume button.
 pub(super) const CHANNELS_SCRIPT: &str = r#"const statesUrl = document.currentScript.dataset.states;
 setInterval(async () => {
   try {
@@ -97,17 +114,18 @@ setInterval(async () => {
     for (const row of document.querySelectorAll('tr.channel')) {
       const v = states[row.dataset.id];
       if (!v) continue;
-      row.querySelector('td.delivery-state').textContent = v;
+      row.querySelector('td.delivery-state').textContent = v.delivery;
+      row.querySelector('td.health').textContent = v.health;
       const form = row.querySelector('form.toggle');
       if (!form) continue;
-      const paused = v === 'Paused';
+      const paused = v.delivery === 'Paused';
       form.action = form.action.replace(/\/(pause|resume)$/, paused ? '/resume' : '/pause');
       form.querySelector('button').textContent = paused ? 'Resume deliveries' : 'Pause deliveries';
     }
   } catch (e) {}
 }, 2000);"#;
 
-/// The Delivery column's values, polled by the channels page.
+/// The Delivery and Health columns' values by channel id, polled by the channels page.
 pub(super) async fn channel_states(
     State(state): State<AppState>,
     v: Viewer,
@@ -117,11 +135,11 @@ pub(super) async fn channel_states(
         Ok(l) => l,
         Err(e) => return e.json(),
     };
-    let labels = futures::future::join_all(list.iter().map(|c| delivery_label(&state, c))).await;
+    let cells = futures::future::join_all(list.iter().map(|c| live_cells(&state, c))).await;
     let map: serde_json::Map<String, Value> = list
         .iter()
-        .zip(labels)
-        .map(|(c, l)| (c.id.to_string(), Value::String(l)))
+        .zip(cells)
+        .map(|(c, l)| (c.id.to_string(), serde_json::json!(l)))
         .collect();
     axum::Json(Value::Object(map)).into_response()
 }

@@ -98,7 +98,8 @@ async fn delivery_state(b: &Browser, tenant: &str, ch: &str) -> String {
         .get(&format!("/admin/channels/states?tenant={tenant}"))
         .await;
     let v: Value = serde_json::from_str(&body).unwrap();
-    v[ch].as_str().unwrap().to_owned()
+    assert!(v[ch]["health"].is_string(), "{v}");
+    v[ch]["delivery"].as_str().unwrap().to_owned()
 }
 
 fn csrf_of(html: &str) -> String {
