@@ -407,9 +407,13 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
 async fn a_conversation_shows_its_activities_in_order_with_a_badge_per_delivery() {
     let t = TestStack::start().await;
     let ok = Receiver::always(200).await.unwrap();
-    let refusing = Receiver::start(vec![], Reply::status(400).body("unknown recipient"))
-        .await
-        .unwrap();
+    // Refuses the first three requests, then takes them.
+    let refusing = Receiver::start(
+        vec![Reply::status(400).body("unknown recipient"); 3],
+        Reply::status(200),
+    )
+    .await
+    .unwrap();
     let (tenant, key) = t.tenant("default").await;
     let hook = |name: &str, url: &str| {
         json!({"type": "webhook", "name": name, "config": {"url": url},
@@ -502,6 +506,27 @@ async fn a_conversation_shows_its_activities_in_order_with_a_badge_per_delivery(
     }
     assert!(!b.row_ids("tr.activity").await.contains(&theirs));
     b.shot("conversation").await;
+    // A replay while the page is open: its badge follows without a reload.
+    let r = t
+        .api(
+            "POST",
+            &format!("/api/v1/deliveries/{}/retry", first_failed[0]),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let badge = format!("a.badge[data-id=\"{}\"]", first_failed[0]);
+    assert_eq!(
+        b.wait_text(&badge, |s| s == "legacy: sent · 1 attempt")
+            .await,
+        "legacy: sent · 1 attempt"
+    );
+    assert!(
+        b.exists(&format!("a.badge.sent[data-id=\"{}\"]", first_failed[0]))
+            .await
+    );
+    b.shot("conversation-live").await;
     // A badge opens its delivery.
     b.click("tr.activity a.badge.failed").await;
     assert!(b.path().await.starts_with("/admin/deliveries/"));

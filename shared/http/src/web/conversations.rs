@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use converger_core::web::Realm;
 use converger_core::{ActivityId, ChannelId, DeliveryId, TenantId};
 use converger_ports::{Activity, Delivery};
-use maud::html;
+use maud::{PreEscaped, html};
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -68,25 +68,17 @@ pub(super) async fn conversation_page(
         Some(None) => return page_error(StatusCode::BAD_REQUEST, "Not a place in the list."),
         None => None,
     };
-    let reads = state.pipeline.reads();
-    let (activities, more) = match reads
-        .conversation_activities(&tenant, &id, after.as_ref(), PAGE_ACTIVITIES)
-        .await
-    {
+    let Page {
+        activities,
+        more,
+        rows,
+        names,
+    } = match load(&state, &tenant, &id, after.as_ref()).await {
         Ok(x) => x,
         Err(e) => return unavailable(&e),
     };
-    // Every delivery of the page's activities, in one read.
-    let ids: Vec<DeliveryId> = activities
-        .iter()
-        .flat_map(|a| a.channel_ids.iter().map(|c| DeliveryId::for_pair(&a.id, c)))
-        .collect();
-    let rows = match reads.deliveries(&ids).await {
-        Ok(r) => r,
-        Err(e) => return unavailable(&e),
-    };
+    let reads = state.pipeline.reads();
     let by_id: HashMap<&DeliveryId, &Delivery> = rows.iter().map(|d| (&d.id, d)).collect();
-    let names = channel_names(&state, &activities).await;
     let tenant_name = match v.realm {
         Realm::Admin => reads.tenant(&tenant).await.ok().flatten().map(|t| t.name),
         Realm::Portal => None,
@@ -96,6 +88,16 @@ pub(super) async fn conversation_page(
         Realm::Portal => String::new(),
     };
     let title = format!("Conversation {id}");
+    let states_url = {
+        let mut q = tenant_q.clone();
+        if let Some((seq, a)) = &after {
+            if !q.is_empty() {
+                q.push('&');
+            }
+            q.push_str(&format!("after={seq}.{a}"));
+        }
+        format!("{p}/conversations/{}/states?{q}", path_segment(&id))
+    };
     let content = html! {
         @if v.realm == Realm::Admin {
             p.muted { "Tenant " (tenant_name.unwrap_or_default()) " " code { (tenant) } }
@@ -119,8 +121,7 @@ pub(super) async fn conversation_page(
                                     a class={ "badge delivery " (d.status) } data-id=(d.id)
                                         href={ (p) "/deliveries/" (d.id) }
                                         title=(hover(d)) {
-                                        (name) ": " (d.status) " · " (d.attempts)
-                                        (if d.attempts == 1 { " attempt" } else { " attempts" })
+                                        (badge_text(name, d))
                                     }
                                     " "
                                 }
@@ -139,8 +140,109 @@ pub(super) async fn conversation_page(
             }
         }
         p { a href={ (p) "/deliveries" (if tenant_q.is_empty() { String::new() } else { format!("?{tenant_q}") }) } { "← Deliveries" } }
+        // The badges follow their deliveries while the page is open (the same script on
+        // every conversation page, its hash in the pages' CSP; where it reads, an attribute).
+        script data-states=(states_url) { (PreEscaped(CONVERSATION_SCRIPT)) }
     };
     layout(&state, &v, &title, content)
+}
+
+/// The conversation page's live refresh: every 2 s it reads its deliveries' badges and
+/// updates each one's class, text and hover.
+pub(super) const CONVERSATION_SCRIPT: &str = r#"const statesUrl = document.currentScript.dataset.states;
+setInterval(async () => {
+  try {
+    const r = await fetch(statesUrl);
+    if (!r.ok) return;
+    const states = await r.json();
+    for (const a of document.querySelectorAll('a.badge.delivery')) {
+      const v = states[a.dataset.id];
+      if (!v) continue;
+      a.className = 'badge delivery ' + v.status;
+      a.textContent = v.text;
+      a.title = v.title;
+    }
+  } catch (e) {}
+}, 2000);"#;
+
+/// The badges of one conversation page (`after` as the page's), by delivery id: `status`,
+/// `text` and `title`, as the page draws them.
+pub(super) async fn conversation_states(
+    State(state): State<AppState>,
+    v: Viewer,
+    Path(id): Path<String>,
+    Query(q): Query<ConversationQuery>,
+) -> Response {
+    let tenant = match v.own_tenant() {
+        Some(t) => t.clone(),
+        None => match nonempty(&q.tenant).map(TenantId::parse) {
+            Some(Ok(t)) => t,
+            _ => return page_error(StatusCode::BAD_REQUEST, "No such tenant."),
+        },
+    };
+    let after = nonempty(&q.after).and_then(parse_after);
+    let page = match load(&state, &tenant, &id, after.as_ref()).await {
+        Ok(x) => x,
+        Err(e) => return unavailable(&e),
+    };
+    let map: serde_json::Map<String, serde_json::Value> = page
+        .rows
+        .iter()
+        .map(|d| {
+            let name = page
+                .names
+                .get(&d.channel_id)
+                .map_or(d.channel_id.as_str(), String::as_str);
+            let badge = serde_json::json!({
+                "status": d.status.as_str(), "text": badge_text(name, d), "title": hover(d),
+            });
+            (d.id.to_string(), badge)
+        })
+        .collect();
+    axum::Json(serde_json::Value::Object(map)).into_response()
+}
+
+/// What one conversation page shows: its activities, whether more follow, their deliveries
+/// (one read) and their channels' names.
+struct Page {
+    activities: Vec<Activity>,
+    more: bool,
+    rows: Vec<Delivery>,
+    names: HashMap<ChannelId, String>,
+}
+
+async fn load(
+    state: &AppState,
+    tenant: &TenantId,
+    id: &str,
+    after: Option<&(u64, ActivityId)>,
+) -> Result<Page, converger_ports::StoreError> {
+    let reads = state.pipeline.reads();
+    let (activities, more) = reads
+        .conversation_activities(tenant, id, after, PAGE_ACTIVITIES)
+        .await?;
+    let ids: Vec<DeliveryId> = activities
+        .iter()
+        .flat_map(|a| a.channel_ids.iter().map(|c| DeliveryId::for_pair(&a.id, c)))
+        .collect();
+    let rows = reads.deliveries(&ids).await?;
+    let names = channel_names(state, &activities).await;
+    Ok(Page {
+        activities,
+        more,
+        rows,
+        names,
+    })
+}
+
+/// A badge's text: the channel, the status and the attempts.
+fn badge_text(channel: &str, d: &Delivery) -> String {
+    let unit = if d.attempts == 1 {
+        "attempt"
+    } else {
+        "attempts"
+    };
+    format!("{channel}: {} · {} {unit}", d.status, d.attempts)
 }
 
 /// An operator's conversation page without a tenant: which tenant's?

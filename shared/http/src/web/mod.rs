@@ -25,7 +25,7 @@ pub use session::{Posted, Viewer, admin_allowlist, hash_password};
 
 use audit::audit;
 use channels::{channel_states, channels, pause_or_resume};
-use conversations::{conversation_page, find_conversation};
+use conversations::{conversation_page, conversation_states, find_conversation};
 use dashboard::dashboard;
 use deliveries::{deliveries, delivery_page, retry_all, retry_one};
 use export::export;
@@ -125,6 +125,10 @@ pub fn router(state: AppState) -> Router {
             .route(&format!("{p}/deliveries/{{id}}/retry"), post(retry_one))
             .route(&format!("{p}/conversations"), get(find_conversation))
             .route(&format!("{p}/conversations/{{id}}"), get(conversation_page))
+            .route(
+                &format!("{p}/conversations/{{id}}/states"),
+                get(conversation_states),
+            )
             .route(&format!("{p}/channels"), get(channels))
             .route(&format!("{p}/channels/states"), get(channel_states))
             .route(
@@ -157,10 +161,11 @@ pub fn router(state: AppState) -> Router {
 pub fn content_security_policy() -> &'static str {
     static CSP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         format!(
-            "default-src 'none'; style-src '{}'; script-src '{}'; connect-src 'self'; \
+            "default-src 'none'; style-src '{}'; script-src '{}' '{}'; connect-src 'self'; \
              img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
             source_hash(page::CSS),
-            source_hash(channels::CHANNELS_SCRIPT)
+            source_hash(channels::CHANNELS_SCRIPT),
+            source_hash(conversations::CONVERSATION_SCRIPT)
         )
     });
     &CSP
