@@ -4,8 +4,9 @@ moto checks a conditional write's condition and applies the write in separate st
 transaction whose condition fails restores the table as it found it, so concurrent requests
 can interleave: two conditional updates both "win", a failed transaction undoes a write that
 ran meanwhile. DynamoDB makes each request one isolated step. This launcher runs moto's own
-WSGI application (the one `moto_server` runs) and lets one DynamoDB request in at a time;
-every other service (SQS long polls among them) runs concurrently as before.
+WSGI application (the one `moto_server` runs) and lets one DynamoDB request in at a time
+(and one CloudFormation request: a stack is built inside one); every other service (SQS
+long polls among them) runs concurrently as before.
 
 It also takes two costs off every request that a profile of the test command showed (a
 third of the emulator's busy time, all of it under the dispatcher's one lock): moto lists its
@@ -35,6 +36,7 @@ from moto.moto_server.werkzeug_app import (
 from werkzeug.serving import run_simple
 
 DYNAMODB = threading.Lock()
+CLOUDFORMATION = threading.Lock()
 
 # moto's own folders do not change while it runs.
 _MODULES = tuple(moto_backends.list_of_moto_modules())
@@ -56,11 +58,16 @@ SERVICES = (
 
 
 def isolated(app):
-    """One DynamoDB request at a time, its whole answer produced under the lock."""
+    """One DynamoDB request at a time, its whole answer produced under the lock; and one
+    CloudFormation request at a time (moto builds a whole stack inside one CreateStack, and
+    two of them at once once answered 500)."""
 
     def wsgi(environ, start_response):
         if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
             with DYNAMODB:
+                return list(app(environ, start_response))
+        if "/cloudformation/aws4_request" in environ.get("HTTP_AUTHORIZATION", ""):
+            with CLOUDFORMATION:
                 return list(app(environ, start_response))
         return app(environ, start_response)
 
