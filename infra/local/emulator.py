@@ -59,8 +59,8 @@ SERVICES = (
 
 def isolated(app):
     """One DynamoDB request at a time, its whole answer produced under the lock; and one
-    CloudFormation request at a time (moto builds a whole stack inside one CreateStack, and
-    two of them at once once answered 500)."""
+    CloudFormation request at a time (moto builds a whole stack inside one CreateStack; two
+    at once have answered 500)."""
 
     def wsgi(environ, start_response):
         if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
