@@ -431,49 +431,48 @@ pub(super) async fn a_recorded_outcome_written_again_is_recognised_as_its_own(b:
 /// due): the rule that keeps a retrying delivery from holding its channel back.
 pub(super) async fn a_failed_attempt_gives_its_slot_back(b: Backend) {
     let f = fixture(b).await;
-    let now = time::now_ms();
-    let a = activity(&f);
-    let mut d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
-    d.slot = true;
-    d.slot_item = 3;
-    f.store
-        .create_activity(&a, std::slice::from_ref(&d))
-        .await
-        .unwrap();
-    let Claim::Claimed(held) = f
-        .store
-        .claim(&d.id, "tok", Timestamp::from_ms(now), 60_000)
-        .await
-        .unwrap()
-    else {
-        panic!("claimed");
-    };
+    let held = claimed_with(&f, "tok", |d| {
+        d.slot = true;
+        d.slot_item = 3;
+    })
+    .await;
     assert!((held.slot, held.slot_item) == (true, 3), "{held:?}");
+    let next = time::now_ms() + 60_000;
     assert!(
         f.store
             .mark_attempt_failed(
                 &held,
                 "tok",
                 "HTTP 503",
-                RetryAt::at(now + 60_000),
+                RetryAt::at(next),
                 &entry(1),
                 Timestamp::now(),
             )
             .await
             .unwrap()
     );
-    let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    let row = f.store.get_delivery(&held.id).await.unwrap().unwrap();
     assert_eq!(
         (row.status, row.slot, row.slot_item, row.next_attempt_at),
-        (DeliveryStatus::Pending, false, 0, now + 60_000)
+        (DeliveryStatus::Pending, false, 0, next)
     );
     f.stop().await;
 }
 
 pub(super) async fn claimed(f: &Fixture, token: &str) -> Delivery {
+    claimed_with(f, token, |_| {}).await
+}
+
+/// A due delivery, written as `edit` leaves it, and claimed with `token`.
+pub(super) async fn claimed_with(
+    f: &Fixture,
+    token: &str,
+    edit: impl FnOnce(&mut Delivery),
+) -> Delivery {
     let now = time::now_ms();
     let a = activity(f);
-    let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+    let mut d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+    edit(&mut d);
     f.store
         .create_activity(&a, std::slice::from_ref(&d))
         .await

@@ -860,13 +860,7 @@ async fn the_deliveries_page_filters_by_event_type() {
     let t = TestStack::start().await;
     let rx = Receiver::always(500).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
-    let ch = t
-        .channel(
-            &key,
-            json!({"type": "webhook", "name": "hook", "config": {"url": rx.url},
-                   "retry_policy": {"max_attempts": 1}}),
-        )
-        .await["id"]
+    let ch = t.webhook(&key, &rx.url, json!({"max_attempts": 1})).await["id"]
         .as_str()
         .unwrap()
         .to_owned();
