@@ -76,7 +76,7 @@ impl Channels<'_> {
         let Some(c) = self.update_channel(channel, &patch).await? else {
             return Ok(None);
         };
-        self.audit_done(&c, actor, "enable_channel", self.clock.now().ms())
+        self.audit_done(&c, actor, "enable_channel", self.clock.now())
             .await;
         Ok(Some(c))
     }
@@ -117,7 +117,7 @@ impl Channels<'_> {
                 _ => Rotation::Gone,
             });
         };
-        self.audit_done(&c, actor, "rotate_signing_secret", now.ms())
+        self.audit_done(&c, actor, "rotate_signing_secret", now)
             .await;
         Ok(Rotation::Done(Box::new(c)))
     }
@@ -151,14 +151,20 @@ impl Channels<'_> {
         if let Err(e) = self.flow.let_go(&deleted).await {
             tracing::warn!(channel_id = %channel.id, error = %e, "deleted channel not let go; the sweeper will");
         }
-        self.audit_done(&deleted, actor, "delete_channel", now.ms())
+        self.audit_done(&deleted, actor, "delete_channel", now)
             .await;
         Ok(true)
     }
 
     /// An audit entry for a change already made: a failure to write it is logged, not
     /// returned, so the caller's retry does not make the change twice.
-    async fn audit_done(&self, channel: &Channel, actor: &Actor, action: &str, now: i64) {
+    async fn audit_done(
+        &self,
+        channel: &Channel,
+        actor: &Actor,
+        action: &str,
+        now: converger_core::Timestamp,
+    ) {
         if let Err(e) = self.flow.audit(channel, actor, action, now).await {
             tracing::error!(channel_id = %channel.id, action, error = %e, "audit entry not written");
         }

@@ -118,6 +118,18 @@ pub(crate) fn status_event(
     }
 }
 
+/// `delivery.status_changed` for a row as a write just left it: its own status, attempts and
+/// last error.
+pub(crate) fn row_event(d: &Delivery, at: converger_core::Timestamp) -> PlatformEvent {
+    status_event(
+        d,
+        d.status.as_str(),
+        d.attempts,
+        d.last_error.as_deref(),
+        at,
+    )
+}
+
 /// `delivery.status_changed` for a delivery handed to a websocket client: pending, waiting
 /// for the client's acknowledgement.
 pub(crate) fn handed_off_event(

@@ -149,7 +149,7 @@ impl Replays<'_> {
                     detail_type: converger_ports::EventType::DeliveryRetried,
                     detail: json!({"count": 1, "delivery_ids": [row.id], "tenant_id": row.tenant_id, "actor": actor.to_string()}),
                 },
-                crate::outcome::status_event(&row, "pending", 0, row.last_error.as_deref(), now),
+                crate::outcome::row_event(&row, now),
             ])
             .await;
         Ok(row)
@@ -172,6 +172,14 @@ pub struct BulkStats {
     pub queries: usize,
     pub transactions: usize,
     pub send_batches: usize,
+}
+
+impl std::ops::AddAssign for BulkStats {
+    fn add_assign(&mut self, o: Self) {
+        self.queries += o.queries;
+        self.transactions += o.transactions;
+        self.send_batches += o.send_batches;
+    }
 }
 
 /// How long a replay job's record is kept.
@@ -320,9 +328,7 @@ impl Replays<'_> {
                     "actor": actor.to_string(),
                 }),
             }];
-            events.extend(done.iter().map(|d| {
-                crate::outcome::status_event(d, "pending", 0, d.last_error.as_deref(), now)
-            }));
+            events.extend(done.iter().map(|d| crate::outcome::row_event(d, now)));
             self.events.publish(events).await;
         }
         Ok(Page {
@@ -370,76 +376,52 @@ impl Replays<'_> {
         Ok(r)
     }
 
-    /// Replays the dead letters a listing query selects (the web pages' "Retry all failed":
-    /// their filters and search), oldest failure first, at most `bulk_retry_limit`: only
-    /// those already failed when the call started. Deliveries of inactive channels are
-    /// skipped; a query for one inactive channel is refused like the channel's bulk replay.
+    /// Replays the dead letters the listing queries select (the web pages' "Retry all failed":
+    /// their filters and search, one query per tenant in scope), oldest failure first, at most
+    /// `bulk_retry_limit` for all of them together, in the queries' order: only those already
+    /// failed when the call started. `has_more` when a dead letter is left that the limit did
+    /// not reach. Deliveries of inactive channels are skipped; a query for one inactive channel
+    /// is refused like the channel's bulk replay. A channel filter names one tenant's channel:
+    /// the other tenants' queries find no such channel and are passed over.
     pub async fn replay_matching(
-        &self,
-        query: DeliveryQuery,
-        actor: &Actor,
-    ) -> Result<BulkResult, ReplayError> {
-        self.replay_matching_within(query, self.cap(None), actor)
-            .await
-    }
-
-    /// [`Self::replay_matching`] over several tenants' queries (an operator's "Retry all
-    /// failed" over every tenant), with one `bulk_retry_limit` for all of them together, in
-    /// the queries' order: `has_more` when a query the limit did not reach has a dead letter
-    /// left. A channel filter names one tenant's channel, so the other tenants' queries find
-    /// no such channel and are passed over.
-    pub async fn replay_matching_all(
         &self,
         queries: Vec<DeliveryQuery>,
         actor: &Actor,
     ) -> Result<BulkResult, ReplayError> {
         let cap = self.cap(None);
+        let started = self.clock.now_rfc3339();
         let mut total = BulkResult {
             retried: 0,
             has_more: false,
             stats: BulkStats::default(),
         };
-        for query in queries {
+        for mut query in queries {
+            query.status = Some(converger_core::DeliveryStatus::Failed);
+            query.newest_first = false;
+            query.after = None;
+            query.to_key = Some(match query.to_key {
+                Some(t) if t < started => t,
+                _ => started.clone(),
+            });
             if total.retried >= cap {
                 if !total.has_more {
-                    let mut q = query;
-                    q.status = Some(converger_core::DeliveryStatus::Failed);
-                    total.has_more = self.more_after(&q, None, &mut total.stats).await?;
+                    total.has_more = self.more_after(&query, None, &mut total.stats).await?;
                 }
                 continue;
             }
-            match self
-                .replay_matching_within(query, cap - total.retried, actor)
-                .await
-            {
-                Ok(r) => {
-                    total.retried += r.retried;
-                    total.has_more |= r.has_more;
-                    total.stats.queries += r.stats.queries;
-                    total.stats.transactions += r.stats.transactions;
-                    total.stats.send_batches += r.stats.send_batches;
+            if let Some(ch) = &query.channel {
+                match self.replayable_channel(&query.tenant, ch).await {
+                    Ok(()) => {}
+                    Err(ReplayError::NotFound) => continue,
+                    Err(e) => return Err(e),
                 }
-                Err(ReplayError::NotFound) => {}
-                Err(e) => return Err(e),
             }
+            let r = self.replay_all(query, cap - total.retried, actor).await?;
+            total.retried += r.retried;
+            total.has_more |= r.has_more;
+            total.stats += r.stats;
         }
         Ok(total)
-    }
-
-    async fn replay_matching_within(
-        &self,
-        mut query: DeliveryQuery,
-        cap: usize,
-        actor: &Actor,
-    ) -> Result<BulkResult, ReplayError> {
-        query.status = Some(converger_core::DeliveryStatus::Failed);
-        query.newest_first = false;
-        query.after = None;
-        query.to_key = Some(self.started_bound(query.to_key));
-        if let Some(ch) = &query.channel {
-            self.replayable_channel(&query.tenant, ch).await?;
-        }
-        self.replay_all(query, cap, actor).await
     }
 
     /// Replays `query`'s dead letters page by page, at most `cap`.

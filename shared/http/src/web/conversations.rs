@@ -1,8 +1,8 @@
 //! One conversation: its activities in `seq` order, each with a badge per channel delivery.
 
 use super::layout::{layout, nonempty, short_time, urlencode};
-use super::page::{page_error, unavailable};
-use super::scope::tenant_choices;
+use super::page::{PageFail, page_error, unavailable};
+use super::scope::{names_of, tenant_choices};
 use super::session::{Viewer, prefix};
 use crate::AppState;
 use axum::extract::{Path, Query, State};
@@ -55,13 +55,10 @@ pub(super) async fn conversation_page(
     Query(q): Query<ConversationQuery>,
 ) -> Response {
     let p = prefix(v.realm);
-    let tenant = match v.own_tenant() {
-        Some(t) => t.clone(),
-        None => match nonempty(&q.tenant).map(TenantId::parse) {
-            Some(Ok(t)) => t,
-            Some(Err(_)) => return page_error(StatusCode::BAD_REQUEST, "No such tenant."),
-            None => return choose_tenant(&state, &v, &id).await,
-        },
+    let tenant = match tenant_of(&v, &q) {
+        Ok(Some(t)) => t,
+        Ok(None) => return choose_tenant(&state, &v, &id).await,
+        Err(e) => return e.page(),
     };
     let after = match nonempty(&q.after).map(parse_after) {
         Some(Some(a)) => Some(a),
@@ -173,12 +170,10 @@ pub(super) async fn conversation_states(
     Path(id): Path<String>,
     Query(q): Query<ConversationQuery>,
 ) -> Response {
-    let tenant = match v.own_tenant() {
-        Some(t) => t.clone(),
-        None => match nonempty(&q.tenant).map(TenantId::parse) {
-            Some(Ok(t)) => t,
-            _ => return page_error(StatusCode::BAD_REQUEST, "No such tenant."),
-        },
+    let tenant = match tenant_of(&v, &q) {
+        Ok(Some(t)) => t,
+        Ok(None) => return page_error(StatusCode::BAD_REQUEST, "No such tenant."),
+        Err(e) => return e.json(),
     };
     let after = nonempty(&q.after).and_then(parse_after);
     let page = match load(&state, &tenant, &id, after.as_ref()).await {
@@ -226,7 +221,8 @@ async fn load(
         .flat_map(|a| a.channel_ids.iter().map(|c| DeliveryId::for_pair(&a.id, c)))
         .collect();
     let rows = reads.deliveries(&ids).await?;
-    let names = channel_names(state, &activities).await;
+    let ids: Vec<&ChannelId> = activities.iter().flat_map(|a| &a.channel_ids).collect();
+    let names = names_of(state, ids).await;
     Ok(Page {
         activities,
         more,
@@ -243,6 +239,18 @@ fn badge_text(channel: &str, d: &Delivery) -> String {
         "attempts"
     };
     format!("{channel}: {} · {} {unit}", d.status, d.attempts)
+}
+
+/// Whose conversation it is: a tenant user's own tenant whatever the URL says, an operator's
+/// choice (`None` when the URL names none).
+fn tenant_of(v: &Viewer, q: &ConversationQuery) -> Result<Option<TenantId>, PageFail> {
+    match v.own_tenant() {
+        Some(t) => Ok(Some(t.clone())),
+        None => nonempty(&q.tenant)
+            .map(TenantId::parse)
+            .transpose()
+            .map_err(PageFail::invalid),
+    }
 }
 
 /// An operator's conversation page without a tenant: which tenant's?
@@ -294,21 +302,6 @@ fn path_segment(id: &str) -> String {
     url::form_urlencoded::byte_serialize(id.as_bytes())
         .collect::<String>()
         .replace('+', "%20")
-}
-
-/// The names of the channels the activities went to.
-async fn channel_names(state: &AppState, activities: &[Activity]) -> HashMap<ChannelId, String> {
-    let mut names = HashMap::new();
-    for c in activities.iter().flat_map(|a| &a.channel_ids) {
-        if !names.contains_key(c) {
-            let name = match state.pipeline.channel_cache().channel(c).await {
-                Ok(Some(ch)) => ch.name.clone(),
-                _ => c.to_string(),
-            };
-            names.insert(c.clone(), name);
-        }
-    }
-    names
 }
 
 #[cfg(test)]

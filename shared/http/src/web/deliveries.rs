@@ -367,7 +367,7 @@ pub(super) async fn retry_all(
     let r = match state
         .pipeline
         .replays()
-        .replay_matching_all(queries, &v.actor())
+        .replay_matching(queries, &v.actor())
         .await
     {
         Ok(r) => r,

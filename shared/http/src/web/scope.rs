@@ -53,18 +53,29 @@ pub(super) async fn scoped_channels(
     Ok(out)
 }
 
+/// The names of the channels `rows` went to.
 pub(super) async fn channel_names(
     state: &AppState,
     rows: &[Delivery],
 ) -> HashMap<ChannelId, String> {
+    let ids: Vec<&ChannelId> = rows.iter().map(|d| &d.channel_id).collect();
+    names_of(state, ids).await
+}
+
+/// The names of `channels`, each read once (its id where it cannot be read). The channels
+/// are those of rows already read in scope (deliveries, a conversation's activities).
+pub(super) async fn names_of(
+    state: &AppState,
+    channels: Vec<&ChannelId>,
+) -> HashMap<ChannelId, String> {
     let mut names = HashMap::new();
-    for d in rows {
-        if !names.contains_key(&d.channel_id) {
-            let name = match state.pipeline.channel_cache().channel(&d.channel_id).await {
+    for id in channels {
+        if !names.contains_key(id) {
+            let name = match state.pipeline.channel_cache().channel(id).await {
                 Ok(Some(c)) => c.name.clone(),
-                _ => d.channel_id.to_string(),
+                _ => id.to_string(),
             };
-            names.insert(d.channel_id.clone(), name);
+            names.insert(id.clone(), name);
         }
     }
     names

@@ -163,13 +163,7 @@ impl FlowJobs<'_> {
             if let Some(l) = &live {
                 self.flow
                     .events
-                    .publish(vec![crate::outcome::status_event(
-                        l,
-                        "pending",
-                        l.attempts,
-                        l.last_error.as_deref(),
-                        now,
-                    )])
+                    .publish(vec![crate::outcome::row_event(l, now)])
                     .await;
             }
             live
@@ -238,15 +232,7 @@ impl FlowControl {
                 .publish(
                     moved
                         .iter()
-                        .map(|d| {
-                            crate::outcome::status_event(
-                                d,
-                                "pending",
-                                d.attempts,
-                                d.last_error.as_deref(),
-                                now,
-                            )
-                        })
+                        .map(|d| crate::outcome::row_event(d, now))
                         .collect(),
                 )
                 .await;

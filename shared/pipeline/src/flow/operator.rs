@@ -49,7 +49,7 @@ impl FlowControl {
             None => self.flows.get_flow(&channel.id).await?,
         };
         self.remember_flow(&f);
-        self.audit(channel, actor, action, t.now.ms()).await?;
+        self.audit(channel, actor, action, t.now).await?;
         Ok(f)
     }
 
@@ -58,7 +58,7 @@ impl FlowControl {
         channel: &Channel,
         actor: &Actor,
         action: &str,
-        now: i64,
+        now: converger_core::Timestamp,
     ) -> StoreResult<()> {
         let entry = AuditEntry::new(
             channel.tenant_id.clone(),
@@ -67,7 +67,7 @@ impl FlowControl {
             "channel",
             channel.id.as_str(),
             json!({"channel_id": channel.id}),
-            &time::ms_to_rfc3339(now),
+            &now.rfc3339(),
         );
         self.audit_log.add_audit(&entry).await
     }

@@ -191,7 +191,7 @@ impl DynamoStore {
                  AND (attribute_not_exists(expires_at) OR expires_at > :now_s)",
             )
             .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":now_s", n(now.ms().div_euclid(1000)))
+            .expression_attribute_values(":now_s", n(now.secs()))
             .expression_attribute_values(":token", s(token))
             .expression_attribute_values(":until", n(until))
             .expression_attribute_values(":now", n(now.ms()))

@@ -562,13 +562,14 @@ impl DynamoStore {
         now: Timestamp,
     ) -> StoreResult<Vec<(&'static str, AttributeValue)>> {
         self.spill(d, &log.spill).await?;
+        let now = now.rfc3339();
         let mut v: Vec<(&'static str, AttributeValue)> = vec![
             (":st", s(status.as_str())),
             (":one", n(1)),
-            (":now", s(now.rfc3339())),
+            (":now", s(now.as_str())),
             (":log", to_av(&log.recent)?),
         ];
-        v.extend(index_keys(d, status, &now.rfc3339()));
+        v.extend(index_keys(d, status, &now));
         Ok(v)
     }
 
