@@ -300,7 +300,17 @@ def main():
     for r in resources.values():
         if r["type"] != "AWS::Events::Rule":
             continue
-        rule = events.describe_rule(Name=r["physical_id"])
+        # A schedule is on the default bus; a rule on the stack's own bus (the stream's) is
+        # found there.
+        rule = None
+        for bus in ["default"] + [b["name"] for b in buses.values()]:
+            try:
+                rule = events.describe_rule(Name=r["physical_id"], EventBusName=bus)
+                break
+            except events.exceptions.ResourceNotFoundException:
+                continue
+        if rule is None:
+            raise SystemExit(f"rule {r['physical_id']}: not found on any bus")
         if "ScheduleExpression" not in rule:
             continue
         for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]:

@@ -59,6 +59,13 @@ pub fn is_settled(d: &DeliveryView) -> bool {
     d.status != "pending" && d.status != "paused"
 }
 
+impl<'s> Tenant<'s> {
+    /// The stack this tenant is on.
+    pub fn stack(&self) -> &'s TestStack {
+        self.stack
+    }
+}
+
 impl Tenant<'_> {
     /// A request of the tenant API with this tenant's key.
     pub async fn api(&self, method: &str, path: &str, body: Option<Value>) -> Answer {

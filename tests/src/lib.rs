@@ -9,6 +9,7 @@
 pub mod browser;
 pub mod client;
 pub mod fakes;
+pub mod stream;
 
 pub use converger_local::receiver::{Receiver, Reply};
 use converger_local::stack::{AwsStack, Backend};

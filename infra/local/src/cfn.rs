@@ -23,6 +23,7 @@ pub mod function {
     pub const ADMIN: &str = "AdminFunction";
     pub const WEBSOCKET: &str = "WebsocketFunction";
     pub const EMAIL_EVENTS: &str = "EmailEventsFunction";
+    pub const STREAM: &str = "StreamFunction";
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -1,5 +1,5 @@
 //! The API Gateway WebSocket API on one machine: clients connect to `ws://.../prod?channel_id=
-//! ...&token=...`, and every `$connect`, frame and `$disconnect` is handed to the `websocket`
+//! ...&token=...` (a channel's) or `ws://.../prod` with an API key (the live stream's), and every `$connect`, frame and `$disconnect` is handed to the `websocket`
 //! function's handler as the Lambda event API Gateway would send. The management endpoint
 //! (`POST /prod/@connections/{id}`, what `PostToConnection` calls; `DELETE` and `GET` too)
 //! is served on the same port, so the deliver function's adapter pushes through the real SDK
@@ -82,14 +82,14 @@ fn new_connection_id() -> String {
 async fn connect(
     State(g): State<Gateway>,
     Query(query): Query<HashMap<String, String>>,
+    headers: axum::http::HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
     let id = new_connection_id();
-    let resp = converger_lambda::handlers::websocket_event(
-        &g.pipeline,
-        event("$connect", "CONNECT", &id, query, None),
-    )
-    .await;
+    // API Gateway hands `$connect` the upgrade request's headers (`Authorization` among them).
+    let mut req = event("$connect", "CONNECT", &id, query, None);
+    req.headers = headers;
+    let resp = converger_lambda::handlers::websocket_event(&g.pipeline, req).await;
     if resp.status_code != 200 {
         // API Gateway refuses the handshake with the route's status.
         let status = StatusCode::from_u16(u16::try_from(resp.status_code).unwrap_or(500))

@@ -23,6 +23,7 @@ pub mod settings;
 pub mod signing;
 pub mod slack;
 pub mod status;
+pub mod stream;
 pub mod time;
 pub mod web;
 

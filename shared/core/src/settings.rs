@@ -289,6 +289,10 @@ pub const HEALTH_TABLE: Setting = resource("HEALTH_TABLE", "the health counters 
 pub const CONNECTIONS_TABLE: Setting =
     resource("CONNECTIONS_TABLE", "the websocket connections table");
 pub const IDEMPOTENCY_TABLE: Setting = resource("IDEMPOTENCY_TABLE", "the idempotency keys table");
+pub const STREAM_TABLE: Setting = resource(
+    "STREAM_TABLE",
+    "the live stream's connections, subscriptions and tokens",
+);
 pub const ACTIVITIES_QUEUE_URL: Setting =
     resource("ACTIVITIES_QUEUE_URL", "the ingest function's queue");
 pub const DELIVERIES_HIGH_QUEUE_URL: Setting = resource(
@@ -399,6 +403,7 @@ pub const ALL: &[Setting] = &[
     HEALTH_TABLE,
     CONNECTIONS_TABLE,
     IDEMPOTENCY_TABLE,
+    STREAM_TABLE,
     ACTIVITIES_QUEUE_URL,
     DELIVERIES_HIGH_QUEUE_URL,
     DELIVERIES_QUEUE_URL,

@@ -124,6 +124,15 @@ pub struct RetiringSecretView {
     pub signs_until: String,
 }
 
+/// A token for the live stream (`docs/stream.md`): connect to the WebSocket API with
+/// `?token=<token>` before `expires_at`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct StreamTokenView {
+    pub token: String,
+    /// RFC 3339; five minutes after it was given.
+    pub expires_at: String,
+}
+
 /// A channel's signing secrets: every request carries one `v1,` signature per secret.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SecretsView {

@@ -63,6 +63,25 @@ pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     resp
 }
 
+/// The `stream` function: each record is one platform event, as the bus's rule puts it on the
+/// stream queue (the EventBridge envelope, `detail-type` and `detail`), sent to the live
+/// stream's clients that follow its topic. Storage failures return the record to the queue.
+pub async fn stream_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
+    #[derive(Deserialize)]
+    struct BusEvent {
+        #[serde(rename = "detail-type")]
+        detail_type: String,
+        detail: serde_json::Value,
+    }
+    batch::process(event, p.config().batch_concurrency, |m| async move {
+        let e: BusEvent = body(&m)?;
+        let out = p.streams().fan_out(&e.detail_type, &e.detail).await?;
+        tracing::debug!(detail_type = %e.detail_type, ?out, "event streamed");
+        Ok::<(), HandlerError>(())
+    })
+    .await
+}
+
 /// The `replay` function: one chunk of a replay job per record.
 pub async fn replay_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     batch::process(event, 1, |m| async move {
@@ -116,9 +135,11 @@ fn ws_response(status: i64, body: &serde_json::Value) -> ApiGatewayProxyResponse
     r
 }
 
-/// The `websocket` function: the WebSocket API's routes. `$connect` needs the query
-/// parameters `channel_id` and `token`; `$disconnect` forgets the connection; any other
-/// route (`$default`) is a client frame (`ack` or `replay`), answered with a frame.
+/// The `websocket` function: the WebSocket API's routes, for two kinds of client. A
+/// websocket channel's client connects with the query parameters `channel_id` and `token`
+/// and sends `ack` and `replay` frames. A live stream client (`docs/stream.md`) connects with
+/// `Authorization: Bearer <tenant API key>` or the query parameter `token` (a stream token)
+/// and sends `subscribe`, `unsubscribe` and `ping` frames. `$disconnect` forgets either.
 pub async fn websocket_event(
     p: &Pipeline,
     req: ApiGatewayWebsocketProxyRequest,
@@ -136,6 +157,39 @@ pub async fn websocket_event(
         ws_response(500, &ws_error(ErrorCode::Unavailable, "try again"))
     };
     match route {
+        "$connect" if req.query_string_parameters.first("channel_id").is_none() => {
+            let key = req
+                .headers
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::trim)
+                .filter(|k| !k.is_empty());
+            let token = req.query_string_parameters.first("token");
+            let auth = match (key, token) {
+                (Some(k), _) => converger_pipeline::stream::StreamAuth::ApiKey(k),
+                (None, Some(t)) => converger_pipeline::stream::StreamAuth::Token(t),
+                (None, None) => {
+                    return ws_response(
+                        401,
+                        &ws_error(
+                            ErrorCode::Unauthorized,
+                            "connect with `Authorization: Bearer <API key>`, `?token=<stream token>`, or a channel's `?channel_id=&token=`",
+                        ),
+                    );
+                }
+            };
+            match p.streams().connect(conn, auth).await {
+                Ok(c) => {
+                    tracing::info!(connection_id = conn, tenant_id = %c.tenant_id, "stream client connected");
+                    ws_response(200, &serde_json::json!({"connected": true}))
+                }
+                Err(converger_pipeline::stream::StreamRefused::Store(e)) => failed(&e),
+                Err(e @ converger_pipeline::stream::StreamRefused::BadCredentials) => {
+                    ws_response(401, &ws_error(ErrorCode::Unauthorized, e.to_string()))
+                }
+            }
+        }
         "$connect" => {
             let q = &req.query_string_parameters;
             let channel = q.first("channel_id").unwrap_or_default();
@@ -151,10 +205,32 @@ pub async fn websocket_event(
                 }
             }
         }
-        "$disconnect" => match p.handoff().socket_disconnect(conn).await {
-            Ok(()) => ws_response(200, &serde_json::json!({})),
-            Err(e) => failed(&e),
-        },
+        "$disconnect" => {
+            // Either kind of client: both records are tried.
+            let (handoff, streams) = (p.handoff(), p.streams());
+            let (channel, stream) =
+                tokio::join!(handoff.socket_disconnect(conn), streams.disconnect(conn));
+            match channel.err().or(stream.err()) {
+                None => ws_response(200, &serde_json::json!({})),
+                Some(e) => failed(&e),
+            }
+        }
+        _ if converger_core::stream::ClientFrame::is_stream_action(
+            req.body.as_deref().unwrap_or(""),
+        ) =>
+        {
+            match p
+                .streams()
+                .message(conn, req.body.as_deref().unwrap_or(""))
+                .await
+            {
+                Ok(frame) => ws_response(
+                    200,
+                    &serde_json::to_value(&frame).unwrap_or_else(|_| serde_json::json!({})),
+                ),
+                Err(e) => failed(&e),
+            }
+        }
         _ => match p
             .handoff()
             .socket_message(conn, req.body.as_deref().unwrap_or(""))

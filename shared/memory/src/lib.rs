@@ -28,6 +28,7 @@ mod listings;
 mod mail;
 mod replays;
 mod sockets;
+mod stream;
 mod tenants;
 
 pub use capacity::{Capacity, CapacityModel, CapacityTally};
@@ -69,6 +70,12 @@ struct State {
     tenant_keys: HashMap<TenantId, String>,
     /// Idempotency keys, by tenant and key.
     keys_held: HashMap<(TenantId, String), converger_ports::KeyRecord>,
+    /// Stream clients, by connection id.
+    stream_connections: HashMap<String, StreamConnection>,
+    /// Each topic's subscribers, by `keys::subscription_key`.
+    subscriptions: HashMap<String, std::collections::BTreeSet<String>>,
+    /// Stream tokens, by hash.
+    stream_tokens: HashMap<String, StreamToken>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -675,15 +682,31 @@ impl Queue for MemQueue {
     }
 }
 
-/// Platform events, kept in memory.
+/// Platform events, kept in memory, and handed to whoever taps the bus (the in-process
+/// stack's stand-in for the bus's rule to the stream queue).
 #[derive(Default)]
 pub struct MemEvents {
     pub published: Mutex<Vec<PlatformEvent>>,
+    taps: Mutex<Vec<tokio::sync::mpsc::UnboundedSender<PlatformEvent>>>,
+}
+
+impl MemEvents {
+    /// Every event published from now on, as it is published.
+    pub fn tap(&self) -> tokio::sync::mpsc::UnboundedReceiver<PlatformEvent> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        if let Ok(mut t) = self.taps.lock() {
+            t.push(tx);
+        }
+        rx
+    }
 }
 
 #[async_trait]
 impl Events for MemEvents {
     async fn publish(&self, events: Vec<PlatformEvent>) {
+        if let Ok(mut t) = self.taps.lock() {
+            t.retain(|tx| events.iter().all(|e| tx.send(e.clone()).is_ok()));
+        }
         if let Ok(mut p) = self.published.lock() {
             p.extend(events);
         }

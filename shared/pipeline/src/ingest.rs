@@ -92,6 +92,7 @@ pub struct Intake<'p> {
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) counts: &'p crate::counts::HealthCounts,
+    pub(crate) events: &'p dyn converger_ports::Events,
 }
 
 impl<'p> Intake<'p> {
@@ -105,6 +106,7 @@ impl<'p> Intake<'p> {
             flow: &p.flow,
             queue: &*p.queue,
             cache: &p.cache,
+            events: &*p.events,
             counts: &p.counts,
         }
     }
@@ -175,6 +177,17 @@ impl Intake<'_> {
             .await?
         {
             return self.existing(tenant, activity).await;
+        }
+        // A delivery written parked starts out of the usual way: its conversation hears of
+        // it (`paused`), as it will of its release.
+        let parked: Vec<_> = deliveries
+            .iter()
+            .zip(&admissions)
+            .filter(|(_, a)| **a == Admission::Parked)
+            .map(|(d, _)| crate::outcome::row_event(d, now))
+            .collect();
+        if !parked.is_empty() {
+            self.events.publish(parked).await;
         }
         for (ch, a) in resolved.iter().zip(&admissions) {
             if *a != Admission::Live {

@@ -32,6 +32,7 @@ pub mod middleware;
 pub mod outcome;
 pub mod reads;
 pub mod replay;
+pub mod stream;
 pub mod sweep;
 pub mod tenants;
 
@@ -185,6 +186,11 @@ impl Pipeline {
     /// Hand-offs: receipts, websocket clients, email events.
     pub fn handoff(&self) -> handoff::Handoff<'_> {
         handoff::Handoff::of(self)
+    }
+
+    /// The live stream: its clients, their subscriptions, the fan-out of the bus's events.
+    pub fn streams(&self) -> stream::Streams<'_> {
+        stream::Streams::of(self)
     }
 
     /// Tenants: creation, settings, keys.

@@ -111,3 +111,22 @@ pub fn api_key_key(hash: &str) -> String {
 pub fn idempotency_key(tenant: &TenantId, key: &str) -> String {
     format!("{tenant}#{key}")
 }
+
+// The stream table (the live stream's connections, subscriptions and tokens).
+
+/// The item of a stream connection.
+pub fn stream_connection_key(connection_id: &str) -> String {
+    format!("conn#{connection_id}")
+}
+
+/// The partition of a topic's subscriptions: one item per connection following `topic` of
+/// `tenant`. Written on subscribe and unsubscribe only, read once per event (or per batch of
+/// events) of that topic.
+pub fn subscription_key(tenant: &TenantId, topic: &str) -> String {
+    format!("sub#{tenant}#{topic}")
+}
+
+/// The item of a stream token, by the token's hash.
+pub fn stream_token_key(hash: &str) -> String {
+    format!("token#{hash}")
+}

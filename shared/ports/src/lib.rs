@@ -15,6 +15,7 @@ pub mod mail;
 pub mod message;
 pub mod model;
 pub mod ports;
+pub mod stream;
 
 pub use accounts::*;
 pub use flow::*;
@@ -25,12 +26,14 @@ pub use keys::*;
 pub use mail::*;
 pub use model::*;
 pub use ports::*;
+pub use stream::*;
 
 /// Every store trait, for code that calls a backend's methods on its concrete type.
 pub mod prelude {
     pub use crate::{
         AccountStore, ActivityStore, AuditStore, ChannelStore, DeliveryQueries, DeliveryStore,
-        FlowStore, HandoffStore, HealthStore, IdempotencyStore, ReplayStore, Store, TenantStore,
+        FlowStore, HandoffStore, HealthStore, IdempotencyStore, ReplayStore, Store, StreamStore,
+        TenantStore,
     };
 }
 

@@ -24,6 +24,7 @@ pub trait Store:
     + crate::handoff::HandoffStore
     + crate::accounts::AccountStore
     + crate::idempotency::IdempotencyStore
+    + crate::stream::StreamStore
 {
 }
 
@@ -40,6 +41,7 @@ impl<T> Store for T where
         + crate::handoff::HandoffStore
         + crate::accounts::AccountStore
         + crate::idempotency::IdempotencyStore
+        + crate::stream::StreamStore
 {
 }
 

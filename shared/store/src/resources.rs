@@ -67,7 +67,7 @@ pub const QUEUES: [QueueDef; 6] = [
 ];
 
 /// Environment variables naming the tables, in [`Resources`]' field order.
-pub const TABLE_ENVS: [&str; 11] = [
+pub const TABLE_ENVS: [&str; 12] = [
     set::TENANTS_TABLE.name,
     set::CHANNELS_TABLE.name,
     set::ACTIVITIES_TABLE.name,
@@ -79,6 +79,7 @@ pub const TABLE_ENVS: [&str; 11] = [
     set::HEALTH_TABLE.name,
     set::CONNECTIONS_TABLE.name,
     set::IDEMPOTENCY_TABLE.name,
+    set::STREAM_TABLE.name,
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
@@ -138,6 +139,8 @@ pub struct Resources {
     pub health: String,
     pub connections: String,
     pub idempotency: String,
+    /// The live stream's table.
+    pub stream: String,
     pub bus: String,
     /// Queue URLs, by queue name ([`QueueDef::name`]).
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -186,6 +189,7 @@ impl Resources {
             health: need(TABLE_ENVS[8])?,
             connections: need(TABLE_ENVS[9])?,
             idempotency: need(TABLE_ENVS[10])?,
+            stream: need(TABLE_ENVS[11])?,
             bus: need(BUS_ENV)?,
             queue_urls,
             dlq_urls,

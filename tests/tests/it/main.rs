@@ -28,5 +28,6 @@ mod retries;
 mod slack;
 mod slots;
 mod store;
+mod stream;
 mod web;
 mod window;

@@ -183,6 +183,7 @@ pub(super) async fn build_aws(
         api: build(fun::API).await?,
         admin: build(fun::ADMIN).await?,
         websocket: build(fun::WEBSOCKET).await?,
+        stream: build(fun::STREAM).await?,
     };
     // The admin function's secrets, read as it reads them at init (through its policy).
     let admin = deployed.function(fun::ADMIN)?;
@@ -237,6 +238,7 @@ pub(super) async fn build_aws(
                     fun::DELIVER => Function::Deliver(functions.deliver.clone()),
                     fun::REPLAY => Function::Replay(functions.replay.clone()),
                     fun::PROBE => Function::Probe(functions.probe.clone()),
+                    fun::STREAM => Function::Stream(functions.stream.clone()),
                     other => {
                         return Err(format!(
                             "{other} is triggered by a queue, but the local runner has no \

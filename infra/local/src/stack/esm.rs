@@ -17,6 +17,7 @@ pub(crate) enum Function {
     Deliver(Arc<Pipeline>),
     Replay(Arc<Pipeline>),
     Probe(Arc<Pipeline>),
+    Stream(Arc<Pipeline>),
 }
 
 /// One deployed event source mapping.
@@ -172,6 +173,10 @@ async fn invoke(poller: &Poller, messages: Vec<aws_sdk_sqs::types::Message>, fun
         Function::Probe(p) => (
             converger_lambda::handlers::flow_batch(p, event).await,
             crate::cfn::function::PROBE,
+        ),
+        Function::Stream(p) => (
+            converger_lambda::handlers::stream_batch(p, event).await,
+            crate::cfn::function::STREAM,
         ),
     };
     if let Some(i) = &poller.invocations {

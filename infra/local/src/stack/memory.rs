@@ -105,6 +105,47 @@ pub(crate) fn spawn_dispatcher(
     })
 }
 
+/// The bus's rule to the stream queue and its mapping, in process: every event published is
+/// handed to the stream function in the EventBridge envelope the queue would carry, up to ten
+/// a batch.
+pub(crate) fn spawn_stream(
+    events: &converger_memory::MemEvents,
+    stream: Arc<Pipeline>,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    let mut rx = events.tap();
+    tokio::spawn(async move {
+        loop {
+            let first = tokio::select! {
+                e = rx.recv() => e,
+                _ = stop.changed() => None,
+            };
+            let Some(first) = first else { break };
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(e) => batch.push(e),
+                    Err(_) => break,
+                }
+            }
+            let bodies: Vec<serde_json::Value> = batch
+                .iter()
+                .map(|e| {
+                    serde_json::json!({
+                        "version": "0",
+                        "source": converger_store::resources::EVENT_SOURCE,
+                        "detail-type": e.detail_type.as_str(),
+                        "time": time::now_rfc3339(),
+                        "detail": e.detail,
+                    })
+                })
+                .collect();
+            // A live stream does not retry a frame: failures are the handler's to log.
+            let _ = converger_lambda::handlers::stream_batch(&stream, event(&bodies)).await;
+        }
+    })
+}
+
 /// An SQS event of `bodies`, the record ids their positions.
 fn event<T: Serialize>(bodies: &[T]) -> SqsEvent {
     let mut event = SqsEvent::default();

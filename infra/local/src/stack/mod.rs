@@ -171,6 +171,8 @@ pub struct Functions {
     pub api: Arc<Pipeline>,
     pub admin: Arc<Pipeline>,
     pub websocket: Arc<Pipeline>,
+    /// The live stream's fan-out (the bus's events, through the stream queue).
+    pub stream: Arc<Pipeline>,
     /// SES's events (nothing emits them locally: tests hand the function what SES would).
     pub email_events: Arc<Pipeline>,
 }
@@ -227,7 +229,10 @@ fn random_token() -> String {
 /// The functions that push to websocket clients (their template environment names the
 /// management endpoint).
 fn pushes(logical_id: &str) -> bool {
-    matches!(logical_id, fun::DELIVER | fun::PROBE | fun::WEBSOCKET)
+    matches!(
+        logical_id,
+        fun::DELIVER | fun::PROBE | fun::WEBSOCKET | fun::STREAM
+    )
 }
 
 /// What either backend hands the common part of the start: the functions, the admin
@@ -304,6 +309,7 @@ async fn build_memory(
         api: build(fun::API)?,
         admin: build(fun::ADMIN)?,
         websocket: build(fun::WEBSOCKET)?,
+        stream: build(fun::STREAM)?,
     };
     if opts.run_functions {
         tasks.push(memory::spawn_dispatcher(
@@ -315,6 +321,11 @@ async fn build_memory(
             },
             opts.queues.visibility_timeout_s.unwrap_or(30),
             opts.invocations.clone(),
+            stop.clone(),
+        ));
+        tasks.push(memory::spawn_stream(
+            &memory.events,
+            functions.stream.clone(),
             stop.clone(),
         ));
     }

@@ -28,6 +28,7 @@ mod channels;
 mod deliveries;
 mod flow;
 mod replays;
+mod stream;
 
 // The handlers by name, for the router and the OpenAPI document.
 pub(crate) use activities::*;
@@ -36,6 +37,7 @@ pub(crate) use channels::*;
 pub(crate) use deliveries::*;
 pub(crate) use flow::*;
 pub(crate) use replays::*;
+pub(crate) use stream::*;
 
 /// `GET /api/health`: the API answers (no authentication).
 #[utoipa::path(get, path = "/api/health", tag = "operations", security(()),
@@ -65,6 +67,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/deliveries/{id}", get(get_delivery))
         .route("/api/v1/deliveries/{id}/retry", post(retry_delivery))
         .route("/api/v1/audit", get(list_audit))
+        .route("/api/v1/stream/tokens", post(create_stream_token))
         .route(
             "/api/v1/channels/{id}/deliveries/retry",
             post(retry_channel),

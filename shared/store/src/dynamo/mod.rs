@@ -30,6 +30,7 @@ mod health;
 mod idempotency;
 mod listings;
 mod replays;
+mod stream;
 mod tenants;
 
 pub type Item = HashMap<String, AttributeValue>;

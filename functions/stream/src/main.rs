@@ -1,0 +1,16 @@
+//! The `stream` Lambda: the stream queue's records in (the platform events the bus's rule
+//! routes to it), each sent to the live stream's clients that follow its topic.
+
+use aws_lambda_events::event::sqs::SqsEvent;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    converger_lambda::bootstrap::init_tracing();
+    let pipeline = converger_lambda::bootstrap::from_env_with_websockets().await?;
+    let pipeline = &pipeline;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        Ok::<_, Error>(converger_lambda::handlers::stream_batch(pipeline, event.payload).await)
+    }))
+    .await
+}

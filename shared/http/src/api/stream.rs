@@ -1,0 +1,28 @@
+//! The live stream's tokens: a browser cannot set `Authorization` on a WebSocket upgrade, so
+//! the tenant's server asks for a short-lived token and hands it to the page, which connects
+//! with `?token=` (`docs/stream.md`).
+
+use super::*;
+
+/// `POST /api/v1/stream/tokens`: a token that admits one tenant's live stream client for
+/// five minutes (connect to the WebSocket API with `?token=`). Only its hash is kept.
+#[utoipa::path(
+    post,
+    path = "/api/v1/stream/tokens",
+    tag = "stream",
+    summary = "A token for the live stream",
+    responses((status = 201, body = views::StreamTokenView))
+)]
+pub(crate) async fn create_stream_token(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+) -> Result<(StatusCode, Json<views::StreamTokenView>), ApiError> {
+    let t = state.pipeline.streams().issue_token(&tenant.id).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(views::StreamTokenView {
+            token: t.token,
+            expires_at: t.expires_at,
+        }),
+    ))
+}

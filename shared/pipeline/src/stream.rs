@@ -1,0 +1,247 @@
+//! The live stream (`docs/stream.md`): a tenant's client connects to the WebSocket API with its
+//! API key (or a short-lived token the tenant API gives a browser), subscribes to topics
+//! (`conversation:<id>`, `channel_health`), and is sent a frame for every platform event of
+//! its tenant on them. The `stream` function fans the bus's events out; nothing here is on a
+//! delivery's path: a delivery publishes its event as before, whoever listens.
+
+use converger_core::TenantId;
+use converger_core::stream::{self, ClientFrame, MAX_TOPICS, StreamFrame, TOKEN_TTL_S, Topic};
+use converger_ports::{
+    ActivityStore, Pushed, Sockets, StoreError, StoreResult, StreamConnection, StreamStore,
+    StreamToken, Subscribed, TenantStore,
+};
+use serde_json::Value;
+
+/// How a stream client proves whose it is.
+#[derive(Debug, Clone, Copy)]
+pub enum StreamAuth<'a> {
+    /// `Authorization: Bearer <tenant API key>` on the upgrade request.
+    ApiKey(&'a str),
+    /// `?token=` from `POST /api/v1/stream/tokens` (a browser cannot set headers).
+    Token(&'a str),
+}
+
+/// Why a connection was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamRefused {
+    #[error("invalid API key or stream token")]
+    BadCredentials,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A token given to a browser: good until `expires_at`, for its tenant's stream only.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IssuedToken {
+    pub token: String,
+    pub expires_at: String,
+}
+
+/// What a fan-out did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FanOut {
+    /// Frames the management API took.
+    pub sent: usize,
+    /// Connections found gone (and forgotten).
+    pub gone: usize,
+    /// Pushes that failed otherwise (logged; a live stream does not retry a frame).
+    pub failed: usize,
+}
+
+/// The live stream's use cases.
+#[derive(Clone, Copy)]
+pub struct Streams<'p> {
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
+    pub(crate) tenants: &'p dyn TenantStore,
+    pub(crate) activities: &'p dyn ActivityStore,
+    pub(crate) streams: &'p dyn StreamStore,
+    pub(crate) sockets: &'p dyn Sockets,
+}
+
+impl<'p> Streams<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            clock: &*p.clock,
+            tenants: &*p.store,
+            activities: &*p.store,
+            streams: &*p.store,
+            sockets: &*p.sockets,
+        }
+    }
+}
+
+fn error(code: &'static str, message: impl Into<String>) -> StreamFrame {
+    StreamFrame::Error {
+        code,
+        message: message.into(),
+    }
+}
+
+impl Streams<'_> {
+    /// A new token for `tenant`'s stream, good for [`TOKEN_TTL_S`] (only its hash is kept).
+    pub async fn issue_token(&self, tenant: &TenantId) -> StoreResult<IssuedToken> {
+        let now = self.clock.now();
+        let token = converger_core::secret::new_token();
+        let expires = now.plus_ms(TOKEN_TTL_S * 1000);
+        self.streams
+            .put_stream_token(
+                &converger_core::secret::hash_api_key(&token),
+                &StreamToken {
+                    tenant_id: tenant.clone(),
+                    expires_at: expires.secs(),
+                },
+            )
+            .await?;
+        Ok(IssuedToken {
+            token,
+            expires_at: expires.rfc3339(),
+        })
+    }
+
+    /// `$connect` of a stream client: the tenant its key or token names, kept as the
+    /// connection's.
+    pub async fn connect(
+        &self,
+        connection_id: &str,
+        auth: StreamAuth<'_>,
+    ) -> Result<StreamConnection, StreamRefused> {
+        let now = self.clock.now();
+        let tenant = match auth {
+            StreamAuth::ApiKey(key) => {
+                self.tenants
+                    .api_key_tenant(&converger_core::secret::hash_api_key(key))
+                    .await?
+            }
+            StreamAuth::Token(token) => self
+                .streams
+                .stream_token(&converger_core::secret::hash_api_key(token), now)
+                .await?
+                .map(|t| t.tenant_id),
+        };
+        let Some(tenant) = tenant else {
+            return Err(StreamRefused::BadCredentials);
+        };
+        if self.tenants.get_tenant(&tenant).await?.is_none() {
+            return Err(StreamRefused::BadCredentials);
+        }
+        let c = StreamConnection {
+            connection_id: connection_id.to_owned(),
+            tenant_id: tenant,
+            connected_at: now.rfc3339(),
+            expires_at: now.secs() + converger_ports::CONNECTION_TTL_S,
+            topics: Vec::new(),
+        };
+        self.streams.put_stream_connection(&c).await?;
+        Ok(c)
+    }
+
+    /// `$disconnect`: the connection and its subscriptions forgotten; whether it was a stream
+    /// client's.
+    pub async fn disconnect(&self, connection_id: &str) -> StoreResult<bool> {
+        Ok(self
+            .streams
+            .delete_stream_connection(connection_id)
+            .await?
+            .is_some())
+    }
+
+    /// A frame from a stream client, and the frame it is answered with.
+    pub async fn message(&self, connection_id: &str, body: &str) -> StoreResult<StreamFrame> {
+        let frame = match ClientFrame::parse(body) {
+            Ok(f) => f,
+            Err(e) => return Ok(error("invalid_request", e.message())),
+        };
+        let Some(conn) = self.streams.get_stream_connection(connection_id).await? else {
+            return Ok(error(
+                "not_connected",
+                "this connection is not a stream client's; connect again",
+            ));
+        };
+        let topic = match frame {
+            ClientFrame::Ping => return Ok(StreamFrame::Pong),
+            ClientFrame::Unsubscribe { topic } => {
+                let topic = match Topic::parse(&topic) {
+                    Ok(t) => t.to_string(),
+                    Err(e) => return Ok(error("invalid_request", e.message())),
+                };
+                self.streams.unsubscribe(connection_id, &topic).await?;
+                return Ok(StreamFrame::Unsubscribed { topic });
+            }
+            ClientFrame::Subscribe { topic } => topic,
+        };
+        let topic = match Topic::parse(&topic) {
+            Ok(t) => t,
+            Err(e) => return Ok(error("invalid_request", e.message())),
+        };
+        // Another tenant's conversation reads exactly like one that does not exist.
+        if let Topic::Conversation(id) = &topic {
+            let (found, _) = self
+                .activities
+                .conversation_activities(&conn.tenant_id, id, None, 1)
+                .await?;
+            if found.is_empty() {
+                return Ok(error("not_found", format!("no conversation {id}")));
+            }
+        }
+        let name = topic.to_string();
+        Ok(
+            match self
+                .streams
+                .subscribe(connection_id, &name, MAX_TOPICS, self.clock.now())
+                .await?
+            {
+                Subscribed::Yes => StreamFrame::Subscribed { topic: name },
+                Subscribed::TooMany => error(
+                    "too_many_topics",
+                    format!("a connection follows at most {MAX_TOPICS} topics; unsubscribe first"),
+                ),
+                Subscribed::NoConnection => error(
+                    "not_connected",
+                    "this connection is not a stream client's; connect again",
+                ),
+            },
+        )
+    }
+
+    /// One platform event (its `detail-type` and `detail`) sent to every connection of its
+    /// tenant following its topic. Gone connections are forgotten; a push that fails otherwise
+    /// is logged and not retried (a client that reconnects reads the state afresh).
+    pub async fn fan_out(&self, detail_type: &str, detail: &Value) -> StoreResult<FanOut> {
+        let mut out = FanOut::default();
+        let Some(routed) = stream::route(detail_type, detail) else {
+            return Ok(out);
+        };
+        let Ok(tenant) = TenantId::parse(&routed.tenant_id) else {
+            return Ok(out);
+        };
+        let topic = routed.topic.to_string();
+        let connections = self.streams.subscribers(&tenant, &topic).await?;
+        if connections.is_empty() {
+            return Ok(out);
+        }
+        let data = serde_json::to_vec(&routed.frame)
+            .map_err(|e| StoreError::Corrupt(format!("stream frame: {e}")))?;
+        let pushes = connections.iter().map(|c| {
+            let data = &data;
+            async move { (c, self.sockets.post(c, data).await) }
+        });
+        for (c, r) in futures::future::join_all(pushes).await {
+            match r {
+                Ok(Pushed::Sent) => out.sent += 1,
+                Ok(Pushed::Gone) => {
+                    out.gone += 1;
+                    // The connection went without a `$disconnect`: all of it goes.
+                    if let Err(e) = self.streams.delete_stream_connection(c).await {
+                        tracing::warn!(connection_id = %c, error = %e, "gone stream connection not removed");
+                        self.streams.drop_subscription(&tenant, &topic, c).await?;
+                    }
+                }
+                Err(e) => {
+                    out.failed += 1;
+                    tracing::warn!(connection_id = %c, %topic, error = %e, "stream frame not pushed");
+                }
+            }
+        }
+        Ok(out)
+    }
+}

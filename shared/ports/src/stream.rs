@@ -1,0 +1,78 @@
+//! The live stream's storage: the connections of stream clients, the topics each follows,
+//! and the short-lived tokens browsers connect with.
+
+use crate::error::StoreResult;
+use async_trait::async_trait;
+use converger_core::{TenantId, Timestamp};
+use serde::{Deserialize, Serialize};
+
+/// A client of the live stream (a WebSocket connection made with a tenant's API key or a
+/// stream token).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamConnection {
+    pub connection_id: String,
+    pub tenant_id: TenantId,
+    pub connected_at: String,
+    /// TTL (seconds since the epoch).
+    pub expires_at: i64,
+    /// The topics it follows (`core::stream::Topic` as text), at most
+    /// `core::stream::MAX_TOPICS`.
+    #[serde(default)]
+    pub topics: Vec<String>,
+}
+
+/// A stream token: who it admits and until when (seconds since the epoch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamToken {
+    pub tenant_id: TenantId,
+    pub expires_at: i64,
+}
+
+/// What a subscribe did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subscribed {
+    /// Now followed (or already was).
+    Yes,
+    /// The connection follows the most topics it may.
+    TooMany,
+    /// No such connection (it went away).
+    NoConnection,
+}
+
+#[async_trait]
+pub trait StreamStore: Send + Sync + 'static {
+    async fn put_stream_connection(&self, c: &StreamConnection) -> StoreResult<()>;
+    async fn get_stream_connection(
+        &self,
+        connection_id: &str,
+    ) -> StoreResult<Option<StreamConnection>>;
+    /// Removes a connection and its subscriptions; the record it had, if any.
+    async fn delete_stream_connection(
+        &self,
+        connection_id: &str,
+    ) -> StoreResult<Option<StreamConnection>>;
+    /// `connection` follows `topic` from now on, if it follows fewer than `max` topics: the
+    /// topic is added to the connection's record (conditionally) and the subscription written.
+    async fn subscribe(
+        &self,
+        connection_id: &str,
+        topic: &str,
+        max: usize,
+        now: Timestamp,
+    ) -> StoreResult<Subscribed>;
+    /// `connection` no longer follows `topic`; whether it did.
+    async fn unsubscribe(&self, connection_id: &str, topic: &str) -> StoreResult<bool>;
+    /// The connections following `topic` of `tenant` (at most 100).
+    async fn subscribers(&self, tenant: &TenantId, topic: &str) -> StoreResult<Vec<String>>;
+    /// Forgets one subscription (its connection is gone).
+    async fn drop_subscription(
+        &self,
+        tenant: &TenantId,
+        topic: &str,
+        connection_id: &str,
+    ) -> StoreResult<()>;
+    /// Keeps a token (by its hash) until it expires.
+    async fn put_stream_token(&self, hash: &str, token: &StreamToken) -> StoreResult<()>;
+    /// The token with that hash, if it exists and has not expired at `now`.
+    async fn stream_token(&self, hash: &str, now: Timestamp) -> StoreResult<Option<StreamToken>>;
+}

@@ -1,0 +1,250 @@
+//! The live stream (`docs/stream.md`): a tenant's client connects to the WebSocket API with its
+//! API key or a stream token, subscribes to a conversation, and is sent every status change of
+//! its deliveries; another tenant's conversation is refused like an unknown one. One scenario
+//! runs on the emulator (the bus's rule, the stream queue and the stream function as deployed).
+
+use converger_tests::client::{Tenant, is_settled};
+use converger_tests::stream::{Frame, StreamClient, refused_status};
+use converger_tests::{Receiver, Reply, TestStack};
+use serde_json::json;
+use std::time::Duration;
+
+async fn post(t: &Tenant<'_>, conversation: &str, ch: &str) -> String {
+    let (status, i) = t
+        .post_activity(json!({"conversation_id": conversation, "channel_ids": [ch], "payload": {"text": "hi"}}))
+        .await
+        .unwrap();
+    assert_eq!(status, 201);
+    i.deliveries[0].id.clone()
+}
+
+/// The frames of delivery `id`, read until one has `status`.
+async fn frames_until(s: &mut StreamClient, id: &str, status: &str) -> Vec<Frame> {
+    s.until(|f| {
+        f.iter()
+            .any(|f| f.delivery_id.as_deref() == Some(id) && f.status.as_deref() == Some(status))
+    })
+    .await
+}
+
+fn statuses(frames: &[Frame], id: &str) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|f| f.delivery_id.as_deref() == Some(id))
+        .filter_map(|f| f.status.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_conversation_streams_its_whole_life_to_its_tenant_only() {
+    let t = TestStack::start().await;
+    // act 1 delivered, act 2 refused for good, then every request delivered.
+    let rx = Receiver::start(
+        vec![Reply::status(200), Reply::status(400)],
+        Reply::status(200),
+    )
+    .await
+    .unwrap();
+    let a = t.new_tenant("default").await;
+    let b = t.new_tenant("default").await;
+    let ch = a
+        .webhook(&rx.url, json!({"max_attempts": 3}))
+        .await
+        .channel
+        .id;
+    let d1 = post(&a, "conv-s", &ch).await;
+    a.wait_delivery(&d1, Duration::from_secs(20), is_settled)
+        .await;
+
+    let mut s = a.stream().await;
+    let ok = s.subscribe("conversation:conv-s").await;
+    assert_eq!(
+        (ok.kind.as_str(), ok.topic.as_deref()),
+        ("subscribed", Some("conversation:conv-s"))
+    );
+    let unknown = s.subscribe("conversation:never-seen").await;
+    assert_eq!(
+        (unknown.kind.as_str(), unknown.code.as_deref()),
+        ("error", Some("not_found"))
+    );
+    let bad = s.subscribe("deliveries").await;
+    assert_eq!(bad.code.as_deref(), Some("invalid_request"));
+    s.send(json!({"action": "ping"})).await;
+    assert_eq!(s.next().await.kind, "pong");
+
+    // Tenant b has no conversation conv-s: refused exactly like an unknown one. Once it has
+    // its own conv-s, it hears of its own deliveries only.
+    let mut other = b.stream().await;
+    let refused = other.subscribe("conversation:conv-s").await;
+    assert_eq!(refused.code.as_deref(), Some("not_found"));
+    let b_ch = b.webhook(&rx.url, json!({})).await.channel.id;
+
+    // A dead letter, then its replay.
+    let d2 = post(&a, "conv-s", &ch).await;
+    let seen = frames_until(&mut s, &d2, "failed").await;
+    let dead = seen
+        .iter()
+        .find(|f| f.delivery_id.as_deref() == Some(&d2))
+        .unwrap();
+    assert_eq!(dead.conversation_id.as_deref(), Some("conv-s"));
+    assert_eq!(dead.channel_id.as_deref(), Some(ch.as_str()));
+    assert_eq!(dead.attempts, Some(1));
+    assert!(
+        dead.activity_id
+            .as_deref()
+            .is_some_and(|a| a.starts_with("act_"))
+    );
+    assert!(dead.at.is_some());
+    let r = a
+        .api("POST", &format!("/api/v1/deliveries/{d2}/retry"), None)
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let seen = frames_until(&mut s, &d2, "sent").await;
+    assert_eq!(statuses(&seen, &d2), ["pending", "sent"]);
+
+    // Parked behind a pause, released by the resume.
+    let r = a
+        .api("POST", &format!("/api/v1/channels/{ch}/pause"), None)
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let d3 = post(&a, "conv-s", &ch).await;
+    let _ = post(&a, "another-conversation", &ch).await;
+    let seen = frames_until(&mut s, &d3, "paused").await;
+    assert_eq!(statuses(&seen, &d3), ["paused"]);
+    let r = a
+        .api("POST", &format!("/api/v1/channels/{ch}/resume"), None)
+        .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let seen = frames_until(&mut s, &d3, "sent").await;
+    assert_eq!(statuses(&seen, &d3), ["pending", "sent"]);
+    // Only conv-s was followed.
+    assert!(
+        seen.iter()
+            .all(|f| f.conversation_id.as_deref() == Some("conv-s"))
+    );
+
+    // b's own conv-s: its delivery reaches b; none of a's ever did.
+    let b1 = post(&b, "conv-s", &b_ch).await;
+    b.wait_delivery(&b1, Duration::from_secs(20), is_settled)
+        .await;
+    assert_eq!(
+        other.subscribe("conversation:conv-s").await.kind,
+        "subscribed"
+    );
+    let b2 = post(&b, "conv-s", &b_ch).await;
+    let _ = post(&a, "conv-s", &ch).await;
+    let got = frames_until(&mut other, &b2, "sent").await;
+    assert!(
+        got.iter()
+            .all(|f| f.delivery_id.as_deref() == Some(b2.as_str())),
+        "{got:?}"
+    );
+
+    // Unsubscribed, nothing more comes.
+    s.send(json!({"action": "unsubscribe", "topic": "conversation:conv-s"}))
+        .await;
+    let f = s
+        .until(|f| f.last().is_some_and(|f| f.kind == "unsubscribed"))
+        .await;
+    assert_eq!(
+        f.last().unwrap().topic.as_deref(),
+        Some("conversation:conv-s")
+    );
+    let tenant = converger_core::TenantId::parse(&a.id).unwrap();
+    assert!(
+        t.stack
+            .store
+            .subscribers(&tenant, "conversation:conv-s")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A closed connection leaves no subscription behind.
+    let btenant = converger_core::TenantId::parse(&b.id).unwrap();
+    assert_eq!(
+        t.stack
+            .store
+            .subscribers(&btenant, "conversation:conv-s")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    other.close().await;
+    let store = t.stack.store.clone();
+    let gone = converger_tests::wait_until(Duration::from_secs(10), || {
+        let (store, btenant) = (store.clone(), btenant.clone());
+        async move {
+            store
+                .subscribers(&btenant, "conversation:conv-s")
+                .await
+                .unwrap()
+                .is_empty()
+        }
+    })
+    .await;
+    assert!(gone, "the closed connection's subscription is removed");
+    s.close().await;
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_browser_connects_with_a_short_lived_token_and_nothing_else_gets_in() {
+    let t = TestStack::start().await;
+    let a = t.new_tenant("default").await;
+    let r = a.api("POST", "/api/v1/stream/tokens", None).await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let token = r.body["token"].as_str().unwrap().to_owned();
+    let expires =
+        chrono::DateTime::parse_from_rfc3339(r.body["expires_at"].as_str().unwrap()).unwrap();
+    let left = expires
+        .signed_duration_since(chrono::Utc::now())
+        .num_seconds();
+    assert!((290..=300).contains(&left), "{left}");
+    let mut s = t.stream_with_token(&token).await.expect("the token admits");
+    assert_eq!(s.subscribe("channel_health").await.kind, "subscribed");
+    s.close().await;
+
+    // A wrong token, a wrong key, no credentials: the handshake is refused with 401.
+    for refused in [
+        t.stream_with_token("not-a-token").await.err(),
+        t.stream_with_key("not-a-key").await.err(),
+        tokio_tungstenite::connect_async(t.stack.ws_url.as_str())
+            .await
+            .err(),
+    ] {
+        let e = refused.expect("refused");
+        assert_eq!(refused_status(&e), Some(401), "{e}");
+    }
+    // Tokens are for the tenant API's keys only.
+    let r = t.api("POST", "/api/v1/stream/tokens", "nope", None).await;
+    assert_eq!(r.status, 401);
+    t.stop().await;
+}
+
+mod emulator {
+    use super::*;
+
+    /// On the emulator: the deliver function's events go through the bus's rule to the stream
+    /// queue, and the stream function pushes them through the management API.
+    #[tokio::test]
+    async fn the_bus_feeds_the_stream_on_the_emulator() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let a = t.new_tenant("default").await;
+        let ch = a.webhook(&rx.url, json!({})).await.channel.id;
+        let d1 = post(&a, "conv-e", &ch).await;
+        a.wait_delivery(&d1, Duration::from_secs(30), is_settled)
+            .await;
+        let mut s = a.stream().await;
+        assert_eq!(s.subscribe("conversation:conv-e").await.kind, "subscribed");
+        let d2 = post(&a, "conv-e", &ch).await;
+        let seen = frames_until(&mut s, &d2, "sent").await;
+        let sent = seen.last().unwrap();
+        assert_eq!(sent.conversation_id.as_deref(), Some("conv-e"));
+        assert_eq!(sent.attempts, Some(1));
+        s.close().await;
+        t.stop().await;
+    }
+}
