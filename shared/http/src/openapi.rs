@@ -275,7 +275,7 @@ mod tests {
                 assert_eq!(key, tenant_post, "{method} {path}");
             }
         }
-        assert_eq!(ops, 32);
+        assert_eq!(ops, 33);
     }
 
     /// Every code is listed under each status it is answered with, and the document's

@@ -318,6 +318,13 @@ fn sample_events_parse() {
     let body = probe.records[0].body.as_deref().unwrap();
     let _: converger_ports::FlowJob = decode(body).unwrap();
 
+    // A platform event as the bus's rule puts it on the stream queue: a frame for its topic.
+    let stream: SqsEvent = serde_json::from_str(&event("stream.json")).unwrap();
+    let bus: aws_lambda_events::event::eventbridge::EventBridgeEvent<serde_json::Value> =
+        serde_json::from_str(stream.records[0].body.as_deref().unwrap()).unwrap();
+    let routed = converger_core::stream::route(&bus.detail_type, &bus.detail).unwrap();
+    assert_eq!(routed.topic.to_string(), "conversation:conv-42");
+
     let replay: SqsEvent = serde_json::from_str(&event("replay.json")).unwrap();
     let body = replay.records[0].body.as_deref().unwrap();
     let _: converger_ports::ReplayMessage = decode(body).unwrap();

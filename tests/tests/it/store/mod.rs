@@ -3,7 +3,8 @@
 //! conditional semantics: the transitions that keep one delivery from being attempted twice at
 //! once, the due index, the attempt log, listing and replays. The fixture and the helpers are
 //! here; the tests are grouped by what they write: `due` (fresh rows and the due index),
-//! `deliveries` (claims, outcomes, hand-offs, receipts), `listings`, `flow` and `tenants`.
+//! `deliveries` (claims, outcomes, hand-offs, receipts), `listings`, `flow`, `tenants` and
+//! `stream` (the live stream's connections, subscriptions and tokens).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::CircuitState;
@@ -45,11 +46,13 @@ mod deliveries;
 mod due;
 mod flow;
 mod listings;
+mod stream;
 mod tenants;
 use deliveries::*;
 use due::*;
 use flow::*;
 use listings::*;
+use stream::*;
 use tenants::*;
 
 /// Runs each named test against both backends.
@@ -95,6 +98,8 @@ conformance!(
     channel_lifecycle_lists_rotates_and_deletes,
     a_conversation_lists_its_activities_in_seq_order,
     idempotency_keys_are_held_once_answered_freed_and_taken_over,
+    stream_subscriptions_follow_their_connection,
+    stream_tokens_admit_until_they_expire,
 );
 
 async fn fixture(backend: Backend) -> Fixture {

@@ -1,0 +1,128 @@
+//! The live stream's storage: a connection's topics and each topic's subscribers move
+//! together, a connection follows at most its limit of topics, and tokens expire.
+
+use super::*;
+use converger_ports::{StreamConnection, StreamToken, Subscribed};
+
+fn connection(f: &Fixture, id: &str, now: Timestamp) -> StreamConnection {
+    StreamConnection {
+        connection_id: id.into(),
+        tenant_id: f.tenant.id.clone(),
+        connected_at: now.rfc3339(),
+        expires_at: now.secs() + 3600,
+        topics: Vec::new(),
+    }
+}
+
+pub(super) async fn stream_subscriptions_follow_their_connection(backend: Backend) {
+    let f = fixture(backend).await;
+    let s = &f.store;
+    let now = Timestamp::now();
+    let other_tenant = TenantId::generate();
+    s.put_stream_connection(&connection(&f, "c1", now))
+        .await
+        .unwrap();
+    s.put_stream_connection(&connection(&f, "c2", now))
+        .await
+        .unwrap();
+    let got = s.get_stream_connection("c1").await.unwrap().unwrap();
+    assert_eq!(got.tenant_id, f.tenant.id);
+    assert!(got.topics.is_empty());
+
+    // Subscribing twice is one subscription; the limit counts distinct topics.
+    for c in ["c1", "c2"] {
+        assert_eq!(
+            s.subscribe(c, "conversation:a", 2, now).await.unwrap(),
+            Subscribed::Yes
+        );
+    }
+    assert_eq!(
+        s.subscribe("c1", "conversation:a", 2, now).await.unwrap(),
+        Subscribed::Yes
+    );
+    assert_eq!(
+        s.subscribe("c1", "channel_health", 2, now).await.unwrap(),
+        Subscribed::Yes
+    );
+    assert_eq!(
+        s.subscribe("c1", "conversation:b", 2, now).await.unwrap(),
+        Subscribed::TooMany
+    );
+    assert_eq!(
+        s.subscribe("c1", "channel_health", 2, now).await.unwrap(),
+        Subscribed::Yes,
+        "a topic already followed is not one more"
+    );
+    assert_eq!(
+        s.subscribe("gone", "conversation:a", 2, now).await.unwrap(),
+        Subscribed::NoConnection
+    );
+    let mut subs = s.subscribers(&f.tenant.id, "conversation:a").await.unwrap();
+    subs.sort();
+    assert_eq!(subs, ["c1", "c2"]);
+    // A topic is the tenant's: another tenant's same topic has its own subscribers.
+    assert!(
+        s.subscribers(&other_tenant, "conversation:a")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let mut topics = s.get_stream_connection("c1").await.unwrap().unwrap().topics;
+    topics.sort();
+    assert_eq!(topics, ["channel_health", "conversation:a"]);
+
+    // Unsubscribing frees a place.
+    assert!(s.unsubscribe("c1", "conversation:a").await.unwrap());
+    assert!(!s.unsubscribe("c1", "conversation:a").await.unwrap());
+    assert!(!s.unsubscribe("gone", "conversation:a").await.unwrap());
+    assert_eq!(
+        s.subscribers(&f.tenant.id, "conversation:a").await.unwrap(),
+        ["c2"]
+    );
+    assert_eq!(
+        s.subscribe("c1", "conversation:b", 2, now).await.unwrap(),
+        Subscribed::Yes
+    );
+
+    // A deleted connection takes its subscriptions with it.
+    let gone = s.delete_stream_connection("c1").await.unwrap().unwrap();
+    assert_eq!(gone.topics.len(), 2);
+    assert!(s.get_stream_connection("c1").await.unwrap().is_none());
+    assert!(s.delete_stream_connection("c1").await.unwrap().is_none());
+    for topic in ["channel_health", "conversation:b"] {
+        assert!(
+            s.subscribers(&f.tenant.id, topic).await.unwrap().is_empty(),
+            "{topic}"
+        );
+    }
+    // One dropped subscription (a gone client found by a push).
+    s.drop_subscription(&f.tenant.id, "conversation:a", "c2")
+        .await
+        .unwrap();
+    assert!(
+        s.subscribers(&f.tenant.id, "conversation:a")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    f.stop().await;
+}
+
+pub(super) async fn stream_tokens_admit_until_they_expire(backend: Backend) {
+    let f = fixture(backend).await;
+    let s = &f.store;
+    let now = Timestamp::now();
+    let token = StreamToken {
+        tenant_id: f.tenant.id.clone(),
+        expires_at: now.secs() + 300,
+    };
+    s.put_stream_token("h1", &token).await.unwrap();
+    assert_eq!(s.stream_token("h1", now).await.unwrap(), Some(token));
+    assert_eq!(s.stream_token("h2", now).await.unwrap(), None);
+    // At its expiry it no longer admits, whether or not TTL has removed it yet.
+    assert_eq!(
+        s.stream_token("h1", now.plus_ms(300_000)).await.unwrap(),
+        None
+    );
+    f.stop().await;
+}
