@@ -506,6 +506,9 @@ async fn a_conversation_shows_its_activities_in_order_with_a_badge_per_delivery(
     }
     assert!(!b.row_ids("tr.activity").await.contains(&theirs));
     b.shot("conversation").await;
+    // The page follows the conversation on the live stream: once subscribed it polls only
+    // every 60 s, longer than any wait here, so a badge that changes changed on a frame.
+    b.find("body[data-live=stream]").await;
     // A replay while the page is open: its badge follows without a reload.
     let r = t
         .api(

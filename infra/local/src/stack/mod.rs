@@ -431,6 +431,7 @@ impl Stack {
                     admin_allow: opts.admin_ip_allowlist.clone(),
                     session_secret: session_secret.into_bytes(),
                     export_limit: opts.export_limit.unwrap_or(local.export_limit),
+                    stream_url: converger_http::web::stream_url_of(&management_url),
                     ..local
                 }
             });

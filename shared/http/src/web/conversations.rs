@@ -95,6 +95,20 @@ pub(super) async fn conversation_page(
         }
         format!("{p}/conversations/{}/states?{q}", path_segment(&id))
     };
+    // The live stream, where the stack has one: a token for the page's tenant (five minutes
+    // to connect), the conversation as its topic. Without it, the page polls.
+    let stream = match &state.web.stream_url {
+        Some(url) => match state.pipeline.streams().issue_token(&tenant).await {
+            Ok(t) => Some((url.clone(), t.token)),
+            Err(e) => {
+                tracing::warn!(error = %e, "no stream token for the conversation page; it polls");
+                None
+            }
+        },
+        None => None,
+    };
+    let (stream_url, stream_token) = stream.unzip();
+    let topic = format!("conversation:{id}");
     let content = html! {
         @if v.realm == Realm::Admin {
             p.muted { "Tenant " (tenant_name.unwrap_or_default()) " " code { (tenant) } }
@@ -139,17 +153,22 @@ pub(super) async fn conversation_page(
         p { a href={ (p) "/deliveries" (if tenant_q.is_empty() { String::new() } else { format!("?{tenant_q}") }) } { "← Deliveries" } }
         // The badges follow their deliveries while the page is open (the same script on
         // every conversation page, its hash in the pages' CSP; where it reads, an attribute).
-        script data-states=(states_url) { (PreEscaped(CONVERSATION_SCRIPT)) }
+        script data-states=(states_url) data-stream=[stream_url] data-token=[stream_token]
+            data-topic=(topic) { (PreEscaped(CONVERSATION_SCRIPT)) }
     };
     layout(&state, &v, &title, content)
 }
 
-/// The conversation page's live refresh: every 2 s it reads its deliveries' badges and
-/// updates each one's class, text and hover.
-pub(super) const CONVERSATION_SCRIPT: &str = r#"const statesUrl = document.currentScript.dataset.states;
-setInterval(async () => {
+/// The conversation page's live refresh: it reads its deliveries' badges and updates each
+/// one's class, text and hover, on every frame of the live stream about the conversation
+/// (and every 60 s besides), or every 2 s where the stream is not there or has closed.
+pub(super) const CONVERSATION_SCRIPT: &str = r#"const cfg = document.currentScript.dataset;
+let busy = false;
+async function refresh() {
+  if (busy) return;
+  busy = true;
   try {
-    const r = await fetch(statesUrl);
+    const r = await fetch(cfg.states);
     if (!r.ok) return;
     const states = await r.json();
     for (const a of document.querySelectorAll('a.badge.delivery')) {
@@ -159,8 +178,35 @@ setInterval(async () => {
       a.textContent = v.text;
       a.title = v.title;
     }
+  } catch (e) {
+  } finally {
+    busy = false;
+  }
+}
+let timer = null;
+function poll(ms) {
+  if (timer) clearInterval(timer);
+  timer = setInterval(refresh, ms);
+}
+poll(2000);
+if (cfg.stream && cfg.token) {
+  try {
+    const ws = new WebSocket(cfg.stream + '?token=' + encodeURIComponent(cfg.token));
+    ws.onopen = () => ws.send(JSON.stringify({action: 'subscribe', topic: cfg.topic}));
+    ws.onmessage = (m) => {
+      let f;
+      try { f = JSON.parse(m.data); } catch (e) { return; }
+      if (f.type === 'subscribed') {
+        document.body.dataset.live = 'stream';
+        poll(60000);
+      } else if (f.type === 'delivery_status') {
+        refresh();
+      }
+    };
+    ws.onclose = () => { delete document.body.dataset.live; poll(2000); };
+    setInterval(() => { if (ws.readyState === 1) ws.send('{"action":"ping"}'); }, 300000);
   } catch (e) {}
-}, 2000);"#;
+}"#;
 
 /// The badges of one conversation page (`after` as the page's), by delivery id: `status`,
 /// `text` and `title`, as the page draws them.

@@ -42,6 +42,7 @@ use converger_core::web::{Realm, Role};
 use converger_core::{TenantId, time};
 use converger_ports::User;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 /// Settings of the web pages.
 #[derive(Clone)]
@@ -56,6 +57,21 @@ pub struct WebConfig {
     pub secure_cookies: bool,
     /// Most rows of one CSV export (`EXPORT_LIMIT`).
     pub export_limit: usize,
+    /// Where the pages' scripts connect to the live stream (`wss://.../prod`, from
+    /// `WEBSOCKET_MANAGEMENT_URL`); `None`: the pages poll only.
+    pub stream_url: Option<String>,
+}
+
+/// The WebSocket URL clients connect to, from the management endpoint of the same stage
+/// (`https://{api}.execute-api.../prod` -> `wss://...`; a plain-HTTP local gateway -> `ws://`).
+pub fn stream_url_of(management_url: &str) -> Option<String> {
+    if let Some(rest) = management_url.strip_prefix("https://") {
+        Some(format!("wss://{rest}"))
+    } else {
+        management_url
+            .strip_prefix("http://")
+            .map(|rest| format!("ws://{rest}"))
+    }
 }
 
 impl WebConfig {
@@ -81,6 +97,10 @@ impl WebConfig {
             admin_allow: env.parsed(&settings::ADMIN_IP_ALLOWLIST, Allowlist::parse)?,
             secure_cookies: env.flag(&settings::COOKIE_SECURE)?.unwrap_or(true),
             export_limit: env.number(&settings::EXPORT_LIMIT)?.unwrap_or(10_000),
+            stream_url: env
+                .text(&settings::WEBSOCKET_MANAGEMENT_URL)
+                .as_deref()
+                .and_then(stream_url_of),
         })
     }
 
@@ -91,6 +111,7 @@ impl WebConfig {
             admin_allow: None,
             secure_cookies: false,
             export_limit: 10_000,
+            stream_url: None,
         }
     }
 }
@@ -150,25 +171,27 @@ pub fn router(state: AppState) -> Router {
         "/portal",
         get(|| async { Redirect::to("/portal/deliveries") }),
     );
+    let csp: Arc<str> = content_security_policy(state.web.stream_url.as_deref()).into();
     admin
         .merge(portal)
-        .layer(axum::middleware::from_fn(page_headers))
+        .layer(axum::middleware::from_fn(move |req, next| {
+            page_headers(csp.clone(), req, next)
+        }))
         .with_state(state)
 }
 
-/// The pages' content security policy: nothing but this origin's forms and fetches, and the
-/// one stylesheet and script the pages carry inline, by hash.
-pub fn content_security_policy() -> &'static str {
-    static CSP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        format!(
-            "default-src 'none'; style-src '{}'; script-src '{}' '{}'; connect-src 'self'; \
-             img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-            source_hash(page::CSS),
-            source_hash(channels::CHANNELS_SCRIPT),
-            source_hash(conversations::CONVERSATION_SCRIPT)
-        )
-    });
-    &CSP
+/// The pages' content security policy: nothing but this origin's forms and fetches (and the
+/// live stream's WebSocket, where there is one), and the one stylesheet and the scripts the
+/// pages carry inline, by hash.
+pub fn content_security_policy(stream_url: Option<&str>) -> String {
+    let stream = stream_url.map(|u| format!(" {u}")).unwrap_or_default();
+    format!(
+        "default-src 'none'; style-src '{}'; script-src '{}' '{}'; connect-src 'self'{stream}; \
+         img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        source_hash(page::CSS),
+        source_hash(channels::CHANNELS_SCRIPT),
+        source_hash(conversations::CONVERSATION_SCRIPT)
+    )
 }
 
 /// A CSP hash source of an inline element's text.
@@ -185,13 +208,14 @@ pub fn source_hash(text: &str) -> String {
 /// security policy, no framing, no content sniffing, no referrer beyond this origin, and no
 /// copy kept by a browser or a proxy (pages show tenants' data).
 async fn page_headers(
+    csp: Arc<str>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::http::{HeaderValue, header};
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
-    if let Ok(csp) = HeaderValue::from_str(content_security_policy()) {
+    if let Ok(csp) = HeaderValue::from_str(&csp) {
         h.insert(header::CONTENT_SECURITY_POLICY, csp);
     }
     h.insert(
