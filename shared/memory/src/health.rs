@@ -39,6 +39,57 @@ impl HealthStore for MemStore {
         .await
     }
 
+    async fn count_dead_letters(
+        &self,
+        channel: &ChannelId,
+        day: i64,
+        delta: i64,
+        expires_at: i64,
+    ) -> StoreResult<()> {
+        if delta == 0 {
+            return Ok(());
+        }
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                meter.write(|| {
+                    vec![converger_ports::capacity::item_write(
+                        "health",
+                        "<channel>#dl#<day>",
+                        format!("{channel}#{}", keys::dead_letter_day_key(day)),
+                        80,
+                    )]
+                })?;
+                let c = s
+                    .dead_letter_days
+                    .entry((channel.clone(), day))
+                    .or_insert((0, 0));
+                c.0 += delta;
+                c.1 = expires_at;
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    async fn stored_dead_letters(
+        &self,
+        channel: &ChannelId,
+        from_day: i64,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            let n: i64 = s
+                .dead_letter_days
+                .range((channel.clone(), from_day)..=(channel.clone(), i64::MAX))
+                .filter(|(_, (_, expires))| *expires > now.secs())
+                .map(|(_, (n, _))| *n)
+                .sum();
+            u64::try_from(n).unwrap_or(0)
+        })
+    }
+
     async fn health_inputs(
         &self,
         channel: &ChannelId,

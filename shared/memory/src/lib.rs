@@ -52,6 +52,8 @@ struct State {
     /// Per-minute health counters: (created, failed).
     counters: HashMap<(ChannelId, i64), (i64, i64)>,
     health: HashMap<ChannelId, Vec<HealthCheck>>,
+    /// Dead letters by the day their deliveries were created: (count, expires_at).
+    dead_letter_days: BTreeMap<(ChannelId, i64), (i64, i64)>,
     /// Rate schedules: the theoretical arrival time (µs) of each channel.
     rates: HashMap<String, i64>,
     /// The backlog index: (channel, due, delivery).

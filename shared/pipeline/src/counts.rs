@@ -1,6 +1,8 @@
 //! The health counters every delivery feeds (created, dead-lettered, replayed), added up
 //! per instance and written once per channel and minute per `health_flush`
-//! (see [`converger_core::health::Tally`]).
+//! (see [`converger_core::health::Tally`]); and, from the same sums, each channel's
+//! dead letters by the day their deliveries were created (the `dead_letters` gauge), written
+//! once per channel and day per flush.
 
 use converger_core::ChannelId;
 use converger_core::health::Tally;
@@ -12,15 +14,18 @@ use std::time::Duration;
 pub struct HealthCounts {
     store: Arc<dyn HealthStore>,
     flush: Duration,
+    /// How long deliveries are kept: a day's dead-letter counter is kept as long.
+    retention: Duration,
     tally: Mutex<Tally<ChannelId>>,
     pub(crate) clock: Arc<dyn converger_core::time::Clock>,
 }
 
 impl HealthCounts {
-    pub(crate) fn new(store: Arc<dyn HealthStore>, flush: Duration) -> Self {
+    pub(crate) fn new(store: Arc<dyn HealthStore>, flush: Duration, retention: Duration) -> Self {
         Self {
             store,
             flush,
+            retention,
             tally: Mutex::new(Tally::default()),
             clock: Arc::new(converger_core::time::SystemClock),
         }
@@ -55,6 +60,14 @@ impl HealthCounts {
             }
             Err(_) => return,
         };
+        let mut days: std::collections::BTreeMap<(ChannelId, i64), i64> = Default::default();
+        for ((channel, m), (_, f)) in &due {
+            if *f != 0 {
+                *days
+                    .entry((channel.clone(), m.div_euclid(1440)))
+                    .or_default() += f;
+            }
+        }
         let mut failed = Vec::new();
         for ((channel, m), (c, f)) in due {
             if let Err(e) = self.store.count_deliveries(&channel, m, c, f).await {
@@ -66,6 +79,18 @@ impl HealthCounts {
             && let Ok(mut t) = self.tally.lock()
         {
             t.restore(failed);
+        }
+        // Kept until the day's last delivery expires.
+        let keep_s = i64::try_from(self.retention.as_secs()).unwrap_or(i64::MAX / 4) + 86_400;
+        for ((channel, day), n) in days {
+            if let Err(e) = self
+                .store
+                .count_dead_letters(&channel, day, n, day * 86_400 + keep_s)
+                .await
+            {
+                // The gauge is off by `n` until these deliveries expire; nothing else reads it.
+                tracing::warn!(channel_id = %channel, day, n, error = %e, "dead-letter counter not written");
+            }
         }
     }
 }

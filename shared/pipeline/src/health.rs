@@ -20,16 +20,19 @@ pub struct HealthReport {
     pub breakers_opened: usize,
     /// Scan pages over the channels table.
     pub scan_pages: usize,
-    /// Reads per channel: one count query of its created marks (more past 1 MB of marks) and
-    /// one batch read of its dead-letter counters and its flow item.
+    /// Reads per channel: one batch read of its window's per-minute counters and its flow
+    /// item.
     pub batch_reads: usize,
+    /// Queries per channel of its stored dead letters' day counters (the `dead_letters`
+    /// gauge).
+    pub dead_letter_reads: usize,
     /// Batch writes of health rows (25 each), and latest statuses updated (on a change).
     pub writes: usize,
 }
 
 impl HealthReport {
     pub fn requests(&self) -> usize {
-        self.scan_pages + self.batch_reads + self.writes
+        self.scan_pages + self.batch_reads + self.dead_letter_reads + self.writes
     }
 }
 
@@ -52,6 +55,8 @@ pub struct Health<'p> {
     pub(crate) flow: &'p crate::flow::FlowControl,
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) intake: crate::ingest::Intake<'p>,
+    /// How long deliveries are kept (`RETENTION_DAYS`): the dead letters the gauge counts.
+    pub(crate) retention: std::time::Duration,
 }
 
 impl<'p> Health<'p> {
@@ -64,6 +69,7 @@ impl<'p> Health<'p> {
             events: &*p.events,
             flow: &p.flow,
             cache: &p.cache,
+            retention: p.config.retention,
             intake: crate::ingest::Intake::of(p),
         }
     }
@@ -182,7 +188,8 @@ impl Health<'_> {
     /// One health run over every active channel of the checked types.
     pub async fn health_check(&self) -> Result<HealthReport, FlowError> {
         let mut report = HealthReport::default();
-        // Dead letters in the window, by channel type (the `dead_letters` gauge).
+        // Dead letters still stored, by channel type (the `dead_letters` gauge): each channel's
+        // day counters over the retention period, one query each.
         let mut dead: std::collections::BTreeMap<&'static str, (converger_core::ChannelType, u64)> =
             Default::default();
         let mut from = None;
@@ -191,12 +198,20 @@ impl Health<'_> {
             report.scan_pages += 1;
             let mut rows = Vec::with_capacity(page.items.len());
             for channel in page.items {
+                match self.stored_dead_letters(&channel).await {
+                    Ok(n) => {
+                        report.dead_letter_reads += 1;
+                        dead.entry(channel.kind.as_str())
+                            .or_insert((channel.kind, 0))
+                            .1 += n;
+                    }
+                    Err(e) => {
+                        tracing::warn!(channel_id = %channel.id, error = %e, "dead letters of a channel not counted")
+                    }
+                }
                 match self.check_channel(&channel, &mut report).await {
                     Ok(row) => {
                         report.channels += 1;
-                        dead.entry(channel.kind.as_str())
-                            .or_insert((channel.kind, 0))
-                            .1 += row.failed_deliveries;
                         rows.push(row);
                     }
                     Err(e) => {
@@ -215,6 +230,18 @@ impl Health<'_> {
         }
         tracing::info!(?report, requests = report.requests(), "health checks done");
         Ok(report)
+    }
+
+    /// A channel's dead letters still stored (those of deliveries created within the
+    /// retention period).
+    async fn stored_dead_letters(&self, channel: &Channel) -> Result<u64, FlowError> {
+        let now = self.clock.now();
+        let days = i64::try_from(self.retention.as_secs() / 86_400).unwrap_or(0) + 1;
+        let from_day = now.secs().div_euclid(86_400) - days;
+        Ok(self
+            .health_store
+            .stored_dead_letters(&channel.id, from_day, now)
+            .await?)
     }
 
     /// Checks one channel; returns its row (written in batches by the caller).

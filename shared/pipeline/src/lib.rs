@@ -86,7 +86,7 @@ impl Pipeline {
                 adapters.clone(),
                 config.clone(),
             ),
-            counts: counts::HealthCounts::new(store.clone(), config.health_flush),
+            counts: counts::HealthCounts::new(store.clone(), config.health_flush, config.retention),
             store,
             queue,
             events,

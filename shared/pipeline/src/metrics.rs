@@ -24,8 +24,9 @@ pub const HANDED_OFF: &str = "handed_off";
 pub const INGEST_TO_SENT_MS: &str = "ingest_to_sent_ms";
 /// One attempt's call (`Milliseconds`).
 pub const ATTEMPT_DURATION_MS: &str = "attempt_duration_ms";
-/// Dead letters of a channel type's checked channels in the health window, as the health
-/// run counted them (`Count`, a gauge: one value per run).
+/// Dead letters still stored of a channel type's checked channels (those created within the
+/// retention period), as the health run summed their day counters (`Count`, a gauge: one
+/// value per run).
 pub const DEAD_LETTERS: &str = "dead_letters";
 /// A breaker opened / closed; the health run disabled a channel (`Count`).
 pub const CIRCUIT_OPENED: &str = "circuit_opened";

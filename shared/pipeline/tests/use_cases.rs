@@ -261,12 +261,17 @@ async fn the_sweep_enqueues_a_due_delivery_whose_message_was_lost() {
 
 /// A pipeline, queue and store whose time is `clock`'s, with deliveries allowed to loopback.
 fn fixture_on(clock: Arc<ManualClock>) -> Fixture {
+    fixture_on_with(clock, |_| {})
+}
+
+fn fixture_on_with(clock: Arc<ManualClock>, adjust: impl FnOnce(&mut PipelineConfig)) -> Fixture {
     let store = Arc::new(MemStore::new());
     let queue = Arc::new(MemQueue::with_clock(clock.clone()));
-    let config = PipelineConfig {
+    let mut config = PipelineConfig {
         allowlist: converger_core::net::Allowlist::loopback(),
         ..PipelineConfig::default()
     };
+    adjust(&mut config);
     let events = Arc::new(MemEvents::default());
     let adapters = Adapters::standard(config.allowlist.clone()).unwrap();
     let pipeline = Pipeline::new(
@@ -747,4 +752,62 @@ async fn every_status_change_is_announced_with_its_conversation() {
         ]
     );
     assert!(status_changes(&f, "conv-1").iter().all(|(.., ack)| !ack));
+}
+
+/// The `dead_letters` gauge of the last health run, for webhook channels.
+fn dead_letters_gauge() -> f64 {
+    let lines = converger_pipeline::metrics::captured();
+    let last = lines
+        .iter()
+        .rev()
+        .find(|l| {
+            l.get(converger_pipeline::metrics::DEAD_LETTERS).is_some()
+                && l["ChannelType"] == "webhook"
+        })
+        .expect("a dead_letters line");
+    last[converger_pipeline::metrics::DEAD_LETTERS]
+        .as_f64()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_dead_letters_gauge_counts_every_stored_dead_letter() {
+    converger_pipeline::metrics::capture();
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on_with(clock.clone(), |c| {
+        c.health_flush = std::time::Duration::ZERO;
+    });
+    let t = tenant(&f).await;
+    let rx = Responder::start(503).await;
+    let settings = json!({
+        "retry_policy": {"max_attempts": 1},
+        "circuit_breaker": {"failure_threshold": 1000},
+    });
+    let c = hook_to(&f, &t, &rx.url, settings).await;
+    let mut dead = Vec::new();
+    for _ in 0..3 {
+        let d = one(&f, &clock, &t, &c).await;
+        assert_eq!(d.status, DeliveryStatus::Failed);
+        dead.push(d);
+    }
+    f.pipeline.health().health_check().await.unwrap();
+    assert_eq!(dead_letters_gauge(), 3.0);
+    // Two days on, far outside the health window (and past the per-minute counters' two
+    // hours), all three are still stored: still counted.
+    clock.advance(std::time::Duration::from_secs(2 * 86_400));
+    f.pipeline.health().health_check().await.unwrap();
+    assert_eq!(dead_letters_gauge(), 3.0);
+    // A replayed one is no longer a dead letter.
+    f.pipeline
+        .replays()
+        .replay_one(Some(&t.id), &dead[0].id, &operator())
+        .await
+        .unwrap();
+    f.pipeline.health().health_check().await.unwrap();
+    assert_eq!(dead_letters_gauge(), 2.0);
+    // Past the retention they have expired with their rows.
+    let retention = PipelineConfig::default().retention;
+    clock.advance(retention + std::time::Duration::from_secs(86_400));
+    f.pipeline.health().health_check().await.unwrap();
+    assert_eq!(dead_letters_gauge(), 0.0);
 }

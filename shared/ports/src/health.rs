@@ -31,6 +31,28 @@ pub trait HealthStore: Send + Sync + 'static {
         failed: i64,
     ) -> StoreResult<()>;
 
+    /// Adds `delta` to a channel's dead letters among the deliveries created on `day` (days
+    /// since the epoch; a replay subtracts): what the `dead_letters` gauge sums over the
+    /// retention period. The counter is kept until `expires_at` (seconds), when the deliveries
+    /// it counts have expired too. The pipeline adds up its counts and calls this once per
+    /// channel and day per flush, never per delivery.
+    async fn count_dead_letters(
+        &self,
+        channel: &ChannelId,
+        day: i64,
+        delta: i64,
+        expires_at: i64,
+    ) -> StoreResult<()>;
+
+    /// A channel's dead letters still stored: the sum of its day counters from `from_day` on
+    /// that have not expired at `now` (one query of the channel's health partition).
+    async fn stored_dead_letters(
+        &self,
+        channel: &ChannelId,
+        from_day: i64,
+        now: Timestamp,
+    ) -> StoreResult<u64>;
+
     /// The counts of minutes `from..=to` and the previous status.
     async fn health_inputs(
         &self,

@@ -112,6 +112,17 @@ pub fn idempotency_key(tenant: &TenantId, key: &str) -> String {
     format!("{tenant}#{key}")
 }
 
+// The health table (`channel_id`, `checked_sk`).
+
+/// The sort key of a channel's dead-letter counter of `day` (days since the epoch). A health
+/// check's row is sorted by its time (`2026-...`), which sorts before every `dl#` key.
+pub fn dead_letter_day_key(day: i64) -> String {
+    format!("{DEAD_LETTER_DAYS}{:06}", day.max(0))
+}
+
+/// The prefix of the dead-letter counters' sort keys.
+pub const DEAD_LETTER_DAYS: &str = "dl#";
+
 // The stream table (the live stream's connections, subscriptions and tokens).
 
 /// The item of a stream connection.

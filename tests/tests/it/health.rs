@@ -401,6 +401,10 @@ mod emulator {
             report.batch_reads, 5,
             "per channel, one batch read of its window's counters: {report:?}"
         );
+        assert_eq!(
+            report.dead_letter_reads, 5,
+            "per channel, one query of its dead-letter days: {report:?}"
+        );
         for (id, (created, failed, status)) in ids.iter().zip(cases) {
             let h = health(&t, &key, id).await;
             assert_eq!(h["status"], status, "{created}/{failed}: {h}");

@@ -86,7 +86,7 @@ async fn deliveries_write_the_documented_metric_lines() {
         sent[metrics::INGEST_TO_SENT_MS].as_f64().is_some(),
         "{sent}"
     );
-    // The health run's gauge: the window's dead letters of each checked channel type.
+    // The health run's gauge: the stored dead letters of each checked channel type.
     let gauge = named(&lines, metrics::DEAD_LETTERS);
     let webhook: Vec<_> = gauge
         .iter()

@@ -49,6 +49,67 @@ impl HealthStore for DynamoStore {
         Ok(())
     }
 
+    async fn count_dead_letters(
+        &self,
+        channel: &ChannelId,
+        day: i64,
+        delta: i64,
+        expires_at: i64,
+    ) -> StoreResult<()> {
+        if delta == 0 {
+            return Ok(());
+        }
+        Update::new()
+            .add("dead_letters", n(delta))
+            .set("expires_at", n(expires_at))
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.health)
+                    .key("channel_id", s(channel.as_str()))
+                    .key("checked_sk", s(keys::dead_letter_day_key(day))),
+            )
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        Ok(())
+    }
+
+    async fn stored_dead_letters(
+        &self,
+        channel: &ChannelId,
+        from_day: i64,
+        now: Timestamp,
+    ) -> StoreResult<u64> {
+        let mut total = 0i64;
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.res.health)
+                .key_condition_expression("channel_id = :ch AND checked_sk BETWEEN :from AND :to")
+                .expression_attribute_values(":ch", s(channel.as_str()))
+                .expression_attribute_values(":from", s(keys::dead_letter_day_key(from_day)))
+                .expression_attribute_values(":to", s(format!("{}~", keys::DEAD_LETTER_DAYS)))
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            for item in out.items.unwrap_or_default() {
+                // TTL deletion lags: an expired counter counts nothing.
+                if num(&item, "expires_at") > now.secs() {
+                    total += num(&item, "dead_letters");
+                }
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(u64::try_from(total).unwrap_or(0))
+    }
+
     async fn health_inputs(
         &self,
         channel: &ChannelId,
@@ -115,8 +176,10 @@ impl HealthStore for DynamoStore {
             .client
             .query()
             .table_name(&self.res.health)
-            .key_condition_expression("channel_id = :ch")
+            // The checks only, not the dead-letter counters sorted after them.
+            .key_condition_expression("channel_id = :ch AND checked_sk < :counters")
             .expression_attribute_values(":ch", s(channel.as_str()))
+            .expression_attribute_values(":counters", s(keys::DEAD_LETTER_DAYS))
             .scan_index_forward(false)
             .limit(i32::try_from(limit.clamp(1, 500)).unwrap_or(500))
             .send()

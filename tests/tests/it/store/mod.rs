@@ -100,6 +100,7 @@ conformance!(
     idempotency_keys_are_held_once_answered_freed_and_taken_over,
     stream_subscriptions_follow_their_connection,
     stream_tokens_admit_until_they_expire,
+    dead_letter_counters_sum_what_is_still_stored,
 );
 
 async fn fixture(backend: Backend) -> Fixture {

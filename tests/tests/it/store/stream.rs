@@ -126,3 +126,49 @@ pub(super) async fn stream_tokens_admit_until_they_expire(backend: Backend) {
     );
     f.stop().await;
 }
+
+/// The dead-letter day counters (the `dead_letters` gauge) sum what was added and taken
+/// away, leave out expired days, and share the health table with the checks without showing
+/// in a channel's history.
+pub(super) async fn dead_letter_counters_sum_what_is_still_stored(backend: Backend) {
+    let f = fixture(backend).await;
+    let s = &f.store;
+    let now = Timestamp::now();
+    let today = now.secs().div_euclid(86_400);
+    let ch = &f.channel.id;
+    s.count_dead_letters(ch, today, 3, now.secs() + 86_400)
+        .await
+        .unwrap();
+    s.count_dead_letters(ch, today, -1, now.secs() + 86_400)
+        .await
+        .unwrap();
+    s.count_dead_letters(ch, today - 10, 5, now.secs() + 86_400)
+        .await
+        .unwrap();
+    // Expired (DynamoDB deletes it up to two days late): not counted.
+    s.count_dead_letters(ch, today - 40, 7, now.secs() - 1)
+        .await
+        .unwrap();
+    assert_eq!(s.stored_dead_letters(ch, today - 60, now).await.unwrap(), 7);
+    assert_eq!(s.stored_dead_letters(ch, today - 5, now).await.unwrap(), 2);
+    assert_eq!(
+        s.stored_dead_letters(&converger_core::ChannelId::generate(), today - 60, now)
+            .await
+            .unwrap(),
+        0
+    );
+    let check = converger_ports::HealthCheck {
+        channel_id: ch.clone(),
+        tenant_id: f.tenant.id.clone(),
+        status: converger_core::health::HealthStatus::Healthy,
+        previous_status: None,
+        failure_rate: 0.0,
+        total_deliveries: 4,
+        failed_deliveries: 0,
+        checked_at: now.rfc3339(),
+        expires_at: now.secs() + 3600,
+    };
+    s.record_health(std::slice::from_ref(&check)).await.unwrap();
+    assert_eq!(s.health_history(ch, 10, now).await.unwrap(), vec![check]);
+    f.stop().await;
+}
