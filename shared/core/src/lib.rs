@@ -11,6 +11,7 @@ pub mod health;
 pub mod idempotency;
 pub mod ids;
 pub mod invalid;
+pub mod lanes;
 pub mod middleware;
 pub mod net;
 pub mod payload;

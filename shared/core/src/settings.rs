@@ -132,6 +132,13 @@ pub const TENANT_CACHE_TTL_MS: Setting = number(
     "30000",
     "how long an API instance keeps the tenant an API key names (its tier, limits and listing shards), in ms: an operator's change of them reaches every instance within this",
 );
+pub const LANE_RECHECK_MS: Setting = number(
+    "LANE_RECHECK_MS",
+    100,
+    3_600_000,
+    "300000",
+    "how long a delivery waiting in its ordered lane sleeps before it first looks at its lane again, in ms (a safety net: the head's end wakes the next at once; the sleep doubles with the wait, up to an hour)",
+);
 pub const HOP_CEILING_SECONDS: Setting = number(
     "HOP_CEILING_SECONDS",
     1,
@@ -289,6 +296,7 @@ pub const HEALTH_TABLE: Setting = resource("HEALTH_TABLE", "the health counters 
 pub const CONNECTIONS_TABLE: Setting =
     resource("CONNECTIONS_TABLE", "the websocket connections table");
 pub const IDEMPOTENCY_TABLE: Setting = resource("IDEMPOTENCY_TABLE", "the idempotency keys table");
+pub const LANES_TABLE: Setting = resource("LANES_TABLE", "the ordered lanes' heads and entries");
 pub const STREAM_TABLE: Setting = resource(
     "STREAM_TABLE",
     "the live stream's connections, subscriptions and tokens",
@@ -371,6 +379,7 @@ pub const ALL: &[Setting] = &[
     WEBHOOK_ALLOW_CIDRS,
     CHANNEL_CACHE_TTL_MS,
     TENANT_CACHE_TTL_MS,
+    LANE_RECHECK_MS,
     HOP_CEILING_SECONDS,
     BATCH_CONCURRENCY,
     RETENTION_DAYS,
@@ -404,6 +413,7 @@ pub const ALL: &[Setting] = &[
     CONNECTIONS_TABLE,
     IDEMPOTENCY_TABLE,
     STREAM_TABLE,
+    LANES_TABLE,
     ACTIVITIES_QUEUE_URL,
     DELIVERIES_HIGH_QUEUE_URL,
     DELIVERIES_QUEUE_URL,

@@ -72,6 +72,7 @@ error_codes! {
     InvalidAutoDisable = "invalid_auto_disable", 422, "A channel's `auto_disable` is not valid.";
     InvalidMiddleware = "invalid_middleware", 422, "A channel's `middleware` is not valid.";
     InvalidEventTypes = "invalid_event_types", 422, "A channel's `event_types` are not valid.";
+    InvalidOrdering = "invalid_ordering", 422, "A channel's `ordering` is not `{\"by\": \"conversation\", \"on_dead_letter\": \"hold\" | \"skip\"}`.";
     UnsupportedChannelType = "unsupported_channel_type", 422, "No adapter delivers this channel type.";
     EmailSenderNotAllowed = "email_sender_not_allowed", 403, "An email channel's `from` is not one of its tenant's sender identities.";
     ManagedChannel = "managed_channel", 403, "The tenant's alert channel: an operator changes it, through the tenant's `alert_webhook_url`, and only the platform's alerts are posted to it.";
@@ -81,6 +82,7 @@ error_codes! {
     UnknownChannel = "unknown_channel", 422, "A target channel does not exist (or is another tenant's).";
     ChannelInactive = "channel_inactive", 422 | 400, "A target channel is inactive (400 on replays).";
     NotFailed = "not_failed", 409, "Only a failed delivery can be retried this way.";
+    LaneNotHeld = "lane_not_held", 409, "The lane is not held by a dead letter: nothing to release.";
     NotAwaitingAck = "not_awaiting_ack", 409, "The delivery does not wait for an acknowledgement.";
     Conflict = "conflict", 409, "The resource changed meanwhile, or already exists.";
     // Idempotency.

@@ -36,6 +36,7 @@ use utoipa::{Modify, OpenApi};
         api::rotate_secret,
         api::pause_channel,
         api::resume_channel,
+        api::release_lane,
         api::channel_delivery,
         api::channel_health,
         api::create_activity,
@@ -275,7 +276,7 @@ mod tests {
                 assert_eq!(key, tenant_post, "{method} {path}");
             }
         }
-        assert_eq!(ops, 33);
+        assert_eq!(ops, 34);
     }
 
     /// Every code is listed under each status it is answered with, and the document's

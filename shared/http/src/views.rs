@@ -78,6 +78,10 @@ pub struct ChannelView {
     /// `{"type": "transform", "script"}` or `{"type": "halt", "if", "reason"}`.
     #[schema(value_type = Vec<Object>)]
     pub middleware: Vec<converger_core::middleware::Step>,
+    /// Ordered lanes, when the channel has them: `{"by": "conversation", "on_dead_letter"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub ordering: Option<converger_core::lanes::Ordering>,
     pub created_at: String,
     pub updated_at: String,
 }
@@ -102,6 +106,7 @@ pub fn channel(c: &Channel) -> ChannelView {
         managed: c.managed,
         event_types: c.event_types.clone(),
         middleware: c.middleware.clone(),
+        ordering: c.ordering,
         created_at: c.created_at.clone(),
         updated_at: c.updated_at.clone(),
     }
@@ -282,6 +287,41 @@ pub struct DeliveryView {
     /// The recent attempts, newest first (in a read of one delivery, not in a list).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempt_log: Option<Vec<AttemptView>>,
+    /// Its place in its ordered lane (a delivery of an ordered channel, read by id, while it
+    /// is not sent): which delivery holds the lane, and whether a dead letter holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<LaneView>,
+}
+
+/// A delivery's place in its channel's lane for its conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LaneView {
+    /// `head` (it is the one attempted), `waiting` (behind `head_delivery_id`), or `out`
+    /// (dead-lettered and no longer holding the lane).
+    pub position: String,
+    /// The delivery that holds the lane, if any.
+    pub head_delivery_id: Option<String>,
+    /// The head was dead-lettered and the lane waits for its replay or a release
+    /// (`POST /api/v1/channels/{id}/lanes/release`).
+    pub held: bool,
+}
+
+impl LaneView {
+    pub fn of(d: &Delivery, p: &converger_pipeline::lanes::LanePosition) -> Self {
+        let head = p.head.as_ref();
+        let position = if head == Some(&d.id) {
+            "head"
+        } else if d.status == converger_core::DeliveryStatus::Failed {
+            "out"
+        } else {
+            "waiting"
+        };
+        Self {
+            position: position.into(),
+            head_delivery_id: head.map(|h| h.to_string()),
+            held: p.held,
+        }
+    }
 }
 
 fn delivery_view(d: &Delivery, with_log: bool) -> DeliveryView {
@@ -320,6 +360,7 @@ fn delivery_view(d: &Delivery, with_log: bool) -> DeliveryView {
                 .map(AttemptView::from)
                 .collect()
         }),
+        lane: None,
     }
 }
 

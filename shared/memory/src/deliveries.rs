@@ -60,6 +60,31 @@ impl DeliveryStore for MemStore {
         )
         .await
     }
+    async fn reschedule(&self, d: &Delivery, token: Option<&str>, at_ms: i64) -> StoreResult<bool> {
+        let shards = self.due_shards();
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                let Some(row) = s.deliveries.get(&d.id) else {
+                    return Ok(false);
+                };
+                if row.status != DeliveryStatus::Pending || row.lease_token.as_deref() != token {
+                    meter.write(|| delivery_write(Some(row), Some(row), shards))?;
+                    return Ok(false);
+                }
+                let mut after = row.clone();
+                after.lease_token = None;
+                after.lease_until = None;
+                after.next_attempt_at = at_ms;
+                meter.write(|| delivery_write(Some(row), Some(&after), shards))?;
+                s.deliveries.insert(d.id.clone(), after);
+                s.reindex(&d.id);
+                Ok(true)
+            },
+        )
+        .await
+    }
+
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
         let shards = self.due_shards();
         self.charged(

@@ -24,6 +24,7 @@ mod flow;
 mod handoff;
 mod health;
 mod idempotency;
+mod lanes;
 mod listings;
 mod mail;
 mod replays;
@@ -78,6 +79,8 @@ struct State {
     subscriptions: HashMap<String, std::collections::BTreeSet<String>>,
     /// Stream tokens, by hash.
     stream_tokens: HashMap<String, StreamToken>,
+    /// Ordered lanes: each one's head and its waiting entries by entry key.
+    lanes: HashMap<String, (Option<LaneHead>, BTreeMap<String, LaneEntry>)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -26,6 +26,7 @@ pub struct Channels<'p> {
     pub(crate) config: &'p crate::PipelineConfig,
     pub(crate) flow: &'p crate::flow::FlowControl,
     pub(crate) cache: &'p crate::cache::ChannelCache,
+    pub(crate) lanes: crate::lanes::Lanes<'p>,
 }
 
 impl<'p> Channels<'p> {
@@ -36,6 +37,7 @@ impl<'p> Channels<'p> {
             config: &p.config,
             flow: &p.flow,
             cache: &p.cache,
+            lanes: crate::lanes::Lanes::of(p),
         }
     }
 }
@@ -158,6 +160,40 @@ impl Channels<'_> {
 
     /// An audit entry for a change already made: a failure to write it is logged, not
     /// returned, so the caller's retry does not make the change twice.
+    /// Releases `channel`'s lane for `conversation_id` past its dead head (audited
+    /// `release_lane`, naming the conversation and the dead delivery): the next delivery of
+    /// the lane goes; the dead one stays dead (a replay sends it again, now after the others
+    /// of the lane that were waiting).
+    pub async fn release_lane(
+        &self,
+        channel: &Channel,
+        conversation_id: &str,
+        actor: &Actor,
+    ) -> converger_ports::StoreResult<crate::lanes::Released> {
+        let on_dead = channel
+            .ordering
+            .map(|o| o.on_dead_letter)
+            .unwrap_or_default();
+        let lane = converger_ports::keys::lane_key(&channel.id, conversation_id);
+        let released = self.lanes.release(&lane, on_dead).await?;
+        if let crate::lanes::Released::Past(dead) = &released {
+            let now = self.clock.now();
+            let entry = converger_ports::AuditEntry::new(
+                channel.tenant_id.clone(),
+                actor.clone(),
+                "release_lane",
+                "channel",
+                channel.id.as_str(),
+                serde_json::json!({"channel_id": channel.id, "conversation_id": conversation_id, "dead_delivery_id": dead}),
+                &now.rfc3339(),
+            );
+            if let Err(e) = self.flow.audit_log.add_audit(&entry).await {
+                tracing::error!(channel_id = %channel.id, error = %e, "audit entry not written");
+            }
+        }
+        Ok(released)
+    }
+
     async fn audit_done(
         &self,
         channel: &Channel,

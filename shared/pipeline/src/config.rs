@@ -22,6 +22,9 @@ pub struct PipelineConfig {
     pub channel_cache_ttl: Duration,
     /// How long an API instance keeps the tenant an API key names (`TENANT_CACHE_TTL_MS`).
     pub tenant_cache_ttl: Duration,
+    /// How long a delivery waiting in its ordered lane first sleeps before it looks at its
+    /// lane again (`LANE_RECHECK_MS`).
+    pub lane_recheck: Duration,
     /// CIDRs webhooks may reach although they are special-purpose (`WEBHOOK_ALLOW_CIDRS`).
     pub allowlist: Allowlist,
     /// Deliveries of one batch processed at once.
@@ -72,6 +75,7 @@ impl Default for PipelineConfig {
             lease_slice: Duration::from_millis(converger_core::policy::LEASE_SLICE_MS as u64),
             channel_cache_ttl: Duration::from_secs(5),
             tenant_cache_ttl: Duration::from_secs(30),
+            lane_recheck: Duration::from_secs(300),
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
             retention: Duration::from_secs(30 * 86_400),
@@ -136,6 +140,9 @@ impl PipelineConfig {
             tenant_cache_ttl: env
                 .number(&set::TENANT_CACHE_TTL_MS)?
                 .map_or(d.tenant_cache_ttl, Duration::from_millis),
+            lane_recheck: env
+                .number(&set::LANE_RECHECK_MS)?
+                .map_or(d.lane_recheck, Duration::from_millis),
             allowlist: env
                 .parsed(&set::WEBHOOK_ALLOW_CIDRS, Allowlist::parse)?
                 .unwrap_or(d.allowlist),

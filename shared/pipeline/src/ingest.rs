@@ -93,6 +93,7 @@ pub struct Intake<'p> {
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) counts: &'p crate::counts::HealthCounts,
     pub(crate) events: &'p dyn converger_ports::Events,
+    pub(crate) lanes: crate::lanes::Lanes<'p>,
 }
 
 impl<'p> Intake<'p> {
@@ -107,6 +108,7 @@ impl<'p> Intake<'p> {
             queue: &*p.queue,
             cache: &p.cache,
             events: &*p.events,
+            lanes: crate::lanes::Lanes::of(p),
             counts: &p.counts,
         }
     }
@@ -163,7 +165,14 @@ impl Intake<'_> {
         let admitted = futures::future::try_join_all(resolved.iter().map(|ch| async {
             let mut d =
                 Delivery::new(&activity, ch, tenant.tier, now).in_shards(tenant.delivery_shards());
-            let admission = self.flow.admit_new(ch, &mut d).await?;
+            // An ordered channel's delivery waits in its lane; flow control applies to its
+            // lane's head, when it is attempted.
+            let admission = if d.lane_seq.is_some() {
+                d.next_attempt_at = self.lanes.first_look(now);
+                Admission::Lane
+            } else {
+                self.flow.admit_new(ch, &mut d).await?
+            };
             // On its way to the queue: listed when its first attempt ends (a backlogged or
             // parked delivery is listed as it is written).
             d.unlisted = admission == Admission::Live;
@@ -189,8 +198,17 @@ impl Intake<'_> {
         if !parked.is_empty() {
             self.events.publish(parked).await;
         }
+        let laned: Vec<_> = resolved
+            .iter()
+            .zip(&deliveries)
+            .filter_map(|(ch, d)| ch.ordering.map(|o| (d, o.on_dead_letter)))
+            .filter(|(d, _)| d.lane_seq.is_some())
+            .collect();
+        if !laned.is_empty() {
+            self.lanes.joined(&laned).await;
+        }
         for (ch, a) in resolved.iter().zip(&admissions) {
-            if *a != Admission::Live {
+            if !matches!(*a, Admission::Live | Admission::Lane) {
                 self.flow
                     .after_admission_or_feed_later(ch, tenant.tier, *a)
                     .await;

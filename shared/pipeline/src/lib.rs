@@ -27,6 +27,7 @@ pub mod flow;
 pub mod handoff;
 pub mod health;
 pub mod ingest;
+pub mod lanes;
 pub mod metrics;
 pub mod middleware;
 pub mod outcome;
@@ -186,6 +187,11 @@ impl Pipeline {
     /// Hand-offs: receipts, websocket clients, email events.
     pub fn handoff(&self) -> handoff::Handoff<'_> {
         handoff::Handoff::of(self)
+    }
+
+    /// Ordered lanes: where a delivery stands in its lane.
+    pub fn lanes(&self) -> lanes::Lanes<'_> {
+        lanes::Lanes::of(self)
     }
 
     /// The live stream: its clients, their subscriptions, the fan-out of the bus's events.

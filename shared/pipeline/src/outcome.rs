@@ -26,6 +26,8 @@ pub enum Report {
     Parked,
     /// The channel's window is full: the delivery waits in its backlog.
     Backlogged,
+    /// Another delivery holds its ordered lane: it waits for it.
+    LaneWaiting,
     /// Over the channel's rate limit: the message comes back when the window resets.
     Snoozed {
         delay_s: u32,
@@ -77,6 +79,8 @@ pub enum Admission {
     Backlog,
     /// Written `paused`: the breaker is open or the channel paused.
     Parked,
+    /// Waiting in its ordered lane: enqueued when it becomes the lane's head.
+    Lane,
 }
 
 /// What the gate decided for a claimed delivery.

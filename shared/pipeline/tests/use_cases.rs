@@ -437,6 +437,8 @@ async fn an_open_breaker_probes_after_its_cooldown_on_the_pipelines_clock() {
 struct Responder {
     url: String,
     status: Arc<std::sync::atomic::AtomicU16>,
+    /// Every request's body, in the order they came.
+    bodies: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Responder {
@@ -445,10 +447,13 @@ impl Responder {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/hook", listener.local_addr().unwrap());
         let status = Arc::new(std::sync::atomic::AtomicU16::new(status));
+        let bodies: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
         let answer = status.clone();
+        let seen = bodies.clone();
         tokio::spawn(async move {
             while let Ok((mut sock, _)) = listener.accept().await {
                 let answer = answer.clone();
+                let seen = seen.clone();
                 tokio::spawn(async move {
                     // The request's head, then as much body as it announces.
                     let mut got = Vec::new();
@@ -469,6 +474,9 @@ impl Responder {
                             .and_then(|v| v.trim().parse::<usize>().ok())
                             .unwrap_or(0);
                         if got.len() >= end + 4 + length {
+                            seen.lock()
+                                .unwrap()
+                                .push(String::from_utf8_lossy(&got[end + 4..]).into_owned());
                             break;
                         }
                     }
@@ -480,7 +488,28 @@ impl Responder {
                 });
             }
         });
-        Self { url, status }
+        Self {
+            url,
+            status,
+            bodies,
+        }
+    }
+
+    /// The `text` of each request's payload, in the order they came.
+    fn texts(&self) -> Vec<String> {
+        self.bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                let v: serde_json::Value = serde_json::from_str(b).unwrap_or_default();
+                v.pointer("/payload/text")
+                    .or_else(|| v.pointer("/text"))
+                    .and_then(|t| t.as_str())
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
     }
 
     fn answer(&self, status: u16) {
@@ -810,4 +839,130 @@ async fn the_dead_letters_gauge_counts_every_stored_dead_letter() {
     clock.advance(retention + std::time::Duration::from_secs(86_400));
     f.pipeline.health().health_check().await.unwrap();
     assert_eq!(dead_letters_gauge(), 0.0);
+}
+
+/// An ordered webhook channel to `url` (`on_dead_letter` as given), a fixed 1 s backoff.
+async fn ordered_hook(f: &Fixture, t: &Tenant, url: &str, on_dead: &str) -> Channel {
+    let mut c = Channel::new(
+        t.id.clone(),
+        ChannelType::Webhook,
+        "ordered",
+        json!({"url": url}).as_object().cloned().unwrap(),
+        f.pipeline.clock().now(),
+    );
+    c.retry_policy =
+        serde_json::from_value(json!({"backoff": "fixed", "base_ms": 1000, "max_attempts": 3}))
+            .unwrap();
+    c.circuit_breaker = serde_json::from_value(json!({"failure_threshold": 1000})).unwrap();
+    c.ordering = Some(
+        converger_core::lanes::Ordering::parse(
+            &json!({"by": "conversation", "on_dead_letter": on_dead}),
+        )
+        .unwrap(),
+    );
+    f.pipeline.channels().create_channel(&c).await.unwrap();
+    c
+}
+
+/// Ingests one activity of `conversation` with `text` to `c`; its delivery.
+async fn said(
+    f: &Fixture,
+    t: &Tenant,
+    c: &Channel,
+    conversation: &str,
+    text: &str,
+) -> converger_ports::Delivery {
+    let done = f
+        .pipeline
+        .intake()
+        .ingest(
+            t,
+            NewActivity {
+                id: None,
+                conversation_id: conversation.into(),
+                seq: None,
+                channel_ids: vec![c.id.clone()],
+                event_type: None,
+                payload: json!({"text": text}),
+            },
+        )
+        .await
+        .unwrap();
+    done.deliveries[0].clone()
+}
+
+#[tokio::test]
+async fn a_retrying_head_holds_only_its_own_conversation() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let rx = Responder::start(503).await;
+    let c = ordered_hook(&f, &t, &rx.url, "hold").await;
+    said(&f, &t, &c, "a", "a1").await;
+    pump(&f, &clock).await;
+    // a1 failed and waits for its retry; its conversation waits behind it, the other does not.
+    rx.answer(200);
+    let a2 = said(&f, &t, &c, "a", "a2").await;
+    said(&f, &t, &c, "a", "a3").await;
+    said(&f, &t, &c, "b", "b1").await;
+    said(&f, &t, &c, "b", "b2").await;
+    pump(&f, &clock).await;
+    assert_eq!(rx.texts(), ["a1", "b1", "b2"]);
+    let waiting = f.store.get_delivery(&a2.id).await.unwrap().unwrap();
+    assert_eq!(waiting.status, DeliveryStatus::Pending);
+    assert_eq!(waiting.attempts, 0, "never tried while a1 holds the lane");
+    // The retry is due: a1 goes, then a2 and a3 in their order, one at a time.
+    clock.advance(std::time::Duration::from_millis(1000));
+    pump(&f, &clock).await;
+    assert_eq!(rx.texts(), ["a1", "b1", "b2", "a1", "a2", "a3"]);
+}
+
+#[tokio::test]
+async fn a_lane_moves_on_after_a_crash_between_its_heads_outcome_and_the_hand_on() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let rx = Responder::start(200).await;
+    let c = ordered_hook(&f, &t, &rx.url, "hold").await;
+    let a1 = said(&f, &t, &c, "a", "a1").await;
+    said(&f, &t, &c, "a", "a2").await;
+    said(&f, &t, &c, "a", "a3").await;
+    // The deliver function takes a1's message, records it sent, and dies before it hands
+    // the lane on: nothing is queued for a2 or a3.
+    let msgs = f.queue.take_due(clock.now_ms());
+    assert_eq!(
+        msgs.iter()
+            .map(|m| m.delivery_id.clone())
+            .collect::<Vec<_>>(),
+        [a1.id.clone()],
+        "only the head is enqueued"
+    );
+    let now = clock.now();
+    let converger_ports::Claim::Claimed(row) =
+        f.store.claim(&a1.id, "crashed", now, 10_000).await.unwrap()
+    else {
+        panic!("a1 claims")
+    };
+    let log = converger_ports::LogUpdate {
+        recent: Vec::new(),
+        spill: Vec::new(),
+    };
+    let info = converger_ports::SentInfo::default();
+    assert!(
+        f.store
+            .mark_sent(&row, "crashed", &info, &log, now)
+            .await
+            .unwrap()
+    );
+    pump(&f, &clock).await;
+    assert!(rx.texts().is_empty(), "nothing was due");
+    // At their first look the waiting deliveries are swept, find a1 ended, and go in order.
+    clock.advance(
+        PipelineConfig::default().lane_recheck
+            + PipelineConfig::default().sweep_grace
+            + std::time::Duration::from_secs(1),
+    );
+    f.pipeline.sweeper().sweep().await.unwrap();
+    pump(&f, &clock).await;
+    assert_eq!(rx.texts(), ["a2", "a3"]);
 }

@@ -123,6 +123,17 @@ pub fn dead_letter_day_key(day: i64) -> String {
 /// The prefix of the dead-letter counters' sort keys.
 pub const DEAD_LETTER_DAYS: &str = "dl#";
 
+// The lanes table (`pk`, `sk`).
+
+/// The partition of the lane of `channel`'s deliveries in `conversation`: its head
+/// (`sk` [`LANE_HEAD`]) and its waiting entries (`sk` `core::lanes::entry_key`).
+pub fn lane_key(channel: &ChannelId, conversation: &str) -> String {
+    format!("{channel}#{conversation}")
+}
+
+/// The sort key of a lane's head item (sorts after every entry's zero-padded key).
+pub const LANE_HEAD: &str = "head";
+
 // The stream table (the live stream's connections, subscriptions and tokens).
 
 /// The item of a stream connection.

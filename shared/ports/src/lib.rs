@@ -11,6 +11,7 @@ pub mod handoff;
 pub mod health;
 pub mod idempotency;
 pub mod keys;
+pub mod lanes;
 pub mod mail;
 pub mod message;
 pub mod model;
@@ -23,6 +24,7 @@ pub use handoff::*;
 pub use health::*;
 pub use idempotency::*;
 pub use keys::*;
+pub use lanes::*;
 pub use mail::*;
 pub use model::*;
 pub use ports::*;
@@ -32,8 +34,8 @@ pub use stream::*;
 pub mod prelude {
     pub use crate::{
         AccountStore, ActivityStore, AuditStore, ChannelStore, DeliveryQueries, DeliveryStore,
-        FlowStore, HandoffStore, HealthStore, IdempotencyStore, ReplayStore, Store, StreamStore,
-        TenantStore,
+        FlowStore, HandoffStore, HealthStore, IdempotencyStore, LaneStore, ReplayStore, Store,
+        StreamStore, TenantStore,
     };
 }
 

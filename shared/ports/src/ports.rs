@@ -25,6 +25,7 @@ pub trait Store:
     + crate::accounts::AccountStore
     + crate::idempotency::IdempotencyStore
     + crate::stream::StreamStore
+    + crate::lanes::LaneStore
 {
 }
 
@@ -42,6 +43,7 @@ impl<T> Store for T where
         + crate::accounts::AccountStore
         + crate::idempotency::IdempotencyStore
         + crate::stream::StreamStore
+        + crate::lanes::LaneStore
 {
 }
 
@@ -202,6 +204,11 @@ pub trait DeliveryStore: Send + Sync + 'static {
     /// Gives a lease back without recording an attempt (the attempt could not start), so a
     /// redelivered message can claim again at once.
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool>;
+    /// Gives a lease back and makes the delivery due at `at_ms` (a delivery waiting in its
+    /// lane looks again then); with no `token`, the same for a row no attempt holds (a lane's
+    /// new head made due now). `false` when the lease was lost, or the row is leased or no
+    /// longer pending.
+    async fn reschedule(&self, d: &Delivery, token: Option<&str>, at_ms: i64) -> StoreResult<bool>;
     /// Renews the lease `token` holds on `d` until `until_ms` (a long call keeps its
     /// delivery); `false` when the lease was lost.
     async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool>;

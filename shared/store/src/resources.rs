@@ -67,7 +67,7 @@ pub const QUEUES: [QueueDef; 6] = [
 ];
 
 /// Environment variables naming the tables, in [`Resources`]' field order.
-pub const TABLE_ENVS: [&str; 12] = [
+pub const TABLE_ENVS: [&str; 13] = [
     set::TENANTS_TABLE.name,
     set::CHANNELS_TABLE.name,
     set::ACTIVITIES_TABLE.name,
@@ -80,6 +80,7 @@ pub const TABLE_ENVS: [&str; 12] = [
     set::CONNECTIONS_TABLE.name,
     set::IDEMPOTENCY_TABLE.name,
     set::STREAM_TABLE.name,
+    set::LANES_TABLE.name,
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
@@ -141,6 +142,8 @@ pub struct Resources {
     pub idempotency: String,
     /// The live stream's table.
     pub stream: String,
+    /// The ordered lanes' table.
+    pub lanes: String,
     pub bus: String,
     /// Queue URLs, by queue name ([`QueueDef::name`]).
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -190,6 +193,7 @@ impl Resources {
             connections: need(TABLE_ENVS[9])?,
             idempotency: need(TABLE_ENVS[10])?,
             stream: need(TABLE_ENVS[11])?,
+            lanes: need(TABLE_ENVS[12])?,
             bus: need(BUS_ENV)?,
             queue_urls,
             dlq_urls,

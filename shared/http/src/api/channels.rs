@@ -97,6 +97,11 @@ pub(crate) struct NewChannel {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     middleware: Value,
+    /// Ordered lanes: `{"by": "conversation", "on_dead_letter": "hold" | "skip"}` delivers
+    /// each conversation's activities one at a time, in `seq` order. Set at creation only.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    ordering: Option<Value>,
 }
 
 fn yes() -> bool {
@@ -152,6 +157,15 @@ pub(crate) async fn create_channel(
     let auto_disable = validate_auto_disable(&req.auto_disable)?;
     validate_event_types(&req.event_types)?;
     let steps = validate_middleware(&req.middleware)?;
+    let ordering = req
+        .ordering
+        .as_ref()
+        .filter(|v| !v.is_null())
+        .map(|v| {
+            converger_core::lanes::Ordering::parse(v)
+                .map_err(|m| ApiError::invalid(ErrorCode::InvalidOrdering, m))
+        })
+        .transpose()?;
     let channel = {
         let now = state.pipeline.clock().now();
         let mut c = Channel::new(tenant.id, kind, &req.name, req.config, now);
@@ -162,6 +176,7 @@ pub(crate) async fn create_channel(
         c.auto_disable = auto_disable;
         c.event_types = req.event_types;
         c.middleware = steps;
+        c.ordering = ordering;
         c
     };
     state.pipeline.channels().create_channel(&channel).await?;

@@ -17,7 +17,11 @@ pub(crate) async fn get_delivery(
     Path(id): Path<String>,
 ) -> Result<Json<views::DeliveryView>, ApiError> {
     let d = owned_delivery(&state, &tenant, &id).await?;
-    Ok(Json(views::delivery(&d)))
+    let mut view = views::delivery(&d);
+    if let Some(p) = state.pipeline.lanes().position(&d).await? {
+        view.lane = Some(views::LaneView::of(&d, &p));
+    }
+    Ok(Json(view))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]

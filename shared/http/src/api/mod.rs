@@ -80,6 +80,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/replays/{id}", get(get_replay))
         .route("/api/v1/channels/{id}/pause", post(pause_channel))
         .route("/api/v1/channels/{id}/resume", post(resume_channel))
+        .route("/api/v1/channels/{id}/lanes/release", post(release_lane))
         .route("/api/v1/channels/{id}/delivery", get(channel_delivery))
         .route("/api/v1/channels/{id}/health", get(channel_health))
         .route(

@@ -62,6 +62,7 @@ pub struct Attempts<'p> {
     pub(crate) counts: &'p crate::counts::HealthCounts,
     pub(crate) health: crate::health::Health<'p>,
     pub(crate) handoff: crate::handoff::Handoff<'p>,
+    pub(crate) lanes: crate::lanes::Lanes<'p>,
 }
 
 impl<'p> Attempts<'p> {
@@ -77,6 +78,7 @@ impl<'p> Attempts<'p> {
             events: &*p.events,
             flow: &p.flow,
             queue: &*p.queue,
+            lanes: crate::lanes::Lanes::of(p),
             cache: &p.cache,
             counts: &p.counts,
             health: crate::health::Health::of(p),
@@ -203,7 +205,21 @@ impl Attempts<'_> {
         {
             tracing::warn!(error = %e, "lease not renewed before the outcome");
         }
-        self.settle(prepared, called, hand_on.as_ref()).await
+        // An ordered channel's delivery moves its lane when its attempt ends it.
+        let laned = prepared
+            .d
+            .lane_seq
+            .map(|_| (prepared.d.clone(), on_dead_letter(&prepared.channel)));
+        let report = self.settle(prepared, called, hand_on.as_ref()).await?;
+        if let Some((d, on_dead)) = laned
+            && matches!(
+                report,
+                Report::Sent | Report::HandedOff | Report::DeadLettered
+            )
+        {
+            self.lanes.after_outcome(&d, on_dead).await;
+        }
+        Ok(report)
     }
 
     /// Takes the lease on the message's delivery; a report instead when there is nothing to
@@ -288,6 +304,21 @@ impl Attempts<'_> {
             let channel = self.cache.channel(&d.channel_id).await?.ok_or_else(|| {
                 AttemptError::Missing(format!("channel {} not found", d.channel_id))
             })?;
+            // An ordered channel's delivery goes only as its lane's head (a deleted channel's
+            // are dead-lettered whatever their place).
+            if d.lane_seq.is_some() && channel.deleted_at.is_none() {
+                match self.lanes.admit(&d, on_dead_letter(&channel)).await? {
+                    crate::lanes::LaneGate::Go => {}
+                    crate::lanes::LaneGate::Wait => {
+                        if !self.lanes.wait(&d, &token).await? {
+                            return Ok(Step::Done(Report::Skipped(
+                                "lease lost before waiting in the lane",
+                            )));
+                        }
+                        return Ok(Step::Done(Report::LaneWaiting));
+                    }
+                }
+            }
             match self.flow.admit_attempt(&d, &token, &msg, &channel).await? {
                 Admit::Go { probe, slot } => {
                     let activity = self.activity(&d, msg.activity.take()).await?;
@@ -747,4 +778,12 @@ impl Attempts<'_> {
         entries.truncate(limit);
         Ok((entries, more))
     }
+}
+
+/// What a dead head does to its lane on `channel` (`hold` unless the channel says `skip`).
+fn on_dead_letter(channel: &converger_ports::Channel) -> converger_core::lanes::OnDeadLetter {
+    channel
+        .ordering
+        .map(|o| o.on_dead_letter)
+        .unwrap_or_default()
 }

@@ -103,7 +103,7 @@ pub struct FlowControl {
     activities: Arc<dyn ActivityStore>,
     channels: Arc<dyn ChannelStore>,
     tenants: Arc<dyn TenantStore>,
-    audit_log: Arc<dyn AuditStore>,
+    pub(crate) audit_log: Arc<dyn AuditStore>,
     pub(crate) queue: Arc<dyn Queue>,
     /// Where each delivery's park and release are announced (`delivery.status_changed`).
     pub(crate) events: Arc<dyn converger_ports::Events>,

@@ -170,6 +170,10 @@ pub struct Delivery {
     /// by its activity and by the sweeper's due index meanwhile.
     #[serde(default, skip_serializing_if = "is_false")]
     pub unlisted: bool,
+    /// In its channel's lane for its conversation (an ordered channel), at its activity's
+    /// `seq`: attempted only as its lane's head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane_seq: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -181,8 +185,12 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl Delivery {
-    /// A new delivery of `activity` to `channel`, due now.
+    /// A new delivery of `activity` to `channel`, due now; in its lane when the channel is
+    /// ordered (ingest then makes it due at its first look at the lane, and the lane makes it
+    /// due when it becomes the head).
     pub fn new(activity: &Activity, channel: &Channel, tier: Tier, now: Timestamp) -> Self {
+        let lane_seq = channel.ordering.map(|_| activity.seq);
+        let next_attempt_at = now.ms();
         Self {
             id: DeliveryId::for_pair(&activity.id, &channel.id),
             tenant_id: activity.tenant_id.clone(),
@@ -194,7 +202,7 @@ impl Delivery {
             status: DeliveryStatus::Pending,
             attempts: 0,
             last_error: None,
-            next_attempt_at: now.ms(),
+            next_attempt_at,
             lease_until: None,
             lease_token: None,
             settled_by: None,
@@ -214,7 +222,14 @@ impl Delivery {
             expires_at: activity.expires_at,
             shard: 0,
             unlisted: false,
+            lane_seq,
         }
+    }
+
+    /// Its lane's key, when it is in one.
+    pub fn lane(&self) -> Option<String> {
+        self.lane_seq
+            .map(|_| crate::keys::lane_key(&self.channel_id, &self.conversation_id))
     }
 
     /// The same delivery placed in one of `shards` listing shards (its tenant's).

@@ -111,6 +111,10 @@ pub struct Channel {
     /// Secrets a rotation replaced that still sign until their grace ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retiring_secrets: Vec<converger_core::signing::RetiringSecret>,
+    /// Ordered lanes (`core::lanes`): each conversation's deliveries one at a time, in
+    /// `seq` order. Set when the channel is created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ordering: Option<converger_core::lanes::Ordering>,
     /// When the tenant deleted it: it is gone from the tenant's reads and lists, takes no new
     /// activity, and its pending deliveries are dead-lettered; the row stays for the
     /// history of its deliveries until `expires_at` (DynamoDB TTL).
@@ -149,6 +153,7 @@ impl Channel {
             event_types: Vec::new(),
             middleware: Vec::new(),
             retiring_secrets: Vec::new(),
+            ordering: None,
             deleted_at: None,
             expires_at: None,
             created_at: now.rfc3339(),

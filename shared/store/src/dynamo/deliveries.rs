@@ -39,6 +39,33 @@ impl DeliveryStore for DynamoStore {
         )
         .await
     }
+    async fn reschedule(&self, d: &Delivery, token: Option<&str>, at_ms: i64) -> StoreResult<bool> {
+        let expr = "SET next_attempt_at = :at, due_shard = :due_shard, due_at = :due_at \
+                    REMOVE lease_token, lease_until";
+        let mut values = vec![(":at", n(at_ms))];
+        values.extend(self.due_keys(&d.id, at_ms));
+        if let Some(token) = token {
+            return self.leased_update(d, token, expr.into(), values).await;
+        }
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.deliveries)
+            .key("id", s(d.id.as_str()))
+            .update_expression(expr)
+            .condition_expression("#st = :pending AND attribute_not_exists(lease_token)")
+            .expression_attribute_names("#st", "status")
+            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()));
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        match req.send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
     async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool> {
         self.leased_update(
             d,

@@ -28,6 +28,7 @@ mod flow;
 mod handoff;
 mod health;
 mod idempotency;
+mod lanes;
 mod listings;
 mod replays;
 mod stream;
