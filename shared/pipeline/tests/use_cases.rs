@@ -934,7 +934,7 @@ async fn a_lane_moves_on_after_a_crash_between_its_heads_outcome_and_the_hand_on
         msgs.iter()
             .map(|m| m.delivery_id.clone())
             .collect::<Vec<_>>(),
-        [a1.id.clone()],
+        std::slice::from_ref(&a1.id),
         "only the head is enqueued"
     );
     let now = clock.now();
