@@ -18,6 +18,7 @@ mod flow;
 mod health;
 mod idempotency;
 mod infra;
+mod lanes;
 mod limits;
 mod logs;
 mod metrics;

@@ -45,12 +45,14 @@ impl Fixture {
 mod deliveries;
 mod due;
 mod flow;
+mod lanes;
 mod listings;
 mod stream;
 mod tenants;
 use deliveries::*;
 use due::*;
 use flow::*;
+use lanes::*;
 use listings::*;
 use stream::*;
 use tenants::*;
@@ -101,6 +103,8 @@ conformance!(
     stream_subscriptions_follow_their_connection,
     stream_tokens_admit_until_they_expire,
     dead_letter_counters_sum_what_is_still_stored,
+    a_lane_has_one_head_taken_in_seq_order,
+    a_waiting_delivery_is_rescheduled_with_or_without_its_lease,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
