@@ -62,6 +62,8 @@ pub struct Received {
 struct Inner {
     /// Answers for requests whose body contains a marker, before the script.
     rules: Mutex<Vec<(String, Reply)>>,
+    /// Rules that answer once each (`answer_once_when`).
+    once: Mutex<Vec<(String, Reply)>>,
     script: Mutex<VecDeque<Reply>>,
     fallback: Mutex<Reply>,
     seen: Mutex<Vec<Received>>,
@@ -104,12 +106,20 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let _in_flight = InFlight::new(&inner);
-    let ruled = inner.rules.lock().ok().and_then(|rules| {
-        let text = String::from_utf8_lossy(&body);
-        rules
+    let text = String::from_utf8_lossy(&body);
+    let once = inner.once.lock().ok().and_then(|mut rules| {
+        let i = rules
             .iter()
-            .find(|(marker, _)| text.contains(marker.as_str()))
-            .map(|(_, reply)| reply.clone())
+            .position(|(marker, _)| text.contains(marker.as_str()))?;
+        Some(rules.swap_remove(i).1)
+    });
+    let ruled = once.or_else(|| {
+        inner.rules.lock().ok().and_then(|rules| {
+            rules
+                .iter()
+                .find(|(marker, _)| text.contains(marker.as_str()))
+                .map(|(_, reply)| reply.clone())
+        })
     });
     let received = Received {
         at: Instant::now(),
@@ -153,6 +163,7 @@ impl Receiver {
     pub async fn start(script: Vec<Reply>, fallback: Reply) -> Result<Self, String> {
         let inner = Arc::new(Inner {
             rules: Mutex::new(Vec::new()),
+            once: Mutex::new(Vec::new()),
             script: Mutex::new(script.into()),
             fallback: Mutex::new(fallback),
             seen: Mutex::new(Vec::new()),
@@ -184,6 +195,14 @@ impl Receiver {
     /// Answers `reply` to every request whose body contains `marker`, whatever the script says.
     pub fn answer_when(&self, marker: &str, reply: Reply) {
         if let Ok(mut rules) = self.inner.rules.lock() {
+            rules.push((marker.to_owned(), reply));
+        }
+    }
+
+    /// Answers `reply` to the first request whose body contains `marker` (once), whatever
+    /// the script says.
+    pub fn answer_once_when(&self, marker: &str, reply: Reply) {
+        if let Ok(mut rules) = self.inner.once.lock() {
             rules.push((marker.to_owned(), reply));
         }
     }

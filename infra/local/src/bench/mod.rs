@@ -12,6 +12,7 @@ pub mod hot_tenant;
 pub mod keys;
 pub mod latency;
 pub mod maintenance;
+pub mod ordered;
 pub mod pages;
 pub mod requests;
 pub mod throughput;
@@ -40,6 +41,7 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   sweep        [N]                                 one sweep over N settled deliveries
   health       [CHANNELS] [DELIVERIES]             one health run
   pages        [N]                                 the web pages on a tenant with N failed deliveries
+  ordered      [--conversations N] [--per K] [--fail P]  ordered lanes: order, throughput, others' delay
   smoke                                            every scenario above with tiny sizes";
 
 /// Runs `bench <args>`.
@@ -143,6 +145,13 @@ pub async fn run(args: &[String]) -> Result<(), String> {
             maintenance::health(rest.positional(0, 1000)?, rest.positional(1, 100_000)?).await
         }
         "pages" => pages::run(rest.positional(0, 10_000)?).await.map(drop),
+        "ordered" => ordered::run(ordered::Options {
+            conversations: rest.num("--conversations", 1000)?.max(1),
+            per: rest.num("--per", 10)?.max(1),
+            fail_percent: rest.num("--fail", 5)?.min(100) as u64,
+        })
+        .await
+        .map(drop),
         "smoke" => smoke().await,
         "--help" | "-h" | "help" => {
             println!("{USAGE}");
@@ -217,6 +226,12 @@ pub async fn smoke() -> Result<(), String> {
     .await?;
     maintenance::replay_in_process(100).await?;
     pages::run(120).await?;
+    ordered::run(ordered::Options {
+        conversations: 20,
+        per: 3,
+        fail_percent: 20,
+    })
+    .await?;
     Ok(())
 }
 
