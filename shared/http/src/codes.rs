@@ -72,7 +72,7 @@ error_codes! {
     InvalidAutoDisable = "invalid_auto_disable", 422, "A channel's `auto_disable` is not valid.";
     InvalidMiddleware = "invalid_middleware", 422, "A channel's `middleware` is not valid.";
     InvalidEventTypes = "invalid_event_types", 422, "A channel's `event_types` are not valid.";
-    InvalidOrdering = "invalid_ordering", 422, "A channel's `ordering` is not `{\"by\": \"conversation\", \"on_dead_letter\": \"hold\" | \"skip\"}`.";
+    InvalidOrdering = "invalid_ordering", 422, "A channel's `ordering` is not `{\"by\": \"conversation\"}` with an optional `on_dead_letter` of `hold` or `skip`.";
     UnsupportedChannelType = "unsupported_channel_type", 422, "No adapter delivers this channel type.";
     EmailSenderNotAllowed = "email_sender_not_allowed", 403, "An email channel's `from` is not one of its tenant's sender identities.";
     ManagedChannel = "managed_channel", 403, "The tenant's alert channel: an operator changes it, through the tenant's `alert_webhook_url`, and only the platform's alerts are posted to it.";
