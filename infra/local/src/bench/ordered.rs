@@ -107,14 +107,17 @@ async fn phase(o: &Options, ordered: bool, fail_percent: u64) -> Result<Run, Str
         tenant.id.clone(),
         converger_core::ChannelType::Webhook,
         "ordered",
-        json!({"url": rx.url}).as_object().cloned().unwrap_or_default(),
+        json!({"url": rx.url})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
         converger_core::Timestamp::now(),
     );
     ch.retry_policy = serde_json::from_value(json!({"backoff": "fixed", "base_ms": 1000}))
         .map_err(|e| e.to_string())?;
     // Failures of 5 % of requests must not open the breaker: this measures the lanes.
-    ch.circuit_breaker = serde_json::from_value(json!({"failure_threshold": 1000}))
-        .map_err(|e| e.to_string())?;
+    ch.circuit_breaker =
+        serde_json::from_value(json!({"failure_threshold": 1000})).map_err(|e| e.to_string())?;
     if ordered {
         ch.ordering = Some(
             converger_core::lanes::Ordering::parse(&json!({"by": "conversation"}))

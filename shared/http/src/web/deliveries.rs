@@ -240,6 +240,14 @@ pub(super) async fn delivery_page(
             .map(|t| t.name),
         Realm::Portal => None,
     };
+    // Its place in its ordered lane (an ordered channel's delivery that is not sent).
+    let lane = match state.pipeline.lanes().position(&d).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "lane not read for the delivery page");
+            None
+        }
+    };
     let csrf = v.csrf(&state);
     let content = html! {
         p { a id="back" href={ (p) "/deliveries?" (back) } { "← Back to the list" } }
@@ -259,6 +267,17 @@ pub(super) async fn delivery_page(
                 a id="conversation" href=(conversation_href(v.realm, &d.tenant_id, &d.conversation_id)) { code { (d.conversation_id) } } } }
             @if let Some(t) = &d.event_type {
                 tr { th { "Event type" } td { code { (t) } } }
+            }
+            @if let Some(l) = &lane {
+                tr { th { "Ordered lane" } td id="lane" {
+                    @match &l.head {
+                        Some(h) if *h == d.id => { "the head of its conversation's lane" }
+                        Some(h) => { "waiting behind "
+                            a href={ (p) "/deliveries/" (h) } { code { (h) } } }
+                        None => { "its lane has no head now" }
+                    }
+                    @if l.held { " " span.badge.failed { "held by a dead letter" } }
+                } }
             }
             tr { th { "Attempts" } td id="attempt-count" { (d.attempts) } }
             tr { th { "Retries" } td { (d.retry_count)

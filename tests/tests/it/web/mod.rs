@@ -904,3 +904,54 @@ async fn the_deliveries_page_filters_by_event_type() {
     assert!(page.contains("order.paid"), "{page}");
     t.stop().await;
 }
+
+#[tokio::test]
+async fn a_delivery_waiting_in_its_lane_says_behind_which_one() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(400).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let c = t
+        .channel(
+            &key,
+            json!({"type": "webhook", "name": "ordered", "config": {"url": rx.url},
+                   "retry_policy": {"max_attempts": 1}, "ordering": {"by": "conversation"}}),
+        )
+        .await;
+    let ch = c["id"].as_str().unwrap().to_owned();
+    let post = async |text: &str| {
+        let a = t
+            .api(
+                "POST",
+                "/api/v1/activities",
+                &key,
+                Some(
+                    json!({"conversation_id": "c", "channel_ids": [ch], "payload": {"text": text}}),
+                ),
+            )
+            .await;
+        a.body["deliveries"][0]["id"].as_str().unwrap().to_owned()
+    };
+    let dead = post("first").await;
+    t.wait_delivery(
+        &key,
+        &dead,
+        Duration::from_secs(15),
+        converger_tests::settled,
+    )
+    .await;
+    let waiting = post("second").await;
+    let web = Browser::new(&t.stack.admin_url);
+    web.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    let (_, page) = web
+        .get(&format!("/admin/deliveries/{waiting}?tenant={tenant}"))
+        .await;
+    assert!(page.contains("id=\"lane\""), "{page}");
+    assert!(page.contains("waiting behind"), "{page}");
+    assert!(
+        page.contains(&format!("/admin/deliveries/{dead}")),
+        "{page}"
+    );
+    assert!(page.contains("held by a dead letter"), "{page}");
+    t.stop().await;
+}
