@@ -81,6 +81,8 @@ impl TestStack {
                 channel_cache_ttl: Duration::ZERO,
                 // An operator's change of a tenant reaches the API within a second.
                 tenant_cache_ttl: Duration::from_secs(1),
+                // The live stream's tests connect to it.
+                live_stream: true,
                 // Health counts written as they are counted: a test reads them at once.
                 health_flush: Duration::ZERO,
                 serial_transactions: true,

@@ -25,6 +25,10 @@ async fn run(demo: bool) -> Result<(), String> {
     if std::env::var("DYNAMODB_SERIAL_TRANSACTIONS").is_err() {
         config.serial_transactions = true;
     }
+    // The local stack has the live stream unless `LIVE_STREAM=false` says otherwise.
+    if std::env::var("LIVE_STREAM").is_err() {
+        config.live_stream = true;
+    }
     converger_pipeline::metrics::set_enabled(std::env::var("CONVERGER_METRICS").is_ok());
     // The schedules run at the template's rates unless these say otherwise.
     let period = |var: &str| -> Result<Every, String> {

@@ -268,6 +268,13 @@ pub const ADMIN_IP_ALLOWLIST: Setting = admin(text(
     "any address",
     "comma-separated CIDRs allowed into the admin web pages and the admin API (API Gateway's source IP); an unreadable list stops the start",
 ));
+pub const LIVE_STREAM: Setting = Setting {
+    name: "LIVE_STREAM",
+    kind: Kind::Flag,
+    default: "false",
+    read_by: ReadBy::All,
+    meaning: "`true` where the stack has the live stream (the template's `LiveStream`): stream clients may connect and tokens are given; otherwise both are refused with `stream_disabled`",
+};
 pub const COOKIE_SECURE: Setting = Setting {
     name: "COOKIE_SECURE",
     kind: Kind::Flag,
@@ -380,6 +387,7 @@ pub const ALL: &[Setting] = &[
     CHANNEL_CACHE_TTL_MS,
     TENANT_CACHE_TTL_MS,
     LANE_RECHECK_MS,
+    LIVE_STREAM,
     HOP_CEILING_SECONDS,
     BATCH_CONCURRENCY,
     RETENTION_DAYS,

@@ -82,6 +82,7 @@ error_codes! {
     UnknownChannel = "unknown_channel", 422, "A target channel does not exist (or is another tenant's).";
     ChannelInactive = "channel_inactive", 422 | 400, "A target channel is inactive (400 on replays).";
     NotFailed = "not_failed", 409, "Only a failed delivery can be retried this way.";
+    StreamDisabled = "stream_disabled", 403, "This stack has no live stream (its `LiveStream` parameter is `disabled`).";
     LaneNotHeld = "lane_not_held", 409, "The lane is not held by a dead letter: nothing to release.";
     NotAwaitingAck = "not_awaiting_ack", 409, "The delivery does not wait for an acknowledgement.";
     Conflict = "conflict", 409, "The resource changed meanwhile, or already exists.";

@@ -185,6 +185,9 @@ pub async fn websocket_event(
                     ws_response(200, &serde_json::json!({"connected": true}))
                 }
                 Err(converger_pipeline::stream::StreamRefused::Store(e)) => failed(&e),
+                Err(e @ converger_pipeline::stream::StreamRefused::Disabled) => {
+                    ws_response(403, &ws_error(ErrorCode::StreamDisabled, e.to_string()))
+                }
                 Err(e @ converger_pipeline::stream::StreamRefused::BadCredentials) => {
                     ws_response(401, &ws_error(ErrorCode::Unauthorized, e.to_string()))
                 }

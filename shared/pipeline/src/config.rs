@@ -25,6 +25,8 @@ pub struct PipelineConfig {
     /// How long a delivery waiting in its ordered lane first sleeps before it looks at its
     /// lane again (`LANE_RECHECK_MS`).
     pub lane_recheck: Duration,
+    /// Whether the stack has the live stream (`LIVE_STREAM`).
+    pub live_stream: bool,
     /// CIDRs webhooks may reach although they are special-purpose (`WEBHOOK_ALLOW_CIDRS`).
     pub allowlist: Allowlist,
     /// Deliveries of one batch processed at once.
@@ -76,6 +78,7 @@ impl Default for PipelineConfig {
             channel_cache_ttl: Duration::from_secs(5),
             tenant_cache_ttl: Duration::from_secs(30),
             lane_recheck: Duration::from_secs(300),
+            live_stream: false,
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
             retention: Duration::from_secs(30 * 86_400),
@@ -143,6 +146,7 @@ impl PipelineConfig {
             lane_recheck: env
                 .number(&set::LANE_RECHECK_MS)?
                 .map_or(d.lane_recheck, Duration::from_millis),
+            live_stream: env.flag(&set::LIVE_STREAM)?.unwrap_or(d.live_stream),
             allowlist: env
                 .parsed(&set::WEBHOOK_ALLOW_CIDRS, Allowlist::parse)?
                 .unwrap_or(d.allowlist),

@@ -24,6 +24,8 @@ pub enum StreamAuth<'a> {
 /// Why a connection was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum StreamRefused {
+    #[error("this stack has no live stream (its `LiveStream` parameter is `disabled`)")]
+    Disabled,
     #[error("invalid API key or stream token")]
     BadCredentials,
     #[error(transparent)]
@@ -56,6 +58,8 @@ pub struct Streams<'p> {
     pub(crate) activities: &'p dyn ActivityStore,
     pub(crate) streams: &'p dyn StreamStore,
     pub(crate) sockets: &'p dyn Sockets,
+    /// Whether the stack has the live stream (`LIVE_STREAM`).
+    pub(crate) enabled: bool,
 }
 
 impl<'p> Streams<'p> {
@@ -66,6 +70,7 @@ impl<'p> Streams<'p> {
             activities: &*p.store,
             streams: &*p.store,
             sockets: &*p.sockets,
+            enabled: p.config.live_stream,
         }
     }
 }
@@ -78,6 +83,11 @@ fn error(code: &'static str, message: impl Into<String>) -> StreamFrame {
 }
 
 impl Streams<'_> {
+    /// Whether the stack has the live stream.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     /// A new token for `tenant`'s stream, good for [`TOKEN_TTL_S`] (only its hash is kept).
     pub async fn issue_token(&self, tenant: &TenantId) -> StoreResult<IssuedToken> {
         let now = self.clock.now();
@@ -105,6 +115,9 @@ impl Streams<'_> {
         connection_id: &str,
         auth: StreamAuth<'_>,
     ) -> Result<StreamConnection, StreamRefused> {
+        if !self.enabled {
+            return Err(StreamRefused::Disabled);
+        }
         let now = self.clock.now();
         let tenant = match auth {
             StreamAuth::ApiKey(key) => {

@@ -720,13 +720,16 @@ async fn every_status_change_is_announced_with_its_conversation() {
             .to_string()
     };
     // The first attempt fails and opens the breaker: its retry is parked. The second
-    // activity is written parked (a creation, not a change).
+    // activity is written parked, which is announced too (its conversation sees it wait).
     let first = ingest().await;
     pump(&f, &clock).await;
     let second = ingest().await;
     assert_eq!(
         status_changes(&f, "conv-1"),
-        vec![(first.clone(), "paused".into(), 1, false)]
+        vec![
+            (first.clone(), "paused".into(), 1, false),
+            (second.clone(), "paused".into(), 0, false)
+        ]
     );
     // After the cooldown the probe takes one of the two parked deliveries (either: both
     // wait in the parked index) and the close releases the other: each is pending again,
@@ -749,7 +752,14 @@ async fn every_status_change_is_announced_with_its_conversation() {
             ("sent".into(), 2)
         ]
     );
-    assert_eq!(of(&second), [("pending".into(), 0), ("sent".into(), 1)]);
+    assert_eq!(
+        of(&second),
+        [
+            ("paused".into(), 0),
+            ("pending".into(), 0),
+            ("sent".into(), 1)
+        ]
+    );
 
     // A permanent failure, then a single replay and a bulk replay of it.
     rx.answer(400);

@@ -112,10 +112,21 @@ pub(super) async fn build_aws(
     };
     let sdk = converger_store::aws::load_config_for(Some(&endpoint)).await;
     let clients = Clients::new(&sdk);
-    let parameters = BTreeMap::from([(
-        "MaxReceiveCount".to_owned(),
-        opts.queues.max_receive_count.to_string(),
-    )]);
+    let parameters = BTreeMap::from([
+        (
+            "MaxReceiveCount".to_owned(),
+            opts.queues.max_receive_count.to_string(),
+        ),
+        (
+            "LiveStream".to_owned(),
+            if opts.config.live_stream {
+                "enabled"
+            } else {
+                "disabled"
+            }
+            .to_owned(),
+        ),
+    ]);
     let deploy_started = Instant::now();
     let deployed = cfn::deploy(&endpoint, &cfn::stack_name(&opts.prefix), &parameters).await?;
     let deploy_time = deploy_started.elapsed();

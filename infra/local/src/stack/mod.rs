@@ -323,11 +323,14 @@ async fn build_memory(
             opts.invocations.clone(),
             stop.clone(),
         ));
-        tasks.push(memory::spawn_stream(
-            &memory.events,
-            functions.stream.clone(),
-            stop.clone(),
-        ));
+        // The bus's rule to the stream queue exists where the stack has the live stream.
+        if opts.config.live_stream {
+            tasks.push(memory::spawn_stream(
+                &memory.events,
+                functions.stream.clone(),
+                stop.clone(),
+            ));
+        }
     }
     Ok(Built {
         name: cfn::stack_name(&opts.prefix),

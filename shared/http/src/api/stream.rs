@@ -17,6 +17,13 @@ pub(crate) async fn create_stream_token(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
 ) -> Result<(StatusCode, Json<views::StreamTokenView>), ApiError> {
+    if !state.pipeline.streams().enabled() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            ErrorCode::StreamDisabled,
+            "this stack has no live stream (its `LiveStream` parameter is `disabled`)",
+        ));
+    }
     let t = state.pipeline.streams().issue_token(&tenant.id).await?;
     Ok((
         StatusCode::CREATED,

@@ -97,7 +97,12 @@ pub(super) async fn conversation_page(
     };
     // The live stream, where the stack has one: a token for the page's tenant (five minutes
     // to connect), the conversation as its topic. Without it, the page polls.
-    let stream = match &state.web.stream_url {
+    let stream = match state
+        .web
+        .stream_url
+        .as_ref()
+        .filter(|_| state.pipeline.streams().enabled())
+    {
         Some(url) => match state.pipeline.streams().issue_token(&tenant).await {
             Ok(t) => Some((url.clone(), t.token)),
             Err(e) => {
