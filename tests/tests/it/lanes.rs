@@ -88,10 +88,11 @@ async fn a_dead_head_holds_its_lane_until_it_is_replayed_or_released() {
     assert_eq!(texts(&rx), ["a1", "b1", "a1", "a2", "a3"]);
 
     // A release goes past a dead head: it stays dead, the next one goes.
-    rx.answer_when("a4", Reply::status(400));
-    let a4 = say(&a, &ch, "c", "a4").await;
+    // (A marker no id's hex digits can contain.)
+    rx.answer_when("fourth-dies", Reply::status(400));
+    let a4 = say(&a, &ch, "c", "fourth-dies").await;
     assert_eq!(settled(&a, &a4).await.status, "failed");
-    let a5 = say(&a, &ch, "c", "a5").await;
+    let a5 = say(&a, &ch, "c", "fifth").await;
     let path = format!("/api/v1/channels/{ch}/lanes/release");
     let r = a
         .api("POST", &path, Some(json!({"conversation_id": "c"})))
