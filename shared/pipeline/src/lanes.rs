@@ -125,11 +125,14 @@ impl Lanes<'_> {
     pub(crate) async fn advance(&self, lane: &str, on_dead: OnDeadLetter) -> StoreResult<()> {
         for _ in 0..MAX_STEPS {
             if let Some(h) = self.lanes.lane_head(lane).await? {
-                if h.held {
+                let row = self.deliveries.get_delivery(&h.holder).await?;
+                let state = head_state(row.as_ref());
+                // Held while its head is a dead letter; a head replayed meanwhile keeps the
+                // lane as any busy head, and one expired with its rows lets go.
+                if h.held && state == HeadState::Dead {
                     return Ok(());
                 }
-                let row = self.deliveries.get_delivery(&h.holder).await?;
-                match lanes::step(head_state(row.as_ref()), on_dead) {
+                match lanes::step(state, on_dead) {
                     LaneStep::Wait => return Ok(()),
                     LaneStep::Hold => {
                         self.lanes.set_held(lane, &h.holder, true).await?;
