@@ -107,7 +107,7 @@ impl Lanes<'_> {
             let Some((lane, e)) = entry(d) else { continue };
             let r = async {
                 self.lanes.join_lane(&lane, &e, self.expiry(d)).await?;
-                self.advance(&lane, *on_dead).await
+                self.advance(&lane, *on_dead, None).await
             };
             if let Err(e) = r.await {
                 tracing::warn!(delivery_id = %d.id, error = %e, "lane not joined; the delivery joins at its first look");
@@ -122,11 +122,20 @@ impl Lanes<'_> {
 
     /// Moves a lane: a head that ended lets go (or holds the lane, by the channel's
     /// choice), and the first waiting delivery becomes the head, made due and enqueued.
-    pub(crate) async fn advance(&self, lane: &str, on_dead: OnDeadLetter) -> StoreResult<()> {
+    /// `ended`: a delivery whose end the caller has just written, and how it ended (its row
+    /// is not read again).
+    pub(crate) async fn advance(
+        &self,
+        lane: &str,
+        on_dead: OnDeadLetter,
+        mut ended: Option<(&DeliveryId, HeadState)>,
+    ) -> StoreResult<()> {
         for _ in 0..MAX_STEPS {
             if let Some(h) = self.lanes.lane_head(lane).await? {
-                let row = self.deliveries.get_delivery(&h.holder).await?;
-                let state = head_state(row.as_ref());
+                let state = match ended.take() {
+                    Some((id, state)) if *id == h.holder => state,
+                    _ => head_state(self.deliveries.get_delivery(&h.holder).await?.as_ref()),
+                };
                 // Held while its head is a dead letter; a head replayed meanwhile keeps the
                 // lane as any busy head, and one expired with its rows lets go.
                 if h.held && state == HeadState::Dead {
@@ -201,7 +210,7 @@ impl Lanes<'_> {
             return Ok(LaneGate::Go);
         }
         self.lanes.join_lane(&lane, &e, self.expiry(d)).await?;
-        self.advance(&lane, on_dead).await?;
+        self.advance(&lane, on_dead, None).await?;
         Ok(match self.lanes.lane_head(&lane).await? {
             Some(h) if h.holder == d.id => LaneGate::Go,
             _ => LaneGate::Wait,
@@ -217,11 +226,17 @@ impl Lanes<'_> {
         self.deliveries.reschedule(d, Some(token), at).await
     }
 
-    /// After a delivery of an ordered channel ended its attempt (sent, handed off or dead):
-    /// its lane moves. Failures are logged: the next look at the lane moves it.
-    pub(crate) async fn after_outcome(&self, d: &Delivery, on_dead: OnDeadLetter) {
+    /// After a delivery of an ordered channel ended its attempt (sent or handed off: `dead`
+    /// false; dead-lettered: true): its lane moves. Failures are logged: the next look at the
+    /// lane moves it.
+    pub(crate) async fn after_outcome(&self, d: &Delivery, on_dead: OnDeadLetter, dead: bool) {
         let Some(lane) = d.lane() else { return };
-        if let Err(e) = self.advance(&lane, on_dead).await {
+        let state = if dead {
+            HeadState::Dead
+        } else {
+            HeadState::Done
+        };
+        if let Err(e) = self.advance(&lane, on_dead, Some((&d.id, state))).await {
             tracing::warn!(delivery_id = %d.id, error = %e, "lane not moved; its next look moves it");
         }
     }
@@ -252,7 +267,7 @@ impl Lanes<'_> {
         if !h.held || !self.lanes.let_go(lane, &h.holder).await? {
             return Ok(Released::NotHeld);
         }
-        self.advance(lane, on_dead).await?;
+        self.advance(lane, on_dead, None).await?;
         Ok(Released::Past(h.holder))
     }
 }

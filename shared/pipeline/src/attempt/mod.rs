@@ -217,7 +217,9 @@ impl Attempts<'_> {
                 Report::Sent | Report::HandedOff | Report::DeadLettered
             )
         {
-            self.lanes.after_outcome(&d, on_dead).await;
+            self.lanes
+                .after_outcome(&d, on_dead, report == Report::DeadLettered)
+                .await;
         }
         Ok(report)
     }
