@@ -223,7 +223,23 @@ impl Lanes<'_> {
         let now = self.clock.now();
         let created = converger_core::time::rfc3339_to_ms(&d.created_at).unwrap_or(now.ms());
         let at = now.ms() + lanes::recheck_ms(now.ms() - created, self.recheck_ms);
-        self.deliveries.reschedule(d, Some(token), at).await
+        if !self.deliveries.reschedule(d, Some(token), at).await? {
+            return Ok(false);
+        }
+        // The lane may have been handed to it while it held its lease (the promotion could not
+        // make a leased row due): due now, and on its way, instead of at its next look.
+        if let Some(lane) = d.lane()
+            && let Some(h) = self.lanes.lane_head(&lane).await?
+            && h.holder == d.id
+            && self.deliveries.reschedule(d, None, now.ms()).await?
+        {
+            let msg = DeliveryMessage::new(d.id.clone(), d.tier, None).of(d);
+            self.queue
+                .send(&msg, 0)
+                .await
+                .map_err(|e| StoreError::Unavailable(format!("queue: {e}")))?;
+        }
+        Ok(true)
     }
 
     /// After a delivery of an ordered channel ended its attempt (sent or handed off: `dead`
