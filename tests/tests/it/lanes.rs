@@ -151,6 +151,56 @@ async fn with_skip_a_lane_goes_on_past_a_dead_head() {
 mod emulator {
     use super::*;
 
+    /// A producer writing to the activities queue: the ingest function joins each delivery
+    /// to its lane and hands it on, through its own policy. q1 holds the lane (its receiver
+    /// holds the answer) while q3 and q2 arrive in that order; they go in `seq` order after it.
+    #[tokio::test]
+    async fn the_ingest_function_joins_ordered_deliveries_to_their_lane() {
+        let t = TestStack::on_emulator().await;
+        let rx = Receiver::always(200).await.unwrap();
+        let a = t.new_tenant("default").await;
+        let ch = ordered(&a, &rx.url, "hold").await;
+        let url = t
+            .aws()
+            .resources
+            .queue_url(&converger_store::resources::ACTIVITIES_QUEUE)
+            .unwrap()
+            .to_owned();
+        let send = async |seq: u64, text: &str| {
+            let body = json!({"tenant_id": a.id, "activity": {"conversation_id": "q",
+                              "seq": seq, "channel_ids": [ch], "payload": {"text": text}}});
+            t.aws()
+                .clients
+                .sqs
+                .send_message()
+                .queue_url(&url)
+                .message_body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+        };
+        rx.hold();
+        send(1, "q1").await;
+        rx.wait_for(1, Duration::from_secs(30)).await;
+        send(3, "q3").await;
+        send(2, "q2").await;
+        let lane =
+            converger_ports::keys::lane_key(&converger_core::ChannelId::parse(&ch).unwrap(), "q");
+        let store = t.stack.store.clone();
+        let joined = converger_tests::wait_until(Duration::from_secs(30), || {
+            let (store, lane) = (store.clone(), lane.clone());
+            async move { store.lane_entries(&lane, 10).await.unwrap().len() == 2 }
+        })
+        .await;
+        assert!(joined, "q2 and q3 wait in the lane behind q1");
+        rx.release();
+        rx.wait_for(3, Duration::from_secs(30)).await;
+        assert_eq!(texts(&rx), ["q1", "q2", "q3"]);
+        let violations = t.stack.iam_violations();
+        assert!(violations.is_empty(), "{violations:?}");
+        t.stop().await;
+    }
+
     /// On DynamoDB, through the deployed functions' IAM: a conversation in order behind a
     /// head that failed once.
     #[tokio::test]
