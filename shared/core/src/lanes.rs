@@ -67,6 +67,22 @@ pub enum HeadState {
     Dead,
 }
 
+impl HeadState {
+    /// A head's state from its delivery's status (`None`: its row is gone): a hand-off to a
+    /// websocket client ends it (the frame reached the client in order), a dead letter is
+    /// `Dead`, anything waiting or parked is `Busy`.
+    pub fn of(status: Option<crate::DeliveryStatus>, handed_off: bool) -> Self {
+        use crate::DeliveryStatus::*;
+        match status {
+            None => Self::Done,
+            Some(Pending) if handed_off => Self::Done,
+            Some(Pending | Paused) => Self::Busy,
+            Some(Failed) => Self::Dead,
+            Some(Sent | Delivered | Read) => Self::Done,
+        }
+    }
+}
+
 /// What the lane does about a head in `state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LaneStep {
@@ -152,6 +168,19 @@ mod tests {
         assert_eq!(step(Done, Hold), LaneStep::Advance);
         assert_eq!(step(Dead, Skip), LaneStep::Advance);
         assert_eq!(step(Dead, Hold), LaneStep::Hold);
+    }
+
+    #[test]
+    fn a_heads_state_follows_its_delivery() {
+        use crate::DeliveryStatus::*;
+        assert_eq!(HeadState::of(None, false), HeadState::Done);
+        assert_eq!(HeadState::of(Some(Pending), false), HeadState::Busy);
+        assert_eq!(HeadState::of(Some(Pending), true), HeadState::Done);
+        assert_eq!(HeadState::of(Some(Paused), false), HeadState::Busy);
+        assert_eq!(HeadState::of(Some(Failed), false), HeadState::Dead);
+        for s in [Sent, Delivered, Read] {
+            assert_eq!(HeadState::of(Some(s), false), HeadState::Done);
+        }
     }
 
     #[test]

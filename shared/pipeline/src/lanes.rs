@@ -78,19 +78,9 @@ fn entry(d: &Delivery) -> Option<(String, LaneEntry)> {
     ))
 }
 
-/// A head's state, from its row.
+/// A head's state, from its row (`core::lanes::HeadState::of`).
 fn head_state(row: Option<&Delivery>) -> HeadState {
-    match row {
-        None => HeadState::Done,
-        Some(r) => match r.status {
-            DeliveryStatus::Pending if r.handed_off => HeadState::Done,
-            DeliveryStatus::Pending | DeliveryStatus::Paused => HeadState::Busy,
-            DeliveryStatus::Failed => HeadState::Dead,
-            DeliveryStatus::Sent | DeliveryStatus::Delivered | DeliveryStatus::Read => {
-                HeadState::Done
-            }
-        },
-    }
+    HeadState::of(row.map(|r| r.status), row.is_some_and(|r| r.handed_off))
 }
 
 impl Lanes<'_> {
@@ -183,11 +173,7 @@ impl Lanes<'_> {
             tracing::debug!(lane, head = %row.id, "lane head");
             // A paused head waits for its release like any parked delivery.
             if row.status == DeliveryStatus::Pending {
-                let msg = DeliveryMessage::new(row.id.clone(), row.tier, None).of(&row);
-                self.queue
-                    .send(&msg, 0)
-                    .await
-                    .map_err(|e| StoreError::Unavailable(format!("queue: {e}")))?;
+                self.enqueue(&row).await?;
             }
             return Ok(());
         }
@@ -233,13 +219,18 @@ impl Lanes<'_> {
             && h.holder == d.id
             && self.deliveries.reschedule(d, None, now.ms()).await?
         {
-            let msg = DeliveryMessage::new(d.id.clone(), d.tier, None).of(d);
-            self.queue
-                .send(&msg, 0)
-                .await
-                .map_err(|e| StoreError::Unavailable(format!("queue: {e}")))?;
+            self.enqueue(d).await?;
         }
         Ok(true)
+    }
+
+    /// Sends a lane's new head to its queue.
+    async fn enqueue(&self, d: &Delivery) -> StoreResult<()> {
+        let msg = DeliveryMessage::new(d.id.clone(), d.tier, None).of(d);
+        self.queue
+            .send(&msg, 0)
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("queue: {e}")))
     }
 
     /// After a delivery of an ordered channel ended its attempt (sent or handed off: `dead`

@@ -11,13 +11,6 @@ use converger_core::health::CHECKED_TYPES;
 /// How long per-minute counters are kept (the window is 60 minutes).
 const COUNTER_TTL_S: i64 = 2 * 3600;
 
-fn num(item: &Item, k: &str) -> i64 {
-    item.get(k)
-        .and_then(|v| v.as_n().ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 #[async_trait]
 impl HealthStore for DynamoStore {
     async fn count_deliveries(

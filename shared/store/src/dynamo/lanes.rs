@@ -5,11 +5,20 @@
 use super::*;
 use aws_sdk_dynamodb::types::Delete;
 
+/// A lane item's `seq` (a `u64`: a producer's seq may be beyond `i64`).
 fn seq_of(item: &Item) -> u64 {
     item.get("seq")
         .and_then(|v| v.as_n().ok())
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
+}
+
+/// An entry's sort key (`core::lanes::entry_key`).
+fn entry_sk(entry: &LaneEntry) -> AttributeValue {
+    s(converger_core::lanes::entry_key(
+        entry.seq,
+        entry.delivery_id.as_str(),
+    ))
 }
 
 fn text_of<'a>(item: &'a Item, k: &str) -> Option<&'a str> {
@@ -29,13 +38,7 @@ impl LaneStore for DynamoStore {
             .put_item()
             .table_name(&self.res.lanes)
             .item("pk", s(lane))
-            .item(
-                "sk",
-                s(converger_core::lanes::entry_key(
-                    entry.seq,
-                    entry.delivery_id.as_str(),
-                )),
-            )
+            .item("sk", entry_sk(entry))
             .item("delivery_id", s(entry.delivery_id.as_str()))
             .item("seq", n(entry.seq))
             .item("expires_at", n(expires_at))
@@ -50,13 +53,7 @@ impl LaneStore for DynamoStore {
             .delete_item()
             .table_name(&self.res.lanes)
             .key("pk", s(lane))
-            .key(
-                "sk",
-                s(converger_core::lanes::entry_key(
-                    entry.seq,
-                    entry.delivery_id.as_str(),
-                )),
-            )
+            .key("sk", entry_sk(entry))
             .send()
             .await
             .map_err(sdk_err)?;
@@ -136,13 +133,7 @@ impl LaneStore for DynamoStore {
         let gone = Delete::builder()
             .table_name(&self.res.lanes)
             .key("pk", s(lane))
-            .key(
-                "sk",
-                s(converger_core::lanes::entry_key(
-                    entry.seq,
-                    entry.delivery_id.as_str(),
-                )),
-            )
+            .key("sk", entry_sk(entry))
             .condition_expression("attribute_exists(pk)")
             .build()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;

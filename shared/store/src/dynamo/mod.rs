@@ -64,6 +64,14 @@ where
     }
 }
 
+/// A number attribute of `item` (0 when it has none or it does not parse).
+fn num(item: &Item, k: &str) -> i64 {
+    item.get(k)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 fn now_ms() -> i64 {
     converger_core::time::now_ms()
 }

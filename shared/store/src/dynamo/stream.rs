@@ -209,12 +209,7 @@ impl StreamStore for DynamoStore {
             .unwrap_or_default()
             .into_iter()
             // TTL deletion lags: an expired subscription is not one.
-            .filter(|i| {
-                i.get("expires_at")
-                    .and_then(|v| v.as_n().ok())
-                    .and_then(|v| v.parse::<i64>().ok())
-                    .is_none_or(|e| e > now_s)
-            })
+            .filter(|i| !i.contains_key("expires_at") || num(i, "expires_at") > now_s)
             .filter_map(|mut i| match i.remove("sk") {
                 Some(AttributeValue::S(c)) => Some(c),
                 _ => None,
@@ -256,11 +251,7 @@ impl StreamStore for DynamoStore {
             }
             _ => return Err(StoreError::Corrupt("stream token without a tenant".into())),
         };
-        let expires_at = item
-            .get("expires_at")
-            .and_then(|v| v.as_n().ok())
-            .and_then(|v| v.parse::<i64>().ok())
-            .unwrap_or(0);
+        let expires_at = num(&item, "expires_at");
         Ok((expires_at > now.secs()).then_some(StreamToken {
             tenant_id: tenant,
             expires_at,
