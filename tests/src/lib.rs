@@ -83,6 +83,7 @@ impl TestStack {
                 tenant_cache_ttl: Duration::from_secs(1),
                 // The live stream's tests connect to it.
                 live_stream: true,
+                platform_account: Some(converger_local::LOCAL_ACCOUNT.to_owned()),
                 // Health counts written as they are counted: a test reads them at once.
                 health_flush: Duration::ZERO,
                 serial_transactions: true,

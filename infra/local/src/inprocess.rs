@@ -38,6 +38,8 @@ pub struct Memory {
     pub events: Arc<MemEvents>,
     /// The in-process mail service (SES's identity rule; what was sent, for tests).
     pub mailer: Arc<converger_memory::MemMailer>,
+    /// Tenants' AWS accounts, in process.
+    pub tenant_aws: Arc<converger_memory::MemTenantAws>,
 }
 
 /// A pipeline on the in-process backend (with `latency`'s waits, if given), and its parts.
@@ -89,6 +91,7 @@ pub fn memory_pipeline_with(
     let adapters = Adapters::standard(config.allowlist.clone())
         .map_err(|e| format!("the HTTP client: {e}"))?;
     let mailer = Arc::new(converger_memory::MemMailer::new());
+    let tenant_aws = Arc::new(converger_memory::MemTenantAws::new());
     let pipeline = Pipeline::new(
         store.clone(),
         queue.clone(),
@@ -96,7 +99,8 @@ pub fn memory_pipeline_with(
         adapters,
         config,
     )
-    .with_mailer(mailer.clone());
+    .with_mailer(mailer.clone())
+    .with_tenant_aws(tenant_aws.clone());
     Ok((
         pipeline,
         Memory {
@@ -104,6 +108,7 @@ pub fn memory_pipeline_with(
             queue,
             events,
             mailer,
+            tenant_aws,
         },
     ))
 }

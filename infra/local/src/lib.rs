@@ -17,3 +17,7 @@ pub mod seed;
 pub mod stack;
 
 pub use stack::{Backend, Every, QueueSettings, Stack, StackOptions};
+
+/// The emulator's account (moto's default): the local stack's own, as `PLATFORM_ACCOUNT_ID`
+/// (the template's `AWS::AccountId`) says on AWS.
+pub const LOCAL_ACCOUNT: &str = "123456789012";

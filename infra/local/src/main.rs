@@ -29,6 +29,9 @@ async fn run(demo: bool) -> Result<(), String> {
     if std::env::var("LIVE_STREAM").is_err() {
         config.live_stream = true;
     }
+    if std::env::var("PLATFORM_ACCOUNT_ID").is_err() {
+        config.platform_account = Some(converger_local::LOCAL_ACCOUNT.to_owned());
+    }
     converger_pipeline::metrics::set_enabled(std::env::var("CONVERGER_METRICS").is_ok());
     // The schedules run at the template's rates unless these say otherwise.
     let period = |var: &str| -> Result<Every, String> {

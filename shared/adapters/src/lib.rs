@@ -3,6 +3,7 @@
 
 use converger_core::Invalid;
 
+pub mod aws;
 mod config;
 pub mod echo;
 pub mod email;
@@ -37,7 +38,21 @@ pub struct Envelope<'a> {
     pub channel_ids: &'a [ChannelId],
     /// 1-based number of this attempt.
     pub attempt: u32,
+    /// How many times the delivery was replayed (0 before its first replay).
+    pub replays: u32,
     pub services: &'a dyn Services,
+}
+
+/// The parts of the activity a message's body is made of.
+pub(crate) fn body_parts<'a>(env: &Envelope<'a>) -> converger_core::payload::BodyParts<'a> {
+    converger_core::payload::BodyParts {
+        activity_id: env.activity_id,
+        seq: env.seq,
+        conversation_id: env.conversation_id,
+        event_type: env.event_type,
+        created_at: env.created_at,
+        payload: env.payload,
+    }
 }
 
 /// A bot's reply to post into a conversation.
@@ -78,6 +93,14 @@ pub trait Services: Send + Sync {
         tenant_id: &str,
         email: &converger_core::email::Email,
     ) -> Result<String, DeliveryError>;
+    /// Sends one message into a tenant's own AWS account as the channel's role, with the
+    /// tenant's external id; what the service answered.
+    async fn send_to_aws(
+        &self,
+        tenant_id: &str,
+        role: &converger_core::aws::Role,
+        message: &converger_core::aws::AwsMessage<'_>,
+    ) -> Result<converger_core::aws::AwsReceipt, DeliveryError>;
 }
 
 /// What an attempt achieved.
@@ -119,8 +142,12 @@ pub trait Adapter: Send + Sync {
         converger_core::PolicyLayer::default()
     }
 
-    /// The channel's outbound rate limit when it sets none (WhatsApp's Cloud API: 80/s).
-    fn default_rate_limit(&self) -> Option<converger_core::RateLimit> {
+    /// The channel's outbound rate limit when it sets none (WhatsApp's Cloud API: 80/s; a
+    /// FIFO queue: 300/s), given its `config`.
+    fn default_rate_limit(
+        &self,
+        _config: &Map<String, Value>,
+    ) -> Option<converger_core::RateLimit> {
         None
     }
 
@@ -146,7 +173,7 @@ impl Adapters {
     }
 
     /// The standard set: webhook, the WhatsApp providers and Slack (sharing one HTTP client
-    /// with the given destination allowlist), echo, websocket and email.
+    /// with the given destination allowlist), echo, websocket, email and the four AWS types.
     /// Every adapter, over one HTTP client guarded by `allow`; fails only when the TLS
     /// backend cannot start.
     pub fn standard(allow: converger_core::net::Allowlist) -> Result<Self, HttpClientError> {
@@ -159,6 +186,10 @@ impl Adapters {
             Arc::new(echo::EchoAdapter),
             Arc::new(websocket::WebsocketAdapter),
             Arc::new(email::EmailAdapter),
+            Arc::new(aws::AwsAdapter(converger_core::aws::Service::Sqs)),
+            Arc::new(aws::AwsAdapter(converger_core::aws::Service::EventBridge)),
+            Arc::new(aws::AwsAdapter(converger_core::aws::Service::Kinesis)),
+            Arc::new(aws::AwsAdapter(converger_core::aws::Service::Sns)),
         ]))
     }
 
@@ -204,7 +235,7 @@ mod tests {
             RetryPolicy::default().timeout_ms
         );
         assert_eq!(
-            meta.default_rate_limit(),
+            meta.default_rate_limit(&Map::new()),
             Some("80/s".parse::<RateLimit>().unwrap())
         );
         for kind in [
@@ -212,7 +243,11 @@ mod tests {
             ChannelType::WhatsappInfobip,
             ChannelType::Echo,
         ] {
-            assert_eq!(a.get(kind).unwrap().default_rate_limit(), None, "{kind}");
+            assert_eq!(
+                a.get(kind).unwrap().default_rate_limit(&Map::new()),
+                None,
+                "{kind}"
+            );
         }
     }
 }

@@ -107,7 +107,7 @@ impl Adapter for SlackAdapter {
         ChannelType::Slack
     }
 
-    fn default_rate_limit(&self) -> Option<RateLimit> {
+    fn default_rate_limit(&self, _config: &Map<String, Value>) -> Option<RateLimit> {
         Some(SLACK_DEFAULT_RATE)
     }
 

@@ -12,10 +12,11 @@ use converger_core::Invalid;
 use crate::http::{Guarded, MAX_TIMEOUT_MS, Response};
 use crate::{Accepted, Adapter, Delivered, Envelope, Target};
 use async_trait::async_trait;
+use converger_core::payload::BodyShape;
 use converger_core::signing::signature_header;
 use converger_core::{ChannelType, DeliveryError};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -48,20 +49,6 @@ struct Config {
     receive_timeout: Option<u64>,
     body: BodyShape,
 }
-
-/// What a webhook's body holds (`config.body`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BodyShape {
-    /// `"envelope"` (the default): activity id, seq, conversation and payload.
-    Envelope,
-    /// `"payload"`: the activity's payload alone.
-    Payload,
-    /// `"standard"`: the Standard Webhooks shape, `{type, timestamp, data}`.
-    Standard,
-}
-
-/// The `type` of a Standard Webhooks body for an activity sent without an event type.
-const STANDARD_DEFAULT_TYPE: &str = "activity.created";
 
 fn parse_config(config: &Map<String, Value>) -> Result<Config, Invalid> {
     for k in config.keys() {
@@ -126,17 +113,8 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, Invalid> {
                 .ok_or("receive_timeout must be a positive integer (ms)")?,
         ),
     };
-    let body = match config.get("body") {
-        None | Some(Value::Null) => BodyShape::Envelope,
-        Some(Value::String(b)) if b == "envelope" => BodyShape::Envelope,
-        Some(Value::String(b)) if b == "payload" => BodyShape::Payload,
-        Some(Value::String(b)) if b == "standard" => BodyShape::Standard,
-        Some(_) => {
-            return Err(Invalid::new(
-                "webhook body must be \"envelope\", \"payload\" or \"standard\"",
-            ));
-        }
-    };
+    let body =
+        BodyShape::parse(config.get("body")).map_err(|e| Invalid(format!("webhook {}", e.0)))?;
     Ok(Config {
         url,
         method,
@@ -182,21 +160,8 @@ impl Adapter for WebhookAdapter {
             .unwrap_or(u64::try_from(target.timeout.as_millis()).unwrap_or(MAX_TIMEOUT_MS))
             .min(MAX_TIMEOUT_MS);
         let timeout = Duration::from_millis(timeout_ms);
-        let body = match cfg.body {
-            BodyShape::Payload => serde_json::to_vec(env.payload),
-            BodyShape::Envelope => serde_json::to_vec(&json!({
-                "activity_id": env.activity_id,
-                "seq": env.seq,
-                "conversation_id": env.conversation_id,
-                "payload": env.payload,
-            })),
-            BodyShape::Standard => serde_json::to_vec(&json!({
-                "type": env.event_type.unwrap_or(STANDARD_DEFAULT_TYPE),
-                "timestamp": env.created_at,
-                "data": env.payload,
-            })),
-        }
-        .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
+        let body = serde_json::to_vec(&cfg.body.value(crate::body_parts(&env)))
+            .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
         let ts = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
@@ -240,6 +205,7 @@ impl Adapter for WebhookAdapter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn cfg(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()

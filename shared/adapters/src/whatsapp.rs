@@ -132,7 +132,7 @@ impl Adapter for MetaAdapter {
         ChannelType::WhatsappMeta
     }
 
-    fn default_rate_limit(&self) -> Option<RateLimit> {
+    fn default_rate_limit(&self, _config: &Map<String, Value>) -> Option<RateLimit> {
         Some(META_DEFAULT_RATE)
     }
 

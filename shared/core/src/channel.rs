@@ -16,10 +16,14 @@ pub enum ChannelType {
     Websocket,
     Slack,
     Email,
+    AwsSqs,
+    AwsEventbridge,
+    AwsKinesis,
+    AwsSns,
 }
 
 impl ChannelType {
-    pub const ALL: [ChannelType; 7] = [
+    pub const ALL: [ChannelType; 11] = [
         Self::Webhook,
         Self::Echo,
         Self::WhatsappMeta,
@@ -27,6 +31,10 @@ impl ChannelType {
         Self::Websocket,
         Self::Slack,
         Self::Email,
+        Self::AwsSqs,
+        Self::AwsEventbridge,
+        Self::AwsKinesis,
+        Self::AwsSns,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -38,6 +46,10 @@ impl ChannelType {
             Self::Websocket => "websocket",
             Self::Slack => "slack",
             Self::Email => "email",
+            Self::AwsSqs => "aws_sqs",
+            Self::AwsEventbridge => "aws_eventbridge",
+            Self::AwsKinesis => "aws_kinesis",
+            Self::AwsSns => "aws_sns",
         }
     }
 }

@@ -2,6 +2,7 @@
 //! pipeline, the store and the HTTP surfaces apply is defined here and tested here.
 
 pub mod api_limit;
+pub mod aws;
 pub mod cache;
 pub mod channel;
 pub mod email;

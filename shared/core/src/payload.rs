@@ -49,6 +49,67 @@ fn too_deep() -> String {
     format!("payload nests objects and arrays more than {MAX_DEPTH} levels deep")
 }
 
+/// What the body of a message sent to a channel holds (a webhook's or an AWS channel's
+/// `config.body`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BodyShape {
+    /// `"envelope"` (the default): activity id, seq, conversation and payload.
+    #[default]
+    Envelope,
+    /// `"payload"`: the activity's payload alone.
+    Payload,
+    /// `"standard"`: the Standard Webhooks shape, `{type, timestamp, data}`.
+    Standard,
+}
+
+/// The `type` of a Standard Webhooks body for an activity sent without an event type.
+pub const STANDARD_DEFAULT_TYPE: &str = "activity.created";
+
+/// The parts of an activity a body is made of.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyParts<'a> {
+    pub activity_id: &'a str,
+    pub seq: u64,
+    pub conversation_id: &'a str,
+    pub event_type: Option<&'a str>,
+    /// When the activity was ingested (RFC 3339).
+    pub created_at: &'a str,
+    pub payload: &'a Value,
+}
+
+impl BodyShape {
+    /// `config.body`: absent is the envelope.
+    pub fn parse(v: Option<&Value>) -> Result<Self, Invalid> {
+        match v {
+            None | Some(Value::Null) => Ok(Self::Envelope),
+            Some(Value::String(b)) if b == "envelope" => Ok(Self::Envelope),
+            Some(Value::String(b)) if b == "payload" => Ok(Self::Payload),
+            Some(Value::String(b)) if b == "standard" => Ok(Self::Standard),
+            Some(_) => Err(Invalid::new(
+                "body must be \"envelope\", \"payload\" or \"standard\"",
+            )),
+        }
+    }
+
+    /// The body, as JSON.
+    pub fn value(self, p: BodyParts<'_>) -> Value {
+        match self {
+            Self::Payload => p.payload.clone(),
+            Self::Envelope => serde_json::json!({
+                "activity_id": p.activity_id,
+                "seq": p.seq,
+                "conversation_id": p.conversation_id,
+                "payload": p.payload,
+            }),
+            Self::Standard => serde_json::json!({
+                "type": p.event_type.unwrap_or(STANDARD_DEFAULT_TYPE),
+                "timestamp": p.created_at,
+                "data": p.payload,
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -275,6 +275,11 @@ pub const LIVE_STREAM: Setting = Setting {
     read_by: ReadBy::All,
     meaning: "`true` where the stack has the live stream (the template's `LiveStream`): stream clients may connect and tokens are given; otherwise both are refused with `stream_disabled`",
 };
+pub const PLATFORM_ACCOUNT_ID: Setting = text(
+    "PLATFORM_ACCOUNT_ID",
+    "none",
+    "the stack's own AWS account (the template sets it): tenants' roles for the AWS channel types trust it, and a role in it is refused; a value that is not 12 digits stops the start",
+);
 pub const COOKIE_SECURE: Setting = Setting {
     name: "COOKIE_SECURE",
     kind: Kind::Flag,
@@ -388,6 +393,7 @@ pub const ALL: &[Setting] = &[
     TENANT_CACHE_TTL_MS,
     LANE_RECHECK_MS,
     LIVE_STREAM,
+    PLATFORM_ACCOUNT_ID,
     HOP_CEILING_SECONDS,
     BATCH_CONCURRENCY,
     RETENTION_DAYS,

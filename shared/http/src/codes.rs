@@ -74,6 +74,8 @@ error_codes! {
     InvalidEventTypes = "invalid_event_types", 422, "A channel's `event_types` are not valid.";
     InvalidOrdering = "invalid_ordering", 422, "A channel's `ordering` is not `{\"by\": \"conversation\"}` with an optional `on_dead_letter` of `hold` or `skip`.";
     UnsupportedChannelType = "unsupported_channel_type", 422, "No adapter delivers this channel type.";
+    RoleInPlatformAccount = "role_in_platform_account", 422, "An AWS channel's `role_arn` is in the platform's own account: name a role in the tenant's account.";
+    AwsIdentityUnavailable = "aws_identity_unavailable", 503, "The deployment does not know its own AWS account (`PLATFORM_ACCOUNT_ID`), so no role can be made to trust it.";
     EmailSenderNotAllowed = "email_sender_not_allowed", 403, "An email channel's `from` is not one of its tenant's sender identities.";
     ManagedChannel = "managed_channel", 403, "The tenant's alert channel: an operator changes it, through the tenant's `alert_webhook_url`, and only the platform's alerts are posted to it.";
     // Activities and deliveries.

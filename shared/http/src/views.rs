@@ -138,6 +138,20 @@ pub struct StreamTokenView {
     pub expires_at: String,
 }
 
+/// What a tenant's AWS account needs so that the platform can deliver into it
+/// (`docs/channels/aws.md`): a role that trusts `account_id` with `external_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct AwsIdentityView {
+    /// The platform's AWS account: the principal the role's trust policy names.
+    pub account_id: String,
+    /// The tenant's external id: the trust policy's `sts:ExternalId` condition.
+    pub external_id: String,
+    /// The one action each AWS channel type needs on its target.
+    pub send_actions: std::collections::BTreeMap<String, String>,
+    /// A CloudFormation template (YAML) that creates such a role for one target.
+    pub role_template: String,
+}
+
 /// A channel's signing secrets: every request carries one `v1,` signature per secret.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SecretsView {

@@ -97,6 +97,16 @@ pub fn with_email(pipeline: Pipeline, clients: &Clients) -> Pipeline {
     }
 }
 
+/// Lets the pipeline send into tenants' own AWS accounts (the AWS channel types) as their
+/// roles, assumed with STS (the functions that run attempts: deliver and probe).
+pub fn with_tenant_aws(pipeline: Pipeline, clients: &Clients) -> Pipeline {
+    pipeline.with_tenant_aws(Arc::new(converger_store::StsTenantAws::new(
+        &clients.config,
+        &clients.interceptors,
+        &clients.tenant_interceptors,
+    )))
+}
+
 /// The pipeline a Lambda function uses: names and settings from its environment.
 pub async fn from_env() -> Result<Pipeline, BootError> {
     let config = PipelineConfig::from_env()?;
@@ -105,12 +115,14 @@ pub async fn from_env() -> Result<Pipeline, BootError> {
     aws_pipeline(&clients, &res, config).await
 }
 
-/// [`from_env`] with websocket pushes ([`with_websockets`]) and email ([`with_email`]).
+/// [`from_env`] with websocket pushes ([`with_websockets`]), email ([`with_email`]) and sends
+/// into tenants' accounts ([`with_tenant_aws`]).
 pub async fn from_env_with_websockets() -> Result<Pipeline, BootError> {
     let config = PipelineConfig::from_env()?;
     let clients = Clients::from_env().await;
     let res = Resources::from_env()?;
     let pipeline = aws_pipeline(&clients, &res, config).await?;
+    let pipeline = with_tenant_aws(pipeline, &clients);
     Ok(with_email(with_websockets(pipeline, &clients), &clients))
 }
 

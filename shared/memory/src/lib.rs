@@ -32,6 +32,7 @@ mod queue;
 mod replays;
 mod sockets;
 mod stream;
+mod tenant_aws;
 mod tenants;
 
 pub use capacity::{Capacity, CapacityModel, CapacityTally};
@@ -39,6 +40,7 @@ pub use events::MemEvents;
 pub use mail::MemMailer;
 pub use queue::{MemQueue, QueueOrder};
 pub use sockets::MemSockets;
+pub use tenant_aws::{MemTenantAws, Received};
 
 #[derive(Default)]
 struct State {

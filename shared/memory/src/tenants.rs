@@ -89,6 +89,27 @@ impl TenantStore for MemStore {
         self.update_tenant(id, |t| t.ses_tenant = name.map(str::to_owned))
             .await
     }
+
+    async fn ensure_tenant_external_id(
+        &self,
+        id: &TenantId,
+        external_id: &str,
+    ) -> StoreResult<Option<Tenant>> {
+        self.update_tenant(id, |t| {
+            t.aws_external_id
+                .get_or_insert_with(|| external_id.to_owned());
+        })
+        .await
+    }
+
+    async fn set_tenant_external_id(
+        &self,
+        id: &TenantId,
+        external_id: &str,
+    ) -> StoreResult<Option<Tenant>> {
+        self.update_tenant(id, |t| t.aws_external_id = Some(external_id.to_owned()))
+            .await
+    }
 }
 
 impl MemStore {

@@ -27,6 +27,9 @@ pub struct PipelineConfig {
     pub lane_recheck: Duration,
     /// Whether the stack has the live stream (`LIVE_STREAM`).
     pub live_stream: bool,
+    /// The platform's own AWS account (`PLATFORM_ACCOUNT_ID`): tenants' roles must trust
+    /// it, and a role in it is never assumed.
+    pub platform_account: Option<String>,
     /// CIDRs webhooks may reach although they are special-purpose (`WEBHOOK_ALLOW_CIDRS`).
     pub allowlist: Allowlist,
     /// Deliveries of one batch processed at once.
@@ -79,6 +82,7 @@ impl Default for PipelineConfig {
             tenant_cache_ttl: Duration::from_secs(30),
             lane_recheck: Duration::from_secs(300),
             live_stream: false,
+            platform_account: None,
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
             retention: Duration::from_secs(30 * 86_400),
@@ -147,6 +151,13 @@ impl PipelineConfig {
                 .number(&set::LANE_RECHECK_MS)?
                 .map_or(d.lane_recheck, Duration::from_millis),
             live_stream: env.flag(&set::LIVE_STREAM)?.unwrap_or(d.live_stream),
+            platform_account: env.parsed(&set::PLATFORM_ACCOUNT_ID, |v: &str| {
+                if v.len() == 12 && v.bytes().all(|b| b.is_ascii_digit()) {
+                    Ok(v.to_owned())
+                } else {
+                    Err("12 digits")
+                }
+            })?,
             allowlist: env
                 .parsed(&set::WEBHOOK_ALLOW_CIDRS, Allowlist::parse)?
                 .unwrap_or(d.allowlist),

@@ -35,6 +35,8 @@ pub struct Handoff<'p> {
     pub(crate) tenants: &'p dyn converger_ports::TenantStore,
     pub(crate) events: &'p dyn converger_ports::Events,
     pub(crate) mailer: &'p dyn converger_ports::Mailer,
+    pub(crate) tenant_aws: &'p dyn converger_ports::TenantAws,
+    pub(crate) platform_account: Option<&'p str>,
     pub(crate) sockets: &'p dyn converger_ports::Sockets,
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) counts: &'p crate::counts::HealthCounts,
@@ -53,6 +55,8 @@ impl<'p> Handoff<'p> {
             tenants: &*p.store,
             events: &*p.events,
             mailer: &*p.mailer,
+            tenant_aws: &*p.tenant_aws,
+            platform_account: p.config.platform_account.as_deref(),
             sockets: &*p.sockets,
             cache: &p.cache,
             counts: &p.counts,
@@ -147,6 +151,45 @@ impl Services for Handoff<'_> {
                 response_snippet: None,
                 timed_out: false,
             })
+    }
+
+    async fn send_to_aws(
+        &self,
+        tenant_id: &str,
+        role: &converger_core::aws::Role,
+        message: &converger_core::aws::AwsMessage<'_>,
+    ) -> Result<converger_core::aws::AwsReceipt, DeliveryError> {
+        use converger_core::aws;
+        let service = message.destination.service;
+        // Checked again here, where the role is assumed: a channel written before the rule,
+        // or by a path that skipped the API, never borrows the platform's own rights.
+        aws::check_role_account(role, self.platform_account)
+            .map_err(|e| DeliveryError::permanent(format!("{}: {e}", service.channel_type())))?;
+        let tenant = self.adapter_tenant(tenant_id).await?;
+        let Some(external_id) = tenant.aws_external_id.as_deref() else {
+            return Err(DeliveryError::permanent(format!(
+                "{}: {}",
+                service.channel_type(),
+                aws::ASSUME_ROLE_ADVICE
+            )));
+        };
+        let session = aws::session_name(tenant_id);
+        let assumed = aws::AssumedRole {
+            role_arn: &role.arn,
+            external_id,
+            session_name: &session,
+        };
+        self.tenant_aws.send(assumed, message).await.map_err(|e| {
+            let c = aws::classify(service, e.stage, e.code.as_deref(), &e.message, e.status);
+            DeliveryError {
+                reason: c.reason,
+                status: e.status,
+                retryable: c.retryable,
+                retry_after_ms: None,
+                response_snippet: None,
+                timed_out: false,
+            }
+        })
     }
 
     async fn connections(&self, channel_id: &str) -> Result<Vec<String>, DeliveryError> {

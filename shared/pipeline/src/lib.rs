@@ -59,6 +59,8 @@ pub struct Pipeline {
     pub(crate) sockets: Arc<dyn Sockets>,
     /// Where email goes ([`Pipeline::with_mailer`]; none by default).
     pub(crate) mailer: Arc<dyn Mailer>,
+    /// Where AWS channel types send ([`Pipeline::with_tenant_aws`]; none by default).
+    pub(crate) tenant_aws: Arc<dyn converger_ports::TenantAws>,
     pub(crate) adapters: Adapters,
     pub(crate) config: PipelineConfig,
     reads: Reads,
@@ -93,6 +95,7 @@ impl Pipeline {
             events,
             sockets: Arc::new(converger_ports::NoSockets),
             mailer: Arc::new(converger_ports::NoMailer),
+            tenant_aws: Arc::new(converger_ports::NoTenantAws),
             adapters,
             config,
             clock: Arc::new(converger_core::time::SystemClock),
@@ -130,6 +133,12 @@ impl Pipeline {
     /// Lets attempts send email through `mailer`.
     pub fn with_mailer(mut self, mailer: Arc<dyn Mailer>) -> Self {
         self.mailer = mailer;
+        self
+    }
+
+    /// Lets attempts send into tenants' AWS accounts through `tenant_aws`.
+    pub fn with_tenant_aws(mut self, tenant_aws: Arc<dyn converger_ports::TenantAws>) -> Self {
+        self.tenant_aws = tenant_aws;
         self
     }
 

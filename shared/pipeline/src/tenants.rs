@@ -58,6 +58,7 @@ pub struct Tenants<'p> {
     pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
     pub(crate) health_store: &'p dyn converger_ports::HealthStore,
     pub(crate) tenants: &'p dyn converger_ports::TenantStore,
+    pub(crate) audit_log: &'p dyn converger_ports::AuditStore,
     pub(crate) adapters: &'p converger_adapters::Adapters,
     pub(crate) cache: &'p crate::cache::ChannelCache,
 }
@@ -70,6 +71,7 @@ impl<'p> Tenants<'p> {
             channel_store: &*p.store,
             health_store: &*p.store,
             tenants: &*p.store,
+            audit_log: &*p.store,
             adapters: &p.adapters,
             cache: &p.cache,
         }
@@ -170,6 +172,7 @@ impl Tenants<'_> {
             delivery_shards: Some(converger_ports::default_delivery_shards(tier)),
             email_senders: Vec::new(),
             ses_tenant: None,
+            aws_external_id: Some(converger_core::aws::new_external_id()),
         };
         let key = new_api_key();
         self.tenants
@@ -261,6 +264,50 @@ impl Tenants<'_> {
             )));
         }
         Ok(self.tenants.grow_tenant_delivery_shards(id, n).await?)
+    }
+
+    /// The external id a tenant's AWS roles require of the platform: made now if the tenant
+    /// has none yet (a tenant created before AWS channel types). `None` if there is no such
+    /// tenant.
+    pub async fn aws_external_id(&self, tenant: &TenantId) -> Result<Option<String>, StoreError> {
+        if let Some(t) = self.tenants.get_tenant(tenant).await?
+            && let Some(id) = t.aws_external_id
+        {
+            return Ok(Some(id));
+        }
+        let candidate = converger_core::aws::new_external_id();
+        Ok(self
+            .tenants
+            .ensure_tenant_external_id(tenant, &candidate)
+            .await?
+            .and_then(|t| t.aws_external_id))
+    }
+
+    /// Gives a tenant a new external id (its roles' trust policies must then name it;
+    /// sends with the old one are refused by them). Audited (`rotate_external_id`). `None` if
+    /// there is no such tenant.
+    pub async fn rotate_external_id(
+        &self,
+        tenant: &TenantId,
+        actor: &converger_core::query::Actor,
+    ) -> Result<Option<String>, StoreError> {
+        let id = converger_core::aws::new_external_id();
+        let Some(t) = self.tenants.set_tenant_external_id(tenant, &id).await? else {
+            return Ok(None);
+        };
+        let entry = converger_ports::AuditEntry::new(
+            t.id.clone(),
+            actor.clone(),
+            "rotate_external_id",
+            "tenant",
+            t.id.as_str(),
+            json!({}),
+            &self.clock.now().rfc3339(),
+        );
+        if let Err(e) = self.audit_log.add_audit(&entry).await {
+            tracing::error!(tenant_id = %t.id, error = %e, "audit entry not written");
+        }
+        Ok(t.aws_external_id)
     }
 
     /// Gives a tenant a new API key and retires the old one; `None` if there is no such

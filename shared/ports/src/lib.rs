@@ -1,6 +1,6 @@
 //! The model and the ports: what the use cases store, send and publish, and the traits the
 //! backends implement (`Store` with its flow, health, hand-off and account parts, `Queue`,
-//! `Events`, `Sockets`, `Mailer`). No AWS SDK here: the AWS backend is `converger-store`, the
+//! `Events`, `Sockets`, `Mailer`, `TenantAws`). No AWS SDK here: the AWS backend is `converger-store`, the
 //! in-process one `converger-memory`, and both follow the rules defined with the model
 //! (which sparse index a delivery belongs to, why a claim is refused).
 
@@ -17,6 +17,7 @@ pub mod message;
 pub mod model;
 pub mod ports;
 pub mod stream;
+pub mod tenant_aws;
 
 pub use accounts::*;
 pub use flow::*;
@@ -29,6 +30,7 @@ pub use mail::*;
 pub use model::*;
 pub use ports::*;
 pub use stream::*;
+pub use tenant_aws::*;
 
 /// Every store trait, for code that calls a backend's methods on its concrete type.
 pub mod prelude {

@@ -83,6 +83,19 @@ pub trait TenantStore: Send + Sync + 'static {
         id: &TenantId,
         name: Option<&str>,
     ) -> StoreResult<Option<Tenant>>;
+    /// Gives a tenant `external_id` unless it has one already (`SET ... if_not_exists`);
+    /// the tenant as it is now, `None` if it does not exist.
+    async fn ensure_tenant_external_id(
+        &self,
+        id: &TenantId,
+        external_id: &str,
+    ) -> StoreResult<Option<Tenant>>;
+    /// Replaces a tenant's external id (a rotation); the tenant as it is now.
+    async fn set_tenant_external_id(
+        &self,
+        id: &TenantId,
+        external_id: &str,
+    ) -> StoreResult<Option<Tenant>>;
     /// Sets a tenant's listing shards to `n` unless it has more already (they only grow: a
     /// listing reads every shard a delivery may be in); `None` if the tenant does not exist.
     async fn grow_tenant_delivery_shards(

@@ -59,6 +59,9 @@ pub struct Clients {
     pub email_configuration_set: Option<String>,
     /// Interceptors that clients built later (the management API's, SES's) get too.
     pub interceptors: Vec<SharedInterceptor>,
+    /// Interceptors of the clients that send as a tenant's role (`tenant_aws`): those
+    /// requests are authorized by the tenant's policies, not the function's.
+    pub tenant_interceptors: Vec<SharedInterceptor>,
 }
 
 fn email_configuration_set() -> Option<String> {
@@ -81,6 +84,7 @@ impl Clients {
             websocket_management_url: management_url(),
             email_configuration_set: email_configuration_set(),
             interceptors: Vec::new(),
+            tenant_interceptors: Vec::new(),
         }
     }
 
@@ -129,6 +133,7 @@ impl Clients {
             config: config.clone(),
             websocket_management_url: management_url(),
             email_configuration_set: email_configuration_set(),
+            tenant_interceptors: interceptors.clone(),
             interceptors,
         }
     }

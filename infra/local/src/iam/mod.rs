@@ -5,8 +5,9 @@
 //!
 //! What is evaluated: identity policies' `Allow` and `Deny` statements with `Action` /
 //! `NotAction` and `Resource` / `NotResource` (strings or lists, `*` and `?` wildcards,
-//! actions case-insensitive). No conditions, principals or permission boundaries: the
-//! template uses none. What a request needs is derived as AWS authorizes it: DynamoDB index
+//! actions case-insensitive), and the one condition the template uses: `StringEquals` or
+//! `StringNotEquals` on `aws:ResourceAccount` (the account in the resource's ARN). Any other
+//! condition is refused when the policy is read; no principals or permission boundaries. What a request needs is derived as AWS authorizes it: DynamoDB index
 //! queries need the index ARN (`table/T/index/I`), transactions need the per-item action on
 //! each table, SQS batch calls need the single-message action, `PutEvents` needs the bus ARN,
 //! a WebSocket push needs `execute-api:ManageConnections` on the connection's ARN.
@@ -26,6 +27,40 @@ pub struct Statement {
     pub not_actions: Vec<String>,
     pub resources: Vec<String>,
     pub not_resources: Vec<String>,
+    /// `aws:ResourceAccount` conditions: (negated, the accounts named).
+    pub account_conditions: Vec<(bool, Vec<String>)>,
+}
+
+/// The conditions a statement may carry here: `StringEquals` / `StringNotEquals` on
+/// `aws:ResourceAccount`.
+fn account_conditions(name: &str, c: &Value) -> Result<Vec<(bool, Vec<String>)>, String> {
+    let Some(ops) = c.as_object() else {
+        return Ok(Vec::new());
+    };
+    ops.iter()
+        .map(|(op, keys)| {
+            let negated = match op.as_str() {
+                "StringEquals" => false,
+                "StringNotEquals" => true,
+                other => {
+                    return Err(format!(
+                        "policy {name}: condition {other} is not evaluated locally"
+                    ));
+                }
+            };
+            let keys = keys
+                .as_object()
+                .ok_or(format!("policy {name}: {op} is not an object"))?;
+            match keys.iter().collect::<Vec<_>>().as_slice() {
+                [(key, values)] if key.eq_ignore_ascii_case("aws:ResourceAccount") => {
+                    Ok((negated, strings(values)?))
+                }
+                _ => Err(format!(
+                    "policy {name}: only aws:ResourceAccount conditions are evaluated locally"
+                )),
+            }
+        })
+        .collect()
 }
 
 /// A named identity policy.
@@ -62,12 +97,9 @@ impl Policy {
         let statements = list
             .iter()
             .map(|s| {
-                if s.get("Condition").is_some() {
-                    return Err(format!(
-                        "policy {name}: conditions are not evaluated locally"
-                    ));
-                }
+                let account_conditions = account_conditions(name, &s["Condition"])?;
                 Ok(Statement {
+                    account_conditions,
                     allow: match s["Effect"].as_str() {
                         Some("Allow") => true,
                         Some("Deny") => false,
@@ -146,6 +178,14 @@ fn statement_match(s: &Statement, action: &str, resource: &str) -> Option<Grant>
     } else {
         return None;
     };
+    let account = resource.split(':').nth(4).unwrap_or("");
+    if !s
+        .account_conditions
+        .iter()
+        .all(|(negated, accounts)| accounts.iter().any(|a| a == account) != *negated)
+    {
+        return None;
+    }
     let resource_pattern = if s.not_resources.is_empty() {
         matching(&s.resources, resource, false)?.clone()
     } else if matching(&s.not_resources, resource, false).is_none() {
@@ -277,6 +317,9 @@ impl Arns {
                 }
                 return out;
             }
+            if let Some(arn) = sts_assume_role(body) {
+                return vec![access("sts:AssumeRole".into(), arn)];
+            }
             if !uri.contains("/@connections/") {
                 // A service this check does not know: refused until it is taught.
                 return vec![access(format!("unknown:{method}"), uri.to_owned())];
@@ -372,6 +415,15 @@ impl Arns {
             vec![access(format!("{prefix}:{op}"), "*".into())]
         }
     }
+}
+
+/// The role an STS `AssumeRole` request (the query protocol's form body) names.
+fn sts_assume_role(body: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?;
+    let url = reqwest::Url::parse(&format!("http://form/?{text}")).ok()?;
+    let pairs: HashMap<String, String> = url.query_pairs().into_owned().collect();
+    (pairs.get("Action").map(String::as_str) == Some("AssumeRole"))
+        .then(|| pairs.get("RoleArn").cloned().unwrap_or_default())
 }
 
 /// `prod/@connections/abc` with `POST` -> `prod/POST/@connections/abc`.

@@ -244,7 +244,7 @@ fn a_request_that_names_nothing_or_an_unknown_service_is_refused() {
 }
 
 #[test]
-fn policies_parse_single_values_and_refuse_conditions() {
+fn policies_parse_single_values_and_refuse_conditions_not_evaluated() {
     let p = Policy::parse(
         "x",
         &json!({"Statement": {"Effect": "Allow", "Action": "a:b", "Resource": "r"}}),
@@ -255,7 +255,7 @@ fn policies_parse_single_values_and_refuse_conditions() {
         Policy::parse(
             "x",
             &json!({"Statement": [{"Effect": "Allow", "Action": "a:b", "Resource": "r",
-                                   "Condition": {}}]})
+                                   "Condition": {"Bool": {"aws:SecureTransport": "true"}}}]})
         )
         .is_err()
     );
@@ -309,5 +309,56 @@ fn ses_sends_are_checked_against_the_identity_and_the_configuration_set() {
             Decision::Allow(_)
         ),
         "the configuration set needs its own grant"
+    );
+}
+
+/// The deliver function may assume tenants' roles, never one of its own account's: the
+/// template's `aws:ResourceAccount` condition is evaluated on the role's ARN.
+#[test]
+fn assume_role_is_allowed_only_outside_the_stacks_account() {
+    let p = policy(json!([{
+        "Effect": "Allow", "Action": ["sts:AssumeRole"],
+        "Resource": "arn:aws:iam::*:role/*",
+        "Condition": {"StringNotEquals": {"aws:ResourceAccount": "123456789012"}}
+    }]));
+    let body = "Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A222233334444%3Arole%2Fsend&RoleSessionName=converger-t&ExternalId=cvg-1";
+    let a = arns().accesses(
+        None,
+        "POST",
+        "https://sts.us-east-1.amazonaws.com/",
+        body.as_bytes(),
+    );
+    assert_eq!(
+        a,
+        vec![Access {
+            action: "sts:AssumeRole".into(),
+            resource: "arn:aws:iam::222233334444:role/send".into(),
+        }]
+    );
+    assert!(matches!(
+        evaluate(&p, &a[0].action, &a[0].resource),
+        Decision::Allow(_)
+    ));
+    let own = body.replace("222233334444", "123456789012");
+    let a = arns().accesses(
+        None,
+        "POST",
+        "https://sts.us-east-1.amazonaws.com/",
+        own.as_bytes(),
+    );
+    assert_eq!(
+        evaluate(&p, &a[0].action, &a[0].resource),
+        Decision::ImplicitDeny
+    );
+    // Any other condition is refused when the policy is read, not ignored.
+    assert!(
+        Policy::parse(
+            "p",
+            &json!({"Statement": [{
+                "Effect": "Allow", "Action": "s3:GetObject", "Resource": "*",
+                "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}
+            }]})
+        )
+        .is_err()
     );
 }

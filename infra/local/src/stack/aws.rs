@@ -69,6 +69,11 @@ async fn function_pipeline(
         interceptors.push(SharedInterceptor::new(c.clone()));
     }
     let mut clients = Clients::intercepted(sdk, interceptors);
+    // Sends as a tenant's role are authorized by the tenant's policies, not the function's:
+    // only counted.
+    clients.tenant_interceptors = counter
+        .map(|c| vec![SharedInterceptor::new(c.clone())])
+        .unwrap_or_default();
     // The local gateway stands in for the WebSocket API the template's
     // WEBSOCKET_MANAGEMENT_URL names.
     clients.websocket_management_url = f
@@ -81,6 +86,11 @@ async fn function_pipeline(
         .await
         .map_err(|e| e.to_string())?;
     let pipeline = if pushes(logical_id) {
+        let pipeline = if runs_attempts(logical_id) {
+            bootstrap::with_tenant_aws(pipeline, &clients)
+        } else {
+            pipeline
+        };
         bootstrap::with_email(bootstrap::with_websockets(pipeline, &clients), &clients)
     } else {
         pipeline
@@ -92,6 +102,11 @@ async fn function_pipeline(
         pipeline
     };
     Ok((Arc::new(pipeline), guard))
+}
+
+/// The functions that run attempts (and so may send as a tenant's role).
+fn runs_attempts(logical_id: &str) -> bool {
+    matches!(logical_id, fun::DELIVER | fun::PROBE)
 }
 
 /// The template deployed on the emulator; the queue-triggered functions started as their

@@ -118,6 +118,7 @@ impl Default for StackOptions {
             // Health counts written as they are counted, so a health check run by hand sees
             // every delivery (deployed functions add them up for a second).
             health_flush: Duration::ZERO,
+            platform_account: Some(crate::LOCAL_ACCOUNT.to_owned()),
             ..PipelineConfig::default()
         };
         Self {
@@ -288,6 +289,7 @@ async fn build_memory(
         let p = if pushes(id) {
             p.with_sockets(sockets.clone())
                 .with_mailer(memory.mailer.clone())
+                .with_tenant_aws(memory.tenant_aws.clone())
         } else {
             p
         };

@@ -26,6 +26,25 @@ fn validate_config(
         .map_err(|m| ApiError::invalid(ErrorCode::InvalidConfig, m))
 }
 
+/// An AWS channel's role is never one of the platform's own (the confused deputy): checked
+/// here when the channel is written, and again where the role is assumed.
+fn validate_role(
+    state: &AppState,
+    kind: ChannelType,
+    config: &Map<String, Value>,
+) -> Result<(), ApiError> {
+    let Some(service) = converger_core::aws::Service::of(kind) else {
+        return Ok(());
+    };
+    let c = converger_core::aws::channel_config(service, config)
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidConfig, m))?;
+    converger_core::aws::check_role_account(
+        &c.role,
+        state.pipeline.config().platform_account.as_deref(),
+    )
+    .map_err(|m| ApiError::invalid(ErrorCode::RoleInPlatformAccount, m))
+}
+
 /// An email channel sends only as one of its tenant's sender identities (an operator grants
 /// them): checked here when the channel is written, and again at each send. The identities
 /// are read from the store, not the API's cached tenant, so that a grant or a withdrawal
@@ -150,6 +169,7 @@ pub(crate) async fn create_channel(
     })?;
     validate_name(&req.name)?;
     validate_config(&state, kind, &req.config)?;
+    validate_role(&state, kind, &req.config)?;
     validate_sender(&state, &tenant, kind, &req.config).await?;
     let retry_policy = validate_policy(&req.retry_policy)?;
     let circuit_breaker = validate_breaker(&req.circuit_breaker)?;
@@ -248,6 +268,7 @@ pub(crate) async fn patch_channel(
     }
     if let Some(c) = &req.config {
         validate_config(&state, current.kind, c)?;
+        validate_role(&state, current.kind, c)?;
         validate_sender(&state, &tenant, current.kind, c).await?;
     }
     let retry_policy = req.retry_policy.as_ref().map(validate_policy).transpose()?;

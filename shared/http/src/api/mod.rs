@@ -24,6 +24,7 @@ use serde_json::{Map, Value};
 
 mod activities;
 mod audit;
+mod aws;
 mod channels;
 mod deliveries;
 mod flow;
@@ -33,6 +34,7 @@ mod stream;
 // The handlers by name, for the router and the OpenAPI document.
 pub(crate) use activities::*;
 pub(crate) use audit::*;
+pub(crate) use aws::*;
 pub(crate) use channels::*;
 pub(crate) use deliveries::*;
 pub(crate) use flow::*;
@@ -68,6 +70,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/deliveries/{id}/retry", post(retry_delivery))
         .route("/api/v1/audit", get(list_audit))
         .route("/api/v1/stream/tokens", post(create_stream_token))
+        .route("/api/v1/aws-identity", get(get_aws_identity))
+        .route("/api/v1/aws-identity/rotate", post(rotate_aws_identity))
         .route(
             "/api/v1/channels/{id}/deliveries/retry",
             post(retry_channel),

@@ -623,6 +623,7 @@ impl Attempts<'_> {
             payload,
             channel_ids: &activity.channel_ids,
             attempt: n,
+            replays: d.retry_count,
             services: &self.handoff,
         };
         let secrets = channel.signing_secrets(self.clock.now());

@@ -177,7 +177,7 @@ impl FlowControl {
             None => self
                 .adapters
                 .get(channel.kind)
-                .and_then(|a| a.default_rate_limit()),
+                .and_then(|a| a.default_rate_limit(&channel.config)),
         };
         Limits {
             cap: breaker.max_in_flight.resolve(tier),

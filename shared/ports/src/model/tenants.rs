@@ -31,6 +31,10 @@ pub struct Tenant {
     /// account's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ses_tenant: Option<String>,
+    /// The external id the tenant's AWS roles require of the platform (AWS channel types):
+    /// made when first asked for (`GET /api/v1/aws-identity`), changed only by a rotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aws_external_id: Option<String>,
 }
 
 /// The most listing shards a tenant may have.

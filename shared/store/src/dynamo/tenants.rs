@@ -126,6 +126,24 @@ impl TenantStore for DynamoStore {
     ) -> StoreResult<Option<Tenant>> {
         self.set_tenant_attr(id, "ses_tenant", name.map(s)).await
     }
+
+    async fn ensure_tenant_external_id(
+        &self,
+        id: &TenantId,
+        external_id: &str,
+    ) -> StoreResult<Option<Tenant>> {
+        self.update_tenant_attr(id, "aws_external_id", Some(s(external_id)), true)
+            .await
+    }
+
+    async fn set_tenant_external_id(
+        &self,
+        id: &TenantId,
+        external_id: &str,
+    ) -> StoreResult<Option<Tenant>> {
+        self.set_tenant_attr(id, "aws_external_id", Some(s(external_id)))
+            .await
+    }
 }
 
 impl DynamoStore {
@@ -137,6 +155,17 @@ impl DynamoStore {
         attr: &str,
         value: Option<AttributeValue>,
     ) -> StoreResult<Option<Tenant>> {
+        self.update_tenant_attr(id, attr, value, false).await
+    }
+
+    /// [`Self::set_tenant_attr`]; with `if_absent`, an attribute the tenant has is kept.
+    async fn update_tenant_attr(
+        &self,
+        id: &TenantId,
+        attr: &str,
+        value: Option<AttributeValue>,
+        if_absent: bool,
+    ) -> StoreResult<Option<Tenant>> {
         let req = self
             .client
             .update_item()
@@ -147,7 +176,11 @@ impl DynamoStore {
             .return_values(ReturnValue::AllNew);
         let req = match value {
             Some(v) => req
-                .update_expression("SET #a = :v")
+                .update_expression(if if_absent {
+                    "SET #a = if_not_exists(#a, :v)"
+                } else {
+                    "SET #a = :v"
+                })
                 .expression_attribute_values(":v", v),
             None => req.update_expression("REMOVE #a"),
         };

@@ -130,6 +130,7 @@ async fn fixture(backend: Backend) -> Fixture {
         delivery_shards: None,
         email_senders: Vec::new(),
         ses_tenant: None,
+        aws_external_id: None,
     };
     store.create_tenant(&tenant, "hash-1").await.unwrap();
     let channel = Channel::new(

@@ -1,0 +1,120 @@
+//! AWS channels (`aws_sqs`, `aws_eventbridge`, `aws_kinesis`, `aws_sns`): one message into the
+//! tenant's own queue, bus, stream or topic, sent as the role the channel names (see
+//! `converger_core::aws`). The body is a webhook's (`config.body`), signed the same way; the
+//! platform's services assume the role and send.
+
+use crate::{Accepted, Adapter, Delivered, Envelope, Target};
+use async_trait::async_trait;
+use converger_core::aws::{self, AwsMessage, Service};
+use converger_core::signing::signature_header;
+use converger_core::{ChannelType, DeliveryError, Invalid, RateLimit};
+use serde_json::{Map, Value, json};
+use std::time::SystemTime;
+
+/// The adapter of one AWS channel type.
+pub struct AwsAdapter(pub Service);
+
+/// What the EventBridge event's `detail-type` is for an activity sent without an event
+/// type.
+pub const DEFAULT_DETAIL_TYPE: &str = "activity";
+
+#[async_trait]
+impl Adapter for AwsAdapter {
+    fn kind(&self) -> ChannelType {
+        self.0.channel_type()
+    }
+
+    fn default_rate_limit(&self, config: &Map<String, Value>) -> Option<RateLimit> {
+        aws::channel_config(self.0, config)
+            .ok()
+            .and_then(|c| aws::default_rate_limit(&c.destination))
+    }
+
+    fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {
+        aws::channel_config(self.0, config).map(drop)
+    }
+
+    async fn deliver(
+        &self,
+        env: Envelope<'_>,
+        target: Target<'_>,
+    ) -> Result<Delivered, DeliveryError> {
+        let service = self.0;
+        let label = service.channel_type().as_str();
+        let cfg = aws::channel_config(service, target.config)
+            .map_err(|e| DeliveryError::permanent(format!("{label}: {e}")))?;
+        let body = cfg.body.value(crate::body_parts(&env));
+        let body_text = serde_json::to_string(&body)
+            .map_err(|e| DeliveryError::permanent(format!("{label}: {e}")))?;
+        let ts = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        let signature = signature_header(
+            target.signing_secrets,
+            env.delivery_id,
+            ts,
+            body_text.as_bytes(),
+        )
+        .map_err(|e| DeliveryError::permanent(format!("{label}: {e}")))?;
+        let attributes = aws::attributes(
+            env.delivery_id,
+            ts,
+            &signature,
+            env.event_type,
+            env.conversation_id,
+        );
+        // EventBridge's detail and a Kinesis record carry what SQS and SNS put in attributes:
+        // `{id, timestamp, signature, event_type, conversation_id, body}`, with the body as
+        // the string that was signed.
+        let sent = match service {
+            Service::Sqs | Service::Sns => body_text,
+            Service::EventBridge | Service::Kinesis => json!({
+                "id": env.delivery_id,
+                "timestamp": ts,
+                "signature": signature,
+                "event_type": env.event_type,
+                "conversation_id": env.conversation_id,
+                "body": body_text,
+            })
+            .to_string(),
+        };
+        let detail_type = env.event_type.unwrap_or(DEFAULT_DETAIL_TYPE);
+        let size = sent.len()
+            + match service {
+                Service::Sqs | Service::Sns => attributes
+                    .iter()
+                    .map(|(k, v)| k.len() + "String".len() + v.len())
+                    .sum(),
+                Service::EventBridge => aws::EVENT_SOURCE.len() + detail_type.len(),
+                Service::Kinesis => env.conversation_id.len(),
+            };
+        aws::check_size(service, size)
+            .map_err(|e| DeliveryError::permanent(format!("{label}: {e}")))?;
+        let group = aws::group_id(env.conversation_id);
+        let dedup = aws::deduplication_id(env.delivery_id, env.replays);
+        let message = AwsMessage {
+            destination: &cfg.destination,
+            body: &sent,
+            attributes: &attributes,
+            detail_type,
+            group_id: &group,
+            deduplication_id: &dedup,
+        };
+        let receipt = tokio::time::timeout(
+            target.timeout,
+            env.services.send_to_aws(env.tenant_id, &cfg.role, &message),
+        )
+        .await
+        .map_err(|_| DeliveryError::timeout(target.timeout.as_millis(), label))??;
+        let snippet = match (&receipt.message_id, &receipt.sequence_number) {
+            (_, Some(seq)) => Some(format!("sequence number {seq}")),
+            _ => None,
+        };
+        Ok(Delivered::Sent(Accepted {
+            provider_message_id: receipt.message_id,
+            status_code: None,
+            response_snippet: snippet,
+        }))
+    }
+}

@@ -1,0 +1,695 @@
+//! Delivery into a tenant's own AWS account: the channel types `aws_sqs`, `aws_eventbridge`,
+//! `aws_kinesis` and `aws_sns`. The platform stores no key of the tenant's: it assumes the
+//! role the channel names (`role_arn`) with the tenant's external id, and sends with the
+//! role's short-lived credentials. Everything here is a rule without I/O: what a channel's
+//! configuration must hold, where its target lives, what is sent with a message, how big a
+//! message may be, how the service's answers are classified, and the role a tenant creates.
+
+use crate::{ChannelType, Invalid, RateLimit};
+use serde_json::{Map, Value};
+
+/// The AWS service a channel type sends to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Service {
+    Sqs,
+    EventBridge,
+    Kinesis,
+    Sns,
+}
+
+impl Service {
+    pub const ALL: [Service; 4] = [Self::Sqs, Self::EventBridge, Self::Kinesis, Self::Sns];
+
+    /// The service of an AWS channel type; `None` for the other types.
+    pub fn of(kind: ChannelType) -> Option<Self> {
+        match kind {
+            ChannelType::AwsSqs => Some(Self::Sqs),
+            ChannelType::AwsEventbridge => Some(Self::EventBridge),
+            ChannelType::AwsKinesis => Some(Self::Kinesis),
+            ChannelType::AwsSns => Some(Self::Sns),
+            _ => None,
+        }
+    }
+
+    pub fn channel_type(self) -> ChannelType {
+        match self {
+            Self::Sqs => ChannelType::AwsSqs,
+            Self::EventBridge => ChannelType::AwsEventbridge,
+            Self::Kinesis => ChannelType::AwsKinesis,
+            Self::Sns => ChannelType::AwsSns,
+        }
+    }
+
+    /// The configuration key that names the target.
+    pub fn target_key(self) -> &'static str {
+        match self {
+            Self::Sqs => "queue_url",
+            Self::EventBridge => "event_bus_arn",
+            Self::Kinesis => "stream_arn",
+            Self::Sns => "topic_arn",
+        }
+    }
+
+    /// The one action the tenant's role must allow on the target.
+    pub fn send_action(self) -> &'static str {
+        match self {
+            Self::Sqs => "sqs:SendMessage",
+            Self::EventBridge => "events:PutEvents",
+            Self::Kinesis => "kinesis:PutRecord",
+            Self::Sns => "sns:Publish",
+        }
+    }
+
+    /// The largest message the service takes, in bytes (body and attributes together).
+    pub fn max_message_bytes(self) -> usize {
+        match self {
+            Self::Sqs | Self::EventBridge | Self::Sns => 256 * 1024,
+            Self::Kinesis => 1024 * 1024,
+        }
+    }
+
+    /// The name the docs and error texts give it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Sqs => "SQS",
+            Self::EventBridge => "EventBridge",
+            Self::Kinesis => "Kinesis",
+            Self::Sns => "SNS",
+        }
+    }
+
+    fn arn_service(self) -> &'static str {
+        match self {
+            Self::Sqs => "sqs",
+            Self::EventBridge => "events",
+            Self::Kinesis => "kinesis",
+            Self::Sns => "sns",
+        }
+    }
+}
+
+/// The parts of an ARN (`arn:partition:service:region:account:resource`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arn<'a> {
+    pub partition: &'a str,
+    pub service: &'a str,
+    pub region: &'a str,
+    pub account: &'a str,
+    pub resource: &'a str,
+}
+
+impl<'a> Arn<'a> {
+    pub fn parse(arn: &'a str) -> Option<Self> {
+        let mut parts = arn.splitn(6, ':');
+        let (Some("arn"), Some(partition), Some(service), Some(region), Some(account)) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        ) else {
+            return None;
+        };
+        let resource = parts.next()?;
+        Some(Self {
+            partition,
+            service,
+            region,
+            account,
+            resource,
+        })
+    }
+}
+
+fn is_account(s: &str) -> bool {
+    s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn is_region(s: &str) -> bool {
+    // `us-east-1`, `eu-central-2`, `us-gov-west-1`, `cn-north-1`...
+    !s.is_empty()
+        && s.len() <= 32
+        && s.split('-').count() >= 3
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes().last().is_some_and(|b| b.is_ascii_digit())
+}
+
+fn is_partition(s: &str) -> bool {
+    matches!(s, "aws" | "aws-cn" | "aws-us-gov")
+}
+
+/// Where a channel sends: the target as configured, and what it says of itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Destination {
+    pub service: Service,
+    /// The queue URL or the target's ARN, as configured.
+    pub target: String,
+    pub region: String,
+    pub account: String,
+    /// A FIFO queue or topic (its name ends `.fifo`): messages carry a group and a
+    /// deduplication id.
+    pub fifo: bool,
+}
+
+/// A role that may be assumed: its ARN and its account.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Role {
+    pub arn: String,
+    pub account: String,
+}
+
+/// What an AWS channel's `config` holds, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelConfig {
+    pub destination: Destination,
+    pub role: Role,
+    /// What the message's body is (`body`: `envelope`, `payload` or `standard`, as a
+    /// webhook's).
+    pub body: crate::payload::BodyShape,
+}
+
+/// `https://sqs.<region>.amazonaws.com/<account>/<name>` (or the legacy
+/// `https://<region>.queue.amazonaws.com/...`, or `.amazonaws.com.cn`).
+fn queue_url(url: &str) -> Result<Destination, Invalid> {
+    let bad = || {
+        Invalid(format!(
+            "queue_url must be an SQS queue URL, `https://sqs.<region>.amazonaws.com/<account id>/<queue name>` (got `{}`)",
+            url.chars().take(200).collect::<String>()
+        ))
+    };
+    let rest = url.strip_prefix("https://").ok_or_else(bad)?;
+    let (host, path) = rest.split_once('/').ok_or_else(bad)?;
+    let host = host
+        .strip_suffix(".amazonaws.com")
+        .or_else(|| host.strip_suffix(".amazonaws.com.cn"))
+        .ok_or_else(bad)?;
+    let region = host
+        .strip_prefix("sqs.")
+        .or_else(|| host.strip_suffix(".queue"))
+        .ok_or_else(bad)?;
+    let (account, name) = path.split_once('/').ok_or_else(bad)?;
+    let name_ok = !name.is_empty()
+        && name.len() <= 80
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+    if !is_region(region) || !is_account(account) || !name_ok {
+        return Err(bad());
+    }
+    Ok(Destination {
+        service: Service::Sqs,
+        target: url.to_owned(),
+        region: region.to_owned(),
+        account: account.to_owned(),
+        fifo: name.ends_with(".fifo"),
+    })
+}
+
+/// An event bus, stream or topic ARN of `service`.
+fn target_arn(service: Service, arn: &str) -> Result<Destination, Invalid> {
+    let (shape, prefix) = match service {
+        Service::EventBridge => (
+            "arn:aws:events:<region>:<account id>:event-bus/<name>",
+            "event-bus/",
+        ),
+        Service::Kinesis => (
+            "arn:aws:kinesis:<region>:<account id>:stream/<name>",
+            "stream/",
+        ),
+        Service::Sns => ("arn:aws:sns:<region>:<account id>:<topic name>", ""),
+        Service::Sqs => ("", ""),
+    };
+    let key = service.target_key();
+    let bad = || {
+        Invalid(format!(
+            "{key} must be an ARN, `{shape}` (got `{}`)",
+            arn.chars().take(200).collect::<String>()
+        ))
+    };
+    let a = Arn::parse(arn).ok_or_else(bad)?;
+    let name = a.resource.strip_prefix(prefix).ok_or_else(bad)?;
+    let name_ok = !name.is_empty()
+        && name.len() <= 256
+        && !name.contains(':')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b));
+    if !is_partition(a.partition)
+        || a.service != service.arn_service()
+        || !is_region(a.region)
+        || !is_account(a.account)
+        || !name_ok
+    {
+        return Err(bad());
+    }
+    Ok(Destination {
+        service,
+        target: arn.to_owned(),
+        region: a.region.to_owned(),
+        account: a.account.to_owned(),
+        fifo: service == Service::Sns && name.ends_with(".fifo"),
+    })
+}
+
+/// A role ARN, `arn:aws:iam::<account id>:role/<name>` (a path may come before the name).
+pub fn role(arn: &str) -> Result<Role, Invalid> {
+    let bad = || {
+        Invalid(format!(
+            "role_arn must be an IAM role ARN, `arn:aws:iam::<account id>:role/<name>` (got `{}`)",
+            arn.chars().take(200).collect::<String>()
+        ))
+    };
+    let a = Arn::parse(arn).ok_or_else(bad)?;
+    let name = a.resource.strip_prefix("role/").ok_or_else(bad)?;
+    let name_ok = !name.is_empty()
+        && name.len() <= 512
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"+=,.@_-/".contains(&b));
+    if !is_partition(a.partition)
+        || a.service != "iam"
+        || !a.region.is_empty()
+        || !is_account(a.account)
+        || !name_ok
+    {
+        return Err(bad());
+    }
+    Ok(Role {
+        arn: arn.to_owned(),
+        account: a.account.to_owned(),
+    })
+}
+
+/// Checks an AWS channel's `config`: the target (`queue_url`, `event_bus_arn`, `stream_arn`
+/// or `topic_arn`), `role_arn`, and optionally `body`.
+pub fn channel_config(
+    service: Service,
+    config: &Map<String, Value>,
+) -> Result<ChannelConfig, Invalid> {
+    let key = service.target_key();
+    if let Some(k) = config
+        .keys()
+        .find(|k| ![key, "role_arn", "body"].contains(&k.as_str()))
+    {
+        return Err(Invalid(format!(
+            "unknown {} config key `{k}` (allowed: {key}, role_arn, body)",
+            service.channel_type()
+        )));
+    }
+    let text = |k: &str| -> Result<&str, Invalid> {
+        match config.get(k) {
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.as_str()),
+            None | Some(Value::Null) => Err(Invalid(format!(
+                "{} config needs `{k}`",
+                service.channel_type()
+            ))),
+            Some(_) => Err(Invalid(format!("`{k}` must be a non-empty string"))),
+        }
+    };
+    let target = text(key)?;
+    let destination = match service {
+        Service::Sqs => queue_url(target)?,
+        other => target_arn(other, target)?,
+    };
+    let role = role(text("role_arn")?)?;
+    let body = crate::payload::BodyShape::parse(config.get("body"))?;
+    Ok(ChannelConfig {
+        destination,
+        role,
+        body,
+    })
+}
+
+/// The confused-deputy rule: a role in the platform's own account is never assumed, so a
+/// tenant cannot borrow the platform's rights by naming one of its roles.
+pub fn check_role_account(role: &Role, platform_account: Option<&str>) -> Result<(), Invalid> {
+    match platform_account {
+        Some(p) if p == role.account => Err(Invalid(format!(
+            "role_arn is in the platform's own account ({p}); name a role in your account"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The channel's outbound rate limit where it sets none: a FIFO queue or topic takes 300
+/// messages a second (without batching), a Kinesis shard 1,000 records. Standard queues and
+/// topics, and event buses (whose quota is the tenant's account's, per region), have none.
+pub fn default_rate_limit(d: &Destination) -> Option<RateLimit> {
+    let per_s = match (d.service, d.fifo) {
+        (Service::Sqs | Service::Sns, true) => 300,
+        (Service::Kinesis, _) => 1_000,
+        _ => return None,
+    };
+    format!("{per_s}/s").parse().ok()
+}
+
+/// The source of the events sent to a tenant's event bus.
+pub const EVENT_SOURCE: &str = "converger";
+
+/// The prefix of every external id.
+pub const EXTERNAL_ID_PREFIX: &str = "cvg-";
+
+/// A tenant's new external id: 24 random bytes, hex, behind [`EXTERNAL_ID_PREFIX`].
+pub fn new_external_id() -> String {
+    use rand::RngCore;
+    let mut b = [0u8; 24];
+    rand::thread_rng().fill_bytes(&mut b);
+    format!("{EXTERNAL_ID_PREFIX}{}", hex::encode(b))
+}
+
+/// The session name the platform's sessions in a tenant's role carry (it shows in the
+/// tenant's CloudTrail): `converger-<tenant id>`, within STS's 64 characters.
+pub fn session_name(tenant_id: &str) -> String {
+    let safe: String = tenant_id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || "+=,.@-_".contains(*c))
+        .take(53)
+        .collect();
+    format!("converger-{safe}")
+}
+
+/// What a message carries besides its body, for SQS and SNS message attributes (all
+/// strings): the Standard Webhooks id, timestamp and signature, the event type and the
+/// conversation.
+pub fn attributes(
+    delivery_id: &str,
+    timestamp: i64,
+    signature: &str,
+    event_type: Option<&str>,
+    conversation_id: &str,
+) -> Vec<(&'static str, String)> {
+    let mut out = vec![
+        ("webhook-id", delivery_id.to_owned()),
+        ("webhook-timestamp", timestamp.to_string()),
+        ("webhook-signature", signature.to_owned()),
+        ("conversation-id", conversation_id.to_owned()),
+    ];
+    if let Some(t) = event_type {
+        out.push(("event-type", t.to_owned()));
+    }
+    out
+}
+
+/// A FIFO message's deduplication id: the delivery's id, so that a send repeated after a
+/// crash is dropped by the queue; after a replay, the replay's number behind it, so that the
+/// replay arrives.
+pub fn deduplication_id(delivery_id: &str, replays: u32) -> String {
+    if replays == 0 {
+        delivery_id.to_owned()
+    } else {
+        format!("{delivery_id}.r{replays}")
+    }
+}
+
+/// A FIFO message's group (and a Kinesis record's partition key): the conversation, so that
+/// its messages keep their order and other conversations do not wait for it. Characters the
+/// services refuse are replaced, and it is cut at 128 (256 for Kinesis is more than enough).
+pub fn group_id(conversation_id: &str) -> String {
+    let g: String = conversation_id
+        .chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+        .take(128)
+        .collect();
+    if g.is_empty() { "_".to_owned() } else { g }
+}
+
+/// Refuses a message the service would refuse for its size.
+pub fn check_size(service: Service, bytes: usize) -> Result<(), String> {
+    let max = service.max_message_bytes();
+    if bytes > max {
+        Err(format!(
+            "the message is {bytes} bytes; {} takes at most {max} (make the payload smaller, or send a reference to it)",
+            service.label()
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Which call a failure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// `sts:AssumeRole` on the tenant's role.
+    AssumeRole,
+    /// The send itself, with the role's credentials.
+    Send,
+}
+
+/// One row of the error table: an AWS error code, whether a retry can heal it, and what
+/// the tenant should do about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErrorRule {
+    pub codes: &'static [&'static str],
+    pub retryable: bool,
+    pub advice: &'static str,
+}
+
+/// The error table (`docs/channels/aws.md` shows it; a test keeps the two equal). Codes not
+/// listed are classified by their HTTP status: 429 and 5xx retry, other 4xx do not; a
+/// failure with no answer at all (the network, a timeout) retries.
+pub const ERRORS: &[ErrorRule] = &[
+    ErrorRule {
+        codes: &[
+            "ThrottlingException",
+            "Throttling",
+            "RequestThrottled",
+            "ThrottledException",
+            "Throttled",
+            "ProvisionedThroughputExceededException",
+            "LimitExceededException",
+        ],
+        retryable: true,
+        advice: "the service throttled the send; it is retried with backoff (raise the target's throughput or lower the channel's rate_limit)",
+    },
+    ErrorRule {
+        codes: &[
+            "KMSThrottlingException",
+            "KmsThrottled",
+            "KMSThrottling",
+            "KMSUnavailableException",
+            "KmsUnavailable",
+        ],
+        retryable: true,
+        advice: "the target's KMS key was throttled or unavailable; it is retried with backoff",
+    },
+    ErrorRule {
+        codes: &[
+            "ServiceUnavailable",
+            "ServiceUnavailableException",
+            "InternalError",
+            "InternalFailure",
+            "InternalErrorException",
+            "InternalException",
+            "InternalServerError",
+        ],
+        retryable: true,
+        advice: "the service failed; it is retried with backoff",
+    },
+    ErrorRule {
+        codes: &["ExpiredToken", "ExpiredTokenException", "RequestExpired"],
+        retryable: true,
+        advice: "the role's session expired; new credentials are taken and the send retried",
+    },
+    ErrorRule {
+        codes: &[
+            "AccessDenied",
+            "AccessDeniedException",
+            "AuthorizationError",
+            "AuthorizationErrorException",
+            "NotAuthorized",
+            "KMSAccessDeniedException",
+            "KmsAccessDenied",
+            "UnrecognizedClientException",
+            "InvalidClientTokenId",
+        ],
+        retryable: false,
+        advice: "the role may not send to the target: allow the channel type's one action on it in the role's policy (and kms:GenerateDataKey and kms:Decrypt on an encrypted target's key)",
+    },
+    ErrorRule {
+        codes: &[
+            "QueueDoesNotExist",
+            "AWS.SimpleQueueService.NonExistentQueue",
+            "ResourceNotFoundException",
+            "NotFound",
+            "NotFoundException",
+            "KMSNotFoundException",
+            "KmsNotFound",
+        ],
+        retryable: false,
+        advice: "the target does not exist: check its name, its account and its region (the region is taken from the URL or ARN)",
+    },
+    ErrorRule {
+        codes: &[
+            "InvalidParameterValue",
+            "InvalidParameterException",
+            "InvalidParameterValueException",
+            "InvalidParameterCombination",
+            "InvalidArgumentException",
+            "InvalidMessageContents",
+            "InvalidArgument",
+            "MalformedDetail",
+            "ValidationException",
+            "MissingParameter",
+            "KMSDisabledException",
+            "KmsDisabled",
+            "KMSInvalidStateException",
+            "KmsInvalidState",
+        ],
+        retryable: false,
+        advice: "the target refused the message: check that the target is of the kind its name says (FIFO or standard) and that its key, if any, is enabled",
+    },
+];
+
+/// What to tell a tenant whose role could not be assumed.
+pub const ASSUME_ROLE_ADVICE: &str = "the platform could not assume role_arn: its trust policy must allow sts:AssumeRole to the platform's account with your external id (GET /api/v1/aws-identity gives both, and a template that creates the role)";
+
+/// A failure, classified: whether it is retried, and the text the delivery's log keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Classified {
+    pub retryable: bool,
+    pub reason: String,
+}
+
+/// Classifies one failed call by its error code (and HTTP status where there was an
+/// answer). A refused `AssumeRole` is permanent unless the service itself failed.
+pub fn classify(
+    service: Service,
+    stage: Stage,
+    code: Option<&str>,
+    message: &str,
+    status: Option<u16>,
+) -> Classified {
+    let rule = code.and_then(|c| ERRORS.iter().find(|r| r.codes.contains(&c)));
+    let retryable = match rule {
+        Some(r) => r.retryable,
+        None => status.is_none_or(crate::error::is_retryable_status),
+    };
+    let what = match stage {
+        Stage::AssumeRole => "sts:AssumeRole".to_owned(),
+        Stage::Send => service.label().to_owned(),
+    };
+    let advice = match (stage, retryable, rule) {
+        (Stage::AssumeRole, false, _) => Some(ASSUME_ROLE_ADVICE),
+        (_, _, Some(r)) => Some(r.advice),
+        _ => None,
+    };
+    let code = code.unwrap_or("error");
+    let message: String = message.chars().take(300).collect();
+    let mut reason = format!("{what}: {code}");
+    if !message.is_empty() {
+        reason.push_str(": ");
+        reason.push_str(&message);
+    }
+    if let Some(a) = advice {
+        reason.push_str(" — ");
+        reason.push_str(a);
+    }
+    Classified { retryable, reason }
+}
+
+/// The role a send is made as.
+#[derive(Debug, Clone, Copy)]
+pub struct AssumedRole<'a> {
+    pub role_arn: &'a str,
+    /// The tenant's external id, which the role's trust policy requires.
+    pub external_id: &'a str,
+    /// The session's name (`core::aws::session_name`): it shows in the tenant's CloudTrail.
+    pub session_name: &'a str,
+}
+
+/// One message for one target.
+#[derive(Debug, Clone)]
+pub struct AwsMessage<'a> {
+    pub destination: &'a Destination,
+    /// The body (SQS, SNS), the event's detail (EventBridge) or the record (Kinesis).
+    pub body: &'a str,
+    /// String attributes (SQS, SNS).
+    pub attributes: &'a [(&'static str, String)],
+    /// EventBridge's `detail-type`.
+    pub detail_type: &'a str,
+    /// A FIFO target's message group, a Kinesis record's partition key.
+    pub group_id: &'a str,
+    /// A FIFO target's deduplication id.
+    pub deduplication_id: &'a str,
+}
+
+/// What the service answered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AwsReceipt {
+    /// SQS's and SNS's message id, EventBridge's event id, Kinesis's shard id.
+    pub message_id: Option<String>,
+    /// A FIFO queue's or topic's sequence number, a Kinesis record's.
+    pub sequence_number: Option<String>,
+}
+
+/// Why a message was not accepted: the call that failed and the service's error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsSendError {
+    pub stage: Stage,
+    /// The service's error code (`AccessDenied`, `QueueDoesNotExist`...), when it answered.
+    pub code: Option<String>,
+    pub message: String,
+    /// The HTTP status, when it answered.
+    pub status: Option<u16>,
+}
+
+/// The CloudFormation template a tenant deploys in its account: a role that trusts the
+/// platform's account only with the tenant's external id, allowed only the one send action
+/// on the one target it is given (and the target's KMS key where it names one).
+pub fn role_template(platform_account: &str, external_id: &str) -> String {
+    format!(
+        r#"AWSTemplateFormatVersion: "2010-09-09"
+Description: A role Converger assumes to deliver into this account.
+Parameters:
+  TargetArn:
+    Type: String
+    Description: The queue, event bus, stream or topic ARN the channel sends to.
+  SendAction:
+    Type: String
+    AllowedValues: [sqs:SendMessage, events:PutEvents, kinesis:PutRecord, sns:Publish]
+  KmsKeyArn:
+    Type: String
+    Default: ""
+    Description: The target's KMS key, if it is encrypted with a customer managed key.
+Conditions:
+  Encrypted: !Not [!Equals [!Ref KmsKeyArn, ""]]
+Resources:
+  ConvergerDeliveryRole:
+    Type: AWS::IAM::Role
+    Properties:
+      MaxSessionDuration: 3600
+      AssumeRolePolicyDocument:
+        Version: "2012-10-17"
+        Statement:
+          - Effect: Allow
+            Principal:
+              AWS: arn:aws:iam::{platform_account}:root
+            Action: sts:AssumeRole
+            Condition:
+              StringEquals:
+                sts:ExternalId: {external_id}
+      Policies:
+        - PolicyName: converger-send
+          PolicyDocument:
+            Version: "2012-10-17"
+            Statement:
+              - Effect: Allow
+                Action: !Ref SendAction
+                Resource: !Ref TargetArn
+              - !If
+                - Encrypted
+                - Effect: Allow
+                  Action: [kms:GenerateDataKey, kms:Decrypt]
+                  Resource: !Ref KmsKeyArn
+                - !Ref AWS::NoValue
+Outputs:
+  RoleArn:
+    Description: The channel's role_arn.
+    Value: !GetAtt ConvergerDeliveryRole.Arn
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests;

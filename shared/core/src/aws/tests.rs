@@ -1,0 +1,266 @@
+use super::*;
+use serde_json::json;
+
+fn config(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+const ROLE: &str = "arn:aws:iam::222233334444:role/converger-delivery";
+
+#[test]
+fn each_type_names_its_target_and_the_region_comes_from_it() {
+    let sqs = channel_config(
+        Service::Sqs,
+        &config(json!({
+            "queue_url": "https://sqs.eu-west-1.amazonaws.com/222233334444/orders.fifo",
+            "role_arn": ROLE,
+        })),
+    )
+    .expect("a FIFO queue");
+    assert_eq!(sqs.destination.region, "eu-west-1");
+    assert_eq!(sqs.destination.account, "222233334444");
+    assert!(sqs.destination.fifo);
+    assert_eq!(sqs.role.account, "222233334444");
+    assert_eq!(sqs.body, crate::payload::BodyShape::Envelope);
+
+    let legacy = queue_url("https://us-east-2.queue.amazonaws.com/222233334444/plain").unwrap();
+    assert_eq!(legacy.region, "us-east-2");
+    assert!(!legacy.fifo);
+
+    for (service, key, arn, region) in [
+        (
+            Service::EventBridge,
+            "event_bus_arn",
+            "arn:aws:events:us-west-2:222233334444:event-bus/tenant-bus",
+            "us-west-2",
+        ),
+        (
+            Service::Kinesis,
+            "stream_arn",
+            "arn:aws:kinesis:ap-south-1:222233334444:stream/activity",
+            "ap-south-1",
+        ),
+        (
+            Service::Sns,
+            "topic_arn",
+            "arn:aws:sns:us-gov-west-1:222233334444:alerts.fifo",
+            "us-gov-west-1",
+        ),
+    ] {
+        let c = channel_config(
+            service,
+            &config(json!({key: arn, "role_arn": ROLE, "body": "standard"})),
+        )
+        .unwrap_or_else(|e| panic!("{service:?}: {e}"));
+        assert_eq!(c.destination.region, region);
+        assert_eq!(c.destination.fifo, service == Service::Sns);
+        assert_eq!(c.body, crate::payload::BodyShape::Standard);
+    }
+}
+
+#[test]
+fn a_config_that_names_no_usable_target_or_role_is_refused_with_the_shape_it_needs() {
+    let refused = |service: Service, v: Value| -> String {
+        channel_config(service, &config(v))
+            .expect_err("refused")
+            .to_string()
+    };
+    let url = "https://sqs.eu-west-1.amazonaws.com/222233334444/q";
+    assert!(refused(Service::Sqs, json!({"role_arn": ROLE})).contains("needs `queue_url`"));
+    assert!(refused(Service::Sqs, json!({"queue_url": url})).contains("needs `role_arn`"));
+    for bad_url in [
+        "http://sqs.eu-west-1.amazonaws.com/222233334444/q",
+        "https://evil.example.com/222233334444/q",
+        "https://sqs.eu-west-1.amazonaws.com/2222/q",
+        "https://sqs.eu-west-1.amazonaws.com/222233334444/",
+        "https://sqs.amazonaws.com/222233334444/q",
+    ] {
+        assert!(
+            refused(
+                Service::Sqs,
+                json!({"queue_url": bad_url, "role_arn": ROLE})
+            )
+            .contains("queue_url must be an SQS queue URL"),
+            "{bad_url}"
+        );
+    }
+    for bad_role in [
+        "arn:aws:iam::222233334444:user/someone",
+        "arn:aws:iam:us-east-1:222233334444:role/r",
+        "arn:aws:sts::222233334444:role/r",
+        "role/r",
+    ] {
+        assert!(
+            refused(
+                Service::Sqs,
+                json!({"queue_url": url, "role_arn": bad_role})
+            )
+            .contains("role_arn must be an IAM role ARN"),
+            "{bad_role}"
+        );
+    }
+    // An ARN of another service, or a bus ARN without its `event-bus/` part.
+    assert!(
+        refused(
+            Service::EventBridge,
+            json!({"event_bus_arn": "arn:aws:sns:us-east-1:222233334444:t", "role_arn": ROLE})
+        )
+        .contains("event_bus_arn must be an ARN")
+    );
+    assert!(
+        refused(
+            Service::Kinesis,
+            json!({"stream_arn": "arn:aws:kinesis:us-east-1:222233334444:s", "role_arn": ROLE})
+        )
+        .contains("stream_arn must be an ARN")
+    );
+    assert!(
+        refused(
+            Service::Sqs,
+            json!({"queue_url": url, "role_arn": ROLE, "access_key": "AKIA..."})
+        )
+        .contains("unknown aws_sqs config key `access_key`")
+    );
+    assert!(
+        refused(
+            Service::Sqs,
+            json!({"queue_url": url, "role_arn": ROLE, "body": "xml"})
+        )
+        .contains("body must be")
+    );
+}
+
+#[test]
+fn a_role_in_the_platforms_own_account_is_never_assumed() {
+    let theirs = role(ROLE).unwrap();
+    let ours = role("arn:aws:iam::111122223333:role/converger-deliver").unwrap();
+    assert!(check_role_account(&theirs, Some("111122223333")).is_ok());
+    let e = check_role_account(&ours, Some("111122223333")).unwrap_err();
+    assert!(e.to_string().contains("platform's own account"), "{e}");
+    // Where the platform's account is not known (a process run by hand), nothing to compare.
+    assert!(check_role_account(&ours, None).is_ok());
+}
+
+#[test]
+fn fifo_targets_and_streams_bring_their_throughput_as_the_default_rate() {
+    let d = |url: &str| queue_url(url).unwrap();
+    assert_eq!(
+        default_rate_limit(&d(
+            "https://sqs.eu-west-1.amazonaws.com/222233334444/o.fifo"
+        )),
+        "300/s".parse().ok()
+    );
+    assert_eq!(
+        default_rate_limit(&d("https://sqs.eu-west-1.amazonaws.com/222233334444/o")),
+        None
+    );
+    let stream = target_arn(
+        Service::Kinesis,
+        "arn:aws:kinesis:us-east-1:222233334444:stream/s",
+    )
+    .unwrap();
+    assert_eq!(default_rate_limit(&stream), "1000/s".parse().ok());
+    let bus = target_arn(
+        Service::EventBridge,
+        "arn:aws:events:us-east-1:222233334444:event-bus/b",
+    )
+    .unwrap();
+    assert_eq!(default_rate_limit(&bus), None);
+}
+
+#[test]
+fn a_fifo_message_is_deduplicated_by_its_delivery_until_it_is_replayed() {
+    assert_eq!(deduplication_id("dl_1", 0), "dl_1");
+    assert_eq!(deduplication_id("dl_1", 2), "dl_1.r2");
+    assert_eq!(group_id("conv 1\n"), "conv_1_");
+    assert_eq!(group_id(""), "_");
+    assert_eq!(group_id(&"c".repeat(300)).len(), 128);
+    let a = attributes("dl_1", 1_700_000_000, "v1,abc", Some("order.paid"), "c1");
+    assert_eq!(
+        a.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+        [
+            "webhook-id",
+            "webhook-timestamp",
+            "webhook-signature",
+            "conversation-id",
+            "event-type"
+        ]
+    );
+}
+
+#[test]
+fn messages_over_the_services_limit_are_refused_before_sending() {
+    assert!(check_size(Service::Sqs, 256 * 1024).is_ok());
+    let e = check_size(Service::Sns, 256 * 1024 + 1).unwrap_err();
+    assert!(e.contains("SNS takes at most 262144"), "{e}");
+    assert!(check_size(Service::Kinesis, 1024 * 1024).is_ok());
+    assert!(check_size(Service::Kinesis, 1024 * 1024 + 1).is_err());
+}
+
+#[test]
+fn errors_are_classified_by_code_then_status_with_advice_for_the_tenant() {
+    let c = |stage, code, status| classify(Service::Sqs, stage, code, "m", status);
+    for code in [
+        "ThrottlingException",
+        "ServiceUnavailable",
+        "InternalError",
+        "KMSThrottlingException",
+        "ExpiredToken",
+    ] {
+        assert!(c(Stage::Send, Some(code), Some(400)).retryable, "{code}");
+    }
+    for code in [
+        "AccessDenied",
+        "QueueDoesNotExist",
+        "ResourceNotFoundException",
+        "InvalidParameterValue",
+    ] {
+        assert!(!c(Stage::Send, Some(code), Some(400)).retryable, "{code}");
+    }
+    let missing = c(Stage::Send, Some("QueueDoesNotExist"), Some(400));
+    assert!(
+        missing
+            .reason
+            .starts_with("SQS: QueueDoesNotExist: m — the target does not exist"),
+        "{}",
+        missing.reason
+    );
+    // A refused AssumeRole tells the tenant how to make the role trust the platform.
+    let refused = c(Stage::AssumeRole, Some("AccessDenied"), Some(403));
+    assert!(!refused.retryable);
+    assert!(refused.reason.starts_with("sts:AssumeRole: AccessDenied"));
+    assert!(refused.reason.contains("external id"), "{}", refused.reason);
+    // STS failing is retried.
+    assert!(c(Stage::AssumeRole, Some("InternalFailure"), Some(500)).retryable);
+    // Unknown codes by status; no answer at all is retried.
+    assert!(c(Stage::Send, Some("Novel"), Some(503)).retryable);
+    assert!(!c(Stage::Send, Some("Novel"), Some(400)).retryable);
+    assert!(c(Stage::Send, None, None).retryable);
+    // No code is in two rows.
+    let mut all: Vec<&str> = ERRORS
+        .iter()
+        .flat_map(|r| r.codes.iter().copied())
+        .collect();
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n);
+}
+
+#[test]
+fn the_role_template_trusts_the_platform_only_with_the_external_id() {
+    let id = new_external_id();
+    assert!(id.starts_with(EXTERNAL_ID_PREFIX) && id.len() == 4 + 48);
+    assert_ne!(id, new_external_id());
+    let t = role_template("111122223333", &id);
+    assert!(t.contains("AWS: arn:aws:iam::111122223333:root"));
+    assert!(t.contains(&format!("sts:ExternalId: {id}")));
+    for action in Service::ALL.map(Service::send_action) {
+        assert!(t.contains(action), "{action}");
+    }
+    assert_eq!(session_name("tn_abc"), "converger-tn_abc");
+    assert!(session_name(&"x".repeat(100)).len() <= 64);
+}
