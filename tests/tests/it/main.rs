@@ -7,6 +7,7 @@
 
 mod adapters;
 mod api;
+mod aws_channels;
 mod bench;
 mod browser;
 mod bulk;

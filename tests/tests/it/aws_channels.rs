@@ -1,0 +1,285 @@
+//! AWS channel types through the API: each type delivers into the tenant's own account as
+//! the role its channel names, with the tenant's external id (`GET /api/v1/aws-identity`);
+//! the message carries the webhook's body and its signature; a FIFO target gets the
+//! conversation as its group and the delivery as its deduplication id; the role is assumed
+//! once, not per delivery; a missing target dead-letters after one attempt with the error
+//! table's advice, a throttled one is retried; a role of the platform's own account is
+//! refused when the channel is written; a rotated external id is audited and the role that
+//! trusts only the old one refuses the platform. The in-process backend's model of the
+//! accounts stands in for AWS here; `emulator` runs the same sends through STS, SQS,
+//! EventBridge, Kinesis and SNS in a second account of the emulator.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_http::views::{AwsIdentityView, DeliveryView};
+use converger_local::Backend;
+use converger_tests::TestStack;
+use converger_tests::client::{Tenant, is_settled};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const TENANT_ACCOUNT: &str = "222233334444";
+const ROLE: &str = "arn:aws:iam::222233334444:role/converger-delivery";
+const QUEUE: &str = "https://sqs.eu-west-1.amazonaws.com/222233334444/activity";
+const FIFO_QUEUE: &str = "https://sqs.eu-west-1.amazonaws.com/222233334444/activity.fifo";
+const BUS: &str = "arn:aws:events:eu-west-1:222233334444:event-bus/activity";
+const STREAM: &str = "arn:aws:kinesis:eu-west-1:222233334444:stream/activity";
+const TOPIC: &str = "arn:aws:sns:eu-west-1:222233334444:activity.fifo";
+
+async fn in_process() -> TestStack {
+    TestStack::with(|o| o.backend = Backend::Memory).await
+}
+
+async fn identity(t: &Tenant<'_>) -> AwsIdentityView {
+    t.api("GET", "/api/v1/aws-identity", None)
+        .await
+        .typed(200)
+        .unwrap()
+}
+
+/// An AWS channel of `kind` sending to `target` as `role`; its id and signing secret.
+async fn channel(t: &Tenant<'_>, kind: &str, target: &str, role: &str) -> (String, String) {
+    let key = match kind {
+        "aws_sqs" => "queue_url",
+        "aws_eventbridge" => "event_bus_arn",
+        "aws_kinesis" => "stream_arn",
+        _ => "topic_arn",
+    };
+    let c = t
+        .create_channel(json!({
+            "type": kind, "name": kind,
+            "config": {key: target, "role_arn": role},
+            "retry_policy": {"max_attempts": 3, "backoff": "fixed", "base_ms": 200},
+        }))
+        .await
+        .unwrap();
+    (c.channel.id, c.signing_secret)
+}
+
+async fn settled(t: &Tenant<'_>, id: &str) -> DeliveryView {
+    t.wait_delivery(id, Duration::from_secs(20), is_settled)
+        .await
+}
+
+fn attribute<'a>(attrs: &'a [(String, String)], name: &str) -> &'a str {
+    attrs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+/// Checks `signature` over `body` for message `id` at `ts` with the channel's secret.
+fn verifies(secret: &str, id: &str, ts: &str, body: &str, signature: &str) -> bool {
+    let signer = converger_core::signing::Signer::new(secret).unwrap();
+    signature
+        .split(' ')
+        .any(|s| s == signer.sign(id, ts.parse().unwrap(), body.as_bytes()))
+}
+
+#[tokio::test]
+async fn each_aws_type_delivers_into_the_tenants_account_as_its_role() {
+    let t = in_process().await;
+    let a = t.new_tenant("default").await;
+    let id = identity(&a).await;
+    assert_eq!(id.account_id, converger_local::LOCAL_ACCOUNT);
+    assert!(id.external_id.starts_with("cvg-"), "{}", id.external_id);
+    assert!(id.role_template.contains(&id.external_id));
+    assert_eq!(id.send_actions["aws_sqs"], "sqs:SendMessage");
+    // Asked again, the same id.
+    assert_eq!(identity(&a).await.external_id, id.external_id);
+
+    let cloud = t.stack.memory().unwrap().tenant_aws.clone();
+    cloud.add_role(ROLE, &id.external_id);
+    for target in [QUEUE, FIFO_QUEUE, BUS, STREAM, TOPIC] {
+        cloud.add_target(target);
+    }
+    let sqs = channel(&a, "aws_sqs", QUEUE, ROLE).await;
+    let fifo = channel(&a, "aws_sqs", FIFO_QUEUE, ROLE).await;
+    let bus = channel(&a, "aws_eventbridge", BUS, ROLE).await;
+    let stream = channel(&a, "aws_kinesis", STREAM, ROLE).await;
+    let topic = channel(&a, "aws_sns", TOPIC, ROLE).await;
+    let (_, ingested) = a
+        .post_activity(json!({
+            "conversation_id": "conv-7",
+            "channel_ids": [sqs.0, fifo.0, bus.0, stream.0, topic.0],
+            "payload": {"text": "hello"},
+        }))
+        .await
+        .unwrap();
+    let mut by_channel = std::collections::HashMap::new();
+    for d in &ingested.deliveries {
+        let d = settled(&a, &d.id).await;
+        assert_eq!((d.status.as_str(), d.attempts), ("sent", 1), "{d:?}");
+        assert!(d.provider_message_id.is_some(), "{d:?}");
+        by_channel.insert(d.channel_id.clone(), d.id.clone());
+    }
+
+    // SQS: the webhook's envelope as the body, the Standard Webhooks headers as attributes.
+    let got = cloud.received(QUEUE);
+    assert_eq!(got.len(), 1);
+    let body: Value = serde_json::from_str(&got[0].body).unwrap();
+    assert_eq!(body["payload"]["text"], "hello");
+    assert_eq!(body["conversation_id"], "conv-7");
+    let delivery = &by_channel[&sqs.0];
+    assert_eq!(attribute(&got[0].attributes, "webhook-id"), delivery);
+    assert_eq!(attribute(&got[0].attributes, "conversation-id"), "conv-7");
+    assert!(verifies(
+        &sqs.1,
+        delivery,
+        attribute(&got[0].attributes, "webhook-timestamp"),
+        &got[0].body,
+        attribute(&got[0].attributes, "webhook-signature"),
+    ));
+    assert_eq!(got[0].role_arn, ROLE);
+
+    // FIFO queue and topic: the conversation is the group, the delivery the deduplication id.
+    for (target, ch) in [(FIFO_QUEUE, &fifo.0), (TOPIC, &topic.0)] {
+        let got = cloud.received(target);
+        assert_eq!(got.len(), 1, "{target}");
+        assert_eq!(got[0].group_id.as_deref(), Some("conv-7"));
+        assert_eq!(
+            got[0].deduplication_id.as_deref(),
+            Some(by_channel[ch].as_str())
+        );
+    }
+
+    // EventBridge and Kinesis: the id, timestamp and signature beside the signed body.
+    for (target, ch, secret) in [(BUS, &bus.0, &bus.1), (STREAM, &stream.0, &stream.1)] {
+        let got = cloud.received(target);
+        assert_eq!(got.len(), 1, "{target}");
+        let record: Value = serde_json::from_str(&got[0].body).unwrap();
+        assert_eq!(record["id"], by_channel[ch].as_str());
+        assert_eq!(record["conversation_id"], "conv-7");
+        let signed = record["body"].as_str().unwrap();
+        assert!(verifies(
+            secret,
+            &by_channel[ch],
+            &record["timestamp"].to_string(),
+            signed,
+            record["signature"].as_str().unwrap(),
+        ));
+    }
+    assert_eq!(cloud.received(BUS)[0].detail_type.as_deref(), Some("activity"));
+    assert_eq!(cloud.received(STREAM)[0].group_id.as_deref(), Some("conv-7"));
+
+    // One role, assumed once for five sends, and not again for more.
+    assert_eq!(cloud.assumed(), 1);
+    for _ in 0..3 {
+        let i = a.activity(&[&sqs.0]).await;
+        assert_eq!(settled(&a, &i.deliveries[0].id).await.status, "sent");
+    }
+    assert_eq!(cloud.received(QUEUE).len(), 4);
+    assert_eq!(cloud.assumed(), 1);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_missing_target_dead_letters_at_once_and_a_throttled_one_is_retried() {
+    let t = in_process().await;
+    let a = t.new_tenant("default").await;
+    let id = identity(&a).await;
+    let cloud = t.stack.memory().unwrap().tenant_aws.clone();
+    cloud.add_role(ROLE, &id.external_id);
+    cloud.add_target(QUEUE);
+    let (missing, _) = channel(&a, "aws_sqs", FIFO_QUEUE, ROLE).await;
+    let i = a.activity(&[&missing]).await;
+    let d = settled(&a, &i.deliveries[0].id).await;
+    assert_eq!((d.status.as_str(), d.attempts), ("failed", 1), "{d:?}");
+    let error = d.last_error.unwrap();
+    assert!(
+        error.contains("AWS.SimpleQueueService.NonExistentQueue")
+            && error.contains("the target does not exist"),
+        "{error}"
+    );
+
+    cloud.fail_next(QUEUE, "ThrottlingException", 400, 1);
+    let (throttled, _) = channel(&a, "aws_sqs", QUEUE, ROLE).await;
+    let i = a.activity(&[&throttled]).await;
+    let d = settled(&a, &i.deliveries[0].id).await;
+    assert_eq!((d.status.as_str(), d.attempts), ("sent", 2), "{d:?}");
+    assert_eq!(cloud.received(QUEUE).len(), 1);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_role_of_the_platforms_own_account_is_refused_when_the_channel_is_written() {
+    let t = in_process().await;
+    let a = t.new_tenant("default").await;
+    let ours = format!(
+        "arn:aws:iam::{}:role/converger-deliver",
+        converger_local::LOCAL_ACCOUNT
+    );
+    let refused = a
+        .create_channel(json!({"type": "aws_sqs", "name": "q",
+                               "config": {"queue_url": QUEUE, "role_arn": ours}}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (refused.status, refused.code.as_str()),
+        (422, "role_in_platform_account")
+    );
+    // Nor can a channel be changed to one.
+    let (ch, _) = channel(&a, "aws_sqs", QUEUE, ROLE).await;
+    let patched = a
+        .api(
+            "PATCH",
+            &format!("/api/v1/channels/{ch}"),
+            Some(json!({"config": {"queue_url": QUEUE, "role_arn": ours}})),
+        )
+        .await;
+    assert_eq!(
+        (patched.status, patched.code()),
+        (422, "role_in_platform_account")
+    );
+    // A stored key is not a setting.
+    let keyed = a
+        .create_channel(json!({"type": "aws_sqs", "name": "q",
+                               "config": {"queue_url": QUEUE, "role_arn": ROLE,
+                                          "secret_access_key": "x"}}))
+        .await
+        .unwrap_err();
+    assert_eq!((keyed.status, keyed.code.as_str()), (422, "invalid_config"));
+    assert!(TENANT_ACCOUNT != converger_local::LOCAL_ACCOUNT);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_rotated_external_id_is_audited_and_a_role_trusting_the_old_one_refuses() {
+    let t = in_process().await;
+    let a = t.new_tenant("default").await;
+    let old = identity(&a).await.external_id;
+    let cloud = t.stack.memory().unwrap().tenant_aws.clone();
+    cloud.add_role(ROLE, &old);
+    cloud.add_target(QUEUE);
+    let (ch, _) = channel(&a, "aws_sqs", QUEUE, ROLE).await;
+    let i = a.activity(&[&ch]).await;
+    assert_eq!(settled(&a, &i.deliveries[0].id).await.status, "sent");
+
+    let rotated: AwsIdentityView = a
+        .api("POST", "/api/v1/aws-identity/rotate", None)
+        .await
+        .typed(200)
+        .unwrap();
+    assert_ne!(rotated.external_id, old);
+    assert_eq!(identity(&a).await.external_id, rotated.external_id);
+    let audit = a.api("GET", "/api/v1/audit", None).await;
+    assert!(
+        audit.body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "rotate_external_id"),
+        "{}",
+        audit.body
+    );
+    // The session taken with the old id has ended; the role trusts only the old one.
+    cloud.expire_sessions();
+    let i = a.activity(&[&ch]).await;
+    let d = settled(&a, &i.deliveries[0].id).await;
+    assert_eq!((d.status.as_str(), d.attempts), ("failed", 1), "{d:?}");
+    let error = d.last_error.unwrap();
+    assert!(
+        error.starts_with("sts:AssumeRole: AccessDenied") && error.contains("external id"),
+        "{error}"
+    );
+    t.stop().await;
+}
