@@ -283,3 +283,233 @@ async fn a_rotated_external_id_is_audited_and_a_role_trusting_the_old_one_refuse
     );
     t.stop().await;
 }
+
+/// The same sends on the emulator: the deliver function, through its deployed policy,
+/// assumes a role in a second account (the tenant's) and sends into that account's own
+/// queue, FIFO queue, event bus, stream and FIFO topic, which the test reads back with the
+/// tenant's credentials.
+mod emulator {
+    use super::*;
+    use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+
+    /// The SDK configuration of the tenant's account: the emulator files the requests of an
+    /// assumed role's session under the role's account.
+    async fn tenant_account(t: &TestStack) -> aws_config::SdkConfig {
+        let platform = t.aws().clients.config.clone();
+        let sts = aws_sdk_sts::Client::new(&platform);
+        let c = sts
+            .assume_role()
+            .role_arn(format!("arn:aws:iam::{TENANT_ACCOUNT}:role/tenant-admin"))
+            .role_session_name("tenant-setup")
+            .send()
+            .await
+            .unwrap()
+            .credentials
+            .unwrap();
+        let creds = aws_sdk_sts::config::Credentials::new(
+            c.access_key_id,
+            c.secret_access_key,
+            Some(c.session_token),
+            None,
+            "tenant",
+        );
+        platform
+            .to_builder()
+            .region(aws_config::Region::new("eu-west-1"))
+            .credentials_provider(aws_sdk_sts::config::SharedCredentialsProvider::new(creds))
+            .build()
+    }
+
+    async fn queue(sqs: &aws_sdk_sqs::Client, name: &str) -> (String, String) {
+        let mut req = sqs.create_queue().queue_name(name);
+        if name.ends_with(".fifo") {
+            req = req.attributes(QueueAttributeName::FifoQueue, "true");
+        }
+        let url = req.send().await.unwrap().queue_url.unwrap();
+        let arn = sqs
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap()[&QueueAttributeName::QueueArn]
+            .clone();
+        (url, arn)
+    }
+
+    /// The messages in a queue of the tenant's, with their attributes.
+    async fn messages(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<aws_sdk_sqs::types::Message> {
+        sqs.receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .unwrap()
+            .messages
+            .unwrap_or_default()
+    }
+
+    fn message_attribute(m: &aws_sdk_sqs::types::Message, name: &str) -> String {
+        m.message_attributes()
+            .and_then(|a| a.get(name))
+            .and_then(|v| v.string_value())
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    #[tokio::test]
+    async fn each_type_delivers_into_another_account_on_the_emulator() {
+        let t = TestStack::on_emulator().await;
+        let a = t.new_tenant("default").await;
+        let tenant = tenant_account(&t).await;
+        let sqs = aws_sdk_sqs::Client::new(&tenant);
+        let (queue_url, _) = queue(&sqs, "activity").await;
+        let (fifo_url, _) = queue(&sqs, "activity.fifo").await;
+        let (bus_events, bus_events_arn) = queue(&sqs, "bus-events").await;
+        let (topic_messages, topic_messages_arn) = queue(&sqs, "topic-messages.fifo").await;
+        let events = aws_sdk_eventbridge::Client::new(&tenant);
+        events.create_event_bus().name("activity").send().await.unwrap();
+        events
+            .put_rule()
+            .name("from-converger")
+            .event_bus_name("activity")
+            .event_pattern(json!({"source": ["converger"]}).to_string())
+            .send()
+            .await
+            .unwrap();
+        events
+            .put_targets()
+            .rule("from-converger")
+            .event_bus_name("activity")
+            .targets(
+                aws_sdk_eventbridge::types::Target::builder()
+                    .id("queue")
+                    .arn(&bus_events_arn)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let kinesis = aws_sdk_kinesis::Client::new(&tenant);
+        kinesis
+            .create_stream()
+            .stream_name("activity")
+            .shard_count(1)
+            .send()
+            .await
+            .unwrap();
+        let sns = aws_sdk_sns::Client::new(&tenant);
+        let topic = sns
+            .create_topic()
+            .name("activity.fifo")
+            .attributes("FifoTopic", "true")
+            .send()
+            .await
+            .unwrap()
+            .topic_arn
+            .unwrap();
+        assert_eq!(topic, TOPIC);
+        sns.subscribe()
+            .topic_arn(&topic)
+            .protocol("sqs")
+            .endpoint(&topic_messages_arn)
+            .attributes("RawMessageDelivery", "true")
+            .send()
+            .await
+            .unwrap();
+
+        let sqs_ch = channel(&a, "aws_sqs", QUEUE, ROLE).await.0;
+        let fifo_ch = channel(&a, "aws_sqs", FIFO_QUEUE, ROLE).await.0;
+        let bus_ch = channel(&a, "aws_eventbridge", BUS, ROLE).await.0;
+        let stream_ch = channel(&a, "aws_kinesis", STREAM, ROLE).await.0;
+        let topic_ch = channel(&a, "aws_sns", TOPIC, ROLE).await.0;
+        let missing = channel(
+            &a,
+            "aws_sqs",
+            "https://sqs.eu-west-1.amazonaws.com/222233334444/missing",
+            ROLE,
+        )
+        .await
+        .0;
+        let (_, ingested) = a
+            .post_activity(json!({
+                "conversation_id": "conv-9",
+                "channel_ids": [sqs_ch, fifo_ch, bus_ch, stream_ch, topic_ch, missing],
+                "payload": {"text": "hello"},
+            }))
+            .await
+            .unwrap();
+        let mut ids = std::collections::HashMap::new();
+        for d in &ingested.deliveries {
+            let d = settled(&a, &d.id).await;
+            if d.channel_id == missing {
+                // A missing queue: dead at its first attempt, with what to check.
+                assert_eq!((d.status.as_str(), d.attempts), ("failed", 1), "{d:?}");
+                let error = d.last_error.clone().unwrap();
+                assert!(error.contains("the target does not exist"), "{error}");
+            } else {
+                assert_eq!((d.status.as_str(), d.attempts), ("sent", 1), "{d:?}");
+            }
+            ids.insert(d.channel_id.clone(), d.id.clone());
+        }
+
+        let got = messages(&sqs, &queue_url).await;
+        assert_eq!(got.len(), 1);
+        let body: Value = serde_json::from_str(got[0].body().unwrap()).unwrap();
+        assert_eq!(body["payload"]["text"], "hello");
+        assert_eq!(message_attribute(&got[0], "webhook-id"), ids[&sqs_ch]);
+        assert!(message_attribute(&got[0], "webhook-signature").starts_with("v1,"));
+
+        for (url, ch) in [(&fifo_url, &fifo_ch), (&topic_messages, &topic_ch)] {
+            let got = messages(&sqs, url).await;
+            assert_eq!(got.len(), 1, "{url}");
+            let system = got[0].attributes().unwrap();
+            assert_eq!(
+                system[&MessageSystemAttributeName::MessageGroupId],
+                "conv-9"
+            );
+            assert_eq!(message_attribute(&got[0], "webhook-id"), ids[ch]);
+        }
+
+        let got = messages(&sqs, &bus_events).await;
+        assert_eq!(got.len(), 1);
+        let event: Value = serde_json::from_str(got[0].body().unwrap()).unwrap();
+        assert_eq!(event["source"], "converger");
+        assert_eq!(event["detail-type"], "activity");
+        assert_eq!(event["detail"]["id"], ids[&bus_ch].as_str());
+
+        let shard = kinesis
+            .get_shard_iterator()
+            .stream_arn(STREAM)
+            .shard_id("shardId-000000000000")
+            .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
+            .send()
+            .await
+            .unwrap()
+            .shard_iterator
+            .unwrap();
+        let records = kinesis
+            .get_records()
+            .stream_arn(STREAM)
+            .shard_iterator(shard)
+            .send()
+            .await
+            .unwrap()
+            .records;
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].partition_key.as_deref(), Some("conv-9"));
+        let record: Value = serde_json::from_slice(records[0].data.as_ref()).unwrap();
+        assert_eq!(record["id"], ids[&stream_ch].as_str());
+
+        // The deliver function's AssumeRole passed its own policy's check.
+        let violations = t.stack.iam_violations();
+        assert!(violations.is_empty(), "{violations:?}");
+        t.stop().await;
+    }
+}
