@@ -1,8 +1,10 @@
 //! Counts the AWS requests a process makes, by service and operation, client-side: an SDK
 //! interceptor that sees every attempt the SDK puts on the wire (a retried call counts once per
-//! try, as AWS bills it). All three services speak an `awsJson` protocol, so the operation is
-//! read from the request's `X-Amz-Target` header (`DynamoDB_20120810.UpdateItem`,
-//! `AmazonSQS.SendMessage`, `AWSEvents.PutEvents`).
+//! try, as AWS bills it). The `awsJson` services' operation is read from the request's
+//! `X-Amz-Target` header (`DynamoDB_20120810.UpdateItem`, `AmazonSQS.SendMessage`,
+//! `AWSEvents.PutEvents`); a query-protocol request's (STS, SNS) from its form body's
+//! `Action`, its service from its signature's credential scope. Requests sent as a tenant's
+//! role are counted apart (`tenant:` before the service): the tenant's account pays them.
 
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
@@ -26,6 +28,20 @@ pub struct Tally {
 #[derive(Clone, Debug, Default)]
 pub struct RequestCounter {
     counts: Arc<Mutex<Counts>>,
+    /// Put before the service of every request this handle counts (`tenant:`).
+    prefix: Option<&'static str>,
+}
+
+/// The service and operation of a request without `X-Amz-Target`: the query protocol's
+/// `Action=` and the credential scope's service (`Credential=AKID/date/region/sts/...`).
+fn query_request(authorization: Option<&str>, body: &[u8]) -> Option<(String, String)> {
+    let body = std::str::from_utf8(body).ok()?;
+    let action = body
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("Action="))?;
+    let scope = authorization?.split("Credential=").nth(1)?;
+    let service = scope.split('/').nth(3)?;
+    Some((service.to_owned(), action.to_owned()))
 }
 
 /// The units one DynamoDB request implies, from its JSON body (see [`Tally::units`]).
@@ -117,9 +133,29 @@ impl RequestCounter {
         Self::default()
     }
 
+    /// A handle on the same counts whose requests are counted as `tenant:<service>`, with no
+    /// units of the platform's (for the clients that send as a tenant's role).
+    pub fn for_tenant_sends(&self) -> Self {
+        Self {
+            counts: self.counts.clone(),
+            prefix: Some("tenant:"),
+        }
+    }
+
     /// Counts one request (and its units: see [`Tally::units`]).
     pub fn record(&self, target: &str, body: Option<&[u8]>) {
-        let key = classify(target);
+        self.record_key(classify(target), body);
+    }
+
+    fn record_key(&self, key: (String, String), body: Option<&[u8]>) {
+        if let Some(prefix) = self.prefix {
+            if let Ok(mut c) = self.counts.lock() {
+                c.entry((format!("{prefix}{}", key.0), key.1))
+                    .or_default()
+                    .requests += 1;
+            }
+            return;
+        }
         let units = match key.0.as_str() {
             "dynamodb" => dynamodb_units(&key.1, body.unwrap_or_default()),
             "events" => eventbridge_events(&key.1, body.unwrap_or_default()),
@@ -167,11 +203,16 @@ impl Intercept for RequestCounter {
         _cfg: &mut ConfigBag,
     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let request = context.request();
-        let target = request
-            .headers()
-            .get("x-amz-target")
-            .unwrap_or("unknown.unknown");
-        self.record(target, request.body().bytes());
+        let body = request.body().bytes();
+        let key = match request.headers().get("x-amz-target") {
+            Some(target) => classify(target),
+            None => query_request(
+                request.headers().get("authorization"),
+                body.unwrap_or_default(),
+            )
+            .unwrap_or_else(|| classify("unknown.unknown")),
+        };
+        self.record_key(key, body);
         Ok(())
     }
 }
@@ -179,6 +220,23 @@ impl Intercept for RequestCounter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn query_protocol_requests_are_named_by_their_scope_and_action() {
+        let auth = "AWS4-HMAC-SHA256 Credential=AKID/20261204/us-east-1/sts/aws4_request, SignedHeaders=host, Signature=x";
+        assert_eq!(
+            query_request(Some(auth), b"Action=AssumeRole&Version=2011-06-15"),
+            Some(("sts".into(), "AssumeRole".into()))
+        );
+        assert_eq!(query_request(Some(auth), b"{}"), None);
+        let c = RequestCounter::new();
+        c.for_tenant_sends().record("AmazonSQS.SendMessage", None);
+        c.record("AmazonSQS.SendMessage", None);
+        let counts = c.take();
+        let tenant = counts[&("tenant:sqs".to_owned(), "SendMessage".to_owned())];
+        assert_eq!((tenant.requests, tenant.units), (1, 0.0));
+        assert_eq!(counts[&("sqs".to_owned(), "SendMessage".to_owned())].units, 1.0);
+    }
 
     #[test]
     fn put_events_is_billed_per_entry_and_64_kb() {

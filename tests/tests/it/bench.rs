@@ -121,6 +121,13 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     assert_eq!(first["sqs/ReceiveMessage"], 1.0, "{line}");
     assert_eq!(first["sqs/DeleteMessageBatch"], 1.0, "{line}");
     assert_eq!(first["events/PutEvents"], 1.0, "{line}");
+    // An AWS channel: the tenant's queue gets one `SendMessage` a delivery, made as the
+    // tenant's role (counted apart: the tenant's account pays it), and the role is not assumed
+    // again while its session lasts (the warm-up took it).
+    let aws = &cases["aws_sqs_first_try"]["per_delivery"];
+    assert_eq!(aws["tenant:sqs/SendMessage"], 1.0, "{line}");
+    assert!(aws.get("sts/AssumeRole").is_none(), "{line}");
+    assert_eq!(aws["dynamodb/BatchWriteItem"], 1.0, "{line}");
     // Three attempts: at most three receives (an attempt that the task handing it its window
     // slot runs itself needs none); a dead letter after three attempts likewise.
     for case in ["three_attempts", "dead_letter"] {

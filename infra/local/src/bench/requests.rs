@@ -12,7 +12,11 @@
 //!   one channel subscribed to it: what the fan-out adds (the subscriber list, one read of the
 //!   tenant's channels per `CHANNEL_CACHE_TTL_MS` per API instance);
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
-//! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts.
+//! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts;
+//! - `aws_sqs_first_try`: an `aws_sqs` channel sending into a queue of a second account of
+//!   the emulator as a role there: what `sts:AssumeRole` costs per delivery (the role's
+//!   session is reused), and the tenant's own `SendMessage` (`tenant:sqs`, paid by the
+//!   tenant's account, not priced here).
 //!
 //! Every activity is posted through the tenant API, so its rate limit's writes (a batch of
 //! the key's schedule taken now and then) are counted too, and reported apart as
@@ -63,7 +67,8 @@ const WRITES: [&str; 5] = [
 
 struct Case {
     name: &'static str,
-    receiver: Receiver,
+    /// The webhook's receiver (none for a channel that sends into AWS).
+    receiver: Option<Receiver>,
     channel: Channel,
     /// Activities posted at once.
     burst: usize,
@@ -129,7 +134,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         Case {
             name: "first_try",
             channel: webhook(p, &t, &ok.url, json!({})).await?,
-            receiver: ok,
+            receiver: Some(ok),
             burst: 1,
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
@@ -146,7 +151,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
                 json!({"max_in_flight": null}),
             )
             .await?,
-            receiver: unwindowed,
+            receiver: Some(unwindowed),
             burst: 1,
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
@@ -156,7 +161,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         Case {
             name: "first_try_burst",
             channel: webhook(p, &t, &burst.url, json!({})).await?,
-            receiver: burst,
+            receiver: Some(burst),
             burst: 10,
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
@@ -178,7 +183,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
                     .map_err(|e| e.to_string())?;
                 c
             },
-            receiver: subscribed,
+            receiver: Some(subscribed),
             burst: 1,
             event_type: Some(BENCH_EVENT),
             done: (DeliveryStatus::Sent, 1),
@@ -188,7 +193,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         Case {
             name: "three_attempts",
             channel: webhook_with(p, &t, &flaky.url, retry.clone(), no_breaker.clone()).await?,
-            receiver: flaky,
+            receiver: Some(flaky),
             burst: 1,
             event_type: None,
             done: (DeliveryStatus::Sent, 3),
@@ -198,12 +203,22 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         Case {
             name: "dead_letter",
             channel: webhook_with(p, &t, &dead.url, retry, no_breaker).await?,
-            receiver: dead,
+            receiver: Some(dead),
             burst: 1,
             event_type: None,
             done: (DeliveryStatus::Failed, 3),
             deliveries: o.retried,
             warm: 0,
+        },
+        Case {
+            name: "aws_sqs_first_try",
+            channel: aws_sqs_channel(stack, &t).await?,
+            receiver: None,
+            burst: 1,
+            event_type: None,
+            done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
+            warm: 10,
         },
     ];
     // A deadline only: under the test command the emulator is shared by every test at once,
@@ -259,7 +274,11 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         // The work after the row is written (settle, events, the queue delete) finishes.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let counts = counter.take();
-        if case.receiver.count() < case.warm + case.deliveries {
+        if case
+            .receiver
+            .as_ref()
+            .is_some_and(|r| r.count() < case.warm + case.deliveries)
+        {
             return Err(format!("{}: the receiver saw too few requests", case.name));
         }
         let mut line = per_delivery(&counts, case.deliveries, started.elapsed());
@@ -271,6 +290,54 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         out.insert(case.name.into(), line);
     }
     Ok(Value::Object(out))
+}
+
+/// The second account of the emulator that stands in for a tenant's.
+const TENANT_ACCOUNT: &str = "222233334444";
+
+/// An `aws_sqs` channel of `t` sending into a queue of [`TENANT_ACCOUNT`] as a role there:
+/// the queue is made with that account's credentials (the emulator files an assumed role's
+/// requests under its account).
+async fn aws_sqs_channel(stack: &Stack, t: &converger_ports::Tenant) -> Result<Channel, String> {
+    let platform = stack.aws()?.clients.config.clone();
+    let c = aws_sdk_sts::Client::new(&platform)
+        .assume_role()
+        .role_arn(format!("arn:aws:iam::{TENANT_ACCOUNT}:role/tenant-admin"))
+        .role_session_name("bench-setup")
+        .send()
+        .await
+        .map_err(|e| format!("the tenant's account: {e}"))?
+        .credentials
+        .ok_or("the tenant's account: no credentials")?;
+    let tenant = platform
+        .to_builder()
+        .region(aws_config::Region::new("eu-west-1"))
+        .credentials_provider(aws_sdk_sts::config::SharedCredentialsProvider::new(
+            aws_sdk_sts::config::Credentials::new(
+                c.access_key_id,
+                c.secret_access_key,
+                Some(c.session_token),
+                None,
+                "bench-tenant",
+            ),
+        ))
+        .build();
+    aws_sdk_sqs::Client::new(&tenant)
+        .create_queue()
+        .queue_name("bench-activity")
+        .send()
+        .await
+        .map_err(|e| format!("the tenant's queue: {e}"))?;
+    super::channel_of(
+        &stack.pipeline,
+        t,
+        converger_core::ChannelType::AwsSqs,
+        json!({
+            "queue_url": format!("https://sqs.eu-west-1.amazonaws.com/{TENANT_ACCOUNT}/bench-activity"),
+            "role_arn": format!("arn:aws:iam::{TENANT_ACCOUNT}:role/converger-delivery"),
+        }),
+    )
+    .await
 }
 
 /// Longest wait for a case's deliveries to settle.

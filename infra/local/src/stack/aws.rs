@@ -72,7 +72,7 @@ async fn function_pipeline(
     // Sends as a tenant's role are authorized by the tenant's policies, not the function's:
     // only counted.
     clients.tenant_interceptors = counter
-        .map(|c| vec![SharedInterceptor::new(c.clone())])
+        .map(|c| vec![SharedInterceptor::new(c.for_tenant_sends())])
         .unwrap_or_default();
     // The local gateway stands in for the WebSocket API the template's
     // WEBSOCKET_MANAGEMENT_URL names.
