@@ -541,6 +541,21 @@ pub const ERRORS: &[ErrorRule] = &[
     },
 ];
 
+/// The error table as `docs/channels/aws.md` shows it (a test checks the page has it).
+pub fn errors_markdown() -> String {
+    let mut out = String::from("| AWS error codes | retried | what to do |\n|---|---|---|\n");
+    for r in ERRORS {
+        let codes: Vec<String> = r.codes.iter().map(|c| format!("`{c}`")).collect();
+        out.push_str(&format!(
+            "| {} | {} | {} |\n",
+            codes.join(", "),
+            if r.retryable { "yes" } else { "no" },
+            r.advice
+        ));
+    }
+    out
+}
+
 /// What to tell a tenant whose role could not be assumed.
 pub const ASSUME_ROLE_ADVICE: &str = "the platform could not assume role_arn: its trust policy must allow sts:AssumeRole to the platform's account with your external id (GET /api/v1/aws-identity gives both, and a template that creates the role)";
 

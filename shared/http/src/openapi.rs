@@ -279,7 +279,7 @@ mod tests {
                 assert_eq!(key, tenant_post, "{method} {path}");
             }
         }
-        assert_eq!(ops, 34);
+        assert_eq!(ops, 36);
     }
 
     /// Every code is listed under each status it is answered with, and the document's

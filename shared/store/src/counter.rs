@@ -36,9 +36,7 @@ pub struct RequestCounter {
 /// `Action=` and the credential scope's service (`Credential=AKID/date/region/sts/...`).
 fn query_request(authorization: Option<&str>, body: &[u8]) -> Option<(String, String)> {
     let body = std::str::from_utf8(body).ok()?;
-    let action = body
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("Action="))?;
+    let action = body.split('&').find_map(|kv| kv.strip_prefix("Action="))?;
     let scope = authorization?.split("Credential=").nth(1)?;
     let service = scope.split('/').nth(3)?;
     Some((service.to_owned(), action.to_owned()))
@@ -122,6 +120,8 @@ pub fn classify(target: &str) -> (String, String) {
         "sqs"
     } else if prefix.starts_with("AWSEvents") {
         "events"
+    } else if prefix.starts_with("Kinesis_") {
+        "kinesis"
     } else {
         prefix
     };
@@ -235,7 +235,10 @@ mod tests {
         let counts = c.take();
         let tenant = counts[&("tenant:sqs".to_owned(), "SendMessage".to_owned())];
         assert_eq!((tenant.requests, tenant.units), (1, 0.0));
-        assert_eq!(counts[&("sqs".to_owned(), "SendMessage".to_owned())].units, 1.0);
+        assert_eq!(
+            counts[&("sqs".to_owned(), "SendMessage".to_owned())].units,
+            1.0
+        );
     }
 
     #[test]

@@ -158,8 +158,14 @@ async fn each_aws_type_delivers_into_the_tenants_account_as_its_role() {
             record["signature"].as_str().unwrap(),
         ));
     }
-    assert_eq!(cloud.received(BUS)[0].detail_type.as_deref(), Some("activity"));
-    assert_eq!(cloud.received(STREAM)[0].group_id.as_deref(), Some("conv-7"));
+    assert_eq!(
+        cloud.received(BUS)[0].detail_type.as_deref(),
+        Some("activity")
+    );
+    assert_eq!(
+        cloud.received(STREAM)[0].group_id.as_deref(),
+        Some("conv-7")
+    );
 
     // One role, assumed once for five sends, and not again for more.
     assert_eq!(cloud.assumed(), 1);
@@ -373,7 +379,12 @@ mod emulator {
         let (bus_events, bus_events_arn) = queue(&sqs, "bus-events").await;
         let (topic_messages, topic_messages_arn) = queue(&sqs, "topic-messages.fifo").await;
         let events = aws_sdk_eventbridge::Client::new(&tenant);
-        events.create_event_bus().name("activity").send().await.unwrap();
+        events
+            .create_event_bus()
+            .name("activity")
+            .send()
+            .await
+            .unwrap();
         events
             .put_rule()
             .name("from-converger")

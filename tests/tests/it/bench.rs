@@ -124,10 +124,17 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     // An AWS channel: the tenant's queue gets one `SendMessage` a delivery, made as the
     // tenant's role (counted apart: the tenant's account pays it), and the role is not assumed
     // again while its session lasts (the warm-up took it).
-    let aws = &cases["aws_sqs_first_try"]["per_delivery"];
-    assert_eq!(aws["tenant:sqs/SendMessage"], 1.0, "{line}");
-    assert!(aws.get("sts/AssumeRole").is_none(), "{line}");
-    assert_eq!(aws["dynamodb/BatchWriteItem"], 1.0, "{line}");
+    for (case, send) in [
+        ("aws_sqs_first_try", "tenant:sqs/SendMessage"),
+        ("aws_eventbridge_first_try", "tenant:events/PutEvents"),
+        ("aws_kinesis_first_try", "tenant:kinesis/PutRecord"),
+        ("aws_sns_first_try", "tenant:sns/Publish"),
+    ] {
+        let aws = &cases[case]["per_delivery"];
+        assert_eq!(aws[send], 1.0, "{case}: {line}");
+        assert!(aws.get("sts/AssumeRole").is_none(), "{case}: {line}");
+        assert_eq!(aws["dynamodb/BatchWriteItem"], 1.0, "{case}: {line}");
+    }
     // Three attempts: at most three receives (an attempt that the task handing it its window
     // slot runs itself needs none); a dead letter after three attempts likewise.
     for case in ["three_attempts", "dead_letter"] {

@@ -13,10 +13,11 @@
 //!   tenant's channels per `CHANNEL_CACHE_TTL_MS` per API instance);
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
 //! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts;
-//! - `aws_sqs_first_try`: an `aws_sqs` channel sending into a queue of a second account of
-//!   the emulator as a role there: what `sts:AssumeRole` costs per delivery (the role's
-//!   session is reused), and the tenant's own `SendMessage` (`tenant:sqs`, paid by the
-//!   tenant's account, not priced here).
+//! - `aws_sqs_first_try`, `aws_eventbridge_first_try`, `aws_kinesis_first_try`,
+//!   `aws_sns_first_try`: an AWS channel sending into a target of a second account of the
+//!   emulator as a role there: what `sts:AssumeRole` costs per delivery (the role's session is
+//!   reused), and the tenant's own send (`tenant:...`, paid by the tenant's account, not
+//!   priced here).
 //!
 //! Every activity is posted through the tenant API, so its rate limit's writes (a batch of
 //! the key's schedule taken now and then) are counted too, and reported apart as
@@ -29,6 +30,7 @@
 use super::{tenant, webhook, webhook_with};
 use crate::receiver::{Receiver, Reply};
 use crate::stack::{Stack, StackOptions};
+use converger_core::aws::Service;
 use converger_core::{DeliveryId, DeliveryStatus, Tier};
 use converger_ports::Channel;
 use converger_ports::prelude::*;
@@ -212,13 +214,43 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         },
         Case {
             name: "aws_sqs_first_try",
-            channel: aws_sqs_channel(stack, &t).await?,
+            channel: aws_channel(stack, &t, Service::Sqs).await?,
             receiver: None,
             burst: 1,
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 10,
+            warm: 2,
+        },
+        Case {
+            name: "aws_eventbridge_first_try",
+            channel: aws_channel(stack, &t, Service::EventBridge).await?,
+            receiver: None,
+            burst: 1,
+            event_type: None,
+            done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
+            warm: 2,
+        },
+        Case {
+            name: "aws_kinesis_first_try",
+            channel: aws_channel(stack, &t, Service::Kinesis).await?,
+            receiver: None,
+            burst: 1,
+            event_type: None,
+            done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
+            warm: 2,
+        },
+        Case {
+            name: "aws_sns_first_try",
+            channel: aws_channel(stack, &t, Service::Sns).await?,
+            receiver: None,
+            burst: 1,
+            event_type: None,
+            done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
+            warm: 2,
         },
     ];
     // A deadline only: under the test command the emulator is shared by every test at once,
@@ -295,10 +327,14 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
 /// The second account of the emulator that stands in for a tenant's.
 const TENANT_ACCOUNT: &str = "222233334444";
 
-/// An `aws_sqs` channel of `t` sending into a queue of [`TENANT_ACCOUNT`] as a role there:
-/// the queue is made with that account's credentials (the emulator files an assumed role's
-/// requests under its account).
-async fn aws_sqs_channel(stack: &Stack, t: &converger_ports::Tenant) -> Result<Channel, String> {
+/// An AWS channel of `t` sending into a new target of `service` in [`TENANT_ACCOUNT`] as a
+/// role there: the target is made with that account's credentials (the emulator files an
+/// assumed role's requests under its account).
+async fn aws_channel(
+    stack: &Stack,
+    t: &converger_ports::Tenant,
+    service: Service,
+) -> Result<Channel, String> {
     let platform = stack.aws()?.clients.config.clone();
     let c = aws_sdk_sts::Client::new(&platform)
         .assume_role()
@@ -322,20 +358,58 @@ async fn aws_sqs_channel(stack: &Stack, t: &converger_ports::Tenant) -> Result<C
             ),
         ))
         .build();
-    aws_sdk_sqs::Client::new(&tenant)
-        .create_queue()
-        .queue_name("bench-activity")
-        .send()
-        .await
-        .map_err(|e| format!("the tenant's queue: {e}"))?;
+    let name = "bench-activity";
+    let fail = |e: &dyn std::fmt::Display| format!("the tenant's {}: {e}", service.label());
+    let target = match service {
+        Service::Sqs => {
+            aws_sdk_sqs::Client::new(&tenant)
+                .create_queue()
+                .queue_name(name)
+                .send()
+                .await
+                .map_err(|e| fail(&e))?;
+            format!("https://sqs.eu-west-1.amazonaws.com/{TENANT_ACCOUNT}/{name}")
+        }
+        Service::EventBridge => aws_sdk_eventbridge::Client::new(&tenant)
+            .create_event_bus()
+            .name(name)
+            .send()
+            .await
+            .map_err(|e| fail(&e))?
+            .event_bus_arn
+            .ok_or("no bus ARN")?,
+        Service::Kinesis => {
+            aws_sdk_kinesis::Client::new(&tenant)
+                .create_stream()
+                .stream_name(name)
+                .shard_count(1)
+                .send()
+                .await
+                .map_err(|e| fail(&e))?;
+            format!("arn:aws:kinesis:eu-west-1:{TENANT_ACCOUNT}:stream/{name}")
+        }
+        Service::Sns => aws_sdk_sns::Client::new(&tenant)
+            .create_topic()
+            .name(name)
+            .send()
+            .await
+            .map_err(|e| fail(&e))?
+            .topic_arn
+            .ok_or("no topic ARN")?,
+    };
+    let mut config = Map::new();
+    config.insert(service.target_key().into(), json!(target));
+    config.insert(
+        "role_arn".into(),
+        json!(format!(
+            "arn:aws:iam::{TENANT_ACCOUNT}:role/converger-delivery"
+        )),
+    );
     super::channel_of(
         &stack.pipeline,
         t,
-        converger_core::ChannelType::AwsSqs,
-        json!({
-            "queue_url": format!("https://sqs.eu-west-1.amazonaws.com/{TENANT_ACCOUNT}/bench-activity"),
-            "role_arn": format!("arn:aws:iam::{TENANT_ACCOUNT}:role/converger-delivery"),
-        }),
+        service.channel_type(),
+        Value::Object(config),
     )
     .await
 }

@@ -264,3 +264,22 @@ fn the_role_template_trusts_the_platform_only_with_the_external_id() {
     assert_eq!(session_name("tn_abc"), "converger-tn_abc");
     assert!(session_name(&"x".repeat(100)).len() <= 64);
 }
+
+/// `docs/channels/aws.md` shows the error table as the code classifies
+/// (`UPDATE_DOCS=1` rewrites it).
+#[test]
+fn the_docs_show_the_error_table() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/channels/aws.md");
+    let page = std::fs::read_to_string(path).expect("docs/channels/aws.md");
+    let (start, end) = ("<!-- errors:start -->\n", "<!-- errors:end -->");
+    let (before, rest) = page.split_once(start).expect("the start marker");
+    let (_, after) = rest.split_once(end).expect("the end marker");
+    let current = format!("{before}{start}{}{end}{after}", errors_markdown());
+    if std::env::var_os("UPDATE_DOCS").is_some() {
+        std::fs::write(path, &current).expect("docs/channels/aws.md written");
+    }
+    assert!(
+        page == current,
+        "docs/channels/aws.md's error table is stale: run with UPDATE_DOCS=1"
+    );
+}
