@@ -228,7 +228,12 @@ async fn cost_scenario_prices_every_part_of_a_delivery() {
         .await
         .unwrap();
     let cases = &line["cases"];
-    for case in ["first_try", "three_attempts", "dead_letter"] {
+    for case in [
+        "first_try",
+        "aws_sqs_first_try",
+        "three_attempts",
+        "dead_letter",
+    ] {
         let per = &cases[case]["per_delivery"];
         let f = |k: &str| per[k].as_f64().unwrap();
         // One activity per delivery, posted once through the tenant API.

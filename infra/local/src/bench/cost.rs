@@ -8,6 +8,8 @@
 //! plus Lambda's own lines per invocation). Cases, each on its own channel of one tenant, one
 //! activity at a time through the tenant API:
 //! - `first_try`: delivered on the first try (after 10 to warm the caches and the window);
+//! - `aws_sqs_first_try`: the same on an `aws_sqs` channel into a queue of a second account
+//!   (the emulator's, or the in-process model of it), sent as a role there;
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
 //! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts.
 //!
@@ -277,6 +279,12 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
         (
             "first_try",
             webhook_with(p, &t, &ok.url, json!({}), json!({})).await?,
+            (DeliveryStatus::Sent, 1),
+            10,
+        ),
+        (
+            "aws_sqs_first_try",
+            super::requests::aws_channel(stack, &t, converger_core::aws::Service::Sqs).await?,
             (DeliveryStatus::Sent, 1),
             10,
         ),

@@ -330,11 +330,50 @@ const TENANT_ACCOUNT: &str = "222233334444";
 /// An AWS channel of `t` sending into a new target of `service` in [`TENANT_ACCOUNT`] as a
 /// role there: the target is made with that account's credentials (the emulator files an
 /// assumed role's requests under its account).
-async fn aws_channel(
+pub(super) async fn aws_channel(
     stack: &Stack,
     t: &converger_ports::Tenant,
     service: Service,
 ) -> Result<Channel, String> {
+    let role = format!("arn:aws:iam::{TENANT_ACCOUNT}:role/converger-delivery");
+    let name = "bench-activity";
+    let target = match stack.memory() {
+        // In process: the model of tenants' accounts gets the role and the target.
+        Some(memory) => {
+            let target = match service {
+                Service::Sqs => {
+                    format!("https://sqs.eu-west-1.amazonaws.com/{TENANT_ACCOUNT}/{name}")
+                }
+                Service::EventBridge => {
+                    format!("arn:aws:events:eu-west-1:{TENANT_ACCOUNT}:event-bus/{name}")
+                }
+                Service::Kinesis => {
+                    format!("arn:aws:kinesis:eu-west-1:{TENANT_ACCOUNT}:stream/{name}")
+                }
+                Service::Sns => format!("arn:aws:sns:eu-west-1:{TENANT_ACCOUNT}:{name}"),
+            };
+            memory
+                .tenant_aws
+                .add_role(&role, t.aws_external_id.as_deref().unwrap_or_default());
+            memory.tenant_aws.add_target(&target);
+            target
+        }
+        None => emulator_target(stack, service, name).await?,
+    };
+    let mut config = Map::new();
+    config.insert(service.target_key().into(), json!(target));
+    config.insert("role_arn".into(), json!(role));
+    super::channel_of(
+        &stack.pipeline,
+        t,
+        service.channel_type(),
+        Value::Object(config),
+    )
+    .await
+}
+
+/// A new target of `service` named `name` in [`TENANT_ACCOUNT`] on the emulator.
+async fn emulator_target(stack: &Stack, service: Service, name: &str) -> Result<String, String> {
     let platform = stack.aws()?.clients.config.clone();
     let c = aws_sdk_sts::Client::new(&platform)
         .assume_role()
@@ -358,7 +397,6 @@ async fn aws_channel(
             ),
         ))
         .build();
-    let name = "bench-activity";
     let fail = |e: &dyn std::fmt::Display| format!("the tenant's {}: {e}", service.label());
     let target = match service {
         Service::Sqs => {
@@ -397,21 +435,7 @@ async fn aws_channel(
             .topic_arn
             .ok_or("no topic ARN")?,
     };
-    let mut config = Map::new();
-    config.insert(service.target_key().into(), json!(target));
-    config.insert(
-        "role_arn".into(),
-        json!(format!(
-            "arn:aws:iam::{TENANT_ACCOUNT}:role/converger-delivery"
-        )),
-    );
-    super::channel_of(
-        &stack.pipeline,
-        t,
-        service.channel_type(),
-        Value::Object(config),
-    )
-    .await
+    Ok(target)
 }
 
 /// Longest wait for a case's deliveries to settle.
