@@ -220,7 +220,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 2,
+            warm: 10,
         },
         Case {
             name: "aws_eventbridge_first_try",
@@ -230,7 +230,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 2,
+            warm: 10,
         },
         Case {
             name: "aws_kinesis_first_try",
@@ -240,7 +240,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 2,
+            warm: 10,
         },
         Case {
             name: "aws_sns_first_try",
@@ -250,7 +250,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 2,
+            warm: 10,
         },
     ];
     // A deadline only: under the test command the emulator is shared by every test at once,
