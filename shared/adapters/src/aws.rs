@@ -107,12 +107,17 @@ impl Adapter for AwsAdapter {
         )
         .await
         .map_err(|_| DeliveryError::timeout(target.timeout.as_millis(), label))??;
+        // The attempt log keeps the service's answer. The id is not the delivery's
+        // `provider_message_id`: no receipt comes back to look it up by, and setting it would
+        // write the receipts index once per delivery.
         let snippet = match (&receipt.message_id, &receipt.sequence_number) {
-            (_, Some(seq)) => Some(format!("sequence number {seq}")),
-            _ => None,
+            (Some(id), Some(seq)) => Some(format!("message id {id}, sequence number {seq}")),
+            (Some(id), None) => Some(format!("message id {id}")),
+            (None, Some(seq)) => Some(format!("sequence number {seq}")),
+            (None, None) => None,
         };
         Ok(Delivered::Sent(Accepted {
-            provider_message_id: receipt.message_id,
+            provider_message_id: None,
             status_code: None,
             response_snippet: snippet,
         }))

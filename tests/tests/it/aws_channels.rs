@@ -2,8 +2,8 @@
 //! the role its channel names, with the tenant's external id (`GET /api/v1/aws-identity`);
 //! the message carries the webhook's body and its signature; a FIFO target gets the
 //! conversation as its group and the delivery as its deduplication id; the role is assumed
-//! once, not per delivery; a missing target dead-letters after one attempt with the error
-//! table's advice, a throttled one is retried; a role of the platform's own account is
+//! once, not per delivery; a missing target or an oversized message dead-letters after one
+//! attempt with the error table's advice, a throttled one is retried; a role of the platform's own account is
 //! refused when the channel is written; a rotated external id is audited and the role that
 //! trusts only the old one refuses the platform. The in-process backend's model of the
 //! accounts stands in for AWS here; `emulator` runs the same sends through STS, SQS,
@@ -109,7 +109,16 @@ async fn each_aws_type_delivers_into_the_tenants_account_as_its_role() {
     for d in &ingested.deliveries {
         let d = settled(&a, &d.id).await;
         assert_eq!((d.status.as_str(), d.attempts), ("sent", 1), "{d:?}");
-        assert!(d.provider_message_id.is_some(), "{d:?}");
+        // The service's id is in the attempt log, not the receipts index.
+        assert_eq!(d.provider_message_id, None, "{d:?}");
+        let log = d.attempt_log.clone().unwrap_or_default();
+        assert!(
+            log.iter().any(|e| e
+                .response_snippet
+                .as_deref()
+                .is_some_and(|r| r.starts_with("message id mem-"))),
+            "{d:?}"
+        );
         by_channel.insert(d.channel_id.clone(), d.id.clone());
     }
 
@@ -179,7 +188,7 @@ async fn each_aws_type_delivers_into_the_tenants_account_as_its_role() {
 }
 
 #[tokio::test]
-async fn a_missing_target_dead_letters_at_once_and_a_throttled_one_is_retried() {
+async fn a_missing_target_or_an_oversized_message_dead_letters_at_once_and_throttling_is_retried() {
     let t = in_process().await;
     let a = t.new_tenant("default").await;
     let id = identity(&a).await;
@@ -197,12 +206,61 @@ async fn a_missing_target_dead_letters_at_once_and_a_throttled_one_is_retried() 
         "{error}"
     );
 
+    // A message over SQS's 256 KB (a payload the API takes, in the envelope with its
+    // attributes) is refused before sending; Kinesis takes it.
+    cloud.add_target(STREAM);
+    let (stream, _) = channel(&a, "aws_kinesis", STREAM, ROLE).await;
+    let (_, big) = a
+        .post_activity(
+            json!({"conversation_id": "c", "channel_ids": [missing, stream],
+                              "payload": {"text": "x".repeat(256 * 1024 - 20)}}),
+        )
+        .await
+        .unwrap();
+    for d in &big.deliveries {
+        let d = settled(&a, &d.id).await;
+        if d.channel_id == stream {
+            assert_eq!(d.status, "sent", "{d:?}");
+        } else {
+            assert_eq!((d.status.as_str(), d.attempts), ("failed", 1));
+            let error = d.last_error.unwrap();
+            assert!(error.contains("SQS takes at most 262144"), "{error}");
+        }
+    }
+    assert_eq!(cloud.received(STREAM).len(), 1);
+
     cloud.fail_next(QUEUE, "ThrottlingException", 400, 1);
     let (throttled, _) = channel(&a, "aws_sqs", QUEUE, ROLE).await;
     let i = a.activity(&[&throttled]).await;
     let d = settled(&a, &i.deliveries[0].id).await;
     assert_eq!((d.status.as_str(), d.attempts), ("sent", 2), "{d:?}");
     assert_eq!(cloud.received(QUEUE).len(), 1);
+    // The attempt log (newest first) keeps the service's answer: its message id, and before
+    // it the error code.
+    let log = a
+        .api(
+            "GET",
+            &format!("/api/v1/deliveries/{}/attempts", d.id),
+            None,
+        )
+        .await;
+    let entries = log.body["data"].as_array().unwrap();
+    assert!(
+        entries[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("ThrottlingException"),
+        "{}",
+        log.body
+    );
+    assert!(
+        entries[0]["response_snippet"]
+            .as_str()
+            .unwrap()
+            .starts_with("message id mem-"),
+        "{}",
+        log.body
+    );
     t.stop().await;
 }
 
@@ -518,6 +576,17 @@ mod emulator {
         let record: Value = serde_json::from_slice(records[0].data.as_ref()).unwrap();
         assert_eq!(record["id"], ids[&stream_ch].as_str());
 
+        // A role of the platform's own account is refused on write.
+        let ours = format!(
+            "arn:aws:iam::{}:role/converger-deliver",
+            converger_local::LOCAL_ACCOUNT
+        );
+        let refused = a
+            .create_channel(json!({"type": "aws_sqs", "name": "q",
+                                   "config": {"queue_url": QUEUE, "role_arn": ours}}))
+            .await
+            .unwrap_err();
+        assert_eq!(refused.code, "role_in_platform_account");
         // The deliver function's AssumeRole passed its own policy's check.
         let violations = t.stack.iam_violations();
         assert!(violations.is_empty(), "{violations:?}");
