@@ -27,7 +27,8 @@ pub struct Received {
 #[derive(Default)]
 struct Target {
     received: Vec<Received>,
-    seen: HashSet<String>,
+    /// A FIFO target's deduplication ids, with the answer each first got.
+    seen: HashMap<String, AwsReceipt>,
     /// Failures to answer before the next sends succeed: (code, status).
     fail: Vec<(String, u16)>,
 }
@@ -158,11 +159,9 @@ impl TenantAws for MemTenantAws {
             }
             let n = t.received.len() + 1;
             let fifo = d.fifo;
-            if fifo && !t.seen.insert(message.deduplication_id.to_owned()) {
-                return Ok(AwsReceipt {
-                    message_id: Some(format!("mem-dup-{n}")),
-                    sequence_number: None,
-                });
+            if fifo && let Some(first) = t.seen.get(message.deduplication_id) {
+                // As SQS answers a duplicate: accepted, with the first send's answer.
+                return Ok(first.clone());
             }
             let kinesis = d.service == Service::Kinesis;
             t.received.push(Received {
@@ -181,10 +180,15 @@ impl TenantAws for MemTenantAws {
                 deduplication_id: fifo.then(|| message.deduplication_id.to_owned()),
                 role_arn: role.role_arn.to_owned(),
             });
-            Ok(AwsReceipt {
+            let receipt = AwsReceipt {
                 message_id: Some(format!("mem-{n}")),
                 sequence_number: (fifo || kinesis).then(|| n.to_string()),
-            })
+            };
+            if fifo {
+                t.seen
+                    .insert(message.deduplication_id.to_owned(), receipt.clone());
+            }
+            Ok(receipt)
         })
         .unwrap_or_else(|| Err(unavailable()))
     }

@@ -352,39 +352,11 @@ async fn a_rotated_external_id_is_audited_and_a_role_trusting_the_old_one_refuse
 /// assumes a role in a second account (the tenant's) and sends into that account's own
 /// queue, FIFO queue, event bus, stream and FIFO topic, which the test reads back with the
 /// tenant's credentials.
-mod emulator {
+pub(crate) mod emulator {
     use super::*;
     use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
 
-    /// The SDK configuration of the tenant's account: the emulator files the requests of an
-    /// assumed role's session under the role's account.
-    async fn tenant_account(t: &TestStack) -> aws_config::SdkConfig {
-        let platform = t.aws().clients.config.clone();
-        let sts = aws_sdk_sts::Client::new(&platform);
-        let c = sts
-            .assume_role()
-            .role_arn(format!("arn:aws:iam::{TENANT_ACCOUNT}:role/tenant-admin"))
-            .role_session_name("tenant-setup")
-            .send()
-            .await
-            .unwrap()
-            .credentials
-            .unwrap();
-        let creds = aws_sdk_sts::config::Credentials::new(
-            c.access_key_id,
-            c.secret_access_key,
-            Some(c.session_token),
-            None,
-            "tenant",
-        );
-        platform
-            .to_builder()
-            .region(aws_config::Region::new("eu-west-1"))
-            .credentials_provider(aws_sdk_sts::config::SharedCredentialsProvider::new(creds))
-            .build()
-    }
-
-    async fn queue(sqs: &aws_sdk_sqs::Client, name: &str) -> (String, String) {
+    pub(crate) async fn queue(sqs: &aws_sdk_sqs::Client, name: &str) -> (String, String) {
         let mut req = sqs.create_queue().queue_name(name);
         if name.ends_with(".fifo") {
             req = req.attributes(QueueAttributeName::FifoQueue, "true");
@@ -404,7 +376,10 @@ mod emulator {
     }
 
     /// The messages in a queue of the tenant's, with their attributes.
-    async fn messages(sqs: &aws_sdk_sqs::Client, url: &str) -> Vec<aws_sdk_sqs::types::Message> {
+    pub(crate) async fn messages(
+        sqs: &aws_sdk_sqs::Client,
+        url: &str,
+    ) -> Vec<aws_sdk_sqs::types::Message> {
         sqs.receive_message()
             .queue_url(url)
             .max_number_of_messages(10)
@@ -430,7 +405,7 @@ mod emulator {
     async fn each_type_delivers_into_another_account_on_the_emulator() {
         let t = TestStack::on_emulator().await;
         let a = t.new_tenant("default").await;
-        let tenant = tenant_account(&t).await;
+        let tenant = t.account(TENANT_ACCOUNT, "eu-west-1").await;
         let sqs = aws_sdk_sqs::Client::new(&tenant);
         let (queue_url, _) = queue(&sqs, "activity").await;
         let (fifo_url, _) = queue(&sqs, "activity.fifo").await;

@@ -4,7 +4,8 @@
 //! once, the due index, the attempt log, listing and replays. The fixture and the helpers are
 //! here; the tests are grouped by what they write: `due` (fresh rows and the due index),
 //! `deliveries` (claims, outcomes, hand-offs, receipts), `listings`, `flow`, `tenants` and
-//! `stream` (the live stream's connections, subscriptions and tokens).
+//! `stream` (the live stream's connections, subscriptions and tokens), and `tenant_aws` (sends
+//! into a tenant's account, and its external id).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::CircuitState;
@@ -48,6 +49,7 @@ mod flow;
 mod lanes;
 mod listings;
 mod stream;
+mod tenant_aws;
 mod tenants;
 use deliveries::*;
 use due::*;
@@ -55,6 +57,7 @@ use flow::*;
 use lanes::*;
 use listings::*;
 use stream::*;
+use tenant_aws::*;
 use tenants::*;
 
 /// Runs each named test against both backends.
@@ -105,6 +108,8 @@ conformance!(
     dead_letter_counters_sum_what_is_still_stored,
     a_lane_has_one_head_taken_in_seq_order,
     a_waiting_delivery_is_rescheduled_with_or_without_its_lease,
+    a_tenant_queue_takes_a_message_once_and_a_missing_one_is_named,
+    a_tenants_external_id_is_kept_once_made_and_replaced_by_a_rotation,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
