@@ -1,10 +1,11 @@
 //! What one instance remembers of channels between invocations: each channel (for
-//! `channel_cache_ttl`) and each tenant's channel list. Writers in this process forget what
+//! `channel_cache_ttl`), each tenant's channel list, and the external ids its AWS channels
+//! send with. Writers in this process forget what
 //! they changed; other instances see a change within the TTL.
 
 use converger_core::cache::TtlCache;
 use converger_core::{ChannelId, Scope, TenantId};
-use converger_ports::{AccountStore, Channel, ChannelStore, StoreResult};
+use converger_ports::{AccountStore, Channel, ChannelStore, StoreResult, TenantStore};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,12 +16,16 @@ pub struct ChannelCache {
     channels: TtlCache<ChannelId, Arc<Channel>>,
     /// Each tenant's channels (the subscriber lists of event types).
     tenant_channels: TtlCache<TenantId, Arc<Vec<Arc<Channel>>>>,
+    tenants: Arc<dyn TenantStore>,
+    /// Each tenant's external id (`None`: it has none yet), for the AWS channel types.
+    external_ids: TtlCache<TenantId, Option<Arc<str>>>,
 }
 
 impl ChannelCache {
     pub(crate) fn new(
         channels_store: Arc<dyn ChannelStore>,
         lists: Arc<dyn AccountStore>,
+        tenants: Arc<dyn TenantStore>,
         ttl: Duration,
     ) -> Self {
         Self {
@@ -28,7 +33,31 @@ impl ChannelCache {
             lists,
             channels: TtlCache::new(ttl),
             tenant_channels: TtlCache::bounded(ttl, 10_000),
+            tenants,
+            external_ids: TtlCache::bounded(ttl, 10_000),
         }
+    }
+
+    /// A tenant's external id, from this instance's cache when read less than
+    /// `channel_cache_ttl` ago (a rotation elsewhere applies within it); `Ok(None)` when the
+    /// tenant has none, or is gone.
+    pub async fn external_id(&self, tenant: &TenantId) -> StoreResult<Option<Arc<str>>> {
+        if let Some(id) = self.external_ids.get(tenant) {
+            return Ok(id);
+        }
+        let id: Option<Arc<str>> = self
+            .tenants
+            .get_tenant(tenant)
+            .await?
+            .and_then(|t| t.aws_external_id)
+            .map(Arc::from);
+        self.external_ids.insert(tenant.clone(), id.clone());
+        Ok(id)
+    }
+
+    /// Forgets a tenant's cached external id (after this process rotated it).
+    pub fn forget_external_id(&self, tenant: &TenantId) {
+        self.external_ids.remove(tenant);
     }
 
     /// A channel `scope` may see, from this instance's cache (see [`Self::channel`]): another

@@ -165,8 +165,10 @@ impl Services for Handoff<'_> {
         // or by a path that skipped the API, never borrows the platform's own rights.
         aws::check_role_account(role, self.platform_account)
             .map_err(|e| DeliveryError::permanent(format!("{}: {e}", service.channel_type())))?;
-        let tenant = self.adapter_tenant(tenant_id).await?;
-        let Some(external_id) = tenant.aws_external_id.as_deref() else {
+        let tenant = converger_core::TenantId::parse(tenant_id)
+            .map_err(|e| DeliveryError::permanent(e.to_string()))?;
+        let external_id = self.cache.external_id(&tenant).await.map_err(store_error)?;
+        let Some(external_id) = external_id.as_deref() else {
             return Err(DeliveryError::permanent(format!(
                 "{}: {}",
                 service.channel_type(),

@@ -81,7 +81,12 @@ impl Pipeline {
     ) -> Self {
         Self {
             reads: Reads::new(&store),
-            cache: cache::ChannelCache::new(store.clone(), store.clone(), config.channel_cache_ttl),
+            cache: cache::ChannelCache::new(
+                store.clone(),
+                store.clone(),
+                store.clone(),
+                config.channel_cache_ttl,
+            ),
             flow: flow::FlowControl::new(
                 &store,
                 queue.clone(),

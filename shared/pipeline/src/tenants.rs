@@ -295,6 +295,7 @@ impl Tenants<'_> {
         let Some(t) = self.tenants.set_tenant_external_id(tenant, &id).await? else {
             return Ok(None);
         };
+        self.cache.forget_external_id(tenant);
         let entry = converger_ports::AuditEntry::new(
             t.id.clone(),
             actor.clone(),
