@@ -557,6 +557,15 @@ pub(crate) mod emulator {
         let record: Value = serde_json::from_slice(records[0].data.as_ref()).unwrap();
         assert_eq!(record["id"], ids[&stream_ch].as_str());
 
+        // The identity, and its rotation, through the API function's own policy.
+        let before = identity(&a).await;
+        assert_eq!(before.account_id, converger_local::LOCAL_ACCOUNT);
+        let rotated: AwsIdentityView = a
+            .api("POST", "/api/v1/aws-identity/rotate", None)
+            .await
+            .typed(200)
+            .unwrap();
+        assert_ne!(rotated.external_id, before.external_id);
         // A role of the platform's own account is refused on write.
         let ours = format!(
             "arn:aws:iam::{}:role/converger-deliver",
