@@ -282,6 +282,33 @@ mod tests {
         assert_eq!(ops, 36);
     }
 
+    /// The channel type's pattern (a new channel's `type`, the list's filter) admits every
+    /// type this build delivers to, and nothing else.
+    #[test]
+    fn the_channel_type_pattern_lists_every_type() {
+        let doc: serde_json::Value = serde_json::from_str(document()).unwrap();
+        let pattern = doc["components"]["schemas"]["NewChannel"]["properties"]["type"]["pattern"]
+            .as_str()
+            .unwrap();
+        let list = pattern
+            .trim_start_matches("^(")
+            .trim_end_matches(")$")
+            .split('|')
+            .collect::<Vec<_>>();
+        let all: Vec<&str> = converger_core::ChannelType::ALL
+            .iter()
+            .map(|t| t.as_str())
+            .collect();
+        assert_eq!(list, all);
+        let filter = doc["paths"]["/api/v1/channels"]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "type")
+            .unwrap();
+        assert_eq!(filter["schema"]["pattern"], pattern);
+    }
+
     /// Every code is listed under each status it is answered with, and the document's
     /// `code` field takes exactly the declared codes.
     #[test]

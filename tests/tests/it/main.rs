@@ -7,6 +7,7 @@
 
 mod adapters;
 mod api;
+mod api_client;
 mod aws_channels;
 mod bench;
 mod browser;

@@ -89,7 +89,9 @@ fn validate_name(name: &str) -> Result<(), ApiError> {
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewChannel {
     #[serde(rename = "type")]
-    #[schema(pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket|slack|email)$")]
+    #[schema(
+        pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket|slack|email|aws_sqs|aws_eventbridge|aws_kinesis|aws_sns)$"
+    )]
     kind: String,
     /// 1 to 200 characters, no control characters.
     #[schema(min_length = 1, max_length = 200)]
@@ -321,7 +323,7 @@ pub(crate) async fn patch_channel(
 pub(crate) struct ChannelListQuery {
     /// Only channels of this type.
     #[serde(rename = "type")]
-    #[param(value_type = Option<String>, pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket|slack|email)$")]
+    #[param(value_type = Option<String>, pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket|slack|email|aws_sqs|aws_eventbridge|aws_kinesis|aws_sns)$")]
     kind: Option<String>,
     active: Option<bool>,
     /// Page size, 1 to 500 (50 when absent).

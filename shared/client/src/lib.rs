@@ -1,0 +1,297 @@
+//! A typed client for Converger's tenant API (`docs/api.md`, `docs/openapi.json`):
+//! channels, activities, deliveries and their attempts, replays, pause and resume, and the
+//! AWS identity. Every call has a timeout; an error answer comes back as [`Error::Api`] with
+//! its status and stable code.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), converger_client::Error> {
+//! use converger_client::{Client, NewActivity};
+//! let api = Client::new("https://api.example.com", "cvg_...")?;
+//! let posted = api
+//!     .post_activity(&NewActivity {
+//!         conversation_id: "order-42".into(),
+//!         channel_ids: vec!["ch_...".into()],
+//!         payload: serde_json::json!({"text": "paid"}),
+//!         ..Default::default()
+//!     })
+//!     .await?;
+//! let delivery = api.delivery(&posted.deliveries[0].id).await?;
+//! # Ok(()) }
+//! ```
+
+mod types;
+
+pub use types::*;
+
+use reqwest::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API answered with an error: its status, stable code and message.
+    #[error("{status} {code}: {message}")]
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// No answer: the network, a timeout, TLS.
+    #[error("the request did not complete: {0}")]
+    Transport(#[from] reqwest::Error),
+    /// An answer that is not what the API documents.
+    #[error("an answer that is not the documented one: {0}")]
+    Decode(String),
+    /// The client's own settings (the base URL).
+    #[error("{0}")]
+    Config(String),
+}
+
+/// One operation of the API: its method and path template (a test checks each is in
+/// `docs/openapi.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operation {
+    pub method: &'static str,
+    pub path: &'static str,
+}
+
+macro_rules! operations {
+    ($($name:ident = $method:literal $path:literal;)*) => {
+        $( pub const $name: Operation = Operation { method: $method, path: $path }; )*
+        /// Every operation the client calls.
+        pub const OPERATIONS: &[Operation] = &[$($name),*];
+    };
+}
+
+/// The operations, by name.
+pub mod op {
+    use super::Operation;
+    operations! {
+        LIST_CHANNELS = "GET" "/api/v1/channels";
+        CREATE_CHANNEL = "POST" "/api/v1/channels";
+        GET_CHANNEL = "GET" "/api/v1/channels/{id}";
+        PATCH_CHANNEL = "PATCH" "/api/v1/channels/{id}";
+        DELETE_CHANNEL = "DELETE" "/api/v1/channels/{id}";
+        PAUSE_CHANNEL = "POST" "/api/v1/channels/{id}/pause";
+        RESUME_CHANNEL = "POST" "/api/v1/channels/{id}/resume";
+        CHANNEL_DELIVERY = "GET" "/api/v1/channels/{id}/delivery";
+        POST_ACTIVITY = "POST" "/api/v1/activities";
+        LIST_DELIVERIES = "GET" "/api/v1/deliveries";
+        GET_DELIVERY = "GET" "/api/v1/deliveries/{id}";
+        RETRY_DELIVERY = "POST" "/api/v1/deliveries/{id}/retry";
+        LIST_ATTEMPTS = "GET" "/api/v1/deliveries/{id}/attempts";
+        ACK_DELIVERY = "POST" "/api/v1/deliveries/{id}/ack";
+        AWS_IDENTITY = "GET" "/api/v1/aws-identity";
+    }
+}
+
+/// The tenant API, as one API key reaches it.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    key: String,
+}
+
+/// How long one call may take unless [`Client::with_timeout`] says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Client {
+    /// A client of the API at `base_url` (`https://...`, without `/api`) with `api_key`.
+    pub fn new(base_url: &str, api_key: &str) -> Result<Self, Error> {
+        Self::with_timeout(base_url, api_key, DEFAULT_TIMEOUT)
+    }
+
+    /// [`Client::new`] with each call bounded by `timeout`.
+    pub fn with_timeout(base_url: &str, api_key: &str, timeout: Duration) -> Result<Self, Error> {
+        let base = base_url.trim_end_matches('/');
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(Error::Config(format!(
+                "the API URL must start with http:// or https:// (got `{base}`)"
+            )));
+        }
+        let http = reqwest::Client::builder().timeout(timeout).build()?;
+        Ok(Self {
+            http,
+            base: base.to_owned(),
+            key: api_key.to_owned(),
+        })
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        op: Operation,
+        id: Option<&str>,
+        query: Option<&(dyn ErasedQuery + Sync)>,
+        body: Option<&(dyn ErasedBody + Sync)>,
+    ) -> Result<T, Error> {
+        let path = match id {
+            Some(id) => op.path.replace("{id}", &encode(id)),
+            None => op.path.to_owned(),
+        };
+        let method =
+            Method::from_bytes(op.method.as_bytes()).map_err(|e| Error::Config(e.to_string()))?;
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.key);
+        if let Some(q) = query {
+            req = req.query(&q.pairs());
+        }
+        if let Some(b) = body {
+            req = req.json(&b.value()?);
+        }
+        let res = req.send().await?;
+        let status = res.status().as_u16();
+        let bytes = res.bytes().await?;
+        if !(200..300).contains(&status) {
+            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            return Err(Error::Api {
+                status,
+                code: v["error"]["code"].as_str().unwrap_or("unknown").to_owned(),
+                message: v["error"]["message"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(300).collect()),
+            });
+        }
+        let bytes = if bytes.is_empty() {
+            &b"null"[..]
+        } else {
+            &bytes[..]
+        };
+        serde_json::from_slice(bytes)
+            .map_err(|e| Error::Decode(format!("{} {path}: {e}", op.method)))
+    }
+
+    /// The tenant's channels, a page at a time (`cursor` from the previous page).
+    pub async fn channels(&self, cursor: Option<&str>) -> Result<Page<Channel>, Error> {
+        let q = Query(vec![("cursor", cursor.map(str::to_owned))]);
+        self.call(op::LIST_CHANNELS, None, Some(&q), None).await
+    }
+
+    pub async fn create_channel(&self, channel: &NewChannel) -> Result<CreatedChannel, Error> {
+        self.call(op::CREATE_CHANNEL, None, None, Some(&Body(channel)))
+            .await
+    }
+
+    pub async fn channel(&self, id: &str) -> Result<Channel, Error> {
+        self.call(op::GET_CHANNEL, Some(id), None, None).await
+    }
+
+    /// Changes a channel: each field of `patch` is set (`null` removes an optional one).
+    pub async fn patch_channel(&self, id: &str, patch: &Value) -> Result<Channel, Error> {
+        self.call(op::PATCH_CHANNEL, Some(id), None, Some(&Body(patch)))
+            .await
+    }
+
+    pub async fn delete_channel(&self, id: &str) -> Result<(), Error> {
+        self.call::<Value>(op::DELETE_CHANNEL, Some(id), None, None)
+            .await
+            .map(drop)
+    }
+
+    /// Parks the channel's deliveries until it is resumed.
+    pub async fn pause_channel(&self, id: &str) -> Result<DeliveryState, Error> {
+        self.call(op::PAUSE_CHANNEL, Some(id), None, None).await
+    }
+
+    /// Resumes a channel: closes its breaker, releases what was parked.
+    pub async fn resume_channel(&self, id: &str) -> Result<DeliveryState, Error> {
+        self.call(op::RESUME_CHANNEL, Some(id), None, None).await
+    }
+
+    pub async fn channel_delivery_state(&self, id: &str) -> Result<DeliveryState, Error> {
+        self.call(op::CHANNEL_DELIVERY, Some(id), None, None).await
+    }
+
+    pub async fn post_activity(&self, activity: &NewActivity) -> Result<Ingested, Error> {
+        self.call(op::POST_ACTIVITY, None, None, Some(&Body(activity)))
+            .await
+    }
+
+    pub async fn deliveries(&self, query: &DeliveryQuery) -> Result<Page<Delivery>, Error> {
+        let q = Query(vec![
+            ("status", query.status.clone()),
+            ("channel_id", query.channel_id.clone()),
+            ("activity_id", query.activity_id.clone()),
+            ("event_type", query.event_type.clone()),
+            ("limit", query.limit.map(|n| n.to_string())),
+            ("cursor", query.cursor.clone()),
+        ]);
+        self.call(op::LIST_DELIVERIES, None, Some(&q), None).await
+    }
+
+    pub async fn delivery(&self, id: &str) -> Result<Delivery, Error> {
+        self.call(op::GET_DELIVERY, Some(id), None, None).await
+    }
+
+    /// Replays a failed delivery (409 `not_failed` otherwise).
+    pub async fn retry_delivery(&self, id: &str) -> Result<Delivery, Error> {
+        self.call(op::RETRY_DELIVERY, Some(id), None, None).await
+    }
+
+    /// A delivery's attempts, newest first.
+    pub async fn attempts(&self, id: &str) -> Result<Page<Attempt>, Error> {
+        self.call(op::LIST_ATTEMPTS, Some(id), None, None).await
+    }
+
+    /// Acknowledges a delivery handed to a websocket client.
+    pub async fn ack_delivery(&self, id: &str) -> Result<Delivery, Error> {
+        self.call(op::ACK_DELIVERY, Some(id), None, None).await
+    }
+
+    /// What a role in the tenant's AWS account must trust.
+    pub async fn aws_identity(&self) -> Result<AwsIdentity, Error> {
+        self.call(op::AWS_IDENTITY, None, None, None).await
+    }
+}
+
+/// A path segment, percent-encoded.
+fn encode(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Query parameters, the unset ones left out.
+struct Query(Vec<(&'static str, Option<String>)>);
+
+trait ErasedQuery {
+    fn pairs(&self) -> Vec<(&'static str, String)>;
+}
+
+impl ErasedQuery for Query {
+    fn pairs(&self) -> Vec<(&'static str, String)> {
+        self.0
+            .iter()
+            .filter_map(|(k, v)| v.clone().map(|v| (*k, v)))
+            .collect()
+    }
+}
+
+/// A request body.
+struct Body<'a, T: Serialize>(&'a T);
+
+trait ErasedBody {
+    fn value(&self) -> Result<Value, Error>;
+}
+
+impl<T: Serialize> ErasedBody for Body<'_, T> {
+    fn value(&self) -> Result<Value, Error> {
+        serde_json::to_value(self.0).map_err(|e| Error::Decode(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use std::collections::BTreeSet;
+
+fn document() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Every operation the client calls is in the API's document, with that method.
+#[test]
+fn every_operation_is_in_the_document() {
+    let doc = document();
+    for op in op::OPERATIONS {
+        let item = &doc["paths"][op.path];
+        assert!(
+            item[op.method.to_lowercase()].is_object(),
+            "{} {} is not in docs/openapi.json",
+            op.method,
+            op.path
+        );
+    }
+}
+
+/// A schema's properties, following `allOf`.
+fn properties(doc: &Value, name: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let schema = &doc["components"]["schemas"][name];
+    assert!(schema.is_object(), "no schema {name}");
+    let mut props = BTreeSet::new();
+    let mut required = BTreeSet::new();
+    let parts: Vec<&Value> = match schema["allOf"].as_array() {
+        Some(list) => list.iter().collect(),
+        None => vec![schema],
+    };
+    for part in parts {
+        let part = match part["$ref"].as_str() {
+            Some(r) => &doc["components"]["schemas"][r.rsplit('/').next().unwrap()],
+            None => part,
+        };
+        props.extend(part["properties"].as_object().unwrap().keys().cloned());
+        required.extend(
+            part["required"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|v| v.as_str().unwrap().to_owned()),
+        );
+    }
+    (props, required)
+}
+
+fn keys<T: Serialize + Default>() -> BTreeSet<String> {
+    serde_json::to_value(T::default())
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// Each answer type reads only documented fields and every field the document requires;
+/// each request type sends only documented fields.
+#[test]
+fn every_type_follows_its_schema() {
+    let doc = document();
+    fn answer<T: Serialize + Default>(doc: &Value, schema: &str) {
+        let (props, required) = properties(doc, schema);
+        let ours = keys::<T>();
+        assert!(
+            ours.is_subset(&props),
+            "{schema}: {:?} undocumented",
+            ours.difference(&props)
+        );
+        assert!(
+            required.is_subset(&ours) || schema == "ChannelView" || schema == "CreatedChannel",
+            "{schema}: {:?} not read",
+            required.difference(&ours)
+        );
+    }
+    answer::<Channel>(&doc, "ChannelView");
+    answer::<CreatedChannel>(&doc, "CreatedChannel");
+    answer::<Ingested>(&doc, "Ingested");
+    answer::<DeliveryRef>(&doc, "DeliveryRef");
+    answer::<Delivery>(&doc, "DeliveryView");
+    answer::<Attempt>(&doc, "AttemptView");
+    answer::<DeliveryState>(&doc, "DeliveryState");
+    answer::<AwsIdentity>(&doc, "AwsIdentityView");
+    for (ours, schema) in [
+        (keys::<NewChannel>(), "NewChannel"),
+        (
+            serde_json::to_value(NewActivity {
+                id: Some("a".into()),
+                seq: Some(1),
+                channel_ids: vec!["c".into()],
+                event_type: Some("e".into()),
+                ..Default::default()
+            })
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect(),
+            "NewActivity",
+        ),
+    ] {
+        let (props, _) = properties(&doc, schema);
+        assert!(
+            ours.is_subset(&props),
+            "{schema}: {:?}",
+            ours.difference(&props)
+        );
+    }
+    // The list's filters are the operation's parameters.
+    let params: BTreeSet<String> = doc["paths"][op::LIST_DELIVERIES.path]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect();
+    for k in keys::<DeliveryQuery>() {
+        assert!(params.contains(&k), "{k}");
+    }
+}
+
+#[test]
+fn ids_are_encoded_as_one_path_segment_and_urls_are_checked() {
+    assert_eq!(encode("dl_1"), "dl_1");
+    assert_eq!(encode("a/b c"), "a%2Fb%20c");
+    assert!(matches!(
+        Client::new("ftp://x", "k"),
+        Err(Error::Config(m)) if m.contains("http")
+    ));
+    assert!(Client::new("https://api.example.com/", "k").is_ok());
+}

@@ -1,0 +1,188 @@
+//! What the tenant API takes and answers, as `docs/openapi.json` names them (a test checks
+//! every field here against the document). Unknown fields in an answer are ignored, so a
+//! newer API does not break an older client.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A channel to create (`NewChannel`). `kind` is sent as `type`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewChannel {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    pub config: Map<String, Value>,
+    /// Any other setting (`retry_policy`, `circuit_breaker`, `rate_limit`, `event_types`,
+    /// `middleware`, `ordering`, `active`...), sent as given.
+    #[serde(flatten)]
+    pub settings: Map<String, Value>,
+}
+
+/// A channel (`ChannelView`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Channel {
+    pub id: String,
+    pub tenant_id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+    pub config: Map<String, Value>,
+    pub active: bool,
+    /// The channel's own layer of the retry policy.
+    pub retry_policy: Value,
+    /// Its breaker settings, every one shown (defaults included).
+    pub circuit_breaker: Value,
+    pub auto_disable: Value,
+    pub middleware: Value,
+    #[serde(default)]
+    pub ordering: Option<Value>,
+    #[serde(default)]
+    pub rate_limit: Option<String>,
+    #[serde(default)]
+    pub event_types: Vec<String>,
+    #[serde(default)]
+    pub disabled_at: Option<String>,
+    #[serde(default)]
+    pub disabled_reason: Option<String>,
+    pub managed: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A channel just created, with its signing secret (`CreatedChannel`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CreatedChannel {
+    #[serde(flatten)]
+    pub channel: Channel,
+    pub signing_secret: String,
+}
+
+/// An activity to post (`NewActivity`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewActivity {
+    /// The producer's own id: posting it again answers the same activity.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub conversation_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// Its channels; or none, and an `event_type` its subscribers take.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub channel_ids: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<String>,
+    pub payload: Value,
+}
+
+/// One delivery an activity made (`DeliveryRef`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryRef {
+    pub id: String,
+    pub channel_id: String,
+    pub status: String,
+}
+
+/// An activity taken (`Ingested`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ingested {
+    pub activity_id: String,
+    pub conversation_id: String,
+    pub seq: u64,
+    pub created_at: String,
+    pub deliveries: Vec<DeliveryRef>,
+}
+
+/// One delivery (`DeliveryView`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub id: String,
+    pub tenant_id: String,
+    pub channel_id: String,
+    pub activity_id: String,
+    pub conversation_id: String,
+    #[serde(default)]
+    pub event_type: Option<String>,
+    /// `pending`, `sent`, `delivered`, `read`, `failed` or `paused`.
+    pub status: String,
+    pub tier: String,
+    pub waiting_for_slot: bool,
+    pub awaiting_ack: bool,
+    pub attempts: u32,
+    #[serde(default)]
+    pub last_error: Option<String>,
+    #[serde(default)]
+    pub next_attempt_at: Option<String>,
+    #[serde(default)]
+    pub sent_at: Option<String>,
+    #[serde(default)]
+    pub response_status: Option<u16>,
+    pub retry_count: u32,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl Delivery {
+    /// Whether it has an outcome: neither waiting nor paused.
+    pub fn is_settled(&self) -> bool {
+        self.status != "pending" && self.status != "paused"
+    }
+}
+
+/// One attempt of a delivery (`AttemptView`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    pub attempt: u32,
+    pub started_at: String,
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub status_code: Option<u16>,
+    #[serde(default)]
+    pub response_snippet: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub next_retry_at: Option<String>,
+    pub trigger: String,
+    #[serde(default)]
+    pub outcome: Option<String>,
+}
+
+/// A page of a list, and the cursor of the next page (`None` on the last).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    pub data: Vec<T>,
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+/// Which deliveries to list (`GET /api/v1/deliveries`); `None` leaves a filter out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DeliveryQuery {
+    pub status: Option<String>,
+    pub channel_id: Option<String>,
+    pub activity_id: Option<String>,
+    pub event_type: Option<String>,
+    pub limit: Option<u32>,
+    pub cursor: Option<String>,
+}
+
+/// A channel's delivery state (`DeliveryStateView`): whether it flows, and why not.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryState {
+    /// `flowing`, `breaker_open`, `probing` or `paused`.
+    pub state: String,
+    pub circuit_state: String,
+    pub consecutive_failures: u32,
+    pub in_flight: u64,
+    pub parked: u64,
+    pub backlog: u64,
+}
+
+/// What a role in the tenant's AWS account must trust (`AwsIdentityView`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AwsIdentity {
+    pub account_id: String,
+    pub external_id: String,
+    pub send_actions: Map<String, Value>,
+    pub role_template: String,
+}
