@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cli;
 mod types;
 
 pub use types::*;
@@ -85,6 +86,7 @@ pub mod op {
         LIST_ATTEMPTS = "GET" "/api/v1/deliveries/{id}/attempts";
         ACK_DELIVERY = "POST" "/api/v1/deliveries/{id}/ack";
         AWS_IDENTITY = "GET" "/api/v1/aws-identity";
+        CHANNEL_SECRET = "GET" "/api/v1/channels/{id}/secret";
     }
 }
 
@@ -242,6 +244,22 @@ impl Client {
     /// Acknowledges a delivery handed to a websocket client.
     pub async fn ack_delivery(&self, id: &str) -> Result<Delivery, Error> {
         self.call(op::ACK_DELIVERY, Some(id), None, None).await
+    }
+
+    /// A channel's signing secrets: the current one first, then those a rotation retires.
+    pub async fn channel_secrets(&self, id: &str) -> Result<Vec<String>, Error> {
+        let v: Value = self.call(op::CHANNEL_SECRET, Some(id), None, None).await?;
+        let mut out: Vec<String> = v["signing_secret"]
+            .as_str()
+            .map(str::to_owned)
+            .into_iter()
+            .collect();
+        for r in v["retiring"].as_array().into_iter().flatten() {
+            if let Some(s) = r["signing_secret"].as_str() {
+                out.push(s.to_owned());
+            }
+        }
+        Ok(out)
     }
 
     /// What a role in the tenant's AWS account must trust.

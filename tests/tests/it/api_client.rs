@@ -113,3 +113,179 @@ async fn the_client_crate_drives_the_tenant_api() {
     ));
     t.stop().await;
 }
+
+/// Runs one `converger` command line against the stack; its exit code and what it printed.
+async fn converger(t: &TestStack, key: &str, args: &[&str]) -> (i32, String) {
+    let (url, key) = (t.stack.api_url.clone(), key.to_owned());
+    let env = move |k: &str| match k {
+        "CONVERGER_API_URL" => Some(url.clone()),
+        "CONVERGER_API_KEY" => Some(key.clone()),
+        _ => None,
+    };
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    let mut out = Vec::new();
+    let code = converger_client::cli::main(&args, &env, &mut out).await;
+    (code, String::from_utf8(out).unwrap())
+}
+
+#[tokio::test]
+async fn the_command_line_sends_lists_shows_retries_and_pauses() {
+    let t = TestStack::start().await;
+    let a = t.new_tenant("default").await;
+    let rx = Receiver::always(200).await.unwrap();
+    let ch = a.webhook(&rx.url, json!({})).await.channel.id;
+
+    let (code, listed) = converger(&t, &a.key, &["channels", "list"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        listed.contains(&ch) && listed.contains("webhook"),
+        "{listed}"
+    );
+
+    let (code, sent) = converger(
+        &t,
+        &a.key,
+        &[
+            "send",
+            "--channel",
+            &ch,
+            "--conversation",
+            "c1",
+            "--payload",
+            r#"{"text":"hi"}"#,
+            "--json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{sent}");
+    let ingested: serde_json::Value = serde_json::from_str(sent.trim()).unwrap();
+    let id = ingested["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    rx.wait_for(1, Duration::from_secs(20)).await;
+    let api = Client::new(&t.stack.api_url, &a.key).unwrap();
+    assert_eq!(settled(&api, &id).await.status, "sent");
+
+    let (code, shown) = converger(&t, &a.key, &["deliveries", "show", &id]).await;
+    assert_eq!(code, 0);
+    assert!(shown.contains("status sent after 1 attempt(s)"), "{shown}");
+    let (code, list) = converger(
+        &t,
+        &a.key,
+        &["deliveries", "list", "--channel", &ch, "--json"],
+    )
+    .await;
+    assert_eq!(code, 0);
+    let page: serde_json::Value = serde_json::from_str(list.trim()).unwrap();
+    assert_eq!(page["data"][0]["id"], id.as_str());
+
+    // A call the API refuses: exit 1, nothing printed; a wrong command line: exit 2.
+    let (code, printed) = converger(&t, &a.key, &["deliveries", "retry", &id]).await;
+    assert_eq!((code, printed.as_str()), (1, ""));
+    assert_eq!(
+        converger(&t, &a.key, &["deliveries", "frobnicate"]).await.0,
+        2
+    );
+    assert_eq!(
+        converger(&t, &a.key, &["send", "--channel", &ch]).await.0,
+        2
+    );
+
+    let (code, paused) = converger(&t, &a.key, &["channels", "pause", &ch]).await;
+    assert_eq!((code, paused.trim()), (0, format!("{ch}: paused").as_str()));
+    let (code, resumed) = converger(&t, &a.key, &["channels", "resume", &ch]).await;
+    assert_eq!(
+        (code, resumed.trim()),
+        (0, format!("{ch}: flowing").as_str())
+    );
+    let (code, help) = converger(&t, &a.key, &["--help"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        help.contains("listen <channel id> --forward-to URL"),
+        "{help}"
+    );
+    t.stop().await;
+}
+
+/// `converger listen` forwards a websocket channel's delivery to a local URL, signed as a
+/// webhook; a failed forward leaves it waiting, and the next replay brings it again; a 2xx
+/// acknowledges it, which settles it.
+#[tokio::test]
+async fn listen_forwards_deliveries_and_acknowledges_what_the_receiver_took() {
+    let t = TestStack::start().await;
+    let a = t.new_tenant("default").await;
+    let rx = converger_tests::Receiver::start(
+        vec![converger_tests::Reply::status(500)],
+        converger_tests::Reply::status(200),
+    )
+    .await
+    .unwrap();
+    let token = "listen-token-0123456789";
+    let created = a
+        .create_channel(json!({"type": "websocket", "name": "dev",
+                               "config": {"token": token, "require_ack": true}}))
+        .await
+        .unwrap();
+    let (ch, secret) = (created.channel.id, created.signing_secret);
+    let api = Client::new(&t.stack.api_url, &a.key).unwrap();
+    let listen = |count: Option<usize>| {
+        let opts = converger_client::cli::Listen {
+            channel_id: ch.clone(),
+            forward_to: rx.url.clone(),
+            ws_url: t.stack.ws_url.clone(),
+            token: token.to_owned(),
+            count,
+            json: true,
+        };
+        let api = api.clone();
+        tokio::spawn(async move {
+            let mut out = Vec::new();
+            converger_client::cli::listen(&api, &opts, &mut out)
+                .await
+                .unwrap();
+            String::from_utf8(out).unwrap()
+        })
+    };
+
+    // Posted with no client connected: the delivery is handed off and waits.
+    let posted = api
+        .post_activity(&NewActivity {
+            conversation_id: "dev".into(),
+            channel_ids: vec![ch.clone()],
+            payload: json!({"text": "hello"}),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let id = posted.deliveries[0].id.clone();
+    // A listener's replay brings it; its forward is answered 500: not acknowledged.
+    let first = listen(None);
+    rx.wait_for(1, Duration::from_secs(20)).await;
+    first.abort();
+    let d = api.delivery(&id).await.unwrap();
+    assert_eq!((d.status.as_str(), d.awaiting_ack), ("pending", true));
+
+    // The next listener's replay brings it again; the 200 acknowledges it.
+    let printed = tokio::time::timeout(Duration::from_secs(30), listen(Some(1)))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(printed.contains(r#""acknowledged":true"#), "{printed}");
+    assert_eq!(settled(&api, &id).await.status, "sent");
+    let got = rx.requests();
+    assert_eq!(got.len(), 2);
+    for r in &got {
+        let header = |n: &str| r.headers[n].to_str().unwrap().to_owned();
+        assert_eq!(header("webhook-id"), id);
+        let body = std::str::from_utf8(&r.body).unwrap();
+        let expected = converger_client::cli::signature(
+            std::slice::from_ref(&secret),
+            &id,
+            header("webhook-timestamp").parse().unwrap(),
+            body.as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(header("webhook-signature"), expected);
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["payload"]["text"], "hello");
+    }
+    t.stop().await;
+}
