@@ -8,15 +8,11 @@ use async_trait::async_trait;
 use converger_core::aws::{self, AwsMessage, Service};
 use converger_core::signing::signature_header;
 use converger_core::{ChannelType, DeliveryError, Invalid, RateLimit};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use std::time::SystemTime;
 
 /// The adapter of one AWS channel type.
 pub struct AwsAdapter(pub Service);
-
-/// What the EventBridge event's `detail-type` is for an activity sent without an event
-/// type.
-pub const DEFAULT_DETAIL_TYPE: &str = "activity";
 
 #[async_trait]
 impl Adapter for AwsAdapter {
@@ -57,48 +53,26 @@ impl Adapter for AwsAdapter {
             body_text.as_bytes(),
         )
         .map_err(|e| DeliveryError::permanent(format!("{label}: {e}")))?;
-        let attributes = aws::attributes(
-            env.delivery_id,
-            ts,
-            &signature,
-            env.event_type,
-            env.conversation_id,
+        let out = aws::outgoing(
+            service,
+            body_text,
+            &aws::Signed {
+                delivery_id: env.delivery_id,
+                timestamp: ts,
+                signature: &signature,
+                event_type: env.event_type,
+                conversation_id: env.conversation_id,
+            },
         );
-        // EventBridge's detail and a Kinesis record carry what SQS and SNS put in attributes:
-        // `{id, timestamp, signature, event_type, conversation_id, body}`, with the body as
-        // the string that was signed.
-        let sent = match service {
-            Service::Sqs | Service::Sns => body_text,
-            Service::EventBridge | Service::Kinesis => json!({
-                "id": env.delivery_id,
-                "timestamp": ts,
-                "signature": signature,
-                "event_type": env.event_type,
-                "conversation_id": env.conversation_id,
-                "body": body_text,
-            })
-            .to_string(),
-        };
-        let detail_type = env.event_type.unwrap_or(DEFAULT_DETAIL_TYPE);
-        let size = sent.len()
-            + match service {
-                Service::Sqs | Service::Sns => attributes
-                    .iter()
-                    .map(|(k, v)| k.len() + "String".len() + v.len())
-                    .sum(),
-                Service::EventBridge => aws::EVENT_SOURCE.len() + detail_type.len(),
-                Service::Kinesis => env.conversation_id.len(),
-            };
-        aws::check_size(service, size)
+        aws::check_size(service, out.size)
             .map_err(|e| DeliveryError::permanent(format!("{label}: {e}")))?;
-        let group = aws::group_id(env.conversation_id);
         let dedup = aws::deduplication_id(env.delivery_id, env.replays);
         let message = AwsMessage {
             destination: &cfg.destination,
-            body: &sent,
-            attributes: &attributes,
-            detail_type,
-            group_id: &group,
+            body: &out.text,
+            attributes: &out.attributes,
+            detail_type: &out.detail_type,
+            group_id: &out.group_id,
             deduplication_id: &dedup,
         };
         let receipt = tokio::time::timeout(

@@ -121,7 +121,8 @@ impl<'a> Arn<'a> {
     }
 }
 
-fn is_account(s: &str) -> bool {
+/// Whether `s` is an AWS account id: 12 digits.
+pub fn is_account(s: &str) -> bool {
     s.len() == 12 && s.bytes().all(|b| b.is_ascii_digit())
 }
 
@@ -412,6 +413,80 @@ pub fn group_id(conversation_id: &str) -> String {
         .take(128)
         .collect();
     if g.is_empty() { "_".to_owned() } else { g }
+}
+
+/// EventBridge's `detail-type` for an activity sent without an event type.
+pub const DEFAULT_DETAIL_TYPE: &str = "activity";
+
+/// What is sent for one delivery, and how big the service counts it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// SQS's and SNS's message; EventBridge's detail and a Kinesis record: the record
+    /// `{id, timestamp, signature, event_type, conversation_id, body}`, with the body as the
+    /// string that was signed (the others carry those in attributes).
+    pub text: String,
+    /// String attributes (SQS, SNS; see [`attributes`]).
+    pub attributes: Vec<(&'static str, String)>,
+    /// EventBridge's `detail-type`: the event type, or [`DEFAULT_DETAIL_TYPE`].
+    pub detail_type: String,
+    /// A FIFO target's group, a Kinesis record's partition key.
+    pub group_id: String,
+    /// The size the service holds against its limit: the text with the attributes' names,
+    /// types and values (SQS, SNS), the source and detail-type (EventBridge), or the
+    /// partition key (Kinesis).
+    pub size: usize,
+}
+
+/// What a body was signed with, and what its message says of itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Signed<'a> {
+    pub delivery_id: &'a str,
+    pub timestamp: i64,
+    /// The `webhook-signature` value.
+    pub signature: &'a str,
+    pub event_type: Option<&'a str>,
+    pub conversation_id: &'a str,
+}
+
+/// The message for `service` of a signed `body` (see [`Outgoing`]).
+pub fn outgoing(service: Service, body: String, s: &Signed<'_>) -> Outgoing {
+    let attributes = attributes(
+        s.delivery_id,
+        s.timestamp,
+        s.signature,
+        s.event_type,
+        s.conversation_id,
+    );
+    let text = match service {
+        Service::Sqs | Service::Sns => body,
+        Service::EventBridge | Service::Kinesis => serde_json::json!({
+            "id": s.delivery_id,
+            "timestamp": s.timestamp,
+            "signature": s.signature,
+            "event_type": s.event_type,
+            "conversation_id": s.conversation_id,
+            "body": body,
+        })
+        .to_string(),
+    };
+    let detail_type = s.event_type.unwrap_or(DEFAULT_DETAIL_TYPE).to_owned();
+    let group_id = group_id(s.conversation_id);
+    let size = text.len()
+        + match service {
+            Service::Sqs | Service::Sns => attributes
+                .iter()
+                .map(|(k, v)| k.len() + "String".len() + v.len())
+                .sum(),
+            Service::EventBridge => EVENT_SOURCE.len() + detail_type.len(),
+            Service::Kinesis => group_id.len(),
+        };
+    Outgoing {
+        text,
+        attributes,
+        detail_type,
+        group_id,
+        size,
+    }
 }
 
 /// Refuses a message the service would refuse for its size.

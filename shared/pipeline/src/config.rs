@@ -152,11 +152,9 @@ impl PipelineConfig {
                 .map_or(d.lane_recheck, Duration::from_millis),
             live_stream: env.flag(&set::LIVE_STREAM)?.unwrap_or(d.live_stream),
             platform_account: env.parsed(&set::PLATFORM_ACCOUNT_ID, |v: &str| {
-                if v.len() == 12 && v.bytes().all(|b| b.is_ascii_digit()) {
-                    Ok(v.to_owned())
-                } else {
-                    Err("12 digits")
-                }
+                converger_core::aws::is_account(v)
+                    .then(|| v.to_owned())
+                    .ok_or("12 digits")
             })?,
             allowlist: env
                 .parsed(&set::WEBHOOK_ALLOW_CIDRS, Allowlist::parse)?

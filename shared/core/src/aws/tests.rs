@@ -283,3 +283,34 @@ fn the_docs_show_the_error_table() {
         "docs/channels/aws.md's error table is stale: run with UPDATE_DOCS=1"
     );
 }
+
+#[test]
+fn each_service_gets_its_message_and_its_size_counted_as_it_counts_it() {
+    let signed = Signed {
+        delivery_id: "dl_1",
+        timestamp: 1_700_000_000,
+        signature: "v1,abc",
+        event_type: None,
+        conversation_id: "conv-1",
+    };
+    let sqs = outgoing(Service::Sqs, "{\"a\":1}".into(), &signed);
+    assert_eq!(sqs.text, "{\"a\":1}");
+    let attrs: usize = sqs
+        .attributes
+        .iter()
+        .map(|(k, v)| k.len() + 6 + v.len())
+        .sum();
+    assert_eq!(sqs.size, sqs.text.len() + attrs);
+    let bus = outgoing(Service::EventBridge, "{\"a\":1}".into(), &signed);
+    let record: Value = serde_json::from_str(&bus.text).unwrap();
+    assert_eq!(record["id"], "dl_1");
+    assert_eq!(record["body"], "{\"a\":1}");
+    assert_eq!(bus.detail_type, DEFAULT_DETAIL_TYPE);
+    assert_eq!(
+        bus.size,
+        bus.text.len() + EVENT_SOURCE.len() + DEFAULT_DETAIL_TYPE.len()
+    );
+    let stream = outgoing(Service::Kinesis, "{}".into(), &signed);
+    assert_eq!(stream.group_id, "conv-1");
+    assert_eq!(stream.size, stream.text.len() + "conv-1".len());
+}
