@@ -155,7 +155,6 @@ pub async fn run(
             let text = if a.json { json.to_string() } else { line };
             writeln!(out, "{text}").map_err(|e| CliError::Failed(e.to_string()))
         };
-    let value = |v: &dyn erased::Ser| v.json();
     match (a.word(0, "a command")?, a.words.get(1).map(String::as_str)) {
         ("listen", _) => {
             let opts = Listen {
@@ -200,7 +199,7 @@ pub async fn run(
                     d.id, d.channel_id, d.status
                 ));
             }
-            print(out, &value(&posted), line)
+            print(out, &json_of(&posted), line)
         }
         ("deliveries", Some("list")) => {
             let page = api
@@ -229,7 +228,7 @@ pub async fn run(
                     )
                 })
                 .collect();
-            print(out, &value(&page), lines.join("\n"))
+            print(out, &json_of(&page), lines.join("\n"))
         }
         ("deliveries", Some("show")) => {
             let d = api.delivery(a.word(2, "the delivery id")?).await?;
@@ -243,12 +242,12 @@ pub async fn run(
                 d.conversation_id,
                 d.last_error.as_deref().unwrap_or("none")
             );
-            print(out, &value(&d), line)
+            print(out, &json_of(&d), line)
         }
         ("deliveries", Some("retry")) => {
             let d = api.retry_delivery(a.word(2, "the delivery id")?).await?;
             let line = format!("{} replayed: {}", d.id, d.status);
-            print(out, &value(&d), line)
+            print(out, &json_of(&d), line)
         }
         ("channels", Some("list")) => {
             let page = api.channels(None).await?;
@@ -265,7 +264,7 @@ pub async fn run(
                     )
                 })
                 .collect();
-            print(out, &value(&page), lines.join("\n"))
+            print(out, &json_of(&page), lines.join("\n"))
         }
         ("channels", Some(verb @ ("pause" | "resume"))) => {
             let id = a.word(2, "the channel id")?;
@@ -275,7 +274,7 @@ pub async fn run(
                 api.resume_channel(id).await?
             };
             let line = format!("{id}: {}", state.state);
-            print(out, &value(&state), line)
+            print(out, &json_of(&state), line)
         }
         (other, sub) => Err(CliError::Usage(format!(
             "unknown command `{other}{}`",
@@ -284,16 +283,9 @@ pub async fn run(
     }
 }
 
-/// Serializing any answer for `--json`.
-mod erased {
-    pub trait Ser {
-        fn json(&self) -> serde_json::Value;
-    }
-    impl<T: serde::Serialize> Ser for T {
-        fn json(&self) -> serde_json::Value {
-            serde_json::to_value(self).unwrap_or_default()
-        }
-    }
+/// An answer as `--json` prints it.
+fn json_of<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or_default()
 }
 
 /// How often `listen` asks for what still waits (a delivery a failed forward left).
@@ -343,13 +335,11 @@ pub async fn listen(
         .timeout(Duration::from_secs(10))
         .build()
         .map_err(Error::from)?;
-    let sep = if o.ws_url.contains('?') { '&' } else { '?' };
-    let url = format!(
-        "{}{sep}channel_id={}&token={}",
-        o.ws_url,
-        crate::encode(&o.channel_id),
-        crate::encode(&o.token)
-    );
+    let mut url = reqwest::Url::parse(&o.ws_url)
+        .map_err(|e| CliError::Usage(format!("--ws-url is not a URL: {e}")))?;
+    url.query_pairs_mut()
+        .append_pair("channel_id", &o.channel_id)
+        .append_pair("token", &o.token);
     let (mut ws, _) = tokio::time::timeout(
         Duration::from_secs(10),
         tokio_tungstenite::connect_async(url.as_str()),

@@ -123,28 +123,44 @@ impl Client {
         })
     }
 
+    /// The URL of `op`, with `id` in its `{id}` segment (percent-encoded by the URL parser).
+    fn url(&self, op: Operation, id: Option<&str>) -> Result<reqwest::Url, Error> {
+        let mut url = reqwest::Url::parse(&self.base)
+            .map_err(|e| Error::Config(format!("the API URL: {e}")))?;
+        {
+            let mut path = url
+                .path_segments_mut()
+                .map_err(|_| Error::Config("the API URL cannot have a path".into()))?;
+            path.pop_if_empty();
+            for segment in op.path.trim_start_matches('/').split('/') {
+                path.push(if segment == "{id}" {
+                    id.unwrap_or_default()
+                } else {
+                    segment
+                });
+            }
+        }
+        Ok(url)
+    }
+
     async fn call<T: DeserializeOwned>(
         &self,
         op: Operation,
         id: Option<&str>,
-        query: Option<&(dyn ErasedQuery + Sync)>,
-        body: Option<&(dyn ErasedBody + Sync)>,
+        query: &[(&str, Option<String>)],
+        body: Option<Value>,
     ) -> Result<T, Error> {
-        let path = match id {
-            Some(id) => op.path.replace("{id}", &encode(id)),
-            None => op.path.to_owned(),
-        };
         let method =
             Method::from_bytes(op.method.as_bytes()).map_err(|e| Error::Config(e.to_string()))?;
-        let mut req = self
-            .http
-            .request(method, format!("{}{path}", self.base))
-            .bearer_auth(&self.key);
-        if let Some(q) = query {
-            req = req.query(&q.pairs());
+        let mut url = self.url(op, id)?;
+        for (k, v) in query {
+            if let Some(v) = v {
+                url.query_pairs_mut().append_pair(k, v);
+            }
         }
+        let mut req = self.http.request(method, url).bearer_auth(&self.key);
         if let Some(b) = body {
-            req = req.json(&b.value()?);
+            req = req.json(&b);
         }
         let res = req.send().await?;
         let status = res.status().as_u16();
@@ -166,89 +182,94 @@ impl Client {
             &bytes[..]
         };
         serde_json::from_slice(bytes)
-            .map_err(|e| Error::Decode(format!("{} {path}: {e}", op.method)))
+            .map_err(|e| Error::Decode(format!("{} {}: {e}", op.method, op.path)))
     }
 
     /// The tenant's channels, a page at a time (`cursor` from the previous page).
     pub async fn channels(&self, cursor: Option<&str>) -> Result<Page<Channel>, Error> {
-        let q = Query(vec![("cursor", cursor.map(str::to_owned))]);
-        self.call(op::LIST_CHANNELS, None, Some(&q), None).await
+        self.call(
+            op::LIST_CHANNELS,
+            None,
+            &[("cursor", cursor.map(str::to_owned))],
+            None,
+        )
+        .await
     }
 
     pub async fn create_channel(&self, channel: &NewChannel) -> Result<CreatedChannel, Error> {
-        self.call(op::CREATE_CHANNEL, None, None, Some(&Body(channel)))
+        self.call(op::CREATE_CHANNEL, None, &[], Some(to_value(channel)?))
             .await
     }
 
     pub async fn channel(&self, id: &str) -> Result<Channel, Error> {
-        self.call(op::GET_CHANNEL, Some(id), None, None).await
+        self.call(op::GET_CHANNEL, Some(id), &[], None).await
     }
 
     /// Changes a channel: each field of `patch` is set (`null` removes an optional one).
     pub async fn patch_channel(&self, id: &str, patch: &Value) -> Result<Channel, Error> {
-        self.call(op::PATCH_CHANNEL, Some(id), None, Some(&Body(patch)))
+        self.call(op::PATCH_CHANNEL, Some(id), &[], Some(patch.clone()))
             .await
     }
 
     pub async fn delete_channel(&self, id: &str) -> Result<(), Error> {
-        self.call::<Value>(op::DELETE_CHANNEL, Some(id), None, None)
+        self.call::<Value>(op::DELETE_CHANNEL, Some(id), &[], None)
             .await
             .map(drop)
     }
 
     /// Parks the channel's deliveries until it is resumed.
     pub async fn pause_channel(&self, id: &str) -> Result<DeliveryState, Error> {
-        self.call(op::PAUSE_CHANNEL, Some(id), None, None).await
+        self.call(op::PAUSE_CHANNEL, Some(id), &[], None).await
     }
 
     /// Resumes a channel: closes its breaker, releases what was parked.
     pub async fn resume_channel(&self, id: &str) -> Result<DeliveryState, Error> {
-        self.call(op::RESUME_CHANNEL, Some(id), None, None).await
+        self.call(op::RESUME_CHANNEL, Some(id), &[], None).await
     }
 
     pub async fn channel_delivery_state(&self, id: &str) -> Result<DeliveryState, Error> {
-        self.call(op::CHANNEL_DELIVERY, Some(id), None, None).await
+        self.call(op::CHANNEL_DELIVERY, Some(id), &[], None).await
     }
 
     pub async fn post_activity(&self, activity: &NewActivity) -> Result<Ingested, Error> {
-        self.call(op::POST_ACTIVITY, None, None, Some(&Body(activity)))
+        self.call(op::POST_ACTIVITY, None, &[], Some(to_value(activity)?))
             .await
     }
 
     pub async fn deliveries(&self, query: &DeliveryQuery) -> Result<Page<Delivery>, Error> {
-        let q = Query(vec![
+        let q = [
             ("status", query.status.clone()),
             ("channel_id", query.channel_id.clone()),
             ("activity_id", query.activity_id.clone()),
             ("event_type", query.event_type.clone()),
             ("limit", query.limit.map(|n| n.to_string())),
             ("cursor", query.cursor.clone()),
-        ]);
-        self.call(op::LIST_DELIVERIES, None, Some(&q), None).await
+        ];
+        self.call(op::LIST_DELIVERIES, None, &q, None).await
     }
 
     pub async fn delivery(&self, id: &str) -> Result<Delivery, Error> {
-        self.call(op::GET_DELIVERY, Some(id), None, None).await
+        self.call(op::GET_DELIVERY, Some(id), &[], None).await
     }
 
     /// Replays a failed delivery (409 `not_failed` otherwise).
     pub async fn retry_delivery(&self, id: &str) -> Result<Delivery, Error> {
-        self.call(op::RETRY_DELIVERY, Some(id), None, None).await
+        self.call(op::RETRY_DELIVERY, Some(id), &[], None).await
     }
 
     /// A delivery's attempts, newest first.
     pub async fn attempts(&self, id: &str) -> Result<Page<Attempt>, Error> {
-        self.call(op::LIST_ATTEMPTS, Some(id), None, None).await
+        self.call(op::LIST_ATTEMPTS, Some(id), &[], None).await
     }
 
     /// Acknowledges a delivery handed to a websocket client.
     pub async fn ack_delivery(&self, id: &str) -> Result<Delivery, Error> {
-        self.call(op::ACK_DELIVERY, Some(id), None, None).await
+        self.call(op::ACK_DELIVERY, Some(id), &[], None).await
     }
 
     /// A channel's signing secrets: the current one first, then those a rotation retires.
     pub async fn channel_secrets(&self, id: &str) -> Result<Vec<String>, Error> {
-        let v: Value = self.call(op::CHANNEL_SECRET, Some(id), None, None).await?;
+        let v: Value = self.call(op::CHANNEL_SECRET, Some(id), &[], None).await?;
         let mut out: Vec<String> = v["signing_secret"]
             .as_str()
             .map(str::to_owned)
@@ -264,51 +285,12 @@ impl Client {
 
     /// What a role in the tenant's AWS account must trust.
     pub async fn aws_identity(&self) -> Result<AwsIdentity, Error> {
-        self.call(op::AWS_IDENTITY, None, None, None).await
+        self.call(op::AWS_IDENTITY, None, &[], None).await
     }
 }
 
-/// A path segment, percent-encoded.
-fn encode(segment: &str) -> String {
-    segment
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
-/// Query parameters, the unset ones left out.
-struct Query(Vec<(&'static str, Option<String>)>);
-
-trait ErasedQuery {
-    fn pairs(&self) -> Vec<(&'static str, String)>;
-}
-
-impl ErasedQuery for Query {
-    fn pairs(&self) -> Vec<(&'static str, String)> {
-        self.0
-            .iter()
-            .filter_map(|(k, v)| v.clone().map(|v| (*k, v)))
-            .collect()
-    }
-}
-
-/// A request body.
-struct Body<'a, T: Serialize>(&'a T);
-
-trait ErasedBody {
-    fn value(&self) -> Result<Value, Error>;
-}
-
-impl<T: Serialize> ErasedBody for Body<'_, T> {
-    fn value(&self) -> Result<Value, Error> {
-        serde_json::to_value(self.0).map_err(|e| Error::Decode(e.to_string()))
-    }
+fn to_value<T: Serialize>(v: &T) -> Result<Value, Error> {
+    serde_json::to_value(v).map_err(|e| Error::Decode(e.to_string()))
 }
 
 #[cfg(test)]

@@ -127,11 +127,18 @@ fn every_type_follows_its_schema() {
 
 #[test]
 fn ids_are_encoded_as_one_path_segment_and_urls_are_checked() {
-    assert_eq!(encode("dl_1"), "dl_1");
-    assert_eq!(encode("a/b c"), "a%2Fb%20c");
+    let api = Client::new("https://api.example.com/", "k").unwrap();
+    assert_eq!(
+        api.url(op::GET_DELIVERY, Some("a/b c")).unwrap().as_str(),
+        "https://api.example.com/api/v1/deliveries/a%2Fb%20c"
+    );
+    let staged = Client::new("https://api.example.com/prod", "k").unwrap();
+    assert_eq!(
+        staged.url(op::LIST_CHANNELS, None).unwrap().as_str(),
+        "https://api.example.com/prod/api/v1/channels"
+    );
     assert!(matches!(
         Client::new("ftp://x", "k"),
         Err(Error::Config(m)) if m.contains("http")
     ));
-    assert!(Client::new("https://api.example.com/", "k").is_ok());
 }
