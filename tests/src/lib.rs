@@ -122,28 +122,9 @@ impl TestStack {
     /// The SDK configuration of another account of the emulator (a tenant's), in `region`:
     /// the emulator files the requests of an assumed role's session under the role's account.
     pub async fn account(&self, account: &str, region: &str) -> aws_config::SdkConfig {
-        let platform = self.aws().clients.config.clone();
-        let c = aws_sdk_sts::Client::new(&platform)
-            .assume_role()
-            .role_arn(format!("arn:aws:iam::{account}:role/tenant-admin"))
-            .role_session_name("tenant-setup")
-            .send()
+        converger_local::emulator::account_config(&self.aws().clients.config, account, region)
             .await
             .unwrap()
-            .credentials
-            .unwrap();
-        let creds = aws_sdk_sts::config::Credentials::new(
-            c.access_key_id,
-            c.secret_access_key,
-            Some(c.session_token),
-            None,
-            "tenant",
-        );
-        platform
-            .to_builder()
-            .region(aws_config::Region::new(region.to_owned()))
-            .credentials_provider(aws_sdk_sts::config::SharedCredentialsProvider::new(creds))
-            .build()
     }
 
     /// Sends a request with an optional bearer token and a raw body.

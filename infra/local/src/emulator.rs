@@ -219,3 +219,34 @@ impl Emulator {
         let _ = self.child.kill().await;
     }
 }
+
+/// The SDK configuration of another account of the emulator (a tenant's), in `region`: the
+/// emulator files the requests of an assumed role's session under the role's account, so
+/// what is made with it is apart from the stack's own account.
+pub async fn account_config(
+    platform: &aws_config::SdkConfig,
+    account: &str,
+    region: &str,
+) -> Result<aws_config::SdkConfig, String> {
+    let c = aws_sdk_sts::Client::new(platform)
+        .assume_role()
+        .role_arn(format!("arn:aws:iam::{account}:role/tenant-admin"))
+        .role_session_name("tenant-setup")
+        .send()
+        .await
+        .map_err(|e| format!("account {account}: {e}"))?
+        .credentials
+        .ok_or_else(|| format!("account {account}: no credentials"))?;
+    let creds = aws_sdk_sts::config::Credentials::new(
+        c.access_key_id,
+        c.secret_access_key,
+        Some(c.session_token),
+        None,
+        "tenant",
+    );
+    Ok(platform
+        .to_builder()
+        .region(aws_config::Region::new(region.to_owned()))
+        .credentials_provider(aws_sdk_sts::config::SharedCredentialsProvider::new(creds))
+        .build())
+}

@@ -308,13 +308,10 @@ async fn a_role_of_the_platforms_own_account_is_refused_when_the_channel_is_writ
 
 #[tokio::test]
 async fn a_rotated_external_id_is_audited_and_a_role_trusting_the_old_one_refuses() {
-    // Each instance keeps a tenant's external id for `CHANNEL_CACHE_TTL_MS`: none here, so
-    // the rotation applies to the very next send, whichever instance makes it.
-    let t = TestStack::with(|o| {
-        o.backend = Backend::Memory;
-        o.config.channel_cache_ttl = Duration::ZERO;
-    })
-    .await;
+    // Each instance keeps a tenant's external id for `CHANNEL_CACHE_TTL_MS`, which the test
+    // stacks set to zero: the rotation applies to the very next send, whichever instance
+    // makes it.
+    let t = in_process().await;
     let a = t.new_tenant("default").await;
     let old = identity(&a).await.external_id;
     let cloud = t.stack.memory().unwrap().tenant_aws.clone();

@@ -374,29 +374,9 @@ pub(super) async fn aws_channel(
 
 /// A new target of `service` named `name` in [`TENANT_ACCOUNT`] on the emulator.
 async fn emulator_target(stack: &Stack, service: Service, name: &str) -> Result<String, String> {
-    let platform = stack.aws()?.clients.config.clone();
-    let c = aws_sdk_sts::Client::new(&platform)
-        .assume_role()
-        .role_arn(format!("arn:aws:iam::{TENANT_ACCOUNT}:role/tenant-admin"))
-        .role_session_name("bench-setup")
-        .send()
-        .await
-        .map_err(|e| format!("the tenant's account: {e}"))?
-        .credentials
-        .ok_or("the tenant's account: no credentials")?;
-    let tenant = platform
-        .to_builder()
-        .region(aws_config::Region::new("eu-west-1"))
-        .credentials_provider(aws_sdk_sts::config::SharedCredentialsProvider::new(
-            aws_sdk_sts::config::Credentials::new(
-                c.access_key_id,
-                c.secret_access_key,
-                Some(c.session_token),
-                None,
-                "bench-tenant",
-            ),
-        ))
-        .build();
+    let tenant =
+        crate::emulator::account_config(&stack.aws()?.clients.config, TENANT_ACCOUNT, "eu-west-1")
+            .await?;
     let fail = |e: &dyn std::fmt::Display| format!("the tenant's {}: {e}", service.label());
     let target = match service {
         Service::Sqs => {
