@@ -86,6 +86,8 @@ impl TestStack {
                 platform_account: Some(converger_local::LOCAL_ACCOUNT.to_owned()),
                 // Health counts written as they are counted: a test reads them at once.
                 health_flush: Duration::ZERO,
+                // Usage counts too: the charts' and the usage page's tests read them at once.
+                usage_flush: Duration::ZERO,
                 serial_transactions: true,
                 // The tests poll the API far faster than a producer calls it; the limits'
                 // own test sets a tenant's override, which wins.

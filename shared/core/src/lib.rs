@@ -27,6 +27,7 @@ pub mod slack;
 pub mod status;
 pub mod stream;
 pub mod time;
+pub mod usage;
 pub mod web;
 
 pub use channel::{ChannelType, Tier};

@@ -216,6 +216,18 @@ pub const HEALTH_FLUSH_MS: Setting = number(
     "1000",
     "how often an instance writes the health counts it added up (created deliveries, dead letters) to the per-minute counters, in ms (0: with every count; the local stack uses 0)",
 );
+pub const USAGE_FLUSH_MS: Setting = number(
+    "USAGE_FLUSH_MS",
+    0,
+    3_600_000,
+    "60000",
+    "how often an instance writes the usage it added up (the charts' and the usage page's counts per channel and tenant, by minute, hour and day), in ms: a busy instance writes five counters per channel and period, whatever its traffic (0: with every count; the local stack uses 0)",
+);
+pub const USAGE_PRICES: Setting = text(
+    "USAGE_PRICES",
+    "`{}` (list prices, US East)",
+    "the prices the usage estimate uses, in dollars per million units, a JSON object overriding any of `dynamodb_write_unit`, `dynamodb_read_unit`, `sqs_request`, `eventbridge_event`, `api_request`, `lambda_request`, `lambda_gb_second`, `logs_gb` (see [Usage and cost](usage.md))",
+);
 pub const RECLAIM_INTERVAL_SECONDS: Setting = number(
     "RECLAIM_INTERVAL_SECONDS",
     0,
@@ -405,6 +417,8 @@ pub const ALL: &[Setting] = &[
     FLOW_CACHE_TTL_MS,
     LEASE_SECONDS,
     HEALTH_FLUSH_MS,
+    USAGE_FLUSH_MS,
+    USAGE_PRICES,
     RECLAIM_INTERVAL_SECONDS,
     SLOT_GRACE_SECONDS,
     DYNAMODB_SERIAL_TRANSACTIONS,

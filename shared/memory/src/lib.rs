@@ -34,6 +34,7 @@ mod sockets;
 mod stream;
 mod tenant_aws;
 mod tenants;
+mod usage;
 
 pub use capacity::{Capacity, CapacityModel, CapacityTally};
 pub use events::MemEvents;
@@ -87,6 +88,8 @@ struct State {
     stream_tokens: HashMap<String, StreamToken>,
     /// Ordered lanes: each one's head and its waiting entries by entry key.
     lanes: HashMap<String, (Option<LaneHead>, BTreeMap<String, LaneEntry>)>,
+    /// Usage counters, by `keys::usage_key`.
+    usage: HashMap<String, converger_core::usage::Counts>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

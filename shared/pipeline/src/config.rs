@@ -63,6 +63,10 @@ pub struct PipelineConfig {
     /// letters) to the per-minute counters: at most once per period per instance
     /// (`HEALTH_FLUSH_MS`; 0: with every count).
     pub health_flush: Duration,
+    /// How often an instance writes the usage counts it added up (`USAGE_FLUSH_MS`).
+    pub usage_flush: Duration,
+    /// The usage estimate's prices (`USAGE_PRICES`).
+    pub usage_prices: converger_core::usage::Prices,
     /// How long a window slot may be held before the sweeper checks its delivery
     /// (`SLOT_GRACE_SECONDS`).
     pub slot_grace: Duration,
@@ -96,6 +100,8 @@ impl Default for PipelineConfig {
             serial_transactions: false,
             flow_cache_ttl: Duration::from_millis(1000),
             health_flush: Duration::from_millis(1000),
+            usage_flush: Duration::from_millis(60_000),
+            usage_prices: converger_core::usage::Prices::default(),
             slot_grace: Duration::from_secs(120),
             release_chunk: 5000,
         }
@@ -190,6 +196,12 @@ impl PipelineConfig {
             health_flush: env
                 .number(&set::HEALTH_FLUSH_MS)?
                 .map_or(d.health_flush, Duration::from_millis),
+            usage_flush: env
+                .number(&set::USAGE_FLUSH_MS)?
+                .map_or(d.usage_flush, Duration::from_millis),
+            usage_prices: env
+                .parsed(&set::USAGE_PRICES, converger_core::usage::Prices::parse)?
+                .unwrap_or(d.usage_prices),
             slot_grace: env
                 .number(&set::SLOT_GRACE_SECONDS)?
                 .map_or(d.slot_grace, Duration::from_secs),

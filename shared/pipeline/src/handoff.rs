@@ -40,6 +40,7 @@ pub struct Handoff<'p> {
     pub(crate) sockets: &'p dyn converger_ports::Sockets,
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) counts: &'p crate::counts::HealthCounts,
+    pub(crate) usage: &'p crate::usage::UsageCounts,
     pub(crate) intake: crate::ingest::Intake<'p>,
 }
 
@@ -60,6 +61,7 @@ impl<'p> Handoff<'p> {
             sockets: &*p.sockets,
             cache: &p.cache,
             counts: &p.counts,
+            usage: &p.usage,
             intake: crate::ingest::Intake::of(p),
         }
     }
@@ -468,6 +470,8 @@ impl Handoff<'_> {
         let ack = self.handoffs.acknowledge(d, self.clock.now()).await?;
         if let Ack::Acked(d) = &ack {
             tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
+            let now = self.clock.now_ms();
+            self.usage.count(d, crate::usage::sent_now(d, now)).await;
             self.events
                 .publish(vec![status_event(
                     d,
@@ -514,7 +518,10 @@ impl Handoff<'_> {
                         now,
                     ));
                     if row.status == DeliveryStatus::Failed {
-                        self.counts.count_failed(&row, 1).await;
+                        tokio::join!(
+                            self.counts.count_failed(&row, 1),
+                            self.usage.count(&row, crate::usage::DEAD_LETTER)
+                        );
                     }
                 }
                 Receipted::Ignored(_) => summary.ignored += 1,

@@ -93,6 +93,10 @@ impl Health<'_> {
         };
         self.flow.remember_flow(&f);
         tracing::warn!(channel_id = %channel.id, failures = f.consecutive_failures, reason, "breaker opened");
+        self.intake
+            .usage
+            .breaker_opened(&channel.tenant_id, &channel.id)
+            .await;
         crate::metrics::count(crate::metrics::CIRCUIT_OPENED, channel.kind, None, 1);
         let event = circuit_event(
             channel,

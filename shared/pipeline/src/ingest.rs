@@ -92,6 +92,7 @@ pub struct Intake<'p> {
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) counts: &'p crate::counts::HealthCounts,
+    pub(crate) usage: &'p crate::usage::UsageCounts,
     pub(crate) events: &'p dyn converger_ports::Events,
     pub(crate) lanes: crate::lanes::Lanes<'p>,
 }
@@ -110,11 +111,20 @@ impl<'p> Intake<'p> {
             events: &*p.events,
             lanes: crate::lanes::Lanes::of(p),
             counts: &p.counts,
+            usage: &p.usage,
         }
     }
 }
 
 impl Intake<'_> {
+    /// Deliveries just written, into the health counters and the usage counters.
+    async fn count_created(&self, deliveries: &[Delivery]) {
+        tokio::join!(
+            self.counts.count_created(deliveries),
+            self.usage.count_many(deliveries, crate::usage::CREATED)
+        );
+    }
+
     pub async fn ingest(&self, tenant: &Tenant, new: NewActivity) -> Result<Ingested, IngestError> {
         self.ingest_with(tenant, new, Origin::Tenant).await
     }
@@ -330,7 +340,7 @@ impl Intake<'_> {
                     .map_err(IngestError::from)
             };
             tokio::try_join!(write, send)?;
-            self.counts.count_created(deliveries).await;
+            self.count_created(deliveries).await;
             return Ok(true);
         }
         if self
@@ -343,7 +353,7 @@ impl Intake<'_> {
         }
         // The health counters' write (at most once a second) goes beside the send, never
         // before it: the message is on the way to the receiver.
-        let (sent, ()) = tokio::join!(send, self.counts.count_created(deliveries));
+        let (sent, ()) = tokio::join!(send, self.count_created(deliveries));
         sent?;
         Ok(true)
     }

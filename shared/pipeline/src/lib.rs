@@ -12,8 +12,10 @@
 //!   [`tenants::Tenants`] and [`channels::Channels`];
 //! - [`Reads`]: what the API and the pages show.
 //!
-//! Beside them, two components they share: [`cache::ChannelCache`] and
-//! [`counts::HealthCounts`]. The types more than one of them speaks are in `outcome`.
+//! - [`usage::UsageReads`]: the charts' series, a tenant's usage and its estimated cost.
+//!
+//! Beside them, three components they share: [`cache::ChannelCache`],
+//! [`counts::HealthCounts`] and [`usage::UsageCounts`]. The types more than one of them speaks are in `outcome`.
 //! Nothing here knows AWS or Lambda: the functions' glue (`converger-lambda`) only calls
 //! these entry points.
 
@@ -36,6 +38,7 @@ pub mod replay;
 pub mod stream;
 pub mod sweep;
 pub mod tenants;
+pub mod usage;
 
 pub use config::PipelineConfig;
 pub use reads::Reads;
@@ -67,6 +70,7 @@ pub struct Pipeline {
     pub(crate) cache: cache::ChannelCache,
     pub(crate) flow: flow::FlowControl,
     pub(crate) counts: counts::HealthCounts,
+    pub(crate) usage: usage::UsageCounts,
     /// Where the rules read the time ([`Pipeline::with_clock`]; the system's by default).
     pub(crate) clock: Arc<dyn converger_core::time::Clock>,
 }
@@ -95,6 +99,7 @@ impl Pipeline {
                 config.clone(),
             ),
             counts: counts::HealthCounts::new(store.clone(), config.health_flush, config.retention),
+            usage: usage::UsageCounts::new(store.clone(), config.usage_flush),
             store,
             queue,
             events,
@@ -112,6 +117,7 @@ impl Pipeline {
     pub fn with_clock(mut self, clock: Arc<dyn converger_core::time::Clock>) -> Self {
         self.flow.clock = clock.clone();
         self.counts.clock = clock.clone();
+        self.usage.clock = clock.clone();
         self.clock = clock;
         self
     }
@@ -231,6 +237,11 @@ impl Pipeline {
     /// What the API and the pages read.
     pub fn reads(&self) -> &Reads {
         &self.reads
+    }
+
+    /// The charts' series, a tenant's usage and the top tenants by cost.
+    pub fn usage(&self) -> usage::UsageReads<'_> {
+        usage::UsageReads::of(self)
     }
 
     /// The web pages' users and sign-in counts.

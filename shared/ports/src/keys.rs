@@ -80,6 +80,15 @@ pub fn health_counter_key(channel: &ChannelId, minute: i64) -> String {
     format!("hc#{channel}#{minute}")
 }
 
+/// A usage counter, in the flow table: `us#<c|t>#<channel or tenant>#<m|h|d>#<bucket>`.
+pub fn usage_key(k: &crate::usage::UsageKey) -> String {
+    let (kind, id) = match &k.of {
+        crate::usage::UsageOf::Channel(c) => ("c", c.as_str()),
+        crate::usage::UsageOf::Tenant(t) => ("t", t.as_str()),
+    };
+    format!("us#{kind}#{id}#{}#{}", k.grain.code(), k.bucket)
+}
+
 // The activities table.
 
 /// An activity's row key: activity ids are the producer's, so the key holds the tenant and

@@ -18,6 +18,7 @@ pub mod model;
 pub mod ports;
 pub mod stream;
 pub mod tenant_aws;
+pub mod usage;
 
 pub use accounts::*;
 pub use flow::*;
@@ -31,13 +32,14 @@ pub use model::*;
 pub use ports::*;
 pub use stream::*;
 pub use tenant_aws::*;
+pub use usage::*;
 
 /// Every store trait, for code that calls a backend's methods on its concrete type.
 pub mod prelude {
     pub use crate::{
         AccountStore, ActivityStore, AuditStore, ChannelStore, DeliveryQueries, DeliveryStore,
         FlowStore, HandoffStore, HealthStore, IdempotencyStore, LaneStore, ReplayStore, Store,
-        StreamStore, TenantStore,
+        StreamStore, TenantStore, UsageStore,
     };
 }
 

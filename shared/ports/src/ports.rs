@@ -26,6 +26,7 @@ pub trait Store:
     + crate::idempotency::IdempotencyStore
     + crate::stream::StreamStore
     + crate::lanes::LaneStore
+    + crate::usage::UsageStore
 {
 }
 
@@ -44,6 +45,7 @@ impl<T> Store for T where
         + crate::idempotency::IdempotencyStore
         + crate::stream::StreamStore
         + crate::lanes::LaneStore
+        + crate::usage::UsageStore
 {
 }
 

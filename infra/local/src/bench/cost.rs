@@ -126,8 +126,9 @@ pub async fn run(o: Options) -> Result<Value, String> {
         invocations: Some(meters.invocations.clone()),
         ..StackOptions::bench("cost")
     };
-    // As deployed: health counts added up for a second per instance.
+    // As deployed: health counts added up for a second per instance, usage for a minute.
     opts.config.health_flush = converger_pipeline::PipelineConfig::default().health_flush;
+    opts.config.usage_flush = converger_pipeline::PipelineConfig::default().usage_flush;
     let stack = Stack::start(opts).await?;
     let sizes = memory_sizes(&stack);
     let fixed = fixed_monthly(&stack);
@@ -157,6 +158,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
         ..StackOptions::bench("cost")
     };
     opts.config.health_flush = converger_pipeline::PipelineConfig::default().health_flush;
+    opts.config.usage_flush = converger_pipeline::PipelineConfig::default().usage_flush;
     let stack = Stack::start(opts).await?;
     let timed = match stack.memory() {
         Some(m) => {

@@ -96,6 +96,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
     // second, so a busy instance pays one write a second, not one a delivery). A minute here
     // keeps that write out of the per-delivery figure but for at most one in a case.
     opts.config.health_flush = HEALTH_FLUSH;
+    opts.config.usage_flush = HEALTH_FLUSH;
     let stack = Stack::start(opts).await?;
     let result = cases(&stack, &counter, &o).await;
     stack.stop().await;

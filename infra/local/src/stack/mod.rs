@@ -118,6 +118,8 @@ impl Default for StackOptions {
             // Health counts written as they are counted, so a health check run by hand sees
             // every delivery (deployed functions add them up for a second).
             health_flush: Duration::ZERO,
+            // The same for usage counts: the charts show a local run's deliveries at once.
+            usage_flush: Duration::ZERO,
             platform_account: Some(crate::LOCAL_ACCOUNT.to_owned()),
             ..PipelineConfig::default()
         };

@@ -60,6 +60,7 @@ pub struct Attempts<'p> {
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) counts: &'p crate::counts::HealthCounts,
+    pub(crate) usage: &'p crate::usage::UsageCounts,
     pub(crate) health: crate::health::Health<'p>,
     pub(crate) handoff: crate::handoff::Handoff<'p>,
     pub(crate) lanes: crate::lanes::Lanes<'p>,
@@ -81,6 +82,7 @@ impl<'p> Attempts<'p> {
             lanes: crate::lanes::Lanes::of(p),
             cache: &p.cache,
             counts: &p.counts,
+            usage: &p.usage,
             health: crate::health::Health::of(p),
             handoff: crate::handoff::Handoff::of(p),
         }
@@ -446,6 +448,7 @@ impl Attempts<'_> {
             return Ok(Report::Skipped("lease lost before recording success"));
         }
         if handed_off {
+            self.usage.count(d, crate::usage::attempt(false)).await;
             tracing::info!("delivery handed off; waiting for an acknowledgement");
             self.events.publish(vec![handed_off_event(d, n, now)]).await;
             metrics::count(metrics::HANDED_OFF, p.channel.kind, Some(d.tier), 1);
@@ -464,6 +467,9 @@ impl Attempts<'_> {
             m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
         }
         metrics::record(&m, p.channel.kind, Some(d.tier));
+        let mut counts = crate::usage::sent_now(d, now.ms());
+        counts.add(&crate::usage::attempt(false));
+        self.usage.count(d, counts).await;
         self.after_attempt(d, p, CallEnd::new(Outcome::Success).handing_on(hand_on))
             .await?;
         self.events
@@ -496,6 +502,7 @@ impl Attempts<'_> {
             Some(d.tier),
         );
         let now = self.clock.now();
+        self.usage.count(d, crate::usage::attempt(true)).await;
         let delay_ms = match policy.next_after_failure(p.n, &err, rand::random::<f64>()) {
             Next::RetryIn(delay_ms) => delay_ms,
             Next::Dead => {
@@ -728,7 +735,10 @@ impl Attempts<'_> {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
         }
         tracing::warn!(attempts = n, error = %reason, "delivery dead-lettered");
-        self.counts.count_failed(d, 1).await;
+        tokio::join!(
+            self.counts.count_failed(d, 1),
+            self.usage.count(d, crate::usage::DEAD_LETTER)
+        );
         metrics::count(metrics::DEAD_LETTERED, p.channel.kind, Some(d.tier), 1);
         self.events
             .publish(vec![

@@ -33,6 +33,7 @@ mod listings;
 mod replays;
 mod stream;
 mod tenants;
+mod usage;
 
 pub type Item = HashMap<String, AttributeValue>;
 

@@ -4,8 +4,8 @@
 //! once, the due index, the attempt log, listing and replays. The fixture and the helpers are
 //! here; the tests are grouped by what they write: `due` (fresh rows and the due index),
 //! `deliveries` (claims, outcomes, hand-offs, receipts), `listings`, `flow`, `tenants` and
-//! `stream` (the live stream's connections, subscriptions and tokens), and `tenant_aws` (sends
-//! into a tenant's account, and its external id).
+//! `stream` (the live stream's connections, subscriptions and tokens), `tenant_aws` (sends
+//! into a tenant's account, and its external id) and `usage` (the charts' counters).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::CircuitState;
@@ -51,6 +51,7 @@ mod listings;
 mod stream;
 mod tenant_aws;
 mod tenants;
+mod usage;
 use deliveries::*;
 use due::*;
 use flow::*;
@@ -59,6 +60,7 @@ use listings::*;
 use stream::*;
 use tenant_aws::*;
 use tenants::*;
+use usage::*;
 
 /// Runs each named test against both backends.
 macro_rules! conformance {
@@ -110,6 +112,7 @@ conformance!(
     a_waiting_delivery_is_rescheduled_with_or_without_its_lease,
     a_tenant_queue_takes_a_message_once_and_a_missing_one_is_named,
     a_tenants_external_id_is_kept_once_made_and_replaced_by_a_rotation,
+    usage_counters_add_up_per_key_and_read_in_order,
 );
 
 async fn fixture(backend: Backend) -> Fixture {

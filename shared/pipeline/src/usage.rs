@@ -1,0 +1,286 @@
+//! Usage: the counts the charts and the usage page show, and the use case that reads them.
+//!
+//! Every delivery feeds [`UsageCounts`] (created at ingest; each attempt, sent, failed or
+//! dead-lettered as it settles; a breaker opening), which adds them up per instance into five
+//! counters (the channel's minute and hour, the tenant's minute, hour and day) and writes each
+//! counter once per `USAGE_FLUSH_MS`: a busy instance makes five writes per channel and
+//! period whatever its traffic, and no delivery writes a key other deliveries write.
+//! [`UsageReads`] turns them into series, a tenant's days with the estimate of their cost, and
+//! an operator's top tenants by cost.
+
+use converger_core::time::Clock;
+use converger_core::usage::{Counts, Estimate, Grain, Range, SeriesTally, Usage};
+use converger_core::{ChannelId, TenantId};
+use converger_ports::{AccountStore, Delivery, StoreResult, UsageKey, UsageOf, UsageStore};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// This instance's usage counts not written yet.
+pub struct UsageCounts {
+    store: Arc<dyn UsageStore>,
+    flush: Duration,
+    tally: Mutex<SeriesTally<UsageKey>>,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+/// The counters one event of a channel of a tenant adds to, at `now_ms`.
+fn keys(tenant: &TenantId, channel: &ChannelId, now_ms: i64) -> [UsageKey; 5] {
+    let c = |g: Grain| UsageKey::new(UsageOf::Channel(channel.clone()), g, g.bucket(now_ms));
+    let t = |g: Grain| UsageKey::new(UsageOf::Tenant(tenant.clone()), g, g.bucket(now_ms));
+    [
+        c(Grain::Minute),
+        c(Grain::Hour),
+        t(Grain::Minute),
+        t(Grain::Hour),
+        t(Grain::Day),
+    ]
+}
+
+impl UsageCounts {
+    pub(crate) fn new(store: Arc<dyn UsageStore>, flush: Duration) -> Self {
+        Self {
+            store,
+            flush,
+            tally: Mutex::new(SeriesTally::default()),
+            clock: Arc::new(converger_core::time::SystemClock),
+        }
+    }
+
+    /// Counts `counts` for each delivery of `rows`, now.
+    pub(crate) async fn count_many(&self, rows: &[Delivery], counts: Counts) {
+        self.add(rows.iter().map(|d| (&d.tenant_id, &d.channel_id, counts)))
+            .await;
+    }
+
+    /// Counts `counts` for a delivery, now.
+    pub(crate) async fn count(&self, d: &Delivery, counts: Counts) {
+        self.add(std::iter::once((&d.tenant_id, &d.channel_id, counts)))
+            .await;
+    }
+
+    /// A channel's breaker opened.
+    pub(crate) async fn breaker_opened(&self, tenant: &TenantId, channel: &ChannelId) {
+        let opened = Counts {
+            breaker_opened: 1,
+            ..Counts::default()
+        };
+        self.add(std::iter::once((tenant, channel, opened))).await;
+    }
+
+    async fn add<'a>(&self, counts: impl Iterator<Item = (&'a TenantId, &'a ChannelId, Counts)>) {
+        let now = self.clock.now_ms();
+        let every = i64::try_from(self.flush.as_millis()).unwrap_or(i64::MAX);
+        let due = match self.tally.lock() {
+            Ok(mut t) => {
+                for (tenant, channel, c) in counts {
+                    for k in keys(tenant, channel, now) {
+                        t.add(k, &c, now);
+                    }
+                }
+                t.take_due(now, every)
+            }
+            Err(_) => return,
+        };
+        let mut failed = Vec::new();
+        for (key, c) in due {
+            if let Err(e) = self.store.add_usage(&key, &c).await {
+                tracing::warn!(key = %key.key(), error = %e, "usage counter not written");
+                failed.push((key, c));
+            }
+        }
+        if !failed.is_empty()
+            && let Ok(mut t) = self.tally.lock()
+        {
+            t.restore(failed, now);
+        }
+    }
+}
+
+/// The counts of a delivery sent at `now_ms`: its ingest-to-sent latency.
+pub(crate) fn sent_now(d: &Delivery, now_ms: i64) -> Counts {
+    let created = converger_core::time::rfc3339_to_ms(&d.created_at).unwrap_or(now_ms);
+    Counts::sent_after(now_ms.saturating_sub(created).max(0))
+}
+
+/// One attempt, failed or not.
+pub(crate) fn attempt(failed: bool) -> Counts {
+    Counts {
+        attempts: 1,
+        failed_attempts: i64::from(failed),
+        ..Counts::default()
+    }
+}
+
+/// A dead letter.
+pub(crate) const DEAD_LETTER: Counts = Counts {
+    created: 0,
+    sent: 0,
+    attempts: 0,
+    failed_attempts: 0,
+    dead_letters: 1,
+    breaker_opened: 0,
+    latency: [0; converger_core::usage::LATENCY_BUCKETS],
+};
+
+/// A delivery created.
+pub(crate) const CREATED: Counts = Counts {
+    created: 1,
+    dead_letters: 0,
+    ..DEAD_LETTER
+};
+
+/// One bucket of a series: its first instant (ms) and its counts.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Point {
+    pub at_ms: i64,
+    pub counts: Counts,
+}
+
+/// One day of a tenant's usage and its estimated cost.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct UsageDay {
+    /// `YYYY-MM-DD` (UTC).
+    pub date: String,
+    pub usage: Usage,
+    pub estimate: Estimate,
+}
+
+/// A tenant's usage over days, each day's and the total.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TenantUsage {
+    pub tenant_id: TenantId,
+    pub days: Vec<UsageDay>,
+    pub total: Usage,
+    pub estimate: Estimate,
+}
+
+/// The read side of usage: series for the charts, a tenant's days and the top tenants.
+pub struct UsageReads<'p> {
+    store: &'p dyn UsageStore,
+    accounts: &'p dyn AccountStore,
+    model: converger_core::usage::CostModel,
+    clock: &'p dyn Clock,
+}
+
+impl<'p> UsageReads<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            store: &*p.store,
+            accounts: &*p.store,
+            model: converger_core::usage::CostModel {
+                prices: p.config.usage_prices,
+            },
+            clock: &*p.clock,
+        }
+    }
+
+    /// The buckets of `range` up to now for a channel or a tenant, oldest first, with zeros
+    /// where nothing happened (one batch read per 100 buckets).
+    pub async fn series(&self, of: &UsageOf, range: Range) -> StoreResult<Vec<Point>> {
+        let grain = range.grain();
+        let buckets: Vec<i64> = range.buckets(self.clock.now_ms()).collect();
+        let keys: Vec<UsageKey> = buckets
+            .iter()
+            .map(|b| UsageKey::new(of.clone(), grain, *b))
+            .collect();
+        let counts = self.store.read_usage(&keys).await?;
+        Ok(buckets
+            .into_iter()
+            .zip(counts)
+            .map(|(b, counts)| Point {
+                at_ms: grain.start_ms(b),
+                counts,
+            })
+            .collect())
+    }
+
+    /// A tenant's usage on the days `from..=to` (days since the epoch), with the estimate.
+    pub async fn tenant_usage(
+        &self,
+        tenant: &TenantId,
+        from: i64,
+        to: i64,
+    ) -> StoreResult<TenantUsage> {
+        let all = self
+            .tenants_usage(std::slice::from_ref(tenant), from, to)
+            .await?;
+        Ok(all.into_iter().next().unwrap_or_else(|| TenantUsage {
+            tenant_id: tenant.clone(),
+            days: Vec::new(),
+            total: Usage::default(),
+            estimate: Estimate::default(),
+        }))
+    }
+
+    /// The tenants with the highest estimated cost over the days `from..=to`, highest first,
+    /// at most `limit` (every tenant's day counters are read: `tenants × days / 100` batch
+    /// reads).
+    pub async fn top_tenants(
+        &self,
+        from: i64,
+        to: i64,
+        limit: usize,
+    ) -> StoreResult<Vec<TenantUsage>> {
+        let ids: Vec<TenantId> = self
+            .accounts
+            .list_tenants()
+            .await?
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        let mut all = self.tenants_usage(&ids, from, to).await?;
+        all.sort_by(|a, b| {
+            b.estimate
+                .total_usd
+                .total_cmp(&a.estimate.total_usd)
+                .then_with(|| a.tenant_id.cmp(&b.tenant_id))
+        });
+        all.truncate(limit);
+        Ok(all)
+    }
+
+    async fn tenants_usage(
+        &self,
+        tenants: &[TenantId],
+        from: i64,
+        to: i64,
+    ) -> StoreResult<Vec<TenantUsage>> {
+        let days: Vec<i64> = (from..=to).collect();
+        let keys: Vec<UsageKey> = tenants
+            .iter()
+            .flat_map(|t| {
+                days.iter()
+                    .map(|d| UsageKey::new(UsageOf::Tenant(t.clone()), Grain::Day, *d))
+            })
+            .collect();
+        let counts = self.store.read_usage(&keys).await?;
+        let per = days.len().max(1);
+        Ok(tenants
+            .iter()
+            .zip(counts.chunks(per))
+            .map(|(t, chunk)| {
+                let mut total = Counts::default();
+                let days = days
+                    .iter()
+                    .zip(chunk)
+                    .map(|(day, c)| {
+                        total.add(c);
+                        let usage = Usage::of(c);
+                        UsageDay {
+                            date: converger_core::usage::date_of_day(*day),
+                            usage,
+                            estimate: self.model.estimate(&usage),
+                        }
+                    })
+                    .collect();
+                let usage = Usage::of(&total);
+                TenantUsage {
+                    tenant_id: t.clone(),
+                    days,
+                    total: usage,
+                    estimate: self.model.estimate(&usage),
+                }
+            })
+            .collect())
+    }
+}

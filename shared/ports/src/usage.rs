@@ -1,0 +1,45 @@
+//! Usage counters: what a channel or a tenant did per minute, hour or day
+//! ([`converger_core::usage::Counts`]), for the charts and the usage page.
+
+use crate::error::StoreResult;
+use async_trait::async_trait;
+use converger_core::usage::{Counts, Grain};
+use converger_core::{ChannelId, TenantId};
+
+/// Whose counter.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum UsageOf {
+    Channel(ChannelId),
+    Tenant(TenantId),
+}
+
+/// One counter: whose, how long a bucket, which bucket (whole grains since the epoch).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UsageKey {
+    pub of: UsageOf,
+    pub grain: Grain,
+    pub bucket: i64,
+}
+
+impl UsageKey {
+    pub fn new(of: UsageOf, grain: Grain, bucket: i64) -> Self {
+        Self { of, grain, bucket }
+    }
+
+    /// The counter's key in the flow table (see [`crate::keys::usage_key`]).
+    pub fn key(&self) -> String {
+        crate::keys::usage_key(self)
+    }
+}
+
+#[async_trait]
+pub trait UsageStore: Send + Sync + 'static {
+    /// Adds `counts` to a counter (one conditional-free write that adds each non-zero
+    /// count), kept until `key.grain.expires_at(key.bucket)`. The pipeline adds up its counts
+    /// per instance and calls this once per counter and flush, never per delivery.
+    async fn add_usage(&self, key: &UsageKey, counts: &Counts) -> StoreResult<()>;
+
+    /// The counters of `keys`, in their order; one that was never written (or has expired)
+    /// reads as zeros. Batch reads of 100 keys.
+    async fn read_usage(&self, keys: &[UsageKey]) -> StoreResult<Vec<Counts>>;
+}

@@ -1,0 +1,59 @@
+//! The DynamoDB backend of [`UsageStore`]: each counter is an item of the flow table
+//! (`keys::usage_key`), one `ADD` per non-zero count, with `expires_at` for the table's TTL.
+
+use super::expr::Update;
+use super::*;
+use converger_core::usage::Counts;
+use converger_ports::{UsageKey, UsageStore};
+
+#[async_trait]
+impl UsageStore for DynamoStore {
+    async fn add_usage(&self, key: &UsageKey, counts: &Counts) -> StoreResult<()> {
+        let fields = counts.fields();
+        if fields.is_empty() {
+            return Ok(());
+        }
+        let mut u = Update::new().set("expires_at", n(key.grain.expires_at(key.bucket)));
+        for (k, v) in fields {
+            u = u.add(&k, n(v));
+        }
+        u.apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.flow)
+                .key("key", s(key.key())),
+        )
+        .send()
+        .await
+        .map_err(sdk_err)?;
+        Ok(())
+    }
+
+    // Read within their buckets' keep time (the charts' ranges are), so the TTL's lag does
+    // not show: no expiry filter.
+    async fn read_usage(&self, keys: &[UsageKey]) -> StoreResult<Vec<Counts>> {
+        let names: Vec<String> = keys.iter().map(UsageKey::key).collect();
+        let mut wanted: Vec<Item> = Vec::with_capacity(names.len());
+        let mut seen = std::collections::HashSet::new();
+        for k in &names {
+            if seen.insert(k.as_str()) {
+                wanted.push(HashMap::from([("key".to_owned(), s(k.as_str()))]));
+            }
+        }
+        let mut found: HashMap<String, Counts> = HashMap::new();
+        for item in self.batch_get(&self.res.flow, wanted, false).await? {
+            let Some(k) = item.get("key").and_then(|v| v.as_s().ok()).cloned() else {
+                continue;
+            };
+            let counts = Counts::from_fields(
+                item.iter()
+                    .filter_map(|(k, v)| Some((k.as_str(), v.as_n().ok()?.parse().ok()?))),
+            );
+            found.insert(k, counts);
+        }
+        Ok(names
+            .iter()
+            .map(|k| found.get(k).copied().unwrap_or_default())
+            .collect())
+    }
+}

@@ -1,0 +1,74 @@
+//! Usage counters: added up by key, read back in the order asked, zeros where none.
+
+use super::*;
+use converger_core::usage::{Counts, Grain};
+use converger_ports::{UsageKey, UsageOf};
+
+pub(super) async fn usage_counters_add_up_per_key_and_read_in_order(b: Backend) {
+    let f = fixture(b).await;
+    let ch = UsageOf::Channel(f.channel.id.clone());
+    let tn = UsageOf::Tenant(f.tenant.id.clone());
+    let minute = Grain::Minute.bucket(time::now_ms());
+    let k = |of: &UsageOf, g: Grain, b: i64| UsageKey::new(of.clone(), g, b);
+    let mut sent = Counts::sent_after(300);
+    sent.attempts = 1;
+    let failed = Counts {
+        attempts: 2,
+        failed_attempts: 2,
+        dead_letters: 1,
+        ..Counts::default()
+    };
+    f.store
+        .add_usage(&k(&ch, Grain::Minute, minute), &sent)
+        .await
+        .unwrap();
+    f.store
+        .add_usage(&k(&ch, Grain::Minute, minute), &failed)
+        .await
+        .unwrap();
+    f.store
+        .add_usage(&k(&tn, Grain::Day, minute / 1440), &sent)
+        .await
+        .unwrap();
+    // Nothing to add writes nothing.
+    f.store
+        .add_usage(&k(&ch, Grain::Hour, minute / 60), &Counts::default())
+        .await
+        .unwrap();
+    let asked = [
+        k(&ch, Grain::Minute, minute - 1),
+        k(&ch, Grain::Minute, minute),
+        k(&ch, Grain::Hour, minute / 60),
+        k(&tn, Grain::Day, minute / 1440),
+        // The same key twice reads twice.
+        k(&ch, Grain::Minute, minute),
+    ];
+    let got = f.store.read_usage(&asked).await.unwrap();
+    let mut both = sent;
+    both.add(&failed);
+    assert_eq!(
+        got,
+        vec![Counts::default(), both, Counts::default(), sent, both]
+    );
+    assert_eq!(got[1].attempts, 3);
+    assert_eq!(got[1].latency_quantile_ms(0.5), Some(500));
+    // A channel's counter is not its tenant's, nor another grain's.
+    let other = f
+        .store
+        .read_usage(&[
+            k(&tn, Grain::Minute, minute),
+            k(&ch, Grain::Day, minute / 1440),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(other, vec![Counts::default(); 2]);
+    // More than one batch read's worth of keys.
+    let many: Vec<UsageKey> = (minute - 149..=minute)
+        .map(|m| k(&ch, Grain::Minute, m))
+        .collect();
+    let got = f.store.read_usage(&many).await.unwrap();
+    assert_eq!(got.len(), 150);
+    assert_eq!(got[149], both);
+    assert!(got[..149].iter().all(Counts::is_zero));
+    f.stop().await;
+}
