@@ -10,3 +10,4 @@ mod events;
 mod health;
 mod intake;
 mod lanes;
+mod usage;

@@ -1,0 +1,124 @@
+//! Usage: the counts every delivery feeds, what the charts and the usage page read of them,
+//! and the estimate of their cost.
+
+use crate::common::*;
+use converger_core::usage::{CostModel, Grain, Range, Usage};
+use converger_ports::UsageOf;
+use std::time::Duration;
+
+#[tokio::test]
+async fn usage_totals_match_the_deliveries_of_a_scenario() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on_with(clock.clone(), |c| c.usage_flush = Duration::ZERO);
+    let t = tenant(&f).await;
+    let ok = Responder::start(200).await;
+    let bad = Responder::start(503).await;
+    let quiet = json!({"retry_policy": {"max_attempts": 3, "backoff": "fixed", "base_ms": 30000},
+                       "circuit_breaker": {"failure_threshold": 1000}});
+    let good = hook_to(&f, &t, &ok.url, quiet.clone()).await;
+    let failing = hook_to(&f, &t, &bad.url, quiet).await;
+    let tripping = hook_to(
+        &f,
+        &t,
+        &bad.url,
+        json!({"retry_policy": {"max_attempts": 1},
+               "circuit_breaker": {"failure_threshold": 1}}),
+    )
+    .await;
+    for _ in 0..4 {
+        assert_eq!(one(&f, &clock, &t, &good).await.status, DeliveryStatus::Sent);
+    }
+    for _ in 0..2 {
+        let d = settled(&f, &clock, &t, &failing).await;
+        assert_eq!((d.status, d.attempts), (DeliveryStatus::Failed, 3));
+    }
+    assert_eq!(one(&f, &clock, &t, &tripping).await.status, DeliveryStatus::Failed);
+
+    let today = Grain::Day.bucket(clock.now_ms());
+    let usage = f.pipeline.usage().tenant_usage(&t.id, today - 1, today).await.unwrap();
+    let expected = Usage {
+        deliveries: 7,
+        attempts: 4 + 2 * 3 + 1,
+        dead_letters: 3,
+    };
+    assert_eq!(usage.total, expected);
+    assert_eq!(usage.days.len(), 2);
+    assert_eq!(usage.days[0].usage, Usage::default(), "yesterday");
+    assert_eq!(usage.days[1].usage, expected);
+    assert_eq!(usage.estimate, CostModel::default().estimate(&expected));
+    assert!(usage.estimate.total_usd > 0.0);
+
+    let sum = |points: &[converger_pipeline::usage::Point]| {
+        let mut c = converger_core::usage::Counts::default();
+        points.iter().for_each(|p| c.add(&p.counts));
+        c
+    };
+    let good_hour = series(&f, UsageOf::Channel(good.id.clone()), Range::Hour).await;
+    assert_eq!(good_hour.len(), 60);
+    assert!(good_hour.windows(2).all(|w| w[1].at_ms - w[0].at_ms == 60_000));
+    let g = sum(&good_hour);
+    assert_eq!((g.created, g.sent, g.attempts, g.failed_attempts), (4, 4, 4, 0));
+    assert_eq!(g.latency_quantile_ms(0.95), Some(100), "sent within the clock's instant");
+    let b = sum(&series(&f, UsageOf::Channel(failing.id.clone()), Range::Day).await);
+    assert_eq!((b.created, b.sent, b.attempts, b.failed_attempts, b.dead_letters), (2, 0, 6, 6, 2));
+    assert_eq!(b.latency_quantile_ms(0.5), None);
+    let trip = sum(&series(&f, UsageOf::Channel(tripping.id.clone()), Range::Week).await);
+    assert_eq!(trip.breaker_opened, 1, "the breaker's opening is marked");
+    let tenant_week = sum(&series(&f, UsageOf::Tenant(t.id.clone()), Range::Week).await);
+    assert_eq!(tenant_week.created, 7);
+    assert_eq!(tenant_week.breaker_opened, 1);
+    // The retries' backoffs moved the clock: the failing channel's attempts are spread over
+    // minutes, and the hour chart shows each minute apart.
+    let spread = series(&f, UsageOf::Channel(failing.id.clone()), Range::Hour).await;
+    assert!(spread.iter().filter(|p| p.counts.attempts > 0).count() >= 2);
+
+    let top = f.pipeline.usage().top_tenants(today, today, 10).await.unwrap();
+    assert_eq!(top.len(), 1);
+    assert_eq!(top[0].tenant_id, t.id);
+}
+
+#[tokio::test]
+async fn an_instance_writes_its_usage_once_per_flush_period() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on_with(clock.clone(), |c| c.usage_flush = Duration::from_secs(60));
+    let t = tenant(&f).await;
+    let ok = Responder::start(200).await;
+    let c = hook_to(&f, &t, &ok.url, json!({"retry_policy": {}, "circuit_breaker": {}})).await;
+    let today = Grain::Day.bucket(clock.now_ms());
+    let total = async |f: &Fixture| {
+        f.pipeline.usage().tenant_usage(&t.id, today, today).await.unwrap().total
+    };
+    for _ in 0..3 {
+        one(&f, &clock, &t, &c).await;
+    }
+    assert_eq!(total(&f).await, Usage::default(), "held for the period");
+    clock.advance(Duration::from_secs(61));
+    one(&f, &clock, &t, &c).await;
+    let u = total(&f).await;
+    assert_eq!(u.deliveries, 4, "the first count after the period writes the sums");
+    assert_eq!(u.attempts, 3, "the last attempt starts the next period");
+}
+
+async fn series(f: &Fixture, of: UsageOf, r: Range) -> Vec<converger_pipeline::usage::Point> {
+    f.pipeline.usage().series(&of, r).await.unwrap()
+}
+
+/// Ingests one activity to `c` and runs it, moving the clock on through its retries' backoffs
+/// (31 s at a time), until it ends.
+async fn settled(
+    f: &Fixture,
+    clock: &ManualClock,
+    t: &Tenant,
+    c: &Channel,
+) -> converger_ports::Delivery {
+    let mut d = one(f, clock, t, c).await;
+    for _ in 0..20 {
+        if d.status != DeliveryStatus::Pending {
+            break;
+        }
+        clock.advance(Duration::from_secs(31));
+        pump(f, clock).await;
+        d = f.store.get_delivery(&d.id).await.unwrap().unwrap();
+    }
+    d
+}
