@@ -122,6 +122,38 @@ pub fn day_of_date(date: &str) -> Option<i64> {
     Some((d - epoch).num_days())
 }
 
+/// The most days one usage query covers.
+pub const MAX_USAGE_DAYS: i64 = 400;
+/// The days a usage query covers when it names none: the last 30, today included.
+pub const DEFAULT_USAGE_DAYS: i64 = 30;
+
+/// The days (since the epoch) `from..=to` of a usage query at `now_ms`: dates as
+/// `YYYY-MM-DD`, `to` today when absent, `from` 29 days before `to` when absent. Refused
+/// when a date is not one, `from` is after `to`, or the span is more than
+/// [`MAX_USAGE_DAYS`].
+pub fn usage_days(from: Option<&str>, to: Option<&str>, now_ms: i64) -> Result<(i64, i64), String> {
+    let day = |name: &str, v: &str| {
+        day_of_date(v).ok_or_else(|| format!("`{name}` must be a date as YYYY-MM-DD, not `{v}`"))
+    };
+    let to = match to {
+        Some(v) => day("to", v)?,
+        None => Grain::Day.bucket(now_ms),
+    };
+    let from = match from {
+        Some(v) => day("from", v)?,
+        None => to - (DEFAULT_USAGE_DAYS - 1),
+    };
+    if from > to {
+        return Err("`from` must not be after `to`".into());
+    }
+    if to - from + 1 > MAX_USAGE_DAYS {
+        return Err(format!(
+            "a usage query covers at most {MAX_USAGE_DAYS} days"
+        ));
+    }
+    Ok((from, to))
+}
+
 /// Upper bounds (ms) of the ingest-to-sent latency histogram's buckets; the last takes the rest.
 pub const LATENCY_BOUNDS_MS: [i64; 14] = [
     100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 900_000, 3_600_000,
@@ -494,6 +526,27 @@ mod tests {
         assert_eq!(date_of_day(20_426), "2025-12-04");
         assert_eq!(day_of_date("2025-12-04"), Some(20_426));
         assert_eq!(day_of_date("2025-13-04"), None);
+        let now = 20_426 * 86_400_000 + 5;
+        assert_eq!(
+            usage_days(None, None, now),
+            Ok((20_397, 20_426)),
+            "the last 30 days"
+        );
+        assert_eq!(
+            usage_days(Some("2025-12-01"), Some("2025-12-04"), now),
+            Ok((20_423, 20_426))
+        );
+        assert!(usage_days(Some("2025-12-05"), Some("2025-12-04"), now).is_err());
+        assert!(
+            usage_days(Some("2024-01-01"), Some("2025-12-04"), now)
+                .unwrap_err()
+                .contains("400")
+        );
+        assert!(
+            usage_days(Some("yesterday"), None, now)
+                .unwrap_err()
+                .contains("`from`")
+        );
     }
 
     #[test]

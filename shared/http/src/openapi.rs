@@ -53,6 +53,7 @@ use utoipa::{Modify, OpenApi};
         api::create_stream_token,
         api::get_aws_identity,
         api::rotate_aws_identity,
+        api::get_usage,
         receipts::verify_subscription,
         receipts::receive_receipts,
         receipts::acknowledge,
@@ -72,6 +73,7 @@ use utoipa::{Modify, OpenApi};
         (name = "flow control", description = "Pause, resume, breaker and health of a channel"),
         (name = "audit", description = "Who did what"),
         (name = "aws", description = "What a tenant's AWS account needs to receive deliveries (the AWS channel types)"),
+        (name = "usage", description = "What a tenant's traffic did per day, and an estimate of its AWS cost"),
         (name = "stream", description = "The live stream of a tenant's delivery and channel changes (WebSocket)"),
         (name = "receipts", description = "Providers' delivery reports and clients' acknowledgements"),
         (name = "admin", description = "Operators: tenants and users"),
@@ -279,7 +281,7 @@ mod tests {
                 assert_eq!(key, tenant_post, "{method} {path}");
             }
         }
-        assert_eq!(ops, 36);
+        assert_eq!(ops, 37);
     }
 
     /// The channel type's pattern (a new channel's `type`, the list's filter) admits every

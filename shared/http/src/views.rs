@@ -152,6 +152,85 @@ pub struct AwsIdentityView {
     pub role_template: String,
 }
 
+/// One day of a tenant's usage, or the total of several.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageDayView {
+    /// `YYYY-MM-DD` (UTC); absent on the total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
+    /// Deliveries created (one per activity and channel).
+    pub deliveries: i64,
+    /// Requests made to receivers: first tries and retries.
+    pub attempts: i64,
+    pub dead_letters: i64,
+    /// The estimated AWS cost, in US dollars.
+    pub estimated_cost_usd: f64,
+}
+
+/// A tenant's usage per day over `from..=to`, its total, and the estimate of what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UsageView {
+    pub from: String,
+    pub to: String,
+    pub days: Vec<UsageDayView>,
+    pub total: UsageDayView,
+    /// The total's estimate by service (`dynamodb`, `sqs`, `eventbridge`, `api_gateway`,
+    /// `lambda`, `logs`), in US dollars.
+    pub estimated_cost_by_service_usd: std::collections::BTreeMap<String, f64>,
+    /// The prices the estimate used, in US dollars per million units.
+    pub prices_per_million_usd: std::collections::BTreeMap<String, f64>,
+    /// What the estimate is and is not.
+    pub note: String,
+}
+
+/// What every usage estimate says about itself.
+pub const ESTIMATE_NOTE: &str = "An estimate at list prices (or the prices this deployment's operator set), from the resources a delivery, a retry and a dead letter take as measured; not a bill: free tiers, savings plans and the deployment's fixed monthly cost are not in it.";
+
+fn usd(v: f64) -> f64 {
+    (v * 1e6).round() / 1e6
+}
+
+impl UsageView {
+    pub fn of(
+        u: &converger_pipeline::usage::TenantUsage,
+        prices: converger_core::usage::Prices,
+    ) -> Self {
+        let day =
+            |date: Option<String>, x: &converger_core::usage::Usage, usd_total: f64| UsageDayView {
+                date,
+                deliveries: x.deliveries,
+                attempts: x.attempts,
+                dead_letters: x.dead_letters,
+                estimated_cost_usd: usd(usd_total),
+            };
+        let prices = match serde_json::to_value(prices) {
+            Ok(serde_json::Value::Object(m)) => m
+                .into_iter()
+                .filter_map(|(k, v)| Some((k, v.as_f64()?)))
+                .collect(),
+            _ => Default::default(),
+        };
+        Self {
+            from: u.days.first().map(|d| d.date.clone()).unwrap_or_default(),
+            to: u.days.last().map(|d| d.date.clone()).unwrap_or_default(),
+            days: u
+                .days
+                .iter()
+                .map(|d| day(Some(d.date.clone()), &d.usage, d.estimate.total_usd))
+                .collect(),
+            total: day(None, &u.total, u.estimate.total_usd),
+            estimated_cost_by_service_usd: u
+                .estimate
+                .by_service_usd
+                .iter()
+                .map(|(k, v)| (k.clone(), usd(*v)))
+                .collect(),
+            prices_per_million_usd: prices,
+            note: ESTIMATE_NOTE.to_owned(),
+        }
+    }
+}
+
 /// A channel's signing secrets: every request carries one `v1,` signature per secret.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SecretsView {

@@ -158,6 +158,7 @@ pub struct TenantUsage {
 pub struct UsageReads<'p> {
     store: &'p dyn UsageStore,
     accounts: &'p dyn AccountStore,
+    health: &'p dyn converger_ports::HealthStore,
     model: converger_core::usage::CostModel,
     clock: &'p dyn Clock,
 }
@@ -167,6 +168,7 @@ impl<'p> UsageReads<'p> {
         Self {
             store: &*p.store,
             accounts: &*p.store,
+            health: &*p.store,
             model: converger_core::usage::CostModel {
                 prices: p.config.usage_prices,
             },
@@ -192,6 +194,25 @@ impl<'p> UsageReads<'p> {
                 counts,
             })
             .collect())
+    }
+
+    /// A channel's health checks within `range`, oldest first (with the one before it, which
+    /// gives the status the range starts in): the checks run every five minutes, so one
+    /// query of at most `range / 5 min + 1` rows.
+    pub async fn health_checks(
+        &self,
+        channel: &ChannelId,
+        range: Range,
+    ) -> StoreResult<Vec<converger_ports::HealthCheck>> {
+        let buckets = range.buckets(self.clock.now_ms());
+        let span_ms = (buckets.end() - buckets.start() + 1) * range.grain().seconds() * 1000;
+        let limit = usize::try_from(span_ms / 300_000 + 2).unwrap_or(2);
+        let mut checks = self
+            .health
+            .health_history(channel, limit, self.clock.now())
+            .await?;
+        checks.reverse();
+        Ok(checks)
     }
 
     /// A tenant's usage on the days `from..=to` (days since the epoch), with the estimate.

@@ -13,6 +13,7 @@ mod bench;
 mod browser;
 mod bulk;
 mod channels;
+mod charts;
 mod e2e;
 mod email;
 mod events;

@@ -30,6 +30,7 @@ mod deliveries;
 mod flow;
 mod replays;
 mod stream;
+mod usage;
 
 // The handlers by name, for the router and the OpenAPI document.
 pub(crate) use activities::*;
@@ -40,6 +41,7 @@ pub(crate) use deliveries::*;
 pub(crate) use flow::*;
 pub(crate) use replays::*;
 pub(crate) use stream::*;
+pub(crate) use usage::*;
 
 /// `GET /api/health`: the API answers (no authentication).
 #[utoipa::path(get, path = "/api/health", tag = "operations", security(()),
@@ -71,6 +73,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/audit", get(list_audit))
         .route("/api/v1/stream/tokens", post(create_stream_token))
         .route("/api/v1/aws-identity", get(get_aws_identity))
+        .route("/api/v1/usage", get(get_usage))
         .route("/api/v1/aws-identity/rotate", post(rotate_aws_identity))
         .route(
             "/api/v1/channels/{id}/deliveries/retry",

@@ -58,7 +58,7 @@ pub(super) async fn channels(
             tbody { @for (c, cells) in list.iter().zip(&cells) {
                 @let label = &cells.delivery;
                 tr.channel data-id=(c.id) {
-                    td { (c.name) br; code.muted { (c.id) } }
+                    td { (c.name) br; code.muted { (c.id) } br; a.charts href={ (p) "/channels/" (c.id) "/charts" } { "Charts" } }
                     td { (c.kind) }
                     @if v.realm == Realm::Admin { td { (c.tenant_id) } }
                     td.active {

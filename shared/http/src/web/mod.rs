@@ -9,6 +9,7 @@
 
 mod audit;
 mod channels;
+mod chart;
 mod conversations;
 mod dashboard;
 mod deliveries;
@@ -19,6 +20,7 @@ mod page;
 mod scope;
 mod session;
 mod tenants;
+mod usage;
 
 pub use filters::Filters;
 pub use session::{Posted, Viewer, admin_allowlist, hash_password};
@@ -31,6 +33,7 @@ use deliveries::{deliveries, delivery_page, retry_all, retry_one};
 use export::export;
 use session::{login, login_form, logout};
 use tenants::{create_tenant, rotate_key, tenants, update_tenant};
+use usage::{channel_charts, usage_page};
 
 use crate::AppState;
 use axum::Router;
@@ -152,6 +155,8 @@ pub fn router(state: AppState) -> Router {
             )
             .route(&format!("{p}/channels"), get(channels))
             .route(&format!("{p}/channels/states"), get(channel_states))
+            .route(&format!("{p}/channels/{{id}}/charts"), get(channel_charts))
+            .route(&format!("{p}/usage"), get(usage_page))
             .route(
                 &format!("{p}/channels/{{id}}/{{action}}"),
                 post(pause_or_resume),

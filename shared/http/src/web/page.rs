@@ -17,6 +17,8 @@ pub(super) const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:0;c
 header{background:#1d2230;color:#fff;padding:8px 16px;display:flex;gap:16px;align-items:center}\
 header a{color:#fff;text-decoration:none}header .who{margin-left:auto;opacity:.8}\
 main{padding:16px}table{border-collapse:collapse;width:100%}\
+figure.chart{margin:12px 0 20px}figure.chart svg{max-width:100%;height:auto}\
+.legend{margin-left:12px;white-space:nowrap}.legend svg{vertical-align:middle}\
 th,td{border-bottom:1px solid #dde;padding:4px 6px;text-align:left;vertical-align:top}\
 th{background:#f3f4f8}.error{color:#a01818}.muted{color:#667}\
 form.inline{display:inline}fieldset{border:1px solid #dde;margin:0 0 12px}\

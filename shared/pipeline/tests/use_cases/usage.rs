@@ -26,16 +26,27 @@ async fn usage_totals_match_the_deliveries_of_a_scenario() {
     )
     .await;
     for _ in 0..4 {
-        assert_eq!(one(&f, &clock, &t, &good).await.status, DeliveryStatus::Sent);
+        assert_eq!(
+            one(&f, &clock, &t, &good).await.status,
+            DeliveryStatus::Sent
+        );
     }
     for _ in 0..2 {
         let d = settled(&f, &clock, &t, &failing).await;
         assert_eq!((d.status, d.attempts), (DeliveryStatus::Failed, 3));
     }
-    assert_eq!(one(&f, &clock, &t, &tripping).await.status, DeliveryStatus::Failed);
+    assert_eq!(
+        one(&f, &clock, &t, &tripping).await.status,
+        DeliveryStatus::Failed
+    );
 
     let today = Grain::Day.bucket(clock.now_ms());
-    let usage = f.pipeline.usage().tenant_usage(&t.id, today - 1, today).await.unwrap();
+    let usage = f
+        .pipeline
+        .usage()
+        .tenant_usage(&t.id, today - 1, today)
+        .await
+        .unwrap();
     let expected = Usage {
         deliveries: 7,
         attempts: 4 + 2 * 3 + 1,
@@ -55,12 +66,32 @@ async fn usage_totals_match_the_deliveries_of_a_scenario() {
     };
     let good_hour = series(&f, UsageOf::Channel(good.id.clone()), Range::Hour).await;
     assert_eq!(good_hour.len(), 60);
-    assert!(good_hour.windows(2).all(|w| w[1].at_ms - w[0].at_ms == 60_000));
+    assert!(
+        good_hour
+            .windows(2)
+            .all(|w| w[1].at_ms - w[0].at_ms == 60_000)
+    );
     let g = sum(&good_hour);
-    assert_eq!((g.created, g.sent, g.attempts, g.failed_attempts), (4, 4, 4, 0));
-    assert_eq!(g.latency_quantile_ms(0.95), Some(100), "sent within the clock's instant");
+    assert_eq!(
+        (g.created, g.sent, g.attempts, g.failed_attempts),
+        (4, 4, 4, 0)
+    );
+    assert_eq!(
+        g.latency_quantile_ms(0.95),
+        Some(100),
+        "sent within the clock's instant"
+    );
     let b = sum(&series(&f, UsageOf::Channel(failing.id.clone()), Range::Day).await);
-    assert_eq!((b.created, b.sent, b.attempts, b.failed_attempts, b.dead_letters), (2, 0, 6, 6, 2));
+    assert_eq!(
+        (
+            b.created,
+            b.sent,
+            b.attempts,
+            b.failed_attempts,
+            b.dead_letters
+        ),
+        (2, 0, 6, 6, 2)
+    );
     assert_eq!(b.latency_quantile_ms(0.5), None);
     let trip = sum(&series(&f, UsageOf::Channel(tripping.id.clone()), Range::Week).await);
     assert_eq!(trip.breaker_opened, 1, "the breaker's opening is marked");
@@ -72,7 +103,12 @@ async fn usage_totals_match_the_deliveries_of_a_scenario() {
     let spread = series(&f, UsageOf::Channel(failing.id.clone()), Range::Hour).await;
     assert!(spread.iter().filter(|p| p.counts.attempts > 0).count() >= 2);
 
-    let top = f.pipeline.usage().top_tenants(today, today, 10).await.unwrap();
+    let top = f
+        .pipeline
+        .usage()
+        .top_tenants(today, today, 10)
+        .await
+        .unwrap();
     assert_eq!(top.len(), 1);
     assert_eq!(top[0].tenant_id, t.id);
 }
@@ -83,10 +119,21 @@ async fn an_instance_writes_its_usage_once_per_flush_period() {
     let f = fixture_on_with(clock.clone(), |c| c.usage_flush = Duration::from_secs(60));
     let t = tenant(&f).await;
     let ok = Responder::start(200).await;
-    let c = hook_to(&f, &t, &ok.url, json!({"retry_policy": {}, "circuit_breaker": {}})).await;
+    let c = hook_to(
+        &f,
+        &t,
+        &ok.url,
+        json!({"retry_policy": {}, "circuit_breaker": {}}),
+    )
+    .await;
     let today = Grain::Day.bucket(clock.now_ms());
     let total = async |f: &Fixture| {
-        f.pipeline.usage().tenant_usage(&t.id, today, today).await.unwrap().total
+        f.pipeline
+            .usage()
+            .tenant_usage(&t.id, today, today)
+            .await
+            .unwrap()
+            .total
     };
     for _ in 0..3 {
         one(&f, &clock, &t, &c).await;
@@ -95,7 +142,10 @@ async fn an_instance_writes_its_usage_once_per_flush_period() {
     clock.advance(Duration::from_secs(61));
     one(&f, &clock, &t, &c).await;
     let u = total(&f).await;
-    assert_eq!(u.deliveries, 4, "the first count after the period writes the sums");
+    assert_eq!(
+        u.deliveries, 4,
+        "the first count after the period writes the sums"
+    );
     assert_eq!(u.attempts, 3, "the last attempt starts the next period");
 }
 
