@@ -31,6 +31,8 @@ pub enum ReadBy {
     Admin,
     /// The functions that send email (`deliver`, `probe`).
     Senders,
+    /// The functions that read the queues' depths (`admin`, `retry-scheduler`).
+    Depths,
 }
 
 impl ReadBy {
@@ -39,6 +41,7 @@ impl ReadBy {
             Self::All => "all",
             Self::Admin => "admin",
             Self::Senders => "deliver, probe",
+            Self::Depths => "admin, retry-scheduler",
         }
     }
 }
@@ -345,27 +348,30 @@ pub const PROBE_QUEUE_URL: Setting = resource(
     "the queue of breaker probes, releases and health checks",
 );
 pub const EVENT_BUS_NAME: Setting = resource("EVENT_BUS_NAME", "the platform events' bus");
-pub const DELIVERIES_HIGH_DLQ_URL: Setting = admin(Setting {
+pub const DELIVERIES_HIGH_DLQ_URL: Setting = Setting {
+    read_by: ReadBy::Depths,
     default: "none",
     ..resource(
         "DELIVERIES_HIGH_DLQ_URL",
-        "the `high` tier queue's dead-letter queue (the dashboard's queue depths)",
+        "the `high` tier queue's dead-letter queue (the dashboard's queue depths and their samples)",
     )
-});
-pub const DELIVERIES_DLQ_URL: Setting = admin(Setting {
+};
+pub const DELIVERIES_DLQ_URL: Setting = Setting {
+    read_by: ReadBy::Depths,
     default: "none",
     ..resource(
         "DELIVERIES_DLQ_URL",
-        "the `default` tier queue's dead-letter queue (the dashboard's queue depths)",
+        "the `default` tier queue's dead-letter queue (the dashboard's queue depths and their samples)",
     )
-});
-pub const DELIVERIES_BULK_DLQ_URL: Setting = admin(Setting {
+};
+pub const DELIVERIES_BULK_DLQ_URL: Setting = Setting {
+    read_by: ReadBy::Depths,
     default: "none",
     ..resource(
         "DELIVERIES_BULK_DLQ_URL",
-        "the `bulk` tier queue's dead-letter queue (the dashboard's queue depths)",
+        "the `bulk` tier queue's dead-letter queue (the dashboard's queue depths and their samples)",
     )
-});
+};
 pub const DUE_SHARDS: Setting = number(
     "DUE_SHARDS",
     1,

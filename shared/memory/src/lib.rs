@@ -90,6 +90,8 @@ struct State {
     lanes: HashMap<String, (Option<LaneHead>, BTreeMap<String, LaneEntry>)>,
     /// Usage counters, by `keys::usage_key`.
     usage: HashMap<String, converger_core::usage::Counts>,
+    /// Queue depth samples, by `keys::depths_key`.
+    depths: HashMap<String, Vec<converger_ports::QueueDepth>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

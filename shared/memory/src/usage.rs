@@ -2,7 +2,8 @@
 
 use super::*;
 use converger_core::usage::Counts;
-use converger_ports::{UsageKey, UsageStore};
+use converger_core::usage::Grain;
+use converger_ports::{QueueDepth, UsageKey, UsageStore, depths_key};
 
 /// About the size of a counter item with a few counts.
 const COUNTER_BYTES: usize = 120;
@@ -55,5 +56,48 @@ impl UsageStore for MemStore {
             },
         )
         .await
+    }
+
+    async fn put_depths(
+        &self,
+        grain: Grain,
+        bucket: i64,
+        depths: &[QueueDepth],
+    ) -> StoreResult<()> {
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                meter.write(|| {
+                    vec![converger_ports::capacity::item_write(
+                        "flow",
+                        "qd#<grain>#<bucket>",
+                        depths_key(grain, bucket),
+                        60 + 40 * depths.len(),
+                    )]
+                })?;
+                s.depths.insert(depths_key(grain, bucket), depths.to_vec());
+                Ok(())
+            },
+        )
+        .await
+    }
+
+    async fn read_depths(
+        &self,
+        grain: Grain,
+        buckets: &[i64],
+    ) -> StoreResult<Vec<Vec<QueueDepth>>> {
+        wait(&self.latency, |m| m.get).await;
+        self.with(|s| {
+            buckets
+                .iter()
+                .map(|b| {
+                    s.depths
+                        .get(&depths_key(grain, *b))
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .collect()
+        })
     }
 }

@@ -60,6 +60,7 @@ pub struct Sweeper<'p> {
     pub(crate) config: &'p crate::PipelineConfig,
     pub(crate) flow: &'p crate::flow::FlowControl,
     pub(crate) queue: &'p dyn converger_ports::Queue,
+    pub(crate) usage: &'p dyn converger_ports::UsageStore,
 }
 
 impl<'p> Sweeper<'p> {
@@ -71,6 +72,7 @@ impl<'p> Sweeper<'p> {
             config: &p.config,
             flow: &p.flow,
             queue: &*p.queue,
+            usage: &*p.store,
         }
     }
 }
@@ -81,7 +83,8 @@ impl Sweeper<'_> {
     /// delivery runs again seconds after its lease ends, not at the next minute.
     pub async fn sweep_and_watch(&self, budget: Duration) -> Result<SweepReport, SweepError> {
         let started = Instant::now();
-        let mut report = self.sweep().await?;
+        let (report, ()) = tokio::join!(self.sweep(), self.sample_depths());
+        let mut report = report?;
         let interval = self.config.reclaim_interval;
         if interval.is_zero() {
             return Ok(report);
@@ -97,6 +100,33 @@ impl Sweeper<'_> {
             }
         }
         Ok(report)
+    }
+
+    /// Samples the queues' depths for the dashboard's chart: this minute's sample, and the
+    /// hour's highest of each queue (one writer, this function, once a minute: the hour's
+    /// sample is read, raised and written back). A failure is logged and costs one point of
+    /// the chart, never the sweep.
+    pub async fn sample_depths(&self) {
+        use converger_core::usage::Grain;
+        let now = self.clock.now_ms();
+        let sampled = async {
+            let depths = self.queue.depths().await.map_err(|e| e.to_string())?;
+            let (minute, hour) = (Grain::Minute.bucket(now), Grain::Hour.bucket(now));
+            let put_minute = self.usage.put_depths(Grain::Minute, minute, &depths);
+            let highest = async {
+                let before = self.usage.read_depths(Grain::Hour, &[hour]).await?;
+                let merged = converger_ports::QueueDepth::highest(
+                    before.into_iter().next().unwrap_or_default(),
+                    &depths,
+                );
+                self.usage.put_depths(Grain::Hour, hour, &merged).await
+            };
+            tokio::try_join!(put_minute, highest).map_err(|e| e.to_string())?;
+            Ok::<(), String>(())
+        };
+        if let Err(e) = sampled.await {
+            tracing::warn!(error = %e, "queue depths not sampled");
+        }
     }
 
     /// The leased part of the due index: deliveries whose attempt's lease ended (more than

@@ -102,6 +102,13 @@ pub(crate) fn sent_now(d: &Delivery, now_ms: i64) -> Counts {
     Counts::sent_after(now_ms.saturating_sub(created).max(0))
 }
 
+/// A delivery sent at `now_ms` by an attempt.
+pub(crate) fn sent_by_attempt(d: &Delivery, now_ms: i64) -> Counts {
+    let mut c = sent_now(d, now_ms);
+    c.attempts = 1;
+    c
+}
+
 /// One attempt, failed or not.
 pub(crate) fn attempt(failed: bool) -> Counts {
     Counts {
@@ -213,6 +220,22 @@ impl<'p> UsageReads<'p> {
             .await?;
         checks.reverse();
         Ok(checks)
+    }
+
+    /// The queues' depth samples of `range` up to now, oldest first (empty where none was
+    /// taken): by minute for the last hour, each hour's highest for a day or a week.
+    pub async fn depth_series(
+        &self,
+        range: Range,
+    ) -> StoreResult<Vec<(i64, Vec<converger_ports::QueueDepth>)>> {
+        let grain = range.grain();
+        let buckets: Vec<i64> = range.buckets(self.clock.now_ms()).collect();
+        let samples = self.store.read_depths(grain, &buckets).await?;
+        Ok(buckets
+            .into_iter()
+            .map(|b| grain.start_ms(b))
+            .zip(samples)
+            .collect())
     }
 
     /// A tenant's usage on the days `from..=to` (days since the epoch), with the estimate.

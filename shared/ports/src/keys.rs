@@ -89,6 +89,11 @@ pub fn usage_key(k: &crate::usage::UsageKey) -> String {
     format!("us#{kind}#{id}#{}#{}", k.grain.code(), k.bucket)
 }
 
+/// The queues' depths sampled for one bucket, in the flow table: `qd#<m|h>#<bucket>`.
+pub fn depths_key(grain: converger_core::usage::Grain, bucket: i64) -> String {
+    format!("qd#{}#{bucket}", grain.code())
+}
+
 // The activities table.
 
 /// An activity's row key: activity ids are the producer's, so the key holds the tenant and

@@ -391,12 +391,56 @@ pub trait Queue: Send + Sync + 'static {
 }
 
 /// How many messages a queue holds, by state (SQS's approximate counts).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct QueueDepth {
     pub queue: String,
     pub visible: u64,
     pub delayed: u64,
     pub in_flight: u64,
+}
+
+impl QueueDepth {
+    /// Each queue's highest count of each state in `before` and `now` (the queues of `now`,
+    /// in its order): an hour's sample raised by a minute's.
+    pub fn highest(before: Vec<QueueDepth>, now: &[QueueDepth]) -> Vec<QueueDepth> {
+        now.iter()
+            .map(|n| match before.iter().find(|b| b.queue == n.queue) {
+                Some(b) => QueueDepth {
+                    queue: n.queue.clone(),
+                    visible: n.visible.max(b.visible),
+                    delayed: n.delayed.max(b.delayed),
+                    in_flight: n.in_flight.max(b.in_flight),
+                },
+                None => n.clone(),
+            })
+            .collect()
+    }
+
+    /// Every message the queue holds, whatever its state.
+    pub fn total(&self) -> u64 {
+        self.visible + self.delayed + self.in_flight
+    }
+}
+
+#[cfg(test)]
+mod depth_tests {
+    use super::QueueDepth;
+
+    #[test]
+    fn an_hours_sample_keeps_each_queues_highest_counts() {
+        let d = |q: &str, v, dl, f| QueueDepth {
+            queue: q.into(),
+            visible: v,
+            delayed: dl,
+            in_flight: f,
+        };
+        let merged = QueueDepth::highest(
+            vec![d("high", 5, 0, 1), d("gone", 9, 9, 9)],
+            &[d("high", 2, 3, 1), d("default", 1, 0, 0)],
+        );
+        assert_eq!(merged, vec![d("high", 5, 3, 1), d("default", 1, 0, 0)]);
+        assert_eq!(merged[0].total(), 9);
+    }
 }
 
 /// The platform's events, one EventBridge `detail-type` each (their details are described in

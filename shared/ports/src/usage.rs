@@ -42,4 +42,21 @@ pub trait UsageStore: Send + Sync + 'static {
     /// The counters of `keys`, in their order; one that was never written (or has expired)
     /// reads as zeros. Batch reads of 100 keys.
     async fn read_usage(&self, keys: &[UsageKey]) -> StoreResult<Vec<Counts>>;
+
+    /// Writes the queues' depths sampled for `bucket` of `grain` (in place of any sample
+    /// there), kept until `grain.expires_at(bucket)`. One writer: the retry scheduler, once
+    /// a minute.
+    async fn put_depths(
+        &self,
+        grain: Grain,
+        bucket: i64,
+        depths: &[crate::QueueDepth],
+    ) -> StoreResult<()>;
+
+    /// The depths sampled for `buckets` of `grain`, in their order (empty where none).
+    async fn read_depths(
+        &self,
+        grain: Grain,
+        buckets: &[i64],
+    ) -> StoreResult<Vec<Vec<crate::QueueDepth>>>;
 }

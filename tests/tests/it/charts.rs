@@ -41,6 +41,29 @@ async fn seed_history(t: &TestStack, tenant: &str, channel: &str) {
                 .unwrap();
         }
     }
+    // The queues' hourly highest: the default queue's backlog growing, then drained; a few
+    // dead letters.
+    let depth = |queue: &str, visible: u64| converger_ports::QueueDepth {
+        queue: queue.into(),
+        visible,
+        delayed: 0,
+        in_flight: 0,
+    };
+    for ago in 0..24u64 {
+        let backlog = if ago < 6 { 0 } else { 400 - 10 * ago };
+        let samples = [
+            depth("deliveries-high", ago % 3),
+            depth("deliveries-high-dlq", 0),
+            depth("deliveries", backlog),
+            depth("deliveries-dlq", 2),
+            depth("deliveries-bulk", 50),
+            depth("deliveries-bulk-dlq", 0),
+        ];
+        store
+            .put_depths(Grain::Hour, hour - ago as i64, &samples)
+            .await
+            .unwrap();
+    }
     let check = |hours_ago: i64, status: HealthStatus| HealthCheck {
         channel_id: channel.clone(),
         tenant_id: tenant.clone(),
@@ -135,6 +158,24 @@ async fn usage_and_charts_show_a_scenario_and_a_seeded_history() {
     let b = Browser::start(&t.stack.admin_url, "charts-operator").await;
     b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
         .await;
+    // The dashboard's queues over the day.
+    b.goto("/admin?range=24h").await;
+    assert_eq!(
+        content(&b, "#queues svg > title").await,
+        "Tier queues: messages (each hour's highest)"
+    );
+    let queues = content(&b, "#queues svg > desc").await;
+    assert!(
+        queues.contains("deliveries: highest 340 messages")
+            && queues.contains("deliveries-bulk: highest 50"),
+        "{queues}"
+    );
+    assert!(
+        content(&b, "#dlqs svg > desc")
+            .await
+            .contains("deliveries-dlq: highest 2")
+    );
+    b.shot("dashboard-queues-24h").await;
     b.goto("/admin/usage").await;
     let top = b.row_ids("#top-tenants tbody tr.tenant").await;
     assert!(top.contains(&f.tenant), "{top:?}");
@@ -228,5 +269,51 @@ async fn usage_and_charts_show_a_scenario_and_a_seeded_history() {
         .await;
     assert!(p.text("#page-error").await.contains("No such channel"));
     p.close().await;
+    t.stop().await;
+}
+
+/// The retry scheduler samples every tier queue and dead-letter queue through the deployed
+/// function's IAM, into this minute's sample and the hour's.
+#[tokio::test]
+async fn the_retry_scheduler_samples_the_queues_on_the_emulator() {
+    let t = TestStack::with(|o| {
+        o.backend = converger_local::Backend::Emulator;
+        o.sweep_period = converger_local::Every::Never;
+    })
+    .await;
+    let now = time::now_ms();
+    t.stack
+        .functions
+        .retry_scheduler
+        .sweeper()
+        .sample_depths()
+        .await;
+    let store = &t.stack.store;
+    let minute = store
+        .read_depths(Grain::Minute, &[Grain::Minute.bucket(now)])
+        .await
+        .unwrap();
+    let hour = store
+        .read_depths(Grain::Hour, &[Grain::Hour.bucket(now)])
+        .await
+        .unwrap();
+    let names: Vec<&str> = minute[0].iter().map(|d| d.queue.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "deliveries-high",
+            "deliveries-high-dlq",
+            "deliveries",
+            "deliveries-dlq",
+            "deliveries-bulk",
+            "deliveries-bulk-dlq"
+        ]
+    );
+    assert_eq!(hour[0].len(), 6);
+    assert!(
+        t.stack.iam_violations().is_empty(),
+        "{:?}",
+        t.stack.iam_violations()
+    );
     t.stop().await;
 }

@@ -178,10 +178,14 @@ pub async fn run(o: Options) -> Result<Value, String> {
             .find(|(n, _)| n == name)
             .map(|(_, t)| t)
             .ok_or_else(|| format!("{name}: not timed in process"))?;
-        cases.insert(
-            (*name).to_owned(),
-            priced(c, t, &sizes, &declared, o.deliveries),
-        );
+        let mut case = priced(c, t, &sizes, &declared, o.deliveries);
+        // What the usage page's model (`core::usage`) estimates for the same case, beside
+        // what was measured: the model's profiles are this benchmark's earlier figures.
+        if let Some(u) = model_usage(name) {
+            let e = converger_core::usage::CostModel::default().estimate(&u);
+            case["usage_model_usd_per_million"] = json!(round(e.total_usd * 1e6, 2));
+        }
+        cases.insert((*name).to_owned(), case);
     }
     Ok(super::emit(json!({
         "scenario": "cost",
@@ -367,6 +371,21 @@ fn memory_sizes(stack: &Stack) -> Result<BTreeMap<&'static str, u32>, String> {
         m.insert(f, mb);
     }
     Ok(m)
+}
+
+/// A case's usage as the usage counters count it (one delivery; its attempts; a dead letter).
+fn model_usage(case: &str) -> Option<converger_core::usage::Usage> {
+    let (attempts, dead) = match case {
+        "first_try" | "aws_sqs_first_try" => (1, 0),
+        "three_attempts" => (3, 0),
+        "dead_letter" => (3, 1),
+        _ => return None,
+    };
+    Some(converger_core::usage::Usage {
+        deliveries: 1,
+        attempts,
+        dead_letters: dead,
+    })
 }
 
 fn round(x: f64, places: i32) -> f64 {

@@ -4,7 +4,7 @@ use super::channels::delivery_label;
 use super::layout::layout;
 use super::session::Viewer;
 use crate::AppState;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use converger_core::web::Realm;
 use converger_core::{DeliveryStatus, TenantId};
@@ -16,10 +16,18 @@ use serde_json::Value;
 /// How far the dashboard counts each tenant's deliveries of one status.
 const COUNT_CAP: u64 = 10_000;
 
-pub(super) async fn dashboard(State(state): State<AppState>, v: Viewer) -> Response {
+pub(super) async fn dashboard(
+    State(state): State<AppState>,
+    v: Viewer,
+    Query(q): Query<super::usage::ChartQuery>,
+) -> Response {
     if v.realm != Realm::Admin {
         return Redirect::to("/portal/deliveries").into_response();
     }
+    let Some(range) = q.range() else {
+        return super::usage::bad_range();
+    };
+    let depth_chart = super::usage::depth_charts(&state, range).await;
     let tenants = state.tenants().await.unwrap_or_default();
     // Every tenant's count of every status, 32 queries at a time, in order.
     let pairs: Vec<(TenantId, DeliveryStatus)> = DeliveryStatus::ALL
@@ -102,6 +110,7 @@ pub(super) async fn dashboard(State(state): State<AppState>, v: Viewer) -> Respo
         @if depth_error { p.error id="queues-error" { "Queue depths are unavailable just now; the log has the detail." } }
         table id="queues" { tr { th { "Queue" } th { "Visible" } th { "Delayed" } th { "In flight" } }
             @for d in &depths { tr { td { (d.queue) } td { (d.visible) } td { (d.delayed) } td { (d.in_flight) } } } }
+        (depth_chart)
         h2 { "Channels not flowing" }
         @if open.is_empty() { p.muted { "Every channel is flowing." } }
         ul id="not-flowing" { @for (c, l) in &open { li { (c.name) " (" (c.tenant_id) "): " (l) } } }

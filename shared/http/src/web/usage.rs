@@ -30,22 +30,21 @@ pub(super) struct ChartQuery {
 }
 
 impl ChartQuery {
-    fn range(&self) -> Result<Range, Response> {
-        match self
-            .range
-            .as_deref()
-            .map(str::trim)
-            .filter(|r| !r.is_empty())
-        {
-            None => Ok(Range::default()),
-            Some(r) => Range::parse(r).ok_or_else(|| {
-                page_error(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "The range is one of 1h, 24h and 7d.",
-                )
-            }),
+    /// The range asked for (24 hours when none); `None` when it is not one.
+    pub(super) fn range(&self) -> Option<Range> {
+        match self.range.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+            None => Some(Range::default()),
+            Some(r) => Range::parse(r),
         }
     }
+}
+
+/// The answer to a range that is not one.
+pub(super) fn bad_range() -> Response {
+    page_error(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "The range is one of 1h, 24h and 7d.",
+    )
 }
 
 fn range_links(base: &str, now: Range) -> Markup {
@@ -141,9 +140,8 @@ pub(super) async fn channel_charts(
     Path(id): Path<String>,
     Query(q): Query<ChartQuery>,
 ) -> Response {
-    let range = match q.range() {
-        Ok(r) => r,
-        Err(e) => return e,
+    let Some(range) = q.range() else {
+        return bad_range();
     };
     let channel = match ChannelId::parse(&id) {
         Ok(id) => state
@@ -214,9 +212,8 @@ pub(super) async fn usage_page(
     v: Viewer,
     Query(q): Query<ChartQuery>,
 ) -> Response {
-    let range = match q.range() {
-        Ok(r) => r,
-        Err(e) => return e,
+    let Some(range) = q.range() else {
+        return bad_range();
     };
     let now = state.pipeline.clock().now_ms();
     let (from, to) = match usage_days(q.from.as_deref(), q.to.as_deref(), now) {
@@ -311,5 +308,62 @@ fn top_table(p: &str, top: &[TenantUsage]) -> Markup {
             } }
         }
         @if top.is_empty() { p.muted { "No tenants." } }
+    }
+}
+
+/// The dashboard's queue charts: each tier queue's and each dead-letter queue's messages
+/// (visible, delayed and in flight) as sampled once a minute by the retry scheduler; each
+/// hour's highest sample for a day or a week.
+pub(super) async fn depth_charts(state: &AppState, range: Range) -> Markup {
+    let samples = match state.pipeline.usage().depth_series(range).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "queue depth samples unavailable");
+            return html! { p.error id="depths-error" { "The queues' history is unavailable just now." } };
+        }
+    };
+    let a = Axis {
+        starts: samples.iter().map(|(at, _)| *at).collect(),
+        step_ms: range.grain().seconds() * 1000,
+    };
+    let series = |queue: String| {
+        samples
+            .iter()
+            .map(|(_, depths)| {
+                depths
+                    .iter()
+                    .find(|d| d.queue == queue)
+                    .map(|d| d.total() as f64)
+            })
+            .collect::<Vec<_>>()
+    };
+    let looks = [Look::Solid, Look::Hatched, Look::Dotted];
+    let tiers: Vec<(String, String)> = converger_core::Tier::ALL
+        .iter()
+        .map(|t| (t.queue_name().to_owned(), format!("{}-dlq", t.queue_name())))
+        .collect();
+    let of = |dlq: bool| -> Vec<Series<'_>> {
+        tiers
+            .iter()
+            .zip(looks)
+            .map(|((q, d), look)| {
+                let name = if dlq { d } else { q };
+                Series {
+                    name,
+                    look,
+                    values: series(name.clone()),
+                }
+            })
+            .collect()
+    };
+    let how = match range {
+        Range::Hour => "each minute",
+        Range::Day | Range::Week => "each hour's highest",
+    };
+    html! {
+        (range_links("/admin", range))
+        (chart::lines("queues", &format!("Tier queues: messages ({how})"), "messages", &a, &of(false)))
+        (chart::lines("dlqs", &format!("Dead-letter queues: messages ({how})"), "messages", &a, &of(true)))
+        p.muted { "Sampled once a minute by the retry scheduler: visible, delayed and in flight together." }
     }
 }

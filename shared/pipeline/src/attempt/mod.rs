@@ -467,9 +467,8 @@ impl Attempts<'_> {
             m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
         }
         metrics::record(&m, p.channel.kind, Some(d.tier));
-        let mut counts = crate::usage::sent_now(d, now.ms());
-        counts.add(&crate::usage::attempt(false));
-        self.usage.count(d, counts).await;
+        let sent = crate::usage::sent_by_attempt(d, now.ms());
+        self.usage.count(d, sent).await;
         self.after_attempt(d, p, CallEnd::new(Outcome::Success).handing_on(hand_on))
             .await?;
         self.events
@@ -735,10 +734,8 @@ impl Attempts<'_> {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
         }
         tracing::warn!(attempts = n, error = %reason, "delivery dead-lettered");
-        tokio::join!(
-            self.counts.count_failed(d, 1),
-            self.usage.count(d, crate::usage::DEAD_LETTER)
-        );
+        let dead = self.usage.count(d, crate::usage::DEAD_LETTER);
+        tokio::join!(self.counts.count_failed(d, 1), dead);
         metrics::count(metrics::DEAD_LETTERED, p.channel.kind, Some(d.tier), 1);
         self.events
             .publish(vec![

@@ -172,3 +172,55 @@ async fn settled(
     }
     d
 }
+
+#[tokio::test]
+async fn the_queues_are_sampled_each_minute_and_each_hour_keeps_its_highest() {
+    let clock = Arc::new(ManualClock::at(10 * 3_600_000));
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let rx = Responder::start(200).await;
+    let c = hook_to(
+        &f,
+        &t,
+        &rx.url,
+        json!({"retry_policy": {}, "circuit_breaker": {}}),
+    )
+    .await;
+    let total = |d: &[converger_ports::QueueDepth], q: &str| {
+        d.iter()
+            .find(|d| d.queue == q)
+            .map(converger_ports::QueueDepth::total)
+    };
+    // Activities waiting in the default queue, then sampled.
+    for _ in 0..3 {
+        f.pipeline
+            .intake()
+            .ingest(&t, activity(None, &[&c]))
+            .await
+            .unwrap();
+    }
+    let waiting = converger_ports::Queue::depths(&*f.queue).await.unwrap();
+    let waiting = total(&waiting, "deliveries").unwrap();
+    assert!(waiting > 0);
+    f.pipeline.sweeper().sample_depths().await;
+    // A minute on, delivered: the queue is empty.
+    clock.advance(Duration::from_secs(60));
+    pump(&f, &clock).await;
+    f.pipeline.sweeper().sample_depths().await;
+    let hour = f.pipeline.usage().depth_series(Range::Hour).await.unwrap();
+    let sampled: Vec<Option<u64>> = hour
+        .iter()
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(_, d)| total(d, "deliveries"))
+        .collect();
+    assert_eq!(sampled, vec![Some(waiting), Some(0)], "one sample a minute");
+    assert_eq!(hour.iter().filter(|(_, d)| d.is_empty()).count(), 58);
+    let day = f.pipeline.usage().depth_series(Range::Day).await.unwrap();
+    let last = &day.last().unwrap().1;
+    assert_eq!(
+        total(last, "deliveries"),
+        Some(waiting),
+        "the hour keeps its highest"
+    );
+    assert_eq!(total(last, "deliveries-high"), Some(0));
+}

@@ -4,7 +4,16 @@
 use super::expr::Update;
 use super::*;
 use converger_core::usage::Counts;
-use converger_ports::{UsageKey, UsageStore};
+use converger_core::usage::Grain;
+use converger_ports::{QueueDepth, UsageKey, UsageStore, depths_key};
+
+/// A depths sample as stored.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Sample {
+    key: String,
+    queues: Vec<QueueDepth>,
+    expires_at: i64,
+}
 
 #[async_trait]
 impl UsageStore for DynamoStore {
@@ -54,6 +63,47 @@ impl UsageStore for DynamoStore {
         Ok(names
             .iter()
             .map(|k| found.get(k).copied().unwrap_or_default())
+            .collect())
+    }
+
+    async fn put_depths(
+        &self,
+        grain: Grain,
+        bucket: i64,
+        depths: &[QueueDepth],
+    ) -> StoreResult<()> {
+        let item = to_item(&Sample {
+            key: depths_key(grain, bucket),
+            queues: depths.to_vec(),
+            expires_at: grain.expires_at(bucket),
+        })?;
+        self.client
+            .put_item()
+            .table_name(&self.res.flow)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        Ok(())
+    }
+
+    async fn read_depths(
+        &self,
+        grain: Grain,
+        buckets: &[i64],
+    ) -> StoreResult<Vec<Vec<QueueDepth>>> {
+        let keys: Vec<Item> = buckets
+            .iter()
+            .map(|b| HashMap::from([("key".to_owned(), s(depths_key(grain, *b)))]))
+            .collect();
+        let mut found: HashMap<String, Vec<QueueDepth>> = HashMap::new();
+        for item in self.batch_get(&self.res.flow, keys, false).await? {
+            let sample: Sample = from_item(item)?;
+            found.insert(sample.key, sample.queues);
+        }
+        Ok(buckets
+            .iter()
+            .map(|b| found.remove(&depths_key(grain, *b)).unwrap_or_default())
             .collect())
     }
 }
