@@ -32,7 +32,12 @@ pub(super) struct ChartQuery {
 impl ChartQuery {
     /// The range asked for (24 hours when none); `None` when it is not one.
     pub(super) fn range(&self) -> Option<Range> {
-        match self.range.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
+        match self
+            .range
+            .as_deref()
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+        {
             None => Some(Range::default()),
             Some(r) => Range::parse(r),
         }
