@@ -33,6 +33,9 @@ COMMANDS:
   channels list
   channels pause <channel id>
   channels resume <channel id>
+  usage [--from YYYY-MM-DD] [--to YYYY-MM-DD]
+      deliveries, attempts and dead letters per day (the last 30 days by default) and
+      the estimate of their AWS cost
 
 ENVIRONMENT:
   CONVERGER_API_URL, CONVERGER_API_KEY, CONVERGER_WS_URL, CONVERGER_CHANNEL_TOKEN
@@ -248,6 +251,30 @@ pub async fn run(
             let d = api.retry_delivery(a.word(2, "the delivery id")?).await?;
             let line = format!("{} replayed: {}", d.id, d.status);
             print(out, &json_of(&d), line)
+        }
+        ("usage", _) => {
+            let u = api.usage(a.one("from"), a.one("to")).await?;
+            let mut line = format!("usage from {} to {} (UTC)", u.from, u.to);
+            for d in u
+                .days
+                .iter()
+                .filter(|d| d.deliveries != 0 || d.attempts != 0)
+            {
+                line.push_str(&format!(
+                    "\n  {}  deliveries {:<6} attempts {:<6} dead letters {:<6} ${:.6}",
+                    d.date.as_deref().unwrap_or(""),
+                    d.deliveries,
+                    d.attempts,
+                    d.dead_letters,
+                    d.estimated_cost_usd
+                ));
+            }
+            let t = &u.total;
+            line.push_str(&format!(
+                "\n  total       deliveries {:<6} attempts {:<6} dead letters {:<6} ${:.6}\n{}",
+                t.deliveries, t.attempts, t.dead_letters, t.estimated_cost_usd, u.note
+            ));
+            print(out, &json_of(&u), line)
         }
         ("channels", Some("list")) => {
             let page = api.channels(None).await?;

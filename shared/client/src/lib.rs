@@ -86,6 +86,7 @@ pub mod op {
         LIST_ATTEMPTS = "GET" "/api/v1/deliveries/{id}/attempts";
         ACK_DELIVERY = "POST" "/api/v1/deliveries/{id}/ack";
         AWS_IDENTITY = "GET" "/api/v1/aws-identity";
+        USAGE = "GET" "/api/v1/usage";
         CHANNEL_SECRET = "GET" "/api/v1/channels/{id}/secret";
     }
 }
@@ -286,6 +287,16 @@ impl Client {
     /// What a role in the tenant's AWS account must trust.
     pub async fn aws_identity(&self) -> Result<AwsIdentity, Error> {
         self.call(op::AWS_IDENTITY, None, &[], None).await
+    }
+
+    /// The tenant's usage per day from `from` to `to` (`YYYY-MM-DD`, UTC; the last 30 days
+    /// when both are `None`) and the estimate of its AWS cost.
+    pub async fn usage(&self, from: Option<&str>, to: Option<&str>) -> Result<Usage, Error> {
+        let q = [
+            ("from", from.map(str::to_owned)),
+            ("to", to.map(str::to_owned)),
+        ];
+        self.call(op::USAGE, None, &q, None).await
     }
 }
 

@@ -87,6 +87,8 @@ fn every_type_follows_its_schema() {
     answer::<Attempt>(&doc, "AttemptView");
     answer::<DeliveryState>(&doc, "DeliveryState");
     answer::<AwsIdentity>(&doc, "AwsIdentityView");
+    answer::<Usage>(&doc, "UsageView");
+    answer::<UsageDay>(&doc, "UsageDayView");
     for (ours, schema) in [
         (keys::<NewChannel>(), "NewChannel"),
         (

@@ -186,3 +186,27 @@ pub struct AwsIdentity {
     pub send_actions: Map<String, Value>,
     pub role_template: String,
 }
+
+/// One day of usage, or the total (`UsageDayView`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UsageDay {
+    /// `YYYY-MM-DD`; `None` on the total.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date: Option<String>,
+    pub deliveries: i64,
+    pub attempts: i64,
+    pub dead_letters: i64,
+    pub estimated_cost_usd: f64,
+}
+
+/// The tenant's usage and its estimated cost (`UsageView`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Usage {
+    pub from: String,
+    pub to: String,
+    pub days: Vec<UsageDay>,
+    pub total: UsageDay,
+    pub estimated_cost_by_service_usd: Map<String, Value>,
+    pub prices_per_million_usd: Map<String, Value>,
+    pub note: String,
+}

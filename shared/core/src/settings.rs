@@ -228,8 +228,8 @@ pub const USAGE_FLUSH_MS: Setting = number(
 );
 pub const USAGE_PRICES: Setting = text(
     "USAGE_PRICES",
-    "`{}` (list prices, US East)",
-    "the prices the usage estimate uses, in dollars per million units, a JSON object overriding any of `dynamodb_write_unit`, `dynamodb_read_unit`, `sqs_request`, `eventbridge_event`, `api_request`, `lambda_request`, `lambda_gb_second`, `logs_gb` (see [Usage and cost](usage.md))",
+    "`{}`",
+    "the prices the usage estimate uses (list prices, US East, unless given), in dollars per million units, a JSON object overriding any of `dynamodb_write_unit`, `dynamodb_read_unit`, `sqs_request`, `eventbridge_event`, `api_request`, `lambda_request`, `lambda_gb_second`, `logs_gb` (see [Usage and cost](usage.md))",
 );
 pub const RECLAIM_INTERVAL_SECONDS: Setting = number(
     "RECLAIM_INTERVAL_SECONDS",

@@ -269,8 +269,18 @@ mod tests {
             ("LEASE_SECONDS", "20"),
             ("DYNAMODB_SERIAL_TRANSACTIONS", "true"),
             ("RETRY_POLICY", r#"{"max_attempts": 3}"#),
+            ("USAGE_PRICES", r#"{"sqs_request": 0.5}"#),
+            ("USAGE_FLUSH_MS", "0"),
         ])
         .unwrap();
+        assert_eq!(c.usage_prices.sqs_request, 0.5);
+        assert_eq!(
+            c.usage_prices.dynamodb_write_unit,
+            converger_core::usage::Prices::default().dynamodb_write_unit
+        );
+        assert_eq!(c.usage_flush, Duration::ZERO);
+        let refused = load(&[("USAGE_PRICES", r#"{"sqs": 1}"#)]).unwrap_err();
+        assert_eq!(refused.name, "USAGE_PRICES");
         assert_eq!(c.retention, Duration::from_secs(7 * 86_400));
         assert_eq!(c.attempt_retention, c.retention);
         assert_eq!(c.lease_slice, Duration::from_secs(20));

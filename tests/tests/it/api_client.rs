@@ -196,6 +196,21 @@ async fn the_command_line_sends_lists_shows_retries_and_pauses() {
         (code, resumed.trim()),
         (0, format!("{ch}: flowing").as_str())
     );
+    // Usage: today's one delivery and one attempt, with the client and from the command line.
+    let u = api.usage(None, None).await.unwrap();
+    assert_eq!((u.total.deliveries, u.total.attempts), (1, 1), "{u:?}");
+    assert_eq!(u.days.len(), 30);
+    let (code, usage) = converger(&t, &a.key, &["usage"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        usage.contains("total       deliveries 1      attempts 1"),
+        "{usage}"
+    );
+    assert_eq!(
+        converger(&t, &a.key, &["usage", "--from", "soon"]).await.0,
+        1,
+        "the API refuses the date"
+    );
     let (code, help) = converger(&t, &a.key, &["--help"]).await;
     assert_eq!(code, 0);
     assert!(
