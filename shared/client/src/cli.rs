@@ -255,11 +255,9 @@ pub async fn run(
         ("usage", _) => {
             let u = api.usage(a.one("from"), a.one("to")).await?;
             let mut line = format!("usage from {} to {} (UTC)", u.from, u.to);
-            for d in u
-                .days
-                .iter()
-                .filter(|d| d.deliveries != 0 || d.attempts != 0)
-            {
+            let busy =
+                |d: &&crate::UsageDay| d.deliveries != 0 || d.attempts != 0 || d.dead_letters != 0;
+            for d in u.days.iter().filter(busy) {
                 line.push_str(&format!(
                     "\n  {}  deliveries {:<6} attempts {:<6} dead letters {:<6} ${:.6}",
                     d.date.as_deref().unwrap_or(""),

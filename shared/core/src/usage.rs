@@ -124,6 +124,8 @@ pub fn day_of_date(date: &str) -> Option<i64> {
 
 /// The most days one usage query covers.
 pub const MAX_USAGE_DAYS: i64 = 400;
+/// The most days the top tenants by cost cover (every tenant's days are read).
+pub const MAX_TOP_DAYS: i64 = 31;
 /// The days a usage query covers when it names none: the last 30, today included.
 pub const DEFAULT_USAGE_DAYS: i64 = 30;
 

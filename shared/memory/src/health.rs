@@ -152,7 +152,7 @@ impl HealthStore for MemStore {
             let mut rows: Vec<HealthCheck> = s.health.get(channel).cloned().unwrap_or_default();
             rows.sort_by(|a, b| b.checked_at.cmp(&a.checked_at));
             rows.into_iter()
-                .take(limit)
+                .take(limit.clamp(1, converger_ports::MAX_HEALTH_HISTORY))
                 .filter(|r| r.expires_at > now.secs())
                 .collect()
         })

@@ -1,4 +1,4 @@
-//! The in-process model of [`UsageStore`]: counters by key, charged as the flow table's items.
+//! The in-process model of [`UsageStore`]: counters by key, charged as the usage table's items.
 
 use super::*;
 use converger_core::usage::Counts;
@@ -19,7 +19,7 @@ impl UsageStore for MemStore {
             |s, meter| {
                 meter.write(|| {
                     vec![converger_ports::capacity::item_write(
-                        "flow",
+                        "usage",
                         "us#<owner>#<grain>#<bucket>",
                         key.key(),
                         COUNTER_BYTES,
@@ -40,7 +40,7 @@ impl UsageStore for MemStore {
                     keys.iter()
                         .map(|k| {
                             converger_ports::capacity::item_read(
-                                "flow",
+                                "usage",
                                 "us#<owner>#<grain>#<bucket>",
                                 k.key(),
                                 s.usage.get(&k.key()).map_or(0, |_| COUNTER_BYTES),
@@ -69,7 +69,7 @@ impl UsageStore for MemStore {
             |s, meter| {
                 meter.write(|| {
                     vec![converger_ports::capacity::item_write(
-                        "flow",
+                        "usage",
                         "qd#<grain>#<bucket>",
                         depths_key(grain, bucket),
                         60 + 40 * depths.len(),

@@ -333,14 +333,22 @@ impl Intake<'_> {
             Ok::<_, IngestError>(())
         };
         if fresh {
+            // Counted once written, even when the send fails: the rows exist, and the sweeper
+            // sends them.
+            let written = std::sync::atomic::AtomicBool::new(false);
             let write = async {
                 self.activities
                     .create_fresh_activity(activity, deliveries)
                     .await
-                    .map_err(IngestError::from)
+                    .map_err(IngestError::from)?;
+                written.store(true, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
             };
-            tokio::try_join!(write, send)?;
-            self.count_created(deliveries).await;
+            let both = tokio::try_join!(write, send);
+            if written.load(std::sync::atomic::Ordering::Relaxed) {
+                self.count_created(deliveries).await;
+            }
+            both?;
             return Ok(true);
         }
         if self

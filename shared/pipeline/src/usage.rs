@@ -3,8 +3,9 @@
 //! Every delivery feeds [`UsageCounts`] (created at ingest; each attempt, sent, failed or
 //! dead-lettered as it settles; a breaker opening), which adds them up per instance into five
 //! counters (the channel's minute and hour, the tenant's minute, hour and day) and writes each
-//! counter once per `USAGE_FLUSH_MS`: a busy instance makes five writes per channel and
-//! period whatever its traffic, and no delivery writes a key other deliveries write.
+//! counter once per `USAGE_FLUSH_MS`, side by side: two writes per channel and three per
+//! tenant an instance served in the period, whatever its traffic; no delivery writes a key
+//! other deliveries write.
 //! [`UsageReads`] turns them into series, a tenant's days with the estimate of their cost, and
 //! an operator's top tenants by cost.
 
@@ -14,6 +15,11 @@ use converger_core::{ChannelId, TenantId};
 use converger_ports::{AccountStore, Delivery, StoreResult, UsageKey, UsageOf, UsageStore};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// Counter writes one flush makes at once.
+const FLUSH_CONCURRENCY: usize = 16;
+/// Counters a failed flush keeps for the next one, at most.
+const MAX_RESTORED: usize = 10_000;
 
 /// This instance's usage counts not written yet.
 pub struct UsageCounts {
@@ -81,13 +87,29 @@ impl UsageCounts {
             }
             Err(_) => return,
         };
-        let mut failed = Vec::new();
-        for (key, c) in due {
-            if let Err(e) = self.store.add_usage(&key, &c).await {
-                tracing::warn!(key = %key.key(), error = %e, "usage counter not written");
-                failed.push((key, c));
-            }
+        if due.is_empty() {
+            return;
         }
+        // The period's counters, written side by side (an instance that served many
+        // channels and tenants this minute has many), never one after another.
+        use futures::StreamExt;
+        let mut failed: Vec<(UsageKey, Counts)> = futures::stream::iter(due)
+            .map(|(key, c)| async move {
+                match self.store.add_usage(&key, &c).await {
+                    Ok(()) => None,
+                    Err(e) => {
+                        tracing::warn!(key = %key.key(), error = %e, "usage counter not written");
+                        Some((key, c))
+                    }
+                }
+            })
+            .buffer_unordered(FLUSH_CONCURRENCY)
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        // What could not be written goes with the next flush, up to a bound: a store that
+        // keeps refusing costs counts, not memory.
+        failed.truncate(MAX_RESTORED);
         if !failed.is_empty()
             && let Ok(mut t) = self.tally.lock()
         {

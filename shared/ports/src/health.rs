@@ -17,6 +17,10 @@ pub struct HealthInputs {
     pub requests: usize,
 }
 
+/// The most checks one read of a channel's health history returns (a week of checks every
+/// five minutes is 2,016).
+pub const MAX_HEALTH_HISTORY: usize = 2_100;
+
 #[async_trait]
 pub trait HealthStore: Send + Sync + 'static {
     /// Adds to a channel's per-minute counters (created deliveries and dead letters), kept two
@@ -68,7 +72,8 @@ pub trait HealthStore: Send + Sync + 'static {
     async fn set_health_status(&self, channel: &ChannelId, status: HealthStatus)
     -> StoreResult<()>;
 
-    /// A channel's recent checks, newest first, without expired rows.
+    /// A channel's recent checks, newest first, without expired rows: at most `limit`, and
+    /// never more than [`MAX_HEALTH_HISTORY`].
     async fn health_history(
         &self,
         channel: &ChannelId,

@@ -80,7 +80,9 @@ pub fn health_counter_key(channel: &ChannelId, minute: i64) -> String {
     format!("hc#{channel}#{minute}")
 }
 
-/// A usage counter, in the flow table: `us#<c|t>#<channel or tenant>#<m|h|d>#<bucket>`.
+// The usage table.
+
+/// A usage counter, in the usage table: `us#<c|t>#<channel or tenant>#<m|h|d>#<bucket>`.
 pub fn usage_key(k: &crate::usage::UsageKey) -> String {
     let (kind, id) = match &k.of {
         crate::usage::UsageOf::Channel(c) => ("c", c.as_str()),
@@ -89,7 +91,7 @@ pub fn usage_key(k: &crate::usage::UsageKey) -> String {
     format!("us#{kind}#{id}#{}#{}", k.grain.code(), k.bucket)
 }
 
-/// The queues' depths sampled for one bucket, in the flow table: `qd#<m|h>#<bucket>`.
+/// The queues' depths sampled for one bucket, in the usage table: `qd#<m|h>#<bucket>`.
 pub fn depths_key(grain: converger_core::usage::Grain, bucket: i64) -> String {
     format!("qd#{}#{bucket}", grain.code())
 }

@@ -26,7 +26,7 @@ impl UsageKey {
         Self { of, grain, bucket }
     }
 
-    /// The counter's key in the flow table (see [`crate::keys::usage_key`]).
+    /// The counter's key in the usage table (see [`crate::keys::usage_key`]).
     pub fn key(&self) -> String {
         crate::keys::usage_key(self)
     }

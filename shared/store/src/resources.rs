@@ -67,7 +67,7 @@ pub const QUEUES: [QueueDef; 6] = [
 ];
 
 /// Environment variables naming the tables, in [`Resources`]' field order.
-pub const TABLE_ENVS: [&str; 13] = [
+pub const TABLE_ENVS: [&str; 14] = [
     set::TENANTS_TABLE.name,
     set::CHANNELS_TABLE.name,
     set::ACTIVITIES_TABLE.name,
@@ -81,6 +81,7 @@ pub const TABLE_ENVS: [&str; 13] = [
     set::IDEMPOTENCY_TABLE.name,
     set::STREAM_TABLE.name,
     set::LANES_TABLE.name,
+    set::USAGE_TABLE.name,
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
@@ -144,6 +145,8 @@ pub struct Resources {
     pub stream: String,
     /// The ordered lanes' table.
     pub lanes: String,
+    /// The usage counters' and depth samples' table.
+    pub usage: String,
     pub bus: String,
     /// Queue URLs, by queue name ([`QueueDef::name`]).
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -194,6 +197,7 @@ impl Resources {
             idempotency: need(TABLE_ENVS[10])?,
             stream: need(TABLE_ENVS[11])?,
             lanes: need(TABLE_ENVS[12])?,
+            usage: need(TABLE_ENVS[13])?,
             bus: need(BUS_ENV)?,
             queue_urls,
             dlq_urls,

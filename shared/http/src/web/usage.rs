@@ -237,6 +237,12 @@ pub(super) async fn usage_page(
     let usage = state.pipeline.usage();
     let p = prefix(v.realm);
     let Some(tenant) = tenant else {
+        if to - from + 1 > converger_core::usage::MAX_TOP_DAYS {
+            return page_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "The top tenants cover at most 31 days.",
+            );
+        }
         let top = match usage.top_tenants(from, to, 20).await {
             Ok(t) => t,
             Err(e) => return unavailable(&e),

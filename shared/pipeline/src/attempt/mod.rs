@@ -14,7 +14,7 @@ use crate::outcome::{Admit, handed_off_event, status_event};
 pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Accepted, Delivered, Envelope, Target};
 use converger_core::policy::{self, Next, hop_delay_s};
-use converger_core::{DeliveryError, RetryPolicy, Timestamp, time};
+use converger_core::{DeliveryError, RetryPolicy, Timestamp, time, usage::Counts};
 use converger_ports::{
     Activity, AttemptEntry, AttemptOutcome, Channel, Claim, Delivery, DeliveryMessage, LogUpdate,
     Outcome, PlatformEvent, RetryAt, SentInfo, StoreResult,
@@ -211,7 +211,7 @@ impl Attempts<'_> {
         let laned = prepared
             .d
             .lane_seq
-            .map(|_| (prepared.d.clone(), on_dead_letter(&prepared.channel)));
+            .map(|_| (prepared.d.clone(), parts::on_dead_letter(&prepared.channel)));
         let report = self.settle(prepared, called, hand_on.as_ref()).await?;
         if let Some((d, on_dead)) = laned
             && matches!(
@@ -311,7 +311,11 @@ impl Attempts<'_> {
             // An ordered channel's delivery goes only as its lane's head (a deleted channel's
             // are dead-lettered whatever their place).
             if d.lane_seq.is_some() && channel.deleted_at.is_none() {
-                match self.lanes.admit(&d, on_dead_letter(&channel)).await? {
+                match self
+                    .lanes
+                    .admit(&d, parts::on_dead_letter(&channel))
+                    .await?
+                {
                     crate::lanes::LaneGate::Go => {}
                     crate::lanes::LaneGate::Wait => {
                         if !self.lanes.wait(&d, &token).await? {
@@ -410,7 +414,8 @@ impl Attempts<'_> {
             Answer::not_called(reason),
             None,
         );
-        let report = self.dead_letter(p, reason, &e, now).await?;
+        let none = Counts::default();
+        let report = self.dead_letter(p, reason, &e, now, none).await?;
         self.after_attempt(&p.d, p, CallEnd::new(outcome)).await?;
         Ok(report)
     }
@@ -448,12 +453,12 @@ impl Attempts<'_> {
             return Ok(Report::Skipped("lease lost before recording success"));
         }
         if handed_off {
-            self.usage.count(d, crate::usage::attempt(false)).await;
             tracing::info!("delivery handed off; waiting for an acknowledgement");
             self.events.publish(vec![handed_off_event(d, n, now)]).await;
             metrics::count(metrics::HANDED_OFF, p.channel.kind, Some(d.tier), 1);
             self.after_attempt(d, p, CallEnd::new(Outcome::HandedOff))
                 .await?;
+            self.usage.count(d, crate::usage::attempt(false)).await;
             return Ok(Report::HandedOff);
         }
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -467,10 +472,10 @@ impl Attempts<'_> {
             m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
         }
         metrics::record(&m, p.channel.kind, Some(d.tier));
-        let sent = crate::usage::sent_by_attempt(d, now.ms());
-        self.usage.count(d, sent).await;
         self.after_attempt(d, p, CallEnd::new(Outcome::Success).handing_on(hand_on))
             .await?;
+        let sent = crate::usage::sent_by_attempt(d, now.ms());
+        self.usage.count(d, sent).await;
         self.events
             .publish(vec![status_event(d, "sent", n, None, now)])
             .await;
@@ -501,7 +506,6 @@ impl Attempts<'_> {
             Some(d.tier),
         );
         let now = self.clock.now();
-        self.usage.count(d, crate::usage::attempt(true)).await;
         let delay_ms = match policy.next_after_failure(p.n, &err, rand::random::<f64>()) {
             Next::RetryIn(delay_ms) => delay_ms,
             Next::Dead => {
@@ -511,7 +515,8 @@ impl Attempts<'_> {
                     Answer::failed(&err).dead(),
                     None,
                 );
-                let report = self.dead_letter(p, &err.reason, &e, now).await?;
+                let failed = crate::usage::attempt(true);
+                let report = self.dead_letter(p, &err.reason, &e, now, failed).await?;
                 self.after_attempt(d, p, CallEnd::new(outcome).congested(err.is_congestion()))
                     .await?;
                 return Ok(report);
@@ -538,6 +543,8 @@ impl Attempts<'_> {
         let closed = self
             .after_attempt(d, p, CallEnd::new(outcome).congested(err.is_congestion()))
             .await?;
+        // Counted once written: never for an attempt whose lease was lost (it runs again).
+        self.usage.count(d, crate::usage::attempt(true)).await;
         if !closed {
             // The breaker opened (or the probe failed): park the retry instead of enqueueing
             // it; the release after the close runs it.
@@ -724,6 +731,7 @@ impl Attempts<'_> {
         reason: &str,
         log: &LogUpdate,
         now: Timestamp,
+        mut counts: Counts,
     ) -> Result<Report, AttemptError> {
         let (d, n) = (&p.d, p.n);
         if !self
@@ -734,7 +742,8 @@ impl Attempts<'_> {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
         }
         tracing::warn!(attempts = n, error = %reason, "delivery dead-lettered");
-        let dead = self.usage.count(d, crate::usage::DEAD_LETTER);
+        counts.add(&crate::usage::DEAD_LETTER);
+        let dead = self.usage.count(d, counts);
         tokio::join!(self.counts.count_failed(d, 1), dead);
         metrics::count(metrics::DEAD_LETTERED, p.channel.kind, Some(d.tier), 1);
         self.events
@@ -788,12 +797,4 @@ impl Attempts<'_> {
         entries.truncate(limit);
         Ok((entries, more))
     }
-}
-
-/// What a dead head does to its lane on `channel` (`hold` unless the channel says `skip`).
-fn on_dead_letter(channel: &converger_ports::Channel) -> converger_core::lanes::OnDeadLetter {
-    channel
-        .ordering
-        .map(|o| o.on_dead_letter)
-        .unwrap_or_default()
 }

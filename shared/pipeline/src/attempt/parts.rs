@@ -184,3 +184,13 @@ impl Prepared {
         )
     }
 }
+
+/// What a dead head does to its lane on `channel` (`hold` unless the channel says `skip`).
+pub(super) fn on_dead_letter(
+    channel: &converger_ports::Channel,
+) -> converger_core::lanes::OnDeadLetter {
+    channel
+        .ordering
+        .map(|o| o.on_dead_letter)
+        .unwrap_or_default()
+}

@@ -165,25 +165,34 @@ impl HealthStore for DynamoStore {
         limit: usize,
         now: Timestamp,
     ) -> StoreResult<Vec<HealthCheck>> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.res.health)
-            // The checks only, not the dead-letter counters sorted after them.
-            .key_condition_expression("channel_id = :ch AND checked_sk < :counters")
-            .expression_attribute_values(":ch", s(channel.as_str()))
-            .expression_attribute_values(":counters", s(keys::DEAD_LETTER_DAYS))
-            .scan_index_forward(false)
-            .limit(i32::try_from(limit.clamp(1, 500)).unwrap_or(500))
-            .send()
-            .await
-            .map_err(sdk_err)?;
-        let rows = out
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .map(from_item::<HealthCheck>)
-            .collect::<StoreResult<Vec<_>>>()?;
+        // Pages of up to 500 until `limit` (a week of checks is about 2,000).
+        let limit = limit.clamp(1, converger_ports::MAX_HEALTH_HISTORY);
+        let mut rows = Vec::new();
+        let mut from = None;
+        loop {
+            let page = (limit - rows.len()).min(500);
+            let out = self
+                .client
+                .query()
+                .table_name(&self.res.health)
+                // The checks only, not the dead-letter counters sorted after them.
+                .key_condition_expression("channel_id = :ch AND checked_sk < :counters")
+                .expression_attribute_values(":ch", s(channel.as_str()))
+                .expression_attribute_values(":counters", s(keys::DEAD_LETTER_DAYS))
+                .scan_index_forward(false)
+                .limit(i32::try_from(page).unwrap_or(500))
+                .set_exclusive_start_key(from)
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            for item in out.items.unwrap_or_default() {
+                rows.push(from_item::<HealthCheck>(item)?);
+            }
+            from = out.last_evaluated_key;
+            if from.is_none() || rows.len() >= limit {
+                break;
+            }
+        }
         // DynamoDB deletes expired rows up to two days late: they are not shown.
         Ok(rows
             .into_iter()

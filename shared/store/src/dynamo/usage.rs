@@ -1,4 +1,4 @@
-//! The DynamoDB backend of [`UsageStore`]: each counter is an item of the flow table
+//! The DynamoDB backend of [`UsageStore`]: each counter is an item of the usage table
 //! (`keys::usage_key`), one `ADD` per non-zero count, with `expires_at` for the table's TTL.
 
 use super::expr::Update;
@@ -29,7 +29,7 @@ impl UsageStore for DynamoStore {
         u.apply(
             self.client
                 .update_item()
-                .table_name(&self.res.flow)
+                .table_name(&self.res.usage)
                 .key("key", s(key.key())),
         )
         .send()
@@ -49,8 +49,16 @@ impl UsageStore for DynamoStore {
                 wanted.push(HashMap::from([("key".to_owned(), s(k.as_str()))]));
             }
         }
+        // A batch read per 100 keys, eight at a time (an operator's top tenants read every
+        // tenant's days).
+        use futures::{StreamExt, TryStreamExt};
+        let pages: Vec<Vec<Item>> = futures::stream::iter(wanted.chunks(100).map(<[Item]>::to_vec))
+            .map(|chunk| self.batch_get(&self.res.usage, chunk, false))
+            .buffer_unordered(8)
+            .try_collect()
+            .await?;
         let mut found: HashMap<String, Counts> = HashMap::new();
-        for item in self.batch_get(&self.res.flow, wanted, false).await? {
+        for item in pages.into_iter().flatten() {
             let Some(k) = item.get("key").and_then(|v| v.as_s().ok()).cloned() else {
                 continue;
             };
@@ -79,7 +87,7 @@ impl UsageStore for DynamoStore {
         })?;
         self.client
             .put_item()
-            .table_name(&self.res.flow)
+            .table_name(&self.res.usage)
             .set_item(Some(item))
             .send()
             .await
@@ -97,7 +105,7 @@ impl UsageStore for DynamoStore {
             .map(|b| HashMap::from([("key".to_owned(), s(depths_key(grain, *b)))]))
             .collect();
         let mut found: HashMap<String, Vec<QueueDepth>> = HashMap::new();
-        for item in self.batch_get(&self.res.flow, keys, false).await? {
+        for item in self.batch_get(&self.res.usage, keys, false).await? {
             let sample: Sample = from_item(item)?;
             found.insert(sample.key, sample.queues);
         }

@@ -72,3 +72,38 @@ pub(super) async fn usage_counters_add_up_per_key_and_read_in_order(b: Backend) 
     assert!(got[..149].iter().all(Counts::is_zero));
     f.stop().await;
 }
+
+pub(super) async fn a_weeks_health_history_reads_past_one_page(b: Backend) {
+    let f = fixture(b).await;
+    let now = time::now_ms();
+    let checks: Vec<converger_ports::HealthCheck> = (0..620)
+        .map(|i| converger_ports::HealthCheck {
+            channel_id: f.channel.id.clone(),
+            tenant_id: f.tenant.id.clone(),
+            status: converger_core::health::HealthStatus::Healthy,
+            previous_status: None,
+            failure_rate: 0.0,
+            total_deliveries: i,
+            failed_deliveries: 0,
+            checked_at: time::ms_to_rfc3339(now - i64::try_from(i).unwrap() * 300_000),
+            expires_at: now / 1000 + 86_400,
+        })
+        .collect();
+    f.store.record_health(&checks).await.unwrap();
+    let now_ts = Timestamp::from_ms(now);
+    let all = f
+        .store
+        .health_history(&f.channel.id, 1_000, now_ts)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 620, "more than one query page of 500");
+    assert_eq!(all[0].total_deliveries, 0, "newest first");
+    assert_eq!(all[619].total_deliveries, 619);
+    let some = f
+        .store
+        .health_history(&f.channel.id, 501, now_ts)
+        .await
+        .unwrap();
+    assert_eq!(some.len(), 501);
+    f.stop().await;
+}
