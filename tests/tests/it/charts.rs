@@ -181,7 +181,12 @@ async fn usage_and_charts_show_a_scenario_and_a_seeded_history() {
     assert!(top.contains(&f.tenant), "{top:?}");
     assert!(b.text(".note").await.contains("list prices"));
     b.shot("usage-top-tenants").await;
-    b.goto(&format!("/admin/usage?tenant={}", f.tenant)).await;
+    // The tenant's usage, reached from its row on the tenants page.
+    b.goto("/admin/tenants").await;
+    b.click(&format!("tr.tenant[data-id='{}'] a.usage", f.tenant))
+        .await;
+    b.find("table#usage").await;
+    assert_eq!(b.path().await, format!("/admin/usage?tenant={}", f.tenant));
     assert_eq!(
         content(&b, "#tenant-deliveries title").await,
         "Deliveries per hour"
@@ -273,7 +278,8 @@ async fn usage_and_charts_show_a_scenario_and_a_seeded_history() {
 }
 
 /// The retry scheduler samples every tier queue and dead-letter queue through the deployed
-/// function's IAM, into this minute's sample and the hour's.
+/// function's IAM, into this minute's sample and the hour's; the tenant API reads usage
+/// through its own.
 #[tokio::test]
 async fn the_retry_scheduler_samples_the_queues_on_the_emulator() {
     let t = TestStack::with(|o| {
@@ -310,6 +316,18 @@ async fn the_retry_scheduler_samples_the_queues_on_the_emulator() {
         ]
     );
     assert_eq!(hour[0].len(), 6);
+    // The tenant API reads its usage through its own IAM too.
+    let (_, key) = t.tenant("default").await;
+    let u = t
+        .api(
+            "GET",
+            "/api/v1/usage?from=2026-01-01&to=2026-01-31",
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(u.status, 200, "{:?}", u.body);
+    assert_eq!(u.body["days"].as_array().unwrap().len(), 31);
     assert!(
         t.stack.iam_violations().is_empty(),
         "{:?}",

@@ -39,7 +39,7 @@ async fn tenants_page(state: &AppState, v: &Viewer, flash: Option<Markup>) -> Re
         table id="tenants" {
             thead { tr { th { "Name" } th { "Id" } th { "Tier" } th { "Alert webhook" } th { "Email senders, SES tenant" } th { "" } } }
             tbody { @for t in &list { tr.tenant data-id=(t.id) {
-                td { (t.name) } td { code { (t.id) } }
+                td { (t.name) br; a.usage href={ "/admin/usage?tenant=" (super::layout::urlencode(t.id.as_str())) } { "Usage and charts" } } td { code { (t.id) } }
                 td { @if manage {
                     form.inline method="post" action={ "/admin/tenants/" (t.id) } {
                         input type="hidden" name="_csrf" value=(csrf);
