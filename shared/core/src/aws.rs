@@ -490,13 +490,13 @@ pub fn outgoing(service: Service, body: String, s: &Signed<'_>) -> Outgoing {
 }
 
 /// Refuses a message the service would refuse for its size.
-pub fn check_size(service: Service, bytes: usize) -> Result<(), String> {
+pub fn check_size(service: Service, bytes: usize) -> Result<(), crate::Invalid> {
     let max = service.max_message_bytes();
     if bytes > max {
-        Err(format!(
+        Err(crate::Invalid(format!(
             "the message is {bytes} bytes; {} takes at most {max} (make the payload smaller, or send a reference to it)",
             service.label()
-        ))
+        )))
     } else {
         Ok(())
     }

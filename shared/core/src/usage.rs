@@ -133,7 +133,11 @@ pub const DEFAULT_USAGE_DAYS: i64 = 30;
 /// `YYYY-MM-DD`, `to` today when absent, `from` 29 days before `to` when absent. Refused
 /// when a date is not one, `from` is after `to`, or the span is more than
 /// [`MAX_USAGE_DAYS`].
-pub fn usage_days(from: Option<&str>, to: Option<&str>, now_ms: i64) -> Result<(i64, i64), String> {
+pub fn usage_days(
+    from: Option<&str>,
+    to: Option<&str>,
+    now_ms: i64,
+) -> Result<(i64, i64), crate::Invalid> {
     let day = |name: &str, v: &str| {
         day_of_date(v).ok_or_else(|| format!("`{name}` must be a date as YYYY-MM-DD, not `{v}`"))
     };
@@ -146,12 +150,10 @@ pub fn usage_days(from: Option<&str>, to: Option<&str>, now_ms: i64) -> Result<(
         None => to - (DEFAULT_USAGE_DAYS - 1),
     };
     if from > to {
-        return Err("`from` must not be after `to`".into());
+        return Err(crate::Invalid::new("`from` must not be after `to`"));
     }
     if to - from + 1 > MAX_USAGE_DAYS {
-        return Err(format!(
-            "a usage query covers at most {MAX_USAGE_DAYS} days"
-        ));
+        return Err(format!("a usage query covers at most {MAX_USAGE_DAYS} days").into());
     }
     Ok((from, to))
 }
@@ -385,7 +387,7 @@ impl Default for Prices {
 impl Prices {
     /// The list prices with the overrides of a JSON object (`{"sqs_request": 0.5}`); an
     /// unknown name or a negative price is refused.
-    pub fn parse(json: &str) -> Result<Self, String> {
+    pub fn parse(json: &str) -> Result<Self, crate::Invalid> {
         let p: Prices = serde_json::from_str(json)
             .map_err(|e| format!("a JSON object of prices per million ({e})"))?;
         let all = [
@@ -542,11 +544,13 @@ mod tests {
         assert!(
             usage_days(Some("2024-01-01"), Some("2025-12-04"), now)
                 .unwrap_err()
+                .message()
                 .contains("400")
         );
         assert!(
             usage_days(Some("yesterday"), None, now)
                 .unwrap_err()
+                .message()
                 .contains("`from`")
         );
     }

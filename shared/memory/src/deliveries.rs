@@ -147,11 +147,11 @@ impl DeliveryStore for MemStore {
             _ => false,
         })
     }
-    async fn mark_sent(
+    async fn record_outcome(
         &self,
         d: &Delivery,
         token: &str,
-        info: &SentInfo,
+        outcome: &converger_ports::RowOutcome<'_>,
         log: &LogUpdate,
         now: Timestamp,
     ) -> StoreResult<bool> {
@@ -160,85 +160,20 @@ impl DeliveryStore for MemStore {
             |m| m.write,
             |s, meter| {
                 let done = leased(s, meter, shards, d, token, log, |row| {
-                    row.slot = false;
-                    row.slot_item = 0;
-                    row.in_backlog = false;
-                    row.attempts += 1;
-                    if info.handed_off {
-                        row.status = DeliveryStatus::Pending;
-                        row.handed_off = true;
-                    } else {
-                        row.status = DeliveryStatus::Sent;
-                        row.sent_at = Some(now.rfc3339());
-                    }
-                    row.updated_at = now.rfc3339();
-                    row.last_error = None;
-                    if info.provider_message_id.is_some() {
-                        row.provider_message_id = info.provider_message_id.clone();
-                    }
-                    if info.response_status.is_some() {
-                        row.response_status = info.response_status;
-                    }
+                    outcome.apply(row, now)
                 })?;
                 if done {
-                    if let Some(id) = &info.provider_message_id {
+                    if let converger_ports::RowOutcome::Sent(SentInfo {
+                        provider_message_id: Some(id),
+                        ..
+                    }) = outcome
+                    {
                         s.providers
                             .insert((d.channel_id.clone(), id.clone()), d.id.clone());
                     }
                     s.reindex(&d.id);
                 }
                 Ok(done)
-            },
-        )
-        .await
-    }
-    async fn mark_attempt_failed(
-        &self,
-        d: &Delivery,
-        token: &str,
-        error: &str,
-        next: RetryAt,
-        log: &LogUpdate,
-        now: Timestamp,
-    ) -> StoreResult<bool> {
-        let next_attempt_at = next.at_ms;
-        let shards = self.due_shards();
-        self.charged(
-            |m| m.write,
-            |s, meter| {
-                leased(s, meter, shards, d, token, log, |row| {
-                    row.slot = false;
-                    row.slot_item = 0;
-                    row.status = DeliveryStatus::Pending;
-                    row.attempts += 1;
-                    row.last_error = Some(error.to_owned());
-                    row.next_attempt_at = next_attempt_at;
-                    row.updated_at = now.rfc3339();
-                })
-            },
-        )
-        .await
-    }
-    async fn mark_dead(
-        &self,
-        d: &Delivery,
-        token: &str,
-        error: &str,
-        log: &LogUpdate,
-        now: Timestamp,
-    ) -> StoreResult<bool> {
-        let shards = self.due_shards();
-        self.charged(
-            |m| m.write,
-            |s, meter| {
-                leased(s, meter, shards, d, token, log, |row| {
-                    row.slot = false;
-                    row.slot_item = 0;
-                    row.status = DeliveryStatus::Failed;
-                    row.attempts += 1;
-                    row.last_error = Some(error.to_owned());
-                    row.updated_at = now.rfc3339();
-                })
             },
         )
         .await

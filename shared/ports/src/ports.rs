@@ -236,6 +236,17 @@ pub trait DeliveryStore: Send + Sync + 'static {
         until_ms: i64,
         now: Timestamp,
     ) -> StoreResult<bool>;
+    /// Records an attempt's outcome on its row ([`crate::RowOutcome`]) as the holder of the
+    /// lease `token`. `false` if the lease was lost (unless this attempt's own outcome was
+    /// recorded already: a retried write).
+    async fn record_outcome(
+        &self,
+        d: &Delivery,
+        token: &str,
+        outcome: &crate::RowOutcome<'_>,
+        log: &LogUpdate,
+        now: Timestamp,
+    ) -> StoreResult<bool>;
     /// Records a successful attempt. `false` if the lease was lost.
     async fn mark_sent(
         &self,
@@ -244,17 +255,23 @@ pub trait DeliveryStore: Send + Sync + 'static {
         info: &SentInfo,
         log: &LogUpdate,
         now: Timestamp,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<bool> {
+        let outcome = crate::RowOutcome::Sent(info);
+        self.record_outcome(d, token, &outcome, log, now).await
+    }
     /// Records a failed attempt with retries left. `false` if the lease was lost.
     async fn mark_attempt_failed(
         &self,
         d: &Delivery,
         token: &str,
         error: &str,
-        next: RetryAt,
+        retry: RetryAt,
         log: &LogUpdate,
         now: Timestamp,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<bool> {
+        let outcome = crate::RowOutcome::Retry { error, retry };
+        self.record_outcome(d, token, &outcome, log, now).await
+    }
     /// Dead-letters the delivery. `false` if the lease was lost.
     async fn mark_dead(
         &self,
@@ -263,7 +280,10 @@ pub trait DeliveryStore: Send + Sync + 'static {
         error: &str,
         log: &LogUpdate,
         now: Timestamp,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<bool> {
+        let outcome = crate::RowOutcome::Dead { error };
+        self.record_outcome(d, token, &outcome, log, now).await
+    }
 }
 
 /// Reading deliveries back: listings and counts by status, older attempts, and the sweeper's overdue rows.

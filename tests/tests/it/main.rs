@@ -14,6 +14,7 @@ mod browser;
 mod bulk;
 mod channels;
 mod charts;
+mod checks;
 mod e2e;
 mod email;
 mod events;

@@ -195,7 +195,7 @@ fn a_fifo_message_is_deduplicated_by_its_delivery_until_it_is_replayed() {
 fn messages_over_the_services_limit_are_refused_before_sending() {
     assert!(check_size(Service::Sqs, 256 * 1024).is_ok());
     let e = check_size(Service::Sns, 256 * 1024 + 1).unwrap_err();
-    assert!(e.contains("SNS takes at most 262144"), "{e}");
+    assert!(e.message().contains("SNS takes at most 262144"), "{e}");
     assert!(check_size(Service::Kinesis, 1024 * 1024).is_ok());
     assert!(check_size(Service::Kinesis, 1024 * 1024 + 1).is_err());
 }

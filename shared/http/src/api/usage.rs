@@ -31,7 +31,7 @@ pub(crate) async fn get_usage(
     let q = params(query)?;
     let now = state.pipeline.clock().now_ms();
     let (from, to) = converger_core::usage::usage_days(q.from.as_deref(), q.to.as_deref(), now)
-        .map_err(|m| ApiError::invalid(ErrorCode::InvalidQuery, m))?;
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidQuery, m.0))?;
     let usage = state
         .pipeline
         .usage()

@@ -223,7 +223,7 @@ pub(super) async fn usage_page(
     let now = state.pipeline.clock().now_ms();
     let (from, to) = match usage_days(q.from.as_deref(), q.to.as_deref(), now) {
         Ok(d) => d,
-        Err(m) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, &m),
+        Err(m) => return page_error(StatusCode::UNPROCESSABLE_ENTITY, m.message()),
     };
     let asked = q.tenant.as_deref().map(str::trim).filter(|t| !t.is_empty());
     let tenant = match (v.own_tenant(), asked) {

@@ -328,6 +328,72 @@ pub struct SentInfo {
     pub handed_off: bool,
 }
 
+/// What an attempt's outcome writes on its delivery row, declared once: the in-process
+/// backend applies it to the row ([`RowOutcome::apply`]); the DynamoDB backend turns the same
+/// cases into one conditional update, with the index attributes the row's new state calls
+/// for. Both clear the lease and record the attempt log and who settled it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RowOutcome<'a> {
+    /// Sent, or handed off to a client that acknowledges it later.
+    Sent(&'a SentInfo),
+    /// Failed, to be tried again at `retry`.
+    Retry { error: &'a str, retry: RetryAt },
+    /// Failed for good: a dead letter.
+    Dead { error: &'a str },
+}
+
+impl RowOutcome<'_> {
+    /// The row's status after it: a hand-off stays pending until it is acknowledged.
+    pub fn status(&self) -> DeliveryStatus {
+        match self {
+            Self::Sent(info) if info.handed_off => DeliveryStatus::Pending,
+            Self::Sent(_) => DeliveryStatus::Sent,
+            Self::Retry { .. } => DeliveryStatus::Pending,
+            Self::Dead { .. } => DeliveryStatus::Failed,
+        }
+    }
+
+    /// Whether the row leaves the due index and the backlog (all but a retry, which is due
+    /// again at its time).
+    pub fn leaves_indexes(&self) -> bool {
+        !matches!(self, Self::Retry { .. })
+    }
+
+    /// The row after it: one more attempt, no window slot, the new status and time, and
+    /// what the case records.
+    pub fn apply(&self, row: &mut Delivery, now: Timestamp) {
+        row.status = self.status();
+        row.attempts += 1;
+        row.slot = false;
+        row.slot_item = 0;
+        row.updated_at = now.rfc3339();
+        if self.leaves_indexes() {
+            row.in_backlog = false;
+        }
+        match self {
+            Self::Sent(info) => {
+                row.last_error = None;
+                if info.handed_off {
+                    row.handed_off = true;
+                } else {
+                    row.sent_at = Some(now.rfc3339());
+                }
+                if info.provider_message_id.is_some() {
+                    row.provider_message_id = info.provider_message_id.clone();
+                }
+                if info.response_status.is_some() {
+                    row.response_status = info.response_status;
+                }
+            }
+            Self::Retry { error, retry } => {
+                row.last_error = Some((*error).to_owned());
+                row.next_attempt_at = retry.at_ms;
+            }
+            Self::Dead { error } => row.last_error = Some((*error).to_owned()),
+        }
+    }
+}
+
 /// Result of trying to claim a delivery for an attempt.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Claim {
@@ -536,5 +602,65 @@ mod tests {
             Claim::refused(Some(&r), Timestamp::from_ms(1_893_456_001_000)).is_none(),
             "claimable at once"
         );
+    }
+
+    #[test]
+    fn each_outcome_writes_its_fields_on_the_row() {
+        let now = Timestamp::from_ms(5_000);
+        let mut row = delivery(1_000);
+        row.slot = true;
+        row.slot_item = 2;
+        row.in_backlog = true;
+        row.last_error = Some("before".into());
+        let info = SentInfo {
+            provider_message_id: Some("wamid.1".into()),
+            response_status: Some(200),
+            handed_off: false,
+        };
+        let mut sent = row.clone();
+        RowOutcome::Sent(&info).apply(&mut sent, now);
+        assert_eq!(
+            (
+                sent.status,
+                sent.attempts,
+                sent.slot,
+                sent.slot_item,
+                sent.in_backlog
+            ),
+            (DeliveryStatus::Sent, 1, false, 0, false)
+        );
+        assert_eq!(sent.last_error, None);
+        assert_eq!(sent.sent_at.as_deref(), Some(now.rfc3339().as_str()));
+        assert_eq!(sent.provider_message_id.as_deref(), Some("wamid.1"));
+        let handed = SentInfo {
+            handed_off: true,
+            ..SentInfo::default()
+        };
+        let mut waiting = row.clone();
+        RowOutcome::Sent(&handed).apply(&mut waiting, now);
+        assert_eq!(
+            (waiting.status, waiting.handed_off),
+            (DeliveryStatus::Pending, true)
+        );
+        assert_eq!(waiting.sent_at, None);
+        let mut retry = row.clone();
+        let again = RowOutcome::Retry {
+            error: "HTTP 503",
+            retry: RetryAt::at(9_000),
+        };
+        again.apply(&mut retry, now);
+        assert_eq!(
+            (retry.status, retry.next_attempt_at, retry.in_backlog),
+            (DeliveryStatus::Pending, 9_000, true),
+            "a retry keeps its backlog mark"
+        );
+        assert_eq!(retry.last_error.as_deref(), Some("HTTP 503"));
+        let mut dead = row.clone();
+        RowOutcome::Dead { error: "HTTP 410" }.apply(&mut dead, now);
+        assert_eq!(
+            (dead.status, dead.in_backlog),
+            (DeliveryStatus::Failed, false)
+        );
+        assert_eq!(dead.updated_at, now.rfc3339());
     }
 }

@@ -2,6 +2,7 @@
 
 use super::*;
 use converger_core::Timestamp;
+use converger_ports::RowOutcome;
 
 #[async_trait]
 impl DeliveryStore for DynamoStore {
@@ -99,97 +100,72 @@ impl DeliveryStore for DynamoStore {
             .await?
             .is_some())
     }
-    async fn mark_sent(
+    async fn record_outcome(
         &self,
         d: &Delivery,
         token: &str,
-        info: &SentInfo,
+        outcome: &RowOutcome<'_>,
         log: &LogUpdate,
         now: Timestamp,
     ) -> StoreResult<bool> {
+        // `RowOutcome::apply` as one update conditional on the lease; the index attributes
+        // follow the row's new state (a retry is due again; the others leave the due index
+        // and the backlog).
+        let status = outcome.status();
         let mut sets = vec![
             "#st = :st".to_owned(),
             "attempts = attempts + :one".into(),
             "updated_at = :now".into(),
             LOG_SET.into(),
         ];
-        let status = if info.handed_off {
-            DeliveryStatus::Pending
-        } else {
-            DeliveryStatus::Sent
-        };
+        let mut removes = vec!["lease_token", "lease_until", "slot_item"];
+        if outcome.leaves_indexes() {
+            removes.extend([
+                "due_shard",
+                "due_at",
+                "slot",
+                "in_backlog",
+                "bl_pk",
+                "bl_sk",
+            ]);
+        }
         let mut values = self.outcome_values(d, status, log, now).await?;
-        if info.handed_off {
-            sets.push("handed_off = :t".into());
-            values.push((":t", AttributeValue::Bool(true)));
-        } else {
-            sets.push("sent_at = :now".into());
+        match outcome {
+            RowOutcome::Sent(info) => {
+                removes.push("last_error");
+                if info.handed_off {
+                    sets.push("handed_off = :t".into());
+                    values.push((":t", AttributeValue::Bool(true)));
+                } else {
+                    sets.push("sent_at = :now".into());
+                }
+                if let Some(id) = &info.provider_message_id {
+                    sets.push("provider_message_id = :pmid, pm_key = :pmk".into());
+                    values.push((":pmid", s(id.as_str())));
+                    values.push((":pmk", s(provider_key(&d.channel_id, id))));
+                }
+                if let Some(st) = info.response_status {
+                    sets.push("response_status = :rs".into());
+                    values.push((":rs", n(st)));
+                }
+            }
+            RowOutcome::Retry { error, retry } => {
+                sets.push(
+                    "last_error = :err, next_attempt_at = :next, due_shard = :due_shard, \
+                     due_at = :due_at, slot = :slot"
+                        .into(),
+                );
+                values.push((":err", s(*error)));
+                values.push((":next", n(retry.at_ms)));
+                values.push((":slot", AttributeValue::Bool(false)));
+                values.extend(self.due_keys(&d.id, retry.at_ms));
+            }
+            RowOutcome::Dead { error } => {
+                sets.push("last_error = :err".into());
+                values.push((":err", s(*error)));
+            }
         }
-        if let Some(id) = &info.provider_message_id {
-            sets.push("provider_message_id = :pmid, pm_key = :pmk".into());
-            values.push((":pmid", s(id.as_str())));
-            values.push((":pmk", s(provider_key(&d.channel_id, id))));
-        }
-        if let Some(st) = info.response_status {
-            sets.push("response_status = :rs".into());
-            values.push((":rs", n(st)));
-        }
-        let expr = transition(
-            status,
-            &sets.join(", "),
-            "lease_token, lease_until, last_error, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, \
-             bl_sk",
-        );
-        self.leased_update(d, token, expr, values).await
-    }
-    async fn mark_attempt_failed(
-        &self,
-        d: &Delivery,
-        token: &str,
-        error: &str,
-        next: RetryAt,
-        log: &LogUpdate,
-        now: Timestamp,
-    ) -> StoreResult<bool> {
-        let next_attempt_at = next.at_ms;
-        let expr = transition(
-            DeliveryStatus::Pending,
-            &format!(
-                "#st = :st, attempts = attempts + :one, last_error = :err, \
-                 next_attempt_at = :next, updated_at = :now, {LOG_SET}, \
-                 due_shard = :due_shard, due_at = :due_at, slot = :slot"
-            ),
-            "lease_token, lease_until, slot_item",
-        );
-        let mut values = self
-            .outcome_values(d, DeliveryStatus::Pending, log, now)
-            .await?;
-        values.push((":err", s(error)));
-        values.push((":next", n(next_attempt_at)));
-        values.push((":slot", AttributeValue::Bool(false)));
-        values.extend(self.due_keys(&d.id, next_attempt_at));
-        self.leased_update(d, token, expr, values).await
-    }
-    async fn mark_dead(
-        &self,
-        d: &Delivery,
-        token: &str,
-        error: &str,
-        log: &LogUpdate,
-        now: Timestamp,
-    ) -> StoreResult<bool> {
-        let expr = transition(
-            DeliveryStatus::Failed,
-            &format!(
-                "#st = :st, attempts = attempts + :one, last_error = :err, \
-                 updated_at = :now, {LOG_SET}"
-            ),
-            "lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk",
-        );
-        let mut values = self
-            .outcome_values(d, DeliveryStatus::Failed, log, now)
-            .await?;
-        values.push((":err", s(error)));
+        let expr = transition(status, &sets.join(", "), &removes.join(", "));
         self.leased_update(d, token, expr, values).await
     }
 }
