@@ -350,3 +350,51 @@ impl<'p> UsageReads<'p> {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use converger_core::time::ManualClock;
+    use converger_memory::MemStore;
+
+    fn key(of: UsageOf, g: Grain, now_ms: i64) -> UsageKey {
+        UsageKey::new(of, g, g.bucket(now_ms))
+    }
+
+    #[tokio::test]
+    async fn a_refused_flush_keeps_its_sums_for_the_next() {
+        let store = Arc::new(MemStore::new());
+        let clock = Arc::new(ManualClock::at(1_800_000_000_000));
+        let mut counts = UsageCounts::new(store.clone(), Duration::from_secs(60));
+        counts.clock = clock.clone();
+        let (tenant, channel) = (TenantId::generate(), ChannelId::generate());
+        let start = clock.now_ms();
+        let failed = attempt(true);
+        counts
+            .add(std::iter::once((&tenant, &channel, failed)))
+            .await;
+        clock.advance(Duration::from_secs(61));
+        store.set_outage(true);
+        counts
+            .add(std::iter::once((&tenant, &channel, failed)))
+            .await;
+        store.set_outage(false);
+        let day = key(UsageOf::Tenant(tenant.clone()), Grain::Day, start);
+        let read = store.read_usage(std::slice::from_ref(&day)).await.unwrap();
+        assert_eq!(read[0], Counts::default(), "nothing written while refused");
+
+        clock.advance(Duration::from_secs(61));
+        counts
+            .add(std::iter::once((&tenant, &channel, failed)))
+            .await;
+        let read = store.read_usage(&[day]).await.unwrap();
+        assert_eq!(
+            read[0].attempts, 3,
+            "the refused sums went with the next flush"
+        );
+        assert_eq!(read[0].failed_attempts, 3);
+        let minute = key(UsageOf::Channel(channel), Grain::Minute, start);
+        let read = store.read_usage(&[minute]).await.unwrap();
+        assert_eq!(read[0].attempts, 1, "each count under its own minute");
+    }
+}
