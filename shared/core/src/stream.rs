@@ -265,7 +265,7 @@ mod tests {
     #[test]
     fn health_and_breaker_changes_go_to_channel_health() {
         let health = json!({
-            "event": "channel_health_changed", "channel_id": "ch_1", "tenant_id": "ten_1",
+            "event": "channel.health_changed", "channel_id": "ch_1", "tenant_id": "ten_1",
             "previous_status": "healthy", "new_status": "degraded",
             "checked_at": "2026-12-04T10:00:00Z",
         });

@@ -23,6 +23,7 @@ pub enum Rotation {
 pub struct Channels<'p> {
     pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
+    pub(crate) audit_log: &'p dyn converger_ports::AuditStore,
     pub(crate) config: &'p crate::PipelineConfig,
     pub(crate) flow: &'p crate::flow::FlowControl,
     pub(crate) cache: &'p crate::cache::ChannelCache,
@@ -34,6 +35,7 @@ impl<'p> Channels<'p> {
         Self {
             clock: &*p.clock,
             channel_store: &*p.store,
+            audit_log: &*p.store,
             config: &p.config,
             flow: &p.flow,
             cache: &p.cache,
@@ -187,7 +189,7 @@ impl Channels<'_> {
                 serde_json::json!({"channel_id": channel.id, "conversation_id": conversation_id, "dead_delivery_id": dead}),
                 &now.rfc3339(),
             );
-            if let Err(e) = self.flow.audit_log.add_audit(&entry).await {
+            if let Err(e) = self.audit_log.add_audit(&entry).await {
                 tracing::error!(channel_id = %channel.id, error = %e, "audit entry not written");
             }
         }

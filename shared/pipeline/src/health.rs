@@ -9,7 +9,7 @@ use converger_core::health::{
     AUTO_DISABLED, HISTORY_DAYS, HealthStatus, WINDOW_MINUTES, failure_rate, minute,
 };
 use converger_core::{BreakerConfig, CircuitState, time};
-use converger_ports::{Channel, Flow, HealthCheck, PlatformEvent, StoreResult, Transition};
+use converger_ports::{Channel, Flow, HealthCheck, PlatformEvent, StoreResult};
 use serde_json::{Value, json};
 
 /// What one health run did, with the requests it made (by operation).
@@ -48,7 +48,6 @@ pub enum AlertError {
 #[derive(Clone, Copy)]
 pub struct Health<'p> {
     pub(crate) clock: &'p dyn converger_core::time::Clock,
-    pub(crate) flows: &'p dyn converger_ports::FlowStore,
     pub(crate) health_store: &'p dyn converger_ports::HealthStore,
     pub(crate) tenants: &'p dyn converger_ports::TenantStore,
     pub(crate) events: &'p dyn converger_ports::Events,
@@ -63,7 +62,6 @@ impl<'p> Health<'p> {
     pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
         Self {
             clock: &*p.clock,
-            flows: &*p.store,
             health_store: &*p.store,
             tenants: &*p.store,
             events: &*p.events,
@@ -86,12 +84,13 @@ impl Health<'_> {
         reason: &str,
     ) -> Result<bool, FlowError> {
         let now = self.clock.now();
-        let t = Transition::new(&[CircuitState::Closed], CircuitState::Open, now)
-            .seen(seen.circuit_changed_at);
-        let Some(f) = self.flows.transition(&channel.id, &t).await? else {
+        let Some(f) = self
+            .flow
+            .open_breaker(&channel.id, breaker, seen, now)
+            .await?
+        else {
             return Ok(false);
         };
-        self.flow.remember_flow(&f);
         tracing::warn!(channel_id = %channel.id, failures = f.consecutive_failures, reason, "breaker opened");
         self.intake
             .usage
@@ -106,7 +105,6 @@ impl Health<'_> {
         );
         self.alert(channel, event.detail.clone()).await;
         self.events.publish(vec![event]).await;
-        self.flow.schedule_probe(&channel.id, breaker).await?;
         Ok(true)
     }
 
@@ -285,7 +283,7 @@ impl Health<'_> {
         report.writes += 1;
         report.changed += 1;
         let body = json!({
-            "event": "channel_health_changed",
+            "event": converger_ports::EventType::ChannelHealthChanged.as_str(),
             "channel_id": channel.id,
             "channel_name": channel.name,
             "tenant_id": channel.tenant_id,
@@ -307,7 +305,7 @@ impl Health<'_> {
         // Only the change to unhealthy opens the breaker: a breaker a probe closed is not
         // opened again by failures still inside the window.
         if status == HealthStatus::Unhealthy {
-            let flow = self.flows.get_flow(&channel.id).await?;
+            let flow = self.flow.read_flow(&channel.id).await?;
             if flow.circuit_state == CircuitState::Closed {
                 let breaker = channel.circuit_breaker.effective();
                 if self

@@ -6,7 +6,7 @@
 //!   breaker's step after it;
 //! - [`flow::FlowControl`]: the component every use case that moves a delivery asks first
 //!   (admission, the gate, the backlog, pause and resume, reconciliation);
-//! - [`flow::FlowJobs`]: the probe function's jobs (feed, probe, release, replay on close);
+//! - [`flow_jobs::FlowJobs`]: the probe function's jobs (feed, probe, release, replay on close);
 //! - [`replay::Replays`], [`sweep::Sweeper`], [`health::Health`] (checks, auto-disable and
 //!   alerts), [`handoff::Handoff`] (receipts, websocket clients, the echo bot, email events),
 //!   [`tenants::Tenants`] and [`channels::Channels`];
@@ -26,6 +26,7 @@ pub mod config;
 pub mod counts;
 pub mod events;
 pub mod flow;
+pub mod flow_jobs;
 pub mod handoff;
 pub mod health;
 pub mod ingest;
@@ -185,8 +186,8 @@ impl Pipeline {
     }
 
     /// The probe function's jobs.
-    pub fn flow_jobs(&self) -> flow::FlowJobs<'_> {
-        flow::FlowJobs::of(self)
+    pub fn flow_jobs(&self) -> flow_jobs::FlowJobs<'_> {
+        flow_jobs::FlowJobs::of(self)
     }
 
     /// Replays of failed deliveries: one, a channel's, a filter's, and bulk jobs.

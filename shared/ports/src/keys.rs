@@ -82,13 +82,22 @@ pub fn health_counter_key(channel: &ChannelId, minute: i64) -> String {
 
 // The usage table.
 
-/// A usage counter, in the usage table: `us#<c|t>#<channel or tenant>#<m|h|d>#<bucket>`.
-pub fn usage_key(k: &crate::usage::UsageKey) -> String {
-    let (kind, id) = match &k.of {
-        crate::usage::UsageOf::Channel(c) => ("c", c.as_str()),
-        crate::usage::UsageOf::Tenant(t) => ("t", t.as_str()),
-    };
-    format!("us#{kind}#{id}#{}#{}", k.grain.code(), k.bucket)
+/// A channel's usage counter, in the usage table: `us#c#<channel>#<m|h|d>#<bucket>`.
+pub fn channel_usage_key(
+    channel: &ChannelId,
+    grain: converger_core::usage::Grain,
+    bucket: i64,
+) -> String {
+    format!("us#c#{channel}#{}#{bucket}", grain.code())
+}
+
+/// A tenant's usage counter, in the usage table: `us#t#<tenant>#<m|h|d>#<bucket>`.
+pub fn tenant_usage_key(
+    tenant: &TenantId,
+    grain: converger_core::usage::Grain,
+    bucket: i64,
+) -> String {
+    format!("us#t#{tenant}#{}#{bucket}", grain.code())
 }
 
 /// The queues' depths sampled for one bucket, in the usage table: `qd#<m|h>#<bucket>`.

@@ -26,9 +26,12 @@ impl UsageKey {
         Self { of, grain, bucket }
     }
 
-    /// The counter's key in the usage table (see [`crate::keys::usage_key`]).
+    /// The counter's key in the usage table (see [`crate::keys::channel_usage_key`]).
     pub fn key(&self) -> String {
-        crate::keys::usage_key(self)
+        match &self.of {
+            UsageOf::Channel(c) => crate::keys::channel_usage_key(c, self.grain, self.bucket),
+            UsageOf::Tenant(t) => crate::keys::tenant_usage_key(t, self.grain, self.bucket),
+        }
     }
 }
 

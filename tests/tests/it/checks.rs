@@ -1,7 +1,9 @@
 //! The code layout's own rules, checked on every run: no Rust source over 800 lines, no
 //! `Result<_, String>` in the shared crates (errors are types: `core::Invalid`, the
-//! crates' own enums), and a README of at most 12 KB.
+//! crates' own enums), no circle among a shared crate's modules, and a README of at most
+//! 12 KB.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -99,4 +101,111 @@ fn the_shared_crates_return_no_string_errors() {
 fn the_readme_is_at_most_12_kb() {
     let n = std::fs::metadata(root().join("README.md")).unwrap().len();
     assert!(n <= 12 * 1024, "README.md is {n} bytes");
+}
+
+/// The crate's modules `text` names through `crate::` (`crate::a::b`, `crate::{a, b::c}`),
+/// comments left out.
+fn crate_modules(text: &str) -> BTreeSet<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = BTreeSet::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or_default();
+        for (at, _) in code.match_indices("crate::") {
+            let before = code[..at].chars().last();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+                continue;
+            }
+            let rest = &code[at + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let group = group.split('}').next().unwrap_or_default();
+                found.extend(group.split(',').map(ident));
+            } else {
+                found.insert(ident(rest));
+            }
+        }
+    }
+    found.retain(|m| !m.is_empty() && m != "self");
+    found
+}
+
+/// A circle in `edges` (module -> the modules it names), as its path, if there is one.
+fn circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        m: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == m) {
+            let mut c = path[i..].to_vec();
+            c.push(m.to_owned());
+            return Some(c);
+        }
+        if done.contains(m) {
+            return None;
+        }
+        path.push(m.to_owned());
+        for n in edges.get(m).into_iter().flatten() {
+            if let Some(c) = visit(n, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(m.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|m| visit(m, edges, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_shared_crate_has_a_circle_among_its_modules() {
+    let mut circles = Vec::new();
+    for e in std::fs::read_dir(root().join("shared")).unwrap() {
+        let src = e.unwrap().path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for f in files {
+            let rel = f.strip_prefix(&src).unwrap();
+            let top = rel
+                .components()
+                .next()
+                .unwrap()
+                .as_os_str()
+                .to_string_lossy();
+            let top = top.trim_end_matches(".rs").to_owned();
+            if matches!(top.as_str(), "lib" | "main") {
+                continue;
+            }
+            let named = crate_modules(&std::fs::read_to_string(&f).unwrap());
+            let to = edges.entry(top.clone()).or_default();
+            to.extend(named.into_iter().filter(|m| *m != top));
+        }
+        if let Some(c) = circle(&edges) {
+            circles.push(format!("{}: {}", src.display(), c.join(" -> ")));
+        }
+    }
+    assert!(circles.is_empty(), "modules in a circle: {circles:#?}");
+    assert_eq!(
+        crate_modules(
+            "use crate::{flow::CallEnd, metrics};\n// crate::sweep\nx = $crate::a; crate::outcome::Report"
+        ),
+        ["flow", "metrics", "outcome"].map(String::from).into(),
+        "the check reads what a module names"
+    );
+    let edges: BTreeMap<String, BTreeSet<String>> = [("a", "b"), ("b", "c"), ("c", "a")]
+        .map(|(a, b)| (a.to_owned(), BTreeSet::from([b.to_owned()])))
+        .into();
+    assert_eq!(circle(&edges).unwrap().len(), 4, "and sees a circle");
 }

@@ -424,7 +424,7 @@ mod emulator {
             .find(|e| e["detail"]["channel_id"] == ids[2].as_str())
             .unwrap();
         let d = &degraded["detail"];
-        assert_eq!(d["event"], "channel_health_changed");
+        assert_eq!(d["event"], "channel.health_changed");
         assert_eq!(d["previous_status"], "unknown");
         assert_eq!(d["new_status"], "degraded");
         assert_eq!(d["failure_rate"], 0.1);

@@ -166,11 +166,14 @@ pub(super) async fn conversation_page(
 
 /// The conversation page's live refresh: it reads its deliveries' badges and updates each
 /// one's class, text and hover, on every frame of the live stream about the conversation
-/// (and every 60 s besides), or every 2 s where the stream is not there or has closed.
+/// (and every 60 s besides), or every 2 s where the stream is not there or has closed. A
+/// frame that comes while a read is under way reads again after it: that read may have been
+/// answered before the change the frame tells of.
 pub(super) const CONVERSATION_SCRIPT: &str = r#"const cfg = document.currentScript.dataset;
 let busy = false;
+let again = false;
 async function refresh() {
-  if (busy) return;
+  if (busy) { again = true; return; }
   busy = true;
   try {
     const r = await fetch(cfg.states);
@@ -186,6 +189,7 @@ async function refresh() {
   } catch (e) {
   } finally {
     busy = false;
+    if (again) { again = false; refresh(); }
   }
 }
 let timer = null;

@@ -1,8 +1,8 @@
 //! One delivery attempt, as a staged pipeline, each stage a method of its own:
-//! [`claim`](Pipeline::claim) (a lease on the row) -> [`prepare`](Pipeline::prepare) (the
-//! channel, the flow gate, the activity) -> [`call`](Pipeline::call) (the adapter, under the
-//! policy's timeout) -> [`settle`](Pipeline::settle) (sent, retry later, or dead letter, and
-//! the breaker told).
+//! [`claim`](Attempts::claim) (a lease on the row) -> [`prepare`](Attempts::prepare) (the
+//! channel, the flow gate, the activity) -> [`call`](Attempts::call) (the adapter, under the
+//! policy's timeout) -> [`settle`](Attempts::settle) (sent, retry later, or dead letter) ->
+//! [`after_attempt`](Attempts::after_attempt) (flow control told, in `after`).
 //!
 //! The delivery row decides everything; the queue message only says "look at delivery X".
 //! A duplicate message finds the lease taken or the delivery settled and does nothing; a
@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 use tracing::Instrument;
 
+mod after;
 mod parts;
 
 use parts::CHAIN;
@@ -52,7 +53,6 @@ pub struct Attempts<'p> {
     pub(crate) activities: &'p dyn converger_ports::ActivityStore,
     pub(crate) listings: &'p dyn converger_ports::DeliveryQueries,
     pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
-    pub(crate) flows: &'p dyn converger_ports::FlowStore,
     pub(crate) adapters: &'p converger_adapters::Adapters,
     pub(crate) config: &'p crate::PipelineConfig,
     pub(crate) events: &'p dyn converger_ports::Events,
@@ -73,7 +73,6 @@ impl<'p> Attempts<'p> {
             activities: &*p.store,
             listings: &*p.store,
             deliveries: &*p.store,
-            flows: &*p.store,
             adapters: &p.adapters,
             config: &p.config,
             events: &*p.events,
@@ -548,7 +547,7 @@ impl Attempts<'_> {
         if !closed {
             // The breaker opened (or the probe failed): park the retry instead of enqueueing
             // it; the release after the close runs it.
-            self.park_waiting(d, &p.channel, p.n).await?;
+            self.flow.park_waiting(d, &p.channel, p.n).await?;
             return Ok(Report::Parked);
         }
         tracing::info!(delay_ms, error = %err.reason, "attempt failed; retry scheduled");
@@ -564,20 +563,6 @@ impl Attempts<'_> {
         // due time: nothing is lost.
         self.queue.send(&next, delay_s).await?;
         Ok(Report::RetryScheduled { delay_ms })
-    }
-
-    /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened),
-    /// `attempts` made.
-    async fn park_waiting(
-        &self,
-        d: &Delivery,
-        channel: &Channel,
-        attempts: u32,
-    ) -> Result<(), AttemptError> {
-        if self.flows.park(d, None, self.clock.now()).await? {
-            self.flow.park_marks(channel, d, attempts).await?;
-        }
-        Ok(())
     }
 
     /// The activity (from the message when it rode along).

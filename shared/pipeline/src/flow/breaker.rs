@@ -1,11 +1,11 @@
-//! After an attempt: the breaker's transitions and the window's growth or shrink, the
-//! probe scheduled when the breaker opens, and the replay of recent dead letters on a close.
+//! After an attempt: the slot given back, the window's growth or shrink, the breaker's
+//! counters, a probe's outcome (close or open again) and the backlog fed into freed slots.
+//! What the breaker's announcements and auto-disable need is the attempt's (`attempt::after`).
 
 use super::*;
-use crate::attempt::{Attempts, Prepared};
-use crate::outcome::AttemptError;
 use crate::outcome::FlowError;
 use converger_core::flow::{Signal, should_open, window_after};
+use converger_core::time::Timestamp;
 use converger_core::{BreakerConfig, CircuitState};
 use converger_ports::{Channel, Delivery, FlowJob, FlowJobKind, Mark, Outcome, Settle, Transition};
 
@@ -35,26 +35,64 @@ impl<'a> CallEnd<'a> {
     pub(crate) fn handing_on(self, hand_on: Option<&'a converger_core::DeliveryId>) -> Self {
         Self { hand_on, ..self }
     }
+
+    pub(crate) fn outcome(&self) -> Outcome {
+        self.outcome
+    }
 }
 
-impl Attempts<'_> {
-    /// After an attempt of `d` (as it is now): the breaker's counters, the window, the slot;
-    /// opening or closing the breaker. Returns whether the breaker is closed afterwards (a
-    /// retry of a channel whose breaker is not closed is parked instead of enqueued).
-    pub(crate) async fn after_attempt(
+/// A channel's flow after an attempt's end was written: what the attempt decides on next.
+pub(crate) struct CallSettled {
+    /// The flow item as written (as known, when nothing needed writing).
+    pub(crate) flow: Flow,
+    /// The limits the attempt ran under.
+    pub(crate) limits: Limits,
+    /// The instant the end was written at.
+    pub(crate) now: Timestamp,
+    outcome: Outcome,
+    /// The slots the write grew the window by.
+    grew: u32,
+    /// The slot went straight to a backlog row in the same write.
+    handed_on: bool,
+}
+
+impl CallSettled {
+    /// Whether this end opens a closed breaker (its consecutive failures reached the
+    /// threshold).
+    pub(crate) fn opens_breaker(&self) -> bool {
+        self.outcome == Outcome::Transient
+            && should_open(
+                self.flow.circuit_state,
+                self.flow.consecutive_failures,
+                self.limits.breaker.failure_threshold,
+            )
+    }
+}
+
+/// A probe's end: whether the breaker is closed now, and the alert the tenant gets for it.
+pub(crate) struct ProbeEnd {
+    pub(crate) closed: bool,
+    /// The alert body (`channel.circuit_closed`), when this probe closed the breaker.
+    pub(crate) alert: Option<serde_json::Value>,
+}
+
+impl FlowControl {
+    /// Writes an attempt's end of `d` (as it is now) to its channel's flow: the slot back (or
+    /// handed on), the window grown or shrunk, the breaker's counters. One conditional write,
+    /// or none when nothing changed.
+    pub(crate) async fn settle_call(
         &self,
         d: &Delivery,
-        p: &Prepared,
+        channel: &Channel,
         CallEnd {
             outcome,
             congestion,
             hand_on,
         }: CallEnd<'_>,
-    ) -> Result<bool, AttemptError> {
-        let (channel, probe) = (&*p.channel, p.probe);
-        let limits = self.flow.limits(channel, d.tier);
+    ) -> Result<CallSettled, FlowError> {
+        let limits = self.limits(channel, d.tier);
         let now = self.clock.now();
-        let known = self.flow.flow_state(&channel.id).await?;
+        let known = self.flow_state(&channel.id).await?;
         let signal = match outcome {
             Outcome::Success => Signal::Success,
             Outcome::Transient if congestion => Signal::Congestion,
@@ -71,11 +109,10 @@ impl Attempts<'_> {
         });
         // Every attempt gives its slot back, a failed one too: its retry takes one again when
         // it is due, so a delivery waiting for a retry never holds back the channel's others.
-        let free = (d.slot || known.holds(&d.id) || self.flow.counted(&limits, &known))
-            .then(|| d.id.clone());
+        let mut free =
+            (d.slot || known.holds(&d.id) || self.counted(&limits, &known)).then(|| d.id.clone());
         // A slot in a slot item of its own is given back there (with the hand-on), and the
         // flow item is written only if something else changed.
-        let mut free = free;
         if free.is_some() && d.slot_item != 0 {
             self.flows
                 .free_item_slot(&channel.id, d.slot_item, &d.id, hand_on, now)
@@ -89,11 +126,8 @@ impl Attempts<'_> {
             && w > known.window
         {
             let writes = free.is_some() || failed || known.consecutive_failures > 0;
-            window = self
-                .flow
-                .grown_window(&channel.id, known.window, cap, now.ms(), writes);
+            window = self.grown_window(&channel.id, known.window, cap, now.ms(), writes);
         }
-        // The slots this write grows the window by, fed below with the one given back.
         let grew = window.map_or(0, |w| w.saturating_sub(known.window));
         // A success is written when there is something to reset, or to keep `last_success_at`
         // (auto-disable's "no success within 24 h") within ten minutes of the truth.
@@ -120,68 +154,70 @@ impl Attempts<'_> {
                     },
                 )
                 .await?;
-            self.flow.remember_flow(&f);
+            self.remember_flow(&f);
             f
         } else {
             known
         };
-
-        if failed {
-            self.health.auto_disable(channel, &flow, now.ms()).await?;
-        }
-        if probe {
-            return self.probe_outcome(d, channel, &limits, outcome).await;
-        }
-        if outcome == Outcome::Transient
-            && should_open(
-                flow.circuit_state,
-                flow.consecutive_failures,
-                limits.breaker.failure_threshold,
-            )
-        {
-            self.health
-                .open_breaker(channel, &limits.breaker, &flow, "failures")
-                .await?;
-            return Ok(false);
-        }
-        if flow.circuit_state == CircuitState::Closed {
-            if flow.backlog_at.is_some() {
-                let most = limits
-                    .cap
-                    .and_then(|cap| {
-                        converger_core::flow::rows_to_feed_after_attempt(
-                            cap,
-                            hand_on.is_some(),
-                            grew,
-                        )
-                    })
-                    .unwrap_or(BACKLOG_PREFETCH);
-                self.flow.feed(channel, d.tier, flow, most).await?;
-            }
-            return Ok(true);
-        }
-        Ok(false)
+        Ok(CallSettled {
+            flow,
+            limits,
+            now,
+            outcome,
+            grew,
+            handed_on: hand_on.is_some(),
+        })
     }
 
-    /// The probe's outcome: a success closes the breaker and releases the parked backlog; a
+    /// After an attempt that neither probed nor opened the breaker: with the breaker closed,
+    /// feeds the backlog into the slots this end freed or grew. Returns whether the breaker is
+    /// closed (a retry of a channel whose breaker is not is parked instead of enqueued).
+    pub(crate) async fn feed_after_call(
+        &self,
+        channel: &Channel,
+        tier: converger_core::Tier,
+        settled: CallSettled,
+    ) -> Result<bool, FlowError> {
+        let CallSettled {
+            flow,
+            limits,
+            grew,
+            handed_on,
+            ..
+        } = settled;
+        if flow.circuit_state != CircuitState::Closed {
+            return Ok(false);
+        }
+        if flow.backlog_at.is_some() {
+            let most = limits
+                .cap
+                .and_then(|cap| {
+                    converger_core::flow::rows_to_feed_after_attempt(cap, handed_on, grew)
+                })
+                .unwrap_or(BACKLOG_PREFETCH);
+            self.feed(channel, tier, flow, most).await?;
+        }
+        Ok(true)
+    }
+
+    /// A probe's outcome: a success closes the breaker and releases the parked backlog; a
     /// failure re-opens it for another cooldown.
-    async fn probe_outcome(
+    pub(crate) async fn probe_ended(
         &self,
         d: &Delivery,
         channel: &Channel,
-        limits: &Limits,
-        outcome: Outcome,
-    ) -> Result<bool, AttemptError> {
-        let now = self.clock.now();
+        settled: &CallSettled,
+    ) -> Result<ProbeEnd, FlowError> {
+        let (limits, now) = (&settled.limits, settled.now);
         // A probe handed off to a client went through: the endpoint is back. A probe the
         // middleware halted reached nothing: inconclusive, like a failure it re-opens for
         // another cooldown (without counting).
-        if matches!(outcome, Outcome::Success | Outcome::HandedOff) {
+        if matches!(settled.outcome, Outcome::Success | Outcome::HandedOff) {
             let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Closed, now)
                 .probed_by(d.id.as_str())
                 .reset();
             if let Some(f) = self.flows.transition(&channel.id, &t).await? {
-                self.flow.remember_flow(&f);
+                self.remember_flow(&f);
                 tracing::info!(channel_id = %channel.id, "breaker closed: probe succeeded");
                 crate::metrics::count(crate::metrics::CIRCUIT_CLOSED, channel.kind, None, 1);
                 let event = circuit_event(
@@ -190,26 +226,28 @@ impl Attempts<'_> {
                     "probe_succeeded",
                     now.ms(),
                 );
-                self.health.alert(channel, event.detail.clone()).await;
+                let alert = event.detail.clone();
                 self.events.publish(vec![event]).await;
                 // Release everything parked now, and once more in 5 s for deliveries parked
                 // by instances that had not seen the close yet.
-                self.flow
-                    .send_flow_job(&channel.id, FlowJobKind::Release, 0)
+                self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
                     .await?;
-                self.flow
-                    .send_flow_job(&channel.id, FlowJobKind::Release, 5)
+                self.send_flow_job(&channel.id, FlowJobKind::Release, 5)
                     .await?;
                 if limits.breaker.replay_dead_letters_on_close {
-                    self.flow
-                        .send_flow_job(&channel.id, FlowJobKind::ReplayDeadLetters, 0)
+                    self.send_flow_job(&channel.id, FlowJobKind::ReplayDeadLetters, 0)
                         .await?;
                 }
-                return Ok(true);
+                return Ok(ProbeEnd {
+                    closed: true,
+                    alert: Some(alert),
+                });
             }
-            return Ok(
-                self.flow.flow_state(&channel.id).await?.circuit_state == CircuitState::Closed
-            );
+            let closed = self.flow_state(&channel.id).await?.circuit_state == CircuitState::Closed;
+            return Ok(ProbeEnd {
+                closed,
+                alert: None,
+            });
         }
         // Failed (or inconclusive): open again for another cooldown. The bus hears of it
         // (`reason` `probe_failed`); the tenant's alert webhook does not: it was told when the
@@ -217,7 +255,7 @@ impl Attempts<'_> {
         let t = Transition::new(&[CircuitState::HalfOpen], CircuitState::Open, now)
             .probed_by(d.id.as_str());
         if let Some(f) = self.flows.transition(&channel.id, &t).await? {
-            self.flow.remember_flow(&f);
+            self.remember_flow(&f);
             tracing::info!(channel_id = %channel.id, "probe failed: breaker open again");
             let event = circuit_event(
                 channel,
@@ -226,11 +264,31 @@ impl Attempts<'_> {
                 now.ms(),
             );
             self.events.publish(vec![event]).await;
-            self.flow
-                .schedule_probe(&channel.id, &limits.breaker)
-                .await?;
+            self.schedule_probe(&channel.id, &limits.breaker).await?;
         }
-        Ok(false)
+        Ok(ProbeEnd {
+            closed: false,
+            alert: None,
+        })
+    }
+
+    /// Opens a closed breaker `seen` as it was (single winner): the winner gets the flow item
+    /// as opened, and a probe is scheduled one cooldown on. The announcements are the caller's.
+    pub(crate) async fn open_breaker(
+        &self,
+        channel: &converger_core::ChannelId,
+        breaker: &BreakerConfig,
+        seen: &Flow,
+        now: Timestamp,
+    ) -> Result<Option<Flow>, FlowError> {
+        let t = Transition::new(&[CircuitState::Closed], CircuitState::Open, now)
+            .seen(seen.circuit_changed_at);
+        let Some(f) = self.flows.transition(channel, &t).await? else {
+            return Ok(None);
+        };
+        self.remember_flow(&f);
+        self.schedule_probe(channel, breaker).await?;
+        Ok(Some(f))
     }
 }
 

@@ -150,9 +150,23 @@ impl FlowControl {
         Ok(Admit::Done(Report::Parked))
     }
 
+    /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened),
+    /// `attempts` made.
+    pub(crate) async fn park_waiting(
+        &self,
+        d: &Delivery,
+        channel: &Channel,
+        attempts: u32,
+    ) -> Result<(), FlowError> {
+        if self.flows.park(d, None, self.clock.now()).await? {
+            self.park_marks(channel, d, attempts).await?;
+        }
+        Ok(())
+    }
+
     /// After a delivery was parked: its slot back, the parked mark set.
     /// Announced as `paused` with `attempts` (what the row holds after the park).
-    pub(crate) async fn park_marks(
+    async fn park_marks(
         &self,
         channel: &Channel,
         d: &Delivery,

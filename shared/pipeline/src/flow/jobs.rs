@@ -1,134 +1,35 @@
-//! The flow jobs (`probe` queue): the half-open probe and the release of parked deliveries
-//! after a close.
+//! The flow side of the probe function's jobs: starting a probe (the breaker half-open, one
+//! waiting delivery made its probe), feeding a backlog, and releasing parked deliveries
+//! after a close. The jobs themselves run in `flow_jobs`.
 
 use super::FlowControl;
 use crate::outcome::FlowError;
-use crate::outcome::{AttemptError, BulkFilter};
+use converger_core::CircuitState;
 use converger_core::flow::cooldown_left_ms;
-use converger_core::query::{Actor, ActorKind};
-use converger_core::{BreakerConfig, CircuitState, time};
 use converger_ports::Flow;
 use converger_ports::{
-    Channel, Delivery, DeliveryMessage, FlowJob, FlowJobKind, Mark, Placement, Transition,
+    Channel, Delivery, DeliveryMessage, FlowJobKind, Mark, Placement, Transition,
 };
 
-/// The probe function's jobs: feeding a backlog, probing an open breaker, releasing parked deliveries, replaying on a close.
-#[derive(Clone, Copy)]
-pub struct FlowJobs<'p> {
-    pub(crate) clock: &'p dyn converger_core::time::Clock,
-    pub(crate) channel_store: &'p dyn converger_ports::ChannelStore,
-    pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
-    pub(crate) flows: &'p dyn converger_ports::FlowStore,
-    pub(crate) flow: &'p crate::flow::FlowControl,
-    pub(crate) cache: &'p crate::cache::ChannelCache,
-    pub(crate) attempts: crate::attempt::Attempts<'p>,
-    pub(crate) replays: crate::replay::Replays<'p>,
-}
-
-impl<'p> FlowJobs<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            channel_store: &*p.store,
-            deliveries: &*p.store,
-            flows: &*p.store,
-            flow: &p.flow,
-            cache: &p.cache,
-            attempts: crate::attempt::Attempts::of(p),
-            replays: crate::replay::Replays::of(p),
-        }
-    }
-}
-
-impl FlowJobs<'_> {
-    /// Replays the channel's recent dead letters after a probe closed its breaker, as the
-    /// system actor `circuit_breaker`. Failures are logged: the close stands.
-    async fn replay_on_close(&self, channel: &Channel, breaker: &BreakerConfig, now: i64) {
-        let since = now - i64::try_from(breaker.replay_window_ms).unwrap_or(0);
-        let actor = Actor {
-            kind: ActorKind::System,
-            id: "circuit_breaker".into(),
-        };
-        let filter = BulkFilter {
-            from_key: Some(time::ms_to_rfc3339(since)),
-            to_key: None,
-            activity: None,
-            limit: None,
-        };
-        match self
-            .replays
-            .replay_channel(&channel.tenant_id, &channel.id, filter, &actor)
-            .await
-        {
-            Ok(r) => {
-                tracing::info!(channel_id = %channel.id, retried = r.retried, "dead letters replayed on close")
-            }
-            Err(e) => {
-                tracing::warn!(channel_id = %channel.id, error = %e, "replay on close failed")
-            }
-        }
-    }
-
-    /// Runs a `probe` queue message.
-    pub async fn flow_job(&self, job: &FlowJob) -> Result<(), AttemptError> {
-        let Some(channel) = self.channel_store.get_channel(&job.channel_id).await? else {
-            return Ok(());
-        };
-        self.cache.forget_channel(&channel.id);
-        let flow = self.flows.get_flow(&channel.id).await?;
-        self.flow.remember_flow(&flow);
-        match (job.kind, flow.circuit_state) {
-            (FlowJobKind::ReplayDeadLetters, _) => {
-                let breaker = channel.circuit_breaker.effective();
-                self.replay_on_close(&channel, &breaker, self.clock.now_ms())
-                    .await;
-                Ok(())
-            }
-            (FlowJobKind::Feed, CircuitState::Closed) => self.feed_job(&channel, flow).await,
-            (FlowJobKind::Feed, _) => Ok(()),
-            (_, CircuitState::Closed) => {
-                if flow.parked_at.is_some() || job.kind == FlowJobKind::Release {
-                    self.flow.release(&channel, &flow).await?;
-                }
-                Ok(())
-            }
-            (_, CircuitState::Paused) => Ok(()),
-            (FlowJobKind::Release, _) => Ok(()),
-            (FlowJobKind::Probe, _) => self.probe(&channel, flow).await,
-        }
-    }
-
-    /// Feeds a channel's backlog, and comes back in a second while rows still wait.
-    async fn feed_job(&self, channel: &Channel, flow: Flow) -> Result<(), AttemptError> {
-        let tier = self.flow.tenant_tier(channel).await?;
-        self.flow
-            .feed(channel, tier, flow, super::BACKLOG_PREFETCH)
-            .await?;
-        if !self
-            .flows
-            .backlog(&channel.id, self.clock.now_ms(), 1)
-            .await?
-            .is_empty()
-        {
-            self.flow
-                .send_flow_job(&channel.id, FlowJobKind::Feed, 1)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// One probe of an open (or stuck half-open) breaker: one waiting delivery is attempted
-    /// as the probe. With nothing waiting the loop stops.
-    async fn probe(&self, channel: &Channel, flow: Flow) -> Result<(), AttemptError> {
+impl FlowControl {
+    /// Starts a probe of an open (or stuck half-open) breaker: one waiting delivery (a parked
+    /// one first, else the backlog's next) is named the probe, the breaker goes half-open, the
+    /// next probe is scheduled one cooldown on, and the row is made live for the attempt.
+    /// `None`: the cooldown is not over (a probe job is sent for its end), nothing waits (the
+    /// probe loop stops), or another instance started the probe.
+    pub(crate) async fn start_probe(
+        &self,
+        channel: &Channel,
+        flow: &Flow,
+    ) -> Result<Option<Delivery>, FlowError> {
         let breaker = channel.circuit_breaker.effective();
         let now = self.clock.now();
         let left = cooldown_left_ms(flow.circuit_changed_at, breaker.cooldown_ms, now.ms());
         if left > 0 {
             let delay_s = u32::try_from((left + 999) / 1000).unwrap_or(900);
-            self.flow
-                .send_flow_job(&channel.id, FlowJobKind::Probe, delay_s)
+            self.send_flow_job(&channel.id, FlowJobKind::Probe, delay_s)
                 .await?;
-            return Ok(());
+            return Ok(None);
         }
         let candidate = match self.flows.parked(&channel.id, 1).await?.pop() {
             Some(d) => Some((d, true)),
@@ -148,43 +49,50 @@ impl FlowJobs<'_> {
                     .mark(&channel.id, Mark::ProbeDue, None, Some(due))
                     .await?;
             }
-            return Ok(());
+            return Ok(None);
         };
         let t = Transition::new(&[flow.circuit_state], CircuitState::HalfOpen, now)
             .seen(flow.circuit_changed_at)
             .probe(d.id.as_str());
         let Some(f) = self.flows.transition(&channel.id, &t).await? else {
-            return Ok(());
+            return Ok(None);
         };
-        self.flow.remember_flow(&f);
-        self.flow.schedule_probe(&channel.id, &breaker).await?;
-        let live = if parked {
+        self.remember_flow(&f);
+        self.schedule_probe(&channel.id, &breaker).await?;
+        if parked {
             let live = self.flows.unpark(&d, Placement::Live, now).await?;
             if let Some(l) = &live {
-                self.flow
-                    .events
+                self.events
                     .publish(vec![crate::outcome::row_event(l, now)])
                     .await;
             }
-            live
+            Ok(live)
         } else {
-            self.flows.leave_backlog(&d.id, now, 0).await?
-        };
-        let Some(live) = live else {
-            return Ok(());
-        };
-        tracing::info!(channel_id = %channel.id, delivery_id = %live.id, "probing");
-        let msg = DeliveryMessage::new(live.id.clone(), live.tier, None).of(&live);
-        // The gate sees this delivery named as the probe: its log says `trigger: probe`.
-        self.attempts.attempt(msg).await?;
+            Ok(self.flows.leave_backlog(&d.id, now, 0).await?)
+        }
+    }
+
+    /// A feed job: feeds a channel's backlog, and sends another in a second while rows still
+    /// wait.
+    pub(crate) async fn feed_job(&self, channel: &Channel, flow: Flow) -> Result<(), FlowError> {
+        let tier = self.tenant_tier(channel).await?;
+        self.feed(channel, tier, flow, super::BACKLOG_PREFETCH)
+            .await?;
+        if !self
+            .flows
+            .backlog(&channel.id, self.clock.now_ms(), 1)
+            .await?
+            .is_empty()
+        {
+            self.send_flow_job(&channel.id, FlowJobKind::Feed, 1)
+                .await?;
+        }
         Ok(())
     }
-}
 
-impl FlowControl {
     /// Moves every parked delivery of a closed channel back to pending (into the backlog
     /// when the channel has a window), then feeds the window.
-    pub(super) async fn release(&self, channel: &Channel, flow: &Flow) -> Result<usize, FlowError> {
+    pub(crate) async fn release(&self, channel: &Channel, flow: &Flow) -> Result<usize, FlowError> {
         let tenant_tier = self.tenant_tier(channel).await?;
         let windowed = self.limits(channel, tenant_tier).cap.is_some();
         let to = if windowed {

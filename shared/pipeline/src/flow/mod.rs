@@ -31,7 +31,6 @@ mod reconcile;
 
 pub use crate::outcome::{Admission, Admit};
 pub(crate) use breaker::CallEnd;
-pub use jobs::FlowJobs;
 
 /// Backlog rows one feed query reads (the ones not fed at once are remembered).
 pub const BACKLOG_PREFETCH: usize = 25;
@@ -103,7 +102,7 @@ pub struct FlowControl {
     activities: Arc<dyn ActivityStore>,
     channels: Arc<dyn ChannelStore>,
     tenants: Arc<dyn TenantStore>,
-    pub(crate) audit_log: Arc<dyn AuditStore>,
+    audit_log: Arc<dyn AuditStore>,
     pub(crate) queue: Arc<dyn Queue>,
     /// Where each delivery's park and release are announced (`delivery.status_changed`).
     pub(crate) events: Arc<dyn converger_ports::Events>,
@@ -192,6 +191,11 @@ impl FlowControl {
         if let Some(f) = self.caches.flows.get(channel) {
             return Ok(f);
         }
+        self.read_flow(channel).await
+    }
+
+    /// A channel's flow item as stored now (kept for the next decisions).
+    pub(crate) async fn read_flow(&self, channel: &ChannelId) -> StoreResult<Flow> {
         let f = self.flows.get_flow(channel).await?;
         self.remember_flow(&f);
         Ok(f)
@@ -239,12 +243,12 @@ impl FlowControl {
     }
 
     /// Keeps the flow item a write returned, so the next decision sees it.
-    pub(crate) fn remember_flow(&self, f: &Flow) {
+    fn remember_flow(&self, f: &Flow) {
         self.caches.flows.insert(f.channel_id.clone(), f.clone());
     }
 
     /// Whether the channel's deliveries take window slots now (`core::flow::uncounted`).
-    pub(crate) fn counted(&self, limits: &Limits, flow: &Flow) -> bool {
+    fn counted(&self, limits: &Limits, flow: &Flow) -> bool {
         limits.cap.is_some_and(|cap| {
             !converger_core::flow::uncounted(
                 limits.breaker.max_in_flight,
