@@ -182,6 +182,7 @@ async fn test(args: &[String]) -> Result<(), String> {
         .skip(1)
         .cloned()
         .collect();
+    let mut times = Times::start();
     emulator::ensure_venv().await?;
     status(
         Command::new(emulator::venv_bin("cfn-lint"))
@@ -199,6 +200,7 @@ async fn test(args: &[String]) -> Result<(), String> {
         "sam validate --lint",
     )
     .await?;
+    times.mark("template lint");
     if lint {
         status(
             Command::new("cargo")
@@ -221,6 +223,7 @@ async fn test(args: &[String]) -> Result<(), String> {
             "cargo clippy",
         )
         .await?;
+        times.mark("fmt and clippy");
     }
     // The `binaries` smoke test starts a function's debug build as Lambda would: built here,
     // before the tests run in parallel, so that no test waits behind a compiler.
@@ -232,6 +235,7 @@ async fn test(args: &[String]) -> Result<(), String> {
     )
     .await?;
     ensure_browser().await?;
+    times.mark("build and browser");
     let em = emulator::Emulator::start().await?;
     eprintln!("converger test: emulator at {}", em.endpoint);
     // Every process of the run reports the requests its functions' policies refused, and the
@@ -278,18 +282,69 @@ async fn test(args: &[String]) -> Result<(), String> {
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")
         .env(converger_local::iam::LOG_DIR_ENV, &iam_dir);
+    times.mark("emulator and reference stack");
     let result = status(&mut cmd, "tests").await;
     em.stop().await;
+    times.mark("tests");
     let iam = iam_report(&iam_dir, &reference);
     // The chaos suite, small: the runner SIGKILLed mid-run and the emulator frozen; anything
     // lost fails the run (the figures are printed, never asserted: see docs/benchmarks.md).
-    eprintln!("converger test: chaos smoke (crash, storage stall, hostile receivers)");
-    let chaos = converger_local::chaos::run(&["smoke".to_owned()]).await;
-    // The API fuzzing: schemathesis from docs/openapi.json against a local stack; a server
-    // error, a status the document does not allow or an answer off its schema fails the run.
-    eprintln!("converger test: API fuzzing (schemathesis, docs/openapi.json)");
-    let fuzz = converger_local::fuzz::run(&[]).await;
+    // Beside it, the API fuzzing: schemathesis from docs/openapi.json against a local stack;
+    // a server error, a status the document does not allow or an answer off its schema fails
+    // the run. Each has its own emulator and stack; they run side by side.
+    eprintln!(
+        "converger test: chaos smoke (crash, storage stall, hostile receivers) beside the API \
+         fuzzing (schemathesis, docs/openapi.json)"
+    );
+    // The fuzzing's tools are installed first: not into the virtualenv while the chaos
+    // suite's emulator starts from it.
+    emulator::ensure_fuzz_tools().await?;
+    let smoke = ["smoke".to_owned()];
+    let (chaos, fuzz) = tokio::join!(
+        converger_local::chaos::run(&smoke),
+        converger_local::fuzz::run(&[])
+    );
+    times.mark("chaos smoke and fuzzing");
+    times.report();
     result.and(iam).and(chaos).and(fuzz)
+}
+
+/// How long each phase of the test command took, reported at its end.
+struct Times {
+    started: std::time::Instant,
+    last: std::time::Instant,
+    phases: Vec<(&'static str, std::time::Duration)>,
+}
+
+impl Times {
+    fn start() -> Self {
+        let now = std::time::Instant::now();
+        Self {
+            started: now,
+            last: now,
+            phases: Vec::new(),
+        }
+    }
+
+    /// The phase named `what` ended now.
+    fn mark(&mut self, what: &'static str) {
+        let now = std::time::Instant::now();
+        self.phases.push((what, now - self.last));
+        self.last = now;
+    }
+
+    fn report(&self) {
+        let parts: Vec<String> = self
+            .phases
+            .iter()
+            .map(|(what, d)| format!("{what} {:.0} s", d.as_secs_f64()))
+            .collect();
+        eprintln!(
+            "converger test: took {:.0} s ({})",
+            self.started.elapsed().as_secs_f64(),
+            parts.join(", ")
+        );
+    }
 }
 
 fn target_dir(root: &std::path::Path) -> std::path::PathBuf {

@@ -54,7 +54,7 @@ impl Reads {
         self.accounts.list_tenants().await
     }
 
-    /// A channel as stored now (no cache); see [`crate::Pipeline::channel`] for the cached one.
+    /// A channel as stored now (no cache); see [`crate::cache::ChannelCache::channel`] for the cached one.
     pub async fn channel(&self, id: &ChannelId) -> StoreResult<Option<Channel>> {
         self.channels.get_channel(id).await
     }

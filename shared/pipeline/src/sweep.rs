@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long past its end a lease must be before the reclaim pass takes it back: room for a
-/// renewal that was on its way when the lease ran out (see `Pipeline::keep_lease`).
+/// renewal that was on its way when the lease ran out (see `Attempts::keep_lease`).
 pub const RECLAIM_GRACE_MS: i64 = 2_000;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]

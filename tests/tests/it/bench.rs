@@ -172,6 +172,7 @@ async fn keys_scenario_counts_units_per_key_family_on_every_index() {
     let line = bench::keys::run(bench::keys::Options {
         deliveries: 3,
         replay: 20,
+        warm: 2,
     })
     .await
     .unwrap();
@@ -224,9 +225,12 @@ async fn keys_scenario_counts_units_per_key_family_on_every_index() {
 #[tokio::test]
 async fn cost_scenario_prices_every_part_of_a_delivery() {
     converger_tests::init_tracing();
-    let line = bench::cost::run(bench::cost::Options { deliveries: 2 })
-        .await
-        .unwrap();
+    let line = bench::cost::run(bench::cost::Options {
+        deliveries: 2,
+        warm: 2,
+    })
+    .await
+    .unwrap();
     let cases = &line["cases"];
     for case in [
         "first_try",

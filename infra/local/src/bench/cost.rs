@@ -7,7 +7,7 @@
 //! line they write at the deployed log level, formatted as Lambda's JSON log format writes it,
 //! plus Lambda's own lines per invocation). Cases, each on its own channel of one tenant, one
 //! activity at a time through the tenant API:
-//! - `first_try`: delivered on the first try (after 10 to warm the caches and the window);
+//! - `first_try`: delivered on the first try (after `--warm` of them (10) to warm the caches and the window);
 //! - `aws_sqs_first_try`: the same on an `aws_sqs` channel into a queue of a second account
 //!   (the emulator's, or the in-process model of it), sent as a role there;
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
@@ -61,6 +61,8 @@ const DEFAULT_MEMORY_MB: u32 = 256;
 pub struct Options {
     /// Deliveries per case.
     pub deliveries: usize,
+    /// First tries before the first-try cases are counted (warm caches, warm functions).
+    pub warm: usize,
 }
 
 static LOG_BYTES: AtomicU64 = AtomicU64::new(0);
@@ -286,13 +288,13 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
             "first_try",
             webhook_with(p, &t, &ok.url, json!({}), json!({})).await?,
             (DeliveryStatus::Sent, 1),
-            10,
+            o.warm,
         ),
         (
             "aws_sqs_first_try",
             super::requests::aws_channel(stack, &t, converger_core::aws::Service::Sqs).await?,
             (DeliveryStatus::Sent, 1),
-            10,
+            o.warm,
         ),
         (
             "three_attempts",

@@ -36,6 +36,8 @@ pub struct Options {
     pub deliveries: usize,
     /// Dead letters in the bulk replay.
     pub replay: usize,
+    /// First tries before the first-try case is counted (warm caches, the window grown).
+    pub warm: usize,
 }
 
 pub async fn run(o: Options) -> Result<Value, String> {
@@ -96,7 +98,7 @@ async fn cases(stack: &Stack, meter: &Meter, o: &Options) -> Result<Value, Strin
     // First tries, after a warm-up (caches, the window grown from its slow start).
     let ok = Receiver::always(200).await?;
     let c = webhook_with(p, &t, &ok.url, json!({}), json!({})).await?;
-    for n in 0..10 {
+    for n in 0..o.warm {
         let id = super::post_activity(&h.http, &h.url, &h.key, &c.id, n).await?;
         h.settle(&[id], (DeliveryStatus::Sent, 1)).await?;
     }
@@ -106,7 +108,7 @@ async fn cases(stack: &Stack, meter: &Meter, o: &Options) -> Result<Value, Strin
             let h = &h;
             let id = c.id.clone();
             async move {
-                let d = super::post_activity(&h.http, &h.url, &h.key, &id, 10 + n).await?;
+                let d = super::post_activity(&h.http, &h.url, &h.key, &id, o.warm + n).await?;
                 h.settle(&[d], (DeliveryStatus::Sent, 1)).await
             }
         })

@@ -75,11 +75,13 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         "keys" => keys::run(keys::Options {
             deliveries: rest.num("--deliveries", 120)?.max(1),
             replay: rest.num("--replay", 1000)?.max(1),
+            warm: rest.num("--warm", 10)?,
         })
         .await
         .map(drop),
         "cost" => cost::run(cost::Options {
             deliveries: rest.num("--deliveries", 30)?.max(1),
+            warm: rest.num("--warm", 10)?,
         })
         .await
         .map(drop),
@@ -181,9 +183,14 @@ pub async fn smoke() -> Result<(), String> {
     keys::run(keys::Options {
         deliveries: 3,
         replay: 20,
+        warm: 2,
     })
     .await?;
-    cost::run(cost::Options { deliveries: 2 }).await?;
+    cost::run(cost::Options {
+        deliveries: 2,
+        warm: 2,
+    })
+    .await?;
     fairness::run(fairness::Options {
         backlog: 200,
         tenants: 5,

@@ -387,7 +387,7 @@ pub(crate) async fn list_channels(
     }))
 }
 
-/// `DELETE /api/v1/channels/{id}`: see `Pipeline::delete_channel` for what becomes of its
+/// `DELETE /api/v1/channels/{id}`: see `Channels::delete_channel` for what becomes of its
 /// deliveries. 204, or 404 when it does not exist (or was deleted already).
 #[utoipa::path(
     delete,

@@ -169,7 +169,7 @@ impl FlowControl {
         })
     }
 
-    /// [`Pipeline::after_admission`] for rows already written: when its writes fail (the
+    /// [`FlowControl::after_admission`] for rows already written: when its writes fail (the
     /// flow item throttled or the store down), the rows are safe but nothing may know of a
     /// backlog, so a feed job comes in a second (a queue send, not a store write) and comes
     /// back while rows wait. Parked rows wait for the breaker's probe, which the sweeper
