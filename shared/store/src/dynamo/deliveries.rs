@@ -32,49 +32,28 @@ impl DeliveryStore for DynamoStore {
     }
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
         // In the due index at its due time (where the claim left it).
-        self.leased_update(
-            d,
-            token,
-            "SET due_shard = :due_shard, due_at = :due_at REMOVE lease_token, lease_until".into(),
-            self.due_keys(&d.id, d.next_attempt_at).into(),
-        )
-        .await
+        let u = Update::new()
+            .set_each(self.due_keys(&d.id, d.next_attempt_at))
+            .remove_each(["lease_token", "lease_until"]);
+        self.leased_update(d, token, u).await
     }
     async fn reschedule(&self, d: &Delivery, token: Option<&str>, at_ms: i64) -> StoreResult<bool> {
-        let expr = "SET next_attempt_at = :at, due_shard = :due_shard, due_at = :due_at \
-                    REMOVE lease_token, lease_until";
-        let mut values = vec![(":at", n(at_ms))];
-        values.extend(self.due_keys(&d.id, at_ms));
+        let u = Update::new()
+            .set("next_attempt_at", n(at_ms))
+            .set_each(self.due_keys(&d.id, at_ms))
+            .remove_each(["lease_token", "lease_until"]);
         if let Some(token) = token {
-            return self.leased_update(d, token, expr.into(), values).await;
+            return self.leased_update(d, token, u).await;
         }
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.deliveries)
-            .key("id", s(d.id.as_str()))
-            .update_expression(expr)
-            .condition_expression("#st = :pending AND attribute_not_exists(lease_token)")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()));
-        for (k, v) in values {
-            req = req.expression_attribute_values(k, v);
-        }
-        match req.send().await {
-            Ok(_) => Ok(true),
-            Err(e) if is_conditional(&e) => Ok(false),
-            Err(e) => Err(sdk_err(e)),
-        }
+        let u = u
+            .when_eq("status", s(DeliveryStatus::Pending.as_str()))
+            .when_absent("lease_token");
+        Ok(self.row_update(&d.id, u).await?.is_some())
     }
 
     async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool> {
-        self.leased_update(
-            d,
-            token,
-            "SET lease_until = :until".into(),
-            vec![(":until", n(until_ms))],
-        )
-        .await
+        self.leased_update(d, token, Update::new().set("lease_until", n(until_ms)))
+            .await
     }
     async fn requeue_expired(
         &self,
@@ -82,23 +61,13 @@ impl DeliveryStore for DynamoStore {
         until_ms: i64,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        let mut values: Vec<(&str, AttributeValue)> = vec![
-            (":until", n(until_ms)),
-            (":now", n(now.ms())),
-            (":pending", s(DeliveryStatus::Pending.as_str())),
-        ];
-        values.extend(self.due_keys(id, now.ms()));
-        Ok(self
-            .row_update(
-                id,
-                "SET next_attempt_at = :now, due_shard = :due_shard, due_at = :due_at \
-                 REMOVE lease_token, lease_until"
-                    .into(),
-                "lease_until = :until AND #st = :pending",
-                values,
-            )
-            .await?
-            .is_some())
+        let u = Update::new()
+            .set("next_attempt_at", n(now.ms()))
+            .set_each(self.due_keys(id, now.ms()))
+            .remove_each(["lease_token", "lease_until"])
+            .when_eq("lease_until", n(until_ms))
+            .when_eq("status", s(DeliveryStatus::Pending.as_str()));
+        Ok(self.row_update(id, u).await?.is_some())
     }
     async fn record_outcome(
         &self,
@@ -112,61 +81,45 @@ impl DeliveryStore for DynamoStore {
         // follow the row's new state (a retry is due again; the others leave the due index
         // and the backlog).
         let status = outcome.status();
-        let mut sets = vec![
-            "#st = :st".to_owned(),
-            "attempts = attempts + :one".into(),
-            "updated_at = :now".into(),
-            LOG_SET.into(),
-        ];
-        let mut removes = vec!["lease_token", "lease_until", "slot_item"];
+        let mut u = self
+            .outcome_update(d, token, status, log, now)
+            .await?
+            .remove_each(["lease_token", "lease_until", "slot_item"]);
         if outcome.leaves_indexes() {
-            removes.extend([
-                "due_shard",
-                "due_at",
-                "slot",
-                "in_backlog",
-                "bl_pk",
-                "bl_sk",
-            ]);
+            u = u.remove_each(
+                LEASE_AND_PLACES
+                    .iter()
+                    .copied()
+                    .filter(|a| !matches!(*a, "lease_token" | "lease_until" | "slot_item")),
+            );
         }
-        let mut values = self.outcome_values(d, status, log, now).await?;
-        match outcome {
+        let at = now.rfc3339();
+        let u = match outcome {
             RowOutcome::Sent(info) => {
-                removes.push("last_error");
-                if info.handed_off {
-                    sets.push("handed_off = :t".into());
-                    values.push((":t", AttributeValue::Bool(true)));
+                let mut u = u.remove("last_error");
+                u = if info.handed_off {
+                    u.set("handed_off", AttributeValue::Bool(true))
                 } else {
-                    sets.push("sent_at = :now".into());
-                }
+                    u.set("sent_at", s(at.as_str()))
+                };
                 if let Some(id) = &info.provider_message_id {
-                    sets.push("provider_message_id = :pmid, pm_key = :pmk".into());
-                    values.push((":pmid", s(id.as_str())));
-                    values.push((":pmk", s(provider_key(&d.channel_id, id))));
+                    u = u
+                        .set("provider_message_id", s(id.as_str()))
+                        .set("pm_key", s(provider_key(&d.channel_id, id)));
                 }
                 if let Some(st) = info.response_status {
-                    sets.push("response_status = :rs".into());
-                    values.push((":rs", n(st)));
+                    u = u.set("response_status", n(st));
                 }
+                u
             }
-            RowOutcome::Retry { error, retry } => {
-                sets.push(
-                    "last_error = :err, next_attempt_at = :next, due_shard = :due_shard, \
-                     due_at = :due_at, slot = :slot"
-                        .into(),
-                );
-                values.push((":err", s(*error)));
-                values.push((":next", n(retry.at_ms)));
-                values.push((":slot", AttributeValue::Bool(false)));
-                values.extend(self.due_keys(&d.id, retry.at_ms));
-            }
-            RowOutcome::Dead { error } => {
-                sets.push("last_error = :err".into());
-                values.push((":err", s(*error)));
-            }
-        }
-        let expr = transition(status, &sets.join(", "), &removes.join(", "));
-        self.leased_update(d, token, expr, values).await
+            RowOutcome::Retry { error, retry } => u
+                .set("last_error", s(*error))
+                .set("next_attempt_at", n(retry.at_ms))
+                .set_each(self.due_keys(&d.id, retry.at_ms))
+                .set("slot", AttributeValue::Bool(false)),
+            RowOutcome::Dead { error } => u.set("last_error", s(*error)),
+        };
+        self.leased_update(d, token, u).await
     }
 }
 
@@ -181,24 +134,23 @@ impl DynamoStore {
     ) -> StoreResult<Option<Claim>> {
         let until = now.ms().saturating_add(lease_ms);
         // The lease is not projected into the due index: the claim writes the row alone.
-        let req = self
-            .client
-            .update_item()
-            .table_name(&self.res.deliveries)
-            .key("id", s(id.as_str()))
-            .update_expression("SET lease_token = :token, lease_until = :until")
-            .condition_expression(
-                "attribute_exists(id) AND #st = :pending AND next_attempt_at <= :now \
-                 AND (attribute_not_exists(lease_until) OR lease_until < :now) \
-                 AND attribute_not_exists(handed_off) \
-                 AND (attribute_not_exists(expires_at) OR expires_at > :now_s)",
+        // The rule is `Claim::refused`'s: pending, due, no live lease, not handed off, not
+        // past its retention.
+        let req = Update::new()
+            .set("lease_token", s(token))
+            .set("lease_until", n(until))
+            .when_exists("id")
+            .when_eq("status", s(DeliveryStatus::Pending.as_str()))
+            .when_cmp("next_attempt_at", Cmp::Le, n(now.ms()), false)
+            .when_cmp("lease_until", Cmp::Lt, n(now.ms()), true)
+            .when_absent("handed_off")
+            .when_cmp("expires_at", Cmp::Gt, n(now.secs()), true)
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.deliveries)
+                    .key("id", s(id.as_str())),
             )
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":now_s", n(now.secs()))
-            .expression_attribute_values(":token", s(token))
-            .expression_attribute_values(":until", n(until))
-            .expression_attribute_values(":now", n(now.ms()))
-            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
             .return_values(ReturnValue::AllNew);
         match self.update_or_old(req, self.get_delivery(id)).await? {
             Conditional::Applied(item) => {

@@ -6,6 +6,24 @@
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use aws_sdk_dynamodb::types::AttributeValue;
 
+/// A comparison in a condition.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Cmp {
+    Lt,
+    Le,
+    Gt,
+}
+
+impl Cmp {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Lt => "<",
+            Self::Le => "<=",
+            Self::Gt => ">",
+        }
+    }
+}
+
 /// An update: `SET`, `REMOVE` and `ADD` clauses, and a condition of clauses joined by `AND`.
 #[derive(Debug, Default)]
 pub(super) struct Update {
@@ -38,6 +56,11 @@ impl Update {
             .join(".")
     }
 
+    /// The condition expression (clauses joined by `AND`), if there is one.
+    fn condition_expression(&self) -> Option<String> {
+        (!self.conditions.is_empty()).then(|| self.conditions.join(" AND "))
+    }
+
     /// Whether it changes nothing yet.
     pub(super) fn is_empty(&self) -> bool {
         self.sets.is_empty() && self.removes.is_empty() && self.adds.is_empty()
@@ -64,6 +87,29 @@ impl Update {
         self
     }
 
+    /// `SET attr = v` for each pair.
+    pub(super) fn set_each<'a>(
+        self,
+        pairs: impl IntoIterator<Item = (&'a str, AttributeValue)>,
+    ) -> Self {
+        pairs.into_iter().fold(self, |u, (a, v)| u.set(a, v))
+    }
+
+    /// `SET attr = attr + by` (an item without `attr` counts from 0).
+    pub(super) fn increment(mut self, attr: &str, by: i64) -> Self {
+        let n = self.name(attr);
+        let zero = self.value(AttributeValue::N("0".into()));
+        let by = self.value(AttributeValue::N(by.to_string()));
+        self.sets
+            .push(format!("{n} = if_not_exists({n}, {zero}) + {by}"));
+        self
+    }
+
+    /// `REMOVE attr` for each.
+    pub(super) fn remove_each<'a>(self, attrs: impl IntoIterator<Item = &'a str>) -> Self {
+        attrs.into_iter().fold(self, |u, a| u.remove(a))
+    }
+
     /// `REMOVE attr`.
     pub(super) fn remove(mut self, attr: &str) -> Self {
         let n = self.name(attr);
@@ -82,6 +128,44 @@ impl Update {
     pub(super) fn when_exists(mut self, attr: &str) -> Self {
         let n = self.name(attr);
         self.conditions.push(format!("attribute_exists({n})"));
+        self
+    }
+
+    /// Only if the item has no `attr`.
+    pub(super) fn when_absent(mut self, attr: &str) -> Self {
+        let n = self.name(attr);
+        self.conditions.push(format!("attribute_not_exists({n})"));
+        self
+    }
+
+    /// Only if `attr <op> v` (`op`: `=`, `<`, `<=`, `>`, `>=`), or (`or_absent`) the item
+    /// has no `attr`.
+    pub(super) fn when_cmp(
+        mut self,
+        attr: &str,
+        op: Cmp,
+        v: AttributeValue,
+        or_absent: bool,
+    ) -> Self {
+        let (n, v) = (self.name(attr), self.value(v));
+        let cmp = format!("{n} {} {v}", op.as_str());
+        self.conditions.push(if or_absent {
+            format!("(attribute_not_exists({n}) OR {cmp})")
+        } else {
+            cmp
+        });
+        self
+    }
+
+    /// Only if one of `alternatives` holds (each a condition of its own, built on this
+    /// update's names and values).
+    pub(super) fn when_any(mut self, alternatives: &[fn(Self) -> Self]) -> Self {
+        let before = self.conditions.len();
+        for alt in alternatives {
+            self = alt(self);
+        }
+        let any: Vec<String> = self.conditions.drain(before..).collect();
+        self.conditions.push(format!("({})", any.join(" OR ")));
         self
     }
 
@@ -129,11 +213,29 @@ impl Update {
         parts.join(" ")
     }
 
+    /// A transaction's update item `b` with this update's expressions, names and values.
+    pub(super) fn apply_to_transaction(
+        self,
+        b: aws_sdk_dynamodb::types::builders::UpdateBuilder,
+    ) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+        let mut b = b.update_expression(self.update_expression());
+        if let Some(c) = self.condition_expression() {
+            b = b.condition_expression(c);
+        }
+        for (k, a) in self.names {
+            b = b.expression_attribute_names(k, a);
+        }
+        for (k, v) in self.values {
+            b = b.expression_attribute_values(k, v);
+        }
+        b
+    }
+
     /// `req` with this update's expressions, names and values.
     pub(super) fn apply(self, req: UpdateItemFluentBuilder) -> UpdateItemFluentBuilder {
         let mut req = req.update_expression(self.update_expression());
-        if !self.conditions.is_empty() {
-            req = req.condition_expression(self.conditions.join(" AND "));
+        if let Some(c) = self.condition_expression() {
+            req = req.condition_expression(c);
         }
         for (k, a) in self.names {
             req = req.expression_attribute_names(k, a);
@@ -187,5 +289,26 @@ mod tests {
             "SET #n0.#n2 = if_not_exists(#n0.#n2, :v0) REMOVE #n0.#n1"
         );
         assert_eq!(u.conditions, vec!["attribute_exists(#n0)".to_owned()]);
+    }
+
+    #[test]
+    fn comparisons_alternatives_and_increments_share_the_names() {
+        let n = |v: i64| AttributeValue::N(v.to_string());
+        let u = Update::new()
+            .increment("attempts", 1)
+            .remove_each(["lease_token", "lease_until"])
+            .when_cmp("next_attempt_at", Cmp::Le, n(5), false)
+            .when_cmp("lease_until", Cmp::Lt, n(5), true)
+            .when_absent("handed_off")
+            .when_any(&[|u| u.when_exists("bl_pk"), |u| u.when_absent("lease_token")]);
+        assert_eq!(
+            u.update_expression(),
+            "SET #n0 = if_not_exists(#n0, :v0) + :v1 REMOVE #n1, #n2"
+        );
+        assert_eq!(
+            u.condition_expression().unwrap(),
+            "#n3 <= :v2 AND (attribute_not_exists(#n2) OR #n2 < :v3) \
+             AND attribute_not_exists(#n4) AND (attribute_exists(#n5) OR attribute_not_exists(#n1))"
+        );
     }
 }

@@ -2,7 +2,6 @@
 //! frequent writes cost one write unit each), rate counters, and flow transitions of delivery
 //! rows. Every transition is one conditional write.
 
-use super::expr::Update;
 use super::*;
 use aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder;
 use converger_core::CircuitState;
@@ -68,27 +67,21 @@ impl DynamoStore {
         }
     }
 
-    /// A conditional update of a delivery row outside any lease (`#st` names `status`): the
-    /// new row, `None` if the condition failed.
+    /// A conditional update of a delivery row outside any lease: the new row, `None` if the
+    /// condition failed.
     pub(super) async fn row_update(
         &self,
         id: &DeliveryId,
-        expr: String,
-        cond: &str,
-        values: Vec<(&str, AttributeValue)>,
+        u: Update,
     ) -> StoreResult<Option<Delivery>> {
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.deliveries)
-            .key("id", s(id.as_str()))
-            .update_expression(expr)
-            .condition_expression(cond)
-            .expression_attribute_names("#st", "status")
+        let req = u
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.deliveries)
+                    .key("id", s(id.as_str())),
+            )
             .return_values(ReturnValue::AllNew);
-        for (k, v) in values {
-            req = req.expression_attribute_values(k, v);
-        }
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
@@ -363,29 +356,20 @@ impl FlowStore for DynamoStore {
     }
 
     async fn park(&self, d: &Delivery, token: Option<&str>, now: Timestamp) -> StoreResult<bool> {
-        let mut values: Vec<(&str, AttributeValue)> = vec![
-            (":paused", s(DeliveryStatus::Paused.as_str())),
-            (":now", s(now.rfc3339())),
-        ];
-        values.extend(index_keys(d, DeliveryStatus::Paused, &now.rfc3339()));
-        let expr = transition(
-            DeliveryStatus::Paused,
-            "#st = :paused, updated_at = :now",
-            "lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk",
-        );
+        let at = now.rfc3339();
+        let u = Update::new()
+            .set("status", s(DeliveryStatus::Paused.as_str()))
+            .set("updated_at", s(at.as_str()))
+            .remove_each(LEASE_AND_PLACES);
+        let u = listed(u, d, DeliveryStatus::Paused, &at);
         match token {
-            Some(token) => self.leased_update(d, token, expr, values).await,
+            Some(token) => self.leased_update(d, token, u).await,
+            // A row no attempt holds: waiting in the backlog, or for its due time.
             None => {
-                values.push((":pending", s(DeliveryStatus::Pending.as_str())));
-                Ok(self
-                    .row_update(
-                        &d.id,
-                        expr,
-                        "#st = :pending AND (attribute_exists(bl_pk) OR attribute_not_exists(lease_token))",
-                        values,
-                    )
-                    .await?
-                    .is_some())
+                let u = u
+                    .when_eq("status", s(DeliveryStatus::Pending.as_str()))
+                    .when_any(&[|u| u.when_exists("bl_pk"), |u| u.when_absent("lease_token")]);
+                Ok(self.row_update(&d.id, u).await?.is_some())
             }
         }
     }
@@ -396,35 +380,18 @@ impl FlowStore for DynamoStore {
         to: Placement,
         now: Timestamp,
     ) -> StoreResult<Option<Delivery>> {
-        let mut values: Vec<(&str, AttributeValue)> = vec![
-            (":paused", s(DeliveryStatus::Paused.as_str())),
-            (":pending", s(DeliveryStatus::Pending.as_str())),
-            (":now", s(now.rfc3339())),
-            (":due", n(now.ms())),
-        ];
-        values.extend(index_keys(d, DeliveryStatus::Pending, &now.rfc3339()));
-        let place = match to {
-            Placement::Backlog => {
-                values.extend(backlog_keys(&d.channel_id, now.ms()));
-                values.push((":true", AttributeValue::Bool(true)));
-                "in_backlog = :true, bl_pk = :bl_pk, bl_sk = :bl_sk"
-            }
-            Placement::Live => {
-                values.extend(self.due_keys(&d.id, now.ms()));
-                "due_shard = :due_shard, due_at = :due_at"
-            }
+        let at = now.rfc3339();
+        let u = Update::new()
+            .set("status", s(DeliveryStatus::Pending.as_str()))
+            .set("next_attempt_at", n(now.ms()))
+            .set("updated_at", s(at.as_str()))
+            .when_eq("status", s(DeliveryStatus::Paused.as_str()));
+        let u = match to {
+            Placement::Backlog => into_backlog(u, &d.channel_id, now.ms()),
+            Placement::Live => u.set_each(self.due_keys(&d.id, now.ms())),
         };
-        self.row_update(
-            &d.id,
-            transition(
-                DeliveryStatus::Pending,
-                &format!("#st = :pending, next_attempt_at = :due, updated_at = :now, {place}"),
-                "",
-            ),
-            "#st = :paused",
-            values,
-        )
-        .await
+        self.row_update(&d.id, listed(u, d, DeliveryStatus::Pending, &at))
+            .await
     }
 
     async fn to_backlog(
@@ -434,18 +401,17 @@ impl FlowStore for DynamoStore {
         due_ms: i64,
         _now: Timestamp,
     ) -> StoreResult<bool> {
-        let mut values: Vec<(&str, AttributeValue)> =
-            vec![(":true", AttributeValue::Bool(true)), (":due", n(due_ms))];
-        values.extend(backlog_keys(&d.channel_id, due_ms));
-        self.leased_update(
-            d,
-            token,
-            "SET in_backlog = :true, bl_pk = :bl_pk, bl_sk = :bl_sk, next_attempt_at = :due \
-             REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item"
-                .into(),
-            values,
-        )
-        .await
+        let u = into_backlog(Update::new(), &d.channel_id, due_ms)
+            .set("next_attempt_at", n(due_ms))
+            .remove_each([
+                "lease_token",
+                "lease_until",
+                "due_shard",
+                "due_at",
+                "slot",
+                "slot_item",
+            ]);
+        self.leased_update(d, token, u).await
     }
 
     async fn leave_backlog(
@@ -454,21 +420,14 @@ impl FlowStore for DynamoStore {
         now: Timestamp,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
-        let mut values: Vec<(&str, AttributeValue)> = vec![
-            (":pending", s(DeliveryStatus::Pending.as_str())),
-            (":true", AttributeValue::Bool(true)),
-            (":si", n(slot_item)),
-        ];
-        values.extend(self.due_keys(id, now.ms()));
-        self.row_update(
-            id,
-            "SET slot = :true, slot_item = :si, due_shard = :due_shard, due_at = :due_at \
-             REMOVE in_backlog, bl_pk, bl_sk"
-                .into(),
-            "#st = :pending AND attribute_exists(bl_pk)",
-            values,
-        )
-        .await
+        let u = Update::new()
+            .set("slot", AttributeValue::Bool(true))
+            .set("slot_item", n(slot_item))
+            .set_each(self.due_keys(id, now.ms()))
+            .remove_each(["in_backlog", "bl_pk", "bl_sk"])
+            .when_eq("status", s(DeliveryStatus::Pending.as_str()))
+            .when_exists("bl_pk");
+        self.row_update(id, u).await
     }
 
     async fn leave_backlog_leased(
@@ -479,26 +438,19 @@ impl FlowStore for DynamoStore {
         lease_until_ms: i64,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
-        let mut values: Vec<(&str, AttributeValue)> = vec![
-            (":pending", s(DeliveryStatus::Pending.as_str())),
-            (":token", s(token)),
-            (":until", n(lease_until_ms)),
-            (":now", n(now.ms())),
-            (":si", n(slot_item)),
-        ];
         // Out of the backlog into the due index, due now (the row and its index entry agree,
         // so a later release leaves the entry where it is).
-        values.extend(self.due_keys(id, now.ms()));
-        self.row_update(
-            id,
-            "SET lease_token = :token, lease_until = :until, next_attempt_at = :now, \
-             slot_item = :si, due_shard = :due_shard, due_at = :due_at \
-             REMOVE in_backlog, bl_pk, bl_sk"
-                .into(),
-            "#st = :pending AND attribute_exists(bl_pk) AND next_attempt_at <= :now",
-            values,
-        )
-        .await
+        let u = Update::new()
+            .set("lease_token", s(token))
+            .set("lease_until", n(lease_until_ms))
+            .set("next_attempt_at", n(now.ms()))
+            .set("slot_item", n(slot_item))
+            .set_each(self.due_keys(id, now.ms()))
+            .remove_each(["in_backlog", "bl_pk", "bl_sk"])
+            .when_eq("status", s(DeliveryStatus::Pending.as_str()))
+            .when_exists("bl_pk")
+            .when_cmp("next_attempt_at", Cmp::Le, n(now.ms()), false);
+        self.row_update(id, u).await
     }
 
     async fn backlog(

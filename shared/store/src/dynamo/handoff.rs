@@ -44,26 +44,22 @@ fn not_acked(d: Delivery) -> Ack {
 #[async_trait]
 impl HandoffStore for DynamoStore {
     async fn acknowledge(&self, d: &Delivery, now: Timestamp) -> StoreResult<Ack> {
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.deliveries)
-            .key("id", s(d.id.as_str()))
-            .update_expression(transition(
-                DeliveryStatus::Sent,
-                "#st = :sent, sent_at = :now, updated_at = :now",
-                "handed_off",
-            ))
-            .condition_expression("#st = :pending AND handed_off = :t")
-            .expression_attribute_names("#st", "status")
-            .expression_attribute_values(":sent", s(DeliveryStatus::Sent.as_str()))
-            .expression_attribute_values(":pending", s(DeliveryStatus::Pending.as_str()))
-            .expression_attribute_values(":t", AttributeValue::Bool(true))
-            .expression_attribute_values(":now", s(now.rfc3339()))
+        let at = now.rfc3339();
+        let u = Update::new()
+            .set("status", s(DeliveryStatus::Sent.as_str()))
+            .set("sent_at", s(at.as_str()))
+            .set("updated_at", s(at.as_str()))
+            .remove("handed_off")
+            .when_eq("status", s(DeliveryStatus::Pending.as_str()))
+            .when_eq("handed_off", AttributeValue::Bool(true));
+        let req = listed(u, d, DeliveryStatus::Sent, &at)
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.deliveries)
+                    .key("id", s(d.id.as_str())),
+            )
             .return_values(ReturnValue::AllNew);
-        for (k, v) in index_keys(d, DeliveryStatus::Sent, &now.rfc3339()) {
-            req = req.expression_attribute_values(k, v);
-        }
         match self.update_or_old(req, self.get_delivery(&d.id)).await? {
             Conditional::Applied(item) => {
                 let item =
@@ -93,38 +89,31 @@ impl HandoffStore for DynamoStore {
             let Some(to) = from.apply_receipt(receipt) else {
                 return Ok(Receipted::Ignored(d));
             };
-            let mut set = "#st = :to, updated_at = :now".to_owned();
-            let mut req = self
-                .client
-                .update_item()
-                .table_name(&self.res.deliveries)
-                .key("id", s(d.id.as_str()))
-                .condition_expression("#st = :from")
-                .expression_attribute_names("#st", "status")
-                .expression_attribute_values(":to", s(to.as_str()))
-                .expression_attribute_values(":from", s(from.as_str()))
-                .expression_attribute_values(":now", s(now.rfc3339()))
-                .return_values(ReturnValue::AllNew);
+            let at = now.rfc3339();
+            let mut u = Update::new()
+                .set("status", s(to.as_str()))
+                .set("updated_at", s(at.as_str()))
+                .when_eq("status", s(from.as_str()));
             if to == DeliveryStatus::Failed {
-                set.push_str(", last_error = :err");
-                req = req.expression_attribute_values(
-                    ":err",
+                u = u.set(
+                    "last_error",
                     s(error.unwrap_or("failed by a provider receipt")),
                 );
             }
             // Out of pending: out of the due index (waiting or leased) and the backlog too, as
             // every other outcome write leaves them.
-            let remove = if to == DeliveryStatus::Pending {
-                ""
-            } else {
-                "lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk, \
-                 handed_off"
-            };
-            let expr = transition(to, &set, remove);
-            for (k, v) in index_keys(&d, to, &now.rfc3339()) {
-                req = req.expression_attribute_values(k, v);
+            if to != DeliveryStatus::Pending {
+                u = u.remove_each(LEASE_AND_PLACES).remove("handed_off");
             }
-            match req.update_expression(expr).send().await {
+            let req = listed(u, &d, to, &at)
+                .apply(
+                    self.client
+                        .update_item()
+                        .table_name(&self.res.deliveries)
+                        .key("id", s(d.id.as_str())),
+                )
+                .return_values(ReturnValue::AllNew);
+            match req.send().await {
                 Ok(out) => {
                     let item = out
                         .attributes

@@ -3,7 +3,6 @@
 //! writes the sums it added up, see `converger_core::health::Tally`), health rows in the
 //! health table.
 
-use super::expr::Update;
 use super::*;
 use converger_core::Timestamp;
 use converger_core::health::CHECKED_TYPES;

@@ -24,6 +24,7 @@ mod audit;
 mod channels;
 mod deliveries;
 mod expr;
+use expr::{Cmp, Update};
 mod flow;
 mod handoff;
 mod health;
@@ -97,14 +98,14 @@ fn index_keys(
 ) -> Vec<(&'static str, AttributeValue)> {
     let mut v = vec![
         (
-            ":tl_pk",
+            "tl_pk",
             s(tenant_listing_key(&d.tenant_id, status, d.shard)),
         ),
-        (":upd_sk", s(listing_sort_key(updated_at, &d.id))),
+        ("upd_sk", s(listing_sort_key(updated_at, &d.id))),
     ];
     if channel_indexed(status) {
         v.push((
-            ":cl_pk",
+            "cl_pk",
             s(channel_listing_key(
                 &d.channel_id,
                 status,
@@ -125,32 +126,34 @@ fn entry_id(item: &Item, what: &str) -> StoreResult<DeliveryId> {
     DeliveryId::parse(id).map_err(|e| StoreError::Corrupt(format!("{what} entry: {e}")))
 }
 
-/// The update expression of a transition to `status`: `set` and `remove` (comma-separated
-/// actions, either may be empty) with the listing indexes' attributes (the values
-/// [`index_keys`] gives): the tenant listing always, the channel index only while the
-/// delivery is failed or paused (sparse: a delivery on its way to `sent` never enters it).
+/// `u` with the listing indexes' attributes of a delivery moving to `status` at `updated_at`
+/// (the values [`index_keys`] gives): the tenant listing always, the channel index only while
+/// the delivery is failed or paused (sparse: a delivery on its way to `sent` never enters it).
 /// A delivery not listed yet (`Delivery::unlisted`) is listed from here on.
-fn transition(status: DeliveryStatus, set: &str, remove: &str) -> String {
-    let mut sets: Vec<&str> = vec![set, "tl_pk = :tl_pk, upd_sk = :upd_sk"];
-    let mut removes: Vec<&str> = vec![remove, "unlisted"];
+fn listed(u: Update, d: &Delivery, status: DeliveryStatus, updated_at: &str) -> Update {
+    let u = u
+        .set_each(index_keys(d, status, updated_at))
+        .remove("unlisted");
     if channel_indexed(status) {
-        sets.push("cl_pk = :cl_pk");
+        u
     } else {
-        removes.push("cl_pk");
-    }
-    let join = |l: Vec<&str>| {
-        l.into_iter()
-            .filter(|x| !x.trim().is_empty())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let (sets, removes) = (join(sets), join(removes));
-    if removes.is_empty() {
-        format!("SET {sets}")
-    } else {
-        format!("SET {sets} REMOVE {removes}")
+        u.remove("cl_pk")
     }
 }
+
+/// The attributes of a delivery's lease and of its places in the due index and the backlog:
+/// what a row leaving `pending` drops (with `handed_off` where it had been handed off).
+const LEASE_AND_PLACES: [&str; 9] = [
+    "lease_token",
+    "lease_until",
+    "due_shard",
+    "due_at",
+    "slot",
+    "slot_item",
+    "in_backlog",
+    "bl_pk",
+    "bl_sk",
+];
 
 fn activity_item(a: &Activity) -> StoreResult<Item> {
     let mut item = to_item(a)?;
@@ -177,21 +180,21 @@ impl DynamoStore {
         let mut item = to_item(d)?;
         // A delivery sent to its queue at creation joins the listing at its first transition.
         for (k, v) in index_keys(d, d.status, &d.updated_at) {
-            if d.unlisted && (k == ":tl_pk" || k == ":upd_sk") {
+            if d.unlisted && (k == "tl_pk" || k == "upd_sk") {
                 continue;
             }
-            item.insert(k.trim_start_matches(':').to_owned(), v);
+            item.insert(k.to_owned(), v);
         }
         match d.sparse_index() {
             SparseIndex::Backlog { due_ms } => {
-                let [(_, pk), (_, sk)] = backlog_keys(&d.channel_id, due_ms);
-                item.insert("bl_pk".into(), pk);
-                item.insert("bl_sk".into(), sk);
+                for (k, v) in backlog_keys(&d.channel_id, due_ms) {
+                    item.insert(k.to_owned(), v);
+                }
             }
             SparseIndex::Due { due_ms } => {
-                let [(_, shard), (_, at)] = self.due_keys(&d.id, due_ms);
-                item.insert("due_shard".into(), shard);
-                item.insert("due_at".into(), at);
+                for (k, v) in self.due_keys(&d.id, due_ms) {
+                    item.insert(k.to_owned(), v);
+                }
             }
             // Parked rows are found through the channel-status index every row is in.
             SparseIndex::Parked | SparseIndex::None => {}
@@ -208,10 +211,10 @@ impl DynamoStore {
     ) -> [(&'static str, AttributeValue); 2] {
         [
             (
-                ":due_shard",
+                "due_shard",
                 s(due_partition(due_shard_of(id, self.res.due_shards))),
             ),
-            (":due_at", s(due_key(next_attempt_at))),
+            ("due_at", s(due_key(next_attempt_at))),
         ]
     }
 }
@@ -219,9 +222,15 @@ impl DynamoStore {
 /// The backlog index attributes of a delivery of `channel` due at `due_ms`.
 fn backlog_keys(channel: &ChannelId, due_ms: i64) -> [(&'static str, AttributeValue); 2] {
     [
-        (":bl_pk", s(channel.as_str())),
-        (":bl_sk", s(due_key(due_ms))),
+        ("bl_pk", s(channel.as_str())),
+        ("bl_sk", s(due_key(due_ms))),
     ]
+}
+
+/// `u` with a delivery of `channel` placed in the backlog, due at `due_ms`.
+fn into_backlog(u: Update, channel: &ChannelId, due_ms: i64) -> Update {
+    u.set("in_backlog", AttributeValue::Bool(true))
+        .set_each(backlog_keys(channel, due_ms))
 }
 
 /// What a conditional update found.
@@ -308,35 +317,29 @@ impl DynamoStore {
         now: Timestamp,
         audit: &AuditEntry,
     ) -> StoreResult<(aws_sdk_dynamodb::types::Update, Put)> {
-        let mut values: HashMap<String, AttributeValue> = HashMap::from([
-            (":failed".to_owned(), s(DeliveryStatus::Failed.as_str())),
-            (":st".to_owned(), s(DeliveryStatus::Pending.as_str())),
-            (":zero".to_owned(), n(0)),
-            (":one".to_owned(), n(1)),
-            (":by".to_owned(), s(actor.to_string())),
-            (":now".to_owned(), s(now.rfc3339())),
-            (":due".to_owned(), n(now.ms())),
-        ]);
-        for (k, v) in index_keys(d, DeliveryStatus::Pending, &now.rfc3339()) {
-            values.insert(k.to_owned(), v);
-        }
-        for (k, v) in self.due_keys(&d.id, now.ms()) {
-            values.insert(k.to_owned(), v);
-        }
-        let update = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(&self.res.deliveries)
-            .key("id", s(d.id.as_str()))
-            .update_expression(transition(
-                DeliveryStatus::Pending,
-                "#st = :st, attempts = :zero, \
-                 retry_count = if_not_exists(retry_count, :zero) + :one, retried_by = :by, \
-                 retried_at = :now, next_attempt_at = :due, updated_at = :now, \
-                 due_shard = :due_shard, due_at = :due_at",
-                "lease_token, lease_until, slot, slot_item, in_backlog, bl_pk, bl_sk",
-            ))
-            .condition_expression("#st = :failed")
-            .expression_attribute_names("#st", "status")
-            .set_expression_attribute_values(Some(values))
+        let at = now.rfc3339();
+        let u = Update::new()
+            .set("status", s(DeliveryStatus::Pending.as_str()))
+            .set("attempts", n(0))
+            .increment("retry_count", 1)
+            .set("retried_by", s(actor.to_string()))
+            .set("retried_at", s(at.as_str()))
+            .set("next_attempt_at", n(now.ms()))
+            .set("updated_at", s(at.as_str()))
+            .set_each(self.due_keys(&d.id, now.ms()))
+            .remove_each(
+                LEASE_AND_PLACES
+                    .iter()
+                    .copied()
+                    .filter(|a| !a.starts_with("due_")),
+            )
+            .when_eq("status", s(DeliveryStatus::Failed.as_str()));
+        let update = listed(u, d, DeliveryStatus::Pending, &at)
+            .apply_to_transaction(
+                aws_sdk_dynamodb::types::Update::builder()
+                    .table_name(&self.res.deliveries)
+                    .key("id", s(d.id.as_str())),
+            )
             .build()
             .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let put = Put::builder()
@@ -533,28 +536,13 @@ impl DynamoStore {
 
     /// A conditional update of a delivery held under `token`. `Ok(false)` when the lease was
     /// lost (another attempt took over after it expired).
-    async fn leased_update(
-        &self,
-        d: &Delivery,
-        token: &str,
-        expr: String,
-        values: Vec<(&str, AttributeValue)>,
-    ) -> StoreResult<bool> {
-        let uses_status = expr.contains("#st");
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.deliveries)
-            .key("id", s(d.id.as_str()))
-            .update_expression(expr)
-            .condition_expression("lease_token = :token")
-            .expression_attribute_values(":token", s(token));
-        if uses_status {
-            req = req.expression_attribute_names("#st", "status");
-        }
-        for (k, v) in values {
-            req = req.expression_attribute_values(k, v);
-        }
+    async fn leased_update(&self, d: &Delivery, token: &str, u: Update) -> StoreResult<bool> {
+        let req = u.when_eq("lease_token", s(token)).apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.deliveries)
+                .key("id", s(d.id.as_str())),
+        );
         match self.update_or_old(req, self.get_delivery(&d.id)).await? {
             Conditional::Applied(_) => Ok(true),
             // The lease is gone; if it went with this very write (an SDK retry of a write that
@@ -565,23 +553,26 @@ impl DynamoStore {
         }
     }
 
-    async fn outcome_values(
+    /// What every outcome write of an attempt holding `token` sets: the status (and the
+    /// listings it moves the row in), one more attempt, the attempt log (its older entries
+    /// moved to the attempts table first) and the lease token that settled it.
+    async fn outcome_update(
         &self,
         d: &Delivery,
+        token: &str,
         status: DeliveryStatus,
         log: &LogUpdate,
         now: Timestamp,
-    ) -> StoreResult<Vec<(&'static str, AttributeValue)>> {
+    ) -> StoreResult<Update> {
         self.spill(d, &log.spill).await?;
         let now = now.rfc3339();
-        let mut v: Vec<(&'static str, AttributeValue)> = vec![
-            (":st", s(status.as_str())),
-            (":one", n(1)),
-            (":now", s(now.as_str())),
-            (":log", to_av(&log.recent)?),
-        ];
-        v.extend(index_keys(d, status, &now));
-        Ok(v)
+        let u = Update::new()
+            .set("status", s(status.as_str()))
+            .increment("attempts", 1)
+            .set("updated_at", s(now.as_str()))
+            .set("attempt_log", to_av(&log.recent)?)
+            .set("settled_by", s(token));
+        Ok(listed(u, d, status, &now))
     }
 
     /// Moves attempt entries to the attempts table (before the delivery item drops them, so
@@ -640,5 +631,3 @@ fn is_update_conditional<R>(e: &SdkError<UpdateItemError, R>) -> bool {
         Some(UpdateItemError::ConditionalCheckFailedException(_))
     )
 }
-
-const LOG_SET: &str = "attempt_log = :log, settled_by = :token";

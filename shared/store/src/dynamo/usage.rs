@@ -1,7 +1,6 @@
 //! The DynamoDB backend of [`UsageStore`]: each counter is an item of the usage table
 //! (`keys::channel_usage_key`, `keys::tenant_usage_key`), one `ADD` per non-zero count, with `expires_at` for the table's TTL.
 
-use super::expr::Update;
 use super::*;
 use converger_core::usage::Counts;
 use converger_core::usage::Grain;
