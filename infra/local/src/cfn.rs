@@ -280,12 +280,38 @@ pub fn stack_name(prefix: &str) -> String {
 }
 
 /// Deploys the template as stack `stack_name` on the emulator at `endpoint`.
+/// An exclusive lock, across processes, on deploying to the emulator at `endpoint`: its
+/// CloudFormation and IAM backends are not safe under concurrent stack builds (two at once
+/// were answered with 500s), while the stacks, once built, are used side by side. The lock is
+/// the file's, held while the returned handle lives (and released if the process dies).
+async fn deploy_lock(endpoint: &str) -> Result<std::fs::File, String> {
+    let tag: String = endpoint
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let path = std::env::temp_dir().join(format!("converger-deploy-{tag}.lock"));
+    tokio::task::spawn_blocking(move || {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        f.lock().map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(f)
+    })
+    .await
+    .map_err(|e| format!("deploy lock: {e}"))?
+}
+
 pub async fn deploy(
     endpoint: &str,
     stack_name: &str,
     parameters: &BTreeMap<String, String>,
 ) -> Result<DeployedStack, String> {
     emulator::ensure_venv().await?;
+    // Held until the stack is read back: one deployment at a time on an emulator.
+    let _one_at_a_time = deploy_lock(endpoint).await?;
     let root = emulator::root();
     let request = serde_json::json!({
         "endpoint": endpoint,
