@@ -20,8 +20,13 @@ impl Adapter for AwsAdapter {
         self.0.channel_type()
     }
 
-    fn default_rate_limit(&self, config: &Map<String, Value>) -> Option<RateLimit> {
-        aws::channel_config(self.0, config)
+    fn default_rate_limit(
+        &self,
+        config: &Map<String, Value>,
+        parsed: &converger_core::cache::Parsed,
+    ) -> Option<RateLimit> {
+        parsed
+            .get_or_make(|| aws::channel_config(self.0, config))
             .ok()
             .and_then(|c| aws::default_rate_limit(&c.destination))
     }
@@ -37,7 +42,8 @@ impl Adapter for AwsAdapter {
     ) -> Result<Delivered, DeliveryError> {
         let service = self.0;
         let label = service.channel_type().as_str();
-        let cfg = aws::channel_config(service, target.config)
+        let cfg = target
+            .config_as(|c| aws::channel_config(service, c))
             .map_err(|e| DeliveryError::permanent(format!("{label}: {e}")))?;
         let body = cfg.body.value(crate::body_parts(&env));
         let body_text = serde_json::to_string(&body)

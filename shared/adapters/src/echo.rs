@@ -68,7 +68,8 @@ impl Adapter for EchoAdapter {
     }
 
     async fn deliver(&self, env: Envelope<'_>, t: Target<'_>) -> Result<Delivered, DeliveryError> {
-        let everywhere = reply_everywhere(t.config)
+        let everywhere = *t
+            .config_as(reply_everywhere)
             .map_err(|e| DeliveryError::permanent(format!("echo: {e}")))?;
         let id = env
             .services

@@ -28,7 +28,7 @@ impl Adapter for EmailAdapter {
         target: Target<'_>,
     ) -> Result<Delivered, DeliveryError> {
         let permanent = |e: Invalid| DeliveryError::permanent(format!("email: {e}"));
-        let settings = email::settings(target.config).map_err(permanent)?;
+        let settings = target.config_as(email::settings).map_err(permanent)?;
         let mut message = email::message(env.payload, &settings).map_err(permanent)?;
         // SES copies the tags into every event of the message: its bounce finds the channel.
         message.tags = vec![

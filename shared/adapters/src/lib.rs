@@ -118,11 +118,24 @@ pub enum Delivered {
 pub struct Target<'a> {
     pub channel_id: &'a str,
     pub config: &'a Map<String, Value>,
+    /// What the adapter parsed of `config` (the channel's `parsed_config`).
+    pub parsed: &'a converger_core::cache::Parsed,
     /// The secrets that sign the request: the current one, then those a rotation is
     /// retiring (each gives one signature of the `webhook-signature` header).
     pub signing_secrets: &'a [&'a str],
     /// The effective policy's `timeout_ms`.
     pub timeout: Duration,
+}
+
+impl Target<'_> {
+    /// The channel's `config` as `parse` reads it: parsed by the channel's first delivery on
+    /// this copy of the channel, kept for the others.
+    pub(crate) fn config_as<T: Send + Sync + 'static>(
+        &self,
+        parse: impl FnOnce(&Map<String, Value>) -> Result<T, Invalid>,
+    ) -> Result<Arc<T>, Invalid> {
+        self.parsed.get_or_make(|| parse(self.config))
+    }
 }
 
 /// A request the provider accepted.
@@ -143,10 +156,11 @@ pub trait Adapter: Send + Sync {
     }
 
     /// The channel's outbound rate limit when it sets none (WhatsApp's Cloud API: 80/s; a
-    /// FIFO queue: 300/s), given its `config`.
+    /// FIFO queue: 300/s), given its `config` (and what its deliveries parsed of it).
     fn default_rate_limit(
         &self,
         _config: &Map<String, Value>,
+        _parsed: &converger_core::cache::Parsed,
     ) -> Option<converger_core::RateLimit> {
         None
     }
@@ -235,7 +249,7 @@ mod tests {
             RetryPolicy::default().timeout_ms
         );
         assert_eq!(
-            meta.default_rate_limit(&Map::new()),
+            meta.default_rate_limit(&Map::new(), &Default::default()),
             Some("80/s".parse::<RateLimit>().unwrap())
         );
         for kind in [
@@ -244,7 +258,9 @@ mod tests {
             ChannelType::Echo,
         ] {
             assert_eq!(
-                a.get(kind).unwrap().default_rate_limit(&Map::new()),
+                a.get(kind)
+                    .unwrap()
+                    .default_rate_limit(&Map::new(), &Default::default()),
                 None,
                 "{kind}"
             );

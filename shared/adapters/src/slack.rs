@@ -26,18 +26,18 @@ pub const SLACK_DEFAULT_RATE: RateLimit = RateLimit {
 
 const SLACK: &str = "slack";
 
-enum Mode<'a> {
+enum Mode {
     WebApi {
         url: reqwest::Url,
-        token: &'a str,
-        channel: &'a str,
+        token: String,
+        channel: String,
     },
     Webhook {
         url: reqwest::Url,
     },
 }
 
-fn mode(config: &Map<String, Value>) -> Result<Mode<'_>, Invalid> {
+fn mode(config: &Map<String, Value>) -> Result<Mode, Invalid> {
     keys_allowed(
         config,
         &["token", "channel", "base_url", "webhook_url"],
@@ -53,8 +53,8 @@ fn mode(config: &Map<String, Value>) -> Result<Mode<'_>, Invalid> {
             let base = base_url(string(config, "base_url")?.unwrap_or(SLACK_BASE_URL))?;
             Ok(Mode::WebApi {
                 url: join(&base, &["api", "chat.postMessage"])?,
-                token,
-                channel,
+                token: token.to_owned(),
+                channel: channel.to_owned(),
             })
         }
         (None, Some(hook)) => {
@@ -107,7 +107,11 @@ impl Adapter for SlackAdapter {
         ChannelType::Slack
     }
 
-    fn default_rate_limit(&self, _config: &Map<String, Value>) -> Option<RateLimit> {
+    fn default_rate_limit(
+        &self,
+        _config: &Map<String, Value>,
+        _parsed: &converger_core::cache::Parsed,
+    ) -> Option<RateLimit> {
         Some(SLACK_DEFAULT_RATE)
     }
 
@@ -121,14 +125,14 @@ impl Adapter for SlackAdapter {
         target: Target<'_>,
     ) -> Result<Delivered, DeliveryError> {
         let permanent = |e: Invalid| DeliveryError::permanent(format!("{SLACK}: {e}"));
-        let mode = mode(target.config).map_err(permanent)?;
-        let (url, token, channel) = match mode {
+        let mode = target.config_as(mode).map_err(permanent)?;
+        let (url, token, channel) = match &*mode {
             Mode::WebApi {
                 url,
                 token,
                 channel,
-            } => (url, Some(token), Some(channel)),
-            Mode::Webhook { url } => (url, None, None),
+            } => (url.clone(), Some(token.as_str()), Some(channel.as_str())),
+            Mode::Webhook { url } => (url.clone(), None, None),
         };
         let body = slack::message(env.payload, channel).map_err(permanent)?;
         self.http.check_literal(&url, SLACK)?;

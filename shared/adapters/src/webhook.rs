@@ -152,7 +152,8 @@ impl Adapter for WebhookAdapter {
         env: Envelope<'_>,
         target: Target<'_>,
     ) -> Result<Delivered, DeliveryError> {
-        let cfg = parse_config(target.config)
+        let cfg = target
+            .config_as(parse_config)
             .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
         self.http.check_literal(&cfg.url, LABEL)?;
         let timeout_ms = cfg
@@ -171,8 +172,8 @@ impl Adapter for WebhookAdapter {
 
         let req = self
             .http
-            .request(cfg.method, cfg.url)
-            .headers(cfg.headers)
+            .request(cfg.method.clone(), cfg.url.clone())
+            .headers(cfg.headers.clone())
             .header("content-type", "application/json")
             .header("webhook-id", env.delivery_id)
             .header("webhook-timestamp", ts.to_string())

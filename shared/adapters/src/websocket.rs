@@ -20,12 +20,12 @@ pub struct WebsocketAdapter;
 
 /// A validated websocket configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SocketConfig<'a> {
-    pub token: &'a str,
+pub struct SocketConfig {
+    pub token: String,
     pub require_ack: bool,
 }
 
-pub fn socket_config(config: &Map<String, Value>) -> Result<SocketConfig<'_>, Invalid> {
+pub fn socket_config(config: &Map<String, Value>) -> Result<SocketConfig, Invalid> {
     if let Some(k) = config
         .keys()
         .find(|k| !["token", "require_ack"].contains(&k.as_str()))
@@ -46,7 +46,10 @@ pub fn socket_config(config: &Map<String, Value>) -> Result<SocketConfig<'_>, In
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(Invalid::new("require_ack must be true or false")),
     };
-    Ok(SocketConfig { token, require_ack })
+    Ok(SocketConfig {
+        token: token.to_owned(),
+        require_ack,
+    })
 }
 
 /// The frame a client receives for one delivery (also when it asks for a replay).
@@ -84,7 +87,8 @@ impl Adapter for WebsocketAdapter {
         env: Envelope<'_>,
         target: Target<'_>,
     ) -> Result<Delivered, DeliveryError> {
-        let cfg = socket_config(target.config)
+        let cfg = target
+            .config_as(socket_config)
             .map_err(|e| DeliveryError::permanent(format!("websocket: {e}")))?;
         let connections = env.services.connections(target.channel_id).await?;
         let frame = serde_json::to_vec(&activity_frame(

@@ -45,13 +45,13 @@ fn default_recipient(config: &Map<String, Value>) -> Result<Option<&str>, Invali
     Ok(r)
 }
 
-struct MetaConfig<'a> {
+struct MetaConfig {
     url: reqwest::Url,
-    access_token: &'a str,
-    default_recipient: Option<&'a str>,
+    access_token: String,
+    default_recipient: Option<String>,
 }
 
-fn meta_config(config: &Map<String, Value>) -> Result<MetaConfig<'_>, Invalid> {
+fn meta_config(config: &Map<String, Value>) -> Result<MetaConfig, Invalid> {
     const KIND: &str = "whatsapp_meta";
     keys_allowed(
         config,
@@ -89,8 +89,8 @@ fn meta_config(config: &Map<String, Value>) -> Result<MetaConfig<'_>, Invalid> {
     let base = base_url(string(config, "base_url")?.unwrap_or(META_BASE_URL))?;
     Ok(MetaConfig {
         url: join(&base, &[version, phone, "messages"])?,
-        access_token,
-        default_recipient: default_recipient(config)?,
+        access_token: access_token.to_owned(),
+        default_recipient: default_recipient(config)?.map(str::to_owned),
     })
 }
 
@@ -132,7 +132,11 @@ impl Adapter for MetaAdapter {
         ChannelType::WhatsappMeta
     }
 
-    fn default_rate_limit(&self, _config: &Map<String, Value>) -> Option<RateLimit> {
+    fn default_rate_limit(
+        &self,
+        _config: &Map<String, Value>,
+        _parsed: &converger_core::cache::Parsed,
+    ) -> Option<RateLimit> {
         Some(META_DEFAULT_RATE)
     }
 
@@ -146,13 +150,14 @@ impl Adapter for MetaAdapter {
         target: Target<'_>,
     ) -> Result<Delivered, DeliveryError> {
         let permanent = |e: Invalid| DeliveryError::permanent(format!("{META}: {e}"));
-        let cfg = meta_config(target.config).map_err(permanent)?;
-        let message = whatsapp_message(env.payload, cfg.default_recipient).map_err(permanent)?;
+        let cfg = target.config_as(meta_config).map_err(permanent)?;
+        let message =
+            whatsapp_message(env.payload, cfg.default_recipient.as_deref()).map_err(permanent)?;
         self.http.check_literal(&cfg.url, META)?;
         let req = self
             .http
-            .request(reqwest::Method::POST, cfg.url)
-            .bearer_auth(cfg.access_token)
+            .request(reqwest::Method::POST, cfg.url.clone())
+            .bearer_auth(&cfg.access_token)
             .header("content-type", "application/json")
             .body(meta_request(&message).to_string());
         let resp = self.http.send(req, timeout(&target), META).await?;
@@ -171,15 +176,15 @@ impl Adapter for MetaAdapter {
     }
 }
 
-struct InfobipConfig<'a> {
+struct InfobipConfig {
     url: reqwest::Url,
-    api_key: &'a str,
-    sender: &'a str,
-    notify_url: Option<&'a str>,
-    default_recipient: Option<&'a str>,
+    api_key: String,
+    sender: String,
+    notify_url: Option<String>,
+    default_recipient: Option<String>,
 }
 
-fn infobip_config(config: &Map<String, Value>) -> Result<InfobipConfig<'_>, Invalid> {
+fn infobip_config(config: &Map<String, Value>) -> Result<InfobipConfig, Invalid> {
     const KIND: &str = "whatsapp_infobip";
     keys_allowed(
         config,
@@ -207,10 +212,10 @@ fn infobip_config(config: &Map<String, Value>) -> Result<InfobipConfig<'_>, Inva
     callback_token(config, "receipt_token")?;
     Ok(InfobipConfig {
         url: join(&base, &["whatsapp", "1", "message", "text"])?,
-        api_key: required(config, "api_key", KIND)?,
-        sender,
-        notify_url,
-        default_recipient: default_recipient(config)?,
+        api_key: required(config, "api_key", KIND)?.to_owned(),
+        sender: sender.to_owned(),
+        notify_url: notify_url.map(str::to_owned),
+        default_recipient: default_recipient(config)?.map(str::to_owned),
     })
 }
 
@@ -262,14 +267,20 @@ impl Adapter for InfobipAdapter {
         target: Target<'_>,
     ) -> Result<Delivered, DeliveryError> {
         let permanent = |e: Invalid| DeliveryError::permanent(format!("{INFOBIP}: {e}"));
-        let cfg = infobip_config(target.config).map_err(permanent)?;
-        let message = whatsapp_message(env.payload, cfg.default_recipient).map_err(permanent)?;
-        let body = infobip_request(&message, cfg.sender, env.delivery_id, cfg.notify_url)
-            .map_err(permanent)?;
+        let cfg = target.config_as(infobip_config).map_err(permanent)?;
+        let message =
+            whatsapp_message(env.payload, cfg.default_recipient.as_deref()).map_err(permanent)?;
+        let body = infobip_request(
+            &message,
+            &cfg.sender,
+            env.delivery_id,
+            cfg.notify_url.as_deref(),
+        )
+        .map_err(permanent)?;
         self.http.check_literal(&cfg.url, INFOBIP)?;
         let req = self
             .http
-            .request(reqwest::Method::POST, cfg.url)
+            .request(reqwest::Method::POST, cfg.url.clone())
             .header("authorization", format!("App {}", cfg.api_key))
             .header("accept", "application/json")
             .header("content-type", "application/json")

@@ -117,6 +117,57 @@ impl<K: Eq + Hash, V: Clone> TtlCache<K, V> {
     }
 }
 
+/// What was made once from a value and is kept with it: a channel's `config` as its adapter
+/// parsed it, kept with the copy of the channel an instance holds (for the channel cache's
+/// time to live), so that the deliveries of a channel do not parse their settings again.
+///
+/// A clone starts empty: a changed copy (a channel patched from a clone of the old one) never
+/// carries what was made from the value it was cloned from. Equal to every other (it is
+/// derived from the value it sits beside, not part of it).
+#[derive(Default)]
+pub struct Parsed(std::sync::OnceLock<std::sync::Arc<dyn std::any::Any + Send + Sync>>);
+
+impl Parsed {
+    /// What `make` made the first time, or makes now. A `T` other than the one made first
+    /// (never, for one channel type) is made again each time.
+    pub fn get_or_make<T: Send + Sync + 'static, E>(
+        &self,
+        make: impl FnOnce() -> Result<T, E>,
+    ) -> Result<std::sync::Arc<T>, E> {
+        if let Some(kept) = self.0.get() {
+            if let Ok(t) = kept.clone().downcast::<T>() {
+                return Ok(t);
+            }
+            return make().map(std::sync::Arc::new);
+        }
+        let made = std::sync::Arc::new(make()?);
+        let _ = self.0.set(made.clone());
+        Ok(made)
+    }
+}
+
+impl Clone for Parsed {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl PartialEq for Parsed {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for Parsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "Parsed(kept)"
+        } else {
+            "Parsed(empty)"
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,5 +206,32 @@ mod tests {
         c.insert(3, 3);
         assert_eq!(c.get(&0), None);
         assert_eq!(c.get(&3), Some(3));
+    }
+
+    #[test]
+    fn a_parsed_value_is_made_once_and_a_clone_starts_empty() {
+        let p = Parsed::default();
+        let made = std::cell::Cell::new(0);
+        let make = || -> Result<String, ()> {
+            made.set(made.get() + 1);
+            Ok("settings".to_owned())
+        };
+        assert_eq!(*p.get_or_make(make).unwrap(), "settings");
+        assert_eq!(*p.get_or_make(make).unwrap(), "settings");
+        assert_eq!(made.get(), 1, "made once");
+        let copy = p.clone();
+        copy.get_or_make(make).unwrap();
+        assert_eq!(made.get(), 2, "a clone makes its own");
+        assert_eq!(
+            p.get_or_make(|| Err::<u8, _>("other type")),
+            Err("other type")
+        );
+        let failed = Parsed::default();
+        assert_eq!(failed.get_or_make(|| Err::<u8, _>("bad")), Err("bad"));
+        assert_eq!(
+            *failed.get_or_make(|| Ok::<u8, ()>(7)).unwrap(),
+            7,
+            "a failure keeps nothing"
+        );
     }
 }

@@ -235,7 +235,7 @@ impl Services for Handoff<'_> {
 fn still_admitted(channel: &converger_ports::Channel, conn: &Connection) -> bool {
     let current = socket_config(&channel.config)
         .ok()
-        .map(|c| converger_core::secret::token_fingerprint(c.token));
+        .map(|c| converger_core::secret::token_fingerprint(&c.token));
     channel.active
         && conn
             .token_fp
@@ -299,7 +299,7 @@ impl Handoff<'_> {
             tenant_id: ch.tenant_id.clone(),
             connected_at: now.rfc3339(),
             expires_at: now.secs() + converger_ports::CONNECTION_TTL_S,
-            token_fp: Some(converger_core::secret::token_fingerprint(cfg.token)),
+            token_fp: Some(converger_core::secret::token_fingerprint(&cfg.token)),
         };
         self.handoffs.put_connection(&c).await?;
         tracing::info!(connection_id, channel_id, "websocket client connected");

@@ -628,6 +628,7 @@ impl Attempts<'_> {
         let target = Target {
             channel_id: channel.id.as_str(),
             config: &channel.config,
+            parsed: &channel.parsed_config,
             signing_secrets: &secrets,
             timeout,
         };

@@ -176,7 +176,7 @@ impl FlowControl {
             None => self
                 .adapters
                 .get(channel.kind)
-                .and_then(|a| a.default_rate_limit(&channel.config)),
+                .and_then(|a| a.default_rate_limit(&channel.config, &channel.parsed_config)),
         };
         Limits {
             cap: breaker.max_in_flight.resolve(tier),

@@ -77,6 +77,10 @@ pub struct Channel {
     pub name: String,
     /// Adapter configuration (for a webhook: url, method, headers, receive_timeout).
     pub config: Map<String, Value>,
+    /// `config` as the channel type's adapter parsed it, kept with this copy of the channel
+    /// (a clone starts without it), so that its deliveries do not parse it again.
+    #[serde(skip)]
+    pub parsed_config: converger_core::cache::Parsed,
     pub active: bool,
     /// The channel's retry policy override (validated on write).
     #[serde(default)]
@@ -145,6 +149,7 @@ impl Channel {
             kind,
             name: name.to_owned(),
             config,
+            parsed_config: Default::default(),
             active: true,
             retry_policy: Default::default(),
             signing_secret: converger_core::secret::new_signing_secret(),
