@@ -34,14 +34,14 @@ impl DeliveryStore for DynamoStore {
         // In the due index at its due time (where the claim left it).
         let u = Update::new()
             .set_each(self.due_keys(&d.id, d.next_attempt_at))
-            .remove_each(["lease_token", "lease_until"]);
+            .remove_each(LEASE);
         self.leased_update(d, token, u).await
     }
     async fn reschedule(&self, d: &Delivery, token: Option<&str>, at_ms: i64) -> StoreResult<bool> {
         let u = Update::new()
             .set("next_attempt_at", n(at_ms))
             .set_each(self.due_keys(&d.id, at_ms))
-            .remove_each(["lease_token", "lease_until"]);
+            .remove_each(LEASE);
         if let Some(token) = token {
             return self.leased_update(d, token, u).await;
         }
@@ -64,7 +64,7 @@ impl DeliveryStore for DynamoStore {
         let u = Update::new()
             .set("next_attempt_at", n(now.ms()))
             .set_each(self.due_keys(id, now.ms()))
-            .remove_each(["lease_token", "lease_until"])
+            .remove_each(LEASE)
             .when_eq("lease_until", n(until_ms))
             .when_eq("status", s(DeliveryStatus::Pending.as_str()));
         Ok(self.row_update(id, u).await?.is_some())
@@ -84,14 +84,13 @@ impl DeliveryStore for DynamoStore {
         let mut u = self
             .outcome_update(d, token, status, log, now)
             .await?
-            .remove_each(["lease_token", "lease_until", "slot_item"]);
+            .remove_each(LEASE)
+            .remove("slot_item");
         if outcome.leaves_indexes() {
-            u = u.remove_each(
-                LEASE_AND_PLACES
-                    .iter()
-                    .copied()
-                    .filter(|a| !matches!(*a, "lease_token" | "lease_until" | "slot_item")),
-            );
+            u = u
+                .remove_each(DUE_PLACE)
+                .remove("slot")
+                .remove_each(BACKLOG_PLACE);
         }
         let at = now.rfc3339();
         let u = match outcome {
@@ -145,12 +144,7 @@ impl DynamoStore {
             .when_cmp("lease_until", Cmp::Lt, n(now.ms()), true)
             .when_absent("handed_off")
             .when_cmp("expires_at", Cmp::Gt, n(now.secs()), true)
-            .apply(
-                self.client
-                    .update_item()
-                    .table_name(&self.res.deliveries)
-                    .key("id", s(id.as_str())),
-            )
+            .apply(self.delivery_update(id))
             .return_values(ReturnValue::AllNew);
         match self.update_or_old(req, self.get_delivery(id)).await? {
             Conditional::Applied(item) => {

@@ -75,12 +75,7 @@ impl DynamoStore {
         u: Update,
     ) -> StoreResult<Option<Delivery>> {
         let req = u
-            .apply(
-                self.client
-                    .update_item()
-                    .table_name(&self.res.deliveries)
-                    .key("id", s(id.as_str())),
-            )
+            .apply(self.delivery_update(id))
             .return_values(ReturnValue::AllNew);
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
@@ -360,7 +355,7 @@ impl FlowStore for DynamoStore {
         let u = Update::new()
             .set("status", s(DeliveryStatus::Paused.as_str()))
             .set("updated_at", s(at.as_str()))
-            .remove_each(LEASE_AND_PLACES);
+            .remove_each(lease_and_places());
         let u = listed(u, d, DeliveryStatus::Paused, &at);
         match token {
             Some(token) => self.leased_update(d, token, u).await,
@@ -403,14 +398,7 @@ impl FlowStore for DynamoStore {
     ) -> StoreResult<bool> {
         let u = into_backlog(Update::new(), &d.channel_id, due_ms)
             .set("next_attempt_at", n(due_ms))
-            .remove_each([
-                "lease_token",
-                "lease_until",
-                "due_shard",
-                "due_at",
-                "slot",
-                "slot_item",
-            ]);
+            .remove_each(LEASE.into_iter().chain(DUE_PLACE).chain(SLOT));
         self.leased_update(d, token, u).await
     }
 
@@ -424,7 +412,7 @@ impl FlowStore for DynamoStore {
             .set("slot", AttributeValue::Bool(true))
             .set("slot_item", n(slot_item))
             .set_each(self.due_keys(id, now.ms()))
-            .remove_each(["in_backlog", "bl_pk", "bl_sk"])
+            .remove_each(BACKLOG_PLACE)
             .when_eq("status", s(DeliveryStatus::Pending.as_str()))
             .when_exists("bl_pk");
         self.row_update(id, u).await
@@ -446,7 +434,7 @@ impl FlowStore for DynamoStore {
             .set("next_attempt_at", n(now.ms()))
             .set("slot_item", n(slot_item))
             .set_each(self.due_keys(id, now.ms()))
-            .remove_each(["in_backlog", "bl_pk", "bl_sk"])
+            .remove_each(BACKLOG_PLACE)
             .when_eq("status", s(DeliveryStatus::Pending.as_str()))
             .when_exists("bl_pk")
             .when_cmp("next_attempt_at", Cmp::Le, n(now.ms()), false);

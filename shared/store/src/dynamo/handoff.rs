@@ -53,12 +53,7 @@ impl HandoffStore for DynamoStore {
             .when_eq("status", s(DeliveryStatus::Pending.as_str()))
             .when_eq("handed_off", AttributeValue::Bool(true));
         let req = listed(u, d, DeliveryStatus::Sent, &at)
-            .apply(
-                self.client
-                    .update_item()
-                    .table_name(&self.res.deliveries)
-                    .key("id", s(d.id.as_str())),
-            )
+            .apply(self.delivery_update(&d.id))
             .return_values(ReturnValue::AllNew);
         match self.update_or_old(req, self.get_delivery(&d.id)).await? {
             Conditional::Applied(item) => {
@@ -103,15 +98,10 @@ impl HandoffStore for DynamoStore {
             // Out of pending: out of the due index (waiting or leased) and the backlog too, as
             // every other outcome write leaves them.
             if to != DeliveryStatus::Pending {
-                u = u.remove_each(LEASE_AND_PLACES).remove("handed_off");
+                u = u.remove_each(lease_and_places()).remove("handed_off");
             }
             let req = listed(u, &d, to, &at)
-                .apply(
-                    self.client
-                        .update_item()
-                        .table_name(&self.res.deliveries)
-                        .key("id", s(d.id.as_str())),
-                )
+                .apply(self.delivery_update(&d.id))
                 .return_values(ReturnValue::AllNew);
             match req.send().await {
                 Ok(out) => {

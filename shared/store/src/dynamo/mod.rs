@@ -141,19 +141,23 @@ fn listed(u: Update, d: &Delivery, status: DeliveryStatus, updated_at: &str) -> 
     }
 }
 
-/// The attributes of a delivery's lease and of its places in the due index and the backlog:
-/// what a row leaving `pending` drops (with `handed_off` where it had been handed off).
-const LEASE_AND_PLACES: [&str; 9] = [
-    "lease_token",
-    "lease_until",
-    "due_shard",
-    "due_at",
-    "slot",
-    "slot_item",
-    "in_backlog",
-    "bl_pk",
-    "bl_sk",
-];
+/// A delivery's lease.
+const LEASE: [&str; 2] = ["lease_token", "lease_until"];
+/// Its place in the due index.
+const DUE_PLACE: [&str; 2] = ["due_shard", "due_at"];
+/// Its window slot, and the slot item that holds it.
+const SLOT: [&str; 2] = ["slot", "slot_item"];
+/// Its place in its channel's backlog.
+const BACKLOG_PLACE: [&str; 3] = ["in_backlog", "bl_pk", "bl_sk"];
+
+/// The lease and every place a row leaving `pending` drops.
+fn lease_and_places() -> impl Iterator<Item = &'static str> {
+    LEASE
+        .into_iter()
+        .chain(DUE_PLACE)
+        .chain(SLOT)
+        .chain(BACKLOG_PLACE)
+}
 
 fn activity_item(a: &Activity) -> StoreResult<Item> {
     let mut item = to_item(a)?;
@@ -327,12 +331,7 @@ impl DynamoStore {
             .set("next_attempt_at", n(now.ms()))
             .set("updated_at", s(at.as_str()))
             .set_each(self.due_keys(&d.id, now.ms()))
-            .remove_each(
-                LEASE_AND_PLACES
-                    .iter()
-                    .copied()
-                    .filter(|a| !a.starts_with("due_")),
-            )
+            .remove_each(LEASE.into_iter().chain(SLOT).chain(BACKLOG_PLACE))
             .when_eq("status", s(DeliveryStatus::Failed.as_str()));
         let update = listed(u, d, DeliveryStatus::Pending, &at)
             .apply_to_transaction(
@@ -534,15 +533,23 @@ impl DynamoStore {
         }
     }
 
+    /// An `UpdateItem` of the delivery row `id`, for an [`Update`] to fill in.
+    fn delivery_update(
+        &self,
+        id: &DeliveryId,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.res.deliveries)
+            .key("id", s(id.as_str()))
+    }
+
     /// A conditional update of a delivery held under `token`. `Ok(false)` when the lease was
     /// lost (another attempt took over after it expired).
     async fn leased_update(&self, d: &Delivery, token: &str, u: Update) -> StoreResult<bool> {
-        let req = u.when_eq("lease_token", s(token)).apply(
-            self.client
-                .update_item()
-                .table_name(&self.res.deliveries)
-                .key("id", s(d.id.as_str())),
-        );
+        let req = u
+            .when_eq("lease_token", s(token))
+            .apply(self.delivery_update(&d.id));
         match self.update_or_old(req, self.get_delivery(&d.id)).await? {
             Conditional::Applied(_) => Ok(true),
             // The lease is gone; if it went with this very write (an SDK retry of a write that
