@@ -380,11 +380,7 @@ impl Intake<'_> {
         else {
             return Err(IngestError::Conflict(submitted.id));
         };
-        let ids: Vec<DeliveryId> = stored
-            .channel_ids
-            .iter()
-            .map(|c| DeliveryId::for_pair(&stored.id, c))
-            .collect();
+        let ids: Vec<DeliveryId> = stored.delivery_ids().collect();
         let deliveries = self.deliveries.get_deliveries(&ids).await?;
         let now = self.clock.now();
         let carried = stored.if_inline();

@@ -227,10 +227,7 @@ impl Lanes<'_> {
     /// Sends a lane's new head to its queue.
     async fn enqueue(&self, d: &Delivery) -> StoreResult<()> {
         let msg = DeliveryMessage::new(d.id.clone(), d.tier, None).of(d);
-        self.queue
-            .send(&msg, 0)
-            .await
-            .map_err(|e| StoreError::Unavailable(format!("queue: {e}")))
+        self.queue.send(&msg, 0).await.map_err(StoreError::from)
     }
 
     /// After a delivery of an ordered channel ended its attempt (sent or handed off: `dead`

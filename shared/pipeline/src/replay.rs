@@ -497,7 +497,7 @@ impl Replays<'_> {
                 job_id: job.id.clone(),
             })
             .await
-            .map_err(|e| ReplayError::Store(StoreError::Unavailable(e.to_string())))?;
+            .map_err(|e| ReplayError::Store(e.into()))?;
         Ok(job)
     }
 
@@ -573,7 +573,7 @@ impl Replays<'_> {
                     job_id: job.id.clone(),
                 })
                 .await
-                .map_err(|e| ReplayError::Store(StoreError::Unavailable(e.to_string())))?;
+                .map_err(|e| ReplayError::Store(e.into()))?;
         }
         Ok(())
     }

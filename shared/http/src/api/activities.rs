@@ -64,11 +64,7 @@ pub(crate) async fn get_activity(
         .activity(&tenant.id, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("activity"))?;
-    let ids: Vec<DeliveryId> = a
-        .channel_ids
-        .iter()
-        .map(|c| DeliveryId::for_pair(&a.id, c))
-        .collect();
+    let ids: Vec<DeliveryId> = a.delivery_ids().collect();
     let mut deliveries = state.pipeline.reads().deliveries(&ids).await?;
     deliveries.sort_by(|x, y| x.channel_id.cmp(&y.channel_id));
     Ok(Json(views::activity(&a, Some(&deliveries))))

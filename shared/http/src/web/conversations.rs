@@ -130,7 +130,7 @@ pub(super) async fn conversation_page(
                         td { (a.event_type.as_deref().unwrap_or("")) }
                         td { (short_time(&a.created_at)) }
                         td.deliveries { @for c in &a.channel_ids {
-                            @let did = DeliveryId::for_pair(&a.id, c);
+                            @let did = a.delivery_id(c);
                             @let name = names.get(c).map_or(c.as_str(), String::as_str);
                             @match by_id.get(&did) {
                                 Some(d) => {
@@ -271,10 +271,7 @@ async fn load(
     let (activities, more) = reads
         .conversation_activities(tenant, id, after, PAGE_ACTIVITIES)
         .await?;
-    let ids: Vec<DeliveryId> = activities
-        .iter()
-        .flat_map(|a| a.channel_ids.iter().map(|c| DeliveryId::for_pair(&a.id, c)))
-        .collect();
+    let ids: Vec<DeliveryId> = activities.iter().flat_map(|a| a.delivery_ids()).collect();
     let rows = reads.deliveries(&ids).await?;
     let ids: Vec<&ChannelId> = activities.iter().flat_map(|a| &a.channel_ids).collect();
     let names = names_of(state, ids).await;

@@ -59,6 +59,17 @@ pub struct DeliveryMessage {
 pub const INLINE_ACTIVITY_MAX_BYTES: usize = 64 * 1024;
 
 impl Activity {
+    /// Its delivery to `channel` (whether or not it targets it): one id per activity and
+    /// channel, so the same activity never makes two deliveries to one channel.
+    pub fn delivery_id(&self, channel: &ChannelId) -> DeliveryId {
+        DeliveryId::for_pair(&self.id, channel)
+    }
+
+    /// Its deliveries, one per channel it targets, in the order of `channel_ids`.
+    pub fn delivery_ids(&self) -> impl Iterator<Item = DeliveryId> + '_ {
+        self.channel_ids.iter().map(|c| self.delivery_id(c))
+    }
+
     /// The activity if it is small enough to ride in a queue message. Serializes it once: call
     /// it once per activity, not once per delivery.
     pub fn if_inline(&self) -> Option<&Activity> {

@@ -192,7 +192,7 @@ impl Delivery {
         let lane_seq = channel.ordering.map(|_| activity.seq);
         let next_attempt_at = now.ms();
         Self {
-            id: DeliveryId::for_pair(&activity.id, &channel.id),
+            id: activity.delivery_id(&channel.id),
             tenant_id: activity.tenant_id.clone(),
             channel_id: channel.id.clone(),
             activity_id: activity.id.clone(),

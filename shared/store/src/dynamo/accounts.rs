@@ -131,7 +131,7 @@ impl AccountStore for DynamoStore {
             .get("api_key_hash")
             .and_then(|v| v.as_s().ok())
             .cloned();
-        let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::Corrupt(e.to_string());
+        let build = |e: aws_sdk_dynamodb::error::BuildError| StoreError::unreadable(e);
         let put_key = Put::builder()
             .table_name(&self.res.tenants)
             .item("pk", s(api_key_key(new_hash)))

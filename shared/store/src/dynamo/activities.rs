@@ -34,7 +34,7 @@ impl ActivityStore for DynamoStore {
                 .set_item(Some(item))
                 .condition_expression("attribute_not_exists(id)")
                 .build()
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                .map_err(StoreError::unreadable)?;
             Ok(TransactWriteItem::builder().put(p).build())
         };
         let mut req = self

@@ -129,14 +129,14 @@ impl LaneStore for DynamoStore {
             .item("expires_at", n(expires_at))
             .condition_expression("attribute_not_exists(pk)")
             .build()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            .map_err(StoreError::unreadable)?;
         let gone = Delete::builder()
             .table_name(&self.res.lanes)
             .key("pk", s(lane))
             .key("sk", entry_sk(entry))
             .condition_expression("attribute_exists(pk)")
             .build()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            .map_err(StoreError::unreadable)?;
         let sent = {
             let _serial = self.tx_guard().await;
             self.client

@@ -40,7 +40,7 @@ impl DeliveryQueries for DynamoStore {
                         .channel_ids
                         .iter()
                         .filter(|c| q.channel.as_ref().is_none_or(|x| x == *c))
-                        .map(|c| DeliveryId::for_pair(&a.id, c))
+                        .map(|c| a.delivery_id(c))
                         .collect();
                     self.get_deliveries(&ids).await?
                 }

@@ -79,15 +79,15 @@ fn now_ms() -> i64 {
 }
 
 fn to_item<T: Serialize>(v: &T) -> StoreResult<Item> {
-    serde_dynamo::to_item(v).map_err(|e| StoreError::Corrupt(e.to_string()))
+    serde_dynamo::to_item(v).map_err(StoreError::unreadable)
 }
 
 fn from_item<T: DeserializeOwned>(item: Item) -> StoreResult<T> {
-    serde_dynamo::from_item(item).map_err(|e| StoreError::Corrupt(e.to_string()))
+    serde_dynamo::from_item(item).map_err(StoreError::unreadable)
 }
 
 fn to_av<T: Serialize>(v: &T) -> StoreResult<AttributeValue> {
-    serde_dynamo::to_attribute_value(v).map_err(|e| StoreError::Corrupt(e.to_string()))
+    serde_dynamo::to_attribute_value(v).map_err(StoreError::unreadable)
 }
 
 /// The index attributes of a delivery in `status` changed at `updated_at`.
@@ -340,13 +340,13 @@ impl DynamoStore {
                     .key("id", s(d.id.as_str())),
             )
             .build()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            .map_err(StoreError::unreadable)?;
         let put = Put::builder()
             .table_name(&self.res.audit)
             .set_item(Some(audit::audit_item(audit)?))
             .condition_expression("attribute_not_exists(audit_sk)")
             .build()
-            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            .map_err(StoreError::unreadable)?;
         Ok((update, put))
     }
 
@@ -413,7 +413,7 @@ impl DynamoStore {
                 let put = aws_sdk_dynamodb::types::PutRequest::builder()
                     .set_item(Some(item))
                     .build()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    .map_err(StoreError::unreadable)?;
                 req.entry(table).or_default().push(
                     aws_sdk_dynamodb::types::WriteRequest::builder()
                         .put_request(put)
@@ -466,7 +466,7 @@ impl DynamoStore {
                     .set_keys(Some(std::mem::take(&mut pending)))
                     .consistent_read(consistent)
                     .build()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    .map_err(StoreError::unreadable)?;
                 let out = self
                     .client
                     .batch_get_item()
@@ -597,7 +597,7 @@ impl DynamoStore {
                             aws_sdk_dynamodb::types::PutRequest::builder()
                                 .set_item(Some(item))
                                 .build()
-                                .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                                .map_err(StoreError::unreadable)?,
                         )
                         .build(),
                 );

@@ -18,7 +18,7 @@ impl TenantStore for DynamoStore {
                 .set_item(Some(item))
                 .condition_expression("attribute_not_exists(pk)")
                 .build()
-                .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                .map_err(StoreError::unreadable)?;
             Ok(TransactWriteItem::builder().put(p).build())
         };
         let _serial = self.tx_guard().await;
