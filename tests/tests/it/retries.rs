@@ -5,6 +5,7 @@
 
 use converger_core::Timestamp;
 use converger_core::time;
+use converger_http::views::{AttemptView, Page};
 use converger_local::Backend;
 use converger_local::QueueSettings;
 use converger_ports::{Claim, DeliveryMessage};
@@ -34,27 +35,17 @@ async fn retry_after_as_an_http_date_and_beyond_max_ms() {
     )
     .await
     .unwrap();
-    let (_, key) = t.tenant("default").await;
+    let tenant = t.new_tenant("default").await;
     let policy = json!({"backoff": "fixed", "base_ms": 1000, "max_ms": 1000});
-    let a = t.webhook(&key, &dated.url, policy.clone()).await;
-    let b = t.webhook(&key, &long.url, policy).await;
-    let act = t
-        .activity(
-            &key,
-            &[a["id"].as_str().unwrap(), b["id"].as_str().unwrap()],
-        )
-        .await;
-    for d in act["deliveries"].as_array().unwrap() {
-        let row = t
-            .wait_delivery(
-                &key,
-                d["id"].as_str().unwrap(),
-                Duration::from_secs(20),
-                settled,
-            )
+    let a = tenant.webhook(&dated.url, policy.clone()).await;
+    let b = tenant.webhook(&long.url, policy).await;
+    let act = tenant.activity(&[&a.channel.id, &b.channel.id]).await;
+    for d in &act.deliveries {
+        let row = tenant
+            .wait_delivery(&d.id, Duration::from_secs(20), is_settled)
             .await;
-        assert_eq!(row["status"], "sent", "{row}");
-        assert_eq!(row["attempts"], 2);
+        assert_eq!(row.status, "sent", "{row:?}");
+        assert_eq!(row.attempts, 2);
     }
     let gap = |rx: &Receiver| {
         let r = rx.requests();
@@ -89,21 +80,22 @@ async fn a_permanent_error_on_the_last_but_one_attempt_dead_letters() {
     )
     .await
     .unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t
+    let tenant = t.new_tenant("default").await;
+    let ch = tenant
         .webhook(
-            &key,
             &rx.url,
             json!({"max_attempts": 3, "backoff": "fixed", "base_ms": 1000}),
         )
         .await;
-    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(20), settled)
+    let id = tenant.activity(&[&ch.channel.id]).await.deliveries[0]
+        .id
+        .clone();
+    let d = tenant
+        .wait_delivery(&id, Duration::from_secs(20), is_settled)
         .await;
-    assert_eq!(d["status"], "failed", "{d}");
-    assert_eq!(d["attempts"], 2, "attempts counts every attempt made");
-    assert!(d["last_error"].as_str().unwrap().contains("404"));
+    assert_eq!(d.status, "failed", "{d:?}");
+    assert_eq!(d.attempts, 2, "attempts counts every attempt made");
+    assert!(d.last_error.unwrap().contains("404"));
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(rx.requests().len(), 2);
     t.stop().await;
@@ -113,32 +105,32 @@ async fn a_permanent_error_on_the_last_but_one_attempt_dead_letters() {
 async fn a_policy_change_takes_effect_on_the_next_attempt() {
     let t = TestStack::start().await;
     let rx = Receiver::always(503).await.unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t
+    let tenant = t.new_tenant("default").await;
+    let ch = tenant
         .webhook(
-            &key,
             &rx.url,
             json!({"max_attempts": 10, "backoff": "fixed", "base_ms": 2000}),
         )
         .await;
-    let path = format!("/api/v1/channels/{}", ch["id"].as_str().unwrap());
-    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+    let path = format!("/api/v1/channels/{}", ch.channel.id);
+    let id = tenant.activity(&[&ch.channel.id]).await.deliveries[0]
+        .id
+        .clone();
     rx.wait_for(1, Duration::from_secs(10)).await;
-    let a = t
+    let a = tenant
         .api(
             "PATCH",
             &path,
-            &key,
             Some(json!({"retry_policy": {"max_attempts": 2, "backoff": "fixed", "base_ms": 1000}})),
         )
         .await;
     assert_eq!(a.status, 200);
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(20), settled)
+    let d = tenant
+        .wait_delivery(&id, Duration::from_secs(20), is_settled)
         .await;
-    assert_eq!(d["status"], "failed", "{d}");
+    assert_eq!(d.status, "failed", "{d:?}");
     assert_eq!(
-        d["attempts"], 2,
+        d.attempts, 2,
         "the new max_attempts applied to the second attempt"
     );
     t.stop().await;
@@ -150,24 +142,23 @@ async fn expired_attempt_log_entries_are_not_shown() {
     // the store's TTL had not deleted it yet.
     let t = TestStack::with(|o| o.config.attempt_retention = Duration::ZERO).await;
     let rx = Receiver::always(200).await.unwrap();
-    let (_, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
-    let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+    let tenant = t.new_tenant("default").await;
+    let ch = tenant.webhook(&rx.url, json!({})).await;
+    let id = tenant.activity(&[&ch.channel.id]).await.deliveries[0]
+        .id
+        .clone();
+    let d = tenant
+        .wait_delivery(&id, Duration::from_secs(15), is_settled)
         .await;
-    assert_eq!(d["status"], "sent");
-    assert_eq!(d["attempts"], 1);
-    assert_eq!(d["attempt_log"], json!([]));
-    let page = t
-        .api(
-            "GET",
-            &format!("/api/v1/deliveries/{id}/attempts"),
-            &key,
-            None,
-        )
-        .await;
-    assert_eq!(page.body["data"], json!([]));
+    assert_eq!(d.status, "sent");
+    assert_eq!(d.attempts, 1);
+    assert_eq!(d.attempt_log, Some(vec![]));
+    let page: Page<AttemptView> = tenant
+        .api("GET", &format!("/api/v1/deliveries/{id}/attempts"), None)
+        .await
+        .typed(200)
+        .unwrap();
+    assert!(page.data.is_empty());
     // The entry is stored with its expiry, for the TTL to delete.
     let row = t
         .stack
