@@ -145,6 +145,19 @@ pub(super) async fn channel_states(
 }
 
 /// Why a channel is disabled, in words.
+/// The channel `id` (from a page's path) as `v` may see it: `None` for an id that does not
+/// parse, another tenant's channel, or one the store could not read.
+pub(super) async fn visible_channel(state: &AppState, v: &Viewer, id: &str) -> Option<Channel> {
+    let id = ChannelId::parse(id).ok()?;
+    state
+        .pipeline
+        .reads()
+        .channel_in(Scope::of(v.own_tenant()), &id)
+        .await
+        .ok()
+        .flatten()
+}
+
 fn disabled_label(reason: &str) -> String {
     match reason {
         "auto_disabled_failure_threshold" => "disabled after repeated failures".into(),
@@ -160,17 +173,7 @@ pub(super) async fn pause_or_resume(
     if !v.can_act() {
         return forbidden();
     }
-    let channel = match ChannelId::parse(&id) {
-        Ok(id) => state
-            .pipeline
-            .reads()
-            .channel_in(Scope::of(v.own_tenant()), &id)
-            .await
-            .ok()
-            .flatten(),
-        Err(_) => None,
-    };
-    let Some(channel) = channel else {
+    let Some(channel) = visible_channel(&state, &v, &id).await else {
         return page_error(StatusCode::NOT_FOUND, "No such channel.");
     };
     if channel.managed && v.own_tenant().is_some() {

@@ -10,10 +10,10 @@ use crate::AppState;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use converger_core::TenantId;
 use converger_core::usage::{Range, usage_days};
-use converger_core::{ChannelId, TenantId};
 use converger_pipeline::usage::{Point, TenantUsage};
-use converger_ports::{Scope, UsageOf};
+use converger_ports::UsageOf;
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -148,17 +148,7 @@ pub(super) async fn channel_charts(
     let Some(range) = q.range() else {
         return bad_range();
     };
-    let channel = match ChannelId::parse(&id) {
-        Ok(id) => state
-            .pipeline
-            .reads()
-            .channel_in(Scope::of(v.own_tenant()), &id)
-            .await
-            .ok()
-            .flatten(),
-        Err(_) => None,
-    };
-    let Some(channel) = channel else {
+    let Some(channel) = super::channels::visible_channel(&state, &v, &id).await else {
         return page_error(StatusCode::NOT_FOUND, "No such channel.");
     };
     let usage = state.pipeline.usage();
