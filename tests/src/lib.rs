@@ -2,7 +2,8 @@
 //! resource prefix, so tests never share a queue or see each other's rows), with real HTTP
 //! receivers. The use-case scenarios run on the in-process backend ([`TestStack::start`]);
 //! the tests of AWS code paths run on the template deployed on the emulator named by
-//! `AWS_ENDPOINT_URL` or one the stack starts itself ([`TestStack::on_emulator`]).
+//! `AWS_ENDPOINT_URL` or one the stack starts itself ([`TestStack::on_emulator`]); the store's
+//! own tests on the template's tables alone ([`TestTables`]).
 //! `CONVERGER_TEST_BACKEND=emulator` runs every scenario on the emulator.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -607,6 +608,51 @@ pub struct FailingTenant {
     pub channel: String,
     /// The failed deliveries' ids.
     pub deliveries: Vec<String>,
+}
+
+/// The template's DynamoDB tables alone, made on the emulator under a prefix of their own
+/// (no stack, no functions): for the tests of the store itself. The emulator is the one
+/// `AWS_ENDPOINT_URL` names, or one started for these tables and stopped with them.
+pub struct TestTables {
+    pub config: aws_config::SdkConfig,
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub resources: converger_store::Resources,
+    _emulator: Option<converger_local::emulator::Emulator>,
+}
+
+impl TestTables {
+    pub async fn on_emulator() -> Self {
+        init_tracing();
+        let (emulator, endpoint) = match std::env::var("AWS_ENDPOINT_URL") {
+            Ok(ep) if !ep.is_empty() => (None, ep),
+            _ => {
+                let em = converger_local::emulator::Emulator::start()
+                    .await
+                    .expect("the emulator starts");
+                let ep = em.endpoint.clone();
+                (Some(em), ep)
+            }
+        };
+        let config = converger_store::aws::load_config_for(Some(&endpoint)).await;
+        let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+        let prefix = format!("t{}-", &uuid_like()[..12]);
+        let resources = converger_local::tables::create_tables(&dynamodb, &prefix)
+            .await
+            .expect("the template's tables are made");
+        Self {
+            config,
+            dynamodb,
+            resources,
+            _emulator: emulator,
+        }
+    }
+
+    /// The SDK configuration of another account of the emulator (see [`TestStack::account`]).
+    pub async fn account(&self, account: &str, region: &str) -> aws_config::SdkConfig {
+        converger_local::emulator::account_config(&self.config, account, region)
+            .await
+            .unwrap()
+    }
 }
 
 fn uuid_like() -> String {

@@ -15,6 +15,7 @@ pub mod receiver;
 pub mod schedule;
 pub mod seed;
 pub mod stack;
+pub mod tables;
 
 pub use stack::{Backend, Every, QueueSettings, Stack, StackOptions};
 

@@ -56,6 +56,7 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     let line = bench::requests::run(bench::requests::Options {
         deliveries: 4,
         retried: 2,
+        warm: 10,
     })
     .await
     .unwrap();

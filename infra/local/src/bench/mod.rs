@@ -68,6 +68,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
             requests::run(requests::Options {
                 deliveries,
                 retried: rest.num("--retried", deliveries)?.max(1),
+                warm: rest.num("--warm", 10)?,
             })
             .await
             .map(drop)
@@ -178,6 +179,7 @@ pub async fn smoke() -> Result<(), String> {
     requests::run(requests::Options {
         deliveries: 2,
         retried: 2,
+        warm: 10,
     })
     .await?;
     keys::run(keys::Options {

@@ -47,6 +47,8 @@ pub struct Options {
     /// Deliveries per retrying case (three attempts, dead letter): each waits out its
     /// backoffs, one delivery at a time.
     pub retried: usize,
+    /// First tries before each first-try case is counted (warm caches, the window grown).
+    pub warm: usize,
 }
 
 /// List prices, US East (N. Virginia), in dollars per million (see `docs/benchmarks.md`).
@@ -142,7 +144,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 10,
+            warm: o.warm,
         },
         Case {
             name: "first_try_no_window",
@@ -159,7 +161,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 10,
+            warm: o.warm,
         },
         Case {
             name: "first_try_burst",
@@ -169,7 +171,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 10,
+            warm: o.warm,
         },
         Case {
             name: "first_try_by_event_type",
@@ -191,7 +193,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: Some(BENCH_EVENT),
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 10,
+            warm: o.warm,
         },
         Case {
             name: "three_attempts",
@@ -221,7 +223,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 10,
+            warm: o.warm,
         },
         Case {
             name: "aws_eventbridge_first_try",
@@ -231,7 +233,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 10,
+            warm: o.warm,
         },
         Case {
             name: "aws_kinesis_first_try",
@@ -241,7 +243,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 10,
+            warm: o.warm,
         },
         Case {
             name: "aws_sns_first_try",
@@ -251,7 +253,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             event_type: None,
             done: (DeliveryStatus::Sent, 1),
             deliveries: o.deliveries,
-            warm: 10,
+            warm: o.warm,
         },
     ];
     // A deadline only: under the test command the emulator is shared by every test at once,
@@ -337,7 +339,8 @@ pub(super) async fn aws_channel(
     service: Service,
 ) -> Result<Channel, String> {
     let role = format!("arn:aws:iam::{TENANT_ACCOUNT}:role/converger-delivery");
-    let name = "bench-activity";
+    // The tenant's own: a target outlives the stack on a shared emulator.
+    let name = &format!("bench-{}", t.id.as_str().replace('_', "-"));
     let target = match stack.memory() {
         // In process: the model of tenants' accounts gets the role and the target.
         Some(memory) => {

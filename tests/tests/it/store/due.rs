@@ -161,12 +161,9 @@ pub(super) async fn the_due_index_has_the_deployments_shard_count(b: Backend) {
     // The same tables through a store of a deployment that raised its count to 64.
     let store: Arc<dyn Store> = match (&f.t, b) {
         (Some(t), Backend::Dynamo) => {
-            let mut res = t.aws().resources.clone();
+            let mut res = t.resources.clone();
             res.due_shards = 64;
-            Arc::new(
-                DynamoStore::new(t.aws().clients.dynamodb.clone(), res)
-                    .with_serial_transactions(true),
-            )
+            Arc::new(DynamoStore::new(t.dynamodb.clone(), res).with_serial_transactions(true))
         }
         _ => Arc::new(MemStore::new().with_due_shards(64)),
     };

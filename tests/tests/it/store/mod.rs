@@ -18,7 +18,7 @@ use converger_ports::{
     SecretRotation, SentInfo, Settle, SlotTake, Store, Tenant, Transition,
 };
 use converger_store::dynamo::DynamoStore;
-use converger_tests::TestStack;
+use converger_tests::TestTables;
 use serde_json::{Map, json};
 use std::sync::Arc;
 
@@ -29,18 +29,15 @@ enum Backend {
 }
 
 struct Fixture {
-    t: Option<TestStack>,
+    t: Option<TestTables>,
     store: Arc<dyn Store>,
     tenant: Tenant,
     channel: Channel,
 }
 
 impl Fixture {
-    async fn stop(self) {
-        if let Some(t) = self.t {
-            t.stop().await;
-        }
-    }
+    /// Ends the test (the tables stay on the emulator, under their own prefix).
+    async fn stop(self) {}
 }
 
 mod deliveries;
@@ -117,12 +114,11 @@ conformance!(
 );
 
 async fn fixture(backend: Backend) -> Fixture {
-    let (t, store): (Option<TestStack>, Arc<dyn Store>) = match backend {
+    let (t, store): (Option<TestTables>, Arc<dyn Store>) = match backend {
         Backend::Dynamo => {
-            let t = TestStack::on_emulator().await;
-            let store =
-                DynamoStore::new(t.aws().clients.dynamodb.clone(), t.aws().resources.clone())
-                    .with_serial_transactions(true);
+            let t = TestTables::on_emulator().await;
+            let store = DynamoStore::new(t.dynamodb.clone(), t.resources.clone())
+                .with_serial_transactions(true);
             (Some(t), Arc::new(store))
         }
         Backend::Memory => (None, Arc::new(MemStore::new())),
@@ -207,10 +203,10 @@ fn attempt(n: u32) -> AttemptEntry {
 /// source, so the service's code and request id reach the logs and a caller can look at it.
 #[tokio::test]
 async fn a_refused_dynamodb_request_keeps_the_sdk_error_as_its_source() {
-    let t = TestStack::on_emulator().await;
-    let mut res = t.aws().resources.clone();
+    let t = TestTables::on_emulator().await;
+    let mut res = t.resources.clone();
     res.tenants = "converger-no-such-table".into();
-    let store: Arc<dyn Store> = Arc::new(DynamoStore::new(t.aws().clients.dynamodb.clone(), res));
+    let store: Arc<dyn Store> = Arc::new(DynamoStore::new(t.dynamodb.clone(), res));
     let err = store.get_tenant(&TenantId::generate()).await.unwrap_err();
     assert!(err.is_unavailable(), "{err}");
     assert!(err.to_string().contains("ResourceNotFound"), "{err}");
@@ -226,5 +222,4 @@ async fn a_refused_dynamodb_request_keeps_the_sdk_error_as_its_source() {
             .is_some_and(|e| e.is_resource_not_found_exception()),
         "{sdk:?}"
     );
-    t.stop().await;
 }

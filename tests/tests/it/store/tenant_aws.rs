@@ -30,7 +30,7 @@ fn destination(name: &str) -> Destination {
 
 /// The port, and what a queue of the tenant's received (body, group).
 struct Account {
-    t: Option<TestStack>,
+    t: Option<TestTables>,
     port: Arc<dyn TenantAws>,
     memory: Option<Arc<MemTenantAws>>,
     sqs: Option<aws_sdk_sqs::Client>,
@@ -40,16 +40,12 @@ impl Account {
     async fn new(b: Backend, queues: &[&str]) -> Self {
         match b {
             Backend::Dynamo => {
-                let t = TestStack::on_emulator().await;
+                let t = TestTables::on_emulator().await;
                 let sqs = aws_sdk_sqs::Client::new(&t.account(ACCOUNT, "eu-west-1").await);
                 for q in queues {
                     crate::aws_channels::emulator::queue(&sqs, q).await;
                 }
-                let port = Arc::new(converger_store::StsTenantAws::new(
-                    &t.aws().clients.config,
-                    &[],
-                    &[],
-                ));
+                let port = Arc::new(converger_store::StsTenantAws::new(&t.config, &[], &[]));
                 Self {
                     t: Some(t),
                     port,
@@ -124,8 +120,11 @@ const ROLE_AS: AssumedRole<'static> = AssumedRole {
 };
 
 pub(super) async fn a_tenant_queue_takes_a_message_once_and_a_missing_one_is_named(b: Backend) {
-    let a = Account::new(b, &["plain", "ordered.fifo"]).await;
-    let plain = destination("plain");
+    // Names of this test's own: the emulator's second account outlives one test.
+    let run = &uuid::Uuid::new_v4().simple().to_string()[..12];
+    let (plain_name, fifo_name) = (format!("plain-{run}"), format!("ordered-{run}.fifo"));
+    let a = Account::new(b, &[&plain_name, &fifo_name]).await;
+    let plain = destination(&plain_name);
     let receipt = a
         .port
         .send(ROLE_AS, &message(&plain, "{\"n\":1}", "d-1"))
@@ -133,12 +132,12 @@ pub(super) async fn a_tenant_queue_takes_a_message_once_and_a_missing_one_is_nam
         .unwrap();
     assert!(receipt.message_id.is_some());
     assert_eq!(
-        a.received("plain").await,
+        a.received(&plain_name).await,
         vec![("{\"n\":1}".to_owned(), None)]
     );
 
     // A FIFO queue: the group is kept, and a repeated deduplication id is dropped.
-    let fifo = destination("ordered.fifo");
+    let fifo = destination(&fifo_name);
     for _ in 0..2 {
         let r = a
             .port
@@ -148,7 +147,7 @@ pub(super) async fn a_tenant_queue_takes_a_message_once_and_a_missing_one_is_nam
         assert!(r.sequence_number.is_some());
     }
     assert_eq!(
-        a.received("ordered.fifo").await,
+        a.received(&fifo_name).await,
         vec![("{\"n\":2}".to_owned(), Some("conv-1".to_owned()))]
     );
 
@@ -172,9 +171,7 @@ pub(super) async fn a_tenant_queue_takes_a_message_once_and_a_missing_one_is_nam
         "{}",
         c.reason
     );
-    if let Some(t) = a.t {
-        t.stop().await;
-    }
+    drop(a.t);
 }
 
 pub(super) async fn a_tenants_external_id_is_kept_once_made_and_replaced_by_a_rotation(b: Backend) {
