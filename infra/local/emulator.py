@@ -13,20 +13,27 @@ third of the emulator's busy time, all of it under the dispatcher's one lock): m
 own package folders on disk to route each request, and werkzeug logs a line per request.
 The folder list is read once; request lines are not logged. The service models the
 project's clients use are loaded before the first request, not by every thread that comes
-before the cache is filled.
+before the cache is filled. And a stack's template, which the project sends as JSON, is read
+by the JSON parser rather than the pure-Python YAML one moto tries first (a later profile:
+a fifth of the emulator's busy time, 0.35 s of each deployment), and the JSON paths of the
+bus rules' input transformers are compiled once, not for every event.
 
 Run by the project's tooling with the project virtualenv's Python:
     python infra/local/emulator.py -H 127.0.0.1 -p 5000
 """
 
 import argparse
+import functools
+import json
 import logging
 import os
 import signal
 import sys
 import threading
 
+import jsonpath_ng.ext as jsonpath_ext
 import moto.backends as moto_backends
+import moto.cloudformation.models as cfn_models
 from moto.core.utils import get_service_model
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -41,6 +48,27 @@ CLOUDFORMATION = threading.Lock()
 # moto's own folders do not change while it runs.
 _MODULES = tuple(moto_backends.list_of_moto_modules())
 moto_backends.list_of_moto_modules = lambda: _MODULES
+
+# moto reads every template it is given with PyYAML's pure-Python loader first, JSON being a
+# subset of YAML: nine tenths of a stack's creation went there. The project deploys JSON
+# (infra/local/deploy.py sends the transformed template as JSON), read here by the JSON
+# parser; anything else is read as before.
+_parse_template = cfn_models.Stack.parse_template
+
+
+def _json_first(template):
+    try:
+        return json.loads(template)
+    except ValueError:
+        return _parse_template(template)
+
+
+cfn_models.Stack.parse_template = staticmethod(_json_first)
+
+# A rule's input transformer compiles each of its JSON paths again for every event it
+# forwards, building a parser's tables each time (a twelfth of the emulator's busy time in
+# the same profile): compiled once per path here.
+jsonpath_ext.parse = functools.lru_cache(maxsize=1024)(jsonpath_ext.parse)
 
 # The services the stack and its tests call.
 SERVICES = (

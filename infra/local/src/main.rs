@@ -283,30 +283,45 @@ async fn test(args: &[String]) -> Result<(), String> {
         .env("AWS_REGION", "us-east-1")
         .env(converger_local::iam::LOG_DIR_ENV, &iam_dir);
     times.mark("emulator and reference stack");
-    let result = status(&mut cmd, "tests").await;
-    em.stop().await;
-    times.mark("tests");
-    let iam = iam_report(&iam_dir, &reference);
-    // The chaos suite, small: the runner SIGKILLed mid-run and the emulator frozen; anything
-    // lost fails the run (the figures are printed, never asserted: see docs/benchmarks.md).
-    // Beside it, the API fuzzing: schemathesis from docs/openapi.json against a local stack;
-    // a server error, a status the document does not allow or an answer off its schema fails
-    // the run. Each has its own emulator and stack; they run side by side.
-    eprintln!(
-        "converger test: chaos smoke (crash, storage stall, hostile receivers) beside the API \
-         fuzzing (schemathesis, docs/openapi.json)"
-    );
+    // Beside the tests: the chaos suite, small (the runner SIGKILLed mid-run and the emulator
+    // frozen; anything lost fails the run, and the figures are printed, never asserted: see
+    // docs/benchmarks.md), and the API fuzzing (schemathesis from docs/openapi.json against a
+    // local stack; a server error, a status the document does not allow or an answer off its
+    // schema fails the run). Each has its own emulator and stack. Most of the tests' time, and
+    // most of the chaos smoke's, is spent waiting (timers, backoffs, a frozen emulator), so the
+    // three side by side take little longer than the tests alone.
     // The fuzzing's tools are installed first: not into the virtualenv while the chaos
     // suite's emulator starts from it.
     emulator::ensure_fuzz_tools().await?;
-    let smoke = ["smoke".to_owned()];
-    let (chaos, fuzz) = tokio::join!(
-        converger_local::chaos::run(&smoke),
-        converger_local::fuzz::run(&[])
+    eprintln!(
+        "converger test: the tests, beside the chaos smoke (crash, storage stall, hostile \
+         receivers) and the API fuzzing (schemathesis, docs/openapi.json)"
     );
-    times.mark("chaos smoke and fuzzing");
+    let smoke = ["smoke".to_owned()];
+    let tests = async {
+        let r = status(&mut cmd, "tests").await;
+        em.stop().await;
+        r
+    };
+    let ((result, tests_took), (chaos, chaos_took), (fuzz, fuzz_took)) = tokio::join!(
+        timed(tests),
+        timed(converger_local::chaos::run(&smoke)),
+        timed(converger_local::fuzz::run(&[]))
+    );
+    times.mark("tests beside the chaos smoke and fuzzing");
+    times.note("tests alone", tests_took);
+    times.note("chaos smoke alone", chaos_took);
+    times.note("fuzzing alone", fuzz_took);
+    let iam = iam_report(&iam_dir, &reference);
     times.report();
     result.and(iam).and(chaos).and(fuzz)
+}
+
+/// What `f` gives, and how long it took.
+async fn timed<T>(f: impl std::future::Future<Output = T>) -> (T, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let r = f.await;
+    (r, started.elapsed())
 }
 
 /// How long each phase of the test command took, reported at its end.
@@ -314,6 +329,8 @@ struct Times {
     started: std::time::Instant,
     last: std::time::Instant,
     phases: Vec<(&'static str, std::time::Duration)>,
+    /// Parts of a phase, each timed on its own (run side by side within it).
+    notes: Vec<(&'static str, std::time::Duration)>,
 }
 
 impl Times {
@@ -323,6 +340,7 @@ impl Times {
             started: now,
             last: now,
             phases: Vec::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -333,10 +351,16 @@ impl Times {
         self.last = now;
     }
 
+    /// `what`, part of a phase run side by side with others, took `d`.
+    fn note(&mut self, what: &'static str, d: std::time::Duration) {
+        self.notes.push((what, d));
+    }
+
     fn report(&self) {
         let parts: Vec<String> = self
             .phases
             .iter()
+            .chain(&self.notes)
             .map(|(what, d)| format!("{what} {:.0} s", d.as_secs_f64()))
             .collect();
         eprintln!(
