@@ -1,8 +1,10 @@
 """Deploys infra/template.yaml as a CloudFormation stack on the local emulator, the way
 `sam deploy` would on AWS, and prints what CloudFormation resolved as one JSON document.
 
-Run by the local runner (infra/local/src/cfn.rs) with the project virtualenv's Python; reads
-its request as JSON on stdin:
+Run by the local runner (infra/local/src/cfn.rs): inside the emulator's own process (its
+`POST /_converger/deploy`, see infra/local/emulator.py), which saves each deployment a
+Python start, the SDK's imports and its clients' set-up; or, where the emulator is not the
+project's, with the project virtualenv's Python, reading its request as JSON on stdin:
 
     {"endpoint": "http://127.0.0.1:PORT", "region": "us-east-1", "stack_name": "...",
      "template": "infra/template.yaml", "parameters": {"Name": "value"}}
@@ -22,6 +24,7 @@ import os
 import secrets
 import string
 import sys
+import threading
 import time
 import zipfile
 
@@ -54,14 +57,25 @@ class _NoManagedPolicies:
         return {}
 
 
+_SESSION = boto3.session.Session()
+_CLIENTS = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
 def _client(kind, req):
-    return boto3.client(
-        kind,
-        endpoint_url=req["endpoint"],
-        region_name=req["region"],
-        aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
-        aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"),
-    )
+    """One client per service, endpoint and region, kept for the next deployment (clients
+    are safe to share between threads; the session that makes them is not)."""
+    key = (kind, req["endpoint"], req["region"])
+    with _CLIENTS_LOCK:
+        if key not in _CLIENTS:
+            _CLIENTS[key] = _SESSION.client(
+                kind,
+                endpoint_url=req["endpoint"],
+                region_name=req["region"],
+                aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
+                aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"),
+            )
+        return _CLIENTS[key]
 
 
 def _prepare(template_path, params, region):
@@ -191,10 +205,9 @@ def _create(cf, req, cfn, params):
     )
 
 
-def main():
-    req = json.load(sys.stdin)
+def deploy(req):
+    """Deploys the template as `req` asks and returns what CloudFormation resolved."""
     started = time.monotonic()
-    os.environ.setdefault("AWS_DEFAULT_REGION", req["region"])
     params = dict(req.get("parameters") or {})
     prepared = _prepare(req["template"], params, req["region"])
     cfn, routes = prepared["template"], prepared["routes"]
@@ -373,23 +386,26 @@ def main():
 
     account = _client("sts", req).get_caller_identity()["Account"]
 
-    json.dump(
-        {
-            "stack_name": req["stack_name"],
-            "region": req["region"],
-            "account": account,
-            "outputs": {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
-            "resources": resources,
-            "queues": queues,
-            "tables": tables,
-            "buses": buses,
-            "functions": out_functions,
-            "skipped": skipped,
-            "standins": standins,
-            "timings_ms": {"transform": transformed_ms, "create": created_ms, "total": int((time.monotonic() - started) * 1000)},
-        },
-        sys.stdout,
-    )
+    return {
+        "stack_name": req["stack_name"],
+        "region": req["region"],
+        "account": account,
+        "outputs": {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])},
+        "resources": resources,
+        "queues": queues,
+        "tables": tables,
+        "buses": buses,
+        "functions": out_functions,
+        "skipped": skipped,
+        "standins": standins,
+        "timings_ms": {"transform": transformed_ms, "create": created_ms, "total": int((time.monotonic() - started) * 1000)},
+    }
+
+
+def main():
+    req = json.load(sys.stdin)
+    os.environ.setdefault("AWS_DEFAULT_REGION", req["region"])
+    json.dump(deploy(req), sys.stdout)
 
 
 if __name__ == "__main__":

@@ -322,6 +322,56 @@ pub async fn deploy(
         "template": root.join("infra/template.yaml"),
         "parameters": parameters,
     });
+    // The project's emulator runs the deployment in its own process; another emulator
+    // (a plain moto server named by `AWS_ENDPOINT_URL`) gets it from a process of its own.
+    match in_emulator(endpoint, &request).await? {
+        Some(deployed) => Ok(deployed),
+        None => in_own_process(&root, &request, stack_name).await,
+    }
+}
+
+/// The deployment through the emulator's `POST /_converger/deploy`; `None` where the
+/// emulator does not take it.
+async fn in_emulator(
+    endpoint: &str,
+    request: &serde_json::Value,
+) -> Result<Option<DeployedStack>, String> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(300))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let url = format!("{}/_converger/deploy", endpoint.trim_end_matches('/'));
+    let resp = http
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(request.to_string())
+        .send()
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    // The project's emulator marks its answers; another answers an unknown path its own way.
+    if !resp.headers().contains_key("x-converger-deploy") {
+        return Ok(None);
+    }
+    let status = resp.status();
+    let body = resp.bytes().await.map_err(|e| format!("{url}: {e}"))?;
+    if status.is_success() {
+        return serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| format!("the emulator's deployment answer: {e}"));
+    }
+    Err(format!(
+        "deploying infra/template.yaml as stack {} failed ({status}):\n{}",
+        request["stack_name"].as_str().unwrap_or_default(),
+        String::from_utf8_lossy(&body)
+    ))
+}
+
+/// The deployment by `infra/local/deploy.py` in a Python process of its own.
+async fn in_own_process(
+    root: &std::path::Path,
+    request: &serde_json::Value,
+    stack_name: &str,
+) -> Result<DeployedStack, String> {
     let mut child = tokio::process::Command::new(emulator::venv_bin("python"))
         .arg(root.join("infra/local/deploy.py"))
         .env("PYTHONWARNINGS", "ignore")

@@ -176,38 +176,45 @@ pub struct Emulator {
 }
 
 impl Emulator {
-    /// Starts moto's server on a free loopback port and waits until it answers.
+    /// Starts moto's server on a loopback port the system picks (the server reports it once
+    /// bound: a port picked here beforehand could be taken by another process meanwhile).
     pub async fn start() -> Result<Self, String> {
+        use tokio::io::AsyncBufReadExt;
         ensure_venv().await?;
-        let port = free_port()?;
         // moto's server with DynamoDB's isolation (see `infra/local/emulator.py`).
-        let child = Command::new(venv_bin("python"))
+        let mut child = Command::new(venv_bin("python"))
             .arg(root().join("infra/local/emulator.py"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-H", "127.0.0.1", "-p", "0"])
             .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("emulator: {e}"))?;
-        let endpoint = format!("http://127.0.0.1:{port}");
-        let mut em = Self { endpoint, child };
-        let start = Instant::now();
-        loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .is_ok()
-            {
-                return Ok(em);
+        let stdout = child.stdout.take().ok_or("emulator: no stdout")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .map_err(|_| "the emulator did not start within 60 s".to_string())?
+            .map_err(|e| format!("emulator: {e}"))?;
+        let port: u16 = match first.as_deref().and_then(|l| l.strip_prefix("PORT ")) {
+            Some(p) => p
+                .trim()
+                .parse()
+                .map_err(|e| format!("the emulator's port {p:?}: {e}"))?,
+            None => {
+                let status = child.try_wait().ok().flatten();
+                return Err(format!(
+                    "the emulator did not say its port (said {first:?}; exit status {status:?})"
+                ));
             }
-            if let Ok(Some(status)) = em.child.try_wait() {
-                return Err(format!("the emulator exited: {status}"));
-            }
-            if start.elapsed() > Duration::from_secs(60) {
-                return Err("the emulator did not start within 60 s".into());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        };
+        // Whatever else it prints is read and dropped, so that a full pipe never blocks it.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Self {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            child,
+        })
     }
 
     /// The server's process id (its CPU time is read from `/proc` by the benchmarks).

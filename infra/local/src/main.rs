@@ -300,10 +300,13 @@ async fn test(args: &[String]) -> Result<(), String> {
     let smoke = ["smoke".to_owned()];
     let tests = async {
         let r = status(&mut cmd, "tests").await;
+        let cpu = em
+            .pid()
+            .and_then(|p| converger_local::bench::cpu_seconds(&p.to_string()));
         em.stop().await;
-        r
+        (r, cpu)
     };
-    let ((result, tests_took), (chaos, chaos_took), (fuzz, fuzz_took)) = tokio::join!(
+    let (((result, emulator_cpu), tests_took), (chaos, chaos_took), (fuzz, fuzz_took)) = tokio::join!(
         timed(tests),
         timed(converger_local::chaos::run(&smoke)),
         timed(converger_local::fuzz::run(&[]))
@@ -314,7 +317,30 @@ async fn test(args: &[String]) -> Result<(), String> {
     times.note("fuzzing alone", fuzz_took);
     let iam = iam_report(&iam_dir, &reference);
     times.report();
+    // Where the machine's time went: this command and every process it waited for (the
+    // compiler, the test processes, the other emulators), and the tests' emulator alone.
+    if let Some(all) = total_cpu_seconds() {
+        eprintln!(
+            "converger test: CPU {all:.0} s in all, the tests' emulator {:.0} s",
+            emulator_cpu.unwrap_or_default()
+        );
+    }
     result.and(iam).and(chaos).and(fuzz)
+}
+
+/// CPU seconds this process and the children it waited for have used, from
+/// `/proc/self/stat` (user and system time, its own and its children's).
+fn total_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    // USER_HZ is 100 on every Linux the project runs on.
+    Some(f.iter().sum::<f64>() / 100.0)
 }
 
 /// What `f` gives, and how long it took.

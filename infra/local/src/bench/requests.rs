@@ -269,12 +269,22 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
     );
     let url = format!("{}/api/v1/activities", stack.api_url);
 
+    // The warm-ups, every case's beside the others' (each on its own channel, one delivery
+    // at a time): nothing is counted yet, and each case waits below for its own window to
+    // settle and the caches to expire before it counts.
+    let warm = list.iter().map(|case| {
+        let (http, url, key, store) = (&http, &url, &key, &store);
+        async move {
+            for n in 0..case.warm {
+                let ids = post(http, url, key, case, n, 1).await?;
+                super::settle(store, &ids, (DeliveryStatus::Sent, 1), WAIT).await?;
+            }
+            Ok::<(), String>(())
+        }
+    });
+    futures::future::try_join_all(warm).await?;
     let mut out = Map::new();
     for case in &list {
-        for n in 0..case.warm {
-            let ids = post(&http, &url, &key, case, n, 1).await?;
-            super::settle(&store, &ids, (DeliveryStatus::Sent, 1), WAIT).await?;
-        }
         // A healthy channel's window has grown to its cap: wait until the flow item shows it no
         // longer moving, and every function's cached view of it (`FLOW_CACHE_TTL_MS`, 1 s) has
         // expired, so the count does not depend on how fast the warm-up went.
