@@ -77,6 +77,7 @@ impl TestStack {
         let mut opts = StackOptions {
             backend,
             prefix: format!("t{}-", &uuid_like()[..12]),
+            poll_wait_s: converger_local::stack::POLL_WAIT_STOPPED_S,
             config: PipelineConfig {
                 allowlist: converger_core::net::Allowlist::loopback(),
                 channel_cache_ttl: Duration::ZERO,
