@@ -101,12 +101,14 @@ def deploy(environ, start_response):
         size = int(environ.get("CONTENT_LENGTH") or 0)
         req = json.loads(environ["wsgi.input"].read(size))
         body, status = json.dumps(deployer.deploy(req)).encode(), "200 OK"
-    except BaseException as e:  # noqa: BLE001 - the caller gets every failure as text
+        kind = "application/json"
+    except BaseException as e:  # noqa: BLE001 - deploy.py ends a failure with SystemExit
         body, status = f"{type(e).__name__}: {e}".encode(), "500 Internal Server Error"
+        kind = "text/plain; charset=utf-8"
     start_response(
         status,
         [
-            ("Content-Type", "application/json"),
+            ("Content-Type", kind),
             ("Content-Length", str(len(body))),
             # Says the answer is this route's, not another emulator's for an unknown path.
             ("X-Converger-Deploy", "1"),
