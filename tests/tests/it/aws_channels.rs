@@ -410,21 +410,34 @@ pub(crate) mod emulator {
         let a = t.new_tenant("default").await;
         let tenant = t.account(TENANT_ACCOUNT, "eu-west-1").await;
         let sqs = aws_sdk_sqs::Client::new(&tenant);
-        let (queue_url, _) = queue(&sqs, "activity").await;
-        let (fifo_url, _) = queue(&sqs, "activity.fifo").await;
-        let (bus_events, bus_events_arn) = queue(&sqs, "bus-events").await;
-        let (topic_messages, topic_messages_arn) = queue(&sqs, "topic-messages.fifo").await;
+        // Names of this test's own: the emulator's second account outlives one test.
+        let name = format!(
+            "activity-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let at = |service: &str, what: &str| {
+            format!("arn:aws:{service}:eu-west-1:{TENANT_ACCOUNT}:{what}")
+        };
+        let (queue_target, fifo_target) = (
+            format!("https://sqs.eu-west-1.amazonaws.com/{TENANT_ACCOUNT}/{name}"),
+            format!("https://sqs.eu-west-1.amazonaws.com/{TENANT_ACCOUNT}/{name}.fifo"),
+        );
+        let (bus, stream, topic_arn) = (
+            at("events", &format!("event-bus/{name}")),
+            at("kinesis", &format!("stream/{name}")),
+            at("sns", &format!("{name}.fifo")),
+        );
+        let (queue_url, _) = queue(&sqs, &name).await;
+        let (fifo_url, _) = queue(&sqs, &format!("{name}.fifo")).await;
+        let (bus_events, bus_events_arn) = queue(&sqs, &format!("{name}-bus-events")).await;
+        let (topic_messages, topic_messages_arn) =
+            queue(&sqs, &format!("{name}-topic-messages.fifo")).await;
         let events = aws_sdk_eventbridge::Client::new(&tenant);
-        events
-            .create_event_bus()
-            .name("activity")
-            .send()
-            .await
-            .unwrap();
+        events.create_event_bus().name(&name).send().await.unwrap();
         events
             .put_rule()
             .name("from-converger")
-            .event_bus_name("activity")
+            .event_bus_name(&name)
             .event_pattern(json!({"source": ["converger"]}).to_string())
             .send()
             .await
@@ -432,7 +445,7 @@ pub(crate) mod emulator {
         events
             .put_targets()
             .rule("from-converger")
-            .event_bus_name("activity")
+            .event_bus_name(&name)
             .targets(
                 aws_sdk_eventbridge::types::Target::builder()
                     .id("queue")
@@ -446,7 +459,7 @@ pub(crate) mod emulator {
         let kinesis = aws_sdk_kinesis::Client::new(&tenant);
         kinesis
             .create_stream()
-            .stream_name("activity")
+            .stream_name(&name)
             .shard_count(1)
             .send()
             .await
@@ -454,14 +467,14 @@ pub(crate) mod emulator {
         let sns = aws_sdk_sns::Client::new(&tenant);
         let topic = sns
             .create_topic()
-            .name("activity.fifo")
+            .name(format!("{name}.fifo"))
             .attributes("FifoTopic", "true")
             .send()
             .await
             .unwrap()
             .topic_arn
             .unwrap();
-        assert_eq!(topic, TOPIC);
+        assert_eq!(topic, topic_arn);
         sns.subscribe()
             .topic_arn(&topic)
             .protocol("sqs")
@@ -471,11 +484,11 @@ pub(crate) mod emulator {
             .await
             .unwrap();
 
-        let sqs_ch = channel(&a, "aws_sqs", QUEUE, ROLE).await.0;
-        let fifo_ch = channel(&a, "aws_sqs", FIFO_QUEUE, ROLE).await.0;
-        let bus_ch = channel(&a, "aws_eventbridge", BUS, ROLE).await.0;
-        let stream_ch = channel(&a, "aws_kinesis", STREAM, ROLE).await.0;
-        let topic_ch = channel(&a, "aws_sns", TOPIC, ROLE).await.0;
+        let sqs_ch = channel(&a, "aws_sqs", &queue_target, ROLE).await.0;
+        let fifo_ch = channel(&a, "aws_sqs", &fifo_target, ROLE).await.0;
+        let bus_ch = channel(&a, "aws_eventbridge", &bus, ROLE).await.0;
+        let stream_ch = channel(&a, "aws_kinesis", &stream, ROLE).await.0;
+        let topic_ch = channel(&a, "aws_sns", &topic_arn, ROLE).await.0;
         let missing = channel(
             &a,
             "aws_sqs",
@@ -533,7 +546,7 @@ pub(crate) mod emulator {
 
         let shard = kinesis
             .get_shard_iterator()
-            .stream_arn(STREAM)
+            .stream_arn(&stream)
             .shard_id("shardId-000000000000")
             .shard_iterator_type(aws_sdk_kinesis::types::ShardIteratorType::TrimHorizon)
             .send()
@@ -543,7 +556,7 @@ pub(crate) mod emulator {
             .unwrap();
         let records = kinesis
             .get_records()
-            .stream_arn(STREAM)
+            .stream_arn(&stream)
             .shard_iterator(shard)
             .send()
             .await
