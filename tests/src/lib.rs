@@ -624,16 +624,9 @@ pub struct TestTables {
 impl TestTables {
     pub async fn on_emulator() -> Self {
         init_tracing();
-        let (emulator, endpoint) = match std::env::var("AWS_ENDPOINT_URL") {
-            Ok(ep) if !ep.is_empty() => (None, ep),
-            _ => {
-                let em = converger_local::emulator::Emulator::start()
-                    .await
-                    .expect("the emulator starts");
-                let ep = em.endpoint.clone();
-                (Some(em), ep)
-            }
-        };
+        let (emulator, endpoint) = converger_local::emulator::named_or_started()
+            .await
+            .expect("the emulator starts");
         let config = converger_store::aws::load_config_for(Some(&endpoint)).await;
         let dynamodb = aws_sdk_dynamodb::Client::new(&config);
         let prefix = format!("t{}-", &uuid_like()[..12]);

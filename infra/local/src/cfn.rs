@@ -438,8 +438,9 @@ pub struct DeclaredFunction {
     pub schedules: Vec<String>,
     /// Its `LoggingConfig.SystemLogLevel` (Lambda's own log lines), its own or the globals'.
     pub system_log_level: Option<String>,
-    /// The environment variables it is given, its own and the globals'.
-    pub environment: std::collections::BTreeSet<String>,
+    /// The environment variables it is given, its own and the globals', each with the
+    /// logical id of the resource it names when its value is a `!Ref`.
+    pub environment: BTreeMap<String, Option<String>>,
 }
 
 impl DeclaredFunction {
@@ -452,13 +453,17 @@ impl DeclaredFunction {
 /// Every `AWS::Serverless::Function` of the template, by logical id, with its `HttpApi`
 /// routes and `Schedule` expressions as written.
 pub fn declared_functions() -> Result<BTreeMap<String, DeclaredFunction>, String> {
-    let path = emulator::root().join("infra/template.yaml");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    declared_in(&text).map_err(|e| format!("{}: {e}", path.display()))
+    template().and_then(|doc| declared_in(&doc))
 }
 
-fn declared_in(text: &str) -> Result<BTreeMap<String, DeclaredFunction>, String> {
-    let doc: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+/// `infra/template.yaml`, as written (its `!Ref`s and `!GetAtt`s kept as YAML tags).
+pub fn template() -> Result<serde_yaml::Value, String> {
+    let path = emulator::root().join("infra/template.yaml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn declared_in(doc: &serde_yaml::Value) -> Result<BTreeMap<String, DeclaredFunction>, String> {
     let resources = doc
         .get("Resources")
         .and_then(serde_yaml::Value::as_mapping)
@@ -474,15 +479,18 @@ fn declared_in(text: &str) -> Result<BTreeMap<String, DeclaredFunction>, String>
             .and_then(|g| g.get("Function"))
             .and_then(|f| f.get("LoggingConfig")),
     );
-    let variables = |function: Option<&serde_yaml::Value>| -> Vec<String> {
+    let variables = |function: Option<&serde_yaml::Value>| -> Vec<(String, Option<String>)> {
+        let reference = |v: &serde_yaml::Value| match v {
+            serde_yaml::Value::Tagged(t) if t.tag == "Ref" => t.value.as_str().map(str::to_owned),
+            _ => None,
+        };
         function
             .and_then(|f| f.get("Environment"))
             .and_then(|e| e.get("Variables"))
             .and_then(serde_yaml::Value::as_mapping)
             .map(|m| {
-                m.keys()
-                    .filter_map(serde_yaml::Value::as_str)
-                    .map(str::to_owned)
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.as_str()?.to_owned(), reference(v))))
                     .collect()
             })
             .unwrap_or_default()
@@ -553,8 +561,10 @@ mod tests {
     fn the_settings_the_template_gives_are_declared_and_documented() {
         use converger_core::settings::{self, Kind};
         let declared = declared_functions().unwrap();
-        let given: std::collections::BTreeSet<&String> =
-            declared.values().flat_map(|f| &f.environment).collect();
+        let given: std::collections::BTreeSet<&String> = declared
+            .values()
+            .flat_map(|f| f.environment.keys())
+            .collect();
         for name in &given {
             assert!(
                 settings::find(name).is_some(),
@@ -577,7 +587,7 @@ mod tests {
         for (id, f) in &declared {
             for s in settings::ALL {
                 if s.kind == Kind::Resource && s.default.starts_with("none (required)") {
-                    assert!(f.environment.contains(s.name), "{id} lacks {}", s.name);
+                    assert!(f.environment.contains_key(s.name), "{id} lacks {}", s.name);
                 }
             }
         }
@@ -626,7 +636,7 @@ mod tests {
     #[test]
     fn the_template_declares_routes_and_schedules() {
         let text = "Resources:\n  Api:\n    Type: AWS::Serverless::Function\n    Properties:\n      Events:\n        All:\n          Type: HttpApi\n          Properties:\n            ApiId: !Ref HttpApi\n            Path: /api/{proxy+}\n            Method: ANY\n        Tick:\n          Type: Schedule\n          Properties:\n            Schedule: rate(5 minutes)\n  Q:\n    Type: AWS::SQS::Queue\n";
-        let f = declared_in(text).unwrap();
+        let f = declared_in(&serde_yaml::from_str(text).unwrap()).unwrap();
         assert_eq!(f.len(), 1);
         assert_eq!(f["Api"].routes[0].path, "/api/{proxy+}");
         assert_eq!(f["Api"].schedule_period(), Some(Duration::from_secs(300)));

@@ -169,6 +169,19 @@ pub fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("no free port: {e}"))
 }
 
+/// The emulator `AWS_ENDPOINT_URL` names, or one started here (returned, so that the caller
+/// keeps it running as long as it needs it), and its endpoint.
+pub async fn named_or_started() -> Result<(Option<Emulator>, String), String> {
+    match std::env::var("AWS_ENDPOINT_URL") {
+        Ok(ep) if !ep.is_empty() => Ok((None, ep)),
+        _ => {
+            let em = Emulator::start().await?;
+            let ep = em.endpoint.clone();
+            Ok((Some(em), ep))
+        }
+    }
+}
+
 /// A running moto server, stopped when dropped.
 pub struct Emulator {
     pub endpoint: String,

@@ -319,28 +319,13 @@ async fn test(args: &[String]) -> Result<(), String> {
     times.report();
     // Where the machine's time went: this command and every process it waited for (the
     // compiler, the test processes, the other emulators), and the tests' emulator alone.
-    if let Some(all) = total_cpu_seconds() {
+    if let Some(all) = converger_local::bench::cpu_seconds_with_children("self") {
         eprintln!(
             "converger test: CPU {all:.0} s in all, the tests' emulator {:.0} s",
             emulator_cpu.unwrap_or_default()
         );
     }
     result.and(iam).and(chaos).and(fuzz)
-}
-
-/// CPU seconds this process and the children it waited for have used, from
-/// `/proc/self/stat` (user and system time, its own and its children's).
-fn total_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let after = stat.rsplit_once(')')?.1;
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .skip(11)
-        .take(4)
-        .map(|v| v.parse().unwrap_or(0.0))
-        .collect();
-    // USER_HZ is 100 on every Linux the project runs on.
-    Some(f.iter().sum::<f64>() / 100.0)
 }
 
 /// What `f` gives, and how long it took.

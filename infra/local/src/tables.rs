@@ -35,19 +35,28 @@ pub struct IndexDef {
 }
 
 /// Every `AWS::DynamoDB::Table` of `infra/template.yaml`, and which environment variable
-/// names each (`NAME: !Ref LogicalId` in the globals' or a function's environment).
+/// names each (`NAME: !Ref LogicalId`, in the functions' environment as
+/// [`crate::cfn::declared_functions`] reads it).
 pub fn declared() -> Result<(Vec<TableDef>, BTreeMap<String, String>), String> {
-    let path = crate::emulator::root().join("infra/template.yaml");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    declared_in(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let tables = tables_in(&crate::cfn::template()?)?;
+    let mut names = BTreeMap::new();
+    for f in crate::cfn::declared_functions()?.into_values() {
+        for (var, target) in f.environment {
+            if let Some(target) = target
+                && tables.iter().any(|t| t.logical_id == target)
+            {
+                names.insert(var, target);
+            }
+        }
+    }
+    Ok((tables, names))
 }
 
-fn declared_in(text: &str) -> Result<(Vec<TableDef>, BTreeMap<String, String>), String> {
-    let doc: Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+fn tables_in(doc: &Value) -> Result<Vec<TableDef>, String> {
     let resources = doc
         .get("Resources")
         .and_then(Value::as_mapping)
-        .ok_or("no Resources")?;
+        .ok_or("infra/template.yaml: no Resources")?;
     let mut tables = Vec::new();
     for (id, r) in resources {
         if r.get("Type").and_then(Value::as_str) != Some("AWS::DynamoDB::Table") {
@@ -82,31 +91,7 @@ fn declared_in(text: &str) -> Result<(Vec<TableDef>, BTreeMap<String, String>), 
                 .map(str::to_owned),
         });
     }
-    let table_ids: Vec<&str> = tables.iter().map(|t| t.logical_id.as_str()).collect();
-    let mut names = BTreeMap::new();
-    let globals = doc.get("Globals").and_then(|g| g.get("Function"));
-    let functions = resources.values().filter_map(|r| r.get("Properties"));
-    for holder in globals.into_iter().chain(functions) {
-        let Some(vars) = holder
-            .get("Environment")
-            .and_then(|e| e.get("Variables"))
-            .and_then(Value::as_mapping)
-        else {
-            continue;
-        };
-        for (name, value) in vars {
-            let (Some(name), Value::Tagged(tagged)) = (name.as_str(), value) else {
-                continue;
-            };
-            if tagged.tag == "Ref"
-                && let Some(target) = tagged.value.as_str()
-                && table_ids.contains(&target)
-            {
-                names.insert(name.to_owned(), target.to_owned());
-            }
-        }
-    }
-    Ok((tables, names))
+    Ok(tables)
 }
 
 fn pairs(v: Option<&Value>, a: &str, b: &str) -> Result<Vec<(String, String)>, String> {

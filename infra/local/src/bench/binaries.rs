@@ -5,7 +5,7 @@
 //! its answer for that event (the store it talks to is the emulator, provisioned first).
 //! `--dev` measures the debug build of `cargo build` instead (a quick check of the harness).
 
-use crate::emulator::{self, Emulator};
+use crate::emulator;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -47,14 +47,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
         None => FUNCTIONS.to_vec(),
     };
     let root = emulator::root();
-    let (em, endpoint) = match std::env::var("AWS_ENDPOINT_URL") {
-        Ok(ep) if !ep.is_empty() => (None, ep),
-        _ => {
-            let em = Emulator::start().await?;
-            let ep = em.endpoint.clone();
-            (Some(em), ep)
-        }
-    };
+    let (em, endpoint) = emulator::named_or_started().await?;
     let result = async {
         // The template, deployed: the functions get its environment, and the build targets
         // the architecture it declares.

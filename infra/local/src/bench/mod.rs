@@ -317,14 +317,29 @@ pub fn emit(mut line: Value) -> Value {
 /// CPU seconds (user + system) a process has used so far, from `/proc/<pid>/stat`
 /// (`self` for this process). `None` where there is no such file.
 pub fn cpu_seconds(pid: &str) -> Option<f64> {
+    stat_seconds(pid, 2)
+}
+
+/// As [`cpu_seconds`], with the CPU of the children the process waited for added.
+pub fn cpu_seconds_with_children(pid: &str) -> Option<f64> {
+    stat_seconds(pid, 4)
+}
+
+/// The sum of `n` CPU times of `/proc/<pid>/stat`, from `utime` on (user, system, then the
+/// waited-for children's user and system), in seconds.
+fn stat_seconds(pid: &str, n: usize) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces; the fields after its `)` are fixed.
     let after = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let utime: f64 = f.get(11)?.parse().ok()?;
-    let stime: f64 = f.get(12)?.parse().ok()?;
+    let ticks: Vec<f64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(n)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
     // USER_HZ is 100 on every Linux the project runs on.
-    Some((utime + stime) / 100.0)
+    (ticks.len() == n).then(|| ticks.iter().sum::<f64>() / 100.0)
 }
 
 /// The `p`-th percentile (0..1) of sorted values, to 0.1.

@@ -117,14 +117,7 @@ pub(super) async fn build_aws(
     stop: &watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Result<Built, String> {
-    let (emulator, endpoint) = match std::env::var("AWS_ENDPOINT_URL") {
-        Ok(ep) if !ep.is_empty() => (None, ep),
-        _ => {
-            let em = Emulator::start().await?;
-            let ep = em.endpoint.clone();
-            (Some(em), ep)
-        }
-    };
+    let (emulator, endpoint) = crate::emulator::named_or_started().await?;
     let sdk = converger_store::aws::load_config_for(Some(&endpoint)).await;
     let clients = Clients::new(&sdk);
     let parameters = BTreeMap::from([

@@ -111,8 +111,7 @@ pub struct StackOptions {
 
 /// The long-poll wait of a stack that is stopped rather than killed (its polls end with it):
 /// each idle stack's fourteen pollers ask the emulator once per 10 s instead of once a
-/// second, a seventh of the emulator's CPU in the test command. A message sent meanwhile is
-/// answered at once.
+/// second. A message sent meanwhile is answered at once.
 pub const POLL_WAIT_STOPPED_S: i32 = 10;
 
 impl Default for StackOptions {

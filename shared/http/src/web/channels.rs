@@ -144,7 +144,6 @@ pub(super) async fn channel_states(
     axum::Json(Value::Object(map)).into_response()
 }
 
-/// Why a channel is disabled, in words.
 /// The channel `id` (from a page's path) as `v` may see it: `None` for an id that does not
 /// parse, another tenant's channel, or one the store could not read.
 pub(super) async fn visible_channel(state: &AppState, v: &Viewer, id: &str) -> Option<Channel> {
@@ -158,6 +157,7 @@ pub(super) async fn visible_channel(state: &AppState, v: &Viewer, id: &str) -> O
         .flatten()
 }
 
+/// Why a channel is disabled, in words.
 fn disabled_label(reason: &str) -> String {
     match reason {
         "auto_disabled_failure_threshold" => "disabled after repeated failures".into(),

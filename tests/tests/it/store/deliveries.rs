@@ -141,7 +141,6 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
             .unwrap(),
         Claim::Settled(_)
     ));
-    f.stop().await;
 }
 
 pub(super) async fn dead_letters_and_missing_rows(b: Backend) {
@@ -185,7 +184,6 @@ pub(super) async fn dead_letters_and_missing_rows(b: Backend) {
         Claim::Missing
     );
     assert_eq!(f.store.get_delivery(&missing).await.unwrap(), None);
-    f.stop().await;
 }
 
 pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(b: Backend) {
@@ -312,7 +310,6 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
         vec![d.id.clone()]
     );
     assert_eq!(listed(query(None, None)).await, vec![d.id.clone()]);
-    f.stop().await;
 }
 
 pub(super) async fn old_attempts_spill_out_of_the_item(b: Backend) {
@@ -365,7 +362,6 @@ pub(super) async fn old_attempts_spill_out_of_the_item(b: Backend) {
             .all(|e| e.outcome == Some(converger_ports::AttemptOutcome::Failed)),
         "{row:?}"
     );
-    f.stop().await;
 }
 
 /// A recording write the SDK sends again after the first one landed (a storage stall, a lost
@@ -423,7 +419,6 @@ pub(super) async fn a_recorded_outcome_written_again_is_recognised_as_its_own(b:
     );
     let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
     assert_eq!((row.status, row.attempts), (DeliveryStatus::Pending, 1));
-    f.stop().await;
 }
 
 /// A new pending delivery of the fixture's channel, overdue by 10 s, claimed under `token`.
@@ -456,7 +451,6 @@ pub(super) async fn a_failed_attempt_gives_its_slot_back(b: Backend) {
         (row.status, row.slot, row.slot_item, row.next_attempt_at),
         (DeliveryStatus::Pending, false, 0, next)
     );
-    f.stop().await;
 }
 
 pub(super) async fn claimed(f: &Fixture, token: &str) -> Delivery {
@@ -569,7 +563,6 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
             .unwrap(),
         Ack::Missing
     ));
-    f.stop().await;
 }
 
 pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend) {
@@ -724,5 +717,4 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
         !in_due(f.store.clone(), d2.id.clone()).await,
         "a receipt that settles a pending row takes it out of the due index"
     );
-    f.stop().await;
 }

@@ -49,7 +49,6 @@ pub(super) async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
             Claim::Claimed(_)
         ));
     }
-    f.stop().await;
 }
 
 /// DynamoDB deletes an expired row up to two days after its TTL: until then reads must not
@@ -152,7 +151,6 @@ pub(super) async fn rows_past_their_retention_read_as_absent(b: Backend) {
             .unwrap(),
         Claim::Claimed(_)
     ));
-    f.stop().await;
 }
 
 pub(super) async fn the_due_index_has_the_deployments_shard_count(b: Backend) {
@@ -237,7 +235,6 @@ pub(super) async fn the_due_index_has_the_deployments_shard_count(b: Backend) {
         .await
         .unwrap();
     assert!(page.items.iter().any(|o| o.id == d.id));
-    f.stop().await;
 }
 
 pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
@@ -434,5 +431,4 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
         waiting.items.iter().any(|o| o.id == d.id),
         "waiting, due now"
     );
-    f.stop().await;
 }

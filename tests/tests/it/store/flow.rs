@@ -149,7 +149,6 @@ pub(super) async fn window_slots_are_capped_idempotent_and_closed_only(b: Backen
             .unwrap(),
         SlotTake::NotClosed(_)
     ));
-    f.stop().await;
 }
 
 fn held(item: u32, id: &converger_core::DeliveryId, taken_at: i64) -> HeldSlot {
@@ -269,7 +268,6 @@ pub(super) async fn slot_items_hold_their_share_and_are_reconciled_by_item(b: Ba
         f.store.held_slots(ch, 5).await.unwrap(),
         in_order(vec![held(1, &ids[2], 2_500), held(3, &ids[3], 3_000)])
     );
-    f.stop().await;
 }
 
 pub(super) async fn breaker_transitions_have_one_winner(b: Backend) {
@@ -393,7 +391,6 @@ pub(super) async fn breaker_transitions_have_one_winner(b: Backend) {
     // The sweeper sees every flow item.
     let page = f.store.scan_flows(10, None).await.unwrap();
     assert!(page.items.iter().any(|x| x.channel_id == ch));
-    f.stop().await;
 }
 
 pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
@@ -638,7 +635,6 @@ pub(super) async fn backlog_and_parking_move_rows_between_indexes(b: Backend) {
             .status,
         DeliveryStatus::Paused
     );
-    f.stop().await;
 }
 
 pub(super) async fn rate_schedules_allow_a_burst_then_the_rate(b: Backend) {
@@ -673,7 +669,6 @@ pub(super) async fn rate_schedules_allow_a_burst_then_the_rate(b: Backend) {
         .filter(|r| matches!(r, Ok(Ok(()))))
         .count();
     assert_eq!(passed, 5);
-    f.stop().await;
 }
 
 pub(super) async fn rate_reservations_queue_requests_in_the_schedule(b: Backend) {
@@ -734,5 +729,4 @@ pub(super) async fn rate_reservations_queue_requests_in_the_schedule(b: Backend)
             .unwrap(),
         Ok(t0 + 3_600_000_000)
     );
-    f.stop().await;
 }

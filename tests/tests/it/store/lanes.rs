@@ -65,7 +65,6 @@ pub(super) async fn a_lane_has_one_head_taken_in_seq_order(backend: Backend) {
             .unwrap()
     );
     assert!(s.lane_entries(&lane, 10).await.unwrap().is_empty());
-    f.stop().await;
 }
 
 pub(super) async fn a_waiting_delivery_is_rescheduled_with_or_without_its_lease(backend: Backend) {
@@ -107,5 +106,4 @@ pub(super) async fn a_waiting_delivery_is_rescheduled_with_or_without_its_lease(
         s.claim(&d.id, "t3", now, 10_000).await.unwrap(),
         Claim::Claimed(_)
     ));
-    f.stop().await;
 }

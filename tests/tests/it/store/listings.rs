@@ -85,7 +85,6 @@ pub(super) async fn listings_filter_by_event_type_on_both_indexes(b: Backend) {
         );
         assert!(read(channel, "order.refunded").await.is_empty());
     }
-    f.stop().await;
 }
 
 pub(super) async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) {
@@ -249,7 +248,6 @@ pub(super) async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) 
         .await
         .unwrap();
     assert_eq!(page.items.len() + rest.items.len(), 7);
-    f.stop().await;
 }
 
 /// The tenant listing is spread over the tenant's shards (and a channel's dead letters over
@@ -430,7 +428,6 @@ pub(super) async fn sharded_listings_page_every_row_once_across_shards_and_ties(
         .collect();
     want.sort();
     assert_eq!(got, want);
-    f.stop().await;
 }
 
 pub(super) async fn replay_jobs_save_with_a_version(b: Backend) {
@@ -481,7 +478,6 @@ pub(super) async fn replay_jobs_save_with_a_version(b: Backend) {
         5
     );
     assert_eq!(f.store.get_replay_job("rpl_nope").await.unwrap(), None);
-    f.stop().await;
 }
 
 pub(super) async fn a_conversation_lists_its_activities_in_seq_order(backend: Backend) {
@@ -536,7 +532,6 @@ pub(super) async fn a_conversation_lists_its_activities_in_seq_order(backend: Ba
         .await
         .unwrap();
     assert!(none.is_empty() && !more);
-    f.stop().await;
 }
 
 pub(super) fn conv_activity(f: &Fixture, conversation: &str) -> Activity {
@@ -614,5 +609,4 @@ pub(super) async fn the_audit_log_pages_every_entry_once_across_its_partitions_a
         }
         assert_eq!(got, expected, "pages of {page_size}");
     }
-    f.stop().await;
 }

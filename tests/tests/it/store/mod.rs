@@ -28,16 +28,13 @@ enum Backend {
     Memory,
 }
 
+/// A test's store, with a tenant and a channel in it. The tables stay on the emulator after the
+/// test, under their own prefix; an emulator started for them stops with `t`.
 struct Fixture {
     t: Option<TestTables>,
     store: Arc<dyn Store>,
     tenant: Tenant,
     channel: Channel,
-}
-
-impl Fixture {
-    /// Ends the test (the tables stay on the emulator, under their own prefix).
-    async fn stop(self) {}
 }
 
 mod deliveries;

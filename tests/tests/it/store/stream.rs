@@ -105,7 +105,6 @@ pub(super) async fn stream_subscriptions_follow_their_connection(backend: Backen
             .unwrap()
             .is_empty()
     );
-    f.stop().await;
 }
 
 pub(super) async fn stream_tokens_admit_until_they_expire(backend: Backend) {
@@ -124,7 +123,6 @@ pub(super) async fn stream_tokens_admit_until_they_expire(backend: Backend) {
         s.stream_token("h1", now.plus_ms(300_000)).await.unwrap(),
         None
     );
-    f.stop().await;
 }
 
 /// The dead-letter day counters (the `dead_letters` gauge) sum what was added and taken
@@ -170,5 +168,4 @@ pub(super) async fn dead_letter_counters_sum_what_is_still_stored(backend: Backe
     };
     s.record_health(std::slice::from_ref(&check)).await.unwrap();
     assert_eq!(s.health_history(ch, 10, now).await.unwrap(), vec![check]);
-    f.stop().await;
 }

@@ -217,5 +217,4 @@ pub(super) async fn a_tenants_external_id_is_kept_once_made_and_replaced_by_a_ro
             .unwrap(),
         None
     );
-    f.stop().await;
 }

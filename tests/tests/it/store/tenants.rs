@@ -181,7 +181,6 @@ pub(super) async fn tenants_channels_and_activities_round_trip(b: Backend) {
             .unwrap(),
         vec![d]
     );
-    f.stop().await;
 }
 
 pub(super) async fn scoped_reads_see_only_their_tenant(b: Backend) {
@@ -213,7 +212,6 @@ pub(super) async fn scoped_reads_see_only_their_tenant(b: Backend) {
             seen
         );
     }
-    f.stop().await;
 }
 
 pub(super) async fn connections_are_found_by_channel(b: Backend) {
@@ -264,7 +262,6 @@ pub(super) async fn connections_are_found_by_channel(b: Backend) {
             .len(),
         1
     );
-    f.stop().await;
 }
 
 pub(super) async fn users_tenants_and_keys(b: Backend) {
@@ -447,7 +444,6 @@ pub(super) async fn users_tenants_and_keys(b: Backend) {
             .await
             .unwrap()
     );
-    f.stop().await;
 }
 
 pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend) {
@@ -634,7 +630,6 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
             .iter()
             .all(|c| c.id != f.channel.id)
     );
-    f.stop().await;
 }
 
 pub(super) async fn idempotency_keys_are_held_once_answered_freed_and_taken_over(backend: Backend) {
@@ -784,5 +779,4 @@ pub(super) async fn idempotency_keys_are_held_once_answered_freed_and_taken_over
             .unwrap(),
         None
     );
-    f.stop().await;
 }

@@ -70,7 +70,6 @@ pub(super) async fn usage_counters_add_up_per_key_and_read_in_order(b: Backend) 
     assert_eq!(got.len(), 150);
     assert_eq!(got[149], both);
     assert!(got[..149].iter().all(Counts::is_zero));
-    f.stop().await;
 }
 
 pub(super) async fn a_weeks_health_history_reads_past_one_page(b: Backend) {
@@ -105,5 +104,4 @@ pub(super) async fn a_weeks_health_history_reads_past_one_page(b: Backend) {
         .await
         .unwrap();
     assert_eq!(some.len(), 501);
-    f.stop().await;
 }
