@@ -62,6 +62,11 @@ _CLIENTS = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
+# Set by the emulator when a deployment runs in its process: a botocore `before-send` hook
+# that answers each request there, without a connection (see infra/local/emulator.py).
+SEND = None
+
+
 def _client(kind, req):
     """One client per service, endpoint and region, kept for the next deployment (clients
     are safe to share between threads; the session that makes them is not)."""
@@ -75,6 +80,8 @@ def _client(kind, req):
                 aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
                 aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"),
             )
+            if SEND is not None:
+                _CLIENTS[key].meta.events.register("before-send", SEND)
         return _CLIENTS[key]
 
 

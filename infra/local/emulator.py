@@ -34,17 +34,22 @@ import os
 import signal
 import sys
 import threading
+from urllib.parse import urlsplit
 
 import jsonpath_ng.ext as jsonpath_ext
 import moto.backends as moto_backends
 import moto.cloudformation.models as cfn_models
+import moto.core.responses as moto_responses
+import moto.core.utils as moto_utils
 from moto.core.utils import get_service_model
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
     create_backend_app,
 )
+import werkzeug.serving as werkzeug_serving
 from werkzeug.serving import make_server
+from werkzeug.wsgi import LimitedStream
 
 DYNAMODB = threading.Lock()
 CLOUDFORMATION = threading.Lock()
@@ -74,6 +79,14 @@ cfn_models.Stack.parse_template = staticmethod(_json_first)
 # the same profile): compiled once per path here.
 jsonpath_ext.parse = functools.lru_cache(maxsize=1024)(jsonpath_ext.parse)
 
+# Every request lists its response class's methods (`inspect.getmembers`) to find the
+# action's: 3% of the emulator's busy time in a profile of the tests. A class's methods do
+# not change while it runs.
+_method_names = moto_utils.method_names_from_class
+moto_responses.method_names_from_class = functools.cache(
+    lambda clazz: frozenset(_method_names(clazz))
+)
+
 # The services the stack and its tests call.
 SERVICES = (
     "dynamodb",
@@ -92,11 +105,45 @@ SERVICES = (
 DEPLOY_PATH = "/_converger/deploy"
 
 
+def _answered_here(wsgi):
+    """A hook for botocore's `before-send`: the request answered by this process's own
+    application, without a connection (the deployment's clients call the emulator they run
+    in: a stack's creation and its read-back are about eighty requests)."""
+    from moto.core.botocore_stubber import MockRawResponse
+    from botocore.awsrequest import AWSResponse
+    from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+    def send(request, **_):
+        url = urlsplit(request.url)
+        body = request.body or b""
+        if isinstance(body, str):
+            body = body.encode()
+        elif hasattr(body, "read"):
+            body = body.read()
+        environ = EnvironBuilder(
+            method=request.method,
+            base_url=f"{url.scheme}://{url.netloc}",
+            path=url.path or "/",
+            query_string=url.query,
+            headers=[(k, v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()],
+            data=body,
+        ).get_environ()
+        chunks, status, headers = run_wsgi_app(wsgi, environ, buffered=True)
+        content = b"".join(chunks)
+        return AWSResponse(
+            request.url, int(status.split(" ", 1)[0]), dict(headers), MockRawResponse(content)
+        )
+
+    return send
+
+
 def deploy(environ, start_response):
     """`POST /_converger/deploy`: infra/local/deploy.py's deployment, run in this process (its
     request as JSON in the body, its answer as JSON; a failure is a 500 with its text)."""
     import deploy as deployer  # beside this file; its SDK imports are paid once
 
+    if deployer.SEND is None:
+        deployer.SEND = _answered_here(environ["converger.app"])
     try:
         size = int(environ.get("CONTENT_LENGTH") or 0)
         req = json.loads(environ["wsgi.input"].read(size))
@@ -117,13 +164,78 @@ def deploy(environ, start_response):
     return [body]
 
 
+class KeepAlive(MotoRequestHandler):
+    """werkzeug's development server closes the connection after every answer (and then
+    waits up to 10 ms for the client to close its end). The project's clients make tens of
+    thousands of requests in a test run, each on a new connection served by a new thread:
+    this handler keeps HTTP/1.1 connections open. A request's unread body is read to its end
+    before the next request (`isolated` below), so nothing is left for werkzeug to drain."""
+
+    # An answer is written in pieces (the status and headers, then the body): on a connection
+    # kept open, Nagle's algorithm would hold the body back until the client's delayed
+    # acknowledgement, some 40 ms later.
+    disable_nagle_algorithm = True
+
+    def send_header(self, keyword, value):
+        if keyword.lower() == "connection" and value.lower() == "close":
+            return
+        super().send_header(keyword, value)
+
+
+class _NoDrain:
+    """werkzeug reads whatever is left on the socket after an answer: with the connection
+    kept open that would be the client's next request. `isolated` reads each body itself."""
+
+    EVENT_READ = 1
+
+    class DefaultSelector:
+        def register(self, *_):
+            pass
+
+        def select(self, timeout=None):
+            return []
+
+        def close(self):
+            pass
+
+
+werkzeug_serving.selectors = _NoDrain
+
+
+def _read_body_to_its_end(environ):
+    """Wraps the request body so that what the application leaves unread is read after it,
+    before the connection's next request; a body of unknown length closes the connection."""
+    length = environ.get("CONTENT_LENGTH")
+    if environ.get("wsgi.input_terminated"):  # chunked: read to its last chunk
+        stream = environ["wsgi.input"]
+    elif length:
+        stream = LimitedStream(environ["wsgi.input"], int(length))
+    else:
+        stream = LimitedStream(environ["wsgi.input"], 0)
+    environ["wsgi.input"] = stream
+    return stream
+
+
+def _drain(stream):
+    while stream.read(65536):
+        pass
+
+
 def isolated(app):
     """One DynamoDB request at a time, its whole answer produced under the lock; and one
     CloudFormation request at a time (moto builds a whole stack inside one CreateStack; two
     at once have answered 500)."""
 
     def wsgi(environ, start_response):
+        body = _read_body_to_its_end(environ)
+        try:
+            return list(serve(environ, start_response))
+        finally:
+            _drain(body)
+
+    def serve(environ, start_response):
         if environ.get("PATH_INFO") == DEPLOY_PATH and environ.get("REQUEST_METHOD") == "POST":
+            environ["converger.app"] = wsgi
             return deploy(environ, start_response)
         if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
             with DYNAMODB:
@@ -158,7 +270,7 @@ def main() -> None:
         args.port,
         isolated(app),
         threaded=True,
-        request_handler=MotoRequestHandler,
+        request_handler=KeepAlive,
     )
     os.environ["MOTO_PORT"] = str(server.server_port)
     print(f"PORT {server.server_port}", flush=True)

@@ -385,6 +385,10 @@ pub async fn wait_rows<S: converger_ports::DeliveryStore + ?Sized>(
     done: impl Fn(&converger_ports::Delivery) -> bool,
 ) -> Result<(), String> {
     let start = std::time::Instant::now();
+    // Read often at first (a first try settles in tens of milliseconds), then less often: a
+    // case that waits out backoffs would otherwise read its rows fifty times a second from
+    // an emulator that every test on the machine shares, one DynamoDB request at a time.
+    let mut pause = std::time::Duration::from_millis(20);
     loop {
         let rows = store.get_deliveries(ids).await.map_err(|e| e.to_string())?;
         if rows.len() == ids.len() && rows.iter().all(&done) {
@@ -403,7 +407,8 @@ pub async fn wait_rows<S: converger_ports::DeliveryStore + ?Sized>(
                 ids.len()
             ));
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 3 / 2).min(std::time::Duration::from_millis(250));
     }
 }
 
