@@ -30,6 +30,12 @@ each paid 0.25 s of imports and 0.2 s of SDK clients' set-up before its first re
 deployment's own requests (the stack's creation and its read-back) are answered by this
 process's application directly, without a connection.
 
+What this file relies on inside moto and werkzeug (pinned in infra/local/requirements.txt;
+an upgrade checks each): `cloudformation.models.Stack.parse_template`,
+`backends.list_of_moto_modules`, `core.responses.method_names_from_class`,
+`core.botocore_stubber.MockRawResponse`, `moto_server.werkzeug_app`, and werkzeug's
+`serving.selectors` and `WSGIRequestHandler.send_header`.
+
 Run by the project's tooling with the project virtualenv's Python:
     python infra/local/emulator.py -H 127.0.0.1 -p 5000    (-p 0: a free port, printed)
 """
