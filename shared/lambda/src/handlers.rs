@@ -29,6 +29,8 @@ pub enum HandlerError {
     #[error(transparent)]
     Attempt(#[from] converger_pipeline::attempt::AttemptError),
     #[error(transparent)]
+    FlowJob(#[from] converger_pipeline::flow_jobs::FlowJobError),
+    #[error(transparent)]
     Store(#[from] converger_ports::StoreError),
     #[error(transparent)]
     Replay(#[from] converger_pipeline::replay::ReplayError),

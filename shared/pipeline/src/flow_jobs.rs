@@ -2,10 +2,22 @@
 //! attempted, parked deliveries released after a close, recent dead letters replayed on it.
 //! Flow control does the flow's part (`flow::jobs`); this runs the attempt and the replay.
 
-use crate::outcome::{AttemptError, BulkFilter};
+use crate::outcome::{AttemptError, BulkFilter, FlowError};
 use converger_core::query::{Actor, ActorKind};
 use converger_core::{BreakerConfig, CircuitState, time};
-use converger_ports::{Channel, DeliveryMessage, FlowJob, FlowJobKind};
+use converger_ports::{Channel, DeliveryMessage, FlowJob, FlowJobKind, StoreError};
+
+/// A flow job that could not run (a read or write of flow control, or the probe's own
+/// attempt): nothing was lost, and its message returns to the queue.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowJobError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Flow(#[from] FlowError),
+    #[error("the probe's attempt: {0}")]
+    Probe(#[from] AttemptError),
+}
 
 /// The probe function's jobs: feeding a backlog, probing an open breaker, releasing parked deliveries, replaying on a close.
 #[derive(Clone, Copy)]
@@ -61,7 +73,7 @@ impl FlowJobs<'_> {
     }
 
     /// Runs a `probe` queue message.
-    pub async fn flow_job(&self, job: &FlowJob) -> Result<(), AttemptError> {
+    pub async fn flow_job(&self, job: &FlowJob) -> Result<(), FlowJobError> {
         let Some(channel) = self.channel_store.get_channel(&job.channel_id).await? else {
             return Ok(());
         };
