@@ -106,6 +106,11 @@ fn spawn_poller(
                 .max_number_of_messages(poller.mapping.batch_size)
                 .wait_time_seconds(wait_s)
                 .message_system_attribute_names(MessageSystemAttributeName::All)
+                .customize()
+                .config_override(
+                    aws_sdk_sqs::config::Builder::default()
+                        .timeout_config(long_poll_timeouts(wait_s)),
+                )
                 .send();
             let out = tokio::select! {
                 r = recv => r,
@@ -132,6 +137,20 @@ fn spawn_poller(
             });
         }
     })
+}
+
+/// A long poll's own timeouts: its attempt takes the whole wait when the queue is empty. With
+/// the clients' 10 s attempt timeout, a 10 s poll whose answer came a moment late was given up
+/// on and sent again, and a message the emulator had handed to the abandoned poll stayed
+/// hidden for the queue's visibility timeout (minutes): a retry that never came, in a stack
+/// with no sweeper to find it.
+fn long_poll_timeouts(wait_s: i32) -> aws_config::timeout::TimeoutConfig {
+    let wait = Duration::from_secs(u64::try_from(wait_s).unwrap_or(0));
+    aws_config::timeout::TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(3))
+        .operation_attempt_timeout(wait + Duration::from_secs(10))
+        .operation_timeout(wait + Duration::from_secs(30))
+        .build()
 }
 
 async fn invoke(poller: &Poller, messages: Vec<aws_sdk_sqs::types::Message>, function: &Function) {
