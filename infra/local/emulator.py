@@ -157,7 +157,7 @@ def deploy(environ, start_response):
     import deploy as deployer  # beside this file; its SDK imports are paid once
 
     if deployer.SEND is None:
-        deployer.SEND = _answered_here(environ["converger.app"])
+        deployer.SEND = _answered_here(_SERVED)
     try:
         size = int(environ.get("CONTENT_LENGTH") or 0)
         req = json.loads(environ["wsgi.input"].read(size))
@@ -218,7 +218,8 @@ werkzeug_serving.selectors = _NoDrain
 
 def _read_body_to_its_end(environ):
     """Wraps the request body so that what the application leaves unread is read after it,
-    before the connection's next request; a body of unknown length closes the connection."""
+    before the connection's next request (an HTTP/1.1 request with neither a length nor
+    chunks has no body)."""
     length = environ.get("CONTENT_LENGTH")
     if environ.get("wsgi.input_terminated"):  # chunked: read to its last chunk
         stream = environ["wsgi.input"]
@@ -235,6 +236,10 @@ def _drain(stream):
         pass
 
 
+# The application this process serves (`isolated`'s), for the deployment's requests.
+_SERVED = None
+
+
 def isolated(app):
     """One DynamoDB request at a time, its whole answer produced under the lock; and one
     CloudFormation request at a time (moto builds a whole stack inside one CreateStack; two
@@ -249,7 +254,6 @@ def isolated(app):
 
     def serve(environ, start_response):
         if environ.get("PATH_INFO") == DEPLOY_PATH and environ.get("REQUEST_METHOD") == "POST":
-            environ["converger.app"] = wsgi
             return deploy(environ, start_response)
         if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
             with DYNAMODB:
@@ -259,6 +263,8 @@ def isolated(app):
                 return list(app(environ, start_response))
         return app(environ, start_response)
 
+    global _SERVED
+    _SERVED = wsgi
     return wsgi
 
 

@@ -109,7 +109,7 @@ fn spawn_poller(
                 .customize()
                 .config_override(
                     aws_sdk_sqs::config::Builder::default()
-                        .timeout_config(long_poll_timeouts(wait_s)),
+                        .timeout_config(long_poll_timeouts(&poller.sqs, wait_s)),
                 )
                 .send();
             let out = tokio::select! {
@@ -139,18 +139,29 @@ fn spawn_poller(
     })
 }
 
-/// A long poll's own timeouts: its attempt takes the whole wait when the queue is empty. With
-/// the clients' 10 s attempt timeout, a 10 s poll whose answer came a moment late was given up
-/// on and sent again, and a message the emulator had handed to the abandoned poll stayed
-/// hidden for the queue's visibility timeout (minutes): a retry that never came, in a stack
-/// with no sweeper to find it.
-fn long_poll_timeouts(wait_s: i32) -> aws_config::timeout::TimeoutConfig {
+/// A long poll's timeouts: the client's own, each made longer by the wait, since an attempt
+/// takes the whole wait when the queue is empty. With the clients' 10 s attempt timeout, a
+/// 10 s poll whose answer came a moment late was given up on and sent again, and a message the
+/// emulator had handed to the abandoned poll stayed hidden for the queue's visibility timeout
+/// (minutes): a retry that never came, in a stack with no sweeper to find it.
+fn long_poll_timeouts(
+    sqs: &aws_sdk_sqs::Client,
+    wait_s: i32,
+) -> aws_config::timeout::TimeoutConfig {
     let wait = Duration::from_secs(u64::try_from(wait_s).unwrap_or(0));
-    aws_config::timeout::TimeoutConfig::builder()
-        .connect_timeout(Duration::from_secs(3))
-        .operation_attempt_timeout(wait + Duration::from_secs(10))
-        .operation_timeout(wait + Duration::from_secs(30))
-        .build()
+    let own = sqs
+        .config()
+        .timeout_config()
+        .cloned()
+        .unwrap_or_else(|| aws_config::timeout::TimeoutConfig::builder().build());
+    let mut longer = own.to_builder();
+    if let Some(t) = own.operation_attempt_timeout() {
+        longer.set_operation_attempt_timeout(Some(t + wait));
+    }
+    if let Some(t) = own.operation_timeout() {
+        longer.set_operation_timeout(Some(t + wait));
+    }
+    longer.build()
 }
 
 async fn invoke(poller: &Poller, messages: Vec<aws_sdk_sqs::types::Message>, function: &Function) {
