@@ -11,9 +11,9 @@ long polls among them) runs concurrently as before.
 It also takes two costs off every request that a profile of the test command showed (a
 third of the emulator's busy time, all of it under the dispatcher's one lock): moto lists its
 own package folders on disk to route each request, and werkzeug logs a line per request.
-The folder list is read once; request lines are not logged. The service models the
-project's clients use are loaded before the first request, not by every thread that comes
-before the cache is filled. And a stack's template, which the project sends as JSON, is read
+The folder list is read once; request lines are not logged. The routers (and
+service models) of the services the project calls are built before the first request, on
+one thread: moto builds them on first use with caches that threads can race. And a stack's template, which the project sends as JSON, is read
 by the JSON parser rather than the pure-Python YAML one moto tries first (a later profile:
 a fifth of the emulator's busy time, 0.35 s of each deployment), and the JSON paths of the
 bus rules' input transformers are compiled once, not for every event. A third profile (of
@@ -33,6 +33,7 @@ process's application directly, without a connection.
 What this file relies on inside moto and werkzeug (pinned in infra/local/requirements.txt;
 an upgrade checks each): `cloudformation.models.Stack.parse_template`,
 `backends.list_of_moto_modules`, `core.responses.method_names_from_class`,
+`core.routing.get_service_router` and its routers' `_service_model` and `_get_router`,
 `core.botocore_stubber.MockRawResponse`, `moto_server.werkzeug_app`, and werkzeug's
 `serving.selectors` and `WSGIRequestHandler.send_header`.
 
@@ -54,8 +55,8 @@ import jsonpath_ng.ext as jsonpath_ext
 import moto.backends as moto_backends
 import moto.cloudformation.models as cfn_models
 import moto.core.responses as moto_responses
+import moto.core.routing as moto_routing
 import moto.core.utils as moto_utils
-from moto.core.utils import get_service_model
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
@@ -114,6 +115,26 @@ SERVICES = (
     "sesv2",
     "apigatewaymanagementapi",
 )
+
+
+def _build_router(service: str) -> None:
+    """Builds moto's request router for `service` before the first request, on one thread.
+
+    moto builds a service's router on the first request that needs it, and its operation
+    models on first use, with caches that are not safe across threads: moto's
+    `operation_model` stores botocore's plain model under the same cache key before replacing
+    it with its own, so a second thread can read the plain one and fail with "no attribute
+    'http_trait'" (seen once, on a fresh emulator, when a deployment's read-back sent sixteen
+    requests at once). Built here, every later request only reads them.
+    """
+    router = moto_routing.get_service_router(service)
+    model = router._service_model
+    for name in model.operation_names:
+        model.operation_model(name).http_trait
+    protocols = model.metadata.get("protocols") or [model.metadata.get("protocol")]
+    for protocol in protocols:
+        if protocol and moto_routing.get_router_class(service, protocol) is not None:
+            router._get_router(protocol)
 
 
 DEPLOY_PATH = "/_converger/deploy"
@@ -279,7 +300,7 @@ def main() -> None:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     for service in SERVICES:
         try:
-            get_service_model(service)
+            _build_router(service)
         except Exception:  # a service this moto does not model: loaded on demand, if ever
             pass
     app = DomainDispatcherApplication(create_backend_app)
