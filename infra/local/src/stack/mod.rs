@@ -107,7 +107,16 @@ pub struct StackOptions {
     pub export_limit: Option<usize>,
     /// What the functions store and send to.
     pub backend: Backend,
+    /// The emulator a `Backend::Emulator` stack deploys on; `None`: the one
+    /// `AWS_ENDPOINT_URL` names, or one started for the stack.
+    pub endpoint: Option<String>,
 }
+
+/// The emulator the benchmarks' stacks deploy on, when set ([`StackOptions::bench`]): the
+/// test command starts one for the benchmark smoke runs beside the other tests' emulator, so
+/// that a benchmark waiting on one request after another does not queue behind every other
+/// test's (see `.config/nextest.toml`).
+pub const BENCH_ENDPOINT_ENV: &str = "CONVERGER_BENCH_ENDPOINT_URL";
 
 /// The long-poll wait of a stack that is stopped rather than killed (its polls end with it):
 /// each idle stack's fourteen pollers ask the emulator once per 10 s instead of once a
@@ -155,19 +164,24 @@ impl Default for StackOptions {
             admin_ip_allowlist: None,
             export_limit: None,
             backend: Backend::Emulator,
+            endpoint: None,
         }
     }
 }
 
 impl StackOptions {
     /// A benchmark's stack: its own stack (`tag` and the process id), no sweeper and no
-    /// health runs on a timer (a scenario measures what it runs itself).
+    /// health runs on a timer (a scenario measures what it runs itself), on the emulator
+    /// [`BENCH_ENDPOINT_ENV`] names if it is set.
     pub fn bench(tag: &str) -> Self {
         Self {
             prefix: format!("{tag}{}-", std::process::id()),
             sweep_period: Every::Never,
             health_period: Every::Never,
             poll_wait_s: POLL_WAIT_STOPPED_S,
+            endpoint: std::env::var(BENCH_ENDPOINT_ENV)
+                .ok()
+                .filter(|e| !e.is_empty()),
             ..Self::default()
         }
     }
