@@ -183,59 +183,80 @@ async fn test(args: &[String]) -> Result<(), String> {
         .cloned()
         .collect();
     let mut times = Times::start();
-    emulator::ensure_venv().await?;
-    status(
-        Command::new(emulator::venv_bin("cfn-lint"))
-            .arg(root.join("infra/template.yaml"))
-            .current_dir(&root),
-        "cfn-lint infra/template.yaml",
-    )
-    .await?;
-    status(
-        Command::new(emulator::venv_bin("sam"))
-            .args(["validate", "--lint", "-t", "infra/template.yaml"])
-            .env("SAM_CLI_TELEMETRY", "0")
-            .env("AWS_DEFAULT_REGION", "us-east-1")
-            .current_dir(&root),
-        "sam validate --lint",
-    )
-    .await?;
-    times.mark("template lint");
-    if lint {
+    // Two lanes side by side: the Python tools (the virtualenv, the template's lint, the
+    // fuzzing's tools) and the browser, which wait on downloads and installs, beside the
+    // compiler's checks and build, which keep the cores busy. On a fresh machine each lane
+    // takes a minute or more; one after the other, they were most of the run's set-up.
+    let tools = async {
+        emulator::ensure_venv().await?;
         status(
-            Command::new("cargo")
-                .args(["fmt", "--all", "--check"])
+            Command::new(emulator::venv_bin("cfn-lint"))
+                .arg(root.join("infra/template.yaml"))
                 .current_dir(&root),
-            "cargo fmt --check",
+            "cfn-lint infra/template.yaml",
         )
         .await?;
         status(
-            Command::new("cargo")
-                .args([
-                    "clippy",
-                    "--workspace",
-                    "--all-targets",
-                    "--",
-                    "-D",
-                    "warnings",
-                ])
+            Command::new(emulator::venv_bin("sam"))
+                .args(["validate", "--lint", "-t", "infra/template.yaml"])
+                .env("SAM_CLI_TELEMETRY", "0")
+                .env("AWS_DEFAULT_REGION", "us-east-1")
                 .current_dir(&root),
-            "cargo clippy",
+            "sam validate --lint",
         )
         .await?;
-        times.mark("fmt and clippy");
-    }
-    // The `binaries` smoke test starts a function's debug build as Lambda would: built here,
-    // before the tests run in parallel, so that no test waits behind a compiler.
-    status(
-        Command::new("cargo")
-            .args(["build", "-p", "converger-fn-health"])
-            .current_dir(&root),
-        "cargo build -p converger-fn-health",
-    )
-    .await?;
-    ensure_browser().await?;
-    times.mark("build and browser");
+        // The fuzzing's tools go into the same virtualenv: here, not while an emulator
+        // starts from it.
+        emulator::ensure_fuzz_tools().await?;
+        ensure_browser().await
+    };
+    let rust = async {
+        if lint {
+            status(
+                Command::new("cargo")
+                    .args(["fmt", "--all", "--check"])
+                    .current_dir(&root),
+                "cargo fmt --check",
+            )
+            .await?;
+            status(
+                Command::new("cargo")
+                    .args([
+                        "clippy",
+                        "--workspace",
+                        "--all-targets",
+                        "--",
+                        "-D",
+                        "warnings",
+                    ])
+                    .current_dir(&root),
+                "cargo clippy",
+            )
+            .await?;
+        }
+        // The `binaries` smoke test starts a function's debug build as Lambda would: built
+        // here, before the tests run in parallel, so that no test waits behind a compiler.
+        status(
+            Command::new("cargo")
+                .args(["build", "-p", "converger-fn-health"])
+                .current_dir(&root),
+            "cargo build -p converger-fn-health",
+        )
+        .await
+    };
+    let ((tools, tools_took), (rust, rust_took)) = tokio::join!(timed(tools), timed(rust));
+    tools?;
+    rust?;
+    times.mark("set-up and checks");
+    times.note("template lint, tools and browser alone", tools_took);
+    times.note(
+        if lint {
+            "fmt, clippy and build alone"
+        } else {
+            "build alone"
+        },
+        rust_took,
+    );
     // Two emulators: the tests' own, and one for the benchmark smoke runs on the emulator.
     // Those runs wait on one request after another (a delivery at a time, each case's
     // trailing events) and count them: on the one emulator every other test shares, each of
@@ -304,9 +325,6 @@ async fn test(args: &[String]) -> Result<(), String> {
     // schema fails the run). Each has its own emulator and stack. Most of the tests' time, and
     // most of the chaos smoke's, is spent waiting (timers, backoffs, a frozen emulator), so the
     // three side by side take little longer than the tests alone.
-    // The fuzzing's tools are installed first: not into the virtualenv while the chaos
-    // suite's emulator starts from it.
-    emulator::ensure_fuzz_tools().await?;
     eprintln!(
         "converger test: the tests, beside the chaos smoke (crash, storage stall, hostile \
          receivers) and the API fuzzing (schemathesis, docs/openapi.json)"
