@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use converger_pipeline::channels::{ChannelRefused, ChannelWriteError};
 use converger_pipeline::ingest::IngestError;
 use converger_ports::StoreError;
 use serde::de::DeserializeOwned;
@@ -80,6 +81,36 @@ impl From<StoreError> for ApiError {
 impl From<converger_pipeline::outcome::FlowError> for ApiError {
     fn from(e: converger_pipeline::outcome::FlowError) -> Self {
         Self::internal(e)
+    }
+}
+
+impl From<ChannelWriteError> for ApiError {
+    fn from(e: ChannelWriteError) -> Self {
+        let r = match e {
+            ChannelWriteError::Store(e) => return Self::internal(e),
+            ChannelWriteError::Refused(r) => r,
+        };
+        let code = match &r {
+            ChannelRefused::UnsupportedType(_) => ErrorCode::UnsupportedChannelType,
+            ChannelRefused::Name(_) => ErrorCode::InvalidName,
+            ChannelRefused::Config(_) => ErrorCode::InvalidConfig,
+            ChannelRefused::RoleInPlatformAccount(_) => ErrorCode::RoleInPlatformAccount,
+            ChannelRefused::EmailSender(_) => {
+                return Self::new(
+                    StatusCode::FORBIDDEN,
+                    ErrorCode::EmailSenderNotAllowed,
+                    r.to_string(),
+                );
+            }
+            ChannelRefused::RetryPolicy(_) => ErrorCode::InvalidRetryPolicy,
+            ChannelRefused::CircuitBreaker(_) => ErrorCode::InvalidCircuitBreaker,
+            ChannelRefused::RateLimit(_) => ErrorCode::InvalidRateLimit,
+            ChannelRefused::AutoDisable(_) => ErrorCode::InvalidAutoDisable,
+            ChannelRefused::EventTypes(_) => ErrorCode::InvalidEventTypes,
+            ChannelRefused::Middleware(_) => ErrorCode::InvalidMiddleware,
+            ChannelRefused::Ordering(_) => ErrorCode::InvalidOrdering,
+        };
+        Self::invalid(code, r.to_string())
     }
 }
 

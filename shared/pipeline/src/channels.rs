@@ -3,10 +3,12 @@
 //! still had to deliver.
 
 use crate::outcome::FlowError;
-use converger_core::ChannelId;
+use converger_core::health::AutoDisableOverrides;
 use converger_core::query::Actor;
-use converger_core::signing;
-use converger_ports::{Channel, ChannelPatch, SecretRotation, StoreResult};
+use converger_core::{BreakerOverrides, ChannelId, ChannelType, PolicyLayer, RateLimit};
+use converger_core::{middleware, signing};
+use converger_ports::{Channel, ChannelPatch, SecretRotation, StoreError, StoreResult, Tenant};
+use serde_json::{Map, Value};
 
 /// How a rotation ended.
 #[derive(Debug)]
@@ -28,6 +30,8 @@ pub struct Channels<'p> {
     pub(crate) flow: &'p crate::flow::FlowControl,
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) lanes: crate::lanes::Lanes<'p>,
+    pub(crate) adapters: &'p converger_adapters::Adapters,
+    pub(crate) tenants: &'p dyn converger_ports::TenantStore,
 }
 
 impl<'p> Channels<'p> {
@@ -40,12 +44,245 @@ impl<'p> Channels<'p> {
             flow: &p.flow,
             cache: &p.cache,
             lanes: crate::lanes::Lanes::of(p),
+            adapters: &p.adapters,
+            tenants: &*p.store,
         }
     }
 }
 
+/// A new channel as its writer asks for it (the tenant API's body): checked by
+/// [`Channels::create`] before anything is stored.
+#[derive(Debug, Clone)]
+pub struct ChannelSpec {
+    pub kind: ChannelType,
+    pub name: String,
+    pub config: Map<String, Value>,
+    pub active: bool,
+    pub retry_policy: Map<String, Value>,
+    pub circuit_breaker: Map<String, Value>,
+    pub rate_limit: Option<String>,
+    pub auto_disable: Map<String, Value>,
+    pub event_types: Vec<String>,
+    /// The middleware steps, as written (`null`: none).
+    pub middleware: Value,
+    /// Ordered lanes, as written (`None` or `null`: none). Set at creation only.
+    pub ordering: Option<Value>,
+}
+
+/// The fields a change of a channel asks for (`None`: unchanged), as written: checked by
+/// [`Channels::change`].
+#[derive(Debug, Clone, Default)]
+pub struct ChannelChange {
+    pub name: Option<String>,
+    pub config: Option<Map<String, Value>>,
+    pub active: Option<bool>,
+    pub retry_policy: Option<Map<String, Value>>,
+    pub circuit_breaker: Option<Map<String, Value>>,
+    /// `Some(None)`: the limit removed.
+    pub rate_limit: Option<Option<String>>,
+    pub auto_disable: Option<Map<String, Value>>,
+    pub event_types: Option<Vec<String>>,
+    pub middleware: Option<Value>,
+}
+
+/// Why a channel was not written as asked: each names the field, and says what does not fit.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelRefused {
+    #[error("channel type `{0}` is not supported by this deployment")]
+    UnsupportedType(ChannelType),
+    #[error("{0}")]
+    Name(String),
+    #[error("{0}")]
+    Config(String),
+    /// An AWS channel's role in the platform's own account (the confused deputy).
+    #[error("{0}")]
+    RoleInPlatformAccount(String),
+    /// An email channel's sender is not one of its tenant's granted identities.
+    #[error("{0}")]
+    EmailSender(String),
+    #[error("{0}")]
+    RetryPolicy(String),
+    #[error("{0}")]
+    CircuitBreaker(String),
+    #[error("{0}")]
+    RateLimit(String),
+    #[error("{0}")]
+    AutoDisable(String),
+    #[error("{0}")]
+    EventTypes(String),
+    #[error("{0}")]
+    Middleware(String),
+    #[error("{0}")]
+    Ordering(String),
+}
+
+/// A channel's creation or change that did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum ChannelWriteError {
+    #[error(transparent)]
+    Refused(#[from] ChannelRefused),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn name_fits(name: &str) -> Result<(), ChannelRefused> {
+    converger_core::channel::check_name(name).map_err(|m| ChannelRefused::Name(m.to_string()))
+}
+
+fn policy(raw: &Map<String, Value>) -> Result<PolicyLayer, ChannelRefused> {
+    PolicyLayer::parse(raw).map_err(|e| ChannelRefused::RetryPolicy(e.to_string()))
+}
+
+fn breaker(raw: &Map<String, Value>) -> Result<BreakerOverrides, ChannelRefused> {
+    BreakerOverrides::parse(raw).map_err(|m| ChannelRefused::CircuitBreaker(m.to_string()))
+}
+
+fn rate(raw: &str) -> Result<RateLimit, ChannelRefused> {
+    raw.parse()
+        .map_err(|m: converger_core::Invalid| ChannelRefused::RateLimit(m.to_string()))
+}
+
+fn auto_disable(raw: &Map<String, Value>) -> Result<AutoDisableOverrides, ChannelRefused> {
+    AutoDisableOverrides::parse(raw).map_err(|m| ChannelRefused::AutoDisable(m.to_string()))
+}
+
+fn event_types(types: &[String]) -> Result<(), ChannelRefused> {
+    converger_core::channel::check_event_types(types)
+        .map_err(|m| ChannelRefused::EventTypes(m.to_string()))
+}
+
+fn steps(raw: &Value) -> Result<Vec<middleware::Step>, ChannelRefused> {
+    middleware::parse(raw).map_err(|m| ChannelRefused::Middleware(m.to_string()))
+}
+
 impl Channels<'_> {
-    /// Stores a new channel (already validated by its writer).
+    /// Creates a channel of `tenant` as `spec` asks, every field checked first: nothing is
+    /// stored when one does not fit.
+    pub async fn create(
+        &self,
+        tenant: &Tenant,
+        spec: ChannelSpec,
+    ) -> Result<Channel, ChannelWriteError> {
+        name_fits(&spec.name)?;
+        self.check_config(tenant, spec.kind, &spec.config).await?;
+        let retry_policy = policy(&spec.retry_policy)?;
+        let circuit_breaker = breaker(&spec.circuit_breaker)?;
+        let rate_limit = spec.rate_limit.as_deref().map(rate).transpose()?;
+        let auto_disable = auto_disable(&spec.auto_disable)?;
+        event_types(&spec.event_types)?;
+        let middleware = steps(&spec.middleware)?;
+        let ordering = spec
+            .ordering
+            .as_ref()
+            .filter(|v| !v.is_null())
+            .map(|v| {
+                converger_core::lanes::Ordering::parse(v)
+                    .map_err(|m| ChannelRefused::Ordering(m.to_string()))
+            })
+            .transpose()?;
+        let mut c = Channel::new(
+            tenant.id.clone(),
+            spec.kind,
+            &spec.name,
+            spec.config,
+            self.clock.now(),
+        );
+        c.active = spec.active;
+        c.retry_policy = retry_policy;
+        c.circuit_breaker = circuit_breaker;
+        c.rate_limit = rate_limit;
+        c.auto_disable = auto_disable;
+        c.event_types = spec.event_types;
+        c.middleware = middleware;
+        c.ordering = ordering;
+        self.create_channel(&c).await?;
+        Ok(c)
+    }
+
+    /// Changes `current` (a channel of `tenant`) as `change` asks, every field checked
+    /// first: nothing is changed when one does not fit. `None` if the channel is gone.
+    pub async fn change(
+        &self,
+        tenant: &Tenant,
+        current: &Channel,
+        change: ChannelChange,
+    ) -> Result<Option<Channel>, ChannelWriteError> {
+        if let Some(n) = &change.name {
+            name_fits(n)?;
+        }
+        if let Some(c) = &change.config {
+            self.check_config(tenant, current.kind, c).await?;
+        }
+        if let Some(t) = &change.event_types {
+            event_types(t)?;
+        }
+        let patch = ChannelPatch {
+            retry_policy: change.retry_policy.as_ref().map(policy).transpose()?,
+            circuit_breaker: change.circuit_breaker.as_ref().map(breaker).transpose()?,
+            rate_limit: change
+                .rate_limit
+                .as_ref()
+                .map(|r| r.as_deref().map(rate).transpose())
+                .transpose()?,
+            auto_disable: change.auto_disable.as_ref().map(auto_disable).transpose()?,
+            middleware: change.middleware.as_ref().map(steps).transpose()?,
+            name: change.name,
+            config: change.config,
+            active: change.active,
+            event_types: change.event_types,
+        };
+        Ok(self.update_channel(current, &patch).await?)
+    }
+
+    /// A channel type's settings: its adapter's own checks; for an AWS channel, a role
+    /// outside the platform's account (checked again where the role is assumed); for an
+    /// email channel, a sender among its tenant's granted identities (checked again at each
+    /// send), read from the store so that a grant or a withdrawal applies at once.
+    async fn check_config(
+        &self,
+        tenant: &Tenant,
+        kind: ChannelType,
+        config: &Map<String, Value>,
+    ) -> Result<(), ChannelWriteError> {
+        let adapter = self
+            .adapters
+            .get(kind)
+            .ok_or(ChannelRefused::UnsupportedType(kind))?;
+        adapter
+            .validate_config(config)
+            .map_err(|m| ChannelRefused::Config(m.to_string()))?;
+        if let Some(service) = converger_core::aws::Service::of(kind) {
+            let c = converger_core::aws::channel_config(service, config)
+                .map_err(|m| ChannelRefused::Config(m.to_string()))?;
+            converger_core::aws::check_role_account(
+                &c.role,
+                self.config.platform_account.as_deref(),
+            )
+            .map_err(|m| ChannelRefused::RoleInPlatformAccount(m.to_string()))?;
+        }
+        if kind == ChannelType::Email
+            && let Ok(settings) = converger_core::email::settings(config)
+        {
+            let senders = self
+                .tenants
+                .get_tenant(&tenant.id)
+                .await?
+                .map(|t| t.email_senders)
+                .unwrap_or_default();
+            if !converger_core::email::sender_allowed(&settings.from, &senders) {
+                return Err(
+                    ChannelRefused::EmailSender(converger_core::email::sender_refused(
+                        &settings.from,
+                    ))
+                    .into(),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores a new channel built by its writer, unchecked (seeds, benchmarks and the
+    /// platform's own channels; the API goes through [`Self::create`]).
     pub async fn create_channel(&self, channel: &Channel) -> StoreResult<()> {
         self.channel_store.create_channel(channel).await?;
         self.cache.forget_tenant_channels(&channel.tenant_id);

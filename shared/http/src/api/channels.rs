@@ -2,88 +2,7 @@
 
 use super::*;
 use crate::error::ErrorCode;
-use converger_core::health::AutoDisableOverrides;
-use converger_core::{BreakerOverrides, PolicyLayer, RateLimit, middleware};
-
-fn validate_policy(policy: &Map<String, Value>) -> Result<PolicyLayer, ApiError> {
-    PolicyLayer::parse(policy)
-        .map_err(|errs| ApiError::invalid(ErrorCode::InvalidRetryPolicy, errs.to_string()))
-}
-
-fn validate_config(
-    state: &AppState,
-    kind: ChannelType,
-    config: &Map<String, Value>,
-) -> Result<(), ApiError> {
-    let adapter = state.pipeline.adapters().get(kind).ok_or_else(|| {
-        ApiError::invalid(
-            ErrorCode::UnsupportedChannelType,
-            format!("channel type `{kind}` is not supported by this deployment"),
-        )
-    })?;
-    adapter
-        .validate_config(config)
-        .map_err(|m| ApiError::invalid(ErrorCode::InvalidConfig, m))
-}
-
-/// An AWS channel's role is never one of the platform's own (the confused deputy): checked
-/// here when the channel is written, and again where the role is assumed.
-fn validate_role(
-    state: &AppState,
-    kind: ChannelType,
-    config: &Map<String, Value>,
-) -> Result<(), ApiError> {
-    let Some(service) = converger_core::aws::Service::of(kind) else {
-        return Ok(());
-    };
-    let c = converger_core::aws::channel_config(service, config)
-        .map_err(|m| ApiError::invalid(ErrorCode::InvalidConfig, m))?;
-    converger_core::aws::check_role_account(
-        &c.role,
-        state.pipeline.config().platform_account.as_deref(),
-    )
-    .map_err(|m| ApiError::invalid(ErrorCode::RoleInPlatformAccount, m))
-}
-
-/// An email channel sends only as one of its tenant's sender identities (an operator grants
-/// them): checked here when the channel is written, and again at each send. The identities
-/// are read from the store, not the API's cached tenant, so that a grant or a withdrawal
-/// applies at once.
-async fn validate_sender(
-    state: &AppState,
-    tenant: &converger_ports::Tenant,
-    kind: ChannelType,
-    config: &Map<String, Value>,
-) -> Result<(), ApiError> {
-    use converger_core::email;
-    if kind != ChannelType::Email {
-        return Ok(());
-    }
-    let Ok(settings) = email::settings(config) else {
-        return Ok(());
-    };
-    let senders = state
-        .pipeline
-        .reads()
-        .tenant(&tenant.id)
-        .await?
-        .map(|t| t.email_senders)
-        .unwrap_or_default();
-    if email::sender_allowed(&settings.from, &senders) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            ErrorCode::EmailSenderNotAllowed,
-            email::sender_refused(&settings.from),
-        ))
-    }
-}
-
-fn validate_name(name: &str) -> Result<(), ApiError> {
-    converger_core::channel::check_name(name)
-        .map_err(|m| ApiError::invalid(ErrorCode::InvalidName, m))
-}
+use converger_pipeline::channels::{ChannelChange, ChannelSpec};
 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -129,30 +48,6 @@ fn yes() -> bool {
     true
 }
 
-fn validate_event_types(types: &[String]) -> Result<(), ApiError> {
-    converger_core::channel::check_event_types(types)
-        .map_err(|m| ApiError::invalid(ErrorCode::InvalidEventTypes, m))
-}
-
-fn validate_middleware(raw: &Value) -> Result<Vec<middleware::Step>, ApiError> {
-    middleware::parse(raw).map_err(|m| ApiError::invalid(ErrorCode::InvalidMiddleware, m))
-}
-
-fn validate_auto_disable(settings: &Map<String, Value>) -> Result<AutoDisableOverrides, ApiError> {
-    AutoDisableOverrides::parse(settings)
-        .map_err(|m| ApiError::invalid(ErrorCode::InvalidAutoDisable, m))
-}
-
-fn validate_breaker(breaker: &Map<String, Value>) -> Result<BreakerOverrides, ApiError> {
-    BreakerOverrides::parse(breaker)
-        .map_err(|m| ApiError::invalid(ErrorCode::InvalidCircuitBreaker, m))
-}
-
-fn validate_rate(rate: &str) -> Result<RateLimit, ApiError> {
-    rate.parse()
-        .map_err(|m| ApiError::invalid(ErrorCode::InvalidRateLimit, m))
-}
-
 #[utoipa::path(
     post,
     path = "/api/v1/channels",
@@ -169,39 +64,20 @@ pub(crate) async fn create_channel(
     let kind: ChannelType = req.kind.parse().map_err(|m: converger_core::Invalid| {
         ApiError::invalid(ErrorCode::UnsupportedChannelType, m)
     })?;
-    validate_name(&req.name)?;
-    validate_config(&state, kind, &req.config)?;
-    validate_role(&state, kind, &req.config)?;
-    validate_sender(&state, &tenant, kind, &req.config).await?;
-    let retry_policy = validate_policy(&req.retry_policy)?;
-    let circuit_breaker = validate_breaker(&req.circuit_breaker)?;
-    let rate_limit = req.rate_limit.as_deref().map(validate_rate).transpose()?;
-    let auto_disable = validate_auto_disable(&req.auto_disable)?;
-    validate_event_types(&req.event_types)?;
-    let steps = validate_middleware(&req.middleware)?;
-    let ordering = req
-        .ordering
-        .as_ref()
-        .filter(|v| !v.is_null())
-        .map(|v| {
-            converger_core::lanes::Ordering::parse(v)
-                .map_err(|m| ApiError::invalid(ErrorCode::InvalidOrdering, m))
-        })
-        .transpose()?;
-    let channel = {
-        let now = state.pipeline.clock().now();
-        let mut c = Channel::new(tenant.id, kind, &req.name, req.config, now);
-        c.active = req.active;
-        c.retry_policy = retry_policy;
-        c.circuit_breaker = circuit_breaker;
-        c.rate_limit = rate_limit;
-        c.auto_disable = auto_disable;
-        c.event_types = req.event_types;
-        c.middleware = steps;
-        c.ordering = ordering;
-        c
+    let spec = ChannelSpec {
+        kind,
+        name: req.name,
+        config: req.config,
+        active: req.active,
+        retry_policy: req.retry_policy,
+        circuit_breaker: req.circuit_breaker,
+        rate_limit: req.rate_limit,
+        auto_disable: req.auto_disable,
+        event_types: req.event_types,
+        middleware: req.middleware,
+        ordering: req.ordering,
     };
-    state.pipeline.channels().create_channel(&channel).await?;
+    let channel = state.pipeline.channels().create(&tenant, spec).await?;
     let body = views::CreatedChannel {
         channel: views::channel(&channel),
         signing_secret: channel.signing_secret.clone(),
@@ -265,53 +141,21 @@ pub(crate) async fn patch_channel(
 ) -> Result<Json<views::ChannelView>, ApiError> {
     let current = owned_channel(&state, &tenant, &id).await?;
     not_managed(&current)?;
-    if let Some(n) = &req.name {
-        validate_name(n)?;
-    }
-    if let Some(c) = &req.config {
-        validate_config(&state, current.kind, c)?;
-        validate_role(&state, current.kind, c)?;
-        validate_sender(&state, &tenant, current.kind, c).await?;
-    }
-    let retry_policy = req.retry_policy.as_ref().map(validate_policy).transpose()?;
-    let circuit_breaker = req
-        .circuit_breaker
-        .as_ref()
-        .map(validate_breaker)
-        .transpose()?;
-    let rate_limit = req
-        .rate_limit
-        .as_ref()
-        .map(|r| r.as_deref().map(validate_rate).transpose())
-        .transpose()?;
-    let auto_disable = req
-        .auto_disable
-        .as_ref()
-        .map(validate_auto_disable)
-        .transpose()?;
-    if let Some(t) = &req.event_types {
-        validate_event_types(t)?;
-    }
-    let steps = req
-        .middleware
-        .as_ref()
-        .map(validate_middleware)
-        .transpose()?;
-    let patch = ChannelPatch {
+    let change = ChannelChange {
         name: req.name,
         config: req.config,
         active: req.active,
-        retry_policy,
-        circuit_breaker,
-        rate_limit,
-        auto_disable,
+        retry_policy: req.retry_policy,
+        circuit_breaker: req.circuit_breaker,
+        rate_limit: req.rate_limit,
+        auto_disable: req.auto_disable,
         event_types: req.event_types,
-        middleware: steps,
+        middleware: req.middleware,
     };
     let updated = state
         .pipeline
         .channels()
-        .update_channel(&current, &patch)
+        .change(&tenant, &current, change)
         .await?
         .ok_or_else(|| ApiError::not_found("channel"))?;
     Ok(Json(views::channel(&updated)))

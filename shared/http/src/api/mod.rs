@@ -18,7 +18,7 @@ use converger_pipeline::channels::Rotation;
 use converger_pipeline::flow::DeliveryState;
 use converger_pipeline::ingest::NewActivity;
 use converger_pipeline::replay::ReplayError;
-use converger_ports::{Channel, ChannelPatch, DeliveryQuery, Scope};
+use converger_ports::{Channel, DeliveryQuery, Scope};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 

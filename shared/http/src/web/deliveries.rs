@@ -82,7 +82,7 @@ pub(super) async fn deliveries(
                     label { "Channel id " input name="channel" value=(nonempty(&f.channel).unwrap_or("")) size="36"; } " "
                 }
                 label { "Status " select name="status" {
-                    @for s in ["failed", "pending", "paused", "sent", "delivered", "read", "any"] {
+                    @for s in status_choices() {
                         option value=(s) selected[status_value == s] { (s) }
                     }
                 } } " "
@@ -402,4 +402,37 @@ pub(super) async fn retry_all(
         r.has_more
     ))
     .into_response()
+}
+
+/// The status filter's choices: dead letters first (the page's default), then every other
+/// status in the machine's order, then `any`.
+fn status_choices() -> impl Iterator<Item = &'static str> {
+    use converger_core::DeliveryStatus;
+    std::iter::once(DeliveryStatus::Failed)
+        .chain(
+            DeliveryStatus::ALL
+                .into_iter()
+                .filter(|s| *s != DeliveryStatus::Failed),
+        )
+        .map(DeliveryStatus::as_str)
+        .chain(["any"])
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_status_filter_offers_every_status_dead_letters_first_then_any() {
+        assert_eq!(
+            super::status_choices().collect::<Vec<_>>(),
+            [
+                "failed",
+                "pending",
+                "paused",
+                "sent",
+                "delivered",
+                "read",
+                "any"
+            ]
+        );
+    }
 }
