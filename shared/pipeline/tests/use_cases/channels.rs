@@ -39,6 +39,9 @@ fn refused(r: Result<impl std::fmt::Debug, ChannelWriteError>) -> ChannelRefused
     }
 }
 
+/// A spec, and whether a refusal is the one it should get.
+type Case = (ChannelSpec, fn(&ChannelRefused) -> bool);
+
 async fn stored(f: &Fixture, t: &Tenant) -> Vec<Channel> {
     f.store.list_channels(&t.id).await.unwrap()
 }
@@ -47,7 +50,7 @@ async fn stored(f: &Fixture, t: &Tenant) -> Vec<Channel> {
 async fn a_channel_is_stored_only_when_every_field_fits() {
     let f = fixture();
     let t = tenant(&f).await;
-    let cases: Vec<(ChannelSpec, fn(&ChannelRefused) -> bool)> = vec![
+    let cases: Vec<Case> = vec![
         (
             ChannelSpec {
                 name: String::new(),
