@@ -236,11 +236,20 @@ async fn test(args: &[String]) -> Result<(), String> {
         }
         // The `binaries` smoke test starts a function's debug build as Lambda would: built
         // here, before the tests run in parallel, so that no test waits behind a compiler.
+        // Beside this runner, so that its dependencies have the runner's features (which
+        // are the tests', see infra/local/Cargo.toml) and are not built again with the
+        // function's own.
         status(
             Command::new("cargo")
-                .args(["build", "-p", "converger-fn-health"])
+                .args([
+                    "build",
+                    "-p",
+                    "converger-local",
+                    "-p",
+                    "converger-fn-health",
+                ])
                 .current_dir(&root),
-            "cargo build -p converger-fn-health",
+            "cargo build -p converger-local -p converger-fn-health",
         )
         .await
     };
