@@ -34,7 +34,7 @@ use converger_store::counter::{Counts, RequestCounter};
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// List prices, US East (N. Virginia), in dollars per million (see `docs/benchmarks.md`);
@@ -92,18 +92,23 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogCounter {
     }
 }
 
-/// The layer that counts what the functions would log: Lambda's JSON format at the deployed
-/// level (`info`), the benchmark's own harness left out.
+/// Whether [`log_layer`] formats and counts lines: only while [`run`] runs. A process that
+/// installs the layer and runs something else (every test process does) formats nothing.
+static COUNTING_LOGS: AtomicBool = AtomicBool::new(false);
+
+/// The layer that counts what the functions would log while this benchmark runs: Lambda's
+/// JSON format at the deployed level (`info`), the benchmark's own harness left out.
 pub fn log_layer<S>() -> impl tracing_subscriber::Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
     use tracing_subscriber::Layer;
-    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::filter::{FilterExt, LevelFilter, Targets, filter_fn};
     converger_lambda::bootstrap::json_logs_to(LogCounter).with_filter(
         Targets::new()
             .with_default(LevelFilter::INFO)
-            .with_target("converger_local", LevelFilter::OFF),
+            .with_target("converger_local", LevelFilter::OFF)
+            .and(filter_fn(|_| COUNTING_LOGS.load(Ordering::Relaxed))),
     )
 }
 
@@ -115,6 +120,13 @@ fn take_logs() -> (u64, u64) {
 }
 
 pub async fn run(o: Options) -> Result<Value, String> {
+    COUNTING_LOGS.store(true, Ordering::Relaxed);
+    let r = measure_and_price(o).await;
+    COUNTING_LOGS.store(false, Ordering::Relaxed);
+    r
+}
+
+async fn measure_and_price(o: Options) -> Result<Value, String> {
     converger_pipeline::metrics::set_enabled(false);
     // Counted on the emulator: units, requests, invocations, log lines.
     let meters = Meters {
