@@ -1,7 +1,7 @@
 //! The deliveries list, one delivery's page, and their Retry buttons.
 
 use super::conversations::conversation_href;
-use super::filters::Filters;
+use super::filters::{Filters, status_choices};
 use super::layout::{layout, nonempty, short_time};
 use super::page::{page_error, unavailable};
 use super::scope::{channel_names, scoped_channels, tenant_choices};
@@ -48,7 +48,6 @@ pub(super) async fn deliveries(
     } else {
         None
     };
-    let status_value = nonempty(&f.status).unwrap_or("failed").to_owned();
     let csrf = v.csrf(&state);
     let back = f.query(None);
     let content = html! {
@@ -83,7 +82,7 @@ pub(super) async fn deliveries(
                 }
                 label { "Status " select name="status" {
                     @for s in status_choices() {
-                        option value=(s) selected[status_value == s] { (s) }
+                        option value=(s) selected[f.status_choice() == s] { (s) }
                     }
                 } } " "
                 label { "From (UTC) " input type="date" name="from" value=(nonempty(&f.from).unwrap_or("")); } " "
@@ -109,7 +108,7 @@ pub(super) async fn deliveries(
         }
         div.actions {
             a id="export" href={ (p) "/deliveries/export?" (f.query(None)) } { "Export CSV" }
-            @if v.can_act() && status_value == "failed" {
+            @if v.can_act() && f.dead_letters_only() {
                 " "
                 form.inline method="post" action={ (p) "/deliveries/retry-all" } {
                     input type="hidden" name="_csrf" value=(csrf);
@@ -402,37 +401,4 @@ pub(super) async fn retry_all(
         r.has_more
     ))
     .into_response()
-}
-
-/// The status filter's choices: dead letters first (the page's default), then every other
-/// status in the machine's order, then `any`.
-fn status_choices() -> impl Iterator<Item = &'static str> {
-    use converger_core::DeliveryStatus;
-    std::iter::once(DeliveryStatus::Failed)
-        .chain(
-            DeliveryStatus::ALL
-                .into_iter()
-                .filter(|s| *s != DeliveryStatus::Failed),
-        )
-        .map(DeliveryStatus::as_str)
-        .chain(["any"])
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_status_filter_offers_every_status_dead_letters_first_then_any() {
-        assert_eq!(
-            super::status_choices().collect::<Vec<_>>(),
-            [
-                "failed",
-                "pending",
-                "paused",
-                "sent",
-                "delivered",
-                "read",
-                "any"
-            ]
-        );
-    }
 }

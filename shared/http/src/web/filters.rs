@@ -37,11 +37,40 @@ pub struct Filters {
     pub(super) after: Option<String>,
 }
 
+/// The status filter's value for every status.
+const ANY_STATUS: &str = "any";
+
+/// The status filter's default: dead letters, what an operator comes to the page for.
+const DEFAULT_STATUS: DeliveryStatus = DeliveryStatus::Failed;
+
+/// The status filter's choices: the default first, then every other status in the machine's
+/// order, then every status at once.
+pub(super) fn status_choices() -> impl Iterator<Item = &'static str> {
+    std::iter::once(DEFAULT_STATUS)
+        .chain(
+            DeliveryStatus::ALL
+                .into_iter()
+                .filter(|s| *s != DEFAULT_STATUS),
+        )
+        .map(DeliveryStatus::as_str)
+        .chain([ANY_STATUS])
+}
+
 impl Filters {
+    /// The status chosen, as the filter's choices name it (the default when none is).
+    pub(super) fn status_choice(&self) -> &str {
+        nonempty(&self.status).unwrap_or(DEFAULT_STATUS.as_str())
+    }
+
+    /// Whether the page shows dead letters only (where retrying them all applies).
+    pub(super) fn dead_letters_only(&self) -> bool {
+        self.status_choice() == DeliveryStatus::Failed.as_str()
+    }
+
     fn status(&self) -> Result<Option<DeliveryStatus>, PageFail> {
         match nonempty(&self.status) {
-            None => Ok(Some(DeliveryStatus::Failed)),
-            Some("any") => Ok(None),
+            None => Ok(Some(DEFAULT_STATUS)),
+            Some(ANY_STATUS) => Ok(None),
             Some(s) => s
                 .parse()
                 .map(Some)
@@ -201,6 +230,26 @@ impl Filters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_status_filter_offers_every_status_dead_letters_first_then_any() {
+        assert_eq!(
+            status_choices().collect::<Vec<_>>(),
+            [
+                "failed",
+                "pending",
+                "paused",
+                "sent",
+                "delivered",
+                "read",
+                "any"
+            ]
+        );
+        let f = Filters::default();
+        assert_eq!(f.status_choice(), "failed");
+        assert!(f.dead_letters_only());
+        assert_eq!(f.status().ok(), Some(Some(DeliveryStatus::Failed)));
+    }
 
     #[test]
     fn filters_round_trip_through_the_url() {
