@@ -624,7 +624,7 @@ pub struct TestTables {
 impl TestTables {
     pub async fn on_emulator() -> Self {
         init_tracing();
-        let (emulator, endpoint) = converger_local::emulator::named_or_started()
+        let (emulator, endpoint) = converger_local::emulator::named_or_started(None)
             .await
             .expect("the emulator starts");
         let config = converger_store::aws::load_config_for(Some(&endpoint)).await;

@@ -169,11 +169,16 @@ pub fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("no free port: {e}"))
 }
 
-/// The emulator `AWS_ENDPOINT_URL` names, or one started here (returned, so that the caller
-/// keeps it running as long as it needs it), and its endpoint.
-pub async fn named_or_started() -> Result<(Option<Emulator>, String), String> {
-    match std::env::var("AWS_ENDPOINT_URL") {
-        Ok(ep) if !ep.is_empty() => Ok((None, ep)),
+/// The emulator at `endpoint`, else the one `AWS_ENDPOINT_URL` names, else one started here
+/// (returned, so that the caller keeps it running as long as it needs it), and its endpoint.
+pub async fn named_or_started(
+    endpoint: Option<&str>,
+) -> Result<(Option<Emulator>, String), String> {
+    let named = endpoint
+        .map(str::to_owned)
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok());
+    match named {
+        Some(ep) if !ep.is_empty() => Ok((None, ep)),
         _ => {
             let em = Emulator::start().await?;
             let ep = em.endpoint.clone();

@@ -47,7 +47,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
         None => FUNCTIONS.to_vec(),
     };
     let root = emulator::root();
-    let (em, endpoint) = emulator::named_or_started().await?;
+    let (em, endpoint) = emulator::named_or_started(None).await?;
     let result = async {
         // The template, deployed: the functions get its environment, and the build targets
         // the architecture it declares.

@@ -117,10 +117,7 @@ pub(super) async fn build_aws(
     stop: &watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Result<Built, String> {
-    let (emulator, endpoint) = match &opts.endpoint {
-        Some(endpoint) => (None, endpoint.clone()),
-        None => crate::emulator::named_or_started().await?,
-    };
+    let (emulator, endpoint) = crate::emulator::named_or_started(opts.endpoint.as_deref()).await?;
     let sdk = converger_store::aws::load_config_for(Some(&endpoint)).await;
     let clients = Clients::new(&sdk);
     let parameters = BTreeMap::from([
