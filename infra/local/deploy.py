@@ -33,6 +33,9 @@ import importlib.metadata
 from concurrent.futures import ThreadPoolExecutor
 
 import boto3
+import botocore.validate
+
+import resolve
 
 CODE_BUCKET = "converger-local-code"
 CODE_KEY = "bootstrap.zip"
@@ -42,8 +45,9 @@ CODE_KEY = "bootstrap.zip"
 #   api: served by the local runner itself (its HTTP and WebSocket gateways); the id names it
 #        in execute-api ARNs.
 #   secret: created through the emulator's Secrets Manager API by this script.
-#   skip: nothing runs it locally (alarms, API stages, routes, access-log settings); the
-#         template's lint and `sam validate --lint` check it.
+#   created: made after the stack through its own service's API on the emulator, from its
+#            properties as CloudFormation resolves them (see SkippedResources), so that a
+#            property the service refuses fails the deployment here as on AWS.
 STANDIN_KIND = {
     "AWS::ApiGatewayV2::Api": "api",
     "AWS::SecretsManager::Secret": "secret",
@@ -140,6 +144,387 @@ def _prepare(template_path, params, region):
     return prepared
 
 
+# What CloudFormation passes a service for each resource type the emulator's CloudFormation
+# skips: the operation, and the request built from the resolved properties. Where the emulator
+# has no such operation, the request is checked against the service's request model only.
+_EVENT_TYPES = {
+    "send": "SEND", "reject": "REJECT", "bounce": "BOUNCE", "complaint": "COMPLAINT",
+    "delivery": "DELIVERY", "open": "OPEN", "click": "CLICK",
+    "renderingFailure": "RENDERING_FAILURE", "deliveryDelay": "DELIVERY_DELAY",
+    "subscription": "SUBSCRIPTION",
+}
+
+# CloudFormation properties of AWS::ApiGatewayV2::Api that are not CreateApi's.
+_API_IMPORT_ONLY = ("Body", "BodyS3Location", "BasePath", "FailOnWarnings")
+
+
+class SkippedResources:
+    """Creates the resources the emulator's CloudFormation does not implement through their
+    own services' APIs, with their properties resolved as CloudFormation would resolve them
+    (infra/local/resolve.py): the APIs before the stack (the stack's functions and policies
+    name their ids), everything else after it, in the order their references give."""
+
+    def __init__(self, req, template, params, account):
+        self.req = req
+        self.template = template
+        self.stack = req["stack_name"]
+        self.region = req["region"]
+        self.account = account
+        self.ids = {}  # logical id -> physical id of what was created here
+        self.resources = {}  # the stack's own resources, after it is created
+        self._attrs = {}
+        self.resolver = resolve.Resolver(
+            template,
+            params,
+            {"AWS::Region": self.region, "AWS::AccountId": account, "AWS::StackName": self.stack,
+             "AWS::StackId": f"arn:aws:cloudformation:{self.region}:{account}:stack/{self.stack}/local"},
+            self._ref,
+            self._get_att,
+        )
+
+    def client(self, kind):
+        return _client(kind, self.req)
+
+    # ------------------------------------------------------------------ look-ups
+    def _ref(self, logical):
+        if logical in self.ids:
+            return self.ids[logical]
+        r = self.resources.get(logical)
+        if r is None:
+            raise resolve.Unresolvable(f"Ref {logical}: not created (yet)")
+        return r["physical_id"]
+
+    def _get_att(self, logical, attr):
+        key = (logical, attr)
+        if key not in self._attrs:
+            self._attrs[key] = self._look_up(logical, attr)
+        return self._attrs[key]
+
+    def _look_up(self, logical, attr):
+        kind = self.template["Resources"][logical]["Type"]
+        pid = self._ref(logical)
+        arn = f"arn:aws:{{}}:{self.region}:{self.account}:{{}}"
+        if kind == "AWS::SQS::Queue":
+            if attr == "QueueName":
+                return pid.rsplit("/", 1)[-1]
+            if attr == "QueueUrl":
+                return pid
+            if attr == "Arn":
+                return self.client("sqs").get_queue_attributes(QueueUrl=pid, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        if kind == "AWS::Lambda::Function" and attr == "Arn":
+            return self.client("lambda").get_function_configuration(FunctionName=pid)["FunctionArn"]
+        if kind == "AWS::DynamoDB::Table" and attr in ("Arn", "StreamArn"):
+            t = self.client("dynamodb").describe_table(TableName=pid)["Table"]
+            return t["TableArn"] if attr == "Arn" else t["LatestStreamArn"]
+        if kind == "AWS::Logs::LogGroup" and attr == "Arn":
+            return arn.format("logs", f"log-group:{pid}:*")
+        if kind == "AWS::IAM::Role" and attr == "Arn":
+            return self.client("iam").get_role(RoleName=pid.rsplit("/", 1)[-1])["Role"]["Arn"]
+        if kind == "AWS::Events::EventBus" and attr in ("Arn", "Name"):
+            b = self.client("events").describe_event_bus(Name=pid.rsplit("/", 1)[-1])
+            return b["Arn"] if attr == "Arn" else b["Name"]
+        if kind == "AWS::Events::Rule" and attr == "Arn":
+            props = self.template["Resources"][logical].get("Properties", {})
+            bus = self.resolver.resolve(props.get("EventBusName", "default"))
+            name = pid.split("|")[-1]
+            return self.client("events").describe_rule(Name=name, EventBusName=bus)["Arn"]
+        if kind == "AWS::SNS::Topic" and attr in ("TopicArn", "Arn"):
+            return pid
+        if kind == "AWS::ApiGatewayV2::Api" and attr == "ApiEndpoint":
+            return f"https://{pid}.execute-api.{self.region}.amazonaws.com"
+        if kind == "AWS::ApiGatewayV2::Api" and attr == "ApiId":
+            return pid
+        if kind == "AWS::SecretsManager::Secret" and attr == "Id":
+            return pid
+        raise resolve.Unresolvable(f"Fn::GetAtt {logical}.{attr} ({kind}) is not looked up here")
+
+    # ------------------------------------------------------------------ requests
+    def _call(self, logical, service, operation, params, emulated=True):
+        """`operation` of `service` with `params` in the service's own types. Where the
+        emulator lacks the operation (`emulated=False`), the request is checked against the
+        service's request model only."""
+        c = self.client(service)
+        model = c.meta.service_model.operation_model(operation)
+        params = resolve.coerce(model.input_shape, params)
+        try:
+            if not emulated:
+                botocore.validate.validate_parameters(params, model.input_shape)
+                return {}
+            method = "".join("_" + ch.lower() if ch.isupper() else ch for ch in operation).lstrip("_")
+            return getattr(c, method)(**params)
+        except Exception as e:  # noqa: BLE001 - the service's refusal, reported as the deployment's
+            kind = self.template["Resources"][logical]["Type"]
+            raise SystemExit(
+                f"{logical} ({kind}): {service} {operation} refused it, as CloudFormation's "
+                f"creation would fail on AWS: {e}"
+            ) from e
+
+    def properties(self, logical):
+        r = self.template["Resources"][logical]
+        return self.resolver.resolve(r.get("Properties") or {})
+
+    def exists(self, logical):
+        return self.resolver.exists(logical)
+
+    # ------------------------------------------------------------------ before the stack
+    def api(self, logical):
+        """The API's id: an API of that name made by an earlier run, else a new one (its
+        routes, where a body gives them, come after the stack: they name its functions)."""
+        props = self.template["Resources"][logical].get("Properties") or {}
+        if "Name" in props:
+            name = self.resolver.resolve(props["Name"])
+        elif "Body" in props and "title" in props["Body"].get("info", {}):
+            # SAM's HTTP API is named by its OpenAPI body's title (the stack's name).
+            name = self.resolver.resolve(props["Body"]["info"]["title"])
+        else:
+            name = f"{self.stack}-{logical}"
+        apis = self.client("apigatewayv2").get_apis().get("Items", [])
+        found = [a["ApiId"] for a in apis if a["Name"] == name]
+        if found:
+            self.ids[logical] = found[0]
+            return found[0]
+        if "Body" in props:
+            params = {"Name": name, "ProtocolType": props["Body"].get("x-amazon-apigateway-protocol", "HTTP")}
+            if "paths" in props["Body"]:
+                params["ProtocolType"] = "HTTP"
+        else:
+            params = {k: v for k, v in self.resolver.resolve(props).items() if k not in _API_IMPORT_ONLY}
+            params["Name"] = name
+        api_id = self._call(logical, "apigatewayv2", "CreateApi", params)["ApiId"]
+        self.ids[logical] = api_id
+        return api_id
+
+    # ------------------------------------------------------------------ after the stack
+    def create_rest(self, skipped, resources):
+        """Creates every skipped resource but the APIs and secrets, dependencies first."""
+        self.resources = resources
+        todo = [s["logical_id"] for s in skipped if s["standin"] in ("created", "api")]
+        order = _dependency_order(self.template, todo)
+        for logical in order:
+            if not self.exists(logical):
+                continue
+            kind = self.template["Resources"][logical]["Type"]
+            make = getattr(self, "_" + kind.replace("AWS::", "").replace("::", "_").lower(), None)
+            if make is None:
+                raise SystemExit(f"{logical}: no way to create {kind} here (infra/local/deploy.py)")
+            pid = make(logical, self.properties(logical))
+            if pid is not None:
+                self.ids[logical] = pid
+
+    def _apigatewayv2_api(self, logical, props):
+        if "Body" in props:
+            # SAM's HTTP API: its routes and integrations come from the OpenAPI body.
+            self._call(logical, "apigatewayv2", "ReimportApi",
+                       {"ApiId": self.ids[logical], "Body": json.dumps(props["Body"])})
+        return self.ids[logical]
+
+    def _apigatewayv2_stage(self, logical, props):
+        api = props["ApiId"]
+        routes = {r["RouteKey"] for r in self.client("apigatewayv2").get_routes(ApiId=api).get("Items", [])}
+        for key in props.get("RouteSettings") or {}:
+            if key not in routes:
+                # API Gateway's own check: route settings name a route of the API.
+                raise SystemExit(f"{logical}: RouteSettings name the route {key!r}, which API {api} does not have (routes: {sorted(routes)})")
+        api_kind = self.client("apigatewayv2").get_api(ApiId=api)["ProtocolType"]
+        if api_kind == "WEBSOCKET" and props.get("AccessLogSettings"):
+            role = self.client("apigateway").get_account().get("cloudwatchRoleArn")
+            if not role:
+                raise SystemExit(
+                    f"{logical}: access logs on a WebSocket stage need the account's API Gateway "
+                    "CloudWatch role (AWS::ApiGateway::Account); none is set"
+                )
+        params = {k: v for k, v in props.items() if k not in ("Tags",)}
+        self._call(logical, "apigatewayv2", "CreateStage", params)
+        return props["StageName"]
+
+    def _apigatewayv2_integration(self, logical, props):
+        return self._call(logical, "apigatewayv2", "CreateIntegration", props)["IntegrationId"]
+
+    def _apigatewayv2_route(self, logical, props):
+        target = props.get("Target", "")
+        if target.startswith("integrations/"):
+            integration = target.split("/", 1)[1]
+            self._call(logical, "apigatewayv2", "GetIntegration", {"ApiId": props["ApiId"], "IntegrationId": integration})
+        return self._call(logical, "apigatewayv2", "CreateRoute", props)["RouteId"]
+
+    def _apigatewayv2_routeresponse(self, logical, props):
+        return self._call(logical, "apigatewayv2", "CreateRouteResponse", props)["RouteResponseId"]
+
+    def _apigatewayv2_deployment(self, logical, props):
+        self._call(logical, "apigatewayv2", "CreateDeployment", props, emulated=False)
+        return f"dep-{logical.lower()}"[:16]
+
+    def _apigateway_account(self, logical, props):
+        role = props.get("CloudWatchRoleArn", "")
+        name = role.rsplit("/", 1)[-1]
+        try:
+            trust = self.client("iam").get_role(RoleName=name)["Role"]["AssumeRolePolicyDocument"]
+        except Exception as e:  # noqa: BLE001
+            raise SystemExit(f"{logical}: the role {role} cannot be read: {e}") from e
+        if isinstance(trust, str):
+            trust = json.loads(trust)
+        if "apigateway.amazonaws.com" not in json.dumps(trust):
+            raise SystemExit(f"{logical}: the role {role} does not trust apigateway.amazonaws.com")
+        self._call(logical, "apigateway", "UpdateAccount",
+                   {"patchOperations": [{"op": "replace", "path": "/cloudwatchRoleArn", "value": role}]})
+        return f"{self.stack}-{logical}"
+
+    def _cloudwatch_alarm(self, logical, props):
+        params = dict(props)
+        params.setdefault("AlarmName", f"{self.stack}-{logical}"[:255])
+        self._call(logical, "cloudwatch", "PutMetricAlarm", params)
+        return params["AlarmName"]
+
+    def _ses_configurationset(self, logical, props):
+        params = {"ConfigurationSetName": props["Name"]}
+        for k in ("DeliveryOptions", "ReputationOptions", "SendingOptions", "SuppressionOptions", "TrackingOptions", "VdmOptions"):
+            if k in props:
+                params[k] = props[k]
+        self._call(logical, "sesv2", "CreateConfigurationSet", params)
+        return props["Name"]
+
+    def _ses_configurationseteventdestination(self, logical, props):
+        ed = dict(props["EventDestination"])
+        name = ed.pop("Name", logical)
+        bad = [e for e in ed.get("MatchingEventTypes", []) if e not in _EVENT_TYPES]
+        if bad:
+            raise SystemExit(f"{logical}: unknown event types {bad}")
+        ed["MatchingEventTypes"] = [_EVENT_TYPES[e] for e in ed.get("MatchingEventTypes", [])]
+        self._call(logical, "sesv2", "GetConfigurationSet", {"ConfigurationSetName": props["ConfigurationSetName"]})
+        self._call(
+            logical, "sesv2", "CreateConfigurationSetEventDestination",
+            {"ConfigurationSetName": props["ConfigurationSetName"], "EventDestinationName": name, "EventDestination": ed},
+            emulated=False,
+        )
+        return name
+
+    def _sqs_queuepolicy(self, logical, props):
+        for url in props["Queues"]:
+            self._call(logical, "sqs", "SetQueueAttributes",
+                       {"QueueUrl": url, "Attributes": {"Policy": json.dumps(props["PolicyDocument"])}})
+        return f"{self.stack}-{logical}"
+
+    def _lambda_eventinvokeconfig(self, logical, props):
+        self._call(logical, "lambda", "PutFunctionEventInvokeConfig", props)
+        return f"{self.stack}-{logical}"
+
+    def _cloudformation_waitconditionhandle(self, logical, props):
+        # Nothing to create: its metadata (a dependency) resolved is all.
+        self.resolver.resolve(self.template["Resources"][logical].get("Metadata") or {})
+        return f"https://cloudformation-waitcondition.local/{logical}"
+
+    def check_dashboards(self, resources):
+        """CloudWatch's PutDashboard refuses a body that is not a dashboard (the emulator
+        stores any text): each dashboard the stack made, read back and held to its rules."""
+        cw = self.client("cloudwatch")
+        for logical, r in resources.items():
+            if r["type"] != "AWS::CloudWatch::Dashboard":
+                continue
+            body = cw.get_dashboard(DashboardName=r["physical_id"])["DashboardBody"]
+            problems = dashboard_problems(body)
+            if problems:
+                raise SystemExit(f"{logical}: PutDashboard would refuse the body ({'; '.join(problems)})")
+
+
+def dashboard_problems(body):
+    """What CloudWatch's PutDashboard would refuse in `body` (DashboardInvalidInputError):
+    not JSON, or a widget or metric line out of the dashboard body's structure."""
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        return [f"the body is not JSON: {e}"]
+    problems = []
+    widgets = doc.get("widgets") if isinstance(doc, dict) else None
+    if not isinstance(widgets, list) or not widgets:
+        return ["no widgets list"]
+    if len(widgets) > 500:
+        problems.append(f"{len(widgets)} widgets, more than 500")
+    for i, w in enumerate(widgets):
+        where = f"widget {i}"
+        if not isinstance(w, dict) or w.get("type") not in ("metric", "text", "log", "alarm", "explorer", "custom"):
+            problems.append(f"{where}: no known type")
+            continue
+        for k in ("x", "y", "width", "height"):
+            if k in w and not isinstance(w[k], int):
+                problems.append(f"{where}: {k} is not an integer")
+        if w.get("width", 6) > 24 or w.get("x", 0) + w.get("width", 6) > 24:
+            problems.append(f"{where}: wider than the grid's 24 columns")
+        p = w.get("properties")
+        if not isinstance(p, dict):
+            problems.append(f"{where}: no properties")
+            continue
+        if w["type"] != "metric":
+            continue
+        metrics = p.get("metrics")
+        if not isinstance(metrics, list) or not metrics:
+            problems.append(f"{where}: a metric widget without metrics")
+            continue
+        if len(metrics) > 500:
+            problems.append(f"{where}: more than 500 metrics")
+        for j, m in enumerate(metrics):
+            if not isinstance(m, list) or not m:
+                problems.append(f"{where}, metric {j}: not an array")
+                continue
+            opts = m[-1] if isinstance(m[-1], dict) else None
+            names = m[:-1] if opts is not None else m
+            if opts is not None and "expression" in opts:
+                if names:
+                    problems.append(f"{where}, metric {j}: an expression with a metric")
+                continue
+            if not all(isinstance(s, str) for s in names) or len(names) < 2:
+                problems.append(f"{where}, metric {j}: not [namespace, metric, dimension name, value, ...]")
+            elif len(names) % 2 != 0 and not (names[0] == "." or names[0] == ".."):
+                problems.append(f"{where}, metric {j}: a dimension without its value")
+    return problems
+
+
+def _references(node, names):
+    """The logical ids in `names` that `node` refers to."""
+    out = set()
+    if isinstance(node, dict):
+        if set(node) == {"Ref"} and node["Ref"] in names:
+            out.add(node["Ref"])
+        elif set(node) == {"Fn::GetAtt"}:
+            target = node["Fn::GetAtt"]
+            name = target[0] if isinstance(target, list) else target.split(".")[0]
+            if name in names:
+                out.add(name)
+        elif set(node) == {"Fn::Sub"}:
+            sub = node["Fn::Sub"]
+            text = sub if isinstance(sub, str) else sub[0]
+            for n in names:
+                if "${" + n + "}" in text or "${" + n + "." in text:
+                    out.add(n)
+            if not isinstance(sub, str):
+                out |= _references(sub[1], names)
+        else:
+            for v in node.values():
+                out |= _references(v, names)
+    elif isinstance(node, list):
+        for v in node:
+            out |= _references(v, names)
+    return out
+
+
+def _dependency_order(template, logicals):
+    names = set(logicals)
+    deps = {}
+    for n in logicals:
+        r = template["Resources"][n]
+        d = _references({k: v for k, v in r.items() if k != "DependsOn"}, names)
+        depends = r.get("DependsOn") or []
+        d |= {x for x in ([depends] if isinstance(depends, str) else depends) if x in names}
+        deps[n] = d - {n}
+    order, done = [], set()
+    while len(order) < len(logicals):
+        ready = sorted(n for n in logicals if n not in done and deps[n] <= done)
+        if not ready:
+            raise SystemExit(f"a dependency cycle among {sorted(set(logicals) - done)}")
+        order += ready
+        done |= set(ready)
+    return order
+
+
 def _generate(spec):
     length = int(spec.get("PasswordLength", 32))
     alphabet = string.ascii_letters + string.digits
@@ -223,13 +608,17 @@ def deploy(req):
     skipped = []
     standins = {}
     sm = None
+    # The template as transformed, every resource kept: what the skipped ones are made from.
+    original = json.loads(json.dumps(cfn))
+    account = _client("sts", req).get_caller_identity()["Account"]
+    made = SkippedResources(req, original, resolve.parameter_values(original, params), account)
     for logical, r in list(cfn["Resources"].items()):
         kind = r["Type"]
         if kind in prepared["supported"]:
             continue
-        skipped.append({"logical_id": logical, "type": kind, "standin": STANDIN_KIND.get(kind, "skip")})
+        skipped.append({"logical_id": logical, "type": kind, "standin": STANDIN_KIND.get(kind, "created")})
         if STANDIN_KIND.get(kind) == "api":
-            standins[logical] = f"{logical.lower()}-{req['stack_name']}"[:60]
+            standins[logical] = made.api(logical)
         elif STANDIN_KIND.get(kind) == "secret":
             sm = sm or _client("secretsmanager", req)
             props = r.get("Properties", {})
@@ -241,6 +630,7 @@ def deploy(req):
                 standins[logical] = sm.create_secret(Name=name, SecretString=value)["ARN"]
             except sm.exceptions.ResourceExistsException:
                 standins[logical] = sm.describe_secret(SecretId=name)["ARN"]
+            made.ids[logical] = standins[logical]
         del cfn["Resources"][logical]
     # References to skipped resources that have no stand-in become the logical id, so that the
     # stack still creates (an output naming an API stage, say).
@@ -259,8 +649,6 @@ def deploy(req):
     stack = cf.describe_stacks(StackName=req["stack_name"])["Stacks"][0]
     if stack["StackStatus"] not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
         raise SystemExit(f"stack {req['stack_name']}: {stack['StackStatus']} {stack.get('StackStatusReason', '')}")
-    created_ms = int((time.monotonic() - started) * 1000)
-
     resources = {}
     paginator = cf.get_paginator("list_stack_resources")
     for page in paginator.paginate(StackName=req["stack_name"]):
@@ -336,6 +724,12 @@ def deploy(req):
         for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]:
             rules.setdefault(target["Arn"], []).append(rule["ScheduleExpression"])
 
+    if created:
+        # What the emulator's CloudFormation skipped, made through the services' own APIs.
+        made.create_rest(skipped, resources)
+        made.check_dashboards(resources)
+    created_ms = int((time.monotonic() - started) * 1000)
+
     mapping_enabled = {
         r["physical_id"]: cfn["Resources"].get(k, {}).get("Properties", {}).get("Enabled", True) is not False
         for k, r in resources.items()
@@ -390,8 +784,6 @@ def deploy(req):
     tables = {k: j.result() for k, j in table_jobs.items()}
     out_functions = {k: j.result() for k, j in function_jobs.items()}
     pool.shutdown()
-
-    account = _client("sts", req).get_caller_identity()["Account"]
 
     return {
         "stack_name": req["stack_name"],

@@ -114,6 +114,12 @@ SERVICES = (
     "secretsmanager",
     "sesv2",
     "apigatewaymanagementapi",
+    # What the local deployer creates beside the stack (the resource types the emulator's
+    # CloudFormation skips) and reads back.
+    "apigatewayv2",
+    "apigateway",
+    "cloudwatch",
+    "lambda",
 )
 
 

@@ -100,7 +100,9 @@ async fn connect(
     if let Ok(mut open) = g.open.lock() {
         open.insert(id.clone(), tx.clone());
     }
-    ws.on_upgrade(move |socket| run(g, id, socket, tx, rx))
+    // API Gateway closes a connection whose client sends a message past 128 KB.
+    ws.max_message_size(converger_core::websocket::MAX_MESSAGE_BYTES)
+        .on_upgrade(move |socket| run(g, id, socket, tx, rx))
 }
 
 async fn run(
@@ -168,6 +170,19 @@ async fn post_to_connection(
     body: Bytes,
 ) -> Response {
     let tx = g.open.lock().ok().and_then(|o| o.get(&id).cloned());
+    // API Gateway's limit: a message past 128 KB is refused with 413 (the connection stays).
+    if tx.is_some() && body.len() > converger_core::websocket::MAX_MESSAGE_BYTES {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            [("x-amzn-errortype", "PayloadTooLargeException")],
+            axum::Json(serde_json::json!({"message": format!(
+                "the message is {} bytes; at most {} are carried",
+                body.len(),
+                converger_core::websocket::MAX_MESSAGE_BYTES
+            )})),
+        )
+            .into_response();
+    }
     match tx {
         Some(tx)
             if tx

@@ -12,6 +12,7 @@ pub mod gateway;
 pub mod iam;
 pub mod inprocess;
 pub mod receiver;
+pub mod release;
 pub mod schedule;
 pub mod seed;
 pub mod stack;

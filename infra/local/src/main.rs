@@ -205,6 +205,17 @@ async fn test(args: &[String]) -> Result<(), String> {
             "sam validate --lint",
         )
         .await?;
+        // What no emulator and no linter looks at: the dashboard's body, the names at the
+        // longest stack name, the environments and inline policies at the largest
+        // parameters (each check also run with its bug put back).
+        status(
+            Command::new(emulator::venv_bin("python"))
+                .arg(root.join("infra/local/template_checks.py"))
+                .env("PYTHONWARNINGS", "ignore")
+                .current_dir(&root),
+            "template checks (infra/local/template_checks.py)",
+        )
+        .await?;
         // The fuzzing's tools go into the same virtualenv: here, not while an emulator
         // starts from it.
         emulator::ensure_fuzz_tools().await?;
@@ -525,6 +536,7 @@ async fn main() -> ExitCode {
         Some("bench") => converger_local::bench::run(&args[1..]).await,
         Some("chaos") => converger_local::chaos::run(&args[1..]).await,
         Some("fuzz") => converger_local::fuzz::run(&args[1..]).await,
+        Some("release-check") => converger_local::release::run(&args[1..]).await,
         Some("--demo") => run(true).await,
         None => run(false).await,
         Some("--help" | "-h") => {
@@ -534,6 +546,7 @@ async fn main() -> ExitCode {
             println!("{}", converger_local::bench::USAGE);
             println!("{}", converger_local::chaos::USAGE);
             println!("{}", converger_local::fuzz::USAGE);
+            println!("{}", converger_local::release::USAGE);
             Ok(())
         }
         Some(other) => Err(format!("unknown argument `{other}` (try --help)")),

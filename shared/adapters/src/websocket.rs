@@ -100,6 +100,10 @@ impl Adapter for WebsocketAdapter {
             cfg.require_ack,
         ))
         .map_err(|e| DeliveryError::permanent(format!("websocket: {e}")))?;
+        // A frame the WebSocket API cannot carry never will be pushed: dead-lettered at once
+        // with the reason, whether a client is connected or not.
+        converger_core::websocket::check_message_size(frame.len())
+            .map_err(|e| DeliveryError::permanent(format!("websocket: {e}")))?;
         let pushes =
             futures::future::join_all(connections.iter().map(|c| env.services.push(c, &frame)))
                 .await;

@@ -29,6 +29,7 @@ pub mod stream;
 pub mod time;
 pub mod usage;
 pub mod web;
+pub mod websocket;
 
 pub use channel::{ChannelType, Tier};
 pub use error::DeliveryError;

@@ -165,7 +165,8 @@ pub fn init_tracing() {
         .try_init();
 }
 
-/// The functions' log lines: JSON (CloudWatch adds the time), each with the spans it is
+/// The functions' log lines: JSON with their level and an RFC 3339 `timestamp` (without one,
+/// Lambda's log-level filter classes every line INFO), each with the spans it is
 /// in: Lambda's invocation (`requestId`, X-Ray trace id), the SQS record (`message_id`,
 /// `receive_count`) and the attempt (`delivery_id`, `tenant_id`, `channel_id`, `attempt`),
 /// so one delivery can be followed across functions without each line naming its ids.
@@ -186,7 +187,6 @@ where
         .json()
         .with_current_span(false)
         .with_span_list(true)
-        .without_time()
         .with_writer(writer)
 }
 

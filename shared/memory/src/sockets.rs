@@ -35,6 +35,9 @@ impl MemSockets {
 #[async_trait]
 impl Sockets for MemSockets {
     async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, SocketError> {
+        if data.len() > converger_core::websocket::MAX_MESSAGE_BYTES {
+            return Ok(Pushed::TooLarge);
+        }
         let m = self
             .open
             .lock()

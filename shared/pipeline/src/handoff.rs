@@ -225,6 +225,16 @@ impl Services for Handoff<'_> {
                 }
                 Ok(Push::Gone)
             }
+            // Never pushed, however often tried: the delivery dead-letters with the reason.
+            Ok(Pushed::TooLarge) => Err(DeliveryError::permanent(format!(
+                "websocket: {}",
+                converger_core::websocket::check_message_size(frame.len())
+                    .err()
+                    .map_or_else(
+                        || "the WebSocket API refused the message as too large (413)".to_owned(),
+                        |e| e.0
+                    )
+            ))),
             Err(e) => Err(DeliveryError::transient(format!("websocket: {e}"))),
         }
     }
@@ -444,10 +454,13 @@ impl Handoff<'_> {
                 require_ack,
             );
             frame["replay"] = json!(true);
-            match self
-                .push(&conn.connection_id, frame.to_string().as_bytes())
-                .await
-            {
+            let frame = frame.to_string();
+            // A frame the WebSocket API cannot carry is never pushed: the next one is.
+            if let Err(why) = converger_core::websocket::check_message_size(frame.len()) {
+                tracing::warn!(delivery_id = %d.id, reason = %why, "replay skipped: too large");
+                continue;
+            }
+            match self.push(&conn.connection_id, frame.as_bytes()).await {
                 Ok(Push::Sent) => {
                     pushed += 1;
                     if !require_ack {
@@ -455,9 +468,10 @@ impl Handoff<'_> {
                     }
                 }
                 Ok(Push::Gone) => break,
+                // One delivery's failure (a refused size, a throttled push) does not hold back
+                // the ones after it; the next replay tries it again.
                 Err(e) => {
-                    tracing::warn!(connection_id = %conn.connection_id, error = %e, "replay push failed");
-                    break;
+                    tracing::warn!(connection_id = %conn.connection_id, delivery_id = %d.id, error = %e, "replay push failed");
                 }
             }
         }

@@ -33,6 +33,25 @@ pub const CIRCUIT_OPENED: &str = "circuit_opened";
 pub const CIRCUIT_CLOSED: &str = "circuit_closed";
 pub const CHANNEL_DISABLED: &str = "channel_disabled";
 
+/// Every metric the code emits, in namespace [`NAMESPACE`], by `ChannelType` and by
+/// `ChannelType` and `Tier`: what an alarm or a dashboard line of the template may name.
+pub const ALL: [&str; 10] = [
+    SENT,
+    ATTEMPT_FAILED,
+    DEAD_LETTERED,
+    HANDED_OFF,
+    INGEST_TO_SENT_MS,
+    ATTEMPT_DURATION_MS,
+    DEAD_LETTERS,
+    CIRCUIT_OPENED,
+    CIRCUIT_CLOSED,
+    CHANNEL_DISABLED,
+];
+/// The metrics' namespace.
+pub const NAMESPACE: &str = "Converger";
+/// The dimensions a metric is emitted with (two sets: the first, and both).
+pub const DIMENSIONS: [&str; 2] = ["ChannelType", "Tier"];
+
 /// Turns the metric lines on or off (the local runner keeps stdout for its own output).
 pub fn set_enabled(on: bool) {
     ENABLED.store(on, Ordering::Relaxed);

@@ -249,6 +249,10 @@ impl Streams<'_> {
                         self.streams.drop_subscription(&tenant, &topic, c).await?;
                     }
                 }
+                Ok(Pushed::TooLarge) => {
+                    out.failed += 1;
+                    tracing::warn!(connection_id = %c, %topic, bytes = data.len(), "stream frame larger than the WebSocket API carries");
+                }
                 Err(e) => {
                     out.failed += 1;
                     tracing::warn!(connection_id = %c, %topic, error = %e, "stream frame not pushed");

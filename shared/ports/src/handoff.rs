@@ -83,6 +83,9 @@ pub enum Pushed {
     Sent,
     /// The connection no longer exists (HTTP 410 from the management API).
     Gone,
+    /// The message is larger than the WebSocket API carries (HTTP 413,
+    /// `PayloadTooLargeException`): it never will be pushed, to this connection or another.
+    TooLarge,
 }
 
 /// A push that failed for another reason than a gone connection (retryable): the management

@@ -48,6 +48,11 @@ impl Sockets for ApiGatewaySockets {
                 {
                     return Ok(Pushed::Gone);
                 }
+                if e.as_service_error()
+                    .is_some_and(|se| se.is_payload_too_large_exception())
+                {
+                    return Ok(Pushed::TooLarge);
+                }
                 Err(SocketError {
                     message: aws_sdk_apigatewaymanagement::error::DisplayErrorContext(&e)
                         .to_string(),

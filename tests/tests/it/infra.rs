@@ -506,3 +506,189 @@ fn every_channel_type_has_its_alarm_and_dashboard_lines_and_every_function_its_w
         }
     }
 }
+
+/// API Gateway throttles each route of the HTTP API on its own, and the local gateway as it
+/// does: past the tenant API's throttle a request is answered 429 by the gateway (no
+/// `Retry-After`, no error code), while provider receipts, on a route of their own with their
+/// own throttle, still reach the function; and past theirs, receipts are answered 429 too.
+#[tokio::test]
+async fn receipts_are_throttled_apart_from_the_tenant_api() {
+    let t = TestStack::with(|o| {
+        for (k, v) in [
+            ("ApiThrottleRate", "1"),
+            ("ApiThrottleBurst", "4"),
+            ("ReceiptThrottleRate", "1"),
+            ("ReceiptThrottleBurst", "6"),
+        ] {
+            o.parameters.insert(k.to_owned(), v.to_owned());
+        }
+    })
+    .await;
+    let (_, key) = t.tenant("default").await;
+    let gateway_429 = |a: &converger_tests::Answer| {
+        a.status == 429 && a.body["message"] == "Too Many Requests" && a.retry_after.is_none()
+    };
+    // The tenant API's bucket: four at once, then about one a second.
+    let calls =
+        futures::future::join_all((0..12).map(|_| t.api("GET", "/api/v1/channels", &key, None)))
+            .await;
+    let throttled = calls.iter().filter(|a| gateway_429(a)).count();
+    assert!(
+        (7..=12).contains(&throttled),
+        "{throttled} of 12 throttled: {:?}",
+        calls.iter().map(|a| a.status).collect::<Vec<_>>()
+    );
+    // Receipts have their own bucket: the same moment, they reach the function (which refuses
+    // an unknown channel's receipt itself).
+    let receipt = || {
+        t.raw(
+            "POST",
+            format!(
+                "{}/api/v1/channels/ch_00000000000000000000000000000000/status?token=x",
+                t.stack.api_url
+            ),
+            None,
+            Some("{}".into()),
+        )
+    };
+    let receipts = futures::future::join_all((0..5).map(|_| receipt())).await;
+    assert!(
+        receipts.iter().all(|a| !gateway_429(a)),
+        "{:?}",
+        receipts
+            .iter()
+            .map(|a| (a.status, &a.body))
+            .collect::<Vec<_>>()
+    );
+    let more = futures::future::join_all((0..10).map(|_| receipt())).await;
+    assert!(
+        more.iter().filter(|a| gateway_429(a)).count() >= 5,
+        "{:?}",
+        more.iter().map(|a| a.status).collect::<Vec<_>>()
+    );
+    t.stop().await;
+}
+
+/// An alarm or a dashboard line on a metric the code never emits (a misspelt name, a
+/// dimension it is not published by) stays quiet for ever: neither the emulator nor the linter
+/// can tell. Each one of the template is held to what `converger_pipeline::metrics` emits, and
+/// to the functions and queues the template has.
+#[test]
+fn every_alarm_and_dashboard_line_names_a_metric_the_code_emits() {
+    use converger_pipeline::metrics;
+    let t = template();
+    let res = t["Resources"].as_mapping().unwrap();
+    let of_type = |kind: &str| -> Vec<String> {
+        res.iter()
+            .filter(|(_, r)| r["Type"].as_str() == Some(kind))
+            .map(|(k, _)| k.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let functions = of_type("AWS::Serverless::Function");
+    let queues = of_type("AWS::SQS::Queue");
+    let kinds: Vec<&str> = converger_core::ChannelType::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    let tiers: Vec<&str> = converger_core::Tier::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    // One metric line: namespace, name, then dimension name and value pairs (a value as the
+    // template writes it: text, or `${Logical}` / `${Logical.Attr}` naming a resource).
+    let check = |what: &str, ns: &str, name: &str, dims: &[(String, String)]| {
+        let names: Vec<&str> = dims.iter().map(|(n, _)| n.as_str()).collect();
+        let named = |v: &str| v.trim_start_matches("${").trim_end_matches('}').to_owned();
+        match ns {
+            "Converger" => {
+                assert!(metrics::ALL.contains(&name), "{what}: no metric {name}");
+                assert!(
+                    names == metrics::DIMENSIONS[..1] || names == metrics::DIMENSIONS,
+                    "{what}: {name} is not emitted by {names:?}"
+                );
+                assert!(kinds.contains(&dims[0].1.as_str()), "{what}: {dims:?}");
+                if let Some((_, tier)) = dims.get(1) {
+                    assert!(tiers.contains(&tier.as_str()), "{what}: {dims:?}");
+                }
+            }
+            "AWS/Lambda" => {
+                assert!(
+                    ["Errors", "Throttles", "Duration", "Invocations"].contains(&name),
+                    "{what}: {name}"
+                );
+                assert_eq!(names, ["FunctionName"], "{what}");
+                assert!(functions.contains(&named(&dims[0].1)), "{what}: {dims:?}");
+            }
+            "AWS/SQS" => {
+                assert!(
+                    [
+                        "ApproximateNumberOfMessagesVisible",
+                        "ApproximateAgeOfOldestMessage"
+                    ]
+                    .contains(&name),
+                    "{what}: {name}"
+                );
+                assert_eq!(names, ["QueueName"], "{what}");
+                let q = named(&dims[0].1);
+                assert!(
+                    queues.contains(&q.trim_end_matches(".QueueName").to_owned()),
+                    "{what}: {dims:?}"
+                );
+            }
+            other => panic!("{what}: namespace {other}"),
+        }
+    };
+    let mut alarms = 0;
+    for (id, r) in res {
+        if r["Type"].as_str() != Some("AWS::CloudWatch::Alarm") {
+            continue;
+        }
+        alarms += 1;
+        let p = &r["Properties"];
+        let value = |v: &Value| match v {
+            Value::Tagged(t) if t.tag == "Ref" => format!("${{{}}}", t.value.as_str().unwrap()),
+            Value::Tagged(t) if t.tag == "GetAtt" => format!("${{{}}}", t.value.as_str().unwrap()),
+            other => other.as_str().unwrap().to_owned(),
+        };
+        let dims: Vec<(String, String)> = p["Dimensions"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|d| (d["Name"].as_str().unwrap().to_owned(), value(&d["Value"])))
+            .collect();
+        check(
+            &format!("alarm {}", id.as_str().unwrap()),
+            p["Namespace"].as_str().unwrap(),
+            p["MetricName"].as_str().unwrap(),
+            &dims,
+        );
+    }
+    assert!(alarms >= 40, "{alarms} alarms");
+    let body = match &res["Dashboard"]["Properties"]["DashboardBody"] {
+        Value::Tagged(t) => t.value.as_str().unwrap().to_owned(),
+        other => panic!("{other:?}"),
+    };
+    // The body with `${...}` kept as text is JSON (the template check renders it resolved).
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let mut lines = 0;
+    for w in doc["widgets"].as_array().unwrap() {
+        for m in w["properties"]["metrics"].as_array().unwrap() {
+            let parts: Vec<&str> = m
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(serde_json::Value::as_str)
+                .collect();
+            if parts.is_empty() {
+                continue; // an expression
+            }
+            lines += 1;
+            let dims: Vec<(String, String)> = parts[2..]
+                .chunks(2)
+                .map(|c| (c[0].to_owned(), c[1].to_owned()))
+                .collect();
+            check(&format!("dashboard line {m}"), parts[0], parts[1], &dims);
+        }
+    }
+    assert!(lines >= 60, "{lines} dashboard lines");
+}

@@ -89,5 +89,16 @@ async fn an_attempt_logs_under_its_sqs_record_and_its_delivery() {
     assert_eq!(names, ["sqs_record", "attempt", "settle"], "{sent}");
     // The ids are the spans', not repeated on the line.
     assert!(sent["fields"]["delivery_id"].is_null(), "{sent}");
+    // Every line has its level and an RFC 3339 timestamp: Lambda's log-level filter classes
+    // a JSON line without a valid timestamp as INFO, whatever its level, so a WARN setting
+    // would drop the errors.
+    for l in &all {
+        let at = l["timestamp"].as_str().unwrap_or_default();
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(at).is_ok(),
+            "no RFC 3339 timestamp: {l}"
+        );
+        assert!(l["level"].is_string(), "{l}");
+    }
     t.stop().await;
 }

@@ -120,7 +120,7 @@ pub(super) async fn build_aws(
     let (emulator, endpoint) = crate::emulator::named_or_started(opts.endpoint.as_deref()).await?;
     let sdk = converger_store::aws::load_config_for(Some(&endpoint)).await;
     let clients = Clients::new(&sdk);
-    let parameters = BTreeMap::from([
+    let mut parameters = BTreeMap::from([
         (
             "MaxReceiveCount".to_owned(),
             opts.queues.max_receive_count.to_string(),
@@ -135,6 +135,7 @@ pub(super) async fn build_aws(
             .to_owned(),
         ),
     ]);
+    parameters.extend(opts.parameters.clone());
     let deploy_started = Instant::now();
     let deployed = cfn::deploy(&endpoint, &cfn::stack_name(&opts.prefix), &parameters).await?;
     let deploy_time = deploy_started.elapsed();

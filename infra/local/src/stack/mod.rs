@@ -110,6 +110,10 @@ pub struct StackOptions {
     /// The emulator a `Backend::Emulator` stack deploys on; `None`: the one
     /// `AWS_ENDPOINT_URL` names, or one started for the stack.
     pub endpoint: Option<String>,
+    /// Template parameters beyond the defaults (`ApiThrottleRate=5`, say): deployed with the
+    /// stack, and read by the local gateways (the HTTP API's route throttles) on either
+    /// backend.
+    pub parameters: std::collections::BTreeMap<String, String>,
 }
 
 /// The emulator the benchmarks' stacks deploy on, when set ([`StackOptions::bench`]): the
@@ -165,6 +169,7 @@ impl Default for StackOptions {
             export_limit: None,
             backend: Backend::Emulator,
             endpoint: None,
+            parameters: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -495,6 +500,8 @@ impl Stack {
             Err(e) => return Err(format!("first admin user: {e}")),
         }
         let api_routes = Arc::new(api_routes);
+        let api_throttles = Arc::new(cfn::RouteThrottles::of_http_api(&opts.parameters)?);
+        let api_throttles_admin = api_throttles.clone();
         let (api_url, t) = serve(
             opts.api_addr,
             converger_http::app::tenant_api(api_state)
@@ -506,7 +513,8 @@ impl Stack {
                 .layer(axum::middleware::from_fn(
                     move |req: axum::extract::Request, next: axum::middleware::Next| {
                         let routes = api_routes.clone();
-                        async move { gateway_route(&routes, req, next).await }
+                        let throttles = api_throttles.clone();
+                        async move { gateway_route(&routes, Some(&throttles), req, next).await }
                     },
                 )),
             rx.clone(),
@@ -526,7 +534,8 @@ impl Stack {
                 .layer(axum::middleware::from_fn(
                     move |req: axum::extract::Request, next: axum::middleware::Next| {
                         let routes = admin_routes.clone();
-                        async move { gateway_route(&routes, req, next).await }
+                        let throttles = api_throttles_admin.clone();
+                        async move { gateway_route(&routes, Some(&throttles), req, next).await }
                     },
                 )),
             rx.clone(),
@@ -679,14 +688,23 @@ async fn timed(
     resp
 }
 
-/// API Gateway's routing: a request no route of the function takes never reaches it.
+/// API Gateway's routing: a request no route of the function takes never reaches it, and one
+/// past its route's throttle is answered 429 by the gateway (no `Retry-After`, as API Gateway).
 async fn gateway_route(
     routes: &[cfn::Route],
+    throttles: Option<&cfn::RouteThrottles>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
-    if cfn::routed(routes, req.method().as_str(), req.uri().path()) {
+    if let Some(route) = cfn::route_for(routes, req.method().as_str(), req.uri().path()) {
+        if throttles.is_some_and(|t| !t.admit(route)) {
+            return (
+                axum::http::StatusCode::TOO_MANY_REQUESTS,
+                axum::Json(serde_json::json!({"message": "Too Many Requests"})),
+            )
+                .into_response();
+        }
         next.run(req).await
     } else {
         (

@@ -649,3 +649,82 @@ async fn a_token_change_or_deactivation_cuts_off_connected_clients() {
 }
 
 mod emulator;
+
+/// API Gateway's WebSocket API carries at most 128 KB a message, and the local gateway
+/// refuses more as it does: a delivery whose frame cannot fit is dead-lettered at its first
+/// attempt with the reason, connected client or not, never retried into an unclear error.
+#[tokio::test]
+async fn a_websocket_frame_past_128_kb_dead_letters_at_once_with_its_reason() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let ch = websocket_channel(&t, &key, false).await;
+    let mut ws = connect(&t, &ch).await;
+    // Within the ingest's 256 KiB, past the WebSocket API's 128 KB.
+    let big = "x".repeat(140_000);
+    let ids = post(&t, &key, &[&ch], json!({"text": big})).await;
+    let d = t
+        .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| {
+            d["status"] == "failed"
+        })
+        .await;
+    assert_eq!(d["attempts"], 1, "dead-lettered at once: {d}");
+    let error = d["last_error"].as_str().unwrap_or_default();
+    assert!(error.contains("128 KB"), "{error}");
+    // The connection is untouched: a small delivery after it arrives.
+    let ids = post(&t, &key, &[&ch], json!({"text": "small"})).await;
+    let f = next_frame(&mut ws).await;
+    assert_eq!(f["delivery_id"], ids[0].as_str(), "{f}");
+    t.stop().await;
+}
+
+/// A replay pushes every waiting delivery it can: one whose frame the WebSocket API cannot
+/// carry (here, a hand-off frame of exactly 128 KB, which the replay's mark makes larger) is
+/// passed over, and the deliveries after it are still pushed.
+#[tokio::test]
+async fn a_replay_goes_on_past_a_delivery_it_cannot_push() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let ch = websocket_channel(&t, &key, true).await;
+    let mut ws = connect(&t, &ch).await;
+    // A first delivery measures the frame around a payload: ids are of one length.
+    let pad = 1000;
+    let first = post(&t, &key, &[&ch], json!({"text": "x".repeat(pad)})).await;
+    let f = next_frame(&mut ws).await;
+    assert_eq!(f["delivery_id"], first[0].as_str());
+    let around = f.to_string().len() - pad;
+    let fill = converger_core::websocket::MAX_MESSAGE_BYTES - around;
+    let edge = post(&t, &key, &[&ch], json!({"text": "x".repeat(fill)})).await;
+    let f = next_frame(&mut ws).await;
+    assert_eq!(
+        (f["delivery_id"].as_str(), f.to_string().len()),
+        (
+            Some(edge[0].as_str()),
+            converger_core::websocket::MAX_MESSAGE_BYTES
+        ),
+        "the hand-off frame is exactly the limit"
+    );
+    let last = post(&t, &key, &[&ch], json!({"text": "last"})).await;
+    let f = next_frame(&mut ws).await;
+    assert_eq!(f["delivery_id"], last[0].as_str());
+
+    // None acknowledged: all three wait. The replay pushes the first and the last.
+    send(&mut ws, json!({"action": "replay"})).await;
+    let mut pushed = Vec::new();
+    loop {
+        let f = next_frame(&mut ws).await;
+        if f["type"] == "replayed" {
+            assert_eq!(f["count"], 2, "{f}");
+            break;
+        }
+        assert_eq!(f["replay"], true, "{f}");
+        pushed.push(f["delivery_id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(pushed, vec![first[0].clone(), last[0].clone()]);
+    let d = t.delivery(&key, &edge[0]).await;
+    assert_eq!(
+        (d["status"].as_str(), d["awaiting_ack"].as_bool()),
+        (Some("pending"), Some(true)),
+        "{d}"
+    );
+    t.stop().await;
+}
