@@ -77,6 +77,9 @@ impl TestStack {
         let mut opts = StackOptions {
             backend,
             prefix: format!("t{}-", &uuid_like()[..12]),
+            // The test command's reference deployment makes every skipped resource; a test's
+            // stack needs its APIs only.
+            skipped: converger_local::cfn::SkippedMade::Apis,
             poll_wait_s: converger_local::stack::POLL_WAIT_STOPPED_S,
             config: PipelineConfig {
                 allowlist: converger_core::net::Allowlist::loopback(),

@@ -168,6 +168,9 @@ pub struct DeployedStack {
     pub skipped: Vec<Skipped>,
     /// Logical id -> the id standing in for a resource the emulator does not implement.
     pub standins: BTreeMap<String, String>,
+    /// Logical id -> the id its service gave each skipped resource made through its API.
+    #[serde(default)]
+    pub made: BTreeMap<String, String>,
     pub timings_ms: Timings,
 }
 
@@ -309,6 +312,27 @@ pub async fn deploy(
     stack_name: &str,
     parameters: &BTreeMap<String, String>,
 ) -> Result<DeployedStack, String> {
+    deploy_with(endpoint, stack_name, parameters, SkippedMade::All).await
+}
+
+/// How much of what the emulator's CloudFormation skips a deployment makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkippedMade {
+    /// Every skipped resource, through its own service's API (about 60 requests): the test
+    /// command's reference deployment, the local runner's.
+    All,
+    /// The APIs and secrets only, which the stack's resources name: a test's or a
+    /// benchmark's stack, which the reference deployment already checked.
+    Apis,
+}
+
+/// [`deploy`], making `skipped` of what the emulator's CloudFormation skips.
+pub async fn deploy_with(
+    endpoint: &str,
+    stack_name: &str,
+    parameters: &BTreeMap<String, String>,
+    skipped: SkippedMade,
+) -> Result<DeployedStack, String> {
     emulator::ensure_venv().await?;
     // Held until the stack is read back: one deployment at a time on an emulator.
     let _one_at_a_time = deploy_lock(endpoint).await?;
@@ -321,6 +345,10 @@ pub async fn deploy(
         "stack_name": stack_name,
         "template": root.join("infra/template.yaml"),
         "parameters": parameters,
+        "skipped": match skipped {
+            SkippedMade::All => "all",
+            SkippedMade::Apis => "apis",
+        },
     });
     // The project's emulator runs the deployment in its own process; another emulator
     // (a plain moto server named by `AWS_ENDPOINT_URL`) gets it from a process of its own.

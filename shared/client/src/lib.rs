@@ -51,6 +51,28 @@ pub enum Error {
     Config(String),
 }
 
+/// An error answer as an [`Error::Api`]: the API's own (`{"error": {"code", "message"}}`),
+/// or API Gateway's, which has no code: past a route's throttle it answers 429
+/// `{"message": "Too Many Requests"}` (code `gateway_throttled`; it sends no `Retry-After`).
+pub fn api_error(status: u16, bytes: &[u8]) -> Error {
+    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    let code = match v["error"]["code"].as_str() {
+        Some(c) => c.to_owned(),
+        None if status == 429 => "gateway_throttled".to_owned(),
+        None => "unknown".to_owned(),
+    };
+    let message = v["error"]["message"]
+        .as_str()
+        .or_else(|| v["message"].as_str())
+        .map(str::to_owned)
+        .unwrap_or_else(|| String::from_utf8_lossy(bytes).chars().take(300).collect());
+    Error::Api {
+        status,
+        code,
+        message,
+    }
+}
+
 /// One operation of the API: its method and path template (a test checks each is in
 /// `docs/openapi.json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,15 +189,7 @@ impl Client {
         let status = res.status().as_u16();
         let bytes = res.bytes().await?;
         if !(200..300).contains(&status) {
-            let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-            return Err(Error::Api {
-                status,
-                code: v["error"]["code"].as_str().unwrap_or("unknown").to_owned(),
-                message: v["error"]["message"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(300).collect()),
-            });
+            return Err(api_error(status, &bytes));
         }
         let bytes = if bytes.is_empty() {
             &b"null"[..]

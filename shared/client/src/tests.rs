@@ -144,3 +144,19 @@ fn ids_are_encoded_as_one_path_segment_and_urls_are_checked() {
         Err(Error::Config(m)) if m.contains("http")
     ));
 }
+
+#[test]
+fn an_error_answer_keeps_its_code_and_the_gateways_throttle_is_named() {
+    let own = api_error(
+        429,
+        br#"{"error": {"code": "rate_limited", "message": "slow down"}}"#,
+    );
+    assert_eq!(own.to_string(), "429 rate_limited: slow down");
+    let gateway = api_error(429, br#"{"message":"Too Many Requests"}"#);
+    assert_eq!(
+        gateway.to_string(),
+        "429 gateway_throttled: Too Many Requests"
+    );
+    let other = api_error(502, b"<html>bad gateway</html>");
+    assert_eq!(other.to_string(), "502 unknown: <html>bad gateway</html>");
+}

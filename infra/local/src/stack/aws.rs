@@ -137,7 +137,13 @@ pub(super) async fn build_aws(
     ]);
     parameters.extend(opts.parameters.clone());
     let deploy_started = Instant::now();
-    let deployed = cfn::deploy(&endpoint, &cfn::stack_name(&opts.prefix), &parameters).await?;
+    let deployed = cfn::deploy_with(
+        &endpoint,
+        &cfn::stack_name(&opts.prefix),
+        &parameters,
+        opts.skipped,
+    )
+    .await?;
     let deploy_time = deploy_started.elapsed();
     if let Some(v) = opts.queues.visibility_timeout_s {
         for q in deployed.queues.values() {

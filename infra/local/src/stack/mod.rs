@@ -114,6 +114,10 @@ pub struct StackOptions {
     /// stack, and read by the local gateways (the HTTP API's route throttles) on either
     /// backend.
     pub parameters: std::collections::BTreeMap<String, String>,
+    /// How much of what the emulator's CloudFormation skips the deployment makes through the
+    /// services' APIs (`Backend::Emulator`): all of it by default; the APIs alone for the
+    /// tests' and benchmarks' stacks (the test command's reference deployment makes all).
+    pub skipped: cfn::SkippedMade,
 }
 
 /// The emulator the benchmarks' stacks deploy on, when set ([`StackOptions::bench`]): the
@@ -170,6 +174,7 @@ impl Default for StackOptions {
             backend: Backend::Emulator,
             endpoint: None,
             parameters: std::collections::BTreeMap::new(),
+            skipped: cfn::SkippedMade::All,
         }
     }
 }
@@ -184,6 +189,7 @@ impl StackOptions {
             sweep_period: Every::Never,
             health_period: Every::Never,
             poll_wait_s: POLL_WAIT_STOPPED_S,
+            skipped: cfn::SkippedMade::Apis,
             endpoint: std::env::var(BENCH_ENDPOINT_ENV)
                 .ok()
                 .filter(|e| !e.is_empty()),
