@@ -285,9 +285,8 @@ class SkippedResources:
             self.ids[logical] = found[0]
             return found[0]
         if "Body" in props:
-            params = {"Name": name, "ProtocolType": props["Body"].get("x-amazon-apigateway-protocol", "HTTP")}
-            if "paths" in props["Body"]:
-                params["ProtocolType"] = "HTTP"
+            # An OpenAPI body (SAM's HTTP API): imported after the stack, its functions made.
+            params = {"Name": name, "ProtocolType": "HTTP"}
         else:
             params = {k: v for k, v in self.resolver.resolve(props).items() if k not in _API_IMPORT_ONLY}
             params["Name"] = name

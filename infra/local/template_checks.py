@@ -174,27 +174,32 @@ def name_problems(rendered):
     return out
 
 
-def environment_problems(rendered):
-    out = []
-    for logical, r in rendered.cfn["Resources"].items():
-        if r["Type"] != "AWS::Lambda::Function":
-            continue
-        env = rendered.resolver.resolve((r["Properties"].get("Environment") or {}).get("Variables") or {})
-        size = sum(len(k.encode()) + len(str(v).encode()) for k, v in env.items())
-        if size > ENV_LIMIT:
-            out.append(f"{logical}: its environment is {size} bytes at the largest parameters (Lambda's limit {ENV_LIMIT})")
-    return out
+def _env_size(rendered, r):
+    env = rendered.resolver.resolve((r["Properties"].get("Environment") or {}).get("Variables") or {})
+    return sum(len(k.encode()) + len(str(v).encode()) for k, v in env.items())
 
 
-def policy_problems(rendered):
+def _inline_policy_size(rendered, r):
+    policies = rendered.resolver.resolve(r["Properties"].get("Policies") or [])
+    return sum(len(json.dumps(p["PolicyDocument"], separators=(",", ":"))) for p in policies)
+
+
+# What must fit a service's limit with every parameter at its largest: the resource type, how
+# its size is measured, the limit, and what the size is.
+SIZES = (
+    ("AWS::Lambda::Function", _env_size, ENV_LIMIT, "bytes of environment (Lambda's limit {})"),
+    ("AWS::IAM::Role", _inline_policy_size, INLINE_POLICY_LIMIT, "characters of inline policies (IAM's limit {})"),
+)
+
+
+def size_problems(rendered):
     out = []
     for logical, r in rendered.cfn["Resources"].items():
-        if r["Type"] != "AWS::IAM::Role" or not rendered.resolver.exists(logical):
-            continue
-        policies = rendered.resolver.resolve(r["Properties"].get("Policies") or [])
-        size = sum(len(json.dumps(p["PolicyDocument"], separators=(",", ":"))) for p in policies)
-        if size > INLINE_POLICY_LIMIT:
-            out.append(f"{logical}: inline policies of {size} characters (IAM's limit {INLINE_POLICY_LIMIT})")
+        for kind, measure, limit, what in SIZES:
+            if r["Type"] == kind and rendered.resolver.exists(logical):
+                size = measure(rendered, r)
+                if size > limit:
+                    out.append(f"{logical}: {size} {what.format(limit)} at the largest parameters")
     return out
 
 
@@ -213,8 +218,7 @@ def problems(sam):
     cfn = transform(sam, params)
     rendered = Rendered(cfn, params, "s" * MAX_STACK_NAME)
     out += name_problems(rendered)
-    out += environment_problems(rendered)
-    out += policy_problems(rendered)
+    out += size_problems(rendered)
     out += dashboard_problems(rendered)
     return out
 

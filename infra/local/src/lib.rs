@@ -17,6 +17,7 @@ pub mod schedule;
 pub mod seed;
 pub mod stack;
 pub mod tables;
+pub mod throttle;
 
 pub use stack::{Backend, Every, QueueSettings, Stack, StackOptions};
 

@@ -506,7 +506,9 @@ impl Stack {
             Err(e) => return Err(format!("first admin user: {e}")),
         }
         let api_routes = Arc::new(api_routes);
-        let api_throttles = Arc::new(cfn::RouteThrottles::of_http_api(&opts.parameters)?);
+        let api_throttles = Arc::new(crate::throttle::RouteThrottles::of_http_api(
+            &opts.parameters,
+        )?);
         let api_throttles_admin = api_throttles.clone();
         let (api_url, t) = serve(
             opts.api_addr,
@@ -698,7 +700,7 @@ async fn timed(
 /// past its route's throttle is answered 429 by the gateway (no `Retry-After`, as API Gateway).
 async fn gateway_route(
     routes: &[cfn::Route],
-    throttles: Option<&cfn::RouteThrottles>,
+    throttles: Option<&crate::throttle::RouteThrottles>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
