@@ -10,8 +10,9 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Instant;
 
-pub const USAGE: &str = "converger-local release-check [--architecture x86_64|arm64]   \
-    sam build as a deployment runs it, each bootstrap's architecture checked";
+pub const USAGE: &str = "converger-local release-check [--architecture x86_64|arm64] \
+    [--function <LogicalId>]   sam build as a deployment runs it (every function, or one), \
+    each bootstrap's architecture checked";
 
 /// The machine an ELF executable is built for, as Lambda names it (`x86_64`, `arm64`).
 pub fn elf_architecture(bytes: &[u8]) -> Result<&'static str, String> {
@@ -48,15 +49,26 @@ pub fn built_architectures(
 }
 
 pub async fn run(args: &[String]) -> Result<(), String> {
-    let arch = match args {
-        [] => "x86_64".to_owned(),
-        [flag, a] if flag == "--architecture" && (a == "x86_64" || a == "arm64") => a.clone(),
-        _ => return Err(format!("usage: {USAGE}")),
-    };
+    let mut arch = "x86_64".to_owned();
+    let mut only = None;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match (a.as_str(), rest.next()) {
+            ("--architecture", Some(v)) if v == "x86_64" || v == "arm64" => arch.clone_from(v),
+            ("--function", Some(v)) => only = Some(v.clone()),
+            _ => return Err(format!("usage: {USAGE}")),
+        }
+    }
     let root = emulator::root();
     emulator::ensure_venv().await?;
     emulator::ensure_lambda_tools().await?;
-    let functions: Vec<String> = crate::cfn::declared_functions()?.into_keys().collect();
+    let mut functions: Vec<String> = crate::cfn::declared_functions()?.into_keys().collect();
+    if let Some(f) = &only {
+        if !functions.contains(f) {
+            return Err(format!("no function {f} in the template ({functions:?})"));
+        }
+        functions = vec![f.clone()];
+    }
     let build_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
@@ -72,6 +84,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         .args(["build", "-t", "infra/template.yaml", "--build-dir"])
         .arg(&build_dir)
         .args(["--parameter-overrides", &format!("Architecture={arch}")])
+        .args(only.iter())
         .env("PATH", path)
         .env("SAM_CLI_TELEMETRY", "0")
         .env("AWS_DEFAULT_REGION", "us-east-1")
@@ -94,6 +107,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
     let figures = json!({
         "architecture": arch,
         "sam_build_s": (took.as_secs_f64() * 10.0).round() / 10.0,
+        "command": format!("sam build --parameter-overrides Architecture={arch}{}", only.as_deref().map(|f| format!(" {f}")).unwrap_or_default()),
         "functions": built.iter().map(|(f, a, size)| (f.clone(), json!({"architecture": a, "bytes": size}))).collect::<serde_json::Map<String, Value>>(),
     });
     println!("{figures}");
