@@ -81,10 +81,12 @@ pub async fn run(args: &[String]) -> Result<(), String> {
     );
     let started = Instant::now();
     let st = tokio::process::Command::new(emulator::venv_bin("sam"))
-        .args(["build", "-t", "infra/template.yaml", "--build-dir"])
+        .arg("build")
+        // The one function first: `--parameter-overrides` takes every word after it.
+        .args(only.iter())
+        .args(["-t", "infra/template.yaml", "--build-dir"])
         .arg(&build_dir)
         .args(["--parameter-overrides", &format!("Architecture={arch}")])
-        .args(only.iter())
         .env("PATH", path)
         .env("SAM_CLI_TELEMETRY", "0")
         .env("AWS_DEFAULT_REGION", "us-east-1")
