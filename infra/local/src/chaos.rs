@@ -3,7 +3,7 @@
 //! (retrying a call that fails, with its own activity ids, so a retry is idempotent), injects
 //! a fault, and prints one JSON line of figures: what was lost (must be nothing), how many
 //! requests reached the receiver twice, and how long the pipeline took to recover.
-//! `docs/benchmarks.md` keeps the measured results.
+//! `docs/benchmarks/chaos.md` keeps the measured results.
 
 use crate::emulator::{Emulator, root};
 use crate::receiver::{Receiver, Reply};

@@ -340,7 +340,7 @@ async fn test(args: &[String]) -> Result<(), String> {
     times.mark("emulator and reference stack");
     // Beside the tests: the chaos suite, small (the runner SIGKILLed mid-run and the emulator
     // frozen; anything lost fails the run, and the figures are printed, never asserted: see
-    // docs/benchmarks.md), and the API fuzzing (schemathesis from docs/openapi.json against a
+    // docs/benchmarks/chaos.md), and the API fuzzing (schemathesis from docs/openapi.json against a
     // local stack; a server error, a status the document does not allow or an answer off its
     // schema fails the run). Each has its own emulator and stack. Most of the tests' time, and
     // most of the chaos smoke's, is spent waiting (timers, backoffs, a frozen emulator), so the

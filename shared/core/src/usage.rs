@@ -443,7 +443,7 @@ impl Profile {
 }
 
 /// The resources a delivery, a retry and a dead letter take, as `bench cost` measured them on
-/// a webhook (see `docs/benchmarks.md`): a first try; each attempt after the first; a dead
+/// a webhook (see `docs/benchmarks/cost.md`): a first try; each attempt after the first; a dead
 /// letter beyond its last attempt. The API request is counted per delivery (an activity to
 /// several channels shares one, so this errs high).
 pub const FIRST_TRY: Profile = Profile {

@@ -2,7 +2,7 @@
 //! The use-case scenarios run on the in-process backend; the tests of AWS code paths
 //! (the store conformance suite's DynamoDB half, the queues, the bus, the template, IAM and
 //! one scenario of each use case) run on the template deployed on the emulator. The list is
-//! in `docs/architecture.md` ("Tests").
+//! in `docs/architecture/local.md` ("Tests").
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod adapters;
