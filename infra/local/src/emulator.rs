@@ -13,6 +13,13 @@ pub fn root() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
 }
 
+/// Cargo's target directory (`CARGO_TARGET_DIR`, else `target/` under the root).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
 pub fn venv_dir() -> PathBuf {
     root().join(".local/venv")
 }

@@ -291,7 +291,7 @@ async fn test(args: &[String]) -> Result<(), String> {
     );
     // Every process of the run reports the requests its functions' policies refused, and the
     // grants its requests used, under one directory.
-    let iam_dir = target_dir(&root).join("iam");
+    let iam_dir = emulator::target_dir().join("iam");
     let _ = std::fs::remove_dir_all(&iam_dir);
     std::fs::create_dir_all(&iam_dir).map_err(|e| format!("{}: {e}", iam_dir.display()))?;
     // Absolute: the test processes run in their crates' directories.
@@ -436,12 +436,6 @@ impl Times {
             parts.join(", ")
         );
     }
-}
-
-fn target_dir(root: &std::path::Path) -> std::path::PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
 }
 
 /// Reads what the run's processes reported: any request a policy refused fails the run; the

@@ -69,11 +69,7 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         }
         functions = vec![f.clone()];
     }
-    let build_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join("sam-build")
-        .join(&arch);
+    let build_dir = emulator::target_dir().join("sam-build").join(&arch);
     let path = format!(
         "{}:{}",
         emulator::venv_dir().join("bin").display(),

@@ -3,13 +3,28 @@
 //! read from the template with the stack's parameters.
 
 use crate::cfn::{Route, template};
+use converger_core::RateLimit;
 use std::collections::{BTreeMap, HashMap};
 
-/// One route's throttle: API Gateway's token bucket (`rate` a second, `burst` at most).
+/// One route's throttle: `rate` requests a second, `burst` at once (API Gateway's token
+/// bucket).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Throttle {
     pub rate: f64,
     pub burst: f64,
+}
+
+impl Throttle {
+    /// The same as a rate schedule: `burst` requests per the time `rate` takes to refill
+    /// them, which spaces requests 1/`rate` apart and lets `burst` through at once.
+    pub fn limit(&self) -> RateLimit {
+        // Whole requests (API Gateway takes the burst as a count); `as` saturates.
+        let count = self.burst.max(1.0).floor();
+        RateLimit {
+            count: count as u32,
+            per_ms: ((count * 1000.0 / self.rate.max(0.001)).round() as u64).max(1),
+        }
+    }
 }
 
 /// The HTTP API's throttles as the template sets them (its `DefaultRouteSettings` for every
@@ -19,7 +34,9 @@ pub struct Throttle {
 pub struct RouteThrottles {
     default: Option<Throttle>,
     routes: BTreeMap<String, Throttle>,
-    buckets: std::sync::Mutex<HashMap<String, (f64, std::time::Instant)>>,
+    /// Each route's schedule (GCRA's theoretical arrival time, in µs since `started`).
+    schedules: std::sync::Mutex<HashMap<String, i64>>,
+    started: std::time::Instant,
 }
 
 impl RouteThrottles {
@@ -96,7 +113,8 @@ impl RouteThrottles {
         Ok(Self {
             default,
             routes,
-            buckets: std::sync::Mutex::default(),
+            schedules: std::sync::Mutex::default(),
+            started: std::time::Instant::now(),
         })
     }
 
@@ -108,24 +126,24 @@ impl RouteThrottles {
             .or(self.default)
     }
 
-    /// Whether a request on `route` is let through now (a token taken from its bucket).
+    /// Whether a request on `route` is let through now: the flow control's rate schedule
+    /// (GCRA, `core::flow::RateLimit`) with API Gateway's rate and burst.
     pub fn admit(&self, route: &Route) -> bool {
         let Some(t) = self.of_route(route) else {
             return true;
         };
         let key = format!("{} {}", route.method.to_uppercase(), route.path);
-        let now = std::time::Instant::now();
-        let Ok(mut buckets) = self.buckets.lock() else {
+        let now_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
+        let Ok(mut schedules) = self.schedules.lock() else {
             return true;
         };
-        let (tokens, at) = buckets.entry(key).or_insert((t.burst, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * t.rate).min(t.burst);
-        *at = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
+        let tat = schedules.get(&key).copied();
+        match t.limit().decide(tat, now_us) {
+            Ok(next) => {
+                schedules.insert(key, next);
+                true
+            }
+            Err(_) => false,
         }
     }
 }

@@ -217,6 +217,10 @@ impl Services for Handoff<'_> {
     }
 
     async fn push(&self, connection_id: &str, frame: &[u8]) -> Result<Push, DeliveryError> {
+        // A frame the WebSocket API cannot carry is refused here, without the call: an
+        // attempt dead-letters with the reason, a replay passes over it.
+        converger_core::websocket::check_message_size(frame.len())
+            .map_err(|e| DeliveryError::permanent(format!("websocket: {e}")))?;
         match self.sockets.post(connection_id, frame).await {
             Ok(Pushed::Sent) => Ok(Push::Sent),
             Ok(Pushed::Gone) => {
@@ -227,13 +231,8 @@ impl Services for Handoff<'_> {
             }
             // Never pushed, however often tried: the delivery dead-letters with the reason.
             Ok(Pushed::TooLarge) => Err(DeliveryError::permanent(format!(
-                "websocket: {}",
-                converger_core::websocket::check_message_size(frame.len())
-                    .err()
-                    .map_or_else(
-                        || "the WebSocket API refused the message as too large (413)".to_owned(),
-                        |e| e.0
-                    )
+                "websocket: the WebSocket API refused a {}-byte message as too large (413)",
+                frame.len()
             ))),
             Err(e) => Err(DeliveryError::transient(format!("websocket: {e}"))),
         }
@@ -454,13 +453,10 @@ impl Handoff<'_> {
                 require_ack,
             );
             frame["replay"] = json!(true);
-            let frame = frame.to_string();
-            // A frame the WebSocket API cannot carry is never pushed: the next one is.
-            if let Err(why) = converger_core::websocket::check_message_size(frame.len()) {
-                tracing::warn!(delivery_id = %d.id, reason = %why, "replay skipped: too large");
-                continue;
-            }
-            match self.push(&conn.connection_id, frame.as_bytes()).await {
+            match self
+                .push(&conn.connection_id, frame.to_string().as_bytes())
+                .await
+            {
                 Ok(Push::Sent) => {
                     pushed += 1;
                     if !require_ack {

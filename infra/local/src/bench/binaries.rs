@@ -139,10 +139,8 @@ async fn build(
     }
 }
 
-fn binary(root: &std::path::Path, function: &str, release: bool) -> std::path::PathBuf {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| root.join("target"));
+fn binary(function: &str, release: bool) -> std::path::PathBuf {
+    let target = emulator::target_dir();
     if release {
         target.join("lambda").join(function).join("bootstrap")
     } else {
@@ -159,7 +157,7 @@ async fn measure_all(
 ) -> Result<Value, String> {
     let mut out = Map::new();
     for f in functions {
-        let path = binary(root, f, release);
+        let path = binary(f, release);
         let size = std::fs::metadata(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?
             .len();
