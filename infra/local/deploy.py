@@ -749,8 +749,15 @@ def deploy(req):
         managed = [p["PolicyArn"] for p in iam.list_attached_role_policies(RoleName=role_name)["AttachedPolicies"]]
         mappings = []
         for m in lam.list_event_source_mappings(FunctionName=conf["FunctionName"])["EventSourceMappings"]:
+            destination = ((m.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
             mappings.append({
                 "queue_arn": m["EventSourceArn"],
+                "source": "dynamodb" if ":dynamodb:" in m["EventSourceArn"] else "sqs",
+                "starting_position": m.get("StartingPosition"),
+                "maximum_retry_attempts": m.get("MaximumRetryAttempts"),
+                "bisect_on_error": bool(m.get("BisectBatchOnFunctionError")),
+                "on_failure": destination,
+                "tumbling_window_s": m.get("TumblingWindowInSeconds"),
                 "batch_size": m.get("BatchSize", 10),
                 "maximum_concurrency": (m.get("ScalingConfig") or {}).get("MaximumConcurrency"),
                 "report_batch_item_failures": "ReportBatchItemFailures" in (m.get("FunctionResponseTypes") or []),

@@ -34,7 +34,8 @@ What this file relies on inside moto and werkzeug (pinned in infra/local/require
 an upgrade checks each): `cloudformation.models.Stack.parse_template`,
 `backends.list_of_moto_modules`, `core.responses.method_names_from_class`,
 `core.routing.get_service_router` and its routers' `_service_model` and `_get_router`,
-`core.botocore_stubber.MockRawResponse`, `moto_server.werkzeug_app`, and werkzeug's
+`core.botocore_stubber.MockRawResponse`, `dynamodb.models.table.StreamShard` and
+`StreamRecord`, `dynamodbstreams.models.ShardIterator`, `moto_server.werkzeug_app`, and werkzeug's
 `serving.selectors` and `WSGIRequestHandler.send_header`.
 
 Run by the project's tooling with the project virtualenv's Python:
@@ -57,6 +58,8 @@ import moto.cloudformation.models as cfn_models
 import moto.core.responses as moto_responses
 import moto.core.routing as moto_routing
 import moto.core.utils as moto_utils
+import moto.dynamodb.models.table as ddb_table
+import moto.dynamodbstreams.models as ddb_streams
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
     MotoRequestHandler,
@@ -72,6 +75,44 @@ CLOUDFORMATION = threading.Lock()
 # moto's own folders do not change while it runs.
 _MODULES = tuple(moto_backends.list_of_moto_modules())
 moto_backends.list_of_moto_modules = lambda: _MODULES
+
+# DynamoDB Streams, as the local runner reads them (it plays every event source mapping
+# itself). moto hands each new record, with every record before it, to the table's mappings
+# on every write, running their functions in containers it cannot start here; a record is
+# only appended. The stream keeps STREAM_RETAINED records per table (the 24 hours' stand-in:
+# the oldest go, and an iterator behind them starts at the oldest kept), and an iterator is
+# forgotten once it was read (GetRecords hands out the next), not kept for the process's life.
+STREAM_RETAINED = 100_000
+
+
+def _stream_add(self, old, new):
+    view = self.table.stream_specification["StreamViewType"]
+    event = "INSERT" if old is None else ("REMOVE" if new is None else "MODIFY")
+    seq = len(self.items) + self.starting_sequence_number
+    self.items.append(ddb_table.StreamRecord(self.table, view, event, old, new, seq))
+    excess = len(self.items) - STREAM_RETAINED
+    if excess > 0:
+        del self.items[:excess]
+        self.starting_sequence_number += excess
+
+
+def _stream_get(self, start, quantity):
+    start = max(start - self.starting_sequence_number, 0)
+    return [i.to_json() for i in self.items[start : start + quantity]]
+
+
+_iterator_get = ddb_streams.ShardIterator.get
+
+
+def _iterator_get_once(self, limit=1000):
+    out = _iterator_get(self, limit)
+    self.streams_backend.shard_iterators.pop(self.arn, None)
+    return out
+
+
+ddb_table.StreamShard.add = _stream_add
+ddb_table.StreamShard.get = _stream_get
+ddb_streams.ShardIterator.get = _iterator_get_once
 
 # moto reads every template it is given with PyYAML's pure-Python loader first, JSON being a
 # subset of YAML: nine tenths of a stack's creation went there. The project deploys JSON
@@ -105,6 +146,7 @@ moto_responses.method_names_from_class = functools.cache(
 # The services the stack and its tests call.
 SERVICES = (
     "dynamodb",
+    "dynamodbstreams",
     "sqs",
     "events",
     "cloudformation",
@@ -282,7 +324,8 @@ def isolated(app):
     def serve(environ, start_response):
         if environ.get("PATH_INFO") == DEPLOY_PATH and environ.get("REQUEST_METHOD") == "POST":
             return deploy(environ, start_response)
-        if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+        # DynamoDB and its streams (a read of a stream sees each write whole).
+        if environ.get("HTTP_X_AMZ_TARGET", "").startswith(("DynamoDB_", "DynamoDBStreams_")):
             with DYNAMODB:
                 return list(app(environ, start_response))
         if "/cloudformation/aws4_request" in environ.get("HTTP_AUTHORIZATION", ""):

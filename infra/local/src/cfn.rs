@@ -24,6 +24,7 @@ pub mod function {
     pub const WEBSOCKET: &str = "WebsocketFunction";
     pub const EMAIL_EVENTS: &str = "EmailEventsFunction";
     pub const STREAM: &str = "StreamFunction";
+    pub const CHANGES: &str = "ChangesFunction";
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -55,11 +56,28 @@ pub struct RolePolicy {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct EventSourceMapping {
+    /// The source's ARN: a queue's, or a table's stream's.
     pub queue_arn: String,
+    /// `sqs` or `dynamodb` (a table's stream).
+    #[serde(default)]
+    pub source: String,
     pub batch_size: u32,
     pub maximum_concurrency: Option<u32>,
     pub report_batch_item_failures: bool,
     pub enabled: bool,
+    /// A stream's: where reading starts (`TRIM_HORIZON`, `LATEST`).
+    #[serde(default)]
+    pub starting_position: Option<String>,
+    /// A stream's: retries of a failing batch (-1: until its records expire).
+    #[serde(default)]
+    pub maximum_retry_attempts: Option<i64>,
+    #[serde(default)]
+    pub bisect_on_error: bool,
+    /// A stream's: where a batch whose retries are spent is described (a queue's ARN).
+    #[serde(default)]
+    pub on_failure: Option<String>,
+    #[serde(default)]
+    pub tumbling_window_s: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

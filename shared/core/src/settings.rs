@@ -290,6 +290,13 @@ pub const LIVE_STREAM: Setting = Setting {
     read_by: ReadBy::All,
     meaning: "`true` where the stack has the live stream (the template's `LiveStream`): stream clients may connect and tokens are given; otherwise both are refused with `stream_disabled`",
 };
+pub const BUS_STATUS_EVENTS: Setting = Setting {
+    name: "BUS_STATUS_EVENTS",
+    kind: Kind::Flag,
+    default: "true",
+    read_by: ReadBy::All,
+    meaning: "`false` keeps `delivery.status_changed` off the bus (the template's `BusStatusEvents`): dead letters, replays and channel events go either way, and the live stream and the pages do not need it",
+};
 pub const PLATFORM_ACCOUNT_ID: Setting = text(
     "PLATFORM_ACCOUNT_ID",
     "none",
@@ -415,6 +422,7 @@ pub const ALL: &[Setting] = &[
     TENANT_CACHE_TTL_MS,
     LANE_RECHECK_MS,
     LIVE_STREAM,
+    BUS_STATUS_EVENTS,
     PLATFORM_ACCOUNT_ID,
     HOP_CEILING_SECONDS,
     BATCH_CONCURRENCY,

@@ -112,6 +112,9 @@ pub enum StreamFrame {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
         awaiting_ack: bool,
+        /// When a failed attempt's retry is due (a pending delivery with attempts behind it).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_attempt_at: Option<String>,
         at: String,
     },
     /// A channel's health status changed (`topic` `channel_health`).
@@ -165,6 +168,7 @@ pub fn route(detail_type: &str, detail: &Value) -> Option<Routed> {
                         .get("awaiting_ack")
                         .and_then(Value::as_bool)
                         .unwrap_or(false),
+                    next_attempt_at: text(detail, "next_attempt_at"),
                     at: text(detail, "at")?,
                 },
             )

@@ -4,7 +4,11 @@
 
 use crate::batch;
 use aws_lambda_events::event::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
+use aws_lambda_events::event::dynamodb::{
+    EventRecord as DynamoEventRecord, TimeWindowEvent, TimeWindowEventResponse,
+};
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use aws_lambda_events::event::streams::DynamoDbBatchItemFailure;
 use converger_core::TenantId;
 use converger_http::error::{ApiError, ErrorCode};
 use converger_pipeline::Pipeline;
@@ -63,6 +67,76 @@ pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     // The batch's status events, ten to a request, before the instance can be frozen.
     p.flush_events().await;
     resp
+}
+
+/// The `changes` function: one batch of the deliveries table's stream, from one shard, in a
+/// tumbling window (which is what names the shard). What follows from each record is done
+/// in order (`pipeline::changes`); a record that cannot be read, or from which an event or a
+/// count could not be written, is reported with every record after it, and the mapping hands
+/// them out again (bisecting, up to its retries, then to its dead-letter queue). The window's
+/// state is not used: every batch writes its own counts.
+pub async fn changes_batch(p: &Pipeline, event: TimeWindowEvent) -> TimeWindowEventResponse {
+    let shard = event
+        .time_window_properties
+        .shard_id
+        .clone()
+        .unwrap_or_else(|| "unnamed".into());
+    let records = &event.dynamo_db_event.records;
+    let mut changes = Vec::with_capacity(records.len());
+    let mut unreadable = None;
+    for (i, r) in records.iter().enumerate() {
+        match row_change(r) {
+            Ok(c) => changes.push(c),
+            Err(e) => {
+                tracing::error!(event_id = %r.event_id, error = %e, "stream record unreadable");
+                unreadable = Some(i);
+                break;
+            }
+        }
+    }
+    let failed_from = match p.changes().apply(&shard, &changes).await {
+        Ok(done) => {
+            tracing::debug!(?done, "stream batch done");
+            unreadable
+        }
+        Err(u) => {
+            tracing::warn!(from = u.from, reason = %u.reason, "stream batch unfinished");
+            Some(u.from)
+        }
+    };
+    let mut resp = TimeWindowEventResponse::default();
+    if let Some(i) = failed_from
+        && let Some(r) = records.get(i)
+    {
+        // The first failed record: the mapping goes on from it (later ones come again).
+        let mut f = DynamoDbBatchItemFailure::default();
+        f.item_identifier = r.change.sequence_number.clone();
+        resp.batch_item_failures.push(f);
+    }
+    resp
+}
+
+/// A stream record as the row change it is.
+fn row_change(r: &DynamoEventRecord) -> Result<converger_ports::RowChange, String> {
+    let image = |item: &serde_dynamo::Item| -> Result<Option<converger_ports::Delivery>, String> {
+        if item.is_empty() {
+            return Ok(None);
+        }
+        serde_dynamo::from_item(item.clone())
+            .map(Some)
+            .map_err(|e| e.to_string())
+    };
+    let seq = r
+        .change
+        .sequence_number
+        .as_deref()
+        .ok_or("a record without a sequence number")?;
+    Ok(converger_ports::RowChange {
+        event_id: r.event_id.clone(),
+        seq: converger_ports::seq_key(seq),
+        old: image(&r.change.old_image)?,
+        new: image(&r.change.new_image)?,
+    })
 }
 
 /// The `stream` function: each record is one platform event, as the bus's rule puts it on the

@@ -135,7 +135,7 @@ impl DeliveryStore for MemStore {
     ) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| match s.deliveries.get_mut(id) {
-            Some(row)
+            Some(mut row)
                 if row.lease_until == Some(until_ms)
                     && row.status == converger_core::DeliveryStatus::Pending =>
             {

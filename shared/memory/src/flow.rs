@@ -276,7 +276,7 @@ impl FlowStore for MemStore {
     async fn park(&self, d: &Delivery, token: Option<&str>, now: Timestamp) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let Some(row) = s.deliveries.get_mut(&d.id) else {
+            let Some(mut row) = s.deliveries.get_mut(&d.id) else {
                 return false;
             };
             let ok = match token {
@@ -289,12 +289,13 @@ impl FlowStore for MemStore {
             if !ok {
                 return false;
             }
-            set_status(row, DeliveryStatus::Paused, now);
+            set_status(&mut row, DeliveryStatus::Paused, now);
             row.lease_token = None;
             row.lease_until = None;
             row.slot = false;
             row.slot_item = 0;
             row.in_backlog = false;
+            drop(row);
             s.reindex(&d.id);
             true
         })
@@ -308,16 +309,17 @@ impl FlowStore for MemStore {
     ) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let row = s
+            let mut row = s
                 .deliveries
                 .get_mut(&d.id)
                 .filter(|r| r.status == DeliveryStatus::Paused)?;
-            set_status(row, DeliveryStatus::Pending, now);
+            set_status(&mut row, DeliveryStatus::Pending, now);
             row.next_attempt_at = now.ms();
             row.in_backlog = to == Placement::Backlog;
-            let row = row.clone();
+            let out = row.clone();
+            drop(row);
             s.reindex(&d.id);
-            Some(row)
+            Some(out)
         })
     }
 
@@ -330,7 +332,7 @@ impl FlowStore for MemStore {
     ) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let Some(row) = s
+            let Some(mut row) = s
                 .deliveries
                 .get_mut(&d.id)
                 .filter(|r| r.lease_token.as_deref() == Some(token))
@@ -343,6 +345,7 @@ impl FlowStore for MemStore {
             row.next_attempt_at = due_ms;
             row.lease_token = None;
             row.lease_until = None;
+            drop(row);
             s.reindex(&d.id);
             true
         })
@@ -356,16 +359,17 @@ impl FlowStore for MemStore {
     ) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let row = s
+            let mut row = s
                 .deliveries
                 .get_mut(id)
                 .filter(|r| r.status == DeliveryStatus::Pending && r.in_backlog)?;
             row.in_backlog = false;
             row.slot = true;
             row.slot_item = slot_item;
-            let row = row.clone();
+            let out = row.clone();
+            drop(row);
             s.reindex(id);
-            Some(row)
+            Some(out)
         })
     }
 
@@ -379,7 +383,7 @@ impl FlowStore for MemStore {
     ) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let row = s.deliveries.get_mut(id).filter(|r| {
+            let mut row = s.deliveries.get_mut(id).filter(|r| {
                 r.status == DeliveryStatus::Pending && r.in_backlog && r.next_attempt_at <= now.ms()
             })?;
             row.in_backlog = false;
@@ -387,9 +391,10 @@ impl FlowStore for MemStore {
             row.next_attempt_at = now.ms();
             row.lease_token = Some(token.to_owned());
             row.lease_until = Some(lease_until_ms);
-            let row = row.clone();
+            let out = row.clone();
+            drop(row);
             s.reindex(id);
-            Some(row)
+            Some(out)
         })
     }
 

@@ -8,7 +8,7 @@ impl HandoffStore for MemStore {
     async fn acknowledge(&self, d: &Delivery, now: Timestamp) -> StoreResult<Ack> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let Some(row) = s.deliveries.get_mut(&d.id) else {
+            let Some(mut row) = s.deliveries.get_mut(&d.id) else {
                 return Ack::Missing;
             };
             if row.status.is_accepted() {
@@ -41,7 +41,7 @@ impl HandoffStore for MemStore {
             let Some(id) = s.providers.get(&key).cloned() else {
                 return Receipted::Unknown;
             };
-            let Some(row) = s.deliveries.get_mut(&id) else {
+            let Some(mut row) = s.deliveries.get_mut(&id) else {
                 return Receipted::Unknown;
             };
             let from = row.status;
@@ -60,9 +60,10 @@ impl HandoffStore for MemStore {
                 row.lease_token = None;
                 row.lease_until = None;
             }
-            let row = row.clone();
+            let out = row.clone();
+            drop(row);
             s.reindex(&id);
-            Receipted::Applied { from, row }
+            Receipted::Applied { from, row: out }
         })
     }
 

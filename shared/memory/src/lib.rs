@@ -18,8 +18,11 @@ mod accounts;
 mod activities;
 mod audit;
 pub mod capacity;
+mod changes;
 mod channels;
 mod deliveries;
+mod rows;
+pub use rows::SHARD as CHANGES_SHARD;
 mod events;
 mod flow;
 mod handoff;
@@ -50,7 +53,7 @@ struct State {
     channels: HashMap<ChannelId, Channel>,
     activities: HashMap<(TenantId, ActivityId), Activity>,
     seqs: HashMap<String, u64>,
-    deliveries: HashMap<DeliveryId, Delivery>,
+    deliveries: rows::Rows,
     attempts: BTreeMap<(String, u32), AttemptEntry>,
     audit: BTreeMap<(String, String), AuditEntry>,
     replays: HashMap<String, ReplayJob>,
@@ -92,6 +95,8 @@ struct State {
     usage: HashMap<String, converger_core::usage::Counts>,
     /// Queue depth samples, by `keys::depths_key`.
     depths: HashMap<String, Vec<converger_ports::QueueDepth>>,
+    /// Counters' stream marks: (counter, shard) -> the last record added.
+    marks: HashMap<(String, String), String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -364,6 +369,12 @@ impl MemStore {
                     .insert((a.tenant_id.clone(), a.id.clone()), a.clone());
             }
         })
+    }
+
+    /// The deliveries' change stream after record `after` (0: from the oldest kept), at
+    /// most `max` records, oldest first; each record's number is its `seq`.
+    pub fn row_changes(&self, after: u64, max: usize) -> StoreResult<Vec<RowChange>> {
+        self.with(|s| s.deliveries.changes(after, max))
     }
 
     /// How many deliveries it holds.

@@ -27,6 +27,8 @@ pub struct PipelineConfig {
     pub lane_recheck: Duration,
     /// Whether the stack has the live stream (`LIVE_STREAM`).
     pub live_stream: bool,
+    /// Whether `delivery.status_changed` goes to the bus (`BUS_STATUS_EVENTS`).
+    pub bus_status_events: bool,
     /// The platform's own AWS account (`PLATFORM_ACCOUNT_ID`): tenants' roles must trust
     /// it, and a role in it is never assumed.
     pub platform_account: Option<String>,
@@ -86,6 +88,7 @@ impl Default for PipelineConfig {
             tenant_cache_ttl: Duration::from_secs(30),
             lane_recheck: Duration::from_secs(300),
             live_stream: false,
+            bus_status_events: true,
             platform_account: None,
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
@@ -157,6 +160,9 @@ impl PipelineConfig {
                 .number(&set::LANE_RECHECK_MS)?
                 .map_or(d.lane_recheck, Duration::from_millis),
             live_stream: env.flag(&set::LIVE_STREAM)?.unwrap_or(d.live_stream),
+            bus_status_events: env
+                .flag(&set::BUS_STATUS_EVENTS)?
+                .unwrap_or(d.bus_status_events),
             platform_account: env.parsed(&set::PLATFORM_ACCOUNT_ID, |v: &str| {
                 converger_core::aws::is_account(v)
                     .then(|| v.to_owned())

@@ -73,6 +73,10 @@ impl Events for BatchedEvents {
         }
     }
 
+    async fn try_publish(&self, events: Vec<PlatformEvent>) -> Result<(), usize> {
+        self.inner.try_publish(events).await
+    }
+
     async fn flush(&self) {
         let rest = Self::take(&self.held, true);
         if !rest.is_empty() {

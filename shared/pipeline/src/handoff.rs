@@ -3,7 +3,6 @@
 //! and provider receipts. The pipeline is the adapters' [`Services`].
 
 use crate::ingest::{IngestError, NewActivity};
-use crate::outcome::status_event;
 use async_trait::async_trait;
 use converger_adapters::websocket::{activity_frame, socket_config};
 use converger_adapters::{Push, Reply, Services};
@@ -33,14 +32,11 @@ pub struct Handoff<'p> {
     pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
     pub(crate) handoffs: &'p dyn converger_ports::HandoffStore,
     pub(crate) tenants: &'p dyn converger_ports::TenantStore,
-    pub(crate) events: &'p dyn converger_ports::Events,
     pub(crate) mailer: &'p dyn converger_ports::Mailer,
     pub(crate) tenant_aws: &'p dyn converger_ports::TenantAws,
     pub(crate) platform_account: Option<&'p str>,
     pub(crate) sockets: &'p dyn converger_ports::Sockets,
     pub(crate) cache: &'p crate::cache::ChannelCache,
-    pub(crate) counts: &'p crate::counts::HealthCounts,
-    pub(crate) usage: &'p crate::usage::UsageCounts,
     pub(crate) intake: crate::ingest::Intake<'p>,
 }
 
@@ -54,14 +50,11 @@ impl<'p> Handoff<'p> {
             deliveries: &*p.store,
             handoffs: &*p.store,
             tenants: &*p.store,
-            events: &*p.events,
             mailer: &*p.mailer,
             tenant_aws: &*p.tenant_aws,
             platform_account: p.config.platform_account.as_deref(),
             sockets: &*p.sockets,
             cache: &p.cache,
-            counts: &p.counts,
-            usage: &p.usage,
             intake: crate::ingest::Intake::of(p),
         }
     }
@@ -480,17 +473,6 @@ impl Handoff<'_> {
         let ack = self.handoffs.acknowledge(d, self.clock.now()).await?;
         if let Ack::Acked(d) = &ack {
             tracing::info!(delivery_id = %d.id, "handed-off delivery acknowledged");
-            let now = self.clock.now_ms();
-            self.usage.count(d, crate::usage::sent_now(d, now)).await;
-            self.events
-                .publish(vec![status_event(
-                    d,
-                    "sent",
-                    d.attempts,
-                    None,
-                    self.clock.now(),
-                )])
-                .await;
         }
         Ok(ack)
     }
@@ -503,7 +485,6 @@ impl Handoff<'_> {
         receipts: &[Receipt],
     ) -> Result<ReceiptSummary, StoreError> {
         let mut summary = ReceiptSummary::default();
-        let mut events = Vec::new();
         for r in receipts {
             let now = self.clock.now();
             match self
@@ -520,26 +501,10 @@ impl Handoff<'_> {
                 Receipted::Applied { from, row } => {
                     tracing::info!(delivery_id = %row.id, from = %from, to = %row.status, "provider receipt applied");
                     summary.applied += 1;
-                    events.push(status_event(
-                        &row,
-                        row.status.as_str(),
-                        row.attempts,
-                        r.error.as_deref(),
-                        now,
-                    ));
-                    if row.status == DeliveryStatus::Failed {
-                        tokio::join!(
-                            self.counts.count_failed(&row, 1),
-                            self.usage.count(&row, crate::usage::DEAD_LETTER)
-                        );
-                    }
                 }
                 Receipted::Ignored(_) => summary.ignored += 1,
                 Receipted::Unknown => summary.unknown.push(r.provider_message_id.clone()),
             }
-        }
-        if !events.is_empty() {
-            self.events.publish(events).await;
         }
         Ok(summary)
     }

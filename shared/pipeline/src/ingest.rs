@@ -83,6 +83,8 @@ pub(crate) enum Origin {
 /// Activities in: each fanned out into one delivery per target channel, admitted and enqueued.
 #[derive(Clone, Copy)]
 pub struct Intake<'p> {
+    /// The usage counters a breaker opening adds to (per instance: it is no row change).
+    pub(crate) usage: &'p crate::usage::UsageCounts,
     pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) activities: &'p dyn converger_ports::ActivityStore,
     pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
@@ -91,9 +93,6 @@ pub struct Intake<'p> {
     pub(crate) flow: &'p crate::flow::FlowControl,
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) cache: &'p crate::cache::ChannelCache,
-    pub(crate) counts: &'p crate::counts::HealthCounts,
-    pub(crate) usage: &'p crate::usage::UsageCounts,
-    pub(crate) events: &'p dyn converger_ports::Events,
     pub(crate) lanes: crate::lanes::Lanes<'p>,
 }
 
@@ -108,23 +107,13 @@ impl<'p> Intake<'p> {
             flow: &p.flow,
             queue: &*p.queue,
             cache: &p.cache,
-            events: &*p.events,
             lanes: crate::lanes::Lanes::of(p),
-            counts: &p.counts,
             usage: &p.usage,
         }
     }
 }
 
 impl Intake<'_> {
-    /// Deliveries just written, into the health counters and the usage counters.
-    async fn count_created(&self, deliveries: &[Delivery]) {
-        tokio::join!(
-            self.counts.count_created(deliveries),
-            self.usage.count_many(deliveries, crate::usage::CREATED)
-        );
-    }
-
     pub async fn ingest(&self, tenant: &Tenant, new: NewActivity) -> Result<Ingested, IngestError> {
         self.ingest_with(tenant, new, Origin::Tenant).await
     }
@@ -196,17 +185,6 @@ impl Intake<'_> {
             .await?
         {
             return self.existing(tenant, activity).await;
-        }
-        // A delivery written parked starts out of the usual way: its conversation hears of
-        // it (`paused`), as it will of its release.
-        let parked: Vec<_> = deliveries
-            .iter()
-            .zip(&admissions)
-            .filter(|(_, a)| **a == Admission::Parked)
-            .map(|(d, _)| crate::outcome::row_event(d, now))
-            .collect();
-        if !parked.is_empty() {
-            self.events.publish(parked).await;
         }
         let laned: Vec<_> = resolved
             .iter()
@@ -344,11 +322,7 @@ impl Intake<'_> {
                 written.store(true, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             };
-            let both = tokio::try_join!(write, send);
-            if written.load(std::sync::atomic::Ordering::Relaxed) {
-                self.count_created(deliveries).await;
-            }
-            both?;
+            tokio::try_join!(write, send)?;
             return Ok(true);
         }
         if self
@@ -359,10 +333,9 @@ impl Intake<'_> {
         {
             return Ok(false);
         }
-        // The health counters' write (at most once a second) goes beside the send, never
-        // before it: the message is on the way to the receiver.
-        let (sent, ()) = tokio::join!(send, self.count_created(deliveries));
-        sent?;
+        // What follows from the new rows (their counts, a parked one's event) comes from the
+        // table's stream (`crate::changes`).
+        send.await?;
         Ok(true)
     }
 

@@ -21,9 +21,9 @@
 
 pub mod attempt;
 pub mod cache;
+pub mod changes;
 pub mod channels;
 pub mod config;
-pub mod counts;
 pub mod events;
 pub mod flow;
 pub mod flow_jobs;
@@ -70,7 +70,6 @@ pub struct Pipeline {
     reads: Reads,
     pub(crate) cache: cache::ChannelCache,
     pub(crate) flow: flow::FlowControl,
-    pub(crate) counts: counts::HealthCounts,
     pub(crate) usage: usage::UsageCounts,
     /// Where the rules read the time ([`Pipeline::with_clock`]; the system's by default).
     pub(crate) clock: Arc<dyn converger_core::time::Clock>,
@@ -99,7 +98,6 @@ impl Pipeline {
                 adapters.clone(),
                 config.clone(),
             ),
-            counts: counts::HealthCounts::new(store.clone(), config.health_flush, config.retention),
             usage: usage::UsageCounts::new(store.clone(), config.usage_flush),
             store,
             queue,
@@ -117,7 +115,6 @@ impl Pipeline {
     /// backoff or a cooldown passes when the test moves it).
     pub fn with_clock(mut self, clock: Arc<dyn converger_core::time::Clock>) -> Self {
         self.flow.clock = clock.clone();
-        self.counts.clock = clock.clone();
         self.usage.clock = clock.clone();
         self.clock = clock;
         self
@@ -216,6 +213,11 @@ impl Pipeline {
     }
 
     /// The live stream: its clients, their subscriptions, the fan-out of the bus's events.
+    /// The deliveries table's stream consumer: what follows from each row change.
+    pub fn changes(&self) -> changes::Changes<'_> {
+        changes::Changes::of(self)
+    }
+
     pub fn streams(&self) -> stream::Streams<'_> {
         stream::Streams::of(self)
     }

@@ -1,10 +1,8 @@
 //! The types more than one use case speaks: what an attempt led to, why it failed, what the
-//! flow gate decided, where a new delivery starts, what a bulk replay may replay, and the
-//! status event every settled delivery publishes. Use-case modules import these, never each
+//! flow gate decided, where a new delivery starts, what a bulk replay may replay. Use-case modules import these, never each
 //! other's internals.
 
-use converger_ports::{Delivery, PlatformEvent, QueueError, StoreError};
-use serde_json::json;
+use converger_ports::{QueueError, StoreError};
 
 /// What one message led to.
 #[derive(Debug, Clone, PartialEq)]
@@ -102,46 +100,4 @@ pub struct BulkFilter {
     pub activity: Option<converger_core::ActivityId>,
     /// Asked-for cap; never above the configured `bulk_retry_limit`.
     pub limit: Option<usize>,
-}
-
-pub(crate) fn status_event(
-    d: &Delivery,
-    status: &str,
-    attempts: u32,
-    error: Option<&str>,
-    at: converger_core::Timestamp,
-) -> PlatformEvent {
-    PlatformEvent {
-        detail_type: converger_ports::EventType::DeliveryStatusChanged,
-        detail: json!({
-            "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
-            "tenant_id": d.tenant_id, "conversation_id": d.conversation_id,
-            "status": status, "attempts": attempts, "error": error,
-            "awaiting_ack": false, "at": at.rfc3339(),
-        }),
-    }
-}
-
-/// `delivery.status_changed` for a row as a write just left it: its own status, attempts and
-/// last error.
-pub(crate) fn row_event(d: &Delivery, at: converger_core::Timestamp) -> PlatformEvent {
-    status_event(
-        d,
-        d.status.as_str(),
-        d.attempts,
-        d.last_error.as_deref(),
-        at,
-    )
-}
-
-/// `delivery.status_changed` for a delivery handed to a websocket client: pending, waiting
-/// for the client's acknowledgement.
-pub(crate) fn handed_off_event(
-    d: &Delivery,
-    attempts: u32,
-    at: converger_core::Timestamp,
-) -> PlatformEvent {
-    let mut e = status_event(d, "pending", attempts, None, at);
-    e.detail["awaiting_ack"] = json!(true);
-    e
 }

@@ -8,8 +8,8 @@ use converger_core::query::Actor;
 use converger_core::query::Cursor;
 use converger_core::{DeliveryId, DeliveryStatus, TenantId, Timestamp};
 use converger_ports::{
-    AuditEntry, Delivery, DeliveryMessage, DeliveryQuery, PlatformEvent, REPLAY_BATCH, ReplayJob,
-    ReplayMessage, StoreError,
+    AuditEntry, Delivery, DeliveryMessage, DeliveryQuery, REPLAY_BATCH, ReplayJob, ReplayMessage,
+    StoreError,
 };
 use serde_json::json;
 
@@ -56,10 +56,8 @@ pub struct Replays<'p> {
     pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
     pub(crate) replay_store: &'p dyn converger_ports::ReplayStore,
     pub(crate) config: &'p crate::PipelineConfig,
-    pub(crate) events: &'p dyn converger_ports::Events,
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) cache: &'p crate::cache::ChannelCache,
-    pub(crate) counts: &'p crate::counts::HealthCounts,
 }
 
 impl<'p> Replays<'p> {
@@ -71,10 +69,8 @@ impl<'p> Replays<'p> {
             deliveries: &*p.store,
             replay_store: &*p.store,
             config: &p.config,
-            events: &*p.events,
             queue: &*p.queue,
             cache: &p.cache,
-            counts: &p.counts,
         }
     }
 }
@@ -131,7 +127,6 @@ impl Replays<'_> {
                 now.unwrap_or(DeliveryStatus::Pending),
             ));
         };
-        self.counts.count_failed(&row, -1).await;
         if let Err(e) = self
             .queue
             .send(
@@ -142,16 +137,9 @@ impl Replays<'_> {
         {
             tracing::warn!(delivery_id = %row.id, error = %e, "replay committed but not enqueued; the sweeper will enqueue it");
         }
+        // Its events (`delivery.retried`, back to pending) and counts follow from the row's
+        // change (`crate::changes`).
         tracing::info!(delivery_id = %row.id, retried_by = %actor, "delivery replayed");
-        self.events
-            .publish(vec![
-                PlatformEvent {
-                    detail_type: converger_ports::EventType::DeliveryRetried,
-                    detail: json!({"count": 1, "delivery_ids": [row.id], "tenant_id": row.tenant_id, "actor": actor.to_string()}),
-                },
-                crate::outcome::row_event(&row, now),
-            ])
-            .await;
         Ok(row)
     }
 }
@@ -309,7 +297,6 @@ impl Replays<'_> {
             done.extend(o?);
         }
         if !done.is_empty() {
-            self.counts.count_failed_many(&done, -1).await;
             let msgs: Vec<DeliveryMessage> = done
                 .iter()
                 .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, None).of(d))
@@ -318,18 +305,6 @@ impl Replays<'_> {
             if let Err(e) = self.queue.send_many(&msgs).await {
                 tracing::warn!(error = %e, count = msgs.len(), "bulk replay committed but not enqueued; the sweeper will enqueue it");
             }
-            // The batch's event, and each delivery's change (back to pending).
-            let mut events = vec![PlatformEvent {
-                detail_type: converger_ports::EventType::DeliveryRetried,
-                detail: json!({
-                    "count": done.len(),
-                    "delivery_ids": done.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
-                    "tenant_id": query.tenant,
-                    "actor": actor.to_string(),
-                }),
-            }];
-            events.extend(done.iter().map(|d| crate::outcome::row_event(d, now)));
-            self.events.publish(events).await;
         }
         Ok(Page {
             retried: done.len(),

@@ -12,7 +12,7 @@
 use converger_core::time::Clock;
 use converger_core::usage::{Counts, Estimate, Grain, Range, SeriesTally, Usage};
 use converger_core::{ChannelId, TenantId};
-use converger_ports::{AccountStore, Delivery, StoreResult, UsageKey, UsageOf, UsageStore};
+use converger_ports::{AccountStore, StoreResult, UsageKey, UsageOf, UsageStore};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,18 +50,6 @@ impl UsageCounts {
             tally: Mutex::new(SeriesTally::default()),
             clock: Arc::new(converger_core::time::SystemClock),
         }
-    }
-
-    /// Counts `counts` for each delivery of `rows`, now.
-    pub(crate) async fn count_many(&self, rows: &[Delivery], counts: Counts) {
-        self.add(rows.iter().map(|d| (&d.tenant_id, &d.channel_id, counts)))
-            .await;
-    }
-
-    /// Counts `counts` for a delivery, now.
-    pub(crate) async fn count(&self, d: &Delivery, counts: Counts) {
-        self.add(std::iter::once((&d.tenant_id, &d.channel_id, counts)))
-            .await;
     }
 
     /// A channel's breaker opened.
@@ -117,46 +105,6 @@ impl UsageCounts {
         }
     }
 }
-
-/// The counts of a delivery sent at `now_ms`: its ingest-to-sent latency.
-pub(crate) fn sent_now(d: &Delivery, now_ms: i64) -> Counts {
-    let created = converger_core::time::rfc3339_to_ms(&d.created_at).unwrap_or(now_ms);
-    Counts::sent_after(now_ms.saturating_sub(created).max(0))
-}
-
-/// A delivery sent at `now_ms` by an attempt.
-pub(crate) fn sent_by_attempt(d: &Delivery, now_ms: i64) -> Counts {
-    let mut c = sent_now(d, now_ms);
-    c.attempts = 1;
-    c
-}
-
-/// One attempt, failed or not.
-pub(crate) fn attempt(failed: bool) -> Counts {
-    Counts {
-        attempts: 1,
-        failed_attempts: i64::from(failed),
-        ..Counts::default()
-    }
-}
-
-/// A dead letter.
-pub(crate) const DEAD_LETTER: Counts = Counts {
-    created: 0,
-    sent: 0,
-    attempts: 0,
-    failed_attempts: 0,
-    dead_letters: 1,
-    breaker_opened: 0,
-    latency: [0; converger_core::usage::LATENCY_BUCKETS],
-};
-
-/// A delivery created.
-pub(crate) const CREATED: Counts = Counts {
-    created: 1,
-    dead_letters: 0,
-    ..DEAD_LETTER
-};
 
 /// One bucket of a series: its first instant (ms) and its counts.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -369,7 +317,11 @@ mod tests {
         counts.clock = clock.clone();
         let (tenant, channel) = (TenantId::generate(), ChannelId::generate());
         let start = clock.now_ms();
-        let failed = attempt(true);
+        let failed = Counts {
+            attempts: 1,
+            failed_attempts: 1,
+            ..Counts::default()
+        };
         counts
             .add(std::iter::once((&tenant, &channel, failed)))
             .await;

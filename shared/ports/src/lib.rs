@@ -5,6 +5,7 @@
 //! (which sparse index a delivery belongs to, why a claim is refused).
 
 pub mod accounts;
+pub mod changes;
 pub mod error;
 pub mod flow;
 pub mod handoff;
@@ -21,6 +22,7 @@ pub mod tenant_aws;
 pub mod usage;
 
 pub use accounts::*;
+pub use changes::*;
 pub use flow::*;
 pub use handoff::*;
 pub use health::*;
@@ -39,7 +41,7 @@ pub mod prelude {
     pub use crate::{
         AccountStore, ActivityStore, AuditStore, ChannelStore, DeliveryQueries, DeliveryStore,
         FlowStore, HandoffStore, HealthStore, IdempotencyStore, LaneStore, ReplayStore, Store,
-        StreamStore, TenantStore, UsageStore,
+        StreamCounters, StreamStore, TenantStore, UsageStore,
     };
 }
 

@@ -27,6 +27,7 @@ pub trait Store:
     + crate::stream::StreamStore
     + crate::lanes::LaneStore
     + crate::usage::UsageStore
+    + crate::changes::StreamCounters
 {
 }
 
@@ -46,6 +47,7 @@ impl<T> Store for T where
         + crate::stream::StreamStore
         + crate::lanes::LaneStore
         + crate::usage::UsageStore
+        + crate::changes::StreamCounters
 {
 }
 
@@ -526,6 +528,13 @@ pub trait Events: Send + Sync + 'static {
     /// Publishes events; failures are logged, never raised (events are not on the delivery's
     /// critical path).
     async fn publish(&self, events: Vec<PlatformEvent>);
+    /// Publishes events now, in order, and says whether the bus took them all: the change
+    /// stream's consumer, which hands a record back to its stream when an event of it was
+    /// not taken. `Err(i)`: the events from `i` on may not have been taken.
+    async fn try_publish(&self, events: Vec<PlatformEvent>) -> Result<(), usize> {
+        self.publish(events).await;
+        Ok(())
+    }
     /// Sends what a batching publisher holds (at the end of a Lambda invocation, before it
     /// can be frozen).
     async fn flush(&self) {}

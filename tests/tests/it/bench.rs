@@ -361,9 +361,13 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
             .any(|w| w["family"] == "flow (table): <channel>#slots#<n>"),
         "{line}"
     );
-    assert_eq!(
-        throttled("one_channel", "flow (table): <channel>"),
-        0,
+    // The flow item itself (its slot items, `<channel>#slots#<n>`, may throttle when a slow
+    // machine bunches the first tries into a burst).
+    assert!(
+        !cases["one_channel"]["capacity"]["throttled_by_family"]
+            .as_object()
+            .unwrap()
+            .contains_key("flow (table): <channel>"),
         "{line}"
     );
     assert_eq!(

@@ -580,8 +580,9 @@ mod emulator {
         });
         let ids = t.activities(&key, ch_id, 12, 12).await;
         for id in &ids {
+            // A bound on the wait only (a loaded machine's emulator is slow).
             let d = t
-                .wait_delivery(&key, id, Duration::from_secs(30), settled)
+                .wait_delivery(&key, id, Duration::from_secs(120), settled)
                 .await;
             assert_eq!(d["status"], "sent", "{d}");
         }

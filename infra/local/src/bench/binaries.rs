@@ -121,7 +121,11 @@ async fn build(
             &format!("--{}", lambda_arch_flag(arch)),
         ]);
     } else {
-        cmd.arg("build");
+        // With the local runner, as the test command's set-up builds them: its dependencies
+        // then have the features they were built with there, and nothing is compiled again
+        // (a function alone resolves its dependencies' features differently, and on a fresh
+        // machine rebuilt a dozen crates while the tests ran).
+        cmd.args(["build", "-p", "converger-local"]);
     }
     for f in functions {
         cmd.args(["-p", &format!("converger-fn-{f}")]);

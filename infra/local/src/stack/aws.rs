@@ -210,6 +210,7 @@ pub(super) async fn build_aws(
         admin: build(fun::ADMIN).await?,
         websocket: build(fun::WEBSOCKET).await?,
         stream: build(fun::STREAM).await?,
+        changes: build(fun::CHANGES).await?,
     };
     // The admin function's secrets, read as it reads them at init (through its policy).
     let admin = deployed.function(fun::ADMIN)?;
@@ -256,6 +257,33 @@ pub(super) async fn build_aws(
     if opts.run_functions {
         for (logical, f) in &deployed.functions {
             for m in f.event_source_mappings.iter().filter(|m| m.enabled) {
+                if m.source == "dynamodb" {
+                    if logical != fun::CHANGES {
+                        return Err(format!(
+                            "{logical} reads a table's stream, but the local runner has no \
+                             handler for it"
+                        ));
+                    }
+                    let dlq = match &m.on_failure {
+                        Some(arn) => Some(
+                            deployed
+                                .queue_by_arn(arn)
+                                .ok_or_else(|| format!("{logical}: no queue has ARN {arn}"))?
+                                .1
+                                .url
+                                .clone(),
+                        ),
+                        None => None,
+                    };
+                    tasks.push(super::changes::spawn_aws(
+                        aws_sdk_dynamodbstreams::Client::new(&sdk),
+                        clients.sqs.clone(),
+                        super::changes::StreamMapping::of(m, dlq),
+                        functions.changes.clone(),
+                        stop.clone(),
+                    ));
+                    continue;
+                }
                 let (_, queue) = deployed.queue_by_arn(&m.queue_arn).ok_or_else(|| {
                     format!("{logical}: no queue of the stack has ARN {}", m.queue_arn)
                 })?;

@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod aws;
+mod changes;
 mod esm;
 pub mod invocations;
 mod memory;
@@ -211,8 +212,10 @@ pub struct Functions {
     pub api: Arc<Pipeline>,
     pub admin: Arc<Pipeline>,
     pub websocket: Arc<Pipeline>,
-    /// The live stream's fan-out (the bus's events, through the stream queue).
+    /// The live stream's fan-out (the bus's channel events, through the stream queue).
     pub stream: Arc<Pipeline>,
+    /// What follows from each change of a delivery row (the deliveries table's stream).
+    pub changes: Arc<Pipeline>,
     /// SES's events (nothing emits them locally: tests hand the function what SES would).
     pub email_events: Arc<Pipeline>,
 }
@@ -271,7 +274,7 @@ fn random_token() -> String {
 fn pushes(logical_id: &str) -> bool {
     matches!(
         logical_id,
-        fun::DELIVER | fun::PROBE | fun::WEBSOCKET | fun::STREAM
+        fun::DELIVER | fun::PROBE | fun::WEBSOCKET | fun::STREAM | fun::CHANGES
     )
 }
 
@@ -351,6 +354,7 @@ async fn build_memory(
         admin: build(fun::ADMIN)?,
         websocket: build(fun::WEBSOCKET)?,
         stream: build(fun::STREAM)?,
+        changes: build(fun::CHANGES)?,
     };
     if opts.run_functions {
         tasks.push(memory::spawn_dispatcher(
@@ -362,6 +366,12 @@ async fn build_memory(
             },
             opts.queues.visibility_timeout_s.unwrap_or(30),
             opts.invocations.clone(),
+            stop.clone(),
+        ));
+        // The deliveries table's stream and its mapping.
+        tasks.push(changes::spawn_memory(
+            memory.store.clone(),
+            functions.changes.clone(),
             stop.clone(),
         ));
         // The bus's rule to the stream queue exists where the stack has the live stream.

@@ -10,16 +10,15 @@
 
 use crate::flow::CallEnd;
 use crate::metrics;
-use crate::outcome::{Admit, handed_off_event, status_event};
+use crate::outcome::Admit;
 pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Accepted, Delivered, Envelope, Target};
 use converger_core::policy::{self, Next, hop_delay_s};
-use converger_core::{DeliveryError, RetryPolicy, Timestamp, time, usage::Counts};
+use converger_core::{DeliveryError, RetryPolicy, Timestamp, time};
 use converger_ports::{
     Activity, AttemptEntry, AttemptOutcome, Channel, Claim, Delivery, DeliveryMessage, LogUpdate,
-    Outcome, PlatformEvent, RetryAt, SentInfo, StoreResult,
+    Outcome, RetryAt, SentInfo, StoreResult,
 };
-use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -55,12 +54,9 @@ pub struct Attempts<'p> {
     pub(crate) deliveries: &'p dyn converger_ports::DeliveryStore,
     pub(crate) adapters: &'p converger_adapters::Adapters,
     pub(crate) config: &'p crate::PipelineConfig,
-    pub(crate) events: &'p dyn converger_ports::Events,
     pub(crate) flow: &'p crate::flow::FlowControl,
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) cache: &'p crate::cache::ChannelCache,
-    pub(crate) counts: &'p crate::counts::HealthCounts,
-    pub(crate) usage: &'p crate::usage::UsageCounts,
     pub(crate) health: crate::health::Health<'p>,
     pub(crate) handoff: crate::handoff::Handoff<'p>,
     pub(crate) lanes: crate::lanes::Lanes<'p>,
@@ -75,13 +71,10 @@ impl<'p> Attempts<'p> {
             deliveries: &*p.store,
             adapters: &p.adapters,
             config: &p.config,
-            events: &*p.events,
             flow: &p.flow,
             queue: &*p.queue,
             lanes: crate::lanes::Lanes::of(p),
             cache: &p.cache,
-            counts: &p.counts,
-            usage: &p.usage,
             health: crate::health::Health::of(p),
             handoff: crate::handoff::Handoff::of(p),
         }
@@ -413,8 +406,7 @@ impl Attempts<'_> {
             Answer::not_called(reason),
             None,
         );
-        let none = Counts::default();
-        let report = self.dead_letter(p, reason, &e, now, none).await?;
+        let report = self.dead_letter(p, reason, &e, now).await?;
         self.after_attempt(&p.d, p, CallEnd::new(outcome)).await?;
         Ok(report)
     }
@@ -426,7 +418,7 @@ impl Attempts<'_> {
         delivered: Delivered,
         hand_on: Option<&converger_core::DeliveryId>,
     ) -> Result<Report, AttemptError> {
-        let (d, n) = (&p.d, p.n);
+        let d = &p.d;
         let (accepted, handed_off): (Accepted, bool) = match delivered {
             Delivered::Sent(a) => (a, false),
             Delivered::HandedOff(a) => (a, true),
@@ -453,11 +445,9 @@ impl Attempts<'_> {
         }
         if handed_off {
             tracing::info!("delivery handed off; waiting for an acknowledgement");
-            self.events.publish(vec![handed_off_event(d, n, now)]).await;
             metrics::count(metrics::HANDED_OFF, p.channel.kind, Some(d.tier), 1);
             self.after_attempt(d, p, CallEnd::new(Outcome::HandedOff))
                 .await?;
-            self.usage.count(d, crate::usage::attempt(false)).await;
             return Ok(Report::HandedOff);
         }
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -473,11 +463,7 @@ impl Attempts<'_> {
         metrics::record(&m, p.channel.kind, Some(d.tier));
         self.after_attempt(d, p, CallEnd::new(Outcome::Success).handing_on(hand_on))
             .await?;
-        let sent = crate::usage::sent_by_attempt(d, now.ms());
-        self.usage.count(d, sent).await;
-        self.events
-            .publish(vec![status_event(d, "sent", n, None, now)])
-            .await;
+        // Its status event and counts follow from the row's change (`crate::changes`).
         Ok(Report::Sent)
     }
 
@@ -514,8 +500,7 @@ impl Attempts<'_> {
                     Answer::failed(&err).dead(),
                     None,
                 );
-                let failed = crate::usage::attempt(true);
-                let report = self.dead_letter(p, &err.reason, &e, now, failed).await?;
+                let report = self.dead_letter(p, &err.reason, &e, now).await?;
                 self.after_attempt(d, p, CallEnd::new(outcome).congested(err.is_congestion()))
                     .await?;
                 return Ok(report);
@@ -542,12 +527,10 @@ impl Attempts<'_> {
         let closed = self
             .after_attempt(d, p, CallEnd::new(outcome).congested(err.is_congestion()))
             .await?;
-        // Counted once written: never for an attempt whose lease was lost (it runs again).
-        self.usage.count(d, crate::usage::attempt(true)).await;
         if !closed {
             // The breaker opened (or the probe failed): park the retry instead of enqueueing
             // it; the release after the close runs it.
-            self.flow.park_waiting(d, &p.channel, p.n).await?;
+            self.flow.park_waiting(d, &p.channel).await?;
             return Ok(Report::Parked);
         }
         tracing::info!(delay_ms, error = %err.reason, "attempt failed; retry scheduled");
@@ -717,9 +700,8 @@ impl Attempts<'_> {
         reason: &str,
         log: &LogUpdate,
         now: Timestamp,
-        mut counts: Counts,
     ) -> Result<Report, AttemptError> {
-        let (d, n) = (&p.d, p.n);
+        let d = &p.d;
         if !self
             .deliveries
             .mark_dead(d, &p.token, reason, log, now)
@@ -727,23 +709,9 @@ impl Attempts<'_> {
         {
             return Ok(Report::Skipped("lease lost before dead-lettering"));
         }
-        tracing::warn!(attempts = n, error = %reason, "delivery dead-lettered");
-        counts.add(&crate::usage::DEAD_LETTER);
-        let dead = self.usage.count(d, counts);
-        tokio::join!(self.counts.count_failed(d, 1), dead);
+        tracing::warn!(attempts = p.n, error = %reason, "delivery dead-lettered");
+        // Its events and counts follow from the row's change (`crate::changes`).
         metrics::count(metrics::DEAD_LETTERED, p.channel.kind, Some(d.tier), 1);
-        self.events
-            .publish(vec![
-                status_event(d, "failed", n, Some(reason), now),
-                PlatformEvent {
-                    detail_type: converger_ports::EventType::DeliveryDeadLettered,
-                    detail: json!({
-                        "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
-                        "tenant_id": d.tenant_id, "attempts": n, "error": reason,
-                    }),
-                },
-            ])
-            .await;
         Ok(Report::DeadLettered)
     }
 }

@@ -145,42 +145,26 @@ impl FlowControl {
         if !self.flows.park(d, Some(token), now).await? {
             return Ok(Admit::Done(Report::Skipped("lease lost before parking")));
         }
-        self.park_marks(channel, d, d.attempts).await?;
+        self.park_marks(channel, d).await?;
         tracing::info!(delivery_id = %d.id, channel_id = %channel.id, "delivery parked");
         Ok(Admit::Done(Report::Parked))
     }
 
-    /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened),
-    /// `attempts` made.
+    /// Parks a delivery no attempt holds (a retry of a channel whose breaker just opened).
     pub(crate) async fn park_waiting(
         &self,
         d: &Delivery,
         channel: &Channel,
-        attempts: u32,
     ) -> Result<(), FlowError> {
         if self.flows.park(d, None, self.clock.now()).await? {
-            self.park_marks(channel, d, attempts).await?;
+            self.park_marks(channel, d).await?;
         }
         Ok(())
     }
 
-    /// After a delivery was parked: its slot back, the parked mark set.
-    /// Announced as `paused` with `attempts` (what the row holds after the park).
-    async fn park_marks(
-        &self,
-        channel: &Channel,
-        d: &Delivery,
-        attempts: u32,
-    ) -> Result<(), FlowError> {
-        self.events
-            .publish(vec![crate::outcome::status_event(
-                d,
-                "paused",
-                attempts,
-                d.last_error.as_deref(),
-                self.clock.now(),
-            )])
-            .await;
+    /// After a delivery was parked: its slot back, the parked mark set (its `paused` is
+    /// announced from the row's change).
+    async fn park_marks(&self, channel: &Channel, d: &Delivery) -> Result<(), FlowError> {
         let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
         self.ensure_probe(channel, &f).await?;
         // A parked delivery holds no slot (the view may be a cached one: the row says too).

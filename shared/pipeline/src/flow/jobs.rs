@@ -60,13 +60,7 @@ impl FlowControl {
         self.remember_flow(&f);
         self.schedule_probe(&channel.id, &breaker).await?;
         if parked {
-            let live = self.flows.unpark(&d, Placement::Live, now).await?;
-            if let Some(l) = &live {
-                self.events
-                    .publish(vec![crate::outcome::row_event(l, now)])
-                    .await;
-            }
-            Ok(live)
+            Ok(self.flows.unpark(&d, Placement::Live, now).await?)
         } else {
             Ok(self.flows.leave_backlog(&d.id, now, 0).await?)
         }
@@ -135,15 +129,6 @@ impl FlowControl {
                 break;
             }
             released += moved.len();
-            // Each one pending again.
-            self.events
-                .publish(
-                    moved
-                        .iter()
-                        .map(|d| crate::outcome::row_event(d, now))
-                        .collect(),
-                )
-                .await;
             if !windowed {
                 let msgs: Vec<DeliveryMessage> = moved
                     .iter()

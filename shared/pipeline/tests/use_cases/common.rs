@@ -18,6 +18,28 @@ pub struct Fixture {
     pub queue: Arc<MemQueue>,
     /// What the pipeline published on the bus.
     pub events: Arc<MemEvents>,
+    /// The last record of the deliveries' change feed the fixture consumed.
+    pub changes_read: std::sync::atomic::AtomicU64,
+}
+
+impl Fixture {
+    /// Consumes the deliveries' change feed as the `changes` function would (events, counts
+    /// and frames follow from the rows' changes, never from the writes themselves).
+    pub async fn consume_changes(&self) {
+        use std::sync::atomic::Ordering;
+        loop {
+            let after = self.changes_read.load(Ordering::SeqCst);
+            let batch = self.store.row_changes(after, 100).unwrap();
+            let Some(last) = batch.last() else { return };
+            let last: u64 = last.seq.trim_start_matches('0').parse().unwrap();
+            self.pipeline
+                .changes()
+                .apply(converger_memory::CHANGES_SHARD, &batch)
+                .await
+                .unwrap();
+            self.changes_read.store(last, Ordering::SeqCst);
+        }
+    }
 }
 
 pub fn fixture() -> Fixture {
@@ -41,6 +63,7 @@ pub fn fixture_with(config: PipelineConfig) -> Fixture {
         store,
         queue,
         events,
+        changes_read: Default::default(),
     }
 }
 
@@ -126,6 +149,7 @@ pub fn fixture_on_with(
         store,
         queue,
         events,
+        changes_read: Default::default(),
     }
 }
 
@@ -264,6 +288,7 @@ pub async fn pump(f: &Fixture, clock: &ManualClock) {
         for job in &jobs {
             f.pipeline.flow_jobs().flow_job(job).await.unwrap();
         }
+        f.consume_changes().await;
         if ran == 0 && jobs.is_empty() {
             return;
         }

@@ -2,9 +2,10 @@
 
 use crate::common::*;
 
-/// Every status change of a delivery is announced with its conversation: parked behind an
-/// open breaker, pending again when the probe takes it or the close releases it, sent, failed,
-/// and pending after a single and after a bulk replay.
+/// Every status change of a delivery is announced with its conversation, from the row's
+/// change: a failed attempt with its retry to come, parked behind an open breaker, pending
+/// again when the probe takes it or the close releases it, sent, failed, and pending after a
+/// single and after a bulk replay.
 #[tokio::test]
 async fn every_status_change_is_announced_with_its_conversation() {
     let clock = Arc::new(ManualClock::starting_now());
@@ -31,9 +32,11 @@ async fn every_status_change_is_announced_with_its_conversation() {
     let first = ingest().await;
     pump(&f, &clock).await;
     let second = ingest().await;
+    f.consume_changes().await;
     assert_eq!(
         status_changes(&f, "conv-1"),
         vec![
+            (first.clone(), "pending".into(), 1, false),
             (first.clone(), "paused".into(), 1, false),
             (second.clone(), "paused".into(), 0, false)
         ]
@@ -54,6 +57,7 @@ async fn every_status_change_is_announced_with_its_conversation() {
     assert_eq!(
         of(&first),
         [
+            ("pending".into(), 1),
             ("paused".into(), 1),
             ("pending".into(), 1),
             ("sent".into(), 2)
@@ -88,6 +92,7 @@ async fn every_status_change_is_announced_with_its_conversation() {
         .await
         .unwrap();
     assert_eq!(r.retried, 1);
+    f.consume_changes().await;
     assert_eq!(
         of(&third),
         [

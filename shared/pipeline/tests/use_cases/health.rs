@@ -132,6 +132,7 @@ async fn the_dead_letters_gauge_counts_every_stored_dead_letter() {
         .replay_one(Some(&t.id), &dead[0].id, &operator())
         .await
         .unwrap();
+    f.consume_changes().await;
     f.pipeline.health().health_check().await.unwrap();
     assert_eq!(dead_letters_gauge(), 2.0);
     // Past the retention they have expired with their rows.

@@ -113,10 +113,13 @@ async fn usage_totals_match_the_deliveries_of_a_scenario() {
     assert_eq!(top[0].tenant_id, t.id);
 }
 
+/// Usage comes from the rows' changes, one write per counter and stream batch; a batch
+/// handed out again (whole, or from a record in the middle of one already counted) adds
+/// nothing twice: each counter keeps the last record it added, per shard.
 #[tokio::test]
-async fn an_instance_writes_its_usage_once_per_flush_period() {
+async fn a_batch_handed_out_again_is_counted_once() {
     let clock = Arc::new(ManualClock::starting_now());
-    let f = fixture_on_with(clock.clone(), |c| c.usage_flush = Duration::from_secs(60));
+    let f = fixture_on(clock.clone());
     let t = tenant(&f).await;
     let ok = Responder::start(200).await;
     let c = hook_to(
@@ -138,15 +141,21 @@ async fn an_instance_writes_its_usage_once_per_flush_period() {
     for _ in 0..3 {
         one(&f, &clock, &t, &c).await;
     }
-    assert_eq!(total(&f).await, Usage::default(), "held for the period");
-    clock.advance(Duration::from_secs(61));
+    let counted = total(&f).await;
+    assert_eq!((counted.deliveries, counted.attempts), (3, 3));
+    let feed = f.store.row_changes(0, 1000).unwrap();
+    assert!(feed.len() >= 6, "{} records", feed.len());
+    let shard = converger_memory::CHANGES_SHARD;
+    let again = f.pipeline.changes().apply(shard, &feed).await.unwrap();
+    assert_eq!(again.counter_writes, 0, "{again:?}");
+    assert!(again.repeats > 0, "{again:?}");
+    let middle = &feed[feed.len() / 2..];
+    f.pipeline.changes().apply(shard, middle).await.unwrap();
+    assert_eq!(total(&f).await, counted);
+    // A new record after them is counted.
     one(&f, &clock, &t, &c).await;
     let u = total(&f).await;
-    assert_eq!(
-        u.deliveries, 4,
-        "the first count after the period writes the sums"
-    );
-    assert_eq!(u.attempts, 3, "the last attempt starts the next period");
+    assert_eq!((u.deliveries, u.attempts), (4, 4));
 }
 
 async fn series(f: &Fixture, of: UsageOf, r: Range) -> Vec<converger_pipeline::usage::Point> {

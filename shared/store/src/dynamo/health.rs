@@ -8,7 +8,7 @@ use converger_core::Timestamp;
 use converger_core::health::CHECKED_TYPES;
 
 /// How long per-minute counters are kept (the window is 60 minutes).
-const COUNTER_TTL_S: i64 = 2 * 3600;
+pub(super) const COUNTER_TTL_S: i64 = 2 * 3600;
 
 #[async_trait]
 impl HealthStore for DynamoStore {
@@ -22,23 +22,13 @@ impl HealthStore for DynamoStore {
         if created == 0 && failed == 0 {
             return Ok(());
         }
-        let mut u = Update::new().set("expires_at", n(minute * 60 + COUNTER_TTL_S));
-        if created != 0 {
-            u = u.add("created", n(created));
-        }
-        if failed != 0 {
-            u = u.add("failed", n(failed));
-        }
-        u.apply(
-            self.client
-                .update_item()
-                .table_name(&self.res.flow)
-                .key("key", s(health_counter_key(channel, minute))),
-        )
-        .send()
+        self.add_counter(&CounterAdd::Health {
+            channel: channel.clone(),
+            minute,
+            created,
+            failed,
+        })
         .await
-        .map_err(sdk_err)?;
-        Ok(())
     }
 
     async fn count_dead_letters(
@@ -51,20 +41,13 @@ impl HealthStore for DynamoStore {
         if delta == 0 {
             return Ok(());
         }
-        Update::new()
-            .add("dead_letters", n(delta))
-            .set("expires_at", n(expires_at))
-            .apply(
-                self.client
-                    .update_item()
-                    .table_name(&self.res.health)
-                    .key("channel_id", s(channel.as_str()))
-                    .key("checked_sk", s(keys::dead_letter_day_key(day))),
-            )
-            .send()
-            .await
-            .map_err(sdk_err)?;
-        Ok(())
+        self.add_counter(&CounterAdd::DeadLetters {
+            channel: channel.clone(),
+            day,
+            delta,
+            expires_at,
+        })
+        .await
     }
 
     async fn stored_dead_letters(

@@ -17,24 +17,14 @@ struct Sample {
 #[async_trait]
 impl UsageStore for DynamoStore {
     async fn add_usage(&self, key: &UsageKey, counts: &Counts) -> StoreResult<()> {
-        let fields = counts.fields();
-        if fields.is_empty() {
+        if counts.fields().is_empty() {
             return Ok(());
         }
-        let mut u = Update::new().set("expires_at", n(key.grain.expires_at(key.bucket)));
-        for (k, v) in fields {
-            u = u.add(&k, n(v));
-        }
-        u.apply(
-            self.client
-                .update_item()
-                .table_name(&self.res.usage)
-                .key("key", s(key.key())),
-        )
-        .send()
+        self.add_counter(&CounterAdd::Usage {
+            key: key.clone(),
+            counts: *counts,
+        })
         .await
-        .map_err(sdk_err)?;
-        Ok(())
     }
 
     // Read within their buckets' keep time (the charts' ranges are), so the TTL's lag does

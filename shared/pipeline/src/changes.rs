@@ -1,0 +1,586 @@
+//! What follows from a change of a delivery row, derived from the deliveries table's stream
+//! (`converger_ports::changes`) by the `changes` function, never by the code that wrote the
+//! row: the status events (every change, a failed attempt with retries left included), the
+//! dead letters and replays on the bus, the live stream's frames, and the health and usage
+//! counts, added up per stream batch and written once per counter and batch.
+//!
+//! A record is handed out at least once. Each event carries `event_id` (the record's id and
+//! the event's place among the record's), so a reader drops a repeat; a counter write carries
+//! its records' place in their shard ([`StreamMark`]), so a repeat never counts twice.
+
+use converger_core::ChannelId;
+use converger_core::time::rfc3339_to_ms;
+use converger_core::usage::{Counts, Grain};
+use converger_core::{DeliveryStatus, TenantId};
+use converger_ports::{
+    AttemptOutcome, CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange,
+    StoreError, StreamCounters, StreamMark, UsageKey, UsageOf,
+};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// What one record implies.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Derived {
+    /// Its events, in order (every one, whether the bus gets it or not).
+    pub events: Vec<PlatformEvent>,
+    /// Its counts.
+    pub counts: Vec<CounterAdd>,
+}
+
+/// The usage counters a count of `tenant`'s `channel` at `at_ms` adds to.
+fn usage(tenant: &TenantId, channel: &ChannelId, at_ms: i64, counts: Counts) -> [CounterAdd; 5] {
+    let c = |g: Grain| UsageKey::new(UsageOf::Channel(channel.clone()), g, g.bucket(at_ms));
+    let t = |g: Grain| UsageKey::new(UsageOf::Tenant(tenant.clone()), g, g.bucket(at_ms));
+    [
+        c(Grain::Minute),
+        c(Grain::Hour),
+        t(Grain::Minute),
+        t(Grain::Hour),
+        t(Grain::Day),
+    ]
+    .map(|key| CounterAdd::Usage { key, counts })
+}
+
+/// `delivery.status_changed` of a row as a write left it.
+pub fn status_event(d: &Delivery, event_id: String) -> PlatformEvent {
+    let retrying = d.status == DeliveryStatus::Pending && !d.handed_off && d.attempts > 0;
+    let next = retrying
+        .then(|| converger_core::Timestamp::from_ms(d.next_attempt_at).rfc3339())
+        .map_or(serde_json::Value::Null, serde_json::Value::from);
+    PlatformEvent {
+        detail_type: EventType::DeliveryStatusChanged,
+        detail: json!({
+            "event_id": event_id,
+            "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
+            "tenant_id": d.tenant_id, "conversation_id": d.conversation_id,
+            "status": d.status.as_str(), "attempts": d.attempts, "error": d.last_error,
+            "awaiting_ack": d.handed_off, "next_attempt_at": next, "at": d.updated_at,
+        }),
+    }
+}
+
+/// Failed attempts among the `n` newest of a row's log (a log without outcomes: all but a
+/// success's last).
+fn failed_attempts(d: &Delivery, n: u32) -> i64 {
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
+    let newest: Vec<_> = d.attempt_log.iter().rev().take(n).collect();
+    if newest.len() == n && newest.iter().all(|e| e.outcome.is_some()) {
+        return newest
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e.outcome,
+                    Some(AttemptOutcome::Failed) | Some(AttemptOutcome::Dead)
+                )
+            })
+            .count() as i64;
+    }
+    let n = n as i64;
+    if d.status.is_accepted() || d.handed_off {
+        n - 1
+    } else {
+        n
+    }
+}
+
+/// What a record implies; `retention_s` is how long deliveries are kept (a day's
+/// dead-letter counter is kept as long, and a day more).
+pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
+    let mut out = Derived::default();
+    let Some(new) = &c.new else {
+        // A row gone past its time to live: nothing happened to the delivery.
+        return out;
+    };
+    let id = |k: usize| format!("{}:{k}", c.event_id);
+    let at_ms = rfc3339_to_ms(&new.updated_at).unwrap_or(0);
+    let created_ms = rfc3339_to_ms(&new.created_at).unwrap_or(at_ms);
+    let minute = new.created_minute();
+    let day = minute.div_euclid(1440);
+    let keep_s = retention_s + 86_400;
+    let dead = |delta: i64| CounterAdd::DeadLetters {
+        channel: new.channel_id.clone(),
+        day,
+        delta,
+        expires_at: day * 86_400 + keep_s,
+    };
+    let health = |created: i64, failed: i64| CounterAdd::Health {
+        channel: new.channel_id.clone(),
+        minute,
+        created,
+        failed,
+    };
+    let (old_status, old_attempts, old_handed_off, old_sent) = match &c.old {
+        Some(o) => (
+            Some(o.status),
+            o.attempts,
+            o.handed_off,
+            o.status.is_accepted(),
+        ),
+        None => (None, 0, false, false),
+    };
+    if c.old.is_none() {
+        out.counts.push(health(1, 0));
+        out.counts.extend(usage(
+            &new.tenant_id,
+            &new.channel_id,
+            created_ms,
+            Counts {
+                created: 1,
+                ..Counts::default()
+            },
+        ));
+    }
+    let tried = new.attempts.saturating_sub(old_attempts);
+    let changed =
+        old_status != Some(new.status) || tried > 0 || (new.handed_off && !old_handed_off);
+    // A new row is announced only when it does not start as a plain pending delivery.
+    let announce = changed && !(c.old.is_none() && new.status == DeliveryStatus::Pending);
+    if announce {
+        out.events.push(status_event(new, id(out.events.len())));
+    }
+    let mut at_counts = Counts::default();
+    if tried > 0 {
+        at_counts.attempts = i64::from(tried);
+        at_counts.failed_attempts = failed_attempts(new, tried);
+    }
+    if new.status.is_accepted() && !old_sent {
+        let sent_ms = new
+            .sent_at
+            .as_deref()
+            .and_then(rfc3339_to_ms)
+            .unwrap_or(at_ms);
+        let s = Counts::sent_after(sent_ms.saturating_sub(created_ms).max(0));
+        at_counts.add(&s);
+    }
+    let was_failed = old_status == Some(DeliveryStatus::Failed);
+    if new.status == DeliveryStatus::Failed && !was_failed {
+        at_counts.dead_letters = 1;
+        out.counts.push(health(0, 1));
+        out.counts.push(dead(1));
+        out.events.push(PlatformEvent {
+            detail_type: EventType::DeliveryDeadLettered,
+            detail: json!({
+                "event_id": id(out.events.len()),
+                "delivery_id": new.id, "activity_id": new.activity_id,
+                "channel_id": new.channel_id, "tenant_id": new.tenant_id,
+                "conversation_id": new.conversation_id,
+                "attempts": new.attempts, "error": new.last_error, "at": new.updated_at,
+            }),
+        });
+    }
+    if was_failed && new.status != DeliveryStatus::Failed {
+        out.counts.push(health(0, -1));
+        out.counts.push(dead(-1));
+        if new.retry_count > c.old.as_ref().map_or(0, |o| o.retry_count) {
+            out.events.push(PlatformEvent {
+                detail_type: EventType::DeliveryRetried,
+                detail: json!({
+                    "event_id": id(out.events.len()),
+                    "count": 1, "delivery_ids": [new.id], "tenant_id": new.tenant_id,
+                    "actor": new.retried_by,
+                }),
+            });
+        }
+    }
+    if !at_counts.is_zero() {
+        out.counts
+            .extend(usage(&new.tenant_id, &new.channel_id, at_ms, at_counts));
+    }
+    out
+}
+
+/// The counter a count adds to, as one key (the same counter's adds are summed).
+fn counter_of(a: &CounterAdd) -> String {
+    match a {
+        CounterAdd::Usage { key, .. } => format!("u|{}", key.key()),
+        CounterAdd::Health {
+            channel, minute, ..
+        } => format!("h|{channel}|{minute}"),
+        CounterAdd::DeadLetters { channel, day, .. } => format!("d|{channel}|{day}"),
+    }
+}
+
+/// `a` with `b` added (both of one counter).
+fn sum(a: &mut CounterAdd, b: &CounterAdd) {
+    match (a, b) {
+        (CounterAdd::Usage { counts, .. }, CounterAdd::Usage { counts: more, .. }) => {
+            counts.add(more)
+        }
+        (
+            CounterAdd::Health {
+                created, failed, ..
+            },
+            CounterAdd::Health {
+                created: c,
+                failed: f,
+                ..
+            },
+        ) => {
+            *created += c;
+            *failed += f;
+        }
+        (
+            CounterAdd::DeadLetters {
+                delta, expires_at, ..
+            },
+            CounterAdd::DeadLetters {
+                delta: d,
+                expires_at: e,
+                ..
+            },
+        ) => {
+            *delta += d;
+            *expires_at = (*expires_at).max(*e);
+        }
+        _ => {}
+    }
+}
+
+fn is_zero(a: &CounterAdd) -> bool {
+    match a {
+        CounterAdd::Usage { counts, .. } => counts.is_zero(),
+        CounterAdd::Health {
+            created, failed, ..
+        } => *created == 0 && *failed == 0,
+        CounterAdd::DeadLetters { delta, .. } => *delta == 0,
+    }
+}
+
+/// Why a batch stopped: the record (its position in the batch) from which it must be handed
+/// out again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfinished {
+    pub from: usize,
+    pub reason: String,
+}
+
+/// What a batch did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Applied {
+    pub records: usize,
+    pub events: usize,
+    pub counter_writes: usize,
+    /// Counter writes refused as repeats (a batch handed out again).
+    pub repeats: usize,
+    pub frames: usize,
+}
+
+/// The change stream's consumer.
+pub struct Changes<'p> {
+    pub(crate) events: &'p dyn Events,
+    pub(crate) counters: &'p dyn StreamCounters,
+    pub(crate) streams: crate::stream::Streams<'p>,
+    pub(crate) bus_status_events: bool,
+    pub(crate) retention_s: i64,
+}
+
+impl<'p> Changes<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            events: &*p.events,
+            counters: &*p.store,
+            streams: crate::stream::Streams::of(p),
+            bus_status_events: p.config.bus_status_events,
+            retention_s: i64::try_from(p.config.retention.as_secs()).unwrap_or(i64::MAX / 4),
+        }
+    }
+
+    /// One batch of one shard's records, in order: their events published (the bus's share),
+    /// their frames pushed, their counts written once per counter. On `Err`, the records from
+    /// `from` on must be handed out again (those before it are done); whatever of them was
+    /// already done is done again harmlessly (events carry their ids, counters their marks).
+    pub async fn apply(&self, shard: &str, batch: &[RowChange]) -> Result<Applied, Unfinished> {
+        let mut out = Applied {
+            records: batch.len(),
+            ..Applied::default()
+        };
+        let derived: Vec<Derived> = batch.iter().map(|c| derive(c, self.retention_s)).collect();
+        // The bus's events, each with the record it came from.
+        let mut bus: Vec<(usize, PlatformEvent)> = Vec::new();
+        for (i, d) in derived.iter().enumerate() {
+            for e in &d.events {
+                if self.bus_status_events || e.detail_type != EventType::DeliveryStatusChanged {
+                    bus.push((i, e.clone()));
+                }
+            }
+        }
+        let done = match self
+            .events
+            .try_publish(bus.iter().map(|(_, e)| e.clone()).collect())
+            .await
+        {
+            Ok(()) => batch.len(),
+            Err(at) => bus.get(at).map_or(batch.len(), |(i, _)| *i),
+        };
+        out.events = bus.iter().filter(|(i, _)| *i < done).count();
+        // The live stream's frames of what is done (a frame is not retried).
+        if self.streams.enabled() {
+            for d in &derived[..done] {
+                for e in &d.events {
+                    match self
+                        .streams
+                        .fan_out(e.detail_type.as_str(), &e.detail)
+                        .await
+                    {
+                        Ok(f) => out.frames += f.sent,
+                        Err(e) => tracing::warn!(error = %e, "stream frames not pushed"),
+                    }
+                }
+            }
+        }
+        if let Err(reason) = self
+            .count(shard, &batch[..done], &derived[..done], &mut out)
+            .await
+        {
+            // Every record again: the counters' marks keep what was written from counting twice.
+            return Err(Unfinished { from: 0, reason });
+        }
+        if done < batch.len() {
+            return Err(Unfinished {
+                from: done,
+                reason: "the bus refused an event".into(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// The counts of `records`, one write per counter, each marked with the records it adds.
+    async fn count(
+        &self,
+        shard: &str,
+        records: &[RowChange],
+        derived: &[Derived],
+        out: &mut Applied,
+    ) -> Result<(), String> {
+        // Per counter: each record's add, in order.
+        let mut per: BTreeMap<String, Vec<(&str, &CounterAdd)>> = BTreeMap::new();
+        for (r, d) in records.iter().zip(derived) {
+            for a in &d.counts {
+                per.entry(counter_of(a)).or_default().push((&r.seq, a));
+            }
+        }
+        for adds in per.values() {
+            let mut from = 0;
+            // At most twice: a repeat's write says how far the counter got, and the second
+            // write adds the rest.
+            for _ in 0..2 {
+                let rest = &adds[from..];
+                let Some(((first, a0), (last, _))) = rest.first().zip(rest.last()) else {
+                    break;
+                };
+                let mut total = (*a0).clone();
+                for (_, a) in &rest[1..] {
+                    sum(&mut total, a);
+                }
+                if is_zero(&total) {
+                    break;
+                }
+                let mark = StreamMark {
+                    shard: shard.to_owned(),
+                    first: (*first).to_owned(),
+                    last: (*last).to_owned(),
+                };
+                match self.counters.add_marked(&total, &mark).await {
+                    Ok(Marked::Applied) => {
+                        out.counter_writes += 1;
+                        break;
+                    }
+                    Ok(Marked::Behind { to }) => {
+                        out.repeats += 1;
+                        let next = adds.partition_point(|(seq, _)| *seq <= to.as_str());
+                        if next <= from {
+                            // A mark that is not past the batch's first record refused it:
+                            // another consumer of this shard; leave it to the next batch.
+                            return Err(format!("counter mark {to} refused records from {first}"));
+                        }
+                        from = next;
+                    }
+                    Err(e) => return Err(counter_error(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn counter_error(e: StoreError) -> String {
+    format!("counter not written: {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use converger_core::{ActivityId, DeliveryId, Tier};
+
+    fn row(status: DeliveryStatus, attempts: u32) -> Delivery {
+        let tenant = TenantId::generate();
+        let channel = ChannelId::generate();
+        let activity = ActivityId::generate();
+        Delivery {
+            id: DeliveryId::generate(),
+            tenant_id: tenant,
+            channel_id: channel,
+            activity_id: activity,
+            conversation_id: "c-1".into(),
+            event_type: None,
+            tier: Tier::Default,
+            status,
+            attempts,
+            last_error: None,
+            next_attempt_at: 1_000,
+            lease_until: None,
+            lease_token: None,
+            settled_by: None,
+            sent_at: None,
+            provider_message_id: None,
+            response_status: None,
+            retry_count: 0,
+            retried_by: None,
+            retried_at: None,
+            created_at: "2026-12-05T10:00:00.000000Z".into(),
+            updated_at: "2026-12-05T10:00:01.000000Z".into(),
+            attempt_log: Vec::new(),
+            in_backlog: false,
+            slot: false,
+            slot_item: 0,
+            handed_off: false,
+            expires_at: None,
+            shard: 0,
+            unlisted: false,
+            lane_seq: None,
+        }
+    }
+
+    fn change(old: Option<Delivery>, new: Option<Delivery>) -> RowChange {
+        RowChange {
+            event_id: "e1".into(),
+            seq: converger_ports::seq_key("1"),
+            old,
+            new,
+        }
+    }
+
+    fn usage_total(d: &Derived) -> Counts {
+        let mut c = Counts::default();
+        for a in &d.counts {
+            if let CounterAdd::Usage { key, counts } = a
+                && key.grain == Grain::Day
+            {
+                c.add(counts);
+            }
+        }
+        c
+    }
+
+    fn types(d: &Derived) -> Vec<&'static str> {
+        d.events.iter().map(|e| e.detail_type.as_str()).collect()
+    }
+
+    #[test]
+    fn a_new_row_counts_created_and_announces_nothing_unless_paused() {
+        let d = derive(&change(None, Some(row(DeliveryStatus::Pending, 0))), 86_400);
+        assert!(d.events.is_empty());
+        assert_eq!(usage_total(&d).created, 1);
+        assert!(
+            d.counts
+                .iter()
+                .any(|a| matches!(a, CounterAdd::Health { created: 1, .. }))
+        );
+        let d = derive(&change(None, Some(row(DeliveryStatus::Paused, 0))), 86_400);
+        assert_eq!(types(&d), ["delivery.status_changed"]);
+    }
+
+    #[test]
+    fn a_claim_or_a_lease_renewal_implies_nothing() {
+        let old = row(DeliveryStatus::Pending, 0);
+        let mut new = old.clone();
+        new.lease_token = Some("t".into());
+        new.lease_until = Some(5);
+        assert_eq!(
+            derive(&change(Some(old), Some(new)), 86_400),
+            Derived::default()
+        );
+    }
+
+    #[test]
+    fn a_retried_attempt_is_announced_with_its_error_and_next_time() {
+        let old = row(DeliveryStatus::Pending, 0);
+        let mut new = row(DeliveryStatus::Pending, 1);
+        new.last_error = Some("HTTP 503".into());
+        new.next_attempt_at = 61_000;
+        let d = derive(&change(Some(old), Some(new)), 86_400);
+        assert_eq!(types(&d), ["delivery.status_changed"]);
+        let e = &d.events[0].detail;
+        assert_eq!(e["status"], "pending");
+        assert_eq!(e["attempts"], 1);
+        assert_eq!(e["error"], "HTTP 503");
+        assert_eq!(e["next_attempt_at"], "1970-01-01T00:01:01.000000Z");
+        assert_eq!(e["event_id"], "e1:0");
+        let u = usage_total(&d);
+        assert_eq!((u.attempts, u.failed_attempts, u.sent), (1, 1, 0));
+    }
+
+    #[test]
+    fn a_dead_letter_is_counted_and_announced_and_a_replay_takes_it_back() {
+        let old = row(DeliveryStatus::Pending, 2);
+        let mut dead = row(DeliveryStatus::Failed, 3);
+        dead.last_error = Some("HTTP 400".into());
+        let d = derive(&change(Some(old), Some(dead.clone())), 86_400);
+        assert_eq!(
+            types(&d),
+            ["delivery.status_changed", "delivery.dead_lettered"]
+        );
+        assert_eq!(d.events[1].detail["event_id"], "e1:1");
+        assert_eq!(usage_total(&d).dead_letters, 1);
+        assert!(
+            d.counts
+                .iter()
+                .any(|a| matches!(a, CounterAdd::Health { failed: 1, .. }))
+        );
+        assert!(
+            d.counts
+                .iter()
+                .any(|a| matches!(a, CounterAdd::DeadLetters { delta: 1, .. }))
+        );
+        let mut again = dead.clone();
+        again.status = DeliveryStatus::Pending;
+        again.retry_count = 1;
+        again.retried_by = Some("operator".into());
+        let d = derive(&change(Some(dead), Some(again)), 86_400);
+        assert_eq!(types(&d), ["delivery.status_changed", "delivery.retried"]);
+        assert!(
+            d.counts
+                .iter()
+                .any(|a| matches!(a, CounterAdd::Health { failed: -1, .. }))
+        );
+        assert!(
+            d.counts
+                .iter()
+                .any(|a| matches!(a, CounterAdd::DeadLetters { delta: -1, .. }))
+        );
+    }
+
+    #[test]
+    fn a_send_counts_its_latency_once_and_a_receipt_does_not_count_it_again() {
+        let old = row(DeliveryStatus::Pending, 0);
+        let mut sent = row(DeliveryStatus::Sent, 1);
+        sent.sent_at = Some("2026-12-05T10:00:01.000000Z".into());
+        let d = derive(&change(Some(old), Some(sent.clone())), 86_400);
+        let u = usage_total(&d);
+        assert_eq!((u.sent, u.attempts, u.failed_attempts), (1, 1, 0));
+        assert_eq!(u.latency.iter().sum::<i64>(), 1);
+        let mut read = sent.clone();
+        read.status = DeliveryStatus::Read;
+        let d = derive(&change(Some(sent), Some(read)), 86_400);
+        assert_eq!(types(&d), ["delivery.status_changed"]);
+        assert!(d.counts.is_empty());
+    }
+
+    #[test]
+    fn a_removed_row_implies_nothing() {
+        let d = derive(&change(Some(row(DeliveryStatus::Sent, 1)), None), 86_400);
+        assert_eq!(d, Derived::default());
+    }
+}

@@ -1,0 +1,98 @@
+//! The deliveries table's change stream, and the counters its consumer writes.
+//!
+//! Every write of a delivery row is a [`RowChange`] on the table's stream (DynamoDB Streams
+//! with old and new images; the in-process backend keeps the same feed). What follows from a
+//! change (its events, its live-stream frames, the health and usage counts) is derived from
+//! the change by one consumer, never by the code that wrote the row: a process that dies
+//! after its write loses nothing, since the record stays on the stream until it is consumed.
+//!
+//! The stream hands a record out at least once. Events carry the record's id, so a consumer
+//! of the bus drops a repeat; counter writes carry a [`StreamMark`], so a repeat of a record
+//! never adds to a counter twice.
+
+use crate::error::StoreResult;
+use crate::model::Delivery;
+use crate::usage::UsageKey;
+use async_trait::async_trait;
+use converger_core::ChannelId;
+use converger_core::usage::Counts;
+
+/// One record of the deliveries table's stream: the row before and after one write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowChange {
+    /// The record's id on the stream (stable: a repeat of the record has the same).
+    pub event_id: String,
+    /// Its position in its shard (see [`seq_key`]).
+    pub seq: String,
+    /// `None` for a new row.
+    pub old: Option<Delivery>,
+    /// `None` for a row removed (its time to live passed).
+    pub new: Option<Delivery>,
+}
+
+/// A sequence number as text that sorts as the number does: DynamoDB's are decimal strings
+/// of 21 to 40 digits, compared here as 40-digit strings.
+pub fn seq_key(seq: &str) -> String {
+    format!("{seq:0>40}")
+}
+
+/// One counter write of a stream batch: the sums of the batch's records for one counter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CounterAdd {
+    /// A usage counter ([`crate::UsageStore::add_usage`]).
+    Usage { key: UsageKey, counts: Counts },
+    /// A channel's health counters of a minute ([`crate::HealthStore::count_deliveries`]).
+    Health {
+        channel: ChannelId,
+        minute: i64,
+        created: i64,
+        failed: i64,
+    },
+    /// A channel's dead letters of a day ([`crate::HealthStore::count_dead_letters`]).
+    DeadLetters {
+        channel: ChannelId,
+        day: i64,
+        delta: i64,
+        expires_at: i64,
+    },
+}
+
+/// Which records of a shard a counter write adds up: those from `first` to `last` (as
+/// [`seq_key`] gives them). The counter keeps, per shard, the last record it added; a write
+/// whose `first` is not past it is refused and says how far the counter got, so a batch
+/// handed out again adds only what the counter lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamMark {
+    pub shard: String,
+    pub first: String,
+    pub last: String,
+}
+
+impl StreamMark {
+    /// The counter item's attribute that keeps this shard's last record.
+    pub fn attribute(&self) -> String {
+        let shard: String = self
+            .shard
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        format!("mk_{shard}")
+    }
+}
+
+/// What a marked counter write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Marked {
+    Applied,
+    /// Refused: the counter already added this shard's records up to `to` (a repeat).
+    Behind {
+        to: String,
+    },
+}
+
+#[async_trait]
+pub trait StreamCounters: Send + Sync + 'static {
+    /// Adds `add` to its counter, once: applied only if the counter has added none of
+    /// `mark`'s shard's records from `mark.first` on; it then keeps `mark.last`.
+    async fn add_marked(&self, add: &CounterAdd, mark: &StreamMark) -> StoreResult<Marked>;
+}
