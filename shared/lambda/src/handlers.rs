@@ -116,21 +116,30 @@ pub async fn changes_batch(p: &Pipeline, event: TimeWindowEvent) -> TimeWindowEv
     resp
 }
 
+/// Why a stream record is not a row change.
+#[derive(Debug, thiserror::Error)]
+enum RecordError {
+    #[error("a record without a sequence number")]
+    NoSequence,
+    #[error("an image that is no delivery row: {0}")]
+    Image(#[from] serde_dynamo::Error),
+}
+
+/// A row image (none when the record has none).
+fn image(item: &serde_dynamo::Item) -> Result<Option<converger_ports::Delivery>, RecordError> {
+    if item.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(serde_dynamo::from_item(item.clone())?))
+}
+
 /// A stream record as the row change it is.
-fn row_change(r: &DynamoEventRecord) -> Result<converger_ports::RowChange, String> {
-    let image = |item: &serde_dynamo::Item| -> Result<Option<converger_ports::Delivery>, String> {
-        if item.is_empty() {
-            return Ok(None);
-        }
-        serde_dynamo::from_item(item.clone())
-            .map(Some)
-            .map_err(|e| e.to_string())
-    };
+fn row_change(r: &DynamoEventRecord) -> Result<converger_ports::RowChange, RecordError> {
     let seq = r
         .change
         .sequence_number
         .as_deref()
-        .ok_or("a record without a sequence number")?;
+        .ok_or(RecordError::NoSequence)?;
     Ok(converger_ports::RowChange {
         event_id: r.event_id.clone(),
         seq: converger_ports::seq_key(seq),

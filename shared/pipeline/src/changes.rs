@@ -329,12 +329,15 @@ impl<'p> Changes<'p> {
                 }
             }
         }
-        if let Err(reason) = self
+        if let Err(e) = self
             .count(shard, &batch[..done], &derived[..done], &mut out)
             .await
         {
             // Every record again: the counters' marks keep what was written from counting twice.
-            return Err(Unfinished { from: 0, reason });
+            return Err(Unfinished {
+                from: 0,
+                reason: e.to_string(),
+            });
         }
         if done < batch.len() {
             return Err(Unfinished {
@@ -352,7 +355,7 @@ impl<'p> Changes<'p> {
         records: &[RowChange],
         derived: &[Derived],
         out: &mut Applied,
-    ) -> Result<(), String> {
+    ) -> Result<(), CountError> {
         // Per counter: each record's add, in order.
         let mut per: BTreeMap<String, Vec<(&str, &CounterAdd)>> = BTreeMap::new();
         for (r, d) in records.iter().zip(derived) {
@@ -392,11 +395,14 @@ impl<'p> Changes<'p> {
                         if next <= from {
                             // A mark that is not past the batch's first record refused it:
                             // another consumer of this shard; leave it to the next batch.
-                            return Err(format!("counter mark {to} refused records from {first}"));
+                            return Err(CountError::Refused {
+                                mark: to,
+                                first: (*first).to_owned(),
+                            });
                         }
                         from = next;
                     }
-                    Err(e) => return Err(counter_error(e)),
+                    Err(e) => return Err(CountError::Store(e)),
                 }
             }
         }
@@ -404,8 +410,13 @@ impl<'p> Changes<'p> {
     }
 }
 
-fn counter_error(e: StoreError) -> String {
-    format!("counter not written: {e}")
+/// Why a batch's counts were not all written.
+#[derive(Debug, thiserror::Error)]
+enum CountError {
+    #[error("counter not written: {0}")]
+    Store(#[from] StoreError),
+    #[error("counter mark {mark} refused records from {first}")]
+    Refused { mark: String, first: String },
 }
 
 #[cfg(test)]

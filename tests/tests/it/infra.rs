@@ -70,6 +70,21 @@ async fn the_functions_run_as_the_deployed_stack_says() {
     // receive, and expiry counts from the first send (a dead-letter queue would never get one).
     for f in d.functions.values() {
         for m in &f.event_source_mappings {
+            if m.source == "dynamodb" {
+                // The deliveries table's stream: a failing record comes back (bisected on a
+                // crash) a bounded number of times, then its batch's place goes to a queue
+                // of the stack; the window names the shard.
+                assert!(
+                    m.report_batch_item_failures && m.bisect_on_error,
+                    "{}",
+                    f.name
+                );
+                assert_eq!(m.maximum_retry_attempts, Some(10), "{}", f.name);
+                assert!(m.tumbling_window_s.is_some_and(|w| w > 0), "{}", f.name);
+                let dlq = m.on_failure.as_deref().unwrap_or_default();
+                assert!(d.queue_by_arn(dlq).is_some(), "{}: {dlq}", f.name);
+                continue;
+            }
             let (id, q) = d.queue_by_arn(&m.queue_arn).unwrap();
             if id == "StreamQueue" {
                 assert!(q.redrive_policy.is_none(), "{id}");
@@ -345,6 +360,16 @@ fn sample_events_parse() {
         serde_json::from_str(&event("websocket.json")).unwrap();
     assert_eq!(ws.request_context.route_key.as_deref(), Some("$default"));
     assert!(ws.request_context.connection_id.is_some());
+    // The changes function's: a tumbling window's batch of the deliveries table's stream,
+    // whose images are delivery rows.
+    let changes: aws_lambda_events::event::dynamodb::TimeWindowEvent =
+        serde_json::from_str(&event("changes.json")).unwrap();
+    assert!(changes.time_window_properties.shard_id.is_some());
+    for r in &changes.dynamo_db_event.records {
+        for image in [&r.change.old_image, &r.change.new_image] {
+            let _: converger_ports::Delivery = serde_dynamo::from_item(image.clone()).unwrap();
+        }
+    }
     let names: Vec<String> = std::fs::read_dir(root().join("events"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -619,7 +644,14 @@ fn every_alarm_and_dashboard_line_names_a_metric_the_code_emits() {
             }
             "AWS/Lambda" => {
                 assert!(
-                    ["Errors", "Throttles", "Duration", "Invocations"].contains(&name),
+                    [
+                        "Errors",
+                        "Throttles",
+                        "Duration",
+                        "Invocations",
+                        "IteratorAge"
+                    ]
+                    .contains(&name),
                     "{what}: {name}"
                 );
                 assert_eq!(names, ["FunctionName"], "{what}");

@@ -105,8 +105,15 @@ pub(crate) fn spawn_dispatcher(
     })
 }
 
-/// The bus's rule to the stream queue and its mapping, in process: every event published is
-/// handed to the stream function in the EventBridge envelope the queue would carry, up to ten
+/// The detail types the template's `StreamRule` routes to the stream queue.
+const RULE: [converger_ports::EventType; 3] = [
+    converger_ports::EventType::ChannelHealthChanged,
+    converger_ports::EventType::ChannelCircuitOpened,
+    converger_ports::EventType::ChannelCircuitClosed,
+];
+
+/// The bus's rule to the stream queue and its mapping, in process: every event the rule
+/// routes is handed to the stream function in the EventBridge envelope the queue would carry, up to ten
 /// a batch.
 pub(crate) fn spawn_stream(
     events: &converger_memory::MemEvents,
@@ -121,12 +128,19 @@ pub(crate) fn spawn_stream(
                 _ = stop.changed() => None,
             };
             let Some(first) = first else { break };
-            let mut batch = vec![first];
+            // The rule's pattern: the channels' events (a delivery's frames come from the
+            // deliveries table's stream).
+            let routed = |e: &converger_ports::PlatformEvent| RULE.contains(&e.detail_type);
+            let mut batch: Vec<_> = std::iter::once(first).filter(routed).collect();
             while batch.len() < BATCH {
                 match rx.try_recv() {
-                    Ok(e) => batch.push(e),
+                    Ok(e) if routed(&e) => batch.push(e),
+                    Ok(_) => {}
                     Err(_) => break,
                 }
+            }
+            if batch.is_empty() {
+                continue;
             }
             let bodies: Vec<serde_json::Value> = batch
                 .iter()
