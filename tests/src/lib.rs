@@ -89,8 +89,6 @@ impl TestStack {
                 // The live stream's tests connect to it.
                 live_stream: true,
                 platform_account: Some(converger_local::LOCAL_ACCOUNT.to_owned()),
-                // Health counts written as they are counted: a test reads them at once.
-                health_flush: Duration::ZERO,
                 // Usage counts too: the charts' and the usage page's tests read them at once.
                 usage_flush: Duration::ZERO,
                 serial_transactions: true,

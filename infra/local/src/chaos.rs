@@ -65,6 +65,14 @@ pub async fn run(args: &[String]) -> Result<(), String> {
         if f["lost"].as_u64() != Some(0) {
             failed.push(format!("{}: {} activities lost", f["scenario"], f["lost"]));
         }
+        if let Some(n) = f["sent_without_event"].as_u64()
+            && n > 0
+        {
+            failed.push(format!(
+                "{}: {n} deliveries sent without their status event",
+                f["scenario"]
+            ));
+        }
         if let Some(problems) = f["problems"].as_array()
             && !problems.is_empty()
         {
@@ -283,6 +291,8 @@ struct Flow {
     failed_posts: Arc<AtomicUsize>,
     started: Instant,
     producing: tokio::task::JoinHandle<Result<(), String>>,
+    /// What the stack's bus carries.
+    tap: BusTap,
 }
 
 impl Flow {
@@ -292,6 +302,7 @@ impl Flow {
             Receiver::start(vec![], Reply::status(200).delay(Duration::from_millis(500))).await?;
         let env = RunnerEnv::new(&em.endpoint, scenario)?;
         let runner = env.start().await?;
+        let tap = BusTap::start(&em.endpoint, &env.stack).await?;
         let (key, channel) = tenant_and_channel(&client()?, &runner, &rx).await?;
         let (sent, failed_posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let producing = producer(
@@ -313,6 +324,7 @@ impl Flow {
             failed_posts,
             started: Instant::now(),
             producing,
+            tap,
         })
     }
 }
@@ -387,6 +399,7 @@ async fn crash(n: usize, kills: usize) -> Result<Value, String> {
         failed_posts,
         started,
         producing,
+        tap,
     } = Flow::start("crash", n, 50).await?;
     let mut restarts = Vec::new();
     for k in 1..=kills {
@@ -428,6 +441,10 @@ async fn crash(n: usize, kills: usize) -> Result<Value, String> {
     let done = settle(&rx, n).await;
     let (seen, requests, _) = received(&rx);
     let lost = missing(&runner, &key, &seen, n).await;
+    // Every delivery the receiver took has its `sent` event on the bus, though the runner was
+    // killed between writes and whatever followed them (the events come from the table's
+    // stream, read again after the restart).
+    let announced = tap.sent_deliveries(seen.len()).await?;
     runner.kill().await;
     em.stop().await;
     let worst = restarts
@@ -444,8 +461,100 @@ async fn crash(n: usize, kills: usize) -> Result<Value, String> {
         "restarts": restarts,
         "worst_recovery_after_restart_ms": worst,
         "missing": lost,
+        "sent_events": announced,
+        "sent_without_event": seen.len().saturating_sub(announced),
         "total_s": (done - started).as_secs_f64(),
     }))
+}
+
+/// A rule of our own on the stack's bus, feeding a queue with every `delivery.status_changed`
+/// (what an integration reading the bus sees).
+struct BusTap {
+    sqs: aws_sdk_sqs::Client,
+    url: String,
+}
+
+impl BusTap {
+    async fn start(endpoint: &str, stack: &str) -> Result<Self, String> {
+        let sdk = converger_store::aws::load_config_for(Some(endpoint)).await;
+        let (sqs, events) = (
+            aws_sdk_sqs::Client::new(&sdk),
+            aws_sdk_eventbridge::Client::new(&sdk),
+        );
+        let name = format!("{stack}-tap");
+        let url = sqs
+            .create_queue()
+            .queue_name(&name)
+            .send()
+            .await
+            .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?
+            .queue_url
+            .ok_or("no queue url")?;
+        let arn = format!("arn:aws:sqs:us-east-1:{}:{name}", crate::LOCAL_ACCOUNT);
+        let bus = format!("{}-events", crate::cfn::stack_name(stack));
+        events
+            .put_rule()
+            .name(&name)
+            .event_bus_name(&bus)
+            .event_pattern(
+                json!({"source": ["converger"], "detail-type": ["delivery.status_changed"]})
+                    .to_string(),
+            )
+            .send()
+            .await
+            .map_err(|e| aws_sdk_eventbridge::error::DisplayErrorContext(&e).to_string())?;
+        events
+            .put_targets()
+            .rule(&name)
+            .event_bus_name(&bus)
+            .targets(
+                aws_sdk_eventbridge::types::Target::builder()
+                    .id("tap")
+                    .arn(arn)
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            )
+            .send()
+            .await
+            .map_err(|e| aws_sdk_eventbridge::error::DisplayErrorContext(&e).to_string())?;
+        Ok(Self { sqs, url })
+    }
+
+    /// The deliveries with a `sent` event, read until `want` have one or the stream's events
+    /// stop coming (`SETTLE` at most).
+    async fn sent_deliveries(&self, want: usize) -> Result<usize, String> {
+        let mut sent = HashSet::new();
+        let deadline = Instant::now() + SETTLE;
+        while sent.len() < want && Instant::now() < deadline {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?;
+            for m in out.messages.unwrap_or_default() {
+                let v: Value = serde_json::from_str(m.body().unwrap_or("{}")).unwrap_or_default();
+                if v["detail"]["status"] == "sent"
+                    && let Some(id) = v["detail"]["delivery_id"].as_str()
+                {
+                    sent.insert(id.to_owned());
+                }
+                if let Some(h) = m.receipt_handle() {
+                    let _ = self
+                        .sqs
+                        .delete_message()
+                        .queue_url(&self.url)
+                        .receipt_handle(h)
+                        .send()
+                        .await;
+                }
+            }
+        }
+        Ok(sent.len())
+    }
 }
 
 /// The emulator frozen (SIGSTOP) for `seconds` while `n` activities flow at 20/s to a

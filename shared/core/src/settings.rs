@@ -212,19 +212,12 @@ pub const LEASE_SECONDS: Setting = number(
     "8",
     "one slice of an attempt's lease, renewed while its call runs: a crashed attempt's delivery is free again within it",
 );
-pub const HEALTH_FLUSH_MS: Setting = number(
-    "HEALTH_FLUSH_MS",
-    0,
-    60_000,
-    "1000",
-    "how often an instance writes the health counts it added up (created deliveries, dead letters) to the per-minute counters, in ms (0: with every count; the local stack uses 0)",
-);
 pub const USAGE_FLUSH_MS: Setting = number(
     "USAGE_FLUSH_MS",
     0,
     3_600_000,
     "60000",
-    "how often an instance writes the usage it added up (the charts' and the usage page's counts per channel and tenant, by minute, hour and day), in ms: an instance writes two counters per channel and three per tenant it served each period, whatever its traffic (twice that when the period straddles a minute's end). 0 writes with every count, for the local stack only: on a deployment every delivery would then write its tenant's day counter, one key for all of the tenant's deliveries, which holds a tenant under about 300 deliveries a second",
+    "how often an instance writes the breaker openings it added up to the usage counters (every other count comes from the deliveries table's stream, written once per counter and batch), in ms; 0 writes with every count",
 );
 pub const USAGE_PRICES: Setting = text(
     "USAGE_PRICES",
@@ -434,7 +427,6 @@ pub const ALL: &[Setting] = &[
     BULK_REPLAY_CONCURRENCY,
     FLOW_CACHE_TTL_MS,
     LEASE_SECONDS,
-    HEALTH_FLUSH_MS,
     USAGE_FLUSH_MS,
     USAGE_PRICES,
     RECLAIM_INTERVAL_SECONDS,

@@ -316,17 +316,14 @@ impl<'p> Changes<'p> {
         out.events = bus.iter().filter(|(i, _)| *i < done).count();
         // The live stream's frames of what is done (a frame is not retried).
         if self.streams.enabled() {
-            for d in &derived[..done] {
-                for e in &d.events {
-                    match self
-                        .streams
-                        .fan_out(e.detail_type.as_str(), &e.detail)
-                        .await
-                    {
-                        Ok(f) => out.frames += f.sent,
-                        Err(e) => tracing::warn!(error = %e, "stream frames not pushed"),
-                    }
-                }
+            let events: Vec<(&str, &serde_json::Value)> = derived[..done]
+                .iter()
+                .flat_map(|d| &d.events)
+                .map(|e| (e.detail_type.as_str(), &e.detail))
+                .collect();
+            match self.streams.fan_out_all(&events).await {
+                Ok(f) => out.frames = f.sent,
+                Err(e) => tracing::warn!(error = %e, "stream frames not pushed"),
             }
         }
         if let Err(e) = self
@@ -587,6 +584,69 @@ mod tests {
         let d = derive(&change(Some(sent), Some(read)), 86_400);
         assert_eq!(types(&d), ["delivery.status_changed"]);
         assert!(d.counts.is_empty());
+    }
+
+    /// A bus that takes `take` events, then refuses.
+    struct Refusing {
+        take: usize,
+        taken: std::sync::Mutex<Vec<PlatformEvent>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Events for Refusing {
+        async fn publish(&self, _: Vec<PlatformEvent>) {}
+        async fn try_publish(&self, events: Vec<PlatformEvent>) -> Result<(), usize> {
+            let mut t = self.taken.lock().unwrap();
+            let room = self.take.saturating_sub(t.len());
+            t.extend(events.iter().take(room).cloned());
+            if events.len() > room {
+                Err(room)
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    /// A batch whose third record's event the bus refuses: the first two are done (their
+    /// events and counts), and the batch goes on again from the third.
+    #[tokio::test]
+    async fn a_refused_event_hands_the_batch_back_from_its_record() {
+        let store = converger_memory::MemStore::new();
+        let bus = Refusing {
+            take: 2,
+            taken: Default::default(),
+        };
+        let streams = crate::stream::Streams {
+            clock: &converger_core::time::SystemClock,
+            tenants: &store,
+            activities: &store,
+            streams: &store,
+            sockets: &converger_memory::MemSockets::default(),
+            enabled: false,
+        };
+        let changes = Changes {
+            events: &bus,
+            counters: &store,
+            streams,
+            bus_status_events: true,
+            retention_s: 86_400,
+        };
+        let records: Vec<RowChange> = (1..=4)
+            .map(|i| {
+                let mut failed = row(DeliveryStatus::Failed, 1);
+                failed.last_error = Some("HTTP 400".into());
+                RowChange {
+                    event_id: format!("e{i}"),
+                    seq: converger_ports::seq_key(&i.to_string()),
+                    old: Some(row(DeliveryStatus::Pending, 0)),
+                    new: Some(failed),
+                }
+            })
+            .collect();
+        // Each record has two events: the second record's first is refused.
+        let e = changes.apply("s", &records).await.unwrap_err();
+        assert_eq!(e.from, 1, "{e:?}");
+        assert_eq!(bus.taken.lock().unwrap().len(), 2);
     }
 
     #[test]

@@ -61,11 +61,8 @@ pub struct PipelineConfig {
     /// How long a channel's flow state (breaker, window) is cached per instance
     /// (`FLOW_CACHE_TTL_MS`); parking always re-reads it first.
     pub flow_cache_ttl: Duration,
-    /// How often an instance writes the health counts it added up (created deliveries, dead
-    /// letters) to the per-minute counters: at most once per period per instance
-    /// (`HEALTH_FLUSH_MS`; 0: with every count).
-    pub health_flush: Duration,
-    /// How often an instance writes the usage counts it added up (`USAGE_FLUSH_MS`).
+    /// How often an instance writes the breaker openings it added up to the usage counters
+    /// (`USAGE_FLUSH_MS`; every other count comes from the deliveries table's stream).
     pub usage_flush: Duration,
     /// The usage estimate's prices (`USAGE_PRICES`).
     pub usage_prices: converger_core::usage::Prices,
@@ -102,7 +99,6 @@ impl Default for PipelineConfig {
             replay_chunk: 500,
             serial_transactions: false,
             flow_cache_ttl: Duration::from_millis(1000),
-            health_flush: Duration::from_millis(1000),
             usage_flush: Duration::from_millis(60_000),
             usage_prices: converger_core::usage::Prices::default(),
             slot_grace: Duration::from_secs(120),
@@ -199,9 +195,6 @@ impl PipelineConfig {
             flow_cache_ttl: env
                 .number(&set::FLOW_CACHE_TTL_MS)?
                 .map_or(d.flow_cache_ttl, Duration::from_millis),
-            health_flush: env
-                .number(&set::HEALTH_FLUSH_MS)?
-                .map_or(d.health_flush, Duration::from_millis),
             usage_flush: env
                 .number(&set::USAGE_FLUSH_MS)?
                 .map_or(d.usage_flush, Duration::from_millis),
@@ -236,7 +229,6 @@ mod tests {
         assert_eq!(c.hop_ceiling_s, d.hop_ceiling_s);
         assert_eq!(c.lease_slice, d.lease_slice);
         assert_eq!(c.retention, d.retention);
-        assert_eq!(c.health_flush, d.health_flush);
         assert!(!c.serial_transactions);
     }
 

@@ -216,11 +216,45 @@ impl Streams<'_> {
         )
     }
 
+    /// Platform events (each its `detail-type` and `detail`) sent to the connections of their
+    /// tenants following their topics, in order: one subscriber read per tenant and topic for
+    /// the whole batch (the changes function's batch of a shard).
+    pub async fn fan_out_all(&self, events: &[(&str, &Value)]) -> StoreResult<FanOut> {
+        let mut out = FanOut::default();
+        // Each topic's frames, in order, topics in the order they first appear.
+        let mut topics: Vec<((TenantId, String), Vec<Vec<u8>>)> = Vec::new();
+        for (detail_type, detail) in events {
+            let Some(routed) = stream::route(detail_type, detail) else {
+                continue;
+            };
+            let Ok(tenant) = TenantId::parse(&routed.tenant_id) else {
+                continue;
+            };
+            let data = serde_json::to_vec(&routed.frame)
+                .map_err(|e| StoreError::Corrupt(format!("stream frame: {e}")))?;
+            let key = (tenant, routed.topic.to_string());
+            match topics.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, frames)) => frames.push(data),
+                None => topics.push((key, vec![data])),
+            }
+        }
+        for ((tenant, topic), frames) in topics {
+            let connections = self.streams.subscribers(&tenant, &topic).await?;
+            for data in &frames {
+                let o = self.push(&tenant, &topic, &connections, data).await?;
+                out.sent += o.sent;
+                out.gone += o.gone;
+                out.failed += o.failed;
+            }
+        }
+        Ok(out)
+    }
+
     /// One platform event (its `detail-type` and `detail`) sent to every connection of its
     /// tenant following its topic. Gone connections are forgotten; a push that fails otherwise
     /// is logged and not retried (a client that reconnects reads the state afresh).
     pub async fn fan_out(&self, detail_type: &str, detail: &Value) -> StoreResult<FanOut> {
-        let mut out = FanOut::default();
+        let out = FanOut::default();
         let Some(routed) = stream::route(detail_type, detail) else {
             return Ok(out);
         };
@@ -234,6 +268,21 @@ impl Streams<'_> {
         }
         let data = serde_json::to_vec(&routed.frame)
             .map_err(|e| StoreError::Corrupt(format!("stream frame: {e}")))?;
+        self.push(&tenant, &topic, &connections, &data).await
+    }
+
+    /// One frame to `connections` of `tenant`'s `topic`; gone ones forgotten.
+    async fn push(
+        &self,
+        tenant: &TenantId,
+        topic: &str,
+        connections: &[String],
+        data: &[u8],
+    ) -> StoreResult<FanOut> {
+        let mut out = FanOut::default();
+        if connections.is_empty() {
+            return Ok(out);
+        }
         let pushes = connections.iter().map(|c| {
             let data = &data;
             async move { (c, self.sockets.post(c, data).await) }
@@ -246,7 +295,7 @@ impl Streams<'_> {
                     // The connection went without a `$disconnect`: all of it goes.
                     if let Err(e) = self.streams.delete_stream_connection(c).await {
                         tracing::warn!(connection_id = %c, error = %e, "gone stream connection not removed");
-                        self.streams.drop_subscription(&tenant, &topic, c).await?;
+                        self.streams.drop_subscription(tenant, topic, c).await?;
                     }
                 }
                 Ok(Pushed::TooLarge) => {

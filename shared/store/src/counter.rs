@@ -147,8 +147,18 @@ impl RequestCounter {
         self.record_key(classify(target), body);
     }
 
+    /// A handle on the same counts whose requests are counted as `<prefix><service>`, units
+    /// and events included (a function whose requests a benchmark shows apart: the changes
+    /// function's, amortised over its batches).
+    pub fn for_function(&self, prefix: &'static str) -> Self {
+        Self {
+            counts: self.counts.clone(),
+            prefix: Some(prefix),
+        }
+    }
+
     fn record_key(&self, key: (String, String), body: Option<&[u8]>) {
-        if let Some(prefix) = self.prefix {
+        if let Some(prefix @ "tenant:") = self.prefix {
             if let Ok(mut c) = self.counts.lock() {
                 c.entry((format!("{prefix}{}", key.0), key.1))
                     .or_default()
@@ -166,6 +176,10 @@ impl RequestCounter {
             eventbridge_detail_types(&key.1, body.unwrap_or_default())
         } else {
             BTreeMap::new()
+        };
+        let key = match self.prefix {
+            Some(p) => (format!("{p}{}", key.0), key.1),
+            None => key,
         };
         if let Ok(mut c) = self.counts.lock() {
             let t = c.entry(key).or_default();

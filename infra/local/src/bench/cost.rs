@@ -140,8 +140,7 @@ async fn measure_and_price(o: Options) -> Result<Value, String> {
         invocations: Some(meters.invocations.clone()),
         ..StackOptions::bench("cost")
     };
-    // As deployed: health counts added up for a second per instance, usage for a minute.
-    opts.config.health_flush = converger_pipeline::PipelineConfig::default().health_flush;
+    // As deployed: breaker openings (the only per-instance counts) added up for a minute.
     opts.config.usage_flush = converger_pipeline::PipelineConfig::default().usage_flush;
     let stack = Stack::start(opts).await?;
     let sizes = memory_sizes(&stack);
@@ -171,7 +170,6 @@ async fn measure_and_price(o: Options) -> Result<Value, String> {
         backend: crate::stack::Backend::Memory,
         ..StackOptions::bench("cost")
     };
-    opts.config.health_flush = converger_pipeline::PipelineConfig::default().health_flush;
     opts.config.usage_flush = converger_pipeline::PipelineConfig::default().usage_flush;
     let stack = Stack::start(opts).await?;
     let timed = match stack.memory() {
@@ -422,10 +420,13 @@ fn priced(
     let n = deliveries.max(1) as f64;
     let wcu: f64 = c.units.writes.values().sum::<f64>() / n;
     let rcu: f64 = c.units.reads.values().sum::<f64>() / n;
+    // The changes function's requests are counted apart (`changes:<service>`) and priced
+    // alike.
+    let of = |s: &str, service: &str| s.strip_prefix("changes:").unwrap_or(s) == service;
     let count = |service: &str| -> f64 {
         c.requests
             .iter()
-            .filter(|((s, _), _)| s == service)
+            .filter(|((s, _), _)| of(s, service))
             .map(|(_, t)| t.requests as f64)
             .sum::<f64>()
             / n
@@ -435,7 +436,7 @@ fn priced(
     let events = c
         .requests
         .iter()
-        .filter(|((s, _), _)| s == "events")
+        .filter(|((s, _), _)| of(s, "events"))
         .map(|(_, t)| t.units)
         .sum::<f64>()
         / n;

@@ -47,8 +47,6 @@ pub async fn run(o: Options) -> Result<Value, String> {
         capacity: Some(meter.clone()),
         ..StackOptions::bench("keys")
     };
-    // As deployed: health counts added up for a second per instance.
-    opts.config.health_flush = converger_pipeline::PipelineConfig::default().health_flush;
     opts.config.usage_flush = converger_pipeline::PipelineConfig::default().usage_flush;
     let stack = Stack::start(opts).await?;
     let result = cases(&stack, &meter, &o).await;

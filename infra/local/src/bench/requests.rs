@@ -57,9 +57,6 @@ pub const PRICE_DYNAMODB_READ_UNIT: f64 = 0.125;
 pub const PRICE_SQS_REQUEST: f64 = 0.40;
 pub const PRICE_EVENTBRIDGE_EVENT: f64 = 1.00;
 
-/// How often the functions write their health counts in this scenario (see `run`).
-pub const HEALTH_FLUSH: Duration = Duration::from_secs(60);
-
 /// The operations DynamoDB bills as writes (the rest of its operations are reads).
 const WRITES: [&str; 5] = [
     "PutItem",
@@ -94,11 +91,8 @@ pub async fn run(o: Options) -> Result<Value, String> {
         counter: Some(counter.clone()),
         ..StackOptions::bench("req")
     };
-    // Each instance writes its health counts' sums at most once per period (deployed: a
-    // second, so a busy instance pays one write a second, not one a delivery). A minute here
-    // keeps that write out of the per-delivery figure but for at most one in a case.
-    opts.config.health_flush = HEALTH_FLUSH;
-    opts.config.usage_flush = HEALTH_FLUSH;
+    // Breaker openings (none here) are the only per-instance counts left.
+    opts.config.usage_flush = Duration::from_secs(60);
     let stack = Stack::start(opts).await?;
     let result = cases(&stack, &counter, &o).await;
     stack.stop().await;

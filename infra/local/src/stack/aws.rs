@@ -66,7 +66,14 @@ async fn function_pipeline(
     let guard = deployed.guard(logical_id)?;
     let mut interceptors = vec![SharedInterceptor::new(guard.clone())];
     if let Some(c) = counter {
-        interceptors.push(SharedInterceptor::new(c.clone()));
+        // The changes function's requests are per batch of the table's stream: counted
+        // apart (`changes:<service>`), as their own share of a delivery.
+        let c = if logical_id == fun::CHANGES {
+            c.for_function("changes:")
+        } else {
+            c.clone()
+        };
+        interceptors.push(SharedInterceptor::new(c));
     }
     let mut clients = Clients::intercepted(sdk, interceptors);
     // Sends as a tenant's role are authorized by the tenant's policies, not the function's:
@@ -280,6 +287,7 @@ pub(super) async fn build_aws(
                         clients.sqs.clone(),
                         super::changes::StreamMapping::of(m, dlq),
                         functions.changes.clone(),
+                        opts.invocations.clone(),
                         stop.clone(),
                     ));
                     continue;

@@ -107,11 +107,20 @@ fn event_record(
 }
 
 /// A batch of `shard` as the tumbling window's event; the answer's first failed record.
-async fn invoke(p: &Pipeline, shard: &str, records: Vec<EventRecord>) -> Option<String> {
+async fn invoke(
+    p: &Pipeline,
+    shard: &str,
+    records: Vec<EventRecord>,
+    invocations: Option<&super::invocations::Invocations>,
+) -> Option<String> {
     let mut event = TimeWindowEvent::default();
     event.time_window_properties.shard_id = Some(shard.to_owned());
     event.dynamo_db_event.records = records;
+    let started = std::time::Instant::now();
     let resp = converger_lambda::handlers::changes_batch(p, event).await;
+    if let Some(i) = invocations {
+        i.record(crate::cfn::function::CHANGES, started.elapsed());
+    }
     resp.batch_item_failures
         .into_iter()
         .find_map(|f| f.item_identifier)
@@ -123,6 +132,7 @@ pub(crate) fn spawn_aws(
     sqs: aws_sdk_sqs::Client,
     m: StreamMapping,
     p: Arc<Pipeline>,
+    invocations: Option<super::invocations::Invocations>,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -131,6 +141,7 @@ pub(crate) fn spawn_aws(
             sqs,
             m,
             p,
+            invocations,
             shard: None,
             iterator: None,
             retries: 0,
@@ -158,6 +169,8 @@ struct Reader {
     sqs: aws_sdk_sqs::Client,
     m: StreamMapping,
     p: Arc<Pipeline>,
+    /// In the `cost` benchmark: each batch's invocation and how long it ran.
+    invocations: Option<super::invocations::Invocations>,
     shard: Option<String>,
     iterator: Option<String>,
     /// Tries of the batch at the iterator.
@@ -227,7 +240,7 @@ impl Reader {
             .iter()
             .map(|r| r.change.sequence_number.clone().unwrap_or_default())
             .collect();
-        match invoke(&self.p, &shard, batch).await {
+        match invoke(&self.p, &shard, batch, self.invocations.as_ref()).await {
             None => {
                 self.retries = 0;
                 self.iterator = out.next_shard_iterator;
@@ -303,6 +316,7 @@ impl Reader {
 pub(crate) fn spawn_memory(
     store: Arc<converger_memory::MemStore>,
     p: Arc<Pipeline>,
+    invocations: Option<super::invocations::Invocations>,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     const BATCH: usize = 100;
@@ -317,7 +331,14 @@ pub(crate) fn spawn_memory(
             } else {
                 let records: Vec<EventRecord> = changes.iter().map(memory_record).collect();
                 let last = seq_number(changes.last().map_or("0", |c| c.seq.as_str()));
-                match invoke(&p, converger_memory::CHANGES_SHARD, records).await {
+                match invoke(
+                    &p,
+                    converger_memory::CHANGES_SHARD,
+                    records,
+                    invocations.as_ref(),
+                )
+                .await
+                {
                     None => {
                         retries = 0;
                         after = last;

@@ -138,10 +138,8 @@ impl Default for StackOptions {
             allowlist: converger_core::net::Allowlist::loopback(),
             // The local emulator's transactions are not serializable (see DynamoStore).
             serial_transactions: true,
-            // Health counts written as they are counted, so a health check run by hand sees
-            // every delivery (deployed functions add them up for a second).
-            health_flush: Duration::ZERO,
-            // The same for usage counts: the charts show a local run's deliveries at once.
+            // Breaker openings counted at once (the rest of usage comes from the table's
+            // stream as it goes).
             usage_flush: Duration::ZERO,
             platform_account: Some(crate::LOCAL_ACCOUNT.to_owned()),
             ..PipelineConfig::default()
@@ -372,6 +370,7 @@ async fn build_memory(
         tasks.push(changes::spawn_memory(
             memory.store.clone(),
             functions.changes.clone(),
+            opts.invocations.clone(),
             stop.clone(),
         ));
         // The bus's rule to the stream queue exists where the stack has the live stream.

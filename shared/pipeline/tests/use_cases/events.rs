@@ -104,3 +104,85 @@ async fn every_status_change_is_announced_with_its_conversation() {
     );
     assert!(status_changes(&f, "conv-1").iter().all(|(.., ack)| !ack));
 }
+
+/// A deliver function that dies right after it wrote a dead letter (before anything else)
+/// loses nothing: the row's change is on the table's stream, and what follows from it (the
+/// status change, `delivery.dead_lettered`, the health and usage counts) is derived from it.
+#[tokio::test]
+async fn a_writer_that_dies_after_its_write_loses_no_event_and_no_count() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let c = webhook(&f, &t).await;
+    let done = f
+        .pipeline
+        .intake()
+        .ingest(&t, activity(None, &[&c]))
+        .await
+        .unwrap();
+    let id = done.deliveries[0].id.clone();
+    // The attempt as far as its write: claimed, then recorded dead, then the process is gone.
+    let now = converger_core::Timestamp::from_ms(clock.now_ms());
+    let converger_ports::Claim::Claimed(row) = f.store.claim(&id, "lt", now, 30_000).await.unwrap()
+    else {
+        panic!("not claimed")
+    };
+    let entry = converger_ports::AttemptEntry {
+        attempt: 1,
+        started_at: now.rfc3339(),
+        duration_ms: 5,
+        status_code: Some(400),
+        response_snippet: None,
+        error: Some("webhook: HTTP 400".into()),
+        next_retry_at: None,
+        trigger: "auto".into(),
+        outcome: Some(converger_ports::AttemptOutcome::Dead),
+        expires_at: None,
+    };
+    let log = converger_ports::LogUpdate::append(&row.attempt_log, entry);
+    assert!(
+        f.store
+            .mark_dead(&row, "lt", "webhook: HTTP 400", &log, now)
+            .await
+            .unwrap()
+    );
+    assert!(f.events.published.lock().unwrap().is_empty());
+    // Whenever the table's stream is read next (another instance, after the restart):
+    f.consume_changes().await;
+    let published = f.events.published.lock().unwrap().clone();
+    let of = |t: EventType| published.iter().filter(|e| e.detail_type == t).count();
+    assert_eq!(of(EventType::DeliveryDeadLettered), 1, "{published:?}");
+    let dead = published
+        .iter()
+        .find(|e| e.detail_type == EventType::DeliveryDeadLettered)
+        .unwrap();
+    assert_eq!(dead.detail["delivery_id"], id.as_str());
+    assert_eq!(dead.detail["error"], "webhook: HTTP 400");
+    assert!(dead.detail["event_id"].is_string());
+    let today = converger_core::usage::Grain::Day.bucket(clock.now_ms());
+    let u = f
+        .pipeline
+        .usage()
+        .tenant_usage(&t.id, today, today)
+        .await
+        .unwrap()
+        .total;
+    assert_eq!((u.deliveries, u.attempts, u.dead_letters), (1, 1, 1));
+    // Read again (a repeat of the stream's records): the same ids, no count twice.
+    f.changes_read.store(0, std::sync::atomic::Ordering::SeqCst);
+    f.consume_changes().await;
+    let again = f.events.published.lock().unwrap().clone();
+    let ids: std::collections::BTreeSet<_> = again
+        .iter()
+        .map(|e| e.detail["event_id"].to_string())
+        .collect();
+    assert_eq!(ids.len(), published.len(), "a repeat has the same ids");
+    let u2 = f
+        .pipeline
+        .usage()
+        .tenant_usage(&t.id, today, today)
+        .await
+        .unwrap()
+        .total;
+    assert_eq!(u2, u);
+}

@@ -103,9 +103,7 @@ async fn a_close_replays_only_the_dead_letters_of_its_window() {
 async fn the_dead_letters_gauge_counts_every_stored_dead_letter() {
     converger_pipeline::metrics::capture();
     let clock = Arc::new(ManualClock::starting_now());
-    let f = fixture_on_with(clock.clone(), |c| {
-        c.health_flush = std::time::Duration::ZERO;
-    });
+    let f = fixture_on(clock.clone());
     let t = tenant(&f).await;
     let rx = Responder::start(503).await;
     let settings = json!({
