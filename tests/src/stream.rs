@@ -26,6 +26,8 @@ pub struct Frame {
     pub conversation_id: Option<String>,
     pub status: Option<String>,
     pub attempts: Option<u32>,
+    pub error: Option<String>,
+    pub next_attempt_at: Option<String>,
     pub awaiting_ack: Option<bool>,
     pub state: Option<String>,
     pub at: Option<String>,

@@ -12,6 +12,11 @@ use converger_ports::{
 };
 use serde_json::Value;
 
+/// A tenant's topic.
+type TopicOf = (TenantId, String);
+/// A frame as pushed.
+type Frame = Vec<u8>;
+
 /// How a stream client proves whose it is.
 #[derive(Debug, Clone, Copy)]
 pub enum StreamAuth<'a> {
@@ -222,7 +227,7 @@ impl Streams<'_> {
     pub async fn fan_out_all(&self, events: &[(&str, &Value)]) -> StoreResult<FanOut> {
         let mut out = FanOut::default();
         // Each topic's frames, in order, topics in the order they first appear.
-        let mut topics: Vec<((TenantId, String), Vec<Vec<u8>>)> = Vec::new();
+        let mut topics: Vec<(TopicOf, Vec<Frame>)> = Vec::new();
         for (detail_type, detail) in events {
             let Some(routed) = stream::route(detail_type, detail) else {
                 continue;

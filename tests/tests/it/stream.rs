@@ -248,3 +248,46 @@ mod emulator {
         t.stop().await;
     }
 }
+
+/// A failed attempt whose retry is to come is a frame of its own, with its attempts, its error
+/// and the retry's time, before the frame of the attempt that succeeds (a delivery's frames in
+/// the order its row changed).
+#[tokio::test]
+async fn a_retried_attempt_streams_with_its_error_and_next_time() {
+    let t = TestStack::start().await;
+    let a = t.new_tenant("default").await;
+    // The conversation exists (a subscription to an unknown one is refused) before the
+    // delivery to follow starts.
+    let ok = Receiver::always(200).await.unwrap();
+    let first = a.webhook(&ok.url, json!({})).await.channel.id;
+    let d0 = post(&a, "conv-r", &first).await;
+    a.wait_delivery(&d0, Duration::from_secs(30), is_settled)
+        .await;
+    let mut s = a.stream().await;
+    assert_eq!(s.subscribe("conversation:conv-r").await.kind, "subscribed");
+    let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
+        .await
+        .unwrap();
+    let ch = a
+        .webhook(&rx.url, json!({"max_attempts": 3, "schedule": [1000]}))
+        .await
+        .channel
+        .id;
+    let d = post(&a, "conv-r", &ch).await;
+    let seen = frames_until(&mut s, &d, "sent").await;
+    let mine: Vec<&Frame> = seen
+        .iter()
+        .filter(|f| f.delivery_id.as_deref() == Some(d.as_str()))
+        .collect();
+    assert_eq!(statuses(&seen, &d), ["pending", "sent"], "{mine:?}");
+    let retry = mine[0];
+    assert_eq!(retry.attempts, Some(1));
+    assert!(
+        retry.error.as_deref().is_some_and(|e| e.contains("503")),
+        "{retry:?}"
+    );
+    assert!(retry.next_attempt_at.is_some(), "{retry:?}");
+    assert_eq!(mine[1].attempts, Some(2));
+    assert!(mine[1].next_attempt_at.is_none());
+    t.stop().await;
+}

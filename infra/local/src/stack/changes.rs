@@ -271,7 +271,7 @@ impl Reader {
                     .shard_iterator;
                 if !spent {
                     // Lambda's backoff between a batch's tries.
-                    let ms = 100u64.saturating_mul(1 << self.retries.clamp(0, 6));
+                    let ms = 100u64.saturating_mul(1 << self.retries.clamp(0, 4));
                     tokio::time::sleep(Duration::from_millis(ms)).await;
                 }
             }
@@ -376,7 +376,7 @@ fn memory_record(c: &converger_ports::RowChange) -> EventRecord {
     let item = |d: &Option<converger_ports::Delivery>| -> serde_dynamo::Item {
         d.as_ref()
             .and_then(|d| serde_dynamo::to_item(d).ok())
-            .unwrap_or_else(|| serde_dynamo::Item::default())
+            .unwrap_or_default()
     };
     let mut e = EventRecord::default();
     e.event_id = c.event_id.clone();
