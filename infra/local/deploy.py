@@ -758,6 +758,7 @@ def deploy(req):
                 "bisect_on_error": bool(m.get("BisectBatchOnFunctionError")),
                 "on_failure": destination,
                 "tumbling_window_s": m.get("TumblingWindowInSeconds"),
+                "batching_window_s": m.get("MaximumBatchingWindowInSeconds"),
                 "batch_size": m.get("BatchSize", 10),
                 "maximum_concurrency": (m.get("ScalingConfig") or {}).get("MaximumConcurrency"),
                 "report_batch_item_failures": "ReportBatchItemFailures" in (m.get("FunctionResponseTypes") or []),

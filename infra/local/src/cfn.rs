@@ -78,6 +78,9 @@ pub struct EventSourceMapping {
     pub on_failure: Option<String>,
     #[serde(default)]
     pub tumbling_window_s: Option<u32>,
+    /// How long a batch waits for more records before it goes (`MaximumBatchingWindowInSeconds`).
+    #[serde(default)]
+    pub batching_window_s: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -25,6 +25,8 @@ const MEMORY_POLL: Duration = Duration::from_millis(10);
 pub(crate) struct StreamMapping {
     pub(crate) stream_arn: String,
     pub(crate) batch_size: i32,
+    /// How long a batch waits for more records before it goes.
+    pub(crate) batching_window: Duration,
     pub(crate) trim_horizon: bool,
     /// -1: until the records expire.
     pub(crate) max_retries: i64,
@@ -37,6 +39,7 @@ impl StreamMapping {
         Self {
             stream_arn: m.queue_arn.clone(),
             batch_size: i32::try_from(m.batch_size.clamp(1, 1000)).unwrap_or(100),
+            batching_window: Duration::from_secs(u64::from(m.batching_window_s.unwrap_or(0))),
             trim_horizon: m.starting_position.as_deref() != Some("LATEST"),
             max_retries: m.maximum_retry_attempts.unwrap_or(-1),
             dlq_url,
@@ -227,10 +230,30 @@ impl Reader {
             .send()
             .await
             .map_err(|e| err(&aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)))?;
-        let records = out.records.unwrap_or_default();
+        let mut records = out.records.unwrap_or_default();
+        let mut next = out.next_shard_iterator;
         if records.is_empty() {
-            self.iterator = out.next_shard_iterator;
+            self.iterator = next;
             return Ok(false);
+        }
+        // The batching window: a batch short of its size waits for more records, up to the
+        // window after its first (as the mapping's `MaximumBatchingWindowInSeconds`).
+        let first_seen = std::time::Instant::now();
+        while records.len() < self.m.batch_size as usize
+            && first_seen.elapsed() < self.m.batching_window
+            && let Some(it) = next.clone()
+        {
+            tokio::time::sleep(POLL).await;
+            let more = self
+                .streams
+                .get_records()
+                .shard_iterator(&it)
+                .limit(self.m.batch_size - records.len() as i32)
+                .send()
+                .await
+                .map_err(|e| err(&aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)))?;
+            records.extend(more.records.unwrap_or_default());
+            next = more.next_shard_iterator;
         }
         let batch = records
             .iter()
@@ -243,7 +266,7 @@ impl Reader {
         match invoke(&self.p, &shard, batch, self.invocations.as_ref()).await {
             None => {
                 self.retries = 0;
-                self.iterator = out.next_shard_iterator;
+                self.iterator = next;
             }
             Some(failed) => {
                 self.retries += 1;
