@@ -34,8 +34,8 @@ What this file relies on inside moto and werkzeug (pinned in infra/local/require
 an upgrade checks each): `cloudformation.models.Stack.parse_template`,
 `backends.list_of_moto_modules`, `core.responses.method_names_from_class`,
 `core.routing.get_service_router` and its routers' `_service_model` and `_get_router`,
-`core.botocore_stubber.MockRawResponse`, `dynamodb.models.table.StreamShard` and
-`StreamRecord`, `dynamodbstreams.models.ShardIterator`, `moto_server.werkzeug_app`, and werkzeug's
+`core.botocore_stubber.MockRawResponse`, `dynamodb.models.table.StreamShard`,
+`dynamodbstreams.models.ShardIterator`, `moto_server.werkzeug_app`, and werkzeug's
 `serving.selectors` and `WSGIRequestHandler.send_header`.
 
 Run by the project's tooling with the project virtualenv's Python:
@@ -43,6 +43,7 @@ Run by the project's tooling with the project virtualenv's Python:
 """
 
 import argparse
+import copy
 import functools
 import json
 import logging
@@ -79,26 +80,61 @@ moto_backends.list_of_moto_modules = lambda: _MODULES
 # DynamoDB Streams, as the local runner reads them (it plays every event source mapping
 # itself). moto hands each new record, with every record before it, to the table's mappings
 # on every write, running their functions in containers it cannot start here; a record is
-# only appended. The stream keeps STREAM_RETAINED records per table (the 24 hours' stand-in:
-# the oldest go, and an iterator behind them starts at the oldest kept), and an iterator is
+# only appended here, without the JSON dump moto makes of it to size it (nothing reads the
+# size). The stream keeps STREAM_RETAINED records per table (the 24 hours' stand-in: the
+# oldest go, and an iterator behind them starts at the oldest kept), and an iterator is
 # forgotten once it was read (GetRecords hands out the next), not kept for the process's life.
+# Reads take the streams' own lock, not DynamoDB's: a poll never waits behind a write.
 STREAM_RETAINED = 100_000
+STREAMS = threading.Lock()
+
+
+class _StreamRecord:
+    def __init__(self, table, view, event, old, new, seq):
+        rec = old if old is not None else new
+        keys = {table.hash_key_attr: rec.hash_key.to_json()}
+        if table.range_key_attr is not None:
+            keys[table.range_key_attr] = rec.range_key.to_json()
+        change = {
+            "StreamViewType": view,
+            "ApproximateCreationDateTime": moto_utils.utcnow(),
+            "SequenceNumber": str(seq),
+            "SizeBytes": 1,
+            "Keys": keys,
+        }
+        if view in ("NEW_IMAGE", "NEW_AND_OLD_IMAGES") and new is not None:
+            change["NewImage"] = new.to_json()["Attributes"]
+        if view in ("OLD_IMAGE", "NEW_AND_OLD_IMAGES") and old is not None:
+            change["OldImage"] = old.to_json()["Attributes"]
+        self.record = {
+            "eventID": os.urandom(16).hex(),
+            "eventName": event,
+            "eventSource": "aws:dynamodb",
+            "eventVersion": "1.0",
+            "awsRegion": "us-east-1",
+            "dynamodb": change,
+        }
+
+    def to_json(self):
+        return self.record
 
 
 def _stream_add(self, old, new):
     view = self.table.stream_specification["StreamViewType"]
     event = "INSERT" if old is None else ("REMOVE" if new is None else "MODIFY")
-    seq = len(self.items) + self.starting_sequence_number
-    self.items.append(ddb_table.StreamRecord(self.table, view, event, old, new, seq))
-    excess = len(self.items) - STREAM_RETAINED
-    if excess > 0:
-        del self.items[:excess]
-        self.starting_sequence_number += excess
+    with STREAMS:
+        seq = len(self.items) + self.starting_sequence_number
+        self.items.append(_StreamRecord(self.table, view, event, old, new, seq))
+        excess = len(self.items) - STREAM_RETAINED
+        if excess > 0:
+            del self.items[:excess]
+            self.starting_sequence_number += excess
 
 
 def _stream_get(self, start, quantity):
-    start = max(start - self.starting_sequence_number, 0)
-    return [i.to_json() for i in self.items[start : start + quantity]]
+    with STREAMS:
+        start = max(start - self.starting_sequence_number, 0)
+        return [i.to_json() for i in self.items[start : start + quantity]]
 
 
 _iterator_get = ddb_streams.ShardIterator.get
@@ -110,6 +146,19 @@ def _iterator_get_once(self, limit=1000):
     return out
 
 
+def _stream_deepcopy(self, memo):
+    # A transaction copies its tables first (to restore them if it fails): the stream's
+    # records are never changed once written, so the copy shares them and copies only their
+    # list. Deep-copying them (old and new images of every write so far) made each transaction
+    # on the deliveries table slower the longer its stack ran.
+    new = copy.copy(self)
+    memo[id(self)] = new
+    new.table = copy.deepcopy(self.table, memo)
+    new.items = list(self.items)
+    return new
+
+
+ddb_table.StreamShard.__deepcopy__ = _stream_deepcopy
 ddb_table.StreamShard.add = _stream_add
 ddb_table.StreamShard.get = _stream_get
 ddb_streams.ShardIterator.get = _iterator_get_once
@@ -324,8 +373,7 @@ def isolated(app):
     def serve(environ, start_response):
         if environ.get("PATH_INFO") == DEPLOY_PATH and environ.get("REQUEST_METHOD") == "POST":
             return deploy(environ, start_response)
-        # DynamoDB and its streams (a read of a stream sees each write whole).
-        if environ.get("HTTP_X_AMZ_TARGET", "").startswith(("DynamoDB_", "DynamoDBStreams_")):
+        if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
             with DYNAMODB:
                 return list(app(environ, start_response))
         if "/cloudformation/aws4_request" in environ.get("HTTP_AUTHORIZATION", ""):

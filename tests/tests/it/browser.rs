@@ -379,6 +379,8 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
     let d = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
     t.wait_delivery(&key, &d, Duration::from_secs(20), converger_tests::settled)
         .await;
+    // What the check reads follows from the rows' changes: read to here first.
+    assert!(t.stack.changes_settled().await);
     t.stack
         .functions
         .health

@@ -129,7 +129,9 @@ async fn usage_and_charts_show_a_scenario_and_a_seeded_history() {
         assert_eq!(d["status"], "sent", "{d}");
     }
 
-    // The tenant API's usage: today's counts are the scenario's.
+    // The tenant API's usage: today's counts are the scenario's (counted from the rows'
+    // changes: read to here first).
+    assert!(t.stack.changes_settled().await);
     let u = t.api("GET", "/api/v1/usage", &f.key, None).await;
     assert_eq!(u.status, 200, "{:?}", u.body);
     let total = &u.body["total"];

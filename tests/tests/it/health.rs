@@ -68,6 +68,8 @@ async fn counters_follow_real_deliveries_and_replays() {
         t.wait_delivery(&key, d, Duration::from_secs(20), settled)
             .await;
     }
+    // What the check reads follows from the rows' changes: read to here first.
+    assert!(t.stack.changes_settled().await);
     t.stack
         .functions
         .health
@@ -89,6 +91,8 @@ async fn counters_follow_real_deliveries_and_replays() {
         )
         .await;
     assert_eq!(a.body["retried"], 3, "{:?}", a.body);
+    // What the check reads follows from the rows' changes: read to here first.
+    assert!(t.stack.changes_settled().await);
     t.stack
         .functions
         .health
@@ -388,6 +392,8 @@ mod emulator {
             )
             .await
             .unwrap();
+        // What the check reads follows from the rows' changes: read to here first.
+        assert!(t.stack.changes_settled().await);
         let report = t
             .stack
             .functions
@@ -432,6 +438,8 @@ mod emulator {
         assert_eq!(d["failed_deliveries"], 100);
         assert_eq!(d["channel_name"], "hook");
         // A second run with the same counters changes nothing.
+        // What the check reads follows from the rows' changes: read to here first.
+        assert!(t.stack.changes_settled().await);
         let again = t
             .stack
             .functions
@@ -469,6 +477,8 @@ mod emulator {
             .await;
         let id = ch["id"].as_str().unwrap();
         counters(&t, id, 10, 6).await;
+        // What the check reads follows from the rows' changes: read to here first.
+        assert!(t.stack.changes_settled().await);
         let report = t
             .stack
             .functions
@@ -502,6 +512,8 @@ mod emulator {
             .api("POST", &format!("/api/v1/channels/{id}/resume"), &key, None)
             .await;
         assert_eq!(a.body["circuit_state"], "closed");
+        // What the check reads follows from the rows' changes: read to here first.
+        assert!(t.stack.changes_settled().await);
         let report = t
             .stack
             .functions

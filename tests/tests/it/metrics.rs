@@ -42,6 +42,8 @@ async fn deliveries_write_the_documented_metric_lines() {
         t.wait_delivery(&key, &id, Duration::from_secs(15), settled)
             .await;
     }
+    // What the check reads follows from the rows' changes: read to here first.
+    assert!(t.stack.changes_settled().await);
     t.stack.pipeline.health().health_check().await.unwrap();
     let lines = metrics::captured();
 

@@ -339,16 +339,18 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
             m.events_of("delivery.status_changed", *warm).await;
             tokio::time::sleep(Duration::from_millis(1500)).await;
         }
-        // The previous case's trailing work (settle, events, the queue delete) is not counted.
+        // The previous case's trailing work (settle, events, the queue delete, its row changes)
+        // is not counted.
+        stack.changes_settled().await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         m.reset();
         for n in *warm..warm + o.deliveries {
             one(n, *done).await?;
         }
-        // This case's own trailing work finishes: every delivery's status event is counted
-        // (the deliver function holds its events up to 100 ms, and the emulator may take
-        // seconds to answer them), then what goes with it.
+        // This case's own trailing work finishes: every row change it made has been read from
+        // the table's stream (its events and counts written), then what goes with it.
         m.events_of("delivery.status_changed", o.deliveries).await;
+        stack.changes_settled().await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         out.push((*name, m.take()));
     }

@@ -308,12 +308,16 @@ impl Harness<'_> {
         deliveries: usize,
         work: impl std::future::Future<Output = Result<(), String>>,
     ) -> Result<Value, String> {
-        // The previous case's trailing work (settle, events, the queue delete) is not counted.
+        // The previous case's trailing work (settle, events, the queue delete, its row changes)
+        // is not counted.
+        self.stack.changes_settled().await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let _ = self.meter.take();
         let started = Instant::now();
         work.await?;
-        // This case's own trailing work finishes.
+        // This case's own trailing work finishes (its row changes read from the table's
+        // stream, their counts written).
+        self.stack.changes_settled().await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let t = self.meter.take();
         Ok(report(

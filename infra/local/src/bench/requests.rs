@@ -298,7 +298,9 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             }
             tokio::time::sleep(Duration::from_millis(1200)).await;
         }
-        // The warm-up's own trailing work (settle, events, deletes) is not counted.
+        // The warm-up's own trailing work (settle, events, deletes, its row changes) is not
+        // counted.
+        stack.changes_settled().await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let _ = counter.take();
         let takes_before = converger_http::limits::SHARED_TAKES.load(Ordering::Relaxed);
@@ -310,7 +312,9 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             super::settle(&store, &ids, case.done, WAIT).await?;
             n += k;
         }
-        // The work after the row is written (settle, events, the queue delete) finishes.
+        // The work after the row is written (settle, events, the queue delete, the changes
+        // function's batches) finishes.
+        stack.changes_settled().await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let counts = counter.take();
         if case

@@ -123,6 +123,7 @@ pub(super) async fn build_aws(
     management_url: &str,
     stop: &watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
+    progress: &super::changes::Progress,
 ) -> Result<Built, String> {
     let (emulator, endpoint) = crate::emulator::named_or_started(opts.endpoint.as_deref()).await?;
     let sdk = converger_store::aws::load_config_for(Some(&endpoint)).await;
@@ -288,6 +289,7 @@ pub(super) async fn build_aws(
                         super::changes::StreamMapping::of(m, dlq),
                         functions.changes.clone(),
                         opts.invocations.clone(),
+                        progress.clone(),
                         stop.clone(),
                     ));
                     continue;

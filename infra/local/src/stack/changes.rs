@@ -15,10 +15,36 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// How often an idle shard is read (Lambda reads a stream's shard four times a second).
-const POLL: Duration = Duration::from_millis(250);
+/// How often an idle shard is read (Lambda reads a stream's shard four times a second; every
+/// test's stack reads its own on the one emulator, so half as often here).
+const POLL: Duration = Duration::from_millis(500);
 /// The in-process feed is read more often (a read costs nothing there).
 const MEMORY_POLL: Duration = Duration::from_millis(10);
+
+/// How far the mapping has read: when its latest read that found nothing new started (ms).
+/// Every row written before then has been handed to the function.
+#[derive(Clone, Default)]
+pub struct Progress(Arc<std::sync::atomic::AtomicI64>);
+
+impl Progress {
+    fn caught_up(&self, read_started_ms: i64) {
+        self.0
+            .fetch_max(read_started_ms, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Waits until everything written before `ms` has been handed to the function, or
+    /// `within` passes; whether it was.
+    pub async fn wait_past(&self, ms: i64, within: Duration) -> bool {
+        let deadline = std::time::Instant::now() + within;
+        while self.0.load(std::sync::atomic::Ordering::SeqCst) < ms {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+}
 
 /// A deployed stream mapping's settings.
 #[derive(Debug, Clone)]
@@ -136,6 +162,7 @@ pub(crate) fn spawn_aws(
     m: StreamMapping,
     p: Arc<Pipeline>,
     invocations: Option<super::invocations::Invocations>,
+    progress: Progress,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -145,6 +172,7 @@ pub(crate) fn spawn_aws(
             m,
             p,
             invocations,
+            progress,
             shard: None,
             iterator: None,
             retries: 0,
@@ -174,6 +202,7 @@ struct Reader {
     p: Arc<Pipeline>,
     /// In the `cost` benchmark: each batch's invocation and how long it ran.
     invocations: Option<super::invocations::Invocations>,
+    progress: Progress,
     shard: Option<String>,
     iterator: Option<String>,
     /// Tries of the batch at the iterator.
@@ -222,6 +251,7 @@ impl Reader {
         let Some(it) = self.iterator.clone() else {
             return Ok(false);
         };
+        let read_started = converger_core::time::now_ms();
         let out = self
             .streams
             .get_records()
@@ -234,6 +264,7 @@ impl Reader {
         let mut next = out.next_shard_iterator;
         if records.is_empty() {
             self.iterator = next;
+            self.progress.caught_up(read_started);
             return Ok(false);
         }
         // The batching window: a batch short of its size waits for more records, up to the
@@ -340,6 +371,7 @@ pub(crate) fn spawn_memory(
     store: Arc<converger_memory::MemStore>,
     p: Arc<Pipeline>,
     invocations: Option<super::invocations::Invocations>,
+    progress: Progress,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     const BATCH: usize = 100;
@@ -348,8 +380,10 @@ pub(crate) fn spawn_memory(
         let mut after = 0u64;
         let mut retries = 0u32;
         loop {
+            let read_started = converger_core::time::now_ms();
             let changes = store.row_changes(after, BATCH).unwrap_or_default();
             let wait = if changes.is_empty() {
+                progress.caught_up(read_started);
                 MEMORY_POLL
             } else {
                 let records: Vec<EventRecord> = changes.iter().map(memory_record).collect();

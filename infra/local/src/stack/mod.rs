@@ -258,6 +258,8 @@ pub struct Stack {
     backing: Backing,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// How far the deliveries table's stream has been read.
+    changes: changes::Progress,
 }
 
 fn random_token() -> String {
@@ -301,6 +303,7 @@ async fn build_memory(
     management_url: &str,
     stop: &watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
+    progress: &changes::Progress,
 ) -> Result<Built, String> {
     let declared = cfn::declared_functions()?;
     let declared = |id: &str| {
@@ -371,6 +374,7 @@ async fn build_memory(
             memory.store.clone(),
             functions.changes.clone(),
             opts.invocations.clone(),
+            progress.clone(),
             stop.clone(),
         ));
         // The bus's rule to the stream queue exists where the stack has the live stream.
@@ -410,9 +414,12 @@ impl Stack {
 
         let (shutdown, rx) = watch::channel(false);
         let mut tasks = Vec::new();
+        let changes = changes::Progress::default();
         let built = match opts.backend {
-            Backend::Emulator => build_aws(&opts, &management_url, &rx, &mut tasks).await,
-            Backend::Memory => build_memory(&opts, &management_url, &rx, &mut tasks).await,
+            Backend::Emulator => build_aws(&opts, &management_url, &rx, &mut tasks, &changes).await,
+            Backend::Memory => {
+                build_memory(&opts, &management_url, &rx, &mut tasks, &changes).await
+            }
         };
         let built = match built {
             Ok(b) => b,
@@ -585,7 +592,16 @@ impl Stack {
             backing,
             shutdown,
             tasks,
+            changes,
         })
+    }
+
+    /// Waits until every row written before now has been handed to the changes function
+    /// (its events, frames and counts follow from it), for at most a minute; whether it was.
+    pub async fn changes_settled(&self) -> bool {
+        self.changes
+            .wait_past(converger_core::time::now_ms(), Duration::from_secs(60))
+            .await
     }
 
     /// The stack's name.

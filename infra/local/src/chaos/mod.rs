@@ -5,14 +5,18 @@
 //! requests reached the receiver twice, and how long the pipeline took to recover.
 //! `docs/benchmarks/chaos.md` keeps the measured results.
 
+mod hostile_receiver;
+mod tap;
 use crate::emulator::{Emulator, root};
 use crate::receiver::{Receiver, Reply};
+use hostile_receiver::hostile_receiver;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use tap::BusTap;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -467,96 +471,6 @@ async fn crash(n: usize, kills: usize) -> Result<Value, String> {
     }))
 }
 
-/// A rule of our own on the stack's bus, feeding a queue with every `delivery.status_changed`
-/// (what an integration reading the bus sees).
-struct BusTap {
-    sqs: aws_sdk_sqs::Client,
-    url: String,
-}
-
-impl BusTap {
-    async fn start(endpoint: &str, stack: &str) -> Result<Self, String> {
-        let sdk = converger_store::aws::load_config_for(Some(endpoint)).await;
-        let (sqs, events) = (
-            aws_sdk_sqs::Client::new(&sdk),
-            aws_sdk_eventbridge::Client::new(&sdk),
-        );
-        let name = format!("{stack}-tap");
-        let url = sqs
-            .create_queue()
-            .queue_name(&name)
-            .send()
-            .await
-            .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?
-            .queue_url
-            .ok_or("no queue url")?;
-        let arn = format!("arn:aws:sqs:us-east-1:{}:{name}", crate::LOCAL_ACCOUNT);
-        let bus = format!("{}-events", crate::cfn::stack_name(stack));
-        events
-            .put_rule()
-            .name(&name)
-            .event_bus_name(&bus)
-            .event_pattern(
-                json!({"source": ["converger"], "detail-type": ["delivery.status_changed"]})
-                    .to_string(),
-            )
-            .send()
-            .await
-            .map_err(|e| aws_sdk_eventbridge::error::DisplayErrorContext(&e).to_string())?;
-        events
-            .put_targets()
-            .rule(&name)
-            .event_bus_name(&bus)
-            .targets(
-                aws_sdk_eventbridge::types::Target::builder()
-                    .id("tap")
-                    .arn(arn)
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            )
-            .send()
-            .await
-            .map_err(|e| aws_sdk_eventbridge::error::DisplayErrorContext(&e).to_string())?;
-        Ok(Self { sqs, url })
-    }
-
-    /// The deliveries with a `sent` event, read until `want` have one or the stream's events
-    /// stop coming (`SETTLE` at most).
-    async fn sent_deliveries(&self, want: usize) -> Result<usize, String> {
-        let mut sent = HashSet::new();
-        let deadline = Instant::now() + SETTLE;
-        while sent.len() < want && Instant::now() < deadline {
-            let out = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.url)
-                .max_number_of_messages(10)
-                .wait_time_seconds(1)
-                .send()
-                .await
-                .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(&e).to_string())?;
-            for m in out.messages.unwrap_or_default() {
-                let v: Value = serde_json::from_str(m.body().unwrap_or("{}")).unwrap_or_default();
-                if v["detail"]["status"] == "sent"
-                    && let Some(id) = v["detail"]["delivery_id"].as_str()
-                {
-                    sent.insert(id.to_owned());
-                }
-                if let Some(h) = m.receipt_handle() {
-                    let _ = self
-                        .sqs
-                        .delete_message()
-                        .queue_url(&self.url)
-                        .receipt_handle(h)
-                        .send()
-                        .await;
-                }
-            }
-        }
-        Ok(sent.len())
-    }
-}
-
 /// The emulator frozen (SIGSTOP) for `seconds` while `n` activities flow at 20/s to a
 /// receiver that takes 500 ms (calls are in flight when storage stops), then thawed
 /// (SIGCONT): how long until deliveries resume and until everything accepted has arrived.
@@ -631,77 +545,6 @@ async fn signal(pid: u32, sig: &str) -> Result<(), String> {
     } else {
         Err(format!("kill -{sig} {pid} failed ({st})"))
     }
-}
-
-/// A receiver that misbehaves at the TCP level, on loopback: each connection is read until
-/// the request's headers end, then answered as `kind` says.
-async fn hostile_receiver(kind: &'static str) -> Result<String, String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        while let Ok((mut sock, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 65_536];
-                let mut seen = Vec::new();
-                while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match sock.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                match kind {
-                    // Accepts and never answers.
-                    "sleeper" => tokio::time::sleep(Duration::from_secs(600)).await,
-                    // Headers at once, then one body byte a second, for ever.
-                    "slowloris" => {
-                        let _ = sock
-                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\n")
-                            .await;
-                        for _ in 0..600 {
-                            if sock.write_all(b"x").await.is_err() {
-                                return;
-                            }
-                            tokio::time::sleep(Duration::from_secs(1)).await;
-                        }
-                    }
-                    // A 50 MB answer.
-                    "huge" => {
-                        let _ = sock
-                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 52428800\r\n\r\n")
-                            .await;
-                        let chunk = vec![b'y'; 1 << 20];
-                        for _ in 0..50 {
-                            if sock.write_all(&chunk).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    // A redirect to the metadata address.
-                    "redirect" => {
-                        let _ = sock
-                            .write_all(
-                                b"HTTP/1.1 302 Found\r\nlocation: http://169.254.169.254/latest/meta-data\r\ncontent-length: 0\r\n\r\n",
-                            )
-                            .await;
-                    }
-                    // A 500 whose body is not UTF-8.
-                    _ => {
-                        let body: &[u8] = b"\xff\xfe\xc3\x28 broken \xa0\xa1";
-                        let head = format!(
-                            "HTTP/1.1 500 Internal Server Error\r\ncontent-length: {}\r\n\r\n",
-                            body.len()
-                        );
-                        let _ = sock.write_all(head.as_bytes()).await;
-                        let _ = sock.write_all(body).await;
-                    }
-                }
-            });
-        }
-    });
-    Ok(format!("http://{addr}/hook"))
 }
 
 /// Hostile receivers (one that never answers, a slowloris body, a 50 MB body, a redirect to
