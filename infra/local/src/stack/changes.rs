@@ -16,8 +16,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// How often an idle shard is read (Lambda reads a stream's shard four times a second; every
-/// test's stack reads its own on the one emulator, so half as often here).
-const POLL: Duration = Duration::from_millis(500);
+/// test's stack reads its own on the one emulator, so once a second here).
+const POLL: Duration = Duration::from_secs(1);
 /// The in-process feed is read more often (a read costs nothing there).
 const MEMORY_POLL: Duration = Duration::from_millis(10);
 
