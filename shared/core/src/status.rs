@@ -82,6 +82,58 @@ impl DeliveryStatus {
     }
 }
 
+/// What the change stream's consumer reads of a delivery row to tell what one write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowFacts {
+    pub status: DeliveryStatus,
+    pub attempts: u32,
+    pub handed_off: bool,
+    pub retry_count: u32,
+}
+
+/// What one write of a delivery row did (`old` `None`: the row is new), as the events and counts
+/// that follow from it see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Transition {
+    /// A new row: a delivery created.
+    pub created: bool,
+    /// Announced as a status change: a new status, an attempt made (a failed one whose retry
+    /// is to come included), or a hand-off to a client. A new row is announced only when it
+    /// does not start as a plain pending delivery.
+    pub announced: bool,
+    /// Attempts the write recorded.
+    pub tried: u32,
+    /// Accepted by its endpoint for the first time (`sent`, or straight to a receipt's status).
+    pub sent: bool,
+    /// Dead-lettered (it became `failed`).
+    pub dead_lettered: bool,
+    /// A dead letter no more (a replay, or a release of a failed row).
+    pub revived: bool,
+    /// Replayed by someone (its `retry_count` grew).
+    pub replayed: bool,
+}
+
+impl Transition {
+    pub fn of(old: Option<RowFacts>, new: RowFacts) -> Self {
+        let was = |f: fn(&RowFacts) -> bool| old.as_ref().is_some_and(f);
+        let tried = new.attempts.saturating_sub(old.map_or(0, |o| o.attempts));
+        let changed = old.map(|o| o.status) != Some(new.status)
+            || tried > 0
+            || (new.handed_off && !was(|o| o.handed_off));
+        let failed = |r: &RowFacts| r.status == DeliveryStatus::Failed;
+        let revived = was(failed) && !failed(&new);
+        Self {
+            created: old.is_none(),
+            announced: changed && !(old.is_none() && new.status == DeliveryStatus::Pending),
+            tried,
+            sent: new.status.is_accepted() && !was(|o| o.status.is_accepted()),
+            dead_lettered: failed(&new) && !was(failed),
+            revived,
+            replayed: revived && new.retry_count > old.map_or(0, |o| o.retry_count),
+        }
+    }
+}
+
 impl fmt::Display for DeliveryStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -107,6 +159,41 @@ mod tests {
     use super::DeliveryStatus::*;
     use super::*;
     use proptest::prelude::*;
+
+    fn facts(status: DeliveryStatus, attempts: u32) -> RowFacts {
+        RowFacts {
+            status,
+            attempts,
+            handed_off: false,
+            retry_count: 0,
+        }
+    }
+
+    #[test]
+    fn a_write_is_told_apart_by_what_it_changed() {
+        let new = Transition::of(None, facts(Pending, 0));
+        assert!(new.created && !new.announced);
+        assert!(Transition::of(None, facts(Paused, 0)).announced);
+        // A claim, a lease renewal, a slot taken: nothing to tell.
+        assert_eq!(
+            Transition::of(Some(facts(Pending, 0)), facts(Pending, 0)),
+            Transition::default()
+        );
+        let retry = Transition::of(Some(facts(Pending, 0)), facts(Pending, 1));
+        assert!(retry.announced && retry.tried == 1 && !retry.sent);
+        let sent = Transition::of(Some(facts(Pending, 1)), facts(Sent, 2));
+        assert!(sent.sent && sent.tried == 1);
+        assert!(!Transition::of(Some(facts(Sent, 1)), facts(Read, 1)).sent);
+        let dead = Transition::of(Some(facts(Pending, 2)), facts(Failed, 3));
+        assert!(dead.dead_lettered && dead.announced);
+        let mut again = facts(Pending, 0);
+        again.retry_count = 1;
+        let replay = Transition::of(Some(facts(Failed, 3)), again);
+        assert!(replay.revived && replay.replayed && !replay.dead_lettered);
+        let mut handed = facts(Pending, 1);
+        handed.handed_off = true;
+        assert!(Transition::of(Some(facts(Pending, 0)), handed).announced);
+    }
 
     #[test]
     fn receipts_follow_the_reference_rules() {

@@ -4,23 +4,10 @@
 use super::*;
 use converger_ports::{CounterAdd, Marked, StreamCounters, StreamMark};
 
-/// The counter an add writes to (its table's key, as the DynamoDB backend names it).
-fn counter_key(add: &CounterAdd) -> String {
-    match add {
-        CounterAdd::Usage { key, .. } => key.key(),
-        CounterAdd::Health {
-            channel, minute, ..
-        } => health_counter_key(channel, *minute),
-        CounterAdd::DeadLetters { channel, day, .. } => {
-            format!("{channel}#{}", keys::dead_letter_day_key(*day))
-        }
-    }
-}
-
 #[async_trait]
 impl StreamCounters for MemStore {
     async fn add_marked(&self, add: &CounterAdd, mark: &StreamMark) -> StoreResult<Marked> {
-        let at = (counter_key(add), mark.attribute());
+        let at = (add.counter_key(), mark.attribute());
         if let Some(to) = self.with(|s| s.marks.get(&at).cloned())?
             && to >= mark.first
         {

@@ -8,13 +8,13 @@
 //! the event's place among the record's), so a reader drops a repeat; a counter write carries
 //! its records' place in their shard ([`StreamMark`]), so a repeat never counts twice.
 
-use converger_core::ChannelId;
+use converger_core::DeliveryStatus;
+use converger_core::status::Transition;
 use converger_core::time::rfc3339_to_ms;
-use converger_core::usage::{Counts, Grain};
-use converger_core::{DeliveryStatus, TenantId};
+use converger_core::usage::Counts;
 use converger_ports::{
-    AttemptOutcome, CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange,
-    StoreError, StreamCounters, StreamMark, UsageKey, UsageOf,
+    CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, StoreError,
+    StreamCounters, StreamMark, UsageKey,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -28,18 +28,10 @@ pub struct Derived {
     pub counts: Vec<CounterAdd>,
 }
 
-/// The usage counters a count of `tenant`'s `channel` at `at_ms` adds to.
-fn usage(tenant: &TenantId, channel: &ChannelId, at_ms: i64, counts: Counts) -> [CounterAdd; 5] {
-    let c = |g: Grain| UsageKey::new(UsageOf::Channel(channel.clone()), g, g.bucket(at_ms));
-    let t = |g: Grain| UsageKey::new(UsageOf::Tenant(tenant.clone()), g, g.bucket(at_ms));
-    [
-        c(Grain::Minute),
-        c(Grain::Hour),
-        t(Grain::Minute),
-        t(Grain::Hour),
-        t(Grain::Day),
-    ]
-    .map(|key| CounterAdd::Usage { key, counts })
+/// The usage counters a count of a delivery at `at_ms` adds to.
+fn usage(d: &Delivery, at_ms: i64, counts: Counts) -> [CounterAdd; 5] {
+    UsageKey::of_count(&d.tenant_id, &d.channel_id, at_ms)
+        .map(|key| CounterAdd::Usage { key, counts })
 }
 
 /// `delivery.status_changed` of a row as a write left it.
@@ -57,30 +49,6 @@ pub fn status_event(d: &Delivery, event_id: String) -> PlatformEvent {
             "status": d.status.as_str(), "attempts": d.attempts, "error": d.last_error,
             "awaiting_ack": d.handed_off, "next_attempt_at": next, "at": d.updated_at,
         }),
-    }
-}
-
-/// Failed attempts among the `n` newest of a row's log (a log without outcomes: all but a
-/// success's last).
-fn failed_attempts(d: &Delivery, n: u32) -> i64 {
-    let n = usize::try_from(n).unwrap_or(usize::MAX);
-    let newest: Vec<_> = d.attempt_log.iter().rev().take(n).collect();
-    if newest.len() == n && newest.iter().all(|e| e.outcome.is_some()) {
-        return newest
-            .iter()
-            .filter(|e| {
-                matches!(
-                    e.outcome,
-                    Some(AttemptOutcome::Failed) | Some(AttemptOutcome::Dead)
-                )
-            })
-            .count() as i64;
-    }
-    let n = n as i64;
-    if d.status.is_accepted() || d.handed_off {
-        n - 1
-    } else {
-        n
     }
 }
 
@@ -110,51 +78,34 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
         created,
         failed,
     };
-    let (old_status, old_attempts, old_handed_off, old_sent) = match &c.old {
-        Some(o) => (
-            Some(o.status),
-            o.attempts,
-            o.handed_off,
-            o.status.is_accepted(),
-        ),
-        None => (None, 0, false, false),
-    };
-    if c.old.is_none() {
+    let t = Transition::of(c.old.as_ref().map(Delivery::facts), new.facts());
+    if t.created {
         out.counts.push(health(1, 0));
-        out.counts.extend(usage(
-            &new.tenant_id,
-            &new.channel_id,
-            created_ms,
-            Counts {
-                created: 1,
-                ..Counts::default()
-            },
-        ));
+        let created = Counts {
+            created: 1,
+            ..Counts::default()
+        };
+        out.counts.extend(usage(new, created_ms, created));
     }
-    let tried = new.attempts.saturating_sub(old_attempts);
-    let changed =
-        old_status != Some(new.status) || tried > 0 || (new.handed_off && !old_handed_off);
-    // A new row is announced only when it does not start as a plain pending delivery.
-    let announce = changed && !(c.old.is_none() && new.status == DeliveryStatus::Pending);
-    if announce {
+    if t.announced {
         out.events.push(status_event(new, id(out.events.len())));
     }
     let mut at_counts = Counts::default();
-    if tried > 0 {
-        at_counts.attempts = i64::from(tried);
-        at_counts.failed_attempts = failed_attempts(new, tried);
+    if t.tried > 0 {
+        at_counts.attempts = i64::from(t.tried);
+        at_counts.failed_attempts = new.failed_among_newest(t.tried);
     }
-    if new.status.is_accepted() && !old_sent {
+    if t.sent {
         let sent_ms = new
             .sent_at
             .as_deref()
             .and_then(rfc3339_to_ms)
             .unwrap_or(at_ms);
-        let s = Counts::sent_after(sent_ms.saturating_sub(created_ms).max(0));
-        at_counts.add(&s);
+        at_counts.add(&Counts::sent_after(
+            sent_ms.saturating_sub(created_ms).max(0),
+        ));
     }
-    let was_failed = old_status == Some(DeliveryStatus::Failed);
-    if new.status == DeliveryStatus::Failed && !was_failed {
+    if t.dead_lettered {
         at_counts.dead_letters = 1;
         out.counts.push(health(0, 1));
         out.counts.push(dead(1));
@@ -169,82 +120,24 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
             }),
         });
     }
-    if was_failed && new.status != DeliveryStatus::Failed {
+    if t.revived {
         out.counts.push(health(0, -1));
         out.counts.push(dead(-1));
-        if new.retry_count > c.old.as_ref().map_or(0, |o| o.retry_count) {
-            out.events.push(PlatformEvent {
-                detail_type: EventType::DeliveryRetried,
-                detail: json!({
-                    "event_id": id(out.events.len()),
-                    "count": 1, "delivery_ids": [new.id], "tenant_id": new.tenant_id,
-                    "actor": new.retried_by,
-                }),
-            });
-        }
+    }
+    if t.replayed {
+        out.events.push(PlatformEvent {
+            detail_type: EventType::DeliveryRetried,
+            detail: json!({
+                "event_id": id(out.events.len()),
+                "count": 1, "delivery_ids": [new.id], "tenant_id": new.tenant_id,
+                "actor": new.retried_by,
+            }),
+        });
     }
     if !at_counts.is_zero() {
-        out.counts
-            .extend(usage(&new.tenant_id, &new.channel_id, at_ms, at_counts));
+        out.counts.extend(usage(new, at_ms, at_counts));
     }
     out
-}
-
-/// The counter a count adds to, as one key (the same counter's adds are summed).
-fn counter_of(a: &CounterAdd) -> String {
-    match a {
-        CounterAdd::Usage { key, .. } => format!("u|{}", key.key()),
-        CounterAdd::Health {
-            channel, minute, ..
-        } => format!("h|{channel}|{minute}"),
-        CounterAdd::DeadLetters { channel, day, .. } => format!("d|{channel}|{day}"),
-    }
-}
-
-/// `a` with `b` added (both of one counter).
-fn sum(a: &mut CounterAdd, b: &CounterAdd) {
-    match (a, b) {
-        (CounterAdd::Usage { counts, .. }, CounterAdd::Usage { counts: more, .. }) => {
-            counts.add(more)
-        }
-        (
-            CounterAdd::Health {
-                created, failed, ..
-            },
-            CounterAdd::Health {
-                created: c,
-                failed: f,
-                ..
-            },
-        ) => {
-            *created += c;
-            *failed += f;
-        }
-        (
-            CounterAdd::DeadLetters {
-                delta, expires_at, ..
-            },
-            CounterAdd::DeadLetters {
-                delta: d,
-                expires_at: e,
-                ..
-            },
-        ) => {
-            *delta += d;
-            *expires_at = (*expires_at).max(*e);
-        }
-        _ => {}
-    }
-}
-
-fn is_zero(a: &CounterAdd) -> bool {
-    match a {
-        CounterAdd::Usage { counts, .. } => counts.is_zero(),
-        CounterAdd::Health {
-            created, failed, ..
-        } => *created == 0 && *failed == 0,
-        CounterAdd::DeadLetters { delta, .. } => *delta == 0,
-    }
 }
 
 /// Why a batch stopped: the record (its position in the batch) from which it must be handed
@@ -357,7 +250,7 @@ impl<'p> Changes<'p> {
         let mut per: BTreeMap<String, Vec<(&str, &CounterAdd)>> = BTreeMap::new();
         for (r, d) in records.iter().zip(derived) {
             for a in &d.counts {
-                per.entry(counter_of(a)).or_default().push((&r.seq, a));
+                per.entry(a.counter_key()).or_default().push((&r.seq, a));
             }
         }
         for adds in per.values() {
@@ -371,9 +264,9 @@ impl<'p> Changes<'p> {
                 };
                 let mut total = (*a0).clone();
                 for (_, a) in &rest[1..] {
-                    sum(&mut total, a);
+                    total.add(a);
                 }
-                if is_zero(&total) {
+                if total.is_zero() {
                     break;
                 }
                 let mark = StreamMark {
@@ -420,7 +313,8 @@ enum CountError {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use converger_core::{ActivityId, DeliveryId, Tier};
+    use converger_core::usage::Grain;
+    use converger_core::{ActivityId, ChannelId, DeliveryId, TenantId, Tier};
 
     fn row(status: DeliveryStatus, attempts: u32) -> Delivery {
         let tenant = TenantId::generate();

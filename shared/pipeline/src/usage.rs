@@ -29,19 +29,6 @@ pub struct UsageCounts {
     pub(crate) clock: Arc<dyn Clock>,
 }
 
-/// The counters one event of a channel of a tenant adds to, at `now_ms`.
-fn keys(tenant: &TenantId, channel: &ChannelId, now_ms: i64) -> [UsageKey; 5] {
-    let c = |g: Grain| UsageKey::new(UsageOf::Channel(channel.clone()), g, g.bucket(now_ms));
-    let t = |g: Grain| UsageKey::new(UsageOf::Tenant(tenant.clone()), g, g.bucket(now_ms));
-    [
-        c(Grain::Minute),
-        c(Grain::Hour),
-        t(Grain::Minute),
-        t(Grain::Hour),
-        t(Grain::Day),
-    ]
-}
-
 impl UsageCounts {
     pub(crate) fn new(store: Arc<dyn UsageStore>, flush: Duration) -> Self {
         Self {
@@ -67,7 +54,7 @@ impl UsageCounts {
         let due = match self.tally.lock() {
             Ok(mut t) => {
                 for (tenant, channel, c) in counts {
-                    for k in keys(tenant, channel, now) {
+                    for k in UsageKey::of_count(tenant, channel, now) {
                         t.add(k, &c, now);
                     }
                 }

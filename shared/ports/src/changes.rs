@@ -57,6 +57,66 @@ pub enum CounterAdd {
     },
 }
 
+impl CounterAdd {
+    /// The counter it adds to, as the table's key names it (adds of one counter are summed).
+    pub fn counter_key(&self) -> String {
+        match self {
+            Self::Usage { key, .. } => key.key(),
+            Self::Health {
+                channel, minute, ..
+            } => crate::keys::health_counter_key(channel, *minute),
+            Self::DeadLetters { channel, day, .. } => {
+                format!("{channel}#{}", crate::keys::dead_letter_day_key(*day))
+            }
+        }
+    }
+
+    /// Adds `other`'s counts (an add of the same counter).
+    pub fn add(&mut self, other: &CounterAdd) {
+        match (self, other) {
+            (Self::Usage { counts, .. }, Self::Usage { counts: more, .. }) => counts.add(more),
+            (
+                Self::Health {
+                    created, failed, ..
+                },
+                Self::Health {
+                    created: c,
+                    failed: f,
+                    ..
+                },
+            ) => {
+                *created += c;
+                *failed += f;
+            }
+            (
+                Self::DeadLetters {
+                    delta, expires_at, ..
+                },
+                Self::DeadLetters {
+                    delta: d,
+                    expires_at: e,
+                    ..
+                },
+            ) => {
+                *delta += d;
+                *expires_at = (*expires_at).max(*e);
+            }
+            _ => {}
+        }
+    }
+
+    /// Adds nothing.
+    pub fn is_zero(&self) -> bool {
+        match self {
+            Self::Usage { counts, .. } => counts.is_zero(),
+            Self::Health {
+                created, failed, ..
+            } => *created == 0 && *failed == 0,
+            Self::DeadLetters { delta, .. } => *delta == 0,
+        }
+    }
+}
+
 /// Which records of a shard a counter write adds up: those from `first` to `last` (as
 /// [`seq_key`] gives them). The counter keeps, per shard, the last record it added; a write
 /// whose `first` is not past it is refused and says how far the counter got, so a batch

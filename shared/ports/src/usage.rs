@@ -26,6 +26,20 @@ impl UsageKey {
         Self { of, grain, bucket }
     }
 
+    /// The five counters one count of `tenant`'s `channel` at `at_ms` adds to: the channel's
+    /// minute and hour, the tenant's minute, hour and day.
+    pub fn of_count(tenant: &TenantId, channel: &ChannelId, at_ms: i64) -> [UsageKey; 5] {
+        let c = |g: Grain| UsageKey::new(UsageOf::Channel(channel.clone()), g, g.bucket(at_ms));
+        let t = |g: Grain| UsageKey::new(UsageOf::Tenant(tenant.clone()), g, g.bucket(at_ms));
+        [
+            c(Grain::Minute),
+            c(Grain::Hour),
+            t(Grain::Minute),
+            t(Grain::Hour),
+            t(Grain::Day),
+        ]
+    }
+
     /// The counter's key in the usage table (see [`crate::keys::channel_usage_key`]).
     pub fn key(&self) -> String {
         match &self.of {

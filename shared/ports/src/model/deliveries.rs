@@ -454,6 +454,38 @@ impl Delivery {
         )
     }
 
+    /// What the change stream's consumer reads of the row (`core::status::Transition`).
+    pub fn facts(&self) -> converger_core::status::RowFacts {
+        converger_core::status::RowFacts {
+            status: self.status,
+            attempts: self.attempts,
+            handed_off: self.handed_off,
+            retry_count: self.retry_count,
+        }
+    }
+
+    /// Failed attempts among its `n` newest (a log without outcomes: all of them but a
+    /// successful or handed-off delivery's last).
+    pub fn failed_among_newest(&self, n: u32) -> i64 {
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        let newest: Vec<_> = self.attempt_log.iter().rev().take(n).collect();
+        if newest.len() == n && newest.iter().all(|e| e.outcome.is_some()) {
+            let failed = |e: &&&AttemptEntry| {
+                matches!(
+                    e.outcome,
+                    Some(AttemptOutcome::Failed) | Some(AttemptOutcome::Dead)
+                )
+            };
+            return newest.iter().filter(failed).count() as i64;
+        }
+        let n = n as i64;
+        if self.status.is_accepted() || self.handed_off {
+            n - 1
+        } else {
+            n
+        }
+    }
+
     pub fn sparse_index(&self) -> SparseIndex {
         match self.status {
             DeliveryStatus::Pending if self.in_backlog => SparseIndex::Backlog {
