@@ -82,40 +82,36 @@ impl StreamCounters for DynamoStore {
         let u = u
             .set(&attr, s(&mark.last))
             .when_cmp(&attr, Cmp::Lt, s(&mark.first), true);
-        let r = u
-            .apply(
-                self.client
-                    .update_item()
-                    .table_name(table)
-                    .set_key(Some(key)),
-            )
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        match r {
-            Ok(_) => Ok(Marked::Applied),
-            Err(e) => match e.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(c) => {
-                    let to = c
-                        .item
+        let req = u.apply(
+            self.client
+                .update_item()
+                .table_name(table)
+                .set_key(Some(key.clone())),
+        );
+        // The counter as it is, when the emulator does not return it with the refusal.
+        let reread = async {
+            let out = self
+                .client
+                .get_item()
+                .table_name(table)
+                .set_key(Some(key))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            out.item.map(from_item).transpose()
+        };
+        Ok(
+            match self.update_or_old::<serde_json::Value>(req, reread).await? {
+                Conditional::Applied(_) => Marked::Applied,
+                Conditional::Refused(old) => Marked::Behind {
+                    // A counter without this shard's mark cannot refuse: read as all added.
+                    to: old
                         .as_ref()
-                        .and_then(|i| i.get(&attr))
-                        .and_then(|v| v.as_s().ok())
-                        .cloned();
-                    Ok(Marked::Behind {
-                        to: match to {
-                            Some(t) => t,
-                            // An emulator that does not return the old item: a lost mark
-                            // reads as the whole batch added.
-                            None => mark.last.clone(),
-                        },
-                    })
-                }
-                other => Err(StoreError::Service {
-                    message: DisplayErrorContext(&other).to_string(),
-                    source: Box::new(other),
-                }),
+                        .and_then(|o| o[attr.as_str()].as_str())
+                        .map_or_else(|| mark.last.clone(), str::to_owned),
+                },
             },
-        }
+        )
     }
 }

@@ -107,6 +107,7 @@ conformance!(
     a_tenant_queue_takes_a_message_once_and_a_missing_one_is_named,
     a_tenants_external_id_is_kept_once_made_and_replaced_by_a_rotation,
     usage_counters_add_up_per_key_and_read_in_order,
+    a_marked_counter_write_adds_each_record_once,
     a_weeks_health_history_reads_past_one_page,
 );
 

@@ -105,3 +105,53 @@ pub(super) async fn a_weeks_health_history_reads_past_one_page(b: Backend) {
         .unwrap();
     assert_eq!(some.len(), 501);
 }
+
+/// A counter write of the change stream, marked with its shard's records, adds once: a batch
+/// handed out again is refused and says how far the counter got, one starting past it adds.
+pub(super) async fn a_marked_counter_write_adds_each_record_once(b: Backend) {
+    use converger_ports::{CounterAdd, Marked, StreamCounters, StreamMark, seq_key};
+    let f = fixture(b).await;
+    let key = UsageKey::new(
+        UsageOf::Channel(f.channel.id.clone()),
+        Grain::Hour,
+        Grain::Hour.bucket(time::now_ms()),
+    );
+    let add = CounterAdd::Usage {
+        key: key.clone(),
+        counts: Counts {
+            created: 2,
+            ..Counts::default()
+        },
+    };
+    let mark = |first: u32, last: u32| StreamMark {
+        shard: "shardId-0001".into(),
+        first: seq_key(&first.to_string()),
+        last: seq_key(&last.to_string()),
+    };
+    assert_eq!(
+        f.store.add_marked(&add, &mark(1, 5)).await.unwrap(),
+        Marked::Applied
+    );
+    // Handed out again, whole or from inside what was added.
+    for again in [mark(1, 5), mark(3, 9)] {
+        assert_eq!(
+            f.store.add_marked(&add, &again).await.unwrap(),
+            Marked::Behind { to: seq_key("5") }
+        );
+    }
+    assert_eq!(
+        f.store.add_marked(&add, &mark(6, 9)).await.unwrap(),
+        Marked::Applied
+    );
+    // Another shard's records are its own.
+    let other = StreamMark {
+        shard: "shardId-0002".into(),
+        ..mark(1, 2)
+    };
+    assert_eq!(
+        f.store.add_marked(&add, &other).await.unwrap(),
+        Marked::Applied
+    );
+    let read = f.store.read_usage(&[key]).await.unwrap();
+    assert_eq!(read[0].created, 6);
+}
