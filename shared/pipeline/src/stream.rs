@@ -259,21 +259,7 @@ impl Streams<'_> {
     /// tenant following its topic. Gone connections are forgotten; a push that fails otherwise
     /// is logged and not retried (a client that reconnects reads the state afresh).
     pub async fn fan_out(&self, detail_type: &str, detail: &Value) -> StoreResult<FanOut> {
-        let out = FanOut::default();
-        let Some(routed) = stream::route(detail_type, detail) else {
-            return Ok(out);
-        };
-        let Ok(tenant) = TenantId::parse(&routed.tenant_id) else {
-            return Ok(out);
-        };
-        let topic = routed.topic.to_string();
-        let connections = self.streams.subscribers(&tenant, &topic).await?;
-        if connections.is_empty() {
-            return Ok(out);
-        }
-        let data = serde_json::to_vec(&routed.frame)
-            .map_err(|e| StoreError::Corrupt(format!("stream frame: {e}")))?;
-        self.push(&tenant, &topic, &connections, &data).await
+        self.fan_out_all(&[(detail_type, detail)]).await
     }
 
     /// One frame to `connections` of `tenant`'s `topic`; gone ones forgotten.

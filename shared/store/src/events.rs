@@ -28,64 +28,50 @@ impl EventBridgeEvents {
     }
 }
 
+impl EventBridgeEvents {
+    /// One `PutEvents` of at most ten entries; the first refused entry's place, if any (a
+    /// refusal is logged here).
+    async fn put(&self, chunk: &[PlatformEvent]) -> Result<(), usize> {
+        let entries: Vec<PutEventsRequestEntry> = chunk.iter().map(|e| self.entry(e)).collect();
+        match self
+            .client
+            .put_events()
+            .set_entries(Some(entries))
+            .send()
+            .await
+        {
+            Ok(out) if out.failed_entry_count > 0 => {
+                tracing::warn!(failed = out.failed_entry_count, "platform events refused");
+                Err(out
+                    .entries
+                    .unwrap_or_default()
+                    .iter()
+                    .position(|e| e.error_code.is_some())
+                    .unwrap_or(0))
+            }
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::warn!(error = %DisplayErrorContext(&e), "platform events not published");
+                Err(0)
+            }
+        }
+    }
+}
+
+// PutEvents takes at most 10 entries per call.
 #[async_trait]
 impl Events for EventBridgeEvents {
     async fn try_publish(&self, events: Vec<PlatformEvent>) -> Result<(), usize> {
-        // PutEvents takes at most 10 entries per call, and answers for each entry.
         for (i, chunk) in events.chunks(10).enumerate() {
-            let entries: Vec<PutEventsRequestEntry> = chunk.iter().map(|e| self.entry(e)).collect();
-            let refused = match self
-                .client
-                .put_events()
-                .set_entries(Some(entries))
-                .send()
-                .await
-            {
-                Ok(out) if out.failed_entry_count > 0 => {
-                    let first = out
-                        .entries
-                        .unwrap_or_default()
-                        .iter()
-                        .position(|e| e.error_code.is_some())
-                        .unwrap_or(0);
-                    tracing::warn!(failed = out.failed_entry_count, "platform events refused");
-                    Some(first)
-                }
-                Ok(_) => None,
-                Err(e) => {
-                    tracing::warn!(error = %DisplayErrorContext(&e), "platform events not published");
-                    Some(0)
-                }
-            };
-            if let Some(at) = refused {
-                return Err(i * 10 + at);
-            }
+            self.put(chunk).await.map_err(|at| i * 10 + at)?;
         }
         Ok(())
     }
 
     async fn publish(&self, events: Vec<PlatformEvent>) {
-        // PutEvents takes at most 10 entries per call.
+        // Best effort: a refused chunk is logged and the rest still go.
         for chunk in events.chunks(10) {
-            let entries: Vec<PutEventsRequestEntry> = chunk.iter().map(|e| self.entry(e)).collect();
-            match self
-                .client
-                .put_events()
-                .set_entries(Some(entries))
-                .send()
-                .await
-            {
-                Ok(out) if out.failed_entry_count > 0 => {
-                    tracing::warn!(
-                        failed = out.failed_entry_count,
-                        "some platform events were refused"
-                    )
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(error = %DisplayErrorContext(&e), "platform events not published")
-                }
-            }
+            let _ = self.put(chunk).await;
         }
     }
 }
