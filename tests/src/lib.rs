@@ -356,10 +356,7 @@ pub struct EventTap {
 }
 
 enum TapSource {
-    Queue {
-        sqs: aws_sdk_sqs::Client,
-        url: String,
-    },
+    Queue(converger_local::bus_tap::BusTap),
     Memory {
         events: std::sync::Arc<converger_memory::MemEvents>,
         from: usize,
@@ -376,19 +373,9 @@ impl EventTap {
                 return seen;
             }
             match &self.from {
-                TapSource::Queue { sqs, url } => {
-                    let out = sqs
-                        .receive_message()
-                        .queue_url(url)
-                        .max_number_of_messages(10)
-                        .wait_time_seconds(1)
-                        .send()
-                        .await
-                        .unwrap();
-                    let mut s = self.seen.lock().unwrap();
-                    for m in out.messages.unwrap_or_default() {
-                        s.push(serde_json::from_str(m.body.as_deref().unwrap()).unwrap());
-                    }
+                TapSource::Queue(tap) => {
+                    let received = tap.receive().await.unwrap();
+                    self.seen.lock().unwrap().extend(received);
                 }
                 TapSource::Memory { events, from } => {
                     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -432,47 +419,18 @@ impl TestStack {
                 seen: std::sync::Mutex::new(Vec::new()),
             };
         }
-        use aws_sdk_eventbridge::types::Target;
-        use aws_sdk_sqs::types::QueueAttributeName;
         let aws = self.aws();
-        let sqs = aws.clients.sqs.clone();
-        let eb = &aws.clients.eventbridge;
-        let bus = &aws.resources.bus;
-        let url = sqs
-            .create_queue()
-            .queue_name(format!("{}-events-tap", self.stack.name()))
-            .send()
-            .await
-            .unwrap()
-            .queue_url
-            .unwrap();
-        let arn = sqs
-            .get_queue_attributes()
-            .queue_url(&url)
-            .attribute_names(QueueAttributeName::QueueArn)
-            .send()
-            .await
-            .unwrap()
-            .attributes
-            .unwrap()
-            .remove(&QueueAttributeName::QueueArn)
-            .unwrap();
-        eb.put_rule()
-            .name("tap")
-            .event_bus_name(bus)
-            .event_pattern(json!({"source": ["converger"]}).to_string())
-            .send()
-            .await
-            .unwrap();
-        eb.put_targets()
-            .rule("tap")
-            .event_bus_name(bus)
-            .targets(Target::builder().id("tap").arn(arn).build().unwrap())
-            .send()
-            .await
-            .unwrap();
+        let tap = converger_local::bus_tap::BusTap::start(
+            aws.clients.sqs.clone(),
+            &aws.clients.eventbridge,
+            &aws.resources.bus,
+            &format!("{}-events-tap", self.stack.name()),
+            &json!({"source": ["converger"]}),
+        )
+        .await
+        .unwrap();
         EventTap {
-            from: TapSource::Queue { sqs, url },
+            from: TapSource::Queue(tap),
             seen: std::sync::Mutex::new(Vec::new()),
         }
     }

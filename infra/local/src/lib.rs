@@ -2,6 +2,7 @@
 //! one machine, plus the project's test command.
 
 pub mod bench;
+pub mod bus_tap;
 pub mod capacity;
 pub mod cfn;
 pub mod chaos;

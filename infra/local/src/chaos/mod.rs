@@ -7,6 +7,7 @@
 
 mod hostile_receiver;
 mod tap;
+use crate::bus_tap::BusTap;
 use crate::emulator::{Emulator, root};
 use crate::receiver::{Receiver, Reply};
 use hostile_receiver::hostile_receiver;
@@ -16,7 +17,6 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tap::BusTap;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
@@ -306,7 +306,7 @@ impl Flow {
             Receiver::start(vec![], Reply::status(200).delay(Duration::from_millis(500))).await?;
         let env = RunnerEnv::new(&em.endpoint, scenario)?;
         let runner = env.start().await?;
-        let tap = BusTap::start(&em.endpoint, &env.stack).await?;
+        let tap = tap::start(&em.endpoint, &env.stack).await?;
         let (key, channel) = tenant_and_channel(&client()?, &runner, &rx).await?;
         let (sent, failed_posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let producing = producer(
@@ -448,7 +448,7 @@ async fn crash(n: usize, kills: usize) -> Result<Value, String> {
     // Every delivery the receiver took has its `sent` event on the bus, though the runner was
     // killed between writes and whatever followed them (the events come from the table's
     // stream, read again after the restart).
-    let announced = tap.sent_deliveries(seen.len()).await?;
+    let announced = tap::sent_deliveries(&tap, seen.len()).await?;
     runner.kill().await;
     em.stop().await;
     let worst = restarts
