@@ -514,6 +514,18 @@ pub fn declared_functions() -> Result<BTreeMap<String, DeclaredFunction>, String
     template().and_then(|doc| declared_in(&doc))
 }
 
+/// The detail types the template's `StreamRule` sends to the stream queue.
+pub fn stream_rule_types() -> Result<Vec<String>, String> {
+    let t = template()?;
+    let types = t["Resources"]["StreamRule"]["Properties"]["EventPattern"]["detail-type"]
+        .as_sequence()
+        .ok_or("the template's StreamRule has no detail-type list")?;
+    Ok(types
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect())
+}
+
 /// `infra/template.yaml`, as written (its `!Ref`s and `!GetAtt`s kept as YAML tags).
 pub fn template() -> Result<serde_yaml::Value, String> {
     let path = emulator::root().join("infra/template.yaml");

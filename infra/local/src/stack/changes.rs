@@ -209,10 +209,53 @@ struct Reader {
     retries: i64,
 }
 
+/// A DynamoDB Streams request's error as text.
+fn err<E: std::error::Error + 'static, R: std::fmt::Debug>(
+    e: aws_sdk_dynamodbstreams::error::SdkError<E, R>,
+) -> String {
+    aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e).to_string()
+}
+
 impl Reader {
+    /// An iterator of `shard` of the kind `kind` (at or after `seq` for those kinds).
+    async fn iterator(
+        &self,
+        shard: &str,
+        kind: ShardIteratorType,
+        seq: Option<String>,
+    ) -> Result<Option<String>, String> {
+        Ok(self
+            .streams
+            .get_shard_iterator()
+            .stream_arn(&self.m.stream_arn)
+            .shard_id(shard)
+            .shard_iterator_type(kind)
+            .set_sequence_number(seq)
+            .send()
+            .await
+            .map_err(err)?
+            .shard_iterator)
+    }
+
+    /// Up to `limit` records at `it`, and the iterator after them.
+    async fn read(
+        &self,
+        it: &str,
+        limit: i32,
+    ) -> Result<(Vec<aws_sdk_dynamodbstreams::types::Record>, Option<String>), String> {
+        let out = self
+            .streams
+            .get_records()
+            .shard_iterator(it)
+            .limit(limit)
+            .send()
+            .await
+            .map_err(err)?;
+        Ok((out.records.unwrap_or_default(), out.next_shard_iterator))
+    }
+
     /// Reads one batch and runs it; whether it had records.
     async fn step(&mut self) -> Result<bool, String> {
-        let err = |e: &dyn std::fmt::Display| e.to_string();
         if self.shard.is_none() {
             let d = self
                 .streams
@@ -220,7 +263,7 @@ impl Reader {
                 .stream_arn(&self.m.stream_arn)
                 .send()
                 .await
-                .map_err(|e| err(&aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)))?;
+                .map_err(err)?;
             // The emulator's stream has one shard, open for good.
             self.shard = d
                 .stream_description
@@ -237,31 +280,13 @@ impl Reader {
             } else {
                 ShardIteratorType::Latest
             };
-            self.iterator = self
-                .streams
-                .get_shard_iterator()
-                .stream_arn(&self.m.stream_arn)
-                .shard_id(&shard)
-                .shard_iterator_type(kind)
-                .send()
-                .await
-                .map_err(|e| err(&aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)))?
-                .shard_iterator;
+            self.iterator = self.iterator(&shard, kind, None).await?;
         }
         let Some(it) = self.iterator.clone() else {
             return Ok(false);
         };
         let read_started = converger_core::time::now_ms();
-        let out = self
-            .streams
-            .get_records()
-            .shard_iterator(&it)
-            .limit(self.m.batch_size)
-            .send()
-            .await
-            .map_err(|e| err(&aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)))?;
-        let mut records = out.records.unwrap_or_default();
-        let mut next = out.next_shard_iterator;
+        let (mut records, mut next) = self.read(&it, self.m.batch_size).await?;
         if records.is_empty() {
             self.iterator = next;
             self.progress.caught_up(read_started);
@@ -275,16 +300,11 @@ impl Reader {
             && let Some(it) = next.clone()
         {
             tokio::time::sleep(POLL).await;
-            let more = self
-                .streams
-                .get_records()
-                .shard_iterator(&it)
-                .limit(self.m.batch_size - records.len() as i32)
-                .send()
-                .await
-                .map_err(|e| err(&aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)))?;
-            records.extend(more.records.unwrap_or_default());
-            next = more.next_shard_iterator;
+            let (more, after) = self
+                .read(&it, self.m.batch_size - records.len() as i32)
+                .await?;
+            records.extend(more);
+            next = after;
         }
         let batch = records
             .iter()
@@ -312,17 +332,7 @@ impl Reader {
                 } else {
                     (ShardIteratorType::AtSequenceNumber, Some(failed))
                 };
-                self.iterator = self
-                    .streams
-                    .get_shard_iterator()
-                    .stream_arn(&self.m.stream_arn)
-                    .shard_id(&shard)
-                    .shard_iterator_type(from.0)
-                    .set_sequence_number(from.1)
-                    .send()
-                    .await
-                    .map_err(|e| err(&aws_sdk_dynamodbstreams::error::DisplayErrorContext(&e)))?
-                    .shard_iterator;
+                self.iterator = self.iterator(&shard, from.0, from.1).await?;
                 if !spent {
                     // Lambda's backoff between a batch's tries.
                     let ms = 100u64.saturating_mul(1 << self.retries.clamp(0, 4));

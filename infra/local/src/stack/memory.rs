@@ -105,18 +105,13 @@ pub(crate) fn spawn_dispatcher(
     })
 }
 
-/// The detail types the template's `StreamRule` routes to the stream queue.
-const RULE: [converger_ports::EventType; 3] = [
-    converger_ports::EventType::ChannelHealthChanged,
-    converger_ports::EventType::ChannelCircuitOpened,
-    converger_ports::EventType::ChannelCircuitClosed,
-];
-
-/// The bus's rule to the stream queue and its mapping, in process: every event the rule
-/// routes is handed to the stream function in the EventBridge envelope the queue would carry, up to ten
+/// The bus's rule to the stream queue and its mapping, in process: every event of the rule's
+/// detail types (`rule`, as the template's `StreamRule` lists them) is handed to the stream
+/// function in the EventBridge envelope the queue would carry, up to ten
 /// a batch.
 pub(crate) fn spawn_stream(
     events: &converger_memory::MemEvents,
+    rule: Vec<String>,
     stream: Arc<Pipeline>,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
@@ -130,7 +125,9 @@ pub(crate) fn spawn_stream(
             let Some(first) = first else { break };
             // The rule's pattern: the channels' events (a delivery's frames come from the
             // deliveries table's stream).
-            let routed = |e: &converger_ports::PlatformEvent| RULE.contains(&e.detail_type);
+            let routed = |e: &converger_ports::PlatformEvent| {
+                rule.iter().any(|t| t == e.detail_type.as_str())
+            };
             let mut batch: Vec<_> = std::iter::once(first).filter(routed).collect();
             while batch.len() < BATCH {
                 match rx.try_recv() {

@@ -381,6 +381,7 @@ async fn build_memory(
         if opts.config.live_stream {
             tasks.push(memory::spawn_stream(
                 &memory.events,
+                cfn::stream_rule_types()?,
                 functions.stream.clone(),
                 stop.clone(),
             ));
