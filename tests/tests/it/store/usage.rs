@@ -109,7 +109,7 @@ pub(super) async fn a_weeks_health_history_reads_past_one_page(b: Backend) {
 /// A counter write of the change stream, marked with its shard's records, adds once: a batch
 /// handed out again is refused and says how far the counter got, one starting past it adds.
 pub(super) async fn a_marked_counter_write_adds_each_record_once(b: Backend) {
-    use converger_ports::{CounterAdd, Marked, StreamCounters, StreamMark, seq_key};
+    use converger_ports::{CounterAdd, Marked, StreamMark, seq_key};
     let f = fixture(b).await;
     let key = UsageKey::new(
         UsageOf::Channel(f.channel.id.clone()),
