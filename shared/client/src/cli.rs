@@ -4,7 +4,7 @@
 //! The API URL and key come from `--api-url` / `--api-key` or `CONVERGER_API_URL` /
 //! `CONVERGER_API_KEY`; `--json` prints the API's answers as they are, for scripts.
 
-use crate::{Client, DeliveryQuery, Error, NewActivity};
+use crate::{BatchResult, Client, DeliveryQuery, Error, NewActivity};
 use base64::Engine;
 use futures::{SinkExt, StreamExt};
 use hmac::{Hmac, Mac};
@@ -27,6 +27,9 @@ COMMANDS:
       a 2xx answer acknowledges it; anything else leaves it waiting (on a channel with
       require_ack), and it is asked for again every 30 s. Stops after N deliveries if given.
   send --channel ID [--channel ID...] --conversation ID [--event-type T] --payload JSON
+  send --file activities.jsonl
+      one activity per line, as POST /api/v1/activities takes it, sent 100 to a request;
+      prints each line's activity or its refusal (exit 1 if any line was refused)
   deliveries list [--status S] [--channel ID] [--limit N]
   deliveries show <delivery id>
   deliveries retry <delivery id>
@@ -51,6 +54,60 @@ pub enum CliError {
     #[error("{0}")]
     Failed(String),
 }
+
+/// `send --file`: the file's activities (one JSON object a line, blank lines skipped),
+/// [`MAX_BATCH`] to a request, each line's result printed; refused lines fail the command
+/// once every line was sent. A line that is not an activity stops it before anything is sent.
+async fn send_file(
+    api: &Client,
+    text: &str,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<(), CliError> {
+    let mut lines: Vec<(usize, NewActivity)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let activity = serde_json::from_str(line)
+            .map_err(|e| CliError::Usage(format!("line {} is not an activity: {e}", i + 1)))?;
+        lines.push((i + 1, activity));
+    }
+    let mut refused = 0usize;
+    for chunk in lines.chunks(MAX_BATCH) {
+        let batch: Vec<NewActivity> = chunk.iter().map(|(_, a)| a.clone()).collect();
+        let results = api.post_activities(&batch).await?;
+        for ((n, _), r) in chunk.iter().zip(&results) {
+            let text = match r {
+                BatchResult::Ingested { activity, .. } => format!(
+                    "line {n}: activity {} ({} deliveries)",
+                    activity.activity_id,
+                    activity.deliveries.len()
+                ),
+                BatchResult::Refused { error, .. } => {
+                    refused += 1;
+                    format!("line {n}: refused: {}: {}", error.code, error.message)
+                }
+            };
+            let line = if json {
+                json!({"line": n, "result": r}).to_string()
+            } else {
+                text
+            };
+            writeln!(out, "{line}").map_err(|e| CliError::Failed(e.to_string()))?;
+        }
+    }
+    if refused > 0 {
+        return Err(CliError::Failed(format!(
+            "{refused} of {} activities refused",
+            lines.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Most activities in one batch request.
+const MAX_BATCH: usize = 100;
 
 /// The command line's arguments: positional words and `--name value` options.
 struct Args {
@@ -176,6 +233,12 @@ pub async fn run(
                 json: a.json,
             };
             listen(&api, &opts, out).await
+        }
+        ("send", _) if a.one("file").is_some() => {
+            let path = a.one("file").unwrap_or_default();
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| CliError::Usage(format!("cannot read {path}: {e}")))?;
+            send_file(&api, &text, a.json, out).await
         }
         ("send", _) => {
             let payload: Value = serde_json::from_str(

@@ -102,6 +102,7 @@ pub mod op {
         RESUME_CHANNEL = "POST" "/api/v1/channels/{id}/resume";
         CHANNEL_DELIVERY = "GET" "/api/v1/channels/{id}/delivery";
         POST_ACTIVITY = "POST" "/api/v1/activities";
+        POST_ACTIVITIES = "POST" "/api/v1/activities/batch";
         LIST_DELIVERIES = "GET" "/api/v1/deliveries";
         GET_DELIVERY = "GET" "/api/v1/deliveries/{id}";
         RETRY_DELIVERY = "POST" "/api/v1/deliveries/{id}/retry";
@@ -249,6 +250,19 @@ impl Client {
     pub async fn post_activity(&self, activity: &NewActivity) -> Result<Ingested, Error> {
         self.call(op::POST_ACTIVITY, None, &[], Some(to_value(activity)?))
             .await
+    }
+
+    /// Up to 100 activities in one call, answered item by item, in order: an item's
+    /// refusal is its own ([`BatchResult::Refused`]).
+    pub async fn post_activities(
+        &self,
+        activities: &[NewActivity],
+    ) -> Result<Vec<BatchResult>, Error> {
+        let body = serde_json::json!({ "activities": to_value(&activities)? });
+        let out: BatchResults = self
+            .call(op::POST_ACTIVITIES, None, &[], Some(body))
+            .await?;
+        Ok(out.results)
     }
 
     pub async fn deliveries(&self, query: &DeliveryQuery) -> Result<Page<Delivery>, Error> {

@@ -89,6 +89,41 @@ fn every_type_follows_its_schema() {
     answer::<AwsIdentity>(&doc, "AwsIdentityView");
     answer::<Usage>(&doc, "UsageView");
     answer::<UsageDay>(&doc, "UsageDayView");
+    answer::<BatchResults>(&doc, "BatchResults");
+    answer::<ItemError>(&doc, "ItemError");
+    // Both shapes of a batch's result are among the schema's.
+    let shapes: Vec<BTreeSet<String>> = doc["components"]["schemas"]["BatchResult"]["oneOf"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            s["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        })
+        .collect();
+    for r in [
+        BatchResult::Ingested {
+            status: 201,
+            activity: Ingested::default(),
+        },
+        BatchResult::Refused {
+            status: 422,
+            error: ItemError::default(),
+        },
+    ] {
+        let ours: BTreeSet<String> = serde_json::to_value(r)
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert!(shapes.contains(&ours), "{ours:?}");
+    }
     for (ours, schema) in [
         (keys::<NewChannel>(), "NewChannel"),
         (

@@ -92,6 +92,29 @@ pub struct Ingested {
     pub deliveries: Vec<DeliveryRef>,
 }
 
+/// What a batch of activities answers (`BatchResults`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchResults {
+    pub results: Vec<BatchResult>,
+}
+
+/// One item of a batch (`BatchResult`): taken, or refused on its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum BatchResult {
+    /// `status` 201, or 200 for a producer's id posted before.
+    Ingested { status: u16, activity: Ingested },
+    /// `status` as a single post would answer, with the error's code and message.
+    Refused { status: u16, error: ItemError },
+}
+
+/// A batch item's refusal (`ItemError`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ItemError {
+    pub code: String,
+    pub message: String,
+}
+
 /// One delivery (`DeliveryView`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Delivery {

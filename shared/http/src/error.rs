@@ -172,6 +172,13 @@ where
         let bytes = axum::body::Bytes::from_request(req, state)
             .await
             .map_err(|e| {
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    return ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        ErrorCode::BodyTooLarge,
+                        "the body is larger than this endpoint accepts",
+                    );
+                }
                 ApiError::new(
                     StatusCode::BAD_REQUEST,
                     ErrorCode::InvalidBody,

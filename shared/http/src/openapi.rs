@@ -40,6 +40,7 @@ use utoipa::{Modify, OpenApi};
         api::channel_delivery,
         api::channel_health,
         api::create_activity,
+        api::create_activities,
         api::list_activities,
         api::get_activity,
         api::list_deliveries,
@@ -281,7 +282,7 @@ mod tests {
                 assert_eq!(key, tenant_post, "{method} {path}");
             }
         }
-        assert_eq!(ops, 37);
+        assert_eq!(ops, 38);
     }
 
     /// The channel type's pattern (a new channel's `type`, the list's filter) admits every

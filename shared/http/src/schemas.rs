@@ -43,6 +43,14 @@ pub struct NewActivityDoc {
     pub payload: serde_json::Value,
 }
 
+/// Up to 100 activities, each as `POST /api/v1/activities` takes one.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = NewActivityBatch)]
+pub struct NewActivityBatchDoc {
+    /// 1 to 100 activities.
+    pub activities: Vec<NewActivityDoc>,
+}
+
 /// A channel's flow state: breaker, window and what waits.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = DeliveryState)]

@@ -311,6 +311,28 @@ pub struct Ingested {
     pub deliveries: Vec<DeliveryRef>,
 }
 
+/// What a batch of activities answers: one result per item, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct BatchResults {
+    pub results: Vec<BatchResult>,
+}
+
+/// One item of a batch: taken (`status` 201, or 200 for a producer's id seen before, and
+/// the activity) or refused (`status` as the single call would answer, and the error).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum BatchResult {
+    Ingested { status: u16, activity: Ingested },
+    Refused { status: u16, error: ItemError },
+}
+
+/// An item's refusal: a stable code (as `ErrorCode`) and a message for people.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ItemError {
+    pub code: String,
+    pub message: String,
+}
+
 /// One attempt of a delivery.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AttemptView {

@@ -5,14 +5,23 @@ use super::*;
 #[async_trait]
 impl ActivityStore for MemStore {
     async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64> {
+        self.reserve_seqs(tenant, conversation_id, 1).await
+    }
+    async fn reserve_seqs(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        count: u64,
+    ) -> StoreResult<u64> {
+        let count = count.max(1);
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let n = s
                 .seqs
                 .entry(conversation_counter_key(tenant, conversation_id))
                 .or_insert(0);
-            *n += 1;
-            *n
+            *n += count;
+            *n - (count - 1)
         })
     }
     async fn create_activity(

@@ -68,6 +68,26 @@ pub struct Ingested {
     pub created: bool,
 }
 
+/// Most activities in one batch.
+pub const MAX_BATCH: usize = 100;
+/// Items of a batch checked, admitted or written at once.
+const BATCH_CONCURRENCY: usize = 16;
+
+/// An activity whose own checks passed, with its target channels.
+struct Checked {
+    new: NewActivity,
+    resolved: Vec<std::sync::Arc<converger_ports::Channel>>,
+}
+
+/// An activity ready to be written: its deliveries and what flow control made of each.
+struct Prepared {
+    activity: Activity,
+    deliveries: Vec<Delivery>,
+    admissions: Vec<Admission>,
+    resolved: Vec<std::sync::Arc<converger_ports::Channel>>,
+    fresh: bool,
+}
+
 /// Who posts an activity: what it may target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Origin {
@@ -126,20 +146,165 @@ impl Intake<'_> {
         new: NewActivity,
         origin: Origin,
     ) -> Result<Ingested, IngestError> {
+        let checked = self.check(tenant, new, origin).await?;
+        let seq = match checked.new.seq {
+            Some(s) => s,
+            None => {
+                self.activities
+                    .next_seq(&tenant.id, &checked.new.conversation_id)
+                    .await?
+            }
+        };
+        let p = self.admit(tenant, checked, seq).await?;
+        if !self
+            .record(&p.activity, &p.deliveries, &p.admissions, p.fresh)
+            .await?
+        {
+            return self.existing(tenant, p.activity).await;
+        }
+        Ok(self.finish(tenant, p).await)
+    }
+
+    /// Several activities in one call (`POST /api/v1/activities/batch`), each taken as
+    /// [`Self::ingest`] takes one, answered in order; an item's refusal is its own. The
+    /// sequence numbers of a conversation's items without `seq` are taken in one write, in
+    /// the items' order; the rows of the items with generated ids go out in shared batch
+    /// writes and their messages in shared batch sends, beside each other.
+    pub async fn ingest_batch(
+        &self,
+        tenant: &Tenant,
+        items: Vec<Result<NewActivity, IngestError>>,
+    ) -> Vec<Result<Ingested, IngestError>> {
+        use futures::StreamExt;
+        let checked: Vec<Result<Checked, IngestError>> = futures::stream::iter(
+            items
+                .into_iter()
+                .map(|item| async move { self.check(tenant, item?, Origin::Tenant).await }),
+        )
+        .buffered(BATCH_CONCURRENCY)
+        .collect()
+        .await;
+        let seqs = self.batch_seqs(tenant, &checked).await;
+        let prepared: Vec<Result<Prepared, IngestError>> = futures::stream::iter(
+            checked
+                .into_iter()
+                .zip(seqs)
+                .map(|(c, seq)| async move { self.admit(tenant, c?, seq?).await }),
+        )
+        .buffered(BATCH_CONCURRENCY)
+        .collect()
+        .await;
+        // The items with generated ids: rows and messages together, as `record` sends one.
+        let fresh: Vec<&Prepared> = prepared
+            .iter()
+            .filter_map(|p| p.as_ref().ok())
+            .filter(|p| p.fresh)
+            .collect();
+        let fresh_written = if fresh.is_empty() {
+            Ok(())
+        } else {
+            self.record_fresh(&fresh).await
+        };
+        futures::stream::iter(prepared.into_iter().map(|p| {
+            let fresh_written = fresh_written.as_ref();
+            async move {
+                let p = p?;
+                if p.fresh {
+                    if let Err(e) = fresh_written {
+                        return Err(IngestError::Store(StoreError::Unavailable(e.to_string())));
+                    }
+                } else if !self
+                    .record(&p.activity, &p.deliveries, &p.admissions, false)
+                    .await?
+                {
+                    return self.existing(tenant, p.activity).await;
+                }
+                Ok(self.finish(tenant, p).await)
+            }
+        }))
+        .buffered(BATCH_CONCURRENCY)
+        .collect()
+        .await
+    }
+
+    /// The sequence number of each checked item: its own, or one of its conversation's
+    /// taken for the batch in one write (in the items' order).
+    async fn batch_seqs(
+        &self,
+        tenant: &Tenant,
+        checked: &[Result<Checked, IngestError>],
+    ) -> Vec<Result<u64, IngestError>> {
+        let mut wanted: Vec<(&str, u64)> = Vec::new();
+        for c in checked.iter().flatten().filter(|c| c.new.seq.is_none()) {
+            let conv = c.new.conversation_id.as_str();
+            match wanted.iter_mut().find(|(w, _)| *w == conv) {
+                Some((_, n)) => *n += 1,
+                None => wanted.push((conv, 1)),
+            }
+        }
+        let firsts = futures::future::join_all(
+            wanted
+                .iter()
+                .map(|(conv, count)| self.activities.reserve_seqs(&tenant.id, conv, *count)),
+        )
+        .await;
+        let mut next: Vec<(&str, Result<u64, String>)> = wanted
+            .iter()
+            .zip(firsts)
+            .map(|((conv, _), first)| (*conv, first.map_err(|e| e.to_string())))
+            .collect();
+        checked
+            .iter()
+            .map(|c| {
+                let Ok(c) = c else {
+                    // Refused already: its own error is kept.
+                    return Ok(0);
+                };
+                if let Some(s) = c.new.seq {
+                    return Ok(s);
+                }
+                let conv = c.new.conversation_id.as_str();
+                match next.iter_mut().find(|(w, _)| *w == conv) {
+                    Some((_, Ok(n))) => {
+                        let s = *n;
+                        *n += 1;
+                        Ok(s)
+                    }
+                    Some((_, Err(e))) => {
+                        Err(IngestError::Store(StoreError::Unavailable(e.clone())))
+                    }
+                    None => Err(IngestError::Store(StoreError::Unavailable(
+                        "no sequence number taken".into(),
+                    ))),
+                }
+            })
+            .collect()
+    }
+
+    /// The request's own checks and its targets, resolved.
+    async fn check(
+        &self,
+        tenant: &Tenant,
+        new: NewActivity,
+        origin: Origin,
+    ) -> Result<Checked, IngestError> {
         let targets = validate(&new, origin == Origin::Bot)?;
         let resolved = match (&new.event_type, targets.is_empty()) {
             (Some(event_type), true) => self.subscribers(tenant, event_type).await?,
             _ => self.resolve_targets(tenant, &targets, origin).await?,
         };
+        Ok(Checked { new, resolved })
+    }
+
+    /// The activity at `seq` and its deliveries, each admitted by flow control.
+    async fn admit(
+        &self,
+        tenant: &Tenant,
+        checked: Checked,
+        seq: u64,
+    ) -> Result<Prepared, IngestError> {
+        let Checked { new, resolved } = checked;
         let targets: Vec<ChannelId> = resolved.iter().map(|c| c.id.clone()).collect();
-        let seq = match new.seq {
-            Some(s) => s,
-            None => {
-                self.activities
-                    .next_seq(&tenant.id, &new.conversation_id)
-                    .await?
-            }
-        };
         let now = self.clock.now();
         // An id the producer chose may have been ingested before (a retried POST): its
         // rows are written only if it is new. One generated here is new by construction.
@@ -180,33 +345,40 @@ impl Intake<'_> {
         .await?;
         let (deliveries, admissions): (Vec<Delivery>, Vec<Admission>) =
             admitted.into_iter().unzip();
-        if !self
-            .record(&activity, &deliveries, &admissions, fresh)
-            .await?
-        {
-            return self.existing(tenant, activity).await;
-        }
-        let laned: Vec<_> = resolved
+        Ok(Prepared {
+            activity,
+            deliveries,
+            admissions,
+            resolved,
+            fresh,
+        })
+    }
+
+    /// After the rows are written: ordered deliveries join their lanes, and flow control
+    /// hears of the deliveries it held back.
+    async fn finish(&self, tenant: &Tenant, p: Prepared) -> Ingested {
+        let laned: Vec<_> = p
+            .resolved
             .iter()
-            .zip(&deliveries)
+            .zip(&p.deliveries)
             .filter_map(|(ch, d)| ch.ordering.map(|o| (d, o.on_dead_letter)))
             .filter(|(d, _)| d.lane_seq.is_some())
             .collect();
         if !laned.is_empty() {
             self.lanes.joined(&laned).await;
         }
-        for (ch, a) in resolved.iter().zip(&admissions) {
+        for (ch, a) in p.resolved.iter().zip(&p.admissions) {
             if !matches!(*a, Admission::Live | Admission::Lane) {
                 self.flow
                     .after_admission_or_feed_later(ch, tenant.tier, *a)
                     .await;
             }
         }
-        Ok(Ingested {
-            activity,
-            deliveries,
+        Ingested {
+            activity: p.activity,
+            deliveries: p.deliveries,
             created: true,
-        })
+        }
     }
 
     /// The tenant's active channels subscribed to `event_type` (ordered by id), from the
@@ -290,20 +462,7 @@ impl Intake<'_> {
         admissions: &[Admission],
         fresh: bool,
     ) -> Result<bool, IngestError> {
-        let carried = activity.if_inline();
-        let by = self
-            .clock
-            .now_ms()
-            .saturating_add(converger_core::policy::ROW_WAIT_MS);
-        let msgs: Vec<DeliveryMessage> = deliveries
-            .iter()
-            .zip(admissions)
-            .filter(|(_, a)| **a == Admission::Live)
-            .map(|(d, _)| {
-                let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
-                if fresh { m.beside_row(by) } else { m }
-            })
-            .collect();
+        let msgs = self.live_messages(activity, deliveries, admissions, fresh);
         let send = async {
             if !msgs.is_empty() {
                 self.queue.send_many(&msgs).await?;
@@ -311,16 +470,12 @@ impl Intake<'_> {
             Ok::<_, IngestError>(())
         };
         if fresh {
-            // Counted once written, even when the send fails: the rows exist, and the sweeper
-            // sends them.
-            let written = std::sync::atomic::AtomicBool::new(false);
+            // A send that fails after the write leaves pending rows: the sweeper sends them.
             let write = async {
                 self.activities
                     .create_fresh_activity(activity, deliveries)
                     .await
-                    .map_err(IngestError::from)?;
-                written.store(true, std::sync::atomic::Ordering::Relaxed);
-                Ok(())
+                    .map_err(IngestError::from)
             };
             tokio::try_join!(write, send)?;
             return Ok(true);
@@ -337,6 +492,58 @@ impl Intake<'_> {
         // table's stream (`crate::changes`).
         send.await?;
         Ok(true)
+    }
+
+    /// The messages of an activity's live deliveries; those of a generated id go out beside
+    /// their rows, so they say until when a missing row may still come.
+    fn live_messages(
+        &self,
+        activity: &Activity,
+        deliveries: &[Delivery],
+        admissions: &[Admission],
+        fresh: bool,
+    ) -> Vec<DeliveryMessage> {
+        let carried = activity.if_inline();
+        let by = self
+            .clock
+            .now_ms()
+            .saturating_add(converger_core::policy::ROW_WAIT_MS);
+        deliveries
+            .iter()
+            .zip(admissions)
+            .filter(|(_, a)| **a == Admission::Live)
+            .map(|(d, _)| {
+                let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
+                if fresh { m.beside_row(by) } else { m }
+            })
+            .collect()
+    }
+
+    /// [`Self::record`] for a batch's items with generated ids: every row in shared batch
+    /// writes, every message in shared batch sends, the two beside each other.
+    async fn record_fresh(&self, fresh: &[&Prepared]) -> Result<(), IngestError> {
+        let rows: Vec<(&Activity, &[Delivery])> = fresh
+            .iter()
+            .map(|p| (&p.activity, p.deliveries.as_slice()))
+            .collect();
+        let msgs: Vec<DeliveryMessage> = fresh
+            .iter()
+            .flat_map(|p| self.live_messages(&p.activity, &p.deliveries, &p.admissions, true))
+            .collect();
+        let write = async {
+            self.activities
+                .create_fresh_activities(&rows)
+                .await
+                .map_err(IngestError::from)
+        };
+        let send = async {
+            if !msgs.is_empty() {
+                self.queue.send_many(&msgs).await?;
+            }
+            Ok::<_, IngestError>(())
+        };
+        tokio::try_join!(write, send)?;
+        Ok(())
     }
 
     /// The activity was ingested before: answer with what was stored, and make sure its

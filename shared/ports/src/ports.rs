@@ -155,6 +155,14 @@ pub trait ChannelStore: Send + Sync + 'static {
 pub trait ActivityStore: Send + Sync + 'static {
     /// The next sequence number of a conversation.
     async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64>;
+    /// `count` consecutive sequence numbers of a conversation in one write (a batch's
+    /// activities of one conversation): the first of them.
+    async fn reserve_seqs(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        count: u64,
+    ) -> StoreResult<u64>;
     /// Writes the activity and its deliveries together, or nothing if the activity exists.
     /// Each delivery written counts as created for its channel's health checks.
     async fn create_activity(
@@ -173,6 +181,15 @@ pub trait ActivityStore: Send + Sync + 'static {
         deliveries: &[Delivery],
     ) -> StoreResult<()> {
         self.create_activity(activity, deliveries).await.map(drop)
+    }
+    /// [`Self::create_fresh_activity`] for several activities at once (a batch's): a backend
+    /// may pack every row into the same batch writes. An error leaves any of them written or
+    /// not, as a crash would.
+    async fn create_fresh_activities(&self, fresh: &[(&Activity, &[Delivery])]) -> StoreResult<()> {
+        for (a, ds) in fresh {
+            self.create_fresh_activity(a, ds).await?;
+        }
+        Ok(())
     }
     /// One tenant's activity. Activity ids are chosen by producers and scoped to their
     /// tenant: the same id under another tenant is another activity, so there is no read by

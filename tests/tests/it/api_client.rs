@@ -304,3 +304,51 @@ async fn listen_forwards_deliveries_and_acknowledges_what_the_receiver_took() {
     }
     t.stop().await;
 }
+
+/// `send --file`: a JSON-lines file sent a hundred to a request, each line's result printed,
+/// a refused line failing the command once every line was sent.
+#[tokio::test]
+async fn the_command_line_sends_a_file_of_activities() {
+    let t = TestStack::start().await;
+    let a = t.new_tenant("default").await;
+    let rx = Receiver::always(200).await.unwrap();
+    let ch = a.webhook(&rx.url, json!({})).await.channel.id;
+    let mut lines = Vec::new();
+    for i in 1..=150 {
+        let target = if i == 3 { "ch_nosuch" } else { ch.as_str() };
+        lines.push(
+            json!({"conversation_id": format!("c{}", i % 7), "channel_ids": [target],
+                   "payload": {"n": i}})
+            .to_string(),
+        );
+        if i == 10 {
+            lines.push(String::new());
+        }
+    }
+    let path = std::env::temp_dir().join(format!(
+        "converger-send-{}.jsonl",
+        a.key.len() + rx.url.len() + std::process::id() as usize
+    ));
+    std::fs::write(&path, lines.join("\n")).unwrap();
+    let (code, out) = converger(&t, &a.key, &["send", "--file", path.to_str().unwrap()]).await;
+    assert_eq!(code, 1, "{out}");
+    let printed: Vec<&str> = out.lines().filter(|l| l.starts_with("line ")).collect();
+    assert_eq!(printed.len(), 150, "{out}");
+    assert!(
+        printed
+            .iter()
+            .any(|l| l.starts_with("line 3: refused: unknown_channel")),
+        "{out}"
+    );
+    // The blank line is skipped: the last activity is the file's line 151.
+    assert!(printed[149].starts_with("line 151: activity "), "{out}");
+    assert_eq!(rx.wait_for(149, Duration::from_secs(60)).await.len(), 149);
+
+    // A line that is not an activity stops the command before anything is sent.
+    std::fs::write(&path, "{\"conversation_id\": \"c\"}\nnot json\n").unwrap();
+    let (code, out) = converger(&t, &a.key, &["send", "--file", path.to_str().unwrap()]).await;
+    assert_eq!(code, 2, "{out}");
+    assert!(out.is_empty(), "nothing sent: {out}");
+    let _ = std::fs::remove_file(&path);
+    t.stop().await;
+}

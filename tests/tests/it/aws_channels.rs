@@ -55,8 +55,11 @@ async fn channel(t: &Tenant<'_>, kind: &str, target: &str, role: &str) -> (Strin
     (c.channel.id, c.signing_secret)
 }
 
+/// Bounded well past a lease and a queue's visibility timeout: on a loaded machine an
+/// emulator call can outlast its lease, and the delivery is attempted again when its
+/// message comes back.
 async fn settled(t: &Tenant<'_>, id: &str) -> DeliveryView {
-    t.wait_delivery(id, Duration::from_secs(20), is_settled)
+    t.wait_delivery(id, Duration::from_secs(90), is_settled)
         .await
 }
 

@@ -28,20 +28,98 @@ pub(crate) async fn create_activity(
     } else {
         StatusCode::OK
     };
-    Ok((
-        status,
-        Json(views::Ingested {
-            activity_id: done.activity.id.to_string(),
-            conversation_id: done.activity.conversation_id.clone(),
-            seq: done.activity.seq,
-            created_at: done.activity.created_at.clone(),
-            deliveries: done
-                .deliveries
-                .iter()
-                .map(views::DeliveryRef::from)
-                .collect(),
-        }),
-    ))
+    Ok((status, Json(ingested(&done))))
+}
+
+/// Largest body of a batch of activities: under the 6 MB a synchronous Lambda invocation
+/// takes, with room for the request's envelope.
+pub(crate) const BATCH_MAX_BODY: usize = 5 * 1024 * 1024;
+
+/// `POST /api/v1/activities/batch`: items are read one by one, so one that does not fit
+/// refuses itself only.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BatchBody {
+    activities: Vec<serde_json::Value>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/v1/activities/batch",
+    tag = "activities",
+    summary = "Send up to 100 activities",
+    description = "Each item is taken as `POST /api/v1/activities` takes one (its own `id` for idempotency, its own checks) and answered in order: the activity with its deliveries, or the item's own error. More than 100 items, or a body over 5 MiB, refuses the whole request and writes nothing. With an `Idempotency-Key`, an item without an `id` is named after the key and its position. A batch counts as one request against the API key's rate limit.",
+    request_body = crate::schemas::NewActivityBatchDoc,
+    responses((status = 200, description = "One result per item, in order", body = views::BatchResults), (status = 413, description = "The body is over 5 MiB"), (status = 422, description = "Not a batch of 1 to 100 items"))
+)]
+pub(crate) async fn create_activities(
+    State(state): State<AppState>,
+    Authed(tenant, _): Authed,
+    key: Option<axum::Extension<crate::idempotency::Key>>,
+    Body(batch): Body<BatchBody>,
+) -> Result<Json<views::BatchResults>, ApiError> {
+    use converger_pipeline::ingest::{IngestError, MAX_BATCH};
+    let n = batch.activities.len();
+    if n == 0 || n > MAX_BATCH {
+        return Err(ApiError::invalid(
+            ErrorCode::InvalidBatch,
+            format!("a batch holds 1 to {MAX_BATCH} activities; this one holds {n}"),
+        ));
+    }
+    let key = key.map(|axum::Extension(crate::idempotency::Key(k))| k);
+    let items: Vec<Result<NewActivity, IngestError>> = batch
+        .activities
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let mut item: NewActivity = serde_json::from_value(v)
+                .map_err(|e| IngestError::Invalid(format!("activities[{i}] does not fit: {e}")))?;
+            if let (None, Some(k)) = (&item.id, &key) {
+                item.id = Some(ActivityId::for_idempotency_key(
+                    &tenant.id,
+                    &format!("{k}#{i}"),
+                ));
+            }
+            Ok(item)
+        })
+        .collect();
+    let done = state.pipeline.intake().ingest_batch(&tenant, items).await;
+    Ok(Json(views::BatchResults {
+        results: done
+            .into_iter()
+            .map(|r| match r {
+                Ok(done) => views::BatchResult::Ingested {
+                    status: if done.created { 201 } else { 200 },
+                    activity: ingested(&done),
+                },
+                Err(e) => {
+                    let e = ApiError::from(e);
+                    views::BatchResult::Refused {
+                        status: e.status.as_u16(),
+                        error: views::ItemError {
+                            code: e.code.as_str().to_owned(),
+                            message: e.message,
+                        },
+                    }
+                }
+            })
+            .collect(),
+    }))
+}
+
+/// What an ingest answers, for the API.
+fn ingested(done: &converger_pipeline::ingest::Ingested) -> views::Ingested {
+    views::Ingested {
+        activity_id: done.activity.id.to_string(),
+        conversation_id: done.activity.conversation_id.clone(),
+        seq: done.activity.seq,
+        created_at: done.activity.created_at.clone(),
+        deliveries: done
+            .deliveries
+            .iter()
+            .map(views::DeliveryRef::from)
+            .collect(),
+    }
 }
 
 #[utoipa::path(

@@ -66,6 +66,12 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/activities",
             post(create_activity).get(list_activities),
         )
+        .route(
+            "/api/v1/activities/batch",
+            post(create_activities).layer(axum::extract::DefaultBodyLimit::max(
+                activities::BATCH_MAX_BODY,
+            )),
+        )
         .route("/api/v1/activities/{id}", get(get_activity))
         .route("/api/v1/deliveries", get(list_deliveries))
         .route("/api/v1/deliveries/{id}", get(get_delivery))

@@ -5,13 +5,22 @@ use super::*;
 #[async_trait]
 impl ActivityStore for DynamoStore {
     async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64> {
+        self.reserve_seqs(tenant, conversation_id, 1).await
+    }
+    async fn reserve_seqs(
+        &self,
+        tenant: &TenantId,
+        conversation_id: &str,
+        count: u64,
+    ) -> StoreResult<u64> {
+        let count = count.max(1);
         let out = self
             .client
             .update_item()
             .table_name(&self.res.activities)
             .key("id", s(conversation_counter_key(tenant, conversation_id)))
-            .update_expression("ADD seq :one")
-            .expression_attribute_values(":one", n(1))
+            .update_expression("ADD seq :count")
+            .expression_attribute_values(":count", n(count))
             .return_values(ReturnValue::UpdatedNew)
             .send()
             .await
@@ -20,7 +29,8 @@ impl ActivityStore for DynamoStore {
             .as_ref()
             .and_then(|a| a.get("seq"))
             .and_then(|v| v.as_n().ok())
-            .and_then(|v| v.parse().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .and_then(|last| last.checked_sub(count - 1))
             .ok_or_else(|| StoreError::Corrupt("conversation counter without seq".into()))
     }
     async fn create_activity(
@@ -75,6 +85,16 @@ impl ActivityStore for DynamoStore {
         rows.push((self.res.activities.clone(), activity_item(activity)?));
         for d in deliveries {
             rows.push((self.res.deliveries.clone(), self.delivery_item(d)?));
+        }
+        self.batch_put_rows(rows).await
+    }
+    async fn create_fresh_activities(&self, fresh: &[(&Activity, &[Delivery])]) -> StoreResult<()> {
+        let mut rows = Vec::with_capacity(fresh.iter().map(|(_, ds)| ds.len() + 1).sum());
+        for (a, ds) in fresh {
+            rows.push((self.res.activities.clone(), activity_item(a)?));
+            for d in *ds {
+                rows.push((self.res.deliveries.clone(), self.delivery_item(d)?));
+            }
         }
         self.batch_put_rows(rows).await
     }
