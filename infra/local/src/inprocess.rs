@@ -146,7 +146,14 @@ impl InProcess {
 
         let permits: Vec<(Tier, Arc<Semaphore>)> = Tier::ALL
             .iter()
-            .map(|t| (*t, Arc::new(Semaphore::new(t.max_concurrency() * batch))))
+            .map(|t| {
+                (
+                    *t,
+                    Arc::new(Semaphore::new(
+                        pipeline.config().tier_concurrency.of(*t) * batch,
+                    )),
+                )
+            })
             .collect();
         let in_flight: Arc<std::sync::Mutex<std::collections::HashMap<String, usize>>> =
             Arc::default();

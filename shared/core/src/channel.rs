@@ -154,14 +154,77 @@ impl Tier {
             Self::Bulk => "deliveries-bulk",
         }
     }
+}
 
-    /// Concurrent deliveries the tier's consumer runs at most (Lambda MaximumConcurrency).
-    pub fn max_concurrency(self) -> usize {
-        match self {
-            Self::High => 10,
-            Self::Default => 20,
-            Self::Bulk => 5,
+/// Concurrent batches each tier's consumer runs at most: the deliver function's SQS mappings'
+/// `MaximumConcurrency`, which the template's `DeliverConcurrency*` parameters set and give the
+/// functions as `TIER_CONCURRENCY`. Channel windows are sized from it (`core::flow`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TierConcurrency {
+    pub high: usize,
+    pub default: usize,
+    pub bulk: usize,
+}
+
+impl Default for TierConcurrency {
+    /// What the local stack runs and the tests measure (`high=10,default=20,bulk=5`).
+    fn default() -> Self {
+        Self {
+            high: 10,
+            default: 20,
+            bulk: 5,
         }
+    }
+}
+
+impl TierConcurrency {
+    /// The fewest and most concurrent batches a mapping may run (Lambda's bounds).
+    pub const RANGE: std::ops::RangeInclusive<usize> = 2..=1000;
+
+    /// The concurrency of `tier`'s consumer.
+    pub fn of(self, tier: Tier) -> usize {
+        match tier {
+            Tier::High => self.high,
+            Tier::Default => self.default,
+            Tier::Bulk => self.bulk,
+        }
+    }
+
+    /// `high=<n>,default=<n>,bulk=<n>` (each tier at most once, any left out keeping its
+    /// default; each 2 to 1,000).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut out = Self::default();
+        let mut seen = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (tier, n) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}` is not `<tier>=<count>`"))?;
+            let tier: Tier = tier
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{tier}` is not a tier"))?;
+            if seen.contains(&tier) {
+                return Err(format!("{} is given twice", tier.as_str()));
+            }
+            seen.push(tier);
+            let n: usize = n
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| Self::RANGE.contains(n))
+                .ok_or_else(|| {
+                    format!(
+                        "{}'s concurrency must be a number from 2 to 1000",
+                        tier.as_str()
+                    )
+                })?;
+            match tier {
+                Tier::High => out.high = n,
+                Tier::Default => out.default = n,
+                Tier::Bulk => out.bulk = n,
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use crate::Invalid;
 
-use crate::channel::Tier;
+use crate::channel::{Tier, TierConcurrency};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
@@ -83,14 +83,10 @@ pub enum MaxInFlight {
 impl MaxInFlight {
     /// The cap for a delivery of `tier` (`None` never comes back now that an unbounded
     /// channel has the platform's bound; kept for the callers' shape).
-    pub fn resolve(self, tier: Tier) -> Option<u32> {
+    pub fn resolve(self, tier: Tier, consumers: TierConcurrency) -> Option<u32> {
         match self {
-            Self::Auto => Some(
-                u32::try_from(tier.max_concurrency() / 2)
-                    .unwrap_or(1)
-                    .max(1),
-            ),
-            Self::Unbounded => Some(tier_share(tier)),
+            Self::Auto => Some(u32::try_from(consumers.of(tier) / 2).unwrap_or(1).max(1)),
+            Self::Unbounded => Some(tier_share(tier, consumers)),
             Self::Fixed(n) => Some(n.max(1)),
         }
     }
@@ -122,12 +118,13 @@ pub const DELIVERY_BATCH_SIZE: usize = 10;
 
 /// The most deliveries a channel without a cap of its own (`max_in_flight: null`) has in
 /// flight at once: half of what its tier's consumers hold together (its concurrency times
-/// [`DELIVERY_BATCH_SIZE`]: high 50, default 100, bulk 25). The tier's queue is shared by
+/// [`DELIVERY_BATCH_SIZE`]: high 50, default 100, bulk 25 at the local stack's concurrency).
+/// The tier's queue is shared by
 /// all its tenants; an SQS fair queue serves a quiet tenant's messages first, but cannot free
 /// a consumer that a slow call holds, so without a bound one slow channel would hold every
 /// consumer of its tier and its neighbours would wait behind its calls.
-pub fn tier_share(tier: Tier) -> u32 {
-    u32::try_from(tier.max_concurrency() * DELIVERY_BATCH_SIZE / 2)
+pub fn tier_share(tier: Tier, consumers: TierConcurrency) -> u32 {
+    u32::try_from(consumers.of(tier) * DELIVERY_BATCH_SIZE / 2)
         .unwrap_or(u32::MAX)
         .max(1)
 }
@@ -511,21 +508,51 @@ mod tests {
 
     #[test]
     fn auto_is_half_the_tier() {
-        assert_eq!(MaxInFlight::Auto.resolve(Tier::Default), Some(10));
-        assert_eq!(MaxInFlight::Auto.resolve(Tier::High), Some(5));
-        assert_eq!(MaxInFlight::Auto.resolve(Tier::Bulk), Some(2));
-        assert_eq!(MaxInFlight::Fixed(7).resolve(Tier::Bulk), Some(7));
+        let c = TierConcurrency::default();
+        assert_eq!(MaxInFlight::Auto.resolve(Tier::Default, c), Some(10));
+        assert_eq!(MaxInFlight::Auto.resolve(Tier::High, c), Some(5));
+        assert_eq!(MaxInFlight::Auto.resolve(Tier::Bulk, c), Some(2));
+        assert_eq!(MaxInFlight::Fixed(7).resolve(Tier::Bulk, c), Some(7));
+        let big = TierConcurrency::parse("default=200").unwrap();
+        assert_eq!(MaxInFlight::Auto.resolve(Tier::Default, big), Some(100));
+        assert_eq!(MaxInFlight::Auto.resolve(Tier::High, big), Some(5));
+    }
+
+    #[test]
+    fn tier_concurrency_reads_each_tier_once_within_lambdas_bounds() {
+        let c = TierConcurrency::parse(" high=100, bulk=50 ").unwrap();
+        assert_eq!((c.high, c.default, c.bulk), (100, 20, 50));
+        assert_eq!(
+            TierConcurrency::parse("").unwrap(),
+            TierConcurrency::default()
+        );
+        for bad in [
+            "high=1",
+            "default=1001",
+            "high=10,high=20",
+            "gold=10",
+            "high",
+            "high=x",
+        ] {
+            assert!(TierConcurrency::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
     fn no_cap_of_its_own_is_half_of_what_the_tiers_consumers_hold() {
-        // The template's tiers: 10, 20 and 5 concurrent batches of 10 records.
-        assert_eq!(MaxInFlight::Unbounded.resolve(Tier::High), Some(50));
-        assert_eq!(MaxInFlight::Unbounded.resolve(Tier::Default), Some(100));
-        assert_eq!(MaxInFlight::Unbounded.resolve(Tier::Bulk), Some(25));
-        for t in Tier::ALL {
-            let consumers = t.max_concurrency() * DELIVERY_BATCH_SIZE;
-            assert!(tier_share(t) as usize * 2 <= consumers);
+        // The local stack's tiers: 10, 20 and 5 concurrent batches of 10 records.
+        let c = TierConcurrency::default();
+        assert_eq!(MaxInFlight::Unbounded.resolve(Tier::High, c), Some(50));
+        assert_eq!(MaxInFlight::Unbounded.resolve(Tier::Default, c), Some(100));
+        assert_eq!(MaxInFlight::Unbounded.resolve(Tier::Bulk, c), Some(25));
+        for c in [
+            c,
+            TierConcurrency::parse("high=100,default=200,bulk=50").unwrap(),
+        ] {
+            for t in Tier::ALL {
+                let consumers = c.of(t) * DELIVERY_BATCH_SIZE;
+                assert!(tier_share(t, c) as usize * 2 <= consumers);
+            }
         }
     }
 

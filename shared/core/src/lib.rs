@@ -31,7 +31,7 @@ pub mod usage;
 pub mod web;
 pub mod websocket;
 
-pub use channel::{ChannelType, Tier};
+pub use channel::{ChannelType, Tier, TierConcurrency};
 pub use error::DeliveryError;
 pub use flow::{BreakerConfig, BreakerOverrides, CircuitState, MaxInFlight, RateLimit};
 pub use ids::{ActivityId, ChannelId, DeliveryId, TenantId};

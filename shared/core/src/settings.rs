@@ -106,6 +106,11 @@ pub const API_RATE_LIMITS: Setting = text(
     "`high=500/s,default=100/s,bulk=50/s`",
     "each tier's tenant API rate limit per API key (`<tier>=<count>/s`, `/m` or `/h`, comma-separated); an operator's `api_rate_limit` overrides it per tenant",
 );
+pub const TIER_CONCURRENCY: Setting = text(
+    "TIER_CONCURRENCY",
+    "`high=10,default=20,bulk=5`",
+    "concurrent batches of 10 each tier's deliver mapping runs at most (`<tier>=<count>`, 2 to 1,000, comma-separated; the template sets it from its `DeliverConcurrency*` parameters): a channel's `auto` window is half its tier's, and one without a cap of its own holds at most half its tier's records",
+);
 pub const RECEIPT_RATE_LIMIT: Setting = text(
     "RECEIPT_RATE_LIMIT",
     "`3000/s`",
@@ -408,6 +413,7 @@ pub const RUST_LOG: Setting = text(
 /// Every setting, in the order the documentation lists them.
 pub const ALL: &[Setting] = &[
     API_RATE_LIMITS,
+    TIER_CONCURRENCY,
     RECEIPT_RATE_LIMIT,
     RETRY_POLICY,
     WEBHOOK_ALLOW_CIDRS,

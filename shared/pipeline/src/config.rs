@@ -36,6 +36,9 @@ pub struct PipelineConfig {
     pub allowlist: Allowlist,
     /// Deliveries of one batch processed at once.
     pub batch_concurrency: usize,
+    /// Each tier's deliver mapping's concurrency (`TIER_CONCURRENCY`): channel windows are
+    /// sized from it.
+    pub tier_concurrency: converger_core::TierConcurrency,
     /// How long deliveries and their activities are kept (`RETENTION_DAYS`; DynamoDB TTL).
     pub retention: Duration,
     /// How long attempt log entries are kept (`RETENTION_DAYS`, or
@@ -89,6 +92,7 @@ impl Default for PipelineConfig {
             platform_account: None,
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
+            tier_concurrency: converger_core::TierConcurrency::default(),
             retention: Duration::from_secs(30 * 86_400),
             attempt_retention: Duration::from_secs(30 * 86_400),
             sweep_grace: Duration::from_secs(300),
@@ -130,6 +134,12 @@ impl PipelineConfig {
                     converger_core::api_limit::Defaults::parse,
                 )?
                 .unwrap_or(d.api_limits),
+            tier_concurrency: env
+                .parsed(
+                    &set::TIER_CONCURRENCY,
+                    converger_core::TierConcurrency::parse,
+                )?
+                .unwrap_or(d.tier_concurrency),
             receipt_limit: env
                 .parsed(&set::RECEIPT_RATE_LIMIT, str::parse)?
                 .unwrap_or(d.receipt_limit),

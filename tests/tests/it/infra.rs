@@ -40,8 +40,16 @@ async fn the_functions_run_as_the_deployed_stack_says() {
         }
         assert_eq!(f.architectures, vec!["x86_64"], "{logical}");
     }
-    // One mapping per tier queue, partial batch failures on, the tier's concurrency.
+    // One mapping per tier queue, partial batch failures on, the tier's concurrency as the
+    // stack's pipeline sizes its windows, and the functions told the same.
     let deliver = d.function("DeliverFunction").unwrap();
+    let tiers = converger_core::TierConcurrency::default();
+    let told = deliver
+        .environment
+        .get("TIER_CONCURRENCY")
+        .and_then(|v| v.as_str())
+        .map(converger_core::TierConcurrency::parse);
+    assert_eq!(told, Some(Ok(tiers)));
     assert_eq!(deliver.timeout_s, Some(DELIVER_TIMEOUT_S));
     for tier in converger_core::Tier::ALL {
         let url = t.aws().queue_url(tier).unwrap();
@@ -54,7 +62,7 @@ async fn the_functions_run_as_the_deployed_stack_says() {
         assert!(m.report_batch_item_failures);
         assert_eq!(
             m.maximum_concurrency,
-            Some(tier.max_concurrency() as u32),
+            Some(tiers.of(tier) as u32),
             "{tier:?}"
         );
         // What a channel without a cap of its own may hold is worked out from this.

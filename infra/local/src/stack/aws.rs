@@ -143,6 +143,15 @@ pub(super) async fn build_aws(
             .to_owned(),
         ),
     ]);
+    // The tiers' mappings run as this stack's pipeline sizes its windows.
+    let tiers = opts.config.tier_concurrency;
+    for (name, tier) in [
+        ("DeliverConcurrencyHigh", converger_core::Tier::High),
+        ("DeliverConcurrencyDefault", converger_core::Tier::Default),
+        ("DeliverConcurrencyBulk", converger_core::Tier::Bulk),
+    ] {
+        parameters.insert(name.to_owned(), tiers.of(tier).to_string());
+    }
     parameters.extend(opts.parameters.clone());
     let deploy_started = Instant::now();
     let deployed = cfn::deploy_with(

@@ -38,7 +38,14 @@ pub(crate) fn spawn_dispatcher(
 ) -> JoinHandle<()> {
     let permits: Vec<(Tier, Arc<Semaphore>)> = Tier::ALL
         .iter()
-        .map(|t| (*t, Arc::new(Semaphore::new(t.max_concurrency()))))
+        .map(|t| {
+            (
+                *t,
+                Arc::new(Semaphore::new(
+                    functions.deliver.config().tier_concurrency.of(*t),
+                )),
+            )
+        })
         .collect();
     let functions = Arc::new(functions);
     tokio::spawn(async move {

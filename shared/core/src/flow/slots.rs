@@ -3,7 +3,7 @@
 //! rows a take may feed.
 
 use super::MaxInFlight;
-use crate::channel::Tier;
+use crate::channel::{Tier, TierConcurrency};
 
 /// Slot ids one slot item holds at most once a window spans several: a delivery id and the
 /// time its slot was taken are about 40 bytes, so an item of 8 stays well under the 1 KB a
@@ -68,10 +68,10 @@ pub fn slot_item_choices(hash: u32, active: u32) -> Vec<u32> {
 
 /// The most slot items a channel whose in-flight setting is `max` may have slots in, over
 /// every tier its tenant may be on: what the reconciliation reads.
-pub fn slot_item_bound(max: MaxInFlight) -> u32 {
+pub fn slot_item_bound(max: MaxInFlight, consumers: TierConcurrency) -> u32 {
     Tier::ALL
         .into_iter()
-        .filter_map(|t| max.resolve(t))
+        .filter_map(|t| max.resolve(t, consumers))
         .map(slot_items)
         .max()
         .unwrap_or(1)
@@ -137,13 +137,17 @@ mod tests {
 
     #[test]
     fn the_bound_feeds_and_stale_slots_follow_the_layout() {
-        assert_eq!(slot_item_bound(MaxInFlight::Fixed(2000)), 250);
-        assert_eq!(slot_item_bound(MaxInFlight::Auto), 1);
+        let local = TierConcurrency::default();
+        assert_eq!(slot_item_bound(MaxInFlight::Fixed(2000), local), 250);
+        assert_eq!(slot_item_bound(MaxInFlight::Auto, local), 1);
         assert_eq!(
-            slot_item_bound(MaxInFlight::Unbounded),
+            slot_item_bound(MaxInFlight::Unbounded, local),
             13,
             "the default tier's 100"
         );
+        // A deployment's larger tiers: their bound follows.
+        let deployed = TierConcurrency::parse("high=100,default=200,bulk=50").unwrap();
+        assert_eq!(slot_item_bound(MaxInFlight::Unbounded, deployed), 125);
         assert_eq!(rows_to_feed_after_attempt(16, false, 3), None);
         assert_eq!(rows_to_feed_after_attempt(24, false, 0), Some(1));
         assert_eq!(rows_to_feed_after_attempt(24, true, 0), Some(0));

@@ -179,7 +179,9 @@ impl FlowControl {
                 .and_then(|a| a.default_rate_limit(&channel.config, &channel.parsed_config)),
         };
         Limits {
-            cap: breaker.max_in_flight.resolve(tier),
+            cap: breaker
+                .max_in_flight
+                .resolve(tier, self.config.tier_concurrency),
             breaker,
             rate,
         }

@@ -50,7 +50,9 @@ impl FlowControl {
     ) -> Result<(usize, usize), FlowError> {
         let flow = self.flows.get_flow(channel).await?;
         let ch = self.channels.get_channel(channel).await?;
-        let items = ch.as_ref().map_or(1, slot_bound);
+        let items = ch
+            .as_ref()
+            .map_or(1, |c| slot_bound(c, self.config.tier_concurrency));
         let (freed, resent) = self
             .reconcile_slots(&flow, items, self.config.lease_slice, requeued)
             .await?;
@@ -177,7 +179,12 @@ impl FlowControl {
         };
         let breaker = channel.circuit_breaker.effective();
         let (freed, _) = self
-            .reconcile_slots(&f, slot_bound(&channel), self.config.slot_grace, &[])
+            .reconcile_slots(
+                &f,
+                slot_bound(&channel, self.config.tier_concurrency),
+                self.config.slot_grace,
+                &[],
+            )
             .await?;
         if channel.deleted_at.is_some() {
             // A deleted channel holds nothing back (a pause or breaker that raced the delete):
@@ -240,6 +247,6 @@ impl FlowControl {
 }
 
 /// The most slot items `channel`'s window may span (`core::flow::slot_item_bound`).
-fn slot_bound(channel: &Channel) -> u32 {
-    slot_item_bound(channel.circuit_breaker.effective().max_in_flight)
+fn slot_bound(channel: &Channel, consumers: converger_core::TierConcurrency) -> u32 {
+    slot_item_bound(channel.circuit_breaker.effective().max_in_flight, consumers)
 }
