@@ -161,6 +161,17 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     }
 }
 
+/// The units of `table` itself (not its indexes) in a `keys` case line, per delivery.
+fn table_units(case: &serde_json::Value, table: &str) -> f64 {
+    case["writes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["table"] == table && f["index"].is_null())
+        .map(|f| f["units_per_delivery"].as_f64().unwrap())
+        .sum()
+}
+
 /// The units of `index` on the deliveries table in a `keys` case line, per delivery.
 fn index_units(case: &serde_json::Value, index: &str) -> f64 {
     case["writes"]
@@ -183,6 +194,17 @@ async fn keys_scenario_counts_units_per_key_family_on_every_index() {
     .unwrap();
     let cases = &line["cases"];
     let first = &cases["first_try"];
+    // A producer without `seq` writes its conversation's sequence item for each activity;
+    // in a batch, once per conversation.
+    let activities = |case: &str| table_units(&cases[case], "activities");
+    assert!(
+        activities("first_try_without_seq") > activities("first_try"),
+        "{line}"
+    );
+    assert!(
+        activities("first_try_batch") < activities("first_try_without_seq"),
+        "{line}"
+    );
     // Unit counts follow from the requests, not the machine's speed. A first try enters its
     // tenant's listing once, when it is sent (not when it is created), and never the
     // channel index (sparse: dead letters and parked deliveries only).

@@ -3,6 +3,10 @@
 //! item before and after each write (the proxy of `crate::capacity`), on the local stack. Each
 //! case runs on its own channel of one tenant:
 //! - `first_try`: one activity at a time, each delivered on the first try;
+//! - `first_try_without_seq`: the same from a producer that leaves `seq` out (the
+//!   conversation's sequence item is written for each);
+//! - `first_try_batch`: that producer sending ten at a time (`POST /api/v1/activities/batch`,
+//!   two conversations of five a batch);
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
 //! - `dead_letter`: the receiver always answers 503, the policy allows 3 attempts;
 //! - `bulk_replay`: one bulk replay of `replay` dead letters, until every one is sent again;
@@ -112,6 +116,37 @@ async fn cases(stack: &Stack, meter: &Meter, o: &Options) -> Result<Value, Strin
         })
         .await?;
     out.insert("first_try".into(), counted);
+
+    // A producer without `seq`, one at a time, then ten to a batch.
+    let bare = |n: usize| {
+        json!({"conversation_id": format!("keys-{}", n / 5), "channel_ids": [c.id],
+               "payload": {"text": "x".repeat(200), "n": n}})
+    };
+    let counted = h
+        .count(o.deliveries, |n| {
+            let h = &h;
+            let body = bare(n).to_string();
+            async move {
+                let d = super::post_body(&h.http, &h.url, &h.key, body).await?;
+                h.settle(&[d], (DeliveryStatus::Sent, 1)).await
+            }
+        })
+        .await?;
+    out.insert("first_try_without_seq".into(), counted);
+    let batch_url = format!("{}/batch", h.url);
+    let counted = h
+        .count_once(o.deliveries, async {
+            let all: Vec<usize> = (1_000_000..1_000_000 + o.deliveries).collect();
+            for chunk in all.chunks(10) {
+                let body =
+                    json!({"activities": chunk.iter().map(|n| bare(*n)).collect::<Vec<_>>()});
+                let ids = post_batch(&h, &batch_url, body.to_string()).await?;
+                h.settle(&ids, (DeliveryStatus::Sent, 1)).await?;
+            }
+            Ok(())
+        })
+        .await?;
+    out.insert("first_try_batch".into(), counted);
 
     // Three attempts, and a dead letter after three.
     let mut script = Vec::new();
@@ -284,6 +319,31 @@ async fn cases(stack: &Stack, meter: &Meter, o: &Options) -> Result<Value, Strin
         .unwrap_or_else(|e| json!({"error": e}));
     out.insert("bulk_replay".into(), counted);
     Ok(Value::Object(out))
+}
+
+/// Posts a batch of activities; the first delivery of each (every item must be taken).
+async fn post_batch(h: &Harness<'_>, url: &str, body: String) -> Result<Vec<DeliveryId>, String> {
+    let r = h
+        .http
+        .post(url)
+        .bearer_auth(&h.key)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let v: Value = r.json().await.map_err(|e| e.to_string())?;
+    v["results"]
+        .as_array()
+        .ok_or_else(|| format!("batch answered {v}"))?
+        .iter()
+        .map(|r| {
+            r["activity"]["deliveries"][0]["id"]
+                .as_str()
+                .and_then(|s| DeliveryId::parse(s).ok())
+                .ok_or_else(|| format!("batch item answered {r}"))
+        })
+        .collect()
 }
 
 impl Harness<'_> {
