@@ -180,6 +180,9 @@ fn activity_from_item(mut item: Item) -> StoreResult<Activity> {
     from_item(item)
 }
 
+/// `BatchWriteItem` requests of one `batch_put_rows` in flight at once.
+const BATCH_WRITES_AT_ONCE: usize = 4;
+
 impl DynamoStore {
     fn delivery_item(&self, d: &Delivery) -> StoreResult<Item> {
         let mut item = to_item(d)?;
@@ -406,41 +409,54 @@ impl DynamoStore {
     /// Unconditional puts of `(table, item)` rows, 25 to a request; unprocessed items are
     /// sent again with a growing pause, a bounded number of times.
     pub(crate) async fn batch_put_rows(&self, rows: Vec<(String, Item)>) -> StoreResult<()> {
+        use futures::{StreamExt, TryStreamExt};
+        let mut chunks: Vec<Vec<(String, Item)>> = Vec::new();
         let mut rows = rows.into_iter().peekable();
         while rows.peek().is_some() {
-            let mut req: HashMap<String, Vec<aws_sdk_dynamodb::types::WriteRequest>> =
-                HashMap::new();
-            for (table, item) in rows.by_ref().take(25) {
-                let put = aws_sdk_dynamodb::types::PutRequest::builder()
-                    .set_item(Some(item))
-                    .build()
-                    .map_err(StoreError::unreadable)?;
-                req.entry(table).or_default().push(
-                    aws_sdk_dynamodb::types::WriteRequest::builder()
-                        .put_request(put)
-                        .build(),
-                );
+            chunks.push(rows.by_ref().take(25).collect());
+        }
+        // A batch of activities is several requests: a few at once.
+        futures::stream::iter(chunks.into_iter().map(|c| self.batch_put_chunk(c)))
+            .buffer_unordered(BATCH_WRITES_AT_ONCE)
+            .try_collect::<Vec<()>>()
+            .await
+            .map(drop)
+    }
+
+    /// One `BatchWriteItem` of at most 25 puts; unprocessed items are sent again with a
+    /// growing pause, a bounded number of times.
+    async fn batch_put_chunk(&self, rows: Vec<(String, Item)>) -> StoreResult<()> {
+        let mut req: HashMap<String, Vec<aws_sdk_dynamodb::types::WriteRequest>> = HashMap::new();
+        for (table, item) in rows {
+            let put = aws_sdk_dynamodb::types::PutRequest::builder()
+                .set_item(Some(item))
+                .build()
+                .map_err(StoreError::unreadable)?;
+            req.entry(table).or_default().push(
+                aws_sdk_dynamodb::types::WriteRequest::builder()
+                    .put_request(put)
+                    .build(),
+            );
+        }
+        let mut pending = Some(req);
+        for round in 0..16u64 {
+            let Some(req) = pending.take().filter(|r| !r.is_empty()) else {
+                break;
+            };
+            if round > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(10 * round)).await;
             }
-            let mut pending = Some(req);
-            for round in 0..16u64 {
-                let Some(req) = pending.take().filter(|r| !r.is_empty()) else {
-                    break;
-                };
-                if round > 0 {
-                    tokio::time::sleep(std::time::Duration::from_millis(10 * round)).await;
-                }
-                pending = self
-                    .client
-                    .batch_write_item()
-                    .set_request_items(Some(req))
-                    .send()
-                    .await
-                    .map_err(sdk_err)?
-                    .unprocessed_items;
-            }
-            if pending.is_some_and(|p| p.values().any(|v| !v.is_empty())) {
-                return Err(StoreError::Unavailable("batch write throttled".into()));
-            }
+            pending = self
+                .client
+                .batch_write_item()
+                .set_request_items(Some(req))
+                .send()
+                .await
+                .map_err(sdk_err)?
+                .unprocessed_items;
+        }
+        if pending.is_some_and(|p| p.values().any(|v| !v.is_empty())) {
+            return Err(StoreError::Unavailable("batch write throttled".into()));
         }
         Ok(())
     }
