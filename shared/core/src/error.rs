@@ -34,6 +34,19 @@ pub fn snippet(body: &[u8]) -> String {
         .collect()
 }
 
+/// Longest response snippet an accepted call keeps in the attempt log: a success's body is
+/// rarely read, and a first try's row with its log entry then stays under the 1 KB of one
+/// DynamoDB write unit (a failure keeps [`SNIPPET_CHARS`]).
+pub const SUCCESS_SNIPPET_CHARS: usize = 100;
+
+/// An accepted call's snippet, cut to [`SUCCESS_SNIPPET_CHARS`].
+pub fn success_snippet(snippet: Option<String>) -> Option<String> {
+    snippet.map(|s| match s.char_indices().nth(SUCCESS_SNIPPET_CHARS) {
+        Some((at, _)) => s[..at].to_owned(),
+        None => s,
+    })
+}
+
 /// Is this HTTP status worth retrying? 408, 425, 429 and every 5xx.
 pub fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 425 | 429) || (500..=599).contains(&status)
@@ -176,6 +189,15 @@ mod tests {
         assert_eq!(parse_retry_after("-3", now), None);
         let e = DeliveryError::from_http(429, Some("2"), b"", "webhook", now);
         assert_eq!(e.retry_after_ms, Some(2_000));
+    }
+
+    #[test]
+    fn a_success_keeps_a_shorter_snippet() {
+        let long = "é".repeat(300);
+        let kept = success_snippet(Some(long)).unwrap();
+        assert_eq!(kept.chars().count(), SUCCESS_SNIPPET_CHARS);
+        assert_eq!(success_snippet(Some("ok".into())).as_deref(), Some("ok"));
+        assert_eq!(success_snippet(None), None);
     }
 
     #[test]

@@ -708,3 +708,34 @@ mod emulator {
         t.stop().await;
     }
 }
+
+/// An accepted call keeps a short snippet of its answer in the attempt log (its row stays
+/// within one write unit); a failed one keeps 500 characters.
+#[tokio::test]
+async fn a_success_keeps_a_short_snippet_and_a_failure_a_long_one() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let long = "x".repeat(1_000);
+    let rx = Receiver::start(
+        vec![Reply::status(500).body(&long)],
+        Reply::status(200).body(&long),
+    )
+    .await
+    .unwrap();
+    let ch = t
+        .webhook(&key, &rx.url, json!({"schedule": [100], "max_attempts": 2}))
+        .await;
+    let d = t
+        .deliver_settled(&key, ch["id"].as_str().unwrap(), json!({"n": 1}))
+        .await;
+    assert_eq!(d["status"], "sent", "{d}");
+    let log = d["attempt_log"].as_array().unwrap();
+    let chars = |e: &Value| e["response_snippet"].as_str().unwrap().chars().count();
+    // Newest first: the success, then the failure.
+    assert_eq!(
+        (chars(&log[0]), chars(&log[1])),
+        (converger_core::error::SUCCESS_SNIPPET_CHARS, 500),
+        "{d}"
+    );
+    t.stop().await;
+}

@@ -109,7 +109,7 @@ impl Answer {
     pub(super) fn accepted(status_code: Option<u16>, snippet: Option<String>) -> Self {
         Self {
             status_code,
-            snippet,
+            snippet: converger_core::error::success_snippet(snippet),
             error: None,
             outcome: AttemptOutcome::Delivered,
         }
