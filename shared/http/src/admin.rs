@@ -31,6 +31,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/api/health", get(health))
         .fallback(no_route)
         .method_not_allowed_fallback(wrong_method)
+        .layer(axum::middleware::from_fn(crate::error::api_headers))
         .with_state(state)
 }
 

@@ -5,7 +5,9 @@
 use crate::AppState;
 use axum::Router;
 
-/// The tenant API's router, with `GET /api/v1/openapi.json`.
+/// The tenant API's router, with `GET /api/v1/openapi.json`; every answer `nosniff`.
 pub fn tenant_api(state: AppState) -> Router {
-    crate::api::router(state).merge(crate::openapi::router())
+    crate::api::router(state)
+        .merge(crate::openapi::router())
+        .layer(axum::middleware::from_fn(crate::error::api_headers))
 }

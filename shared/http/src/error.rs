@@ -217,6 +217,17 @@ pub fn parse_optional_json<T: DeserializeOwned + Default>(bytes: &[u8]) -> Resul
     }
 }
 
+/// Every API answer (the tenant API's and the admin API's, refusals included): no content
+/// sniffing, so that a browser never reads a JSON answer holding a tenant's text as a page.
+pub async fn api_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let mut resp = next.run(req).await;
+    resp.headers_mut().insert(
+        axum::http::header::X_CONTENT_TYPE_OPTIONS,
+        axum::http::HeaderValue::from_static("nosniff"),
+    );
+    resp
+}
+
 /// Answers for unknown routes and methods.
 pub async fn no_route() -> ApiError {
     ApiError::new(

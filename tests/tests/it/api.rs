@@ -359,3 +359,35 @@ async fn deliveries_filter_by_event_type() {
     assert_eq!(bad.body["error"]["code"], "invalid_query");
     t.stop().await;
 }
+
+/// Every API answer, refusals included, tells browsers not to sniff its type.
+#[tokio::test]
+async fn every_api_answer_forbids_content_sniffing() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let api = &t.stack.api_url;
+    let admin = &t.stack.admin_url;
+    for (url, bearer, status) in [
+        (format!("{api}/api/v1/channels"), Some(key.as_str()), 200),
+        (format!("{api}/api/v1/channels"), None, 401),
+        (format!("{api}/api/v1/nothing-here"), Some(key.as_str()), 404),
+        (format!("{api}/api/v1/openapi.json"), None, 200),
+        (format!("{admin}/admin/api/health"), None, 200),
+        (format!("{admin}/admin/api/tenants/ten_x"), None, 401),
+    ] {
+        let mut req = t.http.get(&url);
+        if let Some(k) = bearer {
+            req = req.bearer_auth(k);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status().as_u16(), status, "{url}");
+        assert_eq!(
+            resp.headers()
+                .get("x-content-type-options")
+                .map(|v| v.to_str().unwrap()),
+            Some("nosniff"),
+            "{url}"
+        );
+    }
+    t.stop().await;
+}
