@@ -92,7 +92,7 @@ async fn send_file(
             let line = if json {
                 json!({"line": n, "result": r}).to_string()
             } else {
-                text
+                terminal_safe(&text)
             };
             writeln!(out, "{line}").map_err(|e| CliError::Failed(e.to_string()))?;
         }
@@ -104,6 +104,21 @@ async fn send_file(
         )));
     }
     Ok(())
+}
+
+/// `text` as a terminal shows it safely: receivers' answers and errors come from outside, so
+/// every control character but a line break is written as its escape (`\u{1b}`), and no
+/// escape sequence reaches the terminal. `--json` output is escaped by JSON itself.
+pub fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Most activities in one batch request.
@@ -177,11 +192,11 @@ pub async fn main(
     match run(args, env, out).await {
         Ok(()) => 0,
         Err(e @ CliError::Usage(_)) => {
-            eprintln!("converger: {e}");
+            eprintln!("converger: {}", terminal_safe(&e.to_string()));
             2
         }
         Err(e) => {
-            eprintln!("converger: {e}");
+            eprintln!("converger: {}", terminal_safe(&e.to_string()));
             1
         }
     }
@@ -212,7 +227,11 @@ pub async fn run(
     )?;
     let print =
         |out: &mut (dyn Write + Send), json: &Value, line: String| -> Result<(), CliError> {
-            let text = if a.json { json.to_string() } else { line };
+            let text = if a.json {
+                json.to_string()
+            } else {
+                terminal_safe(&line)
+            };
             writeln!(out, "{text}").map_err(|e| CliError::Failed(e.to_string()))
         };
     match (a.word(0, "a command")?, a.words.get(1).map(String::as_str)) {
@@ -418,6 +437,11 @@ pub async fn listen(
     o: &Listen,
     out: &mut (dyn Write + Send),
 ) -> Result<(), CliError> {
+    // The token rides on the websocket URL and each forwarded request is signed with the
+    // channel's secrets: neither goes in clear to another machine.
+    crate::check_transport(&o.ws_url, "--ws-url").map_err(|e| CliError::Usage(e.to_string()))?;
+    crate::check_transport(&o.forward_to, "--forward-to")
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let secrets = api.channel_secrets(&o.channel_id).await?;
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(10))
@@ -436,7 +460,15 @@ pub async fn listen(
     .map_err(|_| CliError::Failed("the websocket did not answer within 10 s".into()))?
     .map_err(|e| CliError::Failed(format!("cannot connect to the channel: {e}")))?;
     let say = |out: &mut (dyn Write + Send), v: Value, line: String| {
-        let _ = writeln!(out, "{}", if o.json { v.to_string() } else { line });
+        let _ = writeln!(
+            out,
+            "{}",
+            if o.json {
+                v.to_string()
+            } else {
+                terminal_safe(&line)
+            }
+        );
     };
     say(
         out,

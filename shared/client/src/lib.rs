@@ -115,11 +115,51 @@ pub mod op {
 }
 
 /// The tenant API, as one API key reaches it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
     base: String,
     key: String,
+}
+
+/// Refuses a URL that would carry a credential in clear to another machine: `http://` and
+/// `ws://` only to this machine (`localhost`, a loopback address), `https://` and `wss://`
+/// anywhere.
+pub fn check_transport(url: &str, what: &str) -> Result<(), Error> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| Error::Config(format!("{what}: {e}")))?;
+    let loopback = match parsed.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    match parsed.scheme() {
+        "https" | "wss" => Ok(()),
+        "http" | "ws" if loopback => Ok(()),
+        "http" | "ws" => Err(Error::Config(format!(
+            "{what} sends a credential in clear to another machine: use {}:// (got `{url}`)",
+            if parsed.scheme() == "http" {
+                "https"
+            } else {
+                "wss"
+            }
+        ))),
+        other => Err(Error::Config(format!(
+            "{what}: `{other}://` is not a scheme it takes"
+        ))),
+    }
+}
+
+/// The API key is a credential: a `Debug` print (a log line, a panic message) shows only its
+/// first characters.
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown: String = self.key.chars().take(6).collect();
+        f.debug_struct("Client")
+            .field("base", &self.base)
+            .field("key", &format_args!("{shown}…"))
+            .finish_non_exhaustive()
+    }
 }
 
 /// How long one call may take unless [`Client::with_timeout`] says otherwise.
@@ -139,6 +179,7 @@ impl Client {
                 "the API URL must start with http:// or https:// (got `{base}`)"
             )));
         }
+        check_transport(base, "the API URL")?;
         let http = reqwest::Client::builder().timeout(timeout).build()?;
         Ok(Self {
             http,

@@ -195,3 +195,50 @@ fn an_error_answer_keeps_its_code_and_the_gateways_throttle_is_named() {
     let other = api_error(502, b"<html>bad gateway</html>");
     assert_eq!(other.to_string(), "502 unknown: <html>bad gateway</html>");
 }
+
+/// `Debug` never prints the API key.
+#[test]
+fn debug_hides_the_api_key() {
+    let api = Client::new("https://api.example.com", "ck_live_0123456789abcdef").unwrap();
+    let printed = format!("{api:?}");
+    assert!(!printed.contains("0123456789abcdef"), "{printed}");
+    assert!(printed.contains("api.example.com"), "{printed}");
+}
+
+/// What the command line prints for people carries no control character but line breaks.
+#[test]
+fn terminal_output_escapes_control_characters() {
+    let hostile = "ok\u{1b}[2J\u{1b}]0;title\u{7}\r\nnext\u{9b}31m";
+    let shown = cli::terminal_safe(hostile);
+    assert!(
+        !shown.chars().any(|c| c.is_control() && c != '\n'),
+        "{shown:?}"
+    );
+    assert!(shown.starts_with("ok\\u{1b}[2J"), "{shown}");
+    assert!(shown.contains("\nnext"), "{shown}");
+}
+
+/// A credential never goes in clear to another machine: `http://` and `ws://` to this one only.
+#[test]
+fn clear_transports_only_to_this_machine() {
+    for ok in [
+        "https://api.example.com",
+        "wss://ws.example.com/prod",
+        "http://127.0.0.1:8080",
+        "http://localhost:3000/hook",
+        "ws://[::1]:9000",
+    ] {
+        assert!(check_transport(ok, "x").is_ok(), "{ok}");
+    }
+    for bad in [
+        "http://api.example.com",
+        "ws://10.0.0.5/ws",
+        "ftp://localhost",
+    ] {
+        assert!(check_transport(bad, "x").is_err(), "{bad}");
+    }
+    assert!(matches!(
+        Client::new("http://api.example.com", "k"),
+        Err(Error::Config(m)) if m.contains("https://")
+    ));
+}

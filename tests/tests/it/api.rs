@@ -370,7 +370,11 @@ async fn every_api_answer_forbids_content_sniffing() {
     for (url, bearer, status) in [
         (format!("{api}/api/v1/channels"), Some(key.as_str()), 200),
         (format!("{api}/api/v1/channels"), None, 401),
-        (format!("{api}/api/v1/nothing-here"), Some(key.as_str()), 404),
+        (
+            format!("{api}/api/v1/nothing-here"),
+            Some(key.as_str()),
+            404,
+        ),
         (format!("{api}/api/v1/openapi.json"), None, 200),
         (format!("{admin}/admin/api/health"), None, 200),
         (format!("{admin}/admin/api/tenants/ten_x"), None, 401),
