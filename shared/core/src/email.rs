@@ -61,11 +61,16 @@ pub struct Email {
 }
 
 /// Whether `addr` reads as one email address (`local@domain`, at most 254 characters, no
-/// spaces, angle brackets or line breaks that could add a header).
+/// spaces, angle brackets or line breaks that could add a header, exactly one `@` and no
+/// quotes or backslashes: a quoted local part could hide an `@`, and the sender check and the
+/// mail service must read the same domain).
 pub fn is_address(addr: &str) -> bool {
-    let Some((local, domain)) = addr.rsplit_once('@') else {
+    let Some((local, domain)) = addr.split_once('@') else {
         return false;
     };
+    if domain.contains('@') || addr.contains(['"', '\\', '(', ')']) {
+        return false;
+    }
     addr.len() <= 254
         && !local.is_empty()
         && local.len() <= 64
@@ -450,6 +455,12 @@ mod tests {
         assert!(settings_of(json!({"from": "a@example.com", "subject": "a\r\nBcc: x"})).is_err());
         assert!(!is_address("a@example.com>\r\nBcc: evil@example.com"));
         assert!(!is_address("a, b@example.com"));
+        // One `@`, no quoting: the sender check and SES read the same domain.
+        assert!(!is_address("x@b.example@a.example"));
+        assert!(!is_address("\"x@b.example\"@a.example"));
+        assert!(!is_address("x\\@b.example@a.example"));
+        assert!(!is_address("x(comment)@a.example"));
+        assert!(is_address("first.last+tag@mail.a.example"));
     }
 
     #[test]
