@@ -38,6 +38,14 @@ fn default_retry_after_max_ms() -> u64 {
 /// Longest explicit schedule.
 pub const MAX_SCHEDULE_LEN: usize = 100;
 
+/// Most attempts a policy may allow: a safety cap far above any sane policy (the reference's
+/// workers stop at 100 too).
+pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
+
+/// Longest delay a policy may name (`base_ms`, `max_ms`, a `schedule` step,
+/// `retry_after_max_ms`): a week, past which a retry outlives most retention periods.
+pub const MAX_DELAY_MS: u64 = 7 * 86_400_000;
+
 /// The longest request an adapter makes: a policy's `timeout_ms` above it is cut to it.
 pub const ADAPTER_TIMEOUT_MAX_MS: u64 = 30_000;
 

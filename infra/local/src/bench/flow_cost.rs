@@ -68,7 +68,7 @@ async fn hol_measure(rt: &Runtime, o: &HeadOfLine, retrying: bool) -> Result<Val
     let rx = Receiver::always(200).await?;
     rx.answer_when(RETRY_ME, Reply::status(503));
     let (t, _) = tenant(&p, Tier::Default).await?;
-    let policy = json!({"backoff": "fixed", "base_ms": 10_000, "max_attempts": 1000});
+    let policy = json!({"backoff": "fixed", "base_ms": 10_000, "max_attempts": 100});
     let ch = webhook_with(&p, &t, &rx.url, policy, json!({})).await?;
     if retrying {
         let mut a = activity(&ch.id, 0);

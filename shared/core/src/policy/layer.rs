@@ -1,7 +1,9 @@
 //! One layer of the retry policy, as a deployment, an adapter or a channel sets it: read and
 //! checked once, so the merge in [`super::RetryPolicy::with_layer`] has nothing left to check.
 
-use super::{Backoff, KEYS, MAX_SCHEDULE_LEN};
+use super::{
+    ADAPTER_TIMEOUT_MAX_MS, Backoff, KEYS, MAX_ATTEMPTS_LIMIT, MAX_DELAY_MS, MAX_SCHEDULE_LEN,
+};
 use crate::Invalid;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -102,7 +104,15 @@ impl PolicyLayer {
     }
 
     fn set(&mut self, key: &str, v: &Value) -> Result<(), Invalid> {
-        let positive = || positive_int(v).ok_or_else(|| Invalid::new("must be a positive integer"));
+        let delay = || {
+            positive_int(v)
+                .filter(|ms| *ms <= MAX_DELAY_MS)
+                .ok_or_else(|| {
+                    Invalid(format!(
+                        "must be a positive integer of at most {MAX_DELAY_MS} (ms, a week)"
+                    ))
+                })
+        };
         match key {
             "backoff" => {
                 self.backoff = Some(
@@ -115,17 +125,28 @@ impl PolicyLayer {
                 self.max_attempts = Some(
                     positive_int(v)
                         .and_then(|n| u32::try_from(n).ok())
-                        .ok_or_else(|| Invalid::new("must be a positive integer"))?,
+                        .filter(|n| *n <= MAX_ATTEMPTS_LIMIT)
+                        .ok_or_else(|| {
+                            Invalid(format!("must be an integer from 1 to {MAX_ATTEMPTS_LIMIT}"))
+                        })?,
                 )
             }
-            "base_ms" => self.base_ms = Some(positive()?),
-            "max_ms" => self.max_ms = Some(positive()?),
-            "timeout_ms" => self.timeout_ms = Some(positive()?),
-            "retry_after_max_ms" => self.retry_after_max_ms = Some(positive()?),
+            "base_ms" => self.base_ms = Some(delay()?),
+            "max_ms" => self.max_ms = Some(delay()?),
+            "timeout_ms" => self.timeout_ms = Some(
+                positive_int(v)
+                    .filter(|ms| *ms <= ADAPTER_TIMEOUT_MAX_MS)
+                    .ok_or_else(|| {
+                        Invalid(format!(
+                            "must be a positive integer of at most {ADAPTER_TIMEOUT_MAX_MS} (ms)"
+                        ))
+                    })?,
+            ),
+            "retry_after_max_ms" => self.retry_after_max_ms = Some(delay()?),
             "schedule" => {
                 let bad = || {
                     Invalid(format!(
-                        "must be a list of 1 to {MAX_SCHEDULE_LEN} positive integers (ms)"
+                        "must be a list of 1 to {MAX_SCHEDULE_LEN} positive integers (ms) of at most {MAX_DELAY_MS}"
                     ))
                 };
                 let list = v.as_array().ok_or_else(bad)?;
@@ -134,7 +155,11 @@ impl PolicyLayer {
                 }
                 self.schedule = Some(
                     list.iter()
-                        .map(|d| positive_int(d).ok_or_else(bad))
+                        .map(|d| {
+                            positive_int(d)
+                                .filter(|ms| *ms <= MAX_DELAY_MS)
+                                .ok_or_else(bad)
+                        })
                         .collect::<Result<_, _>>()?,
                 );
             }
@@ -224,6 +249,29 @@ mod tests {
                 "timeout_ms"
             ]
         );
+    }
+
+    #[test]
+    fn a_policy_s_numbers_are_bounded() {
+        for (bad, key) in [
+            (json!({"max_attempts": 101}), "max_attempts"),
+            (json!({"timeout_ms": 30_001}), "timeout_ms"),
+            (json!({"base_ms": 7 * 86_400_000u64 + 1}), "base_ms"),
+            (json!({"max_ms": 10u64.pow(12)}), "max_ms"),
+            (
+                json!({"retry_after_max_ms": 10u64.pow(12)}),
+                "retry_after_max_ms",
+            ),
+            (json!({"schedule": [1000, 10u64.pow(12)]}), "schedule"),
+        ] {
+            let e = PolicyLayer::parse(&map(bad.clone())).unwrap_err();
+            assert!(e.to_string().contains(key), "{bad}: {e}");
+        }
+        let edge = map(
+            json!({"max_attempts": 100, "timeout_ms": 30_000, "base_ms": 604_800_000,
+                              "max_ms": 604_800_000, "schedule": [604_800_000]}),
+        );
+        assert!(PolicyLayer::parse(&edge).is_ok());
     }
 
     #[test]
