@@ -84,6 +84,18 @@ impl HandoffStore for MemStore {
         self.with(|s| s.connections.get(connection_id).cloned())
     }
 
+    async fn begin_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<Option<i64>> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| match s.connections.get_mut(connection_id) {
+            None => Some(i64::MAX),
+            Some(c) if converger_ports::replay_allowed(c.replay_at, now_ms) => {
+                c.replay_at = Some(now_ms);
+                None
+            }
+            Some(c) => c.replay_at,
+        })
+    }
+
     async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>> {
         wait(&self.latency, |m| m.query).await;
         self.with(|s| {

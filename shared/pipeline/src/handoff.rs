@@ -302,6 +302,7 @@ impl Handoff<'_> {
             connected_at: now.rfc3339(),
             expires_at: now.secs() + converger_ports::CONNECTION_TTL_S,
             token_fp: Some(converger_core::secret::token_fingerprint(&cfg.token)),
+            replay_at: None,
         };
         self.handoffs.put_connection(&c).await?;
         tracing::info!(connection_id, channel_id, "websocket client connected");
@@ -375,6 +376,25 @@ impl Handoff<'_> {
                 })
             }
             Some("replay") => {
+                // One replay per connection and interval, whichever instance each frame
+                // reaches: a client sending replay frames in a loop pushes each waiting
+                // delivery once per interval, not once a frame.
+                let now = self.clock.now_ms();
+                if let Some(last) = self.handoffs.begin_replay(&conn.connection_id, now).await? {
+                    let wait_ms = last
+                        .saturating_add(converger_ports::SOCKET_REPLAY_INTERVAL_MS)
+                        .saturating_sub(now)
+                        .clamp(1, converger_ports::SOCKET_REPLAY_INTERVAL_MS);
+                    let mut e = socket_error(
+                        "replay_throttled",
+                        &format!(
+                            "one replay per {} ms on a connection; send it again in {wait_ms} ms",
+                            converger_ports::SOCKET_REPLAY_INTERVAL_MS
+                        ),
+                    );
+                    e["retry_after_ms"] = json!(wait_ms);
+                    return Ok(e);
+                }
                 let n = self.socket_replay(&conn).await?;
                 Ok(json!({"type": "replayed", "count": n}))
             }

@@ -164,6 +164,7 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
             connected_at: converger_core::time::now_rfc3339(),
             expires_at: converger_core::time::now_ms() / 1000 + 3600,
             token_fp: None,
+            replay_at: None,
         })
         .await
         .unwrap();

@@ -464,6 +464,68 @@ async fn send(ws: &mut Socket, v: Value) {
     ws.send(Message::Text(v.to_string().into())).await.unwrap();
 }
 
+/// Sends a replay frame, and again after the wait it is told when a replay began on the
+/// connection too recently; the first frame of the answer.
+async fn replay_when_allowed(ws: &mut Socket) -> Value {
+    send(ws, json!({"action": "replay"})).await;
+    let f = next_frame(ws).await;
+    if f["code"] != "replay_throttled" {
+        return f;
+    }
+    let wait = f["retry_after_ms"].as_u64().unwrap();
+    tokio::time::sleep(Duration::from_millis(wait + 50)).await;
+    send(ws, json!({"action": "replay"})).await;
+    next_frame(ws).await
+}
+
+/// A client sending replay frames in a loop pushes each waiting delivery once per
+/// interval, not once a frame: the frames inside the interval are answered
+/// `replay_throttled` with when to send again.
+#[tokio::test]
+async fn a_replay_flood_pushes_each_waiting_delivery_once_per_interval() {
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let ch = websocket_channel(&t, &key, true).await;
+    let mut ids = Vec::new();
+    for n in 0..20 {
+        ids.extend(post(&t, &key, &[&ch], json!({"n": n})).await);
+    }
+    for id in &ids {
+        t.wait_delivery(&key, id, Duration::from_secs(30), |d| d["attempts"] == 1)
+            .await;
+    }
+    let mut ws = connect(&t, &ch).await;
+    for _ in 0..30 {
+        send(&mut ws, json!({"action": "replay"})).await;
+    }
+    let (mut pushed, mut replays, mut throttled) = (0, 0, 0);
+    while replays + throttled < 30 {
+        let f = next_frame(&mut ws).await;
+        match (f["type"].as_str(), f["code"].as_str()) {
+            (Some("activity"), _) => pushed += 1,
+            (Some("replayed"), _) => {
+                replays += 1;
+                assert_eq!(f["count"], 20, "{f}");
+            }
+            (_, Some("replay_throttled")) => {
+                throttled += 1;
+                assert!(f["retry_after_ms"].as_u64().is_some_and(|ms| ms > 0), "{f}");
+            }
+            _ => panic!("unexpected frame {f}"),
+        }
+    }
+    assert_eq!(
+        pushed,
+        20 * replays,
+        "each replay pushes every waiting delivery once"
+    );
+    assert!(
+        (1..=15).contains(&replays),
+        "30 frames sent at once are not 30 replays: {replays} replays, {throttled} throttled"
+    );
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn hand_offs_are_not_failures_and_do_not_disable_the_channel() {
     let t = TestStack::start().await;
@@ -568,8 +630,7 @@ async fn a_replay_frame_carries_the_payload_the_channels_middleware_made() {
         )
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    send(&mut ws, json!({"action": "replay"})).await;
-    let f = next_frame(&mut ws).await;
+    let f = replay_when_allowed(&mut ws).await;
     assert_eq!(
         (&f["type"], &f["count"]),
         (&json!("replayed"), &json!(0)),
