@@ -192,19 +192,19 @@ impl TierConcurrency {
 
     /// `high=<n>,default=<n>,bulk=<n>` (each tier at most once, any left out keeping its
     /// default; each 2 to 1,000).
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, Invalid> {
         let mut out = Self::default();
         let mut seen = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (tier, n) = part
                 .split_once('=')
-                .ok_or_else(|| format!("`{part}` is not `<tier>=<count>`"))?;
+                .ok_or_else(|| Invalid(format!("`{part}` is not `<tier>=<count>`")))?;
             let tier: Tier = tier
                 .trim()
                 .parse()
-                .map_err(|_| format!("`{tier}` is not a tier"))?;
+                .map_err(|_| Invalid(format!("`{tier}` is not a tier")))?;
             if seen.contains(&tier) {
-                return Err(format!("{} is given twice", tier.as_str()));
+                return Err(Invalid(format!("{} is given twice", tier.as_str())));
             }
             seen.push(tier);
             let n: usize = n

@@ -86,6 +86,21 @@ pub const CHAIN_BUDGET_MS: u64 = 15_000;
 /// told) is dropped after it.
 pub const ROW_WAIT_MS: i64 = 60_000;
 
+/// How long after a first try's message its watch copy comes (SQS `DelaySeconds`). A first
+/// try is in no due index while it is in flight: if the attempt that took it dies, the watch
+/// message finds its row unclaimed (or its lease ended) and attempts it, so a crashed first
+/// try is attempted again within about this time plus a lease slice. A row it finds settled,
+/// retrying or listed is left alone.
+pub const WATCH_DELAY_S: u32 = 15;
+
+/// When a watch message that found a live lease looks again: after one lease slice and a
+/// second, by when the lease has been renewed (the attempt lives) or has ended (it died).
+pub fn watch_again_s(lease_ms: i64) -> u32 {
+    u32::try_from(lease_ms.max(0) / 1000 + 1)
+        .unwrap_or(900)
+        .clamp(1, 900)
+}
+
 /// What a message that found no row does while it may still wait: `Some(ms)` to look again
 /// after an in-process pause (the row's write is usually a few milliseconds behind: 25, 100
 /// and 400 ms), `None` to be sent again with a one-second delay, after `looks` looks so far.

@@ -142,6 +142,10 @@ impl From<IngestError> for ApiError {
     }
 }
 
+/// Largest body of a batch of activities, and so of any request: under the 6 MB a
+/// synchronous Lambda invocation takes, with room for the request's envelope.
+pub const BATCH_MAX_BODY: usize = 5 * 1024 * 1024;
+
 /// A JSON body whose rejections are [`ApiError`]s: 415 for another media type, 400 for text
 /// that is not JSON, 422 for JSON of the wrong shape.
 pub struct Body<T>(pub T);

@@ -25,7 +25,7 @@ pub const HEADER: &str = "idempotency-key";
 pub struct Key(pub String);
 /// Largest request body the layer reads (the API's own limits are this or lower: a batch of
 /// activities takes the most).
-const MAX_BODY: usize = crate::api::BATCH_MAX_BODY;
+const MAX_BODY: usize = crate::error::BATCH_MAX_BODY;
 
 /// The layer: a POST with the header runs at most once per key and body.
 pub async fn layer(State(state): State<AppState>, req: Request, next: Next) -> Response {

@@ -181,7 +181,10 @@ impl Queue for MemQueue {
         self.deliveries
             .lock()
             .map_err(|_| QueueError::new("poisoned"))?
-            .extend(msgs.iter().map(|m| (now, m.clone())));
+            .extend(
+                msgs.iter()
+                    .map(|m| (now + i64::from(m.send_delay_s()) * 1000, m.clone())),
+            );
         Ok(())
     }
 

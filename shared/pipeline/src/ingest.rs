@@ -248,10 +248,10 @@ impl Intake<'_> {
                 .map(|(conv, count)| self.activities.reserve_seqs(&tenant.id, conv, *count)),
         )
         .await;
-        let mut next: Vec<(&str, Result<u64, String>)> = wanted
+        let mut next: Vec<(&str, Result<u64, std::sync::Arc<StoreError>>)> = wanted
             .iter()
             .zip(firsts)
-            .map(|((conv, _), first)| (*conv, first.map_err(|e| e.to_string())))
+            .map(|((conv, _), first)| (*conv, first.map_err(std::sync::Arc::new)))
             .collect();
         checked
             .iter()
@@ -271,7 +271,7 @@ impl Intake<'_> {
                         Ok(s)
                     }
                     Some((_, Err(e))) => {
-                        Err(IngestError::Store(StoreError::Unavailable(e.clone())))
+                        Err(IngestError::Store(StoreError::Unavailable(e.to_string())))
                     }
                     None => Err(IngestError::Store(StoreError::Unavailable(
                         "no sequence number taken".into(),
@@ -494,8 +494,9 @@ impl Intake<'_> {
         Ok(true)
     }
 
-    /// The messages of an activity's live deliveries; those of a generated id go out beside
-    /// their rows, so they say until when a missing row may still come.
+    /// The messages of an activity's live deliveries, each with its watch copy; those of a
+    /// generated id go out beside their rows, so they say until when a missing row may still
+    /// come.
     fn live_messages(
         &self,
         activity: &Activity,
@@ -508,13 +509,17 @@ impl Intake<'_> {
             .clock
             .now_ms()
             .saturating_add(converger_core::policy::ROW_WAIT_MS);
+        // Each first try's message goes with its watch copy, which attempts it if the attempt
+        // that took it dies (a first try is in no due index: `core::policy::WATCH_DELAY_S`).
         deliveries
             .iter()
             .zip(admissions)
             .filter(|(_, a)| **a == Admission::Live)
-            .map(|(d, _)| {
+            .flat_map(|(d, _)| {
                 let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
-                if fresh { m.beside_row(by) } else { m }
+                let m = if fresh { m.beside_row(by) } else { m };
+                let watch = m.watch_copy();
+                [m, watch]
             })
             .collect()
     }
@@ -571,7 +576,12 @@ impl Intake<'_> {
                     && !d.in_backlog
                     && d.next_attempt_at <= now.ms()
             })
-            .map(|d| DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d))
+            .flat_map(|d| {
+                let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
+                // A first try still in flight has no due entry: its watch copy goes too.
+                let watch = d.unlisted.then(|| m.watch_copy());
+                std::iter::once(m).chain(watch)
+            })
             .collect();
         if !msgs.is_empty() {
             self.queue.send_many(&msgs).await?;

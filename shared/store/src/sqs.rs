@@ -154,16 +154,23 @@ impl Queue for SqsQueue {
     async fn send_many(&self, msgs: &[DeliveryMessage]) -> Result<(), QueueError> {
         use futures::StreamExt;
         if let [one] = msgs {
-            return self.send(one, 0).await;
+            return self.send(one, one.send_delay_s()).await;
         }
         // Each body serialized once; batches of ten per tier, several in flight at once (a
-        // bulk replay of 10,000 deliveries is 1,000 batches).
-        let mut batches: Vec<(Tier, Vec<(String, Option<String>)>)> = Vec::new();
+        // bulk replay of 10,000 deliveries is 1,000 batches). A watch copy goes in the same
+        // batch as its message, with its own delay.
+        let mut batches: Vec<(Tier, Vec<Entry>)> = Vec::new();
         for tier in Tier::ALL {
             let bodies = msgs
                 .iter()
                 .filter(|m| m.tier == tier)
-                .map(|m| Ok((body(m)?, m.group().map(str::to_owned))))
+                .map(|m| {
+                    Ok(Entry {
+                        body: body(m)?,
+                        group: m.group().map(str::to_owned),
+                        delay_s: m.send_delay_s(),
+                    })
+                })
                 .collect::<Result<Vec<_>, QueueError>>()?;
             batches.extend(bodies.chunks(10).map(|c| (tier, c.to_vec())));
         }
@@ -178,24 +185,32 @@ impl Queue for SqsQueue {
     }
 }
 
+/// One message of a `SendMessageBatch`.
+#[derive(Clone)]
+struct Entry {
+    body: String,
+    group: Option<String>,
+    delay_s: u32,
+}
+
 /// Batches sent at once by `send_many`.
 const SEND_CONCURRENCY: usize = 8;
 
 impl SqsQueue {
     /// One SendMessageBatch of at most ten messages; entries it refuses are sent one by one
     /// and a second refusal is an error.
-    async fn send_batch(
-        &self,
-        tier: Tier,
-        bodies: Vec<(String, Option<String>)>,
-    ) -> Result<(), QueueError> {
+    async fn send_batch(&self, tier: Tier, bodies: Vec<Entry>) -> Result<(), QueueError> {
         let mut entries = Vec::with_capacity(bodies.len());
-        for (i, (b, group)) in bodies.iter().enumerate() {
+        for (i, e) in bodies.iter().enumerate() {
             entries.push(
                 SendMessageBatchRequestEntry::builder()
                     .id(i.to_string())
-                    .message_body(b.as_str())
-                    .set_message_group_id(group.clone())
+                    .message_body(e.body.as_str())
+                    .set_message_group_id(e.group.clone())
+                    .set_delay_seconds(
+                        (e.delay_s > 0)
+                            .then(|| i32::try_from(e.delay_s.min(MAX_DELAY_S)).unwrap_or(0)),
+                    )
                     .build()
                     .map_err(|e| QueueError::new(e.to_string()))?,
             );
@@ -210,14 +225,15 @@ impl SqsQueue {
             .map_err(queue_err)?;
         for failed in out.failed {
             let idx: usize = failed.id.parse().unwrap_or(usize::MAX);
-            let Some((b, group)) = bodies.get(idx) else {
+            let Some(e) = bodies.get(idx) else {
                 return Err(QueueError::new(format!("batch entry {} failed", failed.id)));
             };
             self.client
                 .send_message()
                 .queue_url(self.url(tier))
-                .message_body(b.as_str())
-                .set_message_group_id(group.clone())
+                .message_body(e.body.as_str())
+                .set_message_group_id(e.group.clone())
+                .delay_seconds(i32::try_from(e.delay_s.min(MAX_DELAY_S)).unwrap_or(0))
                 .send()
                 .await
                 .map_err(queue_err)?;

@@ -31,10 +31,6 @@ pub(crate) async fn create_activity(
     Ok((status, Json(ingested(&done))))
 }
 
-/// Largest body of a batch of activities: under the 6 MB a synchronous Lambda invocation
-/// takes, with room for the request's envelope.
-pub(crate) const BATCH_MAX_BODY: usize = 5 * 1024 * 1024;
-
 /// `POST /api/v1/activities/batch`: items are read one by one, so one that does not fit
 /// refuses itself only.
 #[derive(Deserialize)]

@@ -69,7 +69,7 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/v1/activities/batch",
             post(create_activities).layer(axum::extract::DefaultBodyLimit::max(
-                activities::BATCH_MAX_BODY,
+                crate::error::BATCH_MAX_BODY,
             )),
         )
         .route("/api/v1/activities/{id}", get(get_activity))

@@ -13,7 +13,7 @@ use crate::metrics;
 use crate::outcome::Admit;
 pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Accepted, Delivered, Envelope, Target};
-use converger_core::policy::{self, Next, hop_delay_s};
+use converger_core::policy::{self, Next, hop_delay_s, watch_again_s};
 use converger_core::{DeliveryError, RetryPolicy, Timestamp, time};
 use converger_ports::{
     Activity, AttemptEntry, AttemptOutcome, Channel, Claim, Delivery, DeliveryMessage, LogUpdate,
@@ -225,6 +225,11 @@ impl Attempts<'_> {
         let token = lease_token();
         let now = self.clock.now();
         let lease_ms = self.flow.lease_slice_ms();
+        if msg.watch
+            && let Some(report) = self.watch(msg, now, lease_ms).await?
+        {
+            return Ok(Step::Done(report));
+        }
         // The channel the message names is read (or found cached) beside the claim, not after.
         let claimed = self
             .deliveries
@@ -258,6 +263,14 @@ impl Attempts<'_> {
         }
         let report = match claimed {
             Claim::Claimed(d) => return Ok(Step::Go(Claimed { d, token })),
+            // A watch copy whose first try failed and waits for its retry: the due index has
+            // the row from then on.
+            Claim::NotDue(_) if msg.watch => Report::Skipped("the first try ended"),
+            Claim::Busy if msg.watch => {
+                let delay_s = watch_again_s(lease_ms);
+                self.queue.send(msg, delay_s).await?;
+                Report::Hopped { delay_s }
+            }
             Claim::NotDue(d) => {
                 let delay_s = hop_delay_s(d.next_attempt_at, now.ms(), self.config.hop_ceiling_s);
                 tracing::info!(
@@ -283,6 +296,35 @@ impl Attempts<'_> {
             }
         };
         Ok(Step::Done(report))
+    }
+
+    /// A first try's watch copy (`core::policy::WATCH_DELAY_S`): it goes on to the claim only
+    /// while the first try is in flight (unlisted, pending, not handed off or waiting in the
+    /// backlog) and no attempt holds a live lease; it comes back after a live lease; anything
+    /// else means the first try ended, and it is dropped.
+    async fn watch(
+        &self,
+        msg: &DeliveryMessage,
+        now: converger_core::Timestamp,
+        lease_ms: i64,
+    ) -> Result<Option<Report>, AttemptError> {
+        let Some(d) = self.deliveries.get_delivery(&msg.delivery_id).await? else {
+            return Ok(Some(Report::Skipped("no such delivery")));
+        };
+        let in_flight = d.unlisted
+            && d.status == converger_core::DeliveryStatus::Pending
+            && !d.handed_off
+            && !d.in_backlog;
+        if !in_flight {
+            return Ok(Some(Report::Skipped("the first try ended")));
+        }
+        if d.lease_until.is_some_and(|u| u >= now.ms()) {
+            let delay_s = watch_again_s(lease_ms);
+            self.queue.send(msg, delay_s).await?;
+            return Ok(Some(Report::Hopped { delay_s }));
+        }
+        tracing::info!("a first try's attempt did not finish; its watch message attempts it");
+        Ok(None)
     }
 
     /// The channel, the flow-control gate (before the activity is loaded or the adapter

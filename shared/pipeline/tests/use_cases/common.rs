@@ -109,13 +109,23 @@ pub fn activity(id: Option<&str>, channels: &[&Channel]) -> NewActivity {
 
 /// Every message the queues hold now or later, by delivery id.
 pub fn queued(q: &MemQueue) -> Vec<String> {
-    let mut ids: Vec<String> = q
-        .take_due(i64::MAX)
-        .into_iter()
-        .map(|m| m.delivery_id.to_string())
-        .collect();
+    queued_with_watch(q).0
+}
+
+/// Every message queued (taken): the deliveries' ids, sorted, and those of the first tries'
+/// watch copies (`core::policy::WATCH_DELAY_S`), sorted.
+pub fn queued_with_watch(q: &MemQueue) -> (Vec<String>, Vec<String>) {
+    let (mut ids, mut watched) = (Vec::new(), Vec::new());
+    for m in q.take_due(i64::MAX) {
+        if m.watch {
+            watched.push(m.delivery_id.to_string());
+        } else {
+            ids.push(m.delivery_id.to_string());
+        }
+    }
     ids.sort();
-    ids
+    watched.sort();
+    (ids, watched)
 }
 
 /// A pipeline, queue and store whose time is `clock`'s, with deliveries allowed to loopback.

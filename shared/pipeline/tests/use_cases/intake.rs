@@ -46,7 +46,8 @@ async fn an_activity_becomes_one_queued_delivery_per_channel_once() {
     assert_eq!(done.deliveries.len(), 2);
     let mut ids: Vec<String> = done.deliveries.iter().map(|d| d.id.to_string()).collect();
     ids.sort();
-    assert_eq!(queued(&f.queue), ids);
+    // Each first try's message goes with its watch copy.
+    assert_eq!(queued_with_watch(&f.queue), (ids.clone(), ids.clone()));
     for d in &done.deliveries {
         assert_eq!(d.status, DeliveryStatus::Pending);
     }
@@ -61,7 +62,7 @@ async fn an_activity_becomes_one_queued_delivery_per_channel_once() {
     let mut again_ids: Vec<String> = again.deliveries.iter().map(|d| d.id.to_string()).collect();
     again_ids.sort();
     assert_eq!(again_ids, ids);
-    assert_eq!(queued(&f.queue), ids);
+    assert_eq!(queued_with_watch(&f.queue), (ids.clone(), ids));
     assert_eq!(f.store.delivery_count(), 2);
 }
 
@@ -139,25 +140,83 @@ async fn a_deleted_channel_is_let_go_and_leaves_the_tenants_reads() {
 }
 
 #[tokio::test]
-async fn the_sweep_enqueues_a_due_delivery_whose_message_was_lost() {
-    // No grace: a delivery due now counts as overdue (deployed, the sweep waits 5 minutes
-    // past a delivery's due time before it calls its message lost).
-    let f = fixture_with(PipelineConfig {
-        sweep_grace: std::time::Duration::ZERO,
-        ..PipelineConfig::default()
-    });
+async fn a_first_try_whose_attempt_died_is_attempted_by_its_watch_copy() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on(clock.clone());
     let t = tenant(&f).await;
-    let c = webhook(&f, &t).await;
+    let rx = Responder::start(200).await;
+    let c = hook_to(
+        &f,
+        &t,
+        &rx.url,
+        json!({"retry_policy": {}, "circuit_breaker": {}}),
+    )
+    .await;
     let done = f
         .pipeline
         .intake()
         .ingest(&t, activity(None, &[&c]))
         .await
         .unwrap();
-    // The message is lost; the row stays pending and due (and a moment later, overdue).
-    assert_eq!(queued(&f.queue).len(), 1);
-    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    let report = f.pipeline.sweeper().sweep().await.unwrap();
-    assert_eq!(report.enqueued, 1, "{report:?}");
-    assert_eq!(queued(&f.queue), vec![done.deliveries[0].id.to_string()]);
+    let id = done.deliveries[0].id.clone();
+    // The first try's message is taken by an instance that dies with it: claimed, never
+    // finished. The row is in no due index; its watch copy comes 15 s later.
+    let taken = f.queue.take_due(clock.now_ms());
+    assert_eq!(taken.len(), 1);
+    let lease_ms = i64::try_from(f.pipeline.config().lease_slice.as_millis()).unwrap();
+    assert!(matches!(
+        f.store
+            .claim(&id, "dead", clock.now(), lease_ms)
+            .await
+            .unwrap(),
+        converger_ports::Claim::Claimed(_)
+    ));
+    let overdue = f.pipeline.sweeper().sweep().await.unwrap();
+    assert_eq!(overdue.enqueued, 0, "the sweeper has nothing to find");
+    // While the dead attempt's lease lasts, the watch copy comes back later; once it has
+    // ended, the watch copy attempts the delivery.
+    clock.advance(std::time::Duration::from_secs(u64::from(
+        converger_core::policy::WATCH_DELAY_S,
+    )));
+    let watch = f.queue.take_due(clock.now_ms());
+    assert!(watch.len() == 1 && watch[0].watch, "{watch:?}");
+    f.pipeline
+        .attempts()
+        .deliver(watch[0].clone())
+        .await
+        .unwrap();
+    let row = f.store.get_delivery(&id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Sent, 1));
+    assert_eq!(rx.bodies.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_watch_copy_leaves_a_first_try_that_ended_alone() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let rx = Responder::start(200).await;
+    let c = hook_to(
+        &f,
+        &t,
+        &rx.url,
+        json!({"retry_policy": {}, "circuit_breaker": {}}),
+    )
+    .await;
+    let done = f
+        .pipeline
+        .intake()
+        .ingest(&t, activity(None, &[&c]))
+        .await
+        .unwrap();
+    let id = done.deliveries[0].id.clone();
+    assert_eq!(run_due(&f, &clock).await, 1);
+    clock.advance(std::time::Duration::from_secs(u64::from(
+        converger_core::policy::WATCH_DELAY_S,
+    )));
+    assert_eq!(run_due(&f, &clock).await, 1, "the watch copy comes");
+    let row = f.store.get_delivery(&id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Sent, 1));
+    assert_eq!(rx.bodies.lock().unwrap().len(), 1, "and sends nothing");
+    assert!(f.queue.take_due(i64::MAX).is_empty());
 }

@@ -53,6 +53,11 @@ pub struct DeliveryMessage {
     /// reservation (`core::flow::RateWait`). Only a snoozed message carries one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_at: Option<i64>,
+    /// The watch copy of a first try's message, sent beside it and delayed
+    /// `core::policy::WATCH_DELAY_S`: it attempts the delivery only while its first try is
+    /// still in flight and unclaimed (the attempt that took it died).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub watch: bool,
 }
 
 /// Largest serialized activity carried inside a queue message.
@@ -92,6 +97,31 @@ impl DeliveryMessage {
             row_by: None,
             tenant_id: None,
             rate_at: None,
+            watch: false,
+        }
+    }
+
+    /// Its watch copy: the same delivery, without the activity (read if it is attempted).
+    pub fn watch_copy(&self) -> Self {
+        Self {
+            delivery_id: self.delivery_id.clone(),
+            tier: self.tier,
+            channel_id: self.channel_id.clone(),
+            bounces: 0,
+            activity: None,
+            row_by: None,
+            tenant_id: self.tenant_id.clone(),
+            rate_at: None,
+            watch: true,
+        }
+    }
+
+    /// The delay it is sent with in a batch: a watch copy comes `WATCH_DELAY_S` later.
+    pub fn send_delay_s(&self) -> u32 {
+        if self.watch {
+            converger_core::policy::WATCH_DELAY_S
+        } else {
+            0
         }
     }
 
@@ -107,6 +137,7 @@ impl DeliveryMessage {
             tenant_id: self.tenant_id.clone(),
             // A place in the rate schedule is used once, by the message it was reserved for.
             rate_at: None,
+            watch: self.watch,
         }
     }
 

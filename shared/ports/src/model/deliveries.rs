@@ -492,6 +492,8 @@ impl Delivery {
                 due_ms: self.next_attempt_at,
             },
             DeliveryStatus::Pending if self.handed_off => SparseIndex::None,
+            // A first try in flight: its message and that message's watch copy carry it.
+            DeliveryStatus::Pending if self.unlisted => SparseIndex::None,
             DeliveryStatus::Pending => SparseIndex::Due {
                 due_ms: self.next_attempt_at,
             },
@@ -594,6 +596,10 @@ mod tests {
         d.handed_off = true;
         assert_eq!(d.sparse_index(), SparseIndex::None);
         d.handed_off = false;
+        // A first try in flight is in none: its watch message covers it.
+        d.unlisted = true;
+        assert_eq!(d.sparse_index(), SparseIndex::None);
+        d.unlisted = false;
         d.lease_until = None;
         d.in_backlog = true;
         assert_eq!(d.sparse_index(), SparseIndex::Backlog { due_ms: 42 });

@@ -31,17 +31,21 @@ impl DeliveryStore for DynamoStore {
         Ok(Claim::Busy)
     }
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
-        // In the due index at its due time (where the claim left it).
-        let u = Update::new()
-            .set_each(self.due_keys(&d.id, d.next_attempt_at))
-            .remove_each(LEASE);
+        // In the due index at its due time (where the claim left it), unless it is a first
+        // try in flight (`Delivery::sparse_index`), which its messages carry.
+        let mut u = Update::new().remove_each(LEASE);
+        if !d.unlisted {
+            u = u.set_each(self.due_keys(&d.id, d.next_attempt_at));
+        }
         self.leased_update(d, token, u).await
     }
     async fn reschedule(&self, d: &Delivery, token: Option<&str>, at_ms: i64) -> StoreResult<bool> {
-        let u = Update::new()
+        let mut u = Update::new()
             .set("next_attempt_at", n(at_ms))
-            .set_each(self.due_keys(&d.id, at_ms))
             .remove_each(LEASE);
+        if !d.unlisted {
+            u = u.set_each(self.due_keys(&d.id, at_ms));
+        }
         if let Some(token) = token {
             return self.leased_update(d, token, u).await;
         }

@@ -225,8 +225,9 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
                 .collect::<Vec<_>>()
         }
     };
-    // Not listed while its first attempt runs: not pending, not in any status, not counted;
-    // read by id, through its activity and by the sweeper all the same.
+    // Not listed while its first attempt runs: not pending, not in any status, not counted,
+    // not in the due index (its message's watch copy covers it); read by id and through its
+    // activity all the same.
     assert!(
         listed(query(Some(DeliveryStatus::Pending), None))
             .await
@@ -256,7 +257,10 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
         )
         .await
         .unwrap();
-    assert!(page.items.iter().any(|o| o.id == d.id), "in the due index");
+    assert!(
+        !page.items.iter().any(|o| o.id == d.id),
+        "a first try in flight is in no due index"
+    );
     // Its attempt fails: listed as pending from then on.
     let Claim::Claimed(c) = f
         .store
@@ -287,6 +291,19 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
     );
     let row = f.store.get_delivery(&d.id).await.unwrap().unwrap();
     assert!(!row.unlisted);
+    // Waiting for its retry: in the due index from then on.
+    let page = f
+        .store
+        .overdue(
+            DuePart::Waiting,
+            converger_ports::due_shard(&d.id),
+            now + 1,
+            100,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(page.items.iter().any(|o| o.id == d.id), "a retry is due");
     // The next succeeds: listed as sent, once.
     let Claim::Claimed(c) = f
         .store

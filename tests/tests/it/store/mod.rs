@@ -37,6 +37,7 @@ struct Fixture {
     channel: Channel,
 }
 
+mod connections;
 mod deliveries;
 mod due;
 mod flow;
@@ -46,6 +47,7 @@ mod stream;
 mod tenant_aws;
 mod tenants;
 mod usage;
+use connections::*;
 use deliveries::*;
 use due::*;
 use flow::*;

@@ -1,0 +1,74 @@
+//! Websocket connections: found by channel, deleted, and one replay per interval.
+
+use super::*;
+
+pub(super) async fn connections_are_found_by_channel(b: Backend) {
+    let f = fixture(b).await;
+    let conn = |id: &str, ch: &converger_core::ChannelId| Connection {
+        connection_id: id.into(),
+        channel_id: ch.clone(),
+        tenant_id: f.tenant.id.clone(),
+        connected_at: time::now_rfc3339(),
+        expires_at: time::now_ms() / 1000 + 3600,
+        token_fp: None,
+        replay_at: None,
+    };
+    let other = converger_core::ChannelId::generate();
+    for c in [
+        conn("A1=", &f.channel.id),
+        conn("B2=", &f.channel.id),
+        conn("C3=", &other),
+    ] {
+        f.store.put_connection(&c).await.unwrap();
+    }
+    let mut ids: Vec<String> = f
+        .store
+        .channel_connections(&f.channel.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.connection_id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["A1=", "B2="]);
+    assert_eq!(
+        f.store
+            .get_connection("C3=")
+            .await
+            .unwrap()
+            .unwrap()
+            .channel_id,
+        other
+    );
+    // One replay per interval on a connection: the second within it is refused with when the
+    // first began, one after it begins.
+    let t0 = time::now_ms();
+    assert_eq!(f.store.begin_replay("B2=", t0).await.unwrap(), None);
+    assert_eq!(f.store.begin_replay("B2=", t0 + 1).await.unwrap(), Some(t0));
+    let later = t0 + converger_ports::SOCKET_REPLAY_INTERVAL_MS;
+    assert_eq!(f.store.begin_replay("B2=", later).await.unwrap(), None);
+    assert_eq!(
+        f.store.begin_replay("B2=", later).await.unwrap(),
+        Some(later)
+    );
+    assert_eq!(
+        f.store
+            .get_connection("B2=")
+            .await
+            .unwrap()
+            .unwrap()
+            .replay_at,
+        Some(later)
+    );
+    let gone = f.store.delete_connection("A1=").await.unwrap();
+    assert_eq!(gone.map(|c| c.connection_id).as_deref(), Some("A1="));
+    assert_eq!(f.store.delete_connection("A1=").await.unwrap(), None);
+    assert_eq!(
+        f.store
+            .channel_connections(&f.channel.id)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
