@@ -86,11 +86,11 @@ pub const CHAIN_BUDGET_MS: u64 = 15_000;
 /// told) is dropped after it.
 pub const ROW_WAIT_MS: i64 = 60_000;
 
-/// How long after a first try's message its watch copy comes (SQS `DelaySeconds`). A first
-/// try is in no due index while it is in flight: if the attempt that took it dies, the watch
-/// message finds its row unclaimed (or its lease ended) and attempts it, so a crashed first
-/// try is attempted again within about this time plus a lease slice. A row it finds settled,
-/// retrying or listed is left alone.
+/// How long after a first try's message its watch copy comes by default (SQS
+/// `DelaySeconds`; `WATCH_DELAY_SECONDS`). A first try is in no due index while it is in
+/// flight: if the attempt that took it dies, the watch message finds its row unclaimed (or
+/// its lease ended) and attempts it, so a crashed first try is attempted again within about
+/// this time plus a lease slice. A row it finds settled, retrying or listed is left alone.
 pub const WATCH_DELAY_S: u32 = 15;
 
 /// When a watch message that found a live lease looks again: after one lease slice and a

@@ -217,6 +217,13 @@ pub const LEASE_SECONDS: Setting = number(
     "8",
     "one slice of an attempt's lease, renewed while its call runs: a crashed attempt's delivery is free again within it",
 );
+pub const WATCH_DELAY_SECONDS: Setting = number(
+    "WATCH_DELAY_SECONDS",
+    1,
+    900,
+    "15",
+    "how long after a first try's message its watch copy comes: a first try is in no due index while in flight, and the watch copy attempts it if the attempt that took it died (within this and a lease slice)",
+);
 pub const USAGE_FLUSH_MS: Setting = number(
     "USAGE_FLUSH_MS",
     0,
@@ -433,6 +440,7 @@ pub const ALL: &[Setting] = &[
     BULK_REPLAY_CONCURRENCY,
     FLOW_CACHE_TTL_MS,
     LEASE_SECONDS,
+    WATCH_DELAY_SECONDS,
     USAGE_FLUSH_MS,
     USAGE_PRICES,
     RECLAIM_INTERVAL_SECONDS,

@@ -183,7 +183,7 @@ impl Queue for MemQueue {
             .map_err(|_| QueueError::new("poisoned"))?
             .extend(
                 msgs.iter()
-                    .map(|m| (now + i64::from(m.send_delay_s()) * 1000, m.clone())),
+                    .map(|m| (now + i64::from(m.send_delay_s) * 1000, m.clone())),
             );
         Ok(())
     }

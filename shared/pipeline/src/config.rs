@@ -36,6 +36,8 @@ pub struct PipelineConfig {
     pub allowlist: Allowlist,
     /// Deliveries of one batch processed at once.
     pub batch_concurrency: usize,
+    /// How long after a first try's message its watch copy comes (`WATCH_DELAY_SECONDS`).
+    pub watch_delay_s: u32,
     /// Each tier's deliver mapping's concurrency (`TIER_CONCURRENCY`): channel windows are
     /// sized from it.
     pub tier_concurrency: converger_core::TierConcurrency,
@@ -93,6 +95,7 @@ impl Default for PipelineConfig {
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
             tier_concurrency: converger_core::TierConcurrency::default(),
+            watch_delay_s: converger_core::policy::WATCH_DELAY_S,
             retention: Duration::from_secs(30 * 86_400),
             attempt_retention: Duration::from_secs(30 * 86_400),
             sweep_grace: Duration::from_secs(300),
@@ -140,6 +143,9 @@ impl PipelineConfig {
                     converger_core::TierConcurrency::parse,
                 )?
                 .unwrap_or(d.tier_concurrency),
+            watch_delay_s: env
+                .number(&set::WATCH_DELAY_SECONDS)?
+                .unwrap_or(d.watch_delay_s),
             receipt_limit: env
                 .parsed(&set::RECEIPT_RATE_LIMIT, str::parse)?
                 .unwrap_or(d.receipt_limit),

@@ -518,7 +518,7 @@ impl Intake<'_> {
             .flat_map(|(d, _)| {
                 let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
                 let m = if fresh { m.beside_row(by) } else { m };
-                let watch = m.watch_copy();
+                let watch = m.watch_copy(self.config.watch_delay_s);
                 [m, watch]
             })
             .collect()
@@ -579,7 +579,7 @@ impl Intake<'_> {
             .flat_map(|d| {
                 let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
                 // A first try still in flight has no due entry: its watch copy goes too.
-                let watch = d.unlisted.then(|| m.watch_copy());
+                let watch = d.unlisted.then(|| m.watch_copy(self.config.watch_delay_s));
                 std::iter::once(m).chain(watch)
             })
             .collect();

@@ -154,7 +154,7 @@ impl Queue for SqsQueue {
     async fn send_many(&self, msgs: &[DeliveryMessage]) -> Result<(), QueueError> {
         use futures::StreamExt;
         if let [one] = msgs {
-            return self.send(one, one.send_delay_s()).await;
+            return self.send(one, one.send_delay_s).await;
         }
         // Each body serialized once; batches of ten per tier, several in flight at once (a
         // bulk replay of 10,000 deliveries is 1,000 batches). A watch copy goes in the same
@@ -168,7 +168,7 @@ impl Queue for SqsQueue {
                     Ok(Entry {
                         body: body(m)?,
                         group: m.group().map(str::to_owned),
-                        delay_s: m.send_delay_s(),
+                        delay_s: m.send_delay_s,
                     })
                 })
                 .collect::<Result<Vec<_>, QueueError>>()?;

@@ -103,7 +103,10 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
         let billed = cases[case]["billed_requests_per_delivery"]
             .as_f64()
             .unwrap();
-        assert!(billed - reads - early - limit <= 6.001, "{case}: {line}");
+        // Six for the delivery itself; its watch copy (`core::policy::WATCH_DELAY_S`) adds a
+        // receive and a delete, at most one each (shared by the copies that come together:
+        // a quarter each when the case's four come in one batch), and a read, counted above.
+        assert!(billed - reads - early - limit <= 8.001, "{case}: {line}");
     }
     // Sending by event type reads the subscriber list once per `CHANNEL_CACHE_TTL_MS` (5 s)
     // and API instance, not once per delivery: a refresh is all a slow run may add.
@@ -118,9 +121,14 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
         by_type["per_delivery"]["dynamodb/BatchWriteItem"], 1.0,
         "{line}"
     );
-    assert_eq!(first["sqs/SendMessage"], 1.0, "{line}");
-    assert_eq!(first["sqs/ReceiveMessage"], 1.0, "{line}");
-    assert_eq!(first["sqs/DeleteMessageBatch"], 1.0, "{line}");
+    // One batch send holds a first try's message and its watch copy; the watch copy is
+    // received and deleted on its own, shared by the copies that come together.
+    assert_eq!(first["sqs/SendMessageBatch"], 1.0, "{line}");
+    assert!(first["sqs/SendMessage"].is_null(), "{line}");
+    for request in ["sqs/ReceiveMessage", "sqs/DeleteMessageBatch"] {
+        let n = first[request].as_f64().unwrap();
+        assert!((1.0..=2.0).contains(&n), "{request}: {line}");
+    }
     // No event on the delivery's path: its status event comes from the table's stream, sent
     // by the changes function with others of its batch (counted apart as `changes:`).
     assert!(first["events/PutEvents"].is_null(), "{line}");
@@ -141,12 +149,13 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
         assert_eq!(aws["dynamodb/BatchWriteItem"], 1.0, "{case}: {line}");
     }
     // Three attempts: at most three receives (an attempt that the task handing it its window
-    // slot runs itself needs none); a dead letter after three attempts likewise.
+    // slot runs itself needs none), and the first try's watch copy's; a dead letter after
+    // three attempts likewise.
     for case in ["three_attempts", "dead_letter"] {
         let receives = cases[case]["per_delivery"]["sqs/ReceiveMessage"]
             .as_f64()
             .unwrap();
-        assert!((2.0..=3.0).contains(&receives), "{case}: {line}");
+        assert!((2.0..=4.0).contains(&receives), "{case}: {line}");
     }
     for case in [
         "first_try",
@@ -216,15 +225,15 @@ async fn keys_scenario_counts_units_per_key_family_on_every_index() {
         first["write_units_per_delivery"].as_f64().unwrap() >= 7.0,
         "{line}"
     );
-    for scope in ["tenant", "deployment"] {
-        assert!(
-            first["hottest_write"][scope]["ceiling_per_s"]
-                .as_f64()
-                .unwrap()
-                > 0.0,
-            "{scope}: {line}"
-        );
-    }
+    assert!(
+        first["hottest_write"]["tenant"]["ceiling_per_s"]
+            .as_f64()
+            .unwrap()
+            > 0.0,
+        "{line}"
+    );
+    // No key the whole deployment shares is written by a first try.
+    assert!(first["hottest_write"]["deployment"].is_null(), "{line}");
     // Every seeded dead letter replayed (a call whose transaction committed but whose
     // answer was lost still counts its rows).
     assert!(

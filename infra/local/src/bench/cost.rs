@@ -341,8 +341,7 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
         }
         // The previous case's trailing work (settle, events, the queue delete, its row changes)
         // is not counted.
-        stack.changes_settled().await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        super::quiet(stack).await;
         m.reset();
         for n in *warm..warm + o.deliveries {
             one(n, *done).await?;
@@ -350,8 +349,7 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
         // This case's own trailing work finishes: every row change it made has been read from
         // the table's stream (its events and counts written), then what goes with it.
         m.events_of("delivery.status_changed", o.deliveries).await;
-        stack.changes_settled().await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        super::quiet(stack).await;
         out.push((*name, m.take()));
     }
     Ok(out)

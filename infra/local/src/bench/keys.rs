@@ -370,15 +370,13 @@ impl Harness<'_> {
     ) -> Result<Value, String> {
         // The previous case's trailing work (settle, events, the queue delete, its row changes)
         // is not counted.
-        self.stack.changes_settled().await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        super::quiet(self.stack).await;
         let _ = self.meter.take();
         let started = Instant::now();
         work.await?;
         // This case's own trailing work finishes (its row changes read from the table's
         // stream, their counts written).
-        self.stack.changes_settled().await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        super::quiet(self.stack).await;
         let t = self.meter.take();
         Ok(report(
             &families(&t.writes, deliveries),

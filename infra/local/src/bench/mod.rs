@@ -518,6 +518,16 @@ pub fn activity_body(ch: &ChannelId, n: usize) -> String {
     .to_string()
 }
 
+/// Waits until a case's trailing work is done, so that it is counted with the case and not
+/// the next: the table stream's changes read and their counts written, and the first tries'
+/// watch copies (`PipelineConfig::watch_delay_s`, a second on a benchmark stack) come and gone.
+pub async fn quiet(stack: &crate::stack::Stack) {
+    stack.changes_settled().await;
+    let watch = u64::from(stack.pipeline.config().watch_delay_s);
+    tokio::time::sleep(std::time::Duration::from_millis(watch * 1000 + 1500)).await;
+    stack.changes_settled().await;
+}
+
 /// Posts the `n`-th benchmark activity for `ch` through the tenant API at `url`; the id of
 /// its first delivery.
 pub async fn post_activity(

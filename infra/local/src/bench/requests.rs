@@ -300,8 +300,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         }
         // The warm-up's own trailing work (settle, events, deletes, its row changes) is not
         // counted.
-        stack.changes_settled().await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        super::quiet(stack).await;
         let _ = counter.take();
         let takes_before = converger_http::limits::SHARED_TAKES.load(Ordering::Relaxed);
         let started = Instant::now();
@@ -314,8 +313,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         }
         // The work after the row is written (settle, events, the queue delete, the changes
         // function's batches) finishes.
-        stack.changes_settled().await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        super::quiet(stack).await;
         let counts = counter.take();
         if case
             .receiver

@@ -127,6 +127,9 @@ pub struct StackOptions {
 /// test's (see `.config/nextest.toml`).
 pub const BENCH_ENDPOINT_ENV: &str = "CONVERGER_BENCH_ENDPOINT_URL";
 
+/// A benchmark stack's watch delay (`PipelineConfig::watch_delay_s`).
+pub const BENCH_WATCH_DELAY_S: u32 = 1;
+
 /// The long-poll wait of a stack that is stopped rather than killed (its polls end with it):
 /// each idle stack's fourteen pollers ask the emulator once per 10 s instead of once a
 /// second. A message sent meanwhile is answered at once.
@@ -183,7 +186,12 @@ impl StackOptions {
     /// health runs on a timer (a scenario measures what it runs itself), on the emulator
     /// [`BENCH_ENDPOINT_ENV`] names if it is set.
     pub fn bench(tag: &str) -> Self {
+        let mut config = Self::default().config;
+        // A first try's watch copy comes a second later, so that a case can wait for it and
+        // count it with its own deliveries (`bench::quiet`).
+        config.watch_delay_s = BENCH_WATCH_DELAY_S;
         Self {
+            config,
             prefix: format!("{tag}{}-", std::process::id()),
             sweep_period: Every::Never,
             health_period: Every::Never,

@@ -58,6 +58,10 @@ pub struct DeliveryMessage {
     /// still in flight and unclaimed (the attempt that took it died).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub watch: bool,
+    /// How long a batch send holds it back (SQS `DelaySeconds`): a watch copy's delay. Not
+    /// part of the message's body.
+    #[serde(skip)]
+    pub send_delay_s: u32,
 }
 
 /// Largest serialized activity carried inside a queue message.
@@ -98,11 +102,13 @@ impl DeliveryMessage {
             tenant_id: None,
             rate_at: None,
             watch: false,
+            send_delay_s: 0,
         }
     }
 
-    /// Its watch copy: the same delivery, without the activity (read if it is attempted).
-    pub fn watch_copy(&self) -> Self {
+    /// Its watch copy, sent `delay_s` later: the same delivery, without the activity (read if
+    /// it is attempted).
+    pub fn watch_copy(&self, delay_s: u32) -> Self {
         Self {
             delivery_id: self.delivery_id.clone(),
             tier: self.tier,
@@ -113,15 +119,7 @@ impl DeliveryMessage {
             tenant_id: self.tenant_id.clone(),
             rate_at: None,
             watch: true,
-        }
-    }
-
-    /// The delay it is sent with in a batch: a watch copy comes `WATCH_DELAY_S` later.
-    pub fn send_delay_s(&self) -> u32 {
-        if self.watch {
-            converger_core::policy::WATCH_DELAY_S
-        } else {
-            0
+            send_delay_s: delay_s,
         }
     }
 
@@ -138,6 +136,7 @@ impl DeliveryMessage {
             // A place in the rate schedule is used once, by the message it was reserved for.
             rate_at: None,
             watch: self.watch,
+            send_delay_s: self.send_delay_s,
         }
     }
 
