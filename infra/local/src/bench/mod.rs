@@ -518,6 +518,9 @@ pub fn activity_body(ch: &ChannelId, n: usize) -> String {
     .to_string()
 }
 
+/// A benchmark stack's watch delay (`PipelineConfig::watch_delay_s`).
+pub const WATCH_DELAY_S: u32 = 1;
+
 /// Waits until a case's trailing work is done, so that it is counted with the case and not
 /// the next: the table stream's changes read and their counts written, and the first tries'
 /// watch copies (`PipelineConfig::watch_delay_s`, a second on a benchmark stack) come and gone.

@@ -127,12 +127,8 @@ pub struct StackOptions {
 /// test's (see `.config/nextest.toml`).
 pub const BENCH_ENDPOINT_ENV: &str = "CONVERGER_BENCH_ENDPOINT_URL";
 
-/// A benchmark stack's watch delay (`PipelineConfig::watch_delay_s`).
-pub const BENCH_WATCH_DELAY_S: u32 = 1;
-
-/// The long-poll wait of a stack that is stopped rather than killed (its polls end with it):
-/// each idle stack's fourteen pollers ask the emulator once per 10 s instead of once a
-/// second. A message sent meanwhile is answered at once.
+/// The long-poll wait of a stack stopped rather than killed: each idle stack's fourteen
+/// pollers ask the emulator once per 10 s, not once a second (a message comes at once).
 pub const POLL_WAIT_STOPPED_S: i32 = 10;
 
 impl Default for StackOptions {
@@ -182,14 +178,12 @@ impl Default for StackOptions {
 }
 
 impl StackOptions {
-    /// A benchmark's stack: its own stack (`tag` and the process id), no sweeper and no
-    /// health runs on a timer (a scenario measures what it runs itself), on the emulator
-    /// [`BENCH_ENDPOINT_ENV`] names if it is set.
+    /// A benchmark's stack: its own (`tag` and the process id), no sweeper or health runs on
+    /// a timer, on the emulator [`BENCH_ENDPOINT_ENV`] names if set, first tries' watch
+    /// copies a second later (a case waits for them: `bench::quiet`).
     pub fn bench(tag: &str) -> Self {
         let mut config = Self::default().config;
-        // A first try's watch copy comes a second later, so that a case can wait for it and
-        // count it with its own deliveries (`bench::quiet`).
-        config.watch_delay_s = BENCH_WATCH_DELAY_S;
+        config.watch_delay_s = crate::bench::WATCH_DELAY_S;
         Self {
             config,
             prefix: format!("{tag}{}-", std::process::id()),
