@@ -4,9 +4,6 @@ use super::*;
 
 #[async_trait]
 impl ActivityStore for MemStore {
-    async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64> {
-        self.reserve_seqs(tenant, conversation_id, 1).await
-    }
     async fn reserve_seqs(
         &self,
         tenant: &TenantId,
@@ -33,15 +30,13 @@ impl ActivityStore for MemStore {
         self.insert_activity(activity, deliveries, 2.0, |m| m.transact)
             .await
     }
-    async fn create_fresh_activity(
-        &self,
-        activity: &Activity,
-        deliveries: &[Delivery],
-    ) -> StoreResult<()> {
+    async fn create_fresh_activities(&self, fresh: &[(&Activity, &[Delivery])]) -> StoreResult<()> {
         // Batch writes, as the DynamoDB backend's: a unit per item.
-        self.insert_activity(activity, deliveries, 1.0, |m| m.write)
-            .await
-            .map(drop)
+        for (activity, deliveries) in fresh {
+            self.insert_activity(activity, deliveries, 1.0, |m| m.write)
+                .await?;
+        }
+        Ok(())
     }
     async fn get_activity(
         &self,

@@ -156,10 +156,7 @@ impl Intake<'_> {
             }
         };
         let p = self.admit(tenant, checked, seq).await?;
-        if !self
-            .record(&p.activity, &p.deliveries, &p.admissions, p.fresh)
-            .await?
-        {
+        if !self.record(&p).await? {
             return self.existing(tenant, p.activity).await;
         }
         Ok(self.finish(tenant, p).await)
@@ -213,10 +210,7 @@ impl Intake<'_> {
                     if let Err(e) = fresh_written {
                         return Err(IngestError::Store(StoreError::Unavailable(e.to_string())));
                     }
-                } else if !self
-                    .record(&p.activity, &p.deliveries, &p.admissions, false)
-                    .await?
-                {
+                } else if !self.record(&p).await? {
                     return self.existing(tenant, p.activity).await;
                 }
                 Ok(self.finish(tenant, p).await)
@@ -449,40 +443,18 @@ impl Intake<'_> {
 
     /// Writes the activity with its deliveries and enqueues the live ones; `false` when a
     /// producer-chosen id was ingested before (nothing written). A generated id is new, so
-    /// its rows and its messages go out together: a message that comes before its row waits
-    /// for it (`core::policy::ROW_WAIT_MS`), and a failed write is reported so the producer
-    /// can retry (its early messages find no row and are dropped). A producer's id may name
-    /// an activity ingested before with another payload: its rows go first, and only a new
-    /// activity is enqueued. A crash between a write and a send leaves pending rows that the
-    /// sweeper enqueues.
-    async fn record(
-        &self,
-        activity: &Activity,
-        deliveries: &[Delivery],
-        admissions: &[Admission],
-        fresh: bool,
-    ) -> Result<bool, IngestError> {
-        let msgs = self.live_messages(activity, deliveries, admissions, fresh);
-        let send = async {
-            if !msgs.is_empty() {
-                self.queue.send_many(&msgs).await?;
-            }
-            Ok::<_, IngestError>(())
-        };
-        if fresh {
-            // A send that fails after the write leaves pending rows: the sweeper sends them.
-            let write = async {
-                self.activities
-                    .create_fresh_activity(activity, deliveries)
-                    .await
-                    .map_err(IngestError::from)
-            };
-            tokio::try_join!(write, send)?;
+    /// its rows and its messages go out together ([`Self::record_fresh`]). A producer's id may
+    /// name an activity ingested before with another payload: its rows go first, in one
+    /// transaction, and only a new activity is enqueued; a crash between the two leaves rows
+    /// whose messages the producer's retry sends (`existing`).
+    async fn record(&self, p: &Prepared) -> Result<bool, IngestError> {
+        if p.fresh {
+            self.record_fresh(&[p]).await?;
             return Ok(true);
         }
         if self
             .activities
-            .create_activity(activity, deliveries)
+            .create_activity(&p.activity, &p.deliveries)
             .await?
             == Created::Duplicate
         {
@@ -490,7 +462,10 @@ impl Intake<'_> {
         }
         // What follows from the new rows (their counts, a parked one's event) comes from the
         // table's stream (`crate::changes`).
-        send.await?;
+        let msgs = self.live_messages(&p.activity, &p.deliveries, &p.admissions, false);
+        if !msgs.is_empty() {
+            self.queue.send_many(&msgs).await?;
+        }
         Ok(true)
     }
 
@@ -524,8 +499,12 @@ impl Intake<'_> {
             .collect()
     }
 
-    /// [`Self::record`] for a batch's items with generated ids: every row in shared batch
-    /// writes, every message in shared batch sends, the two beside each other.
+    /// Writes activities with generated ids (one, or a batch's): every row in shared batch
+    /// writes and every message in shared batch sends, the two beside each other. A message
+    /// that comes before its row waits for it (`core::policy::ROW_WAIT_MS`). A failed write or
+    /// send is reported so that the producer sends again: a first try is in no due index, so
+    /// no sweep would send a row whose message was lost, and a message without its row finds
+    /// none and is dropped.
     async fn record_fresh(&self, fresh: &[&Prepared]) -> Result<(), IngestError> {
         let rows: Vec<(&Activity, &[Delivery])> = fresh
             .iter()

@@ -153,8 +153,6 @@ pub trait ChannelStore: Send + Sync + 'static {
 /// Activities, written with their deliveries, and per-conversation sequence numbers.
 #[async_trait]
 pub trait ActivityStore: Send + Sync + 'static {
-    /// The next sequence number of a conversation.
-    async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64>;
     /// `count` consecutive sequence numbers of a conversation in one write (a batch's
     /// activities of one conversation): the first of them.
     async fn reserve_seqs(
@@ -163,6 +161,10 @@ pub trait ActivityStore: Send + Sync + 'static {
         conversation_id: &str,
         count: u64,
     ) -> StoreResult<u64>;
+    /// The next sequence number of a conversation.
+    async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64> {
+        self.reserve_seqs(tenant, conversation_id, 1).await
+    }
     /// Writes the activity and its deliveries together, or nothing if the activity exists.
     /// Each delivery written counts as created for its channel's health checks.
     async fn create_activity(
@@ -170,26 +172,21 @@ pub trait ActivityStore: Send + Sync + 'static {
         activity: &Activity,
         deliveries: &[Delivery],
     ) -> StoreResult<Created>;
-    /// Writes an activity whose id was generated here, so that no row of it can exist yet:
-    /// no condition is needed, and a backend may write the rows without a transaction (on
-    /// DynamoDB: batch writes, one write unit per row instead of a transaction's two). Rows
-    /// a crash leaves half-written are never enqueued, and an activity without its
-    /// deliveries is never delivered: the producer, which got no answer, sends it again.
+    /// Writes activities whose ids were generated here, so that no row of theirs can exist
+    /// yet: no condition is needed, and a backend may write every row without a transaction
+    /// (on DynamoDB: shared batch writes, one write unit per row instead of a transaction's
+    /// two). An error leaves any of the rows written or not, as a crash would: rows a crash
+    /// leaves are never delivered (an activity without its deliveries, or a first try without
+    /// its message), and the producer, which got no answer, sends it again.
+    async fn create_fresh_activities(&self, fresh: &[(&Activity, &[Delivery])]) -> StoreResult<()>;
+    /// [`Self::create_fresh_activities`] for one activity.
     async fn create_fresh_activity(
         &self,
         activity: &Activity,
         deliveries: &[Delivery],
     ) -> StoreResult<()> {
-        self.create_activity(activity, deliveries).await.map(drop)
-    }
-    /// [`Self::create_fresh_activity`] for several activities at once (a batch's): a backend
-    /// may pack every row into the same batch writes. An error leaves any of them written or
-    /// not, as a crash would.
-    async fn create_fresh_activities(&self, fresh: &[(&Activity, &[Delivery])]) -> StoreResult<()> {
-        for (a, ds) in fresh {
-            self.create_fresh_activity(a, ds).await?;
-        }
-        Ok(())
+        self.create_fresh_activities(&[(activity, deliveries)])
+            .await
     }
     /// One tenant's activity. Activity ids are chosen by producers and scoped to their
     /// tenant: the same id under another tenant is another activity, so there is no read by

@@ -4,9 +4,6 @@ use super::*;
 
 #[async_trait]
 impl ActivityStore for DynamoStore {
-    async fn next_seq(&self, tenant: &TenantId, conversation_id: &str) -> StoreResult<u64> {
-        self.reserve_seqs(tenant, conversation_id, 1).await
-    }
     async fn reserve_seqs(
         &self,
         tenant: &TenantId,
@@ -75,18 +72,6 @@ impl ActivityStore for DynamoStore {
                 Err(sdk_err(e))
             }
         }
-    }
-    async fn create_fresh_activity(
-        &self,
-        activity: &Activity,
-        deliveries: &[Delivery],
-    ) -> StoreResult<()> {
-        let mut rows = Vec::with_capacity(2 * deliveries.len() + 1);
-        rows.push((self.res.activities.clone(), activity_item(activity)?));
-        for d in deliveries {
-            rows.push((self.res.deliveries.clone(), self.delivery_item(d)?));
-        }
-        self.batch_put_rows(rows).await
     }
     async fn create_fresh_activities(&self, fresh: &[(&Activity, &[Delivery])]) -> StoreResult<()> {
         let mut rows = Vec::with_capacity(fresh.iter().map(|(_, ds)| ds.len() + 1).sum());
