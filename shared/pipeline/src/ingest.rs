@@ -484,19 +484,24 @@ impl Intake<'_> {
             .clock
             .now_ms()
             .saturating_add(converger_core::policy::ROW_WAIT_MS);
-        // Each first try's message goes with its watch copy, which attempts it if the attempt
-        // that took it dies (a first try is in no due index: `core::policy::WATCH_DELAY_S`).
         deliveries
             .iter()
             .zip(admissions)
             .filter(|(_, a)| **a == Admission::Live)
             .flat_map(|(d, _)| {
                 let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
-                let m = if fresh { m.beside_row(by) } else { m };
-                let watch = m.watch_copy(self.config.watch_delay_s);
-                [m, watch]
+                self.with_watch(d, if fresh { m.beside_row(by) } else { m })
             })
             .collect()
+    }
+
+    /// `m`, the message of `d`, and its watch copy when `d` is a first try in flight (in no due
+    /// index: the copy attempts it if the attempt that took it dies, ADR 0076).
+    fn with_watch(&self, d: &Delivery, m: DeliveryMessage) -> Vec<DeliveryMessage> {
+        let watch = d
+            .first_try_in_flight()
+            .then(|| m.watch_copy(self.config.watch_delay_s));
+        std::iter::once(m).chain(watch).collect()
     }
 
     /// Writes activities with generated ids (one, or a batch's): every row in shared batch
@@ -556,10 +561,7 @@ impl Intake<'_> {
                     && d.next_attempt_at <= now.ms()
             })
             .flat_map(|d| {
-                let m = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
-                // A first try still in flight has no due entry: its watch copy goes too.
-                let watch = d.unlisted.then(|| m.watch_copy(self.config.watch_delay_s));
-                std::iter::once(m).chain(watch)
+                self.with_watch(d, DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d))
             })
             .collect();
         if !msgs.is_empty() {

@@ -225,10 +225,16 @@ impl Attempts<'_> {
         let token = lease_token();
         let now = self.clock.now();
         let lease_ms = self.flow.lease_slice_ms();
+        // A first try's watch copy goes on to the claim only while that first try is in
+        // flight (its attempt died, or is still running: then the claim finds it busy).
         if msg.watch
-            && let Some(report) = self.watch(msg, now, lease_ms).await?
+            && !self
+                .deliveries
+                .get_delivery(&msg.delivery_id)
+                .await?
+                .is_some_and(|d| d.first_try_in_flight())
         {
-            return Ok(Step::Done(report));
+            return Ok(Step::Done(Report::Skipped("the first try ended")));
         }
         // The channel the message names is read (or found cached) beside the claim, not after.
         let claimed = self
@@ -263,8 +269,9 @@ impl Attempts<'_> {
         }
         let report = match claimed {
             Claim::Claimed(d) => return Ok(Step::Go(Claimed { d, token })),
-            // A watch copy whose first try failed and waits for its retry: the due index has
-            // the row from then on.
+            // A watch copy whose first try failed meanwhile and waits for its retry: the due
+            // index has the row from then on. One whose first try is running looks again
+            // after a lease slice: by then the lease was renewed, or it ended with its attempt.
             Claim::NotDue(_) if msg.watch => Report::Skipped("the first try ended"),
             Claim::Busy if msg.watch => {
                 let delay_s = watch_again_s(lease_ms);
@@ -296,35 +303,6 @@ impl Attempts<'_> {
             }
         };
         Ok(Step::Done(report))
-    }
-
-    /// A first try's watch copy (`core::policy::WATCH_DELAY_S`): it goes on to the claim only
-    /// while the first try is in flight (unlisted, pending, not handed off or waiting in the
-    /// backlog) and no attempt holds a live lease; it comes back after a live lease; anything
-    /// else means the first try ended, and it is dropped.
-    async fn watch(
-        &self,
-        msg: &DeliveryMessage,
-        now: converger_core::Timestamp,
-        lease_ms: i64,
-    ) -> Result<Option<Report>, AttemptError> {
-        let Some(d) = self.deliveries.get_delivery(&msg.delivery_id).await? else {
-            return Ok(Some(Report::Skipped("no such delivery")));
-        };
-        let in_flight = d.unlisted
-            && d.status == converger_core::DeliveryStatus::Pending
-            && !d.handed_off
-            && !d.in_backlog;
-        if !in_flight {
-            return Ok(Some(Report::Skipped("the first try ended")));
-        }
-        if d.lease_until.is_some_and(|u| u >= now.ms()) {
-            let delay_s = watch_again_s(lease_ms);
-            self.queue.send(msg, delay_s).await?;
-            return Ok(Some(Report::Hopped { delay_s }));
-        }
-        tracing::info!("a first try's attempt did not finish; its watch message attempts it");
-        Ok(None)
     }
 
     /// The channel, the flow-control gate (before the activity is loaded or the adapter

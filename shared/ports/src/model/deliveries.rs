@@ -486,14 +486,23 @@ impl Delivery {
         }
     }
 
+    /// A first try in flight: written at ingest and sent to its queue, its first attempt not
+    /// ended yet (not listed, pending, not handed off, not in its channel's backlog). It is in
+    /// no sparse index: its message and that message's watch copy carry it (ADR 0076).
+    pub fn first_try_in_flight(&self) -> bool {
+        self.unlisted
+            && self.status == DeliveryStatus::Pending
+            && !self.handed_off
+            && !self.in_backlog
+    }
+
     pub fn sparse_index(&self) -> SparseIndex {
         match self.status {
             DeliveryStatus::Pending if self.in_backlog => SparseIndex::Backlog {
                 due_ms: self.next_attempt_at,
             },
             DeliveryStatus::Pending if self.handed_off => SparseIndex::None,
-            // A first try in flight: its message and that message's watch copy carry it.
-            DeliveryStatus::Pending if self.unlisted => SparseIndex::None,
+            DeliveryStatus::Pending if self.first_try_in_flight() => SparseIndex::None,
             DeliveryStatus::Pending => SparseIndex::Due {
                 due_ms: self.next_attempt_at,
             },

@@ -32,9 +32,9 @@ impl DeliveryStore for DynamoStore {
     }
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
         // In the due index at its due time (where the claim left it), unless it is a first
-        // try in flight (`Delivery::sparse_index`), which its messages carry.
+        // try in flight, which its messages carry.
         let mut u = Update::new().remove_each(LEASE);
-        if !d.unlisted {
+        if !d.first_try_in_flight() {
             u = u.set_each(self.due_keys(&d.id, d.next_attempt_at));
         }
         self.leased_update(d, token, u).await
@@ -43,7 +43,7 @@ impl DeliveryStore for DynamoStore {
         let mut u = Update::new()
             .set("next_attempt_at", n(at_ms))
             .remove_each(LEASE);
-        if !d.unlisted {
+        if !d.first_try_in_flight() {
             u = u.set_each(self.due_keys(&d.id, at_ms));
         }
         if let Some(token) = token {
