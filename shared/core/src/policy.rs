@@ -93,6 +93,18 @@ pub const ROW_WAIT_MS: i64 = 60_000;
 /// this time plus a lease slice. A row it finds settled, retrying or listed is left alone.
 pub const WATCH_DELAY_S: u32 = 15;
 
+/// The shortest time between two replays of one websocket connection: a client that sends
+/// replay frames in a loop pushes each waiting delivery once per interval, not once a frame.
+pub const SOCKET_REPLAY_INTERVAL_MS: i64 = 2_000;
+
+/// How long a connection whose last replay began at `last` waits at `now_ms` before it may
+/// begin another (at most the interval); `None` when it may now. Both backends apply it
+/// (DynamoDB as the update's condition).
+pub fn socket_replay_wait_ms(last: Option<i64>, now_ms: i64) -> Option<i64> {
+    let until = last?.saturating_add(SOCKET_REPLAY_INTERVAL_MS);
+    (until > now_ms).then(|| (until - now_ms).min(SOCKET_REPLAY_INTERVAL_MS))
+}
+
 /// When a watch message that found a live lease looks again: after one lease slice and a
 /// second, by when the lease has been renewed (the attempt lives) or has ended (it died).
 pub fn watch_again_s(lease_ms: i64) -> u32 {
@@ -286,6 +298,18 @@ pub fn hop_delay_s(at_ms: i64, now_ms: i64, ceiling: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_connection_replays_once_per_interval() {
+        assert_eq!(socket_replay_wait_ms(None, 10_000), None);
+        assert_eq!(socket_replay_wait_ms(Some(10_000), 10_500), Some(1_500));
+        assert_eq!(socket_replay_wait_ms(Some(10_000), 12_000), None);
+        // A connection that is gone answers as if its replay had just begun.
+        assert_eq!(
+            socket_replay_wait_ms(Some(i64::MAX), 10_000),
+            Some(SOCKET_REPLAY_INTERVAL_MS)
+        );
+    }
 
     #[test]
     fn a_message_before_its_row_looks_three_times_within_a_second() {

@@ -88,7 +88,9 @@ impl HandoffStore for MemStore {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| match s.connections.get_mut(connection_id) {
             None => Some(i64::MAX),
-            Some(c) if converger_ports::replay_allowed(c.replay_at, now_ms) => {
+            Some(c)
+                if converger_core::policy::socket_replay_wait_ms(c.replay_at, now_ms).is_none() =>
+            {
                 c.replay_at = Some(now_ms);
                 None
             }

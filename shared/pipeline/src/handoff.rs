@@ -381,15 +381,15 @@ impl Handoff<'_> {
                 // delivery once per interval, not once a frame.
                 let now = self.clock.now_ms();
                 if let Some(last) = self.handoffs.begin_replay(&conn.connection_id, now).await? {
-                    let wait_ms = last
-                        .saturating_add(converger_ports::SOCKET_REPLAY_INTERVAL_MS)
-                        .saturating_sub(now)
-                        .clamp(1, converger_ports::SOCKET_REPLAY_INTERVAL_MS);
+                    // Refused: wait as the rule says (at least a millisecond, whatever the
+                    // instances' clocks).
+                    let wait_ms =
+                        converger_core::policy::socket_replay_wait_ms(Some(last), now).unwrap_or(1);
                     let mut e = socket_error(
                         "replay_throttled",
                         &format!(
                             "one replay per {} ms on a connection; send it again in {wait_ms} ms",
-                            converger_ports::SOCKET_REPLAY_INTERVAL_MS
+                            converger_core::policy::SOCKET_REPLAY_INTERVAL_MS
                         ),
                     );
                     e["retry_after_ms"] = json!(wait_ms);

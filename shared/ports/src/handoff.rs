@@ -27,19 +27,9 @@ pub struct Connection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_fp: Option<String>,
     /// When (ms) the connection's last replay began: one replay per
-    /// [`SOCKET_REPLAY_INTERVAL_MS`], whatever instance the frames reach.
+    /// `core::policy::SOCKET_REPLAY_INTERVAL_MS`, whatever instance the frames reach.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay_at: Option<i64>,
-}
-
-/// The shortest time between two replays of one websocket connection: a client that sends
-/// replay frames in a loop pushes each waiting delivery once per interval, not once a frame.
-pub const SOCKET_REPLAY_INTERVAL_MS: i64 = 2_000;
-
-/// Whether a connection whose last replay began at `last` may begin one at `now_ms`: the
-/// rule both backends apply (DynamoDB as the update's condition).
-pub fn replay_allowed(last: Option<i64>, now_ms: i64) -> bool {
-    last.is_none_or(|at| at <= now_ms - SOCKET_REPLAY_INTERVAL_MS)
 }
 
 /// What an acknowledgement found.
@@ -87,9 +77,9 @@ pub trait HandoffStore: Send + Sync + 'static {
     /// Removes a connection; the record it had, if any.
     async fn delete_connection(&self, connection_id: &str) -> StoreResult<Option<Connection>>;
     async fn get_connection(&self, connection_id: &str) -> StoreResult<Option<Connection>>;
-    /// Begins a replay on a connection at `now_ms` if [`replay_allowed`]: `Ok(None)` then,
-    /// or the time (ms) the last one began (also for a connection that is gone: `Some(0)`
-    /// is never answered; a missing connection answers `Ok(Some(i64::MAX))`).
+    /// Begins a replay on a connection at `now_ms` unless `core::policy::socket_replay_wait_ms`
+    /// says to wait: `None` when it began, else when the last one began (`i64::MAX` for a
+    /// connection that is gone).
     async fn begin_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<Option<i64>>;
     /// A channel's connections (at most 100).
     async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>>;

@@ -161,42 +161,24 @@ impl HandoffStore for DynamoStore {
     }
 
     async fn begin_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<Option<i64>> {
-        // `replay_allowed`, as the update's condition; a refusal returns the row it found.
-        let since = now_ms - converger_ports::SOCKET_REPLAY_INTERVAL_MS;
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.res.connections)
-            .key("connection_id", s(connection_id))
-            .update_expression("SET replay_at = :now")
-            .condition_expression(
-                "attribute_exists(connection_id) AND \
-                 (attribute_not_exists(replay_at) OR replay_at <= :since)",
-            )
-            .expression_attribute_values(":now", n(now_ms))
-            .expression_attribute_values(":since", n(since))
-            .return_values_on_condition_check_failure(
-                aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
-            )
-            .send()
-            .await;
-        match out {
-            Ok(_) => Ok(None),
-            Err(e) => {
-                if let Some(
-                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c),
-                ) = e.as_service_error()
-                {
-                    let last = c
-                        .item()
-                        .and_then(|i| i.get("replay_at"))
-                        .and_then(|v| v.as_n().ok())
-                        .and_then(|v| v.parse::<i64>().ok());
-                    return Ok(Some(last.unwrap_or(i64::MAX)));
-                }
-                Err(sdk_err(e))
-            }
-        }
+        // `policy::socket_replay_wait_ms`, as the update's condition; a refusal says when the
+        // last replay began.
+        let since = now_ms.saturating_sub(converger_core::policy::SOCKET_REPLAY_INTERVAL_MS);
+        let u = Update::new()
+            .set("replay_at", n(now_ms))
+            .when_exists("connection_id")
+            .when_cmp("replay_at", Cmp::Le, n(since), true);
+        let req = u.apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.connections)
+                .key("connection_id", s(connection_id)),
+        );
+        let found = self.update_or_old::<Connection>(req, self.get_connection(connection_id));
+        Ok(match found.await? {
+            Conditional::Applied(_) => None,
+            Conditional::Refused(c) => Some(c.and_then(|c| c.replay_at).unwrap_or(i64::MAX)),
+        })
     }
 
     async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>> {

@@ -45,7 +45,7 @@ pub(super) async fn connections_are_found_by_channel(b: Backend) {
     let t0 = time::now_ms();
     assert_eq!(f.store.begin_replay("B2=", t0).await.unwrap(), None);
     assert_eq!(f.store.begin_replay("B2=", t0 + 1).await.unwrap(), Some(t0));
-    let later = t0 + converger_ports::SOCKET_REPLAY_INTERVAL_MS;
+    let later = t0 + converger_core::policy::SOCKET_REPLAY_INTERVAL_MS;
     assert_eq!(f.store.begin_replay("B2=", later).await.unwrap(), None);
     assert_eq!(
         f.store.begin_replay("B2=", later).await.unwrap(),
