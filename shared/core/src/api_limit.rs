@@ -56,12 +56,9 @@ impl Defaults {
     /// their default).
     pub fn parse(text: &str) -> Result<Self, Invalid> {
         let mut d = Self::default();
-        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (tier, limit) = part
-                .split_once('=')
-                .ok_or_else(|| Invalid(format!("`{part}` is not `<tier>=<limit>`")))?;
+        for (tier, limit) in Tier::per_tier(text)? {
             let limit: RateLimit = limit.parse()?;
-            match tier.trim().parse::<Tier>()? {
+            match tier {
                 Tier::High => d.high = limit,
                 Tier::Default => d.default = limit,
                 Tier::Bulk => d.bulk = limit,

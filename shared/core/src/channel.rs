@@ -146,6 +146,23 @@ impl Tier {
         }
     }
 
+    /// A per-tier setting's entries (`<tier>=<value>`, comma-separated, each tier at most
+    /// once): each tier with its value's text, trimmed.
+    pub fn per_tier(text: &str) -> Result<Vec<(Tier, &str)>, Invalid> {
+        let mut out: Vec<(Tier, &str)> = Vec::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (tier, value) = part
+                .split_once('=')
+                .ok_or_else(|| Invalid(format!("`{part}` is not `<tier>=<value>`")))?;
+            let tier: Tier = tier.trim().parse()?;
+            if out.iter().any(|(t, _)| *t == tier) {
+                return Err(Invalid(format!("{} is given twice", tier.as_str())));
+            }
+            out.push((tier, value.trim()));
+        }
+        Ok(out)
+    }
+
     /// The tier's queue name (before the stack prefix).
     pub fn queue_name(self) -> &'static str {
         match self {
@@ -194,29 +211,16 @@ impl TierConcurrency {
     /// default; each 2 to 1,000).
     pub fn parse(s: &str) -> Result<Self, Invalid> {
         let mut out = Self::default();
-        let mut seen = Vec::new();
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (tier, n) = part
-                .split_once('=')
-                .ok_or_else(|| Invalid(format!("`{part}` is not `<tier>=<count>`")))?;
-            let tier: Tier = tier
-                .trim()
-                .parse()
-                .map_err(|_| Invalid(format!("`{tier}` is not a tier")))?;
-            if seen.contains(&tier) {
-                return Err(Invalid(format!("{} is given twice", tier.as_str())));
-            }
-            seen.push(tier);
+        for (tier, n) in Tier::per_tier(s)? {
             let n: usize = n
-                .trim()
                 .parse()
                 .ok()
                 .filter(|n| Self::RANGE.contains(n))
                 .ok_or_else(|| {
-                    format!(
+                    Invalid(format!(
                         "{}'s concurrency must be a number from 2 to 1000",
                         tier.as_str()
-                    )
+                    ))
                 })?;
             match tier {
                 Tier::High => out.high = n,
