@@ -228,49 +228,39 @@ impl Intake<'_> {
         tenant: &Tenant,
         checked: &[Result<Checked, IngestError>],
     ) -> Vec<Result<u64, IngestError>> {
-        let mut wanted: Vec<(&str, u64)> = Vec::new();
+        use std::collections::BTreeMap;
+        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
         for c in checked.iter().flatten().filter(|c| c.new.seq.is_none()) {
-            let conv = c.new.conversation_id.as_str();
-            match wanted.iter_mut().find(|(w, _)| *w == conv) {
-                Some((_, n)) => *n += 1,
-                None => wanted.push((conv, 1)),
-            }
+            *counts.entry(c.new.conversation_id.as_str()).or_default() += 1;
         }
         let firsts = futures::future::join_all(
-            wanted
+            counts
                 .iter()
-                .map(|(conv, count)| self.activities.reserve_seqs(&tenant.id, conv, *count)),
+                .map(|(conv, n)| self.activities.reserve_seqs(&tenant.id, conv, *n)),
         )
         .await;
-        let mut next: Vec<(&str, Result<u64, std::sync::Arc<StoreError>>)> = wanted
-            .iter()
-            .zip(firsts)
-            .map(|((conv, _), first)| (*conv, first.map_err(std::sync::Arc::new)))
+        // Each conversation's next number, or why none was taken.
+        let mut next: BTreeMap<&str, Result<u64, std::sync::Arc<StoreError>>> = counts
+            .keys()
+            .copied()
+            .zip(firsts.into_iter().map(|r| r.map_err(std::sync::Arc::new)))
             .collect();
+        let mut take = |conv: &str| match next.get_mut(conv) {
+            Some(Ok(n)) => {
+                *n += 1;
+                Ok(*n - 1)
+            }
+            Some(Err(e)) => Err(IngestError::Store(StoreError::Unavailable(e.to_string()))),
+            None => Err(IngestError::Store(StoreError::Unavailable(
+                "no sequence number taken".into(),
+            ))),
+        };
         checked
             .iter()
-            .map(|c| {
-                let Ok(c) = c else {
-                    // Refused already: its own error is kept.
-                    return Ok(0);
-                };
-                if let Some(s) = c.new.seq {
-                    return Ok(s);
-                }
-                let conv = c.new.conversation_id.as_str();
-                match next.iter_mut().find(|(w, _)| *w == conv) {
-                    Some((_, Ok(n))) => {
-                        let s = *n;
-                        *n += 1;
-                        Ok(s)
-                    }
-                    Some((_, Err(e))) => {
-                        Err(IngestError::Store(StoreError::Unavailable(e.to_string())))
-                    }
-                    None => Err(IngestError::Store(StoreError::Unavailable(
-                        "no sequence number taken".into(),
-                    ))),
-                }
+            .map(|c| match c {
+                // Refused already: its own error is kept.
+                Err(_) => Ok(0),
+                Ok(c) => c.new.seq.map_or_else(|| take(&c.new.conversation_id), Ok),
             })
             .collect()
     }
