@@ -139,19 +139,14 @@ async fn a_deleted_channel_is_let_go_and_leaves_the_tenants_reads() {
     );
 }
 
-#[tokio::test]
-async fn a_first_try_whose_attempt_died_is_attempted_by_its_watch_copy() {
-    let clock = Arc::new(ManualClock::starting_now());
+/// A first try on the clock's time to a receiver answering 200: the fixture, the receiver and
+/// the delivery's id.
+async fn a_first_try(clock: &Arc<ManualClock>) -> (Fixture, Responder, converger_core::DeliveryId) {
     let f = fixture_on(clock.clone());
     let t = tenant(&f).await;
     let rx = Responder::start(200).await;
-    let c = hook_to(
-        &f,
-        &t,
-        &rx.url,
-        json!({"retry_policy": {}, "circuit_breaker": {}}),
-    )
-    .await;
+    let settings = json!({"retry_policy": {}, "circuit_breaker": {}});
+    let c = hook_to(&f, &t, &rx.url, settings).await;
     let done = f
         .pipeline
         .intake()
@@ -159,32 +154,47 @@ async fn a_first_try_whose_attempt_died_is_attempted_by_its_watch_copy() {
         .await
         .unwrap();
     let id = done.deliveries[0].id.clone();
-    // The first try's message is taken by an instance that dies with it: claimed, never
-    // finished. The row is in no due index; its watch copy comes 15 s later.
-    let taken = f.queue.take_due(clock.now_ms());
-    assert_eq!(taken.len(), 1);
-    let lease_ms = i64::try_from(f.pipeline.config().lease_slice.as_millis()).unwrap();
+    (f, rx, id)
+}
+
+/// Runs the messages due `secs` from now: each a watch copy.
+async fn run_watch_after(f: &Fixture, clock: &ManualClock, secs: u64) {
+    clock.advance(std::time::Duration::from_secs(secs));
+    let watch = f.queue.take_due(clock.now_ms());
+    assert!(
+        !watch.is_empty() && watch.iter().all(|m| m.watch),
+        "{watch:?}"
+    );
+    for m in watch {
+        f.pipeline.attempts().deliver(m).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_first_try_whose_attempt_died_is_attempted_by_its_watch_copy() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let (f, rx, id) = a_first_try(&clock).await;
+    // The first try's message is taken by an instance that dies with it, holding a lease
+    // longer than the watch copy's delay. The row is in no due index.
+    assert_eq!(f.queue.take_due(clock.now_ms()).len(), 1);
     assert!(matches!(
         f.store
-            .claim(&id, "dead", clock.now(), lease_ms)
+            .claim(&id, "dead", clock.now(), 20_000)
             .await
             .unwrap(),
         converger_ports::Claim::Claimed(_)
     ));
     let overdue = f.pipeline.sweeper().sweep().await.unwrap();
     assert_eq!(overdue.enqueued, 0, "the sweeper has nothing to find");
-    // While the dead attempt's lease lasts, the watch copy comes back later; once it has
-    // ended, the watch copy attempts the delivery.
-    clock.advance(std::time::Duration::from_secs(u64::from(
-        converger_core::policy::WATCH_DELAY_S,
-    )));
-    let watch = f.queue.take_due(clock.now_ms());
-    assert!(watch.len() == 1 && watch[0].watch, "{watch:?}");
-    f.pipeline
-        .attempts()
-        .deliver(watch[0].clone())
-        .await
-        .unwrap();
+    // The watch copy finds the lease live and comes back a lease slice later; by then the
+    // lease has ended, and it attempts the delivery.
+    let delay = u64::from(converger_core::policy::WATCH_DELAY_S);
+    run_watch_after(&f, &clock, delay).await;
+    assert!(rx.bodies.lock().unwrap().is_empty(), "the lease was live");
+    let again = converger_core::policy::watch_again_s(
+        i64::try_from(f.pipeline.config().lease_slice.as_millis()).unwrap(),
+    );
+    run_watch_after(&f, &clock, u64::from(again)).await;
     let row = f.store.get_delivery(&id).await.unwrap().unwrap();
     assert_eq!((row.status, row.attempts), (DeliveryStatus::Sent, 1));
     assert_eq!(rx.bodies.lock().unwrap().len(), 1);
@@ -193,28 +203,9 @@ async fn a_first_try_whose_attempt_died_is_attempted_by_its_watch_copy() {
 #[tokio::test]
 async fn a_watch_copy_leaves_a_first_try_that_ended_alone() {
     let clock = Arc::new(ManualClock::starting_now());
-    let f = fixture_on(clock.clone());
-    let t = tenant(&f).await;
-    let rx = Responder::start(200).await;
-    let c = hook_to(
-        &f,
-        &t,
-        &rx.url,
-        json!({"retry_policy": {}, "circuit_breaker": {}}),
-    )
-    .await;
-    let done = f
-        .pipeline
-        .intake()
-        .ingest(&t, activity(None, &[&c]))
-        .await
-        .unwrap();
-    let id = done.deliveries[0].id.clone();
+    let (f, rx, id) = a_first_try(&clock).await;
     assert_eq!(run_due(&f, &clock).await, 1);
-    clock.advance(std::time::Duration::from_secs(u64::from(
-        converger_core::policy::WATCH_DELAY_S,
-    )));
-    assert_eq!(run_due(&f, &clock).await, 1, "the watch copy comes");
+    run_watch_after(&f, &clock, u64::from(converger_core::policy::WATCH_DELAY_S)).await;
     let row = f.store.get_delivery(&id).await.unwrap().unwrap();
     assert_eq!((row.status, row.attempts), (DeliveryStatus::Sent, 1));
     assert_eq!(rx.bodies.lock().unwrap().len(), 1, "and sends nothing");
