@@ -6,9 +6,16 @@ use converger_core::usage::{CostModel, Grain, Range, Usage};
 use converger_ports::UsageOf;
 use std::time::Duration;
 
+/// A clock at noon (UTC) of the current day: a scenario's minutes of retries stay within one
+/// day whenever the test runs.
+fn noon_today() -> ManualClock {
+    let now = converger_core::time::now_ms();
+    ManualClock::at(now - now.rem_euclid(86_400_000) + 43_200_000)
+}
+
 #[tokio::test]
 async fn usage_totals_match_the_deliveries_of_a_scenario() {
-    let clock = Arc::new(ManualClock::starting_now());
+    let clock = Arc::new(noon_today());
     let f = fixture_on_with(clock.clone(), |c| c.usage_flush = Duration::ZERO);
     let t = tenant(&f).await;
     let ok = Responder::start(200).await;
@@ -118,7 +125,7 @@ async fn usage_totals_match_the_deliveries_of_a_scenario() {
 /// nothing twice: each counter keeps the last record it added, per shard.
 #[tokio::test]
 async fn a_batch_handed_out_again_is_counted_once() {
-    let clock = Arc::new(ManualClock::starting_now());
+    let clock = Arc::new(noon_today());
     let f = fixture_on(clock.clone());
     let t = tenant(&f).await;
     let ok = Responder::start(200).await;
