@@ -119,6 +119,14 @@ impl TestStack {
         self.stack.stop().await;
     }
 
+    /// The typed client of the stack's API with `key`, each call bounded as the raw calls
+    /// are (a shared emulator under a full test run answers slowly; the bound only ends a
+    /// wait).
+    pub fn client(&self, key: &str) -> converger_client::Client {
+        converger_client::Client::with_timeout(&self.stack.api_url, key, Duration::from_secs(120))
+            .expect("the stack's API URL")
+    }
+
     /// The emulator side of a stack started with [`Self::on_emulator`].
     pub fn aws(&self) -> &AwsStack {
         self.stack.aws().unwrap()

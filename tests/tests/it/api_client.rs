@@ -23,7 +23,7 @@ async fn the_client_crate_drives_the_tenant_api() {
     let t = TestStack::start().await;
     let a = t.new_tenant("default").await;
     let rx = Receiver::always(200).await.unwrap();
-    let api = Client::new(&t.stack.api_url, &a.key).unwrap();
+    let api = t.client(&a.key);
 
     let mut settings = serde_json::Map::new();
     settings.insert("retry_policy".into(), json!({"max_attempts": 2}));
@@ -93,7 +93,7 @@ async fn the_client_crate_drives_the_tenant_api() {
         }
         other => panic!("{other:?}"),
     }
-    let wrong = Client::new(&t.stack.api_url, "cvg_wrong").unwrap();
+    let wrong = t.client("cvg_wrong");
     assert!(matches!(
         wrong.channels(None).await,
         Err(Error::Api { status: 401, .. })
@@ -161,7 +161,7 @@ async fn the_command_line_sends_lists_shows_retries_and_pauses() {
     let ingested: serde_json::Value = serde_json::from_str(sent.trim()).unwrap();
     let id = ingested["deliveries"][0]["id"].as_str().unwrap().to_owned();
     rx.wait_for(1, Duration::from_secs(20)).await;
-    let api = Client::new(&t.stack.api_url, &a.key).unwrap();
+    let api = t.client(&a.key);
     assert_eq!(settled(&api, &id).await.status, "sent");
 
     let (code, shown) = converger(&t, &a.key, &["deliveries", "show", &id]).await;
@@ -240,7 +240,7 @@ async fn listen_forwards_deliveries_and_acknowledges_what_the_receiver_took() {
         .await
         .unwrap();
     let (ch, secret) = (created.channel.id, created.signing_secret);
-    let api = Client::new(&t.stack.api_url, &a.key).unwrap();
+    let api = t.client(&a.key);
     let listen = |count: Option<usize>| {
         let opts = converger_client::cli::Listen {
             channel_id: ch.clone(),

@@ -4,7 +4,7 @@
 //! written, and every taken item delivered.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_client::{BatchResult, Client, NewActivity};
+use converger_client::{BatchResult, NewActivity};
 use converger_tests::{Receiver, TestStack};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -44,7 +44,7 @@ async fn a_batch_is_taken_item_by_item(t: &TestStack) {
         .as_str()
         .unwrap()
         .to_owned();
-    let api = Client::new(&t.stack.api_url, &key).unwrap();
+    let api = t.client(&key);
     let item = |conv: &str, text: &str| NewActivity {
         conversation_id: conv.into(),
         channel_ids: vec![ch.clone()],
