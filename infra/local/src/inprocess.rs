@@ -50,6 +50,10 @@ pub fn memory_pipeline(
     memory_pipeline_with(latency, Limits::default(), config)
 }
 
+/// The stream shards the in-process table is played as having (a deliveries table taking
+/// thousands of deliveries a second has tens of partitions, each its own shard).
+const CHANGES_SHARDS: u32 = 8;
+
 /// What the in-process store models beyond its latencies.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Limits {
@@ -59,6 +63,9 @@ pub struct Limits {
     pub due_shards: Option<u32>,
     /// How the tier queues order their messages (SQS fair queues, as deployed, by default).
     pub queue_order: converger_memory::QueueOrder,
+    /// Whether the deliveries table's stream is consumed as the changes function's mapping
+    /// consumes it (its counter writes charged, its grants of listing shards made).
+    pub changes: bool,
 }
 
 /// [`memory_pipeline`] with `limits` modelled.
@@ -220,6 +227,14 @@ impl InProcess {
                     }
                 }
             }));
+        }
+        if limits.changes {
+            tasks.push(crate::stack::changes::spawn_memory_sharded(
+                store.clone(),
+                pipeline.clone(),
+                CHANGES_SHARDS,
+                stop.clone(),
+            ));
         }
         if let Some(period) = sweep_period {
             let p = pipeline.clone();

@@ -42,8 +42,7 @@ pub fn rows(
             created_at: now.rfc3339(),
             expires_at: None,
         };
-        let mut d =
-            Delivery::new(&a, channel, tenant.tier, now).in_shards(tenant.delivery_shards());
+        let mut d = Delivery::new(&a, channel, tenant.tier, now).placed(tenant, now.ms());
         match how {
             SeedAs::Backlog => d.in_backlog = true,
             SeedAs::Parked => d.status = DeliveryStatus::Paused,

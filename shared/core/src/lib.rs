@@ -22,6 +22,7 @@ pub mod query;
 pub mod scope;
 pub mod secret;
 pub mod settings;
+pub mod shards;
 pub mod signing;
 pub mod slack;
 pub mod status;

@@ -176,6 +176,11 @@ impl Capacity {
         }
     }
 
+    /// The requests refused so far (since the last [`Capacity::take`]).
+    pub fn throttled_so_far(&self) -> u64 {
+        self.tally().throttled.values().sum()
+    }
+
     /// The tallies so far, and zero again.
     pub fn take(&self) -> CapacityTally {
         std::mem::take(&mut *self.tally())

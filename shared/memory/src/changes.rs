@@ -37,6 +37,14 @@ impl StreamCounters for MemStore {
             }
         }
         self.with(|s| s.marks.insert(at, mark.last.clone()))?;
-        Ok(Marked::Applied)
+        let created = match add {
+            CounterAdd::Usage { key, counts } if counts.created != 0 => self
+                .read_usage(std::slice::from_ref(key))
+                .await?
+                .first()
+                .map(|c| c.created),
+            _ => None,
+        };
+        Ok(Marked::Applied { created })
     }
 }

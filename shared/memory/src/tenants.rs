@@ -63,6 +63,21 @@ impl TenantStore for MemStore {
         .await
     }
 
+    async fn write_shard_grants(
+        &self,
+        id: &TenantId,
+        grants: &converger_ports::ShardGrants,
+    ) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| match s.tenants.get_mut(id) {
+            Some(t) if t.shard_grants.v + 1 == grants.v => {
+                t.shard_grants = grants.clone();
+                true
+            }
+            _ => false,
+        })
+    }
+
     async fn set_tenant_api_rate_limit(
         &self,
         id: &TenantId,

@@ -11,10 +11,10 @@
 use converger_core::DeliveryStatus;
 use converger_core::status::Transition;
 use converger_core::time::rfc3339_to_ms;
-use converger_core::usage::Counts;
+use converger_core::usage::{Counts, Grain};
 use converger_ports::{
     CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, StoreError,
-    StreamCounters, StreamMark, UsageKey,
+    StreamCounters, StreamMark, UsageKey, UsageOf,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -157,6 +157,8 @@ pub struct Applied {
     /// Counter writes refused as repeats (a batch handed out again).
     pub repeats: usize,
     pub frames: usize,
+    /// Listing shards granted to tenants whose rate called for them.
+    pub grants: usize,
 }
 
 /// The change stream's consumer.
@@ -166,6 +168,7 @@ pub struct Changes<'p> {
     pub(crate) streams: crate::stream::Streams<'p>,
     pub(crate) bus_status_events: bool,
     pub(crate) retention_s: i64,
+    pub(crate) shards: crate::shards::ShardGrowth<'p>,
 }
 
 impl<'p> Changes<'p> {
@@ -176,6 +179,13 @@ impl<'p> Changes<'p> {
             streams: crate::stream::Streams::of(p),
             bus_status_events: p.config.bus_status_events,
             retention_s: i64::try_from(p.config.retention.as_secs()).unwrap_or(i64::MAX / 4),
+            shards: crate::shards::ShardGrowth {
+                tenants: &*p.store,
+                clock: &*p.clock,
+                memo: &p.shard_memo,
+                retention_ms: i64::try_from(p.config.retention.as_millis()).unwrap_or(i64::MAX / 4),
+                per_shard: p.config.listing_shard_rate,
+            },
         }
     }
 
@@ -219,10 +229,19 @@ impl<'p> Changes<'p> {
                 Err(e) => tracing::warn!(error = %e, "stream frames not pushed"),
             }
         }
-        if let Err(e) = self
-            .count(shard, &batch[..done], &derived[..done], &mut out)
-            .await
-        {
+        let mut minutes = Vec::new();
+        let counted = self
+            .count(
+                shard,
+                &batch[..done],
+                &derived[..done],
+                &mut out,
+                &mut minutes,
+            )
+            .await;
+        // The tenants' rates the counters said, whether every counter was written or not.
+        out.grants = self.shards.follow(&minutes).await.len();
+        if let Err(e) = counted {
             // Every record again: the counters' marks keep what was written from counting twice.
             return Err(Unfinished {
                 from: 0,
@@ -245,7 +264,9 @@ impl<'p> Changes<'p> {
         records: &[RowChange],
         derived: &[Derived],
         out: &mut Applied,
+        minutes: &mut Vec<crate::shards::MinuteCount>,
     ) -> Result<(), CountError> {
+        use futures::StreamExt;
         // Per counter: each record's add, in order.
         let mut per: BTreeMap<String, Vec<(&str, &CounterAdd)>> = BTreeMap::new();
         for (r, d) in records.iter().zip(derived) {
@@ -253,51 +274,110 @@ impl<'p> Changes<'p> {
                 per.entry(a.counter_key()).or_default().push((&r.seq, a));
             }
         }
-        for adds in per.values() {
-            let mut from = 0;
-            // At most twice: a repeat's write says how far the counter got, and the second
-            // write adds the rest.
-            for _ in 0..2 {
-                let rest = &adds[from..];
-                let Some(((first, a0), (last, _))) = rest.first().zip(rest.last()) else {
-                    break;
-                };
-                let mut total = (*a0).clone();
-                for (_, a) in &rest[1..] {
-                    total.add(a);
+        // The counters are apart (each keeps its own mark), so they are written side by
+        // side: a batch over many channels writes a counter or three per channel.
+        let writes: Vec<_> = per
+            .values()
+            .map(|adds| Box::pin(self.count_one(shard, adds.as_slice())))
+            .collect();
+        let done: Vec<Result<Counted, CountError>> = futures::stream::iter(writes)
+            .buffer_unordered(COUNTER_WRITES_AT_ONCE)
+            .collect()
+            .await;
+        let mut failed = None;
+        for c in done {
+            match c {
+                Ok(c) => {
+                    out.counter_writes += c.writes;
+                    out.repeats += c.repeats;
+                    minutes.extend(c.minute);
                 }
-                if total.is_zero() {
-                    break;
-                }
-                let mark = StreamMark {
-                    shard: shard.to_owned(),
-                    first: (*first).to_owned(),
-                    last: (*last).to_owned(),
-                };
-                match self.counters.add_marked(&total, &mark).await {
-                    Ok(Marked::Applied) => {
-                        out.counter_writes += 1;
-                        break;
-                    }
-                    Ok(Marked::Behind { to }) => {
-                        out.repeats += 1;
-                        let next = adds.partition_point(|(seq, _)| *seq <= to.as_str());
-                        if next <= from {
-                            // A mark that is not past the batch's first record refused it:
-                            // another consumer of this shard; leave it to the next batch.
-                            return Err(CountError::Refused {
-                                mark: to,
-                                first: (*first).to_owned(),
-                            });
-                        }
-                        from = next;
-                    }
-                    Err(e) => return Err(CountError::Store(e)),
-                }
+                Err(e) => failed = Some(e),
             }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
+
+    /// One counter's adds of the batch, written once (twice when a repeat's write says how
+    /// far the counter got, and the second write adds the rest).
+    async fn count_one(
+        &self,
+        shard: &str,
+        adds: &[(&str, &CounterAdd)],
+    ) -> Result<Counted, CountError> {
+        let mut c = Counted::default();
+        let mut from = 0;
+        for _ in 0..2 {
+            let rest = &adds[from..];
+            let Some(((first, a0), (last, _))) = rest.first().zip(rest.last()) else {
+                break;
+            };
+            let mut total = (*a0).clone();
+            for (_, a) in &rest[1..] {
+                total.add(a);
+            }
+            if total.is_zero() {
+                break;
+            }
+            let mark = StreamMark {
+                shard: shard.to_owned(),
+                first: (*first).to_owned(),
+                last: (*last).to_owned(),
+            };
+            match self.counters.add_marked(&total, &mark).await {
+                Ok(Marked::Applied { created }) => {
+                    c.writes += 1;
+                    if let (
+                        CounterAdd::Usage {
+                            key:
+                                UsageKey {
+                                    of: UsageOf::Tenant(tenant),
+                                    grain: Grain::Minute,
+                                    bucket,
+                                },
+                            ..
+                        },
+                        Some(created),
+                    ) = (&total, created)
+                    {
+                        c.minute = Some(crate::shards::MinuteCount {
+                            tenant: tenant.clone(),
+                            bucket: *bucket,
+                            created,
+                        });
+                    }
+                    break;
+                }
+                Ok(Marked::Behind { to }) => {
+                    c.repeats += 1;
+                    let next = adds.partition_point(|(seq, _)| *seq <= to.as_str());
+                    if next <= from {
+                        // A mark that is not past the batch's first record refused it:
+                        // another consumer of this shard; leave it to the next batch.
+                        return Err(CountError::Refused {
+                            mark: to,
+                            first: (*first).to_owned(),
+                        });
+                    }
+                    from = next;
+                }
+                Err(e) => return Err(CountError::Store(e)),
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// Counter writes of one batch in flight at once.
+const COUNTER_WRITES_AT_ONCE: usize = 16;
+
+/// What one counter's writes did.
+#[derive(Default)]
+struct Counted {
+    writes: usize,
+    repeats: usize,
+    /// A tenant's minute counter's count of created deliveries after the add.
+    minute: Option<crate::shards::MinuteCount>,
 }
 
 /// Why a batch's counts were not all written.
@@ -350,6 +430,7 @@ mod tests {
             handed_off: false,
             expires_at: None,
             shard: 0,
+            shard_lease: None,
             unlisted: false,
             lane_seq: None,
         }
@@ -524,6 +605,13 @@ mod tests {
             streams,
             bus_status_events: true,
             retention_s: 86_400,
+            shards: crate::shards::ShardGrowth {
+                tenants: &store,
+                clock: &converger_core::time::SystemClock,
+                memo: &crate::shards::ShardMemo::default(),
+                retention_ms: 86_400_000,
+                per_shard: converger_core::shards::SHARD_RATE,
+            },
         };
         let records: Vec<RowChange> = (1..=4)
             .map(|i| {

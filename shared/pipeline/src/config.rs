@@ -36,6 +36,10 @@ pub struct PipelineConfig {
     pub allowlist: Allowlist,
     /// Deliveries of one batch processed at once.
     pub batch_concurrency: usize,
+    /// Deliveries a second one listing shard takes before a tenant is granted more
+    /// (`converger_core::shards::SHARD_RATE`; a benchmark that divides the partitions'
+    /// limits divides it too).
+    pub listing_shard_rate: f64,
     /// How long after a first try's message its watch copy comes (`WATCH_DELAY_SECONDS`).
     pub watch_delay_s: u32,
     /// Each tier's deliver mapping's concurrency (`TIER_CONCURRENCY`): channel windows are
@@ -94,6 +98,7 @@ impl Default for PipelineConfig {
             platform_account: None,
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
+            listing_shard_rate: converger_core::shards::SHARD_RATE,
             tier_concurrency: converger_core::TierConcurrency::default(),
             watch_delay_s: converger_core::policy::WATCH_DELAY_S,
             retention: Duration::from_secs(30 * 86_400),
@@ -186,6 +191,7 @@ impl PipelineConfig {
             batch_concurrency: env
                 .number(&set::BATCH_CONCURRENCY)?
                 .unwrap_or(d.batch_concurrency),
+            listing_shard_rate: d.listing_shard_rate,
             retention,
             // The attempt log alone may be kept for less.
             attempt_retention: env

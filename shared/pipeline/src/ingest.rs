@@ -311,8 +311,7 @@ impl Intake<'_> {
         // now), waits in the backlog (window full) or is written parked (breaker open or
         // channel paused).
         let admitted = futures::future::try_join_all(resolved.iter().map(|ch| async {
-            let mut d =
-                Delivery::new(&activity, ch, tenant.tier, now).in_shards(tenant.delivery_shards());
+            let mut d = Delivery::new(&activity, ch, tenant.tier, now).placed(tenant, now.ms());
             // An ordered channel's delivery waits in its lane; flow control applies to its
             // lane's head, when it is attempted.
             let admission = if d.lane_seq.is_some() {

@@ -36,6 +36,7 @@ pub mod middleware;
 pub mod outcome;
 pub mod reads;
 pub mod replay;
+pub mod shards;
 pub mod stream;
 pub mod sweep;
 pub mod tenants;
@@ -71,6 +72,8 @@ pub struct Pipeline {
     pub(crate) cache: cache::ChannelCache,
     pub(crate) flow: flow::FlowControl,
     pub(crate) usage: usage::UsageCounts,
+    /// The tenants the changes function read for their listing shards.
+    pub(crate) shard_memo: shards::ShardMemo,
     /// Where the rules read the time ([`Pipeline::with_clock`]; the system's by default).
     pub(crate) clock: Arc<dyn converger_core::time::Clock>,
 }
@@ -99,6 +102,7 @@ impl Pipeline {
                 config.clone(),
             ),
             usage: usage::UsageCounts::new(store.clone(), config.usage_flush),
+            shard_memo: shards::ShardMemo::default(),
             store,
             queue,
             events,

@@ -170,6 +170,7 @@ impl Tenants<'_> {
             // rows in the other shards would drop out of its listings); only an operator
             // grows it.
             delivery_shards: Some(converger_ports::default_delivery_shards(tier)),
+            shard_grants: Default::default(),
             email_senders: Vec::new(),
             ses_tenant: None,
             aws_external_id: Some(converger_core::aws::new_external_id()),

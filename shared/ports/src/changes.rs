@@ -143,11 +143,11 @@ impl StreamMark {
 /// What a marked counter write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Marked {
-    Applied,
+    /// Added; `created` is a usage counter's count of created deliveries after the add
+    /// (when the add had some), which the changes function reads a tenant's rate from.
+    Applied { created: Option<i64> },
     /// Refused: the counter already added this shard's records up to `to` (a repeat).
-    Behind {
-        to: String,
-    },
+    Behind { to: String },
 }
 
 #[async_trait]

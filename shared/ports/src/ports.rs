@@ -107,6 +107,14 @@ pub trait TenantStore: Send + Sync + 'static {
         id: &TenantId,
         n: u32,
     ) -> StoreResult<Option<Tenant>>;
+    /// Writes a tenant's shard grants if they are still at version `grants.v - 1` (another
+    /// writer's grant is never overwritten: its rows must stay listed); whether they were
+    /// written (`false`: the tenant is gone or its grants moved on).
+    async fn write_shard_grants(
+        &self,
+        id: &TenantId,
+        grants: &crate::ShardGrants,
+    ) -> StoreResult<bool>;
 }
 
 /// Channels.

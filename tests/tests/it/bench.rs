@@ -371,6 +371,7 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
         "tenant_64_shards",
         "one_channel",
         "one_channel_rate_limited",
+        "tenant_shards_grow",
     ] {
         let c = &cases[case];
         let (n, got, refused) = (
@@ -393,6 +394,14 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
     );
     assert_eq!(cases["tenant_64_shards"]["listing_shards"], 64);
     assert_eq!(cases["tenant_64_shards"]["due_shards"], 64);
+    // The tenant as created, its load rising: the changes function granted it more listing
+    // shards, without an operator.
+    let grown = &cases["tenant_shards_grow"];
+    assert_eq!(grown["listing_shards"], 2, "{line}");
+    assert!(
+        grown["growth"]["granted"].as_u64().is_some_and(|n| n >= 4),
+        "{line}"
+    );
     // A window of 2,000 is spread over slot items: no slot write throttled on the flow item.
     assert!(
         cases["one_channel"]["capacity"]["writes"]

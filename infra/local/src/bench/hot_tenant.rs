@@ -6,6 +6,10 @@
 //! - `tenant_default_shards`: the tenant as created (the default tier's 2 listing shards);
 //! - `tenant_64_shards`: the same tenant after an operator raised its listing shards to 64,
 //!   on a deployment of 64 due shards;
+//! - `tenant_shards_grow`: the tenant as created, for four times as long, its listing shards
+//!   granted by the changes function as its rate calls for them (`converger_core::shards`,
+//!   the shard rate divided by the scale as the limits are), the producer's view of the
+//!   tenant read again every [`TENANT_REFRESH`] (the API's tenant cache);
 //! - `one_channel`: one channel of that tenant at the channel rate, with `max_in_flight`
 //!   2,000;
 //! - `one_channel_rate_limited`: one channel at 5,000 a second with `rate_limit` 5,000/s
@@ -32,6 +36,11 @@ use std::time::{Duration, Instant};
 
 /// The deployed sweeper's schedule (`rate(1 minute)` in the template).
 const SWEEP_PERIOD: Duration = Duration::from_secs(60);
+
+/// How often the growing case's producer reads its tenant again (the API's tenant cache holds
+/// it up to `TENANT_CACHE_TTL_MS`, 30 s by default; shorter here so that a 40 s run shows the
+/// layout after the grant).
+const TENANT_REFRESH: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -76,6 +85,8 @@ struct Case {
     breaker: Value,
     /// The channels' outbound rate limit per second at the full rate (run at a `scale`-th).
     rate_limit: Option<u32>,
+    /// Run this many times `seconds`, the tenant read again as it runs (its shards granted).
+    grows: Option<u64>,
 }
 
 pub async fn run(o: Options) -> Result<Value, String> {
@@ -89,6 +100,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
             due_shards: None,
             breaker: json!({}),
             rate_limit: None,
+            grows: None,
         },
         Case {
             name: "tenant_64_shards",
@@ -98,6 +110,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
             due_shards: Some(64),
             breaker: json!({}),
             rate_limit: None,
+            grows: None,
         },
         Case {
             name: "one_channel",
@@ -109,6 +122,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
             // each (the default, half the tier's concurrency, caps a channel near 200/s).
             breaker: json!({"max_in_flight": 2000}),
             rate_limit: None,
+            grows: None,
         },
         Case {
             name: "one_channel_rate_limited",
@@ -119,6 +133,17 @@ pub async fn run(o: Options) -> Result<Value, String> {
             breaker: json!({"max_in_flight": 2000}),
             // The limit it is offered: every request takes a token of the shared schedule.
             rate_limit: Some(o.rate_limited),
+            grows: None,
+        },
+        Case {
+            name: "tenant_shards_grow",
+            rate: o.tenant_rate,
+            channels: o.channels,
+            shards: None,
+            due_shards: Some(64),
+            breaker: json!({}),
+            rate_limit: None,
+            grows: Some(4),
         },
     ];
     let model = CapacityModel::dynamodb().scaled_down(o.scale);
@@ -130,11 +155,16 @@ pub async fn run(o: Options) -> Result<Value, String> {
     {
         let config = PipelineConfig {
             allowlist: converger_core::net::Allowlist::loopback(),
+            // Scaled as the partitions' limits are.
+            listing_shard_rate: converger_core::shards::SHARD_RATE / o.scale,
             ..PipelineConfig::default()
         };
         let limits = crate::inprocess::Limits {
             capacity: Some(model),
             due_shards: case.due_shards,
+            // The changes function runs as deployed: its counters are charged, and it grants
+            // listing shards.
+            changes: true,
             ..crate::inprocess::Limits::default()
         };
         // The sweeper runs as deployed (every minute): what throttled writes leave behind
@@ -194,17 +224,55 @@ async fn drive(
     }
     let capacity = rt.store.capacity().ok_or("no capacity model")?;
     let run_rate = (f64::from(case.rate) / o.scale).max(1.0);
-    let n = (run_rate * o.seconds as f64).round() as usize;
+    let seconds = o.seconds * case.grows.unwrap_or(1);
+    // When each activity is sent: at the rate throughout, or, for a growing tenant, a ramp
+    // from a tenth of it over the first half of the run (load that grows, as a tenant's does;
+    // a step from nothing to the full rate is met by the shards an operator sets ahead).
+    let offsets = send_offsets(run_rate, seconds as f64, case.grows.is_some());
+    let n = offsets.len();
+    // The producer's view of its tenant, read again as it runs when its shards may grow; when
+    // it first sees a grant, the throttles so far.
+    let current = Arc::new(std::sync::RwLock::new(t.clone()));
+    let grant_seen: Arc<Mutex<Option<(f64, u64)>>> = Arc::default();
+    let refresher = case.grows.map(|_| {
+        let (store, id, current, grant_seen) = (
+            rt.store.clone(),
+            t.id.clone(),
+            current.clone(),
+            grant_seen.clone(),
+        );
+        let started = Instant::now();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(TENANT_REFRESH).await;
+                let Ok(Some(now)) = converger_ports::TenantStore::get_tenant(&*store, &id).await
+                else {
+                    continue;
+                };
+                if now.shard_grants.latest.is_some()
+                    && let Ok(mut g) = grant_seen.lock()
+                    && g.is_none()
+                {
+                    let so_far = store.capacity().map_or(0, |c| c.throttled_so_far());
+                    *g = Some((started.elapsed().as_secs_f64(), so_far));
+                }
+                if let Ok(mut c) = current.write() {
+                    *c = now;
+                }
+            }
+        })
+    });
     let sent: Arc<Mutex<HashMap<u64, Instant>>> = Arc::new(Mutex::new(HashMap::new()));
     let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let _ = capacity.take();
     let started = Instant::now();
     // Open loop: activity i is due at i / rate, whatever the earlier ones are doing.
     let mut tasks = Vec::with_capacity(n);
-    for i in 0..n {
-        let due = started + Duration::from_secs_f64(i as f64 / run_rate);
+    for (i, offset) in offsets.iter().enumerate() {
+        let due = started + Duration::from_secs_f64(*offset);
         tokio::time::sleep_until(due.into()).await;
-        let (p, t, ch) = (p.clone(), t.clone(), channels[i % channels.len()].clone());
+        let t = current.read().map_or_else(|_| t.clone(), |c| c.clone());
+        let (p, ch) = (p.clone(), channels[i % channels.len()].clone());
         let (sent, refused) = (sent.clone(), refused.clone());
         tasks.push(tokio::spawn(async move {
             if let Ok(mut m) = sent.lock() {
@@ -234,9 +302,34 @@ async fn drive(
             .await;
     }
     let took = started.elapsed();
+    if let Some(r) = refresher {
+        r.abort();
+    }
+    let throttled_at_end = capacity.throttled_so_far();
     let tally = capacity.take();
+    let grown = converger_ports::TenantStore::get_tenant(&*rt.store, &t.id)
+        .await
+        .ok()
+        .flatten();
+    let mut growth = case.grows.map(|_| {
+        let seen = grant_seen.lock().ok().and_then(|g| *g);
+        json!({
+            "tenant_refresh_s": TENANT_REFRESH.as_secs(),
+            "grant_seen_after_s": seen.map(|(s, _)| (s * 10.0).round() / 10.0),
+            "throttled_before_grant_seen": seen.map(|(_, n)| n),
+            "throttled_after_grant_seen": seen.map(|(_, n)| throttled_at_end.saturating_sub(n)),
+            "granted": grown.as_ref().and_then(|g| g.shard_grants.latest).map(|g| g.shards),
+        })
+    });
     let sent = sent.lock().map(|m| m.clone()).unwrap_or_default();
     let mut latencies = Vec::new();
+    // Those of activities sent once the producer saw the grant (placed over its shards).
+    let mut after_grant = Vec::new();
+    let grant_at = grant_seen
+        .lock()
+        .ok()
+        .and_then(|g| *g)
+        .map(|(s, _)| started + Duration::from_secs_f64(s));
     let mut seen = std::collections::HashSet::new();
     let requests = receiver.requests();
     for r in &requests {
@@ -249,24 +342,56 @@ async fn drive(
         if seen.insert(i)
             && let Some(at) = sent.get(&i)
         {
-            latencies.push(r.at.saturating_duration_since(*at).as_secs_f64() * 1000.0);
+            let ms = r.at.saturating_duration_since(*at).as_secs_f64() * 1000.0;
+            latencies.push(ms);
+            if grant_at.is_some_and(|g| *at >= g) {
+                after_grant.push(ms);
+            }
         }
     }
     let got = seen.len();
+    if let Some(Value::Object(g)) = growth.as_mut() {
+        g.insert(
+            "ingest_to_receiver_after_grant_seen".into(),
+            summary(after_grant),
+        );
+    }
     Ok(json!({
         "rate_per_s": case.rate,
         "rate_per_s_run": run_rate,
         "channels": case.channels,
         "listing_shards": t.delivery_shards(),
+        "growth": growth,
         "due_shards": converger_ports::DeliveryQueries::due_shards(&*rt.store),
         "activities": n,
         "refused": refused,
         "delivered": got,
         "duplicates": requests.len().saturating_sub(seen.len()),
+        "seconds_offered": seconds,
         "seconds": (took.as_secs_f64() * 100.0).round() / 100.0,
         "ingest_to_receiver": summary(latencies),
-        "capacity": report(&tally, n, o.seconds as f64, model),
+        "capacity": report(&tally, n, seconds as f64, model),
     }))
+}
+
+/// The seconds after the start at which each activity is sent: `rate` a second for `seconds`,
+/// or, with `ramp`, from a tenth of `rate` rising evenly to `rate` over the first half.
+fn send_offsets(rate: f64, seconds: f64, ramp: bool) -> Vec<f64> {
+    let half = seconds / 2.0;
+    let at = |t: f64| {
+        if ramp && t < half {
+            rate * (0.1 + 0.9 * t / half)
+        } else {
+            rate
+        }
+    };
+    let mut v = Vec::new();
+    let mut t = 0.0;
+    while t < seconds {
+        v.push(t);
+        t += 1.0 / at(t).max(0.1);
+    }
+    v
 }
 
 /// The `n` of a benchmark activity's payload, wherever the body carries it.

@@ -433,6 +433,80 @@ pub(crate) fn spawn_memory(
     })
 }
 
+/// The in-process feed played as a table of `shards` partitions is: each row's changes on
+/// the shard its id hashes to (in order, as a stream keeps one item's changes), the shards'
+/// batches of up to 100 run side by side, a failed one read again from its failed record
+/// (ten times, then past it, logged). For the benchmarks, whose rates one shard's consumer
+/// could not follow.
+pub(crate) fn spawn_memory_sharded(
+    store: Arc<converger_memory::MemStore>,
+    p: Arc<Pipeline>,
+    shards: u32,
+    mut stop: watch::Receiver<bool>,
+) -> JoinHandle<()> {
+    const BATCH: usize = 100;
+    const RETRIES: u32 = 10;
+    let shards = shards.max(1);
+    tokio::spawn(async move {
+        let mut after = 0u64;
+        let mut retries = 0u32;
+        loop {
+            let changes = store
+                .row_changes(after, BATCH * shards as usize)
+                .unwrap_or_default();
+            let wait = if changes.is_empty() {
+                MEMORY_POLL
+            } else {
+                let last = seq_number(changes.last().map_or("0", |c| c.seq.as_str()));
+                let mut by_shard: Vec<Vec<EventRecord>> = vec![Vec::new(); shards as usize];
+                for c in &changes {
+                    let id = c.new.as_ref().or(c.old.as_ref()).map(|d| d.id.as_str());
+                    let k = id.map_or(0, converger_core::ids::stable_hash) % shards;
+                    by_shard[k as usize].push(memory_record(c));
+                }
+                let failed = futures::future::join_all(by_shard.into_iter().enumerate().map(
+                    |(k, records)| {
+                        let p = p.clone();
+                        async move {
+                            if records.is_empty() {
+                                return None;
+                            }
+                            invoke(&p, &format!("shardId-memory-{k}"), records, None).await
+                        }
+                    },
+                ))
+                .await
+                .into_iter()
+                .flatten()
+                .map(|f| seq_number(&f))
+                .min();
+                match failed {
+                    None => {
+                        retries = 0;
+                        after = last;
+                        Duration::ZERO
+                    }
+                    Some(_) if retries >= RETRIES => {
+                        tracing::error!("in-process stream batch failed past its retries");
+                        retries = 0;
+                        after = last;
+                        Duration::ZERO
+                    }
+                    Some(from) => {
+                        retries += 1;
+                        after = from.saturating_sub(1);
+                        Duration::from_millis(20 * u64::from(retries))
+                    }
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = stop.changed() => break,
+            }
+        }
+    })
+}
+
 fn seq_number(seq: &str) -> u64 {
     seq.trim_start_matches('0').parse().unwrap_or(0)
 }

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 mod aws;
-mod changes;
+pub(crate) mod changes;
 mod esm;
 pub mod invocations;
 mod memory;

@@ -11,4 +11,5 @@ mod events;
 mod health;
 mod intake;
 mod lanes;
+mod shards;
 mod usage;

@@ -164,6 +164,10 @@ pub struct Delivery {
     /// created): the partition of the tenant's listing index it is written to, for good.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shard: u32,
+    /// When `shard` is one granted to its tenant for a while: until when, and the shard of
+    /// its own it is listed in when it changes after that (see [`Delivery::listing_shard`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_lease: Option<ShardLease>,
     /// Not in its tenant's listing yet: a delivery sent to its queue when it was created
     /// joins the listing when its first attempt ends (or at any other transition), so a first
     /// try that succeeds writes one listing entry, not three (`docs/scaling.md`). Read by id,
@@ -221,6 +225,7 @@ impl Delivery {
             handed_off: false,
             expires_at: activity.expires_at,
             shard: 0,
+            shard_lease: None,
             unlisted: false,
             lane_seq,
         }
@@ -235,7 +240,31 @@ impl Delivery {
     /// The same delivery placed in one of `shards` listing shards (its tenant's).
     pub fn in_shards(mut self, shards: u32) -> Self {
         self.shard = stable_hash(self.id.as_str()) % shards.max(1);
+        self.shard_lease = None;
         self
+    }
+
+    /// The same delivery placed where `tenant` lists a delivery created at `now_ms`: in one
+    /// of the shards granted then, or one of its own.
+    pub fn placed(mut self, tenant: &Tenant, now_ms: i64) -> Self {
+        let p = tenant.placement(self.id.as_str(), now_ms);
+        self.shard = p.shard;
+        self.shard_lease = p.lease;
+        self
+    }
+
+    /// The listing shard an entry of this delivery changed at `updated_at` goes to: its
+    /// granted shard while the grant it was placed under holds, its own shard after (a
+    /// listing reads a granted shard only over its grants' times, so a change after them
+    /// moves back, and the granted shard empties as its rows change or expire).
+    pub fn listing_shard(&self, updated_at: &str) -> u32 {
+        match self.shard_lease {
+            Some(l) => match converger_core::time::rfc3339_to_ms(updated_at) {
+                Some(at) if at >= l.until_ms => l.then,
+                _ => self.shard,
+            },
+            None => self.shard,
+        }
     }
 }
 

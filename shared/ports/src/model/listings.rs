@@ -32,6 +32,20 @@ pub struct DeliveryQuery {
 }
 
 impl DeliveryQuery {
+    /// The inclusive bounds of the sort keys (`<updated_at>#<id>`) the page may hold: the
+    /// query's own, narrowed on one side by its cursor (whose own row is then dropped).
+    pub fn key_range(&self) -> (Option<&str>, Option<&str>) {
+        let (mut lo, mut hi) = (self.from_key.as_deref(), self.to_key.as_deref());
+        if let Some(a) = self.after.as_ref().map(|c| c.sort_key.as_str()) {
+            if self.newest_first {
+                hi = Some(hi.map_or(a, |h| h.min(a)));
+            } else {
+                lo = Some(lo.map_or(a, |l| l.max(a)));
+            }
+        }
+        (lo, hi)
+    }
+
     /// Whether `d` passes every filter of the query, the cursor included.
     pub fn matches(&self, d: &Delivery) -> bool {
         let key = d.sort_key();

@@ -1,6 +1,7 @@
 //! Tenants and their channels.
 
 use super::*;
+use converger_core::shards::Grant;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tenant {
@@ -22,6 +23,10 @@ pub struct Tenant {
     /// without it (the tier's default). See [`Tenant::delivery_shards`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery_shards: Option<u32>,
+    /// Listing shards granted beyond `delivery_shards` while its load calls for them
+    /// (`converger_core::shards`), written by the changes function.
+    #[serde(default, skip_serializing_if = "ShardGrants::is_none")]
+    pub shard_grants: ShardGrants,
     /// The SES identities (addresses and domains) its email channels may send from, set by
     /// an operator; none, no email. See `converger_core::email::sender_allowed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -50,7 +55,102 @@ pub fn default_delivery_shards(tier: converger_core::Tier) -> u32 {
     }
 }
 
+/// A tenant's grants of listing shards: the latest, and every one whose rows may still be
+/// listed, merged into one span.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShardGrants {
+    /// The latest grant (in force until its `until_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest: Option<Grant>,
+    /// Every grant within the retention, merged: the shards a listing reads beyond the
+    /// tenant's own, and over which times of change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<Grant>,
+    /// Raised by every write of the grants: the condition of the next.
+    #[serde(default)]
+    pub v: u64,
+}
+
+impl ShardGrants {
+    pub fn is_none(&self) -> bool {
+        self.latest.is_none() && self.span.is_none()
+    }
+
+    /// The grants after `next` is made at `now_ms`: the span keeps the grants whose rows may
+    /// still be listed (a delivery is kept `retention_ms` after it is created).
+    pub fn with(&self, next: Grant, now_ms: i64, retention_ms: i64) -> ShardGrants {
+        let span = match self.span {
+            Some(s) if s.until_ms.saturating_add(retention_ms) > now_ms => s.merged(&next),
+            _ => next,
+        };
+        ShardGrants {
+            latest: Some(next),
+            span: Some(span),
+            v: self.v + 1,
+        }
+    }
+}
+
+/// Where a delivery created at some time is listed: its shard, and, when that shard is a
+/// granted one, the shard it moves to when it changes after the grant ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListingPlace {
+    pub shard: u32,
+    pub lease: Option<ShardLease>,
+}
+
+/// A delivery's hold on a granted listing shard: until `until_ms`, then shard `then`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardLease {
+    pub until_ms: i64,
+    pub then: u32,
+}
+
 impl Tenant {
+    /// Where a delivery `id` created at `now_ms` is listed: one of the shards granted then,
+    /// or one of its own.
+    pub fn placement(&self, id: &str, now_ms: i64) -> ListingPlace {
+        let own = self.delivery_shards();
+        let h = stable_hash(id);
+        match self.shard_grants.latest {
+            Some(g) if g.holds(now_ms) && g.shards > own => {
+                let shard = h % g.shards.min(MAX_DELIVERY_SHARDS);
+                ListingPlace {
+                    shard,
+                    lease: (shard >= own).then_some(ShardLease {
+                        until_ms: g.until_ms,
+                        then: h % own,
+                    }),
+                }
+            }
+            _ => ListingPlace {
+                shard: h % own,
+                lease: None,
+            },
+        }
+    }
+
+    /// The listing shards that may hold an entry whose sort key is within `lo..=hi`
+    /// (`<updated_at>#<id>`, either end open): its own, and a granted one only where the
+    /// span of its grants (widened by the clocks' skew) meets the range.
+    pub fn listing_shards(&self, lo: Option<&str>, hi: Option<&str>) -> Vec<u32> {
+        let own = self.delivery_shards();
+        let mut v: Vec<u32> = (0..own).collect();
+        if let Some(span) = self.shard_grants.span
+            && span.shards > own
+        {
+            let skew = converger_core::shards::SKEW_MS;
+            let from = Timestamp::from_ms(span.from_ms - skew).rfc3339();
+            let until = Timestamp::from_ms(span.until_ms + skew).rfc3339();
+            let meets =
+                hi.is_none_or(|h| h >= from.as_str()) && lo.is_none_or(|l| l <= until.as_str());
+            if meets {
+                v.extend(own..span.shards.min(MAX_DELIVERY_SHARDS));
+            }
+        }
+        v
+    }
+
     /// The partitions its delivery listings are spread over: every delivery is written to one
     /// of them (a hash of its id, chosen when it is created), and a listing reads them all.
     pub fn delivery_shards(&self) -> u32 {

@@ -86,7 +86,8 @@ impl StreamCounters for DynamoStore {
             self.client
                 .update_item()
                 .table_name(table)
-                .set_key(Some(key.clone())),
+                .set_key(Some(key.clone()))
+                .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew),
         );
         // The counter as it is, when the emulator does not return it with the refusal.
         let reread = async {
@@ -103,7 +104,13 @@ impl StreamCounters for DynamoStore {
         };
         Ok(
             match self.update_or_old::<serde_json::Value>(req, reread).await? {
-                Conditional::Applied(_) => Marked::Applied,
+                Conditional::Applied(new) => Marked::Applied {
+                    created: new
+                        .as_ref()
+                        .and_then(|i| i.get("created"))
+                        .and_then(|v| v.as_n().ok())
+                        .and_then(|v| v.parse().ok()),
+                },
                 Conditional::Refused(old) => Marked::Behind {
                     // A counter without this shard's mark cannot refuse: read as all added.
                     to: old

@@ -60,14 +60,20 @@ impl DeliveryQueries for DynamoStore {
                     .collect::<Vec<_>>(),
             ),
             (status, _) => {
-                let shards = self.tenant_shards(&q.tenant).await?;
+                // The tenant's own shards, and those granted to it whose times meet the page.
+                let (lo, hi) = q.key_range();
+                let shards = self.tenant_listing_shards(&q.tenant, lo, hi).await?;
                 let statuses: Vec<DeliveryStatus> = match status {
                     Some(st) => vec![st],
                     None => DeliveryStatus::ALL.to_vec(),
                 };
                 let keys = statuses
                     .into_iter()
-                    .flat_map(|st| (0..shards).map(move |i| tenant_listing_key(&q.tenant, st, i)))
+                    .flat_map(|st| {
+                        shards
+                            .iter()
+                            .map(move |i| tenant_listing_key(&q.tenant, st, *i))
+                    })
                     .collect::<Vec<_>>();
                 ("by_tenant_status_s", "tl_pk", keys)
             }
@@ -101,8 +107,8 @@ impl DeliveryQueries for DynamoStore {
         status: DeliveryStatus,
         cap: u64,
     ) -> StoreResult<u64> {
-        let shards = self.tenant_shards(tenant).await?;
-        let counts = futures::future::try_join_all((0..shards).map(|i| {
+        let shards = self.tenant_listing_shards(tenant, None, None).await?;
+        let counts = futures::future::try_join_all(shards.into_iter().map(|i| {
             self.count_upto(
                 "by_tenant_status_s",
                 "tl_pk",
@@ -188,13 +194,18 @@ impl DeliveryQueries for DynamoStore {
 }
 
 impl DynamoStore {
-    /// How many listing shards `tenant`'s deliveries are spread over (one for a tenant that
-    /// does not exist: its rows, if any, were written without).
-    pub(super) async fn tenant_shards(&self, tenant: &TenantId) -> StoreResult<u32> {
+    /// The listing shards of `tenant` that may hold an entry within `lo..=hi` (shard 0 for a
+    /// tenant that does not exist: its rows, if any, were written without).
+    pub(super) async fn tenant_listing_shards(
+        &self,
+        tenant: &TenantId,
+        lo: Option<&str>,
+        hi: Option<&str>,
+    ) -> StoreResult<Vec<u32>> {
         Ok(self
             .get_tenant(tenant)
             .await?
-            .map_or(1, |t| t.delivery_shards()))
+            .map_or_else(|| vec![0], |t| t.listing_shards(lo, hi)))
     }
 
     /// Counts the entries of one partition of a deliveries index (`hash_attr` = `key`),
@@ -243,15 +254,7 @@ impl DynamoStore {
         want: usize,
     ) -> StoreResult<PartitionPage<DeliveryId>> {
         let after = q.after.as_ref().map(|c| c.sort_key.as_str());
-        // The cursor narrows one bound (inclusive: the cursor's own row is dropped below).
-        let (mut lo, mut hi) = (q.from_key.as_deref(), q.to_key.as_deref());
-        if let Some(a) = after {
-            if q.newest_first {
-                hi = Some(hi.map_or(a, |h| h.min(a)));
-            } else {
-                lo = Some(lo.map_or(a, |l| l.max(a)));
-            }
-        }
+        let (lo, hi) = q.key_range();
         let key_cond = match (lo, hi) {
             (Some(_), Some(_)) => "#h = :h AND upd_sk BETWEEN :lo AND :hi",
             (Some(_), None) => "#h = :h AND upd_sk >= :lo",

@@ -100,7 +100,11 @@ fn index_keys(
     let mut v = vec![
         (
             "tl_pk",
-            s(tenant_listing_key(&d.tenant_id, status, d.shard)),
+            s(tenant_listing_key(
+                &d.tenant_id,
+                status,
+                d.listing_shard(updated_at),
+            )),
         ),
         ("upd_sk", s(listing_sort_key(updated_at, &d.id))),
     ];

@@ -100,6 +100,35 @@ impl TenantStore for DynamoStore {
         }
     }
 
+    async fn write_shard_grants(
+        &self,
+        id: &TenantId,
+        grants: &converger_ports::ShardGrants,
+    ) -> StoreResult<bool> {
+        let before = grants.v.saturating_sub(1);
+        let cond = if before == 0 {
+            "attribute_exists(pk) AND attribute_not_exists(shard_grants)"
+        } else {
+            "attribute_exists(pk) AND shard_grants.v = :v"
+        };
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(id.as_str()))
+            .update_expression("SET shard_grants = :g")
+            .condition_expression(cond)
+            .expression_attribute_values(":g", to_av(grants)?);
+        if before != 0 {
+            req = req.expression_attribute_values(":v", n(before));
+        }
+        match req.send().await {
+            Ok(_) => Ok(true),
+            Err(e) if is_update_conditional(&e) => Ok(false),
+            Err(e) => Err(sdk_err(e)),
+        }
+    }
+
     async fn set_tenant_api_rate_limit(
         &self,
         id: &TenantId,

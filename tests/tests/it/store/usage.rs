@@ -130,7 +130,8 @@ pub(super) async fn a_marked_counter_write_adds_each_record_once(b: Backend) {
     };
     assert_eq!(
         f.store.add_marked(&add, &mark(1, 5)).await.unwrap(),
-        Marked::Applied
+        Marked::Applied { created: Some(2) },
+        "the counter's created count after the add"
     );
     // Handed out again, whole or from inside what was added.
     for again in [mark(1, 5), mark(3, 9)] {
@@ -141,7 +142,8 @@ pub(super) async fn a_marked_counter_write_adds_each_record_once(b: Backend) {
     }
     assert_eq!(
         f.store.add_marked(&add, &mark(6, 9)).await.unwrap(),
-        Marked::Applied
+        Marked::Applied { created: Some(4) },
+        "the counter's created count after the add"
     );
     // Another shard's records are its own.
     let other = StreamMark {
@@ -150,7 +152,8 @@ pub(super) async fn a_marked_counter_write_adds_each_record_once(b: Backend) {
     };
     assert_eq!(
         f.store.add_marked(&add, &other).await.unwrap(),
-        Marked::Applied
+        Marked::Applied { created: Some(6) },
+        "the counter's created count after the add"
     );
     let read = f.store.read_usage(&[key]).await.unwrap();
     assert_eq!(read[0].created, 6);

@@ -1,0 +1,170 @@
+//! Listing shards that follow a tenant's load: how many a rate calls for, and for how long
+//! a grant of them holds.
+//!
+//! A tenant's listing is spread over its listing shards (`<tenant>#<status>#<n>`), one
+//! partition each, and a listing page reads every shard that may hold a row of the page.
+//! Each delivery writes one listing entry of about one write unit, so a shard carries about
+//! [`SHARD_RATE`] deliveries a second at a quarter of a partition's 1,000 write units: the
+//! margin covers the minute a rate takes to be seen and the tenant caches that take a grant
+//! to every writer. A tenant past its shards' rate gets a *grant*: more shards for
+//! [`GRANT_MS`], renewed while the rate holds, lapsing by itself when it falls, so a quiet
+//! tenant never pays for a busy hour's fan-out and nothing has to take shards away.
+
+/// Deliveries a second one listing shard takes before more are granted.
+pub const SHARD_RATE: f64 = 250.0;
+
+/// The most listing shards a tenant may have, granted or set.
+pub const MAX_SHARDS: u32 = 256;
+
+/// How long a grant holds from when it is made (or renewed).
+pub const GRANT_MS: i64 = 15 * 60_000;
+
+/// A grant with less than this left is renewed when its rate still calls for it: a busy
+/// tenant's grant is written about once every five minutes.
+pub const RENEW_BEFORE_MS: i64 = 10 * 60_000;
+
+/// How far apart the clocks of the writers and readers of a listing may be: a shard is read
+/// this much beyond the times its grant says.
+pub const SKEW_MS: i64 = 60_000;
+
+/// The shortest part of a minute a rate is read over (a minute's first seconds say little).
+const MIN_SPAN_MS: i64 = 10_000;
+
+/// Deliveries a second, from `total` counted in the minute that starts at `minute_start_ms`,
+/// read at `now_ms` (over the part of the minute gone, at least ten seconds; the whole
+/// minute once it is over).
+pub fn minute_rate(total: u64, minute_start_ms: i64, now_ms: i64) -> f64 {
+    let span = (now_ms - minute_start_ms).clamp(MIN_SPAN_MS, 60_000);
+    total as f64 * 1000.0 / span as f64
+}
+
+/// The listing shards `rate` deliveries a second call for beyond `have`, at `per_shard` a
+/// shard ([`SHARD_RATE`] as deployed): `None` while `have` carries it, else a power of two
+/// that carries it (at most [`MAX_SHARDS`]).
+pub fn wanted(rate: f64, have: u32, per_shard: f64) -> Option<u32> {
+    if !rate.is_finite() || rate <= f64::from(have.max(1)) * per_shard || have >= MAX_SHARDS {
+        return None;
+    }
+    let need = (rate / per_shard).ceil().min(f64::from(MAX_SHARDS)) as u32;
+    Some(need.next_power_of_two().clamp(have + 1, MAX_SHARDS))
+}
+
+/// More listing shards than a tenant's own, from `from_ms` until `until_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Grant {
+    pub shards: u32,
+    pub from_ms: i64,
+    pub until_ms: i64,
+}
+
+impl Grant {
+    /// Whether it holds at `ms`.
+    pub fn holds(&self, ms: i64) -> bool {
+        self.from_ms <= ms && ms < self.until_ms
+    }
+
+    /// The grant that follows `current` (the one in force, or lapsed) when `rate` is seen
+    /// at `now_ms` by a tenant with `own` shards, at `per_shard` a shard: a new or larger
+    /// one, the same renewed when it ends within [`RENEW_BEFORE_MS`] and the rate still
+    /// calls for its shards, or `None` (nothing to write).
+    pub fn next(
+        current: Option<&Grant>,
+        own: u32,
+        rate: f64,
+        now_ms: i64,
+        per_shard: f64,
+    ) -> Option<Grant> {
+        let live = current.filter(|g| g.holds(now_ms) && g.shards > own);
+        let have = live.map_or(own, |g| g.shards);
+        if let Some(shards) = wanted(rate, have, per_shard) {
+            return Some(Grant {
+                shards,
+                from_ms: live.map_or(now_ms, |g| g.from_ms),
+                until_ms: now_ms + GRANT_MS,
+            });
+        }
+        let g = live?;
+        // Still called for: its rate is past what one size smaller would carry.
+        let called_for = rate > f64::from((g.shards / 2).max(own)) * per_shard;
+        (called_for && g.until_ms - now_ms < RENEW_BEFORE_MS).then_some(Grant {
+            until_ms: now_ms + GRANT_MS,
+            ..*g
+        })
+    }
+
+    /// `self` and `other` as one: the most shards of either over the span of both (the
+    /// shards a listing reads for rows placed under either).
+    pub fn merged(&self, other: &Grant) -> Grant {
+        Grant {
+            shards: self.shards.max(other.shards),
+            from_ms: self.from_ms.min(other.from_ms),
+            until_ms: self.until_ms.max(other.until_ms),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_is_read_over_the_minute_gone_and_at_least_ten_seconds() {
+        assert_eq!(minute_rate(3_000, 0, 1_000), 300.0);
+        assert_eq!(minute_rate(3_000, 0, 20_000), 150.0);
+        assert_eq!(minute_rate(6_000, 0, 600_000), 100.0);
+    }
+
+    #[test]
+    fn shards_are_wanted_past_their_rate_as_a_power_of_two() {
+        assert_eq!(wanted(400.0, 2, SHARD_RATE), None);
+        assert_eq!(wanted(501.0, 2, SHARD_RATE), Some(4));
+        assert_eq!(wanted(10_000.0, 2, SHARD_RATE), Some(64));
+        assert_eq!(wanted(1e9, 8, SHARD_RATE), Some(MAX_SHARDS));
+        assert_eq!(wanted(1e9, MAX_SHARDS, SHARD_RATE), None);
+        assert_eq!(wanted(f64::NAN, 1, SHARD_RATE), None);
+        // A tenant set to an odd count still gets more than it has.
+        assert_eq!(wanted(3_100.0, 12, SHARD_RATE), Some(16));
+    }
+
+    #[test]
+    fn a_grant_is_made_renewed_near_its_end_and_left_to_lapse() {
+        let g = Grant::next(None, 2, 2_000.0, 0, SHARD_RATE).unwrap();
+        assert_eq!((g.shards, g.from_ms, g.until_ms), (8, 0, GRANT_MS));
+        // The same rate soon after: nothing to write.
+        assert_eq!(Grant::next(Some(&g), 2, 2_000.0, 60_000, SHARD_RATE), None);
+        // Near its end, still called for: renewed from then, same start.
+        let late = GRANT_MS - RENEW_BEFORE_MS + 1;
+        let r = Grant::next(Some(&g), 2, 2_000.0, late, SHARD_RATE).unwrap();
+        assert_eq!((r.shards, r.from_ms, r.until_ms), (8, 0, late + GRANT_MS));
+        // The rate fell to what half the shards carry: it lapses.
+        assert_eq!(Grant::next(Some(&g), 2, 900.0, late, SHARD_RATE), None);
+        // More load: a larger grant at once.
+        let up = Grant::next(Some(&g), 2, 5_000.0, 60_000, SHARD_RATE).unwrap();
+        assert_eq!((up.shards, up.from_ms), (32, 0));
+        // Lapsed: a new one starts now.
+        let again = Grant::next(Some(&g), 2, 2_000.0, GRANT_MS + 5, SHARD_RATE).unwrap();
+        assert_eq!(again.from_ms, GRANT_MS + 5);
+    }
+
+    #[test]
+    fn merged_grants_cover_both() {
+        let a = Grant {
+            shards: 8,
+            from_ms: 10,
+            until_ms: 20,
+        };
+        let b = Grant {
+            shards: 4,
+            from_ms: 30,
+            until_ms: 40,
+        };
+        assert_eq!(
+            a.merged(&b),
+            Grant {
+                shards: 8,
+                from_ms: 10,
+                until_ms: 40
+            }
+        );
+    }
+}

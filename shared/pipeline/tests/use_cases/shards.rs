@@ -1,0 +1,120 @@
+//! Listing shards that follow a tenant's load: the changes consumer grants a busy tenant
+//! more shards from the minute counter it writes, new deliveries are placed in them while
+//! the grant holds, and the grant lapses by itself.
+
+use crate::common::*;
+use converger_core::ActivityId;
+use converger_core::shards::{GRANT_MS, RENEW_BEFORE_MS};
+use converger_ports::{Activity, Delivery, RowChange, seq_key};
+
+/// `n` new rows of `t`'s channel `c` created at the clock's time, as the stream hands them out.
+fn created(t: &Tenant, c: &Channel, clock: &ManualClock, n: usize, from: usize) -> Vec<RowChange> {
+    let now = clock.now();
+    (0..n)
+        .map(|i| {
+            let a = Activity {
+                id: ActivityId::generate(),
+                tenant_id: t.id.clone(),
+                conversation_id: "c".into(),
+                seq: i as u64,
+                event_type: None,
+                payload: json!({}),
+                channel_ids: vec![c.id.clone()],
+                created_at: now.rfc3339(),
+                expires_at: None,
+            };
+            let d = Delivery::new(&a, c, t.tier, now).placed(t, now.ms());
+            RowChange {
+                event_id: format!("e{}", from + i),
+                seq: seq_key(&(from + i + 1).to_string()),
+                old: None,
+                new: Some(d),
+            }
+        })
+        .collect()
+}
+
+fn advance(clock: &ManualClock, ms: i64) {
+    clock.advance(std::time::Duration::from_millis(u64::try_from(ms).unwrap()));
+}
+
+#[tokio::test]
+async fn a_busy_tenant_is_granted_listing_shards_that_lapse_by_themselves() {
+    let start = converger_core::time::now_ms();
+    // Ten seconds into a minute.
+    let clock = Arc::new(ManualClock::at(start - start.rem_euclid(60_000) + 10_000));
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let quiet = tenant(&f).await;
+    let c = webhook(&f, &t).await;
+    let qc = webhook(&f, &quiet).await;
+    assert_eq!(t.delivery_shards(), 2);
+    let changes = f.pipeline.changes();
+
+    // 400 a second over those ten seconds: two shards carry it, nothing is read or written.
+    let done = changes
+        .apply("s", &created(&t, &c, &clock, 4_000, 0))
+        .await
+        .unwrap();
+    assert_eq!(done.grants, 0);
+    // 700 a second (and a quiet tenant beside it): four shards for the busy one only.
+    let mut batch = created(&t, &c, &clock, 3_000, 4_000);
+    batch.extend(created(&quiet, &qc, &clock, 5, 7_000));
+    assert_eq!(changes.apply("s", &batch).await.unwrap().grants, 1);
+    let busy = f.store.get_tenant(&t.id).await.unwrap().unwrap();
+    let g = busy.shard_grants.latest.expect("a grant");
+    assert_eq!((g.shards, g.from_ms), (4, clock.now_ms()));
+    assert_eq!(g.until_ms, clock.now_ms() + GRANT_MS);
+    let still_quiet = f.store.get_tenant(&quiet.id).await.unwrap().unwrap();
+    assert!(
+        still_quiet.shard_grants.is_none(),
+        "a quiet tenant pays no fan-out"
+    );
+
+    // Its new deliveries are placed over the four; those in the granted two move back to
+    // its own when they change after the grant.
+    let placed: Vec<Delivery> = created(&busy, &c, &clock, 200, 8_000)
+        .into_iter()
+        .filter_map(|r| r.new)
+        .collect();
+    let shards: std::collections::BTreeSet<u32> = placed.iter().map(|d| d.shard).collect();
+    assert_eq!(shards.into_iter().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    let after = converger_core::Timestamp::from_ms(g.until_ms).rfc3339();
+    for d in &placed {
+        assert!(d.listing_shard(&d.updated_at) < 4);
+        assert!(d.listing_shard(&after) < 2, "{d:?}");
+    }
+
+    // The same rate again within the grant: nothing written (this instance remembers it).
+    let more = created(&busy, &c, &clock, 1_000, 9_000);
+    assert_eq!(changes.apply("s", &more).await.unwrap().grants, 0);
+
+    // Near its end with the rate still there: renewed from then.
+    advance(&clock, GRANT_MS - RENEW_BEFORE_MS + 5_000);
+    let now = clock.now_ms();
+    let minute = now - now.rem_euclid(60_000);
+    advance(&clock, minute + 20_000 - now);
+    let busy_again = created(&busy, &c, &clock, 12_000, 10_000);
+    assert_eq!(changes.apply("s", &busy_again).await.unwrap().grants, 1);
+    let renewed = f.store.get_tenant(&t.id).await.unwrap().unwrap();
+    let r = renewed.shard_grants.latest.unwrap();
+    assert_eq!((r.shards, r.from_ms), (4, g.from_ms));
+    assert_eq!(r.until_ms, clock.now_ms() + GRANT_MS);
+    assert_eq!(renewed.shard_grants.span.unwrap().from_ms, g.from_ms);
+
+    // Past it, no load: new deliveries are in its own two shards, with nothing written.
+    advance(&clock, GRANT_MS + 1);
+    let lapsed: Vec<Delivery> = created(&renewed, &c, &clock, 100, 30_000)
+        .into_iter()
+        .filter_map(|r| r.new)
+        .collect();
+    assert!(
+        lapsed
+            .iter()
+            .all(|d| d.shard < 2 && d.shard_lease.is_none())
+    );
+    // A listing still reads the granted shards over the grant's times, and only there.
+    let before = converger_core::Timestamp::from_ms(g.from_ms - 3_600_000).rfc3339();
+    assert_eq!(renewed.listing_shards(None, Some(&before)), vec![0, 1]);
+    assert_eq!(renewed.listing_shards(None, None), vec![0, 1, 2, 3]);
+}
