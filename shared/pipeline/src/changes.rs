@@ -594,7 +594,6 @@ mod tests {
         let streams = crate::stream::Streams {
             clock: &converger_core::time::SystemClock,
             tenants: &store,
-            activities: &store,
             streams: &store,
             sockets: &converger_memory::MemSockets::default(),
             enabled: false,

@@ -12,6 +12,9 @@ use converger_core::{BreakerConfig, CircuitState, time};
 use converger_ports::{Channel, Flow, HealthCheck, PlatformEvent, StoreResult};
 use serde_json::{Value, json};
 
+/// The `event` of the health-change body a tenant's alert webhook receives.
+pub const ALERT_HEALTH_CHANGED: &str = "channel_health_changed";
+
 /// What one health run did, with the requests it made (by operation).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HealthReport {
@@ -295,7 +298,11 @@ impl Health<'_> {
             "checked_at": checked_at,
         });
         tracing::info!(channel_id = %channel.id, %status, previous = %previous.unwrap_or_default(), "channel health changed");
-        self.alert(channel, body.clone()).await;
+        // The tenant's alert webhook gets the body its receivers were written for: the same
+        // fields, named `channel_health_changed` (the bus keeps the event's own name).
+        let mut alert = body.clone();
+        alert["event"] = json!(ALERT_HEALTH_CHANGED);
+        self.alert(channel, alert).await;
         self.events
             .publish(vec![PlatformEvent {
                 detail_type: converger_ports::EventType::ChannelHealthChanged,

@@ -7,8 +7,8 @@
 use converger_core::TenantId;
 use converger_core::stream::{self, ClientFrame, MAX_TOPICS, StreamFrame, TOKEN_TTL_S, Topic};
 use converger_ports::{
-    ActivityStore, Pushed, Sockets, StoreError, StoreResult, StreamConnection, StreamStore,
-    StreamToken, Subscribed, TenantStore,
+    Pushed, Sockets, StoreError, StoreResult, StreamConnection, StreamStore, StreamToken,
+    Subscribed, TenantStore,
 };
 use serde_json::Value;
 
@@ -60,7 +60,6 @@ pub struct FanOut {
 pub struct Streams<'p> {
     pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) tenants: &'p dyn TenantStore,
-    pub(crate) activities: &'p dyn ActivityStore,
     pub(crate) streams: &'p dyn StreamStore,
     pub(crate) sockets: &'p dyn Sockets,
     /// Whether the stack has the live stream (`LIVE_STREAM`).
@@ -72,7 +71,6 @@ impl<'p> Streams<'p> {
         Self {
             clock: &*p.clock,
             tenants: &*p.store,
-            activities: &*p.store,
             streams: &*p.store,
             sockets: &*p.sockets,
             enabled: p.config.live_stream,
@@ -169,7 +167,12 @@ impl Streams<'_> {
             Ok(f) => f,
             Err(e) => return Ok(error("invalid_request", e.message())),
         };
-        let Some(conn) = self.streams.get_stream_connection(connection_id).await? else {
+        if self
+            .streams
+            .get_stream_connection(connection_id)
+            .await?
+            .is_none()
+        {
             return Ok(error(
                 "not_connected",
                 "this connection is not a stream client's; connect again",
@@ -191,16 +194,9 @@ impl Streams<'_> {
             Ok(t) => t,
             Err(e) => return Ok(error("invalid_request", e.message())),
         };
-        // Another tenant's conversation reads exactly like one that does not exist.
-        if let Topic::Conversation(id) = &topic {
-            let (found, _) = self
-                .activities
-                .conversation_activities(&conn.tenant_id, id, None, 1)
-                .await?;
-            if found.is_empty() {
-                return Ok(error("not_found", format!("no conversation {id}")));
-            }
-        }
+        // A conversation is followed whether it has activities yet or not: the subscription
+        // is the tenant's own (`sub#<tenant>#<topic>`), so another tenant's conversation of
+        // the same id is never heard, and a client may subscribe before it sends.
         let name = topic.to_string();
         Ok(
             match self

@@ -46,6 +46,51 @@ fn no_health_runs(o: &mut converger_local::StackOptions) {
     o.health_period = converger_local::Every::Never;
 }
 
+/// The tenant's alert webhook receives a health change with the body its receivers were
+/// written for (`"event": "channel_health_changed"`); the bus keeps `channel.health_changed`.
+#[tokio::test]
+async fn a_health_change_reaches_the_alert_webhook_by_its_alert_name() {
+    let t = TestStack::with(no_health_runs).await;
+    let tap = t.tap_events().await;
+    let alerts = Receiver::always(200).await.unwrap();
+    let rx = Receiver::always(200).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let set = t
+        .raw(
+            "PATCH",
+            format!("{}/admin/api/tenants/{tenant}", t.stack.admin_url),
+            Some(&t.stack.admin_token),
+            Some(json!({"alert_webhook_url": alerts.url}).to_string()),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{:?}", set.body);
+    let ch = t.channel(&key, hook(&rx.url, json!({}))).await;
+    let id = ch["id"].as_str().unwrap().to_owned();
+    counters(&t, &id, 1000, 200).await;
+    assert!(t.stack.changes_settled().await);
+    t.stack
+        .functions
+        .health
+        .health()
+        .health_check()
+        .await
+        .unwrap();
+    let got = alerts.wait_for(1, Duration::from_secs(20)).await;
+    assert_eq!(got.len(), 1, "one alert: the health change");
+    let body: Value = serde_json::from_slice(&got[0].body).unwrap();
+    assert_eq!(body["event"], "channel_health_changed", "{body}");
+    assert_eq!(body["channel_id"], id.as_str());
+    assert_eq!(body["new_status"], "degraded");
+    let events = tap
+        .wait(Duration::from_secs(10), |e| {
+            !EventTap::of(e, "channel.health_changed").is_empty()
+        })
+        .await;
+    let on_bus = EventTap::of(&events, "channel.health_changed");
+    assert_eq!(on_bus[0]["detail"]["event"], "channel.health_changed");
+    t.stop().await;
+}
+
 #[tokio::test]
 async fn counters_follow_real_deliveries_and_replays() {
     let t = TestStack::with(no_health_runs).await;

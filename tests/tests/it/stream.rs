@@ -38,9 +38,9 @@ fn statuses(frames: &[Frame], id: &str) -> Vec<String> {
 #[tokio::test]
 async fn a_conversation_streams_its_whole_life_to_its_tenant_only() {
     let t = TestStack::start().await;
-    // act 1 delivered, act 2 refused for good, then every request delivered.
+    // Acts 1 and 2 delivered, act 3 refused for good, then every request delivered.
     let rx = Receiver::start(
-        vec![Reply::status(200), Reply::status(400)],
+        vec![Reply::status(200), Reply::status(200), Reply::status(400)],
         Reply::status(200),
     )
     .await
@@ -62,21 +62,25 @@ async fn a_conversation_streams_its_whole_life_to_its_tenant_only() {
         (ok.kind.as_str(), ok.topic.as_deref()),
         ("subscribed", Some("conversation:conv-s"))
     );
-    let unknown = s.subscribe("conversation:never-seen").await;
+    // A conversation with no activity yet is followed from before its first one.
+    let early = s.subscribe("conversation:conv-new").await;
     assert_eq!(
-        (unknown.kind.as_str(), unknown.code.as_deref()),
-        ("error", Some("not_found"))
+        (early.kind.as_str(), early.topic.as_deref()),
+        ("subscribed", Some("conversation:conv-new"))
     );
+    let first = post(&a, "conv-new", &ch).await;
+    let seen = frames_until(&mut s, &first, "sent").await;
+    assert!(statuses(&seen, &first).contains(&"sent".to_owned()));
     let bad = s.subscribe("deliveries").await;
     assert_eq!(bad.code.as_deref(), Some("invalid_request"));
     s.send(json!({"action": "ping"})).await;
     assert_eq!(s.next().await.kind, "pong");
 
-    // Tenant b has no conversation conv-s: refused exactly like an unknown one. Once it has
-    // its own conv-s, it hears of its own deliveries only.
+    // Tenant b follows its own conv-s (none yet): it hears of its own deliveries only, never
+    // of a's conversation of the same id.
     let mut other = b.stream().await;
-    let refused = other.subscribe("conversation:conv-s").await;
-    assert_eq!(refused.code.as_deref(), Some("not_found"));
+    let own = other.subscribe("conversation:conv-s").await;
+    assert_eq!(own.kind, "subscribed");
     let b_ch = b.webhook(&rx.url, json!({})).await.channel.id;
 
     // A dead letter, then its replay.
@@ -127,18 +131,16 @@ async fn a_conversation_streams_its_whole_life_to_its_tenant_only() {
     let b1 = post(&b, "conv-s", &b_ch).await;
     b.wait_delivery(&b1, Duration::from_secs(20), is_settled)
         .await;
-    assert_eq!(
-        other.subscribe("conversation:conv-s").await.kind,
-        "subscribed"
-    );
     let b2 = post(&b, "conv-s", &b_ch).await;
     let _ = post(&a, "conv-s", &ch).await;
     let got = frames_until(&mut other, &b2, "sent").await;
+    // b followed conv-s before its first activity: b1's frames came too, and only b's.
     assert!(
         got.iter()
-            .all(|f| f.delivery_id.as_deref() == Some(b2.as_str())),
+            .all(|f| [b1.as_str(), b2.as_str()].contains(&f.delivery_id.as_deref().unwrap_or(""))),
         "{got:?}"
     );
+    assert!(statuses(&got, &b1).contains(&"sent".to_owned()), "{got:?}");
 
     // Unsubscribed, nothing more comes.
     s.send(json!({"action": "unsubscribe", "topic": "conversation:conv-s"}))
