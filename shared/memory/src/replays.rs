@@ -26,10 +26,12 @@ impl ReplayStore for MemStore {
                     // a retried transaction whose fresh audit entry exists): replayed by it.
                     if s.audit.contains_key(&key) {
                         done.push(d.replayed(actor, now));
+                        // (`d` carries the tier it was replayed to.)
                     }
                     continue;
                 }
-                let row = current.replayed(actor, now);
+                let mut row = current.replayed(actor, now);
+                row.tier = d.tier;
                 s.deliveries.insert(row.id.clone(), row.clone());
                 s.audit.insert(key, audit.clone());
                 done.push(row);

@@ -58,6 +58,7 @@ pub struct Replays<'p> {
     pub(crate) config: &'p crate::PipelineConfig,
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) cache: &'p crate::cache::ChannelCache,
+    pub(crate) tenants: &'p dyn converger_ports::TenantStore,
 }
 
 impl<'p> Replays<'p> {
@@ -71,6 +72,24 @@ impl<'p> Replays<'p> {
             config: &p.config,
             queue: &*p.queue,
             cache: &p.cache,
+            tenants: &*p.store,
+        }
+    }
+
+    /// The tier a replay of `tenant`'s deliveries goes to: its tier now, not the one its
+    /// deliveries were created at (`fallback` if it cannot be read).
+    async fn tier_now(
+        &self,
+        tenant: &TenantId,
+        fallback: converger_core::Tier,
+    ) -> converger_core::Tier {
+        match self.tenants.get_tenant(tenant).await {
+            Ok(Some(t)) => t.tier,
+            Ok(None) => fallback,
+            Err(e) => {
+                tracing::warn!(tenant_id = %tenant, error = %e, "tenant not read; the replay keeps its tier");
+                fallback
+            }
         }
     }
 }
@@ -84,7 +103,7 @@ impl Replays<'_> {
         id: &DeliveryId,
         actor: &Actor,
     ) -> Result<Delivery, ReplayError> {
-        let Some(d) = self
+        let Some(mut d) = self
             .deliveries
             .delivery_in(converger_ports::Scope::of(tenant), id)
             .await?
@@ -94,6 +113,7 @@ impl Replays<'_> {
         if d.status != DeliveryStatus::Failed {
             return Err(ReplayError::NotFailed(d.status));
         }
+        d.tier = self.tier_now(&d.tenant_id, d.tier).await;
         // The channel as stored now, not as cached: an inactive channel is refused.
         match self.channel_store.get_channel(&d.channel_id).await? {
             Some(ch) if ch.active => {}
@@ -269,6 +289,13 @@ impl Replays<'_> {
                 }
             }
             chunk.items = keep;
+        }
+        // Each to its tenant's tier now (a chunk is one tenant's).
+        if let Some((tenant, was)) = chunk.items.first().map(|d| (d.tenant_id.clone(), d.tier)) {
+            let tier = self.tier_now(&tenant, was).await;
+            for d in chunk.items.iter_mut().filter(|d| d.tenant_id == tenant) {
+                d.tier = tier;
+            }
         }
         let now = self.clock.now();
         let groups: Vec<Vec<Delivery>> = chunk

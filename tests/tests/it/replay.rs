@@ -184,6 +184,65 @@ async fn a_replay_after_the_receiver_is_fixed_is_sent() {
     t.stop().await;
 }
 
+/// A replay goes to its tenant's tier now, not the one its delivery was created at: the row
+/// takes it (so its retries and the sweeper use it too), single and bulk alike.
+async fn a_replay_goes_to_the_tenants_tier_now(t: &TestStack) {
+    let bad = Receiver::always(400).await.unwrap();
+    let (tenant, key) = t.tenant("default").await;
+    let ch = t.webhook(&key, &bad.url, json!({})).await;
+    let ch = ch["id"].as_str().unwrap();
+    let one = send(t, &key, &[ch]).await.remove(0);
+    let two = send(t, &key, &[ch]).await.remove(0);
+    assert_eq!(t.delivery(&key, &one).await["tier"], "default");
+    let a = t
+        .raw(
+            "PATCH",
+            format!("{}/admin/api/tenants/{tenant}", t.stack.admin_url),
+            Some(&t.stack.admin_token),
+            Some(json!({"tier": "high"}).to_string()),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/deliveries/{one}/retry"),
+            &key,
+            None,
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    assert_eq!(a.body["tier"], "high", "{:?}", a.body);
+    let d = t
+        .wait_delivery(&key, &one, Duration::from_secs(20), |d| {
+            d["status"] == "failed" && d["retry_count"] == 1
+        })
+        .await;
+    assert_eq!(d["tier"], "high", "{d}");
+    let a = t
+        .api(
+            "POST",
+            &format!("/api/v1/channels/{ch}/deliveries/retry"),
+            &key,
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    let d = t
+        .wait_delivery(&key, &two, Duration::from_secs(20), |d| {
+            d["retry_count"] == 1
+        })
+        .await;
+    assert_eq!(d["tier"], "high", "{d}");
+}
+
+#[tokio::test]
+async fn a_replay_goes_to_the_tenants_tier_now_in_process() {
+    let t = TestStack::start().await;
+    a_replay_goes_to_the_tenants_tier_now(&t).await;
+    t.stop().await;
+}
+
 /// In process; the store suite holds `replay_many` to one winner on both backends.
 #[tokio::test]
 async fn fifty_concurrent_replays_replay_once() {
@@ -269,6 +328,13 @@ async fn fifty_concurrent_replays_replay_once() {
 /// every request IAM-checked.
 mod emulator {
     use super::*;
+
+    #[tokio::test]
+    async fn a_replay_goes_to_the_tenants_tier_now() {
+        let t = TestStack::on_emulator().await;
+        super::a_replay_goes_to_the_tenants_tier_now(&t).await;
+        t.stop().await;
+    }
 
     #[tokio::test]
     async fn listing_filters_and_pages_every_row_exactly_once() {

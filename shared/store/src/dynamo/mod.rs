@@ -334,6 +334,8 @@ impl DynamoStore {
             .set("status", s(DeliveryStatus::Pending.as_str()))
             .set("attempts", n(0))
             .increment("retry_count", 1)
+            // To its tenant's tier now (the caller's row says which).
+            .set("tier", s(d.tier.as_str()))
             .set("retried_by", s(actor.to_string()))
             .set("retried_at", s(at.as_str()))
             .set("next_attempt_at", n(now.ms()))
