@@ -398,8 +398,8 @@ fn json_of<T: serde::Serialize>(v: &T) -> Value {
 /// How often `listen` asks for what still waits (a delivery a failed forward left).
 pub const REPLAY_EVERY: Duration = Duration::from_secs(30);
 
-/// What `listen` does.
-#[derive(Debug, Clone)]
+/// What `listen` does (its `Debug` leaves the connect token out).
+#[derive(Clone)]
 pub struct Listen {
     pub channel_id: String,
     pub forward_to: String,
@@ -410,6 +410,19 @@ pub struct Listen {
     /// Stop after forwarding this many deliveries with a 2xx answer.
     pub count: Option<usize>,
     pub json: bool,
+}
+
+impl std::fmt::Debug for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listen")
+            .field("channel_id", &self.channel_id)
+            .field("forward_to", &self.forward_to)
+            .field("ws_url", &self.ws_url)
+            .field("token", &"[hidden]")
+            .field("count", &self.count)
+            .field("json", &self.json)
+            .finish()
+    }
 }
 
 /// The Standard Webhooks signature header of `body` for message `id` at `ts`, one `v1,`

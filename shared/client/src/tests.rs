@@ -205,6 +205,22 @@ fn debug_hides_the_api_key() {
     assert!(printed.contains("api.example.com"), "{printed}");
 }
 
+/// `listen`'s settings print without the channel's connect token.
+#[test]
+fn debug_hides_the_connect_token() {
+    let l = cli::Listen {
+        channel_id: "ch_1".into(),
+        forward_to: "http://localhost:3000/hook".into(),
+        ws_url: "wss://ws.example.com/prod".into(),
+        token: "tok_secret_0123456789".into(),
+        count: None,
+        json: false,
+    };
+    let printed = format!("{l:?}");
+    assert!(!printed.contains("tok_secret_0123456789"), "{printed}");
+    assert!(printed.contains("ch_1"), "{printed}");
+}
+
 /// What the command line prints for people carries no control character but line breaks.
 #[test]
 fn terminal_output_escapes_control_characters() {

@@ -82,12 +82,15 @@ pub enum MaxInFlight {
 
 impl MaxInFlight {
     /// The cap for a delivery of `tier` (`None` never comes back now that an unbounded
-    /// channel has the platform's bound; kept for the callers' shape).
+    /// channel has the platform's bound; kept for the callers' shape): a fixed cap is held
+    /// to [`tier_share`] as well.
     pub fn resolve(self, tier: Tier, consumers: TierConcurrency) -> Option<u32> {
         match self {
             Self::Auto => Some(u32::try_from(consumers.of(tier) / 2).unwrap_or(1).max(1)),
             Self::Unbounded => Some(tier_share(tier, consumers)),
-            Self::Fixed(n) => Some(n.max(1)),
+            // A channel's own cap is within the platform's bound too: no channel holds more
+            // than its share of the consumers its tier's tenants share.
+            Self::Fixed(n) => Some(n.clamp(1, tier_share(tier, consumers))),
         }
     }
 
@@ -545,6 +548,14 @@ mod tests {
         assert_eq!(MaxInFlight::Unbounded.resolve(Tier::High, c), Some(50));
         assert_eq!(MaxInFlight::Unbounded.resolve(Tier::Default, c), Some(100));
         assert_eq!(MaxInFlight::Unbounded.resolve(Tier::Bulk, c), Some(25));
+        // A cap of the channel's own is held to the same bound: a fixed 10,000 does not take
+        // a tier's consumers.
+        assert_eq!(
+            MaxInFlight::Fixed(10_000).resolve(Tier::Default, c),
+            Some(100)
+        );
+        assert_eq!(MaxInFlight::Fixed(10_000).resolve(Tier::Bulk, c), Some(25));
+        assert_eq!(MaxInFlight::Fixed(30).resolve(Tier::Default, c), Some(30));
         for c in [
             c,
             TierConcurrency::parse("high=100,default=200,bulk=50").unwrap(),

@@ -710,6 +710,22 @@ fn every_alarm_and_dashboard_line_names_a_metric_the_code_emits() {
         );
     }
     assert!(alarms >= 40, "{alarms} alarms");
+    // Every function has its `Errors` and `Throttles` alarm (docs/operations.md says so).
+    for (id, r) in res {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let id = id.as_str().unwrap();
+        for metric in ["Errors", "Throttles"] {
+            let found = res.iter().any(|(_, a)| {
+                a["Type"].as_str() == Some("AWS::CloudWatch::Alarm")
+                    && a["Properties"]["MetricName"].as_str() == Some(metric)
+                    && matches!(&a["Properties"]["Dimensions"][0]["Value"],
+                        Value::Tagged(t) if t.tag == "Ref" && t.value.as_str() == Some(id))
+            });
+            assert!(found, "{id} has no {metric} alarm");
+        }
+    }
     let body = match &res["Dashboard"]["Properties"]["DashboardBody"] {
         Value::Tagged(t) => t.value.as_str().unwrap().to_owned(),
         other => panic!("{other:?}"),

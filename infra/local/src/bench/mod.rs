@@ -42,7 +42,7 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   health       [CHANNELS] [DELIVERIES]             one health run
   pages        [N]                                 the web pages on a tenant with N failed deliveries
   ordered      [--conversations N] [--per K] [--fail P]  ordered lanes: order, throughput, others' delay
-  smoke                                            every scenario above with tiny sizes";
+  smoke                                            every scenario above but sweep and health, tiny sizes";
 
 /// Runs `bench <args>`.
 pub async fn run(args: &[String]) -> Result<(), String> {

@@ -138,7 +138,8 @@ mod tests {
     #[test]
     fn the_bound_feeds_and_stale_slots_follow_the_layout() {
         let local = TierConcurrency::default();
-        assert_eq!(slot_item_bound(MaxInFlight::Fixed(2000), local), 250);
+        // A channel's own cap is held to its tier's share (the default tier's 100 here).
+        assert_eq!(slot_item_bound(MaxInFlight::Fixed(2000), local), 13);
         assert_eq!(slot_item_bound(MaxInFlight::Auto, local), 1);
         assert_eq!(
             slot_item_bound(MaxInFlight::Unbounded, local),
@@ -148,6 +149,7 @@ mod tests {
         // A deployment's larger tiers: their bound follows.
         let deployed = TierConcurrency::parse("high=100,default=200,bulk=50").unwrap();
         assert_eq!(slot_item_bound(MaxInFlight::Unbounded, deployed), 125);
+        assert_eq!(slot_item_bound(MaxInFlight::Fixed(2000), deployed), 125);
         assert_eq!(rows_to_feed_after_attempt(16, false, 3), None);
         assert_eq!(rows_to_feed_after_attempt(24, false, 0), Some(1));
         assert_eq!(rows_to_feed_after_attempt(24, true, 0), Some(0));
