@@ -2,7 +2,10 @@
 //! tenant's external id, then `SendMessage`, `PutEvents`, `PutRecord` or `Publish` with the
 //! role's credentials. A role's session is kept (per process) until five minutes before it
 //! expires and shared by every channel that names the role; concurrent sends for a role wait
-//! for one `AssumeRole`, not one each.
+//! for one `AssumeRole`, not one each. A refused `AssumeRole` is remembered for
+//! [`FAILED_FOR`], so a tenant's broken role costs the platform one STS call a while, not one
+//! per delivery; and a tenant keeps at most [`MAX_ROLES_PER_TENANT`] roles' sessions, so no
+//! tenant's many roles push another's out.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::config::SharedInterceptor;
@@ -21,8 +24,15 @@ pub const RENEW_BEFORE: Duration = Duration::from_secs(300);
 pub const SESSION_SECONDS: i32 = 3600;
 
 /// Most roles whose sessions one process keeps; past it, expired ones are dropped first,
-/// then the map is cleared.
+/// then the least recently used.
 const MAX_ROLES: usize = 10_000;
+
+/// Most roles one tenant (its external id) has sessions kept for; past it, its own least
+/// recently used one is dropped.
+pub const MAX_ROLES_PER_TENANT: usize = 100;
+
+/// How long a refused `AssumeRole` is answered from memory.
+pub const FAILED_FOR: Duration = Duration::from_secs(30);
 
 #[derive(Clone)]
 enum Client {
@@ -38,7 +48,20 @@ struct Session {
     clients: HashMap<(String, Service), Client>,
 }
 
-type Slot = Arc<tokio::sync::Mutex<Option<Session>>>;
+/// A role's session, or why it could not be had and until when that is the answer.
+#[derive(Default)]
+struct RoleState {
+    session: Option<Session>,
+    failed: Option<(SystemTime, AwsSendError)>,
+}
+
+type Slot = Arc<tokio::sync::Mutex<RoleState>>;
+
+/// A kept slot and when it was last asked for.
+struct Kept {
+    slot: Slot,
+    used: std::time::Instant,
+}
 
 /// The AWS backend of [`TenantAws`].
 pub struct StsTenantAws {
@@ -47,7 +70,8 @@ pub struct StsTenantAws {
     /// Interceptors of the clients that send with a tenant's credentials (the request
     /// counter; not the local stack's IAM check of the platform's own policy).
     send_interceptors: Vec<SharedInterceptor>,
-    sessions: Mutex<HashMap<(String, String), Slot>>,
+    /// By (role, external id): the external id is the tenant's.
+    sessions: Mutex<HashMap<(String, String), Kept>>,
 }
 
 impl StsTenantAws {
@@ -73,19 +97,54 @@ impl StsTenantAws {
     fn slot(&self, role: &AssumedRole<'_>) -> Slot {
         let key = (role.role_arn.to_owned(), role.external_id.to_owned());
         let Ok(mut map) = self.sessions.lock() else {
-            return Arc::new(tokio::sync::Mutex::new(None));
+            return Arc::default();
         };
-        if map.len() >= MAX_ROLES && !map.contains_key(&key) {
-            let now = SystemTime::now();
-            map.retain(|_, s| {
-                s.try_lock()
-                    .map_or(true, |s| s.as_ref().is_some_and(|s| s.renew_at > now))
+        let now = std::time::Instant::now();
+        if let Some(k) = map.get_mut(&key) {
+            k.used = now;
+            return k.slot.clone();
+        }
+        // The tenant's own least recently used role makes room for its new one.
+        let own: Vec<(&(String, String), std::time::Instant)> = map
+            .iter()
+            .filter(|((_, ext), _)| ext == role.external_id)
+            .map(|(k, v)| (k, v.used))
+            .collect();
+        if own.len() >= MAX_ROLES_PER_TENANT
+            && let Some(oldest) = own
+                .iter()
+                .min_by_key(|(_, used)| *used)
+                .map(|(k, _)| (*k).clone())
+        {
+            map.remove(&oldest);
+        }
+        if map.len() >= MAX_ROLES {
+            let wall = SystemTime::now();
+            map.retain(|_, k| {
+                k.slot.try_lock().map_or(true, |s| {
+                    s.session.as_ref().is_some_and(|s| s.renew_at > wall)
+                })
             });
-            if map.len() >= MAX_ROLES {
-                map.clear();
+            while map.len() >= MAX_ROLES {
+                let Some(oldest) = map
+                    .iter()
+                    .min_by_key(|(_, k)| k.used)
+                    .map(|(k, _)| k.clone())
+                else {
+                    break;
+                };
+                map.remove(&oldest);
             }
         }
-        map.entry(key).or_default().clone()
+        let slot = Slot::default();
+        map.insert(
+            key,
+            Kept {
+                slot: slot.clone(),
+                used: now,
+            },
+        );
+        slot
     }
 
     async fn assume(&self, role: &AssumedRole<'_>) -> Result<Session, AwsSendError> {
@@ -287,14 +346,27 @@ impl TenantAws for StsTenantAws {
     ) -> Result<AwsReceipt, AwsSendError> {
         let slot = self.slot(&role);
         let client = {
-            let mut session = slot.lock().await;
-            if session
-                .as_ref()
-                .is_none_or(|s| s.renew_at <= SystemTime::now())
+            let mut state = slot.lock().await;
+            let now = SystemTime::now();
+            if let Some((until, e)) = &state.failed
+                && *until > now
             {
-                *session = Some(self.assume(&role).await?);
+                return Err(e.clone());
             }
-            let Some(s) = session.as_mut() else {
+            if state.session.as_ref().is_none_or(|s| s.renew_at <= now) {
+                match self.assume(&role).await {
+                    Ok(s) => {
+                        state.session = Some(s);
+                        state.failed = None;
+                    }
+                    Err(e) => {
+                        state.session = None;
+                        state.failed = Some((now + FAILED_FOR, e.clone()));
+                        return Err(e);
+                    }
+                }
+            }
+            let Some(s) = state.session.as_mut() else {
                 return Err(missing("no session"));
             };
             let d = message.destination;
@@ -308,8 +380,136 @@ impl TenantAws for StsTenantAws {
             )
         {
             // The session ended early (revoked): the retry takes a new one.
-            *slot.lock().await = None;
+            slot.lock().await.session = None;
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use aws_sdk_dynamodb::config::interceptors::BeforeSerializationInterceptorContextRef;
+    use aws_sdk_dynamodb::config::{ConfigBag, Intercept};
+    use converger_core::aws::{Destination, channel_config};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Counts the operations a client starts.
+    #[derive(Debug, Default, Clone)]
+    struct Started(Arc<AtomicUsize>);
+
+    impl Intercept for Started {
+        fn name(&self) -> &'static str {
+            "started"
+        }
+        fn read_before_execution(
+            &self,
+            _: &BeforeSerializationInterceptorContextRef<'_>,
+            _: &mut ConfigBag,
+        ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    /// A platform whose STS refuses every connection (nothing listens on its port).
+    fn platform(started: &Started) -> StsTenantAws {
+        let config = aws_config::SdkConfig::builder()
+            .region(aws_config::Region::new("eu-west-1"))
+            .endpoint_url("http://127.0.0.1:9")
+            .credentials_provider(aws_sdk_sts::config::SharedCredentialsProvider::new(
+                aws_sdk_sts::config::Credentials::for_tests(),
+            ))
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .retry_config(aws_config::retry::RetryConfig::disabled())
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .operation_timeout(Duration::from_secs(5))
+                    .build(),
+            )
+            .sleep_impl(aws_smithy_async::rt::sleep::default_async_sleep().unwrap())
+            .build();
+        StsTenantAws::new(&config, &[SharedInterceptor::new(started.clone())], &[])
+    }
+
+    fn destination() -> Destination {
+        channel_config(
+            Service::Sqs,
+            serde_json::json!({
+                "queue_url": "https://sqs.eu-west-1.amazonaws.com/222233334444/q",
+                "role_arn": "arn:aws:iam::222233334444:role/r",
+            })
+            .as_object()
+            .unwrap(),
+        )
+        .unwrap()
+        .destination
+    }
+
+    #[tokio::test]
+    async fn a_refused_assume_role_is_answered_from_memory_for_a_while() {
+        let started = Started::default();
+        let p = platform(&started);
+        let d = destination();
+        let m = AwsMessage {
+            destination: &d,
+            body: "{}",
+            attributes: &[],
+            detail_type: "t",
+            group_id: "g",
+            deduplication_id: "x",
+        };
+        let role = AssumedRole {
+            role_arn: "arn:aws:iam::222233334444:role/r",
+            external_id: "ext-a",
+            session_name: "cvg",
+        };
+        let first = p.send(role, &m).await.unwrap_err();
+        let second = p.send(role, &m).await.unwrap_err();
+        assert_eq!(first.stage, Stage::AssumeRole);
+        assert_eq!(first, second);
+        assert_eq!(started.0.load(Ordering::SeqCst), 1, "one STS call for both");
+        // Another tenant's role is its own.
+        let other = AssumedRole {
+            external_id: "ext-b",
+            ..role
+        };
+        let _ = p.send(other, &m).await.unwrap_err();
+        assert_eq!(started.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_tenants_many_roles_push_out_only_its_own() {
+        let started = Started::default();
+        let p = platform(&started);
+        let role = |arn: &str, ext: &str| {
+            let arn = arn.to_owned();
+            let ext = ext.to_owned();
+            move |p: &StsTenantAws| {
+                p.slot(&AssumedRole {
+                    role_arn: &arn,
+                    external_id: &ext,
+                    session_name: "cvg",
+                })
+            }
+        };
+        let quiet = role("arn:aws:iam::1:role/quiet", "ext-quiet")(&p);
+        for i in 0..(MAX_ROLES_PER_TENANT + 50) {
+            let _ = role(&format!("arn:aws:iam::2:role/r{i}"), "ext-busy")(&p);
+        }
+        let map = p.sessions.lock().unwrap();
+        let busy = map.keys().filter(|(_, e)| e == "ext-busy").count();
+        assert_eq!(busy, MAX_ROLES_PER_TENANT);
+        let kept = map
+            .get(&(
+                "arn:aws:iam::1:role/quiet".to_owned(),
+                "ext-quiet".to_owned(),
+            ))
+            .unwrap();
+        assert!(
+            Arc::ptr_eq(&kept.slot, &quiet),
+            "the quiet tenant's session stays"
+        );
     }
 }
