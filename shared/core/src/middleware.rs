@@ -40,6 +40,11 @@ pub const MAX_OPERATIONS: u64 = 100_000;
 /// thread's own CPU time, not the wall clock's, so that a busy machine does not fail a step
 /// that would pass on an idle one.
 pub const MAX_STEP_MILLIS: u64 = 100;
+/// Most wall-clock time one delivery's middleware may take, all its steps together: the CPU
+/// bound is per step and counts only the thread's own time, so on a small function (a sixth
+/// of a vCPU at 256 MB) ten steps could otherwise outlast the attempt's lease and hold up
+/// the other records of its batch.
+pub const MAX_WALL_MILLIS: u64 = 3_000;
 /// Operations between two readings of the thread's CPU time (a system call each).
 const CLOCK_EVERY_OPS: u64 = 64;
 /// Deepest nesting of function calls.
@@ -198,8 +203,38 @@ fn bounded(text: &str) -> Result<(), Invalid> {
 /// Runs `steps` over `payload` (the delivery's copy): the payload the adapter sends, or why
 /// the delivery stops. No steps: the payload as it is.
 pub fn apply(steps: &[Step], payload: Value, meta: &Meta<'_>) -> Result<Value, Halted> {
+    apply_within(steps, payload, meta, Duration::from_millis(MAX_WALL_MILLIS))
+}
+
+/// [`apply`] with every step ending by `wall` from now (of the wall clock).
+pub fn apply_within(
+    steps: &[Step],
+    payload: Value,
+    meta: &Meta<'_>,
+    wall: Duration,
+) -> Result<Value, Halted> {
+    let until = Instant::now() + wall;
+    WALL.with(|w| w.set(Some(until)));
+    let out = apply_steps(steps, payload, meta, until);
+    WALL.with(|w| w.set(None));
+    out
+}
+
+fn apply_steps(
+    steps: &[Step],
+    payload: Value,
+    meta: &Meta<'_>,
+    until: Instant,
+) -> Result<Value, Halted> {
     let mut current = payload;
     for (i, step) in steps.iter().enumerate() {
+        if Instant::now() > until {
+            return Err(Halted(format!(
+                "the middleware ran longer than {} ms before step {}",
+                MAX_WALL_MILLIS.max(1),
+                i + 1
+            )));
+        }
         let failed = |e: String| {
             Halted(format!(
                 "step {} ({}) failed: {}",
@@ -262,7 +297,12 @@ thread_local! {
     static DEADLINE: Cell<Option<Duration>> = const { Cell::new(None) };
     /// The thread's allocation count past which the running step must end.
     static ALLOC_LIMIT: Cell<Option<i64>> = const { Cell::new(None) };
+    /// The instant by which the delivery's whole middleware must end.
+    static WALL: Cell<Option<Instant>> = const { Cell::new(None) };
 }
+
+/// The token of a step stopped by the middleware's wall-clock bound: a map `#{wall: true}`.
+const WALL_KEY: &str = "wall";
 
 /// The token of a step stopped for allocating too much: a map `#{alloc: true}`.
 const ALLOC_KEY: &str = "alloc";
@@ -323,6 +363,9 @@ fn stop(err: EvalAltResult) -> Stop {
             Some(m) if m.contains_key(ALLOC_KEY) => Stop::Failed(format!(
                 "allocated more than {} MB",
                 MAX_STEP_ALLOC_BYTES >> 20
+            )),
+            Some(m) if m.contains_key(WALL_KEY) => Stop::Failed(format!(
+                "the middleware ran longer than {MAX_WALL_MILLIS} ms"
             )),
             Some(m) => Stop::Halt(m.get(HALT_KEY).map(ToString::to_string).unwrap_or_default()),
             None => Stop::Failed(format!("ran longer than {MAX_STEP_MILLIS} ms of CPU time")),
@@ -389,8 +432,15 @@ fn engine() -> &'static Engine {
                 token.insert(ALLOC_KEY.into(), Dynamic::TRUE);
                 return Some(Dynamic::from_map(token));
             }
-            let late = ops % CLOCK_EVERY_OPS == 0
-                && DEADLINE.with(Cell::get).is_some_and(|d| cpu_now() > d);
+            if ops % CLOCK_EVERY_OPS != 0 {
+                return None;
+            }
+            if WALL.with(Cell::get).is_some_and(|w| Instant::now() > w) {
+                let mut token = rhai::Map::new();
+                token.insert(WALL_KEY.into(), Dynamic::TRUE);
+                return Some(Dynamic::from_map(token));
+            }
+            let late = DEADLINE.with(Cell::get).is_some_and(|d| cpu_now() > d);
             late.then_some(Dynamic::UNIT)
         });
         e.register_fn("halt", |reason: &str| -> Result<(), Box<EvalAltResult>> {
@@ -427,6 +477,22 @@ mod tests {
 
     fn steps(v: Value) -> Vec<Step> {
         parse(&v).unwrap()
+    }
+
+    /// The delivery's middleware as a whole ends by its wall-clock bound, whatever each step's
+    /// CPU time: a busy loop is stopped inside its step, and a step never starts past it.
+    #[test]
+    fn a_deliverys_middleware_ends_by_its_wall_clock_bound() {
+        let busy = steps(json!([
+            {"type": "transform", "script": "let n = 0; for i in 0..20000 { n += 1; } payload.n = n;"},
+        ]));
+        let e = apply_within(&busy, json!({}), &meta(), Duration::ZERO)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ran longer than"), "{e}");
+        // Within the bound, the same step passes.
+        let out = apply_within(&busy, json!({}), &meta(), Duration::from_secs(30)).unwrap();
+        assert_eq!(out["n"], 20000);
     }
 
     #[test]

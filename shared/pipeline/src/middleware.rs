@@ -24,6 +24,14 @@ pub async fn transform(
     // step ends within its time bound).
     static RUNNING: tokio::sync::Semaphore =
         tokio::sync::Semaphore::const_new(middleware::MAX_STEPS_AT_ONCE);
+    // A tenant's own turn first: no tenant holds more than its share of them, so one
+    // tenant's hostile batch leaves the others theirs.
+    static TENANTS: std::sync::LazyLock<TenantTurns> =
+        std::sync::LazyLock::new(TenantTurns::default);
+    let _own = TENANTS
+        .turn(activity.tenant_id.as_str())
+        .await
+        .map_err(|e| Halted(format!("the middleware could not run: {e}")))?;
     let _turn = RUNNING
         .acquire()
         .await
@@ -60,5 +68,73 @@ pub async fn transform(
         Ok(Ok(v)) => Ok(Some(v)),
         Ok(Err(halted)) => Err(halted),
         Err(e) => Err(Halted(format!("the middleware stopped unexpectedly: {e}"))),
+    }
+}
+
+/// Middleware turns a tenant may hold at once in a process: half of all of them.
+pub const TURNS_PER_TENANT: usize = middleware::MAX_STEPS_AT_ONCE / 2;
+
+/// Each tenant's middleware turns (at most [`TURNS_PER_TENANT`] at once); a tenant's entry is
+/// dropped when it holds none.
+#[derive(Default)]
+pub struct TenantTurns {
+    by_tenant:
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Semaphore>>>,
+}
+
+impl TenantTurns {
+    /// Waits for one of `tenant`'s turns.
+    pub async fn turn(
+        &self,
+        tenant: &str,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, tokio::sync::AcquireError> {
+        let sem = match self.by_tenant.lock() {
+            Ok(mut m) => {
+                if m.len() > 1_000 {
+                    // Tenants holding no turn have nothing to keep.
+                    m.retain(|_, s| s.available_permits() < TURNS_PER_TENANT);
+                }
+                m.entry(tenant.to_owned())
+                    .or_insert_with(|| {
+                        std::sync::Arc::new(tokio::sync::Semaphore::new(TURNS_PER_TENANT))
+                    })
+                    .clone()
+            }
+            Err(_) => std::sync::Arc::new(tokio::sync::Semaphore::new(TURNS_PER_TENANT)),
+        };
+        sem.acquire_owned().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A tenant holding its share of turns waits for its own; another tenant does not.
+    #[tokio::test]
+    async fn a_tenant_holds_at_most_its_share_of_turns() {
+        let turns = TenantTurns::default();
+        let mut held = Vec::new();
+        for _ in 0..TURNS_PER_TENANT {
+            held.push(turns.turn("ten_busy").await.unwrap());
+        }
+        let more =
+            tokio::time::timeout(std::time::Duration::from_millis(50), turns.turn("ten_busy"))
+                .await;
+        assert!(more.is_err(), "a turn past the share waits");
+        let other = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            turns.turn("ten_quiet"),
+        )
+        .await;
+        assert!(other.is_ok(), "another tenant's turn does not wait");
+        held.pop();
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(50), turns.turn("ten_busy"))
+                .await
+                .is_ok(),
+            "a turn given back is taken"
+        );
     }
 }

@@ -607,43 +607,50 @@ impl Attempts<'_> {
             &channel.retry_policy,
         );
         let timeout = Duration::from_millis(policy.timeout_ms.min(policy::ADAPTER_TIMEOUT_MAX_MS));
-        // The channel's middleware works on this delivery's copy; the stored activity (and
-        // every replay) keeps the original. A halt, or a step that fails, makes no request.
-        let transformed = crate::middleware::transform(channel, activity, n)
-            .await
-            .map_err(|h| CallError::Halted(h.to_string()))?;
-        let payload = transformed.as_ref().unwrap_or(&activity.payload);
-        let env = Envelope {
-            delivery_id: d.id.as_str(),
-            tenant_id: d.tenant_id.as_str(),
-            activity_id: activity.id.as_str(),
-            conversation_id: &activity.conversation_id,
-            seq: activity.seq,
-            event_type: activity.event_type.as_deref(),
-            created_at: &activity.created_at,
-            payload,
-            channel_ids: &activity.channel_ids,
-            attempt: n,
-            replays: d.retry_count,
-            services: &self.handoff,
+        // The channel's middleware and the call, one after the other, with the lease renewed
+        // while either runs or waits (a middleware turn included); a lease lost meanwhile (a
+        // storage stall long enough for another attempt to take the delivery) ends them
+        // unrecorded.
+        let work = async {
+            // The middleware works on this delivery's copy; the stored activity (and every
+            // replay) keeps the original. A halt, or a step that fails, makes no request.
+            let transformed = crate::middleware::transform(channel, activity, n)
+                .await
+                .map_err(|h| CallError::Halted(h.to_string()))?;
+            let payload = transformed.as_ref().unwrap_or(&activity.payload);
+            let env = Envelope {
+                delivery_id: d.id.as_str(),
+                tenant_id: d.tenant_id.as_str(),
+                activity_id: activity.id.as_str(),
+                conversation_id: &activity.conversation_id,
+                seq: activity.seq,
+                event_type: activity.event_type.as_deref(),
+                created_at: &activity.created_at,
+                payload,
+                channel_ids: &activity.channel_ids,
+                attempt: n,
+                replays: d.retry_count,
+                services: &self.handoff,
+            };
+            let secrets = channel.signing_secrets(self.clock.now());
+            let target = Target {
+                channel_id: channel.id.as_str(),
+                config: &channel.config,
+                parsed: &channel.parsed_config,
+                signing_secrets: &secrets,
+                timeout,
+            };
+            // The adapter enforces its own timeout; this bound only guards against a stuck one.
+            Ok::<_, CallError>(
+                tokio::time::timeout(
+                    timeout + Duration::from_millis(policy::CALL_GRACE_MS),
+                    adapter.deliver(env, target),
+                )
+                .await,
+            )
         };
-        let secrets = channel.signing_secrets(self.clock.now());
-        let target = Target {
-            channel_id: channel.id.as_str(),
-            config: &channel.config,
-            parsed: &channel.parsed_config,
-            signing_secrets: &secrets,
-            timeout,
-        };
-        // The adapter enforces its own timeout; this bound only guards against a stuck one.
-        let call = tokio::time::timeout(
-            timeout + Duration::from_millis(policy::CALL_GRACE_MS),
-            adapter.deliver(env, target),
-        );
-        // The lease is renewed while the call runs; a lease lost meanwhile (a storage stall
-        // long enough for another attempt to take the delivery) ends the call unrecorded.
         let res = tokio::select! {
-            r = call => r,
+            r = work => r?,
             () = self.keep_lease(p) => return Err(CallError::LeaseLost),
         };
         let res = match res {
