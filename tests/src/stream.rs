@@ -30,6 +30,7 @@ pub struct Frame {
     pub next_attempt_at: Option<String>,
     pub awaiting_ack: Option<bool>,
     pub state: Option<String>,
+    pub reason: Option<String>,
     pub at: Option<String>,
 }
 
@@ -120,6 +121,19 @@ impl StreamClient {
                 return Some(serde_json::from_str(&t).unwrap_or_else(|e| {
                     panic!("a frame that is not one ({e}): {t}");
                 }));
+            }
+        }
+    }
+
+    /// Whether the server closes the connection within `wait` (frames before it are read
+    /// and dropped).
+    pub async fn closed_within(&mut self, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, self.ws.next()).await {
+                Err(_) => return false,
+                Ok(None | Some(Err(_)) | Some(Ok(Message::Close(_)))) => return true,
+                Ok(Some(Ok(_))) => {}
             }
         }
     }

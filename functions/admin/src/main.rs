@@ -7,7 +7,8 @@ use std::sync::Arc;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     converger_lambda::bootstrap::init_tracing();
-    let pipeline = Arc::new(converger_lambda::bootstrap::from_env().await?);
+    // A rotated key's live stream connections are closed through the management API.
+    let pipeline = Arc::new(converger_lambda::bootstrap::from_env_with_websockets().await?);
     let (token, session) = converger_lambda::bootstrap::admin_secrets().await?;
     let state = converger_http::AppState::new(pipeline, token).with_web(
         converger_http::web::WebConfig::from_env_with_secret(session)?,

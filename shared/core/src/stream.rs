@@ -147,7 +147,8 @@ fn text(v: &Value, k: &str) -> Option<String> {
 
 /// The frame a platform event (its `detail-type` and `detail`) becomes, if any:
 /// `delivery.status_changed` on its conversation's topic; `channel.health_changed`,
-/// `channel.circuit_opened` and `channel.circuit_closed` on `channel_health`. Other events
+/// `channel.circuit_opened`, `channel.circuit_closed`, `channel.paused` and
+/// `channel.resumed` on `channel_health`. Other events
 /// (dead letters, retries, disables) are announced by the status change they come with.
 pub fn route(detail_type: &str, detail: &Value) -> Option<Routed> {
     let tenant_id = text(detail, "tenant_id")?;
@@ -182,14 +183,19 @@ pub fn route(detail_type: &str, detail: &Value) -> Option<Routed> {
                 at: text(detail, "checked_at")?,
             },
         ),
-        "channel.circuit_opened" | "channel.circuit_closed" => (
+        "channel.circuit_opened"
+        | "channel.circuit_closed"
+        | "channel.paused"
+        | "channel.resumed" => (
             Topic::ChannelHealth,
             StreamFrame::CircuitChanged {
                 channel_id: text(detail, "channel_id")?,
-                state: if detail_type == "channel.circuit_opened" {
-                    "open"
-                } else {
-                    "closed"
+                // Every transition, the manual ones included: a pause is its own state, a
+                // resume closes the breaker.
+                state: match detail_type {
+                    "channel.circuit_opened" => "open",
+                    "channel.paused" => "paused",
+                    _ => "closed",
                 },
                 reason: text(detail, "reason").unwrap_or_default(),
                 at: text(detail, "changed_at")?,

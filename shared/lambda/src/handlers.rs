@@ -276,6 +276,9 @@ pub async fn websocket_event(
                 Err(e @ converger_pipeline::stream::StreamRefused::BadCredentials) => {
                     ws_response(401, &ws_error(ErrorCode::Unauthorized, e.to_string()))
                 }
+                Err(e @ converger_pipeline::stream::StreamRefused::TooMany(_)) => {
+                    ws_response(429, &ws_error(ErrorCode::TooManyConnections, e.to_string()))
+                }
             }
         }
         "$connect" => {

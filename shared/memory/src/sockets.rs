@@ -47,4 +47,9 @@ impl Sockets for MemSockets {
             _ => Ok(Pushed::Gone),
         }
     }
+
+    async fn close(&self, connection_id: &str) -> Result<(), SocketError> {
+        MemSockets::close(self, connection_id);
+        Ok(())
+    }
 }

@@ -110,6 +110,22 @@ impl StreamStore for MemStore {
         })
     }
 
+    async fn tenant_connections(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        wait(&self.latency, |m| m.query).await;
+        self.with(|s| {
+            s.stream_connections
+                .values()
+                .filter(|c| &c.tenant_id == tenant)
+                .take(limit)
+                .map(|c| c.connection_id.clone())
+                .collect()
+        })
+    }
+
     async fn put_stream_token(&self, hash: &str, token: &StreamToken) -> StoreResult<()> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {

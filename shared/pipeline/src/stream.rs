@@ -26,6 +26,9 @@ pub enum StreamAuth<'a> {
     Token(&'a str),
 }
 
+/// The most live stream connections one tenant has open at once.
+pub const MAX_TENANT_CONNECTIONS: usize = 500;
+
 /// Why a connection was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum StreamRefused {
@@ -33,6 +36,8 @@ pub enum StreamRefused {
     Disabled,
     #[error("invalid API key or stream token")]
     BadCredentials,
+    #[error("the tenant has {0} stream connections, the most it may have; close one first")]
+    TooMany(usize),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -91,8 +96,13 @@ impl Streams<'_> {
         self.enabled
     }
 
-    /// A new token for `tenant`'s stream, good for [`TOKEN_TTL_S`] (only its hash is kept).
-    pub async fn issue_token(&self, tenant: &TenantId) -> StoreResult<IssuedToken> {
+    /// A new token for `tenant`'s stream, good for [`TOKEN_TTL_S`] (only its hash is kept),
+    /// and only while the API key it was asked for with (`key_hash`) is the tenant's.
+    pub async fn issue_token(
+        &self,
+        tenant: &TenantId,
+        key_hash: Option<&str>,
+    ) -> StoreResult<IssuedToken> {
         let now = self.clock.now();
         let token = converger_core::secret::new_token();
         let expires = now.plus_ms(TOKEN_TTL_S * 1000);
@@ -102,6 +112,7 @@ impl Streams<'_> {
                 &StreamToken {
                     tenant_id: tenant.clone(),
                     expires_at: expires.secs(),
+                    key_hash: key_hash.map(str::to_owned),
                 },
             )
             .await?;
@@ -128,17 +139,40 @@ impl Streams<'_> {
                     .api_key_tenant(&converger_core::secret::hash_api_key(key))
                     .await?
             }
-            StreamAuth::Token(token) => self
-                .streams
-                .stream_token(&converger_core::secret::hash_api_key(token), now)
-                .await?
-                .map(|t| t.tenant_id),
+            StreamAuth::Token(token) => {
+                match self
+                    .streams
+                    .stream_token(&converger_core::secret::hash_api_key(token), now)
+                    .await?
+                {
+                    // A token asked for with a key admits while that key is the tenant's.
+                    Some(t) => match &t.key_hash {
+                        Some(k) => self
+                            .tenants
+                            .api_key_tenant(k)
+                            .await?
+                            .filter(|id| *id == t.tenant_id),
+                        None => Some(t.tenant_id),
+                    },
+                    None => None,
+                }
+            }
         };
         let Some(tenant) = tenant else {
             return Err(StreamRefused::BadCredentials);
         };
         if self.tenants.get_tenant(&tenant).await?.is_none() {
             return Err(StreamRefused::BadCredentials);
+        }
+        // A tenant's connections are capped: each costs its pushes, and a token shipped to
+        // browsers must not let anyone open thousands.
+        let open = self
+            .streams
+            .tenant_connections(&tenant, MAX_TENANT_CONNECTIONS)
+            .await?
+            .len();
+        if open >= MAX_TENANT_CONNECTIONS {
+            return Err(StreamRefused::TooMany(open));
         }
         let c = StreamConnection {
             connection_id: connection_id.to_owned(),
@@ -149,6 +183,22 @@ impl Streams<'_> {
         };
         self.streams.put_stream_connection(&c).await?;
         Ok(c)
+    }
+
+    /// Closes every stream connection of `tenant` (its API key was rotated: a connection made
+    /// with the old key, or with a token asked for with it, must not outlive it); how many.
+    pub async fn close_tenant(&self, tenant: &TenantId) -> StoreResult<usize> {
+        let ids = self
+            .streams
+            .tenant_connections(tenant, MAX_TENANT_CONNECTIONS)
+            .await?;
+        for id in &ids {
+            if let Err(e) = self.sockets.close(id).await {
+                tracing::warn!(connection_id = %id, error = %e, "stream connection not closed; forgotten");
+            }
+            self.streams.delete_stream_connection(id).await?;
+        }
+        Ok(ids.len())
     }
 
     /// `$disconnect`: the connection and its subscriptions forgotten; whether it was a stream

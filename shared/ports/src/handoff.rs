@@ -119,6 +119,10 @@ impl SocketError {
 #[async_trait]
 pub trait Sockets: Send + Sync + 'static {
     async fn post(&self, connection_id: &str, data: &[u8]) -> Result<Pushed, SocketError>;
+    /// Closes a connection (one already gone is closed).
+    async fn close(&self, _connection_id: &str) -> Result<(), SocketError> {
+        Ok(())
+    }
 }
 
 /// No WebSocket API configured: every push fails (retryable), so deliveries wait.

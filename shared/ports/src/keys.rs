@@ -173,6 +173,11 @@ pub fn subscription_key(tenant: &TenantId, topic: &str) -> String {
     format!("sub#{tenant}#{topic}")
 }
 
+/// The partition of a tenant's stream connections: one item per connection.
+pub fn tenant_connections_key(tenant: &TenantId) -> String {
+    format!("tconn#{tenant}")
+}
+
 /// The item of a stream token, by the token's hash.
 pub fn stream_token_key(hash: &str) -> String {
     format!("token#{hash}")

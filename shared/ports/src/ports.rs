@@ -501,6 +501,10 @@ pub enum EventType {
     ChannelCircuitOpened,
     /// A channel's breaker closed after a successful probe.
     ChannelCircuitClosed,
+    /// A tenant or an operator paused a channel's deliveries.
+    ChannelPaused,
+    /// A tenant or an operator resumed them (the breaker closed by hand).
+    ChannelResumed,
     /// A channel's health status changed.
     ChannelHealthChanged,
     /// A channel was disabled after failing too long.
@@ -508,12 +512,14 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 7] = [
+    pub const ALL: [EventType; 9] = [
         Self::DeliveryStatusChanged,
         Self::DeliveryDeadLettered,
         Self::DeliveryRetried,
         Self::ChannelCircuitOpened,
         Self::ChannelCircuitClosed,
+        Self::ChannelPaused,
+        Self::ChannelResumed,
         Self::ChannelHealthChanged,
         Self::ChannelDisabled,
     ];
@@ -526,6 +532,8 @@ impl EventType {
             Self::DeliveryRetried => "delivery.retried",
             Self::ChannelCircuitOpened => "channel.circuit_opened",
             Self::ChannelCircuitClosed => "channel.circuit_closed",
+            Self::ChannelPaused => "channel.paused",
+            Self::ChannelResumed => "channel.resumed",
             Self::ChannelHealthChanged => "channel.health_changed",
             Self::ChannelDisabled => "channel.disabled",
         }

@@ -26,6 +26,9 @@ pub struct StreamConnection {
 pub struct StreamToken {
     pub tenant_id: TenantId,
     pub expires_at: i64,
+    /// The hash of the API key it was asked for with: it admits only while that key is the
+    /// tenant's (`None`: a token of the operators' pages).
+    pub key_hash: Option<String>,
 }
 
 /// What a subscribe did.
@@ -71,6 +74,9 @@ pub trait StreamStore: Send + Sync + 'static {
         topic: &str,
         connection_id: &str,
     ) -> StoreResult<()>;
+    /// The connections of `tenant` (at most `limit`, any order).
+    async fn tenant_connections(&self, tenant: &TenantId, limit: usize)
+    -> StoreResult<Vec<String>>;
     /// Keeps a token (by its hash) until it expires.
     async fn put_stream_token(&self, hash: &str, token: &StreamToken) -> StoreResult<()>;
     /// The token with that hash, if it exists and has not expired at `now`.

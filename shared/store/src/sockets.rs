@@ -61,4 +61,27 @@ impl Sockets for ApiGatewaySockets {
             }
         }
     }
+
+    /// `DeleteConnection`: API Gateway closes the client's socket.
+    async fn close(&self, connection_id: &str) -> Result<(), SocketError> {
+        match self
+            .client
+            .delete_connection()
+            .connection_id(connection_id)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|se| se.is_gone_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(SocketError {
+                message: aws_sdk_apigatewaymanagement::error::DisplayErrorContext(&e).to_string(),
+                source: Some(Box::new(e)),
+            }),
+        }
+    }
 }

@@ -225,6 +225,44 @@ async fn a_browser_connects_with_a_short_lived_token_and_nothing_else_gets_in() 
     t.stop().await;
 }
 
+/// A tenant's pause and resume are transitions like any other: each is a `circuit_changed`
+/// frame on `channel_health` (`paused`, then `closed`), naming who did it.
+#[tokio::test]
+async fn a_pause_and_a_resume_stream_on_channel_health() {
+    let t = TestStack::start().await;
+    let a = t.new_tenant("default").await;
+    let rx = Receiver::always(200).await.unwrap();
+    let ch = a.webhook(&rx.url, json!({})).await.channel.id;
+    let mut s = a.stream().await;
+    assert_eq!(s.subscribe("channel_health").await.kind, "subscribed");
+    let changed = |state: &'static str| {
+        move |f: &[Frame]| {
+            f.iter()
+                .any(|f| f.kind == "circuit_changed" && f.state.as_deref() == Some(state))
+        }
+    };
+    for (action, state) in [("pause", "paused"), ("resume", "closed")] {
+        let r = a
+            .api("POST", &format!("/api/v1/channels/{ch}/{action}"), None)
+            .await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        let seen = s.until(changed(state)).await;
+        let f = seen
+            .iter()
+            .find(|f| f.kind == "circuit_changed" && f.state.as_deref() == Some(state))
+            .unwrap();
+        assert_eq!(f.channel_id.as_deref(), Some(ch.as_str()));
+        assert!(
+            f.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("tenant_api:key_")),
+            "{f:?}"
+        );
+    }
+    s.close().await;
+    t.stop().await;
+}
+
 mod emulator {
     use super::*;
 

@@ -271,12 +271,12 @@ fn random_token() -> String {
     hex::encode(b)
 }
 
-/// The functions that push to websocket clients (their template environment names the
-/// management endpoint).
+/// The functions that push to websocket clients or close them (admin: a rotated key's stream
+/// connections) through the management endpoint their template environment names.
 fn pushes(logical_id: &str) -> bool {
     matches!(
         logical_id,
-        fun::DELIVER | fun::PROBE | fun::WEBSOCKET | fun::STREAM | fun::CHANGES
+        fun::DELIVER | fun::PROBE | fun::WEBSOCKET | fun::STREAM | fun::CHANGES | fun::ADMIN
     )
 }
 

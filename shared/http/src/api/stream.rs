@@ -16,6 +16,7 @@ use super::*;
 pub(crate) async fn create_stream_token(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
+    headers: axum::http::HeaderMap,
 ) -> Result<(StatusCode, Json<views::StreamTokenView>), ApiError> {
     if !state.pipeline.streams().enabled() {
         return Err(ApiError::new(
@@ -24,7 +25,13 @@ pub(crate) async fn create_stream_token(
             "this stack has no live stream (its `LiveStream` parameter is `disabled`)",
         ));
     }
-    let t = state.pipeline.streams().issue_token(&tenant.id).await?;
+    // The token admits while the key it was asked for with is the tenant's.
+    let key = crate::auth::bearer_key(&headers).map(converger_core::secret::hash_api_key);
+    let t = state
+        .pipeline
+        .streams()
+        .issue_token(&tenant.id, key.as_deref())
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(views::StreamTokenView {

@@ -103,7 +103,7 @@ pub(super) async fn conversation_page(
         .as_ref()
         .filter(|_| state.pipeline.streams().enabled())
     {
-        Some(url) => match state.pipeline.streams().issue_token(&tenant).await {
+        Some(url) => match state.pipeline.streams().issue_token(&tenant, None).await {
             Ok(t) => Some((url.clone(), t.token)),
             Err(e) => {
                 tracing::warn!(error = %e, "no stream token for the conversation page; it polls");

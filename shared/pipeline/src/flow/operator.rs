@@ -15,8 +15,14 @@ impl FlowControl {
         use CircuitState::*;
         let now = self.clock.now();
         let t = Transition::new(&[Closed, Open, HalfOpen, Paused], Paused, now);
-        self.operator_transition(channel, actor, &t, "pause_deliveries")
-            .await
+        self.operator_transition(
+            channel,
+            actor,
+            &t,
+            "pause_deliveries",
+            converger_ports::EventType::ChannelPaused,
+        )
+        .await
     }
 
     /// Resumes a channel's deliveries (`resume_deliveries`, audited): force-closes the
@@ -26,7 +32,13 @@ impl FlowControl {
         let now = self.clock.now();
         let t = Transition::new(&[Open, HalfOpen, Paused], Closed, now).reset();
         let f = self
-            .operator_transition(channel, actor, &t, "resume_deliveries")
+            .operator_transition(
+                channel,
+                actor,
+                &t,
+                "resume_deliveries",
+                converger_ports::EventType::ChannelResumed,
+            )
             .await?;
         self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
             .await?;
@@ -35,17 +47,29 @@ impl FlowControl {
         Ok(f)
     }
 
-    /// An operator's breaker transition, audited; the flow item as it is afterwards (also
-    /// when the breaker already was where it was asked to go).
+    /// An operator's breaker transition, audited and announced (`event`, with the actor as
+    /// its reason) when it moved the breaker; the flow item as it is afterwards (also when
+    /// the breaker already was where it was asked to go).
     async fn operator_transition(
         &self,
         channel: &Channel,
         actor: &Actor,
         t: &Transition,
         action: &str,
+        event: converger_ports::EventType,
     ) -> Result<Flow, FlowError> {
         let f = match self.flows.transition(&channel.id, t).await? {
-            Some(f) => f,
+            Some(f) => {
+                self.events
+                    .publish(vec![super::circuit_event(
+                        channel,
+                        event,
+                        &actor.to_string(),
+                        t.now.ms(),
+                    )])
+                    .await;
+                f
+            }
             None => self.flows.get_flow(&channel.id).await?,
         };
         self.remember_flow(&f);

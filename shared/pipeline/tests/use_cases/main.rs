@@ -12,4 +12,5 @@ mod health;
 mod intake;
 mod lanes;
 mod shards;
+mod stream;
 mod usage;

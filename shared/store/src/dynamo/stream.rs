@@ -58,13 +58,24 @@ impl StreamStore for DynamoStore {
             s(keys::stream_connection_key(&c.connection_id)),
         );
         item.insert("sk".into(), s(ONLY));
-        self.client
+        // And its entry in its tenant's connections, as long-lived.
+        let entry = self
+            .client
+            .put_item()
+            .table_name(&self.res.stream)
+            .item("pk", s(keys::tenant_connections_key(&c.tenant_id)))
+            .item("sk", s(&c.connection_id))
+            .item("expires_at", n(c.expires_at))
+            .send();
+        let own = self
+            .client
             .put_item()
             .table_name(&self.res.stream)
             .set_item(Some(item))
-            .send()
-            .await
-            .map_err(sdk_err)?;
+            .send();
+        let (a, b) = tokio::join!(own, entry);
+        a.map_err(sdk_err)?;
+        b.map_err(sdk_err)?;
         Ok(())
     }
 
@@ -100,10 +111,12 @@ impl StreamStore for DynamoStore {
         else {
             return Ok(None);
         };
-        let drops = c.topics.iter().map(|topic| {
-            let pk = keys::subscription_key(&c.tenant_id, topic);
-            async move { self.delete_subscription_item(&pk, connection_id).await }
-        });
+        let drops = c
+            .topics
+            .iter()
+            .map(|topic| keys::subscription_key(&c.tenant_id, topic))
+            .chain([keys::tenant_connections_key(&c.tenant_id)])
+            .map(|pk| async move { self.delete_subscription_item(&pk, connection_id).await });
         for r in futures::future::join_all(drops).await {
             r?;
         }
@@ -227,17 +240,47 @@ impl StreamStore for DynamoStore {
             .await
     }
 
+    async fn tenant_connections(
+        &self,
+        tenant: &TenantId,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.res.stream)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(keys::tenant_connections_key(tenant)))
+            .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        let now_s = now_ms() / 1000;
+        Ok(out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|i| !i.contains_key("expires_at") || num(i, "expires_at") > now_s)
+            .filter_map(|mut i| match i.remove("sk") {
+                Some(AttributeValue::S(c)) => Some(c),
+                _ => None,
+            })
+            .collect())
+    }
+
     async fn put_stream_token(&self, hash: &str, token: &StreamToken) -> StoreResult<()> {
-        self.client
+        let mut req = self
+            .client
             .put_item()
             .table_name(&self.res.stream)
             .item("pk", s(keys::stream_token_key(hash)))
             .item("sk", s(ONLY))
             .item("tenant_id", s(token.tenant_id.as_str()))
-            .item("expires_at", n(token.expires_at))
-            .send()
-            .await
-            .map_err(sdk_err)?;
+            .item("expires_at", n(token.expires_at));
+        if let Some(k) = &token.key_hash {
+            req = req.item("key_hash", s(k));
+        }
+        req.send().await.map_err(sdk_err)?;
         Ok(())
     }
 
@@ -252,9 +295,14 @@ impl StreamStore for DynamoStore {
             _ => return Err(StoreError::Corrupt("stream token without a tenant".into())),
         };
         let expires_at = num(&item, "expires_at");
+        let key_hash = match item.get("key_hash") {
+            Some(AttributeValue::S(k)) => Some(k.clone()),
+            _ => None,
+        };
         Ok((expires_at > now.secs()).then_some(StreamToken {
             tenant_id: tenant,
             expires_at,
+            key_hash,
         }))
     }
 }

@@ -84,8 +84,22 @@ pub(super) async fn stream_subscriptions_follow_their_connection(backend: Backen
         Subscribed::Yes
     );
 
+    // The tenant's connections are found by tenant (a rotated key closes them).
+    let mut open = s.tenant_connections(&f.tenant.id, 10).await.unwrap();
+    open.sort();
+    assert_eq!(open, ["c1", "c2"]);
+    assert!(
+        s.tenant_connections(&other_tenant, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // A deleted connection takes its subscriptions with it.
     let gone = s.delete_stream_connection("c1").await.unwrap().unwrap();
+    assert_eq!(
+        s.tenant_connections(&f.tenant.id, 10).await.unwrap(),
+        ["c2"]
+    );
     assert_eq!(gone.topics.len(), 2);
     assert!(s.get_stream_connection("c1").await.unwrap().is_none());
     assert!(s.delete_stream_connection("c1").await.unwrap().is_none());
@@ -114,9 +128,17 @@ pub(super) async fn stream_tokens_admit_until_they_expire(backend: Backend) {
     let token = StreamToken {
         tenant_id: f.tenant.id.clone(),
         expires_at: now.secs() + 300,
+        key_hash: Some("key-hash-1".into()),
     };
     s.put_stream_token("h1", &token).await.unwrap();
     assert_eq!(s.stream_token("h1", now).await.unwrap(), Some(token));
+    // One of the operators' pages names no key.
+    let page = StreamToken {
+        key_hash: None,
+        ..s.stream_token("h1", now).await.unwrap().unwrap()
+    };
+    s.put_stream_token("h3", &page).await.unwrap();
+    assert_eq!(s.stream_token("h3", now).await.unwrap(), Some(page));
     assert_eq!(s.stream_token("h2", now).await.unwrap(), None);
     // At its expiry it no longer admits, whether or not TTL has removed it yet.
     assert_eq!(

@@ -268,12 +268,35 @@ async fn channels_pause_resume_and_tenants() {
         )
         .await;
     assert_eq!(status, 422, "{html}");
+    // A live stream client of the old key, and a token asked for with it.
+    let mut old_stream = t
+        .stream_with_key(&key)
+        .await
+        .expect("the stream admits the key");
+    let tok = t.api("POST", "/api/v1/stream/tokens", &key, None).await;
+    assert_eq!(tok.status, 201, "{:?}", tok.body);
+    let old_token = tok.body["token"].as_str().unwrap().to_owned();
     let (_, html, _) = b
         .post(
             &format!("/admin/tenants/{tenant}/rotate-key"),
             &[("_csrf", &token)],
         )
         .await;
+    // What the old key opened closes with it, and its token admits no one.
+    assert!(
+        old_stream.closed_within(Duration::from_secs(20)).await,
+        "the old key's stream connection is closed"
+    );
+    let refused = t
+        .stream_with_token(&old_token)
+        .await
+        .err()
+        .expect("the old key's token is refused");
+    assert_eq!(
+        converger_tests::stream::refused_status(&refused),
+        Some(401),
+        "{refused}"
+    );
     let at = html.find("id=\"api-key\">").unwrap() + "id=\"api-key\">".len();
     let new_key = &html[at..at + html[at..].find('<').unwrap()];
     tokio::time::sleep(Duration::from_millis(100)).await;
