@@ -260,7 +260,8 @@ impl TestStack {
             .await;
         assert_eq!(a.status, 201, "{:?}", a.body);
         let id = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
-        self.wait_delivery(key, &id, Duration::from_secs(20), settled)
+        // A bound on the wait only: a shared emulator under a full run is slow.
+        self.wait_delivery(key, &id, Duration::from_secs(60), settled)
             .await
     }
 

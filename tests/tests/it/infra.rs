@@ -15,11 +15,11 @@ use converger_tests::TestStack;
 use serde_yaml::Value;
 use std::path::PathBuf;
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn template() -> Value {
+pub(crate) fn template() -> Value {
     let text = std::fs::read_to_string(root().join("infra/template.yaml")).unwrap();
     serde_yaml::from_str(&text).unwrap()
 }
@@ -608,153 +608,6 @@ async fn receipts_are_throttled_apart_from_the_tenant_api() {
     t.stop().await;
 }
 
-/// An alarm or a dashboard line on a metric the code never emits (a misspelt name, a
-/// dimension it is not published by) stays quiet for ever: neither the emulator nor the linter
-/// can tell. Each one of the template is held to what `converger_pipeline::metrics` emits, and
-/// to the functions and queues the template has.
-#[test]
-fn every_alarm_and_dashboard_line_names_a_metric_the_code_emits() {
-    use converger_pipeline::metrics;
-    let t = template();
-    let res = t["Resources"].as_mapping().unwrap();
-    let of_type = |kind: &str| -> Vec<String> {
-        res.iter()
-            .filter(|(_, r)| r["Type"].as_str() == Some(kind))
-            .map(|(k, _)| k.as_str().unwrap().to_owned())
-            .collect()
-    };
-    let functions = of_type("AWS::Serverless::Function");
-    let queues = of_type("AWS::SQS::Queue");
-    let kinds: Vec<&str> = converger_core::ChannelType::ALL
-        .iter()
-        .map(|k| k.as_str())
-        .collect();
-    let tiers: Vec<&str> = converger_core::Tier::ALL
-        .iter()
-        .map(|k| k.as_str())
-        .collect();
-    // One metric line: namespace, name, then dimension name and value pairs (a value as the
-    // template writes it: text, or `${Logical}` / `${Logical.Attr}` naming a resource).
-    let check = |what: &str, ns: &str, name: &str, dims: &[(String, String)]| {
-        let names: Vec<&str> = dims.iter().map(|(n, _)| n.as_str()).collect();
-        let named = |v: &str| v.trim_start_matches("${").trim_end_matches('}').to_owned();
-        match ns {
-            "Converger" => {
-                assert!(metrics::ALL.contains(&name), "{what}: no metric {name}");
-                assert!(
-                    names == metrics::DIMENSIONS[..1] || names == metrics::DIMENSIONS,
-                    "{what}: {name} is not emitted by {names:?}"
-                );
-                assert!(kinds.contains(&dims[0].1.as_str()), "{what}: {dims:?}");
-                if let Some((_, tier)) = dims.get(1) {
-                    assert!(tiers.contains(&tier.as_str()), "{what}: {dims:?}");
-                }
-            }
-            "AWS/Lambda" => {
-                assert!(
-                    [
-                        "Errors",
-                        "Throttles",
-                        "Duration",
-                        "Invocations",
-                        "IteratorAge"
-                    ]
-                    .contains(&name),
-                    "{what}: {name}"
-                );
-                assert_eq!(names, ["FunctionName"], "{what}");
-                assert!(functions.contains(&named(&dims[0].1)), "{what}: {dims:?}");
-            }
-            "AWS/SQS" => {
-                assert!(
-                    [
-                        "ApproximateNumberOfMessagesVisible",
-                        "ApproximateAgeOfOldestMessage"
-                    ]
-                    .contains(&name),
-                    "{what}: {name}"
-                );
-                assert_eq!(names, ["QueueName"], "{what}");
-                let q = named(&dims[0].1);
-                assert!(
-                    queues.contains(&q.trim_end_matches(".QueueName").to_owned()),
-                    "{what}: {dims:?}"
-                );
-            }
-            other => panic!("{what}: namespace {other}"),
-        }
-    };
-    let mut alarms = 0;
-    for (id, r) in res {
-        if r["Type"].as_str() != Some("AWS::CloudWatch::Alarm") {
-            continue;
-        }
-        alarms += 1;
-        let p = &r["Properties"];
-        let value = |v: &Value| match v {
-            Value::Tagged(t) if t.tag == "Ref" => format!("${{{}}}", t.value.as_str().unwrap()),
-            Value::Tagged(t) if t.tag == "GetAtt" => format!("${{{}}}", t.value.as_str().unwrap()),
-            other => other.as_str().unwrap().to_owned(),
-        };
-        let dims: Vec<(String, String)> = p["Dimensions"]
-            .as_sequence()
-            .unwrap()
-            .iter()
-            .map(|d| (d["Name"].as_str().unwrap().to_owned(), value(&d["Value"])))
-            .collect();
-        check(
-            &format!("alarm {}", id.as_str().unwrap()),
-            p["Namespace"].as_str().unwrap(),
-            p["MetricName"].as_str().unwrap(),
-            &dims,
-        );
-    }
-    assert!(alarms >= 40, "{alarms} alarms");
-    // Every function has its `Errors` and `Throttles` alarm (docs/operations.md says so).
-    for (id, r) in res {
-        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
-            continue;
-        }
-        let id = id.as_str().unwrap();
-        for metric in ["Errors", "Throttles"] {
-            let found = res.iter().any(|(_, a)| {
-                a["Type"].as_str() == Some("AWS::CloudWatch::Alarm")
-                    && a["Properties"]["MetricName"].as_str() == Some(metric)
-                    && matches!(&a["Properties"]["Dimensions"][0]["Value"],
-                        Value::Tagged(t) if t.tag == "Ref" && t.value.as_str() == Some(id))
-            });
-            assert!(found, "{id} has no {metric} alarm");
-        }
-    }
-    let body = match &res["Dashboard"]["Properties"]["DashboardBody"] {
-        Value::Tagged(t) => t.value.as_str().unwrap().to_owned(),
-        other => panic!("{other:?}"),
-    };
-    // The body with `${...}` kept as text is JSON (the template check renders it resolved).
-    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let mut lines = 0;
-    for w in doc["widgets"].as_array().unwrap() {
-        for m in w["properties"]["metrics"].as_array().unwrap() {
-            let parts: Vec<&str> = m
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(serde_json::Value::as_str)
-                .collect();
-            if parts.is_empty() {
-                continue; // an expression
-            }
-            lines += 1;
-            let dims: Vec<(String, String)> = parts[2..]
-                .chunks(2)
-                .map(|c| (c[0].to_owned(), c[1].to_owned()))
-                .collect();
-            check(&format!("dashboard line {m}"), parts[0], parts[1], &dims);
-        }
-    }
-    assert!(lines >= 60, "{lines} dashboard lines");
-}
-
 /// Every resource the emulator's CloudFormation does not implement is made through its own
 /// service's API on the emulator (the APIs with their routes, stages and integration, the
 /// alarms, SES's configuration set, the event invoke configs, ...): each one the template
@@ -813,52 +666,4 @@ async fn every_resource_the_emulator_skips_is_made_through_its_service() {
         .count();
     assert_eq!(made_alarms, alarms);
     t.stop().await;
-}
-
-/// Each HTTP and WebSocket entry point has a concurrency of its own, a cap and a reserve, so
-/// that no door takes the others' (a tenant flooding one API cannot starve the deliver
-/// functions, nor they the API). AWS refuses a reservation that leaves fewer than 100
-/// unreserved, which the emulator does not check: at the defaults, in an account of 1,000,
-/// what is reserved leaves the deliver mappings' maximum and that minimum.
-#[test]
-fn every_entry_point_has_its_own_concurrency_within_an_accounts_quota() {
-    let t = template();
-    let default = |p: &str| -> u64 {
-        let d = &t["Parameters"][p]["Default"];
-        d.as_u64()
-            .or_else(|| d.as_str().and_then(|s| s.parse().ok()))
-            .unwrap_or_else(|| panic!("{p} has no number default"))
-    };
-    let mut reserved = 0;
-    for (f, p) in [
-        ("ApiFunction", "ApiReservedConcurrency"),
-        ("AdminFunction", "AdminReservedConcurrency"),
-        ("WebsocketFunction", "WebsocketReservedConcurrency"),
-    ] {
-        let r = &t["Resources"][f]["Properties"]["ReservedConcurrentExecutions"];
-        let Value::Tagged(tag) = r else {
-            panic!("{f}: no reserved concurrency")
-        };
-        assert!(tag.tag == "If", "{f}: {r:?}");
-        let args = tag.value.as_sequence().unwrap();
-        assert!(
-            matches!(&args[1], Value::Tagged(x) if x.tag == "Ref" && x.value.as_str() == Some(p)),
-            "{f}: {r:?}"
-        );
-        assert!(default(p) > 0, "{p} reserves nothing by default");
-        reserved += default(p);
-    }
-    reserved += 1; // the retry scheduler's
-    let deliver: u64 = [
-        "DeliverConcurrencyHigh",
-        "DeliverConcurrencyDefault",
-        "DeliverConcurrencyBulk",
-    ]
-    .iter()
-    .map(|p| default(p))
-    .sum();
-    assert!(
-        reserved + deliver + 100 <= 1000,
-        "{reserved} reserved and {deliver} deliver batches leave fewer than 100 of 1,000"
-    );
 }

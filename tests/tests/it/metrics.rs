@@ -102,3 +102,150 @@ async fn deliveries_write_the_documented_metric_lines() {
     );
     t.stop().await;
 }
+
+/// An alarm or a dashboard line on a metric the code never emits (a misspelt name, a
+/// dimension it is not published by) stays quiet for ever: neither the emulator nor the linter
+/// can tell. Each one of the template is held to what `converger_pipeline::metrics` emits, and
+/// to the functions and queues the template has.
+#[test]
+fn every_alarm_and_dashboard_line_names_a_metric_the_code_emits() {
+    use serde_yaml::Value;
+    let t = crate::infra::template();
+    let res = t["Resources"].as_mapping().unwrap();
+    let of_type = |kind: &str| -> Vec<String> {
+        res.iter()
+            .filter(|(_, r)| r["Type"].as_str() == Some(kind))
+            .map(|(k, _)| k.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let functions = of_type("AWS::Serverless::Function");
+    let queues = of_type("AWS::SQS::Queue");
+    let kinds: Vec<&str> = converger_core::ChannelType::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    let tiers: Vec<&str> = converger_core::Tier::ALL
+        .iter()
+        .map(|k| k.as_str())
+        .collect();
+    // One metric line: namespace, name, then dimension name and value pairs (a value as the
+    // template writes it: text, or `${Logical}` / `${Logical.Attr}` naming a resource).
+    let check = |what: &str, ns: &str, name: &str, dims: &[(String, String)]| {
+        let names: Vec<&str> = dims.iter().map(|(n, _)| n.as_str()).collect();
+        let named = |v: &str| v.trim_start_matches("${").trim_end_matches('}').to_owned();
+        match ns {
+            "Converger" => {
+                assert!(metrics::ALL.contains(&name), "{what}: no metric {name}");
+                assert!(
+                    names == metrics::DIMENSIONS[..1] || names == metrics::DIMENSIONS,
+                    "{what}: {name} is not emitted by {names:?}"
+                );
+                assert!(kinds.contains(&dims[0].1.as_str()), "{what}: {dims:?}");
+                if let Some((_, tier)) = dims.get(1) {
+                    assert!(tiers.contains(&tier.as_str()), "{what}: {dims:?}");
+                }
+            }
+            "AWS/Lambda" => {
+                assert!(
+                    [
+                        "Errors",
+                        "Throttles",
+                        "Duration",
+                        "Invocations",
+                        "IteratorAge"
+                    ]
+                    .contains(&name),
+                    "{what}: {name}"
+                );
+                assert_eq!(names, ["FunctionName"], "{what}");
+                assert!(functions.contains(&named(&dims[0].1)), "{what}: {dims:?}");
+            }
+            "AWS/SQS" => {
+                assert!(
+                    [
+                        "ApproximateNumberOfMessagesVisible",
+                        "ApproximateAgeOfOldestMessage"
+                    ]
+                    .contains(&name),
+                    "{what}: {name}"
+                );
+                assert_eq!(names, ["QueueName"], "{what}");
+                let q = named(&dims[0].1);
+                assert!(
+                    queues.contains(&q.trim_end_matches(".QueueName").to_owned()),
+                    "{what}: {dims:?}"
+                );
+            }
+            other => panic!("{what}: namespace {other}"),
+        }
+    };
+    let mut alarms = 0;
+    for (id, r) in res {
+        if r["Type"].as_str() != Some("AWS::CloudWatch::Alarm") {
+            continue;
+        }
+        alarms += 1;
+        let p = &r["Properties"];
+        let value = |v: &Value| match v {
+            Value::Tagged(t) if t.tag == "Ref" => format!("${{{}}}", t.value.as_str().unwrap()),
+            Value::Tagged(t) if t.tag == "GetAtt" => format!("${{{}}}", t.value.as_str().unwrap()),
+            other => other.as_str().unwrap().to_owned(),
+        };
+        let dims: Vec<(String, String)> = p["Dimensions"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|d| (d["Name"].as_str().unwrap().to_owned(), value(&d["Value"])))
+            .collect();
+        check(
+            &format!("alarm {}", id.as_str().unwrap()),
+            p["Namespace"].as_str().unwrap(),
+            p["MetricName"].as_str().unwrap(),
+            &dims,
+        );
+    }
+    assert!(alarms >= 40, "{alarms} alarms");
+    // Every function has its `Errors` and `Throttles` alarm (docs/operations.md says so).
+    for (id, r) in res {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let id = id.as_str().unwrap();
+        for metric in ["Errors", "Throttles"] {
+            let found = res.iter().any(|(_, a)| {
+                a["Type"].as_str() == Some("AWS::CloudWatch::Alarm")
+                    && a["Properties"]["MetricName"].as_str() == Some(metric)
+                    && matches!(&a["Properties"]["Dimensions"][0]["Value"],
+                        Value::Tagged(t) if t.tag == "Ref" && t.value.as_str() == Some(id))
+            });
+            assert!(found, "{id} has no {metric} alarm");
+        }
+    }
+    let body = match &res["Dashboard"]["Properties"]["DashboardBody"] {
+        Value::Tagged(t) => t.value.as_str().unwrap().to_owned(),
+        other => panic!("{other:?}"),
+    };
+    // The body with `${...}` kept as text is JSON (the template check renders it resolved).
+    let doc: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let mut lines = 0;
+    for w in doc["widgets"].as_array().unwrap() {
+        for m in w["properties"]["metrics"].as_array().unwrap() {
+            let parts: Vec<&str> = m
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(serde_json::Value::as_str)
+                .collect();
+            if parts.is_empty() {
+                continue; // an expression
+            }
+            lines += 1;
+            let dims: Vec<(String, String)> = parts[2..]
+                .chunks(2)
+                .map(|c| (c[0].to_owned(), c[1].to_owned()))
+                .collect();
+            check(&format!("dashboard line {m}"), parts[0], parts[1], &dims);
+        }
+    }
+    assert!(lines >= 60, "{lines} dashboard lines");
+}
