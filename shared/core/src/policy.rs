@@ -97,6 +97,11 @@ pub const WATCH_DELAY_S: u32 = 15;
 /// replay frames in a loop pushes each waiting delivery once per interval, not once a frame.
 pub const SOCKET_REPLAY_INTERVAL_MS: i64 = 2_000;
 
+/// How long a replay holds its connection's turn while it runs: the next may begin an
+/// interval after it ends (`end_replay`), or after this and an interval if its instance
+/// died. One replay at a time on a connection, whichever instance each frame reaches.
+pub const SOCKET_REPLAY_RUN_MS: i64 = 30_000;
+
 /// How long a connection whose last replay began at `last` waits at `now_ms` before it may
 /// begin another (at most the interval); `None` when it may now. Both backends apply it
 /// (DynamoDB as the update's condition).

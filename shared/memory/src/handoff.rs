@@ -91,10 +91,19 @@ impl HandoffStore for MemStore {
             Some(c)
                 if converger_core::policy::socket_replay_wait_ms(c.replay_at, now_ms).is_none() =>
             {
-                c.replay_at = Some(now_ms);
+                c.replay_at = Some(now_ms + converger_core::policy::SOCKET_REPLAY_RUN_MS);
                 None
             }
             Some(c) => c.replay_at,
+        })
+    }
+
+    async fn end_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<()> {
+        wait(&self.latency, |m| m.write).await;
+        self.with(|s| {
+            if let Some(c) = s.connections.get_mut(connection_id) {
+                c.replay_at = Some(now_ms);
+            }
         })
     }
 

@@ -395,8 +395,12 @@ impl Handoff<'_> {
                     e["retry_after_ms"] = json!(wait_ms);
                     return Ok(e);
                 }
-                let n = self.socket_replay(&conn).await?;
-                Ok(json!({"type": "replayed", "count": n}))
+                // One at a time: the turn is held until this one ends, whatever it ends with.
+                let n = self.socket_replay(&conn).await;
+                self.handoffs
+                    .end_replay(&conn.connection_id, self.clock.now_ms())
+                    .await?;
+                Ok(json!({"type": "replayed", "count": n?}))
             }
             _ => Ok(socket_error(
                 "unknown_action",

@@ -78,9 +78,13 @@ pub trait HandoffStore: Send + Sync + 'static {
     async fn delete_connection(&self, connection_id: &str) -> StoreResult<Option<Connection>>;
     async fn get_connection(&self, connection_id: &str) -> StoreResult<Option<Connection>>;
     /// Begins a replay on a connection at `now_ms` unless `core::policy::socket_replay_wait_ms`
-    /// says to wait: `None` when it began, else when the last one began (`i64::MAX` for a
-    /// connection that is gone).
+    /// says to wait: `None` when it began (holding the connection's turn until `now_ms +
+    /// SOCKET_REPLAY_RUN_MS`), else the time the wait runs from (`i64::MAX` for a connection
+    /// that is gone).
     async fn begin_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<Option<i64>>;
+    /// The replay that began on a connection ended at `now_ms`: the next may begin an interval
+    /// after it.
+    async fn end_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<()>;
     /// A channel's connections (at most 100).
     async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>>;
 }

@@ -165,7 +165,10 @@ impl HandoffStore for DynamoStore {
         // last replay began.
         let since = now_ms.saturating_sub(converger_core::policy::SOCKET_REPLAY_INTERVAL_MS);
         let u = Update::new()
-            .set("replay_at", n(now_ms))
+            .set(
+                "replay_at",
+                n(now_ms + converger_core::policy::SOCKET_REPLAY_RUN_MS),
+            )
             .when_exists("connection_id")
             .when_cmp("replay_at", Cmp::Le, n(since), true);
         let req = u.apply(
@@ -179,6 +182,27 @@ impl HandoffStore for DynamoStore {
             Conditional::Applied(_) => None,
             Conditional::Refused(c) => Some(c.and_then(|c| c.replay_at).unwrap_or(i64::MAX)),
         })
+    }
+
+    async fn end_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<()> {
+        let u = Update::new()
+            .set("replay_at", n(now_ms))
+            .when_exists("connection_id");
+        let r = u
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.connections)
+                    .key("connection_id", s(connection_id)),
+            )
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            // Gone meanwhile: nothing to end.
+            Err(e) if is_update_conditional(&e) => Ok(()),
+            Err(e) => Err(sdk_err(e)),
+        }
     }
 
     async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>> {

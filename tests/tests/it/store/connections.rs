@@ -40,13 +40,36 @@ pub(super) async fn connections_are_found_by_channel(b: Backend) {
             .channel_id,
         other
     );
-    // One replay per interval on a connection: the second within it is refused with when the
-    // first began, one after it begins.
+    // One replay at a time on a connection, and one per interval: a replay holds the turn
+    // while it runs (however long past the interval), the next begins an interval after it
+    // ended.
+    use converger_core::policy::{SOCKET_REPLAY_INTERVAL_MS, SOCKET_REPLAY_RUN_MS};
     let t0 = time::now_ms();
     assert_eq!(f.store.begin_replay("B2=", t0).await.unwrap(), None);
-    assert_eq!(f.store.begin_replay("B2=", t0 + 1).await.unwrap(), Some(t0));
-    let later = t0 + converger_core::policy::SOCKET_REPLAY_INTERVAL_MS;
+    assert_eq!(
+        f.store.begin_replay("B2=", t0 + 1).await.unwrap(),
+        Some(t0 + SOCKET_REPLAY_RUN_MS)
+    );
+    let running = t0 + 3 * SOCKET_REPLAY_INTERVAL_MS;
+    assert!(
+        f.store
+            .begin_replay("B2=", running)
+            .await
+            .unwrap()
+            .is_some(),
+        "a replay still running holds the turn"
+    );
+    f.store.end_replay("B2=", running).await.unwrap();
+    assert!(
+        f.store
+            .begin_replay("B2=", running + 1)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let later = running + SOCKET_REPLAY_INTERVAL_MS;
     assert_eq!(f.store.begin_replay("B2=", later).await.unwrap(), None);
+    f.store.end_replay("B2=", later).await.unwrap();
     assert_eq!(
         f.store.begin_replay("B2=", later).await.unwrap(),
         Some(later)
