@@ -25,10 +25,22 @@ pub struct TenantView {
     /// How many partitions its delivery listings are spread over (the tier's default unless
     /// an operator raised it; see docs/scaling.md).
     pub delivery_shards: u32,
+    /// The listing shards its load was granted beyond `delivery_shards` (see docs/scaling.md),
+    /// while the grant holds: how many, and until when.
+    #[serde(default)]
+    pub listing_shards_granted: Option<ShardGrantView>,
     /// The SES identities its email channels may send from (set by an operator).
     pub email_senders: Vec<String>,
     /// The SES tenant its email is sent on behalf of (set by an operator), if any.
     pub ses_tenant: Option<String>,
+}
+
+/// Listing shards granted to a tenant by its load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ShardGrantView {
+    pub shards: u32,
+    /// When the grant lapses unless the load renews it (RFC 3339).
+    pub until: String,
 }
 
 /// `defaults`: each tier's API rate limit (the tenant's unless overridden).
@@ -43,6 +55,14 @@ pub fn tenant(t: &Tenant, defaults: &converger_core::api_limit::Defaults) -> Ten
         api_rate_limit: t.api_limit(defaults).to_string(),
         api_rate_limit_overridden: t.api_rate_limit.is_some(),
         delivery_shards: t.delivery_shards(),
+        listing_shards_granted: t
+            .shard_grants
+            .latest
+            .filter(|g| g.holds(converger_core::time::now_ms()) && g.shards > t.delivery_shards())
+            .map(|g| ShardGrantView {
+                shards: g.shards,
+                until: converger_core::time::ms_to_rfc3339(g.until_ms),
+            }),
         email_senders: t.email_senders.clone(),
         ses_tenant: t.ses_tenant.clone(),
     }

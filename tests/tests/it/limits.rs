@@ -161,6 +161,37 @@ mod emulator {
             .await;
         let ch_id = ch["id"].as_str().unwrap().to_owned();
         let mut ids = t.activities(&key, &ch_id, 6, 6).await;
+        // No load, no grant; a grant the load made is shown while it holds.
+        let seen = t.admin_get(&format!("/admin/api/tenants/{tenant}")).await;
+        assert_eq!(
+            seen.body["listing_shards_granted"],
+            serde_json::Value::Null,
+            "{:?}",
+            seen.body
+        );
+        let now = converger_core::time::now_ms();
+        let grant = converger_core::shards::Grant {
+            shards: 32,
+            from_ms: now,
+            until_ms: now + 60_000,
+        };
+        let tid = converger_core::TenantId::parse(&tenant).unwrap();
+        assert!(
+            t.stack
+                .store
+                .write_shard_grants(
+                    &tid,
+                    &converger_ports::ShardGrants::default().with(grant, now, 86_400_000)
+                )
+                .await
+                .unwrap()
+        );
+        let seen = t.admin_get(&format!("/admin/api/tenants/{tenant}")).await;
+        assert_eq!(
+            seen.body["listing_shards_granted"]["shards"], 32,
+            "{:?}",
+            seen.body
+        );
         let a = admin(json!({"delivery_shards": 16})).await;
         assert_eq!(
             (a.status, a.body["delivery_shards"].as_u64()),
