@@ -352,6 +352,7 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
     let line = bench::hot_tenant::run(bench::hot_tenant::Options {
         seconds: 2,
         scale: 100.0,
+        changes_everywhere: false,
         ..bench::hot_tenant::Options::default()
     })
     .await

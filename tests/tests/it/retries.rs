@@ -460,14 +460,15 @@ mod emulator {
         let t = TestStack::with(|o| {
             o.backend = Backend::Emulator;
             o.sweep_period = converger_local::Every::Never;
-            o.config.lease_slice = Duration::from_secs(2);
+            // A slice with room for a slow emulator's renewal write (renewed at its half).
+            o.config.lease_slice = Duration::from_secs(4);
             o.config.reclaim_interval = Duration::from_millis(500);
         })
         .await;
         let rx = Receiver::always(200).await.unwrap();
-        rx.set_fallback(converger_tests::Reply::status(200).delay(Duration::from_secs(5)));
+        rx.set_fallback(converger_tests::Reply::status(200).delay(Duration::from_secs(9)));
         let (_, key) = t.tenant("default").await;
-        let ch = t.webhook(&key, &rx.url, json!({"timeout_ms": 10000})).await;
+        let ch = t.webhook(&key, &rx.url, json!({"timeout_ms": 15000})).await;
         let started = time::now_ms();
         let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
         let did = converger_core::DeliveryId::parse(&id).unwrap();
@@ -475,12 +476,12 @@ mod emulator {
         let watch = tokio::spawn(async move {
             sweeper
                 .sweeper()
-                .sweep_and_watch(Duration::from_secs(7))
+                .sweep_and_watch(Duration::from_secs(11))
                 .await
         });
         let store = &t.stack.store;
         let mut latest = 0;
-        for _ in 0..60 {
+        for _ in 0..100 {
             let row = store.get_delivery(&did).await.unwrap().unwrap();
             if row.status != converger_core::DeliveryStatus::Pending {
                 break;
@@ -489,8 +490,8 @@ mod emulator {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert!(
-            latest - started > 4_000,
-            "the 2 s lease was renewed during the 5 s call (last end {} ms after the start)",
+            latest - started > 8_000,
+            "the 4 s lease was renewed during the 9 s call (last end {} ms after the start)",
             latest - started
         );
         let row = t

@@ -206,6 +206,7 @@ pub async fn smoke() -> Result<(), String> {
         seconds: 2,
         scale: 100.0,
         rate_limited: 0,
+        changes_everywhere: false,
         ..hot_tenant::Options::default()
     })
     .await?;
