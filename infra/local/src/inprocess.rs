@@ -229,9 +229,11 @@ impl InProcess {
             }));
         }
         if limits.changes {
-            tasks.push(crate::stack::changes::spawn_memory_sharded(
+            tasks.push(crate::stack::changes::spawn_memory(
                 store.clone(),
                 pipeline.clone(),
+                None,
+                crate::stack::changes::Progress::default(),
                 CHANGES_SHARDS,
                 stop.clone(),
             ));

@@ -81,6 +81,8 @@ fn cpu_now() -> Duration {
 /// Most steps running at once in one process: each may hold up to [`MAX_STEP_ALLOC_BYTES`]
 /// (twice that at its peak), so a batch of hostile scripts stays far inside a 256 MB function.
 pub const MAX_STEPS_AT_ONCE: usize = 4;
+/// Most of them one tenant holds at once: a tenant's hostile batch leaves the others theirs.
+pub const MAX_STEPS_AT_ONCE_PER_TENANT: usize = MAX_STEPS_AT_ONCE / 2;
 
 /// Bytes this thread holds, by the process's counting allocator (`converger-alloc`).
 fn allocated() -> i64 {
@@ -215,7 +217,7 @@ pub fn apply_within(
 ) -> Result<Value, Halted> {
     let until = Instant::now() + wall;
     WALL.with(|w| w.set(Some(until)));
-    let out = apply_steps(steps, payload, meta, until);
+    let out = apply_steps(steps, payload, meta, until, wall);
     WALL.with(|w| w.set(None));
     out
 }
@@ -225,13 +227,14 @@ fn apply_steps(
     payload: Value,
     meta: &Meta<'_>,
     until: Instant,
+    wall: Duration,
 ) -> Result<Value, Halted> {
     let mut current = payload;
     for (i, step) in steps.iter().enumerate() {
         if Instant::now() > until {
             return Err(Halted(format!(
                 "the middleware ran longer than {} ms before step {}",
-                MAX_WALL_MILLIS.max(1),
+                wall.as_millis(),
                 i + 1
             )));
         }

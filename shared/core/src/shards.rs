@@ -7,8 +7,11 @@
 //! [`SHARD_RATE`] deliveries a second at a quarter of a partition's 1,000 write units: the
 //! margin covers the minute a rate takes to be seen and the tenant caches that take a grant
 //! to every writer. A tenant past its shards' rate gets a *grant*: more shards for
-//! [`GRANT_MS`], renewed while the rate holds, lapsing by itself when it falls, so a quiet
-//! tenant never pays for a busy hour's fan-out and nothing has to take shards away.
+//! [`GRANT_MS`], renewed while the rate holds, lapsing by itself when it falls: nothing has
+//! to take shards away, a tenant that never needed more never has more, and once a grant
+//! lapses its deliveries are written to the tenant's own shards again. A listing reads a
+//! granted shard only where the grants' span meets the page ([`read_shards`]): rows placed
+//! under a grant may be there until they expire.
 
 /// Deliveries a second one listing shard takes before more are granted.
 pub const SHARD_RATE: f64 = 250.0;
@@ -63,6 +66,12 @@ impl Grant {
         self.from_ms <= ms && ms < self.until_ms
     }
 
+    /// `current`, if it is in force at `now_ms` for a tenant with `own` shards (it holds,
+    /// and gives more than the tenant's own).
+    pub fn in_force(current: Option<&Grant>, own: u32, now_ms: i64) -> Option<&Grant> {
+        current.filter(|g| g.holds(now_ms) && g.shards > own)
+    }
+
     /// The grant that follows `current` (the one in force, or lapsed) when `rate` is seen
     /// at `now_ms` by a tenant with `own` shards, at `per_shard` a shard: a new or larger
     /// one, the same renewed when it ends within [`RENEW_BEFORE_MS`] and the rate still
@@ -74,7 +83,7 @@ impl Grant {
         now_ms: i64,
         per_shard: f64,
     ) -> Option<Grant> {
-        let live = current.filter(|g| g.holds(now_ms) && g.shards > own);
+        let live = Self::in_force(current, own, now_ms);
         let have = live.map_or(own, |g| g.shards);
         if let Some(shards) = wanted(rate, have, per_shard) {
             return Some(Grant {
@@ -101,6 +110,75 @@ impl Grant {
             until_ms: self.until_ms.max(other.until_ms),
         }
     }
+}
+
+/// A delivery's hold on a granted listing shard: until `until_ms`, then shard `then` (one of
+/// its tenant's own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Lease {
+    pub until_ms: i64,
+    pub then: u32,
+}
+
+/// Where a delivery is listed: its shard, and its lease when that shard is a granted one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub shard: u32,
+    pub lease: Option<Lease>,
+}
+
+/// Where a delivery whose id hashes to `hash` is listed when it is created at `now_ms` by a
+/// tenant with `own` shards whose latest grant is `latest`: over the granted shards while the
+/// grant is in force, else over its own.
+pub fn place(hash: u32, own: u32, latest: Option<&Grant>, now_ms: i64) -> Place {
+    let own = own.clamp(1, MAX_SHARDS);
+    match Grant::in_force(latest, own, now_ms) {
+        Some(g) => {
+            let shard = hash % g.shards.min(MAX_SHARDS);
+            Place {
+                shard,
+                lease: (shard >= own).then_some(Lease {
+                    until_ms: g.until_ms,
+                    then: hash % own,
+                }),
+            }
+        }
+        None => Place {
+            shard: hash % own,
+            lease: None,
+        },
+    }
+}
+
+/// The shard an entry of a delivery placed at `shard` (with `lease`) goes to when it changes
+/// at `at_ms` (read only for a leased one): its granted shard until the lease ends, its own
+/// after (so a granted shard holds only entries changed within the grants' span).
+pub fn shard_at(shard: u32, lease: Option<Lease>, at_ms: impl FnOnce() -> Option<i64>) -> u32 {
+    match lease {
+        Some(l) if at_ms().is_some_and(|at| at >= l.until_ms) => l.then,
+        _ => shard,
+    }
+}
+
+/// The listing shards that may hold an entry changed within `lo_ms..=hi_ms` (either end
+/// open) for a tenant with `own` shards and grants spanning `span`: its own, and the granted
+/// ones only where the span (widened by [`SKEW_MS`]) meets the range.
+pub fn read_shards(
+    own: u32,
+    span: Option<&Grant>,
+    lo_ms: Option<i64>,
+    hi_ms: Option<i64>,
+) -> Vec<u32> {
+    let own = own.clamp(1, MAX_SHARDS);
+    let mut v: Vec<u32> = (0..own).collect();
+    if let Some(span) = span.filter(|s| s.shards > own) {
+        let meets = hi_ms.is_none_or(|h| h >= span.from_ms - SKEW_MS)
+            && lo_ms.is_none_or(|l| l <= span.until_ms + SKEW_MS);
+        if meets {
+            v.extend(own..span.shards.min(MAX_SHARDS));
+        }
+    }
+    v
 }
 
 #[cfg(test)]
@@ -144,6 +222,51 @@ mod tests {
         // Lapsed: a new one starts now.
         let again = Grant::next(Some(&g), 2, 2_000.0, GRANT_MS + 5, SHARD_RATE).unwrap();
         assert_eq!(again.from_ms, GRANT_MS + 5);
+    }
+
+    #[test]
+    fn a_delivery_is_placed_over_a_grant_in_force_and_moves_home_after_it() {
+        let g = Grant {
+            shards: 8,
+            from_ms: 0,
+            until_ms: 1_000,
+        };
+        // Hash 13: shard 5 of 8 (granted), 1 of its own 2 after.
+        let p = place(13, 2, Some(&g), 10);
+        assert_eq!(p.shard, 5);
+        assert_eq!(
+            p.lease,
+            Some(Lease {
+                until_ms: 1_000,
+                then: 1
+            })
+        );
+        assert_eq!(shard_at(p.shard, p.lease, || Some(999)), 5);
+        assert_eq!(shard_at(p.shard, p.lease, || Some(1_000)), 1);
+        // One of its own shards, or no grant in force: no lease, the time never read.
+        assert_eq!(place(9, 2, Some(&g), 10).lease, None);
+        assert_eq!(
+            place(13, 2, Some(&g), 1_000),
+            Place {
+                shard: 1,
+                lease: None
+            }
+        );
+        assert_eq!(shard_at(3, None, || unreachable!()), 3);
+        // Read: own shards always, the granted ones where the span meets the range.
+        assert_eq!(
+            read_shards(2, Some(&g), None, None),
+            (0..8).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            read_shards(2, Some(&g), None, Some(-SKEW_MS - 1)),
+            vec![0, 1]
+        );
+        assert_eq!(
+            read_shards(2, Some(&g), Some(1_000 + SKEW_MS + 1), None),
+            vec![0, 1]
+        );
+        assert_eq!(read_shards(16, Some(&g), None, None).len(), 16);
     }
 
     #[test]

@@ -9,6 +9,11 @@ use serde_json::Value;
 
 /// Most topics one connection follows at once.
 pub const MAX_TOPICS: usize = 20;
+
+/// Most live stream connections one tenant has open at once (each costs its pushes, and a
+/// token shipped to browsers must not let anyone open thousands). Counted at `$connect`, so
+/// connections made at the same instant may pass it by a few.
+pub const MAX_TENANT_CONNECTIONS: usize = 500;
 /// How long a stream token is good for (seconds): long enough for a page to connect and
 /// reconnect, short enough that one left in a browser's history is worthless.
 pub const TOKEN_TTL_S: i64 = 300;

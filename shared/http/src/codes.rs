@@ -51,7 +51,7 @@ error_codes! {
     AdminDisabled = "admin_disabled", 403, "The admin API has no token configured.";
     IpNotAllowed = "ip_not_allowed", 403, "The caller's address is not in the admin API's IP allowlist.";
     RateLimited = "rate_limited", 429, "The API key's request rate is over its limit; `retry-after` says when to try again.";
-    TooManyConnections = "too_many_connections", 429, "The tenant has as many live stream connections open as it may (500); close one first.";
+    TooManyConnections = "too_many_connections", 429, "The tenant has as many live stream connections open as it may; close one first.";
     // What was asked for.
     NotFound = "not_found", 404, "No such resource for this caller (another tenant's ids answer this too).";
     NoRoute = "no_route", 404, "No such path.";

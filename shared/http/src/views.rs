@@ -55,14 +55,12 @@ pub fn tenant(t: &Tenant, defaults: &converger_core::api_limit::Defaults) -> Ten
         api_rate_limit: t.api_limit(defaults).to_string(),
         api_rate_limit_overridden: t.api_rate_limit.is_some(),
         delivery_shards: t.delivery_shards(),
-        listing_shards_granted: t
-            .shard_grants
-            .latest
-            .filter(|g| g.holds(converger_core::time::now_ms()) && g.shards > t.delivery_shards())
-            .map(|g| ShardGrantView {
+        listing_shards_granted: t.shard_grant_at(converger_core::time::now_ms()).map(|g| {
+            ShardGrantView {
                 shards: g.shards,
                 until: converger_core::time::ms_to_rfc3339(g.until_ms),
-            }),
+            }
+        }),
         email_senders: t.email_senders.clone(),
         ses_tenant: t.ses_tenant.clone(),
     }

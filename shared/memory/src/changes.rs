@@ -37,12 +37,11 @@ impl StreamCounters for MemStore {
             }
         }
         self.with(|s| s.marks.insert(at, mark.last.clone()))?;
+        // The counter as the write left it, as DynamoDB returns it with the write (no read).
         let created = match add {
-            CounterAdd::Usage { key, counts } if counts.created != 0 => self
-                .read_usage(std::slice::from_ref(key))
-                .await?
-                .first()
-                .map(|c| c.created),
+            CounterAdd::Usage { key, counts } if counts.created != 0 => {
+                self.with(|s| s.usage.get(&key.key()).map(|c| c.created))?
+            }
             _ => None,
         };
         Ok(Marked::Applied { created })

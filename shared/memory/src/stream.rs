@@ -116,10 +116,13 @@ impl StreamStore for MemStore {
         limit: usize,
     ) -> StoreResult<Vec<String>> {
         wait(&self.latency, |m| m.query).await;
+        let now = converger_core::time::now_ms();
         self.with(|s| {
             s.stream_connections
                 .values()
                 .filter(|c| &c.tenant_id == tenant)
+                // As DynamoDB's TTL deletion lags, an expired one is read as gone.
+                .filter(|c| !converger_core::time::expired(Some(c.expires_at), now))
                 .take(limit)
                 .map(|c| c.connection_id.clone())
                 .collect()

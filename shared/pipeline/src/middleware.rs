@@ -71,11 +71,14 @@ pub async fn transform(
     }
 }
 
-/// Middleware turns a tenant may hold at once in a process: half of all of them.
-pub const TURNS_PER_TENANT: usize = middleware::MAX_STEPS_AT_ONCE / 2;
+/// Middleware turns a tenant may hold at once in a process (a core rule).
+pub const TURNS_PER_TENANT: usize = middleware::MAX_STEPS_AT_ONCE_PER_TENANT;
 
-/// Each tenant's middleware turns (at most [`TURNS_PER_TENANT`] at once); a tenant's entry is
-/// dropped when it holds none.
+/// Tenants past which those holding no turn are forgotten (bounds the map).
+const KEPT_TENANTS: usize = 1_000;
+
+/// Each tenant's middleware turns (at most [`TURNS_PER_TENANT`] at once); once more than
+/// [`KEPT_TENANTS`] are known, the entries of those holding none are dropped.
 #[derive(Default)]
 pub struct TenantTurns {
     by_tenant:
@@ -90,7 +93,7 @@ impl TenantTurns {
     ) -> Result<tokio::sync::OwnedSemaphorePermit, tokio::sync::AcquireError> {
         let sem = match self.by_tenant.lock() {
             Ok(mut m) => {
-                if m.len() > 1_000 {
+                if m.len() > KEPT_TENANTS {
                     // Tenants holding no turn have nothing to keep.
                     m.retain(|_, s| s.available_permits() < TURNS_PER_TENANT);
                 }

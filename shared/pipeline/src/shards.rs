@@ -55,8 +55,8 @@ impl ShardGrowth<'_> {
                 now,
             );
             tracing::debug!(tenant_id = %c.tenant, created = c.created, rate, per_shard = self.per_shard, "tenant rate");
-            // One shard carries it: no tenant has fewer, nothing to read.
-            if rate <= self.per_shard {
+            // What one shard carries needs no more: no tenant has fewer, nothing to read.
+            if converger_core::shards::wanted(rate, 1, self.per_shard).is_none() {
                 continue;
             }
             match self.follow_one(&c.tenant, rate, now).await {

@@ -61,6 +61,7 @@ pub struct Tenants<'p> {
     pub(crate) audit_log: &'p dyn converger_ports::AuditStore,
     pub(crate) adapters: &'p converger_adapters::Adapters,
     pub(crate) cache: &'p crate::cache::ChannelCache,
+    pub(crate) streams: crate::stream::Streams<'p>,
 }
 
 impl<'p> Tenants<'p> {
@@ -74,6 +75,7 @@ impl<'p> Tenants<'p> {
             audit_log: &*p.store,
             adapters: &p.adapters,
             cache: &p.cache,
+            streams: crate::stream::Streams::of(p),
         }
     }
 }
@@ -313,13 +315,26 @@ impl Tenants<'_> {
     }
 
     /// Gives a tenant a new API key and retires the old one; `None` if there is no such
-    /// tenant.
+    /// tenant. What the old key opened closes with it: the tenant's live stream connections
+    /// (a failure to close them is logged; the key is rotated).
     pub async fn rotate_api_key(&self, tenant: &TenantId) -> Result<Option<String>, StoreError> {
         let key = new_api_key();
-        Ok(self
+        if !self
             .accounts
             .rotate_api_key(tenant, &hash_api_key(&key))
             .await?
-            .then_some(key))
+        {
+            return Ok(None);
+        }
+        match self.streams.close_tenant(tenant).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::info!(tenant_id = %tenant, closed = n, "stream connections of the old key closed")
+            }
+            Err(e) => {
+                tracing::warn!(tenant_id = %tenant, error = %e, "stream connections not closed")
+            }
+        }
+        Ok(Some(key))
     }
 }

@@ -361,7 +361,20 @@ impl TenantAws for StsTenantAws {
                     }
                     Err(e) => {
                         state.session = None;
-                        state.failed = Some((now + FAILED_FOR, e.clone()));
+                        // A refusal (the role's trust, a missing role) is the answer for a
+                        // while; a failure that is retried (STS throttled or down, no
+                        // answer) is not remembered.
+                        let refused = !converger_core::aws::classify(
+                            message.destination.service,
+                            Stage::AssumeRole,
+                            e.code.as_deref(),
+                            &e.message,
+                            e.status,
+                        )
+                        .retryable;
+                        if refused {
+                            state.failed = Some((now + FAILED_FOR, e.clone()));
+                        }
                         return Err(e);
                     }
                 }
@@ -413,11 +426,11 @@ mod tests {
         }
     }
 
-    /// A platform whose STS refuses every connection (nothing listens on its port).
-    fn platform(started: &Started) -> StsTenantAws {
+    /// A platform whose STS is at `endpoint`.
+    fn platform(started: &Started, endpoint: &str) -> StsTenantAws {
         let config = aws_config::SdkConfig::builder()
             .region(aws_config::Region::new("eu-west-1"))
-            .endpoint_url("http://127.0.0.1:9")
+            .endpoint_url(endpoint)
             .credentials_provider(aws_sdk_sts::config::SharedCredentialsProvider::new(
                 aws_sdk_sts::config::Credentials::for_tests(),
             ))
@@ -447,10 +460,33 @@ mod tests {
         .destination
     }
 
+    /// An STS that refuses every `AssumeRole` (403 `AccessDenied`, as for a role whose trust
+    /// policy does not admit the platform); its address.
+    async fn refusing_sts() -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 16 * 1024];
+                let _ = sock.read(&mut buf).await;
+                let body = "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>\
+                    <Message>not authorized to perform sts:AssumeRole</Message></Error>\
+                    <RequestId>r</RequestId></ErrorResponse>";
+                let resp = format!(
+                    "HTTP/1.1 403 Forbidden\r\ncontent-type: text/xml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+            }
+        });
+        format!("http://{addr}")
+    }
+
     #[tokio::test]
     async fn a_refused_assume_role_is_answered_from_memory_for_a_while() {
         let started = Started::default();
-        let p = platform(&started);
+        let p = platform(&started, &refusing_sts().await);
         let d = destination();
         let m = AwsMessage {
             destination: &d,
@@ -467,7 +503,10 @@ mod tests {
         };
         let first = p.send(role, &m).await.unwrap_err();
         let second = p.send(role, &m).await.unwrap_err();
-        assert_eq!(first.stage, Stage::AssumeRole);
+        assert_eq!(
+            (first.stage, first.code.as_deref()),
+            (Stage::AssumeRole, Some("AccessDenied"))
+        );
         assert_eq!(first, second);
         assert_eq!(started.0.load(Ordering::SeqCst), 1, "one STS call for both");
         // Another tenant's role is its own.
@@ -479,10 +518,36 @@ mod tests {
         assert_eq!(started.0.load(Ordering::SeqCst), 2);
     }
 
+    /// An STS that does not answer is not a refusal: every send asks again.
+    #[tokio::test]
+    async fn an_sts_that_does_not_answer_is_asked_again() {
+        let started = Started::default();
+        // Nothing listens on this port: the connection is refused.
+        let p = platform(&started, "http://127.0.0.1:9");
+        let d = destination();
+        let m = AwsMessage {
+            destination: &d,
+            body: "{}",
+            attributes: &[],
+            detail_type: "t",
+            group_id: "g",
+            deduplication_id: "x",
+        };
+        let role = AssumedRole {
+            role_arn: "arn:aws:iam::222233334444:role/r",
+            external_id: "ext-a",
+            session_name: "cvg",
+        };
+        for _ in 0..2 {
+            assert_eq!(p.send(role, &m).await.unwrap_err().stage, Stage::AssumeRole);
+        }
+        assert_eq!(started.0.load(Ordering::SeqCst), 2);
+    }
+
     #[test]
     fn a_tenants_many_roles_push_out_only_its_own() {
         let started = Started::default();
-        let p = platform(&started);
+        let p = platform(&started, "http://127.0.0.1:9");
         let role = |arn: &str, ext: &str| {
             let arn = arn.to_owned();
             let ext = ext.to_owned();

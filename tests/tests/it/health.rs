@@ -56,12 +56,7 @@ async fn a_health_change_reaches_the_alert_webhook_by_its_alert_name() {
     let rx = Receiver::always(200).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
     let set = t
-        .raw(
-            "PATCH",
-            format!("{}/admin/api/tenants/{tenant}", t.stack.admin_url),
-            Some(&t.stack.admin_token),
-            Some(json!({"alert_webhook_url": alerts.url}).to_string()),
-        )
+        .patch_tenant(&tenant, json!({"alert_webhook_url": alerts.url}))
         .await;
     assert_eq!(set.status, 200, "{:?}", set.body);
     let ch = t.channel(&key, hook(&rx.url, json!({}))).await;

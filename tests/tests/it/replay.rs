@@ -194,14 +194,7 @@ async fn a_replay_goes_to_the_tenants_tier_now(t: &TestStack) {
     let one = send(t, &key, &[ch]).await.remove(0);
     let two = send(t, &key, &[ch]).await.remove(0);
     assert_eq!(t.delivery(&key, &one).await["tier"], "default");
-    let a = t
-        .raw(
-            "PATCH",
-            format!("{}/admin/api/tenants/{tenant}", t.stack.admin_url),
-            Some(&t.stack.admin_token),
-            Some(json!({"tier": "high"}).to_string()),
-        )
-        .await;
+    let a = t.patch_tenant(&tenant, json!({"tier": "high"})).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     let a = t
         .api(

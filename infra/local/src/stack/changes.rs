@@ -375,86 +375,39 @@ impl Reader {
     }
 }
 
-/// The in-process feed, played as the mapping plays a shard: batches of 100, a failed batch
-/// again from its failed record (ten times, then past it, logged).
+/// The in-process feed, played as the mapping plays a table of `shards` partitions: each
+/// row's changes on the shard its id hashes to (in order, as a stream keeps one item's
+/// changes), each shard's batch of up to 100 run beside the others', a failed batch read
+/// again from its failed record (ten times, then past it, logged). One shard is the stack's;
+/// the benchmarks play more, at rates one shard's consumer could not follow.
 pub(crate) fn spawn_memory(
     store: Arc<converger_memory::MemStore>,
     p: Arc<Pipeline>,
     invocations: Option<super::invocations::Invocations>,
     progress: Progress,
-    mut stop: watch::Receiver<bool>,
-) -> JoinHandle<()> {
-    const BATCH: usize = 100;
-    const RETRIES: u32 = 10;
-    tokio::spawn(async move {
-        let mut after = 0u64;
-        let mut retries = 0u32;
-        loop {
-            let read_started = converger_core::time::now_ms();
-            let changes = store.row_changes(after, BATCH).unwrap_or_default();
-            let wait = if changes.is_empty() {
-                progress.caught_up(read_started);
-                MEMORY_POLL
-            } else {
-                let records: Vec<EventRecord> = changes.iter().map(memory_record).collect();
-                let last = seq_number(changes.last().map_or("0", |c| c.seq.as_str()));
-                match invoke(
-                    &p,
-                    converger_memory::CHANGES_SHARD,
-                    records,
-                    invocations.as_ref(),
-                )
-                .await
-                {
-                    None => {
-                        retries = 0;
-                        after = last;
-                        Duration::ZERO
-                    }
-                    Some(failed) => {
-                        retries += 1;
-                        if retries > RETRIES {
-                            tracing::error!(from = %failed, "in-process stream batch failed past its retries");
-                            retries = 0;
-                            after = last;
-                            Duration::ZERO
-                        } else {
-                            after = seq_number(&failed).saturating_sub(1);
-                            Duration::from_millis(20 * u64::from(retries))
-                        }
-                    }
-                }
-            };
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = stop.changed() => break,
-            }
-        }
-    })
-}
-
-/// The in-process feed played as a table of `shards` partitions is: each row's changes on
-/// the shard its id hashes to (in order, as a stream keeps one item's changes), the shards'
-/// batches of up to 100 run side by side, a failed one read again from its failed record
-/// (ten times, then past it, logged). For the benchmarks, whose rates one shard's consumer
-/// could not follow.
-pub(crate) fn spawn_memory_sharded(
-    store: Arc<converger_memory::MemStore>,
-    p: Arc<Pipeline>,
     shards: u32,
     mut stop: watch::Receiver<bool>,
 ) -> JoinHandle<()> {
     const BATCH: usize = 100;
     const RETRIES: u32 = 10;
     let shards = shards.max(1);
+    let name = move |k: u32| {
+        if shards == 1 {
+            converger_memory::CHANGES_SHARD.to_owned()
+        } else {
+            format!("shardId-memory-{k}")
+        }
+    };
     tokio::spawn(async move {
         let mut after = 0u64;
         let mut retries = 0u32;
         loop {
+            let read_started = converger_core::time::now_ms();
             let changes = store
                 .row_changes(after, BATCH * shards as usize)
                 .unwrap_or_default();
             let wait = if changes.is_empty() {
+                progress.caught_up(read_started);
                 MEMORY_POLL
             } else {
                 let last = seq_number(changes.last().map_or("0", |c| c.seq.as_str()));
@@ -464,30 +417,29 @@ pub(crate) fn spawn_memory_sharded(
                     let k = id.map_or(0, converger_core::ids::stable_hash) % shards;
                     by_shard[k as usize].push(memory_record(c));
                 }
-                let failed = futures::future::join_all(by_shard.into_iter().enumerate().map(
-                    |(k, records)| {
-                        let p = p.clone();
-                        async move {
-                            if records.is_empty() {
-                                return None;
-                            }
-                            invoke(&p, &format!("shardId-memory-{k}"), records, None).await
-                        }
-                    },
-                ))
-                .await
-                .into_iter()
-                .flatten()
-                .map(|f| seq_number(&f))
-                .min();
+                let runs: Vec<_> = by_shard
+                    .into_iter()
+                    .zip(0u32..)
+                    .filter(|(records, _)| !records.is_empty())
+                    .map(|(records, k)| {
+                        let (p, invocations, shard) = (&p, invocations.as_ref(), name(k));
+                        async move { invoke(p, &shard, records, invocations).await }
+                    })
+                    .collect();
+                let failed = futures::future::join_all(runs)
+                    .await
+                    .into_iter()
+                    .flatten()
+                    .map(|f| seq_number(&f))
+                    .min();
                 match failed {
                     None => {
                         retries = 0;
                         after = last;
                         Duration::ZERO
                     }
-                    Some(_) if retries >= RETRIES => {
-                        tracing::error!("in-process stream batch failed past its retries");
+                    Some(from) if retries >= RETRIES => {
+                        tracing::error!(from, "in-process stream batch failed past its retries");
                         retries = 0;
                         after = last;
                         Duration::ZERO

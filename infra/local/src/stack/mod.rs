@@ -14,9 +14,8 @@ use converger_store::Resources;
 use converger_store::aws::{Clients, SharedInterceptor};
 use converger_store::counter::RequestCounter;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
+use std::{net::SocketAddr, sync::Arc};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -371,12 +370,13 @@ async fn build_memory(
             opts.invocations.clone(),
             stop.clone(),
         ));
-        // The deliveries table's stream and its mapping.
+        // The deliveries table's stream (one shard) and its mapping.
         tasks.push(changes::spawn_memory(
             memory.store.clone(),
             functions.changes.clone(),
             opts.invocations.clone(),
             progress.clone(),
+            1,
             stop.clone(),
         ));
         // The bus's rule to the stream queue exists where the stack has the live stream.

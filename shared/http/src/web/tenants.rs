@@ -173,16 +173,6 @@ pub(super) async fn rotate_key(
     match state.pipeline.tenants().rotate_api_key(&id).await {
         Ok(Some(key)) => {
             tracing::info!(tenant_id = %id, actor = %v.actor(), "API key rotated");
-            // What the old key opened closes with it: its live stream connections.
-            match state.pipeline.streams().close_tenant(&id).await {
-                Ok(n) if n > 0 => {
-                    tracing::info!(tenant_id = %id, closed = n, "stream connections of the old key closed")
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(tenant_id = %id, error = %e, "stream connections not closed")
-                }
-            }
             tenants_page(&state, &v, Some(html! {
                 "New API key for " code { (id) } " (shown only now; the old one stops working): " code id="api-key" { (key) }
             }))

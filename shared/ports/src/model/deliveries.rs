@@ -258,13 +258,9 @@ impl Delivery {
     /// listing reads a granted shard only over its grants' times, so a change after them
     /// moves back, and the granted shard empties as its rows change or expire).
     pub fn listing_shard(&self, updated_at: &str) -> u32 {
-        match self.shard_lease {
-            Some(l) => match converger_core::time::rfc3339_to_ms(updated_at) {
-                Some(at) if at >= l.until_ms => l.then,
-                _ => self.shard,
-            },
-            None => self.shard,
-        }
+        converger_core::shards::shard_at(self.shard, self.shard_lease, || {
+            converger_core::time::rfc3339_to_ms(updated_at)
+        })
     }
 }
 

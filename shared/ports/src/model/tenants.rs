@@ -43,7 +43,7 @@ pub struct Tenant {
 }
 
 /// The most listing shards a tenant may have.
-pub const MAX_DELIVERY_SHARDS: u32 = 256;
+pub const MAX_DELIVERY_SHARDS: u32 = converger_core::shards::MAX_SHARDS;
 
 /// A tier's listing shards when the operator set none: each shard takes a few hundred
 /// deliveries a second (docs/scaling.md), and a page of a listing reads every shard of each
@@ -91,64 +91,40 @@ impl ShardGrants {
     }
 }
 
-/// Where a delivery created at some time is listed: its shard, and, when that shard is a
-/// granted one, the shard it moves to when it changes after the grant ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ListingPlace {
-    pub shard: u32,
-    pub lease: Option<ShardLease>,
-}
-
-/// A delivery's hold on a granted listing shard: until `until_ms`, then shard `then`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardLease {
-    pub until_ms: i64,
-    pub then: u32,
-}
+/// A delivery's hold on a granted listing shard (`converger_core::shards::Lease`).
+pub use converger_core::shards::Lease as ShardLease;
 
 impl Tenant {
-    /// Where a delivery `id` created at `now_ms` is listed: one of the shards granted then,
-    /// or one of its own.
-    pub fn placement(&self, id: &str, now_ms: i64) -> ListingPlace {
-        let own = self.delivery_shards();
-        let h = stable_hash(id);
-        match self.shard_grants.latest {
-            Some(g) if g.holds(now_ms) && g.shards > own => {
-                let shard = h % g.shards.min(MAX_DELIVERY_SHARDS);
-                ListingPlace {
-                    shard,
-                    lease: (shard >= own).then_some(ShardLease {
-                        until_ms: g.until_ms,
-                        then: h % own,
-                    }),
-                }
-            }
-            _ => ListingPlace {
-                shard: h % own,
-                lease: None,
-            },
-        }
+    /// Where a delivery `id` created at `now_ms` is listed (`converger_core::shards::place`).
+    pub fn placement(&self, id: &str, now_ms: i64) -> converger_core::shards::Place {
+        converger_core::shards::place(
+            stable_hash(id),
+            self.delivery_shards(),
+            self.shard_grants.latest.as_ref(),
+            now_ms,
+        )
     }
 
     /// The listing shards that may hold an entry whose sort key is within `lo..=hi`
-    /// (`<updated_at>#<id>`, either end open): its own, and a granted one only where the
-    /// span of its grants (widened by the clocks' skew) meets the range.
+    /// (`<updated_at>#<id>`, either end open; `converger_core::shards::read_shards`).
     pub fn listing_shards(&self, lo: Option<&str>, hi: Option<&str>) -> Vec<u32> {
-        let own = self.delivery_shards();
-        let mut v: Vec<u32> = (0..own).collect();
-        if let Some(span) = self.shard_grants.span
-            && span.shards > own
-        {
-            let skew = converger_core::shards::SKEW_MS;
-            let from = Timestamp::from_ms(span.from_ms - skew).rfc3339();
-            let until = Timestamp::from_ms(span.until_ms + skew).rfc3339();
-            let meets =
-                hi.is_none_or(|h| h >= from.as_str()) && lo.is_none_or(|l| l <= until.as_str());
-            if meets {
-                v.extend(own..span.shards.min(MAX_DELIVERY_SHARDS));
-            }
-        }
-        v
+        let at =
+            |k: &str| converger_core::time::rfc3339_to_ms(k.split_once('#').map_or(k, |(t, _)| t));
+        converger_core::shards::read_shards(
+            self.delivery_shards(),
+            self.shard_grants.span.as_ref(),
+            lo.and_then(at),
+            hi.and_then(at),
+        )
+    }
+
+    /// The listing shard grant in force at `now_ms`, if any.
+    pub fn shard_grant_at(&self, now_ms: i64) -> Option<&Grant> {
+        Grant::in_force(
+            self.shard_grants.latest.as_ref(),
+            self.delivery_shards(),
+            now_ms,
+        )
     }
 
     /// The partitions its delivery listings are spread over: every delivery is written to one

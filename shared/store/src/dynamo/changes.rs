@@ -105,11 +105,7 @@ impl StreamCounters for DynamoStore {
         Ok(
             match self.update_or_old::<serde_json::Value>(req, reread).await? {
                 Conditional::Applied(new) => Marked::Applied {
-                    created: new
-                        .as_ref()
-                        .and_then(|i| i.get("created"))
-                        .and_then(|v| v.as_n().ok())
-                        .and_then(|v| v.parse().ok()),
+                    created: new.as_ref().and_then(|i| super::num_opt(i, "created")),
                 },
                 Conditional::Refused(old) => Marked::Behind {
                     // A counter without this shard's mark cannot refuse: read as all added.

@@ -69,10 +69,14 @@ where
 
 /// A number attribute of `item` (0 when it has none or it does not parse).
 fn num(item: &Item, k: &str) -> i64 {
+    num_opt(item, k).unwrap_or(0)
+}
+
+/// A number attribute of `item`, if it has one that parses.
+fn num_opt(item: &Item, k: &str) -> Option<i64> {
     item.get(k)
         .and_then(|v| v.as_n().ok())
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 fn now_ms() -> i64 {

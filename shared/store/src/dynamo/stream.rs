@@ -27,6 +27,32 @@ impl DynamoStore {
         Ok(out.item)
     }
 
+    /// The connection ids of a partition of one item per connection (a topic's subscriptions,
+    /// a tenant's connections): at most `limit`, the expired left out (TTL deletion lags).
+    async fn partition_members(&self, pk: &str, limit: usize) -> StoreResult<Vec<String>> {
+        let out = self
+            .client
+            .query()
+            .table_name(&self.res.stream)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(pk))
+            .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        let now = now_ms();
+        Ok(out
+            .items
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|i| !converger_core::time::expired(num_opt(i, "expires_at"), now))
+            .filter_map(|mut i| match i.remove("sk") {
+                Some(AttributeValue::S(c)) => Some(c),
+                _ => None,
+            })
+            .collect())
+    }
+
     async fn delete_subscription_item(&self, pk: &str, connection_id: &str) -> StoreResult<()> {
         self.client
             .delete_item()
@@ -206,28 +232,8 @@ impl StreamStore for DynamoStore {
     }
 
     async fn subscribers(&self, tenant: &TenantId, topic: &str) -> StoreResult<Vec<String>> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.res.stream)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(keys::subscription_key(tenant, topic)))
-            .limit(100)
-            .send()
+        self.partition_members(&keys::subscription_key(tenant, topic), 100)
             .await
-            .map_err(sdk_err)?;
-        let now_s = now_ms() / 1000;
-        Ok(out
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            // TTL deletion lags: an expired subscription is not one.
-            .filter(|i| !i.contains_key("expires_at") || num(i, "expires_at") > now_s)
-            .filter_map(|mut i| match i.remove("sk") {
-                Some(AttributeValue::S(c)) => Some(c),
-                _ => None,
-            })
-            .collect())
     }
 
     async fn drop_subscription(
@@ -245,27 +251,8 @@ impl StreamStore for DynamoStore {
         tenant: &TenantId,
         limit: usize,
     ) -> StoreResult<Vec<String>> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.res.stream)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(keys::tenant_connections_key(tenant)))
-            .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
-            .send()
+        self.partition_members(&keys::tenant_connections_key(tenant), limit)
             .await
-            .map_err(sdk_err)?;
-        let now_s = now_ms() / 1000;
-        Ok(out
-            .items
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|i| !i.contains_key("expires_at") || num(i, "expires_at") > now_s)
-            .filter_map(|mut i| match i.remove("sk") {
-                Some(AttributeValue::S(c)) => Some(c),
-                _ => None,
-            })
-            .collect())
     }
 
     async fn put_stream_token(&self, hash: &str, token: &StreamToken) -> StoreResult<()> {

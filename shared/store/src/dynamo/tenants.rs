@@ -105,23 +105,20 @@ impl TenantStore for DynamoStore {
         id: &TenantId,
         grants: &converger_ports::ShardGrants,
     ) -> StoreResult<bool> {
-        let before = grants.v.saturating_sub(1);
-        let cond = if before == 0 {
-            "attribute_exists(pk) AND attribute_not_exists(shard_grants)"
-        } else {
-            "attribute_exists(pk) AND shard_grants.v = :v"
+        // Written over the version it follows, never over another writer's.
+        let u = Update::new()
+            .set("shard_grants", to_av(grants)?)
+            .when_exists("pk");
+        let u = match grants.v.saturating_sub(1) {
+            0 => u.when_absent("shard_grants"),
+            before => u.when_eq("shard_grants.v", n(before)),
         };
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.tenants)
-            .key("pk", s(id.as_str()))
-            .update_expression("SET shard_grants = :g")
-            .condition_expression(cond)
-            .expression_attribute_values(":g", to_av(grants)?);
-        if before != 0 {
-            req = req.expression_attribute_values(":v", n(before));
-        }
+        let req = u.apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.tenants)
+                .key("pk", s(id.as_str())),
+        );
         match req.send().await {
             Ok(_) => Ok(true),
             Err(e) if is_update_conditional(&e) => Ok(false),

@@ -294,42 +294,8 @@ pub(super) async fn sharded_listings_page_every_row_once_across_shards_and_ties(
     }
     let shards: std::collections::BTreeSet<u32> = rows.iter().map(|d| d.shard).collect();
     assert!(shards.len() > 1, "rows in several shards: {shards:?}");
-    let pages = |q: DeliveryQuery| {
-        let store = f.store.clone();
-        async move {
-            let mut seen = Vec::new();
-            let mut after = None;
-            for _ in 0..100 {
-                let page = store
-                    .list_deliveries(&DeliveryQuery {
-                        after: after.clone(),
-                        ..q.clone()
-                    })
-                    .await
-                    .unwrap();
-                assert!(page.items.len() <= q.limit);
-                seen.extend(page.items.iter().map(|d| d.id.clone()));
-                match page.next {
-                    Some(c) => after = Some(c),
-                    None => break,
-                }
-            }
-            seen
-        }
-    };
-    let base = DeliveryQuery {
-        tenant: f.tenant.id.clone(),
-        status: None,
-        channel: None,
-        from_key: None,
-        to_key: None,
-        error_contains: None,
-        event_type: None,
-        activity: None,
-        newest_first: true,
-        limit: 4,
-        after: None,
-    };
+    let pages = |q: DeliveryQuery| every_page(&f, q);
+    let base = tenant_query(&f, 4);
     let expected = |keep: &dyn Fn(&Delivery) -> bool, newest_first: bool| {
         let mut want: Vec<&Delivery> = rows.iter().filter(|d| keep(d)).collect();
         want.sort_by_key(|d| d.sort_key());
@@ -624,34 +590,16 @@ pub(super) async fn listings_stay_exact_across_granted_shards(b: Backend) {
         from_ms: ms("2026-01-01T00:10:00.000000Z"),
         until_ms: ms("2026-01-01T00:20:00.000000Z"),
     };
-    let grants = ShardGrants::default().with(grant, grant.from_ms, 86_400_000);
-    assert!(
-        f.store
-            .write_shard_grants(&f.tenant.id, &grants)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !f.store
-            .write_shard_grants(&f.tenant.id, &grants)
-            .await
-            .unwrap(),
-        "a second write at the same version is refused"
-    );
-    // Renewed: the next version is written once.
-    let grants = grants.with(grant, grant.from_ms + 60_000, 86_400_000);
-    assert!(
-        f.store
-            .write_shard_grants(&f.tenant.id, &grants)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !f.store
-            .write_shard_grants(&f.tenant.id, &grants)
-            .await
-            .unwrap()
-    );
+    // Made, then renewed: each version is written once, a second write of it refused.
+    let first = ShardGrants::default().with(grant, grant.from_ms, 86_400_000);
+    let grants = first.with(grant, grant.from_ms + 60_000, 86_400_000);
+    for g in [&first, &grants] {
+        let written = [
+            f.store.write_shard_grants(&f.tenant.id, g).await.unwrap(),
+            f.store.write_shard_grants(&f.tenant.id, g).await.unwrap(),
+        ];
+        assert_eq!(written, [true, false], "version {}", g.v);
+    }
     let tenant = f.store.get_tenant(&f.tenant.id).await.unwrap().unwrap();
     assert_eq!((tenant.shard_grants.clone(), grants.v), (grants, 2));
     assert_eq!(tenant.delivery_shards(), 8);
@@ -686,19 +634,7 @@ pub(super) async fn listings_stay_exact_across_granted_shards(b: Backend) {
         }
     }
     assert!(granted > 4, "rows listed in granted shards: {granted}");
-    let base = DeliveryQuery {
-        tenant: f.tenant.id.clone(),
-        status: None,
-        channel: None,
-        from_key: None,
-        to_key: None,
-        error_contains: None,
-        event_type: None,
-        activity: None,
-        newest_first: true,
-        limit: 5,
-        after: None,
-    };
+    let base = tenant_query(&f, 5);
     for newest_first in [true, false] {
         for status in [
             None,
@@ -710,23 +646,7 @@ pub(super) async fn listings_stay_exact_across_granted_shards(b: Backend) {
                 status,
                 ..base.clone()
             };
-            let mut seen = Vec::new();
-            let mut after = None;
-            for _ in 0..100 {
-                let page = f
-                    .store
-                    .list_deliveries(&DeliveryQuery {
-                        after: after.clone(),
-                        ..q.clone()
-                    })
-                    .await
-                    .unwrap();
-                seen.extend(page.items.iter().map(|d| d.id.clone()));
-                match page.next {
-                    Some(c) => after = Some(c),
-                    None => break,
-                }
-            }
+            let seen = every_page(&f, q).await;
             let mut want: Vec<&Delivery> = rows
                 .iter()
                 .filter(|d| status.is_none_or(|s| d.status == s))
@@ -748,4 +668,44 @@ pub(super) async fn listings_stay_exact_across_granted_shards(b: Backend) {
             rows.iter().filter(|d| d.status == st).count() as u64
         );
     }
+}
+
+/// Every listing query of the fixture's tenant, newest first, `limit` a page.
+fn tenant_query(f: &Fixture, limit: usize) -> converger_ports::DeliveryQuery {
+    converger_ports::DeliveryQuery {
+        tenant: f.tenant.id.clone(),
+        status: None,
+        channel: None,
+        from_key: None,
+        to_key: None,
+        error_contains: None,
+        event_type: None,
+        activity: None,
+        newest_first: true,
+        limit,
+        after: None,
+    }
+}
+
+/// The ids `q` lists, page after page by its cursor (each page within its limit).
+async fn every_page(f: &Fixture, q: converger_ports::DeliveryQuery) -> Vec<DeliveryId> {
+    let mut seen = Vec::new();
+    let mut after = None;
+    for _ in 0..100 {
+        let page = f
+            .store
+            .list_deliveries(&converger_ports::DeliveryQuery {
+                after: after.clone(),
+                ..q.clone()
+            })
+            .await
+            .unwrap();
+        assert!(page.items.len() <= q.limit);
+        seen.extend(page.items.iter().map(|d| d.id.clone()));
+        match page.next {
+            Some(c) => after = Some(c),
+            None => break,
+        }
+    }
+    seen
 }
