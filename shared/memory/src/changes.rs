@@ -16,7 +16,19 @@ impl StreamCounters for MemStore {
             return Ok(Marked::Behind { to });
         }
         match add {
-            CounterAdd::Usage { key, counts } => self.add_usage(key, counts).await?,
+            CounterAdd::Usage { counts, .. } => {
+                // The item as DynamoDB sizes it: its counts and every shard's mark.
+                let marks = self.with(|s| {
+                    s.marks_on.get(&at.0).copied().unwrap_or(0)
+                        + usize::from(!s.marks.contains_key(&at))
+                })?;
+                self.add_usage_item(
+                    at.0.clone(),
+                    counts,
+                    super::usage::COUNTER_BYTES + marks * super::usage::MARK_BYTES,
+                )
+                .await?
+            }
             CounterAdd::Health {
                 channel,
                 minute,
@@ -36,11 +48,15 @@ impl StreamCounters for MemStore {
                     .await?
             }
         }
-        self.with(|s| s.marks.insert(at, mark.last.clone()))?;
+        self.with(|s| {
+            if s.marks.insert(at.clone(), mark.last.clone()).is_none() {
+                *s.marks_on.entry(at.0).or_default() += 1;
+            }
+        })?;
         // The counter as the write left it, as DynamoDB returns it with the write (no read).
         let created = match add {
-            CounterAdd::Usage { key, counts } if counts.created != 0 => {
-                self.with(|s| s.usage.get(&key.key()).map(|c| c.created))?
+            CounterAdd::Usage { counts, .. } if counts.created != 0 => {
+                self.with(|s| s.usage.get(&add.counter_key()).map(|c| c.created))?
             }
             _ => None,
         };

@@ -97,6 +97,8 @@ struct State {
     depths: HashMap<String, Vec<converger_ports::QueueDepth>>,
     /// Counters' stream marks: (counter, shard) -> the last record added.
     marks: HashMap<(String, String), String>,
+    /// How many marks each counter holds (its item's size grows with them).
+    marks_on: HashMap<String, usize>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

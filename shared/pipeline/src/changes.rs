@@ -30,8 +30,11 @@ pub struct Derived {
 
 /// The usage counters a count of a delivery at `at_ms` adds to.
 fn usage(d: &Delivery, at_ms: i64, counts: Counts) -> [CounterAdd; 5] {
-    UsageKey::of_count(&d.tenant_id, &d.channel_id, at_ms)
-        .map(|key| CounterAdd::Usage { key, counts })
+    UsageKey::of_count(&d.tenant_id, &d.channel_id, at_ms).map(|key| CounterAdd::Usage {
+        key,
+        part: 0,
+        counts,
+    })
 }
 
 /// `delivery.status_changed` of a row as a write left it.
@@ -181,6 +184,7 @@ impl<'p> Changes<'p> {
             retention_s: i64::try_from(p.config.retention.as_secs()).unwrap_or(i64::MAX / 4),
             shards: crate::shards::ShardGrowth {
                 tenants: &*p.store,
+                usage: &*p.store,
                 clock: &*p.clock,
                 memo: &p.shard_memo,
                 retention_ms: i64::try_from(p.config.retention.as_millis()).unwrap_or(i64::MAX / 4),
@@ -267,10 +271,12 @@ impl<'p> Changes<'p> {
         minutes: &mut Vec<crate::shards::MinuteCount>,
     ) -> Result<(), CountError> {
         use futures::StreamExt;
-        // Per counter: each record's add, in order.
-        let mut per: BTreeMap<String, Vec<(&str, &CounterAdd)>> = BTreeMap::new();
+        // Per counter (a usage counter's part this shard adds to): each record's add, in
+        // order.
+        let mut per: BTreeMap<String, Vec<(&str, CounterAdd)>> = BTreeMap::new();
         for (r, d) in records.iter().zip(derived) {
             for a in &d.counts {
+                let a = a.clone().in_part_of(shard);
                 per.entry(a.counter_key()).or_default().push((&r.seq, a));
             }
         }
@@ -303,7 +309,7 @@ impl<'p> Changes<'p> {
     async fn count_one(
         &self,
         shard: &str,
-        adds: &[(&str, &CounterAdd)],
+        adds: &[(&str, CounterAdd)],
     ) -> Result<Counted, CountError> {
         let mut c = Counted::default();
         let mut from = 0;
@@ -312,7 +318,7 @@ impl<'p> Changes<'p> {
             let Some(((first, a0), (last, _))) = rest.first().zip(rest.last()) else {
                 break;
             };
-            let mut total = (*a0).clone();
+            let mut total = a0.clone();
             for (_, a) in &rest[1..] {
                 total.add(a);
             }
@@ -329,8 +335,9 @@ impl<'p> Changes<'p> {
                     c.writes += 1;
                     if let (
                         CounterAdd::Usage {
+                            counts,
                             key:
-                                UsageKey {
+                                key @ UsageKey {
                                     of: UsageOf::Tenant(tenant),
                                     grain: Grain::Minute,
                                     bucket,
@@ -342,8 +349,10 @@ impl<'p> Changes<'p> {
                     {
                         c.minute = Some(crate::shards::MinuteCount {
                             tenant: tenant.clone(),
+                            key: key.clone(),
                             bucket: *bucket,
                             created,
+                            added: counts.created,
                         });
                     }
                     break;
@@ -448,7 +457,7 @@ mod tests {
     fn usage_total(d: &Derived) -> Counts {
         let mut c = Counts::default();
         for a in &d.counts {
-            if let CounterAdd::Usage { key, counts } = a
+            if let CounterAdd::Usage { key, counts, .. } = a
                 && key.grain == Grain::Day
             {
                 c.add(counts);
@@ -606,6 +615,7 @@ mod tests {
             retention_s: 86_400,
             shards: crate::shards::ShardGrowth {
                 tenants: &store,
+                usage: &store,
                 clock: &converger_core::time::SystemClock,
                 memo: &crate::shards::ShardMemo::default(),
                 retention_ms: 86_400_000,

@@ -39,8 +39,12 @@ pub fn seq_key(seq: &str) -> String {
 /// One counter write of a stream batch: the sums of the batch's records for one counter.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CounterAdd {
-    /// A usage counter ([`crate::UsageStore::add_usage`]).
-    Usage { key: UsageKey, counts: Counts },
+    /// A usage counter's part ([`UsageKey::part_key`]).
+    Usage {
+        key: UsageKey,
+        part: u32,
+        counts: Counts,
+    },
     /// A channel's health counters of a minute ([`crate::HealthStore::count_deliveries`]).
     Health {
         channel: ChannelId,
@@ -61,13 +65,26 @@ impl CounterAdd {
     /// The counter it adds to, as the table's key names it (adds of one counter are summed).
     pub fn counter_key(&self) -> String {
         match self {
-            Self::Usage { key, .. } => key.key(),
+            Self::Usage { key, part, .. } => key.part_key(*part),
             Self::Health {
                 channel, minute, ..
             } => crate::keys::health_counter_key(channel, *minute),
             Self::DeadLetters { channel, day, .. } => {
                 format!("{channel}#{}", crate::keys::dead_letter_day_key(*day))
             }
+        }
+    }
+
+    /// The same add, to the part of a usage counter that `shard`'s batches add to (other
+    /// counters have one part).
+    pub fn in_part_of(self, shard: &str) -> Self {
+        match self {
+            Self::Usage { key, counts, .. } => Self::Usage {
+                key,
+                part: converger_core::usage::part_of(shard),
+                counts,
+            },
+            other => other,
         }
     }
 

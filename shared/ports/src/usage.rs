@@ -40,24 +40,39 @@ impl UsageKey {
         ]
     }
 
-    /// The counter's key in the usage table (see [`crate::keys::channel_usage_key`]).
+    /// The counter's key in the usage table (see [`crate::keys::channel_usage_key`]): its
+    /// part 0's.
     pub fn key(&self) -> String {
         match &self.of {
             UsageOf::Channel(c) => crate::keys::channel_usage_key(c, self.grain, self.bucket),
             UsageOf::Tenant(t) => crate::keys::tenant_usage_key(t, self.grain, self.bucket),
         }
     }
+
+    /// The key of its part `part` (of [`converger_core::usage::PARTS`]): part 0's is
+    /// [`UsageKey::key`], another's that with `#<part>`.
+    pub fn part_key(&self, part: u32) -> String {
+        match part {
+            0 => self.key(),
+            n => format!("{}#{n}", self.key()),
+        }
+    }
+
+    /// The keys of all its parts, part 0's first.
+    pub fn part_keys(&self) -> impl Iterator<Item = String> + '_ {
+        (0..converger_core::usage::PARTS).map(|p| self.part_key(p))
+    }
 }
 
 #[async_trait]
 pub trait UsageStore: Send + Sync + 'static {
-    /// Adds `counts` to a counter (one conditional-free write that adds each non-zero
-    /// count), kept until `key.grain.expires_at(key.bucket)`. The pipeline adds up its counts
-    /// per instance and calls this once per counter and flush, never per delivery.
+    /// Adds `counts` to a counter's part 0 (one conditional-free write that adds each
+    /// non-zero count), kept until `key.grain.expires_at(key.bucket)`. The changes function
+    /// writes its counts with [`crate::StreamCounters::add_marked`], in its shard's part.
     async fn add_usage(&self, key: &UsageKey, counts: &Counts) -> StoreResult<()>;
 
-    /// The counters of `keys`, in their order; one that was never written (or has expired)
-    /// reads as zeros. Batch reads of 100 keys.
+    /// The counters of `keys`, in their order, each the sum of its parts; one that was never
+    /// written (or has expired) reads as zeros. Batch reads of 100 items.
     async fn read_usage(&self, keys: &[UsageKey]) -> StoreResult<Vec<Counts>>;
 
     /// Writes the queues' depths sampled for `bucket` of `grain` (in place of any sample

@@ -196,7 +196,9 @@ async fn the_command_line_sends_lists_shows_retries_and_pauses() {
         (code, resumed.trim()),
         (0, format!("{ch}: flowing").as_str())
     );
-    // Usage: today's one delivery and one attempt, with the client and from the command line.
+    // Usage: today's one delivery and one attempt, with the client and from the command line
+    // (counted from the table's stream, once its batch went).
+    assert!(t.stack.changes_settled().await);
     let u = api.usage(None, None).await.unwrap();
     assert_eq!((u.total.deliveries, u.total.attempts), (1, 1), "{u:?}");
     assert_eq!(u.days.len(), 30);

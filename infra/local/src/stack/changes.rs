@@ -20,6 +20,10 @@ use tokio::task::JoinHandle;
 const POLL: Duration = Duration::from_secs(1);
 /// The in-process feed is read more often (a read costs nothing there).
 const MEMORY_POLL: Duration = Duration::from_millis(10);
+/// How long the in-process mapping holds a shard's records for a fuller batch (the
+/// template's `MaximumBatchingWindowInSeconds`): a batch goes when one shard has a whole
+/// batch, or when its first record has waited this long.
+const MEMORY_BATCHING_WINDOW: Duration = Duration::from_secs(1);
 
 /// How far the mapping has read: when its latest read that found nothing new started (ms).
 /// Every row written before then has been handed to the function.
@@ -377,9 +381,10 @@ impl Reader {
 
 /// The in-process feed, played as the mapping plays a table of `shards` partitions: each
 /// row's changes on the shard its id hashes to (in order, as a stream keeps one item's
-/// changes), each shard's batch of up to 100 run beside the others', a failed batch read
-/// again from its failed record (ten times, then past it, logged). One shard is the stack's;
-/// the benchmarks play more, at rates one shard's consumer could not follow.
+/// changes), held for the batching window unless a shard has a whole batch, each shard's
+/// batches of up to 100 run beside the others', a failed batch read again from its failed
+/// record (ten times, then past it, logged). One shard is the stack's; the benchmarks play
+/// more, at rates one shard's consumer could not follow.
 pub(crate) fn spawn_memory(
     store: Arc<converger_memory::MemStore>,
     p: Arc<Pipeline>,
@@ -401,21 +406,38 @@ pub(crate) fn spawn_memory(
     tokio::spawn(async move {
         let mut after = 0u64;
         let mut retries = 0u32;
+        // When the first record not yet handed out was seen.
+        let mut pending_since: Option<std::time::Instant> = None;
         loop {
             let read_started = converger_core::time::now_ms();
             let changes = store
                 .row_changes(after, BATCH * shards as usize)
                 .unwrap_or_default();
+            let shard_of = |c: &converger_ports::RowChange| {
+                let id = c.new.as_ref().or(c.old.as_ref()).map(|d| d.id.as_str());
+                id.map_or(0, converger_core::ids::stable_hash) % shards
+            };
+            let mut counts = vec![0usize; shards as usize];
+            for c in &changes {
+                counts[shard_of(c) as usize] += 1;
+            }
+            let held = !changes.is_empty()
+                && counts.iter().all(|n| *n < BATCH)
+                && pending_since
+                    .get_or_insert_with(std::time::Instant::now)
+                    .elapsed()
+                    < MEMORY_BATCHING_WINDOW;
             let wait = if changes.is_empty() {
                 progress.caught_up(read_started);
                 MEMORY_POLL
+            } else if held {
+                MEMORY_POLL
             } else {
+                pending_since = None;
                 let last = seq_number(changes.last().map_or("0", |c| c.seq.as_str()));
                 let mut by_shard: Vec<Vec<EventRecord>> = vec![Vec::new(); shards as usize];
                 for c in &changes {
-                    let id = c.new.as_ref().or(c.old.as_ref()).map(|d| d.id.as_str());
-                    let k = id.map_or(0, converger_core::ids::stable_hash) % shards;
-                    by_shard[k as usize].push(memory_record(c));
+                    by_shard[shard_of(c) as usize].push(memory_record(c));
                 }
                 let runs: Vec<_> = by_shard
                     .into_iter()
@@ -423,7 +445,15 @@ pub(crate) fn spawn_memory(
                     .filter(|(records, _)| !records.is_empty())
                     .map(|(records, k)| {
                         let (p, invocations, shard) = (&p, invocations.as_ref(), name(k));
-                        async move { invoke(p, &shard, records, invocations).await }
+                        async move {
+                            for batch in records.chunks(BATCH) {
+                                let failed = invoke(p, &shard, batch.to_vec(), invocations).await;
+                                if failed.is_some() {
+                                    return failed;
+                                }
+                            }
+                            None
+                        }
                     })
                     .collect();
                 let failed = futures::future::join_all(runs)

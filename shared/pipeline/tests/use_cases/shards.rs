@@ -118,3 +118,48 @@ async fn a_busy_tenant_is_granted_listing_shards_that_lapse_by_themselves() {
     assert_eq!(renewed.listing_shards(None, Some(&before)), vec![0, 1]);
     assert_eq!(renewed.listing_shards(None, None), vec![0, 1, 2, 3]);
 }
+
+/// A busy tenant's records come from every stream shard, each shard's batches adding to one
+/// part of its minute counter: a grant follows the sum of the parts, never one part's guess.
+#[tokio::test]
+async fn a_grant_follows_every_part_of_the_minute_counter() {
+    use converger_core::usage::{Grain, PARTS, part_of};
+    let start = converger_core::time::now_ms();
+    let clock = Arc::new(ManualClock::at(start - start.rem_euclid(60_000) + 10_000));
+    let f = fixture_on(clock.clone());
+    let t = tenant(&f).await;
+    let c = webhook(&f, &t).await;
+    let changes = f.pipeline.changes();
+    // Four stream shards whose batches add to four different parts.
+    const { assert!(PARTS >= 4) };
+    let mut shards: Vec<String> = Vec::new();
+    for i in 0.. {
+        let s = format!("shardId-{i:04}");
+        if shards.iter().all(|o| part_of(o) != part_of(&s)) {
+            shards.push(s);
+        }
+        if shards.len() == 4 {
+            break;
+        }
+    }
+    // One shard's 1,000 in ten seconds: its part, times the parts, looks like 800 a second,
+    // but the tenant's 100 a second need nothing.
+    let one = created(&t, &c, &clock, 1_000, 0);
+    assert_eq!(changes.apply(&shards[0], &one).await.unwrap().grants, 0);
+    // 1,250 more from each of the four: 6,000 in ten seconds, no part past 2,250, granted
+    // four shards once the parts together say 600 a second.
+    let mut grants = 0;
+    for (i, s) in shards.iter().enumerate() {
+        let batch = created(&t, &c, &clock, 1_250, 1_000 + i * 1_250);
+        grants += changes.apply(s, &batch).await.unwrap().grants;
+    }
+    assert_eq!(grants, 1);
+    let g = f.store.get_tenant(&t.id).await.unwrap().unwrap();
+    assert_eq!(g.shard_grants.latest.map(|g| g.shards), Some(4));
+    let key = converger_ports::UsageKey::new(
+        converger_ports::UsageOf::Tenant(t.id.clone()),
+        Grain::Minute,
+        Grain::Minute.bucket(clock.now_ms()),
+    );
+    assert_eq!(f.store.read_usage(&[key]).await.unwrap()[0].created, 6_000);
+}

@@ -24,14 +24,14 @@ impl DynamoStore {
     /// The table, key and update of a counter write (the counters' own methods send the same).
     pub(super) fn counter_update(&self, add: &CounterAdd) -> (&str, Item, Update) {
         match add {
-            CounterAdd::Usage { key, counts } => {
+            CounterAdd::Usage { key, part, counts } => {
                 let mut u = Update::new().set("expires_at", n(key.grain.expires_at(key.bucket)));
                 for (k, v) in counts.fields() {
                     u = u.add(&k, n(v));
                 }
                 (
                     &self.res.usage,
-                    HashMap::from([("key".to_owned(), s(key.key()))]),
+                    HashMap::from([("key".to_owned(), s(key.part_key(*part)))]),
                     u,
                 )
             }

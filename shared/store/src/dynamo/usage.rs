@@ -22,6 +22,7 @@ impl UsageStore for DynamoStore {
         }
         self.add_counter(&CounterAdd::Usage {
             key: key.clone(),
+            part: 0,
             counts: *counts,
         })
         .await
@@ -30,10 +31,12 @@ impl UsageStore for DynamoStore {
     // Read within their buckets' keep time (the charts' ranges are), so the TTL's lag does
     // not show: no expiry filter.
     async fn read_usage(&self, keys: &[UsageKey]) -> StoreResult<Vec<Counts>> {
-        let names: Vec<String> = keys.iter().map(UsageKey::key).collect();
-        let mut wanted: Vec<Item> = Vec::with_capacity(names.len());
+        // Every part of every counter.
+        let names: Vec<Vec<String>> = keys.iter().map(|k| k.part_keys().collect()).collect();
+        let mut wanted: Vec<Item> =
+            Vec::with_capacity(names.len() * names.first().map_or(0, Vec::len));
         let mut seen = std::collections::HashSet::new();
-        for k in &names {
+        for k in names.iter().flatten() {
             if seen.insert(k.as_str()) {
                 wanted.push(HashMap::from([("key".to_owned(), s(k.as_str()))]));
             }
@@ -59,7 +62,13 @@ impl UsageStore for DynamoStore {
         }
         Ok(names
             .iter()
-            .map(|k| found.get(k).copied().unwrap_or_default())
+            .map(|parts| {
+                let mut sum = Counts::default();
+                for c in parts.iter().filter_map(|k| found.get(k)) {
+                    sum.add(c);
+                }
+                sum
+            })
             .collect())
     }
 

@@ -118,6 +118,7 @@ pub(super) async fn a_marked_counter_write_adds_each_record_once(b: Backend) {
     );
     let add = CounterAdd::Usage {
         key: key.clone(),
+        part: 0,
         counts: Counts {
             created: 2,
             ..Counts::default()
@@ -155,6 +156,22 @@ pub(super) async fn a_marked_counter_write_adds_each_record_once(b: Backend) {
         Marked::Applied { created: Some(6) },
         "the counter's created count after the add"
     );
+    // Another part of the counter is its own item, with its own count; a read adds up
+    // every part.
+    let part = CounterAdd::Usage {
+        key: key.clone(),
+        part: converger_core::usage::PARTS - 1,
+        counts: Counts {
+            created: 1,
+            ..Counts::default()
+        },
+    };
+    assert_ne!(part.counter_key(), add.counter_key());
+    assert_eq!(
+        f.store.add_marked(&part, &mark(1, 5)).await.unwrap(),
+        Marked::Applied { created: Some(1) },
+        "the part's own count"
+    );
     let read = f.store.read_usage(&[key]).await.unwrap();
-    assert_eq!(read[0].created, 6);
+    assert_eq!(read[0].created, 7);
 }
