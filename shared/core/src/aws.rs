@@ -511,6 +511,27 @@ pub enum Stage {
     Send,
 }
 
+/// The code of the platform's own refusal of a role that does not require the tenant's
+/// external id (no AWS service answers it: the platform finds it out, see
+/// [`PROBE_EXTERNAL_ID`]).
+pub const EXTERNAL_ID_NOT_REQUIRED: &str = "ExternalIdNotRequired";
+
+/// The external id the platform tries a role with before it takes a session of it: no
+/// tenant's (tenants' ids are `cvg-` and 48 hex digits). A role that admits it trusts the
+/// platform's account without the `sts:ExternalId` condition, so any tenant that named it
+/// could send as it: refused with [`EXTERNAL_ID_NOT_REQUIRED`].
+pub const PROBE_EXTERNAL_ID: &str = "cvg-probe-not-a-tenant";
+
+/// The refusal of a role that admitted [`PROBE_EXTERNAL_ID`].
+pub fn external_id_not_required(role_arn: &str) -> AwsSendError {
+    AwsSendError {
+        stage: Stage::AssumeRole,
+        code: Some(EXTERNAL_ID_NOT_REQUIRED.into()),
+        message: format!("{role_arn} admitted the platform with an external id that is not yours"),
+        status: None,
+    }
+}
+
 /// One row of the error table: an AWS error code, whether a retry can heal it, and what
 /// the tenant should do about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -524,6 +545,11 @@ pub struct ErrorRule {
 /// listed are classified by their HTTP status: 429 and 5xx retry, other 4xx do not; a
 /// failure with no answer at all (the network, a timeout) retries.
 pub const ERRORS: &[ErrorRule] = &[
+    ErrorRule {
+        codes: &[EXTERNAL_ID_NOT_REQUIRED],
+        retryable: false,
+        advice: "the role's trust policy admits the platform's account without your external id, so another tenant naming the role could send as it: add the condition sts:ExternalId with your external id (GET /api/v1/aws-identity gives a template with it); nothing is sent until then",
+    },
     ErrorRule {
         codes: &[
             "ThrottlingException",
@@ -659,8 +685,9 @@ pub fn classify(
         Stage::AssumeRole => "sts:AssumeRole".to_owned(),
         Stage::Send => service.label().to_owned(),
     };
+    let own = rule.is_some_and(|r| r.codes.contains(&EXTERNAL_ID_NOT_REQUIRED));
     let advice = match (stage, retryable, rule) {
-        (Stage::AssumeRole, false, _) => Some(ASSUME_ROLE_ADVICE),
+        (Stage::AssumeRole, false, _) if !own => Some(ASSUME_ROLE_ADVICE),
         (_, _, Some(r)) => Some(r.advice),
         _ => None,
     };

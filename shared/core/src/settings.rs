@@ -29,7 +29,7 @@ pub enum ReadBy {
     All,
     /// The `admin` function (the admin API and the web pages).
     Admin,
-    /// The functions that send email (`deliver`, `probe`).
+    /// The functions that send email and into tenants' accounts (`deliver`, `probe`).
     Senders,
     /// The functions that read the queues' depths (`admin`, `retry-scheduler`).
     Depths,
@@ -402,6 +402,13 @@ pub const WEBSOCKET_MANAGEMENT_URL: Setting = Setting {
     read_by: ReadBy::All,
     meaning: "the WebSocket API's management endpoint (`https://{api}.execute-api.{region}.amazonaws.com/prod`), where websocket pushes go",
 };
+pub const ROLE_EXTERNAL_ID_CHECK: Setting = Setting {
+    name: "ROLE_EXTERNAL_ID_CHECK",
+    kind: Kind::Flag,
+    default: "true",
+    read_by: ReadBy::Senders,
+    meaning: "`false` skips trying a tenant's role with a wrong external id before each new session (a role that admits one is refused with `ExternalIdNotRequired`): only for an emulator that does not evaluate trust policies",
+};
 pub const EMAIL_CONFIGURATION_SET: Setting = Setting {
     name: "EMAIL_CONFIGURATION_SET",
     kind: Kind::Resource,
@@ -480,6 +487,7 @@ pub const ALL: &[Setting] = &[
     DUE_SHARDS,
     WEBSOCKET_MANAGEMENT_URL,
     EMAIL_CONFIGURATION_SET,
+    ROLE_EXTERNAL_ID_CHECK,
     RUST_LOG,
 ];
 

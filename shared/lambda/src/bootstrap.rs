@@ -100,11 +100,14 @@ pub fn with_email(pipeline: Pipeline, clients: &Clients) -> Pipeline {
 /// Lets the pipeline send into tenants' own AWS accounts (the AWS channel types) as their
 /// roles, assumed with STS (the functions that run attempts: deliver and probe).
 pub fn with_tenant_aws(pipeline: Pipeline, clients: &Clients) -> Pipeline {
-    pipeline.with_tenant_aws(Arc::new(converger_store::StsTenantAws::new(
-        &clients.config,
-        &clients.interceptors,
-        &clients.tenant_interceptors,
-    )))
+    pipeline.with_tenant_aws(Arc::new(
+        converger_store::StsTenantAws::new(
+            &clients.config,
+            &clients.interceptors,
+            &clients.tenant_interceptors,
+        )
+        .with_external_id_check(clients.role_external_id_check),
+    ))
 }
 
 /// The pipeline a Lambda function uses: names and settings from its environment.

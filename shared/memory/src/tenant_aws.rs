@@ -35,8 +35,9 @@ struct Target {
 
 #[derive(Default)]
 struct State {
-    /// Role ARN -> the external id its trust policy requires.
-    roles: HashMap<String, String>,
+    /// Role ARN -> the external id its trust policy requires (`None`: any, the condition
+    /// left out).
+    roles: HashMap<String, Option<String>>,
     /// Queue URL or ARN -> what it holds.
     targets: HashMap<String, Target>,
     sessions: HashSet<(String, String)>,
@@ -60,7 +61,16 @@ impl MemTenantAws {
 
     /// A role in a tenant's account that trusts the platform with `external_id`.
     pub fn add_role(&self, role_arn: &str, external_id: &str) {
-        self.with(|s| s.roles.insert(role_arn.to_owned(), external_id.to_owned()));
+        self.with(|s| {
+            s.roles
+                .insert(role_arn.to_owned(), Some(external_id.to_owned()))
+        });
+    }
+
+    /// A role that trusts the platform's account with any external id (its trust policy
+    /// without the `sts:ExternalId` condition): the platform refuses to send as it.
+    pub fn add_role_without_external_id(&self, role_arn: &str) {
+        self.with(|s| s.roles.insert(role_arn.to_owned(), None));
     }
 
     /// A queue (by URL), bus, stream or topic (by ARN).
@@ -125,7 +135,12 @@ impl TenantAws for MemTenantAws {
         self.with(|s| {
             let key = (role.role_arn.to_owned(), role.external_id.to_owned());
             if !s.sessions.contains(&key) {
-                if s.roles.get(role.role_arn).map(String::as_str) != Some(role.external_id) {
+                // As the platform checks a role before its session: a wrong id admitted is
+                // a role any tenant could name.
+                if let Some(None) = s.roles.get(role.role_arn) {
+                    return Err(converger_core::aws::external_id_not_required(role.role_arn));
+                }
+                if s.roles.get(role.role_arn).and_then(Option::as_deref) != Some(role.external_id) {
                     return Err(AwsSendError {
                         stage: Stage::AssumeRole,
                         code: Some("AccessDenied".into()),

@@ -62,6 +62,17 @@ pub struct Clients {
     /// Interceptors of the clients that send as a tenant's role (`tenant_aws`): those
     /// requests are authorized by the tenant's policies, not the function's.
     pub tenant_interceptors: Vec<SharedInterceptor>,
+    /// Whether a tenant's role is tried with a wrong external id before a session is taken
+    /// (`ROLE_EXTERNAL_ID_CHECK`, on unless set `false`).
+    pub role_external_id_check: bool,
+}
+
+fn role_external_id_check() -> bool {
+    converger_core::settings::Env::new(|k| std::env::var(k).ok())
+        .flag(&converger_core::settings::ROLE_EXTERNAL_ID_CHECK)
+        .ok()
+        .flatten()
+        .unwrap_or(true)
 }
 
 fn email_configuration_set() -> Option<String> {
@@ -85,6 +96,7 @@ impl Clients {
             email_configuration_set: email_configuration_set(),
             interceptors: Vec::new(),
             tenant_interceptors: Vec::new(),
+            role_external_id_check: role_external_id_check(),
         }
     }
 
@@ -135,6 +147,7 @@ impl Clients {
             email_configuration_set: email_configuration_set(),
             tenant_interceptors: interceptors.clone(),
             interceptors,
+            role_external_id_check: role_external_id_check(),
         }
     }
 

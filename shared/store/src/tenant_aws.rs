@@ -5,7 +5,10 @@
 //! for one `AssumeRole`, not one each. A refused `AssumeRole` is remembered for
 //! [`FAILED_FOR`], so a tenant's broken role costs the platform one STS call a while, not one
 //! per delivery; and a tenant keeps at most [`MAX_ROLES_PER_TENANT`] roles' sessions, so no
-//! tenant's many roles push another's out.
+//! tenant's many roles push another's out. Before each new session the role is tried with an
+//! external id that is no tenant's ([`converger_core::aws::PROBE_EXTERNAL_ID`]): a role that
+//! admits it does not require the external id, any tenant could name it, and nothing is sent
+//! as it (`ExternalIdNotRequired`, remembered like a refusal).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::config::SharedInterceptor;
@@ -72,6 +75,9 @@ pub struct StsTenantAws {
     send_interceptors: Vec<SharedInterceptor>,
     /// By (role, external id): the external id is the tenant's.
     sessions: Mutex<HashMap<(String, String), Kept>>,
+    /// Whether a role is tried with a wrong external id before a session is taken (off only
+    /// on an emulator that does not evaluate trust policies).
+    check_external_id: bool,
 }
 
 impl StsTenantAws {
@@ -91,7 +97,35 @@ impl StsTenantAws {
             sts: aws_sdk_sts::Client::from_conf(conf.build()),
             send_interceptors: send_interceptors.to_vec(),
             sessions: Mutex::new(HashMap::new()),
+            check_external_id: true,
         }
+    }
+
+    /// Whether roles are tried with a wrong external id first (`ROLE_EXTERNAL_ID_CHECK`).
+    pub fn with_external_id_check(mut self, on: bool) -> Self {
+        self.check_external_id = on;
+        self
+    }
+
+    /// A role's session, once the role has shown that it requires the tenant's external id:
+    /// refused with a wrong one.
+    async fn checked_session(&self, role: &AssumedRole<'_>) -> Result<Session, AwsSendError> {
+        if self.check_external_id {
+            let probe = AssumedRole {
+                external_id: converger_core::aws::PROBE_EXTERNAL_ID,
+                ..*role
+            };
+            match self.assume(&probe).await {
+                Ok(_) => {
+                    return Err(converger_core::aws::external_id_not_required(role.role_arn));
+                }
+                // Refused (as it should be), or the role is not there: the tenant's own
+                // assumption gives the answer. STS failing or not answering: tried again.
+                Err(e) if sts_failed(&e) => return Err(e),
+                Err(_) => {}
+            }
+        }
+        self.assume(role).await
     }
 
     fn slot(&self, role: &AssumedRole<'_>) -> Slot {
@@ -208,6 +242,19 @@ impl StsTenantAws {
         session.clients.insert(key, client.clone());
         client
     }
+}
+
+/// Whether an `AssumeRole` failed for STS's own reasons (throttled, down, no answer), not
+/// for the role's.
+fn sts_failed(e: &AwsSendError) -> bool {
+    converger_core::aws::classify(
+        Service::Sqs,
+        Stage::AssumeRole,
+        e.code.as_deref(),
+        &e.message,
+        e.status,
+    )
+    .retryable
 }
 
 /// A failed call as the port reports it: the service's code and message, and its status.
@@ -354,7 +401,7 @@ impl TenantAws for StsTenantAws {
                 return Err(e.clone());
             }
             if state.session.as_ref().is_none_or(|s| s.renew_at <= now) {
-                match self.assume(&role).await {
+                match self.checked_session(&role).await {
                     Ok(s) => {
                         state.session = Some(s);
                         state.failed = None;
@@ -364,15 +411,7 @@ impl TenantAws for StsTenantAws {
                         // A refusal (the role's trust, a missing role) is the answer for a
                         // while; a failure that is retried (STS throttled or down, no
                         // answer) is not remembered.
-                        let refused = !converger_core::aws::classify(
-                            message.destination.service,
-                            Stage::AssumeRole,
-                            e.code.as_deref(),
-                            &e.message,
-                            e.status,
-                        )
-                        .retryable;
-                        if refused {
+                        if !sts_failed(&e) {
                             state.failed = Some((now + FAILED_FOR, e.clone()));
                         }
                         return Err(e);
@@ -508,14 +547,149 @@ mod tests {
             (Stage::AssumeRole, Some("AccessDenied"))
         );
         assert_eq!(first, second);
-        assert_eq!(started.0.load(Ordering::SeqCst), 1, "one STS call for both");
+        assert_eq!(
+            started.0.load(Ordering::SeqCst),
+            2,
+            "the wrong external id tried, then the tenant's, once for both sends"
+        );
         // Another tenant's role is its own.
         let other = AssumedRole {
             external_id: "ext-b",
             ..role
         };
         let _ = p.send(other, &m).await.unwrap_err();
-        assert_eq!(started.0.load(Ordering::SeqCst), 2);
+        assert_eq!(started.0.load(Ordering::SeqCst), 4);
+    }
+
+    /// An STS that judges `AssumeRole` by its external id as a trust policy would: admits
+    /// `required`, or any when `None` (a role without the `sts:ExternalId` condition). Any
+    /// other request (the send) is answered 400. Its address.
+    async fn judging_sts(required: Option<&'static str>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                // The whole request: its head, then as much body as it says.
+                let mut req = Vec::new();
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = sock.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    req.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&req).to_string();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let len = text[..end]
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse::<usize>().ok())?
+                            })
+                            .unwrap_or(0);
+                        if req.len() >= end + 4 + len {
+                            break;
+                        }
+                    }
+                }
+                let text = String::from_utf8_lossy(&req).to_string();
+                let (status, body) = if text.contains("Action=AssumeRole") {
+                    let given = text
+                        .split(['&', '\n'])
+                        .find_map(|p| p.trim().strip_prefix("ExternalId="))
+                        .unwrap_or_default()
+                        .to_owned();
+                    if required.is_none_or(|r| r == given) {
+                        (
+                            "200 OK",
+                            "<AssumeRoleResponse><AssumeRoleResult><Credentials>\
+                            <AccessKeyId>AKIATEST</AccessKeyId><SecretAccessKey>s</SecretAccessKey>\
+                            <SessionToken>t</SessionToken><Expiration>2099-01-01T00:00:00Z</Expiration>\
+                            </Credentials></AssumeRoleResult><ResponseMetadata><RequestId>r</RequestId>\
+                            </ResponseMetadata></AssumeRoleResponse>",
+                        )
+                    } else {
+                        (
+                            "403 Forbidden",
+                            "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>\
+                            <Message>not authorized to perform sts:AssumeRole</Message></Error>\
+                            <RequestId>r</RequestId></ErrorResponse>",
+                        )
+                    }
+                } else {
+                    (
+                        "400 Bad Request",
+                        "{\"__type\":\"com.amazonaws.sqs#InvalidAddress\",\"message\":\"not here\"}",
+                    )
+                };
+                let resp = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: text/xml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    /// A role whose trust policy admits the platform with any external id is not sent as:
+    /// the wrong id tried first is admitted, the refusal says why and is remembered. A role
+    /// that requires the tenant's id refuses the wrong one and is sent as.
+    #[tokio::test]
+    async fn a_role_that_admits_a_wrong_external_id_is_refused() {
+        let d = destination();
+        let m = AwsMessage {
+            destination: &d,
+            body: "{}",
+            attributes: &[],
+            detail_type: "t",
+            group_id: "g",
+            deduplication_id: "x",
+        };
+        let role = AssumedRole {
+            role_arn: "arn:aws:iam::222233334444:role/r",
+            external_id: "ext-a",
+            session_name: "cvg",
+        };
+        let started = Started::default();
+        let lax = platform(&started, &judging_sts(None).await);
+        let e = lax.send(role, &m).await.unwrap_err();
+        assert_eq!(
+            (e.stage, e.code.as_deref()),
+            (
+                Stage::AssumeRole,
+                Some(converger_core::aws::EXTERNAL_ID_NOT_REQUIRED)
+            )
+        );
+        let c = converger_core::aws::classify(
+            Service::Sqs,
+            e.stage,
+            e.code.as_deref(),
+            &e.message,
+            e.status,
+        );
+        assert!(!c.retryable && c.reason.contains("sts:ExternalId"), "{c:?}");
+        assert_eq!(lax.send(role, &m).await.unwrap_err(), e);
+        assert_eq!(started.0.load(Ordering::SeqCst), 1, "remembered");
+
+        let started = Started::default();
+        let strict = platform(&started, &judging_sts(Some("ext-a")).await);
+        let e = strict.send(role, &m).await.unwrap_err();
+        assert_eq!(e.stage, Stage::Send, "assumed, then sent: {e:?}");
+        assert_eq!(
+            started.0.load(Ordering::SeqCst),
+            2,
+            "the probe, then the tenant's"
+        );
+        // Without the check (an emulator that does not judge trust policies): one call.
+        let started = Started::default();
+        let unchecked = platform(&started, &judging_sts(None).await).with_external_id_check(false);
+        assert_eq!(
+            unchecked.send(role, &m).await.unwrap_err().stage,
+            Stage::Send
+        );
+        assert_eq!(started.0.load(Ordering::SeqCst), 1);
     }
 
     /// An STS that does not answer is not a refusal: every send asks again.

@@ -5,7 +5,8 @@
 //! once, not per delivery; a missing target or an oversized message dead-letters after one
 //! attempt with the error table's advice, a throttled one is retried; a role of the platform's own account is
 //! refused when the channel is written; a rotated external id is audited and the role that
-//! trusts only the old one refuses the platform. The in-process backend's model of the
+//! trusts only the old one refuses the platform; a role that admits any external id is not
+//! sent as. The in-process backend's model of the
 //! accounts stands in for AWS here; `emulator` runs the same sends through STS, SQS,
 //! EventBridge, Kinesis and SNS in a second account of the emulator.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -351,6 +352,29 @@ async fn a_rotated_external_id_is_audited_and_a_role_trusting_the_old_one_refuse
         error.starts_with("sts:AssumeRole: AccessDenied") && error.contains("external id"),
         "{error}"
     );
+    t.stop().await;
+}
+
+/// A role whose trust policy admits the platform without the `sts:ExternalId` condition
+/// could be named by any tenant: nothing is sent as it, and the dead letter says what to add.
+#[tokio::test]
+async fn a_role_that_does_not_require_the_external_id_is_refused() {
+    let t = in_process().await;
+    let a = t.new_tenant("default").await;
+    let cloud = t.stack.memory().unwrap().tenant_aws.clone();
+    cloud.add_role_without_external_id(ROLE);
+    cloud.add_target(QUEUE);
+    let (ch, _) = channel(&a, "aws_sqs", QUEUE, ROLE).await;
+    let i = a.activity(&[&ch]).await;
+    let d = settled(&a, &i.deliveries[0].id).await;
+    assert_eq!((d.status.as_str(), d.attempts), ("failed", 1), "{d:?}");
+    let error = d.last_error.unwrap();
+    assert!(
+        error.starts_with("sts:AssumeRole: ExternalIdNotRequired")
+            && error.contains("sts:ExternalId"),
+        "{error}"
+    );
+    assert!(cloud.received(QUEUE).is_empty(), "nothing sent as the role");
     t.stop().await;
 }
 

@@ -45,7 +45,12 @@ impl Account {
                 for q in queues {
                     crate::aws_channels::emulator::queue(&sqs, q).await;
                 }
-                let port = Arc::new(converger_store::StsTenantAws::new(&t.config, &[], &[]));
+                // The emulator admits any external id: the wrong one's check is the store's
+                // own test (an STS that judges the id).
+                let port = Arc::new(
+                    converger_store::StsTenantAws::new(&t.config, &[], &[])
+                        .with_external_id_check(false),
+                );
                 Self {
                     t: Some(t),
                     port,
