@@ -225,8 +225,31 @@ impl DeployedStack {
                 .values()
                 .map(|t| (t.name.clone(), t.arn.clone()))
                 .collect(),
+            hash_keys: self.hash_keys(),
             websocket_api: self.standins.get("WebSocketApi").cloned(),
         }
+    }
+
+    /// Table name -> its partition key's attribute, as the template declares it (empty if
+    /// the template cannot be read: a `dynamodb:LeadingKeys` condition then allows nothing).
+    fn hash_keys(&self) -> std::collections::HashMap<String, String> {
+        let Ok(t) = template() else {
+            return Default::default();
+        };
+        self.tables
+            .iter()
+            .filter_map(|(logical, table)| {
+                let schema =
+                    t["Resources"][logical.as_str()]["Properties"]["KeySchema"].as_sequence()?;
+                let hash = schema
+                    .iter()
+                    .find(|k| k["KeyType"].as_str() == Some("HASH"))?;
+                Some((
+                    table.name.clone(),
+                    hash["AttributeName"].as_str()?.to_owned(),
+                ))
+            })
+            .collect()
     }
 
     /// Physical name -> logical id, for reports in the template's terms.

@@ -5,9 +5,11 @@
 //!
 //! What is evaluated: identity policies' `Allow` and `Deny` statements with `Action` /
 //! `NotAction` and `Resource` / `NotResource` (strings or lists, `*` and `?` wildcards,
-//! actions case-insensitive), and the one condition the template uses: `StringEquals` or
-//! `StringNotEquals` on `aws:ResourceAccount` (the account in the resource's ARN). Any other
-//! condition is refused when the policy is read; no principals or permission boundaries. What a request needs is derived as AWS authorizes it: DynamoDB index
+//! actions case-insensitive), and the conditions the template uses: `StringEquals` or
+//! `StringNotEquals` on `aws:ResourceAccount` (the account in the resource's ARN), and
+//! `ForAllValues:StringLike` on `dynamodb:LeadingKeys` (the partition key values of a single
+//! item request or a transaction's items; unknown for any other request, which such a
+//! statement then does not allow). Any other condition is refused when the policy is read; no principals or permission boundaries. What a request needs is derived as AWS authorizes it: DynamoDB index
 //! queries need the index ARN (`table/T/index/I`), transactions need the per-item action on
 //! each table, SQS batch calls need the single-message action, `PutEvents` needs the bus ARN,
 //! a WebSocket push needs `execute-api:ManageConnections` on the connection's ARN.
@@ -29,38 +31,46 @@ pub struct Statement {
     pub not_resources: Vec<String>,
     /// `aws:ResourceAccount` conditions: (negated, the accounts named).
     pub account_conditions: Vec<(bool, Vec<String>)>,
+    /// `ForAllValues:StringLike` on `dynamodb:LeadingKeys`: the patterns every partition key
+    /// value of the request must match.
+    pub leading_keys: Option<Vec<String>>,
 }
 
 /// The conditions a statement may carry here: `StringEquals` / `StringNotEquals` on
-/// `aws:ResourceAccount`.
-fn account_conditions(name: &str, c: &Value) -> Result<Vec<(bool, Vec<String>)>, String> {
+/// `aws:ResourceAccount`, `ForAllValues:StringLike` on `dynamodb:LeadingKeys`.
+#[allow(clippy::type_complexity)]
+fn conditions(
+    name: &str,
+    c: &Value,
+) -> Result<(Vec<(bool, Vec<String>)>, Option<Vec<String>>), String> {
     let Some(ops) = c.as_object() else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     };
-    ops.iter()
-        .map(|(op, keys)| {
-            let negated = match op.as_str() {
-                "StringEquals" => false,
-                "StringNotEquals" => true,
-                other => {
-                    return Err(format!(
-                        "policy {name}: condition {other} is not evaluated locally"
-                    ));
-                }
-            };
-            let keys = keys
-                .as_object()
-                .ok_or(format!("policy {name}: {op} is not an object"))?;
-            match keys.iter().collect::<Vec<_>>().as_slice() {
-                [(key, values)] if key.eq_ignore_ascii_case("aws:ResourceAccount") => {
-                    Ok((negated, strings(values)?))
-                }
-                _ => Err(format!(
-                    "policy {name}: only aws:ResourceAccount conditions are evaluated locally"
-                )),
+    let (mut accounts, mut leading) = (Vec::new(), None);
+    for (op, keys) in ops {
+        let keys = keys
+            .as_object()
+            .ok_or(format!("policy {name}: {op} is not an object"))?;
+        let [(key, values)] = keys.iter().collect::<Vec<_>>()[..] else {
+            return Err(format!("policy {name}: {op} names more than one key"));
+        };
+        match op.as_str() {
+            "StringEquals" | "StringNotEquals"
+                if key.eq_ignore_ascii_case("aws:ResourceAccount") =>
+            {
+                accounts.push((op == "StringNotEquals", strings(values)?));
             }
-        })
-        .collect()
+            "ForAllValues:StringLike" if key.eq_ignore_ascii_case("dynamodb:LeadingKeys") => {
+                leading = Some(strings(values)?);
+            }
+            other => {
+                return Err(format!(
+                    "policy {name}: condition {other} on {key} is not evaluated locally"
+                ));
+            }
+        }
+    }
+    Ok((accounts, leading))
 }
 
 /// A named identity policy.
@@ -97,9 +107,10 @@ impl Policy {
         let statements = list
             .iter()
             .map(|s| {
-                let account_conditions = account_conditions(name, &s["Condition"])?;
+                let (account_conditions, leading_keys) = conditions(name, &s["Condition"])?;
                 Ok(Statement {
                     account_conditions,
+                    leading_keys,
                     allow: match s["Effect"].as_str() {
                         Some("Allow") => true,
                         Some("Deny") => false,
@@ -170,7 +181,23 @@ fn matching<'a>(patterns: &'a [String], value: &str, ignore_case: bool) -> Optio
     patterns.iter().find(|p| wildcard(p, value, ignore_case))
 }
 
-fn statement_match(s: &Statement, action: &str, resource: &str) -> Option<Grant> {
+fn statement_match(
+    s: &Statement,
+    action: &str,
+    resource: &str,
+    leading: Option<&[String]>,
+) -> Option<Grant> {
+    if let Some(patterns) = &s.leading_keys {
+        // Unknown keys: not allowed (as AWS would not, for a request that names keys this
+        // check cannot read).
+        let keys = leading?;
+        if !keys
+            .iter()
+            .all(|k| patterns.iter().any(|p| wildcard(p, k, false)))
+        {
+            return None;
+        }
+    }
     let action_pattern = if s.not_actions.is_empty() {
         matching(&s.actions, action, true)?.clone()
     } else if matching(&s.not_actions, action, true).is_none() {
@@ -201,10 +228,20 @@ fn statement_match(s: &Statement, action: &str, resource: &str) -> Option<Grant>
 
 /// IAM's evaluation of identity policies: an explicit deny wins, else any allow, else deny.
 pub fn evaluate(policies: &[Policy], action: &str, resource: &str) -> Decision {
+    evaluate_keys(policies, action, resource, None)
+}
+
+/// [`evaluate`] of a request whose partition key values are `leading` (when known).
+pub fn evaluate_keys(
+    policies: &[Policy],
+    action: &str,
+    resource: &str,
+    leading: Option<&[String]>,
+) -> Decision {
     let mut allowed = None;
     for p in policies {
         for s in &p.statements {
-            if let Some(g) = statement_match(s, action, resource) {
+            if let Some(g) = statement_match(s, action, resource, leading) {
                 if !s.allow {
                     return Decision::ExplicitDeny(p.name.clone());
                 }
@@ -220,6 +257,9 @@ pub fn evaluate(policies: &[Policy], action: &str, resource: &str) -> Decision {
 pub struct Access {
     pub action: String,
     pub resource: String,
+    /// The partition key values it touches (`dynamodb:LeadingKeys`), where this check can
+    /// read them.
+    pub leading_keys: Option<Vec<String>>,
 }
 
 /// What the requests' resource ARNs are built from: the deployed stack's region, account,
@@ -233,6 +273,8 @@ pub struct Arns {
     pub queues: HashMap<String, String>,
     /// Table name -> table ARN.
     pub tables: HashMap<String, String>,
+    /// Table name -> its partition key's attribute.
+    pub hash_keys: HashMap<String, String>,
     /// The WebSocket API's id (its management endpoint's pushes are `execute-api` calls).
     pub websocket_api: Option<String>,
 }
@@ -283,7 +325,18 @@ impl Arns {
         body: &[u8],
     ) -> Vec<Access> {
         let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-        let access = |action: String, resource: String| Access { action, resource };
+        let access = |action: String, resource: String| Access {
+            action,
+            resource,
+            leading_keys: None,
+        };
+        // A single item's partition key value (`Key` or `Item`), as text.
+        let leading = |table: &str, item: &Value| -> Option<Vec<String>> {
+            let attr = self.hash_keys.get(table)?;
+            let value = item["Key"].get(attr).or_else(|| item["Item"].get(attr))?;
+            let text = value["S"].as_str().or_else(|| value["N"].as_str())?;
+            Some(vec![text.to_owned()])
+        };
         let Some(target) = target else {
             if method == "POST" && uri.contains("/v2/email/outbound-emails") {
                 // SES v2 `SendEmail` (REST JSON): checked against the sending identity and
@@ -378,14 +431,22 @@ impl Arns {
                                     "Get" => "GetItem",
                                     _ => kind.as_str(),
                                 };
-                                Some(access(
-                                    format!("dynamodb:{action}"),
-                                    self.table(inner["TableName"].as_str().unwrap_or("")),
-                                ))
+                                let name = inner["TableName"].as_str().unwrap_or("");
+                                Some(Access {
+                                    leading_keys: leading(name, inner),
+                                    ..access(format!("dynamodb:{action}"), self.table(name))
+                                })
                             })
                             .collect()
                     })
                     .unwrap_or_default(),
+                "GetItem" | "PutItem" | "UpdateItem" | "DeleteItem" => {
+                    let name = v["TableName"].as_str().unwrap_or("");
+                    vec![Access {
+                        leading_keys: leading(name, &v),
+                        ..access(format!("dynamodb:{op}"), table_or_index(&v))
+                    }]
+                }
                 _ => vec![access(format!("dynamodb:{op}"), table_or_index(&v))],
             }
         } else if prefix.starts_with("AmazonSQS") {
@@ -588,10 +649,16 @@ impl IamGuard {
             accesses.push(Access {
                 action: target.unwrap_or(method).to_owned(),
                 resource: "(no resource named)".into(),
+                leading_keys: None,
             });
         }
         for access in accesses {
-            match evaluate(&g.policies, &access.action, &access.resource) {
+            match evaluate_keys(
+                &g.policies,
+                &access.action,
+                &access.resource,
+                access.leading_keys.as_deref(),
+            ) {
                 Decision::Allow(grant) => {
                     let fresh = g.used.lock().is_ok_and(|mut u| u.insert(grant.clone()));
                     if fresh && matches!(g.sink, Sink::Suite) {

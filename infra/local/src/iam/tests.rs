@@ -12,6 +12,7 @@ fn arns() -> Arns {
             "arn:aws:sqs:us-east-1:123456789012:s-Q-1".into(),
         )]),
         tables: HashMap::new(),
+        hash_keys: HashMap::from([("T".into(), "pk".into())]),
         websocket_api: Some("ws123".into()),
     }
 }
@@ -128,7 +129,8 @@ fn sqs_batches_need_the_single_action_on_the_queue_arn() {
         a,
         vec![Access {
             action: "sqs:SendMessage".into(),
-            resource: "arn:aws:sqs:us-east-1:123456789012:s-Q-1".into()
+            resource: "arn:aws:sqs:us-east-1:123456789012:s-Q-1".into(),
+            leading_keys: None,
         }]
     );
 }
@@ -141,7 +143,8 @@ fn events_and_websocket_pushes_name_their_resources() {
         a,
         vec![Access {
             action: "events:PutEvents".into(),
-            resource: "arn:aws:events:us-east-1:123456789012:event-bus/bus".into()
+            resource: "arn:aws:events:us-east-1:123456789012:event-bus/bus".into(),
+            leading_keys: None,
         }]
     );
     let a = arns().accesses(
@@ -333,6 +336,7 @@ fn assume_role_is_allowed_only_outside_the_stacks_account() {
         vec![Access {
             action: "sts:AssumeRole".into(),
             resource: "arn:aws:iam::222233334444:role/send".into(),
+            leading_keys: None,
         }]
     );
     assert!(matches!(
@@ -360,5 +364,68 @@ fn assume_role_is_allowed_only_outside_the_stacks_account() {
             }]})
         )
         .is_err()
+    );
+}
+
+/// `ForAllValues:StringLike` on `dynamodb:LeadingKeys`: an item request is allowed only on
+/// partition keys the patterns match; one whose keys cannot be read is not allowed.
+#[test]
+fn leading_keys_narrow_a_statement_to_the_items_it_names() {
+    let p = policy(json!([{
+        "Effect": "Allow", "Action": ["dynamodb:UpdateItem", "dynamodb:Query"],
+        "Resource": "arn:aws:dynamodb:us-east-1:123456789012:table/T",
+        "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["ten_*"]}}
+    }]));
+    let update = |pk: &str| {
+        let body = json!({"TableName": "T", "Key": {"pk": {"S": pk}},
+                          "UpdateExpression": "SET a = :a"})
+        .to_string();
+        let a = arns().accesses(
+            Some("DynamoDB_20120810.UpdateItem"),
+            "POST",
+            "/",
+            body.as_bytes(),
+        );
+        assert_eq!(a[0].leading_keys.as_deref(), Some(&[pk.to_owned()][..]));
+        evaluate_keys(
+            &p,
+            &a[0].action,
+            &a[0].resource,
+            a[0].leading_keys.as_deref(),
+        )
+    };
+    assert!(matches!(update("ten_abc"), Decision::Allow(_)));
+    assert_eq!(update("user#admin#ops@example.com"), Decision::ImplicitDeny);
+    // A transaction's items each name theirs.
+    let body = json!({"TransactItems": [
+        {"Update": {"TableName": "T", "Key": {"pk": {"S": "key#h"}}}}
+    ]})
+    .to_string();
+    let a = arns().accesses(
+        Some("DynamoDB_20120810.TransactWriteItems"),
+        "POST",
+        "/",
+        body.as_bytes(),
+    );
+    assert_eq!(
+        a[0].leading_keys.as_deref(),
+        Some(&["key#h".to_owned()][..])
+    );
+    // A query's keys are not read here: not allowed under the condition.
+    let body = json!({"TableName": "T", "KeyConditionExpression": "pk = :p"}).to_string();
+    let a = arns().accesses(
+        Some("DynamoDB_20120810.Query"),
+        "POST",
+        "/",
+        body.as_bytes(),
+    );
+    assert_eq!(
+        evaluate_keys(
+            &p,
+            &a[0].action,
+            &a[0].resource,
+            a[0].leading_keys.as_deref()
+        ),
+        Decision::ImplicitDeny
     );
 }
