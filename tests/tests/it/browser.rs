@@ -401,6 +401,36 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
     t.stop().await;
 }
 
+/// The dashboard's counts follow without a reload: a dead letter made while it is open
+/// shows on the page as it is (a mark set on the page survives), with the time it was read.
+#[tokio::test]
+async fn the_dashboard_counts_follow_without_a_reload() {
+    let t = TestStack::start().await;
+    let rx = Receiver::always(400).await.unwrap();
+    let f = t.failing_tenant(&rx, "live", 1).await;
+    let b = Browser::start(&t.stack.admin_url, "dashboard-live").await;
+    b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    assert_eq!(b.text("#failed-count").await, "1");
+    assert_eq!(b.text("#live-at").await, "when the page loaded");
+    b.js("window.stillThisPage = true;", vec![]).await;
+    let more = t.activities(&f.key, &f.channel, 1, 1).await;
+    t.wait_delivery(&f.key, &more[0], Duration::from_secs(20), |d| {
+        d["status"] == "failed"
+    })
+    .await;
+    assert_eq!(b.wait_text("#failed-count", |n| n == "2").await, "2");
+    assert_eq!(
+        b.js("return window.stillThisPage === true;", vec![]).await,
+        json!(true),
+        "the same page, not a reload"
+    );
+    assert_ne!(b.text("#live-at").await, "when the page loaded");
+    b.shot("dashboard-live").await;
+    b.close().await;
+    t.stop().await;
+}
+
 /// A conversation's page: its activities in `seq` order, a badge per channel delivery (status,
 /// attempts, the last error on hover) linked to the delivery, reached from a delivery's page
 /// and from the search on the deliveries page; an operator names the tenant, a tenant's user

@@ -101,21 +101,48 @@ pub(super) async fn dashboard(
         .find(|(s, _, _)| *s == DeliveryStatus::Failed)
         .map_or(0, |(_, n, _)| *n);
     let content = html! {
-        p { "Failed deliveries: " strong id="failed-count" { (failed) } " · "
-            a href="/admin/deliveries?status=failed" { "see them" } }
-        h2 { "Deliveries by status" }
-        table id="by-status" { tr { @for (s, _, _) in &by_status { th { (s) } } }
-                          tr { @for (_, n, capped) in &by_status { td { (n) @if *capped { "+" } } } } }
-        h2 { "Queues" }
-        @if depth_error { p.error id="queues-error" { "Queue depths are unavailable just now; the log has the detail." } }
-        table id="queues" { tr { th { "Queue" } th { "Visible" } th { "Delayed" } th { "In flight" } }
-            @for d in &depths { tr { td { (d.queue) } td { (d.visible) } td { (d.delayed) } td { (d.in_flight) } } } }
+        p.muted { "Counts and queues refresh every " (REFRESH_MS / 1000) " s; last read "
+            span id="live-at" { "when the page loaded" } "." }
+        // What the script replaces with the same part of the page read again.
+        div id="live" data-every=(REFRESH_MS) {
+            p { "Failed deliveries: " strong id="failed-count" { (failed) } " · "
+                a href="/admin/deliveries?status=failed" { "see them" } }
+            h2 { "Deliveries by status" }
+            table id="by-status" { tr { @for (s, _, _) in &by_status { th { (s) } } }
+                              tr { @for (_, n, capped) in &by_status { td { (n) @if *capped { "+" } } } } }
+            h2 { "Queues" }
+            @if depth_error { p.error id="queues-error" { "Queue depths are unavailable just now; the log has the detail." } }
+            table id="queues" { tr { th { "Queue" } th { "Visible" } th { "Delayed" } th { "In flight" } }
+                @for d in &depths { tr { td { (d.queue) } td { (d.visible) } td { (d.delayed) } td { (d.in_flight) } } } }
+            h2 { "Channels not flowing" }
+            @if open.is_empty() { p.muted { "Every channel is flowing." } }
+            ul id="not-flowing" { @for (c, l) in &open { li { (c.name) " (" (c.tenant_id) "): " (l) } } }
+            h2 { "Channels by health" }
+            table id="by-health" { @for (s, n) in &by_health { tr { th { (s) } td { (n) } } } }
+        }
+        script { (maud::PreEscaped(DASHBOARD_SCRIPT)) }
         (depth_chart)
-        h2 { "Channels not flowing" }
-        @if open.is_empty() { p.muted { "Every channel is flowing." } }
-        ul id="not-flowing" { @for (c, l) in &open { li { (c.name) " (" (c.tenant_id) "): " (l) } } }
-        h2 { "Channels by health" }
-        table id="by-health" { @for (s, n) in &by_health { tr { th { (s) } td { (n) } } } }
     };
     layout(&state, &v, "Dashboard", content)
 }
+
+/// How often the dashboard reads its counts and queues again.
+const REFRESH_MS: u64 = 10_000;
+
+/// The dashboard's live part: while the tab is shown, the page is read again every
+/// `data-every` ms and its `#live` part put in place of this one's (the same rendering, no
+/// second format to keep in step); a failed read leaves what is shown.
+pub(super) const DASHBOARD_SCRIPT: &str = r#"const live = document.getElementById('live');
+const every = Number(live.dataset.every) || 10000;
+setInterval(async () => {
+  if (document.visibilityState !== 'visible') return;
+  try {
+    const r = await fetch(location.href, {cache: 'no-store', credentials: 'same-origin'});
+    if (!r.ok || r.redirected) return;
+    const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
+    const next = doc.getElementById('live');
+    if (!next) return;
+    live.replaceChildren(...Array.from(next.childNodes));
+    document.getElementById('live-at').textContent = new Date().toLocaleTimeString();
+  } catch (e) {}
+}, every);"#;

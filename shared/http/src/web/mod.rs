@@ -191,11 +191,12 @@ pub fn router(state: AppState) -> Router {
 pub fn content_security_policy(stream_url: Option<&str>) -> String {
     let stream = stream_url.map(|u| format!(" {u}")).unwrap_or_default();
     format!(
-        "default-src 'none'; style-src '{}'; script-src '{}' '{}'; connect-src 'self'{stream}; \
+        "default-src 'none'; style-src '{}'; script-src '{}' '{}' '{}'; connect-src 'self'{stream}; \
          img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         source_hash(page::CSS),
         source_hash(channels::CHANNELS_SCRIPT),
-        source_hash(conversations::CONVERSATION_SCRIPT)
+        source_hash(conversations::CONVERSATION_SCRIPT),
+        source_hash(dashboard::DASHBOARD_SCRIPT)
     )
 }
 
