@@ -74,14 +74,27 @@ impl ActivityStore for DynamoStore {
         }
     }
     async fn create_fresh_activities(&self, fresh: &[(&Activity, &[Delivery])]) -> StoreResult<()> {
-        let mut rows = Vec::with_capacity(fresh.iter().map(|(_, ds)| ds.len() + 1).sum());
+        let mut activities = Vec::with_capacity(fresh.len());
+        let mut deliveries = Vec::with_capacity(fresh.iter().map(|(_, ds)| ds.len()).sum());
         for (a, ds) in fresh {
-            rows.push((self.res.activities.clone(), activity_item(a)?));
+            activities.push((self.res.activities.clone(), activity_item(a)?));
             for d in *ds {
-                rows.push((self.res.deliveries.clone(), self.delivery_item(d)?));
+                deliveries.push((self.res.deliveries.clone(), self.delivery_item(d)?));
             }
         }
-        self.batch_put_rows(rows).await
+        if activities.len() + deliveries.len() <= 25 {
+            // One request, as a single activity's rows are: its puts are applied together
+            // unless some come back unprocessed, which are sent again.
+            activities.append(&mut deliveries);
+            return self.batch_put_rows(activities).await;
+        }
+        // A batch of activities is several requests, each of which may fail on its own:
+        // every activity is written before any delivery, so a write that fails part way
+        // leaves activities without deliveries (answered 503; the producer's retry writes
+        // them again), never a delivery whose activity is missing, which no attempt could
+        // send and no replay could finish.
+        self.batch_put_rows(activities).await?;
+        self.batch_put_rows(deliveries).await
     }
     async fn get_activity(
         &self,

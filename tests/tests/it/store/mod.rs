@@ -225,3 +225,103 @@ async fn a_refused_dynamodb_request_keeps_the_sdk_error_as_its_source() {
         "{sdk:?}"
     );
 }
+
+/// Sends every `BatchWriteItem` whose body names `.0` (one activity's id) to a table that
+/// does not exist, so that the service refuses it (after a round trip, as a throttled or
+/// failed request would come back) while the other requests of the batch go through.
+#[derive(Debug)]
+struct FailBatchesNaming(String);
+
+impl aws_sdk_dynamodb::config::Intercept for FailBatchesNaming {
+    fn name(&self) -> &'static str {
+        "fail-batches-naming"
+    }
+    fn modify_before_signing(
+        &self,
+        ctx: &mut aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextMut<'_>,
+        _: &aws_sdk_dynamodb::config::RuntimeComponents,
+        _: &mut aws_sdk_dynamodb::config::ConfigBag,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let r = ctx.request_mut();
+        let batch = r
+            .headers()
+            .get("x-amz-target")
+            .is_some_and(|t| t.ends_with("BatchWriteItem"));
+        let body = r
+            .body()
+            .bytes()
+            .map(|b| String::from_utf8_lossy(b).to_string());
+        if let Some(body) = body.filter(|b| batch && b.contains(&self.0)) {
+            let mut v: serde_json::Value = serde_json::from_str(&body)?;
+            let items = v["RequestItems"].as_object().cloned().unwrap_or_default();
+            v["RequestItems"] = serde_json::Value::Object(
+                items
+                    .into_iter()
+                    .map(|(t, w)| (format!("{t}-missing"), w))
+                    .collect(),
+            );
+            let bytes = serde_json::to_vec(&v)?;
+            r.headers_mut()
+                .insert("content-length", bytes.len().to_string());
+            *r.body_mut() = aws_smithy_types::body::SdkBody::from(bytes);
+        }
+        Ok(())
+    }
+}
+
+/// A batch of activities is several batch writes, none atomic with another: one that fails
+/// leaves no delivery whose activity is missing (such a delivery could never be sent, and a
+/// replay of it would never finish).
+#[tokio::test]
+async fn a_batch_write_that_fails_part_way_leaves_no_delivery_without_its_activity() {
+    let f = fixture(Backend::Dynamo).await;
+    let t = f.t.as_ref().unwrap();
+    let activities: Vec<Activity> = (0..12).map(|_| activity(&f)).collect();
+    let deliveries: Vec<Vec<Delivery>> = activities
+        .iter()
+        .map(|a| {
+            (0..3)
+                .map(|_| {
+                    let mut d = new_delivery(a, &f.channel, Tier::Bulk, 0, &time::now_rfc3339());
+                    d.id = converger_core::DeliveryId::generate();
+                    d
+                })
+                .collect()
+        })
+        .collect();
+    // The request that carries the first activity fails.
+    let conf = aws_sdk_dynamodb::config::Builder::from(&t.config)
+        .interceptor(FailBatchesNaming(activities[0].id.to_string()))
+        .build();
+    let failing = DynamoStore::new(
+        aws_sdk_dynamodb::Client::from_conf(conf),
+        t.resources.clone(),
+    );
+    let fresh: Vec<(&Activity, &[Delivery])> = activities
+        .iter()
+        .zip(&deliveries)
+        .map(|(a, ds)| (a, ds.as_slice()))
+        .collect();
+    assert!(
+        converger_ports::ActivityStore::create_fresh_activities(&failing, &fresh)
+            .await
+            .is_err()
+    );
+    for (a, ds) in activities.iter().zip(&deliveries) {
+        let has_activity = f
+            .store
+            .get_activity(&a.tenant_id, &a.id)
+            .await
+            .unwrap()
+            .is_some();
+        for d in ds {
+            let written = f.store.get_delivery(&d.id).await.unwrap().is_some();
+            assert!(
+                !written || has_activity,
+                "{} written without its activity {}",
+                d.id,
+                a.id
+            );
+        }
+    }
+}
