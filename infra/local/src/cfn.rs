@@ -230,25 +230,13 @@ impl DeployedStack {
         }
     }
 
-    /// Table name -> its partition key's attribute, as the template declares it (empty if
-    /// the template cannot be read: a `dynamodb:LeadingKeys` condition then allows nothing).
+    /// Table name -> its partition key's attribute (`crate::tables::hash_keys`; a
+    /// `dynamodb:LeadingKeys` condition allows nothing on a table missing here).
     fn hash_keys(&self) -> std::collections::HashMap<String, String> {
-        let Ok(t) = template() else {
-            return Default::default();
-        };
+        let keys = crate::tables::hash_keys();
         self.tables
             .iter()
-            .filter_map(|(logical, table)| {
-                let schema =
-                    t["Resources"][logical.as_str()]["Properties"]["KeySchema"].as_sequence()?;
-                let hash = schema
-                    .iter()
-                    .find(|k| k["KeyType"].as_str() == Some("HASH"))?;
-                Some((
-                    table.name.clone(),
-                    hash["AttributeName"].as_str()?.to_owned(),
-                ))
-            })
+            .filter_map(|(logical, table)| Some((table.name.clone(), keys.get(logical)?.clone())))
             .collect()
     }
 

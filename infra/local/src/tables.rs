@@ -52,6 +52,23 @@ pub fn declared() -> Result<(Vec<TableDef>, BTreeMap<String, String>), String> {
     Ok((tables, names))
 }
 
+/// Each table's partition key attribute, by logical id, as `infra/template.yaml` declares it
+/// (read once per process; empty if the template cannot be read).
+pub fn hash_keys() -> &'static BTreeMap<String, String> {
+    static KEYS: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        crate::cfn::template()
+            .and_then(|t| tables_in(&t))
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|t| {
+                let (attr, _) = t.key.into_iter().find(|(_, kind)| kind == "HASH")?;
+                Some((t.logical_id, attr))
+            })
+            .collect()
+    })
+}
+
 fn tables_in(doc: &Value) -> Result<Vec<TableDef>, String> {
     let resources = doc
         .get("Resources")

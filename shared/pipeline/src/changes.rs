@@ -273,11 +273,12 @@ impl<'p> Changes<'p> {
         use futures::StreamExt;
         // Per counter (a usage counter's part this shard adds to): each record's add, in
         // order.
-        let mut per: BTreeMap<String, Vec<(&str, CounterAdd)>> = BTreeMap::new();
+        let mut per: BTreeMap<String, Vec<(&str, &CounterAdd)>> = BTreeMap::new();
         for (r, d) in records.iter().zip(derived) {
             for a in &d.counts {
-                let a = a.clone().in_part_of(shard);
-                per.entry(a.counter_key()).or_default().push((&r.seq, a));
+                per.entry(a.counter_key_of(shard))
+                    .or_default()
+                    .push((&r.seq, a));
             }
         }
         // The counters are apart (each keeps its own mark), so they are written side by
@@ -309,7 +310,7 @@ impl<'p> Changes<'p> {
     async fn count_one(
         &self,
         shard: &str,
-        adds: &[(&str, CounterAdd)],
+        adds: &[(&str, &CounterAdd)],
     ) -> Result<Counted, CountError> {
         let mut c = Counted::default();
         let mut from = 0;
@@ -318,7 +319,7 @@ impl<'p> Changes<'p> {
             let Some(((first, a0), (last, _))) = rest.first().zip(rest.last()) else {
                 break;
             };
-            let mut total = a0.clone();
+            let mut total = (*a0).clone().in_part_of(shard);
             for (_, a) in &rest[1..] {
                 total.add(a);
             }
@@ -340,7 +341,7 @@ impl<'p> Changes<'p> {
                                 key @ UsageKey {
                                     of: UsageOf::Tenant(tenant),
                                     grain: Grain::Minute,
-                                    bucket,
+                                    ..
                                 },
                             ..
                         },
@@ -350,7 +351,6 @@ impl<'p> Changes<'p> {
                         c.minute = Some(crate::shards::MinuteCount {
                             tenant: tenant.clone(),
                             key: key.clone(),
-                            bucket: *bucket,
                             created,
                             added: counts.created,
                         });

@@ -23,9 +23,9 @@ const COUNT_MEMO_MS: i64 = 5_000;
 /// The tenants this instance read for their shards, and the minute counts it read whole.
 pub(crate) struct ShardMemo {
     tenants: TtlCache<TenantId, Tenant>,
-    /// (tenant, minute) -> (created in all parts as read, plus this instance's adds since;
-    /// when read).
-    counts: TtlCache<(TenantId, i64), (i64, i64)>,
+    /// A tenant's minute counter -> (created in all parts as read, plus this instance's adds
+    /// since; when read).
+    counts: TtlCache<UsageKey, (i64, i64)>,
 }
 
 impl Default for ShardMemo {
@@ -44,7 +44,6 @@ pub struct MinuteCount {
     pub tenant: TenantId,
     /// The counter (every part of it).
     pub key: UsageKey,
-    pub bucket: i64,
     /// In the part written, after the write.
     pub created: i64,
     /// What the write added.
@@ -70,16 +69,14 @@ impl ShardGrowth<'_> {
         let mut written = Vec::new();
         for c in counts {
             // A count read whole before this write lacks what it added.
-            self.memo
-                .counts
-                .with_mut(&(c.tenant.clone(), c.bucket), |(n, _)| *n += c.added);
+            self.memo.counts.with_mut(&c.key, |(n, _)| *n += c.added);
         }
         for c in counts {
             // A shard's batches add to one part: the parts together hold about this many
             // (more where few shards share the parts, less where many do).
             let estimate = minute_rate(
                 u64::try_from(c.created).unwrap_or(0) * u64::from(PARTS),
-                Grain::Minute.start_ms(c.bucket),
+                Grain::Minute.start_ms(c.key.bucket),
                 now,
             );
             tracing::debug!(tenant_id = %c.tenant, created = c.created, estimate, per_shard = self.per_shard, "tenant rate");
@@ -105,19 +102,18 @@ impl ShardGrowth<'_> {
     /// [`COUNT_MEMO_MS`] per instance).
     async fn whole_rate(&self, c: &MinuteCount) -> Result<f64, converger_ports::StoreError> {
         let now = self.clock.now_ms();
-        let memo_key = (c.tenant.clone(), c.bucket);
-        let created = match self.memo.counts.get(&memo_key) {
+        let created = match self.memo.counts.get(&c.key) {
             Some((n, read_at)) if now - read_at < COUNT_MEMO_MS => n,
             _ => {
                 let read = self.usage.read_usage(std::slice::from_ref(&c.key)).await?;
                 let n = read.first().map_or(0, |n| n.created);
-                self.memo.counts.insert(memo_key, (n, now));
+                self.memo.counts.insert(c.key.clone(), (n, now));
                 n
             }
         };
         Ok(minute_rate(
             u64::try_from(created).unwrap_or(0),
-            Grain::Minute.start_ms(c.bucket),
+            Grain::Minute.start_ms(c.key.bucket),
             now,
         ))
     }

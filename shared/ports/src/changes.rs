@@ -88,6 +88,14 @@ impl CounterAdd {
         }
     }
 
+    /// [`Self::counter_key`] of [`Self::in_part_of`]`(shard)`, without the copy.
+    pub fn counter_key_of(&self, shard: &str) -> String {
+        match self {
+            Self::Usage { key, .. } => key.part_key(converger_core::usage::part_of(shard)),
+            _ => self.counter_key(),
+        }
+    }
+
     /// Adds `other`'s counts (an add of the same counter).
     pub fn add(&mut self, other: &CounterAdd) {
         match (self, other) {

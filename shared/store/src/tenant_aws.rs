@@ -499,47 +499,33 @@ mod tests {
         .destination
     }
 
-    /// An STS that refuses every `AssumeRole` (403 `AccessDenied`, as for a role whose trust
-    /// policy does not admit the platform); its address.
-    async fn refusing_sts() -> String {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut sock, _)) = listener.accept().await {
-                let mut buf = vec![0u8; 16 * 1024];
-                let _ = sock.read(&mut buf).await;
-                let body = "<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>\
-                    <Message>not authorized to perform sts:AssumeRole</Message></Error>\
-                    <RequestId>r</RequestId></ErrorResponse>";
-                let resp = format!(
-                    "HTTP/1.1 403 Forbidden\r\ncontent-type: text/xml\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = sock.write_all(resp.as_bytes()).await;
-            }
-        });
-        format!("http://{addr}")
-    }
-
-    #[tokio::test]
-    async fn a_refused_assume_role_is_answered_from_memory_for_a_while() {
-        let started = Started::default();
-        let p = platform(&started, &refusing_sts().await);
-        let d = destination();
-        let m = AwsMessage {
-            destination: &d,
+    /// The message every test sends.
+    fn message(d: &Destination) -> AwsMessage<'_> {
+        AwsMessage {
+            destination: d,
             body: "{}",
             attributes: &[],
             detail_type: "t",
             group_id: "g",
             deduplication_id: "x",
-        };
-        let role = AssumedRole {
-            role_arn: "arn:aws:iam::222233334444:role/r",
-            external_id: "ext-a",
-            session_name: "cvg",
-        };
+        }
+    }
+
+    /// Tenant `ext-a`'s role.
+    const ROLE: AssumedRole<'static> = AssumedRole {
+        role_arn: "arn:aws:iam::222233334444:role/r",
+        external_id: "ext-a",
+        session_name: "cvg",
+    };
+
+    #[tokio::test]
+    async fn a_refused_assume_role_is_answered_from_memory_for_a_while() {
+        let started = Started::default();
+        // An STS whose role admits only an id no test gives: every assumption refused.
+        let p = platform(&started, &judging_sts(Some("ext-none")).await);
+        let d = destination();
+        let m = message(&d);
+        let role = ROLE;
         let first = p.send(role, &m).await.unwrap_err();
         let second = p.send(role, &m).await.unwrap_err();
         assert_eq!(
@@ -639,19 +625,8 @@ mod tests {
     #[tokio::test]
     async fn a_role_that_admits_a_wrong_external_id_is_refused() {
         let d = destination();
-        let m = AwsMessage {
-            destination: &d,
-            body: "{}",
-            attributes: &[],
-            detail_type: "t",
-            group_id: "g",
-            deduplication_id: "x",
-        };
-        let role = AssumedRole {
-            role_arn: "arn:aws:iam::222233334444:role/r",
-            external_id: "ext-a",
-            session_name: "cvg",
-        };
+        let m = message(&d);
+        let role = ROLE;
         let started = Started::default();
         let lax = platform(&started, &judging_sts(None).await);
         let e = lax.send(role, &m).await.unwrap_err();
@@ -699,19 +674,8 @@ mod tests {
         // Nothing listens on this port: the connection is refused.
         let p = platform(&started, "http://127.0.0.1:9");
         let d = destination();
-        let m = AwsMessage {
-            destination: &d,
-            body: "{}",
-            attributes: &[],
-            detail_type: "t",
-            group_id: "g",
-            deduplication_id: "x",
-        };
-        let role = AssumedRole {
-            role_arn: "arn:aws:iam::222233334444:role/r",
-            external_id: "ext-a",
-            session_name: "cvg",
-        };
+        let m = message(&d);
+        let role = ROLE;
         for _ in 0..2 {
             assert_eq!(p.send(role, &m).await.unwrap_err().stage, Stage::AssumeRole);
         }

@@ -16,10 +16,18 @@ use serde_json::Value;
 /// How far the dashboard counts each tenant's deliveries of one status.
 const COUNT_CAP: u64 = 10_000;
 
+/// `?live=1`: only the part the page's script refreshes (no chart, no layout).
+#[derive(serde::Deserialize, Default)]
+pub(super) struct LiveQuery {
+    #[serde(default)]
+    live: Option<String>,
+}
+
 pub(super) async fn dashboard(
     State(state): State<AppState>,
     v: Viewer,
     Query(q): Query<super::usage::ChartQuery>,
+    Query(live): Query<LiveQuery>,
 ) -> Response {
     if v.realm != Realm::Admin {
         return Redirect::to("/portal/deliveries").into_response();
@@ -27,7 +35,7 @@ pub(super) async fn dashboard(
     let Some(range) = q.range() else {
         return super::usage::bad_range();
     };
-    let depth_chart = super::usage::depth_charts(&state, range).await;
+    let live_only = live.live.as_deref() == Some("1");
     let tenants = state.tenants().await.unwrap_or_default();
     // Every tenant's count of every status, 32 queries at a time, in order.
     let pairs: Vec<(TenantId, DeliveryStatus)> = DeliveryStatus::ALL
@@ -100,10 +108,8 @@ pub(super) async fn dashboard(
         .iter()
         .find(|(s, _, _)| *s == DeliveryStatus::Failed)
         .map_or(0, |(_, n, _)| *n);
-    let content = html! {
-        p.muted { "Counts and queues refresh every " (REFRESH_MS / 1000) " s; last read "
-            span id="live-at" { "when the page loaded" } "." }
-        // What the script replaces with the same part of the page read again.
+    // What the script replaces with the same part read again (`?live=1`).
+    let live_part = html! {
         div id="live" data-every=(REFRESH_MS) {
             p { "Failed deliveries: " strong id="failed-count" { (failed) } " · "
                 a href="/admin/deliveries?status=failed" { "see them" } }
@@ -120,6 +126,15 @@ pub(super) async fn dashboard(
             h2 { "Channels by health" }
             table id="by-health" { @for (s, n) in &by_health { tr { th { (s) } td { (n) } } } }
         }
+    };
+    if live_only {
+        return axum::response::Html(live_part.into_string()).into_response();
+    }
+    let depth_chart = super::usage::depth_charts(&state, range).await;
+    let content = html! {
+        p.muted { "Counts and queues refresh every " (REFRESH_MS / 1000) " s; last read "
+            span id="live-at" { "when the page loaded" } "." }
+        (live_part)
         script { (maud::PreEscaped(DASHBOARD_SCRIPT)) }
         (depth_chart)
     };
@@ -129,15 +144,17 @@ pub(super) async fn dashboard(
 /// How often the dashboard reads its counts and queues again.
 const REFRESH_MS: u64 = 10_000;
 
-/// The dashboard's live part: while the tab is shown, the page is read again every
-/// `data-every` ms and its `#live` part put in place of this one's (the same rendering, no
-/// second format to keep in step); a failed read leaves what is shown.
+/// The dashboard's live part: while the tab is shown, that part alone is read again every
+/// `data-every` ms (`?live=1`: the same rendering, no second format to keep in step, and
+/// no chart read again) and put in place of this one; a failed read leaves what is shown.
 pub(super) const DASHBOARD_SCRIPT: &str = r#"const live = document.getElementById('live');
 const every = Number(live.dataset.every) || 10000;
 setInterval(async () => {
   if (document.visibilityState !== 'visible') return;
   try {
-    const r = await fetch(location.href, {cache: 'no-store', credentials: 'same-origin'});
+    const u = new URL(location.href);
+    u.searchParams.set('live', '1');
+    const r = await fetch(u, {cache: 'no-store', credentials: 'same-origin'});
     if (!r.ok || r.redirected) return;
     const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
     const next = doc.getElementById('live');

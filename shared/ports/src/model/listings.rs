@@ -32,6 +32,24 @@ pub struct DeliveryQuery {
 }
 
 impl DeliveryQuery {
+    /// Every delivery of `tenant`, most recently changed first, `limit` a page: the query
+    /// the filters narrow.
+    pub fn of_tenant(tenant: TenantId, limit: usize) -> Self {
+        Self {
+            tenant,
+            status: None,
+            channel: None,
+            from_key: None,
+            to_key: None,
+            error_contains: None,
+            event_type: None,
+            activity: None,
+            newest_first: true,
+            limit,
+            after: None,
+        }
+    }
+
     /// The inclusive bounds of the sort keys (`<updated_at>#<id>`) the page may hold: the
     /// query's own, narrowed on one side by its cursor (whose own row is then dropped).
     pub fn key_range(&self) -> (Option<&str>, Option<&str>) {

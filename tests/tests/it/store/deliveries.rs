@@ -628,17 +628,9 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
     let listed = f
         .store
         .list_deliveries(&converger_ports::DeliveryQuery {
-            tenant: f.tenant.id.clone(),
             status: Some(DeliveryStatus::Failed),
             channel: Some(ch.clone()),
-            from_key: None,
-            to_key: None,
-            error_contains: None,
-            event_type: None,
-            activity: None,
-            newest_first: true,
-            limit: 10,
-            after: None,
+            ..converger_ports::DeliveryQuery::of_tenant(f.tenant.id.clone(), 10)
         })
         .await
         .unwrap();

@@ -99,17 +99,8 @@ pub(super) async fn rows_past_their_retention_read_as_absent(b: Backend) {
     let listed = f
         .store
         .list_deliveries(&converger_ports::DeliveryQuery {
-            tenant: f.tenant.id.clone(),
             status: Some(DeliveryStatus::Pending),
-            channel: None,
-            from_key: None,
-            to_key: None,
-            error_contains: None,
-            event_type: None,
-            activity: None,
-            newest_first: true,
-            limit: 10,
-            after: None,
+            ..converger_ports::DeliveryQuery::of_tenant(f.tenant.id.clone(), 10)
         })
         .await
         .unwrap();

@@ -672,19 +672,7 @@ pub(super) async fn listings_stay_exact_across_granted_shards(b: Backend) {
 
 /// Every listing query of the fixture's tenant, newest first, `limit` a page.
 fn tenant_query(f: &Fixture, limit: usize) -> converger_ports::DeliveryQuery {
-    converger_ports::DeliveryQuery {
-        tenant: f.tenant.id.clone(),
-        status: None,
-        channel: None,
-        from_key: None,
-        to_key: None,
-        error_contains: None,
-        event_type: None,
-        activity: None,
-        newest_first: true,
-        limit,
-        after: None,
-    }
+    converger_ports::DeliveryQuery::of_tenant(f.tenant.id.clone(), limit)
 }
 
 /// The ids `q` lists, page after page by its cursor (each page within its limit).
