@@ -597,6 +597,46 @@ def _create(cf, req, cfn, params):
     )
 
 
+# The emulator's backends are plain dicts that other threads (the stacks already running)
+# change while a creation reads them: now and then a creation ends in Python's "dictionary
+# changed size during iteration". That is the emulator's race, not the template's: the half
+# made stack is deleted and made again (CloudFormation itself never answers so).
+EMULATOR_RACE = "changed size during iteration"
+
+
+def _create_retrying(cf, req, cfn, params, tries=3):
+    for attempt in range(tries):
+        try:
+            _create(cf, req, cfn, params)
+            return
+        except RuntimeError as e:
+            if EMULATOR_RACE not in str(e) or attempt + 1 == tries:
+                raise
+            print(f"stack {req['stack_name']}: the emulator's race ({e}); made again", file=sys.stderr)
+            made = []
+            for page in cf.get_paginator("list_stack_resources").paginate(StackName=req["stack_name"]):
+                made += page["StackResourceSummaries"]
+            cf.delete_stack(StackName=req["stack_name"])
+            # What the template keeps on deletion (its tables, a role) would refuse the second
+            # creation: the half made stack's are removed as well.
+            ddb, iam = _client("dynamodb", req), _client("iam", req)
+            for r in made:
+                physical = r.get("PhysicalResourceId")
+                if not physical:
+                    continue
+                try:
+                    if r["ResourceType"] == "AWS::DynamoDB::Table":
+                        ddb.delete_table(TableName=physical)
+                    elif r["ResourceType"] == "AWS::IAM::Role":
+                        for name in iam.list_role_policies(RoleName=physical)["PolicyNames"]:
+                            iam.delete_role_policy(RoleName=physical, PolicyName=name)
+                        for p in iam.list_attached_role_policies(RoleName=physical)["AttachedPolicies"]:
+                            iam.detach_role_policy(RoleName=physical, PolicyArn=p["PolicyArn"])
+                        iam.delete_role(RoleName=physical)
+                except Exception:  # noqa: BLE001 - already gone with the stack
+                    pass
+
+
 def deploy(req):
     """Deploys the template as `req` asks and returns what CloudFormation resolved."""
     started = time.monotonic()
@@ -644,7 +684,7 @@ def deploy(req):
         # A runner restarted on the same emulator finds its stack and uses it as it is.
         pass
     else:
-        _create(cf, req, cfn, params)
+        _create_retrying(cf, req, cfn, params)
         created = True
     stack = cf.describe_stacks(StackName=req["stack_name"])["Stacks"][0]
     if stack["StackStatus"] not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):

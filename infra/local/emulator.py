@@ -51,6 +51,7 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from urllib.parse import urlsplit
 
 import jsonpath_ng.ext as jsonpath_ext
@@ -281,8 +282,11 @@ def deploy(environ, start_response):
         req = json.loads(environ["wsgi.input"].read(size))
         body, status = json.dumps(deployer.deploy(req)).encode(), "200 OK"
         kind = "application/json"
-    except BaseException as e:  # noqa: BLE001 - deploy.py ends a failure with SystemExit
-        body, status = f"{type(e).__name__}: {e}".encode(), "500 Internal Server Error"
+    except SystemExit as e:  # deploy.py's own refusal: its text says what and where
+        body, status = f"SystemExit: {e}".encode(), "500 Internal Server Error"
+        kind = "text/plain; charset=utf-8"
+    except BaseException:  # noqa: BLE001 - an emulator fault: where it happened, for the report
+        body, status = traceback.format_exc(limit=-12).encode(), "500 Internal Server Error"
         kind = "text/plain; charset=utf-8"
     start_response(
         status,
