@@ -27,8 +27,40 @@ pub struct InProcess {
     pub store: Arc<MemStore>,
     pub queue: Arc<MemQueue>,
     pub events: Arc<MemEvents>,
+    /// The deliver function's instances.
+    pub deliver: Arc<Pool<Pipeline>>,
+    /// Starts another instance of a function over the same store, queues and bus.
+    pub instances: Arc<Instances>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+}
+
+/// What a new instance of a function is made of: the same store, queues, bus and services,
+/// its own caches, HTTP client and counters.
+pub struct Instances {
+    store: Arc<MemStore>,
+    queue: Arc<MemQueue>,
+    events: Arc<MemEvents>,
+    mailer: Arc<converger_memory::MemMailer>,
+    tenant_aws: Arc<converger_memory::MemTenantAws>,
+    config: PipelineConfig,
+}
+
+impl Instances {
+    /// A new instance's pipeline.
+    pub fn start(&self) -> Result<Pipeline, String> {
+        let adapters = Adapters::standard(self.config.allowlist.clone())
+            .map_err(|e| format!("the HTTP client: {e}"))?;
+        Ok(Pipeline::new(
+            self.store.clone(),
+            self.queue.clone(),
+            self.events.clone(),
+            adapters,
+            self.config.clone(),
+        )
+        .with_mailer(self.mailer.clone())
+        .with_tenant_aws(self.tenant_aws.clone()))
+    }
 }
 
 /// The in-process backend's parts, for a caller to seed, drain and read.
@@ -55,7 +87,7 @@ pub fn memory_pipeline(
 const CHANGES_SHARDS: u32 = 8;
 
 /// What the in-process store models beyond its latencies.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Limits {
     /// DynamoDB's per-partition limits (`None`: unlimited).
     pub capacity: Option<converger_memory::CapacityModel>,
@@ -66,6 +98,75 @@ pub struct Limits {
     /// Whether the deliveries table's stream is consumed as the changes function's mapping
     /// consumes it (its counter writes charged, its grants of listing shards made).
     pub changes: bool,
+    /// Whether each invocation of the deliver function runs on an instance of its own, as
+    /// Lambda runs them: an idle one (the most recently used), else a new one with empty
+    /// caches and its own counters' flushes (`false`: every invocation on the one pipeline).
+    pub instances: bool,
+    /// Counts the invocations (a received batch of the deliver function, a stream batch of
+    /// the changes function, a flow job of the probe function) and their durations.
+    pub invocations: Option<crate::stack::invocations::Invocations>,
+}
+
+/// Lambda's instances of one function: an invocation takes an idle instance (the most
+/// recently used, as Lambda reuses warm ones) or starts a new one, and gives it back when
+/// it ends.
+pub struct Pool<T> {
+    idle: std::sync::Mutex<Vec<Arc<T>>>,
+    started: std::sync::atomic::AtomicUsize,
+    /// Starts an instance; `None`: the pool is one instance shared by every invocation.
+    make: Option<Box<dyn Fn() -> Result<T, String> + Send + Sync>>,
+}
+
+impl<T> Pool<T> {
+    pub fn new(make: impl Fn() -> Result<T, String> + Send + Sync + 'static) -> Self {
+        Self {
+            idle: std::sync::Mutex::default(),
+            started: std::sync::atomic::AtomicUsize::new(0),
+            make: Some(Box::new(make)),
+        }
+    }
+
+    /// One instance, shared by every invocation at once.
+    pub fn shared(one: Arc<T>) -> Self {
+        Self {
+            idle: std::sync::Mutex::new(vec![one]),
+            started: std::sync::atomic::AtomicUsize::new(1),
+            make: None,
+        }
+    }
+
+    /// An instance for one invocation.
+    pub fn take(&self) -> Result<Arc<T>, String> {
+        let Some(make) = &self.make else {
+            return self
+                .idle
+                .lock()
+                .ok()
+                .and_then(|v| v.first().cloned())
+                .ok_or_else(|| "the pool has no instance".to_owned());
+        };
+        if let Some(i) = self.idle.lock().ok().and_then(|mut v| v.pop()) {
+            return Ok(i);
+        }
+        let i = Arc::new(make()?);
+        self.started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(i)
+    }
+
+    /// Gives an instance back when its invocation ends.
+    pub fn give(&self, i: Arc<T>) {
+        if self.make.is_some()
+            && let Ok(mut v) = self.idle.lock()
+        {
+            v.push(i);
+        }
+    }
+
+    /// How many instances were started.
+    pub fn started(&self) -> usize {
+        self.started.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// [`memory_pipeline`] with `limits` modelled.
@@ -138,16 +239,33 @@ impl InProcess {
         sweep_period: Option<Duration>,
     ) -> Result<Self, String> {
         let batch = config.batch_concurrency;
+        let instance_config = config.clone();
         let (
             pipeline,
             Memory {
                 store,
                 queue,
                 events,
-                ..
+                mailer,
+                tenant_aws,
             },
-        ) = memory_pipeline_with(latency, limits, config)?;
+        ) = memory_pipeline_with(latency, limits.clone(), config)?;
+        let instances = Arc::new(Instances {
+            store: store.clone(),
+            queue: queue.clone(),
+            events: events.clone(),
+            mailer,
+            tenant_aws,
+            config: instance_config,
+        });
         let pipeline = Arc::new(pipeline);
+        let deliver = Arc::new(if limits.instances {
+            let made = instances.clone();
+            Pool::new(move || made.start())
+        } else {
+            Pool::shared(pipeline.clone())
+        });
+        let invocations = limits.invocations.clone();
         let (shutdown, stop) = watch::channel(false);
         let mut tasks = Vec::new();
 
@@ -166,6 +284,8 @@ impl InProcess {
             Arc::default();
         {
             let (p, q, mut stop) = (pipeline.clone(), queue.clone(), stop.clone());
+            let (deliver, invocations, limits) =
+                (deliver.clone(), invocations.clone(), limits.clone());
             tasks.push(tokio::spawn(async move {
                 loop {
                     tokio::select! {
@@ -182,6 +302,7 @@ impl InProcess {
                             continue;
                         }
                         let busy = in_flight.lock().map(|m| m.clone()).unwrap_or_default();
+                        let mut taken = Vec::new();
                         for msg in q.receive(now, *tier, room, limits.queue_order, &busy) {
                             let Ok(permit) = sem.clone().try_acquire_owned() else {
                                 let _ = converger_ports::Queue::send(&*q, &msg, 0).await;
@@ -191,34 +312,68 @@ impl InProcess {
                             if let Ok(mut m) = in_flight.lock() {
                                 *m.entry(group.clone()).or_default() += 1;
                             }
-                            let (p, q, in_flight) = (p.clone(), q.clone(), in_flight.clone());
+                            taken.push((msg, group, permit));
+                        }
+                        // A receive hands the mapping up to ten messages: one invocation.
+                        while !taken.is_empty() {
+                            let batch: Vec<_> = taken.drain(..taken.len().min(10)).collect();
+                            let (q, in_flight) = (q.clone(), in_flight.clone());
+                            let (deliver, invocations) = (deliver.clone(), invocations.clone());
                             tokio::spawn(async move {
-                                let _permit = permit;
                                 // The long poll's answer takes a request's time to arrive.
                                 if let Some(m) = latency {
                                     tokio::time::sleep(m.sqs_receive).await;
                                 }
-                                if let Err(e) = p.attempts().deliver(msg.clone()).await {
-                                    tracing::warn!(error = %e, "attempt failed; redelivered later");
-                                    let _ =
-                                        converger_ports::Queue::send(&*q, &msg, REDELIVERY_S).await;
-                                }
-                                if let Ok(mut m) = in_flight.lock()
-                                    && let Some(n) = m.get_mut(&group)
-                                {
-                                    *n = n.saturating_sub(1);
-                                    if *n == 0 {
-                                        m.remove(&group);
+                                let started = std::time::Instant::now();
+                                let instance = deliver.take();
+                                let runs = batch.into_iter().map(|(msg, group, permit)| {
+                                    let (q, in_flight, instance) =
+                                        (q.clone(), in_flight.clone(), instance.clone());
+                                    async move {
+                                        let _permit = permit;
+                                        let done = match &instance {
+                                            Ok(p) => p.attempts().deliver(msg.clone()).await.map_err(|e| e.to_string()),
+                                            Err(e) => Err(e.clone()),
+                                        };
+                                        if let Err(e) = done {
+                                            tracing::warn!(error = %e, "attempt failed; redelivered later");
+                                            let _ = converger_ports::Queue::send(
+                                                &*q,
+                                                &msg,
+                                                REDELIVERY_S,
+                                            )
+                                            .await;
+                                        }
+                                        if let Ok(mut m) = in_flight.lock()
+                                            && let Some(n) = m.get_mut(&group)
+                                        {
+                                            *n = n.saturating_sub(1);
+                                            if *n == 0 {
+                                                m.remove(&group);
+                                            }
+                                        }
                                     }
+                                });
+                                futures::future::join_all(runs).await;
+                                if let Ok(i) = instance {
+                                    deliver.give(i);
+                                }
+                                if let Some(inv) = &invocations {
+                                    inv.record(crate::cfn::function::DELIVER, started.elapsed());
                                 }
                             });
                         }
                     }
                     for job in q.take_flow_jobs(now) {
-                        let (p, q) = (p.clone(), q.clone());
+                        let (p, q, invocations) = (p.clone(), q.clone(), invocations.clone());
                         tokio::spawn(async move {
+                            let started = std::time::Instant::now();
+                            let done = p.flow_jobs().flow_job(&job).await;
+                            if let Some(inv) = &invocations {
+                                inv.record(crate::cfn::function::PROBE, started.elapsed());
+                            }
                             // As the probe queue does: a failed job comes back.
-                            if let Err(e) = p.flow_jobs().flow_job(&job).await {
+                            if let Err(e) = done {
                                 tracing::warn!(error = %e, "flow job failed; redelivered later");
                                 let _ = converger_ports::Queue::send_flow(&*q, &job, REDELIVERY_S)
                                     .await;
@@ -232,7 +387,7 @@ impl InProcess {
             tasks.push(crate::stack::changes::spawn_memory(
                 store.clone(),
                 pipeline.clone(),
-                None,
+                invocations.clone(),
                 crate::stack::changes::Progress::default(),
                 CHANGES_SHARDS,
                 stop.clone(),
@@ -256,6 +411,8 @@ impl InProcess {
             store,
             queue,
             events,
+            deliver,
+            instances,
             shutdown,
             tasks,
         })

@@ -42,7 +42,7 @@ mod usage;
 pub use capacity::{Capacity, CapacityModel, CapacityTally};
 pub use events::MemEvents;
 pub use mail::MemMailer;
-pub use queue::{MemQueue, QueueOrder};
+pub use queue::{MemQueue, QueueOrder, QueueRequests};
 pub use sockets::MemSockets;
 pub use tenant_aws::{MemTenantAws, Received};
 

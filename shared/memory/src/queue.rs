@@ -22,6 +22,33 @@ pub struct MemQueue {
     latency: Option<LatencyModel>,
     /// Where a message's delay is counted from (the system's time unless set).
     clock: Option<Arc<dyn converger_core::time::Clock>>,
+    /// The SQS requests the same work would bill.
+    requests: Requests,
+}
+
+/// The SQS requests the queues' work would bill, as the SQS backend and Lambda's event
+/// source mappings make them: a send or a batch send of up to ten (each message here is far
+/// under 64 KiB, one request's chunk), and per ten messages received one receive and one
+/// batch delete. Empty long polls are not counted (they cost the same whatever the traffic).
+#[derive(Debug, Default)]
+struct Requests {
+    sends: std::sync::atomic::AtomicU64,
+    receives: std::sync::atomic::AtomicU64,
+    deletes: std::sync::atomic::AtomicU64,
+}
+
+/// [`MemQueue::take_requests`]'s counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueRequests {
+    pub sends: u64,
+    pub receives: u64,
+    pub deletes: u64,
+}
+
+impl QueueRequests {
+    pub fn total(&self) -> u64 {
+        self.sends + self.receives + self.deletes
+    }
 }
 
 impl MemQueue {
@@ -45,6 +72,30 @@ impl MemQueue {
         }
     }
 
+    /// The SQS requests counted since the last call, and a fresh start.
+    pub fn take_requests(&self) -> QueueRequests {
+        use std::sync::atomic::Ordering::Relaxed;
+        QueueRequests {
+            sends: self.requests.sends.swap(0, Relaxed),
+            receives: self.requests.receives.swap(0, Relaxed),
+            deletes: self.requests.deletes.swap(0, Relaxed),
+        }
+    }
+
+    fn count_sends(&self, n: usize) {
+        self.requests
+            .sends
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A receive of `n` messages: a receive and a batch delete per ten.
+    fn count_received(&self, n: usize) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let batches = n.div_ceil(10) as u64;
+        self.requests.receives.fetch_add(batches, Relaxed);
+        self.requests.deletes.fetch_add(batches, Relaxed);
+    }
+
     fn now_ms(&self) -> i64 {
         self.clock
             .as_ref()
@@ -58,6 +109,7 @@ impl MemQueue {
         };
         let (due, wait): (Vec<_>, Vec<_>) = q.drain(..).partition(|(at, _)| *at <= now_ms);
         *q = wait;
+        self.count_received(due.len());
         due.into_iter().map(|(_, m)| m).collect()
     }
 
@@ -130,6 +182,7 @@ impl MemQueue {
             }
         }
         *q = keep;
+        self.count_received(picked.len());
         picked
             .into_iter()
             .filter_map(|i| taken.remove(&i))
@@ -148,6 +201,7 @@ impl MemQueue {
         };
         let (due, wait): (Vec<_>, Vec<_>) = q.drain(..).partition(|(at, _)| *at <= now_ms);
         *q = wait;
+        self.count_received(due.len());
         due.into_iter().map(|(_, m)| m).collect()
     }
 
@@ -163,6 +217,7 @@ impl MemQueue {
 impl Queue for MemQueue {
     async fn send(&self, msg: &DeliveryMessage, delay_s: u32) -> Result<(), QueueError> {
         wait(&self.latency, |m| m.sqs_send).await;
+        self.count_sends(1);
         let at = self.now_ms() + i64::from(delay_s.min(converger_ports::MAX_DELAY_S)) * 1000;
         self.deliveries
             .lock()
@@ -172,6 +227,7 @@ impl Queue for MemQueue {
     }
 
     async fn send_many(&self, msgs: &[DeliveryMessage]) -> Result<(), QueueError> {
+        self.count_sends(msgs.len().div_ceil(10));
         // Batches of ten, eight in flight, as the SQS backend sends them.
         if let Some(m) = &self.latency {
             let batches = msgs.len().div_ceil(10) as u32;
@@ -190,6 +246,7 @@ impl Queue for MemQueue {
 
     async fn send_flow(&self, msg: &FlowJob, delay_s: u32) -> Result<(), QueueError> {
         wait(&self.latency, |m| m.sqs_send).await;
+        self.count_sends(1);
         let at = self.now_ms() + i64::from(delay_s.min(converger_ports::MAX_DELAY_S)) * 1000;
         self.flow_jobs
             .lock()
@@ -228,6 +285,7 @@ impl Queue for MemQueue {
 
     async fn send_replay(&self, msg: &ReplayMessage) -> Result<(), QueueError> {
         wait(&self.latency, |m| m.sqs_send).await;
+        self.count_sends(1);
         self.replays
             .lock()
             .map_err(|_| QueueError::new("poisoned"))?

@@ -6,11 +6,16 @@
 use converger_core::{ChannelType, Tier};
 use serde_json::{Value, json};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 static ENABLED: AtomicBool = AtomicBool::new(true);
 /// Where lines go instead of stdout while a test captures them.
 static CAPTURED: Mutex<Option<Vec<Value>>> = Mutex::new(None);
+/// Whether lines are counted rather than printed (a benchmark pricing their log bytes), and
+/// the lines and bytes counted so far.
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static COUNTED_LINES: AtomicU64 = AtomicU64::new(0);
+static COUNTED_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// A delivery was sent (`Count`).
 pub const SENT: &str = "sent";
@@ -65,6 +70,21 @@ pub fn capture() {
     set_enabled(true);
 }
 
+/// Counts every line from now on (with its newline, as CloudWatch Logs ingests it) instead
+/// of printing it: [`take_counted`] reads the count.
+pub fn count_only() {
+    COUNTING.store(true, Ordering::Relaxed);
+    set_enabled(true);
+}
+
+/// The lines and bytes counted since the last call, and a fresh start.
+pub fn take_counted() -> (u64, u64) {
+    (
+        COUNTED_LINES.swap(0, Ordering::Relaxed),
+        COUNTED_BYTES.swap(0, Ordering::Relaxed),
+    )
+}
+
 /// The lines kept since [`capture`].
 pub fn captured() -> Vec<Value> {
     CAPTURED
@@ -108,6 +128,11 @@ pub fn line(metrics: &[Metric<'_>], kind: ChannelType, tier: Option<Tier>) -> Va
 
 fn emit(line: Value) {
     if !ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
+    if COUNTING.load(Ordering::Relaxed) {
+        COUNTED_LINES.fetch_add(1, Ordering::Relaxed);
+        COUNTED_BYTES.fetch_add(line.to_string().len() as u64 + 1, Ordering::Relaxed);
         return;
     }
     if let Ok(mut c) = CAPTURED.lock()

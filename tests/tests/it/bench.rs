@@ -574,3 +574,104 @@ async fn burst_scenario_keeps_the_receiver_within_the_cap() {
     );
     assert!(line["capped_s"].as_f64().unwrap() > 0.0, "{line}");
 }
+
+#[tokio::test]
+async fn cost_shape_scenario_prices_every_line_of_a_deployments_shape() {
+    converger_tests::init_tracing();
+    let line = bench::shape::cost(bench::shape::smoke()).await.unwrap();
+    assert_eq!(line["scenario"], "cost-shape", "{line}");
+    for k in [
+        "single_on_demand",
+        "single_provisioned",
+        "batch_on_demand",
+        "batch_provisioned",
+    ] {
+        assert!(
+            line["per_million"][k].as_f64().unwrap() > 0.0,
+            "{k}: {line}"
+        );
+    }
+    for mode in ["single", "batch"] {
+        let m = &line["modes"][mode];
+        let n = |k: &str| m[k].as_u64().unwrap();
+        // Every activity offered was taken and delivered once.
+        assert_eq!(n("offered"), 60, "{mode}: {line}");
+        assert_eq!(n("accepted"), n("offered"), "{mode}: {line}");
+        assert_eq!(n("delivered"), n("accepted"), "{mode}: {line}");
+        let usd = &m["usd_per_million"];
+        for part in [
+            "dynamodb_writes",
+            "dynamodb_reads",
+            "sqs",
+            "eventbridge",
+            "api_gateway",
+            "lambda_requests",
+            "lambda_duration",
+            "logs",
+            "data_out",
+            "dynamodb_writes_provisioned",
+        ] {
+            assert!(usd[part].as_f64().unwrap() > 0.0, "{mode} {part}: {line}");
+        }
+        // Provisioned capacity at 70% costs less than the same units on demand.
+        assert!(
+            usd["dynamodb_writes_provisioned"].as_f64().unwrap()
+                < usd["dynamodb_writes"].as_f64().unwrap(),
+            "{line}"
+        );
+        // X-Ray is off in the template's defaults.
+        assert_eq!(usd["xray"].as_f64().unwrap(), 0.0, "{line}");
+        // Index entries are charged: the listing and the conversation index are written.
+        let by_table = &m["per_delivery"]["dynamodb_write_units_by_table"];
+        assert!(by_table["deliveries"].as_f64().unwrap() > 1.0, "{line}");
+        assert!(by_table["activities"].as_f64().unwrap() > 1.0, "{line}");
+        // Each function ran on instances of its own.
+        assert!(
+            m["lambda"]["DeliverFunction"]["instances"]
+                .as_u64()
+                .unwrap()
+                >= 1,
+            "{line}"
+        );
+        assert!(
+            m["lambda"]["ApiFunction"]["instances"].as_u64().unwrap() >= 1,
+            "{line}"
+        );
+        assert!(
+            m["storage"]["bytes_per_delivery"].as_f64().unwrap() > 0.0,
+            "{line}"
+        );
+    }
+    // One request an activity, one a gathered batch: fewer requests than activities.
+    let requests = |mode: &str| line["modes"][mode]["api_requests"].as_u64().unwrap();
+    assert_eq!(requests("single"), 60, "{line}");
+    assert!(requests("batch") < 60, "{line}");
+}
+
+#[tokio::test]
+async fn throughput_shape_scenario_delivers_every_activity_and_counts_throttles() {
+    let line = bench::shape::throughput(bench::shape::Options {
+        fewer_tenants: false,
+        rate: 400.0,
+        scale: 20.0,
+        modes: vec![bench::shape::Mode::Batch],
+        ..bench::shape::smoke()
+    })
+    .await
+    .unwrap();
+    assert_eq!(line["scenario"], "throughput-shape", "{line}");
+    let c = &line["cases"]["batch"];
+    let n = |k: &str| c[k].as_u64().unwrap();
+    assert_eq!(n("offered"), 60, "{line}");
+    assert_eq!(n("delivered"), n("accepted"), "{line}");
+    assert_eq!(n("accepted"), n("offered"), "{line}");
+    assert!(c["throttled_requests"].is_u64(), "{line}");
+    assert!(
+        line["stage_throttle_per_s"].as_f64().unwrap() > 0.0,
+        "{line}"
+    );
+    assert!(
+        c["ingest_to_receiver"]["n"].as_u64().unwrap() == n("delivered"),
+        "{line}"
+    );
+}

@@ -94,7 +94,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogCounter {
 
 /// Whether [`log_layer`] formats and counts lines: only while [`run`] runs. A process that
 /// installs the layer and runs something else (every test process does) formats nothing.
-static COUNTING_LOGS: AtomicBool = AtomicBool::new(false);
+pub(crate) static COUNTING_LOGS: AtomicBool = AtomicBool::new(false);
 
 /// The layer that counts what the functions would log while this benchmark runs: Lambda's
 /// JSON format at the deployed level (`info`), the benchmark's own harness left out.
@@ -112,7 +112,7 @@ where
     )
 }
 
-fn take_logs() -> (u64, u64) {
+pub(crate) fn take_logs() -> (u64, u64) {
     (
         LOG_BYTES.swap(0, Ordering::Relaxed),
         LOG_EVENTS.swap(0, Ordering::Relaxed),

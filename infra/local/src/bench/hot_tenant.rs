@@ -414,7 +414,12 @@ pub(crate) fn find_n(v: &Value) -> Option<u64> {
 
 /// The tallies by key family: units per delivery, the busiest key's rate against its limit,
 /// and the requests throttled.
-fn report(t: &CapacityTally, deliveries: usize, seconds: f64, m: &CapacityModel) -> Value {
+pub(crate) fn report(
+    t: &CapacityTally,
+    deliveries: usize,
+    seconds: f64,
+    m: &CapacityModel,
+) -> Value {
     let n = deliveries.max(1) as f64;
     let round = |x: f64| (x * 1000.0).round() / 1000.0;
     let family =

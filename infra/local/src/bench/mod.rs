@@ -15,6 +15,7 @@ pub mod maintenance;
 pub mod ordered;
 pub mod pages;
 pub mod requests;
+pub mod shape;
 pub mod throughput;
 
 use crate::receiver::Receiver;
@@ -31,6 +32,9 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   requests     [--deliveries N]                    AWS requests per delivered message, and cost
   keys         [--deliveries N] [--replay N]       capacity units per partition key family, ceilings
   cost         [--deliveries N]                    dollars per million deliveries, all in, at list prices
+  cost --shape [--tenants T] [--channels C] [--rate R] [--seconds S] [--ingest single|batch|both]
+                                                   the same at a deployment's shape (1,000 x 10, 1,000/s)
+  throughput --shape [--scale F] ...               that shape at 10,000/s, scaled; throttles and latency
   hot-tenant   [--seconds S] [--scale F] [--case NAME] one tenant at 5,000/s, one channel at 2,000/s, partition limits
   fairness     [--backlog N] [--tenants T] [--seconds S]  quiet tenants beside one tenant's slow backlog
   binaries     [--function NAME] [--dev]           bootstrap sizes and init time to first event
@@ -44,6 +48,34 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   ordered      [--conversations N] [--per K] [--fail P]  ordered lanes: order, throughput, others' delay
   smoke                                            every scenario above but sweep and health, tiny sizes";
 
+/// `--shape`'s options: the deployment's shape, at `rate` a second run at `rate / scale`.
+fn shape_options(
+    rest: &Args<'_>,
+    rate: f64,
+    scale: f64,
+    modes: Vec<shape::Mode>,
+) -> Result<shape::Options, String> {
+    let modes = match rest.value("--ingest") {
+        None => modes,
+        Some("single") => vec![shape::Mode::Single],
+        Some("batch") => vec![shape::Mode::Batch],
+        Some("both") => vec![shape::Mode::Single, shape::Mode::Batch],
+        Some(other) => return Err(format!("--ingest {other}: single, batch or both")),
+    };
+    let d = shape::Options::default();
+    Ok(shape::Options {
+        tenants: rest.num("--tenants", d.tenants)?.max(1),
+        channels: rest.num("--channels", d.channels)?.max(1),
+        rate: rest.num("--rate", rate as usize)?.max(1) as f64,
+        seconds: rest.num("--seconds", d.seconds as usize)?.max(1) as u64,
+        scale: rest.num("--scale", scale as usize)?.max(1) as f64,
+        receiver_ms: rest.num("--receiver-ms", d.receiver_ms as usize)? as u64,
+        batch_every_s: rest.num("--batch-every", d.batch_every_s as usize)?.max(1) as u64,
+        modes,
+        fewer_tenants: true,
+    })
+}
+
 /// Runs `bench <args>`.
 pub async fn run(args: &[String]) -> Result<(), String> {
     let Some(scenario) = args.first() else {
@@ -55,6 +87,20 @@ pub async fn run(args: &[String]) -> Result<(), String> {
             activities: rest.num("--activities", 1000)?,
             rate: rest.num("--rate", 20)?.max(1) as u32,
         })
+        .await
+        .map(drop),
+        "throughput" if rest.flag("--shape") => shape::throughput(shape::Options {
+            fewer_tenants: false,
+            ..shape_options(&rest, 10_000.0, 40.0, vec![shape::Mode::Batch])?
+        })
+        .await
+        .map(drop),
+        "cost" if rest.flag("--shape") => shape::cost(shape_options(
+            &rest,
+            1_000.0,
+            10.0,
+            vec![shape::Mode::Single, shape::Mode::Batch],
+        )?)
         .await
         .map(drop),
         "throughput" => throughput::run(throughput::Options {
@@ -191,6 +237,15 @@ pub async fn smoke() -> Result<(), String> {
     cost::run(cost::Options {
         deliveries: 2,
         warm: 2,
+    })
+    .await?;
+    shape::cost(shape::smoke()).await?;
+    shape::throughput(shape::Options {
+        fewer_tenants: false,
+        rate: 400.0,
+        scale: 20.0,
+        modes: vec![shape::Mode::Batch],
+        ..shape::smoke()
     })
     .await?;
     fairness::run(fairness::Options {
@@ -680,6 +735,11 @@ pub struct IsolatedReceiver {
 
 impl IsolatedReceiver {
     pub async fn start() -> Result<Self, String> {
+        Self::start_with(crate::receiver::Reply::status(200)).await
+    }
+
+    /// One that answers every request with `reply` (a delay standing for a receiver's work).
+    pub async fn start_with(reply: crate::receiver::Reply) -> Result<Self, String> {
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::spawn(move || {
@@ -698,7 +758,7 @@ impl IsolatedReceiver {
                     .ok()
                     .and_then(|p| p.file_name().map(|t| t.to_string_lossy().into_owned()))
                     .unwrap_or_default();
-                match Receiver::always(200).await {
+                match Receiver::start(Vec::new(), reply).await {
                     Ok(r) => {
                         let _ = ready_tx.send(Ok((std::sync::Arc::new(r), tid)));
                         let _ = stopped.await;
