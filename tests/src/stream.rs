@@ -53,6 +53,18 @@ impl TestStack {
         &self,
         key: &str,
     ) -> Result<StreamClient, tokio_tungstenite::tungstenite::Error> {
+        let (ws, _) = tokio_tungstenite::connect_async(self.keyed_request(key)?).await?;
+        Ok(StreamClient { ws })
+    }
+
+    /// The stream's handshake request with `Authorization: Bearer <key>`.
+    fn keyed_request(
+        &self,
+        key: &str,
+    ) -> Result<
+        tokio_tungstenite::tungstenite::handshake::client::Request,
+        tokio_tungstenite::tungstenite::Error,
+    > {
         let mut req = self.stack.ws_url.as_str().into_client_request()?;
         req.headers_mut().insert(
             "authorization",
@@ -60,7 +72,28 @@ impl TestStack {
                 .parse()
                 .map_err(|_| tokio_tungstenite::tungstenite::Error::Utf8(String::new()))?,
         );
-        let (ws, _) = tokio_tungstenite::connect_async(req).await?;
+        Ok(req)
+    }
+
+    /// [`Self::stream_with_key`] from the local address `source` (a loopback address other
+    /// than 127.0.0.1: another client, as API Gateway's source IP tells them apart).
+    pub async fn stream_with_key_from(
+        &self,
+        source: &str,
+        key: &str,
+    ) -> Result<StreamClient, tokio_tungstenite::tungstenite::Error> {
+        use tokio_tungstenite::tungstenite::Error;
+        let req = self.keyed_request(key)?;
+        let host = req.uri().host().unwrap_or("127.0.0.1").to_owned();
+        let port = req.uri().port_u16().unwrap_or(80);
+        let local: std::net::IpAddr = source.parse().map_err(|_| Error::Utf8(source.into()))?;
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind((local, 0).into())?;
+        let to: std::net::IpAddr = host.parse().map_err(|_| Error::Utf8(host.clone()))?;
+        let tcp = socket.connect((to, port).into()).await?;
+        let (ws, _) =
+            tokio_tungstenite::client_async(req, tokio_tungstenite::MaybeTlsStream::Plain(tcp))
+                .await?;
         Ok(StreamClient { ws })
     }
 

@@ -81,14 +81,17 @@ fn new_connection_id() -> String {
 
 async fn connect(
     State(g): State<Gateway>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<std::net::SocketAddr>,
     Query(query): Query<HashMap<String, String>>,
     headers: axum::http::HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
     let id = new_connection_id();
-    // API Gateway hands `$connect` the upgrade request's headers (`Authorization` among them).
+    // API Gateway hands `$connect` the upgrade request's headers (`Authorization` among them)
+    // and the client's address.
     let mut req = event("$connect", "CONNECT", &id, query, None);
     req.headers = headers;
+    req.request_context.identity.source_ip = Some(peer.ip().to_string());
     let resp = converger_lambda::handlers::websocket_event(&g.pipeline, req).await;
     if resp.status_code != 200 {
         // API Gateway refuses the handshake with the route's status.

@@ -47,9 +47,6 @@ pub struct AppState {
     /// What this instance holds of each API key's rate schedule (`limits`), behind a lock
     /// that makes its concurrent calls wait for one taker.
     api_leases: Arc<TtlCache<String, Arc<tokio::sync::Mutex<converger_core::api_limit::Lease>>>>,
-    /// Source addresses answered 429 until the instant given (ms), for causing too many
-    /// refused requests (`limits`).
-    throttled_sources: Arc<TtlCache<String, i64>>,
 }
 
 /// How long the web pages reuse the list of tenants (their selectors, an operator's lists over
@@ -74,7 +71,6 @@ impl AppState {
                 Duration::from_millis(converger_core::api_limit::LEASE_MS.unsigned_abs()),
                 10_000,
             )),
-            throttled_sources: Arc::new(TtlCache::bounded(Duration::from_secs(60), 10_000)),
         }
     }
 

@@ -49,43 +49,36 @@ pub(crate) fn too_many(code: ErrorCode, message: String, retry_after_s: u64) -> 
     res
 }
 
-fn source_throttled(retry_after_s: u64) -> Response {
+pub fn source_throttled(retry_after_s: u64) -> Response {
     too_many(
         ErrorCode::SourceThrottled,
-        format!(
-            "too many refused requests from this address (at most {}); \
-             retry after {retry_after_s} s",
-            api_limit::REFUSALS_PER_SOURCE
-        ),
+        source_throttled_message(retry_after_s),
         retry_after_s,
     )
 }
 
+/// What a throttled source is told, wherever it called.
+pub fn source_throttled_message(retry_after_s: u64) -> String {
+    format!(
+        "too many refused requests from this address (at most {}); retry after {retry_after_s} s",
+        api_limit::REFUSALS_PER_SOURCE
+    )
+}
+
 /// Runs a request nobody vouches for (yet): refused at once while its source is throttled;
-/// its refusal, if it is refused, spent from the source's schedule.
+/// its refusal, if it is refused, spent from the source's schedule (`pipeline::sources`).
 async fn unvouched(state: &AppState, req: Request, next: Next, is_receipt: bool) -> Response {
     let source = converger_core::net::client_source(
         req.extensions().get::<crate::web::SourceIp>().map(|s| s.0),
     );
-    let now = time::now_ms();
-    if let Some(until) = state.throttled_sources.get(&source)
-        && until > now
-    {
-        return source_throttled(u64::try_from((until - now + 999) / 1000).unwrap_or(1));
+    if let Some(wait_s) = state.pipeline.source_throttled(&source) {
+        return source_throttled(wait_s);
     }
     let res = next.run(req).await;
     if api_limit::refused(res.status().as_u16(), is_receipt)
         && res.extensions().get::<Vouched>().is_none()
-        && let Err(Some(retry_after_s)) = take(
-            state,
-            &api_limit::refusals_key(&source),
-            &api_limit::REFUSALS_PER_SOURCE,
-        )
-        .await
     {
-        tracing::warn!(source, "source throttled: too many refused requests");
-        let until = now.saturating_add(i64::try_from(retry_after_s).unwrap_or(60) * 1000);
-        state.throttled_sources.insert(source, until);
+        state.pipeline.source_refused(&source).await;
     }
     res
 }

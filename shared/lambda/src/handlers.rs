@@ -241,61 +241,37 @@ pub async fn websocket_event(
         tracing::error!(connection_id = conn, route, error = %e, "websocket route failed");
         ws_response(500, &ws_error(ErrorCode::Unavailable, "try again"))
     };
+    // A `$connect` is answered unread while its source is throttled for refused connects
+    // (or refused API calls: one schedule per address), and its refusal spends from it.
+    if route == "$connect" {
+        let source = converger_core::net::client_source(
+            ctx.identity
+                .source_ip
+                .as_deref()
+                .and_then(|ip| ip.parse().ok()),
+        );
+        if let Some(wait_s) = p.source_throttled(&source) {
+            return ws_response(
+                429,
+                &ws_error(
+                    ErrorCode::SourceThrottled,
+                    converger_http::limits::source_throttled_message(wait_s),
+                ),
+            );
+        }
+        let res = connect(p, &req, conn, &failed).await;
+        // A channel's client names its channel with its token: an unknown channel is refused
+        // as a receipt's is.
+        let by_channel = req.query_string_parameters.first("channel_id").is_some();
+        if converger_core::api_limit::refused(
+            u16::try_from(res.status_code).unwrap_or(500),
+            by_channel,
+        ) {
+            p.source_refused(&source).await;
+        }
+        return res;
+    }
     match route {
-        "$connect" if req.query_string_parameters.first("channel_id").is_none() => {
-            let key = req
-                .headers
-                .get("authorization")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::trim)
-                .filter(|k| !k.is_empty());
-            let token = req.query_string_parameters.first("token");
-            let auth = match (key, token) {
-                (Some(k), _) => converger_pipeline::stream::StreamAuth::ApiKey(k),
-                (None, Some(t)) => converger_pipeline::stream::StreamAuth::Token(t),
-                (None, None) => {
-                    return ws_response(
-                        401,
-                        &ws_error(
-                            ErrorCode::Unauthorized,
-                            "connect with `Authorization: Bearer <API key>`, `?token=<stream token>`, or a channel's `?channel_id=&token=`",
-                        ),
-                    );
-                }
-            };
-            match p.streams().connect(conn, auth).await {
-                Ok(c) => {
-                    tracing::info!(connection_id = conn, tenant_id = %c.tenant_id, "stream client connected");
-                    ws_response(200, &serde_json::json!({"connected": true}))
-                }
-                Err(converger_pipeline::stream::StreamRefused::Store(e)) => failed(&e),
-                Err(e @ converger_pipeline::stream::StreamRefused::Disabled) => {
-                    ws_response(403, &ws_error(ErrorCode::StreamDisabled, e.to_string()))
-                }
-                Err(e @ converger_pipeline::stream::StreamRefused::BadCredentials) => {
-                    ws_response(401, &ws_error(ErrorCode::Unauthorized, e.to_string()))
-                }
-                Err(e @ converger_pipeline::stream::StreamRefused::TooMany(_)) => {
-                    ws_response(429, &ws_error(ErrorCode::TooManyConnections, e.to_string()))
-                }
-            }
-        }
-        "$connect" => {
-            let q = &req.query_string_parameters;
-            let channel = q.first("channel_id").unwrap_or_default();
-            let token = q.first("token").unwrap_or_default();
-            match p.handoff().socket_connect(conn, channel, token).await {
-                Ok(_) => ws_response(200, &serde_json::json!({"connected": true})),
-                Err(converger_pipeline::handoff::ConnectRefused::Store(e)) => failed(&e),
-                Err(e @ converger_pipeline::handoff::ConnectRefused::UnknownChannel) => {
-                    ws_response(404, &ws_error(ErrorCode::NotFound, e.to_string()))
-                }
-                Err(e @ converger_pipeline::handoff::ConnectRefused::BadToken) => {
-                    ws_response(401, &ws_error(ErrorCode::Unauthorized, e.to_string()))
-                }
-            }
-        }
         "$disconnect" => {
             // Either kind of client: both records are tried.
             let (handoff, streams) = (p.handoff(), p.streams());
@@ -330,6 +306,69 @@ pub async fn websocket_event(
             Ok(frame) => ws_response(200, &frame),
             Err(e) => failed(&e),
         },
+    }
+}
+
+/// A `$connect`: a live stream client's (an API key or a stream token) or a channel's
+/// websocket client's (`?channel_id=&token=`).
+async fn connect(
+    p: &Pipeline,
+    req: &ApiGatewayWebsocketProxyRequest,
+    conn: &str,
+    failed: &(dyn Fn(&dyn std::fmt::Display) -> ApiGatewayProxyResponse + Sync),
+) -> ApiGatewayProxyResponse {
+    if req.query_string_parameters.first("channel_id").is_none() {
+        let key = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|k| !k.is_empty());
+        let token = req.query_string_parameters.first("token");
+        let auth = match (key, token) {
+            (Some(k), _) => converger_pipeline::stream::StreamAuth::ApiKey(k),
+            (None, Some(t)) => converger_pipeline::stream::StreamAuth::Token(t),
+            (None, None) => {
+                return ws_response(
+                    401,
+                    &ws_error(
+                        ErrorCode::Unauthorized,
+                        "connect with `Authorization: Bearer <API key>`, `?token=<stream token>`, or a channel's `?channel_id=&token=`",
+                    ),
+                );
+            }
+        };
+        match p.streams().connect(conn, auth).await {
+            Ok(c) => {
+                tracing::info!(connection_id = conn, tenant_id = %c.tenant_id, "stream client connected");
+                ws_response(200, &serde_json::json!({"connected": true}))
+            }
+            Err(converger_pipeline::stream::StreamRefused::Store(e)) => failed(&e),
+            Err(e @ converger_pipeline::stream::StreamRefused::Disabled) => {
+                ws_response(403, &ws_error(ErrorCode::StreamDisabled, e.to_string()))
+            }
+            Err(e @ converger_pipeline::stream::StreamRefused::BadCredentials) => {
+                ws_response(401, &ws_error(ErrorCode::Unauthorized, e.to_string()))
+            }
+            Err(e @ converger_pipeline::stream::StreamRefused::TooMany(_)) => {
+                ws_response(429, &ws_error(ErrorCode::TooManyConnections, e.to_string()))
+            }
+        }
+    } else {
+        let q = &req.query_string_parameters;
+        let channel = q.first("channel_id").unwrap_or_default();
+        let token = q.first("token").unwrap_or_default();
+        match p.handoff().socket_connect(conn, channel, token).await {
+            Ok(_) => ws_response(200, &serde_json::json!({"connected": true})),
+            Err(converger_pipeline::handoff::ConnectRefused::Store(e)) => failed(&e),
+            Err(e @ converger_pipeline::handoff::ConnectRefused::UnknownChannel) => {
+                ws_response(404, &ws_error(ErrorCode::NotFound, e.to_string()))
+            }
+            Err(e @ converger_pipeline::handoff::ConnectRefused::BadToken) => {
+                ws_response(401, &ws_error(ErrorCode::Unauthorized, e.to_string()))
+            }
+        }
     }
 }
 

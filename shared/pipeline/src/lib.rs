@@ -37,6 +37,7 @@ pub mod outcome;
 pub mod reads;
 pub mod replay;
 pub mod shards;
+pub mod sources;
 pub mod stream;
 pub mod sweep;
 pub mod tenants;
@@ -74,6 +75,8 @@ pub struct Pipeline {
     pub(crate) usage: usage::UsageCounts,
     /// The tenants the changes function read for their listing shards.
     pub(crate) shard_memo: shards::ShardMemo,
+    /// The sources this instance throttled for their refused requests.
+    pub(crate) sources: sources::SourceGate,
     /// Where the rules read the time ([`Pipeline::with_clock`]; the system's by default).
     pub(crate) clock: Arc<dyn converger_core::time::Clock>,
 }
@@ -103,6 +106,7 @@ impl Pipeline {
             ),
             usage: usage::UsageCounts::new(store.clone(), config.usage_flush),
             shard_memo: shards::ShardMemo::default(),
+            sources: sources::SourceGate::default(),
             store,
             queue,
             events,

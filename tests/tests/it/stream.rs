@@ -331,3 +331,51 @@ async fn a_retried_attempt_streams_with_its_error_and_next_time() {
     assert!(mine[1].next_attempt_at.is_none());
     t.stop().await;
 }
+
+/// A `$connect` nobody vouches for is throttled by its source as the API's calls are: past 60
+/// refused connects in a minute (bad keys here), an address is refused 429 `source_throttled`
+/// before its key is read, its good key included. Another address is refused 401 as ever, and
+/// its good key connects.
+#[tokio::test]
+async fn an_address_that_keeps_failing_to_connect_is_throttled_and_no_one_else_is() {
+    let t = TestStack::start().await;
+    let a = t.new_tenant("default").await;
+    let status = |r: Result<StreamClient, tokio_tungstenite::tungstenite::Error>| match r {
+        Ok(_) => (200, String::new()),
+        Err(e) => {
+            let body = match &e {
+                tokio_tungstenite::tungstenite::Error::Http(r) => r
+                    .body()
+                    .as_deref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            (refused_status(&e).unwrap_or(0), body)
+        }
+    };
+    let mut seen = Vec::new();
+    for n in 0..70 {
+        let (code, body) = status(
+            t.stream_with_key_from("127.0.0.8", &format!("cvg_not_a_key_{n}"))
+                .await,
+        );
+        if code == 429 {
+            assert!(body.contains("source_throttled"), "{body}");
+        }
+        seen.push(code);
+    }
+    // The refusal past the 60th is answered as ever and throttles what follows.
+    assert!(seen[..60].iter().all(|s| *s == 401), "{seen:?}");
+    let first = seen.iter().position(|s| *s == 429).expect("throttled");
+    assert!(seen[first..].iter().all(|s| *s == 429), "{seen:?}");
+    // Its good key is not read while it waits.
+    let (code, body) = status(t.stream_with_key_from("127.0.0.8", &a.key).await);
+    assert_eq!(code, 429, "{body}");
+    // Another address: refused for its bad key, admitted with its good one.
+    let (code, _) = status(t.stream_with_key_from("127.0.0.9", "cvg_not_a_key").await);
+    assert_eq!(code, 401);
+    let (code, body) = status(t.stream_with_key_from("127.0.0.9", &a.key).await);
+    assert_eq!(code, 200, "{body}");
+    t.stop().await;
+}

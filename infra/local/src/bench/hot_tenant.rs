@@ -292,20 +292,9 @@ async fn drive(
         let _ = task.await;
     }
     let refused = refused.load(std::sync::atomic::Ordering::Relaxed);
-    // Every accepted activity once (a duplicate send does not stand for a missing one).
-    let unique = |rs: &[crate::receiver::Received]| {
-        rs.iter()
-            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
-            .filter_map(|b| find_n(&b))
-            .collect::<std::collections::HashSet<u64>>()
-            .len()
-    };
-    let deadline = Instant::now() + Duration::from_secs(o.seconds + 120);
-    while unique(&receiver.requests()) < n - refused && Instant::now() < deadline {
-        receiver
-            .wait_for(receiver.requests().len() + 1, Duration::from_millis(500))
-            .await;
-    }
+    receiver
+        .wait_for_unique(n - refused, Duration::from_secs(o.seconds + 120))
+        .await;
     let took = started.elapsed();
     if let Some(r) = refresher {
         r.abort();
@@ -335,26 +324,13 @@ async fn drive(
         .ok()
         .and_then(|g| *g)
         .map(|(s, _)| started + Duration::from_secs_f64(s));
-    let mut seen = std::collections::HashSet::new();
-    let requests = receiver.requests();
-    for r in &requests {
-        let Some(i) = serde_json::from_slice::<Value>(&r.body)
-            .ok()
-            .and_then(|b| find_n(&b))
-        else {
-            continue;
-        };
-        if seen.insert(i)
-            && let Some(at) = sent.get(&i)
-        {
-            let ms = r.at.saturating_duration_since(*at).as_secs_f64() * 1000.0;
-            latencies.push(ms);
-            if grant_at.is_some_and(|g| *at >= g) {
-                after_grant.push(ms);
-            }
+    let (got, arrivals) = receiver.first_arrivals(&sent);
+    for (at, ms) in arrivals {
+        latencies.push(ms);
+        if grant_at.is_some_and(|g| at >= g) {
+            after_grant.push(ms);
         }
     }
-    let got = seen.len();
     if let Some(Value::Object(g)) = growth.as_mut() {
         g.insert(
             "ingest_to_receiver_after_grant_seen".into(),
@@ -371,7 +347,7 @@ async fn drive(
         "activities": n,
         "refused": refused,
         "delivered": got,
-        "duplicates": requests.len().saturating_sub(seen.len()),
+        "duplicates": receiver.requests().len().saturating_sub(got),
         "seconds_offered": seconds,
         "seconds": (took.as_secs_f64() * 100.0).round() / 100.0,
         "ingest_to_receiver": summary(latencies),

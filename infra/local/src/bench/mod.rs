@@ -9,6 +9,7 @@ pub mod dead_channel;
 pub mod fairness;
 pub mod flow_cost;
 pub mod hot_tenant;
+mod isolated;
 pub mod keys;
 pub mod latency;
 pub mod maintenance;
@@ -18,11 +19,11 @@ pub mod requests;
 pub mod shape;
 pub mod throughput;
 
-use crate::receiver::Receiver;
 use converger_core::{ChannelId, ChannelType, Tier, time};
 use converger_pipeline::Pipeline;
 use converger_pipeline::ingest::NewActivity;
 use converger_ports::{Channel, Tenant};
+pub use isolated::IsolatedReceiver;
 use serde_json::{Value, json};
 
 pub const USAGE: &str = "\
@@ -720,86 +721,6 @@ impl Runtime {
         match self {
             Self::Mem(r) => r.stop().await,
             Self::Aws(s) => s.stop().await,
-        }
-    }
-}
-
-/// A receiver on its own thread with its own runtime, so that its CPU time can be told apart
-/// from ours (`/proc/self/task/<tid>/stat`). Answers 200.
-pub struct IsolatedReceiver {
-    pub url: String,
-    receiver: std::sync::Arc<Receiver>,
-    tid: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl IsolatedReceiver {
-    pub async fn start() -> Result<Self, String> {
-        Self::start_with(crate::receiver::Reply::status(200)).await
-    }
-
-    /// One that answers every request with `reply` (a delay standing for a receiver's work).
-    pub async fn start_with(reply: crate::receiver::Reply) -> Result<Self, String> {
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        std::thread::spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.to_string()));
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                let tid = std::fs::read_link("/proc/thread-self")
-                    .ok()
-                    .and_then(|p| p.file_name().map(|t| t.to_string_lossy().into_owned()))
-                    .unwrap_or_default();
-                match Receiver::start(Vec::new(), reply).await {
-                    Ok(r) => {
-                        let _ = ready_tx.send(Ok((std::sync::Arc::new(r), tid)));
-                        let _ = stopped.await;
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                    }
-                }
-            });
-        });
-        let (receiver, tid) = ready_rx
-            .await
-            .map_err(|_| "the receiver thread stopped".to_string())??;
-        Ok(Self {
-            url: receiver.url.clone(),
-            receiver,
-            tid,
-            stop: Some(stop),
-        })
-    }
-
-    /// Waits until the receiver has had `n` requests (or `timeout` passes); the count.
-    pub async fn wait_for(&self, n: usize, timeout: std::time::Duration) -> usize {
-        self.receiver.wait_for(n, timeout).await.len()
-    }
-
-    /// What the receiver has had so far.
-    pub fn requests(&self) -> Vec<crate::receiver::Received> {
-        self.receiver.requests()
-    }
-
-    /// The receiver thread's CPU seconds so far.
-    pub fn cpu_seconds(&self) -> Option<f64> {
-        cpu_seconds(&format!("self/task/{}", self.tid))
-    }
-}
-
-impl Drop for IsolatedReceiver {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
         }
     }
 }

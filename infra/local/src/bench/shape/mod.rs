@@ -22,6 +22,8 @@
 //! rate, every rate and partition limit divided by `scale` as `bench hot-tenant` does, and
 //! prints what was delivered, how fast, and every throttle.
 
+mod price;
+
 use super::hot_tenant::find_n;
 use super::{IsolatedReceiver, summary, webhook_limited};
 use crate::cfn::function as fun;
@@ -37,25 +39,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// List prices, US East (N. Virginia), dollars.
-const PRICE_WRITE_UNIT_HOUR: f64 = 0.000_65;
-const PRICE_READ_UNIT_HOUR: f64 = 0.000_13;
-/// Provisioned capacity is bought for the peak: this share of it is used.
-const PROVISIONED_UTILISATION: f64 = 0.7;
-const PRICE_GB_SECOND_ARM: f64 = 0.000_013_333_4;
-const PRICE_XRAY_TRACE: f64 = 5.0 / 1e6;
-const PRICE_DATA_OUT_GB: f64 = 0.09;
-const PRICE_STORAGE_GB_MONTH: f64 = 0.25;
-const PRICE_PITR_GB_MONTH: f64 = 0.20;
-/// An HTTP API access log line in the template's format, filled in (an estimate: API
-/// Gateway writes it, not the functions).
-const ACCESS_LOG_BYTES: u64 = 330;
 /// The headers of a delivery's request beside its body (signature, ids, trace context).
 const REQUEST_HEADER_BYTES: u64 = 600;
-/// The share of requests X-Ray records when turned on (its default rule: the first each
-/// second, then 5%).
-const XRAY_SAMPLED: f64 = 0.05;
-
 #[derive(Debug, Clone)]
 pub struct Options {
     pub tenants: usize,
@@ -126,7 +111,7 @@ pub fn smoke() -> Options {
 }
 
 /// What one run counted.
-struct Counted {
+pub(super) struct Counted {
     mode: Mode,
     offered: usize,
     accepted: usize,
@@ -162,11 +147,11 @@ async fn cost_runs(o: Options) -> Result<Value, String> {
     for mode in &o.modes {
         runs.push(run_once(&o, *mode).await?);
     }
-    let template = Template::read()?;
+    let template = price::Template::read()?;
     let mut per_million = Map::new();
     let mut modes = Map::new();
     for c in &runs {
-        let (demand, provisioned, lines) = priced(c, &template);
+        let (demand, provisioned, lines) = price::priced(c, &template);
         per_million.insert(
             format!("{}_on_demand", c.mode.name()),
             json!(round(demand, 2)),
@@ -209,12 +194,12 @@ pub async fn throughput(o: Options) -> Result<Value, String> {
                 "instances": c.instances,
                 "write_units_per_delivery": round(c.units.writes.values().sum::<f64>() / n, 3),
                 "throttled_requests": c.units.throttled.values().sum::<u64>(),
-                "throttled_by_family": throttles(&c.units),
+                "throttled_by_family": price::throttles(&c.units),
                 "failed_after_retries": c.units.failed,
             }),
         );
     }
-    let template = Template::read()?;
+    let template = price::Template::read()?;
     Ok(super::emit(json!({
         "scenario": "throughput-shape",
         "backend": "in-process (latency model, per-partition limits divided by the scale)",
@@ -259,7 +244,7 @@ fn shape(o: &Options) -> Value {
     })
 }
 
-fn round(x: f64, places: i32) -> f64 {
+pub(super) fn round(x: f64, places: i32) -> f64 {
     let f = 10f64.powi(places);
     (x * f).round() / f
 }
@@ -472,43 +457,22 @@ async fn drive(
         let _ = t.await;
     }
     let accepted = counts.accepted.load(Ordering::Relaxed);
-    let unique = |rs: &[crate::receiver::Received]| {
-        rs.iter()
-            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
-            .filter_map(|b| find_n(&b))
-            .collect::<std::collections::HashSet<u64>>()
-            .len()
-    };
-    let deadline = Instant::now() + Duration::from_secs(o.seconds + 120);
-    while unique(&receiver.requests()) < accepted && Instant::now() < deadline {
-        receiver
-            .wait_for(receiver.requests().len() + 1, Duration::from_millis(500))
-            .await;
-    }
+    receiver
+        .wait_for_unique(accepted, Duration::from_secs(o.seconds + 120))
+        .await;
     let took = started.elapsed().as_secs_f64();
     // The stream's last batches and the watch copies' turns (a first try's copy comes back
     // after the watch delay and is dropped) are part of what a delivery costs.
     let watch = u64::from(converger_pipeline::PipelineConfig::default().watch_delay_s);
     tokio::time::sleep(Duration::from_secs(watch + 3)).await;
-    let requests = receiver.requests();
     let sent = sent.lock().map(|m| m.clone()).unwrap_or_default();
-    let mut seen = std::collections::HashSet::new();
-    let mut latencies = Vec::new();
-    let mut bytes_out = 0u64;
-    for r in &requests {
-        bytes_out += r.body.len() as u64 + REQUEST_HEADER_BYTES;
-        let Some(i) = serde_json::from_slice::<Value>(&r.body)
-            .ok()
-            .and_then(|b| find_n(&b))
-        else {
-            continue;
-        };
-        if seen.insert(i)
-            && let Some(at) = sent.get(&i)
-        {
-            latencies.push(r.at.saturating_duration_since(*at).as_secs_f64() * 1000.0);
-        }
-    }
+    let (delivered, arrivals) = receiver.first_arrivals(&sent);
+    let latencies: Vec<f64> = arrivals.into_iter().map(|(_, ms)| ms).collect();
+    let bytes_out: u64 = receiver
+        .requests()
+        .iter()
+        .map(|r| r.body.len() as u64 + REQUEST_HEADER_BYTES)
+        .sum();
     let events = rt
         .events
         .published
@@ -518,7 +482,6 @@ async fn drive(
     let mut instances = BTreeMap::new();
     instances.insert(fun::API, api.started());
     instances.insert(fun::DELIVER, rt.deliver.started() - deliver_before);
-    let delivered = seen.len();
     Ok(Counted {
         mode,
         offered: n,
@@ -608,193 +571,4 @@ async fn call(
     };
     counts.accepted.fetch_add(taken, Ordering::Relaxed);
     stored.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-}
-
-/// What the template deploys that prices depend on.
-struct Template {
-    memory_mb: BTreeMap<String, u32>,
-    architecture: String,
-    stage_rate: Option<f64>,
-    pitr: bool,
-    xray: bool,
-}
-
-impl Template {
-    fn read() -> Result<Self, String> {
-        let t = crate::cfn::template()?;
-        let global = t["Globals"]["Function"]["MemorySize"]
-            .as_u64()
-            .unwrap_or(128) as u32;
-        let mut memory_mb = BTreeMap::new();
-        if let Some(resources) = t["Resources"].as_mapping() {
-            for (k, r) in resources {
-                if r["Type"].as_str() == Some("AWS::Serverless::Function")
-                    && let Some(k) = k.as_str()
-                {
-                    let mb = r["Properties"]["MemorySize"]
-                        .as_u64()
-                        .map_or(global, |m| m as u32);
-                    memory_mb.insert(k.to_owned(), mb);
-                }
-            }
-        }
-        let param = |name: &str| t["Parameters"][name]["Default"].clone();
-        let text = serde_yaml::to_string(&t["Resources"]).unwrap_or_default();
-        Ok(Self {
-            memory_mb,
-            architecture: param("Architecture")
-                .as_str()
-                .unwrap_or("x86_64")
-                .to_owned(),
-            stage_rate: param("ApiThrottleRate").as_f64().or_else(|| {
-                param("ApiThrottleRate")
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-            }),
-            pitr: text.contains("PointInTimeRecoveryEnabled: true"),
-            xray: param("XRayTracing").as_str() == Some("enabled"),
-        })
-    }
-
-    fn gb_second(&self) -> f64 {
-        if self.architecture == "arm64" {
-            PRICE_GB_SECOND_ARM
-        } else {
-            cost::PRICE_LAMBDA_GB_SECOND
-        }
-    }
-}
-
-fn throttles(t: &CapacityTally) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for (p, c) in &t.throttled {
-        *out.entry(format!(
-            "{} {}: {}",
-            p.table,
-            p.index.unwrap_or("(table)"),
-            p.family
-        ))
-        .or_default() += c;
-    }
-    out
-}
-
-/// One run priced per million deliveries: (on demand, provisioned, every line).
-fn priced(c: &Counted, t: &Template) -> (f64, f64, Value) {
-    use super::requests::{
-        PRICE_DYNAMODB_READ_UNIT, PRICE_DYNAMODB_WRITE_UNIT, PRICE_EVENTBRIDGE_EVENT,
-        PRICE_SQS_REQUEST,
-    };
-    let n = c.delivered.max(1) as f64;
-    let per = |x: f64| x / n;
-    // Units by table (its indexes included).
-    let mut writes_by: BTreeMap<String, f64> = BTreeMap::new();
-    let mut reads_by: BTreeMap<String, f64> = BTreeMap::new();
-    for (p, u) in &c.units.writes {
-        *writes_by.entry(p.table.to_string()).or_default() += u;
-    }
-    for (p, u) in &c.units.reads {
-        *reads_by.entry(p.table.to_string()).or_default() += u;
-    }
-    let wcu = per(writes_by.values().sum());
-    let rcu = per(reads_by.values().sum());
-    let mut lambda = Map::new();
-    let (mut requests, mut gb_s) = (0.0, 0.0);
-    for (f, tally) in &c.calls {
-        let mb = f64::from(t.memory_mb.get(*f).copied().unwrap_or(256));
-        let calls = per(tally.invocations as f64);
-        let gbs = per(tally.billed_ms as f64) / 1000.0 * mb / 1024.0;
-        requests += calls;
-        gb_s += gbs;
-        lambda.insert(
-            (*f).to_owned(),
-            json!({
-                "invocations_per_delivery": round(calls, 4),
-                "ms_per_invocation": round(tally.billed_ms as f64 / tally.invocations.max(1) as f64, 1),
-                "gb_seconds_per_delivery": round(gbs, 6),
-                "instances": c.instances.get(*f),
-            }),
-        );
-    }
-    let api = per(c.api_requests as f64);
-    let log_bytes = per(
-        (c.logs.0 + c.metric_lines.1 + c.api_requests * ACCESS_LOG_BYTES) as f64
-            + (c.logs.1 + c.metric_lines.0 + c.api_requests) as f64 * 26.0,
-    );
-    // Each invocation (an API request's included) starts a trace.
-    let xray_when_on = requests * XRAY_SAMPLED * PRICE_XRAY_TRACE * 1e6;
-    let m = 1e6;
-    let mut usd = BTreeMap::from([
-        ("dynamodb_writes", wcu * PRICE_DYNAMODB_WRITE_UNIT),
-        ("dynamodb_reads", rcu * PRICE_DYNAMODB_READ_UNIT),
-        ("sqs", per(c.sqs.total() as f64) * PRICE_SQS_REQUEST),
-        (
-            "eventbridge",
-            per(c.events as f64) * PRICE_EVENTBRIDGE_EVENT,
-        ),
-        ("api_gateway", api * cost::PRICE_API_REQUEST),
-        ("lambda_requests", requests * cost::PRICE_LAMBDA_REQUEST),
-        ("lambda_duration", gb_s * t.gb_second() * m),
-        ("logs", log_bytes / 1e9 * cost::PRICE_LOGS_GB * m),
-        ("xray", if t.xray { xray_when_on } else { 0.0 }),
-        (
-            "data_out",
-            per(c.bytes_out as f64) / 1e9 * PRICE_DATA_OUT_GB * m,
-        ),
-    ]);
-    let on_demand: f64 = usd.values().sum();
-    let hour = 3600.0 * PROVISIONED_UTILISATION;
-    let provisioned_writes = wcu * PRICE_WRITE_UNIT_HOUR / hour * m;
-    let provisioned_reads = rcu * PRICE_READ_UNIT_HOUR / hour * m;
-    let provisioned = on_demand - usd["dynamodb_writes"] - usd["dynamodb_reads"]
-        + provisioned_writes
-        + provisioned_reads;
-    let mut largest: Vec<(&str, f64)> = usd.iter().map(|(k, v)| (*k, *v)).collect();
-    largest.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let stored_gb = c.stored_bytes * m / 1e9;
-    let storage =
-        stored_gb * (PRICE_STORAGE_GB_MONTH + if t.pitr { PRICE_PITR_GB_MONTH } else { 0.0 });
-    usd.insert("dynamodb_writes_provisioned", provisioned_writes);
-    usd.insert("dynamodb_reads_provisioned", provisioned_reads);
-    let usd: Map<String, Value> = usd
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), json!(round(v, 3))))
-        .collect();
-    let lines = json!({
-        "offered": c.offered,
-        "accepted": c.accepted,
-        "delivered": c.delivered,
-        "api_requests": c.api_requests,
-        "refused_requests": c.refused_requests,
-        "seconds": round(c.seconds, 1),
-        "ingest_to_receiver": c.latency,
-        "per_delivery": {
-            "dynamodb_write_units": round(wcu, 3),
-            "dynamodb_write_units_by_table": writes_by.iter().map(|(k, v)| (k.clone(), json!(round(per(*v), 3)))).collect::<Map<_, _>>(),
-            "dynamodb_read_units": round(rcu, 3),
-            "dynamodb_read_units_by_table": reads_by.iter().map(|(k, v)| (k.clone(), json!(round(per(*v), 3)))).collect::<Map<_, _>>(),
-            "sqs_requests": {"sends": round(per(c.sqs.sends as f64), 3), "receives": round(per(c.sqs.receives as f64), 3), "deletes": round(per(c.sqs.deletes as f64), 3)},
-            "eventbridge_events": round(per(c.events as f64), 3),
-            "api_requests": round(api, 3),
-            "lambda_requests": round(requests, 4),
-            "lambda_gb_seconds": round(gb_s, 6),
-            "log_bytes": round(log_bytes, 0),
-            "metric_lines": round(per(c.metric_lines.0 as f64), 3),
-            "bytes_out": round(per(c.bytes_out as f64), 0),
-            "throttled_requests": c.units.throttled.values().sum::<u64>(),
-        },
-        "lambda": lambda,
-        "capacity": super::hot_tenant::report(&c.units, c.delivered, c.seconds, &c.model),
-        "usd_per_million": usd,
-        "usd_per_million_on_demand": round(on_demand, 2),
-        "usd_per_million_provisioned": round(provisioned, 2),
-        "largest_lines": largest.iter().take(4).map(|(k, v)| json!({k.to_string(): round(*v, 2)})).collect::<Vec<_>>(),
-        "xray_usd_per_million_when_on": round(xray_when_on, 3),
-        "storage": {
-            "bytes_per_delivery": round(c.stored_bytes, 0),
-            "usd_per_million_per_month_kept": round(storage, 3),
-            "point_in_time_recovery": t.pitr,
-        },
-    });
-    (on_demand, provisioned, lines)
 }
