@@ -122,6 +122,9 @@ pub(super) struct Counted {
     units: CapacityTally,
     sqs: converger_memory::QueueRequests,
     events: u64,
+    /// Of `events`, `delivery.status_changed` (the bus gets none with `BusStatusEvents`
+    /// disabled).
+    status_events: u64,
     calls: BTreeMap<&'static str, Tally>,
     instances: BTreeMap<&'static str, usize>,
     logs: (u64, u64),
@@ -473,11 +476,14 @@ async fn drive(
         .iter()
         .map(|r| r.body.len() as u64 + REQUEST_HEADER_BYTES)
         .sum();
-    let events = rt
-        .events
-        .published
-        .lock()
-        .map_or(0, |e| e.len().saturating_sub(events_before)) as u64;
+    let (events, status_events) = rt.events.published.lock().map_or((0, 0), |e| {
+        let new = e.get(events_before..).unwrap_or_default();
+        let status = new
+            .iter()
+            .filter(|e| e.detail_type == converger_ports::EventType::DeliveryStatusChanged)
+            .count();
+        (new.len() as u64, status as u64)
+    });
     let calls = invocations.take();
     let mut instances = BTreeMap::new();
     instances.insert(fun::API, api.started());
@@ -493,6 +499,7 @@ async fn drive(
         units: capacity.take(),
         sqs: rt.queue.take_requests(),
         events,
+        status_events,
         calls,
         instances,
         logs: cost::take_logs(),

@@ -202,6 +202,12 @@ pub(super) fn priced(c: &Counted, t: &Template) -> (f64, f64, Value) {
         "usd_per_million": usd,
         "usd_per_million_on_demand": round(on_demand, 2),
         "usd_per_million_provisioned": round(provisioned, 2),
+        // A deployment whose bus has no consumer of status changes (`BusStatusEvents`
+        // disabled): the stream, the pages and the dead-letter events are unchanged.
+        "usd_per_million_without_bus_status_events": {
+            "on_demand": round(on_demand - per(c.status_events as f64) * PRICE_EVENTBRIDGE_EVENT, 2),
+            "provisioned": round(provisioned - per(c.status_events as f64) * PRICE_EVENTBRIDGE_EVENT, 2),
+        },
         "largest_lines": largest.iter().take(4).map(|(k, v)| json!({k.to_string(): round(*v, 2)})).collect::<Vec<_>>(),
         "xray_usd_per_million_when_on": round(xray_when_on, 3),
         "storage": {
