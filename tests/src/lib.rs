@@ -12,7 +12,7 @@ pub mod client;
 pub mod fakes;
 pub mod stream;
 
-pub use converger_local::receiver::{Receiver, Reply};
+pub use converger_local::receiver::{Received, Receiver, Reply};
 use converger_local::stack::{AwsStack, Backend};
 use converger_local::{Stack, StackOptions};
 use converger_pipeline::PipelineConfig;
@@ -331,6 +331,7 @@ impl TestStack {
             channel_ids: vec![channel.id.clone()],
             created_at: now.rfc3339(),
             expires_at: None,
+            trace: None,
         };
         let mut d = converger_ports::Delivery::new(&activity, &channel, tenant.tier, now);
         d.next_attempt_at = due_ms;

@@ -41,6 +41,7 @@ pub fn rows(
             channel_ids: vec![channel.id.clone()],
             created_at: now.rfc3339(),
             expires_at: None,
+            trace: None,
         };
         let mut d = Delivery::new(&a, channel, tenant.tier, now).placed(tenant, now.ms());
         match how {

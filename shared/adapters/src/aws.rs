@@ -68,6 +68,8 @@ impl Adapter for AwsAdapter {
                 signature: &signature,
                 event_type: env.event_type,
                 conversation_id: env.conversation_id,
+                traceparent: env.traceparent,
+                tracestate: env.tracestate,
             },
         );
         aws::check_size(service, out.size)
@@ -80,6 +82,7 @@ impl Adapter for AwsAdapter {
             detail_type: &out.detail_type,
             group_id: &out.group_id,
             deduplication_id: &dedup,
+            trace_header: out.trace_header.as_deref(),
         };
         let receipt = tokio::time::timeout(
             target.timeout,

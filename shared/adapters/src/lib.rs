@@ -40,6 +40,10 @@ pub struct Envelope<'a> {
     pub attempt: u32,
     /// How many times the delivery was replayed (0 before its first replay).
     pub replays: u32,
+    /// This attempt's W3C `traceparent` (a new span of the activity's trace) and the
+    /// producer's `tracestate`, if the activity has a trace.
+    pub traceparent: Option<&'a str>,
+    pub tracestate: Option<&'a str>,
     pub services: &'a dyn Services,
 }
 

@@ -26,10 +26,12 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 const LABEL: &str = "webhook";
 
 /// Headers a channel may not set: the signature headers and what HTTP itself controls.
-const RESERVED: [&str; 7] = [
+const RESERVED: [&str; 9] = [
     "webhook-id",
     "webhook-timestamp",
     "webhook-signature",
+    "traceparent",
+    "tracestate",
     "host",
     "content-length",
     "transfer-encoding",
@@ -170,15 +172,24 @@ impl Adapter for WebhookAdapter {
         let signature = signature_header(target.signing_secrets, env.delivery_id, ts, &body)
             .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
 
-        let req = self
+        let mut req = self
             .http
             .request(cfg.method.clone(), cfg.url.clone())
             .headers(cfg.headers.clone())
             .header("content-type", "application/json")
             .header("webhook-id", env.delivery_id)
             .header("webhook-timestamp", ts.to_string())
-            .header("webhook-signature", signature)
-            .body(body);
+            .header("webhook-signature", signature);
+        // The attempt is a span of the producer's trace.
+        for (name, value) in [
+            ("traceparent", env.traceparent),
+            ("tracestate", env.tracestate),
+        ] {
+            if let Some(v) = value {
+                req = req.header(name, v);
+            }
+        }
+        let req = req.body(body);
         let Response {
             status,
             retry_after,

@@ -72,6 +72,11 @@ pub struct NewActivity {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub event_type: Option<String>,
     pub payload: Value,
+    /// A W3C `traceparent`: every delivery's request is a span of its trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 /// One delivery an activity made (`DeliveryRef`).
@@ -89,6 +94,9 @@ pub struct Ingested {
     pub conversation_id: String,
     pub seq: u64,
     pub created_at: String,
+    /// Its W3C trace id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     pub deliveries: Vec<DeliveryRef>,
 }
 

@@ -435,6 +435,8 @@ pub struct Outgoing {
     /// types and values (SQS, SNS), the source and detail-type (EventBridge), or the
     /// partition key (Kinesis).
     pub size: usize,
+    /// EventBridge's entry's `TraceHeader` (X-Ray's form of the trace context).
+    pub trace_header: Option<String>,
 }
 
 /// What a body was signed with, and what its message says of itself.
@@ -446,28 +448,52 @@ pub struct Signed<'a> {
     pub signature: &'a str,
     pub event_type: Option<&'a str>,
     pub conversation_id: &'a str,
+    /// The attempt's W3C trace context (`core::trace`), if its activity has one.
+    pub traceparent: Option<&'a str>,
+    pub tracestate: Option<&'a str>,
 }
 
-/// The message for `service` of a signed `body` (see [`Outgoing`]).
+/// The message for `service` of a signed `body` (see [`Outgoing`]). The trace context goes
+/// in the attributes (SQS, SNS), in the record (EventBridge, Kinesis) and, for EventBridge,
+/// in X-Ray's form as the entry's trace header.
 pub fn outgoing(service: Service, body: String, s: &Signed<'_>) -> Outgoing {
-    let attributes = attributes(
+    let mut attributes = attributes(
         s.delivery_id,
         s.timestamp,
         s.signature,
         s.event_type,
         s.conversation_id,
     );
+    let trace = [("traceparent", s.traceparent), ("tracestate", s.tracestate)];
+    attributes.extend(
+        trace
+            .iter()
+            .filter_map(|(k, v)| v.map(|v| (*k, v.to_owned()))),
+    );
     let text = match service {
         Service::Sqs | Service::Sns => body,
-        Service::EventBridge | Service::Kinesis => serde_json::json!({
-            "id": s.delivery_id,
-            "timestamp": s.timestamp,
-            "signature": s.signature,
-            "event_type": s.event_type,
-            "conversation_id": s.conversation_id,
-            "body": body,
-        })
-        .to_string(),
+        Service::EventBridge | Service::Kinesis => {
+            let mut record = serde_json::json!({
+                "id": s.delivery_id,
+                "timestamp": s.timestamp,
+                "signature": s.signature,
+                "event_type": s.event_type,
+                "conversation_id": s.conversation_id,
+                "body": body,
+            });
+            for (k, v) in trace {
+                if let Some(v) = v {
+                    record[k] = serde_json::Value::from(v);
+                }
+            }
+            record.to_string()
+        }
+    };
+    let trace_header = match service {
+        Service::EventBridge => s
+            .traceparent
+            .and_then(crate::trace::TraceContext::xray_header),
+        _ => None,
     };
     let detail_type = s.event_type.unwrap_or(DEFAULT_DETAIL_TYPE).to_owned();
     let group_id = group_id(s.conversation_id);
@@ -486,6 +512,7 @@ pub fn outgoing(service: Service, body: String, s: &Signed<'_>) -> Outgoing {
         detail_type,
         group_id,
         size,
+        trace_header,
     }
 }
 
@@ -529,6 +556,8 @@ pub struct AwsMessage<'a> {
     pub group_id: &'a str,
     /// A FIFO target's deduplication id.
     pub deduplication_id: &'a str,
+    /// EventBridge's `TraceHeader`.
+    pub trace_header: Option<&'a str>,
 }
 
 /// What the service answered.

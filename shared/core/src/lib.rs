@@ -28,6 +28,7 @@ pub mod slack;
 pub mod status;
 pub mod stream;
 pub mod time;
+pub mod trace;
 pub mod usage;
 pub mod web;
 pub mod websocket;

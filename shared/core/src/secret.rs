@@ -6,7 +6,7 @@ use base64::engine::general_purpose::STANDARD;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-fn random_bytes<const N: usize>() -> [u8; N] {
+pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];
     rand::thread_rng().fill_bytes(&mut b);
     b

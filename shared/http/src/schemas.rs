@@ -41,6 +41,12 @@ pub struct NewActivityDoc {
     pub event_type: Option<String>,
     /// Any JSON value of at most 256 KiB.
     pub payload: serde_json::Value,
+    /// A W3C `traceparent` (a batch item's own; a single activity's may come as the
+    /// request's `traceparent` header instead): every delivery's request is a span of this
+    /// trace. One that does not parse is ignored and a new trace starts.
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that goes with it (at most 512 characters), passed on as sent.
+    pub tracestate: Option<String>,
 }
 
 /// Up to 100 activities, each as `POST /api/v1/activities` takes one.

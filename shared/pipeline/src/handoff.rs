@@ -105,6 +105,8 @@ impl Services for Handoff<'_> {
             seq: None,
             channel_ids: targets,
             payload: reply.payload,
+            traceparent: None,
+            tracestate: None,
         };
         match self
             .intake

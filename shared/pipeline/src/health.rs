@@ -180,6 +180,8 @@ impl Health<'_> {
             seq: None,
             channel_ids: vec![alert_channel],
             payload: body,
+            traceparent: None,
+            tracestate: None,
         };
         if let Err(e) = self
             .intake

@@ -2,6 +2,7 @@
 //! on the tenant's tier queue. Ingesting the same activity id again writes nothing new.
 
 use crate::outcome::Admission;
+use converger_core::trace::TraceContext;
 use converger_core::{ActivityId, ChannelId, DeliveryId};
 use converger_ports::{
     Activity, Created, Delivery, DeliveryMessage, QueueError, StoreError, Tenant,
@@ -34,6 +35,13 @@ pub struct NewActivity {
     #[serde(default)]
     pub event_type: Option<String>,
     pub payload: Value,
+    /// The producer's W3C trace context (`POST /api/v1/activities` takes it from its
+    /// headers; a batch item as fields): kept with the activity and carried to every
+    /// attempt. Without one, or with one that does not parse, a new trace starts.
+    #[serde(default)]
+    pub traceparent: Option<String>,
+    #[serde(default)]
+    pub tracestate: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -305,6 +313,13 @@ impl Intake<'_> {
             // Kept for the retention period, with its deliveries (DynamoDB TTL).
             expires_at: Some(
                 now.secs() + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2),
+            ),
+            // The producer's trace, or a new one.
+            trace: Some(
+                new.traceparent
+                    .as_deref()
+                    .and_then(|t| TraceContext::parse(t, new.tracestate.as_deref()))
+                    .unwrap_or_else(TraceContext::start),
             ),
         };
         // Flow control first: each delivery takes a slot of its channel's window (enqueued

@@ -339,6 +339,7 @@ async fn send_with(client: Client, m: &AwsMessage<'_>) -> Result<AwsReceipt, Aws
                 .source(converger_core::aws::EVENT_SOURCE)
                 .detail_type(m.detail_type)
                 .detail(m.body)
+                .set_trace_header(m.trace_header.map(str::to_owned))
                 .build();
             let out = c
                 .put_events()
@@ -508,6 +509,7 @@ mod tests {
             detail_type: "t",
             group_id: "g",
             deduplication_id: "x",
+            trace_header: None,
         }
     }
 

@@ -135,6 +135,12 @@ async fn each_aws_type_delivers_into_the_tenants_account_as_its_role() {
     let delivery = &by_channel[&sqs.0];
     assert_eq!(attribute(&got[0].attributes, "webhook-id"), delivery);
     assert_eq!(attribute(&got[0].attributes, "conversation-id"), "conv-7");
+    // The attempt's span of the activity's trace (one started for it: none was sent).
+    let traceparent = attribute(&got[0].attributes, "traceparent");
+    assert!(
+        traceparent.len() == 55 && traceparent.starts_with("00-"),
+        "{traceparent}"
+    );
     assert!(verifies(
         &sqs.1,
         delivery,
@@ -552,6 +558,7 @@ pub(crate) mod emulator {
         assert_eq!(body["payload"]["text"], "hello");
         assert_eq!(message_attribute(&got[0], "webhook-id"), ids[&sqs_ch]);
         assert!(message_attribute(&got[0], "webhook-signature").starts_with("v1,"));
+        assert!(message_attribute(&got[0], "traceparent").starts_with("00-"));
 
         for (url, ch) in [(&fifo_url, &fifo_ch), (&topic_messages, &topic_ch)] {
             let got = messages(&sqs, url).await;
@@ -570,6 +577,12 @@ pub(crate) mod emulator {
         assert_eq!(event["source"], "converger");
         assert_eq!(event["detail-type"], "activity");
         assert_eq!(event["detail"]["id"], ids[&bus_ch].as_str());
+        assert!(
+            event["detail"]["traceparent"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("00-")),
+            "{event}"
+        );
 
         let shard = kinesis
             .get_shard_iterator()

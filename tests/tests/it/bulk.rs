@@ -40,6 +40,7 @@ async fn seed(
                 channel_ids: vec![channel.id.clone()],
                 created_at: when.rfc3339(),
                 expires_at: None,
+                trace: None,
             };
             let mut d = Delivery::new(&a, &channel, converger_core::Tier::Default, when);
             d.next_attempt_at = 0;
@@ -231,6 +232,7 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
                 channel_ids: vec![channel.id.clone()],
                 created_at: when.rfc3339(),
                 expires_at: None,
+                trace: None,
             };
             let mut d = Delivery::new(&a, &channel, converger_core::Tier::Default, when);
             d.next_attempt_at = 0;
@@ -291,6 +293,7 @@ async fn filters_refusals_and_isolation() {
         channel_ids: vec![ChannelId::parse(&ch).unwrap()],
         created_at: day1[0].created_at.clone(),
         expires_at: None,
+        trace: None,
     };
     t.stack.store.create_activity(&activity, &[]).await.unwrap();
     let a = bulk(

@@ -35,5 +35,6 @@ mod slack;
 mod slots;
 mod store;
 mod stream;
+mod trace;
 mod web;
 mod window;

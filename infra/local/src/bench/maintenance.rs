@@ -26,6 +26,7 @@ pub(crate) fn row(
         channel_ids: vec![channel.id.clone()],
         created_at: now.rfc3339(),
         expires_at: None,
+        trace: None,
     };
     let mut d = Delivery::new(&a, channel, Tier::Bulk, now);
     d.next_attempt_at = due;

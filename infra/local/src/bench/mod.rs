@@ -560,6 +560,8 @@ pub fn activity(ch: &ChannelId, n: usize) -> NewActivity {
         seq: Some(n as u64 + 1),
         channel_ids: vec![ch.clone()],
         payload: json!({"text": "hello", "n": n}),
+        traceparent: None,
+        tracestate: None,
     }
 }
 

@@ -147,6 +147,8 @@ async fn phase(o: &Options, ordered: bool, fail_percent: u64) -> Result<Run, Str
                         seq: Some(i as u64 + 1),
                         channel_ids: vec![id],
                         payload: json!({"text": marker(c, i)}),
+                        traceparent: None,
+                        tracestate: None,
                     };
                     p.intake()
                         .ingest(&tenant, a)

@@ -284,15 +284,22 @@ fn the_docs_show_the_error_table() {
     );
 }
 
-#[test]
-fn each_service_gets_its_message_and_its_size_counted_as_it_counts_it() {
-    let signed = Signed {
+/// Delivery `dl_1` of `conv-1`, signed, with the trace context given.
+fn signed<'a>(traceparent: Option<&'a str>, tracestate: Option<&'a str>) -> Signed<'a> {
+    Signed {
         delivery_id: "dl_1",
         timestamp: 1_700_000_000,
         signature: "v1,abc",
         event_type: None,
         conversation_id: "conv-1",
-    };
+        traceparent,
+        tracestate,
+    }
+}
+
+#[test]
+fn each_service_gets_its_message_and_its_size_counted_as_it_counts_it() {
+    let signed = signed(None, None);
     let sqs = outgoing(Service::Sqs, "{\"a\":1}".into(), &signed);
     assert_eq!(sqs.text, "{\"a\":1}");
     let attrs: usize = sqs
@@ -313,4 +320,32 @@ fn each_service_gets_its_message_and_its_size_counted_as_it_counts_it() {
     let stream = outgoing(Service::Kinesis, "{}".into(), &signed);
     assert_eq!(stream.group_id, "conv-1");
     assert_eq!(stream.size, stream.text.len() + "conv-1".len());
+}
+
+#[test]
+fn the_trace_context_rides_in_each_service_s_own_place() {
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let signed = signed(Some(traceparent), Some("congo=t61rcWkgMzE"));
+    let sqs = outgoing(Service::Sqs, "{}".into(), &signed);
+    let attr = |k: &str| {
+        sqs.attributes
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(attr("traceparent").as_deref(), Some(traceparent));
+    assert_eq!(attr("tracestate").as_deref(), Some("congo=t61rcWkgMzE"));
+    // SQS takes ten attributes a message.
+    assert!(sqs.attributes.len() <= 10, "{:?}", sqs.attributes);
+    assert_eq!(sqs.trace_header, None);
+    let bus = outgoing(Service::EventBridge, "{}".into(), &signed);
+    let record: Value = serde_json::from_str(&bus.text).unwrap();
+    assert_eq!(record["traceparent"], traceparent);
+    assert_eq!(
+        bus.trace_header.as_deref(),
+        Some("Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1")
+    );
+    let stream = outgoing(Service::Kinesis, "{}".into(), &signed);
+    let record: Value = serde_json::from_str(&stream.text).unwrap();
+    assert_eq!(record["tracestate"], "congo=t61rcWkgMzE");
 }

@@ -15,8 +15,10 @@ pub(crate) async fn create_activity(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     key: Option<axum::Extension<crate::idempotency::Key>>,
+    headers: axum::http::HeaderMap,
     Body(mut req): Body<NewActivity>,
 ) -> Result<impl IntoResponse, ApiError> {
+    with_trace_headers(&mut req, &headers);
     // With an Idempotency-Key and no id of its own, the activity is named after the key: a
     // retry after a server error that came once its rows were written finds them.
     if let (None, Some(axum::Extension(crate::idempotency::Key(k)))) = (&req.id, key) {
@@ -29,6 +31,22 @@ pub(crate) async fn create_activity(
         StatusCode::OK
     };
     Ok((status, Json(ingested(&done))))
+}
+
+/// The request's W3C trace headers, for an activity that carries no `traceparent` of its own
+/// (a batch's items may each carry theirs).
+fn with_trace_headers(item: &mut NewActivity, headers: &axum::http::HeaderMap) {
+    if item.traceparent.is_some() {
+        return;
+    }
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    item.traceparent = header("traceparent");
+    item.tracestate = header("tracestate");
 }
 
 /// `POST /api/v1/activities/batch`: items are read one by one, so one that does not fit
@@ -52,6 +70,7 @@ pub(crate) async fn create_activities(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     key: Option<axum::Extension<crate::idempotency::Key>>,
+    headers: axum::http::HeaderMap,
     Body(batch): Body<BatchBody>,
 ) -> Result<Json<views::BatchResults>, ApiError> {
     use converger_pipeline::ingest::{IngestError, MAX_BATCH};
@@ -70,6 +89,7 @@ pub(crate) async fn create_activities(
         .map(|(i, v)| {
             let mut item: NewActivity = serde_json::from_value(v)
                 .map_err(|e| IngestError::Invalid(format!("activities[{i}] does not fit: {e}")))?;
+            with_trace_headers(&mut item, &headers);
             if let (None, Some(k)) = (&item.id, &key) {
                 item.id = Some(ActivityId::for_idempotency_key(
                     &tenant.id,
@@ -110,6 +130,7 @@ fn ingested(done: &converger_pipeline::ingest::Ingested) -> views::Ingested {
         conversation_id: done.activity.conversation_id.clone(),
         seq: done.activity.seq,
         created_at: done.activity.created_at.clone(),
+        trace_id: done.activity.trace.as_ref().map(|t| t.trace_id.clone()),
         deliveries: done
             .deliveries
             .iter()

@@ -104,6 +104,8 @@ pub fn activity(id: Option<&str>, channels: &[&Channel]) -> NewActivity {
         channel_ids: channels.iter().map(|c| c.id.clone()).collect(),
         event_type: None,
         payload: json!({"text": "hello"}),
+        traceparent: None,
+        tracestate: None,
     }
 }
 
@@ -415,6 +417,8 @@ pub async fn said(
                 channel_ids: vec![c.id.clone()],
                 event_type: None,
                 payload: json!({"text": text}),
+                traceparent: None,
+                tracestate: None,
             },
         )
         .await

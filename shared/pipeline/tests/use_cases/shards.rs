@@ -22,6 +22,7 @@ fn created(t: &Tenant, c: &Channel, clock: &ManualClock, n: usize, from: usize) 
                 channel_ids: vec![c.id.clone()],
                 created_at: now.rfc3339(),
                 expires_at: None,
+                trace: None,
             };
             let d = Delivery::new(&a, c, t.tier, now).placed(t, now.ms());
             RowChange {

@@ -15,6 +15,10 @@ pub struct Activity {
     pub payload: Value,
     pub channel_ids: Vec<ChannelId>,
     pub created_at: String,
+    /// Its W3C trace (`core::trace`): every attempt is a span of it. Absent on activities
+    /// stored before traces were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<converger_core::trace::TraceContext>,
     /// When the row expires (seconds since the epoch; the table's TTL attribute). Reads treat
     /// an expired row as absent: DynamoDB deletes it up to two days later.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -258,6 +258,7 @@ mod tests {
             channel_ids: vec![channel.id.clone()],
             created_at: "2026-01-01T00:00:00Z".into(),
             expires_at: None,
+            trace: None,
         };
         Delivery::new(&a, &channel, Tier::Default, Timestamp::from_ms(1_000)).in_shards(2)
     }

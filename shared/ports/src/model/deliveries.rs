@@ -570,6 +570,7 @@ mod tests {
             channel_ids: vec![channel.id.clone()],
             created_at: at.rfc3339(),
             expires_at: None,
+            trace: None,
         };
         Delivery::new(&activity, &channel, Tier::Default, at)
     }

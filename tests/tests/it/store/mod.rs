@@ -167,6 +167,7 @@ fn activity(f: &Fixture) -> Activity {
         channel_ids: vec![f.channel.id.clone()],
         created_at: time::now_rfc3339(),
         expires_at: None,
+        trace: None,
     }
 }
 

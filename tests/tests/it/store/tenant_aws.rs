@@ -115,6 +115,7 @@ fn message<'a>(d: &'a Destination, body: &'a str, dedup: &'a str) -> AwsMessage<
         detail_type: "activity",
         group_id: "conv-1",
         deduplication_id: dedup,
+        trace_header: None,
     }
 }
 
