@@ -12,6 +12,7 @@ use converger_core::DeliveryStatus;
 use converger_core::status::Transition;
 use converger_core::time::rfc3339_to_ms;
 use converger_core::usage::{Counts, Grain};
+use converger_ports::events;
 use converger_ports::{
     CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, StoreError,
     StreamCounters, StreamMark, UsageKey, UsageOf,
@@ -40,19 +41,25 @@ fn usage(d: &Delivery, at_ms: i64, counts: Counts) -> [CounterAdd; 5] {
 /// `delivery.status_changed` of a row as a write left it.
 pub fn status_event(d: &Delivery, event_id: String) -> PlatformEvent {
     let retrying = d.status == DeliveryStatus::Pending && !d.handed_off && d.attempts > 0;
-    let next = retrying
-        .then(|| converger_core::Timestamp::from_ms(d.next_attempt_at).rfc3339())
-        .map_or(serde_json::Value::Null, serde_json::Value::from);
-    PlatformEvent {
-        detail_type: EventType::DeliveryStatusChanged,
-        detail: json!({
-            "event_id": event_id,
-            "delivery_id": d.id, "activity_id": d.activity_id, "channel_id": d.channel_id,
-            "tenant_id": d.tenant_id, "conversation_id": d.conversation_id,
-            "status": d.status.as_str(), "attempts": d.attempts, "error": d.last_error,
-            "awaiting_ack": d.handed_off, "next_attempt_at": next, "at": d.updated_at,
-        }),
-    }
+    let next =
+        retrying.then(|| converger_core::Timestamp::from_ms(d.next_attempt_at).rfc3339());
+    PlatformEvent::of(
+        EventType::DeliveryStatusChanged,
+        &events::DeliveryStatusChanged {
+            event_id,
+            delivery_id: d.id.clone(),
+            activity_id: d.activity_id.clone(),
+            channel_id: d.channel_id.clone(),
+            tenant_id: d.tenant_id.clone(),
+            conversation_id: d.conversation_id.clone(),
+            status: d.status.as_str().to_owned(),
+            attempts: d.attempts,
+            error: d.last_error.clone(),
+            awaiting_ack: d.handed_off,
+            next_attempt_at: next,
+            at: d.updated_at.clone(),
+        },
+    )
 }
 
 /// What a record implies; `retention_s` is how long deliveries are kept (a day's
@@ -112,30 +119,36 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
         at_counts.dead_letters = 1;
         out.counts.push(health(0, 1));
         out.counts.push(dead(1));
-        out.events.push(PlatformEvent {
-            detail_type: EventType::DeliveryDeadLettered,
-            detail: json!({
-                "event_id": id(out.events.len()),
-                "delivery_id": new.id, "activity_id": new.activity_id,
-                "channel_id": new.channel_id, "tenant_id": new.tenant_id,
-                "conversation_id": new.conversation_id,
-                "attempts": new.attempts, "error": new.last_error, "at": new.updated_at,
-            }),
-        });
+        out.events.push(PlatformEvent::of(
+            EventType::DeliveryDeadLettered,
+            &events::DeliveryDeadLettered {
+                event_id: id(out.events.len()),
+                delivery_id: new.id.clone(),
+                activity_id: new.activity_id.clone(),
+                channel_id: new.channel_id.clone(),
+                tenant_id: new.tenant_id.clone(),
+                conversation_id: new.conversation_id.clone(),
+                attempts: new.attempts,
+                error: new.last_error.clone(),
+                at: new.updated_at.clone(),
+            },
+        ));
     }
     if t.revived {
         out.counts.push(health(0, -1));
         out.counts.push(dead(-1));
     }
     if t.replayed {
-        out.events.push(PlatformEvent {
-            detail_type: EventType::DeliveryRetried,
-            detail: json!({
-                "event_id": id(out.events.len()),
-                "count": 1, "delivery_ids": [new.id], "tenant_id": new.tenant_id,
-                "actor": new.retried_by,
-            }),
-        });
+        out.events.push(PlatformEvent::of(
+            EventType::DeliveryRetried,
+            &events::DeliveryRetried {
+                event_id: id(out.events.len()),
+                count: 1,
+                delivery_ids: vec![new.id.clone()],
+                tenant_id: new.tenant_id.clone(),
+                actor: new.retried_by.clone(),
+            },
+        ));
     }
     if !at_counts.is_zero() {
         out.counts.extend(usage(new, at_ms, at_counts));

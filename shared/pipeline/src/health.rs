@@ -135,23 +135,21 @@ impl Health<'_> {
         self.cache.forget_channel(&channel.id);
         tracing::warn!(channel_id = %channel.id, failed_attempts = flow.failed_attempts, "channel auto-disabled");
         crate::metrics::count(crate::metrics::CHANNEL_DISABLED, channel.kind, None, 1);
-        let body = json!({
-            "event": converger_ports::EventType::ChannelDisabled.as_str(),
-            "channel_id": disabled.id,
-            "channel_name": disabled.name,
-            "tenant_id": disabled.tenant_id,
-            "reason": AUTO_DISABLED,
-            "failed_attempts": flow.failed_attempts,
-            "last_success_at": flow.last_success_at.map(time::ms_to_rfc3339),
-            "disabled_at": at,
-        });
-        self.alert(&disabled, body.clone()).await;
-        self.events
-            .publish(vec![PlatformEvent {
-                detail_type: converger_ports::EventType::ChannelDisabled,
-                detail: body,
-            }])
-            .await;
+        let event = PlatformEvent::of(
+            converger_ports::EventType::ChannelDisabled,
+            &converger_ports::events::ChannelDisabled {
+                event: converger_ports::EventType::ChannelDisabled.as_str().to_owned(),
+                channel_id: disabled.id.clone(),
+                channel_name: disabled.name.clone(),
+                tenant_id: disabled.tenant_id.clone(),
+                reason: AUTO_DISABLED.to_owned(),
+                failed_attempts: flow.failed_attempts,
+                last_success_at: flow.last_success_at.map(time::ms_to_rfc3339),
+                disabled_at: at,
+            },
+        );
+        self.alert(&disabled, event.detail.clone()).await;
+        self.events.publish(vec![event]).await;
         Ok(())
     }
 
@@ -287,30 +285,30 @@ impl Health<'_> {
             .await?;
         report.writes += 1;
         report.changed += 1;
-        let body = json!({
-            "event": converger_ports::EventType::ChannelHealthChanged.as_str(),
-            "channel_id": channel.id,
-            "channel_name": channel.name,
-            "tenant_id": channel.tenant_id,
-            "previous_status": previous.unwrap_or_default(),
-            "new_status": status,
-            "failure_rate": check.failure_rate,
-            "total_deliveries": check.total_deliveries,
-            "failed_deliveries": check.failed_deliveries,
-            "checked_at": checked_at,
-        });
+        let event = PlatformEvent::of(
+            converger_ports::EventType::ChannelHealthChanged,
+            &converger_ports::events::ChannelHealthChanged {
+                event: converger_ports::EventType::ChannelHealthChanged
+                    .as_str()
+                    .to_owned(),
+                channel_id: channel.id.clone(),
+                channel_name: channel.name.clone(),
+                tenant_id: channel.tenant_id.clone(),
+                previous_status: previous.unwrap_or_default(),
+                new_status: status,
+                failure_rate: check.failure_rate,
+                total_deliveries: check.total_deliveries,
+                failed_deliveries: check.failed_deliveries,
+                checked_at,
+            },
+        );
         tracing::info!(channel_id = %channel.id, %status, previous = %previous.unwrap_or_default(), "channel health changed");
         // The tenant's alert webhook gets the body its receivers were written for: the same
         // fields, named `channel_health_changed` (the bus keeps the event's own name).
-        let mut alert = body.clone();
+        let mut alert = event.detail.clone();
         alert["event"] = json!(ALERT_HEALTH_CHANGED);
         self.alert(channel, alert).await;
-        self.events
-            .publish(vec![PlatformEvent {
-                detail_type: converger_ports::EventType::ChannelHealthChanged,
-                detail: body,
-            }])
-            .await;
+        self.events.publish(vec![event]).await;
         // Only the change to unhealthy opens the breaker: a breaker a probe closed is not
         // opened again by failures still inside the window.
         if status == HealthStatus::Unhealthy {

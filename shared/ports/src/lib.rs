@@ -7,6 +7,7 @@
 pub mod accounts;
 pub mod changes;
 pub mod error;
+pub mod events;
 pub mod flow;
 pub mod handoff;
 pub mod health;

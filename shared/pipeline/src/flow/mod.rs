@@ -389,15 +389,15 @@ pub(crate) fn circuit_event(
     reason: &str,
     at_ms: i64,
 ) -> PlatformEvent {
-    PlatformEvent {
-        detail_type: kind,
-        detail: json!({
-            "event": kind.as_str(),
-            "channel_id": channel.id,
-            "channel_name": channel.name,
-            "tenant_id": channel.tenant_id,
-            "reason": reason,
-            "changed_at": time::ms_to_rfc3339(at_ms),
-        }),
-    }
+    PlatformEvent::of(
+        kind,
+        &converger_ports::events::CircuitChanged {
+            event: kind.as_str().to_owned(),
+            channel_id: channel.id.clone(),
+            channel_name: channel.name.clone(),
+            tenant_id: channel.tenant_id.clone(),
+            reason: reason.to_owned(),
+            changed_at: time::ms_to_rfc3339(at_ms),
+        },
+    )
 }
