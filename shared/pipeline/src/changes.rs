@@ -17,7 +17,6 @@ use converger_ports::{
     CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, StoreError,
     StreamCounters, StreamMark, UsageKey, UsageOf,
 };
-use serde_json::json;
 use std::collections::BTreeMap;
 
 /// What one record implies.
@@ -41,8 +40,7 @@ fn usage(d: &Delivery, at_ms: i64, counts: Counts) -> [CounterAdd; 5] {
 /// `delivery.status_changed` of a row as a write left it.
 pub fn status_event(d: &Delivery, event_id: String) -> PlatformEvent {
     let retrying = d.status == DeliveryStatus::Pending && !d.handed_off && d.attempts > 0;
-    let next =
-        retrying.then(|| converger_core::Timestamp::from_ms(d.next_attempt_at).rfc3339());
+    let next = retrying.then(|| converger_core::Timestamp::from_ms(d.next_attempt_at).rfc3339());
     PlatformEvent::of(
         EventType::DeliveryStatusChanged,
         &events::DeliveryStatusChanged {

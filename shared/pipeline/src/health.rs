@@ -138,7 +138,9 @@ impl Health<'_> {
         let event = PlatformEvent::of(
             converger_ports::EventType::ChannelDisabled,
             &converger_ports::events::ChannelDisabled {
-                event: converger_ports::EventType::ChannelDisabled.as_str().to_owned(),
+                event: converger_ports::EventType::ChannelDisabled
+                    .as_str()
+                    .to_owned(),
                 channel_id: disabled.id.clone(),
                 channel_name: disabled.name.clone(),
                 tenant_id: disabled.tenant_id.clone(),

@@ -16,7 +16,6 @@ use converger_ports::{
     ActivityStore, AuditStore, ChannelStore, DeliveryStore, FlowStore, Queue, Store, TenantStore,
 };
 use converger_ports::{Channel, Mark, PlatformEvent, StoreResult};
-use serde_json::json;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
