@@ -1,5 +1,6 @@
-//! End to end: the tenant API, the queues, the deliver function and a real HTTP receiver, on
-//! the emulator. Each test has its own stack (resource prefix) and tenant.
+//! End to end: the tenant API, the queues, the deliver function and a real HTTP receiver.
+//! The scenarios run in process; the `emulator` module's on the template deployed on the
+//! emulator. Each test has its own stack (resource prefix) and tenant.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::Timestamp;

@@ -1,6 +1,7 @@
-//! Retries without limits, end to end on the emulator with real receivers: long delays in
-//! hops, the sweeper, crashed attempts, Retry-After forms, policy changes, poison messages and
-//! the attempt log.
+//! Retries without limits, end to end with real receivers: long delays in hops, the sweeper,
+//! crashed attempts, Retry-After forms, policy changes, poison messages and the attempt log.
+//! The scenarios run in process; those that also cover AWS code paths (the `emulator`
+//! module) run on the template deployed on the emulator.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::Timestamp;
