@@ -33,7 +33,7 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   requests     [--deliveries N]                    AWS requests per delivered message, and cost
   keys         [--deliveries N] [--replay N]       capacity units per partition key family, ceilings
   cost         [--deliveries N]                    dollars per million deliveries, all in, at list prices
-  cost --shape [--tenants T] [--channels C] [--rate R] [--seconds S] [--ingest single|batch|both]
+  cost --shape [--tenants T] [--channels C] [--rate R] [--seconds S] [--ingest single|batch|both] [--new-windows]
                                                    the same at a deployment's shape (1,000 x 10, 1,000/s)
   throughput --shape [--scale F] ...               that shape at 10,000/s, scaled; throttles and latency
   hot-tenant   [--seconds S] [--scale F] [--case NAME] one tenant at 5,000/s, one channel at 2,000/s, partition limits
@@ -73,6 +73,7 @@ fn shape_options(
         receiver_ms: rest.num("--receiver-ms", d.receiver_ms as usize)? as u64,
         batch_every_s: rest.num("--batch-every", d.batch_every_s as usize)?.max(1) as u64,
         modes,
+        grown_windows: !rest.flag("--new-windows"),
         fewer_tenants: true,
     })
 }

@@ -56,6 +56,9 @@ pub struct Options {
     pub batch_every_s: u64,
     /// Which ways to ingest (`single`, `batch`).
     pub modes: Vec<Mode>,
+    /// Whether the channels start with their windows grown to their cap, as a deployment's
+    /// that has been running (`false`: new channels, whose windows grow as they succeed).
+    pub grown_windows: bool,
     /// How the scale is taken: `true` (the cost), by running a `scale`-th of the tenants at
     /// the same rate each, so that every tenant's and channel's rate, and so what its
     /// counters, caches and batches amortise, is the full shape's; `false` (the throughput),
@@ -89,6 +92,7 @@ impl Default for Options {
             receiver_ms: 150,
             batch_every_s: 10,
             modes: vec![Mode::Single, Mode::Batch],
+            grown_windows: true,
             fewer_tenants: true,
         }
     }
@@ -106,6 +110,7 @@ pub fn smoke() -> Options {
         receiver_ms: 150,
         batch_every_s: 1,
         modes: vec![Mode::Single, Mode::Batch],
+        grown_windows: true,
         fewer_tenants: true,
     }
 }
@@ -244,6 +249,7 @@ fn shape(o: &Options) -> Value {
         "without_seq": "a third of tenants",
         "with_idempotency_key": "a tenth of tenants",
         "batch_every_s": o.batch_every_s,
+        "windows": if o.grown_windows { "grown to their cap" } else { "new" },
     })
 }
 
@@ -340,6 +346,25 @@ async fn drive(
         .await
         .into_iter()
         .collect::<Result<_, _>>()?;
+    // A running deployment's channels have grown their windows to their cap; a new channel's
+    // grows one success at a time, each written by the instance that saw it. Set as grown,
+    // the run prices a deployment that has been running, not its first minutes.
+    if o.grown_windows {
+        let cap = converger_core::flow::tier_share(Tier::Default, p.config().tier_concurrency);
+        let grown = converger_ports::Settle {
+            free: None,
+            pass_to: None,
+            outcome: converger_ports::Outcome::Success,
+            failed: false,
+            window: Some(cap),
+            now: converger_core::Timestamp::now(),
+        };
+        for ch in producers.iter().flat_map(|pr| &pr.channels) {
+            converger_ports::FlowStore::settle(&*rt.store, ch, &grown)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
     let producers = Arc::new(producers);
     // The API's instances, each its own router over its own pipeline.
     let api = {
