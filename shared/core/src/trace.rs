@@ -1,7 +1,8 @@
 //! W3C trace context (`traceparent`, `tracestate`): a producer's trace is kept with its
 //! activity and carried to every delivery's request, each attempt a span of its own, so that a
 //! receiver's traces join the producer's. An activity sent without one (or with one that does
-//! not parse, which the recommendation says to ignore) starts a trace of its own.
+//! not parse, which the recommendation says to ignore) has a trace of its own, derived from
+//! its id ([`TraceContext::derived`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -67,11 +68,14 @@ impl TraceContext {
         })
     }
 
-    /// A new trace, sampled, started by the platform for an activity sent without one.
-    pub fn start() -> Self {
+    /// The trace the platform starts for an activity sent without one, derived from its id
+    /// (`key`): the same on every read, so nothing of it is stored with the activity.
+    pub fn derived(key: &str) -> Self {
+        use sha2::{Digest, Sha256};
+        let h = Sha256::digest(key.as_bytes());
         Self {
-            trace_id: random_hex::<16>(),
-            parent_id: random_hex::<8>(),
+            trace_id: hex::encode(&h[..16]),
+            parent_id: hex::encode(&h[16..24]),
             flags: "01".into(),
             tracestate: None,
         }
@@ -151,8 +155,11 @@ mod tests {
             assert_ne!(child.parent_id, c.parent_id);
             assert_eq!(child.flags, "01");
         }
-        let started = TraceContext::start();
+        let started = TraceContext::derived("act_1");
         assert!(TraceContext::parse(&started.child(), None).is_some());
+        // The same activity, the same trace; another, another.
+        assert_eq!(started, TraceContext::derived("act_1"));
+        assert_ne!(started.trace_id, TraceContext::derived("act_2").trace_id);
     }
 
     #[test]

@@ -301,10 +301,9 @@ pub struct ActivityView {
     /// The payload as sent (any JSON value).
     pub payload: Value,
     pub created_at: String,
-    /// Its W3C trace id: the producer's `traceparent`'s, or the one started for it. Every
-    /// delivery's request carries it in its own `traceparent`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub trace_id: Option<String>,
+    /// Its W3C trace id: the producer's `traceparent`'s, or one derived from the activity's
+    /// id. Every delivery's request carries it in its own `traceparent`.
+    pub trace_id: String,
     /// Its deliveries (in a read of one activity, not in a list).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deliveries: Option<Vec<DeliveryRef>>,
@@ -319,7 +318,7 @@ pub fn activity(a: &Activity, deliveries: Option<&[Delivery]>) -> ActivityView {
         channel_ids: a.channel_ids.iter().map(ToString::to_string).collect(),
         payload: a.payload.clone(),
         created_at: a.created_at.clone(),
-        trace_id: a.trace.as_ref().map(|t| t.trace_id.clone()),
+        trace_id: a.trace().trace_id.clone(),
         deliveries: deliveries.map(|ds| ds.iter().map(DeliveryRef::from).collect()),
     }
 }
@@ -331,9 +330,8 @@ pub struct Ingested {
     pub conversation_id: String,
     pub seq: u64,
     pub created_at: String,
-    /// Its W3C trace id (the producer's `traceparent`'s, or the one started for it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub trace_id: Option<String>,
+    /// Its W3C trace id (the producer's `traceparent`'s, or one derived from its id).
+    pub trace_id: String,
     pub deliveries: Vec<DeliveryRef>,
 }
 

@@ -314,13 +314,11 @@ impl Intake<'_> {
             expires_at: Some(
                 now.secs() + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2),
             ),
-            // The producer's trace, or a new one.
-            trace: Some(
-                new.traceparent
-                    .as_deref()
-                    .and_then(|t| TraceContext::parse(t, new.tracestate.as_deref()))
-                    .unwrap_or_else(TraceContext::start),
-            ),
+            // The producer's trace; without one, `Activity::trace` derives it from the id.
+            trace: new
+                .traceparent
+                .as_deref()
+                .and_then(|t| TraceContext::parse(t, new.tracestate.as_deref())),
         };
         // Flow control first: each delivery takes a slot of its channel's window (enqueued
         // now), waits in the backlog (window full) or is written parked (breaker open or

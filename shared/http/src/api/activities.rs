@@ -130,7 +130,7 @@ fn ingested(done: &converger_pipeline::ingest::Ingested) -> views::Ingested {
         conversation_id: done.activity.conversation_id.clone(),
         seq: done.activity.seq,
         created_at: done.activity.created_at.clone(),
-        trace_id: done.activity.trace.as_ref().map(|t| t.trace_id.clone()),
+        trace_id: done.activity.trace().trace_id.clone(),
         deliveries: done
             .deliveries
             .iter()

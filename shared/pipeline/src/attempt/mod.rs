@@ -14,7 +14,6 @@ use crate::outcome::Admit;
 pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Accepted, Delivered, Envelope, Target};
 use converger_core::policy::{self, Next, hop_delay_s, watch_again_s};
-use converger_core::trace::TraceContext;
 use converger_core::{DeliveryError, RetryPolicy, Timestamp, time};
 use converger_ports::{
     Activity, AttemptEntry, AttemptOutcome, Channel, Claim, Delivery, DeliveryMessage, LogUpdate,
@@ -620,7 +619,8 @@ impl Attempts<'_> {
                 .map_err(|h| CallError::Halted(h.to_string()))?;
             let payload = transformed.as_ref().unwrap_or(&activity.payload);
             // Each attempt is a span of the activity's trace.
-            let traceparent = activity.trace.as_ref().map(TraceContext::child);
+            let trace = activity.trace();
+            let traceparent = trace.child();
             let env = Envelope {
                 delivery_id: d.id.as_str(),
                 tenant_id: d.tenant_id.as_str(),
@@ -633,11 +633,8 @@ impl Attempts<'_> {
                 channel_ids: &activity.channel_ids,
                 attempt: n,
                 replays: d.retry_count,
-                traceparent: traceparent.as_deref(),
-                tracestate: activity
-                    .trace
-                    .as_ref()
-                    .and_then(|t| t.tracestate.as_deref()),
+                traceparent: Some(&traceparent),
+                tracestate: trace.tracestate.as_deref(),
                 services: &self.handoff,
             };
             let secrets = channel.signing_secrets(self.clock.now());

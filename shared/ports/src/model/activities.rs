@@ -15,8 +15,7 @@ pub struct Activity {
     pub payload: Value,
     pub channel_ids: Vec<ChannelId>,
     pub created_at: String,
-    /// Its W3C trace (`core::trace`): every attempt is a span of it. Absent on activities
-    /// stored before traces were kept.
+    /// The producer's W3C trace (`core::trace`), when it sent one; see [`Activity::trace`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<converger_core::trace::TraceContext>,
     /// When the row expires (seconds since the epoch; the table's TTL attribute). Reads treat
@@ -72,6 +71,17 @@ pub struct DeliveryMessage {
 pub const INLINE_ACTIVITY_MAX_BYTES: usize = 64 * 1024;
 
 impl Activity {
+    /// Its trace: the producer's, or one derived from its id (stored nowhere). Every attempt
+    /// is a span of it.
+    pub fn trace(&self) -> std::borrow::Cow<'_, converger_core::trace::TraceContext> {
+        match &self.trace {
+            Some(t) => std::borrow::Cow::Borrowed(t),
+            None => std::borrow::Cow::Owned(converger_core::trace::TraceContext::derived(
+                self.id.as_str(),
+            )),
+        }
+    }
+
     /// Its delivery to `channel` (whether or not it targets it): one id per activity and
     /// channel, so the same activity never makes two deliveries to one channel.
     pub fn delivery_id(&self, channel: &ChannelId) -> DeliveryId {
