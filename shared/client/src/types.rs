@@ -94,9 +94,9 @@ pub struct Ingested {
     pub conversation_id: String,
     pub seq: u64,
     pub created_at: String,
-    /// Its W3C trace id.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trace_id: Option<String>,
+    /// Its W3C trace id (the producer's, or one derived from the activity's id).
+    #[serde(default)]
+    pub trace_id: String,
     pub deliveries: Vec<DeliveryRef>,
 }
 
