@@ -45,17 +45,10 @@ pub fn status_event(d: &Delivery, event_id: String) -> PlatformEvent {
         EventType::DeliveryStatusChanged,
         &events::DeliveryStatusChanged {
             event_id,
-            delivery_id: d.id.clone(),
-            activity_id: d.activity_id.clone(),
-            channel_id: d.channel_id.clone(),
-            tenant_id: d.tenant_id.clone(),
-            conversation_id: d.conversation_id.clone(),
+            delivery: events::DeliveryNamed::of(d),
             status: d.status.as_str().to_owned(),
-            attempts: d.attempts,
-            error: d.last_error.clone(),
             awaiting_ack: d.handed_off,
             next_attempt_at: next,
-            at: d.updated_at.clone(),
         },
     )
 }
@@ -121,14 +114,7 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
             EventType::DeliveryDeadLettered,
             &events::DeliveryDeadLettered {
                 event_id: id(out.events.len()),
-                delivery_id: new.id.clone(),
-                activity_id: new.activity_id.clone(),
-                channel_id: new.channel_id.clone(),
-                tenant_id: new.tenant_id.clone(),
-                conversation_id: new.conversation_id.clone(),
-                attempts: new.attempts,
-                error: new.last_error.clone(),
-                at: new.updated_at.clone(),
+                delivery: events::DeliveryNamed::of(new),
             },
         ));
     }

@@ -135,15 +135,11 @@ impl Health<'_> {
         self.cache.forget_channel(&channel.id);
         tracing::warn!(channel_id = %channel.id, failed_attempts = flow.failed_attempts, "channel auto-disabled");
         crate::metrics::count(crate::metrics::CHANNEL_DISABLED, channel.kind, None, 1);
+        let kind = converger_ports::EventType::ChannelDisabled;
         let event = PlatformEvent::of(
-            converger_ports::EventType::ChannelDisabled,
+            kind,
             &converger_ports::events::ChannelDisabled {
-                event: converger_ports::EventType::ChannelDisabled
-                    .as_str()
-                    .to_owned(),
-                channel_id: disabled.id.clone(),
-                channel_name: disabled.name.clone(),
-                tenant_id: disabled.tenant_id.clone(),
+                channel: converger_ports::events::ChannelNamed::of(kind, &disabled),
                 reason: AUTO_DISABLED.to_owned(),
                 failed_attempts: flow.failed_attempts,
                 last_success_at: flow.last_success_at.map(time::ms_to_rfc3339),
@@ -287,15 +283,11 @@ impl Health<'_> {
             .await?;
         report.writes += 1;
         report.changed += 1;
+        let kind = converger_ports::EventType::ChannelHealthChanged;
         let event = PlatformEvent::of(
-            converger_ports::EventType::ChannelHealthChanged,
+            kind,
             &converger_ports::events::ChannelHealthChanged {
-                event: converger_ports::EventType::ChannelHealthChanged
-                    .as_str()
-                    .to_owned(),
-                channel_id: channel.id.clone(),
-                channel_name: channel.name.clone(),
-                tenant_id: channel.tenant_id.clone(),
+                channel: converger_ports::events::ChannelNamed::of(kind, channel),
                 previous_status: previous.unwrap_or_default(),
                 new_status: status,
                 failure_rate: check.failure_rate,

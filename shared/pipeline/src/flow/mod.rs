@@ -391,10 +391,7 @@ pub(crate) fn circuit_event(
     PlatformEvent::of(
         kind,
         &converger_ports::events::CircuitChanged {
-            event: kind.as_str().to_owned(),
-            channel_id: channel.id.clone(),
-            channel_name: channel.name.clone(),
-            tenant_id: channel.tenant_id.clone(),
+            channel: converger_ports::events::ChannelNamed::of(kind, channel),
             reason: reason.to_owned(),
             changed_at: time::ms_to_rfc3339(at_ms),
         },
