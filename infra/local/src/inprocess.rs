@@ -35,35 +35,22 @@ pub struct InProcess {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// What a new instance of a function is made of: the same store, queues, bus and services,
-/// its own caches, HTTP client and counters.
+/// What a new instance of a function is made of: the in-process backend's parts and the
+/// configuration; each instance has its own caches, HTTP client and counters.
 pub struct Instances {
-    store: Arc<MemStore>,
-    queue: Arc<MemQueue>,
-    events: Arc<MemEvents>,
-    mailer: Arc<converger_memory::MemMailer>,
-    tenant_aws: Arc<converger_memory::MemTenantAws>,
+    parts: Memory,
     config: PipelineConfig,
 }
 
 impl Instances {
     /// A new instance's pipeline.
     pub fn start(&self) -> Result<Pipeline, String> {
-        let adapters = Adapters::standard(self.config.allowlist.clone())
-            .map_err(|e| format!("the HTTP client: {e}"))?;
-        Ok(Pipeline::new(
-            self.store.clone(),
-            self.queue.clone(),
-            self.events.clone(),
-            adapters,
-            self.config.clone(),
-        )
-        .with_mailer(self.mailer.clone())
-        .with_tenant_aws(self.tenant_aws.clone()))
+        self.parts.pipeline(&self.config)
     }
 }
 
 /// The in-process backend's parts, for a caller to seed, drain and read.
+#[derive(Clone)]
 pub struct Memory {
     pub store: Arc<MemStore>,
     pub queue: Arc<MemQueue>,
@@ -72,6 +59,23 @@ pub struct Memory {
     pub mailer: Arc<converger_memory::MemMailer>,
     /// Tenants' AWS accounts, in process.
     pub tenant_aws: Arc<converger_memory::MemTenantAws>,
+}
+
+impl Memory {
+    /// A pipeline over these parts, with caches, an HTTP client and counters of its own.
+    pub fn pipeline(&self, config: &PipelineConfig) -> Result<Pipeline, String> {
+        let adapters = Adapters::standard(config.allowlist.clone())
+            .map_err(|e| format!("the HTTP client: {e}"))?;
+        Ok(Pipeline::new(
+            self.store.clone(),
+            self.queue.clone(),
+            self.events.clone(),
+            adapters,
+            config.clone(),
+        )
+        .with_mailer(self.mailer.clone())
+        .with_tenant_aws(self.tenant_aws.clone()))
+    }
 }
 
 /// A pipeline on the in-process backend (with `latency`'s waits, if given), and its parts.
@@ -195,30 +199,14 @@ pub fn memory_pipeline_with(
         Some(n) => store.with_due_shards(n),
         None => store,
     });
-    let events = Arc::new(MemEvents::default());
-    let adapters = Adapters::standard(config.allowlist.clone())
-        .map_err(|e| format!("the HTTP client: {e}"))?;
-    let mailer = Arc::new(converger_memory::MemMailer::new());
-    let tenant_aws = Arc::new(converger_memory::MemTenantAws::new());
-    let pipeline = Pipeline::new(
-        store.clone(),
-        queue.clone(),
-        events.clone(),
-        adapters,
-        config,
-    )
-    .with_mailer(mailer.clone())
-    .with_tenant_aws(tenant_aws.clone());
-    Ok((
-        pipeline,
-        Memory {
-            store,
-            queue,
-            events,
-            mailer,
-            tenant_aws,
-        },
-    ))
+    let memory = Memory {
+        store,
+        queue,
+        events: Arc::new(MemEvents::default()),
+        mailer: Arc::new(converger_memory::MemMailer::new()),
+        tenant_aws: Arc::new(converger_memory::MemTenantAws::new()),
+    };
+    Ok((memory.pipeline(&config)?, memory))
 }
 
 impl InProcess {
@@ -240,22 +228,14 @@ impl InProcess {
     ) -> Result<Self, String> {
         let batch = config.batch_concurrency;
         let instance_config = config.clone();
-        let (
-            pipeline,
-            Memory {
-                store,
-                queue,
-                events,
-                mailer,
-                tenant_aws,
-            },
-        ) = memory_pipeline_with(latency, limits.clone(), config)?;
+        let (pipeline, memory) = memory_pipeline_with(latency, limits.clone(), config)?;
+        let (store, queue, events) = (
+            memory.store.clone(),
+            memory.queue.clone(),
+            memory.events.clone(),
+        );
         let instances = Arc::new(Instances {
-            store: store.clone(),
-            queue: queue.clone(),
-            events: events.clone(),
-            mailer,
-            tenant_aws,
+            parts: memory,
             config: instance_config,
         });
         let pipeline = Arc::new(pipeline);

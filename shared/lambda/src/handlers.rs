@@ -259,10 +259,10 @@ pub async fn websocket_event(
                 ),
             );
         }
-        let res = connect(p, &req, conn, &failed).await;
         // A channel's client names its channel with its token: an unknown channel is refused
         // as a receipt's is.
         let by_channel = req.query_string_parameters.first("channel_id").is_some();
+        let res = connect(p, &req, conn, by_channel, &failed).await;
         if converger_core::api_limit::refused(
             u16::try_from(res.status_code).unwrap_or(500),
             by_channel,
@@ -315,9 +315,10 @@ async fn connect(
     p: &Pipeline,
     req: &ApiGatewayWebsocketProxyRequest,
     conn: &str,
+    by_channel: bool,
     failed: &(dyn Fn(&dyn std::fmt::Display) -> ApiGatewayProxyResponse + Sync),
 ) -> ApiGatewayProxyResponse {
-    if req.query_string_parameters.first("channel_id").is_none() {
+    if !by_channel {
         let key = req
             .headers
             .get("authorization")

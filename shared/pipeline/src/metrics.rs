@@ -60,6 +60,8 @@ pub const DIMENSIONS: [&str; 2] = ["ChannelType", "Tier"];
 /// Turns the metric lines on or off (the local runner keeps stdout for its own output).
 pub fn set_enabled(on: bool) {
     ENABLED.store(on, Ordering::Relaxed);
+    // Printing, capturing or off: no longer counting (see [`count_only`]).
+    COUNTING.store(false, Ordering::Relaxed);
 }
 
 /// Keeps every line from now on for [`captured`] instead of printing it (tests).
@@ -73,8 +75,8 @@ pub fn capture() {
 /// Counts every line from now on (with its newline, as CloudWatch Logs ingests it) instead
 /// of printing it: [`take_counted`] reads the count.
 pub fn count_only() {
-    COUNTING.store(true, Ordering::Relaxed);
     set_enabled(true);
+    COUNTING.store(true, Ordering::Relaxed);
 }
 
 /// The lines and bytes counted since the last call, and a fresh start.
