@@ -660,14 +660,17 @@ mod emulator {
         let parked = t.activities(&key, ch_id, 1, 1).await.remove(0);
         assert_eq!(t.delivery(&key, &parked).await["status"], "paused");
         rx.set_fallback(Reply::status(200));
+        // The probe comes through the probe queue after the cooldown: seconds alone, and up
+        // to half a minute on an emulator loaded by the rest of the run (a bound, not a
+        // figure).
         let d = t
-            .wait_delivery(&key, &parked, Duration::from_secs(20), |d| {
+            .wait_delivery(&key, &parked, Duration::from_secs(60), |d| {
                 d["status"] == "sent"
             })
             .await;
         assert_eq!(d["status"], "sent", "{d}");
         let d = t
-            .wait_delivery(&key, &dead, Duration::from_secs(20), |d| {
+            .wait_delivery(&key, &dead, Duration::from_secs(60), |d| {
                 d["status"] == "sent"
             })
             .await;
