@@ -34,6 +34,9 @@ pub struct Channel {
     pub circuit_breaker: Value,
     pub auto_disable: Value,
     pub middleware: Value,
+    /// Which activities it wants (`docs/filters.md`), when it has a filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<Value>,
     #[serde(default)]
     pub ordering: Option<Value>,
     #[serde(default)]
@@ -227,6 +230,9 @@ pub struct UsageDay {
     pub deliveries: i64,
     pub attempts: i64,
     pub dead_letters: i64,
+    /// Of the deliveries, those their channel's filter did not want.
+    #[serde(default)]
+    pub filtered: i64,
     pub estimated_cost_usd: f64,
 }
 

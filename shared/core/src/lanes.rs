@@ -78,7 +78,7 @@ impl HeadState {
             Some(Pending) if handed_off => Self::Done,
             Some(Pending | Paused) => Self::Busy,
             Some(Failed) => Self::Dead,
-            Some(Sent | Delivered | Read) => Self::Done,
+            Some(Sent | Delivered | Read | Filtered) => Self::Done,
         }
     }
 }

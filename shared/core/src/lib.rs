@@ -7,6 +7,7 @@ pub mod cache;
 pub mod channel;
 pub mod email;
 pub mod error;
+pub mod filter;
 pub mod flow;
 pub mod health;
 pub mod idempotency;

@@ -3,7 +3,8 @@
 //! Rank: `pending` = `paused` < `sent` < `delivered` < `read`. `failed` is the dead letter.
 //! Provider receipts only move a delivery forward; a late `delivered` after `read` is ignored;
 //! a `failed` receipt applies from any status except `read`; nothing leaves `failed` but a
-//! replay.
+//! replay. `filtered` is off the path too: the channel's filter did not want the delivery, no
+//! request was made, and nothing but a retry by hand leaves it.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -18,16 +19,19 @@ pub enum DeliveryStatus {
     Delivered,
     Read,
     Failed,
+    /// Its channel's filter did not want it: never attempted.
+    Filtered,
 }
 
 impl DeliveryStatus {
-    pub const ALL: [DeliveryStatus; 6] = [
+    pub const ALL: [DeliveryStatus; 7] = [
         Self::Pending,
         Self::Paused,
         Self::Sent,
         Self::Delivered,
         Self::Read,
         Self::Failed,
+        Self::Filtered,
     ];
 
     /// Position on the forward path; `None` for `failed`, which is off the path.
@@ -37,7 +41,7 @@ impl DeliveryStatus {
             Self::Sent => Some(1),
             Self::Delivered => Some(2),
             Self::Read => Some(3),
-            Self::Failed => None,
+            Self::Failed | Self::Filtered => None,
         }
     }
 
@@ -49,6 +53,7 @@ impl DeliveryStatus {
             Self::Delivered => "delivered",
             Self::Read => "read",
             Self::Failed => "failed",
+            Self::Filtered => "filtered",
         }
     }
 
@@ -65,6 +70,10 @@ impl DeliveryStatus {
     /// The status a provider receipt moves a delivery to, or `None` when the receipt must be
     /// ignored. Only `sent`, `delivered`, `read` and `failed` are receipts.
     pub fn apply_receipt(self, receipt: DeliveryStatus) -> Option<DeliveryStatus> {
+        if self == Self::Filtered {
+            // Never sent: no receipt can be about it.
+            return None;
+        }
         match receipt {
             Self::Failed => match self {
                 Self::Read | Self::Failed => None,
@@ -77,7 +86,7 @@ impl DeliveryStatus {
                 };
                 (new > cur).then_some(receipt)
             }
-            Self::Pending | Self::Paused => None,
+            Self::Pending | Self::Paused | Self::Filtered => None,
         }
     }
 }
@@ -111,6 +120,10 @@ pub struct Transition {
     pub revived: bool,
     /// Replayed by someone (its `retry_count` grew).
     pub replayed: bool,
+    /// Recorded `filtered`: its channel's filter did not want it.
+    pub filtered: bool,
+    /// Filtered no more: retried by hand, to be attempted.
+    pub unfiltered: bool,
 }
 
 impl Transition {
@@ -121,7 +134,9 @@ impl Transition {
             || tried > 0
             || (new.handed_off && !was(|o| o.handed_off));
         let failed = |r: &RowFacts| r.status == DeliveryStatus::Failed;
+        let filtered = |r: &RowFacts| r.status == DeliveryStatus::Filtered;
         let revived = was(failed) && !failed(&new);
+        let unfiltered = was(filtered) && !filtered(&new);
         Self {
             created: old.is_none(),
             announced: changed && !(old.is_none() && new.status == DeliveryStatus::Pending),
@@ -129,7 +144,10 @@ impl Transition {
             sent: new.status.is_accepted() && !was(|o| o.status.is_accepted()),
             dead_lettered: failed(&new) && !was(failed),
             revived,
-            replayed: revived && new.retry_count > old.map_or(0, |o| o.retry_count),
+            replayed: (revived || unfiltered)
+                && new.retry_count > old.map_or(0, |o| o.retry_count),
+            filtered: filtered(&new) && !was(filtered),
+            unfiltered,
         }
     }
 }
@@ -141,7 +159,9 @@ impl fmt::Display for DeliveryStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown delivery status `{0}` (pending, paused, sent, delivered, read, failed)")]
+#[error(
+    "unknown delivery status `{0}` (pending, paused, sent, delivered, read, failed, filtered)"
+)]
 pub struct UnknownStatus(pub String);
 
 impl FromStr for DeliveryStatus {
@@ -193,6 +213,20 @@ mod tests {
         let mut handed = facts(Pending, 1);
         handed.handed_off = true;
         assert!(Transition::of(Some(facts(Pending, 0)), handed).announced);
+    }
+
+    #[test]
+    fn a_filtered_row_is_announced_counted_and_retried_by_hand() {
+        let new = Transition::of(None, facts(Filtered, 0));
+        assert!(new.created && new.announced && new.filtered);
+        assert!(!new.dead_lettered && new.tried == 0);
+        let mut again = facts(Pending, 0);
+        again.retry_count = 1;
+        let retried = Transition::of(Some(facts(Filtered, 0)), again);
+        assert!(retried.unfiltered && retried.replayed && !retried.revived);
+        for receipt in DeliveryStatus::ALL {
+            assert_eq!(Filtered.apply_receipt(receipt), None);
+        }
     }
 
     #[test]

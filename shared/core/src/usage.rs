@@ -189,6 +189,8 @@ pub struct Counts {
     pub failed_attempts: i64,
     pub dead_letters: i64,
     pub breaker_opened: i64,
+    /// Deliveries their channel's filter did not want (never attempted).
+    pub filtered: i64,
     /// Sent deliveries by ingest-to-sent latency (see [`LATENCY_BOUNDS_MS`]).
     pub latency: [i64; LATENCY_BUCKETS],
 }
@@ -201,6 +203,7 @@ impl Counts {
         self.failed_attempts += o.failed_attempts;
         self.dead_letters += o.dead_letters;
         self.breaker_opened += o.breaker_opened;
+        self.filtered += o.filtered;
         for (a, b) in self.latency.iter_mut().zip(o.latency) {
             *a += b;
         }
@@ -230,6 +233,7 @@ impl Counts {
             ("failed_attempts", self.failed_attempts),
             ("dead_letters", self.dead_letters),
             ("breaker_opened", self.breaker_opened),
+            ("filtered", self.filtered),
         ];
         named
             .into_iter()
@@ -255,6 +259,7 @@ impl Counts {
                 "failed_attempts" => c.failed_attempts = v,
                 "dead_letters" => c.dead_letters = v,
                 "breaker_opened" => c.breaker_opened = v,
+                "filtered" => c.filtered = v,
                 _ => {
                     if let Some(i) = k.strip_prefix('l').and_then(|i| i.parse::<usize>().ok())
                         && let Some(slot) = c.latency.get_mut(i)
@@ -352,6 +357,9 @@ pub struct Usage {
     pub deliveries: i64,
     pub attempts: i64,
     pub dead_letters: i64,
+    /// Of the deliveries, those their channel's filter did not want.
+    #[serde(default)]
+    pub filtered: i64,
 }
 
 impl Usage {
@@ -360,6 +368,7 @@ impl Usage {
             deliveries: c.created,
             attempts: c.attempts,
             dead_letters: c.dead_letters,
+            filtered: c.filtered,
         }
     }
 }
@@ -489,6 +498,20 @@ pub const DEAD_LETTER: Profile = Profile {
     log_bytes: 20.0,
 };
 
+/// A delivery its channel's filter did not want, read from the writes it makes rather than
+/// measured: its row with its listing entry, its share of the activity's request and of the
+/// change stream's invocation, and its status event. No message, no attempt.
+pub const FILTERED: Profile = Profile {
+    dynamodb_write_units: 2.0,
+    dynamodb_read_units: 0.0,
+    sqs_requests: 0.0,
+    eventbridge_events: 1.0,
+    api_requests: 1.0,
+    lambda_requests: 0.01,
+    lambda_gb_seconds: 0.0005,
+    log_bytes: 100.0,
+};
+
 /// The estimate of what a usage cost, in dollars, by service.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Estimate {
@@ -496,7 +519,8 @@ pub struct Estimate {
     pub by_service_usd: BTreeMap<String, f64>,
 }
 
-/// Usage to dollars: `deliveries × first try + retries × retry + dead letters × dead letter`,
+/// Usage to dollars: `deliveries × first try + retries × retry + dead letters × dead letter`
+/// (a filtered delivery at [`FILTERED`] instead of a first try),
 /// priced at [`Prices`]. An estimate at list prices, not a bill: free tiers, savings plans
 /// and the fixed monthly cost of the scheduled functions are not in it.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -506,9 +530,13 @@ pub struct CostModel {
 
 impl CostModel {
     pub fn estimate(&self, u: &Usage) -> Estimate {
-        let retries = (u.attempts - u.deliveries).max(0) as f64;
+        let filtered = u.filtered.clamp(0, u.deliveries.max(0));
+        // A delivery that was filtered and then retried by hand counts once as each.
+        let tried = (u.deliveries - filtered).max(0);
+        let retries = (u.attempts - tried).max(0) as f64;
         let parts = [
-            (u.deliveries.max(0) as f64, FIRST_TRY),
+            (tried as f64, FIRST_TRY),
+            (filtered as f64, FILTERED),
             (retries, RETRY),
             (u.dead_letters.max(0) as f64, DEAD_LETTER),
         ];
@@ -635,6 +663,7 @@ mod tests {
             deliveries: 1_000_000,
             attempts: 1_000_000,
             dead_letters: 0,
+            filtered: 0,
         });
         assert!(
             (first.total_usd - 9.3).abs() < 0.2,
@@ -644,7 +673,18 @@ mod tests {
             deliveries: 1_000_000,
             attempts: 3_000_000,
             dead_letters: 1_000_000,
+            filtered: 0,
         });
+        let filtered = m.estimate(&Usage {
+            deliveries: 1_000_000,
+            attempts: 0,
+            dead_letters: 0,
+            filtered: 1_000_000,
+        });
+        assert!(
+            filtered.total_usd < first.total_usd / 2.0,
+            "a filtered delivery makes no attempt: {filtered:?}"
+        );
         assert!(
             (dead.total_usd - 30.2).abs() < 1.5,
             "bench cost's dead letter after three: {dead:?}"

@@ -72,6 +72,7 @@ error_codes! {
     InvalidRateLimit = "invalid_rate_limit", 422, "A channel's `rate_limit` is not `<n>/s`, `/m` or `/h`.";
     InvalidAutoDisable = "invalid_auto_disable", 422, "A channel's `auto_disable` is not valid.";
     InvalidMiddleware = "invalid_middleware", 422, "A channel's `middleware` is not valid.";
+    InvalidFilter = "invalid_filter", 422, "A channel's `filter` is not valid.";
     InvalidEventTypes = "invalid_event_types", 422, "A channel's `event_types` are not valid.";
     InvalidOrdering = "invalid_ordering", 422, "A channel's `ordering` is not `{\"by\": \"conversation\"}` with an optional `on_dead_letter` of `hold` or `skip`.";
     UnsupportedChannelType = "unsupported_channel_type", 422, "No adapter delivers this channel type.";
@@ -85,7 +86,8 @@ error_codes! {
     InvalidPayload = "invalid_payload", 422, "The payload is not valid for a target channel.";
     UnknownChannel = "unknown_channel", 422, "A target channel does not exist (or is another tenant's).";
     ChannelInactive = "channel_inactive", 422 | 400, "A target channel is inactive (400 on replays).";
-    NotFailed = "not_failed", 409, "Only a failed delivery can be retried this way.";
+    NotFailed = "not_failed", 409, "Only a failed or filtered delivery can be retried this way.";
+    StillFiltered = "still_filtered", 409, "A filtered delivery's channel filter still does not want it.";
     StreamDisabled = "stream_disabled", 403, "This stack has no live stream (its `LiveStream` parameter is `disabled`).";
     LaneNotHeld = "lane_not_held", 409, "The lane is not held by a dead letter: nothing to release.";
     NotAwaitingAck = "not_awaiting_ack", 409, "The delivery does not wait for an acknowledgement.";

@@ -108,6 +108,7 @@ impl From<ChannelWriteError> for ApiError {
             ChannelRefused::AutoDisable(_) => ErrorCode::InvalidAutoDisable,
             ChannelRefused::EventTypes(_) => ErrorCode::InvalidEventTypes,
             ChannelRefused::Middleware(_) => ErrorCode::InvalidMiddleware,
+            ChannelRefused::Filter(_) => ErrorCode::InvalidFilter,
             ChannelRefused::Ordering(_) => ErrorCode::InvalidOrdering,
         };
         Self::invalid(code, r.to_string())
@@ -251,6 +252,10 @@ pub async fn wrong_method() -> ApiError {
 
 /// For `#[serde(default, deserialize_with = "present")]`: tells an absent field (`None`) from
 /// an explicit `null` (`Some(None)`), as PATCH bodies need.
-pub fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    <Option<String> as serde::Deserialize>::deserialize(d).map(Some)
+pub fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    <Option<T> as serde::Deserialize>::deserialize(d).map(Some)
 }

@@ -96,6 +96,10 @@ pub struct ChannelView {
     /// `{"type": "transform", "script"}` or `{"type": "halt", "if", "reason"}`.
     #[schema(value_type = Vec<Object>)]
     pub middleware: Vec<converger_core::middleware::Step>,
+    /// Which activities it wants, when it has a filter (`docs/filters.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub filter: Option<Value>,
     /// Ordered lanes, when the channel has them: `{"by": "conversation", "on_dead_letter"}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
@@ -124,6 +128,7 @@ pub fn channel(c: &Channel) -> ChannelView {
         managed: c.managed,
         event_types: c.event_types.clone(),
         middleware: c.middleware.clone(),
+        filter: c.filter.as_ref().map(|f| f.source().clone()),
         ordering: c.ordering,
         created_at: c.created_at.clone(),
         updated_at: c.updated_at.clone(),
@@ -181,6 +186,8 @@ pub struct UsageDayView {
     /// Requests made to receivers: first tries and retries.
     pub attempts: i64,
     pub dead_letters: i64,
+    /// Of the deliveries, those their channel's filter did not want (never attempted).
+    pub filtered: i64,
     /// The estimated AWS cost, in US dollars.
     pub estimated_cost_usd: f64,
 }
@@ -219,6 +226,7 @@ impl UsageView {
                 deliveries: x.deliveries,
                 attempts: x.attempts,
                 dead_letters: x.dead_letters,
+                filtered: x.filtered,
                 estimated_cost_usd: usd(usd_total),
             };
         let prices = match serde_json::to_value(prices) {

@@ -71,6 +71,9 @@ impl ChannelStore for MemStore {
             if let Some(m) = &patch.middleware {
                 c.middleware = m.clone();
             }
+            if let Some(f) = &patch.filter {
+                c.filter = f.clone();
+            }
             if patch.active == Some(true) {
                 c.disabled_at = None;
                 c.disabled_reason = None;

@@ -21,7 +21,9 @@ impl ReplayStore for MemStore {
                     continue;
                 };
                 let key = (audit.tenant_id.to_string(), audit.sort_key());
-                if current.status != DeliveryStatus::Failed {
+                if current.status != d.status
+                    || !matches!(d.status, DeliveryStatus::Failed | DeliveryStatus::Filtered)
+                {
                     // The same request again after it committed (as the DynamoDB store reads
                     // a retried transaction whose fresh audit entry exists): replayed by it.
                     if s.audit.contains_key(&key) {

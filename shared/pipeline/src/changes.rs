@@ -81,12 +81,29 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
     };
     let t = Transition::of(c.old.as_ref().map(Delivery::facts), new.facts());
     if t.created {
-        out.counts.push(health(1, 0));
+        // A filtered delivery never reaches its endpoint: its channel's health does not
+        // count it (until a retry by hand sends it).
+        if !t.filtered {
+            out.counts.push(health(1, 0));
+        }
         let created = Counts {
             created: 1,
+            filtered: i64::from(t.filtered),
             ..Counts::default()
         };
         out.counts.extend(usage(new, created_ms, created));
+    } else if t.filtered {
+        out.counts.extend(usage(
+            new,
+            created_ms,
+            Counts {
+                filtered: 1,
+                ..Counts::default()
+            },
+        ));
+    }
+    if t.unfiltered {
+        out.counts.push(health(1, 0));
     }
     if t.announced {
         out.events.push(status_event(new, id(out.events.len())));
@@ -479,6 +496,35 @@ mod tests {
         );
         let d = derive(&change(None, Some(row(DeliveryStatus::Paused, 0))), 86_400);
         assert_eq!(types(&d), ["delivery.status_changed"]);
+    }
+
+    #[test]
+    fn a_filtered_row_is_announced_and_counted_but_not_in_health_until_retried() {
+        let filtered = row(DeliveryStatus::Filtered, 0);
+        let d = derive(&change(None, Some(filtered.clone())), 86_400);
+        assert_eq!(types(&d), ["delivery.status_changed"]);
+        let counts = usage_total(&d);
+        assert_eq!((counts.created, counts.filtered, counts.attempts), (1, 1, 0));
+        assert!(
+            !d.counts
+                .iter()
+                .any(|a| matches!(a, CounterAdd::Health { .. }))
+        );
+        let mut retried = row(DeliveryStatus::Pending, 0);
+        retried.retry_count = 1;
+        let d = derive(&change(Some(filtered), Some(retried)), 86_400);
+        assert_eq!(
+            types(&d),
+            ["delivery.status_changed", "delivery.retried"]
+        );
+        assert!(d.counts.iter().any(|a| matches!(
+            a,
+            CounterAdd::Health {
+                created: 1,
+                failed: 0,
+                ..
+            }
+        )));
     }
 
     #[test]

@@ -65,6 +65,8 @@ pub struct ChannelSpec {
     pub event_types: Vec<String>,
     /// The middleware steps, as written (`null`: none).
     pub middleware: Value,
+    /// The filter, as written (`None` or `null`: none).
+    pub filter: Option<Value>,
     /// Ordered lanes, as written (`None` or `null`: none). Set at creation only.
     pub ordering: Option<Value>,
 }
@@ -83,6 +85,8 @@ pub struct ChannelChange {
     pub auto_disable: Option<Map<String, Value>>,
     pub event_types: Option<Vec<String>>,
     pub middleware: Option<Value>,
+    /// `Some(None)` (or `Some(Some(null))`): the filter removed.
+    pub filter: Option<Option<Value>>,
 }
 
 /// Why a channel was not written as asked: each names the field, and says what does not fit.
@@ -112,6 +116,8 @@ pub enum ChannelRefused {
     EventTypes(String),
     #[error("{0}")]
     Middleware(String),
+    #[error("{0}")]
+    Filter(String),
     #[error("{0}")]
     Ordering(String),
 }
@@ -151,6 +157,16 @@ fn event_types(types: &[String]) -> Result<(), ChannelRefused> {
         .map_err(|m| ChannelRefused::EventTypes(m.to_string()))
 }
 
+/// A filter as written: `null` is none.
+fn filter(raw: Option<&Value>) -> Result<Option<converger_core::filter::Filter>, ChannelRefused> {
+    raw.filter(|v| !v.is_null())
+        .map(|v| {
+            converger_core::filter::Filter::parse(v)
+                .map_err(|m| ChannelRefused::Filter(m.to_string()))
+        })
+        .transpose()
+}
+
 fn steps(raw: &Value) -> Result<Vec<middleware::Step>, ChannelRefused> {
     middleware::parse(raw).map_err(|m| ChannelRefused::Middleware(m.to_string()))
 }
@@ -171,6 +187,7 @@ impl Channels<'_> {
         let auto_disable = auto_disable(&spec.auto_disable)?;
         event_types(&spec.event_types)?;
         let middleware = steps(&spec.middleware)?;
+        let filter = filter(spec.filter.as_ref())?;
         let ordering = spec
             .ordering
             .as_ref()
@@ -194,6 +211,7 @@ impl Channels<'_> {
         c.auto_disable = auto_disable;
         c.event_types = spec.event_types;
         c.middleware = middleware;
+        c.filter = filter;
         c.ordering = ordering;
         self.create_channel(&c).await?;
         Ok(c)
@@ -226,6 +244,11 @@ impl Channels<'_> {
                 .transpose()?,
             auto_disable: change.auto_disable.as_ref().map(auto_disable).transpose()?,
             middleware: change.middleware.as_ref().map(steps).transpose()?,
+            filter: change
+                .filter
+                .as_ref()
+                .map(|f| filter(f.as_ref()))
+                .transpose()?,
             name: change.name,
             config: change.config,
             active: change.active,

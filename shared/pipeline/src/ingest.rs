@@ -325,6 +325,17 @@ impl Intake<'_> {
         // channel paused).
         let admitted = futures::future::try_join_all(resolved.iter().map(|ch| async {
             let mut d = Delivery::new(&activity, ch, tenant.tier, now).placed(tenant, now.ms());
+            // A delivery its channel's filter does not want is written settled: no message,
+            // no slot, no lane, no attempt; listed as it is written.
+            if ch
+                .filter
+                .as_ref()
+                .is_some_and(|f| !f.matches(activity.event_type.as_deref(), &activity.payload))
+            {
+                d.status = converger_core::DeliveryStatus::Filtered;
+                d.lane_seq = None;
+                return Ok((d, Admission::Filtered));
+            }
             // An ordered channel's delivery waits in its lane; flow control applies to its
             // lane's head, when it is attempted.
             let admission = if d.lane_seq.is_some() {
@@ -364,7 +375,7 @@ impl Intake<'_> {
             self.lanes.joined(&laned).await;
         }
         for (ch, a) in p.resolved.iter().zip(&p.admissions) {
-            if !matches!(*a, Admission::Live | Admission::Lane) {
+            if !matches!(*a, Admission::Live | Admission::Lane | Admission::Filtered) {
                 self.flow
                     .after_admission_or_feed_later(ch, tenant.tier, *a)
                     .await;

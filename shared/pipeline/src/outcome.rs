@@ -79,6 +79,8 @@ pub enum Admission {
     Parked,
     /// Waiting in its ordered lane: enqueued when it becomes the lane's head.
     Lane,
+    /// Written `filtered`: its channel's filter did not want it. Never enqueued.
+    Filtered,
 }
 
 /// What the gate decided for a claimed delivery.

@@ -39,8 +39,11 @@ fn retry_audit(d: &Delivery, actor: &Actor, at: Timestamp, extra: serde_json::Va
 pub enum ReplayError {
     #[error("delivery not found")]
     NotFound,
-    #[error("only failed deliveries can be replayed; this one is {0}")]
+    #[error("only failed or filtered deliveries can be replayed; this one is {0}")]
     NotFailed(DeliveryStatus),
+    /// A filtered delivery whose channel's filter still does not want it.
+    #[error("the channel's filter still does not want this delivery; change the filter first")]
+    StillFiltered,
     #[error("Channel is inactive")]
     ChannelInactive,
     #[error(transparent)]
@@ -59,6 +62,7 @@ pub struct Replays<'p> {
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) tenants: &'p dyn converger_ports::TenantStore,
+    pub(crate) activities: &'p dyn converger_ports::ActivityStore,
 }
 
 impl<'p> Replays<'p> {
@@ -73,6 +77,7 @@ impl<'p> Replays<'p> {
             queue: &*p.queue,
             cache: &p.cache,
             tenants: &*p.store,
+            activities: &*p.store,
         }
     }
 
@@ -110,14 +115,27 @@ impl Replays<'_> {
         else {
             return Err(ReplayError::NotFound);
         };
-        if d.status != DeliveryStatus::Failed {
+        if !matches!(d.status, DeliveryStatus::Failed | DeliveryStatus::Filtered) {
             return Err(ReplayError::NotFailed(d.status));
         }
         d.tier = self.tier_now(&d.tenant_id, d.tier).await;
         // The channel as stored now, not as cached: an inactive channel is refused.
-        match self.channel_store.get_channel(&d.channel_id).await? {
-            Some(ch) if ch.active => {}
+        let channel = match self.channel_store.get_channel(&d.channel_id).await? {
+            Some(ch) if ch.active => ch,
             _ => return Err(ReplayError::ChannelInactive),
+        };
+        // A filtered delivery goes again only if the channel's filter, as it is now, wants it.
+        if d.status == DeliveryStatus::Filtered
+            && let Some(filter) = &channel.filter
+        {
+            let activity = self
+                .activities
+                .get_activity(&d.tenant_id, &d.activity_id)
+                .await?
+                .ok_or(ReplayError::NotFound)?;
+            if !filter.matches(activity.event_type.as_deref(), &activity.payload) {
+                return Err(ReplayError::StillFiltered);
+            }
         }
         let now = self.clock.now();
         let audit = retry_audit(

@@ -19,6 +19,7 @@ mod checks;
 mod e2e;
 mod email;
 mod events;
+mod filters;
 mod flow;
 mod health;
 mod idempotency;

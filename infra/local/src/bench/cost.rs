@@ -400,6 +400,7 @@ fn model_usage(case: &str) -> Option<converger_core::usage::Usage> {
         deliveries: 1,
         attempts,
         dead_letters: dead,
+        filtered: 0,
     })
 }
 

@@ -37,6 +37,11 @@ pub(crate) struct NewChannel {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     middleware: Value,
+    /// Which activities it wants (`docs/filters.md`): `{"payload": {"kind": "order"}}`. One
+    /// it does not want is recorded `filtered` and never sent.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    filter: Option<Value>,
     /// Ordered lanes: `{"by": "conversation", "on_dead_letter": "hold" | "skip"}` delivers
     /// each conversation's activities one at a time, in `seq` order. Set at creation only.
     #[serde(default)]
@@ -75,6 +80,7 @@ pub(crate) async fn create_channel(
         auto_disable: req.auto_disable,
         event_types: req.event_types,
         middleware: req.middleware,
+        filter: req.filter,
         ordering: req.ordering,
     };
     let channel = state.pipeline.channels().create(&tenant, spec).await?;
@@ -122,6 +128,10 @@ pub(crate) struct PatchChannel {
     /// Replaces the steps (`[]` removes them).
     #[schema(value_type = Option<Vec<Object>>)]
     middleware: Option<Value>,
+    /// Replaces the filter (`null` removes it).
+    #[serde(default, deserialize_with = "crate::error::present")]
+    #[schema(value_type = Option<Object>)]
+    filter: Option<Option<Value>>,
 }
 
 #[utoipa::path(
@@ -151,6 +161,7 @@ pub(crate) async fn patch_channel(
         auto_disable: req.auto_disable,
         event_types: req.event_types,
         middleware: req.middleware,
+        filter: req.filter,
     };
     let updated = state
         .pipeline

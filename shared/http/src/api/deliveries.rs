@@ -80,8 +80,8 @@ pub(crate) async fn list_attempts(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListQuery {
-    /// `pending`, `sent`, `delivered`, `read` or `failed`.
-    #[param(pattern = "^(pending|sent|delivered|read|failed)$")]
+    /// `pending`, `sent`, `delivered`, `read`, `failed` or `filtered`.
+    #[param(pattern = "^(pending|sent|delivered|read|failed|filtered)$")]
     status: Option<String>,
     channel_id: Option<String>,
     activity_id: Option<String>,

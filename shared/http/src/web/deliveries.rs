@@ -143,7 +143,7 @@ pub(super) async fn deliveries(
                         td.error { (d.last_error.clone().unwrap_or_default()) }
                         td { span.muted title=(d.updated_at) { (short_time(&d.updated_at)) } }
                         td {
-                            @if v.can_act() && d.status == DeliveryStatus::Failed {
+                            @if v.can_act() && matches!(d.status, DeliveryStatus::Failed | DeliveryStatus::Filtered) {
                                 form.inline method="post" action={ (p) "/deliveries/" (d.id) "/retry" } {
                                     input type="hidden" name="_csrf" value=(csrf);
                                     input type="hidden" name="back" value=(back);
@@ -292,7 +292,7 @@ pub(super) async fn delivery_page(
             tr { th { "Created" } td { (short_time(&d.created_at)) } }
             tr { th { "Last change" } td { (short_time(&d.updated_at)) } }
         }
-        @if v.can_act() && d.status == DeliveryStatus::Failed {
+        @if v.can_act() && matches!(d.status, DeliveryStatus::Failed | DeliveryStatus::Filtered) {
             form method="post" action={ (p) "/deliveries/" (d.id) "/retry" } {
                 input type="hidden" name="_csrf" value=(csrf);
                 input type="hidden" name="back" value=(back);
@@ -354,7 +354,9 @@ fn replay_failure(e: ReplayError) -> Response {
             StatusCode::BAD_REQUEST,
             "Channel is inactive: enable it before retrying its deliveries.",
         ),
-        e @ ReplayError::NotFailed(_) => page_error(StatusCode::CONFLICT, &e.to_string()),
+        e @ (ReplayError::NotFailed(_) | ReplayError::StillFiltered) => {
+            page_error(StatusCode::CONFLICT, &e.to_string())
+        }
         ReplayError::Store(e) => unavailable(&e),
     }
 }

@@ -242,6 +242,7 @@ mod tests {
                 "sent",
                 "delivered",
                 "read",
+                "filtered",
                 "any"
             ]
         );

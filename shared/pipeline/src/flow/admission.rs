@@ -200,7 +200,7 @@ impl FlowControl {
         admission: Admission,
     ) -> Result<(), FlowError> {
         match admission {
-            Admission::Live | Admission::Lane => Ok(()),
+            Admission::Live | Admission::Lane | Admission::Filtered => Ok(()),
             Admission::Parked => {
                 let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
                 self.ensure_probe(channel, &f).await

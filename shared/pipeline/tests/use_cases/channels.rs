@@ -21,6 +21,7 @@ fn spec(kind: ChannelType, config: Value) -> ChannelSpec {
         auto_disable: Map::new(),
         event_types: Vec::new(),
         middleware: Value::Null,
+        filter: None,
         ordering: None,
     }
 }
@@ -91,6 +92,13 @@ async fn a_channel_is_stored_only_when_every_field_fits() {
         ),
         (
             ChannelSpec {
+                filter: Some(json!({"payload": {"kind": {"$regex": "x"}}})),
+                ..webhook_spec()
+            },
+            |r| matches!(r, ChannelRefused::Filter(_)),
+        ),
+        (
+            ChannelSpec {
                 ordering: Some(json!({"by": "moon"})),
                 ..webhook_spec()
             },
@@ -116,6 +124,7 @@ async fn a_channel_is_stored_only_when_every_field_fits() {
             ChannelSpec {
                 rate_limit: Some("5/s".into()),
                 event_types: vec!["order.created".into()],
+                filter: Some(json!({"payload": {"kind": "order"}})),
                 ..webhook_spec()
             },
         )
@@ -126,6 +135,10 @@ async fn a_channel_is_stored_only_when_every_field_fits() {
     assert_eq!(all[0].id, c.id);
     assert_eq!(all[0].rate_limit.map(|r| r.to_string()), Some("5/s".into()));
     assert_eq!(all[0].event_types, ["order.created"]);
+    assert_eq!(
+        all[0].filter.as_ref().map(|f| f.source().clone()),
+        Some(json!({"payload": {"kind": "order"}}))
+    );
 }
 
 #[tokio::test]

@@ -58,6 +58,7 @@ async fn usage_totals_match_the_deliveries_of_a_scenario() {
         deliveries: 7,
         attempts: 4 + 2 * 3 + 1,
         dead_letters: 3,
+        filtered: 0,
     };
     assert_eq!(usage.total, expected);
     assert_eq!(usage.days.len(), 2);

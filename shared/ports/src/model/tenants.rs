@@ -188,6 +188,10 @@ pub struct Channel {
     /// type, without `channel_ids`, reaches every active subscriber of its tenant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub event_types: Vec<String>,
+    /// Which of the activities sent to it it wants (`core::filter`): one it does not is
+    /// recorded `filtered` at ingest and never attempted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<converger_core::filter::Filter>,
     /// Steps applied to each delivery's copy of the payload before the adapter
     /// (`core::middleware`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -236,6 +240,7 @@ impl Channel {
             disabled_reason: None,
             managed: false,
             event_types: Vec::new(),
+            filter: None,
             middleware: Vec::new(),
             retiring_secrets: Vec::new(),
             ordering: None,
@@ -259,6 +264,8 @@ pub struct ChannelPatch {
     pub rate_limit: Option<Option<converger_core::RateLimit>>,
     pub auto_disable: Option<converger_core::health::AutoDisableOverrides>,
     pub event_types: Option<Vec<String>>,
+    /// `Some(None)` removes the filter.
+    pub filter: Option<Option<converger_core::filter::Filter>>,
     pub middleware: Option<Vec<converger_core::middleware::Step>>,
 }
 

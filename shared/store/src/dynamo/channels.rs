@@ -60,6 +60,14 @@ impl ChannelStore for DynamoStore {
             Some(_) => removes.push("event_types"),
             None => {}
         }
+        match &patch.filter {
+            Some(Some(f)) => {
+                sets.push("#filter = :filter".into());
+                values.push((":filter", to_av(f)?));
+            }
+            Some(None) => removes.push("#filter"),
+            None => {}
+        }
         match &patch.middleware {
             Some(steps) if !steps.is_empty() => {
                 sets.push("middleware = :mw".into());
@@ -94,6 +102,10 @@ impl ChannelStore for DynamoStore {
             .return_values(ReturnValue::AllNew);
         if patch.name.is_some() {
             req = req.expression_attribute_names("#name", "name");
+        }
+        // `filter` is one of DynamoDB's reserved words.
+        if patch.filter.is_some() {
+            req = req.expression_attribute_names("#filter", "filter");
         }
         for (k, v) in values {
             req = req.expression_attribute_values(k, v);

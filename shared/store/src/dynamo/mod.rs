@@ -346,7 +346,8 @@ impl DynamoStore {
             .set("updated_at", s(at.as_str()))
             .set_each(self.due_keys(&d.id, now.ms()))
             .remove_each(LEASE.into_iter().chain(SLOT).chain(BACKLOG_PLACE))
-            .when_eq("status", s(DeliveryStatus::Failed.as_str()));
+            // From the status it was read in: a dead letter, or (one at a time) a filtered one.
+            .when_eq("status", s(d.status.as_str()));
         let update = listed(u, d, DeliveryStatus::Pending, &at)
             .apply_to_transaction(
                 aws_sdk_dynamodb::types::Update::builder()
