@@ -68,7 +68,9 @@ enum Op {
 impl Filter {
     /// `raw` checked and compiled; the error names where it does not fit.
     pub fn parse(raw: &Value) -> Result<Self, Invalid> {
-        let size = serde_json::to_vec(raw).map(|v| v.len()).unwrap_or(usize::MAX);
+        let size = serde_json::to_vec(raw)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
         if size > MAX_FILTER_BYTES {
             return Err(Invalid::new(format!(
                 "`filter` is {size} bytes as JSON; at most {MAX_FILTER_BYTES}"
@@ -141,7 +143,9 @@ fn compile(raw: &Value, at: &str, depth: usize, tests: &mut usize) -> Result<Nod
             }
             "all" | "any" => {
                 let Value::Array(items) = v else {
-                    return Err(Invalid::new(format!("`{here}` must be an array of filters")));
+                    return Err(Invalid::new(format!(
+                        "`{here}` must be an array of filters"
+                    )));
                 };
                 if items.is_empty() {
                     return Err(Invalid::new(format!("`{here}` is empty")));
@@ -357,7 +361,10 @@ mod tests {
         let filter = f(json!({"payload": {"kind": "order", "customer.tier": "gold"}}));
         let order = json!({"kind": "order", "customer": {"tier": "gold", "id": 7}});
         assert!(filter.matches(None, &order));
-        assert!(!filter.matches(None, &json!({"kind": "order", "customer": {"tier": "silver"}})));
+        assert!(!filter.matches(
+            None,
+            &json!({"kind": "order", "customer": {"tier": "silver"}})
+        ));
         assert!(!filter.matches(None, &json!({"kind": "order"})));
         assert!(!filter.matches(None, &json!({"customer": {"tier": "gold"}})));
         assert!(!filter.matches(None, &json!("order")));
@@ -379,7 +386,8 @@ mod tests {
 
     #[test]
     fn operators_hold_together_and_a_missing_field_passes_only_the_negative_ones() {
-        let p = json!({"total": 120, "tier": "gold", "items": [{"sku": "a-1"}], "note": "rush order"});
+        let p =
+            json!({"total": 120, "tier": "gold", "items": [{"sku": "a-1"}], "note": "rush order"});
         let yes = |v: Value| assert!(f(v.clone()).matches(None, &p), "{v}");
         let no = |v: Value| assert!(!f(v.clone()).matches(None, &p), "{v}");
         yes(json!({"payload": {"total": {"$gte": 100, "$lt": 200}}}));
@@ -412,10 +420,7 @@ mod tests {
         assert!(!filter.matches(None, &gold));
         assert!(filter.matches(Some("order.paid"), &json!({"total": 1000})));
         assert!(!filter.matches(Some("order.paid"), &json!({"total": 999})));
-        assert!(!filter.matches(
-            Some("order.paid"),
-            &json!({"tier": "gold", "test": true})
-        ));
+        assert!(!filter.matches(Some("order.paid"), &json!({"tier": "gold", "test": true})));
         let untyped = f(json!({"event_type": {"$exists": false}}));
         assert!(untyped.matches(None, &gold));
         assert!(!untyped.matches(Some("x"), &gold));
@@ -441,7 +446,9 @@ mod tests {
             deep = json!({"not": deep});
         }
         assert!(refused(deep).contains("deep"));
-        let many: Map<String, Value> = (0..=MAX_TESTS).map(|i| (format!("k{i}"), json!(i))).collect();
+        let many: Map<String, Value> = (0..=MAX_TESTS)
+            .map(|i| (format!("k{i}"), json!(i)))
+            .collect();
         assert!(refused(json!({"payload": many})).contains("tests"));
         let big = "x".repeat(MAX_FILTER_BYTES);
         assert!(refused(json!({"payload": {"a": big}})).contains("bytes"));

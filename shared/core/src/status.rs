@@ -144,8 +144,7 @@ impl Transition {
             sent: new.status.is_accepted() && !was(|o| o.status.is_accepted()),
             dead_lettered: failed(&new) && !was(failed),
             revived,
-            replayed: (revived || unfiltered)
-                && new.retry_count > old.map_or(0, |o| o.retry_count),
+            replayed: (revived || unfiltered) && new.retry_count > old.map_or(0, |o| o.retry_count),
             filtered: filtered(&new) && !was(filtered),
             unfiltered,
         }
@@ -159,9 +158,7 @@ impl fmt::Display for DeliveryStatus {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown delivery status `{0}` (pending, paused, sent, delivered, read, failed, filtered)"
-)]
+#[error("unknown delivery status `{0}` (pending, paused, sent, delivered, read, failed, filtered)")]
 pub struct UnknownStatus(pub String);
 
 impl FromStr for DeliveryStatus {

@@ -504,7 +504,10 @@ mod tests {
         let d = derive(&change(None, Some(filtered.clone())), 86_400);
         assert_eq!(types(&d), ["delivery.status_changed"]);
         let counts = usage_total(&d);
-        assert_eq!((counts.created, counts.filtered, counts.attempts), (1, 1, 0));
+        assert_eq!(
+            (counts.created, counts.filtered, counts.attempts),
+            (1, 1, 0)
+        );
         assert!(
             !d.counts
                 .iter()
@@ -513,10 +516,7 @@ mod tests {
         let mut retried = row(DeliveryStatus::Pending, 0);
         retried.retry_count = 1;
         let d = derive(&change(Some(filtered), Some(retried)), 86_400);
-        assert_eq!(
-            types(&d),
-            ["delivery.status_changed", "delivery.retried"]
-        );
+        assert_eq!(types(&d), ["delivery.status_changed", "delivery.retried"]);
         assert!(d.counts.iter().any(|a| matches!(
             a,
             CounterAdd::Health {

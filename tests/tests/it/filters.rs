@@ -84,12 +84,18 @@ async fn a_delivery_the_filter_does_not_want_is_recorded_filtered_and_sent_by_ha
 
     // Wanted: sent. Not wanted: `filtered` in the answer itself, no request.
     let wanted = api
-        .post_activity(&activity(&ch, json!({"kind": "order", "customer": {"tier": "gold"}})))
+        .post_activity(&activity(
+            &ch,
+            json!({"kind": "order", "customer": {"tier": "gold"}}),
+        ))
         .await
         .unwrap();
     assert_eq!(wanted.deliveries[0].status, "pending");
     let skipped = api
-        .post_activity(&activity(&ch, json!({"kind": "refund", "customer": {"tier": "gold"}})))
+        .post_activity(&activity(
+            &ch,
+            json!({"kind": "refund", "customer": {"tier": "gold"}}),
+        ))
         .await
         .unwrap();
     assert_eq!(skipped.deliveries[0].status, "filtered");
@@ -99,8 +105,14 @@ async fn a_delivery_the_filter_does_not_want_is_recorded_filtered_and_sent_by_ha
     // A batch: each item decided on its own.
     let batch = api
         .post_activities(&[
-            activity(&ch, json!({"kind": "order", "customer": {"tier": "platinum"}})),
-            activity(&ch, json!({"kind": "order", "customer": {"tier": "bronze"}})),
+            activity(
+                &ch,
+                json!({"kind": "order", "customer": {"tier": "platinum"}}),
+            ),
+            activity(
+                &ch,
+                json!({"kind": "order", "customer": {"tier": "bronze"}}),
+            ),
         ])
         .await
         .unwrap();
@@ -112,11 +124,18 @@ async fn a_delivery_the_filter_does_not_want_is_recorded_filtered_and_sent_by_ha
         })
         .collect();
     assert_eq!(statuses, ["pending", "filtered"]);
-    let BatchResult::Ingested { activity: first, .. } = &batch[0] else {
+    let BatchResult::Ingested {
+        activity: first, ..
+    } = &batch[0]
+    else {
         unreachable!()
     };
     assert_eq!(settled(&api, &first.deliveries[0].id).await.status, "sent");
-    assert_eq!(rx.requests().len(), 2, "a filtered delivery makes no request");
+    assert_eq!(
+        rx.requests().len(),
+        2,
+        "a filtered delivery makes no request"
+    );
 
     let d = api.delivery(&skipped_id).await.unwrap();
     assert_eq!((d.status.as_str(), d.attempts), ("filtered", 0));
@@ -148,7 +167,10 @@ async fn a_delivery_the_filter_does_not_want_is_recorded_filtered_and_sent_by_ha
     assert_eq!(api.delivery(&skipped_id).await.unwrap().status, "filtered");
     // The filter changed: the retry sends it.
     let changed = api
-        .patch_channel(&ch, &json!({"filter": {"payload": {"kind": {"$in": ["order", "refund"]}}}}))
+        .patch_channel(
+            &ch,
+            &json!({"filter": {"payload": {"kind": {"$in": ["order", "refund"]}}}}),
+        )
         .await
         .unwrap();
     assert_eq!(

@@ -172,9 +172,11 @@ fn replay_error(e: ReplayError, what: &str) -> ApiError {
         e @ ReplayError::NotFailed(_) => {
             ApiError::new(StatusCode::CONFLICT, ErrorCode::NotFailed, e.to_string())
         }
-        e @ ReplayError::StillFiltered => {
-            ApiError::new(StatusCode::CONFLICT, ErrorCode::StillFiltered, e.to_string())
-        }
+        e @ ReplayError::StillFiltered => ApiError::new(
+            StatusCode::CONFLICT,
+            ErrorCode::StillFiltered,
+            e.to_string(),
+        ),
         ReplayError::Store(e) => e.into(),
     }
 }
