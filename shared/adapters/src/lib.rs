@@ -8,6 +8,7 @@ mod config;
 pub mod echo;
 pub mod email;
 pub mod http;
+pub mod oauth2;
 pub mod slack;
 pub mod webhook;
 pub mod websocket;

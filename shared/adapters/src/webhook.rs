@@ -2,7 +2,8 @@
 //!
 //! Configuration: `url` (http or https, required), `method` (POST, PUT or PATCH; default
 //! POST), `headers` (extra string headers), `receive_timeout` (ms; overrides the policy's
-//! `timeout_ms`). Every request has a timeout, follows no redirect, reads at most
+//! `timeout_ms`), `auth` (OAuth 2.0 client credentials: `core::oauth2`; each request then
+//! carries a bearer token, fetched again once when the receiver answers 401). Every request has a timeout, follows no redirect, reads at most
 //! [`crate::http::MAX_RESPONSE_BYTES`] of the answer, and reaches only addresses the SSRF guard allows:
 //! the host is resolved, special-purpose addresses are dropped unless allowlisted, and the
 //! connection uses the vetted addresses only.
@@ -12,6 +13,7 @@ use converger_core::Invalid;
 use crate::http::{Guarded, MAX_TIMEOUT_MS, Response};
 use crate::{Accepted, Adapter, Delivered, Envelope, Target};
 use async_trait::async_trait;
+use converger_core::oauth2::ClientCredentials;
 use converger_core::payload::BodyShape;
 use converger_core::signing::signature_header;
 use converger_core::{ChannelType, DeliveryError};
@@ -40,6 +42,7 @@ const RESERVED: [&str; 9] = [
 
 pub struct WebhookAdapter {
     http: Arc<Guarded>,
+    tokens: crate::oauth2::Tokens,
 }
 
 /// A validated webhook configuration.
@@ -50,13 +53,23 @@ struct Config {
     headers: HeaderMap,
     receive_timeout: Option<u64>,
     body: BodyShape,
+    auth: Option<ClientCredentials>,
 }
 
 fn parse_config(config: &Map<String, Value>) -> Result<Config, Invalid> {
     for k in config.keys() {
-        if !["url", "method", "headers", "receive_timeout", "body"].contains(&k.as_str()) {
+        if ![
+            "url",
+            "method",
+            "headers",
+            "receive_timeout",
+            "body",
+            "auth",
+        ]
+        .contains(&k.as_str())
+        {
             return Err(Invalid(format!(
-                "unknown webhook config key `{k}` (allowed: url, method, headers, receive_timeout, body)"
+                "unknown webhook config key `{k}` (allowed: url, method, headers, receive_timeout, body, auth)"
             )));
         }
     }
@@ -117,18 +130,52 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, Invalid> {
     };
     let body =
         BodyShape::parse(config.get("body")).map_err(|e| Invalid(format!("webhook {}", e.0)))?;
+    let auth = match config.get("auth") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(a)) => Some(ClientCredentials::parse(a)?),
+        Some(_) => return Err(Invalid::new("webhook `auth` must be an object")),
+    };
+    if auth.is_some() && headers.contains_key(reqwest::header::AUTHORIZATION) {
+        return Err(Invalid::new(
+            "header `Authorization` is set by `auth`; give one or the other",
+        ));
+    }
     Ok(Config {
         url,
         method,
         headers,
         receive_timeout,
         body,
+        auth,
     })
 }
 
 impl WebhookAdapter {
     pub fn new(http: Arc<Guarded>) -> Self {
-        Self { http }
+        Self {
+            http,
+            tokens: Default::default(),
+        }
+    }
+
+    /// The bearer token of a channel that authenticates with `auth`: the one kept, or a new
+    /// one from its token endpoint.
+    async fn token(
+        &self,
+        key: &str,
+        auth: &ClientCredentials,
+        timeout: Duration,
+    ) -> Result<String, DeliveryError> {
+        let (token, fetched) = self
+            .tokens
+            .get(key, converger_core::time::now_ms, || {
+                crate::oauth2::fetch(&self.http, auth, timeout)
+            })
+            .await?;
+        if fetched {
+            tracing::info!("oauth2 token fetched");
+        }
+        Ok(token)
     }
 }
 
@@ -172,29 +219,57 @@ impl Adapter for WebhookAdapter {
         let signature = signature_header(target.signing_secrets, env.delivery_id, ts, &body)
             .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
 
-        let mut req = self
-            .http
-            .request(cfg.method.clone(), cfg.url.clone())
-            .headers(cfg.headers.clone())
-            .header("content-type", "application/json")
-            .header("webhook-id", env.delivery_id)
-            .header("webhook-timestamp", ts.to_string())
-            .header("webhook-signature", signature);
-        // The attempt is a span of the producer's trace.
-        for (name, value) in [
-            ("traceparent", env.traceparent),
-            ("tracestate", env.tracestate),
-        ] {
-            if let Some(v) = value {
-                req = req.header(name, v);
+        let request = |bearer: Option<&str>| {
+            let mut req = self
+                .http
+                .request(cfg.method.clone(), cfg.url.clone())
+                .headers(cfg.headers.clone())
+                .header("content-type", "application/json")
+                .header("webhook-id", env.delivery_id)
+                .header("webhook-timestamp", ts.to_string())
+                .header("webhook-signature", signature.as_str());
+            // The attempt is a span of the producer's trace.
+            for (name, value) in [
+                ("traceparent", env.traceparent),
+                ("tracestate", env.tracestate),
+            ] {
+                if let Some(v) = value {
+                    req = req.header(name, v);
+                }
             }
+            if let Some(t) = bearer {
+                req = req.header("authorization", format!("Bearer {t}"));
+            }
+            req.body(body.clone())
+        };
+        let auth = cfg
+            .auth
+            .as_ref()
+            .map(|a| (a, a.cache_key(target.channel_id)));
+        let bearer = match &auth {
+            Some((a, key)) => Some(self.token(key, a, timeout).await?),
+            None => None,
+        };
+        let mut resp = self
+            .http
+            .send(request(bearer.as_deref()), timeout, LABEL)
+            .await?;
+        // A token the receiver refuses (expired early, revoked) is fetched again, once.
+        if resp.status == 401
+            && let (Some((a, key)), Some(old)) = (&auth, &bearer)
+        {
+            self.tokens.refused(key, old).await;
+            let fresh = self.token(key, a, timeout).await?;
+            resp = self
+                .http
+                .send(request(Some(&fresh)), timeout, LABEL)
+                .await?;
         }
-        let req = req.body(body);
         let Response {
             status,
             retry_after,
             body: buf,
-        } = self.http.send(req, timeout, LABEL).await?;
+        } = resp;
         if (200..300).contains(&status) {
             let snippet = converger_core::error::snippet(&buf);
             Ok(Delivered::Sent(Accepted {
@@ -227,6 +302,11 @@ mod tests {
     fn config_validation() {
         assert!(parse_config(&cfg(json!({"url": "https://example.com/hook"}))).is_ok());
         assert!(parse_config(&cfg(json!({"url": "https://example.com", "method": "put", "headers": {"x-a": "1"}, "receive_timeout": 2000}))).is_ok());
+        let with_auth = parse_config(&cfg(json!({"url": "https://example.com",
+            "auth": {"type": "oauth2_client_credentials", "token_url": "https://idp.example/t",
+                     "client_id": "a", "client_secret": "b", "scope": "hooks"}})))
+        .unwrap();
+        assert_eq!(with_auth.auth.unwrap().scope.as_deref(), Some("hooks"));
         for bad in [
             json!({}),
             json!({"url": "ftp://example.com"}),
@@ -237,6 +317,11 @@ mod tests {
             json!({"url": "https://example.com", "headers": {"x": 1}}),
             json!({"url": "https://example.com", "receive_timeout": 0}),
             json!({"url": "https://example.com", "colour": "red"}),
+            json!({"url": "https://example.com", "auth": "token"}),
+            json!({"url": "https://example.com", "auth": {"type": "oauth2_client_credentials"}}),
+            json!({"url": "https://example.com", "headers": {"Authorization": "Bearer x"},
+                   "auth": {"type": "oauth2_client_credentials", "token_url": "https://idp.example/t",
+                            "client_id": "a", "client_secret": "b"}}),
         ] {
             assert!(parse_config(&cfg(bad.clone())).is_err(), "{bad}");
         }

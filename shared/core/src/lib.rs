@@ -16,6 +16,7 @@ pub mod invalid;
 pub mod lanes;
 pub mod middleware;
 pub mod net;
+pub mod oauth2;
 pub mod payload;
 pub mod policy;
 pub mod providers;

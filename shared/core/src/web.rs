@@ -326,6 +326,31 @@ pub fn redact(value: &Value) -> Value {
     }
 }
 
+/// `new` (a changed config) with each `"[REDACTED]"` that stands where [`redact`] hid a
+/// sensitive value put back to `old`'s value at the same place: a config read through the API
+/// and written back unchanged keeps its secrets. A `[REDACTED]` with nothing behind it stays.
+pub fn keep_redacted(new: &Value, old: &Value) -> Value {
+    match (new, old) {
+        (Value::Object(n), Value::Object(o)) => Value::Object(
+            n.iter()
+                .map(|(k, v)| {
+                    let kept = match (v, o.get(k)) {
+                        (Value::String(s), Some(was))
+                            if s == "[REDACTED]" && is_sensitive_key(k) =>
+                        {
+                            was.clone()
+                        }
+                        (_, Some(was)) => keep_redacted(v, was),
+                        (_, None) => v.clone(),
+                    };
+                    (k.clone(), kept)
+                })
+                .collect(),
+        ),
+        _ => new.clone(),
+    }
+}
+
 /// A CSV cell a spreadsheet will not evaluate: text starting with `=`, `+`, `-` or `@` gets
 /// a leading `'`.
 pub fn csv_safe(cell: &str) -> String {
@@ -356,6 +381,26 @@ pub const EXPORT_COLUMNS: [&str; 13] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_config_written_back_as_read_keeps_its_secrets() {
+        let stored = serde_json::json!({"url": "https://r.example/h", "headers": {"Authorization": "Bearer a"},
+            "auth": {"client_id": "id", "client_secret": "s1"}});
+        let read = redact(&stored);
+        assert_eq!(read["auth"]["client_secret"], "[REDACTED]");
+        assert_eq!(keep_redacted(&read, &stored), stored);
+        // A new secret replaces; a redacted mark with nothing behind it stays as written.
+        let mut changed = read.clone();
+        changed["auth"]["client_secret"] = "s2".into();
+        changed["headers"]["X-Api-Key"] = "[REDACTED]".into();
+        let kept = keep_redacted(&changed, &stored);
+        assert_eq!(kept["auth"]["client_secret"], "s2");
+        assert_eq!(kept["headers"]["Authorization"], "Bearer a");
+        assert_eq!(kept["headers"]["X-Api-Key"], "[REDACTED]");
+        // Only a sensitive key's value is put back.
+        let odd = serde_json::json!({"name": "[REDACTED]"});
+        assert_eq!(keep_redacted(&odd, &serde_json::json!({"name": "x"})), odd);
+    }
 
     #[test]
     fn five_failures_within_the_window_lock_sign_in_for_a_while() {

@@ -228,7 +228,17 @@ impl Channels<'_> {
         if let Some(n) = &change.name {
             name_fits(n)?;
         }
-        if let Some(c) = &change.config {
+        // A config read through the API and sent back keeps the secrets it showed redacted.
+        let config = change.config.map(|c| {
+            match converger_core::web::keep_redacted(
+                &Value::Object(c),
+                &Value::Object(current.config.clone()),
+            ) {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            }
+        });
+        if let Some(c) = &config {
             self.check_config(tenant, current.kind, c).await?;
         }
         if let Some(t) = &change.event_types {
@@ -250,7 +260,7 @@ impl Channels<'_> {
                 .map(|f| filter(f.as_ref()))
                 .transpose()?,
             name: change.name,
-            config: change.config,
+            config,
             active: change.active,
             event_types: change.event_types,
         };

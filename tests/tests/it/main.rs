@@ -29,6 +29,7 @@ mod limits;
 mod logs;
 mod metrics;
 mod middleware;
+mod oauth2;
 mod queue;
 mod replay;
 mod retries;
