@@ -111,6 +111,10 @@ pub mod op {
         AWS_IDENTITY = "GET" "/api/v1/aws-identity";
         USAGE = "GET" "/api/v1/usage";
         CHANNEL_SECRET = "GET" "/api/v1/channels/{id}/secret";
+        LIST_EVENT_TYPES = "GET" "/api/v1/event-types";
+        CREATE_EVENT_TYPE = "POST" "/api/v1/event-types";
+        GET_EVENT_TYPE = "GET" "/api/v1/event-types/{name}";
+        PATCH_EVENT_TYPE = "PATCH" "/api/v1/event-types/{name}";
     }
 }
 
@@ -198,7 +202,7 @@ impl Client {
                 .map_err(|_| Error::Config("the API URL cannot have a path".into()))?;
             path.pop_if_empty();
             for segment in op.path.trim_start_matches('/').split('/') {
-                path.push(if segment == "{id}" {
+                path.push(if segment == "{id}" || segment == "{name}" {
                     id.unwrap_or_default()
                 } else {
                     segment
@@ -366,6 +370,35 @@ impl Client {
             ("to", to.map(str::to_owned)),
         ];
         self.call(op::USAGE, None, &q, None).await
+    }
+}
+
+impl Client {
+    /// The tenant's event-type catalog, a page at a time (`cursor` from the previous page).
+    pub async fn event_types(&self, cursor: Option<&str>) -> Result<Page<EventType>, Error> {
+        self.call(
+            op::LIST_EVENT_TYPES,
+            None,
+            &[("cursor", cursor.map(str::to_owned))],
+            None,
+        )
+        .await
+    }
+
+    pub async fn create_event_type(&self, t: &NewEventType) -> Result<EventType, Error> {
+        self.call(op::CREATE_EVENT_TYPE, None, &[], Some(to_value(t)?))
+            .await
+    }
+
+    pub async fn event_type(&self, name: &str) -> Result<EventType, Error> {
+        self.call(op::GET_EVENT_TYPE, Some(name), &[], None).await
+    }
+
+    /// Changes an event type: each field of `patch` is set (`null` removes `description` or
+    /// `schema`).
+    pub async fn patch_event_type(&self, name: &str, patch: &Value) -> Result<EventType, Error> {
+        self.call(op::PATCH_EVENT_TYPE, Some(name), &[], Some(patch.clone()))
+            .await
     }
 }
 

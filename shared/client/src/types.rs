@@ -247,3 +247,29 @@ pub struct Usage {
     pub prices_per_million_usd: Map<String, Value>,
     pub note: String,
 }
+
+/// An event type to add to the catalog (`NewEventType`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewEventType {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// A JSON Schema (draft 2020-12) every payload of the type must fit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    #[serde(default)]
+    pub deprecated: bool,
+}
+
+/// An event type of the catalog (`EventTypeView`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventType {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub schema: Option<Value>,
+    pub deprecated: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}

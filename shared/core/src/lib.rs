@@ -21,6 +21,7 @@ pub mod payload;
 pub mod policy;
 pub mod providers;
 pub mod query;
+pub mod schema;
 pub mod scope;
 pub mod secret;
 pub mod settings;

@@ -336,6 +336,8 @@ pub const CONNECTIONS_TABLE: Setting =
     resource("CONNECTIONS_TABLE", "the websocket connections table");
 pub const IDEMPOTENCY_TABLE: Setting = resource("IDEMPOTENCY_TABLE", "the idempotency keys table");
 pub const LANES_TABLE: Setting = resource("LANES_TABLE", "the ordered lanes' heads and entries");
+pub const EVENT_TYPES_TABLE: Setting =
+    resource("EVENT_TYPES_TABLE", "the tenants' event-type catalogs");
 pub const USAGE_TABLE: Setting = resource(
     "USAGE_TABLE",
     "the usage counters and the queues' depth samples (the charts and the usage pages)",
@@ -474,6 +476,7 @@ pub const ALL: &[Setting] = &[
     STREAM_TABLE,
     LANES_TABLE,
     USAGE_TABLE,
+    EVENT_TYPES_TABLE,
     ACTIVITIES_QUEUE_URL,
     DELIVERIES_HIGH_QUEUE_URL,
     DELIVERIES_QUEUE_URL,

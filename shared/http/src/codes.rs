@@ -73,6 +73,9 @@ error_codes! {
     InvalidAutoDisable = "invalid_auto_disable", 422, "A channel's `auto_disable` is not valid.";
     InvalidMiddleware = "invalid_middleware", 422, "A channel's `middleware` is not valid.";
     InvalidFilter = "invalid_filter", 422, "A channel's `filter` is not valid.";
+    PayloadDoesNotMatchSchema = "payload_does_not_match_schema", 422, "An activity's payload does not fit its event type's schema.";
+    InvalidEventType = "invalid_event_type", 422, "An event type's name, description or schema is not valid.";
+    EventTypeExists = "event_type_exists", 409, "The tenant has an event type of that name.";
     InvalidEventTypes = "invalid_event_types", 422, "A channel's `event_types` are not valid.";
     InvalidOrdering = "invalid_ordering", 422, "A channel's `ordering` is not `{\"by\": \"conversation\"}` with an optional `on_dead_letter` of `hold` or `skip`.";
     UnsupportedChannelType = "unsupported_channel_type", 422, "No adapter delivers this channel type.";

@@ -55,6 +55,10 @@ use utoipa::{Modify, OpenApi};
         api::get_aws_identity,
         api::rotate_aws_identity,
         api::get_usage,
+        api::create_event_type,
+        api::list_event_types,
+        api::get_event_type,
+        api::patch_event_type,
         receipts::verify_subscription,
         receipts::receive_receipts,
         receipts::acknowledge,
@@ -70,6 +74,7 @@ use utoipa::{Modify, OpenApi};
     tags(
         (name = "channels", description = "Where deliveries go"),
         (name = "activities", description = "What is delivered"),
+        (name = "event types", description = "The tenant's catalog of event types and their payload schemas"),
         (name = "deliveries", description = "One activity to one channel: attempts, dead letters, replays"),
         (name = "flow control", description = "Pause, resume, breaker and health of a channel"),
         (name = "audit", description = "Who did what"),
@@ -282,7 +287,7 @@ mod tests {
                 assert_eq!(key, tenant_post, "{method} {path}");
             }
         }
-        assert_eq!(ops, 38);
+        assert_eq!(ops, 42);
     }
 
     /// The channel type's pattern (a new channel's `type`, the list's filter) admits every

@@ -558,6 +558,34 @@ pub struct Page<T: ToSchema> {
     pub next_cursor: Option<String>,
 }
 
+/// An event type of the tenant's catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EventTypeView {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The JSON Schema (draft 2020-12) its payloads must fit, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub schema: Option<Value>,
+    pub deprecated: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl EventTypeView {
+    pub fn of(t: &converger_ports::TenantEventType) -> Self {
+        Self {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            schema: t.schema.clone(),
+            deprecated: t.deprecated,
+            created_at: t.created_at.clone(),
+            updated_at: t.updated_at.clone(),
+        }
+    }
+}
+
 /// Who did something.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ActorView {

@@ -23,6 +23,7 @@ mod channels;
 mod deliveries;
 mod rows;
 pub use rows::SHARD as CHANGES_SHARD;
+mod event_types;
 mod events;
 mod flow;
 mod handoff;
@@ -81,6 +82,8 @@ struct State {
     sign_in_counts: HashMap<String, (converger_core::web::SignInState, u64, i64)>,
     /// Each tenant's current API key hash.
     tenant_keys: HashMap<TenantId, String>,
+    /// Event types, by tenant and name.
+    event_types: BTreeMap<(TenantId, String), converger_ports::TenantEventType>,
     /// Idempotency keys, by tenant and key.
     keys_held: HashMap<(TenantId, String), converger_ports::KeyRecord>,
     /// Stream clients, by connection id.

@@ -4,8 +4,11 @@
 //! they changed; other instances see a change within the TTL.
 
 use converger_core::cache::TtlCache;
+use converger_core::schema::PayloadSchema;
 use converger_core::{ChannelId, Scope, TenantId};
-use converger_ports::{AccountStore, Channel, ChannelStore, StoreResult, TenantStore};
+use converger_ports::{
+    AccountStore, Channel, ChannelStore, EventTypeStore, StoreResult, TenantStore,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +22,9 @@ pub struct ChannelCache {
     tenants: Arc<dyn TenantStore>,
     /// Each tenant's external id (`None`: it has none yet), for the AWS channel types.
     external_ids: TtlCache<TenantId, Option<Arc<str>>>,
+    event_types: Arc<dyn EventTypeStore>,
+    /// The payload schema of each event type read (`None`: no such type, or no schema).
+    schemas: TtlCache<(TenantId, String), Option<PayloadSchema>>,
 }
 
 impl ChannelCache {
@@ -26,9 +32,12 @@ impl ChannelCache {
         channels_store: Arc<dyn ChannelStore>,
         lists: Arc<dyn AccountStore>,
         tenants: Arc<dyn TenantStore>,
+        event_types: Arc<dyn EventTypeStore>,
         ttl: Duration,
     ) -> Self {
         Self {
+            event_types,
+            schemas: TtlCache::bounded(ttl, 10_000),
             channels_store,
             lists,
             channels: TtlCache::new(ttl),
@@ -53,6 +62,43 @@ impl ChannelCache {
             .map(Arc::from);
         self.external_ids.insert(tenant.clone(), id.clone());
         Ok(id)
+    }
+
+    /// The payload schema of `tenant`'s event type `name`, from this instance's cache when
+    /// read less than `channel_cache_ttl` ago; `None` when the type is not in the catalog or
+    /// has no schema. A stored schema that no longer compiles is none (it was checked when
+    /// written).
+    pub async fn payload_schema(
+        &self,
+        tenant: &TenantId,
+        name: &str,
+    ) -> StoreResult<Option<PayloadSchema>> {
+        if converger_core::channel::check_event_type(name).is_err() {
+            return Ok(None);
+        }
+        let key = (tenant.clone(), name.to_owned());
+        if let Some(s) = self.schemas.get(&key) {
+            return Ok(s);
+        }
+        let schema = self
+            .event_types
+            .get_event_type(tenant, name)
+            .await?
+            .and_then(|t| t.schema)
+            .and_then(|raw| match PayloadSchema::compile(&raw) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::warn!(event_type = name, error = %e, "stored schema does not compile; not checked");
+                    None
+                }
+            });
+        self.schemas.insert(key, schema.clone());
+        Ok(schema)
+    }
+
+    /// Forgets a cached schema (after this process changed its event type).
+    pub fn forget_schema(&self, tenant: &TenantId, name: &str) {
+        self.schemas.remove(&(tenant.clone(), name.to_owned()));
     }
 
     /// Forgets a tenant's cached external id (after this process rotated it).

@@ -62,6 +62,12 @@ pub enum IngestError {
     ManagedChannel(ChannelId),
     #[error("activity {0} exists with different content")]
     Conflict(ActivityId),
+    /// The payload does not fit its event type's schema: where and why (a few problems).
+    #[error("the payload does not fit the schema of event type `{event_type}`: {}", problems.join("; "))]
+    Schema {
+        event_type: String,
+        problems: Vec<String>,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -281,6 +287,17 @@ impl Intake<'_> {
         origin: Origin,
     ) -> Result<Checked, IngestError> {
         let targets = validate(&new, origin == Origin::Bot)?;
+        // A tenant's activity of a type with a payload schema must fit it.
+        if origin == Origin::Tenant
+            && let Some(event_type) = &new.event_type
+            && let Some(schema) = self.cache.payload_schema(&tenant.id, event_type).await?
+            && let Err(problems) = schema.check(&new.payload)
+        {
+            return Err(IngestError::Schema {
+                event_type: event_type.clone(),
+                problems,
+            });
+        }
         let resolved = match (&new.event_type, targets.is_empty()) {
             (Some(event_type), true) => self.subscribers(tenant, event_type).await?,
             _ => self.resolve_targets(tenant, &targets, origin).await?,

@@ -24,6 +24,7 @@ pub mod cache;
 pub mod changes;
 pub mod channels;
 pub mod config;
+pub mod event_types;
 pub mod events;
 pub mod flow;
 pub mod flow_jobs;
@@ -92,6 +93,7 @@ impl Pipeline {
         Self {
             reads: Reads::new(&store),
             cache: cache::ChannelCache::new(
+                store.clone(),
                 store.clone(),
                 store.clone(),
                 store.clone(),
@@ -238,6 +240,11 @@ impl Pipeline {
     /// Channels: creation, changes, secrets, deletion.
     pub fn channels(&self) -> channels::Channels<'_> {
         channels::Channels::of(self)
+    }
+
+    /// The tenants' event-type catalogs.
+    pub fn event_types(&self) -> event_types::EventTypes<'_> {
+        event_types::EventTypes::of(self)
     }
 
     /// The channels this instance remembers.

@@ -7,6 +7,7 @@
 pub mod accounts;
 pub mod changes;
 pub mod error;
+pub mod event_types;
 pub mod events;
 pub mod flow;
 pub mod handoff;
@@ -24,6 +25,7 @@ pub mod usage;
 
 pub use accounts::*;
 pub use changes::*;
+pub use event_types::*;
 pub use flow::*;
 pub use handoff::*;
 pub use health::*;
@@ -41,8 +43,8 @@ pub use usage::*;
 pub mod prelude {
     pub use crate::{
         AccountStore, ActivityStore, AuditStore, ChannelStore, DeliveryQueries, DeliveryStore,
-        FlowStore, HandoffStore, HealthStore, IdempotencyStore, LaneStore, ReplayStore, Store,
-        StreamCounters, StreamStore, TenantStore, UsageStore,
+        EventTypeStore, FlowStore, HandoffStore, HealthStore, IdempotencyStore, LaneStore,
+        ReplayStore, Store, StreamCounters, StreamStore, TenantStore, UsageStore,
     };
 }
 

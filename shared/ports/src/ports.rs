@@ -28,6 +28,7 @@ pub trait Store:
     + crate::lanes::LaneStore
     + crate::usage::UsageStore
     + crate::changes::StreamCounters
+    + crate::event_types::EventTypeStore
 {
 }
 
@@ -48,6 +49,7 @@ impl<T> Store for T where
         + crate::lanes::LaneStore
         + crate::usage::UsageStore
         + crate::changes::StreamCounters
+        + crate::event_types::EventTypeStore
 {
 }
 

@@ -67,7 +67,7 @@ pub const QUEUES: [QueueDef; 6] = [
 ];
 
 /// Environment variables naming the tables, in [`Resources`]' field order.
-pub const TABLE_ENVS: [&str; 14] = [
+pub const TABLE_ENVS: [&str; 15] = [
     set::TENANTS_TABLE.name,
     set::CHANNELS_TABLE.name,
     set::ACTIVITIES_TABLE.name,
@@ -82,6 +82,7 @@ pub const TABLE_ENVS: [&str; 14] = [
     set::STREAM_TABLE.name,
     set::LANES_TABLE.name,
     set::USAGE_TABLE.name,
+    set::EVENT_TYPES_TABLE.name,
 ];
 
 /// Shards of the sparse due index (`due_shard` = `due#<n>`).
@@ -147,6 +148,8 @@ pub struct Resources {
     pub lanes: String,
     /// The usage counters' and depth samples' table.
     pub usage: String,
+    /// The tenants' event-type catalogs.
+    pub event_types: String,
     pub bus: String,
     /// Queue URLs, by queue name ([`QueueDef::name`]).
     pub queue_urls: std::collections::HashMap<&'static str, String>,
@@ -198,6 +201,7 @@ impl Resources {
             stream: need(TABLE_ENVS[11])?,
             lanes: need(TABLE_ENVS[12])?,
             usage: need(TABLE_ENVS[13])?,
+            event_types: need(TABLE_ENVS[14])?,
             bus: need(BUS_ENV)?,
             queue_urls,
             dlq_urls,

@@ -18,6 +18,7 @@ mod charts;
 mod checks;
 mod e2e;
 mod email;
+mod event_types;
 mod events;
 mod filters;
 mod flow;

@@ -27,6 +27,7 @@ mod audit;
 mod aws;
 mod channels;
 mod deliveries;
+mod event_types;
 mod flow;
 mod replays;
 mod stream;
@@ -38,6 +39,7 @@ pub(crate) use audit::*;
 pub(crate) use aws::*;
 pub(crate) use channels::*;
 pub(crate) use deliveries::*;
+pub(crate) use event_types::*;
 pub(crate) use flow::*;
 pub(crate) use replays::*;
 pub(crate) use stream::*;
@@ -77,6 +79,14 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/deliveries/{id}", get(get_delivery))
         .route("/api/v1/deliveries/{id}/retry", post(retry_delivery))
         .route("/api/v1/audit", get(list_audit))
+        .route(
+            "/api/v1/event-types",
+            post(create_event_type).get(list_event_types),
+        )
+        .route(
+            "/api/v1/event-types/{name}",
+            get(get_event_type).patch(patch_event_type),
+        )
         .route("/api/v1/stream/tokens", post(create_stream_token))
         .route("/api/v1/aws-identity", get(get_aws_identity))
         .route("/api/v1/usage", get(get_usage))

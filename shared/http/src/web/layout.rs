@@ -26,6 +26,7 @@ pub(super) fn layout(state: &AppState, v: &Viewer, title: &str, content: Markup)
                     a href={ (p) "/channels" } { "Channels" }
                     @if v.realm == Realm::Admin { a href="/admin/tenants" { "Tenants" } }
                     a href={ (p) "/usage" } { "Usage" }
+                    a href={ (p) "/event-types" } { "Event types" }
                     a href={ (p) "/audit" } { "Audit log" }
                     span.who { (v.user.email) " (" (v.user.role) ")" }
                     form.inline method="post" action={ (p) "/logout" } {

@@ -13,6 +13,7 @@ mod chart;
 mod conversations;
 mod dashboard;
 mod deliveries;
+mod event_types;
 mod export;
 mod filters;
 mod layout;
@@ -30,6 +31,7 @@ use channels::{channel_states, channels, pause_or_resume};
 use conversations::{conversation_page, conversation_states, find_conversation};
 use dashboard::dashboard;
 use deliveries::{deliveries, delivery_page, retry_all, retry_one};
+use event_types::event_types;
 use export::export;
 use session::{login, login_form, logout};
 use tenants::{create_tenant, rotate_key, tenants, update_tenant};
@@ -162,6 +164,7 @@ pub fn router(state: AppState) -> Router {
                 post(pause_or_resume),
             )
             .route(&format!("{p}/audit"), get(audit))
+            .route(&format!("{p}/event-types"), get(event_types))
     };
     let admin = realm_routes("/admin")
         .route("/admin", get(dashboard))

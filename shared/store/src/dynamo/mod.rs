@@ -26,6 +26,7 @@ mod channels;
 mod deliveries;
 mod expr;
 use expr::{Cmp, Update};
+mod event_types;
 mod flow;
 mod handoff;
 mod health;

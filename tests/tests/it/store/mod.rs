@@ -102,6 +102,7 @@ conformance!(
     channel_lifecycle_lists_rotates_and_deletes,
     a_conversation_lists_its_activities_in_seq_order,
     idempotency_keys_are_held_once_answered_freed_and_taken_over,
+    event_types_are_created_once_changed_over_their_version_and_listed_by_name,
     stream_subscriptions_follow_their_connection,
     stream_tokens_admit_until_they_expire,
     dead_letter_counters_sum_what_is_still_stored,
