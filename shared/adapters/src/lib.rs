@@ -209,6 +209,9 @@ impl Adapters {
             Arc::new(aws::AwsAdapter(converger_core::aws::Service::EventBridge)),
             Arc::new(aws::AwsAdapter(converger_core::aws::Service::Kinesis)),
             Arc::new(aws::AwsAdapter(converger_core::aws::Service::Sns)),
+            Arc::new(aws::AwsAdapter(converger_core::aws::Service::Firehose)),
+            Arc::new(aws::AwsAdapter(converger_core::aws::Service::StepFunctions)),
+            Arc::new(aws::AwsAdapter(converger_core::aws::Service::S3)),
         ]))
     }
 

@@ -15,10 +15,21 @@ pub enum Service {
     EventBridge,
     Kinesis,
     Sns,
+    Firehose,
+    StepFunctions,
+    S3,
 }
 
 impl Service {
-    pub const ALL: [Service; 4] = [Self::Sqs, Self::EventBridge, Self::Kinesis, Self::Sns];
+    pub const ALL: [Service; 7] = [
+        Self::Sqs,
+        Self::EventBridge,
+        Self::Kinesis,
+        Self::Sns,
+        Self::Firehose,
+        Self::StepFunctions,
+        Self::S3,
+    ];
 
     /// The service of an AWS channel type; `None` for the other types.
     pub fn of(kind: ChannelType) -> Option<Self> {
@@ -27,6 +38,9 @@ impl Service {
             ChannelType::AwsEventbridge => Some(Self::EventBridge),
             ChannelType::AwsKinesis => Some(Self::Kinesis),
             ChannelType::AwsSns => Some(Self::Sns),
+            ChannelType::AwsFirehose => Some(Self::Firehose),
+            ChannelType::AwsStepfunctions => Some(Self::StepFunctions),
+            ChannelType::AwsS3 => Some(Self::S3),
             _ => None,
         }
     }
@@ -37,6 +51,9 @@ impl Service {
             Self::EventBridge => ChannelType::AwsEventbridge,
             Self::Kinesis => ChannelType::AwsKinesis,
             Self::Sns => ChannelType::AwsSns,
+            Self::Firehose => ChannelType::AwsFirehose,
+            Self::StepFunctions => ChannelType::AwsStepfunctions,
+            Self::S3 => ChannelType::AwsS3,
         }
     }
 
@@ -47,6 +64,9 @@ impl Service {
             Self::EventBridge => "event_bus_arn",
             Self::Kinesis => "stream_arn",
             Self::Sns => "topic_arn",
+            Self::Firehose => "delivery_stream_arn",
+            Self::StepFunctions => "state_machine_arn",
+            Self::S3 => "bucket",
         }
     }
 
@@ -57,14 +77,21 @@ impl Service {
             Self::EventBridge => "events:PutEvents",
             Self::Kinesis => "kinesis:PutRecord",
             Self::Sns => "sns:Publish",
+            Self::Firehose => "firehose:PutRecord",
+            Self::StepFunctions => "states:StartExecution",
+            Self::S3 => "s3:PutObject",
         }
     }
 
     /// The largest message the service takes, in bytes (body and attributes together).
     pub fn max_message_bytes(self) -> usize {
         match self {
-            Self::Sqs | Self::EventBridge | Self::Sns => 256 * 1024,
+            Self::Sqs | Self::EventBridge | Self::Sns | Self::StepFunctions => 256 * 1024,
             Self::Kinesis => 1024 * 1024,
+            // A record of 1,000 KiB, before base64.
+            Self::Firehose => 1000 * 1024,
+            // Far below an object's limit: the payload is at most 256 KiB.
+            Self::S3 => 5 * 1024 * 1024,
         }
     }
 
@@ -75,6 +102,9 @@ impl Service {
             Self::EventBridge => "EventBridge",
             Self::Kinesis => "Kinesis",
             Self::Sns => "SNS",
+            Self::Firehose => "Firehose",
+            Self::StepFunctions => "Step Functions",
+            Self::S3 => "S3",
         }
     }
 
@@ -84,6 +114,9 @@ impl Service {
             Self::EventBridge => "events",
             Self::Kinesis => "kinesis",
             Self::Sns => "sns",
+            Self::Firehose => "firehose",
+            Self::StepFunctions => "states",
+            Self::S3 => "s3",
         }
     }
 }
@@ -151,6 +184,8 @@ pub struct Destination {
     /// A FIFO queue or topic (its name ends `.fifo`): messages carry a group and a
     /// deduplication id.
     pub fifo: bool,
+    /// An S3 channel's `key_prefix`: where its objects go in the bucket.
+    pub key_prefix: String,
 }
 
 /// A role that may be assumed: its ARN and its account.
@@ -204,6 +239,7 @@ fn queue_url(url: &str) -> Result<Destination, Invalid> {
         region: region.to_owned(),
         account: account.to_owned(),
         fifo: name.ends_with(".fifo"),
+        key_prefix: String::new(),
     })
 }
 
@@ -219,7 +255,15 @@ fn target_arn(service: Service, arn: &str) -> Result<Destination, Invalid> {
             "stream/",
         ),
         Service::Sns => ("arn:aws:sns:<region>:<account id>:<topic name>", ""),
-        Service::Sqs => ("", ""),
+        Service::Firehose => (
+            "arn:aws:firehose:<region>:<account id>:deliverystream/<name>",
+            "deliverystream/",
+        ),
+        Service::StepFunctions => (
+            "arn:aws:states:<region>:<account id>:stateMachine:<name>",
+            "stateMachine:",
+        ),
+        Service::Sqs | Service::S3 => ("", ""),
     };
     let key = service.target_key();
     let bad = || {
@@ -250,7 +294,65 @@ fn target_arn(service: Service, arn: &str) -> Result<Destination, Invalid> {
         region: a.region.to_owned(),
         account: a.account.to_owned(),
         fifo: service == Service::Sns && name.ends_with(".fifo"),
+        key_prefix: String::new(),
     })
+}
+
+/// An S3 bucket name: 3 to 63 lowercase letters, digits, dots and hyphens, starting and
+/// ending with a letter or digit, not an IP address.
+fn bucket(name: &str, region: &str, key_prefix: Option<&str>) -> Result<Destination, Invalid> {
+    let ok = (3..=63).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+        && name
+            .bytes()
+            .last()
+            .is_some_and(|b| b.is_ascii_alphanumeric())
+        && !name.contains("..")
+        && name.parse::<std::net::Ipv4Addr>().is_err();
+    if !ok {
+        return Err(Invalid(format!(
+            "bucket must be an S3 bucket name: 3 to 63 lowercase letters, digits, dots and hyphens (got `{}`)",
+            name.chars().take(100).collect::<String>()
+        )));
+    }
+    if !is_region(region) {
+        return Err(Invalid(format!(
+            "region must be the bucket's AWS region, such as `eu-west-1` (got `{}`)",
+            region.chars().take(40).collect::<String>()
+        )));
+    }
+    let key_prefix = key_prefix.unwrap_or_default();
+    if key_prefix.len() > 512
+        || key_prefix.starts_with('/')
+        || key_prefix
+            .chars()
+            .any(|c| c.is_control() || "\\{}^%`[]\"<>~#|".contains(c))
+    {
+        return Err(Invalid::new(
+            "key_prefix must be at most 512 characters of a safe S3 key (letters, digits, `/`, `!`, `-`, `_`, `.`, `*`, `'`, `(`, `)`...), not starting with `/`",
+        ));
+    }
+    Ok(Destination {
+        service: Service::S3,
+        target: name.to_owned(),
+        region: region.to_owned(),
+        account: String::new(),
+        fifo: false,
+        key_prefix: key_prefix.to_owned(),
+    })
+}
+
+/// An S3 channel's object key for one delivery: under its prefix, the delivery id (with the
+/// replay's number after a replay, as the FIFO deduplication id has it), so that a send
+/// repeated after a crash writes the same object again.
+pub fn object_key(key_prefix: &str, deduplication_id: &str) -> String {
+    format!("{key_prefix}{deduplication_id}.json")
 }
 
 /// A role ARN, `arn:aws:iam::<account id>:role/<name>` (a path may come before the name).
@@ -282,20 +384,24 @@ pub fn role(arn: &str) -> Result<Role, Invalid> {
     })
 }
 
-/// Checks an AWS channel's `config`: the target (`queue_url`, `event_bus_arn`, `stream_arn`
-/// or `topic_arn`), `role_arn`, and optionally `body`.
+/// Checks an AWS channel's `config`: the target (`queue_url`, `event_bus_arn`, `stream_arn`,
+/// `topic_arn`, `delivery_stream_arn`, `state_machine_arn`, or an S3 channel's `bucket` with
+/// its `region` and optional `key_prefix`), `role_arn`, and optionally `body`.
 pub fn channel_config(
     service: Service,
     config: &Map<String, Value>,
 ) -> Result<ChannelConfig, Invalid> {
     let key = service.target_key();
-    if let Some(k) = config
-        .keys()
-        .find(|k| ![key, "role_arn", "body"].contains(&k.as_str()))
-    {
+    let allowed: &[&str] = if service == Service::S3 {
+        &["bucket", "region", "key_prefix", "role_arn", "body"]
+    } else {
+        &[key, "role_arn", "body"]
+    };
+    if let Some(k) = config.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(Invalid(format!(
-            "unknown {} config key `{k}` (allowed: {key}, role_arn, body)",
-            service.channel_type()
+            "unknown {} config key `{k}` (allowed: {})",
+            service.channel_type(),
+            allowed.join(", ")
         )));
     }
     let text = |k: &str| -> Result<&str, Invalid> {
@@ -311,6 +417,14 @@ pub fn channel_config(
     let target = text(key)?;
     let destination = match service {
         Service::Sqs => queue_url(target)?,
+        Service::S3 => {
+            let prefix = match config.get("key_prefix") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(p)) => Some(p.as_str()),
+                Some(_) => return Err(Invalid::new("`key_prefix` must be a string")),
+            };
+            bucket(target, text("region")?, prefix)?
+        }
         other => target_arn(other, target)?,
     };
     let role = role(text("role_arn")?)?;
@@ -340,6 +454,8 @@ pub fn default_rate_limit(d: &Destination) -> Option<RateLimit> {
     let per_s = match (d.service, d.fifo) {
         (Service::Sqs | Service::Sns, true) => 300,
         (Service::Kinesis, _) => 1_000,
+        // An S3 prefix takes 3,500 writes a second.
+        (Service::S3, _) => 3_500,
         _ => return None,
     };
     format!("{per_s}/s").parse().ok()
@@ -421,11 +537,13 @@ pub const DEFAULT_DETAIL_TYPE: &str = "activity";
 /// What is sent for one delivery, and how big the service counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outgoing {
-    /// SQS's and SNS's message; EventBridge's detail and a Kinesis record: the record
+    /// SQS's and SNS's message and an S3 object: the body; EventBridge's detail, a Kinesis or
+    /// Firehose record (a line) and a Step Functions execution's input: the record
     /// `{id, timestamp, signature, event_type, conversation_id, body}`, with the body as the
-    /// string that was signed (the others carry those in attributes).
+    /// string that was signed (the others carry those in attributes, an S3 object in its
+    /// metadata).
     pub text: String,
-    /// String attributes (SQS, SNS; see [`attributes`]).
+    /// String attributes (SQS, SNS; an S3 object's metadata; see [`attributes`]).
     pub attributes: Vec<(&'static str, String)>,
     /// EventBridge's `detail-type`: the event type, or [`DEFAULT_DETAIL_TYPE`].
     pub detail_type: String,
@@ -471,8 +589,8 @@ pub fn outgoing(service: Service, body: String, s: &Signed<'_>) -> Outgoing {
             .filter_map(|(k, v)| v.map(|v| (*k, v.to_owned()))),
     );
     let text = match service {
-        Service::Sqs | Service::Sns => body,
-        Service::EventBridge | Service::Kinesis => {
+        Service::Sqs | Service::Sns | Service::S3 => body,
+        Service::EventBridge | Service::Kinesis | Service::Firehose | Service::StepFunctions => {
             let mut record = serde_json::json!({
                 "id": s.delivery_id,
                 "timestamp": s.timestamp,
@@ -486,7 +604,12 @@ pub fn outgoing(service: Service, body: String, s: &Signed<'_>) -> Outgoing {
                     record[k] = serde_json::Value::from(v);
                 }
             }
-            record.to_string()
+            // A delivery stream concatenates its records: one per line.
+            if service == Service::Firehose {
+                format!("{record}\n")
+            } else {
+                record.to_string()
+            }
         }
     };
     let trace_header = match service {
@@ -505,6 +628,7 @@ pub fn outgoing(service: Service, body: String, s: &Signed<'_>) -> Outgoing {
                 .sum(),
             Service::EventBridge => EVENT_SOURCE.len() + detail_type.len(),
             Service::Kinesis => group_id.len(),
+            Service::Firehose | Service::StepFunctions | Service::S3 => 0,
         };
     Outgoing {
         text,
@@ -563,7 +687,8 @@ pub struct AwsMessage<'a> {
 /// What the service answered.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AwsReceipt {
-    /// SQS's and SNS's message id, EventBridge's event id, Kinesis's shard id.
+    /// SQS's and SNS's message id, EventBridge's event id, Kinesis's shard id, Firehose's
+    /// record id, a Step Functions execution's ARN, an S3 object's ETag.
     pub message_id: Option<String>,
     /// A FIFO queue's or topic's sequence number, a Kinesis record's.
     pub sequence_number: Option<String>,
@@ -590,10 +715,10 @@ Description: A role Converger assumes to deliver into this account.
 Parameters:
   TargetArn:
     Type: String
-    Description: The queue, event bus, stream or topic ARN the channel sends to.
+    Description: The ARN the channel sends to (its queue, event bus, stream, topic, delivery stream or state machine; for S3, arn:aws:s3:::<bucket>/<key prefix>*).
   SendAction:
     Type: String
-    AllowedValues: [sqs:SendMessage, events:PutEvents, kinesis:PutRecord, sns:Publish]
+    AllowedValues: [sqs:SendMessage, events:PutEvents, kinesis:PutRecord, sns:Publish, firehose:PutRecord, states:StartExecution, s3:PutObject]
   KmsKeyArn:
     Type: String
     Default: ""

@@ -20,10 +20,13 @@ pub enum ChannelType {
     AwsEventbridge,
     AwsKinesis,
     AwsSns,
+    AwsFirehose,
+    AwsStepfunctions,
+    AwsS3,
 }
 
 impl ChannelType {
-    pub const ALL: [ChannelType; 11] = [
+    pub const ALL: [ChannelType; 14] = [
         Self::Webhook,
         Self::Echo,
         Self::WhatsappMeta,
@@ -35,6 +38,9 @@ impl ChannelType {
         Self::AwsEventbridge,
         Self::AwsKinesis,
         Self::AwsSns,
+        Self::AwsFirehose,
+        Self::AwsStepfunctions,
+        Self::AwsS3,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -50,6 +56,9 @@ impl ChannelType {
             Self::AwsEventbridge => "aws_eventbridge",
             Self::AwsKinesis => "aws_kinesis",
             Self::AwsSns => "aws_sns",
+            Self::AwsFirehose => "aws_firehose",
+            Self::AwsStepfunctions => "aws_stepfunctions",
+            Self::AwsS3 => "aws_s3",
         }
     }
 }

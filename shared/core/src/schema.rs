@@ -55,7 +55,8 @@ impl PayloadSchema {
                     )));
                 }
             }
-            Value::Bool(_) => {}
+            // `true` and `false` are schemas too, but a catalog's type is described by an
+            // object (and `false` would refuse every payload).
             _ => return Err(Invalid::new("`schema` must be a JSON Schema object")),
         }
         let validator = jsonschema::options()
@@ -188,7 +189,8 @@ mod tests {
             let e = PayloadSchema::compile(&bad).unwrap_err();
             assert!(e.message().contains(word), "{bad}: {e}");
         }
-        assert!(PayloadSchema::compile(&json!(true)).is_ok());
+        assert!(PayloadSchema::compile(&json!(true)).is_err());
+        assert!(PayloadSchema::compile(&json!({})).is_ok());
         assert!(PayloadSchema::compile(&json!({"$schema": DRAFT_2020_12})).is_ok());
     }
 

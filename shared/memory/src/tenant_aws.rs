@@ -115,6 +115,9 @@ fn not_found(service: Service) -> (&'static str, u16) {
         Service::Sqs => ("AWS.SimpleQueueService.NonExistentQueue", 400),
         Service::EventBridge | Service::Kinesis => ("ResourceNotFoundException", 400),
         Service::Sns => ("NotFound", 404),
+        Service::Firehose => ("ResourceNotFoundException", 400),
+        Service::StepFunctions => ("StateMachineDoesNotExist", 400),
+        Service::S3 => ("NoSuchBucket", 404),
     }
 }
 

@@ -42,6 +42,19 @@ fn query_request(authorization: Option<&str>, body: &[u8]) -> Option<(String, St
     Some((service.to_owned(), action.to_owned()))
 }
 
+/// The service and operation of a REST request (S3's): the credential scope's service, and the
+/// operation its method implies on an object (`PUT` is `PutObject`).
+fn rest_request(authorization: Option<&str>, method: &str) -> Option<(String, String)> {
+    let scope = authorization?.split("Credential=").nth(1)?;
+    let service = scope.split('/').nth(3)?;
+    let op = match (service, method) {
+        ("s3", "PUT") => "PutObject",
+        ("s3", "GET") => "GetObject",
+        (_, m) => m,
+    };
+    Some((service.to_owned(), op.to_owned()))
+}
+
 /// The units one DynamoDB request implies, from its JSON body (see [`Tally::units`]).
 pub fn dynamodb_units(operation: &str, body: &[u8]) -> f64 {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
@@ -122,6 +135,10 @@ pub fn classify(target: &str) -> (String, String) {
         "events"
     } else if prefix.starts_with("Kinesis_") {
         "kinesis"
+    } else if prefix.starts_with("Firehose_") {
+        "firehose"
+    } else if prefix.starts_with("AWSStepFunctions") {
+        "states"
     } else {
         prefix
     };
@@ -224,6 +241,7 @@ impl Intercept for RequestCounter {
                 request.headers().get("authorization"),
                 body.unwrap_or_default(),
             )
+            .or_else(|| rest_request(request.headers().get("authorization"), request.method()))
             .unwrap_or_else(|| classify("unknown.unknown")),
         };
         self.record_key(key, body);

@@ -43,6 +43,9 @@ enum Client {
     Events(aws_sdk_eventbridge::Client),
     Kinesis(aws_sdk_kinesis::Client),
     Sns(aws_sdk_sns::Client),
+    Firehose(aws_sdk_firehose::Client),
+    Sfn(aws_sdk_sfn::Client),
+    S3(aws_sdk_s3::Client),
 }
 
 struct Session {
@@ -238,6 +241,20 @@ impl StsTenantAws {
             Service::EventBridge => build!(aws_sdk_eventbridge, Events),
             Service::Kinesis => build!(aws_sdk_kinesis, Kinesis),
             Service::Sns => build!(aws_sdk_sns, Sns),
+            Service::Firehose => build!(aws_sdk_firehose, Firehose),
+            Service::StepFunctions => build!(aws_sdk_sfn, Sfn),
+            Service::S3 => {
+                let mut b = aws_sdk_s3::config::Builder::from(&self.config)
+                    .region(region)
+                    .credentials_provider(creds)
+                    // An endpoint of its own (the local emulator) takes the bucket in the
+                    // path; AWS's own, in the host name.
+                    .force_path_style(self.config.endpoint_url().is_some());
+                for i in &self.send_interceptors {
+                    b.push_interceptor(i.clone());
+                }
+                Client::S3(aws_sdk_s3::Client::from_conf(b.build()))
+            }
         };
         session.clients.insert(key, client.clone());
         client
@@ -367,6 +384,76 @@ async fn send_with(client: Client, m: &AwsMessage<'_>) -> Result<AwsReceipt, Aws
                     status: None,
                 }),
             }
+        }
+        Client::Firehose(c) => {
+            let record = aws_sdk_firehose::types::Record::builder()
+                .data(aws_smithy_types::Blob::new(m.body.as_bytes()))
+                .build()
+                .map_err(|e| missing(&e.to_string()))?;
+            let name = d
+                .target
+                .rsplit_once("deliverystream/")
+                .map(|(_, n)| n)
+                .unwrap_or(&d.target);
+            let out = c
+                .put_record()
+                .delivery_stream_name(name)
+                .record(record)
+                .send()
+                .await
+                .map_err(|e| failure(Stage::Send, &e))?;
+            Ok(AwsReceipt {
+                message_id: Some(out.record_id),
+                sequence_number: None,
+            })
+        }
+        Client::Sfn(c) => {
+            let started = c
+                .start_execution()
+                .state_machine_arn(&d.target)
+                // The delivery's own name: a start repeated after a crash is refused.
+                .name(m.deduplication_id)
+                .input(m.body)
+                .send()
+                .await;
+            match started {
+                Ok(out) => Ok(AwsReceipt {
+                    message_id: Some(out.execution_arn),
+                    sequence_number: None,
+                }),
+                // Started by an earlier attempt whose answer was lost: it is there.
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|se| se.is_execution_already_exists()) =>
+                {
+                    Ok(AwsReceipt {
+                        message_id: Some(format!("{} (started before)", m.deduplication_id)),
+                        sequence_number: None,
+                    })
+                }
+                Err(e) => Err(failure(Stage::Send, &e)),
+            }
+        }
+        Client::S3(c) => {
+            let mut req = c
+                .put_object()
+                .bucket(&d.target)
+                .key(converger_core::aws::object_key(
+                    &d.key_prefix,
+                    m.deduplication_id,
+                ))
+                .content_type("application/json")
+                .body(aws_sdk_s3::primitives::ByteStream::from(
+                    m.body.as_bytes().to_vec(),
+                ));
+            for (name, value) in m.attributes {
+                req = req.metadata(*name, value);
+            }
+            let out = req.send().await.map_err(|e| failure(Stage::Send, &e))?;
+            Ok(AwsReceipt {
+                message_id: out.e_tag,
+                sequence_number: None,
+            })
         }
         Client::Kinesis(c) => {
             let out = c

@@ -142,6 +142,12 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
         ("aws_eventbridge_first_try", "tenant:events/PutEvents"),
         ("aws_kinesis_first_try", "tenant:kinesis/PutRecord"),
         ("aws_sns_first_try", "tenant:sns/Publish"),
+        ("aws_firehose_first_try", "tenant:firehose/PutRecord"),
+        (
+            "aws_stepfunctions_first_try",
+            "tenant:states/StartExecution",
+        ),
+        ("aws_s3_first_try", "tenant:s3/PutObject"),
     ] {
         let aws = &cases[case]["per_delivery"];
         assert_eq!(aws[send], 1.0, "{case}: {line}");

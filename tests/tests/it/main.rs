@@ -9,6 +9,7 @@ mod adapters;
 mod api;
 mod api_client;
 mod aws_channels;
+mod aws_destinations;
 mod batch;
 mod bench;
 mod browser;

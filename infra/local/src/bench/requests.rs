@@ -249,6 +249,36 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             deliveries: o.deliveries,
             warm: o.warm,
         },
+        Case {
+            name: "aws_firehose_first_try",
+            channel: aws_channel(stack, &t, Service::Firehose).await?,
+            receiver: None,
+            burst: 1,
+            event_type: None,
+            done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
+            warm: o.warm,
+        },
+        Case {
+            name: "aws_stepfunctions_first_try",
+            channel: aws_channel(stack, &t, Service::StepFunctions).await?,
+            receiver: None,
+            burst: 1,
+            event_type: None,
+            done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
+            warm: o.warm,
+        },
+        Case {
+            name: "aws_s3_first_try",
+            channel: aws_channel(stack, &t, Service::S3).await?,
+            receiver: None,
+            burst: 1,
+            event_type: None,
+            done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
+            warm: o.warm,
+        },
     ];
     // A deadline only: under the test command the emulator is shared by every test at once,
     // and a post once took longer than 10 s there.
@@ -361,6 +391,13 @@ pub(super) async fn aws_channel(
                     format!("arn:aws:kinesis:eu-west-1:{TENANT_ACCOUNT}:stream/{name}")
                 }
                 Service::Sns => format!("arn:aws:sns:eu-west-1:{TENANT_ACCOUNT}:{name}"),
+                Service::Firehose => {
+                    format!("arn:aws:firehose:eu-west-1:{TENANT_ACCOUNT}:deliverystream/{name}")
+                }
+                Service::StepFunctions => {
+                    format!("arn:aws:states:eu-west-1:{TENANT_ACCOUNT}:stateMachine:{name}")
+                }
+                Service::S3 => name.clone(),
             };
             memory
                 .tenant_aws
@@ -372,6 +409,9 @@ pub(super) async fn aws_channel(
     };
     let mut config = Map::new();
     config.insert(service.target_key().into(), json!(target));
+    if service == Service::S3 {
+        config.insert("region".into(), json!("eu-west-1"));
+    }
     config.insert("role_arn".into(), json!(role));
     super::channel_of(
         &stack.pipeline,
@@ -424,6 +464,60 @@ async fn emulator_target(stack: &Stack, service: Service, name: &str) -> Result<
             .map_err(|e| fail(&e))?
             .topic_arn
             .ok_or("no topic ARN")?,
+        Service::S3 | Service::Firehose => {
+            let s3 = aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(&tenant)
+                    .force_path_style(true)
+                    .build(),
+            );
+            s3.create_bucket()
+                .bucket(name)
+                .create_bucket_configuration(
+                    aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                        .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
+                        .build(),
+                )
+                .send()
+                .await
+                .map_err(|e| fail(&e))?;
+            if service == Service::S3 {
+                name.to_owned()
+            } else {
+                let destination =
+                    aws_sdk_firehose::types::ExtendedS3DestinationConfiguration::builder()
+                        .role_arn(format!(
+                            "arn:aws:iam::{TENANT_ACCOUNT}:role/converger-delivery"
+                        ))
+                        .bucket_arn(format!("arn:aws:s3:::{name}"))
+                        .build()
+                        .map_err(|e| fail(&e))?;
+                aws_sdk_firehose::Client::new(&tenant)
+                    .create_delivery_stream()
+                    .delivery_stream_name(name)
+                    .extended_s3_destination_configuration(destination)
+                    .send()
+                    .await
+                    .map_err(|e| fail(&e))?
+                    .delivery_stream_arn
+                    .ok_or("no delivery stream ARN")?
+            }
+        }
+        Service::StepFunctions => {
+            aws_sdk_sfn::Client::new(&tenant)
+                .create_state_machine()
+                .name(name)
+                .role_arn(format!(
+                    "arn:aws:iam::{TENANT_ACCOUNT}:role/converger-delivery"
+                ))
+                .definition(
+                    json!({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": true}}})
+                        .to_string(),
+                )
+                .send()
+                .await
+                .map_err(|e| fail(&e))?
+                .state_machine_arn
+        }
     };
     Ok(target)
 }

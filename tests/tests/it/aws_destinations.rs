@@ -1,0 +1,234 @@
+//! The AWS destinations past queues and streams, on the emulator: an S3 object per delivery
+//! under the channel's prefix, a Firehose record, a Step Functions execution named after its
+//! delivery. Each is sent into a second account (the tenant's) as the channel's role, and
+//! read back there; a missing bucket or state machine dead-letters at its first attempt.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use converger_tests::TestStack;
+use converger_tests::client::{Tenant, is_settled};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const TENANT_ACCOUNT: &str = "222233334444";
+const ROLE: &str = "arn:aws:iam::222233334444:role/converger-delivery";
+const REGION: &str = "eu-west-1";
+
+async fn channel(t: &Tenant<'_>, kind: &str, config: Value) -> (String, String) {
+    let mut config = config;
+    config["role_arn"] = json!(ROLE);
+    let c = t
+        .create_channel(json!({
+            "type": kind, "name": kind, "config": config,
+            "retry_policy": {"max_attempts": 3, "backoff": "fixed", "base_ms": 200},
+        }))
+        .await
+        .unwrap();
+    (c.channel.id, c.signing_secret)
+}
+
+fn verifies(secret: &str, id: &str, ts: &str, body: &str, signature: &str) -> bool {
+    let signer = converger_core::signing::Signer::new(secret).unwrap();
+    signature
+        .split(' ')
+        .any(|s| s == signer.sign(id, ts.parse().unwrap(), body.as_bytes()))
+}
+
+#[tokio::test]
+async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
+    let t = TestStack::on_emulator().await;
+    let a = t.new_tenant("default").await;
+    let tenant = t.account(TENANT_ACCOUNT, REGION).await;
+    let name = format!("dst-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&tenant)
+            .force_path_style(true)
+            .build(),
+    );
+    let bucket = format!("{name}-objects");
+    let firehose_bucket = format!("{name}-firehose");
+    for b in [&bucket, &firehose_bucket] {
+        s3.create_bucket()
+            .bucket(b)
+            .create_bucket_configuration(
+                aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    let firehose = aws_sdk_firehose::Client::new(&tenant);
+    let stream_arn = firehose
+        .create_delivery_stream()
+        .delivery_stream_name(&name)
+        .extended_s3_destination_configuration(
+            aws_sdk_firehose::types::ExtendedS3DestinationConfiguration::builder()
+                .role_arn(ROLE)
+                .bucket_arn(format!("arn:aws:s3:::{firehose_bucket}"))
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .delivery_stream_arn
+        .unwrap();
+    let sfn = aws_sdk_sfn::Client::new(&tenant);
+    let machine = sfn
+        .create_state_machine()
+        .name(&name)
+        .role_arn(ROLE)
+        .definition(
+            json!({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": true}}})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn;
+
+    let (s3_ch, s3_secret) = channel(
+        &a,
+        "aws_s3",
+        json!({"bucket": bucket, "region": REGION, "key_prefix": "converger/"}),
+    )
+    .await;
+    let (firehose_ch, _) = channel(
+        &a,
+        "aws_firehose",
+        json!({"delivery_stream_arn": stream_arn}),
+    )
+    .await;
+    let (sfn_ch, _) = channel(
+        &a,
+        "aws_stepfunctions",
+        json!({"state_machine_arn": machine}),
+    )
+    .await;
+    let (no_bucket, _) = channel(
+        &a,
+        "aws_s3",
+        json!({"bucket": format!("{name}-missing"), "region": REGION}),
+    )
+    .await;
+    let (no_machine, _) = channel(
+        &a,
+        "aws_stepfunctions",
+        json!({"state_machine_arn": format!("arn:aws:states:{REGION}:{TENANT_ACCOUNT}:stateMachine:{name}-missing")}),
+    )
+    .await;
+    // Settings that do not fit are refused when written.
+    let refused = a
+        .create_channel(json!({"type": "aws_s3", "name": "bad",
+            "config": {"bucket": "Not_A_Bucket", "region": REGION, "role_arn": ROLE}}))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, "invalid_config");
+
+    let (_, ingested) = a
+        .post_activity(json!({
+            "conversation_id": "conv-d",
+            "event_type": "order.paid",
+            "channel_ids": [s3_ch, firehose_ch, sfn_ch, no_bucket, no_machine],
+            "payload": {"text": "hello"},
+        }))
+        .await
+        .unwrap();
+    let mut ids = std::collections::HashMap::new();
+    for d in &ingested.deliveries {
+        let d = a
+            .wait_delivery(&d.id, Duration::from_secs(90), is_settled)
+            .await;
+        if d.channel_id == no_bucket || d.channel_id == no_machine {
+            assert_eq!((d.status.as_str(), d.attempts), ("failed", 1), "{d:?}");
+            let error = d.last_error.clone().unwrap();
+            assert!(error.contains("the target does not exist"), "{error}");
+        } else {
+            assert_eq!((d.status.as_str(), d.attempts), ("sent", 1), "{d:?}");
+        }
+        ids.insert(d.channel_id.clone(), d.id.clone());
+    }
+
+    // S3: one object under the prefix, named after the delivery; the signed body, with the
+    // Standard Webhooks headers as its metadata.
+    let key = format!("converger/{}.json", ids[&s3_ch]);
+    let object = s3
+        .get_object()
+        .bucket(&bucket)
+        .key(&key)
+        .send()
+        .await
+        .unwrap();
+    let metadata = object.metadata().cloned().unwrap_or_default();
+    let body = String::from_utf8(object.body.collect().await.unwrap().to_vec()).unwrap();
+    let parsed: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(parsed["payload"]["text"], "hello");
+    assert_eq!(metadata["webhook-id"], ids[&s3_ch]);
+    assert_eq!(metadata["event-type"], "order.paid");
+    assert!(verifies(
+        &s3_secret,
+        &ids[&s3_ch],
+        &metadata["webhook-timestamp"],
+        &body,
+        &metadata["webhook-signature"],
+    ));
+
+    // Firehose: one record, a line, delivered by the stream into its bucket.
+    let listed = s3
+        .list_objects_v2()
+        .bucket(&firehose_bucket)
+        .send()
+        .await
+        .unwrap();
+    let keys: Vec<String> = listed
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_owned))
+        .collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let records = s3
+        .get_object()
+        .bucket(&firehose_bucket)
+        .key(&keys[0])
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .to_vec();
+    let line = String::from_utf8(records).unwrap();
+    assert!(line.ends_with('\n'), "{line}");
+    let record: Value = serde_json::from_str(line.trim_end()).unwrap();
+    assert_eq!(record["id"], ids[&firehose_ch].as_str());
+    assert_eq!(record["event_type"], "order.paid");
+
+    // Step Functions: one execution, named after the delivery, the record as its input.
+    let executions = sfn
+        .list_executions()
+        .state_machine_arn(&machine)
+        .send()
+        .await
+        .unwrap()
+        .executions;
+    assert_eq!(executions.len(), 1);
+    assert_eq!(executions[0].name, ids[&sfn_ch]);
+    let input = sfn
+        .describe_execution()
+        .execution_arn(&executions[0].execution_arn)
+        .send()
+        .await
+        .unwrap()
+        .input
+        .unwrap();
+    let input: Value = serde_json::from_str(&input).unwrap();
+    assert_eq!(input["id"], ids[&sfn_ch].as_str());
+    assert_eq!(input["conversation_id"], "conv-d");
+
+    let violations = t.stack.iam_violations();
+    assert!(violations.is_empty(), "{violations:?}");
+    t.stop().await;
+}
