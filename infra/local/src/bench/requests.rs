@@ -465,13 +465,19 @@ async fn emulator_target(stack: &Stack, service: Service, name: &str) -> Result<
             .topic_arn
             .ok_or("no topic ARN")?,
         Service::S3 | Service::Firehose => {
+            // The stream's own bucket beside the S3 case's.
+            let bucket = if service == Service::S3 {
+                name.to_owned()
+            } else {
+                format!("{name}-fh")
+            };
             let s3 = aws_sdk_s3::Client::from_conf(
                 aws_sdk_s3::config::Builder::from(&tenant)
                     .force_path_style(true)
                     .build(),
             );
             s3.create_bucket()
-                .bucket(name)
+                .bucket(&bucket)
                 .create_bucket_configuration(
                     aws_sdk_s3::types::CreateBucketConfiguration::builder()
                         .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
@@ -479,16 +485,16 @@ async fn emulator_target(stack: &Stack, service: Service, name: &str) -> Result<
                 )
                 .send()
                 .await
-                .map_err(|e| fail(&e))?;
+                .map_err(|e| fail(&aws_sdk_s3::error::DisplayErrorContext(e)))?;
             if service == Service::S3 {
-                name.to_owned()
+                bucket
             } else {
                 let destination =
                     aws_sdk_firehose::types::ExtendedS3DestinationConfiguration::builder()
                         .role_arn(format!(
                             "arn:aws:iam::{TENANT_ACCOUNT}:role/converger-delivery"
                         ))
-                        .bucket_arn(format!("arn:aws:s3:::{name}"))
+                        .bucket_arn(format!("arn:aws:s3:::{bucket}"))
                         .build()
                         .map_err(|e| fail(&e))?;
                 aws_sdk_firehose::Client::new(&tenant)
