@@ -32,7 +32,7 @@ fn requirements() -> PathBuf {
     root().join("infra/local/requirements.txt")
 }
 
-async fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
+pub async fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
     let out = cmd
         .output()
         .await
@@ -51,10 +51,10 @@ async fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
 
 /// A lock held by creating a directory, so that parallel test processes set the virtualenv
 /// up once.
-struct DirLock(PathBuf);
+pub struct DirLock(PathBuf);
 
 impl DirLock {
-    async fn take(path: PathBuf) -> Result<Self, String> {
+    pub async fn take(path: PathBuf) -> Result<Self, String> {
         let start = Instant::now();
         loop {
             match std::fs::create_dir(&path) {
@@ -130,7 +130,7 @@ pub async fn ensure_fuzz_tools() -> Result<PathBuf, String> {
 
 /// `infra/local/requirements-<name>.txt` installed into the project virtualenv, once per
 /// version of that file.
-async fn ensure_requirements(name: &str) -> Result<PathBuf, String> {
+pub async fn ensure_requirements(name: &str) -> Result<PathBuf, String> {
     let venv = ensure_venv().await?;
     let file = root().join(format!("infra/local/requirements-{name}.txt"));
     let reqs = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;

@@ -6,6 +6,7 @@ pub mod bus_tap;
 pub mod capacity;
 pub mod cfn;
 pub mod chaos;
+pub mod clients;
 pub mod demo;
 pub mod emulator;
 pub mod fuzz;

@@ -219,6 +219,9 @@ async fn test(args: &[String]) -> Result<(), String> {
         // The fuzzing's tools go into the same virtualenv: here, not while an emulator
         // starts from it.
         emulator::ensure_fuzz_tools().await?;
+        // The clients' tests run them against a stack: their packages, here too.
+        converger_local::clients::ensure_python_tools().await?;
+        converger_local::clients::ensure_node_tools().await?;
         ensure_browser().await
     };
     let rust = async {
@@ -567,6 +570,7 @@ async fn main() -> ExitCode {
         Some("bench") => converger_local::bench::run(&args[1..]).await,
         Some("chaos") => converger_local::chaos::run(&args[1..]).await,
         Some("fuzz") => converger_local::fuzz::run(&args[1..]).await,
+        Some("clients") => converger_local::clients::run_command(&args[1..]).await,
         Some("release-check") => converger_local::release::run(&args[1..]).await,
         Some("--demo") => run(true).await,
         None => run(false).await,
@@ -577,6 +581,7 @@ async fn main() -> ExitCode {
             println!("{}", converger_local::bench::USAGE);
             println!("{}", converger_local::chaos::USAGE);
             println!("{}", converger_local::fuzz::USAGE);
+            println!("{}", converger_local::clients::USAGE);
             println!("{}", converger_local::release::USAGE);
             Ok(())
         }

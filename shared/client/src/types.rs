@@ -34,7 +34,7 @@ pub struct Channel {
     pub circuit_breaker: Value,
     pub auto_disable: Value,
     pub middleware: Value,
-    /// Which activities it wants (`docs/filters.md`), when it has a filter.
+    /// Which activities it wants (`docs/channels/filters.md`), when it has a filter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<Value>,
     #[serde(default)]

@@ -1,6 +1,6 @@
 //! A channel's filter: which of the activities it is sent it wants. Decided once, when an
 //! activity fans out to its channels; a delivery it does not want is recorded `filtered` and
-//! never attempted (`docs/filters.md`).
+//! never attempted (`docs/channels/filters.md`).
 //!
 //! A filter is a JSON object whose every key must hold:
 //! - `"payload": {"<path>": <test>, ...}`: each dot path of the payload passes its test;

@@ -96,7 +96,7 @@ pub struct ChannelView {
     /// `{"type": "transform", "script"}` or `{"type": "halt", "if", "reason"}`.
     #[schema(value_type = Vec<Object>)]
     pub middleware: Vec<converger_core::middleware::Step>,
-    /// Which activities it wants, when it has a filter (`docs/filters.md`).
+    /// Which activities it wants, when it has a filter (`docs/channels/filters.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub filter: Option<Value>,

@@ -17,6 +17,7 @@ mod bulk;
 mod channels;
 mod charts;
 mod checks;
+mod clients;
 mod e2e;
 mod email;
 mod event_types;

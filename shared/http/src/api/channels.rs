@@ -37,7 +37,7 @@ pub(crate) struct NewChannel {
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     middleware: Value,
-    /// Which activities it wants (`docs/filters.md`): `{"payload": {"kind": "order"}}`. One
+    /// Which activities it wants (`docs/channels/filters.md`): `{"payload": {"kind": "order"}}`. One
     /// it does not want is recorded `filtered` and never sent.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]

@@ -1,0 +1,288 @@
+from http import HTTPStatus
+from typing import Any, cast
+from urllib.parse import quote
+
+import httpx
+
+from ...client import AuthenticatedClient, Client
+from ...types import Response, UNSET
+from ... import errors
+
+from ...models.batch_results import BatchResults
+from ...models.error_body import ErrorBody
+from ...models.new_activity_batch import NewActivityBatch
+from ...types import UNSET, Unset
+from typing import cast
+
+
+
+def _get_kwargs(
+    *,
+    body: NewActivityBatch,
+    idempotency_key: str | Unset = UNSET,
+
+) -> dict[str, Any]:
+    headers: dict[str, Any] = {}
+    if not isinstance(idempotency_key, Unset):
+        headers["Idempotency-Key"] = idempotency_key
+
+
+
+    
+
+    
+
+    _kwargs: dict[str, Any] = {
+        "method": "post",
+        "url": "/api/v1/activities/batch",
+    }
+
+    _kwargs["json"] = body.to_dict()
+
+    headers["Content-Type"] = "application/json"
+
+    _kwargs["headers"] = headers
+    return _kwargs
+
+
+
+def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Any | BatchResults | ErrorBody | None:
+    if response.status_code == 200:
+        response_200 = BatchResults.from_dict(response.json())
+
+
+
+        return response_200
+
+    if response.status_code == 400:
+        response_400 = ErrorBody.from_dict(response.json())
+
+
+
+        return response_400
+
+    if response.status_code == 401:
+        response_401 = ErrorBody.from_dict(response.json())
+
+
+
+        return response_401
+
+    if response.status_code == 403:
+        response_403 = ErrorBody.from_dict(response.json())
+
+
+
+        return response_403
+
+    if response.status_code == 404:
+        response_404 = ErrorBody.from_dict(response.json())
+
+
+
+        return response_404
+
+    if response.status_code == 409:
+        response_409 = ErrorBody.from_dict(response.json())
+
+
+
+        return response_409
+
+    if response.status_code == 413:
+        response_413 = cast(Any, None)
+        return response_413
+
+    if response.status_code == 415:
+        response_415 = ErrorBody.from_dict(response.json())
+
+
+
+        return response_415
+
+    if response.status_code == 422:
+        response_422 = cast(Any, None)
+        return response_422
+
+    if response.status_code == 429:
+        response_429 = ErrorBody.from_dict(response.json())
+
+
+
+        return response_429
+
+    if response.status_code == 503:
+        response_503 = ErrorBody.from_dict(response.json())
+
+
+
+        return response_503
+
+    if client.raise_on_unexpected_status:
+        raise errors.UnexpectedStatus(response.status_code, response.content)
+    else:
+        return None
+
+
+def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Response) -> Response[Any | BatchResults | ErrorBody]:
+    return Response(
+        status_code=HTTPStatus(response.status_code),
+        content=response.content,
+        headers=response.headers,
+        parsed=_parse_response(client=client, response=response),
+    )
+
+
+def sync_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+    body: NewActivityBatch,
+    idempotency_key: str | Unset = UNSET,
+
+) -> Response[Any | BatchResults | ErrorBody]:
+    """ Send up to 100 activities
+
+     Each item is taken as `POST /api/v1/activities` takes one (its own `id` for idempotency, its own
+    checks) and answered in order: the activity with its deliveries, or the item's own error. More than
+    100 items, or a body over 5 MiB, refuses the whole request and writes nothing. With an `Idempotency-
+    Key`, an item without an `id` is named after the key and its position. A batch counts as one request
+    against the API key's rate limit.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (NewActivityBatch): Up to 100 activities, each as `POST /api/v1/activities` takes
+            one.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | BatchResults | ErrorBody]
+     """
+
+
+    kwargs = _get_kwargs(
+        body=body,
+idempotency_key=idempotency_key,
+
+    )
+
+    response = client.get_httpx_client().request(
+        **kwargs,
+    )
+
+    return _build_response(client=client, response=response)
+
+def sync(
+    *,
+    client: AuthenticatedClient | Client,
+    body: NewActivityBatch,
+    idempotency_key: str | Unset = UNSET,
+
+) -> Any | BatchResults | ErrorBody | None:
+    """ Send up to 100 activities
+
+     Each item is taken as `POST /api/v1/activities` takes one (its own `id` for idempotency, its own
+    checks) and answered in order: the activity with its deliveries, or the item's own error. More than
+    100 items, or a body over 5 MiB, refuses the whole request and writes nothing. With an `Idempotency-
+    Key`, an item without an `id` is named after the key and its position. A batch counts as one request
+    against the API key's rate limit.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (NewActivityBatch): Up to 100 activities, each as `POST /api/v1/activities` takes
+            one.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | BatchResults | ErrorBody
+     """
+
+
+    return sync_detailed(
+        client=client,
+body=body,
+idempotency_key=idempotency_key,
+
+    ).parsed
+
+async def asyncio_detailed(
+    *,
+    client: AuthenticatedClient | Client,
+    body: NewActivityBatch,
+    idempotency_key: str | Unset = UNSET,
+
+) -> Response[Any | BatchResults | ErrorBody]:
+    """ Send up to 100 activities
+
+     Each item is taken as `POST /api/v1/activities` takes one (its own `id` for idempotency, its own
+    checks) and answered in order: the activity with its deliveries, or the item's own error. More than
+    100 items, or a body over 5 MiB, refuses the whole request and writes nothing. With an `Idempotency-
+    Key`, an item without an `id` is named after the key and its position. A batch counts as one request
+    against the API key's rate limit.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (NewActivityBatch): Up to 100 activities, each as `POST /api/v1/activities` takes
+            one.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Response[Any | BatchResults | ErrorBody]
+     """
+
+
+    kwargs = _get_kwargs(
+        body=body,
+idempotency_key=idempotency_key,
+
+    )
+
+    response = await client.get_async_httpx_client().request(
+        **kwargs
+    )
+
+    return _build_response(client=client, response=response)
+
+async def asyncio(
+    *,
+    client: AuthenticatedClient | Client,
+    body: NewActivityBatch,
+    idempotency_key: str | Unset = UNSET,
+
+) -> Any | BatchResults | ErrorBody | None:
+    """ Send up to 100 activities
+
+     Each item is taken as `POST /api/v1/activities` takes one (its own `id` for idempotency, its own
+    checks) and answered in order: the activity with its deliveries, or the item's own error. More than
+    100 items, or a body over 5 MiB, refuses the whole request and writes nothing. With an `Idempotency-
+    Key`, an item without an `id` is named after the key and its position. A batch counts as one request
+    against the API key's rate limit.
+
+    Args:
+        idempotency_key (str | Unset):
+        body (NewActivityBatch): Up to 100 activities, each as `POST /api/v1/activities` takes
+            one.
+
+    Raises:
+        errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
+        httpx.TimeoutException: If the request takes longer than Client.timeout.
+
+    Returns:
+        Any | BatchResults | ErrorBody
+     """
+
+
+    return (await asyncio_detailed(
+        client=client,
+body=body,
+idempotency_key=idempotency_key,
+
+    )).parsed

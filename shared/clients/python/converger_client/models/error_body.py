@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar, BinaryIO, TextIO, TYPE_CHECKING, Generator
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
+
+from typing import cast
+
+if TYPE_CHECKING:
+  from ..models.error_detail import ErrorDetail
+
+
+
+
+
+T = TypeVar("T", bound="ErrorBody")
+
+
+
+@_attrs_define
+class ErrorBody:
+    """ Every refusal: a stable code and a message for people.
+
+        Attributes:
+            error (ErrorDetail):
+     """
+
+    error: ErrorDetail
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+
+
+
+
+    def to_dict(self) -> dict[str, Any]:
+        from ..models.error_detail import ErrorDetail # noqa: PLC0415
+        error = self.error.to_dict()
+
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update({
+            "error": error,
+        })
+
+        return field_dict
+
+
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.error_detail import ErrorDetail # noqa: PLC0415
+        d = dict(src_dict)
+        error = ErrorDetail.from_dict(d.pop("error"))
+
+
+
+
+        error_body = cls(
+            error=error,
+        )
+
+
+        error_body.additional_properties = d
+        return error_body
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties
