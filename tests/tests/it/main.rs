@@ -19,6 +19,7 @@ mod charts;
 mod checks;
 mod clients;
 mod e2e;
+mod egress;
 mod email;
 mod event_types;
 mod events;
