@@ -51,7 +51,10 @@ fn fixed_egress_puts_the_callers_of_receivers_behind_two_nat_addresses() {
     // own Elastic IP in a public subnet of that zone.
     for zone in ["A", "B"] {
         let assoc = &res[format!("EgressPrivateSubnet{zone}Routes").as_str()]["Properties"];
-        assert_eq!(reference(&assoc["SubnetId"]), format!("EgressPrivateSubnet{zone}"));
+        assert_eq!(
+            reference(&assoc["SubnetId"]),
+            format!("EgressPrivateSubnet{zone}")
+        );
         let table = reference(&assoc["RouteTableId"]);
         let route = &res[format!("EgressPrivateDefaultRoute{zone}").as_str()]["Properties"];
         assert_eq!(reference(&route["RouteTableId"]), table);
@@ -59,7 +62,10 @@ fn fixed_egress_puts_the_callers_of_receivers_behind_two_nat_addresses() {
         let nat = reference(&route["NatGatewayId"]);
         assert_eq!(nat, format!("EgressNat{zone}"));
         let nat = &res[nat.as_str()]["Properties"];
-        assert_eq!(reference(&nat["SubnetId"]), format!("EgressPublicSubnet{zone}"));
+        assert_eq!(
+            reference(&nat["SubnetId"]),
+            format!("EgressPublicSubnet{zone}")
+        );
         let allocation = tagged(&nat["AllocationId"], "!GetAtt").as_str().unwrap();
         assert_eq!(allocation, format!("EgressAddress{zone}.AllocationId"));
         let zone_of = |subnet: &str| res[subnet]["Properties"]["AvailabilityZone"].clone();

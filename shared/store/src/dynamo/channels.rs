@@ -3,10 +3,13 @@
 use super::*;
 use converger_core::Timestamp;
 
-/// The condition of every tenant write to a channel: it exists, is the tenant's, and was not
-/// deleted.
-const LIVE_CHANNEL: &str =
-    "attribute_exists(id) AND tenant_id = :tenant AND attribute_not_exists(deleted_at)";
+/// `u` under the condition of every tenant write to a channel: it exists, is the tenant's,
+/// and was not deleted.
+fn live_channel(u: Update, tenant: &TenantId) -> Update {
+    u.when_exists("id")
+        .when_eq("tenant_id", s(tenant.as_str()))
+        .when_absent("deleted_at")
+}
 
 #[async_trait]
 impl ChannelStore for DynamoStore {
@@ -24,92 +27,56 @@ impl ChannelStore for DynamoStore {
         patch: &ChannelPatch,
         now: Timestamp,
     ) -> StoreResult<Option<Channel>> {
-        let mut sets = vec!["updated_at = :now".to_owned()];
-        let mut values: Vec<(&str, AttributeValue)> =
-            vec![(":now", s(now.rfc3339())), (":tenant", s(tenant.as_str()))];
+        let mut u = Update::new().set("updated_at", s(now.rfc3339()));
         if let Some(name) = &patch.name {
-            sets.push("#name = :name".into());
-            values.push((":name", s(name.as_str())));
+            u = u.set("name", s(name.as_str()));
         }
         if let Some(config) = &patch.config {
-            sets.push("config = :config".into());
-            values.push((":config", to_av(config)?));
+            u = u.set("config", to_av(config)?);
         }
         if let Some(active) = patch.active {
-            sets.push("active = :active".into());
-            values.push((":active", AttributeValue::Bool(active)));
+            u = u.set("active", AttributeValue::Bool(active));
         }
         if let Some(policy) = &patch.retry_policy {
-            sets.push("retry_policy = :policy".into());
-            values.push((":policy", to_av(policy)?));
+            u = u.set("retry_policy", to_av(policy)?);
         }
         if let Some(cb) = &patch.circuit_breaker {
-            sets.push("circuit_breaker = :cb".into());
-            values.push((":cb", to_av(cb)?));
+            u = u.set("circuit_breaker", to_av(cb)?);
         }
         if let Some(ad) = &patch.auto_disable {
-            sets.push("auto_disable = :ad".into());
-            values.push((":ad", to_av(ad)?));
+            u = u.set("auto_disable", to_av(ad)?);
         }
-        let mut removes = Vec::new();
+        // An empty list, or no filter, is stored as no attribute.
         match &patch.event_types {
-            Some(types) if !types.is_empty() => {
-                sets.push("event_types = :et".into());
-                values.push((":et", to_av(types)?));
-            }
-            Some(_) => removes.push("event_types"),
+            Some(types) if !types.is_empty() => u = u.set("event_types", to_av(types)?),
+            Some(_) => u = u.remove("event_types"),
             None => {}
         }
         match &patch.filter {
-            Some(Some(f)) => {
-                sets.push("#filter = :filter".into());
-                values.push((":filter", to_av(f)?));
-            }
-            Some(None) => removes.push("#filter"),
+            Some(Some(f)) => u = u.set("filter", to_av(f)?),
+            Some(None) => u = u.remove("filter"),
             None => {}
         }
         match &patch.middleware {
-            Some(steps) if !steps.is_empty() => {
-                sets.push("middleware = :mw".into());
-                values.push((":mw", to_av(steps)?));
-            }
-            Some(_) => removes.push("middleware"),
+            Some(steps) if !steps.is_empty() => u = u.set("middleware", to_av(steps)?),
+            Some(_) => u = u.remove("middleware"),
             None => {}
         }
         if patch.active == Some(true) {
-            removes.push("disabled_at");
-            removes.push("disabled_reason");
+            u = u.remove_each(["disabled_at", "disabled_reason"]);
         }
         match &patch.rate_limit {
-            Some(Some(rl)) => {
-                sets.push("rate_limit = :rl".into());
-                values.push((":rl", s(rl.to_string())));
-            }
-            Some(None) => removes.push("rate_limit"),
+            Some(Some(rl)) => u = u.set("rate_limit", s(rl.to_string())),
+            Some(None) => u = u.remove("rate_limit"),
             None => {}
         }
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.channels)
-            .key("id", s(id.as_str()))
-            .update_expression(if removes.is_empty() {
-                format!("SET {}", sets.join(", "))
-            } else {
-                format!("SET {} REMOVE {}", sets.join(", "), removes.join(", "))
-            })
-            .condition_expression(LIVE_CHANNEL)
-            .return_values(ReturnValue::AllNew);
-        if patch.name.is_some() {
-            req = req.expression_attribute_names("#name", "name");
-        }
-        // `filter` is one of DynamoDB's reserved words.
-        if patch.filter.is_some() {
-            req = req.expression_attribute_names("#filter", "filter");
-        }
-        for (k, v) in values {
-            req = req.expression_attribute_values(k, v);
-        }
+        let req = live_channel(u, tenant).apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.channels)
+                .key("id", s(id.as_str()))
+                .return_values(ReturnValue::AllNew),
+        );
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
@@ -165,32 +132,23 @@ impl ChannelStore for DynamoStore {
         rotation: &SecretRotation,
         now: Timestamp,
     ) -> StoreResult<Option<Channel>> {
-        let (expr, retiring) = if rotation.retiring.is_empty() {
-            (
-                "SET signing_secret = :new, updated_at = :now REMOVE retiring_secrets",
-                None,
-            )
+        let u = Update::new()
+            .set("signing_secret", s(rotation.secret.as_str()))
+            .set("updated_at", s(now.rfc3339()));
+        let u = if rotation.retiring.is_empty() {
+            u.remove("retiring_secrets")
         } else {
-            (
-                "SET signing_secret = :new, retiring_secrets = :ret, updated_at = :now",
-                Some(to_av(&rotation.retiring)?),
-            )
+            u.set("retiring_secrets", to_av(&rotation.retiring)?)
         };
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.channels)
-            .key("id", s(id.as_str()))
-            .update_expression(expr)
-            .condition_expression(format!("{LIVE_CHANNEL} AND signing_secret = :old"))
-            .expression_attribute_values(":tenant", s(tenant.as_str()))
-            .expression_attribute_values(":old", s(rotation.replaces.as_str()))
-            .expression_attribute_values(":new", s(rotation.secret.as_str()))
-            .expression_attribute_values(":now", s(now.rfc3339()))
-            .return_values(ReturnValue::AllNew);
-        if let Some(r) = retiring {
-            req = req.expression_attribute_values(":ret", r);
-        }
+        let req = live_channel(u, tenant)
+            .when_eq("signing_secret", s(rotation.replaces.as_str()))
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.channels)
+                    .key("id", s(id.as_str()))
+                    .return_values(ReturnValue::AllNew),
+            );
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
@@ -205,21 +163,18 @@ impl ChannelStore for DynamoStore {
         now: Timestamp,
         expires_at: i64,
     ) -> StoreResult<Option<Channel>> {
-        let req = self
-            .client
-            .update_item()
-            .table_name(&self.res.channels)
-            .key("id", s(id.as_str()))
-            .update_expression(
-                "SET deleted_at = :now, updated_at = :now, #active = :no, expires_at = :exp",
-            )
-            .condition_expression(LIVE_CHANNEL)
-            .expression_attribute_names("#active", "active")
-            .expression_attribute_values(":tenant", s(tenant.as_str()))
-            .expression_attribute_values(":now", s(now.rfc3339()))
-            .expression_attribute_values(":no", AttributeValue::Bool(false))
-            .expression_attribute_values(":exp", n(expires_at))
-            .return_values(ReturnValue::AllNew);
+        let u = Update::new()
+            .set("deleted_at", s(now.rfc3339()))
+            .set("updated_at", s(now.rfc3339()))
+            .set("active", AttributeValue::Bool(false))
+            .set("expires_at", n(expires_at));
+        let req = live_channel(u, tenant).apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.channels)
+                .key("id", s(id.as_str()))
+                .return_values(ReturnValue::AllNew),
+        );
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
