@@ -218,20 +218,19 @@ impl HealthStore for DynamoStore {
         at: &str,
         reason: &str,
     ) -> StoreResult<Option<Channel>> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.channels)
-            .key("id", s(id.as_str()))
-            .update_expression(
-                "SET active = :no, disabled_at = :at, disabled_reason = :why, updated_at = :at",
+        let r = Update::new()
+            .set("active", AttributeValue::Bool(false))
+            .set("disabled_at", s(at))
+            .set("disabled_reason", s(reason))
+            .set("updated_at", s(at))
+            .when_eq("active", AttributeValue::Bool(true))
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.channels)
+                    .key("id", s(id.as_str()))
+                    .return_values(ReturnValue::AllNew),
             )
-            .condition_expression("active = :yes")
-            .expression_attribute_values(":no", AttributeValue::Bool(false))
-            .expression_attribute_values(":yes", AttributeValue::Bool(true))
-            .expression_attribute_values(":at", s(at))
-            .expression_attribute_values(":why", s(reason))
-            .return_values(ReturnValue::AllNew)
             .send()
             .await;
         match r {
@@ -247,20 +246,19 @@ impl HealthStore for DynamoStore {
         url: Option<&str>,
         channel: Option<&ChannelId>,
     ) -> StoreResult<Option<Tenant>> {
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.tenants)
-            .key("pk", s(id.as_str()))
-            .condition_expression("attribute_exists(pk)")
-            .return_values(ReturnValue::AllNew);
-        req = match (url, channel) {
-            (Some(u), Some(c)) => req
-                .update_expression("SET alert_webhook_url = :u, alert_channel_id = :c")
-                .expression_attribute_values(":u", s(u))
-                .expression_attribute_values(":c", s(c.as_str())),
-            _ => req.update_expression("REMOVE alert_webhook_url, alert_channel_id"),
+        let u = match (url, channel) {
+            (Some(u), Some(c)) => Update::new()
+                .set("alert_webhook_url", s(u))
+                .set("alert_channel_id", s(c.as_str())),
+            _ => Update::new().remove_each(["alert_webhook_url", "alert_channel_id"]),
         };
+        let req = u.when_exists("pk").apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.tenants)
+                .key("pk", s(id.as_str()))
+                .return_values(ReturnValue::AllNew),
+        );
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
