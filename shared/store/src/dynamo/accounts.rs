@@ -22,8 +22,9 @@ impl AccountStore for DynamoStore {
         self.update_user(
             realm,
             email,
-            "SET password_hash = :h, sessions_after = :at",
-            vec![(":h", s(hash)), (":at", n(now_ms() / 1000))],
+            super::Update::new()
+                .set("password_hash", s(hash))
+                .set("sessions_after", n(now_ms() / 1000)),
         )
         .await
     }
@@ -32,8 +33,7 @@ impl AccountStore for DynamoStore {
         self.update_user(
             realm,
             email,
-            "SET sessions_after = :at",
-            vec![(":at", n(at_s))],
+            super::Update::new().set("sessions_after", n(at_s)),
         )
         .await
     }
@@ -139,19 +139,16 @@ impl AccountStore for DynamoStore {
             .condition_expression("attribute_not_exists(pk)")
             .build()
             .map_err(build)?;
-        let mut update = Update::builder()
-            .table_name(&self.res.tenants)
-            .key("pk", s(tenant.as_str()))
-            .update_expression("SET api_key_hash = :new")
-            .expression_attribute_values(":new", s(new_hash));
-        update = match &old {
-            Some(h) => update
-                .condition_expression("api_key_hash = :old")
-                .expression_attribute_values(":old", s(h.as_str())),
-            None => update.condition_expression(
-                "attribute_exists(pk) AND attribute_not_exists(api_key_hash)",
-            ),
+        let u = super::Update::new().set("api_key_hash", s(new_hash));
+        let u = match &old {
+            Some(h) => u.when_eq("api_key_hash", s(h.as_str())),
+            None => u.when_exists("pk").when_absent("api_key_hash"),
         };
+        let update = u.apply_to_transaction(
+            Update::builder()
+                .table_name(&self.res.tenants)
+                .key("pk", s(tenant.as_str())),
+        );
         let mut tx = self
             .client
             .transact_write_items()
@@ -219,23 +216,13 @@ where
 
 impl DynamoStore {
     /// Updates an existing user item; `false` if there is no such user.
-    async fn update_user(
-        &self,
-        realm: Realm,
-        email: &str,
-        expr: &str,
-        values: Vec<(&str, AttributeValue)>,
-    ) -> StoreResult<bool> {
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.tenants)
-            .key("pk", s(user_key(realm, email)))
-            .update_expression(expr)
-            .condition_expression("attribute_exists(pk)");
-        for (k, v) in values {
-            req = req.expression_attribute_values(k, v);
-        }
+    async fn update_user(&self, realm: Realm, email: &str, u: super::Update) -> StoreResult<bool> {
+        let req = u.when_exists("pk").apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.tenants)
+                .key("pk", s(user_key(realm, email))),
+        );
         match req.send().await {
             Ok(_) => Ok(true),
             Err(e) if is_conditional(&e) => Ok(false),

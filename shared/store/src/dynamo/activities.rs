@@ -11,14 +11,15 @@ impl ActivityStore for DynamoStore {
         count: u64,
     ) -> StoreResult<u64> {
         let count = count.max(1);
-        let out = self
-            .client
-            .update_item()
-            .table_name(&self.res.activities)
-            .key("id", s(conversation_counter_key(tenant, conversation_id)))
-            .update_expression("ADD seq :count")
-            .expression_attribute_values(":count", n(count))
-            .return_values(ReturnValue::UpdatedNew)
+        let out = Update::new()
+            .add("seq", n(count))
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.activities)
+                    .key("id", s(conversation_counter_key(tenant, conversation_id)))
+                    .return_values(ReturnValue::UpdatedNew),
+            )
             .send()
             .await
             .map_err(sdk_err)?;

@@ -67,18 +67,16 @@ impl IdempotencyStore for DynamoStore {
         status: u16,
         body: &str,
     ) -> StoreResult<()> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.idempotency)
-            .key("pk", s(idempotency_key(tenant, key)))
-            .update_expression("SET #status = :st, #body = :b")
-            .condition_expression("fingerprint = :f")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_names("#body", "body")
-            .expression_attribute_values(":st", n(status))
-            .expression_attribute_values(":b", s(body))
-            .expression_attribute_values(":f", s(fingerprint))
+        let r = Update::new()
+            .set("status", n(status))
+            .set("body", s(body))
+            .when_eq("fingerprint", s(fingerprint))
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.idempotency)
+                    .key("pk", s(idempotency_key(tenant, key))),
+            )
             .send()
             .await;
         match r {

@@ -181,16 +181,16 @@ impl LaneStore for DynamoStore {
     }
 
     async fn set_held(&self, lane: &str, holder: &DeliveryId, held: bool) -> StoreResult<bool> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.lanes)
-            .key("pk", s(lane))
-            .key("sk", s(LANE_HEAD))
-            .update_expression("SET held = :held")
-            .condition_expression("holder = :h")
-            .expression_attribute_values(":h", s(holder.as_str()))
-            .expression_attribute_values(":held", AttributeValue::Bool(held))
+        let r = Update::new()
+            .set("held", AttributeValue::Bool(held))
+            .when_eq("holder", s(holder.as_str()))
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.lanes)
+                    .key("pk", s(lane))
+                    .key("sk", s(LANE_HEAD)),
+            )
             .send()
             .await;
         match r {

@@ -55,15 +55,16 @@ impl TenantStore for DynamoStore {
         id: &TenantId,
         tier: converger_core::Tier,
     ) -> StoreResult<Option<Tenant>> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.tenants)
-            .key("pk", s(id.as_str()))
-            .update_expression("SET tier = :tier")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_values(":tier", s(tier.as_str()))
-            .return_values(ReturnValue::AllNew)
+        let r = Update::new()
+            .set("tier", s(tier.as_str()))
+            .when_exists("pk")
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.tenants)
+                    .key("pk", s(id.as_str()))
+                    .return_values(ReturnValue::AllNew),
+            )
             .send()
             .await;
         match r {
@@ -78,18 +79,17 @@ impl TenantStore for DynamoStore {
         id: &TenantId,
         shards: u32,
     ) -> StoreResult<Option<Tenant>> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.tenants)
-            .key("pk", s(id.as_str()))
-            .update_expression("SET delivery_shards = :n")
-            .condition_expression(
-                "attribute_exists(pk) AND (attribute_not_exists(delivery_shards) \
-                 OR delivery_shards <= :n)",
+        let r = Update::new()
+            .set("delivery_shards", n(shards))
+            .when_exists("pk")
+            .when_cmp("delivery_shards", Cmp::Le, n(shards), true)
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.tenants)
+                    .key("pk", s(id.as_str()))
+                    .return_values(ReturnValue::AllNew),
             )
-            .expression_attribute_values(":n", n(shards))
-            .return_values(ReturnValue::AllNew)
             .send()
             .await;
         match r {
@@ -192,24 +192,18 @@ impl DynamoStore {
         value: Option<AttributeValue>,
         if_absent: bool,
     ) -> StoreResult<Option<Tenant>> {
-        let req = self
-            .client
-            .update_item()
-            .table_name(&self.res.tenants)
-            .key("pk", s(id.as_str()))
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_names("#a", attr)
-            .return_values(ReturnValue::AllNew);
-        let req = match value {
-            Some(v) => req
-                .update_expression(if if_absent {
-                    "SET #a = if_not_exists(#a, :v)"
-                } else {
-                    "SET #a = :v"
-                })
-                .expression_attribute_values(":v", v),
-            None => req.update_expression("REMOVE #a"),
+        let u = match value {
+            Some(v) if if_absent => Update::new().set_if_absent(attr, v),
+            Some(v) => Update::new().set(attr, v),
+            None => Update::new().remove(attr),
         };
+        let req = u.when_exists("pk").apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.tenants)
+                .key("pk", s(id.as_str()))
+                .return_values(ReturnValue::AllNew),
+        );
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
