@@ -129,6 +129,15 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
     let subscribed = Receiver::always(200).await?;
     let flaky = Receiver::start(flaky_script, Reply::status(200)).await?;
     let dead = Receiver::always(503).await?;
+    // An endpoint behind OAuth 2.0 client credentials, and its token endpoint.
+    let behind_oauth = Receiver::always(200).await?;
+    let idp = Receiver::start(
+        vec![],
+        Reply::status(200)
+            .header("content-type", "application/json")
+            .body(r#"{"access_token": "bench-token", "token_type": "Bearer", "expires_in": 3600}"#),
+    )
+    .await?;
     let list = vec![
         Case {
             name: "first_try",
@@ -208,6 +217,24 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             done: (DeliveryStatus::Failed, 3),
             deliveries: o.retried,
             warm: 0,
+        },
+        Case {
+            name: "oauth2_first_try",
+            channel: super::channel_of(
+                p,
+                &t,
+                converger_core::ChannelType::Webhook,
+                json!({"url": behind_oauth.url, "auth": {
+                    "type": "oauth2_client_credentials", "token_url": idp.url,
+                    "client_id": "bench", "client_secret": "bench-secret"}}),
+            )
+            .await?,
+            receiver: Some(behind_oauth),
+            burst: 1,
+            event_type: None,
+            done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
+            warm: o.warm,
         },
         Case {
             name: "aws_sqs_first_try",
@@ -358,6 +385,14 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         let takes = converger_http::limits::SHARED_TAKES.load(Ordering::Relaxed) - takes_before;
         line["api_rate_limit_takes_per_call"] =
             json!((takes as f64 / case.deliveries.max(1) as f64 * 100.0).round() / 100.0);
+        if case.name == "oauth2_first_try" {
+            // Token requests, the warm-up's included: one per instance and hour, whatever the
+            // deliveries.
+            let sent = (case.warm + case.deliveries).max(1) as f64;
+            line["token_requests"] = json!(idp.count());
+            line["token_requests_per_delivery"] =
+                json!((idp.count() as f64 / sent * 1000.0).round() / 1000.0);
+        }
         out.insert(case.name.into(), line);
     }
     Ok(Value::Object(out))
