@@ -622,6 +622,34 @@ fn uuid_like() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
+/// A delivery read through the typed client until it settles (neither pending nor paused),
+/// for at most 30 s (a deadline only: it answers as it stands then).
+pub async fn settled_delivery(
+    api: &converger_client::Client,
+    id: &str,
+) -> converger_client::Delivery {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let d = api.delivery(id).await.expect("the delivery reads");
+        if d.is_settled() || Instant::now() > deadline {
+            return d;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Whether `signature` (a `webhook-signature` value) holds a signature of `body` for message
+/// `id` at `ts` under the channel's `secret`.
+pub fn verifies(secret: &str, id: &str, ts: &str, body: &str, signature: &str) -> bool {
+    let signer = converger_core::signing::Signer::new(secret).expect("a signing secret");
+    let Ok(ts) = ts.parse() else {
+        return false;
+    };
+    signature
+        .split(' ')
+        .any(|s| s == signer.sign(id, ts, body.as_bytes()))
+}
+
 /// Polls `check` every 200 ms until it holds (`true`) or `timeout` passes (`false`).
 pub async fn wait_until<F: std::future::Future<Output = bool>>(
     timeout: Duration,

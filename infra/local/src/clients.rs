@@ -3,7 +3,7 @@
 //! file, and `infra/local/requirements-clients.txt` in the project virtualenv), and the one
 //! command that regenerates both (`converger-local clients`).
 
-use crate::emulator::{self, DirLock, root, run, venv_bin};
+use crate::emulator::{self, DirLock, on_path, root, run, venv_bin};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use tokio::process::Command;
@@ -18,11 +18,6 @@ pub fn typescript_dir() -> PathBuf {
 /// The Python client's directory (the generated package is `converger_client` in it).
 pub fn python_dir() -> PathBuf {
     root().join("shared/clients/python")
-}
-
-fn on_path(name: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }
 
 /// Node.js and npm (Debian's packages, installed when missing) and the TypeScript client's

@@ -20,6 +20,12 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| root().join("target"))
 }
 
+/// Whether a program of that name is on `PATH`.
+pub fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
 pub fn venv_dir() -> PathBuf {
     root().join(".local/venv")
 }

@@ -5,6 +5,7 @@
 //!   cargo run --release -p converger-local -- bench <scenario> [options]
 //!   cargo run -p converger-local -- chaos <scenario> [options]
 
+use converger_local::emulator::on_path;
 use converger_local::{Every, Stack, StackOptions, emulator};
 use converger_pipeline::PipelineConfig;
 use std::net::SocketAddr;
@@ -134,11 +135,6 @@ async fn status(cmd: &mut Command, what: &str) -> Result<(), String> {
     } else {
         Err(format!("{what} failed ({st})"))
     }
-}
-
-fn on_path(name: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }
 
 /// The browser tests drive a headless Chromium through chromedriver: Debian's packages,

@@ -4,8 +4,8 @@
 //! read back there; a missing bucket or state machine dead-letters at its first attempt.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_tests::TestStack;
 use converger_tests::client::{Tenant, is_settled};
+use converger_tests::{TestStack, verifies};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -24,13 +24,6 @@ async fn channel(t: &Tenant<'_>, kind: &str, config: Value) -> (String, String) 
         .await
         .unwrap();
     (c.channel.id, c.signing_secret)
-}
-
-fn verifies(secret: &str, id: &str, ts: &str, body: &str, signature: &str) -> bool {
-    let signer = converger_core::signing::Signer::new(secret).unwrap();
-    signature
-        .split(' ')
-        .any(|s| s == signer.sign(id, ts.parse().unwrap(), body.as_bytes()))
 }
 
 #[tokio::test]

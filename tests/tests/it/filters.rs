@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_client::{BatchResult, Client, DeliveryQuery, Error, NewActivity, NewChannel};
-use converger_tests::{Receiver, TestStack, wait_until};
+use converger_tests::{Receiver, TestStack, settled_delivery as settled, wait_until};
 use serde_json::{Map, Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn activity(channel: &str, payload: Value) -> NewActivity {
     NewActivity {
@@ -30,17 +30,6 @@ async fn channel(api: &Client, url: &str, settings: Value) -> String {
     .unwrap()
     .channel
     .id
-}
-
-async fn settled(api: &Client, id: &str) -> converger_client::Delivery {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let d = api.delivery(id).await.unwrap();
-        if d.is_settled() || Instant::now() > deadline {
-            return d;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn code(r: Result<impl std::fmt::Debug, Error>) -> (u16, String) {

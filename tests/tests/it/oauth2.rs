@@ -5,9 +5,8 @@
 
 use converger_client::{Client, NewActivity, NewChannel};
 use converger_local::receiver::Reply;
-use converger_tests::{Receiver, TestStack};
+use converger_tests::{Receiver, TestStack, settled_delivery as settled};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 
 fn token(name: &str) -> Reply {
     Reply::status(200)
@@ -50,17 +49,6 @@ async fn post(api: &Client, ch: &str, payload: Value) -> String {
     .deliveries[0]
         .id
         .clone()
-}
-
-async fn settled(api: &Client, id: &str) -> converger_client::Delivery {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let d = api.delivery(id).await.unwrap();
-        if d.is_settled() || Instant::now() > deadline {
-            return d;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn header(r: &converger_local::receiver::Received, name: &str) -> String {

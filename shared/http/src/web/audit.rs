@@ -1,12 +1,11 @@
 //! The audit log page.
 
 use super::layout::{layout, short_time};
-use super::scope::{TenantQuery, tenant_choices};
+use super::scope::{TenantQuery, one_tenant};
 use super::session::{Viewer, prefix};
 use crate::AppState;
 use axum::extract::{Query, State};
 use axum::response::Response;
-use converger_core::TenantId;
 use converger_core::web::Realm;
 use maud::html;
 use serde_json::Value;
@@ -16,15 +15,7 @@ pub(super) async fn audit(
     v: Viewer,
     Query(q): Query<TenantQuery>,
 ) -> Response {
-    let tenants = tenant_choices(&state, &v).await;
-    let tenant: Option<TenantId> = match v.own_tenant() {
-        Some(t) => Some(t.clone()),
-        None => q
-            .tenant
-            .as_deref()
-            .and_then(|t| TenantId::parse(t).ok())
-            .or_else(|| tenants.first().map(|t| t.id.clone())),
-    };
+    let (tenants, tenant) = one_tenant(&state, &v, &q).await;
     let entries = match &tenant {
         Some(t) => state
             .pipeline

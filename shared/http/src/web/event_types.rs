@@ -2,12 +2,11 @@
 //! and its payload schema.
 
 use super::layout::{layout, short_time};
-use super::scope::{TenantQuery, tenant_choices};
+use super::scope::{TenantQuery, one_tenant};
 use super::session::Viewer;
 use crate::AppState;
 use axum::extract::{Query, State};
 use axum::response::Response;
-use converger_core::TenantId;
 use converger_core::web::Realm;
 use maud::html;
 
@@ -19,15 +18,7 @@ pub(super) async fn event_types(
     v: Viewer,
     Query(q): Query<TenantQuery>,
 ) -> Response {
-    let tenants = tenant_choices(&state, &v).await;
-    let tenant: Option<TenantId> = match v.own_tenant() {
-        Some(t) => Some(t.clone()),
-        None => q
-            .tenant
-            .as_deref()
-            .and_then(|t| TenantId::parse(t).ok())
-            .or_else(|| tenants.first().map(|t| t.id.clone())),
-    };
+    let (tenants, tenant) = one_tenant(&state, &v, &q).await;
     let (types, more) = match &tenant {
         Some(t) => state
             .pipeline

@@ -20,6 +20,28 @@ pub(super) async fn tenant_choices(
     }
 }
 
+/// The tenant a one-tenant page shows, with the operators' choices: a portal user's own,
+/// whatever the URL says; for operators the one the URL names, else the first.
+pub(super) async fn one_tenant(
+    state: &AppState,
+    v: &Viewer,
+    q: &TenantQuery,
+) -> (
+    std::sync::Arc<Vec<converger_ports::Tenant>>,
+    Option<converger_core::TenantId>,
+) {
+    let tenants = tenant_choices(state, v).await;
+    let tenant = match v.own_tenant() {
+        Some(t) => Some(t.clone()),
+        None => q
+            .tenant
+            .as_deref()
+            .and_then(|t| converger_core::TenantId::parse(t).ok())
+            .or_else(|| tenants.first().map(|t| t.id.clone())),
+    };
+    (tenants, tenant)
+}
+
 /// The tenants a page shows: a portal user's own, whatever the URL says; for operators the
 /// one the URL names, else every tenant.
 pub(super) async fn tenants_in_scope(
