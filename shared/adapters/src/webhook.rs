@@ -210,8 +210,10 @@ impl Adapter for WebhookAdapter {
             .unwrap_or(u64::try_from(target.timeout.as_millis()).unwrap_or(MAX_TIMEOUT_MS))
             .min(MAX_TIMEOUT_MS);
         let timeout = Duration::from_millis(timeout_ms);
-        let body = serde_json::to_vec(&cfg.body.value(crate::body_parts(&env)))
-            .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
+        let body = bytes::Bytes::from(
+            serde_json::to_vec(&cfg.body.value(crate::body_parts(&env)))
+                .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?,
+        );
         let ts = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
@@ -240,6 +242,7 @@ impl Adapter for WebhookAdapter {
             if let Some(t) = bearer {
                 req = req.header("authorization", format!("Bearer {t}"));
             }
+            // A second send (a refused token) shares the bytes: no copy of the body.
             req.body(body.clone())
         };
         let auth = cfg

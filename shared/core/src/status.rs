@@ -120,7 +120,7 @@ pub struct Transition {
     pub revived: bool,
     /// Replayed by someone (its `retry_count` grew).
     pub replayed: bool,
-    /// Recorded `filtered`: its channel's filter did not want it.
+    /// Recorded `filtered` (only ever at its creation: a filter decides at ingest).
     pub filtered: bool,
     /// Filtered no more: retried by hand, to be attempted.
     pub unfiltered: bool,

@@ -92,15 +92,6 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
             ..Counts::default()
         };
         out.counts.extend(usage(new, created_ms, created));
-    } else if t.filtered {
-        out.counts.extend(usage(
-            new,
-            created_ms,
-            Counts {
-                filtered: 1,
-                ..Counts::default()
-            },
-        ));
     }
     if t.unfiltered {
         out.counts.push(health(1, 0));
