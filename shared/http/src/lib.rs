@@ -95,6 +95,11 @@ impl AppState {
         self
     }
 
+    /// Forgets a cached tenant (after this instance changed what its requests read of it).
+    pub fn forget_tenant(&self, id: &converger_core::TenantId) {
+        self.keys.remove(id);
+    }
+
     fn cached_tenant(&self, id: &converger_core::TenantId) -> Option<Tenant> {
         self.keys.get(id)
     }

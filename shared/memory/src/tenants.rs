@@ -125,6 +125,9 @@ impl TenantStore for MemStore {
         self.update_tenant(id, |t| t.aws_external_id = Some(external_id.to_owned()))
             .await
     }
+    async fn mark_typed_events(&self, id: &TenantId) -> StoreResult<Option<Tenant>> {
+        self.update_tenant(id, |t| t.typed_events = true).await
+    }
 }
 
 impl MemStore {

@@ -46,6 +46,7 @@ pub const MAX_PAGE: usize = 500;
 pub struct EventTypes<'p> {
     pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) store: &'p dyn converger_ports::EventTypeStore,
+    pub(crate) tenants: &'p dyn converger_ports::TenantStore,
     pub(crate) cache: &'p crate::cache::ChannelCache,
 }
 
@@ -54,6 +55,7 @@ impl<'p> EventTypes<'p> {
         Self {
             clock: &*p.clock,
             store: &*p.store,
+            tenants: &*p.store,
             cache: &p.cache,
         }
     }
@@ -100,11 +102,24 @@ impl EventTypes<'_> {
             created_at: now.clone(),
             updated_at: now,
         };
+        if t.schema.is_some() {
+            self.typed(tenant).await?;
+        }
         if !self.store.create_event_type(&t).await? {
             return Err(EventTypeError::Exists(t.name));
         }
         self.cache.forget_schema(tenant, &t.name);
         Ok(t)
+    }
+
+    /// Marks `tenant`'s activities for the schema check, before a schema is stored (a crash
+    /// between the two leaves a mark whose lookups find no schema: a cost, not a hole).
+    async fn typed(&self, tenant: &TenantId) -> Result<(), EventTypeError> {
+        self.tenants
+            .mark_typed_events(tenant)
+            .await?
+            .map(drop)
+            .ok_or(EventTypeError::NotFound)
     }
 
     pub async fn get(
@@ -163,6 +178,9 @@ impl EventTypes<'_> {
             }
             t.version += 1;
             t.updated_at = self.clock.now().rfc3339();
+            if t.schema.is_some() {
+                self.typed(tenant).await?;
+            }
             if self.store.replace_event_type(&t).await? {
                 self.cache.forget_schema(tenant, name);
                 return Ok(t);

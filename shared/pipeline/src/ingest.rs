@@ -287,8 +287,10 @@ impl Intake<'_> {
         origin: Origin,
     ) -> Result<Checked, IngestError> {
         let targets = validate(&new, origin == Origin::Bot)?;
-        // A tenant's activity of a type with a payload schema must fit it.
+        // A tenant's activity of a type with a payload schema must fit it (looked up only for
+        // a tenant that has had one).
         if origin == Origin::Tenant
+            && tenant.typed_events
             && let Some(event_type) = &new.event_type
             && let Some(schema) = self.cache.payload_schema(&tenant.id, event_type).await?
             && let Err(problems) = schema.check(&new.payload)

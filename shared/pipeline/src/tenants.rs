@@ -176,6 +176,7 @@ impl Tenants<'_> {
             email_senders: Vec::new(),
             ses_tenant: None,
             aws_external_id: Some(converger_core::aws::new_external_id()),
+            typed_events: false,
         };
         let key = new_api_key();
         self.tenants

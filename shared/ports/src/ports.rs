@@ -102,6 +102,9 @@ pub trait TenantStore: Send + Sync + 'static {
         id: &TenantId,
         external_id: &str,
     ) -> StoreResult<Option<Tenant>>;
+    /// Marks a tenant's activities as checked against payload schemas
+    /// ([`Tenant::typed_events`]); the tenant as it is now.
+    async fn mark_typed_events(&self, id: &TenantId) -> StoreResult<Option<Tenant>>;
     /// Sets a tenant's listing shards to `n` unless it has more already (they only grow: a
     /// listing reads every shard a delivery may be in); `None` if the tenant does not exist.
     async fn grow_tenant_delivery_shards(

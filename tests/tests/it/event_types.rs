@@ -63,6 +63,24 @@ async fn a_catalog_of_typed_payloads_checks_each_activity_at_ingest() {
     let rx = Receiver::always(200).await.unwrap();
     let ch = webhook(&api, &rx.url).await;
 
+    // Until a type has a schema, the tenant's activities look nothing up.
+    let tenant_id = converger_core::TenantId::parse(&a.id).unwrap();
+    let typed = || async {
+        t.stack
+            .store
+            .get_tenant(&tenant_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .typed_events
+    };
+    api.create_event_type(&NewEventType {
+        name: "order.created".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert!(!typed().await);
     let created = api
         .create_event_type(&NewEventType {
             name: "order.paid".into(),
@@ -73,6 +91,7 @@ async fn a_catalog_of_typed_payloads_checks_each_activity_at_ingest() {
         .await
         .unwrap();
     assert_eq!(created.schema, Some(order_schema()));
+    assert!(typed().await, "a schema marks the tenant");
     assert_eq!(
         api.event_type("order.paid").await.unwrap().schema,
         Some(order_schema()),
@@ -246,7 +265,7 @@ async fn a_catalog_of_typed_payloads_checks_each_activity_at_ingest() {
             None => break,
         }
     }
-    assert_eq!(names, ["a.first", "order.paid", "z.last"]);
-    assert_eq!(api.event_types(None).await.unwrap().data.len(), 3);
+    assert_eq!(names, ["a.first", "order.created", "order.paid", "z.last"]);
+    assert_eq!(api.event_types(None).await.unwrap().data.len(), 4);
     t.stop().await;
 }

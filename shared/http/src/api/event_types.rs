@@ -62,6 +62,8 @@ pub(crate) async fn create_event_type(
             },
         )
         .await?;
+    // Its first schema marks the tenant: this instance's next request reads the mark.
+    state.forget_tenant(&tenant.id);
     Ok((StatusCode::CREATED, Json(views::EventTypeView::of(&t))))
 }
 
@@ -124,6 +126,7 @@ pub(crate) async fn patch_event_type(
             },
         )
         .await?;
+    state.forget_tenant(&tenant.id);
     Ok(Json(views::EventTypeView::of(&t)))
 }
 

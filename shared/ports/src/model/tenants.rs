@@ -40,6 +40,10 @@ pub struct Tenant {
     /// made when first asked for (`GET /api/v1/aws-identity`), changed only by a rotation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aws_external_id: Option<String>,
+    /// A type of its event-type catalog has had a payload schema: its activities' event types
+    /// are looked up at ingest. Never cleared; a tenant without it pays no lookup.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub typed_events: bool,
 }
 
 /// The most listing shards a tenant may have.

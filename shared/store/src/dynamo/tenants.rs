@@ -170,6 +170,10 @@ impl TenantStore for DynamoStore {
         self.set_tenant_attr(id, "aws_external_id", Some(s(external_id)))
             .await
     }
+    async fn mark_typed_events(&self, id: &TenantId) -> StoreResult<Option<Tenant>> {
+        self.set_tenant_attr(id, "typed_events", Some(AttributeValue::Bool(true)))
+            .await
+    }
 }
 
 impl DynamoStore {

@@ -139,6 +139,7 @@ async fn fixture(backend: Backend) -> Fixture {
         email_senders: Vec::new(),
         ses_tenant: None,
         aws_external_id: None,
+        typed_events: false,
     };
     store.create_tenant(&tenant, "hash-1").await.unwrap();
     let channel = Channel::new(
