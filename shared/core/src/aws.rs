@@ -188,6 +188,17 @@ pub struct Destination {
     pub key_prefix: String,
 }
 
+impl Destination {
+    /// The target's own name: a delivery stream's (Firehose's `PutRecord` takes the name), a
+    /// state machine's, a bucket's; the last part of a queue URL or an ARN otherwise.
+    pub fn name(&self) -> &str {
+        self.target
+            .rsplit(['/', ':'])
+            .next()
+            .unwrap_or(&self.target)
+    }
+}
+
 /// A role that may be assumed: its ARN and its account.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Role {

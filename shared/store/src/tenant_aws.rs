@@ -390,14 +390,9 @@ async fn send_with(client: Client, m: &AwsMessage<'_>) -> Result<AwsReceipt, Aws
                 .data(aws_smithy_types::Blob::new(m.body.as_bytes()))
                 .build()
                 .map_err(|e| missing(&e.to_string()))?;
-            let name = d
-                .target
-                .rsplit_once("deliverystream/")
-                .map(|(_, n)| n)
-                .unwrap_or(&d.target);
             let out = c
                 .put_record()
-                .delivery_stream_name(name)
+                .delivery_stream_name(d.name())
                 .record(record)
                 .send()
                 .await

@@ -349,3 +349,46 @@ fn the_trace_context_rides_in_each_service_s_own_place() {
     let record: Value = serde_json::from_str(&stream.text).unwrap();
     assert_eq!(record["tracestate"], "congo=t61rcWkgMzE");
 }
+
+#[test]
+fn a_destination_names_its_target() {
+    let role = "arn:aws:iam::222233334444:role/r";
+    let name = |service: Service, key: &str, target: &str| {
+        let mut config = serde_json::Map::new();
+        config.insert(key.into(), target.into());
+        config.insert("role_arn".into(), role.into());
+        if service == Service::S3 {
+            config.insert("region".into(), "eu-west-1".into());
+        }
+        channel_config(service, &config)
+            .unwrap()
+            .destination
+            .name()
+            .to_owned()
+    };
+    assert_eq!(
+        name(
+            Service::Firehose,
+            "delivery_stream_arn",
+            "arn:aws:firehose:eu-west-1:222233334444:deliverystream/archive"
+        ),
+        "archive"
+    );
+    assert_eq!(
+        name(
+            Service::StepFunctions,
+            "state_machine_arn",
+            "arn:aws:states:eu-west-1:222233334444:stateMachine:flow"
+        ),
+        "flow"
+    );
+    assert_eq!(name(Service::S3, "bucket", "acme-events"), "acme-events");
+    assert_eq!(
+        name(
+            Service::Sqs,
+            "queue_url",
+            "https://sqs.eu-west-1.amazonaws.com/222233334444/q1"
+        ),
+        "q1"
+    );
+}

@@ -28,22 +28,35 @@ fn from_stored(mut item: Item) -> StoreResult<TenantEventType> {
     Ok(t)
 }
 
-#[async_trait]
-impl EventTypeStore for DynamoStore {
-    async fn create_event_type(&self, t: &TenantEventType) -> StoreResult<bool> {
-        let r = self
+type PutItem = aws_sdk_dynamodb::operation::put_item::builders::PutItemFluentBuilder;
+
+impl DynamoStore {
+    /// Writes `t` under the condition `when` adds: `false` when it does not hold.
+    async fn put_type(
+        &self,
+        t: &TenantEventType,
+        when: impl FnOnce(PutItem) -> PutItem,
+    ) -> StoreResult<bool> {
+        let put = self
             .client
             .put_item()
             .table_name(&self.res.event_types)
-            .set_item(Some(item(t)?))
-            .condition_expression("attribute_not_exists(tenant_id)")
-            .send()
-            .await;
-        match r {
+            .set_item(Some(item(t)?));
+        match when(put).send().await {
             Ok(_) => Ok(true),
             Err(e) if is_conditional(&e) => Ok(false),
             Err(e) => Err(sdk_err(e)),
         }
+    }
+}
+
+#[async_trait]
+impl EventTypeStore for DynamoStore {
+    async fn create_event_type(&self, t: &TenantEventType) -> StoreResult<bool> {
+        self.put_type(t, |p| {
+            p.condition_expression("attribute_not_exists(tenant_id)")
+        })
+        .await
     }
 
     async fn get_event_type(
@@ -65,20 +78,12 @@ impl EventTypeStore for DynamoStore {
     }
 
     async fn replace_event_type(&self, t: &TenantEventType) -> StoreResult<bool> {
-        let r = self
-            .client
-            .put_item()
-            .table_name(&self.res.event_types)
-            .set_item(Some(item(t)?))
-            .condition_expression("version = :was")
-            .expression_attribute_values(":was", n(t.version.saturating_sub(1)))
-            .send()
-            .await;
-        match r {
-            Ok(_) => Ok(true),
-            Err(e) if is_conditional(&e) => Ok(false),
-            Err(e) => Err(sdk_err(e)),
-        }
+        let was = n(t.version.saturating_sub(1));
+        self.put_type(t, |p| {
+            p.condition_expression("version = :was")
+                .expression_attribute_values(":was", was)
+        })
+        .await
     }
 
     async fn list_event_types(
