@@ -597,6 +597,19 @@ impl TestTables {
             .await
             .expect("the emulator starts");
         let config = converger_store::aws::load_config_for(Some(&endpoint)).await;
+        // The emulator answers one request at a time per table under the tests' parallel
+        // load, so one call may wait past the functions' 10 s attempt bound on a busy machine:
+        // the tests' own calls get a wider bound (the functions keep theirs).
+        let config = config
+            .to_builder()
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .connect_timeout(Duration::from_secs(10))
+                    .operation_attempt_timeout(Duration::from_secs(60))
+                    .operation_timeout(Duration::from_secs(120))
+                    .build(),
+            )
+            .build();
         let dynamodb = aws_sdk_dynamodb::Client::new(&config);
         let prefix = format!("t{}-", &uuid_like()[..12]);
         let resources = converger_local::tables::create_tables(&dynamodb, &prefix)

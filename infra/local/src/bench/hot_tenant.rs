@@ -293,7 +293,7 @@ async fn drive(
     }
     let refused = refused.load(std::sync::atomic::Ordering::Relaxed);
     receiver
-        .wait_for_unique(n - refused, Duration::from_secs(o.seconds + 120))
+        .wait_for_unique(n - refused, Duration::from_secs(o.seconds + 300))
         .await;
     let took = started.elapsed();
     if let Some(r) = refresher {
