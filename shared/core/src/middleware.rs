@@ -254,7 +254,7 @@ fn apply_steps(
         if let Step::Halt { .. } = step {
             continue; // it passed the payload on as it was
         }
-        let size = serde_json::to_vec(&current).map_or(usize::MAX, |b| b.len());
+        let size = json_size(&current);
         if size > MAX_OUTPUT_BYTES {
             return Err(failed(format!(
                 "the payload it left is {size} bytes, over {MAX_OUTPUT_BYTES}"
@@ -263,6 +263,22 @@ fn apply_steps(
         crate::payload::check(&current).map_err(|e| failed(e.0))?;
     }
     Ok(current)
+}
+
+/// The length of `v` as JSON, counted as it is written: no copy of the payload is made.
+fn json_size(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    serde_json::to_writer(&mut c, v).map_or(usize::MAX, |()| c.0)
 }
 
 /// `text` cut to [`MAX_ERROR_CHARS`]: a script's error text can be as long as its strings, and
@@ -337,7 +353,16 @@ fn run_step(step: &Step, payload: Value, meta: &Meta<'_>) -> Result<Value, Stop>
                         crate::payload::MAX_DEPTH
                     )));
                 }
-                rhai::serde::from_dynamic::<Value>(&out).map_err(|err| stop(*err))
+                let value = rhai::serde::from_dynamic::<Value>(&out).map_err(|err| stop(*err))?;
+                // The step's copy as JSON counts against its bound too: the engine's script
+                // and its conversion are the step's, whatever did the allocating.
+                if ALLOC_LIMIT.with(Cell::get).is_some_and(|l| allocated() > l) {
+                    return Err(Stop::Failed(format!(
+                        "allocated more than {} MB",
+                        MAX_STEP_ALLOC_BYTES >> 20
+                    )));
+                }
+                Ok(value)
             }),
         Step::Halt { condition, reason } => e
             .compile_expression_with_scope(&scope, condition)
