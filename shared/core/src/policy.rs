@@ -93,6 +93,13 @@ pub const ROW_WAIT_MS: i64 = 60_000;
 /// this time plus a lease slice. A row it finds settled, retrying or listed is left alone.
 pub const WATCH_DELAY_S: u32 = 15;
 
+/// Most client connections one websocket channel has open at once: each is a place a
+/// delivery may be pushed to, and the channel's token is often shipped to many devices, so
+/// one channel must not hold the API's connections (or its tenant's pushes) for everyone.
+/// Counted at `$connect` (the channel's first page of connections), so connections made at
+/// the same instant may pass it by a few.
+pub const MAX_CHANNEL_CONNECTIONS: usize = 100;
+
 /// The shortest time between two replays of one websocket connection: a client that sends
 /// replay frames in a loop pushes each waiting delivery once per interval, not once a frame.
 pub const SOCKET_REPLAY_INTERVAL_MS: i64 = 2_000;

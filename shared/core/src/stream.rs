@@ -47,6 +47,25 @@ impl Topic {
             )),
         }
     }
+
+    /// The topics a token is limited to: 1 to [`MAX_TOPICS`] of them, each as
+    /// [`Topic::parse`] takes it, repeats dropped, in order.
+    pub fn parse_limit(topics: &[String]) -> Result<Vec<Self>, Invalid> {
+        if topics.is_empty() || topics.len() > MAX_TOPICS {
+            return Err(Invalid::new(format!(
+                "`topics` names 1 to {MAX_TOPICS} topics (leave it out for every topic)"
+            )));
+        }
+        let mut out: Vec<Self> = Vec::with_capacity(topics.len());
+        for t in topics {
+            let t =
+                Self::parse(t).map_err(|e| Invalid::new(format!("`topics`: {}", e.message())))?;
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl std::fmt::Display for Topic {
@@ -219,6 +238,23 @@ pub fn route(detail_type: &str, detail: &Value) -> Option<Routed> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_tokens_topics_are_one_to_twenty_valid_topics() {
+        let ok = Topic::parse_limit(&[
+            "conversation:c1".into(),
+            "channel_health".into(),
+            "conversation:c1".into(),
+        ])
+        .unwrap();
+        assert_eq!(ok, [Topic::Conversation("c1".into()), Topic::ChannelHealth]);
+        assert!(Topic::parse_limit(&[]).is_err());
+        assert!(Topic::parse_limit(&["nope".into()]).is_err());
+        let many: Vec<String> = (0..=MAX_TOPICS)
+            .map(|i| format!("conversation:{i}"))
+            .collect();
+        assert!(Topic::parse_limit(&many).is_err());
+    }
     use serde_json::json;
 
     #[test]

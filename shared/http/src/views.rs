@@ -152,6 +152,16 @@ pub struct RetiringSecretView {
     pub signs_until: String,
 }
 
+/// What a live stream token is asked for with (the body is optional).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewStreamToken {
+    /// The only topics (`conversation:<id>`, `channel_health`) a connection made with the
+    /// token may follow, 1 to 20 of them; without it, any of the tenant's.
+    #[serde(default)]
+    pub topics: Option<Vec<String>>,
+}
+
 /// A token for the live stream (`docs/stream.md`): connect to the WebSocket API with
 /// `?token=<token>` before `expires_at`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

@@ -369,6 +369,9 @@ async fn connect(
             Err(e @ converger_pipeline::handoff::ConnectRefused::BadToken) => {
                 ws_response(401, &ws_error(ErrorCode::Unauthorized, e.to_string()))
             }
+            Err(e @ converger_pipeline::handoff::ConnectRefused::TooMany(_)) => {
+                ws_response(429, &ws_error(ErrorCode::TooManyConnections, e.to_string()))
+            }
         }
     }
 }

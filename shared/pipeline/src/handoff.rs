@@ -265,6 +265,8 @@ pub enum ConnectRefused {
     UnknownChannel,
     #[error("invalid token")]
     BadToken,
+    #[error("the channel has {0} client connections open, the most it may; close one first")]
+    TooMany(usize),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -295,6 +297,10 @@ impl Handoff<'_> {
         let cfg = socket_config(&ch.config).map_err(|_| ConnectRefused::BadToken)?;
         if !converger_core::secret::constant_time_eq(cfg.token.as_bytes(), token.as_bytes()) {
             return Err(ConnectRefused::BadToken);
+        }
+        let open = self.handoffs.channel_connections(&ch.id).await?.len();
+        if open >= converger_core::policy::MAX_CHANNEL_CONNECTIONS {
+            return Err(ConnectRefused::TooMany(open));
         }
         let now = self.clock.now();
         let c = Connection {

@@ -96,11 +96,13 @@ impl Streams<'_> {
     }
 
     /// A new token for `tenant`'s stream, good for [`TOKEN_TTL_S`] (only its hash is kept),
-    /// and only while the API key it was asked for with (`key_hash`) is the tenant's.
+    /// and only while the API key it was asked for with (`key_hash`) is the tenant's; with
+    /// `topics`, a connection made with it follows those and no others.
     pub async fn issue_token(
         &self,
         tenant: &TenantId,
         key_hash: Option<&str>,
+        topics: Option<&[Topic]>,
     ) -> StoreResult<IssuedToken> {
         let now = self.clock.now();
         let token = converger_core::secret::new_token();
@@ -112,6 +114,7 @@ impl Streams<'_> {
                     tenant_id: tenant.clone(),
                     expires_at: expires.secs(),
                     key_hash: key_hash.map(str::to_owned),
+                    topics: topics.map(|ts| ts.iter().map(ToString::to_string).collect()),
                 },
             )
             .await?;
@@ -132,6 +135,7 @@ impl Streams<'_> {
             return Err(StreamRefused::Disabled);
         }
         let now = self.clock.now();
+        let mut allowed_topics = None;
         let tenant = match auth {
             StreamAuth::ApiKey(key) => {
                 self.tenants
@@ -145,14 +149,17 @@ impl Streams<'_> {
                     .await?
                 {
                     // A token asked for with a key admits while that key is the tenant's.
-                    Some(t) => match &t.key_hash {
-                        Some(k) => self
-                            .tenants
-                            .api_key_tenant(k)
-                            .await?
-                            .filter(|id| *id == t.tenant_id),
-                        None => Some(t.tenant_id),
-                    },
+                    Some(t) => {
+                        allowed_topics = t.topics;
+                        match &t.key_hash {
+                            Some(k) => self
+                                .tenants
+                                .api_key_tenant(k)
+                                .await?
+                                .filter(|id| *id == t.tenant_id),
+                            None => Some(t.tenant_id),
+                        }
+                    }
                     None => None,
                 }
             }
@@ -179,6 +186,7 @@ impl Streams<'_> {
             connected_at: now.rfc3339(),
             expires_at: now.secs() + converger_ports::CONNECTION_TTL_S,
             topics: Vec::new(),
+            allowed_topics,
         };
         self.streams.put_stream_connection(&c).await?;
         Ok(c)
@@ -229,12 +237,7 @@ impl Streams<'_> {
             Ok(f) => f,
             Err(e) => return Ok(error("invalid_request", e.message())),
         };
-        if self
-            .streams
-            .get_stream_connection(connection_id)
-            .await?
-            .is_none()
-        {
+        let Some(connection) = self.streams.get_stream_connection(connection_id).await? else {
             return Ok(error(
                 "not_connected",
                 "this connection is not a stream client's; connect again",
@@ -260,6 +263,17 @@ impl Streams<'_> {
         // is the tenant's own (`sub#<tenant>#<topic>`), so another tenant's conversation of
         // the same id is never heard, and a client may subscribe before it sends.
         let name = topic.to_string();
+        if let Some(allowed) = &connection.allowed_topics
+            && !allowed.contains(&name)
+        {
+            return Ok(error(
+                "topic_not_allowed",
+                format!(
+                    "the token this connection was made with admits only {}",
+                    allowed.join(", ")
+                ),
+            ));
+        }
         Ok(
             match self
                 .streams

@@ -19,6 +19,10 @@ pub struct StreamConnection {
     /// `core::stream::MAX_TOPICS`.
     #[serde(default)]
     pub topics: Vec<String>,
+    /// The only topics it may follow, when the token it connected with names some (`None`:
+    /// any of its tenant's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_topics: Option<Vec<String>>,
 }
 
 /// A stream token: who it admits and until when (seconds since the epoch).
@@ -29,6 +33,8 @@ pub struct StreamToken {
     /// The hash of the API key it was asked for with: it admits only while that key is the
     /// tenant's (`None`: a token of the operators' pages).
     pub key_hash: Option<String>,
+    /// The only topics a connection made with it may follow (`None`: any of its tenant's).
+    pub topics: Option<Vec<String>>,
 }
 
 /// What a subscribe did.

@@ -208,6 +208,36 @@ async fn a_browser_connects_with_a_short_lived_token_and_nothing_else_gets_in() 
     assert_eq!(s.subscribe("channel_health").await.kind, "subscribed");
     s.close().await;
 
+    // A token asked for with topics follows those and no others.
+    let r = a
+        .api(
+            "POST",
+            "/api/v1/stream/tokens",
+            Some(json!({"topics": ["conversation:c-9"]})),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{:?}", r.body);
+    let limited = r.body["token"].as_str().unwrap().to_owned();
+    let mut s = t
+        .stream_with_token(&limited)
+        .await
+        .expect("the token admits");
+    assert_eq!(s.subscribe("conversation:c-9").await.kind, "subscribed");
+    let refused = s.subscribe("channel_health").await;
+    assert_eq!(
+        (refused.kind.as_str(), refused.code.as_deref()),
+        ("error", Some("topic_not_allowed"))
+    );
+    s.close().await;
+    for bad in [
+        json!({"topics": []}),
+        json!({"topics": ["nope"]}),
+        json!({"topic": "x"}),
+    ] {
+        let r = a.api("POST", "/api/v1/stream/tokens", Some(bad)).await;
+        assert_eq!(r.status, 422, "{:?}", r.body);
+    }
+
     // A wrong token, a wrong key, no credentials: the handshake is refused with 401.
     for refused in [
         t.stream_with_token("not-a-token").await.err(),

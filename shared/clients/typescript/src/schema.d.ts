@@ -986,6 +986,14 @@ export interface components {
             schema?: Record<string, unknown> | null;
             deprecated?: boolean;
         };
+        /** @description What a live stream token is asked for with (the body is optional). */
+        NewStreamToken: {
+            /**
+             * @description The only topics (`conversation:<id>`, `channel_health`) a connection made with the
+             *     token may follow, 1 to 20 of them; without it, any of the tenant's.
+             */
+            topics?: string[] | null;
+        };
         NewTenant: {
             name: string;
             tier?: string | null;
@@ -2413,7 +2421,12 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        /** @description Optional: the topics a connection made with the token may follow */
+        requestBody?: {
+            content: {
+                "application/json": null | components["schemas"]["NewStreamToken"];
+            };
+        };
         responses: {
             201: {
                 headers: {

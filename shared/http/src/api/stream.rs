@@ -11,13 +11,27 @@ use super::*;
     path = "/api/v1/stream/tokens",
     tag = "stream",
     summary = "A token for the live stream",
+    request_body(content = Option<views::NewStreamToken>, description = "Optional: the topics a connection made with the token may follow"),
     responses((status = 201, body = views::StreamTokenView))
 )]
 pub(crate) async fn create_stream_token(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<views::StreamTokenView>), ApiError> {
+    // No body: a token for every topic of the tenant.
+    let req: views::NewStreamToken = if body.iter().all(u8::is_ascii_whitespace) {
+        views::NewStreamToken::default()
+    } else {
+        crate::error::parse_json(&body)?
+    };
+    let topics = req
+        .topics
+        .as_deref()
+        .map(converger_core::stream::Topic::parse_limit)
+        .transpose()
+        .map_err(|m| ApiError::invalid(ErrorCode::InvalidRequest, m))?;
     if !state.pipeline.streams().enabled() {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
@@ -30,7 +44,7 @@ pub(crate) async fn create_stream_token(
     let t = state
         .pipeline
         .streams()
-        .issue_token(&tenant.id, key.as_deref())
+        .issue_token(&tenant.id, key.as_deref(), topics.as_deref())
         .await?;
     Ok((
         StatusCode::CREATED,

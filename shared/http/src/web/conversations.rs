@@ -103,7 +103,17 @@ pub(super) async fn conversation_page(
         .as_ref()
         .filter(|_| state.pipeline.streams().enabled())
     {
-        Some(url) => match state.pipeline.streams().issue_token(&tenant, None).await {
+        // The page's token follows its conversation and nothing else of the tenant's.
+        Some(url) => match state
+            .pipeline
+            .streams()
+            .issue_token(
+                &tenant,
+                None,
+                Some(&[converger_core::stream::Topic::Conversation(id.clone())]),
+            )
+            .await
+        {
             Ok(t) => Some((url.clone(), t.token)),
             Err(e) => {
                 tracing::warn!(error = %e, "no stream token for the conversation page; it polls");

@@ -27,6 +27,7 @@ async fn a_tenants_connections_are_capped_and_close_with_its_key() {
                 connected_at: now.rfc3339(),
                 expires_at: now.secs() + 3600,
                 topics: Vec::new(),
+                allowed_topics: None,
             })
             .await
             .unwrap();
@@ -59,11 +60,15 @@ async fn a_tenants_connections_are_capped_and_close_with_its_key() {
 
     // A token asked for with the key admits while the key is the tenant's.
     let token = streams
-        .issue_token(&t.id, Some(&converger_core::secret::hash_api_key(&key)))
+        .issue_token(
+            &t.id,
+            Some(&converger_core::secret::hash_api_key(&key)),
+            None,
+        )
         .await
         .unwrap()
         .token;
-    let page = streams.issue_token(&t.id, None).await.unwrap().token;
+    let page = streams.issue_token(&t.id, None, None).await.unwrap().token;
     assert!(streams.disconnect("c1").await.unwrap());
     assert!(
         streams
@@ -102,4 +107,100 @@ async fn a_tenants_connections_are_capped_and_close_with_its_key() {
             .await
             .is_ok()
     );
+}
+
+/// A token limited to topics admits a connection that may follow those and no others; the
+/// tenant's own key follows any.
+#[tokio::test]
+async fn a_token_limited_to_a_topic_follows_only_it() {
+    let f = fixture_with(PipelineConfig {
+        live_stream: true,
+        ..PipelineConfig::default()
+    });
+    let (t, key) = f
+        .pipeline
+        .tenants()
+        .create_tenant("acme", Tier::Default)
+        .await
+        .unwrap();
+    let streams = f.pipeline.streams();
+    let topic = converger_core::stream::Topic::Conversation("c-1".into());
+    let token = streams
+        .issue_token(&t.id, None, Some(std::slice::from_ref(&topic)))
+        .await
+        .unwrap()
+        .token;
+    streams
+        .connect("limited", StreamAuth::Token(&token))
+        .await
+        .unwrap();
+    let sub = |topic: &str| format!(r#"{{"action": "subscribe", "topic": "{topic}"}}"#);
+    let frame = |c: &'static str, topic: &str| {
+        let body = sub(topic);
+        async move { serde_json::to_value(streams.message(c, &body).await.unwrap()).unwrap() }
+    };
+    assert_eq!(
+        frame("limited", "conversation:c-1").await["type"],
+        "subscribed"
+    );
+    let refused = frame("limited", "conversation:c-2").await;
+    assert_eq!(refused["code"], "topic_not_allowed", "{refused}");
+    let refused = frame("limited", "channel_health").await;
+    assert_eq!(refused["code"], "topic_not_allowed", "{refused}");
+    // Nothing was subscribed beyond the allowed topic.
+    let c = f
+        .store
+        .get_stream_connection("limited")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(c.topics, ["conversation:c-1"]);
+    // A connection with the key follows any topic of its tenant.
+    streams
+        .connect("keyed", StreamAuth::ApiKey(&key))
+        .await
+        .unwrap();
+    assert_eq!(frame("keyed", "channel_health").await["type"], "subscribed");
+}
+
+/// A websocket channel's client connections are capped; another channel of the tenant is not
+/// held back by it, and one closed frees a place.
+#[tokio::test]
+async fn a_websocket_channels_connections_are_capped() {
+    use converger_core::policy::MAX_CHANNEL_CONNECTIONS;
+    use converger_pipeline::handoff::ConnectRefused;
+    let f = fixture();
+    let t = tenant(&f).await;
+    let token = "a-websocket-token-0123456789";
+    let socket = |name: &str| {
+        converger_ports::Channel::new(
+            t.id.clone(),
+            converger_core::ChannelType::Websocket,
+            name,
+            serde_json::json!({"token": token})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            converger_core::Timestamp::now(),
+        )
+    };
+    let (a, b) = (socket("a"), socket("b"));
+    for c in [&a, &b] {
+        f.pipeline.channels().create_channel(c).await.unwrap();
+    }
+    let h = f.pipeline.handoff();
+    for i in 0..MAX_CHANNEL_CONNECTIONS {
+        h.socket_connect(&format!("a{i}"), a.id.as_str(), token)
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        h.socket_connect("a-more", a.id.as_str(), token).await,
+        Err(ConnectRefused::TooMany(n)) if n == MAX_CHANNEL_CONNECTIONS
+    ));
+    h.socket_connect("b0", b.id.as_str(), token).await.unwrap();
+    h.socket_disconnect("a0").await.unwrap();
+    h.socket_connect("a-more", a.id.as_str(), token)
+        .await
+        .unwrap();
 }

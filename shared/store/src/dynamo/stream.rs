@@ -267,6 +267,9 @@ impl StreamStore for DynamoStore {
         if let Some(k) = &token.key_hash {
             req = req.item("key_hash", s(k));
         }
+        if let Some(ts) = token.topics.as_ref().filter(|ts| !ts.is_empty()) {
+            req = req.item("topics", AttributeValue::Ss(ts.clone()));
+        }
         req.send().await.map_err(sdk_err)?;
         Ok(())
     }
@@ -286,10 +289,19 @@ impl StreamStore for DynamoStore {
             Some(AttributeValue::S(k)) => Some(k.clone()),
             _ => None,
         };
+        let topics = match item.get("topics") {
+            Some(AttributeValue::Ss(ts)) => {
+                let mut ts = ts.clone();
+                ts.sort();
+                Some(ts)
+            }
+            _ => None,
+        };
         Ok((expires_at > now.secs()).then_some(StreamToken {
             tenant_id: tenant,
             expires_at,
             key_hash,
+            topics,
         }))
     }
 }

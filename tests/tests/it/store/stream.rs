@@ -11,6 +11,7 @@ fn connection(f: &Fixture, id: &str, now: Timestamp) -> StreamConnection {
         connected_at: now.rfc3339(),
         expires_at: now.secs() + 3600,
         topics: Vec::new(),
+        allowed_topics: None,
     }
 }
 
@@ -129,12 +130,14 @@ pub(super) async fn stream_tokens_admit_until_they_expire(backend: Backend) {
         tenant_id: f.tenant.id.clone(),
         expires_at: now.secs() + 300,
         key_hash: Some("key-hash-1".into()),
+        topics: None,
     };
     s.put_stream_token("h1", &token).await.unwrap();
     assert_eq!(s.stream_token("h1", now).await.unwrap(), Some(token));
-    // One of the operators' pages names no key.
+    // One of the operators' pages names no key, and only its conversation's topic.
     let page = StreamToken {
         key_hash: None,
+        topics: Some(vec!["channel_health".into(), "conversation:c-1".into()]),
         ..s.stream_token("h1", now).await.unwrap().unwrap()
     };
     s.put_stream_token("h3", &page).await.unwrap();

@@ -47,6 +47,7 @@ from .new_channel_ordering_type_0 import NewChannelOrderingType0
 from .new_channel_retry_policy import NewChannelRetryPolicy
 from .new_event_type import NewEventType
 from .new_event_type_schema_type_0 import NewEventTypeSchemaType0
+from .new_stream_token import NewStreamToken
 from .new_tenant import NewTenant
 from .new_user import NewUser
 from .page_activity_view import PageActivityView
@@ -147,6 +148,7 @@ __all__ = (
     "NewChannelRetryPolicy",
     "NewEventType",
     "NewEventTypeSchemaType0",
+    "NewStreamToken",
     "NewTenant",
     "NewUser",
     "PageActivityView",

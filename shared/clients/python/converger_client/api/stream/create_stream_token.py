@@ -9,6 +9,7 @@ from ...types import Response, UNSET
 from ... import errors
 
 from ...models.error_body import ErrorBody
+from ...models.new_stream_token import NewStreamToken
 from ...models.stream_token_view import StreamTokenView
 from ...types import UNSET, Unset
 from typing import cast
@@ -17,6 +18,7 @@ from typing import cast
 
 def _get_kwargs(
     *,
+    body: NewStreamToken | None | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
 
 ) -> dict[str, Any]:
@@ -35,6 +37,13 @@ def _get_kwargs(
         "url": "/api/v1/stream/tokens",
     }
 
+    
+    if isinstance(body, NewStreamToken):
+        _kwargs["json"] = body.to_dict()
+    else:
+        _kwargs["json"] = body
+
+    headers["Content-Type"] = "application/json"
 
     _kwargs["headers"] = headers
     return _kwargs
@@ -137,6 +146,7 @@ def _build_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 def sync_detailed(
     *,
     client: AuthenticatedClient | Client,
+    body: NewStreamToken | None | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
 
 ) -> Response[ErrorBody | StreamTokenView]:
@@ -144,6 +154,7 @@ def sync_detailed(
 
     Args:
         idempotency_key (str | Unset):
+        body (NewStreamToken | None | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -155,7 +166,8 @@ def sync_detailed(
 
 
     kwargs = _get_kwargs(
-        idempotency_key=idempotency_key,
+        body=body,
+idempotency_key=idempotency_key,
 
     )
 
@@ -168,6 +180,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient | Client,
+    body: NewStreamToken | None | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
 
 ) -> ErrorBody | StreamTokenView | None:
@@ -175,6 +188,7 @@ def sync(
 
     Args:
         idempotency_key (str | Unset):
+        body (NewStreamToken | None | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -187,6 +201,7 @@ def sync(
 
     return sync_detailed(
         client=client,
+body=body,
 idempotency_key=idempotency_key,
 
     ).parsed
@@ -194,6 +209,7 @@ idempotency_key=idempotency_key,
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient | Client,
+    body: NewStreamToken | None | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
 
 ) -> Response[ErrorBody | StreamTokenView]:
@@ -201,6 +217,7 @@ async def asyncio_detailed(
 
     Args:
         idempotency_key (str | Unset):
+        body (NewStreamToken | None | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -212,7 +229,8 @@ async def asyncio_detailed(
 
 
     kwargs = _get_kwargs(
-        idempotency_key=idempotency_key,
+        body=body,
+idempotency_key=idempotency_key,
 
     )
 
@@ -225,6 +243,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient | Client,
+    body: NewStreamToken | None | Unset = UNSET,
     idempotency_key: str | Unset = UNSET,
 
 ) -> ErrorBody | StreamTokenView | None:
@@ -232,6 +251,7 @@ async def asyncio(
 
     Args:
         idempotency_key (str | Unset):
+        body (NewStreamToken | None | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -244,6 +264,7 @@ async def asyncio(
 
     return (await asyncio_detailed(
         client=client,
+body=body,
 idempotency_key=idempotency_key,
 
     )).parsed
