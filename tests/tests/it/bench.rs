@@ -470,7 +470,13 @@ async fn fairness_scenario_runs_quiet_tenants_beside_a_backlog_in_each_queue_ord
     })
     .await
     .unwrap();
-    for order in ["fair", "fair_default_window", "oldest_first"] {
+    for order in [
+        "fair",
+        "fair_default_window",
+        "fair_fixed_window",
+        "fair_hostile_middleware",
+        "oldest_first",
+    ] {
         let o = &line["orders"][order];
         for run in ["baseline", "beside_the_backlog"] {
             let r = &o[run];

@@ -7,7 +7,19 @@
 //! (their baseline), with the tier queues ordered as SQS fair queues order them (every
 //! message's `MessageGroupId` is its tenant: the groups with the fewest messages in flight
 //! are served first) and, for contrast, oldest first. On the in-process backend with its
-//! latency model; each tier's consumers are its deployed concurrency.
+//! latency model; each tier's consumers are its deployed concurrency. Two more noisy
+//! channels under fair ordering: one that asks for a fixed `max_in_flight` of 10,000 (held
+//! to the tier's share), and one whose middleware is hostile (ten steps that each spin just
+//! inside the operation bound, so every delivery burns about a million operations first).
+
+/// The hostile middleware: ten steps, each a loop just inside the operation bound.
+fn hostile_middleware() -> Vec<converger_core::middleware::Step> {
+    (0..10)
+        .map(|_| converger_core::middleware::Step::Transform {
+            script: "let n = 0; while n < 8000 { n += 1; }".into(),
+        })
+        .collect()
+}
 
 use super::hot_tenant::find_n;
 use super::{IsolatedReceiver, activity, summary, tenant, webhook, webhook_with};
@@ -46,15 +58,25 @@ pub const TARGET_RATIO: f64 = 1.2;
 pub async fn run(o: Options) -> Result<Value, String> {
     converger_pipeline::metrics::set_enabled(false);
     let mut out = serde_json::Map::new();
-    // The noisy channel without an in-flight cap, then with the default window (`auto`).
+    // The noisy channel without an in-flight cap, then with the default window (`auto`), a
+    // fixed window past the tier's share, and hostile middleware.
     let uncapped = json!({"max_in_flight": null});
-    for (name, order, cap) in [
-        ("fair", QueueOrder::Fair, &uncapped),
-        ("fair_default_window", QueueOrder::Fair, &json!({})),
-        ("oldest_first", QueueOrder::Fifo, &uncapped),
+    let fixed = json!({"max_in_flight": 10_000});
+    let hostile = hostile_middleware();
+    for (name, order, cap, middleware) in [
+        ("fair", QueueOrder::Fair, &uncapped, None),
+        ("fair_default_window", QueueOrder::Fair, &json!({}), None),
+        ("fair_fixed_window", QueueOrder::Fair, &fixed, None),
+        (
+            "fair_hostile_middleware",
+            QueueOrder::Fair,
+            &uncapped,
+            Some(&hostile),
+        ),
+        ("oldest_first", QueueOrder::Fifo, &uncapped, None),
     ] {
         let baseline = measure(&o, order, None).await?;
-        let noisy = measure(&o, order, Some(cap)).await?;
+        let noisy = measure(&o, order, Some((cap, middleware))).await?;
         let p95 = |v: &Value| v["quiet"]["p95_ms"].as_f64().unwrap_or(0.0);
         // None when the quiet tenants' deliveries did not all arrive beside the backlog
         // within the wait (their p95 is beyond it).
@@ -82,8 +104,15 @@ pub async fn run(o: Options) -> Result<Value, String> {
     })))
 }
 
+/// The noisy channel's breaker settings, and its middleware if any.
+type Noise<'a> = (&'a Value, Option<&'a Vec<converger_core::middleware::Step>>);
+
 /// One run: the quiet tenants, beside the backlog when `noise` gives its channel's settings.
-async fn measure(o: &Options, order: QueueOrder, noise: Option<&Value>) -> Result<Value, String> {
+async fn measure(
+    o: &Options,
+    order: QueueOrder,
+    noise: Option<Noise<'_>>,
+) -> Result<Value, String> {
     let config = PipelineConfig {
         allowlist: converger_core::net::Allowlist::loopback(),
         ..PipelineConfig::default()
@@ -98,7 +127,7 @@ async fn measure(o: &Options, order: QueueOrder, noise: Option<&Value>) -> Resul
     r
 }
 
-async fn run_once(rt: &InProcess, o: &Options, noise: Option<&Value>) -> Result<Value, String> {
+async fn run_once(rt: &InProcess, o: &Options, noise: Option<Noise<'_>>) -> Result<Value, String> {
     let p = &rt.pipeline;
     let fast = IsolatedReceiver::start().await?;
     let mut quiet = Vec::with_capacity(o.tenants);
@@ -109,9 +138,19 @@ async fn run_once(rt: &InProcess, o: &Options, noise: Option<&Value>) -> Result<
     }
     let slow = Receiver::start(Vec::new(), Reply::status(200).delay(o.slow)).await?;
     let mut backlog_s = None;
-    if let Some(breaker) = noise {
+    if let Some((breaker, middleware)) = noise {
         let (t, _) = tenant(p, Tier::Default).await?;
         let c = webhook_with(p, &t, &slow.url, json!({}), breaker.clone()).await?;
+        if let Some(steps) = middleware {
+            let patch = converger_ports::ChannelPatch {
+                middleware: Some(steps.clone()),
+                ..converger_ports::ChannelPatch::default()
+            };
+            p.channels()
+                .update_channel(&c, &patch)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let started = Instant::now();
         let refused = futures::stream::iter(0..o.backlog)
             .map(|i| {

@@ -11,6 +11,7 @@ mod events;
 mod health;
 mod intake;
 mod lanes;
+mod middleware;
 mod shards;
 mod stream;
 mod usage;
