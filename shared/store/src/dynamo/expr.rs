@@ -24,12 +24,14 @@ impl Cmp {
     }
 }
 
-/// An update: `SET`, `REMOVE` and `ADD` clauses, and a condition of clauses joined by `AND`.
+/// An update: `SET`, `REMOVE`, `ADD` and `DELETE` clauses, and a condition of clauses joined
+/// by `AND`.
 #[derive(Debug, Default)]
 pub(super) struct Update {
     sets: Vec<String>,
     removes: Vec<String>,
     adds: Vec<String>,
+    deletes: Vec<String>,
     conditions: Vec<String>,
     names: Vec<(String, String)>,
     values: Vec<(String, AttributeValue)>,
@@ -63,7 +65,10 @@ impl Update {
 
     /// Whether it changes nothing yet.
     pub(super) fn is_empty(&self) -> bool {
-        self.sets.is_empty() && self.removes.is_empty() && self.adds.is_empty()
+        self.sets.is_empty()
+            && self.removes.is_empty()
+            && self.adds.is_empty()
+            && self.deletes.is_empty()
     }
 
     /// A new placeholder bound to `v`.
@@ -121,6 +126,41 @@ impl Update {
     pub(super) fn add(mut self, attr: &str, v: AttributeValue) -> Self {
         let (n, v) = (self.name(attr), self.value(v));
         self.adds.push(format!("{n} {v}"));
+        self
+    }
+
+    /// `DELETE attr v`: the members of the set `v` taken out of the set `attr`.
+    pub(super) fn delete(mut self, attr: &str, v: AttributeValue) -> Self {
+        let (n, v) = (self.name(attr), self.value(v));
+        self.deletes.push(format!("{n} {v}"));
+        self
+    }
+
+    /// Only if `attr` (a map, a list, a set or text) holds fewer than `v` members.
+    pub(super) fn when_size_lt(mut self, attr: &str, v: AttributeValue) -> Self {
+        let (n, v) = (self.name(attr), self.value(v));
+        self.conditions.push(format!("size({n}) < {v}"));
+        self
+    }
+
+    /// Only if the set or list `attr` holds `v` (or the text `attr` contains it).
+    pub(super) fn when_contains(mut self, attr: &str, v: AttributeValue) -> Self {
+        let (n, v) = (self.name(attr), self.value(v));
+        self.conditions.push(format!("contains({n}, {v})"));
+        self
+    }
+
+    /// Only if one of the conditions `alternatives` adds holds (each clause it adds is one
+    /// alternative, on this update's names and values).
+    pub(super) fn when_one_of(mut self, alternatives: impl FnOnce(Self) -> Self) -> Self {
+        let before = self.conditions.len();
+        self = alternatives(self);
+        let any: Vec<String> = self.conditions.drain(before..).collect();
+        match any.len() {
+            0 => {}
+            1 => self.conditions.extend(any),
+            _ => self.conditions.push(format!("({})", any.join(" OR "))),
+        }
         self
     }
 
@@ -205,6 +245,7 @@ impl Update {
             ("SET", &self.sets),
             ("REMOVE", &self.removes),
             ("ADD", &self.adds),
+            ("DELETE", &self.deletes),
         ] {
             if !items.is_empty() {
                 parts.push(format!("{clause} {}", items.join(", ")));
@@ -289,6 +330,31 @@ mod tests {
             "SET #n0.#n2 = if_not_exists(#n0.#n2, :v0) REMOVE #n0.#n1"
         );
         assert_eq!(u.conditions, vec!["attribute_exists(#n0)".to_owned()]);
+    }
+
+    #[test]
+    fn sets_sizes_and_alternatives_of_any_clauses() {
+        let topic = AttributeValue::S("channel_health".into());
+        let one = AttributeValue::Ss(vec!["channel_health".into()]);
+        let u = Update::new()
+            .add("topics", one.clone())
+            .when_exists("pk")
+            .when_one_of(|u| {
+                u.when_absent("topics")
+                    .when_contains("topics", topic)
+                    .when_size_lt("topics", AttributeValue::N("20".into()))
+            });
+        assert_eq!(u.update_expression(), "ADD #n0 :v0");
+        assert_eq!(
+            u.condition_expression().unwrap(),
+            "attribute_exists(#n1) AND (attribute_not_exists(#n0) OR contains(#n0, :v1) \
+             OR size(#n0) < :v2)"
+        );
+        let u = Update::new()
+            .delete("topics", one)
+            .when_one_of(|u| u.when_exists("pk"));
+        assert_eq!(u.update_expression(), "DELETE #n0 :v0");
+        assert_eq!(u.condition_expression().unwrap(), "attribute_exists(#n1)");
     }
 
     #[test]

@@ -12,28 +12,33 @@ pub(super) fn empty_map() -> AttributeValue {
     AttributeValue::M(HashMap::new())
 }
 
-/// `u` setting what every write that may create a flow item sets, so a created item is whole
-/// (the builder's form of [`ENSURE`]).
+/// `u` setting what every write that may create a flow item sets, so a created item is whole.
 pub(super) fn whole(u: Update, channel: &ChannelId) -> Update {
     u.set("channel_id", s(channel.as_str()))
         .set_if_absent("slots", empty_map())
         .set_if_absent("window", n(INITIAL_WINDOW))
 }
 
-/// The attributes every write that may create a flow item sets, so a created item is whole.
-pub(super) const ENSURE: &str = "channel_id = :ch, slots = if_not_exists(slots, :empty), \
-                      #win = if_not_exists(#win, :init)";
-
 mod items;
 mod rate;
 
-/// The condition of a slot take on a map of slots (the flow item's or a slot item's): room
-/// under `:cap`, and, for an exclusive take, the delivery not holding one already.
-pub(super) fn slot_room(exclusive: bool) -> &'static str {
+/// A slot take on a map of slots (the flow item's or a slot item's): `delivery`'s slot set
+/// where it has none, only if the map exists and has room under `cap`, and, for an exclusive
+/// take, the delivery holds none already.
+pub(super) fn slot_take(
+    u: Update,
+    delivery: &DeliveryId,
+    cap: u32,
+    now: Timestamp,
+    exclusive: bool,
+) -> Update {
+    let held = format!("slots.{delivery}");
+    let cap = n(cap.max(1));
+    let u = u.set_if_absent(&held, n(now.ms())).when_exists("slots");
     if exclusive {
-        "attribute_not_exists(slots.#d) AND size(slots) < :cap"
+        u.when_absent(&held).when_size_lt("slots", cap)
     } else {
-        "(attribute_exists(slots.#d) OR size(slots) < :cap)"
+        u.when_one_of(|u| u.when_exists(&held).when_size_lt("slots", cap))
     }
 }
 
@@ -44,17 +49,6 @@ impl DynamoStore {
             .table_name(&self.res.flow)
             .key("key", s(channel.as_str()))
             .return_values(ReturnValue::AllNew)
-    }
-
-    /// The values of [`ENSURE`] (`window` is a reserved word: `#win`).
-    pub(super) fn ensure_values(
-        req: UpdateItemFluentBuilder,
-        channel: &ChannelId,
-    ) -> UpdateItemFluentBuilder {
-        req.expression_attribute_names("#win", "window")
-            .expression_attribute_values(":ch", s(channel.as_str()))
-            .expression_attribute_values(":empty", empty_map())
-            .expression_attribute_values(":init", n(INITIAL_WINDOW))
     }
 
     async fn create_flow(&self, channel: &ChannelId) -> StoreResult<()> {
@@ -102,21 +96,16 @@ impl FlowStore for DynamoStore {
         now: Timestamp,
         exclusive: bool,
     ) -> StoreResult<SlotTake> {
-        // `SlotTake::refused`, as a condition.
-        let room = slot_room(exclusive);
+        // `SlotTake::refused`, as a condition: a closed breaker and room.
         for _ in 0..2 {
-            let req = self
-                .flow_update(channel)
-                .update_expression("SET slots.#d = if_not_exists(slots.#d, :now)")
-                .condition_expression(format!(
-                    "attribute_exists(slots) \
-                     AND (attribute_not_exists(circuit_state) OR circuit_state = :closed) \
-                     AND {room}"
-                ))
-                .expression_attribute_names("#d", delivery.as_str())
-                .expression_attribute_values(":now", n(now.ms()))
-                .expression_attribute_values(":closed", s(CircuitState::Closed.as_str()))
-                .expression_attribute_values(":cap", n(cap.max(1)));
+            let req = slot_take(
+                Update::new().when_in("circuit_state", [s(CircuitState::Closed.as_str())], true),
+                delivery,
+                cap,
+                now,
+                exclusive,
+            )
+            .apply(self.flow_update(channel));
             let old = match self
                 .update_or_old(
                     req,

@@ -129,12 +129,11 @@ impl HealthStore for DynamoStore {
         channel: &ChannelId,
         status: converger_core::health::HealthStatus,
     ) -> StoreResult<()> {
-        Self::ensure_values(
-            self.flow_update(channel)
-                .update_expression(format!("SET health_status = :st, {}", super::flow::ENSURE)),
+        super::flow::whole(
+            Update::new().set("health_status", s(status.as_str())),
             channel,
         )
-        .expression_attribute_values(":st", s(status.as_str()))
+        .apply(self.flow_update(channel))
         .send()
         .await
         .map_err(sdk_err)?;

@@ -156,21 +156,22 @@ impl StreamStore for DynamoStore {
         max: usize,
         _now: Timestamp,
     ) -> StoreResult<Subscribed> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.stream)
-            .key("pk", s(keys::stream_connection_key(connection_id)))
-            .key("sk", s(ONLY))
-            .update_expression("ADD #t :one")
-            .condition_expression(
-                "attribute_exists(pk) AND (attribute_not_exists(#t) OR contains(#t, :topic) \
-                 OR size(#t) < :max)",
+        // Added to the connection's topics if it has room for it, or has it already.
+        let r = Update::new()
+            .add(TOPICS, AttributeValue::Ss(vec![topic.to_owned()]))
+            .when_exists("pk")
+            .when_one_of(|u| {
+                u.when_absent(TOPICS)
+                    .when_contains(TOPICS, s(topic))
+                    .when_size_lt(TOPICS, n(max))
+            })
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.stream)
+                    .key("pk", s(keys::stream_connection_key(connection_id)))
+                    .key("sk", s(ONLY)),
             )
-            .expression_attribute_names("#t", TOPICS)
-            .expression_attribute_values(":one", AttributeValue::Ss(vec![topic.to_owned()]))
-            .expression_attribute_values(":topic", s(topic))
-            .expression_attribute_values(":max", n(max))
             .return_values(ReturnValue::AllNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -205,16 +206,16 @@ impl StreamStore for DynamoStore {
     }
 
     async fn unsubscribe(&self, connection_id: &str, topic: &str) -> StoreResult<bool> {
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.stream)
-            .key("pk", s(keys::stream_connection_key(connection_id)))
-            .key("sk", s(ONLY))
-            .update_expression("DELETE #t :one")
-            .condition_expression("attribute_exists(pk)")
-            .expression_attribute_names("#t", TOPICS)
-            .expression_attribute_values(":one", AttributeValue::Ss(vec![topic.to_owned()]))
+        let r = Update::new()
+            .delete(TOPICS, AttributeValue::Ss(vec![topic.to_owned()]))
+            .when_exists("pk")
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.stream)
+                    .key("pk", s(keys::stream_connection_key(connection_id)))
+                    .key("sk", s(ONLY)),
+            )
             .return_values(ReturnValue::AllOld)
             .send()
             .await;

@@ -2,7 +2,7 @@
 //! a take, a give-back with its hand-on, and the reconciliation's read and frees.
 
 use super::super::*;
-use super::{empty_map, slot_room};
+use super::{empty_map, slot_take};
 use converger_core::Timestamp;
 
 impl DynamoStore {
@@ -16,18 +16,13 @@ impl DynamoStore {
         exclusive: bool,
     ) -> StoreResult<ItemTake> {
         let key = slot_item_key(channel, item);
-        let room = slot_room(exclusive);
         for _ in 0..2 {
-            let req = self
-                .client
-                .update_item()
-                .table_name(&self.res.flow)
-                .key("key", s(&key))
-                .update_expression("SET slots.#d = if_not_exists(slots.#d, :now)")
-                .condition_expression(format!("attribute_exists(slots) AND {room}"))
-                .expression_attribute_names("#d", delivery.as_str())
-                .expression_attribute_values(":now", n(now.ms()))
-                .expression_attribute_values(":cap", n(cap.max(1)));
+            let req = slot_take(Update::new(), delivery, cap, now, exclusive).apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.flow)
+                    .key("key", s(&key)),
+            );
             #[derive(serde::Deserialize)]
             struct Item {
                 #[serde(default)]
@@ -67,20 +62,17 @@ impl DynamoStore {
         pass_to: Option<&DeliveryId>,
         now: Timestamp,
     ) -> StoreResult<()> {
-        let mut req = self
-            .client
-            .update_item()
-            .table_name(&self.res.flow)
-            .key("key", s(slot_item_key(channel, item)))
-            .condition_expression("attribute_exists(slots.#d)")
-            .expression_attribute_names("#d", delivery.as_str());
-        req = match pass_to {
-            Some(next) => req
-                .update_expression("SET slots.#n = if_not_exists(slots.#n, :now) REMOVE slots.#d")
-                .expression_attribute_names("#n", next.as_str())
-                .expression_attribute_values(":now", n(now.ms())),
-            None => req.update_expression("REMOVE slots.#d"),
-        };
+        let held = format!("slots.{delivery}");
+        let mut u = Update::new().remove(&held).when_exists(&held);
+        if let Some(next) = pass_to {
+            u = u.set_if_absent(&format!("slots.{next}"), n(now.ms()));
+        }
+        let req = u.apply(
+            self.client
+                .update_item()
+                .table_name(&self.res.flow)
+                .key("key", s(slot_item_key(channel, item))),
+        );
         match req.send().await {
             Ok(_) => Ok(()),
             // Not held there (freed already, or never taken): nothing to give back.
@@ -140,16 +132,16 @@ impl DynamoStore {
             } else {
                 slot_item_key(channel, h.item)
             };
-            let (d, at) = (&h.delivery, &h.taken_at);
-            let r = self
-                .client
-                .update_item()
-                .table_name(&self.res.flow)
-                .key("key", s(&key))
-                .update_expression("REMOVE slots.#d")
-                .condition_expression("slots.#d = :at")
-                .expression_attribute_names("#d", d.as_str())
-                .expression_attribute_values(":at", n(*at))
+            let held = format!("slots.{}", h.delivery);
+            let r = Update::new()
+                .remove(&held)
+                .when_eq(&held, n(h.taken_at))
+                .apply(
+                    self.client
+                        .update_item()
+                        .table_name(&self.res.flow)
+                        .key("key", s(&key)),
+                )
                 .send()
                 .await;
             match r {

@@ -34,16 +34,16 @@ impl DynamoStore {
         }
         for round in 0..3 {
             if !(busy_first && round == 0) {
-                let idle = self
-                    .client
-                    .update_item()
-                    .table_name(&self.res.flow)
-                    .key("key", s(key))
-                    .update_expression("SET tat = :next, expires_at = :exp")
-                    .condition_expression("attribute_not_exists(tat) OR tat <= :now")
-                    .expression_attribute_values(":next", n(now_us + advance))
-                    .expression_attribute_values(":now", n(now_us))
-                    .expression_attribute_values(":exp", n(expires))
+                let idle = Update::new()
+                    .set("tat", n(now_us + advance))
+                    .set("expires_at", n(expires))
+                    .when_cmp("tat", Cmp::Le, n(now_us), true)
+                    .apply(
+                        self.client
+                            .update_item()
+                            .table_name(&self.res.flow)
+                            .key("key", s(key)),
+                    )
                     .send()
                     .await;
                 match idle {
@@ -52,17 +52,18 @@ impl DynamoStore {
                     Err(e) => return Err(sdk_err(e)),
                 }
             }
-            let busy = self
-                .client
-                .update_item()
-                .table_name(&self.res.flow)
-                .key("key", s(key))
-                .update_expression("SET tat = tat + :i, expires_at = :exp")
-                .condition_expression("tat > :now AND tat <= :limit")
-                .expression_attribute_values(":i", n(advance))
-                .expression_attribute_values(":now", n(now_us))
-                .expression_attribute_values(":limit", n(furthest))
-                .expression_attribute_values(":exp", n(expires))
+            // `tat` exists wherever the condition holds, so the increment adds to it.
+            let busy = Update::new()
+                .increment("tat", advance)
+                .set("expires_at", n(expires))
+                .when_cmp("tat", Cmp::Gt, n(now_us), false)
+                .when_cmp("tat", Cmp::Le, n(furthest), false)
+                .apply(
+                    self.client
+                        .update_item()
+                        .table_name(&self.res.flow)
+                        .key("key", s(key)),
+                )
                 .return_values(ReturnValue::UpdatedNew);
             let reread = self.get::<Rate>(&self.res.flow, "key", key);
             let tat = match self.update_or_old(busy, reread).await? {
