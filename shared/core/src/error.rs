@@ -68,6 +68,40 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<u64> {
     )
 }
 
+/// How one call ended, classified once (as Vector's `RetryLogic` is read by its retries and
+/// its adaptive concurrency alike): the retry policy (`policy::RetryPolicy::next_after_failure`),
+/// the channel's window and breaker (`flow`) and the attempt's row write all take this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The endpoint took it.
+    Success,
+    /// It failed: how.
+    Failed(Failure),
+}
+
+/// How a failed call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    /// A retry may heal it (a transport error, a 5xx, 408, 425 or 429, a timeout); if not, the
+    /// delivery is dead-lettered now and the breaker does not count it.
+    pub retryable: bool,
+    /// The endpoint said it is overloaded (a timeout, a 429, a `Retry-After`): the channel's
+    /// window shrinks (`flow::window_after`).
+    pub congested: bool,
+    /// When it asked to be called again (`Retry-After`), in ms from the answer.
+    pub retry_after_ms: Option<u64>,
+}
+
+impl Verdict {
+    /// The verdict of a call that ended with `result`.
+    pub fn of<T>(result: &Result<T, DeliveryError>) -> Self {
+        match result {
+            Ok(_) => Self::Success,
+            Err(e) => Self::Failed(e.failure()),
+        }
+    }
+}
+
 impl DeliveryError {
     /// Classifies a non-2xx HTTP response.
     pub fn from_http(
@@ -113,10 +147,14 @@ impl DeliveryError {
         }
     }
 
-    /// Whether the endpoint says it is overloaded: a timeout, a 429, or a request to retry
-    /// later (`Retry-After`). What shrinks a channel's window (`flow::window_after`).
-    pub fn is_congestion(&self) -> bool {
-        self.timed_out || self.status == Some(429) || self.retry_after_ms.is_some()
+    /// How the call this error ended ended, classified once: what the retry policy, the
+    /// window, the breaker and the attempt all read (never the error's fields on their own).
+    pub fn failure(&self) -> Failure {
+        Failure {
+            retryable: self.retryable,
+            congested: self.timed_out || self.status == Some(429) || self.retry_after_ms.is_some(),
+            retry_after_ms: self.retry_after_ms,
+        }
     }
 
     /// A failure that retrying cannot heal (configuration errors, refused destinations).
@@ -148,6 +186,27 @@ impl DeliveryError {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_call_is_classified_once_for_the_policy_the_window_and_the_breaker() {
+        let now = SystemTime::UNIX_EPOCH;
+        let busy = DeliveryError::from_http(429, Some("7"), b"", "webhook", now);
+        assert_eq!(
+            Verdict::of::<()>(&Err(busy)),
+            Verdict::Failed(Failure {
+                retryable: true,
+                congested: true,
+                retry_after_ms: Some(7_000)
+            })
+        );
+        let bad = DeliveryError::from_http(400, None, b"no", "webhook", now).failure();
+        assert!(!bad.retryable && !bad.congested);
+        let down = DeliveryError::from_http(503, None, b"", "webhook", now).failure();
+        assert!(down.retryable && !down.congested);
+        let slow = DeliveryError::timeout(5_000, "webhook").failure();
+        assert!(slow.retryable && slow.congested && slow.retry_after_ms.is_none());
+        assert_eq!(Verdict::of(&Ok::<_, DeliveryError>(())), Verdict::Success);
+    }
 
     #[test]
     fn http_classification() {

@@ -37,7 +37,7 @@ pub mod web;
 pub mod websocket;
 
 pub use channel::{ChannelType, Tier, TierConcurrency};
-pub use error::DeliveryError;
+pub use error::{DeliveryError, Failure, Verdict};
 pub use flow::{BreakerConfig, BreakerOverrides, CircuitState, MaxInFlight, RateLimit};
 pub use ids::{ActivityId, ChannelId, DeliveryId, TenantId};
 pub use invalid::Invalid;

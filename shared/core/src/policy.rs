@@ -10,7 +10,7 @@
 mod layer;
 pub use layer::{PolicyError, PolicyErrors, PolicyLayer};
 
-use crate::error::DeliveryError;
+use crate::error::Failure;
 use serde::{Deserialize, Serialize};
 
 /// The keys a policy layer may contain: the reference's five, plus three extensions
@@ -273,11 +273,11 @@ impl RetryPolicy {
         ((d as f64 * factor).round() as u64).max(1000)
     }
 
-    /// The delay before the next attempt after attempt `n` failed with `err`: the provider's
+    /// The delay before the next attempt after attempt `n` failed as `f` says: the provider's
     /// Retry-After when it gave one (capped by `retry_after_max_ms`, not by `max_ms`, not
     /// jittered), else the policy's backoff with its jitter (`u` in [0, 1)).
-    pub fn retry_delay_ms(&self, n: u32, err: &DeliveryError, u: f64) -> u64 {
-        match err.retry_after_ms {
+    pub fn retry_delay_ms(&self, n: u32, f: &Failure, u: f64) -> u64 {
+        match f.retry_after_ms {
             // Whole seconds, rounded up so a retry never comes before the provider asked.
             Some(ms) => ms
                 .min(self.retry_after_max_ms)
@@ -288,12 +288,12 @@ impl RetryPolicy {
         }
     }
 
-    /// Decides what follows attempt `n` (1-based, counting this one) that failed with `err`.
-    pub fn next_after_failure(&self, n: u32, err: &DeliveryError, u: f64) -> Next {
-        if !err.retryable || n >= self.max_attempts {
+    /// Decides what follows attempt `n` (1-based, counting this one) that failed as `f` says.
+    pub fn next_after_failure(&self, n: u32, f: &Failure, u: f64) -> Next {
+        if !f.retryable || n >= self.max_attempts {
             Next::Dead
         } else {
-            Next::RetryIn(self.retry_delay_ms(n, err, u))
+            Next::RetryIn(self.retry_delay_ms(n, f, u))
         }
     }
 }
@@ -351,6 +351,7 @@ mod tests {
     }
 
     use super::*;
+    use crate::DeliveryError;
     use proptest::prelude::*;
     use serde_json::{Map, Value, json};
 
@@ -373,10 +374,13 @@ mod tests {
         let delays: Vec<u64> = (1..=4).map(|n| p.backoff_ms(n) / 1000).collect();
         assert_eq!(delays, vec![30, 90, 270, 810]);
         let err = DeliveryError::transient("boom");
-        assert_eq!(p.next_after_failure(4, &err, 0.5), Next::RetryIn(810_000));
-        assert_eq!(p.next_after_failure(5, &err, 0.5), Next::Dead);
         assert_eq!(
-            p.next_after_failure(1, &DeliveryError::permanent("bad"), 0.5),
+            p.next_after_failure(4, &err.failure(), 0.5),
+            Next::RetryIn(810_000)
+        );
+        assert_eq!(p.next_after_failure(5, &err.failure(), 0.5), Next::Dead);
+        assert_eq!(
+            p.next_after_failure(1, &DeliveryError::permanent("bad").failure(), 0.5),
             Next::Dead
         );
     }
@@ -426,33 +430,33 @@ mod tests {
         let mut err = DeliveryError::transient("slow down");
         err.retry_after_ms = Some(86_400_000);
         assert_eq!(
-            p.retry_delay_ms(1, &err, 0.5),
+            p.retry_delay_ms(1, &err.failure(), 0.5),
             86_400_000,
             "not capped by max_ms"
         );
         // Ten years, and the largest value a header can carry: a day.
         err.retry_after_ms = Some(315_360_000_000);
-        assert_eq!(p.retry_delay_ms(1, &err, 0.5), RETRY_AFTER_MAX_MS);
+        assert_eq!(p.retry_delay_ms(1, &err.failure(), 0.5), RETRY_AFTER_MAX_MS);
         let now = std::time::SystemTime::UNIX_EPOCH;
         err.retry_after_ms = crate::error::parse_retry_after("18446744073709551615", now);
         assert_eq!(err.retry_after_ms, Some(u64::MAX));
-        assert_eq!(p.retry_delay_ms(1, &err, 0.5), RETRY_AFTER_MAX_MS);
+        assert_eq!(p.retry_delay_ms(1, &err.failure(), 0.5), RETRY_AFTER_MAX_MS);
         let shorter = p
             .clone()
             .with_layer(&layer(json!({"retry_after_max_ms": 90_500})));
         assert_eq!(
-            shorter.retry_delay_ms(1, &err, 0.5),
+            shorter.retry_delay_ms(1, &err.failure(), 0.5),
             91_000,
             "whole seconds"
         );
         err.retry_after_ms = Some(1_500);
         assert_eq!(
-            p.retry_delay_ms(1, &err, 0.5),
+            p.retry_delay_ms(1, &err.failure(), 0.5),
             2_000,
             "rounded up, never early"
         );
         err.retry_after_ms = Some(0);
-        assert_eq!(p.retry_delay_ms(1, &err, 0.5), 1_000);
+        assert_eq!(p.retry_delay_ms(1, &err.failure(), 0.5), 1_000);
     }
 
     #[test]
@@ -495,17 +499,17 @@ mod tests {
         for (i, d) in nominal.iter().enumerate() {
             let n = i as u32 + 1;
             assert_eq!(
-                p.next_after_failure(n, &err, 0.5),
+                p.next_after_failure(n, &err.failure(), 0.5),
                 Next::RetryIn(*d),
                 "midpoint is nominal"
             );
-            assert_eq!(p.retry_delay_ms(n, &err, 0.0), d * 9 / 10);
+            assert_eq!(p.retry_delay_ms(n, &err.failure(), 0.0), d * 9 / 10);
             assert_eq!(
-                p.retry_delay_ms(n, &err, 0.999_999_9),
+                p.retry_delay_ms(n, &err.failure(), 0.999_999_9),
                 (*d as f64 * 1.1).round() as u64
             );
         }
-        assert_eq!(p.next_after_failure(7, &err, 0.5), Next::Dead);
+        assert_eq!(p.next_after_failure(7, &err.failure(), 0.5), Next::Dead);
         // The last entry repeats (if max_attempts allowed more).
         assert_eq!(p.raw_backoff_ms(12), 21_600_000);
     }
@@ -540,7 +544,7 @@ mod tests {
             let p = RetryPolicy { retry_after_max_ms: cap, ..RetryPolicy::default() };
             let mut err = DeliveryError::transient("slow down");
             err.retry_after_ms = Some(ms);
-            let d = p.retry_delay_ms(1, &err, 0.5);
+            let d = p.retry_delay_ms(1, &err.failure(), 0.5);
             prop_assert_eq!(d % 1000, 0);
             prop_assert!(d >= 1000);
             prop_assert!(d >= ms.min(cap), "never before the provider asked, up to the cap");
@@ -558,7 +562,7 @@ mod tests {
         #[test]
         fn yotel_delays_stay_within_bounds(n in 1u32..7, u in 0.0f64..1.0) {
             let nominal = [5_000u64, 30_000, 180_000, 900_000, 3_600_000, 21_600_000][n as usize - 1] as f64;
-            let Next::RetryIn(d) = yotel().next_after_failure(n, &DeliveryError::transient("x"), u) else {
+            let Next::RetryIn(d) = yotel().next_after_failure(n, &DeliveryError::transient("x").failure(), u) else {
                 return Err(TestCaseError::fail("retry expected"));
             };
             prop_assert!(d as f64 >= nominal * 0.9 - 0.5 && d as f64 <= nominal * 1.1 + 0.5, "{} outside +-10% of {}", d, nominal);
@@ -588,7 +592,7 @@ mod tests {
 
         #[test]
         fn attempts_never_exceed_max(p in any_policy(), n in 1u32..40) {
-            let next = p.next_after_failure(n, &DeliveryError::transient("x"), 0.3);
+            let next = p.next_after_failure(n, &DeliveryError::transient("x").failure(), 0.3);
             if n >= p.max_attempts { prop_assert_eq!(next, Next::Dead); }
             else { prop_assert!(matches!(next, Next::RetryIn(_))); }
         }

@@ -14,7 +14,7 @@ use crate::outcome::Admit;
 pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Accepted, Delivered, Envelope, Target};
 use converger_core::policy::{self, Next, hop_delay_s, watch_again_s};
-use converger_core::{DeliveryError, RetryPolicy, Timestamp, time};
+use converger_core::{DeliveryError, RetryPolicy, Timestamp, Verdict, time};
 use converger_ports::{
     Activity, AttemptEntry, AttemptOutcome, Channel, Claim, Delivery, DeliveryMessage, LogUpdate,
     Outcome, RetryAt, SentInfo, StoreResult,
@@ -481,7 +481,7 @@ impl Attempts<'_> {
             m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
         }
         metrics::record(&m, p.channel.kind, Some(d.tier));
-        self.after_attempt(d, p, CallEnd::new(Outcome::Success).handing_on(hand_on))
+        self.after_attempt(d, p, CallEnd::of(Verdict::Success).handing_on(hand_on))
             .await?;
         // Its status event and counts follow from the row's change (`crate::changes`).
         Ok(Report::Sent)
@@ -496,11 +496,8 @@ impl Attempts<'_> {
         err: DeliveryError,
     ) -> Result<Report, AttemptError> {
         let d = &p.d;
-        let outcome = if err.retryable {
-            Outcome::Transient
-        } else {
-            Outcome::Neutral
-        };
+        // The call's one classification: the policy, the window and the breaker read it.
+        let failure = err.failure();
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         metrics::record(
             &[
@@ -511,7 +508,7 @@ impl Attempts<'_> {
             Some(d.tier),
         );
         let now = self.clock.now();
-        let delay_ms = match policy.next_after_failure(p.n, &err, rand::random::<f64>()) {
+        let delay_ms = match policy.next_after_failure(p.n, &failure, rand::random::<f64>()) {
             Next::RetryIn(delay_ms) => delay_ms,
             Next::Dead => {
                 let e = p.log_entry(
@@ -521,7 +518,7 @@ impl Attempts<'_> {
                     None,
                 );
                 let report = self.dead_letter(p, &err.reason, &e, now).await?;
-                self.after_attempt(d, p, CallEnd::new(outcome).congested(err.is_congestion()))
+                self.after_attempt(d, p, CallEnd::of(Verdict::Failed(failure)))
                     .await?;
                 return Ok(report);
             }
@@ -545,7 +542,7 @@ impl Attempts<'_> {
             return Ok(Report::Skipped("lease lost before recording failure"));
         }
         let closed = self
-            .after_attempt(d, p, CallEnd::new(outcome).congested(err.is_congestion()))
+            .after_attempt(d, p, CallEnd::of(Verdict::Failed(failure)))
             .await?;
         if !closed {
             // The breaker opened (or the probe failed): park the retry instead of enqueueing

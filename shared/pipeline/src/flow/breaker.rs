@@ -28,8 +28,22 @@ impl<'a> CallEnd<'a> {
         }
     }
 
-    pub(crate) fn congested(self, congestion: bool) -> Self {
-        Self { congestion, ..self }
+    /// The end of a call that reached the endpoint, as its one classification says: a
+    /// failure a retry may heal counts against the breaker, one that cannot does not, and
+    /// either shrinks the window when the endpoint said it is overloaded.
+    pub(crate) fn of(verdict: converger_core::Verdict) -> Self {
+        match verdict {
+            converger_core::Verdict::Success => Self::new(Outcome::Success),
+            converger_core::Verdict::Failed(f) => Self {
+                outcome: if f.retryable {
+                    Outcome::Transient
+                } else {
+                    Outcome::Neutral
+                },
+                congestion: f.congested,
+                hand_on: None,
+            },
+        }
     }
 
     pub(crate) fn handing_on(self, hand_on: Option<&'a converger_core::DeliveryId>) -> Self {
