@@ -418,6 +418,13 @@ pub const EMAIL_CONFIGURATION_SET: Setting = Setting {
     read_by: ReadBy::Senders,
     meaning: "the SES configuration set email is sent with, whose events reach the `email-events` function",
 };
+pub const SPAN_EXPORT_ENDPOINT: Setting = Setting {
+    name: "SPAN_EXPORT_ENDPOINT",
+    kind: Kind::Text,
+    default: "none: attempts' spans are not exported",
+    read_by: ReadBy::Senders,
+    meaning: "the base URL of an OpenTelemetry collector (OTLP over HTTP, `/v1/traces` added) each attempt's span is exported to, child of the producer's span (`SpanExportEndpoint`; the ADOT collector layer's is `http://localhost:4318`)",
+};
 
 // ------------------------------------------------------------------ logging
 pub const RUST_LOG: Setting = text(
@@ -491,6 +498,7 @@ pub const ALL: &[Setting] = &[
     WEBSOCKET_MANAGEMENT_URL,
     EMAIL_CONFIGURATION_SET,
     ROLE_EXTERNAL_ID_CHECK,
+    SPAN_EXPORT_ENDPOINT,
     RUST_LOG,
 ];
 

@@ -86,6 +86,15 @@ impl TraceContext {
         format!("00-{}-{}-{}", self.trace_id, random_hex::<8>(), self.flags)
     }
 
+    /// The `traceparent` of the span `span_id` (16 lowercase hex digits, as a tracer gave
+    /// it) of this trace; a new span of its own if `span_id` is not one.
+    pub fn child_of(&self, span_id: &str) -> String {
+        if !is_hex(span_id, 16) || span_id.bytes().all(|b| b == b'0') {
+            return self.child();
+        }
+        format!("00-{}-{}-{}", self.trace_id, span_id, self.flags)
+    }
+
     /// The same span in AWS X-Ray's header form (EventBridge's `TraceHeader`): the trace id's
     /// first eight digits are its time, the rest its unique part.
     pub fn xray_header(traceparent: &str) -> Option<String> {
@@ -105,6 +114,21 @@ mod tests {
     use super::*;
 
     const GOOD: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn an_exported_span_is_the_child_the_receiver_is_told_of() {
+        let c = TraceContext::parse(GOOD, None).unwrap();
+        assert_eq!(
+            c.child_of("b7ad6b7169203331"),
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01"
+        );
+        // Not a span id: a span of its own, of the same trace.
+        for bad in ["0000000000000000", "B7AD6B7169203331", "b7ad"] {
+            let t = c.child_of(bad);
+            assert!(t.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-"), "{t}");
+            assert!(!t.contains(bad), "{t}");
+        }
+    }
 
     #[test]
     fn a_version_00_header_parses_and_its_state_is_kept() {

@@ -25,6 +25,8 @@ pub enum BootError {
     Secret(#[from] converger_store::secrets::SecretError),
     #[error(transparent)]
     ShortSecret(#[from] converger_core::secret::ShortSecret),
+    #[error(transparent)]
+    Spans(#[from] converger_store::spans::SpanExportError),
 }
 
 pub async fn aws_pipeline(
@@ -110,6 +112,19 @@ pub fn with_tenant_aws(pipeline: Pipeline, clients: &Clients) -> Pipeline {
     ))
 }
 
+/// Exports attempts' spans to the collector `endpoint` names (`SPAN_EXPORT_ENDPOINT`), when
+/// it names one: the functions that run attempts (deliver and probe).
+pub fn with_spans(
+    pipeline: Pipeline,
+    endpoint: Option<&str>,
+    service: &str,
+) -> Result<Pipeline, BootError> {
+    Ok(match endpoint.filter(|e| !e.trim().is_empty()) {
+        Some(url) => pipeline.with_spans(Arc::new(converger_store::OtlpSpans::new(url, service)?)),
+        None => pipeline,
+    })
+}
+
 /// The pipeline a Lambda function uses: names and settings from its environment.
 pub async fn from_env() -> Result<Pipeline, BootError> {
     let config = PipelineConfig::from_env()?;
@@ -126,6 +141,10 @@ pub async fn from_env_with_websockets() -> Result<Pipeline, BootError> {
     let res = Resources::from_env()?;
     let pipeline = aws_pipeline(&clients, &res, config).await?;
     let pipeline = with_tenant_aws(pipeline, &clients);
+    let endpoint = converger_core::settings::Env::new(|k| std::env::var(k).ok())
+        .text(&converger_core::settings::SPAN_EXPORT_ENDPOINT);
+    let service = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "converger".into());
+    let pipeline = with_spans(pipeline, endpoint.as_deref(), &service)?;
     Ok(with_email(with_websockets(pipeline, &clients), &clients))
 }
 

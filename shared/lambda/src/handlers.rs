@@ -64,8 +64,10 @@ pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
         Ok::<(), HandlerError>(())
     })
     .await;
-    // The batch's status events, ten to a request, before the instance can be frozen.
+    // The batch's status events, ten to a request, and its attempts' spans, before the
+    // instance can be frozen.
     p.flush_events().await;
+    p.flush_spans().await;
     resp
 }
 
@@ -179,12 +181,15 @@ pub async fn replay_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
 
 /// The `probe` function: one flow job (probe, release) per record.
 pub async fn flow_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
-    batch::process(event, p.config().batch_concurrency, |m| async move {
+    let resp = batch::process(event, p.config().batch_concurrency, |m| async move {
         let job: converger_ports::FlowJob = message(&m)?;
         p.flow_jobs().flow_job(&job).await?;
         Ok::<(), HandlerError>(())
     })
-    .await
+    .await;
+    // A probe is an attempt: its span goes before the instance can be frozen.
+    p.flush_spans().await;
+    resp
 }
 
 /// The `ingest` function: one activity per record. An activity that can never be accepted

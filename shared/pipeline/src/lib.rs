@@ -68,6 +68,8 @@ pub struct Pipeline {
     pub(crate) mailer: Arc<dyn Mailer>,
     /// Where AWS channel types send ([`Pipeline::with_tenant_aws`]; none by default).
     pub(crate) tenant_aws: Arc<dyn converger_ports::TenantAws>,
+    /// Where attempts' spans go ([`Pipeline::with_spans`]; nowhere by default).
+    pub(crate) spans: Arc<dyn converger_ports::Spans>,
     pub(crate) adapters: Adapters,
     pub(crate) config: PipelineConfig,
     reads: Reads,
@@ -115,6 +117,7 @@ impl Pipeline {
             sockets: Arc::new(converger_ports::NoSockets),
             mailer: Arc::new(converger_ports::NoMailer),
             tenant_aws: Arc::new(converger_ports::NoTenantAws),
+            spans: Arc::new(converger_ports::NoSpans),
             adapters,
             config,
             clock: Arc::new(converger_core::time::SystemClock),
@@ -159,6 +162,18 @@ impl Pipeline {
     pub fn with_tenant_aws(mut self, tenant_aws: Arc<dyn converger_ports::TenantAws>) -> Self {
         self.tenant_aws = tenant_aws;
         self
+    }
+
+    /// Exports attempts' spans through `spans`.
+    pub fn with_spans(mut self, spans: Arc<dyn converger_ports::Spans>) -> Self {
+        self.spans = spans;
+        self
+    }
+
+    /// Sends the spans of the attempts that ended (at the end of a batch, before the
+    /// instance can be frozen).
+    pub async fn flush_spans(&self) {
+        self.spans.flush().await;
     }
 
     /// Lets attempts push to websocket clients through `sockets`.

@@ -13,10 +13,12 @@ pub mod mail;
 pub mod resources;
 pub mod secrets;
 pub mod sockets;
+pub mod spans;
 pub mod sqs;
 pub mod tenant_aws;
 
 pub use mail::SesMailer;
 pub use resources::{EMAIL_CONFIGURATION_SET_ENV, MANAGEMENT_URL_ENV, Resources};
 pub use sockets::ApiGatewaySockets;
+pub use spans::OtlpSpans;
 pub use tenant_aws::StsTenantAws;

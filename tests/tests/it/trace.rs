@@ -127,3 +127,66 @@ async fn a_producers_trace_reaches_every_attempt() {
     );
     t.stop().await;
 }
+
+/// With `SpanExportEndpoint` set, each attempt is exported as a span of the producer's trace
+/// (OTLP over HTTP to the collector): the span the receiver's `traceparent` names is the one
+/// the collector gets, in the producer's trace, after the producer's span.
+#[tokio::test]
+async fn an_attempts_span_is_exported_as_the_one_the_receiver_names() {
+    let collector = Receiver::always(200).await.unwrap();
+    let base = collector.url.trim_end_matches("/hook").to_owned();
+    let t = TestStack::with(|o| {
+        o.parameters
+            .insert("SpanExportEndpoint".to_owned(), base.clone());
+    })
+    .await;
+    let a = t.new_tenant("default").await;
+    let rx = Receiver::always(200).await.unwrap();
+    let ch = a.webhook(&rx.url, json!({})).await.channel.id;
+    let r = t
+        .http
+        .post(format!("{}/api/v1/activities", t.stack.api_url))
+        .bearer_auth(&a.key)
+        .header("content-type", "application/json")
+        .header("traceparent", PRODUCER)
+        .body(
+            json!({"conversation_id": "c1", "channel_ids": [ch], "payload": {"text": "hi"}})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let got = rx.wait_for(1, Duration::from_secs(30)).await;
+    let (trace_id, span_id) = span(&got[0]);
+    // The exported batch: OTLP protobuf, whose span carries the ids as raw bytes.
+    let exported = collector.wait_for(1, Duration::from_secs(30)).await;
+    assert!(!exported.is_empty(), "no span exported");
+    let req = &exported[0];
+    assert_eq!(req.uri.path(), "/v1/traces");
+    assert_eq!(
+        req.headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/x-protobuf")
+    );
+    let bytes = |hex: &str| -> Vec<u8> {
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    };
+    let body = exported
+        .iter()
+        .flat_map(|r| r.body.iter().copied())
+        .collect::<Vec<u8>>();
+    let has = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    assert!(has(&bytes(&trace_id)), "the producer's trace");
+    assert!(has(&bytes(&span_id)), "the span the receiver was told of");
+    assert!(
+        has(&bytes("00f067aa0ba902b7")),
+        "the producer's span, its parent"
+    );
+    assert!(has(b"deliver webhook"));
+    t.stop().await;
+}

@@ -106,6 +106,15 @@ async fn function_pipeline(
     } else {
         pipeline
     };
+    // Attempts' spans, where the function's environment names a collector (as
+    // `bootstrap::from_env_with_websockets` reads it).
+    let pipeline = bootstrap::with_spans(
+        pipeline,
+        f.env(converger_core::settings::SPAN_EXPORT_ENDPOINT.name)
+            .as_deref(),
+        logical_id,
+    )
+    .map_err(|e| e.to_string())?;
     // As `functions/deliver` runs: its events ten to a request.
     let pipeline = if logical_id == fun::DELIVER {
         pipeline.with_batched_events()
@@ -116,7 +125,7 @@ async fn function_pipeline(
 }
 
 /// The functions that run attempts (and so may send as a tenant's role).
-fn runs_attempts(logical_id: &str) -> bool {
+pub(super) fn runs_attempts(logical_id: &str) -> bool {
     matches!(logical_id, fun::DELIVER | fun::PROBE)
 }
 

@@ -337,6 +337,20 @@ async fn build_memory(
         } else {
             p
         };
+        // Attempts' spans, as the template's `SpanExportEndpoint` gives the functions that
+        // run attempts their `SPAN_EXPORT_ENDPOINT` (this backend deploys no environment).
+        let p = if aws::runs_attempts(id) {
+            bootstrap::with_spans(
+                p,
+                opts.parameters
+                    .get("SpanExportEndpoint")
+                    .map(String::as_str),
+                id,
+            )
+            .map_err(|e| e.to_string())?
+        } else {
+            p
+        };
         // As `functions/deliver` runs: its events ten to a request.
         Ok(Arc::new(if id == fun::DELIVER {
             p.with_batched_events()

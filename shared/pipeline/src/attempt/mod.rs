@@ -60,6 +60,8 @@ pub struct Attempts<'p> {
     pub(crate) health: crate::health::Health<'p>,
     pub(crate) handoff: crate::handoff::Handoff<'p>,
     pub(crate) lanes: crate::lanes::Lanes<'p>,
+    /// Where each attempt's span goes (nowhere unless the deployment exports them).
+    pub(crate) spans: &'p dyn converger_ports::Spans,
 }
 
 impl<'p> Attempts<'p> {
@@ -73,6 +75,7 @@ impl<'p> Attempts<'p> {
             config: &p.config,
             flow: &p.flow,
             queue: &*p.queue,
+            spans: &*p.spans,
             lanes: crate::lanes::Lanes::of(p),
             cache: &p.cache,
             health: crate::health::Health::of(p),
@@ -615,9 +618,24 @@ impl Attempts<'_> {
                 .await
                 .map_err(|h| CallError::Halted(h.to_string()))?;
             let payload = transformed.as_ref().unwrap_or(&activity.payload);
-            // Each attempt is a span of the activity's trace.
+            // Each attempt is a span of the activity's trace, child of the producer's: the
+            // exported one's id when spans are exported, so the receiver's join it.
             let trace = activity.trace();
-            let traceparent = trace.child();
+            let span = self.spans.attempt(
+                &trace,
+                converger_ports::AttemptStart {
+                    channel_type: channel.kind.as_str(),
+                    channel_id: channel.id.as_str(),
+                    tenant_id: d.tenant_id.as_str(),
+                    delivery_id: d.id.as_str(),
+                    activity_id: activity.id.as_str(),
+                    attempt: n,
+                },
+            );
+            let traceparent = match span.span_id() {
+                Some(id) => trace.child_of(&id),
+                None => trace.child(),
+            };
             let env = Envelope {
                 delivery_id: d.id.as_str(),
                 tenant_id: d.tenant_id.as_str(),
@@ -643,13 +661,26 @@ impl Attempts<'_> {
                 timeout,
             };
             // The adapter enforces its own timeout; this bound only guards against a stuck one.
-            Ok::<_, CallError>(
-                tokio::time::timeout(
-                    timeout + Duration::from_millis(policy::CALL_GRACE_MS),
-                    adapter.deliver(env, target),
-                )
-                .await,
+            let res = tokio::time::timeout(
+                timeout + Duration::from_millis(policy::CALL_GRACE_MS),
+                adapter.deliver(env, target),
             )
+            .await;
+            span.end(match &res {
+                Ok(Ok(_)) => converger_ports::AttemptEnd {
+                    status: None,
+                    error: None,
+                },
+                Ok(Err(e)) => converger_ports::AttemptEnd {
+                    status: e.status,
+                    error: Some(&e.reason),
+                },
+                Err(_) => converger_ports::AttemptEnd {
+                    status: None,
+                    error: Some("the adapter did not return in time"),
+                },
+            });
+            Ok::<_, CallError>(res)
         };
         let res = tokio::select! {
             r = work => r?,
