@@ -129,6 +129,25 @@ pub(super) fn runs_attempts(logical_id: &str) -> bool {
     matches!(logical_id, fun::DELIVER | fun::PROBE)
 }
 
+/// Attempts' spans on the in-process backend, which deploys no environment: as the
+/// template's `SpanExportEndpoint` gives the functions that run attempts their
+/// `SPAN_EXPORT_ENDPOINT`.
+pub(super) fn with_parameter_spans(
+    p: Pipeline,
+    logical_id: &str,
+    parameters: &std::collections::BTreeMap<String, String>,
+) -> Result<Pipeline, String> {
+    if !runs_attempts(logical_id) {
+        return Ok(p);
+    }
+    bootstrap::with_spans(
+        p,
+        parameters.get("SpanExportEndpoint").map(String::as_str),
+        logical_id,
+    )
+    .map_err(|e| e.to_string())
+}
+
 /// The template deployed on the emulator; the queue-triggered functions started as their
 /// deployed event source mappings say.
 pub(super) async fn build_aws(

@@ -66,8 +66,7 @@ pub struct StackOptions {
     pub prefix: String,
     pub api_addr: SocketAddr,
     pub admin_addr: SocketAddr,
-    /// The WebSocket API (and its management endpoint).
-    pub ws_addr: SocketAddr,
+    pub ws_addr: SocketAddr, // the WebSocket API (and its management endpoint)
     /// The admin token; a random one when `None`.
     pub admin_token: Option<String>,
     pub config: PipelineConfig,
@@ -337,21 +336,8 @@ async fn build_memory(
         } else {
             p
         };
-        // Attempts' spans, as the template's `SpanExportEndpoint` gives the functions that
-        // run attempts their `SPAN_EXPORT_ENDPOINT` (this backend deploys no environment).
-        let p = if aws::runs_attempts(id) {
-            bootstrap::with_spans(
-                p,
-                opts.parameters
-                    .get("SpanExportEndpoint")
-                    .map(String::as_str),
-                id,
-            )
-            .map_err(|e| e.to_string())?
-        } else {
-            p
-        };
-        // As `functions/deliver` runs: its events ten to a request.
+        // Attempts' spans; and as `functions/deliver` runs, its events ten to a request.
+        let p = aws::with_parameter_spans(p, id, &opts.parameters)?;
         Ok(Arc::new(if id == fun::DELIVER {
             p.with_batched_events()
         } else {

@@ -621,17 +621,7 @@ impl Attempts<'_> {
             // Each attempt is a span of the activity's trace, child of the producer's: the
             // exported one's id when spans are exported, so the receiver's join it.
             let trace = activity.trace();
-            let span = self.spans.attempt(
-                &trace,
-                converger_ports::AttemptStart {
-                    channel_type: channel.kind.as_str(),
-                    channel_id: channel.id.as_str(),
-                    tenant_id: d.tenant_id.as_str(),
-                    delivery_id: d.id.as_str(),
-                    activity_id: activity.id.as_str(),
-                    attempt: n,
-                },
-            );
+            let span = self.spans.attempt(&trace, parts::span_start(p));
             let traceparent = match span.span_id() {
                 Some(id) => trace.child_of(&id),
                 None => trace.child(),
@@ -666,20 +656,7 @@ impl Attempts<'_> {
                 adapter.deliver(env, target),
             )
             .await;
-            span.end(match &res {
-                Ok(Ok(_)) => converger_ports::AttemptEnd {
-                    status: None,
-                    error: None,
-                },
-                Ok(Err(e)) => converger_ports::AttemptEnd {
-                    status: e.status,
-                    error: Some(&e.reason),
-                },
-                Err(_) => converger_ports::AttemptEnd {
-                    status: None,
-                    error: Some("the adapter did not return in time"),
-                },
-            });
+            span.end(parts::span_end(&res));
             Ok::<_, CallError>(res)
         };
         let res = tokio::select! {

@@ -194,3 +194,35 @@ pub(super) fn on_dead_letter(
         .map(|o| o.on_dead_letter)
         .unwrap_or_default()
 }
+
+/// What an attempt's span says when it starts.
+pub(super) fn span_start(p: &Prepared) -> converger_ports::AttemptStart<'_> {
+    converger_ports::AttemptStart {
+        channel_type: p.channel.kind.as_str(),
+        channel_id: p.channel.id.as_str(),
+        tenant_id: p.d.tenant_id.as_str(),
+        delivery_id: p.d.id.as_str(),
+        activity_id: p.activity.id.as_str(),
+        attempt: p.n,
+    }
+}
+
+/// How an attempt's call ended, for its span (`Err`: the adapter did not return in time).
+pub(super) fn span_end<T, E>(
+    res: &Result<Result<T, DeliveryError>, E>,
+) -> converger_ports::AttemptEnd<'_> {
+    match res {
+        Ok(Ok(_)) => converger_ports::AttemptEnd {
+            status: None,
+            error: None,
+        },
+        Ok(Err(e)) => converger_ports::AttemptEnd {
+            status: e.status,
+            error: Some(&e.reason),
+        },
+        Err(_) => converger_ports::AttemptEnd {
+            status: None,
+            error: Some("the adapter did not return in time"),
+        },
+    }
+}
