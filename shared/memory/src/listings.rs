@@ -35,6 +35,32 @@ impl DeliveryQueries for MemStore {
             )
         })
     }
+    async fn handed_off_deliveries(
+        &self,
+        tenant: &TenantId,
+        channel: &ChannelId,
+        limit: usize,
+        after: Option<converger_core::query::Cursor>,
+    ) -> StoreResult<Listed<Delivery>> {
+        wait(&self.latency, |m| m.query).await;
+        let now = converger_core::time::now_ms();
+        let q = DeliveryQuery {
+            status: Some(DeliveryStatus::Pending),
+            channel: Some(channel.clone()),
+            newest_first: false,
+            after,
+            ..DeliveryQuery::of_tenant(tenant.clone(), limit)
+        };
+        // As the channel index holds them: the pending deliveries handed off, no others.
+        self.with(|s| {
+            q.page(
+                s.deliveries
+                    .values()
+                    .filter(|d| !converger_ports::expired(d.expires_at, now))
+                    .filter(|d| d.handed_off),
+            )
+        })
+    }
     async fn count_by_status(
         &self,
         tenant: &TenantId,

@@ -7,12 +7,8 @@ use async_trait::async_trait;
 use converger_adapters::websocket::{activity_frame, socket_config};
 use converger_adapters::{Push, Reply, Services};
 use converger_core::providers::Receipt;
-use converger_core::{
-    ActivityId, ChannelId, ChannelType, DeliveryError, DeliveryId, DeliveryStatus,
-};
-use converger_ports::{
-    Ack, Channel, Connection, Delivery, DeliveryQuery, Pushed, Receipted, StoreError,
-};
+use converger_core::{ActivityId, ChannelId, ChannelType, DeliveryError, DeliveryId};
+use converger_ports::{Ack, Channel, Connection, Delivery, Pushed, Receipted, StoreError};
 use serde_json::{Value, json};
 
 /// Most waiting deliveries one replay request pushes again.
@@ -427,21 +423,11 @@ impl Handoff<'_> {
         let mut waiting: Vec<Delivery> = Vec::new();
         let mut after = None;
         loop {
+            // The channel's own index of what waits for an ack, whatever else the tenant has
+            // pending.
             let page = self
                 .listings
-                .list_deliveries(&DeliveryQuery {
-                    tenant: conn.tenant_id.clone(),
-                    status: Some(DeliveryStatus::Pending),
-                    channel: Some(conn.channel_id.clone()),
-                    from_key: None,
-                    to_key: None,
-                    error_contains: None,
-                    event_type: None,
-                    activity: None,
-                    newest_first: false,
-                    limit: 200,
-                    after,
-                })
+                .handed_off_deliveries(&conn.tenant_id, &conn.channel_id, 200, after)
                 .await?;
             waiting.extend(page.items.into_iter().filter(|d| d.handed_off));
             after = page.next;

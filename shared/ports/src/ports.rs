@@ -328,6 +328,16 @@ pub trait DeliveryQueries: Send + Sync + 'static {
     ) -> StoreResult<Vec<AttemptEntry>>;
     /// A tenant's deliveries, filtered and keyset-paginated.
     async fn list_deliveries(&self, q: &DeliveryQuery) -> StoreResult<Listed<Delivery>>;
+    /// A channel's deliveries handed off to its websocket clients and not acknowledged yet,
+    /// oldest first, `limit` a page after `after`: read from the channel's index, whatever
+    /// else the tenant has pending.
+    async fn handed_off_deliveries(
+        &self,
+        tenant: &TenantId,
+        channel: &ChannelId,
+        limit: usize,
+        after: Option<converger_core::query::Cursor>,
+    ) -> StoreResult<Listed<Delivery>>;
     /// How many of a tenant's deliveries have `status`, counted up to `cap` (the answer is
     /// `cap` or a little more when there are more). Counts through the status index without
     /// reading the rows out.

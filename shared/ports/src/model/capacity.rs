@@ -86,7 +86,7 @@ fn delivery_entries(d: &Delivery, due_shards: u32) -> Vec<Entry> {
             projected: format!("{}|{:?}", d.channel_id, d.last_error),
         });
     }
-    if channel_indexed(d.status) {
+    if in_channel_index(d.status, d.handed_off) {
         v.push(Entry {
             index: "by_channel_status_s",
             family: "<channel>#<status>#<n>",

@@ -338,6 +338,13 @@ pub fn channel_indexed(status: DeliveryStatus) -> bool {
     matches!(status, DeliveryStatus::Failed | DeliveryStatus::Paused)
 }
 
+/// [`channel_indexed`], and a delivery handed off to a websocket client that has not
+/// acknowledged it yet (`pending` with `handed_off`, under the channel's `pending` key): a
+/// replay reads its channel's waiting deliveries from there, not from the tenant's listing.
+pub fn in_channel_index(status: DeliveryStatus, handed_off: bool) -> bool {
+    channel_indexed(status) || (status == DeliveryStatus::Pending && handed_off)
+}
+
 /// The channel index's shard of a delivery.
 pub fn channel_shard(id: &DeliveryId) -> u32 {
     stable_hash(id.as_str()) % CHANNEL_SHARDS

@@ -86,7 +86,14 @@ impl DeliveryStore for DynamoStore {
         // and the backlog).
         let status = outcome.status();
         let mut u = self
-            .outcome_update(d, token, status, log, now)
+            .outcome_update(
+                d,
+                token,
+                status,
+                matches!(outcome, RowOutcome::Sent(info) if info.handed_off),
+                log,
+                now,
+            )
             .await?
             .remove_each(LEASE)
             .remove("slot_item");

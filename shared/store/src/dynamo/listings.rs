@@ -78,28 +78,32 @@ impl DeliveryQueries for DynamoStore {
                 ("by_tenant_status_s", "tl_pk", keys)
             }
         };
-        let limit = q.limit.clamp(1, 1000);
-        let pages = futures::future::try_join_all(
-            parts
-                .iter()
-                .map(|key| self.listing_partition(index, hash_attr, key, q, limit)),
-        )
-        .await?;
-        let (ids, next) = merge_pages(pages, limit, q.newest_first);
-        // The indexes hold keys (and what filters read); the rows themselves are read by key,
-        // eventually consistent as the index itself is (half the read units).
-        let rows = self.rows_by_id(&ids, false).await?;
-        let mut by_id: HashMap<DeliveryId, Delivery> = rows
-            .into_iter()
-            .filter(|d| d.tenant_id == q.tenant)
-            .map(|d| (d.id.clone(), d))
+        self.list_from(index, hash_attr, &parts, q).await
+    }
+    async fn handed_off_deliveries(
+        &self,
+        tenant: &TenantId,
+        channel: &ChannelId,
+        limit: usize,
+        after: Option<converger_core::query::Cursor>,
+    ) -> StoreResult<Listed<Delivery>> {
+        // The channel index's `pending` entries are the handed-off deliveries only.
+        let parts: Vec<String> = (0..CHANNEL_SHARDS)
+            .map(|i| channel_listing_key(channel, DeliveryStatus::Pending, i))
             .collect();
-        let items = ids.iter().filter_map(|id| by_id.remove(id)).collect();
-        let next = next.and_then(|sort_key| {
-            let id = sort_key.rsplit_once('#')?.1.to_owned();
-            Some(Cursor { sort_key, id })
-        });
-        Ok(Listed { items, next })
+        let q = DeliveryQuery {
+            status: Some(DeliveryStatus::Pending),
+            channel: Some(channel.clone()),
+            newest_first: false,
+            after,
+            ..DeliveryQuery::of_tenant(tenant.clone(), limit)
+        };
+        let mut page = self
+            .list_from("by_channel_status_s", "cl_pk", &parts, &q)
+            .await?;
+        page.items
+            .retain(|d| d.handed_off && d.status == DeliveryStatus::Pending);
+        Ok(page)
     }
     async fn count_by_status(
         &self,
@@ -347,5 +351,40 @@ impl DynamoStore {
             }
         }
         Ok(PartitionPage { rows, read_up_to })
+    }
+}
+
+impl DynamoStore {
+    /// A page of the rows whose index entries are in `parts` of `index` (its hash key
+    /// `hash_attr`), merged in `q`'s order after its cursor; the rows read by key.
+    async fn list_from(
+        &self,
+        index: &str,
+        hash_attr: &str,
+        parts: &[String],
+        q: &DeliveryQuery,
+    ) -> StoreResult<Listed<Delivery>> {
+        let limit = q.limit.clamp(1, 1000);
+        let pages = futures::future::try_join_all(
+            parts
+                .iter()
+                .map(|key| self.listing_partition(index, hash_attr, key, q, limit)),
+        )
+        .await?;
+        let (ids, next) = merge_pages(pages, limit, q.newest_first);
+        // The indexes hold keys (and what filters read); the rows themselves are read by key,
+        // eventually consistent as the index itself is (half the read units).
+        let rows = self.rows_by_id(&ids, false).await?;
+        let mut by_id: HashMap<DeliveryId, Delivery> = rows
+            .into_iter()
+            .filter(|d| d.tenant_id == q.tenant)
+            .map(|d| (d.id.clone(), d))
+            .collect();
+        let items = ids.iter().filter_map(|id| by_id.remove(id)).collect();
+        let next = next.and_then(|sort_key| {
+            let id = sort_key.rsplit_once('#')?.1.to_owned();
+            Some(Cursor { sort_key, id })
+        });
+        Ok(Listed { items, next })
     }
 }

@@ -96,11 +96,13 @@ fn to_av<T: Serialize>(v: &T) -> StoreResult<AttributeValue> {
     serde_dynamo::to_attribute_value(v).map_err(StoreError::unreadable)
 }
 
-/// The index attributes of a delivery in `status` changed at `updated_at`.
+/// The index attributes of a delivery in `status` (`handed_off` to a client, if pending)
+/// changed at `updated_at`.
 fn index_keys(
     d: &Delivery,
     status: DeliveryStatus,
     updated_at: &str,
+    handed_off: bool,
 ) -> Vec<(&'static str, AttributeValue)> {
     let mut v = vec![
         (
@@ -113,7 +115,7 @@ fn index_keys(
         ),
         ("upd_sk", s(listing_sort_key(updated_at, &d.id))),
     ];
-    if channel_indexed(status) {
+    if in_channel_index(status, handed_off) {
         v.push((
             "cl_pk",
             s(channel_listing_key(
@@ -141,10 +143,22 @@ fn entry_id(item: &Item, what: &str) -> StoreResult<DeliveryId> {
 /// the delivery is failed or paused (sparse: a delivery on its way to `sent` never enters it).
 /// A delivery not listed yet (`Delivery::unlisted`) is listed from here on.
 fn listed(u: Update, d: &Delivery, status: DeliveryStatus, updated_at: &str) -> Update {
+    listed_as(u, d, status, updated_at, false)
+}
+
+/// [`listed`] for a write that leaves the delivery `handed_off` to a websocket client (or
+/// not): a pending one waiting for its ack is in its channel's index too.
+fn listed_as(
+    u: Update,
+    d: &Delivery,
+    status: DeliveryStatus,
+    updated_at: &str,
+    handed_off: bool,
+) -> Update {
     let u = u
-        .set_each(index_keys(d, status, updated_at))
+        .set_each(index_keys(d, status, updated_at, handed_off))
         .remove("unlisted");
-    if channel_indexed(status) {
+    if in_channel_index(status, handed_off) {
         u
     } else {
         u.remove("cl_pk")
@@ -196,7 +210,7 @@ impl DynamoStore {
     fn delivery_item(&self, d: &Delivery) -> StoreResult<Item> {
         let mut item = to_item(d)?;
         // A delivery sent to its queue at creation joins the listing at its first transition.
-        for (k, v) in index_keys(d, d.status, &d.updated_at) {
+        for (k, v) in index_keys(d, d.status, &d.updated_at, d.handed_off) {
             if d.unlisted && (k == "tl_pk" || k == "upd_sk") {
                 continue;
             }
@@ -597,6 +611,7 @@ impl DynamoStore {
         d: &Delivery,
         token: &str,
         status: DeliveryStatus,
+        handed_off: bool,
         log: &LogUpdate,
         now: Timestamp,
     ) -> StoreResult<Update> {
@@ -608,7 +623,7 @@ impl DynamoStore {
             .set("updated_at", s(now.as_str()))
             .set("attempt_log", to_av(&log.recent)?)
             .set("settled_by", s(token));
-        Ok(listed(u, d, status, &now))
+        Ok(listed_as(u, d, status, &now, handed_off))
     }
 
     /// Moves attempt entries to the attempts table (before the delivery item drops them, so

@@ -510,6 +510,19 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
         Claim::Settled(_)
     ));
     assert!(!in_due(&f.store, &d.id).await, "out of the due index");
+    // Its channel lists it as waiting for an ack; a pending delivery not handed off is not.
+    let other = claimed(&f, "v").await;
+    async fn waiting(f: &Fixture, d: &Delivery) -> Vec<DeliveryId> {
+        f.store
+            .handed_off_deliveries(&d.tenant_id, &d.channel_id, 10, None)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
+    }
+    assert_eq!(waiting(&f, &d).await, std::slice::from_ref(&d.id));
 
     // The ack: pending -> sent, once; again it reports Already.
     match f.store.acknowledge(&d, now).await.unwrap() {
@@ -524,8 +537,11 @@ pub(super) async fn a_handed_off_delivery_waits_for_its_ack(b: Backend) {
         f.store.acknowledge(&d, now).await.unwrap(),
         Ack::Already(_)
     ));
+    assert!(
+        waiting(&f, &d).await.is_empty(),
+        "acknowledged: no longer waiting"
+    );
     // A pending delivery that was not handed off is not waiting for an ack.
-    let other = claimed(&f, "v").await;
     assert!(matches!(
         f.store.acknowledge(&other, now).await.unwrap(),
         Ack::NotAwaiting(_)
