@@ -10,7 +10,7 @@ use converger_core::health::{
 };
 use converger_core::{BreakerConfig, CircuitState, time};
 use converger_ports::{Channel, Flow, HealthCheck, PlatformEvent, StoreResult};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The `event` of the health-change body a tenant's alert webhook receives.
 pub const ALERT_HEALTH_CHANGED: &str = "channel_health_changed";
@@ -284,23 +284,22 @@ impl Health<'_> {
         report.writes += 1;
         report.changed += 1;
         let kind = converger_ports::EventType::ChannelHealthChanged;
-        let event = PlatformEvent::of(
-            kind,
-            &converger_ports::events::ChannelHealthChanged {
-                channel: converger_ports::events::ChannelNamed::of(kind, channel),
-                previous_status: previous.unwrap_or_default(),
-                new_status: status,
-                failure_rate: check.failure_rate,
-                total_deliveries: check.total_deliveries,
-                failed_deliveries: check.failed_deliveries,
-                checked_at,
-            },
-        );
-        tracing::info!(channel_id = %channel.id, %status, previous = %previous.unwrap_or_default(), "channel health changed");
+        let changed = converger_ports::events::ChannelHealthChanged {
+            channel: converger_ports::events::ChannelNamed::of(kind, channel),
+            previous_status: previous.unwrap_or_default(),
+            new_status: status,
+            failure_rate: check.failure_rate,
+            total_deliveries: check.total_deliveries,
+            failed_deliveries: check.failed_deliveries,
+            checked_at,
+        };
         // The tenant's alert webhook gets the body its receivers were written for: the same
         // fields, named `channel_health_changed` (the bus keeps the event's own name).
-        let mut alert = event.detail.clone();
-        alert["event"] = json!(ALERT_HEALTH_CHANGED);
+        let mut alert = changed.clone();
+        alert.channel.event = ALERT_HEALTH_CHANGED.to_owned();
+        let event = PlatformEvent::of(kind, &changed);
+        tracing::info!(channel_id = %channel.id, %status, previous = %previous.unwrap_or_default(), "channel health changed");
+        let alert = serde_json::to_value(&alert).unwrap_or_else(|_| event.detail.clone());
         self.alert(channel, alert).await;
         self.events.publish(vec![event]).await;
         // Only the change to unhealthy opens the breaker: a breaker a probe closed is not
@@ -321,26 +320,52 @@ impl Health<'_> {
     }
 
     /// A channel's latest health and recent checks, for the API.
-    pub async fn channel_health(&self, channel: &Channel, limit: usize) -> StoreResult<Value> {
+    pub async fn channel_health(
+        &self,
+        channel: &Channel,
+        limit: usize,
+    ) -> StoreResult<ChannelHealth> {
         let history = self
             .health_store
             .health_history(&channel.id, limit, self.clock.now())
             .await?;
-        let status = history
-            .first()
-            .map(|c| c.status)
-            .unwrap_or(HealthStatus::Unknown);
-        Ok(json!({
-            "channel_id": channel.id,
-            "status": status,
-            "checked_at": history.first().map(|c| c.checked_at.clone()),
-            "history": history.iter().map(|c| json!({
-                "status": c.status,
-                "failure_rate": c.failure_rate,
-                "total_deliveries": c.total_deliveries,
-                "failed_deliveries": c.failed_deliveries,
-                "checked_at": c.checked_at,
-            })).collect::<Vec<_>>(),
-        }))
+        Ok(ChannelHealth {
+            channel_id: channel.id.clone(),
+            status: history
+                .first()
+                .map(|c| c.status)
+                .unwrap_or(HealthStatus::Unknown),
+            checked_at: history.first().map(|c| c.checked_at.clone()),
+            history: history
+                .into_iter()
+                .map(|c| CheckView {
+                    status: c.status,
+                    failure_rate: c.failure_rate,
+                    total_deliveries: c.total_deliveries,
+                    failed_deliveries: c.failed_deliveries,
+                    checked_at: c.checked_at,
+                })
+                .collect(),
+        })
     }
+}
+
+/// A channel's latest health and its recent checks, newest first.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ChannelHealth {
+    pub channel_id: converger_core::ChannelId,
+    pub status: HealthStatus,
+    /// The latest check's time; `None` before the first.
+    pub checked_at: Option<String>,
+    pub history: Vec<CheckView>,
+}
+
+/// One health check as the API shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CheckView {
+    pub status: HealthStatus,
+    pub failure_rate: f64,
+    pub total_deliveries: u64,
+    pub failed_deliveries: u64,
+    pub checked_at: String,
 }

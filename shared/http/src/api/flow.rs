@@ -56,7 +56,7 @@ pub(crate) async fn channel_health(
     State(state): State<AppState>,
     Authed(tenant, _): Authed,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<converger_pipeline::health::ChannelHealth>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     Ok(Json(state.pipeline.health().channel_health(&c, 50).await?))
 }

@@ -6,11 +6,11 @@ use super::session::Viewer;
 use crate::AppState;
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
+use converger_core::health::HealthStatus;
 use converger_core::web::Realm;
 use converger_core::{DeliveryStatus, TenantId};
 use converger_ports::Channel;
 use maud::html;
-use serde_json::Value;
 
 /// Counts one status's deliveries of one tenant, up to `cap`.
 /// How far the dashboard counts each tenant's deliveries of one status.
@@ -93,10 +93,8 @@ pub(super) async fn dashboard(
     for h in &health {
         let s = h
             .as_ref()
-            .ok()
-            .and_then(|h| h.get("status"))
-            .and_then(Value::as_str)
-            .unwrap_or("unknown");
+            .map_or(HealthStatus::Unknown, |h| h.status)
+            .as_str();
         *by_health.entry(s.to_owned()).or_default() += 1;
     }
     let open: Vec<(&Channel, &String)> = channels
