@@ -33,6 +33,8 @@ mod health;
 mod idempotency;
 mod lanes;
 mod listings;
+#[cfg(test)]
+mod pinned;
 mod replays;
 mod stream;
 mod tenants;

@@ -1,0 +1,180 @@
+//! The DynamoDB requests of the conditional writes, pinned: each is sent to a client that
+//! records it instead of sending it (the SDK's capturing HTTP client), and its expressions,
+//! names and values are compared with the recorded form. A change to a request shows up here
+//! as a diff, before any emulator sees it.
+
+use super::*;
+use aws_smithy_http_client::test_util::{CaptureRequestReceiver, capture_request};
+use converger_core::Timestamp;
+use serde_json::{Value, json};
+
+/// A store whose client records its one request (answered `{}`), and that recording.
+fn recording() -> (DynamoStore, CaptureRequestReceiver) {
+    let (http, rx) = capture_request(None);
+    let conf = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "key", "secret", None, None, "pinned",
+        ))
+        .http_client(http)
+        .build();
+    let res = Resources::from_vars(|k| {
+        Some(match k {
+            "DUE_SHARDS" => "16".to_owned(),
+            other => format!("t-{other}"),
+        })
+    })
+    .expect("every name is given");
+    (
+        DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(conf), res),
+        rx,
+    )
+}
+
+/// The recorded request's operation (`X-Amz-Target`) and JSON body.
+fn recorded(rx: CaptureRequestReceiver) -> (String, Value) {
+    let req = rx.expect_request();
+    let target = req
+        .headers()
+        .get("x-amz-target")
+        .unwrap_or_default()
+        .to_owned();
+    let body = serde_json::from_slice(req.body().bytes().expect("an in-memory body"))
+        .expect("a JSON body");
+    (target, body)
+}
+
+/// The parts of an update request that say what it does.
+fn expressions(body: &Value) -> Value {
+    json!({
+        "UpdateExpression": body["UpdateExpression"],
+        "ConditionExpression": body["ConditionExpression"],
+        "ExpressionAttributeNames": body["ExpressionAttributeNames"],
+        "ExpressionAttributeValues": body["ExpressionAttributeValues"],
+    })
+}
+
+fn channel() -> ChannelId {
+    ChannelId::parse("ch_0123456789abcdef0123456789abcdef").expect("an id")
+}
+
+fn delivery() -> DeliveryId {
+    DeliveryId::parse("dlv_0123456789abcdef0123456789abcdef").expect("an id")
+}
+
+#[tokio::test]
+async fn a_slot_take_on_the_flow_item() {
+    let (store, rx) = recording();
+    let _ = store
+        .take_slot(&channel(), &delivery(), 8, Timestamp::from_ms(1_000), true)
+        .await;
+    let (target, body) = recorded(rx);
+    assert_eq!(target, "DynamoDB_20120810.UpdateItem");
+    assert_eq!(body["TableName"], "t-FLOW_TABLE");
+    assert_eq!(body["Key"], json!({"key": {"S": channel().as_str()}}));
+    assert_eq!(body["ReturnValues"], "ALL_NEW");
+    assert_eq!(
+        expressions(&body),
+        json!({
+            "UpdateExpression": "SET #n1.#n2 = if_not_exists(#n1.#n2, :v1)",
+            "ConditionExpression": "(#n0 = :v0 OR attribute_not_exists(#n0)) AND attribute_exists(#n1) AND attribute_not_exists(#n1.#n2) AND size(#n1) < :v2",
+            "ExpressionAttributeNames": {"#n0": "circuit_state", "#n1": "slots", "#n2": delivery().as_str()},
+            "ExpressionAttributeValues": {":v0": {"S": "closed"}, ":v1": {"N": "1000"}, ":v2": {"N": "8"}},
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_rate_schedules_idle_write() {
+    let (store, rx) = recording();
+    let limit: converger_core::RateLimit = "10/s".parse().expect("a rate");
+    let _ = store.rate_take_n("rate#ch_x", &limit, 1, 5_000_000).await;
+    let (target, body) = recorded(rx);
+    assert_eq!(target, "DynamoDB_20120810.UpdateItem");
+    assert_eq!(body["Key"], json!({"key": {"S": "rate#ch_x"}}));
+    assert_eq!(
+        expressions(&body),
+        json!({
+            "UpdateExpression": "SET #n0 = :v0, #n1 = :v1",
+            "ConditionExpression": "(attribute_not_exists(#n0) OR #n0 <= :v2)",
+            "ExpressionAttributeNames": {"#n0": "tat", "#n1": "expires_at"},
+            "ExpressionAttributeValues": {":v0": {"N": "5100000"}, ":v1": {"N": "3605"}, ":v2": {"N": "5000000"}},
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_subscribe_and_an_unsubscribe() {
+    let (store, rx) = recording();
+    let _ = store
+        .subscribe("conn-1", "channel_health", 20, Timestamp::from_ms(0))
+        .await;
+    let (_, body) = recorded(rx);
+    assert_eq!(body["TableName"], "t-STREAM_TABLE");
+    assert_eq!(body["ReturnValuesOnConditionCheckFailure"], "ALL_OLD");
+    assert_eq!(
+        expressions(&body),
+        json!({
+            "UpdateExpression": "ADD #n0 :v0",
+            "ConditionExpression": "attribute_exists(#n1) AND (attribute_not_exists(#n0) OR contains(#n0, :v1) OR size(#n0) < :v2)",
+            "ExpressionAttributeNames": {"#n0": "topics", "#n1": "pk"},
+            "ExpressionAttributeValues": {":v0": {"SS": ["channel_health"]}, ":v1": {"S": "channel_health"}, ":v2": {"N": "20"}},
+        })
+    );
+    let (store, rx) = recording();
+    let _ = store.unsubscribe("conn-1", "channel_health").await;
+    let (_, body) = recorded(rx);
+    assert_eq!(
+        expressions(&body),
+        json!({
+            "UpdateExpression": "DELETE #n0 :v0",
+            "ConditionExpression": "attribute_exists(#n1)",
+            "ExpressionAttributeNames": {"#n0": "topics", "#n1": "pk"},
+            "ExpressionAttributeValues": {":v0": {"SS": ["channel_health"]}},
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_usage_counters_marked_add() {
+    let (store, rx) = recording();
+    let add = CounterAdd::Usage {
+        key: UsageKey::new(
+            UsageOf::Channel(channel()),
+            converger_core::usage::Grain::Minute,
+            100,
+        ),
+        part: 3,
+        counts: converger_core::usage::Counts {
+            created: 2,
+            ..Default::default()
+        },
+    };
+    let mark = StreamMark {
+        shard: "shardId-1".into(),
+        first: seq_key("11"),
+        last: seq_key("19"),
+    };
+    let _ = store.add_marked(&add, &mark).await;
+    let (_, body) = recorded(rx);
+    assert_eq!(body["TableName"], "t-USAGE_TABLE");
+    assert_eq!(
+        body["Key"],
+        json!({"key": {"S": format!("us#c#{}#m#100#3", channel())}})
+    );
+    assert_eq!(
+        expressions(&body),
+        json!({
+            "UpdateExpression": "SET #n0 = :v0, #n2 = :v2 ADD #n1 :v1",
+            "ConditionExpression": "(attribute_not_exists(#n2) OR #n2 < :v3)",
+            "ExpressionAttributeNames": {"#n0": "expires_at", "#n1": "created", "#n2": "mk_shardId_1"},
+            "ExpressionAttributeValues": {
+                ":v0": {"N": "13260"},
+                ":v1": {"N": "2"},
+                ":v2": {"S": seq_key("19")},
+                ":v3": {"S": seq_key("11")},
+            },
+        })
+    );
+}
