@@ -568,6 +568,7 @@ async fn main() -> ExitCode {
         Some("fuzz") => converger_local::fuzz::run(&args[1..]).await,
         Some("clients") => converger_local::clients::run_command(&args[1..]).await,
         Some("release-check") => converger_local::release::run(&args[1..]).await,
+        Some("backfill-handoffs") => backfill_handoffs(&args[1..]).await,
         Some("--demo") => run(true).await,
         None => run(false).await,
         Some("--help" | "-h") => {
@@ -579,6 +580,7 @@ async fn main() -> ExitCode {
             println!("{}", converger_local::fuzz::USAGE);
             println!("{}", converger_local::clients::USAGE);
             println!("{}", converger_local::release::USAGE);
+            println!("{BACKFILL_USAGE}");
             Ok(())
         }
         Some(other) => Err(format!("unknown argument `{other}` (try --help)")),
@@ -590,4 +592,32 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+const BACKFILL_USAGE: &str = "converger-local backfill-handoffs <deliveries table>   after an upgrade: hand-offs waiting for an ack into their channel's index (once; AWS credentials and region from the environment)";
+
+/// Puts the deliveries an earlier version handed off, and still waiting for their acks, into
+/// their channel's index (`DynamoStore::backfill_handoff_index`) on the table named: on AWS
+/// with the environment's credentials, or the emulator `AWS_ENDPOINT_URL` names.
+async fn backfill_handoffs(args: &[String]) -> Result<(), String> {
+    let [table] = args else {
+        return Err(format!("usage: {BACKFILL_USAGE}"));
+    };
+    let sdk = converger_store::aws::load_config().await;
+    let res = converger_store::Resources::from_vars(|k| {
+        Some(match k {
+            "DELIVERIES_TABLE" => table.clone(),
+            "DUE_SHARDS" => "1".to_owned(),
+            // Not read by the backfill.
+            other => format!("unused-{other}"),
+        })
+    })
+    .map_err(|e| e.to_string())?;
+    let store = converger_store::dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), res);
+    let moved = store
+        .backfill_handoff_index()
+        .await
+        .map_err(|e| e.to_string())?;
+    println!("{}", serde_json::json!({"table": table, "moved": moved}));
+    Ok(())
 }

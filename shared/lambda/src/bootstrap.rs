@@ -25,8 +25,6 @@ pub enum BootError {
     Secret(#[from] converger_store::secrets::SecretError),
     #[error(transparent)]
     ShortSecret(#[from] converger_core::secret::ShortSecret),
-    #[error(transparent)]
-    Spans(#[from] converger_store::spans::SpanExportError),
 }
 
 pub async fn aws_pipeline(
@@ -113,16 +111,20 @@ pub fn with_tenant_aws(pipeline: Pipeline, clients: &Clients) -> Pipeline {
 }
 
 /// Exports attempts' spans to the collector `endpoint` names (`SPAN_EXPORT_ENDPOINT`), when
-/// it names one: the functions that run attempts (deliver and probe).
-pub fn with_spans(
-    pipeline: Pipeline,
-    endpoint: Option<&str>,
-    service: &str,
-) -> Result<Pipeline, BootError> {
-    Ok(match endpoint.filter(|e| !e.trim().is_empty()) {
-        Some(url) => pipeline.with_spans(Arc::new(converger_store::OtlpSpans::new(url, service)?)),
+/// it names one: the functions that run attempts (deliver and probe). An endpoint the
+/// exporter cannot use is logged and the function runs without export: an optional trace
+/// setting never stops deliveries.
+pub fn with_spans(pipeline: Pipeline, endpoint: Option<&str>, service: &str) -> Pipeline {
+    match endpoint.filter(|e| !e.trim().is_empty()) {
+        Some(url) => match converger_store::OtlpSpans::new(url, service) {
+            Ok(spans) => pipeline.with_spans(Arc::new(spans)),
+            Err(e) => {
+                tracing::error!(error = %e, "attempts' spans are not exported");
+                pipeline
+            }
+        },
         None => pipeline,
-    })
+    }
 }
 
 /// The pipeline a Lambda function uses: names and settings from its environment.
@@ -144,7 +146,7 @@ pub async fn from_env_with_websockets() -> Result<Pipeline, BootError> {
     let endpoint = converger_core::settings::Env::new(|k| std::env::var(k).ok())
         .text(&converger_core::settings::SPAN_EXPORT_ENDPOINT);
     let service = std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "converger".into());
-    let pipeline = with_spans(pipeline, endpoint.as_deref(), &service)?;
+    let pipeline = with_spans(pipeline, endpoint.as_deref(), &service);
     Ok(with_email(with_websockets(pipeline, &clients), &clients))
 }
 

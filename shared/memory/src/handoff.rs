@@ -110,10 +110,12 @@ impl HandoffStore for MemStore {
     async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>> {
         wait(&self.latency, |m| m.query).await;
         self.with(|s| {
+            let now_s = converger_core::time::now_ms() / 1000;
+            // As DynamoDB's reader passes over records TTL has not removed yet.
             let mut v: Vec<Connection> = s
                 .connections
                 .values()
-                .filter(|c| &c.channel_id == channel)
+                .filter(|c| &c.channel_id == channel && c.expires_at > now_s)
                 .cloned()
                 .collect();
             v.sort_by(|a, b| a.connection_id.cmp(&b.connection_id));

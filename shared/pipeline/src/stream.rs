@@ -114,7 +114,10 @@ impl Streams<'_> {
                     tenant_id: tenant.clone(),
                     expires_at: expires.secs(),
                     key_hash: key_hash.map(str::to_owned),
-                    topics: topics.map(|ts| ts.iter().map(ToString::to_string).collect()),
+                    // An empty list limits nothing (as the API never gives one).
+                    topics: topics
+                        .filter(|ts| !ts.is_empty())
+                        .map(|ts| ts.iter().map(ToString::to_string).collect()),
                 },
             )
             .await?;

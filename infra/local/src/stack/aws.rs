@@ -113,8 +113,7 @@ async fn function_pipeline(
         f.env(converger_core::settings::SPAN_EXPORT_ENDPOINT.name)
             .as_deref(),
         logical_id,
-    )
-    .map_err(|e| e.to_string())?;
+    );
     // As `functions/deliver` runs: its events ten to a request.
     let pipeline = if logical_id == fun::DELIVER {
         pipeline.with_batched_events()
@@ -140,12 +139,11 @@ pub(super) fn with_parameter_spans(
     if !runs_attempts(logical_id) {
         return Ok(p);
     }
-    bootstrap::with_spans(
+    Ok(bootstrap::with_spans(
         p,
         parameters.get("SpanExportEndpoint").map(String::as_str),
         logical_id,
-    )
-    .map_err(|e| e.to_string())
+    ))
 }
 
 /// The template deployed on the emulator; the queue-triggered functions started as their

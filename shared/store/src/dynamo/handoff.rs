@@ -41,6 +41,9 @@ fn not_acked(d: Delivery) -> Ack {
     }
 }
 
+/// Pages of a channel's connection records read at most, passing over expired ones.
+const CONNECTION_PAGES: usize = 5;
+
 #[async_trait]
 impl HandoffStore for DynamoStore {
     async fn acknowledge(&self, d: &Delivery, now: Timestamp) -> StoreResult<Ack> {
@@ -206,24 +209,36 @@ impl HandoffStore for DynamoStore {
     }
 
     async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>> {
-        let out = self
-            .client
-            .query()
-            .table_name(&self.res.connections)
-            .index_name("by_channel")
-            .key_condition_expression("channel_id = :c")
-            .expression_attribute_values(":c", s(channel.as_str()))
-            .limit(100)
-            .send()
-            .await
-            .map_err(sdk_err)?;
+        // Up to 100 live connections: TTL deletion lags, so expired records (clients gone
+        // without a `$disconnect`) are passed over, a few pages at most.
         let now_s = converger_core::time::now_ms() / 1000;
-        out.items
-            .unwrap_or_default()
-            .into_iter()
-            .map(from_item::<Connection>)
-            // TTL deletion lags: an expired record is not a connection.
-            .filter(|c| c.as_ref().map_or(true, |c| c.expires_at > now_s))
-            .collect()
+        let mut live = Vec::new();
+        let mut from = None;
+        for _ in 0..CONNECTION_PAGES {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.res.connections)
+                .index_name("by_channel")
+                .key_condition_expression("channel_id = :c")
+                .expression_attribute_values(":c", s(channel.as_str()))
+                .set_exclusive_start_key(from)
+                .limit(100)
+                .send()
+                .await
+                .map_err(sdk_err)?;
+            for item in out.items.unwrap_or_default() {
+                let c = from_item::<Connection>(item)?;
+                if c.expires_at > now_s {
+                    live.push(c);
+                }
+            }
+            from = out.last_evaluated_key;
+            if live.len() >= 100 || from.is_none() {
+                break;
+            }
+        }
+        live.truncate(100);
+        Ok(live)
     }
 }

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 mod accounts;
 mod activities;
 mod audit;
+mod backfill;
 mod changes;
 mod channels;
 mod deliveries;

@@ -708,3 +708,57 @@ async fn in_due(store: &std::sync::Arc<dyn Store>, id: &converger_core::Delivery
         .iter()
         .any(|o| &o.id == id)
 }
+
+/// A delivery handed off by a version before the channel index held hand-offs has no entry
+/// there: the upgrade's backfill puts it in (once: a second run moves nothing), so a replay
+/// finds it; an acknowledged one is left alone.
+#[tokio::test]
+async fn the_upgrade_backfill_puts_earlier_hand_offs_in_their_channel_index() {
+    let f = fixture(Backend::Dynamo).await;
+    let t = f.t.as_ref().unwrap();
+    let store = DynamoStore::new(t.dynamodb.clone(), t.resources.clone());
+    let handed_off = SentInfo {
+        handed_off: true,
+        ..SentInfo::default()
+    };
+    let now = Timestamp::now();
+    let (old, acked) = (claimed(&f, "t").await, claimed(&f, "u").await);
+    for (d, token) in [(&old, "t"), (&acked, "u")] {
+        assert!(
+            f.store
+                .mark_sent(d, token, &handed_off, &entry(1), now)
+                .await
+                .unwrap()
+        );
+    }
+    assert!(matches!(
+        f.store.acknowledge(&acked, now).await.unwrap(),
+        Ack::Acked(_)
+    ));
+    // As an earlier version left it: no channel index entry.
+    t.dynamodb
+        .update_item()
+        .table_name(&t.resources.deliveries)
+        .key(
+            "id",
+            aws_sdk_dynamodb::types::AttributeValue::S(old.id.to_string()),
+        )
+        .update_expression("REMOVE cl_pk")
+        .send()
+        .await
+        .unwrap();
+    let waiting = || async {
+        f.store
+            .handed_off_deliveries(&f.tenant.id, &f.channel.id, 10, None)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|r| r.id)
+            .collect::<Vec<_>>()
+    };
+    assert!(waiting().await.is_empty());
+    assert_eq!(store.backfill_handoff_index().await.unwrap(), 1);
+    assert_eq!(waiting().await, std::slice::from_ref(&old.id));
+    assert_eq!(store.backfill_handoff_index().await.unwrap(), 0, "once");
+}
