@@ -96,7 +96,7 @@ pub const WATCH_DELAY_S: u32 = 15;
 /// Most client connections one websocket channel has open at once: each is a place a
 /// delivery may be pushed to, and the channel's token is often shipped to many devices, so
 /// one channel must not hold the API's connections (or its tenant's pushes) for everyone.
-/// Counted at `$connect` (the channel's first page of connections), so connections made at
+/// Counted at `$connect` (live records only: expired ones are passed over), so connections made at
 /// the same instant may pass it by a few.
 pub const MAX_CHANNEL_CONNECTIONS: usize = 100;
 
