@@ -356,11 +356,8 @@ fn run_step(step: &Step, payload: Value, meta: &Meta<'_>) -> Result<Value, Stop>
                 let value = rhai::serde::from_dynamic::<Value>(&out).map_err(|err| stop(*err))?;
                 // The step's copy as JSON counts against its bound too: the engine's script
                 // and its conversion are the step's, whatever did the allocating.
-                if ALLOC_LIMIT.with(Cell::get).is_some_and(|l| allocated() > l) {
-                    return Err(Stop::Failed(format!(
-                        "allocated more than {} MB",
-                        MAX_STEP_ALLOC_BYTES >> 20
-                    )));
+                if over_alloc_limit() {
+                    return Err(over_alloc());
                 }
                 Ok(value)
             }),
@@ -384,14 +381,24 @@ fn run_step(step: &Step, payload: Value, meta: &Meta<'_>) -> Result<Value, Stop>
     result
 }
 
+/// Whether the running step holds more than its bound ([`MAX_STEP_ALLOC_BYTES`]).
+fn over_alloc_limit() -> bool {
+    ALLOC_LIMIT.with(Cell::get).is_some_and(|l| allocated() > l)
+}
+
+/// The failure of a step that held more than its bound.
+fn over_alloc() -> Stop {
+    Stop::Failed(format!(
+        "allocated more than {} MB",
+        MAX_STEP_ALLOC_BYTES >> 20
+    ))
+}
+
 /// What an engine error means for the step: `halt()` or a failure.
 fn stop(err: EvalAltResult) -> Stop {
     match err {
         EvalAltResult::ErrorTerminated(token, _) => match token.try_cast::<rhai::Map>() {
-            Some(m) if m.contains_key(ALLOC_KEY) => Stop::Failed(format!(
-                "allocated more than {} MB",
-                MAX_STEP_ALLOC_BYTES >> 20
-            )),
+            Some(m) if m.contains_key(ALLOC_KEY) => over_alloc(),
             Some(m) if m.contains_key(WALL_KEY) => Stop::Failed(format!(
                 "the middleware ran longer than {MAX_WALL_MILLIS} ms"
             )),
@@ -454,7 +461,7 @@ fn engine() -> &'static Engine {
         e.on_print(|_| {});
         e.on_debug(|_, _, _| {});
         e.on_progress(|ops| {
-            let over = ALLOC_LIMIT.with(Cell::get).is_some_and(|l| allocated() > l);
+            let over = over_alloc_limit();
             if over {
                 let mut token = rhai::Map::new();
                 token.insert(ALLOC_KEY.into(), Dynamic::TRUE);

@@ -83,7 +83,12 @@ impl TraceContext {
 
     /// The `traceparent` of a new span of this trace (an attempt), child of the producer's.
     pub fn child(&self) -> String {
-        format!("00-{}-{}-{}", self.trace_id, random_hex::<8>(), self.flags)
+        self.span(&random_hex::<8>())
+    }
+
+    /// The `traceparent` of span `span_id` of this trace.
+    fn span(&self, span_id: &str) -> String {
+        format!("00-{}-{}-{}", self.trace_id, span_id, self.flags)
     }
 
     /// The `traceparent` of the span `span_id` (16 lowercase hex digits, as a tracer gave
@@ -92,7 +97,7 @@ impl TraceContext {
         if !is_hex(span_id, 16) || span_id.bytes().all(|b| b == b'0') {
             return self.child();
         }
-        format!("00-{}-{}-{}", self.trace_id, span_id, self.flags)
+        self.span(span_id)
     }
 
     /// The same span in AWS X-Ray's header form (EventBridge's `TraceHeader`): the trace id's

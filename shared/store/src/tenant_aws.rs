@@ -226,10 +226,14 @@ impl StsTenantAws {
         let region = aws_config::Region::new(region.to_owned());
         let creds = session.credentials.clone();
         macro_rules! build {
-            ($sdk:ident, $variant:ident) => {{
-                let mut b = $sdk::config::Builder::from(&self.config)
+            ($sdk:ident, $variant:ident) => {
+                build!($sdk, $variant, |b| b)
+            };
+            ($sdk:ident, $variant:ident, $tweak:expr) => {{
+                let b = $sdk::config::Builder::from(&self.config)
                     .region(region)
                     .credentials_provider(creds);
+                let mut b = $tweak(b);
                 for i in &self.send_interceptors {
                     b.push_interceptor(i.clone());
                 }
@@ -243,18 +247,10 @@ impl StsTenantAws {
             Service::Sns => build!(aws_sdk_sns, Sns),
             Service::Firehose => build!(aws_sdk_firehose, Firehose),
             Service::StepFunctions => build!(aws_sdk_sfn, Sfn),
-            Service::S3 => {
-                let mut b = aws_sdk_s3::config::Builder::from(&self.config)
-                    .region(region)
-                    .credentials_provider(creds)
-                    // An endpoint of its own (the local emulator) takes the bucket in the
-                    // path; AWS's own, in the host name.
-                    .force_path_style(self.config.endpoint_url().is_some());
-                for i in &self.send_interceptors {
-                    b.push_interceptor(i.clone());
-                }
-                Client::S3(aws_sdk_s3::Client::from_conf(b.build()))
-            }
+            // An endpoint of its own (the local emulator) takes the bucket in the path; AWS's
+            // own, in the host name.
+            Service::S3 => build!(aws_sdk_s3, S3, |b: aws_sdk_s3::config::Builder| b
+                .force_path_style(self.config.endpoint_url().is_some())),
         };
         session.clients.insert(key, client.clone());
         client

@@ -70,13 +70,7 @@ impl ChannelStore for DynamoStore {
             Some(None) => u = u.remove("rate_limit"),
             None => {}
         }
-        let req = live_channel(u, tenant).apply(
-            self.client
-                .update_item()
-                .table_name(&self.res.channels)
-                .key("id", s(id.as_str()))
-                .return_values(ReturnValue::AllNew),
-        );
+        let req = live_channel(u, tenant).apply(self.channel_update(id));
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
@@ -142,13 +136,7 @@ impl ChannelStore for DynamoStore {
         };
         let req = live_channel(u, tenant)
             .when_eq("signing_secret", s(rotation.replaces.as_str()))
-            .apply(
-                self.client
-                    .update_item()
-                    .table_name(&self.res.channels)
-                    .key("id", s(id.as_str()))
-                    .return_values(ReturnValue::AllNew),
-            );
+            .apply(self.channel_update(id));
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
@@ -168,13 +156,7 @@ impl ChannelStore for DynamoStore {
             .set("updated_at", s(now.rfc3339()))
             .set("active", AttributeValue::Bool(false))
             .set("expires_at", n(expires_at));
-        let req = live_channel(u, tenant).apply(
-            self.client
-                .update_item()
-                .table_name(&self.res.channels)
-                .key("id", s(id.as_str()))
-                .return_values(ReturnValue::AllNew),
-        );
+        let req = live_channel(u, tenant).apply(self.channel_update(id));
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),

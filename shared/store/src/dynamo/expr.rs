@@ -197,18 +197,6 @@ impl Update {
         self
     }
 
-    /// Only if one of `alternatives` holds (each a condition of its own, built on this
-    /// update's names and values).
-    pub(super) fn when_any(mut self, alternatives: &[fn(Self) -> Self]) -> Self {
-        let before = self.conditions.len();
-        for alt in alternatives {
-            self = alt(self);
-        }
-        let any: Vec<String> = self.conditions.drain(before..).collect();
-        self.conditions.push(format!("({})", any.join(" OR ")));
-        self
-    }
-
     /// Only if `attr = v`.
     pub(super) fn when_eq(mut self, attr: &str, v: AttributeValue) -> Self {
         let (n, v) = (self.name(attr), self.value(v));
@@ -366,7 +354,7 @@ mod tests {
             .when_cmp("next_attempt_at", Cmp::Le, n(5), false)
             .when_cmp("lease_until", Cmp::Lt, n(5), true)
             .when_absent("handed_off")
-            .when_any(&[|u| u.when_exists("bl_pk"), |u| u.when_absent("lease_token")]);
+            .when_one_of(|u| u.when_exists("bl_pk").when_absent("lease_token"));
         assert_eq!(
             u.update_expression(),
             "SET #n0 = if_not_exists(#n0, :v0) + :v1 REMOVE #n1, #n2"

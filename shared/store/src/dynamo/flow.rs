@@ -352,7 +352,7 @@ impl FlowStore for DynamoStore {
             None => {
                 let u = u
                     .when_eq("status", s(DeliveryStatus::Pending.as_str()))
-                    .when_any(&[|u| u.when_exists("bl_pk"), |u| u.when_absent("lease_token")]);
+                    .when_one_of(|u| u.when_exists("bl_pk").when_absent("lease_token"));
                 Ok(self.row_update(&d.id, u).await?.is_some())
             }
         }

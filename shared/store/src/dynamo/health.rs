@@ -223,13 +223,7 @@ impl HealthStore for DynamoStore {
             .set("disabled_reason", s(reason))
             .set("updated_at", s(at))
             .when_eq("active", AttributeValue::Bool(true))
-            .apply(
-                self.client
-                    .update_item()
-                    .table_name(&self.res.channels)
-                    .key("id", s(id.as_str()))
-                    .return_values(ReturnValue::AllNew),
-            )
+            .apply(self.channel_update(id))
             .send()
             .await;
         match r {
@@ -251,13 +245,7 @@ impl HealthStore for DynamoStore {
                 .set("alert_channel_id", s(c.as_str())),
             _ => Update::new().remove_each(["alert_webhook_url", "alert_channel_id"]),
         };
-        let req = u.when_exists("pk").apply(
-            self.client
-                .update_item()
-                .table_name(&self.res.tenants)
-                .key("pk", s(id.as_str()))
-                .return_values(ReturnValue::AllNew),
-        );
+        let req = u.when_exists("pk").apply(self.tenant_update(id));
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),

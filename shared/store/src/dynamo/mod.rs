@@ -590,6 +590,30 @@ impl DynamoStore {
             .key("id", s(id.as_str()))
     }
 
+    /// An update of a tenant's item, answered with the item as it is after it.
+    fn tenant_update(
+        &self,
+        id: &TenantId,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.res.tenants)
+            .key("pk", s(id.as_str()))
+            .return_values(ReturnValue::AllNew)
+    }
+
+    /// An update of a channel's item, answered with the item as it is after it.
+    fn channel_update(
+        &self,
+        id: &ChannelId,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.client
+            .update_item()
+            .table_name(&self.res.channels)
+            .key("id", s(id.as_str()))
+            .return_values(ReturnValue::AllNew)
+    }
+
     /// A conditional update of a delivery held under `token`. `Ok(false)` when the lease was
     /// lost (another attempt took over after it expired).
     async fn leased_update(&self, d: &Delivery, token: &str, u: Update) -> StoreResult<bool> {

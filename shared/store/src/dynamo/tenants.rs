@@ -58,13 +58,7 @@ impl TenantStore for DynamoStore {
         let r = Update::new()
             .set("tier", s(tier.as_str()))
             .when_exists("pk")
-            .apply(
-                self.client
-                    .update_item()
-                    .table_name(&self.res.tenants)
-                    .key("pk", s(id.as_str()))
-                    .return_values(ReturnValue::AllNew),
-            )
+            .apply(self.tenant_update(id))
             .send()
             .await;
         match r {
@@ -83,13 +77,7 @@ impl TenantStore for DynamoStore {
             .set("delivery_shards", n(shards))
             .when_exists("pk")
             .when_cmp("delivery_shards", Cmp::Le, n(shards), true)
-            .apply(
-                self.client
-                    .update_item()
-                    .table_name(&self.res.tenants)
-                    .key("pk", s(id.as_str()))
-                    .return_values(ReturnValue::AllNew),
-            )
+            .apply(self.tenant_update(id))
             .send()
             .await;
         match r {
@@ -201,13 +189,7 @@ impl DynamoStore {
             Some(v) => Update::new().set(attr, v),
             None => Update::new().remove(attr),
         };
-        let req = u.when_exists("pk").apply(
-            self.client
-                .update_item()
-                .table_name(&self.res.tenants)
-                .key("pk", s(id.as_str()))
-                .return_values(ReturnValue::AllNew),
-        );
+        let req = u.when_exists("pk").apply(self.tenant_update(id));
         match req.send().await {
             Ok(out) => out.attributes.map(from_item).transpose(),
             Err(e) if is_update_conditional(&e) => Ok(None),
