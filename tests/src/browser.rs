@@ -32,14 +32,11 @@ fn find_program(var: &str, names: &[&str]) -> PathBuf {
     if let Ok(p) = std::env::var(var) {
         return PathBuf::from(p);
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    for dir in std::env::split_paths(&path) {
-        for n in names {
-            let p = dir.join(n);
-            if p.is_file() {
-                return p;
-            }
-        }
+    if let Some(p) = names
+        .iter()
+        .find_map(|n| converger_local::emulator::find_on_path(n))
+    {
+        return p;
     }
     panic!(
         "no {} found (set {var}, or install Debian's chromium and chromium-driver: the test \

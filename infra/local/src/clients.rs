@@ -25,21 +25,7 @@ pub fn python_dir() -> PathBuf {
 pub async fn ensure_node_tools() -> Result<PathBuf, String> {
     let dir = typescript_dir();
     if !on_path("node") || !on_path("npm") {
-        if !on_path("apt-get") {
-            return Err("the TypeScript client needs Node.js 20 and npm: install them".into());
-        }
-        run(
-            Command::new("apt-get").args(["update", "-qq"]),
-            "apt-get update",
-        )
-        .await?;
-        run(
-            Command::new("apt-get")
-                .args(["install", "-y", "-qq", "nodejs", "npm"])
-                .env("DEBIAN_FRONTEND", "noninteractive"),
-            "apt-get install nodejs npm (the TypeScript client)",
-        )
-        .await?;
+        emulator::apt_install(&["nodejs", "npm"], "the TypeScript client").await?;
     }
     let lock = std::fs::read(dir.join("package-lock.json"))
         .map_err(|e| format!("shared/clients/typescript/package-lock.json: {e}"))?;

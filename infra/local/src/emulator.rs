@@ -20,10 +20,48 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| root().join("target"))
 }
 
+/// Where a program of that name is on `PATH`, if it is.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
 /// Whether a program of that name is on `PATH`.
 pub fn on_path(name: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+    find_on_path(name).is_some()
+}
+
+/// Installs Debian's `packages` (for `purpose`, named in the error when the machine has no
+/// `apt-get`): the package lists fetched once per process, installs one at a time.
+pub async fn apt_install(packages: &[&str], purpose: &str) -> Result<(), String> {
+    static UPDATED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    if !on_path("apt-get") {
+        return Err(format!(
+            "{purpose} needs {}: install them",
+            packages.join(" and ")
+        ));
+    }
+    let _turn = ONE_AT_A_TIME.lock().await;
+    UPDATED
+        .get_or_try_init(|| async {
+            run(
+                Command::new("apt-get").args(["update", "-qq"]),
+                "apt-get update",
+            )
+            .await
+        })
+        .await?;
+    run(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+        &format!("apt-get install {} ({purpose})", packages.join(" ")),
+    )
+    .await
 }
 
 pub fn venv_dir() -> PathBuf {

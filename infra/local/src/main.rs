@@ -148,23 +148,9 @@ async fn ensure_browser() -> Result<(), String> {
     if driver && browser {
         return Ok(());
     }
-    if !on_path("apt-get") {
-        return Err(
-            "the browser tests need Chromium and chromedriver: install them, or set \
-             CHROME_BIN and CHROMEDRIVER"
-                .into(),
-        );
-    }
-    status(
-        Command::new("apt-get").args(["update", "-qq"]),
-        "apt-get update",
-    )
-    .await?;
-    status(
-        Command::new("apt-get")
-            .args(["install", "-y", "-qq", "chromium", "chromium-driver"])
-            .env("DEBIAN_FRONTEND", "noninteractive"),
-        "apt-get install chromium chromium-driver (the browser tests)",
+    emulator::apt_install(
+        &["chromium", "chromium-driver"],
+        "the browser tests (or set CHROME_BIN and CHROMEDRIVER)",
     )
     .await
 }

@@ -78,6 +78,29 @@ fn no_rust_source_is_over_800_lines() {
     assert!(long.is_empty(), "split these: {long:#?}");
 }
 
+/// Every update expression of the DynamoDB backend comes from the one builder
+/// (`shared/store/src/dynamo/expr.rs`), which names each attribute and binds each value: none
+/// is spelled by hand beside it.
+#[test]
+fn every_update_expression_comes_from_the_builder() {
+    let found: Vec<String> = all_sources(&["shared/store/src"])
+        .into_iter()
+        .filter(|p| !p.ends_with("dynamo/expr.rs"))
+        .flat_map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            text.lines()
+                .enumerate()
+                .filter(|(_, l)| l.contains(".update_expression("))
+                .map(|(i, _)| format!("{}:{}", p.display(), i + 1))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "update expressions spelled by hand: {found:?}"
+    );
+}
+
 #[test]
 fn the_shared_crates_return_no_string_errors() {
     let mut found = Vec::new();

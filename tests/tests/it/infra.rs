@@ -516,38 +516,6 @@ fn the_pipeline_reads_the_time_only_from_its_clock() {
     assert_eq!(found.len(), allowed.len(), "{found:?}");
 }
 
-/// Every update expression of the DynamoDB backend comes from the one builder
-/// (`shared/store/src/dynamo/expr.rs`), which names each attribute and binds each value: none
-/// is spelled by hand beside it.
-#[test]
-fn every_update_expression_comes_from_the_builder() {
-    let dir = root().join("shared/store/src");
-    let mut found = Vec::new();
-    let mut dirs = vec![dir.clone()];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-                continue;
-            }
-            if path.ends_with("dynamo/expr.rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            for (i, line) in text.lines().enumerate() {
-                if line.contains(".update_expression(") {
-                    found.push(format!("{}:{}", path.display(), i + 1));
-                }
-            }
-        }
-    }
-    assert!(
-        found.is_empty(),
-        "update expressions spelled by hand: {found:?}"
-    );
-}
-
 #[test]
 fn every_channel_type_has_its_alarm_and_dashboard_lines_and_every_function_its_widgets() {
     let text = std::fs::read_to_string(root().join("infra/template.yaml")).unwrap();
