@@ -33,54 +33,18 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
     let tenant = t.account(TENANT_ACCOUNT, REGION).await;
     let name = format!("dst-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
 
+    let target = |service| converger_local::bench::requests::tenant_target(&tenant, service, &name);
+    use converger_core::aws::Service;
+    let bucket = target(Service::S3).await.unwrap();
+    let stream_arn = target(Service::Firehose).await.unwrap();
+    let firehose_bucket = format!("{name}-fh");
+    let machine = target(Service::StepFunctions).await.unwrap();
     let s3 = aws_sdk_s3::Client::from_conf(
         aws_sdk_s3::config::Builder::from(&tenant)
             .force_path_style(true)
             .build(),
     );
-    let bucket = format!("{name}-objects");
-    let firehose_bucket = format!("{name}-firehose");
-    for b in [&bucket, &firehose_bucket] {
-        s3.create_bucket()
-            .bucket(b)
-            .create_bucket_configuration(
-                aws_sdk_s3::types::CreateBucketConfiguration::builder()
-                    .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
-                    .build(),
-            )
-            .send()
-            .await
-            .unwrap();
-    }
-    let firehose = aws_sdk_firehose::Client::new(&tenant);
-    let stream_arn = firehose
-        .create_delivery_stream()
-        .delivery_stream_name(&name)
-        .extended_s3_destination_configuration(
-            aws_sdk_firehose::types::ExtendedS3DestinationConfiguration::builder()
-                .role_arn(ROLE)
-                .bucket_arn(format!("arn:aws:s3:::{firehose_bucket}"))
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .delivery_stream_arn
-        .unwrap();
     let sfn = aws_sdk_sfn::Client::new(&tenant);
-    let machine = sfn
-        .create_state_machine()
-        .name(&name)
-        .role_arn(ROLE)
-        .definition(
-            json!({"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": true}}})
-                .to_string(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .state_machine_arn;
 
     let (s3_ch, s3_secret) = channel(
         &a,

@@ -462,6 +462,18 @@ async fn emulator_target(stack: &Stack, service: Service, name: &str) -> Result<
     let tenant =
         crate::emulator::account_config(&stack.aws()?.clients.config, TENANT_ACCOUNT, "eu-west-1")
             .await?;
+    tenant_target(&tenant, service, name).await
+}
+
+/// A new target of `service` named `name` in the emulator's account `tenant` (eu-west-1, the
+/// account [`TENANT_ACCOUNT`]'s role `converger-delivery`): its queue URL, ARN or (S3) bucket
+/// name. A delivery stream writes to a bucket of its own, `<name>-fh`.
+pub async fn tenant_target(
+    tenant: &aws_config::SdkConfig,
+    service: Service,
+    name: &str,
+) -> Result<String, String> {
+    let tenant = tenant.clone();
     let fail = |e: &dyn std::fmt::Display| format!("the tenant's {}: {e}", service.label());
     let target = match service {
         Service::Sqs => {
