@@ -204,6 +204,8 @@ async fn test(args: &[String]) -> Result<(), String> {
         // The clients' tests run them against a stack: their packages, here too.
         converger_local::clients::ensure_python_tools().await?;
         converger_local::clients::ensure_node_tools().await?;
+        // The RabbitMQ channel's tests start private brokers of the machine's server.
+        converger_local::rabbitmq::ensure_server().await?;
         ensure_browser().await
     };
     let rust = async {

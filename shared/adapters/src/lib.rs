@@ -9,6 +9,7 @@ pub mod echo;
 pub mod email;
 pub mod http;
 pub mod oauth2;
+pub mod rabbitmq;
 pub mod slack;
 pub mod webhook;
 pub mod websocket;
@@ -196,6 +197,7 @@ impl Adapters {
     /// Every adapter, over one HTTP client guarded by `allow`; fails only when the TLS
     /// backend cannot start.
     pub fn standard(allow: converger_core::net::Allowlist) -> Result<Self, HttpClientError> {
+        let rabbitmq = rabbitmq::RabbitMqAdapter::new(Arc::new(allow.clone()));
         let http = Arc::new(http::Guarded::new(allow)?);
         Ok(Self::new(vec![
             Arc::new(webhook::WebhookAdapter::new(http.clone())),
@@ -212,6 +214,7 @@ impl Adapters {
             Arc::new(aws::AwsAdapter(converger_core::aws::Service::Firehose)),
             Arc::new(aws::AwsAdapter(converger_core::aws::Service::StepFunctions)),
             Arc::new(aws::AwsAdapter(converger_core::aws::Service::S3)),
+            Arc::new(rabbitmq),
         ]))
     }
 

@@ -23,10 +23,11 @@ pub enum ChannelType {
     AwsFirehose,
     AwsStepfunctions,
     AwsS3,
+    Rabbitmq,
 }
 
 impl ChannelType {
-    pub const ALL: [ChannelType; 14] = [
+    pub const ALL: [ChannelType; 15] = [
         Self::Webhook,
         Self::Echo,
         Self::WhatsappMeta,
@@ -41,6 +42,7 @@ impl ChannelType {
         Self::AwsFirehose,
         Self::AwsStepfunctions,
         Self::AwsS3,
+        Self::Rabbitmq,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -59,6 +61,7 @@ impl ChannelType {
             Self::AwsFirehose => "aws_firehose",
             Self::AwsStepfunctions => "aws_stepfunctions",
             Self::AwsS3 => "aws_s3",
+            Self::Rabbitmq => "rabbitmq",
         }
     }
 }

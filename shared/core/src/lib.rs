@@ -1,6 +1,7 @@
 //! Converger's domain rules. Nothing in this crate performs I/O: every rule the
 //! pipeline, the store and the HTTP surfaces apply is defined here and tested here.
 
+pub mod amqp;
 pub mod api_limit;
 pub mod aws;
 pub mod cache;

@@ -154,6 +154,12 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
         assert!(aws.get("sts/AssumeRole").is_none(), "{case}: {line}");
         assert_eq!(aws["dynamodb/BatchWriteItem"], 1.0, "{case}: {line}");
     }
+    // A RabbitMQ channel: what a webhook's first try pays, no request into an account.
+    let mq = cases["rabbitmq_first_try"]["per_delivery"]
+        .as_object()
+        .unwrap();
+    assert_eq!(mq["dynamodb/BatchWriteItem"], 1.0, "{line}");
+    assert!(!mq.keys().any(|k| k.starts_with("tenant:")), "{line}");
     // An endpoint behind OAuth 2.0: one token for the warm-up and the counted deliveries
     // together (two if the first two raced past an empty cache on two instances).
     let tokens = cases["oauth2_first_try"]["token_requests"]

@@ -35,6 +35,7 @@ mod metrics;
 mod middleware;
 mod oauth2;
 mod queue;
+mod rabbitmq;
 mod replay;
 mod retries;
 mod slack;

@@ -138,6 +138,10 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             .body(r#"{"access_token": "bench-token", "token_type": "Bearer", "expires_in": 3600}"#),
     )
     .await?;
+    // A broker of the tenant's, on this machine: the messages are confirmed by it, and
+    // counted below.
+    let broker = crate::rabbitmq::Broker::start(false).await?;
+    broker.bind("bench", "bench", "#").await?;
     let list = vec![
         Case {
             name: "first_try",
@@ -306,6 +310,16 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
             deliveries: o.deliveries,
             warm: o.warm,
         },
+        Case {
+            name: "rabbitmq_first_try",
+            channel: rabbitmq_channel(p, &t, &broker).await?,
+            receiver: None,
+            burst: 1,
+            event_type: None,
+            done: (DeliveryStatus::Sent, 1),
+            deliveries: o.deliveries,
+            warm: o.warm,
+        },
     ];
     // A deadline only: under the test command the emulator is shared by every test at once,
     // and a post once took longer than 10 s there.
@@ -379,6 +393,12 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         {
             return Err(format!("{}: the receiver saw too few requests", case.name));
         }
+        if case.name == "rabbitmq_first_try" {
+            let got = broker.take("bench").await?.len();
+            if got < case.warm + case.deliveries {
+                return Err(format!("{}: the broker took {got} messages", case.name));
+            }
+        }
         let mut line = per_delivery(&counts, case.deliveries, started.elapsed());
         // The API rate limit's own writes (already among the `UpdateItem`s): a share of a
         // batch of the key's schedule per call.
@@ -396,6 +416,29 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
         out.insert(case.name.into(), line);
     }
     Ok(Value::Object(out))
+}
+
+/// A `rabbitmq` channel of `t` publishing to `broker`'s `bench` exchange.
+async fn rabbitmq_channel(
+    p: &converger_pipeline::Pipeline,
+    t: &converger_ports::Tenant,
+    broker: &crate::rabbitmq::Broker,
+) -> Result<Channel, String> {
+    let config = json!({"url": broker.url(), "username": crate::rabbitmq::USER,
+                        "password": broker.password, "exchange": "bench", "routing_key": "first"});
+    let mut c = Channel::new(
+        t.id.clone(),
+        converger_core::ChannelType::Rabbitmq,
+        "bench-rabbitmq",
+        config.as_object().cloned().unwrap_or_default(),
+        converger_core::Timestamp::now(),
+    );
+    c.auto_disable.failed_attempts = Some(0);
+    p.channels()
+        .create_channel(&c)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(c)
 }
 
 /// The second account of the emulator that stands in for a tenant's.

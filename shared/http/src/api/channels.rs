@@ -9,7 +9,7 @@ use converger_pipeline::channels::{ChannelChange, ChannelSpec};
 pub(crate) struct NewChannel {
     #[serde(rename = "type")]
     #[schema(
-        pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket|slack|email|aws_sqs|aws_eventbridge|aws_kinesis|aws_sns|aws_firehose|aws_stepfunctions|aws_s3)$"
+        pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket|slack|email|aws_sqs|aws_eventbridge|aws_kinesis|aws_sns|aws_firehose|aws_stepfunctions|aws_s3|rabbitmq)$"
     )]
     kind: String,
     /// 1 to 200 characters, no control characters.
@@ -178,7 +178,7 @@ pub(crate) async fn patch_channel(
 pub(crate) struct ChannelListQuery {
     /// Only channels of this type.
     #[serde(rename = "type")]
-    #[param(value_type = Option<String>, pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket|slack|email|aws_sqs|aws_eventbridge|aws_kinesis|aws_sns|aws_firehose|aws_stepfunctions|aws_s3)$")]
+    #[param(value_type = Option<String>, pattern = "^(webhook|echo|whatsapp_meta|whatsapp_infobip|websocket|slack|email|aws_sqs|aws_eventbridge|aws_kinesis|aws_sns|aws_firehose|aws_stepfunctions|aws_s3|rabbitmq)$")]
     kind: Option<String>,
     active: Option<bool>,
     /// Page size, 1 to 500 (50 when absent).
