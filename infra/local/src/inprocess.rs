@@ -59,13 +59,21 @@ pub struct Memory {
     pub mailer: Arc<converger_memory::MemMailer>,
     /// Tenants' AWS accounts, in process.
     pub tenant_aws: Arc<converger_memory::MemTenantAws>,
+    /// The channel key every pipeline of these parts shares (a random one: what the
+    /// deployment keeps in Secrets Manager).
+    pub channel_key: converger_core::mtls::ChannelKey,
 }
 
 impl Memory {
+    /// Every adapter, over an HTTP client of their own, with the parts' channel key.
+    pub fn adapters(&self, config: &PipelineConfig) -> Result<Adapters, String> {
+        Adapters::standard_keyed(config.allowlist.clone(), Some(self.channel_key.clone()))
+            .map_err(|e| format!("the HTTP client: {e}"))
+    }
+
     /// A pipeline over these parts, with caches, an HTTP client and counters of its own.
     pub fn pipeline(&self, config: &PipelineConfig) -> Result<Pipeline, String> {
-        let adapters = Adapters::standard(config.allowlist.clone())
-            .map_err(|e| format!("the HTTP client: {e}"))?;
+        let adapters = self.adapters(config)?;
         Ok(Pipeline::new(
             self.store.clone(),
             self.queue.clone(),
@@ -205,6 +213,8 @@ pub fn memory_pipeline_with(
         events: Arc::new(MemEvents::default()),
         mailer: Arc::new(converger_memory::MemMailer::new()),
         tenant_aws: Arc::new(converger_memory::MemTenantAws::new()),
+        channel_key: converger_core::mtls::ChannelKey::derive(&converger_core::secret::new_token())
+            .map_err(|e| e.to_string())?,
     };
     Ok((memory.pipeline(&config)?, memory))
 }

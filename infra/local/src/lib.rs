@@ -13,6 +13,7 @@ pub mod fuzz;
 pub mod gateway;
 pub mod iam;
 pub mod inprocess;
+pub mod pki;
 pub mod rabbitmq;
 pub mod receiver;
 pub mod release;

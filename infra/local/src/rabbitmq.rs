@@ -274,17 +274,7 @@ impl Drop for Broker {
 
 /// A CA's certificate, and a certificate for `localhost` it signed with its key (PEM).
 fn certificates() -> Result<(String, String, String), String> {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let e = |e: rcgen::Error| format!("certificates: {e}");
-    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(e)?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "Converger test CA");
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().map_err(e)?).map_err(e)?;
-    let key = KeyPair::generate().map_err(e)?;
-    let cert = CertificateParams::new(vec!["localhost".to_owned()])
-        .map_err(e)?
-        .signed_by(&key, &ca)
-        .map_err(e)?;
-    Ok((ca.pem(), cert.pem(), key.serialize_pem()))
+    let ca = crate::pki::Ca::new("Converger test CA")?;
+    let server = ca.server("localhost")?;
+    Ok((ca.pem(), server.cert, server.key))
 }

@@ -187,6 +187,74 @@ impl Receiver {
         })
     }
 
+    /// [`Self::start`] over HTTPS for `localhost` (a certificate of `server_ca`), admitting
+    /// only connections whose client certificate `client_ca` signed: the receiver of a
+    /// channel with a client certificate.
+    pub async fn start_mtls(
+        script: Vec<Reply>,
+        fallback: Reply,
+        server_ca: &crate::pki::Ca,
+        client_ca: &crate::pki::Ca,
+    ) -> Result<Self, String> {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let plain = Self::start(script, fallback).await?;
+        plain.task.abort();
+        let server = server_ca.server("localhost")?;
+        let bad = |e: &dyn std::fmt::Display| format!("the receiver's TLS: {e}");
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(client_ca.pem().as_bytes()) {
+            roots.add(c.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+        }
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| bad(&e))?;
+        let chain = CertificateDer::pem_slice_iter(server.cert.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(&e))?;
+        let key = PrivateKeyDer::from_pem_slice(server.key.as_bytes()).map_err(|e| bad(&e))?;
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(&e))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key)
+            .map_err(|e| bad(&e))?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let app = Router::new()
+            .fallback(handle)
+            .with_state(plain.inner.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, app) = (acceptor.clone(), app.clone());
+                tokio::spawn(async move {
+                    // A client without a certificate the CA signed ends here.
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper_util::service::TowerToHyperService::new(app);
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+                });
+            }
+        });
+        Ok(Self {
+            url: format!("https://localhost:{}/hook", addr.port()),
+            inner: plain.inner.clone(),
+            task: Arc::new(task),
+        })
+    }
+
     /// Always answers `status`.
     pub async fn always(status: u16) -> Result<Self, String> {
         Self::start(Vec::new(), Reply::status(status)).await

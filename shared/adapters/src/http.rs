@@ -86,7 +86,31 @@ pub struct Guarded {
 impl Guarded {
     pub fn new(allow: Allowlist) -> Result<Self, reqwest::Error> {
         let allow = Arc::new(allow);
-        let client = reqwest::Client::builder()
+        let client = Self::builder(&allow).build()?;
+        Ok(Self { client, allow })
+    }
+
+    /// A client of its own that presents a client certificate (`identity_pem`: the
+    /// certificate chain and its private key) and, when `ca_pem` is given, trusts only that
+    /// CA for the receiver's certificate; under the same guard.
+    pub fn with_client_cert(
+        &self,
+        identity_pem: &str,
+        ca_pem: Option<&str>,
+    ) -> Result<Self, reqwest::Error> {
+        let mut b = Self::builder(&self.allow)
+            .identity(reqwest::Identity::from_pem(identity_pem.as_bytes())?);
+        if let Some(ca) = ca_pem {
+            b = b.tls_certs_only(reqwest::Certificate::from_pem_bundle(ca.as_bytes())?);
+        }
+        Ok(Self {
+            client: b.build()?,
+            allow: self.allow.clone(),
+        })
+    }
+
+    fn builder(allow: &Arc<Allowlist>) -> reqwest::ClientBuilder {
+        reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .connect_timeout(Duration::from_secs(5))
@@ -96,8 +120,6 @@ impl Guarded {
             .dns_resolver(GuardedResolver {
                 allow: allow.clone(),
             })
-            .build()?;
-        Ok(Self { client, allow })
     }
 
     /// Refuses a URL whose host is an IP literal the guard does not allow (a literal is

@@ -174,6 +174,12 @@ pub trait Adapter: Send + Sync {
     /// Checks a channel's configuration when it is written.
     fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid>;
 
+    /// The configuration as it is stored, once checked: secrets the platform keeps sealed
+    /// (a client certificate's private key) are sealed here.
+    fn seal_config(&self, config: Map<String, Value>) -> Result<Map<String, Value>, Invalid> {
+        Ok(config)
+    }
+
     async fn deliver(
         &self,
         env: Envelope<'_>,
@@ -197,10 +203,19 @@ impl Adapters {
     /// Every adapter, over one HTTP client guarded by `allow`; fails only when the TLS
     /// backend cannot start.
     pub fn standard(allow: converger_core::net::Allowlist) -> Result<Self, HttpClientError> {
+        Self::standard_keyed(allow, None)
+    }
+
+    /// [`Self::standard`] with the deployment's channel key, which seals and opens webhook
+    /// channels' client certificates (without it they are refused).
+    pub fn standard_keyed(
+        allow: converger_core::net::Allowlist,
+        key: Option<converger_core::mtls::ChannelKey>,
+    ) -> Result<Self, HttpClientError> {
         let rabbitmq = rabbitmq::RabbitMqAdapter::new(Arc::new(allow.clone()));
         let http = Arc::new(http::Guarded::new(allow)?);
         Ok(Self::new(vec![
-            Arc::new(webhook::WebhookAdapter::new(http.clone())),
+            Arc::new(webhook::WebhookAdapter::new(http.clone(), key)),
             Arc::new(whatsapp::MetaAdapter::new(http.clone())),
             Arc::new(whatsapp::InfobipAdapter::new(http.clone())),
             Arc::new(slack::SlackAdapter::new(http)),

@@ -3,7 +3,8 @@
 //! Configuration: `url` (http or https, required), `method` (POST, PUT or PATCH; default
 //! POST), `headers` (extra string headers), `receive_timeout` (ms; overrides the policy's
 //! `timeout_ms`), `auth` (OAuth 2.0 client credentials: `core::oauth2`; each request then
-//! carries a bearer token, fetched again once when the receiver answers 401). Every request has a timeout, follows no redirect, reads at most
+//! carries a bearer token, fetched again once when the receiver answers 401; or a client
+//! certificate: `core::mtls`, its private key sealed when the channel is written). Every request has a timeout, follows no redirect, reads at most
 //! [`crate::http::MAX_RESPONSE_BYTES`] of the answer, and reaches only addresses the SSRF guard allows:
 //! the host is resolved, special-purpose addresses are dropped unless allowlisted, and the
 //! connection uses the vetted addresses only.
@@ -13,13 +14,14 @@ use converger_core::Invalid;
 use crate::http::{Guarded, MAX_TIMEOUT_MS, Response};
 use crate::{Accepted, Adapter, Delivered, Envelope, Target};
 use async_trait::async_trait;
+use converger_core::mtls::{ChannelKey, ClientCert};
 use converger_core::oauth2::ClientCredentials;
 use converger_core::payload::BodyShape;
 use converger_core::signing::signature_header;
 use converger_core::{ChannelType, DeliveryError};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 /// The webhook adapter's policy layer.
@@ -43,7 +45,19 @@ const RESERVED: [&str; 9] = [
 pub struct WebhookAdapter {
     http: Arc<Guarded>,
     tokens: crate::oauth2::Tokens,
+    /// The deployment's key that seals and opens client certificates' private keys.
+    key: Option<ChannelKey>,
+    /// The clients of channels with a client certificate: each its own TLS configuration,
+    /// kept (at most [`MAX_CERT_CLIENTS`], the oldest dropped first) by channel and
+    /// certificate, so that a changed certificate gets a new one.
+    cert_clients: Mutex<Vec<CertClient>>,
 }
+
+/// A client kept for a channel (by its id) and the certificate it presents.
+type CertClient = ((String, ClientCert), Arc<Guarded>);
+
+/// Most clients with a client certificate one process keeps.
+pub const MAX_CERT_CLIENTS: usize = 64;
 
 /// A validated webhook configuration.
 #[derive(Debug)]
@@ -54,6 +68,7 @@ struct Config {
     receive_timeout: Option<u64>,
     body: BodyShape,
     auth: Option<ClientCredentials>,
+    mtls: Option<ClientCert>,
 }
 
 fn parse_config(config: &Map<String, Value>) -> Result<Config, Invalid> {
@@ -130,11 +145,19 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, Invalid> {
     };
     let body =
         BodyShape::parse(config.get("body")).map_err(|e| Invalid(format!("webhook {}", e.0)))?;
-    let auth = match config.get("auth") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(a)) => Some(ClientCredentials::parse(a)?),
+    let (auth, mtls) = match config.get("auth") {
+        None | Some(Value::Null) => (None, None),
+        Some(Value::Object(a)) if a.get("type").and_then(Value::as_str) == Some("mtls") => {
+            (None, Some(ClientCert::parse(a)?))
+        }
+        Some(Value::Object(a)) => (Some(ClientCredentials::parse(a)?), None),
         Some(_) => return Err(Invalid::new("webhook `auth` must be an object")),
     };
+    if mtls.is_some() && url.scheme() != "https" {
+        return Err(Invalid::new(
+            "a client certificate (`auth.type` mtls) needs an https url",
+        ));
+    }
     if auth.is_some() && headers.contains_key(reqwest::header::AUTHORIZATION) {
         return Err(Invalid::new(
             "header `Authorization` is set by `auth`; give one or the other",
@@ -147,15 +170,50 @@ fn parse_config(config: &Map<String, Value>) -> Result<Config, Invalid> {
         receive_timeout,
         body,
         auth,
+        mtls,
     })
 }
 
 impl WebhookAdapter {
-    pub fn new(http: Arc<Guarded>) -> Self {
+    pub fn new(http: Arc<Guarded>, key: Option<ChannelKey>) -> Self {
         Self {
             http,
             tokens: Default::default(),
+            key,
+            cert_clients: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The client that presents `cert`: built with the private key opened, or kept.
+    fn cert_client(&self, channel_id: &str, cert: &ClientCert) -> Result<Arc<Guarded>, Invalid> {
+        let id = (channel_id.to_owned(), cert.clone());
+        if let Some((_, c)) = self
+            .cert_clients
+            .lock()
+            .ok()
+            .and_then(|l| l.iter().find(|(k, _)| *k == id).cloned())
+        {
+            return Ok(c);
+        }
+        let key = cert.key_pem(self.key.as_ref())?;
+        let identity = format!("{}\n{key}", cert.certificate);
+        let client = self
+            .http
+            .with_client_cert(&identity, cert.ca_certificate.as_deref())
+            .map(Arc::new)
+            .map_err(|e| {
+                Invalid(format!(
+                    "`auth`: the certificate, its private key or the CA could not be used ({e}); give the certificate chain and its own key, in PEM"
+                ))
+            })?;
+        if let Ok(mut l) = self.cert_clients.lock() {
+            l.retain(|((c, _), _)| c != channel_id);
+            if l.len() >= MAX_CERT_CLIENTS {
+                l.remove(0);
+            }
+            l.push((id, client.clone()));
+        }
+        Ok(client)
     }
 
     /// The bearer token of a channel that authenticates with `auth`: the one kept, or a new
@@ -193,7 +251,34 @@ impl Adapter for WebhookAdapter {
     }
 
     fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {
-        parse_config(config).map(|_| ())
+        let cfg = parse_config(config)?;
+        if let Some(cert) = &cfg.mtls {
+            // The PEM's contents: a client is built of them (and kept for no one).
+            let key = cert.key_pem(self.key.as_ref())?;
+            self.http
+                .with_client_cert(
+                    &format!("{}\n{key}", cert.certificate),
+                    cert.ca_certificate.as_deref(),
+                )
+                .map_err(|e| {
+                    Invalid(format!(
+                        "`auth`: the certificate, its private key or the CA could not be used ({e}); give the certificate chain and its own key, in PEM"
+                    ))
+                })?;
+            if self.key.is_none() {
+                return Err(converger_core::mtls::no_key());
+            }
+        }
+        Ok(())
+    }
+
+    fn seal_config(&self, mut config: Map<String, Value>) -> Result<Map<String, Value>, Invalid> {
+        if let Some(Value::Object(auth)) = config.get_mut("auth")
+            && auth.get("type").and_then(Value::as_str) == Some("mtls")
+        {
+            converger_core::mtls::seal_auth(auth, self.key.as_ref())?;
+        }
+        Ok(config)
     }
 
     async fn deliver(
@@ -204,7 +289,13 @@ impl Adapter for WebhookAdapter {
         let cfg = target
             .config_as(parse_config)
             .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
-        self.http.check_literal(&cfg.url, LABEL)?;
+        let http = match &cfg.mtls {
+            Some(cert) => self
+                .cert_client(target.channel_id, cert)
+                .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?,
+            None => self.http.clone(),
+        };
+        http.check_literal(&cfg.url, LABEL)?;
         let timeout_ms = cfg
             .receive_timeout
             .unwrap_or(u64::try_from(target.timeout.as_millis()).unwrap_or(MAX_TIMEOUT_MS))
@@ -222,8 +313,7 @@ impl Adapter for WebhookAdapter {
             .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
 
         let request = |bearer: Option<&str>| {
-            let mut req = self
-                .http
+            let mut req = http
                 .request(cfg.method.clone(), cfg.url.clone())
                 .headers(cfg.headers.clone())
                 .header("content-type", "application/json")
@@ -253,8 +343,7 @@ impl Adapter for WebhookAdapter {
             Some((a, key)) => Some(self.token(key, a, timeout).await?),
             None => None,
         };
-        let mut resp = self
-            .http
+        let mut resp = http
             .send(request(bearer.as_deref()), timeout, LABEL)
             .await?;
         // A token the receiver refuses (expired early, revoked) is fetched again, once.
@@ -263,10 +352,7 @@ impl Adapter for WebhookAdapter {
         {
             self.tokens.refused(key, old).await;
             let fresh = self.token(key, a, timeout).await?;
-            resp = self
-                .http
-                .send(request(Some(&fresh)), timeout, LABEL)
-                .await?;
+            resp = http.send(request(Some(&fresh)), timeout, LABEL).await?;
         }
         let Response {
             status,
@@ -322,6 +408,9 @@ mod tests {
             json!({"url": "https://example.com", "colour": "red"}),
             json!({"url": "https://example.com", "auth": "token"}),
             json!({"url": "https://example.com", "auth": {"type": "oauth2_client_credentials"}}),
+            json!({"url": "http://example.com", "auth": {"type": "mtls",
+                   "certificate": "-----BEGIN CERTIFICATE-----\n", "private_key": "-----BEGIN PRIVATE KEY-----\n"}}),
+            json!({"url": "https://example.com", "auth": {"type": "mtls"}}),
             json!({"url": "https://example.com", "headers": {"Authorization": "Bearer x"},
                    "auth": {"type": "oauth2_client_credentials", "token_url": "https://idp.example/t",
                             "client_id": "a", "client_secret": "b"}}),

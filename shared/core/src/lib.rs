@@ -16,6 +16,7 @@ pub mod ids;
 pub mod invalid;
 pub mod lanes;
 pub mod middleware;
+pub mod mtls;
 pub mod net;
 pub mod oauth2;
 pub mod payload;

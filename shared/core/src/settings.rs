@@ -33,6 +33,9 @@ pub enum ReadBy {
     Senders,
     /// The functions that read the queues' depths (`admin`, `retry-scheduler`).
     Depths,
+    /// The functions that seal or open channels' client certificates (`api`, `deliver`,
+    /// `probe`).
+    KeyHolders,
 }
 
 impl ReadBy {
@@ -42,6 +45,7 @@ impl ReadBy {
             Self::Admin => "admin",
             Self::Senders => "deliver, probe",
             Self::Depths => "admin, retry-scheduler",
+            Self::KeyHolders => "api, deliver, probe",
         }
     }
 }
@@ -258,6 +262,21 @@ pub const DYNAMODB_SERIAL_TRANSACTIONS: Setting = Setting {
     meaning: "run this process's DynamoDB transactions and breaker transitions one at a time: only for an emulator whose conditional writes are not serializable (the local runner sets it)",
 };
 
+pub const CHANNEL_KEY_SECRET_ARN: Setting = Setting {
+    name: "CHANNEL_KEY_SECRET_ARN",
+    kind: Kind::Secret,
+    default: "none",
+    read_by: ReadBy::KeyHolders,
+    meaning: "the secret whose text (at least 32 characters) seals webhook channels' client certificate keys (`auth` of type mtls); none refuses such channels. Changing it makes the sealed keys unreadable: their channels must be written again",
+};
+pub const CHANNEL_KEY: Setting = Setting {
+    name: "CHANNEL_KEY",
+    kind: Kind::Text,
+    default: "none",
+    read_by: ReadBy::KeyHolders,
+    meaning: "the channel key's text itself, read only when `CHANNEL_KEY_SECRET_ARN` is unset (a process run by hand)",
+};
+
 // ------------------------------------------------------------------ the admin function
 pub const ADMIN_TOKEN_SECRET_ARN: Setting = Setting {
     name: "ADMIN_TOKEN_SECRET_ARN",
@@ -462,6 +481,8 @@ pub const ALL: &[Setting] = &[
     RECLAIM_INTERVAL_SECONDS,
     SLOT_GRACE_SECONDS,
     DYNAMODB_SERIAL_TRANSACTIONS,
+    CHANNEL_KEY_SECRET_ARN,
+    CHANNEL_KEY,
     ADMIN_TOKEN_SECRET_ARN,
     ADMIN_TOKEN,
     SESSION_SECRET_ARN,

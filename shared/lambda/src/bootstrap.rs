@@ -25,6 +25,8 @@ pub enum BootError {
     Secret(#[from] converger_store::secrets::SecretError),
     #[error(transparent)]
     ShortSecret(#[from] converger_core::secret::ShortSecret),
+    #[error("the channel key: {0}")]
+    ChannelKey(converger_core::Invalid),
 }
 
 pub async fn aws_pipeline(
@@ -33,7 +35,7 @@ pub async fn aws_pipeline(
     config: PipelineConfig,
 ) -> Result<Pipeline, BootError> {
     let ports = aws_ports(clients, res, &config)?;
-    let adapters = Adapters::standard(config.allowlist.clone())?;
+    let adapters = Adapters::standard_keyed(config.allowlist.clone(), channel_key(clients).await?)?;
     Ok(Pipeline::new(
         ports.store,
         ports.queue,
@@ -41,6 +43,26 @@ pub async fn aws_pipeline(
         adapters,
         config,
     ))
+}
+
+/// The deployment's channel key, read once at init from Secrets Manager (the template
+/// passes its ARN to the functions that seal or open client certificates), through the
+/// clients' interceptors, or, for a process run by hand, its variable; `None` where neither
+/// is set.
+pub async fn channel_key(
+    clients: &Clients,
+) -> Result<Option<converger_core::mtls::ChannelKey>, BootError> {
+    let text = match &clients.channel_key_secret_arn {
+        Some(arn) => Some(
+            converger_store::secrets::secret_value(&clients.config, &clients.interceptors, arn)
+                .await?,
+        ),
+        None => converger_core::settings::Env::new(|k| std::env::var(k).ok())
+            .text(&converger_core::settings::CHANNEL_KEY),
+    };
+    text.map(|t| converger_core::mtls::ChannelKey::derive(&t))
+        .transpose()
+        .map_err(BootError::ChannelKey)
 }
 
 /// The AWS ports a pipeline is built on.

@@ -197,11 +197,12 @@ impl Channels<'_> {
                     .map_err(|m| ChannelRefused::Ordering(m.to_string()))
             })
             .transpose()?;
+        let config = self.sealed(spec.kind, spec.config)?;
         let mut c = Channel::new(
             tenant.id.clone(),
             spec.kind,
             &spec.name,
-            spec.config,
+            config,
             self.clock.now(),
         );
         c.active = spec.active;
@@ -241,6 +242,7 @@ impl Channels<'_> {
         if let Some(c) = &config {
             self.check_config(tenant, current.kind, c).await?;
         }
+        let config = config.map(|c| self.sealed(current.kind, c)).transpose()?;
         if let Some(t) = &change.event_types {
             event_types(t)?;
         }
@@ -312,6 +314,21 @@ impl Channels<'_> {
             }
         }
         Ok(())
+    }
+
+    /// A checked configuration as it is stored: its secrets sealed by its adapter.
+    fn sealed(
+        &self,
+        kind: ChannelType,
+        config: Map<String, Value>,
+    ) -> Result<Map<String, Value>, ChannelWriteError> {
+        let adapter = self
+            .adapters
+            .get(kind)
+            .ok_or(ChannelRefused::UnsupportedType(kind))?;
+        Ok(adapter
+            .seal_config(config)
+            .map_err(|m| ChannelRefused::Config(m.to_string()))?)
     }
 
     /// Stores a new channel built by its writer, unchecked (seeds, benchmarks and the

@@ -65,6 +65,14 @@ pub struct Clients {
     /// Whether a tenant's role is tried with a wrong external id before a session is taken
     /// (`ROLE_EXTERNAL_ID_CHECK`, on unless set `false`).
     pub role_external_id_check: bool,
+    /// The secret of the channel key (`CHANNEL_KEY_SECRET_ARN`), set for the functions that
+    /// seal or open client certificates.
+    pub channel_key_secret_arn: Option<String>,
+}
+
+fn channel_key_secret_arn() -> Option<String> {
+    converger_core::settings::Env::new(|k| std::env::var(k).ok())
+        .text(&converger_core::settings::CHANNEL_KEY_SECRET_ARN)
 }
 
 fn role_external_id_check() -> bool {
@@ -97,6 +105,7 @@ impl Clients {
             interceptors: Vec::new(),
             tenant_interceptors: Vec::new(),
             role_external_id_check: role_external_id_check(),
+            channel_key_secret_arn: channel_key_secret_arn(),
         }
     }
 
@@ -148,6 +157,7 @@ impl Clients {
             tenant_interceptors: interceptors.clone(),
             interceptors,
             role_external_id_check: role_external_id_check(),
+            channel_key_secret_arn: channel_key_secret_arn(),
         }
     }
 

@@ -33,6 +33,7 @@ mod limits;
 mod logs;
 mod metrics;
 mod middleware;
+mod mtls;
 mod oauth2;
 mod queue;
 mod rabbitmq;

@@ -93,6 +93,7 @@ async fn function_pipeline(
     // policies), so trying a wrong one would refuse every role: the check is shown by the
     // store's tests against an STS that judges the id, and only on AWS end to end.
     clients.role_external_id_check = false;
+    clients.channel_key_secret_arn = f.env(converger_core::settings::CHANNEL_KEY_SECRET_ARN.name);
     let pipeline = bootstrap::aws_pipeline(&clients, &resources, config.clone())
         .await
         .map_err(|e| e.to_string())?;

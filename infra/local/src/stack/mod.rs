@@ -320,8 +320,7 @@ async fn build_memory(
         converger_store::ApiGatewaySockets::new(&sdk, management_url, &[]),
     );
     let build = |id: &str| -> Result<Arc<Pipeline>, String> {
-        let adapters = converger_adapters::Adapters::standard(opts.config.allowlist.clone())
-            .map_err(|e| format!("the HTTP client: {e}"))?;
+        let adapters = memory.adapters(&opts.config)?;
         let p = Pipeline::new(
             memory.store.clone(),
             memory.queue.clone(),
