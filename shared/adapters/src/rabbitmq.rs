@@ -314,9 +314,36 @@ impl RabbitMqAdapter {
         if let Some(tls) = &p.tls {
             args.tls_adaptor(TlsAdaptor::new(tls.clone(), s.broker.host.clone()));
         }
-        let conn = Connection::open(&args.finish())
-            .await
-            .map_err(|e| open_error(&e.to_string(), s))?;
+        // The handshake reads what the broker (the tenant's) sends, and the client library
+        // unwraps some of it: in a task of its own, so that a hostile broker's answer ends
+        // this attempt, not the batch; bounded, so that a silent one does not keep the task.
+        let args = args.finish();
+        let bound =
+            std::time::Duration::from_millis(converger_core::policy::ADAPTER_TIMEOUT_MAX_MS);
+        let opened =
+            tokio::spawn(async move { tokio::time::timeout(bound, Connection::open(&args)).await })
+                .await;
+        let conn = match opened {
+            Ok(Ok(Ok(conn))) => conn,
+            Ok(Ok(Err(e))) => return Err(open_error(&e.to_string(), s)),
+            Ok(Err(_)) => return Err(DeliveryError::timeout(bound.as_millis(), LABEL)),
+            Err(_) => {
+                return Err(DeliveryError::permanent(format!(
+                    "{LABEL}: {} answered the AMQP handshake with what no broker sends",
+                    s.broker.host
+                )));
+            }
+        };
+        // AMQP's smallest frame is 4,096 bytes: a broker that asks for less is not one (and
+        // the client library cannot split a message into smaller frames).
+        let frame_max = conn.frame_max();
+        if (1..4096).contains(&frame_max) {
+            drop(conn);
+            return Err(DeliveryError::permanent(format!(
+                "{LABEL}: {} asked for frames of {frame_max} bytes; AMQP's smallest is 4096",
+                s.broker.host
+            )));
+        }
         let link = Arc::new(Link {
             who: p.who.clone(),
             conn,
@@ -381,14 +408,16 @@ fn open_error(e: &str, s: &Settings) -> DeliveryError {
     let lower = e.to_ascii_lowercase();
     // RabbitMQ's reply texts start with the code's name (`NOT_ALLOWED - vhost x not found`).
     // A broker closes the socket of a login it refuses (the client library does not ask to
-    // be told why): a connection reset once the handshake began is that refusal. A broker
-    // that is down refuses the TCP connection instead.
-    let login_refused = lower.contains("reset by peer") || lower.contains("unexpected eof");
-    if lower.contains("access_refused") || login_refused {
+    // be told why), which a broker restarting or a proxy without a healthy target does too:
+    // said as the likely refusal, but retried.
+    if lower.contains("reset by peer") || lower.contains("unexpected eof") {
         let (why, _) = amqp::refusal(
             403,
-            &format!("the broker closed the connection at login: {e}"),
+            &format!("the broker closed the connection at login, or went away: {e}"),
         );
+        DeliveryError::transient(why)
+    } else if lower.contains("access_refused") {
+        let (why, _) = amqp::refusal(403, e);
         DeliveryError::permanent(why)
     } else if lower.contains("not_allowed") {
         let (why, _) = amqp::refusal(530, &format!("{e} (virtual host `{}`)", s.broker.vhost));

@@ -165,6 +165,29 @@ impl ClientCert {
     }
 }
 
+/// The sealed private key a channel's `config` holds, if any.
+pub fn sealed_key(config: &Map<String, Value>) -> Option<&str> {
+    let auth = config.get("auth")?.as_object()?;
+    auth.get("private_key")?
+        .as_str()
+        .filter(|k| k.starts_with(SEALED))
+}
+
+/// A written config may carry a sealed key only where it is the channel's own, put back
+/// where a read showed `[REDACTED]` (`current`: the stored config; `None` for a new channel):
+/// a sealed text copied from elsewhere would present another channel's certificate.
+pub fn check_sealed_origin(
+    written: &Map<String, Value>,
+    current: Option<&Map<String, Value>>,
+) -> Result<(), Invalid> {
+    match sealed_key(written) {
+        Some(k) if current.and_then(sealed_key) != Some(k) => Err(Invalid::new(
+            "`auth.private_key` must be the key in PEM (or `[REDACTED]` to keep the stored one)",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The refusal of a client certificate where the deployment has no channel key.
 pub fn no_key() -> Invalid {
     Invalid::new(
@@ -230,6 +253,33 @@ mod tests {
         let mut plain = json!({"private_key": KEY}).as_object().cloned().unwrap();
         assert!(seal_auth(&mut plain, None).is_err());
         assert!(ChannelKey::derive("short").is_err());
+    }
+
+    #[test]
+    fn a_sealed_key_is_taken_only_back_from_its_own_channel() {
+        let mut auth = json!({"type": "mtls", "certificate": CERT, "private_key": KEY})
+            .as_object()
+            .cloned()
+            .unwrap();
+        seal_auth(&mut auth, Some(&key("a"))).unwrap();
+        let ours = json!({"auth": auth}).as_object().cloned().unwrap();
+        let mut theirs = ours.clone();
+        seal_auth(theirs["auth"].as_object_mut().unwrap(), None).unwrap();
+        theirs["auth"]["private_key"] = key("a").seal(KEY).into();
+        assert!(check_sealed_origin(&ours, None).is_err(), "a new channel");
+        assert!(
+            check_sealed_origin(&ours, Some(&ours)).is_ok(),
+            "its own, kept"
+        );
+        assert!(
+            check_sealed_origin(&theirs, Some(&ours)).is_err(),
+            "another's"
+        );
+        let plain = json!({"auth": {"private_key": KEY}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        assert!(check_sealed_origin(&plain, Some(&ours)).is_ok());
     }
 
     #[test]

@@ -280,7 +280,7 @@ pub fn is_sensitive_key(key: &str) -> bool {
         || k.ends_with("_token")
         || k.ends_with("_secret")
         || k.ends_with("_password")
-        || k.ends_with("_key") && k != "idempotency_key"
+        || k.ends_with("_key") && k != "idempotency_key" && k != "routing_key"
 }
 
 /// A URL without what may carry a secret: `user:pass@`, the query and the fragment are shown

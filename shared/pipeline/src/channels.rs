@@ -180,6 +180,8 @@ impl Channels<'_> {
         spec: ChannelSpec,
     ) -> Result<Channel, ChannelWriteError> {
         name_fits(&spec.name)?;
+        converger_core::mtls::check_sealed_origin(&spec.config, None)
+            .map_err(|m| ChannelRefused::Config(m.to_string()))?;
         self.check_config(tenant, spec.kind, &spec.config).await?;
         let retry_policy = policy(&spec.retry_policy)?;
         let circuit_breaker = breaker(&spec.circuit_breaker)?;
@@ -240,6 +242,8 @@ impl Channels<'_> {
             }
         });
         if let Some(c) = &config {
+            converger_core::mtls::check_sealed_origin(c, Some(&current.config))
+                .map_err(|m| ChannelRefused::Config(m.to_string()))?;
             self.check_config(tenant, current.kind, c).await?;
         }
         let config = config.map(|c| self.sealed(current.kind, c)).transpose()?;

@@ -2,8 +2,9 @@
 //! backends (on the emulator the channel key comes from the stack's Secrets Manager secret,
 //! read as each function reads it): the channel's certificate is presented and the receiver's
 //! private CA trusted; a certificate of another CA is refused by the receiver; the private
-//! key is sealed in the store, never read back, and kept when the config is written back
-//! as read; a key that is not the certificate's, or a plain-HTTP URL, is refused when written.
+//! key is sealed in the store, never read back, kept when the config is written back as
+//! read, and not taken into another channel; a key that is not the certificate's, or a
+//! plain-HTTP URL, is refused when written.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_local::pki::Ca;
@@ -77,6 +78,16 @@ async fn client_certificates(t: TestStack) {
     assert!(
         sealed.starts_with(converger_core::mtls::SEALED) && !sealed.contains("PRIVATE KEY"),
         "{sealed}"
+    );
+
+    // A sealed key copied into another channel is refused: only `[REDACTED]` keeps one.
+    let e = create("copied", auth(&ours, sealed, &server_ca))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("`auth.private_key` must be the key in PEM"),
+        "{e:?}"
     );
 
     let (_, ingested) = a

@@ -1,9 +1,9 @@
 //! RabbitMQ channels against a real broker (the machine's `rabbitmq-server`, a private node
 //! per test): each delivery is one persistent message on the exchange with the routing key,
 //! signed, confirmed before it counts as sent, over plain AMQP and over TLS to a private CA;
-//! what the broker refuses for good (a missing exchange, a key no queue is bound to, a wrong
-//! password, a missing virtual host, a certificate of an unknown CA) dead-letters at the
-//! first attempt; a broker that is down is retried until it is back, and the message then
+//! what the broker refuses for good (a missing exchange, a key no queue is bound to, a
+//! missing virtual host, a certificate of an unknown CA) dead-letters at the first attempt, a
+//! wrong password (a closed socket, as a broker going away) after its retries; a broker that is down is retried until it is back, and the message then
 //! arrives once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -76,6 +76,7 @@ async fn each_delivery_is_one_confirmed_message_and_refusals_dead_letter_at_once
         read.body
     );
     assert_eq!(read.body["config"]["username"], USER);
+    assert_eq!(read.body["config"]["routing_key"], "orders.created");
     let bad = a
         .create_channel(json!({"type": "rabbitmq", "name": "bad",
             "config": {"url": "amqps://user:pw@mq.example.com", "exchange": "e",
@@ -128,6 +129,11 @@ async fn each_delivery_is_one_confirmed_message_and_refusals_dead_letter_at_once
             None
         };
         match want {
+            // A refused login looks like a dropped connection: retried, then dead-lettered.
+            Some(w) if d.channel_id == refused_ch => {
+                assert_eq!((d.status.as_str(), d.attempts), ("failed", 3), "{d:?}");
+                assert!(error.contains(w), "{w}: {error}");
+            }
             Some(w) => {
                 assert_eq!((d.status.as_str(), d.attempts), ("failed", 1), "{d:?}");
                 assert!(error.contains(w), "{w}: {error}");
