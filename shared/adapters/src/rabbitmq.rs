@@ -504,3 +504,47 @@ impl Adapter for RabbitMqAdapter {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn settings() -> Settings {
+        let c = serde_json::json!({"url": "amqps://mq.example.com/prod", "username": "u",
+                                   "password": "s3cret-pw", "exchange": "e", "routing_key": "k"});
+        amqp::settings(c.as_object().unwrap()).unwrap()
+    }
+
+    /// What a failed connection says decides whether the attempt is retried: a refused
+    /// virtual host or certificate is for good; a closed socket (a refused login, or a broker
+    /// going away) and a refused connection are retried.
+    #[test]
+    fn a_failed_connection_is_classified_by_what_the_broker_did() {
+        let s = settings();
+        let e = open_error(
+            "AMQP connection open error: '530: NOT_ALLOWED - vhost prod not found'",
+            &s,
+        );
+        assert!(
+            !e.retryable && e.reason.contains("530 NOT_ALLOWED"),
+            "{e:?}"
+        );
+        let e = open_error(
+            "AMQP network error: network io error: Connection reset by peer (os error 104)",
+            &s,
+        );
+        assert!(
+            e.retryable && e.reason.contains("403 ACCESS_REFUSED"),
+            "{e:?}"
+        );
+        let e = open_error("invalid peer certificate: UnknownIssuer", &s);
+        assert!(!e.retryable && e.reason.contains("ca_certificate"), "{e:?}");
+        let e = open_error("AMQP network error: Connection refused (os error 111)", &s);
+        assert!(
+            e.retryable && e.reason.contains("connecting to mq.example.com"),
+            "{e:?}"
+        );
+        assert!(!e.reason.contains("s3cret-pw"), "{e:?}");
+    }
+}

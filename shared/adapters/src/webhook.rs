@@ -226,8 +226,11 @@ impl WebhookAdapter {
     ) -> Result<String, DeliveryError> {
         let (token, fetched) = self
             .tokens
-            .get(key, converger_core::time::now_ms, || {
-                crate::oauth2::fetch(&self.http, auth, timeout)
+            .get(key, converger_core::time::now_ms, || async {
+                let opened = auth
+                    .opened(self.key.as_ref())
+                    .map_err(|e| DeliveryError::permanent(format!("{LABEL}: {e}")))?;
+                crate::oauth2::fetch(&self.http, &opened, timeout).await
             })
             .await?;
         if fetched {
@@ -252,6 +255,10 @@ impl Adapter for WebhookAdapter {
 
     fn validate_config(&self, config: &Map<String, Value>) -> Result<(), Invalid> {
         let cfg = parse_config(config)?;
+        if let Some(a) = &cfg.auth {
+            // A sealed secret (kept from the stored config) opens under this key.
+            a.opened(self.key.as_ref())?;
+        }
         if let Some(cert) = &cfg.mtls {
             // The PEM's contents: a client is built of them (and kept for no one).
             let key = cert.key_pem(self.key.as_ref())?;
@@ -273,10 +280,12 @@ impl Adapter for WebhookAdapter {
     }
 
     fn seal_config(&self, mut config: Map<String, Value>) -> Result<Map<String, Value>, Invalid> {
-        if let Some(Value::Object(auth)) = config.get_mut("auth")
-            && auth.get("type").and_then(Value::as_str) == Some("mtls")
-        {
-            converger_core::mtls::seal_auth(auth, self.key.as_ref())?;
+        if let Some(Value::Object(auth)) = config.get_mut("auth") {
+            if auth.get("type").and_then(Value::as_str) == Some("mtls") {
+                converger_core::mtls::seal_auth(auth, self.key.as_ref())?;
+            } else {
+                converger_core::mtls::seal_field(auth, "client_secret", self.key.as_ref(), false)?;
+            }
         }
         Ok(config)
     }

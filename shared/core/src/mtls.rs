@@ -5,7 +5,8 @@
 //! The private key is write-only: when a channel is written, the key is sealed (XChaCha20-
 //! Poly1305) under the deployment's channel key, which is kept in Secrets Manager
 //! (`CHANNEL_KEY_SECRET_ARN`); the store holds only the sealed text, reads show
-//! `[REDACTED]`, and only the functions that read the channel key can open it.
+//! `[REDACTED]`, and only the functions that read the channel key can open it. An OAuth 2.0
+//! client's secret is sealed the same way where the deployment has the key.
 
 use crate::Invalid;
 use base64::Engine;
@@ -165,26 +166,63 @@ impl ClientCert {
     }
 }
 
-/// The sealed private key a channel's `config` holds, if any.
-pub fn sealed_key(config: &Map<String, Value>) -> Option<&str> {
+/// The fields of a channel's `auth` that are kept sealed: a client certificate's private key
+/// and an OAuth 2.0 client's secret.
+pub const SEALED_FIELDS: [&str; 2] = ["private_key", "client_secret"];
+
+/// The sealed text a channel's `config` holds in `auth.<field>`, if any.
+pub fn sealed_field<'a>(config: &'a Map<String, Value>, field: &str) -> Option<&'a str> {
     let auth = config.get("auth")?.as_object()?;
-    auth.get("private_key")?
-        .as_str()
-        .filter(|k| k.starts_with(SEALED))
+    auth.get(field)?.as_str().filter(|k| k.starts_with(SEALED))
 }
 
-/// A written config may carry a sealed key only where it is the channel's own, put back
+/// A written config may carry a sealed secret only where it is the channel's own, put back
 /// where a read showed `[REDACTED]` (`current`: the stored config; `None` for a new channel):
-/// a sealed text copied from elsewhere would present another channel's certificate.
+/// a sealed text copied from elsewhere would present another channel's credentials.
 pub fn check_sealed_origin(
     written: &Map<String, Value>,
     current: Option<&Map<String, Value>>,
 ) -> Result<(), Invalid> {
-    match sealed_key(written) {
-        Some(k) if current.and_then(sealed_key) != Some(k) => Err(Invalid::new(
-            "`auth.private_key` must be the key in PEM (or `[REDACTED]` to keep the stored one)",
-        )),
-        _ => Ok(()),
+    for field in SEALED_FIELDS {
+        if let Some(k) = sealed_field(written, field)
+            && current.and_then(|c| sealed_field(c, field)) != Some(k)
+        {
+            return Err(Invalid(format!(
+                "`auth.{field}` must be the secret itself (or `[REDACTED]` to keep the stored one)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `auth.<field>` sealed under `key` where it is not yet: required (a client certificate's
+/// key is refused without a channel key) or only where there is a key (an OAuth 2.0 client
+/// secret stays as written on a deployment without one).
+pub fn seal_field(
+    auth: &mut Map<String, Value>,
+    field: &str,
+    key: Option<&ChannelKey>,
+    required: bool,
+) -> Result<(), Invalid> {
+    if let Some(Value::String(text)) = auth.get(field)
+        && !text.starts_with(SEALED)
+    {
+        let sealed = match key {
+            Some(k) => k.seal(text),
+            None if required => return Err(no_key()),
+            None => return Ok(()),
+        };
+        auth.insert(field.into(), Value::String(sealed));
+    }
+    Ok(())
+}
+
+/// A secret as the channel holds it, opened with `key` when it is sealed.
+pub fn open_field(text: &str, key: Option<&ChannelKey>) -> Result<String, Invalid> {
+    match (text.starts_with(SEALED), key) {
+        (false, _) => Ok(text.to_owned()),
+        (true, Some(k)) => k.open(text),
+        (true, None) => Err(no_key()),
     }
 }
 
@@ -197,13 +235,7 @@ pub fn no_key() -> Invalid {
 
 /// `auth` with its private key sealed under `key` (a key already sealed is kept).
 pub fn seal_auth(auth: &mut Map<String, Value>, key: Option<&ChannelKey>) -> Result<(), Invalid> {
-    if let Some(Value::String(pem)) = auth.get("private_key")
-        && !pem.starts_with(SEALED)
-    {
-        let sealed = key.ok_or_else(no_key)?.seal(pem);
-        auth.insert("private_key".into(), Value::String(sealed));
-    }
-    Ok(())
+    seal_field(auth, "private_key", key, true)
 }
 
 #[cfg(test)]
@@ -280,6 +312,27 @@ mod tests {
             .cloned()
             .unwrap();
         assert!(check_sealed_origin(&plain, Some(&ours)).is_ok());
+        // A client secret likewise; without a channel key it stays as written.
+        let mut oauth = json!({"client_secret": "s3cret"})
+            .as_object()
+            .cloned()
+            .unwrap();
+        seal_field(&mut oauth, "client_secret", None, false).unwrap();
+        assert_eq!(oauth["client_secret"], "s3cret");
+        seal_field(&mut oauth, "client_secret", Some(&key("a")), false).unwrap();
+        let sealed = oauth["client_secret"].as_str().unwrap();
+        assert_eq!(open_field(sealed, Some(&key("a"))).unwrap(), "s3cret");
+        assert_eq!(open_field("plain", None).unwrap(), "plain");
+        let copied = json!({"auth": {"client_secret": sealed}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        assert!(
+            check_sealed_origin(&copied, None)
+                .unwrap_err()
+                .0
+                .contains("auth.client_secret")
+        );
     }
 
     #[test]

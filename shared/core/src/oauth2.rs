@@ -35,7 +35,7 @@ pub enum ClientAuth {
 }
 
 /// A webhook channel's `auth` of type `oauth2_client_credentials`, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ClientCredentials {
     pub token_url: url::Url,
     pub client_id: String,
@@ -43,6 +43,19 @@ pub struct ClientCredentials {
     pub scope: Option<String>,
     pub audience: Option<String>,
     pub client_auth: ClientAuth,
+}
+
+impl std::fmt::Debug for ClientCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientCredentials")
+            .field("token_url", &self.token_url.as_str())
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"[REDACTED]")
+            .field("scope", &self.scope)
+            .field("audience", &self.audience)
+            .field("client_auth", &self.client_auth)
+            .finish()
+    }
 }
 
 const KEYS: [&str; 7] = [
@@ -111,10 +124,26 @@ impl ClientCredentials {
         Ok(Self {
             token_url,
             client_id: text("client_id", MAX_FIELD_CHARS, true)?.unwrap_or_default(),
-            client_secret: text("client_secret", MAX_SECRET_CHARS, true)?.unwrap_or_default(),
+            // Sealed under the channel key when the channel was written (`mtls::seal_field`).
+            client_secret: match auth.get("client_secret") {
+                Some(Value::String(s))
+                    if s.starts_with(crate::mtls::SEALED) && s.len() <= 4 * MAX_SECRET_CHARS =>
+                {
+                    s.clone()
+                }
+                _ => text("client_secret", MAX_SECRET_CHARS, true)?.unwrap_or_default(),
+            },
             scope: text("scope", MAX_FIELD_CHARS, false)?,
             audience: text("audience", MAX_FIELD_CHARS, false)?,
             client_auth,
+        })
+    }
+
+    /// These settings with the client secret opened with `key` where it is sealed.
+    pub fn opened(&self, key: Option<&crate::mtls::ChannelKey>) -> Result<Self, Invalid> {
+        Ok(Self {
+            client_secret: crate::mtls::open_field(&self.client_secret, key)?,
+            ..self.clone()
         })
     }
 

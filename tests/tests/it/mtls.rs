@@ -86,7 +86,7 @@ async fn client_certificates(t: TestStack) {
         .unwrap_err();
     assert!(
         e.message
-            .contains("`auth.private_key` must be the key in PEM"),
+            .contains("`auth.private_key` must be the secret itself"),
         "{e:?}"
     );
 

@@ -1,6 +1,7 @@
 //! A webhook endpoint behind OAuth 2.0 client credentials: one token request serves several
 //! deliveries, a token the receiver refuses is fetched again once, a refused token request
-//! fails the attempt without reaching the receiver, and the client secret is never read back.
+//! fails the attempt without reaching the receiver, and the client secret is never read back
+//! (and is sealed at rest).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_client::{Client, NewActivity, NewChannel};
@@ -132,6 +133,19 @@ async fn one_token_serves_many_deliveries_and_a_refused_one_is_fetched_again_onc
     let read = api.channel(&ch).await.unwrap();
     assert_eq!(read.config["auth"]["client_secret"], "[REDACTED]");
     assert_eq!(read.config["auth"]["client_id"], "converger");
+    // At rest it is sealed under the deployment's channel key.
+    let stored = t
+        .stack
+        .store
+        .get_channel(&converger_core::ChannelId::parse(&ch).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let sealed = stored.config["auth"]["client_secret"].as_str().unwrap();
+    assert!(
+        sealed.starts_with(converger_core::mtls::SEALED) && !sealed.contains("s3cret"),
+        "{sealed}"
+    );
     let mut config = read.config.clone();
     config["auth"]["scope"] = json!("hooks events");
     api.patch_channel(&ch, &json!({ "config": config }))
