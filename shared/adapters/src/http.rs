@@ -17,14 +17,14 @@ pub const MAX_TIMEOUT_MS: u64 = converger_core::policy::ADAPTER_TIMEOUT_MAX_MS;
 
 #[derive(Debug, thiserror::Error)]
 #[error("destination {host} is not allowed ({reason} address)")]
-struct Blocked {
+pub struct Blocked {
     host: String,
     reason: &'static str,
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error("{host} did not resolve to any address")]
-struct NoAddress {
+pub struct NoAddress {
     host: String,
 }
 
@@ -34,30 +34,74 @@ struct GuardedResolver {
     allow: Arc<Allowlist>,
 }
 
+/// Why a host has no address the guard allows.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreachable {
+    #[error("{0}")]
+    Lookup(#[from] std::io::Error),
+    #[error(transparent)]
+    NoAddress(NoAddress),
+    #[error(transparent)]
+    Blocked(Blocked),
+}
+
+impl Unreachable {
+    /// The attempt's error: a blocked destination is permanent, the rest retryable.
+    pub fn into_error(self, label: &str) -> DeliveryError {
+        match self {
+            Self::Blocked(b) => DeliveryError::permanent(format!("{label}: {b}")),
+            other => DeliveryError::from_transport(other, label),
+        }
+    }
+}
+
+/// `host`'s addresses on `port` that the guard allows (an IP literal is checked as it is).
+pub async fn vetted(
+    host: &str,
+    port: u16,
+    allow: &Allowlist,
+) -> Result<Vec<SocketAddr>, Unreachable> {
+    let addrs: Vec<SocketAddr> = match host.trim_matches(['[', ']']).parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => tokio::net::lookup_host((host, port)).await?.collect(),
+    };
+    if addrs.is_empty() {
+        return Err(Unreachable::NoAddress(NoAddress {
+            host: host.to_owned(),
+        }));
+    }
+    let mut reason = "";
+    let ok: Vec<SocketAddr> = addrs
+        .into_iter()
+        .filter(|a| match check_destination(a.ip(), allow) {
+            Ok(()) => true,
+            Err(r) => {
+                reason = r;
+                false
+            }
+        })
+        .collect();
+    if ok.is_empty() {
+        return Err(Unreachable::Blocked(Blocked {
+            host: host.to_owned(),
+            reason,
+        }));
+    }
+    Ok(ok)
+}
+
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let host = name.as_str().to_owned();
         let allow = self.allow.clone();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if addrs.is_empty() {
-                return Err(Box::new(NoAddress { host }) as _);
-            }
-            let mut reason = "";
-            let ok: Vec<SocketAddr> = addrs
-                .into_iter()
-                .filter(|a| match check_destination(a.ip(), &allow) {
-                    Ok(()) => true,
-                    Err(r) => {
-                        reason = r;
-                        false
-                    }
-                })
-                .collect();
-            if ok.is_empty() {
-                return Err(Box::new(Blocked { host, reason }) as _);
-            }
+            // The inner error itself, so that `classify_transport` finds `Blocked` among
+            // the sources.
+            let ok = vetted(&host, 0, &allow).await.map_err(|e| match e {
+                Unreachable::Lookup(io) => Box::new(io) as Box<dyn std::error::Error + Send + Sync>,
+                Unreachable::NoAddress(n) => Box::new(n),
+                Unreachable::Blocked(b) => Box::new(b),
+            })?;
             Ok(Box::new(ok.into_iter()) as Addrs)
         })
     }

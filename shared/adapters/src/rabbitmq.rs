@@ -18,7 +18,7 @@ use amqprs::tls::TlsAdaptor;
 use amqprs::{Ack, BasicProperties, Cancel, CloseChannel, FieldTable, FieldValue, Nack, Return};
 use async_trait::async_trait;
 use converger_core::amqp::{self, Settings};
-use converger_core::net::{Allowlist, check_destination};
+use converger_core::net::Allowlist;
 use converger_core::signing::signature_header;
 use converger_core::{ChannelType, DeliveryError, Invalid};
 use serde_json::{Map, Value};
@@ -263,41 +263,18 @@ impl Link {
 }
 
 fn refused(code: u16, text: &str) -> Fail {
-    let (why, retryable) = amqp::refusal(code, text);
-    Fail::Refused(if retryable {
-        DeliveryError::transient(why)
-    } else {
-        DeliveryError::permanent(why)
-    })
+    Fail::Refused(amqp::refusal_error(code, text))
 }
 
 impl RabbitMqAdapter {
-    /// The broker's address, resolved and checked by the SSRF guard.
+    /// The broker's address, resolved and checked by the SSRF guard (the first allowed).
     async fn address(&self, b: &amqp::Broker) -> Result<SocketAddr, DeliveryError> {
-        let blocked = |ip: IpAddr, reason: &str| {
-            DeliveryError::permanent(format!(
-                "{LABEL}: destination {} ({ip}) is not allowed ({reason} address)",
-                b.host
-            ))
-        };
-        if let Ok(ip) = b.host.parse::<IpAddr>() {
-            check_destination(ip, &self.allow).map_err(|r| blocked(ip, r))?;
-            return Ok(SocketAddr::new(ip, b.port));
-        }
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((b.host.as_str(), b.port))
+        let addrs = crate::http::vetted(&b.host, b.port, &self.allow)
             .await
-            .map_err(|e| DeliveryError::from_transport(format!("{}: {e}", b.host), LABEL))?
-            .collect();
-        let mut refusal = None;
-        for a in &addrs {
-            match check_destination(a.ip(), &self.allow) {
-                Ok(()) => return Ok(*a),
-                Err(r) => refusal = Some(blocked(a.ip(), r)),
-            }
-        }
-        Err(refusal.unwrap_or_else(|| {
+            .map_err(|e| e.into_error(LABEL))?;
+        addrs.first().copied().ok_or_else(|| {
             DeliveryError::from_transport(format!("{} has no address", b.host), LABEL)
-        }))
+        })
     }
 
     async fn connect(&self, p: &Parsed) -> Result<Arc<Link>, DeliveryError> {
@@ -325,7 +302,7 @@ impl RabbitMqAdapter {
                 .await;
         let conn = match opened {
             Ok(Ok(Ok(conn))) => conn,
-            Ok(Ok(Err(e))) => return Err(open_error(&e.to_string(), s)),
+            Ok(Ok(Err(e))) => return Err(amqp::connect_failure(&e.to_string(), &s.broker)),
             Ok(Err(_)) => return Err(DeliveryError::timeout(bound.as_millis(), LABEL)),
             Err(_) => {
                 return Err(DeliveryError::permanent(format!(
@@ -402,35 +379,6 @@ impl RabbitMqAdapter {
     }
 }
 
-/// Classifies a failed `Connection::open`: a refused login or virtual host will not heal by
-/// itself; the network may.
-fn open_error(e: &str, s: &Settings) -> DeliveryError {
-    let lower = e.to_ascii_lowercase();
-    // RabbitMQ's reply texts start with the code's name (`NOT_ALLOWED - vhost x not found`).
-    // A broker closes the socket of a login it refuses (the client library does not ask to
-    // be told why), which a broker restarting or a proxy without a healthy target does too:
-    // said as the likely refusal, but retried.
-    if lower.contains("reset by peer") || lower.contains("unexpected eof") {
-        let (why, _) = amqp::refusal(
-            403,
-            &format!("the broker closed the connection at login, or went away: {e}"),
-        );
-        DeliveryError::transient(why)
-    } else if lower.contains("access_refused") {
-        let (why, _) = amqp::refusal(403, e);
-        DeliveryError::permanent(why)
-    } else if lower.contains("not_allowed") {
-        let (why, _) = amqp::refusal(530, &format!("{e} (virtual host `{}`)", s.broker.vhost));
-        DeliveryError::permanent(why)
-    } else if lower.contains("certificate") || lower.contains("invalidcert") {
-        DeliveryError::permanent(format!(
-            "{LABEL}: the broker's TLS certificate was refused ({e}): give `ca_certificate` for a private CA"
-        ))
-    } else {
-        DeliveryError::from_transport(format!("connecting to {}: {e}", s.broker.host), LABEL)
-    }
-}
-
 #[async_trait]
 impl Adapter for RabbitMqAdapter {
     fn kind(&self) -> ChannelType {
@@ -502,49 +450,5 @@ impl Adapter for RabbitMqAdapter {
             status_code: None,
             response_snippet: Some("confirmed by the broker".into()),
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    fn settings() -> Settings {
-        let c = serde_json::json!({"url": "amqps://mq.example.com/prod", "username": "u",
-                                   "password": "s3cret-pw", "exchange": "e", "routing_key": "k"});
-        amqp::settings(c.as_object().unwrap()).unwrap()
-    }
-
-    /// What a failed connection says decides whether the attempt is retried: a refused
-    /// virtual host or certificate is for good; a closed socket (a refused login, or a broker
-    /// going away) and a refused connection are retried.
-    #[test]
-    fn a_failed_connection_is_classified_by_what_the_broker_did() {
-        let s = settings();
-        let e = open_error(
-            "AMQP connection open error: '530: NOT_ALLOWED - vhost prod not found'",
-            &s,
-        );
-        assert!(
-            !e.retryable && e.reason.contains("530 NOT_ALLOWED"),
-            "{e:?}"
-        );
-        let e = open_error(
-            "AMQP network error: network io error: Connection reset by peer (os error 104)",
-            &s,
-        );
-        assert!(
-            e.retryable && e.reason.contains("403 ACCESS_REFUSED"),
-            "{e:?}"
-        );
-        let e = open_error("invalid peer certificate: UnknownIssuer", &s);
-        assert!(!e.retryable && e.reason.contains("ca_certificate"), "{e:?}");
-        let e = open_error("AMQP network error: Connection refused (os error 111)", &s);
-        assert!(
-            e.retryable && e.reason.contains("connecting to mq.example.com"),
-            "{e:?}"
-        );
-        assert!(!e.reason.contains("s3cret-pw"), "{e:?}");
     }
 }

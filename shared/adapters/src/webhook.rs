@@ -186,13 +186,11 @@ impl WebhookAdapter {
 
     /// The client that presents `cert`: built with the private key opened, or kept.
     fn cert_client(&self, channel_id: &str, cert: &ClientCert) -> Result<Arc<Guarded>, Invalid> {
-        let id = (channel_id.to_owned(), cert.clone());
-        if let Some((_, c)) = self
-            .cert_clients
-            .lock()
-            .ok()
-            .and_then(|l| l.iter().find(|(k, _)| *k == id).cloned())
-        {
+        if let Some(c) = self.cert_clients.lock().ok().and_then(|l| {
+            l.iter()
+                .find(|((c, kept), _)| c == channel_id && kept == cert)
+                .map(|(_, client)| client.clone())
+        }) {
             return Ok(c);
         }
         let key = cert.key_pem(self.key.as_ref())?;
@@ -211,7 +209,7 @@ impl WebhookAdapter {
             if l.len() >= MAX_CERT_CLIENTS {
                 l.remove(0);
             }
-            l.push((id, client.clone()));
+            l.push(((channel_id.to_owned(), cert.clone()), client.clone()));
         }
         Ok(client)
     }

@@ -310,6 +310,46 @@ pub fn refusal(code: u16, text: &str) -> (String, bool) {
     }
 }
 
+/// The broker's refusal `code` with `text`, as the attempt's error: permanent where a retry
+/// cannot heal it ([`REPLIES`]).
+pub fn refusal_error(code: u16, text: &str) -> crate::DeliveryError {
+    let (why, retryable) = refusal(code, text);
+    if retryable {
+        crate::DeliveryError::transient(why)
+    } else {
+        crate::DeliveryError::permanent(why)
+    }
+}
+
+/// A connection to `broker` that could not be opened, classified by what the client said
+/// (`error`). RabbitMQ's reply texts start with the code's name (`NOT_ALLOWED - vhost x not
+/// found`). A broker closes the socket of a login it refuses without saying why, as a broker
+/// restarting or a proxy without a healthy target does: said as the likely refusal, but
+/// retried. A certificate that does not verify will not heal by itself; the network may.
+pub fn connect_failure(error: &str, broker: &Broker) -> crate::DeliveryError {
+    let lower = error.to_ascii_lowercase();
+    if lower.contains("reset by peer") || lower.contains("unexpected eof") {
+        let (why, _) = refusal(
+            403,
+            &format!("the broker closed the connection at login, or went away: {error}"),
+        );
+        crate::DeliveryError::transient(why)
+    } else if lower.contains("access_refused") {
+        refusal_error(403, error)
+    } else if lower.contains("not_allowed") {
+        refusal_error(530, &format!("{error} (virtual host `{}`)", broker.vhost))
+    } else if lower.contains("certificate") || lower.contains("invalidcert") {
+        crate::DeliveryError::permanent(format!(
+            "rabbitmq: the broker's TLS certificate was refused ({error}): give `ca_certificate` for a private CA"
+        ))
+    } else {
+        crate::DeliveryError::from_transport(
+            format!("connecting to {}: {error}", broker.host),
+            "rabbitmq",
+        )
+    }
+}
+
 /// The reply-code table as `docs/channels/rabbitmq.md` shows it (a test checks the page).
 pub fn replies_markdown() -> String {
     let mut out = String::from("| reply code | retried | what to do |\n|---|---|---|\n");
@@ -422,6 +462,36 @@ mod tests {
         assert!(!refusal(403, "ACCESS_REFUSED").1);
         assert!(refusal(320, "CONNECTION_FORCED").1);
         assert!(refusal(599, "new").1, "an unknown code retries");
+    }
+
+    /// What a failed connection says decides whether the attempt is retried: a refused
+    /// virtual host or certificate is for good; a closed socket (a refused login, or a broker
+    /// going away) and a refused connection are retried.
+    #[test]
+    fn a_failed_connection_is_classified_by_what_the_broker_did() {
+        let b = broker("amqps://mq.example.com/prod").unwrap();
+        let e = connect_failure("open error: '530: NOT_ALLOWED - vhost prod not found'", &b);
+        assert!(
+            !e.retryable && e.reason.contains("530 NOT_ALLOWED"),
+            "{e:?}"
+        );
+        let e = connect_failure(
+            "network io error: Connection reset by peer (os error 104)",
+            &b,
+        );
+        assert!(
+            e.retryable && e.reason.contains("403 ACCESS_REFUSED"),
+            "{e:?}"
+        );
+        let e = connect_failure("invalid peer certificate: UnknownIssuer", &b);
+        assert!(!e.retryable && e.reason.contains("ca_certificate"), "{e:?}");
+        let e = connect_failure("network error: Connection refused (os error 111)", &b);
+        assert!(
+            e.retryable && e.reason.contains("connecting to mq.example.com"),
+            "{e:?}"
+        );
+        assert!(!refusal_error(404, "NOT_FOUND").retryable);
+        assert!(refusal_error(320, "CONNECTION_FORCED").retryable);
     }
 
     /// `docs/channels/rabbitmq.md` shows the reply codes as the code classifies them

@@ -94,21 +94,13 @@ impl ChannelKey {
     }
 }
 
-/// The private key as the channel holds it.
-#[derive(Clone, PartialEq, Eq)]
-pub enum PrivateKey {
-    /// As written (PEM), before it is sealed.
-    Pem(String),
-    /// Sealed under the channel key.
-    Sealed(String),
-}
-
 /// A webhook channel's `auth` of type `mtls`, checked for its shape (the PEM's contents
 /// are checked where a TLS client is built of them).
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientCert {
     pub certificate: String,
-    pub private_key: PrivateKey,
+    /// As written (PEM) before the channel is stored, sealed under the channel key after.
+    pub private_key: String,
     pub ca_certificate: Option<String>,
 }
 
@@ -146,8 +138,8 @@ impl ClientCert {
         let certificate =
             pem("certificate", "-----BEGIN CERTIFICATE-----", true)?.unwrap_or_default();
         let private_key = match auth.get("private_key") {
-            Some(Value::String(s)) if s.starts_with(SEALED) => PrivateKey::Sealed(s.clone()),
-            _ => PrivateKey::Pem(pem("private_key", "PRIVATE KEY-----", true)?.unwrap_or_default()),
+            Some(Value::String(s)) if s.starts_with(SEALED) => s.clone(),
+            _ => pem("private_key", "PRIVATE KEY-----", true)?.unwrap_or_default(),
         };
         Ok(Self {
             certificate,
@@ -158,11 +150,7 @@ impl ClientCert {
 
     /// The private key's PEM: opened with `key` when sealed.
     pub fn key_pem(&self, key: Option<&ChannelKey>) -> Result<String, Invalid> {
-        match (&self.private_key, key) {
-            (PrivateKey::Pem(p), _) => Ok(p.clone()),
-            (PrivateKey::Sealed(s), Some(k)) => k.open(s),
-            (PrivateKey::Sealed(_), None) => Err(no_key()),
-        }
+        open_field(&self.private_key, key)
     }
 }
 
