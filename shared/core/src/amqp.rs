@@ -244,8 +244,10 @@ pub const REPLIES: &[ReplyRule] = &[
     ReplyRule {
         code: 312,
         name: "NO_ROUTE",
-        retryable: false,
-        advice: "no queue is bound to the exchange for the routing key, so the message would be dropped: bind a queue, or fix `exchange` or `routing_key`",
+        // Retried: a broker that has just restarted takes connections before it has
+        // recovered its queues' bindings.
+        retryable: true,
+        advice: "no queue is bound to the exchange for the routing key, so the message would be dropped: bind a queue, or fix `exchange` or `routing_key` (retried: a restarting broker recovers its bindings after it takes connections)",
     },
     ReplyRule {
         code: 320,
@@ -458,7 +460,10 @@ mod tests {
             why.contains("no exchange 'x'") && why.contains("declare it"),
             "{why}"
         );
-        assert!(!refusal(312, "NO_ROUTE").1);
+        assert!(
+            refusal(312, "NO_ROUTE").1,
+            "a restarting broker's bindings come back"
+        );
         assert!(!refusal(403, "ACCESS_REFUSED").1);
         assert!(refusal(320, "CONNECTION_FORCED").1);
         assert!(refusal(599, "new").1, "an unknown code retries");
