@@ -30,6 +30,11 @@ async fn run(demo: bool) -> Result<(), String> {
     if std::env::var("LIVE_STREAM").is_err() {
         config.live_stream = true;
     }
+    // Usage is logged and folded once a minute, as the template deploys it, unless
+    // `USAGE_FOLD=false` says otherwise (the pages then count at once).
+    if std::env::var("USAGE_FOLD").is_err() {
+        config.usage_fold = true;
+    }
     if std::env::var("PLATFORM_ACCOUNT_ID").is_err() {
         config.platform_account = Some(converger_local::LOCAL_ACCOUNT.to_owned());
     }

@@ -321,6 +321,13 @@ pub const BUS_STATUS_EVENTS: Setting = Setting {
     read_by: ReadBy::All,
     meaning: "`false` keeps `delivery.status_changed` off the bus (the template's `BusStatusEvents`): dead letters, replays and channel events go either way, and the live stream and the pages do not need it",
 };
+pub const USAGE_FOLD: Setting = Setting {
+    name: "USAGE_FOLD",
+    kind: Kind::Flag,
+    default: "false",
+    read_by: ReadBy::All,
+    meaning: "`true` logs the usage of tenants that are not busy once per stream batch and folds it into the usage counters once a minute, two to four minutes late (the template's `UsageFold`, on by default); `false` writes every counter at once",
+};
 pub const PLATFORM_ACCOUNT_ID: Setting = text(
     "PLATFORM_ACCOUNT_ID",
     "none",
@@ -464,6 +471,7 @@ pub const ALL: &[Setting] = &[
     LANE_RECHECK_MS,
     LIVE_STREAM,
     BUS_STATUS_EVENTS,
+    USAGE_FOLD,
     PLATFORM_ACCOUNT_ID,
     HOP_CEILING_SECONDS,
     BATCH_CONCURRENCY,

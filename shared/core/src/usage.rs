@@ -19,6 +19,91 @@ pub fn part_of(shard: &str) -> u32 {
     crate::ids::stable_hash(shard) % PARTS
 }
 
+/// The usage log's rules (ADR 0089): a tenant's usage that is not busy is logged per
+/// stream batch and folded into its counters once a period.
+pub mod fold {
+    /// A period of the log: one minute.
+    pub const PERIOD_MS: i64 = 60_000;
+
+    /// The period `ms` falls in.
+    pub fn period_of(ms: i64) -> i64 {
+        ms.div_euclid(PERIOD_MS)
+    }
+
+    /// Whole periods a fold waits after a period ends before it reads it: an entry is
+    /// written within the changes function's timeout (60 s, one period) of the clock reading
+    /// that names its period, and one more period covers clocks that disagree.
+    pub const GRACE_PERIODS: i64 = 2;
+
+    /// The last period a fold may read at `now_ms`.
+    pub fn foldable_to(now_ms: i64) -> i64 {
+        period_of(now_ms) - 1 - GRACE_PERIODS
+    }
+
+    /// Where the first fold of a deployment starts, before its first foldable period.
+    pub const LOOKBACK_PERIODS: i64 = 60;
+
+    /// Most periods one fold run reads (a fold that fell behind catches up run by run).
+    pub const PERIODS_PER_RUN: i64 = 30;
+
+    /// Deliveries a tenant creates in one stream batch that make it busy: a busy tenant's
+    /// usage is written at once, as its minute counter tells the listing shards' growth its
+    /// rate, and its counters are shared by enough deliveries to cost little.
+    pub const BUSY_CREATED: i64 = 10;
+
+    /// The log's partitions per period. A stream shard logs to one ([`log_part_of`]); at
+    /// 100,000 deliveries a second the log is about 32,000 write units a second, 500 on each.
+    pub const LOG_PARTS: u32 = 64;
+
+    /// The part of the log a stream shard's entries go to.
+    pub fn log_part_of(shard: &str) -> u32 {
+        crate::ids::stable_hash(shard) % LOG_PARTS
+    }
+
+    /// How long a log entry is kept past its period (a fold more than this behind loses it).
+    pub const LOG_KEEP_S: i64 = 86_400;
+
+    /// A period as keys and marks write it: text that sorts as the number.
+    pub fn period_key(period: i64) -> String {
+        format!("{period:012}")
+    }
+
+    /// The periods one fold run reads up to `last` (at most: [`foldable_to`] the clock),
+    /// after `folded_to` (the last folded).
+    pub fn next_periods(folded_to: Option<i64>, last: i64) -> std::ops::RangeInclusive<i64> {
+        let first = folded_to.map_or(last - LOOKBACK_PERIODS + 1, |f| f + 1);
+        first..=last.min(first + PERIODS_PER_RUN - 1)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_period_is_folded_only_after_its_grace() {
+            let p = 29_000_000;
+            let start = p * PERIOD_MS;
+            // A write that read its clock at the period's last moment commits within the
+            // next period; the fold waits one more.
+            assert_eq!(foldable_to(start + PERIOD_MS - 1), p - 3);
+            assert_eq!(foldable_to(start + 3 * PERIOD_MS), p);
+            assert!(foldable_to(start + 3 * PERIOD_MS - 1) < p);
+        }
+
+        #[test]
+        fn runs_go_on_from_the_last_folded_and_catch_up_in_steps() {
+            let now = 29_000_000 * PERIOD_MS;
+            let last = foldable_to(now);
+            assert_eq!(next_periods(Some(last - 1), last), last..=last);
+            assert!(next_periods(Some(last), last).is_empty());
+            let first = next_periods(None, last);
+            assert_eq!(*first.start(), last - LOOKBACK_PERIODS + 1);
+            assert_eq!(first.count() as i64, PERIODS_PER_RUN);
+            assert!(period_key(5) < period_key(40) && period_key(40).len() == 12);
+        }
+    }
+}
+
 /// How long a bucket of a series is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -26,6 +26,7 @@ pub use rows::SHARD as CHANGES_SHARD;
 mod event_types;
 mod events;
 mod flow;
+mod fold;
 mod handoff;
 mod health;
 mod idempotency;
@@ -102,6 +103,8 @@ struct State {
     marks: HashMap<(String, String), String>,
     /// How many marks each counter holds (its item's size grows with them).
     marks_on: HashMap<String, usize>,
+    /// The usage log ([`converger_ports::UsageLog`]).
+    log: fold::Log,
 }
 
 #[derive(Debug, Clone, PartialEq)]

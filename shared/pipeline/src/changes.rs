@@ -15,7 +15,7 @@ use converger_core::usage::{Counts, Grain};
 use converger_ports::events;
 use converger_ports::{
     CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, StoreError,
-    StreamCounters, StreamMark, UsageKey, UsageOf,
+    StreamCounters, StreamMark, UsageKey, UsageLog, UsageLogEntry, UsageOf, UsageRow,
 };
 use std::collections::BTreeMap;
 
@@ -26,15 +26,25 @@ pub struct Derived {
     pub events: Vec<PlatformEvent>,
     /// Its counts.
     pub counts: Vec<CounterAdd>,
+    /// Its usage as rows (the same counts as its usage adds), which the usage log keeps.
+    pub rows: Vec<UsageRow>,
 }
 
-/// The usage counters a count of a delivery at `at_ms` adds to.
-fn usage(d: &Delivery, at_ms: i64, counts: Counts) -> [CounterAdd; 5] {
-    UsageKey::of_count(&d.tenant_id, &d.channel_id, at_ms).map(|key| CounterAdd::Usage {
-        key,
-        part: 0,
+/// The usage counters a count of a delivery at `at_ms` adds to, and the count as a row.
+fn usage(d: &Delivery, at_ms: i64, counts: Counts) -> ([CounterAdd; 5], UsageRow) {
+    let adds =
+        UsageKey::of_count(&d.tenant_id, &d.channel_id, at_ms).map(|key| CounterAdd::Usage {
+            key,
+            part: 0,
+            counts,
+        });
+    let row = UsageRow::usage(
+        d.tenant_id.clone(),
+        d.channel_id.clone(),
+        converger_core::usage::Grain::Minute.bucket(at_ms),
         counts,
-    })
+    );
+    (adds, row)
 }
 
 /// `delivery.status_changed` of a row as a write left it.
@@ -91,7 +101,9 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
             filtered: i64::from(t.filtered),
             ..Counts::default()
         };
-        out.counts.extend(usage(new, created_ms, created));
+        let (adds, row) = usage(new, created_ms, created);
+        out.counts.extend(adds);
+        out.rows.push(row);
     }
     if t.unfiltered {
         out.counts.push(health(1, 0));
@@ -143,7 +155,30 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
         ));
     }
     if !at_counts.is_zero() {
-        out.counts.extend(usage(new, at_ms, at_counts));
+        let (adds, row) = usage(new, at_ms, at_counts);
+        out.counts.extend(adds);
+        out.rows.push(row);
+    }
+    // The health counter's adds as rows too, for the usage log.
+    for a in &out.counts {
+        if let CounterAdd::Health {
+            channel,
+            minute,
+            created,
+            failed,
+        } = a
+        {
+            out.rows.push(UsageRow {
+                health_created: *created,
+                health_failed: *failed,
+                ..UsageRow::usage(
+                    new.tenant_id.clone(),
+                    channel.clone(),
+                    *minute,
+                    Counts::default(),
+                )
+            });
+        }
     }
     out
 }
@@ -177,6 +212,9 @@ pub struct Changes<'p> {
     pub(crate) bus_status_events: bool,
     pub(crate) retention_s: i64,
     pub(crate) shards: crate::shards::ShardGrowth<'p>,
+    /// The usage log, when usage that is not busy is folded (`USAGE_FOLD`).
+    pub(crate) log: Option<&'p dyn UsageLog>,
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
 }
 
 impl<'p> Changes<'p> {
@@ -187,14 +225,9 @@ impl<'p> Changes<'p> {
             streams: crate::stream::Streams::of(p),
             bus_status_events: p.config.bus_status_events,
             retention_s: i64::try_from(p.config.retention.as_secs()).unwrap_or(i64::MAX / 4),
-            shards: crate::shards::ShardGrowth {
-                tenants: &*p.store,
-                usage: &*p.store,
-                clock: &*p.clock,
-                memo: &p.shard_memo,
-                retention_ms: i64::try_from(p.config.retention.as_millis()).unwrap_or(i64::MAX / 4),
-                per_shard: p.config.listing_shard_rate,
-            },
+            shards: crate::shards::ShardGrowth::of(p),
+            log: p.config.usage_fold.then_some(&*p.store as &dyn UsageLog),
+            clock: &*p.clock,
         }
     }
 
@@ -276,15 +309,45 @@ impl<'p> Changes<'p> {
         minutes: &mut Vec<crate::shards::MinuteCount>,
     ) -> Result<(), CountError> {
         use futures::StreamExt;
+        // With the usage log, a batch's usage and health counts are logged once and folded
+        // into the counters later; a tenant busy in the batch has its rate counted now as
+        // well, for the listing shards' growth.
+        let rates: Vec<(&str, CounterAdd)> = match self.log {
+            Some(_) => busy_rates(records, derived),
+            None => Vec::new(),
+        };
         // Per counter (a usage counter's part this shard adds to): each record's add, in
         // order.
         let mut per: BTreeMap<String, Vec<(&str, &CounterAdd)>> = BTreeMap::new();
         for (r, d) in records.iter().zip(derived) {
             for a in &d.counts {
+                if self.log.is_some()
+                    && matches!(a, CounterAdd::Usage { .. } | CounterAdd::Health { .. })
+                {
+                    continue;
+                }
                 per.entry(a.counter_key_of(shard))
                     .or_default()
                     .push((&r.seq, a));
             }
+        }
+        for (seq, a) in &rates {
+            per.entry(a.counter_key_of(shard))
+                .or_default()
+                .push((seq, a));
+        }
+        for adds in per.values_mut() {
+            adds.sort_by(|a, b| a.0.cmp(b.0));
+        }
+        if let Some(log) = self.log {
+            let rows: Vec<(&str, &[UsageRow])> = records
+                .iter()
+                .zip(derived)
+                .map(|(r, d)| (r.seq.as_str(), d.rows.as_slice()))
+                .collect();
+            let wrote = self.log_rows(log, shard, records, &rows).await?;
+            out.counter_writes += wrote.writes;
+            out.repeats += wrote.repeats;
         }
         // The counters are apart (each keeps its own mark), so they are written side by
         // side: a batch over many channels writes a counter or three per channel.
@@ -344,7 +407,7 @@ impl<'p> Changes<'p> {
                             counts,
                             key:
                                 key @ UsageKey {
-                                    of: UsageOf::Tenant(tenant),
+                                    of: UsageOf::Tenant(tenant) | UsageOf::TenantRate(tenant),
                                     grain: Grain::Minute,
                                     ..
                                 },
@@ -380,6 +443,103 @@ impl<'p> Changes<'p> {
         }
         Ok(c)
     }
+}
+
+impl Changes<'_> {
+    /// The batch's logged rows in one entry, written once (twice when a repeat's write says
+    /// how far the shard's log got, and the second write logs the rest).
+    async fn log_rows(
+        &self,
+        log: &dyn UsageLog,
+        shard: &str,
+        records: &[RowChange],
+        rows: &[(&str, &[UsageRow])],
+    ) -> Result<Counted, CountError> {
+        let mut c = Counted::default();
+        let (Some(first), Some(last)) = (records.first(), records.last()) else {
+            return Ok(c);
+        };
+        let mut after: Option<String> = None;
+        for _ in 0..2 {
+            let mut entry = UsageLogEntry {
+                shard: shard.to_owned(),
+                first: first.seq.clone(),
+                last: last.seq.clone(),
+                period: converger_core::usage::fold::period_of(self.clock.now_ms()),
+                rows: UsageRow::merged(
+                    rows.iter()
+                        .filter(|(seq, _)| after.as_deref().is_none_or(|a| *seq > a))
+                        .flat_map(|(_, r)| r.iter().cloned()),
+                ),
+            };
+            if let Some(a) = &after {
+                // The records past the mark: the entry starts after it.
+                let Some(next) = records.iter().find(|r| r.seq.as_str() > a.as_str()) else {
+                    break;
+                };
+                entry.first.clone_from(&next.seq);
+            }
+            if entry.rows.is_empty() {
+                break;
+            }
+            match log.log_usage(&entry).await {
+                Ok(Marked::Applied { .. }) => {
+                    c.writes += 1;
+                    break;
+                }
+                Ok(Marked::Behind { to }) => {
+                    c.repeats += 1;
+                    if to < entry.first || after.as_ref().is_some_and(|a| to <= *a) {
+                        return Err(CountError::Refused {
+                            mark: to,
+                            first: entry.first,
+                        });
+                    }
+                    after = Some(to);
+                }
+                Err(e) => return Err(CountError::Store(e)),
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// The rate counts of the tenants busy in a batch (at least
+/// [`converger_core::usage::fold::BUSY_CREATED`] deliveries created by its records), one add
+/// per record that created some: their minute's [`UsageOf::TenantRate`] counter.
+fn busy_rates<'r>(records: &'r [RowChange], derived: &[Derived]) -> Vec<(&'r str, CounterAdd)> {
+    let mut created: BTreeMap<&str, i64> = BTreeMap::new();
+    for d in derived {
+        for row in &d.rows {
+            *created.entry(row.tenant.as_str()).or_default() += row.counts.created;
+        }
+    }
+    let mut out = Vec::new();
+    for (r, d) in records.iter().zip(derived) {
+        for row in &d.rows {
+            if row.counts.created > 0
+                && created.get(row.tenant.as_str()).copied().unwrap_or(0)
+                    >= converger_core::usage::fold::BUSY_CREATED
+            {
+                out.push((
+                    r.seq.as_str(),
+                    CounterAdd::Usage {
+                        key: UsageKey::new(
+                            UsageOf::TenantRate(row.tenant.clone()),
+                            Grain::Minute,
+                            row.minute,
+                        ),
+                        part: 0,
+                        counts: Counts {
+                            created: row.counts.created,
+                            ..Counts::default()
+                        },
+                    },
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Counter writes of one batch in flight at once.
@@ -655,6 +815,8 @@ mod tests {
                 retention_ms: 86_400_000,
                 per_shard: converger_core::shards::SHARD_RATE,
             },
+            log: None,
+            clock: &converger_core::time::SystemClock,
         };
         let records: Vec<RowChange> = (1..=4)
             .map(|i| {

@@ -29,6 +29,8 @@ pub struct PipelineConfig {
     pub live_stream: bool,
     /// Whether `delivery.status_changed` goes to the bus (`BUS_STATUS_EVENTS`).
     pub bus_status_events: bool,
+    /// Whether usage that is not busy is logged and folded once a period (`USAGE_FOLD`).
+    pub usage_fold: bool,
     /// The platform's own AWS account (`PLATFORM_ACCOUNT_ID`): tenants' roles must trust
     /// it, and a role in it is never assumed.
     pub platform_account: Option<String>,
@@ -95,6 +97,7 @@ impl Default for PipelineConfig {
             lane_recheck: Duration::from_secs(300),
             live_stream: false,
             bus_status_events: true,
+            usage_fold: false,
             platform_account: None,
             allowlist: Allowlist::default(),
             batch_concurrency: 10,
@@ -180,6 +183,7 @@ impl PipelineConfig {
             bus_status_events: env
                 .flag(&set::BUS_STATUS_EVENTS)?
                 .unwrap_or(d.bus_status_events),
+            usage_fold: env.flag(&set::USAGE_FOLD)?.unwrap_or(d.usage_fold),
             platform_account: env.parsed(&set::PLATFORM_ACCOUNT_ID, |v: &str| {
                 converger_core::aws::is_account(v)
                     .then(|| v.to_owned())

@@ -28,6 +28,7 @@ pub mod event_types;
 pub mod events;
 pub mod flow;
 pub mod flow_jobs;
+pub mod fold;
 pub mod handoff;
 pub mod health;
 pub mod ingest;
@@ -239,6 +240,11 @@ impl Pipeline {
 
     /// The live stream: its clients, their subscriptions, the fan-out of the bus's events.
     /// The deliveries table's stream consumer: what follows from each row change.
+    /// The usage log's fold (run by the retry scheduler when `USAGE_FOLD` is on).
+    pub fn usage_fold(&self) -> fold::UsageFold<'_> {
+        fold::UsageFold::of(self)
+    }
+
     pub fn changes(&self) -> changes::Changes<'_> {
         changes::Changes::of(self)
     }

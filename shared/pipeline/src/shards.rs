@@ -51,6 +51,7 @@ pub struct MinuteCount {
 }
 
 /// Grants listing shards to the tenants whose rate calls for them.
+#[derive(Clone, Copy)]
 pub(crate) struct ShardGrowth<'p> {
     pub(crate) tenants: &'p dyn TenantStore,
     pub(crate) usage: &'p dyn UsageStore,
@@ -59,6 +60,19 @@ pub(crate) struct ShardGrowth<'p> {
     pub(crate) retention_ms: i64,
     /// Deliveries a second a shard takes (`PipelineConfig::listing_shard_rate`).
     pub(crate) per_shard: f64,
+}
+
+impl<'p> ShardGrowth<'p> {
+    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
+        Self {
+            tenants: &*p.store,
+            usage: &*p.store,
+            clock: &*p.clock,
+            memo: &p.shard_memo,
+            retention_ms: i64::try_from(p.config.retention.as_millis()).unwrap_or(i64::MAX / 4),
+            per_shard: p.config.listing_shard_rate,
+        }
+    }
 }
 
 impl ShardGrowth<'_> {

@@ -41,6 +41,9 @@ pub struct SweepReport {
     pub fed: usize,
     /// Parked deliveries of closed channels released after `park_seconds`.
     pub released: usize,
+    /// The usage log's fold, when `USAGE_FOLD` is on (a failure is logged and left to the
+    /// next run).
+    pub folded: Option<crate::fold::Folded>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +64,7 @@ pub struct Sweeper<'p> {
     pub(crate) flow: &'p crate::flow::FlowControl,
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) usage: &'p dyn converger_ports::UsageStore,
+    pub(crate) fold: Option<crate::fold::UsageFold<'p>>,
 }
 
 impl<'p> Sweeper<'p> {
@@ -73,6 +77,7 @@ impl<'p> Sweeper<'p> {
             flow: &p.flow,
             queue: &*p.queue,
             usage: &*p.store,
+            fold: p.config.usage_fold.then(|| crate::fold::UsageFold::of(p)),
         }
     }
 }
@@ -83,8 +88,21 @@ impl Sweeper<'_> {
     /// delivery runs again seconds after its lease ends, not at the next minute.
     pub async fn sweep_and_watch(&self, budget: Duration) -> Result<SweepReport, SweepError> {
         let started = Instant::now();
-        let (report, ()) = tokio::join!(self.sweep(), self.sample_depths());
+        let fold = async {
+            match &self.fold {
+                Some(f) => match f.run().await {
+                    Ok(done) => Some(done),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "usage fold failed");
+                        None
+                    }
+                },
+                None => None,
+            }
+        };
+        let (report, (), folded) = tokio::join!(self.sweep(), self.sample_depths(), fold);
         let mut report = report?;
+        report.folded = folded;
         let interval = self.config.reclaim_interval;
         if interval.is_zero() {
             return Ok(report);

@@ -28,6 +28,7 @@ pub trait Store:
     + crate::lanes::LaneStore
     + crate::usage::UsageStore
     + crate::changes::StreamCounters
+    + crate::fold::UsageLog
     + crate::event_types::EventTypeStore
 {
 }
@@ -49,6 +50,7 @@ impl<T> Store for T where
         + crate::lanes::LaneStore
         + crate::usage::UsageStore
         + crate::changes::StreamCounters
+        + crate::fold::UsageLog
         + crate::event_types::EventTypeStore
 {
 }

@@ -11,6 +11,9 @@ use converger_core::{ChannelId, TenantId};
 pub enum UsageOf {
     Channel(ChannelId),
     Tenant(TenantId),
+    /// A tenant's rate alone (deliveries created), counted at once for a tenant busy in a
+    /// stream batch while its usage waits in the usage log (ADR 0089).
+    TenantRate(TenantId),
 }
 
 /// One counter: whose, how long a bucket, which bucket (whole grains since the epoch).
@@ -46,6 +49,12 @@ impl UsageKey {
         match &self.of {
             UsageOf::Channel(c) => crate::keys::channel_usage_key(c, self.grain, self.bucket),
             UsageOf::Tenant(t) => crate::keys::tenant_usage_key(t, self.grain, self.bucket),
+            UsageOf::TenantRate(t) => {
+                format!(
+                    "rate#{}",
+                    crate::keys::tenant_usage_key(t, self.grain, self.bucket)
+                )
+            }
         }
     }
 

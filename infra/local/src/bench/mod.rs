@@ -33,7 +33,7 @@ usage: converger-local bench <scenario> [options]   (one JSON line of figures pe
   requests     [--deliveries N]                    AWS requests per delivered message, and cost
   keys         [--deliveries N] [--replay N]       capacity units per partition key family, ceilings
   cost         [--deliveries N]                    dollars per million deliveries, all in, at list prices
-  cost --shape [--tenants T] [--channels C] [--rate R] [--seconds S] [--ingest single|batch|both] [--new-windows]
+  cost --shape [--tenants T] [--channels C] [--rate R] [--seconds S] [--ingest single|batch|both] [--new-windows] [--direct-usage]
                                                    the same at a deployment's shape (1,000 x 10, 1,000/s)
   throughput --shape [--scale F] ...               that shape at 10,000/s, scaled; throttles and latency
   hot-tenant   [--seconds S] [--scale F] [--case NAME] one tenant at 5,000/s, one channel at 2,000/s, partition limits
@@ -75,6 +75,7 @@ fn shape_options(
         modes,
         grown_windows: !rest.flag("--new-windows"),
         fewer_tenants: true,
+        usage_fold: !rest.flag("--direct-usage"),
     })
 }
 

@@ -173,6 +173,15 @@ pub(super) async fn build_aws(
             }
             .to_owned(),
         ),
+        (
+            "UsageFold".to_owned(),
+            if opts.config.usage_fold {
+                "enabled"
+            } else {
+                "disabled"
+            }
+            .to_owned(),
+        ),
     ]);
     // The tiers' mappings run as this stack's pipeline sizes its windows.
     let tiers = opts.config.tier_concurrency;

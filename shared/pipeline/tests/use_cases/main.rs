@@ -8,6 +8,7 @@ mod channels;
 mod clock;
 mod common;
 mod events;
+mod fold;
 mod health;
 mod intake;
 mod lanes;

@@ -8,7 +8,13 @@ use converger_core::shards::{GRANT_MS, RENEW_BEFORE_MS};
 use converger_ports::{Activity, Delivery, RowChange, seq_key};
 
 /// `n` new rows of `t`'s channel `c` created at the clock's time, as the stream hands them out.
-fn created(t: &Tenant, c: &Channel, clock: &ManualClock, n: usize, from: usize) -> Vec<RowChange> {
+pub(crate) fn created(
+    t: &Tenant,
+    c: &Channel,
+    clock: &ManualClock,
+    n: usize,
+    from: usize,
+) -> Vec<RowChange> {
     let now = clock.now();
     (0..n)
         .map(|i| {

@@ -29,6 +29,7 @@ mod expr;
 use expr::{Cmp, Update};
 mod event_types;
 mod flow;
+mod fold;
 mod handoff;
 mod health;
 mod idempotency;

@@ -41,6 +41,7 @@ mod connections;
 mod deliveries;
 mod due;
 mod flow;
+mod fold;
 mod lanes;
 mod listings;
 mod stream;
@@ -51,6 +52,7 @@ use connections::*;
 use deliveries::*;
 use due::*;
 use flow::*;
+use fold::*;
 use lanes::*;
 use listings::*;
 use stream::*;
@@ -112,6 +114,8 @@ conformance!(
     a_tenants_external_id_is_kept_once_made_and_replaced_by_a_rotation,
     usage_counters_add_up_per_key_and_read_in_order,
     a_marked_counter_write_adds_each_record_once,
+    the_usage_log_takes_a_batch_once_and_reads_it_by_period,
+    the_folds_cursor_only_goes_forward,
     a_weeks_health_history_reads_past_one_page,
 );
 

@@ -64,6 +64,9 @@ pub struct Options {
     /// counters, caches and batches amortise, is the full shape's; `false` (the throughput),
     /// by dividing every rate and partition limit, as `bench hot-tenant` does.
     pub fewer_tenants: bool,
+    /// Whether usage goes through the usage log and its fold (the template's `UsageFold`,
+    /// on by default) or every counter is written per stream batch (`--direct-usage`).
+    pub usage_fold: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +97,7 @@ impl Default for Options {
             modes: vec![Mode::Single, Mode::Batch],
             grown_windows: true,
             fewer_tenants: true,
+            usage_fold: true,
         }
     }
 }
@@ -112,6 +116,7 @@ pub fn smoke() -> Options {
         modes: vec![Mode::Single, Mode::Batch],
         grown_windows: true,
         fewer_tenants: true,
+        usage_fold: true,
     }
 }
 
@@ -250,6 +255,7 @@ fn shape(o: &Options) -> Value {
         "with_idempotency_key": "a tenth of tenants",
         "batch_every_s": o.batch_every_s,
         "windows": if o.grown_windows { "grown to their cap" } else { "new" },
+        "usage": if o.usage_fold { "logged and folded once a minute" } else { "every counter per stream batch" },
     })
 }
 
@@ -278,6 +284,7 @@ async fn run_once(o: &Options, mode: Mode) -> Result<Counted, String> {
     let config = PipelineConfig {
         allowlist: converger_core::net::Allowlist::loopback(),
         listing_shard_rate: converger_core::shards::SHARD_RATE / limit_scale,
+        usage_fold: o.usage_fold,
         ..PipelineConfig::default()
     };
     let limits = Limits {
@@ -493,6 +500,15 @@ async fn drive(
     // after the watch delay and is dropped) are part of what a delivery costs.
     let watch = u64::from(converger_pipeline::PipelineConfig::default().watch_delay_s);
     tokio::time::sleep(Duration::from_secs(watch + 3)).await;
+    // The usage log's fold of the run's periods, as the scheduler would run it once each
+    // has closed (a run's periods are folded at once: nothing is logged after it).
+    if o.usage_fold {
+        let now = converger_core::time::now_ms();
+        p.usage_fold()
+            .run_to(converger_core::usage::fold::period_of(now))
+            .await
+            .map_err(|e| format!("usage fold: {e}"))?;
+    }
     let sent = sent.lock().map(|m| m.clone()).unwrap_or_default();
     let (delivered, arrivals) = receiver.first_arrivals(&sent);
     let latencies: Vec<f64> = arrivals.into_iter().map(|(_, ms)| ms).collect();
