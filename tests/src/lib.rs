@@ -612,7 +612,7 @@ impl TestTables {
             .build();
         let dynamodb = aws_sdk_dynamodb::Client::new(&config);
         let prefix = format!("t{}-", &uuid_like()[..12]);
-        let resources = converger_local::tables::create_tables(&dynamodb, &prefix)
+        let resources = converger_local::tables::create_tables(&dynamodb, &endpoint, &prefix)
             .await
             .expect("the template's tables are made");
         Self {

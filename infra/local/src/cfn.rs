@@ -319,7 +319,7 @@ pub fn stack_name(prefix: &str) -> String {
 /// CloudFormation and IAM backends are not safe under concurrent stack builds (two at once
 /// were answered with 500s), while the stacks, once built, are used side by side. The lock is
 /// the file's, held while the returned handle lives (and released if the process dies).
-async fn deploy_lock(endpoint: &str) -> Result<std::fs::File, String> {
+pub(crate) async fn deploy_lock(endpoint: &str) -> Result<std::fs::File, String> {
     let tag: String = endpoint
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })

@@ -232,8 +232,15 @@ async fn create(client: &Client, prefix: &str, t: &TableDef) -> Result<String, S
 /// The template's tables made under `prefix`, named to the store as the functions'
 /// environment names them. The stack's queues and bus are not made: their names in the
 /// answer say so, and a store call that needs one fails with that name.
-pub async fn create_tables(client: &Client, prefix: &str) -> Result<Resources, String> {
+pub async fn create_tables(
+    client: &Client,
+    endpoint: &str,
+    prefix: &str,
+) -> Result<Resources, String> {
     let (tables, names) = declared()?;
+    // The emulator's stack builds read its table list while they make a stream's mapping,
+    // which a table made beside them changes under them: tables wait for the deploy lock.
+    let _lock = crate::cfn::deploy_lock(endpoint).await?;
     let made =
         futures::future::try_join_all(tables.iter().map(|t| create(client, prefix, t))).await?;
     let by_id: BTreeMap<&str, &String> = tables

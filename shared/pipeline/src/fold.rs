@@ -162,6 +162,7 @@ impl UsageFold<'_> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use converger_core::time::Clock;
     use converger_core::usage::Counts;
     use converger_core::{ChannelId, TenantId};
     use converger_memory::MemStore;
@@ -220,7 +221,7 @@ mod tests {
             },
         };
         let (tenant, channel) = (TenantId::generate(), ChannelId::generate());
-        let period = converger_core::usage::fold::period_of(converger_core::time::now_ms());
+        let period = converger_core::usage::fold::period_of(clock.now_ms());
         // Two shards (in two parts, most likely) log the same counters' rows.
         for (shard, created) in [("shard-a", 2), ("shard-b", 3), ("shard-c", 4)] {
             let entry = UsageLogEntry {

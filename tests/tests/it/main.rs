@@ -44,5 +44,6 @@ mod slots;
 mod store;
 mod stream;
 mod trace;
+mod usage_fold;
 mod web;
 mod window;

@@ -60,17 +60,17 @@ impl UsageLog for DynamoStore {
                 .map_err(StoreError::unreadable)?;
             items.push(TransactWriteItem::builder().put(put).build());
         }
-        let mark = aws_sdk_dynamodb::types::Update::builder()
-            .table_name(&self.res.health)
-            .key("channel_id", s(mark_pk(&entry.shard)))
-            .key("checked_sk", s(MARK_SK))
-            .update_expression("SET #l = :last, expires_at = :exp")
-            .condition_expression("attribute_not_exists(#l) OR #l < :first")
-            .expression_attribute_names("#l", "last")
-            .expression_attribute_values(":last", s(&entry.last))
-            .expression_attribute_values(":first", s(&entry.first))
-            // A shard's mark outlives the shard's records on the stream (24 hours).
-            .expression_attribute_values(":exp", n(expires_at + LOG_KEEP_S))
+        // A shard's mark outlives the shard's records on the stream (24 hours).
+        let mark = Update::new()
+            .set("last", s(&entry.last))
+            .set("expires_at", n(expires_at + LOG_KEEP_S))
+            .when_cmp("last", Cmp::Lt, s(&entry.first), true)
+            .apply_to_transaction(
+                aws_sdk_dynamodb::types::Update::builder()
+                    .table_name(&self.res.health)
+                    .key("channel_id", s(mark_pk(&entry.shard)))
+                    .key("checked_sk", s(MARK_SK)),
+            )
             .build()
             .map_err(StoreError::unreadable)?;
         items.push(TransactWriteItem::builder().update(mark).build());
@@ -149,16 +149,16 @@ impl UsageLog for DynamoStore {
 
     async fn set_usage_folded_to(&self, period: i64) -> StoreResult<()> {
         // Never back: two fold runs at once both end here, the later period kept.
-        let r = self
-            .client
-            .update_item()
-            .table_name(&self.res.health)
-            .key("channel_id", s(FOLD_PK))
-            .key("checked_sk", s(FOLDED_SK))
-            .update_expression("SET #p = :p")
-            .condition_expression("attribute_not_exists(#p) OR #p < :p")
-            .expression_attribute_names("#p", "period")
-            .expression_attribute_values(":p", n(period))
+        let r = Update::new()
+            .set("period", n(period))
+            .when_cmp("period", Cmp::Lt, n(period), true)
+            .apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.health)
+                    .key("channel_id", s(FOLD_PK))
+                    .key("checked_sk", s(FOLDED_SK)),
+            )
             .send()
             .await;
         match r {

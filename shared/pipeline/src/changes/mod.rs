@@ -15,9 +15,11 @@ use converger_core::usage::{Counts, Grain};
 use converger_ports::events;
 use converger_ports::{
     CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, StoreError,
-    StreamCounters, StreamMark, UsageKey, UsageLog, UsageLogEntry, UsageOf, UsageRow,
+    StreamCounters, StreamMark, UsageKey, UsageLog, UsageOf, UsageRow,
 };
 use std::collections::BTreeMap;
+
+mod log;
 
 /// What one record implies.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -313,7 +315,7 @@ impl<'p> Changes<'p> {
         // into the counters later; a tenant busy in the batch has its rate counted now as
         // well, for the listing shards' growth.
         let rates: Vec<(&str, CounterAdd)> = match self.log {
-            Some(_) => busy_rates(records, derived),
+            Some(_) => log::busy_rates(records, derived),
             None => Vec::new(),
         };
         // Per counter (a usage counter's part this shard adds to): each record's add, in
@@ -445,118 +447,21 @@ impl<'p> Changes<'p> {
     }
 }
 
-impl Changes<'_> {
-    /// The batch's logged rows in one entry, written once (twice when a repeat's write says
-    /// how far the shard's log got, and the second write logs the rest).
-    async fn log_rows(
-        &self,
-        log: &dyn UsageLog,
-        shard: &str,
-        records: &[RowChange],
-        rows: &[(&str, &[UsageRow])],
-    ) -> Result<Counted, CountError> {
-        let mut c = Counted::default();
-        let (Some(first), Some(last)) = (records.first(), records.last()) else {
-            return Ok(c);
-        };
-        let mut after: Option<String> = None;
-        for _ in 0..2 {
-            let mut entry = UsageLogEntry {
-                shard: shard.to_owned(),
-                first: first.seq.clone(),
-                last: last.seq.clone(),
-                period: converger_core::usage::fold::period_of(self.clock.now_ms()),
-                rows: UsageRow::merged(
-                    rows.iter()
-                        .filter(|(seq, _)| after.as_deref().is_none_or(|a| *seq > a))
-                        .flat_map(|(_, r)| r.iter().cloned()),
-                ),
-            };
-            if let Some(a) = &after {
-                // The records past the mark: the entry starts after it.
-                let Some(next) = records.iter().find(|r| r.seq.as_str() > a.as_str()) else {
-                    break;
-                };
-                entry.first.clone_from(&next.seq);
-            }
-            if entry.rows.is_empty() {
-                break;
-            }
-            match log.log_usage(&entry).await {
-                Ok(Marked::Applied { .. }) => {
-                    c.writes += 1;
-                    break;
-                }
-                Ok(Marked::Behind { to }) => {
-                    c.repeats += 1;
-                    if to < entry.first || after.as_ref().is_some_and(|a| to <= *a) {
-                        return Err(CountError::Refused {
-                            mark: to,
-                            first: entry.first,
-                        });
-                    }
-                    after = Some(to);
-                }
-                Err(e) => return Err(CountError::Store(e)),
-            }
-        }
-        Ok(c)
-    }
-}
-
-/// The rate counts of the tenants busy in a batch (at least
-/// [`converger_core::usage::fold::BUSY_CREATED`] deliveries created by its records), one add
-/// per record that created some: their minute's [`UsageOf::TenantRate`] counter.
-fn busy_rates<'r>(records: &'r [RowChange], derived: &[Derived]) -> Vec<(&'r str, CounterAdd)> {
-    let mut created: BTreeMap<&str, i64> = BTreeMap::new();
-    for d in derived {
-        for row in &d.rows {
-            *created.entry(row.tenant.as_str()).or_default() += row.counts.created;
-        }
-    }
-    let mut out = Vec::new();
-    for (r, d) in records.iter().zip(derived) {
-        for row in &d.rows {
-            if row.counts.created > 0
-                && created.get(row.tenant.as_str()).copied().unwrap_or(0)
-                    >= converger_core::usage::fold::BUSY_CREATED
-            {
-                out.push((
-                    r.seq.as_str(),
-                    CounterAdd::Usage {
-                        key: UsageKey::new(
-                            UsageOf::TenantRate(row.tenant.clone()),
-                            Grain::Minute,
-                            row.minute,
-                        ),
-                        part: 0,
-                        counts: Counts {
-                            created: row.counts.created,
-                            ..Counts::default()
-                        },
-                    },
-                ));
-            }
-        }
-    }
-    out
-}
-
 /// Counter writes of one batch in flight at once.
 const COUNTER_WRITES_AT_ONCE: usize = 16;
 
 /// What one counter's writes did.
 #[derive(Default)]
-struct Counted {
-    writes: usize,
-    repeats: usize,
+pub(crate) struct Counted {
+    pub(crate) writes: usize,
+    pub(crate) repeats: usize,
     /// A tenant's minute counter's count of created deliveries after the add.
     minute: Option<crate::shards::MinuteCount>,
 }
 
 /// Why a batch's counts were not all written.
 #[derive(Debug, thiserror::Error)]
-enum CountError {
+pub(crate) enum CountError {
     #[error("counter not written: {0}")]
     Store(#[from] StoreError),
     #[error("counter mark {mark} refused records from {first}")]
