@@ -307,7 +307,6 @@ async fn bad_input_gets_a_clear_error() {
         422,
         "invalid_cursor",
     );
-    t.stop().await;
 }
 
 /// The deliveries list filters by the activity's event type, shows it on each delivery, and
@@ -357,7 +356,6 @@ async fn deliveries_filter_by_event_type() {
         .await;
     assert_eq!(bad.status, 422, "{:?}", bad.body);
     assert_eq!(bad.body["error"]["code"], "invalid_query");
-    t.stop().await;
 }
 
 /// Every API answer, refusals included, tells browsers not to sniff its type.
@@ -393,5 +391,4 @@ async fn every_api_answer_forbids_content_sniffing() {
             "{url}"
         );
     }
-    t.stop().await;
 }

@@ -111,7 +111,6 @@ async fn the_client_crate_drives_the_tenant_api() {
         api.channel(&ch).await,
         Err(Error::Api { status: 404, .. })
     ));
-    t.stop().await;
 }
 
 /// Runs one `converger` command line against the stack; its exit code and what it printed.
@@ -219,7 +218,6 @@ async fn the_command_line_sends_lists_shows_retries_and_pauses() {
         help.contains("listen <channel id> --forward-to URL"),
         "{help}"
     );
-    t.stop().await;
 }
 
 /// `converger listen` forwards a websocket channel's delivery to a local URL, signed as a
@@ -304,7 +302,6 @@ async fn listen_forwards_deliveries_and_acknowledges_what_the_receiver_took() {
         let v: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(v["payload"]["text"], "hello");
     }
-    t.stop().await;
 }
 
 /// `send --file`: a JSON-lines file sent a hundred to a request, each line's result printed,
@@ -352,5 +349,4 @@ async fn the_command_line_sends_a_file_of_activities() {
     assert_eq!(code, 2, "{out}");
     assert!(out.is_empty(), "nothing sent: {out}");
     let _ = std::fs::remove_file(&path);
-    t.stop().await;
 }

@@ -194,7 +194,6 @@ async fn each_aws_type_delivers_into_the_tenants_account_as_its_role() {
     }
     assert_eq!(cloud.received(QUEUE).len(), 4);
     assert_eq!(cloud.assumed(), 1);
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -271,7 +270,6 @@ async fn a_missing_target_or_an_oversized_message_dead_letters_at_once_and_throt
         "{}",
         log.body
     );
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -313,7 +311,6 @@ async fn a_role_of_the_platforms_own_account_is_refused_when_the_channel_is_writ
         .unwrap_err();
     assert_eq!((keyed.status, keyed.code.as_str()), (422, "invalid_config"));
     assert!(TENANT_ACCOUNT != converger_local::LOCAL_ACCOUNT);
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -358,7 +355,6 @@ async fn a_rotated_external_id_is_audited_and_a_role_trusting_the_old_one_refuse
         error.starts_with("sts:AssumeRole: AccessDenied") && error.contains("external id"),
         "{error}"
     );
-    t.stop().await;
 }
 
 /// A role whose trust policy admits the platform without the `sts:ExternalId` condition
@@ -381,7 +377,6 @@ async fn a_role_that_does_not_require_the_external_id_is_refused() {
         "{error}"
     );
     assert!(cloud.received(QUEUE).is_empty(), "nothing sent as the role");
-    t.stop().await;
 }
 
 /// The same sends on the emulator: the deliver function, through its deployed policy,

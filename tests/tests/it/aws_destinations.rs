@@ -187,5 +187,4 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
 
     let violations = t.stack.iam_violations();
     assert!(violations.is_empty(), "{violations:?}");
-    t.stop().await;
 }

@@ -199,7 +199,6 @@ async fn a_batch_is_taken_item_by_item(t: &TestStack) {
 async fn a_batch_is_taken_item_by_item_in_process() {
     let t = TestStack::start().await;
     a_batch_is_taken_item_by_item(&t).await;
-    t.stop().await;
 }
 
 mod emulator {

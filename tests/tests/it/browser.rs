@@ -192,7 +192,6 @@ async fn an_operator_filters_opens_retries_and_exports_failed_deliveries() {
     b.goto(&format!("/admin/audit?tenant={}", f.tenant)).await;
     b.shot("audit").await;
     b.close().await;
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -314,7 +313,6 @@ async fn viewers_cannot_retry_and_the_portal_keeps_to_its_tenant() {
     assert!(!v.exists("button.retry").await);
     v.shot("portal-viewer-deliveries").await;
     v.close().await;
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -398,7 +396,6 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
     assert_eq!(audit.matches("resume_deliveries").count(), 2, "{audit}");
     b.shot("audit").await;
     b.close().await;
-    t.stop().await;
 }
 
 /// The dashboard's counts follow without a reload: a dead letter made while it is open
@@ -428,7 +425,6 @@ async fn the_dashboard_counts_follow_without_a_reload() {
     assert_ne!(b.text("#live-at").await, "when the page loaded");
     b.shot("dashboard-live").await;
     b.close().await;
-    t.stop().await;
 }
 
 /// A conversation's page: its activities in `seq` order, a badge per channel delivery (status,
@@ -592,5 +588,4 @@ async fn a_conversation_shows_its_activities_in_order_with_a_badge_per_delivery(
     p.goto("/portal/conversations/nothing-here").await;
     assert!(p.exists("#empty").await);
     p.close().await;
-    t.stop().await;
 }

@@ -132,7 +132,6 @@ async fn two_concurrent_bulk_replays_are_disjoint() {
         }
     }
     assert_eq!(audited.len(), DEAD_LETTERS);
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -188,7 +187,6 @@ async fn the_limit_lowers_the_configured_cap_and_never_raises_it() {
 
     let a = bulk(&t, &key, &ch, Some(json!({"limit": 0}))).await;
     assert_eq!(a.status, 422);
-    t.stop().await;
 }
 
 /// The same contention at the scale, on the in-process backend (whose transitions are
@@ -338,7 +336,6 @@ async fn filters_refusals_and_isolation() {
         (a.status, a.body["error"]["message"].as_str()),
         (400, Some("Channel is inactive"))
     );
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -398,7 +395,6 @@ async fn since_and_until_bound_a_bulk_replay_to_the_instant() {
             (422, Some("invalid_body"))
         );
     }
-    t.stop().await;
 }
 
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,

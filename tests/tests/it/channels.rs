@@ -85,7 +85,6 @@ async fn invalid_event_types_are_refused_on_channels_and_activities() {
             .await;
         assert_eq!(a.status, 422, "{body}: {:?}", a.body);
     }
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -142,7 +141,6 @@ async fn a_deleted_channel_that_a_pause_still_holds_is_let_go_by_the_sweeper() {
         assert_eq!(d["last_error"], "channel deleted", "{d}");
     }
     assert!(rx.requests().is_empty(), "no request for a deleted channel");
-    t.stop().await;
 }
 
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
@@ -723,5 +721,4 @@ async fn channel_settings_are_checked_on_write_and_read_back_typed() {
     assert_eq!(cleared.circuit_breaker["max_in_flight"], "auto");
     assert_eq!(cleared.rate_limit, None);
     assert_eq!(cleared.auto_disable["failed_attempts"], 20);
-    t.stop().await;
 }

@@ -276,7 +276,6 @@ async fn usage_and_charts_show_a_scenario_and_a_seeded_history() {
         .await;
     assert!(p.text("#page-error").await.contains("No such channel"));
     p.close().await;
-    t.stop().await;
 }
 
 /// The retry scheduler samples every tier queue and dead-letter queue through the deployed
@@ -335,5 +334,4 @@ async fn the_retry_scheduler_samples_the_queues_on_the_emulator() {
         "{:?}",
         t.stack.iam_violations()
     );
-    t.stop().await;
 }

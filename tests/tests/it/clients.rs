@@ -122,7 +122,6 @@ async fn the_typescript_client_drives_a_stack() {
     let mut node = Command::new("node");
     node.arg(built.path().join("examples/exercise.js"));
     exercise(node, &t, &key).await;
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -135,5 +134,4 @@ async fn the_python_client_drives_a_stack() {
         .arg(clients::python_dir().join("examples/exercise.py"))
         .env("PYTHONDONTWRITEBYTECODE", "1");
     exercise(python, &t, &key).await;
-    t.stop().await;
 }

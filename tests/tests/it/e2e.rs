@@ -41,7 +41,6 @@ async fn a_permanent_error_dead_letters_after_one_attempt() {
     assert_eq!(log[0].next_retry_at, None);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(rx.requests().len(), 1);
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -74,7 +73,6 @@ async fn exhausted_retries_dead_letter_at_max_attempts() {
     assert_eq!(outcomes, ["dead", "failed", "failed", "failed", "failed"]);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(rx.requests().len(), 5, "no attempt after the dead letter");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -105,7 +103,6 @@ async fn retry_after_overrides_the_policy_backoff() {
         gap >= Duration::from_millis(1950),
         "next attempt came after {gap:?}, before Retry-After"
     );
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -127,7 +124,6 @@ async fn private_destinations_are_refused() {
         d.last_error.as_deref().unwrap().contains("not allowed"),
         "{d:?}"
     );
-    t.stop().await;
 }
 
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,

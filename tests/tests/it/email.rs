@@ -209,7 +209,6 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
     );
     let why = d["last_error"].as_str().unwrap();
     assert!(why.contains("MessageRejected"), "{why}");
-    t.stop().await;
 }
 
 /// PATCHes a tenant's `field` with each of `bad` and asserts each is refused with 422 `code`.
@@ -318,7 +317,6 @@ async fn a_tenant_sends_email_only_as_the_identities_an_operator_granted_it() {
     refused(&email_channel(&t, &other_key, FROM).await);
     let a = t.admin_get(&format!("/admin/api/tenants/{other}")).await;
     assert_eq!(a.body["email_senders"], json!([]), "{:?}", a.body);
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -350,7 +348,6 @@ async fn an_identity_taken_away_stops_the_channels_mail_at_send() {
         why.contains("not one of the tenant's sender identities"),
         "{why}"
     );
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -376,7 +373,6 @@ async fn email_configs_are_checked_when_written() {
         assert_eq!(a.status, 422, "{config}: {:?}", a.body);
         assert_eq!(a.body["error"]["code"], "invalid_config");
     }
-    t.stop().await;
 }
 
 /// A local stand-in for SES's REST API that answers every `SendEmail` with one error, as SES
@@ -484,7 +480,6 @@ async fn an_ses_tenant_is_named_on_every_send_of_its_tenant() {
     assert!(a["ses_tenant"].is_null(), "{a}");
     let a = t.admin_get(&format!("/admin/api/tenants/{tenant}")).await;
     assert!(a.body["ses_tenant"].is_null(), "{:?}", a.body);
-    t.stop().await;
 }
 
 /// A local SES endpoint that answers every `SendEmail` and keeps the request bodies.

@@ -267,5 +267,4 @@ async fn a_catalog_of_typed_payloads_checks_each_activity_at_ingest() {
     }
     assert_eq!(names, ["a.first", "order.created", "order.paid", "z.last"]);
     assert_eq!(api.event_types(None).await.unwrap().data.len(), 4);
-    t.stop().await;
 }

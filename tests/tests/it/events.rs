@@ -40,7 +40,6 @@ async fn a_dead_letter_is_announced_on_the_bus() {
     let changed = find("delivery.status_changed");
     assert_eq!(changed["detail"]["status"], "failed");
     assert_eq!(changed["detail"]["conversation_id"], "conv-1");
-    t.stop().await;
 }
 
 /// A record of the deliveries table's stream that is no delivery row fails every try: after
@@ -108,5 +107,4 @@ async fn a_poison_stream_record_goes_to_the_dead_letter_queue_and_the_shard_goes
         .find(|e| e["detail"]["delivery_id"] == id.as_str() && e["detail"]["status"] == "sent")
         .unwrap();
     assert!(sent["detail"]["event_id"].is_string(), "{sent}");
-    t.stop().await;
 }

@@ -183,7 +183,6 @@ async fn a_delivery_the_filter_does_not_want_is_recorded_filtered_and_sent_by_ha
         .await
         .unwrap();
     assert_eq!(settled(&api, &any.deliveries[0].id).await.status, "sent");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -214,5 +213,4 @@ async fn filtered_deliveries_leave_a_failing_channels_breaker_alone() {
         ("closed", 0)
     );
     assert!(rx.requests().is_empty());
-    t.stop().await;
 }

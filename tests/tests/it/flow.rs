@@ -99,7 +99,6 @@ async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
     }
     assert!(probed, "an attempt log shows a probe");
     assert_eq!(delivery_state(&t, &key, ch_id).await["state"], "flowing");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -167,7 +166,6 @@ async fn a_paused_channel_holds_new_deliveries_until_resumed() {
         )
         .await;
     assert_eq!(a.status, 404);
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -205,7 +203,6 @@ async fn a_rate_limit_spreads_deliveries_without_using_attempts() {
     let a = t.api("POST", "/api/v1/channels", &key, Some(bad)).await;
     assert_eq!(a.status, 422, "{:?}", a.body);
     assert_eq!(a.body["error"]["code"], "invalid_rate_limit");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -279,7 +276,6 @@ async fn a_delivery_parked_after_the_probe_loop_stopped_is_probed_without_a_swee
         delivery_state(&t, &key, ch_id).await["circuit_state"],
         "closed"
     );
-    t.stop().await;
 }
 
 /// Only transient failures count toward the breaker: a channel whose endpoint refuses every
@@ -328,7 +324,6 @@ async fn a_permanent_error_does_not_count_toward_the_breaker() {
         .await;
     let state = delivery_state(&t, &tenant.key, &failed.id).await;
     assert_eq!(state["circuit_state"], "open", "{state}");
-    t.stop().await;
 }
 
 /// A channel that replays its recent dead letters when a probe closes its breaker does not
@@ -381,7 +376,6 @@ async fn a_manual_resume_never_replays_dead_letters() {
         "{still:?}"
     );
     assert_eq!(rx.requests().len(), 2, "the dead letter was sent once");
-    t.stop().await;
 }
 
 /// A retry waiting out its backoff holds no slot: the channel's other deliveries go out before
@@ -464,7 +458,6 @@ async fn a_retrying_delivery_does_not_hold_back_its_channels_others() {
         assert_eq!(d["status"], "sent", "{d}");
         assert_eq!(d["attempts"], 2, "{d}");
     }
-    t.stop().await;
 }
 
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,

@@ -83,7 +83,6 @@ async fn a_health_change_reaches_the_alert_webhook_by_its_alert_name() {
         .await;
     let on_bus = EventTap::of(&events, "channel.health_changed");
     assert_eq!(on_bus[0]["detail"]["event"], "channel.health_changed");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -143,7 +142,6 @@ async fn counters_follow_real_deliveries_and_replays() {
     let h = health(&t, &key, id).await;
     assert_eq!(h["history"][0]["failed_deliveries"], 0, "{h}");
     assert_eq!(h["status"], "healthy");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -178,7 +176,6 @@ async fn expired_history_rows_are_not_shown() {
     assert_eq!(history.len(), 1, "the 8-day-old row is past its TTL: {h}");
     assert_eq!(history[0]["status"], "healthy");
     assert!(now_s > 0);
-    t.stop().await;
 }
 
 /// Posts `n` activities to `ch` (one attempt each, to a receiver that fails) and waits for
@@ -296,7 +293,6 @@ async fn the_managed_alert_channel_is_changed_by_operators_only() {
         .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
         .await;
     assert_eq!(after.body["config"]["url"], moved.url.as_str());
-    t.stop().await;
 }
 
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,

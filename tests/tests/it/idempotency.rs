@@ -136,7 +136,6 @@ async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
         1,
         "still one channel"
     );
-    t.stop().await;
 }
 
 mod emulator {

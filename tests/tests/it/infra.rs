@@ -119,7 +119,6 @@ async fn the_functions_run_as_the_deployed_stack_says() {
         d.function("HealthFunction").unwrap().schedule_period(),
         Some(std::time::Duration::from_secs(300))
     );
-    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -162,7 +161,6 @@ async fn queue_depths_come_from_the_deployed_dead_letter_queues() {
             .all(|d| d.visible == 0)
     );
     assert!(t.stack.iam_violations().is_empty());
-    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -220,7 +218,6 @@ async fn the_iam_check_refuses_what_the_policy_does_not_allow() {
     assert_eq!(v[1].resource, format!("{table_arn}/index/by_due"));
     // The functions themselves made no request their policies refuse.
     assert!(t.stack.iam_violations().is_empty());
-    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -265,7 +262,6 @@ async fn an_ingested_activity_and_its_deliveries_expire_after_the_retention_peri
             "{table}"
         );
     }
-    t.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -292,7 +288,6 @@ async fn a_path_no_route_of_the_template_takes_never_reaches_a_function() {
         )
         .await;
     assert_eq!(a.status, 404);
-    t.stop().await;
 }
 
 #[test]
@@ -605,7 +600,6 @@ async fn receipts_are_throttled_apart_from_the_tenant_api() {
         "{:?}",
         more.iter().map(|a| a.status).collect::<Vec<_>>()
     );
-    t.stop().await;
 }
 
 /// Every resource the emulator's CloudFormation does not implement is made through its own
@@ -665,5 +659,4 @@ async fn every_resource_the_emulator_skips_is_made_through_its_service() {
         .filter(|s| s.kind == "AWS::CloudWatch::Alarm" && d.made.contains_key(&s.logical_id))
         .count();
     assert_eq!(made_alarms, alarms);
-    t.stop().await;
 }

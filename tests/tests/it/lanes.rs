@@ -115,7 +115,6 @@ async fn a_dead_head_holds_its_lane_until_it_is_replayed_or_released() {
     assert_eq!(released.len(), 1);
     assert_eq!(released[0]["changes"]["dead_delivery_id"], a4.as_str());
     assert_eq!(released[0]["changes"]["conversation_id"], "c");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -145,7 +144,6 @@ async fn with_skip_a_lane_goes_on_past_a_dead_head() {
         )
         .await;
     assert_eq!((r.status, r.code()), (422, "invalid_ordering"));
-    t.stop().await;
 }
 
 mod emulator {

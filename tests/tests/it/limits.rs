@@ -324,7 +324,6 @@ async fn an_address_that_keeps_being_refused_is_throttled_and_no_one_else_is() {
     );
     let first = statuses.iter().position(|s| *s == 429).expect("throttled");
     assert!(statuses[first..].iter().all(|s| *s == 429), "{statuses:?}");
-    t.stop().await;
 }
 
 /// A channel's verified receipts spend the channel's own schedule (`RECEIPT_RATE_LIMIT`):
@@ -383,7 +382,6 @@ async fn a_channels_receipts_over_its_limit_get_429_and_another_channels_do_not(
     );
     let (status, _, code) = report(&channels[1], "ib-receipts-0123").await;
     assert_eq!((status, code.as_str()), (404, "unknown_message"));
-    t.stop().await;
 }
 
 /// Each HTTP and WebSocket entry point has a concurrency of its own, a cap and a reserve, so

@@ -100,5 +100,4 @@ async fn an_attempt_logs_under_its_sqs_record_and_its_delivery() {
         );
         assert!(l["level"].is_string(), "{l}");
     }
-    t.stop().await;
 }

@@ -100,7 +100,6 @@ async fn deliveries_write_the_documented_metric_lines() {
         webhook[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
         json!([["ChannelType"]])
     );
-    t.stop().await;
 }
 
 /// An alarm or a dashboard line on a metric the code never emits (a misspelt name, a

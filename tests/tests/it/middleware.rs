@@ -147,7 +147,6 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
         body(&reqs[1]),
         json!({"text": "note (replayed 1)", "internal": true})
     );
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -199,7 +198,6 @@ async fn bad_steps_are_refused_naming_the_step() {
         .await;
     assert_eq!(a.status, 200);
     assert_eq!(a.body["middleware"], json!([]));
-    t.stop().await;
 }
 
 /// Ten hostile scripts at once on one instance (long map keys the engine's limits do not
@@ -283,5 +281,4 @@ async fn ten_hostile_scripts_at_once_halt_their_own_deliveries_only() {
     let reqs = rx.requests();
     assert_eq!(reqs.len(), 1);
     assert_eq!(body(&reqs[0]), json!({"text": "hello"}));
-    t.stop().await;
 }

@@ -134,7 +134,6 @@ async fn client_certificates(t: TestStack) {
     assert_eq!(d.status, "sent", "{d:?}");
     let last = rx.requests().pop().unwrap();
     assert_eq!(last.headers["x-tenant"], "acme");
-    t.stop().await;
 }
 
 #[tokio::test]

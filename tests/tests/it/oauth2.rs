@@ -163,7 +163,6 @@ async fn one_token_serves_many_deliveries_and_a_refused_one_is_fetched_again_onc
         String::from_utf8_lossy(&last.body),
         "grant_type=client_credentials&scope=hooks+events"
     );
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -214,5 +213,4 @@ async fn a_refused_token_request_fails_the_attempt_without_reaching_the_receiver
         matches!(&refused, Err(converger_client::Error::Api { status: 422, code, .. }) if code == "invalid_config"),
         "{refused:?}"
     );
-    t.stop().await;
 }

@@ -65,7 +65,6 @@ async fn send_many_reaches_every_tier_once() {
         delayed_seen_after.unwrap() >= Duration::from_millis(1900),
         "the delay held"
     );
-    t.stop().await;
 }
 
 /// Both backends report each tier queue's depth, and its dead-letter queue's, in order.
@@ -108,7 +107,6 @@ async fn depths_on_sqs() {
     })
     .await;
     depths_count_visible_and_delayed(&*t.stack.queue).await;
-    t.stop().await;
 }
 
 #[tokio::test]

@@ -174,7 +174,6 @@ async fn each_delivery_is_one_confirmed_message_and_refusals_dead_letter_at_once
     let body: Value = serde_json::from_slice(&by(&tls_ch).body).unwrap();
     assert_eq!(body, json!({"order": 7}), "the payload alone, over TLS");
     by(&direct_ch);
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -218,5 +217,4 @@ async fn a_broker_that_is_down_is_retried_and_the_message_arrives_once_it_is_bac
     let got = broker.take("orders").await.unwrap();
     let ids: Vec<_> = got.iter().filter_map(|m| m.message_id.clone()).collect();
     assert_eq!(ids.iter().filter(|i| **i == second).count(), 1, "{ids:?}");
-    t.stop().await;
 }

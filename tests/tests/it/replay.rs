@@ -137,7 +137,6 @@ async fn replay_refusals_and_tenant_isolation() {
     assert_eq!(a.status, 400);
     assert_eq!(a.body["error"]["message"], "Channel is inactive");
     assert_eq!(t.delivery(&key, &dead).await["status"], "failed");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -181,7 +180,6 @@ async fn a_replay_after_the_receiver_is_fixed_is_sent() {
     assert_eq!(d["status"], "sent");
     assert_eq!(d["retry_count"], 1);
     assert_eq!(fixed.requests().len(), 1);
-    t.stop().await;
 }
 
 /// A replay goes to its tenant's tier now, not the one its delivery was created at: the row
@@ -233,7 +231,6 @@ async fn a_replay_goes_to_the_tenants_tier_now(t: &TestStack) {
 async fn a_replay_goes_to_the_tenants_tier_now_in_process() {
     let t = TestStack::start().await;
     a_replay_goes_to_the_tenants_tier_now(&t).await;
-    t.stop().await;
 }
 
 /// In process; the store suite holds `replay_many` to one winner on both backends.
@@ -314,7 +311,6 @@ async fn fifty_concurrent_replays_replay_once() {
             .unwrap()
             .contains("400")
     );
-    t.stop().await;
 }
 
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,

@@ -69,7 +69,6 @@ async fn retry_after_as_an_http_date_and_beyond_max_ms() {
         "Retry-After is not capped by max_ms: {:?}",
         gap(&long)
     );
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -99,7 +98,6 @@ async fn a_permanent_error_on_the_last_but_one_attempt_dead_letters() {
     assert!(d.last_error.unwrap().contains("404"));
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(rx.requests().len(), 2);
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -134,7 +132,6 @@ async fn a_policy_change_takes_effect_on_the_next_attempt() {
         d.attempts, 2,
         "the new max_attempts applied to the second attempt"
     );
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -169,7 +166,6 @@ async fn expired_attempt_log_entries_are_not_shown() {
         .unwrap()
         .unwrap();
     assert!(row.attempt_log[0].expires_at.is_some());
-    t.stop().await;
 }
 
 /// A webhook's `receive_timeout` bounds the wait for its answer, whatever the policy's
@@ -199,7 +195,6 @@ async fn receive_timeout_overrides_the_policy_timeout() {
     assert_eq!((d.status.as_str(), d.attempts), ("failed", 2), "{d:?}");
     let error = d.last_error.unwrap_or_default();
     assert!(error.contains("timed out after 300 ms"), "{error}");
-    t.stop().await;
 }
 
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
@@ -235,7 +230,6 @@ async fn after_a_storage_outage_deliveries_resume_in_seconds() {
     assert_eq!(rx.requests().len(), 1);
     // Not left to the 30 s visibility timeout: the wait above gives up after 20 s.
     println!("storage back -> sent: {:?}", back.elapsed());
-    t.stop().await;
 }
 
 mod emulator {
@@ -739,5 +733,4 @@ async fn a_success_keeps_a_short_snippet_and_a_failure_a_long_one() {
         (converger_core::error::SUCCESS_SNIPPET_CHARS, 500),
         "{d}"
     );
-    t.stop().await;
 }

@@ -115,7 +115,6 @@ async fn slack_web_api_posts_stores_the_ts_and_classifies_errors() {
         ],
     )
     .await;
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -159,7 +158,6 @@ async fn slack_incoming_webhooks_post_and_classify_errors() {
         ],
     )
     .await;
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -221,5 +219,4 @@ async fn slack_configs_are_checked_when_written() {
         )
         .await;
     assert_eq!(state.body["rate_limit"], "1/s", "{:?}", state.body);
-    t.stop().await;
 }

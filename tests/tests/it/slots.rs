@@ -83,7 +83,6 @@ async fn a_message_for_a_settled_delivery_gives_back_the_slot_it_still_holds() {
         .await;
     assert_eq!(d["status"], "sent", "{d}");
     assert_eq!(rx.requests().len(), 2, "the settled one was not sent again");
-    t.stop().await;
 }
 
 /// A delivery written into the backlog whose mark could not be written (the flow item's
@@ -128,7 +127,6 @@ async fn a_backlog_row_whose_mark_was_not_written_flows_without_the_sweeper() {
         assert_eq!(d["status"], "sent", "{d}");
     }
     assert_eq!(rx.requests().len(), 2);
-    t.stop().await;
 }
 
 /// A worker dies with one attempt in flight and one delivery whose message it had taken off
@@ -198,5 +196,4 @@ async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
         assert_eq!(d["status"], "sent", "{d}");
     }
     assert_eq!(rx.requests().len(), 3);
-    t.stop().await;
 }

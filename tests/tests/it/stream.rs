@@ -188,7 +188,6 @@ async fn a_conversation_streams_its_whole_life_to_its_tenant_only() {
     .await;
     assert!(gone, "the closed connection's subscription is removed");
     s.close().await;
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -252,7 +251,6 @@ async fn a_browser_connects_with_a_short_lived_token_and_nothing_else_gets_in() 
     // Tokens are for the tenant API's keys only.
     let r = t.api("POST", "/api/v1/stream/tokens", "nope", None).await;
     assert_eq!(r.status, 401);
-    t.stop().await;
 }
 
 /// A tenant's pause and resume are transitions like any other: each is a `circuit_changed`
@@ -290,7 +288,6 @@ async fn a_pause_and_a_resume_stream_on_channel_health() {
         );
     }
     s.close().await;
-    t.stop().await;
 }
 
 mod emulator {
@@ -359,7 +356,6 @@ async fn a_retried_attempt_streams_with_its_error_and_next_time() {
     assert!(retry.next_attempt_at.is_some(), "{retry:?}");
     assert_eq!(mine[1].attempts, Some(2));
     assert!(mine[1].next_attempt_at.is_none());
-    t.stop().await;
 }
 
 /// A `$connect` nobody vouches for is throttled by its source as the API's calls are: past 60
@@ -407,5 +403,4 @@ async fn an_address_that_keeps_failing_to_connect_is_throttled_and_no_one_else_i
     assert_eq!(code, 401);
     let (code, body) = status(t.stream_with_key_from("127.0.0.9", &a.key).await);
     assert_eq!(code, 200, "{body}");
-    t.stop().await;
 }

@@ -125,7 +125,6 @@ async fn a_producers_trace_reaches_every_attempt() {
             "4bf92f3577b34da6a3ce929d0e0e4736"
         ]
     );
-    t.stop().await;
 }
 
 /// With `SpanExportEndpoint` set, each attempt is exported as a span of the producer's trace
@@ -188,5 +187,4 @@ async fn an_attempts_span_is_exported_as_the_one_the_receiver_names() {
         "the producer's span, its parent"
     );
     assert!(has(b"deliver webhook"));
-    t.stop().await;
 }

@@ -135,7 +135,6 @@ async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap(
             .unwrap()
             .is_empty()
     );
-    t.stop().await;
 }
 
 #[tokio::test]

@@ -57,7 +57,6 @@ async fn the_echo_bot_answers_in_the_conversation_without_loops() {
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(rx.count(), 2, "no loop");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -133,7 +132,6 @@ async fn meta_receipts_move_deliveries_forward_only() {
         .find(|e| e["detail"]["status"] == "read" && e["detail"]["delivery_id"] == ids[0].as_str())
         .expect("a read event");
     assert_eq!(read["detail"]["conversation_id"], "conv-wa");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -207,7 +205,6 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
     let f = next_frame(&mut ws).await;
     assert_eq!(f["delivery_id"], ids[0].as_str());
     assert_eq!(settle(&t, &key, &ids[0]).await["status"], "sent");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -312,5 +309,4 @@ async fn websocket_require_ack_waits_for_the_client() {
     // A frame the socket does not know.
     send(&mut ws, json!({"action": "dance"})).await;
     assert_eq!(next_frame(&mut ws).await["code"], "unknown_action");
-    t.stop().await;
 }

@@ -127,7 +127,6 @@ async fn whatsapp_meta_sends_text_and_templates_and_stores_the_message_id() {
         )
         .await;
     assert_eq!(c.status, 200, "{:?}", c.body);
-    t.stop().await;
 }
 
 /// Each mapped error, answered once before an accepting answer: a retryable one ends `sent`
@@ -213,7 +212,6 @@ async fn whatsapp_meta_errors_are_classified_by_code() {
             .contains("(131026) Message undeliverable"),
         "{d}"
     );
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -262,7 +260,6 @@ async fn whatsapp_infobip_sends_and_classifies() {
         ],
     )
     .await;
-    t.stop().await;
 }
 
 async fn receipt(t: &TestStack, ch: &str, body: &Value, signature: Option<String>) -> Answer {
@@ -324,7 +321,6 @@ async fn a_delivery_failed_by_a_receipt_reaches_the_provider_again_when_replayed
     let a = meta_receipt(&t, &ch, &[(&second, "delivered")]).await;
     assert_eq!(a.body["applied"], 1, "{:?}", a.body);
     assert_eq!(t.delivery(&key, &id).await["status"], "delivered");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -383,7 +379,6 @@ async fn meta_receipts_need_a_valid_signature_and_a_known_message() {
     assert_eq!(ok.text().await.unwrap(), "1158201444");
     let bad = t.http.get(url("wrong")).send().await.unwrap();
     assert_eq!(bad.status().as_u16(), 403);
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -420,7 +415,6 @@ async fn infobip_reports_apply_with_the_channel_token() {
         "{d}"
     );
     assert_eq!(report(vec![("nope", "DELIVERED")], IB_RECEIPTS).await, 404);
-    t.stop().await;
 }
 
 type Socket =
@@ -523,7 +517,6 @@ async fn a_replay_flood_pushes_each_waiting_delivery_once_per_interval() {
         (1..=15).contains(&replays),
         "30 frames sent at once are not 30 replays: {replays} replays, {throttled} throttled"
     );
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -565,7 +558,6 @@ async fn hand_offs_are_not_failures_and_do_not_disable_the_channel() {
         .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
         .await;
     assert_eq!(c.body["active"], true, "{:?}", c.body);
-    t.stop().await;
 }
 
 /// A replay frame pushes what the hand-off pushed: the channel's middleware over the stored
@@ -642,7 +634,6 @@ async fn a_replay_frame_carries_the_payload_the_channels_middleware_made() {
         (Some("pending"), Some(true)),
         "{d}"
     );
-    t.stop().await;
 }
 
 /// A token change cuts off the clients that connected with the old token: nothing more is
@@ -706,7 +697,6 @@ async fn a_token_change_or_deactivation_cuts_off_connected_clients() {
         (&json!("error"), &json!("unauthorized")),
         "{f}"
     );
-    t.stop().await;
 }
 
 mod emulator;
@@ -735,7 +725,6 @@ async fn a_websocket_frame_past_128_kb_dead_letters_at_once_with_its_reason() {
     let ids = post(&t, &key, &[&ch], json!({"text": "small"})).await;
     let f = next_frame(&mut ws).await;
     assert_eq!(f["delivery_id"], ids[0].as_str(), "{f}");
-    t.stop().await;
 }
 
 /// A replay pushes every waiting delivery it can: one whose frame the WebSocket API cannot
@@ -787,5 +776,4 @@ async fn a_replay_goes_on_past_a_delivery_it_cannot_push() {
         (Some("pending"), Some(true)),
         "{d}"
     );
-    t.stop().await;
 }

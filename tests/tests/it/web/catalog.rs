@@ -44,5 +44,4 @@ async fn the_event_types_page_shows_a_tenants_catalog_with_its_schemas() {
         html.contains("secret.other") && !html.contains("order.paid"),
         "{html}"
     );
-    t.stop().await;
 }

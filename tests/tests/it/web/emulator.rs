@@ -45,7 +45,6 @@ async fn pages_show_storage_failures_without_the_stores_error_text() {
             assert!(!html.contains(leak), "{path} shows {leak:?}: {html}");
         }
     }
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -148,7 +147,6 @@ async fn deliveries_page_filters_retries_and_exports() {
         );
         assert!(!r.contains(",=HYPERLINK"));
     }
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -197,7 +195,6 @@ async fn load_more_pages_through_every_tenant_once_in_order() {
     }
     assert_eq!(pages, 3);
     assert_eq!(seen, expected, "every row once, newest first");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -327,5 +324,4 @@ async fn channels_pause_resume_and_tenants() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    t.stop().await;
 }

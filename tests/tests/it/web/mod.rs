@@ -205,7 +205,6 @@ async fn every_page_sends_the_security_headers_and_its_inline_code_is_allowed_by
     ] {
         get(&path).await;
     }
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -278,7 +277,6 @@ async fn sign_in_sessions_and_csrf() {
     let (status, _, _) = b.post("/admin/logout", &[("_csrf", &token)]).await;
     assert_eq!(status, 303);
     assert_eq!(b.get("/admin").await.0, 303);
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -379,7 +377,6 @@ async fn roles_and_the_portal_fence() {
     pv.sign_in("portal", "viewer@a.example", WEB_PASSWORD).await;
     let (_, html) = pv.get("/portal/deliveries").await;
     assert!(!html.contains("class=\"retry\""));
-    t.stop().await;
 }
 
 trait Pipe: Sized {
@@ -437,7 +434,6 @@ async fn the_admin_ip_allowlist_guards_the_pages_and_the_admin_api() {
         .await;
     assert_eq!((status, loc.as_deref()), (303, Some("/admin")));
     let (_tenant, _key) = t.tenant("default").await;
-    t.stop().await;
 }
 
 /// A portal owner cannot pause the tenant's alert channel (the platform's), though it is on
@@ -481,7 +477,6 @@ async fn the_portal_cannot_pause_the_managed_alert_channel() {
         .post(&format!("/admin/channels/{ch}/pause"), &[("_csrf", &token)])
         .await;
     assert_eq!(status, 303, "the operator pauses it");
-    t.stop().await;
 }
 
 mod catalog;
@@ -524,7 +519,6 @@ async fn an_export_stops_at_its_row_limit() {
     for (row, (_, id)) in rows.iter().zip(&listed) {
         assert!(row.starts_with(id.as_str()), "{row} is not {id}: {csv}");
     }
-    t.stop().await;
 }
 
 /// "Retry all failed" over every tenant retries at most `BULK_RETRY_LIMIT` dead letters in
@@ -591,7 +585,6 @@ async fn retry_all_over_every_tenant_keeps_to_one_limit_and_says_what_it_did() {
         converger_tests::wait_until(Duration::from_secs(20), || async { sent().await == 6 }).await,
         "every one sent"
     );
-    t.stop().await;
 }
 
 /// An auto-disabled channel shows why and since when on the channels page, with a Re-enable
@@ -680,7 +673,6 @@ async fn an_auto_disabled_channel_shows_why_and_is_re_enabled_from_the_page() {
         .unwrap_or_else(|| panic!("no enable_channel entry: {audit}"));
     assert_eq!(entry["resource_id"], ch.as_str());
     assert_eq!(entry["actor"]["type"], "admin");
-    t.stop().await;
 }
 
 /// The deliveries page filters by event type, keeps the filter in its links (the export
@@ -732,7 +724,6 @@ async fn the_deliveries_page_filters_by_event_type() {
     assert!(csv.contains(&ids[0]) && !csv.contains(&ids[1]), "{csv}");
     let (_, page) = web.get(&format!("/admin/deliveries/{}", ids[0])).await;
     assert!(page.contains("order.paid"), "{page}");
-    t.stop().await;
 }
 
 #[tokio::test]
@@ -783,5 +774,4 @@ async fn a_delivery_waiting_in_its_lane_says_behind_which_one() {
         "{page}"
     );
     assert!(page.contains("held by a dead letter"), "{page}");
-    t.stop().await;
 }

@@ -24,7 +24,6 @@ async fn signing_out_ends_every_session_of_the_user() {
     let (status, loc) = b.sign_in("admin", email, password).await;
     assert_eq!((status, loc.as_deref()), (303, Some("/admin")));
     assert_eq!(b.get("/admin/deliveries").await.0, 200);
-    t.stop().await;
 }
 
 /// Five failed sign-ins within 15 minutes lock the account for 15 minutes: then even the right
@@ -78,7 +77,6 @@ async fn repeated_failed_sign_ins_lock_the_account() {
         .sign_in("admin", "other@ops.example", WEB_PASSWORD)
         .await;
     assert_eq!(status, 303, "other users are not locked");
-    t.stop().await;
 }
 
 /// Guesses sent in parallel count one each: 20 at once lock the account from their address,
@@ -140,7 +138,6 @@ async fn parallel_wrong_passwords_lock_the_account_from_their_address_only() {
         .await
         .unwrap();
     assert_eq!((count.failures, rev), (2, 2));
-    t.stop().await;
 }
 
 /// One address may try 50 sign-ins in 15 minutes, at every account together: then it is
@@ -173,5 +170,4 @@ async fn one_address_is_throttled_across_accounts() {
         .sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
         .await;
     assert_eq!(status, 303);
-    t.stop().await;
 }
