@@ -41,7 +41,7 @@ pub struct SweepReport {
     pub fed: usize,
     /// Parked deliveries of closed channels released after `park_seconds`.
     pub released: usize,
-    /// The usage log's fold, when `USAGE_FOLD` is on (a failure is logged and left to the
+    /// The usage log's fold, when `USAGE_FOLD` is on or a fold ran before (a failure is logged and left to the
     /// next run).
     pub folded: Option<crate::fold::Folded>,
 }
@@ -64,7 +64,7 @@ pub struct Sweeper<'p> {
     pub(crate) flow: &'p crate::flow::FlowControl,
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) usage: &'p dyn converger_ports::UsageStore,
-    pub(crate) fold: Option<crate::fold::UsageFold<'p>>,
+    pub(crate) fold: crate::fold::UsageFold<'p>,
 }
 
 impl<'p> Sweeper<'p> {
@@ -77,7 +77,7 @@ impl<'p> Sweeper<'p> {
             flow: &p.flow,
             queue: &*p.queue,
             usage: &*p.store,
-            fold: p.config.usage_fold.then(|| crate::fold::UsageFold::of(p)),
+            fold: crate::fold::UsageFold::of(p),
         }
     }
 }
@@ -89,15 +89,19 @@ impl Sweeper<'_> {
     pub async fn sweep_and_watch(&self, budget: Duration) -> Result<SweepReport, SweepError> {
         let started = Instant::now();
         let fold = async {
-            match &self.fold {
-                Some(f) => match f.run().await {
-                    Ok(done) => Some(done),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "usage fold failed");
-                        None
-                    }
-                },
-                None => None,
+            // With `USAGE_FOLD` off, a deployment that had it on still folds what its log
+            // holds (the cursor says a fold ran): turning it off loses no count.
+            let on = self.config.usage_fold
+                || matches!(self.fold.log.usage_folded_to().await, Ok(Some(_)));
+            if !on {
+                return None;
+            }
+            match self.fold.run().await {
+                Ok(done) => Some(done),
+                Err(e) => {
+                    tracing::warn!(error = %e, "usage fold failed");
+                    None
+                }
             }
         };
         let (report, (), folded) = tokio::join!(self.sweep(), self.sample_depths(), fold);

@@ -112,3 +112,56 @@ async fn a_busy_tenant_is_counted_at_once_for_its_shards_and_folded_for_its_usag
     assert_eq!(folded.counter_writes, 6);
     assert_eq!(usage().await, 7_000);
 }
+
+#[tokio::test]
+async fn a_deployment_that_turns_the_fold_off_still_folds_what_its_log_holds() {
+    let clock = clock();
+    let f = fixture_on_with(clock.clone(), |c| c.usage_fold = true);
+    let t = tenant(&f).await;
+    let c = webhook(&f, &t).await;
+    let at = clock.now_ms();
+    // A fold ran (its cursor is written), then a batch is logged.
+    f.pipeline.usage_fold().run().await.unwrap();
+    f.pipeline
+        .changes()
+        .apply("s", &created(&t, &c, &clock, 2, 0))
+        .await
+        .unwrap();
+    // The same store and clock, `USAGE_FOLD` now off: the scheduler goes on folding.
+    let off = Pipeline::new(
+        f.store.clone(),
+        f.queue.clone(),
+        f.events.clone(),
+        Adapters::standard(converger_core::net::Allowlist::loopback()).unwrap(),
+        PipelineConfig {
+            usage_fold: false,
+            ..PipelineConfig::default()
+        },
+    )
+    .with_clock(clock.clone());
+    clock.advance(std::time::Duration::from_millis(
+        u64::try_from((GRACE_PERIODS + 1) * PERIOD_MS).unwrap(),
+    ));
+    let report = off
+        .sweeper()
+        .sweep_and_watch(std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(report.folded.is_some_and(|f| f.rows == 1), "{report:?}");
+    assert_eq!(
+        created_in(&f, UsageOf::Tenant(t.id.clone()), Grain::Minute, at).await,
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_deployment_that_never_folded_does_not_read_the_log() {
+    let f = fixture_on(clock());
+    let report = f
+        .pipeline
+        .sweeper()
+        .sweep_and_watch(std::time::Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(report.folded, None);
+}
