@@ -210,6 +210,10 @@ async fn a_broker_that_is_down_is_retried_and_the_message_arrives_once_it_is_bac
     assert!(error.starts_with("rabbitmq:"), "{error}");
 
     broker.start_again().await.unwrap();
+    // A killed node keeps what it had written to disk: a declaration it had not may be gone
+    // (its queue then takes nothing: `NO_ROUTE`, retried). The topology's owner declares it
+    // again, as a service does when its broker comes back; the retries then get through.
+    broker.bind("events", "orders", "orders.#").await.unwrap();
     let d = a
         .wait_delivery(&second, Duration::from_secs(90), is_settled)
         .await;

@@ -85,12 +85,7 @@ impl UsageLog for DynamoStore {
         match sent {
             Ok(_) => Ok(Marked::Applied { created: None }),
             Err(e) => {
-                if let Some(TransactWriteItemsError::TransactionCanceledException(c)) =
-                    e.as_service_error()
-                    && c.cancellation_reasons()
-                        .iter()
-                        .any(|r| r.code() == Some("ConditionalCheckFailed"))
-                {
+                if is_transaction_conditional(&e) {
                     let to = self
                         .log_mark(&entry.shard)
                         .await?

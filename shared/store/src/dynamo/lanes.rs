@@ -149,12 +149,7 @@ impl LaneStore for DynamoStore {
         match sent {
             Ok(_) => Ok(true),
             Err(e) => {
-                if let Some(TransactWriteItemsError::TransactionCanceledException(c)) =
-                    e.as_service_error()
-                    && c.cancellation_reasons()
-                        .iter()
-                        .any(|r| r.code() == Some("ConditionalCheckFailed"))
-                {
+                if is_transaction_conditional(&e) {
                     return Ok(false);
                 }
                 Err(sdk_err(e))

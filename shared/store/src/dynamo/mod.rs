@@ -704,6 +704,17 @@ fn is_conditional<E: aws_sdk_dynamodb::error::ProvideErrorMetadata, R>(e: &SdkEr
         .is_some_and(|c| c == "ConditionalCheckFailedException")
 }
 
+/// Whether a transaction was cancelled because a condition of one of its items failed.
+fn is_transaction_conditional<R>(e: &SdkError<TransactWriteItemsError, R>) -> bool {
+    matches!(
+        e.as_service_error(),
+        Some(TransactWriteItemsError::TransactionCanceledException(c))
+            if c.cancellation_reasons()
+                .iter()
+                .any(|r| r.code() == Some("ConditionalCheckFailed"))
+    )
+}
+
 fn is_update_conditional<R>(e: &SdkError<UpdateItemError, R>) -> bool {
     matches!(
         e.as_service_error(),
