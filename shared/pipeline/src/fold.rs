@@ -4,11 +4,9 @@
 //! is run again harmlessly: a counter that has the period's mark refuses it.
 
 use crate::shards::{MinuteCount, ShardGrowth};
-use converger_core::usage::Grain;
 use converger_core::usage::fold::{LOG_PARTS, foldable_to, next_periods, period_key};
 use converger_ports::{
-    CounterAdd, Marked, StoreError, StreamCounters, StreamMark, UsageKey, UsageLog, UsageOf,
-    UsageRow,
+    CounterAdd, Marked, StoreError, StreamCounters, StreamMark, UsageLog, UsageRow,
 };
 use std::collections::BTreeMap;
 
@@ -59,11 +57,28 @@ impl UsageFold<'_> {
         self.run_to(foldable_to(self.clock.now_ms())).await
     }
 
+    /// What the scheduler runs: [`Self::run`] where `USAGE_FOLD` is `on`, and where it is
+    /// off but a fold ran before (the cursor says so), so that turning it off loses no
+    /// count; `None` where neither.
+    pub async fn run_if(&self, on: bool) -> Result<Option<Folded>, StoreError> {
+        let folded_to = self.log.usage_folded_to().await?;
+        if !on && folded_to.is_none() {
+            return Ok(None);
+        }
+        self.fold_from(folded_to, foldable_to(self.clock.now_ms()))
+            .await
+            .map(Some)
+    }
+
     /// Folds every period up to `last`, closed or not: for a stack at rest (tests and
     /// benchmarks), since an entry logged later in a folded period is never read.
     pub async fn run_to(&self, last: i64) -> Result<Folded, StoreError> {
+        let folded_to = self.log.usage_folded_to().await?;
+        self.fold_from(folded_to, last).await
+    }
+
+    async fn fold_from(&self, mut folded_to: Option<i64>, last: i64) -> Result<Folded, StoreError> {
         let mut out = Folded::default();
-        let mut folded_to = self.log.usage_folded_to().await?;
         loop {
             let periods = next_periods(folded_to, last);
             if periods.is_empty() {
@@ -127,27 +142,7 @@ impl UsageFold<'_> {
             match r {
                 Ok(Marked::Applied { created }) => {
                     out.counter_writes += 1;
-                    if let (
-                        CounterAdd::Usage {
-                            key:
-                                key @ UsageKey {
-                                    of: UsageOf::Tenant(tenant),
-                                    grain: Grain::Minute,
-                                    ..
-                                },
-                            counts,
-                            ..
-                        },
-                        Some(created),
-                    ) = (&a, created)
-                    {
-                        minutes.push(MinuteCount {
-                            tenant: tenant.clone(),
-                            key: key.clone(),
-                            created,
-                            added: counts.created,
-                        });
-                    }
+                    minutes.extend(MinuteCount::of(&a, created));
                 }
                 Ok(Marked::Behind { .. }) => out.repeats += 1,
                 Err(e) => failed = Some(e),
@@ -163,9 +158,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use converger_core::time::Clock;
-    use converger_core::usage::Counts;
+    use converger_core::usage::{Counts, Grain};
     use converger_core::{ChannelId, TenantId};
     use converger_memory::MemStore;
+    use converger_ports::{UsageKey, UsageOf};
     use converger_ports::{UsageLogEntry, UsageStore, seq_key};
     use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -50,6 +50,36 @@ pub struct MinuteCount {
     pub added: i64,
 }
 
+impl MinuteCount {
+    /// What a written add says of its tenant's rate: an add to a tenant's minute counter (or
+    /// its rate counter) and the counter's created count the write gave back.
+    pub fn of(add: &converger_ports::CounterAdd, created: Option<i64>) -> Option<Self> {
+        use converger_ports::{CounterAdd, UsageOf};
+        let (
+            CounterAdd::Usage {
+                key:
+                    key @ UsageKey {
+                        of: UsageOf::Tenant(tenant) | UsageOf::TenantRate(tenant),
+                        grain: Grain::Minute,
+                        ..
+                    },
+                counts,
+                ..
+            },
+            Some(created),
+        ) = (add, created)
+        else {
+            return None;
+        };
+        Some(Self {
+            tenant: tenant.clone(),
+            key: key.clone(),
+            created,
+            added: counts.created,
+        })
+    }
+}
+
 /// Grants listing shards to the tenants whose rate calls for them.
 #[derive(Clone, Copy)]
 pub(crate) struct ShardGrowth<'p> {

@@ -41,8 +41,8 @@ pub struct SweepReport {
     pub fed: usize,
     /// Parked deliveries of closed channels released after `park_seconds`.
     pub released: usize,
-    /// The usage log's fold, when `USAGE_FOLD` is on or a fold ran before (a failure is logged and left to the
-    /// next run).
+    /// The usage log's fold, when `USAGE_FOLD` is on or a fold ran before (a failure is
+    /// logged and left to the next run).
     pub folded: Option<crate::fold::Folded>,
 }
 
@@ -89,20 +89,13 @@ impl Sweeper<'_> {
     pub async fn sweep_and_watch(&self, budget: Duration) -> Result<SweepReport, SweepError> {
         let started = Instant::now();
         let fold = async {
-            // With `USAGE_FOLD` off, a deployment that had it on still folds what its log
-            // holds (the cursor says a fold ran): turning it off loses no count.
-            let on = self.config.usage_fold
-                || matches!(self.fold.log.usage_folded_to().await, Ok(Some(_)));
-            if !on {
-                return None;
-            }
-            match self.fold.run().await {
-                Ok(done) => Some(done),
-                Err(e) => {
+            self.fold
+                .run_if(self.config.usage_fold)
+                .await
+                .unwrap_or_else(|e| {
                     tracing::warn!(error = %e, "usage fold failed");
                     None
-                }
-            }
+                })
         };
         let (report, (), folded) = tokio::join!(self.sweep(), self.sample_depths(), fold);
         let mut report = report?;

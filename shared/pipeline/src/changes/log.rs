@@ -2,11 +2,12 @@
 //! record, and the rates of the tenants busy in the batch.
 
 use super::{CountError, Counted, Derived};
+use converger_core::usage::fold::BUSY_CREATED;
 use converger_core::usage::{Counts, Grain};
 use converger_ports::{
     CounterAdd, Marked, RowChange, UsageKey, UsageLog, UsageLogEntry, UsageOf, UsageRow,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 impl super::Changes<'_> {
     /// The batch's logged rows in one entry, written once (twice when a repeat's write says
@@ -67,43 +68,33 @@ impl super::Changes<'_> {
     }
 }
 
-/// The rate counts of the tenants busy in a batch (at least
-/// [`converger_core::usage::fold::BUSY_CREATED`] deliveries created by its records), one add
-/// per record that created some: their minute's [`UsageOf::TenantRate`] counter.
-pub(crate) fn busy_rates<'r>(
-    records: &'r [RowChange],
-    derived: &[Derived],
-) -> Vec<(&'r str, CounterAdd)> {
+/// The tenants busy in a batch: at least [`BUSY_CREATED`] deliveries created by its
+/// records.
+pub(crate) fn busy_tenants(derived: &[Derived]) -> HashSet<&str> {
     let mut created: BTreeMap<&str, i64> = BTreeMap::new();
-    for d in derived {
-        for row in &d.rows {
-            *created.entry(row.tenant.as_str()).or_default() += row.counts.created;
-        }
+    for row in derived.iter().flat_map(|d| &d.rows) {
+        *created.entry(row.tenant.as_str()).or_default() += row.counts.created;
     }
-    let mut out = Vec::new();
-    for (r, d) in records.iter().zip(derived) {
-        for row in &d.rows {
-            if row.counts.created > 0
-                && created.get(row.tenant.as_str()).copied().unwrap_or(0)
-                    >= converger_core::usage::fold::BUSY_CREATED
-            {
-                out.push((
-                    r.seq.as_str(),
-                    CounterAdd::Usage {
-                        key: UsageKey::new(
-                            UsageOf::TenantRate(row.tenant.clone()),
-                            Grain::Minute,
-                            row.minute,
-                        ),
-                        part: 0,
-                        counts: Counts {
-                            created: row.counts.created,
-                            ..Counts::default()
-                        },
-                    },
-                ));
-            }
-        }
-    }
-    out
+    created
+        .into_iter()
+        .filter(|(_, n)| *n >= BUSY_CREATED)
+        .map(|(t, _)| t)
+        .collect()
+}
+
+/// A row's add to its tenant's minute [`UsageOf::TenantRate`] counter, where the tenant is
+/// busy and the row created some.
+pub(crate) fn rate_of(row: &UsageRow, busy: &HashSet<&str>) -> Option<CounterAdd> {
+    (row.counts.created > 0 && busy.contains(row.tenant.as_str())).then(|| CounterAdd::Usage {
+        key: UsageKey::new(
+            UsageOf::TenantRate(row.tenant.clone()),
+            Grain::Minute,
+            row.minute,
+        ),
+        part: 0,
+        counts: Counts {
+            created: row.counts.created,
+            ..Counts::default()
+        },
+    })
 }

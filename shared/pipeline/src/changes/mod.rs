@@ -2,7 +2,8 @@
 //! (`converger_ports::changes`) by the `changes` function, never by the code that wrote the
 //! row: the status events (every change, a failed attempt with retries left included), the
 //! dead letters and replays on the bus, the live stream's frames, and the health and usage
-//! counts, added up per stream batch and written once per counter and batch.
+//! counts, added up per stream batch and written once per counter and batch, or with the
+//! usage log (`changes::log`, ADR 0089) logged once per batch and folded once a minute.
 //!
 //! A record is handed out at least once. Each event carries `event_id` (the record's id and
 //! the event's place among the record's), so a reader drops a repeat; a counter write carries
@@ -15,7 +16,7 @@ use converger_core::usage::{Counts, Grain};
 use converger_ports::events;
 use converger_ports::{
     CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, StoreError,
-    StreamCounters, StreamMark, UsageKey, UsageLog, UsageOf, UsageRow,
+    StreamCounters, StreamMark, UsageLog, UsageRow,
 };
 use std::collections::BTreeMap;
 
@@ -26,27 +27,22 @@ mod log;
 pub struct Derived {
     /// Its events, in order (every one, whether the bus gets it or not).
     pub events: Vec<PlatformEvent>,
-    /// Its counts.
+    /// Its counts written per batch however usage is counted (a channel's dead letters of a
+    /// day).
     pub counts: Vec<CounterAdd>,
-    /// Its usage as rows (the same counts as its usage adds), which the usage log keeps.
+    /// Its usage and health counts, as rows: each row's counters are written per batch
+    /// ([`UsageRow::adds`]) or, with the usage log, logged and folded.
     pub rows: Vec<UsageRow>,
 }
 
-/// The usage counters a count of a delivery at `at_ms` adds to, and the count as a row.
-fn usage(d: &Delivery, at_ms: i64, counts: Counts) -> ([CounterAdd; 5], UsageRow) {
-    let adds =
-        UsageKey::of_count(&d.tenant_id, &d.channel_id, at_ms).map(|key| CounterAdd::Usage {
-            key,
-            part: 0,
-            counts,
-        });
-    let row = UsageRow::usage(
+/// A count of a delivery at `at_ms`, as a row.
+fn usage(d: &Delivery, at_ms: i64, counts: Counts) -> UsageRow {
+    UsageRow::usage(
         d.tenant_id.clone(),
         d.channel_id.clone(),
-        converger_core::usage::Grain::Minute.bucket(at_ms),
+        Grain::Minute.bucket(at_ms),
         counts,
-    );
-    (adds, row)
+    )
 }
 
 /// `delivery.status_changed` of a row as a write left it.
@@ -85,30 +81,33 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
         delta,
         expires_at: day * 86_400 + keep_s,
     };
-    let health = |created: i64, failed: i64| CounterAdd::Health {
-        channel: new.channel_id.clone(),
-        minute,
-        created,
-        failed,
+    // The channel's health counter of the minute the delivery was created in.
+    let health = |created: i64, failed: i64| UsageRow {
+        health_created: created,
+        health_failed: failed,
+        ..UsageRow::usage(
+            new.tenant_id.clone(),
+            new.channel_id.clone(),
+            minute,
+            Counts::default(),
+        )
     };
     let t = Transition::of(c.old.as_ref().map(Delivery::facts), new.facts());
     if t.created {
         // A filtered delivery never reaches its endpoint: its channel's health does not
         // count it (until a retry by hand sends it).
         if !t.filtered {
-            out.counts.push(health(1, 0));
+            out.rows.push(health(1, 0));
         }
         let created = Counts {
             created: 1,
             filtered: i64::from(t.filtered),
             ..Counts::default()
         };
-        let (adds, row) = usage(new, created_ms, created);
-        out.counts.extend(adds);
-        out.rows.push(row);
+        out.rows.push(usage(new, created_ms, created));
     }
     if t.unfiltered {
-        out.counts.push(health(1, 0));
+        out.rows.push(health(1, 0));
     }
     if t.announced {
         out.events.push(status_event(new, id(out.events.len())));
@@ -130,7 +129,7 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
     }
     if t.dead_lettered {
         at_counts.dead_letters = 1;
-        out.counts.push(health(0, 1));
+        out.rows.push(health(0, 1));
         out.counts.push(dead(1));
         out.events.push(PlatformEvent::of(
             EventType::DeliveryDeadLettered,
@@ -141,7 +140,7 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
         ));
     }
     if t.revived {
-        out.counts.push(health(0, -1));
+        out.rows.push(health(0, -1));
         out.counts.push(dead(-1));
     }
     if t.replayed {
@@ -157,30 +156,7 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
         ));
     }
     if !at_counts.is_zero() {
-        let (adds, row) = usage(new, at_ms, at_counts);
-        out.counts.extend(adds);
-        out.rows.push(row);
-    }
-    // The health counter's adds as rows too, for the usage log.
-    for a in &out.counts {
-        if let CounterAdd::Health {
-            channel,
-            minute,
-            created,
-            failed,
-        } = a
-        {
-            out.rows.push(UsageRow {
-                health_created: *created,
-                health_failed: *failed,
-                ..UsageRow::usage(
-                    new.tenant_id.clone(),
-                    channel.clone(),
-                    *minute,
-                    Counts::default(),
-                )
-            });
-        }
+        out.rows.push(usage(new, at_ms, at_counts));
     }
     out
 }
@@ -311,35 +287,33 @@ impl<'p> Changes<'p> {
         minutes: &mut Vec<crate::shards::MinuteCount>,
     ) -> Result<(), CountError> {
         use futures::StreamExt;
-        // With the usage log, a batch's usage and health counts are logged once and folded
-        // into the counters later; a tenant busy in the batch has its rate counted now as
-        // well, for the listing shards' growth.
-        let rates: Vec<(&str, CounterAdd)> = match self.log {
-            Some(_) => log::busy_rates(records, derived),
-            None => Vec::new(),
+        // Each record's adds, in order. With the usage log, a batch's usage and health counts
+        // are logged once and folded into the counters later; a tenant busy in the batch has
+        // its rate counted now as well, for the listing shards' growth.
+        let busy = match self.log {
+            Some(_) => log::busy_tenants(derived),
+            None => Default::default(),
         };
-        // Per counter (a usage counter's part this shard adds to): each record's add, in
-        // order.
-        let mut per: BTreeMap<String, Vec<(&str, &CounterAdd)>> = BTreeMap::new();
+        let mut adds: Vec<(&str, CounterAdd)> = Vec::new();
         for (r, d) in records.iter().zip(derived) {
-            for a in &d.counts {
-                if self.log.is_some()
-                    && matches!(a, CounterAdd::Usage { .. } | CounterAdd::Health { .. })
-                {
-                    continue;
-                }
-                per.entry(a.counter_key_of(shard))
-                    .or_default()
-                    .push((&r.seq, a));
+            let seq = r.seq.as_str();
+            adds.extend(d.counts.iter().map(|a| (seq, a.clone())));
+            match self.log {
+                None => adds.extend(d.rows.iter().flat_map(UsageRow::adds).map(|a| (seq, a))),
+                Some(_) => adds.extend(
+                    d.rows
+                        .iter()
+                        .filter_map(|row| log::rate_of(row, &busy))
+                        .map(|a| (seq, a)),
+                ),
             }
         }
-        for (seq, a) in &rates {
+        // Per counter (a usage counter's part this shard adds to): its adds, in order.
+        let mut per: BTreeMap<String, Vec<(&str, &CounterAdd)>> = BTreeMap::new();
+        for (seq, a) in &adds {
             per.entry(a.counter_key_of(shard))
                 .or_default()
                 .push((seq, a));
-        }
-        for adds in per.values_mut() {
-            adds.sort_by(|a, b| a.0.cmp(b.0));
         }
         if let Some(log) = self.log {
             let rows: Vec<(&str, &[UsageRow])> = records
@@ -404,27 +378,7 @@ impl<'p> Changes<'p> {
             match self.counters.add_marked(&total, &mark).await {
                 Ok(Marked::Applied { created }) => {
                     c.writes += 1;
-                    if let (
-                        CounterAdd::Usage {
-                            counts,
-                            key:
-                                key @ UsageKey {
-                                    of: UsageOf::Tenant(tenant) | UsageOf::TenantRate(tenant),
-                                    grain: Grain::Minute,
-                                    ..
-                                },
-                            ..
-                        },
-                        Some(created),
-                    ) = (&total, created)
-                    {
-                        c.minute = Some(crate::shards::MinuteCount {
-                            tenant: tenant.clone(),
-                            key: key.clone(),
-                            created,
-                            added: counts.created,
-                        });
-                    }
+                    c.minute = crate::shards::MinuteCount::of(&total, created);
                     break;
                 }
                 Ok(Marked::Behind { to }) => {
@@ -472,7 +426,6 @@ pub(crate) enum CountError {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use converger_core::usage::Grain;
     use converger_core::{ActivityId, ChannelId, DeliveryId, TenantId, Tier};
 
     fn row(status: DeliveryStatus, attempts: u32) -> Delivery {
@@ -526,14 +479,19 @@ mod tests {
 
     fn usage_total(d: &Derived) -> Counts {
         let mut c = Counts::default();
-        for a in &d.counts {
-            if let CounterAdd::Usage { key, counts, .. } = a
-                && key.grain == Grain::Day
-            {
-                c.add(counts);
-            }
+        for r in &d.rows {
+            c.add(&r.counts);
         }
         c
+    }
+
+    /// The health counter's adds, `(created, failed)`.
+    fn health(d: &Derived) -> Vec<(i64, i64)> {
+        d.rows
+            .iter()
+            .filter(|r| r.health_created != 0 || r.health_failed != 0)
+            .map(|r| (r.health_created, r.health_failed))
+            .collect()
     }
 
     fn types(d: &Derived) -> Vec<&'static str> {
@@ -545,11 +503,10 @@ mod tests {
         let d = derive(&change(None, Some(row(DeliveryStatus::Pending, 0))), 86_400);
         assert!(d.events.is_empty());
         assert_eq!(usage_total(&d).created, 1);
-        assert!(
-            d.counts
-                .iter()
-                .any(|a| matches!(a, CounterAdd::Health { created: 1, .. }))
-        );
+        assert_eq!(health(&d), [(1, 0)]);
+        // Each row's counters: the five usage counters, and the health counter.
+        let adds: Vec<CounterAdd> = d.rows.iter().flat_map(UsageRow::adds).collect();
+        assert_eq!(adds.len(), 6, "{adds:?}");
         let d = derive(&change(None, Some(row(DeliveryStatus::Paused, 0))), 86_400);
         assert_eq!(types(&d), ["delivery.status_changed"]);
     }
@@ -564,23 +521,12 @@ mod tests {
             (counts.created, counts.filtered, counts.attempts),
             (1, 1, 0)
         );
-        assert!(
-            !d.counts
-                .iter()
-                .any(|a| matches!(a, CounterAdd::Health { .. }))
-        );
+        assert!(health(&d).is_empty());
         let mut retried = row(DeliveryStatus::Pending, 0);
         retried.retry_count = 1;
         let d = derive(&change(Some(filtered), Some(retried)), 86_400);
         assert_eq!(types(&d), ["delivery.status_changed", "delivery.retried"]);
-        assert!(d.counts.iter().any(|a| matches!(
-            a,
-            CounterAdd::Health {
-                created: 1,
-                failed: 0,
-                ..
-            }
-        )));
+        assert_eq!(health(&d), [(1, 0)]);
     }
 
     #[test]
@@ -625,11 +571,7 @@ mod tests {
         );
         assert_eq!(d.events[1].detail["event_id"], "e1:1");
         assert_eq!(usage_total(&d).dead_letters, 1);
-        assert!(
-            d.counts
-                .iter()
-                .any(|a| matches!(a, CounterAdd::Health { failed: 1, .. }))
-        );
+        assert_eq!(health(&d), [(0, 1)]);
         assert!(
             d.counts
                 .iter()
@@ -641,11 +583,7 @@ mod tests {
         again.retried_by = Some("operator".into());
         let d = derive(&change(Some(dead), Some(again)), 86_400);
         assert_eq!(types(&d), ["delivery.status_changed", "delivery.retried"]);
-        assert!(
-            d.counts
-                .iter()
-                .any(|a| matches!(a, CounterAdd::Health { failed: -1, .. }))
-        );
+        assert_eq!(health(&d), [(0, -1)]);
         assert!(
             d.counts
                 .iter()
@@ -666,7 +604,7 @@ mod tests {
         read.status = DeliveryStatus::Read;
         let d = derive(&change(Some(sent), Some(read)), 86_400);
         assert_eq!(types(&d), ["delivery.status_changed"]);
-        assert!(d.counts.is_empty());
+        assert!(d.counts.is_empty() && d.rows.is_empty());
     }
 
     /// A bus that takes `take` events, then refuses.
