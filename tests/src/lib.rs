@@ -327,6 +327,7 @@ impl TestStack {
             tenant_id: tenant.id.clone(),
             conversation_id: "conv-bare".into(),
             seq: 1,
+            payload_ref: None,
             payload: json!({"text": "bare"}),
             channel_ids: vec![channel.id.clone()],
             created_at: now.rfc3339(),

@@ -227,6 +227,12 @@ impl DeployedStack {
                 .collect(),
             hash_keys: self.hash_keys(),
             websocket_api: self.standins.get("WebSocketApi").cloned(),
+            buckets: self
+                .resources
+                .values()
+                .filter(|r| r.kind == "AWS::S3::Bucket")
+                .map(|r| r.physical_id.clone())
+                .collect(),
         }
     }
 

@@ -37,6 +37,7 @@ pub fn rows(
             conversation_id: "conv-seed".into(),
             seq: i as u64 + 1,
             event_type: None,
+            payload_ref: None,
             payload: json!({"text": "seeded", "n": i}),
             channel_ids: vec![channel.id.clone()],
             created_at: now.rfc3339(),

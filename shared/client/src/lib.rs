@@ -103,6 +103,7 @@ pub mod op {
         CHANNEL_DELIVERY = "GET" "/api/v1/channels/{id}/delivery";
         POST_ACTIVITY = "POST" "/api/v1/activities";
         POST_ACTIVITIES = "POST" "/api/v1/activities/batch";
+        CREATE_UPLOAD = "POST" "/api/v1/payloads";
         LIST_DELIVERIES = "GET" "/api/v1/deliveries";
         GET_DELIVERY = "GET" "/api/v1/deliveries/{id}";
         RETRY_DELIVERY = "POST" "/api/v1/deliveries/{id}/retry";
@@ -295,6 +296,41 @@ impl Client {
     pub async fn post_activity(&self, activity: &NewActivity) -> Result<Ingested, Error> {
         self.call(op::POST_ACTIVITY, None, &[], Some(to_value(activity)?))
             .await
+    }
+
+    /// Uploads `payload` (JSON bytes, up to 10 MiB) to the deployment's payload bucket and
+    /// answers the upload's id, for [`Self::post_activity_with_upload`]: for a payload larger
+    /// than a request carries.
+    pub async fn upload_payload(&self, payload: Vec<u8>) -> Result<String, Error> {
+        let up: Upload = self.call(op::CREATE_UPLOAD, None, &[], None).await?;
+        let method =
+            Method::from_bytes(up.method.as_bytes()).map_err(|e| Error::Config(e.to_string()))?;
+        let mut req = self.http.request(method, &up.url).body(payload);
+        for (k, v) in &up.headers {
+            req = req.header(k, v);
+        }
+        let res = req.send().await?;
+        let status = res.status().as_u16();
+        if !(200..300).contains(&status) {
+            let bytes = res.bytes().await?;
+            return Err(api_error(status, &bytes));
+        }
+        Ok(up.upload_id)
+    }
+
+    /// `activity` with the upload `upload_id` ([`Self::upload_payload`]) as its payload
+    /// (its own `payload` is not sent).
+    pub async fn post_activity_with_upload(
+        &self,
+        activity: &NewActivity,
+        upload_id: &str,
+    ) -> Result<Ingested, Error> {
+        let mut body = to_value(activity)?;
+        if let Some(o) = body.as_object_mut() {
+            o.remove("payload");
+            o.insert("payload_upload".into(), Value::String(upload_id.to_owned()));
+        }
+        self.call(op::POST_ACTIVITY, None, &[], Some(body)).await
     }
 
     /// Up to 100 activities in one call, answered item by item, in order: an item's

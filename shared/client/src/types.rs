@@ -82,6 +82,18 @@ pub struct NewActivity {
     pub tracestate: Option<String>,
 }
 
+/// Where to send a large payload (`Upload`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Upload {
+    pub upload_id: String,
+    pub url: String,
+    pub method: String,
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub expires_at: String,
+    pub max_bytes: u64,
+}
+
 /// One delivery an activity made (`DeliveryRef`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeliveryRef {

@@ -11,6 +11,54 @@ use serde_json::Value;
 /// The deepest nesting of objects and arrays a payload may have (a scalar is 0, `{"a": 1}` is 1).
 pub const MAX_DEPTH: usize = 32;
 
+/// The largest payload (serialized) a deployment with a payload bucket takes: kept in the
+/// bucket past [`KEPT_IN_ROW_BYTES`], its row and queue messages holding a reference.
+pub const MAX_BYTES: usize = 10 * 1024 * 1024;
+/// The largest payload a deployment without a payload bucket takes, all of it in the row.
+pub const ROW_MAX_BYTES: usize = 256 * 1024;
+/// Past this size (serialized) a payload is kept in the payload bucket, not in its row: an
+/// S3 PUT costs what 8 KiB of DynamoDB writes cost, and a row's size is paid again on
+/// every read of it.
+pub const KEPT_IN_ROW_BYTES: usize = 16 * 1024;
+/// How long an upload URL (`POST /api/v1/payloads`) takes a body, and how long an upload
+/// waits in the bucket for the activity that names it (seconds).
+pub const UPLOAD_URL_TTL_S: u64 = 15 * 60;
+/// How long a download URL of a kept payload (an activity read through the API) works.
+pub const DOWNLOAD_URL_TTL_S: u64 = 15 * 60;
+/// Resolved payload bytes one process holds at once for attempts: an attempt whose payload
+/// would pass it waits for others to finish (a 10 MiB payload parsed is several times that
+/// in memory, and a function has 256 MB).
+pub const RESOLVED_BUDGET_BYTES: usize = 24 * 1024 * 1024;
+
+/// A new upload id.
+pub fn new_upload_id() -> String {
+    format!("up_{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Whether `id` is an upload id this platform hands out (`up_` and 32 hex digits): checked
+/// before it becomes part of an object key.
+pub fn is_upload_id(id: &str) -> bool {
+    id.strip_prefix("up_")
+        .is_some_and(|h| h.len() == 32 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// A new key in the payload bucket for a payload of `tenant` (`payloads/<tenant>/<random>`:
+/// a producer's activity id is never part of it, so a duplicate submission never overwrites
+/// what a row names).
+pub fn object_key(tenant: &str) -> String {
+    format!("payloads/{tenant}/{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The key of upload `upload_id` of `tenant`.
+pub fn upload_key(tenant: &str, upload_id: &str) -> String {
+    format!("uploads/{tenant}/{upload_id}")
+}
+
+/// What a payload of `size` bytes is told when it is over `max`.
+pub fn too_large(size: usize, max: usize) -> String {
+    format!("payload is {size} bytes; at most {max}")
+}
+
 /// Why `payload` cannot be stored, or `Ok`.
 pub fn check(payload: &Value) -> Result<(), Invalid> {
     // Depth first, iteratively: a hostile payload cannot exhaust the stack.
@@ -125,6 +173,15 @@ mod tests {
             };
         }
         v
+    }
+
+    #[test]
+    fn upload_ids_are_checked_before_they_name_an_object() {
+        assert!(is_upload_id("up_0123456789abcdef0123456789abcdef"));
+        assert!(is_upload_id(&new_upload_id()));
+        assert!(!is_upload_id("up_0123456789abcdef0123456789abcde"));
+        assert!(!is_upload_id("up_../../0123456789abcdef0123456789a"));
+        assert!(!is_upload_id("0123456789abcdef0123456789abcdef"));
     }
 
     #[test]

@@ -437,6 +437,13 @@ pub const ROLE_EXTERNAL_ID_CHECK: Setting = Setting {
     read_by: ReadBy::Senders,
     meaning: "`false` skips trying a tenant's role with a wrong external id before each new session (a role that admits one is refused with `ExternalIdNotRequired`): only for an emulator that does not evaluate trust policies",
 };
+pub const PAYLOADS_BUCKET: Setting = Setting {
+    name: "PAYLOADS_BUCKET",
+    kind: Kind::Resource,
+    default: "none: payloads are kept in their rows, at most 256 KiB",
+    read_by: ReadBy::All,
+    meaning: "the S3 bucket that keeps payloads over 16 KiB (up to 10 MiB) and producers' uploads",
+};
 pub const EMAIL_CONFIGURATION_SET: Setting = Setting {
     name: "EMAIL_CONFIGURATION_SET",
     kind: Kind::Resource,
@@ -525,6 +532,7 @@ pub const ALL: &[Setting] = &[
     DELIVERIES_BULK_DLQ_URL,
     DUE_SHARDS,
     WEBSOCKET_MANAGEMENT_URL,
+    PAYLOADS_BUCKET,
     EMAIL_CONFIGURATION_SET,
     ROLE_EXTERNAL_ID_CHECK,
     SPAN_EXPORT_ENDPOINT,

@@ -85,6 +85,8 @@ error_codes! {
     ManagedChannel = "managed_channel", 403, "The tenant's alert channel: an operator changes it, through the tenant's `alert_webhook_url`, and only the platform's alerts are posted to it.";
     // Activities and deliveries.
     InvalidActivity = "invalid_activity", 422, "The activity is not valid.";
+    PayloadTooLarge = "payload_too_large", 413, "The payload is over the deployment's limit (10 MiB with a payload bucket, 256 KiB without).";
+    NoPayloadBucket = "no_payload_bucket", 501, "The deployment keeps no payload bucket, so it takes no uploads.";
     InvalidBatch = "invalid_batch", 422, "A batch of activities is empty or holds more than 100.";
     InvalidPayload = "invalid_payload", 422, "The payload is not valid for a target channel.";
     UnknownChannel = "unknown_channel", 422, "A target channel does not exist (or is another tenant's).";

@@ -120,6 +120,9 @@ impl From<IngestError> for ApiError {
         match e {
             IngestError::Invalid(m) => Self::invalid(ErrorCode::InvalidActivity, m),
             IngestError::Payload(m) => Self::invalid(ErrorCode::InvalidPayload, m),
+            IngestError::TooLarge(m) => {
+                Self::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::PayloadTooLarge, m)
+            }
             IngestError::Schema { .. } => {
                 Self::invalid(ErrorCode::PayloadDoesNotMatchSchema, e.to_string())
             }

@@ -41,6 +41,7 @@ use utoipa::{Modify, OpenApi};
         api::channel_health,
         api::create_activity,
         api::create_activities,
+        api::create_upload,
         api::list_activities,
         api::get_activity,
         api::list_deliveries,
@@ -90,7 +91,7 @@ pub struct ApiDoc;
 
 /// The error statuses an operation that takes input may answer, each with [`ErrorBody`];
 /// its description lists the `error.code`s answered with it ([`ErrorCode::statuses`]).
-pub const ERROR_STATUSES: [(&str, &str); 10] = [
+pub const ERROR_STATUSES: [(&str, &str); 11] = [
     ("400", "Malformed"),
     ("401", "Missing or invalid credentials"),
     ("403", "Not allowed"),
@@ -100,6 +101,7 @@ pub const ERROR_STATUSES: [(&str, &str); 10] = [
     ("415", "The body is not JSON"),
     ("422", "Invalid input, `error.code` naming the rule"),
     ("429", "Too many requests; see Retry-After"),
+    ("501", "Not offered by this deployment"),
     (
         "503",
         "Unavailable for a moment; safe to retry (with the same Idempotency-Key)",
@@ -287,7 +289,7 @@ mod tests {
                 assert_eq!(key, tenant_post, "{method} {path}");
             }
         }
-        assert_eq!(ops, 42);
+        assert_eq!(ops, 43);
     }
 
     /// The channel type's pattern (a new channel's `type`, the list's filter) admits every

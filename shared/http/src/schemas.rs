@@ -39,8 +39,13 @@ pub struct NewActivityDoc {
     pub channel_ids: Option<Vec<String>>,
     /// 1 to 100 letters, digits, `.`, `_`, `-` or `:`.
     pub event_type: Option<String>,
-    /// Any JSON value of at most 256 KiB.
-    pub payload: serde_json::Value,
+    /// Any JSON value: up to 10 MiB serialized where the deployment has a payload bucket
+    /// (256 KiB without one), and up to what a request carries (5 MiB) inline. Required
+    /// unless `payload_upload` is given.
+    pub payload: Option<serde_json::Value>,
+    /// An upload from `POST /api/v1/payloads` that is the payload (a JSON document of up to
+    /// 10 MiB), instead of `payload`.
+    pub payload_upload: Option<String>,
     /// A W3C `traceparent` (a batch item's own; a single activity's may come as the
     /// request's `traceparent` header instead): every delivery's request is a span of this
     /// trace. One that does not parse is ignored and a new trace starts.

@@ -162,6 +162,20 @@ pub struct NewStreamToken {
     pub topics: Option<Vec<String>>,
 }
 
+/// Where to send a large payload (`POST /api/v1/payloads`): `method` to `url` with
+/// `headers`, before `expires_at`; then name `upload_id` as an activity's `payload_upload`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct UploadView {
+    pub upload_id: String,
+    pub url: String,
+    pub method: String,
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// RFC 3339; fifteen minutes after it was given.
+    pub expires_at: String,
+    /// The largest payload it takes.
+    pub max_bytes: u64,
+}
+
 /// A token for the live stream (`docs/stream.md`): connect to the WebSocket API with
 /// `?token=<token>` before `expires_at`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -316,8 +330,15 @@ pub struct ActivityView {
     pub seq: u64,
     pub event_type: Option<String>,
     pub channel_ids: Vec<String>,
-    /// The payload as sent (any JSON value).
+    /// The payload as sent (any JSON value); `null` in a list when the payload bucket keeps
+    /// it, and in a read of one activity when it is over 1 MiB: `payload_url` reads it.
     pub payload: Value,
+    /// The payload's size, when the payload bucket keeps it (over 16 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_bytes: Option<u64>,
+    /// A URL that reads the payload for 15 minutes, when the payload bucket keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_url: Option<String>,
     pub created_at: String,
     /// Its W3C trace id: the producer's `traceparent`'s, or one derived from the activity's
     /// id. Every delivery's request carries it in its own `traceparent`.
@@ -335,6 +356,8 @@ pub fn activity(a: &Activity, deliveries: Option<&[Delivery]>) -> ActivityView {
         event_type: a.event_type.clone(),
         channel_ids: a.channel_ids.iter().map(ToString::to_string).collect(),
         payload: a.payload.clone(),
+        payload_bytes: None,
+        payload_url: None,
         created_at: a.created_at.clone(),
         trace_id: a.trace().trace_id.clone(),
         deliveries: deliveries.map(|ds| ds.iter().map(DeliveryRef::from).collect()),

@@ -36,13 +36,16 @@ pub async fn aws_pipeline(
 ) -> Result<Pipeline, BootError> {
     let ports = aws_ports(clients, res, &config)?;
     let adapters = Adapters::standard_keyed(config.allowlist.clone(), channel_key(clients).await?)?;
-    Ok(Pipeline::new(
-        ports.store,
-        ports.queue,
-        ports.events,
-        adapters,
-        config,
-    ))
+    let pipeline = Pipeline::new(ports.store, ports.queue, ports.events, adapters, config);
+    // Payloads over a row's share go to the payload bucket, where the template gives one.
+    Ok(match &clients.payloads_bucket {
+        Some(bucket) => pipeline.with_payloads(Arc::new(converger_store::S3Payloads::new(
+            &clients.config,
+            &clients.interceptors,
+            bucket.clone(),
+        ))),
+        None => pipeline,
+    })
 }
 
 /// The deployment's channel key, read once at init from Secrets Manager (the template

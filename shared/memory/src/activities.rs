@@ -111,7 +111,7 @@ impl MemStore {
             {
                 return Ok(Created::Duplicate);
             }
-            s.activities.insert(key, activity.clone());
+            s.activities.insert(key, activity.row().into_owned());
             for d in deliveries {
                 s.deliveries.insert(d.id.clone(), d.clone());
                 s.reindex(&d.id);

@@ -189,6 +189,14 @@ impl MemQueue {
             .collect()
     }
 
+    /// The delivery messages waiting (visible or delayed), left in place.
+    pub fn peek(&self) -> Vec<DeliveryMessage> {
+        self.deliveries
+            .lock()
+            .map(|q| q.iter().map(|(_, m)| m.clone()).collect())
+            .unwrap_or_default()
+    }
+
     /// Messages waiting (visible or delayed).
     pub fn depth(&self) -> usize {
         self.deliveries.lock().map(|q| q.len()).unwrap_or(0)

@@ -100,7 +100,8 @@ impl Services for Handoff<'_> {
             conversation_id: reply.conversation_id.to_owned(),
             seq: None,
             channel_ids: targets,
-            payload: reply.payload,
+            payload_upload: None,
+            payload: Some(reply.payload),
             traceparent: None,
             tracestate: None,
         };
@@ -438,12 +439,22 @@ impl Handoff<'_> {
         waiting.truncate(SOCKET_REPLAY_LIMIT);
         let mut pushed = 0;
         for d in waiting {
-            let Some(a) = self
+            let Some(mut a) = self
                 .activities
                 .get_activity(&d.tenant_id, &d.activity_id)
                 .await?
             else {
                 continue;
+            };
+            // A payload the bucket keeps is read for the frame (one at a time: replays are
+            // sent in order); one that is gone is skipped, as an activity that is.
+            let _read = match self.intake.payloads.read(&mut a).await {
+                Ok(permit) => permit,
+                Err(crate::payloads::ReadError::Gone(key)) => {
+                    tracing::warn!(delivery_id = %d.id, %key, "replay skipped: payload gone");
+                    continue;
+                }
+                Err(crate::payloads::ReadError::Store(e)) => return Err(e),
             };
             // What the hand-off sent: the channel's middleware over the stored payload, as an
             // attempt applies it (a client never gets fields the tenant's steps remove). A

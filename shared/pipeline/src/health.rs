@@ -175,7 +175,8 @@ impl Health<'_> {
             conversation_id: "alerts".into(),
             seq: None,
             channel_ids: vec![alert_channel],
-            payload: body,
+            payload_upload: None,
+            payload: Some(body),
             traceparent: None,
             tracestate: None,
         };

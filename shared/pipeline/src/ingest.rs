@@ -12,8 +12,9 @@ use serde_json::Value;
 
 /// Most channels one activity may target (one transactional write holds them all).
 pub const MAX_TARGETS: usize = 50;
-/// Largest activity payload, serialized.
-pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+/// Largest activity payload (serialized) a deployment without a payload bucket takes; with
+/// one, `core::payload::MAX_BYTES` ([`crate::payloads::Payloads::max_bytes`]).
+pub const MAX_PAYLOAD_BYTES: usize = converger_core::payload::ROW_MAX_BYTES;
 
 /// An activity as producers submit it.
 #[derive(Debug, Clone, Deserialize)]
@@ -34,7 +35,14 @@ pub struct NewActivity {
     /// `channel_ids` is empty.
     #[serde(default)]
     pub event_type: Option<String>,
-    pub payload: Value,
+    /// The payload (any JSON, `null` included). Required unless `payload_upload` names
+    /// an upload.
+    #[serde(default, deserialize_with = "present")]
+    pub payload: Option<Value>,
+    /// An upload (`POST /api/v1/payloads`) that is the payload: for a payload larger than
+    /// an API request may carry (up to `core::payload::MAX_BYTES`).
+    #[serde(default)]
+    pub payload_upload: Option<String>,
     /// The producer's W3C trace context (`POST /api/v1/activities` takes it from its
     /// headers; a batch item as fields): kept with the activity and carried to every
     /// attempt. Without one, or with one that does not parse, a new trace starts.
@@ -44,10 +52,18 @@ pub struct NewActivity {
     pub tracestate: Option<String>,
 }
 
+/// A field that is there, whatever its value (`null` too): `Some`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum IngestError {
     #[error("{0}")]
     Invalid(String),
+    /// A payload over the deployment's limit.
+    #[error("{0}")]
+    TooLarge(String),
     /// A payload the store cannot keep (too deeply nested, a number out of range).
     #[error("{0}")]
     Payload(String),
@@ -87,10 +103,12 @@ pub const MAX_BATCH: usize = 100;
 /// Items of a batch checked, admitted or written at once.
 const BATCH_CONCURRENCY: usize = 16;
 
-/// An activity whose own checks passed, with its target channels.
+/// An activity whose own checks passed, with its target channels and its payload
+/// serialized (`new.payload` is set).
 struct Checked {
     new: NewActivity,
     resolved: Vec<std::sync::Arc<converger_ports::Channel>>,
+    serialized: Vec<u8>,
 }
 
 /// An activity ready to be written: its deliveries and what flow control made of each.
@@ -128,6 +146,7 @@ pub struct Intake<'p> {
     pub(crate) queue: &'p dyn converger_ports::Queue,
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) lanes: crate::lanes::Lanes<'p>,
+    pub(crate) payloads: &'p crate::payloads::Payloads,
 }
 
 impl<'p> Intake<'p> {
@@ -143,6 +162,7 @@ impl<'p> Intake<'p> {
             cache: &p.cache,
             lanes: crate::lanes::Lanes::of(p),
             usage: &p.usage,
+            payloads: &p.payloads,
         }
     }
 }
@@ -283,17 +303,20 @@ impl Intake<'_> {
     async fn check(
         &self,
         tenant: &Tenant,
-        new: NewActivity,
+        mut new: NewActivity,
         origin: Origin,
     ) -> Result<Checked, IngestError> {
         let targets = validate(&new, origin == Origin::Bot)?;
+        let taken = self.payload_of(&tenant.id, &mut new).await?;
+        converger_core::payload::check(&taken.value).map_err(|e| IngestError::Payload(e.into()))?;
+        let (payload, serialized) = (new.payload.insert(taken.value), taken.bytes);
         // A tenant's activity of a type with a payload schema must fit it (looked up only for
         // a tenant that has had one).
         if origin == Origin::Tenant
             && tenant.typed_events
             && let Some(event_type) = &new.event_type
             && let Some(schema) = self.cache.payload_schema(&tenant.id, event_type).await?
-            && let Err(problems) = schema.check(&new.payload)
+            && let Err(problems) = schema.check(payload)
         {
             return Err(IngestError::Schema {
                 event_type: event_type.clone(),
@@ -304,7 +327,36 @@ impl Intake<'_> {
             (Some(event_type), true) => self.subscribers(tenant, event_type).await?,
             _ => self.resolve_targets(tenant, &targets, origin).await?,
         };
-        Ok(Checked { new, resolved })
+        Ok(Checked {
+            new,
+            resolved,
+            serialized,
+        })
+    }
+
+    /// The payload `new` carries, or the upload it names, serialized and within the
+    /// deployment's limit.
+    async fn payload_of(
+        &self,
+        tenant: &converger_core::TenantId,
+        new: &mut NewActivity,
+    ) -> Result<crate::payloads::Taken, IngestError> {
+        use crate::payloads::TakeError;
+        let taken = match (new.payload.take(), new.payload_upload.take()) {
+            (Some(v), None) => self.payloads.measured(v),
+            (None, Some(id)) => self.payloads.take_upload(tenant, &id).await,
+            (Some(_), Some(_)) => Err(TakeError::Invalid(
+                "give payload or payload_upload, not both".into(),
+            )),
+            (None, None) => Err(TakeError::Invalid(
+                "payload is required (or payload_upload, naming an upload)".into(),
+            )),
+        };
+        taken.map_err(|e| match e {
+            TakeError::TooLarge(m) => IngestError::TooLarge(m),
+            TakeError::Invalid(m) => IngestError::Invalid(m),
+            TakeError::Store(e) => IngestError::Store(e),
+        })
     }
 
     /// The activity at `seq` and its deliveries, each admitted by flow control.
@@ -314,19 +366,24 @@ impl Intake<'_> {
         checked: Checked,
         seq: u64,
     ) -> Result<Prepared, IngestError> {
-        let Checked { new, resolved } = checked;
+        let Checked {
+            new,
+            resolved,
+            serialized,
+        } = checked;
         let targets: Vec<ChannelId> = resolved.iter().map(|c| c.id.clone()).collect();
         let now = self.clock.now();
         // An id the producer chose may have been ingested before (a retried POST): its
         // rows are written only if it is new. One generated here is new by construction.
         let fresh = new.id.is_none();
-        let activity = Activity {
+        let mut activity = Activity {
             id: new.id.unwrap_or_else(ActivityId::generate),
             tenant_id: tenant.id.clone(),
             conversation_id: new.conversation_id,
             seq,
             event_type: new.event_type,
-            payload: new.payload,
+            payload_ref: None,
+            payload: new.payload.unwrap_or_default(),
             channel_ids: targets,
             created_at: now.rfc3339(),
             // Kept for the retention period, with its deliveries (DynamoDB TTL).
@@ -371,6 +428,8 @@ impl Intake<'_> {
         .await?;
         let (deliveries, admissions): (Vec<Delivery>, Vec<Admission>) =
             admitted.into_iter().unzip();
+        // A large payload goes to the payload bucket before any row names it.
+        self.payloads.keep(&mut activity, serialized).await?;
         Ok(Prepared {
             activity,
             deliveries,
@@ -609,8 +668,7 @@ impl Intake<'_> {
 
 /// The request's own checks: a conversation id of 1 to 256 characters, 1 to
 /// [`MAX_TARGETS`] distinct channels (none for an internal activity, or one sent by event
-/// type), a valid event type, a payload of at most
-/// [`MAX_PAYLOAD_BYTES`] that the store can keep (`core::payload`). Returns the targets without duplicates, in the order given.
+/// type), a valid event type (the payload is checked by `Intake::payload_of`). Returns the targets without duplicates, in the order given.
 fn validate(new: &NewActivity, internal: bool) -> Result<Vec<ChannelId>, IngestError> {
     if new.conversation_id.trim().is_empty() || new.conversation_id.len() > 256 {
         return Err(IngestError::Invalid(
@@ -632,14 +690,5 @@ fn validate(new: &NewActivity, internal: bool) -> Result<Vec<ChannelId>, IngestE
             "channel_ids must name 1 to {MAX_TARGETS} channels, or event_type route the activity to its subscribers"
         )));
     }
-    let size = serde_json::to_vec(&new.payload)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX);
-    if size > MAX_PAYLOAD_BYTES {
-        return Err(IngestError::Invalid(format!(
-            "payload is {size} bytes; at most {MAX_PAYLOAD_BYTES}"
-        )));
-    }
-    converger_core::payload::check(&new.payload).map_err(|e| IngestError::Payload(e.into()))?;
     Ok(targets)
 }

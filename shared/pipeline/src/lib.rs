@@ -36,6 +36,7 @@ pub mod lanes;
 pub mod metrics;
 pub mod middleware;
 pub mod outcome;
+pub mod payloads;
 pub mod reads;
 pub mod replay;
 pub mod shards;
@@ -71,6 +72,9 @@ pub struct Pipeline {
     pub(crate) tenant_aws: Arc<dyn converger_ports::TenantAws>,
     /// Where attempts' spans go ([`Pipeline::with_spans`]; nowhere by default).
     pub(crate) spans: Arc<dyn converger_ports::Spans>,
+    /// The payload bucket ([`Pipeline::with_payloads`]; none by default: payloads stay in
+    /// their rows, at most `core::payload::ROW_MAX_BYTES`).
+    pub(crate) payloads: payloads::Payloads,
     pub(crate) adapters: Adapters,
     pub(crate) config: PipelineConfig,
     reads: Reads,
@@ -119,6 +123,7 @@ impl Pipeline {
             mailer: Arc::new(converger_ports::NoMailer),
             tenant_aws: Arc::new(converger_ports::NoTenantAws),
             spans: Arc::new(converger_ports::NoSpans),
+            payloads: payloads::Payloads::default(),
             adapters,
             config,
             clock: Arc::new(converger_core::time::SystemClock),
@@ -163,6 +168,18 @@ impl Pipeline {
     pub fn with_tenant_aws(mut self, tenant_aws: Arc<dyn converger_ports::TenantAws>) -> Self {
         self.tenant_aws = tenant_aws;
         self
+    }
+
+    /// Keeps payloads over `core::payload::KEPT_IN_ROW_BYTES` in `store`, and takes
+    /// payloads up to `core::payload::MAX_BYTES`.
+    pub fn with_payloads(mut self, store: Arc<dyn converger_ports::PayloadStore>) -> Self {
+        self.payloads = payloads::Payloads::new(store);
+        self
+    }
+
+    /// The payload bucket, as the API reads it.
+    pub fn payloads(&self) -> &payloads::Payloads {
+        &self.payloads
     }
 
     /// Exports attempts' spans through `spans`.

@@ -63,6 +63,7 @@ pub struct Replays<'p> {
     pub(crate) cache: &'p crate::cache::ChannelCache,
     pub(crate) tenants: &'p dyn converger_ports::TenantStore,
     pub(crate) activities: &'p dyn converger_ports::ActivityStore,
+    pub(crate) payloads: &'p crate::payloads::Payloads,
 }
 
 impl<'p> Replays<'p> {
@@ -78,6 +79,7 @@ impl<'p> Replays<'p> {
             cache: &p.cache,
             tenants: &*p.store,
             activities: &*p.store,
+            payloads: &p.payloads,
         }
     }
 
@@ -128,11 +130,16 @@ impl Replays<'_> {
         if d.status == DeliveryStatus::Filtered
             && let Some(filter) = &channel.filter
         {
-            let activity = self
+            let mut activity = self
                 .activities
                 .get_activity(&d.tenant_id, &d.activity_id)
                 .await?
                 .ok_or(ReplayError::NotFound)?;
+            let _read = match self.payloads.read(&mut activity).await {
+                Ok(permit) => permit,
+                Err(crate::payloads::ReadError::Gone(_)) => return Err(ReplayError::NotFound),
+                Err(crate::payloads::ReadError::Store(e)) => return Err(e.into()),
+            };
             if !filter.matches(activity.event_type.as_deref(), &activity.payload) {
                 return Err(ReplayError::StillFiltered);
             }

@@ -57,6 +57,8 @@ pub struct Clients {
     /// The SES configuration set email is sent with (`EMAIL_CONFIGURATION_SET`), set for
     /// the functions that send email.
     pub email_configuration_set: Option<String>,
+    /// The payload bucket (`PAYLOADS_BUCKET`), where the deployment has one.
+    pub payloads_bucket: Option<String>,
     /// Interceptors that clients built later (the management API's, SES's) get too.
     pub interceptors: Vec<SharedInterceptor>,
     /// Interceptors of the clients that send as a tenant's role (`tenant_aws`): those
@@ -83,6 +85,11 @@ fn role_external_id_check() -> bool {
         .unwrap_or(true)
 }
 
+fn payloads_bucket() -> Option<String> {
+    converger_core::settings::Env::new(|k| std::env::var(k).ok())
+        .text(&converger_core::settings::PAYLOADS_BUCKET)
+}
+
 fn email_configuration_set() -> Option<String> {
     converger_core::settings::Env::new(|k| std::env::var(k).ok())
         .text(&converger_core::settings::EMAIL_CONFIGURATION_SET)
@@ -102,6 +109,7 @@ impl Clients {
             config: config.clone(),
             websocket_management_url: management_url(),
             email_configuration_set: email_configuration_set(),
+            payloads_bucket: payloads_bucket(),
             interceptors: Vec::new(),
             tenant_interceptors: Vec::new(),
             role_external_id_check: role_external_id_check(),
@@ -154,6 +162,7 @@ impl Clients {
             config: config.clone(),
             websocket_management_url: management_url(),
             email_configuration_set: email_configuration_set(),
+            payloads_bucket: payloads_bucket(),
             tenant_interceptors: interceptors.clone(),
             interceptors,
             role_external_id_check: role_external_id_check(),

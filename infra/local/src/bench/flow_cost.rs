@@ -72,7 +72,7 @@ async fn hol_measure(rt: &Runtime, o: &HeadOfLine, retrying: bool) -> Result<Val
     let ch = webhook_with(&p, &t, &rx.url, policy, json!({})).await?;
     if retrying {
         let mut a = activity(&ch.id, 0);
-        a.payload = json!({"text": RETRY_ME});
+        a.payload = Some(json!({"text": RETRY_ME}));
         p.intake().ingest(&t, a).await.map_err(|e| e.to_string())?;
         rx.wait_for(1, Duration::from_secs(30)).await;
     }

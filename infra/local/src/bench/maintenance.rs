@@ -22,6 +22,7 @@ pub(crate) fn row(
         tenant_id: tenant.clone(),
         conversation_id: "bench".into(),
         seq: 0,
+        payload_ref: None,
         payload: json!({}),
         channel_ids: vec![channel.id.clone()],
         created_at: now.rfc3339(),

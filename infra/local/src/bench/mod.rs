@@ -561,7 +561,8 @@ pub fn activity(ch: &ChannelId, n: usize) -> NewActivity {
         conversation_id: format!("conv-{}", n % 100),
         seq: Some(n as u64 + 1),
         channel_ids: vec![ch.clone()],
-        payload: json!({"text": "hello", "n": n}),
+        payload_upload: None,
+        payload: Some(json!({"text": "hello", "n": n})),
         traceparent: None,
         tracestate: None,
     }

@@ -146,7 +146,8 @@ async fn phase(o: &Options, ordered: bool, fail_percent: u64) -> Result<Run, Str
                         conversation_id: format!("c{c}"),
                         seq: Some(i as u64 + 1),
                         channel_ids: vec![id],
-                        payload: json!({"text": marker(c, i)}),
+                        payload_upload: None,
+                        payload: Some(json!({"text": marker(c, i)})),
                         traceparent: None,
                         tracestate: None,
                     };

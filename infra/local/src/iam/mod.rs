@@ -277,6 +277,9 @@ pub struct Arns {
     pub hash_keys: HashMap<String, String>,
     /// The WebSocket API's id (its management endpoint's pushes are `execute-api` calls).
     pub websocket_api: Option<String>,
+    /// The stack's S3 buckets, by name (requests name them first in the path: the
+    /// emulator's endpoint takes the path style).
+    pub buckets: std::collections::BTreeSet<String>,
 }
 
 impl Arns {
@@ -312,6 +315,32 @@ impl Arns {
             "arn:{}:events:{}:{}:event-bus/{name}",
             self.partition, self.region, self.account
         )
+    }
+
+    /// An S3 request to one of the stack's buckets (`{method} /{bucket}/{key}`): the object
+    /// action it needs on the object's ARN, or `s3:ListBucket` on the bucket's.
+    fn s3(&self, method: &str, uri: &str) -> Option<Access> {
+        let path = uri
+            .split_once("://")
+            .map_or(uri, |(_, rest)| rest.split_once('/').map_or("", |(_, p)| p));
+        let path = path.split('?').next().unwrap_or(path);
+        let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
+        if !self.buckets.contains(bucket) {
+            return None;
+        }
+        let arn = |r: &str| format!("arn:{}:s3:::{r}", self.partition);
+        let (action, resource) = match (method, key.is_empty()) {
+            ("GET" | "HEAD", true) => ("s3:ListBucket", arn(bucket)),
+            ("GET" | "HEAD", false) => ("s3:GetObject", arn(path)),
+            ("PUT" | "POST", false) => ("s3:PutObject", arn(path)),
+            ("DELETE", false) => ("s3:DeleteObject", arn(path)),
+            _ => ("unknown:s3", arn(path)),
+        };
+        Some(Access {
+            action: action.into(),
+            resource,
+            leading_keys: None,
+        })
     }
 
     /// What one request needs: from its `X-Amz-Target` (the JSON protocols of DynamoDB, SQS
@@ -372,6 +401,9 @@ impl Arns {
             }
             if let Some(arn) = sts_assume_role(body) {
                 return vec![access("sts:AssumeRole".into(), arn)];
+            }
+            if let Some(a) = self.s3(method, uri) {
+                return vec![a];
             }
             if !uri.contains("/@connections/") {
                 // A service this check does not know: refused until it is taught.

@@ -14,7 +14,45 @@ fn arns() -> Arns {
         tables: HashMap::new(),
         hash_keys: HashMap::from([("T".into(), "pk".into())]),
         websocket_api: Some("ws123".into()),
+        buckets: ["s-payloads-1".to_owned()].into(),
     }
+}
+
+#[test]
+fn an_object_request_needs_its_action_on_the_objects_arn() {
+    let p = policy(json!([{
+        "Effect": "Allow", "Action": ["s3:GetObject"],
+        "Resource": "arn:aws:s3:::s-payloads-1/payloads/*"
+    }]));
+    let a = |method: &str, uri: &str| arns().accesses(None, method, uri, b"")[0].clone();
+    let get = a(
+        "GET",
+        "http://127.0.0.1:5000/s-payloads-1/payloads/ten_1/x?x-id=GetObject",
+    );
+    assert_eq!(get.action, "s3:GetObject");
+    assert_eq!(get.resource, "arn:aws:s3:::s-payloads-1/payloads/ten_1/x");
+    assert!(matches!(
+        evaluate(&p, &get.action, &get.resource),
+        Decision::Allow(_)
+    ));
+    // Another prefix, another action: refused.
+    let upload = a(
+        "GET",
+        "http://127.0.0.1:5000/s-payloads-1/uploads/ten_1/up_1",
+    );
+    assert_eq!(
+        evaluate(&p, &upload.action, &upload.resource),
+        Decision::ImplicitDeny
+    );
+    let put = a("PUT", "http://127.0.0.1:5000/s-payloads-1/payloads/ten_1/x");
+    assert_eq!(put.action, "s3:PutObject");
+    assert_eq!(
+        evaluate(&p, &put.action, &put.resource),
+        Decision::ImplicitDeny
+    );
+    // A bucket that is not the stack's is no S3 request this check knows.
+    let other = a("GET", "http://127.0.0.1:5000/elsewhere/k");
+    assert!(other.action.starts_with("unknown:"), "{other:?}");
 }
 
 fn policy(statements: Value) -> Vec<Policy> {

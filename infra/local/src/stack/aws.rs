@@ -89,6 +89,7 @@ async fn function_pipeline(
     clients.email_configuration_set = f
         .env(converger_store::EMAIL_CONFIGURATION_SET_ENV)
         .map(|s| s.to_string());
+    clients.payloads_bucket = f.env(converger_core::settings::PAYLOADS_BUCKET.name);
     // The emulator assumes any role with any external id (it does not evaluate trust
     // policies), so trying a wrong one would refuse every role: the check is shown by the
     // store's tests against an STS that judges the id, and only on AWS end to end.

@@ -232,6 +232,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/payloads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Upload a large payload
+         * @description A URL that takes one payload of up to 10 MiB (JSON, sent with the method and headers given) for 15 minutes. An activity then names it as `payload_upload` instead of carrying `payload`; an upload is kept a day. Only a deployment with a payload bucket has uploads (501 `no_payload_bucket` otherwise).
+         */
+        post: operations["create_upload"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/activities/{id}": {
         parameters: {
             query?: never;
@@ -608,8 +628,18 @@ export interface components {
             seq: number;
             event_type?: string | null;
             channel_ids: string[];
-            /** @description The payload as sent (any JSON value). */
+            /**
+             * @description The payload as sent (any JSON value); `null` in a list when the payload bucket keeps
+             *     it, and in a read of one activity when it is over 1 MiB: `payload_url` reads it.
+             */
             payload: unknown;
+            /**
+             * Format: int64
+             * @description The payload's size, when the payload bucket keeps it (over 16 KiB).
+             */
+            payload_bytes?: number | null;
+            /** @description A URL that reads the payload for 15 minutes, when the payload bucket keeps it. */
+            payload_url?: string | null;
             created_at: string;
             /**
              * @description Its W3C trace id: the producer's `traceparent`'s, or one derived from the activity's
@@ -851,7 +881,7 @@ export interface components {
          * @description A stable error code, for programs (the message is for people).
          * @enum {string}
          */
-        ErrorCode: "unauthorized" | "admin_disabled" | "ip_not_allowed" | "rate_limited" | "too_many_connections" | "not_found" | "no_route" | "method_not_allowed" | "malformed_json" | "unsupported_media_type" | "body_too_large" | "invalid_body" | "invalid_request" | "invalid_query" | "invalid_cursor" | "invalid_name" | "invalid_config" | "invalid_retry_policy" | "invalid_circuit_breaker" | "invalid_rate_limit" | "invalid_auto_disable" | "invalid_middleware" | "invalid_filter" | "payload_does_not_match_schema" | "invalid_event_type" | "event_type_exists" | "invalid_event_types" | "invalid_ordering" | "unsupported_channel_type" | "role_in_platform_account" | "aws_identity_unavailable" | "email_sender_not_allowed" | "managed_channel" | "invalid_activity" | "invalid_batch" | "invalid_payload" | "unknown_channel" | "channel_inactive" | "not_failed" | "still_filtered" | "stream_disabled" | "lane_not_held" | "not_awaiting_ack" | "conflict" | "invalid_idempotency_key" | "idempotency_key_reused" | "idempotency_key_in_use" | "invalid_tier" | "invalid_alert_webhook_url" | "invalid_api_rate_limit" | "invalid_delivery_shards" | "invalid_email_senders" | "invalid_ses_tenant" | "unknown_tenant" | "invalid_user" | "invalid_role" | "invalid_signature" | "invalid_token" | "receipts_not_configured" | "invalid_verify_token" | "unknown_message" | "source_throttled" | "receipts_throttled" | "unavailable";
+        ErrorCode: "unauthorized" | "admin_disabled" | "ip_not_allowed" | "rate_limited" | "too_many_connections" | "not_found" | "no_route" | "method_not_allowed" | "malformed_json" | "unsupported_media_type" | "body_too_large" | "invalid_body" | "invalid_request" | "invalid_query" | "invalid_cursor" | "invalid_name" | "invalid_config" | "invalid_retry_policy" | "invalid_circuit_breaker" | "invalid_rate_limit" | "invalid_auto_disable" | "invalid_middleware" | "invalid_filter" | "payload_does_not_match_schema" | "invalid_event_type" | "event_type_exists" | "invalid_event_types" | "invalid_ordering" | "unsupported_channel_type" | "role_in_platform_account" | "aws_identity_unavailable" | "email_sender_not_allowed" | "managed_channel" | "invalid_activity" | "payload_too_large" | "no_payload_bucket" | "invalid_batch" | "invalid_payload" | "unknown_channel" | "channel_inactive" | "not_failed" | "still_filtered" | "stream_disabled" | "lane_not_held" | "not_awaiting_ack" | "conflict" | "invalid_idempotency_key" | "idempotency_key_reused" | "idempotency_key_in_use" | "invalid_tier" | "invalid_alert_webhook_url" | "invalid_api_rate_limit" | "invalid_delivery_shards" | "invalid_email_senders" | "invalid_ses_tenant" | "unknown_tenant" | "invalid_user" | "invalid_role" | "invalid_signature" | "invalid_token" | "receipts_not_configured" | "invalid_verify_token" | "unknown_message" | "source_throttled" | "receipts_throttled" | "unavailable";
         ErrorDetail: {
             code: components["schemas"]["ErrorCode"];
             message: string;
@@ -934,8 +964,17 @@ export interface components {
             channel_ids?: string[] | null;
             /** @description 1 to 100 letters, digits, `.`, `_`, `-` or `:`. */
             event_type?: string | null;
-            /** @description Any JSON value of at most 256 KiB. */
-            payload: unknown;
+            /**
+             * @description Any JSON value: up to 10 MiB serialized where the deployment has a payload bucket
+             *     (256 KiB without one), and up to what a request carries (5 MiB) inline. Required
+             *     unless `payload_upload` is given.
+             */
+            payload?: unknown;
+            /**
+             * @description An upload from `POST /api/v1/payloads` that is the payload (a JSON document of up to
+             *     10 MiB), instead of `payload`.
+             */
+            payload_upload?: string | null;
             /**
              * @description A W3C `traceparent` (a batch item's own; a single activity's may come as the
              *     request's `traceparent` header instead): every delivery's request is a span of this
@@ -1018,8 +1057,18 @@ export interface components {
                 seq: number;
                 event_type?: string | null;
                 channel_ids: string[];
-                /** @description The payload as sent (any JSON value). */
+                /**
+                 * @description The payload as sent (any JSON value); `null` in a list when the payload bucket keeps
+                 *     it, and in a read of one activity when it is over 1 MiB: `payload_url` reads it.
+                 */
                 payload: unknown;
+                /**
+                 * Format: int64
+                 * @description The payload's size, when the payload bucket keeps it (over 16 KiB).
+                 */
+                payload_bytes?: number | null;
+                /** @description A URL that reads the payload for 15 minutes, when the payload bucket keeps it. */
+                payload_url?: string | null;
                 created_at: string;
                 /**
                  * @description Its W3C trace id: the producer's `traceparent`'s, or one derived from the activity's
@@ -1334,6 +1383,25 @@ export interface components {
         UnknownMessages: {
             error: components["schemas"]["UnknownDetail"];
         };
+        /**
+         * @description Where to send a large payload (`POST /api/v1/payloads`): `method` to `url` with
+         *     `headers`, before `expires_at`; then name `upload_id` as an activity's `payload_upload`.
+         */
+        UploadView: {
+            upload_id: string;
+            url: string;
+            method: string;
+            headers: {
+                [key: string]: string;
+            };
+            /** @description RFC 3339; fifteen minutes after it was given. */
+            expires_at: string;
+            /**
+             * Format: int64
+             * @description The largest payload it takes.
+             */
+            max_bytes: number;
+        };
         /** @description One day of a tenant's usage, or the total of several. */
         UsageDayView: {
             /** @description `YYYY-MM-DD` (UTC); absent on the total. */
@@ -1437,7 +1505,7 @@ export interface components {
                 "application/json": components["schemas"]["ErrorBody"];
             };
         };
-        /** @description The body is too large: `body_too_large` */
+        /** @description The body is too large: `body_too_large`, `payload_too_large` */
         Error413: {
             headers: {
                 [name: string]: unknown;
@@ -1466,6 +1534,15 @@ export interface components {
         };
         /** @description Too many requests; see Retry-After: `rate_limited`, `too_many_connections`, `source_throttled`, `receipts_throttled` */
         Error429: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorBody"];
+            };
+        };
+        /** @description Not offered by this deployment: `no_payload_bucket` */
+        Error501: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1565,6 +1642,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1602,6 +1680,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1634,6 +1713,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1665,6 +1745,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1701,6 +1782,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1733,6 +1815,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1773,6 +1856,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1808,6 +1892,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1843,6 +1928,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1882,6 +1968,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1914,6 +2001,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1946,6 +2034,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -1983,6 +2072,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2029,6 +2119,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2078,6 +2169,46 @@ export interface operations {
                 content?: never;
             };
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
+            503: components["responses"]["Error503"];
+        };
+    };
+    create_upload: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The same key and request within 24 h get the first answer again (`Idempotent-Replayed: true`) without the work being done twice */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UploadView"];
+                };
+            };
+            400: components["responses"]["Error400"];
+            401: components["responses"]["Error401"];
+            403: components["responses"]["Error403"];
+            404: components["responses"]["Error404"];
+            409: components["responses"]["Error409"];
+            413: components["responses"]["Error413"];
+            415: components["responses"]["Error415"];
+            422: components["responses"]["Error422"];
+            429: components["responses"]["Error429"];
+            /** @description The deployment keeps no payload bucket */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             503: components["responses"]["Error503"];
         };
     };
@@ -2110,6 +2241,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2158,6 +2290,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2190,6 +2323,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2225,6 +2359,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2263,6 +2398,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2302,6 +2438,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2341,6 +2478,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2373,6 +2511,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2408,6 +2547,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2445,6 +2585,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2474,6 +2615,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2506,6 +2648,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2540,6 +2683,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2575,6 +2719,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2612,6 +2757,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2644,6 +2790,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2680,6 +2827,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2720,6 +2868,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2767,6 +2916,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2802,6 +2952,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2856,6 +3007,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2888,6 +3040,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2924,6 +3077,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };
@@ -2957,6 +3111,7 @@ export interface operations {
             415: components["responses"]["Error415"];
             422: components["responses"]["Error422"];
             429: components["responses"]["Error429"];
+            501: components["responses"]["Error501"];
             503: components["responses"]["Error503"];
         };
     };

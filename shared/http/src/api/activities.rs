@@ -33,6 +33,10 @@ pub(crate) async fn create_activity(
     Ok((status, Json(ingested(&done))))
 }
 
+/// The largest kept payload a read of one activity carries itself (under the 6 MB a Lambda
+/// function's answer may be); a larger one is read through its `payload_url`.
+const READ_INLINE_BYTES: u64 = 1024 * 1024;
+
 /// The request's W3C trace headers, for an activity that carries no `traceparent` of its own
 /// (a batch's items may each carry theirs).
 fn with_trace_headers(item: &mut NewActivity, headers: &axum::http::HeaderMap) {
@@ -162,7 +166,10 @@ pub(crate) async fn get_activity(
     let ids: Vec<DeliveryId> = a.delivery_ids().collect();
     let mut deliveries = state.pipeline.reads().deliveries(&ids).await?;
     deliveries.sort_by(|x, y| x.channel_id.cmp(&y.channel_id));
-    Ok(Json(views::activity(&a, Some(&deliveries))))
+    let view = views::activity(&a, Some(&deliveries));
+    Ok(Json(
+        with_kept_payload(&state, &a, view, READ_INLINE_BYTES).await,
+    ))
 }
 
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -224,8 +231,14 @@ pub(crate) async fn list_activities(
         }
         .encode(&scope)
     });
+    let data = futures::future::join_all(
+        items
+            .iter()
+            .map(|a| with_kept_payload(&state, a, views::activity(a, None), 0)),
+    )
+    .await;
     Ok(Json(views::Page {
-        data: items.iter().map(|a| views::activity(a, None)).collect(),
+        data,
         next_cursor: next,
     }))
 }

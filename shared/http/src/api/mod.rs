@@ -29,6 +29,7 @@ mod channels;
 mod deliveries;
 mod event_types;
 mod flow;
+mod payloads;
 mod replays;
 mod stream;
 mod usage;
@@ -41,6 +42,7 @@ pub(crate) use channels::*;
 pub(crate) use deliveries::*;
 pub(crate) use event_types::*;
 pub(crate) use flow::*;
+pub(crate) use payloads::*;
 pub(crate) use replays::*;
 pub(crate) use stream::*;
 pub(crate) use usage::*;
@@ -66,8 +68,13 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/channels/{id}/secret/rotate", post(rotate_secret))
         .route(
             "/api/v1/activities",
-            post(create_activity).get(list_activities),
+            post(create_activity)
+                .get(list_activities)
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    crate::error::BATCH_MAX_BODY,
+                )),
         )
+        .route("/api/v1/payloads", post(create_upload))
         .route(
             "/api/v1/activities/batch",
             post(create_activities).layer(axum::extract::DefaultBodyLimit::max(

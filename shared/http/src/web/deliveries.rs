@@ -19,6 +19,9 @@ use std::collections::HashMap;
 
 const PAGE_ROWS: usize = 50;
 
+/// The largest payload the delivery page shows (a larger one is only described).
+const PREVIEW_MAX_BYTES: u64 = 256 * 1024;
+
 /// What the last "Retry all failed" did, carried back in the URL it redirects to.
 #[derive(Debug, Default, serde::Deserialize)]
 pub(super) struct RetriedNotice {
@@ -221,7 +224,22 @@ pub(super) async fn delivery_page(
         .activity(&d.tenant_id, &d.activity_id)
         .await
     {
-        Ok(Some(a)) => serde_json::to_string_pretty(&redact(&a.payload)).unwrap_or_default(),
+        Ok(Some(mut a)) => match a.payload_ref.clone() {
+            // A payload the bucket keeps is shown up to a preview's size.
+            Some(r) if r.bytes > PREVIEW_MAX_BYTES => {
+                format!(
+                    "(a payload of {} bytes, kept in the payload bucket)",
+                    r.bytes
+                )
+            }
+            _ => match state.pipeline.payloads().read(&mut a).await {
+                Ok(_) => serde_json::to_string_pretty(&redact(&a.payload)).unwrap_or_default(),
+                Err(e) => {
+                    tracing::error!(error = %e, "payload preview: the payload bucket");
+                    "(the payload could not be read just now)".to_owned()
+                }
+            },
+        },
         Ok(None) => "(the activity is no longer stored)".to_owned(),
         Err(e) => {
             tracing::error!(error = %e, "payload preview: storage unavailable");

@@ -62,6 +62,7 @@ pub struct Attempts<'p> {
     pub(crate) lanes: crate::lanes::Lanes<'p>,
     /// Where each attempt's span goes (nowhere unless the deployment exports them).
     pub(crate) spans: &'p dyn converger_ports::Spans,
+    pub(crate) payloads: &'p crate::payloads::Payloads,
 }
 
 impl<'p> Attempts<'p> {
@@ -80,6 +81,7 @@ impl<'p> Attempts<'p> {
             cache: &p.cache,
             health: crate::health::Health::of(p),
             handoff: crate::handoff::Handoff::of(p),
+            payloads: &p.payloads,
         }
     }
 }
@@ -344,8 +346,9 @@ impl Attempts<'_> {
             }
             match self.flow.admit_attempt(&d, &token, &msg, &channel).await? {
                 Admit::Go { probe, slot } => {
-                    let activity = self.activity(&d, msg.activity.take()).await?;
-                    Ok::<_, AttemptError>(Step::Go((channel, activity, probe, slot)))
+                    let mut activity = self.activity(&d, msg.activity.take()).await?;
+                    let read = parts::read_payload(self.payloads, &mut activity).await?;
+                    Ok::<_, AttemptError>(Step::Go((channel, (activity, read), probe, slot)))
                 }
                 Admit::Done(report) => Ok(Step::Done(report)),
             }
@@ -365,7 +368,7 @@ impl Attempts<'_> {
             Ok(Step::Go((channel, activity, probe, until, slot)))
         };
         match gated.await {
-            Ok(Step::Go((channel, activity, probe, lease_until, slot))) => {
+            Ok(Step::Go((channel, (activity, payload_read), probe, lease_until, slot))) => {
                 // The slot the gate took for it (a retry's, a replay's) is given back after
                 // the attempt from the item it is in.
                 if let Some(item) = slot {
@@ -379,6 +382,7 @@ impl Attempts<'_> {
                     token,
                     channel,
                     activity,
+                    _payload_read: payload_read,
                     probe,
                     carried_in,
                     started: Instant::now(),
@@ -597,6 +601,7 @@ impl Attempts<'_> {
         if !channel.active {
             return Err("channel is inactive".into());
         }
+        parts::payload_at_hand(activity)?;
         let adapter = self
             .adapters
             .get(channel.kind)

@@ -59,6 +59,9 @@ pub(crate) struct Prepared {
     pub(super) lease_until: AtomicI64,
     pub(crate) channel: Arc<Channel>,
     pub(super) activity: Activity,
+    /// Its payload's share of the process's budget, when it was read from the payload
+    /// bucket: held until the attempt ends.
+    pub(super) _payload_read: Option<tokio::sync::OwnedSemaphorePermit>,
     /// The half-open probe of its channel.
     pub(crate) probe: bool,
     /// The activity rode in the queue message (so it rides in the next one too).
@@ -224,5 +227,33 @@ pub(super) fn span_end<T, E>(
             status: None,
             error: Some("the adapter did not return in time"),
         },
+    }
+}
+
+/// Reads `activity`'s payload from the payload bucket when its row did not hold it. An
+/// object that is gone leaves it unread, which [`payload_at_hand`] dead-letters; a bucket
+/// that does not answer is a storage failure (the message comes back).
+pub(super) async fn read_payload(
+    payloads: &crate::payloads::Payloads,
+    activity: &mut Activity,
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, crate::outcome::AttemptError> {
+    match payloads.read(activity).await {
+        Ok(permit) => Ok(permit),
+        Err(crate::payloads::ReadError::Gone(key)) => {
+            tracing::warn!(%key, "the payload is gone from the payload bucket");
+            Ok(None)
+        }
+        Err(crate::payloads::ReadError::Store(e)) => Err(e.into()),
+    }
+}
+
+/// Refuses the call of an activity whose payload could not be read (it is gone).
+pub(super) fn payload_at_hand(activity: &Activity) -> Result<(), CallError> {
+    match &activity.payload_ref {
+        Some(r) if activity.payload_unread() => Err(CallError::Cannot(format!(
+            "payload {} is gone from the payload bucket",
+            r.key
+        ))),
+        _ => Ok(()),
     }
 }

@@ -154,7 +154,10 @@ impl FlowControl {
             .await
             .ok()
             .flatten();
-        let msg = DeliveryMessage::new(d.id.clone(), d.tier, activity.as_ref()).of(&d);
+        let carried = activity
+            .as_ref()
+            .and_then(converger_ports::Activity::if_inline);
+        let msg = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(&d);
         Ok(Some((msg, d)))
     }
 

@@ -13,6 +13,7 @@ mod health;
 mod intake;
 mod lanes;
 mod middleware;
+mod payloads;
 mod shards;
 mod stream;
 mod usage;

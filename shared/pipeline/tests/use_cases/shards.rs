@@ -24,6 +24,7 @@ pub(crate) fn created(
                 conversation_id: "c".into(),
                 seq: i as u64,
                 event_type: None,
+                payload_ref: None,
                 payload: json!({}),
                 channel_ids: vec![c.id.clone()],
                 created_at: now.rfc3339(),

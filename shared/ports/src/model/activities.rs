@@ -12,7 +12,13 @@ pub struct Activity {
     /// subscribed channels when it names no channel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_type: Option<String>,
+    /// The payload; `null` in a row whose payload is kept in the payload bucket
+    /// ([`Activity::payload_ref`]) until it is read from there.
     pub payload: Value,
+    /// Where the payload is kept when its row does not hold it (over
+    /// `core::payload::KEPT_IN_ROW_BYTES`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_ref: Option<crate::PayloadRef>,
     pub channel_ids: Vec<ChannelId>,
     pub created_at: String,
     /// The producer's W3C trace (`core::trace`), when it sent one; see [`Activity::trace`].
@@ -82,6 +88,31 @@ impl Activity {
         }
     }
 
+    /// Whether its payload is kept in the payload bucket and not read yet.
+    pub fn payload_unread(&self) -> bool {
+        self.payload_ref.is_some() && self.payload.is_null()
+    }
+
+    /// The activity as its row keeps it: without the payload when the payload bucket has it.
+    pub fn row(&self) -> std::borrow::Cow<'_, Activity> {
+        if self.payload_ref.is_none() || self.payload.is_null() {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        std::borrow::Cow::Owned(Activity {
+            id: self.id.clone(),
+            tenant_id: self.tenant_id.clone(),
+            conversation_id: self.conversation_id.clone(),
+            seq: self.seq,
+            event_type: self.event_type.clone(),
+            payload: Value::Null,
+            payload_ref: self.payload_ref.clone(),
+            channel_ids: self.channel_ids.clone(),
+            created_at: self.created_at.clone(),
+            trace: self.trace.clone(),
+            expires_at: self.expires_at,
+        })
+    }
+
     /// Its delivery to `channel` (whether or not it targets it): one id per activity and
     /// channel, so the same activity never makes two deliveries to one channel.
     pub fn delivery_id(&self, channel: &ChannelId) -> DeliveryId {
@@ -96,6 +127,13 @@ impl Activity {
     /// The activity if it is small enough to ride in a queue message. Serializes it once: call
     /// it once per activity, not once per delivery.
     pub fn if_inline(&self) -> Option<&Activity> {
+        if self
+            .payload_ref
+            .as_ref()
+            .is_some_and(|r| r.bytes > INLINE_ACTIVITY_MAX_BYTES as u64)
+        {
+            return None;
+        }
         serde_json::to_vec(self)
             .is_ok_and(|v| v.len() <= INLINE_ACTIVITY_MAX_BYTES)
             .then_some(self)

@@ -193,7 +193,7 @@ pub fn activity_insert(a: &Activity) -> Vec<Charge> {
             "activities",
             "act#<tenant>#<activity>",
             activity_key(&a.tenant_id, &a.id),
-            item_size(a),
+            item_size(&*a.row()),
         ),
         Charge {
             at: Partition {
@@ -254,6 +254,7 @@ mod tests {
             tenant_id: tenant,
             conversation_id: "conv".into(),
             seq: 1,
+            payload_ref: None,
             payload: serde_json::json!({"text": "hi"}),
             channel_ids: vec![channel.id.clone()],
             created_at: "2026-01-01T00:00:00Z".into(),

@@ -573,6 +573,7 @@ mod tests {
             tenant_id: tenant,
             conversation_id: "c".into(),
             seq: 1,
+            payload_ref: None,
             payload: Value::Null,
             channel_ids: vec![channel.id.clone()],
             created_at: at.rfc3339(),

@@ -188,7 +188,8 @@ fn lease_and_places() -> impl Iterator<Item = &'static str> {
 }
 
 fn activity_item(a: &Activity) -> StoreResult<Item> {
-    let mut item = to_item(a)?;
+    // A payload the payload bucket keeps is not written again here.
+    let mut item = to_item(&*a.row())?;
     item.insert("activity_id".into(), s(a.id.as_str()));
     item.insert(
         "conv_key".into(),

@@ -169,6 +169,7 @@ fn activity(f: &Fixture) -> Activity {
         tenant_id: f.tenant.id.clone(),
         conversation_id: "c".into(),
         seq: 1,
+        payload_ref: None,
         payload: json!({"a": [1, 2.5, "x", null, {"b": true}]}),
         channel_ids: vec![f.channel.id.clone()],
         created_at: time::now_rfc3339(),

@@ -94,6 +94,8 @@ from .stream_token_view import StreamTokenView
 from .tenant_view import TenantView
 from .unknown_detail import UnknownDetail
 from .unknown_messages import UnknownMessages
+from .upload_view import UploadView
+from .upload_view_headers import UploadViewHeaders
 from .usage_day_view import UsageDayView
 from .usage_view import UsageView
 from .usage_view_estimated_cost_by_service_usd import UsageViewEstimatedCostByServiceUsd
@@ -195,6 +197,8 @@ __all__ = (
     "TenantView",
     "UnknownDetail",
     "UnknownMessages",
+    "UploadView",
+    "UploadViewHeaders",
     "UsageDayView",
     "UsageView",
     "UsageViewEstimatedCostByServiceUsd",

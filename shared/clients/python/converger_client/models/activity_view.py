@@ -31,11 +31,14 @@ class ActivityView:
             conversation_id (str):
             seq (int):
             channel_ids (list[str]):
-            payload (Any): The payload as sent (any JSON value).
+            payload (Any): The payload as sent (any JSON value); `null` in a list when the payload bucket keeps
+                it, and in a read of one activity when it is over 1 MiB: `payload_url` reads it.
             created_at (str):
             trace_id (str): Its W3C trace id: the producer's `traceparent`'s, or one derived from the activity's
                 id. Every delivery's request carries it in its own `traceparent`.
             event_type (None | str | Unset):
+            payload_bytes (int | None | Unset): The payload's size, when the payload bucket keeps it (over 16 KiB).
+            payload_url (None | str | Unset): A URL that reads the payload for 15 minutes, when the payload bucket keeps it.
             deliveries (list[DeliveryRef] | None | Unset): Its deliveries (in a read of one activity, not in a list).
      """
 
@@ -47,6 +50,8 @@ class ActivityView:
     created_at: str
     trace_id: str
     event_type: None | str | Unset = UNSET
+    payload_bytes: int | None | Unset = UNSET
+    payload_url: None | str | Unset = UNSET
     deliveries: list[DeliveryRef] | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
@@ -78,6 +83,18 @@ class ActivityView:
         else:
             event_type = self.event_type
 
+        payload_bytes: int | None | Unset
+        if isinstance(self.payload_bytes, Unset):
+            payload_bytes = UNSET
+        else:
+            payload_bytes = self.payload_bytes
+
+        payload_url: None | str | Unset
+        if isinstance(self.payload_url, Unset):
+            payload_url = UNSET
+        else:
+            payload_url = self.payload_url
+
         deliveries: list[dict[str, Any]] | None | Unset
         if isinstance(self.deliveries, Unset):
             deliveries = UNSET
@@ -105,6 +122,10 @@ class ActivityView:
         })
         if event_type is not UNSET:
             field_dict["event_type"] = event_type
+        if payload_bytes is not UNSET:
+            field_dict["payload_bytes"] = payload_bytes
+        if payload_url is not UNSET:
+            field_dict["payload_url"] = payload_url
         if deliveries is not UNSET:
             field_dict["deliveries"] = deliveries
 
@@ -141,6 +162,26 @@ class ActivityView:
         event_type = _parse_event_type(d.pop("event_type", UNSET))
 
 
+        def _parse_payload_bytes(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        payload_bytes = _parse_payload_bytes(d.pop("payload_bytes", UNSET))
+
+
+        def _parse_payload_url(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        payload_url = _parse_payload_url(d.pop("payload_url", UNSET))
+
+
         def _parse_deliveries(data: object) -> list[DeliveryRef] | None | Unset:
             if data is None:
                 return data
@@ -175,6 +216,8 @@ class ActivityView:
             created_at=created_at,
             trace_id=trace_id,
             event_type=event_type,
+            payload_bytes=payload_bytes,
+            payload_url=payload_url,
             deliveries=deliveries,
         )
 

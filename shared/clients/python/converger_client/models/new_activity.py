@@ -27,11 +27,16 @@ class NewActivity:
 
         Attributes:
             conversation_id (str): 1 to 256 characters.
-            payload (Any): Any JSON value of at most 256 KiB.
             id (None | str | Unset): The producer's id: sending it again creates nothing new.
             seq (int | None | Unset): Its position in the conversation; the next one when absent.
             channel_ids (list[str] | None | Unset): 1 to 50 channels; may be left out with an `event_type`.
             event_type (None | str | Unset): 1 to 100 letters, digits, `.`, `_`, `-` or `:`.
+            payload (Any | Unset): Any JSON value: up to 10 MiB serialized where the deployment has a payload bucket
+                (256 KiB without one), and up to what a request carries (5 MiB) inline. Required
+                unless `payload_upload` is given.
+            payload_upload (None | str | Unset): An upload from `POST /api/v1/payloads` that is the payload (a JSON document
+                of up to
+                10 MiB), instead of `payload`.
             traceparent (None | str | Unset): A W3C `traceparent` (a batch item's own; a single activity's may come as the
                 request's `traceparent` header instead): every delivery's request is a span of this
                 trace. One that does not parse is ignored and a new trace starts.
@@ -40,11 +45,12 @@ class NewActivity:
      """
 
     conversation_id: str
-    payload: Any
     id: None | str | Unset = UNSET
     seq: int | None | Unset = UNSET
     channel_ids: list[str] | None | Unset = UNSET
     event_type: None | str | Unset = UNSET
+    payload: Any | Unset = UNSET
+    payload_upload: None | str | Unset = UNSET
     traceparent: None | str | Unset = UNSET
     tracestate: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
@@ -55,8 +61,6 @@ class NewActivity:
 
     def to_dict(self) -> dict[str, Any]:
         conversation_id = self.conversation_id
-
-        payload = self.payload
 
         id: None | str | Unset
         if isinstance(self.id, Unset):
@@ -86,6 +90,14 @@ class NewActivity:
         else:
             event_type = self.event_type
 
+        payload = self.payload
+
+        payload_upload: None | str | Unset
+        if isinstance(self.payload_upload, Unset):
+            payload_upload = UNSET
+        else:
+            payload_upload = self.payload_upload
+
         traceparent: None | str | Unset
         if isinstance(self.traceparent, Unset):
             traceparent = UNSET
@@ -103,7 +115,6 @@ class NewActivity:
         field_dict.update(self.additional_properties)
         field_dict.update({
             "conversation_id": conversation_id,
-            "payload": payload,
         })
         if id is not UNSET:
             field_dict["id"] = id
@@ -113,6 +124,10 @@ class NewActivity:
             field_dict["channel_ids"] = channel_ids
         if event_type is not UNSET:
             field_dict["event_type"] = event_type
+        if payload is not UNSET:
+            field_dict["payload"] = payload
+        if payload_upload is not UNSET:
+            field_dict["payload_upload"] = payload_upload
         if traceparent is not UNSET:
             field_dict["traceparent"] = traceparent
         if tracestate is not UNSET:
@@ -126,8 +141,6 @@ class NewActivity:
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
         d = dict(src_dict)
         conversation_id = d.pop("conversation_id")
-
-        payload = d.pop("payload")
 
         def _parse_id(data: object) -> None | str | Unset:
             if data is None:
@@ -177,6 +190,18 @@ class NewActivity:
         event_type = _parse_event_type(d.pop("event_type", UNSET))
 
 
+        payload = d.pop("payload", UNSET)
+
+        def _parse_payload_upload(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        payload_upload = _parse_payload_upload(d.pop("payload_upload", UNSET))
+
+
         def _parse_traceparent(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -199,11 +224,12 @@ class NewActivity:
 
         new_activity = cls(
             conversation_id=conversation_id,
-            payload=payload,
             id=id,
             seq=seq,
             channel_ids=channel_ids,
             event_type=event_type,
+            payload=payload,
+            payload_upload=payload_upload,
             traceparent=traceparent,
             tracestate=tracestate,
         )

@@ -111,6 +111,13 @@ def _parse_response(*, client: AuthenticatedClient | Client, response: httpx.Res
 
         return response_429
 
+    if response.status_code == 501:
+        response_501 = ErrorBody.from_dict(response.json())
+
+
+
+        return response_501
+
     if response.status_code == 503:
         response_503 = ErrorBody.from_dict(response.json())
 
