@@ -229,6 +229,8 @@ class SkippedResources:
             bus = self.resolver.resolve(props.get("EventBusName", "default"))
             name = pid.split("|")[-1]
             return self.client("events").describe_rule(Name=name, EventBusName=bus)["Arn"]
+        if kind == "AWS::S3::Bucket" and attr == "Arn":
+            return f"arn:aws:s3:::{pid}"
         if kind == "AWS::SNS::Topic" and attr in ("TopicArn", "Arn"):
             return pid
         if kind == "AWS::ApiGatewayV2::Api" and attr == "ApiEndpoint":
@@ -402,6 +404,11 @@ class SkippedResources:
         for url in props["Queues"]:
             self._call(logical, "sqs", "SetQueueAttributes",
                        {"QueueUrl": url, "Attributes": {"Policy": json.dumps(props["PolicyDocument"])}})
+        return f"{self.stack}-{logical}"
+
+    def _s3_bucketpolicy(self, logical, props):
+        self._call(logical, "s3", "PutBucketPolicy",
+                   {"Bucket": props["Bucket"], "Policy": json.dumps(props["PolicyDocument"])})
         return f"{self.stack}-{logical}"
 
     def _lambda_eventinvokeconfig(self, logical, props):

@@ -59,6 +59,8 @@ pub struct Memory {
     pub mailer: Arc<converger_memory::MemMailer>,
     /// Tenants' AWS accounts, in process.
     pub tenant_aws: Arc<converger_memory::MemTenantAws>,
+    /// The payload bucket, in process (its upload URLs are only for `MemPayloads::upload`).
+    pub payloads: Arc<converger_memory::MemPayloads>,
     /// The channel key every pipeline of these parts shares (a random one: what the
     /// deployment keeps in Secrets Manager).
     pub channel_key: converger_core::mtls::ChannelKey,
@@ -82,7 +84,8 @@ impl Memory {
             config.clone(),
         )
         .with_mailer(self.mailer.clone())
-        .with_tenant_aws(self.tenant_aws.clone()))
+        .with_tenant_aws(self.tenant_aws.clone())
+        .with_payloads(self.payloads.clone()))
     }
 }
 
@@ -213,6 +216,7 @@ pub fn memory_pipeline_with(
         events: Arc::new(MemEvents::default()),
         mailer: Arc::new(converger_memory::MemMailer::new()),
         tenant_aws: Arc::new(converger_memory::MemTenantAws::new()),
+        payloads: Arc::new(converger_memory::MemPayloads::new()),
         channel_key: converger_core::mtls::ChannelKey::derive(&converger_core::secret::new_token())
             .map_err(|e| e.to_string())?,
     };

@@ -49,6 +49,9 @@ impl Reply {
 }
 
 /// A request as the receiver saw it.
+
+/// The largest request body a receiver reads (a 10 MiB payload in its envelope).
+const RECEIVER_MAX_BODY: usize = 16 * 1024 * 1024;
 #[derive(Debug, Clone)]
 pub struct Received {
     pub at: Instant,
@@ -176,7 +179,11 @@ impl Receiver {
             .await
             .map_err(|e| e.to_string())?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let app = Router::new().fallback(handle).with_state(inner.clone());
+        // Receivers take what the platform sends: payloads up to 10 MiB, wrapped.
+        let app = Router::new()
+            .fallback(handle)
+            .layer(axum::extract::DefaultBodyLimit::max(RECEIVER_MAX_BODY))
+            .with_state(inner.clone());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -230,6 +237,7 @@ impl Receiver {
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let app = Router::new()
             .fallback(handle)
+            .layer(axum::extract::DefaultBodyLimit::max(RECEIVER_MAX_BODY))
             .with_state(plain.inner.clone());
         let task = tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {

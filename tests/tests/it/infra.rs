@@ -627,6 +627,7 @@ async fn every_resource_the_emulator_skips_is_made_through_its_service() {
         "AWS::SES::ConfigurationSet",
         "AWS::Lambda::EventInvokeConfig",
         "AWS::SQS::QueuePolicy",
+        "AWS::S3::BucketPolicy",
         "AWS::SecretsManager::Secret",
     ] {
         assert!(

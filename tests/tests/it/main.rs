@@ -35,6 +35,7 @@ mod metrics;
 mod middleware;
 mod mtls;
 mod oauth2;
+mod payloads;
 mod queue;
 mod rabbitmq;
 mod replay;

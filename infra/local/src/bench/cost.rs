@@ -11,7 +11,10 @@
 //! - `aws_sqs_first_try`: the same on an `aws_sqs` channel into a queue of a second account
 //!   (the emulator's, or the in-process model of it), sent as a role there;
 //! - `three_attempts`: the receiver answers 503 twice, then 200;
-//! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts.
+//! - `dead_letter`: the receiver always answers 503; the policy allows 3 attempts;
+//! - `first_try_1mib`: `first_try` with a 1 MiB payload, kept in the payload bucket (S3
+//!   requests, its storage for the default retention, and the bytes sent to the receiver
+//!   priced too: data out to the internet is this case's largest line).
 //!
 //! Everything is counted on the emulator; the functions' durations are timed again in a second
 //! run of the same cases on the in-process backend with its latency model (each request waits
@@ -46,6 +49,16 @@ pub const PRICE_LAMBDA_GB_SECOND: f64 = 0.000_016_666_7;
 pub const PRICE_API_REQUEST: f64 = 1.00;
 /// CloudWatch Logs standard ingestion, per GB.
 pub const PRICE_LOGS_GB: f64 = 0.50;
+/// S3 Standard: PUT (and COPY, POST, LIST) requests, GET requests, and a GB-month stored.
+pub const PRICE_S3_PUT: f64 = 5.00;
+pub const PRICE_S3_GET: f64 = 0.40;
+pub const PRICE_S3_GB_MONTH: f64 = 0.023;
+/// Data transfer out to the internet (a receiver's request), per GB, first 10 TB a month.
+pub const PRICE_EGRESS_GB: f64 = 0.09;
+/// The size of `first_try_1mib`'s payload, serialized.
+const LARGE_PAYLOAD_BYTES: usize = 1024 * 1024;
+/// How long the template's default retention (`RetentionDays`, 30) keeps a payload, in months.
+const RETENTION_MONTHS: f64 = 1.0;
 /// CloudWatch Logs' metadata per log event, counted in the ingested bytes.
 const LOG_EVENT_OVERHEAD: u64 = 26;
 /// Lambda's own lines per invocation in the JSON log format (`platform.start` and
@@ -215,6 +228,10 @@ async fn measure_and_price(o: Options) -> Result<Value, String> {
             "lambda_gb_second": PRICE_LAMBDA_GB_SECOND * 1e6,
             "api_request": PRICE_API_REQUEST,
             "logs_gb": PRICE_LOGS_GB * 1e6,
+            "s3_put": PRICE_S3_PUT,
+            "s3_get": PRICE_S3_GET,
+            "s3_gb_month": PRICE_S3_GB_MONTH * 1e6,
+            "data_out_gb": PRICE_EGRESS_GB * 1e6,
         },
     })))
 }
@@ -227,6 +244,8 @@ struct Meters {
 
 /// What one case counted.
 struct Measured {
+    /// The request bytes its receiver took (data out to the internet).
+    egress_bytes: u64,
     units: Tallies,
     requests: Counts,
     calls: BTreeMap<&'static str, Tally>,
@@ -259,6 +278,7 @@ impl Meters {
 
     fn take(&self) -> Measured {
         Measured {
+            egress_bytes: 0,
             units: self.capacity.as_ref().map(Meter::take).unwrap_or_default(),
             requests: self
                 .requests
@@ -293,23 +313,30 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
     let ok = Receiver::always(200).await?;
     let flaky = Receiver::start(script, Reply::status(200)).await?;
     let dead = Receiver::always(503).await?;
+    let large = Receiver::always(200).await?;
     let list = [
         (
             "first_try",
             webhook_with(p, &t, &ok.url, json!({}), json!({})).await?,
             (DeliveryStatus::Sent, 1),
             o.warm,
+            Some(&ok),
+            0,
         ),
         (
             "aws_sqs_first_try",
             super::requests::aws_channel(stack, &t, converger_core::aws::Service::Sqs).await?,
             (DeliveryStatus::Sent, 1),
             o.warm,
+            None,
+            0,
         ),
         (
             "three_attempts",
             webhook_with(p, &t, &flaky.url, retry.clone(), no_breaker.clone()).await?,
             (DeliveryStatus::Sent, 3),
+            0,
+            Some(&flaky),
             0,
         ),
         (
@@ -317,15 +344,32 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
             webhook_with(p, &t, &dead.url, retry, no_breaker).await?,
             (DeliveryStatus::Failed, 3),
             0,
+            Some(&dead),
+            0,
+        ),
+        (
+            "first_try_1mib",
+            webhook_with(p, &t, &large.url, json!({}), json!({})).await?,
+            (DeliveryStatus::Sent, 1),
+            2,
+            Some(&large),
+            LARGE_PAYLOAD_BYTES,
         ),
     ];
+    let sent_bytes = |rx: Option<&Receiver>| {
+        rx.map_or(0, |r| r.requests().iter().map(|q| q.body.len() as u64).sum())
+    };
     let mut out = Vec::new();
-    for (name, channel, done, warm) in &list {
+    for (name, channel, done, warm, rx, size) in &list {
         let one = |n: usize, done: (DeliveryStatus, u32)| {
             let (http, url, key) = (&http, &url, &key);
             let id = channel.id.clone();
             async move {
-                let d = super::post_activity(http, url, key, &id, n).await?;
+                let d = if *size > 0 {
+                    super::post_body(http, url, key, large_body(&id, n, *size)).await?
+                } else {
+                    super::post_activity(http, url, key, &id, n).await?
+                };
                 super::settle(store, &[d], done, Duration::from_secs(120)).await
             }
         };
@@ -343,6 +387,7 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
         // is not counted.
         super::quiet(stack).await;
         m.reset();
+        let before = sent_bytes(*rx);
         for n in *warm..warm + o.deliveries {
             one(n, *done).await?;
         }
@@ -350,9 +395,22 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
         // the table's stream (its events and counts written), then what goes with it.
         m.events_of("delivery.status_changed", o.deliveries).await;
         super::quiet(stack).await;
-        out.push((*name, m.take()));
+        let mut counted = m.take();
+        counted.egress_bytes = sent_bytes(*rx).saturating_sub(before);
+        out.push((*name, counted));
     }
     Ok(out)
+}
+
+/// An activity body for channel `ch` whose payload is `size` bytes serialized.
+fn large_body(ch: &converger_core::ChannelId, n: usize, size: usize) -> String {
+    let pad = size.saturating_sub(30 + n.to_string().len());
+    json!({
+        "conversation_id": format!("conv-{}", n % 100),
+        "channel_ids": [ch],
+        "payload": {"n": n, "blob": "z".repeat(pad)},
+    })
+    .to_string()
 }
 
 /// Whether Lambda writes its start and report lines for `function` (a system log level
@@ -391,7 +449,7 @@ fn memory_sizes(stack: &Stack) -> Result<BTreeMap<&'static str, u32>, String> {
 /// A case's usage as the usage counters count it (one delivery; its attempts; a dead letter).
 fn model_usage(case: &str) -> Option<converger_core::usage::Usage> {
     let (attempts, dead) = match case {
-        "first_try" | "aws_sqs_first_try" => (1, 0),
+        "first_try" | "aws_sqs_first_try" | "first_try_1mib" => (1, 0),
         "three_attempts" => (3, 0),
         "dead_letter" => (3, 1),
         _ => return None,
@@ -433,6 +491,18 @@ fn priced(
             / n
     };
     let sqs = count("sqs");
+    // The payload bucket: its objects written, read, and kept for the default retention.
+    let s3_of = |op: &str| -> f64 {
+        c.requests
+            .iter()
+            .filter(|((s, o), _)| of(s, "s3") && o == op)
+            .map(|(_, t)| t.requests as f64)
+            .sum::<f64>()
+            / n
+    };
+    let (s3_puts, s3_gets) = (s3_of("PutObject"), s3_of("GetObject"));
+    let s3_gb_kept = s3_puts * LARGE_PAYLOAD_BYTES as f64 / 1e9;
+    let egress_gb = c.egress_bytes as f64 / n / 1e9;
     // Billed events (a batched `PutEvents` carries up to ten), not requests.
     let events = c
         .requests
@@ -495,6 +565,12 @@ fn priced(
         ("lambda_requests", invocations * PRICE_LAMBDA_REQUEST),
         ("lambda_duration", gb_s * PRICE_LAMBDA_GB_SECOND * 1e6),
         ("logs", log_bytes / 1e9 * PRICE_LOGS_GB * 1e6),
+        ("s3_requests", s3_puts * PRICE_S3_PUT + s3_gets * PRICE_S3_GET),
+        (
+            "s3_storage_for_the_retention",
+            s3_gb_kept * RETENTION_MONTHS * PRICE_S3_GB_MONTH * 1e6,
+        ),
+        ("data_out_to_receivers", egress_gb * PRICE_EGRESS_GB * 1e6),
     ]);
     let total: f64 = usd.values().sum();
     let usd: Map<String, Value> = usd
@@ -513,6 +589,9 @@ fn priced(
             "lambda_gb_seconds": round(gb_s, 6),
             "log_bytes": round(log_bytes, 0),
             "log_lines_by_functions": round(app_events as f64 / n, 2),
+            "s3_puts": round(s3_puts, 2),
+            "s3_gets": round(s3_gets, 2),
+            "bytes_to_receivers": round(egress_gb * 1e9, 0),
         },
         "lambda": lambda,
         "usd_per_million": usd,

@@ -327,7 +327,8 @@ async fn build_memory(
             memory.events.clone(),
             adapters,
             opts.config.clone(),
-        );
+        )
+        .with_payloads(memory.payloads.clone());
         let p = if pushes(id) {
             p.with_sockets(sockets.clone())
                 .with_mailer(memory.mailer.clone())
