@@ -49,6 +49,8 @@ GENERATED_LIMITS = {
     "AWS::IAM::Role": 64,
     "AWS::Events::Rule": 64,
     "AWS::Lambda::Function": 64,
+    # CloudFormation shortens a bucket's generated name to S3's 63 characters, lowercased.
+    "AWS::S3::Bucket": 63,
 }
 ENV_LIMIT = 4096
 INLINE_POLICY_LIMIT = 10240
@@ -152,6 +154,8 @@ class Rendered:
             return name
         if attr == "StreamArn":
             return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}/stream/2026-01-01T00:00:00.000"
+        if attr == "Arn" and kind == "AWS::S3::Bucket":
+            return f"arn:aws:s3:::{name.lower()}"
         if attr == "Arn" and kind == "AWS::IAM::Role":
             return f"arn:aws:iam::{ACCOUNT}:role/{name}"
         if attr == "Arn" and kind in service:

@@ -74,17 +74,34 @@ async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_not
     let d = settled(&api, &sent.deliveries[0].id).await;
     assert_eq!(d.status, "sent", "{d:?}");
     let got = rx.wait_for(1, Duration::from_secs(30)).await;
-    assert_eq!(got[0].body.as_ref(), one_mib_bytes.as_slice(), "byte for byte");
+    assert_eq!(
+        got[0].body.as_ref(),
+        one_mib_bytes.as_slice(),
+        "byte for byte"
+    );
     assert_eq!(kept_objects(&t).await, 1);
     // Read back: whole (up to 1 MiB), with its size and a URL that reads it.
     let read = t
-        .api("GET", &format!("/api/v1/activities/{}", sent.activity_id), &a.key, None)
+        .api(
+            "GET",
+            &format!("/api/v1/activities/{}", sent.activity_id),
+            &a.key,
+            None,
+        )
         .await;
     assert_eq!(read.status, 200);
     assert_eq!(read.body["payload"], one_mib);
     assert_eq!(read.body["payload_bytes"], 1024 * 1024);
     let url = read.body["payload_url"].as_str().unwrap().to_owned();
-    let fetched = t.http.get(&url).send().await.unwrap().bytes().await.unwrap();
+    let fetched = t
+        .http
+        .get(&url)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
     assert_eq!(fetched.as_ref(), one_mib_bytes.as_slice());
 
     // 6 MiB through an upload: more than any request carries.
@@ -100,15 +117,27 @@ async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_not
     assert_eq!(d.status, "sent", "{d:?}");
     let got = rx.wait_for(2, Duration::from_secs(30)).await;
     assert_eq!(got[1].body.len(), six_bytes.len());
-    assert!(got[1].body.as_ref() == six_bytes.as_slice(), "byte for byte");
+    assert!(
+        got[1].body.as_ref() == six_bytes.as_slice(),
+        "byte for byte"
+    );
     assert_eq!(kept_objects(&t).await, 2);
     // The conversation's page names the kept payloads without carrying them.
     let page = t
-        .api("GET", "/api/v1/activities?conversation_id=conv-large", &a.key, None)
+        .api(
+            "GET",
+            "/api/v1/activities?conversation_id=conv-large",
+            &a.key,
+            None,
+        )
         .await;
     let items = page.body["data"].as_array().unwrap();
     assert_eq!(items.len(), 2);
-    assert!(items.iter().all(|i| i["payload"].is_null() && i["payload_url"].is_string()));
+    assert!(
+        items
+            .iter()
+            .all(|i| i["payload"].is_null() && i["payload_url"].is_string())
+    );
 
     // Over 10 MiB: refused, nothing written, nothing kept.
     let (over, over_bytes) = payload_of(10 * 1024 * 1024 + 1);
@@ -119,7 +148,12 @@ async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_not
         .await;
     assert_eq!(code(refused), (413, "payload_too_large".to_owned()));
     let page = t
-        .api("GET", "/api/v1/activities?conversation_id=conv-large", &a.key, None)
+        .api(
+            "GET",
+            "/api/v1/activities?conversation_id=conv-large",
+            &a.key,
+            None,
+        )
         .await;
     assert_eq!(page.body["data"].as_array().unwrap().len(), 2);
     assert_eq!(kept_objects(&t).await, 2);

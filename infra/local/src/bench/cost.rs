@@ -357,7 +357,9 @@ async fn measure<S: converger_ports::DeliveryStore + ?Sized>(
         ),
     ];
     let sent_bytes = |rx: Option<&Receiver>| {
-        rx.map_or(0, |r| r.requests().iter().map(|q| q.body.len() as u64).sum())
+        rx.map_or(0, |r| {
+            r.requests().iter().map(|q| q.body.len() as u64).sum()
+        })
     };
     let mut out = Vec::new();
     for (name, channel, done, warm, rx, size) in &list {
@@ -565,7 +567,10 @@ fn priced(
         ("lambda_requests", invocations * PRICE_LAMBDA_REQUEST),
         ("lambda_duration", gb_s * PRICE_LAMBDA_GB_SECOND * 1e6),
         ("logs", log_bytes / 1e9 * PRICE_LOGS_GB * 1e6),
-        ("s3_requests", s3_puts * PRICE_S3_PUT + s3_gets * PRICE_S3_GET),
+        (
+            "s3_requests",
+            s3_puts * PRICE_S3_PUT + s3_gets * PRICE_S3_GET,
+        ),
         (
             "s3_storage_for_the_retention",
             s3_gb_kept * RETENTION_MONTHS * PRICE_S3_GB_MONTH * 1e6,

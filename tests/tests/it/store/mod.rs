@@ -44,6 +44,7 @@ mod flow;
 mod fold;
 mod lanes;
 mod listings;
+mod payloads;
 mod stream;
 mod tenant_aws;
 mod tenants;
@@ -55,6 +56,7 @@ use flow::*;
 use fold::*;
 use lanes::*;
 use listings::*;
+use payloads::*;
 use stream::*;
 use tenant_aws::*;
 use tenants::*;
@@ -117,6 +119,7 @@ conformance!(
     the_usage_log_takes_a_batch_once_and_reads_it_by_period,
     the_folds_cursor_only_goes_forward,
     a_weeks_health_history_reads_past_one_page,
+    kept_payloads_read_back_and_uploads_are_read_within_their_bound,
 );
 
 async fn fixture(backend: Backend) -> Fixture {
