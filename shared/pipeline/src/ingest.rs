@@ -109,6 +109,8 @@ struct Checked {
     new: NewActivity,
     resolved: Vec<std::sync::Arc<converger_ports::Channel>>,
     serialized: Vec<u8>,
+    /// An upload's share of the process's payload budget, until its rows are written.
+    held: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// An activity ready to be written: its deliveries and what flow control made of each.
@@ -118,6 +120,7 @@ struct Prepared {
     admissions: Vec<Admission>,
     resolved: Vec<std::sync::Arc<converger_ports::Channel>>,
     fresh: bool,
+    _held: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// Who posts an activity: what it may target.
@@ -208,9 +211,17 @@ impl Intake<'_> {
     ) -> Vec<Result<Ingested, IngestError>> {
         use futures::StreamExt;
         let checked: Vec<Result<Checked, IngestError>> = futures::stream::iter(
-            items
-                .into_iter()
-                .map(|item| async move { self.check(tenant, item?, Origin::Tenant).await }),
+            items.into_iter().map(|item| async move {
+                let item = item?;
+                // A batch's payloads are all held until its rows are written: an upload (up
+                // to 10 MiB each) is taken one activity a request.
+                if item.payload_upload.is_some() {
+                    return Err(IngestError::Invalid(
+                        "payload_upload is taken by POST /api/v1/activities, one activity a request; a batch carries its payloads inline".into(),
+                    ));
+                }
+                self.check(tenant, item, Origin::Tenant).await
+            }),
         )
         .buffered(BATCH_CONCURRENCY)
         .collect()
@@ -309,7 +320,8 @@ impl Intake<'_> {
         let targets = validate(&new, origin == Origin::Bot)?;
         let taken = self.payload_of(&tenant.id, &mut new).await?;
         converger_core::payload::check(&taken.value).map_err(|e| IngestError::Payload(e.into()))?;
-        let (payload, serialized) = (new.payload.insert(taken.value), taken.bytes);
+        let (payload, serialized, held) =
+            (new.payload.insert(taken.value), taken.bytes, taken.held);
         // A tenant's activity of a type with a payload schema must fit it (looked up only for
         // a tenant that has had one).
         if origin == Origin::Tenant
@@ -331,6 +343,7 @@ impl Intake<'_> {
             new,
             resolved,
             serialized,
+            held,
         })
     }
 
@@ -370,6 +383,7 @@ impl Intake<'_> {
             new,
             resolved,
             serialized,
+            held,
         } = checked;
         let targets: Vec<ChannelId> = resolved.iter().map(|c| c.id.clone()).collect();
         let now = self.clock.now();
@@ -436,6 +450,7 @@ impl Intake<'_> {
             admissions,
             resolved,
             fresh,
+            _held: held,
         })
     }
 

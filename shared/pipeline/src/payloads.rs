@@ -39,10 +39,12 @@ pub enum ReadError {
     Store(#[from] StoreError),
 }
 
-/// What ingest made of a producer's payload: the value and its serialized bytes.
+/// What ingest made of a producer's payload: the value and its serialized bytes, and, for an
+/// upload, its share of the process's budget (held until the activity is written).
 pub struct Taken {
     pub value: Value,
     pub bytes: Vec<u8>,
+    pub held: Option<OwnedSemaphorePermit>,
 }
 
 /// Why a payload was not taken.
@@ -87,7 +89,23 @@ impl Payloads {
                 self.max_bytes(),
             )));
         }
-        Ok(Taken { value, bytes })
+        Ok(Taken {
+            value,
+            bytes,
+            held: None,
+        })
+    }
+
+    /// Holds `bytes` of the process's budget until the permit is dropped.
+    async fn hold(&self, bytes: usize) -> Result<OwnedSemaphorePermit, StoreError> {
+        let units = bytes
+            .div_ceil(UNIT)
+            .clamp(1, payload::RESOLVED_BUDGET_BYTES / UNIT);
+        self.budget
+            .clone()
+            .acquire_many_owned(u32::try_from(units).unwrap_or(u32::MAX))
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))
     }
 
     /// The payload a producer uploaded as `upload_id`: read once, at most the limit, and
@@ -107,6 +125,8 @@ impl Payloads {
                 "payload_upload `{upload_id}` is not an upload id (`up_` and 32 hex digits, from POST /api/v1/payloads)"
             )));
         }
+        // Its size is known once read: the largest is held for it meanwhile.
+        let held = self.hold(MAX_BYTES).await.map_err(TakeError::Store)?;
         let bytes = match store
             .take_upload(tenant, upload_id, MAX_BYTES as u64)
             .await
@@ -128,7 +148,9 @@ impl Payloads {
         let value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| TakeError::Invalid(format!("the upload {upload_id} is not JSON: {e}")))?;
         // Kept as it will be sent: serialized again, so the size is the sent one.
-        self.measured(value)
+        let mut taken = self.measured(value)?;
+        taken.held = Some(held);
+        Ok(taken)
     }
 
     /// Keeps `taken` in the bucket when it is over what a row holds, and says so on
@@ -164,16 +186,9 @@ impl Payloads {
                 r.key
             ))));
         };
-        let units = usize::try_from(r.bytes)
-            .unwrap_or(usize::MAX)
-            .div_ceil(UNIT)
-            .clamp(1, payload::RESOLVED_BUDGET_BYTES / UNIT);
         let permit = self
-            .budget
-            .clone()
-            .acquire_many_owned(u32::try_from(units).unwrap_or(u32::MAX))
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            .hold(usize::try_from(r.bytes).unwrap_or(usize::MAX))
+            .await?;
         let bytes = store
             .get_payload(&r)
             .await?

@@ -239,6 +239,16 @@ async fn an_upload_is_taken_as_the_payload() {
         matches!(&e, IngestError::Invalid(m) if m.contains("payload is required")),
         "{e}"
     );
+    // A batch carries its payloads inline: an item naming an upload refuses itself only.
+    let done = f
+        .pipeline
+        .intake()
+        .ingest_batch(&t, vec![Ok(upload(&id)), Ok(activity(None, &[&c]))])
+        .await;
+    assert!(
+        matches!(&done[0], Err(IngestError::Invalid(m)) if m.contains("one activity a request"))
+    );
+    assert!(done[1].is_ok());
     assert_eq!(
         bucket.kept().len(),
         1,
