@@ -48,10 +48,10 @@ impl Reply {
     }
 }
 
-/// A request as the receiver saw it.
-
 /// The largest request body a receiver reads (a 10 MiB payload in its envelope).
 const RECEIVER_MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// A request as the receiver saw it.
 #[derive(Debug, Clone)]
 pub struct Received {
     pub at: Instant,
