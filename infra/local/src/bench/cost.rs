@@ -501,6 +501,7 @@ fn priced(
             .map(|(_, t)| t.requests as f64)
             .sum::<f64>()
             / n
+            + 0.0
     };
     let (s3_puts, s3_gets) = (s3_of("PutObject"), s3_of("GetObject"));
     let s3_gb_kept = s3_puts * LARGE_PAYLOAD_BYTES as f64 / 1e9;
