@@ -291,6 +291,7 @@ async fn cost_scenario_prices_every_part_of_a_delivery() {
         "aws_sqs_first_try",
         "three_attempts",
         "dead_letter",
+        "first_try_1mib",
     ] {
         let per = &cases[case]["per_delivery"];
         let f = |k: &str| per[k].as_f64().unwrap();
@@ -355,6 +356,25 @@ async fn cost_scenario_prices_every_part_of_a_delivery() {
             "{case}: {line}"
         );
     }
+    // A 1 MiB payload: one PUT to the payload bucket, one GET for its one attempt, and the
+    // receiver takes the whole of it; a small one touches no bucket.
+    let large = &cases["first_try_1mib"]["per_delivery"];
+    assert_eq!(large["s3_puts"], 1.0, "{line}");
+    assert_eq!(large["s3_gets"], 1.0, "{line}");
+    assert!(
+        large["bytes_to_receivers"].as_f64().unwrap() > 1_048_576.0,
+        "{line}"
+    );
+    assert_eq!(cases["first_try"]["per_delivery"]["s3_puts"], 0.0, "{line}");
+    let priced = |c: &str, k: &str| cases[c]["usd_per_million"][k].as_f64().unwrap();
+    assert!(
+        priced("first_try_1mib", "s3_storage_for_the_retention") > 20.0,
+        "{line}"
+    );
+    assert!(
+        priced("first_try_1mib", "data_out_to_receivers") > 90.0,
+        "{line}"
+    );
     // Retries cost more than a first try.
     let total = |c: &str| cases[c]["usd_per_million_total"].as_f64().unwrap();
     assert!(total("three_attempts") > total("first_try"), "{line}");
