@@ -18,38 +18,74 @@ pub const MAX_PAYLOAD_BYTES: usize = converger_core::payload::ROW_MAX_BYTES;
 
 /// An activity as producers submit it.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "Submitted")]
 pub struct NewActivity {
     /// Optional producer-chosen id: submitting the same id twice creates nothing new.
-    #[serde(default)]
     pub id: Option<ActivityId>,
     pub conversation_id: String,
     /// Optional position in the conversation; assigned when absent.
-    #[serde(default)]
     pub seq: Option<u64>,
     /// The channels it goes to. Optional with an `event_type`: it then goes to every active
     /// channel of the tenant subscribed to that type.
-    #[serde(default)]
     pub channel_ids: Vec<ChannelId>,
     /// What kind of event it is (`message.created`): kept with it, and its route when
     /// `channel_ids` is empty.
-    #[serde(default)]
     pub event_type: Option<String>,
     /// The payload (any JSON, `null` included). Required unless `payload_upload` names
     /// an upload.
-    #[serde(default, deserialize_with = "present")]
     pub payload: Option<Value>,
     /// An upload (`POST /api/v1/payloads`) that is the payload: for a payload larger than
     /// an API request may carry (up to `core::payload::MAX_BYTES`).
-    #[serde(default)]
     pub payload_upload: Option<String>,
     /// The producer's W3C trace context (`POST /api/v1/activities` takes it from its
     /// headers; a batch item as fields): kept with the activity and carried to every
     /// attempt. Without one, or with one that does not parse, a new trace starts.
-    #[serde(default)]
     pub traceparent: Option<String>,
-    #[serde(default)]
     pub tracestate: Option<String>,
+}
+
+/// [`NewActivity`] as it is read: one of `payload` and `payload_upload` must be there (a
+/// body without either does not fit, as a missing field does not).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Submitted {
+    #[serde(default)]
+    id: Option<ActivityId>,
+    conversation_id: String,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(default)]
+    channel_ids: Vec<ChannelId>,
+    #[serde(default)]
+    event_type: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    payload: Option<Value>,
+    #[serde(default)]
+    payload_upload: Option<String>,
+    #[serde(default)]
+    traceparent: Option<String>,
+    #[serde(default)]
+    tracestate: Option<String>,
+}
+
+impl TryFrom<Submitted> for NewActivity {
+    type Error = &'static str;
+    fn try_from(s: Submitted) -> Result<Self, Self::Error> {
+        if s.payload.is_none() && s.payload_upload.is_none() {
+            return Err("missing field `payload` (or `payload_upload`, naming an upload)");
+        }
+        Ok(Self {
+            id: s.id,
+            conversation_id: s.conversation_id,
+            seq: s.seq,
+            channel_ids: s.channel_ids,
+            event_type: s.event_type,
+            payload: s.payload,
+            payload_upload: s.payload_upload,
+            traceparent: s.traceparent,
+            tracestate: s.tracestate,
+        })
+    }
 }
 
 /// A field that is there, whatever its value (`null` too): `Some`.
