@@ -1,7 +1,7 @@
 """Deploys infra/template.yaml as a CloudFormation stack on the local emulator, the way
 `sam deploy` would on AWS, and prints what CloudFormation resolved as one JSON document.
 
-Run by the local runner (infra/local/src/cfn.rs): inside the emulator's own process (its
+Run by the local runner (infra/stack/src/cfn.rs): inside the emulator's own process (its
 `POST /_converger/deploy`, see infra/local/emulator.py), which saves each deployment a
 Python start, the SDK's imports and its clients' set-up; or, where the emulator is not the
 project's, with the project virtualenv's Python, reading its request as JSON on stdin:

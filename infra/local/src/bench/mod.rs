@@ -581,7 +581,7 @@ pub fn activity_body(ch: &ChannelId, n: usize) -> String {
 }
 
 /// A benchmark stack's watch delay (`PipelineConfig::watch_delay_s`).
-pub const WATCH_DELAY_S: u32 = 1;
+pub use converger_stack::BENCH_WATCH_DELAY_S as WATCH_DELAY_S;
 
 /// Waits until a case's trailing work is done, so that it is counted with the case and not
 /// the next: the table stream's changes read and their counts written, and the first tries'

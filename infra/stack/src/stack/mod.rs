@@ -181,7 +181,7 @@ impl StackOptions {
     /// copies a second later (a case waits for them: `bench::quiet`).
     pub fn bench(tag: &str) -> Self {
         let mut config = Self::default().config;
-        config.watch_delay_s = crate::bench::WATCH_DELAY_S;
+        config.watch_delay_s = crate::BENCH_WATCH_DELAY_S;
         Self {
             config,
             prefix: format!("{tag}{}-", std::process::id()),
