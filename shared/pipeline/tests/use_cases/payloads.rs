@@ -34,6 +34,15 @@ fn with_payload(c: &Channel, payload: serde_json::Value) -> NewActivity {
     }
 }
 
+/// The activity's row as the store keeps it.
+async fn stored(f: &Fixture, a: &converger_ports::Activity) -> converger_ports::Activity {
+    f.store
+        .get_activity(&a.tenant_id, &a.id)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 async fn channel_to(f: &Fixture, t: &Tenant, url: &str) -> Channel {
     hook_to(
         f,
@@ -58,12 +67,7 @@ async fn a_large_payload_is_kept_apart_and_its_receiver_gets_it_whole() {
         .await
         .unwrap();
     // The row names the object; the object is the payload serialized.
-    let row = f
-        .store
-        .get_activity(&t.id, &done.activity.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let row = stored(&f, &done.activity).await;
     assert!(row.payload.is_null(), "the row holds no payload");
     let r = row.payload_ref.clone().unwrap();
     assert_eq!(
@@ -93,12 +97,7 @@ async fn a_large_payload_is_kept_apart_and_its_receiver_gets_it_whole() {
         .ingest(&t, with_payload(&c, sized(16 * 1024 - 100)))
         .await
         .unwrap();
-    let row = f
-        .store
-        .get_activity(&t.id, &small.activity.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let row = stored(&f, &small.activity).await;
     assert!(row.payload_ref.is_none() && !row.payload.is_null());
     assert_eq!(bucket.kept().len(), 1);
 }
@@ -149,12 +148,7 @@ async fn a_payload_over_the_limit_is_refused_and_nothing_is_written() {
         .ingest(&t, with_payload(&c, sized(200 * 1024)))
         .await
         .unwrap();
-    let row = plain
-        .store
-        .get_activity(&t.id, &kept.activity.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let row = stored(&plain, &kept.activity).await;
     assert!(row.payload_ref.is_none() && !row.payload.is_null());
 }
 
@@ -268,12 +262,7 @@ async fn a_payload_gone_from_the_bucket_dead_letters_its_delivery_with_the_reaso
         .ingest(&t, with_payload(&c, sized(512 * 1024)))
         .await
         .unwrap();
-    let row = f
-        .store
-        .get_activity(&t.id, &done.activity.id)
-        .await
-        .unwrap()
-        .unwrap();
+    let row = stored(&f, &done.activity).await;
     bucket.lose(row.payload_ref.as_ref().unwrap());
     pump(&f, &clock).await;
     assert!(
