@@ -259,6 +259,11 @@ impl DeployedStack {
         for (k, b) in &self.buses {
             out.push((b.name.clone(), k.clone()));
         }
+        for (k, r) in &self.resources {
+            if r.kind == "AWS::S3::Bucket" {
+                out.push((r.physical_id.clone(), k.clone()));
+            }
+        }
         for (k, id) in &self.standins {
             if id != k {
                 out.push((id.clone(), k.clone()));

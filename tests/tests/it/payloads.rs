@@ -163,3 +163,51 @@ async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_not
     let violations = t.stack.iam_violations();
     assert!(violations.is_empty(), "{violations:?}");
 }
+
+/// A producer on the activities queue names an upload: the ingest function reads it and keeps
+/// it as it keeps any large payload.
+#[tokio::test]
+async fn the_ingest_function_takes_an_upload_named_on_the_activities_queue() {
+    let t = TestStack::on_emulator().await;
+    let a = t.new_tenant("default").await;
+    let api: Client = t.client(&a.key);
+    let rx = Receiver::always(200).await.unwrap();
+    let ch = api
+        .create_channel(&NewChannel {
+            kind: "webhook".into(),
+            name: "queued".into(),
+            config: json!({"url": rx.url, "body": "payload"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .channel
+        .id;
+    let (_, bytes) = payload_of(2 * 1024 * 1024);
+    let upload = api.upload_payload(bytes.clone()).await.unwrap();
+    let url = t
+        .aws()
+        .resources
+        .queue_url(&converger_store::resources::ACTIVITIES_QUEUE)
+        .unwrap()
+        .to_owned();
+    let body = json!({"tenant_id": a.id, "activity": {
+        "conversation_id": "conv-queued", "channel_ids": [ch], "payload_upload": upload}});
+    t.aws()
+        .clients
+        .sqs
+        .send_message()
+        .queue_url(&url)
+        .message_body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let got = rx.wait_for(1, Duration::from_secs(30)).await;
+    assert!(got[0].body.as_ref() == bytes.as_slice(), "byte for byte");
+    assert_eq!(kept_objects(&t).await, 1);
+    let violations = t.stack.iam_violations();
+    assert!(violations.is_empty(), "{violations:?}");
+}

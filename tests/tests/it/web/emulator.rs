@@ -325,3 +325,49 @@ async fn channels_pause_resume_and_tenants() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A payload the payload bucket keeps is shown on its delivery's page, read back by the admin
+/// function (up to a preview's size; a larger one is described by its size).
+#[tokio::test]
+async fn a_kept_payload_is_previewed_and_a_larger_one_described() {
+    let t = TestStack::on_emulator().await;
+    let (tenant, key) = t.tenant("default").await;
+    let rx = Receiver::always(200).await.unwrap();
+    let ch = t
+        .channel(
+            &key,
+            json!({"type": "webhook", "name": "large", "config": {"url": rx.url}}),
+        )
+        .await;
+    let post = |blob: String| {
+        let (t, key, ch) = (&t, &key, &ch);
+        async move {
+            let body = json!({"conversation_id": "conv-kept", "channel_ids": [ch["id"]],
+                              "payload": {"marker": "kept-payload-marker", "blob": blob}});
+            let a = t.api("POST", "/api/v1/activities", key, Some(body)).await;
+            assert_eq!(a.status, 201, "{:?}", a.body);
+            a.body["deliveries"][0]["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let kept = post("k".repeat(100 * 1024)).await;
+    let large = post("l".repeat(512 * 1024)).await;
+    rx.wait_for(2, Duration::from_secs(30)).await;
+    let b = Browser::new(&t.stack.admin_url);
+    b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
+        .await;
+    let (status, page) = b
+        .get(&format!("/admin/deliveries/{kept}?tenant={tenant}"))
+        .await;
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("kept-payload-marker"),
+        "the payload is read back"
+    );
+    let (status, page) = b
+        .get(&format!("/admin/deliveries/{large}?tenant={tenant}"))
+        .await;
+    assert_eq!(status, 200);
+    assert!(!page.contains("kept-payload-marker"));
+    assert!(page.contains("kept in the payload bucket"), "{page}");
+    assert!(t.stack.iam_violations().is_empty());
+}
