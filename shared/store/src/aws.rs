@@ -6,6 +6,21 @@ use aws_config::timeout::TimeoutConfig;
 pub use aws_sdk_dynamodb::config::SharedInterceptor;
 use std::time::Duration;
 
+/// A failed AWS request as a [`converger_ports::StoreError`] that keeps the SDK's error as
+/// its source (every SDK's `SdkError` is the same type).
+pub(crate) fn sdk_err<E, R>(
+    e: aws_sdk_dynamodb::error::SdkError<E, R>,
+) -> converger_ports::StoreError
+where
+    E: std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    converger_ports::StoreError::Service {
+        message: aws_sdk_dynamodb::error::DisplayErrorContext(&e).to_string(),
+        source: Box::new(e),
+    }
+}
+
 /// Loads the SDK configuration from the environment with Converger's timeouts.
 pub async fn load_config() -> aws_config::SdkConfig {
     load_config_for(None).await

@@ -3,7 +3,7 @@
 //! the bucket's lifecycle ends payloads with the deployment's retention and uploads after a
 //! day (`infra/template.yaml`, `PayloadsBucket`).
 
-use aws_sdk_s3::error::{DisplayErrorContext, SdkError};
+use crate::aws::sdk_err;
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
@@ -37,17 +37,6 @@ impl S3Payloads {
     }
 }
 
-fn s3_err<E, R>(e: SdkError<E, R>) -> StoreError
-where
-    E: std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    StoreError::Service {
-        message: format!("S3: {}", DisplayErrorContext(&e)),
-        source: Box::new(e),
-    }
-}
-
 fn presigning(ttl_s: u64) -> StoreResult<PresigningConfig> {
     PresigningConfig::expires_in(Duration::from_secs(ttl_s.max(1))).map_err(StoreError::unreadable)
 }
@@ -71,7 +60,7 @@ impl PayloadStore for S3Payloads {
             .body(ByteStream::from(bytes))
             .send()
             .await
-            .map_err(s3_err)?;
+            .map_err(sdk_err)?;
         Ok(PayloadRef { key, bytes: size })
     }
 
@@ -86,7 +75,7 @@ impl PayloadStore for S3Payloads {
         {
             Ok(out) => out,
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => return Ok(None),
-            Err(e) => return Err(s3_err(e)),
+            Err(e) => return Err(sdk_err(e)),
         };
         let body = out
             .body
@@ -104,7 +93,7 @@ impl PayloadStore for S3Payloads {
             .key(&r.key)
             .presigned(presigning(ttl_s)?)
             .await
-            .map_err(s3_err)?;
+            .map_err(sdk_err)?;
         Ok(req.uri().to_owned())
     }
 
@@ -122,7 +111,7 @@ impl PayloadStore for S3Payloads {
             .content_type("application/json")
             .presigned(presigning(ttl_s)?)
             .await
-            .map_err(s3_err)?;
+            .map_err(sdk_err)?;
         Ok(UploadUrl {
             url: req.uri().to_owned(),
             method: req.method().to_owned(),
@@ -159,7 +148,7 @@ impl PayloadStore for S3Payloads {
             Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 416) => {
                 return Ok(Upload::Bytes(Vec::new()));
             }
-            Err(e) => return Err(s3_err(e)),
+            Err(e) => return Err(sdk_err(e)),
         };
         let total = total_of(out.content_range());
         let body = out

@@ -58,20 +58,8 @@ impl ActivityStore for DynamoStore {
         };
         match sent {
             Ok(_) => Ok(Created::New),
-            Err(e) => {
-                if let Some(TransactWriteItemsError::TransactionCanceledException(c)) =
-                    e.as_service_error()
-                {
-                    let conditional = c
-                        .cancellation_reasons()
-                        .iter()
-                        .any(|r| r.code() == Some("ConditionalCheckFailed"));
-                    if conditional {
-                        return Ok(Created::Duplicate);
-                    }
-                }
-                Err(sdk_err(e))
-            }
+            Err(e) if is_transaction_conditional(&e) => Ok(Created::Duplicate),
+            Err(e) => Err(sdk_err(e)),
         }
     }
     async fn create_fresh_activities(&self, fresh: &[(&Activity, &[Delivery])]) -> StoreResult<()> {

@@ -60,17 +60,7 @@ fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
-/// A failed DynamoDB request as a [`StoreError`] that keeps the SDK's error as its source.
-fn sdk_err<E, R>(e: SdkError<E, R>) -> StoreError
-where
-    E: std::error::Error + Send + Sync + 'static,
-    R: std::fmt::Debug + Send + Sync + 'static,
-{
-    StoreError::Service {
-        message: DisplayErrorContext(&e).to_string(),
-        source: Box::new(e),
-    }
-}
+use crate::aws::sdk_err;
 
 /// A number attribute of `item` (0 when it has none or it does not parse).
 fn num(item: &Item, k: &str) -> i64 {
