@@ -30,6 +30,31 @@ pub const DOWNLOAD_URL_TTL_S: u64 = 15 * 60;
 /// in memory, and a function has 256 MB).
 pub const RESOLVED_BUDGET_BYTES: usize = 24 * 1024 * 1024;
 
+/// The largest payload (serialized) a deployment takes: [`MAX_BYTES`] with a payload bucket,
+/// [`ROW_MAX_BYTES`] without one.
+pub fn limit(bucket: bool) -> usize {
+    if bucket { MAX_BYTES } else { ROW_MAX_BYTES }
+}
+
+/// Whether a payload of `size` bytes (serialized) is kept in the payload bucket rather than
+/// its row: past [`KEPT_IN_ROW_BYTES`], where there is a bucket.
+pub fn kept_apart(size: usize, bucket: bool) -> bool {
+    bucket && size > KEPT_IN_ROW_BYTES
+}
+
+/// The share of [`RESOLVED_BUDGET_BYTES`] a payload of `bytes` holds, in KiB (at least one,
+/// at most the whole budget, so that the largest payload waits rather than never runs).
+pub fn budget_kib(bytes: usize) -> u32 {
+    let whole = RESOLVED_BUDGET_BYTES / 1024;
+    u32::try_from(bytes.div_ceil(1024).clamp(1, whole)).unwrap_or(u32::MAX)
+}
+
+/// The largest kept payload a read of one activity through the API carries itself (under
+/// the 6 MB a Lambda function's answer may be); a larger one is read through its URL.
+pub const READ_INLINE_BYTES: u64 = 1024 * 1024;
+/// The largest kept payload a delivery's page shows (a larger one is described by its size).
+pub const PREVIEW_BYTES: u64 = 256 * 1024;
+
 /// A new upload id.
 pub fn new_upload_id() -> String {
     format!("up_{}", uuid::Uuid::new_v4().simple())
@@ -173,6 +198,26 @@ mod tests {
             };
         }
         v
+    }
+
+    #[test]
+    fn a_bucket_raises_the_limit_and_keeps_what_a_row_should_not() {
+        assert_eq!(limit(false), ROW_MAX_BYTES);
+        assert_eq!(limit(true), MAX_BYTES);
+        assert!(!kept_apart(KEPT_IN_ROW_BYTES, true));
+        assert!(kept_apart(KEPT_IN_ROW_BYTES + 1, true));
+        assert!(
+            !kept_apart(ROW_MAX_BYTES, false),
+            "no bucket: every payload in its row"
+        );
+        assert_eq!(budget_kib(0), 1);
+        assert_eq!(budget_kib(1025), 2);
+        assert_eq!(budget_kib(MAX_BYTES), 10 * 1024);
+        assert_eq!(
+            budget_kib(usize::MAX),
+            24 * 1024,
+            "never more than the whole budget"
+        );
     }
 
     #[test]

@@ -4,14 +4,11 @@
 //! filter) reads it back here, within a per-process budget of bytes.
 
 use converger_core::TenantId;
-use converger_core::payload::{self, KEPT_IN_ROW_BYTES, MAX_BYTES, ROW_MAX_BYTES};
+use converger_core::payload::{self, MAX_BYTES};
 use converger_ports::{Activity, PayloadStore, StoreError, Upload};
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-/// Budget units are KiB: a semaphore's permits are `u32`.
-const UNIT: usize = 1024;
 
 /// The payload bucket, when the deployment has one, and the bytes read from it in flight.
 #[derive(Clone)]
@@ -24,7 +21,7 @@ impl Default for Payloads {
     fn default() -> Self {
         Self {
             store: None,
-            budget: Arc::new(Semaphore::new(payload::RESOLVED_BUDGET_BYTES / UNIT)),
+            budget: Arc::new(Semaphore::new(payload::RESOLVED_BUDGET_BYTES / 1024)),
         }
     }
 }
@@ -68,11 +65,7 @@ impl Payloads {
     /// The largest payload this deployment takes: 10 MiB with a payload bucket, what a row
     /// holds without one.
     pub fn max_bytes(&self) -> usize {
-        if self.store.is_some() {
-            MAX_BYTES
-        } else {
-            ROW_MAX_BYTES
-        }
+        payload::limit(self.store.is_some())
     }
 
     /// The bucket, when there is one.
@@ -98,12 +91,9 @@ impl Payloads {
 
     /// Holds `bytes` of the process's budget until the permit is dropped.
     async fn hold(&self, bytes: usize) -> Result<OwnedSemaphorePermit, StoreError> {
-        let units = bytes
-            .div_ceil(UNIT)
-            .clamp(1, payload::RESOLVED_BUDGET_BYTES / UNIT);
         self.budget
             .clone()
-            .acquire_many_owned(u32::try_from(units).unwrap_or(u32::MAX))
+            .acquire_many_owned(payload::budget_kib(bytes))
             .await
             .map_err(|e| StoreError::Unavailable(e.to_string()))
     }
@@ -147,10 +137,13 @@ impl Payloads {
         };
         let value: Value = serde_json::from_slice(&bytes)
             .map_err(|e| TakeError::Invalid(format!("the upload {upload_id} is not JSON: {e}")))?;
-        // Kept as it will be sent: serialized again, so the size is the sent one.
-        let mut taken = self.measured(value)?;
-        taken.held = Some(held);
-        Ok(taken)
+        // The uploaded bytes are the payload's: kept as they came (JSON, within the limit),
+        // not serialized again.
+        Ok(Taken {
+            value,
+            bytes,
+            held: Some(held),
+        })
     }
 
     /// Keeps `taken` in the bucket when it is over what a row holds, and says so on
@@ -159,7 +152,7 @@ impl Payloads {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        if taken.len() <= KEPT_IN_ROW_BYTES {
+        if !payload::kept_apart(taken.len(), true) {
             return Ok(());
         }
         activity.payload_ref = Some(store.put_payload(&activity.tenant_id, taken).await?);

@@ -33,10 +33,6 @@ pub(crate) async fn create_activity(
     Ok((status, Json(ingested(&done))))
 }
 
-/// The largest kept payload a read of one activity carries itself (under the 6 MB a Lambda
-/// function's answer may be); a larger one is read through its `payload_url`.
-const READ_INLINE_BYTES: u64 = 1024 * 1024;
-
 /// The request's W3C trace headers, for an activity that carries no `traceparent` of its own
 /// (a batch's items may each carry theirs).
 fn with_trace_headers(item: &mut NewActivity, headers: &axum::http::HeaderMap) {
@@ -168,7 +164,7 @@ pub(crate) async fn get_activity(
     deliveries.sort_by(|x, y| x.channel_id.cmp(&y.channel_id));
     let view = views::activity(&a, Some(&deliveries));
     Ok(Json(
-        with_kept_payload(&state, &a, view, READ_INLINE_BYTES).await,
+        with_kept_payload(&state, &a, view, converger_core::payload::READ_INLINE_BYTES).await,
     ))
 }
 

@@ -19,9 +19,6 @@ use std::collections::HashMap;
 
 const PAGE_ROWS: usize = 50;
 
-/// The largest payload the delivery page shows (a larger one is only described).
-const PREVIEW_MAX_BYTES: u64 = 256 * 1024;
-
 /// What the last "Retry all failed" did, carried back in the URL it redirects to.
 #[derive(Debug, Default, serde::Deserialize)]
 pub(super) struct RetriedNotice {
@@ -226,7 +223,7 @@ pub(super) async fn delivery_page(
     {
         Ok(Some(mut a)) => match a.payload_ref.clone() {
             // A payload the bucket keeps is shown up to a preview's size.
-            Some(r) if r.bytes > PREVIEW_MAX_BYTES => {
+            Some(r) if r.bytes > converger_core::payload::PREVIEW_BYTES => {
                 format!(
                     "(a payload of {} bytes, kept in the payload bucket)",
                     r.bytes
