@@ -18,6 +18,15 @@ use std::time::{Duration, Instant};
 /// How long a page, an element or a download may take to appear.
 const WAIT: Duration = Duration::from_secs(30);
 
+/// Whether a command failed because its element is no longer in the page.
+fn stale(e: &fantoccini::error::CmdError) -> bool {
+    matches!(
+        e,
+        fantoccini::error::CmdError::Standard(w)
+            if w.error == fantoccini::error::ErrorStatus::StaleElementReference
+    )
+}
+
 pub struct Browser {
     pub client: Client,
     /// The site's base URL (`http://127.0.0.1:PORT`).
@@ -208,12 +217,30 @@ impl Browser {
         !self.all(css).await.is_empty()
     }
 
+    /// The text of the element `css` matches. A page that updates itself (the dashboard's
+    /// live counts) may replace the element between finding and reading it: it is found
+    /// again then.
     pub async fn text(&self, css: &str) -> String {
-        self.find(css).await.text().await.unwrap()
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match self.find(css).await.text().await {
+                Ok(t) => return t,
+                Err(e) if stale(&e) && Instant::now() < deadline => continue,
+                Err(e) => panic!("`{css}`: {e}"),
+            }
+        }
     }
 
+    /// Clicks the element `css` matches, found again if it was replaced meanwhile.
     pub async fn click(&self, css: &str) {
-        self.find(css).await.click().await.unwrap();
+        let deadline = Instant::now() + WAIT;
+        loop {
+            match self.find(css).await.click().await {
+                Ok(_) => return,
+                Err(e) if stale(&e) && Instant::now() < deadline => continue,
+                Err(e) => panic!("`{css}`: {e}"),
+            }
+        }
     }
 
     /// Clicks a submit button and waits for the page it leads to.
