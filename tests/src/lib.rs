@@ -12,6 +12,9 @@ pub mod client;
 pub mod fakes;
 pub mod stream;
 
+pub use converger_http::views;
+
+use converger_http::views::{CreatedChannel, DeliveryView, Ingested, Page};
 pub use converger_local::receiver::{Received, Receiver, Reply};
 use converger_local::stack::{AwsStack, Backend};
 use converger_local::{Stack, StackOptions};
@@ -219,8 +222,8 @@ impl TestStack {
         .await
     }
 
-    /// A webhook channel to `url` with an optional retry policy; returns the created body.
-    pub async fn webhook(&self, key: &str, url: &str, policy: Value) -> Value {
+    /// A webhook channel to `url` with an optional retry policy; returns the created channel.
+    pub async fn webhook(&self, key: &str, url: &str, policy: Value) -> CreatedChannel {
         let a = self
             .api(
                 "POST",
@@ -229,12 +232,11 @@ impl TestStack {
                 Some(json!({"type": "webhook", "name": "hook", "config": {"url": url}, "retry_policy": policy})),
             )
             .await;
-        assert_eq!(a.status, 201, "{:?}", a.body);
-        a.body
+        a.typed(201).unwrap()
     }
 
-    /// Posts an activity to `channels`; returns the answer body.
-    pub async fn activity(&self, key: &str, channels: &[&str]) -> Value {
+    /// Posts an activity to `channels`; returns what ingest answered.
+    pub async fn activity(&self, key: &str, channels: &[&str]) -> Ingested {
         let a = self
             .api(
                 "POST",
@@ -243,13 +245,12 @@ impl TestStack {
                 Some(json!({"conversation_id": "conv-1", "channel_ids": channels, "payload": {"text": "hi"}})),
             )
             .await;
-        assert_eq!(a.status, 201, "{:?}", a.body);
-        a.body
+        a.typed(201).unwrap()
     }
 
     /// Posts an activity with `payload` to one channel and waits until its delivery settles;
     /// returns the delivery.
-    pub async fn deliver_settled(&self, key: &str, channel: &str, payload: Value) -> Value {
+    pub async fn deliver_settled(&self, key: &str, channel: &str, payload: Value) -> DeliveryView {
         let a = self
             .api(
                 "POST",
@@ -259,18 +260,23 @@ impl TestStack {
             )
             .await;
         assert_eq!(a.status, 201, "{:?}", a.body);
-        let id = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
+        let id = a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone();
         // A bound on the wait only: a shared emulator under a full run is slow.
         self.wait_delivery(key, &id, Duration::from_secs(60), settled)
             .await
     }
 
-    pub async fn delivery(&self, key: &str, id: &str) -> Value {
+    pub async fn delivery(&self, key: &str, id: &str) -> DeliveryView {
+        self.delivery_json(key, id).await.typed(200).unwrap()
+    }
+
+    /// A delivery's answer as the API wrote it, for a test of the wire form.
+    pub async fn delivery_json(&self, key: &str, id: &str) -> Answer {
         let a = self
             .api("GET", &format!("/api/v1/deliveries/{id}"), key, None)
             .await;
         assert_eq!(a.status, 200, "{:?}", a.body);
-        a.body
+        a
     }
 
     /// A tenant and one of its channels as stored.
@@ -345,8 +351,8 @@ impl TestStack {
         key: &str,
         id: &str,
         timeout: Duration,
-        done: impl Fn(&Value) -> bool,
-    ) -> Value {
+        done: impl Fn(&DeliveryView) -> bool,
+    ) -> DeliveryView {
         let deadline = Instant::now() + timeout;
         loop {
             let d = self.delivery(key, id).await;
@@ -446,11 +452,11 @@ impl TestStack {
         }
     }
 
-    /// Creates a channel from a full request body; returns the created body.
-    pub async fn channel(&self, key: &str, body: Value) -> Value {
+    /// Creates a channel from a full request body; returns the created channel.
+    pub async fn channel(&self, key: &str, body: Value) -> CreatedChannel {
         let a = self.api("POST", "/api/v1/channels", key, Some(body)).await;
         assert_eq!(a.status, 201, "{:?}", a.body);
-        a.body
+        a.typed(201).unwrap()
     }
 
     /// Posts `n` activities to one channel, `concurrency` at a time; returns the delivery ids.
@@ -465,7 +471,7 @@ impl TestStack {
         futures::stream::iter(0..n)
             .map(|_| async move {
                 let a = self.activity(key, &[channel]).await;
-                a["deliveries"][0]["id"].as_str().unwrap().to_owned()
+                a.deliveries[0].id.clone()
             })
             .buffer_unordered(concurrency.max(1))
             .collect()
@@ -506,15 +512,13 @@ impl TestStack {
             if let Some(c) = &cursor {
                 path.push_str(&format!("&cursor={c}"));
             }
-            let a = self.api("GET", &path, key, None).await;
-            assert_eq!(a.status, 200, "{:?}", a.body);
-            for d in a.body["data"].as_array().unwrap() {
-                *counts
-                    .entry(d["status"].as_str().unwrap().to_owned())
-                    .or_insert(0) += 1;
+            let page: Page<DeliveryView> =
+                self.api("GET", &path, key, None).await.typed(200).unwrap();
+            for d in page.data {
+                *counts.entry(d.status).or_insert(0) += 1;
             }
-            match a.body["next_cursor"].as_str() {
-                Some(c) => cursor = Some(c.to_owned()),
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
                 None => return counts,
             }
         }
@@ -549,16 +553,15 @@ impl TestStack {
                 &key,
                 json!({"type": "webhook", "name": name, "config": {"url": rx.url}, "retry_policy": {"max_attempts": 1}}),
             )
-            .await["id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+            .await
+            .id
+            .clone();
         let deliveries = self.activities(&key, &channel, n, 4).await;
         for id in &deliveries {
             let d = self
                 .wait_delivery(&key, id, Duration::from_secs(20), settled)
                 .await;
-            assert_eq!(d["status"], "failed", "{d}");
+            assert_eq!(d.status, "failed", "{d:?}");
         }
         FailingTenant {
             tenant,
@@ -680,8 +683,8 @@ pub async fn wait_until<F: std::future::Future<Output = bool>>(
 }
 
 /// Settled: no longer waiting for an attempt (neither pending nor parked).
-pub fn settled(d: &Value) -> bool {
-    d["status"] != "pending" && d["status"] != "paused"
+pub fn settled(d: &DeliveryView) -> bool {
+    client::is_settled(d)
 }
 
 /// The tests' logs (warnings, or `RUST_LOG`), and the count of what the functions would log

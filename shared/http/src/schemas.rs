@@ -3,7 +3,7 @@
 //! Handlers name them in their annotations; the document (`openapi.rs`) lists them.
 
 use crate::error::ErrorCode;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 /// `{"status": "ok"}`.
@@ -63,7 +63,7 @@ pub struct NewActivityBatchDoc {
 }
 
 /// A channel's flow state: breaker, window and what waits.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(as = DeliveryState)]
 pub struct DeliveryStateDoc {
     /// `active`, `paused`, `open`, `half_open`, ...
@@ -81,7 +81,7 @@ pub struct DeliveryStateDoc {
 }
 
 /// A channel's health checks, newest first.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(as = ChannelHealth)]
 pub struct ChannelHealthDoc {
     pub channel_id: String,
@@ -91,7 +91,7 @@ pub struct ChannelHealthDoc {
     pub history: Vec<HealthCheckDoc>,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(as = HealthCheck)]
 pub struct HealthCheckDoc {
     pub status: String,

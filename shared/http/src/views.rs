@@ -144,6 +144,14 @@ pub struct CreatedChannel {
     pub signing_secret: String,
 }
 
+/// A created channel reads as the channel it is.
+impl std::ops::Deref for CreatedChannel {
+    type Target = ChannelView;
+    fn deref(&self) -> &ChannelView {
+        &self.channel
+    }
+}
+
 /// A secret a rotation replaced, still signing beside the new one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RetiringSecretView {
@@ -471,6 +479,13 @@ pub struct DeliveryView {
     /// is not sent): which delivery holds the lane, and whether a dead letter holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<LaneView>,
+}
+
+impl DeliveryView {
+    /// Its recent attempts, newest first: none in a list.
+    pub fn log(&self) -> &[AttemptView] {
+        self.attempt_log.as_deref().unwrap_or_default()
+    }
 }
 
 /// A delivery's place in its channel's lane for its conversation.

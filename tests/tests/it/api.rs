@@ -6,7 +6,7 @@ use serde_json::json;
 
 fn assert_error(a: &Answer, status: u16, code: &str) {
     assert_eq!(a.status, status, "{:?}", a.body);
-    assert_eq!(a.body["error"]["code"], code, "{:?}", a.body);
+    assert_eq!(a.code(), code, "{:?}", a.body);
     assert!(
         a.body["error"]["message"]
             .as_str()
@@ -31,7 +31,7 @@ async fn bad_input_gets_a_clear_error() {
     let a = t
         .raw(
             "GET",
-            format!("{api}/api/v1/channels/{}", mine["id"].as_str().unwrap()),
+            format!("{api}/api/v1/channels/{}", mine.id.as_str()),
             None,
             None,
         )
@@ -40,7 +40,7 @@ async fn bad_input_gets_a_clear_error() {
     let a = t
         .raw(
             "GET",
-            format!("{api}/api/v1/channels/{}", mine["id"].as_str().unwrap()),
+            format!("{api}/api/v1/channels/{}", mine.id.as_str()),
             Some("cvg_wrong"),
             None,
         )
@@ -61,7 +61,7 @@ async fn bad_input_gets_a_clear_error() {
         let a = t
             .api(
                 "PATCH",
-                &format!("/api/v1/channels/{}", mine["id"].as_str().unwrap()),
+                &format!("/api/v1/channels/{}", mine.id.as_str()),
                 &key,
                 Some(json!({"name": name})),
             )
@@ -133,7 +133,7 @@ async fn bad_input_gets_a_clear_error() {
             "POST",
             "/api/v1/activities",
             &key,
-            Some(json!({"conversation_id": "c", "channel_ids": [theirs["id"]], "payload": {}})),
+            Some(json!({"conversation_id": "c", "channel_ids": [theirs.id], "payload": {}})),
         )
         .await;
     assert_error(&a, 422, "unknown_channel");
@@ -149,7 +149,7 @@ async fn bad_input_gets_a_clear_error() {
     let a = t
         .api(
             "GET",
-            &format!("/api/v1/channels/{}", theirs["id"].as_str().unwrap()),
+            &format!("/api/v1/channels/{}", theirs.id.as_str()),
             &key,
             None,
         )
@@ -164,7 +164,7 @@ async fn bad_input_gets_a_clear_error() {
     let a = t
         .api(
             "PATCH",
-            &format!("/api/v1/channels/{}", theirs["id"].as_str().unwrap()),
+            &format!("/api/v1/channels/{}", theirs.id.as_str()),
             &key,
             Some(json!({"active": false})),
         )
@@ -179,7 +179,7 @@ async fn bad_input_gets_a_clear_error() {
         msg.contains("max_attempts") && msg.contains("backoff") && msg.contains("colour"),
         "{msg}"
     );
-    let path = format!("/api/v1/channels/{}", mine["id"].as_str().unwrap());
+    let path = format!("/api/v1/channels/{}", mine.id.as_str());
     let a = t
         .api(
             "PATCH",
@@ -216,7 +216,7 @@ async fn bad_input_gets_a_clear_error() {
             "POST",
             "/api/v1/activities",
             &key,
-            Some(json!({"conversation_id": "c", "channel_ids": [mine["id"]], "payload": {}})),
+            Some(json!({"conversation_id": "c", "channel_ids": [mine.id], "payload": {}})),
         )
         .await;
     assert_error(&a, 422, "channel_inactive");
@@ -259,7 +259,7 @@ async fn bad_input_gets_a_clear_error() {
 
     // A listing cursor pages through the list it was given for: the same tenant and filters.
     let listed = t.webhook(&key, "http://127.0.0.1:9/hook", json!({})).await;
-    let ch = listed["id"].as_str().unwrap();
+    let ch = listed.id.as_str();
     t.activities(&key, ch, 2, 2).await;
     // A delivery joins the listing when its first attempt ends (here: refused at once).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -355,7 +355,7 @@ async fn deliveries_filter_by_event_type() {
         .api("GET", "/api/v1/deliveries?event_type=no%20spaces", None)
         .await;
     assert_eq!(bad.status, 422, "{:?}", bad.body);
-    assert_eq!(bad.body["error"]["code"], "invalid_query");
+    assert_eq!(bad.code(), "invalid_query");
 }
 
 /// Every API answer, refusals included, tells browsers not to sniff its type.

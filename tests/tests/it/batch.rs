@@ -40,9 +40,11 @@ async fn listed(t: &TestStack, key: &str, conversation: &str) -> Vec<Value> {
 async fn a_batch_is_taken_item_by_item(t: &TestStack) {
     let (_, key) = t.tenant("default").await;
     let rx = Receiver::always(200).await.unwrap();
-    let ch = t.webhook(&key, &rx.url, json!({})).await["id"]
+    let ch = t
+        .webhook(&key, &rx.url, json!({}))
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     let api = t.client(&key);
     let item = |conv: &str, text: &str| NewActivity {
@@ -118,7 +120,7 @@ async fn a_batch_is_taken_item_by_item(t: &TestStack) {
                 converger_tests::settled,
             )
             .await;
-        assert_eq!(d["status"], "sent", "{d:?}");
+        assert_eq!(d.status, "sent", "{d:?}");
     }
     assert_eq!(
         listed(t, &key, "conv-a").await.len(),

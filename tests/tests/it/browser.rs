@@ -32,7 +32,7 @@ async fn an_operator_filters_opens_retries_and_exports_failed_deliveries() {
     assert_eq!(a.status, 201, "{:?}", a.body);
     let secret = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
     t.wait_delivery(&f.key, &secret, Duration::from_secs(20), |d| {
-        d["status"] == "failed"
+        d.status == "failed"
     })
     .await;
     let mut failed = f.deliveries.clone();
@@ -129,10 +129,10 @@ async fn an_operator_filters_opens_retries_and_exports_failed_deliveries() {
     assert!(!b.row_ids("tr.delivery").await.contains(&secret));
     let d = t
         .wait_delivery(&f.key, &secret, Duration::from_secs(20), |d| {
-            d["status"] == "sent"
+            d.status == "sent"
         })
         .await;
-    assert_eq!(d["retried_by"], "admin:admin@localhost");
+    assert_eq!(d.retried_by.as_deref(), Some("admin:admin@localhost"));
     assert_eq!(b.row_ids("tr.delivery").await.len(), 3);
     b.shot("after-retry").await;
 
@@ -140,11 +140,9 @@ async fn an_operator_filters_opens_retries_and_exports_failed_deliveries() {
     b.submit("#retry-all").await;
     for id in &f.deliveries {
         let d = t
-            .wait_delivery(&f.key, id, Duration::from_secs(20), |d| {
-                d["status"] == "sent"
-            })
+            .wait_delivery(&f.key, id, Duration::from_secs(20), |d| d.status == "sent")
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
     }
     b.client.refresh().await.unwrap();
     assert!(b.row_ids("tr.delivery").await.is_empty());
@@ -247,7 +245,7 @@ async fn viewers_cannot_retry_and_the_portal_keeps_to_its_tenant() {
     assert!(refusal.contains("CSRF"), "{refusal}");
     b.shot("forged-post-refused").await;
     assert_eq!(
-        t.delivery(&a.key, &a.deliveries[0]).await["retry_count"],
+        t.delivery(&a.key, &a.deliveries[0]).await.retry_count,
         0,
         "nothing was retried"
     );
@@ -320,14 +318,16 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
     let t = TestStack::start().await;
     let (tenant, key) = t.tenant("default").await;
     let hook = t.webhook(&key, "http://127.0.0.1:9/x", json!({})).await;
-    let ch = hook["id"].as_str().unwrap().to_owned();
+    let ch = hook.id.as_str().to_owned();
     let cell = format!("td.delivery-state[data-channel=\"{ch}\"]");
     let button = format!("tr.channel[data-id=\"{ch}\"] button.toggle");
     // A second channel, whose Health column changes while the page is open.
     let rx = Receiver::always(200).await.unwrap();
-    let ok = t.webhook(&key, &rx.url, json!({})).await["id"]
+    let ok = t
+        .webhook(&key, &rx.url, json!({}))
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     let health = format!("td.health[data-channel=\"{ok}\"]");
 
@@ -413,7 +413,7 @@ async fn the_dashboard_counts_follow_without_a_reload() {
     b.js("window.stillThisPage = true;", vec![]).await;
     let more = t.activities(&f.key, &f.channel, 1, 1).await;
     t.wait_delivery(&f.key, &more[0], Duration::from_secs(20), |d| {
-        d["status"] == "failed"
+        d.status == "failed"
     })
     .await;
     assert_eq!(b.wait_text("#failed-count", |n| n == "2").await, "2");
@@ -447,13 +447,17 @@ async fn a_conversation_shows_its_activities_in_order_with_a_badge_per_delivery(
         json!({"type": "webhook", "name": name, "config": {"url": url},
                "retry_policy": {"max_attempts": 1}})
     };
-    let good = t.channel(&key, hook("crm", &ok.url)).await["id"]
+    let good = t
+        .channel(&key, hook("crm", &ok.url))
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
-    let bad = t.channel(&key, hook("legacy", &refusing.url)).await["id"]
+    let bad = t
+        .channel(&key, hook("legacy", &refusing.url))
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     let post = |key: String, channels: Vec<String>, conv: &'static str, n: usize| {
         let t = &t;
@@ -489,9 +493,11 @@ async fn a_conversation_shows_its_activities_in_order_with_a_badge_per_delivery(
     post(key.clone(), vec![good.clone()], "another", 9).await;
     // Another tenant uses the same conversation id.
     let (other, other_key) = t.tenant("default").await;
-    let other_ch = t.channel(&other_key, hook("theirs", &ok.url)).await["id"]
+    let other_ch = t
+        .channel(&other_key, hook("theirs", &ok.url))
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     let (theirs, _) = post(other_key.clone(), vec![other_ch], "conv-42", 0).await;
 

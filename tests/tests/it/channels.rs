@@ -4,13 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::Timestamp;
+use converger_http::views::{ActivityView, ChannelView, Page};
 use converger_tests::{Receiver, TestStack, settled};
 use serde_json::{Value, json};
 use std::time::Duration;
-
-fn id(v: &Value) -> String {
-    v["id"].as_str().unwrap().to_owned()
-}
 
 /// Whether `secret` verifies a request the receiver got, by the Standard Webhooks verifier.
 fn verifies(secret: &str, r: &converger_local::receiver::Received) -> bool {
@@ -31,11 +28,11 @@ async fn send_one(
 ) -> converger_local::receiver::Received {
     let before = rx.requests().len();
     let act = t.activity(key, &[channel]).await;
-    let d = act["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    let d = act.deliveries[0].id.as_str().to_owned();
     let d = t
         .wait_delivery(key, &d, Duration::from_secs(15), settled)
         .await;
-    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d.status, "sent", "{d:?}");
     let reqs = rx.requests();
     assert_eq!(reqs.len(), before + 1);
     reqs[before].clone()
@@ -66,13 +63,13 @@ async fn invalid_event_types_are_refused_on_channels_and_activities() {
     let a = t
         .api(
             "PATCH",
-            &format!("/api/v1/channels/{}", id(&c)),
+            &format!("/api/v1/channels/{}", c.id.clone()),
             &key,
             Some(json!({"event_types": ["*", "bad;name"]})),
         )
         .await;
     assert_eq!(
-        (a.status, a.body["error"]["code"].as_str()),
+        (a.status, Some(a.code())),
         (422, Some("invalid_event_types"))
     );
     for body in [
@@ -95,7 +92,7 @@ async fn a_deleted_channel_that_a_pause_still_holds_is_let_go_by_the_sweeper() {
     let rx = Receiver::always(200).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let path = format!("/api/v1/channels/{}", id(&ch));
+    let path = format!("/api/v1/channels/{}", ch.id.clone());
     assert_eq!(
         t.api("POST", &format!("{path}/pause"), &key, None)
             .await
@@ -104,25 +101,19 @@ async fn a_deleted_channel_that_a_pause_still_holds_is_let_go_by_the_sweeper() {
     );
     let mut parked = Vec::new();
     for _ in 0..3 {
-        let act = t.activity(&key, &[&id(&ch)]).await;
-        parked.push(act["deliveries"][0]["id"].as_str().unwrap().to_owned());
+        let act = t.activity(&key, &[&ch.id]).await;
+        parked.push(act.deliveries[0].id.as_str().to_owned());
     }
     // Parked behind the pause: written `paused`, never attempted.
     for d in &parked {
         let d = t
-            .wait_delivery(&key, d, Duration::from_secs(10), |d| {
-                d["status"] == "paused"
-            })
+            .wait_delivery(&key, d, Duration::from_secs(10), |d| d.status == "paused")
             .await;
-        assert_eq!(
-            (&d["status"], &d["attempts"]),
-            (&json!("paused"), &json!(0)),
-            "{d}"
-        );
+        assert_eq!((d.status.as_str(), d.attempts), ("paused", 0), "{d:?}");
     }
     let store = &t.stack.store;
     let tenant = converger_core::TenantId::parse(&tenant).unwrap();
-    let channel = converger_core::ChannelId::parse(&id(&ch)).unwrap();
+    let channel = converger_core::ChannelId::parse(&ch.id).unwrap();
     let now = Timestamp::now();
     store
         .delete_channel(&tenant, &channel, now, i64::MAX / 2000)
@@ -134,11 +125,9 @@ async fn a_deleted_channel_that_a_pause_still_holds_is_let_go_by_the_sweeper() {
     t.stack.pipeline.sweeper().sweep().await.unwrap();
     for d in &parked {
         let d = t
-            .wait_delivery(&key, d, Duration::from_secs(20), |d| {
-                d["status"] == "failed"
-            })
+            .wait_delivery(&key, d, Duration::from_secs(20), |d| d.status == "failed")
             .await;
-        assert_eq!(d["last_error"], "channel deleted", "{d}");
+        assert_eq!(d.last_error.as_deref(), Some("channel deleted"), "{d:?}");
     }
     assert!(rx.requests().is_empty(), "no request for a deleted channel");
 }
@@ -162,7 +151,7 @@ mod emulator {
                            "config": {"url": "http://127.0.0.1:9/h"}}),
                 )
                 .await;
-            webhooks.push(id(&c));
+            webhooks.push(c.id.clone());
         }
         let echo = t
             .channel(&key, json!({"type": "echo", "name": "bot"}))
@@ -170,7 +159,7 @@ mod emulator {
         t.webhook(&other, "http://127.0.0.1:9/h", json!({})).await;
 
         let mut all = webhooks.clone();
-        all.push(id(&echo));
+        all.push(echo.id.clone());
         all.sort();
         let (mut seen, mut cursor) = (Vec::new(), None::<String>);
         loop {
@@ -180,14 +169,14 @@ mod emulator {
             };
             let a = t.api("GET", &path, &key, None).await;
             assert_eq!(a.status, 200, "{:?}", a.body);
-            let page = a.body["data"].as_array().unwrap();
-            assert!(page.len() <= 2);
-            for c in page {
+            for c in a.body["data"].as_array().unwrap() {
                 assert!(c.get("signing_secret").is_none(), "never in a list");
-                seen.push(id(c));
             }
-            match a.body["next_cursor"].as_str() {
-                Some(c) => cursor = Some(c.to_owned()),
+            let page: Page<ChannelView> = a.typed(200).unwrap();
+            assert!(page.data.len() <= 2);
+            seen.extend(page.data.into_iter().map(|c| c.id));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
                 None => break,
             }
         }
@@ -201,9 +190,12 @@ mod emulator {
                 None,
             )
             .await;
-        let got: Vec<String> = a.body["data"].as_array().unwrap().iter().map(id).collect();
+        let got: Vec<String> = (a.typed::<Page<ChannelView>>(200).unwrap().data)
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
         assert_eq!(got.len(), 4);
-        assert!(!got.contains(&webhooks[0]) && !got.contains(&id(&echo)));
+        assert!(!got.contains(&webhooks[0]) && !got.contains(&echo.id));
         let a = t
             .api("GET", "/api/v1/channels?active=false", &key, None)
             .await;
@@ -220,10 +212,7 @@ mod emulator {
                 None,
             )
             .await;
-        assert_eq!(
-            (a.status, a.body["error"]["code"].as_str()),
-            (422, Some("invalid_cursor"))
-        );
+        assert_eq!((a.status, Some(a.code())), (422, Some("invalid_cursor")));
         for q in [
             "type=pigeon",
             "active=maybe",
@@ -235,7 +224,7 @@ mod emulator {
                 .api("GET", &format!("/api/v1/channels?{q}"), &key, None)
                 .await;
             assert_eq!(a.status, 422, "{q}: {:?}", a.body);
-            assert_eq!(a.body["error"]["code"], "invalid_query", "{q}");
+            assert_eq!(a.code(), "invalid_query", "{q}");
         }
         t.stop().await;
     }
@@ -247,8 +236,8 @@ mod emulator {
         let (_, key) = t.tenant("default").await;
         let (_, other) = t.tenant("default").await;
         let ch = t.webhook(&key, &rx.url, json!({})).await;
-        let path = format!("/api/v1/channels/{}", id(&ch));
-        let first = ch["signing_secret"].as_str().unwrap().to_owned();
+        let path = format!("/api/v1/channels/{}", ch.id.clone());
+        let first = ch.signing_secret.as_str().to_owned();
 
         // The secret can be read again, by its tenant only.
         let a = t.api("GET", &format!("{path}/secret"), &key, None).await;
@@ -273,7 +262,7 @@ mod emulator {
             (86_000_000..=86_400_000).contains(&left),
             "24 h grace: {left}"
         );
-        let r = send_one(&t, &key, &id(&ch), &rx).await;
+        let r = send_one(&t, &key, &ch.id, &rx).await;
         let sig = r.headers["webhook-signature"].to_str().unwrap();
         assert_eq!(sig.split(' ').count(), 2, "{sig}");
         assert!(verifies(&first, &r), "the old secret still verifies");
@@ -300,7 +289,7 @@ mod emulator {
             .map(|r| r["signing_secret"].as_str().unwrap())
             .collect();
         assert_eq!(retiring, [first.as_str()], "the second stopped at once");
-        let r = send_one(&t, &key, &id(&ch), &rx).await;
+        let r = send_one(&t, &key, &ch.id, &rx).await;
         assert!(verifies(&third, &r));
         assert!(verifies(&first, &r), "the first's grace has not ended");
         assert!(!verifies(&second, &r), "the second's grace was zero");
@@ -322,7 +311,7 @@ mod emulator {
                 )
                 .await;
             assert_eq!(a.status, 422, "{body}: {:?}", a.body);
-            assert_eq!(a.body["error"]["code"], "invalid_body", "{body}");
+            assert_eq!(a.code(), "invalid_body", "{body}");
         }
         let a = t
             .api("POST", &format!("{path}/secret/rotate"), &other, None)
@@ -347,16 +336,16 @@ mod emulator {
         let (_, key) = t.tenant("default").await;
         let (_, other) = t.tenant("default").await;
         let ch = t.webhook(&key, &rx.url, json!({})).await;
-        let path = format!("/api/v1/channels/{}", id(&ch));
+        let path = format!("/api/v1/channels/{}", ch.id.clone());
         // One delivery sent before, two parked by a pause.
-        let sent = send_one(&t, &key, &id(&ch), &rx).await;
+        let sent = send_one(&t, &key, &ch.id, &rx).await;
         let sent_id = sent.headers["webhook-id"].to_str().unwrap().to_owned();
         let a = t.api("POST", &format!("{path}/pause"), &key, None).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
         let mut parked = Vec::new();
         for _ in 0..2 {
-            let act = t.activity(&key, &[&id(&ch)]).await;
-            parked.push(act["deliveries"][0]["id"].as_str().unwrap().to_owned());
+            let act = t.activity(&key, &[&ch.id]).await;
+            parked.push(act.deliveries[0].id.as_str().to_owned());
         }
 
         assert_eq!(t.api("DELETE", &path, &other, None).await.status, 404);
@@ -381,27 +370,24 @@ mod emulator {
                 "POST",
                 "/api/v1/activities",
                 &key,
-                Some(json!({"conversation_id": "c", "channel_ids": [id(&ch)], "payload": {}})),
+                Some(
+                    json!({"conversation_id": "c", "channel_ids": [ch.id.clone()], "payload": {}}),
+                ),
             )
             .await;
-        assert_eq!(
-            (a.status, a.body["error"]["code"].as_str()),
-            (422, Some("unknown_channel"))
-        );
+        assert_eq!((a.status, Some(a.code())), (422, Some("unknown_channel")));
 
         // What it still had to deliver is dead-lettered, without a request; the history
         // stays readable.
         for d in &parked {
             let d = t
-                .wait_delivery(&key, d, Duration::from_secs(30), |d| {
-                    d["status"] == "failed"
-                })
+                .wait_delivery(&key, d, Duration::from_secs(30), |d| d.status == "failed")
                 .await;
-            assert_eq!(d["last_error"], "channel deleted", "{d}");
+            assert_eq!(d.last_error.as_deref(), Some("channel deleted"), "{d:?}");
         }
         assert_eq!(rx.requests().len(), 1, "no request after the delete");
         let d = t.delivery(&key, &sent_id).await;
-        assert_eq!(d["status"], "sent");
+        assert_eq!(d.status, "sent");
         let a = t
             .api(
                 "POST",
@@ -455,7 +441,7 @@ mod emulator {
             .await;
         t.channel(&other, hook("theirs", json!(["*"]), "envelope", true))
             .await;
-        assert_eq!(paid["event_types"], json!(["order.paid"]));
+        assert_eq!(paid.event_types, ["order.paid"]);
 
         let a = t
             .api(
@@ -476,7 +462,7 @@ mod emulator {
             .map(|d| d["channel_id"].as_str().unwrap().to_owned())
             .collect();
         targets.sort();
-        let mut want = vec![id(&paid), id(&all)];
+        let mut want = vec![paid.id.clone(), all.id.clone()];
         want.sort();
         assert_eq!(targets, want);
         for d in a.body["deliveries"].as_array().unwrap() {
@@ -488,7 +474,7 @@ mod emulator {
                     settled,
                 )
                 .await;
-            assert_eq!(d["status"], "sent", "{d}");
+            assert_eq!(d.status, "sent", "{d:?}");
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
         let reqs = rx.requests();
@@ -506,7 +492,7 @@ mod emulator {
             converger_core::time::rfc3339_to_ms(body["timestamp"].as_str().unwrap()).is_some(),
             "{body}"
         );
-        assert!(verifies(paid["signing_secret"].as_str().unwrap(), standard));
+        assert!(verifies(paid.signing_secret.as_str(), standard));
 
         // The activity reads back with its event type.
         let act = t
@@ -529,12 +515,15 @@ mod emulator {
             .api("POST", "/api/v1/activities", &key, Some(refunded.clone()))
             .await;
         assert_eq!(a.status, 201, "{:?}", a.body);
-        assert_eq!(a.body["deliveries"][0]["channel_id"], id(&all).as_str());
+        assert_eq!(
+            a.body["deliveries"][0]["channel_id"],
+            all.id.clone().as_str()
+        );
         assert_eq!(a.body["deliveries"].as_array().unwrap().len(), 1);
         let a = t
             .api(
                 "PATCH",
-                &format!("/api/v1/channels/{}", id(&all)),
+                &format!("/api/v1/channels/{}", all.id.clone()),
                 &key,
                 Some(json!({"event_types": ["order.paid"]})),
             )
@@ -563,7 +552,7 @@ mod emulator {
                     "/api/v1/activities",
                     &key,
                     Some(
-                        json!({"conversation_id": "conv-read", "channel_ids": [id(&ch)],
+                        json!({"conversation_id": "conv-read", "channel_ids": [ch.id.clone()],
                                 "payload": {"n": i}}),
                     ),
                 )
@@ -578,18 +567,18 @@ mod emulator {
         assert_eq!(a.body["payload"], json!({"n": 2}));
         assert_eq!(a.body["conversation_id"], "conv-read");
         assert_eq!(a.body["seq"], 3);
-        assert_eq!(a.body["channel_ids"], json!([id(&ch)]));
-        assert_eq!(a.body["deliveries"][0]["channel_id"], id(&ch).as_str());
+        assert_eq!(a.body["channel_ids"], json!([ch.id.clone()]));
+        assert_eq!(
+            a.body["deliveries"][0]["channel_id"],
+            ch.id.clone().as_str()
+        );
         assert!(a.body["deliveries"][0]["status"].is_string());
         for (k, p) in [
             (&other, format!("/api/v1/activities/{}", ids[2])),
             (&key, "/api/v1/activities/act_nope".to_owned()),
         ] {
             let a = t.api("GET", &p, k, None).await;
-            assert_eq!(
-                (a.status, a.body["error"]["code"].as_str()),
-                (404, Some("not_found"))
-            );
+            assert_eq!((a.status, Some(a.code())), (404, Some("not_found")));
         }
 
         let (mut seen, mut seqs, mut cursor) = (Vec::new(), Vec::new(), None::<String>);
@@ -598,14 +587,13 @@ mod emulator {
             if let Some(c) = &cursor {
                 p.push_str(&format!("&cursor={c}"));
             }
-            let a = t.api("GET", &p, &key, None).await;
-            assert_eq!(a.status, 200, "{:?}", a.body);
-            for x in a.body["data"].as_array().unwrap() {
-                seen.push(id(x));
-                seqs.push(x["seq"].as_u64().unwrap());
+            let page: Page<ActivityView> = t.api("GET", &p, &key, None).await.typed(200).unwrap();
+            for x in page.data {
+                seen.push(x.id);
+                seqs.push(x.seq);
             }
-            match a.body["next_cursor"].as_str() {
-                Some(c) => cursor = Some(c.to_owned()),
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
                 None => break,
             }
         }
@@ -625,10 +613,7 @@ mod emulator {
             "another tenant's conversation of that name"
         );
         let a = t.api("GET", "/api/v1/activities", &key, None).await;
-        assert_eq!(
-            (a.status, a.body["error"]["code"].as_str()),
-            (422, Some("invalid_query"))
-        );
+        assert_eq!((a.status, Some(a.code())), (422, Some("invalid_query")));
         t.stop().await;
     }
 }

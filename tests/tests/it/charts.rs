@@ -118,15 +118,15 @@ async fn usage_and_charts_show_a_scenario_and_a_seeded_history() {
             &f.key,
             json!({"type": "webhook", "name": "receiver", "config": {"url": ok.url}}),
         )
-        .await["id"]
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     for id in t.activities(&f.key, &good, 4, 2).await {
         let d = t
             .wait_delivery(&f.key, &id, Duration::from_secs(20), settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
     }
 
     // The tenant API's usage: today's counts are the scenario's (counted from the rows'

@@ -395,7 +395,7 @@ mod emulator {
                        "circuit_breaker": {"cooldown_ms": 60_000}}),
             )
             .await;
-        let channel = converger_core::ChannelId::parse(ch["id"].as_str().unwrap()).unwrap();
+        let channel = converger_core::ChannelId::parse(ch.id.as_str()).unwrap();
         let store = t.stack.store.clone();
         let open = converger_ports::Transition::new(
             &[converger_core::CircuitState::Closed],
@@ -410,7 +410,7 @@ mod emulator {
             .unwrap()
             .to_owned();
         let body = json!({"tenant_id": tenant, "activity": {"conversation_id": "conv-q",
-                          "channel_ids": [ch["id"]], "payload": {"text": "parked"}}});
+                          "channel_ids": [ch.id], "payload": {"text": "parked"}}});
         t.aws()
             .clients
             .sqs
@@ -463,7 +463,7 @@ mod emulator {
             .to_owned();
         // One to the channel by id, one by event type to its subscribers.
         for activity in [
-            json!({"conversation_id": "conv-q", "channel_ids": [ch["id"]],
+            json!({"conversation_id": "conv-q", "channel_ids": [ch.id],
                    "payload": {"text": "from the queue"}}),
             json!({"conversation_id": "conv-q", "event_type": "queue.sent",
                    "payload": {"text": "by event type"}}),

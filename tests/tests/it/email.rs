@@ -10,6 +10,7 @@ use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use converger_core::email::{CHANNEL_TAG, DELIVERY_TAG, Email};
 use converger_ports::Mailer;
 use converger_tests::TestStack;
+use converger_tests::views::DeliveryView;
 use serde_json::{Value, json};
 
 const FROM: &str = "alerts@converger-tests.example";
@@ -17,7 +18,12 @@ const FROM: &str = "alerts@converger-tests.example";
 const DOMAIN: &str = "converger-tests.example";
 
 /// What SES publishes to EventBridge for one of its messages.
-fn ses_event(kind: &str, d: &Value, extra: Value, age: chrono::Duration) -> EventBridgeEvent {
+fn ses_event(
+    kind: &str,
+    d: &DeliveryView,
+    extra: Value,
+    age: chrono::Duration,
+) -> EventBridgeEvent {
     let detail_type = match kind {
         "Bounce" => "Email Bounced",
         "Delivery" => "Email Delivered",
@@ -29,12 +35,12 @@ fn ses_event(kind: &str, d: &Value, extra: Value, age: chrono::Duration) -> Even
         "mail": {
             "timestamp": "2026-12-01T09:00:02.000Z",
             "source": FROM,
-            "messageId": d["provider_message_id"],
+            "messageId": d.provider_message_id,
             "destination": ["ops@example.com"],
             "tags": {
                 "ses:configuration-set": ["converger-email"],
-                CHANNEL_TAG: [d["channel_id"]],
-                DELIVERY_TAG: [d["id"]],
+                CHANNEL_TAG: [d.channel_id],
+                DELIVERY_TAG: [d.id],
             }
         }
     });
@@ -75,7 +81,7 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
                    "retry_policy": {"base_ms": 100, "max_attempts": 3}}),
         )
         .await;
-    let ch = ch["id"].as_str().unwrap().to_owned();
+    let ch = ch.id.as_str().to_owned();
 
     // Sent: SES's message id is the provider message id.
     let sent = t
@@ -85,21 +91,18 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
             json!({"text": "disk full", "html": "<p>disk full</p>"}),
         )
         .await;
-    assert_eq!(sent["status"], "sent", "{sent}");
-    let message_id = sent["provider_message_id"].as_str().unwrap().to_owned();
+    assert_eq!(sent.status, "sent", "{sent:?}");
+    let message_id = sent.provider_message_id.as_deref().unwrap().to_owned();
     assert!(!message_id.is_empty());
 
     // Nothing to send: permanent, no call.
     let d = t
         .deliver_settled(&key, &ch, json!({"subject": "empty"}))
         .await;
-    assert_eq!(
-        (d["status"].as_str(), d["attempts"].as_u64()),
-        (Some("failed"), Some(1))
-    );
+    assert_eq!((d.status.as_str(), d.attempts), ("failed", 1));
     assert!(
-        d["last_error"].as_str().unwrap().contains("no `text`"),
-        "{d}"
+        d.last_error.as_deref().unwrap().contains("no `text`"),
+        "{d:?}"
     );
 
     // A bounce fails the sent delivery, with SES's reason.
@@ -111,17 +114,17 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
     .await
     .unwrap();
     assert_eq!(out.applied, 1, "{out:?}");
-    let d = t.delivery(&key, sent["id"].as_str().unwrap()).await;
-    assert_eq!(d["status"], "failed", "{d}");
+    let d = t.delivery(&key, sent.id.as_str()).await;
+    assert_eq!(d.status, "failed", "{d:?}");
     assert_eq!(
-        d["last_error"],
-        "email bounce: Permanent/General: ops@example.com: smtp; 550 5.1.1 user unknown"
+        d.last_error.as_deref(),
+        Some("email bounce: Permanent/General: ops@example.com: smtp; 550 5.1.1 user unknown")
     );
     // It is a dead letter like any other: replayable.
     let a = t
         .api(
             "POST",
-            &format!("/api/v1/deliveries/{}/retry", d["id"].as_str().unwrap()),
+            &format!("/api/v1/deliveries/{}/retry", d.id.as_str()),
             &key,
             None,
         )
@@ -132,7 +135,7 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
     let other = t
         .deliver_settled(&key, &ch, json!({"text": "second"}))
         .await;
-    assert_eq!(other["status"], "sent", "{other}");
+    assert_eq!(other.status, "sent", "{other:?}");
     for applied in [1, 0] {
         let out = converger_lambda::handlers::email_event(
             fun,
@@ -143,7 +146,7 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
         assert_eq!(out.applied, applied, "{out:?}");
     }
     assert_eq!(
-        t.delivery(&key, other["id"].as_str().unwrap()).await["status"],
+        t.delivery(&key, other.id.as_str()).await.status,
         "delivered"
     );
     // A complaint after delivery fails it (forward only: failed applies from any status but
@@ -160,15 +163,15 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
     .await
     .unwrap();
     assert_eq!(out.applied, 1);
-    let d = t.delivery(&key, other["id"].as_str().unwrap()).await;
+    let d = t.delivery(&key, other.id.as_str()).await;
     assert_eq!(
-        (d["status"].as_str(), d["last_error"].as_str()),
-        (Some("failed"), Some("email complaint: abuse"))
+        (d.status.as_str(), d.last_error.as_deref()),
+        ("failed", Some("email complaint: abuse"))
     );
 
     // An event for a message no delivery has yet is retried while it is young, then dropped.
     let mut unknown = other.clone();
-    unknown["provider_message_id"] = json!("0100-not-sent-by-this-stack");
+    unknown.provider_message_id = Some("0100-not-sent-by-this-stack".into());
     let young = ses_event("Delivery", &unknown, json!({}), chrono::Duration::zero());
     assert!(
         converger_lambda::handlers::email_event(fun, young)
@@ -197,17 +200,10 @@ async fn email_is_sent_through_ses_and_its_events_move_the_delivery_forward() {
         )
         .await;
     let d = t
-        .deliver_settled(
-            &key,
-            unverified["id"].as_str().unwrap(),
-            json!({"text": "x"}),
-        )
+        .deliver_settled(&key, unverified.id.as_str(), json!({"text": "x"}))
         .await;
-    assert_eq!(
-        (d["status"].as_str(), d["attempts"].as_u64()),
-        (Some("failed"), Some(1))
-    );
-    let why = d["last_error"].as_str().unwrap();
+    assert_eq!((d.status.as_str(), d.attempts), ("failed", 1));
+    let why = d.last_error.as_deref().unwrap();
     assert!(why.contains("MessageRejected"), "{why}");
 }
 
@@ -264,7 +260,7 @@ async fn a_tenant_sends_email_only_as_the_identities_an_operator_granted_it() {
     let (other, other_key) = t.tenant("default").await;
     let refused = |a: &converger_tests::Answer| {
         assert_eq!(a.status, 403, "{:?}", a.body);
-        assert_eq!(a.body["error"]["code"], "email_sender_not_allowed");
+        assert_eq!(a.code(), "email_sender_not_allowed");
     };
     // None granted: no email channel at all.
     refused(&email_channel(&t, &key, FROM).await);
@@ -329,7 +325,7 @@ async fn an_identity_taken_away_stops_the_channels_mail_at_send() {
     let sent = t
         .deliver_settled(&key, &ch, json!({"text": "granted"}))
         .await;
-    assert_eq!(sent["status"], "sent", "{sent}");
+    assert_eq!(sent.status, "sent", "{sent:?}");
 
     // The operator takes it back: the channel is unchanged, its next mail is refused for
     // good before SES is asked (no message id), with the reason.
@@ -337,13 +333,9 @@ async fn an_identity_taken_away_stops_the_channels_mail_at_send() {
     let d = t
         .deliver_settled(&key, &ch, json!({"text": "revoked"}))
         .await;
-    assert_eq!(
-        (d["status"].as_str(), d["attempts"].as_u64()),
-        (Some("failed"), Some(1)),
-        "{d}"
-    );
-    assert!(d["provider_message_id"].is_null(), "{d}");
-    let why = d["last_error"].as_str().unwrap();
+    assert_eq!((d.status.as_str(), d.attempts), ("failed", 1), "{d:?}");
+    assert!(d.provider_message_id.is_none(), "{d:?}");
+    let why = d.last_error.as_deref().unwrap();
     assert!(
         why.contains("not one of the tenant's sender identities"),
         "{why}"
@@ -371,7 +363,7 @@ async fn email_configs_are_checked_when_written() {
             )
             .await;
         assert_eq!(a.status, 422, "{config}: {:?}", a.body);
-        assert_eq!(a.body["error"]["code"], "invalid_config");
+        assert_eq!(a.code(), "invalid_config");
     }
 }
 
@@ -474,7 +466,7 @@ async fn an_ses_tenant_is_named_on_every_send_of_its_tenant() {
     let sent = t
         .deliver_settled(&key, &ch, json!({"text": "on behalf"}))
         .await;
-    assert_eq!(sent["status"], "sent", "{sent}");
+    assert_eq!(sent.status, "sent", "{sent:?}");
 
     let a = patched(&t, &tenant, json!({"ses_tenant": null})).await;
     assert!(a["ses_tenant"].is_null(), "{a}");

@@ -14,12 +14,12 @@ async fn a_dead_letter_is_announced_on_the_bus() {
     let rx = Receiver::always(400).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
-    let id = act["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    let act = t.activity(&key, &[ch.id.as_str()]).await;
+    let id = act.deliveries[0].id.as_str().to_owned();
     let d = t
         .wait_delivery(&key, &id, Duration::from_secs(15), settled)
         .await;
-    assert_eq!(d["status"], "failed");
+    assert_eq!(d.status, "failed");
 
     let events = tap.wait(Duration::from_secs(15), |e| e.len() >= 2).await;
     let find = |kind: &str| {
@@ -32,8 +32,8 @@ async fn a_dead_letter_is_announced_on_the_bus() {
     let dead = find("delivery.dead_lettered");
     assert_eq!(dead["source"], "converger");
     assert_eq!(dead["detail"]["delivery_id"], id.as_str());
-    assert_eq!(dead["detail"]["activity_id"], act["activity_id"]);
-    assert_eq!(dead["detail"]["channel_id"], ch["id"]);
+    assert_eq!(dead["detail"]["activity_id"], act.activity_id);
+    assert_eq!(dead["detail"]["channel_id"], ch.id);
     assert_eq!(dead["detail"]["tenant_id"], tenant.as_str());
     assert_eq!(dead["detail"]["attempts"], 1);
     assert!(dead["detail"]["error"].as_str().unwrap().contains("400"));
@@ -93,8 +93,8 @@ async fn a_poison_stream_record_goes_to_the_dead_letter_queue_and_the_shard_goes
     let rx = Receiver::always(200).await.unwrap();
     let (_, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
-    let id = act["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    let act = t.activity(&key, &[ch.id.as_str()]).await;
+    let id = act.deliveries[0].id.as_str().to_owned();
     let events = tap
         .wait(Duration::from_secs(60), |e| {
             e.iter().any(|e| {

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::ChannelId;
+use converger_http::schemas::DeliveryStateDoc;
 use converger_local::Backend;
 use converger_tests::client::is_settled;
 use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
@@ -16,12 +17,11 @@ pub(crate) fn hook(url: &str, breaker: Value, policy: Value) -> Value {
            "circuit_breaker": breaker, "retry_policy": policy})
 }
 
-async fn delivery_state(t: &TestStack, key: &str, ch: &str) -> Value {
-    let a = t
-        .api("GET", &format!("/api/v1/channels/{ch}/delivery"), key, None)
-        .await;
-    assert_eq!(a.status, 200, "{:?}", a.body);
-    a.body
+async fn delivery_state(t: &TestStack, key: &str, ch: &str) -> DeliveryStateDoc {
+    t.api("GET", &format!("/api/v1/channels/{ch}/delivery"), key, None)
+        .await
+        .typed(200)
+        .unwrap()
 }
 
 #[tokio::test]
@@ -40,11 +40,11 @@ async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
             ),
         )
         .await;
-    let ch_id = ch["id"].as_str().unwrap();
+    let ch_id = ch.id.as_str();
     let first = t.activity(&key, &[ch_id]).await;
     assert!(
         wait_until(Duration::from_secs(10), || async {
-            delivery_state(&t, &key, ch_id).await["circuit_state"] != "closed"
+            delivery_state(&t, &key, ch_id).await.circuit_state != "closed"
         })
         .await
     );
@@ -59,7 +59,7 @@ async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
         "one probe per cooldown: {failing} requests in about 3 s"
     );
     let state = delivery_state(&t, &key, ch_id).await;
-    assert!(state["parked"].as_u64().unwrap() >= 995, "{state}");
+    assert!(state.parked as u64 >= 995, "{state:?}");
 
     // The endpoint recovers: the next probe closes the breaker and everything goes out.
     rx.set_fallback(Reply::status(200));
@@ -67,9 +67,9 @@ async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let counts = t.status_counts(&key, ch_id).await;
     assert_eq!(counts.get("sent").copied(), Some(1001), "{counts:?}");
-    let first_id = first["deliveries"][0]["id"].as_str().unwrap();
+    let first_id = first.deliveries[0].id.as_str();
     let d = t.delivery(&key, first_id).await;
-    assert_eq!(d["status"], "sent");
+    assert_eq!(d.status, "sent");
     let sent_requests = rx.requests().len() - failing;
     assert!(
         (1001..=1010).contains(&sent_requests),
@@ -87,18 +87,13 @@ async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
     let mut probed = false;
     for id in std::iter::once(first_id.to_owned()).chain(parked.iter().cloned()) {
         let d = t.delivery(&key, &id).await;
-        if d["attempt_log"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["trigger"] == "probe")
-        {
+        if d.log().iter().any(|e| e.trigger == "probe") {
             probed = true;
             break;
         }
     }
     assert!(probed, "an attempt log shows a probe");
-    assert_eq!(delivery_state(&t, &key, ch_id).await["state"], "flowing");
+    assert_eq!(delivery_state(&t, &key, ch_id).await.state, "flowing");
 }
 
 #[tokio::test]
@@ -107,7 +102,7 @@ async fn a_paused_channel_holds_new_deliveries_until_resumed() {
     let rx = Receiver::always(200).await.unwrap();
     let (_, key) = t.tenant("default").await;
     let ch = t.channel(&key, hook(&rx.url, json!({}), json!({}))).await;
-    let ch_id = ch["id"].as_str().unwrap();
+    let ch_id = ch.id.as_str();
 
     let a = t
         .api(
@@ -121,12 +116,12 @@ async fn a_paused_channel_holds_new_deliveries_until_resumed() {
     assert_eq!(a.body["state"], "paused");
     let ids = t.activities(&key, ch_id, 3, 3).await;
     for id in &ids {
-        assert_eq!(t.delivery(&key, id).await["status"], "paused");
+        assert_eq!(t.delivery(&key, id).await.status, "paused");
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(rx.requests().is_empty(), "nothing is sent while paused");
     let state = delivery_state(&t, &key, ch_id).await;
-    assert_eq!(state["parked"], 3, "{state}");
+    assert_eq!(state.parked, 3, "{state:?}");
 
     let a = t
         .api(
@@ -142,8 +137,8 @@ async fn a_paused_channel_holds_new_deliveries_until_resumed() {
         let d = t
             .wait_delivery(&key, id, Duration::from_secs(20), settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
-        assert_eq!(d["attempts"], 1);
+        assert_eq!(d.status, "sent", "{d:?}");
+        assert_eq!(d.attempts, 1);
     }
     assert_eq!(rx.requests().len(), 3);
     let audit = t.api("GET", "/api/v1/audit", &key, None).await;
@@ -176,15 +171,15 @@ async fn a_rate_limit_spreads_deliveries_without_using_attempts() {
     let mut body = hook(&rx.url, json!({"max_in_flight": null}), json!({}));
     body["rate_limit"] = json!("5/s");
     let ch = t.channel(&key, body).await;
-    assert_eq!(ch["rate_limit"], "5/s");
-    let ch_id = ch["id"].as_str().unwrap();
+    assert_eq!(ch.rate_limit.as_deref(), Some("5/s"));
+    let ch_id = ch.id.as_str();
     let ids = t.activities(&key, ch_id, 20, 20).await;
     for id in &ids {
         let d = t
             .wait_delivery(&key, id, Duration::from_secs(30), settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
-        assert_eq!(d["attempts"], 1, "snoozes are not attempts");
+        assert_eq!(d.status, "sent", "{d:?}");
+        assert_eq!(d.attempts, 1, "snoozes are not attempts");
     }
     let seen = rx.requests();
     assert_eq!(seen.len(), 20);
@@ -202,7 +197,7 @@ async fn a_rate_limit_spreads_deliveries_without_using_attempts() {
     bad["rate_limit"] = json!("5 per second");
     let a = t.api("POST", "/api/v1/channels", &key, Some(bad)).await;
     assert_eq!(a.status, 422, "{:?}", a.body);
-    assert_eq!(a.body["error"]["code"], "invalid_rate_limit");
+    assert_eq!(a.code(), "invalid_rate_limit");
 }
 
 #[tokio::test]
@@ -243,12 +238,12 @@ async fn a_delivery_parked_after_the_probe_loop_stopped_is_probed_without_a_swee
             ),
         )
         .await;
-    let ch_id = ch["id"].as_str().unwrap();
+    let ch_id = ch.id.as_str();
     let dead = t.activities(&key, ch_id, 1, 1).await.remove(0);
     let d = t
         .wait_delivery(&key, &dead, Duration::from_secs(10), settled)
         .await;
-    assert_eq!(d["status"], "failed", "{d}");
+    assert_eq!(d.status, "failed", "{d:?}");
     // The probe due one cooldown after the open finds nothing waiting and stops: the
     // breaker stays open with no probe due.
     let ch_key = ChannelId::parse(ch_id).unwrap();
@@ -266,14 +261,14 @@ async fn a_delivery_parked_after_the_probe_loop_stopped_is_probed_without_a_swee
     let parked = t.activities(&key, ch_id, 1, 1).await.remove(0);
     let d = t
         .wait_delivery(&key, &parked, Duration::from_secs(10), |d| {
-            d["status"] == "sent"
+            d.status == "sent"
         })
         .await;
-    assert_eq!(d["status"], "sent", "{d}");
-    assert_eq!(d["attempt_log"][0]["trigger"], "probe", "{d}");
+    assert_eq!(d.status, "sent", "{d:?}");
+    assert_eq!(d.log()[0].trigger, "probe", "{d:?}");
     assert_eq!(rx.count(), requests_before + 1);
     assert_eq!(
-        delivery_state(&t, &key, ch_id).await["circuit_state"],
+        delivery_state(&t, &key, ch_id).await.circuit_state,
         "closed"
     );
 }
@@ -313,9 +308,9 @@ async fn a_permanent_error_does_not_count_toward_the_breaker() {
     );
     let state = delivery_state(&t, &tenant.key, &refused.id).await;
     assert_eq!(
-        (&state["circuit_state"], &state["consecutive_failures"]),
-        (&json!("closed"), &json!(0)),
-        "{state}"
+        (state.circuit_state.as_str(), state.consecutive_failures),
+        ("closed", 0),
+        "{state:?}"
     );
     // The control: one transient failure at the same threshold opens the breaker.
     let act = tenant.activity(&[&failed.id]).await;
@@ -323,7 +318,7 @@ async fn a_permanent_error_does_not_count_toward_the_breaker() {
         .wait_delivery(&act.deliveries[0].id, Duration::from_secs(15), is_settled)
         .await;
     let state = delivery_state(&t, &tenant.key, &failed.id).await;
-    assert_eq!(state["circuit_state"], "open", "{state}");
+    assert_eq!(state.circuit_state, "open", "{state:?}");
 }
 
 /// A channel that replays its recent dead letters when a probe closes its breaker does not
@@ -394,7 +389,7 @@ async fn a_retrying_delivery_does_not_hold_back_its_channels_others() {
         let ch = t
             .channel(&key, hook(&rx.url, breaker, policy.clone()))
             .await;
-        channels.push(ch["id"].as_str().unwrap().to_owned());
+        channels.push(ch.id.as_str().to_owned());
         receivers.push(rx);
     }
     let targets: Vec<&str> = channels.iter().map(String::as_str).collect();
@@ -407,10 +402,10 @@ async fn a_retrying_delivery_does_not_hold_back_its_channels_others() {
     let mut posted = Vec::new();
     for _ in 0..10 {
         let a = t.activity(&key, &targets).await;
-        posted.push(a["activity_id"].as_str().unwrap().to_owned());
+        posted.push(a.activity_id.as_str().to_owned());
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let first_id = first["activity_id"].as_str().unwrap().to_owned();
+    let first_id = first.activity_id.as_str().to_owned();
     for (rx, ch) in receivers.iter().zip(&channels) {
         // The failed first attempt, the ten, and the retry (due 10 s after the first
         // attempt); the deadline only bounds the wait.
@@ -446,17 +441,12 @@ async fn a_retrying_delivery_does_not_hold_back_its_channels_others() {
         );
     }
     // And the retries themselves go through when due.
-    for d in first["deliveries"].as_array().unwrap() {
+    for d in first.deliveries {
         let d = t
-            .wait_delivery(
-                &key,
-                d["id"].as_str().unwrap(),
-                Duration::from_secs(30),
-                settled,
-            )
+            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(30), settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
-        assert_eq!(d["attempts"], 2, "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
+        assert_eq!(d.attempts, 2, "{d:?}");
     }
 }
 
@@ -480,7 +470,7 @@ mod emulator {
         );
         body["auto_disable"] = json!({"failed_attempts": 0});
         let ch = t.channel(&key, body).await;
-        let ch_id = ch["id"].as_str().unwrap();
+        let ch_id = ch.id.as_str();
         t.activities(&key, ch_id, 50, 25).await;
 
         tap.wait(Duration::from_secs(20), |e| {
@@ -500,8 +490,8 @@ mod emulator {
         assert!(body["changed_at"].as_str().unwrap().ends_with('Z'));
 
         let state = delivery_state(&t, &key, ch_id).await;
-        assert_eq!(state["state"], "breaker_open", "{state}");
-        assert_eq!(state["circuit_state"], "open");
+        assert_eq!(state.state, "breaker_open", "{state:?}");
+        assert_eq!(state.circuit_state, "open");
         // Deliveries that came after the opening were parked without an attempt.
         let counts = t.status_counts(&key, ch_id).await;
         assert_eq!(counts.values().sum::<usize>(), 50, "{counts:?}");
@@ -512,7 +502,7 @@ mod emulator {
         );
         // A new delivery while open is written paused and not sent.
         let a = t.activity(&key, &[ch_id]).await;
-        assert_eq!(a["deliveries"][0]["status"], "paused", "{a}");
+        assert_eq!(a.deliveries[0].status, "paused", "{a:?}");
         t.stop().await;
     }
 
@@ -534,7 +524,7 @@ mod emulator {
         let ch = t
             .channel(&key, hook(&rx.url, json!({"max_in_flight": 2}), json!({})))
             .await;
-        let ch_id = ch["id"].as_str().unwrap();
+        let ch_id = ch.id.as_str();
         let url = t.aws().queue_url(converger_core::Tier::Default).unwrap();
         let sqs = t.aws().clients.sqs.clone();
         let sampler = tokio::spawn(async move {
@@ -577,7 +567,7 @@ mod emulator {
             let d = t
                 .wait_delivery(&key, id, Duration::from_secs(120), settled)
                 .await;
-            assert_eq!(d["status"], "sent", "{d}");
+            assert_eq!(d.status, "sent", "{d:?}");
         }
         let max_queued = sampler.await.unwrap();
         assert!(rx.max_concurrent() <= 2, "{} at once", rx.max_concurrent());
@@ -615,7 +605,7 @@ mod emulator {
         let d = t
             .wait_delivery(&key, &second, Duration::from_secs(10), settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
         assert_eq!(rx.requests().len(), 2);
         t.stop().await;
     }
@@ -636,43 +626,41 @@ mod emulator {
                 ),
             )
             .await;
-        let ch_id = ch["id"].as_str().unwrap();
+        let ch_id = ch.id.as_str();
         let dead = t.activities(&key, ch_id, 1, 1).await.remove(0);
         let d = t
             .wait_delivery(&key, &dead, Duration::from_secs(10), settled)
             .await;
-        assert_eq!(d["status"], "failed", "{d}");
+        assert_eq!(d.status, "failed", "{d:?}");
         // The breaker opens right after the dead letter is recorded.
         assert!(
             wait_until(Duration::from_secs(10), || async {
-                delivery_state(&t, &key, ch_id).await["circuit_state"] == "open"
+                delivery_state(&t, &key, ch_id).await.circuit_state == "open"
             })
             .await
         );
         // The endpoint recovers; a delivery parked meanwhile is the probe.
         let parked = t.activities(&key, ch_id, 1, 1).await.remove(0);
-        assert_eq!(t.delivery(&key, &parked).await["status"], "paused");
+        assert_eq!(t.delivery(&key, &parked).await.status, "paused");
         rx.set_fallback(Reply::status(200));
         // The probe comes through the probe queue after the cooldown: seconds alone, and up
         // to half a minute on an emulator loaded by the rest of the run (a bound, not a
         // figure).
         let d = t
             .wait_delivery(&key, &parked, Duration::from_secs(60), |d| {
-                d["status"] == "sent"
+                d.status == "sent"
             })
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
         let d = t
-            .wait_delivery(&key, &dead, Duration::from_secs(60), |d| {
-                d["status"] == "sent"
-            })
+            .wait_delivery(&key, &dead, Duration::from_secs(60), |d| d.status == "sent")
             .await;
         assert_eq!(
-            d["status"], "sent",
-            "the dead letter was replayed on close: {d}"
+            d.status, "sent",
+            "the dead letter was replayed on close: {d:?}"
         );
-        assert_eq!(d["retried_by"], "system:circuit_breaker");
-        assert_eq!(d["retry_count"], 1);
+        assert_eq!(d.retried_by.as_deref(), Some("system:circuit_breaker"));
+        assert_eq!(d.retry_count, 1);
         t.stop().await;
     }
 
@@ -691,7 +679,7 @@ mod emulator {
         };
         let a = patch("premium").await;
         assert_eq!(a.status, 422, "{:?}", a.body);
-        assert_eq!(a.body["error"]["code"], "invalid_tier");
+        assert_eq!(a.code(), "invalid_tier");
         let a = patch("high").await;
         assert_eq!(a.status, 200, "{:?}", a.body);
         assert_eq!(a.body["tier"], "high");
@@ -706,14 +694,11 @@ mod emulator {
             .unwrap()
             .unwrap();
         assert_eq!(stored.tier, converger_core::Tier::High);
-        let id = t
-            .activities(&key, ch["id"].as_str().unwrap(), 1, 1)
-            .await
-            .remove(0);
+        let id = t.activities(&key, ch.id.as_str(), 1, 1).await.remove(0);
         let d = t
             .wait_delivery(&key, &id, Duration::from_secs(10), settled)
             .await;
-        assert_eq!(d["status"], "sent");
+        assert_eq!(d.status, "sent");
         t.stop().await;
     }
 
@@ -736,7 +721,7 @@ mod emulator {
         let b = t
             .channel(&key_b, hook(&fast.url, json!({}), json!({})))
             .await;
-        let (a_id, b_id) = (a["id"].as_str().unwrap(), b["id"].as_str().unwrap());
+        let (a_id, b_id) = (a.id.as_str(), b.id.as_str());
         // A's thousand activities: the backlog they leave behind A's window, then one more
         // through the API, which takes a slot and feeds the backlog as it finishes.
         t.seed_waiting(&tenant_a, a_id, 1000, false).await;
@@ -748,15 +733,15 @@ mod emulator {
             let d = t
                 .wait_delivery(&key_b, id, Duration::from_secs(45), settled)
                 .await;
-            assert_eq!(d["status"], "sent", "{d}");
+            assert_eq!(d.status, "sent", "{d:?}");
         }
         // Causality, not speed: B's deliveries were all sent while A's backlog still waits,
         // so they did not queue behind it (the time B took is the dead-channel and
         // fairness benchmarks' to measure).
         let a_state = delivery_state(&t, &key_a, a_id).await;
         assert!(
-            a_state["backlog"].as_u64().unwrap() > 0,
-            "A still has a backlog when B is done: {a_state}"
+            a_state.backlog as u64 > 0,
+            "A still has a backlog when B is done: {a_state:?}"
         );
         assert!(
             slow.max_concurrent() <= 10,

@@ -5,6 +5,7 @@
 use converger_core::Timestamp;
 use converger_core::health::{HealthStatus, minute};
 use converger_core::{ChannelId, TenantId, time};
+use converger_http::schemas::ChannelHealthDoc;
 use converger_local::Backend;
 use converger_ports::{HealthCheck, Outcome, Settle};
 use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
@@ -19,12 +20,11 @@ fn hook(url: &str, extra: Value) -> Value {
     body
 }
 
-async fn health(t: &TestStack, key: &str, ch: &str) -> Value {
-    let a = t
-        .api("GET", &format!("/api/v1/channels/{ch}/health"), key, None)
-        .await;
-    assert_eq!(a.status, 200, "{:?}", a.body);
-    a.body
+async fn health(t: &TestStack, key: &str, ch: &str) -> ChannelHealthDoc {
+    t.api("GET", &format!("/api/v1/channels/{ch}/health"), key, None)
+        .await
+        .typed(200)
+        .unwrap()
 }
 
 /// Sets a channel's counters for this minute as if `created` deliveries were made and
@@ -60,7 +60,7 @@ async fn a_health_change_reaches_the_alert_webhook_by_its_alert_name() {
         .await;
     assert_eq!(set.status, 200, "{:?}", set.body);
     let ch = t.channel(&key, hook(&rx.url, json!({}))).await;
-    let id = ch["id"].as_str().unwrap().to_owned();
+    let id = ch.id.as_str().to_owned();
     counters(&t, &id, 1000, 200).await;
     assert!(t.stack.changes_settled().await);
     t.stack
@@ -101,7 +101,7 @@ async fn counters_follow_real_deliveries_and_replays() {
             hook(&rx.url, json!({"circuit_breaker": {"max_in_flight": 1}})),
         )
         .await;
-    let id = ch["id"].as_str().unwrap();
+    let id = ch.id.as_str();
     let ids = t.activities(&key, id, 10, 1).await;
     for d in &ids {
         t.wait_delivery(&key, d, Duration::from_secs(20), settled)
@@ -117,9 +117,9 @@ async fn counters_follow_real_deliveries_and_replays() {
         .await
         .unwrap();
     let h = health(&t, &key, id).await;
-    assert_eq!(h["history"][0]["total_deliveries"], 10, "{h}");
-    assert_eq!(h["history"][0]["failed_deliveries"], 3, "{h}");
-    assert_eq!(h["status"], "degraded");
+    assert_eq!(h.history[0].total_deliveries, 10, "{h:?}");
+    assert_eq!(h.history[0].failed_deliveries, 3, "{h:?}");
+    assert_eq!(h.status, "degraded");
     // Replaying the dead letters takes them out of the failed count.
     let a = t
         .api(
@@ -140,8 +140,8 @@ async fn counters_follow_real_deliveries_and_replays() {
         .await
         .unwrap();
     let h = health(&t, &key, id).await;
-    assert_eq!(h["history"][0]["failed_deliveries"], 0, "{h}");
-    assert_eq!(h["status"], "healthy");
+    assert_eq!(h.history[0].failed_deliveries, 0, "{h:?}");
+    assert_eq!(h.status, "healthy");
 }
 
 #[tokio::test]
@@ -150,7 +150,7 @@ async fn expired_history_rows_are_not_shown() {
     let rx = Receiver::always(200).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
     let ch = t.channel(&key, hook(&rx.url, json!({}))).await;
-    let id = ch["id"].as_str().unwrap();
+    let id = ch.id.as_str();
     let now_s = time::now_ms() / 1000;
     for (age_days, status) in [(8, HealthStatus::Unhealthy), (1, HealthStatus::Healthy)] {
         let at = time::now_ms() - age_days * 86_400_000;
@@ -172,9 +172,9 @@ async fn expired_history_rows_are_not_shown() {
             .unwrap();
     }
     let h = health(&t, &key, id).await;
-    let history = h["history"].as_array().unwrap();
-    assert_eq!(history.len(), 1, "the 8-day-old row is past its TTL: {h}");
-    assert_eq!(history[0]["status"], "healthy");
+    let history = &h.history;
+    assert_eq!(history.len(), 1, "the 8-day-old row is past its TTL: {h:?}");
+    assert_eq!(history[0].status, "healthy");
     assert!(now_s > 0);
 }
 
@@ -186,7 +186,7 @@ async fn fail_n(t: &TestStack, key: &str, ch: &str, n: usize) {
         let row = t
             .wait_delivery(key, d, Duration::from_secs(20), settled)
             .await;
-        assert_eq!(row["status"], "failed", "{row}");
+        assert_eq!(row.status, "failed", "{row:?}");
     }
 }
 
@@ -233,7 +233,7 @@ async fn the_managed_alert_channel_is_changed_by_operators_only() {
     ] {
         let a = t.api(method, &path, &key, body).await;
         assert_eq!(a.status, 403, "{method} {path}: {:?}", a.body);
-        assert_eq!(a.body["error"]["code"], "managed_channel");
+        assert_eq!(a.code(), "managed_channel");
     }
     // Nor post to it: only the platform's alerts go there, and nothing reached it.
     let posted = t
@@ -247,7 +247,7 @@ async fn the_managed_alert_channel_is_changed_by_operators_only() {
         )
         .await;
     assert_eq!(posted.status, 403, "{:?}", posted.body);
-    assert_eq!(posted.body["error"]["code"], "managed_channel");
+    assert_eq!(posted.code(), "managed_channel");
     // An activity sent by event type goes to the channel subscribed to it, never to the alert
     // channel (which ingest leaves out of every subscriber list).
     let other = Receiver::always(200).await.unwrap();
@@ -328,20 +328,19 @@ mod emulator {
         assert_eq!(b.status, 200, "{:?}", b.body);
         let bad = set_alert(tenant_b.clone(), json!("ftp://nowhere")).await;
         assert_eq!(bad.status, 422, "{:?}", bad.body);
-        assert_eq!(bad.body["error"]["code"], "invalid_alert_webhook_url");
+        assert_eq!(bad.code(), "invalid_alert_webhook_url");
 
         // Tenant B has a healthy channel; tenant A's channel dies and its breaker opens.
         let ok = Receiver::always(200).await.unwrap();
         let b_ch = t.channel(&key_b, hook(&ok.url, json!({}))).await;
-        t.activities(&key_b, b_ch["id"].as_str().unwrap(), 2, 2)
-            .await;
+        t.activities(&key_b, b_ch.id.as_str(), 2, 2).await;
         let a_ch = t
         .channel(
             &key_a,
             hook(&dead.url, json!({"circuit_breaker": {"failure_threshold": 1, "cooldown_ms": 600000}, "retry_policy": {"max_attempts": 1}})),
         )
         .await;
-        let a_id = a_ch["id"].as_str().unwrap();
+        let a_id = a_ch.id.as_str();
         t.activities(&key_a, a_id, 1, 1).await;
 
         let got = alerts_a.wait_for(1, Duration::from_secs(20)).await;
@@ -373,8 +372,8 @@ mod emulator {
         let d = t
             .wait_delivery(&key_a, &id, Duration::from_secs(10), settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
-        assert_eq!(d["attempt_log"][0]["status_code"], 200);
+        assert_eq!(d.status, "sent", "{d:?}");
+        assert_eq!(d.log()[0].status_code, Some(200));
 
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert!(
@@ -413,7 +412,7 @@ mod emulator {
                     hook(&rx.url, json!({"circuit_breaker": {"cooldown_ms": 600000}})),
                 )
                 .await;
-            let id = ch["id"].as_str().unwrap().to_owned();
+            let id = ch.id.as_str().to_owned();
             counters(&t, &id, created, failed).await;
             ids.push(id);
         }
@@ -449,9 +448,9 @@ mod emulator {
         );
         for (id, (created, failed, status)) in ids.iter().zip(cases) {
             let h = health(&t, &key, id).await;
-            assert_eq!(h["status"], status, "{created}/{failed}: {h}");
-            assert_eq!(h["history"][0]["total_deliveries"], created);
-            assert_eq!(h["history"][0]["failed_deliveries"], failed);
+            assert_eq!(h.status, status, "{created}/{failed}: {h:?}");
+            assert_eq!(h.history[0].total_deliveries, created as u64);
+            assert_eq!(h.history[0].failed_deliveries, failed as u64);
         }
         // A change emits channel.health_changed with the reference's body; no traffic is no change.
         let events = tap
@@ -485,13 +484,7 @@ mod emulator {
             .await
             .unwrap();
         assert_eq!(again.changed, 0, "{again:?}");
-        assert_eq!(
-            health(&t, &key, &ids[2]).await["history"]
-                .as_array()
-                .unwrap()
-                .len(),
-            2
-        );
+        assert_eq!(health(&t, &key, &ids[2]).await.history.len(), 2);
         t.stop().await;
     }
 
@@ -511,7 +504,7 @@ mod emulator {
                 hook(&rx.url, json!({"circuit_breaker": {"cooldown_ms": 600000}})),
             )
             .await;
-        let id = ch["id"].as_str().unwrap();
+        let id = ch.id.as_str();
         counters(&t, id, 10, 6).await;
         // What the check reads follows from the rows' changes: read to here first.
         assert!(t.stack.changes_settled().await);
@@ -595,7 +588,7 @@ mod emulator {
         });
         // A success 23 hours ago (in the 24 h window): four failures do not disable it.
         let spared = t.channel(&key, hook(&rx.url, extra.clone())).await;
-        let spared_id = spared["id"].as_str().unwrap();
+        let spared_id = spared.id.as_str();
         t.stack
             .store
             .settle(
@@ -620,7 +613,7 @@ mod emulator {
 
         // No success at all: the fourth failure disables it.
         let doomed = t.channel(&key, hook(&rx.url, extra)).await;
-        let doomed_id = doomed["id"].as_str().unwrap();
+        let doomed_id = doomed.id.as_str();
         fail_n(&t, &key, doomed_id, 4).await;
         // The disable follows the fourth dead letter's write.
         let path = format!("/api/v1/channels/{doomed_id}");
@@ -649,7 +642,7 @@ mod emulator {
                 Some(json!({"conversation_id": "c", "channel_ids": [doomed_id], "payload": {}})),
             )
             .await;
-        assert_eq!(a.body["error"]["code"], "channel_inactive", "{:?}", a.body);
+        assert_eq!(a.code(), "channel_inactive", "{:?}", a.body);
         let a = t
             .api(
                 "PATCH",

@@ -146,7 +146,7 @@ mod emulator {
         let t = TestStack::on_emulator().await;
         let (tenant, key) = t.tenant("default").await;
         let ch = t.webhook(&key, "http://127.0.0.1:9/h", json!({})).await;
-        let body = json!({"conversation_id": "idem", "channel_ids": [ch["id"]],
+        let body = json!({"conversation_id": "idem", "channel_ids": [ch.id],
                           "payload": {"text": "once"}});
         let answers = futures::future::join_all(
             (0..20).map(|_| post(&t, &key, "/api/v1/activities", "act-key-1", &body)),
@@ -173,10 +173,7 @@ mod emulator {
         );
 
         // A replay job started twice with one key is one job.
-        let path = format!(
-            "/api/v1/channels/{}/deliveries/replays",
-            ch["id"].as_str().unwrap()
-        );
+        let path = format!("/api/v1/channels/{}/deliveries/replays", ch.id.as_str());
         let (s1, j1, _) = post(&t, &key, &path, "job-1", &json!({})).await;
         let (s2, j2, r2) = post(&t, &key, &path, "job-1", &json!({})).await;
         assert_eq!((s1, s2, r2), (202, 202, true), "{j1} {j2}");

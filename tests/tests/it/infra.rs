@@ -226,12 +226,12 @@ async fn an_ingested_activity_and_its_deliveries_expire_after_the_retention_peri
     let rx = converger_tests::Receiver::always(200).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, serde_json::json!({})).await;
-    let a = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
+    let a = t.activity(&key, &[ch.id.as_str()]).await;
     let store = &t.stack.store;
     let activity = store
         .get_activity(
             &converger_core::TenantId::parse(&tenant).unwrap(),
-            &converger_core::ActivityId::parse(a["activity_id"].as_str().unwrap()).unwrap(),
+            &converger_core::ActivityId::parse(a.activity_id.as_str()).unwrap(),
         )
         .await
         .unwrap()
@@ -239,7 +239,7 @@ async fn an_ingested_activity_and_its_deliveries_expire_after_the_retention_peri
     let want = converger_core::time::now_ms() / 1000 + 30 * 86_400;
     let at = activity.expires_at.unwrap();
     assert!((want - 120..=want).contains(&at), "{at} vs {want}");
-    let id = a["deliveries"][0]["id"].as_str().unwrap();
+    let id = a.deliveries[0].id.as_str();
     let d = store
         .get_delivery(&converger_core::DeliveryId::parse(id).unwrap())
         .await

@@ -58,7 +58,7 @@ mod emulator {
         };
         let a = admin(json!({"api_rate_limit": "every second"})).await;
         assert_eq!(
-            (a.status, a.body["error"]["code"].as_str()),
+            (a.status, Some(a.code())),
             (422, Some("invalid_api_rate_limit"))
         );
         // Ten an hour: the rate adds nothing while the calls run (one call every 6 minutes),
@@ -159,7 +159,7 @@ mod emulator {
                 json!({"type": "webhook", "name": "w", "config": {"url": fast.url}}),
             )
             .await;
-        let ch_id = ch["id"].as_str().unwrap().to_owned();
+        let ch_id = ch.id.as_str().to_owned();
         let mut ids = t.activities(&key, &ch_id, 6, 6).await;
         // No load, no grant; a grant the load made is shown while it holds.
         let seen = t.admin_get(&format!("/admin/api/tenants/{tenant}")).await;
@@ -201,7 +201,7 @@ mod emulator {
         );
         let a = admin(json!({"delivery_shards": 4})).await;
         assert_eq!(
-            (a.status, a.body["error"]["code"].as_str()),
+            (a.status, Some(a.code())),
             (422, Some("invalid_delivery_shards")),
             "{:?}",
             a.body
@@ -260,9 +260,11 @@ async fn an_address_that_keeps_being_refused_is_throttled_and_no_one_else_is() {
     let t = TestStack::start().await;
     let rx = Receiver::always(200).await.unwrap();
     let (_, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({})).await["id"]
+    let ch = t
+        .webhook(&key, &rx.url, json!({}))
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     let guesser = client_at("127.0.0.6");
     let channels = format!("{}/api/v1/channels", t.stack.api_url);
@@ -353,7 +355,7 @@ async fn a_channels_receipts_over_its_limit_get_429_and_another_channels_do_not(
                     "receipt_token": "ib-receipts-0123"}}),
             )
             .await;
-        channels.push(c["id"].as_str().unwrap().to_owned());
+        channels.push(c.id.as_str().to_owned());
     }
     let report = async |ch: &str, token: &str| {
         let a = t

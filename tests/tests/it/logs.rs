@@ -59,13 +59,13 @@ async fn an_attempt_logs_under_its_sqs_record_and_its_delivery() {
     let rx = Receiver::always(200).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, serde_json::json!({})).await;
-    let ch_id = ch["id"].as_str().unwrap();
+    let ch_id = ch.id.as_str();
     let act = t.activity(&key, &[ch_id]).await;
-    let id = act["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    let id = act.deliveries[0].id.as_str().to_owned();
     let d = t
         .wait_delivery(&key, &id, Duration::from_secs(15), settled)
         .await;
-    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d.status, "sent", "{d:?}");
 
     let all = lines.parsed();
     let sent = all
@@ -82,7 +82,7 @@ async fn an_attempt_logs_under_its_sqs_record_and_its_delivery() {
     assert_eq!(attempt["delivery_id"], id.as_str(), "{sent}");
     assert_eq!(attempt["tenant_id"], tenant.as_str(), "{sent}");
     assert_eq!(attempt["channel_id"], ch_id, "{sent}");
-    assert_eq!(attempt["activity_id"], d["activity_id"], "{sent}");
+    assert_eq!(attempt["activity_id"], d.activity_id, "{sent}");
     assert_eq!(attempt["attempt"], 1, "{sent}");
     assert_eq!(attempt["chained"], false, "{sent}");
     let names: Vec<&str> = spans.iter().filter_map(|s| s["name"].as_str()).collect();

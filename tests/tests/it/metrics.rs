@@ -37,8 +37,8 @@ async fn deliveries_write_the_documented_metric_lines() {
     let good = t.webhook(&key, &ok.url, json!({})).await;
     let bad = t.webhook(&key, &dead.url, json!({"max_attempts": 1})).await;
     for ch in [&good, &bad] {
-        let act = t.activity(&key, &[ch["id"].as_str().unwrap()]).await;
-        let id = act["deliveries"][0]["id"].as_str().unwrap().to_owned();
+        let act = t.activity(&key, &[ch.id.as_str()]).await;
+        let id = act.deliveries[0].id.as_str().to_owned();
         t.wait_delivery(&key, &id, Duration::from_secs(15), settled)
             .await;
     }

@@ -52,22 +52,22 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
                    ]}),
         )
         .await;
-    let ch_id = ch["id"].as_str().unwrap();
-    assert_eq!(ch["middleware"].as_array().unwrap().len(), 2, "{ch}");
+    let ch_id = ch.id.as_str();
+    assert_eq!(ch.middleware.len(), 2, "{ch:?}");
 
     // A transform: the receiver gets the copy, the activity keeps the original.
     let sent = post(&t, &key, ch_id, json!({"text": "hi", "api_key": "k-1"})).await;
     let d = t
         .wait_delivery(&key, &sent, Duration::from_secs(20), settled)
         .await;
-    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d.status, "sent", "{d:?}");
     let reqs = rx.requests();
     assert_eq!(reqs.len(), 1);
     assert_eq!(body(&reqs[0]), json!({"text": "[message.created] HI"}));
     let act = t
         .api(
             "GET",
-            &format!("/api/v1/activities/{}", d["activity_id"].as_str().unwrap()),
+            &format!("/api/v1/activities/{}", d.activity_id.as_str()),
             &key,
             None,
         )
@@ -80,8 +80,8 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
     let d = t
         .wait_delivery(&key, &halted, Duration::from_secs(20), settled)
         .await;
-    assert_eq!(d["status"], "failed", "{d}");
-    assert_eq!(d["last_error"], "halted: internal note");
+    assert_eq!(d.status, "failed", "{d:?}");
+    assert_eq!(d.last_error.as_deref(), Some("halted: internal note"));
     assert_eq!(rx.requests().len(), 1, "a halt makes no request");
     let state = t
         .api(
@@ -104,8 +104,8 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
     let d = t
         .wait_delivery(&key, &broken, Duration::from_secs(20), settled)
         .await;
-    assert_eq!(d["status"], "failed", "{d}");
-    let why = d["last_error"].as_str().unwrap();
+    assert_eq!(d.status, "failed", "{d:?}");
+    let why = d.last_error.as_deref().unwrap();
     assert!(
         why.starts_with("halted: step 2 (transform) failed:"),
         "{why}"
@@ -137,10 +137,10 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
     assert_eq!(a.status, 200, "{:?}", a.body);
     let d = t
         .wait_delivery(&key, &halted, Duration::from_secs(20), |d| {
-            d["status"] == "sent"
+            d.status == "sent"
         })
         .await;
-    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d.status, "sent", "{d:?}");
     let reqs = rx.requests();
     assert_eq!(reqs.len(), 2);
     assert_eq!(
@@ -154,7 +154,7 @@ async fn bad_steps_are_refused_naming_the_step() {
     let t = TestStack::start().await;
     let (_, key) = t.tenant("default").await;
     let ch = t.webhook(&key, "http://127.0.0.1:9/h", json!({})).await;
-    let path = format!("/api/v1/channels/{}", ch["id"].as_str().unwrap());
+    let path = format!("/api/v1/channels/{}", ch.id.as_str());
     for (steps, names) in [
         (json!({"type": "transform"}), "array"),
         (json!([{"type": "jq", "filter": "."}]), "step 1:"),
@@ -176,7 +176,7 @@ async fn bad_steps_are_refused_naming_the_step() {
             .api("PATCH", &path, &key, Some(json!({"middleware": steps})))
             .await;
         assert_eq!(a.status, 422, "{steps}: {:?}", a.body);
-        assert_eq!(a.body["error"]["code"], "invalid_middleware");
+        assert_eq!(a.code(), "invalid_middleware");
         let msg = a.body["error"]["message"].as_str().unwrap();
         assert!(msg.contains(names), "{steps}: {msg}");
     }
@@ -222,17 +222,16 @@ async fn ten_hostile_scripts_at_once_halt_their_own_deliveries_only() {
                        "middleware": [{"type": "transform", "script": hostile}]}),
             )
             .await;
-        channels.push(ch["id"].as_str().unwrap().to_owned());
+        channels.push(ch.id.as_str().to_owned());
     }
     let healthy = t
         .channel(
             &key,
             json!({"type": "webhook", "name": "healthy", "config": {"url": rx.url, "body": "payload"}}),
         )
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .await
+        .id
+        .clone();
     channels.push(healthy.clone());
     let a = t
         .api(
@@ -263,14 +262,10 @@ async fn ten_hostile_scripts_at_once_halt_their_own_deliveries_only() {
             .wait_delivery(&key, id, Duration::from_secs(30), settled)
             .await;
         if *ch == healthy {
-            assert_eq!(d["status"], "sent", "{d}");
+            assert_eq!(d.status, "sent", "{d:?}");
         } else {
-            assert_eq!(
-                (d["status"].as_str(), d["attempts"].as_u64()),
-                (Some("failed"), Some(1)),
-                "{d}"
-            );
-            let why = d["last_error"].as_str().unwrap();
+            assert_eq!((d.status.as_str(), d.attempts), ("failed", 1), "{d:?}");
+            let why = d.last_error.as_deref().unwrap();
             assert!(
                 why.starts_with("halted: step 1 (transform) failed: allocated more than 16 MB"),
                 "{why}"

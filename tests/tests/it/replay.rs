@@ -21,12 +21,12 @@ fn ids(page: &Value) -> Vec<String> {
 async fn send(t: &TestStack, key: &str, channels: &[&str]) -> Vec<String> {
     let act = t.activity(key, channels).await;
     let mut out = Vec::new();
-    for d in act["deliveries"].as_array().unwrap() {
-        let id = d["id"].as_str().unwrap().to_owned();
+    for d in act.deliveries {
+        let id = d.id.as_str().to_owned();
         let row = t
             .wait_delivery(key, &id, Duration::from_secs(15), settled)
             .await;
-        assert!(settled(&row), "{row}");
+        assert!(settled(&row), "{row:?}");
         out.push(id);
     }
     out
@@ -41,12 +41,8 @@ async fn replay_refusals_and_tenant_isolation() {
     let (_, other) = t.tenant("default").await;
     let dead_ch = t.webhook(&key, &bad.url, json!({})).await;
     let ok_ch = t.webhook(&key, &good.url, json!({})).await;
-    let dead = send(&t, &key, &[dead_ch["id"].as_str().unwrap()])
-        .await
-        .remove(0);
-    let sent = send(&t, &key, &[ok_ch["id"].as_str().unwrap()])
-        .await
-        .remove(0);
+    let dead = send(&t, &key, &[dead_ch.id.as_str()]).await.remove(0);
+    let sent = send(&t, &key, &[ok_ch.id.as_str()]).await.remove(0);
 
     let a = t
         .api(
@@ -57,7 +53,7 @@ async fn replay_refusals_and_tenant_isolation() {
         )
         .await;
     assert_eq!(
-        (a.status, a.body["error"]["code"].as_str()),
+        (a.status, Some(a.code())),
         (409, Some("not_failed")),
         "{:?}",
         a.body
@@ -84,11 +80,8 @@ async fn replay_refusals_and_tenant_isolation() {
     for q in [
         String::new(),
         "?status=failed".into(),
-        format!("?channel_id={}", dead_ch["id"].as_str().unwrap()),
-        format!(
-            "?channel_id={}&status=failed",
-            dead_ch["id"].as_str().unwrap()
-        ),
+        format!("?channel_id={}", dead_ch.id.as_str()),
+        format!("?channel_id={}&status=failed", dead_ch.id.as_str()),
     ] {
         let a = t
             .api("GET", &format!("/api/v1/deliveries{q}"), &other, None)
@@ -100,9 +93,11 @@ async fn replay_refusals_and_tenant_isolation() {
             "tenant B sees nothing with `{q}`"
         );
     }
-    let act = t.delivery(&key, &dead).await["activity_id"]
+    let act = t
+        .delivery(&key, &dead)
+        .await
+        .activity_id
         .as_str()
-        .unwrap()
         .to_owned();
     let a = t
         .api(
@@ -119,7 +114,7 @@ async fn replay_refusals_and_tenant_isolation() {
     );
 
     // An inactive channel is refused, and the delivery stays failed.
-    let path = format!("/api/v1/channels/{}", dead_ch["id"].as_str().unwrap());
+    let path = format!("/api/v1/channels/{}", dead_ch.id.as_str());
     assert_eq!(
         t.api("PATCH", &path, &key, Some(json!({"active": false})))
             .await
@@ -136,7 +131,7 @@ async fn replay_refusals_and_tenant_isolation() {
         .await;
     assert_eq!(a.status, 400);
     assert_eq!(a.body["error"]["message"], "Channel is inactive");
-    assert_eq!(t.delivery(&key, &dead).await["status"], "failed");
+    assert_eq!(t.delivery(&key, &dead).await.status, "failed");
 }
 
 #[tokio::test]
@@ -148,12 +143,10 @@ async fn a_replay_after_the_receiver_is_fixed_is_sent() {
     let ch = t
         .webhook(&key, &broken.url, json!({"max_attempts": 1}))
         .await;
-    let id = send(&t, &key, &[ch["id"].as_str().unwrap()])
-        .await
-        .remove(0);
-    assert_eq!(t.delivery(&key, &id).await["status"], "failed");
+    let id = send(&t, &key, &[ch.id.as_str()]).await.remove(0);
+    assert_eq!(t.delivery(&key, &id).await.status, "failed");
     // Fix the cause first (the URL), then replay.
-    let path = format!("/api/v1/channels/{}", ch["id"].as_str().unwrap());
+    let path = format!("/api/v1/channels/{}", ch.id.as_str());
     let a = t
         .api(
             "PATCH",
@@ -173,12 +166,10 @@ async fn a_replay_after_the_receiver_is_fixed_is_sent() {
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(15), |d| {
-            d["status"] == "sent"
-        })
+        .wait_delivery(&key, &id, Duration::from_secs(15), |d| d.status == "sent")
         .await;
-    assert_eq!(d["status"], "sent");
-    assert_eq!(d["retry_count"], 1);
+    assert_eq!(d.status, "sent");
+    assert_eq!(d.retry_count, 1);
     assert_eq!(fixed.requests().len(), 1);
 }
 
@@ -188,10 +179,10 @@ async fn a_replay_goes_to_the_tenants_tier_now(t: &TestStack) {
     let bad = Receiver::always(400).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &bad.url, json!({})).await;
-    let ch = ch["id"].as_str().unwrap();
+    let ch = ch.id.as_str();
     let one = send(t, &key, &[ch]).await.remove(0);
     let two = send(t, &key, &[ch]).await.remove(0);
-    assert_eq!(t.delivery(&key, &one).await["tier"], "default");
+    assert_eq!(t.delivery(&key, &one).await.tier, "default");
     let a = t.patch_tenant(&tenant, json!({"tier": "high"})).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     let a = t
@@ -206,10 +197,10 @@ async fn a_replay_goes_to_the_tenants_tier_now(t: &TestStack) {
     assert_eq!(a.body["tier"], "high", "{:?}", a.body);
     let d = t
         .wait_delivery(&key, &one, Duration::from_secs(20), |d| {
-            d["status"] == "failed" && d["retry_count"] == 1
+            d.status == "failed" && d.retry_count == 1
         })
         .await;
-    assert_eq!(d["tier"], "high", "{d}");
+    assert_eq!(d.tier, "high", "{d:?}");
     let a = t
         .api(
             "POST",
@@ -220,11 +211,9 @@ async fn a_replay_goes_to_the_tenants_tier_now(t: &TestStack) {
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     let d = t
-        .wait_delivery(&key, &two, Duration::from_secs(20), |d| {
-            d["retry_count"] == 1
-        })
+        .wait_delivery(&key, &two, Duration::from_secs(20), |d| d.retry_count == 1)
         .await;
-    assert_eq!(d["tier"], "high", "{d}");
+    assert_eq!(d.tier, "high", "{d:?}");
 }
 
 #[tokio::test]
@@ -245,11 +234,9 @@ async fn fifty_concurrent_replays_replay_once() {
     .unwrap();
     let (_, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let id = send(&t, &key, &[ch["id"].as_str().unwrap()])
-        .await
-        .remove(0);
+    let id = send(&t, &key, &[ch.id.as_str()]).await.remove(0);
     let before = t.delivery(&key, &id).await;
-    assert_eq!(before["status"], "failed");
+    assert_eq!(before.status, "failed");
 
     let path = format!("/api/v1/deliveries/{id}/retry");
     let calls = (0..50).map(|_| t.api("POST", &path, &key, None));
@@ -281,12 +268,10 @@ async fn fifty_concurrent_replays_replay_once() {
     );
 
     let after = t
-        .wait_delivery(&key, &id, Duration::from_secs(15), |d| {
-            d["status"] == "sent"
-        })
+        .wait_delivery(&key, &id, Duration::from_secs(15), |d| d.status == "sent")
         .await;
-    assert_eq!(after["status"], "sent", "{after}");
-    assert_eq!(after["attempts"], 1);
+    assert_eq!(after.status, "sent", "{after:?}");
+    assert_eq!(after.attempts, 1);
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(
         rx.requests().len(),
@@ -343,7 +328,7 @@ mod emulator {
             .body;
         let echo_id = echo["id"].as_str().unwrap().to_owned();
         let hook = t.webhook(&key, &bad.url, json!({})).await;
-        let hook_id = hook["id"].as_str().unwrap().to_owned();
+        let hook_id = hook.id.as_str().to_owned();
 
         let mut failed = Vec::new();
         let mut sent = Vec::new();
@@ -351,14 +336,14 @@ mod emulator {
         for i in 0..5 {
             let act = t.activity(&key, &[&echo_id, &hook_id]).await;
             if i == 0 {
-                first_activity = act["activity_id"].as_str().unwrap().to_owned();
+                first_activity = act.activity_id.as_str().to_owned();
             }
-            for d in act["deliveries"].as_array().unwrap() {
-                let id = d["id"].as_str().unwrap().to_owned();
+            for d in act.deliveries {
+                let id = d.id.as_str().to_owned();
                 let row = t
                     .wait_delivery(&key, &id, Duration::from_secs(15), settled)
                     .await;
-                if row["status"] == "failed" {
+                if row.status == "failed" {
                     failed.push(id)
                 } else {
                     sent.push(id)
@@ -435,11 +420,7 @@ mod emulator {
             let a = t
                 .api("GET", &format!("/api/v1/deliveries{q}"), &key, None)
                 .await;
-            assert_eq!(
-                (a.status, a.body["error"]["code"].as_str()),
-                (422, Some(code)),
-                "{q}"
-            );
+            assert_eq!((a.status, Some(a.code())), (422, Some(code)), "{q}");
         }
 
         // Pages of 3 over all ten rows, while one failed row is replayed in the middle: the rows

@@ -11,12 +11,13 @@ use converger_local::Backend;
 use converger_local::QueueSettings;
 use converger_ports::{Claim, DeliveryMessage};
 use converger_tests::client::is_settled;
+use converger_tests::views::Ingested;
 use converger_tests::{Receiver, Reply, TestStack, settled};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
-fn first_delivery(act: &Value) -> String {
-    act["deliveries"][0]["id"].as_str().unwrap().to_owned()
+fn first_delivery(act: &Ingested) -> String {
+    act.deliveries[0].id.clone()
 }
 
 #[tokio::test]
@@ -209,7 +210,7 @@ async fn after_a_storage_outage_deliveries_resume_in_seconds() {
     let (tenant, key) = t.tenant("default").await;
     let ch = t.webhook(&key, &rx.url, json!({})).await;
     let d = t
-        .bare_delivery(&tenant, ch["id"].as_str().unwrap(), time::now_ms())
+        .bare_delivery(&tenant, ch.id.as_str(), time::now_ms())
         .await;
     let mem = t.stack.memory().unwrap().store.clone();
     mem.set_outage(true);
@@ -225,8 +226,8 @@ async fn after_a_storage_outage_deliveries_resume_in_seconds() {
     let row = t
         .wait_delivery(&key, d.id.as_str(), Duration::from_secs(20), settled)
         .await;
-    assert_eq!(row["status"], "sent", "{row}");
-    assert_eq!(row["attempts"], 1);
+    assert_eq!(row.status, "sent", "{row:?}");
+    assert_eq!(row.attempts, 1);
     assert_eq!(rx.requests().len(), 1);
     // Not left to the 30 s visibility timeout: the wait above gives up after 20 s.
     println!("storage back -> sent: {:?}", back.elapsed());
@@ -244,7 +245,7 @@ mod emulator {
         let rx = Receiver::always(200).await.unwrap();
         let (tenant, key) = t.tenant("default").await;
         let ch = t.webhook(&key, &rx.url, json!({})).await;
-        let ch_id = ch["id"].as_str().unwrap();
+        let ch_id = ch.id.as_str();
         let now = time::now_ms();
         let (late_activity, late) = t.unwritten_delivery(&tenant, ch_id, now).await;
         let (_, never) = t.unwritten_delivery(&tenant, ch_id, now).await;
@@ -266,8 +267,8 @@ mod emulator {
         let row = t
             .wait_delivery(&key, late.id.as_str(), Duration::from_secs(20), settled)
             .await;
-        assert_eq!(row["status"], "sent", "{row}");
-        assert_eq!(row["attempts"], 1, "{row}");
+        assert_eq!(row.status, "sent", "{row:?}");
+        assert_eq!(row.attempts, 1, "{row:?}");
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(
             rx.requests().len(),
@@ -291,13 +292,13 @@ mod emulator {
         let ch = t
             .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 7000}))
             .await;
-        let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+        let id = first_delivery(&t.activity(&key, &[ch.id.as_str()]).await);
 
         let d = t
             .wait_delivery(&key, &id, Duration::from_secs(30), settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
-        assert_eq!(d["attempts"], 2, "hops are not attempts");
+        assert_eq!(d.status, "sent", "{d:?}");
+        assert_eq!(d.attempts, 2, "hops are not attempts");
         let reqs = rx.requests();
         assert_eq!(reqs.len(), 2);
         let gap = reqs[1].at.duration_since(reqs[0].at);
@@ -319,13 +320,9 @@ mod emulator {
         let (tenant, key) = t.tenant("default").await;
         let ch = t.webhook(&key, &rx.url, json!({})).await;
         let now = time::now_ms();
-        let d = t
-            .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now - 3_000)
-            .await;
+        let d = t.bare_delivery(&tenant, ch.id.as_str(), now - 3_000).await;
         // A row that is due but within the grace period is left to its own message.
-        let fresh = t
-            .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now + 60_000)
-            .await;
+        let fresh = t.bare_delivery(&tenant, ch.id.as_str(), now + 60_000).await;
 
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert!(rx.requests().is_empty(), "nothing enqueued it yet");
@@ -346,12 +343,9 @@ mod emulator {
         let row = t
             .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
             .await;
-        assert_eq!(row["status"], "sent");
-        assert_eq!(row["attempts"], 1);
-        assert_eq!(
-            t.delivery(&key, fresh.id.as_str()).await["status"],
-            "pending"
-        );
+        assert_eq!(row.status, "sent");
+        assert_eq!(row.attempts, 1);
+        assert_eq!(t.delivery(&key, fresh.id.as_str()).await.status, "pending");
         // Settled now: the next sweep finds nothing.
         let again = t
             .stack
@@ -381,9 +375,7 @@ mod emulator {
         let (tenant, key) = t.tenant("default").await;
         let ch = t.webhook(&key, &rx.url, json!({})).await;
         let now = time::now_ms();
-        let d = t
-            .bare_delivery(&tenant, ch["id"].as_str().unwrap(), now)
-            .await;
+        let d = t.bare_delivery(&tenant, ch.id.as_str(), now).await;
         let p = &t.stack;
 
         // An attempt claims the delivery and its Lambda dies: the lease is live for 2 s.
@@ -432,8 +424,8 @@ mod emulator {
         let row = t
             .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
             .await;
-        assert_eq!(row["status"], "sent");
-        assert_eq!(row["attempts"], 1, "the crashed attempt recorded nothing");
+        assert_eq!(row.status, "sent");
+        assert_eq!(row.attempts, 1, "the crashed attempt recorded nothing");
         assert_eq!(rx.requests().len(), 1);
         let after = t
             .stack
@@ -465,7 +457,7 @@ mod emulator {
         let (_, key) = t.tenant("default").await;
         let ch = t.webhook(&key, &rx.url, json!({"timeout_ms": 15000})).await;
         let started = time::now_ms();
-        let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+        let id = first_delivery(&t.activity(&key, &[ch.id.as_str()]).await);
         let did = converger_core::DeliveryId::parse(&id).unwrap();
         let sweeper = t.stack.functions.retry_scheduler.clone();
         let watch = tokio::spawn(async move {
@@ -492,8 +484,8 @@ mod emulator {
         let row = t
             .wait_delivery(&key, &id, Duration::from_secs(15), settled)
             .await;
-        assert_eq!(row["status"], "sent");
-        assert_eq!(row["attempts"], 1);
+        assert_eq!(row.status, "sent");
+        assert_eq!(row.attempts, 1);
         let report = watch.await.unwrap().unwrap();
         assert_eq!(
             report.reclaimed, 0,
@@ -522,7 +514,7 @@ mod emulator {
 
         // A body that cannot be parsed, a delivery whose channel was deleted, and a good one.
         let gone = t
-            .bare_delivery(&tenant, doomed["id"].as_str().unwrap(), time::now_ms())
+            .bare_delivery(&tenant, doomed.id.as_str(), time::now_ms())
             .await;
         t.aws()
             .clients
@@ -531,13 +523,13 @@ mod emulator {
             .table_name(&t.aws().resources.channels)
             .key(
                 "id",
-                aws_sdk_dynamodb::types::AttributeValue::S(doomed["id"].as_str().unwrap().into()),
+                aws_sdk_dynamodb::types::AttributeValue::S(doomed.id.as_str().into()),
             )
             .send()
             .await
             .unwrap();
         let good = t
-            .bare_delivery(&tenant, ch["id"].as_str().unwrap(), time::now_ms())
+            .bare_delivery(&tenant, ch.id.as_str(), time::now_ms())
             .await;
         let mut batch = sqs.send_message_batch().queue_url(&url);
         for (i, body) in [
@@ -562,7 +554,7 @@ mod emulator {
             .wait_delivery(&key, good.id.as_str(), Duration::from_secs(15), settled)
             .await;
         assert_eq!(
-            row["status"], "sent",
+            row.status, "sent",
             "the good record of the batch is delivered"
         );
 
@@ -589,7 +581,7 @@ mod emulator {
         assert!(bodies.iter().any(|b| b == "{not json"));
         assert!(bodies.iter().any(|b| b.contains(gone.id.as_str())));
         assert_eq!(
-            t.delivery(&key, gone.id.as_str()).await["status"],
+            t.delivery(&key, gone.id.as_str()).await.status,
             "pending",
             "the row is untouched"
         );
@@ -614,11 +606,11 @@ mod emulator {
         let ch = t
             .webhook(&key, &rx.url, json!({"backoff": "fixed", "base_ms": 1000}))
             .await;
-        let id = first_delivery(&t.activity(&key, &[ch["id"].as_str().unwrap()]).await);
+        let id = first_delivery(&t.activity(&key, &[ch.id.as_str()]).await);
         let d = t
             .wait_delivery(&key, &id, Duration::from_secs(30), settled)
             .await;
-        assert_eq!(d["attempts"], 4);
+        assert_eq!(d.attempts, 4);
 
         let page = t
             .api(
@@ -700,7 +692,7 @@ mod emulator {
                 None,
             )
             .await;
-        assert_eq!(a.body["error"]["code"], "invalid_cursor");
+        assert_eq!(a.code(), "invalid_cursor");
         t.stop().await;
     }
 }
@@ -722,15 +714,15 @@ async fn a_success_keeps_a_short_snippet_and_a_failure_a_long_one() {
         .webhook(&key, &rx.url, json!({"schedule": [100], "max_attempts": 2}))
         .await;
     let d = t
-        .deliver_settled(&key, ch["id"].as_str().unwrap(), json!({"n": 1}))
+        .deliver_settled(&key, ch.id.as_str(), json!({"n": 1}))
         .await;
-    assert_eq!(d["status"], "sent", "{d}");
-    let log = d["attempt_log"].as_array().unwrap();
-    let chars = |e: &Value| e["response_snippet"].as_str().unwrap().chars().count();
+    assert_eq!(d.status, "sent", "{d:?}");
+    let log = d.log();
+    let chars = |e: &AttemptView| e.response_snippet.as_deref().unwrap().chars().count();
     // Newest first: the success, then the failure.
     assert_eq!(
         (chars(&log[0]), chars(&log[1])),
         (converger_core::error::SUCCESS_SNIPPET_CHARS, 500),
-        "{d}"
+        "{d:?}"
     );
 }

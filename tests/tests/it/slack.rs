@@ -18,7 +18,7 @@ async fn slack_channel(t: &TestStack, key: &str, config: Value) -> String {
                    "retry_policy": {"base_ms": 100, "max_attempts": 3}}),
         )
         .await;
-    c["id"].as_str().unwrap().to_owned()
+    c.id.as_str().to_owned()
 }
 
 /// Each reply answered once before an accepting answer: a retryable one ends `sent` on the
@@ -36,12 +36,12 @@ async fn classify(
             .deliver_settled(key, ch, json!({"text": "status update"}))
             .await;
         if *retryable {
-            assert_eq!(d["status"], "sent", "{code} is retryable: {d}");
-            assert_eq!(d["attempts"], 2, "{code}: {d}");
+            assert_eq!(d.status, "sent", "{code} is retryable: {d:?}");
+            assert_eq!(d.attempts, 2, "{code}: {d:?}");
         } else {
-            assert_eq!(d["status"], "failed", "{code} is permanent: {d}");
-            assert_eq!(d["attempts"], 1, "{code}: {d}");
-            let why = d["last_error"].as_str().unwrap();
+            assert_eq!(d.status, "failed", "{code} is permanent: {d:?}");
+            assert_eq!(d.attempts, 1, "{code}: {d:?}");
+            let why = d.last_error.as_deref().unwrap();
             assert!(why.contains(code), "{code}: {why}");
         }
     }
@@ -71,8 +71,12 @@ async fn slack_web_api_posts_stores_the_ts_and_classifies_errors() {
                "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": "*Deploy* finished"}}]}),
     )
     .await;
-    assert_eq!(d["status"], "sent", "{d}");
-    assert_eq!(d["provider_message_id"], fake.ids()[0].as_str(), "the ts");
+    assert_eq!(d.status, "sent", "{d:?}");
+    assert_eq!(
+        d.provider_message_id.as_deref(),
+        Some(fake.ids()[0].as_str()),
+        "the ts"
+    );
     let seen = fake.seen();
     assert_eq!(seen[0].path, "/api/chat.postMessage");
     assert_eq!(
@@ -88,10 +92,10 @@ async fn slack_web_api_posts_stores_the_ts_and_classifies_errors() {
     let d = t
         .deliver_settled(&key, &ch, json!({"title": "no text"}))
         .await;
-    assert_eq!(d["status"], "failed");
+    assert_eq!(d.status, "failed");
     assert!(
-        d["last_error"].as_str().unwrap().contains("no `text`"),
-        "{d}"
+        d.last_error.as_deref().unwrap().contains("no `text`"),
+        "{d:?}"
     );
     assert_eq!(fake.seen().len(), 1);
 
@@ -136,8 +140,8 @@ async fn slack_incoming_webhooks_post_and_classify_errors() {
     let d = t
         .deliver_settled(&key, &ch, json!({"text": {"body": "Build green"}}))
         .await;
-    assert_eq!(d["status"], "sent", "{d}");
-    assert_eq!(d["provider_message_id"], Value::Null);
+    assert_eq!(d.status, "sent", "{d:?}");
+    assert_eq!(d.provider_message_id, None);
     let seen = fake.seen();
     assert_eq!(seen[0].body, json!({"text": "Build green"}));
     assert_eq!(seen[0].authorization, None);
@@ -182,7 +186,7 @@ async fn slack_configs_are_checked_when_written() {
             )
             .await;
         assert_eq!(a.status, 422, "{config}: {:?}", a.body);
-        assert_eq!(a.body["error"]["code"], "invalid_config");
+        assert_eq!(a.code(), "invalid_config");
     }
     // An incoming webhook's URL is its secret: not in the error of a failed connection.
     let closed = slack_channel(
@@ -192,7 +196,7 @@ async fn slack_configs_are_checked_when_written() {
     )
     .await;
     let d = t.deliver_settled(&key, &closed, json!({"text": "x"})).await;
-    let why = d["last_error"].as_str().unwrap();
+    let why = d.last_error.as_deref().unwrap();
     assert!(why.starts_with("slack:"), "{why}");
     assert!(!why.contains(HOOK_SECRET), "{why}");
     // Slack's guidance, about one message a second per channel, is the default limit.

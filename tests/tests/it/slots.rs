@@ -20,12 +20,12 @@ pub(crate) async fn leaked_slot(t: &TestStack, rx: &Receiver) -> (String, Delive
     let ch = t
         .channel(&key, hook(&rx.url, json!({"max_in_flight": 1}), json!({})))
         .await;
-    let ch_id = ch["id"].as_str().unwrap();
+    let ch_id = ch.id.as_str();
     let first = t.activities(&key, ch_id, 1, 1).await.remove(0);
     let d = t
         .wait_delivery(&key, &first, Duration::from_secs(10), settled)
         .await;
-    assert_eq!(d["status"], "sent");
+    assert_eq!(d.status, "sent");
     let channel = ChannelId::parse(ch_id).unwrap();
     let leaked = DeliveryId::parse(&first).unwrap();
     // The outcome is recorded before the attempt hands its slot back: once the slot is back,
@@ -54,8 +54,8 @@ pub(crate) async fn leaked_slot(t: &TestStack, rx: &Receiver) -> (String, Delive
     let second = t.activities(&key, ch_id, 1, 1).await.remove(0);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let d = t.delivery(&key, &second).await;
-    assert_eq!(d["status"], "pending", "the window is full: {d}");
-    assert_eq!(d["waiting_for_slot"], true);
+    assert_eq!(d.status, "pending", "the window is full: {d:?}");
+    assert_eq!(d.waiting_for_slot, true);
     (key, leaked, second)
 }
 
@@ -81,7 +81,7 @@ async fn a_message_for_a_settled_delivery_gives_back_the_slot_it_still_holds() {
     let d = t
         .wait_delivery(&key, &second, Duration::from_secs(10), settled)
         .await;
-    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d.status, "sent", "{d:?}");
     assert_eq!(rx.requests().len(), 2, "the settled one was not sent again");
 }
 
@@ -102,7 +102,7 @@ async fn a_backlog_row_whose_mark_was_not_written_flows_without_the_sweeper() {
     let ch = t
         .channel(&key, hook(&rx.url, json!({"max_in_flight": 1}), json!({})))
         .await;
-    let ch_id = ch["id"].as_str().unwrap();
+    let ch_id = ch.id.as_str();
     let first = t.activities(&key, ch_id, 1, 1).await.remove(0);
     assert!(
         wait_until(Duration::from_secs(10), || async { rx.count() == 1 }).await,
@@ -111,7 +111,7 @@ async fn a_backlog_row_whose_mark_was_not_written_flows_without_the_sweeper() {
     t.stack.memory().unwrap().store.fail_marks(1);
     let second = t.activities(&key, ch_id, 1, 1).await.remove(0);
     let d = t.delivery(&key, &second).await;
-    assert_eq!(d["waiting_for_slot"], true, "{d}");
+    assert_eq!(d.waiting_for_slot, true, "{d:?}");
     let channel = ChannelId::parse(ch_id).unwrap();
     let flow = t.stack.store.get_flow(&channel).await.unwrap();
     assert_eq!(
@@ -124,7 +124,7 @@ async fn a_backlog_row_whose_mark_was_not_written_flows_without_the_sweeper() {
         let d = t
             .wait_delivery(&key, id, Duration::from_secs(20), settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
     }
     assert_eq!(rx.requests().len(), 2);
 }
@@ -146,7 +146,7 @@ async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
     let ch = t
         .channel(&key, hook(&rx.url, json!({"max_in_flight": 2}), json!({})))
         .await;
-    let ch_id = ch["id"].as_str().unwrap();
+    let ch_id = ch.id.as_str();
     let channel = ChannelId::parse(ch_id).unwrap();
     let p = &t.stack;
     let now = time::now_ms();
@@ -173,7 +173,7 @@ async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
     assert!(matches!(claim, converger_ports::Claim::Claimed(_)));
     let waiting = t.activities(&key, ch_id, 1, 1).await.remove(0);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(t.delivery(&key, &waiting).await["waiting_for_slot"], true);
+    assert_eq!(t.delivery(&key, &waiting).await.waiting_for_slot, true);
     assert!(rx.requests().is_empty());
 
     let (_, reclaimed) = t
@@ -193,7 +193,7 @@ async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
         let d = t
             .wait_delivery(&key, id, Duration::from_secs(10), settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
     }
     assert_eq!(rx.requests().len(), 3);
 }

@@ -15,13 +15,15 @@ async fn the_schedulers_fold_counts_logged_usage_once_on_the_emulator() {
     .await;
     let ok = Receiver::always(200).await.unwrap();
     let (_, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &ok.url, json!({})).await["id"]
+    let ch = t
+        .webhook(&key, &ok.url, json!({}))
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     for n in 0..3 {
         let d = t.deliver_settled(&key, &ch, json!({"n": n})).await;
-        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
     }
     assert!(t.stack.changes_settled().await);
     let total = |u: &serde_json::Value| u["total"]["deliveries"].clone();

@@ -6,6 +6,7 @@
 
 use converger_core::Timestamp;
 use converger_core::{ChannelId, time};
+use converger_http::schemas::DeliveryStateDoc;
 use converger_ports::{Outcome, Settle};
 use converger_tests::{Receiver, TestStack, settled, wait_until};
 use serde_json::{Value, json};
@@ -13,12 +14,11 @@ use std::time::Duration;
 
 const CAP: u32 = 24;
 
-async fn state(t: &TestStack, key: &str, ch: &str) -> Value {
-    let a = t
-        .api("GET", &format!("/api/v1/channels/{ch}/delivery"), key, None)
-        .await;
-    assert_eq!(a.status, 200, "{:?}", a.body);
-    a.body
+async fn state(t: &TestStack, key: &str, ch: &str) -> DeliveryStateDoc {
+    t.api("GET", &format!("/api/v1/channels/{ch}/delivery"), key, None)
+        .await
+        .typed(200)
+        .unwrap()
 }
 
 /// `total` activities to a channel of `max_in_flight` [`CAP`]. `hold`: the receiver holds
@@ -52,7 +52,7 @@ async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap(
                       "retry_policy": {"timeout_ms": 30_000},
                       "circuit_breaker": {"max_in_flight": CAP}});
     let ch = t.channel(&key, body).await;
-    let ch_id = ch["id"].as_str().unwrap();
+    let ch_id = ch.id.as_str();
     let channel = ChannelId::parse(ch_id).unwrap();
     let store = t.stack.store.clone();
     // The window as a channel that kept up has it: at its cap (it would grow there by one
@@ -78,18 +78,18 @@ async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap(
         assert!(
             wait_until(Duration::from_secs(30), || async {
                 rx.count() >= CAP as usize
-                    && state(&t, &key, ch_id).await["backlog"] == total - CAP as usize
+                    && state(&t, &key, ch_id).await.backlog == (total - CAP as usize) as u64
             })
             .await,
-            "{} calls, {}",
+            "{} calls, {:?}",
             rx.count(),
             state(&t, &key, ch_id).await
         );
         let s = state(&t, &key, ch_id).await;
         assert_eq!(
-            s["in_flight"],
-            CAP,
-            "{s}; the first delivery: {}",
+            s.in_flight,
+            u64::from(CAP),
+            "{s:?}; the first delivery: {:?}",
             t.delivery(&key, &ids[0]).await
         );
         let items = converger_core::flow::slot_items(CAP);
@@ -112,7 +112,7 @@ async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap(
         let d = t
             .wait_delivery(&key, id, Duration::from_secs(60), settled)
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
     }
     assert!(
         rx.max_concurrent() <= CAP as usize,
@@ -123,7 +123,7 @@ async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap(
     // Every slot came back, in every item.
     assert!(
         wait_until(Duration::from_secs(10), || async {
-            state(&t, &key, ch_id).await["in_flight"] == 0
+            state(&t, &key, ch_id).await.in_flight == 0
         })
         .await
     );

@@ -10,20 +10,23 @@ async fn the_echo_bot_answers_in_the_conversation_without_loops() {
     let (_, key) = t.tenant("default").await;
     let echo = t
         .channel(&key, json!({"type": "echo", "name": "bot"}))
-        .await["id"]
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
-    let hook = t.webhook(&key, &rx.url, json!({})).await["id"]
+    let hook = t
+        .webhook(&key, &rx.url, json!({}))
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     let ids = post(&t, &key, &[&echo, &hook], json!({"text": "ping"})).await;
     let d = settle(&t, &key, &ids[0]).await;
-    assert_eq!(d["status"], "sent", "{d}");
-    let reply_id = d["provider_message_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no reply id: {d}"))
+    assert_eq!(d.status, "sent", "{d:?}");
+    let reply_id = d
+        .provider_message_id
+        .as_deref()
+        .unwrap_or_else(|| panic!("no reply id: {d:?}"))
         .to_owned();
     assert!(reply_id.starts_with("act_re_"), "{reply_id}");
 
@@ -41,7 +44,7 @@ async fn the_echo_bot_answers_in_the_conversation_without_loops() {
     assert_eq!(reply["conversation_id"], "conv-wa");
     assert_eq!(reply["payload"]["text"], "ping");
     assert_eq!(reply["payload"]["author"]["type"], "bot");
-    assert_eq!(reply["payload"]["in_reply_to"], d["activity_id"]);
+    assert_eq!(reply["payload"]["in_reply_to"], d.activity_id);
     let listed = t
         .api(
             "GET",
@@ -69,18 +72,13 @@ async fn meta_receipts_move_deliveries_forward_only() {
     let mut ids = Vec::new();
     for _ in 0..3 {
         let id = post(&t, &key, &[&ch], text_to("15551234567")).await;
-        assert_eq!(settle(&t, &key, &id[0]).await["status"], "sent");
+        assert_eq!(settle(&t, &key, &id[0]).await.status, "sent");
         ids.push(id[0].clone());
     }
     let wamid = fake.ids();
     let status = |i: usize| {
         let (t, key, id) = (&t, &key, ids[i].clone());
-        async move {
-            t.delivery(key, &id).await["status"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        }
+        async move { t.delivery(key, &id).await.status.as_str().to_owned() }
     };
 
     // In order, with a duplicate: sent -> delivered -> read.
@@ -114,8 +112,8 @@ async fn meta_receipts_move_deliveries_forward_only() {
     // Failed from delivered; nothing leaves failed.
     meta_receipt(&t, &ch, &[(&wamid[2], "delivered"), (&wamid[2], "failed")]).await;
     let d = t.delivery(&key, &ids[2]).await;
-    assert_eq!(d["status"], "failed");
-    assert!(d["last_error"].as_str().unwrap().contains("131026"), "{d}");
+    assert_eq!(d.status, "failed");
+    assert!(d.last_error.as_deref().unwrap().contains("131026"), "{d:?}");
     meta_receipt(&t, &ch, &[(&wamid[2], "read")]).await;
     assert_eq!(status(2).await, "failed");
 
@@ -168,12 +166,12 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
         .unwrap();
 
     let ids = post(&t, &key, &[&ch], json!({"text": "while you were away"})).await;
-    let handed = |d: &Value| d["attempts"] == 1;
+    let handed = |d: &DeliveryView| d.attempts == 1;
     let d = t
         .wait_delivery(&key, &ids[0], Duration::from_secs(20), handed)
         .await;
-    assert_eq!(d["status"], "pending", "{d}");
-    assert_eq!(d["awaiting_ack"], true);
+    assert_eq!(d.status, "pending", "{d:?}");
+    assert_eq!(d.awaiting_ack, true);
     assert_eq!(
         store.get_connection("StaleConn0001=").await.unwrap(),
         None,
@@ -182,11 +180,7 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
     // Not retried while it waits.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let d = t.delivery(&key, &ids[0]).await;
-    assert_eq!(
-        (d["status"].clone(), d["attempts"].clone()),
-        (json!("pending"), json!(1)),
-        "{d}"
-    );
+    assert_eq!((d.status.as_str(), d.attempts), ("pending", 1), "{d:?}");
 
     // A client connects and asks for what it missed.
     let mut ws = connect(&t, &ch).await;
@@ -198,13 +192,13 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
     assert_eq!(frames[0]["payload"]["text"], "while you were away");
     assert_eq!(frames[1], json!({"type": "replayed", "count": 1}));
     let d = t.delivery(&key, &ids[0]).await;
-    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d.status, "sent", "{d:?}");
 
     // Connected: the next activity is pushed and sent at once.
     let ids = post(&t, &key, &[&ch], json!({"text": "live"})).await;
     let f = next_frame(&mut ws).await;
     assert_eq!(f["delivery_id"], ids[0].as_str());
-    assert_eq!(settle(&t, &key, &ids[0]).await["status"], "sent");
+    assert_eq!(settle(&t, &key, &ids[0]).await.status, "sent");
 }
 
 #[tokio::test]
@@ -219,17 +213,17 @@ async fn websocket_require_ack_waits_for_the_client() {
     let f = next_frame(&mut ws).await;
     assert_eq!(f["delivery_id"], ids[0].as_str());
     assert_eq!(f["require_ack"], true);
-    let handed = |d: &Value| d["attempts"] == 1;
+    let handed = |d: &DeliveryView| d.attempts == 1;
     let d = t
         .wait_delivery(&key, &ids[0], Duration::from_secs(20), handed)
         .await;
     assert_eq!(
-        (d["status"].clone(), d["awaiting_ack"].clone()),
-        (json!("pending"), json!(true)),
-        "{d}"
+        (d.status.as_str(), d.awaiting_ack),
+        ("pending", true),
+        "{d:?}"
     );
     // Its attempt is logged as waiting for the client, and the hand-off is announced.
-    assert_eq!(d["attempt_log"][0]["outcome"], "pending", "{d}");
+    assert_eq!(d.log()[0].outcome.as_deref(), Some("pending"), "{d:?}");
     let hand_off = |e: &serde_json::Value| {
         e["detail"]["delivery_id"] == ids[0].as_str() && e["detail"]["awaiting_ack"] == true
     };
@@ -253,7 +247,7 @@ async fn websocket_require_ack_waits_for_the_client() {
         a,
         json!({"type": "ack", "delivery_id": ids[0], "status": "sent"})
     );
-    assert_eq!(t.delivery(&key, &ids[0]).await["status"], "sent");
+    assert_eq!(t.delivery(&key, &ids[0]).await.status, "sent");
 
     // Reconnect and replay: still pending until acknowledged, here through the API.
     drop(ws);
@@ -261,14 +255,14 @@ async fn websocket_require_ack_waits_for_the_client() {
     let d = t
         .wait_delivery(&key, &ids[0], Duration::from_secs(20), handed)
         .await;
-    assert_eq!(d["status"], "pending");
+    assert_eq!(d.status, "pending");
     let mut ws = connect(&t, &ch).await;
     send(&mut ws, json!({"action": "replay"})).await;
     let mut frames = vec![next_frame(&mut ws).await, next_frame(&mut ws).await];
     frames.sort_by_key(|f| f["type"].as_str().unwrap().to_owned());
     assert_eq!(frames[0]["delivery_id"], ids[0].as_str(), "{frames:?}");
     assert_eq!(frames[0]["replay"], true);
-    assert_eq!(t.delivery(&key, &ids[0]).await["status"], "pending");
+    assert_eq!(t.delivery(&key, &ids[0]).await.status, "pending");
     let path = format!("/api/v1/deliveries/{}/ack", ids[0]);
     let a = t.api("POST", &path, &key, None).await;
     assert_eq!(
@@ -286,13 +280,7 @@ async fn websocket_require_ack_waits_for_the_client() {
     let hook = t
         .webhook(&key, "http://127.0.0.1:9/x", json!({"max_attempts": 1}))
         .await;
-    let w = post(
-        &t,
-        &key,
-        &[hook["id"].as_str().unwrap()],
-        json!({"text": "x"}),
-    )
-    .await;
+    let w = post(&t, &key, &[hook.id.as_str()], json!({"text": "x"})).await;
     settle(&t, &key, &w[0]).await;
     let a = t
         .api(
@@ -302,10 +290,7 @@ async fn websocket_require_ack_waits_for_the_client() {
             None,
         )
         .await;
-    assert_eq!(
-        (a.status, a.body["error"]["code"].clone()),
-        (409, json!("not_awaiting_ack"))
-    );
+    assert_eq!((a.status, a.code()), (409, "not_awaiting_ack"));
     // A frame the socket does not know.
     send(&mut ws, json!({"action": "dance"})).await;
     assert_eq!(next_frame(&mut ws).await["code"], "unknown_action");

@@ -4,6 +4,7 @@
 
 use converger_core::providers::meta_signature;
 use converger_tests::fakes::{self, ProviderFake, ProviderReply};
+use converger_tests::views::DeliveryView;
 use converger_tests::{Answer, Receiver, TestStack, settled};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -27,9 +28,9 @@ async fn meta_channel(t: &TestStack, key: &str, fake: &ProviderFake) -> String {
                 "retry_policy": {"base_ms": 100, "max_attempts": 3}}),
         )
         .await;
-    assert_eq!(c["config"]["access_token"], "[REDACTED]", "{c}");
-    assert_eq!(c["rate_limit"], Value::Null);
-    c["id"].as_str().unwrap().to_owned()
+    assert_eq!(c.config["access_token"], "[REDACTED]", "{c:?}");
+    assert_eq!(c.rate_limit, None);
+    c.id.as_str().to_owned()
 }
 
 async fn infobip_channel(t: &TestStack, key: &str, fake: &ProviderFake) -> String {
@@ -42,7 +43,7 @@ async fn infobip_channel(t: &TestStack, key: &str, fake: &ProviderFake) -> Strin
                 "retry_policy": {"base_ms": 100, "max_attempts": 3}}),
         )
         .await;
-    c["id"].as_str().unwrap().to_owned()
+    c.id.as_str().to_owned()
 }
 
 /// Posts an activity with `payload` to `channels`; returns the delivery ids in order.
@@ -70,7 +71,7 @@ fn text_to(recipient: &str) -> Value {
     json!({"recipient": recipient, "text": "Your order has shipped"})
 }
 
-async fn settle(t: &TestStack, key: &str, id: &str) -> Value {
+async fn settle(t: &TestStack, key: &str, id: &str) -> DeliveryView {
     t.wait_delivery(key, id, Duration::from_secs(20), settled)
         .await
 }
@@ -84,8 +85,11 @@ async fn whatsapp_meta_sends_text_and_templates_and_stores_the_message_id() {
 
     let id = post(&t, &key, &[&ch], text_to("+1 (555) 123-4567")).await;
     let d = settle(&t, &key, &id[0]).await;
-    assert_eq!(d["status"], "sent", "{d}");
-    assert_eq!(d["provider_message_id"], fake.ids()[0].as_str());
+    assert_eq!(d.status, "sent", "{d:?}");
+    assert_eq!(
+        d.provider_message_id.as_deref(),
+        Some(fake.ids()[0].as_str())
+    );
     let seen = fake.seen();
     assert_eq!(seen[0].path, "/v21.0/106540352242922/messages");
     assert_eq!(
@@ -100,7 +104,7 @@ async fn whatsapp_meta_sends_text_and_templates_and_stores_the_message_id() {
         "components": [{"type": "body", "parameters": [{"type": "text", "text": "A-42"}]}]}});
     let id = post(&t, &key, &[&ch], tpl).await;
     let d = settle(&t, &key, &id[0]).await;
-    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d.status, "sent", "{d:?}");
     let seen = fake.seen();
     assert_eq!(seen[1].body["type"], "template");
     assert_eq!(seen[1].body["template"]["name"], "order_update");
@@ -109,11 +113,11 @@ async fn whatsapp_meta_sends_text_and_templates_and_stores_the_message_id() {
     // No recipient: a permanent error, no request made.
     let id = post(&t, &key, &[&ch], json!({"text": "to nobody"})).await;
     let d = settle(&t, &key, &id[0]).await;
-    assert_eq!(d["status"], "failed");
-    assert_eq!(d["attempts"], 1);
+    assert_eq!(d.status, "failed");
+    assert_eq!(d.attempts, 1);
     assert!(
-        d["last_error"].as_str().unwrap().contains("no recipient"),
-        "{d}"
+        d.last_error.as_deref().unwrap().contains("no recipient"),
+        "{d:?}"
     );
     assert_eq!(fake.seen().len(), 2);
 
@@ -143,11 +147,11 @@ async fn classify(
         let id = post(t, key, &[ch], text_to("15551234567")).await;
         let d = settle(t, key, &id[0]).await;
         if *retryable {
-            assert_eq!(d["status"], "sent", "{reply:?} is retryable: {d}");
-            assert_eq!(d["attempts"], 2, "{reply:?}: {d}");
+            assert_eq!(d.status, "sent", "{reply:?} is retryable: {d:?}");
+            assert_eq!(d.attempts, 2, "{reply:?}: {d:?}");
         } else {
-            assert_eq!(d["status"], "failed", "{reply:?} is permanent: {d}");
-            assert_eq!(d["attempts"], 1, "{reply:?}: {d}");
+            assert_eq!(d.status, "failed", "{reply:?} is permanent: {d:?}");
+            assert_eq!(d.attempts, 1, "{reply:?}: {d:?}");
         }
     }
 }
@@ -206,11 +210,11 @@ async fn whatsapp_meta_errors_are_classified_by_code() {
     let id = post(&t, &key, &[&ch], text_to("15551234567")).await;
     let d = settle(&t, &key, &id[0]).await;
     assert!(
-        d["last_error"]
-            .as_str()
+        d.last_error
+            .as_deref()
             .unwrap()
             .contains("(131026) Message undeliverable"),
-        "{d}"
+        "{d:?}"
     );
 }
 
@@ -223,8 +227,11 @@ async fn whatsapp_infobip_sends_and_classifies() {
 
     let id = post(&t, &key, &[&ch], text_to("+44 7700 900123")).await;
     let d = settle(&t, &key, &id[0]).await;
-    assert_eq!(d["status"], "sent", "{d}");
-    assert_eq!(d["provider_message_id"], fake.ids()[0].as_str());
+    assert_eq!(d.status, "sent", "{d:?}");
+    assert_eq!(
+        d.provider_message_id.as_deref(),
+        Some(fake.ids()[0].as_str())
+    );
     let seen = fake.seen();
     assert_eq!(
         seen[0].authorization.as_deref(),
@@ -289,11 +296,11 @@ async fn a_delivery_failed_by_a_receipt_reaches_the_provider_again_when_replayed
     let (_, key) = t.tenant("default").await;
     let ch = meta_channel(&t, &key, &fake).await;
     let id = post(&t, &key, &[&ch], text_to("15551234567")).await[0].clone();
-    assert_eq!(settle(&t, &key, &id).await["status"], "sent");
+    assert_eq!(settle(&t, &key, &id).await.status, "sent");
     let first = fake.ids()[0].clone();
     let a = meta_receipt(&t, &ch, &[(&first, "failed")]).await;
     assert_eq!(a.body["applied"], 1, "{:?}", a.body);
-    assert_eq!(t.delivery(&key, &id).await["status"], "failed");
+    assert_eq!(t.delivery(&key, &id).await.status, "failed");
 
     let a = t
         .api(
@@ -306,21 +313,25 @@ async fn a_delivery_failed_by_a_receipt_reaches_the_provider_again_when_replayed
     assert_eq!(a.status, 200, "{:?}", a.body);
     let d = t
         .wait_delivery(&key, &id, Duration::from_secs(20), |d| {
-            d["status"] == "sent" && d["retry_count"] == 1
+            d.status == "sent" && d.retry_count == 1
         })
         .await;
-    assert_eq!(d["status"], "sent", "{d}");
+    assert_eq!(d.status, "sent", "{d:?}");
     // Two requests to the provider, and the row names the second message.
     let seen = fake.seen();
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert_eq!(seen[1].body, seen[0].body, "the same message again");
     let second = fake.ids()[1].clone();
     assert_ne!(second, first);
-    assert_eq!(d["provider_message_id"], second.as_str(), "{d}");
+    assert_eq!(
+        d.provider_message_id.as_deref(),
+        Some(second.as_str()),
+        "{d:?}"
+    );
     // The new message's receipt moves it forward.
     let a = meta_receipt(&t, &ch, &[(&second, "delivered")]).await;
     assert_eq!(a.body["applied"], 1, "{:?}", a.body);
-    assert_eq!(t.delivery(&key, &id).await["status"], "delivered");
+    assert_eq!(t.delivery(&key, &id).await.status, "delivered");
 }
 
 #[tokio::test]
@@ -330,14 +341,14 @@ async fn meta_receipts_need_a_valid_signature_and_a_known_message() {
     let (_, key) = t.tenant("default").await;
     let ch = meta_channel(&t, &key, &fake).await;
     let id = post(&t, &key, &[&ch], text_to("15551234567")).await;
-    assert_eq!(settle(&t, &key, &id[0]).await["status"], "sent");
+    assert_eq!(settle(&t, &key, &id[0]).await.status, "sent");
     let wamid = fake.ids()[0].clone();
     let body = fakes::meta_statuses(&[(&wamid, "delivered")]);
 
     let forged = meta_signature("not-the-app-secret", body.to_string().as_bytes());
     let a = receipt(&t, &ch, &body, Some(forged)).await;
     assert_eq!(a.status, 401, "{:?}", a.body);
-    assert_eq!(a.body["error"]["code"], "invalid_signature");
+    assert_eq!(a.code(), "invalid_signature");
     let a = receipt(&t, &ch, &body, None).await;
     assert_eq!(a.status, 401);
     // A body changed after signing.
@@ -345,17 +356,17 @@ async fn meta_receipts_need_a_valid_signature_and_a_known_message() {
     let tampered = fakes::meta_statuses(&[(&wamid, "read")]);
     assert_eq!(receipt(&t, &ch, &tampered, Some(sig)).await.status, 401);
     assert_eq!(
-        t.delivery(&key, &id[0]).await["status"],
+        t.delivery(&key, &id[0]).await.status,
         "sent",
         "nothing changed"
     );
 
     let a = meta_receipt(&t, &ch, &[("wamid.unknown", "delivered")]).await;
     assert_eq!(a.status, 404, "{:?}", a.body);
-    assert_eq!(a.body["error"]["code"], "unknown_message");
+    assert_eq!(a.code(), "unknown_message");
     // Not a receipt channel / unknown channel.
     let hook = t.webhook(&key, "http://127.0.0.1:9/x", json!({})).await;
-    let a = meta_receipt(&t, hook["id"].as_str().unwrap(), &[(&wamid, "read")]).await;
+    let a = meta_receipt(&t, hook.id.as_str(), &[(&wamid, "read")]).await;
     assert_eq!(a.status, 404);
     let a = receipt(
         &t,
@@ -365,7 +376,7 @@ async fn meta_receipts_need_a_valid_signature_and_a_known_message() {
     )
     .await;
     assert_eq!(a.status, 422, "{:?}", a.body);
-    assert_eq!(a.body["error"]["code"], "invalid_body");
+    assert_eq!(a.code(), "invalid_body");
 
     // Meta's subscription check.
     let url = |token: &str| {
@@ -390,29 +401,29 @@ async fn infobip_reports_apply_with_the_channel_token() {
     let a = post(&t, &key, &[&ch], text_to("15551234567")).await;
     let b = post(&t, &key, &[&ch], text_to("15551234567")).await;
     for id in [&a[0], &b[0]] {
-        assert_eq!(settle(&t, &key, id).await["status"], "sent");
+        assert_eq!(settle(&t, &key, id).await.status, "sent");
     }
     let ids = fake.ids();
     let report = async |reports: Vec<(&str, &str)>, token: &str| {
         t.infobip_reports(&ch, token, &reports).await.status
     };
     assert_eq!(report(vec![(&ids[0], "DELIVERED")], "wrong").await, 401);
-    assert_eq!(t.delivery(&key, &a[0]).await["status"], "sent");
+    assert_eq!(t.delivery(&key, &a[0]).await.status, "sent");
     // Seen before delivered: read, and the late delivered is ignored.
     assert_eq!(
         report(vec![(&ids[0], "SEEN"), (&ids[0], "DELIVERED")], IB_RECEIPTS).await,
         200
     );
-    assert_eq!(t.delivery(&key, &a[0]).await["status"], "read");
+    assert_eq!(t.delivery(&key, &a[0]).await.status, "read");
     assert_eq!(
         report(vec![(&ids[1], "UNDELIVERABLE")], IB_RECEIPTS).await,
         200
     );
     let d = t.delivery(&key, &b[0]).await;
-    assert_eq!(d["status"], "failed");
+    assert_eq!(d.status, "failed");
     assert!(
-        d["last_error"].as_str().unwrap().contains("UNDELIVERABLE"),
-        "{d}"
+        d.last_error.as_deref().unwrap().contains("UNDELIVERABLE"),
+        "{d:?}"
     );
     assert_eq!(report(vec![("nope", "DELIVERED")], IB_RECEIPTS).await, 404);
 }
@@ -427,8 +438,8 @@ async fn websocket_channel(t: &TestStack, key: &str, require_ack: bool) -> Strin
             json!({"type": "websocket", "name": "app", "config": {"token": WS_TOKEN, "require_ack": require_ack}}),
         )
         .await;
-    assert_eq!(c["config"]["token"], "[REDACTED]");
-    c["id"].as_str().unwrap().to_owned()
+    assert_eq!(c.config["token"], "[REDACTED]");
+    c.id.as_str().to_owned()
 }
 
 async fn connect(t: &TestStack, ch: &str) -> Socket {
@@ -485,7 +496,7 @@ async fn a_replay_flood_pushes_each_waiting_delivery_once_per_interval() {
         ids.extend(post(&t, &key, &[&ch], json!({"n": n})).await);
     }
     for id in &ids {
-        t.wait_delivery(&key, id, Duration::from_secs(30), |d| d["attempts"] == 1)
+        t.wait_delivery(&key, id, Duration::from_secs(30), |d| d.attempts == 1)
             .await;
     }
     let mut ws = connect(&t, &ch).await;
@@ -530,18 +541,16 @@ async fn hand_offs_are_not_failures_and_do_not_disable_the_channel() {
             json!({"type": "websocket", "name": "app", "config": {"token": WS_TOKEN},
                    "auto_disable": {"failed_attempts": 3}}),
         )
-        .await["id"]
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     for n in 0..5 {
         let ids = post(&t, &key, &[&ch], json!({"text": format!("queued {n}")})).await;
         let d = t
-            .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| {
-                d["attempts"] == 1
-            })
+            .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| d.attempts == 1)
             .await;
-        assert_eq!(d["awaiting_ack"], true, "{d}");
+        assert_eq!(d.awaiting_ack, true, "{d:?}");
     }
     let flow = t
         .stack
@@ -576,18 +585,15 @@ async fn a_replay_frame_carries_the_payload_the_channels_middleware_made() {
                        {"type": "transform", "script": "payload.remove(\"secret\"); payload.shown = true;"},
                    ]}),
         )
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .await
+        .id
+        .clone();
     // No client yet: handed off, waiting for one.
     let ids = post(&t, &key, &[&ch], json!({"text": "hi", "secret": "s-1"})).await;
     let d = t
-        .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| {
-            d["attempts"] == 1
-        })
+        .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| d.attempts == 1)
         .await;
-    assert_eq!(d["awaiting_ack"], true, "{d}");
+    assert_eq!(d.awaiting_ack, true, "{d:?}");
 
     let mut ws = connect(&t, &ch).await;
     send(&mut ws, json!({"action": "replay"})).await;
@@ -630,9 +636,9 @@ async fn a_replay_frame_carries_the_payload_the_channels_middleware_made() {
     );
     let d = t.delivery(&key, &ids[0]).await;
     assert_eq!(
-        (d["status"].as_str(), d["awaiting_ack"].as_bool()),
-        (Some("pending"), Some(true)),
-        "{d}"
+        (d.status.as_str(), d.awaiting_ack),
+        ("pending", true),
+        "{d:?}"
     );
 }
 
@@ -656,7 +662,7 @@ async fn a_token_change_or_deactivation_cuts_off_connected_clients() {
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
     let ids = post(&t, &key, &[&ch], json!({"text": "after the rotation"})).await;
-    let handed = |d: &Value| d["attempts"] == 1;
+    let handed = |d: &DeliveryView| d.attempts == 1;
     t.wait_delivery(&key, &ids[0], Duration::from_secs(20), handed)
         .await;
     // Nothing reached the old client; its frames are refused.
@@ -715,11 +721,11 @@ async fn a_websocket_frame_past_128_kb_dead_letters_at_once_with_its_reason() {
     let ids = post(&t, &key, &[&ch], json!({"text": big})).await;
     let d = t
         .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| {
-            d["status"] == "failed"
+            d.status == "failed"
         })
         .await;
-    assert_eq!(d["attempts"], 1, "dead-lettered at once: {d}");
-    let error = d["last_error"].as_str().unwrap_or_default();
+    assert_eq!(d.attempts, 1, "dead-lettered at once: {d:?}");
+    let error = d.last_error.as_deref().unwrap_or_default();
     assert!(error.contains("128 KB"), "{error}");
     // The connection is untouched: a small delivery after it arrives.
     let ids = post(&t, &key, &[&ch], json!({"text": "small"})).await;
@@ -772,8 +778,8 @@ async fn a_replay_goes_on_past_a_delivery_it_cannot_push() {
     assert_eq!(pushed, vec![first[0].clone(), last[0].clone()]);
     let d = t.delivery(&key, &edge[0]).await;
     assert_eq!(
-        (d["status"].as_str(), d["awaiting_ack"].as_bool()),
-        (Some("pending"), Some(true)),
-        "{d}"
+        (d.status.as_str(), d.awaiting_ack),
+        ("pending", true),
+        "{d:?}"
     );
 }

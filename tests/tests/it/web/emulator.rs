@@ -100,11 +100,11 @@ async fn deliveries_page_filters_retries_and_exports() {
     assert!(loc.unwrap().starts_with("/admin/deliveries?tenant="));
     let d = t
         .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| {
-            d["status"] == "sent"
+            d.status == "sent"
         })
         .await;
-    assert_eq!(d["retry_count"], 1);
-    assert_eq!(d["retried_by"], "admin:admin@localhost");
+    assert_eq!(d.retry_count, 1);
+    assert_eq!(d.retried_by.as_deref(), Some("admin:admin@localhost"));
     let (_, html) = b.get(&format!("/admin/deliveries?tenant={tenant}")).await;
     assert!(
         !html.contains(&format!("data-id=\"{}\"", ids[0])),
@@ -121,9 +121,9 @@ async fn deliveries_page_filters_retries_and_exports() {
     assert_eq!(status, 303);
     for id in &ids[1..] {
         let d = t
-            .wait_delivery(&key, id, Duration::from_secs(20), |d| d["status"] == "sent")
+            .wait_delivery(&key, id, Duration::from_secs(20), |d| d.status == "sent")
             .await;
-        assert_eq!(d["status"], "sent", "{d}");
+        assert_eq!(d.status, "sent", "{d:?}");
     }
 
     // The CSV: the reference's columns, formula cells escaped.
@@ -161,7 +161,7 @@ async fn load_more_pages_through_every_tenant_once_in_order() {
     for (n, every) in [(70usize, 1i64), (40, 2)] {
         let (tenant, key) = t.tenant("default").await;
         let ch = t.webhook(&key, "http://127.0.0.1:9/x", json!({})).await;
-        let ch = ch["id"].as_str().unwrap();
+        let ch = ch.id.as_str();
         for i in 0..n {
             let mut d = t.bare_delivery(&tenant, ch, start).await;
             let at = start + (i as i64 * every) * 1000 + every;
@@ -202,7 +202,7 @@ async fn channels_pause_resume_and_tenants() {
     let t = TestStack::on_emulator().await;
     let (tenant, key) = t.tenant("default").await;
     let hook = t.webhook(&key, "http://127.0.0.1:9/x", json!({})).await;
-    let ch = hook["id"].as_str().unwrap().to_owned();
+    let ch = hook.id.as_str().to_owned();
     let b = Browser::new(&t.stack.admin_url);
     b.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)
         .await;
@@ -342,7 +342,7 @@ async fn a_kept_payload_is_previewed_and_a_larger_one_described() {
     let post = |blob: String| {
         let (t, key, ch) = (&t, &key, &ch);
         async move {
-            let body = json!({"conversation_id": "conv-kept", "channel_ids": [ch["id"]],
+            let body = json!({"conversation_id": "conv-kept", "channel_ids": [ch.id],
                               "payload": {"marker": "kept-payload-marker", "blob": blob}});
             let a = t.api("POST", "/api/v1/activities", key, Some(body)).await;
             assert_eq!(a.status, 201, "{:?}", a.body);

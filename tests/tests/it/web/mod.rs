@@ -133,7 +133,7 @@ async fn every_page_sends_the_security_headers_and_its_inline_code_is_allowed_by
     let (tenant, key) = t.tenant("default").await;
     let rx = Receiver::always(200).await.unwrap();
     let ch = t.webhook(&key, &rx.url, json!({})).await;
-    let ch = ch["id"].as_str().unwrap().to_owned();
+    let ch = ch.id.as_str().to_owned();
     let ids = t.activities(&key, &ch, 1, 1).await;
     let b = Browser::new(&t.stack.admin_url);
     let check = |path: String, resp: reqwest::Response| async move {
@@ -409,7 +409,7 @@ async fn the_admin_ip_allowlist_guards_the_pages_and_the_admin_api() {
         )
         .await;
     assert_eq!(a.status, 403);
-    assert_eq!(a.body["error"]["code"], "ip_not_allowed", "{:?}", a.body);
+    assert_eq!(a.code(), "ip_not_allowed", "{:?}", a.body);
     let health = t
         .raw(
             "GET",
@@ -543,7 +543,7 @@ async fn retry_all_over_every_tenant_keeps_to_one_limit_and_says_what_it_did() {
         let mut n = 0;
         for f in [&a, &b] {
             for id in &f.deliveries {
-                if t.delivery(&f.key, id).await["status"] == "sent" {
+                if t.delivery(&f.key, id).await.status == "sent" {
                     n += 1;
                 }
             }
@@ -603,9 +603,9 @@ async fn an_auto_disabled_channel_shows_why_and_is_re_enabled_from_the_page() {
                    "circuit_breaker": {"failure_threshold": 1000},
                    "auto_disable": {"failed_attempts": 2}}),
         )
-        .await["id"]
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     for id in t.activities(&key, &ch, 2, 1).await {
         t.wait_delivery(&key, &id, Duration::from_secs(20), converger_tests::settled)
@@ -682,9 +682,11 @@ async fn the_deliveries_page_filters_by_event_type() {
     let t = TestStack::start().await;
     let rx = Receiver::always(500).await.unwrap();
     let (tenant, key) = t.tenant("default").await;
-    let ch = t.webhook(&key, &rx.url, json!({"max_attempts": 1})).await["id"]
+    let ch = t
+        .webhook(&key, &rx.url, json!({"max_attempts": 1}))
+        .await
+        .id
         .as_str()
-        .unwrap()
         .to_owned();
     let mut ids = Vec::new();
     for kind in ["order.paid", "order.created"] {
@@ -738,7 +740,7 @@ async fn a_delivery_waiting_in_its_lane_says_behind_which_one() {
                    "retry_policy": {"max_attempts": 1}, "ordering": {"by": "conversation"}}),
         )
         .await;
-    let ch = c["id"].as_str().unwrap().to_owned();
+    let ch = c.id.as_str().to_owned();
     let post = async |text: &str| {
         let a = t
             .api(
