@@ -63,7 +63,7 @@ pub(crate) async fn health() -> Json<crate::schemas::Status> {
 }
 
 /// A tenant just created, with its API key (shown once).
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct CreatedTenant {
     #[serde(flatten)]
     pub tenant: crate::views::TenantView,
@@ -72,7 +72,7 @@ pub struct CreatedTenant {
 
 /// A tenant after a change; with the alert channel's signing secret when the change set its
 /// alert webhook.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct PatchedTenant {
     #[serde(flatten)]
     pub tenant: crate::views::TenantView,
@@ -81,7 +81,7 @@ pub struct PatchedTenant {
 }
 
 /// A user of the web pages.
-#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct UserView {
     /// `admin` or `portal`.
     pub realm: String,

@@ -9,7 +9,7 @@ macro_rules! error_codes {
     ($( $variant:ident = $code:literal, $status:literal $(| $also:literal)*, $meaning:literal; )*) => {
         /// A stable error code, for programs (the message is for people).
         #[derive(
-            Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema,
+            Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
         )]
         #[serde(rename_all = "snake_case")]
         pub enum ErrorCode {

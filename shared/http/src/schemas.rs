@@ -7,18 +7,18 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 /// `{"status": "ok"}`.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Status {
     pub status: String,
 }
 
 /// Every refusal: a stable code and a message for people.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ErrorDetail {
     pub code: ErrorCode,
     pub message: String,
@@ -26,7 +26,7 @@ pub struct ErrorDetail {
 
 /// An activity to deliver: to `channel_ids`, or by `event_type` to every active channel of
 /// the tenant subscribed to it.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(as = NewActivity)]
 pub struct NewActivityDoc {
     /// The producer's id: sending it again creates nothing new.
@@ -55,7 +55,7 @@ pub struct NewActivityDoc {
 }
 
 /// Up to 100 activities, each as `POST /api/v1/activities` takes one.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[schema(as = NewActivityBatch)]
 pub struct NewActivityBatchDoc {
     /// 1 to 100 activities.
@@ -102,7 +102,7 @@ pub struct HealthCheckDoc {
 }
 
 /// What a receipt notification did.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct ReceiptsApplied {
     pub received: u64,
     pub applied: u64,
@@ -112,12 +112,12 @@ pub struct ReceiptsApplied {
 }
 
 /// None of a notification's messages is known.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct UnknownMessages {
     pub error: UnknownDetail,
 }
 
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct UnknownDetail {
     pub code: String,
     pub message: String,
