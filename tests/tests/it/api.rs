@@ -1,19 +1,21 @@
 //! Bad input is refused with the right 4xx and a JSON error; nothing reaches a client as a 500.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_http::schemas::ErrorBody;
+use converger_http::views::{ChannelView, DeliveryView, Page};
 use converger_tests::{Answer, TestStack};
 use serde_json::json;
+
+/// An error answer's body, which must be the error body every refusal has.
+fn error_body(a: &Answer) -> ErrorBody {
+    serde_json::from_value(a.body.clone())
+        .unwrap_or_else(|e| panic!("not an error body ({e}): {:?}", a.body))
+}
 
 fn assert_error(a: &Answer, status: u16, code: &str) {
     assert_eq!(a.status, status, "{:?}", a.body);
     assert_eq!(a.code(), code, "{:?}", a.body);
-    assert!(
-        a.body["error"]["message"]
-            .as_str()
-            .is_some_and(|m| !m.is_empty()),
-        "{:?}",
-        a.body
-    );
+    assert!(!error_body(a).error.message.is_empty(), "{:?}", a.body);
 }
 
 #[tokio::test]
@@ -174,7 +176,7 @@ async fn bad_input_gets_a_clear_error() {
     // Invalid retry policies, on create and on update; nothing is stored.
     let a = t.api("POST", "/api/v1/channels", &key, Some(json!({"type": "webhook", "name": "x", "config": {"url": "http://127.0.0.1:9/"}, "retry_policy": {"max_attempts": 0, "backoff": "random", "colour": 1}}))).await;
     assert_error(&a, 422, "invalid_retry_policy");
-    let msg = a.body["error"]["message"].as_str().unwrap();
+    let msg = error_body(&a).error.message;
     assert!(
         msg.contains("max_attempts") && msg.contains("backoff") && msg.contains("colour"),
         "{msg}"
@@ -190,7 +192,8 @@ async fn bad_input_gets_a_clear_error() {
         .await;
     assert_error(&a, 422, "invalid_retry_policy");
     let a = t.api("GET", &path, &key, None).await;
-    assert_eq!(a.body["retry_policy"], json!({}));
+    let unchanged: ChannelView = a.typed(200).unwrap();
+    assert!(unchanged.retry_policy.is_empty(), "{unchanged:?}");
 
     // A valid update is applied and returned; the secret is never shown again.
     let a = t
@@ -202,9 +205,14 @@ async fn bad_input_gets_a_clear_error() {
         )
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    assert_eq!(a.body["retry_policy"]["max_attempts"], 3);
-    assert_eq!(a.body["name"], "renamed");
     assert!(a.body.get("signing_secret").is_none());
+    let updated: ChannelView = a.typed(200).unwrap();
+    assert_eq!(
+        updated.retry_policy.get("max_attempts"),
+        Some(&json!(3)),
+        "{updated:?}"
+    );
+    assert_eq!(updated.name, "renamed");
 
     // An inactive channel is refused as a target.
     let a = t
@@ -272,7 +280,10 @@ async fn bad_input_gets_a_clear_error() {
                 None,
             )
             .await;
-        if all.body["data"].as_array().is_some_and(|d| d.len() == 2) {
+        if all
+            .typed::<Page<DeliveryView>>(200)
+            .is_ok_and(|p| p.data.len() == 2)
+        {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "{:?}", all.body);
@@ -287,7 +298,11 @@ async fn bad_input_gets_a_clear_error() {
         )
         .await;
     assert_eq!(page.status, 200, "{:?}", page.body);
-    let cursor = page.body["next_cursor"].as_str().unwrap().to_owned();
+    let cursor = page
+        .typed::<Page<DeliveryView>>(200)
+        .unwrap()
+        .next_cursor
+        .unwrap();
     let next = format!("/api/v1/deliveries?channel_id={ch}&limit=1&cursor={cursor}");
     assert_eq!(t.api("GET", &next, &key, None).await.status, 200);
     assert_error(

@@ -157,8 +157,8 @@ async fn the_command_line_sends_lists_shows_retries_and_pauses() {
     )
     .await;
     assert_eq!(code, 0, "{sent}");
-    let ingested: serde_json::Value = serde_json::from_str(sent.trim()).unwrap();
-    let id = ingested["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    let ingested: converger_client::Ingested = serde_json::from_str(sent.trim()).unwrap();
+    let id = ingested.deliveries[0].id.clone();
     rx.wait_for(1, Duration::from_secs(20)).await;
     let api = t.client(&a.key);
     assert_eq!(settled(&api, &id).await.status, "sent");
@@ -173,8 +173,9 @@ async fn the_command_line_sends_lists_shows_retries_and_pauses() {
     )
     .await;
     assert_eq!(code, 0);
-    let page: serde_json::Value = serde_json::from_str(list.trim()).unwrap();
-    assert_eq!(page["data"][0]["id"], id.as_str());
+    let page: converger_client::Page<converger_client::Delivery> =
+        serde_json::from_str(list.trim()).unwrap();
+    assert_eq!(page.data[0].id, id);
 
     // A call the API refuses: exit 1, nothing printed; a wrong command line: exit 2.
     let (code, printed) = converger(&t, &a.key, &["deliveries", "retry", &id]).await;

@@ -11,7 +11,7 @@
 //! EventBridge, Kinesis and SNS in a second account of the emulator.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_http::views::{AwsIdentityView, DeliveryView};
+use converger_http::views::{AttemptView, AuditView, AwsIdentityView, DeliveryView, Page};
 use converger_local::Backend;
 use converger_tests::TestStack;
 use converger_tests::client::{Tenant, is_settled};
@@ -246,29 +246,31 @@ async fn a_missing_target_or_an_oversized_message_dead_letters_at_once_and_throt
     assert_eq!(cloud.received(QUEUE).len(), 1);
     // The attempt log (newest first) keeps the service's answer: its message id, and before
     // it the error code.
-    let log = a
+    let log: Page<AttemptView> = a
         .api(
             "GET",
             &format!("/api/v1/deliveries/{}/attempts", d.id),
             None,
         )
-        .await;
-    let entries = log.body["data"].as_array().unwrap();
+        .await
+        .typed(200)
+        .unwrap();
+    let entries = &log.data;
     assert!(
-        entries[1]["error"]
-            .as_str()
+        entries[1]
+            .error
+            .as_deref()
             .unwrap()
             .contains("ThrottlingException"),
-        "{}",
-        log.body
+        "{log:?}"
     );
     assert!(
-        entries[0]["response_snippet"]
-            .as_str()
+        entries[0]
+            .response_snippet
+            .as_deref()
             .unwrap()
             .starts_with("message id mem-"),
-        "{}",
-        log.body
+        "{log:?}"
     );
 }
 
@@ -335,15 +337,14 @@ async fn a_rotated_external_id_is_audited_and_a_role_trusting_the_old_one_refuse
         .unwrap();
     assert_ne!(rotated.external_id, old);
     assert_eq!(identity(&a).await.external_id, rotated.external_id);
-    let audit = a.api("GET", "/api/v1/audit", None).await;
+    let audit: Page<AuditView> = a
+        .api("GET", "/api/v1/audit", None)
+        .await
+        .typed(200)
+        .unwrap();
     assert!(
-        audit.body["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["action"] == "rotate_external_id"),
-        "{}",
-        audit.body
+        audit.data.iter().any(|e| e.action == "rotate_external_id"),
+        "{audit:?}"
     );
     // The session taken with the old id has ended; the role trusts only the old one.
     cloud.expire_sessions();

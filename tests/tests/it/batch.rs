@@ -4,7 +4,8 @@
 //! written, and every taken item delivered.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_client::{BatchResult, NewActivity};
+use converger_client::{BatchResult, BatchResults, NewActivity};
+use converger_tests::views::{ActivityView, Page};
 use converger_tests::{Receiver, TestStack};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -24,7 +25,7 @@ fn refused(r: &BatchResult) -> (u16, &str) {
 }
 
 /// The activities listed in `conversation`.
-async fn listed(t: &TestStack, key: &str, conversation: &str) -> Vec<Value> {
+async fn listed(t: &TestStack, key: &str, conversation: &str) -> Vec<ActivityView> {
     let a = t
         .api(
             "GET",
@@ -34,7 +35,7 @@ async fn listed(t: &TestStack, key: &str, conversation: &str) -> Vec<Value> {
         )
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    a.body["data"].as_array().unwrap().clone()
+    a.typed::<Page<ActivityView>>(200).unwrap().data
 }
 
 async fn a_batch_is_taken_item_by_item(t: &TestStack) {
@@ -87,8 +88,8 @@ async fn a_batch_is_taken_item_by_item(t: &TestStack) {
         )
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    let results: Vec<BatchResult> =
-        serde_json::from_value(a.body["results"].clone()).expect("the client's types");
+    // Read with the client's types.
+    let results: Vec<BatchResult> = a.typed::<BatchResults>(200).unwrap().results;
     assert_eq!(results.len(), 6, "one result per item");
     assert_eq!(refused(&results[1]), (422, "unknown_channel"));
     assert_eq!(refused(&results[2]), (422, "invalid_activity"));

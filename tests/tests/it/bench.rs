@@ -5,6 +5,46 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_local::bench;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A scenario's line read as the fields a test checks (the line's other fields are ignored);
+/// panics with the line when it does not have them.
+fn report<T: DeserializeOwned>(line: &Value) -> T {
+    T::deserialize(line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+/// The figure of `name` (a request kind, a table) in a map keyed by name, which the line must
+/// have.
+fn named(m: &BTreeMap<String, f64>, name: &str, line: &Value) -> f64 {
+    m.get(name)
+        .copied()
+        .unwrap_or_else(|| panic!("no `{name}`: {line}"))
+}
+
+/// A count and percentiles of milliseconds (`bench::summary`).
+#[derive(Debug, Deserialize)]
+struct Summary {
+    n: u64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct LatencyReport {
+    scenario: String,
+    ingest_to_receiver: Summary,
+    api_answer: Summary,
+    floor_bare_post: Summary,
+    machine: Machine,
+}
+
+#[derive(Debug, Deserialize)]
+struct Machine {
+    cores: u64,
+}
 
 #[tokio::test]
 async fn latency_scenario_measures_each_delivery_and_the_floor() {
@@ -14,14 +54,30 @@ async fn latency_scenario_measures_each_delivery_and_the_floor() {
     })
     .await
     .unwrap();
-    assert_eq!(line["scenario"], "latency");
-    assert_eq!(line["ingest_to_receiver"]["n"], 10, "{line}");
-    assert_eq!(line["api_answer"]["n"], 10, "{line}");
-    assert_eq!(line["floor_bare_post"]["n"], 10, "{line}");
-    let p = |k: &str, q: &str| line[k][q].as_f64().unwrap();
-    assert!(p("ingest_to_receiver", "p50_ms") > 0.0, "{line}");
-    assert!(p("ingest_to_receiver", "p50_ms") <= p("ingest_to_receiver", "p99_ms"));
-    assert!(line["machine"]["cores"].as_u64().unwrap() >= 1);
+    let r: LatencyReport = report(&line);
+    assert_eq!(r.scenario, "latency");
+    assert_eq!(r.ingest_to_receiver.n, 10, "{line}");
+    assert_eq!(r.api_answer.n, 10, "{line}");
+    assert_eq!(r.floor_bare_post.n, 10, "{line}");
+    let delivered = &r.ingest_to_receiver;
+    assert!(delivered.p50_ms > 0.0, "{line}");
+    assert!(delivered.p50_ms <= delivered.p99_ms);
+    assert!(r.machine.cores >= 1);
+}
+
+#[derive(Debug, Deserialize)]
+struct ThroughputReport {
+    in_process: ThroughputBackend,
+    emulator: ThroughputBackend,
+}
+
+#[derive(Debug, Deserialize)]
+struct ThroughputBackend {
+    deliveries: u64,
+    deliveries_per_s: f64,
+    cpu_s: Option<f64>,
+    cpu_s_per_1000_deliveries: Option<f64>,
+    emulator_cpu_s: Option<f64>,
 }
 
 #[tokio::test]
@@ -32,18 +88,54 @@ async fn throughput_scenario_counts_deliveries_and_cpu_on_both_backends() {
     })
     .await
     .unwrap();
-    for backend in ["in_process", "emulator"] {
-        let b = &line[backend];
-        assert!(b["deliveries_per_s"].as_f64().unwrap() > 0.0, "{line}");
-        assert!(b["cpu_s"].as_f64().unwrap() >= 0.0, "{line}");
-        assert!(b["cpu_s_per_1000_deliveries"].is_number(), "{line}");
+    let r: ThroughputReport = report(&line);
+    for b in [&r.in_process, &r.emulator] {
+        assert!(b.deliveries_per_s > 0.0, "{line}");
+        assert!(b.cpu_s.is_some_and(|c| c >= 0.0), "{line}");
+        assert!(b.cpu_s_per_1000_deliveries.is_some(), "{line}");
     }
-    assert_eq!(line["in_process"]["deliveries"], 200);
+    assert_eq!(r.in_process.deliveries, 200);
     // The emulator's CPU is read when the scenario started it (not under the test command,
     // which shares one emulator through AWS_ENDPOINT_URL).
-    let em = &line["emulator"]["emulator_cpu_s"];
-    assert!(em.is_null() || em.as_f64().unwrap() > 0.0, "{line}");
-    assert!(line["in_process"]["emulator_cpu_s"].is_null());
+    assert!(r.emulator.emulator_cpu_s.is_none_or(|c| c > 0.0), "{line}");
+    assert!(r.in_process.emulator_cpu_s.is_none());
+}
+
+#[derive(Debug, Deserialize)]
+struct RequestsReport {
+    cases: RequestsCases,
+}
+
+#[derive(Debug, Deserialize)]
+struct RequestsCases {
+    first_try: RequestsCase,
+    first_try_no_window: RequestsCase,
+    first_try_burst: RequestsCase,
+    first_try_by_event_type: RequestsCase,
+    three_attempts: RequestsCase,
+    dead_letter: RequestsCase,
+    oauth2_first_try: RequestsCase,
+    aws_sqs_first_try: RequestsCase,
+    aws_eventbridge_first_try: RequestsCase,
+    aws_kinesis_first_try: RequestsCase,
+    aws_sns_first_try: RequestsCase,
+    aws_firehose_first_try: RequestsCase,
+    aws_stepfunctions_first_try: RequestsCase,
+    aws_s3_first_try: RequestsCase,
+    rabbitmq_first_try: RequestsCase,
+}
+
+#[derive(Debug, Deserialize)]
+struct RequestsCase {
+    /// Requests per delivery by kind (`dynamodb/UpdateItem`; `tenant:` and `changes:` before
+    /// those made as the tenant and by the changes function).
+    per_delivery: BTreeMap<String, f64>,
+    billed_requests_per_delivery: f64,
+    cost_per_million_usd: f64,
+    seconds: f64,
+    api_rate_limit_takes_per_call: f64,
+    /// The OAuth 2.0 case's only.
+    token_requests: Option<u64>,
 }
 
 #[tokio::test]
@@ -60,13 +152,14 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     })
     .await
     .unwrap();
-    let cases = &line["cases"];
-    let first = &cases["first_try"]["per_delivery"];
+    let r: RequestsReport = report(&line);
+    let cases = &r.cases;
+    let first = &cases.first_try.per_delivery;
     // One batch write of the new rows, one send, one receive and
     // one delete per delivery; two item updates (claim, sent): a healthy channel's `auto`
     // window costs no write. Request counts do not depend on the machine: a change that adds
     // one to the hot path fails here.
-    assert_eq!(first["dynamodb/BatchWriteItem"], 1.0, "{line}");
+    assert_eq!(first.get("dynamodb/BatchWriteItem"), Some(&1.0), "{line}");
     // Beside the fixed cost, two things depend on how slow the shared emulator is at that
     // moment: a channel or flow item read again after a function's cache expired, and a
     // message that comes before its row (sent beside the row's write): its claim finds no
@@ -77,32 +170,29 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     // A channel without a cap of its own has the platform's bound, always counted: a slot
     // taken at ingest and given back (the flow item, or a slot item of its own, is written
     // twice more per delivery).
-    let counted = &cases["first_try_no_window"]["per_delivery"];
+    let counted = &cases.first_try_no_window.per_delivery;
     assert!(
-        counted["dynamodb/UpdateItem"].as_f64().unwrap()
-            >= first["dynamodb/UpdateItem"].as_f64().unwrap() + 1.0,
+        named(counted, "dynamodb/UpdateItem", &line)
+            >= named(first, "dynamodb/UpdateItem", &line) + 1.0,
         "{line}"
     );
     {
         let case = "first_try";
-        let per = &cases[case]["per_delivery"];
-        let reads = per["dynamodb/GetItem"].as_f64().unwrap_or(0.0);
+        let c = &cases.first_try;
+        let per = &c.per_delivery;
+        let reads = per.get("dynamodb/GetItem").copied().unwrap_or(0.0);
         // The API rate limit's takes of a batch of the key's schedule: well under one a call.
-        let limit = cases[case]["api_rate_limit_takes_per_call"]
-            .as_f64()
-            .unwrap();
+        let limit = c.api_rate_limit_takes_per_call;
         assert!(limit <= 0.5, "{case}: {line}");
         // A take is one conditional `UpdateItem`, or two when the schedule was busy.
-        let updates = per["dynamodb/UpdateItem"].as_f64().unwrap();
+        let updates = named(per, "dynamodb/UpdateItem", &line);
         let early = updates - 2.0 - limit;
         let flush = 1.0 / 4.0;
         assert!(
             (-0.001..=reads + limit + flush + 0.001).contains(&early),
             "{case}: {line}"
         );
-        let billed = cases[case]["billed_requests_per_delivery"]
-            .as_f64()
-            .unwrap();
+        let billed = c.billed_requests_per_delivery;
         // Six for the delivery itself; its watch copy (`core::policy::WATCH_DELAY_S`) adds a
         // receive and a delete, at most one each (shared by the copies that come together:
         // a quarter each when the case's four come in one batch), and a read, counted above.
@@ -110,103 +200,175 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     }
     // Sending by event type reads the subscriber list once per `CHANNEL_CACHE_TTL_MS` (5 s)
     // and API instance, not once per delivery: a refresh is all a slow run may add.
-    let by_type = &cases["first_try_by_event_type"];
-    let queries = by_type["per_delivery"]["dynamodb/Query"]
-        .as_f64()
+    let by_type = &cases.first_try_by_event_type;
+    let queries = by_type
+        .per_delivery
+        .get("dynamodb/Query")
+        .copied()
         .unwrap_or(0.0)
         * 4.0;
-    let seconds = by_type["seconds"].as_f64().unwrap();
+    let seconds = by_type.seconds;
     assert!(queries <= 1.0 + seconds / 5.0, "{line}");
     assert_eq!(
-        by_type["per_delivery"]["dynamodb/BatchWriteItem"], 1.0,
+        by_type.per_delivery.get("dynamodb/BatchWriteItem"),
+        Some(&1.0),
         "{line}"
     );
     // One batch send holds a first try's message and its watch copy; the watch copy is
     // received and deleted on its own, shared by the copies that come together.
-    assert_eq!(first["sqs/SendMessageBatch"], 1.0, "{line}");
-    assert!(first["sqs/SendMessage"].is_null(), "{line}");
+    assert_eq!(first.get("sqs/SendMessageBatch"), Some(&1.0), "{line}");
+    assert!(!first.contains_key("sqs/SendMessage"), "{line}");
     for request in ["sqs/ReceiveMessage", "sqs/DeleteMessageBatch"] {
-        let n = first[request].as_f64().unwrap();
+        let n = named(first, request, &line);
         assert!((1.0..=2.0).contains(&n), "{request}: {line}");
     }
     // No event on the delivery's path: its status event comes from the table's stream, sent
     // by the changes function with others of its batch (counted apart as `changes:`).
-    assert!(first["events/PutEvents"].is_null(), "{line}");
-    let put = first["changes:events/PutEvents"].as_f64().unwrap();
+    assert!(!first.contains_key("events/PutEvents"), "{line}");
+    let put = named(first, "changes:events/PutEvents", &line);
     assert!(put > 0.0 && put <= 1.0, "{line}");
     // An AWS channel: the tenant's queue gets one `SendMessage` a delivery, made as the
     // tenant's role (counted apart: the tenant's account pays it), and the role is not assumed
     // again while its session lasts (the warm-up took it).
-    for (case, send) in [
-        ("aws_sqs_first_try", "tenant:sqs/SendMessage"),
-        ("aws_eventbridge_first_try", "tenant:events/PutEvents"),
-        ("aws_kinesis_first_try", "tenant:kinesis/PutRecord"),
-        ("aws_sns_first_try", "tenant:sns/Publish"),
-        ("aws_firehose_first_try", "tenant:firehose/PutRecord"),
+    for (case, c, send) in [
+        (
+            "aws_sqs_first_try",
+            &cases.aws_sqs_first_try,
+            "tenant:sqs/SendMessage",
+        ),
+        (
+            "aws_eventbridge_first_try",
+            &cases.aws_eventbridge_first_try,
+            "tenant:events/PutEvents",
+        ),
+        (
+            "aws_kinesis_first_try",
+            &cases.aws_kinesis_first_try,
+            "tenant:kinesis/PutRecord",
+        ),
+        (
+            "aws_sns_first_try",
+            &cases.aws_sns_first_try,
+            "tenant:sns/Publish",
+        ),
+        (
+            "aws_firehose_first_try",
+            &cases.aws_firehose_first_try,
+            "tenant:firehose/PutRecord",
+        ),
         (
             "aws_stepfunctions_first_try",
+            &cases.aws_stepfunctions_first_try,
             "tenant:states/StartExecution",
         ),
-        ("aws_s3_first_try", "tenant:s3/PutObject"),
+        (
+            "aws_s3_first_try",
+            &cases.aws_s3_first_try,
+            "tenant:s3/PutObject",
+        ),
     ] {
-        let aws = &cases[case]["per_delivery"];
-        assert_eq!(aws[send], 1.0, "{case}: {line}");
-        assert!(aws.get("sts/AssumeRole").is_none(), "{case}: {line}");
-        assert_eq!(aws["dynamodb/BatchWriteItem"], 1.0, "{case}: {line}");
+        let aws = &c.per_delivery;
+        assert_eq!(aws.get(send), Some(&1.0), "{case}: {line}");
+        assert!(!aws.contains_key("sts/AssumeRole"), "{case}: {line}");
+        assert_eq!(
+            aws.get("dynamodb/BatchWriteItem"),
+            Some(&1.0),
+            "{case}: {line}"
+        );
     }
     // A RabbitMQ channel: what a webhook's first try pays, no request into an account.
-    let mq = cases["rabbitmq_first_try"]["per_delivery"]
-        .as_object()
-        .unwrap();
-    assert_eq!(mq["dynamodb/BatchWriteItem"], 1.0, "{line}");
+    let mq = &cases.rabbitmq_first_try.per_delivery;
+    assert_eq!(mq.get("dynamodb/BatchWriteItem"), Some(&1.0), "{line}");
     assert!(!mq.keys().any(|k| k.starts_with("tenant:")), "{line}");
     // An endpoint behind OAuth 2.0: one token for the warm-up and the counted deliveries
     // together (two if the first two raced past an empty cache on two instances).
-    let tokens = cases["oauth2_first_try"]["token_requests"]
-        .as_u64()
-        .unwrap();
-    assert!((1..=2).contains(&tokens), "{line}");
+    let tokens = cases.oauth2_first_try.token_requests;
+    assert!(tokens.is_some_and(|n| (1..=2).contains(&n)), "{line}");
     // Three attempts: at most three receives (an attempt that the task handing it its window
     // slot runs itself needs none), and the first try's watch copy's; a dead letter after
     // three attempts likewise.
-    for case in ["three_attempts", "dead_letter"] {
-        let receives = cases[case]["per_delivery"]["sqs/ReceiveMessage"]
-            .as_f64()
-            .unwrap();
+    for (case, c) in [
+        ("three_attempts", &cases.three_attempts),
+        ("dead_letter", &cases.dead_letter),
+    ] {
+        let receives = named(&c.per_delivery, "sqs/ReceiveMessage", &line);
         assert!((2.0..=4.0).contains(&receives), "{case}: {line}");
     }
-    for case in [
-        "first_try",
-        "first_try_burst",
-        "three_attempts",
-        "dead_letter",
+    for c in [
+        &cases.first_try,
+        &cases.first_try_burst,
+        &cases.three_attempts,
+        &cases.dead_letter,
     ] {
-        assert!(
-            cases[case]["cost_per_million_usd"].as_f64().unwrap() > 0.0,
-            "{line}"
-        );
+        assert!(c.cost_per_million_usd > 0.0, "{line}");
     }
 }
 
+#[derive(Debug, Deserialize)]
+struct KeysReport {
+    cases: KeysCases,
+}
+
+#[derive(Debug, Deserialize)]
+struct KeysCases {
+    first_try: KeysCase,
+    first_try_without_seq: KeysCase,
+    first_try_batch: KeysCase,
+    dead_letter: KeysCase,
+    sweep: KeysCase,
+    bulk_replay: KeysReplay,
+}
+
+#[derive(Debug, Deserialize)]
+struct KeysCase {
+    write_units_per_delivery: f64,
+    read_units_per_delivery: f64,
+    hottest_write: Hottest,
+    writes: Vec<KeyFamily>,
+}
+
+/// The busiest family written of each scope that has one.
+#[derive(Debug, Deserialize)]
+struct Hottest {
+    tenant: Option<HotFamily>,
+    deployment: Option<HotFamily>,
+}
+
+#[derive(Debug, Deserialize)]
+struct HotFamily {
+    ceiling_per_s: Option<f64>,
+}
+
+/// One key family's units: of a table (`index` null) or of one of its indexes.
+#[derive(Debug, Deserialize)]
+struct KeyFamily {
+    table: String,
+    index: Option<String>,
+    units_per_delivery: f64,
+}
+
+/// The bulk replay's case: its figures, or the error that stopped it.
+#[derive(Debug, Deserialize)]
+struct KeysReplay {
+    error: Option<String>,
+    write_units_per_delivery: Option<f64>,
+}
+
 /// The units of `table` itself (not its indexes) in a `keys` case line, per delivery.
-fn table_units(case: &serde_json::Value, table: &str) -> f64 {
-    case["writes"]
-        .as_array()
-        .unwrap()
+fn table_units(case: &KeysCase, table: &str) -> f64 {
+    case.writes
         .iter()
-        .filter(|f| f["table"] == table && f["index"].is_null())
-        .map(|f| f["units_per_delivery"].as_f64().unwrap())
+        .filter(|f| f.table == table && f.index.is_none())
+        .map(|f| f.units_per_delivery)
         .sum()
 }
 
 /// The units of `index` on the deliveries table in a `keys` case line, per delivery.
-fn index_units(case: &serde_json::Value, index: &str) -> f64 {
-    case["writes"]
-        .as_array()
-        .unwrap()
+fn index_units(case: &KeysCase, index: &str) -> f64 {
+    case.writes
         .iter()
-        .filter(|f| f["index"] == index)
-        .map(|f| f["units_per_delivery"].as_f64().unwrap())
+        .filter(|f| f.index.as_deref() == Some(index))
+        .map(|f| f.units_per_delivery)
         .sum()
 }
 
@@ -219,17 +381,18 @@ async fn keys_scenario_counts_units_per_key_family_on_every_index() {
     })
     .await
     .unwrap();
-    let cases = &line["cases"];
-    let first = &cases["first_try"];
+    let r: KeysReport = report(&line);
+    let cases = &r.cases;
+    let first = &cases.first_try;
     // A producer without `seq` writes its conversation's sequence item for each activity;
     // in a batch, once per conversation.
-    let activities = |case: &str| table_units(&cases[case], "activities");
+    let activities = |case: &KeysCase| table_units(case, "activities");
     assert!(
-        activities("first_try_without_seq") > activities("first_try"),
+        activities(&cases.first_try_without_seq) > activities(&cases.first_try),
         "{line}"
     );
     assert!(
-        activities("first_try_batch") < activities("first_try_without_seq"),
+        activities(&cases.first_try_batch) < activities(&cases.first_try_without_seq),
         "{line}"
     );
     // Unit counts follow from the requests, not the machine's speed. A first try enters its
@@ -239,41 +402,89 @@ async fn keys_scenario_counts_units_per_key_family_on_every_index() {
     assert_eq!(index_units(first, "by_channel_status_s"), 0.0, "{line}");
     // The due index: a first try in flight is in none (its watch message covers it).
     assert_eq!(index_units(first, "by_due"), 0.0, "{line}");
+    assert!(first.write_units_per_delivery >= 7.0, "{line}");
     assert!(
-        first["write_units_per_delivery"].as_f64().unwrap() >= 7.0,
-        "{line}"
-    );
-    assert!(
-        first["hottest_write"]["tenant"]["ceiling_per_s"]
-            .as_f64()
-            .unwrap()
-            > 0.0,
+        first
+            .hottest_write
+            .tenant
+            .as_ref()
+            .and_then(|t| t.ceiling_per_s)
+            .is_some_and(|c| c > 0.0),
         "{line}"
     );
     // No key the whole deployment shares is written by a first try.
-    assert!(first["hottest_write"]["deployment"].is_null(), "{line}");
+    assert!(first.hottest_write.deployment.is_none(), "{line}");
     // Every seeded dead letter replayed (a call whose transaction committed but whose
     // answer was lost still counts its rows).
+    let replay = &cases.bulk_replay;
     assert!(
-        cases["bulk_replay"]["error"].is_null()
-            && cases["bulk_replay"]["write_units_per_delivery"]
-                .as_f64()
-                .unwrap()
-                > 0.0,
+        replay.error.is_none() && replay.write_units_per_delivery.is_some_and(|u| u > 0.0),
         "{line}"
     );
     // A dead letter enters the channel index, once.
-    let dead = &cases["dead_letter"];
+    let dead = &cases.dead_letter;
     assert_eq!(index_units(dead, "by_channel_status_s"), 1.0, "{line}");
     assert!(
-        dead["write_units_per_delivery"].as_f64().unwrap()
-            > first["write_units_per_delivery"].as_f64().unwrap(),
+        dead.write_units_per_delivery > first.write_units_per_delivery,
         "{line}"
     );
-    assert!(
-        cases["sweep"]["read_units_per_delivery"].as_f64().unwrap() > 0.0,
-        "{line}"
-    );
+    assert!(cases.sweep.read_units_per_delivery > 0.0, "{line}");
+}
+
+#[derive(Debug, Deserialize)]
+struct CostReport {
+    cases: CostCases,
+    fixed_monthly_usd: FixedMonthly,
+}
+
+#[derive(Debug, Deserialize)]
+struct CostCases {
+    first_try: CostCase,
+    aws_sqs_first_try: CostCase,
+    three_attempts: CostCase,
+    dead_letter: CostCase,
+    first_try_1mib: CostCase,
+}
+
+#[derive(Debug, Deserialize)]
+struct CostCase {
+    per_delivery: CostPerDelivery,
+    /// By function (`ApiFunction`).
+    lambda: BTreeMap<String, CostLambda>,
+    usd_per_million: CostUsd,
+    usd_per_million_total: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct CostPerDelivery {
+    api_requests: f64,
+    dynamodb_write_units: f64,
+    sqs_requests: f64,
+    lambda_invocations: f64,
+    lambda_gb_seconds: f64,
+    log_bytes: f64,
+    eventbridge_events: f64,
+    /// By detail type (`delivery.status_changed`).
+    eventbridge_events_by_type: BTreeMap<String, f64>,
+    s3_puts: f64,
+    s3_gets: f64,
+    bytes_to_receivers: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct CostLambda {
+    invocations_per_delivery: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct CostUsd {
+    s3_storage_for_the_retention: f64,
+    data_out_to_receivers: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct FixedMonthly {
+    total: f64,
 }
 
 #[tokio::test]
@@ -285,103 +496,132 @@ async fn cost_scenario_prices_every_part_of_a_delivery() {
     })
     .await
     .unwrap();
-    let cases = &line["cases"];
-    for case in [
-        "first_try",
-        "aws_sqs_first_try",
-        "three_attempts",
-        "dead_letter",
-        "first_try_1mib",
+    let r: CostReport = report(&line);
+    let cases = &r.cases;
+    for (case, c) in [
+        ("first_try", &cases.first_try),
+        ("aws_sqs_first_try", &cases.aws_sqs_first_try),
+        ("three_attempts", &cases.three_attempts),
+        ("dead_letter", &cases.dead_letter),
+        ("first_try_1mib", &cases.first_try_1mib),
     ] {
-        let per = &cases[case]["per_delivery"];
-        let f = |k: &str| per[k].as_f64().unwrap();
+        let per = &c.per_delivery;
         // One activity per delivery, posted once through the tenant API.
-        assert_eq!(f("api_requests"), 1.0, "{case}: {line}");
-        assert!(f("dynamodb_write_units") > 0.0, "{case}: {line}");
+        assert_eq!(per.api_requests, 1.0, "{case}: {line}");
+        assert!(per.dynamodb_write_units > 0.0, "{case}: {line}");
         // A send per delivery, and the receives and deletes of its batches (two deliveries
         // may share one batch: half of each per delivery).
-        assert!(f("sqs_requests") > 1.0, "{case}: {line}");
+        assert!(per.sqs_requests > 1.0, "{case}: {line}");
         // The API's invocation and a share of the deliver function's.
-        assert!(f("lambda_invocations") > 1.0, "{case}: {line}");
-        assert!(f("lambda_gb_seconds") > 0.0, "{case}: {line}");
+        assert!(per.lambda_invocations > 1.0, "{case}: {line}");
+        assert!(per.lambda_gb_seconds > 0.0, "{case}: {line}");
         // What the functions log about each delivery (Lambda's own lines are off: the
         // template's system log level is `WARN`).
-        assert!(f("log_bytes") > 0.0, "{case}: {line}");
-        let lambda = &cases[case]["lambda"];
+        assert!(per.log_bytes > 0.0, "{case}: {line}");
+        let lambda = &c.lambda;
         assert_eq!(
-            lambda["ApiFunction"]["invocations_per_delivery"], 1.0,
+            lambda
+                .get("ApiFunction")
+                .map(|f| f.invocations_per_delivery),
+            Some(1.0),
             "{line}"
         );
         assert!(
-            lambda["DeliverFunction"]["invocations_per_delivery"]
-                .as_f64()
-                .unwrap()
-                > 0.0,
+            lambda
+                .get("DeliverFunction")
+                .is_some_and(|f| f.invocations_per_delivery > 0.0),
             "{case}: {line}"
         );
-        assert!(cases[case]["usd_per_million_total"].as_f64().unwrap() > 0.0);
+        assert!(c.usd_per_million_total > 0.0);
     }
     // Every change is one event (a failed attempt with its retry to come included: three
     // attempts are three, a dead letter after three is three and the dead letter); a health
     // change beside it (the machine's load can make a warm endpoint look slow) is counted too,
     // and under its own type.
-    for (case, changes) in [
-        ("first_try", 1.0),
-        ("three_attempts", 3.0),
-        ("dead_letter", 3.0),
+    for (case, c, changes) in [
+        ("first_try", &cases.first_try, 1.0),
+        ("three_attempts", &cases.three_attempts, 3.0),
+        ("dead_letter", &cases.dead_letter, 3.0),
     ] {
-        let per = &cases[case]["per_delivery"];
+        let per = &c.per_delivery;
+        let types = &per.eventbridge_events_by_type;
         assert_eq!(
-            per["eventbridge_events_by_type"]["delivery.status_changed"], changes,
+            types.get("delivery.status_changed"),
+            Some(&changes),
             "{case}: {line}"
         );
         // A dead letter is announced twice: its status (failed) and the dead letter itself.
         let dead_lettered = if case == "dead_letter" { 1.0 } else { 0.0 };
         assert_eq!(
-            per["eventbridge_events_by_type"]["delivery.dead_lettered"]
-                .as_f64()
-                .unwrap_or(0.0),
+            types.get("delivery.dead_lettered").copied().unwrap_or(0.0),
             dead_lettered,
             "{case}: {line}"
         );
-        let by_type: f64 = per["eventbridge_events_by_type"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|v| v.as_f64().unwrap())
-            .sum();
-        assert_eq!(
-            per["eventbridge_events"].as_f64().unwrap(),
-            by_type,
-            "{case}: {line}"
-        );
+        let by_type: f64 = types.values().sum();
+        assert_eq!(per.eventbridge_events, by_type, "{case}: {line}");
     }
     // A 1 MiB payload: one PUT to the payload bucket, one GET for its one attempt, and the
     // receiver takes the whole of it; a small one touches no bucket.
-    let large = &cases["first_try_1mib"]["per_delivery"];
-    assert_eq!(large["s3_puts"], 1.0, "{line}");
-    assert_eq!(large["s3_gets"], 1.0, "{line}");
-    assert!(
-        large["bytes_to_receivers"].as_f64().unwrap() > 1_048_576.0,
-        "{line}"
-    );
-    assert_eq!(cases["first_try"]["per_delivery"]["s3_puts"], 0.0, "{line}");
-    let priced = |c: &str, k: &str| cases[c]["usd_per_million"][k].as_f64().unwrap();
-    assert!(
-        priced("first_try_1mib", "s3_storage_for_the_retention") > 20.0,
-        "{line}"
-    );
-    assert!(
-        priced("first_try_1mib", "data_out_to_receivers") > 90.0,
-        "{line}"
-    );
+    let large = &cases.first_try_1mib.per_delivery;
+    assert_eq!(large.s3_puts, 1.0, "{line}");
+    assert_eq!(large.s3_gets, 1.0, "{line}");
+    assert!(large.bytes_to_receivers > 1_048_576.0, "{line}");
+    assert_eq!(cases.first_try.per_delivery.s3_puts, 0.0, "{line}");
+    let priced = &cases.first_try_1mib.usd_per_million;
+    assert!(priced.s3_storage_for_the_retention > 20.0, "{line}");
+    assert!(priced.data_out_to_receivers > 90.0, "{line}");
     // Retries cost more than a first try.
-    let total = |c: &str| cases[c]["usd_per_million_total"].as_f64().unwrap();
-    assert!(total("three_attempts") > total("first_try"), "{line}");
     assert!(
-        line["fixed_monthly_usd"]["total"].as_f64().unwrap() > 0.0,
+        cases.three_attempts.usd_per_million_total > cases.first_try.usd_per_million_total,
         "{line}"
     );
+    assert!(r.fixed_monthly_usd.total > 0.0, "{line}");
+}
+
+#[derive(Debug, Deserialize)]
+struct HotTenantReport {
+    cases: HotTenantCases,
+}
+
+#[derive(Debug, Deserialize)]
+struct HotTenantCases {
+    tenant_default_shards: HotTenantCase,
+    tenant_64_shards: HotTenantCase,
+    one_channel: HotTenantCase,
+    one_channel_rate_limited: HotTenantCase,
+    tenant_shards_grow: HotTenantCase,
+}
+
+#[derive(Debug, Deserialize)]
+struct HotTenantCase {
+    activities: u64,
+    delivered: u64,
+    refused: u64,
+    listing_shards: u64,
+    due_shards: u64,
+    /// The growing case's only.
+    growth: Option<Growth>,
+    capacity: Capacity,
+}
+
+#[derive(Debug, Deserialize)]
+struct Growth {
+    tenant_refresh_s: u64,
+    granted: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Capacity {
+    write_units_per_delivery: f64,
+    /// By key family (`flow (table): <channel>#slots#<n>`).
+    throttled_by_family: BTreeMap<String, u64>,
+    writes: Vec<FamilyWrites>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FamilyWrites {
+    family: String,
+    units_per_delivery: f64,
 }
 
 #[tokio::test]
@@ -395,75 +635,70 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
     })
     .await
     .unwrap();
-    let cases = &line["cases"];
-    let throttled = |case: &str, family: &str| -> u64 {
-        cases[case]["capacity"]["throttled_by_family"]
-            .as_object()
-            .unwrap()
+    let r: HotTenantReport = report(&line);
+    let cases = &r.cases;
+    let throttled = |case: &HotTenantCase, family: &str| -> u64 {
+        case.capacity
+            .throttled_by_family
             .iter()
             .filter(|(k, _)| k.contains(family))
-            .map(|(_, v)| v.as_u64().unwrap())
+            .map(|(_, v)| v)
             .sum()
     };
-    for case in [
-        "tenant_default_shards",
-        "tenant_64_shards",
-        "one_channel",
-        "one_channel_rate_limited",
-        "tenant_shards_grow",
+    for (case, c) in [
+        ("tenant_default_shards", &cases.tenant_default_shards),
+        ("tenant_64_shards", &cases.tenant_64_shards),
+        ("one_channel", &cases.one_channel),
+        ("one_channel_rate_limited", &cases.one_channel_rate_limited),
+        ("tenant_shards_grow", &cases.tenant_shards_grow),
     ] {
-        let c = &cases[case];
-        let (n, got, refused) = (
-            c["activities"].as_u64().unwrap(),
-            c["delivered"].as_u64().unwrap(),
-            c["refused"].as_u64().unwrap(),
-        );
+        let (n, got, refused) = (c.activities, c.delivered, c.refused);
         assert!(n > 0 && got + refused >= n, "{case}: {line}");
-        assert!(
-            c["capacity"]["write_units_per_delivery"].as_f64().unwrap() > 0.0,
-            "{case}: {line}"
-        );
+        assert!(c.capacity.write_units_per_delivery > 0.0, "{case}: {line}");
     }
     // Two listing shards take 5,000 first tries a second at 2,500 units a second each: over
     // a partition's limit. Sixty-four take it.
-    assert_eq!(cases["tenant_default_shards"]["listing_shards"], 2);
+    assert_eq!(cases.tenant_default_shards.listing_shards, 2);
     assert!(
-        throttled("tenant_default_shards", "by_tenant_status_s") > 0,
+        throttled(&cases.tenant_default_shards, "by_tenant_status_s") > 0,
         "{line}"
     );
-    assert_eq!(cases["tenant_64_shards"]["listing_shards"], 64);
-    assert_eq!(cases["tenant_64_shards"]["due_shards"], 64);
+    assert_eq!(cases.tenant_64_shards.listing_shards, 64);
+    assert_eq!(cases.tenant_64_shards.due_shards, 64);
     // The tenant as created, its load rising, run and reported. Whether a grant comes within
     // this smoke's seconds depends on the tenant's usage counter being written, and at a
     // hundredth of a partition's limits that one key is throttled (the counter's own limit,
     // docs/scaling.md); the grant itself is the use cases' and the store suite's to prove.
-    let grown = &cases["tenant_shards_grow"];
-    assert_eq!(grown["listing_shards"], 2, "{line}");
-    assert_eq!(grown["growth"]["tenant_refresh_s"], 5, "{line}");
+    let grown = &cases.tenant_shards_grow;
+    assert_eq!(grown.listing_shards, 2, "{line}");
+    let growth = grown.growth.as_ref();
+    assert_eq!(growth.map(|g| g.tenant_refresh_s), Some(5), "{line}");
     assert!(
-        grown["growth"]["granted"].is_null() || grown["growth"]["granted"].as_u64() >= Some(4),
+        growth.and_then(|g| g.granted).is_none_or(|g| g >= 4),
         "{line}"
     );
     // A window of 2,000 is spread over slot items: no slot write throttled on the flow item.
     assert!(
-        cases["one_channel"]["capacity"]["writes"]
-            .as_array()
-            .unwrap()
+        cases
+            .one_channel
+            .capacity
+            .writes
             .iter()
-            .any(|w| w["family"] == "flow (table): <channel>#slots#<n>"),
+            .any(|w| w.family == "flow (table): <channel>#slots#<n>"),
         "{line}"
     );
     // The flow item itself (its slot items, `<channel>#slots#<n>`, may throttle when a slow
     // machine bunches the first tries into a burst).
     assert!(
-        !cases["one_channel"]["capacity"]["throttled_by_family"]
-            .as_object()
-            .unwrap()
+        !cases
+            .one_channel
+            .capacity
+            .throttled_by_family
             .contains_key("flow (table): <channel>"),
         "{line}"
     );
     assert_eq!(
-        throttled("tenant_64_shards", "by_tenant_status_s"),
+        throttled(&cases.tenant_64_shards, "by_tenant_status_s"),
         0,
         "{line}"
     );
@@ -472,18 +707,45 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
     // schedule's key is written less than once per delivery and never throttled. (At a
     // hundredth of the limits the window's own keys may throttle ingest: those activities
     // are refused, none lost.)
-    let limited = &cases["one_channel_rate_limited"];
-    assert_eq!(throttled("one_channel_rate_limited", "rate#"), 0, "{line}");
-    let schedule = limited["capacity"]["writes"]
-        .as_array()
-        .unwrap()
+    let limited = &cases.one_channel_rate_limited;
+    assert_eq!(throttled(limited, "rate#"), 0, "{line}");
+    let schedule = limited
+        .capacity
+        .writes
         .iter()
-        .find(|w| w["family"] == "flow (table): rate#<channel>")
+        .find(|w| w.family == "flow (table): rate#<channel>")
         .unwrap_or_else(|| panic!("the schedule is written: {line}"));
-    assert!(
-        schedule["units_per_delivery"].as_f64().unwrap() < 1.0,
-        "{line}"
-    );
+    assert!(schedule.units_per_delivery < 1.0, "{line}");
+}
+
+#[derive(Debug, Deserialize)]
+struct FairnessReport {
+    orders: FairnessOrders,
+}
+
+#[derive(Debug, Deserialize)]
+struct FairnessOrders {
+    fair: FairnessOrder,
+    fair_default_window: FairnessOrder,
+    fair_fixed_window: FairnessOrder,
+    fair_hostile_middleware: FairnessOrder,
+    oldest_first: FairnessOrder,
+}
+
+#[derive(Debug, Deserialize)]
+struct FairnessOrder {
+    baseline: QuietRun,
+    beside_the_backlog: QuietRun,
+    p95_ratio: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct QuietRun {
+    quiet_sent: u64,
+    quiet_delivered: u64,
+    quiet: Summary,
+    /// Null in the baseline (no backlog).
+    backlog_ingest_s: Option<f64>,
 }
 
 #[tokio::test]
@@ -496,27 +758,40 @@ async fn fairness_scenario_runs_quiet_tenants_beside_a_backlog_in_each_queue_ord
     })
     .await
     .unwrap();
-    for order in [
-        "fair",
-        "fair_default_window",
-        "fair_fixed_window",
-        "fair_hostile_middleware",
-        "oldest_first",
+    let r: FairnessReport = report(&line);
+    let orders = &r.orders;
+    for (order, o) in [
+        ("fair", &orders.fair),
+        ("fair_default_window", &orders.fair_default_window),
+        ("fair_fixed_window", &orders.fair_fixed_window),
+        ("fair_hostile_middleware", &orders.fair_hostile_middleware),
+        ("oldest_first", &orders.oldest_first),
     ] {
-        let o = &line["orders"][order];
-        for run in ["baseline", "beside_the_backlog"] {
-            let r = &o[run];
+        for (run, q) in [
+            ("baseline", &o.baseline),
+            ("beside_the_backlog", &o.beside_the_backlog),
+        ] {
             // Every quiet tenant's activity arrives, whatever the order costs in time.
-            assert_eq!(r["quiet_sent"], 10, "{order} {run}: {line}");
-            assert_eq!(r["quiet_delivered"], 10, "{order} {run}: {line}");
-            assert_eq!(r["quiet"]["n"], 10, "{order} {run}: {line}");
+            assert_eq!(q.quiet_sent, 10, "{order} {run}: {line}");
+            assert_eq!(q.quiet_delivered, 10, "{order} {run}: {line}");
+            assert_eq!(q.quiet.n, 10, "{order} {run}: {line}");
         }
-        assert!(
-            o["beside_the_backlog"]["backlog_ingest_s"].is_number(),
-            "{line}"
-        );
-        assert!(o["p95_ratio"].as_f64().unwrap() > 0.0, "{line}");
+        assert!(o.beside_the_backlog.backlog_ingest_s.is_some(), "{line}");
+        assert!(o.p95_ratio.is_some_and(|p| p > 0.0), "{line}");
     }
+}
+
+#[derive(Debug, Deserialize)]
+struct BinariesReport {
+    /// By function (`health`).
+    functions: BTreeMap<String, Binary>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Binary {
+    size_mib: f64,
+    init_ms: f64,
+    first_event_ms: f64,
 }
 
 #[tokio::test]
@@ -528,26 +803,46 @@ async fn binaries_scenario_starts_a_function_as_lambda_does() {
     })
     .await
     .unwrap();
-    let f = &line["functions"]["health"];
-    assert!(f["size_mib"].as_f64().unwrap() > 0.0, "{line}");
-    assert!(f["init_ms"].as_f64().unwrap() > 0.0, "{line}");
-    assert!(
-        f["first_event_ms"].as_f64().unwrap() >= f["init_ms"].as_f64().unwrap(),
-        "{line}"
-    );
+    let r: BinariesReport = report(&line);
+    let f = r
+        .functions
+        .get("health")
+        .unwrap_or_else(|| panic!("no `health`: {line}"));
+    assert!(f.size_mib > 0.0, "{line}");
+    assert!(f.init_ms > 0.0, "{line}");
+    assert!(f.first_event_ms >= f.init_ms, "{line}");
+}
+
+#[derive(Debug, Deserialize)]
+struct BulkReplayReport {
+    scenario: String,
+    retried: u64,
 }
 
 #[tokio::test]
 async fn bulk_replay_scenario_runs_in_process() {
     let line = bench::maintenance::replay_in_process(100).await.unwrap();
-    assert_eq!(line["scenario"], "bulk-replay");
-    assert_eq!(line["retried"], 100, "{line}");
+    let r: BulkReplayReport = report(&line);
+    assert_eq!(r.scenario, "bulk-replay");
+    assert_eq!(r.retried, 100, "{line}");
+}
+
+#[derive(Debug, Deserialize)]
+struct PagesReport {
+    scenario: String,
+    /// Milliseconds by page (`dashboard_ms`).
+    pages: BTreeMap<String, f64>,
+    load_more_pages_followed: u64,
+    search_rows_found: u64,
+    search_answers_until_found: u64,
+    export_rows: u64,
 }
 
 #[tokio::test]
 async fn pages_scenario_times_every_page_and_exports_every_row() {
     let line = bench::pages::run(120).await.unwrap();
-    assert_eq!(line["scenario"], "pages");
+    let r: PagesReport = report(&line);
+    assert_eq!(r.scenario, "pages");
     for page in [
         "deliveries_first_page_ms",
         "deliveries_all_tenants_ms",
@@ -559,17 +854,28 @@ async fn pages_scenario_times_every_page_and_exports_every_row() {
         "channels_ms",
     ] {
         assert!(
-            line["pages"][page].as_f64().unwrap() > 0.0,
+            r.pages.get(page).is_some_and(|&ms| ms > 0.0),
             "{page}: {line}"
         );
     }
-    assert_eq!(
-        line["load_more_pages_followed"], 3,
-        "120 rows, 50 a page: {line}"
-    );
-    assert_eq!(line["search_rows_found"], 1, "{line}");
-    assert_eq!(line["search_answers_until_found"], 1, "{line}");
-    assert_eq!(line["export_rows"], 120, "{line}");
+    assert_eq!(r.load_more_pages_followed, 3, "120 rows, 50 a page: {line}");
+    assert_eq!(r.search_rows_found, 1, "{line}");
+    assert_eq!(r.search_answers_until_found, 1, "{line}");
+    assert_eq!(r.export_rows, 120, "{line}");
+}
+
+#[derive(Debug, Deserialize)]
+struct HeadOfLineReport {
+    with_retrying: HeadOfLinePhase,
+    baseline: HeadOfLinePhase,
+    p95_ratio: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct HeadOfLinePhase {
+    sent: u64,
+    delivered: u64,
+    failing_attempts: u64,
 }
 
 #[tokio::test]
@@ -581,17 +887,22 @@ async fn head_of_line_scenario_measures_a_channel_beside_its_retrying_delivery()
     })
     .await
     .unwrap();
-    for phase in ["with_retrying", "baseline"] {
-        assert_eq!(line[phase]["sent"], 20, "{line}");
-        assert_eq!(line[phase]["delivered"], 20, "{line}");
+    let r: HeadOfLineReport = report(&line);
+    for phase in [&r.with_retrying, &r.baseline] {
+        assert_eq!(phase.sent, 20, "{line}");
+        assert_eq!(phase.delivered, 20, "{line}");
     }
     // The failing delivery was tried, and only in its own phase.
-    assert!(
-        line["with_retrying"]["failing_attempts"].as_u64().unwrap() >= 1,
-        "{line}"
-    );
-    assert_eq!(line["baseline"]["failing_attempts"], 0, "{line}");
-    assert!(line["p95_ratio"].as_f64().unwrap() > 0.0, "{line}");
+    assert!(r.with_retrying.failing_attempts >= 1, "{line}");
+    assert_eq!(r.baseline.failing_attempts, 0, "{line}");
+    assert!(r.p95_ratio > 0.0, "{line}");
+}
+
+#[derive(Debug, Deserialize)]
+struct BurstReport {
+    capped_max_concurrent: u64,
+    bound_max_concurrent: u64,
+    capped_s: f64,
 }
 
 #[tokio::test]
@@ -603,93 +914,167 @@ async fn burst_scenario_keeps_the_receiver_within_the_cap() {
     })
     .await
     .unwrap();
+    let r: BurstReport = report(&line);
     // Every delivery arrived (the scenario fails otherwise), never more than the cap at once.
-    assert!(
-        line["capped_max_concurrent"].as_u64().unwrap() <= 10,
-        "{line}"
-    );
+    assert!(r.capped_max_concurrent <= 10, "{line}");
     // Without a cap of its own, the platform's bound (100): the backlog is fed into the
     // slots the window grows by as it grows, not only at the pace of the window it started
     // with (2).
-    let bound = line["bound_max_concurrent"].as_u64().unwrap();
+    let bound = r.bound_max_concurrent;
     assert!(
         bound > u64::from(converger_core::flow::INITIAL_WINDOW) && bound <= 100,
         "{line}"
     );
-    assert!(line["capped_s"].as_f64().unwrap() > 0.0, "{line}");
+    assert!(r.capped_s > 0.0, "{line}");
+}
+
+#[derive(Debug, Deserialize)]
+struct CostShapeReport {
+    scenario: String,
+    per_million: ShapePerMillion,
+    modes: ShapeModes,
+}
+
+#[derive(Debug, Deserialize)]
+struct ShapePerMillion {
+    single_on_demand: f64,
+    single_provisioned: f64,
+    batch_on_demand: f64,
+    batch_provisioned: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct ShapeModes {
+    single: ShapeMode,
+    batch: ShapeMode,
+}
+
+#[derive(Debug, Deserialize)]
+struct ShapeMode {
+    offered: u64,
+    accepted: u64,
+    delivered: u64,
+    api_requests: u64,
+    usd_per_million: ShapeUsd,
+    per_delivery: ShapePerDelivery,
+    /// By function (`DeliverFunction`).
+    lambda: BTreeMap<String, ShapeLambda>,
+    storage: ShapeStorage,
+}
+
+#[derive(Debug, Deserialize)]
+struct ShapeUsd {
+    dynamodb_writes: f64,
+    dynamodb_reads: f64,
+    sqs: f64,
+    eventbridge: f64,
+    api_gateway: f64,
+    lambda_requests: f64,
+    lambda_duration: f64,
+    logs: f64,
+    data_out: f64,
+    dynamodb_writes_provisioned: f64,
+    xray: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct ShapePerDelivery {
+    /// By table (`deliveries`), its indexes included.
+    dynamodb_write_units_by_table: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ShapeLambda {
+    instances: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ShapeStorage {
+    bytes_per_delivery: f64,
 }
 
 #[tokio::test]
 async fn cost_shape_scenario_prices_every_line_of_a_deployments_shape() {
     converger_tests::init_tracing();
     let line = bench::shape::cost(bench::shape::smoke()).await.unwrap();
-    assert_eq!(line["scenario"], "cost-shape", "{line}");
-    for k in [
-        "single_on_demand",
-        "single_provisioned",
-        "batch_on_demand",
-        "batch_provisioned",
+    let r: CostShapeReport = report(&line);
+    assert_eq!(r.scenario, "cost-shape", "{line}");
+    let per_million = &r.per_million;
+    for (k, usd) in [
+        ("single_on_demand", per_million.single_on_demand),
+        ("single_provisioned", per_million.single_provisioned),
+        ("batch_on_demand", per_million.batch_on_demand),
+        ("batch_provisioned", per_million.batch_provisioned),
     ] {
-        assert!(
-            line["per_million"][k].as_f64().unwrap() > 0.0,
-            "{k}: {line}"
-        );
+        assert!(usd > 0.0, "{k}: {line}");
     }
-    for mode in ["single", "batch"] {
-        let m = &line["modes"][mode];
-        let n = |k: &str| m[k].as_u64().unwrap();
+    for (mode, m) in [("single", &r.modes.single), ("batch", &r.modes.batch)] {
         // Every activity offered was taken and delivered once.
-        assert_eq!(n("offered"), 60, "{mode}: {line}");
-        assert_eq!(n("accepted"), n("offered"), "{mode}: {line}");
-        assert_eq!(n("delivered"), n("accepted"), "{mode}: {line}");
-        let usd = &m["usd_per_million"];
-        for part in [
-            "dynamodb_writes",
-            "dynamodb_reads",
-            "sqs",
-            "eventbridge",
-            "api_gateway",
-            "lambda_requests",
-            "lambda_duration",
-            "logs",
-            "data_out",
-            "dynamodb_writes_provisioned",
+        assert_eq!(m.offered, 60, "{mode}: {line}");
+        assert_eq!(m.accepted, m.offered, "{mode}: {line}");
+        assert_eq!(m.delivered, m.accepted, "{mode}: {line}");
+        let usd = &m.usd_per_million;
+        for (part, v) in [
+            ("dynamodb_writes", usd.dynamodb_writes),
+            ("dynamodb_reads", usd.dynamodb_reads),
+            ("sqs", usd.sqs),
+            ("eventbridge", usd.eventbridge),
+            ("api_gateway", usd.api_gateway),
+            ("lambda_requests", usd.lambda_requests),
+            ("lambda_duration", usd.lambda_duration),
+            ("logs", usd.logs),
+            ("data_out", usd.data_out),
+            (
+                "dynamodb_writes_provisioned",
+                usd.dynamodb_writes_provisioned,
+            ),
         ] {
-            assert!(usd[part].as_f64().unwrap() > 0.0, "{mode} {part}: {line}");
+            assert!(v > 0.0, "{mode} {part}: {line}");
         }
         // Provisioned capacity at 70% costs less than the same units on demand.
         assert!(
-            usd["dynamodb_writes_provisioned"].as_f64().unwrap()
-                < usd["dynamodb_writes"].as_f64().unwrap(),
+            usd.dynamodb_writes_provisioned < usd.dynamodb_writes,
             "{line}"
         );
         // X-Ray is off in the template's defaults.
-        assert_eq!(usd["xray"].as_f64().unwrap(), 0.0, "{line}");
+        assert_eq!(usd.xray, 0.0, "{line}");
         // Index entries are charged: the listing and the conversation index are written.
-        let by_table = &m["per_delivery"]["dynamodb_write_units_by_table"];
-        assert!(by_table["deliveries"].as_f64().unwrap() > 1.0, "{line}");
-        assert!(by_table["activities"].as_f64().unwrap() > 1.0, "{line}");
+        let by_table = &m.per_delivery.dynamodb_write_units_by_table;
+        assert!(named(by_table, "deliveries", &line) > 1.0, "{line}");
+        assert!(named(by_table, "activities", &line) > 1.0, "{line}");
         // Each function ran on instances of its own.
+        let instances = |f: &str| m.lambda.get(f).and_then(|l| l.instances);
         assert!(
-            m["lambda"]["DeliverFunction"]["instances"]
-                .as_u64()
-                .unwrap()
-                >= 1,
+            instances("DeliverFunction").is_some_and(|n| n >= 1),
             "{line}"
         );
-        assert!(
-            m["lambda"]["ApiFunction"]["instances"].as_u64().unwrap() >= 1,
-            "{line}"
-        );
-        assert!(
-            m["storage"]["bytes_per_delivery"].as_f64().unwrap() > 0.0,
-            "{line}"
-        );
+        assert!(instances("ApiFunction").is_some_and(|n| n >= 1), "{line}");
+        assert!(m.storage.bytes_per_delivery > 0.0, "{line}");
     }
     // One request an activity, one a gathered batch: fewer requests than activities.
-    let requests = |mode: &str| line["modes"][mode]["api_requests"].as_u64().unwrap();
-    assert_eq!(requests("single"), 60, "{line}");
-    assert!(requests("batch") < 60, "{line}");
+    assert_eq!(r.modes.single.api_requests, 60, "{line}");
+    assert!(r.modes.batch.api_requests < 60, "{line}");
+}
+
+#[derive(Debug, Deserialize)]
+struct ThroughputShapeReport {
+    scenario: String,
+    stage_throttle_per_s: Option<f64>,
+    cases: ThroughputShapeCases,
+}
+
+#[derive(Debug, Deserialize)]
+struct ThroughputShapeCases {
+    batch: ThroughputShapeCase,
+}
+
+#[derive(Debug, Deserialize)]
+struct ThroughputShapeCase {
+    offered: u64,
+    accepted: u64,
+    delivered: u64,
+    throttled_requests: Option<u64>,
+    ingest_to_receiver: Summary,
 }
 
 #[tokio::test]
@@ -703,19 +1088,13 @@ async fn throughput_shape_scenario_delivers_every_activity_and_counts_throttles(
     })
     .await
     .unwrap();
-    assert_eq!(line["scenario"], "throughput-shape", "{line}");
-    let c = &line["cases"]["batch"];
-    let n = |k: &str| c[k].as_u64().unwrap();
-    assert_eq!(n("offered"), 60, "{line}");
-    assert_eq!(n("delivered"), n("accepted"), "{line}");
-    assert_eq!(n("accepted"), n("offered"), "{line}");
-    assert!(c["throttled_requests"].is_u64(), "{line}");
-    assert!(
-        line["stage_throttle_per_s"].as_f64().unwrap() > 0.0,
-        "{line}"
-    );
-    assert!(
-        c["ingest_to_receiver"]["n"].as_u64().unwrap() == n("delivered"),
-        "{line}"
-    );
+    let r: ThroughputShapeReport = report(&line);
+    assert_eq!(r.scenario, "throughput-shape", "{line}");
+    let c = &r.cases.batch;
+    assert_eq!(c.offered, 60, "{line}");
+    assert_eq!(c.delivered, c.accepted, "{line}");
+    assert_eq!(c.accepted, c.offered, "{line}");
+    assert!(c.throttled_requests.is_some(), "{line}");
+    assert!(r.stage_throttle_per_s.is_some_and(|s| s > 0.0), "{line}");
+    assert!(c.ingest_to_receiver.n == c.delivered, "{line}");
 }

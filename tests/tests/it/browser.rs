@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_tests::browser::Browser;
+use converger_tests::views::Ingested;
 use converger_tests::{Receiver, Reply, TestStack, WEB_PASSWORD};
 use serde_json::json;
 use std::time::Duration;
@@ -30,7 +31,7 @@ async fn an_operator_filters_opens_retries_and_exports_failed_deliveries() {
         )
         .await;
     assert_eq!(a.status, 201, "{:?}", a.body);
-    let secret = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    let secret = a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone();
     t.wait_delivery(&f.key, &secret, Duration::from_secs(20), |d| {
         d.status == "failed"
     })
@@ -374,7 +375,7 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
             Some(json!({"conversation_id": "c", "channel_ids": [ok], "payload": {}})),
         )
         .await;
-    let d = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
+    let d = a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone();
     t.wait_delivery(&key, &d, Duration::from_secs(20), converger_tests::settled)
         .await;
     // What the check reads follows from the rows' changes: read to here first.
@@ -472,17 +473,13 @@ async fn a_conversation_shows_its_activities_in_order_with_a_badge_per_delivery(
                 )
                 .await;
             assert_eq!(a.status, 201, "{:?}", a.body);
-            let ids: Vec<String> = a.body["deliveries"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|d| d["id"].as_str().unwrap().to_owned())
-                .collect();
+            let a: Ingested = a.typed(201).unwrap();
+            let ids: Vec<String> = a.deliveries.iter().map(|d| d.id.clone()).collect();
             for id in &ids {
                 t.wait_delivery(&key, id, Duration::from_secs(20), converger_tests::settled)
                     .await;
             }
-            (a.body["activity_id"].as_str().unwrap().to_owned(), ids)
+            (a.activity_id, ids)
         }
     };
     let mut activities = Vec::new();

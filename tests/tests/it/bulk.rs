@@ -3,12 +3,26 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::{ActivityId, ChannelId, DeliveryStatus, TenantId, Timestamp, time};
+use converger_http::schemas::ErrorBody;
+use converger_http::views::{AuditView, BulkRetried, Page, ReplayJobView};
 use converger_local::Backend;
 use converger_ports::prelude::*;
 use converger_ports::{Activity, Delivery};
 use converger_tests::TestStack;
 use serde_json::{Value, json};
 use std::collections::HashSet;
+
+/// What a bulk replay answered.
+fn retried(a: &converger_tests::Answer) -> BulkRetried {
+    a.typed(200)
+        .unwrap_or_else(|e| panic!("not a bulk replay's answer: {e:?}"))
+}
+
+/// What the audit log keeps of a replay of a bulk one.
+#[derive(Debug, serde::Deserialize)]
+struct BulkChanges {
+    bulk: bool,
+}
 
 /// Writes `n` dead letters of `channel`, changed at `at` (RFC 3339) or a minute ago.
 async fn seed(
@@ -98,10 +112,10 @@ async fn two_concurrent_bulk_replays_are_disjoint() {
         a.body,
         b.body
     );
-    let total = a.body["retried"].as_u64().unwrap() + b.body["retried"].as_u64().unwrap();
-    assert_eq!(total, DEAD_LETTERS as u64, "{:?} {:?}", a.body, b.body);
-    assert_eq!(a.body["has_more"], false);
-    assert_eq!(b.body["has_more"], false);
+    let (a, b) = (retried(&a), retried(&b));
+    assert_eq!(a.retried + b.retried, DEAD_LETTERS, "{a:?} {b:?}");
+    assert!(!a.has_more, "{a:?}");
+    assert!(!b.has_more, "{b:?}");
 
     // Every delivery replayed exactly once.
     let store = &t.stack.store;
@@ -119,16 +133,17 @@ async fn two_concurrent_bulk_replays_are_disjoint() {
             Some(c) => format!("/api/v1/audit?limit=500&cursor={c}"),
             None => "/api/v1/audit?limit=500".into(),
         };
-        let page = t.api("GET", &q, &key, None).await.body;
-        for e in page["data"].as_array().unwrap() {
-            assert_eq!(e["changes"]["bulk"], true);
+        let page: Page<AuditView> = t.api("GET", &q, &key, None).await.typed(200).unwrap();
+        for e in &page.data {
+            let changes: BulkChanges = serde_json::from_value(e.changes.clone()).unwrap();
+            assert!(changes.bulk, "{e:?}");
             assert!(
-                audited.insert(e["resource_id"].as_str().unwrap().to_owned()),
+                audited.insert(e.resource_id.clone()),
                 "one audit entry per replay"
             );
         }
-        match page["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
             None => break,
         }
     }
@@ -150,23 +165,12 @@ async fn the_limit_lowers_the_configured_cap_and_never_raises_it() {
     let future = time::ms_to_rfc3339(time::now_ms() + 120_000);
     let late = seed(&t, &tenant, &ch, 1, Some(&future)).await;
 
-    let a = bulk(&t, &key, &ch, Some(json!({"limit": 100}))).await;
-    assert_eq!(
-        (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
-        (Some(5), Some(true)),
-        "{:?}",
-        a.body
-    );
-    let a = bulk(&t, &key, &ch, Some(json!({"limit": 2}))).await;
-    assert_eq!(
-        (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
-        (Some(2), Some(true))
-    );
-    let a = bulk(&t, &key, &ch, None).await;
-    assert_eq!(
-        (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
-        (Some(1), Some(false))
-    );
+    let r = retried(&bulk(&t, &key, &ch, Some(json!({"limit": 100}))).await);
+    assert_eq!((r.retried, r.has_more), (5, true), "{r:?}");
+    let r = retried(&bulk(&t, &key, &ch, Some(json!({"limit": 2}))).await);
+    assert_eq!((r.retried, r.has_more), (2, true), "{r:?}");
+    let r = retried(&bulk(&t, &key, &ch, None).await);
+    assert_eq!((r.retried, r.has_more), (1, false), "{r:?}");
     let store = &t.stack.store;
     assert!(
         store
@@ -280,7 +284,7 @@ async fn filters_refusals_and_isolation() {
         Some(json!({"from": "2026-01-02", "to": "2026-01-02"})),
     )
     .await;
-    assert_eq!(a.body["retried"], 3, "{:?}", a.body);
+    assert_eq!(retried(&a).retried, 3, "{:?}", a.body);
     // The activity filter reads the activity's deliveries by key: store the activity the
     // seeded row belongs to.
     let activity = Activity {
@@ -304,15 +308,15 @@ async fn filters_refusals_and_isolation() {
         Some(json!({"activity_id": day1[0].activity_id})),
     )
     .await;
-    assert_eq!(a.body["retried"], 1);
+    assert_eq!(retried(&a).retried, 1, "{:?}", a.body);
     let a = bulk(&t, &key, &ch, Some(json!({"to": "2026-01-01"}))).await;
-    assert_eq!(a.body["retried"], 1, "the other delivery of the first day");
-    let a = bulk(&t, &key, &ch, None).await;
     assert_eq!(
-        (a.body["retried"].as_u64(), a.body["has_more"].as_bool()),
-        (Some(1), Some(false)),
-        "the third day's"
+        retried(&a).retried,
+        1,
+        "the other delivery of the first day"
     );
+    let r = retried(&bulk(&t, &key, &ch, None).await);
+    assert_eq!((r.retried, r.has_more), (1, false), "the third day's");
 
     // Another tenant's channel is unknown; malformed input is refused; inactive is refused.
     assert_eq!(bulk(&t, &other, &ch, None).await.status, 404);
@@ -335,9 +339,14 @@ async fn filters_refusals_and_isolation() {
     )
     .await;
     let a = bulk(&t, &key, &ch, None).await;
+    let message = serde_json::from_value::<ErrorBody>(a.body.clone())
+        .ok()
+        .map(|e| e.error.message);
     assert_eq!(
-        (a.status, a.body["error"]["message"].as_str()),
-        (400, Some("Channel is inactive"))
+        (a.status, message.as_deref()),
+        (400, Some("Channel is inactive")),
+        "{:?}",
+        a.body
     );
 }
 
@@ -363,7 +372,7 @@ async fn since_and_until_bound_a_bulk_replay_to_the_instant() {
         Some(json!({"since": "2026-01-05T10:00:05Z", "until": "2026-01-05T10:00:10Z"})),
     )
     .await;
-    assert_eq!(a.body["retried"], 1, "{:?}", a.body);
+    assert_eq!(retried(&a).retried, 1, "{:?}", a.body);
     // Any offset; with a day filter the narrower bounds apply: 10:00:10 on the 5th only.
     let a = bulk(
         &t,
@@ -372,7 +381,7 @@ async fn since_and_until_bound_a_bulk_replay_to_the_instant() {
         Some(json!({"since": "2026-01-05T11:00:05+01:00", "to": "2026-01-05"})),
     )
     .await;
-    assert_eq!(a.body["retried"], 1, "{:?}", a.body);
+    assert_eq!(retried(&a).retried, 1, "{:?}", a.body);
     // A replay job takes the same bounds: what is left before the 6th is 10:00:00 on the 5th.
     let a = t
         .api(
@@ -390,7 +399,7 @@ async fn since_and_until_bound_a_bulk_replay_to_the_instant() {
         Some(json!({"since": "2026-01-06T00:00:00Z"})),
     )
     .await;
-    assert_eq!(a.body["retried"], 1, "the 6th's");
+    assert_eq!(retried(&a).retried, 1, "the 6th's");
     for bad in [json!({"since": "2026-01-05"}), json!({"until": "soon"})] {
         let a = bulk(&t, &key, &ch, Some(bad)).await;
         assert_eq!((a.status, Some(a.code())), (422, Some("invalid_body")));
@@ -426,8 +435,9 @@ mod emulator {
             )
             .await;
         assert_eq!(a.status, 202, "{:?}", a.body);
-        assert_eq!(a.body["status"], "running");
-        let job = a.body["id"].as_str().unwrap().to_owned();
+        let started: ReplayJobView = a.typed(202).unwrap();
+        assert_eq!(started.status, "running", "{started:?}");
+        let job = started.id;
         assert_eq!(
             t.api("GET", &format!("/api/v1/replays/{job}"), &other, None)
                 .await
@@ -437,20 +447,20 @@ mod emulator {
 
         // A bound on the wait only: on a loaded two-core machine the emulator took 140 s.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-        let mut view = Value::Null;
-        while std::time::Instant::now() < deadline {
-            view = t
-                .api("GET", &format!("/api/v1/replays/{job}"), &key, None)
+        let read = async || {
+            t.api("GET", &format!("/api/v1/replays/{job}"), &key, None)
                 .await
-                .body;
-            if view["status"] != "running" {
-                break;
-            }
+                .typed::<ReplayJobView>(200)
+                .unwrap()
+        };
+        let mut view = read().await;
+        while view.status == "running" && std::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            view = read().await;
         }
-        assert_eq!(view["status"], "done", "{view}");
-        assert_eq!(view["retried"], 120);
-        assert_eq!(view["has_more"], true, "10 were left by the limit");
+        assert_eq!(view.status, "done", "{view:?}");
+        assert_eq!(view.retried, 120);
+        assert!(view.has_more, "10 were left by the limit");
         let store = &t.stack.store;
         let now = store
             .get_deliveries(&rows.iter().map(|d| d.id.clone()).collect::<Vec<_>>())

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::Timestamp;
-use converger_http::views::{ActivityView, ChannelView, Page};
+use converger_http::views::{ActivityView, AuditView, ChannelView, Ingested, Page, SecretsView};
 use converger_tests::{Receiver, TestStack, settled};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -17,6 +17,38 @@ fn verifies(secret: &str, r: &converger_local::receiver::Received) -> bool {
         headers.insert(h, r.headers[h].to_str().unwrap().parse().unwrap());
     }
     wh.verify(&r.body, &headers).is_ok()
+}
+
+/// A channel's effective breaker settings, as its view shows them.
+#[derive(Debug, serde::Deserialize)]
+struct Breaker {
+    failure_threshold: u32,
+    cooldown_ms: u64,
+    /// A number, `"auto"` or `null` (no cap of the channel's own).
+    max_in_flight: Value,
+}
+
+/// A channel's effective auto-disable settings, as its view shows them.
+#[derive(Debug, serde::Deserialize)]
+struct AutoDisable {
+    failed_attempts: u32,
+    success_window_ms: i64,
+}
+
+fn breaker(c: &ChannelView) -> Breaker {
+    serde_json::from_value(c.circuit_breaker.clone()).unwrap()
+}
+
+fn auto_disable(c: &ChannelView) -> AutoDisable {
+    serde_json::from_value(c.auto_disable.clone()).unwrap()
+}
+
+/// The tenant's audit log (its first page).
+async fn audit(t: &TestStack, key: &str) -> Page<AuditView> {
+    t.api("GET", "/api/v1/audit", key, None)
+        .await
+        .typed(200)
+        .unwrap()
 }
 
 /// Posts one activity to `channel` and waits until it is sent; the request it made.
@@ -199,11 +231,15 @@ mod emulator {
         let a = t
             .api("GET", "/api/v1/channels?active=false", &key, None)
             .await;
-        assert_eq!(a.body["data"].as_array().unwrap().len(), 1);
+        assert_eq!(a.typed::<Page<ChannelView>>(200).unwrap().data.len(), 1);
 
         // A cursor belongs to its list; bad filters are refused.
         let a = t.api("GET", "/api/v1/channels?limit=1", &key, None).await;
-        let c = a.body["next_cursor"].as_str().unwrap();
+        let c = a
+            .typed::<Page<ChannelView>>(200)
+            .unwrap()
+            .next_cursor
+            .unwrap();
         let a = t
             .api(
                 "GET",
@@ -242,8 +278,9 @@ mod emulator {
         // The secret can be read again, by its tenant only.
         let a = t.api("GET", &format!("{path}/secret"), &key, None).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
-        assert_eq!(a.body["signing_secret"], first.as_str());
-        assert_eq!(a.body["retiring"], json!([]));
+        let s: SecretsView = a.typed(200).unwrap();
+        assert_eq!(s.signing_secret, first);
+        assert!(s.retiring.is_empty(), "{s:?}");
         let a = t.api("GET", &format!("{path}/secret"), &other, None).await;
         assert_eq!(a.status, 404);
 
@@ -252,10 +289,11 @@ mod emulator {
             .api("POST", &format!("{path}/secret/rotate"), &key, None)
             .await;
         assert_eq!(a.status, 200, "{:?}", a.body);
-        let second = a.body["signing_secret"].as_str().unwrap().to_owned();
+        let s: SecretsView = a.typed(200).unwrap();
+        let second = s.signing_secret.clone();
         assert_ne!(second, first);
-        assert_eq!(a.body["retiring"][0]["signing_secret"], first.as_str());
-        let until = a.body["retiring"][0]["signs_until"].as_str().unwrap();
+        assert_eq!(s.retiring[0].signing_secret, first, "{s:?}");
+        let until = s.retiring[0].signs_until.as_str();
         let left =
             converger_core::time::rfc3339_to_ms(until).unwrap() - converger_core::time::now_ms();
         assert!(
@@ -268,7 +306,7 @@ mod emulator {
         assert!(verifies(&first, &r), "the old secret still verifies");
         assert!(verifies(&second, &r), "the new secret verifies");
         let a = t.api("GET", &format!("{path}/secret"), &key, None).await;
-        assert_eq!(a.body["signing_secret"], second.as_str());
+        assert_eq!(a.typed::<SecretsView>(200).unwrap().signing_secret, second);
 
         // A secret the tenant brings, with no grace: only it signs from now on.
         let third = converger_core::secret::new_signing_secret();
@@ -281,12 +319,12 @@ mod emulator {
             )
             .await;
         assert_eq!(a.status, 200, "{:?}", a.body);
-        assert_eq!(a.body["signing_secret"], third.as_str());
-        let retiring: Vec<&str> = a.body["retiring"]
-            .as_array()
-            .unwrap()
+        let s: SecretsView = a.typed(200).unwrap();
+        assert_eq!(s.signing_secret, third);
+        let retiring: Vec<&str> = s
+            .retiring
             .iter()
-            .map(|r| r["signing_secret"].as_str().unwrap())
+            .map(|r| r.signing_secret.as_str())
             .collect();
         assert_eq!(retiring, [first.as_str()], "the second stopped at once");
         let r = send_one(&t, &key, &ch.id, &rx).await;
@@ -318,14 +356,13 @@ mod emulator {
             .await;
         assert_eq!(a.status, 404);
         // Audited.
-        let a = t.api("GET", "/api/v1/audit", &key, None).await;
-        let rotations = a.body["data"]
-            .as_array()
-            .unwrap()
+        let log = audit(&t, &key).await;
+        let rotations = log
+            .data
             .iter()
-            .filter(|e| e["action"] == "rotate_signing_secret")
+            .filter(|e| e.action == "rotate_signing_secret")
             .count();
-        assert_eq!(rotations, 2, "{:?}", a.body);
+        assert_eq!(rotations, 2, "{log:?}");
         t.stop().await;
     }
 
@@ -364,7 +401,8 @@ mod emulator {
             assert_eq!(a.status, 404, "{method} {p}: {:?}", a.body);
         }
         let a = t.api("GET", "/api/v1/channels", &key, None).await;
-        assert_eq!(a.body["data"], json!([]));
+        let page: Page<ChannelView> = a.typed(200).unwrap();
+        assert!(page.data.is_empty(), "{page:?}");
         let a = t
             .api(
                 "POST",
@@ -401,15 +439,10 @@ mod emulator {
             "a deleted channel's dead letter is not replayed: {:?}",
             a.body
         );
-        let a = t.api("GET", "/api/v1/audit", &key, None).await;
+        let log = audit(&t, &key).await;
         assert!(
-            a.body["data"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|e| e["action"] == "delete_channel"),
-            "{:?}",
-            a.body
+            log.data.iter().any(|e| e.action == "delete_channel"),
+            "{log:?}"
         );
         t.stop().await;
     }
@@ -455,24 +488,19 @@ mod emulator {
             )
             .await;
         assert_eq!(a.status, 201, "{:?}", a.body);
-        let mut targets: Vec<String> = a.body["deliveries"]
-            .as_array()
-            .unwrap()
+        let ingested: Ingested = a.typed(201).unwrap();
+        let mut targets: Vec<String> = ingested
+            .deliveries
             .iter()
-            .map(|d| d["channel_id"].as_str().unwrap().to_owned())
+            .map(|d| d.channel_id.clone())
             .collect();
         targets.sort();
         let mut want = vec![paid.id.clone(), all.id.clone()];
         want.sort();
         assert_eq!(targets, want);
-        for d in a.body["deliveries"].as_array().unwrap() {
+        for d in &ingested.deliveries {
             let d = t
-                .wait_delivery(
-                    &key,
-                    d["id"].as_str().unwrap(),
-                    Duration::from_secs(15),
-                    settled,
-                )
+                .wait_delivery(&key, &d.id, Duration::from_secs(15), settled)
                 .await;
             assert_eq!(d.status, "sent", "{d:?}");
         }
@@ -498,15 +526,13 @@ mod emulator {
         let act = t
             .api(
                 "GET",
-                &format!(
-                    "/api/v1/activities/{}",
-                    a.body["activity_id"].as_str().unwrap()
-                ),
+                &format!("/api/v1/activities/{}", ingested.activity_id),
                 &key,
                 None,
             )
             .await;
-        assert_eq!(act.body["event_type"], "order.paid");
+        let act: ActivityView = act.typed(200).unwrap();
+        assert_eq!(act.event_type.as_deref(), Some("order.paid"), "{act:?}");
         // Another type reaches `*` only; once that channel narrows its subscriptions, an
         // activity nobody subscribes to is stored and goes nowhere.
         let refunded = json!({"conversation_id": "orders", "event_type": "order.refunded",
@@ -515,11 +541,9 @@ mod emulator {
             .api("POST", "/api/v1/activities", &key, Some(refunded.clone()))
             .await;
         assert_eq!(a.status, 201, "{:?}", a.body);
-        assert_eq!(
-            a.body["deliveries"][0]["channel_id"],
-            all.id.clone().as_str()
-        );
-        assert_eq!(a.body["deliveries"].as_array().unwrap().len(), 1);
+        let ingested: Ingested = a.typed(201).unwrap();
+        assert_eq!(ingested.deliveries[0].channel_id, all.id, "{ingested:?}");
+        assert_eq!(ingested.deliveries.len(), 1);
         let a = t
             .api(
                 "PATCH",
@@ -528,12 +552,16 @@ mod emulator {
                 Some(json!({"event_types": ["order.paid"]})),
             )
             .await;
-        assert_eq!(a.body["event_types"], json!(["order.paid"]));
+        assert_eq!(
+            a.typed::<ChannelView>(200).unwrap().event_types,
+            ["order.paid"]
+        );
         let a = t
             .api("POST", "/api/v1/activities", &key, Some(refunded))
             .await;
         assert_eq!(a.status, 201, "{:?}", a.body);
-        assert_eq!(a.body["deliveries"], json!([]));
+        let ingested: Ingested = a.typed(201).unwrap();
+        assert!(ingested.deliveries.is_empty(), "{ingested:?}");
         t.stop().await;
     }
 
@@ -558,21 +586,20 @@ mod emulator {
                 )
                 .await;
             assert_eq!(a.status, 201, "{:?}", a.body);
-            ids.push(a.body["activity_id"].as_str().unwrap().to_owned());
+            ids.push(a.typed::<Ingested>(201).unwrap().activity_id);
         }
         let a = t
             .api("GET", &format!("/api/v1/activities/{}", ids[2]), &key, None)
             .await;
         assert_eq!(a.status, 200, "{:?}", a.body);
-        assert_eq!(a.body["payload"], json!({"n": 2}));
-        assert_eq!(a.body["conversation_id"], "conv-read");
-        assert_eq!(a.body["seq"], 3);
-        assert_eq!(a.body["channel_ids"], json!([ch.id.clone()]));
-        assert_eq!(
-            a.body["deliveries"][0]["channel_id"],
-            ch.id.clone().as_str()
-        );
-        assert!(a.body["deliveries"][0]["status"].is_string());
+        let act: ActivityView = a.typed(200).unwrap();
+        assert_eq!(act.payload, json!({"n": 2}));
+        assert_eq!(act.conversation_id, "conv-read");
+        assert_eq!(act.seq, 3);
+        assert_eq!(act.channel_ids, std::slice::from_ref(&ch.id));
+        let deliveries = act.deliveries.as_deref().unwrap_or_default();
+        assert_eq!(deliveries[0].channel_id, ch.id, "{act:?}");
+        assert!(!deliveries[0].status.is_empty(), "{act:?}");
         for (k, p) in [
             (&other, format!("/api/v1/activities/{}", ids[2])),
             (&key, "/api/v1/activities/act_nope".to_owned()),
@@ -607,9 +634,8 @@ mod emulator {
                 None,
             )
             .await;
-        assert_eq!(
-            a.body["data"],
-            json!([]),
+        assert!(
+            a.typed::<Page<ActivityView>>(200).unwrap().data.is_empty(),
             "another tenant's conversation of that name"
         );
         let a = t.api("GET", "/api/v1/activities", &key, None).await;
@@ -641,15 +667,14 @@ async fn channel_settings_are_checked_on_write_and_read_back_typed() {
         Value::Object(created.retry_policy.clone()),
         json!({"max_attempts": 7, "schedule": [5000, 30000], "jitter": 0.1})
     );
-    assert_eq!(created.circuit_breaker["failure_threshold"], 3);
-    assert_eq!(created.circuit_breaker["max_in_flight"], Value::Null);
-    assert_eq!(created.circuit_breaker["cooldown_ms"], 30_000, "a default");
+    let b = breaker(&created);
+    assert_eq!(b.failure_threshold, 3);
+    assert_eq!(b.max_in_flight, Value::Null);
+    assert_eq!(b.cooldown_ms, 30_000, "a default");
     assert_eq!(created.rate_limit.as_deref(), Some("80/s"));
-    assert_eq!(created.auto_disable["failed_attempts"], 0);
-    assert_eq!(
-        created.auto_disable["success_window_ms"], 86_400_000,
-        "a default"
-    );
+    let ad = auto_disable(&created);
+    assert_eq!(ad.failed_attempts, 0);
+    assert_eq!(ad.success_window_ms, 86_400_000, "a default");
     assert_eq!(tenant.channel(&created.id).await.unwrap(), created);
 
     let bad = [
@@ -702,8 +727,9 @@ async fn channel_settings_are_checked_on_write_and_read_back_typed() {
     assert_eq!(a.status, 200, "{:?}", a.body);
     let cleared = tenant.channel(&created.id).await.unwrap();
     assert!(cleared.retry_policy.is_empty());
-    assert_eq!(cleared.circuit_breaker["failure_threshold"], 5);
-    assert_eq!(cleared.circuit_breaker["max_in_flight"], "auto");
+    let b = breaker(&cleared);
+    assert_eq!(b.failure_threshold, 5);
+    assert_eq!(b.max_in_flight, "auto");
     assert_eq!(cleared.rate_limit, None);
-    assert_eq!(cleared.auto_disable["failed_attempts"], 20);
+    assert_eq!(auto_disable(&cleared).failed_attempts, 20);
 }

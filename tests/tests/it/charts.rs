@@ -5,6 +5,7 @@
 use converger_core::health::HealthStatus;
 use converger_core::usage::{Counts, Grain};
 use converger_core::{ChannelId, TenantId, time};
+use converger_http::views::UsageView;
 use converger_ports::{HealthCheck, UsageKey, UsageOf};
 use converger_tests::browser::Browser;
 use converger_tests::{Receiver, TestStack, WEB_PASSWORD, settled};
@@ -134,21 +135,17 @@ async fn usage_and_charts_show_a_scenario_and_a_seeded_history() {
     assert!(t.stack.changes_settled().await);
     let u = t.api("GET", "/api/v1/usage", &f.key, None).await;
     assert_eq!(u.status, 200, "{:?}", u.body);
-    let total = &u.body["total"];
+    let u: UsageView = u.typed(200).unwrap();
+    let total = &u.total;
     assert_eq!(
-        (
-            &total["deliveries"],
-            &total["attempts"],
-            &total["dead_letters"]
-        ),
-        (&json!(7), &json!(7), &json!(3)),
-        "3 dead letters at their one attempt, 4 sent at the first: {}",
-        u.body
+        (total.deliveries, total.attempts, total.dead_letters),
+        (7, 7, 3),
+        "3 dead letters at their one attempt, 4 sent at the first: {u:?}"
     );
-    assert_eq!(u.body["days"].as_array().unwrap().len(), 30);
-    assert!(total["estimated_cost_usd"].as_f64().unwrap() > 0.0);
-    assert!(u.body["note"].as_str().unwrap().contains("estimate"));
-    assert_eq!(u.body["prices_per_million_usd"]["sqs_request"], 0.4);
+    assert_eq!(u.days.len(), 30);
+    assert!(total.estimated_cost_usd > 0.0, "{u:?}");
+    assert!(u.note.contains("estimate"), "{u:?}");
+    assert_eq!(u.prices_per_million_usd.get("sqs_request"), Some(&0.4));
     let bad_range = t
         .api("GET", "/api/v1/usage?from=2026-02-30", &f.key, None)
         .await;
@@ -328,7 +325,7 @@ async fn the_retry_scheduler_samples_the_queues_on_the_emulator() {
         )
         .await;
     assert_eq!(u.status, 200, "{:?}", u.body);
-    assert_eq!(u.body["days"].as_array().unwrap().len(), 31);
+    assert_eq!(u.typed::<UsageView>(200).unwrap().days.len(), 31);
     assert!(
         t.stack.iam_violations().is_empty(),
         "{:?}",

@@ -8,9 +8,10 @@
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use converger_core::email::{CHANNEL_TAG, DELIVERY_TAG, Email};
+use converger_http::admin::PatchedTenant;
 use converger_ports::Mailer;
 use converger_tests::TestStack;
-use converger_tests::views::DeliveryView;
+use converger_tests::views::{CreatedChannel, DeliveryView, TenantView};
 use serde_json::{Value, json};
 
 const FROM: &str = "alerts@converger-tests.example";
@@ -217,10 +218,18 @@ async fn refused_patches(t: &TestStack, tenant: &str, field: &str, bad: &[Value]
 }
 
 /// PATCHes a tenant with `body`, asserts it is applied and returns the tenant.
-async fn patched(t: &TestStack, tenant: &str, body: Value) -> Value {
+async fn patched(t: &TestStack, tenant: &str, body: Value) -> TenantView {
     let a = t.patch_tenant(tenant, body).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    a.body
+    a.typed::<PatchedTenant>(200).unwrap().tenant
+}
+
+/// A tenant as an operator reads it.
+async fn operator_view(t: &TestStack, tenant: &str) -> TenantView {
+    t.admin_get(&format!("/admin/api/tenants/{tenant}"))
+        .await
+        .typed(200)
+        .unwrap()
 }
 
 /// Verifies `identity` in the account's SES and makes a tenant (not yet granted it).
@@ -238,7 +247,7 @@ async fn tenant_with_identity(t: &TestStack, identity: &str) -> (String, String)
 async fn email_channel_id(t: &TestStack, key: &str, from: &str) -> String {
     let ch = email_channel(t, key, from).await;
     assert_eq!(ch.status, 201, "{:?}", ch.body);
-    ch.body["id"].as_str().unwrap().to_owned()
+    ch.typed::<CreatedChannel>(201).unwrap().channel.id
 }
 
 /// POSTs an email channel sending as `from`.
@@ -278,7 +287,7 @@ async fn a_tenant_sends_email_only_as_the_identities_an_operator_granted_it() {
         json!({"email_senders": ["Converger-Tests.example", "news@platform.example"]}),
     )
     .await;
-    assert_eq!(a["email_senders"], json!([DOMAIN, "news@platform.example"]));
+    assert_eq!(a.email_senders, [DOMAIN, "news@platform.example"], "{a:?}");
 
     // Its domain (any address of it) and its one address; not the address's neighbours, not
     // a subdomain, not a look-alike.
@@ -298,7 +307,7 @@ async fn a_tenant_sends_email_only_as_the_identities_an_operator_granted_it() {
         refused(&email_channel(&t, &key, from).await);
     }
     // A change of `from` is checked too.
-    let id = ok.body["id"].as_str().unwrap();
+    let id = ok.typed::<CreatedChannel>(201).unwrap().channel.id;
     let a = t
         .api(
             "PATCH",
@@ -311,8 +320,8 @@ async fn a_tenant_sends_email_only_as_the_identities_an_operator_granted_it() {
 
     // Another tenant cannot use them.
     refused(&email_channel(&t, &other_key, FROM).await);
-    let a = t.admin_get(&format!("/admin/api/tenants/{other}")).await;
-    assert_eq!(a.body["email_senders"], json!([]), "{:?}", a.body);
+    let a = operator_view(&t, &other).await;
+    assert_eq!(a.email_senders, Vec::<String>::new(), "{a:?}");
 }
 
 #[tokio::test]
@@ -461,7 +470,7 @@ async fn an_ses_tenant_is_named_on_every_send_of_its_tenant() {
         json!({"email_senders": [DOMAIN], "ses_tenant": "acme-prod"}),
     )
     .await;
-    assert_eq!(a["ses_tenant"], "acme-prod", "{a}");
+    assert_eq!(a.ses_tenant.as_deref(), Some("acme-prod"), "{a:?}");
     let ch = email_channel_id(&t, &key, FROM).await;
     let sent = t
         .deliver_settled(&key, &ch, json!({"text": "on behalf"}))
@@ -469,9 +478,9 @@ async fn an_ses_tenant_is_named_on_every_send_of_its_tenant() {
     assert_eq!(sent.status, "sent", "{sent:?}");
 
     let a = patched(&t, &tenant, json!({"ses_tenant": null})).await;
-    assert!(a["ses_tenant"].is_null(), "{a}");
-    let a = t.admin_get(&format!("/admin/api/tenants/{tenant}")).await;
-    assert!(a.body["ses_tenant"].is_null(), "{:?}", a.body);
+    assert_eq!(a.ses_tenant, None, "{a:?}");
+    let a = operator_view(&t, &tenant).await;
+    assert_eq!(a.ses_tenant, None, "{a:?}");
 }
 
 /// A local SES endpoint that answers every `SendEmail` and keeps the request bodies.

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_client::{BatchResult, Client, Error, NewActivity, NewChannel, NewEventType};
+use converger_tests::views::{EventTypeView, Page};
 use converger_tests::{Receiver, TestStack};
 use serde_json::{Value, json};
 
@@ -257,11 +258,10 @@ async fn a_catalog_of_typed_payloads_checks_each_activity_at_ingest() {
         };
         let page = t.api("GET", &q, &a.key, None).await;
         assert_eq!(page.status, 200, "{:?}", page.body);
-        for item in page.body["data"].as_array().unwrap() {
-            names.push(item["name"].as_str().unwrap().to_owned());
-        }
-        match page.body["next_cursor"].as_str() {
-            Some(c) => cursor = Some(c.to_owned()),
+        let page: Page<EventTypeView> = page.typed(200).unwrap();
+        names.extend(page.data.into_iter().map(|item| item.name));
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
             None => break,
         }
     }

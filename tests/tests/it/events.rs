@@ -2,9 +2,16 @@
 //! queue the test reads.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_ports::events::{DeliveryDeadLettered, DeliveryStatusChanged};
 use converger_tests::{Receiver, TestStack, settled};
-use serde_json::json;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 use std::time::Duration;
+
+/// A platform event's `detail` as `T`, when it is one.
+fn detail<T: DeserializeOwned>(e: &Value) -> Option<T> {
+    serde_json::from_value(e["detail"].clone()).ok()
+}
 
 #[tokio::test]
 async fn a_dead_letter_is_announced_on_the_bus() {
@@ -30,16 +37,20 @@ async fn a_dead_letter_is_announced_on_the_bus() {
             .clone()
     };
     let dead = find("delivery.dead_lettered");
+    // The envelope is EventBridge's: its `source` as the bus delivers it.
     assert_eq!(dead["source"], "converger");
-    assert_eq!(dead["detail"]["delivery_id"], id.as_str());
-    assert_eq!(dead["detail"]["activity_id"], act.activity_id);
-    assert_eq!(dead["detail"]["channel_id"], ch.id);
-    assert_eq!(dead["detail"]["tenant_id"], tenant.as_str());
-    assert_eq!(dead["detail"]["attempts"], 1);
-    assert!(dead["detail"]["error"].as_str().unwrap().contains("400"));
+    let dead: DeliveryDeadLettered = detail(&dead).unwrap_or_else(|| panic!("{dead}"));
+    let named = &dead.delivery;
+    assert_eq!(named.delivery_id.as_str(), id);
+    assert_eq!(named.activity_id.as_str(), act.activity_id);
+    assert_eq!(named.channel_id.as_str(), ch.id);
+    assert_eq!(named.tenant_id.as_str(), tenant);
+    assert_eq!(named.attempts, 1);
+    assert!(named.error.as_deref().unwrap().contains("400"), "{dead:?}");
     let changed = find("delivery.status_changed");
-    assert_eq!(changed["detail"]["status"], "failed");
-    assert_eq!(changed["detail"]["conversation_id"], "conv-1");
+    let changed: DeliveryStatusChanged = detail(&changed).unwrap_or_else(|| panic!("{changed}"));
+    assert_eq!(changed.status, "failed");
+    assert_eq!(changed.delivery.conversation_id, "conv-1");
 }
 
 /// A record of the deliveries table's stream that is no delivery row fails every try: after
@@ -95,16 +106,15 @@ async fn a_poison_stream_record_goes_to_the_dead_letter_queue_and_the_shard_goes
     let ch = t.webhook(&key, &rx.url, json!({})).await;
     let act = t.activity(&key, &[ch.id.as_str()]).await;
     let id = act.deliveries[0].id.as_str().to_owned();
+    let sent_of = |events: &[Value]| {
+        events
+            .iter()
+            .filter_map(detail::<DeliveryStatusChanged>)
+            .find(|d| d.delivery.delivery_id.as_str() == id && d.status == "sent")
+    };
     let events = tap
-        .wait(Duration::from_secs(60), |e| {
-            e.iter().any(|e| {
-                e["detail"]["delivery_id"] == id.as_str() && e["detail"]["status"] == "sent"
-            })
-        })
+        .wait(Duration::from_secs(60), |e| sent_of(e).is_some())
         .await;
-    let sent = events
-        .iter()
-        .find(|e| e["detail"]["delivery_id"] == id.as_str() && e["detail"]["status"] == "sent")
-        .unwrap();
-    assert!(sent["detail"]["event_id"].is_string(), "{sent}");
+    let sent = sent_of(&events).unwrap();
+    assert!(!sent.event_id.is_empty(), "{sent:?}");
 }

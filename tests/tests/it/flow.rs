@@ -5,12 +5,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::ChannelId;
+use converger_http::admin::PatchedTenant;
 use converger_http::schemas::DeliveryStateDoc;
+use converger_http::views::{AuditView, Page};
 use converger_local::Backend;
+use converger_ports::events::CircuitChanged;
 use converger_tests::client::is_settled;
 use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
+
+/// A platform event's `detail`, read as its type.
+fn detail<T: serde::de::DeserializeOwned>(e: &Value) -> T {
+    serde_json::from_value(e["detail"].clone()).unwrap_or_else(|err| panic!("{err}: {e}"))
+}
 
 pub(crate) fn hook(url: &str, breaker: Value, policy: Value) -> Value {
     json!({"type": "webhook", "name": "hook", "config": {"url": url},
@@ -82,7 +90,8 @@ async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
         .await;
     let closed = EventTap::of(&events, "channel.circuit_closed");
     assert_eq!(closed.len(), 1, "{closed:?}");
-    assert_eq!(closed[0]["detail"]["reason"], "probe_succeeded");
+    let closed: CircuitChanged = detail(&closed[0]);
+    assert_eq!(closed.reason, "probe_succeeded");
     // Probes were attempts of waiting deliveries, and their logs say so.
     let mut probed = false;
     for id in std::iter::once(first_id.to_owned()).chain(parked.iter().cloned()) {
@@ -113,7 +122,8 @@ async fn a_paused_channel_holds_new_deliveries_until_resumed() {
         )
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    assert_eq!(a.body["state"], "paused");
+    let a: DeliveryStateDoc = a.typed(200).unwrap();
+    assert_eq!(a.state, "paused");
     let ids = t.activities(&key, ch_id, 3, 3).await;
     for id in &ids {
         assert_eq!(t.delivery(&key, id).await.status, "paused");
@@ -132,7 +142,8 @@ async fn a_paused_channel_holds_new_deliveries_until_resumed() {
         )
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    assert_eq!(a.body["state"], "flowing");
+    let a: DeliveryStateDoc = a.typed(200).unwrap();
+    assert_eq!(a.state, "flowing");
     for id in &ids {
         let d = t
             .wait_delivery(&key, id, Duration::from_secs(20), settled)
@@ -141,13 +152,12 @@ async fn a_paused_channel_holds_new_deliveries_until_resumed() {
         assert_eq!(d.attempts, 1);
     }
     assert_eq!(rx.requests().len(), 3);
-    let audit = t.api("GET", "/api/v1/audit", &key, None).await;
-    let actions: Vec<&str> = audit.body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["action"].as_str().unwrap())
-        .collect();
+    let audit: Page<AuditView> = t
+        .api("GET", "/api/v1/audit", &key, None)
+        .await
+        .typed(200)
+        .unwrap();
+    let actions: Vec<&str> = audit.data.iter().map(|e| e.action.as_str()).collect();
     assert!(actions.contains(&"pause_deliveries"), "{actions:?}");
     assert!(actions.contains(&"resume_deliveries"), "{actions:?}");
     // Another tenant cannot pause it.
@@ -213,12 +223,27 @@ async fn the_dead_channel_benchmark_runs() {
         })
         .await
         .unwrap();
-    assert_eq!(line["scenario"], "dead-channel");
-    assert_eq!(line["b"]["b_sent"], 10);
-    assert_eq!(line["b"]["b_delivered"], 10, "{line}");
-    assert_eq!(line["b_baseline"]["b_delivered"], 10, "{line}");
-    assert!(line["a_requests"].as_u64().unwrap() <= 30, "{line}");
-    assert!(line["b"]["p95_ms"].as_f64().unwrap() > 0.0);
+    /// The fields of the benchmark's line this smoke run reads.
+    #[derive(Debug, serde::Deserialize)]
+    struct Line {
+        scenario: String,
+        a_requests: u64,
+        b: Phase,
+        b_baseline: Phase,
+    }
+    #[derive(Debug, serde::Deserialize)]
+    struct Phase {
+        b_sent: u64,
+        b_delivered: u64,
+        p95_ms: f64,
+    }
+    let read: Line = serde_json::from_value(line.clone()).unwrap();
+    assert_eq!(read.scenario, "dead-channel");
+    assert_eq!(read.b.b_sent, 10);
+    assert_eq!(read.b.b_delivered, 10, "{line}");
+    assert_eq!(read.b_baseline.b_delivered, 10, "{line}");
+    assert!(read.a_requests <= 30, "{line}");
+    assert!(read.b.p95_ms > 0.0);
 }
 
 /// The probe loop stops when nothing waits behind an open breaker; the first delivery parked
@@ -482,12 +507,12 @@ mod emulator {
         let all = tap.wait(Duration::from_secs(2), |_| false).await;
         let opened = EventTap::of(&all, "channel.circuit_opened");
         assert_eq!(opened.len(), 1, "{opened:?}");
-        let body = &opened[0]["detail"];
-        assert_eq!(body["event"], "channel.circuit_opened");
-        assert_eq!(body["channel_id"], ch_id);
-        assert_eq!(body["channel_name"], "hook");
-        assert_eq!(body["reason"], "failures");
-        assert!(body["changed_at"].as_str().unwrap().ends_with('Z'));
+        let body: CircuitChanged = detail(&opened[0]);
+        assert_eq!(body.channel.event, "channel.circuit_opened");
+        assert_eq!(body.channel.channel_id.as_str(), ch_id);
+        assert_eq!(body.channel.channel_name, "hook");
+        assert_eq!(body.reason, "failures");
+        assert!(body.changed_at.ends_with('Z'), "{body:?}");
 
         let state = delivery_state(&t, &key, ch_id).await;
         assert_eq!(state.state, "breaker_open", "{state:?}");
@@ -682,7 +707,8 @@ mod emulator {
         assert_eq!(a.code(), "invalid_tier");
         let a = patch("high").await;
         assert_eq!(a.status, 200, "{:?}", a.body);
-        assert_eq!(a.body["tier"], "high");
+        let a: PatchedTenant = a.typed(200).unwrap();
+        assert_eq!(a.tenant.tier, "high");
         let ch = t.channel(&key, hook(&rx.url, json!({}), json!({}))).await;
         // The API caches a tenant for up to 30 s; a fresh key lookup sees the new tier at once
         // only after that, so read the tier from the store the pipeline uses.

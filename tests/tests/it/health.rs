@@ -5,12 +5,23 @@
 use converger_core::Timestamp;
 use converger_core::health::{HealthStatus, minute};
 use converger_core::{ChannelId, TenantId, time};
-use converger_http::schemas::ChannelHealthDoc;
+use converger_http::admin::PatchedTenant;
+use converger_http::schemas::{ChannelHealthDoc, DeliveryStateDoc};
+use converger_http::views::{
+    BulkRetried, ChannelView, CreatedChannel, DeliveryView, Ingested, Page,
+};
 use converger_local::Backend;
+use converger_ports::events::{ChannelDisabled, ChannelHealthChanged, CircuitChanged};
 use converger_ports::{HealthCheck, Outcome, Settle};
 use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::Duration;
+
+/// A platform event's `detail`, read as its type.
+fn detail<T: DeserializeOwned>(e: &Value) -> T {
+    serde_json::from_value(e["detail"].clone()).unwrap_or_else(|err| panic!("{err}: {e}"))
+}
 
 fn hook(url: &str, extra: Value) -> Value {
     let mut body = json!({"type": "webhook", "name": "hook", "config": {"url": url}});
@@ -82,7 +93,8 @@ async fn a_health_change_reaches_the_alert_webhook_by_its_alert_name() {
         })
         .await;
     let on_bus = EventTap::of(&events, "channel.health_changed");
-    assert_eq!(on_bus[0]["detail"]["event"], "channel.health_changed");
+    let on_bus: ChannelHealthChanged = detail(&on_bus[0]);
+    assert_eq!(on_bus.channel.event, "channel.health_changed");
 }
 
 #[tokio::test]
@@ -129,7 +141,8 @@ async fn counters_follow_real_deliveries_and_replays() {
             Some(json!({})),
         )
         .await;
-    assert_eq!(a.body["retried"], 3, "{:?}", a.body);
+    let retried: BulkRetried = a.typed(200).unwrap();
+    assert_eq!(retried.retried, 3, "{retried:?}");
     // What the check reads follows from the rows' changes: read to here first.
     assert!(t.stack.changes_settled().await);
     t.stack
@@ -211,12 +224,18 @@ async fn the_managed_alert_channel_is_changed_by_operators_only() {
     };
     let a = set_alert(json!(alerts.url)).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    let ch = a.body["alert_channel_id"].as_str().unwrap().to_owned();
+    let ch = a
+        .typed::<PatchedTenant>(200)
+        .unwrap()
+        .tenant
+        .alert_channel_id
+        .unwrap();
     let seen = t
         .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
         .await;
     assert_eq!(seen.status, 200);
-    assert_eq!(seen.body["managed"], true);
+    let seen: ChannelView = seen.typed(200).unwrap();
+    assert!(seen.managed, "{seen:?}");
     for (method, path, body) in [
         (
             "PATCH",
@@ -263,6 +282,7 @@ async fn the_managed_alert_channel_is_changed_by_operators_only() {
         )
         .await;
     assert_eq!(sub.status, 201, "{:?}", sub.body);
+    let sub: CreatedChannel = sub.typed(201).unwrap();
     let by_type = t
         .api(
             "POST",
@@ -272,27 +292,32 @@ async fn the_managed_alert_channel_is_changed_by_operators_only() {
         )
         .await;
     assert_eq!(by_type.status, 201, "{:?}", by_type.body);
-    let targets = by_type.body["deliveries"].as_array().unwrap();
-    assert_eq!(targets.len(), 1, "{:?}", by_type.body);
-    assert_eq!(targets[0]["channel_id"], sub.body["id"]);
+    let by_type: Ingested = by_type.typed(201).unwrap();
+    let targets = &by_type.deliveries;
+    assert_eq!(targets.len(), 1, "{by_type:?}");
+    assert_eq!(targets[0].channel_id, sub.id);
     other.wait_for(1, Duration::from_secs(20)).await;
     assert_eq!(
         alerts.count(),
         0,
         "the alert channel received a tenant's activity"
     );
-    let after = t
+    let after: ChannelView = t
         .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
-        .await;
-    assert_eq!(after.body["active"], true);
-    assert_eq!(after.body["config"]["url"], alerts.url.as_str());
+        .await
+        .typed(200)
+        .unwrap();
+    assert!(after.active, "{after:?}");
+    assert_eq!(after.config["url"], alerts.url.as_str());
     // The operator's setting still moves it.
     let moved = Receiver::always(200).await.unwrap();
     assert_eq!(set_alert(json!(moved.url)).await.status, 200);
-    let after = t
+    let after: ChannelView = t
         .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
-        .await;
-    assert_eq!(after.body["config"]["url"], moved.url.as_str());
+        .await
+        .typed(200)
+        .unwrap();
+    assert_eq!(after.config["url"], moved.url.as_str());
 }
 
 /// The scenarios that also cover AWS code paths: on the template deployed on the emulator,
@@ -322,8 +347,12 @@ mod emulator {
         };
         let a = set_alert(tenant_a.clone(), json!(alerts_a.url)).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
-        assert_eq!(a.body["alert_webhook_url"], alerts_a.url.as_str());
-        let secret = a.body["alert_signing_secret"].as_str().unwrap().to_owned();
+        let a: PatchedTenant = a.typed(200).unwrap();
+        assert_eq!(
+            a.tenant.alert_webhook_url.as_deref(),
+            Some(alerts_a.url.as_str())
+        );
+        let secret = a.alert_signing_secret.clone().unwrap();
         let b = set_alert(tenant_b.clone(), json!(alerts_b.url)).await;
         assert_eq!(b.status, 200, "{:?}", b.body);
         let bad = set_alert(tenant_b.clone(), json!("ftp://nowhere")).await;
@@ -353,22 +382,24 @@ mod emulator {
         }
         wh.verify(&r.body, &headers)
             .expect("the alert's signature verifies");
-        let body: Value = serde_json::from_slice(&r.body).unwrap();
-        assert_eq!(body["event"], "channel.circuit_opened", "{body}");
-        assert_eq!(body["channel_id"], a_id);
-        assert_eq!(body["tenant_id"], tenant_a.as_str());
-        assert_eq!(body["reason"], "failures");
+        let body: CircuitChanged = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(body.channel.event, "channel.circuit_opened", "{body:?}");
+        assert_eq!(body.channel.channel_id.as_str(), a_id);
+        assert_eq!(body.channel.tenant_id.as_str(), tenant_a);
+        assert_eq!(body.reason, "failures");
         // The alert went through the pipeline: a delivery of the managed alert channel.
-        let alert_channel = a.body["alert_channel_id"].as_str().unwrap();
-        let listed = t
+        let alert_channel = a.tenant.alert_channel_id.as_deref().unwrap();
+        let listed: Page<DeliveryView> = t
             .api(
                 "GET",
                 &format!("/api/v1/deliveries?channel_id={alert_channel}"),
                 &key_a,
                 None,
             )
-            .await;
-        let id = listed.body["data"][0]["id"].as_str().unwrap().to_owned();
+            .await
+            .typed(200)
+            .unwrap();
+        let id = listed.data[0].id.clone();
         let d = t
             .wait_delivery(&key_a, &id, Duration::from_secs(10), settled)
             .await;
@@ -383,7 +414,8 @@ mod emulator {
         // Removing the URL stops the alerts.
         let off = set_alert(tenant_a.clone(), Value::Null).await;
         assert_eq!(off.status, 200, "{:?}", off.body);
-        assert_eq!(off.body["alert_webhook_url"], Value::Null);
+        let off: PatchedTenant = off.typed(200).unwrap();
+        assert_eq!(off.tenant.alert_webhook_url, None, "{off:?}");
         t.stop().await;
     }
 
@@ -460,18 +492,18 @@ mod emulator {
             .await;
         let changed = EventTap::of(&events, "channel.health_changed");
         assert_eq!(changed.len(), 4, "{changed:?}");
-        let degraded = changed
+        let d = changed
             .iter()
-            .find(|e| e["detail"]["channel_id"] == ids[2].as_str())
+            .map(detail::<ChannelHealthChanged>)
+            .find(|d| d.channel.channel_id.as_str() == ids[2])
             .unwrap();
-        let d = &degraded["detail"];
-        assert_eq!(d["event"], "channel.health_changed");
-        assert_eq!(d["previous_status"], "unknown");
-        assert_eq!(d["new_status"], "degraded");
-        assert_eq!(d["failure_rate"], 0.1);
-        assert_eq!(d["total_deliveries"], 1000);
-        assert_eq!(d["failed_deliveries"], 100);
-        assert_eq!(d["channel_name"], "hook");
+        assert_eq!(d.channel.event, "channel.health_changed");
+        assert_eq!(d.previous_status, HealthStatus::Unknown);
+        assert_eq!(d.new_status, HealthStatus::Degraded);
+        assert_eq!(d.failure_rate, 0.1);
+        assert_eq!(d.total_deliveries, 1000);
+        assert_eq!(d.failed_deliveries, 100);
+        assert_eq!(d.channel.channel_name, "hook");
         // A second run with the same counters changes nothing.
         // What the check reads follows from the rows' changes: read to here first.
         assert!(t.stack.changes_settled().await);
@@ -517,30 +549,32 @@ mod emulator {
             .await
             .unwrap();
         assert_eq!(report.breakers_opened, 1, "{report:?}");
-        let state = t
+        let state: DeliveryStateDoc = t
             .api(
                 "GET",
                 &format!("/api/v1/channels/{id}/delivery"),
                 &key,
                 None,
             )
-            .await;
-        assert_eq!(state.body["circuit_state"], "open", "{:?}", state.body);
+            .await
+            .typed(200)
+            .unwrap();
+        assert_eq!(state.circuit_state, "open", "{state:?}");
         let events = tap
             .wait(Duration::from_secs(10), |e| {
                 !EventTap::of(e, "channel.circuit_opened").is_empty()
             })
             .await;
-        assert_eq!(
-            EventTap::of(&events, "channel.circuit_opened")[0]["detail"]["reason"],
-            "unhealthy"
-        );
+        let opened: CircuitChanged = detail(&EventTap::of(&events, "channel.circuit_opened")[0]);
+        assert_eq!(opened.reason, "unhealthy");
         // Closed again (here by a resume, as a probe would): the window still holds the old
         // failures, but the status did not change, so the breaker stays closed.
-        let a = t
+        let a: DeliveryStateDoc = t
             .api("POST", &format!("/api/v1/channels/{id}/resume"), &key, None)
-            .await;
-        assert_eq!(a.body["circuit_state"], "closed");
+            .await
+            .typed(200)
+            .unwrap();
+        assert_eq!(a.circuit_state, "closed");
         // What the check reads follows from the rows' changes: read to here first.
         assert!(t.stack.changes_settled().await);
         let report = t
@@ -556,15 +590,17 @@ mod emulator {
             (0, 0),
             "{report:?}"
         );
-        let state = t
+        let state: DeliveryStateDoc = t
             .api(
                 "GET",
                 &format!("/api/v1/channels/{id}/delivery"),
                 &key,
                 None,
             )
-            .await;
-        assert_eq!(state.body["circuit_state"], "closed");
+            .await
+            .typed(200)
+            .unwrap();
+        assert_eq!(state.circuit_state, "closed");
         t.stop().await;
     }
 
@@ -606,10 +642,12 @@ mod emulator {
             .unwrap();
         fail_n(&t, &key, spared_id, 4).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let c = t
+        let c: ChannelView = t
             .api("GET", &format!("/api/v1/channels/{spared_id}"), &key, None)
-            .await;
-        assert_eq!(c.body["active"], true, "{:?}", c.body);
+            .await
+            .typed(200)
+            .unwrap();
+        assert!(c.active, "{c:?}");
 
         // No success at all: the fourth failure disables it.
         let doomed = t.channel(&key, hook(&rx.url, extra)).await;
@@ -618,13 +656,19 @@ mod emulator {
         // The disable follows the fourth dead letter's write.
         let path = format!("/api/v1/channels/{doomed_id}");
         wait_until(Duration::from_secs(5), || async {
-            t.api("GET", &path, &key, None).await.body["active"] == false
+            t.api("GET", &path, &key, None)
+                .await
+                .typed::<ChannelView>(200)
+                .is_ok_and(|c| !c.active)
         })
         .await;
-        let c = t.api("GET", &path, &key, None).await;
-        assert_eq!(c.body["active"], false, "{:?}", c.body);
-        assert_eq!(c.body["disabled_reason"], "auto_disabled_failure_threshold");
-        assert!(c.body["disabled_at"].is_string());
+        let c: ChannelView = t.api("GET", &path, &key, None).await.typed(200).unwrap();
+        assert!(!c.active, "{c:?}");
+        assert_eq!(
+            c.disabled_reason.as_deref(),
+            Some("auto_disabled_failure_threshold")
+        );
+        assert!(c.disabled_at.is_some(), "{c:?}");
         let events = tap
             .wait(Duration::from_secs(10), |e| {
                 !EventTap::of(e, "channel.disabled").is_empty()
@@ -632,7 +676,8 @@ mod emulator {
             .await;
         let disabled = EventTap::of(&events, "channel.disabled");
         assert_eq!(disabled.len(), 1, "{disabled:?}");
-        assert_eq!(disabled[0]["detail"]["channel_id"], doomed_id);
+        let disabled: ChannelDisabled = detail(&disabled[0]);
+        assert_eq!(disabled.channel.channel_id.as_str(), doomed_id);
         // New activities are refused while it is disabled; re-enabling clears the marks.
         let a = t
             .api(
@@ -652,9 +697,10 @@ mod emulator {
             )
             .await;
         assert_eq!(a.status, 200, "{:?}", a.body);
-        assert_eq!(a.body["active"], true);
-        assert_eq!(a.body["disabled_at"], Value::Null);
-        assert_eq!(a.body["disabled_reason"], Value::Null);
+        let a: ChannelView = a.typed(200).unwrap();
+        assert!(a.active, "{a:?}");
+        assert_eq!(a.disabled_at, None, "{a:?}");
+        assert_eq!(a.disabled_reason, None, "{a:?}");
         t.stop().await;
     }
 }

@@ -2,8 +2,26 @@
 //! get the same answer; a reused key with another body is refused.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_http::schemas::ErrorBody;
+use converger_http::views::{
+    ActivityView, ChannelView, CreatedChannel, Ingested, Page, ReplayJobView,
+};
 use converger_tests::TestStack;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+
+/// An answer's body as its view.
+fn view<T: DeserializeOwned>(body: &Value) -> T {
+    serde_json::from_value(body.clone())
+        .unwrap_or_else(|e| panic!("an answer that is not its view ({e}): {body}"))
+}
+
+/// The error code of an error answer's body, if it is one.
+fn code(body: &Value) -> Option<&'static str> {
+    serde_json::from_value::<ErrorBody>(body.clone())
+        .ok()
+        .map(|e| e.error.code.as_str())
+}
 
 /// A POST with an `Idempotency-Key`: status, body and whether it was a replay.
 async fn post(
@@ -57,25 +75,20 @@ async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
         .await
         .unwrap()
         .unwrap();
-    let secret = first["signing_secret"].as_str().unwrap();
+    let created: CreatedChannel = view(&first);
     let kept_body = kept.body.unwrap();
-    assert!(!kept_body.contains(secret), "{kept_body}");
-    assert!(
-        !kept_body.contains(first["id"].as_str().unwrap()),
-        "{kept_body}"
-    );
+    assert!(!kept_body.contains(&created.signing_secret), "{kept_body}");
+    assert!(!kept_body.contains(&created.id), "{kept_body}");
     let a = t.api("GET", "/api/v1/channels", &key, None).await;
-    assert_eq!(a.body["data"].as_array().unwrap().len(), 1, "one channel");
+    let page: Page<ChannelView> = a.typed(200).unwrap();
+    assert_eq!(page.data.len(), 1, "one channel");
 
     // Another body, or another path, with the same key.
     let other_body =
         json!({"type": "webhook", "name": "twice", "config": {"url": "http://127.0.0.1:9/h"}});
     let (s, e, _) = post(&t, &key, "/api/v1/channels", "chan-1", &other_body).await;
-    assert_eq!(
-        (s, e["error"]["code"].as_str()),
-        (422, Some("idempotency_key_reused"))
-    );
-    let ch = first["id"].as_str().unwrap();
+    assert_eq!((s, code(&e)), (422, Some("idempotency_key_reused")), "{e}");
+    let ch = created.id.as_str();
     let (s, e, _) = post(
         &t,
         &key,
@@ -84,14 +97,11 @@ async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
         &json!({}),
     )
     .await;
-    assert_eq!(
-        (s, e["error"]["code"].as_str()),
-        (422, Some("idempotency_key_reused"))
-    );
+    assert_eq!((s, code(&e)), (422, Some("idempotency_key_reused")), "{e}");
     // The same key for another tenant is that tenant's own.
     let (s, e, r) = post(&t, &other, "/api/v1/channels", "chan-1", &body).await;
     assert_eq!((s, r), (201, false), "{e}");
-    assert_ne!(e["id"], first["id"]);
+    assert_ne!(view::<CreatedChannel>(&e).id, created.id);
 
     // Refusals are kept too; malformed keys and unauthenticated requests are refused as such.
     let bad = json!({"type": "pigeon", "name": "x"});
@@ -100,20 +110,11 @@ async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
     let (s, _, r) = post(&t, &key, "/api/v1/channels", "bad-1", &bad).await;
     assert_eq!((s, r), (422, true));
     let (s, e, _) = post(&t, &key, "/api/v1/channels", "with space", &body).await;
-    assert_eq!(
-        (s, e["error"]["code"].as_str()),
-        (422, Some("invalid_idempotency_key"))
-    );
+    assert_eq!((s, code(&e)), (422, Some("invalid_idempotency_key")), "{e}");
     let (s, e, _) = post(&t, &key, "/api/v1/channels", &"k".repeat(256), &body).await;
-    assert_eq!(
-        (s, e["error"]["code"].as_str()),
-        (422, Some("invalid_idempotency_key"))
-    );
+    assert_eq!((s, code(&e)), (422, Some("invalid_idempotency_key")), "{e}");
     let (s, e, _) = post(&t, "cvg_wrong", "/api/v1/channels", "chan-1", &body).await;
-    assert_eq!(
-        (s, e["error"]["code"].as_str()),
-        (401, Some("unauthorized"))
-    );
+    assert_eq!((s, code(&e)), (401, Some("unauthorized")), "{e}");
     // After the tenant's key is rotated, its answers sealed under the old key cannot be
     // replayed: the retry is told to use a new key, and nothing is done twice.
     let new_key = "cvg_rotated_key_for_the_idempotency_test";
@@ -126,16 +127,13 @@ async fn a_reused_key_is_refused_and_keys_are_per_tenant() {
     );
     let (s, e, r) = post(&t, new_key, "/api/v1/channels", "chan-1", &body).await;
     assert_eq!(
-        (s, e["error"]["code"].as_str(), r),
+        (s, code(&e), r),
         (422, Some("idempotency_key_reused"), false),
         "{e}"
     );
     let a = t.api("GET", "/api/v1/channels", new_key, None).await;
-    assert_eq!(
-        a.body["data"].as_array().unwrap().len(),
-        1,
-        "still one channel"
-    );
+    let page: Page<ChannelView> = a.typed(200).unwrap();
+    assert_eq!(page.data.len(), 1, "still one channel");
 }
 
 mod emulator {
@@ -159,16 +157,18 @@ mod emulator {
         }
         let replays = answers.iter().filter(|(_, _, r)| *r).count();
         assert_eq!(replays, 19, "one did the work");
+        let first: Ingested = view(first);
         let a = t
             .api("GET", "/api/v1/activities?conversation_id=idem", &key, None)
             .await;
-        assert_eq!(a.body["data"].as_array().unwrap().len(), 1, "{:?}", a.body);
-        assert_eq!(a.body["data"][0]["id"], first["activity_id"]);
+        let page: Page<ActivityView> = a.typed(200).unwrap();
+        assert_eq!(page.data.len(), 1, "{page:?}");
+        assert_eq!(page.data[0].id, first.activity_id);
         // Named after the key: a retry after a server error that came once the rows were
         // written (the key freed) finds the activity instead of making a second one.
         let tenant = converger_core::TenantId::parse(&tenant).unwrap();
         assert_eq!(
-            first["activity_id"],
+            first.activity_id,
             converger_core::ActivityId::for_idempotency_key(&tenant, "act-key-1").as_str()
         );
 
@@ -177,7 +177,7 @@ mod emulator {
         let (s1, j1, _) = post(&t, &key, &path, "job-1", &json!({})).await;
         let (s2, j2, r2) = post(&t, &key, &path, "job-1", &json!({})).await;
         assert_eq!((s1, s2, r2), (202, 202, true), "{j1} {j2}");
-        assert_eq!(j1["id"], j2["id"]);
+        assert_eq!(view::<ReplayJobView>(&j1).id, view::<ReplayJobView>(&j2).id);
         t.stop().await;
     }
 }

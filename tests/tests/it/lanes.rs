@@ -3,9 +3,23 @@
 //! (it goes first) or the lane is released past it (audited), or the lane goes on (`skip`).
 
 use converger_tests::client::{Tenant, is_settled};
+use converger_tests::views::{AuditView, Page};
 use converger_tests::{Receiver, Reply, TestStack};
 use serde_json::{Value, json};
 use std::time::Duration;
+
+/// What a lane's release answers (built in its handler; no view type of its own).
+#[derive(Debug, serde::Deserialize)]
+struct LaneReleased {
+    dead_delivery_id: String,
+}
+
+/// The changes a `release_lane` audit entry records.
+#[derive(Debug, serde::Deserialize)]
+struct ReleaseChanges {
+    dead_delivery_id: String,
+    conversation_id: String,
+}
 
 async fn ordered(t: &Tenant<'_>, url: &str, on_dead: &str) -> String {
     let c = t
@@ -98,23 +112,28 @@ async fn a_dead_head_holds_its_lane_until_it_is_replayed_or_released() {
         .api("POST", &path, Some(json!({"conversation_id": "c"})))
         .await;
     assert_eq!(r.status, 200, "{:?}", r.body);
-    assert_eq!(r.body["dead_delivery_id"], a4.as_str());
+    let r: LaneReleased = r.typed(200).unwrap();
+    assert_eq!(r.dead_delivery_id, a4);
     assert_eq!(settled(&a, &a5).await.status, "sent");
     assert_eq!(a.delivery(&a4).await.status, "failed");
     let again = a
         .api("POST", &path, Some(json!({"conversation_id": "c"})))
         .await;
     assert_eq!((again.status, again.code()), (409, "lane_not_held"));
-    let audit = a.api("GET", "/api/v1/audit", None).await;
-    let released: Vec<&Value> = audit.body["data"]
-        .as_array()
-        .unwrap()
+    let audit: Page<AuditView> = a
+        .api("GET", "/api/v1/audit", None)
+        .await
+        .typed(200)
+        .unwrap();
+    let released: Vec<&AuditView> = audit
+        .data
         .iter()
-        .filter(|e| e["action"] == "release_lane")
+        .filter(|e| e.action == "release_lane")
         .collect();
     assert_eq!(released.len(), 1);
-    assert_eq!(released[0]["changes"]["dead_delivery_id"], a4.as_str());
-    assert_eq!(released[0]["changes"]["conversation_id"], "c");
+    let changes: ReleaseChanges = serde_json::from_value(released[0].changes.clone()).unwrap();
+    assert_eq!(changes.dead_delivery_id, a4, "{changes:?}");
+    assert_eq!(changes.conversation_id, "c");
 }
 
 #[tokio::test]

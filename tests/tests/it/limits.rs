@@ -3,7 +3,9 @@
 //! their source, and a channel's receipts by the channel.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_tests::{Receiver, TestStack, settled};
+use converger_http::admin::PatchedTenant;
+use converger_http::views::{DeliveryView, Page, TenantView};
+use converger_tests::{Answer, Receiver, TestStack, settled};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -19,7 +21,7 @@ async fn second_instance(t: &TestStack) -> String {
     url
 }
 
-async fn list(t: &TestStack, base: &str, key: &str) -> (u16, Option<String>, serde_json::Value) {
+async fn list(t: &TestStack, base: &str, key: &str) -> Answer {
     let r = t
         .http
         .get(format!("{base}/api/v1/channels"))
@@ -27,17 +29,12 @@ async fn list(t: &TestStack, base: &str, key: &str) -> (u16, Option<String>, ser
         .send()
         .await
         .unwrap();
-    let status = r.status().as_u16();
-    let retry = r
-        .headers()
-        .get("retry-after")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let text = r.text().await.unwrap_or_default();
-    (
-        status,
-        retry,
-        serde_json::from_str(&text).unwrap_or_default(),
-    )
+    Answer::read(r).await
+}
+
+/// A tenant as an operator's change left it.
+fn patched(a: &Answer) -> TenantView {
+    a.typed::<PatchedTenant>(200).unwrap().tenant
 }
 
 mod emulator {
@@ -65,27 +62,29 @@ mod emulator {
         // so what passes is the burst and the lease slack, however slowly the emulator answers.
         let a = admin(json!({"api_rate_limit": "10/h"})).await;
         assert_eq!(a.status, 200, "{:?}", a.body);
+        let tenant = patched(&a);
         assert_eq!(
             (
-                a.body["api_rate_limit"].as_str(),
-                a.body["api_rate_limit_overridden"].as_bool()
+                tenant.api_rate_limit.as_str(),
+                tenant.api_rate_limit_overridden
             ),
-            (Some("10/h"), Some(true))
+            ("10/h", true),
+            "{tenant:?}"
         );
 
         // Two instances, one schedule: 40 calls at once, half on each.
         let apis = [t.stack.api_url.clone(), second_instance(&t).await];
         let answers =
             futures::future::join_all((0..40).map(|i| list(&t, &apis[i % 2], &key))).await;
-        let ok = answers.iter().filter(|(s, _, _)| *s == 200).count();
-        let refused: Vec<_> = answers.iter().filter(|(s, _, _)| *s == 429).collect();
+        let ok = answers.iter().filter(|a| a.status == 200).count();
+        let refused: Vec<_> = answers.iter().filter(|a| a.status == 429).collect();
         assert_eq!(ok + refused.len(), 40, "{answers:?}");
         // The burst (10) and one request of slack per instance (a lease rounds up to one).
         assert!((1..=12).contains(&ok), "{ok} calls passed: {answers:?}");
-        for (_, retry, body) in &refused {
-            assert_eq!(body["error"]["code"], "rate_limited", "{body}");
+        for a in &refused {
+            assert_eq!(a.code(), "rate_limited", "{:?}", a.body);
             assert!(
-                retry
+                a.retry_after
                     .as_deref()
                     .is_some_and(|s| s.parse::<u64>().unwrap() >= 1)
             );
@@ -96,7 +95,7 @@ mod emulator {
                 answers
                     .iter()
                     .enumerate()
-                    .filter(|(i, (s, _, _))| i % 2 == k && *s == 429)
+                    .filter(|(i, a)| i % 2 == k && a.status == 429)
                     .count()
             })
             .collect();
@@ -105,7 +104,7 @@ mod emulator {
         // Another tenant's key is not held back, on either instance.
         let answers =
             futures::future::join_all((0..20).map(|i| list(&t, &apis[i % 2], &other))).await;
-        assert!(answers.iter().all(|(s, _, _)| *s == 200), "{answers:?}");
+        assert!(answers.iter().all(|a| a.status == 200), "{answers:?}");
 
         // An operator lifts the override: the new limit has a schedule of its own, so the
         // key is served on both instances once they see the change (their view of a tenant
@@ -116,7 +115,7 @@ mod emulator {
         for api in &apis {
             let deadline = Instant::now() + Duration::from_secs(60);
             loop {
-                let (status, _, _) = list(&t, api, &key).await;
+                let status = list(&t, api, &key).await.status;
                 if status == 200 {
                     break;
                 }
@@ -127,12 +126,14 @@ mod emulator {
         }
         // Back to the tier's default (the stack's, which the test kit sets).
         let tier_default = t.stack.pipeline.config().api_limits.default.to_string();
+        let tenant = patched(&a);
         assert_eq!(
             (
-                a.body["api_rate_limit"].as_str(),
-                a.body["api_rate_limit_overridden"].as_bool()
+                tenant.api_rate_limit.as_str(),
+                tenant.api_rate_limit_overridden
             ),
-            (Some(tier_default.as_str()), Some(false))
+            (tier_default.as_str(), false),
+            "{tenant:?}"
         );
         t.stop().await;
     }
@@ -162,13 +163,12 @@ mod emulator {
         let ch_id = ch.id.as_str().to_owned();
         let mut ids = t.activities(&key, &ch_id, 6, 6).await;
         // No load, no grant; a grant the load made is shown while it holds.
-        let seen = t.admin_get(&format!("/admin/api/tenants/{tenant}")).await;
-        assert_eq!(
-            seen.body["listing_shards_granted"],
-            serde_json::Value::Null,
-            "{:?}",
-            seen.body
-        );
+        let seen: TenantView = t
+            .admin_get(&format!("/admin/api/tenants/{tenant}"))
+            .await
+            .typed(200)
+            .unwrap();
+        assert_eq!(seen.listing_shards_granted, None, "{seen:?}");
         let now = converger_core::time::now_ms();
         let grant = converger_core::shards::Grant {
             shards: 32,
@@ -186,19 +186,19 @@ mod emulator {
                 .await
                 .unwrap()
         );
-        let seen = t.admin_get(&format!("/admin/api/tenants/{tenant}")).await;
+        let seen: TenantView = t
+            .admin_get(&format!("/admin/api/tenants/{tenant}"))
+            .await
+            .typed(200)
+            .unwrap();
         assert_eq!(
-            seen.body["listing_shards_granted"]["shards"], 32,
-            "{:?}",
-            seen.body
+            seen.listing_shards_granted.as_ref().map(|g| g.shards),
+            Some(32),
+            "{seen:?}"
         );
         let a = admin(json!({"delivery_shards": 16})).await;
-        assert_eq!(
-            (a.status, a.body["delivery_shards"].as_u64()),
-            (200, Some(16)),
-            "{:?}",
-            a.body
-        );
+        assert_eq!(a.status, 200, "{:?}", a.body);
+        assert_eq!(patched(&a).delivery_shards, 16, "{:?}", a.body);
         let a = admin(json!({"delivery_shards": 4})).await;
         assert_eq!(
             (a.status, Some(a.code())),
@@ -210,7 +210,7 @@ mod emulator {
         assert_eq!(a.status, 422, "{:?}", a.body);
         // A tier whose default is smaller keeps the shards the tenant has.
         let a = admin(json!({"tier": "high"})).await;
-        assert_eq!(a.body["delivery_shards"].as_u64(), Some(16), "{:?}", a.body);
+        assert_eq!(patched(&a).delivery_shards, 16, "{:?}", a.body);
         ids.extend(t.activities(&key, &ch_id, 6, 6).await);
         for id in &ids {
             t.wait_delivery(&key, id, Duration::from_secs(30), settled)
@@ -225,11 +225,10 @@ mod emulator {
             };
             let r = t.raw("GET", url, Some(&key), None).await;
             assert_eq!(r.status, 200, "{:?}", r.body);
-            for d in r.body["data"].as_array().unwrap() {
-                listed.push(d["id"].as_str().unwrap().to_owned());
-            }
-            match r.body["next_cursor"].as_str() {
-                Some(c) => cursor = Some(c.to_owned()),
+            let page: Page<DeliveryView> = r.typed(200).unwrap();
+            listed.extend(page.data.into_iter().map(|d| d.id));
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
                 None => break,
             }
         }
@@ -279,8 +278,8 @@ async fn an_address_that_keeps_being_refused_is_throttled_and_no_one_else_is() {
         let status = r.status().as_u16();
         if status == 429 {
             assert!(r.headers().contains_key("retry-after"));
-            let body: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
-            assert_eq!(body["error"]["code"], "source_throttled", "{body}");
+            let a = Answer::read(r).await;
+            assert_eq!(a.code(), "source_throttled", "{:?}", a.body);
         }
         statuses.push(status);
     }

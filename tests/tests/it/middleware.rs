@@ -3,6 +3,8 @@
 //! breaker alone, a replay runs the steps again, and bad steps are refused when written.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_http::schemas::{DeliveryStateDoc, ErrorBody};
+use converger_http::views::{ActivityView, ChannelView, Ingested};
 use converger_tests::{Receiver, TestStack, settled};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -20,7 +22,7 @@ async fn post(t: &TestStack, key: &str, channel: &str, payload: Value) -> String
         )
         .await;
     assert_eq!(a.status, 201, "{:?}", a.body);
-    a.body["deliveries"][0]["id"].as_str().unwrap().to_owned()
+    a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone()
 }
 
 /// The channel's failed attempts (what auto-disable counts) and consecutive failures (what
@@ -64,15 +66,18 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
     let reqs = rx.requests();
     assert_eq!(reqs.len(), 1);
     assert_eq!(body(&reqs[0]), json!({"text": "[message.created] HI"}));
-    let act = t
+    let act: ActivityView = t
         .api(
             "GET",
             &format!("/api/v1/activities/{}", d.activity_id.as_str()),
             &key,
             None,
         )
-        .await;
-    assert_eq!(act.body["payload"]["text"], "hi", "{:?}", act.body);
+        .await
+        .typed(200)
+        .unwrap();
+    // The payload is the producer's own JSON.
+    assert_eq!(act.payload["text"], "hi", "{act:?}");
 
     // A halt: a dead letter with the reason, no request, the breaker untouched (its
     // threshold is one failure).
@@ -83,22 +88,26 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
     assert_eq!(d.status, "failed", "{d:?}");
     assert_eq!(d.last_error.as_deref(), Some("halted: internal note"));
     assert_eq!(rx.requests().len(), 1, "a halt makes no request");
-    let state = t
+    let state: DeliveryStateDoc = t
         .api(
             "GET",
             &format!("/api/v1/channels/{ch_id}/delivery"),
             &key,
             None,
         )
-        .await;
-    assert_eq!(state.body["circuit_state"], "closed", "{:?}", state.body);
-    assert_eq!(state.body["consecutive_failures"], 0, "{:?}", state.body);
+        .await
+        .typed(200)
+        .unwrap();
+    assert_eq!(state.circuit_state, "closed", "{state:?}");
+    assert_eq!(state.consecutive_failures, 0, "{state:?}");
     // Nor does auto-disable count it.
     assert_eq!(failures(&t, ch_id).await, (0, 0));
-    let ch_now = t
+    let ch_now: ChannelView = t
         .api("GET", &format!("/api/v1/channels/{ch_id}"), &key, None)
-        .await;
-    assert_eq!(ch_now.body["active"], true);
+        .await
+        .typed(200)
+        .unwrap();
+    assert!(ch_now.active, "{ch_now:?}");
     // A step that fails halts too, naming the step.
     let broken = post(&t, &key, ch_id, json!({"no_text": true})).await;
     let d = t
@@ -177,7 +186,7 @@ async fn bad_steps_are_refused_naming_the_step() {
             .await;
         assert_eq!(a.status, 422, "{steps}: {:?}", a.body);
         assert_eq!(a.code(), "invalid_middleware");
-        let msg = a.body["error"]["message"].as_str().unwrap();
+        let msg = a.typed::<ErrorBody>(422).unwrap().error.message;
         assert!(msg.contains(names), "{steps}: {msg}");
     }
     let a = t
@@ -197,7 +206,8 @@ async fn bad_steps_are_refused_naming_the_step() {
         .api("PATCH", &path, &key, Some(json!({"middleware": []})))
         .await;
     assert_eq!(a.status, 200);
-    assert_eq!(a.body["middleware"], json!([]));
+    let ch: ChannelView = a.typed(200).unwrap();
+    assert!(ch.middleware.is_empty(), "{ch:?}");
 }
 
 /// Ten hostile scripts at once on one instance (long map keys the engine's limits do not
@@ -245,16 +255,12 @@ async fn ten_hostile_scripts_at_once_halt_their_own_deliveries_only() {
         )
         .await;
     assert_eq!(a.status, 201, "{:?}", a.body);
-    let deliveries: Vec<(String, String)> = a.body["deliveries"]
-        .as_array()
+    let deliveries: Vec<(String, String)> = a
+        .typed::<Ingested>(201)
         .unwrap()
-        .iter()
-        .map(|d| {
-            (
-                d["channel_id"].as_str().unwrap().to_owned(),
-                d["id"].as_str().unwrap().to_owned(),
-            )
-        })
+        .deliveries
+        .into_iter()
+        .map(|d| (d.channel_id, d.id))
         .collect();
     assert_eq!(deliveries.len(), 11);
     for (ch, id) in &deliveries {

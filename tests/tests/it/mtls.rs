@@ -61,11 +61,9 @@ async fn client_certificates(t: TestStack) {
     assert!(e.message.contains("needs an https url"), "{e:?}");
 
     // Never read back; sealed in the store.
-    let read = a
-        .api("GET", &format!("/api/v1/channels/{good}"), None)
-        .await;
-    let shown = &read.body["config"]["auth"];
-    assert_eq!(shown["private_key"], "[REDACTED]", "{}", read.body);
+    let read = a.channel(&good).await.unwrap();
+    let shown = &read.config["auth"];
+    assert_eq!(shown["private_key"], "[REDACTED]", "{read:?}");
     assert_eq!(shown["certificate"], ours.cert.as_str());
     let stored = t
         .stack
@@ -117,8 +115,8 @@ async fn client_certificates(t: TestStack) {
     );
 
     // The config written back as read keeps the sealed key.
-    let mut config = read.body["config"].clone();
-    config["headers"] = json!({"x-tenant": "acme"});
+    let mut config = read.config.clone();
+    config.insert("headers".into(), json!({"x-tenant": "acme"}));
     let patched = a
         .api(
             "PATCH",

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_client::{Client, Error, NewActivity, NewChannel};
+use converger_http::views::{ActivityView, Page};
 use converger_tests::{Receiver, TestStack, settled_delivery as settled};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -90,9 +91,10 @@ async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_not
         )
         .await;
     assert_eq!(read.status, 200);
-    assert_eq!(read.body["payload"], one_mib);
-    assert_eq!(read.body["payload_bytes"], 1024 * 1024);
-    let url = read.body["payload_url"].as_str().unwrap().to_owned();
+    let read: ActivityView = read.typed(200).unwrap();
+    assert_eq!(read.payload, one_mib);
+    assert_eq!(read.payload_bytes, Some(1024 * 1024));
+    let url = read.payload_url.unwrap();
     let fetched = t
         .http
         .get(&url)
@@ -131,12 +133,13 @@ async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_not
             None,
         )
         .await;
-    let items = page.body["data"].as_array().unwrap();
+    let items = page.typed::<Page<ActivityView>>(200).unwrap().data;
     assert_eq!(items.len(), 2);
     assert!(
         items
             .iter()
-            .all(|i| i["payload"].is_null() && i["payload_url"].is_string())
+            .all(|i| i.payload.is_null() && i.payload_url.is_some()),
+        "{items:?}"
     );
 
     // Over 10 MiB: refused, nothing written, nothing kept.
@@ -155,7 +158,7 @@ async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_not
             None,
         )
         .await;
-    assert_eq!(page.body["data"].as_array().unwrap().len(), 2);
+    assert_eq!(page.typed::<Page<ActivityView>>(200).unwrap().data.len(), 2);
     assert_eq!(kept_objects(&t).await, 2);
     assert_eq!(rx.count(), 2);
 

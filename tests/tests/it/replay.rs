@@ -3,18 +3,38 @@
 //! included), the audit log, and tenant isolation.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_tests::{Receiver, Reply, TestStack, settled};
-use serde_json::{Value, json};
+use converger_http::schemas::ErrorBody;
+use converger_http::views::{AuditView, DeliveryView, Page};
+use converger_tests::{Answer, Receiver, Reply, TestStack, settled};
+use serde_json::json;
 use std::collections::HashSet;
 use std::time::Duration;
 
-fn ids(page: &Value) -> Vec<String> {
-    page["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["id"].as_str().unwrap().to_owned())
-        .collect()
+fn ids(page: &Page<DeliveryView>) -> Vec<String> {
+    page.data.iter().map(|d| d.id.clone()).collect()
+}
+
+/// The message of an error answer.
+fn message(a: &Answer) -> String {
+    let e: ErrorBody = serde_json::from_value(a.body.clone())
+        .unwrap_or_else(|e| panic!("not an error body ({e}): {:?}", a.body));
+    e.error.message
+}
+
+/// What the audit log keeps of a single replay.
+#[derive(Debug, serde::Deserialize)]
+struct RetryChanges {
+    previous_status: String,
+    previous_attempts: u32,
+    retry_count: u32,
+    previous_last_error: Option<String>,
+}
+
+/// The tenant's audit log (its first page).
+async fn audit(t: &TestStack, key: &str) -> Page<AuditView> {
+    let a = t.api("GET", "/api/v1/audit", key, None).await;
+    assert_eq!(a.status, 200, "{:?}", a.body);
+    a.typed(200).unwrap()
 }
 
 /// Posts an activity and waits until every delivery of it is settled; returns delivery ids.
@@ -87,11 +107,8 @@ async fn replay_refusals_and_tenant_isolation() {
             .api("GET", &format!("/api/v1/deliveries{q}"), &other, None)
             .await;
         assert_eq!(a.status, 200, "{:?}", a.body);
-        assert_eq!(
-            a.body["data"],
-            json!([]),
-            "tenant B sees nothing with `{q}`"
-        );
+        let page: Page<DeliveryView> = a.typed(200).unwrap();
+        assert!(page.data.is_empty(), "tenant B sees nothing with `{q}`");
     }
     let act = t
         .delivery(&key, &dead)
@@ -107,11 +124,10 @@ async fn replay_refusals_and_tenant_isolation() {
             None,
         )
         .await;
-    assert_eq!(a.body["data"], json!([]));
-    assert_eq!(
-        t.api("GET", "/api/v1/audit", &other, None).await.body["data"],
-        json!([])
-    );
+    let page: Page<DeliveryView> = a.typed(200).unwrap();
+    assert!(page.data.is_empty(), "{page:?}");
+    let log = audit(&t, &other).await;
+    assert!(log.data.is_empty(), "{log:?}");
 
     // An inactive channel is refused, and the delivery stays failed.
     let path = format!("/api/v1/channels/{}", dead_ch.id.as_str());
@@ -130,7 +146,7 @@ async fn replay_refusals_and_tenant_isolation() {
         )
         .await;
     assert_eq!(a.status, 400);
-    assert_eq!(a.body["error"]["message"], "Channel is inactive");
+    assert_eq!(message(&a), "Channel is inactive");
     assert_eq!(t.delivery(&key, &dead).await.status, "failed");
 }
 
@@ -194,7 +210,8 @@ async fn a_replay_goes_to_the_tenants_tier_now(t: &TestStack) {
         )
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    assert_eq!(a.body["tier"], "high", "{:?}", a.body);
+    let replayed: DeliveryView = a.typed(200).unwrap();
+    assert_eq!(replayed.tier, "high", "{replayed:?}");
     let d = t
         .wait_delivery(&key, &one, Duration::from_secs(20), |d| {
             d.status == "failed" && d.retry_count == 1
@@ -248,22 +265,20 @@ async fn fifty_concurrent_replays_replay_once() {
         "{:?}",
         answers.iter().map(|a| a.status).collect::<Vec<_>>()
     );
-    let won = &ok[0].body;
-    assert_eq!(won["status"], "pending");
-    assert_eq!(won["attempts"], 0, "attempts reset");
-    assert_eq!(won["retry_count"], 1);
+    let won: DeliveryView = ok[0].typed(200).unwrap();
+    assert_eq!(won.status, "pending");
+    assert_eq!(won.attempts, 0, "attempts reset");
+    assert_eq!(won.retry_count, 1);
     assert!(
-        won["retried_by"]
-            .as_str()
+        won.retried_by
+            .as_deref()
             .unwrap()
-            .starts_with("tenant_api:key_")
+            .starts_with("tenant_api:key_"),
+        "{won:?}"
     );
-    assert!(won["retried_at"].is_string());
+    assert!(won.retried_at.is_some(), "{won:?}");
     assert!(
-        won["last_error"]
-            .as_str()
-            .unwrap()
-            .contains("bad recipient"),
+        won.last_error.as_deref().unwrap().contains("bad recipient"),
         "last_error stays until the next attempt"
     );
 
@@ -279,22 +294,24 @@ async fn fifty_concurrent_replays_replay_once() {
         "one request for the first attempt, one for the replay"
     );
 
-    let audit = t.api("GET", "/api/v1/audit", &key, None).await;
-    let entries = audit.body["data"].as_array().unwrap();
-    assert_eq!(entries.len(), 1, "{:?}", audit.body);
-    let e = &entries[0];
-    assert_eq!(e["action"], "retry");
-    assert_eq!(e["resource_type"], "delivery");
-    assert_eq!(e["resource_id"], id.as_str());
-    assert_eq!(e["actor"]["type"], "tenant_api");
-    assert_eq!(e["changes"]["previous_status"], "failed");
-    assert_eq!(e["changes"]["previous_attempts"], 1);
-    assert_eq!(e["changes"]["retry_count"], 1);
+    let log = audit(&t, &key).await;
+    assert_eq!(log.data.len(), 1, "{log:?}");
+    let e = &log.data[0];
+    assert_eq!(e.action, "retry");
+    assert_eq!(e.resource_type, "delivery");
+    assert_eq!(e.resource_id, id);
+    assert_eq!(e.actor.kind, "tenant_api");
+    let changes: RetryChanges = serde_json::from_value(e.changes.clone()).unwrap();
+    assert_eq!(changes.previous_status, "failed");
+    assert_eq!(changes.previous_attempts, 1);
+    assert_eq!(changes.retry_count, 1);
     assert!(
-        e["changes"]["previous_last_error"]
-            .as_str()
+        changes
+            .previous_last_error
+            .as_deref()
             .unwrap()
-            .contains("400")
+            .contains("400"),
+        "{changes:?}"
     );
 }
 
@@ -318,15 +335,12 @@ mod emulator {
             .unwrap();
         let (_, key) = t.tenant("default").await;
         let echo = t
-            .api(
-                "POST",
-                "/api/v1/channels",
+            .channel(
                 &key,
-                Some(json!({"type": "echo", "name": "echo", "config": {"reply_to": "none"}})),
+                json!({"type": "echo", "name": "echo", "config": {"reply_to": "none"}}),
             )
-            .await
-            .body;
-        let echo_id = echo["id"].as_str().unwrap().to_owned();
+            .await;
+        let echo_id = echo.id.clone();
         let hook = t.webhook(&key, &bad.url, json!({})).await;
         let hook_id = hook.id.as_str().to_owned();
 
@@ -361,7 +375,7 @@ mod emulator {
                     .api("GET", &format!("/api/v1/deliveries{q}"), &key, None)
                     .await;
                 assert_eq!(a.status, 200, "{q}: {:?}", a.body);
-                a.body
+                a.typed::<Page<DeliveryView>>(200).unwrap()
             }
         };
         let all: HashSet<String> = ids(&get("?status=failed&limit=500".into()).await)
@@ -402,12 +416,7 @@ mod emulator {
         let mut reversed = ids(&oldest);
         reversed.reverse();
         assert_eq!(ids(&newest), reversed);
-        let times: Vec<String> = newest["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d["updated_at"].as_str().unwrap().to_owned())
-            .collect();
+        let times: Vec<&str> = newest.data.iter().map(|d| d.updated_at.as_str()).collect();
         assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first");
         for (q, code) in [
             ("?status=done", "invalid_query"),
@@ -447,8 +456,8 @@ mod emulator {
                     .await;
                 assert_eq!(a.status, 200);
             }
-            match page["next_cursor"].as_str() {
-                Some(c) => cursor = Some(c.to_owned()),
+            match page.next_cursor {
+                Some(c) => cursor = Some(c),
                 None => break,
             }
             assert!(pages < 10, "pagination terminates");
@@ -459,12 +468,10 @@ mod emulator {
             assert!(unique.contains(id), "{id} listed");
         }
         // The retry made midway is in the tenant's audit log.
-        let audit = t.api("GET", "/api/v1/audit", &key, None).await;
-        assert_eq!(audit.status, 200, "{:?}", audit.body);
-        let entries = audit.body["data"].as_array().unwrap();
-        assert_eq!(entries.len(), 1, "{:?}", audit.body);
-        assert_eq!(entries[0]["action"], "retry");
-        assert_eq!(entries[0]["resource_id"], failed[0].as_str());
+        let log = audit(&t, &key).await;
+        assert_eq!(log.data.len(), 1, "{log:?}");
+        assert_eq!(log.data[0].action, "retry");
+        assert_eq!(log.data[0].resource_id, failed[0]);
         t.stop().await;
     }
 }

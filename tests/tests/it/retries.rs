@@ -621,50 +621,46 @@ mod emulator {
             )
             .await;
         assert_eq!(page.status, 200, "{:?}", page.body);
-        let nums: Vec<u64> = page.body["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["attempt"].as_u64().unwrap())
-            .collect();
+        let page: Page<AttemptView> = page.typed(200).unwrap();
+        let nums: Vec<u32> = page.data.iter().map(|e| e.attempt).collect();
         assert_eq!(nums, vec![4, 3]);
-        let cursor = page.body["next_cursor"].as_str().unwrap().to_owned();
-        let page2 = t
+        let cursor = page.next_cursor.clone().unwrap();
+        let page2: Page<AttemptView> = t
             .api(
                 "GET",
                 &format!("/api/v1/deliveries/{id}/attempts?limit=2&cursor={cursor}"),
                 &key,
                 None,
             )
-            .await;
-        let data = page2.body["data"].as_array().unwrap();
+            .await
+            .typed(200)
+            .unwrap();
+        let data = &page2.data;
         assert_eq!(
-            data.iter()
-                .map(|e| e["attempt"].as_u64().unwrap())
-                .collect::<Vec<_>>(),
+            data.iter().map(|e| e.attempt).collect::<Vec<_>>(),
             vec![2, 1]
         );
-        assert!(page2.body["next_cursor"].is_null());
+        assert!(page2.next_cursor.is_none(), "{page2:?}");
         let first = &data[1];
-        assert_eq!(first["status_code"], 500);
+        assert_eq!(first.status_code, Some(500));
         assert_eq!(
-            first["response_snippet"].as_str().unwrap().chars().count(),
+            first.response_snippet.as_deref().unwrap().chars().count(),
             500,
             "the first 500 characters of the response"
         );
-        assert_eq!(first["trigger"], "auto");
+        assert_eq!(first.trigger, "auto");
+        // `duration_ms` reads as a number by the view's type.
         assert!(
-            first["started_at"].is_string()
-                && first["duration_ms"].is_u64()
-                && first["next_retry_at"].is_string()
+            !first.started_at.is_empty() && first.next_retry_at.is_some(),
+            "{first:?}"
         );
         assert!(
-            first["error"].as_str().unwrap().chars().count() <= 520,
+            first.error.as_deref().unwrap().chars().count() <= 520,
             "the response snippet is capped"
         );
-        let newest = &page.body["data"][0];
-        assert_eq!(newest["status_code"], 200);
-        assert!(newest["next_retry_at"].is_null());
+        let newest = &page.data[0];
+        assert_eq!(newest.status_code, Some(200));
+        assert!(newest.next_retry_at.is_none(), "{newest:?}");
 
         let a = t
             .api(

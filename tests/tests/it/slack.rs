@@ -3,8 +3,10 @@
 //! error of the classification table's kinds answered once before an accepting answer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_http::schemas::DeliveryStateDoc;
 use converger_tests::TestStack;
 use converger_tests::fakes::{self, ProviderFake, ProviderReply};
+use converger_tests::views::{ChannelView, CreatedChannel};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "xoxb-1234-5678-slack-test-token";
@@ -19,6 +21,14 @@ async fn slack_channel(t: &TestStack, key: &str, config: Value) -> String {
         )
         .await;
     c.id.as_str().to_owned()
+}
+
+/// A channel as the API reads it back.
+async fn read_channel(t: &TestStack, key: &str, ch: &str) -> ChannelView {
+    t.api("GET", &format!("/api/v1/channels/{ch}"), key, None)
+        .await
+        .typed(200)
+        .unwrap()
 }
 
 /// Each reply answered once before an accepting answer: a retryable one ends `sent` on the
@@ -60,10 +70,8 @@ async fn slack_web_api_posts_stores_the_ts_and_classifies_errors() {
         json!({"token": TOKEN, "channel": "C0123456", "base_url": fake.url}),
     )
     .await;
-    let c = t
-        .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
-        .await;
-    assert_eq!(c.body["config"]["token"], "[REDACTED]", "{:?}", c.body);
+    let c = read_channel(&t, &key, &ch).await;
+    assert_eq!(c.config["token"], "[REDACTED]", "{c:?}");
 
     let d = t.deliver_settled(&key,
         &ch,
@@ -128,14 +136,8 @@ async fn slack_incoming_webhooks_post_and_classify_errors() {
     let (_, key) = t.tenant("default").await;
     let hook = format!("{}/services/T0001/B0001/{HOOK_SECRET}", fake.url);
     let ch = slack_channel(&t, &key, json!({"webhook_url": hook})).await;
-    let c = t
-        .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
-        .await;
-    assert_eq!(
-        c.body["config"]["webhook_url"], "[REDACTED]",
-        "{:?}",
-        c.body
-    );
+    let c = read_channel(&t, &key, &ch).await;
+    assert_eq!(c.config["webhook_url"], "[REDACTED]", "{c:?}");
 
     let d = t
         .deliver_settled(&key, &ch, json!({"text": {"body": "Build green"}}))
@@ -211,16 +213,16 @@ async fn slack_configs_are_checked_when_written() {
         )
         .await;
     assert_eq!(a.status, 201, "{:?}", a.body);
-    let state = t
+    let created: CreatedChannel = a.typed(201).unwrap();
+    let state: DeliveryStateDoc = t
         .api(
             "GET",
-            &format!(
-                "/api/v1/channels/{}/delivery",
-                a.body["id"].as_str().unwrap()
-            ),
+            &format!("/api/v1/channels/{}/delivery", created.id),
             &key,
             None,
         )
-        .await;
-    assert_eq!(state.body["rate_limit"], "1/s", "{:?}", state.body);
+        .await
+        .typed(200)
+        .unwrap();
+    assert_eq!(state.rate_limit.as_deref(), Some("1/s"), "{state:?}");
 }

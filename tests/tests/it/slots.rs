@@ -55,7 +55,7 @@ pub(crate) async fn leaked_slot(t: &TestStack, rx: &Receiver) -> (String, Delive
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let d = t.delivery(&key, &second).await;
     assert_eq!(d.status, "pending", "the window is full: {d:?}");
-    assert_eq!(d.waiting_for_slot, true);
+    assert!(d.waiting_for_slot, "{d:?}");
     (key, leaked, second)
 }
 
@@ -111,7 +111,7 @@ async fn a_backlog_row_whose_mark_was_not_written_flows_without_the_sweeper() {
     t.stack.memory().unwrap().store.fail_marks(1);
     let second = t.activities(&key, ch_id, 1, 1).await.remove(0);
     let d = t.delivery(&key, &second).await;
-    assert_eq!(d.waiting_for_slot, true, "{d:?}");
+    assert!(d.waiting_for_slot, "{d:?}");
     let channel = ChannelId::parse(ch_id).unwrap();
     let flow = t.stack.store.get_flow(&channel).await.unwrap();
     assert_eq!(
@@ -173,7 +173,7 @@ async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
     assert!(matches!(claim, converger_ports::Claim::Claimed(_)));
     let waiting = t.activities(&key, ch_id, 1, 1).await.remove(0);
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(t.delivery(&key, &waiting).await.waiting_for_slot, true);
+    assert!(t.delivery(&key, &waiting).await.waiting_for_slot);
     assert!(rx.requests().is_empty());
 
     let (_, reclaimed) = t

@@ -5,6 +5,7 @@
 
 use converger_tests::client::{Tenant, is_settled};
 use converger_tests::stream::{Frame, StreamClient, refused_status};
+use converger_tests::views::StreamTokenView;
 use converger_tests::{Receiver, Reply, TestStack};
 use serde_json::json;
 use std::time::Duration;
@@ -196,9 +197,9 @@ async fn a_browser_connects_with_a_short_lived_token_and_nothing_else_gets_in() 
     let a = t.new_tenant("default").await;
     let r = a.api("POST", "/api/v1/stream/tokens", None).await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    let token = r.body["token"].as_str().unwrap().to_owned();
-    let expires =
-        chrono::DateTime::parse_from_rfc3339(r.body["expires_at"].as_str().unwrap()).unwrap();
+    let given: StreamTokenView = r.typed(201).unwrap();
+    let token = given.token;
+    let expires = chrono::DateTime::parse_from_rfc3339(&given.expires_at).unwrap();
     let left = expires
         .signed_duration_since(chrono::Utc::now())
         .num_seconds();
@@ -216,7 +217,7 @@ async fn a_browser_connects_with_a_short_lived_token_and_nothing_else_gets_in() 
         )
         .await;
     assert_eq!(r.status, 201, "{:?}", r.body);
-    let limited = r.body["token"].as_str().unwrap().to_owned();
+    let limited = r.typed::<StreamTokenView>(201).unwrap().token;
     let mut s = t
         .stream_with_token(&limited)
         .await

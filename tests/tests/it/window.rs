@@ -9,7 +9,7 @@ use converger_core::{ChannelId, time};
 use converger_http::schemas::DeliveryStateDoc;
 use converger_ports::{Outcome, Settle};
 use converger_tests::{Receiver, TestStack, settled, wait_until};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::Duration;
 
 const CAP: u32 = 24;

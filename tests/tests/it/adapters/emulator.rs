@@ -2,6 +2,14 @@
 //! every request IAM-checked.
 
 use super::*;
+use converger_ports::events::DeliveryStatusChanged;
+use converger_tests::views::Page;
+
+/// A `delivery.status_changed` event's detail.
+fn status_changed(e: &Value) -> DeliveryStatusChanged {
+    serde_json::from_value(e["detail"].clone())
+        .unwrap_or_else(|err| panic!("not a status change ({err}): {e}"))
+}
 
 #[tokio::test]
 async fn the_echo_bot_answers_in_the_conversation_without_loops() {
@@ -53,11 +61,11 @@ async fn the_echo_bot_answers_in_the_conversation_without_loops() {
             None,
         )
         .await;
-    let rows = listed.body["data"].as_array().cloned().unwrap_or_default();
-    assert!(
-        rows.iter().all(|r| r["channel_id"] == hook.as_str()),
-        "{rows:?}"
-    );
+    let rows = listed
+        .typed::<Page<DeliveryView>>(200)
+        .map(|p| p.data)
+        .unwrap_or_default();
+    assert!(rows.iter().all(|r| r.channel_id == hook), "{rows:?}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(rx.count(), 2, "no loop");
 }
@@ -84,12 +92,12 @@ async fn meta_receipts_move_deliveries_forward_only() {
     // In order, with a duplicate: sent -> delivered -> read.
     let a = meta_receipt(&t, &ch, &[(&wamid[0], "delivered")]).await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    assert_eq!(a.body["applied"], 1);
+    assert_eq!(applied(&a).applied, 1);
     assert_eq!(status(0).await, "delivered");
     let a = meta_receipt(&t, &ch, &[(&wamid[0], "delivered")]).await;
     assert_eq!(
-        (a.status, a.body["ignored"].clone()),
-        (200, json!(1)),
+        a.typed::<ReceiptsApplied>(200).map(|r| r.ignored),
+        Ok(1),
         "duplicate"
     );
     meta_receipt(&t, &ch, &[(&wamid[0], "read")]).await;
@@ -97,16 +105,14 @@ async fn meta_receipts_move_deliveries_forward_only() {
     // Late and backwards ones change nothing; failed after read is ignored.
     for late in ["delivered", "sent", "failed"] {
         let a = meta_receipt(&t, &ch, &[(&wamid[0], late)]).await;
-        assert_eq!(a.body["ignored"], 1, "{late}: {:?}", a.body);
+        assert_eq!(applied(&a).ignored, 1, "{late}: {:?}", a.body);
         assert_eq!(status(0).await, "read", "{late} after read");
     }
 
     // Out of order in one notification: read first, then delivered.
     let a = meta_receipt(&t, &ch, &[(&wamid[1], "read"), (&wamid[1], "delivered")]).await;
-    assert_eq!(
-        (a.body["applied"].clone(), a.body["ignored"].clone()),
-        (json!(1), json!(1))
-    );
+    let r = applied(&a);
+    assert_eq!((r.applied, r.ignored), (1, 1), "{r:?}");
     assert_eq!(status(1).await, "read");
 
     // Failed from delivered; nothing leaves failed.
@@ -122,14 +128,15 @@ async fn meta_receipts_move_deliveries_forward_only() {
         .wait(Duration::from_secs(15), |e| {
             converger_tests::EventTap::of(e, "delivery.status_changed")
                 .iter()
-                .any(|e| e["detail"]["status"] == "read")
+                .any(|e| status_changed(e).status == "read")
         })
         .await;
     let read = converger_tests::EventTap::of(&events, "delivery.status_changed")
-        .into_iter()
-        .find(|e| e["detail"]["status"] == "read" && e["detail"]["delivery_id"] == ids[0].as_str())
+        .iter()
+        .map(status_changed)
+        .find(|e| e.status == "read" && e.delivery.delivery_id.as_str() == ids[0])
         .expect("a read event");
-    assert_eq!(read["detail"]["conversation_id"], "conv-wa");
+    assert_eq!(read.delivery.conversation_id, "conv-wa", "{read:?}");
 }
 
 #[tokio::test]
@@ -148,15 +155,16 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
     // A connection whose client is gone without a $disconnect: the push gets 410 from the
     // management endpoint and the record is removed.
     let store = &t.stack.store;
-    let c: Value = t
+    let c: ChannelView = t
         .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
         .await
-        .body;
+        .typed(200)
+        .unwrap();
     store
         .put_connection(&converger_ports::Connection {
             connection_id: "StaleConn0001=".into(),
             channel_id: converger_core::ChannelId::parse(&ch).unwrap(),
-            tenant_id: converger_core::TenantId::parse(c["tenant_id"].as_str().unwrap()).unwrap(),
+            tenant_id: converger_core::TenantId::parse(&c.tenant_id).unwrap(),
             connected_at: converger_core::time::now_rfc3339(),
             expires_at: converger_core::time::now_ms() / 1000 + 3600,
             token_fp: None,
@@ -171,7 +179,7 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
         .wait_delivery(&key, &ids[0], Duration::from_secs(20), handed)
         .await;
     assert_eq!(d.status, "pending", "{d:?}");
-    assert_eq!(d.awaiting_ack, true);
+    assert!(d.awaiting_ack, "{d:?}");
     assert_eq!(
         store.get_connection("StaleConn0001=").await.unwrap(),
         None,
@@ -225,7 +233,8 @@ async fn websocket_require_ack_waits_for_the_client() {
     // Its attempt is logged as waiting for the client, and the hand-off is announced.
     assert_eq!(d.log()[0].outcome.as_deref(), Some("pending"), "{d:?}");
     let hand_off = |e: &serde_json::Value| {
-        e["detail"]["delivery_id"] == ids[0].as_str() && e["detail"]["awaiting_ack"] == true
+        let e = status_changed(e);
+        e.delivery.delivery_id.as_str() == ids[0] && e.awaiting_ack
     };
     let events = tap
         .wait(Duration::from_secs(15), |e| {
@@ -238,7 +247,8 @@ async fn websocket_require_ack_waits_for_the_client() {
         .into_iter()
         .find(hand_off)
         .expect("the hand-off announced");
-    assert_eq!(e["detail"]["status"], "pending", "{e}");
+    let e = status_changed(&e);
+    assert_eq!(e.status, "pending", "{e:?}");
 
     // The socket's ack.
     send(&mut ws, json!({"action": "ack", "delivery_id": ids[0]})).await;
@@ -266,8 +276,8 @@ async fn websocket_require_ack_waits_for_the_client() {
     let path = format!("/api/v1/deliveries/{}/ack", ids[0]);
     let a = t.api("POST", &path, &key, None).await;
     assert_eq!(
-        (a.status, a.body["status"].clone()),
-        (200, json!("sent")),
+        a.typed::<DeliveryView>(200).map(|d| d.status),
+        Ok("sent".to_owned()),
         "{:?}",
         a.body
     );

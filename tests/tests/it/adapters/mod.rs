@@ -3,8 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::providers::meta_signature;
+use converger_http::schemas::ReceiptsApplied;
 use converger_tests::fakes::{self, ProviderFake, ProviderReply};
-use converger_tests::views::DeliveryView;
+use converger_tests::views::{ChannelView, DeliveryView, Ingested};
 use converger_tests::{Answer, Receiver, TestStack, settled};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -59,12 +60,14 @@ async fn post(t: &TestStack, key: &str, channels: &[&str], payload: Value) -> Ve
         )
         .await;
     assert_eq!(a.status, 201, "{:?}", a.body);
-    a.body["deliveries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["id"].as_str().unwrap().to_owned())
-        .collect()
+    let ingested: Ingested = a.typed(201).unwrap();
+    ingested.deliveries.into_iter().map(|d| d.id).collect()
+}
+
+/// What a receipt notification answered that it applied (a 200 answer, else a panic).
+fn applied(a: &Answer) -> ReceiptsApplied {
+    a.typed(200)
+        .unwrap_or_else(|e| panic!("not applied ({e:?}): {:?}", a.body))
 }
 
 fn text_to(recipient: &str) -> Value {
@@ -299,7 +302,7 @@ async fn a_delivery_failed_by_a_receipt_reaches_the_provider_again_when_replayed
     assert_eq!(settle(&t, &key, &id).await.status, "sent");
     let first = fake.ids()[0].clone();
     let a = meta_receipt(&t, &ch, &[(&first, "failed")]).await;
-    assert_eq!(a.body["applied"], 1, "{:?}", a.body);
+    assert_eq!(applied(&a).applied, 1, "{:?}", a.body);
     assert_eq!(t.delivery(&key, &id).await.status, "failed");
 
     let a = t
@@ -330,7 +333,7 @@ async fn a_delivery_failed_by_a_receipt_reaches_the_provider_again_when_replayed
     );
     // The new message's receipt moves it forward.
     let a = meta_receipt(&t, &ch, &[(&second, "delivered")]).await;
-    assert_eq!(a.body["applied"], 1, "{:?}", a.body);
+    assert_eq!(applied(&a).applied, 1, "{:?}", a.body);
     assert_eq!(t.delivery(&key, &id).await.status, "delivered");
 }
 
@@ -550,7 +553,7 @@ async fn hand_offs_are_not_failures_and_do_not_disable_the_channel() {
         let d = t
             .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| d.attempts == 1)
             .await;
-        assert_eq!(d.awaiting_ack, true, "{d:?}");
+        assert!(d.awaiting_ack, "{d:?}");
     }
     let flow = t
         .stack
@@ -563,10 +566,12 @@ async fn hand_offs_are_not_failures_and_do_not_disable_the_channel() {
         (0, 0),
         "a hand-off is neither a failure nor a success"
     );
-    let c = t
+    let c: ChannelView = t
         .api("GET", &format!("/api/v1/channels/{ch}"), &key, None)
-        .await;
-    assert_eq!(c.body["active"], true, "{:?}", c.body);
+        .await
+        .typed(200)
+        .unwrap();
+    assert!(c.active, "{c:?}");
 }
 
 /// A replay frame pushes what the hand-off pushed: the channel's middleware over the stored
@@ -593,7 +598,7 @@ async fn a_replay_frame_carries_the_payload_the_channels_middleware_made() {
     let d = t
         .wait_delivery(&key, &ids[0], Duration::from_secs(20), |d| d.attempts == 1)
         .await;
-    assert_eq!(d.awaiting_ack, true, "{d:?}");
+    assert!(d.awaiting_ack, "{d:?}");
 
     let mut ws = connect(&t, &ch).await;
     send(&mut ws, json!({"action": "replay"})).await;

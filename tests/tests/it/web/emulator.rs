@@ -2,6 +2,7 @@
 //! every request IAM-checked.
 
 use super::*;
+use converger_tests::views::{StreamTokenView, TenantView};
 
 /// A storage failure reaches a page as a plain "try again" page: the store's error text
 /// (SDK messages, table names, ARNs, request ids) stays in the log.
@@ -251,11 +252,12 @@ async fn channels_pause_resume_and_tenants() {
         )
         .await;
     assert_eq!(status, 303);
-    let a = t.admin_get(&format!("/admin/api/tenants/{tenant}")).await;
-    assert_eq!(
-        a.body["email_senders"],
-        json!(["acme.example", "news@other.example"])
-    );
+    let a: TenantView = t
+        .admin_get(&format!("/admin/api/tenants/{tenant}"))
+        .await
+        .typed(200)
+        .unwrap();
+    assert_eq!(a.email_senders, ["acme.example", "news@other.example"]);
     let (_, html) = b.get("/admin/tenants").await;
     assert!(html.contains("acme.example, news@other.example"), "{html}");
     let (status, html, _) = b
@@ -272,7 +274,7 @@ async fn channels_pause_resume_and_tenants() {
         .expect("the stream admits the key");
     let tok = t.api("POST", "/api/v1/stream/tokens", &key, None).await;
     assert_eq!(tok.status, 201, "{:?}", tok.body);
-    let old_token = tok.body["token"].as_str().unwrap().to_owned();
+    let old_token = tok.typed::<StreamTokenView>(201).unwrap().token;
     let (_, html, _) = b
         .post(
             &format!("/admin/tenants/{tenant}/rotate-key"),
@@ -346,7 +348,7 @@ async fn a_kept_payload_is_previewed_and_a_larger_one_described() {
                               "payload": {"marker": "kept-payload-marker", "blob": blob}});
             let a = t.api("POST", "/api/v1/activities", key, Some(body)).await;
             assert_eq!(a.status, 201, "{:?}", a.body);
-            a.body["deliveries"][0]["id"].as_str().unwrap().to_owned()
+            a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone()
         }
     };
     let kept = post("k".repeat(100 * 1024)).await;

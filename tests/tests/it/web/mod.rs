@@ -3,8 +3,10 @@
 //! tenant fence.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use converger_http::admin::PatchedTenant;
+use converger_tests::views::{AuditView, ChannelView, Ingested, Page};
 use converger_tests::{FailingTenant, Receiver, TestStack, WEB_PASSWORD};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::Duration;
 
 /// A browser: a cookie jar, no automatic redirects.
@@ -93,13 +95,23 @@ fn enc(s: &str) -> String {
         .collect()
 }
 
+/// A channel's Delivery and Health cells as the channels page polls them (built as JSON in
+/// the handler; no view type of its own).
+#[derive(Debug, serde::Deserialize)]
+struct LiveCells {
+    delivery: String,
+    #[allow(dead_code)] // read for its type: a string
+    health: String,
+}
+
 async fn delivery_state(b: &Browser, tenant: &str, ch: &str) -> String {
     let (_, body) = b
         .get(&format!("/admin/channels/states?tenant={tenant}"))
         .await;
-    let v: Value = serde_json::from_str(&body).unwrap();
-    assert!(v[ch]["health"].is_string(), "{v}");
-    v[ch]["delivery"].as_str().unwrap().to_owned()
+    let mut v: std::collections::BTreeMap<String, LiveCells> =
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let cells = v.remove(ch).unwrap_or_else(|| panic!("no {ch} in {body}"));
+    cells.delivery
 }
 
 fn csrf_of(html: &str) -> String {
@@ -452,7 +464,12 @@ async fn the_portal_cannot_pause_the_managed_alert_channel() {
         )
         .await;
     assert_eq!(a.status, 200, "{:?}", a.body);
-    let ch = a.body["alert_channel_id"].as_str().unwrap().to_owned();
+    let ch = a
+        .typed::<PatchedTenant>(200)
+        .unwrap()
+        .tenant
+        .alert_channel_id
+        .unwrap();
     t.web_user("portal", "owner@alerts.example", "owner", Some(&tenant))
         .await;
     let owner = Browser::new(&t.stack.admin_url);
@@ -614,7 +631,10 @@ async fn an_auto_disabled_channel_shows_why_and_is_re_enabled_from_the_page() {
     let path = format!("/api/v1/channels/{ch}");
     assert!(
         converger_tests::wait_until(Duration::from_secs(10), || async {
-            t.api("GET", &path, &key, None).await.body["active"] == false
+            t.api("GET", &path, &key, None)
+                .await
+                .typed::<ChannelView>(200)
+                .is_ok_and(|c| !c.active)
         })
         .await,
         "disabled after two failed attempts"
@@ -657,22 +677,25 @@ async fn an_auto_disabled_channel_shows_why_and_is_re_enabled_from_the_page() {
         .await;
     assert_eq!(status, 303);
     assert_eq!(loc.as_deref(), Some(page.as_str()));
-    let c = t.api("GET", &path, &key, None).await.body;
-    assert_eq!(c["active"], true, "{c}");
-    assert_eq!(c["disabled_at"], Value::Null);
-    assert_eq!(c["disabled_reason"], Value::Null);
+    let c: ChannelView = t.api("GET", &path, &key, None).await.typed(200).unwrap();
+    assert!(c.active, "{c:?}");
+    assert_eq!(c.disabled_at, None, "{c:?}");
+    assert_eq!(c.disabled_reason, None, "{c:?}");
     let (_, html) = web.get(&page).await;
     assert!(!html.contains("Re-enable"), "{html}");
     assert!(!html.contains("disabled after repeated failures"), "{html}");
-    let audit = t.api("GET", "/api/v1/audit", &key, None).await.body;
-    let entry = audit["data"]
-        .as_array()
-        .unwrap()
+    let audit: Page<AuditView> = t
+        .api("GET", "/api/v1/audit", &key, None)
+        .await
+        .typed(200)
+        .unwrap();
+    let entry = audit
+        .data
         .iter()
-        .find(|e| e["action"] == "enable_channel")
-        .unwrap_or_else(|| panic!("no enable_channel entry: {audit}"));
-    assert_eq!(entry["resource_id"], ch.as_str());
-    assert_eq!(entry["actor"]["type"], "admin");
+        .find(|e| e.action == "enable_channel")
+        .unwrap_or_else(|| panic!("no enable_channel entry: {audit:?}"));
+    assert_eq!(entry.resource_id, ch);
+    assert_eq!(entry.actor.kind, "admin");
 }
 
 /// The deliveries page filters by event type, keeps the filter in its links (the export
@@ -699,7 +722,7 @@ async fn the_deliveries_page_filters_by_event_type() {
                             "event_type": kind, "payload": {}})),
             )
             .await;
-        let id = a.body["deliveries"][0]["id"].as_str().unwrap().to_owned();
+        let id = a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone();
         t.wait_delivery(&key, &id, Duration::from_secs(15), converger_tests::settled)
             .await;
         ids.push(id);
@@ -752,7 +775,7 @@ async fn a_delivery_waiting_in_its_lane_says_behind_which_one() {
                 ),
             )
             .await;
-        a.body["deliveries"][0]["id"].as_str().unwrap().to_owned()
+        a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone()
     };
     let dead = post("first").await;
     t.wait_delivery(
