@@ -146,13 +146,14 @@ impl Broker {
             .spawn()
             .map_err(|e| format!("rabbitmq-server: {e}"))?;
         self.child = Some(child);
-        // The listeners open once the node has booted.
+        // The listeners open while the node boots: it is ready once a connection's handshake
+        // and a channel go through (an open port alone may still drop a connection).
         let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
         loop {
-            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-                .await
-                .is_ok()
+            if let Ok(Ok((conn, _))) =
+                tokio::time::timeout(Duration::from_secs(5), self.admin()).await
             {
+                let _ = conn.close().await;
                 return Ok(());
             }
             let exited = self

@@ -5,10 +5,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_local::bench;
-use serde::Deserialize;
+use reports::*;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::BTreeMap;
+
+mod reports;
 
 /// A scenario's line read as the fields a test checks (the line's other fields are ignored);
 /// panics with the line when it does not have them.
@@ -22,28 +24,6 @@ fn named(m: &BTreeMap<String, f64>, name: &str, line: &Value) -> f64 {
     m.get(name)
         .copied()
         .unwrap_or_else(|| panic!("no `{name}`: {line}"))
-}
-
-/// A count and percentiles of milliseconds (`bench::summary`).
-#[derive(Debug, Deserialize)]
-struct Summary {
-    n: u64,
-    p50_ms: f64,
-    p99_ms: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct LatencyReport {
-    scenario: String,
-    ingest_to_receiver: Summary,
-    api_answer: Summary,
-    floor_bare_post: Summary,
-    machine: Machine,
-}
-
-#[derive(Debug, Deserialize)]
-struct Machine {
-    cores: u64,
 }
 
 #[tokio::test]
@@ -65,21 +45,6 @@ async fn latency_scenario_measures_each_delivery_and_the_floor() {
     assert!(r.machine.cores >= 1);
 }
 
-#[derive(Debug, Deserialize)]
-struct ThroughputReport {
-    in_process: ThroughputBackend,
-    emulator: ThroughputBackend,
-}
-
-#[derive(Debug, Deserialize)]
-struct ThroughputBackend {
-    deliveries: u64,
-    deliveries_per_s: f64,
-    cpu_s: Option<f64>,
-    cpu_s_per_1000_deliveries: Option<f64>,
-    emulator_cpu_s: Option<f64>,
-}
-
 #[tokio::test]
 async fn throughput_scenario_counts_deliveries_and_cpu_on_both_backends() {
     let line = bench::throughput::run(bench::throughput::Options {
@@ -99,43 +64,6 @@ async fn throughput_scenario_counts_deliveries_and_cpu_on_both_backends() {
     // which shares one emulator through AWS_ENDPOINT_URL).
     assert!(r.emulator.emulator_cpu_s.is_none_or(|c| c > 0.0), "{line}");
     assert!(r.in_process.emulator_cpu_s.is_none());
-}
-
-#[derive(Debug, Deserialize)]
-struct RequestsReport {
-    cases: RequestsCases,
-}
-
-#[derive(Debug, Deserialize)]
-struct RequestsCases {
-    first_try: RequestsCase,
-    first_try_no_window: RequestsCase,
-    first_try_burst: RequestsCase,
-    first_try_by_event_type: RequestsCase,
-    three_attempts: RequestsCase,
-    dead_letter: RequestsCase,
-    oauth2_first_try: RequestsCase,
-    aws_sqs_first_try: RequestsCase,
-    aws_eventbridge_first_try: RequestsCase,
-    aws_kinesis_first_try: RequestsCase,
-    aws_sns_first_try: RequestsCase,
-    aws_firehose_first_try: RequestsCase,
-    aws_stepfunctions_first_try: RequestsCase,
-    aws_s3_first_try: RequestsCase,
-    rabbitmq_first_try: RequestsCase,
-}
-
-#[derive(Debug, Deserialize)]
-struct RequestsCase {
-    /// Requests per delivery by kind (`dynamodb/UpdateItem`; `tenant:` and `changes:` before
-    /// those made as the tenant and by the changes function).
-    per_delivery: BTreeMap<String, f64>,
-    billed_requests_per_delivery: f64,
-    cost_per_million_usd: f64,
-    seconds: f64,
-    api_rate_limit_takes_per_call: f64,
-    /// The OAuth 2.0 case's only.
-    token_requests: Option<u64>,
 }
 
 #[tokio::test]
@@ -304,56 +232,6 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct KeysReport {
-    cases: KeysCases,
-}
-
-#[derive(Debug, Deserialize)]
-struct KeysCases {
-    first_try: KeysCase,
-    first_try_without_seq: KeysCase,
-    first_try_batch: KeysCase,
-    dead_letter: KeysCase,
-    sweep: KeysCase,
-    bulk_replay: KeysReplay,
-}
-
-#[derive(Debug, Deserialize)]
-struct KeysCase {
-    write_units_per_delivery: f64,
-    read_units_per_delivery: f64,
-    hottest_write: Hottest,
-    writes: Vec<KeyFamily>,
-}
-
-/// The busiest family written of each scope that has one.
-#[derive(Debug, Deserialize)]
-struct Hottest {
-    tenant: Option<HotFamily>,
-    deployment: Option<HotFamily>,
-}
-
-#[derive(Debug, Deserialize)]
-struct HotFamily {
-    ceiling_per_s: Option<f64>,
-}
-
-/// One key family's units: of a table (`index` null) or of one of its indexes.
-#[derive(Debug, Deserialize)]
-struct KeyFamily {
-    table: String,
-    index: Option<String>,
-    units_per_delivery: f64,
-}
-
-/// The bulk replay's case: its figures, or the error that stopped it.
-#[derive(Debug, Deserialize)]
-struct KeysReplay {
-    error: Option<String>,
-    write_units_per_delivery: Option<f64>,
-}
-
 /// The units of `table` itself (not its indexes) in a `keys` case line, per delivery.
 fn table_units(case: &KeysCase, table: &str) -> f64 {
     case.writes
@@ -429,62 +307,6 @@ async fn keys_scenario_counts_units_per_key_family_on_every_index() {
         "{line}"
     );
     assert!(cases.sweep.read_units_per_delivery > 0.0, "{line}");
-}
-
-#[derive(Debug, Deserialize)]
-struct CostReport {
-    cases: CostCases,
-    fixed_monthly_usd: FixedMonthly,
-}
-
-#[derive(Debug, Deserialize)]
-struct CostCases {
-    first_try: CostCase,
-    aws_sqs_first_try: CostCase,
-    three_attempts: CostCase,
-    dead_letter: CostCase,
-    first_try_1mib: CostCase,
-}
-
-#[derive(Debug, Deserialize)]
-struct CostCase {
-    per_delivery: CostPerDelivery,
-    /// By function (`ApiFunction`).
-    lambda: BTreeMap<String, CostLambda>,
-    usd_per_million: CostUsd,
-    usd_per_million_total: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct CostPerDelivery {
-    api_requests: f64,
-    dynamodb_write_units: f64,
-    sqs_requests: f64,
-    lambda_invocations: f64,
-    lambda_gb_seconds: f64,
-    log_bytes: f64,
-    eventbridge_events: f64,
-    /// By detail type (`delivery.status_changed`).
-    eventbridge_events_by_type: BTreeMap<String, f64>,
-    s3_puts: f64,
-    s3_gets: f64,
-    bytes_to_receivers: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct CostLambda {
-    invocations_per_delivery: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct CostUsd {
-    s3_storage_for_the_retention: f64,
-    data_out_to_receivers: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct FixedMonthly {
-    total: f64,
 }
 
 #[tokio::test]
@@ -576,52 +398,6 @@ async fn cost_scenario_prices_every_part_of_a_delivery() {
         "{line}"
     );
     assert!(r.fixed_monthly_usd.total > 0.0, "{line}");
-}
-
-#[derive(Debug, Deserialize)]
-struct HotTenantReport {
-    cases: HotTenantCases,
-}
-
-#[derive(Debug, Deserialize)]
-struct HotTenantCases {
-    tenant_default_shards: HotTenantCase,
-    tenant_64_shards: HotTenantCase,
-    one_channel: HotTenantCase,
-    one_channel_rate_limited: HotTenantCase,
-    tenant_shards_grow: HotTenantCase,
-}
-
-#[derive(Debug, Deserialize)]
-struct HotTenantCase {
-    activities: u64,
-    delivered: u64,
-    refused: u64,
-    listing_shards: u64,
-    due_shards: u64,
-    /// The growing case's only.
-    growth: Option<Growth>,
-    capacity: Capacity,
-}
-
-#[derive(Debug, Deserialize)]
-struct Growth {
-    tenant_refresh_s: u64,
-    granted: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Capacity {
-    write_units_per_delivery: f64,
-    /// By key family (`flow (table): <channel>#slots#<n>`).
-    throttled_by_family: BTreeMap<String, u64>,
-    writes: Vec<FamilyWrites>,
-}
-
-#[derive(Debug, Deserialize)]
-struct FamilyWrites {
-    family: String,
-    units_per_delivery: f64,
 }
 
 #[tokio::test]
@@ -718,36 +494,6 @@ async fn hot_tenant_scenario_meets_the_throttles_its_key_layout_implies() {
     assert!(schedule.units_per_delivery < 1.0, "{line}");
 }
 
-#[derive(Debug, Deserialize)]
-struct FairnessReport {
-    orders: FairnessOrders,
-}
-
-#[derive(Debug, Deserialize)]
-struct FairnessOrders {
-    fair: FairnessOrder,
-    fair_default_window: FairnessOrder,
-    fair_fixed_window: FairnessOrder,
-    fair_hostile_middleware: FairnessOrder,
-    oldest_first: FairnessOrder,
-}
-
-#[derive(Debug, Deserialize)]
-struct FairnessOrder {
-    baseline: QuietRun,
-    beside_the_backlog: QuietRun,
-    p95_ratio: Option<f64>,
-}
-
-#[derive(Debug, Deserialize)]
-struct QuietRun {
-    quiet_sent: u64,
-    quiet_delivered: u64,
-    quiet: Summary,
-    /// Null in the baseline (no backlog).
-    backlog_ingest_s: Option<f64>,
-}
-
 #[tokio::test]
 async fn fairness_scenario_runs_quiet_tenants_beside_a_backlog_in_each_queue_order() {
     let line = bench::fairness::run(bench::fairness::Options {
@@ -781,19 +527,6 @@ async fn fairness_scenario_runs_quiet_tenants_beside_a_backlog_in_each_queue_ord
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct BinariesReport {
-    /// By function (`health`).
-    functions: BTreeMap<String, Binary>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Binary {
-    size_mib: f64,
-    init_ms: f64,
-    first_event_ms: f64,
-}
-
 #[tokio::test]
 async fn binaries_scenario_starts_a_function_as_lambda_does() {
     // The debug build of one function: the release build of all nine is the full run's.
@@ -813,29 +546,12 @@ async fn binaries_scenario_starts_a_function_as_lambda_does() {
     assert!(f.first_event_ms >= f.init_ms, "{line}");
 }
 
-#[derive(Debug, Deserialize)]
-struct BulkReplayReport {
-    scenario: String,
-    retried: u64,
-}
-
 #[tokio::test]
 async fn bulk_replay_scenario_runs_in_process() {
     let line = bench::maintenance::replay_in_process(100).await.unwrap();
     let r: BulkReplayReport = report(&line);
     assert_eq!(r.scenario, "bulk-replay");
     assert_eq!(r.retried, 100, "{line}");
-}
-
-#[derive(Debug, Deserialize)]
-struct PagesReport {
-    scenario: String,
-    /// Milliseconds by page (`dashboard_ms`).
-    pages: BTreeMap<String, f64>,
-    load_more_pages_followed: u64,
-    search_rows_found: u64,
-    search_answers_until_found: u64,
-    export_rows: u64,
 }
 
 #[tokio::test]
@@ -864,20 +580,6 @@ async fn pages_scenario_times_every_page_and_exports_every_row() {
     assert_eq!(r.export_rows, 120, "{line}");
 }
 
-#[derive(Debug, Deserialize)]
-struct HeadOfLineReport {
-    with_retrying: HeadOfLinePhase,
-    baseline: HeadOfLinePhase,
-    p95_ratio: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct HeadOfLinePhase {
-    sent: u64,
-    delivered: u64,
-    failing_attempts: u64,
-}
-
 #[tokio::test]
 async fn head_of_line_scenario_measures_a_channel_beside_its_retrying_delivery() {
     let line = bench::flow_cost::head_of_line(bench::flow_cost::HeadOfLine {
@@ -896,13 +598,6 @@ async fn head_of_line_scenario_measures_a_channel_beside_its_retrying_delivery()
     assert!(r.with_retrying.failing_attempts >= 1, "{line}");
     assert_eq!(r.baseline.failing_attempts, 0, "{line}");
     assert!(r.p95_ratio > 0.0, "{line}");
-}
-
-#[derive(Debug, Deserialize)]
-struct BurstReport {
-    capped_max_concurrent: u64,
-    bound_max_concurrent: u64,
-    capped_s: f64,
 }
 
 #[tokio::test]
@@ -926,71 +621,6 @@ async fn burst_scenario_keeps_the_receiver_within_the_cap() {
         "{line}"
     );
     assert!(r.capped_s > 0.0, "{line}");
-}
-
-#[derive(Debug, Deserialize)]
-struct CostShapeReport {
-    scenario: String,
-    per_million: ShapePerMillion,
-    modes: ShapeModes,
-}
-
-#[derive(Debug, Deserialize)]
-struct ShapePerMillion {
-    single_on_demand: f64,
-    single_provisioned: f64,
-    batch_on_demand: f64,
-    batch_provisioned: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct ShapeModes {
-    single: ShapeMode,
-    batch: ShapeMode,
-}
-
-#[derive(Debug, Deserialize)]
-struct ShapeMode {
-    offered: u64,
-    accepted: u64,
-    delivered: u64,
-    api_requests: u64,
-    usd_per_million: ShapeUsd,
-    per_delivery: ShapePerDelivery,
-    /// By function (`DeliverFunction`).
-    lambda: BTreeMap<String, ShapeLambda>,
-    storage: ShapeStorage,
-}
-
-#[derive(Debug, Deserialize)]
-struct ShapeUsd {
-    dynamodb_writes: f64,
-    dynamodb_reads: f64,
-    sqs: f64,
-    eventbridge: f64,
-    api_gateway: f64,
-    lambda_requests: f64,
-    lambda_duration: f64,
-    logs: f64,
-    data_out: f64,
-    dynamodb_writes_provisioned: f64,
-    xray: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct ShapePerDelivery {
-    /// By table (`deliveries`), its indexes included.
-    dynamodb_write_units_by_table: BTreeMap<String, f64>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ShapeLambda {
-    instances: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-struct ShapeStorage {
-    bytes_per_delivery: f64,
 }
 
 #[tokio::test]
@@ -1054,27 +684,6 @@ async fn cost_shape_scenario_prices_every_line_of_a_deployments_shape() {
     // One request an activity, one a gathered batch: fewer requests than activities.
     assert_eq!(r.modes.single.api_requests, 60, "{line}");
     assert!(r.modes.batch.api_requests < 60, "{line}");
-}
-
-#[derive(Debug, Deserialize)]
-struct ThroughputShapeReport {
-    scenario: String,
-    stage_throttle_per_s: Option<f64>,
-    cases: ThroughputShapeCases,
-}
-
-#[derive(Debug, Deserialize)]
-struct ThroughputShapeCases {
-    batch: ThroughputShapeCase,
-}
-
-#[derive(Debug, Deserialize)]
-struct ThroughputShapeCase {
-    offered: u64,
-    accepted: u64,
-    delivered: u64,
-    throttled_requests: Option<u64>,
-    ingest_to_receiver: Summary,
 }
 
 #[tokio::test]
