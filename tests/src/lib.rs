@@ -336,7 +336,7 @@ impl TestStack {
             payload_ref: None,
             payload: json!({"text": "bare"}),
             channel_ids: vec![channel.id.clone()],
-            created_at: now.rfc3339(),
+            created_at: now,
             expires_at: None,
             trace: None,
         };

@@ -40,7 +40,7 @@ pub fn rows(
             payload_ref: None,
             payload: json!({"text": "seeded", "n": i}),
             channel_ids: vec![channel.id.clone()],
-            created_at: now.rfc3339(),
+            created_at: now,
             expires_at: None,
             trace: None,
         };

@@ -364,7 +364,7 @@ pub(crate) async fn create_user(
             email: user.email,
             role: user.role.as_str().to_owned(),
             tenant_id: user.tenant_id.map(|t| t.to_string()),
-            created_at: user.created_at,
+            created_at: user.created_at.rfc3339(),
         }),
     ))
 }

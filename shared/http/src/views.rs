@@ -49,7 +49,7 @@ pub fn tenant(t: &Tenant, defaults: &converger_core::api_limit::Defaults) -> Ten
         id: t.id.to_string(),
         name: t.name.clone(),
         tier: t.tier.as_str().to_owned(),
-        created_at: t.created_at.clone(),
+        created_at: t.created_at.rfc3339(),
         alert_webhook_url: t.alert_webhook_url.clone(),
         alert_channel_id: t.alert_channel_id.as_ref().map(ToString::to_string),
         api_rate_limit: t.api_limit(defaults).to_string(),
@@ -123,15 +123,15 @@ pub fn channel(c: &Channel) -> ChannelView {
         circuit_breaker: c.circuit_breaker.effective().to_json(),
         rate_limit: c.rate_limit.map(|r| r.to_string()),
         auto_disable: c.auto_disable.effective().to_json(),
-        disabled_at: c.disabled_at.clone(),
+        disabled_at: c.disabled_at.map(|t| t.rfc3339()),
         disabled_reason: c.disabled_reason.clone(),
         managed: c.managed,
         event_types: c.event_types.clone(),
         middleware: c.middleware.clone(),
         filter: c.filter.as_ref().map(|f| f.source().clone()),
         ordering: c.ordering,
-        created_at: c.created_at.clone(),
-        updated_at: c.updated_at.clone(),
+        created_at: c.created_at.rfc3339(),
+        updated_at: c.updated_at.rfc3339(),
     }
 }
 
@@ -366,7 +366,7 @@ pub fn activity(a: &Activity, deliveries: Option<&[Delivery]>) -> ActivityView {
         payload: a.payload.clone(),
         payload_bytes: None,
         payload_url: None,
-        created_at: a.created_at.clone(),
+        created_at: a.created_at.rfc3339(),
         trace_id: a.trace().trace_id.clone(),
         deliveries: deliveries.map(|ds| ds.iter().map(DeliveryRef::from).collect()),
     }
@@ -429,12 +429,12 @@ impl From<&AttemptEntry> for AttemptView {
     fn from(e: &AttemptEntry) -> Self {
         Self {
             attempt: e.attempt,
-            started_at: e.started_at.clone(),
+            started_at: e.started_at.rfc3339(),
             duration_ms: e.duration_ms,
             status_code: e.status_code,
             response_snippet: e.response_snippet.clone(),
             error: e.error.clone(),
-            next_retry_at: e.next_retry_at.clone(),
+            next_retry_at: e.next_retry_at.map(|t| t.rfc3339()),
             trigger: e.trigger.clone(),
             outcome: e.outcome.map(|o| o.as_str().to_owned()),
         }
@@ -539,14 +539,14 @@ fn delivery_view(d: &Delivery, with_log: bool) -> DeliveryView {
             .status
             .is_waiting()
             .then(|| ms_to_rfc3339(d.next_attempt_at)),
-        sent_at: d.sent_at.clone(),
+        sent_at: d.sent_at.map(|t| t.rfc3339()),
         provider_message_id: d.provider_message_id.clone(),
         response_status: d.response_status,
         retry_count: d.retry_count,
         retried_by: d.retried_by.clone(),
-        retried_at: d.retried_at.clone(),
-        created_at: d.created_at.clone(),
-        updated_at: d.updated_at.clone(),
+        retried_at: d.retried_at.map(|t| t.rfc3339()),
+        created_at: d.created_at.rfc3339(),
+        updated_at: d.updated_at.rfc3339(),
         attempt_log: with_log.then(|| {
             d.attempt_log
                 .iter()
@@ -594,8 +594,8 @@ pub fn replay_job(j: &ReplayJob) -> ReplayJobView {
         limit: j.limit,
         activity_id: j.activity_id.as_ref().map(ToString::to_string),
         error: j.error.clone(),
-        created_at: j.created_at.clone(),
-        updated_at: j.updated_at.clone(),
+        created_at: j.created_at.rfc3339(),
+        updated_at: j.updated_at.rfc3339(),
     }
 }
 
@@ -628,8 +628,8 @@ impl EventTypeView {
             description: t.description.clone(),
             schema: t.schema.clone(),
             deprecated: t.deprecated,
-            created_at: t.created_at.clone(),
-            updated_at: t.updated_at.clone(),
+            created_at: t.created_at.rfc3339(),
+            updated_at: t.updated_at.rfc3339(),
         }
     }
 }

@@ -78,7 +78,7 @@ impl ChannelStore for MemStore {
                 c.disabled_at = None;
                 c.disabled_reason = None;
             }
-            c.updated_at = now.rfc3339();
+            c.updated_at = now;
             Some(c.clone())
         })
     }
@@ -113,7 +113,7 @@ impl ChannelStore for MemStore {
                 .filter(|c| c.signing_secret == rotation.replaces)?;
             c.signing_secret = rotation.secret.clone();
             c.retiring_secrets = rotation.retiring.clone();
-            c.updated_at = now.rfc3339();
+            c.updated_at = now;
             Some(c.clone())
         })
     }
@@ -128,8 +128,8 @@ impl ChannelStore for MemStore {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let c = live(&mut s.channels, tenant, id)?;
-            c.deleted_at = Some(now.rfc3339());
-            c.updated_at = now.rfc3339();
+            c.deleted_at = Some(now);
+            c.updated_at = now;
             c.active = false;
             c.expires_at = Some(expires_at);
             Some(c.clone())

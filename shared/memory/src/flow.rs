@@ -43,7 +43,7 @@ fn flow_read(f: &Flow) -> converger_ports::capacity::Charge {
 
 fn set_status(row: &mut Delivery, status: DeliveryStatus, now: Timestamp) {
     row.status = status;
-    row.updated_at = now.rfc3339();
+    row.updated_at = now;
     row.unlisted = false;
 }
 

@@ -19,8 +19,8 @@ impl HandoffStore for MemStore {
             }
             row.status = DeliveryStatus::Sent;
             row.handed_off = false;
-            row.sent_at = Some(now.rfc3339());
-            row.updated_at = now.rfc3339();
+            row.sent_at = Some(now);
+            row.updated_at = now;
             row.unlisted = false;
             Ack::Acked(row.clone())
         })
@@ -49,7 +49,7 @@ impl HandoffStore for MemStore {
                 return Receipted::Ignored(row.clone());
             };
             row.status = to;
-            row.updated_at = now.rfc3339();
+            row.updated_at = now;
             row.unlisted = false;
             if to == DeliveryStatus::Failed {
                 row.last_error = error.map(str::to_owned);

@@ -150,7 +150,7 @@ impl HealthStore for MemStore {
         wait(&self.latency, |m| m.query).await;
         self.with(|s| {
             let mut rows: Vec<HealthCheck> = s.health.get(channel).cloned().unwrap_or_default();
-            rows.sort_by(|a, b| b.checked_at.cmp(&a.checked_at));
+            rows.sort_by_key(|r| std::cmp::Reverse(r.checked_at));
             rows.into_iter()
                 .take(limit.clamp(1, converger_ports::MAX_HEALTH_HISTORY))
                 .filter(|r| r.expires_at > now.secs())
@@ -184,16 +184,16 @@ impl HealthStore for MemStore {
     async fn disable_channel(
         &self,
         id: &ChannelId,
-        at: &str,
+        at: Timestamp,
         reason: &str,
     ) -> StoreResult<Option<Channel>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             let c = s.channels.get_mut(id).filter(|c| c.active)?;
             c.active = false;
-            c.disabled_at = Some(at.to_owned());
+            c.disabled_at = Some(at);
             c.disabled_reason = Some(reason.to_owned());
-            c.updated_at = at.to_owned();
+            c.updated_at = at;
             Some(c.clone())
         })
     }

@@ -91,7 +91,7 @@ impl EventTypes<'_> {
             .map_err(|e| EventTypeError::Invalid(e.to_string()))?;
         check_text(spec.description.as_deref())?;
         check_schema(spec.schema.as_ref())?;
-        let now = self.clock.now().rfc3339();
+        let now = self.clock.now();
         let t = TenantEventType {
             tenant_id: tenant.clone(),
             name: spec.name,
@@ -99,7 +99,7 @@ impl EventTypes<'_> {
             schema: spec.schema,
             deprecated: spec.deprecated,
             version: 1,
-            created_at: now.clone(),
+            created_at: now,
             updated_at: now,
         };
         if t.schema.is_some() {
@@ -177,7 +177,7 @@ impl EventTypes<'_> {
                 t.deprecated = d;
             }
             t.version += 1;
-            t.updated_at = self.clock.now().rfc3339();
+            t.updated_at = self.clock.now();
             if t.schema.is_some() {
                 self.typed(tenant).await?;
             }

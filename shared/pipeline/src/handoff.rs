@@ -304,7 +304,7 @@ impl Handoff<'_> {
             connection_id: connection_id.to_owned(),
             channel_id: ch.id.clone(),
             tenant_id: ch.tenant_id.clone(),
-            connected_at: now.rfc3339(),
+            connected_at: now,
             expires_at: now.secs() + converger_ports::CONNECTION_TTL_S,
             token_fp: Some(converger_core::secret::token_fingerprint(&cfg.token)),
             replay_at: None,

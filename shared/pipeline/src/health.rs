@@ -124,10 +124,10 @@ impl Health<'_> {
         {
             return Ok(());
         }
-        let at = time::ms_to_rfc3339(now);
+        let at = converger_core::Timestamp::from_ms(now);
         let Some(disabled) = self
             .health_store
-            .disable_channel(&channel.id, &at, AUTO_DISABLED)
+            .disable_channel(&channel.id, at, AUTO_DISABLED)
             .await?
         else {
             return Ok(());
@@ -143,7 +143,7 @@ impl Health<'_> {
                 reason: AUTO_DISABLED.to_owned(),
                 failed_attempts: flow.failed_attempts,
                 last_success_at: flow.last_success_at.map(time::ms_to_rfc3339),
-                disabled_at: at,
+                disabled_at: at.rfc3339(),
             },
         );
         self.alert(&disabled, event.detail.clone()).await;
@@ -264,7 +264,7 @@ impl Health<'_> {
         let status = HealthStatus::of(inputs.created, inputs.failed);
         let previous = inputs.previous;
         let changed = previous.unwrap_or_default() != status;
-        let checked_at = now.rfc3339();
+        let checked_at = now;
         let check = HealthCheck {
             channel_id: channel.id.clone(),
             tenant_id: channel.tenant_id.clone(),
@@ -273,7 +273,7 @@ impl Health<'_> {
             failure_rate: failure_rate(inputs.created, inputs.failed),
             total_deliveries: inputs.created,
             failed_deliveries: inputs.failed.min(inputs.created),
-            checked_at: checked_at.clone(),
+            checked_at,
             expires_at: now.secs() + HISTORY_DAYS * 86_400,
         };
         if !changed {
@@ -292,7 +292,7 @@ impl Health<'_> {
             failure_rate: check.failure_rate,
             total_deliveries: check.total_deliveries,
             failed_deliveries: check.failed_deliveries,
-            checked_at,
+            checked_at: checked_at.rfc3339(),
         };
         // The tenant's alert webhook gets the body its receivers were written for: the same
         // fields, named `channel_health_changed` (the bus keeps the event's own name).
@@ -336,7 +336,7 @@ impl Health<'_> {
                 .first()
                 .map(|c| c.status)
                 .unwrap_or(HealthStatus::Unknown),
-            checked_at: history.first().map(|c| c.checked_at.clone()),
+            checked_at: history.first().map(|c| c.checked_at.rfc3339()),
             history: history
                 .into_iter()
                 .map(|c| CheckView {
@@ -344,7 +344,7 @@ impl Health<'_> {
                     failure_rate: c.failure_rate,
                     total_deliveries: c.total_deliveries,
                     failed_deliveries: c.failed_deliveries,
-                    checked_at: c.checked_at,
+                    checked_at: c.checked_at.rfc3339(),
                 })
                 .collect(),
         })

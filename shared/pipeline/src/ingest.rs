@@ -435,7 +435,7 @@ impl Intake<'_> {
             payload_ref: None,
             payload: new.payload.unwrap_or_default(),
             channel_ids: targets,
-            created_at: now.rfc3339(),
+            created_at: now,
             // Kept for the retention period, with its deliveries (DynamoDB TTL).
             expires_at: Some(
                 now.secs() + i64::try_from(self.config.retention.as_secs()).unwrap_or(i64::MAX / 2),

@@ -207,7 +207,7 @@ impl Lanes<'_> {
     /// look. `false` when the lease was lost.
     pub(crate) async fn wait(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
         let now = self.clock.now();
-        let created = converger_core::time::rfc3339_to_ms(&d.created_at).unwrap_or(now.ms());
+        let created = d.created_at.ms();
         let at = now.ms() + lanes::recheck_ms(now.ms() - created, self.recheck_ms);
         if !self.deliveries.reschedule(d, Some(token), at).await? {
             return Ok(false);

@@ -42,7 +42,7 @@ pub async fn transform(
     let (id, conversation, created) = (
         activity.id.clone(),
         activity.conversation_id.clone(),
-        activity.created_at.clone(),
+        activity.created_at,
     );
     let (seq, event_type, tenant) = (
         activity.seq,
@@ -55,7 +55,7 @@ pub async fn transform(
             conversation_id: &conversation,
             seq,
             event_type: event_type.as_deref(),
-            created_at: &created,
+            created_at: &created.rfc3339(),
             tenant_id: tenant.as_str(),
             channel_id: ch.id.as_str(),
             channel_type: ch.kind.as_str(),

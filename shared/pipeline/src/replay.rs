@@ -496,7 +496,7 @@ impl Replays<'_> {
         actor: &Actor,
     ) -> Result<ReplayJob, ReplayError> {
         self.replayable_channel(tenant, channel_id).await?;
-        let now = self.clock.now_rfc3339();
+        let now = self.clock.now();
         let job = ReplayJob {
             id: format!("rpl_{}", uuid::Uuid::new_v4().simple()),
             tenant_id: tenant.clone(),
@@ -512,7 +512,7 @@ impl Replays<'_> {
             cursor: None,
             error: None,
             version: 0,
-            created_at: now.clone(),
+            created_at: now,
             updated_at: now,
             expires_at: self.clock.now_ms() / 1000 + JOB_RETENTION_S,
         };
@@ -567,7 +567,7 @@ impl Replays<'_> {
                 job.error = Some("Channel is inactive".into());
                 job.has_more = true;
                 job.version += 1;
-                job.updated_at = self.clock.now_rfc3339();
+                job.updated_at = self.clock.now();
                 self.replay_store.save_replay_job(&job).await?;
                 return Ok(());
             }
@@ -575,7 +575,7 @@ impl Replays<'_> {
         };
         job.retried += page.retried;
         job.version += 1;
-        job.updated_at = self.clock.now_rfc3339();
+        job.updated_at = self.clock.now();
         let more = match page.next {
             None => false,
             Some(next) if job.retried >= job.limit => {

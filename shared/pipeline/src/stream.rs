@@ -186,7 +186,7 @@ impl Streams<'_> {
         let c = StreamConnection {
             connection_id: connection_id.to_owned(),
             tenant_id: tenant,
-            connected_at: now.rfc3339(),
+            connected_at: now,
             expires_at: now.secs() + converger_ports::CONNECTION_TTL_S,
             topics: Vec::new(),
             allowed_topics,

@@ -164,7 +164,7 @@ impl Tenants<'_> {
             id: TenantId::generate(),
             name: name.to_owned(),
             tier,
-            created_at: self.clock.now_rfc3339(),
+            created_at: self.clock.now(),
             alert_webhook_url: None,
             alert_channel_id: None,
             api_rate_limit: None,

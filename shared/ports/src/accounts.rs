@@ -5,8 +5,8 @@
 use crate::error::StoreResult;
 use crate::model::{Channel, Tenant};
 use async_trait::async_trait;
-use converger_core::TenantId;
 use converger_core::web::{Realm, Role, SignInState};
+use converger_core::{TenantId, Timestamp};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,7 +20,7 @@ pub struct User {
     pub tenant_id: Option<TenantId>,
     /// argon2 PHC string.
     pub password_hash: String,
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// Sessions issued before this instant (seconds since the epoch) are void: set when the
     /// user signs out (every session of the user ends) or the password changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]

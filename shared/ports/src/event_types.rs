@@ -2,7 +2,7 @@
 
 use crate::error::StoreResult;
 use async_trait::async_trait;
-use converger_core::TenantId;
+use converger_core::{TenantId, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -23,8 +23,8 @@ pub struct TenantEventType {
     pub deprecated: bool,
     /// Grows by one with each change: a change is written only over the version it read.
     pub version: u64,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 #[async_trait]

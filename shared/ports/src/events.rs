@@ -42,7 +42,7 @@ impl DeliveryNamed {
             conversation_id: d.conversation_id.clone(),
             attempts: d.attempts,
             error: d.last_error.clone(),
-            at: d.updated_at.clone(),
+            at: d.updated_at.rfc3339(),
         }
     }
 }

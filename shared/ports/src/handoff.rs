@@ -19,7 +19,7 @@ pub struct Connection {
     pub connection_id: String,
     pub channel_id: ChannelId,
     pub tenant_id: TenantId,
-    pub connected_at: String,
+    pub connected_at: Timestamp,
     /// TTL (seconds since the epoch).
     pub expires_at: i64,
     /// The fingerprint of the token the client connected with (`core::secret::

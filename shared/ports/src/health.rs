@@ -93,7 +93,7 @@ pub trait HealthStore: Send + Sync + 'static {
     async fn disable_channel(
         &self,
         id: &ChannelId,
-        at: &str,
+        at: Timestamp,
         reason: &str,
     ) -> StoreResult<Option<Channel>>;
 

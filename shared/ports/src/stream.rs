@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 pub struct StreamConnection {
     pub connection_id: String,
     pub tenant_id: TenantId,
-    pub connected_at: String,
+    pub connected_at: Timestamp,
     /// TTL (seconds since the epoch).
     pub expires_at: i64,
     /// The topics it follows (`core::stream::Topic` as text), at most

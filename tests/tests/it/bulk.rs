@@ -53,7 +53,7 @@ async fn seed(
                 payload_ref: None,
                 payload: json!({}),
                 channel_ids: vec![channel.id.clone()],
-                created_at: when.rfc3339(),
+                created_at: when,
                 expires_at: None,
                 trace: None,
             };
@@ -234,7 +234,7 @@ async fn two_concurrent_bulk_replays_of_2000_are_disjoint_in_process() {
                 payload_ref: None,
                 payload: json!({}),
                 channel_ids: vec![channel.id.clone()],
-                created_at: when.rfc3339(),
+                created_at: when,
                 expires_at: None,
                 trace: None,
             };
@@ -296,7 +296,7 @@ async fn filters_refusals_and_isolation() {
         payload_ref: None,
         payload: json!({}),
         channel_ids: vec![ChannelId::parse(&ch).unwrap()],
-        created_at: day1[0].created_at.clone(),
+        created_at: day1[0].created_at,
         expires_at: None,
         trace: None,
     };

@@ -73,7 +73,7 @@ async fn seed_history(t: &TestStack, tenant: &str, channel: &str) {
         failure_rate: 0.0,
         total_deliveries: 10,
         failed_deliveries: 0,
-        checked_at: time::ms_to_rfc3339(now - hours_ago * 3_600_000),
+        checked_at: converger_core::Timestamp::from_ms(now - hours_ago * 3_600_000),
         expires_at: now / 1000 + 86_400,
     };
     store

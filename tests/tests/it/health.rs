@@ -175,7 +175,7 @@ async fn expired_history_rows_are_not_shown() {
             failure_rate: 0.0,
             total_deliveries: 1,
             failed_deliveries: 0,
-            checked_at: time::ms_to_rfc3339(at),
+            checked_at: converger_core::Timestamp::from_ms(at),
             expires_at: at / 1000 + 7 * 86_400,
         };
         t.stack

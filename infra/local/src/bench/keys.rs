@@ -242,7 +242,7 @@ async fn cases(stack: &Stack, meter: &Meter, o: &Options) -> Result<Value, Strin
         d.status = DeliveryStatus::Failed;
         d.attempts = 1;
         d.last_error = Some("seeded".into());
-        d.updated_at = time::ms_to_rfc3339(old);
+        d.updated_at = converger_core::Timestamp::from_ms(old);
     }
     stack.seed_rows(&activities, &rows).await?;
     let ids: Vec<DeliveryId> = rows.iter().map(|d| d.id.clone()).collect();

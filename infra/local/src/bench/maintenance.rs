@@ -25,7 +25,7 @@ pub(crate) fn row(
         payload_ref: None,
         payload: json!({}),
         channel_ids: vec![channel.id.clone()],
-        created_at: now.rfc3339(),
+        created_at: now,
         expires_at: None,
         trace: None,
     };
@@ -156,7 +156,7 @@ pub async fn replay(dead_letters: usize) -> Result<(), String> {
     seed(&store, dead_letters, |_| {
         let mut d = row(&tenant_id, &channel, DeliveryStatus::Failed, old);
         d.tier = Tier::Default;
-        d.updated_at = time::ms_to_rfc3339(old);
+        d.updated_at = converger_core::Timestamp::from_ms(old);
         d
     })
     .await?;
@@ -224,7 +224,7 @@ async fn replay_in_process_with(
     let rows: Vec<Delivery> = (0..dead_letters)
         .map(|_| {
             let mut d = row(&tenant, &channel, DeliveryStatus::Failed, old);
-            d.updated_at = time::ms_to_rfc3339(old);
+            d.updated_at = converger_core::Timestamp::from_ms(old);
             d
         })
         .collect();

@@ -46,7 +46,7 @@ async fn measure(stack: &Stack, counter: &RequestCounter, n: usize) -> Result<Va
         let mut d = row(&tenant.id, &channel, DeliveryStatus::Failed, at);
         d.tier = Tier::Default;
         d.attempts = 5;
-        d.updated_at = time::ms_to_rfc3339(at);
+        d.updated_at = converger_core::Timestamp::from_ms(at);
         d.last_error = Some(if i == odd {
             "webhook: HTTP 418".into()
         } else {
@@ -58,7 +58,7 @@ async fn measure(stack: &Stack, counter: &RequestCounter, n: usize) -> Result<Va
     seed(&store, 100, |i| {
         let at = start + i as i64 * 1000;
         let mut d = row(&other.id, &other_channel, DeliveryStatus::Failed, at);
-        d.updated_at = time::ms_to_rfc3339(at);
+        d.updated_at = converger_core::Timestamp::from_ms(at);
         d
     })
     .await?;

@@ -129,7 +129,7 @@ fn ingested(done: &converger_pipeline::ingest::Ingested) -> views::Ingested {
         activity_id: done.activity.id.to_string(),
         conversation_id: done.activity.conversation_id.clone(),
         seq: done.activity.seq,
-        created_at: done.activity.created_at.clone(),
+        created_at: done.activity.created_at.rfc3339(),
         trace_id: done.activity.trace().trace_id.clone(),
         deliveries: done
             .deliveries

@@ -82,9 +82,9 @@ pub(super) async fn export(
                     d.last_error.clone().unwrap_or_default(),
                     d.retry_count.to_string(),
                     d.retried_by.clone().unwrap_or_default(),
-                    d.retried_at.clone().unwrap_or_default(),
-                    d.created_at.clone(),
-                    d.updated_at.clone(),
+                    d.retried_at.map(|t| t.rfc3339()).unwrap_or_default(),
+                    d.created_at.rfc3339(),
+                    d.updated_at.rfc3339(),
                 ]])
             })
             .collect();

@@ -41,10 +41,10 @@ use crate::AppState;
 use axum::Router;
 use axum::response::Redirect;
 use axum::routing::{get, post};
+use converger_core::TenantId;
 use converger_core::net::Allowlist;
 use converger_core::settings::{self, SettingError};
 use converger_core::web::{Realm, Role};
-use converger_core::{TenantId, time};
 use converger_ports::User;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -268,7 +268,7 @@ pub async fn create_user(
         role,
         tenant_id: tenant,
         password_hash: hash_password(password).map_err(|e| NewUserError::Invalid(e.to_string()))?,
-        created_at: time::now_rfc3339(),
+        created_at: converger_core::Timestamp::now(),
         sessions_after: None,
     };
     match state.accounts.create_user(&user).await {

@@ -163,10 +163,7 @@ pub(super) async fn channel_charts(
     let a = axis(&points, range);
     let changes: Vec<(i64, &'static str)> = checks
         .iter()
-        .filter_map(|c| {
-            let at = converger_core::time::rfc3339_to_ms(&c.checked_at)?;
-            Some((at, c.status.as_str()))
-        })
+        .map(|c| (c.checked_at.ms(), c.status.as_str()))
         .collect();
     let step = range.grain().seconds() * 1000;
     let marks: Vec<(i64, &str)> = points

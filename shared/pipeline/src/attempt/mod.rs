@@ -14,7 +14,7 @@ use crate::outcome::Admit;
 pub use crate::outcome::{AttemptError, Report};
 use converger_adapters::{Accepted, Delivered, Envelope, Target};
 use converger_core::policy::{self, Next, hop_delay_s, watch_again_s};
-use converger_core::{DeliveryError, RetryPolicy, Timestamp, Verdict, time};
+use converger_core::{DeliveryError, RetryPolicy, Timestamp, Verdict};
 use converger_ports::{
     Activity, AttemptEntry, AttemptOutcome, Channel, Claim, Delivery, DeliveryMessage, LogUpdate,
     Outcome, RetryAt, SentInfo, StoreResult,
@@ -386,7 +386,7 @@ impl Attempts<'_> {
                     probe,
                     carried_in,
                     started: Instant::now(),
-                    started_at: self.clock.now_rfc3339(),
+                    started_at: self.clock.now(),
                 }))
             }
             Ok(Step::Done(report)) => Ok(Step::Done(report)),
@@ -483,10 +483,8 @@ impl Attempts<'_> {
             (metrics::SENT, "Count", 1.0),
             metrics::ms(metrics::ATTEMPT_DURATION_MS, duration_ms),
         ];
-        if let Some(created) = time::rfc3339_to_ms(&d.created_at) {
-            let waited = u64::try_from(now.ms() - created).unwrap_or(0);
-            m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
-        }
+        let waited = u64::try_from(now.ms() - d.created_at.ms()).unwrap_or(0);
+        m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
         metrics::record(&m, p.channel.kind, Some(d.tier));
         self.after_attempt(d, p, CallEnd::of(Verdict::Success).handing_on(hand_on))
             .await?;
@@ -638,7 +636,7 @@ impl Attempts<'_> {
                 conversation_id: &activity.conversation_id,
                 seq: activity.seq,
                 event_type: activity.event_type.as_deref(),
-                created_at: &activity.created_at,
+                created_at: &activity.created_at.rfc3339(),
                 payload,
                 channel_ids: &activity.channel_ids,
                 attempt: n,

@@ -69,7 +69,7 @@ pub(crate) struct Prepared {
     /// This attempt's number.
     pub(super) n: u32,
     pub(super) started: Instant,
-    pub(super) started_at: String,
+    pub(super) started_at: Timestamp,
 }
 
 /// What the adapter call came to: `Err` when the delivery cannot be attempted at all
@@ -174,12 +174,12 @@ impl Prepared {
             &self.d.attempt_log,
             AttemptEntry {
                 attempt: self.n,
-                started_at: self.started_at.clone(),
+                started_at: self.started_at,
                 duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 status_code,
                 response_snippet: snippet,
                 error,
-                next_retry_at: next_retry_at.map(time::ms_to_rfc3339),
+                next_retry_at: next_retry_at.map(Timestamp::from_ms),
                 trigger: if self.probe { "probe" } else { "auto" }.into(),
                 outcome: Some(outcome),
                 expires_at: Some(expires_at),

@@ -9,10 +9,9 @@
 //! the event's place among the record's), so a reader drops a repeat; a counter write carries
 //! its records' place in their shard ([`StreamMark`]), so a repeat never counts twice.
 
-use converger_core::DeliveryStatus;
 use converger_core::status::Transition;
-use converger_core::time::rfc3339_to_ms;
 use converger_core::usage::{Counts, Grain};
+use converger_core::{DeliveryStatus, Timestamp};
 use converger_ports::events;
 use converger_ports::{
     CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, StoreError,
@@ -70,8 +69,8 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
         return out;
     };
     let id = |k: usize| format!("{}:{k}", c.event_id);
-    let at_ms = rfc3339_to_ms(&new.updated_at).unwrap_or(0);
-    let created_ms = rfc3339_to_ms(&new.created_at).unwrap_or(at_ms);
+    let at_ms = new.updated_at.ms();
+    let created_ms = new.created_at.ms();
     let minute = new.created_minute();
     let day = minute.div_euclid(1440);
     let keep_s = retention_s + 86_400;
@@ -118,11 +117,7 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
         at_counts.failed_attempts = new.failed_among_newest(t.tried);
     }
     if t.sent {
-        let sent_ms = new
-            .sent_at
-            .as_deref()
-            .and_then(rfc3339_to_ms)
-            .unwrap_or(at_ms);
+        let sent_ms = new.sent_at.map_or(at_ms, Timestamp::ms);
         at_counts.add(&Counts::sent_after(
             sent_ms.saturating_sub(created_ms).max(0),
         ));
@@ -453,8 +448,8 @@ mod tests {
             retry_count: 0,
             retried_by: None,
             retried_at: None,
-            created_at: "2026-12-05T10:00:00.000000Z".into(),
-            updated_at: "2026-12-05T10:00:01.000000Z".into(),
+            created_at: Timestamp::parse("2026-12-05T10:00:00.000000Z").unwrap(),
+            updated_at: Timestamp::parse("2026-12-05T10:00:01.000000Z").unwrap(),
             attempt_log: Vec::new(),
             in_backlog: false,
             slot: false,
@@ -595,7 +590,7 @@ mod tests {
     fn a_send_counts_its_latency_once_and_a_receipt_does_not_count_it_again() {
         let old = row(DeliveryStatus::Pending, 0);
         let mut sent = row(DeliveryStatus::Sent, 1);
-        sent.sent_at = Some("2026-12-05T10:00:01.000000Z".into());
+        sent.sent_at = Timestamp::parse("2026-12-05T10:00:01.000000Z");
         let d = derive(&change(Some(old), Some(sent.clone())), 86_400);
         let u = usage_total(&d);
         assert_eq!((u.sent, u.attempts, u.failed_attempts), (1, 1, 0));

@@ -129,7 +129,7 @@ async fn a_writer_that_dies_after_its_write_loses_no_event_and_no_count() {
     };
     let entry = converger_ports::AttemptEntry {
         attempt: 1,
-        started_at: now.rfc3339(),
+        started_at: now,
         duration_ms: 5,
         status_code: Some(400),
         response_snippet: None,

@@ -27,7 +27,7 @@ pub(crate) fn created(
                 payload_ref: None,
                 payload: json!({}),
                 channel_ids: vec![c.id.clone()],
-                created_at: now.rfc3339(),
+                created_at: now,
                 expires_at: None,
                 trace: None,
             };
@@ -89,7 +89,7 @@ async fn a_busy_tenant_is_granted_listing_shards_that_lapse_by_themselves() {
     assert_eq!(shards.into_iter().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
     let after = converger_core::Timestamp::from_ms(g.until_ms).rfc3339();
     for d in &placed {
-        assert!(d.listing_shard(&d.updated_at) < 4);
+        assert!(d.listing_shard(&d.updated_at.rfc3339()) < 4);
         assert!(d.listing_shard(&after) < 2, "{d:?}");
     }
 

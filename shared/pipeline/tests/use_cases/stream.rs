@@ -24,7 +24,7 @@ async fn a_tenants_connections_are_capped_and_close_with_its_key() {
             .put_stream_connection(&StreamConnection {
                 connection_id: format!("c{i}"),
                 tenant_id: t.id.clone(),
-                connected_at: now.rfc3339(),
+                connected_at: now,
                 expires_at: now.secs() + 3600,
                 topics: Vec::new(),
                 allowed_topics: None,

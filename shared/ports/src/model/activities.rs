@@ -20,7 +20,7 @@ pub struct Activity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload_ref: Option<crate::PayloadRef>,
     pub channel_ids: Vec<ChannelId>,
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// The producer's W3C trace (`core::trace`), when it sent one; see [`Activity::trace`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<converger_core::trace::TraceContext>,
@@ -107,7 +107,7 @@ impl Activity {
             payload: Value::Null,
             payload_ref: self.payload_ref.clone(),
             channel_ids: self.channel_ids.clone(),
-            created_at: self.created_at.clone(),
+            created_at: self.created_at,
             trace: self.trace.clone(),
             expires_at: self.expires_at,
         })

@@ -81,7 +81,11 @@ fn delivery_entries(d: &Delivery, due_shards: u32) -> Vec<Entry> {
         v.push(Entry {
             index: "by_tenant_status_s",
             family: "<tenant>#<status>#<n>",
-            pk: tenant_listing_key(&d.tenant_id, d.status, d.listing_shard(&d.updated_at)),
+            pk: tenant_listing_key(
+                &d.tenant_id,
+                d.status,
+                d.listing_shard(&d.updated_at.rfc3339()),
+            ),
             sk: upd.clone(),
             projected: format!("{}|{:?}", d.channel_id, d.last_error),
         });
@@ -257,7 +261,7 @@ mod tests {
             payload_ref: None,
             payload: serde_json::json!({"text": "hi"}),
             channel_ids: vec![channel.id.clone()],
-            created_at: "2026-01-01T00:00:00Z".into(),
+            created_at: converger_core::Timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
             expires_at: None,
             trace: None,
         };
@@ -293,7 +297,7 @@ mod tests {
         sent.lease_token = None;
         sent.lease_until = None;
         sent.unlisted = false;
-        sent.updated_at = "2026-01-01T00:00:01Z".into();
+        sent.updated_at = converger_core::Timestamp::parse("2026-01-01T00:00:01Z").unwrap();
         let done = delivery_write(Some(&claimed), Some(&sent), DUE_SHARDS);
         assert_eq!(on(&done, Some("by_due")), 0.0);
         assert_eq!(on(&done, Some("by_tenant_status_s")), 1.0);
@@ -312,7 +316,7 @@ mod tests {
         let mut failed = d.clone();
         failed.status = DeliveryStatus::Failed;
         failed.last_error = Some("HTTP 503".into());
-        failed.updated_at = "2026-01-01T00:00:02Z".into();
+        failed.updated_at = converger_core::Timestamp::parse("2026-01-01T00:00:02Z").unwrap();
         let c = delivery_write(Some(&d), Some(&failed), DUE_SHARDS);
         // Listing moved pending -> failed (2), channel index added (1), due index removed (1).
         assert_eq!(on(&c, Some("by_tenant_status_s")), 2.0);

@@ -32,7 +32,7 @@ impl AttemptOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptEntry {
     pub attempt: u32,
-    pub started_at: String,
+    pub started_at: Timestamp,
     pub duration_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_code: Option<u16>,
@@ -41,7 +41,7 @@ pub struct AttemptEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_retry_at: Option<String>,
+    pub next_retry_at: Option<Timestamp>,
     /// `auto`, `manual` or `probe`.
     pub trigger: String,
     /// How it ended (entries written before outcomes were logged have none).
@@ -126,7 +126,7 @@ pub struct Delivery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sent_at: Option<String>,
+    pub sent_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_message_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,9 +136,9 @@ pub struct Delivery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retried_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retried_at: Option<String>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub retried_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
     /// The most recent attempts, newest last.
     #[serde(default)]
     pub attempt_log: Vec<AttemptEntry>,
@@ -216,8 +216,8 @@ impl Delivery {
             retry_count: 0,
             retried_by: None,
             retried_at: None,
-            created_at: now.rfc3339(),
-            updated_at: now.rfc3339(),
+            created_at: now,
+            updated_at: now,
             attempt_log: Vec::new(),
             in_backlog: false,
             slot: false,
@@ -267,7 +267,7 @@ impl Delivery {
 impl Delivery {
     /// The key lists are ordered by: `<updated_at>#<id>` (the indexes' `upd_sk`).
     pub fn sort_key(&self) -> String {
-        crate::keys::listing_sort_key(&self.updated_at, &self.id)
+        crate::keys::listing_sort_key(&self.updated_at.rfc3339(), &self.id)
     }
 
     /// The cursor that continues a list after this row.
@@ -287,9 +287,9 @@ impl Delivery {
         row.attempts = 0;
         row.retry_count += 1;
         row.retried_by = Some(actor.to_string());
-        row.retried_at = Some(now.rfc3339());
+        row.retried_at = Some(now);
         row.next_attempt_at = now.ms();
-        row.updated_at = now.rfc3339();
+        row.updated_at = now;
         row.lease_token = None;
         row.lease_until = None;
         row.in_backlog = false;
@@ -398,7 +398,7 @@ impl RowOutcome<'_> {
         row.attempts += 1;
         row.slot = false;
         row.slot_item = 0;
-        row.updated_at = now.rfc3339();
+        row.updated_at = now;
         if self.leaves_indexes() {
             row.in_backlog = false;
         }
@@ -408,7 +408,7 @@ impl RowOutcome<'_> {
                 if info.handed_off {
                     row.handed_off = true;
                 } else {
-                    row.sent_at = Some(now.rfc3339());
+                    row.sent_at = Some(now);
                 }
                 if info.provider_message_id.is_some() {
                     row.provider_message_id = info.provider_message_id.clone();
@@ -480,10 +480,7 @@ impl Delivery {
     /// The minute (since the epoch) the delivery was created in: where its channel's health
     /// counts it as created, and its dead letter as failed.
     pub fn created_minute(&self) -> i64 {
-        converger_core::health::minute(
-            converger_core::time::rfc3339_to_ms(&self.created_at)
-                .unwrap_or_else(converger_core::time::now_ms),
-        )
+        converger_core::health::minute(self.created_at.ms())
     }
 
     /// What the change stream's consumer reads of the row (`core::status::Transition`).
@@ -576,7 +573,7 @@ mod tests {
             payload_ref: None,
             payload: Value::Null,
             channel_ids: vec![channel.id.clone()],
-            created_at: at.rfc3339(),
+            created_at: at,
             expires_at: None,
             trace: None,
         };
@@ -675,8 +672,11 @@ mod tests {
         assert_eq!(r.last_error.as_deref(), Some("webhook: HTTP 503"));
         // Due, retried and updated at the one instant it was given.
         assert_eq!(r.next_attempt_at, 1_893_456_001_000);
-        assert_eq!(r.retried_at.as_deref(), Some("2030-01-01T00:00:01.000000Z"));
-        assert_eq!(r.updated_at, "2030-01-01T00:00:01.000000Z");
+        assert_eq!(
+            r.retried_at.map(Timestamp::rfc3339).as_deref(),
+            Some("2030-01-01T00:00:01.000000Z")
+        );
+        assert_eq!(r.updated_at.rfc3339(), "2030-01-01T00:00:01.000000Z");
         assert_eq!(r.retried_by.as_deref(), Some(actor.to_string().as_str()));
         assert!(!r.slot && !r.handed_off && r.lease_token.is_none());
         assert!(
@@ -711,7 +711,7 @@ mod tests {
             (DeliveryStatus::Sent, 1, false, 0, false)
         );
         assert_eq!(sent.last_error, None);
-        assert_eq!(sent.sent_at.as_deref(), Some(now.rfc3339().as_str()));
+        assert_eq!(sent.sent_at, Some(now));
         assert_eq!(sent.provider_message_id.as_deref(), Some("wamid.1"));
         let handed = SentInfo {
             handed_off: true,
@@ -742,6 +742,6 @@ mod tests {
             (dead.status, dead.in_backlog),
             (DeliveryStatus::Failed, false)
         );
-        assert_eq!(dead.updated_at, now.rfc3339());
+        assert_eq!(dead.updated_at, now);
     }
 }

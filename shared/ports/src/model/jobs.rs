@@ -37,7 +37,7 @@ pub struct HealthCheck {
     pub failure_rate: f64,
     pub total_deliveries: u64,
     pub failed_deliveries: u64,
-    pub checked_at: String,
+    pub checked_at: Timestamp,
     /// When the row stops being shown and is deleted (seconds since the epoch).
     pub expires_at: i64,
 }

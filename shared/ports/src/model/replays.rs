@@ -100,8 +100,8 @@ pub struct ReplayJob {
     pub error: Option<String>,
     /// Bumped by every progress write (optimistic concurrency).
     pub version: u64,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
     /// When the job record is deleted (seconds since the epoch).
     pub expires_at: i64,
 }

@@ -8,7 +8,7 @@ pub struct Tenant {
     pub id: TenantId,
     pub name: String,
     pub tier: Tier,
-    pub created_at: String,
+    pub created_at: Timestamp,
     /// Where the tenant's channel alerts go (set through the admin API).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_webhook_url: Option<String>,
@@ -182,7 +182,7 @@ pub struct Channel {
     pub auto_disable: converger_core::health::AutoDisableOverrides,
     /// When and why the platform disabled the channel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disabled_at: Option<String>,
+    pub disabled_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled_reason: Option<String>,
     /// Managed by the platform (a tenant's alert channel): its own events are not alerted.
@@ -211,11 +211,11 @@ pub struct Channel {
     /// activity, and its pending deliveries are dead-lettered; the row stays for the
     /// history of its deliveries until `expires_at` (DynamoDB TTL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deleted_at: Option<String>,
+    pub deleted_at: Option<Timestamp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<i64>,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 impl Channel {
@@ -250,8 +250,8 @@ impl Channel {
             ordering: None,
             deleted_at: None,
             expires_at: None,
-            created_at: now.rfc3339(),
-            updated_at: now.rfc3339(),
+            created_at: now,
+            updated_at: now,
         }
     }
 }

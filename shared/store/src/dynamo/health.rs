@@ -116,7 +116,7 @@ impl HealthStore for DynamoStore {
             .iter()
             .map(|c| {
                 let mut item = to_item(c)?;
-                item.insert("checked_sk".into(), s(c.checked_at.as_str()));
+                item.insert("checked_sk".into(), s(c.checked_at.rfc3339()));
                 Ok(item)
             })
             .collect::<StoreResult<Vec<Item>>>()?;
@@ -214,14 +214,14 @@ impl HealthStore for DynamoStore {
     async fn disable_channel(
         &self,
         id: &ChannelId,
-        at: &str,
+        at: Timestamp,
         reason: &str,
     ) -> StoreResult<Option<Channel>> {
         let r = Update::new()
             .set("active", AttributeValue::Bool(false))
-            .set("disabled_at", s(at))
+            .set("disabled_at", s(at.rfc3339()))
             .set("disabled_reason", s(reason))
-            .set("updated_at", s(at))
+            .set("updated_at", s(at.rfc3339()))
             .when_eq("active", AttributeValue::Bool(true))
             .apply(self.channel_update(id))
             .send()

@@ -205,7 +205,7 @@ impl DynamoStore {
     fn delivery_item(&self, d: &Delivery) -> StoreResult<Item> {
         let mut item = to_item(d)?;
         // A delivery sent to its queue at creation joins the listing at its first transition.
-        for (k, v) in index_keys(d, d.status, &d.updated_at, d.handed_off) {
+        for (k, v) in index_keys(d, d.status, &d.updated_at.rfc3339(), d.handed_off) {
             if d.unlisted && (k == "tl_pk" || k == "upd_sk") {
                 continue;
             }

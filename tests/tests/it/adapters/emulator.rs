@@ -165,7 +165,7 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
             connection_id: "StaleConn0001=".into(),
             channel_id: converger_core::ChannelId::parse(&ch).unwrap(),
             tenant_id: converger_core::TenantId::parse(&c.tenant_id).unwrap(),
-            connected_at: converger_core::time::now_rfc3339(),
+            connected_at: converger_core::Timestamp::now(),
             expires_at: converger_core::time::now_ms() / 1000 + 3600,
             token_fp: None,
             replay_at: None,

@@ -8,7 +8,7 @@ pub(super) async fn connections_are_found_by_channel(b: Backend) {
         connection_id: id.into(),
         channel_id: ch.clone(),
         tenant_id: f.tenant.id.clone(),
-        connected_at: time::now_rfc3339(),
+        connected_at: converger_core::Timestamp::now(),
         expires_at: time::now_ms() / 1000 + 3600,
         token_fp: None,
         replay_at: None,

@@ -8,7 +8,7 @@ pub(super) async fn a_lease_admits_one_attempt_at_a_time(b: Backend) {
     let f = fixture(b).await;
     let a = activity(&f);
     let now = time::now_ms();
-    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at.rfc3339());
     f.store
         .create_activity(&a, std::slice::from_ref(&d))
         .await
@@ -147,7 +147,7 @@ pub(super) async fn dead_letters_and_missing_rows(b: Backend) {
     let f = fixture(b).await;
     let a = activity(&f);
     let now = time::now_ms();
-    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at.rfc3339());
     f.store
         .create_activity(&a, std::slice::from_ref(&d))
         .await
@@ -190,7 +190,7 @@ pub(super) async fn a_first_try_joins_its_tenants_listing_when_its_attempt_ends(
     let f = fixture(b).await;
     let a = activity(&f);
     let now = time::now_ms();
-    let mut d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    let mut d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at.rfc3339());
     // As ingest writes a delivery it sends to its queue at once.
     d.unlisted = true;
     f.store
@@ -311,7 +311,7 @@ pub(super) async fn old_attempts_spill_out_of_the_item(b: Backend) {
     let f = fixture(b).await;
     let a = activity(&f);
     let now = time::now_ms();
-    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at);
+    let d = new_delivery(&a, &f.channel, Tier::Bulk, now, &a.created_at.rfc3339());
     f.store
         .create_activity(&a, std::slice::from_ref(&d))
         .await
@@ -460,7 +460,13 @@ pub(super) async fn claimed_with(
 ) -> Delivery {
     let now = time::now_ms();
     let a = activity(f);
-    let mut d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+    let mut d = new_delivery(
+        &a,
+        &f.channel,
+        Tier::Bulk,
+        now - 10_000,
+        &a.created_at.rfc3339(),
+    );
     edit(&mut d);
     f.store
         .create_activity(&a, std::slice::from_ref(&d))

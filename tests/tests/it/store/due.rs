@@ -20,7 +20,7 @@ pub(super) async fn a_fresh_activity_is_written_whole_and_is_due(b: Backend) {
     let now = time::now_ms();
     let ds: Vec<Delivery> = [&f.channel, &second]
         .iter()
-        .map(|c| new_delivery(&a, c, Tier::Bulk, now - 10_000, &a.created_at))
+        .map(|c| new_delivery(&a, c, Tier::Bulk, now - 10_000, &a.created_at.rfc3339()))
         .collect();
     f.store.create_fresh_activity(&a, &ds).await.unwrap();
     assert_eq!(
@@ -60,8 +60,20 @@ pub(super) async fn rows_past_their_retention_read_as_absent(b: Backend) {
     old.expires_at = Some(now / 1000 - 1);
     let mut kept = activity(&f);
     kept.expires_at = Some(now / 1000 + 3600);
-    let d_old = new_delivery(&old, &f.channel, Tier::Default, now, &old.created_at);
-    let d_kept = new_delivery(&kept, &f.channel, Tier::Default, now, &kept.created_at);
+    let d_old = new_delivery(
+        &old,
+        &f.channel,
+        Tier::Default,
+        now,
+        &old.created_at.rfc3339(),
+    );
+    let d_kept = new_delivery(
+        &kept,
+        &f.channel,
+        Tier::Default,
+        now,
+        &kept.created_at.rfc3339(),
+    );
     assert_eq!(
         d_old.expires_at, old.expires_at,
         "a delivery expires with its activity"
@@ -167,7 +179,13 @@ pub(super) async fn the_due_index_has_the_deployments_shard_count(b: Backend) {
     let mut rows = Vec::new();
     for _ in 0..24 {
         let a = activity(&f);
-        let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+        let d = new_delivery(
+            &a,
+            &f.channel,
+            Tier::Bulk,
+            now - 10_000,
+            &a.created_at.rfc3339(),
+        );
         store
             .create_activity(&a, std::slice::from_ref(&d))
             .await
@@ -235,7 +253,13 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
     let mut ids = Vec::new();
     for _ in 0..3 {
         let a = activity(&f);
-        let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+        let d = new_delivery(
+            &a,
+            &f.channel,
+            Tier::Bulk,
+            now - 10_000,
+            &a.created_at.rfc3339(),
+        );
         f.store
             .create_activity(&a, std::slice::from_ref(&d))
             .await
@@ -325,7 +349,13 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
     // is found as leased once its lease ends (a crashed attempt's, at once, without the
     // waiting part's grace); a release gives the lease back.
     let a = activity(&f);
-    let d = new_delivery(&a, &f.channel, Tier::Bulk, now - 10_000, &a.created_at);
+    let d = new_delivery(
+        &a,
+        &f.channel,
+        Tier::Bulk,
+        now - 10_000,
+        &a.created_at.rfc3339(),
+    );
     f.store
         .create_activity(&a, std::slice::from_ref(&d))
         .await

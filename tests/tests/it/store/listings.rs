@@ -418,8 +418,8 @@ pub(super) async fn replay_jobs_save_with_a_version(b: Backend) {
         cursor: None,
         error: None,
         version: 0,
-        created_at: time::now_rfc3339(),
-        updated_at: time::now_rfc3339(),
+        created_at: converger_core::Timestamp::now(),
+        updated_at: converger_core::Timestamp::now(),
         expires_at: time::now_ms() / 1000 + 60,
     };
     f.store.create_replay_job(&job).await.unwrap();
@@ -620,10 +620,10 @@ pub(super) async fn listings_stay_exact_across_granted_shards(b: Backend) {
             let at = format!("{created}{}.000000Z", i % 4);
             let mut d = new_delivery(&a, &f.channel, Tier::Bulk, 0, &at).placed(&tenant, ms(&at));
             if let Some(later) = changed {
-                d.updated_at = format!("{later}{}.000000Z", i % 4);
+                d.updated_at = Timestamp::parse(&format!("{later}{}.000000Z", i % 4)).unwrap();
             }
             d.status = statuses[(g + i) % 2];
-            if d.listing_shard(&d.updated_at) >= 8 {
+            if d.listing_shard(&d.updated_at.rfc3339()) >= 8 {
                 granted += 1;
             }
             f.store

@@ -137,7 +137,7 @@ async fn fixture(backend: Backend) -> Fixture {
         id: TenantId::generate(),
         name: "store test".into(),
         tier: Tier::Bulk,
-        created_at: now.rfc3339(),
+        created_at: now,
         alert_webhook_url: None,
         alert_channel_id: None,
         api_rate_limit: None,
@@ -175,7 +175,7 @@ fn activity(f: &Fixture) -> Activity {
         payload_ref: None,
         payload: json!({"a": [1, 2.5, "x", null, {"b": true}]}),
         channel_ids: vec![f.channel.id.clone()],
-        created_at: time::now_rfc3339(),
+        created_at: converger_core::Timestamp::now(),
         expires_at: None,
         trace: None,
     }
@@ -183,13 +183,13 @@ fn activity(f: &Fixture) -> Activity {
 
 /// A delivery of the fixture's tenant, in one of its listing shards as ingest places it (the
 /// tenant is a bulk one: 8 shards), so that every listing test reads across shards.
-/// Created at `created` (its exact text is kept), due at `due_ms`.
+/// Created at `created`, due at `due_ms`.
 fn new_delivery(a: &Activity, c: &Channel, tier: Tier, due_ms: i64, created: &str) -> Delivery {
     let at = Timestamp::parse(created).expect("an RFC 3339 time");
     let mut d = Delivery::new(a, c, tier, at).in_shards(8);
     d.next_attempt_at = due_ms;
-    created.clone_into(&mut d.created_at);
-    created.clone_into(&mut d.updated_at);
+    d.created_at = at;
+    d.updated_at = at;
     d
 }
 
@@ -200,7 +200,7 @@ fn entry(n: u32) -> LogUpdate {
 fn attempt(n: u32) -> AttemptEntry {
     AttemptEntry {
         attempt: n,
-        started_at: time::now_rfc3339(),
+        started_at: converger_core::Timestamp::now(),
         duration_ms: 3,
         status_code: Some(503),
         response_snippet: None,

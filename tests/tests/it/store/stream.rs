@@ -8,7 +8,7 @@ fn connection(f: &Fixture, id: &str, now: Timestamp) -> StreamConnection {
     StreamConnection {
         connection_id: id.into(),
         tenant_id: f.tenant.id.clone(),
-        connected_at: now.rfc3339(),
+        connected_at: now,
         expires_at: now.secs() + 3600,
         topics: Vec::new(),
         allowed_topics: None,
@@ -188,7 +188,7 @@ pub(super) async fn dead_letter_counters_sum_what_is_still_stored(backend: Backe
         failure_rate: 0.0,
         total_deliveries: 4,
         failed_deliveries: 0,
-        checked_at: now.rfc3339(),
+        checked_at: now,
         expires_at: now.secs() + 3600,
     };
     s.record_health(std::slice::from_ref(&check)).await.unwrap();

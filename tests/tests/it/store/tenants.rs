@@ -135,7 +135,13 @@ pub(super) async fn tenants_channels_and_activities_round_trip(b: Backend) {
     assert_eq!(f.store.next_seq(&f.tenant.id, "other").await.unwrap(), 1);
 
     let a = activity(&f);
-    let d = new_delivery(&a, &f.channel, Tier::Bulk, time::now_ms(), &a.created_at);
+    let d = new_delivery(
+        &a,
+        &f.channel,
+        Tier::Bulk,
+        time::now_ms(),
+        &a.created_at.rfc3339(),
+    );
     assert_eq!(
         f.store
             .create_activity(&a, std::slice::from_ref(&d))
@@ -187,7 +193,13 @@ pub(super) async fn scoped_reads_see_only_their_tenant(b: Backend) {
     use converger_ports::Scope;
     let f = fixture(b).await;
     let a = activity(&f);
-    let d = new_delivery(&a, &f.channel, Tier::Default, time::now_ms(), &a.created_at);
+    let d = new_delivery(
+        &a,
+        &f.channel,
+        Tier::Default,
+        time::now_ms(),
+        &a.created_at.rfc3339(),
+    );
     f.store
         .create_fresh_activity(&a, std::slice::from_ref(&d))
         .await
@@ -224,7 +236,7 @@ pub(super) async fn users_tenants_and_keys(b: Backend) {
         role: Role::Viewer,
         tenant_id: None,
         password_hash: "hash-a".into(),
-        created_at: time::now_rfc3339(),
+        created_at: converger_core::Timestamp::now(),
         sessions_after: None,
     };
     f.store.create_user(&user).await.unwrap();
@@ -519,7 +531,7 @@ pub(super) async fn channel_lifecycle_lists_rotates_and_deletes(backend: Backend
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(deleted.deleted_at.as_deref(), Some(now.rfc3339().as_str()));
+    assert_eq!(deleted.deleted_at, Some(now));
     assert!(!deleted.active);
     assert_eq!(deleted.expires_at, Some(expires));
     assert_eq!(
@@ -737,7 +749,7 @@ pub(super) async fn event_types_are_created_once_changed_over_their_version_and_
     use converger_ports::TenantEventType;
     let f = fixture(backend).await;
     let t = &f.tenant.id;
-    let now = Timestamp::now().rfc3339();
+    let now = Timestamp::now();
     let ty = |name: &str, schema: Option<serde_json::Value>| TenantEventType {
         tenant_id: t.clone(),
         name: name.into(),
@@ -745,8 +757,8 @@ pub(super) async fn event_types_are_created_once_changed_over_their_version_and_
         schema,
         deprecated: false,
         version: 1,
-        created_at: now.clone(),
-        updated_at: now.clone(),
+        created_at: now,
+        updated_at: now,
     };
     // Keys that are not valid as DynamoDB attribute names survive, as written.
     let schema = serde_json::json!({"$defs": {"a b": {"type": "string"}}, "": 1.5, "e": []});

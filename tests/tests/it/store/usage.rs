@@ -84,7 +84,9 @@ pub(super) async fn a_weeks_health_history_reads_past_one_page(b: Backend) {
             failure_rate: 0.0,
             total_deliveries: i,
             failed_deliveries: 0,
-            checked_at: time::ms_to_rfc3339(now - i64::try_from(i).unwrap() * 300_000),
+            checked_at: converger_core::Timestamp::from_ms(
+                now - i64::try_from(i).unwrap() * 300_000,
+            ),
             expires_at: now / 1000 + 86_400,
         })
         .collect();

@@ -167,7 +167,7 @@ async fn load_more_pages_through_every_tenant_once_in_order() {
             let mut d = t.bare_delivery(&tenant, ch, start).await;
             let at = start + (i as i64 * every) * 1000 + every;
             d.status = DeliveryStatus::Failed;
-            d.updated_at = time::ms_to_rfc3339(at);
+            d.updated_at = converger_core::Timestamp::from_ms(at);
             rows.push(d);
         }
     }
