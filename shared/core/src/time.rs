@@ -199,6 +199,24 @@ mod tests {
     }
 
     #[test]
+    fn a_timestamp_is_written_as_its_fixed_text_and_reads_any_rfc_3339_time() {
+        let t = Timestamp::from_micros(1_764_000_000_123_456);
+        let json = serde_json::to_value(t).unwrap();
+        assert_eq!(json, serde_json::json!("2025-11-24T16:00:00.123456Z"));
+        assert_eq!(serde_json::from_value::<Timestamp>(json).unwrap(), t);
+        let other_form: Timestamp =
+            serde_json::from_value(serde_json::json!("2025-11-24T17:00:00.5+01:00")).unwrap();
+        assert_eq!(other_form, Timestamp::from_ms(1_764_000_000_500));
+        let bad = serde_json::from_value::<Timestamp>(serde_json::json!("yesterday"));
+        assert!(
+            bad.unwrap_err()
+                .to_string()
+                .contains("not an RFC 3339 time")
+        );
+        assert!(serde_json::from_value::<Timestamp>(serde_json::json!(17)).is_err());
+    }
+
+    #[test]
     fn a_timestamp_gives_one_instant_in_each_form() {
         let t = Timestamp::from_micros(1_764_000_000_123_456);
         assert_eq!(t.ms(), 1_764_000_000_123);
