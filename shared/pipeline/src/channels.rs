@@ -443,7 +443,7 @@ impl Channels<'_> {
         self.cache.forget_tenant_channels(&channel.tenant_id);
         // What it still holds back (a pause, an open breaker, parked rows) goes first; the
         // sweeper does the same for a deleted channel whenever it finds it held.
-        if let Err(e) = self.flow.let_go(&deleted).await {
+        if let Err(e) = self.flow.reconciler().let_go(&deleted).await {
             tracing::warn!(channel_id = %channel.id, error = %e, "deleted channel not let go; the sweeper will");
         }
         self.audit_done(&deleted, actor, "delete_channel", now)
@@ -494,7 +494,12 @@ impl Channels<'_> {
         action: &str,
         now: converger_core::Timestamp,
     ) {
-        if let Err(e) = self.flow.audit(channel, actor, action, now).await {
+        if let Err(e) = self
+            .flow
+            .operator()
+            .audit(channel, actor, action, now)
+            .await
+        {
             tracing::error!(channel_id = %channel.id, action, error = %e, "audit entry not written");
         }
     }

@@ -87,19 +87,19 @@ impl FlowJobs<'_> {
                 Ok(())
             }
             (FlowJobKind::Feed, CircuitState::Closed) => {
-                Ok(self.flow.feed_job(&channel, flow).await?)
+                Ok(self.flow.jobs().feed_job(&channel, flow).await?)
             }
             (FlowJobKind::Feed, _) => Ok(()),
             (_, CircuitState::Closed) => {
                 if flow.parked_at.is_some() || job.kind == FlowJobKind::Release {
-                    self.flow.release(&channel, &flow).await?;
+                    self.flow.jobs().release(&channel, &flow).await?;
                 }
                 Ok(())
             }
             (_, CircuitState::Paused) => Ok(()),
             (FlowJobKind::Release, _) => Ok(()),
             (FlowJobKind::Probe, _) => {
-                let Some(live) = self.flow.start_probe(&channel, &flow).await? else {
+                let Some(live) = self.flow.jobs().start_probe(&channel, &flow).await? else {
                     return Ok(());
                 };
                 tracing::info!(channel_id = %channel.id, delivery_id = %live.id, "probing");

@@ -89,6 +89,7 @@ impl Health<'_> {
         let now = self.clock.now();
         let Some(f) = self
             .flow
+            .breaker()
             .open_breaker(&channel.id, breaker, seen, now)
             .await?
         else {

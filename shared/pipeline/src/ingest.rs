@@ -468,7 +468,7 @@ impl Intake<'_> {
                 d.next_attempt_at = self.lanes.first_look(now);
                 Admission::Lane
             } else {
-                self.flow.admit_new(ch, &mut d).await?
+                self.flow.window().admit_new(ch, &mut d).await?
             };
             // On its way to the queue: listed when its first attempt ends (a backlogged or
             // parked delivery is listed as it is written).
@@ -506,6 +506,7 @@ impl Intake<'_> {
         for (ch, a) in p.resolved.iter().zip(&p.admissions) {
             if !matches!(*a, Admission::Live | Admission::Lane | Admission::Filtered) {
                 self.flow
+                    .window()
                     .after_admission_or_feed_later(ch, tenant.tier, *a)
                     .await;
             }

@@ -4,8 +4,9 @@
 //! - [`ingest::Intake`]: an activity fanned out into deliveries;
 //! - [`attempt::Attempts`]: one delivery attempt (claim, prepare, call, settle), with the
 //!   breaker's step after it;
-//! - [`flow::FlowControl`]: the component every use case that moves a delivery asks first
-//!   (admission, the gate, the backlog, pause and resume, reconciliation);
+//! - [`flow::FlowControl`]: the component every use case that moves a delivery asks first,
+//!   through its parts (the window's admission, the gate, the breaker, the backlog, the jobs,
+//!   pause and resume, reconciliation);
 //! - [`flow_jobs::FlowJobs`]: the probe function's jobs (feed, probe, release, replay on close);
 //! - [`replay::Replays`], [`sweep::Sweeper`], [`health::Health`] (checks, auto-disable and
 //!   alerts), [`handoff::Handoff`] (receipts, websocket clients, the echo bot, email events),

@@ -180,7 +180,12 @@ impl Sweeper<'_> {
         // The same crash may have left other slots of those channels behind: deliveries that
         // recorded an outcome but did not hand their slot on, messages that died unclaimed.
         for (channel, requeued) in &crashed {
-            if let Err(e) = self.flow.recover_slots(channel, requeued).await {
+            if let Err(e) = self
+                .flow
+                .reconciler()
+                .recover_slots(channel, requeued)
+                .await
+            {
                 tracing::warn!(channel_id = %channel, error = %e, "slot recovery failed");
             }
         }
@@ -276,7 +281,7 @@ impl Sweeper<'_> {
             report.leased += r.leased;
             report.truncated |= r.truncated;
         }
-        match self.flow.sweep_flows().await {
+        match self.flow.reconciler().sweep_flows().await {
             Ok((freed, fed, released)) => {
                 report.slots_freed = freed;
                 report.fed = fed;

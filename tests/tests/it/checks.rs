@@ -1,7 +1,7 @@
 //! The code layout's own rules, checked on every run: no Rust source over 800 lines, no
 //! `Result<_, String>` in the shared crates (errors are types: `core::Invalid`, the
-//! crates' own enums), no circle among a shared crate's modules, and a README of at most
-//! 12 KB.
+//! crates' own enums), no circle among a shared crate's modules, no use-case type over 20
+//! methods, and a README of at most 12 KB.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -231,4 +231,50 @@ fn no_shared_crate_has_a_circle_among_its_modules() {
         .map(|(a, b)| (a.to_owned(), BTreeSet::from([b.to_owned()])))
         .into();
     assert_eq!(circle(&edges).unwrap().len(), 4, "and sees a circle");
+}
+
+/// The methods of each type of the use-case crate, over all its `impl` blocks (trait impls
+/// left out: their methods are the trait's).
+fn methods_per_type() -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for path in all_sources(&["shared/pipeline/src"]) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut current: Option<String> = None;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("impl") {
+                let head = rest.trim_start_matches(|c| c != ' ').trim();
+                current = (!head.contains(" for "))
+                    .then(|| head.split(['<', ' ', '{']).next().unwrap_or("").to_owned())
+                    .filter(|t| !t.is_empty());
+            } else if line == "}" {
+                current = None;
+            } else if let Some(t) = &current {
+                let l = line.trim_start_matches("    ");
+                let l = l.strip_prefix("pub ").unwrap_or(l);
+                let l = ["pub(crate) ", "pub(super) "]
+                    .iter()
+                    .fold(l, |l, p| l.strip_prefix(p).unwrap_or(l));
+                let l = l.strip_prefix("async ").unwrap_or(l);
+                if line.starts_with("    ") && !line.starts_with("     ") && l.starts_with("fn ") {
+                    *counts.entry(t.clone()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    counts
+}
+
+#[test]
+fn no_use_case_type_has_over_20_methods() {
+    let counts = methods_per_type();
+    assert!(
+        counts.get("FlowControl").is_some_and(|n| *n > 5) && counts.len() > 20,
+        "the count reads the crate: {counts:?}"
+    );
+    // The composition root builds the use cases and hands them out; it is none itself.
+    let over: Vec<_> = counts
+        .iter()
+        .filter(|(t, n)| **n > 20 && t.as_str() != "Pipeline")
+        .collect();
+    assert!(over.is_empty(), "split these: {over:?}");
 }

@@ -174,6 +174,7 @@ async fn burst_measure(
         id: "bench".into(),
     };
     p.flow()
+        .operator()
         .pause(&ch, &operator)
         .await
         .map_err(|e| e.to_string())?;
@@ -194,6 +195,7 @@ async fn burst_measure(
     }
     let released = Instant::now();
     p.flow()
+        .operator()
         .resume(&ch, &operator)
         .await
         .map_err(|e| e.to_string())?;

@@ -17,9 +17,14 @@ pub(crate) async fn pause_channel(
 ) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     not_managed(&c)?;
-    let flow = state.pipeline.flow().pause(&c, &actor).await?;
+    let flow = state.pipeline.flow().operator().pause(&c, &actor).await?;
     Ok(Json(
-        state.pipeline.flow().delivery_state(&c, Some(flow)).await?,
+        state
+            .pipeline
+            .flow()
+            .operator()
+            .delivery_state(&c, Some(flow))
+            .await?,
     ))
 }
 
@@ -38,9 +43,14 @@ pub(crate) async fn resume_channel(
 ) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     not_managed(&c)?;
-    let flow = state.pipeline.flow().resume(&c, &actor).await?;
+    let flow = state.pipeline.flow().operator().resume(&c, &actor).await?;
     Ok(Json(
-        state.pipeline.flow().delivery_state(&c, Some(flow)).await?,
+        state
+            .pipeline
+            .flow()
+            .operator()
+            .delivery_state(&c, Some(flow))
+            .await?,
     ))
 }
 
@@ -75,7 +85,14 @@ pub(crate) async fn channel_delivery(
     Path(id): Path<String>,
 ) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
-    Ok(Json(state.pipeline.flow().delivery_state(&c, None).await?))
+    Ok(Json(
+        state
+            .pipeline
+            .flow()
+            .operator()
+            .delivery_state(&c, None)
+            .await?,
+    ))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

@@ -186,12 +186,14 @@ pub(super) async fn pause_or_resume(
         "pause" => state
             .pipeline
             .flow()
+            .operator()
             .pause(&channel, &v.actor())
             .await
             .map(drop),
         "resume" => state
             .pipeline
             .flow()
+            .operator()
             .resume(&channel, &v.actor())
             .await
             .map(drop),

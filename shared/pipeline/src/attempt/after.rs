@@ -19,14 +19,18 @@ impl Attempts<'_> {
         end: CallEnd<'_>,
     ) -> Result<bool, AttemptError> {
         let channel = &*p.channel;
-        let settled = self.flow.settle_call(d, channel, end).await?;
+        let settled = self.flow.breaker().settle_call(d, channel, end).await?;
         if end.outcome().is_failure() {
             self.health
                 .auto_disable(channel, &settled.flow, settled.now.ms())
                 .await?;
         }
         if p.probe {
-            let ended = self.flow.probe_ended(d, channel, &settled).await?;
+            let ended = self
+                .flow
+                .breaker()
+                .probe_ended(d, channel, &settled)
+                .await?;
             if let Some(alert) = ended.alert {
                 self.health.alert(channel, alert).await;
             }
@@ -38,6 +42,10 @@ impl Attempts<'_> {
                 .await?;
             return Ok(false);
         }
-        Ok(self.flow.feed_after_call(channel, d.tier, settled).await?)
+        Ok(self
+            .flow
+            .breaker()
+            .feed_after_call(channel, d.tier, settled)
+            .await?)
     }
 }

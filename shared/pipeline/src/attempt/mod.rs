@@ -179,6 +179,7 @@ impl Attempts<'_> {
             let token = lease_token();
             match self
                 .flow
+                .backlog()
                 .take_next_ahead(&prepared.channel, &prepared.d, &token)
                 .await
             {
@@ -298,7 +299,7 @@ impl Attempts<'_> {
                 // A settled delivery holds no slot; one that does was left by an attempt that
                 // died (or lost storage) between its outcome and handing the slot on.
                 if d.status != converger_core::DeliveryStatus::Pending {
-                    self.flow.free_settled_slot(&d).await?;
+                    self.flow.reconciler().free_settled_slot(&d).await?;
                 }
                 Report::Skipped("delivery is settled")
             }
@@ -344,7 +345,12 @@ impl Attempts<'_> {
                     }
                 }
             }
-            match self.flow.admit_attempt(&d, &token, &msg, &channel).await? {
+            match self
+                .flow
+                .gate()
+                .admit_attempt(&d, &token, &msg, &channel)
+                .await?
+            {
                 Admit::Go { probe, slot } => {
                     let mut activity = self.activity(&d, msg.activity.take()).await?;
                     let read = parts::read_payload(self.payloads, &mut activity).await?;
@@ -552,7 +558,7 @@ impl Attempts<'_> {
         if !closed {
             // The breaker opened (or the probe failed): park the retry instead of enqueueing
             // it; the release after the close runs it.
-            self.flow.park_waiting(d, &p.channel).await?;
+            self.flow.gate().park_waiting(d, &p.channel).await?;
             return Ok(Report::Parked);
         }
         tracing::info!(delay_ms, error = %err.reason, "attempt failed; retry scheduled");

@@ -23,7 +23,7 @@ pub(crate) enum Slot {
     NotClosed,
 }
 
-impl FlowControl {
+impl Window<'_> {
     /// Takes a slot for `id` under the cap `cap`, asking again once when the window turned
     /// out larger than this instance knew. A window spread over several slot items
     /// (`core::flow::slot_items`) is asked item by item, each for its share of the window:
@@ -185,7 +185,10 @@ impl FlowControl {
         };
         tracing::warn!(channel_id = %channel.id, error = %e, ?admission, "flow marks not written");
         if admission == Admission::Backlog
-            && let Err(e) = self.send_flow_job(&channel.id, FlowJobKind::Feed, 1).await
+            && let Err(e) = self
+                .breaker()
+                .send_flow_job(&channel.id, FlowJobKind::Feed, 1)
+                .await
         {
             tracing::warn!(channel_id = %channel.id, error = %e, "feed job not sent: the sweeper feeds the backlog");
         }
@@ -203,7 +206,7 @@ impl FlowControl {
             Admission::Live | Admission::Lane | Admission::Filtered => Ok(()),
             Admission::Parked => {
                 let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
-                self.ensure_probe(channel, &f).await
+                self.breaker().ensure_probe(channel, &f).await
             }
             Admission::Backlog => {
                 let (f, fresh) = self.ensure_mark(&channel.id, Mark::Backlog).await?;
@@ -222,19 +225,160 @@ impl FlowControl {
                     if f.free_slots(cap) > 0 {
                         let most = converger_core::flow::rows_to_feed_on_backlog(cap)
                             .unwrap_or(BACKLOG_PREFETCH);
-                        self.feed(channel, tier, f, most).await?;
+                        self.backlog().feed(channel, tier, f, most).await?;
                     }
                     // The attempts that end hand their slots on, each from the item it was
                     // in, on their view of the backlog; a feed job in a second makes sure no
                     // row is left behind by views that missed it.
                     if slot_items(cap) > 1 && self.caches.feed_jobs.get(&channel.id).is_none() {
                         self.caches.feed_jobs.insert(channel.id.clone(), ());
-                        self.send_flow_job(&channel.id, FlowJobKind::Feed, 1)
+                        self.breaker()
+                            .send_flow_job(&channel.id, FlowJobKind::Feed, 1)
                             .await?;
                     }
                 }
                 Ok(())
             }
         }
+    }
+}
+
+impl Window<'_> {
+    /// Whether the channel's deliveries take window slots now (`core::flow::uncounted`).
+    pub(super) fn counted(&self, limits: &Limits, flow: &Flow) -> bool {
+        limits.cap.is_some_and(|cap| {
+            !converger_core::flow::uncounted(
+                limits.breaker.max_in_flight,
+                flow.window,
+                cap,
+                flow.backlog_at.is_some(),
+            )
+        })
+    }
+
+    /// Counts one uncounted admission of `channel` in this second; `false` once this
+    /// instance admitted `cap` of them (the rest of the second's burst is counted).
+    pub(super) fn within_burst(&self, channel: &ChannelId, cap: u32) -> bool {
+        let second = self.clock.now_ms() / 1000;
+        let Ok(mut bursts) = self.caches.bursts.lock() else {
+            return false;
+        };
+        if bursts.len() > 4096 {
+            bursts.retain(|_, (s, _)| *s == second);
+        }
+        let entry = bursts.entry(channel.clone()).or_insert((second, 0));
+        if entry.0 != second {
+            *entry = (second, 0);
+        }
+        entry.1 += 1;
+        entry.1 <= cap
+    }
+
+    /// The window to write after a success that grows `known` to `grown` (by one): the
+    /// successes this instance saw since it last wrote a grown window, once
+    /// [`GROWTH_WRITE_MS`] passed (or when the flow item is written anyway: `writes`);
+    /// otherwise nothing now (the growth is kept for the next write).
+    pub(super) fn grown_window(
+        &self,
+        channel: &ChannelId,
+        known: u32,
+        cap: u32,
+        now: i64,
+        writes: bool,
+    ) -> Option<u32> {
+        let Ok(mut growth) = self.caches.growth.lock() else {
+            return Some(known.saturating_add(1).min(cap));
+        };
+        if growth.len() > 4096 {
+            growth.retain(|_, (at, _)| now - *at < 60_000);
+        }
+        let entry = growth.entry(channel.clone()).or_insert((i64::MIN, 0));
+        entry.1 = entry.1.saturating_add(1);
+        if writes || now.saturating_sub(entry.0) >= GROWTH_WRITE_MS {
+            let w = known.saturating_add(entry.1).min(cap);
+            *entry = (now, 0);
+            Some(w)
+        } else {
+            None
+        }
+    }
+
+    /// A place in a channel's rate schedule for a request now (its time, µs): the next of the
+    /// places this instance holds, else one of a batch reserved in the shared schedule (one
+    /// write for up to [`RateLimit::batch_most`] requests; `core::flow::RateBatch`), one
+    /// reservation at a time per channel. A busy schedule gives a later place, not a refusal;
+    /// `Err(retry_at_us)` only when the place would lie beyond the reservation horizon.
+    pub(crate) async fn rate_place(
+        &self,
+        channel: &ChannelId,
+        rate: &RateLimit,
+        now_us: i64,
+    ) -> StoreResult<Result<i64, i64>> {
+        if let Some(at) = self.held_place(channel, rate, now_us) {
+            return Ok(Ok(at));
+        }
+        let refill = self.refill_lock(channel);
+        let _one = refill.lock().await;
+        // Another request of this instance may have reserved while this one waited.
+        let now_us = now_us.max(self.clock.now_ms().saturating_mul(1000));
+        if let Some(at) = self.held_place(channel, rate, now_us) {
+            return Ok(Ok(at));
+        }
+        let n = match self.caches.rate_batches.lock() {
+            Ok(mut batches) => batches
+                .entry(channel.clone())
+                .or_default()
+                .next_size(rate.batch_most()),
+            Err(_) => 1,
+        };
+        let start = match self.flows.rate_reserve(channel, rate, n, now_us).await? {
+            Ok(start) => start,
+            Err(retry_at) => return Ok(Err(retry_at)),
+        };
+        let Ok(mut batches) = self.caches.rate_batches.lock() else {
+            return Ok(Ok(rate.place_us(start, 0, now_us)));
+        };
+        let b = batches.entry(channel.clone()).or_default();
+        b.filled(n, start, now_us);
+        Ok(Ok(b
+            .take(rate, now_us)
+            .unwrap_or_else(|| rate.place_us(start, 0, now_us))))
+    }
+
+    /// The next place this instance holds in the channel's schedule, if any.
+    pub(super) fn held_place(
+        &self,
+        channel: &ChannelId,
+        rate: &RateLimit,
+        now_us: i64,
+    ) -> Option<i64> {
+        let mut batches = self.caches.rate_batches.lock().ok()?;
+        if batches.len() > 4096 {
+            batches.clear();
+        }
+        batches.get_mut(channel)?.take(rate, now_us)
+    }
+
+    pub(super) fn refill_lock(&self, channel: &ChannelId) -> RefillLock {
+        match self.caches.rate_refills.lock() {
+            Ok(mut locks) => {
+                if locks.len() > 4096 {
+                    locks.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
+                }
+                locks.entry(channel.clone()).or_default().clone()
+            }
+            Err(_) => RefillLock::default(),
+        }
+    }
+
+    /// The window size to ask for: the latest known window (however old), bounded by the cap.
+    pub(super) fn window_cap(&self, channel: &Channel, cap: u32) -> u32 {
+        self.caches
+            .flows
+            .get_stale(&channel.id)
+            .map(|f| f.window)
+            .unwrap_or(converger_core::flow::INITIAL_WINDOW)
+            .min(cap)
+            .max(1)
     }
 }

@@ -9,7 +9,7 @@ use converger_core::{CircuitState, Tier};
 use converger_ports::Flow;
 use converger_ports::{Channel, DeliveryMessage, Mark};
 
-impl FlowControl {
+impl Backlog<'_> {
     /// Hands free window slots (at most `most`) to the oldest due deliveries of the backlog. One backlog
     /// query reads up to [`BACKLOG_PREFETCH`] rows; the ones not fed now are remembered for a
     /// few seconds, so a busy channel's feeds do not query once per delivery. A remembered
@@ -53,11 +53,11 @@ impl FlowControl {
         let mut msgs = Vec::with_capacity(candidates.len());
         let mut full_left = converger_core::flow::full_takes_past(cap);
         for id in candidates {
-            match self.take(channel, &id, cap, true).await? {
+            match self.window().take(channel, &id, cap, true).await? {
                 Slot::Taken(item) => match self.flows.leave_backlog(&id, now, item).await? {
                     Some(d) => msgs.push(DeliveryMessage::new(d.id.clone(), d.tier, None).of(&d)),
                     // Fed or parked meanwhile: the slot this feeder took goes back.
-                    None => self.free_slot(&channel.id, &id, item).await?,
+                    None => self.window().free_slot(&channel.id, &id, item).await?,
                 },
                 // Another feeder is handing this row on.
                 Slot::Held => {}
@@ -127,7 +127,7 @@ impl FlowControl {
             flow.circuit_state,
             flow.backlog_at.is_some(),
             flow.consecutive_failures,
-            self.counted(&limits, &flow),
+            self.window().counted(&limits, &flow),
         ) {
             return Ok(None);
         }

@@ -90,7 +90,7 @@ pub(crate) struct ProbeEnd {
     pub(crate) alert: Option<serde_json::Value>,
 }
 
-impl FlowControl {
+impl Breaker<'_> {
     /// Writes an attempt's end of `d` (as it is now) to its channel's flow: the slot back (or
     /// handed on), the window grown or shrunk, the breaker's counters. One conditional write,
     /// or none when nothing changed.
@@ -123,8 +123,8 @@ impl FlowControl {
         });
         // Every attempt gives its slot back, a failed one too: its retry takes one again when
         // it is due, so a delivery waiting for a retry never holds back the channel's others.
-        let mut free =
-            (d.slot || known.holds(&d.id) || self.counted(&limits, &known)).then(|| d.id.clone());
+        let mut free = (d.slot || known.holds(&d.id) || self.window().counted(&limits, &known))
+            .then(|| d.id.clone());
         // A slot in a slot item of its own is given back there (with the hand-on), and the
         // flow item is written only if something else changed.
         if free.is_some() && d.slot_item != 0 {
@@ -140,7 +140,9 @@ impl FlowControl {
             && w > known.window
         {
             let writes = free.is_some() || failed || known.consecutive_failures > 0;
-            window = self.grown_window(&channel.id, known.window, cap, now.ms(), writes);
+            window = self
+                .window()
+                .grown_window(&channel.id, known.window, cap, now.ms(), writes);
         }
         let grew = window.map_or(0, |w| w.saturating_sub(known.window));
         // A success is written when there is something to reset, or to keep `last_success_at`
@@ -209,7 +211,7 @@ impl FlowControl {
                     converger_core::flow::rows_to_feed_after_attempt(cap, handed_on, grew)
                 })
                 .unwrap_or(BACKLOG_PREFETCH);
-            self.feed(channel, tier, flow, most).await?;
+            self.backlog().feed(channel, tier, flow, most).await?;
         }
         Ok(true)
     }
@@ -306,7 +308,7 @@ impl FlowControl {
     }
 }
 
-impl FlowControl {
+impl Breaker<'_> {
     /// A delivery was just parked behind an open breaker: make sure a probe is coming. The
     /// probe loop stops when nothing waits, so the first delivery parked after that starts it
     /// again (at the end of the cooldown) instead of waiting for the sweeper.

@@ -9,7 +9,7 @@ use converger_core::{CircuitState, RateLimit};
 use converger_ports::Flow;
 use converger_ports::{Channel, Delivery, DeliveryMessage, Mark, Transition};
 
-impl FlowControl {
+impl AttemptGate<'_> {
     /// The gate before an attempt, with the lease held: park, probe, window, rate limit.
     pub(crate) async fn admit_attempt(
         &self,
@@ -52,7 +52,9 @@ impl FlowControl {
                     self.remember_flow(&f);
                     tracing::info!(channel_id = %channel.id, delivery_id = %d.id, "breaker half-open: probing");
                     // Whatever happens to this probe, the next check comes after a cooldown.
-                    self.schedule_probe(&channel.id, &limits.breaker).await?;
+                    self.breaker()
+                        .schedule_probe(&channel.id, &limits.breaker)
+                        .await?;
                     return Ok(Admit::Go {
                         probe: true,
                         slot: None,
@@ -71,9 +73,9 @@ impl FlowControl {
             && !d.slot
             && d.slot_item == 0
             && !flow.holds(&d.id)
-            && self.counted(&limits, &flow)
+            && self.window().counted(&limits, &flow)
         {
-            match self.take(channel, &d.id, cap, false).await? {
+            match self.window().take(channel, &d.id, cap, false).await? {
                 Slot::Taken(item) => slot = Some(item),
                 Slot::NotClosed => return self.park_claimed(d, token, channel).await,
                 Slot::Held | Slot::Full => {
@@ -82,7 +84,8 @@ impl FlowControl {
                     }
                     // The row is in the backlog: a failed mark must not send the message
                     // back to find it there.
-                    self.after_admission_or_feed_later(channel, d.tier, Admission::Backlog)
+                    self.window()
+                        .after_admission_or_feed_later(channel, d.tier, Admission::Backlog)
                         .await;
                     return Ok(Admit::Done(Report::Backlogged));
                 }
@@ -96,7 +99,7 @@ impl FlowControl {
             let now_us = now.ms().saturating_mul(1000);
             let place = match msg.rate_at.filter(|at| RateWait::place_usable(*at, now_us)) {
                 Some(at) => Ok(at),
-                None => self.rate_place(&channel.id, &rate, now_us).await?,
+                None => self.window().rate_place(&channel.id, &rate, now_us).await?,
             };
             let snooze = match place {
                 Ok(at) => match RateWait::for_place(at, now_us) {
@@ -166,11 +169,11 @@ impl FlowControl {
     /// announced from the row's change).
     async fn park_marks(&self, channel: &Channel, d: &Delivery) -> Result<(), FlowError> {
         let (f, _) = self.ensure_mark(&channel.id, Mark::Parked).await?;
-        self.ensure_probe(channel, &f).await?;
+        self.breaker().ensure_probe(channel, &f).await?;
         // A parked delivery holds no slot (the view may be a cached one: the row says too).
         if d.slot || f.holds(&d.id) {
             let item = if d.slot { d.slot_item } else { 0 };
-            self.free_slot(&channel.id, &d.id, item).await?;
+            self.window().free_slot(&channel.id, &d.id, item).await?;
         }
         Ok(())
     }

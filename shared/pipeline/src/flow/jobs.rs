@@ -2,7 +2,7 @@
 //! waiting delivery made its probe), feeding a backlog, and releasing parked deliveries
 //! after a close. The jobs themselves run in `flow_jobs`.
 
-use super::FlowControl;
+use super::Jobs;
 use crate::outcome::FlowError;
 use converger_core::CircuitState;
 use converger_core::flow::cooldown_left_ms;
@@ -11,7 +11,7 @@ use converger_ports::{
     Channel, Delivery, DeliveryMessage, FlowJobKind, Mark, Placement, Transition,
 };
 
-impl FlowControl {
+impl Jobs<'_> {
     /// Starts a probe of an open (or stuck half-open) breaker: one waiting delivery (a parked
     /// one first, else the backlog's next) is named the probe, the breaker goes half-open, the
     /// next probe is scheduled one cooldown on, and the row is made live for the attempt.
@@ -27,7 +27,8 @@ impl FlowControl {
         let left = cooldown_left_ms(flow.circuit_changed_at, breaker.cooldown_ms, now.ms());
         if left > 0 {
             let delay_s = u32::try_from((left + 999) / 1000).unwrap_or(900);
-            self.send_flow_job(&channel.id, FlowJobKind::Probe, delay_s)
+            self.breaker()
+                .send_flow_job(&channel.id, FlowJobKind::Probe, delay_s)
                 .await?;
             return Ok(None);
         }
@@ -58,7 +59,7 @@ impl FlowControl {
             return Ok(None);
         };
         self.remember_flow(&f);
-        self.schedule_probe(&channel.id, &breaker).await?;
+        self.breaker().schedule_probe(&channel.id, &breaker).await?;
         if parked {
             Ok(self.flows.unpark(&d, Placement::Live, now).await?)
         } else {
@@ -70,7 +71,8 @@ impl FlowControl {
     /// wait.
     pub(crate) async fn feed_job(&self, channel: &Channel, flow: Flow) -> Result<(), FlowError> {
         let tier = self.tenant_tier(channel).await?;
-        self.feed(channel, tier, flow, super::BACKLOG_PREFETCH)
+        self.backlog()
+            .feed(channel, tier, flow, super::BACKLOG_PREFETCH)
             .await?;
         if !self
             .flows
@@ -78,7 +80,8 @@ impl FlowControl {
             .await?
             .is_empty()
         {
-            self.send_flow_job(&channel.id, FlowJobKind::Feed, 1)
+            self.breaker()
+                .send_flow_job(&channel.id, FlowJobKind::Feed, 1)
                 .await?;
         }
         Ok(())
@@ -120,7 +123,8 @@ impl FlowControl {
                         .mark(&channel.id, Mark::Backlog, Some(now.ms()), None)
                         .await?;
                     self.remember_flow(&f);
-                    self.feed(channel, tenant_tier, f, super::BACKLOG_PREFETCH)
+                    self.backlog()
+                        .feed(channel, tenant_tier, f, super::BACKLOG_PREFETCH)
                         .await?;
                 }
             }
@@ -137,7 +141,8 @@ impl FlowControl {
                 self.queue.send_many(&msgs).await?;
             }
             if released >= self.config.release_chunk {
-                self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
+                self.breaker()
+                    .send_flow_job(&channel.id, FlowJobKind::Release, 0)
                     .await?;
                 break;
             }
@@ -162,7 +167,8 @@ impl FlowControl {
                 self.flows.get_flow(&channel.id).await?
             };
             self.remember_flow(&f);
-            self.feed(channel, tenant_tier, f, super::BACKLOG_PREFETCH)
+            self.backlog()
+                .feed(channel, tenant_tier, f, super::BACKLOG_PREFETCH)
                 .await?;
         }
         Ok(released)

@@ -143,6 +143,68 @@ impl FlowControl {
     }
 }
 
+/// One part of flow control, with the methods of one job: a view of [`FlowControl`], which
+/// holds the ports and caches they share. The attempt, ingest, replay and the sweeper ask the
+/// part they need (`flow.gate()`, `flow.breaker()`, ...).
+macro_rules! part {
+    ($(#[$doc:meta])* $name:ident, $get:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy)]
+        pub struct $name<'f>(&'f FlowControl);
+
+        impl std::ops::Deref for $name<'_> {
+            type Target = FlowControl;
+            fn deref(&self) -> &FlowControl {
+                self.0
+            }
+        }
+
+        impl FlowControl {
+            $(#[$doc])*
+            pub fn $get(&self) -> $name<'_> {
+                $name(self)
+            }
+        }
+    };
+}
+
+part!(
+    /// The gate before an attempt: park, probe, window and rate limit (`gate.rs`).
+    AttemptGate,
+    gate
+);
+part!(
+    /// A channel's window: admission of new deliveries, slots, growth and rate places
+    /// (`admission.rs`).
+    Window,
+    window
+);
+part!(
+    /// The breaker after a call: the verdict's effect, opening, probes (`breaker.rs`).
+    Breaker,
+    breaker
+);
+part!(
+    /// The backlog fed into freed slots (`backlog.rs`).
+    Backlog,
+    backlog
+);
+part!(
+    /// The probe, feed and release jobs' flow side (`jobs.rs`).
+    Jobs,
+    jobs
+);
+part!(
+    /// Pause, resume and the state the delivery endpoint shows (`operator.rs`).
+    Operator,
+    operator
+);
+part!(
+    /// The sweeper's reconciliation of slots, backlogs and probes (`reconcile.rs`).
+    Reconciler,
+    reconciler
+);
+
 /// A channel's flow settings for deliveries of `tier`.
 pub struct Limits {
     pub breaker: BreakerConfig,
@@ -244,141 +306,8 @@ impl FlowControl {
     }
 
     /// Keeps the flow item a write returned, so the next decision sees it.
-    fn remember_flow(&self, f: &Flow) {
+    pub(super) fn remember_flow(&self, f: &Flow) {
         self.caches.flows.insert(f.channel_id.clone(), f.clone());
-    }
-
-    /// Whether the channel's deliveries take window slots now (`core::flow::uncounted`).
-    fn counted(&self, limits: &Limits, flow: &Flow) -> bool {
-        limits.cap.is_some_and(|cap| {
-            !converger_core::flow::uncounted(
-                limits.breaker.max_in_flight,
-                flow.window,
-                cap,
-                flow.backlog_at.is_some(),
-            )
-        })
-    }
-
-    /// Counts one uncounted admission of `channel` in this second; `false` once this
-    /// instance admitted `cap` of them (the rest of the second's burst is counted).
-    fn within_burst(&self, channel: &ChannelId, cap: u32) -> bool {
-        let second = self.clock.now_ms() / 1000;
-        let Ok(mut bursts) = self.caches.bursts.lock() else {
-            return false;
-        };
-        if bursts.len() > 4096 {
-            bursts.retain(|_, (s, _)| *s == second);
-        }
-        let entry = bursts.entry(channel.clone()).or_insert((second, 0));
-        if entry.0 != second {
-            *entry = (second, 0);
-        }
-        entry.1 += 1;
-        entry.1 <= cap
-    }
-
-    /// The window to write after a success that grows `known` to `grown` (by one): the
-    /// successes this instance saw since it last wrote a grown window, once
-    /// [`GROWTH_WRITE_MS`] passed (or when the flow item is written anyway: `writes`);
-    /// otherwise nothing now (the growth is kept for the next write).
-    fn grown_window(
-        &self,
-        channel: &ChannelId,
-        known: u32,
-        cap: u32,
-        now: i64,
-        writes: bool,
-    ) -> Option<u32> {
-        let Ok(mut growth) = self.caches.growth.lock() else {
-            return Some(known.saturating_add(1).min(cap));
-        };
-        if growth.len() > 4096 {
-            growth.retain(|_, (at, _)| now - *at < 60_000);
-        }
-        let entry = growth.entry(channel.clone()).or_insert((i64::MIN, 0));
-        entry.1 = entry.1.saturating_add(1);
-        if writes || now.saturating_sub(entry.0) >= GROWTH_WRITE_MS {
-            let w = known.saturating_add(entry.1).min(cap);
-            *entry = (now, 0);
-            Some(w)
-        } else {
-            None
-        }
-    }
-
-    /// A place in a channel's rate schedule for a request now (its time, µs): the next of the
-    /// places this instance holds, else one of a batch reserved in the shared schedule (one
-    /// write for up to [`RateLimit::batch_most`] requests; `core::flow::RateBatch`), one
-    /// reservation at a time per channel. A busy schedule gives a later place, not a refusal;
-    /// `Err(retry_at_us)` only when the place would lie beyond the reservation horizon.
-    pub(crate) async fn rate_place(
-        &self,
-        channel: &ChannelId,
-        rate: &RateLimit,
-        now_us: i64,
-    ) -> StoreResult<Result<i64, i64>> {
-        if let Some(at) = self.held_place(channel, rate, now_us) {
-            return Ok(Ok(at));
-        }
-        let refill = self.refill_lock(channel);
-        let _one = refill.lock().await;
-        // Another request of this instance may have reserved while this one waited.
-        let now_us = now_us.max(self.clock.now_ms().saturating_mul(1000));
-        if let Some(at) = self.held_place(channel, rate, now_us) {
-            return Ok(Ok(at));
-        }
-        let n = match self.caches.rate_batches.lock() {
-            Ok(mut batches) => batches
-                .entry(channel.clone())
-                .or_default()
-                .next_size(rate.batch_most()),
-            Err(_) => 1,
-        };
-        let start = match self.flows.rate_reserve(channel, rate, n, now_us).await? {
-            Ok(start) => start,
-            Err(retry_at) => return Ok(Err(retry_at)),
-        };
-        let Ok(mut batches) = self.caches.rate_batches.lock() else {
-            return Ok(Ok(rate.place_us(start, 0, now_us)));
-        };
-        let b = batches.entry(channel.clone()).or_default();
-        b.filled(n, start, now_us);
-        Ok(Ok(b
-            .take(rate, now_us)
-            .unwrap_or_else(|| rate.place_us(start, 0, now_us))))
-    }
-
-    /// The next place this instance holds in the channel's schedule, if any.
-    fn held_place(&self, channel: &ChannelId, rate: &RateLimit, now_us: i64) -> Option<i64> {
-        let mut batches = self.caches.rate_batches.lock().ok()?;
-        if batches.len() > 4096 {
-            batches.clear();
-        }
-        batches.get_mut(channel)?.take(rate, now_us)
-    }
-
-    fn refill_lock(&self, channel: &ChannelId) -> RefillLock {
-        match self.caches.rate_refills.lock() {
-            Ok(mut locks) => {
-                if locks.len() > 4096 {
-                    locks.retain(|_, l| std::sync::Arc::strong_count(l) > 1);
-                }
-                locks.entry(channel.clone()).or_default().clone()
-            }
-            Err(_) => RefillLock::default(),
-        }
-    }
-
-    /// The window size to ask for: the latest known window (however old), bounded by the cap.
-    fn window_cap(&self, channel: &Channel, cap: u32) -> u32 {
-        self.caches
-            .flows
-            .get_stale(&channel.id)
-            .map(|f| f.window)
-            .unwrap_or(converger_core::flow::INITIAL_WINDOW)
-            .min(cap)
-            .max(1)
     }
 }
 

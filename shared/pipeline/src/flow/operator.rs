@@ -9,7 +9,7 @@ use converger_ports::Flow;
 use converger_ports::{AuditEntry, Channel, FlowJobKind, StoreResult, Transition};
 use serde_json::json;
 
-impl FlowControl {
+impl Operator<'_> {
     /// Pauses a channel's deliveries (`pause_deliveries`, audited).
     pub async fn pause(&self, channel: &Channel, actor: &Actor) -> Result<Flow, FlowError> {
         use CircuitState::*;
@@ -40,9 +40,11 @@ impl FlowControl {
                 converger_ports::EventType::ChannelResumed,
             )
             .await?;
-        self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
+        self.breaker()
+            .send_flow_job(&channel.id, FlowJobKind::Release, 0)
             .await?;
-        self.send_flow_job(&channel.id, FlowJobKind::Release, 5)
+        self.breaker()
+            .send_flow_job(&channel.id, FlowJobKind::Release, 5)
             .await?;
         Ok(f)
     }

@@ -2,14 +2,14 @@
 //! stalled backlog fed, a missed probe scheduled again; and the same for one channel, at once,
 //! when a crash or a storage failure is seen to have left slots behind.
 
-use super::FlowControl;
+use super::Reconciler;
 use crate::outcome::FlowError;
 use converger_core::flow::{slot_is_the_rows, slot_item_bound};
 use converger_core::{ChannelId, CircuitState, DeliveryId, DeliveryStatus};
 use converger_ports::{Channel, Delivery, DeliveryMessage, Flow, HeldSlot, Transition};
 use converger_ports::{FlowJobKind, Mark};
 
-impl FlowControl {
+impl Reconciler<'_> {
     /// A message found its delivery settled: if the delivery still holds a window slot (its
     /// attempt recorded the outcome and then died, or lost storage, before handing the slot
     /// on), the slot goes back and the backlog is fed. One read of the flow item (not the
@@ -143,7 +143,8 @@ impl FlowControl {
     async fn feed_now(&self, channel: &Channel) -> Result<usize, FlowError> {
         let tier = self.tenant_tier(channel).await?;
         let current = self.flows.get_flow(&channel.id).await?;
-        self.feed(channel, tier, current, super::BACKLOG_PREFETCH)
+        self.backlog()
+            .feed(channel, tier, current, super::BACKLOG_PREFETCH)
             .await
     }
 
@@ -193,7 +194,7 @@ impl FlowControl {
                 self.let_go(&channel).await?;
             }
             let released = if f.parked_at.is_some() {
-                self.release(&channel, &f).await?
+                self.jobs().release(&channel, &f).await?
             } else {
                 0
             };
@@ -212,7 +213,7 @@ impl FlowControl {
                     now.ms() - p > i64::try_from(breaker.park_seconds * 1000).unwrap_or(i64::MAX)
                 });
                 if parked_long {
-                    released = self.release(&channel, &f).await?;
+                    released = self.jobs().release(&channel, &f).await?;
                 }
                 if f.backlog_at.is_some() || freed > 0 {
                     fed = self.feed_now(&channel).await?;
@@ -220,7 +221,8 @@ impl FlowControl {
             }
             CircuitState::Open | CircuitState::HalfOpen => {
                 if f.probe_due.is_none_or(|due| due + 60_000 < now.ms()) {
-                    self.send_flow_job(&channel.id, FlowJobKind::Probe, 0)
+                    self.breaker()
+                        .send_flow_job(&channel.id, FlowJobKind::Probe, 0)
                         .await?;
                     self.flows
                         .mark(&channel.id, Mark::ProbeDue, Some(now.ms()), None)
@@ -240,7 +242,8 @@ impl FlowControl {
         if let Some(f) = self.flows.transition(&channel.id, &t).await? {
             self.remember_flow(&f);
         }
-        self.send_flow_job(&channel.id, FlowJobKind::Release, 0)
+        self.breaker()
+            .send_flow_job(&channel.id, FlowJobKind::Release, 0)
             .await?;
         Ok(())
     }

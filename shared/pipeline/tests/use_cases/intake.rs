@@ -71,7 +71,12 @@ async fn a_paused_channel_parks_new_deliveries_and_resume_releases_them() {
     let f = fixture();
     let t = tenant(&f).await;
     let c = webhook(&f, &t).await;
-    f.pipeline.flow().pause(&c, &operator()).await.unwrap();
+    f.pipeline
+        .flow()
+        .operator()
+        .pause(&c, &operator())
+        .await
+        .unwrap();
     let done = f
         .pipeline
         .intake()
@@ -84,7 +89,12 @@ async fn a_paused_channel_parks_new_deliveries_and_resume_releases_them() {
     let row = f.store.get_delivery(&id).await.unwrap().unwrap();
     assert_eq!(row.status, DeliveryStatus::Paused);
 
-    f.pipeline.flow().resume(&c, &operator()).await.unwrap();
+    f.pipeline
+        .flow()
+        .operator()
+        .resume(&c, &operator())
+        .await
+        .unwrap();
     let jobs = f.queue.take_flow_jobs(i64::MAX);
     assert!(
         jobs.iter().any(|j| j.kind == FlowJobKind::Release),
@@ -103,7 +113,12 @@ async fn a_deleted_channel_is_let_go_and_leaves_the_tenants_reads() {
     let f = fixture();
     let t = tenant(&f).await;
     let c = webhook(&f, &t).await;
-    f.pipeline.flow().pause(&c, &operator()).await.unwrap();
+    f.pipeline
+        .flow()
+        .operator()
+        .pause(&c, &operator())
+        .await
+        .unwrap();
     assert!(
         f.pipeline
             .channels()

@@ -40,6 +40,7 @@ struct Fixture {
 mod connections;
 mod deliveries;
 mod due;
+mod event_types;
 mod flow;
 mod fold;
 mod lanes;
@@ -52,6 +53,7 @@ mod usage;
 use connections::*;
 use deliveries::*;
 use due::*;
+use event_types::*;
 use flow::*;
 use fold::*;
 use lanes::*;
