@@ -25,11 +25,11 @@ use std::time::{Duration, Instant};
 use tracing::Instrument;
 
 mod after;
+mod log;
 mod parts;
 
-use parts::CHAIN;
 pub(crate) use parts::Prepared;
-use parts::{Answer, CallError, Called, Chain, Claimed, Step, chain_keep, chain_open, lease_token};
+use parts::{Answer, CallError, Called, Claimed, HandOn, Step, lease_token};
 
 /// The span of one attempt: the delivery, with its tenant, activity, channel and attempt number
 /// recorded once it is claimed. `chained`: run on the slot of the attempt before it.
@@ -92,72 +92,85 @@ impl Attempts<'_> {
     /// left to the queue's visibility timeout (minutes), so deliveries resume seconds after
     /// storage does; after [`policy::MAX_BOUNCES`] the error goes to the queue as any other.
     pub async fn deliver(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
-        let chain = Chain {
-            until: Instant::now() + Duration::from_millis(policy::CHAIN_BUDGET_MS),
-            next: None,
-        };
-        CHAIN
-            .scope(std::cell::RefCell::new(chain), async {
-                let report = self.deliver_one(msg).await;
-                // The backlog rows this message's attempts handed their slot to, one after
-                // the other. A chained attempt that fails unexpectedly leaves its row leased:
-                // the reclaim pass takes it back when the lease ends.
-                while let Some((next, claimed)) = CHAIN.with(|c| c.borrow_mut().next.take()) {
-                    let span = attempt_span(&next.delivery_id, true);
-                    async {
-                        match self.attempt_claimed(claimed, next).await {
-                            Ok(r) => tracing::debug!(report = ?r, "chained attempt"),
-                            Err(e) => {
-                                tracing::warn!(error = %e, "chained attempt failed; its lease runs out")
-                            }
-                        }
-                    }
-                    .instrument(span)
-                    .await;
-                }
-                report
-            })
-            .await
+        let until = Instant::now() + Duration::from_millis(policy::CHAIN_BUDGET_MS);
+        let (report, mut next) = self.deliver_one(msg, until).await;
+        // The backlog rows this message's attempts handed their slot to, one after the
+        // other, while the budget lasts. A chained attempt that fails unexpectedly leaves its
+        // row leased: the reclaim pass takes it back when the lease ends.
+        while let Some(h) = next.take() {
+            let span = attempt_span(&h.msg.delivery_id, true);
+            let (r, after) = self
+                .attempt_claimed(h.claimed, h.msg, Some(until))
+                .instrument(span)
+                .await;
+            match r {
+                Ok(r) => tracing::debug!(report = ?r, "chained attempt"),
+                Err(e) => tracing::warn!(error = %e, "chained attempt failed; its lease runs out"),
+            }
+            next = after;
+        }
+        report
     }
 
-    /// [`Self::deliver`] for one message.
-    async fn deliver_one(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
+    /// [`Self::deliver`] for one message, and the backlog row its attempt handed its slot on
+    /// to (claimed), if it did, for the same invocation to run before `until`.
+    async fn deliver_one(
+        &self,
+        msg: DeliveryMessage,
+        until: Instant,
+    ) -> (Result<Report, AttemptError>, Option<HandOn>) {
         let mut again = msg.clone_without_activity();
         again.bounces = again.bounces.saturating_add(1);
-        match self.attempt(msg).await {
+        let (result, next) = self.attempt_until(msg, Some(until)).await;
+        let result = match result {
             Err(AttemptError::Store(e))
                 if e.is_unavailable() && again.bounces <= policy::MAX_BOUNCES =>
             {
                 let delay_s = policy::bounce_delay_s(again.bounces - 1);
                 tracing::warn!(delivery_id = %again.delivery_id, error = %e, delay_s, bounces = again.bounces, "storage unavailable; the message comes back shortly");
-                self.queue.send(&again, delay_s).await?;
-                Ok(Report::Bounced { delay_s })
+                match self.queue.send(&again, delay_s).await {
+                    Ok(()) => Ok(Report::Bounced { delay_s }),
+                    Err(e) => Err(e.into()),
+                }
             }
             other => other,
-        }
+        };
+        (result, next)
     }
 
     /// Runs the attempt a queue message asks for, in a span that names the delivery (and,
     /// once it is claimed, its tenant, channel and attempt number) for every line under it.
     pub async fn attempt(&self, msg: DeliveryMessage) -> Result<Report, AttemptError> {
+        self.attempt_until(msg, None).await.0
+    }
+
+    /// [`Self::attempt`], taking the channel's next backlog row to run next while its call
+    /// runs when `chain_until` has not passed.
+    async fn attempt_until(
+        &self,
+        msg: DeliveryMessage,
+        chain_until: Option<Instant>,
+    ) -> (Result<Report, AttemptError>, Option<HandOn>) {
         let span = attempt_span(&msg.delivery_id, false);
         async {
-            let claimed = match self.claim(&msg).await? {
-                Step::Go(c) => c,
-                Step::Done(report) => return Ok(report),
-            };
-            self.attempt_claimed(claimed, msg).await
+            match self.claim(&msg).await {
+                Ok(Step::Go(c)) => self.attempt_claimed(c, msg, chain_until).await,
+                Ok(Step::Done(report)) => (Ok(report), None),
+                Err(e) => (Err(e), None),
+            }
         }
         .instrument(span)
         .await
     }
 
-    /// The attempt of a delivery this task has claimed already.
+    /// The attempt of a delivery this task has claimed already, and the backlog row it
+    /// handed its slot on to (claimed, whatever the attempt's result), if it took one.
     async fn attempt_claimed(
         &self,
         claimed: Claimed,
         msg: DeliveryMessage,
-    ) -> Result<Report, AttemptError> {
+        chain_until: Option<Instant>,
+    ) -> (Result<Report, AttemptError>, Option<HandOn>) {
         let span = tracing::Span::current();
         span.record("tenant_id", tracing::field::display(&claimed.d.tenant_id));
         span.record(
@@ -166,28 +179,27 @@ impl Attempts<'_> {
         );
         span.record("channel_id", tracing::field::display(&claimed.d.channel_id));
         span.record("attempt", claimed.d.attempts + 1);
-        let prepared = match self.prepare(claimed, msg).await? {
-            Step::Go(p) => p,
-            Step::Done(report) => return Ok(report),
+        let prepared = match self.prepare(claimed, msg).await {
+            Ok(Step::Go(p)) => p,
+            Ok(Step::Done(report)) => return (Ok(report), None),
+            Err(e) => return (Err(e), None),
         };
         // While the call runs, the next row of a backlogged channel is made ready to run
         // here as soon as it ends, with the slot this attempt hands it.
         let next = async {
-            if prepared.probe || !chain_open() {
+            if prepared.probe || chain_until.is_none_or(|u| Instant::now() >= u) {
                 return None;
             }
             let token = lease_token();
-            match self
-                .flow
-                .backlog()
+            let flow = self.flow.backlog();
+            match flow
                 .take_next_ahead(&prepared.channel, &prepared.d, &token)
                 .await
             {
-                Ok(Some((msg, d))) => {
-                    let id = d.id.clone();
-                    chain_keep(msg, Claimed { d, token });
-                    Some(id)
-                }
+                Ok(Some((msg, d))) => Some(HandOn {
+                    msg,
+                    claimed: Claimed { d, token },
+                }),
                 Ok(None) => None,
                 Err(e) => {
                     tracing::warn!(error = %e, "next backlog row not taken");
@@ -195,7 +207,18 @@ impl Attempts<'_> {
                 }
             }
         };
-        let (called, hand_on) = tokio::join!(self.call(&prepared), next);
+        let (called, next) = tokio::join!(self.call(&prepared), next);
+        let hand_on = next.as_ref().map(|h| h.claimed.d.id.clone());
+        (self.after_call(prepared, called, hand_on).await, next)
+    }
+
+    /// The lease renewed if due, the outcome settled, and an ordered channel's lane moved.
+    async fn after_call(
+        &self,
+        prepared: Prepared,
+        called: Called,
+        hand_on: Option<converger_core::DeliveryId>,
+    ) -> Result<Report, AttemptError> {
         // A long call leaves the lease in its second half: renewed before the outcome write,
         // so that a slow write is not overtaken by the reclaim pass (best effort: the write
         // itself is what proves the lease).
@@ -759,42 +782,5 @@ impl Attempts<'_> {
         // Its events and counts follow from the row's change (`crate::changes`).
         metrics::count(metrics::DEAD_LETTERED, p.channel.kind, Some(d.tier), 1);
         Ok(Report::DeadLettered)
-    }
-}
-
-impl Attempts<'_> {
-    /// A delivery's attempt log, newest first: the attempts numbered below `before` (all when
-    /// `None`), at most `limit`, and whether more follow. The newest attempts live in the
-    /// delivery item and older ones in the attempts table; entries past their retention are
-    /// left out.
-    pub async fn attempt_log(
-        &self,
-        d: &Delivery,
-        before: Option<u32>,
-        limit: usize,
-    ) -> StoreResult<(Vec<AttemptEntry>, bool)> {
-        let below = |a: u32| before.is_none_or(|b| a < b);
-        let mut entries: Vec<AttemptEntry> = d
-            .attempt_log
-            .iter()
-            .rev()
-            .filter(|e| below(e.attempt))
-            .cloned()
-            .collect();
-        let oldest_kept = d.attempt_log.first().map_or(u32::MAX, |e| e.attempt);
-        if entries.len() <= limit && oldest_kept > 1 && !d.attempt_log.is_empty() {
-            let from = before.map_or(oldest_kept, |b| b.min(oldest_kept));
-            let older = self
-                .listings
-                .older_attempts(&d.id, Some(from), limit + 1 - entries.len())
-                .await?;
-            entries.extend(older);
-        }
-        let now_s = self.clock.now().secs();
-        entries.retain(|e| e.expires_at.is_none_or(|x| x > now_s));
-        entries.dedup_by_key(|e| e.attempt);
-        let more = entries.len() > limit;
-        entries.truncate(limit);
-        Ok((entries, more))
     }
 }

@@ -9,34 +9,11 @@ pub(super) struct Claimed {
     pub(super) token: String,
 }
 
-/// What a queue message's attempt may still run in the same invocation: the next backlog
-/// row of its channel, taken while its call ran and handed its slot (claimed, with its
-/// message), while the invocation is within [`policy::CHAIN_BUDGET_MS`].
-pub(super) struct Chain {
-    pub(super) until: Instant,
-    pub(super) next: Option<(DeliveryMessage, Claimed)>,
-}
-
-tokio::task_local! {
-    pub(super) static CHAIN: std::cell::RefCell<Chain>;
-}
-
-/// Whether the running task may take a backlog row to run itself: it runs a queue message's
-/// attempt, within its budget, and holds no row yet.
-pub(super) fn chain_open() -> bool {
-    CHAIN
-        .try_with(|c| {
-            let c = c.borrow();
-            c.next.is_none() && Instant::now() < c.until
-        })
-        .unwrap_or(false)
-}
-
-/// Keeps a claimed backlog row for the running task to run next. Called only after
-/// [`chain_open`] said yes; a row kept anywhere else is never run by this task, and its lease
-/// runs out into the reclaim pass.
-pub(super) fn chain_keep(msg: DeliveryMessage, claimed: Claimed) {
-    let _ = CHAIN.try_with(|c| c.borrow_mut().next = Some((msg, claimed)));
+/// The next backlog row of a channel, taken while an attempt's call ran and handed that
+/// attempt's slot: claimed, with its message, for the same invocation to run next.
+pub(super) struct HandOn {
+    pub(super) msg: DeliveryMessage,
+    pub(super) claimed: Claimed,
 }
 
 /// A new lease token.

@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod chain;
 mod channels;
 mod clock;
 mod common;
