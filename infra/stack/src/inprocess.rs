@@ -6,7 +6,6 @@
 
 use converger_adapters::Adapters;
 use converger_core::Tier;
-use converger_core::time;
 use converger_memory::{LatencyModel, MemEvents, MemQueue, MemStore};
 use converger_pipeline::{Pipeline, PipelineConfig};
 use std::sync::Arc;
@@ -64,6 +63,8 @@ pub struct Memory {
     /// The channel key every pipeline of these parts shares (a random one: what the
     /// deployment keeps in Secrets Manager).
     pub channel_key: converger_core::mtls::ChannelKey,
+    /// The time its pipelines read ([`Limits::clock`]).
+    pub clock: Option<Arc<dyn converger_core::time::Clock>>,
 }
 
 impl Memory {
@@ -86,6 +87,15 @@ impl Memory {
         .with_mailer(self.mailer.clone())
         .with_tenant_aws(self.tenant_aws.clone())
         .with_payloads(self.payloads.clone()))
+        .map(|p| self.clocked(p))
+    }
+
+    /// `p` on these parts' clock, if they have one.
+    pub fn clocked(&self, p: Pipeline) -> Pipeline {
+        match &self.clock {
+            Some(c) => p.with_clock(c.clone()),
+            None => p,
+        }
     }
 }
 
@@ -120,6 +130,9 @@ pub struct Limits {
     /// Counts the invocations (a received batch of the deliver function, a stream batch of
     /// the changes function, a flow job of the probe function) and their durations.
     pub invocations: Option<crate::stack::invocations::Invocations>,
+    /// The time the pipelines' rules and the queues' delays read (a test's manual clock, so
+    /// that a backoff or a cooldown passes when the test moves it); the system's when `None`.
+    pub clock: Option<Arc<dyn converger_core::time::Clock>>,
 }
 
 /// Lambda's instances of one function: an invocation takes an idle instance (the most
@@ -193,15 +206,17 @@ pub fn memory_pipeline_with(
     let Limits {
         capacity,
         due_shards,
+        clock,
         ..
     } = limits;
     let (store, queue) = match latency {
-        Some(m) => (
-            MemStore::with_latency(m),
-            Arc::new(MemQueue::with_latency(m)),
-        ),
-        None => (MemStore::new(), Arc::new(MemQueue::new())),
+        Some(m) => (MemStore::with_latency(m), MemQueue::with_latency(m)),
+        None => (MemStore::new(), MemQueue::new()),
     };
+    let queue = Arc::new(match &clock {
+        Some(c) => queue.clocked(c.clone()),
+        None => queue,
+    });
     let store = match capacity {
         Some(c) => store.with_capacity(c),
         None => store,
@@ -219,6 +234,7 @@ pub fn memory_pipeline_with(
         payloads: Arc::new(converger_memory::MemPayloads::new()),
         channel_key: converger_core::mtls::ChannelKey::derive(&converger_core::secret::new_token())
             .map_err(|e| e.to_string())?,
+        clock,
     };
     Ok((memory.pipeline(&config)?, memory))
 }
@@ -286,7 +302,7 @@ impl InProcess {
                         _ = tokio::time::sleep(POLL) => {}
                         _ = stop.changed() => break,
                     }
-                    let now = time::now_ms();
+                    let now = q.now_ms();
                     // Each tier's consumers take what they have room for, in the order the
                     // queue gives (fair: the tenants with the fewest messages in flight
                     // first); the rest stay queued.

@@ -72,6 +72,12 @@ impl MemQueue {
         }
     }
 
+    /// This queue with its delays run on `clock`.
+    pub fn clocked(mut self, clock: Arc<dyn converger_core::time::Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
     /// The SQS requests counted since the last call, and a fresh start.
     pub fn take_requests(&self) -> QueueRequests {
         use std::sync::atomic::Ordering::Relaxed;
@@ -96,7 +102,8 @@ impl MemQueue {
         self.requests.deletes.fetch_add(batches, Relaxed);
     }
 
-    fn now_ms(&self) -> i64 {
+    /// The time its delays run on (its clock's, or the system's).
+    pub fn now_ms(&self) -> i64 {
         self.clock
             .as_ref()
             .map_or_else(converger_core::time::now_ms, |c| c.now_ms())

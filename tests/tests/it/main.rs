@@ -18,6 +18,7 @@ mod channels;
 mod charts;
 mod checks;
 mod clients;
+mod clock;
 mod e2e;
 mod egress;
 mod email;

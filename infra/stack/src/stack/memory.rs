@@ -54,7 +54,7 @@ pub(crate) fn spawn_dispatcher(
                 _ = tokio::time::sleep(POLL) => {}
                 _ = stop.changed() => break,
             }
-            let now = time::now_ms();
+            let now = queue.now_ms();
             let due = queue.take_due(now);
             for (tier, sem) in &permits {
                 let of_tier: Vec<_> = due.iter().filter(|m| m.tier == *tier).cloned().collect();

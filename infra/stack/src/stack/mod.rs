@@ -100,6 +100,9 @@ pub struct StackOptions {
     pub invocations: Option<invocations::Invocations>,
     /// The in-process backend's request latencies (`Backend::Memory` only; `None`: none).
     pub latency: Option<converger_memory::LatencyModel>,
+    /// The time the in-process backend's pipelines and queues read (`Backend::Memory`
+    /// only): a test's manual clock moves backoffs and cooldowns on at once.
+    pub clock: Option<std::sync::Arc<dyn converger_core::time::Clock>>,
     /// Addresses allowed into the admin pages and API (`ADMIN_IP_ALLOWLIST`); `None`: any.
     pub admin_ip_allowlist: Option<converger_core::net::Allowlist>,
     /// Most rows of a CSV export from the pages (`EXPORT_LIMIT`); `None`: its default.
@@ -165,6 +168,7 @@ impl Default for StackOptions {
             capacity: None,
             invocations: None,
             latency: None,
+            clock: None,
             admin_ip_allowlist: None,
             export_limit: None,
             backend: Backend::Emulator,
@@ -312,7 +316,12 @@ async fn build_memory(
             .cloned()
             .ok_or_else(|| format!("the template has no function {id}"))
     };
-    let (pipeline, memory) = crate::inprocess::memory_pipeline(opts.latency, opts.config.clone())?;
+    let limits = crate::inprocess::Limits {
+        clock: opts.clock.clone(),
+        ..Default::default()
+    };
+    let (pipeline, memory) =
+        crate::inprocess::memory_pipeline_with(opts.latency, limits, opts.config.clone())?;
     // Websocket pushes go to the local gateway through the management API's client (no
     // emulator: the gateway is the only endpoint it calls).
     let sdk = converger_store::aws::load_config_for(Some(management_url)).await;
@@ -329,6 +338,7 @@ async fn build_memory(
             opts.config.clone(),
         )
         .with_payloads(memory.payloads.clone());
+        let p = memory.clocked(p);
         let p = if pushes(id) {
             p.with_sockets(sockets.clone())
                 .with_mailer(memory.mailer.clone())
@@ -408,6 +418,9 @@ async fn build_memory(
 impl Stack {
     pub async fn start(opts: StackOptions) -> Result<Self, String> {
         let started = Instant::now();
+        if opts.clock.is_some() && opts.backend != Backend::Memory {
+            return Err("a stack's own clock runs the in-process backend only".into());
+        }
         // The WebSocket API: bound first, so the functions know its management endpoint.
         let ws_listener = tokio::net::TcpListener::bind(opts.ws_addr)
             .await
