@@ -65,6 +65,10 @@ impl PayloadStore for MemPayloads {
         }
         Ok(r)
     }
+    async fn delete_payload(&self, r: &PayloadRef) -> StoreResult<()> {
+        self.lose(r);
+        Ok(())
+    }
     async fn get_payload(&self, r: &PayloadRef) -> StoreResult<Option<Vec<u8>>> {
         Ok(self
             .objects

@@ -230,6 +230,7 @@ impl Intake<'_> {
         };
         let p = self.admit(tenant, checked, seq).await?;
         if !self.record(&p).await? {
+            self.payloads.forget(&p.activity).await;
             return self.existing(tenant, p.activity).await;
         }
         Ok(self.finish(tenant, p).await)
@@ -292,6 +293,7 @@ impl Intake<'_> {
                         return Err(IngestError::Store(StoreError::Unavailable(e.to_string())));
                     }
                 } else if !self.record(&p).await? {
+                    self.payloads.forget(&p.activity).await;
                     return self.existing(tenant, p.activity).await;
                 }
                 Ok(self.finish(tenant, p).await)

@@ -146,6 +146,16 @@ impl Payloads {
         })
     }
 
+    /// Removes the object kept for `activity`, which was not written (its producer's id was
+    /// taken before): best effort, the bucket's lifecycle ends a leftover at the retention.
+    pub async fn forget(&self, activity: &Activity) {
+        if let (Some(store), Some(r)) = (&self.store, &activity.payload_ref)
+            && let Err(e) = store.delete_payload(r).await
+        {
+            tracing::warn!(error = %e, key = %r.key, "a payload kept for an activity not written is left to the lifecycle");
+        }
+    }
+
     /// Keeps `taken` in the bucket when it is over what a row holds, and says so on
     /// `activity` (whose `payload` stays whole for this process).
     pub async fn keep(&self, activity: &mut Activity, taken: Vec<u8>) -> Result<(), StoreError> {

@@ -41,9 +41,12 @@ pub enum Upload {
 #[async_trait]
 pub trait PayloadStore: Send + Sync + 'static {
     /// Keeps `bytes` (a payload serialized) for `tenant` under a new key. The object lives
-    /// as long as the deployment's retention; an activity that was never written leaves one
-    /// behind until then.
+    /// as long as the deployment's retention; an activity whose write failed leaves one
+    /// behind until then (one found written before is removed: [`Self::delete_payload`]).
     async fn put_payload(&self, tenant: &TenantId, bytes: Vec<u8>) -> StoreResult<PayloadRef>;
+    /// Removes the object `r` names: kept for an activity that was not written (its
+    /// producer's id was taken before). Removing a missing object is no error.
+    async fn delete_payload(&self, r: &PayloadRef) -> StoreResult<()>;
     /// The bytes `r` names, or `None` when the object is gone.
     async fn get_payload(&self, r: &PayloadRef) -> StoreResult<Option<Vec<u8>>>;
     /// A URL that reads the payload `r` names for `ttl_s` seconds.

@@ -64,6 +64,17 @@ impl PayloadStore for S3Payloads {
         Ok(PayloadRef { key, bytes: size })
     }
 
+    async fn delete_payload(&self, r: &PayloadRef) -> StoreResult<()> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(&r.key)
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        Ok(())
+    }
+
     async fn get_payload(&self, r: &PayloadRef) -> StoreResult<Option<Vec<u8>>> {
         let out = match self
             .client

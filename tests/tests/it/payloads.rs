@@ -162,6 +162,19 @@ async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_not
     assert_eq!(kept_objects(&t).await, 2);
     assert_eq!(rx.count(), 2);
 
+    // A producer's retry of a kept payload: the retry's copy is removed once its write finds
+    // the id taken, and the answer is the first activity's.
+    let (kept, _) = payload_of(64 * 1024);
+    let retried = NewActivity {
+        id: Some("act_large-retry-1".into()),
+        ..activity(kept)
+    };
+    let first = api.post_activity(&retried).await.unwrap();
+    assert_eq!(kept_objects(&t).await, 3);
+    let again = api.post_activity(&retried).await.unwrap();
+    assert_eq!(again.activity_id, first.activity_id);
+    assert_eq!(kept_objects(&t).await, 3, "the retry's copy is gone");
+
     // Every S3 request was one the functions' policies allow.
     let violations = t.stack.iam_violations();
     assert!(violations.is_empty(), "{violations:?}");

@@ -284,3 +284,26 @@ async fn a_payload_gone_from_the_bucket_dead_letters_its_delivery_with_the_reaso
         d.last_error
     );
 }
+
+#[tokio::test]
+async fn a_producers_retry_of_a_large_payload_leaves_one_object() {
+    let Bucketed { f, bucket, .. } = bucketed();
+    let t = tenant(&f).await;
+    let c = channel_to(&f, &t, "http://127.0.0.1:9/h").await;
+    let again = || NewActivity {
+        payload: Some(sized(64 * 1024)),
+        ..activity(Some("act_producer-retry-1"), &[&c])
+    };
+    let first = f.pipeline.intake().ingest(&t, again()).await.unwrap();
+    let kept = stored(&f, &first.activity).await.payload_ref.unwrap();
+    assert_eq!(bucket.kept(), vec![kept.key.clone()]);
+    // The retry keeps its copy before its write finds the id taken: the copy is removed,
+    // the first one stays, and the answer is the first activity's.
+    let retried = f.pipeline.intake().ingest(&t, again()).await.unwrap();
+    assert_eq!(retried.activity.id, first.activity.id);
+    assert_eq!(
+        bucket.kept(),
+        vec![kept.key],
+        "one object, the written one's"
+    );
+}
