@@ -61,10 +61,7 @@ async fn the_echo_bot_answers_in_the_conversation_without_loops() {
             None,
         )
         .await;
-    let rows = listed
-        .typed::<Page<DeliveryView>>(200)
-        .map(|p| p.data)
-        .unwrap_or_default();
+    let rows = listed.typed::<Page<DeliveryView>>(200).unwrap().data;
     assert!(rows.iter().all(|r| r.channel_id == hook), "{rows:?}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(rx.count(), 2, "no loop");
