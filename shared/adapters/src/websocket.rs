@@ -10,8 +10,9 @@ use converger_core::Invalid;
 
 use crate::{Accepted, Adapter, Delivered, Envelope, Push, Target};
 use async_trait::async_trait;
-use converger_core::{ChannelType, DeliveryError};
-use serde_json::{Map, Value, json};
+use converger_core::{ChannelType, DeliveryError, DeliveryStatus};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 /// Shortest connect token a channel may have.
 pub const MIN_TOKEN_CHARS: usize = 16;
@@ -52,6 +53,49 @@ pub fn socket_config(config: &Map<String, Value>) -> Result<SocketConfig, Invali
     })
 }
 
+/// What a websocket channel's client is sent: a delivery, or the answer to a frame it sent
+/// (`{"action": "ack", "delivery_id"}` or `{"action": "replay"}`), named by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SocketFrame {
+    /// One delivery (`replay`: pushed again because the client asked).
+    Activity {
+        delivery_id: String,
+        activity_id: String,
+        conversation_id: String,
+        seq: u64,
+        payload: Value,
+        require_ack: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replay: bool,
+    },
+    /// An acknowledgement taken: the delivery's status now.
+    Ack {
+        delivery_id: String,
+        status: DeliveryStatus,
+    },
+    /// A replay done: how many deliveries were pushed again.
+    Replayed { count: usize },
+    /// A frame refused: a stable code, a message, and when a throttled one may come again.
+    Error {
+        code: String,
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        retry_after_ms: Option<i64>,
+    },
+}
+
+impl SocketFrame {
+    /// A refusal without a wait.
+    pub fn error(code: &str, message: &str) -> Self {
+        Self::Error {
+            code: code.to_owned(),
+            message: message.to_owned(),
+            retry_after_ms: None,
+        }
+    }
+}
+
 /// The frame a client receives for one delivery (also when it asks for a replay).
 pub fn activity_frame(
     delivery_id: &str,
@@ -60,16 +104,16 @@ pub fn activity_frame(
     seq: u64,
     payload: &Value,
     require_ack: bool,
-) -> Value {
-    json!({
-        "type": "activity",
-        "delivery_id": delivery_id,
-        "activity_id": activity_id,
-        "conversation_id": conversation_id,
-        "seq": seq,
-        "payload": payload,
-        "require_ack": require_ack,
-    })
+) -> SocketFrame {
+    SocketFrame::Activity {
+        delivery_id: delivery_id.to_owned(),
+        activity_id: activity_id.to_owned(),
+        conversation_id: conversation_id.to_owned(),
+        seq,
+        payload: payload.clone(),
+        require_ack,
+        replay: false,
+    }
 }
 
 #[async_trait]
@@ -141,6 +185,46 @@ impl Adapter for WebsocketAdapter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn frames_keep_their_wire_form() {
+        let mut frame = activity_frame("dlv_1", "act_1", "c", 3, &json!({"text": "hi"}), true);
+        assert_eq!(
+            serde_json::to_value(&frame).unwrap(),
+            json!({"type": "activity", "delivery_id": "dlv_1", "activity_id": "act_1",
+                   "conversation_id": "c", "seq": 3, "payload": {"text": "hi"}, "require_ack": true})
+        );
+        if let SocketFrame::Activity { replay, .. } = &mut frame {
+            *replay = true;
+        }
+        assert_eq!(serde_json::to_value(&frame).unwrap()["replay"], true);
+        let ack = SocketFrame::Ack {
+            delivery_id: "dlv_1".into(),
+            status: DeliveryStatus::Sent,
+        };
+        assert_eq!(
+            serde_json::to_value(&ack).unwrap(),
+            json!({"type": "ack", "delivery_id": "dlv_1", "status": "sent"})
+        );
+        assert_eq!(
+            serde_json::to_value(SocketFrame::Replayed { count: 2 }).unwrap(),
+            json!({"type": "replayed", "count": 2})
+        );
+        assert_eq!(
+            serde_json::to_value(SocketFrame::error("not_found", "no such delivery")).unwrap(),
+            json!({"type": "error", "code": "not_found", "message": "no such delivery"})
+        );
+        let throttled = SocketFrame::Error {
+            code: "replay_throttled".into(),
+            message: "later".into(),
+            retry_after_ms: Some(250),
+        };
+        assert_eq!(
+            serde_json::to_value(&throttled).unwrap()["retry_after_ms"],
+            250
+        );
+    }
 
     #[test]
     fn config() {

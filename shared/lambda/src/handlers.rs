@@ -308,7 +308,10 @@ pub async fn websocket_event(
             .socket_message(conn, req.body.as_deref().unwrap_or(""))
             .await
         {
-            Ok(frame) => ws_response(200, &frame),
+            Ok(frame) => ws_response(
+                200,
+                &serde_json::to_value(&frame).unwrap_or_else(|_| serde_json::json!({})),
+            ),
             Err(e) => failed(&e),
         },
     }

@@ -4,12 +4,12 @@
 
 use crate::ingest::{IngestError, NewActivity};
 use async_trait::async_trait;
-use converger_adapters::websocket::{activity_frame, socket_config};
+use converger_adapters::websocket::{SocketFrame, activity_frame, socket_config};
 use converger_adapters::{Push, Reply, Services};
 use converger_core::providers::Receipt;
 use converger_core::{ActivityId, ChannelId, ChannelType, DeliveryError, DeliveryId};
 use converger_ports::{Ack, Channel, Connection, Delivery, Pushed, Receipted, StoreError};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Most waiting deliveries one replay request pushes again.
 pub const SOCKET_REPLAY_LIMIT: usize = 500;
@@ -327,7 +327,7 @@ impl Handoff<'_> {
         &self,
         connection_id: &str,
         body: &str,
-    ) -> Result<Value, StoreError> {
+    ) -> Result<SocketFrame, StoreError> {
         let Some(conn) = self.handoffs.get_connection(connection_id).await? else {
             return Ok(socket_error(
                 "not_connected",
@@ -367,9 +367,10 @@ impl Handoff<'_> {
                     }
                 };
                 Ok(match self.acknowledge(&d).await? {
-                    Ack::Acked(d) | Ack::Already(d) => {
-                        json!({"type": "ack", "delivery_id": d.id, "status": d.status})
-                    }
+                    Ack::Acked(d) | Ack::Already(d) => SocketFrame::Ack {
+                        delivery_id: d.id.to_string(),
+                        status: d.status,
+                    },
                     Ack::NotAwaiting(d) => socket_error(
                         "not_awaiting_ack",
                         &format!(
@@ -390,22 +391,21 @@ impl Handoff<'_> {
                     // instances' clocks).
                     let wait_ms =
                         converger_core::policy::socket_replay_wait_ms(Some(last), now).unwrap_or(1);
-                    let mut e = socket_error(
-                        "replay_throttled",
-                        &format!(
+                    return Ok(SocketFrame::Error {
+                        code: "replay_throttled".into(),
+                        message: format!(
                             "one replay per {} ms on a connection; send it again in {wait_ms} ms",
                             converger_core::policy::SOCKET_REPLAY_INTERVAL_MS
                         ),
-                    );
-                    e["retry_after_ms"] = json!(wait_ms);
-                    return Ok(e);
+                        retry_after_ms: Some(wait_ms),
+                    });
                 }
                 // One at a time: the turn is held until this one ends, whatever it ends with.
                 let n = self.socket_replay(&conn).await;
                 self.handoffs
                     .end_replay(&conn.connection_id, self.clock.now_ms())
                     .await?;
-                Ok(json!({"type": "replayed", "count": n?}))
+                Ok(SocketFrame::Replayed { count: n? })
             }
             _ => Ok(socket_error(
                 "unknown_action",
@@ -474,11 +474,13 @@ impl Handoff<'_> {
                 transformed.as_ref().unwrap_or(&a.payload),
                 require_ack,
             );
-            frame["replay"] = json!(true);
-            match self
-                .push(&conn.connection_id, frame.to_string().as_bytes())
-                .await
-            {
+            if let SocketFrame::Activity { replay, .. } = &mut frame {
+                *replay = true;
+            }
+            let Ok(bytes) = serde_json::to_vec(&frame) else {
+                continue;
+            };
+            match self.push(&conn.connection_id, &bytes).await {
                 Ok(Push::Sent) => {
                     pushed += 1;
                     if !require_ack {
@@ -584,6 +586,6 @@ impl Handoff<'_> {
     }
 }
 
-fn socket_error(code: &str, message: &str) -> Value {
-    json!({"type": "error", "code": code, "message": message})
+fn socket_error(code: &str, message: &str) -> SocketFrame {
+    SocketFrame::error(code, message)
 }
