@@ -17,15 +17,9 @@ pub(crate) async fn pause_channel(
 ) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     not_managed(&c)?;
-    let flow = state.pipeline.flow().operator().pause(&c, &actor).await?;
-    Ok(Json(
-        state
-            .pipeline
-            .flow()
-            .operator()
-            .delivery_state(&c, Some(flow))
-            .await?,
-    ))
+    let operator = state.pipeline.flow().operator();
+    let flow = operator.pause(&c, &actor).await?;
+    Ok(Json(operator.delivery_state(&c, Some(flow)).await?))
 }
 
 #[utoipa::path(
@@ -43,15 +37,9 @@ pub(crate) async fn resume_channel(
 ) -> Result<Json<DeliveryState>, ApiError> {
     let c = owned_channel(&state, &tenant, &id).await?;
     not_managed(&c)?;
-    let flow = state.pipeline.flow().operator().resume(&c, &actor).await?;
-    Ok(Json(
-        state
-            .pipeline
-            .flow()
-            .operator()
-            .delivery_state(&c, Some(flow))
-            .await?,
-    ))
+    let operator = state.pipeline.flow().operator();
+    let flow = operator.resume(&c, &actor).await?;
+    Ok(Json(operator.delivery_state(&c, Some(flow)).await?))
 }
 
 #[utoipa::path(
