@@ -17,6 +17,8 @@ async fn one_message_runs_the_backlog_rows_its_attempts_hand_their_slot_on_to() 
         a.payload = Some(json!({"text": format!("m{n}")}));
         let done = f.pipeline.intake().ingest(&t, a).await.unwrap();
         ids.push(done.deliveries[0].id.clone());
+        // Each due a millisecond after the one before: the backlog goes oldest first.
+        clock.advance(std::time::Duration::from_millis(1));
     }
     // The window's one slot went to the first; the others wait in the backlog, unqueued.
     let live: Vec<_> = f
@@ -33,7 +35,11 @@ async fn one_message_runs_the_backlog_rows_its_attempts_hand_their_slot_on_to() 
         .deliver(live[0].clone())
         .await
         .unwrap();
-    assert_eq!(rx.texts(), ["m0", "m1", "m2"], "in order, from one message");
+    assert_eq!(
+        rx.texts(),
+        ["m0", "m1", "m2"],
+        "oldest first, from one message"
+    );
     for id in &ids {
         let d = f.store.get_delivery(id).await.unwrap().unwrap();
         assert_eq!((d.status, d.attempts), (DeliveryStatus::Sent, 1), "{d:?}");
