@@ -671,7 +671,7 @@ impl From<&AuditEntry> for AuditView {
             resource_type: e.resource_type.clone(),
             resource_id: e.resource_id.clone(),
             changes: e.changes.clone(),
-            at: e.at.clone(),
+            at: e.at.rfc3339(),
         }
     }
 }

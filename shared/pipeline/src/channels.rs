@@ -478,7 +478,7 @@ impl Channels<'_> {
                 "channel",
                 channel.id.as_str(),
                 serde_json::json!({"channel_id": channel.id, "conversation_id": conversation_id, "dead_delivery_id": dead}),
-                &now.rfc3339(),
+                now,
             );
             if let Err(e) = self.audit_log.add_audit(&entry).await {
                 tracing::error!(channel_id = %channel.id, error = %e, "audit entry not written");

@@ -265,7 +265,6 @@ impl Health<'_> {
         let status = HealthStatus::of(inputs.created, inputs.failed);
         let previous = inputs.previous;
         let changed = previous.unwrap_or_default() != status;
-        let checked_at = now;
         let check = HealthCheck {
             channel_id: channel.id.clone(),
             tenant_id: channel.tenant_id.clone(),
@@ -274,7 +273,7 @@ impl Health<'_> {
             failure_rate: failure_rate(inputs.created, inputs.failed),
             total_deliveries: inputs.created,
             failed_deliveries: inputs.failed.min(inputs.created),
-            checked_at,
+            checked_at: now,
             expires_at: now.secs() + HISTORY_DAYS * 86_400,
         };
         if !changed {
@@ -293,7 +292,7 @@ impl Health<'_> {
             failure_rate: check.failure_rate,
             total_deliveries: check.total_deliveries,
             failed_deliveries: check.failed_deliveries,
-            checked_at: checked_at.rfc3339(),
+            checked_at: now.rfc3339(),
         };
         // The tenant's alert webhook gets the body its receivers were written for: the same
         // fields, named `channel_health_changed` (the bus keeps the event's own name).

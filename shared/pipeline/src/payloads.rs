@@ -21,7 +21,9 @@ impl Default for Payloads {
     fn default() -> Self {
         Self {
             store: None,
-            budget: Arc::new(Semaphore::new(payload::RESOLVED_BUDGET_BYTES / 1024)),
+            budget: Arc::new(Semaphore::new(
+                payload::budget_kib(payload::RESOLVED_BUDGET_BYTES) as usize,
+            )),
         }
     }
 }

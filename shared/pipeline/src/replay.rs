@@ -31,7 +31,7 @@ fn retry_audit(d: &Delivery, actor: &Actor, at: Timestamp, extra: serde_json::Va
         "delivery",
         d.id.as_str(),
         changes,
-        &at.rfc3339(),
+        at,
     )
 }
 

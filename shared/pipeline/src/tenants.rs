@@ -307,7 +307,7 @@ impl Tenants<'_> {
             "tenant",
             t.id.as_str(),
             json!({}),
-            &self.clock.now().rfc3339(),
+            self.clock.now(),
         );
         if let Err(e) = self.audit_log.add_audit(&entry).await {
             tracing::error!(tenant_id = %t.id, error = %e, "audit entry not written");

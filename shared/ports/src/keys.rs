@@ -3,7 +3,7 @@
 //! cannot spell one differently. Each names its table (or index) and its parts.
 
 use converger_core::web::Realm;
-use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId};
+use converger_core::{ActivityId, ChannelId, DeliveryId, DeliveryStatus, TenantId, Timestamp};
 
 // The deliveries table's indexes.
 
@@ -35,7 +35,7 @@ pub fn due_key(ms: i64) -> String {
 
 /// The listings' sort key (`upd_sk`, both listing indexes): the row's `updated_at`, then its id
 /// (unique, so ties in time page exactly).
-pub fn listing_sort_key(updated_at: &str, id: &DeliveryId) -> String {
+pub fn listing_sort_key(updated_at: Timestamp, id: &DeliveryId) -> String {
     format!("{updated_at}#{id}")
 }
 
@@ -47,7 +47,7 @@ pub fn audit_partition_of(tenant: &TenantId, shard: u32) -> String {
 }
 
 /// An audit entry's sort key: its time, then its id (unique, so ties in time page exactly).
-pub fn audit_sort_key(at: &str, id: &str) -> String {
+pub fn audit_sort_key(at: Timestamp, id: &str) -> String {
     format!("{at}#{id}")
 }
 

@@ -37,7 +37,7 @@ pub(super) async fn audit(
         table id="audit" {
             thead { tr { th { "When (UTC)" } th { "Actor" } th { "Action" } th { "Resource" } th { "Changes" } } }
             tbody { @for e in &entries { tr.entry {
-                td title=(e.at) { (short_time(&e.at)) } td { (e.actor.to_string()) } td { (e.action) }
+                td title=(e.at) { (short_time(e.at)) } td { (e.actor.to_string()) } td { (e.action) }
                 td { (e.resource_type) " "
                     @if e.resource_type == "delivery" {
                         a href={ (prefix(v.realm)) "/deliveries/" (e.resource_id) } { code { (e.resource_id) } }

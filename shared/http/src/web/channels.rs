@@ -68,7 +68,7 @@ pub(super) async fn channels(
                                 br; span.muted.disabled-reason { (disabled_label(reason)) }
                             }
                             @if let Some(at) = &c.disabled_at {
-                                br; span.muted.disabled-at { "since " (crate::web::layout::short_time(&at.rfc3339())) }
+                                br; span.muted.disabled-at { "since " (crate::web::layout::short_time(*at)) }
                             }
                             @if v.can_act() && !(c.managed && v.own_tenant().is_some()) {
                                 form.inline.enable method="post" action={ (p) "/channels/" (c.id) "/enable" } {

@@ -138,7 +138,7 @@ pub(super) async fn conversation_page(
                         td { (a.seq) }
                         td { code { (a.id) } }
                         td { (a.event_type.as_deref().unwrap_or("")) }
-                        td { (short_time(&a.created_at.rfc3339())) }
+                        td { (short_time(a.created_at)) }
                         td.deliveries { @for c in &a.channel_ids {
                             @let did = a.delivery_id(c);
                             @let name = names.get(c).map_or(c.as_str(), String::as_str);

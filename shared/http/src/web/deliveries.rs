@@ -11,7 +11,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use converger_core::web::{Realm, redact};
-use converger_core::{DeliveryId, DeliveryStatus, TenantId, time};
+use converger_core::{DeliveryId, DeliveryStatus, TenantId};
 use converger_pipeline::replay::ReplayError;
 use converger_ports::Scope;
 use maud::html;
@@ -139,9 +139,9 @@ pub(super) async fn deliveries(
                         td { (d.attempts) }
                         td { (d.retry_count)
                             @if let Some(by) = &d.retried_by { br; span.muted { "by " (by) } }
-                            @if let Some(at) = &d.retried_at { br; span.muted title=(at) { (short_time(&at.rfc3339())) } } }
+                            @if let Some(at) = &d.retried_at { br; span.muted title=(at) { (short_time(*at)) } } }
                         td.error { (d.last_error.clone().unwrap_or_default()) }
-                        td { span.muted title=(d.updated_at) { (short_time(&d.updated_at.rfc3339())) } }
+                        td { span.muted title=(d.updated_at) { (short_time(d.updated_at)) } }
                         td {
                             @if v.can_act() && matches!(d.status, DeliveryStatus::Failed | DeliveryStatus::Filtered) {
                                 form.inline method="post" action={ (p) "/deliveries/" (d.id) "/retry" } {
@@ -296,16 +296,16 @@ pub(super) async fn delivery_page(
             tr { th { "Attempts" } td id="attempt-count" { (d.attempts) } }
             tr { th { "Retries" } td { (d.retry_count)
                 @if let Some(by) = &d.retried_by { ", last by " (by) }
-                @if let Some(at) = &d.retried_at { " at " (short_time(&at.rfc3339())) } } }
+                @if let Some(at) = &d.retried_at { " at " (short_time(*at)) } } }
             tr { th { "Last error" } td.error id="last-error" { (d.last_error.clone().unwrap_or_default()) } }
             @if let Some(m) = &d.provider_message_id {
                 tr { th { "Provider message id" } td { code { (m) } } }
             }
             @if d.status == DeliveryStatus::Pending && !d.handed_off {
-                tr { th { "Next attempt" } td { (short_time(&time::ms_to_rfc3339(d.next_attempt_at))) } }
+                tr { th { "Next attempt" } td { (short_time(converger_core::Timestamp::from_ms(d.next_attempt_at))) } }
             }
-            tr { th { "Created" } td { (short_time(&d.created_at.rfc3339())) } }
-            tr { th { "Last change" } td { (short_time(&d.updated_at.rfc3339())) } }
+            tr { th { "Created" } td { (short_time(d.created_at)) } }
+            tr { th { "Last change" } td { (short_time(d.updated_at)) } }
         }
         @if v.can_act() && matches!(d.status, DeliveryStatus::Failed | DeliveryStatus::Filtered) {
             form method="post" action={ (p) "/deliveries/" (d.id) "/retry" } {
@@ -321,12 +321,12 @@ pub(super) async fn delivery_page(
             tbody { @for e in &attempts {
                 tr.attempt {
                     td { (e.attempt) } td.outcome { (e.outcome.map(|o| o.as_str()).unwrap_or("")) }
-                    td { (short_time(&e.started_at.rfc3339())) } td { (e.duration_ms) " ms" }
+                    td { (short_time(e.started_at)) } td { (e.duration_ms) " ms" }
                     td { (e.status_code.map(|s| s.to_string()).unwrap_or_default()) }
                     td.error { (e.error.clone().unwrap_or_default()) }
                     td { @if let Some(r) = &e.response_snippet { code { (r) } } }
                     td { (e.trigger) }
-                    td { (e.next_retry_at.map(|t| short_time(&t.rfc3339())).unwrap_or_default()) }
+                    td { (e.next_retry_at.map(short_time).unwrap_or_default()) }
                 }
             } }
         }

@@ -46,7 +46,7 @@ pub(super) async fn event_types(
                     Some(s) => { details { summary { "JSON Schema" } pre { (serde_json::to_string_pretty(s).unwrap_or_default()) } } }
                     None => { span.muted { "none: payloads are not checked" } }
                 } }
-                td title=(t.updated_at) { (short_time(&t.updated_at.rfc3339())) }
+                td title=(t.updated_at) { (short_time(t.updated_at)) }
             } } }
         }
         @if types.is_empty() { p.muted { "No event types." } }

@@ -50,6 +50,7 @@ pub(super) fn urlencode(s: &str) -> String {
 }
 
 /// `2026-11-30T13:21:21.157153Z` as `2026-11-30 13:21:21`.
-pub(super) fn short_time(t: &str) -> String {
-    t.get(..19).unwrap_or(t).replacen('T', " ", 1)
+pub(super) fn short_time(t: converger_core::Timestamp) -> String {
+    let t = t.rfc3339();
+    t.get(..19).unwrap_or(&t).replacen('T', " ", 1)
 }

@@ -93,7 +93,7 @@ impl Operator<'_> {
             "channel",
             channel.id.as_str(),
             json!({"channel_id": channel.id}),
-            &now.rfc3339(),
+            now,
         );
         self.audit_log.add_audit(&entry).await
     }

@@ -81,11 +81,7 @@ fn delivery_entries(d: &Delivery, due_shards: u32) -> Vec<Entry> {
         v.push(Entry {
             index: "by_tenant_status_s",
             family: "<tenant>#<status>#<n>",
-            pk: tenant_listing_key(
-                &d.tenant_id,
-                d.status,
-                d.listing_shard(&d.updated_at.rfc3339()),
-            ),
+            pk: tenant_listing_key(&d.tenant_id, d.status, d.listing_shard(d.updated_at)),
             sk: upd.clone(),
             projected: format!("{}|{:?}", d.channel_id, d.last_error),
         });

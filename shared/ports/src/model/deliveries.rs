@@ -257,17 +257,15 @@ impl Delivery {
     /// granted shard while the grant it was placed under holds, its own shard after (a
     /// listing reads a granted shard only over its grants' times, so a change after them
     /// moves back, and the granted shard empties as its rows change or expire).
-    pub fn listing_shard(&self, updated_at: &str) -> u32 {
-        converger_core::shards::shard_at(self.shard, self.shard_lease, || {
-            converger_core::time::rfc3339_to_ms(updated_at)
-        })
+    pub fn listing_shard(&self, updated_at: Timestamp) -> u32 {
+        converger_core::shards::shard_at(self.shard, self.shard_lease, || Some(updated_at.ms()))
     }
 }
 
 impl Delivery {
     /// The key lists are ordered by: `<updated_at>#<id>` (the indexes' `upd_sk`).
     pub fn sort_key(&self) -> String {
-        crate::keys::listing_sort_key(&self.updated_at.rfc3339(), &self.id)
+        crate::keys::listing_sort_key(self.updated_at, &self.id)
     }
 
     /// The cursor that continues a list after this row.

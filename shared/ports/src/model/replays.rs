@@ -33,7 +33,7 @@ pub struct AuditEntry {
     pub resource_type: String,
     pub resource_id: String,
     pub changes: Value,
-    pub at: String,
+    pub at: Timestamp,
 }
 
 /// Partitions of a tenant's audit log: entries go to one by their id's stable hash, and a
@@ -50,7 +50,7 @@ pub fn audit_partition(tenant: &TenantId, id: &str) -> String {
 impl AuditEntry {
     /// Its sort key in the audit table ([`crate::keys::audit_sort_key`]).
     pub fn sort_key(&self) -> String {
-        crate::keys::audit_sort_key(&self.at, &self.id)
+        crate::keys::audit_sort_key(self.at, &self.id)
     }
 
     pub fn new(
@@ -60,7 +60,7 @@ impl AuditEntry {
         resource_type: &str,
         resource_id: &str,
         changes: Value,
-        at: &str,
+        at: Timestamp,
     ) -> Self {
         Self {
             id: format!("aud_{}", uuid::Uuid::new_v4().simple()),
@@ -70,7 +70,7 @@ impl AuditEntry {
             resource_type: resource_type.into(),
             resource_id: resource_id.into(),
             changes,
-            at: at.into(),
+            at,
         }
     }
 }

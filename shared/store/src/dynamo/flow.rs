@@ -345,7 +345,7 @@ impl FlowStore for DynamoStore {
             .set("status", s(DeliveryStatus::Paused.as_str()))
             .set("updated_at", s(at.as_str()))
             .remove_each(lease_and_places());
-        let u = listed(u, d, DeliveryStatus::Paused, &at);
+        let u = listed(u, d, DeliveryStatus::Paused, now);
         match token {
             Some(token) => self.leased_update(d, token, u).await,
             // A row no attempt holds: waiting in the backlog, or for its due time.
@@ -374,7 +374,7 @@ impl FlowStore for DynamoStore {
             Placement::Backlog => into_backlog(u, &d.channel_id, now.ms()),
             Placement::Live => u.set_each(self.due_keys(&d.id, now.ms())),
         };
-        self.row_update(&d.id, listed(u, d, DeliveryStatus::Pending, &at))
+        self.row_update(&d.id, listed(u, d, DeliveryStatus::Pending, now))
             .await
     }
 

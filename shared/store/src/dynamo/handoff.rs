@@ -55,7 +55,7 @@ impl HandoffStore for DynamoStore {
             .remove("handed_off")
             .when_eq("status", s(DeliveryStatus::Pending.as_str()))
             .when_eq("handed_off", AttributeValue::Bool(true));
-        let req = listed(u, d, DeliveryStatus::Sent, &at)
+        let req = listed(u, d, DeliveryStatus::Sent, now)
             .apply(self.delivery_update(&d.id))
             .return_values(ReturnValue::AllNew);
         match self.update_or_old(req, self.get_delivery(&d.id)).await? {
@@ -103,7 +103,7 @@ impl HandoffStore for DynamoStore {
             if to != DeliveryStatus::Pending {
                 u = u.remove_each(lease_and_places()).remove("handed_off");
             }
-            let req = listed(u, &d, to, &at)
+            let req = listed(u, &d, to, now)
                 .apply(self.delivery_update(&d.id))
                 .return_values(ReturnValue::AllNew);
             match req.send().await {

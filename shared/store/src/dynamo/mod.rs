@@ -95,7 +95,7 @@ fn to_av<T: Serialize>(v: &T) -> StoreResult<AttributeValue> {
 fn index_keys(
     d: &Delivery,
     status: DeliveryStatus,
-    updated_at: &str,
+    updated_at: Timestamp,
     handed_off: bool,
 ) -> Vec<(&'static str, AttributeValue)> {
     let mut v = vec![
@@ -136,7 +136,7 @@ fn entry_id(item: &Item, what: &str) -> StoreResult<DeliveryId> {
 /// (the values [`index_keys`] gives): the tenant listing always, the channel index only while
 /// the delivery is failed or paused (sparse: a delivery on its way to `sent` never enters it).
 /// A delivery not listed yet (`Delivery::unlisted`) is listed from here on.
-fn listed(u: Update, d: &Delivery, status: DeliveryStatus, updated_at: &str) -> Update {
+fn listed(u: Update, d: &Delivery, status: DeliveryStatus, updated_at: Timestamp) -> Update {
     listed_as(u, d, status, updated_at, false)
 }
 
@@ -146,7 +146,7 @@ fn listed_as(
     u: Update,
     d: &Delivery,
     status: DeliveryStatus,
-    updated_at: &str,
+    updated_at: Timestamp,
     handed_off: bool,
 ) -> Update {
     let u = u
@@ -205,7 +205,7 @@ impl DynamoStore {
     fn delivery_item(&self, d: &Delivery) -> StoreResult<Item> {
         let mut item = to_item(d)?;
         // A delivery sent to its queue at creation joins the listing at its first transition.
-        for (k, v) in index_keys(d, d.status, &d.updated_at.rfc3339(), d.handed_off) {
+        for (k, v) in index_keys(d, d.status, d.updated_at, d.handed_off) {
             if d.unlisted && (k == "tl_pk" || k == "upd_sk") {
                 continue;
             }
@@ -358,7 +358,7 @@ impl DynamoStore {
             .remove_each(LEASE.into_iter().chain(SLOT).chain(BACKLOG_PLACE))
             // From the status it was read in: a dead letter, or (one at a time) a filtered one.
             .when_eq("status", s(d.status.as_str()));
-        let update = listed(u, d, DeliveryStatus::Pending, &at)
+        let update = listed(u, d, DeliveryStatus::Pending, now)
             .apply_to_transaction(
                 aws_sdk_dynamodb::types::Update::builder()
                     .table_name(&self.res.deliveries)
@@ -635,14 +635,13 @@ impl DynamoStore {
         now: Timestamp,
     ) -> StoreResult<Update> {
         self.spill(d, &log.spill).await?;
-        let now = now.rfc3339();
         let u = Update::new()
             .set("status", s(status.as_str()))
             .increment("attempts", 1)
-            .set("updated_at", s(now.as_str()))
+            .set("updated_at", s(now.rfc3339()))
             .set("attempt_log", to_av(&log.recent)?)
             .set("settled_by", s(token));
-        Ok(listed_as(u, d, status, &now, handed_off))
+        Ok(listed_as(u, d, status, now, handed_off))
     }
 
     /// Moves attempt entries to the attempts table (before the delivery item drops them, so

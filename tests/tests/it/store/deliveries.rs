@@ -674,7 +674,7 @@ pub(super) async fn receipts_find_their_delivery_and_move_it_forward(b: Backend)
         "delivery",
         row.id.as_str(),
         json!({}),
-        &now.rfc3339(),
+        now,
     );
     let replayed = f
         .store

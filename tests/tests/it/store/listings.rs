@@ -188,7 +188,7 @@ pub(super) async fn listing_pages_in_order_and_replays_are_disjoint(b: Backend) 
                     "delivery",
                     d.id.as_str(),
                     json!({"bulk": true}),
-                    &time::now_rfc3339(),
+                    converger_core::Timestamp::now(),
                 )
             })
             .collect()
@@ -533,7 +533,7 @@ pub(super) async fn the_audit_log_pages_every_entry_once_across_its_partitions_a
             "delivery",
             &format!("dlv_{i}"),
             json!({"bulk": true}),
-            &at,
+            Timestamp::parse(&at).unwrap(),
         );
         f.store.add_audit(&e).await.unwrap();
         written.push(e);
@@ -552,7 +552,7 @@ pub(super) async fn the_audit_log_pages_every_entry_once_across_its_partitions_a
             "delivery",
             "dlv_x",
             json!({}),
-            "2026-12-03T10:00:05.000000Z",
+            Timestamp::parse("2026-12-03T10:00:05.000000Z").unwrap(),
         ))
         .await
         .unwrap();
@@ -623,7 +623,7 @@ pub(super) async fn listings_stay_exact_across_granted_shards(b: Backend) {
                 d.updated_at = Timestamp::parse(&format!("{later}{}.000000Z", i % 4)).unwrap();
             }
             d.status = statuses[(g + i) % 2];
-            if d.listing_shard(&d.updated_at.rfc3339()) >= 8 {
+            if d.listing_shard(d.updated_at) >= 8 {
                 granted += 1;
             }
             f.store
