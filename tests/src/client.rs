@@ -6,8 +6,8 @@
 use crate::{Answer, TestStack};
 use converger_http::views::{ChannelView, CreatedChannel, DeliveryView, Ingested, Page};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use serde_json::Value;
+use std::time::Duration;
 
 /// An error answer: its status and the body's code and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,9 +81,7 @@ impl Tenant<'_> {
 
     /// A webhook channel to `url` with a retry policy (`{}` for the defaults).
     pub async fn webhook(&self, url: &str, policy: Value) -> CreatedChannel {
-        self.create_channel(json!({"type": "webhook", "name": "hook", "config": {"url": url}, "retry_policy": policy}))
-            .await
-            .unwrap()
+        self.stack.webhook(&self.key, url, policy).await
     }
 
     pub async fn channel(&self, id: &str) -> Result<ChannelView, ApiError> {
@@ -102,17 +100,11 @@ impl Tenant<'_> {
 
     /// Posts `{"text": "hi"}` in conversation `conv-1` to `channels`.
     pub async fn activity(&self, channels: &[&str]) -> Ingested {
-        let body = json!({"conversation_id": "conv-1", "channel_ids": channels, "payload": {"text": "hi"}});
-        let (status, i) = self.post_activity(body).await.unwrap();
-        assert_eq!(status, 201);
-        i
+        self.stack.activity(&self.key, channels).await
     }
 
     pub async fn delivery(&self, id: &str) -> DeliveryView {
-        self.api("GET", &format!("/api/v1/deliveries/{id}"), None)
-            .await
-            .typed(200)
-            .unwrap()
+        self.stack.delivery(&self.key, id).await
     }
 
     /// Polls a delivery until `done` holds or `timeout` passes; returns the last read.
@@ -122,14 +114,7 @@ impl Tenant<'_> {
         timeout: Duration,
         done: impl Fn(&DeliveryView) -> bool,
     ) -> DeliveryView {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let d = self.delivery(id).await;
-            if done(&d) || Instant::now() > deadline {
-                return d;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.stack.wait_delivery(&self.key, id, timeout, done).await
     }
 
     /// One page of the tenant's deliveries (`query` without the `?`).

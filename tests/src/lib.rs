@@ -12,6 +12,7 @@ pub mod client;
 pub mod fakes;
 pub mod stream;
 
+pub use client::is_settled;
 pub use converger_http::views;
 
 use converger_http::views::{CreatedChannel, DeliveryView, Ingested, Page};
@@ -262,7 +263,7 @@ impl TestStack {
         assert_eq!(a.status, 201, "{:?}", a.body);
         let id = a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone();
         // A bound on the wait only: a shared emulator under a full run is slow.
-        self.wait_delivery(key, &id, Duration::from_secs(60), settled)
+        self.wait_delivery(key, &id, Duration::from_secs(60), is_settled)
             .await
     }
 
@@ -559,7 +560,7 @@ impl TestStack {
         let deliveries = self.activities(&key, &channel, n, 4).await;
         for id in &deliveries {
             let d = self
-                .wait_delivery(&key, id, Duration::from_secs(20), settled)
+                .wait_delivery(&key, id, Duration::from_secs(20), is_settled)
                 .await;
             assert_eq!(d.status, "failed", "{d:?}");
         }
@@ -680,11 +681,6 @@ pub async fn wait_until<F: std::future::Future<Output = bool>>(
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     false
-}
-
-/// Settled: no longer waiting for an attempt (neither pending nor parked).
-pub fn settled(d: &DeliveryView) -> bool {
-    client::is_settled(d)
 }
 
 /// The tests' logs (warnings, or `RUST_LOG`), and the count of what the functions would log

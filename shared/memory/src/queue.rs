@@ -64,15 +64,8 @@ impl MemQueue {
         }
     }
 
-    /// A queue whose delays run on `clock` (a test's manual clock, shared with its pipeline).
-    pub fn with_clock(clock: Arc<dyn converger_core::time::Clock>) -> Self {
-        Self {
-            clock: Some(clock),
-            ..Self::default()
-        }
-    }
-
-    /// This queue with its delays run on `clock`.
+    /// This queue with its delays run on `clock` (a test's manual clock, shared with its
+    /// pipeline).
     pub fn clocked(mut self, clock: Arc<dyn converger_core::time::Clock>) -> Self {
         self.clock = Some(clock);
         self

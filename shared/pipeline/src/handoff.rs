@@ -329,7 +329,7 @@ impl Handoff<'_> {
         body: &str,
     ) -> Result<SocketFrame, StoreError> {
         let Some(conn) = self.handoffs.get_connection(connection_id).await? else {
-            return Ok(socket_error(
+            return Ok(SocketFrame::error(
                 "not_connected",
                 "this connection is not registered",
             ));
@@ -340,13 +340,16 @@ impl Handoff<'_> {
             .is_some_and(|ch| still_admitted(ch, &conn))
         {
             self.cut_off(&conn).await;
-            return Ok(socket_error(
+            return Ok(SocketFrame::error(
                 "unauthorized",
                 "the channel's token changed or the channel is inactive; connect again",
             ));
         }
         let Ok(msg) = serde_json::from_str::<Value>(body) else {
-            return Ok(socket_error("invalid_json", "frames must be JSON objects"));
+            return Ok(SocketFrame::error(
+                "invalid_json",
+                "frames must be JSON objects",
+            ));
         };
         match msg.get("action").and_then(Value::as_str) {
             Some("ack") => {
@@ -355,12 +358,15 @@ impl Handoff<'_> {
                     .and_then(Value::as_str)
                     .and_then(|s| DeliveryId::parse(s).ok())
                 else {
-                    return Ok(socket_error("invalid_request", "ack needs a `delivery_id`"));
+                    return Ok(SocketFrame::error(
+                        "invalid_request",
+                        "ack needs a `delivery_id`",
+                    ));
                 };
                 let d = match self.deliveries.get_delivery(&id).await? {
                     Some(d) if d.channel_id == conn.channel_id => d,
                     _ => {
-                        return Ok(socket_error(
+                        return Ok(SocketFrame::error(
                             "not_found",
                             "no such delivery on this channel",
                         ));
@@ -371,14 +377,16 @@ impl Handoff<'_> {
                         delivery_id: d.id.to_string(),
                         status: d.status,
                     },
-                    Ack::NotAwaiting(d) => socket_error(
+                    Ack::NotAwaiting(d) => SocketFrame::error(
                         "not_awaiting_ack",
                         &format!(
                             "delivery {} is {} and not waiting for an ack",
                             d.id, d.status
                         ),
                     ),
-                    Ack::Missing => socket_error("not_found", "no such delivery on this channel"),
+                    Ack::Missing => {
+                        SocketFrame::error("not_found", "no such delivery on this channel")
+                    }
                 })
             }
             Some("replay") => {
@@ -407,7 +415,7 @@ impl Handoff<'_> {
                     .await?;
                 Ok(SocketFrame::Replayed { count: n? })
             }
-            _ => Ok(socket_error(
+            _ => Ok(SocketFrame::error(
                 "unknown_action",
                 "`action` must be \"ack\" or \"replay\"",
             )),
@@ -584,8 +592,4 @@ impl Handoff<'_> {
         }
         Ok(out)
     }
-}
-
-fn socket_error(code: &str, message: &str) -> SocketFrame {
-    SocketFrame::error(code, message)
 }

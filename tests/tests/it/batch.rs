@@ -118,7 +118,7 @@ async fn a_batch_is_taken_item_by_item(t: &TestStack) {
                 &key,
                 &r.deliveries[0].id,
                 Duration::from_secs(30),
-                converger_tests::settled,
+                converger_tests::is_settled,
             )
             .await;
         assert_eq!(d.status, "sent", "{d:?}");

@@ -376,8 +376,13 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
         )
         .await;
     let d = a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone();
-    t.wait_delivery(&key, &d, Duration::from_secs(20), converger_tests::settled)
-        .await;
+    t.wait_delivery(
+        &key,
+        &d,
+        Duration::from_secs(20),
+        converger_tests::is_settled,
+    )
+    .await;
     // What the check reads follows from the rows' changes: read to here first.
     assert!(t.stack.changes_settled().await);
     t.stack
@@ -476,8 +481,13 @@ async fn a_conversation_shows_its_activities_in_order_with_a_badge_per_delivery(
             let a: Ingested = a.typed(201).unwrap();
             let ids: Vec<String> = a.deliveries.iter().map(|d| d.id.clone()).collect();
             for id in &ids {
-                t.wait_delivery(&key, id, Duration::from_secs(20), converger_tests::settled)
-                    .await;
+                t.wait_delivery(
+                    &key,
+                    id,
+                    Duration::from_secs(20),
+                    converger_tests::is_settled,
+                )
+                .await;
             }
             (a.activity_id, ids)
         }

@@ -5,7 +5,7 @@
 
 use converger_core::Timestamp;
 use converger_http::views::{ActivityView, AuditView, ChannelView, Ingested, Page, SecretsView};
-use converger_tests::{Receiver, TestStack, settled};
+use converger_tests::{Receiver, TestStack, is_settled};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -62,7 +62,7 @@ async fn send_one(
     let act = t.activity(key, &[channel]).await;
     let d = act.deliveries[0].id.as_str().to_owned();
     let d = t
-        .wait_delivery(key, &d, Duration::from_secs(15), settled)
+        .wait_delivery(key, &d, Duration::from_secs(15), is_settled)
         .await;
     assert_eq!(d.status, "sent", "{d:?}");
     let reqs = rx.requests();
@@ -500,7 +500,7 @@ mod emulator {
         assert_eq!(targets, want);
         for d in &ingested.deliveries {
             let d = t
-                .wait_delivery(&key, &d.id, Duration::from_secs(15), settled)
+                .wait_delivery(&key, &d.id, Duration::from_secs(15), is_settled)
                 .await;
             assert_eq!(d.status, "sent", "{d:?}");
         }

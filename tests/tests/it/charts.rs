@@ -8,7 +8,7 @@ use converger_core::{ChannelId, TenantId, time};
 use converger_http::views::UsageView;
 use converger_ports::{HealthCheck, UsageKey, UsageOf};
 use converger_tests::browser::Browser;
-use converger_tests::{Receiver, TestStack, WEB_PASSWORD, settled};
+use converger_tests::{Receiver, TestStack, WEB_PASSWORD, is_settled};
 use serde_json::json;
 use std::time::Duration;
 
@@ -125,7 +125,7 @@ async fn usage_and_charts_show_a_scenario_and_a_seeded_history() {
         .to_owned();
     for id in t.activities(&f.key, &good, 4, 2).await {
         let d = t
-            .wait_delivery(&f.key, &id, Duration::from_secs(20), settled)
+            .wait_delivery(&f.key, &id, Duration::from_secs(20), is_settled)
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
     }

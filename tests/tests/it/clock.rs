@@ -10,7 +10,8 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 
-async fn clocked() -> (TestStack, Arc<ManualClock>) {
+/// A stack on a manual clock, and a receiver that fails once, then takes everything.
+async fn clocked() -> (TestStack, Arc<ManualClock>, Receiver) {
     let clock = Arc::new(ManualClock::starting_now());
     let shared: Arc<dyn Clock> = clock.clone();
     let t = TestStack::with(|o| {
@@ -18,15 +19,15 @@ async fn clocked() -> (TestStack, Arc<ManualClock>) {
         o.clock = Some(shared);
     })
     .await;
-    (t, clock)
+    let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
+        .await
+        .unwrap();
+    (t, clock, rx)
 }
 
 #[tokio::test]
 async fn a_retry_a_minute_away_runs_when_the_clock_gets_there() {
-    let (t, clock) = clocked().await;
-    let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
-        .await
-        .unwrap();
+    let (t, clock, rx) = clocked().await;
     let tenant = t.new_tenant("default").await;
     let ch = tenant
         .webhook(
@@ -59,10 +60,7 @@ async fn a_retry_a_minute_away_runs_when_the_clock_gets_there() {
 
 #[tokio::test]
 async fn an_open_breaker_probes_once_its_cooldown_passed_on_the_clock() {
-    let (t, clock) = clocked().await;
-    let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
-        .await
-        .unwrap();
+    let (t, clock, rx) = clocked().await;
     let tenant = t.new_tenant("default").await;
     let ch = tenant
         .create_channel(

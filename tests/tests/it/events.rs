@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_ports::events::{DeliveryDeadLettered, DeliveryStatusChanged};
-use converger_tests::{Receiver, TestStack, settled};
+use converger_tests::{Receiver, TestStack, is_settled};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -24,7 +24,7 @@ async fn a_dead_letter_is_announced_on_the_bus() {
     let act = t.activity(&key, &[ch.id.as_str()]).await;
     let id = act.deliveries[0].id.as_str().to_owned();
     let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+        .wait_delivery(&key, &id, Duration::from_secs(15), is_settled)
         .await;
     assert_eq!(d.status, "failed");
 

@@ -10,8 +10,7 @@ use converger_http::schemas::DeliveryStateDoc;
 use converger_http::views::{AuditView, Page};
 use converger_local::Backend;
 use converger_ports::events::CircuitChanged;
-use converger_tests::client::is_settled;
-use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
+use converger_tests::{EventTap, Receiver, Reply, TestStack, is_settled, wait_until};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -146,7 +145,7 @@ async fn a_paused_channel_holds_new_deliveries_until_resumed() {
     assert_eq!(a.state, "flowing");
     for id in &ids {
         let d = t
-            .wait_delivery(&key, id, Duration::from_secs(20), settled)
+            .wait_delivery(&key, id, Duration::from_secs(20), is_settled)
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
         assert_eq!(d.attempts, 1);
@@ -186,7 +185,7 @@ async fn a_rate_limit_spreads_deliveries_without_using_attempts() {
     let ids = t.activities(&key, ch_id, 20, 20).await;
     for id in &ids {
         let d = t
-            .wait_delivery(&key, id, Duration::from_secs(30), settled)
+            .wait_delivery(&key, id, Duration::from_secs(30), is_settled)
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
         assert_eq!(d.attempts, 1, "snoozes are not attempts");
@@ -266,7 +265,7 @@ async fn a_delivery_parked_after_the_probe_loop_stopped_is_probed_without_a_swee
     let ch_id = ch.id.as_str();
     let dead = t.activities(&key, ch_id, 1, 1).await.remove(0);
     let d = t
-        .wait_delivery(&key, &dead, Duration::from_secs(10), settled)
+        .wait_delivery(&key, &dead, Duration::from_secs(10), is_settled)
         .await;
     assert_eq!(d.status, "failed", "{d:?}");
     // The probe due one cooldown after the open finds nothing waiting and stops: the
@@ -468,7 +467,7 @@ async fn a_retrying_delivery_does_not_hold_back_its_channels_others() {
     // And the retries themselves go through when due.
     for d in first.deliveries {
         let d = t
-            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(30), settled)
+            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(30), is_settled)
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
         assert_eq!(d.attempts, 2, "{d:?}");
@@ -590,7 +589,7 @@ mod emulator {
         for id in &ids {
             // A bound on the wait only (a loaded machine's emulator is slow).
             let d = t
-                .wait_delivery(&key, id, Duration::from_secs(120), settled)
+                .wait_delivery(&key, id, Duration::from_secs(120), is_settled)
                 .await;
             assert_eq!(d.status, "sent", "{d:?}");
         }
@@ -628,7 +627,7 @@ mod emulator {
         assert_eq!(report.slots_freed, 1, "{report:?}");
         assert_eq!(report.fed, 1, "{report:?}");
         let d = t
-            .wait_delivery(&key, &second, Duration::from_secs(10), settled)
+            .wait_delivery(&key, &second, Duration::from_secs(10), is_settled)
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
         assert_eq!(rx.requests().len(), 2);
@@ -654,7 +653,7 @@ mod emulator {
         let ch_id = ch.id.as_str();
         let dead = t.activities(&key, ch_id, 1, 1).await.remove(0);
         let d = t
-            .wait_delivery(&key, &dead, Duration::from_secs(10), settled)
+            .wait_delivery(&key, &dead, Duration::from_secs(10), is_settled)
             .await;
         assert_eq!(d.status, "failed", "{d:?}");
         // The breaker opens right after the dead letter is recorded.
@@ -722,7 +721,7 @@ mod emulator {
         assert_eq!(stored.tier, converger_core::Tier::High);
         let id = t.activities(&key, ch.id.as_str(), 1, 1).await.remove(0);
         let d = t
-            .wait_delivery(&key, &id, Duration::from_secs(10), settled)
+            .wait_delivery(&key, &id, Duration::from_secs(10), is_settled)
             .await;
         assert_eq!(d.status, "sent");
         t.stop().await;
@@ -757,7 +756,7 @@ mod emulator {
         for id in &ids {
             // A bound on the wait only (a loaded emulator slows A's backlog as much).
             let d = t
-                .wait_delivery(&key_b, id, Duration::from_secs(45), settled)
+                .wait_delivery(&key_b, id, Duration::from_secs(45), is_settled)
                 .await;
             assert_eq!(d.status, "sent", "{d:?}");
         }

@@ -13,7 +13,7 @@ use converger_http::views::{
 use converger_local::Backend;
 use converger_ports::events::{ChannelDisabled, ChannelHealthChanged, CircuitChanged};
 use converger_ports::{HealthCheck, Outcome, Settle};
-use converger_tests::{EventTap, Receiver, Reply, TestStack, settled, wait_until};
+use converger_tests::{EventTap, Receiver, Reply, TestStack, is_settled, wait_until};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -116,7 +116,7 @@ async fn counters_follow_real_deliveries_and_replays() {
     let id = ch.id.as_str();
     let ids = t.activities(&key, id, 10, 1).await;
     for d in &ids {
-        t.wait_delivery(&key, d, Duration::from_secs(20), settled)
+        t.wait_delivery(&key, d, Duration::from_secs(20), is_settled)
             .await;
     }
     // What the check reads follows from the rows' changes: read to here first.
@@ -197,7 +197,7 @@ async fn fail_n(t: &TestStack, key: &str, ch: &str, n: usize) {
     let ids = t.activities(key, ch, n, 1).await;
     for d in &ids {
         let row = t
-            .wait_delivery(key, d, Duration::from_secs(20), settled)
+            .wait_delivery(key, d, Duration::from_secs(20), is_settled)
             .await;
         assert_eq!(row.status, "failed", "{row:?}");
     }
@@ -401,7 +401,7 @@ mod emulator {
             .unwrap();
         let id = listed.data[0].id.clone();
         let d = t
-            .wait_delivery(&key_a, &id, Duration::from_secs(10), settled)
+            .wait_delivery(&key_a, &id, Duration::from_secs(10), is_settled)
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
         assert_eq!(d.log()[0].status_code, Some(200));

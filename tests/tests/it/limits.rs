@@ -5,7 +5,7 @@
 
 use converger_http::admin::PatchedTenant;
 use converger_http::views::{DeliveryView, Page, TenantView};
-use converger_tests::{Answer, Receiver, TestStack, settled};
+use converger_tests::{Answer, Receiver, TestStack, is_settled};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -213,7 +213,7 @@ mod emulator {
         assert_eq!(patched(&a).delivery_shards, 16, "{:?}", a.body);
         ids.extend(t.activities(&key, &ch_id, 6, 6).await);
         for id in &ids {
-            t.wait_delivery(&key, id, Duration::from_secs(30), settled)
+            t.wait_delivery(&key, id, Duration::from_secs(30), is_settled)
                 .await;
         }
         let mut listed = Vec::new();

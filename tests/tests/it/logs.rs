@@ -6,7 +6,7 @@
 //! queue consumers run the deployed handlers on this test's thread.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_tests::{Receiver, TestStack, settled};
+use converger_tests::{Receiver, TestStack, is_settled};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -63,7 +63,7 @@ async fn an_attempt_logs_under_its_sqs_record_and_its_delivery() {
     let act = t.activity(&key, &[ch_id]).await;
     let id = act.deliveries[0].id.as_str().to_owned();
     let d = t
-        .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+        .wait_delivery(&key, &id, Duration::from_secs(15), is_settled)
         .await;
     assert_eq!(d.status, "sent", "{d:?}");
 

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_pipeline::metrics;
-use converger_tests::{Receiver, TestStack, settled};
+use converger_tests::{Receiver, TestStack, is_settled};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ async fn deliveries_write_the_documented_metric_lines() {
     for ch in [&good, &bad] {
         let act = t.activity(&key, &[ch.id.as_str()]).await;
         let id = act.deliveries[0].id.as_str().to_owned();
-        t.wait_delivery(&key, &id, Duration::from_secs(15), settled)
+        t.wait_delivery(&key, &id, Duration::from_secs(15), is_settled)
             .await;
     }
     // What the check reads follows from the rows' changes: read to here first.

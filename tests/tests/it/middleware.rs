@@ -5,7 +5,7 @@
 
 use converger_http::schemas::{DeliveryStateDoc, ErrorBody};
 use converger_http::views::{ActivityView, ChannelView, Ingested};
-use converger_tests::{Receiver, TestStack, settled};
+use converger_tests::{Receiver, TestStack, is_settled};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -60,7 +60,7 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
     // A transform: the receiver gets the copy, the activity keeps the original.
     let sent = post(&t, &key, ch_id, json!({"text": "hi", "api_key": "k-1"})).await;
     let d = t
-        .wait_delivery(&key, &sent, Duration::from_secs(20), settled)
+        .wait_delivery(&key, &sent, Duration::from_secs(20), is_settled)
         .await;
     assert_eq!(d.status, "sent", "{d:?}");
     let reqs = rx.requests();
@@ -83,7 +83,7 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
     // threshold is one failure).
     let halted = post(&t, &key, ch_id, json!({"text": "note", "internal": true})).await;
     let d = t
-        .wait_delivery(&key, &halted, Duration::from_secs(20), settled)
+        .wait_delivery(&key, &halted, Duration::from_secs(20), is_settled)
         .await;
     assert_eq!(d.status, "failed", "{d:?}");
     assert_eq!(d.last_error.as_deref(), Some("halted: internal note"));
@@ -111,7 +111,7 @@ async fn transforms_reach_the_receiver_halts_send_nothing_and_replays_run_the_st
     // A step that fails halts too, naming the step.
     let broken = post(&t, &key, ch_id, json!({"no_text": true})).await;
     let d = t
-        .wait_delivery(&key, &broken, Duration::from_secs(20), settled)
+        .wait_delivery(&key, &broken, Duration::from_secs(20), is_settled)
         .await;
     assert_eq!(d.status, "failed", "{d:?}");
     let why = d.last_error.as_deref().unwrap();
@@ -265,7 +265,7 @@ async fn ten_hostile_scripts_at_once_halt_their_own_deliveries_only() {
     assert_eq!(deliveries.len(), 11);
     for (ch, id) in &deliveries {
         let d = t
-            .wait_delivery(&key, id, Duration::from_secs(30), settled)
+            .wait_delivery(&key, id, Duration::from_secs(30), is_settled)
             .await;
         if *ch == healthy {
             assert_eq!(d.status, "sent", "{d:?}");

@@ -42,16 +42,24 @@ async fn kept_objects(t: &TestStack) -> usize {
         .unwrap_or(0) as usize
 }
 
-#[tokio::test]
-async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_nothing() {
-    let t = TestStack::on_emulator().await;
+/// A tenant with a webhook channel named `name` whose receiver gets the payload as the body:
+/// the tenant, its typed client, the receiver and the channel's id.
+async fn payload_hook<'s>(
+    t: &'s TestStack,
+    name: &str,
+) -> (
+    converger_tests::client::Tenant<'s>,
+    Client,
+    Receiver,
+    String,
+) {
     let a = t.new_tenant("default").await;
     let api: Client = t.client(&a.key);
     let rx = Receiver::always(200).await.unwrap();
     let ch = api
         .create_channel(&NewChannel {
             kind: "webhook".into(),
-            name: "large".into(),
+            name: name.into(),
             config: json!({"url": rx.url, "body": "payload"})
                 .as_object()
                 .cloned()
@@ -62,6 +70,13 @@ async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_not
         .unwrap()
         .channel
         .id;
+    (a, api, rx, ch)
+}
+
+#[tokio::test]
+async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_nothing() {
+    let t = TestStack::on_emulator().await;
+    let (a, api, rx, ch) = payload_hook(&t, "large").await;
     let activity = |payload: Value| NewActivity {
         conversation_id: "conv-large".into(),
         channel_ids: vec![ch.clone()],
@@ -185,23 +200,7 @@ async fn a_large_payload_arrives_byte_for_byte_and_one_over_the_limit_writes_not
 #[tokio::test]
 async fn the_ingest_function_takes_an_upload_named_on_the_activities_queue() {
     let t = TestStack::on_emulator().await;
-    let a = t.new_tenant("default").await;
-    let api: Client = t.client(&a.key);
-    let rx = Receiver::always(200).await.unwrap();
-    let ch = api
-        .create_channel(&NewChannel {
-            kind: "webhook".into(),
-            name: "queued".into(),
-            config: json!({"url": rx.url, "body": "payload"})
-                .as_object()
-                .cloned()
-                .unwrap(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .channel
-        .id;
+    let (a, api, rx, ch) = payload_hook(&t, "queued").await;
     let (_, bytes) = payload_of(2 * 1024 * 1024);
     let upload = api.upload_payload(bytes.clone()).await.unwrap();
     let url = t

@@ -5,7 +5,7 @@
 
 use converger_http::schemas::ErrorBody;
 use converger_http::views::{AuditView, DeliveryView, Page};
-use converger_tests::{Answer, Receiver, Reply, TestStack, settled};
+use converger_tests::{Answer, Receiver, Reply, TestStack, is_settled};
 use serde_json::json;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -44,9 +44,9 @@ async fn send(t: &TestStack, key: &str, channels: &[&str]) -> Vec<String> {
     for d in act.deliveries {
         let id = d.id.as_str().to_owned();
         let row = t
-            .wait_delivery(key, &id, Duration::from_secs(15), settled)
+            .wait_delivery(key, &id, Duration::from_secs(15), is_settled)
             .await;
-        assert!(settled(&row), "{row:?}");
+        assert!(is_settled(&row), "{row:?}");
         out.push(id);
     }
     out
@@ -355,7 +355,7 @@ mod emulator {
             for d in act.deliveries {
                 let id = d.id.as_str().to_owned();
                 let row = t
-                    .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+                    .wait_delivery(&key, &id, Duration::from_secs(15), is_settled)
                     .await;
                 if row.status == "failed" {
                     failed.push(id)

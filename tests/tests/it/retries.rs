@@ -10,9 +10,8 @@ use converger_http::views::{AttemptView, Page};
 use converger_local::Backend;
 use converger_local::QueueSettings;
 use converger_ports::{Claim, DeliveryMessage};
-use converger_tests::client::is_settled;
 use converger_tests::views::Ingested;
-use converger_tests::{Receiver, Reply, TestStack, settled};
+use converger_tests::{Receiver, Reply, TestStack, is_settled};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -224,7 +223,7 @@ async fn after_a_storage_outage_deliveries_resume_in_seconds() {
     mem.set_outage(false);
     let back = Instant::now();
     let row = t
-        .wait_delivery(&key, d.id.as_str(), Duration::from_secs(20), settled)
+        .wait_delivery(&key, d.id.as_str(), Duration::from_secs(20), is_settled)
         .await;
     assert_eq!(row.status, "sent", "{row:?}");
     assert_eq!(row.attempts, 1);
@@ -265,7 +264,7 @@ mod emulator {
             .await
             .unwrap();
         let row = t
-            .wait_delivery(&key, late.id.as_str(), Duration::from_secs(20), settled)
+            .wait_delivery(&key, late.id.as_str(), Duration::from_secs(20), is_settled)
             .await;
         assert_eq!(row.status, "sent", "{row:?}");
         assert_eq!(row.attempts, 1, "{row:?}");
@@ -295,7 +294,7 @@ mod emulator {
         let id = first_delivery(&t.activity(&key, &[ch.id.as_str()]).await);
 
         let d = t
-            .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+            .wait_delivery(&key, &id, Duration::from_secs(30), is_settled)
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
         assert_eq!(d.attempts, 2, "hops are not attempts");
@@ -341,7 +340,7 @@ mod emulator {
             "one query per shard and part (waiting, leased)"
         );
         let row = t
-            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
+            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), is_settled)
             .await;
         assert_eq!(row.status, "sent");
         assert_eq!(row.attempts, 1);
@@ -422,7 +421,7 @@ mod emulator {
             "one query per shard and part, then the leased part again: {report:?}"
         );
         let row = t
-            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), settled)
+            .wait_delivery(&key, d.id.as_str(), Duration::from_secs(15), is_settled)
             .await;
         assert_eq!(row.status, "sent");
         assert_eq!(row.attempts, 1, "the crashed attempt recorded nothing");
@@ -482,7 +481,7 @@ mod emulator {
             latest - started
         );
         let row = t
-            .wait_delivery(&key, &id, Duration::from_secs(15), settled)
+            .wait_delivery(&key, &id, Duration::from_secs(15), is_settled)
             .await;
         assert_eq!(row.status, "sent");
         assert_eq!(row.attempts, 1);
@@ -551,7 +550,7 @@ mod emulator {
         batch.send().await.unwrap();
 
         let row = t
-            .wait_delivery(&key, good.id.as_str(), Duration::from_secs(15), settled)
+            .wait_delivery(&key, good.id.as_str(), Duration::from_secs(15), is_settled)
             .await;
         assert_eq!(
             row.status, "sent",
@@ -608,7 +607,7 @@ mod emulator {
             .await;
         let id = first_delivery(&t.activity(&key, &[ch.id.as_str()]).await);
         let d = t
-            .wait_delivery(&key, &id, Duration::from_secs(30), settled)
+            .wait_delivery(&key, &id, Duration::from_secs(30), is_settled)
             .await;
         assert_eq!(d.attempts, 4);
 

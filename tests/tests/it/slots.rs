@@ -8,7 +8,7 @@ use converger_core::Timestamp;
 use converger_core::{ChannelId, DeliveryId, time};
 use converger_local::Backend;
 use converger_ports::SlotTake;
-use converger_tests::{Receiver, TestStack, settled, wait_until};
+use converger_tests::{Receiver, TestStack, is_settled, wait_until};
 use serde_json::json;
 use std::time::Duration;
 
@@ -23,7 +23,7 @@ pub(crate) async fn leaked_slot(t: &TestStack, rx: &Receiver) -> (String, Delive
     let ch_id = ch.id.as_str();
     let first = t.activities(&key, ch_id, 1, 1).await.remove(0);
     let d = t
-        .wait_delivery(&key, &first, Duration::from_secs(10), settled)
+        .wait_delivery(&key, &first, Duration::from_secs(10), is_settled)
         .await;
     assert_eq!(d.status, "sent");
     let channel = ChannelId::parse(ch_id).unwrap();
@@ -79,7 +79,7 @@ async fn a_message_for_a_settled_delivery_gives_back_the_slot_it_still_holds() {
         .await
         .unwrap();
     let d = t
-        .wait_delivery(&key, &second, Duration::from_secs(10), settled)
+        .wait_delivery(&key, &second, Duration::from_secs(10), is_settled)
         .await;
     assert_eq!(d.status, "sent", "{d:?}");
     assert_eq!(rx.requests().len(), 2, "the settled one was not sent again");
@@ -122,7 +122,7 @@ async fn a_backlog_row_whose_mark_was_not_written_flows_without_the_sweeper() {
     rx.release();
     for id in [&first, &second] {
         let d = t
-            .wait_delivery(&key, id, Duration::from_secs(20), settled)
+            .wait_delivery(&key, id, Duration::from_secs(20), is_settled)
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
     }
@@ -191,7 +191,7 @@ async fn a_crash_leaves_no_slot_behind_once_its_lease_ends() {
         waiting.as_str(),
     ] {
         let d = t
-            .wait_delivery(&key, id, Duration::from_secs(10), settled)
+            .wait_delivery(&key, id, Duration::from_secs(10), is_settled)
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
     }

@@ -8,7 +8,7 @@ use converger_core::Timestamp;
 use converger_core::{ChannelId, time};
 use converger_http::schemas::DeliveryStateDoc;
 use converger_ports::{Outcome, Settle};
-use converger_tests::{Receiver, TestStack, settled, wait_until};
+use converger_tests::{Receiver, TestStack, is_settled, wait_until};
 use serde_json::json;
 use std::time::Duration;
 
@@ -110,7 +110,7 @@ async fn a_wide_window_spreads_over_slot_items_and_keeps_its_cap(
     rx.release();
     for id in &ids {
         let d = t
-            .wait_delivery(&key, id, Duration::from_secs(60), settled)
+            .wait_delivery(&key, id, Duration::from_secs(60), is_settled)
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
     }

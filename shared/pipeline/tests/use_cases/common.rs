@@ -141,7 +141,7 @@ pub fn fixture_on_with(
     adjust: impl FnOnce(&mut PipelineConfig),
 ) -> Fixture {
     let store = Arc::new(MemStore::new());
-    let queue = Arc::new(MemQueue::with_clock(clock.clone()));
+    let queue = Arc::new(MemQueue::new().clocked(clock.clone()));
     let mut config = PipelineConfig {
         allowlist: converger_core::net::Allowlist::loopback(),
         ..PipelineConfig::default()

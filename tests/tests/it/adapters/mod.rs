@@ -6,7 +6,7 @@ use converger_core::providers::meta_signature;
 use converger_http::schemas::ReceiptsApplied;
 use converger_tests::fakes::{self, ProviderFake, ProviderReply};
 use converger_tests::views::{ChannelView, DeliveryView, Ingested};
-use converger_tests::{Answer, Receiver, TestStack, settled};
+use converger_tests::{Answer, Receiver, TestStack, is_settled};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -75,7 +75,7 @@ fn text_to(recipient: &str) -> Value {
 }
 
 async fn settle(t: &TestStack, key: &str, id: &str) -> DeliveryView {
-    t.wait_delivery(key, id, Duration::from_secs(20), settled)
+    t.wait_delivery(key, id, Duration::from_secs(20), is_settled)
         .await
 }
 

@@ -27,8 +27,13 @@ async fn the_deliveries_page_filters_by_event_type() {
             )
             .await;
         let id = a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone();
-        t.wait_delivery(&key, &id, Duration::from_secs(15), converger_tests::settled)
-            .await;
+        t.wait_delivery(
+            &key,
+            &id,
+            Duration::from_secs(15),
+            converger_tests::is_settled,
+        )
+        .await;
         ids.push(id);
     }
     let web = Browser::new(&t.stack.admin_url);
@@ -86,7 +91,7 @@ async fn a_delivery_waiting_in_its_lane_says_behind_which_one() {
         &key,
         &dead,
         Duration::from_secs(15),
-        converger_tests::settled,
+        converger_tests::is_settled,
     )
     .await;
     let waiting = post("second").await;
