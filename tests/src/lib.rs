@@ -20,6 +20,7 @@ pub use converger_local::receiver::{Received, Receiver, Reply};
 use converger_local::stack::{AwsStack, Backend};
 use converger_local::{Stack, StackOptions};
 use converger_pipeline::PipelineConfig;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
@@ -414,6 +415,17 @@ impl EventTap {
         }
     }
 
+    /// An event's `detail` as its type (`converger_ports::events`); panics with the event
+    /// when it is not one.
+    pub fn detail<T: DeserializeOwned>(event: &Value) -> T {
+        Self::detail_of(event).unwrap_or_else(|| panic!("not that event's detail: {event}"))
+    }
+
+    /// An event's `detail` as its type, `None` when it is another event's.
+    pub fn detail_of<T: DeserializeOwned>(event: &Value) -> Option<T> {
+        serde_json::from_value(event["detail"].clone()).ok()
+    }
+
     /// The received events of one `detail-type`.
     pub fn of(events: &[Value], kind: &str) -> Vec<Value> {
         events
@@ -700,4 +712,10 @@ pub fn init_tracing() {
         )
         .with(converger_local::bench::cost::log_layer())
         .try_init();
+}
+
+/// A JSON answer read as its view; panics with the answer when it is not.
+pub fn view<T: DeserializeOwned>(body: &Value) -> T {
+    serde_json::from_value(body.clone())
+        .unwrap_or_else(|e| panic!("an answer that is not its view ({e}): {body}"))
 }

@@ -3,16 +3,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_ports::events::{DeliveryDeadLettered, DeliveryStatusChanged};
-use converger_tests::{Receiver, TestStack, is_settled};
-use serde::de::DeserializeOwned;
+use converger_tests::{EventTap, Receiver, TestStack, is_settled};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 /// A platform event's `detail` as `T`, when it is one.
-fn detail<T: DeserializeOwned>(e: &Value) -> Option<T> {
-    serde_json::from_value(e["detail"].clone()).ok()
-}
-
 #[tokio::test]
 async fn a_dead_letter_is_announced_on_the_bus() {
     let t = TestStack::on_emulator().await;
@@ -39,7 +34,7 @@ async fn a_dead_letter_is_announced_on_the_bus() {
     let dead = find("delivery.dead_lettered");
     // The envelope is EventBridge's: its `source` as the bus delivers it.
     assert_eq!(dead["source"], "converger");
-    let dead: DeliveryDeadLettered = detail(&dead).unwrap_or_else(|| panic!("{dead}"));
+    let dead: DeliveryDeadLettered = EventTap::detail(&dead);
     let named = &dead.delivery;
     assert_eq!(named.delivery_id.as_str(), id);
     assert_eq!(named.activity_id.as_str(), act.activity_id);
@@ -48,7 +43,7 @@ async fn a_dead_letter_is_announced_on_the_bus() {
     assert_eq!(named.attempts, 1);
     assert!(named.error.as_deref().unwrap().contains("400"), "{dead:?}");
     let changed = find("delivery.status_changed");
-    let changed: DeliveryStatusChanged = detail(&changed).unwrap_or_else(|| panic!("{changed}"));
+    let changed: DeliveryStatusChanged = EventTap::detail(&changed);
     assert_eq!(changed.status, "failed");
     assert_eq!(changed.delivery.conversation_id, "conv-1");
 }
@@ -109,7 +104,7 @@ async fn a_poison_stream_record_goes_to_the_dead_letter_queue_and_the_shard_goes
     let sent_of = |events: &[Value]| {
         events
             .iter()
-            .filter_map(detail::<DeliveryStatusChanged>)
+            .filter_map(EventTap::detail_of::<DeliveryStatusChanged>)
             .find(|d| d.delivery.delivery_id.as_str() == id && d.status == "sent")
     };
     let events = tap

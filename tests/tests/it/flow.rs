@@ -15,10 +15,6 @@ use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
 /// A platform event's `detail`, read as its type.
-fn detail<T: serde::de::DeserializeOwned>(e: &Value) -> T {
-    serde_json::from_value(e["detail"].clone()).unwrap_or_else(|err| panic!("{err}: {e}"))
-}
-
 pub(crate) fn hook(url: &str, breaker: Value, policy: Value) -> Value {
     json!({"type": "webhook", "name": "hook", "config": {"url": url},
            "circuit_breaker": breaker, "retry_policy": policy})
@@ -89,7 +85,7 @@ async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
         .await;
     let closed = EventTap::of(&events, "channel.circuit_closed");
     assert_eq!(closed.len(), 1, "{closed:?}");
-    let closed: CircuitChanged = detail(&closed[0]);
+    let closed: CircuitChanged = EventTap::detail(&closed[0]);
     assert_eq!(closed.reason, "probe_succeeded");
     // Probes were attempts of waiting deliveries, and their logs say so.
     let mut probed = false;
@@ -506,7 +502,7 @@ mod emulator {
         let all = tap.wait(Duration::from_secs(2), |_| false).await;
         let opened = EventTap::of(&all, "channel.circuit_opened");
         assert_eq!(opened.len(), 1, "{opened:?}");
-        let body: CircuitChanged = detail(&opened[0]);
+        let body: CircuitChanged = EventTap::detail(&opened[0]);
         assert_eq!(body.channel.event, "channel.circuit_opened");
         assert_eq!(body.channel.channel_id.as_str(), ch_id);
         assert_eq!(body.channel.channel_name, "hook");

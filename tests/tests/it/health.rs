@@ -14,15 +14,10 @@ use converger_local::Backend;
 use converger_ports::events::{ChannelDisabled, ChannelHealthChanged, CircuitChanged};
 use converger_ports::{HealthCheck, Outcome, Settle};
 use converger_tests::{EventTap, Receiver, Reply, TestStack, is_settled, wait_until};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::Duration;
 
 /// A platform event's `detail`, read as its type.
-fn detail<T: DeserializeOwned>(e: &Value) -> T {
-    serde_json::from_value(e["detail"].clone()).unwrap_or_else(|err| panic!("{err}: {e}"))
-}
-
 fn hook(url: &str, extra: Value) -> Value {
     let mut body = json!({"type": "webhook", "name": "hook", "config": {"url": url}});
     if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
@@ -93,7 +88,7 @@ async fn a_health_change_reaches_the_alert_webhook_by_its_alert_name() {
         })
         .await;
     let on_bus = EventTap::of(&events, "channel.health_changed");
-    let on_bus: ChannelHealthChanged = detail(&on_bus[0]);
+    let on_bus: ChannelHealthChanged = EventTap::detail(&on_bus[0]);
     assert_eq!(on_bus.channel.event, "channel.health_changed");
 }
 
@@ -494,7 +489,7 @@ mod emulator {
         assert_eq!(changed.len(), 4, "{changed:?}");
         let d = changed
             .iter()
-            .map(detail::<ChannelHealthChanged>)
+            .map(EventTap::detail::<ChannelHealthChanged>)
             .find(|d| d.channel.channel_id.as_str() == ids[2])
             .unwrap();
         assert_eq!(d.channel.event, "channel.health_changed");
@@ -565,7 +560,8 @@ mod emulator {
                 !EventTap::of(e, "channel.circuit_opened").is_empty()
             })
             .await;
-        let opened: CircuitChanged = detail(&EventTap::of(&events, "channel.circuit_opened")[0]);
+        let opened: CircuitChanged =
+            EventTap::detail(&EventTap::of(&events, "channel.circuit_opened")[0]);
         assert_eq!(opened.reason, "unhealthy");
         // Closed again (here by a resume, as a probe would): the window still holds the old
         // failures, but the status did not change, so the breaker stays closed.
@@ -676,7 +672,7 @@ mod emulator {
             .await;
         let disabled = EventTap::of(&events, "channel.disabled");
         assert_eq!(disabled.len(), 1, "{disabled:?}");
-        let disabled: ChannelDisabled = detail(&disabled[0]);
+        let disabled: ChannelDisabled = EventTap::detail(&disabled[0]);
         assert_eq!(disabled.channel.channel_id.as_str(), doomed_id);
         // New activities are refused while it is disabled; re-enabling clears the marks.
         let a = t

@@ -6,16 +6,10 @@ use converger_http::schemas::ErrorBody;
 use converger_http::views::{
     ActivityView, ChannelView, CreatedChannel, Ingested, Page, ReplayJobView,
 };
-use converger_tests::TestStack;
-use serde::de::DeserializeOwned;
+use converger_tests::{TestStack, view};
 use serde_json::{Value, json};
 
 /// An answer's body as its view.
-fn view<T: DeserializeOwned>(body: &Value) -> T {
-    serde_json::from_value(body.clone())
-        .unwrap_or_else(|e| panic!("an answer that is not its view ({e}): {body}"))
-}
-
 /// The error code of an error answer's body, if it is one.
 fn code(body: &Value) -> Option<&'static str> {
     serde_json::from_value::<ErrorBody>(body.clone())

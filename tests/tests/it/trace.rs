@@ -1,19 +1,13 @@
 //! W3C trace context: a producer's trace reaches every delivery's request.
 
 use converger_tests::views::{BatchResult, BatchResults, Ingested};
-use converger_tests::{Receiver, Reply, TestStack};
-use serde::de::DeserializeOwned;
+use converger_tests::{Receiver, Reply, TestStack, view};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 const PRODUCER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 /// An answer of the API read as its view `T`.
-fn view<T: DeserializeOwned>(answer: Value) -> T {
-    serde_json::from_value(answer.clone())
-        .unwrap_or_else(|e| panic!("an answer that is not its view ({e}): {answer}"))
-}
-
 /// A received request's `traceparent`, split: (trace id, span id).
 fn span(r: &converger_tests::Received) -> (String, String) {
     let h = r
@@ -68,7 +62,7 @@ async fn a_producers_trace_reaches_every_attempt() {
         }
     };
     let one = |text: &str| json!({"conversation_id": "c1", "channel_ids": [ch], "payload": {"text": text}});
-    let answer: Ingested = view(post("/api/v1/activities", one("traced"), Some(PRODUCER)).await);
+    let answer: Ingested = view(&post("/api/v1/activities", one("traced"), Some(PRODUCER)).await);
     assert_eq!(
         answer.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736",
         "{answer:?}"
@@ -92,8 +86,8 @@ async fn a_producers_trace_reaches_every_attempt() {
     );
 
     // Without a traceparent, or with one that does not parse: a new trace of its own.
-    let fresh: Ingested = view(post("/api/v1/activities", one("untraced"), None).await);
-    let bad: Ingested = view(post("/api/v1/activities", one("bad"), Some("00-zz-zz-01")).await);
+    let fresh: Ingested = view(&post("/api/v1/activities", one("untraced"), None).await);
+    let bad: Ingested = view(&post("/api/v1/activities", one("bad"), Some("00-zz-zz-01")).await);
     let got = rx.wait_for(4, Duration::from_secs(30)).await;
     let started: Vec<String> = got[2..].iter().map(|r| span(r).0).collect();
     for (answer, trace) in [(&fresh, &started), (&bad, &started)] {
@@ -109,7 +103,7 @@ async fn a_producers_trace_reaches_every_attempt() {
         {"conversation_id": "c2", "channel_ids": [ch], "payload": {"n": 1}, "traceparent": own},
         {"conversation_id": "c2", "channel_ids": [ch], "payload": {"n": 2}},
     ]});
-    let answer: BatchResults = view(post("/api/v1/activities/batch", batch, Some(PRODUCER)).await);
+    let answer: BatchResults = view(&post("/api/v1/activities/batch", batch, Some(PRODUCER)).await);
     let ids: Vec<&str> = answer
         .results
         .iter()

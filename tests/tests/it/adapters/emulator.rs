@@ -3,14 +3,10 @@
 
 use super::*;
 use converger_ports::events::DeliveryStatusChanged;
+use converger_tests::EventTap;
 use converger_tests::views::Page;
 
 /// A `delivery.status_changed` event's detail.
-fn status_changed(e: &Value) -> DeliveryStatusChanged {
-    serde_json::from_value(e["detail"].clone())
-        .unwrap_or_else(|err| panic!("not a status change ({err}): {e}"))
-}
-
 #[tokio::test]
 async fn the_echo_bot_answers_in_the_conversation_without_loops() {
     let t = TestStack::on_emulator().await;
@@ -123,14 +119,14 @@ async fn meta_receipts_move_deliveries_forward_only() {
     // Each change is published with the conversation id.
     let events = tap
         .wait(Duration::from_secs(15), |e| {
-            converger_tests::EventTap::of(e, "delivery.status_changed")
+            EventTap::of(e, "delivery.status_changed")
                 .iter()
-                .any(|e| status_changed(e).status == "read")
+                .any(|e| EventTap::detail::<DeliveryStatusChanged>(e).status == "read")
         })
         .await;
-    let read = converger_tests::EventTap::of(&events, "delivery.status_changed")
+    let read = EventTap::of(&events, "delivery.status_changed")
         .iter()
-        .map(status_changed)
+        .map(EventTap::detail::<DeliveryStatusChanged>)
         .find(|e| e.status == "read" && e.delivery.delivery_id.as_str() == ids[0])
         .expect("a read event");
     assert_eq!(read.delivery.conversation_id, "conv-wa", "{read:?}");
@@ -230,21 +226,21 @@ async fn websocket_require_ack_waits_for_the_client() {
     // Its attempt is logged as waiting for the client, and the hand-off is announced.
     assert_eq!(d.log()[0].outcome.as_deref(), Some("pending"), "{d:?}");
     let hand_off = |e: &serde_json::Value| {
-        let e = status_changed(e);
+        let e = EventTap::detail::<DeliveryStatusChanged>(e);
         e.delivery.delivery_id.as_str() == ids[0] && e.awaiting_ack
     };
     let events = tap
         .wait(Duration::from_secs(15), |e| {
-            converger_tests::EventTap::of(e, "delivery.status_changed")
+            EventTap::of(e, "delivery.status_changed")
                 .iter()
                 .any(hand_off)
         })
         .await;
-    let e = converger_tests::EventTap::of(&events, "delivery.status_changed")
+    let e = EventTap::of(&events, "delivery.status_changed")
         .into_iter()
         .find(hand_off)
         .expect("the hand-off announced");
-    let e = status_changed(&e);
+    let e = EventTap::detail::<DeliveryStatusChanged>(&e);
     assert_eq!(e.status, "pending", "{e:?}");
 
     // The socket's ack.
