@@ -9,7 +9,9 @@ Run by the test command (`python infra/local/template_checks.py`), after cfn-lin
 - every name the stack gives fits its service's limit at the longest stack name the docs
   allow (MAX_STACK_NAME), in the longest region name;
 - every function's environment fits Lambda's 4 KB, and every role's inline policies IAM's
-  10,240 characters, with every parameter at its largest and the longest stack name.
+  10,240 characters, with every parameter at its largest and the longest stack name;
+- no value a parameter allows puts an on-demand table's or index's warm throughput under
+  DynamoDB's start (4,000 write and 12,000 read units a second), which CreateTable refuses.
 
 Each check is also run against the template with its bug put back (`MUTATIONS`): a check
 that does not fail there fails the run.
@@ -17,6 +19,7 @@ that does not fail there fails the run.
 
 import copy
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -53,6 +56,8 @@ GENERATED_LIMITS = {
     "AWS::S3::Bucket": 63,
 }
 ENV_LIMIT = 4096
+# An on-demand table or index starts at these; DynamoDB refuses warm throughput below them.
+WARM_MINIMUM = {"WriteUnitsPerSecond": 4000, "ReadUnitsPerSecond": 12000}
 INLINE_POLICY_LIMIT = 10240
 
 
@@ -216,8 +221,50 @@ def dashboard_problems(rendered):
     return out
 
 
+def _allows(spec, value):
+    """Whether CloudFormation takes `value` for a parameter of `spec`."""
+    if "AllowedValues" in spec:
+        return str(value) in [str(v) for v in spec["AllowedValues"]]
+    if spec.get("Type") == "Number":
+        return spec.get("MinValue", float("-inf")) <= value <= spec.get("MaxValue", float("inf"))
+    if "AllowedPattern" in spec:
+        return re.fullmatch(spec["AllowedPattern"], str(value)) is not None
+    return True
+
+
+def _warm_settings(node):
+    """Every WarmThroughput object in `node`, through `Fn::If`."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "WarmThroughput":
+                branches = v.get("Fn::If", [None, v, v])[1:] if isinstance(v, dict) else []
+                yield from (b for b in branches if isinstance(b, dict) and "Ref" not in b)
+            else:
+                yield from _warm_settings(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _warm_settings(v)
+
+
+def warm_problems(sam):
+    out = []
+    params = sam.get("Parameters") or {}
+    for logical, r in sam["Resources"].items():
+        for warm in _warm_settings(r.get("Properties", {})):
+            for field, least in WARM_MINIMUM.items():
+                v = warm.get(field)
+                if isinstance(v, dict) and "Ref" in v and v["Ref"] in params:
+                    spec = params[v["Ref"]]
+                    low = [x for x in (1, least - 1) if _allows(spec, x)]
+                    if low:
+                        out.append(f"{logical}: {v['Ref']} allows {field} {low[0]}, under DynamoDB's {least}")
+                elif isinstance(v, int) and v < least:
+                    out.append(f"{logical}: {field} {v}, under DynamoDB's {least}")
+    return out
+
+
 def problems(sam):
-    out = parameter_problems(sam)
+    out = parameter_problems(sam) + warm_problems(sam)
     params = largest_parameters(sam)
     cfn = transform(sam, params)
     rendered = Rendered(cfn, params, "s" * MAX_STACK_NAME)
@@ -249,8 +296,14 @@ def _large_policy(sam):
     stmts += [copy.deepcopy(stmts[0]) for _ in range(60)]
 
 
+def _low_warm_throughput(sam):
+    p = sam["Parameters"]["WarmWriteUnits"]
+    p["AllowedPattern"] = "^[0-9]{1,6}$"
+
+
 # Each check's bug, put back: every one must be found.
 MUTATIONS = {
+    "a warm throughput under DynamoDB's start": _low_warm_throughput,
     "the dashboard's extra bracket": _dashboard_bracket,
     "a function name over 64 characters": _long_function_name,
     "a free-form parameter without MaxLength": _unbounded_parameter,

@@ -661,3 +661,67 @@ async fn every_resource_the_emulator_skips_is_made_through_its_service() {
         .count();
     assert_eq!(made_alarms, alarms);
 }
+
+/// `WarmWriteUnits` pre-warms the two tables every first try writes and the index of each it
+/// enters (the activities table with `by_conversation`, the deliveries table with
+/// `by_tenant_status_s`), and nothing else: created by the emulator's CloudFormation.
+#[tokio::test]
+async fn warm_write_units_warm_the_tables_a_first_try_writes() {
+    let t = TestStack::with(|o| {
+        o.backend = converger_local::Backend::Emulator;
+        o.parameters
+            .insert("WarmWriteUnits".to_owned(), "8000".to_owned());
+    })
+    .await;
+    let aws = t.aws();
+    let ddb = &aws.clients.dynamodb;
+    let r = &aws.resources;
+    let warm = |w: Option<&aws_sdk_dynamodb::types::TableWarmThroughputDescription>| {
+        w.and_then(|w| w.write_units_per_second)
+    };
+    let gsi_warm = |d: &aws_sdk_dynamodb::types::TableDescription, name: &str| {
+        d.global_secondary_indexes()
+            .iter()
+            .find(|g| g.index_name() == Some(name))
+            .and_then(|g| g.warm_throughput())
+            .and_then(|w| w.write_units_per_second)
+    };
+    for (table, index, other) in [
+        (&r.activities, "by_conversation", None),
+        (&r.deliveries, "by_tenant_status_s", Some("by_due")),
+    ] {
+        let d = ddb.describe_table().table_name(table).send().await.unwrap();
+        let d = d.table().unwrap();
+        assert_eq!(warm(d.warm_throughput()), Some(8000), "{table}");
+        assert_eq!(gsi_warm(d, index), Some(8000), "{table} {index}");
+        if let Some(other) = other {
+            assert_ne!(gsi_warm(d, other), Some(8000), "{table} {other}");
+        }
+    }
+    let tenants = ddb
+        .describe_table()
+        .table_name(&r.tenants)
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(warm(tenants.table().unwrap().warm_throughput()), Some(8000));
+}
+
+/// The operator's price list counts the template's alarms (each is paid monthly).
+#[test]
+fn the_deploying_page_counts_the_templates_alarms() {
+    let alarms = template()["Resources"]
+        .as_mapping()
+        .unwrap()
+        .values()
+        .filter(|r| r["Type"].as_str() == Some("AWS::CloudWatch::Alarm"))
+        .count();
+    let page = std::fs::read_to_string(root().join("docs/deploying.md")).unwrap();
+    let at = page.find(" alarms (about $").expect("the alarms' line");
+    let said: usize = page[..at]
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("a count before ` alarms`");
+    assert_eq!(said, alarms);
+}
