@@ -75,7 +75,13 @@ pub enum SocketFrame {
         status: DeliveryStatus,
     },
     /// A replay done: how many deliveries were pushed again.
-    Replayed { count: usize },
+    Replayed {
+        count: usize,
+        /// More deliveries wait than this replay pushed (over `SOCKET_REPLAY_LIMIT`, or past
+        /// its time budget): acknowledge these and replay again.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        more: bool,
+    },
     /// A frame refused: a stable code, a message, and when a throttled one may come again.
     Error {
         code: String,
@@ -208,8 +214,20 @@ mod tests {
             json!({"type": "ack", "delivery_id": "dlv_1", "status": "sent"})
         );
         assert_eq!(
-            serde_json::to_value(SocketFrame::Replayed { count: 2 }).unwrap(),
+            serde_json::to_value(SocketFrame::Replayed {
+                count: 2,
+                more: false
+            })
+            .unwrap(),
             json!({"type": "replayed", "count": 2})
+        );
+        assert_eq!(
+            serde_json::to_value(SocketFrame::Replayed {
+                count: 500,
+                more: true
+            })
+            .unwrap(),
+            json!({"type": "replayed", "count": 500, "more": true})
         );
         assert_eq!(
             serde_json::to_value(SocketFrame::error("not_found", "no such delivery")).unwrap(),

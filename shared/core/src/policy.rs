@@ -109,6 +109,18 @@ pub const SOCKET_REPLAY_INTERVAL_MS: i64 = 2_000;
 /// died. One replay at a time on a connection, whichever instance each frame reaches.
 pub const SOCKET_REPLAY_RUN_MS: i64 = 30_000;
 
+/// How long one replay pushes before it stops and says there is `more`: under the
+/// websocket function's 29 s (API Gateway's integration timeout), whatever the channel's
+/// middleware and the pushes take.
+pub const SOCKET_REPLAY_BUDGET_MS: i64 = 20_000;
+
+/// Whether a replay that began at `began_ms` pushes another delivery at `now_ms`: the first
+/// always (a replay moves on even when one push takes the whole budget), the rest within
+/// [`SOCKET_REPLAY_BUDGET_MS`].
+pub fn socket_replay_goes_on(began_ms: i64, now_ms: i64, pushed: usize) -> bool {
+    pushed == 0 || now_ms.saturating_sub(began_ms) < SOCKET_REPLAY_BUDGET_MS
+}
+
 /// How long a connection whose last replay began at `last` waits at `now_ms` before it may
 /// begin another (at most the interval); `None` when it may now. Both backends apply it
 /// (DynamoDB as the update's condition).
@@ -610,5 +622,14 @@ mod tests {
                 prop_assert!(p.max_attempts > 0 && p.base_ms > 0 && p.max_ms > 0 && p.timeout_ms > 0);
             }
         }
+    }
+
+    #[test]
+    fn a_replay_pushes_within_its_budget_and_always_its_first() {
+        assert!(socket_replay_goes_on(0, 60_000, 0));
+        assert!(socket_replay_goes_on(0, SOCKET_REPLAY_BUDGET_MS - 1, 7));
+        assert!(!socket_replay_goes_on(0, SOCKET_REPLAY_BUDGET_MS, 7));
+        // A clock that stepped back does not stop it.
+        assert!(socket_replay_goes_on(10_000, 0, 3));
     }
 }

@@ -5,7 +5,8 @@
 //! Bounded on both sides: a schema is at most [`MAX_SCHEMA_BYTES`] of JSON, references only
 //! itself (nothing is fetched: a remote or file `$ref` is refused when the type is written),
 //! and its `pattern`s run on a regex engine without backtracking, so a check takes time linear
-//! in the payload, which ingest caps at 256 KiB.
+//! in the payload (at most [`crate::payload::MAX_BYTES`], 10 MiB, through an upload) times the schema's
+//! keywords (at most 32 KiB of them).
 
 use crate::Invalid;
 use serde_json::Value;

@@ -413,7 +413,8 @@ impl Handoff<'_> {
                 self.handoffs
                     .end_replay(&conn.connection_id, self.clock.now_ms())
                     .await?;
-                Ok(SocketFrame::Replayed { count: n? })
+                let (count, more) = n?;
+                Ok(SocketFrame::Replayed { count, more })
             }
             _ => Ok(SocketFrame::error(
                 "unknown_action",
@@ -422,11 +423,14 @@ impl Handoff<'_> {
         }
     }
 
-    /// Pushes the channel's handed-off deliveries to `conn` again, oldest first. Without
-    /// `require_ack`, each one the client received is `sent`.
-    async fn socket_replay(&self, conn: &Connection) -> Result<usize, StoreError> {
+    /// Pushes the channel's handed-off deliveries to `conn` again, oldest first, at most
+    /// [`SOCKET_REPLAY_LIMIT`] and for at most `policy::SOCKET_REPLAY_BUDGET_MS`: how many
+    /// were pushed, and whether more wait. Without `require_ack`, each one the client
+    /// received is `sent`.
+    async fn socket_replay(&self, conn: &Connection) -> Result<(usize, bool), StoreError> {
+        let began = self.clock.now_ms();
         let Some(ch) = self.cache.channel(&conn.channel_id).await? else {
-            return Ok(0);
+            return Ok((0, false));
         };
         let require_ack = socket_config(&ch.config).is_ok_and(|c| c.require_ack);
         let mut waiting: Vec<Delivery> = Vec::new();
@@ -444,9 +448,16 @@ impl Handoff<'_> {
                 break;
             }
         }
+        let mut more = waiting.len() > SOCKET_REPLAY_LIMIT || after.is_some();
         waiting.truncate(SOCKET_REPLAY_LIMIT);
         let mut pushed = 0;
+        let mut tried = 0;
         for d in waiting {
+            if !converger_core::policy::socket_replay_goes_on(began, self.clock.now_ms(), tried) {
+                more = true;
+                break;
+            }
+            tried += 1;
             let Some(mut a) = self
                 .activities
                 .get_activity(&d.tenant_id, &d.activity_id)
@@ -503,7 +514,7 @@ impl Handoff<'_> {
                 }
             }
         }
-        Ok(pushed)
+        Ok((pushed, more))
     }
 
     /// A client confirms a handed-off delivery `d` (as the caller read it): it becomes

@@ -1,7 +1,8 @@
 //! The AWS destinations past queues and streams, on the emulator: an S3 object per delivery
 //! under the channel's prefix, a Firehose record, a Step Functions execution named after its
 //! delivery. Each is sent into a second account (the tenant's) as the channel's role, and
-//! read back there; a missing bucket or state machine dead-letters at its first attempt.
+//! read back there; a missing bucket, delivery stream or state machine dead-letters at its
+//! first attempt.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_tests::client::{Tenant, is_settled};
@@ -76,6 +77,12 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
         json!({"state_machine_arn": format!("arn:aws:states:{REGION}:{TENANT_ACCOUNT}:stateMachine:{name}-missing")}),
     )
     .await;
+    let (no_stream, _) = channel(
+        &a,
+        "aws_firehose",
+        json!({"delivery_stream_arn": format!("arn:aws:firehose:{REGION}:{TENANT_ACCOUNT}:deliverystream/{name}-missing")}),
+    )
+    .await;
     // Settings that do not fit are refused when written.
     let refused = a
         .create_channel(json!({"type": "aws_s3", "name": "bad",
@@ -88,7 +95,7 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
         .post_activity(json!({
             "conversation_id": "conv-d",
             "event_type": "order.paid",
-            "channel_ids": [s3_ch, firehose_ch, sfn_ch, no_bucket, no_machine],
+            "channel_ids": [s3_ch, firehose_ch, sfn_ch, no_bucket, no_machine, no_stream],
             "payload": {"text": "hello"},
         }))
         .await
@@ -98,7 +105,7 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
         let d = a
             .wait_delivery(&d.id, Duration::from_secs(90), is_settled)
             .await;
-        if d.channel_id == no_bucket || d.channel_id == no_machine {
+        if [&no_bucket, &no_machine, &no_stream].contains(&&d.channel_id) {
             assert_eq!((d.status.as_str(), d.attempts), ("failed", 1), "{d:?}");
             let error = d.last_error.clone().unwrap();
             assert!(error.contains("the target does not exist"), "{error}");

@@ -725,3 +725,23 @@ fn the_deploying_page_counts_the_templates_alarms() {
         .expect("a count before ` alarms`");
     assert_eq!(said, alarms);
 }
+
+/// Every template parameter has its row in the deploying page's table.
+#[test]
+fn the_deploying_page_names_every_parameter() {
+    let page = std::fs::read_to_string(root().join("docs/deploying.md")).unwrap();
+    let named: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| l.split('|').nth(1))
+        .collect();
+    let missing: Vec<String> = template()["Parameters"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .filter_map(|k| k.as_str())
+        .filter(|p| !named.iter().any(|cell| cell.contains(&format!("`{p}`"))))
+        .map(str::to_owned)
+        .collect();
+    assert!(missing.is_empty(), "{missing:?}");
+}

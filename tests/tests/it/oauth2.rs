@@ -214,3 +214,27 @@ async fn a_refused_token_request_fails_the_attempt_without_reaching_the_receiver
         "{refused:?}"
     );
 }
+
+/// The token request is under the SSRF guard: a token endpoint at the metadata address is
+/// refused before any request, for good (a dead letter at the first attempt, not a retry),
+/// and the receiver is never reached.
+#[tokio::test]
+async fn a_token_endpoint_the_guard_refuses_dead_letters_at_once() {
+    let t = TestStack::start().await;
+    let a = t.new_tenant("default").await;
+    let api = t.client(&a.key);
+    let rx = Receiver::always(200).await.unwrap();
+    let ch = channel(
+        &api,
+        &rx.url,
+        auth("http://169.254.169.254/latest/api/token", "s3cret"),
+        json!({"retry_policy": {"max_attempts": 5}}),
+    )
+    .await;
+    let id = post(&api, &ch, json!({"n": 1})).await;
+    let d = settled(&api, &id).await;
+    assert_eq!((d.status.as_str(), d.attempts), ("failed", 1));
+    let why = d.last_error.unwrap_or_default();
+    assert!(why.contains("169.254.169.254 is not allowed"), "{why}");
+    assert!(rx.requests().is_empty());
+}

@@ -632,30 +632,8 @@ mod tests {
             take: 2,
             taken: Default::default(),
         };
-        let streams = crate::stream::Streams {
-            clock: &converger_core::time::SystemClock,
-            tenants: &store,
-            streams: &store,
-            sockets: &converger_memory::MemSockets::default(),
-            enabled: false,
-        };
-        let changes = Changes {
-            events: &bus,
-            counters: &store,
-            streams,
-            bus_status_events: true,
-            retention_s: 86_400,
-            shards: crate::shards::ShardGrowth {
-                tenants: &store,
-                usage: &store,
-                clock: &converger_core::time::SystemClock,
-                memo: &crate::shards::ShardMemo::default(),
-                retention_ms: 86_400_000,
-                per_shard: converger_core::shards::SHARD_RATE,
-            },
-            log: None,
-            clock: &converger_core::time::SystemClock,
-        };
+        let (sockets, memo) = Default::default();
+        let changes = changes_of(&store, &bus, &sockets, &memo, true);
         let records: Vec<RowChange> = (1..=4)
             .map(|i| {
                 let mut failed = row(DeliveryStatus::Failed, 1);
@@ -672,6 +650,69 @@ mod tests {
         let e = changes.apply("s", &records).await.unwrap_err();
         assert_eq!(e.from, 1, "{e:?}");
         assert_eq!(bus.taken.lock().unwrap().len(), 2);
+    }
+
+    /// The changes use case over `store` and `bus`.
+    fn changes_of<'a>(
+        store: &'a converger_memory::MemStore,
+        bus: &'a dyn Events,
+        sockets: &'a converger_memory::MemSockets,
+        memo: &'a crate::shards::ShardMemo,
+        bus_status_events: bool,
+    ) -> Changes<'a> {
+        let clock = &converger_core::time::SystemClock;
+        Changes {
+            events: bus,
+            counters: store,
+            streams: crate::stream::Streams {
+                clock,
+                tenants: store,
+                streams: store,
+                sockets,
+                enabled: false,
+            },
+            bus_status_events,
+            retention_s: 86_400,
+            shards: crate::shards::ShardGrowth {
+                tenants: store,
+                usage: store,
+                clock,
+                memo,
+                retention_ms: 86_400_000,
+                per_shard: converger_core::shards::SHARD_RATE,
+            },
+            log: None,
+            clock,
+        }
+    }
+
+    /// `BusStatusEvents=disabled`: a status change sends nothing to the bus, a dead letter
+    /// still sends its `delivery.dead_lettered` (and no status event beside it).
+    #[tokio::test]
+    async fn without_bus_status_events_only_the_dead_letter_reaches_the_bus() {
+        let store = converger_memory::MemStore::new();
+        let bus = Refusing {
+            take: usize::MAX,
+            taken: Default::default(),
+        };
+        let (sockets, memo) = Default::default();
+        let changes = changes_of(&store, &bus, &sockets, &memo, false);
+        let mut failed = row(DeliveryStatus::Failed, 1);
+        failed.last_error = Some("HTTP 400".into());
+        let records = [row(DeliveryStatus::Sent, 1), failed]
+            .into_iter()
+            .enumerate()
+            .map(|(i, new)| RowChange {
+                event_id: format!("e{i}"),
+                seq: converger_ports::seq_key(&i.to_string()),
+                old: Some(row(DeliveryStatus::Pending, 0)),
+                new: Some(new),
+            })
+            .collect::<Vec<_>>();
+        changes.apply("s", &records).await.unwrap();
+        let taken = bus.taken.lock().unwrap();
+        let sent: Vec<&str> = taken.iter().map(|e| e.detail_type.as_str()).collect();
+        assert_eq!(sent, ["delivery.dead_lettered"]);
     }
 
     #[test]
