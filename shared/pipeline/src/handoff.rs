@@ -451,13 +451,11 @@ impl Handoff<'_> {
         let mut more = waiting.len() > SOCKET_REPLAY_LIMIT || after.is_some();
         waiting.truncate(SOCKET_REPLAY_LIMIT);
         let mut pushed = 0;
-        let mut tried = 0;
-        for d in waiting {
+        for (tried, d) in waiting.into_iter().enumerate() {
             if !converger_core::policy::socket_replay_goes_on(began, self.clock.now_ms(), tried) {
                 more = true;
                 break;
             }
-            tried += 1;
             let Some(mut a) = self
                 .activities
                 .get_activity(&d.tenant_id, &d.activity_id)

@@ -24,6 +24,16 @@ pub(crate) fn template() -> Value {
     serde_yaml::from_str(&text).unwrap()
 }
 
+/// How many resources of `kind` the template declares.
+fn resources_of(kind: &str) -> usize {
+    template()["Resources"]
+        .as_mapping()
+        .unwrap()
+        .values()
+        .filter(|r| r["Type"].as_str() == Some(kind))
+        .count()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_functions_run_as_the_deployed_stack_says() {
     let t = TestStack::on_emulator().await;
@@ -648,12 +658,7 @@ async fn every_resource_the_emulator_skips_is_made_through_its_service() {
             .unwrap_or_else(|| panic!("{} ({}) was not made", s.logical_id, s.kind));
         assert_ne!(id, &s.logical_id, "{}", s.logical_id);
     }
-    let alarms = template()["Resources"]
-        .as_mapping()
-        .unwrap()
-        .values()
-        .filter(|r| r["Type"].as_str() == Some("AWS::CloudWatch::Alarm"))
-        .count();
+    let alarms = resources_of("AWS::CloudWatch::Alarm");
     let made_alarms = d
         .skipped
         .iter()
@@ -710,12 +715,7 @@ async fn warm_write_units_warm_the_tables_a_first_try_writes() {
 /// The operator's price list counts the template's alarms (each is paid monthly).
 #[test]
 fn the_deploying_page_counts_the_templates_alarms() {
-    let alarms = template()["Resources"]
-        .as_mapping()
-        .unwrap()
-        .values()
-        .filter(|r| r["Type"].as_str() == Some("AWS::CloudWatch::Alarm"))
-        .count();
+    let alarms = resources_of("AWS::CloudWatch::Alarm");
     let page = std::fs::read_to_string(root().join("docs/deploying.md")).unwrap();
     let at = page.find(" alarms (about $").expect("the alarms' line");
     let said: usize = page[..at]
