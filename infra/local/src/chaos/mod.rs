@@ -23,6 +23,7 @@ use tokio::process::{Child, Command};
 pub const USAGE: &str = "\
 usage: converger-local chaos <scenario> [options]   (one JSON line of figures per scenario)
   crash [--activities N] [--kills K]     SIGKILL the runner K times while N activities flow
+                                         (each also to a channel that dead-letters it)
   stall [--activities N] [--seconds S]   freeze the emulator (SIGSTOP) for S seconds mid-run
   hostile [--activities N]               hostile receivers and SSRF addresses beside a healthy
                                          channel of the same tenant
@@ -76,6 +77,22 @@ pub async fn run(args: &[String]) -> Result<(), String> {
                 "{}: {n} deliveries sent without their status event",
                 f["scenario"]
             ));
+        }
+        for (field, what) in [
+            (
+                "dead_letters_without_event",
+                "dead letters without their event",
+            ),
+            (
+                "dead_letters_missing",
+                "deliveries to the refusing channel never dead-lettered",
+            ),
+        ] {
+            if let Some(k) = f[field].as_u64()
+                && k > 0
+            {
+                failed.push(format!("{}: {k} {what}", f["scenario"]));
+            }
         }
         if let Some(problems) = f["problems"].as_array()
             && !problems.is_empty()
@@ -229,14 +246,40 @@ async fn tenant_and_channel(
     )
     .await?;
     let key = tenant["api_key"].as_str().unwrap_or_default().to_owned();
-    let ch = post(
-        format!("{}/api/v1/channels", r.api_url),
-        key.clone(),
-        json!({"type": "webhook", "name": "chaos", "config": {"url": rx.url},
-               "retry_policy": {"backoff": "fixed", "base_ms": 1000}}),
-    )
-    .await?;
-    Ok((key, ch["id"].as_str().unwrap_or_default().to_owned()))
+    let ch = channel_to(http, r, &key, rx, json!({})).await?;
+    Ok((key, ch))
+}
+
+/// A webhook channel of the tenant of `key` to `rx`, with `settings` beside the scenario's
+/// retry policy; its id.
+async fn channel_to(
+    http: &reqwest::Client,
+    r: &Runner,
+    key: &str,
+    rx: &Receiver,
+    settings: Value,
+) -> Result<String, String> {
+    let mut body = json!({"type": "webhook", "name": "chaos", "config": {"url": rx.url},
+                          "retry_policy": {"backoff": "fixed", "base_ms": 1000}});
+    if let (Some(b), Some(extra)) = (body.as_object_mut(), settings.as_object()) {
+        b.extend(extra.clone());
+    }
+    let url = format!("{}/api/v1/channels", r.api_url);
+    let resp = http
+        .post(&url)
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| format!("{url}: {e}"))?;
+    let status = resp.status();
+    let text = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("{url}: {e}: {text}"))?;
+    match v["id"].as_str() {
+        Some(id) if status.is_success() => Ok(id.to_owned()),
+        _ => Err(format!("{url}: {status} {v}")),
+    }
 }
 
 /// The producer: activities `0..n` at `rate` per second, each posted until it is accepted
@@ -244,7 +287,7 @@ async fn tenant_and_channel(
 fn producer(
     api_url: String,
     key: String,
-    channel: String,
+    channels: Vec<String>,
     n: usize,
     rate: u32,
     sent: Arc<AtomicUsize>,
@@ -258,7 +301,7 @@ fn producer(
             let due = started + gap * u32::try_from(i).unwrap_or(u32::MAX);
             tokio::time::sleep_until(due.into()).await;
             let body = json!({"id": format!("act_chaos-{i}"), "conversation_id": "chaos",
-                              "channel_ids": [channel], "payload": {"n": i}});
+                              "channel_ids": channels, "payload": {"n": i}});
             loop {
                 let ok = http
                     .post(format!("{api_url}/api/v1/activities"))
@@ -297,22 +340,50 @@ struct Flow {
     producing: tokio::task::JoinHandle<Result<(), String>>,
     /// What the stack's bus carries.
     tap: BusTap,
+    /// A second channel of every activity, whose receiver answers 400 (each delivery a dead
+    /// letter at its first attempt), and its id; `None` unless the scenario asks.
+    dead: Option<(Receiver, String)>,
 }
 
 impl Flow {
-    async fn start(scenario: &str, n: usize, rate: u32) -> Result<Self, String> {
+    async fn start(
+        scenario: &str,
+        n: usize,
+        rate: u32,
+        dead_letters: bool,
+    ) -> Result<Self, String> {
         let em = Emulator::start().await?;
         let rx =
             Receiver::start(vec![], Reply::status(200).delay(Duration::from_millis(500))).await?;
         let env = RunnerEnv::new(&em.endpoint, scenario)?;
         let runner = env.start().await?;
         let tap = tap::start(&em.endpoint, &env.stack).await?;
-        let (key, channel) = tenant_and_channel(&client()?, &runner, &rx).await?;
+        let http = client()?;
+        let (key, channel) = tenant_and_channel(&http, &runner, &rx).await?;
+        let mut channels = vec![channel];
+        let dead = if dead_letters {
+            let refusing =
+                Receiver::start(vec![], Reply::status(400).delay(Duration::from_millis(200)))
+                    .await?;
+            // Never disabled by its failures while the scenario runs.
+            let id = channel_to(
+                &http,
+                &runner,
+                &key,
+                &refusing,
+                json!({"auto_disable": {"failed_attempts": 0}}),
+            )
+            .await?;
+            channels.push(id.clone());
+            Some((refusing, id))
+        } else {
+            None
+        };
         let (sent, failed_posts) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let producing = producer(
             runner.api_url.clone(),
             key.clone(),
-            channel,
+            channels,
             n,
             rate,
             sent.clone(),
@@ -329,6 +400,7 @@ impl Flow {
             started: Instant::now(),
             producing,
             tap,
+            dead,
         })
     }
 }
@@ -391,7 +463,9 @@ fn ms(d: Duration) -> u64 {
 /// takes 500 ms (so that many attempts are in flight when it dies), each time restarted a
 /// second later. For each restart: how long until every
 /// activity accepted before the kill had reached the receiver (the crashed attempts, with their
-/// leases, and the messages the dead process had received).
+/// leases, and the messages the dead process had received). Each activity also goes to a
+/// channel whose receiver answers 400: every dead letter must have its
+/// `delivery.dead_lettered` on the bus, though the runner died between writes.
 async fn crash(n: usize, kills: usize) -> Result<Value, String> {
     let Flow {
         em,
@@ -404,7 +478,8 @@ async fn crash(n: usize, kills: usize) -> Result<Value, String> {
         started,
         producing,
         tap,
-    } = Flow::start("crash", n, 50).await?;
+        dead,
+    } = Flow::start("crash", n, 50, true).await?;
     let mut restarts = Vec::new();
     for k in 1..=kills {
         let at = n * k / (kills + 1);
@@ -448,7 +523,12 @@ async fn crash(n: usize, kills: usize) -> Result<Value, String> {
     // Every delivery the receiver took has its `sent` event on the bus, though the runner was
     // killed between writes and whatever followed them (the events come from the table's
     // stream, read again after the restart).
-    let announced = tap::sent_deliveries(&tap, seen.len()).await?;
+    // And every dead letter its `delivery.dead_lettered` (each activity's delivery to the
+    // refusing channel is one, at its first attempt).
+    let dead_id = dead.as_ref().map(|(_, id)| id.as_str()).unwrap_or_default();
+    let dead_letters = tap::failed_deliveries(&runner.api_url, &key, dead_id, n).await?;
+    let heard = tap::announced(&tap, seen.len(), dead_letters).await?;
+    let announced = heard.sent;
     runner.kill().await;
     em.stop().await;
     let worst = restarts
@@ -467,6 +547,10 @@ async fn crash(n: usize, kills: usize) -> Result<Value, String> {
         "missing": lost,
         "sent_events": announced,
         "sent_without_event": seen.len().saturating_sub(announced),
+        "dead_letters": dead_letters,
+        "dead_letters_missing": n.saturating_sub(dead_letters),
+        "dead_letter_events": heard.dead_lettered,
+        "dead_letters_without_event": dead_letters.saturating_sub(heard.dead_lettered),
         "total_s": (done - started).as_secs_f64(),
     }))
 }
@@ -485,7 +569,7 @@ async fn stall(n: usize, seconds: usize) -> Result<Value, String> {
         started,
         producing,
         ..
-    } = Flow::start("stall", n, 20).await?;
+    } = Flow::start("stall", n, 20, false).await?;
     let pid = em.pid().ok_or("the emulator has no process id")?;
     while sent.load(Ordering::Relaxed) < n / 3 {
         tokio::time::sleep(Duration::from_millis(20)).await;
