@@ -376,6 +376,19 @@ pub async fn deploy_with(
     parameters: &BTreeMap<String, String>,
     skipped: SkippedMade,
 ) -> Result<DeployedStack, String> {
+    let template = emulator::root().join("infra/template.yaml");
+    deploy_template(endpoint, stack_name, &template, parameters, skipped).await
+}
+
+/// [`deploy_with`] of the template at `template` (a test's changed copy of
+/// `infra/template.yaml`, say).
+pub async fn deploy_template(
+    endpoint: &str,
+    stack_name: &str,
+    template: &std::path::Path,
+    parameters: &BTreeMap<String, String>,
+    skipped: SkippedMade,
+) -> Result<DeployedStack, String> {
     emulator::ensure_venv().await?;
     // Held until the stack is read back: one deployment at a time on an emulator.
     let _one_at_a_time = deploy_lock(endpoint).await?;
@@ -386,7 +399,7 @@ pub async fn deploy_with(
             .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
             .unwrap_or_else(|_| "us-east-1".into()),
         "stack_name": stack_name,
-        "template": root.join("infra/template.yaml"),
+        "template": template,
         "parameters": parameters,
         "skipped": match skipped {
             SkippedMade::All => "all",

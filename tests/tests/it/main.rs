@@ -19,6 +19,7 @@ mod charts;
 mod checks;
 mod clients;
 mod clock;
+mod deploy_checks;
 mod e2e;
 mod egress;
 mod email;
