@@ -2,7 +2,7 @@
 //! under the channel's prefix, a Firehose record, a Step Functions execution named after its
 //! delivery. Each is sent into a second account (the tenant's) as the channel's role, and
 //! read back there; a missing bucket, delivery stream or state machine dead-letters at its
-//! first attempt.
+//! first attempt; a start the service finds made already counts as sent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_tests::client::{Tenant, is_settled};
@@ -194,4 +194,63 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
 
     let violations = t.stack.iam_violations();
     assert!(violations.is_empty(), "{violations:?}");
+}
+
+/// A Step Functions start repeated after a crash (the execution named after the delivery is
+/// there already, with another input) is refused by the service as `ExecutionAlreadyExists`,
+/// which counts as sent: the delivery is `sent` at its first attempt and the machine keeps its
+/// one execution.
+#[tokio::test]
+async fn a_step_functions_start_found_already_made_counts_as_sent() {
+    use converger_core::ids::{ActivityId, ChannelId, DeliveryId};
+    let t = TestStack::on_emulator().await;
+    let a = t.new_tenant("default").await;
+    let tenant = t.account(TENANT_ACCOUNT, REGION).await;
+    let name = format!("rep-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let machine = converger_local::bench::requests::tenant_target(
+        &tenant,
+        converger_core::aws::Service::StepFunctions,
+        &name,
+    )
+    .await
+    .unwrap();
+    let (ch, _) = channel(
+        &a,
+        "aws_stepfunctions",
+        json!({"state_machine_arn": machine}),
+    )
+    .await;
+    let activity = format!("act_{name}");
+    let id = DeliveryId::for_pair(
+        &ActivityId::parse(&activity).unwrap(),
+        &ChannelId::parse(&ch).unwrap(),
+    );
+    let sfn = aws_sdk_sfn::Client::new(&tenant);
+    sfn.start_execution()
+        .state_machine_arn(&machine)
+        .name(id.as_str())
+        .input("{}")
+        .send()
+        .await
+        .unwrap();
+    let (_, ingested) = a
+        .post_activity(json!({
+            "id": activity, "conversation_id": "conv-r",
+            "channel_ids": [ch], "payload": {"text": "again"},
+        }))
+        .await
+        .unwrap();
+    assert_eq!(ingested.deliveries[0].id, id.as_str());
+    let d = a
+        .wait_delivery(id.as_str(), Duration::from_secs(90), is_settled)
+        .await;
+    assert_eq!((d.status.as_str(), d.attempts), ("sent", 1), "{d:?}");
+    let executions = sfn
+        .list_executions()
+        .state_machine_arn(&machine)
+        .send()
+        .await
+        .unwrap()
+        .executions;
+    assert_eq!(executions.len(), 1);
 }
