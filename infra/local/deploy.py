@@ -22,8 +22,6 @@ import ast
 import io
 import json
 import os
-import secrets
-import string
 import sys
 import threading
 import time
@@ -532,14 +530,32 @@ def _dependency_order(template, logicals):
     return order
 
 
-def _generate(spec):
-    length = int(spec.get("PasswordLength", 32))
-    alphabet = string.ascii_letters + string.digits
-    if not spec.get("ExcludePunctuation", False):
-        alphabet += "!#%+,-.:=@_~"
-    for c in spec.get("ExcludeCharacters", ""):
-        alphabet = alphabet.replace(c, "")
-    return "".join(secrets.choice(alphabet) for _ in range(length))
+# GenerateSecretString's fields that GetRandomPassword takes as they are.
+_RANDOM_PASSWORD_FIELDS = (
+    "PasswordLength", "ExcludeCharacters", "ExcludeNumbers", "ExcludePunctuation",
+    "ExcludeUppercase", "ExcludeLowercase", "IncludeSpace", "RequireEachIncludedType",
+)
+
+
+def _generate(sm, logical, spec):
+    """A secret's value as CloudFormation makes it from `GenerateSecretString`: the service's
+    own GetRandomPassword with the same rules (so Secrets Manager judges them), placed in
+    `SecretStringTemplate` under `GenerateStringKey` where the template asks."""
+    unknown = set(spec) - set(_RANDOM_PASSWORD_FIELDS) - {"SecretStringTemplate", "GenerateStringKey"}
+    if unknown:
+        raise SystemExit(f"{logical}: GenerateSecretString has no {sorted(unknown)}")
+    args = {k: spec[k] for k in _RANDOM_PASSWORD_FIELDS if k in spec}
+    try:
+        value = sm.get_random_password(**args)["RandomPassword"]
+    except Exception as e:  # noqa: BLE001
+        raise SystemExit(f"{logical}: Secrets Manager refuses GenerateSecretString {args}: {e}") from e
+    if "SecretStringTemplate" in spec or "GenerateStringKey" in spec:
+        if not ("SecretStringTemplate" in spec and "GenerateStringKey" in spec):
+            raise SystemExit(f"{logical}: SecretStringTemplate and GenerateStringKey go together")
+        doc = json.loads(spec["SecretStringTemplate"])
+        doc[spec["GenerateStringKey"]] = value
+        return json.dumps(doc)
+    return value
 
 
 def _substitute(node, values):
@@ -671,7 +687,7 @@ def deploy(req):
             props = r.get("Properties", {})
             value = props.get("SecretString")
             if not isinstance(value, str):
-                value = _generate(props.get("GenerateSecretString", {}))
+                value = _generate(sm, logical, props.get("GenerateSecretString", {}))
             name = f"{req['stack_name']}-{logical}"
             try:
                 standins[logical] = sm.create_secret(Name=name, SecretString=value)["ARN"]

@@ -67,6 +67,12 @@ async fn each_deploy_time_check_finds_its_bug_and_the_logging_role_paths_deploy(
             "does not trust apigateway.amazonaws.com",
         ),
         (
+            "a generated secret Secrets Manager refuses",
+            changed("secret", "PasswordLength: 48", "PasswordLength: 5000"),
+            params(&[]),
+            "Secrets Manager refuses GenerateSecretString",
+        ),
+        (
             "a dashboard body PutDashboard refuses",
             changed("dashboard", "\"aws_sns\"]", "\"aws_sns\"]]"),
             params(&[]),
