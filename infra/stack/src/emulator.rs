@@ -220,6 +220,28 @@ pub fn free_port() -> Result<u16, String> {
         .map_err(|e| format!("no free port: {e}"))
 }
 
+/// A free port below the system's ephemeral range, for a server that must come back on the
+/// same port after a restart: a port from the ephemeral range may be taken meanwhile by any
+/// outgoing connection of the machine (a test's broker once could not listen again).
+pub fn free_port_to_keep() -> Result<u16, String> {
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| {
+            r.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u16>().ok())
+        })
+        .unwrap_or(32768);
+    let (from, to) = (10_000u16, low.max(10_001));
+    for _ in 0..200 {
+        let port = from + rand::random::<u16>() % (to - from);
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    free_port()
+}
+
 /// The emulator at `endpoint`, else the one `AWS_ENDPOINT_URL` names, else one started here
 /// (returned, so that the caller keeps it running as long as it needs it), and its endpoint.
 pub async fn named_or_started(

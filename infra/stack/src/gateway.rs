@@ -103,8 +103,10 @@ async fn connect(
     if let Ok(mut open) = g.open.lock() {
         open.insert(id.clone(), tx.clone());
     }
-    // API Gateway closes a connection whose client sends a message past 128 KB.
+    // API Gateway closes a connection whose client sends a message past 128 KB, or a frame
+    // past 32 KB.
     ws.max_message_size(converger_core::websocket::MAX_MESSAGE_BYTES)
+        .max_frame_size(converger_core::websocket::MAX_FRAME_BYTES)
         .on_upgrade(move |socket| run(g, id, socket, tx, rx))
 }
 

@@ -59,8 +59,9 @@ impl Broker {
     /// Starts a broker, with a TLS listener if `tls`; returns once it takes connections.
     pub async fn start(tls: bool) -> Result<Self, String> {
         ensure_server().await?;
-        let port = emulator::free_port()?;
-        let dist_port = emulator::free_port()?;
+        // Ports a restart finds free again (`start_again`).
+        let port = emulator::free_port_to_keep()?;
+        let dist_port = emulator::free_port_to_keep()?;
         let dir = std::env::temp_dir().join(format!("converger-rabbitmq-{port}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -76,7 +77,7 @@ impl Broker {
              disk_free_limit.absolute = 10MB\n"
         );
         let tls = if tls {
-            let tls_port = emulator::free_port()?;
+            let tls_port = emulator::free_port_to_keep()?;
             let (ca, cert, key) = certificates()?;
             for (name, pem) in [("ca.pem", &ca), ("server.pem", &cert), ("server.key", &key)] {
                 std::fs::write(dir.join(name), pem).map_err(|e| format!("{name}: {e}"))?;

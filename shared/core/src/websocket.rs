@@ -6,6 +6,10 @@
 /// (`PayloadTooLargeException`); a client's larger message closes its connection (1009).
 pub const MAX_MESSAGE_BYTES: usize = 128 * 1024;
 
+/// The largest frame a client may send: 32 KB. Not adjustable; a client sends a longer
+/// message in several frames (continuations), and a larger frame closes its connection.
+pub const MAX_FRAME_BYTES: usize = 32 * 1024;
+
 /// Refuses a message the WebSocket API would refuse for its size: it never can be pushed,
 /// however often it is tried.
 pub fn check_message_size(bytes: usize) -> Result<(), crate::Invalid> {

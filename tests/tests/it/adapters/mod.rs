@@ -711,6 +711,7 @@ async fn a_token_change_or_deactivation_cuts_off_connected_clients() {
 }
 
 mod emulator;
+mod frames;
 
 /// API Gateway's WebSocket API carries at most 128 KB a message, and the local gateway
 /// refuses more as it does: a delivery whose frame cannot fit is dead-lettered at its first
