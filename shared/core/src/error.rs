@@ -69,8 +69,9 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<u64> {
 }
 
 /// How one call ended, classified once (as Vector's `RetryLogic` is read by its retries and
-/// its adaptive concurrency alike): the retry policy (`policy::RetryPolicy::next_after_failure`),
-/// the channel's window and breaker (`flow`) and the attempt's row write all take this.
+/// its adaptive concurrency alike): the retry policy (`policy::RetryPolicy::next_after_failure`)
+/// and the channel's window and breaker (`flow`) take this; the attempt's row write records
+/// the failure's reason and what the policy decided from it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// The endpoint took it.
