@@ -27,6 +27,19 @@ async fn channel(t: &Tenant<'_>, kind: &str, config: Value) -> (String, String) 
     (c.channel.id, c.signing_secret)
 }
 
+/// The executions of the state machine `machine`.
+async fn executions_of(
+    sfn: &aws_sdk_sfn::Client,
+    machine: &str,
+) -> Vec<aws_sdk_sfn::types::ExecutionListItem> {
+    sfn.list_executions()
+        .state_machine_arn(machine)
+        .send()
+        .await
+        .unwrap()
+        .executions
+}
+
 #[tokio::test]
 async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
     let t = TestStack::on_emulator().await;
@@ -171,13 +184,7 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
     assert_eq!(record["event_type"], "order.paid");
 
     // Step Functions: one execution, named after the delivery, the record as its input.
-    let executions = sfn
-        .list_executions()
-        .state_machine_arn(&machine)
-        .send()
-        .await
-        .unwrap()
-        .executions;
+    let executions = executions_of(&sfn, &machine).await;
     assert_eq!(executions.len(), 1);
     assert_eq!(executions[0].name, ids[&sfn_ch]);
     let input = sfn
@@ -245,12 +252,6 @@ async fn a_step_functions_start_found_already_made_counts_as_sent() {
         .wait_delivery(id.as_str(), Duration::from_secs(90), is_settled)
         .await;
     assert_eq!((d.status.as_str(), d.attempts), ("sent", 1), "{d:?}");
-    let executions = sfn
-        .list_executions()
-        .state_machine_arn(&machine)
-        .send()
-        .await
-        .unwrap()
-        .executions;
+    let executions = executions_of(&sfn, &machine).await;
     assert_eq!(executions.len(), 1);
 }

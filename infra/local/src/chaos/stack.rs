@@ -123,27 +123,10 @@ pub(super) async fn tenant_and_channel(
     r: &Runner,
     rx: &Receiver,
 ) -> Result<(String, String), String> {
-    let post = |url: String, token: String, body: Value| async move {
-        let resp = http
-            .post(&url)
-            .bearer_auth(token)
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .map_err(|e| format!("{url}: {e}"))?;
-        let status = resp.status();
-        let text = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
-        let v: Value = serde_json::from_str(&text).map_err(|e| format!("{url}: {e}: {text}"))?;
-        if status.is_success() {
-            Ok(v)
-        } else {
-            Err(format!("{url}: {status} {v}"))
-        }
-    };
-    let tenant = post(
+    let tenant = post_json(
+        http,
         format!("{}/admin/api/tenants", r.admin_url),
-        r.admin_token.clone(),
+        &r.admin_token,
         json!({"name": "chaos", "tier": "default"}),
     )
     .await?;
@@ -167,9 +150,23 @@ pub(super) async fn channel_to(
         b.extend(extra.clone());
     }
     let url = format!("{}/api/v1/channels", r.api_url);
+    let v = post_json(http, url.clone(), key, body).await?;
+    v["id"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{url}: {v}"))
+}
+
+/// POSTs `body` to `url` as `token`; the answer's JSON, or what went wrong.
+async fn post_json(
+    http: &reqwest::Client,
+    url: String,
+    token: &str,
+    body: Value,
+) -> Result<Value, String> {
     let resp = http
         .post(&url)
-        .bearer_auth(key)
+        .bearer_auth(token)
         .header("content-type", "application/json")
         .body(body.to_string())
         .send()
@@ -178,9 +175,10 @@ pub(super) async fn channel_to(
     let status = resp.status();
     let text = resp.text().await.map_err(|e| format!("{url}: {e}"))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("{url}: {e}: {text}"))?;
-    match v["id"].as_str() {
-        Some(id) if status.is_success() => Ok(id.to_owned()),
-        _ => Err(format!("{url}: {status} {v}")),
+    if status.is_success() {
+        Ok(v)
+    } else {
+        Err(format!("{url}: {status} {v}"))
     }
 }
 
