@@ -159,9 +159,6 @@ impl StackOptions {
     pub fn bench(tag: &str) -> Self {
         let mut config = Self::default().config;
         config.watch_delay_s = crate::BENCH_WATCH_DELAY_S;
-        // As the template deploys it: the changes function looks up each changed
-        // conversation's subscribers.
-        config.live_stream = true;
         Self {
             config,
             prefix: format!("{tag}{}-", std::process::id()),
