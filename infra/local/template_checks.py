@@ -236,8 +236,8 @@ def _warm_settings(node):
     """Every WarmThroughput object in `node`, through `Fn::If`."""
     if isinstance(node, dict):
         for k, v in node.items():
-            if k == "WarmThroughput":
-                branches = v.get("Fn::If", [None, v, v])[1:] if isinstance(v, dict) else []
+            if k == "WarmThroughput" and isinstance(v, dict):
+                branches = v["Fn::If"][1:] if "Fn::If" in v else [v]
                 yield from (b for b in branches if isinstance(b, dict) and "Ref" not in b)
             else:
                 yield from _warm_settings(v)

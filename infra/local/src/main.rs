@@ -354,7 +354,7 @@ async fn test(args: &[String]) -> Result<(), String> {
     // expressions with `or`, so beside the two passes' own it would select everything.
     let filtered = passthrough
         .iter()
-        .any(|a| a == "-E" || a.starts_with("--filter-expr") || a.starts_with("-E"));
+        .any(|a| a.starts_with("-E") || a.starts_with("--filter-expr"));
     let (mut first, mut benches) = if nextest && !filtered {
         (
             pass(Some(format!("not ({BENCH})"))),

@@ -114,11 +114,11 @@ pub const SOCKET_REPLAY_RUN_MS: i64 = 30_000;
 /// middleware and the pushes take.
 pub const SOCKET_REPLAY_BUDGET_MS: i64 = 20_000;
 
-/// Whether a replay that began at `began_ms` pushes another delivery at `now_ms`: the first
-/// always (a replay moves on even when one push takes the whole budget), the rest within
-/// [`SOCKET_REPLAY_BUDGET_MS`].
-pub fn socket_replay_goes_on(began_ms: i64, now_ms: i64, pushed: usize) -> bool {
-    pushed == 0 || now_ms.saturating_sub(began_ms) < SOCKET_REPLAY_BUDGET_MS
+/// Whether a replay that began at `began_ms` and has tried `tried` deliveries tries another at
+/// `now_ms`: the first always (a replay moves on even when one push takes the whole budget),
+/// the rest within [`SOCKET_REPLAY_BUDGET_MS`].
+pub fn socket_replay_goes_on(began_ms: i64, now_ms: i64, tried: usize) -> bool {
+    tried == 0 || now_ms.saturating_sub(began_ms) < SOCKET_REPLAY_BUDGET_MS
 }
 
 /// How long a connection whose last replay began at `last` waits at `now_ms` before it may
