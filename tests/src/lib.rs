@@ -250,6 +250,13 @@ impl TestStack {
         a.typed(201).unwrap()
     }
 
+    /// Delivery `id` once it settled (a bound on the wait only: 60 s, for a shared emulator
+    /// under a full run).
+    pub async fn settled(&self, key: &str, id: &str) -> DeliveryView {
+        self.wait_delivery(key, id, Duration::from_secs(60), is_settled)
+            .await
+    }
+
     /// Posts an activity with `payload` to one channel and waits until its delivery settles;
     /// returns the delivery.
     pub async fn deliver_settled(&self, key: &str, channel: &str, payload: Value) -> DeliveryView {
@@ -263,9 +270,7 @@ impl TestStack {
             .await;
         assert_eq!(a.status, 201, "{:?}", a.body);
         let id = a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone();
-        // A bound on the wait only: a shared emulator under a full run is slow.
-        self.wait_delivery(key, &id, Duration::from_secs(60), is_settled)
-            .await
+        self.settled(key, &id).await
     }
 
     pub async fn delivery(&self, key: &str, id: &str) -> DeliveryView {

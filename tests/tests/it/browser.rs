@@ -376,13 +376,7 @@ async fn pausing_and_resuming_a_channel_changes_its_delivery_column() {
         )
         .await;
     let d = a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone();
-    t.wait_delivery(
-        &key,
-        &d,
-        Duration::from_secs(20),
-        converger_tests::is_settled,
-    )
-    .await;
+    t.settled(&key, &d).await;
     // What the check reads follows from the rows' changes: read to here first.
     assert!(t.stack.changes_settled().await);
     t.stack
@@ -481,13 +475,7 @@ async fn a_conversation_shows_its_activities_in_order_with_a_badge_per_delivery(
             let a: Ingested = a.typed(201).unwrap();
             let ids: Vec<String> = a.deliveries.iter().map(|d| d.id.clone()).collect();
             for id in &ids {
-                t.wait_delivery(
-                    &key,
-                    id,
-                    Duration::from_secs(20),
-                    converger_tests::is_settled,
-                )
-                .await;
+                t.settled(&key, id).await;
             }
             (a.activity_id, ids)
         }

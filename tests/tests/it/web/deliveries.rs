@@ -27,13 +27,7 @@ async fn the_deliveries_page_filters_by_event_type() {
             )
             .await;
         let id = a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone();
-        t.wait_delivery(
-            &key,
-            &id,
-            Duration::from_secs(15),
-            converger_tests::is_settled,
-        )
-        .await;
+        t.settled(&key, &id).await;
         ids.push(id);
     }
     let web = Browser::new(&t.stack.admin_url);
@@ -87,13 +81,7 @@ async fn a_delivery_waiting_in_its_lane_says_behind_which_one() {
         a.typed::<Ingested>(201).unwrap().deliveries[0].id.clone()
     };
     let dead = post("first").await;
-    t.wait_delivery(
-        &key,
-        &dead,
-        Duration::from_secs(15),
-        converger_tests::is_settled,
-    )
-    .await;
+    t.settled(&key, &dead).await;
     let waiting = post("second").await;
     let web = Browser::new(&t.stack.admin_url);
     web.sign_in("admin", &t.stack.admin_email, &t.stack.admin_password)

@@ -626,13 +626,7 @@ async fn an_auto_disabled_channel_shows_why_and_is_re_enabled_from_the_page() {
         .as_str()
         .to_owned();
     for id in t.activities(&key, &ch, 2, 1).await {
-        t.wait_delivery(
-            &key,
-            &id,
-            Duration::from_secs(20),
-            converger_tests::is_settled,
-        )
-        .await;
+        t.settled(&key, &id).await;
     }
     let path = format!("/api/v1/channels/{ch}");
     assert!(
