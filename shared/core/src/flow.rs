@@ -12,8 +12,10 @@ use std::fmt;
 
 mod rate;
 mod slots;
+mod tenant;
 pub use rate::*;
 pub use slots::*;
+pub use tenant::*;
 
 /// The breaker of one channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]

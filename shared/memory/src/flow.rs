@@ -36,6 +36,25 @@ fn slot_item_write(
     )
 }
 
+/// The item of a tenant's busy channels, as the DynamoDB backend writes it.
+fn busy_item(
+    tenant: &TenantId,
+    entries: &BTreeMap<ChannelId, converger_core::flow::BusyEntry>,
+) -> (String, usize) {
+    let key = converger_ports::keys::tenant_busy_key(tenant);
+    let attrs: serde_json::Map<String, serde_json::Value> = entries
+        .iter()
+        .map(|(c, e)| {
+            (
+                format!("c_{c}"),
+                serde_json::json!({"at": e.at, "w": e.window}),
+            )
+        })
+        .collect();
+    let size = converger_ports::capacity::item_size(&serde_json::json!({"key": key, "c": attrs}));
+    (key, size)
+}
+
 /// The read of a channel's flow item (strongly consistent, as the DynamoDB backend's).
 fn flow_read(f: &Flow) -> converger_ports::capacity::Charge {
     item_read_of("flow", "<channel>", f.channel_id.to_string(), Some(f), true)
@@ -226,6 +245,62 @@ impl FlowStore for MemStore {
             mark.apply(f, set_at, clear_if);
             f.clone()
         })
+    }
+
+    async fn busy_channels(
+        &self,
+        tenant: &TenantId,
+    ) -> StoreResult<BTreeMap<ChannelId, converger_core::flow::BusyEntry>> {
+        self.charged(
+            |m| m.get,
+            |s, meter| {
+                let entries = s.busy.get(tenant).cloned().unwrap_or_default();
+                let (key, size) = busy_item(tenant, &entries);
+                meter.read(|| {
+                    vec![converger_ports::capacity::item_read(
+                        "flow",
+                        "busy#<tenant>",
+                        key.clone(),
+                        if entries.is_empty() { 0 } else { size },
+                        false,
+                    )]
+                })?;
+                Ok(entries)
+            },
+        )
+        .await
+    }
+
+    async fn set_busy(
+        &self,
+        tenant: &TenantId,
+        channel: &ChannelId,
+        entry: Option<converger_core::flow::BusyEntry>,
+    ) -> StoreResult<()> {
+        self.charged(
+            |m| m.write,
+            |s, meter| {
+                let entries = s.busy.entry(tenant.clone()).or_default();
+                let (key, before) = busy_item(tenant, entries);
+                let mut after = entries.clone();
+                match entry {
+                    Some(e) => after.insert(channel.clone(), e),
+                    None => after.remove(channel),
+                };
+                let (_, size) = busy_item(tenant, &after);
+                meter.write(|| {
+                    vec![converger_ports::capacity::item_write(
+                        "flow",
+                        "busy#<tenant>",
+                        key.clone(),
+                        size.max(before),
+                    )]
+                })?;
+                *entries = after;
+                Ok(())
+            },
+        )
+        .await
     }
 
     async fn scan_flows(&self, limit: usize, from: Option<String>) -> StoreResult<Page<Flow>> {

@@ -64,6 +64,8 @@ struct State {
     flows: HashMap<ChannelId, converger_ports::Flow>,
     /// Slot items 1 and up of windows spread over several: (channel, item) -> slots.
     slot_items: HashMap<(ChannelId, u32), BTreeMap<String, i64>>,
+    /// Each tenant's busy channels (`core::flow::tenant_window_bound`).
+    busy: HashMap<TenantId, BTreeMap<ChannelId, converger_core::flow::BusyEntry>>,
     /// Per-minute health counters: (created, failed).
     counters: HashMap<(ChannelId, i64), (i64, i64)>,
     health: HashMap<ChannelId, Vec<HealthCheck>>,

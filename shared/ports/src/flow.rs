@@ -7,8 +7,8 @@ use crate::keys::rate_key;
 use crate::model::{Delivery, Page};
 use async_trait::async_trait;
 use converger_core::Timestamp;
-use converger_core::flow::INITIAL_WINDOW;
-use converger_core::{ChannelId, CircuitState, DeliveryId};
+use converger_core::flow::{BusyEntry, INITIAL_WINDOW};
+use converger_core::{ChannelId, CircuitState, DeliveryId, TenantId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -439,6 +439,19 @@ pub trait FlowStore: Send + Sync + 'static {
         set_at: Option<i64>,
         clear_if: Option<i64>,
     ) -> StoreResult<Flow>;
+
+    /// The entries of a tenant's busy channels (`core::flow::tenant_window_bound`), live or
+    /// not; eventually consistent.
+    async fn busy_channels(&self, tenant: &TenantId)
+    -> StoreResult<BTreeMap<ChannelId, BusyEntry>>;
+
+    /// Writes `channel`'s entry in its tenant's busy set, or removes it (`None`).
+    async fn set_busy(
+        &self,
+        tenant: &TenantId,
+        channel: &ChannelId,
+        entry: Option<BusyEntry>,
+    ) -> StoreResult<()>;
 
     /// Every flow item, a page at a time (the sweeper).
     async fn scan_flows(&self, limit: usize, from: Option<String>) -> StoreResult<Page<Flow>>;

@@ -70,6 +70,11 @@ pub fn rate_key(channel: &ChannelId) -> String {
     format!("rate#{channel}")
 }
 
+/// The set of a tenant's busy channels (`core::flow::BusyEntry`), in the flow table.
+pub fn tenant_busy_key(tenant: &TenantId) -> String {
+    format!("busy#{tenant}")
+}
+
 /// The slot items of a channel share this prefix, in the flow table.
 pub fn slot_items_prefix(channel: &ChannelId) -> String {
     format!("{channel}#slots#")

@@ -42,6 +42,7 @@ mod queue;
 mod rabbitmq;
 mod replay;
 mod retries;
+mod share;
 mod slack;
 mod slots;
 mod store;

@@ -11,6 +11,8 @@
 //! channels under fair ordering: one that asks for a fixed `max_in_flight` of 10,000 (held
 //! to the tier's share), and one whose middleware is hostile (ten steps that each spin just
 //! inside the operation bound, so every delivery burns about a million operations first).
+//! And one noisy tenant with its backlog spread over two such channels: together they are
+//! held to the tenant's share (`core::flow::tenant_window_bound`), not a share each.
 
 /// The hostile middleware: ten steps, each a loop just inside the operation bound.
 fn hostile_middleware() -> Vec<converger_core::middleware::Step> {
@@ -63,20 +65,22 @@ pub async fn run(o: Options) -> Result<Value, String> {
     let uncapped = json!({"max_in_flight": null});
     let fixed = json!({"max_in_flight": 10_000});
     let hostile = hostile_middleware();
-    for (name, order, cap, middleware) in [
-        ("fair", QueueOrder::Fair, &uncapped, None),
-        ("fair_default_window", QueueOrder::Fair, &json!({}), None),
-        ("fair_fixed_window", QueueOrder::Fair, &fixed, None),
+    for (name, order, cap, middleware, channels) in [
+        ("fair", QueueOrder::Fair, &uncapped, None, 1),
+        ("fair_default_window", QueueOrder::Fair, &json!({}), None, 1),
+        ("fair_fixed_window", QueueOrder::Fair, &fixed, None, 1),
         (
             "fair_hostile_middleware",
             QueueOrder::Fair,
             &uncapped,
             Some(&hostile),
+            1,
         ),
-        ("oldest_first", QueueOrder::Fifo, &uncapped, None),
+        ("fair_two_channels", QueueOrder::Fair, &uncapped, None, 2),
+        ("oldest_first", QueueOrder::Fifo, &uncapped, None, 1),
     ] {
         let baseline = measure(&o, order, None).await?;
-        let noisy = measure(&o, order, Some((cap, middleware))).await?;
+        let noisy = measure(&o, order, Some((cap, middleware, channels))).await?;
         let p95 = |v: &Value| v["quiet"]["p95_ms"].as_f64().unwrap_or(0.0);
         // None when the quiet tenants' deliveries did not all arrive beside the backlog
         // within the wait (their p95 is beyond it).
@@ -104,8 +108,13 @@ pub async fn run(o: Options) -> Result<Value, String> {
     })))
 }
 
-/// The noisy channel's breaker settings, and its middleware if any.
-type Noise<'a> = (&'a Value, Option<&'a Vec<converger_core::middleware::Step>>);
+/// The noisy channels' breaker settings, their middleware if any, and how many channels the
+/// backlog is spread over.
+type Noise<'a> = (
+    &'a Value,
+    Option<&'a Vec<converger_core::middleware::Step>>,
+    usize,
+);
 
 /// One run: the quiet tenants, beside the backlog when `noise` gives its channel's settings.
 async fn measure(
@@ -138,23 +147,27 @@ async fn run_once(rt: &InProcess, o: &Options, noise: Option<Noise<'_>>) -> Resu
     }
     let slow = Receiver::start(Vec::new(), Reply::status(200).delay(o.slow)).await?;
     let mut backlog_s = None;
-    if let Some((breaker, middleware)) = noise {
+    if let Some((breaker, middleware, channels)) = noise {
         let (t, _) = tenant(p, Tier::Default).await?;
-        let c = webhook_with(p, &t, &slow.url, json!({}), breaker.clone()).await?;
-        if let Some(steps) = middleware {
-            let patch = converger_ports::ChannelPatch {
-                middleware: Some(steps.clone()),
-                ..converger_ports::ChannelPatch::default()
-            };
-            p.channels()
-                .update_channel(&c, &patch)
-                .await
-                .map_err(|e| e.to_string())?;
+        let mut noisy = Vec::with_capacity(channels);
+        for _ in 0..channels.max(1) {
+            let c = webhook_with(p, &t, &slow.url, json!({}), breaker.clone()).await?;
+            if let Some(steps) = middleware {
+                let patch = converger_ports::ChannelPatch {
+                    middleware: Some(steps.clone()),
+                    ..converger_ports::ChannelPatch::default()
+                };
+                p.channels()
+                    .update_channel(&c, &patch)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            noisy.push(c.id);
         }
         let started = Instant::now();
         let refused = futures::stream::iter(0..o.backlog)
             .map(|i| {
-                let (t, c) = (&t, &c.id);
+                let (t, c) = (&t, &noisy[i % noisy.len()]);
                 async move { p.intake().ingest(t, activity(c, i)).await.is_err() }
             })
             .buffer_unordered(200)
@@ -211,5 +224,6 @@ async fn run_once(rt: &InProcess, o: &Options, noise: Option<Noise<'_>>) -> Resu
         "quiet_delivered": got,
         "backlog_ingest_s": backlog_s.map(|s| (s * 100.0).round() / 100.0),
         "backlog_delivered_meanwhile": slow.count(),
+        "backlog_most_at_once": slow.max_concurrent(),
     }))
 }

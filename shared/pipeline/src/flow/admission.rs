@@ -30,15 +30,20 @@ impl Window<'_> {
     /// the item the id's hash names among those with a share, then the next. The flow item
     /// (item 0) checks the breaker in the same write; the others are taken on this
     /// instance's view of it. `exclusive`: a feeder racing another for the same backlog row.
+    ///
+    /// The window is bounded by the tenant's share as well (`share.rs`): with other busy
+    /// channels, by what they leave of it.
     pub(super) async fn take(
         &self,
         channel: &Channel,
+        tier: Tier,
         id: &DeliveryId,
         cap: u32,
         exclusive: bool,
     ) -> StoreResult<Slot> {
         let now = self.clock.now();
-        let mut ask = self.window_cap(channel, cap);
+        let most = cap.min(self.share().bound(channel, tier).await);
+        let mut ask = self.window_cap(channel, most);
         let items = slot_items(cap);
         if items > 1 && self.flow_state(&channel.id).await?.circuit_state != CircuitState::Closed {
             return Ok(Slot::NotClosed);
@@ -84,7 +89,7 @@ impl Window<'_> {
                 }
             }
             // Full where it asked: unless the window is larger than it knew.
-            if ask >= cap {
+            if ask >= most {
                 return Ok(Slot::Full);
             }
             // The flow item as the refused take returned it, else this instance's view (read
@@ -94,7 +99,7 @@ impl Window<'_> {
                 Some(f) => f,
                 None => self.flow_state(&channel.id).await?,
             };
-            let actual = f.window.min(cap).max(1);
+            let actual = f.window.min(most).max(1);
             if actual <= ask {
                 return Ok(Slot::Full);
             }
@@ -152,7 +157,7 @@ impl Window<'_> {
         {
             return Ok(Admission::Live);
         }
-        Ok(match self.take(channel, &d.id, cap, false).await? {
+        Ok(match self.take(channel, d.tier, &d.id, cap, false).await? {
             Slot::Taken(item) => {
                 d.slot = true;
                 d.slot_item = item;
@@ -210,6 +215,10 @@ impl Window<'_> {
             }
             Admission::Backlog => {
                 let (f, fresh) = self.ensure_mark(&channel.id, Mark::Backlog).await?;
+                if let Some(cap) = self.limits(channel, tier).cap {
+                    let most = cap.min(self.share().bound(channel, tier).await);
+                    self.share().busy(channel, f.window.min(most).max(1)).await;
+                }
                 // A slot freed between the full window and the mark finds no backlog flag:
                 // feed now so that nothing waits for the sweeper (which also feeds every
                 // marked backlog). A view that shows no free slot may be an instance's

@@ -47,13 +47,16 @@ impl Backlog<'_> {
                     .mark(&channel.id, Mark::Backlog, None, Some(at))
                     .await?;
                 self.remember_flow(&f);
+                if f.backlog_at.is_none() {
+                    self.share().idle(channel).await;
+                }
             }
             return Ok(0);
         };
         let mut msgs = Vec::with_capacity(candidates.len());
         let mut full_left = converger_core::flow::full_takes_past(cap);
         for id in candidates {
-            match self.window().take(channel, &id, cap, true).await? {
+            match self.window().take(channel, tier, &id, cap, true).await? {
                 Slot::Taken(item) => match self.flows.leave_backlog(&id, now, item).await? {
                     Some(d) => msgs.push(DeliveryMessage::new(d.id.clone(), d.tier, None).of(&d)),
                     // Fed or parked meanwhile: the slot this feeder took goes back.
@@ -129,6 +132,12 @@ impl Backlog<'_> {
             flow.consecutive_failures,
             self.window().counted(&limits, &flow),
         ) {
+            return Ok(None);
+        }
+        // A window over the tenant's share for it gives its slot back rather than on.
+        if let Some(cap) = limits.cap
+            && self.share().bound(channel, running.tier).await < flow.window.min(cap)
+        {
             return Ok(None);
         }
         let now = self.clock.now();

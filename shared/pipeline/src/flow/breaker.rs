@@ -117,8 +117,15 @@ impl Breaker<'_> {
             Outcome::Transient => known.consecutive_failures.saturating_add(1),
             _ => 0,
         };
-        let mut window = limits.cap.and_then(|cap| {
-            let w = window_after(known.window, cap, signal, failures);
+        // A counted window is bounded by the tenant's share as well (`share.rs`).
+        let bound = if known.backlog_at.is_some() || self.window().counted(&limits, &known) {
+            self.share().bound(channel, d.tier).await
+        } else {
+            u32::MAX
+        };
+        let most = limits.cap.map(|cap| cap.min(bound));
+        let mut window = most.and_then(|most| {
+            let w = window_after(known.window, most, signal, failures);
             (w != known.window).then_some(w)
         });
         // Every attempt gives its slot back, a failed one too: its retry takes one again when
@@ -136,13 +143,13 @@ impl Breaker<'_> {
         let failed = outcome.is_failure();
         // A grown window is written with the successes since this instance last wrote one
         // (a shrink, on congestion, at once).
-        if let (Some(w), Some(cap)) = (window, limits.cap)
+        if let (Some(w), Some(most)) = (window, most)
             && w > known.window
         {
             let writes = free.is_some() || failed || known.consecutive_failures > 0;
             window = self
                 .window()
-                .grown_window(&channel.id, known.window, cap, now.ms(), writes);
+                .grown_window(&channel.id, known.window, most, now.ms(), writes);
         }
         let grew = window.map_or(0, |w| w.saturating_sub(known.window));
         // A success is written when there is something to reset, or to keep `last_success_at`
@@ -175,6 +182,14 @@ impl Breaker<'_> {
         } else {
             known
         };
+        // A busy channel's entry follows its window.
+        if let Some(most) = most
+            && flow.backlog_at.is_some()
+        {
+            self.share()
+                .busy(channel, flow.window.min(most).max(1))
+                .await;
+        }
         Ok(CallSettled {
             flow,
             limits,

@@ -75,7 +75,11 @@ impl AttemptGate<'_> {
             && !flow.holds(&d.id)
             && self.window().counted(&limits, &flow)
         {
-            match self.window().take(channel, &d.id, cap, false).await? {
+            match self
+                .window()
+                .take(channel, d.tier, &d.id, cap, false)
+                .await?
+            {
                 Slot::Taken(item) => slot = Some(item),
                 Slot::NotClosed => return self.park_claimed(d, token, channel).await,
                 Slot::Held | Slot::Full => {

@@ -10,7 +10,7 @@ use converger_core::cache::TtlCache;
 use converger_core::flow::RateBatch;
 use converger_core::flow::backlog_mark_fresh;
 use converger_core::{BreakerConfig, CircuitState, RateLimit, Tier, time};
-use converger_core::{ChannelId, DeliveryId};
+use converger_core::{ChannelId, DeliveryId, TenantId};
 use converger_ports::Flow;
 use converger_ports::{
     ActivityStore, AuditStore, ChannelStore, DeliveryStore, FlowStore, Queue, Store, TenantStore,
@@ -27,6 +27,7 @@ mod gate;
 mod jobs;
 mod operator;
 mod reconcile;
+mod share;
 
 pub use crate::outcome::{Admission, Admit};
 pub(crate) use breaker::CallEnd;
@@ -71,6 +72,9 @@ pub struct Caches {
     /// The window's growth this instance has not written yet, per channel: (when it last
     /// wrote a grown window, successes since).
     growth: std::sync::Mutex<std::collections::HashMap<ChannelId, (i64, u32)>>,
+    /// Tenants' busy channels (`share.rs`), and tenants seen with none.
+    busy: TtlCache<TenantId, share::BusyView>,
+    busy_empty: TtlCache<TenantId, ()>,
 }
 
 impl Caches {
@@ -84,6 +88,8 @@ impl Caches {
             rate_refills: Default::default(),
             feed_jobs: TtlCache::new(FEED_JOB_EVERY),
             growth: Default::default(),
+            busy: TtlCache::new(share::VIEW_TTL),
+            busy_empty: TtlCache::new(share::EMPTY_VIEW_TTL),
         }
     }
 }
@@ -198,6 +204,11 @@ part!(
     /// Pause, resume and the state the delivery endpoint shows (`operator.rs`).
     Operator,
     operator
+);
+part!(
+    /// A tenant's share of its tier over its busy channels (`share.rs`).
+    TenantShare,
+    share
 );
 part!(
     /// The sweeper's reconciliation of slots, backlogs and probes (`reconcile.rs`).

@@ -140,7 +140,16 @@ pub fn fixture_on_with(
     clock: Arc<ManualClock>,
     adjust: impl FnOnce(&mut PipelineConfig),
 ) -> Fixture {
-    let store = Arc::new(MemStore::new());
+    fixture_on_store(clock, MemStore::new(), adjust)
+}
+
+/// [`fixture_on_with`] over `store` (one with DynamoDB's capacity model, say).
+pub fn fixture_on_store(
+    clock: Arc<ManualClock>,
+    store: MemStore,
+    adjust: impl FnOnce(&mut PipelineConfig),
+) -> Fixture {
+    let store = Arc::new(store);
     let queue = Arc::new(MemQueue::new().clocked(clock.clone()));
     let mut config = PipelineConfig {
         allowlist: converger_core::net::Allowlist::loopback(),

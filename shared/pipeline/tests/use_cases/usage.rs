@@ -121,6 +121,78 @@ async fn usage_totals_match_the_deliveries_of_a_scenario() {
     assert_eq!(top[0].tenant_id, t.id);
 }
 
+/// Whether a partition holds a counter: usage and queue-depth counters, a channel's
+/// per-minute health counter, the usage log and its fold, the dead-letter gauge.
+fn counter(p: &converger_ports::capacity::Partition) -> bool {
+    p.table == "usage"
+        || p.family.starts_with("hc#")
+        || p.family.starts_with("fold")
+        || p.family.contains("#dl#")
+}
+
+/// Ingest and the attempts write rows and flow items only: every count (usage, health, the
+/// dead-letter gauge) follows from the rows' changes, so a process that dies after a write
+/// loses no count, and the deliver path pays for none.
+#[tokio::test]
+async fn the_deliver_path_writes_no_counter() {
+    let clock = Arc::new(noon_today());
+    let store = MemStore::new().with_capacity(converger_memory::CapacityModel::dynamodb());
+    let f = fixture_on_store(clock.clone(), store, |c| c.usage_flush = Duration::ZERO);
+    let t = tenant(&f).await;
+    let ok = Responder::start(200).await;
+    let bad = Responder::start(503).await;
+    let quiet = json!({"retry_policy": {"max_attempts": 2, "backoff": "fixed", "base_ms": 30000},
+                       "circuit_breaker": {"failure_threshold": 1000}});
+    let good = hook_to(&f, &t, &ok.url, quiet.clone()).await;
+    let failing = hook_to(&f, &t, &bad.url, quiet).await;
+    let meter = f.store.capacity().unwrap();
+    meter.take();
+    let mut ids = Vec::new();
+    for c in [&good, &good, &good, &failing] {
+        let done = f
+            .pipeline
+            .intake()
+            .ingest(&t, activity(None, &[c]))
+            .await
+            .unwrap();
+        ids.push(done.deliveries[0].id.clone());
+    }
+    // Every attempt, the retry after its backoff, without the changes' consumer.
+    for _ in 0..3 {
+        while run_due(&f, &clock).await > 0 {}
+        for job in f.queue.take_flow_jobs(clock.now_ms()) {
+            f.pipeline.flow_jobs().flow_job(&job).await.unwrap();
+        }
+        clock.advance(Duration::from_secs(31));
+    }
+    let mut ended = Vec::new();
+    for id in &ids {
+        ended.push(f.store.get_delivery(id).await.unwrap().unwrap().status);
+    }
+    assert_eq!(
+        ended,
+        [
+            DeliveryStatus::Sent,
+            DeliveryStatus::Sent,
+            DeliveryStatus::Sent,
+            DeliveryStatus::Failed
+        ]
+    );
+    let written = meter.take().writes;
+    assert!(
+        written.keys().any(|p| p.table == "deliveries"),
+        "{written:?}"
+    );
+    let counters: Vec<_> = written.keys().filter(|p| counter(p)).collect();
+    assert!(
+        counters.is_empty(),
+        "counters written on the deliver path: {counters:?}"
+    );
+    // The counts come from the changes.
+    f.consume_changes().await;
+    assert!(meter.take().writes.keys().any(counter));
+}
+
 /// Usage comes from the rows' changes, one write per counter and stream batch; a batch
 /// handed out again (whole, or from a record in the middle of one already counted) adds
 /// nothing twice: each counter keeps the last record it added, per shard.

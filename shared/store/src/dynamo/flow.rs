@@ -19,6 +19,7 @@ pub(super) fn whole(u: Update, channel: &ChannelId) -> Update {
         .set_if_absent("window", n(INITIAL_WINDOW))
 }
 
+mod busy;
 mod items;
 mod rate;
 
@@ -292,6 +293,22 @@ impl FlowStore for DynamoStore {
             Err(e) if is_update_conditional(&e) => self.get_flow(channel).await,
             Err(e) => Err(sdk_err(e)),
         }
+    }
+
+    async fn busy_channels(
+        &self,
+        tenant: &TenantId,
+    ) -> StoreResult<std::collections::BTreeMap<ChannelId, converger_core::flow::BusyEntry>> {
+        self.busy_read(tenant).await
+    }
+
+    async fn set_busy(
+        &self,
+        tenant: &TenantId,
+        channel: &ChannelId,
+        entry: Option<converger_core::flow::BusyEntry>,
+    ) -> StoreResult<()> {
+        self.busy_write(tenant, channel, entry).await
     }
 
     async fn scan_flows(&self, limit: usize, from: Option<String>) -> StoreResult<Page<Flow>> {

@@ -178,3 +178,27 @@ async fn a_usage_counters_marked_add() {
         })
     );
 }
+
+#[tokio::test]
+async fn a_busy_channels_entry_on_its_tenants_item() {
+    let (store, rx) = recording();
+    let tenant = TenantId::parse("ten_0123456789abcdef0123456789abcdef").expect("an id");
+    let entry = converger_core::flow::BusyEntry {
+        at: 1_000,
+        window: 12,
+    };
+    let _ = store.set_busy(&tenant, &channel(), Some(entry)).await;
+    let (target, body) = recorded(rx);
+    assert_eq!(target, "DynamoDB_20120810.UpdateItem");
+    assert_eq!(body["TableName"], "t-FLOW_TABLE");
+    assert_eq!(body["Key"], json!({"key": {"S": format!("busy#{tenant}")}}));
+    assert_eq!(
+        expressions(&body),
+        json!({
+            "UpdateExpression": "SET #n0 = :v0",
+            "ConditionExpression": null,
+            "ExpressionAttributeNames": {"#n0": format!("c_{}", channel())},
+            "ExpressionAttributeValues": {":v0": {"M": {"at": {"N": "1000"}, "w": {"N": "12"}}}},
+        })
+    );
+}

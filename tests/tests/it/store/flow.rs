@@ -730,3 +730,40 @@ pub(super) async fn rate_reservations_queue_requests_in_the_schedule(b: Backend)
         Ok(t0 + 3_600_000_000)
     );
 }
+
+/// A tenant's busy set (`core::flow::tenant_window_bound`): channels write their entries side
+/// by side (concurrently too), renew and remove their own, and no other tenant sees them.
+pub(super) async fn a_tenants_busy_channels_are_written_renewed_and_removed_one_by_one(b: Backend) {
+    use converger_core::ChannelId;
+    use converger_core::flow::BusyEntry;
+    let f = fixture(b).await;
+    let t = &f.tenant.id;
+    assert!(f.store.busy_channels(t).await.unwrap().is_empty());
+    let (a, c) = (ChannelId::generate(), ChannelId::generate());
+    let e = |at, window| BusyEntry { at, window };
+    let (ra, rc) = futures::join!(
+        f.store.set_busy(t, &a, Some(e(1, 10))),
+        f.store.set_busy(t, &c, Some(e(2, 3))),
+    );
+    ra.unwrap();
+    rc.unwrap();
+    let seen = f.store.busy_channels(t).await.unwrap();
+    assert_eq!(seen.len(), 2);
+    assert_eq!((seen[&a], seen[&c]), (e(1, 10), e(2, 3)));
+    f.store.set_busy(t, &a, Some(e(5, 7))).await.unwrap();
+    f.store.set_busy(t, &c, None).await.unwrap();
+    // Removing an entry that is not there is no error.
+    f.store.set_busy(t, &c, None).await.unwrap();
+    let seen = f.store.busy_channels(t).await.unwrap();
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        vec![(a.clone(), e(5, 7))]
+    );
+    assert!(
+        f.store
+            .busy_channels(&TenantId::generate())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

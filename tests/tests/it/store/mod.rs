@@ -99,6 +99,7 @@ conformance!(
     backlog_and_parking_move_rows_between_indexes,
     rate_schedules_allow_a_burst_then_the_rate,
     rate_reservations_queue_requests_in_the_schedule,
+    a_tenants_busy_channels_are_written_renewed_and_removed_one_by_one,
     a_handed_off_delivery_waits_for_its_ack,
     receipts_find_their_delivery_and_move_it_forward,
     connections_are_found_by_channel,
