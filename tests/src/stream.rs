@@ -158,6 +158,22 @@ impl StreamClient {
         }
     }
 
+    /// The next text frame as JSON, whatever it is (a gateway's own answer has no `type`),
+    /// if one comes within `wait`.
+    pub async fn next_json_within(&mut self, wait: Duration) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let msg = tokio::time::timeout_at(deadline, self.ws.next())
+                .await
+                .ok()?
+                .expect("the stream is open")
+                .expect("a frame");
+            if let Message::Text(t) = msg {
+                return Some(serde_json::from_str(&t).expect("a JSON frame"));
+            }
+        }
+    }
+
     /// Whether the server closes the connection within `wait` (frames before it are read
     /// and dropped).
     pub async fn closed_within(&mut self, wait: Duration) -> bool {

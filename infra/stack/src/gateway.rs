@@ -32,6 +32,25 @@ enum Out {
 struct Gateway {
     pipeline: Arc<Pipeline>,
     open: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Out>>>>,
+    /// The stage's route throttles (`WebSocketThrottleRate`, `WebSocketThrottleBurst`).
+    throttles: Option<Arc<crate::throttle::RouteThrottles>>,
+}
+
+impl Gateway {
+    fn admit(&self, route: &str) -> bool {
+        self.throttles.as_ref().is_none_or(|t| t.admit_key(route))
+    }
+}
+
+/// API Gateway's answer to a message past its route's throttle: the message is dropped, the
+/// connection stays.
+fn too_many(connection_id: &str) -> String {
+    serde_json::json!({
+        "message": "Too Many Requests",
+        "connectionId": connection_id,
+        "requestId": new_connection_id(),
+    })
+    .to_string()
 }
 
 fn event(
@@ -86,6 +105,14 @@ async fn connect(
     headers: axum::http::HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
+    // A handshake past the `$connect` route's throttle is refused before the function runs.
+    if !g.admit("$connect") {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            axum::Json(serde_json::json!({"message": "Too Many Requests"})),
+        )
+            .into_response();
+    }
     let id = new_connection_id();
     // API Gateway hands `$connect` the upgrade request's headers (`Authorization` among them)
     // and the client's address.
@@ -139,6 +166,10 @@ async fn run(
             Message::Close(_) => break,
             _ => continue,
         };
+        if !g.admit("$default") {
+            let _ = tx.send(Out::Frame(too_many(&id)));
+            continue;
+        }
         let resp = converger_lambda::handlers::websocket_event(
             &g.pipeline,
             event("$default", "MESSAGE", &id, HashMap::new(), Some(text)),
@@ -220,11 +251,16 @@ async fn get_connection(State(g): State<Gateway>, Path(id): Path<String>) -> Res
     }
 }
 
-/// The gateway's routes: the WebSocket endpoint and the management endpoint.
-pub fn router(pipeline: Arc<Pipeline>) -> Router {
+/// The gateway's routes: the WebSocket endpoint and the management endpoint, the client's
+/// routes held to `throttles` (the stage's, as API Gateway holds them) when given.
+pub fn router(
+    pipeline: Arc<Pipeline>,
+    throttles: Option<Arc<crate::throttle::RouteThrottles>>,
+) -> Router {
     let g = Gateway {
         pipeline,
         open: Arc::default(),
+        throttles,
     };
     Router::new()
         .route(&format!("/{STAGE}"), get(connect))

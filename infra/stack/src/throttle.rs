@@ -1,6 +1,7 @@
-//! API Gateway's route throttles, as the local HTTP gateway holds each route to them: the
-//! HTTP API's `DefaultRouteSettings` for every route and `RouteSettings` for the routes named,
-//! read from the template with the stack's parameters.
+//! API Gateway's route throttles, as the local gateways hold each route to them: the HTTP
+//! API's `DefaultRouteSettings` for every route and `RouteSettings` for the routes named, and
+//! the WebSocket stage's `DefaultRouteSettings` for each of its routes (`$connect`,
+//! `$default`), read from the template with the stack's parameters.
 
 use crate::cfn::{Route, template};
 use converger_core::RateLimit;
@@ -49,16 +50,33 @@ impl RouteThrottles {
         doc: &serde_yaml::Value,
         parameters: &BTreeMap<String, String>,
     ) -> Result<Self, String> {
-        let api = doc
+        Self::of_type(doc, parameters, "AWS::Serverless::HttpApi")
+    }
+
+    /// The template's WebSocket stage (its `DefaultRouteSettings`, a bucket per route), with
+    /// `parameters` over the parameters' defaults.
+    pub fn of_websocket_stage(parameters: &BTreeMap<String, String>) -> Result<Self, String> {
+        Self::of_type(&template()?, parameters, "AWS::ApiGatewayV2::Stage")
+    }
+
+    /// The settings of the template's one resource of type `kind`.
+    fn of_type(
+        doc: &serde_yaml::Value,
+        parameters: &BTreeMap<String, String>,
+        kind: &str,
+    ) -> Result<Self, String> {
+        let mut of_kind = doc
             .get("Resources")
             .and_then(serde_yaml::Value::as_mapping)
-            .and_then(|m| {
-                m.values().find(|r| {
-                    r.get("Type").and_then(serde_yaml::Value::as_str)
-                        == Some("AWS::Serverless::HttpApi")
-                })
-            })
-            .ok_or("the template has no AWS::Serverless::HttpApi")?;
+            .into_iter()
+            .flat_map(|m| m.values())
+            .filter(|r| r.get("Type").and_then(serde_yaml::Value::as_str) == Some(kind));
+        let api = of_kind
+            .next()
+            .ok_or_else(|| format!("the template has no {kind}"))?;
+        if of_kind.next().is_some() {
+            return Err(format!("the template has more than one {kind}"));
+        }
         let value = |v: &serde_yaml::Value| -> Result<f64, String> {
             let text = match v {
                 serde_yaml::Value::Tagged(t) if t.tag == "Ref" => {
@@ -120,19 +138,30 @@ impl RouteThrottles {
 
     /// The throttle of `route` (its own, else the default).
     pub fn of_route(&self, route: &Route) -> Option<Throttle> {
-        self.routes
-            .get(&format!("{} {}", route.method.to_uppercase(), route.path))
-            .copied()
-            .or(self.default)
+        self.of_key(&Self::key(route))
+    }
+
+    fn key(route: &Route) -> String {
+        format!("{} {}", route.method.to_uppercase(), route.path)
+    }
+
+    /// The throttle of the route whose key is `key` (`POST /api/...`, `$connect`).
+    pub fn of_key(&self, key: &str) -> Option<Throttle> {
+        self.routes.get(key).copied().or(self.default)
     }
 
     /// Whether a request on `route` is let through now: the flow control's rate schedule
     /// (GCRA, `core::flow::RateLimit`) with API Gateway's rate and burst.
     pub fn admit(&self, route: &Route) -> bool {
-        let Some(t) = self.of_route(route) else {
+        self.admit_key(&Self::key(route))
+    }
+
+    /// [`Self::admit`] for the route whose key is `key`: each key its own bucket.
+    pub fn admit_key(&self, key: &str) -> bool {
+        let Some(t) = self.of_key(key) else {
             return true;
         };
-        let key = format!("{} {}", route.method.to_uppercase(), route.path);
+        let key = key.to_owned();
         let now_us = i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX);
         let Ok(mut schedules) = self.schedules.lock() else {
             return true;
@@ -186,5 +215,29 @@ mod tests {
         assert!(t.admit(&api) && t.admit(&api));
         assert!(!t.admit(&api), "a third at once is past a burst of 2");
         assert!(t.admit(&receipts), "the receipts' bucket is its own");
+    }
+
+    /// The WebSocket stage: every route the default's settings, a bucket per route.
+    #[test]
+    fn the_websocket_stage_holds_each_route_to_its_default_settings() {
+        let t = RouteThrottles::of_websocket_stage(&BTreeMap::new()).unwrap();
+        assert_eq!(
+            t.of_key("$default"),
+            Some(Throttle {
+                rate: 1000.0,
+                burst: 500.0
+            })
+        );
+        let given = BTreeMap::from([
+            ("WebSocketThrottleRate".to_owned(), "1".to_owned()),
+            ("WebSocketThrottleBurst".to_owned(), "2".to_owned()),
+        ]);
+        let t = RouteThrottles::of_websocket_stage(&given).unwrap();
+        assert!(t.admit_key("$default") && t.admit_key("$default"));
+        assert!(
+            !t.admit_key("$default"),
+            "a third at once is past a burst of 2"
+        );
+        assert!(t.admit_key("$connect"), "each route has its own bucket");
     }
 }

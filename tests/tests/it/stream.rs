@@ -405,3 +405,71 @@ async fn an_address_that_keeps_failing_to_connect_is_throttled_and_no_one_else_i
     let (code, body) = status(t.stream_with_key_from("127.0.0.9", &a.key).await);
     assert_eq!(code, 200, "{body}");
 }
+
+/// The local gateway holds the WebSocket stage's routes to their throttle as API Gateway does
+/// (`WebSocketThrottleRate`, `WebSocketThrottleBurst`, a bucket per route): a message past the
+/// `$default` route's burst is answered `Too Many Requests` and dropped while the connection
+/// stays open, and a handshake past `$connect`'s is refused with 429.
+#[tokio::test]
+async fn the_websocket_stage_throttles_each_route_as_api_gateway_does() {
+    let burst = 3;
+    let t = TestStack::with(|o| {
+        o.parameters
+            .insert("WebSocketThrottleRate".to_owned(), "1".to_owned());
+        o.parameters
+            .insert("WebSocketThrottleBurst".to_owned(), burst.to_string());
+    })
+    .await;
+    let (_, key) = t.tenant("default").await;
+    let mut s = t.stream_with_key(&key).await.unwrap();
+    let sent = 2 * burst;
+    for i in 0..sent {
+        s.send(json!({"action": "subscribe", "topic": format!("conversation:c{i}")}))
+            .await;
+    }
+    let (mut answered, mut throttled) = (0, 0);
+    for _ in 0..sent {
+        let f = s.next_json_within(Duration::from_secs(30)).await.unwrap();
+        if f["message"] == "Too Many Requests" {
+            assert!(
+                f["connectionId"].is_string() && f["requestId"].is_string(),
+                "{f}"
+            );
+            throttled += 1;
+        } else {
+            assert_eq!(f["type"], "subscribed", "{f}");
+            answered += 1;
+        }
+    }
+    assert_eq!(answered + throttled, sent);
+    assert!(
+        answered >= burst && throttled >= 1,
+        "{answered} answered, {throttled} throttled"
+    );
+    // The connection stays: once the bucket refills, a message is answered again.
+    let mut again = false;
+    for _ in 0..20 {
+        s.send(json!({"action": "subscribe", "topic": "conversation:again"}))
+            .await;
+        let f = s.next_json_within(Duration::from_secs(30)).await.unwrap();
+        if f["type"] == "subscribed" {
+            again = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        again,
+        "the connection answers again once the bucket refills"
+    );
+    // Handshakes have their own bucket: the burst's worth at once, then 429.
+    let mut refused = None;
+    for _ in 0..=burst {
+        if let Err(e) = t.stream_with_key(&key).await {
+            refused = refused_status(&e);
+            break;
+        }
+    }
+    assert_eq!(refused, Some(429));
+    t.stop().await;
+}

@@ -405,7 +405,12 @@ impl Stack {
         tasks.push(t);
         tasks.push(serve_listener(
             ws_listener,
-            crate::gateway::router(functions.websocket.clone()),
+            crate::gateway::router(
+                functions.websocket.clone(),
+                Some(Arc::new(
+                    crate::throttle::RouteThrottles::of_websocket_stage(&opts.parameters)?,
+                )),
+            ),
             rx.clone(),
         ));
 
