@@ -9,7 +9,7 @@
 /// entry a crashed instance left behind stops counting after this).
 pub const BUSY_TTL_MS: i64 = 60_000;
 
-/// How often a busy channel renews its entry while nothing about it changed.
+/// How often a busy channel renews its entry while its window moved by less than a quarter.
 pub const BUSY_BEAT_MS: i64 = 15_000;
 
 /// A channel's entry in its tenant's busy set: when it was written (ms) and the window the
@@ -27,9 +27,13 @@ impl BusyEntry {
     }
 
     /// Whether a channel whose window is `window` at `now` writes its entry again: the
-    /// window moved, or the entry is due for renewal.
+    /// window moved by a quarter or more (a window growing by one a success would otherwise
+    /// write the tenant's item at every growth write of every instance), or the entry is due
+    /// for renewal.
     pub fn stale_for(&self, window: u32, now: i64) -> bool {
-        self.window != window || now.saturating_sub(self.at) >= BUSY_BEAT_MS
+        let moved = self.window.abs_diff(window);
+        moved.saturating_mul(4) >= self.window.max(window).max(1)
+            || now.saturating_sub(self.at) >= BUSY_BEAT_MS
     }
 }
 
@@ -80,7 +84,14 @@ mod tests {
         assert!(!e.live(BUSY_TTL_MS));
         assert!(!e.stale_for(10, BUSY_BEAT_MS - 1));
         assert!(e.stale_for(10, BUSY_BEAT_MS));
-        assert!(e.stale_for(9, 1));
+        // A quarter's move is written; less waits for the renewal.
+        assert!(!e.stale_for(9, 1) && !e.stale_for(12, 1));
+        assert!(e.stale_for(7, 1) && e.stale_for(14, 1));
+        let small = BusyEntry { at: 0, window: 1 };
+        assert!(
+            small.stale_for(2, 1),
+            "a small window's every step is a quarter"
+        );
     }
 
     proptest! {
