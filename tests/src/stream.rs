@@ -143,19 +143,11 @@ impl StreamClient {
 
     /// The next frame, if one comes within `wait`.
     pub async fn next_within(&mut self, wait: Duration) -> Option<Frame> {
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            let msg = tokio::time::timeout_at(deadline, self.ws.next())
-                .await
-                .ok()?
-                .expect("the stream is open")
-                .expect("a frame");
-            if let Message::Text(t) = msg {
-                return Some(serde_json::from_str(&t).unwrap_or_else(|e| {
-                    panic!("a frame that is not one ({e}): {t}");
-                }));
-            }
-        }
+        let v = self.next_json_within(wait).await?;
+        Some(
+            serde_json::from_value(v.clone())
+                .unwrap_or_else(|e| panic!("a frame that is not one ({e}): {v}")),
+        )
     }
 
     /// The next text frame as JSON, whatever it is (a gateway's own answer has no `type`),
@@ -169,7 +161,10 @@ impl StreamClient {
                 .expect("the stream is open")
                 .expect("a frame");
             if let Message::Text(t) = msg {
-                return Some(serde_json::from_str(&t).expect("a JSON frame"));
+                return Some(
+                    serde_json::from_str(&t)
+                        .unwrap_or_else(|e| panic!("a frame that is not JSON ({e}): {t}")),
+                );
             }
         }
     }
