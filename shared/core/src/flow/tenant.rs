@@ -55,6 +55,23 @@ pub fn tenant_window_bound(share: u32, others: impl IntoIterator<Item = u32>) ->
     Some(equal.min(share.saturating_sub(held)).max(1))
 }
 
+/// [`tenant_window_bound`] for channel `me` among its tenant's busy-set `entries` at `now`:
+/// the others' live entries count, its own and expired ones do not.
+pub fn tenant_window_bound_beside(
+    share: u32,
+    me: &crate::ChannelId,
+    entries: &std::collections::BTreeMap<crate::ChannelId, BusyEntry>,
+    now: i64,
+) -> Option<u32> {
+    tenant_window_bound(
+        share,
+        entries
+            .iter()
+            .filter(|(c, e)| *c != me && e.live(now))
+            .map(|(_, e)| e.window),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +92,31 @@ mod tests {
         assert_eq!(tenant_window_bound(50, [16, 16]), Some(16));
         // More busy channels than the share: one each.
         assert_eq!(tenant_window_bound(4, [1; 9]), Some(1));
+    }
+
+    #[test]
+    fn a_channel_is_bounded_by_the_others_live_entries_only() {
+        let (me, other, gone) = (
+            crate::ChannelId::generate(),
+            crate::ChannelId::generate(),
+            crate::ChannelId::generate(),
+        );
+        let entries = std::collections::BTreeMap::from([
+            (me.clone(), BusyEntry { at: 0, window: 40 }),
+            (other, BusyEntry { at: 0, window: 10 }),
+            (
+                gone,
+                BusyEntry {
+                    at: -BUSY_TTL_MS,
+                    window: 40,
+                },
+            ),
+        ]);
+        assert_eq!(tenant_window_bound_beside(50, &me, &entries, 1), Some(25));
+        assert_eq!(
+            tenant_window_bound_beside(50, &me, &entries, BUSY_TTL_MS),
+            None
+        );
     }
 
     #[test]

@@ -42,7 +42,7 @@ impl Window<'_> {
         exclusive: bool,
     ) -> StoreResult<Slot> {
         let now = self.clock.now();
-        let most = cap.min(self.share().bound(channel, tier).await);
+        let most = self.share().most(channel, tier, cap).await;
         let mut ask = self.window_cap(channel, most);
         let items = slot_items(cap);
         if items > 1 && self.flow_state(&channel.id).await?.circuit_state != CircuitState::Closed {
@@ -216,7 +216,7 @@ impl Window<'_> {
             Admission::Backlog => {
                 let (f, fresh) = self.ensure_mark(&channel.id, Mark::Backlog).await?;
                 if let Some(cap) = self.limits(channel, tier).cap {
-                    let most = cap.min(self.share().bound(channel, tier).await);
+                    let most = self.share().most(channel, tier, cap).await;
                     self.share().busy(channel, f.window.min(most).max(1)).await;
                 }
                 // A slot freed between the full window and the mark finds no backlog flag:

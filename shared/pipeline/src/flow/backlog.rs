@@ -136,7 +136,7 @@ impl Backlog<'_> {
         }
         // A window over the tenant's share for it gives its slot back rather than on.
         if let Some(cap) = limits.cap
-            && self.share().bound(channel, running.tier).await < flow.window.min(cap)
+            && self.share().most(channel, running.tier, cap).await < flow.window.min(cap)
         {
             return Ok(None);
         }

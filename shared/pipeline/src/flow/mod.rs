@@ -72,9 +72,8 @@ pub struct Caches {
     /// The window's growth this instance has not written yet, per channel: (when it last
     /// wrote a grown window, successes since).
     growth: std::sync::Mutex<std::collections::HashMap<ChannelId, (i64, u32)>>,
-    /// Tenants' busy channels (`share.rs`), and tenants seen with none.
+    /// Tenants' busy channels (`share.rs`; a view with some is trusted for less long).
     busy: TtlCache<TenantId, share::BusyView>,
-    busy_empty: TtlCache<TenantId, ()>,
 }
 
 impl Caches {
@@ -88,8 +87,7 @@ impl Caches {
             rate_refills: Default::default(),
             feed_jobs: TtlCache::new(FEED_JOB_EVERY),
             growth: Default::default(),
-            busy: TtlCache::new(share::VIEW_TTL),
-            busy_empty: TtlCache::new(share::EMPTY_VIEW_TTL),
+            busy: TtlCache::new(share::EMPTY_VIEW_TTL),
         }
     }
 }

@@ -7,13 +7,13 @@
 //! per delivery.
 
 use super::*;
-use converger_core::flow::{BusyEntry, tenant_window_bound, tier_share};
+use converger_core::flow::{BusyEntry, tenant_window_bound_beside, tier_share};
 use std::collections::BTreeMap;
 
 /// How long an instance trusts its view of a tenant's busy channels.
-pub(super) const VIEW_TTL: Duration = Duration::from_secs(1);
+const VIEW_TTL: Duration = Duration::from_secs(1);
 
-/// How long an instance trusts a view that showed no busy channel.
+/// How long an instance trusts a view that showed no busy channel (the cache's time to live).
 pub(super) const EMPTY_VIEW_TTL: Duration = Duration::from_secs(5);
 
 /// Busy channels of a tenant, as this instance last read or wrote them.
@@ -25,13 +25,18 @@ impl TenantShare<'_> {
     /// channel's own bound still holds).
     pub(crate) async fn bound(&self, channel: &Channel, tier: Tier) -> u32 {
         let view = self.view(&channel.tenant_id).await;
-        let now = self.clock.now_ms();
-        let others = view
-            .iter()
-            .filter(|(c, e)| **c != channel.id && e.live(now))
-            .map(|(_, e)| e.window);
-        tenant_window_bound(tier_share(tier, self.config.tier_concurrency), others)
-            .unwrap_or(u32::MAX)
+        tenant_window_bound_beside(
+            tier_share(tier, self.config.tier_concurrency),
+            &channel.id,
+            &view,
+            self.clock.now_ms(),
+        )
+        .unwrap_or(u32::MAX)
+    }
+
+    /// The window `channel`'s cap `cap` allows with its tenant's other busy channels.
+    pub(crate) async fn most(&self, channel: &Channel, tier: Tier, cap: u32) -> u32 {
+        cap.min(self.bound(channel, tier).await)
     }
 
     /// Records that `channel` is busy with the window `window`, unless its entry already
@@ -70,16 +75,17 @@ impl TenantShare<'_> {
         self.remember(channel, None);
     }
 
+    /// The tenant's busy channels: this instance's view when fresh (a view with busy
+    /// channels for [`VIEW_TTL`], an empty one for [`EMPTY_VIEW_TTL`]), else read.
     async fn view(&self, tenant: &TenantId) -> BusyView {
-        if let Some(v) = self.caches.busy.get(tenant) {
+        if let Some(v) = self.caches.busy.get(tenant)
+            && (v.is_empty() || self.caches.busy.get_within(tenant, VIEW_TTL).is_some())
+        {
             return v;
-        }
-        if self.caches.busy_empty.get(tenant).is_some() {
-            return BusyView::new();
         }
         match self.flows.busy_channels(tenant).await {
             Ok(v) => {
-                self.keep(tenant, v.clone());
+                self.caches.busy.insert(tenant.clone(), v.clone());
                 v
             }
             Err(e) => {
@@ -91,21 +97,16 @@ impl TenantShare<'_> {
 
     fn remember(&self, channel: &Channel, entry: Option<BusyEntry>) {
         let tenant = &channel.tenant_id;
-        let mut v = self.caches.busy.get(tenant).unwrap_or_default();
+        // Only a fresh view's other entries are kept beside this one's.
+        let mut v = self
+            .caches
+            .busy
+            .get_within(tenant, VIEW_TTL)
+            .unwrap_or_default();
         match entry {
             Some(e) => v.insert(channel.id.clone(), e),
             None => v.remove(&channel.id),
         };
-        self.keep(tenant, v);
-    }
-
-    fn keep(&self, tenant: &TenantId, v: BusyView) {
-        if v.is_empty() {
-            self.caches.busy.remove(tenant);
-            self.caches.busy_empty.insert(tenant.clone(), ());
-        } else {
-            self.caches.busy_empty.remove(tenant);
-            self.caches.busy.insert(tenant.clone(), v);
-        }
+        self.caches.busy.insert(tenant.clone(), v);
     }
 }
