@@ -27,6 +27,10 @@ async fn channel(t: &Tenant<'_>, kind: &str, config: Value) -> (String, String) 
     (c.channel.id, c.signing_secret)
 }
 
+/// A producer's `traceparent`, and its trace's id.
+const PRODUCER_TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
 /// The executions of the state machine `machine`.
 async fn executions_of(
     sfn: &aws_sdk_sfn::Client,
@@ -104,15 +108,30 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
         .unwrap_err();
     assert_eq!(refused.code, "invalid_config");
 
-    let (_, ingested) = a
-        .post_activity(json!({
+    // The producer's trace goes with the activity to every destination.
+    let answer = t
+        .http
+        .post(format!("{}/api/v1/activities", t.stack.api_url))
+        .bearer_auth(&a.key)
+        .header("traceparent", PRODUCER_TRACE)
+        .json(&json!({
             "conversation_id": "conv-d",
             "event_type": "order.paid",
             "channel_ids": [s3_ch, firehose_ch, sfn_ch, no_bucket, no_machine, no_stream],
             "payload": {"text": "hello"},
         }))
+        .send()
         .await
         .unwrap();
+    assert_eq!(answer.status().as_u16(), 201);
+    let ingested: converger_tests::views::Ingested = answer.json().await.unwrap();
+    assert_eq!(ingested.trace_id, TRACE_ID);
+    let in_trace = |tp: &str| {
+        let parts: Vec<&str> = tp.split('-').collect();
+        // The trace's id, a span of the attempt's own (not the producer's).
+        assert_eq!((parts.len(), parts[1]), (4, TRACE_ID), "{tp}");
+        assert_ne!(parts[2], "00f067aa0ba902b7", "{tp}");
+    };
     let mut ids = std::collections::HashMap::new();
     for d in &ingested.deliveries {
         let d = a
@@ -144,6 +163,7 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
     assert_eq!(parsed["payload"]["text"], "hello");
     assert_eq!(metadata["webhook-id"], ids[&s3_ch]);
     assert_eq!(metadata["event-type"], "order.paid");
+    in_trace(&metadata["traceparent"]);
     assert!(verifies(
         &s3_secret,
         &ids[&s3_ch],
@@ -182,6 +202,7 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
     let record: Value = serde_json::from_str(line.trim_end()).unwrap();
     assert_eq!(record["id"], ids[&firehose_ch].as_str());
     assert_eq!(record["event_type"], "order.paid");
+    in_trace(record["traceparent"].as_str().unwrap());
 
     // Step Functions: one execution, named after the delivery, the record as its input.
     let executions = executions_of(&sfn, &machine).await;
@@ -198,6 +219,7 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
     let input: Value = serde_json::from_str(&input).unwrap();
     assert_eq!(input["id"], ids[&sfn_ch].as_str());
     assert_eq!(input["conversation_id"], "conv-d");
+    in_trace(input["traceparent"].as_str().unwrap());
 
     let violations = t.stack.iam_violations();
     assert!(violations.is_empty(), "{violations:?}");
