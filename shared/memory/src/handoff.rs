@@ -84,26 +84,26 @@ impl HandoffStore for MemStore {
         self.with(|s| s.connections.get(connection_id).cloned())
     }
 
-    async fn begin_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<Option<i64>> {
+    async fn begin_replay(&self, channel: &ChannelId, now_ms: i64) -> StoreResult<Option<i64>> {
         wait(&self.latency, |m| m.write).await;
-        self.with(|s| match s.connections.get_mut(connection_id) {
-            None => Some(i64::MAX),
-            Some(c)
-                if converger_core::policy::socket_replay_wait_ms(c.replay_at, now_ms).is_none() =>
-            {
-                c.replay_at = Some(now_ms + converger_core::policy::SOCKET_REPLAY_RUN_MS);
+        self.with(|s| {
+            let at = s.replay_turns.get(channel).copied();
+            if converger_core::policy::socket_replay_wait_ms(at, now_ms).is_none() {
+                s.replay_turns.insert(
+                    channel.clone(),
+                    now_ms + converger_core::policy::SOCKET_REPLAY_RUN_MS,
+                );
                 None
+            } else {
+                at
             }
-            Some(c) => c.replay_at,
         })
     }
 
-    async fn end_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<()> {
+    async fn end_replay(&self, channel: &ChannelId, now_ms: i64) -> StoreResult<()> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            if let Some(c) = s.connections.get_mut(connection_id) {
-                c.replay_at = Some(now_ms);
-            }
+            s.replay_turns.insert(channel.clone(), now_ms);
         })
     }
 

@@ -82,6 +82,8 @@ struct State {
     /// The provider message index: (channel, provider message id) -> delivery.
     providers: HashMap<(ChannelId, String), DeliveryId>,
     connections: HashMap<String, converger_ports::Connection>,
+    /// Each websocket channel's replay turn: when its last replay began or ended (ms).
+    replay_turns: HashMap<ChannelId, i64>,
     users: HashMap<String, converger_ports::User>,
     /// Sign-in counts by key: the count, its revision, when it expires (seconds).
     sign_in_counts: HashMap<String, (converger_core::web::SignInState, u64, i64)>,

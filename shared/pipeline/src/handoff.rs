@@ -307,7 +307,6 @@ impl Handoff<'_> {
             connected_at: now,
             expires_at: now.secs() + converger_ports::CONNECTION_TTL_S,
             token_fp: Some(converger_core::secret::token_fingerprint(&cfg.token)),
-            replay_at: None,
         };
         self.handoffs.put_connection(&c).await?;
         tracing::info!(connection_id, channel_id, "websocket client connected");
@@ -390,11 +389,12 @@ impl Handoff<'_> {
                 })
             }
             Some("replay") => {
-                // One replay per connection and interval, whichever instance each frame
-                // reaches: a client sending replay frames in a loop pushes each waiting
-                // delivery once per interval, not once a frame.
+                // One replay per channel and interval, whichever of its connections asks and
+                // whichever instance each frame reaches: clients sending replay frames in a
+                // loop push each waiting delivery once per interval, not once a frame, and
+                // a channel's hundred connections hold one invocation, not a hundred.
                 let now = self.clock.now_ms();
-                if let Some(last) = self.handoffs.begin_replay(&conn.connection_id, now).await? {
+                if let Some(last) = self.handoffs.begin_replay(&conn.channel_id, now).await? {
                     // Refused: wait as the rule says (at least a millisecond, whatever the
                     // instances' clocks).
                     let wait_ms =
@@ -402,7 +402,7 @@ impl Handoff<'_> {
                     return Ok(SocketFrame::Error {
                         code: "replay_throttled".into(),
                         message: format!(
-                            "one replay per {} ms on a connection; send it again in {wait_ms} ms",
+                            "one replay per {} ms on a channel; send it again in {wait_ms} ms",
                             converger_core::policy::SOCKET_REPLAY_INTERVAL_MS
                         ),
                         retry_after_ms: Some(wait_ms),
@@ -411,7 +411,7 @@ impl Handoff<'_> {
                 // One at a time: the turn is held until this one ends, whatever it ends with.
                 let n = self.socket_replay(&conn).await;
                 self.handoffs
-                    .end_replay(&conn.connection_id, self.clock.now_ms())
+                    .end_replay(&conn.channel_id, self.clock.now_ms())
                     .await?;
                 let (count, more) = n?;
                 Ok(SocketFrame::Replayed { count, more })

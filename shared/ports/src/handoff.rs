@@ -26,10 +26,6 @@ pub struct Connection {
     /// token_fingerprint`); `None` for connections made before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_fp: Option<String>,
-    /// When (ms) the connection's last replay began: one replay per
-    /// `core::policy::SOCKET_REPLAY_INTERVAL_MS`, whatever instance the frames reach.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replay_at: Option<i64>,
 }
 
 /// What an acknowledgement found.
@@ -77,14 +73,14 @@ pub trait HandoffStore: Send + Sync + 'static {
     /// Removes a connection; the record it had, if any.
     async fn delete_connection(&self, connection_id: &str) -> StoreResult<Option<Connection>>;
     async fn get_connection(&self, connection_id: &str) -> StoreResult<Option<Connection>>;
-    /// Begins a replay on a connection at `now_ms` unless `core::policy::socket_replay_wait_ms`
-    /// says to wait: `None` when it began (holding the connection's turn until `now_ms +
-    /// SOCKET_REPLAY_RUN_MS`), else the time the wait runs from (`i64::MAX` for a connection
-    /// that is gone).
-    async fn begin_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<Option<i64>>;
-    /// The replay that began on a connection ended at `now_ms`: the next may begin an interval
+    /// Begins a replay on a channel (whichever of its connections asked) at `now_ms` unless
+    /// `core::policy::socket_replay_wait_ms` says to wait: `None` when it began (holding the
+    /// channel's turn until `now_ms + SOCKET_REPLAY_RUN_MS`), else the time the wait runs
+    /// from.
+    async fn begin_replay(&self, channel: &ChannelId, now_ms: i64) -> StoreResult<Option<i64>>;
+    /// The replay that began on a channel ended at `now_ms`: the next may begin an interval
     /// after it.
-    async fn end_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<()>;
+    async fn end_replay(&self, channel: &ChannelId, now_ms: i64) -> StoreResult<()>;
     /// A channel's connections (at most 100).
     async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>>;
 }

@@ -163,49 +163,48 @@ impl HandoffStore for DynamoStore {
             .await
     }
 
-    async fn begin_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<Option<i64>> {
+    async fn begin_replay(&self, channel: &ChannelId, now_ms: i64) -> StoreResult<Option<i64>> {
         // `policy::socket_replay_wait_ms`, as the update's condition; a refusal says when the
         // last replay began.
         let since = now_ms.saturating_sub(converger_core::policy::SOCKET_REPLAY_INTERVAL_MS);
+        let key = replay_turn_key(channel);
         let u = Update::new()
             .set(
                 "replay_at",
                 n(now_ms + converger_core::policy::SOCKET_REPLAY_RUN_MS),
             )
-            .when_exists("connection_id")
+            .set("expires_at", n(replay_turn_expiry(now_ms)))
             .when_cmp("replay_at", Cmp::Le, n(since), true);
         let req = u.apply(
             self.client
                 .update_item()
                 .table_name(&self.res.connections)
-                .key("connection_id", s(connection_id)),
+                .key("connection_id", s(&key)),
         );
-        let found = self.update_or_old::<Connection>(req, self.get_connection(connection_id));
+        let found = self.update_or_old::<ReplayTurn>(
+            req,
+            self.get(&self.res.connections, "connection_id", &key),
+        );
         Ok(match found.await? {
             Conditional::Applied(_) => None,
-            Conditional::Refused(c) => Some(c.and_then(|c| c.replay_at).unwrap_or(i64::MAX)),
+            Conditional::Refused(t) => Some(t.and_then(|t| t.replay_at).unwrap_or(now_ms)),
         })
     }
 
-    async fn end_replay(&self, connection_id: &str, now_ms: i64) -> StoreResult<()> {
-        let u = Update::new()
+    async fn end_replay(&self, channel: &ChannelId, now_ms: i64) -> StoreResult<()> {
+        Update::new()
             .set("replay_at", n(now_ms))
-            .when_exists("connection_id");
-        let r = u
+            .set("expires_at", n(replay_turn_expiry(now_ms)))
             .apply(
                 self.client
                     .update_item()
                     .table_name(&self.res.connections)
-                    .key("connection_id", s(connection_id)),
+                    .key("connection_id", s(replay_turn_key(channel))),
             )
             .send()
-            .await;
-        match r {
-            Ok(_) => Ok(()),
-            // Gone meanwhile: nothing to end.
-            Err(e) if is_update_conditional(&e) => Ok(()),
-            Err(e) => Err(sdk_err(e)),
-        }
+            .await
+            .map_err(sdk_err)?;
+        Ok(())
     }
 
     async fn channel_connections(&self, channel: &ChannelId) -> StoreResult<Vec<Connection>> {
@@ -241,4 +240,20 @@ impl HandoffStore for DynamoStore {
         live.truncate(100);
         Ok(live)
     }
+}
+
+/// A websocket channel's replay turn: an item of the connections table beside its
+/// connections (no `channel_id`, so in no index), gone a day after its last replay.
+#[derive(serde::Deserialize)]
+struct ReplayTurn {
+    replay_at: Option<i64>,
+}
+
+fn replay_turn_key(channel: &ChannelId) -> String {
+    format!("replay#{channel}")
+}
+
+/// When TTL may remove a turn last touched at `now_ms` (seconds): a day on.
+fn replay_turn_expiry(now_ms: i64) -> i64 {
+    now_ms / 1000 + 86_400
 }

@@ -161,7 +161,6 @@ async fn websocket_without_a_client_hands_off_and_a_replay_delivers() {
             connected_at: converger_core::Timestamp::now(),
             expires_at: converger_core::time::now_ms() / 1000 + 3600,
             token_fp: None,
-            replay_at: None,
         })
         .await
         .unwrap();
