@@ -128,6 +128,9 @@ impl Broker {
         let d = &self.dir;
         let log = std::fs::File::create(d.join("server.out")).map_err(|e| format!("{e}"))?;
         let child = Command::new(server)
+            // Its crash dumps (`MnesiaCore.*`, `erl_crash.dump`) land in its working
+            // directory: the broker's own, not the tests'.
+            .current_dir(d)
             .env("HOME", d)
             .env("RABBITMQ_NODENAME", &self.node)
             .env("RABBITMQ_CONFIG_FILE", d.join("rabbitmq"))

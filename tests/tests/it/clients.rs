@@ -94,10 +94,12 @@ async fn exercise(mut cmd: Command, t: &TestStack, key: &str) {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        stdout.contains("ok: every webhook's signature verifies"),
-        "{stdout}"
-    );
+    for line in [
+        "ok: every webhook's signature verifies",
+        "ok: an altered webhook does not verify",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
 }
 
 #[tokio::test]

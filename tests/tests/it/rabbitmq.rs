@@ -1,10 +1,11 @@
 //! RabbitMQ channels against a real broker (the machine's `rabbitmq-server`, a private node
 //! per test): each delivery is one persistent message on the exchange with the routing key,
 //! signed, confirmed before it counts as sent, over plain AMQP and over TLS to a private CA;
-//! what the broker refuses for good (a missing exchange, a key no queue is bound to, a
-//! missing virtual host, a certificate of an unknown CA) dead-letters at the first attempt, a
-//! wrong password (a closed socket, as a broker going away) after its retries; a broker that is down is retried until it is back, and the message then
-//! arrives once.
+//! what the broker refuses for good (a missing exchange, a missing virtual host, a
+//! certificate of an unknown CA) dead-letters at the first attempt; a key no queue is bound
+//! to (yet, after a restart) and a wrong password (a closed socket, as a broker going away)
+//! after their retries; a broker that is down is retried until it is back, and the message
+//! then arrives once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_local::rabbitmq::{Broker, USER};

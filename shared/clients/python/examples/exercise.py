@@ -3,6 +3,7 @@
 each request's signature, an activity and a batch, the deliveries listed, a dead letter
 retried, the usage read. Prints what it did; exits non-zero on the first surprise."""
 
+import base64
 import http.server
 import os
 import sys
@@ -24,7 +25,8 @@ from converger_webhooks import verify_webhook  # noqa: E402
 
 api = AuthenticatedClient(base_url=os.environ["CONVERGER_API_URL"],
                           token=os.environ["CONVERGER_API_KEY"], timeout=30.0)
-state = {"secret": "", "refusing": True, "verified": 0, "forged": 0}
+state = {"secret": "", "refusing": True, "verified": 0, "forged": 0,
+         "accepted_altered": 0}
 
 
 def check(ok: bool, what: str) -> None:
@@ -36,10 +38,21 @@ def check(ok: bool, what: str) -> None:
 class Receiver(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
-        ok = verify_webhook(state["secret"], self.headers["webhook-id"],
-                            self.headers["webhook-timestamp"], self.headers["webhook-signature"],
-                            body)
+        wid, ts, sig = (self.headers["webhook-id"], self.headers["webhook-timestamp"],
+                        self.headers["webhook-signature"])
+        ok = verify_webhook(state["secret"], wid, ts, sig, body)
         state["verified" if ok else "forged"] += 1
+        # The same request altered must not verify: a changed body, another id, another
+        # secret, or a timestamp past the tolerance.
+        other = "whsec_" + base64.b64encode(b"another secret of 24 bytes").decode()
+        altered = [
+            verify_webhook(state["secret"], wid, ts, sig, body + b" "),
+            verify_webhook(state["secret"], wid + "x", ts, sig, body),
+            verify_webhook(other, wid, ts, sig, body),
+            verify_webhook(state["secret"], wid, ts, sig, body, now_s=int(ts) + 301),
+        ]
+        if any(altered):
+            state["accepted_altered"] += 1
         self.send_response(400 if state["refusing"] and b"refuse" in body else 200)
         self.end_headers()
 
@@ -108,5 +121,6 @@ try:
     check(refused.status_code == 422 and isinstance(refused.parsed, ErrorBody)
           and bool(refused.parsed.error.code), "a refusal has its status and stable code")
     check(state["verified"] >= 4 and state["forged"] == 0, "every webhook's signature verifies")
+    check(state["accepted_altered"] == 0, "an altered webhook does not verify")
 finally:
     server.shutdown()

@@ -26,22 +26,29 @@ let secret = "";
 let refusing = true;
 let verified = 0;
 let forged = 0;
+let acceptedAltered = 0;
 const server = http.createServer((req, res) => {
   const chunks: Buffer[] = [];
   req.on("data", (c: Buffer) => chunks.push(c));
   req.on("end", () => {
     const body = Buffer.concat(chunks);
-    const ok = verifyWebhook(
-      secret,
-      {
-        id: String(req.headers["webhook-id"]),
-        timestamp: String(req.headers["webhook-timestamp"]),
-        signature: String(req.headers["webhook-signature"]),
-      },
-      body,
-    );
-    if (ok) verified += 1;
+    const headers = {
+      id: String(req.headers["webhook-id"]),
+      timestamp: String(req.headers["webhook-timestamp"]),
+      signature: String(req.headers["webhook-signature"]),
+    };
+    if (verifyWebhook(secret, headers, body)) verified += 1;
     else forged += 1;
+    // The same request altered must not verify: a changed body, another id, another
+    // secret, or a timestamp past the tolerance.
+    const otherSecret = `whsec_${Buffer.from("another secret of 24 bytes").toString("base64")}`;
+    const altered = [
+      verifyWebhook(secret, headers, Buffer.concat([body, Buffer.from(" ")])),
+      verifyWebhook(secret, { ...headers, id: `${headers.id}x` }, body),
+      verifyWebhook(otherSecret, headers, body),
+      verifyWebhook(secret, headers, body, Number(headers.timestamp) + 301),
+    ];
+    if (altered.some((ok) => ok)) acceptedAltered += 1;
     res.statusCode = refusing && body.toString().includes("refuse") ? 400 : 200;
     res.end();
   });
@@ -131,6 +138,7 @@ try {
     "a refusal has its status and stable code",
   );
   check(verified >= 4 && forged === 0, "every webhook's signature verifies");
+  check(acceptedAltered === 0, "an altered webhook does not verify");
 } finally {
   server.close();
 }
