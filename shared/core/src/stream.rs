@@ -208,6 +208,7 @@ pub fn route(detail_type: &str, detail: &Value) -> Option<Routed> {
             },
         ),
         "channel.circuit_opened"
+        | "channel.circuit_half_open"
         | "channel.circuit_closed"
         | "channel.paused"
         | "channel.resumed" => (
@@ -218,6 +219,7 @@ pub fn route(detail_type: &str, detail: &Value) -> Option<Routed> {
                 // resume closes the breaker.
                 state: match detail_type {
                     "channel.circuit_opened" => "open",
+                    "channel.circuit_half_open" => "half_open",
                     "channel.paused" => "paused",
                     _ => "closed",
                 },

@@ -516,6 +516,8 @@ pub enum EventType {
     DeliveryRetried,
     /// A channel's breaker opened.
     ChannelCircuitOpened,
+    /// A channel's breaker went half-open: one probe is in flight.
+    ChannelCircuitHalfOpen,
     /// A channel's breaker closed after a successful probe.
     ChannelCircuitClosed,
     /// A tenant or an operator paused a channel's deliveries.
@@ -529,11 +531,12 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 9] = [
+    pub const ALL: [EventType; 10] = [
         Self::DeliveryStatusChanged,
         Self::DeliveryDeadLettered,
         Self::DeliveryRetried,
         Self::ChannelCircuitOpened,
+        Self::ChannelCircuitHalfOpen,
         Self::ChannelCircuitClosed,
         Self::ChannelPaused,
         Self::ChannelResumed,
@@ -548,6 +551,7 @@ impl EventType {
             Self::DeliveryDeadLettered => "delivery.dead_lettered",
             Self::DeliveryRetried => "delivery.retried",
             Self::ChannelCircuitOpened => "channel.circuit_opened",
+            Self::ChannelCircuitHalfOpen => "channel.circuit_half_open",
             Self::ChannelCircuitClosed => "channel.circuit_closed",
             Self::ChannelPaused => "channel.paused",
             Self::ChannelResumed => "channel.resumed",
@@ -582,7 +586,4 @@ pub trait Events: Send + Sync + 'static {
         self.publish(events).await;
         Ok(())
     }
-    /// Sends what a batching publisher holds (at the end of a Lambda invocation, before it
-    /// can be frozen).
-    async fn flush(&self) {}
 }

@@ -87,6 +87,17 @@ async fn one_probe_at_a_time_and_its_success_releases_every_parked_delivery() {
     assert_eq!(closed.len(), 1, "{closed:?}");
     let closed: CircuitChanged = EventTap::detail(&closed[0]);
     assert_eq!(closed.reason, "probe_succeeded");
+    // Every probe was announced: a half-open before each reopening and before the close (a
+    // probe taken over after its cooldown is announced again).
+    let half_open = EventTap::of(&events, "channel.circuit_half_open");
+    let reopened = EventTap::of(&events, "channel.circuit_opened")
+        .into_iter()
+        .filter(|e| EventTap::detail::<CircuitChanged>(e).reason == "probe_failed")
+        .count();
+    assert!(half_open.len() > reopened, "{reopened}: {half_open:?}");
+    let probing: CircuitChanged = EventTap::detail(&half_open[half_open.len() - 1]);
+    assert_eq!(probing.reason, "probing");
+    assert!(probing.changed_at <= closed.changed_at);
     // Probes were attempts of waiting deliveries, and their logs say so.
     let mut probed = false;
     for id in std::iter::once(first_id.to_owned()).chain(parked.iter().cloned()) {

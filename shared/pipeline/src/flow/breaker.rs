@@ -345,6 +345,21 @@ impl Breaker<'_> {
         self.probe_in(&channel.id, left).await
     }
 
+    /// The breaker went half-open for a probe (this instance's transition won): every
+    /// transition is announced (the bus, the `channel_health` topic); the tenant's alert
+    /// webhook hears of the opening and the close only.
+    pub(crate) async fn announce_probe(&self, channel: &Channel, now_ms: i64) {
+        tracing::info!(channel_id = %channel.id, "breaker half-open: probing");
+        self.events
+            .publish(vec![circuit_event(
+                channel,
+                converger_ports::EventType::ChannelCircuitHalfOpen,
+                "probing",
+                now_ms,
+            )])
+            .await;
+    }
+
     /// A probe one cooldown from now (the breaker just opened, or a probe failed).
     pub(crate) async fn schedule_probe(
         &self,

@@ -50,7 +50,8 @@ impl AttemptGate<'_> {
                     .probe(d.id.as_str());
                 if let Some(f) = self.flows.transition(&channel.id, &t).await? {
                     self.remember_flow(&f);
-                    tracing::info!(channel_id = %channel.id, delivery_id = %d.id, "breaker half-open: probing");
+                    tracing::info!(channel_id = %channel.id, delivery_id = %d.id, "probe claimed");
+                    self.breaker().announce_probe(channel, now.ms()).await;
                     // Whatever happens to this probe, the next check comes after a cooldown.
                     self.breaker()
                         .schedule_probe(&channel.id, &limits.breaker)

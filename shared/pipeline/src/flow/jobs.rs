@@ -59,6 +59,7 @@ impl Jobs<'_> {
             return Ok(None);
         };
         self.remember_flow(&f);
+        self.breaker().announce_probe(channel, now.ms()).await;
         self.breaker().schedule_probe(&channel.id, &breaker).await?;
         if parked {
             Ok(self.flows.unpark(&d, Placement::Live, now).await?)
