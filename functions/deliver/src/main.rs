@@ -6,10 +6,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     converger_lambda::bootstrap::init_tracing();
-    // Its status events go ten to a `PutEvents` request (flushed at the end of each batch).
-    let pipeline = converger_lambda::bootstrap::from_env_with_websockets()
-        .await?
-        .with_batched_events();
+    let pipeline = converger_lambda::bootstrap::from_env_with_websockets().await?;
     let pipeline = &pipeline;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         Ok::<_, Error>(converger_lambda::handlers::deliver_batch(pipeline, event.payload).await)

@@ -232,8 +232,8 @@ pub const USAGE_FLUSH_MS: Setting = number(
     "USAGE_FLUSH_MS",
     0,
     3_600_000,
-    "60000",
-    "how often an instance writes the breaker openings it added up to the usage counters (every other count comes from the deliveries table's stream, written once per counter and batch), in ms; 0 writes with every count",
+    "0",
+    "how long an instance may hold the breaker openings it added up before writing them to the usage counters (every other count comes from the deliveries table's stream, written once per counter and batch), in ms; 0, the default, writes each opening as it happens (a held count is lost with its instance)",
 );
 pub const USAGE_PRICES: Setting = text(
     "USAGE_PRICES",

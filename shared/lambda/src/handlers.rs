@@ -64,9 +64,7 @@ pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
         Ok::<(), HandlerError>(())
     })
     .await;
-    // The batch's status events, ten to a request, and its attempts' spans, before the
-    // instance can be frozen.
-    p.flush_events().await;
+    // The batch's attempts' spans, before the instance can be frozen.
     p.flush_spans().await;
     resp
 }

@@ -72,8 +72,9 @@ pub struct PipelineConfig {
     /// How long a channel's flow state (breaker, window) is cached per instance
     /// (`FLOW_CACHE_TTL_MS`); parking always re-reads it first.
     pub flow_cache_ttl: Duration,
-    /// How often an instance writes the breaker openings it added up to the usage counters
-    /// (`USAGE_FLUSH_MS`; every other count comes from the deliveries table's stream).
+    /// How long an instance may hold the breaker openings it added up before writing them to
+    /// the usage counters (`USAGE_FLUSH_MS`, 0: at once; every other count comes from the
+    /// deliveries table's stream).
     pub usage_flush: Duration,
     /// The usage estimate's prices (`USAGE_PRICES`).
     pub usage_prices: converger_core::usage::Prices,
@@ -114,7 +115,7 @@ impl Default for PipelineConfig {
             replay_chunk: 500,
             serial_transactions: false,
             flow_cache_ttl: Duration::from_millis(1000),
-            usage_flush: Duration::from_millis(60_000),
+            usage_flush: Duration::ZERO,
             usage_prices: converger_core::usage::Prices::default(),
             slot_grace: Duration::from_secs(120),
             release_chunk: 5000,
@@ -294,7 +295,7 @@ mod tests {
             ("DYNAMODB_SERIAL_TRANSACTIONS", "true"),
             ("RETRY_POLICY", r#"{"max_attempts": 3}"#),
             ("USAGE_PRICES", r#"{"sqs_request": 0.5}"#),
-            ("USAGE_FLUSH_MS", "0"),
+            ("USAGE_FLUSH_MS", "60000"),
         ])
         .unwrap();
         assert_eq!(c.usage_prices.sqs_request, 0.5);
@@ -302,7 +303,7 @@ mod tests {
             c.usage_prices.dynamodb_write_unit,
             converger_core::usage::Prices::default().dynamodb_write_unit
         );
-        assert_eq!(c.usage_flush, Duration::ZERO);
+        assert_eq!(c.usage_flush, Duration::from_secs(60));
         let refused = load(&[("USAGE_PRICES", r#"{"sqs": 1}"#)]).unwrap_err();
         assert_eq!(refused.name, "USAGE_PRICES");
         assert_eq!(c.retention, Duration::from_secs(7 * 86_400));

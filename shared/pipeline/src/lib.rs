@@ -15,8 +15,8 @@
 //!
 //! - [`usage::UsageReads`]: the charts' series, a tenant's usage and its estimated cost.
 //!
-//! Beside them, three components they share: [`cache::ChannelCache`],
-//! [`counts::HealthCounts`] and [`usage::UsageCounts`]. The types more than one of them speaks are in `outcome`.
+//! Beside them, two components they share: [`cache::ChannelCache`] and
+//! [`usage::UsageCounts`]. The types more than one of them speaks are in `outcome`.
 //! Nothing here knows AWS or Lambda: the functions' glue (`converger-lambda`) only calls
 //! these entry points.
 
@@ -143,20 +143,6 @@ impl Pipeline {
     /// Where the rules read the time.
     pub fn clock(&self) -> &dyn converger_core::time::Clock {
         &*self.clock
-    }
-
-    /// Sends platform events ten to a request ([`events::BatchedEvents`]): for the deliver
-    /// function, whose handler flushes them at the end of each batch.
-    pub fn with_batched_events(mut self) -> Self {
-        self.events = Arc::new(events::BatchedEvents::new(self.events.clone()));
-        self.flow.events = self.events.clone();
-        self
-    }
-
-    /// Sends the platform events held back by [`Self::with_batched_events`] (at the end of a
-    /// batch, before the instance can be frozen).
-    pub async fn flush_events(&self) {
-        self.events.flush().await;
     }
 
     /// Lets attempts send email through `mailer`.

@@ -1,11 +1,9 @@
 //! Usage: the counts the charts and the usage page show, and the use case that reads them.
 //!
-//! Every delivery feeds [`UsageCounts`] (created at ingest; each attempt, sent, failed or
-//! dead-lettered as it settles; a breaker opening), which adds them up per instance into five
-//! counters (the channel's minute and hour, the tenant's minute, hour and day) and writes each
-//! counter once per `USAGE_FLUSH_MS`, side by side: two writes per channel and three per
-//! tenant an instance served in the period, whatever its traffic; no delivery writes a key
-//! other deliveries write.
+//! Every count of a delivery comes from the deliveries table's stream (`changes`). What is no
+//! row change, a breaker opening, goes through [`UsageCounts`]: five counters (the channel's
+//! minute and hour, the tenant's minute, hour and day), written as it happens (or added up
+//! per instance for `USAGE_FLUSH_MS`, when that is set).
 //! [`UsageReads`] turns them into series, a tenant's days with the estimate of their cost, and
 //! an operator's top tenants by cost.
 

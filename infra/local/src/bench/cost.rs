@@ -147,14 +147,12 @@ async fn measure_and_price(o: Options) -> Result<Value, String> {
         requests: Some(RequestCounter::new()),
         invocations: Invocations::new(),
     };
-    let mut opts = StackOptions {
+    let opts = StackOptions {
         capacity: meters.capacity.clone(),
         counter: meters.requests.clone(),
         invocations: Some(meters.invocations.clone()),
         ..StackOptions::bench("cost")
     };
-    // As deployed: breaker openings (the only per-instance counts) added up for a minute.
-    opts.config.usage_flush = converger_pipeline::PipelineConfig::default().usage_flush;
     let stack = Stack::start(opts).await?;
     let sizes = memory_sizes(&stack);
     let fixed = fixed_monthly(&stack);
@@ -177,13 +175,12 @@ async fn measure_and_price(o: Options) -> Result<Value, String> {
         requests: None,
         invocations: Invocations::new(),
     };
-    let mut opts = StackOptions {
+    let opts = StackOptions {
         invocations: Some(timer.invocations.clone()),
         latency: Some(converger_memory::LatencyModel::from_env()?),
         backend: crate::stack::Backend::Memory,
         ..StackOptions::bench("cost")
     };
-    opts.config.usage_flush = converger_pipeline::PipelineConfig::default().usage_flush;
     let stack = Stack::start(opts).await?;
     let timed = match stack.memory() {
         Some(m) => {

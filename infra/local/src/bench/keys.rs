@@ -47,11 +47,10 @@ pub struct Options {
 pub async fn run(o: Options) -> Result<Value, String> {
     converger_pipeline::metrics::set_enabled(false);
     let meter = Meter::new();
-    let mut opts = StackOptions {
+    let opts = StackOptions {
         capacity: Some(meter.clone()),
         ..StackOptions::bench("keys")
     };
-    opts.config.usage_flush = converger_pipeline::PipelineConfig::default().usage_flush;
     let stack = Stack::start(opts).await?;
     let result = cases(&stack, &meter, &o).await;
     stack.stop().await;

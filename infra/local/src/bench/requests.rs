@@ -87,12 +87,10 @@ struct Case {
 pub async fn run(o: Options) -> Result<Value, String> {
     converger_pipeline::metrics::set_enabled(false);
     let counter = RequestCounter::new();
-    let mut opts = StackOptions {
+    let opts = StackOptions {
         counter: Some(counter.clone()),
         ..StackOptions::bench("req")
     };
-    // Breaker openings (none here) are the only per-instance counts left.
-    opts.config.usage_flush = Duration::from_secs(60);
     let stack = Stack::start(opts).await?;
     let result = cases(&stack, &counter, &o).await;
     stack.stop().await;

@@ -116,12 +116,6 @@ async fn function_pipeline(
             .as_deref(),
         logical_id,
     );
-    // As `functions/deliver` runs: its events ten to a request.
-    let pipeline = if logical_id == fun::DELIVER {
-        pipeline.with_batched_events()
-    } else {
-        pipeline
-    };
     Ok((Arc::new(pipeline), guard))
 }
 

@@ -167,13 +167,12 @@ async fn build_memory(
         } else {
             p
         };
-        // Attempts' spans; and as `functions/deliver` runs, its events ten to a request.
-        let p = aws::with_parameter_spans(p, id, &opts.parameters)?;
-        Ok(Arc::new(if id == fun::DELIVER {
-            p.with_batched_events()
-        } else {
-            p
-        }))
+        // Attempts' spans.
+        Ok(Arc::new(aws::with_parameter_spans(
+            p,
+            id,
+            &opts.parameters,
+        )?))
     };
     let functions = Functions {
         ingest: build(fun::INGEST)?,
