@@ -100,6 +100,12 @@ pub const WATCH_DELAY_S: u32 = 15;
 /// the same instant may pass it by a few.
 pub const MAX_CHANNEL_CONNECTIONS: usize = 100;
 
+/// The most channels a tenant keeps (deleted ones aside): a tenant's channel listing shows
+/// this many, and each of its channels with a backlog keeps at least one slot of its tier's
+/// share (ADR 0092), so the floor of a tenant's busy channels stays within the default tier's
+/// share at the template's defaults (1,000).
+pub const MAX_CHANNELS_PER_TENANT: usize = 1_000;
+
 /// The shortest time between two replays of one websocket connection: a client that sends
 /// replay frames in a loop pushes each waiting delivery once per interval, not once a frame.
 pub const SOCKET_REPLAY_INTERVAL_MS: i64 = 2_000;

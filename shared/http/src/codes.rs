@@ -82,6 +82,7 @@ error_codes! {
     RoleInPlatformAccount = "role_in_platform_account", 422, "An AWS channel's `role_arn` is in the platform's own account: name a role in the tenant's account.";
     AwsIdentityUnavailable = "aws_identity_unavailable", 503, "The deployment does not know its own AWS account (`PLATFORM_ACCOUNT_ID`), so no role can be made to trust it.";
     EmailSenderNotAllowed = "email_sender_not_allowed", 403, "An email channel's `from` is not one of its tenant's sender identities.";
+    TooManyChannels = "too_many_channels", 409, "The tenant has as many channels as it may keep (1,000): delete one first.";
     ManagedChannel = "managed_channel", 403, "The tenant's alert channel: an operator changes it, through the tenant's `alert_webhook_url`, and only the platform's alerts are posted to it.";
     // Activities and deliveries.
     InvalidActivity = "invalid_activity", 422, "The activity is not valid.";

@@ -110,6 +110,13 @@ impl From<ChannelWriteError> for ApiError {
             ChannelRefused::Middleware(_) => ErrorCode::InvalidMiddleware,
             ChannelRefused::Filter(_) => ErrorCode::InvalidFilter,
             ChannelRefused::Ordering(_) => ErrorCode::InvalidOrdering,
+            ChannelRefused::TooMany(_) => {
+                return Self::new(
+                    StatusCode::CONFLICT,
+                    ErrorCode::TooManyChannels,
+                    r.to_string(),
+                );
+            }
         };
         Self::invalid(code, r.to_string())
     }

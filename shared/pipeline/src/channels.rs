@@ -32,6 +32,7 @@ pub struct Channels<'p> {
     pub(crate) lanes: crate::lanes::Lanes<'p>,
     pub(crate) adapters: &'p converger_adapters::Adapters,
     pub(crate) tenants: &'p dyn converger_ports::TenantStore,
+    pub(crate) accounts: &'p dyn converger_ports::AccountStore,
 }
 
 impl<'p> Channels<'p> {
@@ -46,6 +47,7 @@ impl<'p> Channels<'p> {
             lanes: crate::lanes::Lanes::of(p),
             adapters: &p.adapters,
             tenants: &*p.store,
+            accounts: &*p.store,
         }
     }
 }
@@ -120,6 +122,9 @@ pub enum ChannelRefused {
     Filter(String),
     #[error("{0}")]
     Ordering(String),
+    /// The tenant has [`converger_core::policy::MAX_CHANNELS_PER_TENANT`] channels.
+    #[error("{0}")]
+    TooMany(String),
 }
 
 /// A channel's creation or change that did not happen.
@@ -200,6 +205,14 @@ impl Channels<'_> {
             })
             .transpose()?;
         let config = self.sealed(spec.kind, spec.config)?;
+        // Counted last, once everything else fits (two creations at once may both pass).
+        let most = converger_core::policy::MAX_CHANNELS_PER_TENANT;
+        if self.accounts.list_channels(&tenant.id).await?.len() >= most {
+            return Err(ChannelRefused::TooMany(format!(
+                "a tenant has at most {most} channels: delete one first"
+            ))
+            .into());
+        }
         let mut c = Channel::new(
             tenant.id.clone(),
             spec.kind,

@@ -237,3 +237,37 @@ async fn a_change_with_one_field_that_does_not_fit_changes_nothing() {
     assert_eq!(now.name, "renamed");
     assert_eq!(now.rate_limit.map(|r| r.to_string()), Some("2/s".into()));
 }
+
+/// A tenant keeps at most `MAX_CHANNELS_PER_TENANT` channels: one more is refused with
+/// nothing stored, and a deleted one makes room.
+#[tokio::test]
+async fn a_tenant_keeps_at_most_its_channel_limit() {
+    let f = fixture();
+    let t = tenant(&f).await;
+    let most = converger_core::policy::MAX_CHANNELS_PER_TENANT;
+    let channels = f.pipeline.channels();
+    for n in 0..most {
+        let c = Channel::new(
+            t.id.clone(),
+            ChannelType::Webhook,
+            &format!("hook-{n}"),
+            object(json!({"url": "https://receiver.example/hook"})),
+            converger_core::Timestamp::now(),
+        );
+        channels.create_channel(&c).await.unwrap();
+    }
+    let r = refused(channels.create(&t, webhook_spec()).await);
+    assert!(matches!(r, ChannelRefused::TooMany(_)), "{r:?}");
+    assert_eq!(stored(&f, &t).await.len(), most);
+    // Another tenant is not held to this one's count.
+    let other = tenant(&f).await;
+    channels.create(&other, webhook_spec()).await.unwrap();
+    // A deleted channel no longer counts.
+    let first = stored(&f, &t).await.remove(0);
+    let now = converger_core::Timestamp::now();
+    f.store
+        .delete_channel(&t.id, &first.id, now, now.secs() + 86_400)
+        .await
+        .unwrap();
+    channels.create(&t, webhook_spec()).await.unwrap();
+}

@@ -59,6 +59,7 @@ class ErrorCode(StrEnum):
     SOURCE_THROTTLED = "source_throttled"
     STILL_FILTERED = "still_filtered"
     STREAM_DISABLED = "stream_disabled"
+    TOO_MANY_CHANNELS = "too_many_channels"
     TOO_MANY_CONNECTIONS = "too_many_connections"
     UNAUTHORIZED = "unauthorized"
     UNAVAILABLE = "unavailable"
