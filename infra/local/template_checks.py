@@ -263,8 +263,25 @@ def warm_problems(sam):
     return out
 
 
+def architecture_problems(sam):
+    """Every function is built and deployed for the `Architecture` parameter: the Globals
+    name it and no function names another (`release-check` builds one function through
+    `sam build` and reads its bootstrap; this is what makes the one stand for all)."""
+    out = []
+    wanted = [{"Ref": "Architecture"}]
+    if (sam.get("Globals", {}).get("Function", {}).get("Architectures")) != wanted:
+        out.append("Globals.Function.Architectures is not [!Ref Architecture]")
+    for logical, r in sam["Resources"].items():
+        if r.get("Type") != "AWS::Serverless::Function":
+            continue
+        own = r.get("Properties", {}).get("Architectures")
+        if own is not None and own != wanted:
+            out.append(f"{logical}: Architectures {own}, not the Architecture parameter")
+    return out
+
+
 def problems(sam):
-    out = parameter_problems(sam) + warm_problems(sam)
+    out = parameter_problems(sam) + warm_problems(sam) + architecture_problems(sam)
     params = largest_parameters(sam)
     cfn = transform(sam, params)
     rendered = Rendered(cfn, params, "s" * MAX_STACK_NAME)
@@ -301,8 +318,13 @@ def _low_warm_throughput(sam):
     p["AllowedPattern"] = "^[0-9]{1,6}$"
 
 
+def _fixed_architecture(sam):
+    sam["Resources"]["HealthFunction"]["Properties"]["Architectures"] = ["x86_64"]
+
+
 # Each check's bug, put back: every one must be found.
 MUTATIONS = {
+    "a function built for a fixed architecture": _fixed_architecture,
     "a warm throughput under DynamoDB's start": _low_warm_throughput,
     "the dashboard's extra bracket": _dashboard_bracket,
     "a function name over 64 characters": _long_function_name,

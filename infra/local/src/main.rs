@@ -211,7 +211,12 @@ async fn test(args: &[String]) -> Result<(), String> {
         converger_local::clients::ensure_node_tools().await?;
         // The RabbitMQ channel's tests start private brokers of the machine's server.
         converger_local::rabbitmq::ensure_server().await?;
-        ensure_browser().await
+        ensure_browser().await?;
+        // The build a deployment ships: `sam build` of one function with the template's
+        // `Architecture`, its bootstrap read for the machine it is for (the template checks
+        // above hold every function to that parameter). After the downloads, beside the
+        // compiler's checks: a release build of every function is `release-check` alone.
+        converger_local::release::run(&["--function".to_owned(), "HealthFunction".to_owned()]).await
     };
     let rust = async {
         if lint {
@@ -269,7 +274,10 @@ async fn test(args: &[String]) -> Result<(), String> {
     tools?;
     rust?;
     times.mark("set-up and checks");
-    times.note("template lint, tools and browser alone", tools_took);
+    times.note(
+        "template lint, tools, browser and release build alone",
+        tools_took,
+    );
     times.note(
         if lint {
             "fmt, clippy and build alone"
