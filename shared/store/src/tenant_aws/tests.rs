@@ -274,3 +274,48 @@ fn a_tenants_many_roles_push_out_only_its_own() {
         "the quiet tenant's session stays"
     );
 }
+
+/// A tenant naming role after role takes at most `ASSUME_RATE`'s burst of new sessions at
+/// once: the next is throttled without a call to STS (and retried by its delivery), and
+/// another tenant's budget is its own.
+#[tokio::test]
+async fn a_tenants_new_sessions_are_held_to_its_rate() {
+    let started = Started::default();
+    // Every role refused: each send is a new assumption (two calls with the wrong-id check).
+    let p = platform(&started, &judging_sts(Some("ext-none")).await);
+    let d = destination();
+    let m = message(&d);
+    let burst = ASSUME_RATE.count as usize;
+    let arns: Vec<String> = (0..=burst)
+        .map(|i| format!("arn:aws:iam::222233334444:role/r{i}"))
+        .collect();
+    fn as_role<'a>(arn: &'a str, ext: &'static str) -> AssumedRole<'a> {
+        AssumedRole {
+            role_arn: arn,
+            external_id: ext,
+            session_name: "cvg",
+        }
+    }
+    for arn in &arns[..burst] {
+        let e = p.send(as_role(arn, "ext-a"), &m).await.unwrap_err();
+        assert_eq!(e.code.as_deref(), Some("AccessDenied"), "{e:?}");
+    }
+    let calls = started.0.load(Ordering::SeqCst);
+    assert_eq!(calls, 2 * burst);
+    let throttled = p
+        .send(as_role(&arns[burst], "ext-a"), &m)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (throttled.stage, throttled.code.as_deref()),
+        (Stage::AssumeRole, Some("Throttling")),
+        "{throttled:?}"
+    );
+    assert!(sts_failed(&throttled), "a throttled assumption is retried");
+    assert_eq!(started.0.load(Ordering::SeqCst), calls, "STS was not asked");
+    let other = p
+        .send(as_role(&arns[burst], "ext-b"), &m)
+        .await
+        .unwrap_err();
+    assert_eq!(other.code.as_deref(), Some("AccessDenied"), "{other:?}");
+}
