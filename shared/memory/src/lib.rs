@@ -95,6 +95,8 @@ struct State {
     keys_held: HashMap<(TenantId, String), converger_ports::KeyRecord>,
     /// Stream clients, by connection id.
     stream_connections: HashMap<String, StreamConnection>,
+    /// The days' live tenants: (day, tenant) to its last connection's expiry (seconds).
+    live_tenants: HashMap<(i64, TenantId), i64>,
     /// Each topic's subscribers, by `keys::subscription_key`.
     subscriptions: HashMap<String, std::collections::BTreeSet<String>>,
     /// Stream tokens, by hash.

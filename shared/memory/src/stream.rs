@@ -10,6 +10,24 @@ impl StreamStore for MemStore {
         self.with(|s| {
             s.stream_connections
                 .insert(c.connection_id.clone(), c.clone());
+            // As the day's live tenants item keeps it: the last connection's expiry.
+            let day = c.connected_at.secs().div_euclid(86_400);
+            s.live_tenants
+                .insert((day, c.tenant_id.clone()), c.expires_at);
+        })
+    }
+
+    async fn live_tenants(&self, now: Timestamp) -> StoreResult<LiveTenants> {
+        wait(&self.latency, |m| m.get).await;
+        let day = now.secs().div_euclid(86_400);
+        self.with(|s| LiveTenants {
+            all: false,
+            tenants: s
+                .live_tenants
+                .iter()
+                .filter(|((d, _), until)| (day - 1..=day).contains(d) && **until > now.secs())
+                .map(|((_, t), _)| t.clone())
+                .collect(),
         })
     }
 

@@ -86,6 +86,8 @@ pub struct Pipeline {
     pub(crate) shard_memo: shards::ShardMemo,
     /// The sources this instance throttled for their refused requests.
     pub(crate) sources: sources::SourceGate,
+    /// The live stream's tenants, as this instance last read them.
+    pub(crate) live: stream::LiveCache,
     /// Where the rules read the time ([`Pipeline::with_clock`]; the system's by default).
     pub(crate) clock: Arc<dyn converger_core::time::Clock>,
 }
@@ -117,6 +119,7 @@ impl Pipeline {
             usage: usage::UsageCounts::new(store.clone(), config.usage_flush),
             shard_memo: shards::ShardMemo::default(),
             sources: sources::SourceGate::default(),
+            live: stream::LiveCache::default(),
             store,
             queue,
             events,

@@ -1,16 +1,38 @@
 //! The live stream (`docs/stream.md`): a tenant's client connects to the WebSocket API with its
 //! API key (or a short-lived token the tenant API gives a browser), subscribes to topics
 //! (`conversation:<id>`, `channel_health`), and is sent a frame for every platform event of
-//! its tenant on them. The `stream` function fans the bus's events out; nothing here is on a
-//! delivery's path: a delivery publishes its event as before, whoever listens.
+//! its tenant on them. The `changes` function pushes a delivery's frames from the table's
+//! stream, the `stream` function a channel's from the bus; nothing here is on a delivery's
+//! path. Before it looks for a topic's subscribers, a push reads which tenants have made a
+//! connection lately ([`LIVE_TENANTS_TTL`], one read per instance): a tenant that never
+//! connects costs no query.
 
 use converger_core::TenantId;
 use converger_core::stream::{self, ClientFrame, MAX_TOPICS, StreamFrame, TOKEN_TTL_S, Topic};
 use converger_ports::{
-    Pushed, Sockets, StoreError, StoreResult, StreamConnection, StreamStore, StreamToken,
-    Subscribed, TenantStore,
+    LiveTenants, Pushed, Sockets, StoreError, StoreResult, StreamConnection, StreamStore,
+    StreamToken, Subscribed, TenantStore,
 };
 use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long an instance keeps its read of the live tenants for the tenants it names.
+pub const LIVE_TENANTS_TTL: Duration = Duration::from_secs(5);
+
+/// How old a read may be and still answer for a tenant it does not name: a tenant's first
+/// client gets its frames within this of connecting, and an instance reads at most once
+/// this often.
+pub const LIVE_TENANTS_RECHECK: Duration = Duration::from_secs(1);
+
+/// This instance's read of the live tenants.
+pub(crate) struct LiveCache(converger_core::cache::TtlCache<(), Arc<LiveTenants>>);
+
+impl Default for LiveCache {
+    fn default() -> Self {
+        Self(converger_core::cache::TtlCache::new(LIVE_TENANTS_TTL))
+    }
+}
 
 /// A tenant's topic.
 type TopicOf = (TenantId, String);
@@ -68,6 +90,7 @@ pub struct Streams<'p> {
     pub(crate) sockets: &'p dyn Sockets,
     /// Whether the stack has the live stream (`LIVE_STREAM`).
     pub(crate) enabled: bool,
+    pub(crate) live: &'p LiveCache,
 }
 
 impl<'p> Streams<'p> {
@@ -78,6 +101,7 @@ impl<'p> Streams<'p> {
             streams: &*p.store,
             sockets: &*p.sockets,
             enabled: p.config.live_stream,
+            live: &p.live,
         }
     }
 }
@@ -318,7 +342,17 @@ impl Streams<'_> {
                 None => topics.push((key, vec![data])),
             }
         }
+        if topics.is_empty() {
+            return Ok(out);
+        }
+        // A tenant that has made no connection lately has no subscriber to look for.
+        let live = self
+            .live_tenants(topics.iter().map(|((tenant, _), _)| tenant))
+            .await;
         for ((tenant, topic), frames) in topics {
+            if !live.has(&tenant) {
+                continue;
+            }
             let connections = self.streams.subscribers(&tenant, &topic).await?;
             for data in &frames {
                 let o = self.push(&tenant, &topic, &connections, data).await?;
@@ -328,6 +362,35 @@ impl Streams<'_> {
             }
         }
         Ok(out)
+    }
+
+    /// The live tenants, as this instance last read them: within [`LIVE_TENANTS_TTL`] when the
+    /// read names every one of `tenants`, within [`LIVE_TENANTS_RECHECK`] otherwise; every
+    /// tenant when the read fails (a frame is not dropped for a read that did not happen).
+    async fn live_tenants<'t>(
+        &self,
+        mut tenants: impl Iterator<Item = &'t TenantId>,
+    ) -> Arc<LiveTenants> {
+        if let Some(l) = self.live.0.get(&())
+            && (tenants.all(|t| l.has(t))
+                || self.live.0.get_within(&(), LIVE_TENANTS_RECHECK).is_some())
+        {
+            return l;
+        }
+        match self.streams.live_tenants(self.clock.now()).await {
+            Ok(l) => {
+                let l = Arc::new(l);
+                self.live.0.insert((), l.clone());
+                l
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "live tenants not read: every tenant's subscribers looked for");
+                Arc::new(LiveTenants {
+                    all: true,
+                    ..LiveTenants::default()
+                })
+            }
+        }
     }
 
     /// One platform event (its `detail-type` and `detail`) sent to every connection of its

@@ -183,6 +183,12 @@ pub fn tenant_connections_key(tenant: &TenantId) -> String {
     format!("tconn#{tenant}")
 }
 
+/// The item of one UTC day's live tenants (`day`: days since the epoch): a map of tenant id
+/// to when its last connection of the day expires.
+pub fn live_tenants_key(day: i64) -> String {
+    format!("live#{day}")
+}
+
 /// The item of a stream token, by the token's hash.
 pub fn stream_token_key(hash: &str) -> String {
     format!("token#{hash}")

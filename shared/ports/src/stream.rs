@@ -37,6 +37,22 @@ pub struct StreamToken {
     pub topics: Option<Vec<String>>,
 }
 
+/// The tenants that may have a live stream client: those that made a connection today or
+/// yesterday (UTC) that has not expired. A frame of any other tenant has no one to go to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveTenants {
+    /// Every tenant counts (the day's list outgrew the one item that holds it).
+    pub all: bool,
+    pub tenants: std::collections::HashSet<TenantId>,
+}
+
+impl LiveTenants {
+    /// Whether `tenant`'s frames may have a client.
+    pub fn has(&self, tenant: &TenantId) -> bool {
+        self.all || self.tenants.contains(tenant)
+    }
+}
+
 /// What a subscribe did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subscribed {
@@ -50,7 +66,11 @@ pub enum Subscribed {
 
 #[async_trait]
 pub trait StreamStore: Send + Sync + 'static {
+    /// Keeps a connection, and marks its tenant live until the connection expires (see
+    /// [`LiveTenants`]).
     async fn put_stream_connection(&self, c: &StreamConnection) -> StoreResult<()>;
+    /// The tenants marked live and not expired at `now`.
+    async fn live_tenants(&self, now: Timestamp) -> StoreResult<LiveTenants>;
     async fn get_stream_connection(
         &self,
         connection_id: &str,

@@ -155,10 +155,12 @@ impl Default for StackOptions {
 impl StackOptions {
     /// A benchmark's stack: its own (`tag` and the process id), no sweeper or health runs on
     /// a timer, on the emulator [`BENCH_ENDPOINT_ENV`] names if set, first tries' watch
-    /// copies a second later (a case waits for them: `bench::quiet`).
+    /// copies a second later (a case waits for them: `bench::quiet`), the live stream on as
+    /// the template deploys it.
     pub fn bench(tag: &str) -> Self {
         let mut config = Self::default().config;
         config.watch_delay_s = crate::BENCH_WATCH_DELAY_S;
+        config.live_stream = true;
         Self {
             config,
             prefix: format!("{tag}{}-", std::process::id()),

@@ -652,6 +652,9 @@ mod tests {
         assert_eq!(bus.taken.lock().unwrap().len(), 2);
     }
 
+    static LIVE: std::sync::LazyLock<crate::stream::LiveCache> =
+        std::sync::LazyLock::new(crate::stream::LiveCache::default);
+
     /// The changes use case over `store` and `bus`.
     fn changes_of<'a>(
         store: &'a converger_memory::MemStore,
@@ -670,6 +673,7 @@ mod tests {
                 streams: store,
                 sockets,
                 enabled: false,
+                live: &LIVE,
             },
             bus_status_events,
             retention_s: 86_400,

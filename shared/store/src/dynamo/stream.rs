@@ -1,6 +1,8 @@
 //! The live stream's table (`pk`, `sk`): a connection's item (`conn#<id>`, `-`) with the set
 //! of topics it follows; a topic's subscriptions (`sub#<tenant>#<topic>`, one item per
-//! connection); stream tokens (`token#<hash>`, `-`). Everything expires by TTL
+//! connection); stream tokens (`token#<hash>`, `-`); each UTC day's live tenants
+//! (`live#<day>`, `-`: a map of tenant id to when its last connection of the day expires,
+//! read by whoever pushes frames before it looks for subscribers). Everything expires by TTL
 //! (`expires_at`), so a connection API Gateway dropped without a `$disconnect` leaves nothing
 //! behind for long.
 
@@ -11,6 +13,10 @@ use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 const ONLY: &str = "-";
 /// The connection item's set of topics (a string set, so that `ADD` and `DELETE` keep it).
 const TOPICS: &str = "topics";
+/// A live-tenants item's map of tenant id to expiry (seconds).
+const LIVE: &str = "tenants";
+/// A live-tenants item's mark that its map is full: every tenant counts as live that day.
+const LIVE_ALL: &str = "all";
 
 impl DynamoStore {
     async fn get_stream_item(&self, pk: &str) -> StoreResult<Option<Item>> {
@@ -51,6 +57,68 @@ impl DynamoStore {
                 _ => None,
             })
             .collect())
+    }
+
+    /// Marks `tenant` live in the day of `at` until `until_s`: its entry set in the day's
+    /// map (made with it when the day has none), or, when the map is full (an item holds
+    /// 400 KB, about 10,000 tenants), the day marked as every tenant's.
+    async fn mark_live(&self, tenant: &TenantId, at: Timestamp, until_s: i64) -> StoreResult<()> {
+        let day = at.secs().div_euclid(86_400);
+        let pk = keys::live_tenants_key(day);
+        // Kept a day past the next, when a reader stops asking for it.
+        let expires = n((day + 3) * 86_400);
+        let path = format!("{LIVE}.{tenant}");
+        let update = |u: Update| {
+            u.apply(
+                self.client
+                    .update_item()
+                    .table_name(&self.res.stream)
+                    .key("pk", s(&pk))
+                    .key("sk", s(ONLY)),
+            )
+            .send()
+        };
+        for _ in 0..2 {
+            let entry = Update::new()
+                .set(&path, n(until_s))
+                .set("expires_at", expires.clone())
+                .when_exists(LIVE);
+            match update(entry).await {
+                Ok(_) => return Ok(()),
+                Err(e) if is_update_conditional(&e) => {}
+                Err(e)
+                    if aws_sdk_dynamodb::error::ProvideErrorMetadata::code(&e)
+                        == Some("ValidationException") =>
+                {
+                    // Too large for one item: the day counts every tenant as live.
+                    update(
+                        Update::new()
+                            .set(LIVE_ALL, AttributeValue::Bool(true))
+                            .set("expires_at", expires.clone()),
+                    )
+                    .await
+                    .map_err(sdk_err)?;
+                    return Ok(());
+                }
+                Err(e) => return Err(sdk_err(e)),
+            }
+            // The day's first: its map made with this entry (unless another just made it).
+            let first = Update::new()
+                .set(
+                    LIVE,
+                    AttributeValue::M(HashMap::from([(tenant.to_string(), n(until_s))])),
+                )
+                .set("expires_at", expires.clone())
+                .when_absent(LIVE);
+            match update(first).await {
+                Ok(_) => return Ok(()),
+                Err(e) if is_update_conditional(&e) => {}
+                Err(e) => return Err(sdk_err(e)),
+            }
+        }
+        Err(StoreError::Corrupt(format!(
+            "{pk}: the live tenants' map kept changing"
+        )))
     }
 
     async fn delete_subscription_item(&self, pk: &str, connection_id: &str) -> StoreResult<()> {
@@ -99,10 +167,68 @@ impl StreamStore for DynamoStore {
             .table_name(&self.res.stream)
             .set_item(Some(item))
             .send();
-        let (a, b) = tokio::join!(own, entry);
+        let live = self.mark_live(&c.tenant_id, c.connected_at, c.expires_at);
+        let (a, b, l) = tokio::join!(own, entry, live);
         a.map_err(sdk_err)?;
         b.map_err(sdk_err)?;
-        Ok(())
+        l
+    }
+
+    async fn live_tenants(&self, now: Timestamp) -> StoreResult<LiveTenants> {
+        // Today's and yesterday's (a connection lasts at most two hours), in one request.
+        let day = now.secs().div_euclid(86_400);
+        let keys: Vec<Item> = [day - 1, day]
+            .into_iter()
+            .map(|d| {
+                HashMap::from([
+                    ("pk".to_owned(), s(keys::live_tenants_key(d))),
+                    ("sk".to_owned(), s(ONLY)),
+                ])
+            })
+            .collect();
+        let out = self
+            .client
+            .batch_get_item()
+            .request_items(
+                &self.res.stream,
+                aws_sdk_dynamodb::types::KeysAndAttributes::builder()
+                    .set_keys(Some(keys))
+                    .build()
+                    .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+            )
+            .send()
+            .await
+            .map_err(sdk_err)?;
+        let mut live = LiveTenants::default();
+        // Keys the table could not serve now count as every tenant's: a frame is not lost
+        // for a read that did not happen.
+        if out.unprocessed_keys.as_ref().is_some_and(|u| !u.is_empty()) {
+            live.all = true;
+        }
+        let now_s = now.secs();
+        for item in out
+            .responses
+            .and_then(|mut r| r.remove(&self.res.stream))
+            .unwrap_or_default()
+        {
+            if matches!(item.get(LIVE_ALL), Some(AttributeValue::Bool(true))) {
+                live.all = true;
+            }
+            if let Some(AttributeValue::M(m)) = item.get(LIVE) {
+                for (tenant, until) in m {
+                    let until = match until {
+                        AttributeValue::N(v) => v.parse::<i64>().unwrap_or(i64::MAX),
+                        _ => i64::MAX,
+                    };
+                    if until > now_s
+                        && let Ok(t) = TenantId::parse(tenant)
+                    {
+                        live.tenants.insert(t);
+                    }
+                }
+            }
+        }
+        Ok(live)
     }
 
     async fn get_stream_connection(

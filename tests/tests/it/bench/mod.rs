@@ -152,6 +152,10 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     // by the changes function with others of its batch (counted apart as `changes:`).
     assert!(!first.contains_key("events/PutEvents"), "{line}");
     let put = named(first, "changes:events/PutEvents", &line);
+    // The live stream is on, and no client of the tenant ever connected: the changes
+    // function reads the live tenants (at most once a second), never a conversation's
+    // subscribers.
+    assert_eq!(first.get("changes:dynamodb/Query"), None, "{line}");
     assert!(put > 0.0 && put <= 1.0, "{line}");
     // An AWS channel: the tenant's queue gets one `SendMessage` a delivery, made as the
     // tenant's role (counted apart: the tenant's account pays it), and the role is not assumed

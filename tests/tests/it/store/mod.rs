@@ -112,6 +112,7 @@ conformance!(
     event_types_are_created_once_changed_over_their_version_and_listed_by_name,
     stream_subscriptions_follow_their_connection,
     stream_tokens_admit_until_they_expire,
+    a_connection_marks_its_tenant_live_until_it_expires,
     dead_letter_counters_sum_what_is_still_stored,
     a_lane_has_one_head_taken_in_seq_order,
     a_waiting_delivery_is_rescheduled_with_or_without_its_lease,

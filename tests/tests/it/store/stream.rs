@@ -194,3 +194,39 @@ pub(super) async fn dead_letter_counters_sum_what_is_still_stored(backend: Backe
     s.record_health(std::slice::from_ref(&check)).await.unwrap();
     assert_eq!(s.health_history(ch, 10, now).await.unwrap(), vec![check]);
 }
+
+/// A connection marks its tenant live until it expires, in the day it was made: a reader
+/// finds it through the next day, never a tenant that has not connected, nor one whose last
+/// connection expired.
+pub(super) async fn a_connection_marks_its_tenant_live_until_it_expires(backend: Backend) {
+    let f = fixture(backend).await;
+    let s = &f.store;
+    // A day of its own, to come (away from today's item, which other tests' connections
+    // write, and from the table's TTL).
+    let day = time::now_ms() / 86_400_000 + 1_000 + time::now_ms() % 100_000;
+    let noon = Timestamp::from_ms(day * 86_400_000 + 43_200_000);
+    assert!(!s.live_tenants(noon).await.unwrap().has(&f.tenant.id));
+    s.put_stream_connection(&connection(&f, "l1", noon))
+        .await
+        .unwrap();
+    let other = TenantId::generate();
+    let mut theirs = connection(&f, "l2", noon);
+    theirs.tenant_id = other.clone();
+    // Its connection expires within the minute.
+    theirs.expires_at = noon.secs() + 60;
+    s.put_stream_connection(&theirs).await.unwrap();
+    let live = s.live_tenants(noon).await.unwrap();
+    assert!(live.has(&f.tenant.id) && live.has(&other), "{live:?}");
+    assert!(!live.has(&TenantId::generate()), "{live:?}");
+    // Half an hour on: the other's connection has expired, this tenant's has not.
+    let later = Timestamp::from_ms(noon.ms() + 1_800_000);
+    let live = s.live_tenants(later).await.unwrap();
+    assert!(live.has(&f.tenant.id) && !live.has(&other), "{live:?}");
+    // A connection made just before midnight is found the next day.
+    let late = Timestamp::from_ms((day + 1) * 86_400_000 - 60_000);
+    let mut night = connection(&f, "l3", late);
+    night.tenant_id = other.clone();
+    s.put_stream_connection(&night).await.unwrap();
+    let next_day = Timestamp::from_ms((day + 1) * 86_400_000 + 600_000);
+    assert!(s.live_tenants(next_day).await.unwrap().has(&other));
+}
