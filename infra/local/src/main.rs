@@ -211,12 +211,7 @@ async fn test(args: &[String]) -> Result<(), String> {
         converger_local::clients::ensure_node_tools().await?;
         // The RabbitMQ channel's tests start private brokers of the machine's server.
         converger_local::rabbitmq::ensure_server().await?;
-        ensure_browser().await?;
-        // The build a deployment ships: `sam build` of one function with the template's
-        // `Architecture`, its bootstrap read for the machine it is for (the template checks
-        // above hold every function to that parameter). After the downloads, beside the
-        // compiler's checks: a release build of every function is `release-check` alone.
-        converger_local::release::run(&["--function".to_owned(), "HealthFunction".to_owned()]).await
+        ensure_browser().await
     };
     let rust = async {
         if lint {
@@ -274,10 +269,7 @@ async fn test(args: &[String]) -> Result<(), String> {
     tools?;
     rust?;
     times.mark("set-up and checks");
-    times.note(
-        "template lint, tools, browser and release build alone",
-        tools_took,
-    );
+    times.note("template lint, tools and browser alone", tools_took);
     times.note(
         if lint {
             "fmt, clippy and build alone"
@@ -396,14 +388,32 @@ async fn test(args: &[String]) -> Result<(), String> {
     eprintln!("converger test: the API fuzzing (schemathesis, docs/openapi.json)");
     let fuzz = converger_local::fuzz::run(&[]).await;
     times.mark("API fuzzing");
-    let result = match benches.as_mut() {
+    // The build a deployment ships: `sam build` of one function with the template's
+    // `Architecture`, its bootstrap read for the machine it is for (the template checks hold
+    // every function to that parameter; a release build of all twelve is `release-check`
+    // alone). Beside the benchmarks' smoke runs, which wait on one request after another and
+    // leave the cores mostly idle; the release build's link uses one.
+    let one = ["--function".to_owned(), "HealthFunction".to_owned()];
+    let release = converger_local::release::run(&one);
+    let (result, release) = match benches.as_mut() {
         Some(cmd) => {
-            eprintln!("converger test: the benchmarks' smoke runs, on their own");
-            let r = status(cmd, "the benchmarks' smoke runs").await;
-            times.mark("benchmarks' smoke runs");
-            result.and(r)
+            eprintln!(
+                "converger test: the benchmarks' smoke runs, beside a release build (sam build)"
+            );
+            let ((r, bench_took), (release, release_took)) = tokio::join!(
+                timed(status(cmd, "the benchmarks' smoke runs")),
+                timed(release)
+            );
+            times.mark("benchmarks' smoke runs beside the release build");
+            times.note("benchmarks' smoke runs alone", bench_took);
+            times.note("release build alone", release_took);
+            (result.and(r), release)
         }
-        None => result,
+        None => {
+            let r = release.await;
+            times.mark("release build");
+            (result, r)
+        }
     };
     let cpu = |e: &emulator::Emulator| {
         e.pid()
@@ -423,7 +433,7 @@ async fn test(args: &[String]) -> Result<(), String> {
             emulator_cpu.1.unwrap_or_default()
         );
     }
-    result.and(iam).and(chaos).and(fuzz)
+    result.and(iam).and(chaos).and(fuzz).and(release)
 }
 
 /// What `f` gives, and how long it took.

@@ -495,15 +495,28 @@ pub async fn listen(
     // What was not acknowledged is asked for again now and then.
     let mut again = tokio::time::interval(REPLAY_EVERY);
     again.tick().await;
+    // A replay the channel refused for now (another client's ran within its interval) is
+    // asked for again when it says.
+    let mut throttled: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
-        let frame = tokio::select! {
-            frame = ws.next() => frame,
-            _ = again.tick() => {
-                ws.send(Message::text(json!({"action": "replay"}).to_string()))
-                    .await
-                    .map_err(|e| CliError::Failed(e.to_string()))?;
-                continue;
+        let wait_throttled = async {
+            match throttled.as_mut() {
+                Some(s) => s.as_mut().await,
+                None => std::future::pending().await,
             }
+        };
+        // `None`: time to ask for a replay again.
+        let next = tokio::select! {
+            frame = ws.next() => Some(frame),
+            _ = again.tick() => None,
+            () = wait_throttled => None,
+        };
+        let Some(frame) = next else {
+            throttled = None;
+            ws.send(Message::text(json!({"action": "replay"}).to_string()))
+                .await
+                .map_err(|e| CliError::Failed(e.to_string()))?;
+            continue;
         };
         let Some(frame) = frame else { break };
         let frame = frame.map_err(|e| CliError::Failed(format!("the websocket failed: {e}")))?;
@@ -511,6 +524,14 @@ pub async fn listen(
             continue;
         };
         let v: Value = serde_json::from_str(text.as_str()).unwrap_or(Value::Null);
+        if v["code"] == "replay_throttled" {
+            let ms = v["retry_after_ms"]
+                .as_u64()
+                .unwrap_or(1_000)
+                .clamp(1, 60_000);
+            throttled = Some(Box::pin(tokio::time::sleep(Duration::from_millis(ms))));
+            continue;
+        }
         if v["type"] != "activity" {
             continue;
         }

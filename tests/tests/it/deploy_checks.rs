@@ -73,6 +73,22 @@ async fn each_deploy_time_check_finds_its_bug_and_the_logging_role_paths_deploy(
             "Secrets Manager refuses GenerateSecretString",
         ),
         (
+            "an alarm CloudWatch refuses (no period to evaluate)",
+            changed("alarm", "EvaluationPeriods: 1", "EvaluationPeriods: 0"),
+            params(&[]),
+            "PutMetricAlarm refused it",
+        ),
+        (
+            "an invoke config Lambda refuses (events kept under a minute)",
+            changed(
+                "invoke",
+                "MaximumEventAgeInSeconds: 60",
+                "MaximumEventAgeInSeconds: 30",
+            ),
+            params(&[]),
+            "PutFunctionEventInvokeConfig refused it",
+        ),
+        (
             "a dashboard body PutDashboard refuses",
             changed("dashboard", "\"aws_sns\"]", "\"aws_sns\"]]"),
             params(&[]),
