@@ -43,3 +43,42 @@ async fn a_client_frame_past_32_kb_closes_its_connection() {
     .await;
     assert!(end.is_ok(), "the connection stays open past a 32 KB frame");
 }
+
+/// A message past API Gateway's 128 KB: `PostToConnection` through the store's sockets
+/// adapter is refused as the service refuses it (`PayloadTooLargeException`, which the adapter
+/// reads as `Pushed::TooLarge`), and the connection stays: a message at the limit still
+/// arrives.
+#[tokio::test]
+async fn a_message_past_128_kb_is_refused_and_the_connection_stays() {
+    use converger_ports::{Pushed, Sockets};
+    let t = TestStack::start().await;
+    let (_, key) = t.tenant("default").await;
+    let ch = websocket_channel(&t, &key, true).await;
+    let mut ws = connect(&t, &ch).await;
+    let id = converger_core::ChannelId::parse(&ch).unwrap();
+    let conns = t.stack.store.channel_connections(&id).await.unwrap();
+    assert_eq!(conns.len(), 1, "{conns:?}");
+    let management = t.stack.ws_url.replacen("ws://", "http://", 1);
+    let sdk = converger_store::aws::load_config_for(Some(&management)).await;
+    let sockets = converger_store::ApiGatewaySockets::new(&sdk, &management, &[]);
+    let limit = converger_core::websocket::MAX_MESSAGE_BYTES;
+    let message = |n: usize| {
+        let pad = "x".repeat(n - json!({"type": "probe", "pad": ""}).to_string().len());
+        json!({"type": "probe", "pad": pad})
+            .to_string()
+            .into_bytes()
+    };
+    let past = sockets
+        .post(&conns[0].connection_id, &message(limit + 1))
+        .await
+        .unwrap();
+    assert_eq!(past, Pushed::TooLarge);
+    let at = sockets
+        .post(&conns[0].connection_id, &message(limit))
+        .await
+        .unwrap();
+    assert_eq!(at, Pushed::Sent);
+    let f = next_frame(&mut ws).await;
+    assert_eq!(f["type"], "probe");
+    assert_eq!(f.to_string().len(), limit);
+}
