@@ -106,13 +106,14 @@ pub const MAX_CHANNEL_CONNECTIONS: usize = 100;
 /// share at the template's defaults (1,000).
 pub const MAX_CHANNELS_PER_TENANT: usize = 1_000;
 
-/// The shortest time between two replays of one websocket connection: a client that sends
-/// replay frames in a loop pushes each waiting delivery once per interval, not once a frame.
+/// The shortest time between two replays of one websocket channel (whichever of its clients
+/// asks): clients that send replay frames in a loop push each waiting delivery once per
+/// interval, not once a frame.
 pub const SOCKET_REPLAY_INTERVAL_MS: i64 = 2_000;
 
-/// How long a replay holds its connection's turn while it runs: the next may begin an
-/// interval after it ends (`end_replay`), or after this and an interval if its instance
-/// died. One replay at a time on a connection, whichever instance each frame reaches.
+/// How long a replay holds its channel's turn while it runs: the next may begin an interval
+/// after it ends (`end_replay`), or after this and an interval if its instance died. One
+/// replay at a time on a channel, whichever client asks and instance each frame reaches.
 pub const SOCKET_REPLAY_RUN_MS: i64 = 30_000;
 
 /// How long one replay pushes before it stops and says there is `more`: under the
@@ -127,8 +128,8 @@ pub fn socket_replay_goes_on(began_ms: i64, now_ms: i64, tried: usize) -> bool {
     tried == 0 || now_ms.saturating_sub(began_ms) < SOCKET_REPLAY_BUDGET_MS
 }
 
-/// How long a connection whose last replay began at `last` waits at `now_ms` before it may
-/// begin another (at most the interval); `None` when it may now. Both backends apply it
+/// How long a channel whose last replay began (or ended) at `last` waits at `now_ms` before
+/// another may begin (at most the interval); `None` when it may now. Both backends apply it
 /// (DynamoDB as the update's condition).
 pub fn socket_replay_wait_ms(last: Option<i64>, now_ms: i64) -> Option<i64> {
     let until = last?.saturating_add(SOCKET_REPLAY_INTERVAL_MS);
