@@ -345,19 +345,37 @@ impl Breaker<'_> {
         self.probe_in(&channel.id, left).await
     }
 
-    /// The breaker went half-open for a probe (this instance's transition won): every
-    /// transition is announced (the bus, the `channel_health` topic); the tenant's alert
-    /// webhook hears of the opening and the close only.
-    pub(crate) async fn announce_probe(&self, channel: &Channel, now_ms: i64) {
-        tracing::info!(channel_id = %channel.id, "breaker half-open: probing");
+    /// Claims the probe for delivery `probe` of a channel whose breaker was seen as `seen`:
+    /// half-open, single winner. The winner announces it (every transition goes to the bus
+    /// and the `channel_health` topic; the tenant's alert webhook hears of the opening and
+    /// the close only) and schedules the next check a cooldown on, whatever happens to this
+    /// probe. The flow item as it now is, or `None` when another claim won.
+    pub(crate) async fn claim_probe(
+        &self,
+        channel: &Channel,
+        seen: &Flow,
+        probe: &str,
+        breaker: &BreakerConfig,
+        now: converger_core::Timestamp,
+    ) -> Result<Option<Flow>, FlowError> {
+        let t = Transition::new(&[seen.circuit_state], CircuitState::HalfOpen, now)
+            .seen(seen.circuit_changed_at)
+            .probe(probe);
+        let Some(f) = self.flows.transition(&channel.id, &t).await? else {
+            return Ok(None);
+        };
+        self.remember_flow(&f);
+        tracing::info!(channel_id = %channel.id, delivery_id = probe, "breaker half-open: probing");
         self.events
             .publish(vec![circuit_event(
                 channel,
                 converger_ports::EventType::ChannelCircuitHalfOpen,
                 "probing",
-                now_ms,
+                now.ms(),
             )])
             .await;
+        self.schedule_probe(&channel.id, breaker).await?;
+        Ok(Some(f))
     }
 
     /// A probe one cooldown from now (the breaker just opened, or a probe failed).

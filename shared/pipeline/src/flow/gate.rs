@@ -4,10 +4,10 @@
 use super::admission::Slot;
 use super::*;
 use crate::outcome::{FlowError, Report};
+use converger_core::RateLimit;
 use converger_core::flow::{Gate, RateWait, gate};
-use converger_core::{CircuitState, RateLimit};
 use converger_ports::Flow;
-use converger_ports::{Channel, Delivery, DeliveryMessage, Mark, Transition};
+use converger_ports::{Channel, Delivery, DeliveryMessage, Mark};
 
 impl AttemptGate<'_> {
     /// The gate before an attempt, with the lease held: park, probe, window, rate limit.
@@ -45,17 +45,12 @@ impl AttemptGate<'_> {
                 });
             }
             Gate::ClaimProbe => {
-                let t = Transition::new(&[flow.circuit_state], CircuitState::HalfOpen, now)
-                    .seen(flow.circuit_changed_at)
-                    .probe(d.id.as_str());
-                if let Some(f) = self.flows.transition(&channel.id, &t).await? {
-                    self.remember_flow(&f);
-                    tracing::info!(channel_id = %channel.id, delivery_id = %d.id, "probe claimed");
-                    self.breaker().announce_probe(channel, now.ms()).await;
-                    // Whatever happens to this probe, the next check comes after a cooldown.
-                    self.breaker()
-                        .schedule_probe(&channel.id, &limits.breaker)
-                        .await?;
+                if self
+                    .breaker()
+                    .claim_probe(channel, &flow, d.id.as_str(), &limits.breaker, now)
+                    .await?
+                    .is_some()
+                {
                     return Ok(Admit::Go {
                         probe: true,
                         slot: None,

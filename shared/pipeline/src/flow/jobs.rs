@@ -4,12 +4,9 @@
 
 use super::Jobs;
 use crate::outcome::FlowError;
-use converger_core::CircuitState;
 use converger_core::flow::cooldown_left_ms;
 use converger_ports::Flow;
-use converger_ports::{
-    Channel, Delivery, DeliveryMessage, FlowJobKind, Mark, Placement, Transition,
-};
+use converger_ports::{Channel, Delivery, DeliveryMessage, FlowJobKind, Mark, Placement};
 
 impl Jobs<'_> {
     /// Starts a probe of an open (or stuck half-open) breaker: one waiting delivery (a parked
@@ -52,15 +49,14 @@ impl Jobs<'_> {
             }
             return Ok(None);
         };
-        let t = Transition::new(&[flow.circuit_state], CircuitState::HalfOpen, now)
-            .seen(flow.circuit_changed_at)
-            .probe(d.id.as_str());
-        let Some(f) = self.flows.transition(&channel.id, &t).await? else {
+        if self
+            .breaker()
+            .claim_probe(channel, flow, d.id.as_str(), &breaker, now)
+            .await?
+            .is_none()
+        {
             return Ok(None);
-        };
-        self.remember_flow(&f);
-        self.breaker().announce_probe(channel, now.ms()).await;
-        self.breaker().schedule_probe(&channel.id, &breaker).await?;
+        }
         if parked {
             Ok(self.flows.unpark(&d, Placement::Live, now).await?)
         } else {
