@@ -9,7 +9,7 @@
 //! external id that is no tenant's ([`converger_core::aws::PROBE_EXTERNAL_ID`]): a role that
 //! admits it does not require the external id, any tenant could name it, and nothing is sent
 //! as it (`ExternalIdNotRequired`, remembered like a refusal). A tenant's new sessions are
-//! held to [`ASSUME_RATE`] per process, whatever roles it names: a tenant cycling through
+//! held to [`converger_core::aws::ASSUME_RATE`] per process, whatever roles it names: a tenant cycling through
 //! roles pays a throttled attempt (retried), the platform's STS rate is not its to spend.
 
 use async_trait::async_trait;
@@ -38,16 +38,6 @@ pub const MAX_ROLES_PER_TENANT: usize = 100;
 
 /// How long a refused `AssumeRole` is answered from memory.
 pub const FAILED_FOR: Duration = Duration::from_secs(30);
-
-/// New sessions one tenant (its external id) may take per process: 20 a minute, all at once
-/// at most (a session lasts an hour, so a tenant's hundred roles need about two a minute).
-pub const ASSUME_RATE: converger_core::RateLimit = converger_core::RateLimit {
-    count: 20,
-    per_ms: 60_000,
-};
-
-/// Tenants whose assumption schedules one process keeps; past it, the spent ones go.
-const MAX_BUDGETS: usize = 10_000;
 
 #[derive(Clone)]
 enum Client {
@@ -93,8 +83,9 @@ pub struct StsTenantAws {
     /// Whether a role is tried with a wrong external id before a session is taken (off only
     /// on an emulator that does not evaluate trust policies).
     check_external_id: bool,
-    /// Each tenant's [`ASSUME_RATE`] schedule (its theoretical arrival time, µs).
-    budgets: Mutex<HashMap<String, i64>>,
+    /// Each tenant's `ASSUME_RATE` schedule (its theoretical arrival time, µs), kept as long
+    /// as a schedule can run ahead of now.
+    budgets: converger_core::cache::TtlCache<String, i64>,
 }
 
 impl StsTenantAws {
@@ -115,37 +106,21 @@ impl StsTenantAws {
             send_interceptors: send_interceptors.to_vec(),
             sessions: Mutex::new(HashMap::new()),
             check_external_id: true,
-            budgets: Mutex::new(HashMap::new()),
+            budgets: converger_core::cache::TtlCache::new(Duration::from_millis(
+                converger_core::aws::ASSUME_RATE.per_ms,
+            )),
         }
     }
 
     /// Spends one of the tenant's new sessions, or says when the next may be taken.
     fn spend_assumption(&self, external_id: &str) -> Result<(), AwsSendError> {
         let now_us = converger_core::time::now_ms() * 1000;
-        let Ok(mut budgets) = self.budgets.lock() else {
-            return Ok(());
-        };
-        if budgets.len() >= MAX_BUDGETS {
-            budgets.retain(|_, tat| *tat > now_us);
-        }
-        let tat = budgets.get(external_id).copied();
-        match ASSUME_RATE.decide(tat, now_us) {
-            Ok(next) => {
-                budgets.insert(external_id.to_owned(), next);
-                Ok(())
-            }
-            Err(at_us) => Err(AwsSendError {
-                stage: Stage::AssumeRole,
-                code: Some("Throttling".into()),
-                message: format!(
-                    "this tenant took {} new role sessions in a minute on this instance; the \
-                     next in {} ms",
-                    ASSUME_RATE.count,
-                    (at_us - now_us).max(0) / 1000
-                ),
-                status: None,
-            }),
-        }
+        let key = external_id.to_owned();
+        let next = converger_core::aws::ASSUME_RATE
+            .decide(self.budgets.get(&key), now_us)
+            .map_err(|at_us| converger_core::aws::assume_rate_spent(at_us, now_us))?;
+        self.budgets.insert(key, next);
+        Ok(())
     }
 
     /// Whether roles are tried with a wrong external id first (`ROLE_EXTERNAL_ID_CHECK`).

@@ -34,6 +34,30 @@ pub fn external_id_not_required(role_arn: &str) -> AwsSendError {
     }
 }
 
+/// New role sessions one tenant (its external id) may take per instance: 20 a minute, all at
+/// once at most (a session lasts an hour, so a tenant's hundred roles need about two a
+/// minute). Past it, a send that needs one is throttled (retried), STS not asked: the
+/// platform's STS rate is no tenant's to spend.
+pub const ASSUME_RATE: crate::RateLimit = crate::RateLimit {
+    count: 20,
+    per_ms: 60_000,
+};
+
+/// A send refused because its tenant spent [`ASSUME_RATE`]; the next session may be taken at
+/// `at_us` (a throttling the error table retries).
+pub fn assume_rate_spent(at_us: i64, now_us: i64) -> AwsSendError {
+    AwsSendError {
+        stage: Stage::AssumeRole,
+        code: Some("Throttling".into()),
+        message: format!(
+            "this tenant took {} new role sessions in a minute on this instance; the next in {} ms",
+            ASSUME_RATE.count,
+            (at_us - now_us).max(0) / 1000
+        ),
+        status: None,
+    }
+}
+
 /// One row of the error table: an AWS error code, whether a retry can heal it, and what
 /// the tenant should do about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -275,7 +275,7 @@ fn a_tenants_many_roles_push_out_only_its_own() {
     );
 }
 
-/// A tenant naming role after role takes at most `ASSUME_RATE`'s burst of new sessions at
+/// A tenant naming role after role takes at most `core::aws::ASSUME_RATE`'s burst of new sessions at
 /// once: the next is throttled without a call to STS (and retried by its delivery), and
 /// another tenant's budget is its own.
 #[tokio::test]
@@ -285,7 +285,7 @@ async fn a_tenants_new_sessions_are_held_to_its_rate() {
     let p = platform(&started, &judging_sts(Some("ext-none")).await);
     let d = destination();
     let m = message(&d);
-    let burst = ASSUME_RATE.count as usize;
+    let burst = converger_core::aws::ASSUME_RATE.count as usize;
     let arns: Vec<String> = (0..=burst)
         .map(|i| format!("arn:aws:iam::222233334444:role/r{i}"))
         .collect();
