@@ -17,6 +17,28 @@ pub const MAX_TENANT_CONNECTIONS: usize = 500;
 /// How long a stream token is good for (seconds): long enough for a page to connect and
 /// reconnect, short enough that one left in a browser's history is worthless.
 pub const TOKEN_TTL_S: i64 = 300;
+
+/// The day (since the epoch, UTC) a connection made at `at_s` marks its tenant live in.
+pub fn live_day(at_s: i64) -> i64 {
+    at_s.div_euclid(86_400)
+}
+
+/// The days whose marks a reader at `now_s` reads: today's and yesterday's (a connection
+/// lasts at most two hours, so one made before midnight is in yesterday's).
+pub fn live_days(now_s: i64) -> [i64; 2] {
+    let today = live_day(now_s);
+    [today - 1, today]
+}
+
+/// Whether a mark whose connection expires at `until_s` counts at `now_s`.
+pub fn live_mark_counts(until_s: i64, now_s: i64) -> bool {
+    until_s > now_s
+}
+
+/// When a day's marks may be dropped (seconds): a day after the last reader asks for them.
+pub fn live_day_expiry(day: i64) -> i64 {
+    (day + 3) * 86_400
+}
 /// Longest conversation id (as ingest accepts it).
 pub const MAX_CONVERSATION_ID: usize = 256;
 
@@ -240,6 +262,18 @@ pub fn route(detail_type: &str, detail: &Value) -> Option<Routed> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_connection_before_midnight_is_read_the_next_day_until_it_expires() {
+        let midnight = 20_000 * 86_400;
+        let late = midnight - 60;
+        assert_eq!(live_day(late), 19_999);
+        assert!(live_days(midnight + 600).contains(&live_day(late)));
+        assert!(!live_days(midnight + 2 * 86_400).contains(&live_day(late)));
+        assert!(live_mark_counts(late + 7_200, midnight + 600));
+        assert!(!live_mark_counts(late + 7_200, late + 7_200));
+        assert!(live_day_expiry(19_999) > (midnight + 86_400));
+    }
 
     #[test]
     fn a_tokens_topics_are_one_to_twenty_valid_topics() {

@@ -11,7 +11,7 @@ impl StreamStore for MemStore {
             s.stream_connections
                 .insert(c.connection_id.clone(), c.clone());
             // As the day's live tenants item keeps it: the last connection's expiry.
-            let day = c.connected_at.secs().div_euclid(86_400);
+            let day = converger_core::stream::live_day(c.connected_at.secs());
             s.live_tenants
                 .insert((day, c.tenant_id.clone()), c.expires_at);
         })
@@ -19,13 +19,16 @@ impl StreamStore for MemStore {
 
     async fn live_tenants(&self, now: Timestamp) -> StoreResult<LiveTenants> {
         wait(&self.latency, |m| m.get).await;
-        let day = now.secs().div_euclid(86_400);
+        let days = converger_core::stream::live_days(now.secs());
         self.with(|s| LiveTenants {
             all: false,
             tenants: s
                 .live_tenants
                 .iter()
-                .filter(|((d, _), until)| (day - 1..=day).contains(d) && **until > now.secs())
+                .filter(|((d, _), until)| {
+                    days.contains(d)
+                        && converger_core::stream::live_mark_counts(**until, now.secs())
+                })
                 .map(|((_, t), _)| t.clone())
                 .collect(),
         })

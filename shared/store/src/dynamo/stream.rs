@@ -63,10 +63,9 @@ impl DynamoStore {
     /// map (made with it when the day has none), or, when the map is full (an item holds
     /// 400 KB, about 10,000 tenants), the day marked as every tenant's.
     async fn mark_live(&self, tenant: &TenantId, at: Timestamp, until_s: i64) -> StoreResult<()> {
-        let day = at.secs().div_euclid(86_400);
+        let day = converger_core::stream::live_day(at.secs());
         let pk = keys::live_tenants_key(day);
-        // Kept a day past the next, when a reader stops asking for it.
-        let expires = n((day + 3) * 86_400);
+        let expires = n(converger_core::stream::live_day_expiry(day));
         let path = format!("{LIVE}.{tenant}");
         let update = |u: Update| {
             u.apply(
@@ -175,9 +174,8 @@ impl StreamStore for DynamoStore {
     }
 
     async fn live_tenants(&self, now: Timestamp) -> StoreResult<LiveTenants> {
-        // Today's and yesterday's (a connection lasts at most two hours), in one request.
-        let day = now.secs().div_euclid(86_400);
-        let keys: Vec<Item> = [day - 1, day]
+        // The days a reader reads (`core::stream::live_days`), in one request.
+        let keys: Vec<Item> = converger_core::stream::live_days(now.secs())
             .into_iter()
             .map(|d| {
                 HashMap::from([
@@ -220,7 +218,7 @@ impl StreamStore for DynamoStore {
                         AttributeValue::N(v) => v.parse::<i64>().unwrap_or(i64::MAX),
                         _ => i64::MAX,
                     };
-                    if until > now_s
+                    if converger_core::stream::live_mark_counts(until, now_s)
                         && let Ok(t) = TenantId::parse(tenant)
                     {
                         live.tenants.insert(t);
