@@ -3,13 +3,19 @@
 
 use super::*;
 
+/// `frame` (an object) with a `pad` field that makes it `bytes` of JSON.
+fn padded_to(mut frame: Value, bytes: usize) -> String {
+    frame["pad"] = json!("");
+    let pad = "x".repeat(bytes - frame.to_string().len());
+    frame["pad"] = json!(pad);
+    let text = frame.to_string();
+    assert_eq!(text.len(), bytes);
+    text
+}
+
 /// A replay frame padded to `bytes` of JSON.
 fn padded(bytes: usize) -> Message {
-    let mut frame = json!({"action": "replay", "pad": ""}).to_string();
-    let pad = "x".repeat(bytes - frame.len());
-    frame = json!({"action": "replay", "pad": pad}).to_string();
-    assert_eq!(frame.len(), bytes);
-    Message::text(frame)
+    Message::text(padded_to(json!({"action": "replay"}), bytes))
 }
 
 #[tokio::test]
@@ -62,12 +68,7 @@ async fn a_message_past_128_kb_is_refused_and_the_connection_stays() {
     let sdk = converger_store::aws::load_config_for(Some(&management)).await;
     let sockets = converger_store::ApiGatewaySockets::new(&sdk, &management, &[]);
     let limit = converger_core::websocket::MAX_MESSAGE_BYTES;
-    let message = |n: usize| {
-        let pad = "x".repeat(n - json!({"type": "probe", "pad": ""}).to_string().len());
-        json!({"type": "probe", "pad": pad})
-            .to_string()
-            .into_bytes()
-    };
+    let message = |n: usize| padded_to(json!({"type": "probe"}), n).into_bytes();
     let past = sockets
         .post(&conns[0].connection_id, &message(limit + 1))
         .await
