@@ -35,23 +35,6 @@ pub struct Channels<'p> {
     pub(crate) accounts: &'p dyn converger_ports::AccountStore,
 }
 
-impl<'p> Channels<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            channel_store: &*p.store,
-            audit_log: &*p.store,
-            config: &p.config,
-            flow: &p.flow,
-            cache: &p.cache,
-            lanes: crate::lanes::Lanes::of(p),
-            adapters: &p.adapters,
-            tenants: &*p.store,
-            accounts: &*p.store,
-        }
-    }
-}
-
 /// A new channel as its writer asks for it (the tenant API's body): checked by
 /// [`Channels::create`] before anything is stored.
 #[derive(Debug, Clone)]

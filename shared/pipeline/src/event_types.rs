@@ -50,17 +50,6 @@ pub struct EventTypes<'p> {
     pub(crate) cache: &'p crate::cache::ChannelCache,
 }
 
-impl<'p> EventTypes<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            store: &*p.store,
-            tenants: &*p.store,
-            cache: &p.cache,
-        }
-    }
-}
-
 fn check_schema(schema: Option<&Value>) -> Result<(), EventTypeError> {
     if let Some(s) = schema {
         PayloadSchema::compile(s).map_err(|e| EventTypeError::Invalid(e.to_string()))?;

@@ -30,19 +30,6 @@ pub struct FlowJobs<'p> {
     pub(crate) replays: crate::replay::Replays<'p>,
 }
 
-impl<'p> FlowJobs<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            channel_store: &*p.store,
-            flow: &p.flow,
-            cache: &p.cache,
-            attempts: crate::attempt::Attempts::of(p),
-            replays: crate::replay::Replays::of(p),
-        }
-    }
-}
-
 impl FlowJobs<'_> {
     /// Replays the channel's recent dead letters after a probe closed its breaker, as the
     /// system actor `circuit_breaker`. Failures are logged: the close stands.

@@ -39,17 +39,6 @@ pub struct UsageFold<'p> {
     pub(crate) shards: ShardGrowth<'p>,
 }
 
-impl<'p> UsageFold<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            log: &*p.store,
-            counters: &*p.store,
-            clock: &*p.clock,
-            shards: ShardGrowth::of(p),
-        }
-    }
-}
-
 impl UsageFold<'_> {
     /// Folds the closed periods not yet folded (at most
     /// [`converger_core::usage::fold::PERIODS_PER_RUN`]).

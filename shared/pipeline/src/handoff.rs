@@ -36,26 +36,6 @@ pub struct Handoff<'p> {
     pub(crate) intake: crate::ingest::Intake<'p>,
 }
 
-impl<'p> Handoff<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            activities: &*p.store,
-            channel_store: &*p.store,
-            listings: &*p.store,
-            deliveries: &*p.store,
-            handoffs: &*p.store,
-            tenants: &*p.store,
-            mailer: &*p.mailer,
-            tenant_aws: &*p.tenant_aws,
-            platform_account: p.config.platform_account.as_deref(),
-            sockets: &*p.sockets,
-            cache: &p.cache,
-            intake: crate::ingest::Intake::of(p),
-        }
-    }
-}
-
 impl Handoff<'_> {
     /// The tenant an adapter names (by its id as text), as stored now: a permanent error when
     /// it is gone, a transient one when storage fails.

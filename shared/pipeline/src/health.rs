@@ -61,21 +61,6 @@ pub struct Health<'p> {
     pub(crate) retention: std::time::Duration,
 }
 
-impl<'p> Health<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            health_store: &*p.store,
-            tenants: &*p.store,
-            events: &*p.events,
-            flow: &p.flow,
-            cache: &p.cache,
-            retention: p.config.retention,
-            intake: crate::ingest::Intake::of(p),
-        }
-    }
-}
-
 impl Health<'_> {
     /// Opens a closed breaker (single winner); the winner announces it and schedules the
     /// probe.

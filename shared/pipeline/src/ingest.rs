@@ -188,24 +188,6 @@ pub struct Intake<'p> {
     pub(crate) payloads: &'p crate::payloads::Payloads,
 }
 
-impl<'p> Intake<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            activities: &*p.store,
-            deliveries: &*p.store,
-            adapters: &p.adapters,
-            config: &p.config,
-            flow: &p.flow,
-            queue: &*p.queue,
-            cache: &p.cache,
-            lanes: crate::lanes::Lanes::of(p),
-            usage: &p.usage,
-            payloads: &p.payloads,
-        }
-    }
-}
-
 impl Intake<'_> {
     pub async fn ingest(&self, tenant: &Tenant, new: NewActivity) -> Result<Ingested, IngestError> {
         self.ingest_with(tenant, new, Origin::Tenant).await

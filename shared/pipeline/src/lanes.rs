@@ -56,18 +56,6 @@ pub struct Lanes<'p> {
     pub(crate) recheck_ms: i64,
 }
 
-impl<'p> Lanes<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            lanes: &*p.store,
-            deliveries: &*p.store,
-            queue: &*p.queue,
-            recheck_ms: i64::try_from(p.config.lane_recheck.as_millis()).unwrap_or(300_000),
-        }
-    }
-}
-
 fn entry(d: &Delivery) -> Option<(String, LaneEntry)> {
     Some((
         d.lane()?,

@@ -1,5 +1,6 @@
 //! The use cases, each a type that borrows only the ports and components it uses, built by
-//! [`Pipeline`] (the composition root, one per process):
+//! [`Pipeline`] (the composition root, one per process) in `compose.rs`, the one place that
+//! wires them, so no use case names the root:
 //!
 //! - [`ingest::Intake`]: an activity fanned out into deliveries;
 //! - [`attempt::Attempts`]: one delivery attempt (claim, prepare, call, settle), with the
@@ -24,6 +25,7 @@ pub mod attempt;
 pub mod cache;
 pub mod changes;
 pub mod channels;
+mod compose;
 pub mod config;
 pub mod event_types;
 pub mod events;
@@ -200,79 +202,9 @@ impl Pipeline {
         &self.adapters
     }
 
-    /// Activities in: one fanned out into its deliveries.
-    pub fn intake(&self) -> ingest::Intake<'_> {
-        ingest::Intake::of(self)
-    }
-
-    /// Delivery attempts, and their log.
-    pub fn attempts(&self) -> attempt::Attempts<'_> {
-        attempt::Attempts::of(self)
-    }
-
     /// Flow control: pause, resume and the delivery state the API shows.
     pub fn flow(&self) -> &flow::FlowControl {
         &self.flow
-    }
-
-    /// The probe function's jobs.
-    pub fn flow_jobs(&self) -> flow_jobs::FlowJobs<'_> {
-        flow_jobs::FlowJobs::of(self)
-    }
-
-    /// Replays of failed deliveries: one, a channel's, a filter's, and bulk jobs.
-    pub fn replays(&self) -> replay::Replays<'_> {
-        replay::Replays::of(self)
-    }
-
-    /// The retry scheduler: due deliveries enqueued, crashed attempts reclaimed.
-    pub fn sweeper(&self) -> sweep::Sweeper<'_> {
-        sweep::Sweeper::of(self)
-    }
-
-    /// Channel health: the checks, auto-disable and alerts.
-    pub fn health(&self) -> health::Health<'_> {
-        health::Health::of(self)
-    }
-
-    /// Hand-offs: receipts, websocket clients, email events.
-    pub fn handoff(&self) -> handoff::Handoff<'_> {
-        handoff::Handoff::of(self)
-    }
-
-    /// Ordered lanes: where a delivery stands in its lane.
-    pub fn lanes(&self) -> lanes::Lanes<'_> {
-        lanes::Lanes::of(self)
-    }
-
-    /// The live stream: its clients, their subscriptions, the fan-out of the bus's events.
-    /// The deliveries table's stream consumer: what follows from each row change.
-    /// The usage log's fold (run by the retry scheduler when `USAGE_FOLD` is on).
-    pub fn usage_fold(&self) -> fold::UsageFold<'_> {
-        fold::UsageFold::of(self)
-    }
-
-    pub fn changes(&self) -> changes::Changes<'_> {
-        changes::Changes::of(self)
-    }
-
-    pub fn streams(&self) -> stream::Streams<'_> {
-        stream::Streams::of(self)
-    }
-
-    /// Tenants: creation, settings, keys.
-    pub fn tenants(&self) -> tenants::Tenants<'_> {
-        tenants::Tenants::of(self)
-    }
-
-    /// Channels: creation, changes, secrets, deletion.
-    pub fn channels(&self) -> channels::Channels<'_> {
-        channels::Channels::of(self)
-    }
-
-    /// The tenants' event-type catalogs.
-    pub fn event_types(&self) -> event_types::EventTypes<'_> {
-        event_types::EventTypes::of(self)
     }
 
     /// The channels this instance remembers.
@@ -283,11 +215,6 @@ impl Pipeline {
     /// What the API and the pages read.
     pub fn reads(&self) -> &Reads {
         &self.reads
-    }
-
-    /// The charts' series, a tenant's usage and the top tenants by cost.
-    pub fn usage(&self) -> usage::UsageReads<'_> {
-        usage::UsageReads::of(self)
     }
 
     /// The web pages' users and sign-in counts.

@@ -67,22 +67,6 @@ pub struct Replays<'p> {
 }
 
 impl<'p> Replays<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            channel_store: &*p.store,
-            listings: &*p.store,
-            deliveries: &*p.store,
-            replay_store: &*p.store,
-            config: &p.config,
-            queue: &*p.queue,
-            cache: &p.cache,
-            tenants: &*p.store,
-            activities: &*p.store,
-            payloads: &p.payloads,
-        }
-    }
-
     /// The tier a replay of `tenant`'s deliveries goes to: its tier now, not the one its
     /// deliveries were created at (`fallback` if it cannot be read).
     async fn tier_now(

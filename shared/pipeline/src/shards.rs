@@ -92,19 +92,6 @@ pub(crate) struct ShardGrowth<'p> {
     pub(crate) per_shard: f64,
 }
 
-impl<'p> ShardGrowth<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            tenants: &*p.store,
-            usage: &*p.store,
-            clock: &*p.clock,
-            memo: &p.shard_memo,
-            retention_ms: i64::try_from(p.config.retention.as_millis()).unwrap_or(i64::MAX / 4),
-            per_shard: p.config.listing_shard_rate,
-        }
-    }
-}
-
 impl ShardGrowth<'_> {
     /// Looks at each count; returns the grants written. A failure is logged and left to the
     /// next batch (the count comes again with the next write of the minute).

@@ -93,19 +93,6 @@ pub struct Streams<'p> {
     pub(crate) live: &'p LiveCache,
 }
 
-impl<'p> Streams<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            tenants: &*p.store,
-            streams: &*p.store,
-            sockets: &*p.sockets,
-            enabled: p.config.live_stream,
-            live: &p.live,
-        }
-    }
-}
-
 fn error(code: &'static str, message: impl Into<String>) -> StreamFrame {
     StreamFrame::Error {
         code,

@@ -67,21 +67,6 @@ pub struct Sweeper<'p> {
     pub(crate) fold: crate::fold::UsageFold<'p>,
 }
 
-impl<'p> Sweeper<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            listings: &*p.store,
-            deliveries: &*p.store,
-            config: &p.config,
-            flow: &p.flow,
-            queue: &*p.queue,
-            usage: &*p.store,
-            fold: crate::fold::UsageFold::of(p),
-        }
-    }
-}
-
 impl Sweeper<'_> {
     /// What the scheduled function does each minute: one sweep, then the leased part of the
     /// due index again every `reclaim_interval` for `budget`, so that a crashed attempt's

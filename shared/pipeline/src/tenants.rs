@@ -64,22 +64,6 @@ pub struct Tenants<'p> {
     pub(crate) streams: crate::stream::Streams<'p>,
 }
 
-impl<'p> Tenants<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            accounts: &*p.store,
-            channel_store: &*p.store,
-            health_store: &*p.store,
-            tenants: &*p.store,
-            audit_log: &*p.store,
-            adapters: &p.adapters,
-            cache: &p.cache,
-            streams: crate::stream::Streams::of(p),
-        }
-    }
-}
-
 impl Tenants<'_> {
     /// Sets (or with `None`, removes) a tenant's alert webhook URL: a managed webhook channel
     /// of the tenant, created on first use and updated afterwards, whose body is the event

@@ -118,26 +118,14 @@ pub struct TenantUsage {
 
 /// The read side of usage: series for the charts, a tenant's days and the top tenants.
 pub struct UsageReads<'p> {
-    store: &'p dyn UsageStore,
-    accounts: &'p dyn AccountStore,
-    health: &'p dyn converger_ports::HealthStore,
-    model: converger_core::usage::CostModel,
-    clock: &'p dyn Clock,
+    pub(crate) store: &'p dyn UsageStore,
+    pub(crate) accounts: &'p dyn AccountStore,
+    pub(crate) health: &'p dyn converger_ports::HealthStore,
+    pub(crate) model: converger_core::usage::CostModel,
+    pub(crate) clock: &'p dyn Clock,
 }
 
 impl<'p> UsageReads<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            store: &*p.store,
-            accounts: &*p.store,
-            health: &*p.store,
-            model: converger_core::usage::CostModel {
-                prices: p.config.usage_prices,
-            },
-            clock: &*p.clock,
-        }
-    }
-
     /// The buckets of `range` up to now for a channel or a tenant, oldest first, with zeros
     /// where nothing happened (one batch read per 100 buckets).
     pub async fn series(&self, of: &UsageOf, range: Range) -> StoreResult<Vec<Point>> {

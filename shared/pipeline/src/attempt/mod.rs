@@ -65,27 +65,6 @@ pub struct Attempts<'p> {
     pub(crate) payloads: &'p crate::payloads::Payloads,
 }
 
-impl<'p> Attempts<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            clock: &*p.clock,
-            activities: &*p.store,
-            listings: &*p.store,
-            deliveries: &*p.store,
-            adapters: &p.adapters,
-            config: &p.config,
-            flow: &p.flow,
-            queue: &*p.queue,
-            spans: &*p.spans,
-            lanes: crate::lanes::Lanes::of(p),
-            cache: &p.cache,
-            health: crate::health::Health::of(p),
-            handoff: crate::handoff::Handoff::of(p),
-            payloads: &p.payloads,
-        }
-    }
-}
-
 impl Attempts<'_> {
     /// Runs the attempt a queue message asks for. When storage is unreachable, the message
     /// is sent again with a short, growing delay ([`policy::bounce_delay_s`]) instead of being

@@ -191,19 +191,6 @@ pub struct Changes<'p> {
 }
 
 impl<'p> Changes<'p> {
-    pub(crate) fn of(p: &'p crate::Pipeline) -> Self {
-        Self {
-            events: &*p.events,
-            counters: &*p.store,
-            streams: crate::stream::Streams::of(p),
-            bus_status_events: p.config.bus_status_events,
-            retention_s: i64::try_from(p.config.retention.as_secs()).unwrap_or(i64::MAX / 4),
-            shards: crate::shards::ShardGrowth::of(p),
-            log: p.config.usage_fold.then_some(&*p.store as &dyn UsageLog),
-            clock: &*p.clock,
-        }
-    }
-
     /// One batch of one shard's records, in order: their events published (the bus's share),
     /// their frames pushed, their counts written once per counter. On `Err`, the records from
     /// `from` on must be handed out again (those before it are done); whatever of them was
