@@ -24,6 +24,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 
+/// One test's stack and an HTTP client for it; the stack stops (servers, pollers, an emulator
+/// it started) when this goes out of scope.
 pub struct TestStack {
     pub stack: Stack,
     pub http: reqwest::Client,
@@ -118,10 +120,6 @@ impl TestStack {
             .build()
             .unwrap();
         Self { stack, http }
-    }
-
-    pub async fn stop(self) {
-        self.stack.stop().await;
     }
 
     /// The typed client of the stack's API with `key`, each call bounded as the raw calls

@@ -626,6 +626,5 @@ pub(crate) mod emulator {
         // The deliver function's AssumeRole passed its own policy's check.
         let violations = t.stack.iam_violations();
         assert!(violations.is_empty(), "{violations:?}");
-        t.stop().await;
     }
 }

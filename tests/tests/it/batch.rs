@@ -213,6 +213,5 @@ mod emulator {
     async fn a_batch_is_taken_item_by_item() {
         let t = TestStack::on_emulator().await;
         super::a_batch_is_taken_item_by_item(&t).await;
-        t.stop().await;
     }
 }

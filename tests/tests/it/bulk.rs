@@ -477,6 +477,5 @@ mod emulator {
                 .status,
             404
         );
-        t.stop().await;
     }
 }

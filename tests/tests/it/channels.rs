@@ -262,7 +262,6 @@ mod emulator {
             assert_eq!(a.status, 422, "{q}: {:?}", a.body);
             assert_eq!(a.code(), "invalid_query", "{q}");
         }
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -363,7 +362,6 @@ mod emulator {
             .filter(|e| e.action == "rotate_signing_secret")
             .count();
         assert_eq!(rotations, 2, "{log:?}");
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -444,7 +442,6 @@ mod emulator {
             log.data.iter().any(|e| e.action == "delete_channel"),
             "{log:?}"
         );
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -562,7 +559,6 @@ mod emulator {
         assert_eq!(a.status, 201, "{:?}", a.body);
         let ingested: Ingested = a.typed(201).unwrap();
         assert!(ingested.deliveries.is_empty(), "{ingested:?}");
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -640,7 +636,6 @@ mod emulator {
         );
         let a = t.api("GET", "/api/v1/activities", &key, None).await;
         assert_eq!((a.status, Some(a.code())), (422, Some("invalid_query")));
-        t.stop().await;
     }
 }
 

@@ -185,7 +185,6 @@ mod emulator {
             );
         }
         assert_eq!(rx.requests().len(), 1, "nothing refused was delivered");
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -225,7 +224,6 @@ mod emulator {
         assert_eq!(body["conversation_id"], "conv-1");
         assert_eq!(body["seq"], act.seq);
         assert_eq!(body["payload"]["text"], "hi");
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -268,7 +266,6 @@ mod emulator {
         assert_eq!(log[3].attempt, 1);
         assert_eq!(log[3].outcome.as_deref(), Some("failed"));
         assert!(log[3].next_retry_at.is_some());
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -312,7 +309,6 @@ mod emulator {
             "the receiver saw exactly one request"
         );
         assert_eq!(tenant.delivery(d.id.as_str()).await.attempts, 1);
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -335,7 +331,6 @@ mod emulator {
         assert_eq!(d.status, "sent");
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(rx.requests().len(), 1);
-        t.stop().await;
     }
 
     /// Activity ids are the producer's and belong to its tenant: another tenant may use the
@@ -377,7 +372,6 @@ mod emulator {
             let ids: Vec<&str> = listed.data.iter().map(|d| d.id.as_str()).collect();
             assert_eq!(ids, [id.as_str()], "a tenant lists only its own deliveries");
         }
-        t.stop().await;
     }
 
     /// An activity the ingest function parks (its channel's breaker is open) schedules the
@@ -438,7 +432,6 @@ mod emulator {
             "{:?}",
             t.stack.iam_violations()
         );
-        t.stop().await;
     }
 
     /// Producers that write to the activities queue instead of calling the API: the ingest
@@ -500,7 +493,6 @@ mod emulator {
             "{:?}",
             t.stack.iam_violations()
         );
-        t.stop().await;
     }
 }
 

@@ -534,7 +534,6 @@ mod emulator {
         // A new delivery while open is written paused and not sent.
         let a = t.activity(&key, &[ch_id]).await;
         assert_eq!(a.deliveries[0].status, "paused", "{a:?}");
-        t.stop().await;
     }
 
     /// One delivery fails once (503) and waits 10 s for its retry; ten more follow, 0.3 s
@@ -609,7 +608,6 @@ mod emulator {
             "the tier queue held {max_queued} of the channel's messages and watch copies"
         );
         assert_eq!(rx.requests().len(), 12);
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -638,7 +636,6 @@ mod emulator {
             .await;
         assert_eq!(d.status, "sent", "{d:?}");
         assert_eq!(rx.requests().len(), 2);
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -692,7 +689,6 @@ mod emulator {
         );
         assert_eq!(d.retried_by.as_deref(), Some("system:circuit_breaker"));
         assert_eq!(d.retry_count, 1);
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -731,7 +727,6 @@ mod emulator {
             .wait_delivery(&key, &id, Duration::from_secs(10), is_settled)
             .await;
         assert_eq!(d.status, "sent");
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -779,6 +774,5 @@ mod emulator {
             slow.max_concurrent() <= 10,
             "A's window caps it at half the tier"
         );
-        t.stop().await;
     }
 }

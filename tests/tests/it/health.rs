@@ -411,7 +411,6 @@ mod emulator {
         assert_eq!(off.status, 200, "{:?}", off.body);
         let off: PatchedTenant = off.typed(200).unwrap();
         assert_eq!(off.tenant.alert_webhook_url, None, "{off:?}");
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -512,7 +511,6 @@ mod emulator {
             .unwrap();
         assert_eq!(again.changed, 0, "{again:?}");
         assert_eq!(health(&t, &key, &ids[2]).await.history.len(), 2);
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -597,7 +595,6 @@ mod emulator {
             .typed(200)
             .unwrap();
         assert_eq!(state.circuit_state, "closed");
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -697,6 +694,5 @@ mod emulator {
         assert!(a.active, "{a:?}");
         assert_eq!(a.disabled_at, None, "{a:?}");
         assert_eq!(a.disabled_reason, None, "{a:?}");
-        t.stop().await;
     }
 }

@@ -215,7 +215,6 @@ mod emulator {
         assert_eq!(texts(&rx), ["q1", "q2", "q3"]);
         let violations = t.stack.iam_violations();
         assert!(violations.is_empty(), "{violations:?}");
-        t.stop().await;
     }
 
     /// On DynamoDB, through the deployed functions' IAM: a conversation in order behind a
@@ -247,6 +246,5 @@ mod emulator {
         let got = texts(&rx);
         let conv: Vec<&String> = got.iter().filter(|t| t.starts_with('a')).collect();
         assert_eq!(conv, ["a1", "a1", "a2", "a3"], "{got:?}");
-        t.stop().await;
     }
 }

@@ -135,7 +135,6 @@ mod emulator {
             (tier_default.as_str(), false),
             "{tenant:?}"
         );
-        t.stop().await;
     }
 
     /// An operator spreads a busy tenant's listings over more shards: only growth is taken
@@ -237,7 +236,6 @@ mod emulator {
         let mut got = listed.clone();
         got.sort();
         assert_eq!(got, want, "each delivery listed once: {listed:?}");
-        t.stop().await;
     }
 }
 

@@ -324,7 +324,6 @@ mod emulator {
     async fn a_replay_goes_to_the_tenants_tier_now() {
         let t = TestStack::on_emulator().await;
         super::a_replay_goes_to_the_tenants_tier_now(&t).await;
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -472,6 +471,5 @@ mod emulator {
         assert_eq!(log.data.len(), 1, "{log:?}");
         assert_eq!(log.data[0].action, "retry");
         assert_eq!(log.data[0].resource_id, failed[0]);
-        t.stop().await;
     }
 }

@@ -274,7 +274,6 @@ mod emulator {
             1,
             "delivered once, and the other never"
         );
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -304,7 +303,6 @@ mod emulator {
         println!("hop test: 7 s delay in 2 s hops fired after {gap:?}");
         // Never early; not far too late is the wait's 30 s bound above.
         assert!(gap >= Duration::from_millis(7000), "fired early: {gap:?}");
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -356,7 +354,6 @@ mod emulator {
             .unwrap();
         assert_eq!(again.found, 0, "{again:?}");
         assert_eq!(rx.requests().len(), 1);
-        t.stop().await;
     }
 
     /// A worker that dies mid-attempt leaves a claimed row. Its lease is sized to the
@@ -435,7 +432,6 @@ mod emulator {
             .await
             .unwrap();
         assert_eq!((after.reclaimed, after.found), (0, 0), "{after:?}");
-        t.stop().await;
     }
 
     /// A call longer than one lease slice keeps its delivery: the lease is renewed while the
@@ -491,7 +487,6 @@ mod emulator {
             "a live call is not taken over: {report:?}"
         );
         assert_eq!(rx.requests().len(), 1);
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -584,7 +579,6 @@ mod emulator {
             "pending",
             "the row is untouched"
         );
-        t.stop().await;
     }
 
     #[tokio::test]
@@ -688,7 +682,6 @@ mod emulator {
             )
             .await;
         assert_eq!(a.code(), "invalid_cursor");
-        t.stop().await;
     }
 }
 

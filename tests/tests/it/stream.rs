@@ -313,7 +313,6 @@ mod emulator {
         assert_eq!(sent.conversation_id.as_deref(), Some("conv-e"));
         assert_eq!(sent.attempts, Some(1));
         s.close().await;
-        t.stop().await;
     }
 }
 
@@ -471,5 +470,4 @@ async fn the_websocket_stage_throttles_each_route_as_api_gateway_does() {
         }
     }
     assert_eq!(refused, Some(429));
-    t.stop().await;
 }

@@ -432,7 +432,6 @@ async fn the_admin_ip_allowlist_guards_the_pages_and_the_admin_api() {
         .await;
     assert_eq!(health.status, 200, "monitors reach the health check");
     assert_eq!(b.get("/portal/login").await.0, 200);
-    t.stop().await;
 
     // Listed: in.
     let t = TestStack::with(|o| {
