@@ -354,14 +354,7 @@ impl FlowStore for MemStore {
             let Some(mut row) = s.deliveries.get_mut(&d.id) else {
                 return false;
             };
-            let ok = match token {
-                Some(t) => row.lease_token.as_deref() == Some(t),
-                None => {
-                    row.status == DeliveryStatus::Pending
-                        && (row.in_backlog || row.lease_token.is_none())
-                }
-            };
-            if !ok {
+            if !RowGuard::all_admit(&moves::park(token), &row) {
                 return false;
             }
             set_status(&mut row, DeliveryStatus::Paused, now);
@@ -387,7 +380,7 @@ impl FlowStore for MemStore {
             let mut row = s
                 .deliveries
                 .get_mut(&d.id)
-                .filter(|r| r.status == DeliveryStatus::Paused)?;
+                .filter(|r| RowGuard::all_admit(&moves::unpark(), r))?;
             set_status(&mut row, DeliveryStatus::Pending, now);
             row.next_attempt_at = now.ms();
             row.in_backlog = to == Placement::Backlog;
@@ -410,7 +403,7 @@ impl FlowStore for MemStore {
             let Some(mut row) = s
                 .deliveries
                 .get_mut(&d.id)
-                .filter(|r| r.lease_token.as_deref() == Some(token))
+                .filter(|r| RowGuard::all_admit(&moves::to_backlog(token), r))
             else {
                 return false;
             };
@@ -437,7 +430,7 @@ impl FlowStore for MemStore {
             let mut row = s
                 .deliveries
                 .get_mut(id)
-                .filter(|r| r.status == DeliveryStatus::Pending && r.in_backlog)?;
+                .filter(|r| RowGuard::all_admit(&moves::leave_backlog(), r))?;
             row.in_backlog = false;
             row.slot = true;
             row.slot_item = slot_item;
@@ -458,9 +451,10 @@ impl FlowStore for MemStore {
     ) -> StoreResult<Option<Delivery>> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
-            let mut row = s.deliveries.get_mut(id).filter(|r| {
-                r.status == DeliveryStatus::Pending && r.in_backlog && r.next_attempt_at <= now.ms()
-            })?;
+            let mut row = s
+                .deliveries
+                .get_mut(id)
+                .filter(|r| RowGuard::all_admit(&moves::leave_backlog_leased(now.ms()), r))?;
             row.in_backlog = false;
             row.slot_item = slot_item;
             row.next_attempt_at = now.ms();

@@ -365,13 +365,10 @@ impl FlowStore for DynamoStore {
         let u = listed(u, d, DeliveryStatus::Paused, now);
         match token {
             Some(token) => self.leased_update(d, token, u).await,
-            // A row no attempt holds: waiting in the backlog, or for its due time.
-            None => {
-                let u = u
-                    .when_eq("status", s(DeliveryStatus::Pending.as_str()))
-                    .when_one_of(|u| u.when_exists("bl_pk").when_absent("lease_token"));
-                Ok(self.row_update(&d.id, u).await?.is_some())
-            }
+            None => Ok(self
+                .row_update(&d.id, guarded(u, &moves::park(None)))
+                .await?
+                .is_some()),
         }
     }
 
@@ -385,8 +382,8 @@ impl FlowStore for DynamoStore {
         let u = Update::new()
             .set("status", s(DeliveryStatus::Pending.as_str()))
             .set("next_attempt_at", n(now.ms()))
-            .set("updated_at", s(at.as_str()))
-            .when_eq("status", s(DeliveryStatus::Paused.as_str()));
+            .set("updated_at", s(at.as_str()));
+        let u = guarded(u, &moves::unpark());
         let u = match to {
             Placement::Backlog => into_backlog(u, &d.channel_id, now.ms()),
             Placement::Live => u.set_each(self.due_keys(&d.id, now.ms())),
@@ -405,6 +402,7 @@ impl FlowStore for DynamoStore {
         let u = into_backlog(Update::new(), &d.channel_id, due_ms)
             .set("next_attempt_at", n(due_ms))
             .remove_each(LEASE.into_iter().chain(DUE_PLACE).chain(SLOT));
+        // `moves::to_backlog`: its one guard, the lease, is what `leased_update` adds.
         self.leased_update(d, token, u).await
     }
 
@@ -418,10 +416,9 @@ impl FlowStore for DynamoStore {
             .set("slot", AttributeValue::Bool(true))
             .set("slot_item", n(slot_item))
             .set_each(self.due_keys(id, now.ms()))
-            .remove_each(BACKLOG_PLACE)
-            .when_eq("status", s(DeliveryStatus::Pending.as_str()))
-            .when_exists("bl_pk");
-        self.row_update(id, u).await
+            .remove_each(BACKLOG_PLACE);
+        self.row_update(id, guarded(u, &moves::leave_backlog()))
+            .await
     }
 
     async fn leave_backlog_leased(
@@ -440,11 +437,9 @@ impl FlowStore for DynamoStore {
             .set("next_attempt_at", n(now.ms()))
             .set("slot_item", n(slot_item))
             .set_each(self.due_keys(id, now.ms()))
-            .remove_each(BACKLOG_PLACE)
-            .when_eq("status", s(DeliveryStatus::Pending.as_str()))
-            .when_exists("bl_pk")
-            .when_cmp("next_attempt_at", Cmp::Le, n(now.ms()), false);
-        self.row_update(id, u).await
+            .remove_each(BACKLOG_PLACE);
+        self.row_update(id, guarded(u, &moves::leave_backlog_leased(now.ms())))
+            .await
     }
 
     async fn backlog(
@@ -528,5 +523,23 @@ impl FlowStore for DynamoStore {
             .count_upto("by_backlog", "bl_pk", channel.to_string(), u64::MAX)
             .await?;
         Ok((parked, backlog))
+    }
+}
+
+/// `u` with `guards` as its condition (`RowGuard`, declared once for both backends), in their
+/// order; a guard on the lease is left to `leased_update`, which adds it with its own
+/// reading of a refusal.
+pub(super) fn guarded(u: Update, guards: &[RowGuard]) -> Update {
+    guards.iter().fold(u, guard)
+}
+
+fn guard(u: Update, g: &RowGuard) -> Update {
+    match g {
+        RowGuard::Status(st) => u.when_eq("status", s(st.as_str())),
+        RowGuard::LeasedTo(t) => u.when_eq("lease_token", s(t)),
+        RowGuard::Unleased => u.when_absent("lease_token"),
+        RowGuard::InBacklog => u.when_exists("bl_pk"),
+        RowGuard::DueBy(ms) => u.when_cmp("next_attempt_at", Cmp::Le, n(*ms), false),
+        RowGuard::AnyOf(any) => u.when_one_of(|u| any.iter().fold(u, guard)),
     }
 }

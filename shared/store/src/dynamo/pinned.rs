@@ -202,3 +202,199 @@ async fn a_busy_channels_entry_on_its_tenants_item() {
         })
     );
 }
+
+/// A pending delivery of [`channel`] with fixed ids and times, so that its keys are pinned.
+fn a_delivery() -> Delivery {
+    let tenant = TenantId::parse("ten_0123456789abcdef0123456789abcdef").expect("an id");
+    let at = Timestamp::from_ms(1_600_000_000_000);
+    let mut ch = Channel::new(
+        tenant.clone(),
+        converger_core::ChannelType::Webhook,
+        "c",
+        serde_json::Map::new(),
+        at,
+    );
+    ch.id = channel();
+    let activity = Activity {
+        event_type: None,
+        id: ActivityId::parse("act_0123456789abcdef0123456789abcdef").expect("an id"),
+        tenant_id: tenant,
+        conversation_id: "conv".into(),
+        seq: 1,
+        payload_ref: None,
+        payload: Value::Null,
+        channel_ids: vec![channel()],
+        created_at: at,
+        expires_at: None,
+        trace: None,
+    };
+    let mut d = Delivery::new(&activity, &ch, converger_core::Tier::Default, at);
+    d.id = delivery();
+    d
+}
+
+/// An update request's expressions with its names and values put in (`S` values quoted, `N`
+/// bare), as one reads them: `(update, condition)`.
+fn rendered(body: &Value) -> (String, String) {
+    let put_in = |expr: &str| {
+        let mut out = String::new();
+        let mut rest = expr;
+        while let Some(at) = rest.find(['#', ':']) {
+            out.push_str(&rest[..at]);
+            let (sigil, tail) = rest[at..].split_at(1);
+            let len = tail
+                .find(|c: char| !c.is_ascii_alphanumeric())
+                .unwrap_or(tail.len());
+            let token = &rest[at..at + 1 + len];
+            match sigil {
+                "#" => out.push_str(
+                    body["ExpressionAttributeNames"][token]
+                        .as_str()
+                        .expect("a bound name"),
+                ),
+                _ => {
+                    let v = &body["ExpressionAttributeValues"][token];
+                    match (v["S"].as_str(), v["N"].as_str()) {
+                        (Some(s), _) => out.push_str(&format!("'{s}'")),
+                        (_, Some(n)) => out.push_str(n),
+                        _ => out.push_str(&v.to_string()),
+                    }
+                }
+            }
+            rest = &rest[at + 1 + len..];
+        }
+        out.push_str(rest);
+        out
+    };
+    (
+        put_in(body["UpdateExpression"].as_str().unwrap_or_default()),
+        put_in(body["ConditionExpression"].as_str().unwrap_or_default()),
+    )
+}
+
+/// The one request `call` makes on a recording store: its table and its rendered expressions.
+async fn flow_move<F, Fut>(call: F) -> (String, String, String)
+where
+    F: FnOnce(DynamoStore) -> Fut,
+    Fut: std::future::Future,
+{
+    let (store, rx) = recording();
+    let _ = call(store).await;
+    let (target, body) = recorded(rx);
+    assert_eq!(target, "DynamoDB_20120810.UpdateItem");
+    assert_eq!(body["Key"], json!({"id": {"S": delivery().as_str()}}));
+    let (update, condition) = rendered(&body);
+    (
+        body["TableName"].as_str().unwrap_or_default().to_owned(),
+        update,
+        condition,
+    )
+}
+
+const AT_MS: i64 = 1_700_000_000_000;
+
+#[tokio::test]
+async fn a_parking_by_its_attempt() {
+    let at = Timestamp::from_ms(AT_MS);
+    let got = flow_move(|s| async move { s.park(&a_delivery(), Some("tok"), at).await }).await;
+    assert_eq!(
+        got,
+        (
+            "t-DELIVERIES_TABLE".to_owned(),
+            "SET status = 'paused', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#paused#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', cl_pk = 'ch_0123456789abcdef0123456789abcdef#paused#2' REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk, unlisted".to_owned(),
+            "lease_token = 'tok'".to_owned(),
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_parking_of_a_row_no_attempt_holds() {
+    let at = Timestamp::from_ms(AT_MS);
+    let got = flow_move(|s| async move { s.park(&a_delivery(), None, at).await }).await;
+    assert_eq!(
+        got,
+        (
+            "t-DELIVERIES_TABLE".to_owned(),
+            "SET status = 'paused', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#paused#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', cl_pk = 'ch_0123456789abcdef0123456789abcdef#paused#2' REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk, unlisted".to_owned(),
+            "status = 'pending' AND (attribute_exists(bl_pk) OR attribute_not_exists(lease_token))".to_owned(),
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_unparking_to_the_queue() {
+    let at = Timestamp::from_ms(AT_MS);
+    let got =
+        flow_move(|s| async move { s.unpark(&a_delivery(), Placement::Live, at).await }).await;
+    assert_eq!(
+        got,
+        (
+            "t-DELIVERIES_TABLE".to_owned(),
+            "SET status = 'pending', next_attempt_at = 1700000000000, updated_at = '2023-11-14T22:13:20.000000Z', due_shard = 'due#10', due_at = '001700000000000', tl_pk = 'ten_0123456789abcdef0123456789abcdef#pending#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef' REMOVE unlisted, cl_pk".to_owned(),
+            "status = 'paused'".to_owned(),
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_unparking_into_the_backlog() {
+    let at = Timestamp::from_ms(AT_MS);
+    let got =
+        flow_move(|s| async move { s.unpark(&a_delivery(), Placement::Backlog, at).await }).await;
+    assert_eq!(
+        got,
+        (
+            "t-DELIVERIES_TABLE".to_owned(),
+            r#"SET status = 'pending', next_attempt_at = 1700000000000, updated_at = '2023-11-14T22:13:20.000000Z', in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000000000', tl_pk = 'ten_0123456789abcdef0123456789abcdef#pending#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef' REMOVE unlisted, cl_pk"#.to_owned(),
+            "status = 'paused'".to_owned(),
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_move_into_the_backlog() {
+    let at = Timestamp::from_ms(AT_MS);
+    let got =
+        flow_move(|s| async move { s.to_backlog(&a_delivery(), "tok", AT_MS + 5_000, at).await })
+            .await;
+    assert_eq!(
+        got,
+        (
+            "t-DELIVERIES_TABLE".to_owned(),
+            r#"SET in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000005000', next_attempt_at = 1700000005000 REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item"#.to_owned(),
+            "lease_token = 'tok'".to_owned(),
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_move_out_of_the_backlog() {
+    let at = Timestamp::from_ms(AT_MS);
+    let got = flow_move(|s| async move { s.leave_backlog(&delivery(), at, 2).await }).await;
+    assert_eq!(
+        got,
+        (
+            "t-DELIVERIES_TABLE".to_owned(),
+            r#"SET slot = {"BOOL":true}, slot_item = 2, due_shard = 'due#10', due_at = '001700000000000' REMOVE in_backlog, bl_pk, bl_sk"#.to_owned(),
+            "status = 'pending' AND attribute_exists(bl_pk)".to_owned(),
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_move_out_of_the_backlog_leased() {
+    let at = Timestamp::from_ms(AT_MS);
+    let got = flow_move(|s| async move {
+        s.leave_backlog_leased(&delivery(), at, "tok", AT_MS + 30_000, 2)
+            .await
+    })
+    .await;
+    assert_eq!(
+        got,
+        (
+            "t-DELIVERIES_TABLE".to_owned(),
+            "SET lease_token = 'tok', lease_until = 1700000030000, next_attempt_at = 1700000000000, slot_item = 2, due_shard = 'due#10', due_at = '001700000000000' REMOVE in_backlog, bl_pk, bl_sk".to_owned(),
+            "status = 'pending' AND attribute_exists(bl_pk) AND next_attempt_at <= 1700000000000".to_owned(),
+        )
+    );
+}
