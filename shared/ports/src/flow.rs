@@ -633,3 +633,69 @@ pub trait FlowStore: Send + Sync + 'static {
     /// How many deliveries of a channel are parked and how many wait in its backlog.
     async fn waiting_counts(&self, channel: &ChannelId) -> StoreResult<(u64, u64)>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Activity, Channel};
+    use converger_core::{ActivityId, ChannelType, Tier};
+
+    fn delivery(due_ms: i64) -> Delivery {
+        let tenant = TenantId::generate();
+        let at = Timestamp::from_ms(due_ms);
+        let channel = Channel::new(
+            tenant.clone(),
+            ChannelType::Webhook,
+            "c",
+            serde_json::Map::new(),
+            at,
+        );
+        let activity = Activity {
+            event_type: None,
+            id: ActivityId::generate(),
+            tenant_id: tenant,
+            conversation_id: "c".into(),
+            seq: 1,
+            payload_ref: None,
+            payload: serde_json::Value::Null,
+            channel_ids: vec![channel.id.clone()],
+            created_at: at,
+            expires_at: None,
+            trace: None,
+        };
+        Delivery::new(&activity, &channel, Tier::Default, at)
+    }
+
+    #[test]
+    fn each_flow_move_admits_only_the_rows_it_names() {
+        let now = 1_000_000;
+        let mut d = delivery(now);
+        let admits = |g: &[RowGuard], d: &Delivery| RowGuard::all_admit(g, d);
+        // Waiting for its due time, held by no attempt.
+        assert!(admits(&moves::park(None), &d));
+        assert!(!admits(&moves::park(Some("tok")), &d));
+        assert!(!admits(&moves::unpark(), &d));
+        assert!(!admits(&moves::leave_backlog(), &d));
+        // Held by an attempt: only that attempt parks it or moves it to the backlog.
+        d.lease_token = Some("tok".into());
+        assert!(!admits(&moves::park(None), &d));
+        assert!(admits(&moves::park(Some("tok")), &d));
+        assert!(!admits(&moves::park(Some("other")), &d));
+        assert!(admits(&moves::to_backlog("tok"), &d));
+        // In the backlog (a lease left on the row does not keep it from parking).
+        d.in_backlog = true;
+        assert!(admits(&moves::park(None), &d));
+        assert!(admits(&moves::leave_backlog(), &d));
+        d.next_attempt_at = now + 1;
+        assert!(
+            !admits(&moves::leave_backlog_leased(now), &d),
+            "not due yet"
+        );
+        assert!(admits(&moves::leave_backlog_leased(now + 1), &d));
+        // Parked: only unparked.
+        d.status = DeliveryStatus::Paused;
+        assert!(admits(&moves::unpark(), &d));
+        assert!(!admits(&moves::park(None), &d));
+        assert!(!admits(&moves::leave_backlog(), &d));
+    }
+}

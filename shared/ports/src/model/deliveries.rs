@@ -579,40 +579,6 @@ mod tests {
     }
 
     #[test]
-    fn each_flow_move_admits_only_the_rows_it_names() {
-        use crate::flow::{RowGuard, moves};
-        let now = 1_000_000;
-        let mut d = delivery(now);
-        let admits = |g: &[RowGuard], d: &Delivery| RowGuard::all_admit(g, d);
-        // Waiting for its due time, held by no attempt.
-        assert!(admits(&moves::park(None), &d));
-        assert!(!admits(&moves::park(Some("tok")), &d));
-        assert!(!admits(&moves::unpark(), &d));
-        assert!(!admits(&moves::leave_backlog(), &d));
-        // Held by an attempt: only that attempt parks it or moves it to the backlog.
-        d.lease_token = Some("tok".into());
-        assert!(!admits(&moves::park(None), &d));
-        assert!(admits(&moves::park(Some("tok")), &d));
-        assert!(!admits(&moves::park(Some("other")), &d));
-        assert!(admits(&moves::to_backlog("tok"), &d));
-        // In the backlog (a lease left on the row does not keep it from parking).
-        d.in_backlog = true;
-        assert!(admits(&moves::park(None), &d));
-        assert!(admits(&moves::leave_backlog(), &d));
-        d.next_attempt_at = now + 1;
-        assert!(
-            !admits(&moves::leave_backlog_leased(now), &d),
-            "not due yet"
-        );
-        assert!(admits(&moves::leave_backlog_leased(now + 1), &d));
-        // Parked: only unparked.
-        d.status = DeliveryStatus::Paused;
-        assert!(admits(&moves::unpark(), &d));
-        assert!(!admits(&moves::park(None), &d));
-        assert!(!admits(&moves::leave_backlog(), &d));
-    }
-
-    #[test]
     fn a_claim_is_refused_for_each_reason_in_order() {
         let now = 1_000_000;
         assert_eq!(
