@@ -421,7 +421,7 @@ pub const DUE_SHARDS: Setting = number(
     1,
     1024,
     "16",
-    "the due index's write shards (the sweeper reads them in parallel); a template parameter, since a deployed stack's readers and writers must agree",
+    "the due index's own shards (the sweeper reads them in parallel; more are granted while retries call for them, ADR 0093); a template parameter, since a deployed stack's readers and writers must agree",
 );
 pub const WEBSOCKET_MANAGEMENT_URL: Setting = Setting {
     name: "WEBSOCKET_MANAGEMENT_URL",

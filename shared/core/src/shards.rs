@@ -45,11 +45,16 @@ pub fn minute_rate(total: u64, minute_start_ms: i64, now_ms: i64) -> f64 {
 /// shard ([`SHARD_RATE`] as deployed): `None` while `have` carries it, else a power of two
 /// that carries it (at most [`MAX_SHARDS`]).
 pub fn wanted(rate: f64, have: u32, per_shard: f64) -> Option<u32> {
-    if !rate.is_finite() || rate <= f64::from(have.max(1)) * per_shard || have >= MAX_SHARDS {
+    wanted_up_to(rate, have, per_shard, MAX_SHARDS)
+}
+
+/// [`wanted`] with at most `max` shards.
+fn wanted_up_to(rate: f64, have: u32, per_shard: f64, max: u32) -> Option<u32> {
+    if !rate.is_finite() || rate <= f64::from(have.max(1)) * per_shard || have >= max {
         return None;
     }
-    let need = (rate / per_shard).ceil().min(f64::from(MAX_SHARDS)) as u32;
-    Some(need.next_power_of_two().clamp(have + 1, MAX_SHARDS))
+    let need = (rate / per_shard).ceil().min(f64::from(max)) as u32;
+    Some(need.next_power_of_two().clamp(have + 1, max))
 }
 
 /// More listing shards than a tenant's own, from `from_ms` until `until_ms`.
@@ -83,9 +88,21 @@ impl Grant {
         now_ms: i64,
         per_shard: f64,
     ) -> Option<Grant> {
+        Self::next_up_to(current, own, rate, now_ms, per_shard, MAX_SHARDS)
+    }
+
+    /// [`Self::next`] with at most `max` shards.
+    fn next_up_to(
+        current: Option<&Grant>,
+        own: u32,
+        rate: f64,
+        now_ms: i64,
+        per_shard: f64,
+        max: u32,
+    ) -> Option<Grant> {
         let live = Self::in_force(current, own, now_ms);
         let have = live.map_or(own, |g| g.shards);
-        if let Some(shards) = wanted(rate, have, per_shard) {
+        if let Some(shards) = wanted_up_to(rate, have, per_shard, max) {
             return Some(Grant {
                 shards,
                 from_ms: live.map_or(now_ms, |g| g.from_ms),
@@ -179,6 +196,72 @@ pub fn read_shards(
         }
     }
     v
+}
+
+/// The due index's shards, grown for the whole deployment as a tenant's listing shards are
+/// for the tenant: the usage fold sees a minute's retries and grants more shards past
+/// [`due::SHARD_RATE`] a shard; writers place a retry's due entry over the granted shards
+/// while the grant is in force, and the sweep reads them until every entry placed there
+/// can have come due ([`due::LINGER_MS`] past the grants' span).
+pub mod due {
+    use super::{Grant, SKEW_MS};
+
+    /// Retries a second one due shard takes: each writes its entry and removes it (about two
+    /// write units), half a partition's 1,000 at 250.
+    pub const SHARD_RATE: f64 = 250.0;
+
+    /// The most due shards a deployment may have, set or granted.
+    pub const MAX: u32 = 1024;
+
+    /// How long past a grant's end its shards are still read: the longest a retry may be
+    /// scheduled ahead (`policy::MAX_DELAY_MS`, seven days), and the clocks' skew.
+    pub const LINGER_MS: i64 = crate::policy::MAX_DELAY_MS as i64 + SKEW_MS;
+
+    /// How long a writer keeps the grants it read: well within a grant's life, so a new
+    /// grant is taken up within this and a lapsed one left within it.
+    pub const CACHE_MS: i64 = 30_000;
+
+    /// The grant that follows `latest` when the deployment (`own` shards set) schedules
+    /// `rate` retries a second at `now_ms`; `None`: nothing to write.
+    pub fn next(latest: Option<&Grant>, own: u32, rate: f64, now_ms: i64) -> Option<Grant> {
+        Grant::next_up_to(latest, own, rate, now_ms, SHARD_RATE, MAX)
+    }
+
+    /// The shards a due entry written at `now_ms` is spread over: the granted ones while
+    /// `latest` is in force, else the deployment's own.
+    pub fn write_count(own: u32, latest: Option<&Grant>, now_ms: i64) -> u32 {
+        let own = own.clamp(1, MAX);
+        Grant::in_force(latest, own, now_ms).map_or(own, |g| g.shards.min(MAX))
+    }
+
+    /// The shards the sweep reads at `now_ms`: the granted ones until [`LINGER_MS`] past the
+    /// end of the grants' `span` (an entry stays in the shard it was written to), else the
+    /// deployment's own.
+    pub fn read_count(own: u32, span: Option<&Grant>, now_ms: i64) -> u32 {
+        let own = own.clamp(1, MAX);
+        match span {
+            Some(s) if s.shards > own && now_ms <= s.until_ms + LINGER_MS => s.shards.min(MAX),
+            _ => own,
+        }
+    }
+
+    /// The deployment's grants: the latest (the one writers follow) and the span of all
+    /// (what the sweep reads).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct DueGrants {
+        pub latest: Option<Grant>,
+        pub span: Option<Grant>,
+    }
+
+    impl DueGrants {
+        /// These grants with `next` the latest, and the span widened to it.
+        pub fn with(&self, next: Grant) -> DueGrants {
+            DueGrants {
+                latest: Some(next),
+                span: Some(self.span.map_or(next, |s| s.merged(&next))),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -289,5 +372,29 @@ mod tests {
                 until_ms: 40
             }
         );
+    }
+
+    #[test]
+    fn due_shards_grow_with_the_retries_and_are_read_until_every_entry_came_due() {
+        // 16 shards take 4,000 retries a second; 10,000 call for 64.
+        assert_eq!(due::next(None, 16, 3_000.0, 0), None);
+        let g = due::next(None, 16, 10_000.0, 0).unwrap();
+        assert_eq!((g.shards, g.until_ms), (64, GRANT_MS));
+        assert_eq!(due::next(None, 16, 1e9, 0).unwrap().shards, due::MAX);
+        // Written over the grant while it holds, over the own shards after.
+        assert_eq!(due::write_count(16, Some(&g), 10), 64);
+        assert_eq!(due::write_count(16, Some(&g), GRANT_MS), 16);
+        assert_eq!(due::write_count(16, None, 10), 16);
+        // Read until the longest delay past its end, then no more.
+        let grants = due::DueGrants::default().with(g);
+        let span = grants.span.as_ref();
+        assert_eq!(due::read_count(16, span, GRANT_MS + due::LINGER_MS), 64);
+        assert_eq!(due::read_count(16, span, GRANT_MS + due::LINGER_MS + 1), 16);
+        // A deployment that set more than the grant gives reads its own.
+        assert_eq!(due::read_count(128, span, 10), 128);
+        // A later, larger grant widens the span from the first one's start.
+        let up = due::next(Some(&g), 16, 40_000.0, 60_000).unwrap();
+        let both = grants.with(up);
+        assert_eq!(both.span.map(|s| (s.shards, s.from_ms)), Some((256, 0)));
     }
 }

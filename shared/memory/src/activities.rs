@@ -93,7 +93,7 @@ impl MemStore {
         factor: f64,
         pick: fn(&LatencyModel) -> Duration,
     ) -> StoreResult<Created> {
-        let shards = self.due_shards();
+        let shards = self.due_write_shards();
         self.charged(pick, |s, meter| {
             meter.write(|| {
                 let mut charges = converger_ports::capacity::activity_insert(activity);

@@ -37,7 +37,7 @@ impl DeliveryStore for MemStore {
         now: Timestamp,
         lease_ms: i64,
     ) -> StoreResult<Claim> {
-        let shards = self.due_shards();
+        let shards = self.due_write_shards();
         self.charged(
             |m| m.write,
             |s, meter| {
@@ -61,7 +61,7 @@ impl DeliveryStore for MemStore {
         .await
     }
     async fn reschedule(&self, d: &Delivery, token: Option<&str>, at_ms: i64) -> StoreResult<bool> {
-        let shards = self.due_shards();
+        let shards = self.due_write_shards();
         self.charged(
             |m| m.write,
             |s, meter| {
@@ -86,7 +86,7 @@ impl DeliveryStore for MemStore {
     }
 
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
-        let shards = self.due_shards();
+        let shards = self.due_write_shards();
         self.charged(
             |m| m.write,
             |s, meter| {
@@ -108,7 +108,7 @@ impl DeliveryStore for MemStore {
         .await
     }
     async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool> {
-        let shards = self.due_shards();
+        let shards = self.due_write_shards();
         self.charged(
             |m| m.write,
             |s, meter| {
@@ -155,7 +155,7 @@ impl DeliveryStore for MemStore {
         log: &LogUpdate,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        let shards = self.due_shards();
+        let shards = self.due_write_shards();
         self.charged(
             |m| m.write,
             |s, meter| {

@@ -253,11 +253,28 @@ pub struct MemStore {
     failing_marks: std::sync::atomic::AtomicU32,
     /// The due index's shards (`None`: the default, [`DUE_SHARDS`]).
     due_shards: Option<u32>,
+    /// The deployment's grants of more due shards.
+    due_grants: Mutex<converger_core::shards::due::DueGrants>,
     /// DynamoDB's per-partition limits, when modelled (`None`: unlimited).
     capacity: Option<std::sync::Arc<Capacity>>,
 }
 
 impl MemStore {
+    /// The deployment's due-shard grants as they stand.
+    fn grants(&self) -> converger_core::shards::due::DueGrants {
+        self.due_grants.lock().map(|g| *g).unwrap_or_default()
+    }
+
+    /// The shards a due entry written now is spread over (the grant in force, else the
+    /// deployment's own): the partition its index entry is charged to.
+    fn due_write_shards(&self) -> u32 {
+        converger_core::shards::due::write_count(
+            self.due_shards.unwrap_or(DUE_SHARDS),
+            self.grants().latest.as_ref(),
+            converger_core::time::now_ms(),
+        )
+    }
+
     pub fn new() -> Self {
         Self::default()
     }

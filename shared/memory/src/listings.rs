@@ -81,6 +81,26 @@ impl DeliveryQueries for MemStore {
     fn due_shards(&self) -> u32 {
         self.due_shards.unwrap_or(DUE_SHARDS)
     }
+    async fn due_grants(&self) -> StoreResult<converger_core::shards::due::DueGrants> {
+        wait(&self.latency, |m| m.get).await;
+        Ok(self.grants())
+    }
+    async fn grant_due_shards(
+        &self,
+        seen: &converger_core::shards::due::DueGrants,
+        next: converger_core::shards::Grant,
+    ) -> StoreResult<bool> {
+        wait(&self.latency, |m| m.write).await;
+        let mut g = self
+            .due_grants
+            .lock()
+            .map_err(|_| StoreError::Unavailable("due grants poisoned".into()))?;
+        if g.latest != seen.latest {
+            return Ok(false);
+        }
+        *g = g.with(next);
+        Ok(true)
+    }
     async fn overdue(
         &self,
         part: DuePart,
@@ -91,7 +111,13 @@ impl DeliveryQueries for MemStore {
     ) -> StoreResult<Page<Overdue>> {
         wait(&self.latency, |m| m.query).await;
         let now = converger_core::time::now_ms();
-        let shards = self.due_shards();
+        // An entry's shard is its id's over the shards the sweep reads now: each entry in
+        // exactly one of the shards read.
+        let shards = converger_core::shards::due::read_count(
+            self.due_shards(),
+            self.grants().span.as_ref(),
+            now,
+        );
         self.with(|s| {
             let mut rows: Vec<(String, &Delivery)> = s
                 .deliveries

@@ -139,6 +139,7 @@ impl Pipeline {
             counters: &*self.store,
             clock: &*self.clock,
             shards: self.shard_growth(),
+            due: &*self.store,
         }
     }
 

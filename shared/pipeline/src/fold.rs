@@ -29,6 +29,8 @@ pub struct Folded {
     pub repeats: usize,
     /// Listing shards granted to tenants whose folded rate called for them.
     pub grants: usize,
+    /// Due-shard grants written for the deployment (new, larger or renewed).
+    pub due_grants: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -37,6 +39,8 @@ pub struct UsageFold<'p> {
     pub(crate) counters: &'p dyn StreamCounters,
     pub(crate) clock: &'p dyn converger_core::time::Clock,
     pub(crate) shards: ShardGrowth<'p>,
+    /// Where the deployment's due-shard grants are kept.
+    pub(crate) due: &'p dyn converger_ports::DeliveryQueries,
 }
 
 impl UsageFold<'_> {
@@ -94,6 +98,11 @@ impl UsageFold<'_> {
             rows.extend(p?);
         }
         out.rows += rows.len();
+        // A failed attempt that did not dead-letter scheduled a retry: its due entry.
+        let retries: i64 = rows
+            .iter()
+            .map(|r| r.counts.failed_attempts - r.counts.dead_letters)
+            .sum();
         let mut per: BTreeMap<String, CounterAdd> = BTreeMap::new();
         for row in &rows {
             for add in row.adds() {
@@ -138,7 +147,31 @@ impl UsageFold<'_> {
             }
         }
         out.grants += self.shards.follow(&minutes).await.len();
+        match self.grow_due_shards(retries.max(0) as f64 / 60.0).await {
+            Ok(granted) => out.due_grants += usize::from(granted),
+            Err(e) => tracing::warn!(error = %e, "due-shard grant not written"),
+        }
         failed.map_or(Ok(()), Err)
+    }
+
+    /// Grants the deployment more due shards (or renews its grant) when a period's retries,
+    /// `rate` a second, call for them (`core::shards::due`); whether it wrote one. Two runs
+    /// at once write one grant.
+    async fn grow_due_shards(&self, rate: f64) -> Result<bool, StoreError> {
+        use converger_core::shards::due;
+        let own = self.due.due_shards();
+        // Neither a grant nor a renewal is called for at or under the own shards' rate: no
+        // read (a renewal needs more than half a grant's shards, and a grant has more than
+        // the own ones).
+        if rate <= f64::from(own.max(1)) * due::SHARD_RATE {
+            return Ok(false);
+        }
+        let now = self.clock.now_ms();
+        let seen = self.due.due_grants().await?;
+        match due::next(seen.latest.as_ref(), own, rate, now) {
+            Some(next) => self.due.grant_due_shards(&seen, next).await,
+            None => Ok(false),
+        }
     }
 }
 
@@ -204,6 +237,7 @@ mod tests {
                 retention_ms: 86_400_000,
                 per_shard: converger_core::shards::SHARD_RATE,
             },
+            due: &log.inner,
         };
         let (tenant, channel) = (TenantId::generate(), ChannelId::generate());
         let period = converger_core::usage::fold::period_of(clock.now_ms());
@@ -234,5 +268,64 @@ mod tests {
         let read = log.inner.read_usage(&[key]).await.unwrap();
         assert_eq!(read[0].created, 9);
         assert_eq!(log.inner.usage_folded_to().await.unwrap(), Some(period));
+    }
+
+    #[tokio::test]
+    async fn a_minute_of_many_retries_grants_the_deployment_more_due_shards() {
+        use converger_ports::DeliveryQueries;
+        let store = MemStore::new();
+        let clock = converger_core::time::SystemClock;
+        let memo = crate::shards::ShardMemo::default();
+        let fold = UsageFold {
+            log: &store,
+            counters: &store,
+            clock: &clock,
+            shards: ShardGrowth {
+                tenants: &store,
+                usage: &store,
+                clock: &clock,
+                memo: &memo,
+                retention_ms: 86_400_000,
+                per_shard: converger_core::shards::SHARD_RATE,
+            },
+            due: &store,
+        };
+        let period = converger_core::usage::fold::period_of(clock.now_ms());
+        store.set_usage_folded_to(period - 3).await.unwrap();
+        // Retries a second, per period: under what the own 16 shards take, then past it.
+        for (p, failed, dead) in [(period - 2, 180_000, 0), (period - 1, 330_000, 30_000)] {
+            let entry = UsageLogEntry {
+                shard: "shard-a".into(),
+                first: seq_key(&format!("{p}1")),
+                last: seq_key(&format!("{p}9")),
+                period: p,
+                rows: vec![UsageRow::usage(
+                    TenantId::generate(),
+                    ChannelId::generate(),
+                    p,
+                    Counts {
+                        failed_attempts: failed,
+                        dead_letters: dead,
+                        ..Counts::default()
+                    },
+                )],
+            };
+            store.log_usage(&entry).await.unwrap();
+        }
+        let folded = fold.run_to(period - 2).await.unwrap();
+        assert_eq!(
+            folded.due_grants, 0,
+            "3,000 a second: the own shards carry it"
+        );
+        assert_eq!(store.due_grants().await.unwrap().latest, None);
+        let folded = fold.run_to(period - 1).await.unwrap();
+        assert_eq!(folded.due_grants, 1, "5,000 a second (dead letters apart)");
+        let g = store.due_grants().await.unwrap().latest.unwrap();
+        assert_eq!(g.shards, 32);
+        assert_eq!(
+            store.due_read_shards(clock.now_ms()).await.unwrap(),
+            32,
+            "the sweep reads the granted shards"
+        );
     }
 }

@@ -129,6 +129,19 @@ impl Sweeper<'_> {
         }
     }
 
+    /// The due shards to read at `now_ms`: the deployment's own and any granted ones whose
+    /// entries may still come due; the own ones alone when the grants cannot be read (a
+    /// granted shard is read again by the next pass).
+    async fn due_read_shards(&self, now_ms: i64) -> u32 {
+        match self.listings.due_read_shards(now_ms).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "due-shard grants not read; own shards swept");
+                self.listings.due_shards()
+            }
+        }
+    }
+
     /// The leased part of the due index: deliveries whose attempt's lease ended (more than
     /// [`RECLAIM_GRACE_MS`] ago, room for a renewal in flight) without an outcome: their
     /// worker died. Each is taken back with one conditional write (it waits again, due now)
@@ -140,7 +153,7 @@ impl Sweeper<'_> {
         let before = now.ms().saturating_sub(RECLAIM_GRACE_MS);
         let budget = AtomicUsize::new(self.config.sweep_limit);
         let passes: Vec<Result<Reclaimed, SweepError>> =
-            futures::stream::iter(0..self.listings.due_shards())
+            futures::stream::iter(0..self.due_read_shards(now.ms()).await)
                 .map(|shard| self.reclaim_shard(shard, before, now, &budget))
                 .buffer_unordered(SHARDS_AT_ONCE)
                 .collect()
@@ -253,7 +266,7 @@ impl Sweeper<'_> {
         }
         let room = AtomicUsize::new(self.config.sweep_limit);
         let shards: Vec<Result<SweepReport, SweepError>> =
-            futures::stream::iter(0..self.listings.due_shards())
+            futures::stream::iter(0..self.due_read_shards(now.ms()).await)
                 .map(|shard| self.sweep_shard(shard, before, now.ms(), &room))
                 .buffer_unordered(SHARDS_AT_ONCE)
                 .collect()

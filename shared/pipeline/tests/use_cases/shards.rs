@@ -171,3 +171,42 @@ async fn a_grant_follows_every_part_of_the_minute_counter() {
     );
     assert_eq!(f.store.read_usage(&[key]).await.unwrap()[0].created, 6_000);
 }
+
+/// The deployment's due shards granted while retries call for them (ADR 0093): the sweep
+/// reads the granted shards, so a delivery placed in one of them is found and enqueued.
+#[tokio::test]
+async fn the_sweep_reads_the_due_shards_a_grant_gives() {
+    use converger_core::shards::due;
+    use converger_ports::DeliveryQueries;
+    let f = fixture();
+    let t = tenant(&f).await;
+    let c = webhook(&f, &t).await;
+    let now = converger_core::time::now_ms();
+    let seen = f.store.due_grants().await.unwrap();
+    let grant = due::next(None, f.store.due_shards(), 10_000.0, now).unwrap();
+    assert!(f.store.grant_due_shards(&seen, grant).await.unwrap());
+    // Forty retries overdue past the sweep's grace, in the due index.
+    let due_at = now - 600_000;
+    for i in 0..40 {
+        let a = Activity {
+            id: ActivityId::generate(),
+            tenant_id: t.id.clone(),
+            conversation_id: "c".into(),
+            seq: i,
+            event_type: None,
+            payload_ref: None,
+            payload: json!({}),
+            channel_ids: vec![c.id.clone()],
+            created_at: converger_core::Timestamp::from_ms(due_at),
+            expires_at: None,
+            trace: None,
+        };
+        let mut d = Delivery::new(&a, &c, t.tier, converger_core::Timestamp::from_ms(due_at));
+        d.attempts = 1;
+        f.store.create_activity(&a, &[d]).await.unwrap();
+    }
+    let report = f.pipeline.sweeper().sweep().await.unwrap();
+    // The crash watch's pass and the sweep's: a query a shard each, over all 64.
+    assert_eq!(report.queries, 128, "{report:?}");
+    assert_eq!(report.enqueued, 40, "{report:?}");
+}

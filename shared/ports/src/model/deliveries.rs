@@ -300,13 +300,13 @@ impl Delivery {
 }
 
 /// Shards of the due index a pending delivery is spread over, unless the deployment sets
-/// more (`DUE_SHARDS`; each takes about 250 first tries a second at half a partition's
-/// writes).
+/// more (`DUE_SHARDS`) or a grant gives more (`core::shards::due`); each takes about 250
+/// retried deliveries a second at half a partition's writes.
 pub const DUE_SHARDS: u32 = 16;
 
-/// The most due shards a deployment may set: a sweep reads each once, and its crash watch
-/// every few seconds.
-pub const MAX_DUE_SHARDS: u32 = 1024;
+/// The most due shards a deployment may set or be granted: a sweep reads each once, and its
+/// crash watch every few seconds.
+pub const MAX_DUE_SHARDS: u32 = converger_core::shards::due::MAX;
 
 /// Shards of the channel index (a channel's dead letters and parked deliveries), the same for
 /// every channel: a dead channel at 2,000 deliveries/s writes a dead letter each, a quarter of

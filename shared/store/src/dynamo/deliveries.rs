@@ -35,6 +35,7 @@ impl DeliveryStore for DynamoStore {
         // try in flight, which its messages carry.
         let mut u = Update::new().remove_each(LEASE);
         if !d.first_try_in_flight() {
+            self.refresh_due_grants().await;
             u = u.set_each(self.due_keys(&d.id, d.next_attempt_at));
         }
         self.leased_update(d, token, u).await
@@ -44,6 +45,7 @@ impl DeliveryStore for DynamoStore {
             .set("next_attempt_at", n(at_ms))
             .remove_each(LEASE);
         if !d.first_try_in_flight() {
+            self.refresh_due_grants().await;
             u = u.set_each(self.due_keys(&d.id, at_ms));
         }
         if let Some(token) = token {
@@ -102,6 +104,9 @@ impl DeliveryStore for DynamoStore {
                 .remove_each(DUE_PLACE)
                 .remove("slot")
                 .remove_each(BACKLOG_PLACE);
+        }
+        if matches!(outcome, RowOutcome::Retry { .. }) {
+            self.refresh_due_grants().await;
         }
         let at = now.rfc3339();
         let u = match outcome {

@@ -412,6 +412,7 @@ impl FlowStore for DynamoStore {
         now: Timestamp,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
+        self.refresh_due_grants().await;
         let u = Update::new()
             .set("slot", AttributeValue::Bool(true))
             .set("slot_item", n(slot_item))
@@ -431,6 +432,7 @@ impl FlowStore for DynamoStore {
     ) -> StoreResult<Option<Delivery>> {
         // Out of the backlog into the due index, due now (the row and its index entry agree,
         // so a later release leaves the entry where it is).
+        self.refresh_due_grants().await;
         let u = Update::new()
             .set("lease_token", s(token))
             .set("lease_until", n(lease_until_ms))

@@ -25,6 +25,7 @@ mod backfill;
 mod changes;
 mod channels;
 mod deliveries;
+mod due;
 mod expr;
 use expr::{Cmp, Update};
 mod event_types;
@@ -50,6 +51,8 @@ pub struct DynamoStore {
     res: Resources,
     /// Set only against an emulator whose transactions are not serializable.
     tx_lock: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
+    /// The due-shard grants as this instance last read them.
+    due_cache: std::sync::Arc<due::DueCache>,
 }
 
 fn s(v: impl Into<String>) -> AttributeValue {
@@ -229,7 +232,8 @@ impl DynamoStore {
     }
 
     /// The due index attributes of a pending delivery due at `next_attempt_at`, in the shard
-    /// the deployment's count gives (a claim leaves them as they are).
+    /// its id gives over the shards written now (the grant in force, as this instance last
+    /// read it, else the deployment's own; a claim leaves them as they are).
     fn due_keys(
         &self,
         id: &DeliveryId,
@@ -238,7 +242,7 @@ impl DynamoStore {
         [
             (
                 "due_shard",
-                s(due_partition(due_shard_of(id, self.res.due_shards))),
+                s(due_partition(due_shard_of(id, self.due_write_shards()))),
             ),
             ("due_at", s(due_key(next_attempt_at))),
         ]
@@ -380,6 +384,7 @@ impl DynamoStore {
             client,
             res,
             tx_lock: None,
+            due_cache: std::sync::Arc::default(),
         }
     }
 

@@ -27,7 +27,8 @@ fn recording() -> (DynamoStore, CaptureRequestReceiver) {
     })
     .expect("every name is given");
     (
-        DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(conf), res),
+        DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(conf), res)
+            .with_due_grants(Default::default()),
         rx,
     )
 }

@@ -453,3 +453,69 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
         "waiting, due now"
     );
 }
+
+/// A grant of more due shards (`core::shards::due`): one of two writers that read the same
+/// wins; entries written while it holds spread over its shards, and the sweep reads each
+/// of them once until every entry placed there can have come due.
+pub(super) async fn a_due_grant_spreads_new_entries_over_the_shards_the_sweep_reads(b: Backend) {
+    use converger_core::shards::due;
+    let f = fixture(b).await;
+    let now = time::now_ms();
+    let own = f.store.due_shards();
+    let seen = f.store.due_grants().await.unwrap();
+    assert_eq!(seen, due::DueGrants::default());
+    assert_eq!(f.store.due_read_shards(now).await.unwrap(), own);
+    let g = due::next(None, own, 10_000.0, now).unwrap();
+    assert_eq!(g.shards, 64);
+    assert!(f.store.grant_due_shards(&seen, g).await.unwrap());
+    let other = due::next(None, own, 40_000.0, now).unwrap();
+    assert!(
+        !f.store.grant_due_shards(&seen, other).await.unwrap(),
+        "a writer that read the grants before the first one's write"
+    );
+    assert_eq!(f.store.due_grants().await.unwrap(), seen.with(g));
+    assert_eq!(f.store.due_read_shards(now).await.unwrap(), 64);
+    let gone = g.until_ms + due::LINGER_MS + 1;
+    assert_eq!(f.store.due_read_shards(gone).await.unwrap(), own);
+
+    let mut rows = Vec::new();
+    for _ in 0..24 {
+        let a = activity(&f);
+        let d = new_delivery(
+            &a,
+            &f.channel,
+            Tier::Bulk,
+            now - 10_000,
+            &a.created_at.rfc3339(),
+        );
+        f.store
+            .create_activity(&a, std::slice::from_ref(&d))
+            .await
+            .unwrap();
+        rows.push(d);
+    }
+    // Each row in exactly one of the shards the sweep reads, some past the own ones.
+    let mut found: std::collections::HashMap<DeliveryId, Vec<u32>> = Default::default();
+    for shard in 0..64 {
+        let page = f
+            .store
+            .overdue(DuePart::Waiting, shard, now - 5_000, 100, None)
+            .await
+            .unwrap();
+        for o in page.items {
+            found.entry(o.id).or_default().push(shard);
+        }
+    }
+    for d in &rows {
+        assert_eq!(
+            found.get(&d.id).map(Vec::len),
+            Some(1),
+            "{}: {found:?}",
+            d.id
+        );
+    }
+    assert!(
+        rows.iter().any(|d| found[&d.id][0] >= own),
+        "24 rows all below the own {own} shards"
+    );
+}

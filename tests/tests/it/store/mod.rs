@@ -84,6 +84,7 @@ conformance!(
     dead_letters_and_missing_rows,
     only_pending_deliveries_are_in_the_due_index,
     the_due_index_has_the_deployments_shard_count,
+    a_due_grant_spreads_new_entries_over_the_shards_the_sweep_reads,
     a_first_try_joins_its_tenants_listing_when_its_attempt_ends,
     old_attempts_spill_out_of_the_item,
     a_failed_attempt_gives_its_slot_back,
