@@ -69,6 +69,19 @@ impl TestStack {
         Self::with(|_| {}).await
     }
 
+    /// A stack on the in-process backend whose time is a manual clock (its backoffs,
+    /// cooldowns and queue delays pass when the test moves the clock), and that clock.
+    pub async fn on_clock() -> (Self, std::sync::Arc<converger_core::time::ManualClock>) {
+        let clock = std::sync::Arc::new(converger_core::time::ManualClock::starting_now());
+        let shared: std::sync::Arc<dyn converger_core::time::Clock> = clock.clone();
+        let t = Self::with(|o| {
+            o.backend = Backend::Memory;
+            o.clock = Some(shared);
+        })
+        .await;
+        (t, clock)
+    }
+
     /// A stack on the emulator: the template deployed, every request IAM-checked.
     pub async fn on_emulator() -> Self {
         Self::with(|o| o.backend = Backend::Emulator).await

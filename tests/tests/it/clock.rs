@@ -3,7 +3,6 @@
 //! the clock, not when it waits; until then nothing is attempted, however long it waits.
 
 use converger_core::time::{Clock, ManualClock};
-use converger_local::stack::Backend;
 use converger_tests::client::is_settled;
 use converger_tests::{Receiver, Reply, TestStack, wait_until};
 use serde_json::json;
@@ -12,13 +11,7 @@ use std::time::Duration;
 
 /// A stack on a manual clock, and a receiver that fails once, then takes everything.
 async fn clocked() -> (TestStack, Arc<ManualClock>, Receiver) {
-    let clock = Arc::new(ManualClock::starting_now());
-    let shared: Arc<dyn Clock> = clock.clone();
-    let t = TestStack::with(|o| {
-        o.backend = Backend::Memory;
-        o.clock = Some(shared);
-    })
-    .await;
+    let (t, clock) = TestStack::on_clock().await;
     let rx = Receiver::start(vec![Reply::status(503)], Reply::status(200))
         .await
         .unwrap();

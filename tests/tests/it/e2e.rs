@@ -4,9 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use converger_core::Timestamp;
+use converger_core::time::Clock;
 use converger_http::views::Ingested;
 use converger_tests::client::is_settled;
-use converger_tests::{Receiver, Reply, TestStack};
+use converger_tests::{Receiver, Reply, TestStack, wait_until};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -43,9 +44,11 @@ async fn a_permanent_error_dead_letters_after_one_attempt() {
     assert_eq!(rx.requests().len(), 1);
 }
 
+/// On the stack's clock: each retry comes exactly its backoff after the attempt before it,
+/// not before, and none after the fifth.
 #[tokio::test]
 async fn exhausted_retries_dead_letter_at_max_attempts() {
-    let t = TestStack::start().await;
+    let (t, clock) = TestStack::on_clock().await;
     let rx = Receiver::always(500).await.unwrap();
     let tenant = t.new_tenant("default").await;
     let ch = tenant
@@ -56,9 +59,26 @@ async fn exhausted_retries_dead_letter_at_max_attempts() {
         .await
         .channel;
     let id = first_delivery(&tenant.activity(&[&ch.id]).await);
-
+    for n in 1..=4 {
+        let d = tenant
+            .wait_delivery(&id, Duration::from_secs(20), |d| d.attempts == n)
+            .await;
+        assert_eq!(d.status, "pending", "{d:?}");
+        let due = Timestamp::parse(d.next_attempt_at.as_deref().unwrap()).unwrap();
+        assert_eq!(due.ms() - clock.now_ms(), 1000, "attempt {n}: {d:?}");
+        clock.advance(Duration::from_millis(999));
+        assert!(
+            !wait_until(Duration::from_millis(300), || async {
+                rx.count() > n as usize
+            })
+            .await,
+            "attempt {} before its backoff",
+            n + 1
+        );
+        clock.advance(Duration::from_millis(1));
+    }
     let d = tenant
-        .wait_delivery(&id, Duration::from_secs(40), is_settled)
+        .wait_delivery(&id, Duration::from_secs(20), is_settled)
         .await;
     assert_eq!(d.status, "failed", "{d:?}");
     assert_eq!(d.attempts, 5);
@@ -71,13 +91,17 @@ async fn exhausted_retries_dead_letter_at_max_attempts() {
         .map(|e| e.outcome.clone().unwrap_or_default())
         .collect();
     assert_eq!(outcomes, ["dead", "failed", "failed", "failed", "failed"]);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(rx.requests().len(), 5, "no attempt after the dead letter");
+    // Past any backoff on the clock: still five.
+    clock.advance(Duration::from_secs(3600));
+    assert!(!wait_until(Duration::from_millis(500), || async { rx.count() > 5 }).await);
+    assert_eq!(rx.count(), 5, "no attempt after the dead letter");
 }
 
+/// On the stack's clock: a 429's `Retry-After: 2` puts the next attempt two seconds after
+/// it, over the policy's one second.
 #[tokio::test]
 async fn retry_after_overrides_the_policy_backoff() {
-    let t = TestStack::start().await;
+    let (t, clock) = TestStack::on_clock().await;
     let rx = Receiver::start(
         vec![Reply::status(429).header("retry-after", "2")],
         Reply::status(200),
@@ -90,19 +114,21 @@ async fn retry_after_overrides_the_policy_backoff() {
         .await
         .channel;
     let id = first_delivery(&tenant.activity(&[&ch.id]).await);
-
+    let d = tenant
+        .wait_delivery(&id, Duration::from_secs(20), |d| d.attempts == 1)
+        .await;
+    let due = Timestamp::parse(d.next_attempt_at.as_deref().unwrap()).unwrap();
+    assert_eq!(due.ms() - clock.now_ms(), 2000, "{d:?}");
+    // Where the policy alone would have retried: nothing yet.
+    clock.advance(Duration::from_millis(1500));
+    assert!(!wait_until(Duration::from_millis(500), || async { rx.count() > 1 }).await);
+    clock.advance(Duration::from_millis(500));
     let d = tenant
         .wait_delivery(&id, Duration::from_secs(20), is_settled)
         .await;
     assert_eq!(d.status, "sent", "{d:?}");
     assert_eq!(d.attempts, 2, "Retry-After still counts as an attempt");
-    let reqs = rx.requests();
-    assert_eq!(reqs.len(), 2);
-    let gap = reqs[1].at.duration_since(reqs[0].at);
-    assert!(
-        gap >= Duration::from_millis(1950),
-        "next attempt came after {gap:?}, before Retry-After"
-    );
+    assert_eq!(rx.count(), 2);
 }
 
 #[tokio::test]
