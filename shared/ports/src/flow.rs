@@ -637,34 +637,7 @@ pub trait FlowStore: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Activity, Channel};
-    use converger_core::{ActivityId, ChannelType, Tier};
-
-    fn delivery(due_ms: i64) -> Delivery {
-        let tenant = TenantId::generate();
-        let at = Timestamp::from_ms(due_ms);
-        let channel = Channel::new(
-            tenant.clone(),
-            ChannelType::Webhook,
-            "c",
-            serde_json::Map::new(),
-            at,
-        );
-        let activity = Activity {
-            event_type: None,
-            id: ActivityId::generate(),
-            tenant_id: tenant,
-            conversation_id: "c".into(),
-            seq: 1,
-            payload_ref: None,
-            payload: serde_json::Value::Null,
-            channel_ids: vec![channel.id.clone()],
-            created_at: at,
-            expires_at: None,
-            trace: None,
-        };
-        Delivery::new(&activity, &channel, Tier::Default, at)
-    }
+    use crate::model::test_delivery as delivery;
 
     #[test]
     fn each_flow_move_admits_only_the_rows_it_names() {

@@ -552,31 +552,38 @@ impl RetryAt {
     }
 }
 
+/// A pending webhook delivery created at `due_ms`, for the crate's tests.
+#[cfg(test)]
+pub(crate) fn test_delivery(due_ms: i64) -> Delivery {
+    let tenant = TenantId::generate();
+    let at = Timestamp::from_ms(due_ms);
+    let channel = Channel::new(
+        tenant.clone(),
+        converger_core::ChannelType::Webhook,
+        "c",
+        Map::new(),
+        at,
+    );
+    let activity = Activity {
+        event_type: None,
+        id: converger_core::ActivityId::generate(),
+        tenant_id: tenant,
+        conversation_id: "c".into(),
+        seq: 1,
+        payload_ref: None,
+        payload: Value::Null,
+        channel_ids: vec![channel.id.clone()],
+        created_at: at,
+        expires_at: None,
+        trace: None,
+    };
+    Delivery::new(&activity, &channel, Tier::Default, at)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use converger_core::{ActivityId, ChannelType};
-
-    fn delivery(due_ms: i64) -> Delivery {
-        let tenant = TenantId::generate();
-        let at = Timestamp::from_ms(due_ms);
-        let channel = Channel::new(tenant.clone(), ChannelType::Webhook, "c", Map::new(), at);
-        let activity = Activity {
-            event_type: None,
-            id: ActivityId::generate(),
-            tenant_id: tenant,
-            conversation_id: "c".into(),
-            seq: 1,
-            payload_ref: None,
-            payload: Value::Null,
-            channel_ids: vec![channel.id.clone()],
-            created_at: at,
-            expires_at: None,
-            trace: None,
-        };
-        Delivery::new(&activity, &channel, Tier::Default, at)
-    }
 
     #[test]
     fn a_claim_is_refused_for_each_reason_in_order() {
@@ -585,7 +592,7 @@ mod tests {
             Claim::refused(None, Timestamp::from_ms(now)),
             Some(Claim::Missing)
         );
-        let mut d = delivery(now);
+        let mut d = test_delivery(now);
         assert_eq!(Claim::refused(Some(&d), Timestamp::from_ms(now)), None);
         d.lease_until = Some(now - 1);
         assert_eq!(
@@ -623,7 +630,7 @@ mod tests {
 
     #[test]
     fn each_row_is_in_the_sparse_index_its_fields_call_for() {
-        let mut d = delivery(42);
+        let mut d = test_delivery(42);
         assert_eq!(d.sparse_index(), SparseIndex::Due { due_ms: 42 });
         d.lease_until = Some(99);
         assert_eq!(
@@ -651,7 +658,7 @@ mod tests {
     /// attempt says otherwise, and holds no lease, slot or hand-off of the failed run.
     #[test]
     fn a_replayed_row_keeps_its_last_error_until_the_next_attempt() {
-        let mut d = delivery(42);
+        let mut d = test_delivery(42);
         d.status = DeliveryStatus::Failed;
         d.attempts = 5;
         d.last_error = Some("webhook: HTTP 503".into());
@@ -686,7 +693,7 @@ mod tests {
     #[test]
     fn each_outcome_writes_its_fields_on_the_row() {
         let now = Timestamp::from_ms(5_000);
-        let mut row = delivery(1_000);
+        let mut row = test_delivery(1_000);
         row.slot = true;
         row.slot_item = 2;
         row.in_backlog = true;

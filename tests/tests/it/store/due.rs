@@ -176,22 +176,7 @@ pub(super) async fn the_due_index_has_the_deployments_shard_count(b: Backend) {
         store.create_channel(&f.channel).await.unwrap();
     }
     let now = time::now_ms();
-    let mut rows = Vec::new();
-    for _ in 0..24 {
-        let a = activity(&f);
-        let d = new_delivery(
-            &a,
-            &f.channel,
-            Tier::Bulk,
-            now - 10_000,
-            &a.created_at.rfc3339(),
-        );
-        store
-            .create_activity(&a, std::slice::from_ref(&d))
-            .await
-            .unwrap();
-        rows.push(d);
-    }
+    let rows = due_rows(&f, &*store, 24, now - 10_000).await;
     // Spread past the default's 16 shards, each row in the one shard its id gives for 64.
     assert!(
         rows.iter().any(|d| due_shard_of(&d.id, 64) >= 16),
@@ -250,22 +235,7 @@ pub(super) async fn only_pending_deliveries_are_in_the_due_index(b: Backend) {
     use converger_ports::due_shard;
     let f = fixture(b).await;
     let now = time::now_ms();
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        let a = activity(&f);
-        let d = new_delivery(
-            &a,
-            &f.channel,
-            Tier::Bulk,
-            now - 10_000,
-            &a.created_at.rfc3339(),
-        );
-        f.store
-            .create_activity(&a, std::slice::from_ref(&d))
-            .await
-            .unwrap();
-        ids.push(d);
-    }
+    let ids = due_rows(&f, &*f.store, 3, now - 10_000).await;
     let overdue = |d: &Delivery| {
         let store = f.store.clone();
         let id = d.id.clone();
@@ -478,22 +448,7 @@ pub(super) async fn a_due_grant_spreads_new_entries_over_the_shards_the_sweep_re
     let gone = g.until_ms + due::LINGER_MS + 1;
     assert_eq!(f.store.due_read_shards(gone).await.unwrap(), own);
 
-    let mut rows = Vec::new();
-    for _ in 0..24 {
-        let a = activity(&f);
-        let d = new_delivery(
-            &a,
-            &f.channel,
-            Tier::Bulk,
-            now - 10_000,
-            &a.created_at.rfc3339(),
-        );
-        f.store
-            .create_activity(&a, std::slice::from_ref(&d))
-            .await
-            .unwrap();
-        rows.push(d);
-    }
+    let rows = due_rows(&f, &*f.store, 24, now - 10_000).await;
     // Each row in exactly one of the shards the sweep reads, some past the own ones.
     let mut found: std::collections::HashMap<DeliveryId, Vec<u32>> = Default::default();
     for shard in 0..64 {
@@ -518,4 +473,20 @@ pub(super) async fn a_due_grant_spreads_new_entries_over_the_shards_the_sweep_re
         rows.iter().any(|d| found[&d.id][0] >= own),
         "24 rows all below the own {own} shards"
     );
+}
+
+/// `n` deliveries of the fixture's channel, each in an activity of its own written through
+/// `store`, due at `due_ms`.
+async fn due_rows(f: &Fixture, store: &dyn Store, n: usize, due_ms: i64) -> Vec<Delivery> {
+    let mut rows = Vec::new();
+    for _ in 0..n {
+        let a = activity(f);
+        let d = new_delivery(&a, &f.channel, Tier::Bulk, due_ms, &a.created_at.rfc3339());
+        store
+            .create_activity(&a, std::slice::from_ref(&d))
+            .await
+            .unwrap();
+        rows.push(d);
+    }
+    rows
 }
