@@ -71,14 +71,14 @@ async fn unvouched(state: &AppState, req: Request, next: Next, is_receipt: bool)
     let source = converger_core::net::client_source(
         req.extensions().get::<crate::web::SourceIp>().map(|s| s.0),
     );
-    if let Some(wait_s) = state.pipeline.source_throttled(&source) {
+    if let Some(wait_s) = state.pipeline.sources().throttled(&source) {
         return source_throttled(wait_s);
     }
     let res = next.run(req).await;
     if api_limit::refused(res.status().as_u16(), is_receipt)
         && res.extensions().get::<Vouched>().is_none()
     {
-        state.pipeline.source_refused(&source).await;
+        state.pipeline.sources().refused(&source).await;
     }
     res
 }

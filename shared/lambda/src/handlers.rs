@@ -253,7 +253,7 @@ pub async fn websocket_event(
                 .as_deref()
                 .and_then(|ip| ip.parse().ok()),
         );
-        if let Some(wait_s) = p.source_throttled(&source) {
+        if let Some(wait_s) = p.sources().throttled(&source) {
             return ws_response(
                 429,
                 &ws_error(
@@ -270,7 +270,7 @@ pub async fn websocket_event(
             u16::try_from(res.status_code).unwrap_or(500),
             by_channel,
         ) {
-            p.source_refused(&source).await;
+            p.sources().refused(&source).await;
         }
         return res;
     }

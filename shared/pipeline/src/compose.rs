@@ -4,7 +4,7 @@
 
 use crate::{
     Pipeline, attempt, changes, channels, event_types, flow_jobs, fold, handoff, health, ingest,
-    lanes, replay, shards, stream, sweep, tenants, usage,
+    lanes, replay, shards, sources, stream, sweep, tenants, usage,
 };
 
 impl Pipeline {
@@ -235,6 +235,15 @@ impl Pipeline {
             memo: &self.shard_memo,
             retention_ms: i64::try_from(self.config.retention.as_millis()).unwrap_or(i64::MAX / 4),
             per_shard: self.config.listing_shard_rate,
+        }
+    }
+
+    /// The refusal throttle of the addresses whose requests keep being refused.
+    pub fn sources(&self) -> sources::Sources<'_> {
+        sources::Sources {
+            gate: &self.sources,
+            schedules: &*self.store,
+            clock: &*self.clock,
         }
     }
 }

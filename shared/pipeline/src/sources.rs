@@ -33,11 +33,20 @@ fn seconds_until(until_ms: i64, now_ms: i64) -> u64 {
         .max(1)
 }
 
-impl crate::Pipeline {
+/// The sources' refusal throttle as one instance applies it: its remembered sources, and
+/// the shared schedules it spends.
+#[derive(Clone, Copy)]
+pub struct Sources<'p> {
+    pub(crate) gate: &'p SourceGate,
+    pub(crate) schedules: &'p dyn converger_ports::FlowStore,
+    pub(crate) clock: &'p dyn converger_core::time::Clock,
+}
+
+impl Sources<'_> {
     /// Seconds until `source` may be served again, while it is throttled.
-    pub fn source_throttled(&self, source: &str) -> Option<u64> {
+    pub fn throttled(&self, source: &str) -> Option<u64> {
         let now = self.clock.now_ms();
-        self.sources
+        self.gate
             .throttled
             .get(&source.to_owned())
             .filter(|until| *until > now)
@@ -46,11 +55,11 @@ impl crate::Pipeline {
 
     /// Counts one refusal of `source`: the seconds it must now wait, when this refusal took
     /// it past its schedule. A schedule that cannot be read throttles no one.
-    pub async fn source_refused(&self, source: &str) -> Option<u64> {
+    pub async fn refused(&self, source: &str) -> Option<u64> {
         let now = self.clock.now_ms();
         let limit = api_limit::REFUSALS_PER_SOURCE;
         match self
-            .store
+            .schedules
             .rate_take_n(
                 &api_limit::refusals_key(source),
                 &limit,
@@ -68,7 +77,7 @@ impl crate::Pipeline {
                 .max(1);
                 tracing::warn!(source, "source throttled: too many refused requests");
                 let until = now.saturating_add(i64::try_from(wait).unwrap_or(60) * 1000);
-                self.sources.throttled.insert(source.to_owned(), until);
+                self.gate.throttled.insert(source.to_owned(), until);
                 Some(wait)
             }
             Err(e) => {
