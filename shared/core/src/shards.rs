@@ -227,6 +227,14 @@ pub mod due {
         Grant::next_up_to(latest, own, rate, now_ms, SHARD_RATE, MAX)
     }
 
+    /// Whether `rate` retries a second may call for a grant or a renewal with `own` shards
+    /// set: neither does at or under what the own shards carry (a renewal needs more than
+    /// half a grant's shards, and a grant has more than the own ones), so the grants need
+    /// not be read.
+    pub fn may_call_for(rate: f64, own: u32) -> bool {
+        rate > f64::from(own.clamp(1, MAX)) * SHARD_RATE
+    }
+
     /// The shards a due entry written at `now_ms` is spread over: the granted ones while
     /// `latest` is in force, else the deployment's own.
     pub fn write_count(own: u32, latest: Option<&Grant>, now_ms: i64) -> u32 {
@@ -242,24 +250,6 @@ pub mod due {
         match span {
             Some(s) if s.shards > own && now_ms <= s.until_ms + LINGER_MS => s.shards.min(MAX),
             _ => own,
-        }
-    }
-
-    /// The deployment's grants: the latest (the one writers follow) and the span of all
-    /// (what the sweep reads).
-    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-    pub struct DueGrants {
-        pub latest: Option<Grant>,
-        pub span: Option<Grant>,
-    }
-
-    impl DueGrants {
-        /// These grants with `next` the latest, and the span widened to it.
-        pub fn with(&self, next: Grant) -> DueGrants {
-            DueGrants {
-                latest: Some(next),
-                span: Some(self.span.map_or(next, |s| s.merged(&next))),
-            }
         }
     }
 }
@@ -378,6 +368,7 @@ mod tests {
     fn due_shards_grow_with_the_retries_and_are_read_until_every_entry_came_due() {
         // 16 shards take 4,000 retries a second; 10,000 call for 64.
         assert_eq!(due::next(None, 16, 3_000.0, 0), None);
+        assert!(!due::may_call_for(4_000.0, 16) && due::may_call_for(4_001.0, 16));
         let g = due::next(None, 16, 10_000.0, 0).unwrap();
         assert_eq!((g.shards, g.until_ms), (64, GRANT_MS));
         assert_eq!(due::next(None, 16, 1e9, 0).unwrap().shards, due::MAX);
@@ -386,15 +377,14 @@ mod tests {
         assert_eq!(due::write_count(16, Some(&g), GRANT_MS), 16);
         assert_eq!(due::write_count(16, None, 10), 16);
         // Read until the longest delay past its end, then no more.
-        let grants = due::DueGrants::default().with(g);
-        let span = grants.span.as_ref();
+        let span = Some(&g);
         assert_eq!(due::read_count(16, span, GRANT_MS + due::LINGER_MS), 64);
         assert_eq!(due::read_count(16, span, GRANT_MS + due::LINGER_MS + 1), 16);
         // A deployment that set more than the grant gives reads its own.
         assert_eq!(due::read_count(128, span, 10), 128);
         // A later, larger grant widens the span from the first one's start.
         let up = due::next(Some(&g), 16, 40_000.0, 60_000).unwrap();
-        let both = grants.with(up);
-        assert_eq!(both.span.map(|s| (s.shards, s.from_ms)), Some((256, 0)));
+        let both = g.merged(&up);
+        assert_eq!((both.shards, both.from_ms), (256, 0));
     }
 }

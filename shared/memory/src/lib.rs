@@ -254,15 +254,18 @@ pub struct MemStore {
     /// The due index's shards (`None`: the default, [`DUE_SHARDS`]).
     due_shards: Option<u32>,
     /// The deployment's grants of more due shards.
-    due_grants: Mutex<converger_core::shards::due::DueGrants>,
+    due_grants: Mutex<converger_ports::ShardGrants>,
     /// DynamoDB's per-partition limits, when modelled (`None`: unlimited).
     capacity: Option<std::sync::Arc<Capacity>>,
 }
 
 impl MemStore {
     /// The deployment's due-shard grants as they stand.
-    fn grants(&self) -> converger_core::shards::due::DueGrants {
-        self.due_grants.lock().map(|g| *g).unwrap_or_default()
+    fn grants(&self) -> converger_ports::ShardGrants {
+        self.due_grants
+            .lock()
+            .map(|g| g.clone())
+            .unwrap_or_default()
     }
 
     /// The shards a due entry written now is spread over (the grant in force, else the

@@ -81,24 +81,20 @@ impl DeliveryQueries for MemStore {
     fn due_shards(&self) -> u32 {
         self.due_shards.unwrap_or(DUE_SHARDS)
     }
-    async fn due_grants(&self) -> StoreResult<converger_core::shards::due::DueGrants> {
+    async fn due_grants(&self) -> StoreResult<converger_ports::ShardGrants> {
         wait(&self.latency, |m| m.get).await;
         Ok(self.grants())
     }
-    async fn grant_due_shards(
-        &self,
-        seen: &converger_core::shards::due::DueGrants,
-        next: converger_core::shards::Grant,
-    ) -> StoreResult<bool> {
+    async fn grant_due_shards(&self, grants: &converger_ports::ShardGrants) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         let mut g = self
             .due_grants
             .lock()
             .map_err(|_| StoreError::Unavailable("due grants poisoned".into()))?;
-        if g.latest != seen.latest {
+        if g.v + 1 != grants.v {
             return Ok(false);
         }
-        *g = g.with(next);
+        *g = grants.clone();
         Ok(true)
     }
     async fn overdue(

@@ -98,11 +98,7 @@ impl UsageFold<'_> {
             rows.extend(p?);
         }
         out.rows += rows.len();
-        // A failed attempt that did not dead-letter scheduled a retry: its due entry.
-        let retries: i64 = rows
-            .iter()
-            .map(|r| r.counts.failed_attempts - r.counts.dead_letters)
-            .sum();
+        let retries: i64 = rows.iter().map(|r| r.counts.retries()).sum();
         let mut per: BTreeMap<String, CounterAdd> = BTreeMap::new();
         for row in &rows {
             for add in row.adds() {
@@ -147,7 +143,8 @@ impl UsageFold<'_> {
             }
         }
         out.grants += self.shards.follow(&minutes).await.len();
-        match self.grow_due_shards(retries.max(0) as f64 / 60.0).await {
+        let per_s = retries as f64 * 1000.0 / converger_core::usage::fold::PERIOD_MS as f64;
+        match self.grow_due_shards(per_s).await {
             Ok(granted) => out.due_grants += usize::from(granted),
             Err(e) => tracing::warn!(error = %e, "due-shard grant not written"),
         }
@@ -160,16 +157,17 @@ impl UsageFold<'_> {
     async fn grow_due_shards(&self, rate: f64) -> Result<bool, StoreError> {
         use converger_core::shards::due;
         let own = self.due.due_shards();
-        // Neither a grant nor a renewal is called for at or under the own shards' rate: no
-        // read (a renewal needs more than half a grant's shards, and a grant has more than
-        // the own ones).
-        if rate <= f64::from(own.max(1)) * due::SHARD_RATE {
+        if !due::may_call_for(rate, own) {
             return Ok(false);
         }
         let now = self.clock.now_ms();
         let seen = self.due.due_grants().await?;
         match due::next(seen.latest.as_ref(), own, rate, now) {
-            Some(next) => self.due.grant_due_shards(&seen, next).await,
+            Some(next) => {
+                self.due
+                    .grant_due_shards(&seen.with(next, now, due::LINGER_MS))
+                    .await
+            }
             None => Ok(false),
         }
     }

@@ -366,14 +366,11 @@ pub trait DeliveryQueries: Send + Sync + 'static {
         crate::DUE_SHARDS
     }
     /// The deployment's grants of more due shards (`core::shards::due`), read strongly.
-    async fn due_grants(&self) -> StoreResult<converger_core::shards::due::DueGrants>;
-    /// Makes `next` the latest grant, and widens the span to it, if the latest is still
-    /// `seen`'s (of two writers one wins); whether it did.
-    async fn grant_due_shards(
-        &self,
-        seen: &converger_core::shards::due::DueGrants,
-        next: converger_core::shards::Grant,
-    ) -> StoreResult<bool>;
+    /// (The same record as a tenant's listing grants.)
+    async fn due_grants(&self) -> StoreResult<crate::ShardGrants>;
+    /// Writes `grants` over the version they follow (`v - 1`), never over another writer's
+    /// (of two writers one wins); whether it did.
+    async fn grant_due_shards(&self, grants: &crate::ShardGrants) -> StoreResult<bool>;
     /// How many shards the sweep reads at `now_ms`: the own ones, and granted ones until
     /// every entry placed there can have come due.
     async fn due_read_shards(&self, now_ms: i64) -> StoreResult<u32> {

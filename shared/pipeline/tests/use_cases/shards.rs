@@ -184,7 +184,8 @@ async fn the_sweep_reads_the_due_shards_a_grant_gives() {
     let now = converger_core::time::now_ms();
     let seen = f.store.due_grants().await.unwrap();
     let grant = due::next(None, f.store.due_shards(), 10_000.0, now).unwrap();
-    assert!(f.store.grant_due_shards(&seen, grant).await.unwrap());
+    let granted = seen.with(grant, now, due::LINGER_MS);
+    assert!(f.store.grant_due_shards(&granted).await.unwrap());
     // Forty retries overdue past the sweep's grace, in the due index.
     let due_at = now - 600_000;
     for i in 0..40 {

@@ -5,53 +5,33 @@
 //! deployment's own shards: always among those the sweep reads.
 
 use super::*;
-use converger_core::shards::{Grant, due, due::DueGrants};
+use converger_core::shards::due;
+use converger_ports::ShardGrants;
 
 /// The grants' key in the flow table.
 const DUE_GRANTS_KEY: &str = "due#grants";
 
 /// What a writer last read of the grants, and when.
 #[derive(Debug, Default)]
-pub(super) struct DueCache(std::sync::Mutex<Option<(i64, DueGrants)>>);
+pub(super) struct DueCache(std::sync::Mutex<Option<(i64, ShardGrants)>>);
 
 impl DueCache {
-    fn get(&self) -> Option<(i64, DueGrants)> {
-        self.0.lock().ok().and_then(|g| *g)
+    fn get(&self) -> Option<(i64, ShardGrants)> {
+        self.0.lock().ok().and_then(|g| g.clone())
     }
 
-    fn put(&self, at_ms: i64, grants: DueGrants) {
+    fn put(&self, at_ms: i64, grants: ShardGrants) {
         if let Ok(mut g) = self.0.lock() {
             *g = Some((at_ms, grants));
         }
     }
 }
 
-fn grant_value(g: &Grant) -> AttributeValue {
-    AttributeValue::M(
-        [
-            ("shards".to_owned(), n(g.shards)),
-            ("from".to_owned(), n(g.from_ms)),
-            ("until".to_owned(), n(g.until_ms)),
-        ]
-        .into_iter()
-        .collect(),
-    )
-}
-
-fn grant_of(item: &Item, k: &str) -> Option<Grant> {
-    let m = item.get(k)?.as_m().ok()?;
-    Some(Grant {
-        shards: u32::try_from(num_opt(m, "shards")?).ok()?,
-        from_ms: num_opt(m, "from")?,
-        until_ms: num_opt(m, "until")?,
-    })
-}
-
 impl DynamoStore {
     /// This store with `grants` as if just read (the pinned requests' store, which must not
     /// read them first).
     #[cfg(test)]
-    pub(super) fn with_due_grants(self, grants: DueGrants) -> Self {
+    pub(super) fn with_due_grants(self, grants: ShardGrants) -> Self {
         self.due_cache.put(converger_core::time::now_ms(), grants);
         self
     }
@@ -88,7 +68,7 @@ impl DynamoStore {
         }
     }
 
-    async fn read_due_grants(&self, consistent: bool) -> StoreResult<DueGrants> {
+    async fn read_due_grants(&self, consistent: bool) -> StoreResult<ShardGrants> {
         let out = self
             .client
             .get_item()
@@ -98,29 +78,23 @@ impl DynamoStore {
             .send()
             .await
             .map_err(sdk_err)?;
-        Ok(out.item.map_or_else(DueGrants::default, |i| DueGrants {
-            latest: grant_of(&i, "latest"),
-            span: grant_of(&i, "span"),
-        }))
+        match out.item.and_then(|mut i| i.remove("grants")) {
+            Some(av) => serde_dynamo::from_attribute_value(av).map_err(StoreError::unreadable),
+            None => Ok(ShardGrants::default()),
+        }
     }
 
-    pub(super) async fn due_grants_now(&self) -> StoreResult<DueGrants> {
+    pub(super) async fn due_grants_now(&self) -> StoreResult<ShardGrants> {
         self.read_due_grants(true).await
     }
 
-    pub(super) async fn put_due_grant(&self, seen: &DueGrants, next: Grant) -> StoreResult<bool> {
-        let after = seen.with(next);
-        let mut u = Update::new();
-        if let Some(l) = &after.latest {
-            u = u.set("latest", grant_value(l));
-        }
-        if let Some(sp) = &after.span {
-            u = u.set("span", grant_value(sp));
-        }
-        // The latest as it was read: of two folds that read the same, one writes.
-        u = match &seen.latest {
-            Some(l) => u.when_eq("latest", grant_value(l)),
-            None => u.when_absent("latest"),
+    /// Written over the version it follows, never over another writer's (as a tenant's
+    /// listing grants are).
+    pub(super) async fn put_due_grants(&self, grants: &ShardGrants) -> StoreResult<bool> {
+        let u = Update::new().set("grants", to_av(grants)?);
+        let u = match grants.v.saturating_sub(1) {
+            0 => u.when_absent("grants"),
+            before => u.when_eq("grants.v", n(before)),
         };
         let r = u
             .apply(
@@ -133,7 +107,8 @@ impl DynamoStore {
             .await;
         match r {
             Ok(_) => {
-                self.due_cache.put(converger_core::time::now_ms(), after);
+                self.due_cache
+                    .put(converger_core::time::now_ms(), grants.clone());
                 Ok(true)
             }
             Err(e) if is_update_conditional(&e) => Ok(false),

@@ -126,15 +126,11 @@ impl DeliveryQueries for DynamoStore {
     fn due_shards(&self) -> u32 {
         self.res.due_shards
     }
-    async fn due_grants(&self) -> StoreResult<converger_core::shards::due::DueGrants> {
+    async fn due_grants(&self) -> StoreResult<converger_ports::ShardGrants> {
         self.due_grants_now().await
     }
-    async fn grant_due_shards(
-        &self,
-        seen: &converger_core::shards::due::DueGrants,
-        next: converger_core::shards::Grant,
-    ) -> StoreResult<bool> {
-        self.put_due_grant(seen, next).await
+    async fn grant_due_shards(&self, grants: &converger_ports::ShardGrants) -> StoreResult<bool> {
+        self.put_due_grants(grants).await
     }
     async fn overdue(
         &self,

@@ -433,17 +433,21 @@ pub(super) async fn a_due_grant_spreads_new_entries_over_the_shards_the_sweep_re
     let now = time::now_ms();
     let own = f.store.due_shards();
     let seen = f.store.due_grants().await.unwrap();
-    assert_eq!(seen, due::DueGrants::default());
+    assert_eq!(seen, converger_ports::ShardGrants::default());
     assert_eq!(f.store.due_read_shards(now).await.unwrap(), own);
     let g = due::next(None, own, 10_000.0, now).unwrap();
     assert_eq!(g.shards, 64);
-    assert!(f.store.grant_due_shards(&seen, g).await.unwrap());
+    let granted = seen.with(g, now, due::LINGER_MS);
+    assert!(f.store.grant_due_shards(&granted).await.unwrap());
     let other = due::next(None, own, 40_000.0, now).unwrap();
     assert!(
-        !f.store.grant_due_shards(&seen, other).await.unwrap(),
+        !f.store
+            .grant_due_shards(&seen.with(other, now, due::LINGER_MS))
+            .await
+            .unwrap(),
         "a writer that read the grants before the first one's write"
     );
-    assert_eq!(f.store.due_grants().await.unwrap(), seen.with(g));
+    assert_eq!(f.store.due_grants().await.unwrap(), granted);
     assert_eq!(f.store.due_read_shards(now).await.unwrap(), 64);
     let gone = g.until_ms + due::LINGER_MS + 1;
     assert_eq!(f.store.due_read_shards(gone).await.unwrap(), own);
