@@ -519,11 +519,11 @@ impl TestStack {
     ) -> Vec<String> {
         let (tenant, channel) = self.stored(tenant_id, channel_id).await;
         let how = if parked {
-            converger_local::seed::SeedAs::Parked
+            converger_bench::seed::SeedAs::Parked
         } else {
-            converger_local::seed::SeedAs::Backlog
+            converger_bench::seed::SeedAs::Backlog
         };
-        converger_local::seed::write(&self.stack, &tenant, &channel, n, how)
+        converger_bench::seed::write(&self.stack, &tenant, &channel, n, how)
             .await
             .unwrap()
     }
@@ -726,7 +726,7 @@ pub fn init_tracing() {
                         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
                 ),
         )
-        .with(converger_local::bench::cost::log_layer())
+        .with(converger_bench::cost::log_layer())
         .try_init();
 }
 

@@ -417,7 +417,7 @@ async fn test(args: &[String]) -> Result<(), String> {
     };
     let cpu = |e: &emulator::Emulator| {
         e.pid()
-            .and_then(|p| converger_local::bench::cpu_seconds(&p.to_string()))
+            .and_then(|p| converger_bench::cpu_seconds(&p.to_string()))
     };
     let emulator_cpu = (cpu(&em), cpu(&bench_em));
     em.stop().await;
@@ -426,7 +426,7 @@ async fn test(args: &[String]) -> Result<(), String> {
     times.report();
     // Where the machine's time went: this command and every process it waited for (the
     // compiler, the test processes, the other emulators), and the tests' emulator alone.
-    if let Some(all) = converger_local::bench::cpu_seconds_with_children("self") {
+    if let Some(all) = converger_bench::cpu_seconds_with_children("self") {
         eprintln!(
             "converger test: CPU {all:.0} s in all, the tests' emulator {:.0} s, the benchmarks' {:.0} s",
             emulator_cpu.0.unwrap_or_default(),
@@ -574,12 +574,12 @@ async fn main() -> ExitCode {
                             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
                     ),
             )
-            .with(count_logs.then(converger_local::bench::cost::log_layer))
+            .with(count_logs.then(converger_bench::cost::log_layer))
             .try_init();
     }
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]).await,
-        Some("bench") => converger_local::bench::run(&args[1..]).await,
+        Some("bench") => converger_bench::run(&args[1..]).await,
         Some("chaos") => converger_local::chaos::run(&args[1..]).await,
         Some("fuzz") => converger_local::fuzz::run(&args[1..]).await,
         Some("clients") => converger_local::clients::run_command(&args[1..]).await,
@@ -591,7 +591,7 @@ async fn main() -> ExitCode {
             println!(
                 "usage: converger-local [--demo] | converger-local test [--no-lint] [-- <runner args>]"
             );
-            println!("{}", converger_local::bench::USAGE);
+            println!("{}", converger_bench::USAGE);
             println!("{}", converger_local::chaos::USAGE);
             println!("{}", converger_local::fuzz::USAGE);
             println!("{}", converger_local::clients::USAGE);

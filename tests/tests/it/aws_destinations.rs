@@ -51,7 +51,7 @@ async fn s3_firehose_and_step_functions_receive_into_the_tenants_account() {
     let tenant = t.account(TENANT_ACCOUNT, REGION).await;
     let name = format!("dst-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
 
-    let target = |service| converger_local::bench::requests::tenant_target(&tenant, service, &name);
+    let target = |service| converger_bench::requests::tenant_target(&tenant, service, &name);
     use converger_core::aws::Service;
     let bucket = target(Service::S3).await.unwrap();
     let stream_arn = target(Service::Firehose).await.unwrap();
@@ -236,7 +236,7 @@ async fn a_step_functions_start_found_already_made_counts_as_sent() {
     let a = t.new_tenant("default").await;
     let tenant = t.account(TENANT_ACCOUNT, REGION).await;
     let name = format!("rep-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let machine = converger_local::bench::requests::tenant_target(
+    let machine = converger_bench::requests::tenant_target(
         &tenant,
         converger_core::aws::Service::StepFunctions,
         &name,

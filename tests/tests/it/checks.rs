@@ -78,6 +78,29 @@ fn no_rust_source_is_over_800_lines() {
     assert!(long.is_empty(), "split these: {long:#?}");
 }
 
+/// The tooling is split by job (`infra/stack` the local stack and its checks, `infra/bench`
+/// the benchmarks, `infra/local` the runner): none of its crates grows back into one.
+#[test]
+fn no_tooling_crate_is_over_11000_lines() {
+    let mut big = Vec::new();
+    for entry in std::fs::read_dir(root().join("infra")).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.join("Cargo.toml").exists() {
+            continue;
+        }
+        let mut files = Vec::new();
+        sources(&dir, &mut files);
+        let n: usize = files
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap().lines().count())
+            .sum();
+        if n > 11_000 {
+            big.push(format!("{} ({n} lines)", dir.display()));
+        }
+    }
+    assert!(big.is_empty(), "split these by job: {big:#?}");
+}
+
 /// Every update expression of the DynamoDB backend comes from the one builder
 /// (`shared/store/src/dynamo/expr.rs`), which names each attribute and binds each value: none
 /// is spelled by hand beside it.

@@ -220,15 +220,14 @@ async fn a_rate_limit_spreads_deliveries_without_using_attempts() {
 async fn the_dead_channel_benchmark_runs() {
     // A smoke run of the benchmark harness with tiny sizes (its figures come from the full
     // run, never from a test).
-    let line =
-        converger_local::bench::dead_channel::run(converger_local::bench::dead_channel::Options {
-            backlog: 30,
-            seconds: 2,
-            rate: 5,
-            in_process: true,
-        })
-        .await
-        .unwrap();
+    let line = converger_bench::dead_channel::run(converger_bench::dead_channel::Options {
+        backlog: 30,
+        seconds: 2,
+        rate: 5,
+        in_process: true,
+    })
+    .await
+    .unwrap();
     /// The fields of the benchmark's line this smoke run reads.
     #[derive(Debug, serde::Deserialize)]
     struct Line {

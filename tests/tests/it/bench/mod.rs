@@ -4,7 +4,7 @@
 //! counts do not depend on the machine's speed, so its budget is asserted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use converger_local::bench;
+use converger_bench as bench;
 use reports::*;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

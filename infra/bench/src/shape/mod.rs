@@ -26,13 +26,13 @@ mod price;
 
 use super::hot_tenant::find_n;
 use super::{IsolatedReceiver, summary, webhook_limited};
-use crate::cfn::function as fun;
-use crate::inprocess::{InProcess, Limits, Pool};
-use crate::receiver::Reply;
-use crate::stack::invocations::{Invocations, Tally};
 use converger_core::{ChannelId, Tier};
 use converger_memory::{CapacityModel, CapacityTally, LatencyModel};
 use converger_pipeline::PipelineConfig;
+use converger_stack::cfn::function as fun;
+use converger_stack::inprocess::{InProcess, Limits, Pool};
+use converger_stack::receiver::Reply;
+use converger_stack::stack::invocations::{Invocations, Tally};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -1,7 +1,7 @@
 //! A receiver on a thread of its own, for the in-process benchmarks.
 
 use super::cpu_seconds;
-use crate::receiver::Receiver;
+use converger_stack::receiver::Receiver;
 
 /// A receiver on its own thread with its own runtime, so that its CPU time can be told apart
 /// from ours (`/proc/self/task/<tid>/stat`). Answers 200.
@@ -14,11 +14,11 @@ pub struct IsolatedReceiver {
 
 impl IsolatedReceiver {
     pub async fn start() -> Result<Self, String> {
-        Self::start_with(crate::receiver::Reply::status(200)).await
+        Self::start_with(converger_stack::receiver::Reply::status(200)).await
     }
 
     /// One that answers every request with `reply` (a delay standing for a receiver's work).
-    pub async fn start_with(reply: crate::receiver::Reply) -> Result<Self, String> {
+    pub async fn start_with(reply: converger_stack::receiver::Reply) -> Result<Self, String> {
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::spawn(move || {
@@ -67,7 +67,7 @@ impl IsolatedReceiver {
     /// Waits until the receiver has had `n` distinct benchmark activities (a duplicate send
     /// does not stand for a missing one), or `within` has passed.
     pub async fn wait_for_unique(&self, n: usize, within: std::time::Duration) {
-        let unique = |rs: &[crate::receiver::Received]| {
+        let unique = |rs: &[converger_stack::receiver::Received]| {
             rs.iter()
                 .filter_map(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok())
                 .filter_map(|b| super::hot_tenant::find_n(&b))
@@ -112,7 +112,7 @@ impl IsolatedReceiver {
     }
 
     /// What the receiver has had so far.
-    pub fn requests(&self) -> Vec<crate::receiver::Received> {
+    pub fn requests(&self) -> Vec<converger_stack::receiver::Received> {
         self.receiver.requests()
     }
 

@@ -3,9 +3,9 @@
 //! transactions copy whole tables (and its memory grows with every copy), so thousands of
 //! ingests there take minutes and gigabytes; batch writes of the same rows take seconds.
 
-use crate::Stack;
 use converger_core::{ActivityId, DeliveryStatus, time};
 use converger_ports::{Activity, Channel, Delivery, Mark, Tenant};
+use converger_stack::Stack;
 use serde_json::json;
 
 /// How seeded deliveries are left.

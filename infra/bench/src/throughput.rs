@@ -8,11 +8,11 @@
 //!   ours, which says who the bottleneck is there.
 
 use super::{IsolatedReceiver, activity, cpu_seconds, tenant, webhook};
-use crate::inprocess::InProcess;
-use crate::stack::{Stack, StackOptions};
 use converger_core::Tier;
 use converger_memory::LatencyModel;
 use converger_pipeline::{Pipeline, PipelineConfig};
+use converger_stack::inprocess::InProcess;
+use converger_stack::stack::{Stack, StackOptions};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

@@ -3,8 +3,8 @@
 //! the CSV export of all N rows takes. One JSON line.
 
 use super::maintenance::{row, seed};
-use crate::stack::{Stack, StackOptions};
 use converger_core::{DeliveryStatus, Tier, time};
+use converger_stack::stack::{Stack, StackOptions};
 use converger_store::counter::{Counts, RequestCounter};
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Value, json};

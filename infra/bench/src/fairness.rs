@@ -25,11 +25,11 @@ fn hostile_middleware() -> Vec<converger_core::middleware::Step> {
 
 use super::hot_tenant::find_n;
 use super::{IsolatedReceiver, activity, summary, tenant, webhook, webhook_with};
-use crate::inprocess::{InProcess, Limits};
-use crate::receiver::{Receiver, Reply};
 use converger_core::Tier;
 use converger_memory::{LatencyModel, QueueOrder};
 use converger_pipeline::PipelineConfig;
+use converger_stack::inprocess::{InProcess, Limits};
+use converger_stack::receiver::{Receiver, Reply};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;

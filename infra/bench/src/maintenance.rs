@@ -1,9 +1,9 @@
 //! `bench sweep [N]`: the cost of one sweep over N settled deliveries (and a few overdue ones),
 //! as a JSON line: index queries made, rows found, time taken.
 
-use crate::stack::{Stack, StackOptions};
 use converger_core::{ActivityId, ChannelId, ChannelType, DeliveryStatus, TenantId, Tier, time};
 use converger_ports::{Activity, Channel, Delivery};
+use converger_stack::stack::{Stack, StackOptions};
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Map, json};
 use std::time::{Duration, Instant};
@@ -212,8 +212,8 @@ async fn replay_in_process_with(
     use converger_pipeline::PipelineConfig;
     use converger_pipeline::replay::BulkFilter;
     use converger_ports::prelude::*;
-    let (pipeline, crate::inprocess::Memory { store, queue, .. }) =
-        crate::inprocess::memory_pipeline(latency, PipelineConfig::default())?;
+    let (pipeline, converger_stack::inprocess::Memory { store, queue, .. }) =
+        converger_stack::inprocess::memory_pipeline(latency, PipelineConfig::default())?;
     let tenant = TenantId::generate();
     let channel = bench_channel(&tenant, ChannelType::Webhook);
     store
@@ -291,7 +291,7 @@ pub async fn health(channels: usize, deliveries: usize) -> Result<(), String> {
 
     // One busy channel, in process: every delivery goes through ingest (nothing consumes the
     // queue: only the counters matter here).
-    let (p, _) = crate::inprocess::memory_pipeline(None, PipelineConfig::default())?;
+    let (p, _) = converger_stack::inprocess::memory_pipeline(None, PipelineConfig::default())?;
     let p = std::sync::Arc::new(p);
     let (t, _) = super::tenant(&p, Tier::Default).await?;
     let c = super::webhook_with(&p, &t, HOOK, json!({}), json!({"max_in_flight": null})).await?;

@@ -8,9 +8,9 @@
 //! the other conversations (target x1.0).
 
 use super::{Runtime, percentile};
-use crate::receiver::{Receiver, Reply};
 use converger_core::Tier;
 use converger_pipeline::ingest::NewActivity;
+use converger_stack::receiver::{Receiver, Reply};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};

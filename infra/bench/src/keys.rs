@@ -1,6 +1,6 @@
 //! `bench keys`: DynamoDB capacity units per partition key family, on every table and index,
 //! counted by DynamoDB's billing rules from the template's key schemas and projections and the
-//! item before and after each write (the proxy of `crate::capacity`), on the local stack. Each
+//! item before and after each write (the proxy of `converger_stack::capacity`), on the local stack. Each
 //! case runs on its own channel of one tenant:
 //! - `first_try`: one activity at a time, each delivered on the first try;
 //! - `first_try_without_seq`: the same from a producer that leaves `seq` out (the
@@ -21,11 +21,11 @@
 //! hottest family per scope.
 
 use super::{tenant, webhook_with};
-use crate::capacity::{FamilyUnits, Meter, Scope, families};
-use crate::receiver::{Receiver, Reply};
 use crate::seed::{self, SeedAs};
-use crate::stack::{Stack, StackOptions};
 use converger_core::{DeliveryId, DeliveryStatus, Tier, time};
+use converger_stack::capacity::{FamilyUnits, Meter, Scope, families};
+use converger_stack::receiver::{Receiver, Reply};
+use converger_stack::stack::{Stack, StackOptions};
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};

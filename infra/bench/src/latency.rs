@@ -4,9 +4,9 @@
 //! answer time, and the floor: the same receiver's round trip for a bare POST from here.
 
 use super::{summary, tenant, webhook};
-use crate::receiver::Receiver;
-use crate::stack::{Stack, StackOptions};
 use converger_core::Tier;
+use converger_stack::receiver::Receiver;
+use converger_stack::stack::{Stack, StackOptions};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

@@ -8,9 +8,9 @@
 //!   the last delivery is answered, next to the cap's ideal, and the receiver's concurrency.
 
 use super::{Runtime, activity, percentile, tenant, webhook_with};
-use crate::receiver::{Receiver, Reply};
 use converger_core::Tier;
 use converger_core::query::{Actor, ActorKind};
+use converger_stack::receiver::{Receiver, Reply};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};

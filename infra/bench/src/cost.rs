@@ -1,6 +1,6 @@
 //! `bench cost`: what a million deliveries cost on AWS, all in, at list prices, from what one
 //! run on the local stack counts: DynamoDB capacity units (tables and indexes, by the proxy of
-//! `crate::capacity`), SQS requests and EventBridge events (the SDK interceptor of
+//! `converger_stack::capacity`), SQS requests and EventBridge events (the SDK interceptor of
 //! `converger_store::counter`, and the event source mappings' receives and deletes), API
 //! Gateway requests and Lambda invocations with their billed durations at the template's
 //! memory sizes (the local stack's invocation meter), and the bytes the functions log (every
@@ -27,12 +27,12 @@ use super::requests::{
     PRICE_DYNAMODB_READ_UNIT, PRICE_DYNAMODB_WRITE_UNIT, PRICE_EVENTBRIDGE_EVENT, PRICE_SQS_REQUEST,
 };
 use super::{tenant, webhook_with};
-use crate::capacity::{Meter, Tallies};
-use crate::cfn::function as fun;
-use crate::receiver::{Receiver, Reply};
-use crate::stack::invocations::{Invocations, Tally};
-use crate::stack::{Stack, StackOptions};
 use converger_core::{DeliveryStatus, Tier};
+use converger_stack::capacity::{Meter, Tallies};
+use converger_stack::cfn::function as fun;
+use converger_stack::receiver::{Receiver, Reply};
+use converger_stack::stack::invocations::{Invocations, Tally};
+use converger_stack::stack::{Stack, StackOptions};
 use converger_store::counter::{Counts, RequestCounter};
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Map, Value, json};
@@ -121,6 +121,7 @@ where
         Targets::new()
             .with_default(LevelFilter::INFO)
             .with_target("converger_local", LevelFilter::OFF)
+            .with_target("converger_bench", LevelFilter::OFF)
             .and(filter_fn(|_| COUNTING_LOGS.load(Ordering::Relaxed))),
     )
 }
@@ -178,7 +179,7 @@ async fn measure_and_price(o: Options) -> Result<Value, String> {
     let opts = StackOptions {
         invocations: Some(timer.invocations.clone()),
         latency: Some(converger_memory::LatencyModel::from_env()?),
-        backend: crate::stack::Backend::Memory,
+        backend: converger_stack::stack::Backend::Memory,
         ..StackOptions::bench("cost")
     };
     let stack = Stack::start(opts).await?;
@@ -192,7 +193,7 @@ async fn measure_and_price(o: Options) -> Result<Value, String> {
     stack.stop().await;
     let timed = timed?;
 
-    let declared = crate::cfn::declared_functions()?;
+    let declared = converger_stack::cfn::declared_functions()?;
     let mut cases = Map::new();
     for (name, c) in &counted {
         let t = timed
@@ -415,7 +416,7 @@ fn large_body(ch: &converger_core::ChannelId, n: usize, size: usize) -> String {
 /// Whether Lambda writes its start and report lines for `function` (a system log level
 /// below `WARN`, Lambda's default `INFO` when the template sets none).
 fn platform_lines(
-    declared: &BTreeMap<String, crate::cfn::DeclaredFunction>,
+    declared: &BTreeMap<String, converger_stack::cfn::DeclaredFunction>,
     function: &str,
 ) -> bool {
     !declared
@@ -472,7 +473,7 @@ fn priced(
     c: &Measured,
     t: &Measured,
     memory: &BTreeMap<&'static str, u32>,
-    declared: &BTreeMap<String, crate::cfn::DeclaredFunction>,
+    declared: &BTreeMap<String, converger_stack::cfn::DeclaredFunction>,
     deliveries: usize,
 ) -> Value {
     let n = deliveries.max(1) as f64;
@@ -607,7 +608,7 @@ fn priced(
 /// the event source mappings' empty long polls (five pollers per mapping while a queue is
 /// idle, each a 20-second poll).
 fn fixed_monthly(stack: &Stack) -> Result<Value, String> {
-    let declared = crate::cfn::declared_functions()?;
+    let declared = converger_stack::cfn::declared_functions()?;
     let memory = memory_sizes(stack)?;
     let month_s = 30.0 * 86_400.0;
     let mut out = Map::new();

@@ -2,7 +2,7 @@
 //! that the prices depend on.
 
 use super::{Counted, round};
-use crate::bench::cost;
+use crate::cost;
 use converger_memory::CapacityTally;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -35,7 +35,7 @@ pub(super) struct Template {
 
 impl Template {
     pub(super) fn read() -> Result<Self, String> {
-        let t = crate::cfn::template()?;
+        let t = converger_stack::cfn::template()?;
         let global = t["Globals"]["Function"]["MemorySize"]
             .as_u64()
             .unwrap_or(128) as u32;
@@ -95,7 +95,7 @@ pub(super) fn throttles(t: &CapacityTally) -> BTreeMap<String, u64> {
 
 /// One run priced per million deliveries: (on demand, provisioned, every line).
 pub(super) fn priced(c: &Counted, t: &Template) -> (f64, f64, Value) {
-    use crate::bench::requests::{
+    use crate::requests::{
         PRICE_DYNAMODB_READ_UNIT, PRICE_DYNAMODB_WRITE_UNIT, PRICE_EVENTBRIDGE_EVENT,
         PRICE_SQS_REQUEST,
     };
@@ -198,7 +198,7 @@ pub(super) fn priced(c: &Counted, t: &Template) -> (f64, f64, Value) {
             "throttled_requests": c.units.throttled.values().sum::<u64>(),
         },
         "lambda": lambda,
-        "capacity": crate::bench::hot_tenant::report(&c.units, c.delivered, c.seconds, &c.model),
+        "capacity": crate::hot_tenant::report(&c.units, c.delivered, c.seconds, &c.model),
         "usd_per_million": usd,
         "usd_per_million_on_demand": round(on_demand, 2),
         "usd_per_million_provisioned": round(provisioned, 2),

@@ -5,8 +5,8 @@
 //! run without A (the baseline).
 
 use super::{Runtime, activity, percentile};
-use crate::receiver::{Receiver, Reply};
 use crate::seed::SeedAs;
+use converger_stack::receiver::{Receiver, Reply};
 
 use converger_core::Tier;
 use futures::StreamExt;

@@ -5,11 +5,11 @@
 //! its answer for that event (the store it talks to is the emulator, provisioned first).
 //! `--dev` measures the debug build of `cargo build` instead (a quick check of the harness).
 
-use crate::emulator;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::routing::{get, post};
+use converger_stack::emulator;
 use serde_json::{Map, Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,7 +51,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
     let result = async {
         // The template, deployed: the functions get its environment, and the build targets
         // the architecture it declares.
-        let stack = crate::cfn::deploy(
+        let stack = converger_stack::cfn::deploy(
             &endpoint,
             &format!("bin{}", std::process::id()),
             &std::collections::BTreeMap::new(),
@@ -80,7 +80,7 @@ pub async fn run(o: Options) -> Result<Value, String> {
 }
 
 /// The one architecture every function of the deployed template declares.
-fn architecture(stack: &crate::cfn::DeployedStack) -> Result<String, String> {
+fn architecture(stack: &converger_stack::cfn::DeployedStack) -> Result<String, String> {
     let archs: std::collections::BTreeSet<&str> = stack
         .functions
         .values()
@@ -157,7 +157,7 @@ async fn measure_all(
     functions: &[&str],
     release: bool,
     endpoint: &str,
-    stack: &crate::cfn::DeployedStack,
+    stack: &converger_stack::cfn::DeployedStack,
 ) -> Result<Value, String> {
     let mut out = Map::new();
     for f in functions {

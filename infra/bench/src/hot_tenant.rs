@@ -24,11 +24,11 @@
 //! ingest-to-receiver p50/p95/p99.
 
 use super::{IsolatedReceiver, activity, summary, tenant, webhook_limited};
-use crate::inprocess::InProcess;
 use converger_core::{ChannelId, Tier};
 use converger_memory::{CapacityModel, CapacityTally, LatencyModel};
 use converger_pipeline::PipelineConfig;
 use converger_ports::capacity::Partition;
+use converger_stack::inprocess::InProcess;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -164,13 +164,13 @@ pub async fn run(o: Options) -> Result<Value, String> {
             listing_shard_rate: converger_core::shards::SHARD_RATE / o.scale,
             ..PipelineConfig::default()
         };
-        let limits = crate::inprocess::Limits {
+        let limits = converger_stack::inprocess::Limits {
             capacity: Some(model),
             due_shards: case.due_shards,
             // The changes function runs as deployed: its counters are charged, and it grants
             // listing shards.
             changes: o.changes_everywhere || case.grows.is_some(),
-            ..crate::inprocess::Limits::default()
+            ..converger_stack::inprocess::Limits::default()
         };
         // The sweeper runs as deployed (every minute): what throttled writes leave behind
         // is found as it would be in production, not waited for forever.

@@ -1,7 +1,9 @@
 //! The benchmark command: `converger-local bench <scenario> [options]`. Each scenario starts
 //! what it needs (the local stack on the emulator, or the in-process backend with its latency
 //! model, and real HTTP receivers), runs, and prints one JSON line of figures on stdout.
-//! `docs/benchmarks.md` explains each figure and keeps the measured results.
+//! `docs/benchmarks.md` explains each figure and keeps the measured results. The scenarios
+//! run over the local stack of `converger-stack`; `seed` writes the rows some of them (and the
+//! tests) start from.
 
 pub mod binaries;
 pub mod cost;
@@ -16,6 +18,7 @@ pub mod maintenance;
 pub mod ordered;
 pub mod pages;
 pub mod requests;
+pub mod seed;
 pub mod shape;
 pub mod throughput;
 
@@ -586,7 +589,7 @@ pub use converger_stack::BENCH_WATCH_DELAY_S as WATCH_DELAY_S;
 /// Waits until a case's trailing work is done, so that it is counted with the case and not
 /// the next: the table stream's changes read and their counts written, and the first tries'
 /// watch copies (`PipelineConfig::watch_delay_s`, a second on a benchmark stack) come and gone.
-pub async fn quiet(stack: &crate::stack::Stack) {
+pub async fn quiet(stack: &converger_stack::stack::Stack) {
     stack.changes_settled().await;
     let watch = u64::from(stack.pipeline.config().watch_delay_s);
     tokio::time::sleep(std::time::Duration::from_millis(watch * 1000 + 1500)).await;
@@ -667,7 +670,7 @@ pub async fn steady_ingest(
 /// Milliseconds from each delivery's start (by its id) to its arrival at a receiver (the
 /// `webhook-id` header names the delivery).
 pub fn arrival_ms(
-    seen: &[crate::receiver::Received],
+    seen: &[converger_stack::receiver::Received],
     started: &std::collections::HashMap<String, std::time::Instant>,
 ) -> Vec<f64> {
     seen.iter()
@@ -683,8 +686,8 @@ pub fn arrival_ms(
 /// local stack on the emulator. The sweeper runs every minute in both, as in production (it
 /// feeds marked backlogs and restarts probes).
 pub enum Runtime {
-    Mem(crate::inprocess::InProcess),
-    Aws(Box<crate::stack::Stack>),
+    Mem(converger_stack::inprocess::InProcess),
+    Aws(Box<converger_stack::stack::Stack>),
 }
 
 impl Runtime {
@@ -695,17 +698,19 @@ impl Runtime {
                 allowlist: converger_core::net::Allowlist::loopback(),
                 ..converger_pipeline::PipelineConfig::default()
             };
-            return Ok(Self::Mem(crate::inprocess::InProcess::start(
+            return Ok(Self::Mem(converger_stack::inprocess::InProcess::start(
                 Some(converger_memory::LatencyModel::from_env()?),
                 config,
                 Some(minute),
             )?));
         }
-        let opts = crate::stack::StackOptions {
-            sweep_period: crate::Every::Period(minute),
-            ..crate::stack::StackOptions::bench(tag)
+        let opts = converger_stack::stack::StackOptions {
+            sweep_period: converger_stack::Every::Period(minute),
+            ..converger_stack::stack::StackOptions::bench(tag)
         };
-        Ok(Self::Aws(Box::new(crate::stack::Stack::start(opts).await?)))
+        Ok(Self::Aws(Box::new(
+            converger_stack::stack::Stack::start(opts).await?,
+        )))
     }
 
     pub fn pipeline(&self) -> std::sync::Arc<Pipeline> {

@@ -28,12 +28,12 @@
 //! `docs/benchmarks.md`.
 
 use super::{tenant, webhook, webhook_with};
-use crate::receiver::{Receiver, Reply};
-use crate::stack::{Stack, StackOptions};
 use converger_core::aws::Service;
 use converger_core::{DeliveryId, DeliveryStatus, Tier};
 use converger_ports::Channel;
 use converger_ports::prelude::*;
+use converger_stack::receiver::{Receiver, Reply};
+use converger_stack::stack::{Stack, StackOptions};
 use converger_store::counter::{Counts, RequestCounter};
 use converger_store::dynamo::DynamoStore;
 use serde_json::{Map, Value, json};
@@ -138,7 +138,7 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
     .await?;
     // A broker of the tenant's, on this machine: the messages are confirmed by it, and
     // counted below.
-    let broker = crate::rabbitmq::Broker::start(false).await?;
+    let broker = converger_stack::rabbitmq::Broker::start(false).await?;
     broker.bind("bench", "bench", "#").await?;
     let list = vec![
         Case {
@@ -422,9 +422,9 @@ async fn cases(stack: &Stack, counter: &RequestCounter, o: &Options) -> Result<V
 async fn rabbitmq_channel(
     p: &converger_pipeline::Pipeline,
     t: &converger_ports::Tenant,
-    broker: &crate::rabbitmq::Broker,
+    broker: &converger_stack::rabbitmq::Broker,
 ) -> Result<Channel, String> {
-    let config = json!({"url": broker.url(), "username": crate::rabbitmq::USER,
+    let config = json!({"url": broker.url(), "username": converger_stack::rabbitmq::USER,
                         "password": broker.password, "exchange": "bench", "routing_key": "first"});
     let mut c = Channel::new(
         t.id.clone(),
@@ -502,9 +502,12 @@ pub(super) async fn aws_channel(
 
 /// A new target of `service` named `name` in [`TENANT_ACCOUNT`] on the emulator.
 async fn emulator_target(stack: &Stack, service: Service, name: &str) -> Result<String, String> {
-    let tenant =
-        crate::emulator::account_config(&stack.aws()?.clients.config, TENANT_ACCOUNT, "eu-west-1")
-            .await?;
+    let tenant = converger_stack::emulator::account_config(
+        &stack.aws()?.clients.config,
+        TENANT_ACCOUNT,
+        "eu-west-1",
+    )
+    .await?;
     tenant_target(&tenant, service, name).await
 }
 
