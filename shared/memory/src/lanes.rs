@@ -3,6 +3,21 @@
 use super::*;
 use converger_core::Timestamp;
 
+/// A lane as this backend keeps it: its head, and its waiting entries by entry key.
+type Lane = (
+    Option<LaneHead>,
+    std::collections::BTreeMap<String, LaneEntry>,
+);
+
+fn key_of(entry: &LaneEntry) -> String {
+    converger_core::lanes::entry_key(entry.seq, entry.delivery_id.as_str())
+}
+
+/// Whether `lane` meets a move's guards (`ports::lane_moves`).
+fn admits(guards: &[LaneGuard], lane: &Lane) -> bool {
+    LaneGuard::all_admit(guards, lane.0.as_ref(), |e| lane.1.contains_key(&key_of(e)))
+}
+
 #[async_trait]
 impl LaneStore for MemStore {
     async fn join_lane(&self, lane: &str, entry: &LaneEntry, _expires_at: i64) -> StoreResult<()> {
@@ -17,10 +32,11 @@ impl LaneStore for MemStore {
                         120,
                     )]
                 })?;
-                s.lanes.entry(lane.to_owned()).or_default().1.insert(
-                    converger_core::lanes::entry_key(entry.seq, entry.delivery_id.as_str()),
-                    entry.clone(),
-                );
+                s.lanes
+                    .entry(lane.to_owned())
+                    .or_default()
+                    .1
+                    .insert(key_of(entry), entry.clone());
                 Ok(())
             },
         )
@@ -31,10 +47,7 @@ impl LaneStore for MemStore {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| {
             if let Some(l) = s.lanes.get_mut(lane) {
-                l.1.remove(&converger_core::lanes::entry_key(
-                    entry.seq,
-                    entry.delivery_id.as_str(),
-                ));
+                l.1.remove(&key_of(entry));
             }
         })
     }
@@ -82,11 +95,10 @@ impl LaneStore for MemStore {
                     ]
                 })?;
                 let l = s.lanes.entry(lane.to_owned()).or_default();
-                let key = converger_core::lanes::entry_key(entry.seq, entry.delivery_id.as_str());
-                if l.0.is_some() || !l.1.contains_key(&key) {
+                if !admits(&lane_moves::promote(entry), l) {
                     return Ok(false);
                 }
-                l.1.remove(&key);
+                l.1.remove(&key_of(entry));
                 l.0 = Some(LaneHead {
                     holder: entry.delivery_id.clone(),
                     seq: entry.seq,
@@ -102,7 +114,7 @@ impl LaneStore for MemStore {
     async fn let_go(&self, lane: &str, holder: &DeliveryId) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
         self.with(|s| match s.lanes.get_mut(lane) {
-            Some(l) if l.0.as_ref().is_some_and(|h| &h.holder == holder) => {
+            Some(l) if admits(&lane_moves::by_holder(holder), l) => {
                 l.0 = None;
                 true
             }
@@ -112,9 +124,11 @@ impl LaneStore for MemStore {
 
     async fn set_held(&self, lane: &str, holder: &DeliveryId, held: bool) -> StoreResult<bool> {
         wait(&self.latency, |m| m.write).await;
-        self.with(|s| match s.lanes.get_mut(lane).and_then(|l| l.0.as_mut()) {
-            Some(h) if &h.holder == holder => {
-                h.held = held;
+        self.with(|s| match s.lanes.get_mut(lane) {
+            Some(l) if admits(&lane_moves::by_holder(holder), l) => {
+                if let Some(h) = l.0.as_mut() {
+                    h.held = held;
+                }
                 true
             }
             _ => false,

@@ -260,6 +260,15 @@ impl Update {
         b
     }
 
+    /// Its condition alone, for a put or a delete (`When::when`); `None` without one.
+    pub(super) fn into_condition(self) -> Option<Condition> {
+        Some(Condition {
+            expression: self.condition_expression()?,
+            names: self.names,
+            values: self.values,
+        })
+    }
+
     /// `req` with this update's expressions, names and values.
     pub(super) fn apply(self, req: UpdateItemFluentBuilder) -> UpdateItemFluentBuilder {
         let mut req = req.update_expression(self.update_expression());
@@ -275,6 +284,45 @@ impl Update {
         req
     }
 }
+
+/// A condition alone, built with [`Update`]'s `when_*` clauses: what a put or a delete is
+/// sent with.
+#[derive(Debug)]
+pub(super) struct Condition {
+    expression: String,
+    names: Vec<(String, String)>,
+    values: Vec<(String, AttributeValue)>,
+}
+
+/// A put or a delete request with a [`Condition`] and the names and values it binds.
+pub(super) trait When: Sized {
+    fn when(self, c: Option<Condition>) -> Self;
+}
+
+macro_rules! when_for {
+    ($($t:ty),*) => {$(
+        impl When for $t {
+            fn when(mut self, c: Option<Condition>) -> Self {
+                if let Some(c) = c {
+                    self = self.condition_expression(c.expression);
+                    for (k, a) in c.names {
+                        self = self.expression_attribute_names(k, a);
+                    }
+                    for (k, v) in c.values {
+                        self = self.expression_attribute_values(k, v);
+                    }
+                }
+                self
+            }
+        }
+    )*};
+}
+
+when_for!(
+    aws_sdk_dynamodb::types::builders::PutBuilder,
+    aws_sdk_dynamodb::types::builders::DeleteBuilder,
+    aws_sdk_dynamodb::operation::delete_item::builders::DeleteItemFluentBuilder
+);
 
 #[cfg(test)]
 mod tests {

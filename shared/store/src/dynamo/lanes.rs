@@ -2,6 +2,7 @@
 //! conversation), so no key is shared by a channel's lanes. Reads are strongly consistent: a
 //! lane's order is decided on what was written, never on an index that lags.
 
+use super::expr::When;
 use super::*;
 use aws_sdk_dynamodb::types::Delete;
 
@@ -29,6 +30,23 @@ fn delivery_of(item: &Item, k: &str) -> StoreResult<DeliveryId> {
     let t =
         text_of(item, k).ok_or_else(|| StoreError::Corrupt(format!("lane item without {k}")))?;
     DeliveryId::parse(t).map_err(|e| StoreError::Corrupt(format!("lane item: {e}")))
+}
+
+/// The condition a move's guards (`ports::lane_moves`) put on the lane's head item.
+fn on_head(guards: &[LaneGuard]) -> Update {
+    guards.iter().fold(Update::new(), |u, g| match g {
+        LaneGuard::NoHead => u.when_absent("pk"),
+        LaneGuard::HeadedBy(d) => u.when_eq("holder", s(d.as_str())),
+        LaneGuard::Waiting(_) => u,
+    })
+}
+
+/// The condition they put on the waiting entry `entry`'s item.
+fn on_entry(guards: &[LaneGuard], entry: &LaneEntry) -> Update {
+    guards.iter().fold(Update::new(), |u, g| match g {
+        LaneGuard::Waiting(e) if e == entry => u.when_exists("pk"),
+        _ => u,
+    })
 }
 
 #[async_trait]
@@ -118,6 +136,7 @@ impl LaneStore for DynamoStore {
         now: Timestamp,
         expires_at: i64,
     ) -> StoreResult<bool> {
+        let guards = lane_moves::promote(entry);
         let head = Put::builder()
             .table_name(&self.res.lanes)
             .item("pk", s(lane))
@@ -127,14 +146,14 @@ impl LaneStore for DynamoStore {
             .item("held", AttributeValue::Bool(false))
             .item("since", s(now.rfc3339()))
             .item("expires_at", n(expires_at))
-            .condition_expression("attribute_not_exists(pk)")
+            .when(on_head(&guards).into_condition())
             .build()
             .map_err(StoreError::unreadable)?;
         let gone = Delete::builder()
             .table_name(&self.res.lanes)
             .key("pk", s(lane))
             .key("sk", entry_sk(entry))
-            .condition_expression("attribute_exists(pk)")
+            .when(on_entry(&guards, entry).into_condition())
             .build()
             .map_err(StoreError::unreadable)?;
         let sent = {
@@ -164,8 +183,7 @@ impl LaneStore for DynamoStore {
             .table_name(&self.res.lanes)
             .key("pk", s(lane))
             .key("sk", s(LANE_HEAD))
-            .condition_expression("holder = :h")
-            .expression_attribute_values(":h", s(holder.as_str()))
+            .when(on_head(&lane_moves::by_holder(holder)).into_condition())
             .send()
             .await;
         match r {
@@ -176,9 +194,8 @@ impl LaneStore for DynamoStore {
     }
 
     async fn set_held(&self, lane: &str, holder: &DeliveryId, held: bool) -> StoreResult<bool> {
-        let r = Update::new()
+        let r = on_head(&lane_moves::by_holder(holder))
             .set("held", AttributeValue::Bool(held))
-            .when_eq("holder", s(holder.as_str()))
             .apply(
                 self.client
                     .update_item()

@@ -399,3 +399,73 @@ async fn a_move_out_of_the_backlog_leased() {
         )
     );
 }
+
+const LANE: &str = "ch_0123456789abcdef0123456789abcdef#conv-1";
+
+/// A lane item's key as sent: `(pk, sk)`.
+fn lane_key(key: &Value) -> (String, String) {
+    let text = |k: &str| key[k]["S"].as_str().unwrap_or_default().to_owned();
+    (text("pk"), text("sk"))
+}
+
+#[tokio::test]
+async fn a_lane_promotion_puts_the_head_and_takes_the_entry() {
+    let (store, rx) = recording();
+    let entry = LaneEntry {
+        seq: 7,
+        delivery_id: delivery(),
+    };
+    let _ = store
+        .promote(LANE, &entry, Timestamp::from_ms(AT_MS), 99)
+        .await;
+    let (target, body) = recorded(rx);
+    assert_eq!(target, "DynamoDB_20120810.TransactWriteItems");
+    let items = body["TransactItems"].as_array().expect("items");
+    let head = &items[0]["Put"];
+    assert_eq!(
+        lane_key(&head["Item"]),
+        (LANE.to_owned(), LANE_HEAD.to_owned())
+    );
+    assert_eq!(head["Item"]["holder"], json!({"S": delivery().as_str()}));
+    assert_eq!(rendered(head).1, "attribute_not_exists(pk)");
+    let gone = &items[1]["Delete"];
+    assert_eq!(
+        lane_key(&gone["Key"]),
+        (
+            LANE.to_owned(),
+            converger_core::lanes::entry_key(7, delivery().as_str())
+        )
+    );
+    assert_eq!(rendered(gone).1, "attribute_exists(pk)");
+}
+
+#[tokio::test]
+async fn a_lane_let_go_by_its_holder() {
+    let (store, rx) = recording();
+    let _ = store.let_go(LANE, &delivery()).await;
+    let (target, body) = recorded(rx);
+    assert_eq!(target, "DynamoDB_20120810.DeleteItem");
+    assert_eq!(
+        lane_key(&body["Key"]),
+        (LANE.to_owned(), LANE_HEAD.to_owned())
+    );
+    assert_eq!(
+        rendered(&body).1,
+        "holder = 'dlv_0123456789abcdef0123456789abcdef'"
+    );
+}
+
+#[tokio::test]
+async fn a_lane_held_by_its_holder() {
+    let (store, rx) = recording();
+    let _ = store.set_held(LANE, &delivery(), true).await;
+    let (target, body) = recorded(rx);
+    assert_eq!(target, "DynamoDB_20120810.UpdateItem");
+    assert_eq!(
+        rendered(&body),
+        (
+            "SET held = {\"BOOL\":true}".to_owned(),
+            "holder = 'dlv_0123456789abcdef0123456789abcdef'".to_owned()
+        )
+    );
+}
