@@ -86,11 +86,12 @@ pub const CHAIN_BUDGET_MS: u64 = 15_000;
 /// told) is dropped after it.
 pub const ROW_WAIT_MS: i64 = 60_000;
 
-/// How long after a first try's message its watch copy comes by default (SQS
-/// `DelaySeconds`; `WATCH_DELAY_SECONDS`). A first try is in no due index while it is in
-/// flight: if the attempt that took it dies, the watch message finds its row unclaimed (or
-/// its lease ended) and attempts it, so a crashed first try is attempted again within about
-/// this time plus a lease slice. A row it finds settled, retrying or listed is left alone.
+/// How long after a first try's message (or a retry's that rides its messages,
+/// [`retry_rides_messages`]) its watch copy comes by default (SQS `DelaySeconds`;
+/// `WATCH_DELAY_SECONDS`). Such an attempt is in no due index: if the attempt that took it
+/// dies, the watch message finds its row unclaimed (or its lease ended) and attempts it, so
+/// it is attempted again within about this time plus a lease slice. A row it finds settled,
+/// waiting for a later retry, or in an index is left alone.
 pub const WATCH_DELAY_S: u32 = 15;
 
 /// Most client connections one websocket channel has open at once: each is a place a
@@ -317,6 +318,18 @@ impl RetryPolicy {
     }
 }
 
+/// SQS's longest message delay (`DelaySeconds`).
+pub const MAX_QUEUE_DELAY_S: u32 = 900;
+
+/// Whether a retry sent `delay_s` ahead rides its messages (ADR 0094): its message and its
+/// watch copy, `watch_s` after it, both reach their times in one hop (`ceiling`, at most
+/// SQS's 900 s). Then it needs no due-index entry: if the attempt that takes it dies, the
+/// watch copy attempts it, as it does for a first try. A longer retry waits in the due
+/// index, where the sweep finds it.
+pub fn retry_rides_messages(delay_s: u32, watch_s: u32, ceiling: u32) -> bool {
+    delay_s.saturating_add(watch_s) <= ceiling.min(MAX_QUEUE_DELAY_S)
+}
+
 /// The queue delay, in whole seconds, of a message that must not run before `at_ms`: rounded
 /// up (never early), at least 1 s, at most `ceiling` (SQS allows 900). A longer wait is made
 /// of several such hops.
@@ -329,6 +342,18 @@ pub fn hop_delay_s(at_ms: i64, now_ms: i64, ceiling: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_retry_rides_its_messages_only_when_both_fit_one_hop() {
+        // The default schedule's longest step (810 s) and the watch copy 15 s after it.
+        assert!(retry_rides_messages(810, 15, 900));
+        assert!(retry_rides_messages(885, 15, 900));
+        assert!(!retry_rides_messages(886, 15, 900));
+        // A lower hop ceiling, and never past SQS's own.
+        assert!(!retry_rides_messages(60, 15, 60));
+        assert!(!retry_rides_messages(890, 15, 3_600));
+        assert!(!retry_rides_messages(u32::MAX, 15, 900));
+    }
 
     #[test]
     fn a_connection_replays_once_per_interval() {

@@ -226,7 +226,7 @@ pub const WATCH_DELAY_SECONDS: Setting = number(
     1,
     900,
     "15",
-    "how long after a first try's message its watch copy comes: a first try is in no due index while in flight, and the watch copy attempts it if the attempt that took it died (within this and a lease slice)",
+    "how long after a first try's message (or a retry's within one hop) its watch copy comes: such an attempt is in no due index, and the watch copy attempts it if the attempt that took it died (within this and a lease slice)",
 );
 pub const USAGE_FLUSH_MS: Setting = number(
     "USAGE_FLUSH_MS",

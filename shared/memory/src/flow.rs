@@ -64,6 +64,7 @@ fn set_status(row: &mut Delivery, status: DeliveryStatus, now: Timestamp) {
     row.status = status;
     row.updated_at = now;
     row.unlisted = false;
+    row.watched = false;
 }
 
 #[async_trait]
@@ -408,6 +409,7 @@ impl FlowStore for MemStore {
                 return false;
             };
             row.in_backlog = true;
+            row.watched = false;
             row.slot = false;
             row.slot_item = 0;
             row.next_attempt_at = due_ms;

@@ -51,6 +51,9 @@ impl HandoffStore for MemStore {
             row.status = to;
             row.updated_at = now;
             row.unlisted = false;
+            if to != DeliveryStatus::Pending {
+                row.watched = false;
+            }
             if to == DeliveryStatus::Failed {
                 row.last_error = error.map(str::to_owned);
                 row.handed_off = false;

@@ -626,7 +626,7 @@ impl Intake<'_> {
     /// index: the copy attempts it if the attempt that took it dies, ADR 0076).
     fn with_watch(&self, d: &Delivery, m: DeliveryMessage) -> Vec<DeliveryMessage> {
         let watch = d
-            .first_try_in_flight()
+            .carried_by_messages()
             .then(|| m.watch_copy(self.config.watch_delay_s));
         std::iter::once(m).chain(watch).collect()
     }

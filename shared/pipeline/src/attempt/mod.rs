@@ -233,16 +233,18 @@ impl Attempts<'_> {
         let token = lease_token();
         let now = self.clock.now();
         let lease_ms = self.flow.lease_slice_ms();
-        // A first try's watch copy goes on to the claim only while that first try is in
-        // flight (its attempt died, or is still running: then the claim finds it busy).
+        // A watch copy goes on to the claim only while the attempt it watches is due and
+        // carried by its messages (that attempt died, or is still running: then the claim
+        // finds it busy). One whose delivery now waits for a later retry leaves it to that
+        // retry's own messages, without a write.
         if msg.watch
             && !self
                 .deliveries
                 .get_delivery(&msg.delivery_id)
                 .await?
-                .is_some_and(|d| d.first_try_in_flight())
+                .is_some_and(|d| d.carried_by_messages() && d.next_attempt_at <= now.ms())
         {
-            return Ok(Step::Done(Report::Skipped("the first try ended")));
+            return Ok(Step::Done(Report::Skipped("the watched attempt ended")));
         }
         // The channel the message names is read (or found cached) beside the claim, not after.
         let claimed = self
@@ -277,10 +279,11 @@ impl Attempts<'_> {
         }
         let report = match claimed {
             Claim::Claimed(d) => return Ok(Step::Go(Claimed { d, token })),
-            // A watch copy whose first try failed meanwhile and waits for its retry: the due
-            // index has the row from then on. One whose first try is running looks again
-            // after a lease slice: by then the lease was renewed, or it ended with its attempt.
-            Claim::NotDue(_) if msg.watch => Report::Skipped("the first try ended"),
+            // A watch copy whose attempt failed meanwhile and waits for its retry: that
+            // retry's own messages (or the due index) have the row from then on. One whose
+            // attempt is running looks again after a lease slice: by then the lease was
+            // renewed, or it ended with its attempt.
+            Claim::NotDue(_) if msg.watch => Report::Skipped("the watched attempt ended"),
             Claim::Busy if msg.watch => {
                 let delay_s = watch_again_s(lease_ms);
                 self.queue.send(msg, delay_s).await?;
@@ -293,7 +296,10 @@ impl Attempts<'_> {
                     delay_s,
                     "message came early; delayed again"
                 );
-                self.queue.send(msg, delay_s).await?;
+                // A retry that rides its messages gets its watch copy again (the message that
+                // scheduled it may have died before sending them).
+                let watched = d.watched && d.carried_by_messages();
+                self.send_for(msg.clone(), delay_s, watched).await?;
                 Report::Hopped { delay_s }
             }
             Claim::Busy => Report::Skipped("another attempt holds the lease"),
@@ -546,7 +552,17 @@ impl Attempts<'_> {
             Some(next_at),
         );
         // The retry holds no window slot while it waits: it takes one again when it is due.
-        let retry_at = RetryAt { at_ms: next_at };
+        // One that its message and watch copy reach in one hop is in no due index (ADR 0094).
+        let watched = policy::retry_rides_messages(
+            hop_delay_s(next_at, now.ms(), u32::MAX),
+            self.config.watch_delay_s,
+            self.config.hop_ceiling_s,
+        );
+        let retry_at = if watched {
+            RetryAt::watched(next_at)
+        } else {
+            RetryAt::at(next_at)
+        };
         if !self
             .deliveries
             .mark_attempt_failed(d, &p.token, &err.reason, retry_at, &e, now)
@@ -573,9 +589,27 @@ impl Attempts<'_> {
         };
         let next = DeliveryMessage::new(d.id.clone(), d.tier, carried).of(d);
         // If this send fails, the message is redelivered and finds the row pending with its
-        // due time: nothing is lost.
-        self.queue.send(&next, delay_s).await?;
+        // due time (and sends it again, its watch copy with it): nothing is lost.
+        self.send_for(next, delay_s, watched).await?;
         Ok(Report::RetryScheduled { delay_ms })
+    }
+
+    /// `msg` sent `delay_s` ahead, with its watch copy `WATCH_DELAY_SECONDS` after it when
+    /// its delivery rides its messages: one batch.
+    async fn send_for(
+        &self,
+        mut msg: DeliveryMessage,
+        delay_s: u32,
+        watched: bool,
+    ) -> Result<(), AttemptError> {
+        if !watched {
+            self.queue.send(&msg, delay_s).await?;
+            return Ok(());
+        }
+        msg.send_delay_s = delay_s;
+        let watch = msg.watch_copy(delay_s.saturating_add(self.config.watch_delay_s));
+        self.queue.send_many(&[msg, watch]).await?;
+        Ok(())
     }
 
     /// The activity (from the message when it rode along).

@@ -446,6 +446,7 @@ mod tests {
             shard: 0,
             shard_lease: None,
             unlisted: false,
+            watched: false,
             lane_seq: None,
         }
     }

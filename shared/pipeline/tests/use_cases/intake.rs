@@ -226,3 +226,49 @@ async fn a_watch_copy_leaves_a_first_try_that_ended_alone() {
     assert_eq!(rx.bodies.lock().unwrap().len(), 1, "and sends nothing");
     assert!(f.queue.take_due(i64::MAX).is_empty());
 }
+
+#[tokio::test]
+async fn a_retry_whose_attempt_died_is_attempted_by_its_watch_copy() {
+    use std::sync::atomic::Ordering;
+    let clock = Arc::new(ManualClock::starting_now());
+    let (f, rx, id) = a_first_try(&clock).await;
+    rx.status.store(503, Ordering::Relaxed);
+    // The first try fails: its retry (30 s on, the default schedule) goes out with a watch
+    // copy 15 s after it, and is in no due index (ADR 0094).
+    assert_eq!(run_due(&f, &clock).await, 1);
+    let row = f.store.get_delivery(&id).await.unwrap().unwrap();
+    assert!(row.watched && row.carried_by_messages(), "{row:?}");
+    let retry_at = row.next_attempt_at;
+    // The first try's own watch copy finds it waiting for its retry and leaves it.
+    run_watch_after(&f, &clock, u64::from(converger_core::policy::WATCH_DELAY_S)).await;
+    assert_eq!(rx.bodies.lock().unwrap().len(), 1);
+    // The retry's message is taken by an instance that dies with it, holding a lease longer
+    // than the watch copy's delay.
+    rx.status.store(200, Ordering::Relaxed);
+    clock.advance(std::time::Duration::from_millis(
+        u64::try_from(retry_at - clock.now_ms()).unwrap(),
+    ));
+    let taken = f.queue.take_due(clock.now_ms());
+    assert_eq!(taken.len(), 1);
+    assert!(!taken[0].watch);
+    assert!(matches!(
+        f.store
+            .claim(&id, "dead", clock.now(), 20_000)
+            .await
+            .unwrap(),
+        converger_ports::Claim::Claimed(_)
+    ));
+    let overdue = f.pipeline.sweeper().sweep().await.unwrap();
+    assert_eq!(overdue.enqueued, 0, "the sweeper has nothing to find");
+    // Its watch copy comes 15 s later, finds the lease live, and comes back once it ended.
+    run_watch_after(&f, &clock, u64::from(converger_core::policy::WATCH_DELAY_S)).await;
+    assert_eq!(rx.bodies.lock().unwrap().len(), 1, "the lease was live");
+    let again = converger_core::policy::watch_again_s(
+        i64::try_from(f.pipeline.config().lease_slice.as_millis()).unwrap(),
+    );
+    run_watch_after(&f, &clock, u64::from(again)).await;
+    let row = f.store.get_delivery(&id).await.unwrap().unwrap();
+    assert_eq!((row.status, row.attempts), (DeliveryStatus::Sent, 2));
+    assert!(!row.watched);
+    assert_eq!(rx.bodies.lock().unwrap().len(), 2);
+}

@@ -174,6 +174,11 @@ pub struct Delivery {
     /// by its activity and by the sweeper's due index meanwhile.
     #[serde(default, skip_serializing_if = "is_false")]
     pub unlisted: bool,
+    /// A retry that rides its messages: its message and a watch copy after it were sent for
+    /// its due time in one hop, so it is in no due index while it waits and is attempted
+    /// ([`RetryAt::watched`], ADR 0094). Cleared by any transition but such a retry.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub watched: bool,
     /// In its channel's lane for its conversation (an ordered channel), at its activity's
     /// `seq`: attempted only as its lane's head.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,6 +232,7 @@ impl Delivery {
             shard: 0,
             shard_lease: None,
             unlisted: false,
+            watched: false,
             lane_seq,
         }
     }
@@ -295,6 +301,7 @@ impl Delivery {
         row.slot_item = 0;
         row.handed_off = false;
         row.unlisted = false;
+        row.watched = false;
         row
     }
 }
@@ -397,6 +404,7 @@ impl RowOutcome<'_> {
         row.slot = false;
         row.slot_item = 0;
         row.updated_at = now;
+        row.watched = false;
         if self.leaves_indexes() {
             row.in_backlog = false;
         }
@@ -418,6 +426,7 @@ impl RowOutcome<'_> {
             Self::Retry { error, retry } => {
                 row.last_error = Some((*error).to_owned());
                 row.next_attempt_at = retry.at_ms;
+                row.watched = retry.watched;
             }
             Self::Dead { error } => row.last_error = Some((*error).to_owned()),
         }
@@ -513,11 +522,13 @@ impl Delivery {
         }
     }
 
-    /// A first try in flight: written at ingest and sent to its queue, its first attempt not
-    /// ended yet (not listed, pending, not handed off, not in its channel's backlog). It is in
-    /// no sparse index: its message and that message's watch copy carry it (ADR 0076).
-    pub fn first_try_in_flight(&self) -> bool {
-        self.unlisted
+    /// Carried by its messages: a first try in flight (written at ingest and sent to its
+    /// queue, its first attempt not ended yet: not listed), or a retry sent for its due time
+    /// with its watch copy (`watched`); pending, not handed off, not in its channel's backlog.
+    /// It is in no sparse index: its message and that message's watch copy carry it (ADR 0076,
+    /// ADR 0094).
+    pub fn carried_by_messages(&self) -> bool {
+        (self.unlisted || self.watched)
             && self.status == DeliveryStatus::Pending
             && !self.handed_off
             && !self.in_backlog
@@ -529,7 +540,7 @@ impl Delivery {
                 due_ms: self.next_attempt_at,
             },
             DeliveryStatus::Pending if self.handed_off => SparseIndex::None,
-            DeliveryStatus::Pending if self.first_try_in_flight() => SparseIndex::None,
+            DeliveryStatus::Pending if self.carried_by_messages() => SparseIndex::None,
             DeliveryStatus::Pending => SparseIndex::Due {
                 due_ms: self.next_attempt_at,
             },
@@ -544,11 +555,26 @@ impl Delivery {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryAt {
     pub at_ms: i64,
+    /// Its message and watch copy carry it (`core::policy::retry_rides_messages`): no due
+    /// index entry.
+    pub watched: bool,
 }
 
 impl RetryAt {
+    /// Due at `at_ms`, found by the due index.
     pub fn at(at_ms: i64) -> Self {
-        Self { at_ms }
+        Self {
+            at_ms,
+            watched: false,
+        }
+    }
+
+    /// Due at `at_ms`, carried by its message and the watch copy sent with it.
+    pub fn watched(at_ms: i64) -> Self {
+        Self {
+            at_ms,
+            watched: true,
+        }
     }
 }
 

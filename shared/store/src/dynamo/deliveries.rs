@@ -34,7 +34,7 @@ impl DeliveryStore for DynamoStore {
         // In the due index at its due time (where the claim left it), unless it is a first
         // try in flight, which its messages carry.
         let mut u = Update::new().remove_each(LEASE);
-        if !d.first_try_in_flight() {
+        if !d.carried_by_messages() {
             self.refresh_due_grants().await;
             u = u.set_each(self.due_keys(&d.id, d.next_attempt_at));
         }
@@ -44,7 +44,7 @@ impl DeliveryStore for DynamoStore {
         let mut u = Update::new()
             .set("next_attempt_at", n(at_ms))
             .remove_each(LEASE);
-        if !d.first_try_in_flight() {
+        if !d.carried_by_messages() {
             self.refresh_due_grants().await;
             u = u.set_each(self.due_keys(&d.id, at_ms));
         }
@@ -103,9 +103,10 @@ impl DeliveryStore for DynamoStore {
             u = u
                 .remove_each(DUE_PLACE)
                 .remove("slot")
-                .remove_each(BACKLOG_PLACE);
+                .remove_each(BACKLOG_PLACE)
+                .remove("watched");
         }
-        if matches!(outcome, RowOutcome::Retry { .. }) {
+        if matches!(outcome, RowOutcome::Retry { retry, .. } if !retry.watched) {
             self.refresh_due_grants().await;
         }
         let at = now.rfc3339();
@@ -127,10 +128,18 @@ impl DeliveryStore for DynamoStore {
                 }
                 u
             }
+            // Carried by its message and watch copy (in no due index), or due in the index.
+            RowOutcome::Retry { error, retry } if retry.watched => u
+                .set("last_error", s(*error))
+                .set("next_attempt_at", n(retry.at_ms))
+                .remove_each(DUE_PLACE)
+                .set("watched", AttributeValue::Bool(true))
+                .set("slot", AttributeValue::Bool(false)),
             RowOutcome::Retry { error, retry } => u
                 .set("last_error", s(*error))
                 .set("next_attempt_at", n(retry.at_ms))
                 .set_each(self.due_keys(&d.id, retry.at_ms))
+                .remove("watched")
                 .set("slot", AttributeValue::Bool(false)),
             RowOutcome::Dead { error } => u.set("last_error", s(*error)),
         };

@@ -401,7 +401,8 @@ impl FlowStore for DynamoStore {
     ) -> StoreResult<bool> {
         let u = into_backlog(Update::new(), &d.channel_id, due_ms)
             .set("next_attempt_at", n(due_ms))
-            .remove_each(LEASE.into_iter().chain(DUE_PLACE).chain(SLOT));
+            .remove_each(LEASE.into_iter().chain(DUE_PLACE).chain(SLOT))
+            .remove("watched");
         // `moves::to_backlog`: its one guard, the lease, is what `leased_update` adds.
         self.leased_update(d, token, u).await
     }

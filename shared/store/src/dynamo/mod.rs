@@ -178,6 +178,7 @@ fn lease_and_places() -> impl Iterator<Item = &'static str> {
         .chain(DUE_PLACE)
         .chain(SLOT)
         .chain(BACKLOG_PLACE)
+        .chain(["watched"])
 }
 
 fn activity_item(a: &Activity) -> StoreResult<Item> {

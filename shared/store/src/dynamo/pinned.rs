@@ -302,7 +302,7 @@ async fn a_parking_by_its_attempt() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            "SET status = 'paused', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#paused#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', cl_pk = 'ch_0123456789abcdef0123456789abcdef#paused#2' REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk, unlisted".to_owned(),
+            "SET status = 'paused', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#paused#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', cl_pk = 'ch_0123456789abcdef0123456789abcdef#paused#2' REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk, watched, unlisted".to_owned(),
             "lease_token = 'tok'".to_owned(),
         )
     );
@@ -316,7 +316,7 @@ async fn a_parking_of_a_row_no_attempt_holds() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            "SET status = 'paused', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#paused#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', cl_pk = 'ch_0123456789abcdef0123456789abcdef#paused#2' REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk, unlisted".to_owned(),
+            "SET status = 'paused', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#paused#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', cl_pk = 'ch_0123456789abcdef0123456789abcdef#paused#2' REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk, watched, unlisted".to_owned(),
             "status = 'pending' AND (attribute_exists(bl_pk) OR attribute_not_exists(lease_token))".to_owned(),
         )
     );
@@ -362,7 +362,7 @@ async fn a_move_into_the_backlog() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            r#"SET in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000005000', next_attempt_at = 1700000005000 REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item"#.to_owned(),
+            r#"SET in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000005000', next_attempt_at = 1700000005000 REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item, watched"#.to_owned(),
             "lease_token = 'tok'".to_owned(),
         )
     );
@@ -468,4 +468,46 @@ async fn a_lane_held_by_its_holder() {
             "holder = 'dlv_0123456789abcdef0123456789abcdef'".to_owned()
         )
     );
+}
+
+/// A failed attempt's outcome with the retry at `retry`: its rendered update.
+async fn a_retry_outcome(retry: RetryAt) -> String {
+    let at = Timestamp::from_ms(AT_MS);
+    let log = LogUpdate {
+        recent: Vec::new(),
+        spill: Vec::new(),
+    };
+    let (table, update, condition) = flow_move(|s| async move {
+        s.mark_attempt_failed(&a_delivery(), "tok", "HTTP 503", retry, &log, at)
+            .await
+    })
+    .await;
+    assert_eq!(table, "t-DELIVERIES_TABLE");
+    assert_eq!(condition, "lease_token = 'tok'");
+    update
+}
+
+#[tokio::test]
+async fn a_retry_that_rides_its_messages_leaves_the_due_index() {
+    let update = a_retry_outcome(RetryAt::watched(AT_MS + 30_000)).await;
+    assert!(
+        update.contains(r#"next_attempt_at = 1700000030000, watched = {"BOOL":true}"#),
+        "{update}"
+    );
+    assert!(!update.contains("due_shard ="), "{update}");
+    let removed = update.split(" REMOVE ").nth(1).unwrap_or_default();
+    assert!(removed.contains("due_shard, due_at"), "{update}");
+}
+
+#[tokio::test]
+async fn a_retry_past_one_hop_waits_in_the_due_index() {
+    let update = a_retry_outcome(RetryAt::at(AT_MS + 3_600_000)).await;
+    assert!(
+        update.contains("next_attempt_at = 1700003600000, due_shard = 'due#"),
+        "{update}"
+    );
+    assert!(update.contains("due_at = '001700003600000'"), "{update}");
+    let removed = update.split(" REMOVE ").nth(1).unwrap_or_default();
+    assert!(removed.contains("watched"), "{update}");
+    assert!(!removed.contains("due_shard"), "{update}");
 }

@@ -89,6 +89,7 @@ pub(super) struct KeysCases {
     pub(super) first_try: KeysCase,
     pub(super) first_try_without_seq: KeysCase,
     pub(super) first_try_batch: KeysCase,
+    pub(super) three_attempts: KeysCase,
     pub(super) dead_letter: KeysCase,
     pub(super) sweep: KeysCase,
     pub(super) bulk_replay: KeysReplay,

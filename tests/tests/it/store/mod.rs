@@ -88,6 +88,7 @@ conformance!(
     a_first_try_joins_its_tenants_listing_when_its_attempt_ends,
     old_attempts_spill_out_of_the_item,
     a_failed_attempt_gives_its_slot_back,
+    a_retry_that_rides_its_messages_is_in_no_due_index,
     listing_pages_in_order_and_replays_are_disjoint,
     listings_filter_by_event_type_on_both_indexes,
     sharded_listings_page_every_row_once_across_shards_and_ties,
