@@ -481,6 +481,44 @@ pub(super) async fn a_due_grant_spreads_new_entries_over_the_shards_the_sweep_re
 
 /// `n` deliveries of the fixture's channel, each in an activity of its own written through
 /// `store`, due at `due_ms`.
+/// A retry whose message and watch copy carry it is in no due index while it waits; one
+/// past a hop is. A move out of pending (parking) drops the mark, so the row is back in the
+/// due index when it is unparked: both backends keep the index the same way.
+pub(super) async fn a_retry_that_rides_its_messages_is_in_no_due_index(b: Backend) {
+    let f = fixture(b).await;
+    let next = time::now_ms() + 30_000;
+    let failed = |d: Delivery, token: &'static str, retry: RetryAt| {
+        let store = f.store.clone();
+        async move {
+            assert!(
+                store
+                    .mark_attempt_failed(&d, token, "HTTP 503", retry, &entry(1), Timestamp::now())
+                    .await
+                    .unwrap()
+            );
+            store.get_delivery(&d.id).await.unwrap().unwrap()
+        }
+    };
+    let riding = failed(claimed(&f, "tok-a").await, "tok-a", RetryAt::watched(next)).await;
+    assert!(riding.watched && riding.carried_by_messages(), "{riding:?}");
+    assert!(!in_due(&f.store, &riding.id).await);
+    let waiting = failed(claimed(&f, "tok-b").await, "tok-b", RetryAt::at(next)).await;
+    assert!(!waiting.watched, "{waiting:?}");
+    assert!(in_due(&f.store, &waiting.id).await);
+    // Parked while it waits, then unparked to its queue: in the due index again.
+    assert!(f.store.park(&riding, None, Timestamp::now()).await.unwrap());
+    let parked = f.store.get_delivery(&riding.id).await.unwrap().unwrap();
+    assert!(!parked.watched, "{parked:?}");
+    let back = f
+        .store
+        .unpark(&parked, Placement::Live, Timestamp::now())
+        .await
+        .unwrap()
+        .expect("unparked");
+    assert!(!back.watched, "{back:?}");
+    assert!(in_due(&f.store, &riding.id).await);
+}
+
 async fn due_rows(f: &Fixture, store: &dyn Store, n: usize, due_ms: i64) -> Vec<Delivery> {
     let mut rows = Vec::new();
     for _ in 0..n {
