@@ -199,14 +199,15 @@ pub fn read_shards(
 }
 
 /// The due index's shards, grown for the whole deployment as a tenant's listing shards are
-/// for the tenant: the usage fold sees a minute's retries and grants more shards past
-/// [`due::SHARD_RATE`] a shard; writers place a retry's due entry over the granted shards
+/// for the tenant: the usage fold sees a minute's writes to the due index (retries past one
+/// hop, replays, rows out of a backlog) and grants more shards past [`due::SHARD_RATE`] a
+/// shard; writers place a due entry over the granted shards
 /// while the grant is in force, and the sweep reads them until every entry placed there
 /// can have come due ([`due::LINGER_MS`] past the grants' span).
 pub mod due {
     use super::{Grant, SKEW_MS};
 
-    /// Retries a second one due shard takes: each writes its entry and removes it (about two
+    /// Due entries a second one due shard takes: each is written and removed (about two
     /// write units), half a partition's 1,000 at 250.
     pub const SHARD_RATE: f64 = 250.0;
 
@@ -222,12 +223,12 @@ pub mod due {
     pub const CACHE_MS: i64 = 30_000;
 
     /// The grant that follows `latest` when the deployment (`own` shards set) schedules
-    /// `rate` retries a second at `now_ms`; `None`: nothing to write.
+    /// `rate` due entries a second at `now_ms`; `None`: nothing to write.
     pub fn next(latest: Option<&Grant>, own: u32, rate: f64, now_ms: i64) -> Option<Grant> {
         Grant::next_up_to(latest, own, rate, now_ms, SHARD_RATE, MAX)
     }
 
-    /// Whether `rate` retries a second may call for a grant or a renewal with `own` shards
+    /// Whether `rate` due entries a second may call for a grant or a renewal with `own` shards
     /// set: neither does at or under what the own shards carry (a renewal needs more than
     /// half a grant's shards, and a grant has more than the own ones), so the grants need
     /// not be read.
@@ -366,7 +367,7 @@ mod tests {
 
     #[test]
     fn due_shards_grow_with_the_retries_and_are_read_until_every_entry_came_due() {
-        // 16 shards take 4,000 retries a second; 10,000 call for 64.
+        // 16 shards take 4,000 due entries a second; 10,000 call for 64.
         assert_eq!(due::next(None, 16, 3_000.0, 0), None);
         assert!(!due::may_call_for(4_000.0, 16) && due::may_call_for(4_001.0, 16));
         let g = due::next(None, 16, 10_000.0, 0).unwrap();

@@ -298,11 +298,6 @@ impl Counts {
         *self == Self::default()
     }
 
-    /// Retries these counts scheduled: every failed attempt but those that dead-lettered.
-    pub fn retries(&self) -> i64 {
-        (self.failed_attempts - self.dead_letters).max(0)
-    }
-
     /// A sent delivery that waited `latency_ms` from ingest (its attempt is counted apart:
     /// a websocket delivery is sent when its client acknowledges it).
     pub fn sent_after(latency_ms: i64) -> Self {

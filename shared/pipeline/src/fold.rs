@@ -98,7 +98,7 @@ impl UsageFold<'_> {
             rows.extend(p?);
         }
         out.rows += rows.len();
-        let retries: i64 = rows.iter().map(|r| r.counts.retries()).sum();
+        let due_writes: i64 = rows.iter().map(|r| r.due_writes).sum();
         let mut per: BTreeMap<String, CounterAdd> = BTreeMap::new();
         for row in &rows {
             for add in row.adds() {
@@ -143,7 +143,7 @@ impl UsageFold<'_> {
             }
         }
         out.grants += self.shards.follow(&minutes).await.len();
-        let per_s = retries as f64 * 1000.0 / converger_core::usage::fold::PERIOD_MS as f64;
+        let per_s = due_writes as f64 * 1000.0 / converger_core::usage::fold::PERIOD_MS as f64;
         match self.grow_due_shards(per_s).await {
             Ok(granted) => out.due_grants += usize::from(granted),
             Err(e) => tracing::warn!(error = %e, "due-shard grant not written"),
@@ -151,8 +151,8 @@ impl UsageFold<'_> {
         failed.map_or(Ok(()), Err)
     }
 
-    /// Grants the deployment more due shards (or renews its grant) when a period's retries,
-    /// `rate` a second, call for them (`core::shards::due`); whether it wrote one. Two runs
+    /// Grants the deployment more due shards (or renews its grant) when a period's writes to
+    /// the due index, `rate` a second, call for them (`core::shards::due`); whether it wrote one. Two runs
     /// at once write one grant.
     async fn grow_due_shards(&self, rate: f64) -> Result<bool, StoreError> {
         use converger_core::shards::due;
@@ -269,7 +269,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_minute_of_many_retries_grants_the_deployment_more_due_shards() {
+    async fn a_minute_of_many_due_writes_grants_the_deployment_more_due_shards() {
         use converger_ports::DeliveryQueries;
         let store = MemStore::new();
         let clock = converger_core::time::SystemClock;
@@ -290,23 +290,31 @@ mod tests {
         };
         let period = converger_core::usage::fold::period_of(clock.now_ms());
         store.set_usage_folded_to(period - 3).await.unwrap();
-        // Retries a second, per period: under what the own 16 shards take, then past it.
-        for (p, failed, dead) in [(period - 2, 180_000, 0), (period - 1, 330_000, 30_000)] {
+        // Due-index writes a second, per period: under what the own 16 shards take, then past
+        // it. Failed attempts alone (retries that ride their messages) call for nothing.
+        for (p, due_writes) in [(period - 2, 180_000), (period - 1, 300_000)] {
             let entry = UsageLogEntry {
                 shard: "shard-a".into(),
                 first: seq_key(&format!("{p}1")),
                 last: seq_key(&format!("{p}9")),
                 period: p,
-                rows: vec![UsageRow::usage(
-                    TenantId::generate(),
-                    ChannelId::generate(),
-                    p,
-                    Counts {
-                        failed_attempts: failed,
-                        dead_letters: dead,
-                        ..Counts::default()
-                    },
-                )],
+                rows: vec![
+                    UsageRow::usage(
+                        TenantId::generate(),
+                        ChannelId::generate(),
+                        p,
+                        Counts {
+                            failed_attempts: 900_000,
+                            ..Counts::default()
+                        },
+                    ),
+                    UsageRow::due_writes(
+                        TenantId::generate(),
+                        ChannelId::generate(),
+                        p,
+                        due_writes,
+                    ),
+                ],
             };
             store.log_usage(&entry).await.unwrap();
         }
@@ -317,7 +325,7 @@ mod tests {
         );
         assert_eq!(store.due_grants().await.unwrap().latest, None);
         let folded = fold.run_to(period - 1).await.unwrap();
-        assert_eq!(folded.due_grants, 1, "5,000 a second (dead letters apart)");
+        assert_eq!(folded.due_grants, 1, "5,000 a second");
         let g = store.due_grants().await.unwrap().latest.unwrap();
         assert_eq!(g.shards, 32);
         assert_eq!(

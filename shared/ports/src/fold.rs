@@ -25,6 +25,9 @@ pub struct UsageRow {
     pub counts: Counts,
     pub health_created: i64,
     pub health_failed: i64,
+    /// Entries its changes wrote to the deliveries' due index (added or moved): the load the
+    /// fold grants due shards by (ADR 0093). No counter keeps it.
+    pub due_writes: i64,
 }
 
 impl UsageRow {
@@ -37,6 +40,15 @@ impl UsageRow {
             counts,
             health_created: 0,
             health_failed: 0,
+            due_writes: 0,
+        }
+    }
+
+    /// A row of due-index writes alone.
+    pub fn due_writes(tenant: TenantId, channel: ChannelId, minute: i64, n: i64) -> Self {
+        Self {
+            due_writes: n,
+            ..Self::usage(tenant, channel, minute, Counts::default())
         }
     }
 
@@ -66,14 +78,18 @@ impl UsageRow {
         out
     }
 
-    /// Adds nothing.
+    /// Adds nothing, and wrote nothing to the due index.
     pub fn is_zero(&self) -> bool {
-        self.counts.is_zero() && self.health_created == 0 && self.health_failed == 0
+        self.counts.is_zero()
+            && self.health_created == 0
+            && self.health_failed == 0
+            && self.due_writes == 0
     }
 
     /// The row as the log keeps it: `[tenant, channel, minute, [counts…]]`, the counts in
-    /// [`Counts`]' field order with the latency buckets last, trailing zeros left out, and
-    /// `health_created, health_failed` after them when either is not zero.
+    /// [`Counts`]' field order with the latency buckets last, trailing zeros left out, then
+    /// `health_created, health_failed` when either (or the due writes) is not zero, then
+    /// `due_writes` when it is not zero.
     pub fn encode(&self) -> serde_json::Value {
         let c = &self.counts;
         let mut n: Vec<i64> = vec![
@@ -95,9 +111,12 @@ impl UsageRow {
             serde_json::json!(self.minute),
             serde_json::json!(n),
         ];
-        if self.health_created != 0 || self.health_failed != 0 {
+        if self.health_created != 0 || self.health_failed != 0 || self.due_writes != 0 {
             v.push(serde_json::json!(self.health_created));
             v.push(serde_json::json!(self.health_failed));
+        }
+        if self.due_writes != 0 {
+            v.push(serde_json::json!(self.due_writes));
         }
         serde_json::Value::Array(v)
     }
@@ -105,9 +124,10 @@ impl UsageRow {
     /// A row from [`Self::encode`]'s form; `None` for anything else.
     pub fn decode(v: &serde_json::Value) -> Option<Self> {
         let a = v.as_array()?;
-        let (tenant, channel, minute, n, health) = match a.as_slice() {
-            [t, c, m, n] => (t, c, m, n, (0, 0)),
-            [t, c, m, n, hc, hf] => (t, c, m, n, (hc.as_i64()?, hf.as_i64()?)),
+        let (tenant, channel, minute, n, health, due_writes) = match a.as_slice() {
+            [t, c, m, n] => (t, c, m, n, (0, 0), 0),
+            [t, c, m, n, hc, hf] => (t, c, m, n, (hc.as_i64()?, hf.as_i64()?), 0),
+            [t, c, m, n, hc, hf, dw] => (t, c, m, n, (hc.as_i64()?, hf.as_i64()?), dw.as_i64()?),
             _ => return None,
         };
         let n: Vec<i64> = n
@@ -139,6 +159,7 @@ impl UsageRow {
             counts,
             health_created: health.0,
             health_failed: health.1,
+            due_writes,
         })
     }
 
@@ -157,6 +178,7 @@ impl UsageRow {
                     have.counts.add(&r.counts);
                     have.health_created += r.health_created;
                     have.health_failed += r.health_failed;
+                    have.due_writes += r.due_writes;
                 }
                 None => {
                     by.insert(k, r);
@@ -284,6 +306,11 @@ mod tests {
             only_health.adds().as_slice(),
             [CounterAdd::Health { .. }]
         ));
+        // Due-index writes are logged for the fold and added to no counter.
+        let due = UsageRow::due_writes(TenantId::generate(), ChannelId::generate(), 4, 3);
+        assert_eq!(due.encode().as_array().unwrap().len(), 7);
+        assert_eq!(UsageRow::decode(&due.encode()), Some(due.clone()));
+        assert!(due.adds().is_empty() && !due.is_zero());
         assert_eq!(
             UsageRow::decode(&serde_json::json!(["x", "y", 1, []])),
             None

@@ -14,8 +14,8 @@ use converger_core::usage::{Counts, Grain};
 use converger_core::{DeliveryStatus, Timestamp};
 use converger_ports::events;
 use converger_ports::{
-    CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, StoreError,
-    StreamCounters, StreamMark, UsageLog, UsageRow,
+    CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, SparseIndex,
+    StoreError, StreamCounters, StreamMark, UsageLog, UsageRow,
 };
 use std::collections::BTreeMap;
 
@@ -152,6 +152,22 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
     }
     if !at_counts.is_zero() {
         out.rows.push(usage(new, at_ms, at_counts));
+    }
+    // An entry the write added to the due index, or moved in it: the load the fold grows
+    // the due shards by (a retry past one hop, a replay, a way out of the backlog).
+    let place = |d: &Delivery| match d.sparse_index() {
+        SparseIndex::Due { due_ms } => Some(due_ms),
+        _ => None,
+    };
+    if let Some(due_ms) = place(new)
+        && c.old.as_ref().and_then(place) != Some(due_ms)
+    {
+        out.rows.push(UsageRow::due_writes(
+            new.tenant_id.clone(),
+            new.channel_id.clone(),
+            Grain::Minute.bucket(at_ms),
+            1,
+        ));
     }
     out
 }
@@ -510,6 +526,32 @@ mod tests {
         let d = derive(&change(Some(filtered), Some(retried)), 86_400);
         assert_eq!(types(&d), ["delivery.status_changed", "delivery.retried"]);
         assert_eq!(health(&d), [(1, 0)]);
+    }
+
+    #[test]
+    fn only_a_write_into_the_due_index_counts_for_the_due_shards() {
+        let due = |old: &Delivery, new: Delivery| {
+            let d = derive(&change(Some(old.clone()), Some(new)), 86_400);
+            d.rows.iter().map(|r| r.due_writes).sum::<i64>()
+        };
+        let first = row(DeliveryStatus::Pending, 0);
+        let mut in_flight = first.clone();
+        in_flight.unlisted = true;
+        // A retry past one hop moves its entry to its new due time.
+        let mut past_hop = row(DeliveryStatus::Pending, 1);
+        past_hop.next_attempt_at = 3_601_000;
+        assert_eq!(due(&first, past_hop.clone()), 1);
+        assert_eq!(
+            due(&in_flight, past_hop),
+            1,
+            "and one out of flight enters it"
+        );
+        // One that rides its messages, an outcome that leaves pending: none.
+        let mut riding = row(DeliveryStatus::Pending, 1);
+        riding.next_attempt_at = 61_000;
+        riding.watched = true;
+        assert_eq!(due(&in_flight, riding), 0);
+        assert_eq!(due(&first, row(DeliveryStatus::Sent, 1)), 0);
     }
 
     #[test]
