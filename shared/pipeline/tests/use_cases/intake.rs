@@ -185,34 +185,56 @@ async fn run_watch_after(f: &Fixture, clock: &ManualClock, secs: u64) {
     }
 }
 
-#[tokio::test]
-async fn a_first_try_whose_attempt_died_is_attempted_by_its_watch_copy() {
-    let clock = Arc::new(ManualClock::starting_now());
-    let (f, rx, id) = a_first_try(&clock).await;
-    // The first try's message is taken by an instance that dies with it, holding a lease
-    // longer than the watch copy's delay. The row is in no due index.
-    assert_eq!(f.queue.take_due(clock.now_ms()).len(), 1);
+/// The one message due now (not a watch copy) is taken by an instance that dies with it,
+/// holding a lease longer than the watch copy's delay; the row is in no due index, so the
+/// sweeper finds nothing.
+async fn taken_by_an_instance_that_dies(
+    f: &Fixture,
+    clock: &ManualClock,
+    id: &converger_core::DeliveryId,
+) {
+    let taken = f.queue.take_due(clock.now_ms());
+    assert!(taken.len() == 1 && !taken[0].watch, "{taken:?}");
     assert!(matches!(
         f.store
-            .claim(&id, "dead", clock.now(), 20_000)
+            .claim(id, "dead", clock.now(), 20_000)
             .await
             .unwrap(),
         converger_ports::Claim::Claimed(_)
     ));
     let overdue = f.pipeline.sweeper().sweep().await.unwrap();
     assert_eq!(overdue.enqueued, 0, "the sweeper has nothing to find");
-    // The watch copy finds the lease live and comes back a lease slice later; by then the
-    // lease has ended, and it attempts the delivery.
-    let delay = u64::from(converger_core::policy::WATCH_DELAY_S);
-    run_watch_after(&f, &clock, delay).await;
-    assert!(rx.bodies.lock().unwrap().is_empty(), "the lease was live");
+}
+
+/// The watch copy finds the lease live and calls no one; it comes back a lease slice later,
+/// when the lease has ended, and attempts the delivery: one more request than `before`.
+async fn the_watch_copy_attempts_it(
+    f: &Fixture,
+    clock: &ManualClock,
+    rx: &Responder,
+    before: usize,
+) {
+    run_watch_after(f, clock, u64::from(converger_core::policy::WATCH_DELAY_S)).await;
+    assert_eq!(
+        rx.bodies.lock().unwrap().len(),
+        before,
+        "the lease was live"
+    );
     let again = converger_core::policy::watch_again_s(
         i64::try_from(f.pipeline.config().lease_slice.as_millis()).unwrap(),
     );
-    run_watch_after(&f, &clock, u64::from(again)).await;
+    run_watch_after(f, clock, u64::from(again)).await;
+    assert_eq!(rx.bodies.lock().unwrap().len(), before + 1);
+}
+
+#[tokio::test]
+async fn a_first_try_whose_attempt_died_is_attempted_by_its_watch_copy() {
+    let clock = Arc::new(ManualClock::starting_now());
+    let (f, rx, id) = a_first_try(&clock).await;
+    taken_by_an_instance_that_dies(&f, &clock, &id).await;
+    the_watch_copy_attempts_it(&f, &clock, &rx, 0).await;
     let row = f.store.get_delivery(&id).await.unwrap().unwrap();
     assert_eq!((row.status, row.attempts), (DeliveryStatus::Sent, 1));
-    assert_eq!(rx.bodies.lock().unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -242,33 +264,15 @@ async fn a_retry_whose_attempt_died_is_attempted_by_its_watch_copy() {
     // The first try's own watch copy finds it waiting for its retry and leaves it.
     run_watch_after(&f, &clock, u64::from(converger_core::policy::WATCH_DELAY_S)).await;
     assert_eq!(rx.bodies.lock().unwrap().len(), 1);
-    // The retry's message is taken by an instance that dies with it, holding a lease longer
-    // than the watch copy's delay.
+    // The retry's message is taken by an instance that dies with it; its watch copy, sent
+    // with it, attempts it.
     rx.status.store(200, Ordering::Relaxed);
     clock.advance(std::time::Duration::from_millis(
         u64::try_from(retry_at - clock.now_ms()).unwrap(),
     ));
-    let taken = f.queue.take_due(clock.now_ms());
-    assert_eq!(taken.len(), 1);
-    assert!(!taken[0].watch);
-    assert!(matches!(
-        f.store
-            .claim(&id, "dead", clock.now(), 20_000)
-            .await
-            .unwrap(),
-        converger_ports::Claim::Claimed(_)
-    ));
-    let overdue = f.pipeline.sweeper().sweep().await.unwrap();
-    assert_eq!(overdue.enqueued, 0, "the sweeper has nothing to find");
-    // Its watch copy comes 15 s later, finds the lease live, and comes back once it ended.
-    run_watch_after(&f, &clock, u64::from(converger_core::policy::WATCH_DELAY_S)).await;
-    assert_eq!(rx.bodies.lock().unwrap().len(), 1, "the lease was live");
-    let again = converger_core::policy::watch_again_s(
-        i64::try_from(f.pipeline.config().lease_slice.as_millis()).unwrap(),
-    );
-    run_watch_after(&f, &clock, u64::from(again)).await;
+    taken_by_an_instance_that_dies(&f, &clock, &id).await;
+    the_watch_copy_attempts_it(&f, &clock, &rx, 1).await;
     let row = f.store.get_delivery(&id).await.unwrap().unwrap();
     assert_eq!((row.status, row.attempts), (DeliveryStatus::Sent, 2));
     assert!(!row.watched);
-    assert_eq!(rx.bodies.lock().unwrap().len(), 2);
 }
