@@ -163,15 +163,18 @@ impl UsageRow {
         })
     }
 
-    /// Rows of one tenant, channel and minute summed into one, in a stable order.
+    /// Rows of one tenant, channel and minute summed into one, in a stable order. Due-index
+    /// writes stay in rows of their own ([`Self::due_writes`]): a usage row keeps the shape
+    /// an earlier version reads, so a rollback loses at most the due writes, never usage.
     pub fn merged(rows: impl IntoIterator<Item = UsageRow>) -> Vec<UsageRow> {
-        let mut by: std::collections::BTreeMap<(String, String, i64), UsageRow> =
+        let mut by: std::collections::BTreeMap<(String, String, i64, bool), UsageRow> =
             std::collections::BTreeMap::new();
         for r in rows {
             let k = (
                 r.tenant.as_str().to_owned(),
                 r.channel.as_str().to_owned(),
                 r.minute,
+                r.due_writes != 0,
             );
             match by.get_mut(&k) {
                 Some(have) => {
@@ -300,7 +303,7 @@ mod tests {
         );
         let only_health = UsageRow {
             counts: Counts::default(),
-            ..health
+            ..health.clone()
         };
         assert!(matches!(
             only_health.adds().as_slice(),
@@ -311,6 +314,21 @@ mod tests {
         assert_eq!(due.encode().as_array().unwrap().len(), 7);
         assert_eq!(UsageRow::decode(&due.encode()), Some(due.clone()));
         assert!(due.adds().is_empty() && !due.is_zero());
+        // Merged apart from the usage of the same minute, which keeps its six elements.
+        let used = UsageRow {
+            tenant: due.tenant.clone(),
+            channel: due.channel.clone(),
+            ..health.clone()
+        };
+        let merged = UsageRow::merged([due.clone(), used.clone(), due.clone()]);
+        assert_eq!(merged.len(), 2, "{merged:?}");
+        assert!(
+            merged
+                .iter()
+                .any(|r| r.due_writes == 6 && r.counts.is_zero())
+        );
+        let usage = merged.iter().find(|r| r.due_writes == 0).unwrap();
+        assert_eq!(usage.encode().as_array().unwrap().len(), 6);
         assert_eq!(
             UsageRow::decode(&serde_json::json!(["x", "y", 1, []])),
             None

@@ -31,7 +31,9 @@ pub(crate) fn created(
                 expires_at: None,
                 trace: None,
             };
-            let d = Delivery::new(&a, c, t.tier, now).placed(t, now.ms());
+            // Each a first try in flight, as ingest writes it: in no due index.
+            let mut d = Delivery::new(&a, c, t.tier, now).placed(t, now.ms());
+            d.unlisted = true;
             RowChange {
                 event_id: format!("e{}", from + i),
                 seq: seq_key(&(from + i + 1).to_string()),

@@ -388,6 +388,9 @@ impl FlowStore for DynamoStore {
             Placement::Backlog => into_backlog(u, &d.channel_id, now.ms()),
             Placement::Live => u.set_each(self.due_keys(&d.id, now.ms())),
         };
+        // Back to pending as no carried retry (the park dropped the mark; dropped again here
+        // as the in-process backend's `set_status` does).
+        let u = u.remove("watched");
         self.row_update(&d.id, listed(u, d, DeliveryStatus::Pending, now))
             .await
     }

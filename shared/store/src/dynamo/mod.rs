@@ -361,6 +361,7 @@ impl DynamoStore {
             .set("updated_at", s(at.as_str()))
             .set_each(self.due_keys(&d.id, now.ms()))
             .remove_each(LEASE.into_iter().chain(SLOT).chain(BACKLOG_PLACE))
+            .remove("watched")
             // From the status it was read in: a dead letter, or (one at a time) a filtered one.
             .when_eq("status", s(d.status.as_str()));
         let update = listed(u, d, DeliveryStatus::Pending, now)

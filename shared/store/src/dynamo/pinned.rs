@@ -331,7 +331,7 @@ async fn an_unparking_to_the_queue() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            "SET status = 'pending', next_attempt_at = 1700000000000, updated_at = '2023-11-14T22:13:20.000000Z', due_shard = 'due#10', due_at = '001700000000000', tl_pk = 'ten_0123456789abcdef0123456789abcdef#pending#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef' REMOVE unlisted, cl_pk".to_owned(),
+            "SET status = 'pending', next_attempt_at = 1700000000000, updated_at = '2023-11-14T22:13:20.000000Z', due_shard = 'due#10', due_at = '001700000000000', tl_pk = 'ten_0123456789abcdef0123456789abcdef#pending#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef' REMOVE watched, unlisted, cl_pk".to_owned(),
             "status = 'paused'".to_owned(),
         )
     );
@@ -346,7 +346,7 @@ async fn an_unparking_into_the_backlog() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            r#"SET status = 'pending', next_attempt_at = 1700000000000, updated_at = '2023-11-14T22:13:20.000000Z', in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000000000', tl_pk = 'ten_0123456789abcdef0123456789abcdef#pending#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef' REMOVE unlisted, cl_pk"#.to_owned(),
+            r#"SET status = 'pending', next_attempt_at = 1700000000000, updated_at = '2023-11-14T22:13:20.000000Z', in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000000000', tl_pk = 'ten_0123456789abcdef0123456789abcdef#pending#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef' REMOVE watched, unlisted, cl_pk"#.to_owned(),
             "status = 'paused'".to_owned(),
         )
     );
