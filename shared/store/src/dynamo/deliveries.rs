@@ -36,7 +36,7 @@ impl DeliveryStore for DynamoStore {
         let mut u = Update::new().remove_each(LEASE);
         if !d.carried_by_messages() {
             self.refresh_due_grants().await;
-            u = u.set_each(self.due_keys(&d.id, d.next_attempt_at));
+            u = self.placed_due(u, &d.id, d.next_attempt_at);
         }
         self.leased_update(d, token, u).await
     }
@@ -46,7 +46,7 @@ impl DeliveryStore for DynamoStore {
             .remove_each(LEASE);
         if !d.carried_by_messages() {
             self.refresh_due_grants().await;
-            u = u.set_each(self.due_keys(&d.id, at_ms));
+            u = self.placed_due(u, &d.id, at_ms);
         }
         if let Some(token) = token {
             return self.leased_update(d, token, u).await;
@@ -67,9 +67,9 @@ impl DeliveryStore for DynamoStore {
         until_ms: i64,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        let u = Update::new()
-            .set("next_attempt_at", n(now.ms()))
-            .set_each(self.due_keys(id, now.ms()))
+        let u = Update::new().set("next_attempt_at", n(now.ms()));
+        let u = self
+            .placed_due(u, id, now.ms())
             .remove_each(LEASE)
             .when_eq("lease_until", n(until_ms))
             .when_eq("status", s(DeliveryStatus::Pending.as_str()));
@@ -135,12 +135,13 @@ impl DeliveryStore for DynamoStore {
                 .remove_each(DUE_PLACE)
                 .set("watched", AttributeValue::Bool(true))
                 .set("slot", AttributeValue::Bool(false)),
-            RowOutcome::Retry { error, retry } => u
-                .set("last_error", s(*error))
-                .set("next_attempt_at", n(retry.at_ms))
-                .set_each(self.due_keys(&d.id, retry.at_ms))
-                .remove("watched")
-                .set("slot", AttributeValue::Bool(false)),
+            RowOutcome::Retry { error, retry } => {
+                let u = u
+                    .set("last_error", s(*error))
+                    .set("next_attempt_at", n(retry.at_ms));
+                self.placed_due(u, &d.id, retry.at_ms)
+                    .set("slot", AttributeValue::Bool(false))
+            }
             RowOutcome::Dead { error } => u.set("last_error", s(*error)),
         };
         self.leased_update(d, token, u).await

@@ -386,11 +386,8 @@ impl FlowStore for DynamoStore {
         let u = guarded(u, &moves::unpark());
         let u = match to {
             Placement::Backlog => into_backlog(u, &d.channel_id, now.ms()),
-            Placement::Live => u.set_each(self.due_keys(&d.id, now.ms())),
+            Placement::Live => self.placed_due(u, &d.id, now.ms()),
         };
-        // Back to pending as no carried retry (the park dropped the mark; dropped again here
-        // as the in-process backend's `set_status` does).
-        let u = u.remove("watched");
         self.row_update(&d.id, listed(u, d, DeliveryStatus::Pending, now))
             .await
     }
@@ -404,8 +401,7 @@ impl FlowStore for DynamoStore {
     ) -> StoreResult<bool> {
         let u = into_backlog(Update::new(), &d.channel_id, due_ms)
             .set("next_attempt_at", n(due_ms))
-            .remove_each(LEASE.into_iter().chain(DUE_PLACE).chain(SLOT))
-            .remove("watched");
+            .remove_each(LEASE.into_iter().chain(DUE_PLACE).chain(SLOT));
         // `moves::to_backlog`: its one guard, the lease, is what `leased_update` adds.
         self.leased_update(d, token, u).await
     }
@@ -420,8 +416,8 @@ impl FlowStore for DynamoStore {
         let u = Update::new()
             .set("slot", AttributeValue::Bool(true))
             .set("slot_item", n(slot_item))
-            .set_each(self.due_keys(id, now.ms()))
             .remove_each(BACKLOG_PLACE);
+        let u = self.placed_due(u, id, now.ms());
         self.row_update(id, guarded(u, &moves::leave_backlog()))
             .await
     }
@@ -442,8 +438,8 @@ impl FlowStore for DynamoStore {
             .set("lease_until", n(lease_until_ms))
             .set("next_attempt_at", n(now.ms()))
             .set("slot_item", n(slot_item))
-            .set_each(self.due_keys(id, now.ms()))
             .remove_each(BACKLOG_PLACE);
+        let u = self.placed_due(u, id, now.ms());
         self.row_update(id, guarded(u, &moves::leave_backlog_leased(now.ms())))
             .await
     }

@@ -248,6 +248,13 @@ impl DynamoStore {
             ("due_at", s(due_key(next_attempt_at))),
         ]
     }
+
+    /// `u` with the delivery placed in the due index at `next_attempt_at`: a row the sweep
+    /// finds is carried by no message of its own (`Delivery::watched` dropped).
+    fn placed_due(&self, u: Update, id: &DeliveryId, next_attempt_at: i64) -> Update {
+        u.set_each(self.due_keys(id, next_attempt_at))
+            .remove("watched")
+    }
 }
 
 /// The backlog index attributes of a delivery of `channel` due at `due_ms`.
@@ -258,10 +265,12 @@ fn backlog_keys(channel: &ChannelId, due_ms: i64) -> [(&'static str, AttributeVa
     ]
 }
 
-/// `u` with a delivery of `channel` placed in the backlog, due at `due_ms`.
+/// `u` with a delivery of `channel` placed in the backlog, due at `due_ms` (and carried by
+/// no message of its own).
 fn into_backlog(u: Update, channel: &ChannelId, due_ms: i64) -> Update {
     u.set("in_backlog", AttributeValue::Bool(true))
         .set_each(backlog_keys(channel, due_ms))
+        .remove("watched")
 }
 
 /// What a conditional update found.
@@ -359,11 +368,10 @@ impl DynamoStore {
             .set("retried_at", s(at.as_str()))
             .set("next_attempt_at", n(now.ms()))
             .set("updated_at", s(at.as_str()))
-            .set_each(self.due_keys(&d.id, now.ms()))
             .remove_each(LEASE.into_iter().chain(SLOT).chain(BACKLOG_PLACE))
-            .remove("watched")
             // From the status it was read in: a dead letter, or (one at a time) a filtered one.
             .when_eq("status", s(d.status.as_str()));
+        let u = self.placed_due(u, &d.id, now.ms());
         let update = listed(u, d, DeliveryStatus::Pending, now)
             .apply_to_transaction(
                 aws_sdk_dynamodb::types::Update::builder()

@@ -362,7 +362,7 @@ async fn a_move_into_the_backlog() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            r#"SET in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000005000', next_attempt_at = 1700000005000 REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item, watched"#.to_owned(),
+            r#"SET in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000005000', next_attempt_at = 1700000005000 REMOVE watched, lease_token, lease_until, due_shard, due_at, slot, slot_item"#.to_owned(),
             "lease_token = 'tok'".to_owned(),
         )
     );
@@ -376,7 +376,7 @@ async fn a_move_out_of_the_backlog() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            r#"SET slot = {"BOOL":true}, slot_item = 2, due_shard = 'due#10', due_at = '001700000000000' REMOVE in_backlog, bl_pk, bl_sk"#.to_owned(),
+            r#"SET slot = {"BOOL":true}, slot_item = 2, due_shard = 'due#10', due_at = '001700000000000' REMOVE in_backlog, bl_pk, bl_sk, watched"#.to_owned(),
             "status = 'pending' AND attribute_exists(bl_pk)".to_owned(),
         )
     );
@@ -394,7 +394,7 @@ async fn a_move_out_of_the_backlog_leased() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            "SET lease_token = 'tok', lease_until = 1700000030000, next_attempt_at = 1700000000000, slot_item = 2, due_shard = 'due#10', due_at = '001700000000000' REMOVE in_backlog, bl_pk, bl_sk".to_owned(),
+            "SET lease_token = 'tok', lease_until = 1700000030000, next_attempt_at = 1700000000000, slot_item = 2, due_shard = 'due#10', due_at = '001700000000000' REMOVE in_backlog, bl_pk, bl_sk, watched".to_owned(),
             "status = 'pending' AND attribute_exists(bl_pk) AND next_attempt_at <= 1700000000000".to_owned(),
         )
     );
