@@ -141,8 +141,8 @@ pub fn socket_replay_wait_ms(last: Option<i64>, now_ms: i64) -> Option<i64> {
 /// second, by when the lease has been renewed (the attempt lives) or has ended (it died).
 pub fn watch_again_s(lease_ms: i64) -> u32 {
     u32::try_from(lease_ms.max(0) / 1000 + 1)
-        .unwrap_or(900)
-        .clamp(1, 900)
+        .unwrap_or(MAX_QUEUE_DELAY_S)
+        .clamp(1, MAX_QUEUE_DELAY_S)
 }
 
 /// What a message that found no row does while it may still wait: `Some(ms)` to look again

@@ -625,10 +625,7 @@ impl Intake<'_> {
     /// `m`, the message of `d`, and its watch copy when `d` is a first try in flight (in no due
     /// index: the copy attempts it if the attempt that took it dies, ADR 0076).
     fn with_watch(&self, d: &Delivery, m: DeliveryMessage) -> Vec<DeliveryMessage> {
-        let watch = d
-            .carried_by_messages()
-            .then(|| m.watch_copy(self.config.watch_delay_s));
-        std::iter::once(m).chain(watch).collect()
+        m.with_watch(d.carried_by_messages(), self.config.watch_delay_s)
     }
 
     /// Writes activities with generated ids (one, or a batch's): every row in shared batch

@@ -602,13 +602,9 @@ impl Attempts<'_> {
         delay_s: u32,
         watched: bool,
     ) -> Result<(), AttemptError> {
-        if !watched {
-            self.queue.send(&msg, delay_s).await?;
-            return Ok(());
-        }
         msg.send_delay_s = delay_s;
-        let watch = msg.watch_copy(delay_s.saturating_add(self.config.watch_delay_s));
-        self.queue.send_many(&[msg, watch]).await?;
+        let msgs = msg.with_watch(watched, self.config.watch_delay_s);
+        self.queue.send_many(&msgs).await?;
         Ok(())
     }
 

@@ -14,8 +14,8 @@ use converger_core::usage::{Counts, Grain};
 use converger_core::{DeliveryStatus, Timestamp};
 use converger_ports::events;
 use converger_ports::{
-    CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, SparseIndex,
-    StoreError, StreamCounters, StreamMark, UsageLog, UsageRow,
+    CounterAdd, Delivery, EventType, Events, Marked, PlatformEvent, RowChange, StoreError,
+    StreamCounters, StreamMark, UsageLog, UsageRow,
 };
 use std::collections::BTreeMap;
 
@@ -153,15 +153,7 @@ pub fn derive(c: &RowChange, retention_s: i64) -> Derived {
     if !at_counts.is_zero() {
         out.rows.push(usage(new, at_ms, at_counts));
     }
-    // An entry the write added to the due index, or moved in it: the load the fold grows
-    // the due shards by (a retry past one hop, a replay, a way out of the backlog).
-    let place = |d: &Delivery| match d.sparse_index() {
-        SparseIndex::Due { due_ms } => Some(due_ms),
-        _ => None,
-    };
-    if let Some(due_ms) = place(new)
-        && c.old.as_ref().and_then(place) != Some(due_ms)
-    {
+    if new.wrote_due_entry(c.old.as_ref()) {
         out.rows.push(UsageRow::due_writes(
             new.tenant_id.clone(),
             new.channel_id.clone(),

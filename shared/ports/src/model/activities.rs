@@ -158,6 +158,13 @@ impl DeliveryMessage {
         }
     }
 
+    /// It and, when `watched`, its watch copy `watch_s` after it (ADR 0076, ADR 0094): what
+    /// is sent for a delivery its messages carry, in one batch.
+    pub fn with_watch(self, watched: bool, watch_s: u32) -> Vec<Self> {
+        let watch = watched.then(|| self.watch_copy(self.send_delay_s.saturating_add(watch_s)));
+        std::iter::once(self).chain(watch).collect()
+    }
+
     /// Its watch copy, sent `delay_s` later: the same delivery, without the activity (read if
     /// it is attempted).
     pub fn watch_copy(&self, delay_s: u32) -> Self {

@@ -550,6 +550,19 @@ impl Delivery {
     }
 }
 
+impl Delivery {
+    /// Whether this row, written over `before`, wrote a due-index entry: added one, or moved
+    /// it to another due time (a retry past one hop, a replay, a way out of the backlog).
+    /// The load the due shards grow by (ADR 0093).
+    pub fn wrote_due_entry(&self, before: Option<&Delivery>) -> bool {
+        let due = |d: &Delivery| match d.sparse_index() {
+            SparseIndex::Due { due_ms } => Some(due_ms),
+            _ => None,
+        };
+        due(self).is_some() && before.and_then(due) != due(self)
+    }
+}
+
 /// When a failed attempt's delivery is due again. It holds no window slot meanwhile: a
 /// delivery waiting for a retry never holds back its channel's other deliveries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
