@@ -32,12 +32,9 @@ pub(super) struct RunnerEnv {
 
 impl RunnerEnv {
     pub(super) fn new(endpoint: &str, scenario: &str) -> Result<Self, String> {
-        let free = || -> Result<u16, String> {
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map(|a| a.port())
-                .map_err(|e| e.to_string())
-        };
+        // The runner is killed and started again on the same ports: ports below the
+        // ephemeral range, which no outgoing connection takes meanwhile.
+        let free = crate::emulator::free_port_to_keep;
         let dir = root().join(".local/chaos");
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let stack = format!("chaos-{scenario}-{}", std::process::id());
