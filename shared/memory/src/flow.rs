@@ -60,11 +60,37 @@ fn flow_read(f: &Flow) -> converger_ports::capacity::Charge {
     item_read_of("flow", "<channel>", f.channel_id.to_string(), Some(f), true)
 }
 
-fn set_status(row: &mut Delivery, status: DeliveryStatus, now: Timestamp) {
-    row.status = status;
-    row.updated_at = now;
-    row.unlisted = false;
-    row.watched = false;
+impl MemStore {
+    /// Makes flow move `m` on row `id` at `now` if the row meets its guards: the row as it
+    /// leaves it, else `None`. Charged as DynamoDB charges the one conditional update (a
+    /// refused one costs the item's units all the same).
+    async fn row_move(
+        &self,
+        id: &DeliveryId,
+        m: &RowMove,
+        now: Timestamp,
+    ) -> StoreResult<Option<Delivery>> {
+        let shards = self.due_write_shards();
+        self.charged(
+            |l| l.write,
+            |s, meter| {
+                let Some(row) = s.deliveries.get(id) else {
+                    return Ok(None);
+                };
+                if !m.admits(row) {
+                    meter.write(|| delivery_write(Some(row), Some(row), shards))?;
+                    return Ok(None);
+                }
+                let mut after = row.clone();
+                m.apply(&mut after, now);
+                meter.write(|| delivery_write(Some(row), Some(&after), shards))?;
+                s.deliveries.insert(id.clone(), after.clone());
+                s.reindex(id);
+                Ok(Some(after))
+            },
+        )
+        .await
+    }
 }
 
 #[async_trait]
@@ -350,24 +376,10 @@ impl FlowStore for MemStore {
     }
 
     async fn park(&self, d: &Delivery, token: Option<&str>, now: Timestamp) -> StoreResult<bool> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            let Some(mut row) = s.deliveries.get_mut(&d.id) else {
-                return false;
-            };
-            if !RowGuard::all_admit(&moves::park(token), &row) {
-                return false;
-            }
-            set_status(&mut row, DeliveryStatus::Paused, now);
-            row.lease_token = None;
-            row.lease_until = None;
-            row.slot = false;
-            row.slot_item = 0;
-            row.in_backlog = false;
-            drop(row);
-            s.reindex(&d.id);
-            true
-        })
+        Ok(self
+            .row_move(&d.id, &moves::park(token), now)
+            .await?
+            .is_some())
     }
 
     async fn unpark(
@@ -376,20 +388,8 @@ impl FlowStore for MemStore {
         to: Placement,
         now: Timestamp,
     ) -> StoreResult<Option<Delivery>> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            let mut row = s
-                .deliveries
-                .get_mut(&d.id)
-                .filter(|r| RowGuard::all_admit(&moves::unpark(), r))?;
-            set_status(&mut row, DeliveryStatus::Pending, now);
-            row.next_attempt_at = now.ms();
-            row.in_backlog = to == Placement::Backlog;
-            let out = row.clone();
-            drop(row);
-            s.reindex(&d.id);
-            Some(out)
-        })
+        self.row_move(&d.id, &moves::unpark(to, now.ms()), now)
+            .await
     }
 
     async fn to_backlog(
@@ -397,50 +397,22 @@ impl FlowStore for MemStore {
         d: &Delivery,
         token: &str,
         due_ms: i64,
-        _now: Timestamp,
+        now: Timestamp,
     ) -> StoreResult<bool> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            let Some(mut row) = s
-                .deliveries
-                .get_mut(&d.id)
-                .filter(|r| RowGuard::all_admit(&moves::to_backlog(token), r))
-            else {
-                return false;
-            };
-            row.in_backlog = true;
-            row.watched = false;
-            row.slot = false;
-            row.slot_item = 0;
-            row.next_attempt_at = due_ms;
-            row.lease_token = None;
-            row.lease_until = None;
-            drop(row);
-            s.reindex(&d.id);
-            true
-        })
+        Ok(self
+            .row_move(&d.id, &moves::to_backlog(token, due_ms), now)
+            .await?
+            .is_some())
     }
 
     async fn leave_backlog(
         &self,
         id: &DeliveryId,
-        _now: Timestamp,
+        now: Timestamp,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            let mut row = s
-                .deliveries
-                .get_mut(id)
-                .filter(|r| RowGuard::all_admit(&moves::leave_backlog(), r))?;
-            row.in_backlog = false;
-            row.slot = true;
-            row.slot_item = slot_item;
-            let out = row.clone();
-            drop(row);
-            s.reindex(id);
-            Some(out)
-        })
+        self.row_move(id, &moves::leave_backlog(now.ms(), slot_item), now)
+            .await
     }
 
     async fn leave_backlog_leased(
@@ -451,22 +423,8 @@ impl FlowStore for MemStore {
         lease_until_ms: i64,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| {
-            let mut row = s
-                .deliveries
-                .get_mut(id)
-                .filter(|r| RowGuard::all_admit(&moves::leave_backlog_leased(now.ms()), r))?;
-            row.in_backlog = false;
-            row.slot_item = slot_item;
-            row.next_attempt_at = now.ms();
-            row.lease_token = Some(token.to_owned());
-            row.lease_until = Some(lease_until_ms);
-            let out = row.clone();
-            drop(row);
-            s.reindex(id);
-            Some(out)
-        })
+        let m = moves::leave_backlog_leased(now.ms(), token, lease_until_ms, slot_item);
+        self.row_move(id, &m, now).await
     }
 
     async fn backlog(

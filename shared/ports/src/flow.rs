@@ -8,7 +8,7 @@ use crate::model::{Delivery, Page};
 use async_trait::async_trait;
 use converger_core::Timestamp;
 use converger_core::flow::{BusyEntry, INITIAL_WINDOW};
-use converger_core::{ChannelId, CircuitState, DeliveryId, DeliveryStatus, TenantId};
+use converger_core::{ChannelId, CircuitState, DeliveryId, TenantId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -369,89 +369,6 @@ pub enum Placement {
     Live,
 }
 
-/// One condition a flow move puts on a delivery's row, declared once: the in-memory backend
-/// tests a row with [`RowGuard::admits`], the DynamoDB backend renders the same list as the
-/// update's condition (its recorded requests are pinned), so the two cannot drift apart.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RowGuard {
-    /// Its status is this.
-    Status(DeliveryStatus),
-    /// Held by the attempt whose lease token this is.
-    LeasedTo(String),
-    /// Held by no attempt.
-    Unleased,
-    /// Waiting in its channel's backlog.
-    InBacklog,
-    /// Due by this time (`next_attempt_at <= ms`).
-    DueBy(i64),
-    /// At least one of these.
-    AnyOf(Vec<RowGuard>),
-}
-
-impl RowGuard {
-    /// Whether `row` meets it.
-    pub fn admits(&self, row: &Delivery) -> bool {
-        match self {
-            RowGuard::Status(s) => row.status == *s,
-            RowGuard::LeasedTo(t) => row.lease_token.as_deref() == Some(t.as_str()),
-            RowGuard::Unleased => row.lease_token.is_none(),
-            RowGuard::InBacklog => row.in_backlog,
-            RowGuard::DueBy(ms) => row.next_attempt_at <= *ms,
-            RowGuard::AnyOf(any) => any.iter().any(|g| g.admits(row)),
-        }
-    }
-
-    /// Whether `row` meets every one of `guards`.
-    pub fn all_admit(guards: &[RowGuard], row: &Delivery) -> bool {
-        guards.iter().all(|g| g.admits(row))
-    }
-}
-
-/// What each flow move on a delivery's row asks of the row, for both backends.
-pub mod moves {
-    use super::RowGuard;
-    use converger_core::DeliveryStatus;
-
-    /// Parked by its attempt (`token`), or, when no attempt holds it, from the backlog or
-    /// while it waits for its due time.
-    pub fn park(token: Option<&str>) -> Vec<RowGuard> {
-        match token {
-            Some(t) => vec![RowGuard::LeasedTo(t.to_owned())],
-            None => vec![
-                RowGuard::Status(DeliveryStatus::Pending),
-                RowGuard::AnyOf(vec![RowGuard::InBacklog, RowGuard::Unleased]),
-            ],
-        }
-    }
-
-    /// Unparked: only a parked row.
-    pub fn unpark() -> Vec<RowGuard> {
-        vec![RowGuard::Status(DeliveryStatus::Paused)]
-    }
-
-    /// Into the backlog by the attempt that holds it.
-    pub fn to_backlog(token: &str) -> Vec<RowGuard> {
-        vec![RowGuard::LeasedTo(token.to_owned())]
-    }
-
-    /// Out of the backlog into a freed slot.
-    pub fn leave_backlog() -> Vec<RowGuard> {
-        vec![
-            RowGuard::Status(DeliveryStatus::Pending),
-            RowGuard::InBacklog,
-        ]
-    }
-
-    /// Out of the backlog and leased at once, only once it is due (`now_ms`).
-    pub fn leave_backlog_leased(now_ms: i64) -> Vec<RowGuard> {
-        vec![
-            RowGuard::Status(DeliveryStatus::Pending),
-            RowGuard::InBacklog,
-            RowGuard::DueBy(now_ms),
-        ]
-    }
-}
-
 /// A delivery waiting in a backlog or parked, as the indexes return it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Waiting {
@@ -632,43 +549,4 @@ pub trait FlowStore: Send + Sync + 'static {
 
     /// How many deliveries of a channel are parked and how many wait in its backlog.
     async fn waiting_counts(&self, channel: &ChannelId) -> StoreResult<(u64, u64)>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::test_delivery as delivery;
-
-    #[test]
-    fn each_flow_move_admits_only_the_rows_it_names() {
-        let now = 1_000_000;
-        let mut d = delivery(now);
-        let admits = |g: &[RowGuard], d: &Delivery| RowGuard::all_admit(g, d);
-        // Waiting for its due time, held by no attempt.
-        assert!(admits(&moves::park(None), &d));
-        assert!(!admits(&moves::park(Some("tok")), &d));
-        assert!(!admits(&moves::unpark(), &d));
-        assert!(!admits(&moves::leave_backlog(), &d));
-        // Held by an attempt: only that attempt parks it or moves it to the backlog.
-        d.lease_token = Some("tok".into());
-        assert!(!admits(&moves::park(None), &d));
-        assert!(admits(&moves::park(Some("tok")), &d));
-        assert!(!admits(&moves::park(Some("other")), &d));
-        assert!(admits(&moves::to_backlog("tok"), &d));
-        // In the backlog (a lease left on the row does not keep it from parking).
-        d.in_backlog = true;
-        assert!(admits(&moves::park(None), &d));
-        assert!(admits(&moves::leave_backlog(), &d));
-        d.next_attempt_at = now + 1;
-        assert!(
-            !admits(&moves::leave_backlog_leased(now), &d),
-            "not due yet"
-        );
-        assert!(admits(&moves::leave_backlog_leased(now + 1), &d));
-        // Parked: only unparked.
-        d.status = DeliveryStatus::Paused;
-        assert!(admits(&moves::unpark(), &d));
-        assert!(!admits(&moves::park(None), &d));
-        assert!(!admits(&moves::leave_backlog(), &d));
-    }
 }

@@ -22,6 +22,7 @@ pub(super) fn whole(u: Update, channel: &ChannelId) -> Update {
 mod busy;
 mod items;
 mod rate;
+mod row_moves;
 
 /// A slot take on a map of slots (the flow item's or a slot item's): `delivery`'s slot set
 /// where it has none, only if the map exists and has room under `cap`, and, for an exclusive
@@ -357,18 +358,10 @@ impl FlowStore for DynamoStore {
     }
 
     async fn park(&self, d: &Delivery, token: Option<&str>, now: Timestamp) -> StoreResult<bool> {
-        let at = now.rfc3339();
-        let u = Update::new()
-            .set("status", s(DeliveryStatus::Paused.as_str()))
-            .set("updated_at", s(at.as_str()))
-            .remove_each(lease_and_places());
-        let u = listed(u, d, DeliveryStatus::Paused, now);
+        let m = moves::park(token);
         match token {
-            Some(token) => self.leased_update(d, token, u).await,
-            None => Ok(self
-                .row_update(&d.id, guarded(u, &moves::park(None)))
-                .await?
-                .is_some()),
+            Some(token) => self.leased_move(&m, d, token, now).await,
+            None => Ok(self.row_move(&m, &d.id, Some(d), now).await?.is_some()),
         }
     }
 
@@ -378,17 +371,7 @@ impl FlowStore for DynamoStore {
         to: Placement,
         now: Timestamp,
     ) -> StoreResult<Option<Delivery>> {
-        let at = now.rfc3339();
-        let u = Update::new()
-            .set("status", s(DeliveryStatus::Pending.as_str()))
-            .set("next_attempt_at", n(now.ms()))
-            .set("updated_at", s(at.as_str()));
-        let u = guarded(u, &moves::unpark());
-        let u = match to {
-            Placement::Backlog => into_backlog(u, &d.channel_id, now.ms()),
-            Placement::Live => self.placed_due(u, &d.id, now.ms()),
-        };
-        self.row_update(&d.id, listed(u, d, DeliveryStatus::Pending, now))
+        self.row_move(&moves::unpark(to, now.ms()), &d.id, Some(d), now)
             .await
     }
 
@@ -397,13 +380,10 @@ impl FlowStore for DynamoStore {
         d: &Delivery,
         token: &str,
         due_ms: i64,
-        _now: Timestamp,
+        now: Timestamp,
     ) -> StoreResult<bool> {
-        let u = into_backlog(Update::new(), &d.channel_id, due_ms)
-            .set("next_attempt_at", n(due_ms))
-            .remove_each(LEASE.into_iter().chain(DUE_PLACE).chain(SLOT));
-        // `moves::to_backlog`: its one guard, the lease, is what `leased_update` adds.
-        self.leased_update(d, token, u).await
+        self.leased_move(&moves::to_backlog(token, due_ms), d, token, now)
+            .await
     }
 
     async fn leave_backlog(
@@ -412,13 +392,7 @@ impl FlowStore for DynamoStore {
         now: Timestamp,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
-        self.refresh_due_grants().await;
-        let u = Update::new()
-            .set("slot", AttributeValue::Bool(true))
-            .set("slot_item", n(slot_item))
-            .remove_each(BACKLOG_PLACE);
-        let u = self.placed_due(u, id, now.ms());
-        self.row_update(id, guarded(u, &moves::leave_backlog()))
+        self.row_move(&moves::leave_backlog(now.ms(), slot_item), id, None, now)
             .await
     }
 
@@ -430,18 +404,8 @@ impl FlowStore for DynamoStore {
         lease_until_ms: i64,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
-        // Out of the backlog into the due index, due now (the row and its index entry agree,
-        // so a later release leaves the entry where it is).
-        self.refresh_due_grants().await;
-        let u = Update::new()
-            .set("lease_token", s(token))
-            .set("lease_until", n(lease_until_ms))
-            .set("next_attempt_at", n(now.ms()))
-            .set("slot_item", n(slot_item))
-            .remove_each(BACKLOG_PLACE);
-        let u = self.placed_due(u, id, now.ms());
-        self.row_update(id, guarded(u, &moves::leave_backlog_leased(now.ms())))
-            .await
+        let m = moves::leave_backlog_leased(now.ms(), token, lease_until_ms, slot_item);
+        self.row_move(&m, id, None, now).await
     }
 
     async fn backlog(
@@ -525,23 +489,5 @@ impl FlowStore for DynamoStore {
             .count_upto("by_backlog", "bl_pk", channel.to_string(), u64::MAX)
             .await?;
         Ok((parked, backlog))
-    }
-}
-
-/// `u` with `guards` as its condition (`RowGuard`, declared once for both backends), in their
-/// order; a guard on the lease is left to `leased_update`, which adds it with its own
-/// reading of a refusal.
-pub(super) fn guarded(u: Update, guards: &[RowGuard]) -> Update {
-    guards.iter().fold(u, guard)
-}
-
-fn guard(u: Update, g: &RowGuard) -> Update {
-    match g {
-        RowGuard::Status(st) => u.when_eq("status", s(st.as_str())),
-        RowGuard::LeasedTo(t) => u.when_eq("lease_token", s(t)),
-        RowGuard::Unleased => u.when_absent("lease_token"),
-        RowGuard::InBacklog => u.when_exists("bl_pk"),
-        RowGuard::DueBy(ms) => u.when_cmp("next_attempt_at", Cmp::Le, n(*ms), false),
-        RowGuard::AnyOf(any) => u.when_one_of(|u| any.iter().fold(u, guard)),
     }
 }

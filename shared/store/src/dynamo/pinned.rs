@@ -302,7 +302,7 @@ async fn a_parking_by_its_attempt() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            "SET status = 'paused', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#paused#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', cl_pk = 'ch_0123456789abcdef0123456789abcdef#paused#2' REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk, watched, unlisted".to_owned(),
+            "SET status = 'paused', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#paused#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', cl_pk = 'ch_0123456789abcdef0123456789abcdef#paused#2' REMOVE unlisted, lease_token, lease_until, slot, slot_item, due_shard, due_at, in_backlog, bl_pk, bl_sk, watched".to_owned(),
             "lease_token = 'tok'".to_owned(),
         )
     );
@@ -316,7 +316,7 @@ async fn a_parking_of_a_row_no_attempt_holds() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            "SET status = 'paused', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#paused#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', cl_pk = 'ch_0123456789abcdef0123456789abcdef#paused#2' REMOVE lease_token, lease_until, due_shard, due_at, slot, slot_item, in_backlog, bl_pk, bl_sk, watched, unlisted".to_owned(),
+            "SET status = 'paused', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#paused#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', cl_pk = 'ch_0123456789abcdef0123456789abcdef#paused#2' REMOVE unlisted, lease_token, lease_until, slot, slot_item, due_shard, due_at, in_backlog, bl_pk, bl_sk, watched".to_owned(),
             "status = 'pending' AND (attribute_exists(bl_pk) OR attribute_not_exists(lease_token))".to_owned(),
         )
     );
@@ -331,7 +331,7 @@ async fn an_unparking_to_the_queue() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            "SET status = 'pending', next_attempt_at = 1700000000000, updated_at = '2023-11-14T22:13:20.000000Z', due_shard = 'due#10', due_at = '001700000000000', tl_pk = 'ten_0123456789abcdef0123456789abcdef#pending#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef' REMOVE watched, unlisted, cl_pk".to_owned(),
+            "SET status = 'pending', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#pending#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', next_attempt_at = 1700000000000, due_shard = 'due#10', due_at = '001700000000000' REMOVE unlisted, cl_pk, watched, in_backlog, bl_pk, bl_sk".to_owned(),
             "status = 'paused'".to_owned(),
         )
     );
@@ -346,7 +346,7 @@ async fn an_unparking_into_the_backlog() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            r#"SET status = 'pending', next_attempt_at = 1700000000000, updated_at = '2023-11-14T22:13:20.000000Z', in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000000000', tl_pk = 'ten_0123456789abcdef0123456789abcdef#pending#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef' REMOVE watched, unlisted, cl_pk"#.to_owned(),
+            r#"SET status = 'pending', updated_at = '2023-11-14T22:13:20.000000Z', tl_pk = 'ten_0123456789abcdef0123456789abcdef#pending#0', upd_sk = '2023-11-14T22:13:20.000000Z#dlv_0123456789abcdef0123456789abcdef', next_attempt_at = 1700000000000, in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000000000' REMOVE unlisted, cl_pk, watched, due_shard, due_at"#.to_owned(),
             "status = 'paused'".to_owned(),
         )
     );
@@ -362,7 +362,7 @@ async fn a_move_into_the_backlog() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            r#"SET in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000005000', next_attempt_at = 1700000005000 REMOVE watched, lease_token, lease_until, due_shard, due_at, slot, slot_item"#.to_owned(),
+            r#"SET next_attempt_at = 1700000005000, in_backlog = {"BOOL":true}, bl_pk = 'ch_0123456789abcdef0123456789abcdef', bl_sk = '001700000005000' REMOVE lease_token, lease_until, slot, slot_item, watched, due_shard, due_at"#.to_owned(),
             "lease_token = 'tok'".to_owned(),
         )
     );
@@ -376,7 +376,7 @@ async fn a_move_out_of_the_backlog() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            r#"SET slot = {"BOOL":true}, slot_item = 2, due_shard = 'due#10', due_at = '001700000000000' REMOVE in_backlog, bl_pk, bl_sk, watched"#.to_owned(),
+            r#"SET slot = {"BOOL":true}, slot_item = 2, next_attempt_at = 1700000000000, due_shard = 'due#10', due_at = '001700000000000' REMOVE watched, in_backlog, bl_pk, bl_sk"#.to_owned(),
             "status = 'pending' AND attribute_exists(bl_pk)".to_owned(),
         )
     );
@@ -394,7 +394,7 @@ async fn a_move_out_of_the_backlog_leased() {
         got,
         (
             "t-DELIVERIES_TABLE".to_owned(),
-            "SET lease_token = 'tok', lease_until = 1700000030000, next_attempt_at = 1700000000000, slot_item = 2, due_shard = 'due#10', due_at = '001700000000000' REMOVE in_backlog, bl_pk, bl_sk, watched".to_owned(),
+            "SET lease_token = 'tok', lease_until = 1700000030000, slot_item = 2, next_attempt_at = 1700000000000, due_shard = 'due#10', due_at = '001700000000000' REMOVE watched, in_backlog, bl_pk, bl_sk".to_owned(),
             "status = 'pending' AND attribute_exists(bl_pk) AND next_attempt_at <= 1700000000000".to_owned(),
         )
     );
