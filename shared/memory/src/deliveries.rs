@@ -61,71 +61,17 @@ impl DeliveryStore for MemStore {
         .await
     }
     async fn reschedule(&self, d: &Delivery, token: Option<&str>, at_ms: i64) -> StoreResult<bool> {
-        let shards = self.due_write_shards();
-        self.charged(
-            |m| m.write,
-            |s, meter| {
-                let Some(row) = s.deliveries.get(&d.id) else {
-                    return Ok(false);
-                };
-                if row.status != DeliveryStatus::Pending || row.lease_token.as_deref() != token {
-                    meter.write(|| delivery_write(Some(row), Some(row), shards))?;
-                    return Ok(false);
-                }
-                let mut after = row.clone();
-                after.lease_token = None;
-                after.lease_until = None;
-                after.next_attempt_at = at_ms;
-                meter.write(|| delivery_write(Some(row), Some(&after), shards))?;
-                s.deliveries.insert(d.id.clone(), after);
-                s.reindex(&d.id);
-                Ok(true)
-            },
-        )
-        .await
+        let m = moves::reschedule(d, token, at_ms);
+        Ok(self.row_move(&d.id, &m).await?.is_some())
     }
 
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
-        let shards = self.due_write_shards();
-        self.charged(
-            |m| m.write,
-            |s, meter| {
-                let Some(row) = s.deliveries.get(&d.id) else {
-                    return Ok(false);
-                };
-                if row.lease_token.as_deref() != Some(token) {
-                    meter.write(|| delivery_write(Some(row), Some(row), shards))?;
-                    return Ok(false);
-                }
-                let mut after = row.clone();
-                after.lease_token = None;
-                after.lease_until = None;
-                meter.write(|| delivery_write(Some(row), Some(&after), shards))?;
-                s.deliveries.insert(d.id.clone(), after);
-                Ok(true)
-            },
-        )
-        .await
+        let m = moves::release(d, token);
+        Ok(self.row_move(&d.id, &m).await?.is_some())
     }
     async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool> {
-        let shards = self.due_write_shards();
-        self.charged(
-            |m| m.write,
-            |s, meter| {
-                let Some(row) = s.deliveries.get(&d.id) else {
-                    return Ok(false);
-                };
-                let mut after = row.clone();
-                let held = row.lease_token.as_deref() == Some(token);
-                if held {
-                    after.lease_until = Some(until_ms);
-                }
-                meter.write(|| delivery_write(Some(row), Some(&after), shards))?;
-                s.deliveries.insert(d.id.clone(), after);
-                Ok(held)
-            },
-        )
-        .await
+        let m = moves::extend_lease(token, until_ms);
+        Ok(self.row_move(&d.id, &m).await?.is_some())
     }
     async fn requeue_expired(
         &self,
@@ -133,19 +79,8 @@ impl DeliveryStore for MemStore {
         until_ms: i64,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        wait(&self.latency, |m| m.write).await;
-        self.with(|s| match s.deliveries.get_mut(id) {
-            Some(mut row)
-                if row.lease_until == Some(until_ms)
-                    && row.status == converger_core::DeliveryStatus::Pending =>
-            {
-                row.lease_token = None;
-                row.lease_until = None;
-                row.next_attempt_at = now.ms();
-                true
-            }
-            _ => false,
-        })
+        let m = moves::requeue_expired(until_ms, now.ms());
+        Ok(self.row_move(id, &m).await?.is_some())
     }
     async fn record_outcome(
         &self,

@@ -61,14 +61,13 @@ fn flow_read(f: &Flow) -> converger_ports::capacity::Charge {
 }
 
 impl MemStore {
-    /// Makes flow move `m` on row `id` at `now` if the row meets its guards: the row as it
-    /// leaves it, else `None`. Charged as DynamoDB charges the one conditional update (a
-    /// refused one costs the item's units all the same).
-    async fn row_move(
+    /// Makes move `m` on row `id` if the row meets its guards: the row as it leaves it,
+    /// else `None`. Charged as DynamoDB charges the one conditional update (a refused one
+    /// costs the item's units all the same).
+    pub(crate) async fn row_move(
         &self,
         id: &DeliveryId,
         m: &RowMove,
-        now: Timestamp,
     ) -> StoreResult<Option<Delivery>> {
         let shards = self.due_write_shards();
         self.charged(
@@ -82,7 +81,7 @@ impl MemStore {
                     return Ok(None);
                 }
                 let mut after = row.clone();
-                m.apply(&mut after, now);
+                m.apply(&mut after);
                 meter.write(|| delivery_write(Some(row), Some(&after), shards))?;
                 s.deliveries.insert(id.clone(), after.clone());
                 s.reindex(id);
@@ -377,7 +376,7 @@ impl FlowStore for MemStore {
 
     async fn park(&self, d: &Delivery, token: Option<&str>, now: Timestamp) -> StoreResult<bool> {
         Ok(self
-            .row_move(&d.id, &moves::park(token), now)
+            .row_move(&d.id, &moves::park(token, now))
             .await?
             .is_some())
     }
@@ -388,8 +387,7 @@ impl FlowStore for MemStore {
         to: Placement,
         now: Timestamp,
     ) -> StoreResult<Option<Delivery>> {
-        self.row_move(&d.id, &moves::unpark(to, now.ms()), now)
-            .await
+        self.row_move(&d.id, &moves::unpark(to, now)).await
     }
 
     async fn to_backlog(
@@ -397,10 +395,10 @@ impl FlowStore for MemStore {
         d: &Delivery,
         token: &str,
         due_ms: i64,
-        now: Timestamp,
+        _now: Timestamp,
     ) -> StoreResult<bool> {
         Ok(self
-            .row_move(&d.id, &moves::to_backlog(token, due_ms), now)
+            .row_move(&d.id, &moves::to_backlog(token, due_ms))
             .await?
             .is_some())
     }
@@ -411,7 +409,7 @@ impl FlowStore for MemStore {
         now: Timestamp,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
-        self.row_move(id, &moves::leave_backlog(now.ms(), slot_item), now)
+        self.row_move(id, &moves::leave_backlog(now.ms(), slot_item))
             .await
     }
 
@@ -424,7 +422,7 @@ impl FlowStore for MemStore {
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
         let m = moves::leave_backlog_leased(now.ms(), token, lease_until_ms, slot_item);
-        self.row_move(id, &m, now).await
+        self.row_move(id, &m).await
     }
 
     async fn backlog(

@@ -2,7 +2,7 @@
 
 use super::*;
 use converger_core::Timestamp;
-use converger_ports::RowOutcome;
+use converger_ports::{RowOutcome, moves};
 
 #[async_trait]
 impl DeliveryStore for DynamoStore {
@@ -31,34 +31,18 @@ impl DeliveryStore for DynamoStore {
         Ok(Claim::Busy)
     }
     async fn release(&self, d: &Delivery, token: &str) -> StoreResult<bool> {
-        // In the due index at its due time (where the claim left it), unless it is a first
-        // try in flight, which its messages carry.
-        let mut u = Update::new().remove_each(LEASE);
-        if !d.carried_by_messages() {
-            self.refresh_due_grants().await;
-            u = self.placed_due(u, &d.id, d.next_attempt_at);
-        }
-        self.leased_update(d, token, u).await
+        self.leased_move(&moves::release(d, token), d, token).await
     }
     async fn reschedule(&self, d: &Delivery, token: Option<&str>, at_ms: i64) -> StoreResult<bool> {
-        let mut u = Update::new()
-            .set("next_attempt_at", n(at_ms))
-            .remove_each(LEASE);
-        if !d.carried_by_messages() {
-            self.refresh_due_grants().await;
-            u = self.placed_due(u, &d.id, at_ms);
+        let m = moves::reschedule(d, token, at_ms);
+        match token {
+            Some(token) => self.leased_move(&m, d, token).await,
+            None => Ok(self.row_move(&m, &d.id, Some(d)).await?.is_some()),
         }
-        if let Some(token) = token {
-            return self.leased_update(d, token, u).await;
-        }
-        let u = u
-            .when_eq("status", s(DeliveryStatus::Pending.as_str()))
-            .when_absent("lease_token");
-        Ok(self.row_update(&d.id, u).await?.is_some())
     }
 
     async fn extend_lease(&self, d: &Delivery, token: &str, until_ms: i64) -> StoreResult<bool> {
-        self.leased_update(d, token, Update::new().set("lease_until", n(until_ms)))
+        self.leased_move(&moves::extend_lease(token, until_ms), d, token)
             .await
     }
     async fn requeue_expired(
@@ -67,13 +51,8 @@ impl DeliveryStore for DynamoStore {
         until_ms: i64,
         now: Timestamp,
     ) -> StoreResult<bool> {
-        let u = Update::new().set("next_attempt_at", n(now.ms()));
-        let u = self
-            .placed_due(u, id, now.ms())
-            .remove_each(LEASE)
-            .when_eq("lease_until", n(until_ms))
-            .when_eq("status", s(DeliveryStatus::Pending.as_str()));
-        Ok(self.row_update(id, u).await?.is_some())
+        let m = moves::requeue_expired(until_ms, now.ms());
+        Ok(self.row_move(&m, id, None).await?.is_some())
     }
     async fn record_outcome(
         &self,

@@ -358,10 +358,10 @@ impl FlowStore for DynamoStore {
     }
 
     async fn park(&self, d: &Delivery, token: Option<&str>, now: Timestamp) -> StoreResult<bool> {
-        let m = moves::park(token);
+        let m = moves::park(token, now);
         match token {
-            Some(token) => self.leased_move(&m, d, token, now).await,
-            None => Ok(self.row_move(&m, &d.id, Some(d), now).await?.is_some()),
+            Some(token) => self.leased_move(&m, d, token).await,
+            None => Ok(self.row_move(&m, &d.id, Some(d)).await?.is_some()),
         }
     }
 
@@ -371,8 +371,7 @@ impl FlowStore for DynamoStore {
         to: Placement,
         now: Timestamp,
     ) -> StoreResult<Option<Delivery>> {
-        self.row_move(&moves::unpark(to, now.ms()), &d.id, Some(d), now)
-            .await
+        self.row_move(&moves::unpark(to, now), &d.id, Some(d)).await
     }
 
     async fn to_backlog(
@@ -380,9 +379,9 @@ impl FlowStore for DynamoStore {
         d: &Delivery,
         token: &str,
         due_ms: i64,
-        now: Timestamp,
+        _now: Timestamp,
     ) -> StoreResult<bool> {
-        self.leased_move(&moves::to_backlog(token, due_ms), d, token, now)
+        self.leased_move(&moves::to_backlog(token, due_ms), d, token)
             .await
     }
 
@@ -392,7 +391,7 @@ impl FlowStore for DynamoStore {
         now: Timestamp,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
-        self.row_move(&moves::leave_backlog(now.ms(), slot_item), id, None, now)
+        self.row_move(&moves::leave_backlog(now.ms(), slot_item), id, None)
             .await
     }
 
@@ -405,7 +404,7 @@ impl FlowStore for DynamoStore {
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
         let m = moves::leave_backlog_leased(now.ms(), token, lease_until_ms, slot_item);
-        self.row_move(&m, id, None, now).await
+        self.row_move(&m, id, None).await
     }
 
     async fn backlog(

@@ -400,6 +400,49 @@ async fn a_move_out_of_the_backlog_leased() {
     );
 }
 
+#[tokio::test]
+async fn a_lease_given_back_by_a_first_try_its_messages_carry() {
+    let mut d = a_delivery();
+    d.unlisted = true;
+    let got = flow_move(|s| async move { s.release(&d, "tok").await }).await;
+    assert_eq!(
+        got,
+        (
+            "t-DELIVERIES_TABLE".to_owned(),
+            "REMOVE lease_token, lease_until".to_owned(),
+            "lease_token = 'tok'".to_owned(),
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_lease_given_back_by_a_row_due_in_the_index() {
+    let got = flow_move(|s| async move { s.release(&a_delivery(), "tok").await }).await;
+    assert_eq!(
+        got,
+        (
+            "t-DELIVERIES_TABLE".to_owned(),
+            "SET next_attempt_at = 1600000000000, due_shard = 'due#10', due_at = '001600000000000' REMOVE lease_token, lease_until, watched, in_backlog, bl_pk, bl_sk".to_owned(),
+            "lease_token = 'tok'".to_owned(),
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_lease_taken_back_from_an_attempt_that_died() {
+    let at = Timestamp::from_ms(AT_MS);
+    let got =
+        flow_move(|s| async move { s.requeue_expired(&delivery(), AT_MS - 1, at).await }).await;
+    assert_eq!(
+        got,
+        (
+            "t-DELIVERIES_TABLE".to_owned(),
+            "SET next_attempt_at = 1700000000000, due_shard = 'due#10', due_at = '001700000000000' REMOVE lease_token, lease_until, watched, in_backlog, bl_pk, bl_sk".to_owned(),
+            "status = 'pending' AND lease_until = 1699999999999".to_owned(),
+        )
+    );
+}
+
 const LANE: &str = "ch_0123456789abcdef0123456789abcdef#conv-1";
 
 /// A lane item's key as sent: `(pk, sk)`.
