@@ -3,12 +3,53 @@
 
 use super::*;
 use crate::outcome::FlowError;
+use converger_core::flow::RateBatch;
 use converger_core::flow::{active_slot_items, slot_item_choices, slot_item_share, slot_items};
 use converger_core::ids::stable_hash;
 use converger_core::{CircuitState, Tier};
 use converger_ports::{
     Channel, Delivery, FlowJobKind, ItemTake, Mark, Settle, SlotTake, StoreResult,
 };
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// How often one instance writes a channel's grown window: a success adds one slot, and the
+/// successes of this long are written together, so that a window growing toward a large cap
+/// does not write the flow item once per delivery.
+const GROWTH_WRITE_MS: i64 = 250;
+
+/// How often one instance sends a channel a feed job at most.
+const FEED_JOB_EVERY: Duration = Duration::from_secs(2);
+
+pub(super) type RefillLock = std::sync::Arc<tokio::sync::Mutex<()>>;
+
+/// What this instance remembers for the window, reached from this file only.
+pub(super) struct WindowCaches {
+    /// Uncounted admissions per channel in the current second: (second, count).
+    bursts: Mutex<HashMap<ChannelId, (i64, u32)>>,
+    /// Places this instance reserved together in each channel's rate schedule.
+    rate_batches: Mutex<HashMap<ChannelId, RateBatch>>,
+    /// One reservation at a time per channel from this instance: the requests that find the
+    /// batch used up wait for the one reserving rather than each writing the schedule.
+    rate_refills: Mutex<HashMap<ChannelId, RefillLock>>,
+    /// When this instance last sent a channel a feed job (`FlowJobKind::Feed`).
+    feed_jobs: TtlCache<ChannelId, ()>,
+    /// The window's growth this instance has not written yet, per channel: (when it last
+    /// wrote a grown window, successes since).
+    growth: Mutex<HashMap<ChannelId, (i64, u32)>>,
+}
+
+impl WindowCaches {
+    pub(super) fn new() -> Self {
+        Self {
+            bursts: Default::default(),
+            rate_batches: Default::default(),
+            rate_refills: Default::default(),
+            feed_jobs: TtlCache::new(FEED_JOB_EVERY),
+            growth: Default::default(),
+        }
+    }
+}
 
 /// The answer to a slot request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,8 +280,10 @@ impl Window<'_> {
                     // The attempts that end hand their slots on, each from the item it was
                     // in, on their view of the backlog; a feed job in a second makes sure no
                     // row is left behind by views that missed it.
-                    if slot_items(cap) > 1 && self.caches.feed_jobs.get(&channel.id).is_none() {
-                        self.caches.feed_jobs.insert(channel.id.clone(), ());
+                    if slot_items(cap) > 1
+                        && self.caches.window.feed_jobs.get(&channel.id).is_none()
+                    {
+                        self.caches.window.feed_jobs.insert(channel.id.clone(), ());
                         self.breaker()
                             .send_flow_job(&channel.id, FlowJobKind::Feed, 1)
                             .await?;
@@ -269,7 +312,7 @@ impl Window<'_> {
     /// instance admitted `cap` of them (the rest of the second's burst is counted).
     pub(super) fn within_burst(&self, channel: &ChannelId, cap: u32) -> bool {
         let second = self.clock.now_ms() / 1000;
-        let Ok(mut bursts) = self.caches.bursts.lock() else {
+        let Ok(mut bursts) = self.caches.window.bursts.lock() else {
             return false;
         };
         if bursts.len() > 4096 {
@@ -295,7 +338,7 @@ impl Window<'_> {
         now: i64,
         writes: bool,
     ) -> Option<u32> {
-        let Ok(mut growth) = self.caches.growth.lock() else {
+        let Ok(mut growth) = self.caches.window.growth.lock() else {
             return Some(known.saturating_add(1).min(cap));
         };
         if growth.len() > 4096 {
@@ -333,7 +376,7 @@ impl Window<'_> {
         if let Some(at) = self.held_place(channel, rate, now_us) {
             return Ok(Ok(at));
         }
-        let n = match self.caches.rate_batches.lock() {
+        let n = match self.caches.window.rate_batches.lock() {
             Ok(mut batches) => batches
                 .entry(channel.clone())
                 .or_default()
@@ -344,7 +387,7 @@ impl Window<'_> {
             Ok(start) => start,
             Err(retry_at) => return Ok(Err(retry_at)),
         };
-        let Ok(mut batches) = self.caches.rate_batches.lock() else {
+        let Ok(mut batches) = self.caches.window.rate_batches.lock() else {
             return Ok(Ok(rate.place_us(start, 0, now_us)));
         };
         let b = batches.entry(channel.clone()).or_default();
@@ -361,7 +404,7 @@ impl Window<'_> {
         rate: &RateLimit,
         now_us: i64,
     ) -> Option<i64> {
-        let mut batches = self.caches.rate_batches.lock().ok()?;
+        let mut batches = self.caches.window.rate_batches.lock().ok()?;
         if batches.len() > 4096 {
             batches.clear();
         }
@@ -369,7 +412,7 @@ impl Window<'_> {
     }
 
     pub(super) fn refill_lock(&self, channel: &ChannelId) -> RefillLock {
-        match self.caches.rate_refills.lock() {
+        match self.caches.window.rate_refills.lock() {
             Ok(mut locks) => {
                 if locks.len() > 4096 {
                     locks.retain(|_, l| std::sync::Arc::strong_count(l) > 1);

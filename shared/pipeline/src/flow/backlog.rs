@@ -8,6 +8,30 @@ use converger_core::flow::{backlog_mark_clearable, takes_next_ahead};
 use converger_core::{CircuitState, Tier};
 use converger_ports::Flow;
 use converger_ports::{Channel, DeliveryMessage, Mark};
+use std::collections::VecDeque;
+
+/// How long remembered backlog rows are trusted.
+const HINT_TTL: Duration = Duration::from_secs(5);
+
+/// How long a backlog the next-row lookup found empty is not looked at again by it.
+const EMPTY_TTL: Duration = Duration::from_secs(1);
+
+/// What this instance remembers of backlogs, reached from this file only.
+pub(super) struct BacklogCaches {
+    /// The rows one feed found and did not feed yet (trusted for [`HINT_TTL`]).
+    hints: TtlCache<ChannelId, VecDeque<DeliveryId>>,
+    /// Backlogs the next-row lookup found empty (trusted for [`EMPTY_TTL`]).
+    empty: TtlCache<ChannelId, ()>,
+}
+
+impl BacklogCaches {
+    pub(super) fn new() -> Self {
+        Self {
+            hints: TtlCache::new(HINT_TTL),
+            empty: TtlCache::new(EMPTY_TTL),
+        }
+    }
+}
 
 impl Backlog<'_> {
     /// Hands free window slots (at most `most`) to the oldest due deliveries of the backlog. One backlog
@@ -89,7 +113,7 @@ impl Backlog<'_> {
         if rows.len() >= n {
             return Ok(Some(rows));
         }
-        if rows.is_empty() && trust_empty && self.caches.backlog_empty.get(channel).is_some() {
+        if rows.is_empty() && trust_empty && self.caches.backlog.empty.get(channel).is_some() {
             return Ok(None);
         }
         let waiting = self
@@ -97,10 +121,10 @@ impl Backlog<'_> {
             .backlog(channel, now, BACKLOG_PREFETCH.max(n))
             .await?;
         if waiting.is_empty() && rows.is_empty() {
-            self.caches.backlog_empty.insert(channel.clone(), ());
+            self.caches.backlog.empty.insert(channel.clone(), ());
             return Ok(None);
         }
-        self.caches.backlog_empty.remove(channel);
+        self.caches.backlog.empty.remove(channel);
         let mut fresh: Vec<_> = waiting
             .into_iter()
             .map(|w| w.id)
@@ -174,7 +198,8 @@ impl Backlog<'_> {
     /// [`HINT_TTL`]).
     fn backlog_hints(&self, channel: &ChannelId, n: usize) -> Vec<DeliveryId> {
         self.caches
-            .backlog_hints
+            .backlog
+            .hints
             .with_mut(channel, |ids| {
                 let take = n.min(ids.len());
                 ids.drain(..take).collect()
@@ -184,10 +209,11 @@ impl Backlog<'_> {
 
     fn keep_backlog_hints(&self, channel: &ChannelId, ids: Vec<DeliveryId>) {
         if ids.is_empty() {
-            self.caches.backlog_hints.remove(channel);
+            self.caches.backlog.hints.remove(channel);
         } else {
             self.caches
-                .backlog_hints
+                .backlog
+                .hints
                 .insert(channel.clone(), ids.into());
         }
     }

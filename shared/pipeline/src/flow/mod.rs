@@ -7,7 +7,6 @@
 use crate::PipelineConfig;
 use converger_adapters::Adapters;
 use converger_core::cache::TtlCache;
-use converger_core::flow::RateBatch;
 use converger_core::flow::backlog_mark_fresh;
 use converger_core::{BreakerConfig, CircuitState, RateLimit, Tier, time};
 use converger_core::{ChannelId, DeliveryId, TenantId};
@@ -16,7 +15,6 @@ use converger_ports::{
     ActivityStore, AuditStore, ChannelStore, DeliveryStore, FlowStore, Queue, Store, TenantStore,
 };
 use converger_ports::{Channel, Mark, PlatformEvent, StoreResult};
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,61 +36,26 @@ pub const BACKLOG_PREFETCH: usize = 25;
 /// How stale `last_success_at` may get before a success is written anyway.
 const SUCCESS_MARK_MS: i64 = 600_000;
 
-/// How long remembered backlog rows are trusted.
-const HINT_TTL: Duration = Duration::from_secs(5);
-
-/// How often one instance writes a channel's grown window: a success adds one slot, and the
-/// successes of this long are written together, so that a window growing toward a large cap
-/// does not write the flow item once per delivery.
-const GROWTH_WRITE_MS: i64 = 250;
-
-/// How often one instance sends a channel a feed job at most.
-const FEED_JOB_EVERY: Duration = Duration::from_secs(2);
-
-/// How long a backlog the next-row lookup found empty is not looked at again by it.
-const EMPTY_TTL: Duration = Duration::from_secs(1);
-
 /// What this instance remembers of flow state: the channels' flow items (for
-/// `flow_cache_ttl`) and the backlog rows one feed found and did not feed yet. Only this
-/// module reads or writes them.
+/// `flow_cache_ttl`), which every part reads, and each part's own memory, in a type of the
+/// part's file whose fields only that file reaches (no part reads another's state).
 pub struct Caches {
     flows: TtlCache<ChannelId, Flow>,
-    backlog_hints: TtlCache<ChannelId, VecDeque<DeliveryId>>,
-    /// Backlogs the next-row lookup found empty (trusted for [`EMPTY_TTL`]).
-    backlog_empty: TtlCache<ChannelId, ()>,
-    /// Uncounted admissions per channel in the current second: (second, count).
-    bursts: std::sync::Mutex<std::collections::HashMap<ChannelId, (i64, u32)>>,
-    /// Places this instance reserved together in each channel's rate schedule.
-    rate_batches: std::sync::Mutex<std::collections::HashMap<ChannelId, RateBatch>>,
-    /// One reservation at a time per channel from this instance: the requests that find the
-    /// batch used up wait for the one reserving rather than each writing the schedule.
-    rate_refills: std::sync::Mutex<std::collections::HashMap<ChannelId, RefillLock>>,
-    /// When this instance last sent a channel a feed job (`FlowJobKind::Feed`).
-    feed_jobs: TtlCache<ChannelId, ()>,
-    /// The window's growth this instance has not written yet, per channel: (when it last
-    /// wrote a grown window, successes since).
-    growth: std::sync::Mutex<std::collections::HashMap<ChannelId, (i64, u32)>>,
-    /// Tenants' busy channels (`share.rs`; a view with some is trusted for less long).
-    busy: TtlCache<TenantId, share::BusyView>,
+    window: admission::WindowCaches,
+    backlog: backlog::BacklogCaches,
+    share: share::ShareCaches,
 }
 
 impl Caches {
     pub fn new(flow_ttl: Duration) -> Self {
         Self {
             flows: TtlCache::new(flow_ttl),
-            backlog_hints: TtlCache::new(HINT_TTL),
-            backlog_empty: TtlCache::new(EMPTY_TTL),
-            bursts: Default::default(),
-            rate_batches: Default::default(),
-            rate_refills: Default::default(),
-            feed_jobs: TtlCache::new(FEED_JOB_EVERY),
-            growth: Default::default(),
-            busy: TtlCache::new(share::EMPTY_VIEW_TTL),
+            window: admission::WindowCaches::new(),
+            backlog: backlog::BacklogCaches::new(),
+            share: share::ShareCaches::new(),
         }
     }
 }
-
-type RefillLock = std::sync::Arc<tokio::sync::Mutex<()>>;
 
 /// Flow control as one component: what the attempt asks before it calls (the gate), during
 /// (the backlog's next row, the lease) and after (the slot back, the window), admission at
@@ -148,7 +111,8 @@ impl FlowControl {
 }
 
 /// One part of flow control, with the methods of one job: a view of [`FlowControl`], which
-/// holds the ports and caches they share. The attempt, ingest, replay and the sweeper ask the
+/// holds the ports and the flow items' cache they share (a part's own memory is in
+/// [`Caches`], behind fields only its file reaches). The attempt, ingest, replay and the sweeper ask the
 /// part they need (`flow.gate()`, `flow.breaker()`, ...).
 macro_rules! part {
     ($(#[$doc:meta])* $name:ident, $get:ident) => {

@@ -14,10 +14,24 @@ use std::collections::BTreeMap;
 const VIEW_TTL: Duration = Duration::from_secs(1);
 
 /// How long an instance trusts a view that showed no busy channel (the cache's time to live).
-pub(super) const EMPTY_VIEW_TTL: Duration = Duration::from_secs(5);
+const EMPTY_VIEW_TTL: Duration = Duration::from_secs(5);
 
 /// Busy channels of a tenant, as this instance last read or wrote them.
-pub(super) type BusyView = BTreeMap<ChannelId, BusyEntry>;
+type BusyView = BTreeMap<ChannelId, BusyEntry>;
+
+/// What this instance remembers of tenants' shares, reached from this file only.
+pub(super) struct ShareCaches {
+    /// Tenants' busy channels (a view with some is trusted for less long).
+    busy: TtlCache<TenantId, BusyView>,
+}
+
+impl ShareCaches {
+    pub(super) fn new() -> Self {
+        Self {
+            busy: TtlCache::new(EMPTY_VIEW_TTL),
+        }
+    }
+}
 
 impl TenantShare<'_> {
     /// The most `channel` (of a tenant on `tier`) may hold in flight because of its tenant's
@@ -78,14 +92,20 @@ impl TenantShare<'_> {
     /// The tenant's busy channels: this instance's view when fresh (a view with busy
     /// channels for [`VIEW_TTL`], an empty one for [`EMPTY_VIEW_TTL`]), else read.
     async fn view(&self, tenant: &TenantId) -> BusyView {
-        if let Some(v) = self.caches.busy.get(tenant)
-            && (v.is_empty() || self.caches.busy.get_within(tenant, VIEW_TTL).is_some())
+        if let Some(v) = self.caches.share.busy.get(tenant)
+            && (v.is_empty()
+                || self
+                    .caches
+                    .share
+                    .busy
+                    .get_within(tenant, VIEW_TTL)
+                    .is_some())
         {
             return v;
         }
         match self.flows.busy_channels(tenant).await {
             Ok(v) => {
-                self.caches.busy.insert(tenant.clone(), v.clone());
+                self.caches.share.busy.insert(tenant.clone(), v.clone());
                 v
             }
             Err(e) => {
@@ -100,6 +120,7 @@ impl TenantShare<'_> {
         // Only a fresh view's other entries are kept beside this one's.
         let mut v = self
             .caches
+            .share
             .busy
             .get_within(tenant, VIEW_TTL)
             .unwrap_or_default();
@@ -107,6 +128,6 @@ impl TenantShare<'_> {
             Some(e) => v.insert(channel.id.clone(), e),
             None => v.remove(&channel.id),
         };
-        self.caches.busy.insert(tenant.clone(), v);
+        self.caches.share.busy.insert(tenant.clone(), v);
     }
 }
