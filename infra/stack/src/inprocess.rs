@@ -366,6 +366,9 @@ impl InProcess {
                                 });
                                 futures::future::join_all(runs).await;
                                 if let Ok(i) = instance {
+                                    // As the deliver function's handler: the batch's
+                                    // metrics and spans before the instance is idle.
+                                    i.flush_telemetry().await;
                                     deliver.give(i);
                                 }
                                 if let Some(inv) = &invocations {
@@ -379,6 +382,7 @@ impl InProcess {
                         tokio::spawn(async move {
                             let started = std::time::Instant::now();
                             let done = p.flow_jobs().flow_job(&job).await;
+                            p.flush_telemetry().await;
                             if let Some(inv) = &invocations {
                                 inv.record(crate::cfn::function::PROBE, started.elapsed());
                             }

@@ -64,8 +64,8 @@ pub async fn deliver_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
         Ok::<(), HandlerError>(())
     })
     .await;
-    // The batch's attempts' spans, before the instance can be frozen.
-    p.flush_spans().await;
+    // The batch's attempts' spans and metrics, before the instance can be frozen.
+    p.flush_telemetry().await;
     resp
 }
 
@@ -186,7 +186,7 @@ pub async fn flow_batch(p: &Pipeline, event: SqsEvent) -> SqsBatchResponse {
     })
     .await;
     // A probe is an attempt: its span goes before the instance can be frozen.
-    p.flush_spans().await;
+    p.flush_telemetry().await;
     resp
 }
 

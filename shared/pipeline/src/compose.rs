@@ -37,6 +37,7 @@ impl Pipeline {
             flow: &self.flow,
             queue: &*self.queue,
             spans: &*self.spans,
+            metrics: &self.metrics,
             lanes: self.lanes(),
             cache: &self.cache,
             health: self.health(),

@@ -75,6 +75,8 @@ pub struct Pipeline {
     pub(crate) tenant_aws: Arc<dyn converger_ports::TenantAws>,
     /// Where attempts' spans go ([`Pipeline::with_spans`]; nowhere by default).
     pub(crate) spans: Arc<dyn converger_ports::Spans>,
+    /// This instance's attempts' metrics, written at the end of each batch.
+    pub(crate) metrics: metrics::Buffer,
     /// The payload bucket ([`Pipeline::with_payloads`]; none by default: payloads stay in
     /// their rows, at most `core::payload::ROW_MAX_BYTES`).
     pub(crate) payloads: payloads::Payloads,
@@ -129,6 +131,7 @@ impl Pipeline {
             mailer: Arc::new(converger_ports::NoMailer),
             tenant_aws: Arc::new(converger_ports::NoTenantAws),
             spans: Arc::new(converger_ports::NoSpans),
+            metrics: metrics::Buffer::default(),
             payloads: payloads::Payloads::default(),
             adapters,
             config,
@@ -180,10 +183,11 @@ impl Pipeline {
         self
     }
 
-    /// Sends the spans of the attempts that ended (at the end of a batch, before the
-    /// instance can be frozen).
-    pub async fn flush_spans(&self) {
+    /// Sends the spans of the attempts that ended and writes their metrics' lines (at the
+    /// end of a batch, before the instance can be frozen).
+    pub async fn flush_telemetry(&self) {
         self.spans.flush().await;
+        self.metrics.flush();
     }
 
     /// Lets attempts push to websocket clients through `sockets`.

@@ -5,6 +5,7 @@
 
 use converger_core::{ChannelType, Tier};
 use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -102,6 +103,22 @@ pub type Metric<'a> = (&'a str, &'a str, f64);
 /// The EMF line of the metrics of one event: one line however many metrics (CloudWatch Logs
 /// bills the bytes).
 pub fn line(metrics: &[Metric<'_>], kind: ChannelType, tier: Option<Tier>) -> Value {
+    line_of(
+        metrics
+            .iter()
+            .map(|(name, unit, v)| (*name, *unit, json!(v))),
+        kind,
+        tier,
+    )
+}
+
+/// An EMF line of `metrics` (name, unit, value: a number, or an array of up to
+/// [`MAX_VALUES`] of them) by `kind`, and by `kind` and `tier` when given.
+fn line_of<'a>(
+    metrics: impl Iterator<Item = (&'a str, &'a str, Value)>,
+    kind: ChannelType,
+    tier: Option<Tier>,
+) -> Value {
     let mut dimensions = vec![json!(["ChannelType"])];
     let mut line = json!({
         "_aws": {
@@ -109,23 +126,102 @@ pub fn line(metrics: &[Metric<'_>], kind: ChannelType, tier: Option<Tier>) -> Va
             "CloudWatchMetrics": [{
                 "Namespace": "Converger",
                 "Dimensions": [],
-                "Metrics": metrics
-                    .iter()
-                    .map(|(name, unit, _)| json!({"Name": name, "Unit": unit}))
-                    .collect::<Vec<_>>(),
+                "Metrics": [],
             }],
         },
         "ChannelType": kind.as_str(),
     });
-    for (name, _, value) in metrics {
-        line[*name] = json!(value);
+    let mut declared = Vec::new();
+    for (name, unit, value) in metrics {
+        declared.push(json!({"Name": name, "Unit": unit}));
+        line[name] = value;
     }
+    line["_aws"]["CloudWatchMetrics"][0]["Metrics"] = Value::Array(declared);
     if let Some(t) = tier {
         dimensions.push(json!(["ChannelType", "Tier"]));
         line["Tier"] = json!(t.as_str());
     }
     line["_aws"]["CloudWatchMetrics"][0]["Dimensions"] = Value::Array(dimensions);
     line
+}
+
+/// The most values one metric of one EMF line may hold.
+pub const MAX_VALUES: usize = 100;
+
+/// A metric's unit and the values gathered for it.
+type Gathered = (&'static str, Vec<f64>);
+
+/// The metrics gathered for one channel type and tier, by name.
+type Group = BTreeMap<&'static str, Gathered>;
+
+/// The metrics of one instance's attempts, kept until [`Buffer::flush`] (the end of the
+/// batch, before the instance can be frozen) and then written as one EMF line per channel
+/// type and tier, each metric's values as an array: CloudWatch computes the same statistics
+/// (sum, sample count, percentiles) from an array as from a line per value, and a batch of
+/// ten deliveries writes one line where it wrote ten. A metric that reaches
+/// [`MAX_VALUES`] has its line written at once.
+#[derive(Default)]
+pub struct Buffer {
+    groups: Mutex<HashMap<(ChannelType, Option<Tier>), Group>>,
+}
+
+impl Buffer {
+    /// Keeps the metrics of one event.
+    pub fn add(
+        &self,
+        metrics: &[(&'static str, &'static str, f64)],
+        kind: ChannelType,
+        tier: Option<Tier>,
+    ) {
+        let full = {
+            let Ok(mut groups) = self.groups.lock() else {
+                emit(line(metrics, kind, tier));
+                return;
+            };
+            let group = groups.entry((kind, tier)).or_default();
+            for (name, unit, v) in metrics {
+                group
+                    .entry(name)
+                    .or_insert_with(|| (unit, Vec::new()))
+                    .1
+                    .push(*v);
+            }
+            if group.values().any(|(_, v)| v.len() >= MAX_VALUES) {
+                groups.remove(&(kind, tier))
+            } else {
+                None
+            }
+        };
+        if let Some(group) = full {
+            emit(gathered_line(group, kind, tier));
+        }
+    }
+
+    /// Writes what was kept, a line per channel type and tier.
+    pub fn flush(&self) {
+        let groups = match self.groups.lock() {
+            Ok(mut g) => std::mem::take(&mut *g),
+            Err(_) => return,
+        };
+        for ((kind, tier), group) in groups {
+            emit(gathered_line(group, kind, tier));
+        }
+    }
+}
+
+/// The line of one channel type and tier's gathered metrics: a value alone as a number.
+fn gathered_line(group: Group, kind: ChannelType, tier: Option<Tier>) -> Value {
+    line_of(
+        group.into_iter().map(|(name, (unit, values))| {
+            let v = match values.as_slice() {
+                [one] => json!(one),
+                many => json!(many),
+            };
+            (name, unit, v)
+        }),
+        kind,
+        tier,
+    )
 }
 
 fn emit(line: Value) {
@@ -195,5 +291,63 @@ mod tests {
             json!([["ChannelType"]])
         );
         assert!(g.get("Tier").is_none());
+    }
+
+    #[test]
+    fn a_buffer_writes_a_line_per_channel_type_and_tier_with_each_metrics_values() {
+        capture();
+        let b = Buffer::default();
+        for ms in [10.0, 20.0, 30.0] {
+            b.add(
+                &[
+                    (SENT, "Count", 1.0),
+                    (ATTEMPT_DURATION_MS, "Milliseconds", ms),
+                ],
+                ChannelType::Webhook,
+                Some(Tier::High),
+            );
+        }
+        b.add(
+            &[(ATTEMPT_FAILED, "Count", 1.0)],
+            ChannelType::Webhook,
+            Some(Tier::High),
+        );
+        b.add(
+            &[(SENT, "Count", 1.0)],
+            ChannelType::Slack,
+            Some(Tier::High),
+        );
+        let before = captured().len();
+        b.flush();
+        let lines = captured();
+        let new: Vec<_> = lines[before..]
+            .iter()
+            .filter(|l| l["Tier"] == "high")
+            .collect();
+        assert_eq!(new.len(), 2, "{new:?}");
+        let hook = new.iter().find(|l| l["ChannelType"] == "webhook").unwrap();
+        assert_eq!(hook[SENT], json!([1.0, 1.0, 1.0]));
+        assert_eq!(hook[ATTEMPT_DURATION_MS], json!([10.0, 20.0, 30.0]));
+        assert_eq!(hook[ATTEMPT_FAILED], 1.0, "a value alone is a number");
+        assert_eq!(
+            hook["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+                .as_array()
+                .unwrap()
+                .len(),
+            3
+        );
+        b.flush();
+        assert_eq!(captured().len(), lines.len(), "nothing left to write");
+        // A metric at its limit has its line written at once.
+        for _ in 0..MAX_VALUES {
+            b.add(&[(SENT, "Count", 1.0)], ChannelType::Echo, Some(Tier::Bulk));
+        }
+        let full = captured();
+        let echo = full
+            .iter()
+            .rev()
+            .find(|l| l["ChannelType"] == "echo" && l["Tier"] == "bulk")
+            .unwrap();
+        assert_eq!(echo[SENT].as_array().map(Vec::len), Some(MAX_VALUES));
     }
 }

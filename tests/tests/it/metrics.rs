@@ -78,7 +78,8 @@ async fn deliveries_write_the_documented_metric_lines() {
     }
     assert_eq!(named(&lines, metrics::SENT).len(), 1);
     assert_eq!(named(&lines, metrics::DEAD_LETTERED).len(), 1);
-    // One line per event: a sent delivery's count and durations travel together.
+    // A batch's metrics travel in one line per channel type and tier: a sent delivery's
+    // count and durations together.
     let sent = named(&lines, metrics::SENT)[0];
     assert!(
         sent[metrics::ATTEMPT_DURATION_MS].as_f64().is_some(),

@@ -62,6 +62,8 @@ pub struct Attempts<'p> {
     pub(crate) lanes: crate::lanes::Lanes<'p>,
     /// Where each attempt's span goes (nowhere unless the deployment exports them).
     pub(crate) spans: &'p dyn converger_ports::Spans,
+    /// Where each attempt's metrics go until its batch ends.
+    pub(crate) metrics: &'p metrics::Buffer,
     pub(crate) payloads: &'p crate::payloads::Payloads,
 }
 
@@ -486,7 +488,11 @@ impl Attempts<'_> {
         }
         if handed_off {
             tracing::info!("delivery handed off; waiting for an acknowledgement");
-            metrics::count(metrics::HANDED_OFF, p.channel.kind, Some(d.tier), 1);
+            self.metrics.add(
+                &[(metrics::HANDED_OFF, "Count", 1.0)],
+                p.channel.kind,
+                Some(d.tier),
+            );
             self.after_attempt(d, p, CallEnd::new(Outcome::HandedOff))
                 .await?;
             return Ok(Report::HandedOff);
@@ -499,7 +505,7 @@ impl Attempts<'_> {
         ];
         let waited = u64::try_from(now.ms() - d.created_at.ms()).unwrap_or(0);
         m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
-        metrics::record(&m, p.channel.kind, Some(d.tier));
+        self.metrics.add(&m, p.channel.kind, Some(d.tier));
         self.after_attempt(d, p, CallEnd::of(Verdict::Success).handing_on(hand_on))
             .await?;
         // Its status event and counts follow from the row's change (`crate::changes`).
@@ -518,7 +524,7 @@ impl Attempts<'_> {
         // The call's one classification: the policy, the window and the breaker read it.
         let failure = err.failure();
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        metrics::record(
+        self.metrics.add(
             &[
                 (metrics::ATTEMPT_FAILED, "Count", 1.0),
                 metrics::ms(metrics::ATTEMPT_DURATION_MS, duration_ms),
@@ -789,7 +795,11 @@ impl Attempts<'_> {
         }
         tracing::warn!(attempts = p.n, error = %reason, "delivery dead-lettered");
         // Its events and counts follow from the row's change (`crate::changes`).
-        metrics::count(metrics::DEAD_LETTERED, p.channel.kind, Some(d.tier), 1);
+        self.metrics.add(
+            &[(metrics::DEAD_LETTERED, "Count", 1.0)],
+            p.channel.kind,
+            Some(d.tier),
+        );
         Ok(Report::DeadLettered)
     }
 }
