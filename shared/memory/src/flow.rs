@@ -90,6 +90,24 @@ impl MemStore {
         )
         .await
     }
+
+    /// [`Self::row_move`] for a flow move (park, unpark, the backlog's), not charged: the
+    /// capacity model leaves them out, as it always has. Charged, a rate-limited channel
+    /// offered 5,000 a second at a hundredth of the limits puts its backlog index key
+    /// (`bl_pk`, the channel) at six times a partition's limit, and the hot-tenant scenario
+    /// then runs minutes where it ran seconds: a limit of the backlog's key layout that the
+    /// scenario does not report yet (docs/scaling.md).
+    async fn flow_move(&self, id: &DeliveryId, m: &RowMove) -> StoreResult<Option<Delivery>> {
+        wait(&self.latency, |l| l.write).await;
+        self.with(|s| {
+            let mut row = s.deliveries.get_mut(id).filter(|r| m.admits(r))?;
+            m.apply(&mut row);
+            let out = row.clone();
+            drop(row);
+            s.reindex(id);
+            Some(out)
+        })
+    }
 }
 
 #[async_trait]
@@ -376,7 +394,7 @@ impl FlowStore for MemStore {
 
     async fn park(&self, d: &Delivery, token: Option<&str>, now: Timestamp) -> StoreResult<bool> {
         Ok(self
-            .row_move(&d.id, &moves::park(token, now))
+            .flow_move(&d.id, &moves::park(token, now))
             .await?
             .is_some())
     }
@@ -387,7 +405,7 @@ impl FlowStore for MemStore {
         to: Placement,
         now: Timestamp,
     ) -> StoreResult<Option<Delivery>> {
-        self.row_move(&d.id, &moves::unpark(to, now)).await
+        self.flow_move(&d.id, &moves::unpark(to, now)).await
     }
 
     async fn to_backlog(
@@ -398,7 +416,7 @@ impl FlowStore for MemStore {
         _now: Timestamp,
     ) -> StoreResult<bool> {
         Ok(self
-            .row_move(&d.id, &moves::to_backlog(token, due_ms))
+            .flow_move(&d.id, &moves::to_backlog(token, due_ms))
             .await?
             .is_some())
     }
@@ -409,7 +427,7 @@ impl FlowStore for MemStore {
         now: Timestamp,
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
-        self.row_move(id, &moves::leave_backlog(now.ms(), slot_item))
+        self.flow_move(id, &moves::leave_backlog(now.ms(), slot_item))
             .await
     }
 
@@ -422,7 +440,7 @@ impl FlowStore for MemStore {
         slot_item: u32,
     ) -> StoreResult<Option<Delivery>> {
         let m = moves::leave_backlog_leased(now.ms(), token, lease_until_ms, slot_item);
-        self.row_move(id, &m).await
+        self.flow_move(id, &m).await
     }
 
     async fn backlog(

@@ -488,11 +488,7 @@ impl Attempts<'_> {
         }
         if handed_off {
             tracing::info!("delivery handed off; waiting for an acknowledgement");
-            self.metrics.add(
-                &[(metrics::HANDED_OFF, "Count", 1.0)],
-                p.channel.kind,
-                Some(d.tier),
-            );
+            p.metrics(self.metrics, &[(metrics::HANDED_OFF, "Count", 1.0)]);
             self.after_attempt(d, p, CallEnd::new(Outcome::HandedOff))
                 .await?;
             return Ok(Report::HandedOff);
@@ -505,7 +501,7 @@ impl Attempts<'_> {
         ];
         let waited = u64::try_from(now.ms() - d.created_at.ms()).unwrap_or(0);
         m.push(metrics::ms(metrics::INGEST_TO_SENT_MS, waited));
-        self.metrics.add(&m, p.channel.kind, Some(d.tier));
+        p.metrics(self.metrics, &m);
         self.after_attempt(d, p, CallEnd::of(Verdict::Success).handing_on(hand_on))
             .await?;
         // Its status event and counts follow from the row's change (`crate::changes`).
@@ -524,13 +520,13 @@ impl Attempts<'_> {
         // The call's one classification: the policy, the window and the breaker read it.
         let failure = err.failure();
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.metrics.add(
+        let failed = (metrics::ATTEMPT_FAILED, "Count", 1.0);
+        p.metrics(
+            self.metrics,
             &[
-                (metrics::ATTEMPT_FAILED, "Count", 1.0),
+                failed,
                 metrics::ms(metrics::ATTEMPT_DURATION_MS, duration_ms),
             ],
-            p.channel.kind,
-            Some(d.tier),
         );
         let now = self.clock.now();
         let delay_ms = match policy.next_after_failure(p.n, &failure, rand::random::<f64>()) {
@@ -795,11 +791,7 @@ impl Attempts<'_> {
         }
         tracing::warn!(attempts = p.n, error = %reason, "delivery dead-lettered");
         // Its events and counts follow from the row's change (`crate::changes`).
-        self.metrics.add(
-            &[(metrics::DEAD_LETTERED, "Count", 1.0)],
-            p.channel.kind,
-            Some(d.tier),
-        );
+        p.metrics(self.metrics, &[(metrics::DEAD_LETTERED, "Count", 1.0)]);
         Ok(Report::DeadLettered)
     }
 }

@@ -49,6 +49,16 @@ pub(crate) struct Prepared {
     pub(super) started_at: Timestamp,
 }
 
+impl Prepared {
+    /// `metrics` of this attempt, kept in `buffer` for its batch's line.
+    pub(super) fn metrics(&self, buffer: &crate::metrics::Buffer, metrics: &[Metric]) {
+        buffer.add(metrics, self.channel.kind, Some(self.d.tier));
+    }
+}
+
+/// One metric's name, unit and value, as an attempt records it.
+pub(super) type Metric = (&'static str, &'static str, f64);
+
 /// What the adapter call came to: `Err` when the delivery cannot be attempted at all
 /// (inactive channel, no adapter), else the effective policy and the adapter's answer.
 pub(super) type Called = Result<(RetryPolicy, Result<Delivered, DeliveryError>), CallError>;
