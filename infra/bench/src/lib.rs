@@ -587,13 +587,60 @@ pub fn activity_body(ch: &ChannelId, n: usize) -> String {
 pub use converger_stack::BENCH_WATCH_DELAY_S as WATCH_DELAY_S;
 
 /// Waits until a case's trailing work is done, so that it is counted with the case and not
-/// the next: the table stream's changes read and their counts written, and the first tries'
-/// watch copies (`PipelineConfig::watch_delay_s`, a second on a benchmark stack) come and gone.
+/// the next: the table stream's changes read and their counts written, and the watch copies
+/// (`PipelineConfig::watch_delay_s`, a second on a benchmark stack) come and gone. On the
+/// emulator that is when the tiers' queues hold nothing, delayed and in flight included,
+/// read through the harness's own (uncounted) client, and at most the watch delay and 1.5 s;
+/// on the in-process backend, that time.
 pub async fn quiet(stack: &converger_stack::stack::Stack) {
+    use std::time::{Duration, Instant};
     stack.changes_settled().await;
     let watch = u64::from(stack.pipeline.config().watch_delay_s);
-    tokio::time::sleep(std::time::Duration::from_millis(watch * 1000 + 1500)).await;
+    let until = Instant::now() + Duration::from_millis(watch * 1000 + 1500);
+    match stack.aws() {
+        Ok(aws) => {
+            let urls: Vec<&String> = converger_core::Tier::ALL
+                .iter()
+                .filter_map(|t| {
+                    let name = converger_store::resources::tier_queue(*t).name;
+                    aws.resources.queue_urls.get(name)
+                })
+                .collect();
+            while Instant::now() < until && !tiers_empty(&aws.clients.sqs, &urls).await {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Err(_) => tokio::time::sleep(until.saturating_duration_since(Instant::now())).await,
+    }
     stack.changes_settled().await;
+}
+
+/// Whether every queue of `urls` holds no message, visible, in flight or delayed (`false`
+/// when one cannot be read).
+async fn tiers_empty(sqs: &aws_sdk_sqs::Client, urls: &[&String]) -> bool {
+    use aws_sdk_sqs::types::QueueAttributeName as A;
+    for url in urls {
+        let Ok(out) = sqs
+            .get_queue_attributes()
+            .queue_url(url.as_str())
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+            .send()
+            .await
+        else {
+            return false;
+        };
+        let held = out
+            .attributes
+            .unwrap_or_default()
+            .values()
+            .any(|v| v.parse::<u64>().map_or(true, |n| n > 0));
+        if held {
+            return false;
+        }
+    }
+    true
 }
 
 /// Posts the `n`-th benchmark activity for `ch` through the tenant API at `url`; the id of
