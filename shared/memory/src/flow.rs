@@ -69,26 +69,7 @@ impl MemStore {
         id: &DeliveryId,
         m: &RowMove,
     ) -> StoreResult<Option<Delivery>> {
-        let shards = self.due_write_shards();
-        self.charged(
-            |l| l.write,
-            |s, meter| {
-                let Some(row) = s.deliveries.get(id) else {
-                    return Ok(None);
-                };
-                if !m.admits(row) {
-                    meter.write(|| delivery_write(Some(row), Some(row), shards))?;
-                    return Ok(None);
-                }
-                let mut after = row.clone();
-                m.apply(&mut after);
-                meter.write(|| delivery_write(Some(row), Some(&after), shards))?;
-                s.deliveries.insert(id.clone(), after.clone());
-                s.reindex(id);
-                Ok(Some(after))
-            },
-        )
-        .await
+        self.moved(id, m, true).await
     }
 
     /// [`Self::row_move`] for a flow move (park, unpark, the backlog's), not charged: the
@@ -98,15 +79,39 @@ impl MemStore {
     /// then runs minutes where it ran seconds: a limit of the backlog's key layout that the
     /// scenario does not report yet (docs/scaling.md).
     async fn flow_move(&self, id: &DeliveryId, m: &RowMove) -> StoreResult<Option<Delivery>> {
-        wait(&self.latency, |l| l.write).await;
-        self.with(|s| {
-            let mut row = s.deliveries.get_mut(id).filter(|r| m.admits(r))?;
-            m.apply(&mut row);
-            let out = row.clone();
-            drop(row);
-            s.reindex(id);
-            Some(out)
-        })
+        self.moved(id, m, false).await
+    }
+
+    async fn moved(
+        &self,
+        id: &DeliveryId,
+        m: &RowMove,
+        charge: bool,
+    ) -> StoreResult<Option<Delivery>> {
+        let shards = self.due_write_shards();
+        self.charged(
+            |l| l.write,
+            |s, meter| {
+                let Some(row) = s.deliveries.get(id) else {
+                    return Ok(None);
+                };
+                let after = m.admits(row).then(|| {
+                    let mut after = row.clone();
+                    m.apply(&mut after);
+                    after
+                });
+                if charge {
+                    let written = after.as_ref().unwrap_or(row);
+                    meter.write(|| delivery_write(Some(row), Some(written), shards))?;
+                }
+                if let Some(after) = &after {
+                    s.deliveries.insert(id.clone(), after.clone());
+                    s.reindex(id);
+                }
+                Ok(after)
+            },
+        )
+        .await
     }
 }
 

@@ -167,12 +167,7 @@ pub struct Buffer {
 
 impl Buffer {
     /// Keeps the metrics of one event.
-    pub fn add(
-        &self,
-        metrics: &[(&'static str, &'static str, f64)],
-        kind: ChannelType,
-        tier: Option<Tier>,
-    ) {
+    pub fn add(&self, metrics: &[Metric<'static>], kind: ChannelType, tier: Option<Tier>) {
         let full = {
             let Ok(mut groups) = self.groups.lock() else {
                 emit(line(metrics, kind, tier));

@@ -520,11 +520,10 @@ impl Attempts<'_> {
         // The call's one classification: the policy, the window and the breaker read it.
         let failure = err.failure();
         let duration_ms = u64::try_from(p.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let failed = (metrics::ATTEMPT_FAILED, "Count", 1.0);
         p.metrics(
             self.metrics,
             &[
-                failed,
+                (metrics::ATTEMPT_FAILED, "Count", 1.0),
                 metrics::ms(metrics::ATTEMPT_DURATION_MS, duration_ms),
             ],
         );

@@ -51,13 +51,14 @@ pub(crate) struct Prepared {
 
 impl Prepared {
     /// `metrics` of this attempt, kept in `buffer` for its batch's line.
-    pub(super) fn metrics(&self, buffer: &crate::metrics::Buffer, metrics: &[Metric]) {
+    pub(super) fn metrics(
+        &self,
+        buffer: &crate::metrics::Buffer,
+        metrics: &[crate::metrics::Metric<'static>],
+    ) {
         buffer.add(metrics, self.channel.kind, Some(self.d.tier));
     }
 }
-
-/// One metric's name, unit and value, as an attempt records it.
-pub(super) type Metric = (&'static str, &'static str, f64);
 
 /// What the adapter call came to: `Err` when the delivery cannot be attempted at all
 /// (inactive channel, no adapter), else the effective policy and the adapter's answer.
