@@ -217,13 +217,14 @@ async fn requests_scenario_counts_every_aws_request_of_a_delivery() {
     // Three attempts: at most three receives (an attempt that the task handing it its window
     // slot runs itself needs none), and one for each attempt's watch copy (a retry within
     // one hop rides its message and a watch copy, ADR 0094); a dead letter after three
-    // attempts likewise.
+    // attempts likewise. A message SQS hands out before its due time (its delay is whole
+    // seconds) is sent again for the rest: one more receive per attempt at most.
     for (case, c) in [
         ("three_attempts", &cases.three_attempts),
         ("dead_letter", &cases.dead_letter),
     ] {
         let receives = named(&c.per_delivery, "sqs/ReceiveMessage", &line);
-        assert!((2.0..=6.0).contains(&receives), "{case}: {line}");
+        assert!((2.0..=9.0).contains(&receives), "{case}: {line}");
     }
     for c in [
         &cases.first_try,
